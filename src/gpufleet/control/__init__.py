@@ -1,0 +1,1 @@
+"""The closed control loop: stages behind small Protocols, run in order against a world."""
