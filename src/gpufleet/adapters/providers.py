@@ -1,0 +1,128 @@
+"""The provider port (where reservations are bought) and a simulated provider behind it.
+
+Contract of :class:`ProviderPort`: ``submit(key, order)`` is idempotent on ``key`` -- a second call with the
+same key returns the first order and buys nothing more. A :class:`ProviderTimeout` means "unknown outcome":
+the order may or may not exist; callers retry with the SAME key or ask ``find(key)``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import threading
+from collections import deque
+from dataclasses import dataclass
+from typing import Literal, Protocol
+
+from sqlalchemy import Engine, select
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.orm import Session
+
+from gpufleet.adapters.sql.engine import writer
+from gpufleet.adapters.sql.models import SimProviderOrderRow
+from gpufleet.domain.errors import GpufleetError
+
+
+class ProviderTimeout(GpufleetError):
+    """The provider did not answer in time; the order may or may not have been placed."""
+
+
+@dataclass(frozen=True, slots=True)
+class OrderRequest:
+    sku_id: str
+    region_id: str
+    units: int
+    term_months: int
+    start_s: int
+
+
+@dataclass(frozen=True, slots=True)
+class ProviderOrder:
+    order_id: str
+    idempotency_key: str
+    sku_id: str
+    region_id: str
+    units: int
+    term_months: int
+    start_s: int
+
+
+class ProviderPort(Protocol):
+    def submit(self, key: str, order: OrderRequest) -> ProviderOrder: ...
+
+    def find(self, key: str) -> ProviderOrder | None: ...
+
+
+Fault = Literal["timeout_before_order", "timeout_after_order"]
+
+
+class SimulatedProvider:
+    """A cloud provider simulated in its own table, committed independently of the service's transactions.
+
+    ``inject(fault)`` queues a fault for the next ``submit`` call: ``timeout_before_order`` times out
+    without placing the order; ``timeout_after_order`` places it and then loses the answer (the case that
+    buys twice without idempotency keys). ``calls`` counts submit calls.
+    """
+
+    def __init__(self, engine: Engine) -> None:
+        self._engine = writer(engine)
+        self._faults: deque[Fault] = deque()
+        self._lock = threading.Lock()
+        self.calls = 0
+
+    def inject(self, fault: Fault) -> None:
+        with self._lock:
+            self._faults.append(fault)
+
+    def _next_fault(self) -> Fault | None:
+        with self._lock:
+            self.calls += 1
+            return self._faults.popleft() if self._faults else None
+
+    def submit(self, key: str, order: OrderRequest) -> ProviderOrder:
+        fault = self._next_fault()
+        if fault == "timeout_before_order":
+            raise ProviderTimeout(f"provider did not answer for {key}")
+        existing = self.find(key)
+        if existing is None:
+            existing = self._place(key, order)
+        if fault == "timeout_after_order":
+            raise ProviderTimeout(f"provider did not answer for {key}")
+        return existing
+
+    def _place(self, key: str, order: OrderRequest) -> ProviderOrder:
+        with Session(self._engine) as session:
+            row = SimProviderOrderRow(
+                idempotency_key=key,
+                order_id="ord_" + hashlib.sha256(key.encode()).hexdigest()[:16],
+                sku_id=order.sku_id,
+                region_id=order.region_id,
+                units=order.units,
+                term_months=order.term_months,
+                start_s=order.start_s,
+                created_at_s=order.start_s,
+            )
+            session.add(row)
+            try:
+                session.commit()
+            except IntegrityError:
+                session.rollback()
+                found = self.find(key)
+                assert found is not None
+                return found
+            return _order(row)
+
+    def find(self, key: str) -> ProviderOrder | None:
+        with Session(self._engine) as session:
+            row = session.get(SimProviderOrderRow, key)
+            return _order(row) if row is not None else None
+
+    def orders(self) -> list[ProviderOrder]:
+        with Session(self._engine) as session:
+            rows = session.scalars(select(SimProviderOrderRow).order_by(SimProviderOrderRow.order_id)).all()
+            return [_order(r) for r in rows]
+
+
+def _order(row: SimProviderOrderRow) -> ProviderOrder:
+    return ProviderOrder(
+        row.order_id, row.idempotency_key, row.sku_id, row.region_id, row.units, row.term_months, row.start_s
+    )

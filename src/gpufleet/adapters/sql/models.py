@@ -1,0 +1,214 @@
+"""SQLAlchemy 2 models. Money is integer micro-dollars (``_uusd``) or cents (``_cents``): exact on every backend.
+
+Times are integer UNIX seconds (``_s``). The migrations in ``migrations/versions`` are the source of truth for
+the schema; these models must match them (a test compares the two).
+"""
+
+from __future__ import annotations
+
+from sqlalchemy import BigInteger, Boolean, Float, ForeignKey, Index, Integer, String, Text, UniqueConstraint
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+
+
+class Base(DeclarativeBase):
+    pass
+
+
+class SkuRow(Base):
+    __tablename__ = "skus"
+    id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    name: Mapped[str] = mapped_column(String(200))
+    memory_gb: Mapped[int] = mapped_column(Integer)
+    gpus_per_node: Mapped[int] = mapped_column(Integer)
+    cpu_per_node: Mapped[int] = mapped_column(Integer)
+    mem_gb_per_node: Mapped[int] = mapped_column(Integer)
+    interconnect: Mapped[str] = mapped_column(String(64))
+    relative_throughput: Mapped[float] = mapped_column(Float)
+
+
+class ProviderRow(Base):
+    __tablename__ = "providers"
+    id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    name: Mapped[str] = mapped_column(String(200))
+    kind: Mapped[str] = mapped_column(String(32))
+
+
+class RegionRow(Base):
+    __tablename__ = "regions"
+    id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    provider_id: Mapped[str] = mapped_column(ForeignKey("providers.id"))
+    geo: Mapped[str] = mapped_column(String(32))
+
+
+class PoolRow(Base):
+    __tablename__ = "pools"
+    __table_args__ = (Index("ix_pools_sku", "sku_id"),)
+    id: Mapped[str] = mapped_column(String(200), primary_key=True)
+    provider_id: Mapped[str] = mapped_column(ForeignKey("providers.id"))
+    region_id: Mapped[str] = mapped_column(ForeignKey("regions.id"))
+    sku_id: Mapped[str] = mapped_column(ForeignKey("skus.id"))
+    tier: Mapped[str] = mapped_column(String(16))
+    price_uusd_per_gpu_h: Mapped[int] = mapped_column(BigInteger)
+    term_months: Mapped[int] = mapped_column(Integer, default=0)
+    lead_time_s: Mapped[int] = mapped_column(Integer, default=0)
+    quota_gpus: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    allocated_gpus: Mapped[int] = mapped_column(Integer, default=0)
+    preemption_rate_per_h: Mapped[float] = mapped_column(Float, default=0.0)
+
+
+class ClusterRow(Base):
+    __tablename__ = "clusters"
+    id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    name: Mapped[str] = mapped_column(String(200))
+    region_id: Mapped[str] = mapped_column(ForeignKey("regions.id"))
+
+
+class NodeRow(Base):
+    __tablename__ = "nodes"
+    __table_args__ = (Index("ix_nodes_cluster", "cluster_id"),)
+    id: Mapped[str] = mapped_column(String(128), primary_key=True)
+    cluster_id: Mapped[str] = mapped_column(ForeignKey("clusters.id"))
+    sku_id: Mapped[str] = mapped_column(ForeignKey("skus.id"))
+    gpus_total: Mapped[int] = mapped_column(Integer)
+    allocations_json: Mapped[str] = mapped_column(Text, default="[]")
+
+
+class TeamRow(Base):
+    __tablename__ = "teams"
+    id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    name: Mapped[str] = mapped_column(String(200))
+
+
+class TenantRow(Base):
+    __tablename__ = "tenants"
+    id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    name: Mapped[str] = mapped_column(String(200))
+    team_id: Mapped[str] = mapped_column(ForeignKey("teams.id"))
+
+
+class WorkloadRow(Base):
+    __tablename__ = "workloads"
+    __table_args__ = (Index("ix_workloads_team", "team_id"),)
+    id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    name: Mapped[str] = mapped_column(String(200))
+    image: Mapped[str] = mapped_column(String(500))
+    kind: Mapped[str] = mapped_column(String(16))
+    cpu: Mapped[float] = mapped_column(Float)
+    mem_gb: Mapped[float] = mapped_column(Float)
+    gpus: Mapped[int] = mapped_column(Integer)
+    gpu_sku: Mapped[str] = mapped_column(ForeignKey("skus.id"))
+    min_replicas: Mapped[int] = mapped_column(Integer)
+    max_replicas: Mapped[int] = mapped_column(Integer)
+    scale_metric: Mapped[str] = mapped_column(String(64))
+    target_rps: Mapped[float | None] = mapped_column(Float, nullable=True)
+    budget_cents_day: Mapped[int | None] = mapped_column(BigInteger, nullable=True)
+    team_id: Mapped[str] = mapped_column(ForeignKey("teams.id"))
+    tenant_id: Mapped[str] = mapped_column(ForeignKey("tenants.id"))
+    priority: Mapped[str] = mapped_column(String(16))
+    checkpoint_interval_s: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    version: Mapped[int] = mapped_column(Integer, default=1)
+    created_at_s: Mapped[int] = mapped_column(BigInteger)
+
+
+class RightsizingChangeRow(Base):
+    __tablename__ = "rightsizing_changes"
+    id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    workload_id: Mapped[str] = mapped_column(ForeignKey("workloads.id"))
+    cpu: Mapped[float] = mapped_column(Float)
+    mem_gb: Mapped[float] = mapped_column(Float)
+    ticket: Mapped[str] = mapped_column(String(128))
+    status: Mapped[str] = mapped_column(String(16))
+    requested_by: Mapped[str] = mapped_column(String(128))
+    created_at_s: Mapped[int] = mapped_column(BigInteger)
+
+
+class UtilizationRow(Base):
+    """One measured bucket; the primary key is the ingestion idempotency key."""
+
+    __tablename__ = "utilization"
+    __table_args__ = (
+        Index("ix_util_sku_time", "sku_id", "bucket_start_s"),
+        Index("ix_util_workload_time", "workload_id", "bucket_start_s"),
+    )
+    source: Mapped[str] = mapped_column(String(128), primary_key=True)
+    bucket_start_s: Mapped[int] = mapped_column(BigInteger, primary_key=True)
+    workload_id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    bucket_s: Mapped[int] = mapped_column(Integer)
+    team_id: Mapped[str] = mapped_column(String(64))
+    sku_id: Mapped[str] = mapped_column(String(64))
+    gpus_allocated: Mapped[float] = mapped_column(Float)
+    gpu_util: Mapped[float] = mapped_column(Float)
+    queue_wait_s: Mapped[float | None] = mapped_column(Float, nullable=True)
+
+
+class ReservationRow(Base):
+    __tablename__ = "reservations"
+    __table_args__ = (Index("ix_reservations_status", "status"),)
+    id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    pool_id: Mapped[str] = mapped_column(ForeignKey("pools.id"))
+    sku_id: Mapped[str] = mapped_column(ForeignKey("skus.id"))
+    region_id: Mapped[str] = mapped_column(ForeignKey("regions.id"))
+    units: Mapped[int] = mapped_column(Integer)
+    start_s: Mapped[int] = mapped_column(BigInteger)
+    term_months: Mapped[int] = mapped_column(Integer)
+    price_uusd_per_gpu_h: Mapped[int] = mapped_column(BigInteger)
+    est_cost_cents: Mapped[int] = mapped_column(BigInteger)
+    status: Mapped[str] = mapped_column(String(32))
+    version: Mapped[int] = mapped_column(Integer, default=1)
+    approvals_required: Mapped[int] = mapped_column(Integer)
+    created_by: Mapped[str] = mapped_column(String(128))
+    created_at_s: Mapped[int] = mapped_column(BigInteger)
+    budget_code: Mapped[str | None] = mapped_column(String(64), nullable=True)
+    idempotency_key: Mapped[str] = mapped_column(String(128), unique=True)
+    provider_order_id: Mapped[str | None] = mapped_column(String(128), nullable=True)
+
+
+class ApprovalRow(Base):
+    """One approval; the primary key makes "the same user approves twice" impossible even under races."""
+
+    __tablename__ = "reservation_approvals"
+    reservation_id: Mapped[str] = mapped_column(ForeignKey("reservations.id"), primary_key=True)
+    user_id: Mapped[str] = mapped_column(String(128), primary_key=True)
+    role: Mapped[str] = mapped_column(String(32))
+    budget_code: Mapped[str] = mapped_column(String(64))
+    at_s: Mapped[int] = mapped_column(BigInteger)
+
+
+class AuditEventRow(Base):
+    """Append-only: database triggers refuse UPDATE and DELETE on this table."""
+
+    __tablename__ = "audit_events"
+    __table_args__ = (Index("ix_audit_entity", "entity_id"),)
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    at_s: Mapped[int] = mapped_column(BigInteger)
+    actor: Mapped[str] = mapped_column(String(128))
+    action: Mapped[str] = mapped_column(String(64))
+    entity: Mapped[str] = mapped_column(String(32))
+    entity_id: Mapped[str] = mapped_column(String(200))
+    detail_json: Mapped[str] = mapped_column(Text, default="{}")
+
+
+class ApiTokenRow(Base):
+    __tablename__ = "api_tokens"
+    id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    token_hash: Mapped[str] = mapped_column(String(64), unique=True)
+    user_id: Mapped[str] = mapped_column(String(128))
+    role: Mapped[str] = mapped_column(String(32))
+    team_id: Mapped[str | None] = mapped_column(String(64), nullable=True)
+    created_at_s: Mapped[int] = mapped_column(BigInteger)
+    revoked: Mapped[bool] = mapped_column(Boolean, default=False)
+
+
+class SimProviderOrderRow(Base):
+    """The simulated cloud provider's own book of orders (a separate world: committed on its own)."""
+
+    __tablename__ = "sim_provider_orders"
+    __table_args__ = (UniqueConstraint("order_id"),)
+    idempotency_key: Mapped[str] = mapped_column(String(128), primary_key=True)
+    order_id: Mapped[str] = mapped_column(String(64))
+    sku_id: Mapped[str] = mapped_column(String(64))
+    region_id: Mapped[str] = mapped_column(String(64))
+    units: Mapped[int] = mapped_column(Integer)
+    term_months: Mapped[int] = mapped_column(Integer)
+    start_s: Mapped[int] = mapped_column(BigInteger)
+    created_at_s: Mapped[int] = mapped_column(BigInteger)

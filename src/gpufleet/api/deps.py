@@ -1,0 +1,29 @@
+"""Annotated dependency aliases: ``ServicesDep`` (the wired services) and ``CurrentActor`` (from the bearer
+token; 401 when missing or invalid)."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import Depends, Request
+from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+
+from gpufleet.service.auth import Actor
+from gpufleet.service.bootstrap import Services
+
+_bearer = HTTPBearer(auto_error=False, description="API token from `gpufleet token create`")
+
+
+def get_services(request: Request) -> Services:
+    services: Services = request.app.state.services
+    return services
+
+
+ServicesDep = Annotated[Services, Depends(get_services)]
+
+
+def get_actor(services: ServicesDep, creds: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)]) -> Actor:
+    return services.auth.actor_for(creds.credentials if creds is not None else None)
+
+
+CurrentActor = Annotated[Actor, Depends(get_actor)]

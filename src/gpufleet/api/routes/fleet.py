@@ -1,0 +1,116 @@
+"""Fleet routes: capacity forecast, utilization, placement, bin-packing, utilization ingestion, audit log."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Query, Request
+from pydantic import ValidationError as PydanticValidationError
+from starlette.concurrency import run_in_threadpool
+
+from gpufleet.api.deps import CurrentActor, ServicesDep
+from gpufleet.api.problems import PROBLEM_RESPONSES
+from gpufleet.api.schemas import (
+    AuditEventPublic,
+    BinpackReport,
+    CapacityForecast,
+    FleetUtilization,
+    IngestResultPublic,
+    PlacementRecommendation,
+    PlacementRequest,
+    UtilizationIngest,
+)
+from gpufleet.api.types import IdPath, SkuQuery, WindowQuery
+from gpufleet.domain.errors import ValidationError
+from gpufleet.domain.workloads import Priority, WorkloadKind
+from gpufleet.service import placement
+from gpufleet.service.ingest import parse_csv
+from gpufleet.service.windows import parse_window_s
+
+router = APIRouter(tags=["fleet"], responses=PROBLEM_RESPONSES)
+MAX_BODY_BYTES = 8 * 1024 * 1024
+
+
+@router.get("/v1/capacity/forecast", response_model=CapacityForecast)
+def capacity_forecast(
+    services: ServicesDep, actor: CurrentActor, sku: SkuQuery, days: Annotated[int, Query(ge=1, le=730)] = 90
+) -> Any:
+    """Daily demand quantiles against supply (reservations and quotas), the gap and a backtested confidence."""
+    return services.capacity.forecast(actor, sku_id=sku, days=days)
+
+
+@router.get("/v1/fleet/utilization", response_model=FleetUtilization)
+def fleet_utilization(services: ServicesDep, actor: CurrentActor, sku: SkuQuery, window: WindowQuery = "7d") -> Any:
+    return services.usage.fleet_utilization(actor, sku_id=sku, window_s=parse_window_s(window))
+
+
+@router.post("/v1/placement/recommendations", response_model=PlacementRecommendation)
+def placement_recommendation(body: PlacementRequest, services: ServicesDep, actor: CurrentActor) -> Any:
+    """Where to run: the first tier with headroom (reserved -> on_demand -> spot -> secondary), else queue."""
+    req = placement.PlacementRequest(
+        job_class=WorkloadKind(body.job_class),
+        priority=Priority.parse(body.priority),
+        sku_id=body.sku,
+        gpus=body.gpus,
+        regions=tuple(body.regions),
+        checkpointable=body.checkpointable,
+    )
+    return services.placement.recommend(actor, req)
+
+
+@router.get("/v1/clusters/{cluster}/binpack", response_model=BinpackReport)
+def cluster_binpack(cluster: IdPath, services: ServicesDep, actor: CurrentActor) -> Any:
+    return services.binpack.report(actor, cluster)
+
+
+@router.post(
+    "/v1/utilization:ingest",
+    response_model=IngestResultPublic,
+    openapi_extra={
+        "requestBody": {
+            "required": True,
+            "content": {
+                "application/json": {"schema": {"$ref": "#/components/schemas/UtilizationIngest"}},
+                "text/csv": {"schema": {"type": "string"}},
+            },
+        }
+    },
+)
+async def ingest_utilization(request: Request, services: ServicesDep, actor: CurrentActor) -> Any:
+    """Bulk utilization records as JSON ``{"records": [...]}`` or CSV (header row with the same names).
+    Idempotent per (source, bucket_start_s, workload_id): re-sent records replace, never double count."""
+    raw = await request.body()
+    if len(raw) > MAX_BODY_BYTES:
+        raise ValidationError("body", f"at most {MAX_BODY_BYTES} bytes")
+    ctype = request.headers.get("content-type", "").split(";")[0].strip().lower()
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError:
+        raise ValidationError("body", "must be UTF-8") from None
+    if ctype == "text/csv":
+        records = parse_csv(text)
+    elif ctype in ("application/json", ""):
+        try:
+            body = UtilizationIngest.model_validate_json(text or "null")
+        except PydanticValidationError as exc:
+            first = exc.errors()[0]
+            field = ".".join(str(p) if isinstance(p, str) else f"[{p}]" for p in first["loc"]).replace(".[", "[")
+            raise ValidationError(field or "body", first["msg"]) from None
+        records = [r.model_dump() for r in body.records]
+    else:
+        raise ValidationError("content-type", f"must be application/json or text/csv, got {ctype!r}")
+    result = await run_in_threadpool(services.ingest.ingest, actor, records)
+    return {"received": result.received, "inserted": result.inserted, "updated": result.updated}
+
+
+@router.get("/v1/audit", response_model=list[AuditEventPublic])
+def audit_log(
+    services: ServicesDep,
+    actor: CurrentActor,
+    entity_id: Annotated[str | None, Query(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.:/-]{0,199}$")] = None,
+    action: Annotated[str | None, Query(pattern=r"^[a-z_.]{1,64}$")] = None,
+    after_id: Annotated[int, Query(ge=0, le=2**31 - 1)] = 0,
+    limit: Annotated[int, Query(ge=1, le=1000)] = 100,
+) -> Any:
+    """The append-only audit log, oldest first; page with ``after_id``."""
+    return services.audit.list(actor, entity_id=entity_id, action=action, after_id=after_id, limit=limit)

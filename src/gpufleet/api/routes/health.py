@@ -1,0 +1,33 @@
+"""Liveness and readiness."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter
+
+from gpufleet.adapters.sql.migrate import current_revision, head_revision
+from gpufleet.api.deps import ServicesDep
+from gpufleet.api.problems import PROBLEM_RESPONSES
+from gpufleet.api.schemas import Health, Ready
+from gpufleet.domain.errors import GpufleetError
+
+router = APIRouter(tags=["health"], responses={500: PROBLEM_RESPONSES[500], 503: {"description": "Not ready"}})
+
+
+class NotReady(GpufleetError):
+    pass
+
+
+@router.get("/healthz", response_model=Health)
+def healthz() -> Health:
+    """The process is up (no dependency is checked)."""
+    return Health(status="ok")
+
+
+@router.get("/readyz", response_model=Ready, responses={503: PROBLEM_RESPONSES[500] | {"description": "Not ready"}})
+def readyz(services: ServicesDep) -> Ready:
+    """The database answers and its schema is at the revision this code needs."""
+    have = current_revision(services.engine)
+    need = head_revision(services.engine)
+    if have != need:
+        raise NotReady(f"schema at {have}, need {need}")
+    return Ready(status="ready", schema_revision=have)

@@ -1,0 +1,126 @@
+"""Reservation routes: create, read, approve (one or two approvers), reject, cancel, submit, reconcile."""
+
+from __future__ import annotations
+
+from datetime import UTC
+from typing import Any
+
+from fastapi import APIRouter, Query
+
+from gpufleet.api.deps import CurrentActor, ServicesDep
+from gpufleet.api.problems import PROBLEM_RESPONSES
+from gpufleet.api.schemas import (
+    ReconcilePublic,
+    ReservationApprove,
+    ReservationCreate,
+    ReservationDecision,
+    ReservationPublic,
+)
+from gpufleet.api.types import IdPath, Limit
+from gpufleet.domain.reservations import ReservationStatus
+from gpufleet.service.auth import ADMINS
+from gpufleet.service.reservations import ReservationView
+
+router = APIRouter(prefix="/v1/reservations", tags=["reservations"], responses=PROBLEM_RESPONSES)
+
+# The API names the provider-confirmed state as the design does; the domain calls it "submitted".
+PUBLIC_STATUS = {ReservationStatus.SUBMITTED: "submitted_to_cloud"}
+STATUS_FROM_PUBLIC = {v: k for k, v in PUBLIC_STATUS.items()}
+
+
+def public(v: ReservationView) -> dict[str, Any]:
+    return {
+        "reservation_id": v.id,
+        "status": PUBLIC_STATUS.get(v.status, v.status.value),
+        "est_cost_usd": v.est_cost_usd,
+        "sku": v.sku_id,
+        "region": v.region_id,
+        "pool": v.pool_id,
+        "units": v.units,
+        "start_s": v.start_s,
+        "term_months": v.term_months,
+        "price_usd_per_gpu_h": v.price_usd_per_gpu_h,
+        "approvals_required": v.approvals_required,
+        "approvals": [{"user_id": a.user_id, "role": a.role, "at_s": a.at_s} for a in v.approvals],
+        "created_by": v.created_by,
+        "created_at_s": v.created_at_s,
+        "budget_code": v.budget_code,
+        "provider_order_id": v.provider_order_id,
+        "version": v.version,
+    }
+
+
+@router.post("", status_code=201, response_model=ReservationPublic)
+def create_reservation(body: ReservationCreate, services: ServicesDep, actor: CurrentActor) -> Any:
+    """Propose a commitment. It waits in ``pending_approval`` for one approval, or two above the threshold."""
+    start = body.start if body.start.tzinfo is not None else body.start.replace(tzinfo=UTC)
+    view = services.reservations.create(
+        actor,
+        sku_id=body.sku,
+        units=body.units,
+        start_s=int(start.timestamp()),
+        term_months=body.term_months,
+        regions=body.regions,
+    )
+    return public(view)
+
+
+@router.get("", response_model=list[ReservationPublic])
+def list_reservations(
+    services: ServicesDep,
+    actor: CurrentActor,
+    status: str | None = Query(
+        default=None,
+        pattern=r"^(draft|pending_approval|approved|submitted_to_cloud|active|expired|rejected|cancelled)$",
+    ),
+    limit: Limit = 100,
+) -> Any:
+    parsed = None if status is None else STATUS_FROM_PUBLIC.get(status) or ReservationStatus(status)
+    return [public(v) for v in services.reservations.list(actor, status=parsed, limit=limit)]
+
+
+@router.get("/{reservation_id}", response_model=ReservationPublic)
+def get_reservation(reservation_id: IdPath, services: ServicesDep, actor: CurrentActor) -> Any:
+    return public(services.reservations.get(actor, reservation_id))
+
+
+@router.post("/{reservation_id}/approve", response_model=ReservationPublic)
+def approve_reservation(
+    reservation_id: IdPath, body: ReservationApprove, services: ServicesDep, actor: CurrentActor
+) -> Any:
+    """Record the caller's approval. The approval that completes the set submits the order to the provider
+    and answers ``submitted_to_cloud`` (``approved`` if the provider did not confirm; the reconciler retries)."""
+    view = services.reservations.approve(
+        actor, reservation_id, approver_ids=body.approver_ids, budget_code=body.budget_code
+    )
+    return public(view)
+
+
+@router.post("/{reservation_id}/reject", response_model=ReservationPublic)
+def reject_reservation(
+    reservation_id: IdPath, body: ReservationDecision, services: ServicesDep, actor: CurrentActor
+) -> Any:
+    return public(services.reservations.decide(actor, reservation_id, ReservationStatus.REJECTED, body.reason))
+
+
+@router.post("/{reservation_id}/cancel", response_model=ReservationPublic)
+def cancel_reservation(
+    reservation_id: IdPath, body: ReservationDecision, services: ServicesDep, actor: CurrentActor
+) -> Any:
+    return public(services.reservations.decide(actor, reservation_id, ReservationStatus.CANCELLED, body.reason))
+
+
+@router.post("/{reservation_id}/submit", response_model=ReservationPublic)
+def submit_reservation(reservation_id: IdPath, services: ServicesDep, actor: CurrentActor) -> Any:
+    """Retry the provider submission of an approved reservation (idempotent; a no-op in any other state)."""
+    actor.require(*ADMINS)
+    services.reservations.get(actor, reservation_id)
+    return public(services.reservations.submit(reservation_id, actor_id=actor.user_id))
+
+
+@router.post(":reconcile", response_model=ReconcilePublic)
+def reconcile_reservations(services: ServicesDep, actor: CurrentActor) -> Any:
+    """Run one reconciler pass now (it also runs at startup and every ``reconcile_interval_s``)."""
+    actor.require(*ADMINS)
+    r = services.reservations.reconcile()
+    return {"submitted": r.submitted, "still_pending": r.still_pending, "activated": r.activated, "expired": r.expired}

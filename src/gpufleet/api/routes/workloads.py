@@ -1,0 +1,91 @@
+"""Workload routes: create, read (own team only for app_team), autoscaling, cost, rightsizing."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Header, Query
+
+from gpufleet.api.deps import CurrentActor, ServicesDep
+from gpufleet.api.problems import PROBLEM_RESPONSES
+from gpufleet.api.schemas import (
+    AutoscalingPublic,
+    AutoscalingUpdate,
+    RightsizingAccepted,
+    RightsizingApply,
+    WorkloadCost,
+    WorkloadCreate,
+    WorkloadCreated,
+    WorkloadPublic,
+)
+from gpufleet.api.types import ID_PATTERN, IdPath, Limit, Offset, WindowQuery
+from gpufleet.domain.errors import ValidationError
+from gpufleet.service.windows import parse_window_s
+from gpufleet.service.workloads import WorkloadSpec
+
+router = APIRouter(prefix="/v1/workloads", tags=["workloads"], responses=PROBLEM_RESPONSES)
+
+
+@router.post("", status_code=201, response_model=WorkloadCreated)
+def create_workload(body: WorkloadCreate, services: ServicesDep, actor: CurrentActor) -> Any:
+    wid = services.workloads.create(actor, WorkloadSpec(**body.model_dump()))
+    return {"workload_id": wid}
+
+
+@router.get("", response_model=list[WorkloadPublic])
+def list_workloads(
+    services: ServicesDep,
+    actor: CurrentActor,
+    team: str | None = Query(default=None, pattern=ID_PATTERN),
+    limit: Limit = 100,
+    offset: Offset = 0,
+) -> Any:
+    """Workloads, optionally of one team. An app_team token sees only its own team's."""
+    return services.workloads.list(actor, team=team, limit=limit, offset=offset)
+
+
+@router.get("/{workload_id}", response_model=WorkloadPublic)
+def get_workload(workload_id: IdPath, services: ServicesDep, actor: CurrentActor) -> Any:
+    return services.workloads.get(actor, workload_id)
+
+
+@router.put("/{workload_id}/autoscaling", response_model=AutoscalingPublic)
+def set_autoscaling(
+    workload_id: IdPath,
+    body: AutoscalingUpdate,
+    services: ServicesDep,
+    actor: CurrentActor,
+    if_match: Annotated[str | None, Header(pattern=r'^(W/)?"?[0-9]{1,10}"?$')] = None,
+) -> Any:
+    """Set min/max replicas and the target rate per replica. Send the version you read (body ``version`` or
+    ``If-Match``); a stale version gets 409. Returns the new version."""
+    expected = body.version
+    if if_match is not None:
+        header_version = int(if_match.removeprefix("W/").strip('"'))
+        if expected is not None and expected != header_version:
+            raise ValidationError("If-Match", "disagrees with body version")
+        expected = header_version
+    version = services.workloads.set_autoscaling(
+        actor,
+        workload_id,
+        min_replicas=body.min,
+        max_replicas=body.max,
+        target_rps=body.target_rps,
+        expected_version=expected,
+    )
+    return {"workload_id": workload_id, "version": version}
+
+
+@router.get("/{workload_id}/cost", response_model=WorkloadCost)
+def workload_cost(workload_id: IdPath, services: ServicesDep, actor: CurrentActor, window: WindowQuery = "7d") -> Any:
+    """Cost over the window, idle share, and a rightsizing recommendation."""
+    return services.usage.workload_cost(actor, workload_id, window_s=parse_window_s(window))
+
+
+@router.post("/{workload_id}/rightsizing:apply", status_code=202, response_model=RightsizingAccepted)
+def apply_rightsizing(workload_id: IdPath, body: RightsizingApply, services: ServicesDep, actor: CurrentActor) -> Any:
+    """Queue a rightsizing change (applied by the deploy pipeline; tracked by its change id)."""
+    cid = services.workloads.request_rightsizing(
+        actor, workload_id, cpu=body.cpu, mem_gb=body.mem_gb, ticket=body.ticket
+    )
+    return {"change_id": cid, "status": "pending"}

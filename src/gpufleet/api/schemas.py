@@ -1,0 +1,474 @@
+"""Request and response schemas: ``XCreate`` (what a client sends), ``XUpdate`` (partial), ``XPublic`` (what
+the API returns). Request bodies forbid unknown fields, so a typo is a 422 naming the field, not a no-op."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from gpufleet.api.types import (
+    Count,
+    Fraction,
+    Id,
+    Name,
+    NonNegFloat,
+    PoolId,
+    PositiveCount,
+    PositiveFloat,
+    Seconds,
+    SkuId,
+    UsdIn,
+    UsdOut,
+)
+
+TierName = Literal["reserved", "on_demand", "spot", "secondary"]
+PriorityName = Literal["low", "normal", "high", "critical"]
+JobClass = Literal["training", "serving"]
+RoleName = Literal["finops_admin", "ml_platform_admin", "app_team", "viewer"]
+GpusPerNode = Annotated[int, Field(ge=1, le=64)]
+
+
+class Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+# ---- problems ----------------------------------------------------------------------------------------------
+class FieldProblem(BaseModel):
+    field: str
+    message: str
+
+
+class Problem(BaseModel):
+    """RFC 9457 problem details; ``field`` names the (first) offending field."""
+
+    type: str = "about:blank"
+    title: str
+    status: int
+    detail: str
+    instance: str | None = None
+    field: str | None = None
+    errors: list[FieldProblem] = Field(default_factory=list)
+
+
+# ---- registries --------------------------------------------------------------------------------------------
+class SkuCreate(Strict):
+    id: SkuId
+    name: Name
+    memory_gb: PositiveCount
+    gpus_per_node: GpusPerNode = 8
+    cpu_per_node: PositiveCount
+    mem_gb_per_node: PositiveCount
+    interconnect: Name
+    relative_throughput: PositiveFloat
+
+
+class SkuPublic(BaseModel):
+    id: str
+    name: str
+    memory_gb: int
+    gpus_per_node: int
+    cpu_per_node: int
+    mem_gb_per_node: int
+    interconnect: str
+    relative_throughput: float
+
+
+class ProviderCreate(Strict):
+    id: Id
+    name: Name
+    kind: Literal["hyperscaler", "neocloud", "owned"]
+
+
+class ProviderPublic(BaseModel):
+    id: str
+    name: str
+    kind: str
+
+
+class RegionCreate(Strict):
+    id: Id
+    provider_id: Id
+    geo: Name
+
+
+class RegionPublic(BaseModel):
+    id: str
+    provider_id: str
+    geo: str
+
+
+class PoolCreate(Strict):
+    id: PoolId
+    provider_id: Id
+    region_id: Id
+    sku_id: SkuId
+    tier: TierName
+    price_usd_per_gpu_h: UsdIn
+    term_months: Annotated[int, Field(ge=0, le=60)] = 0
+    lead_time_s: Seconds = 0
+    quota_gpus: Count | None = None
+    allocated_gpus: Count = 0
+    preemption_rate_per_h: Fraction = 0.0
+
+
+class PoolUpdate(Strict):
+    """Partial update: quota, observed allocation and price change as the fleet moves."""
+
+    price_usd_per_gpu_h: UsdIn | None = None
+    quota_gpus: Count | None = None
+    allocated_gpus: Count | None = None
+    lead_time_s: Seconds | None = None
+
+
+class PoolPublic(BaseModel):
+    id: str
+    provider_id: str
+    region_id: str
+    sku_id: str
+    tier: str
+    price_usd_per_gpu_h: UsdOut
+    term_months: int
+    lead_time_s: int
+    quota_gpus: int | None
+    allocated_gpus: int
+    preemption_rate_per_h: float
+
+
+class ClusterCreate(Strict):
+    id: Id
+    name: Name
+    region_id: Id
+
+
+class ClusterPublic(BaseModel):
+    id: str
+    name: str
+    region_id: str
+
+
+class NodeAllocation(Strict):
+    workload_id: Id
+    gpus: Annotated[int, Field(ge=1, le=64)]
+
+
+class NodeCreate(Strict):
+    id: Id
+    cluster_id: Id
+    sku_id: SkuId
+    gpus_total: GpusPerNode
+    allocations: Annotated[list[NodeAllocation], Field(max_length=64)] = Field(default_factory=list)
+
+    @model_validator(mode="after")
+    def _fits(self) -> NodeCreate:
+        if sum(a.gpus for a in self.allocations) > self.gpus_total:
+            raise ValueError("allocations exceed gpus_total")
+        return self
+
+
+class NodeUpdate(Strict):
+    allocations: Annotated[list[NodeAllocation], Field(max_length=64)]
+
+
+class NodePublic(BaseModel):
+    id: str
+    cluster_id: str
+    sku_id: str
+    gpus_total: int
+    allocations: list[NodeAllocation]
+
+
+class TeamCreate(Strict):
+    id: Id
+    name: Name
+
+
+class TeamPublic(BaseModel):
+    id: str
+    name: str
+
+
+class TenantCreate(Strict):
+    id: Id
+    name: Name
+    team_id: Id
+
+
+class TenantPublic(BaseModel):
+    id: str
+    name: str
+    team_id: str
+
+
+# ---- workloads ---------------------------------------------------------------------------------------------
+class WorkloadCreate(Strict):
+    """The orchestration design's body; ``kind`` and ``checkpoint_interval_s`` extend it for training jobs."""
+
+    name: Name
+    image: Annotated[str, Field(pattern=r"^[^\s\x00-\x1f]{1,500}$")]
+    cpu: PositiveFloat
+    mem_gb: PositiveFloat
+    gpus: Annotated[int, Field(ge=0, le=64)]
+    gpu_sku: SkuId
+    min_replicas: Annotated[int, Field(ge=0, le=10_000)]
+    max_replicas: Annotated[int, Field(ge=0, le=10_000)]
+    scale_metric: Annotated[str, Field(pattern=r"^[a-z_]{1,64}$", examples=["rps"])]
+    budget_usd_day: UsdIn | None = None
+    team: Id
+    tenant: Id
+    priority: PriorityName
+    kind: JobClass = "serving"
+    checkpoint_interval_s: Annotated[int, Field(gt=0, le=30 * 86400)] | None = None
+    target_rps: NonNegFloat | None = None
+
+
+class WorkloadCreated(BaseModel):
+    workload_id: str
+
+
+class WorkloadPublic(BaseModel):
+    workload_id: str
+    name: str
+    image: str
+    kind: str
+    cpu: float
+    mem_gb: float
+    gpus: int
+    gpu_sku: str
+    min_replicas: int
+    max_replicas: int
+    scale_metric: str
+    target_rps: float | None
+    budget_usd_day: UsdOut | None
+    team: str
+    tenant: str
+    priority: str
+    checkpoint_interval_s: int | None
+    version: int
+    created_at_s: int
+
+
+class AutoscalingUpdate(Strict):
+    min: Annotated[int, Field(ge=0, le=10_000)]
+    max: Annotated[int, Field(ge=0, le=10_000)]
+    target_rps: NonNegFloat
+    version: Annotated[int, Field(ge=1, le=2**31 - 1)] | None = Field(
+        default=None, description="Version you read; a stale one gets 409 (also accepted as If-Match)."
+    )
+
+
+class AutoscalingPublic(BaseModel):
+    workload_id: str
+    version: int
+
+
+class Rightsizing(BaseModel):
+    reason: str
+    current_gpus: float | None
+    p95_busy_gpus: float | None
+    recommended_gpus: int | None
+    target_util: float
+    est_savings_usd_per_day: UsdOut
+
+
+class WorkloadCost(BaseModel):
+    workload_id: str
+    window_s: int
+    cost_usd: UsdOut
+    idle_pct: float | None
+    gpu_hours: float
+    rightsizing: Rightsizing
+
+
+class RightsizingApply(Strict):
+    cpu: PositiveFloat
+    mem_gb: PositiveFloat
+    ticket: Annotated[str, Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.#-]{0,127}$", examples=["OPS-1234"])]
+
+
+class RightsizingAccepted(BaseModel):
+    change_id: str
+    status: str = "pending"
+
+
+# ---- reservations ------------------------------------------------------------------------------------------
+PublicStatus = Literal[
+    "draft", "pending_approval", "approved", "submitted_to_cloud", "active", "expired", "rejected", "cancelled"
+]
+
+
+class ReservationCreate(Strict):
+    sku: SkuId
+    units: PositiveCount
+    start: datetime = Field(description="ISO 8601; a time without offset is UTC. Must not be in the past.")
+    term_months: Annotated[int, Field(ge=1, le=60, description="One of 1, 3, 6, 12, 24, 36.")]
+    regions: Annotated[list[Id], Field(min_length=1, max_length=20)]
+
+
+class ApprovalPublic(BaseModel):
+    user_id: str
+    role: str
+    at_s: int
+
+
+class ReservationPublic(BaseModel):
+    reservation_id: str
+    status: PublicStatus
+    est_cost_usd: UsdOut
+    sku: str
+    region: str
+    pool: str
+    units: int
+    start_s: int
+    term_months: int
+    price_usd_per_gpu_h: UsdOut
+    approvals_required: int
+    approvals: list[ApprovalPublic]
+    created_by: str
+    created_at_s: int
+    budget_code: str | None
+    provider_order_id: str | None
+    version: int
+
+
+class ReservationApprove(Strict):
+    approver_ids: Annotated[list[Id], Field(max_length=2)] = Field(
+        default_factory=list, description="Optional; if given it must be exactly [your own user id]."
+    )
+    budget_code: Annotated[str, Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$", examples=["ML-2026-Q1"])]
+
+
+class ReservationDecision(Strict):
+    reason: Annotated[str, Field(pattern=r"^[^\x00-\x1f]{0,500}$")] = ""
+
+
+class ReconcilePublic(BaseModel):
+    submitted: list[str]
+    still_pending: list[str]
+    activated: list[str]
+    expired: list[str]
+
+
+# ---- fleet ---------------------------------------------------------------------------------------------------
+class DemandPoint(BaseModel):
+    day_start_s: int
+    p10: float
+    p50: float
+    p90: float
+
+
+class SupplyPoint(BaseModel):
+    day_start_s: int
+    committed_units: int
+    pending_units: int
+    quota_units: int
+    total_units: int
+
+
+class CapacityForecast(BaseModel):
+    sku: str
+    days: int
+    demand: list[DemandPoint]
+    supply: list[SupplyPoint]
+    gap_units: int
+    confidence: float | None
+    history_days: int
+    method: str
+
+
+class FleetUtilization(BaseModel):
+    sku: str
+    window_s: int
+    avg_util: float | None
+    p95_queue_wait_sec: float | None
+    idle_waste_usd: UsdOut
+    gpu_hours: float
+    records: int
+    price_basis: str
+
+
+class PlacementRequest(Strict):
+    job_class: JobClass
+    priority: PriorityName
+    sku: SkuId
+    gpus: Annotated[int, Field(ge=1, le=100_000)] = 8
+    regions: Annotated[list[Id], Field(max_length=20)] = Field(default_factory=list)
+    checkpointable: bool = False
+
+
+class PlacementStep(BaseModel):
+    pool: str | None
+    region: str | None
+    tier: str | None
+    trigger: str
+
+
+class PlacementRecommendation(BaseModel):
+    region: str | None
+    pool: str | None
+    tier: str | None
+    price_usd_per_gpu_h: UsdOut | None
+    reason: str
+    fallback: list[PlacementStep]
+    skipped: list[PlacementStep]
+    tiers_considered: list[str]
+
+
+class Move(BaseModel):
+    workload_id: str
+    gpus: int
+    from_node: str
+    to_node: str
+
+
+class BinpackReport(BaseModel):
+    cluster: str
+    nodes: int
+    gpus_total: int
+    gpus_used: int
+    fragmentation: float
+    suggested_moves: list[Move]
+    nodes_freed: list[str]
+    fragmentation_after: float
+
+
+class UtilizationRecordIn(Strict):
+    source: Id
+    bucket_start_s: Seconds
+    bucket_s: Annotated[int, Field(ge=1, le=86400)]
+    workload_id: Id
+    team_id: Id
+    sku_id: SkuId
+    gpus_allocated: Annotated[float, Field(ge=0, le=1e6, allow_inf_nan=False)]
+    gpu_util: Fraction
+    queue_wait_s: NonNegFloat | None = None
+
+
+class UtilizationIngest(Strict):
+    records: Annotated[list[UtilizationRecordIn], Field(max_length=10_000)]
+
+
+class IngestResultPublic(BaseModel):
+    received: int
+    inserted: int
+    updated: int
+
+
+class AuditEventPublic(BaseModel):
+    id: int
+    at_s: int
+    actor: str
+    action: str
+    entity: str
+    entity_id: str
+    detail: dict[str, Any]
+
+
+class Health(BaseModel):
+    status: Literal["ok"]
+
+
+class Ready(BaseModel):
+    status: Literal["ready"]
+    schema_revision: str

@@ -1,0 +1,37 @@
+"""Constrained scalar types shared by the API schemas: bounded, no control characters, JSON numbers for money."""
+
+from __future__ import annotations
+
+from decimal import Decimal
+from typing import Annotated
+
+from fastapi import Path, Query
+from pydantic import Field, PlainSerializer
+
+ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,63}$"
+POOL_ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.:/-]{0,199}$"
+SKU_PATTERN = r"^[a-z0-9][a-z0-9_]{0,63}$"
+NAME_PATTERN = r"^[^\x00-\x1f\x7f]{1,200}$"
+MAX_INT = 2**31 - 1
+MAX_TIME_S = 253_402_300_799  # 9999-12-31T23:59:59Z
+
+Id = Annotated[str, Field(pattern=ID_PATTERN, examples=["h100_80gb"])]
+PoolId = Annotated[str, Field(pattern=POOL_ID_PATTERN, examples=["aws/us-east-1/h100_80gb/reserved"])]
+SkuId = Annotated[str, Field(pattern=SKU_PATTERN, examples=["h100_80gb"])]
+Name = Annotated[str, Field(pattern=NAME_PATTERN, max_length=200)]
+Count = Annotated[int, Field(ge=0, le=MAX_INT)]
+PositiveCount = Annotated[int, Field(gt=0, le=MAX_INT)]
+Seconds = Annotated[int, Field(ge=0, le=MAX_TIME_S)]
+Fraction = Annotated[float, Field(ge=0.0, le=1.0, allow_inf_nan=False)]
+PositiveFloat = Annotated[float, Field(gt=0.0, le=1e9, allow_inf_nan=False)]
+NonNegFloat = Annotated[float, Field(ge=0.0, le=1e12, allow_inf_nan=False)]
+UsdIn = Annotated[Decimal, Field(ge=0, le=Decimal("1e12"), max_digits=20, decimal_places=6, allow_inf_nan=False)]
+# Money goes out as a JSON number (rounded to the cent or micro-dollar by the service), not a string.
+UsdOut = Annotated[Decimal, PlainSerializer(float, return_type=float, when_used="json")]
+
+IdPath = Annotated[str, Path(pattern=ID_PATTERN)]
+PoolIdPath = Annotated[str, Path(pattern=POOL_ID_PATTERN)]
+SkuQuery = Annotated[str, Query(pattern=SKU_PATTERN, examples=["h100_80gb"])]
+WindowQuery = Annotated[str, Query(max_length=16, examples=["7d"], description="<n>h, <n>d or <n>w, at most 366d")]
+Limit = Annotated[int, Query(ge=1, le=1000)]
+Offset = Annotated[int, Query(ge=0, le=1_000_000)]

@@ -1,0 +1,47 @@
+"""``gpufleet token create``: issue a bearer API token (printed once; only its hash is stored)."""
+
+from __future__ import annotations
+
+import getpass
+from typing import Annotated
+
+import typer
+from rich.console import Console
+
+from gpufleet.cli.errors import user_errors
+from gpufleet.cli.service_settings import load_settings
+
+_err = Console(stderr=True)
+
+
+def register(app: typer.Typer) -> None:
+    token_app = typer.Typer(help="API tokens.", no_args_is_help=True)
+    app.add_typer(token_app, name="token")
+
+    @token_app.command("create")
+    @user_errors
+    def create(
+        role: Annotated[str, typer.Option(help="finops_admin | ml_platform_admin | app_team | viewer")],
+        team: Annotated[str | None, typer.Option(help="Team id (required for app_team)")] = None,
+        user: Annotated[str | None, typer.Option(help="User id the token acts as (default: your login)")] = None,
+        db: Annotated[str | None, typer.Option("--db", help="SQLAlchemy URL (default: GPUFLEET_DB_URL)")] = None,
+    ) -> None:
+        """Create a token and print it on stdout (alone, so `TOKEN=$(gpufleet token create ...)` works)."""
+        from gpufleet.adapters.sql.engine import make_engine, safe_url
+        from gpufleet.adapters.sql.migrate import ensure_migrated
+        from gpufleet.service.auth import create_token
+        from gpufleet.service.clock import RandomIds, SystemClock
+
+        settings = load_settings(db_url=db)
+        engine = make_engine(settings.db_url)
+        try:
+            ensure_migrated(engine, safe_url=safe_url(engine))
+            token, token_id = create_token(
+                engine, SystemClock(), RandomIds(), role=role, user_id=user or getpass.getuser(), team_id=team
+            )
+        finally:
+            engine.dispose()
+        _err.print(
+            f"created {token_id} (role {role}{', team ' + team if team else ''}); store it now:", highlight=False
+        )
+        typer.echo(token)

@@ -1,0 +1,21 @@
+"""Building the service Settings from CLI options over the environment, with errors as one clear line."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pydantic
+
+from gpufleet.domain.errors import ValidationError
+from gpufleet.service.settings import Settings
+
+
+def load_settings(**overrides: Any) -> Settings:
+    """Environment (``GPUFLEET_*``) first, then the options that were given on the command line."""
+    given = {k: v for k, v in overrides.items() if v is not None}
+    try:
+        return Settings(**given)
+    except pydantic.ValidationError as exc:
+        err = exc.errors()[0]
+        field = ".".join(str(p) for p in err["loc"]) or "settings"
+        raise ValidationError(field, str(err["msg"]).removeprefix("Value error, ")) from None

@@ -1,0 +1,151 @@
+"""Capacity forecast over stored data: demand (seasonal-naive with empirical quantiles) against supply.
+
+A baseline until the forecasting issue's models are wired in; the response shape stays. Demand for a day is
+the mean number of GPUs allocated (GPU-seconds / 86400) from the utilization records. The point forecast for
+day ``t+h`` repeats the value of the same weekday in the last observed week (seasonal naive, season 7; plain
+naive with less than two weeks of history); quantiles add the empirical quantiles of the one-season
+differences, widened by ``sqrt(ceil(h / season))`` as the seasonal naive's error grows.
+
+Supply for a day sums reservations covering that day (active and submitted as committed, approved and
+pending approval as pending) plus on-demand and secondary quotas for the SKU. ``gap_units`` is the largest
+shortfall of the p90 demand under total supply (0 when supply covers it). ``confidence`` is the share of the
+last 7 observed days that fell inside the p10..p90 band when forecast from the days before them (None with
+fewer than 21 days of history).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+from sqlalchemy import Engine, select
+
+from gpufleet.adapters.sql.models import PoolRow, ReservationRow, SkuRow, UtilizationRow
+from gpufleet.domain.errors import PermissionDenied, ValidationError
+from gpufleet.domain.pools import Tier
+from gpufleet.domain.reservations import ReservationStatus, term_seconds
+from gpufleet.service.auth import Actor, Role
+from gpufleet.service.clock import Clock
+from gpufleet.service.uow import UnitOfWork
+
+DAY_S = 86400
+SEASON_DAYS = 7
+HISTORY_DAYS = 56
+LEVELS = (0.1, 0.5, 0.9)
+COMMITTED = (ReservationStatus.ACTIVE.value, ReservationStatus.SUBMITTED.value)
+PENDING = (ReservationStatus.APPROVED.value, ReservationStatus.PENDING_APPROVAL.value)
+
+
+def seasonal_naive_quantiles(y: np.ndarray, h: int, season: int = SEASON_DAYS) -> np.ndarray:
+    """Forecast ``h`` steps of ``y``: array (h, 3) of the p10, p50, p90 (clipped at 0)."""
+    n = y.size
+    if n == 0:
+        return np.zeros((h, len(LEVELS)))
+    m = season if n >= 2 * season else 1
+    last = y[-m:]
+    steps = np.arange(h)
+    point = last[steps % m]
+    resid = y[m:] - y[:-m] if n > m else np.zeros(1)
+    q = np.quantile(resid, LEVELS) - np.quantile(resid, 0.5)  # centre the band on the point forecast
+    widen = np.sqrt(np.ceil((steps + 1) / m))
+    out = point[:, None] + widen[:, None] * q[None, :]
+    return np.clip(out, 0.0, None)
+
+
+def daily_demand(t_s: np.ndarray, gpu_s: np.ndarray, first_day_s: int, days: int) -> np.ndarray:
+    idx = (t_s - first_day_s) // DAY_S
+    ok = (idx >= 0) & (idx < days)
+    return np.bincount(idx[ok].astype(np.int64), weights=gpu_s[ok], minlength=days) / DAY_S
+
+
+def _coverage(y: np.ndarray) -> float | None:
+    if y.size < 21:
+        return None
+    train, test = y[:-7], y[-7:]
+    band = seasonal_naive_quantiles(train, 7)
+    inside = (test >= band[:, 0] - 1e-9) & (test <= band[:, 2] + 1e-9)
+    return round(float(inside.mean()), 3)
+
+
+class CapacityService:
+    def __init__(self, engine: Engine, clock: Clock) -> None:
+        self._engine = engine
+        self._clock = clock
+
+    def forecast(self, actor: Actor, *, sku_id: str, days: int) -> dict[str, Any]:
+        if actor.role is Role.APP_TEAM:
+            raise PermissionDenied("app_team tokens do not read fleet capacity plans")
+        if not 1 <= days <= 730:
+            raise ValidationError("days", "must be in 1..730")
+        today_s = self._clock.now_s() // DAY_S * DAY_S
+        hist_start_s = today_s - HISTORY_DAYS * DAY_S
+        with UnitOfWork(self._engine, write=False) as uow:
+            s = uow.session
+            if s.get(SkuRow, sku_id) is None:
+                raise ValidationError("sku", f"unknown SKU {sku_id!r}")
+            rows = s.execute(
+                select(UtilizationRow.bucket_start_s, UtilizationRow.gpus_allocated, UtilizationRow.bucket_s).where(
+                    UtilizationRow.sku_id == sku_id,
+                    UtilizationRow.bucket_start_s >= hist_start_s,
+                    UtilizationRow.bucket_start_s < today_s,
+                )
+            ).all()
+            res = s.execute(
+                select(
+                    ReservationRow.units, ReservationRow.start_s, ReservationRow.term_months, ReservationRow.status
+                ).where(ReservationRow.sku_id == sku_id, ReservationRow.status.in_(COMMITTED + PENDING))
+            ).all()
+            quotas = s.scalars(
+                select(PoolRow.quota_gpus).where(
+                    PoolRow.sku_id == sku_id,
+                    PoolRow.tier.in_([Tier.ON_DEMAND.value, Tier.SECONDARY.value]),
+                    PoolRow.quota_gpus.is_not(None),
+                )
+            ).all()
+        arr = np.array(rows, dtype=np.float64).reshape(-1, 3)
+        y = np.zeros(0)
+        if arr.shape[0]:
+            first_day_s = int(arr[:, 0].min()) // DAY_S * DAY_S
+            n_days = (today_s - first_day_s) // DAY_S
+            y = daily_demand(arr[:, 0].astype(np.int64), arr[:, 1] * arr[:, 2], first_day_s, n_days)
+        band = seasonal_naive_quantiles(y, days)
+        day_starts = today_s + DAY_S * np.arange(days)
+        committed = np.zeros(days)
+        pending = np.zeros(days)
+        for units, start_s, term_months, status in res:
+            end_s = start_s + term_seconds(term_months)
+            covers = (day_starts + DAY_S > start_s) & (day_starts < end_s)
+            (committed if status in COMMITTED else pending)[covers] += units
+        quota = float(sum(q for q in quotas if q is not None))
+        total = committed + pending + quota
+        gap = float(np.max(band[:, 2] - total)) if days else 0.0
+        demand = [
+            {
+                "day_start_s": int(d),
+                "p10": round(float(b[0]), 3),
+                "p50": round(float(b[1]), 3),
+                "p90": round(float(b[2]), 3),
+            }
+            for d, b in zip(day_starts, band, strict=True)
+        ]
+        supply = [
+            {
+                "day_start_s": int(d),
+                "committed_units": int(c),
+                "pending_units": int(p),
+                "quota_units": int(quota),
+                "total_units": int(t),
+            }
+            for d, c, p, t in zip(day_starts, committed, pending, total, strict=True)
+        ]
+        return {
+            "sku": sku_id,
+            "days": days,
+            "demand": demand,
+            "supply": supply,
+            "gap_units": max(0, math.ceil(gap - 1e-9)),
+            "confidence": _coverage(y),
+            "history_days": int(y.size),
+            "method": "seasonal_naive_7d_empirical_quantiles",
+        }

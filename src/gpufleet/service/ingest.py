@@ -1,0 +1,149 @@
+"""Bulk ingestion of utilization records, idempotent per (source, bucket start, workload).
+
+Re-sending a record with the same key replaces it (last write wins), so a telemetry pipeline may retry a
+whole batch after a timeout without double counting.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from sqlalchemy import Engine, and_, or_, select
+from sqlalchemy.dialects.postgresql import insert as pg_insert
+from sqlalchemy.dialects.sqlite import insert as sqlite_insert
+
+from gpufleet.adapters.sql.models import SkuRow, UtilizationRow
+from gpufleet.domain.errors import ValidationError
+from gpufleet.service.auth import ADMINS, Actor
+from gpufleet.service.clock import Clock
+from gpufleet.service.uow import UnitOfWork
+
+MAX_RECORDS = 10_000
+CSV_COLUMNS = (
+    "source",
+    "bucket_start_s",
+    "bucket_s",
+    "workload_id",
+    "team_id",
+    "sku_id",
+    "gpus_allocated",
+    "gpu_util",
+    "queue_wait_s",
+)
+_REQUIRED = CSV_COLUMNS[:-1]
+
+
+@dataclass(frozen=True, slots=True)
+class IngestResult:
+    received: int
+    inserted: int
+    updated: int
+
+
+def parse_csv(text: str) -> list[dict[str, Any]]:
+    """CSV with a header naming at least the required columns; values are converted and range-checked."""
+    reader = csv.DictReader(io.StringIO(text))
+    missing = [c for c in _REQUIRED if c not in (reader.fieldnames or [])]
+    if missing:
+        raise ValidationError("body", f"CSV header lacks column(s): {', '.join(missing)}", location="line 1")
+    out: list[dict[str, Any]] = []
+    for i, raw in enumerate(reader):
+        line = f"line {i + 2}"
+        try:
+            rec: dict[str, Any] = {
+                "source": raw["source"],
+                "workload_id": raw["workload_id"],
+                "team_id": raw["team_id"],
+                "sku_id": raw["sku_id"],
+                "bucket_start_s": int(raw["bucket_start_s"]),
+                "bucket_s": int(raw["bucket_s"]),
+                "gpus_allocated": float(raw["gpus_allocated"]),
+                "gpu_util": float(raw["gpu_util"]),
+                "queue_wait_s": float(raw["queue_wait_s"]) if raw.get("queue_wait_s") else None,
+            }
+        except (TypeError, ValueError) as exc:
+            raise ValidationError(f"records[{i}]", f"bad value: {exc}", location=line) from None
+        out.append(rec)
+    return out
+
+
+def validate(records: Sequence[dict[str, Any]]) -> None:
+    if len(records) > MAX_RECORDS:
+        raise ValidationError("records", f"at most {MAX_RECORDS} records per request, got {len(records)}")
+    for i, r in enumerate(records):
+        for key in ("source", "workload_id", "team_id", "sku_id"):
+            if not r[key] or len(r[key]) > 128:
+                raise ValidationError(f"records[{i}].{key}", "must be 1..128 characters")
+        if r["bucket_s"] <= 0 or r["bucket_s"] > 86400:
+            raise ValidationError(f"records[{i}].bucket_s", "must be in 1..86400")
+        if r["bucket_start_s"] < 0:
+            raise ValidationError(f"records[{i}].bucket_start_s", "must be >= 0")
+        if not math.isfinite(r["gpus_allocated"]) or r["gpus_allocated"] < 0:
+            raise ValidationError(f"records[{i}].gpus_allocated", "must be a finite number >= 0")
+        if not math.isfinite(r["gpu_util"]) or not 0.0 <= r["gpu_util"] <= 1.0:
+            raise ValidationError(f"records[{i}].gpu_util", "must be in [0, 1]")
+        q = r.get("queue_wait_s")
+        if q is not None and (not math.isfinite(q) or q < 0):
+            raise ValidationError(f"records[{i}].queue_wait_s", "must be a finite number >= 0")
+
+
+class IngestService:
+    def __init__(self, engine: Engine, clock: Clock) -> None:
+        self._engine = engine
+        self._clock = clock
+
+    def ingest(self, actor: Actor, records: Sequence[dict[str, Any]]) -> IngestResult:
+        actor.require(*ADMINS)
+        validate(records)
+        latest: dict[tuple[str, int, str], dict[str, Any]] = {}
+        for r in records:  # within a batch the last record for a key wins, as across batches
+            latest[(r["source"], r["bucket_start_s"], r["workload_id"])] = {**r, "queue_wait_s": r.get("queue_wait_s")}
+        rows = list(latest.values())
+        with UnitOfWork(self._engine, write=True) as uow:
+            s = uow.session
+            known = set(s.scalars(select(SkuRow.id)).all())
+            for i, r in enumerate(records):
+                if r["sku_id"] not in known:
+                    raise ValidationError(f"records[{i}].sku_id", f"unknown SKU {r['sku_id']!r}")
+            existing = 0
+            for chunk_start in range(0, len(rows), 500):
+                chunk = rows[chunk_start : chunk_start + 500]
+                cond = or_(
+                    *(
+                        and_(
+                            UtilizationRow.source == r["source"],
+                            UtilizationRow.bucket_start_s == r["bucket_start_s"],
+                            UtilizationRow.workload_id == r["workload_id"],
+                        )
+                        for r in chunk
+                    )
+                )
+                existing += len(s.execute(select(UtilizationRow.source).where(cond)).all())
+            if rows:
+                ins = pg_insert if self._engine.dialect.name == "postgresql" else sqlite_insert
+                for chunk_start in range(0, len(rows), 500):
+                    stmt = ins(UtilizationRow).values(rows[chunk_start : chunk_start + 500])
+                    stmt = stmt.on_conflict_do_update(
+                        index_elements=["source", "bucket_start_s", "workload_id"],
+                        set_={
+                            c: stmt.excluded[c]
+                            for c in ("bucket_s", "team_id", "sku_id", "gpus_allocated", "gpu_util", "queue_wait_s")
+                        },
+                    )
+                    s.execute(stmt)
+            result = IngestResult(len(records), len(rows) - existing, existing)
+            uow.audit(
+                at_s=self._clock.now_s(),
+                actor=actor.user_id,
+                action="utilization.ingested",
+                entity="utilization",
+                entity_id=rows[0]["source"] if rows else "-",
+                detail={"received": result.received, "inserted": result.inserted, "updated": result.updated},
+            )
+            uow.commit()
+            return result

@@ -1,0 +1,187 @@
+"""CRUD for the registries: SKUs, providers, regions, capacity pools, clusters, nodes, teams, tenants.
+
+Values arrive already shape-checked by the API schemas; this layer checks what needs the store: references
+exist (``ValidationError`` naming the field), ids are unique (``ConflictError``), nothing still referenced is
+deleted (``ConflictError``). Every write is audited. Admins write; every authenticated role reads.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from decimal import Decimal
+from typing import Any
+
+from sqlalchemy import Engine, select
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.orm import DeclarativeBase
+
+from gpufleet.adapters.sql.models import (
+    ClusterRow,
+    NodeRow,
+    PoolRow,
+    ProviderRow,
+    RegionRow,
+    SkuRow,
+    TeamRow,
+    TenantRow,
+)
+from gpufleet.domain.errors import ConflictError, NotFoundError, ValidationError
+from gpufleet.domain.money import price_to_uusd, uusd_to_usd
+from gpufleet.service.auth import ADMINS, Actor
+from gpufleet.service.clock import Clock
+from gpufleet.service.uow import UnitOfWork
+
+Row = dict[str, Any]
+
+
+def _pool_in(values: Row) -> Row:
+    out = {k: v for k, v in values.items() if v is not None or k == "quota_gpus"}
+    if "price_usd_per_gpu_h" in out:
+        out["price_uusd_per_gpu_h"] = price_to_uusd(out.pop("price_usd_per_gpu_h"))
+    return out
+
+
+def _pool_out(values: Row) -> Row:
+    out = dict(values)
+    out["price_usd_per_gpu_h"] = uusd_to_usd(out.pop("price_uusd_per_gpu_h"))
+    return out
+
+
+def _node_in(values: Row) -> Row:
+    out = dict(values)
+    if "allocations" in out:
+        out["allocations_json"] = json.dumps(out.pop("allocations"), sort_keys=True)
+    return out
+
+
+def _node_out(values: Row) -> Row:
+    out = dict(values)
+    out["allocations"] = json.loads(out.pop("allocations_json"))
+    return out
+
+
+def _same(values: Row) -> Row:
+    return dict(values)
+
+
+@dataclass(frozen=True, slots=True)
+class Kind:
+    name: str
+    model: type[DeclarativeBase]
+    refs: Mapping[str, type[DeclarativeBase]] = field(default_factory=dict)
+    to_row: Callable[[Row], Row] = _same
+    from_row: Callable[[Row], Row] = _same
+
+
+KINDS: dict[str, Kind] = {
+    k.name: k
+    for k in (
+        Kind("sku", SkuRow),
+        Kind("provider", ProviderRow),
+        Kind("region", RegionRow, {"provider_id": ProviderRow}),
+        Kind(
+            "pool",
+            PoolRow,
+            {"provider_id": ProviderRow, "region_id": RegionRow, "sku_id": SkuRow},
+            _pool_in,
+            _pool_out,
+        ),
+        Kind("cluster", ClusterRow, {"region_id": RegionRow}),
+        Kind("node", NodeRow, {"cluster_id": ClusterRow, "sku_id": SkuRow}, _node_in, _node_out),
+        Kind("team", TeamRow),
+        Kind("tenant", TenantRow, {"team_id": TeamRow}),
+    )
+}
+
+
+def _columns(row: DeclarativeBase) -> Row:
+    return {c.key: getattr(row, c.key) for c in row.__table__.columns}  # type: ignore[attr-defined]
+
+
+class RegistryService:
+    def __init__(self, engine: Engine, clock: Clock) -> None:
+        self._engine = engine
+        self._clock = clock
+
+    def create(self, actor: Actor, kind: str, values: Row) -> Row:
+        actor.require(*ADMINS)
+        k = KINDS[kind]
+        with UnitOfWork(self._engine, write=True) as uow:
+            if uow.session.get(k.model, values["id"]) is not None:
+                raise ConflictError(f"{kind} {values['id']!r} already exists")
+            self._check_refs(uow, k, values)
+            row = k.model(**k.to_row(values))
+            uow.session.add(row)
+            self._audit(uow, actor, f"{kind}.created", kind, values["id"], values)
+            self._flush(uow, kind, values["id"])
+            out = k.from_row(_columns(row))
+            uow.commit()
+            return out
+
+    def update(self, actor: Actor, kind: str, ident: str, values: Row) -> Row:
+        actor.require(*ADMINS)
+        k = KINDS[kind]
+        with UnitOfWork(self._engine, write=True) as uow:
+            row = uow.session.get(k.model, ident)
+            if row is None:
+                raise NotFoundError(kind, ident)
+            self._check_refs(uow, k, values)
+            for key, value in k.to_row(values).items():
+                setattr(row, key, value)
+            self._audit(uow, actor, f"{kind}.updated", kind, ident, values)
+            self._flush(uow, kind, ident)
+            out = k.from_row(_columns(row))
+            uow.commit()
+            return out
+
+    def delete(self, actor: Actor, kind: str, ident: str) -> None:
+        actor.require(*ADMINS)
+        k = KINDS[kind]
+        with UnitOfWork(self._engine, write=True) as uow:
+            row = uow.session.get(k.model, ident)
+            if row is None:
+                raise NotFoundError(kind, ident)
+            uow.session.delete(row)
+            self._audit(uow, actor, f"{kind}.deleted", kind, ident, {})
+            try:
+                uow.session.flush()
+            except IntegrityError:
+                raise ConflictError(f"{kind} {ident!r} is still referenced; delete its dependents first") from None
+            uow.commit()
+
+    def get(self, actor: Actor, kind: str, ident: str) -> Row:
+        k = KINDS[kind]
+        with UnitOfWork(self._engine, write=False) as uow:
+            row = uow.session.get(k.model, ident)
+            if row is None:
+                raise NotFoundError(kind, ident)
+            return k.from_row(_columns(row))
+
+    def list(self, actor: Actor, kind: str, *, limit: int, offset: int, filters: Row | None = None) -> list[Row]:
+        k = KINDS[kind]
+        with UnitOfWork(self._engine, write=False) as uow:
+            pk = k.model.__table__.c.id  # type: ignore[attr-defined]
+            stmt = select(k.model).order_by(pk).limit(limit).offset(offset)
+            for key, value in (filters or {}).items():
+                if value is not None:
+                    stmt = stmt.where(k.model.__table__.c[key] == value)  # type: ignore[attr-defined]
+            return [k.from_row(_columns(r)) for r in uow.session.scalars(stmt).all()]
+
+    def _check_refs(self, uow: UnitOfWork, k: Kind, values: Row) -> None:
+        for key, model in k.refs.items():
+            if key in values and values[key] is not None and uow.session.get(model, values[key]) is None:
+                raise ValidationError(key, f"unknown {key.removesuffix('_id')} {values[key]!r}")
+
+    def _flush(self, uow: UnitOfWork, kind: str, ident: str) -> None:
+        try:
+            uow.session.flush()
+        except IntegrityError:
+            raise ConflictError(f"{kind} {ident!r} conflicts with an existing record") from None
+
+    def _audit(self, uow: UnitOfWork, actor: Actor, action: str, kind: str, ident: str, values: Row) -> None:
+        detail = {k: (str(v) if isinstance(v, Decimal) else v) for k, v in values.items()}
+        uow.audit(
+            at_s=self._clock.now_s(), actor=actor.user_id, action=action, entity=kind, entity_id=ident, detail=detail
+        )

@@ -1,0 +1,63 @@
+"""Unit of work: one database transaction around one use case.
+
+``UnitOfWork(engine, write=True)`` begins a write transaction (on SQLite ``BEGIN IMMEDIATE``: writers are
+serialized); ``write=False`` a read. Leaving the block without :meth:`commit` rolls back. ``lock(stmt)`` adds
+``FOR UPDATE`` on PostgreSQL (row lock held to commit); on SQLite the immediate transaction already excludes
+other writers, so it is a no-op there.
+"""
+
+from __future__ import annotations
+
+import json
+from types import TracebackType
+from typing import Any, TypeVar
+
+from sqlalchemy import Engine, Select
+from sqlalchemy.orm import Session
+
+from gpufleet.adapters.sql.engine import writer
+from gpufleet.adapters.sql.models import AuditEventRow
+
+T = TypeVar("T", bound=tuple[Any, ...])
+
+
+class UnitOfWork:
+    def __init__(self, engine: Engine, *, write: bool) -> None:
+        self._engine = writer(engine) if write else engine
+        self._postgres = engine.dialect.name == "postgresql"
+        self.session: Session
+
+    def __enter__(self) -> UnitOfWork:
+        self.session = Session(self._engine, expire_on_commit=False, autoflush=True)
+        self.session.begin()
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        try:
+            if self.session.in_transaction():
+                self.session.rollback()
+        finally:
+            self.session.close()
+
+    def commit(self) -> None:
+        self.session.commit()
+
+    def lock(self, stmt: Select[T]) -> Select[T]:
+        return stmt.with_for_update() if self._postgres else stmt
+
+    def audit(
+        self, *, at_s: int, actor: str, action: str, entity: str, entity_id: str, detail: dict[str, Any] | None = None
+    ) -> None:
+        """Append one event to the audit log, in the same transaction as the change it records."""
+        self.session.add(
+            AuditEventRow(
+                at_s=at_s,
+                actor=actor,
+                action=action,
+                entity=entity,
+                entity_id=entity_id,
+                detail_json=json.dumps(detail or {}, sort_keys=True, default=str),
+            )
+        )

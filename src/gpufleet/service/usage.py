@@ -1,0 +1,160 @@
+"""Fleet utilization and workload cost, computed over stored utilization records.
+
+Simple, honest baselines (a cost issue owns the full chargeback model): every GPU-hour is priced at the
+SKU's on-demand list price from the stored pools (the pool a bucket ran in is not recorded yet), idle is
+``allocated * (1 - util)``, and rightsizing sizes to the p95 of busy GPUs at a target utilization.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from decimal import ROUND_HALF_EVEN, Decimal
+from typing import Any
+
+import numpy as np
+from sqlalchemy import Engine, func, select
+
+from gpufleet.adapters.sql.models import PoolRow, SkuRow, UtilizationRow, WorkloadRow
+from gpufleet.domain.catalog import PRICES_BY_SKU
+from gpufleet.domain.errors import PermissionDenied, ValidationError
+from gpufleet.domain.money import price_to_uusd
+from gpufleet.domain.pools import Tier
+from gpufleet.service.auth import Actor, Role
+from gpufleet.service.clock import Clock
+from gpufleet.service.uow import UnitOfWork
+from gpufleet.service.workloads import WorkloadService
+
+RIGHTSIZE_TARGET_UTIL = 0.8  # size so the p95 busy GPUs run at 80 %: headroom for bursts
+CENT = Decimal("0.01")
+
+
+@dataclass(frozen=True, slots=True)
+class Usage:
+    gpus: np.ndarray  # gpus allocated per bucket
+    util: np.ndarray  # 0..1
+    bucket_s: np.ndarray
+    queue_wait_s: np.ndarray  # NaN where absent
+
+
+def _usd(x: float) -> Decimal:
+    return Decimal(repr(x)).quantize(CENT, rounding=ROUND_HALF_EVEN)
+
+
+def on_demand_uusd(uow: UnitOfWork, sku_id: str) -> int:
+    price = uow.session.scalar(
+        select(func.min(PoolRow.price_uusd_per_gpu_h)).where(
+            PoolRow.sku_id == sku_id, PoolRow.tier == Tier.ON_DEMAND.value
+        )
+    )
+    if price is not None:
+        return int(price)
+    listed = PRICES_BY_SKU.get(sku_id)
+    return price_to_uusd(listed.on_demand) if listed else 0
+
+
+def _load(uow: UnitOfWork, *conds: Any) -> Usage:
+    rows = uow.session.execute(
+        select(
+            UtilizationRow.gpus_allocated,
+            UtilizationRow.gpu_util,
+            UtilizationRow.bucket_s,
+            UtilizationRow.queue_wait_s,
+        ).where(*conds)
+    ).all()
+    arr = np.array([(r[0], r[1], r[2], math.nan if r[3] is None else r[3]) for r in rows], dtype=np.float64).reshape(
+        -1, 4
+    )
+    return Usage(arr[:, 0], arr[:, 1], arr[:, 2], arr[:, 3])
+
+
+class UsageService:
+    def __init__(self, engine: Engine, clock: Clock, workloads: WorkloadService) -> None:
+        self._engine = engine
+        self._clock = clock
+        self._workloads = workloads
+
+    def fleet_utilization(self, actor: Actor, *, sku_id: str, window_s: int) -> dict[str, Any]:
+        if actor.role is Role.APP_TEAM:
+            raise PermissionDenied("app_team tokens read their own workloads' costs, not fleet-wide utilization")
+        now_s = self._clock.now_s()
+        with UnitOfWork(self._engine, write=False) as uow:
+            if uow.session.get(SkuRow, sku_id) is None:
+                raise ValidationError("sku", f"unknown SKU {sku_id!r}")
+            u = _load(
+                uow,
+                UtilizationRow.sku_id == sku_id,
+                UtilizationRow.bucket_start_s >= now_s - window_s,
+                UtilizationRow.bucket_start_s < now_s,
+            )
+            price = on_demand_uusd(uow, sku_id) / 1e6
+        gpu_s = u.gpus * u.bucket_s
+        total_gpu_s = float(gpu_s.sum())
+        waits = u.queue_wait_s[~np.isnan(u.queue_wait_s)]
+        return {
+            "sku": sku_id,
+            "window_s": window_s,
+            "avg_util": float((gpu_s * u.util).sum() / total_gpu_s) if total_gpu_s > 0 else None,
+            "p95_queue_wait_sec": float(np.percentile(waits, 95)) if waits.size else None,
+            "idle_waste_usd": _usd(float((gpu_s * (1.0 - u.util)).sum()) / 3600.0 * price),
+            "gpu_hours": round(total_gpu_s / 3600.0, 3),
+            "records": int(u.gpus.size),
+            "price_basis": "on_demand_list",
+        }
+
+    def workload_cost(self, actor: Actor, workload_id: str, *, window_s: int) -> dict[str, Any]:
+        now_s = self._clock.now_s()
+        with UnitOfWork(self._engine, write=False) as uow:
+            wl: WorkloadRow = self._workloads.get_row(uow, actor, workload_id)  # 403 for another team
+            u = _load(
+                uow,
+                UtilizationRow.workload_id == workload_id,
+                UtilizationRow.bucket_start_s >= now_s - window_s,
+                UtilizationRow.bucket_start_s < now_s,
+            )
+            price = on_demand_uusd(uow, wl.gpu_sku) / 1e6
+        gpu_s = u.gpus * u.bucket_s
+        total_gpu_s = float(gpu_s.sum())
+        busy_gpu_s = float((gpu_s * u.util).sum())
+        cost = total_gpu_s / 3600.0 * price
+        idle_pct = 100.0 * (1.0 - busy_gpu_s / total_gpu_s) if total_gpu_s > 0 else None
+        return {
+            "workload_id": workload_id,
+            "window_s": window_s,
+            "cost_usd": _usd(cost),
+            "idle_pct": None if idle_pct is None else round(idle_pct, 2),
+            "gpu_hours": round(total_gpu_s / 3600.0, 3),
+            "rightsizing": _rightsizing(u, price, window_s),
+        }
+
+
+def _rightsizing(u: Usage, price_usd_per_gpu_h: float, window_s: int) -> dict[str, Any]:
+    if u.gpus.size == 0:
+        return {
+            "reason": "no_data",
+            "current_gpus": None,
+            "p95_busy_gpus": None,
+            "recommended_gpus": None,
+            "target_util": RIGHTSIZE_TARGET_UTIL,
+            "est_savings_usd_per_day": Decimal("0.00"),
+        }
+    busy = u.gpus * u.util
+    p95_busy = float(np.percentile(busy, 95))
+    current = float(np.average(u.gpus, weights=u.bucket_s))
+    recommended = max(1, math.ceil(p95_busy / RIGHTSIZE_TARGET_UTIL - 1e-9))
+    delta = current - recommended
+    if delta >= 1:
+        reason = "overprovisioned"
+    elif delta <= -1:
+        reason = "underprovisioned"
+    else:
+        reason = "right_sized"
+    savings_day = max(0.0, delta) * 24.0 * price_usd_per_gpu_h
+    return {
+        "reason": reason,
+        "current_gpus": round(current, 3),
+        "p95_busy_gpus": round(p95_busy, 3),
+        "recommended_gpus": recommended,
+        "target_util": RIGHTSIZE_TARGET_UTIL,
+        "est_savings_usd_per_day": _usd(savings_day),
+    }

@@ -1,0 +1,217 @@
+"""Workloads: create, read (app teams see only their own), autoscaling with optimistic concurrency, and
+rightsizing change requests."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from decimal import Decimal
+from typing import Any
+
+from sqlalchemy import Engine, select, update
+
+from gpufleet.adapters.sql.models import RightsizingChangeRow, SkuRow, TeamRow, TenantRow, WorkloadRow
+from gpufleet.domain.errors import ConflictError, NotFoundError, ValidationError
+from gpufleet.domain.workloads import Priority, WorkloadKind
+from gpufleet.service.auth import ADMINS, Actor, Role
+from gpufleet.service.clock import Clock, IdGenerator
+from gpufleet.service.uow import UnitOfWork
+
+WRITERS = (*ADMINS, Role.APP_TEAM)
+
+
+@dataclass(frozen=True, slots=True)
+class WorkloadSpec:
+    name: str
+    image: str
+    cpu: float
+    mem_gb: float
+    gpus: int
+    gpu_sku: str
+    min_replicas: int
+    max_replicas: int
+    scale_metric: str
+    budget_usd_day: Decimal | None
+    team: str
+    tenant: str
+    priority: str
+    kind: str = WorkloadKind.SERVING.value
+    checkpoint_interval_s: int | None = None
+    target_rps: float | None = None
+
+
+def workload_dict(row: WorkloadRow) -> dict[str, Any]:
+    return {
+        "workload_id": row.id,
+        "name": row.name,
+        "image": row.image,
+        "kind": row.kind,
+        "cpu": row.cpu,
+        "mem_gb": row.mem_gb,
+        "gpus": row.gpus,
+        "gpu_sku": row.gpu_sku,
+        "min_replicas": row.min_replicas,
+        "max_replicas": row.max_replicas,
+        "scale_metric": row.scale_metric,
+        "target_rps": row.target_rps,
+        "budget_usd_day": None if row.budget_cents_day is None else Decimal(row.budget_cents_day) / 100,
+        "team": row.team_id,
+        "tenant": row.tenant_id,
+        "priority": row.priority,
+        "checkpoint_interval_s": row.checkpoint_interval_s,
+        "version": row.version,
+        "created_at_s": row.created_at_s,
+    }
+
+
+class WorkloadService:
+    def __init__(self, engine: Engine, clock: Clock, ids: IdGenerator) -> None:
+        self._engine = engine
+        self._clock = clock
+        self._ids = ids
+
+    def create(self, actor: Actor, spec: WorkloadSpec) -> str:
+        actor.require(*WRITERS)
+        actor.require_team(spec.team)
+        if spec.max_replicas < spec.min_replicas:
+            raise ValidationError("max_replicas", "must be >= min_replicas")
+        try:
+            Priority.parse(spec.priority)
+        except KeyError:
+            raise ValidationError("priority", f"unknown priority {spec.priority!r}") from None
+        now_s = self._clock.now_s()
+        with UnitOfWork(self._engine, write=True) as uow:
+            s = uow.session
+            if s.get(SkuRow, spec.gpu_sku) is None:
+                raise ValidationError("gpu_sku", f"unknown SKU {spec.gpu_sku!r}")
+            if s.get(TeamRow, spec.team) is None:
+                raise ValidationError("team", f"unknown team {spec.team!r}")
+            tenant = s.get(TenantRow, spec.tenant)
+            if tenant is None:
+                raise ValidationError("tenant", f"unknown tenant {spec.tenant!r}")
+            if tenant.team_id != spec.team:
+                raise ValidationError("tenant", f"tenant {spec.tenant!r} belongs to team {tenant.team_id!r}")
+            wid = self._ids.new("wl")
+            s.add(
+                WorkloadRow(
+                    id=wid,
+                    name=spec.name,
+                    image=spec.image,
+                    kind=spec.kind,
+                    cpu=spec.cpu,
+                    mem_gb=spec.mem_gb,
+                    gpus=spec.gpus,
+                    gpu_sku=spec.gpu_sku,
+                    min_replicas=spec.min_replicas,
+                    max_replicas=spec.max_replicas,
+                    scale_metric=spec.scale_metric,
+                    target_rps=spec.target_rps,
+                    budget_cents_day=None if spec.budget_usd_day is None else int(spec.budget_usd_day * 100),
+                    team_id=spec.team,
+                    tenant_id=spec.tenant,
+                    priority=spec.priority,
+                    checkpoint_interval_s=spec.checkpoint_interval_s,
+                    version=1,
+                    created_at_s=now_s,
+                )
+            )
+            uow.audit(
+                at_s=now_s,
+                actor=actor.user_id,
+                action="workload.created",
+                entity="workload",
+                entity_id=wid,
+                detail={"team": spec.team, "gpus": spec.gpus, "gpu_sku": spec.gpu_sku, "name": spec.name},
+            )
+            uow.commit()
+        return wid
+
+    def get_row(self, uow: UnitOfWork, actor: Actor, workload_id: str) -> WorkloadRow:
+        row = uow.session.get(WorkloadRow, workload_id)
+        if row is None:
+            raise NotFoundError("workload", workload_id)
+        actor.require_team(row.team_id)
+        return row
+
+    def get(self, actor: Actor, workload_id: str) -> dict[str, Any]:
+        with UnitOfWork(self._engine, write=False) as uow:
+            return workload_dict(self.get_row(uow, actor, workload_id))
+
+    def list(self, actor: Actor, *, team: str | None, limit: int, offset: int) -> list[dict[str, Any]]:
+        if actor.role is Role.APP_TEAM:
+            if team is not None:
+                actor.require_team(team)
+            team = actor.team_id
+        with UnitOfWork(self._engine, write=False) as uow:
+            stmt = select(WorkloadRow).order_by(WorkloadRow.id).limit(limit).offset(offset)
+            if team is not None:
+                stmt = stmt.where(WorkloadRow.team_id == team)
+            return [workload_dict(r) for r in uow.session.scalars(stmt).all()]
+
+    def set_autoscaling(
+        self,
+        actor: Actor,
+        workload_id: str,
+        *,
+        min_replicas: int,
+        max_replicas: int,
+        target_rps: float,
+        expected_version: int | None,
+    ) -> int:
+        """Optimistic concurrency: a stale ``expected_version`` (or a concurrent writer) gets ConflictError."""
+        actor.require(*WRITERS)
+        if max_replicas < min_replicas:
+            raise ValidationError("max", "must be >= min")
+        now_s = self._clock.now_s()
+        with UnitOfWork(self._engine, write=True) as uow:
+            row = self.get_row(uow, actor, workload_id)
+            seen = row.version
+            if expected_version is not None and expected_version != seen:
+                raise ConflictError(f"workload {workload_id} is at version {seen}, not {expected_version}")
+            result = uow.session.execute(
+                update(WorkloadRow)
+                .where(WorkloadRow.id == workload_id, WorkloadRow.version == seen)
+                .values(min_replicas=min_replicas, max_replicas=max_replicas, target_rps=target_rps, version=seen + 1)
+                .execution_options(synchronize_session=False)
+            )
+            if result.rowcount != 1:  # type: ignore[attr-defined]
+                raise ConflictError(f"workload {workload_id} changed concurrently; re-read and retry")
+            uow.audit(
+                at_s=now_s,
+                actor=actor.user_id,
+                action="workload.autoscaling_set",
+                entity="workload",
+                entity_id=workload_id,
+                detail={"min": min_replicas, "max": max_replicas, "target_rps": target_rps, "version": seen + 1},
+            )
+            uow.commit()
+            return seen + 1
+
+    def request_rightsizing(self, actor: Actor, workload_id: str, *, cpu: float, mem_gb: float, ticket: str) -> str:
+        """Record a rightsizing change request (applied by the deploy pipeline); returns its change id."""
+        actor.require(*WRITERS)
+        now_s = self._clock.now_s()
+        with UnitOfWork(self._engine, write=True) as uow:
+            self.get_row(uow, actor, workload_id)
+            cid = self._ids.new("chg")
+            uow.session.add(
+                RightsizingChangeRow(
+                    id=cid,
+                    workload_id=workload_id,
+                    cpu=cpu,
+                    mem_gb=mem_gb,
+                    ticket=ticket,
+                    status="pending",
+                    requested_by=actor.user_id,
+                    created_at_s=now_s,
+                )
+            )
+            uow.audit(
+                at_s=now_s,
+                actor=actor.user_id,
+                action="workload.rightsizing_requested",
+                entity="workload",
+                entity_id=workload_id,
+                detail={"change_id": cid, "cpu": cpu, "mem_gb": mem_gb, "ticket": ticket},
+            )
+            uow.commit()
+            return cid
