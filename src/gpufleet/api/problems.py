@@ -12,7 +12,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from gpufleet.api.schemas import Problem
+from gpufleet.api.schemas import FieldProblem, Problem
 from gpufleet.domain.errors import ConflictError, GpufleetError, NotFoundError, PermissionDenied, ValidationError
 from gpufleet.service.auth import Unauthenticated
 
@@ -53,7 +53,7 @@ def problem(
         detail=detail,
         instance=request.url.path,
         field=field,
-        errors=[{"field": e["field"], "message": e["message"]} for e in errors],  # type: ignore[misc]
+        errors=[FieldProblem(field=e["field"], message=e["message"]) for e in errors],
     )
     return JSONResponse(
         body.model_dump(mode="json"), status_code=status, media_type=PROBLEM_MEDIA_TYPE, headers=headers
@@ -107,5 +107,5 @@ def install(app: FastAPI) -> None:
 
     @app.exception_handler(Exception)
     async def _crash(request: Request, exc: Exception) -> JSONResponse:
-        log.error("unhandled error on %s %s: %r", request.method, request.url.path, exc)
+        log.error("unhandled error on %s %s: %r", request.method, request.url.path, exc, exc_info=exc)
         return problem(500, "internal error; see the server log", request=request)

@@ -122,7 +122,11 @@ class Authenticator:
             if hit is not None and now - hit[0] < self._cache_s:
                 return hit[1]
         with UnitOfWork(self._engine, write=False) as uow:
-            row = uow.session.scalar(select(ApiTokenRow).where(ApiTokenRow.token_hash == digest))
+            row = uow.session.execute(
+                select(ApiTokenRow.user_id, ApiTokenRow.role, ApiTokenRow.team_id, ApiTokenRow.revoked).where(
+                    ApiTokenRow.token_hash == digest
+                )
+            ).first()
         if row is None or row.revoked:
             raise Unauthenticated("invalid or revoked token")
         actor = Actor(row.user_id, Role(row.role), row.team_id)

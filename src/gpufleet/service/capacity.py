@@ -50,7 +50,8 @@ def seasonal_naive_quantiles(y: np.ndarray, h: int, season: int = SEASON_DAYS) -
     q = np.quantile(resid, LEVELS) - np.quantile(resid, 0.5)  # centre the band on the point forecast
     widen = np.sqrt(np.ceil((steps + 1) / m))
     out = point[:, None] + widen[:, None] * q[None, :]
-    return np.clip(out, 0.0, None)
+    clipped: np.ndarray = np.clip(out, 0.0, None)
+    return clipped
 
 
 def daily_demand(t_s: np.ndarray, gpu_s: np.ndarray, first_day_s: int, days: int) -> np.ndarray:

@@ -97,7 +97,7 @@ KINDS: dict[str, Kind] = {
 
 
 def _columns(row: DeclarativeBase) -> Row:
-    return {c.key: getattr(row, c.key) for c in row.__table__.columns}  # type: ignore[attr-defined]
+    return {c.key: getattr(row, c.key) for c in row.__table__.columns}
 
 
 class RegistryService:
@@ -162,11 +162,11 @@ class RegistryService:
     def list(self, actor: Actor, kind: str, *, limit: int, offset: int, filters: Row | None = None) -> list[Row]:
         k = KINDS[kind]
         with UnitOfWork(self._engine, write=False) as uow:
-            pk = k.model.__table__.c.id  # type: ignore[attr-defined]
+            pk = k.model.__table__.c.id
             stmt = select(k.model).order_by(pk).limit(limit).offset(offset)
             for key, value in (filters or {}).items():
                 if value is not None:
-                    stmt = stmt.where(k.model.__table__.c[key] == value)  # type: ignore[attr-defined]
+                    stmt = stmt.where(k.model.__table__.c[key] == value)
             return [k.from_row(_columns(r)) for r in uow.session.scalars(stmt).all()]
 
     def _check_refs(self, uow: UnitOfWork, k: Kind, values: Row) -> None:

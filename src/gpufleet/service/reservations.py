@@ -215,7 +215,7 @@ class ReservationService:
                 if any(a.user_id == actor.user_id for a in seen):
                     raise ConflictError(f"user {actor.user_id!r} has already approved reservation {row.id}")
                 if row.approvals_required >= 2 and any(a.role == actor.role.value for a in seen):
-                    other = (APPROVER_ROLES - {actor.role}).pop()
+                    other = next(iter(APPROVER_ROLES - {actor.role}))
                     raise ConflictError(
                         f"a {actor.role.value} has already approved reservation {row.id}; "
                         f"the second approval must come from a {other.value}"

@@ -18,7 +18,7 @@ from sqlalchemy.orm import Session
 from gpufleet.adapters.sql.engine import writer
 from gpufleet.adapters.sql.models import AuditEventRow
 
-T = TypeVar("T", bound=tuple[Any, ...])
+SelectT = TypeVar("SelectT", bound=Select[Any])
 
 
 class UnitOfWork:
@@ -44,7 +44,7 @@ class UnitOfWork:
     def commit(self) -> None:
         self.session.commit()
 
-    def lock(self, stmt: Select[T]) -> Select[T]:
+    def lock(self, stmt: SelectT) -> SelectT:
         return stmt.with_for_update() if self._postgres else stmt
 
     def audit(
