@@ -1,7 +1,7 @@
 """Unit of work: one database transaction around one use case.
 
 ``UnitOfWork(engine, write=True)`` begins a write transaction (on SQLite ``BEGIN IMMEDIATE``: writers are
-serialized); ``write=False`` a read. Leaving the block without :meth:`commit` rolls back. ``lock(stmt)`` adds
+serialized); ``write=False`` a read. Leaving a write block without :meth:`commit` rolls back. ``lock(stmt)`` adds
 ``FOR UPDATE`` on PostgreSQL (row lock held to commit); on SQLite the immediate transaction already excludes
 other writers, so it is a no-op there.
 """
@@ -23,6 +23,7 @@ SelectT = TypeVar("SelectT", bound=Select[Any])
 
 class UnitOfWork:
     def __init__(self, engine: Engine, *, write: bool) -> None:
+        self._write = write
         self._engine = writer(engine) if write else engine
         self._postgres = engine.dialect.name == "postgresql"
         self.session: Session
@@ -37,7 +38,11 @@ class UnitOfWork:
     ) -> None:
         try:
             if self.session.in_transaction():
-                self.session.rollback()
+                if not self._write and exc_type is None:
+                    # ending a read by commit keeps loaded rows usable after the block (rollback expires them)
+                    self.session.commit()
+                else:
+                    self.session.rollback()
         finally:
             self.session.close()
 
