@@ -7,6 +7,7 @@ from typing import Annotated
 
 from fastapi import Depends, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+from starlette.concurrency import run_in_threadpool
 
 from gpufleet.service.auth import Actor
 from gpufleet.service.bootstrap import Services
@@ -14,7 +15,7 @@ from gpufleet.service.bootstrap import Services
 _bearer = HTTPBearer(auto_error=False, description="API token from `gpufleet token create`")
 
 
-def get_services(request: Request) -> Services:
+async def get_services(request: Request) -> Services:
     services: Services = request.app.state.services
     return services
 

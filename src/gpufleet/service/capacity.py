@@ -19,7 +19,7 @@ import math
 from typing import Any
 
 import numpy as np
-from sqlalchemy import Engine, select
+from sqlalchemy import Engine, func, select
 
 from gpufleet.adapters.sql.models import PoolRow, ReservationRow, SkuRow, UtilizationRow
 from gpufleet.domain.errors import PermissionDenied, ValidationError
@@ -54,12 +54,6 @@ def seasonal_naive_quantiles(y: np.ndarray, h: int, season: int = SEASON_DAYS) -
     return clipped
 
 
-def daily_demand(t_s: np.ndarray, gpu_s: np.ndarray, first_day_s: int, days: int) -> np.ndarray:
-    idx = (t_s - first_day_s) // DAY_S
-    ok = (idx >= 0) & (idx < days)
-    return np.bincount(idx[ok].astype(np.int64), weights=gpu_s[ok], minlength=days) / DAY_S
-
-
 def _coverage(y: np.ndarray) -> float | None:
     if y.size < 21:
         return None
@@ -85,12 +79,15 @@ class CapacityService:
             s = uow.session
             if s.get(SkuRow, sku_id) is None:
                 raise ValidationError("sku", f"unknown SKU {sku_id!r}")
-            rows = s.execute(
-                select(UtilizationRow.bucket_start_s, UtilizationRow.gpus_allocated, UtilizationRow.bucket_s).where(
+            day = UtilizationRow.bucket_start_s // DAY_S
+            rows = s.execute(  # aggregated in the database: one row per day, not one per bucket
+                select(day, func.sum(UtilizationRow.gpus_allocated * UtilizationRow.bucket_s))
+                .where(
                     UtilizationRow.sku_id == sku_id,
                     UtilizationRow.bucket_start_s >= hist_start_s,
                     UtilizationRow.bucket_start_s < today_s,
                 )
+                .group_by(day)
             ).all()
             res = s.execute(
                 select(
@@ -104,12 +101,13 @@ class CapacityService:
                     PoolRow.quota_gpus.is_not(None),
                 )
             ).all()
-        arr = np.array(rows, dtype=np.float64).reshape(-1, 3)
+        arr = np.array(rows, dtype=np.float64).reshape(-1, 2)
         y = np.zeros(0)
         if arr.shape[0]:
-            first_day_s = int(arr[:, 0].min()) // DAY_S * DAY_S
-            n_days = (today_s - first_day_s) // DAY_S
-            y = daily_demand(arr[:, 0].astype(np.int64), arr[:, 1] * arr[:, 2], first_day_s, n_days)
+            first_day = int(arr[:, 0].min())
+            n_days = today_s // DAY_S - first_day
+            y = np.zeros(n_days)
+            y[arr[:, 0].astype(np.int64) - first_day] = arr[:, 1] / DAY_S
         band = seasonal_naive_quantiles(y, days)
         day_starts = today_s + DAY_S * np.arange(days)
         committed = np.zeros(days)

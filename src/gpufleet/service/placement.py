@@ -111,37 +111,41 @@ class PlacementService:
     def recommend(self, actor: Actor, req: PlacementRequest) -> dict[str, Any]:
         if req.gpus <= 0:
             raise ValidationError("gpus", "must be > 0")
-        with UnitOfWork(self._engine, write=False) as uow:
-            s = uow.session
-            if s.get(SkuRow, req.sku_id) is None:
+        active = (
+            select(ReservationRow.pool_id, func.sum(ReservationRow.units).label("units"))
+            .where(ReservationRow.status == ReservationStatus.ACTIVE.value, ReservationRow.sku_id == req.sku_id)
+            .group_by(ReservationRow.pool_id)
+            .subquery()
+        )
+        stmt = (
+            select(
+                PoolRow.id,
+                PoolRow.region_id,
+                PoolRow.tier,
+                PoolRow.price_uusd_per_gpu_h,
+                PoolRow.quota_gpus,
+                PoolRow.allocated_gpus,
+                active.c.units,
+            )
+            .outerjoin(active, active.c.pool_id == PoolRow.id)
+            .where(PoolRow.sku_id == req.sku_id)
+        )
+        if req.regions:
+            stmt = stmt.where(PoolRow.region_id.in_(list(req.regions)))
+        with UnitOfWork(self._engine, write=False) as uow:  # one round trip on the hot path
+            rows = uow.session.execute(stmt).all()
+            if not rows and uow.session.get(SkuRow, req.sku_id) is None:
                 raise ValidationError("sku", f"unknown SKU {req.sku_id!r}")
-            stmt = select(PoolRow).where(PoolRow.sku_id == req.sku_id)
-            if req.regions:
-                stmt = stmt.where(PoolRow.region_id.in_(list(req.regions)))
-            pools = s.scalars(stmt).all()
-            reserved_ids = [p.id for p in pools if p.tier == Tier.RESERVED.value]
-            committed: dict[str, int] = {}
-            if reserved_ids:
-                committed = {
-                    pid: int(units)
-                    for pid, units in s.execute(
-                        select(ReservationRow.pool_id, func.sum(ReservationRow.units))
-                        .where(
-                            ReservationRow.pool_id.in_(reserved_ids),
-                            ReservationRow.status == ReservationStatus.ACTIVE.value,
-                        )
-                        .group_by(ReservationRow.pool_id)
-                    ).all()
-                }
         candidates = []
-        for p in pools:
-            tier = Tier(p.tier)
+        for pool_id, region_id, tier_name, price, quota, allocated, committed in rows:
+            tier = Tier(tier_name)
+            capacity: int | None
             if tier is Tier.RESERVED:
-                capacity: int | None = committed.get(p.id, 0) + (p.quota_gpus or 0)
+                capacity = int(committed or 0) + (quota or 0)
             else:
-                capacity = p.quota_gpus
-            headroom = None if capacity is None else capacity - p.allocated_gpus
-            candidates.append(Candidate(p.id, p.region_id, tier, p.price_uusd_per_gpu_h, headroom))
+                capacity = quota
+            headroom = None if capacity is None else capacity - allocated
+            candidates.append(Candidate(pool_id, region_id, tier, price, headroom))
         decision = decide(req, candidates)
         decision["tiers_considered"] = [t.value for t in TIER_ORDER]
         return decision

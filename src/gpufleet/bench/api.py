@@ -1,0 +1,435 @@
+"""``gpufleet bench api``: latency and throughput of the control-plane API with PostgreSQL behind it.
+
+The server is the real ``gpufleet serve`` (one uvicorn process) on a fresh PostgreSQL schema, seeded with a
+fleet (the built-in catalog, active reservations, 56 days of hourly utilization for 12 workloads). Load comes
+from a SECOND process on loopback, open loop: requests are scheduled at a fixed rate and latency is measured
+from the scheduled send time, so a stalled server cannot hide its queueing (no coordinated omission).
+Every phase is bounded in count and time. ``/healthz`` at the same rate is the floor (framework + loopback +
+client), measured in the same run; a short closed-loop phase per endpoint measures saturation throughput.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import secrets
+import socket
+import subprocess
+import sys
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+DEFAULT_PG_URL = "postgresql+psycopg://postgres@127.0.0.1:5432/test"
+DAY_S = 86400
+
+
+@dataclass(frozen=True, slots=True)
+class Phase:
+    name: str
+    method: str
+    path: str
+    body: dict[str, Any] | None
+    rate_per_s: float  # 0 = closed loop
+    duration_s: float
+    concurrency: int = 8
+
+
+@dataclass(frozen=True, slots=True)
+class PhaseResult:
+    name: str
+    mode: str
+    target_rate_per_s: float
+    sent: int
+    ok: int
+    errors: int
+    duration_s: float
+    throughput_per_s: float
+    p50_ms: float
+    p90_ms: float
+    p99_ms: float
+    max_ms: float
+    server_cpu_ms_per_req: float | None
+
+
+# ---- load generator (runs in the second process) ----------------------------------------------------------
+class _Conn:
+    """One keep-alive HTTP/1.1 connection. A minimal client keeps the load generator's own CPU cost low
+    (httpx costs ~1 ms of CPU per request, which on a small shared machine would be measured as server time)."""
+
+    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self.reader = reader
+        self.writer = writer
+
+    async def request(self, raw: bytes) -> int:
+        self.writer.write(raw)
+        head = await self.reader.readuntil(b"\r\n\r\n")
+        status = int(head[9:12])
+        length = 0
+        for line in head.split(b"\r\n"):
+            if line[:15].lower() == b"content-length:":
+                length = int(line[15:])
+        if length:
+            await self.reader.readexactly(length)
+        return status
+
+
+class _Pool:
+    def __init__(self, host: str, port: int, limit: int) -> None:
+        self.host, self.port = host, port
+        self.idle: list[_Conn] = []
+        self.sem = asyncio.Semaphore(limit)
+
+    async def request(self, raw: bytes) -> int:
+        async with self.sem:
+            reused = bool(self.idle)
+            conn = self.idle.pop() if reused else await self._connect()
+            try:
+                status = await conn.request(raw)
+            except (asyncio.IncompleteReadError, ConnectionResetError):
+                conn.writer.close()
+                if not reused:
+                    raise
+                # the server closed an idle keep-alive connection: resend once on a fresh one
+                conn = await self._connect()
+                status = await conn.request(raw)
+            except Exception:
+                conn.writer.close()
+                raise
+            self.idle.append(conn)
+            return status
+
+    async def _connect(self) -> _Conn:
+        return _Conn(*await asyncio.open_connection(self.host, self.port))
+
+    def close(self) -> None:
+        for c in self.idle:
+            c.writer.close()
+
+
+def _raw_request(phase: Phase, host: str, token: str) -> bytes:
+    body = b"" if phase.body is None else json.dumps(phase.body).encode()
+    head = (
+        f"{phase.method} {phase.path} HTTP/1.1\r\nHost: {host}\r\nAuthorization: Bearer {token}\r\n"
+        f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n"
+    )
+    return head.encode() + body
+
+
+async def _open_loop(pool: _Pool, phase: Phase, raw: bytes) -> tuple[list[float], int, float]:
+    n = max(1, int(phase.rate_per_s * phase.duration_s))
+    interval = 1.0 / phase.rate_per_s
+    latencies: list[float] = []
+    errors = 0
+    t0 = time.perf_counter()
+
+    async def one(scheduled: float) -> None:
+        nonlocal errors
+        try:
+            status = await pool.request(raw)
+            if status >= 400:
+                errors += 1
+                _ERRORS[str(status)] = _ERRORS.get(str(status), 0) + 1
+        except Exception as exc:
+            errors += 1
+            _ERRORS[type(exc).__name__] = _ERRORS.get(type(exc).__name__, 0) + 1
+        latencies.append(time.perf_counter() - scheduled)
+
+    tasks = []
+    for i in range(n):  # requests leave on schedule whether or not earlier ones have returned
+        scheduled = t0 + i * interval
+        delay = scheduled - time.perf_counter()
+        if delay > 0:
+            await asyncio.sleep(delay)
+        tasks.append(asyncio.create_task(one(scheduled)))
+    await asyncio.gather(*tasks)
+    return latencies, errors, time.perf_counter() - t0
+
+
+_ERRORS: dict[str, int] = {}
+
+
+async def _closed_loop(pool: _Pool, phase: Phase, raw: bytes) -> tuple[list[float], int, float]:
+    latencies: list[float] = []
+    errors = 0
+    t0 = time.perf_counter()
+    deadline = t0 + phase.duration_s
+
+    async def worker() -> None:
+        nonlocal errors
+        while time.perf_counter() < deadline and len(latencies) < 100_000:
+            start = time.perf_counter()
+            try:
+                if await pool.request(raw) >= 400:
+                    errors += 1
+            except Exception:
+                errors += 1
+            latencies.append(time.perf_counter() - start)
+
+    await asyncio.gather(*(worker() for _ in range(phase.concurrency)))
+    return latencies, errors, time.perf_counter() - t0
+
+
+def _cpu_s(pid: int) -> float | None:
+    """User+system CPU seconds of a process (Linux /proc); None elsewhere."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+async def _run_phases(base_url: str, token: str, phases: list[Phase], server_pid: int) -> list[PhaseResult]:
+    host, port = base_url.removeprefix("http://").split(":")
+    out: list[PhaseResult] = []
+    pool = _Pool(host, int(port), 64)
+    try:
+        for ph in phases:
+            raw = _raw_request(ph, host, token)
+            for _ in range(20):  # warm up connections and caches
+                await pool.request(raw)
+            cpu0 = _cpu_s(server_pid)
+            if ph.rate_per_s > 0:
+                lat, errors, elapsed = await _open_loop(pool, ph, raw)
+                mode = "open"
+            else:
+                lat, errors, elapsed = await _closed_loop(pool, ph, raw)
+                mode = f"closed x{ph.concurrency}"
+            cpu1 = _cpu_s(server_pid)
+            ms = np.array(lat) * 1000.0
+            out.append(
+                PhaseResult(
+                    name=ph.name,
+                    mode=mode,
+                    target_rate_per_s=ph.rate_per_s,
+                    sent=len(lat),
+                    ok=len(lat) - errors,
+                    errors=errors,
+                    duration_s=round(elapsed, 3),
+                    throughput_per_s=round((len(lat) - errors) / elapsed, 1),
+                    p50_ms=round(float(np.percentile(ms, 50)), 2),
+                    p90_ms=round(float(np.percentile(ms, 90)), 2),
+                    p99_ms=round(float(np.percentile(ms, 99)), 2),
+                    max_ms=round(float(ms.max()), 2),
+                    server_cpu_ms_per_req=None
+                    if cpu0 is None or cpu1 is None
+                    else round((cpu1 - cpu0) * 1000.0 / max(1, len(lat)), 2),
+                )
+            )
+    finally:
+        pool.close()
+    return out
+
+
+def loadgen_main() -> None:
+    """Entry of the load-generator process: reads a JSON job on stdin, writes JSON results on stdout."""
+    job = json.loads(sys.stdin.read())
+    phases = [Phase(**p) for p in job["phases"]]
+    results = asyncio.run(_run_phases(job["base_url"], job["token"], phases, job["server_pid"]))
+    if _ERRORS:
+        sys.stderr.write(f"load generator errors: {_ERRORS}\n")
+    sys.stdout.write(json.dumps([asdict(r) for r in results]))
+
+
+# ---- orchestration (the bench process) --------------------------------------------------------------------
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+def _seed(url: str, now_s: int, rng: np.random.Generator) -> str:
+    """Migrate and seed the schema; returns an admin token."""
+    from sqlalchemy import text
+
+    from gpufleet.adapters.sql import migrate
+    from gpufleet.adapters.sql.engine import make_engine
+    from gpufleet.adapters.sql.models import ReservationRow, UtilizationRow
+    from gpufleet.domain.money import price_to_uusd
+    from gpufleet.service.auth import create_token
+    from gpufleet.service.clock import RandomIds, SystemClock
+    from gpufleet.service.uow import UnitOfWork
+
+    engine = make_engine(url)
+    migrate.upgrade(engine)
+    token, _ = create_token(engine, SystemClock(), RandomIds(), role="ml_platform_admin", user_id="bench", team_id=None)
+    hours = 56 * 24
+    t = (now_s // 3600 - hours) * 3600 + 3600 * np.arange(hours)
+    daily = 1.0 + 0.3 * np.sin(2 * np.pi * (t % (7 * DAY_S)) / (7 * DAY_S))
+    rows = []
+    for w in range(12):
+        gpus = 8.0 * (1 + w % 3) * daily * rng.uniform(0.8, 1.2, size=hours)
+        util = np.clip(rng.normal(0.55, 0.15, size=hours), 0.02, 1.0)
+        rows += [
+            {
+                "source": "dcgm",
+                "bucket_start_s": int(t[i]),
+                "bucket_s": 3600,
+                "workload_id": f"wl_bench_{w:02d}",
+                "team_id": f"team-{w % 4}",
+                "sku_id": "h100_80gb",
+                "gpus_allocated": float(gpus[i]),
+                "gpu_util": float(util[i]),
+                "queue_wait_s": float(rng.exponential(60.0)),
+            }
+            for i in range(hours)
+        ]
+    with UnitOfWork(engine, write=True) as uow:
+        uow.session.execute(UtilizationRow.__table__.insert(), rows)
+        for i in range(3):
+            uow.session.add(
+                ReservationRow(
+                    id=f"res_bench_{i}",
+                    pool_id="aws/us-east-1/h100_80gb/reserved",
+                    sku_id="h100_80gb",
+                    region_id="us-east-1",
+                    units=32,
+                    start_s=now_s - 30 * DAY_S,
+                    term_months=12,
+                    price_uusd_per_gpu_h=price_to_uusd("4.3619"),
+                    est_cost_cents=0,
+                    status="active",
+                    version=1,
+                    approvals_required=2,
+                    created_by="bench",
+                    created_at_s=now_s - 40 * DAY_S,
+                    budget_code="BENCH",
+                    idempotency_key=f"gpufleet-res_bench_{i}",
+                    provider_order_id=f"ord_bench_{i}",
+                )
+            )
+        uow.session.execute(text("UPDATE pools SET allocated_gpus = 90 WHERE id = 'aws/us-east-1/h100_80gb/reserved'"))
+        uow.commit()
+    engine.dispose()
+    return token
+
+
+def run(
+    *, pg_url: str, rate_per_s: float, duration_s: float, forecast_rate_per_s: float, saturation_s: float, seed: int = 0
+) -> dict[str, Any]:
+    from sqlalchemy import create_engine, text
+
+    schema = f"gfbench_{secrets.token_hex(4)}"
+    admin = create_engine(pg_url, isolation_level="AUTOCOMMIT")
+    with admin.connect() as conn:
+        conn.execute(text(f"CREATE SCHEMA {schema}"))
+    sep = "&" if "?" in pg_url else "?"
+    url = f"{pg_url}{sep}options=-csearch_path%3D{schema}"
+    server: subprocess.Popen[bytes] | None = None
+    try:
+        token = _seed(url, int(time.time()), np.random.default_rng(seed))
+        port = _free_port()
+        env = {**os.environ, "GPUFLEET_RECONCILE_INTERVAL_S": "0", "PYTHONPATH": os.pathsep.join(sys.path)}
+        server = subprocess.Popen(
+            [
+                sys.executable,
+                "-c",
+                "from gpufleet.cli.main import main; main()",
+                "serve",
+                "--db",
+                url,
+                "--port",
+                str(port),
+                "--log-level",
+                "warning",
+            ],
+            env=env,
+        )
+        base_url = f"http://127.0.0.1:{port}"
+        _wait_ready(base_url, server)
+        placement = {
+            "job_class": "training",
+            "priority": "high",
+            "sku": "h100_80gb",
+            "gpus": 16,
+            "checkpointable": True,
+        }
+        fc_path = "/v1/capacity/forecast?sku=h100_80gb&days=90"
+        phases = [
+            Phase("GET /healthz (floor)", "GET", "/healthz", None, rate_per_s, duration_s),
+            Phase(
+                "POST /v1/placement/recommendations",
+                "POST",
+                "/v1/placement/recommendations",
+                placement,
+                rate_per_s,
+                duration_s,
+            ),
+            Phase("GET /v1/capacity/forecast", "GET", fc_path, None, forecast_rate_per_s, duration_s),
+            Phase(
+                "POST /v1/placement/recommendations",
+                "POST",
+                "/v1/placement/recommendations",
+                placement,
+                0,
+                saturation_s,
+            ),
+            Phase("GET /v1/capacity/forecast", "GET", fc_path, None, 0, saturation_s),
+        ]
+        job = {"base_url": base_url, "token": token, "server_pid": server.pid, "phases": [asdict(p) for p in phases]}
+        proc = subprocess.run(
+            [sys.executable, "-c", "from gpufleet.bench.api import loadgen_main; loadgen_main()"],
+            input=json.dumps(job).encode(),
+            capture_output=True,
+            env=env,
+            timeout=600,
+            check=True,
+        )
+        sys.stderr.write(proc.stderr.decode())
+        results = json.loads(proc.stdout)
+    finally:
+        if server is not None:
+            server.terminate()
+            server.wait(timeout=30)
+        with admin.connect() as conn:
+            conn.execute(text(f"DROP SCHEMA IF EXISTS {schema} CASCADE"))
+        admin.dispose()
+    return {
+        "backend": "postgresql",
+        "server": "gpufleet serve (1 uvicorn process)",
+        "load": "second process, asyncio keep-alive HTTP/1.1 client, loopback",
+        "load_average_1m_before": os.getloadavg()[0] if hasattr(os, "getloadavg") else None,
+        "cpu_count": os.cpu_count(),
+        "results": results,
+    }
+
+
+def _wait_ready(base_url: str, server: subprocess.Popen[bytes]) -> None:
+    import httpx
+
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        if server.poll() is not None:
+            raise RuntimeError("gpufleet serve exited during startup")
+        try:
+            if httpx.get(f"{base_url}/readyz", timeout=1).status_code == 200:
+                return
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.2)
+    raise RuntimeError("gpufleet serve did not become ready in 60 s")
+
+
+def to_markdown(report: dict[str, Any]) -> str:
+    lines = [
+        "| endpoint | load | target req/s | sent | errors | throughput req/s | p50 ms | p90 ms | p99 ms | max ms "
+        "| server CPU ms/req |",
+        "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for r in report["results"]:
+        target = "-" if r["target_rate_per_s"] == 0 else f"{r['target_rate_per_s']:g}"
+        lines.append(
+            f"| {r['name']} | {r['mode']} | {target} | {r['sent']} | {r['errors']} | {r['throughput_per_s']} | "
+            f"{r['p50_ms']} | {r['p90_ms']} | {r['p99_ms']} | {r['max_ms']} | {r['server_cpu_ms_per_req']} |"
+        )
+    return "\n".join(lines)
+
+
+def write_json(report: dict[str, Any], path: Path) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(report, indent=2))
