@@ -23,8 +23,15 @@ async def get_services(request: Request) -> Services:
 ServicesDep = Annotated[Services, Depends(get_services)]
 
 
-def get_actor(services: ServicesDep, creds: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)]) -> Actor:
-    return services.auth.actor_for(creds.credentials if creds is not None else None)
+async def get_actor(
+    services: ServicesDep, creds: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)]
+) -> Actor:
+    """Async so that a cached token costs no thread hop; a cache miss looks the token up in a worker thread."""
+    token = creds.credentials if creds is not None else None
+    hit = services.auth.cached(token)
+    if hit is not None:
+        return hit
+    return await run_in_threadpool(services.auth.actor_for, token)
 
 
 CurrentActor = Annotated[Actor, Depends(get_actor)]

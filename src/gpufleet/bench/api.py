@@ -245,7 +245,7 @@ def _free_port() -> int:
 
 def _seed(url: str, now_s: int, rng: np.random.Generator) -> str:
     """Migrate and seed the schema; returns an admin token."""
-    from sqlalchemy import text
+    from sqlalchemy import insert, text
 
     from gpufleet.adapters.sql import migrate
     from gpufleet.adapters.sql.engine import make_engine
@@ -280,7 +280,7 @@ def _seed(url: str, now_s: int, rng: np.random.Generator) -> str:
             for i in range(hours)
         ]
     with UnitOfWork(engine, write=True) as uow:
-        uow.session.execute(UtilizationRow.__table__.insert(), rows)
+        uow.session.execute(insert(UtilizationRow), rows)
         for i in range(3):
             uow.session.add(
                 ReservationRow(

@@ -29,7 +29,6 @@ from gpufleet.domain.pools import TIER_ORDER, TIER_RANK, Tier
 from gpufleet.domain.reservations import ReservationStatus
 from gpufleet.domain.workloads import Priority, WorkloadKind
 from gpufleet.service.auth import Actor
-from gpufleet.service.uow import UnitOfWork
 
 
 @dataclass(frozen=True, slots=True)
@@ -106,7 +105,8 @@ def decide(req: PlacementRequest, candidates: Sequence[Candidate]) -> dict[str, 
 
 class PlacementService:
     def __init__(self, engine: Engine) -> None:
-        self._engine = engine
+        # single-statement reads need no transaction: autocommit saves the BEGIN/ROLLBACK round trips
+        self._engine = engine.execution_options(isolation_level="AUTOCOMMIT")
 
     def recommend(self, actor: Actor, req: PlacementRequest) -> dict[str, Any]:
         if req.gpus <= 0:
@@ -132,18 +132,14 @@ class PlacementService:
         )
         if req.regions:
             stmt = stmt.where(PoolRow.region_id.in_(list(req.regions)))
-        with UnitOfWork(self._engine, write=False) as uow:  # one round trip on the hot path
-            rows = uow.session.execute(stmt).all()
-            if not rows and uow.session.get(SkuRow, req.sku_id) is None:
+        with self._engine.connect() as conn:  # a plain read: one round trip, no ORM session on the hot path
+            rows = conn.execute(stmt).all()
+            if not rows and conn.execute(select(SkuRow.id).where(SkuRow.id == req.sku_id)).first() is None:
                 raise ValidationError("sku", f"unknown SKU {req.sku_id!r}")
         candidates = []
         for pool_id, region_id, tier_name, price, quota, allocated, committed in rows:
             tier = Tier(tier_name)
-            capacity: int | None
-            if tier is Tier.RESERVED:
-                capacity = int(committed or 0) + (quota or 0)
-            else:
-                capacity = quota
+            capacity: int | None = int(committed or 0) + (quota or 0) if tier is Tier.RESERVED else quota
             headroom = None if capacity is None else capacity - allocated
             candidates.append(Candidate(pool_id, region_id, tier, price, headroom))
         decision = decide(req, candidates)

@@ -24,8 +24,14 @@ SelectT = TypeVar("SelectT", bound=Select[Any])
 class UnitOfWork:
     def __init__(self, engine: Engine, *, write: bool) -> None:
         self._write = write
-        self._engine = writer(engine) if write else engine
         self._postgres = engine.dialect.name == "postgresql"
+        if write:
+            self._engine = writer(engine)
+        elif self._postgres:
+            # at READ COMMITTED a read transaction adds no consistency, only BEGIN/ROLLBACK round trips
+            self._engine = engine.execution_options(isolation_level="AUTOCOMMIT")
+        else:
+            self._engine = engine
         self.session: Session
 
     def __enter__(self) -> UnitOfWork:
