@@ -7,6 +7,7 @@ PostgreSQL tests carry the ``postgres`` mark and skip with the reason when the s
 from __future__ import annotations
 
 import secrets
+import shutil
 import socket
 import threading
 import time
@@ -57,11 +58,25 @@ def pg_reason() -> str | None:
     return _pg_unreachable_reason()
 
 
-def _make_database(backend: str, tmp: Path, pg_reason: str | None) -> Iterator[Database]:
+@pytest.fixture(scope="session")
+def sqlite_template(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A migrated SQLite file, copied for each test (copying is ~100x faster than migrating)."""
+    path = tmp_path_factory.mktemp("template") / "template.db"
+    engine = make_engine(f"sqlite:///{path}")
+    migrate.upgrade(engine)
+    engine.dispose()
+    return path
+
+
+def _make_database(backend: str, tmp: Path, pg_reason: str | None, template: Path | None = None) -> Iterator[Database]:
     if backend == "sqlite":
-        url = f"sqlite:///{tmp / 'gpufleet.db'}"
+        target = tmp / "gpufleet.db"
+        if template is not None:
+            shutil.copyfile(template, target)
+        url = f"sqlite:///{target}"
         engine = make_engine(url)
-        migrate.upgrade(engine)
+        if template is None:
+            migrate.upgrade(engine)
         yield Database(url, backend, engine)
         engine.dispose()
         return
@@ -87,17 +102,22 @@ BACKENDS = [pytest.param("sqlite"), pytest.param("postgres", marks=pytest.mark.p
 
 
 @pytest.fixture(params=BACKENDS)
-def database(request: pytest.FixtureRequest, tmp_path: Path, pg_reason: str | None) -> Iterator[Database]:
+def database(
+    request: pytest.FixtureRequest, tmp_path: Path, pg_reason: str | None, sqlite_template: Path
+) -> Iterator[Database]:
     """A fresh migrated database for one test."""
-    yield from _make_database(request.param, tmp_path, pg_reason)
+    yield from _make_database(request.param, tmp_path, pg_reason, sqlite_template)
 
 
 @pytest.fixture(scope="module", params=BACKENDS)
 def shared_database(
-    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory, pg_reason: str | None
+    request: pytest.FixtureRequest,
+    tmp_path_factory: pytest.TempPathFactory,
+    pg_reason: str | None,
+    sqlite_template: Path,
 ) -> Iterator[Database]:
     """One migrated database shared by a module's tests (they use distinct ids)."""
-    yield from _make_database(request.param, tmp_path_factory.mktemp("db"), pg_reason)
+    yield from _make_database(request.param, tmp_path_factory.mktemp("db"), pg_reason, sqlite_template)
 
 
 def _free_port() -> int:

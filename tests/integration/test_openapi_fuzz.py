@@ -19,7 +19,7 @@ from schemathesis.specs.openapi.checks import (
 
 from tests.integration.conftest import Database, LiveServer, _make_database, _start
 
-EXAMPLES = 8
+EXAMPLES = 5
 CHECKS = [
     not_a_server_error,
     status_code_conformance,
