@@ -1,0 +1,55 @@
+"""docs/api.md works as written: its bash blocks run, in order, against a real `gpufleet serve`."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+@pytest.mark.slow
+def test_reservation_walkthrough_runs_as_written(tmp_path: Path) -> None:
+    if shutil.which("curl") is None:
+        pytest.skip("curl is not installed")
+    text = (REPO / "docs" / "api.md").read_text()
+    blocks = re.findall(r"```bash\n(.*?)```", text, flags=re.S)
+    assert len(blocks) >= 8
+    script = "set -euo pipefail\n" + "\n".join(blocks)
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    launcher = bindir / "gpufleet"  # the installed console script, bound to this checkout's sources
+    launcher.write_text(f'#!/bin/sh\nexec "{sys.executable}" -c "from gpufleet.cli.main import main; main()" "$@"\n')
+    launcher.chmod(0o755)
+    env = {
+        **os.environ,
+        "PATH": f"{bindir}{os.pathsep}{os.environ['PATH']}",
+        "PYTHONPATH": str(REPO / "src"),
+        "PORT": str(_free_port()),
+    }
+    env.pop("GPUFLEET_DB_URL", None)
+    proc = subprocess.run(["bash", "-c", script], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
+    out = proc.stdout
+    assert proc.returncode == 0, f"stdout:\n{out}\nstderr:\n{proc.stderr}"
+    lines = out.splitlines()
+    assert lines[0].endswith("-> 0002")  # gpufleet db upgrade
+    assert '"status":"ready"' in lines[1]
+    assert lines.count("submitted_to_cloud") == 2
+    assert "pending_approval" in lines
+    assert any('"status":409' in line for line in lines)
+    assert any('"field":"units"' in line for line in lines)
+    assert lines[-3:] == ["start", "401", "403"]
