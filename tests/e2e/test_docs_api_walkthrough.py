@@ -42,7 +42,9 @@ def test_reservation_walkthrough_runs_as_written(tmp_path: Path) -> None:
         "PORT": str(_free_port()),
     }
     env.pop("GPUFLEET_DB_URL", None)
-    proc = subprocess.run(["bash", "-c", script], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
+    proc = subprocess.run(
+        ["bash", "-c", script], check=False, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120
+    )
     out = proc.stdout
     assert proc.returncode == 0, f"stdout:\n{out}\nstderr:\n{proc.stderr}"
     lines = out.splitlines()

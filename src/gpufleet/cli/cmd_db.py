@@ -5,13 +5,9 @@ from __future__ import annotations
 from typing import Annotated
 
 import typer
-from rich.console import Console
 
 from gpufleet.cli.errors import user_errors
 from gpufleet.cli.service_settings import load_settings
-
-_out = Console()
-
 
 def register(app: typer.Typer) -> None:
     db_app = typer.Typer(help="Database schema.", no_args_is_help=True)
@@ -33,4 +29,4 @@ def register(app: typer.Typer) -> None:
             before, after = migrate.upgrade(engine, revision)
         finally:
             engine.dispose()
-        _out.print(f"{safe_url(engine)}: schema {before or '(empty)'} -> {after}", highlight=False)
+        typer.echo(f"{safe_url(engine)}: schema {before or '(empty)'} -> {after}")
