@@ -9,6 +9,7 @@ import typer
 from gpufleet.cli.errors import user_errors
 from gpufleet.cli.service_settings import load_settings
 
+
 def register(app: typer.Typer) -> None:
     db_app = typer.Typer(help="Database schema.", no_args_is_help=True)
     app.add_typer(db_app, name="db")
