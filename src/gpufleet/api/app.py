@@ -9,6 +9,7 @@ import contextlib
 import logging
 from collections.abc import AsyncIterator
 
+import anyio.to_thread
 from fastapi import FastAPI
 from starlette.concurrency import run_in_threadpool
 
@@ -38,6 +39,7 @@ def create_app(settings: Settings | None = None, *, services: Services | None = 
 
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        anyio.to_thread.current_default_thread_limiter().total_tokens = services.settings.worker_threads
         report = await run_in_threadpool(services.reservations.reconcile)
         if report.submitted or report.activated or report.expired or report.still_pending:
             log.info("startup reconcile: %s", report)

@@ -47,6 +47,13 @@ class Settings(BaseSettings):
     sqlite_busy_timeout_s: float = Field(
         default=30.0, gt=0, le=600, description="How long a SQLite writer waits for the lock, seconds."
     )
+    worker_threads: int = Field(
+        default=8,
+        ge=1,
+        le=200,
+        description="Threads that run request handlers (database work). A handful saturates a few cores; more "
+        "only add GIL contention and queueing under bursts. Keep it <= the database pool size (10).",
+    )
     token_cache_s: float = Field(
         default=5.0,
         ge=0,
