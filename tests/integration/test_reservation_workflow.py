@@ -84,7 +84,7 @@ def test_twenty_concurrent_approvals_make_one_transition_and_one_submission(
     database: Database, make_server: ServerFactory
 ) -> None:
     provider = SimulatedProvider(database.engine)
-    server = make_server(database, provider=provider)
+    server = make_server(database, provider=provider, worker_threads=20)  # all 20 handlers really run at once
     rid = _create(server, SMALL)["reservation_id"]
     users = [("finops_admin" if i % 2 else "ml_platform_admin", f"approver{i}") for i in range(20)]
     for role, user in users:  # tokens exist before the race starts
