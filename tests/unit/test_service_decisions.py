@@ -1,0 +1,122 @@
+"""The service's baseline decisions (placement, bin-packing, forecast bands, windows) as pure functions."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from gpufleet.domain.errors import ValidationError
+from gpufleet.domain.pools import TIER_RANK, Tier
+from gpufleet.domain.workloads import Priority, WorkloadKind
+from gpufleet.service.binpack import NodeLoad, fragmentation, suggest_moves
+from gpufleet.service.capacity import seasonal_naive_quantiles
+from gpufleet.service.placement import Candidate, PlacementRequest, decide
+from gpufleet.service.windows import parse_window_s
+
+candidates = st.lists(
+    st.builds(
+        Candidate,
+        pool_id=st.text("abcdef", min_size=1, max_size=6),
+        region_id=st.sampled_from(["r1", "r2"]),
+        tier=st.sampled_from(list(Tier)),
+        price_uusd_per_gpu_h=st.integers(1, 10_000_000),
+        headroom_gpus=st.one_of(st.none(), st.integers(-8, 64)),
+    ),
+    max_size=8,
+)
+requests = st.builds(
+    PlacementRequest,
+    job_class=st.sampled_from(list(WorkloadKind)),
+    priority=st.sampled_from(list(Priority)),
+    sku_id=st.just("h100_80gb"),
+    gpus=st.integers(1, 32),
+    checkpointable=st.booleans(),
+)
+
+
+@given(requests, candidates)
+def test_placement_never_breaks_its_rules(req: PlacementRequest, cands: list[Candidate]) -> None:
+    d = decide(req, cands)
+    if d["pool"] is None:
+        assert d["reason"] == "queued_no_headroom"
+        assert len(d["skipped"]) == len(cands)
+        return
+    chosen = next(c for c in cands if c.pool_id == d["pool"] and c.tier.value == d["tier"])
+    assert chosen.headroom_gpus is None or chosen.headroom_gpus >= req.gpus
+    if chosen.tier is Tier.SPOT:
+        assert req.job_class is WorkloadKind.TRAINING and req.checkpointable
+    if req.priority is Priority.LOW:
+        assert chosen.tier not in (Tier.ON_DEMAND, Tier.SECONDARY)
+    ranks = [TIER_RANK[Tier(f["tier"])] for f in d["fallback"] if f["tier"] is not None]
+    assert ranks == sorted(ranks) and all(r >= TIER_RANK[chosen.tier] for r in ranks)
+    assert d["fallback"][-1]["pool"] is None  # the chain ends in the queue
+
+
+def test_placement_walks_tiers_in_order() -> None:
+    req = PlacementRequest(WorkloadKind.TRAINING, Priority.HIGH, "h100_80gb", 8, checkpointable=True)
+    cands = [
+        Candidate("sec", "r1", Tier.SECONDARY, 1, None),
+        Candidate("spot", "r1", Tier.SPOT, 1, None),
+        Candidate("od", "r1", Tier.ON_DEMAND, 5, 4),
+        Candidate("res", "r1", Tier.RESERVED, 9, 8),
+    ]
+    assert decide(req, cands)["pool"] == "res"
+    assert decide(req, cands[:3])["pool"] == "spot"  # on-demand lacks headroom for 8
+
+
+nodes = st.lists(
+    st.tuples(st.integers(1, 8), st.lists(st.integers(1, 4), max_size=4)).filter(lambda t: sum(t[1]) <= t[0]),
+    min_size=1,
+    max_size=8,
+)
+
+
+@given(nodes)
+def test_binpack_moves_respect_capacity_and_free_whole_nodes(spec: list[tuple[int, list[int]]]) -> None:
+    loads = [
+        NodeLoad(f"n{i}", total, [(f"w{i}_{j}", g) for j, g in enumerate(allocs)])
+        for i, (total, allocs) in enumerate(spec)
+    ]
+    moves, freed = suggest_moves(loads)
+    after = {n.node_id: dict(n.allocations) for n in loads}
+    for m in moves:
+        after[m["from_node"]].pop(m["workload_id"])
+        after[m["to_node"]][m["workload_id"]] = m["gpus"]
+    totals = {n.node_id: n.gpus_total for n in loads}
+    assert all(sum(a.values()) <= totals[nid] for nid, a in after.items())
+    assert all(after[nid] == {} for nid in freed)
+    assert sum(sum(a.values()) for a in after.values()) == sum(n.used for n in loads)
+    assert 0.0 <= fragmentation(loads) <= 1.0
+
+
+def test_fragmentation_counts_stranded_free_gpus() -> None:
+    loads = [NodeLoad("a", 8, [("w", 6)]), NodeLoad("b", 8, [])]
+    assert fragmentation(loads) == pytest.approx(2 / 10)
+
+
+@given(st.lists(st.floats(0, 1000), min_size=0, max_size=60), st.integers(1, 30))
+def test_forecast_quantiles_are_ordered_and_non_negative(y: list[float], h: int) -> None:
+    band = seasonal_naive_quantiles(np.array(y), h)
+    assert band.shape == (h, 3)
+    assert (band >= 0).all()
+    assert (band[:, 0] <= band[:, 1] + 1e-9).all() and (band[:, 1] <= band[:, 2] + 1e-9).all()
+
+
+def test_seasonal_naive_repeats_the_last_week() -> None:
+    week = np.array([1, 2, 3, 4, 5, 6, 7], dtype=float)
+    band = seasonal_naive_quantiles(np.tile(week, 3), 7)
+    assert band[:, 1] == pytest.approx(week)
+
+
+@pytest.mark.parametrize(("text", "seconds"), [("24h", 86400), ("7d", 604800), ("2w", 1209600), ("366d", 31622400)])
+def test_windows_parse(text: str, seconds: int) -> None:
+    assert parse_window_s(text) == seconds
+
+
+@pytest.mark.parametrize("text", ["", "7", "d", "0d", "07d", "7 d", " 7d", "7d ", "1.5d", "-1d", "7D", "367d", "9999w"])
+def test_windows_are_strict(text: str) -> None:
+    with pytest.raises(ValidationError) as exc:
+        parse_window_s(text)
+    assert exc.value.field == "window"
