@@ -48,8 +48,12 @@ def register(app: typer.Typer) -> None:
         console = Console()
         total_days = days or sc.days
         with Progress(
-            TextColumn("[bold]simulating[/] {task.description}"), BarColumn(), TextColumn("{task.percentage:>3.0f}%"),
-            TimeElapsedColumn(), console=console, transient=True,
+            TextColumn("[bold]simulating[/] {task.description}"),
+            BarColumn(),
+            TextColumn("{task.percentage:>3.0f}%"),
+            TimeElapsedColumn(),
+            console=console,
+            transient=True,
         ) as bar:
             task = bar.add_task(f"{sc.name}, {total_days} days", total=1.0)
             _world, result = run_sim(sc, seed=seed, days=days, progress=lambda x: bar.update(task, completed=x))

@@ -10,8 +10,8 @@ from decimal import Decimal
 
 import numpy as np
 
-from gpufleet.control.ports import ApprovalDecision
 from gpufleet.domain.reservations import approvals_required
+from gpufleet.ports import ApprovalDecision
 
 
 class SimulatedApprovers:

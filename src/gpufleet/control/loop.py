@@ -8,9 +8,9 @@ import numpy as np
 
 from gpufleet.autoscale.reactive import TargetTracking
 from gpufleet.control.approval import SimulatedApprovers
-from gpufleet.control.ports import Approver, Forecaster, Placer, Procurer, ReplicaAutoscaler
 from gpufleet.forecast.seasonal_naive import SeasonalNaive
 from gpufleet.place.fallback import FallbackChain
+from gpufleet.ports import Approver, Forecaster, Placer, Procurer, ReplicaAutoscaler
 from gpufleet.procure.baseline import LookbackPercentile
 
 

@@ -20,7 +20,9 @@ class Ledger:
     by_workload: defaultdict[str, int] = field(default_factory=lambda: defaultdict(int))
     allocated_units: int = 0
 
-    def charge(self, *, team: str, tenant: str, workload: str, tier: str, price_uusd: int, gpus: int, seconds: int) -> int:
+    def charge(
+        self, *, team: str, tenant: str, workload: str, tier: str, price_uusd: int, gpus: int, seconds: int
+    ) -> int:
         """Record ``gpus`` GPUs held for ``seconds`` at ``price_uusd`` per GPU-hour; returns the ledger units."""
         u = charge_units(price_uusd, gpus, seconds)
         if u:

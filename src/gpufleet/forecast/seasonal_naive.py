@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from gpufleet.control.ports import DemandForecast, FloatArray
+from gpufleet.ports import DemandForecast, FloatArray
 
 DEFAULT_QUANTILES: tuple[float, ...] = (0.1, 0.5, 0.9)
 
@@ -28,8 +28,7 @@ class SeasonalNaive:
         m = max(1, self.season_s // step_s)
         if len(h) < 2 * m:
             m = max(1, min(86400 // step_s, len(h) // 2)) or 1
-        if len(h) < m:
-            m = len(h)
+        m = min(m, len(h))
         last = h[-m:]
         reps = int(np.ceil(horizon / m))
         point = np.tile(last, reps)[:horizon]

@@ -8,9 +8,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from gpufleet.control.ports import PlacementRequest, PoolState
 from gpufleet.domain.allocations import Allocation, FallbackStep
 from gpufleet.domain.pools import TIER_RANK, Tier
+from gpufleet.ports import PlacementRequest, PoolState
 
 
 def headroom_gpus(state: PoolState) -> int | None:
@@ -33,7 +33,11 @@ class FallbackChain:
                 steps.append(FallbackStep(pool.id, pool.tier, "reserved_not_launchable"))
                 continue
             if not pool.allows(checkpointable=request.checkpointable, serving=request.serving):
-                steps.append(FallbackStep(pool.id, pool.tier, "serving_never_on_spot" if request.serving else "not_checkpointable"))
+                steps.append(
+                    FallbackStep(
+                        pool.id, pool.tier, "serving_never_on_spot" if request.serving else "not_checkpointable"
+                    )
+                )
                 continue
             if not st.in_stock:
                 steps.append(FallbackStep(pool.id, pool.tier, "stockout"))
@@ -42,6 +46,8 @@ class FallbackChain:
             if room is not None and room < request.gpus:
                 steps.append(FallbackStep(pool.id, pool.tier, "quota_exhausted"))
                 continue
-            return Allocation(request.workload_id, pool.id, pool.tier, request.gpus, f"placed_{pool.tier.value}", tuple(steps))
+            return Allocation(
+                request.workload_id, pool.id, pool.tier, request.gpus, f"placed_{pool.tier.value}", tuple(steps)
+            )
         steps.append(FallbackStep(None, None, "queue"))
         return Allocation(request.workload_id, None, None, request.gpus, "queued_all_pools_exhausted", tuple(steps))

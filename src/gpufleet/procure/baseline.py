@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from gpufleet.control.ports import ProcurementContext, ReservationProposal
+from gpufleet.ports import ProcurementContext, ReservationProposal
 
 
 class LookbackPercentile:

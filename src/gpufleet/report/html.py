@@ -28,40 +28,52 @@ def render_html(r: dict[str, Any]) -> str:
     for i, sku in enumerate(s["sku_ids"]):
         stacked = {tier: vals[i] for tier, vals in s["paid_gpus_by_tier"].items() if any(vals[i])}
         demand = [a + p for a, p in zip(s["allocated_gpus"][i], s["pending_gpus"][i], strict=True)]
-        charts.append(area_line_chart(f"{sku}: demand vs supply by tier (GPUs)", stacked,
-                                      {"demand (allocated + pending)": demand, "allocated": s["allocated_gpus"][i]}))
+        charts.append(
+            area_line_chart(
+                f"{sku}: demand vs supply by tier (GPUs)",
+                stacked,
+                {"demand (alloc+pending)": demand, "allocated": s["allocated_gpus"][i]},
+            )
+        )
         paid = [sum(v[i][h] for v in s["paid_gpus_by_tier"].values()) for h in range(s["hours"])]
         util = [a / p if p else 0.0 for a, p in zip(s["allocated_gpus"][i], paid, strict=True)]
         charts.append(area_line_chart(f"{sku}: GPU utilization (allocated / paid)", {}, {"utilization": util}))
     for name, fs in s["serving"].items():
-        charts.append(area_line_chart(f"serving {name}: traffic and replicas", {},
-                                      {"rps": fs["rps"], "replicas x10": [x * 10 for x in fs["replicas"]]}))
+        charts.append(
+            area_line_chart(
+                f"serving {name}: traffic and replicas",
+                {},
+                {"rps": fs["rps"], "replicas x10": [x * 10 for x in fs["replicas"]]},
+            )
+        )
     team = dict(r["cost_by_team_usd"])
     team["idle"] = r["idle_cost_usd"]
     charts.append(bar_chart("cost by team (USD), idle as its own line", team))
     charts.append(bar_chart("cost by tier (USD)", r["cost_by_tier_usd"]))
-    kpis = "".join([
-        _kpi("total cost", f"${r['total_cost_usd']:,.0f}"),
-        _kpi("GPU utilization", f"{r['gpu_utilization']:.1%}"),
-        _kpi("idle reserved waste", f"${r['idle_reserved_cost_usd']:,.0f}"),
-        _kpi("p95 queue wait", f"{r['p95_queue_wait_s'] / 60:,.1f} min"),
-        _kpi("serving SLO", f"{r['serving_slo_attainment']:.2%}"),
-        _kpi("GPUs reserved", f"{r['reservations']['gpus_bought']:,}"),
-    ])
+    kpis = "".join(
+        [
+            _kpi("total cost", f"${r['total_cost_usd']:,.0f}"),
+            _kpi("GPU utilization", f"{r['gpu_utilization']:.1%}"),
+            _kpi("idle reserved waste", f"${r['idle_reserved_cost_usd']:,.0f}"),
+            _kpi("p95 queue wait", f"{r['p95_queue_wait_s'] / 60:,.1f} min"),
+            _kpi("serving SLO", f"{r['serving_slo_attainment']:.2%}"),
+            _kpi("GPUs reserved", f"{r['reservations']['gpus_bought']:,}"),
+        ]
+    )
     rows = "".join(
         f"<tr><td>{escape(k)}</td><td class=num>${v:,.2f}</td><td class=num>${r['idle_cost_by_tier_usd'][k]:,.2f}</td></tr>"
         for k, v in r["cost_by_tier_usd"].items()
     )
     return f"""<!doctype html>
-<html lang="en"><head><meta charset="utf-8"><title>gpufleet report: {escape(r['scenario'])}</title>
+<html lang="en"><head><meta charset="utf-8"><title>gpufleet report: {escape(r["scenario"])}</title>
 <style>{CSS}</style></head><body>
-<h1>gpufleet simulation: {escape(r['scenario'])} &middot; {r['days']} days &middot; seed {r['seed']}</h1>
+<h1>gpufleet simulation: {escape(r["scenario"])} &middot; {r["days"]} days &middot; seed {r["seed"]}</h1>
 <div class="kpis">{kpis}</div>
 <h2>Cost by tier</h2><table><tr><th>tier</th><th>cost</th><th>of which idle</th></tr>{rows}</table>
 <h2>Charts</h2>
-{''.join(charts)}
-<p>Cost conserved (allocated + idle = fleet cost): {'yes' if r['cost_conserved'] else 'NO'}.
-Events processed: {r['events']:,}. Jobs arrived: {r['jobs']['arrived']:,}.</p>
+{"".join(charts)}
+<p>Cost conserved (allocated + idle = fleet cost): {"yes" if r["cost_conserved"] else "NO"}.
+Events processed: {r["events"]:,}. Jobs arrived: {r["jobs"]["arrived"]:,}.</p>
 </body></html>
 """
 

@@ -24,7 +24,10 @@ def print_summary(r: dict[str, Any], console: Console) -> None:
     head.add_row("serving SLO attainment", f"{r['serving_slo_attainment']:.3%}")
     res = r["reservations"]
     head.add_row("reservations proposed / GPUs bought", f"{res['proposed']} / {res['gpus_bought']}")
-    head.add_row("forecast error (WAPE, next day)", ", ".join(f"{k} {v:.1%}" for k, v in r["forecast_wape"].items() if v is not None) or "n/a")
+    head.add_row(
+        "forecast error (WAPE, next day)",
+        ", ".join(f"{k} {v:.1%}" for k, v in r["forecast_wape"].items() if v is not None) or "n/a",
+    )
     head.add_row("jobs arrived / completed", f"{r['jobs']['arrived']:,} / {r['jobs']['completed']:,}")
     head.add_row("node launches / terminations", f"{r['node_launches']:,} / {r['node_terminations']:,}")
     head.add_row("spot preemptions / node failures", f"{r['spot_preemptions']} / {r['node_failures']}")

@@ -7,7 +7,7 @@ from html import escape
 
 PALETTE = ("#2563eb", "#16a34a", "#f59e0b", "#9333ea", "#dc2626", "#0891b2", "#64748b")
 W, H = 760, 260
-ML, MR, MT, MB = 60, 140, 28, 32
+ML, MR, MT, MB = 60, 170, 28, 32
 
 
 def _fmt(v: float) -> str:
@@ -29,10 +29,13 @@ def _frame(title: str, ymax: float, xlabel: str, n: int) -> list[str]:
     for i in range(5):
         y = MT + ph * i / 4
         out.append(f'<line x1="{ML}" y1="{y:.1f}" x2="{W - MR}" y2="{y:.1f}" stroke="#e5e7eb"/>')
-        out.append(f'<text x="{ML - 6}" y="{y + 4:.1f}" font-size="11" text-anchor="end">{_fmt(ymax * (1 - i / 4))}</text>')
+        out.append(
+            f'<text x="{ML - 6}" y="{y + 4:.1f}" font-size="11" text-anchor="end">{_fmt(ymax * (1 - i / 4))}</text>'
+        )
     out.append(f'<text x="{(ML + W - MR) / 2}" y="{H - 6}" font-size="11" text-anchor="middle">{escape(xlabel)}</text>')
-    out.append(f'<text x="{ML}" y="{H - 18}" font-size="10">0</text>')
-    out.append(f'<text x="{W - MR}" y="{H - 18}" font-size="10" text-anchor="end">{n - 1}</text>')
+    if xlabel:
+        out.append(f'<text x="{ML}" y="{H - 18}" font-size="10">0</text>')
+        out.append(f'<text x="{W - MR}" y="{H - 18}" font-size="10" text-anchor="end">{n - 1}</text>')
     return out
 
 
@@ -96,8 +99,14 @@ def bar_chart(title: str, values: dict[str, float], unit: str = "$") -> str:
         h = ph * v / ymax
         x = ML + i * bw + bw * 0.15
         c = PALETTE[i % len(PALETTE)]
-        out.append(f'<rect class="series" x="{x:.1f}" y="{MT + ph - h:.1f}" width="{bw * 0.7:.1f}" height="{h:.1f}" fill="{c}"/>')
-        out.append(f'<text x="{x + bw * 0.35:.1f}" y="{H - 8}" font-size="11" text-anchor="middle">{escape(name)}</text>')
-        out.append(f'<text x="{x + bw * 0.35:.1f}" y="{MT + ph - h - 4:.1f}" font-size="10" text-anchor="middle">{unit}{_fmt(v)}</text>')
+        out.append(
+            f'<rect class="series" x="{x:.1f}" y="{MT + ph - h:.1f}" width="{bw * 0.7:.1f}" height="{h:.1f}" fill="{c}"/>'
+        )
+        out.append(
+            f'<text x="{x + bw * 0.35:.1f}" y="{H - 8}" font-size="11" text-anchor="middle">{escape(name)}</text>'
+        )
+        out.append(
+            f'<text x="{x + bw * 0.35:.1f}" y="{MT + ph - h - 4:.1f}" font-size="10" text-anchor="middle">{unit}{_fmt(v)}</text>'
+        )
     out.append("</svg>")
     return "\n".join(out)

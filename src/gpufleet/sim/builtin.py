@@ -27,7 +27,9 @@ from gpufleet.sim.scenario import (
 BASE_GPUS = 1024
 
 
-def default_scenario(gpus: int = BASE_GPUS, days: int = 60, seed: int = 7, jobs_per_day: float | None = None) -> Scenario:
+def default_scenario(
+    gpus: int = BASE_GPUS, days: int = 60, seed: int = 7, jobs_per_day: float | None = None
+) -> Scenario:
     """A fleet of about ``gpus`` GPUs (H100 for training and large-model serving, L40S for small models).
 
     ``jobs_per_day`` overrides the experiment arrival rate (the benchmark uses it to reach a job count);
@@ -36,9 +38,9 @@ def default_scenario(gpus: int = BASE_GPUS, days: int = 60, seed: int = 7, jobs_
     k = gpus / BASE_GPUS
 
     def n8(x: float) -> int:  # whole 8-GPU nodes, at least one
-        return max(8, int(round(x * k / 8)) * 8)
+        return max(8, round(x * k / 8) * 8)
 
-    exp_rate = jobs_per_day if jobs_per_day is not None else 700.0 * k
+    exp_rate = jobs_per_day if jobs_per_day is not None else 350.0 * k
     return Scenario(
         name="default",
         seed=seed,
@@ -105,7 +107,7 @@ def default_scenario(gpus: int = BASE_GPUS, days: int = 60, seed: int = 7, jobs_
                 jobs_per_day=exp_rate,
                 teams={"research": 0.5, "foundation": 0.3, "applied": 0.2},
                 size_gpus={1: 0.45, 2: 0.12, 4: 0.13, 8: 0.20, 16: 0.05, 32: 0.04, 64: 0.01},
-                duration_median_h=0.5,
+                duration_median_h=1.0,
                 duration_sigma=1.8,
                 duration_max_h=24 * 7,
                 checkpointable_share=0.6,

@@ -89,7 +89,10 @@ def planned(runs: list[PlannedRun], rng: np.random.Generator) -> JobBatch:
 def merge(batches: list[JobBatch]) -> JobBatch:
     arrival = np.concatenate([b.arrival_s for b in batches]) if batches else np.zeros(0, np.int64)
     order = np.argsort(arrival, kind="stable")
-    cat = lambda xs: np.concatenate(xs)[order] if xs else np.zeros(0, np.int64)  # noqa: E731
+
+    def cat(xs: list[I64]) -> I64:
+        return np.concatenate(xs)[order] if xs else np.zeros(0, np.int64)
+
     team = [t for b in batches for t in b.team]
     group = [g for b in batches for g in b.group]
     idx = order.tolist()

@@ -33,6 +33,7 @@ class PoolRuntime:
     price_uusd: int
     capacity_gpus: int | None  # quota (on-demand) or provider ceiling (spot, secondary); None = unbounded
     in_stock: bool = True
+    tier_name: str = ""
     paid_gpus: int = 0
     alloc_gpus: int = 0
     last_t: int = 0
@@ -40,6 +41,9 @@ class PoolRuntime:
     alloc_gpu_s: int = 0
     launched: int = 0
     terminated: int = 0
+
+    def __post_init__(self) -> None:
+        self.tier_name = self.pool.tier.value
 
     def touch(self, now_s: int) -> None:
         dt = now_s - self.last_t
@@ -75,7 +79,9 @@ class Fleet:
 
     def add_pool(self, pool: CapacityPool, capacity_gpus: int | None) -> int:
         self.pools.append(
-            PoolRuntime(pool, self.sku_ids.index(pool.sku_id), TIER_RANK[pool.tier], pool.price_uusd_per_gpu_h, capacity_gpus)
+            PoolRuntime(
+                pool, self.sku_ids.index(pool.sku_id), TIER_RANK[pool.tier], pool.price_uusd_per_gpu_h, capacity_gpus
+            )
         )
         return len(self.pools) - 1
 

@@ -18,7 +18,11 @@ HOUR_S = 3600
 
 
 def simulate(
-    sc: Scenario, *, seed: int | None = None, days: int | None = None, loop: ControlLoop | None = None,
+    sc: Scenario,
+    *,
+    seed: int | None = None,
+    days: int | None = None,
+    loop: ControlLoop | None = None,
     progress: Callable[[float], None] | None = None,
 ) -> tuple[World, dict[str, Any]]:
     if days is not None:
@@ -68,9 +72,11 @@ def summarize(w: World) -> dict[str, Any]:
     gpus_bought = 0
     for r in w.reservations:
         by_status[r.status.value] = by_status.get(r.status.value, 0) + 1
-        if r.history and r.history[0].actor != "initial" and r.status in (ReservationStatus.ACTIVE,
-                                                                            ReservationStatus.SUBMITTED,
-                                                                            ReservationStatus.EXPIRED):
+        if (
+            r.history
+            and r.history[0].actor != "initial"
+            and r.status in (ReservationStatus.ACTIVE, ReservationStatus.SUBMITTED, ReservationStatus.EXPIRED)
+        ):
             gpus_bought += r.units
 
     fc_err = {

@@ -8,19 +8,20 @@ from __future__ import annotations
 
 import math
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from decimal import Decimal
 
 import numpy as np
 
 from gpufleet.control.loop import ControlLoop
-from gpufleet.control.ports import PlacementRequest, PoolState, ProcurementContext
 from gpufleet.cost.metering import Ledger
 from gpufleet.domain.catalog import PRICES_BY_SKU
 from gpufleet.domain.pools import TIER_RANK, CapacityPool, Tier
 from gpufleet.domain.reservations import Reservation, ReservationStatus, term_seconds
 from gpufleet.domain.skus import SKUS_BY_ID
 from gpufleet.domain.workloads import ServingScaling, lost_work_s
+from gpufleet.ports import PlacementRequest, PoolState, ProcurementContext
 from gpufleet.sim import demand
 from gpufleet.sim.engine import EventQueue
 from gpufleet.sim.fleet import Fleet, NodeState
@@ -35,6 +36,7 @@ HOUR_S = 3600
 DAY_S = 86400
 TIERS_NO_SPOT = (TIER_RANK[Tier.RESERVED], TIER_RANK[Tier.ON_DEMAND], TIER_RANK[Tier.SECONDARY])
 TIERS_ALL = (TIER_RANK[Tier.RESERVED], TIER_RANK[Tier.ON_DEMAND], TIER_RANK[Tier.SPOT], TIER_RANK[Tier.SECONDARY])
+SPOT_RANK = TIER_RANK[Tier.SPOT]
 PRIO_SERVING = 3
 BACKFILL_SCAN = 16  # queued pods examined per SKU when capacity frees up (head + backfill)
 
@@ -90,7 +92,8 @@ class World:
         self.p_serving: list[int] = [-1] * self.n_jobs  # fleet index for serving replicas
         self.p_state: list[int] = [0] * self.n_jobs
         self.p_epoch: list[int] = [0] * self.n_jobs
-        self.p_start: list[int] = [0] * self.n_jobs
+        self.p_start: list[int] = [0] * self.n_jobs  # start of the current run (checkpoint phase)
+        self.p_seg: list[int] = [0] * self.n_jobs  # start of the current billing segment
         self.p_first_start: list[int] = [-1] * self.n_jobs
         self.p_nodes: list[list[int]] = [[] for _ in range(self.n_jobs)]
         self.p_ready: list[bool] = [False] * self.n_jobs  # serving replicas: past their cold start
@@ -102,7 +105,11 @@ class World:
         self.fleets: list[FleetRuntime] = []
         for spec in sc.serving:
             scaling = ServingScaling(
-                spec.min_replicas, spec.max_replicas, spec.target_rps_per_replica, spec.cold_start_s, spec.scale_down_delay_s
+                spec.min_replicas,
+                spec.max_replicas,
+                spec.target_rps_per_replica,
+                spec.cold_start_s,
+                spec.scale_down_delay_s,
             )
             rps = demand.serving_rps(spec, ticks, r_serving)
             self.fleets.append(FleetRuntime(spec, scaling, sku_ids.index(spec.sku), rps))
@@ -126,6 +133,7 @@ class World:
         self.forecast_abs_err = [0.0] * n_sku
         self.forecast_actual = [0.0] * n_sku
         self.approvals_pending: dict[int, tuple[bool, str]] = {}
+        self.closed = False
 
         self._initial_reservations()
         for i, pr in enumerate(self.fleet.pools):
@@ -142,18 +150,58 @@ class World:
             p = PRICES_BY_SKU[spec.sku]
             sec_provider = p.secondary_provider
             pools = (
-                (CapacityPool(f"aws/{spec.region}/{spec.sku}/reserved", "aws", spec.region, spec.sku, Tier.RESERVED,
-                              p.reserved_1y, term_months=spec.reserved_term_months,
-                              lead_time_s=int(spec.reserved_lead_time_h * HOUR_S)), None),
-                (CapacityPool(f"aws/{spec.region}/{spec.sku}/on_demand", "aws", spec.region, spec.sku, Tier.ON_DEMAND,
-                              p.on_demand, quota_gpus=spec.on_demand_quota_gpus, node_start_s=spec.node_start_s),
-                 spec.on_demand_quota_gpus),
-                (CapacityPool(f"nebius/{spec.region}/{spec.sku}/spot", "nebius", spec.region, spec.sku, Tier.SPOT,
-                              p.spot, preemption_rate_per_h=spec.spot_preemption_rate_per_h,
-                              node_start_s=spec.node_start_s), spec.spot_capacity_gpus),
-                (CapacityPool(f"{sec_provider}/{spec.region}/{spec.sku}/secondary", sec_provider, spec.region, spec.sku,
-                              Tier.SECONDARY, p.secondary, lead_time_s=int(spec.secondary_lead_time_h * HOUR_S),
-                              node_start_s=int(spec.secondary_lead_time_h * HOUR_S)), spec.secondary_capacity_gpus),
+                (
+                    CapacityPool(
+                        f"aws/{spec.region}/{spec.sku}/reserved",
+                        "aws",
+                        spec.region,
+                        spec.sku,
+                        Tier.RESERVED,
+                        p.reserved_1y,
+                        term_months=spec.reserved_term_months,
+                        lead_time_s=int(spec.reserved_lead_time_h * HOUR_S),
+                    ),
+                    None,
+                ),
+                (
+                    CapacityPool(
+                        f"aws/{spec.region}/{spec.sku}/on_demand",
+                        "aws",
+                        spec.region,
+                        spec.sku,
+                        Tier.ON_DEMAND,
+                        p.on_demand,
+                        quota_gpus=spec.on_demand_quota_gpus,
+                        node_start_s=spec.node_start_s,
+                    ),
+                    spec.on_demand_quota_gpus,
+                ),
+                (
+                    CapacityPool(
+                        f"nebius/{spec.region}/{spec.sku}/spot",
+                        "nebius",
+                        spec.region,
+                        spec.sku,
+                        Tier.SPOT,
+                        p.spot,
+                        preemption_rate_per_h=spec.spot_preemption_rate_per_h,
+                        node_start_s=spec.node_start_s,
+                    ),
+                    spec.spot_capacity_gpus,
+                ),
+                (
+                    CapacityPool(
+                        f"{sec_provider}/{spec.region}/{spec.sku}/secondary",
+                        sec_provider,
+                        spec.region,
+                        spec.sku,
+                        Tier.SECONDARY,
+                        p.secondary,
+                        lead_time_s=int(spec.secondary_lead_time_h * HOUR_S),
+                        node_start_s=int(spec.secondary_lead_time_h * HOUR_S),
+                    ),
+                    spec.secondary_capacity_gpus,
+                ),
             )
             for pool, cap in pools:
                 self.fleet.add_pool(pool, cap)
@@ -181,42 +229,86 @@ class World:
 
     def _new_reservation(self, pool_idx: int, units: int, start_s: int, term_months: int) -> Reservation:
         pool = self.fleet.pools[pool_idx].pool
-        res = Reservation(f"res_{len(self.reservations):05d}", pool.id, pool.sku_id, units, start_s, term_months,
-                          pool.price_usd_per_gpu_h)
+        res = Reservation(
+            f"res_{len(self.reservations):05d}",
+            pool.id,
+            pool.sku_id,
+            units,
+            start_s,
+            term_months,
+            pool.price_usd_per_gpu_h,
+        )
         self.reservations.append(res)
         self.res_nodes.append([])
         self.res_pool.append(pool_idx)
         return res
 
     # ------------------------------------------------------------------ main loop
-    def run(self, progress: object | None = None) -> None:
+    def run(self, progress: Callable[[float], None] | None = None, until_s: int | None = None) -> None:
+        """Process events up to ``until_s`` (default: the horizon). Running to the horizon closes the books."""
         q = self.q
         handlers = (
-            self._on_arrive, self._on_job_end, self._on_node_up, self._on_node_fail, self._on_node_repair,
-            self._on_spot_preempt, self._on_tick, self._on_daily, self._on_res_event, self._on_stock, self._on_ready,
+            self._on_arrive,
+            self._on_job_end,
+            self._on_node_up,
+            self._on_node_fail,
+            self._on_node_repair,
+            self._on_spot_preempt,
+            self._on_tick,
+            self._on_daily,
+            self._on_res_event,
+            self._on_stock,
+            self._on_ready,
         )
         horizon = self.horizon_s
-        report = getattr(progress, "__call__", None)
-        next_report = DAY_S
+        stop = horizon if until_s is None else min(until_s, horizon)
+        next_report = q.now_s + DAY_S
         while True:
-            ev = q.pop()
-            if ev is None or ev[0] > horizon:
+            t = q.peek_time()
+            if t is None or t > stop:
                 break
+            ev = q.pop()
+            assert ev is not None
             handlers[ev[3]](ev[0], ev[4], ev[5])
-            if report is not None and ev[0] >= next_report:
-                report(ev[0] / horizon)
+            if progress is not None and ev[0] >= next_report:
+                progress(ev[0] / horizon)
                 next_report += DAY_S
-        self._close(horizon)
+        if stop == horizon and not self.closed:
+            self._close(horizon)
 
     def _close(self, end_s: int) -> None:
         """Bill running work up to the end of the horizon, so the ledger and the integrals cover the same time."""
+        self.closed = True
         self.q.now_s = end_s
         for pod in range(len(self.p_state)):
             if self.p_state[pod] == RUNNING:
                 self._charge(pod, end_s)
-                self.p_start[pod] = end_s
         for pr in self.fleet.pools:
             pr.touch(end_s)
+
+    def check_invariants(self) -> None:
+        """Raise AssertionError if the fleet's books disagree: used by tests after (or during) a run."""
+        f = self.fleet
+        used = [0] * len(f.n_sku)
+        for pod, nodes in enumerate(self.p_nodes):
+            if nodes:
+                assert self.p_state[pod] == RUNNING, f"pod {pod} holds nodes but is not running"
+                g = self.p_gpus[pod]
+                per = self.per_node[self.p_sku[pod]]
+                for n in nodes:
+                    used[n] += g if g <= per else per
+                    if self.p_serving[pod] >= 0 or self.p_ckpt[pod] == 0:
+                        assert f.pools[f.n_pool[n]].tier_rank != SPOT_RANK, f"pod {pod} may not run on spot"
+        for n in range(len(f.n_sku)):
+            assert 0 <= f.n_free[n] <= f.n_total[n], f"node {n} free {f.n_free[n]} of {f.n_total[n]}"
+            assert used[n] == f.n_total[n] - f.n_free[n], (
+                f"node {n}: pods hold {used[n]}, books say {f.n_total[n] - f.n_free[n]}"
+            )
+            if f.n_state[n] != NodeState.UP:
+                assert used[n] == 0, f"node {n} is not up but holds {used[n]} GPUs"
+        for pr in f.pools:
+            assert 0 <= pr.alloc_gpus <= pr.paid_gpus, f"pool {pr.pool.id}: alloc {pr.alloc_gpus} > paid {pr.paid_gpus}"
+            assert pr.alloc_gpu_s <= pr.paid_gpu_s
 
     # ------------------------------------------------------------------ pods
     def _tiers(self, pod: int) -> tuple[int, ...]:
@@ -243,10 +335,11 @@ class World:
             self.p_nodes[pod] = nodes
         if tiers is TIERS_NO_SPOT:
             for node in self.p_nodes[pod]:
-                if f.pools[f.n_pool[node]].pool.tier is Tier.SPOT:
+                if f.pools[f.n_pool[node]].tier_rank == SPOT_RANK:
                     self.spot_violations += 1
         self.p_state[pod] = RUNNING
         self.p_start[pod] = now
+        self.p_seg[pod] = now
         self.p_epoch[pod] += 1
         fl = self.p_serving[pod]
         if fl >= 0:
@@ -258,10 +351,12 @@ class World:
         return True
 
     def _charge(self, pod: int, now: int) -> None:
+        """Bill the pod's GPUs from the start of its billing segment to ``now`` and open a new segment."""
         f = self.fleet
-        dt = now - self.p_start[pod]
+        dt = now - self.p_seg[pod]
         if dt <= 0:
             return
+        self.p_seg[pod] = now
         g = self.p_gpus[pod]
         per = self.per_node[self.p_sku[pod]]
         gpn = g if g <= per else per
@@ -272,10 +367,33 @@ class World:
         else:
             team = self.p_team[pod]
             tenant, group = self.p_tenant_of_team[team], self.p_group[pod]
-        for node in self.p_nodes[pod]:
-            pr = f.pools[f.n_pool[node]]
-            self.ledger.charge(team=team, tenant=tenant, workload=group, tier=pr.pool.tier.value,
-                               price_uusd=pr.price_uusd, gpus=gpn, seconds=dt)
+        nodes = self.p_nodes[pod]
+        pools = f.pools
+        n_pool = f.n_pool
+        first = n_pool[nodes[0]]
+        if all(n_pool[n] == first for n in nodes):  # the common case: one charge for the whole pod
+            pr = pools[first]
+            self.ledger.charge(
+                team=team,
+                tenant=tenant,
+                workload=group,
+                tier=pr.tier_name,
+                price_uusd=pr.price_uusd,
+                gpus=gpn * len(nodes),
+                seconds=dt,
+            )
+            return
+        for node in nodes:
+            pr = pools[n_pool[node]]
+            self.ledger.charge(
+                team=team,
+                tenant=tenant,
+                workload=group,
+                tier=pr.tier_name,
+                price_uusd=pr.price_uusd,
+                gpus=gpn,
+                seconds=dt,
+            )
 
     def _release(self, pod: int, now: int) -> None:
         """Charge the running segment and free the pod's GPUs."""
@@ -323,6 +441,8 @@ class World:
 
     def _drain_queue(self, s: int, now: int) -> None:
         """Place queued pods of SKU ``s`` in priority order, head first with a bounded backfill scan."""
+        if self.pending_gpus[s] <= 0:
+            return
         scanned = 0
         for prio in (3, 2, 1, 0):
             dq = self.queue[s][prio]
@@ -342,8 +462,11 @@ class World:
 
     # ------------------------------------------------------------------ capacity
     def _pool_states(self, s: int) -> list[PoolState]:
-        return [PoolState(pr.pool, pr.paid_gpus, pr.capacity_gpus, pr.in_stock)
-                for pr in self.fleet.pools if pr.sku_idx == s]
+        return [
+            PoolState(pr.pool, pr.paid_gpus, pr.capacity_gpus, pr.in_stock)
+            for pr in self.fleet.pools
+            if pr.sku_idx == s
+        ]
 
     def _provision(self, s: int, now: int, pod: int) -> bool:
         """If queued demand exceeds capacity on its way, launch nodes for ``pod`` along the fallback chain."""
@@ -353,8 +476,11 @@ class World:
         g = self.p_gpus[pod]
         nodes = 1 if g <= per else g // per
         req = PlacementRequest(
-            workload_id=str(pod), sku_id=self.sku_ids[s], gpus=nodes * per,
-            serving=self.p_serving[pod] >= 0, checkpointable=self.p_ckpt[pod] > 0,
+            workload_id=str(pod),
+            sku_id=self.sku_ids[s],
+            gpus=nodes * per,
+            serving=self.p_serving[pod] >= 0,
+            checkpointable=self.p_ckpt[pod] > 0,
         )
         alloc = self.loop.placer.choose(req, self._pool_states(s))
         self.metrics.placement(alloc.reason)
@@ -510,6 +636,7 @@ class World:
         self.p_state.append(0)
         self.p_epoch.append(0)
         self.p_start.append(now)
+        self.p_seg.append(now)
         self.p_first_start.append(-1)
         self.p_nodes.append([])
         self.p_ready.append(False)
@@ -519,7 +646,9 @@ class World:
 
     def _remove_replica(self, fr: FleetRuntime, now: int) -> None:
         # drop a replica that is not serving yet if there is one, else the newest
-        victim = next((p for p in reversed(fr.pods) if not self.p_ready[p]), fr.pods[-1])
+        victim = fr.pods[-1]
+        if fr.ready < len(fr.pods):  # some replica is still starting: drop the newest such
+            victim = next(p for p in reversed(fr.pods) if not self.p_ready[p])
         fr.pods.remove(victim)
         if self.p_state[victim] == RUNNING:
             if self.p_ready[victim]:
@@ -586,8 +715,12 @@ class World:
 
     def _committed_at(self, s: int, t: int) -> int:
         total = 0
-        live = (ReservationStatus.PENDING_APPROVAL, ReservationStatus.APPROVED, ReservationStatus.SUBMITTED,
-                ReservationStatus.ACTIVE)
+        live = (
+            ReservationStatus.PENDING_APPROVAL,
+            ReservationStatus.APPROVED,
+            ReservationStatus.SUBMITTED,
+            ReservationStatus.ACTIVE,
+        )
         for i, r in enumerate(self.reservations):
             if self.fleet.pools[self.res_pool[i]].sku_idx == s and r.status in live and r.end_s > t:
                 total += r.units
@@ -596,11 +729,14 @@ class World:
     def _procure(self, s: int, now: int, hist: np.ndarray) -> None:
         pidx = self.fleet.pool_of(s, Tier.RESERVED)
         pool = self.fleet.pools[pidx].pool
-        ctx = ProcurementContext(now, self.sku_ids[s], pool, hist, None,
-                                 self._committed_at(s, now + pool.lead_time_s), self.per_node[s])
+        ctx = ProcurementContext(
+            now, self.sku_ids[s], pool, hist, None, self._committed_at(s, now + pool.lead_time_s), self.per_node[s]
+        )
         for prop in self.loop.procurer.propose(ctx):
             res = self._new_reservation(pidx, prop.units, prop.start_s, prop.term_months)
-            dec = self.loop.approver.decide(res.est_cost_usd, Decimal(str(self.sc.control.approval_threshold_usd)), res.id)
+            dec = self.loop.approver.decide(
+                res.est_cost_usd, Decimal(str(self.sc.control.approval_threshold_usd)), res.id
+            )
             ridx = len(self.reservations) - 1
             self.metrics.reservation_proposed(res.units, float(res.est_cost_usd), dec.approvals_required)
             if dec.approvals_required == 1:
@@ -660,6 +796,8 @@ class World:
         od = self.fleet.pool_of(pr.sku_idx, Tier.ON_DEMAND)
         for node in self.res_nodes[ridx]:
             if self.fleet.n_state[node] != NodeState.GONE:
+                for pod in self.fleet.n_pods[node]:
+                    self._charge(pod, now)  # close the segment billed at the reserved price
                 self.fleet.move_to_pool(node, od, now)
                 if self.fleet.n_state[node] == NodeState.UP and self.fleet.n_free[node] == self.fleet.n_total[node]:
                     self.fleet.n_idle_since[node] = now

@@ -1,4 +1,6 @@
-"""The stages of the control loop, each a small Protocol with a baseline implementation.
+"""The ports of the control loop: each stage a small Protocol, and the requests and decisions it trades.
+
+This module sits under the capability packages (they implement the Protocols) and over the domain.
 
 The simulator and the service call these same decision functions; only the world behind them differs.
 Every decision returns data (and a reason code); the caller applies it.
