@@ -25,8 +25,10 @@ def bench_sim(gpus: int, days: int, seed: int = 7, min_jobs: int = MIN_JOBS) -> 
     per_day = max(350.0 * gpus / 1024, math.ceil(min_jobs * 1.02 / days))
     sc = default_scenario(gpus=gpus, days=days, seed=seed, jobs_per_day=per_day)
     t0 = time.perf_counter()
+    c0 = time.process_time()
     world, result = simulate(sc)
     wall = time.perf_counter() - t0
+    cpu = time.process_time() - c0
     return {
         "date": datetime.now(UTC).strftime("%Y-%m-%d"),
         "machine": machine(),
@@ -35,6 +37,7 @@ def bench_sim(gpus: int, days: int, seed: int = 7, min_jobs: int = MIN_JOBS) -> 
         "jobs": result["jobs"]["generated"],
         "events": world.q.processed,
         "wall_s": round(wall, 2),
+        "cpu_s": round(cpu, 2),  # this process's CPU time: robust to other load on the machine
         "events_per_s": round(world.q.processed / wall),
         "jobs_per_s": round(result["jobs"]["generated"] / wall),
         "gpu_utilization": result["gpu_utilization"],

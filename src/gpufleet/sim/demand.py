@@ -34,7 +34,7 @@ class JobBatch:
 
 
 def serving_rps(spec: ServingSpec, t_s: F64 | I64, rng: np.random.Generator) -> F64:
-    """Request rate at times ``t_s``: growth x daily cycle x weekly cycle x lognormal noise.
+    """Request rate at times ``t_s``: growth x daily cycle x weekly cycle x day level x lognormal noise.
 
     The daily peak is mid-afternoon; weekends are lower by ``weekly_amplitude``.
     """
@@ -44,7 +44,11 @@ def serving_rps(spec: ServingSpec, t_s: F64 | I64, rng: np.random.Generator) -> 
     dow = np.floor(t / DAY_S) % 7
     weekly = np.where(dow >= 5, 1.0 - spec.weekly_amplitude, 1.0 + spec.weekly_amplitude * 2 / 5)
     noise = np.exp(rng.normal(0.0, spec.noise_sd, size=t.shape) - spec.noise_sd**2 / 2)
-    return spec.base_rps * growth * daily * weekly * noise
+    day_idx = np.floor(t / DAY_S).astype(np.int64)
+    n_days = int(day_idx.max()) + 1 if len(day_idx) else 0
+    sd = spec.day_to_day_sd
+    day_factor = np.exp(rng.normal(0.0, sd, size=n_days) - sd**2 / 2)
+    return spec.base_rps * growth * daily * weekly * noise * day_factor[day_idx]
 
 
 def experiments(spec: ExperimentSpec, days: int, rng: np.random.Generator) -> JobBatch:

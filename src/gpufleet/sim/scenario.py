@@ -68,7 +68,8 @@ class ServingSpec(_M):
     growth_per_quarter: Pos = 1.0
     daily_amplitude: Share = 0.4
     weekly_amplitude: Share = 0.15
-    noise_sd: Share = 0.05
+    noise_sd: Share = 0.05  # per control period, lognormal
+    day_to_day_sd: Share = 0.2  # per day, lognormal: ServeGen's daily means vary by CV ~0.22
     min_replicas: NonNegInt = 1
     max_replicas: PosInt = 64
     cold_start_s: NonNegInt = 210
