@@ -107,3 +107,35 @@ class ReplicaAutoscaler(Protocol):
     def desired(
         self, *, current: int, observed_rps: float, scaling: ServingScaling, now_s: int, last_scale_down_s: int
     ) -> tuple[int, str]: ...
+
+
+@dataclass(frozen=True, slots=True)
+class IdleNode:
+    """A launched (non-reserved) node with no work on it, as the cluster autoscaler sees it."""
+
+    node_id: int
+    pool_id: str
+    sku_id: str
+    tier: str
+    gpus: int
+    idle_for_s: int
+    up_for_s: int
+    node_start_s: int
+    price_usd_per_gpu_h: float
+
+
+@dataclass(frozen=True, slots=True)
+class ScaleDownContext:
+    now_s: int
+    sku_id: str
+    idle: Sequence[IdleNode]
+    pending_gpus: int  # queued demand for this SKU right now
+    free_gpus: int  # free GPUs on schedulable nodes of this SKU (idle nodes included)
+    forecast_gpus: FloatArray | None  # upper-quantile demand forecast for the coming hours, if any
+    demand_now_gpus: float
+
+
+class NodeScaler(Protocol):
+    """The scale-down half of the cluster autoscaler: which idle launched nodes to terminate, and why."""
+
+    def scale_down(self, ctx: ScaleDownContext) -> list[tuple[int, str]]: ...

@@ -27,7 +27,16 @@ def register(app: typer.Typer) -> None:
         """Simulate a large fleet for a long time; print jobs, events, wall seconds, events per second."""
         r = bench_sim(gpus, days, seed, min_jobs)
         t = Table(title=f"bench sim: {gpus:,} GPUs, {days} days")
-        for k in ("jobs", "events", "wall_s", "cpu_s", "events_per_s", "jobs_per_s", "gpu_utilization", "cost_conserved"):
+        for k in (
+            "jobs",
+            "events",
+            "wall_s",
+            "cpu_s",
+            "events_per_s",
+            "jobs_per_s",
+            "gpu_utilization",
+            "cost_conserved",
+        ):
             v = r[k]
             t.add_row(k, str(v) if isinstance(v, bool) else f"{v:,}" if isinstance(v, int) else str(v))
         Console().print(t)

@@ -6,11 +6,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from gpufleet.autoscale.nodes_baseline import IdleTimeoutScaleDown
 from gpufleet.autoscale.reactive import TargetTracking
 from gpufleet.control.approval import SimulatedApprovers
 from gpufleet.forecast.seasonal_naive import SeasonalNaive
 from gpufleet.place.fallback import FallbackChain
-from gpufleet.ports import Approver, Forecaster, Placer, Procurer, ReplicaAutoscaler
+from gpufleet.ports import Approver, Forecaster, NodeScaler, Placer, Procurer, ReplicaAutoscaler
 from gpufleet.procure.baseline import LookbackPercentile
 
 
@@ -28,9 +29,10 @@ class ControlLoop:
     approver: Approver
     placer: Placer
     autoscaler: ReplicaAutoscaler
+    node_scaler: NodeScaler
 
     @classmethod
-    def baseline(cls, seed: int, target_utilization: float = 0.7) -> ControlLoop:
+    def baseline(cls, seed: int, target_utilization: float = 0.7, idle_node_timeout_s: int = 600) -> ControlLoop:
         """The foundation's simple, real policies; later stages are measured against these."""
         return cls(
             name="baseline",
@@ -39,4 +41,5 @@ class ControlLoop:
             approver=SimulatedApprovers(np.random.default_rng(np.random.SeedSequence([seed, 1]))),
             placer=FallbackChain(),
             autoscaler=TargetTracking(target_utilization=target_utilization),
+            node_scaler=IdleTimeoutScaleDown(unneeded_s=idle_node_timeout_s),
         )

@@ -71,6 +71,7 @@ class Fleet:
     n_epoch: list[int] = field(default_factory=list)
     n_pods: list[list[int]] = field(default_factory=list)
     n_idle_since: list[int] = field(default_factory=list)
+    n_up_since: list[int] = field(default_factory=list)
     n_res: list[int] = field(default_factory=list)  # reservation index for reserved nodes, else -1
     index: FreeGpuIndex = field(init=False)
 
@@ -105,6 +106,7 @@ class Fleet:
         self.n_epoch.append(0)
         self.n_pods.append([])
         self.n_idle_since.append(now_s)
+        self.n_up_since.append(now_s)
         self.n_res.append(reservation)
         if reservation < 0:  # reserved capacity is billed per reservation, not per node
             pr.touch(now_s)
@@ -117,6 +119,7 @@ class Fleet:
     def node_up(self, node: int, now_s: int) -> None:
         self.n_state[node] = NodeState.UP
         self.n_idle_since[node] = now_s
+        self.n_up_since[node] = now_s
         pr = self.pools[self.n_pool[node]]
         self.index.add(node, pr.sku_idx, pr.tier_rank, self.n_free[node])
 

@@ -28,9 +28,13 @@ def simulate(
     if days is not None:
         sc = sc.model_copy(update={"days": days})
     seed_ = sc.seed if seed is None else seed
-    world = World(sc, loop or ControlLoop.baseline(seed_, sc.control.target_utilization), seed=seed_)
+    world = World(sc, loop or baseline_loop(sc, seed_), seed=seed_)
     world.run(progress)
     return world, summarize(world)
+
+
+def baseline_loop(sc: Scenario, seed: int) -> ControlLoop:
+    return ControlLoop.baseline(seed, sc.control.target_utilization, sc.control.idle_node_timeout_s)
 
 
 def _r(x: float, nd: int = 4) -> float:

@@ -21,7 +21,7 @@ from gpufleet.domain.pools import TIER_RANK, CapacityPool, Tier
 from gpufleet.domain.reservations import Reservation, ReservationStatus, term_seconds
 from gpufleet.domain.skus import SKUS_BY_ID
 from gpufleet.domain.workloads import ServingScaling, lost_work_s
-from gpufleet.ports import PlacementRequest, PoolState, ProcurementContext
+from gpufleet.ports import IdleNode, PlacementRequest, PoolState, ProcurementContext, ScaleDownContext
 from gpufleet.sim import demand
 from gpufleet.sim.engine import EventQueue
 from gpufleet.sim.fleet import Fleet, NodeState
@@ -37,6 +37,7 @@ DAY_S = 86400
 TIERS_NO_SPOT = (TIER_RANK[Tier.RESERVED], TIER_RANK[Tier.ON_DEMAND], TIER_RANK[Tier.SECONDARY])
 TIERS_ALL = (TIER_RANK[Tier.RESERVED], TIER_RANK[Tier.ON_DEMAND], TIER_RANK[Tier.SPOT], TIER_RANK[Tier.SECONDARY])
 SPOT_RANK = TIER_RANK[Tier.SPOT]
+LAUNCHED_TIERS = (Tier.ON_DEMAND, Tier.SPOT, Tier.SECONDARY)
 PRIO_SERVING = 3
 BACKFILL_SCAN = 16  # queued pods examined per SKU when capacity frees up (head + backfill)
 
@@ -670,18 +671,49 @@ class World:
                     break
 
     def _scale_down_idle(self, s: int, now: int) -> None:
-        """Terminate launched (non-reserved) nodes that have been fully idle for the timeout."""
+        """Ask the node scaler which idle launched (non-reserved) nodes to terminate, and terminate them."""
         f = self.fleet
-        timeout = self.sc.control.idle_node_timeout_s
         per = self.per_node[s]
-        for tier in (Tier.ON_DEMAND, Tier.SPOT, Tier.SECONDARY):
+        idle: list[IdleNode] = []
+        for tier in LAUNCHED_TIERS:
             rank = TIER_RANK[tier]
-            if not f.index.free_nodes(s, rank, per):
-                continue
-            if self.pending_gpus[s] > 0:
-                continue  # queued work may still want these nodes
-            for node in [n for n in f.index.nodes_with_free(s, rank, per) if now - f.n_idle_since[n] >= timeout]:
-                f.terminate(node, now)
+            for n in f.index.nodes_with_free(s, rank, per):
+                pr = f.pools[f.n_pool[n]]
+                idle.append(
+                    IdleNode(
+                        n,
+                        pr.pool.id,
+                        self.sku_ids[s],
+                        pr.tier_name,
+                        per,
+                        now - f.n_idle_since[n],
+                        now - f.n_up_since[n],
+                        pr.pool.node_start_s,
+                        float(pr.pool.price_usd_per_gpu_h),
+                    )
+                )
+        if not idle:
+            return
+        fc = self.forecasts.get(s)
+        ctx = ScaleDownContext(
+            now,
+            self.sku_ids[s],
+            idle,
+            self.pending_gpus[s],
+            self._free_gpus(s),
+            fc[1] if fc is not None else None,
+            self._demand_now(s),
+        )
+        for node, reason in self.loop.node_scaler.scale_down(ctx):
+            f.terminate(node, now)
+            self.metrics.placement(f"terminate_{reason}")
+
+    def _free_gpus(self, s: int) -> int:
+        f = self.fleet
+        return sum(free * f.index.free_nodes(s, t, free) for t in TIERS_ALL for free in range(1, self.per_node[s] + 1))
+
+    def _demand_now(self, s: int) -> float:
+        return float(sum(pr.alloc_gpus for pr in self.fleet.pools if pr.sku_idx == s) + self.pending_gpus[s])
 
     def _sample(self, now: int) -> None:
         f = self.fleet
