@@ -6,11 +6,8 @@ placement (fallback chain), scheduling (best fit), autoscaling, forecasting, pro
 
 from __future__ import annotations
 
-import math
 from collections import deque
 from collections.abc import Callable
-from dataclasses import dataclass, field
-from decimal import Decimal
 
 import numpy as np
 
@@ -18,15 +15,17 @@ from gpufleet.control.loop import ControlLoop
 from gpufleet.cost.metering import Ledger
 from gpufleet.domain.catalog import PRICES_BY_SKU
 from gpufleet.domain.pools import TIER_RANK, CapacityPool, Tier
-from gpufleet.domain.reservations import Reservation, ReservationStatus, term_seconds
+from gpufleet.domain.reservations import Reservation
 from gpufleet.domain.skus import SKUS_BY_ID
 from gpufleet.domain.workloads import ServingScaling, lost_work_s
-from gpufleet.ports import IdleNode, PlacementRequest, PoolState, ProcurementContext, ScaleDownContext
+from gpufleet.ports import IdleNode, PlacementRequest, PoolState, ScaleDownContext
 from gpufleet.sim import demand
+from gpufleet.sim.desk import ReservationDesk
 from gpufleet.sim.engine import EventQueue
 from gpufleet.sim.fleet import Fleet, NodeState
 from gpufleet.sim.metrics import Metrics
-from gpufleet.sim.scenario import Scenario, ServingSpec
+from gpufleet.sim.scenario import Scenario
+from gpufleet.sim.serving import FleetRuntime, ServingMixin
 
 # event kinds
 ARRIVE, JOB_END, NODE_UP, NODE_FAIL, NODE_REPAIR, SPOT_PREEMPT, TICK, DAILY, RES_EVENT, STOCK, READY = range(11)
@@ -42,21 +41,7 @@ PRIO_SERVING = 3
 BACKFILL_SCAN = 16  # queued pods examined per SKU when capacity frees up (head + backfill)
 
 
-@dataclass(slots=True)
-class FleetRuntime:
-    spec: ServingSpec
-    scaling: ServingScaling
-    sku_idx: int
-    rps: np.ndarray
-    pods: list[int] = field(default_factory=list)  # active replica pods, oldest first
-    ready: int = 0
-    last_scale_down_s: int = -(10**12)
-    served_req: float = 0.0
-    total_req: float = 0.0
-    cold_starts: int = 0
-
-
-class World:
+class World(ReservationDesk, ServingMixin):
     def __init__(self, sc: Scenario, loop: ControlLoop, seed: int | None = None) -> None:
         self.sc = sc
         self.loop = loop
@@ -216,33 +201,6 @@ class World:
         for r in self.sc.planned_runs:
             by_group[f"planned/{r.name}"] = self.sku_ids.index(r.sku)
         return [by_group[g] for g in jobs.group]
-
-    def _initial_reservations(self) -> None:
-        for s, spec in self.pool_specs.items():
-            pidx = self.fleet.pool_of(s, Tier.RESERVED)
-            for r in spec.reservations:
-                term = 36 if r.remaining_months > 12 else 12
-                end_s = int(r.remaining_months * 730 * HOUR_S)
-                res = self._new_reservation(pidx, r.gpus, end_s - term_seconds(term), term)
-                for st in (ReservationStatus.APPROVED, ReservationStatus.SUBMITTED):
-                    res.transition(st, at_s=0, actor="initial", reason="existing commitment")
-                self._activate(len(self.reservations) - 1)
-
-    def _new_reservation(self, pool_idx: int, units: int, start_s: int, term_months: int) -> Reservation:
-        pool = self.fleet.pools[pool_idx].pool
-        res = Reservation(
-            f"res_{len(self.reservations):05d}",
-            pool.id,
-            pool.sku_id,
-            units,
-            start_s,
-            term_months,
-            pool.price_usd_per_gpu_h,
-        )
-        self.reservations.append(res)
-        self.res_nodes.append([])
-        self.res_pool.append(pool_idx)
-        return res
 
     # ------------------------------------------------------------------ main loop
     def run(self, progress: Callable[[float], None] | None = None, until_s: int | None = None) -> None:
@@ -603,63 +561,6 @@ class World:
         if now + self.period_s <= self.horizon_s:
             self.q.schedule(now + self.period_s, TICK, priority=1)
 
-    def _serve_period(self, i: int, fr: FleetRuntime, k: int, now: int) -> None:
-        rps = float(fr.rps[k])
-        cap = fr.ready * fr.spec.target_rps_per_replica
-        req = rps * self.period_s
-        fr.total_req += req
-        fr.served_req += min(rps, cap) * self.period_s
-        cur = len(fr.pods)
-        want, _reason = self.loop.autoscaler.desired(
-            current=cur, observed_rps=rps, scaling=fr.scaling, now_s=now, last_scale_down_s=fr.last_scale_down_s
-        )
-        if want > cur:
-            for _ in range(want - cur):
-                self._add_replica(i, fr, now)
-        elif want < cur:
-            fr.last_scale_down_s = now
-            for _ in range(cur - want):
-                self._remove_replica(fr, now)
-        self.metrics.serving(i, now, rps, len(fr.pods), fr.ready)
-
-    def _add_replica(self, i: int, fr: FleetRuntime, now: int) -> None:
-        pod = len(self.p_state)
-        self.p_gpus.append(fr.spec.gpus_per_replica)
-        self.p_sku.append(fr.sku_idx)
-        self.p_prio.append(PRIO_SERVING)
-        self.p_ckpt.append(0)
-        self.p_remaining.append(0)
-        self.p_work.append(0)
-        self.p_arrival.append(now)
-        self.p_team.append(fr.spec.team)
-        self.p_group.append(f"serving/{fr.spec.name}")
-        self.p_serving.append(i)
-        self.p_state.append(0)
-        self.p_epoch.append(0)
-        self.p_start.append(now)
-        self.p_seg.append(now)
-        self.p_first_start.append(-1)
-        self.p_nodes.append([])
-        self.p_ready.append(False)
-        fr.pods.append(pod)
-        if not self._try_place(pod, now):
-            self._enqueue(pod, now)
-
-    def _remove_replica(self, fr: FleetRuntime, now: int) -> None:
-        # drop a replica that is not serving yet if there is one, else the newest
-        victim = fr.pods[-1]
-        if fr.ready < len(fr.pods):  # some replica is still starting: drop the newest such
-            victim = next(p for p in reversed(fr.pods) if not self.p_ready[p])
-        fr.pods.remove(victim)
-        if self.p_state[victim] == RUNNING:
-            if self.p_ready[victim]:
-                fr.ready -= 1
-                self.p_ready[victim] = False
-            self._release(victim, now)
-        elif self.p_state[victim] == QUEUED:
-            self.pending_gpus[self.p_sku[victim]] -= self.p_gpus[victim]
-        self.p_state[victim] = REMOVED
-
     def _retry_queue(self, s: int, now: int) -> None:
         if self.pending_gpus[s] <= 0:
             return
@@ -725,111 +626,3 @@ class World:
                     paid[pr.pool.tier.value] += pr.paid_gpus
                     alloc += pr.alloc_gpus
             self.metrics.hourly(now, s, alloc, self.pending_gpus[s], paid)
-
-    # ------------------------------------------------------------------ daily: forecast, procure, approvals
-    def _on_daily(self, now: int, _a: int, _b: int) -> None:
-        day = now // DAY_S
-        hour = now // HOUR_S
-        for s in range(len(self.sku_ids)):
-            hist = self.metrics.demand_history(s, hour)
-            prev = self.forecasts.get(s)
-            if prev is not None and hour - prev[0] == 24:
-                actual = hist[-24:]
-                self.forecast_abs_err[s] += float(np.abs(actual - prev[1]).sum())
-                self.forecast_actual[s] += float(actual.sum())
-            if len(hist) >= 24:
-                fc = self.loop.forecaster.forecast(hist, HOUR_S, 24)
-                self.forecasts[s] = (hour, fc.median)
-            if day % self.sc.control.procurement_period_days == 0 and day > 0:
-                self._procure(s, now, hist)
-        if now + DAY_S <= self.horizon_s:
-            self.q.schedule(now + DAY_S, DAILY, priority=0)
-
-    def _committed_at(self, s: int, t: int) -> int:
-        total = 0
-        live = (
-            ReservationStatus.PENDING_APPROVAL,
-            ReservationStatus.APPROVED,
-            ReservationStatus.SUBMITTED,
-            ReservationStatus.ACTIVE,
-        )
-        for i, r in enumerate(self.reservations):
-            if self.fleet.pools[self.res_pool[i]].sku_idx == s and r.status in live and r.end_s > t:
-                total += r.units
-        return total
-
-    def _procure(self, s: int, now: int, hist: np.ndarray) -> None:
-        pidx = self.fleet.pool_of(s, Tier.RESERVED)
-        pool = self.fleet.pools[pidx].pool
-        ctx = ProcurementContext(
-            now, self.sku_ids[s], pool, hist, None, self._committed_at(s, now + pool.lead_time_s), self.per_node[s]
-        )
-        for prop in self.loop.procurer.propose(ctx):
-            res = self._new_reservation(pidx, prop.units, prop.start_s, prop.term_months)
-            dec = self.loop.approver.decide(
-                res.est_cost_usd, Decimal(str(self.sc.control.approval_threshold_usd)), res.id
-            )
-            ridx = len(self.reservations) - 1
-            self.metrics.reservation_proposed(res.units, float(res.est_cost_usd), dec.approvals_required)
-            if dec.approvals_required == 1:
-                res.transition(ReservationStatus.APPROVED, at_s=now, actor="auto", reason=dec.reason)
-                self._submit(ridx, now)
-            else:
-                res.transition(ReservationStatus.PENDING_APPROVAL, at_s=now, actor="procurement", reason=prop.reason)
-                self.approvals_pending[ridx] = (dec.approved, ",".join(dec.approver_ids))
-                self.q.schedule(now + dec.delay_s, RES_EVENT, ridx, 0)
-
-    def _submit(self, ridx: int, now: int) -> None:
-        res = self.reservations[ridx]
-        res.transition(ReservationStatus.SUBMITTED, at_s=now, actor="provider", reason="order accepted")
-        pool = self.fleet.pools[self.res_pool[ridx]].pool
-        res.start_s = max(res.start_s, now + pool.lead_time_s)
-        self.q.schedule(res.start_s, RES_EVENT, ridx, 1)
-
-    def _on_res_event(self, now: int, ridx: int, what: int) -> None:
-        res = self.reservations[ridx]
-        if what == 0:  # approvers answered
-            approved, who = self.approvals_pending.pop(ridx)
-            if approved:
-                res.transition(ReservationStatus.APPROVED, at_s=now, actor=who, reason="dual approval")
-                self._submit(ridx, now)
-            else:
-                res.transition(ReservationStatus.REJECTED, at_s=now, actor=who, reason="rejected by an approver")
-        elif what == 1 and res.status is ReservationStatus.SUBMITTED:
-            self._activate(ridx)
-        elif what == 2 and res.status is ReservationStatus.ACTIVE:
-            self._expire(ridx, now)
-
-    def _activate(self, ridx: int) -> None:
-        now = self.q.now_s
-        res = self.reservations[ridx]
-        res.transition(ReservationStatus.ACTIVE, at_s=now, actor="provider", reason="capacity delivered")
-        pidx = self.res_pool[ridx]
-        pr = self.fleet.pools[pidx]
-        pr.touch(now)
-        pr.paid_gpus += res.units
-        per = self.per_node[pr.sku_idx]
-        for _ in range(math.ceil(res.units / per)):
-            node = self.fleet.launch(pidx, now, up=True, reservation=ridx)
-            self.res_nodes[ridx].append(node)
-            self._node_alive(node, now)
-        if res.end_s <= self.horizon_s:
-            self.q.schedule(res.end_s, RES_EVENT, ridx, 2)
-        self._drain_queue(pr.sku_idx, now)
-
-    def _expire(self, ridx: int, now: int) -> None:
-        """The term ended: the instances keep running but now bill on demand; idle ones get scaled down."""
-        res = self.reservations[ridx]
-        res.transition(ReservationStatus.EXPIRED, at_s=now, actor="provider", reason="term ended")
-        pidx = self.res_pool[ridx]
-        pr = self.fleet.pools[pidx]
-        pr.touch(now)
-        pr.paid_gpus -= res.units
-        od = self.fleet.pool_of(pr.sku_idx, Tier.ON_DEMAND)
-        for node in self.res_nodes[ridx]:
-            if self.fleet.n_state[node] != NodeState.GONE:
-                for pod in self.fleet.n_pods[node]:
-                    self._charge(pod, now)  # close the segment billed at the reserved price
-                self.fleet.move_to_pool(node, od, now)
-                if self.fleet.n_state[node] == NodeState.UP and self.fleet.n_free[node] == self.fleet.n_total[node]:
-                    self.fleet.n_idle_since[node] = now
