@@ -48,8 +48,9 @@ def meter_usage(
 ) -> UsageTotals:
     """Sum utilization per allocation over the buckets that start in [t0_s, t1_s) (None = unbounded).
 
-    ``parts[j]`` is allocation j's share in parts (840 = one GPU). Samples with util outside [0, 1] or NaN are a
-    telemetry fault: NaN is skipped, values are clipped to [0, 1].
+    ``parts[j]`` is the share one sample of allocation j stands for, in parts (840 = one GPU): the whole allocation
+    when telemetry is per allocation, one device (840, or a MIG slice's parts) when it is per GPU.
+    Samples with util outside [0, 1] or NaN are a telemetry fault: NaN is skipped, values are clipped to [0, 1].
     """
     n_alloc = len(parts)
     if len(usage) and int(usage.alloc_idx.max(initial=-1)) >= n_alloc:
