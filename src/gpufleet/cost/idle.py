@@ -89,14 +89,16 @@ def detect_idle(
         return []
     if int(usage.alloc_idx.max()) >= n:
         raise ValidationError("usage.alloc_idx", f"refers to allocation >= {n}")
-    a_idx = usage.alloc_idx.astype(np.int64)
-    b_idx = usage.bucket_idx.astype(np.int64)
-    util = np.nan_to_num(usage.util.astype(np.float64), nan=0.0)
+    held = usage.alloc_idx >= 0  # devices nobody holds are idle capacity, not idle allocations
+    a_idx = usage.alloc_idx[held].astype(np.int64)
+    b_idx = usage.bucket_idx[held].astype(np.int64)
+    raw = usage.util[held]
+    util = np.nan_to_num(raw.astype(np.float64), nan=0.0)
     last_seen = np.full(n, -1, dtype=np.int64)
     np.maximum.at(last_seen, a_idx, b_idx)
     first_seen = np.full(n, np.iinfo(np.int64).max, dtype=np.int64)
     np.minimum.at(first_seen, a_idx, b_idx)
-    busy = ~np.isnan(usage.util) & (usage.util >= pol.util_threshold)
+    busy = ~np.isnan(raw) & (raw >= pol.util_threshold)
     last_busy = np.full(n, -1, dtype=np.int64)
     np.maximum.at(last_busy, a_idx[busy], b_idx[busy])
     run_start = np.where(last_busy >= 0, last_busy + 1, first_seen)

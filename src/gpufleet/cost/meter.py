@@ -25,6 +25,8 @@ class UsageTotals:
     util_sum: npt.NDArray[np.float64]
     used_gpu_s: npt.NDArray[np.float64]
     sampled_gpu_s: npt.NDArray[np.float64]  # GPU-seconds covered by samples (allocated time with telemetry)
+    unattributed_samples: int = 0  # samples of devices no allocation held (alloc_idx == -1)
+    unattributed_util_sum: float = 0.0  # their utilization: busy GPUs nobody pays for are worth a look
 
     @property
     def mean_util(self) -> npt.NDArray[np.float64]:
@@ -53,11 +55,12 @@ def meter_usage(
     Samples with util outside [0, 1] or NaN are a telemetry fault: NaN is skipped, values are clipped to [0, 1].
     """
     n_alloc = len(parts)
-    if len(usage) and int(usage.alloc_idx.max(initial=-1)) >= n_alloc:
-        raise ValidationError("usage.alloc_idx", f"refers to allocation >= {n_alloc}")
+    if len(usage) and (int(usage.alloc_idx.max()) >= n_alloc or int(usage.alloc_idx.min()) < -1):
+        raise ValidationError("usage.alloc_idx", f"must be in [-1, {n_alloc})")
     lo, hi = _bucket_range(usage, t0_s, t1_s)
-    counts = np.zeros(n_alloc, dtype=np.int64)
-    sums = np.zeros(n_alloc, dtype=np.float64)
+    # bin 0 collects alloc_idx == -1 (unattributed devices); allocation j is bin j + 1
+    counts = np.zeros(n_alloc + 1, dtype=np.int64)
+    sums = np.zeros(n_alloc + 1, dtype=np.float64)
     for start in range(0, len(usage), CHUNK):
         sl = slice(start, start + CHUNK)
         a = usage.alloc_idx[sl]
@@ -75,14 +78,17 @@ def meter_usage(
             mask = ~bad if mask is None else mask & ~bad
         if mask is not None:
             a, u = a[mask], u[mask]
-        counts += np.bincount(a, minlength=n_alloc)
-        sums += np.bincount(a, weights=np.clip(u, 0.0, 1.0), minlength=n_alloc)
+        a1 = a + np.int32(1)
+        counts += np.bincount(a1, minlength=n_alloc + 1)
+        sums += np.bincount(a1, weights=np.clip(u, 0.0, 1.0), minlength=n_alloc + 1)
     gpus = parts.astype(np.float64) / PARTS_PER_GPU
     return UsageTotals(
-        samples=counts,
-        util_sum=sums,
-        used_gpu_s=sums * usage.bucket_s * gpus,
-        sampled_gpu_s=counts.astype(np.float64) * usage.bucket_s * gpus,
+        samples=counts[1:],
+        util_sum=sums[1:],
+        used_gpu_s=sums[1:] * usage.bucket_s * gpus,
+        sampled_gpu_s=counts[1:].astype(np.float64) * usage.bucket_s * gpus,
+        unattributed_samples=int(counts[0]),
+        unattributed_util_sum=float(sums[0]),
     )
 
 

@@ -152,6 +152,9 @@ def gpu_parts(gpus: int = 0, *, num: int = 0, den: int = 1) -> int:
 class UsageColumns:
     """Utilization samples in columns: sample i is allocation ``alloc_idx[i]`` in bucket ``bucket_idx[i]``.
 
+    ``alloc_idx == -1`` marks a device that reported while no allocation held it (idle capacity); such samples
+    are counted as unattributed, never charged.
+
     ``util`` is the mean activity (0..1) of the allocation's own share over the bucket (for a MIG slice, the
     slice's engine activity). Bucket ``k`` spans [origin_s + k*bucket_s, origin_s + (k+1)*bucket_s).
     """
