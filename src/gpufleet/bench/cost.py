@@ -105,7 +105,7 @@ def make_fleet(gpus: int, days: int, step_s: int, seed: int) -> SyntheticFleet:
         for _ in range(GPUS_PER_NODE):
             b_col[fill : fill + n] = buckets
             a_col[fill : fill + n] = owner
-            noise = rng.standard_normal(n, dtype=np.float32) * np.float32(0.1)
+            noise = rng.standard_normal(n, dtype=np.float32) * (np.float32(0.1) * base + np.float32(0.002))
             u_col[fill : fill + n] = np.clip(base + noise, 0.0, 1.0)
             fill += n
     usage = UsageColumns(t0, step_s, b_col[:fill], a_col[:fill], u_col[:fill])

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 
 import numpy as np
+import numpy.typing as npt
 
 from gpufleet.cost.model import PARTS_PER_GPU, AllocationSpan, UsageColumns
 from gpufleet.domain.errors import ValidationError
@@ -68,6 +69,58 @@ def _action(w: Workload, replicas: int | None, policy: IdlePolicy) -> tuple[Idle
     return IdleAction.NOTIFY, "idle_training_not_checkpointable"
 
 
+MATRIX_CELLS = 200_000_000  # allocation x bucket cells per pass (200 MB per boolean matrix)
+CHUNK = 1 << 23
+
+
+def _trailing_idle_runs(
+    usage: UsageColumns, n: int, threshold: float
+) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64], npt.NDArray[np.int64], npt.NDArray[np.int64],
+           npt.NDArray[np.float64]]:  # fmt: skip
+    """Per allocation: last bucket seen, start of the trailing idle run, buckets with samples in the run, samples
+    in the run and their utilization sum. Columnar: boolean allocation x bucket matrices, built by scatter, in as
+    many passes over allocation ranges as needed to bound memory (``ufunc.at`` was 10x slower at 86 M samples)."""
+    b_min = int(usage.bucket_idx.min())
+    n_b = int(usage.bucket_idx.max()) - b_min + 1
+    last_seen = np.full(n, -1, dtype=np.int64)
+    run_start = np.zeros(n, dtype=np.int64)
+    run_present = np.zeros(n, dtype=np.int64)
+    rows = max(1, MATRIX_CELLS // n_b)
+    cols = np.arange(n_b, dtype=np.int64)
+    for lo in range(0, n, rows):
+        hi = min(n, lo + rows)
+        present = np.zeros((hi - lo) * n_b, dtype=bool)
+        busy = np.zeros((hi - lo) * n_b, dtype=bool)
+        for start in range(0, len(usage), CHUNK):
+            a = usage.alloc_idx[start : start + CHUNK]
+            keep = (a >= lo) & (a < hi)
+            flat = (a[keep].astype(np.int64) - lo) * n_b + (usage.bucket_idx[start : start + CHUNK][keep] - b_min)
+            present[flat] = True
+            u = usage.util[start : start + CHUNK][keep]
+            busy[flat[u >= threshold]] = True  # NaN compares False: missing is never busy
+        pm = present.reshape(hi - lo, n_b)
+        bm = busy.reshape(hi - lo, n_b)
+        seen = pm.any(axis=1)
+        last = n_b - 1 - np.argmax(pm[:, ::-1], axis=1)
+        first = np.argmax(pm, axis=1)
+        last_busy = np.where(bm.any(axis=1), n_b - 1 - np.argmax(bm[:, ::-1], axis=1), -1)
+        rs = np.where(last_busy >= 0, last_busy + 1, first)
+        last_seen[lo:hi] = np.where(seen, last + b_min, -1)
+        run_start[lo:hi] = rs + b_min
+        run_present[lo:hi] = (pm & (cols[None, :] >= rs[:, None])).sum(axis=1)
+    run_samples = np.zeros(n, dtype=np.int64)
+    run_util = np.zeros(n, dtype=np.float64)
+    for start in range(0, len(usage), CHUNK):
+        a = usage.alloc_idx[start : start + CHUNK]
+        keep = a >= 0
+        a = a[keep]
+        in_run = usage.bucket_idx[start : start + CHUNK][keep] >= run_start[a]
+        u = np.nan_to_num(usage.util[start : start + CHUNK][keep][in_run], nan=0.0)
+        run_samples += np.bincount(a[in_run], minlength=n)
+        run_util += np.bincount(a[in_run], weights=u, minlength=n)
+    return last_seen, run_start, run_present, run_samples, run_util
+
+
 def detect_idle(
     usage: UsageColumns,
     allocations: Sequence[AllocationSpan],
@@ -89,22 +142,7 @@ def detect_idle(
         return []
     if int(usage.alloc_idx.max()) >= n:
         raise ValidationError("usage.alloc_idx", f"refers to allocation >= {n}")
-    held = usage.alloc_idx >= 0  # devices nobody holds are idle capacity, not idle allocations
-    a_idx = usage.alloc_idx[held].astype(np.int64)
-    b_idx = usage.bucket_idx[held].astype(np.int64)
-    raw = usage.util[held]
-    util = np.nan_to_num(raw.astype(np.float64), nan=0.0)
-    last_seen = np.full(n, -1, dtype=np.int64)
-    np.maximum.at(last_seen, a_idx, b_idx)
-    first_seen = np.full(n, np.iinfo(np.int64).max, dtype=np.int64)
-    np.minimum.at(first_seen, a_idx, b_idx)
-    busy = ~np.isnan(raw) & (raw >= pol.util_threshold)
-    last_busy = np.full(n, -1, dtype=np.int64)
-    np.maximum.at(last_busy, a_idx[busy], b_idx[busy])
-    run_start = np.where(last_busy >= 0, last_busy + 1, first_seen)
-    in_run = b_idx >= run_start[a_idx]
-    run_samples = np.bincount(a_idx[in_run], minlength=n)
-    run_util = np.bincount(a_idx[in_run], weights=util[in_run], minlength=n)
+    last_seen, run_start, run_present, run_samples, run_util = _trailing_idle_runs(usage, n, pol.util_threshold)
     now_bucket = (now_s - usage.origin_s) // usage.bucket_s
 
     out: list[IdleFinding] = []
@@ -112,7 +150,7 @@ def detect_idle(
         a = allocations[int(j)]
         run_buckets = int(last_seen[j] - run_start[j] + 1)
         idle_s = run_buckets * usage.bucket_s
-        if idle_s < pol.sustained_s or run_samples[j] < pol.min_coverage * run_buckets:
+        if idle_s < pol.sustained_s or run_present[j] < pol.min_coverage * run_buckets or run_samples[j] == 0:
             continue
         w = workloads.get(a.workload_id)
         if w is None:

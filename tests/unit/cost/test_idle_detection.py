@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 from gpufleet.cost.idle import IdleAction, IdlePolicy, detect_idle
 from gpufleet.cost.model import AllocationSpan, UsageColumns, gpu_parts
@@ -75,3 +76,10 @@ def test_idle_findings_gate_actions_by_tier_and_kind() -> None:
 def test_a_longer_sustain_window_finds_fewer() -> None:
     found = detect_idle(_usage(), ALLOCS, WORKLOADS, now_s=N * STEP, policy=IdlePolicy(sustained_s=4 * 3600))
     assert {f.workload_id for f in found} == {"serve-critical", "serve-normal"}
+
+
+def test_findings_do_not_depend_on_how_many_passes_bound_memory(monkeypatch: pytest.MonkeyPatch) -> None:
+    whole = detect_idle(_usage(), ALLOCS, WORKLOADS, now_s=N * STEP)
+    monkeypatch.setattr("gpufleet.cost.idle.MATRIX_CELLS", 2 * N)  # two allocations per pass
+    monkeypatch.setattr("gpufleet.cost.idle.CHUNK", 50)
+    assert detect_idle(_usage(), ALLOCS, WORKLOADS, now_s=N * STEP) == whole
