@@ -7,8 +7,8 @@ service passes the same bearer-token dependency as its API, so an app team sees 
 viewer grants the fleet scope to anyone: for a local demo only.
 """
 
-from __future__ import annotations
-
+# No ``from __future__ import annotations`` here: FastAPI must see the route signatures' real ``Annotated`` types,
+# and ``ViewerDep`` is local to ``mount_dashboard``.
 from collections.abc import Callable
 from importlib import resources
 from typing import Annotated, Any
