@@ -114,15 +114,22 @@ def make_fleet(gpus: int, days: int, step_s: int, seed: int) -> SyntheticFleet:
 
 def _meter_and_charge(fleet: SyntheticFleet) -> dict[str, Any]:
     per_sample_parts = np.full(len(fleet.allocations), PARTS_PER_GPU, dtype=np.int64)  # one sample = one GPU
+    t0 = time.perf_counter()
     totals = meter_usage(fleet.usage, per_sample_parts, fleet.t0_s, fleet.t1_s)
+    t1 = time.perf_counter()
     result = allocate_costs(
         fleet.capacity, fleet.allocations, fleet.t0_s, fleet.t1_s,
         idle_rule=DistributionRule.PROPORTIONAL, shared_rule=DistributionRule.PROPORTIONAL,
     )  # fmt: skip
+    t2 = time.perf_counter()
     csv_bytes = 0
     for dim in ("team", "tenant", "feature", "namespace"):
         csv_bytes += len(chargeback(result, fleet.allocations, dim, totals).to_csv())
+    t3 = time.perf_counter()
     return {
+        "meter_s": round(t1 - t0, 2),
+        "allocate_s": round(t2 - t1, 2),
+        "reports_s": round(t3 - t2, 2),
         "used_gpu_h": float(totals.used_gpu_s.sum() / 3600),
         "sampled_gpu_h": float(totals.sampled_gpu_s.sum() / 3600),
         "fleet_usd": str(units_to_cents(result.fleet_units)),
