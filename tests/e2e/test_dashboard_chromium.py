@@ -119,6 +119,7 @@ def test_an_app_team_sees_only_its_own_team_in_the_dashboard(server: str, browse
         page.wait_for_function("document.getElementById('scope').textContent.includes('team-3')")
         keys = page.eval_on_selector_all("tbody tr td:first-child", "tds => tds.map(t => t.textContent)")
         assert keys == ["team-3"]
+        assert "token" not in page.url and "dim=team" in page.url  # the token left the address bar
         assert errors == []
     finally:
         page.close()

@@ -11,6 +11,8 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 from enum import StrEnum
 
+from gpufleet.cost.allocate import CostLine
+from gpufleet.cost.model import PARTS_PER_GPU, AllocationSpan
 from gpufleet.domain.errors import ValidationError
 from gpufleet.domain.money import LEDGER_UNITS_PER_USD
 
@@ -184,3 +186,26 @@ def admit(
                     running[b.id] = running.get(b.id, Spend()).plus(chosen.est)
         out.append(decision)
     return out
+
+
+def spend_for_budgets(
+    budgets: Sequence[Budget],
+    lines: Sequence[CostLine],
+    allocations: Sequence[AllocationSpan],
+    part_s: Mapping[str, int],
+) -> dict[str, Spend]:
+    """What each budget's label value spent according to one cost allocation (its ``lines`` and
+    ``part_s_by_allocation``). The caller meters the window that matches the budgets' windows."""
+    units: dict[tuple[str, str], int] = {}
+    gpu_h: dict[tuple[str, str], float] = {}
+    dims = {b.dim for b in budgets}
+    for ln in lines:
+        for d in dims:
+            k = (d, ln.label(d))
+            units[k] = units.get(k, 0) + ln.units
+    for a in allocations:
+        ps = part_s.get(a.id, 0)
+        for d in dims:
+            k = (d, a.label(d))
+            gpu_h[k] = gpu_h.get(k, 0.0) + ps / PARTS_PER_GPU / 3600
+    return {b.id: Spend(units.get((b.dim, b.key), 0), gpu_h.get((b.dim, b.key), 0.0)) for b in budgets}

@@ -30,7 +30,7 @@ from gpufleet.cost.model import (
     UsageColumns,
     gpu_parts,
 )
-from gpufleet.domain.errors import ValidationError
+from gpufleet.domain.errors import NotFoundError, ValidationError
 from gpufleet.domain.money import price_to_uusd, units_to_cents
 from gpufleet.domain.pools import Tier
 from gpufleet.domain.reservations import Reservation
@@ -164,3 +164,29 @@ def test_over_allocated_pool_is_refused() -> None:
 def test_apportion_is_exact_and_deterministic() -> None:
     assert apportion(10, [1, 1, 1]) == [4, 3, 3]
     assert sum(apportion(10**20 + 7, [3, 5, 11, 0])) == 10**20 + 7
+
+
+def test_workload_cost_view_for_the_api() -> None:
+    from gpufleet.cost.workload_cost import workload_cost
+
+    r = allocate_costs(CAPACITY, ALLOCS, T0, T1, idle_rule=DistributionRule.PROPORTIONAL,
+                       shared_rule=DistributionRule.PROPORTIONAL)  # fmt: skip
+    v = workload_cost("train-1", r, ALLOCS)
+    assert (v.direct_usd, v.idle_usd, v.shared_usd, v.total_usd) == (
+        Decimal("160.00"), Decimal("96.00"), Decimal("40.68"), Decimal("296.68"))  # fmt: skip
+    assert v.allocated_gpu_h == 40.0 and v.used_gpu_h is None and v.team_id == "search"
+    with pytest.raises(NotFoundError):
+        workload_cost("nope", r, ALLOCS)
+
+
+def test_budget_spend_comes_from_the_cost_lines() -> None:
+    from gpufleet.cost.budgets import Budget, BudgetUnit, spend_for_budgets
+
+    r = allocate_costs(CAPACITY, ALLOCS, T0, T1, shared_rule=DistributionRule.SEPARATE_LINE)
+    budgets = [
+        Budget("b1", "team", "search", BudgetUnit.USD, Decimal("100"), T0, T1),
+        Budget("b2", "feature", "bidding", BudgetUnit.GPU_H, Decimal("10"), T0, T1),
+    ]
+    spend = spend_for_budgets(budgets, r.lines, ALLOCS, r.part_s_by_allocation)
+    assert units_to_cents(spend["b1"].units) == Decimal("166.00")
+    assert spend["b2"].gpu_h == 15.0  # a2: 2 GPUs * 5 h + a3: 1/2 GPU * 10 h

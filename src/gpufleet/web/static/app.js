@@ -12,8 +12,14 @@
   const charts = [];
 
   function token() {
-    const q = new URLSearchParams(location.search).get("token");
-    if (q) sessionStorage.setItem("gpufleet_token", q);
+    const params = new URLSearchParams(location.search);
+    const q = params.get("token");
+    if (q) {
+      // keep the token out of the address bar, history and Referer: it lives in this tab's sessionStorage only
+      sessionStorage.setItem("gpufleet_token", q);
+      params.delete("token");
+      history.replaceState(null, "", location.pathname + (params.toString() ? "?" + params : ""));
+    }
     return sessionStorage.getItem("gpufleet_token");
   }
 
