@@ -24,7 +24,7 @@ from gpufleet.domain.errors import ValidationError
 COLUMNS = ("timestamp", "metric", "namespace", "pod", "device", "value")
 
 
-def _ts(raw: object, where: str) -> int:
+def parse_time(raw: object, where: str) -> int:
     text = str(raw).strip()
     try:
         return int(float(text))
@@ -53,7 +53,7 @@ def _rows_to_batch(rows: list[tuple[str, dict[str, Any]]]) -> TelemetryBatch:
             raise ValidationError("value", f"not a number: {row['value']!r}", where) from None
         key = SeriesKey(str(row["metric"]), str(row.get("namespace") or ""), str(row["pod"]), str(row["device"]))
         ts, vs = grouped[key]
-        ts.append(_ts(row["timestamp"], where))
+        ts.append(parse_time(row["timestamp"], where))
         vs.append(value)
     b = BatchBuilder()
     for key, (ts, vs) in grouped.items():
