@@ -130,8 +130,11 @@ def _owned_line(kind: LineKind, a: AllocationSpan, pool: PoolCost, units: int, s
     )  # fmt: skip
 
 
-def _unowned_line(kind: LineKind, pool_id: str, tier: str, owner: str, units: int, source_id: str) -> CostLine:
-    return CostLine(kind, pool_id, tier, "", "", owner, owner, owner, owner, units, source_id)
+def _unowned_line(kind: LineKind, pool_id: str, tier: str, team: str, units: int, source_id: str) -> CostLine:
+    """A line no allocation caused: charged to ``team`` (an owner, or the idle/shared placeholder); its other
+    labels are the placeholder, since idle capacity has no tenant, namespace or feature."""
+    other = IDLE_OWNER if kind is LineKind.IDLE else SHARED_OWNER
+    return CostLine(kind, pool_id, tier, "", "", team, other, other, other, units, source_id)
 
 
 def _pool_costs(blocks: Sequence[CapacityBlock], t0_s: int, t1_s: int) -> dict[str, PoolCost]:
