@@ -43,3 +43,10 @@ class ControlLoop:
             autoscaler=TargetTracking(target_utilization=target_utilization),
             node_scaler=IdleTimeoutScaleDown(unneeded_s=idle_node_timeout_s),
         )
+
+    @classmethod
+    def gpufleet(cls, seed: int, target_utilization: float = 0.7, idle_node_timeout_s: int = 600) -> ControlLoop:
+        """gpufleet's own stages; a stage not yet replaced is the baseline's."""
+        base = cls.baseline(seed, target_utilization, idle_node_timeout_s)
+        base.name = "gpufleet"
+        return base

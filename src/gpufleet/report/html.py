@@ -64,11 +64,34 @@ def render_html(r: dict[str, Any]) -> str:
         f"<tr><td>{escape(k)}</td><td class=num>${v:,.2f}</td><td class=num>${r['idle_cost_by_tier_usd'][k]:,.2f}</td></tr>"
         for k, v in r["cost_by_tier_usd"].items()
     )
+    compare = ""
+    if "baseline" in r:
+        b = r["baseline"]
+        crow = "".join(
+            f"<tr><td>{escape(label)}</td><td class=num>{r[key] if key != 'gpus_bought' else r['reservations']['gpus_bought']:,.4g}</td>"
+            f"<td class=num>{b[key]:,.4g}</td></tr>"
+            for label, key in (
+                ("total cost (USD)", "total_cost_usd"),
+                ("GPU utilization", "gpu_utilization"),
+                ("idle cost (USD)", "idle_cost_usd"),
+                ("idle reserved cost (USD)", "idle_reserved_cost_usd"),
+                ("p95 queue wait (s)", "p95_queue_wait_s"),
+                ("serving SLO attainment", "serving_slo_attainment"),
+                ("node launches", "node_launches"),
+                ("GPUs reserved", "gpus_bought"),
+            )
+        )
+        compare = (
+            f"<h2>{escape(r['policy'])} vs the baseline loop (same world, same seed)</h2>"
+            f"<table><tr><th>figure</th><th>{escape(r['policy'])}</th><th>baseline</th></tr>{crow}</table>"
+            f"<p>Cost ratio: {r['vs_baseline']['cost_ratio']}</p>"
+        )
     return f"""<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><title>gpufleet report: {escape(r["scenario"])}</title>
 <style>{CSS}</style></head><body>
 <h1>gpufleet simulation: {escape(r["scenario"])} &middot; {r["days"]} days &middot; seed {r["seed"]}</h1>
 <div class="kpis">{kpis}</div>
+{compare}
 <h2>Cost by tier</h2><table><tr><th>tier</th><th>cost</th><th>of which idle</th></tr>{rows}</table>
 <h2>Charts</h2>
 {"".join(charts)}

@@ -50,3 +50,39 @@ def print_summary(r: dict[str, Any], console: Console) -> None:
         teams.add_row(k, _usd(v))
     teams.add_row("[dim]idle (unallocated)[/]", _usd(r["idle_cost_usd"]))
     console.print(teams)
+
+
+COMPARE_ROWS: tuple[tuple[str, str, str], ...] = (
+    ("total cost", "total_cost_usd", "usd"),
+    ("GPU utilization", "gpu_utilization", "pct"),
+    ("idle waste", "idle_cost_usd", "usd"),
+    ("idle reserved waste", "idle_reserved_cost_usd", "usd"),
+    ("p95 training queue wait (s)", "p95_queue_wait_s", "num"),
+    ("serving SLO attainment", "serving_slo_attainment", "pct"),
+    ("node launches", "node_launches", "num"),
+    ("work lost (GPU-h)", "lost_gpu_hours", "num"),
+    ("GPUs reserved", "gpus_bought", "num"),
+)
+
+
+def _fmt(v: float, kind: str) -> str:
+    if kind == "usd":
+        return _usd(v)
+    if kind == "pct":
+        return f"{v:.2%}"
+    return f"{v:,.0f}"
+
+
+def print_comparison(r: dict[str, Any], console: Console) -> None:
+    """gpufleet's loop next to the baseline loop on the same world."""
+    base = r["baseline"]
+    t = Table(title=f"{r['policy']} vs baseline loop, same scenario and seed")
+    t.add_column("figure")
+    t.add_column(r["policy"], justify="right")
+    t.add_column("baseline", justify="right")
+    for label, key, kind in COMPARE_ROWS:
+        mine = r["reservations"]["gpus_bought"] if key == "gpus_bought" else r[key]
+        t.add_row(label, _fmt(mine, kind), _fmt(base[key], kind))
+    vs = r["vs_baseline"]
+    t.add_row("[bold]cost ratio[/]", f"{vs['cost_ratio']:.3f}" if vs["cost_ratio"] else "n/a", "1.000")
+    console.print(t)

@@ -28,13 +28,22 @@ def simulate(
     if days is not None:
         sc = sc.model_copy(update={"days": days})
     seed_ = sc.seed if seed is None else seed
-    world = World(sc, loop or baseline_loop(sc, seed_), seed=seed_)
+    world = World(sc, loop or gpufleet_loop(sc, seed_), seed=seed_)
     world.run(progress)
     return world, summarize(world)
 
 
 def baseline_loop(sc: Scenario, seed: int) -> ControlLoop:
+    """The foundation's simple policies: what every improvement is measured against."""
     return ControlLoop.baseline(seed, sc.control.target_utilization, sc.control.idle_node_timeout_s)
+
+
+def gpufleet_loop(sc: Scenario, seed: int) -> ControlLoop:
+    """The best stages gpufleet has (falls back to the baseline for stages not yet replaced)."""
+    return ControlLoop.gpufleet(seed, sc.control.target_utilization, sc.control.idle_node_timeout_s)
+
+
+LOOPS = {"gpufleet": gpufleet_loop, "baseline": baseline_loop}
 
 
 def _r(x: float, nd: int = 4) -> float:
@@ -92,6 +101,7 @@ def summarize(w: World) -> dict[str, Any]:
     m = w.metrics
     return {
         "scenario": w.sc.name,
+        "policy": w.loop.name,
         "seed": w.seed,
         "days": w.sc.days,
         "total_cost_usd": usd_float(total_units),
