@@ -2,29 +2,47 @@
 
 from __future__ import annotations
 
+from decimal import Decimal
+
 import numpy as np
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
 from gpufleet.domain.errors import ValidationError
-from gpufleet.domain.pools import TIER_RANK, Tier
+from gpufleet.domain.pools import TIER_RANK, CapacityPool, Tier
 from gpufleet.domain.workloads import Priority, WorkloadKind
+from gpufleet.ports import PoolState
 from gpufleet.service.binpack import NodeLoad, fragmentation, suggest_moves
 from gpufleet.service.capacity import seasonal_naive_quantiles
-from gpufleet.service.placement import Candidate, PlacementRequest, decide
+from gpufleet.service.placement import PlacementRequest, decide
 from gpufleet.service.windows import parse_window_s
 
-candidates = st.lists(
+
+def _state(pool_id: str, tier: Tier, headroom: int | None, region: str = "r1", price: str = "1") -> PoolState:
+    pool = CapacityPool(
+        pool_id,
+        "p",
+        region,
+        "h100_80gb",
+        tier,
+        Decimal(price),
+        preemption_rate_per_h=0.05 if tier is Tier.SPOT else 0.0,
+    )
+    capacity = None if headroom is None else headroom + 4
+    return PoolState(pool, gpus_in_use=4, capacity_gpus=capacity, in_stock=True)
+
+
+states = st.lists(
     st.builds(
-        Candidate,
+        _state,
         pool_id=st.text("abcdef", min_size=1, max_size=6),
-        region_id=st.sampled_from(["r1", "r2"]),
         tier=st.sampled_from(list(Tier)),
-        price_uusd_per_gpu_h=st.integers(1, 10_000_000),
-        headroom_gpus=st.one_of(st.none(), st.integers(-8, 64)),
+        headroom=st.one_of(st.none(), st.integers(-8, 64)),
+        region=st.sampled_from(["r1", "r2"]),
     ),
     max_size=8,
+    unique_by=lambda s: s.pool.id,
 )
 requests = st.builds(
     PlacementRequest,
@@ -36,34 +54,39 @@ requests = st.builds(
 )
 
 
-@given(requests, candidates)
-def test_placement_never_breaks_its_rules(req: PlacementRequest, cands: list[Candidate]) -> None:
-    d = decide(req, cands)
+@given(requests, states)
+def test_placement_never_breaks_its_rules(req: PlacementRequest, pools: list[PoolState]) -> None:
+    d = decide(req, pools)
     if d["pool"] is None:
-        assert d["reason"] == "queued_no_headroom"
-        assert len(d["skipped"]) == len(cands)
+        assert d["reason"].startswith("queued")
+        assert d["fallback"] == []
+        assert {s["pool"] for s in d["skipped"]} == {p.pool.id for p in pools}
         return
-    chosen = next(c for c in cands if c.pool_id == d["pool"] and c.tier.value == d["tier"])
-    assert chosen.headroom_gpus is None or chosen.headroom_gpus >= req.gpus
-    if chosen.tier is Tier.SPOT:
+    chosen = next(p for p in pools if p.pool.id == d["pool"])
+    room = None if chosen.capacity_gpus is None else chosen.capacity_gpus - chosen.gpus_in_use
+    assert room is None or room >= req.gpus
+    if chosen.pool.tier is Tier.SPOT:
         assert req.job_class is WorkloadKind.TRAINING and req.checkpointable
     if req.priority is Priority.LOW:
-        assert chosen.tier not in (Tier.ON_DEMAND, Tier.SECONDARY)
+        assert chosen.pool.tier not in (Tier.ON_DEMAND, Tier.SECONDARY)
     ranks = [TIER_RANK[Tier(f["tier"])] for f in d["fallback"] if f["tier"] is not None]
-    assert ranks == sorted(ranks) and all(r >= TIER_RANK[chosen.tier] for r in ranks)
+    assert ranks == sorted(ranks) and all(r >= TIER_RANK[chosen.pool.tier] for r in ranks)
     assert d["fallback"][-1]["pool"] is None  # the chain ends in the queue
+    assert d["pool"] not in {f["pool"] for f in d["fallback"]}
 
 
 def test_placement_walks_tiers_in_order() -> None:
     req = PlacementRequest(WorkloadKind.TRAINING, Priority.HIGH, "h100_80gb", 8, checkpointable=True)
-    cands = [
-        Candidate("sec", "r1", Tier.SECONDARY, 1, None),
-        Candidate("spot", "r1", Tier.SPOT, 1, None),
-        Candidate("od", "r1", Tier.ON_DEMAND, 5, 4),
-        Candidate("res", "r1", Tier.RESERVED, 9, 8),
+    pools = [
+        _state("sec", Tier.SECONDARY, None),
+        _state("spot", Tier.SPOT, None),
+        _state("od", Tier.ON_DEMAND, 4),
+        _state("res", Tier.RESERVED, 8),
     ]
-    assert decide(req, cands)["pool"] == "res"
-    assert decide(req, cands[:3])["pool"] == "spot"  # on-demand lacks headroom for 8
+    assert decide(req, pools)["pool"] == "res"
+    assert decide(req, pools[:3])["pool"] == "spot"  # on-demand lacks headroom for 8
+    serving = PlacementRequest(WorkloadKind.SERVING, Priority.CRITICAL, "h100_80gb", 8)
+    assert decide(serving, pools[:3])["pool"] == "sec"
 
 
 nodes = st.lists(

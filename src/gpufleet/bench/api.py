@@ -244,20 +244,18 @@ def _free_port() -> int:
 
 
 def _seed(url: str, now_s: int, rng: np.random.Generator) -> str:
-    """Migrate and seed the schema; returns an admin token."""
+    """Migrate (``gpufleet db upgrade``), seed the fleet, and create an admin token (``gpufleet token create``),
+    as an operator would; returns the token."""
     from sqlalchemy import insert, text
+    from sqlalchemy.orm import Session
 
-    from gpufleet.adapters.sql import migrate
-    from gpufleet.adapters.sql.engine import make_engine
+    from gpufleet.adapters.sql.engine import make_engine, writer
     from gpufleet.adapters.sql.models import ReservationRow, UtilizationRow
     from gpufleet.domain.money import price_to_uusd
-    from gpufleet.service.auth import create_token
-    from gpufleet.service.clock import RandomIds, SystemClock
-    from gpufleet.service.uow import UnitOfWork
 
+    _cli("db", "upgrade", "--db", url)
+    token = _cli("token", "create", "--role", "ml_platform_admin", "--user", "bench", "--db", url).strip()
     engine = make_engine(url)
-    migrate.upgrade(engine)
-    token, _ = create_token(engine, SystemClock(), RandomIds(), role="ml_platform_admin", user_id="bench", team_id=None)
     hours = 56 * 24
     t = (now_s // 3600 - hours) * 3600 + 3600 * np.arange(hours)
     daily = 1.0 + 0.3 * np.sin(2 * np.pi * (t % (7 * DAY_S)) / (7 * DAY_S))
@@ -279,10 +277,10 @@ def _seed(url: str, now_s: int, rng: np.random.Generator) -> str:
             }
             for i in range(hours)
         ]
-    with UnitOfWork(engine, write=True) as uow:
-        uow.session.execute(insert(UtilizationRow), rows)
+    with Session(writer(engine)) as session:
+        session.execute(insert(UtilizationRow), rows)
         for i in range(3):
-            uow.session.add(
+            session.add(
                 ReservationRow(
                     id=f"res_bench_{i}",
                     pool_id="aws/us-east-1/h100_80gb/reserved",
@@ -303,10 +301,23 @@ def _seed(url: str, now_s: int, rng: np.random.Generator) -> str:
                     provider_order_id=f"ord_bench_{i}",
                 )
             )
-        uow.session.execute(text("UPDATE pools SET allocated_gpus = 90 WHERE id = 'aws/us-east-1/h100_80gb/reserved'"))
-        uow.commit()
+        session.execute(text("UPDATE pools SET allocated_gpus = 90 WHERE id = 'aws/us-east-1/h100_80gb/reserved'"))
+        session.commit()
     engine.dispose()
     return token
+
+
+def _cli(*args: str) -> str:
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    proc = subprocess.run(
+        [sys.executable, "-c", "from gpufleet.cli.main import main; main()", *args],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=True,
+    )
+    return proc.stdout
 
 
 def run(

@@ -1,10 +1,9 @@
 """Capacity forecast over stored data: demand (seasonal-naive with empirical quantiles) against supply.
 
-A baseline until the forecasting issue's models are wired in; the response shape stays. Demand for a day is
-the mean number of GPUs allocated (GPU-seconds / 86400) from the utilization records. The point forecast for
-day ``t+h`` repeats the value of the same weekday in the last observed week (seasonal naive, season 7; plain
-naive with less than two weeks of history); quantiles add the empirical quantiles of the one-season
-differences, widened by ``sqrt(ceil(h / season))`` as the seasonal naive's error grows.
+Demand for a day is the mean number of GPUs allocated (GPU-seconds / 86400) from the utilization records,
+aggregated in the database. The forecaster is the shared baseline :class:`gpufleet.forecast.seasonal_naive.
+SeasonalNaive` (weekly season, empirical quantiles of the seasonal differences), the same code the
+simulator's control loop runs; a better forecaster replaces it here without changing the response.
 
 Supply for a day sums reservations covering that day (active and submitted as committed, approved and
 pending approval as pending) plus on-demand and secondary quotas for the SKU. ``gap_units`` is the largest
@@ -25,6 +24,7 @@ from gpufleet.adapters.sql.models import PoolRow, ReservationRow, SkuRow, Utiliz
 from gpufleet.domain.errors import PermissionDenied, ValidationError
 from gpufleet.domain.pools import Tier
 from gpufleet.domain.reservations import ReservationStatus, term_seconds
+from gpufleet.forecast.seasonal_naive import SeasonalNaive
 from gpufleet.service.auth import Actor, Role
 from gpufleet.service.clock import Clock
 from gpufleet.service.uow import UnitOfWork
@@ -33,25 +33,16 @@ DAY_S = 86400
 SEASON_DAYS = 7
 HISTORY_DAYS = 56
 LEVELS = (0.1, 0.5, 0.9)
+_FORECASTER = SeasonalNaive(season_s=SEASON_DAYS * DAY_S, quantiles=LEVELS)
 COMMITTED = (ReservationStatus.ACTIVE.value, ReservationStatus.SUBMITTED.value)
 PENDING = (ReservationStatus.APPROVED.value, ReservationStatus.PENDING_APPROVAL.value)
 
 
-def seasonal_naive_quantiles(y: np.ndarray, h: int, season: int = SEASON_DAYS) -> np.ndarray:
-    """Forecast ``h`` steps of ``y``: array (h, 3) of the p10, p50, p90 (clipped at 0)."""
-    n = y.size
-    if n == 0:
-        return np.zeros((h, len(LEVELS)))
-    m = season if n >= 2 * season else 1
-    last = y[-m:]
-    steps = np.arange(h)
-    point = last[steps % m]
-    resid = y[m:] - y[:-m] if n > m else np.zeros(1)
-    q = np.quantile(resid, LEVELS) - np.quantile(resid, 0.5)  # centre the band on the point forecast
-    widen = np.sqrt(np.ceil((steps + 1) / m))
-    out = point[:, None] + widen[:, None] * q[None, :]
-    clipped: np.ndarray = np.clip(out, 0.0, None)
-    return clipped
+def seasonal_naive_quantiles(y: np.ndarray, h: int) -> np.ndarray:
+    """Forecast ``h`` days of the daily series ``y`` with the shared baseline forecaster (the one the
+    simulator's control loop uses): array (h, 3) of the p10, p50, p90."""
+    fc = _FORECASTER.forecast(y, DAY_S, h)
+    return np.stack([fc.quantiles[q] for q in LEVELS], axis=1)
 
 
 def _coverage(y: np.ndarray) -> float | None:

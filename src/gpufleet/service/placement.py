@@ -1,34 +1,38 @@
-"""Placement recommendation over stored pools: walk the tiers reserved -> on_demand -> spot -> secondary and
-queue when nothing has headroom.
+"""Placement recommendation over stored pools, decided by the SAME code the simulator's control loop uses
+(:class:`gpufleet.place.fallback.FallbackChain`: tiers reserved -> on_demand -> spot -> secondary -> queue).
 
-A baseline until the placement issue's policy is wired in; the response shape stays. Rules (reason codes):
+This module only turns stored rows into the chain's :class:`~gpufleet.ports.PoolState` and its
+:class:`~gpufleet.domain.allocations.Allocation` back into the API's answer:
 
-- headroom of a pool = capacity - ``allocated_gpus``; capacity is the GPUs of active reservations in the pool
-  (+ its quota, if any) for the reserved tier, the quota for the others (no quota = unbounded).
-  A pool without headroom for the request is skipped with ``no_headroom``.
-- spot carries only checkpointable training (``not_checkpointable``, ``serving_not_preemptible``).
-- ``low`` priority is opportunistic: it never buys on-demand or secondary capacity (``low_priority``).
-- within a tier the cheapest pool wins, then the order of ``regions`` in the request, then pool id.
-
-The decision is data: the chosen pool (or the queue), the reason, the pools skipped and why, and the ordered
-fallback chain to try next if the chosen pool fails at launch.
+- capacity of a pool: GPUs of active reservations in it (+ its quota, if any) for the reserved tier, its
+  quota for the others (no quota = unbounded); in use = the pool's ``allocated_gpus``.
+- ``low`` priority is opportunistic: on-demand and secondary pools are withheld from the chain
+  (trigger ``low_priority``), so it lands on reserved headroom or spot, or queues.
+- ``skipped`` lists the pools the chain passed over and why; ``fallback`` is where the chain goes next if the
+  chosen pool fails at launch (the chain re-run without it, and so on), ending with the queue.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from decimal import Decimal
 from typing import Any
 
 from sqlalchemy import Engine, func, select
 
 from gpufleet.adapters.sql.models import PoolRow, ReservationRow, SkuRow
 from gpufleet.domain.errors import ValidationError
-from gpufleet.domain.money import uusd_to_usd
-from gpufleet.domain.pools import TIER_ORDER, TIER_RANK, Tier
+from gpufleet.domain.pools import TIER_ORDER, CapacityPool, Tier
 from gpufleet.domain.reservations import ReservationStatus
 from gpufleet.domain.workloads import Priority, WorkloadKind
+from gpufleet.place.fallback import FallbackChain
+from gpufleet.ports import PlacementRequest as ChainRequest
+from gpufleet.ports import PoolState
 from gpufleet.service.auth import Actor
+
+_CHAIN = FallbackChain()
+_OPPORTUNISTIC_SKIP = (Tier.ON_DEMAND, Tier.SECONDARY)
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,64 +45,51 @@ class PlacementRequest:
     checkpointable: bool = False
 
 
-@dataclass(frozen=True, slots=True)
-class Candidate:
-    pool_id: str
-    region_id: str
-    tier: Tier
-    price_uusd_per_gpu_h: int
-    headroom_gpus: int | None  # None = unbounded
+def _step(pool_id: str | None, region: str | None, tier: Tier | None, trigger: str) -> dict[str, Any]:
+    return {"pool": pool_id, "region": region, "tier": None if tier is None else tier.value, "trigger": trigger}
 
 
-def _skip_reason(req: PlacementRequest, c: Candidate) -> str | None:
-    if c.tier is Tier.SPOT:
-        if req.job_class is WorkloadKind.SERVING:
-            return "serving_not_preemptible"
-        if not req.checkpointable:
-            return "not_checkpointable"
-    if req.priority is Priority.LOW and c.tier in (Tier.ON_DEMAND, Tier.SECONDARY):
-        return "low_priority"
-    if c.headroom_gpus is not None and c.headroom_gpus < req.gpus:
-        return "no_headroom"
-    return None
-
-
-def decide(req: PlacementRequest, candidates: Sequence[Candidate]) -> dict[str, Any]:
-    """Pure decision over candidates; see the module docstring for the rules."""
-    region_rank = {r: i for i, r in enumerate(req.regions)}
-    ordered = sorted(
-        candidates,
-        key=lambda c: (TIER_RANK[c.tier], c.price_uusd_per_gpu_h, region_rank.get(c.region_id, 0), c.pool_id),
-    )
-    usable: list[Candidate] = []
+def decide(req: PlacementRequest, states: Sequence[PoolState]) -> dict[str, Any]:
+    """Run the shared fallback chain over the pools; see the module docstring for what is added."""
+    region_of = {st.pool.id: st.pool.region_id for st in states}
     skipped: list[dict[str, Any]] = []
-    for c in ordered:
-        why = _skip_reason(req, c)
-        if why is None:
-            usable.append(c)
+    eligible: list[PoolState] = []
+    for st in states:
+        if req.priority is Priority.LOW and st.pool.tier in _OPPORTUNISTIC_SKIP:
+            skipped.append(_step(st.pool.id, st.pool.region_id, st.pool.tier, "low_priority"))
         else:
-            skipped.append({"pool": c.pool_id, "region": c.region_id, "tier": c.tier.value, "trigger": why})
-    fallback = [
-        {"pool": c.pool_id, "region": c.region_id, "tier": c.tier.value, "trigger": "launch_failed"} for c in usable[1:]
-    ] + [{"pool": None, "region": None, "tier": None, "trigger": "all_pools_failed"}]
-    if not usable:
-        return {
-            "region": None,
-            "pool": None,
-            "tier": None,
-            "price_usd_per_gpu_h": None,
-            "reason": "queued_no_headroom",
-            "fallback": [],
-            "skipped": skipped,
-        }
-    best = usable[0]
+            eligible.append(st)
+    chain_req = ChainRequest(
+        workload_id="-",
+        sku_id=req.sku_id,
+        gpus=req.gpus,
+        serving=req.job_class is WorkloadKind.SERVING,
+        checkpointable=req.job_class is WorkloadKind.TRAINING and req.checkpointable,
+        launchable_tiers_only=False,  # a recommendation may point at reserved headroom
+    )
+    alloc = _CHAIN.choose(chain_req, eligible)
+    skipped += [
+        _step(s.pool_id, region_of.get(s.pool_id or ""), s.tier, s.trigger)
+        for s in alloc.fallback
+        if s.pool_id is not None
+    ]
+    fallback: list[dict[str, Any]] = []
+    remaining = [st for st in eligible if st.pool.id != alloc.pool_id]
+    while alloc.pool_id is not None and remaining:
+        nxt = _CHAIN.choose(chain_req, remaining)
+        if nxt.pool_id is None:
+            break
+        fallback.append(_step(nxt.pool_id, region_of[nxt.pool_id], nxt.tier, "launch_failed"))
+        remaining = [st for st in remaining if st.pool.id != nxt.pool_id]
+    fallback.append(_step(None, None, None, "queue"))
+    chosen = next((st.pool for st in states if st.pool.id == alloc.pool_id), None)
     return {
-        "region": best.region_id,
-        "pool": best.pool_id,
-        "tier": best.tier.value,
-        "price_usd_per_gpu_h": uusd_to_usd(best.price_uusd_per_gpu_h),
-        "reason": f"{best.tier.value}_headroom" if best.headroom_gpus is not None else f"{best.tier.value}_unbounded",
-        "fallback": fallback,
+        "region": None if chosen is None else chosen.region_id,
+        "pool": alloc.pool_id,
+        "tier": None if alloc.tier is None else alloc.tier.value,
+        "price_usd_per_gpu_h": None if chosen is None else chosen.price_usd_per_gpu_h,
+        "reason": alloc.reason,
+        "fallback": fallback if chosen is not None else [],
         "skipped": skipped,
     }
 
@@ -126,6 +117,8 @@ class PlacementService:
                 PoolRow.quota_gpus,
                 PoolRow.allocated_gpus,
                 active.c.units,
+                PoolRow.provider_id,
+                PoolRow.preemption_rate_per_h,
             )
             .outerjoin(active, active.c.pool_id == PoolRow.id)
             .where(PoolRow.sku_id == req.sku_id)
@@ -136,12 +129,20 @@ class PlacementService:
             rows = conn.execute(stmt).all()
             if not rows and conn.execute(select(SkuRow.id).where(SkuRow.id == req.sku_id)).first() is None:
                 raise ValidationError("sku", f"unknown SKU {req.sku_id!r}")
-        candidates = []
-        for pool_id, region_id, tier_name, price, quota, allocated, committed in rows:
+        states = []
+        for pool_id, region_id, tier_name, price, quota, allocated, committed, provider_id, preempt in rows:
             tier = Tier(tier_name)
             capacity: int | None = int(committed or 0) + (quota or 0) if tier is Tier.RESERVED else quota
-            headroom = None if capacity is None else capacity - allocated
-            candidates.append(Candidate(pool_id, region_id, tier, price, headroom))
-        decision = decide(req, candidates)
+            pool = CapacityPool(
+                pool_id,
+                provider_id,
+                region_id,
+                req.sku_id,
+                tier,
+                Decimal(price) / 1_000_000,
+                preemption_rate_per_h=preempt,
+            )
+            states.append(PoolState(pool, gpus_in_use=allocated, capacity_gpus=capacity, in_stock=True))
+        decision = decide(req, states)
         decision["tiers_considered"] = [t.value for t in TIER_ORDER]
         return decision
