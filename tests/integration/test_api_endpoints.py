@@ -186,6 +186,9 @@ def test_workloads_autoscaling_cost_and_rightsizing(server: LiveServer) -> None:
         assert chg.status_code == 202 and chg.json()["change_id"].startswith("chg_")
         bad = a.post("/v1/workloads", json=_workload("team-a", gpu_sku="tpu_v9"))
         assert bad.status_code == 422 and bad.json()["field"] == "gpu_sku"
+        doomed = a.post("/v1/workloads", json=_workload("team-a", name="tmp")).json()["workload_id"]
+        assert a.delete(f"/v1/workloads/{doomed}").status_code == 204
+        assert a.get(f"/v1/workloads/{doomed}").status_code == 404
 
 
 def test_app_team_cannot_read_another_teams_workload_or_cost(server: LiveServer) -> None:
@@ -198,6 +201,7 @@ def test_app_team_cannot_read_another_teams_workload_or_cost(server: LiveServer)
             a.put(f"/v1/workloads/{wid_b}/autoscaling", json={"min": 0, "max": 1, "target_rps": 1}).status_code == 403
         )
         assert a.get("/v1/workloads", params={"team": "team-b"}).status_code == 403
+        assert a.delete(f"/v1/workloads/{wid_b}").status_code == 403
         assert wid_b not in [w["workload_id"] for w in a.get("/v1/workloads").json()]
         assert a.post("/v1/workloads", json=_workload("team-b")).status_code == 403
         assert a.get("/v1/fleet/utilization", params={"sku": "h100_80gb"}).status_code == 403

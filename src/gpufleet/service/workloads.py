@@ -186,6 +186,27 @@ class WorkloadService:
             uow.commit()
             return seen + 1
 
+    def delete(self, actor: Actor, workload_id: str) -> None:
+        """Remove a workload and its pending change requests (its utilization history stays for costs)."""
+        actor.require(*WRITERS)
+        now_s = self._clock.now_s()
+        with UnitOfWork(self._engine, write=True) as uow:
+            row = self.get_row(uow, actor, workload_id)
+            for change in uow.session.scalars(
+                select(RightsizingChangeRow).where(RightsizingChangeRow.workload_id == workload_id)
+            ).all():
+                uow.session.delete(change)
+            uow.session.delete(row)
+            uow.audit(
+                at_s=now_s,
+                actor=actor.user_id,
+                action="workload.deleted",
+                entity="workload",
+                entity_id=workload_id,
+                detail={"team": row.team_id},
+            )
+            uow.commit()
+
     def request_rightsizing(self, actor: Actor, workload_id: str, *, cpu: float, mem_gb: float, ticket: str) -> str:
         """Record a rightsizing change request (applied by the deploy pipeline); returns its change id."""
         actor.require(*WRITERS)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Header, Query
+from fastapi import APIRouter, Header, Query, Response
 
 from gpufleet.api.deps import CurrentActor, ServicesDep
 from gpufleet.api.problems import PROBLEM_RESPONSES
@@ -47,6 +47,12 @@ def list_workloads(
 @router.get("/{workload_id}", response_model=WorkloadPublic)
 def get_workload(workload_id: IdPath, services: ServicesDep, actor: CurrentActor) -> Any:
     return services.workloads.get(actor, workload_id)
+
+
+@router.delete("/{workload_id}", status_code=204)
+def delete_workload(workload_id: IdPath, services: ServicesDep, actor: CurrentActor) -> Response:
+    services.workloads.delete(actor, workload_id)
+    return Response(status_code=204)
 
 
 @router.put("/{workload_id}/autoscaling", response_model=AutoscalingPublic)
