@@ -17,9 +17,9 @@ from schemathesis.specs.openapi.checks import (
     status_code_conformance,
 )
 
-from tests.integration.conftest import Database, LiveServer, _make_database, _start
+from tests.integration.conftest import BACKENDS, Database, LiveServer, _make_database, _start
 
-EXAMPLES = 5
+EXAMPLES = 4
 CHECKS = [
     not_a_server_error,
     status_code_conformance,
@@ -29,9 +29,11 @@ CHECKS = [
 ]
 
 
-@pytest.fixture(scope="module")
-def fuzz_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
-    gen = _make_database("sqlite", Path(tmp_path_factory.mktemp("fuzz")), None)
+@pytest.fixture(scope="module", params=BACKENDS)
+def fuzz_server(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory, pg_reason: str | None
+) -> Iterator[LiveServer]:
+    gen = _make_database(request.param, Path(tmp_path_factory.mktemp("fuzz")), pg_reason)
     db: Database = next(gen)
     server = _start(db)
     yield server

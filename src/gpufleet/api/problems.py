@@ -29,11 +29,12 @@ _TITLES = {
     415: "Unsupported Media Type",
     422: "Unprocessable Content",
     500: "Internal Server Error",
+    503: "Service Unavailable",
 }
 
 _DOC = {"content": {PROBLEM_MEDIA_TYPE: {"schema": {"$ref": "#/components/schemas/Problem"}}}}
 PROBLEM_RESPONSES: dict[int | str, dict[str, Any]] = {
-    code: {**_DOC, "description": _TITLES[code]} for code in (400, 401, 403, 404, 409, 415, 422, 500)
+    code: {**_DOC, "description": _TITLES[code]} for code in (400, 401, 403, 404, 409, 415, 422, 500, 503)
 }
 
 
@@ -102,6 +103,9 @@ def install(app: FastAPI) -> None:
             return problem(403, str(exc), request=request)
         if isinstance(exc, Unauthenticated):
             return problem(401, str(exc), request=request, headers={"WWW-Authenticate": "Bearer"})
+        status = getattr(exc, "http_status", None)
+        if isinstance(status, int):
+            return problem(status, str(exc), request=request)
         log.exception("unmapped gpufleet error")
         return problem(500, "internal error", request=request)
 

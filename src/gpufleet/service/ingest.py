@@ -9,6 +9,7 @@ from __future__ import annotations
 import csv
 import io
 import math
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -24,6 +25,8 @@ from gpufleet.service.clock import Clock
 from gpufleet.service.uow import UnitOfWork
 
 MAX_RECORDS = 10_000
+_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.:-]{0,63}")
+MAX_TIME_S = 253_402_300_799  # 9999-12-31T23:59:59Z
 CSV_COLUMNS = (
     "source",
     "bucket_start_s",
@@ -73,16 +76,19 @@ def parse_csv(text: str) -> list[dict[str, Any]]:
 
 
 def validate(records: Sequence[dict[str, Any]]) -> None:
+    """The same rules as the JSON schema, for records that arrive as CSV."""
     if len(records) > MAX_RECORDS:
         raise ValidationError("records", f"at most {MAX_RECORDS} records per request, got {len(records)}")
     for i, r in enumerate(records):
         for key in ("source", "workload_id", "team_id", "sku_id"):
-            if not r[key] or len(r[key]) > 128:
-                raise ValidationError(f"records[{i}].{key}", "must be 1..128 characters")
+            if not isinstance(r[key], str) or _ID.fullmatch(r[key]) is None:
+                raise ValidationError(f"records[{i}].{key}", "must be 1..64 of letters, digits and _ . : -")
         if r["bucket_s"] <= 0 or r["bucket_s"] > 86400:
             raise ValidationError(f"records[{i}].bucket_s", "must be in 1..86400")
-        if r["bucket_start_s"] < 0:
-            raise ValidationError(f"records[{i}].bucket_start_s", "must be >= 0")
+        if not 0 <= r["bucket_start_s"] <= MAX_TIME_S:
+            raise ValidationError(f"records[{i}].bucket_start_s", "must be a UNIX time in 0..year 9999")
+        if r["gpus_allocated"] > 1e6:
+            raise ValidationError(f"records[{i}].gpus_allocated", "must be <= 1e6")
         if not math.isfinite(r["gpus_allocated"]) or r["gpus_allocated"] < 0:
             raise ValidationError(f"records[{i}].gpus_allocated", "must be a finite number >= 0")
         if not math.isfinite(r["gpu_util"]) or not 0.0 <= r["gpu_util"] <= 1.0:

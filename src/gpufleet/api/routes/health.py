@@ -10,11 +10,13 @@ from gpufleet.api.problems import PROBLEM_RESPONSES
 from gpufleet.api.schemas import Health, Ready
 from gpufleet.domain.errors import GpufleetError
 
-router = APIRouter(tags=["health"], responses={500: PROBLEM_RESPONSES[500], 503: {"description": "Not ready"}})
+router = APIRouter(tags=["health"], responses={500: PROBLEM_RESPONSES[500]})
 
 
 class NotReady(GpufleetError):
-    pass
+    """The database is unreachable or behind; answered as 503 so load balancers take the instance out."""
+
+    http_status = 503
 
 
 @router.get("/healthz", response_model=Health)
@@ -23,10 +25,13 @@ def healthz() -> Health:
     return Health(status="ok")
 
 
-@router.get("/readyz", response_model=Ready, responses={503: PROBLEM_RESPONSES[500] | {"description": "Not ready"}})
+@router.get("/readyz", response_model=Ready, responses={503: PROBLEM_RESPONSES[503]})
 def readyz(services: ServicesDep) -> Ready:
     """The database answers and its schema is at the revision this code needs."""
-    have = current_revision(services.engine)
+    try:
+        have = current_revision(services.engine)
+    except Exception as exc:
+        raise NotReady(f"database unreachable: {type(exc).__name__}") from None
     need = head_revision(services.engine)
     if have != need:
         raise NotReady(f"schema at {have}, need {need}")
