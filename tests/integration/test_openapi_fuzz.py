@@ -19,7 +19,7 @@ from schemathesis.specs.openapi.checks import (
 
 from tests.integration.conftest import BACKENDS, Database, LiveServer, _make_database, _start
 
-EXAMPLES = 4
+EXAMPLES = 3
 CHECKS = [
     not_a_server_error,
     status_code_conformance,

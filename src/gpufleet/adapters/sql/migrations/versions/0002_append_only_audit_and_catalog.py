@@ -43,11 +43,44 @@ def upgrade() -> None:
                 "BEGIN SELECT RAISE(ABORT, 'audit_events is append-only'); END"
             )
 
-    meta = sa.MetaData()
-    skus = sa.Table("skus", meta, autoload_with=bind)
-    providers = sa.Table("providers", meta, autoload_with=bind)
-    regions = sa.Table("regions", meta, autoload_with=bind)
-    pools = sa.Table("pools", meta, autoload_with=bind)
+    # lightweight table clauses (no reflection): the columns this revision writes, as 0001 created them
+    skus = sa.table(
+        "skus",
+        *(
+            sa.column(c)
+            for c in (
+                "id",
+                "name",
+                "memory_gb",
+                "gpus_per_node",
+                "cpu_per_node",
+                "mem_gb_per_node",
+                "interconnect",
+                "relative_throughput",
+            )
+        ),
+    )
+    providers = sa.table("providers", sa.column("id"), sa.column("name"), sa.column("kind"))
+    regions = sa.table("regions", sa.column("id"), sa.column("provider_id"), sa.column("geo"))
+    pools = sa.table(
+        "pools",
+        *(
+            sa.column(c)
+            for c in (
+                "id",
+                "provider_id",
+                "region_id",
+                "sku_id",
+                "tier",
+                "price_uusd_per_gpu_h",
+                "term_months",
+                "lead_time_s",
+                "quota_gpus",
+                "allocated_gpus",
+                "preemption_rate_per_h",
+            )
+        ),
+    )
     op.bulk_insert(
         skus,
         [
