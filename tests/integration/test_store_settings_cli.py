@@ -18,6 +18,7 @@ from gpufleet.adapters.sql.migrate import DatabaseNotMigrated
 from gpufleet.adapters.sql.models import Base
 from gpufleet.api.app import create_app
 from gpufleet.cli.main import app as cli
+from gpufleet.service.auth import revoke_token
 from gpufleet.service.settings import Settings
 from tests.integration.conftest import Database, ServerFactory
 
@@ -47,6 +48,10 @@ def test_tokens_are_stored_only_as_hashes(database: Database, make_server: Serve
     assert stored and all(token not in str(v) for row in stored for v in row)
     with server.client("viewer", "vic") as c:
         assert c.get("/v1/skus").status_code == 200
+        with database.engine.connect() as conn:
+            token_id = conn.execute(text("SELECT id FROM api_tokens WHERE user_id = 'vic'")).scalar_one()
+        revoke_token(database.engine, server.services.clock, token_id)
+        assert c.get("/v1/skus").status_code == 401  # the test server caches nothing (token_cache_s=0)
 
 
 def test_server_refuses_an_unmigrated_database_and_says_how_to_fix_it(tmp_path: Path) -> None:
@@ -98,5 +103,10 @@ def test_cli_db_upgrade_token_create_and_serve_refusal(tmp_path: Path) -> None:
     assert bad.exit_code == 2 and "role" in bad.output
     engine = make_engine(url)
     with engine.connect() as conn:
-        assert conn.execute(text("SELECT role, team_id FROM api_tokens")).one() == ("app_team", "team-a")
+        token_id, role, team = conn.execute(text("SELECT id, role, team_id FROM api_tokens")).one()
+    assert (role, team) == ("app_team", "team-a")
+    assert runner.invoke(cli, ["token", "revoke", token_id, "--db", url]).exit_code == 0
+    with engine.connect() as conn:
+        assert conn.execute(text("SELECT revoked FROM api_tokens")).scalar_one() in (True, 1)
+    assert runner.invoke(cli, ["token", "revoke", "tok_nope", "--db", url]).exit_code == 2
     engine.dispose()

@@ -45,3 +45,24 @@ def register(app: typer.Typer) -> None:
             f"created {token_id} (role {role}{', team ' + team if team else ''}); store it now:", highlight=False
         )
         typer.echo(token)
+
+    @token_app.command("revoke")
+    @user_errors
+    def revoke(
+        token_id: Annotated[str, typer.Argument(help="Token id (tok_...), as printed by `token create`")],
+        db: Annotated[str | None, typer.Option("--db", help="SQLAlchemy URL (default: GPUFLEET_DB_URL)")] = None,
+    ) -> None:
+        """Revoke a token; servers stop accepting it within GPUFLEET_TOKEN_CACHE_S seconds."""
+        from gpufleet.adapters.sql.engine import make_engine, safe_url
+        from gpufleet.adapters.sql.migrate import ensure_migrated
+        from gpufleet.service.auth import revoke_token
+        from gpufleet.service.clock import SystemClock
+
+        settings = load_settings(db_url=db)
+        engine = make_engine(settings.db_url)
+        try:
+            ensure_migrated(engine, safe_url=safe_url(engine))
+            revoke_token(engine, SystemClock(), token_id)
+        finally:
+            engine.dispose()
+        _err.print(f"revoked {token_id}", highlight=False)

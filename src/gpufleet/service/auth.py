@@ -21,7 +21,7 @@ from enum import StrEnum
 from sqlalchemy import Engine, select
 
 from gpufleet.adapters.sql.models import ApiTokenRow
-from gpufleet.domain.errors import GpufleetError, PermissionDenied, ValidationError
+from gpufleet.domain.errors import GpufleetError, NotFoundError, PermissionDenied, ValidationError
 from gpufleet.service.clock import Clock, IdGenerator
 from gpufleet.service.uow import UnitOfWork
 
@@ -100,6 +100,19 @@ def create_token(
         )
         uow.commit()
     return token, token_id
+
+
+def revoke_token(engine: Engine, clock: Clock, token_id: str) -> None:
+    """Revoke a token by id (processes that cached it stop accepting it within ``token_cache_s``)."""
+    with UnitOfWork(engine, write=True) as uow:
+        row = uow.session.get(ApiTokenRow, token_id)
+        if row is None:
+            raise NotFoundError("token", token_id)
+        row.revoked = True
+        uow.audit(
+            at_s=clock.now_s(), actor="cli", action="token.revoked", entity="token", entity_id=token_id, detail={}
+        )
+        uow.commit()
 
 
 class Authenticator:
