@@ -100,6 +100,27 @@ def test_twenty_concurrent_approvals_make_one_transition_and_one_submission(
     assert [e["detail"]["to"] for e in events] == ["approved", "submitted"]
 
 
+def test_concurrent_dual_approvals_record_one_of_each_role_and_submit_once(
+    database: Database, make_server: ServerFactory
+) -> None:
+    provider = SimulatedProvider(database.engine)
+    server = make_server(database, provider=provider, worker_threads=20)
+    rid = _create(server, BIG)["reservation_id"]
+    users = [("finops_admin" if i % 2 else "ml_platform_admin", f"approver{i}") for i in range(20)]
+    for role, user in users:
+        server.token(role, user)
+    with ThreadPoolExecutor(max_workers=20) as pool:
+        answers = list(pool.map(lambda ru: _approve(server, rid, *ru), users))
+    codes = [a.status_code for a in answers]
+    assert codes.count(200) == 2 and codes.count(409) == 18, codes
+    statuses = sorted(a.json()["status"] for a in answers if a.status_code == 200)
+    assert statuses == ["pending_approval", "submitted_to_cloud"]
+    with server.client("viewer", "vic") as c:
+        final = c.get(f"/v1/reservations/{rid}").json()
+    assert sorted(a["role"] for a in final["approvals"]) == ["finops_admin", "ml_platform_admin"]
+    assert provider.calls == 1 and len(provider.orders()) == 1
+
+
 def test_provider_timeout_then_retry_buys_once(database: Database, make_server: ServerFactory) -> None:
     provider = SimulatedProvider(database.engine)
     server = make_server(database, provider=provider, provider_max_attempts=3)
