@@ -121,6 +121,26 @@ def test_concurrent_dual_approvals_record_one_of_each_role_and_submit_once(
     assert provider.calls == 1 and len(provider.orders()) == 1
 
 
+def test_retried_proposals_with_an_idempotency_key_create_one_reservation(
+    database: Database, make_server: ServerFactory
+) -> None:
+    server = make_server(database, worker_threads=10)
+    server.token("finops_admin", "fiona")
+
+    def propose(body: dict[str, Any]) -> Any:
+        with server.client("finops_admin", "fiona") as c:
+            return c.post("/v1/reservations", json=body, headers={"Idempotency-Key": "plan-2026-q1"})
+
+    with ThreadPoolExecutor(max_workers=10) as pool:
+        answers = list(pool.map(propose, [SMALL] * 10))
+    assert {a.status_code for a in answers} == {201}
+    assert len({a.json()["reservation_id"] for a in answers}) == 1
+    other = propose({**SMALL, "units": 2})
+    assert other.status_code == 409 and "Idempotency-Key" in other.json()["detail"]
+    with server.client("viewer", "vic") as c:
+        assert len(c.get("/v1/reservations").json()) == 1
+
+
 def test_provider_timeout_then_retry_buys_once(database: Database, make_server: ServerFactory) -> None:
     provider = SimulatedProvider(database.engine)
     server = make_server(database, provider=provider, provider_max_attempts=3)

@@ -111,9 +111,23 @@ class ReservationService:
 
     # ---- create -------------------------------------------------------------------------------------------
     def create(
-        self, actor: Actor, *, sku_id: str, units: int, start_s: int, term_months: int, regions: Sequence[str]
+        self,
+        actor: Actor,
+        *,
+        sku_id: str,
+        units: int,
+        start_s: int,
+        term_months: int,
+        regions: Sequence[str],
+        client_key: str | None = None,
     ) -> ReservationView:
+        """Propose a reservation. With ``client_key`` (the Idempotency-Key header) a retried proposal returns
+        the first one; the same key with a different proposal is a ConflictError."""
         actor.require(Role.FINOPS_ADMIN, Role.ML_PLATFORM_ADMIN)
+        if client_key is not None:
+            prior = self._by_client_key(actor, client_key)
+            if prior is not None:
+                return self._same_proposal(prior, sku_id, units, start_s, term_months)
         now_s = self._clock.now_s()
         if units <= 0:
             raise ValidationError("units", f"must be > 0, got {units}")
@@ -161,6 +175,7 @@ class ReservationService:
                 budget_code=None,
                 idempotency_key=f"gpufleet-{res.id}",
                 provider_order_id=None,
+                client_key=client_key,
             )
             s.add(row)
             uow.audit(
@@ -178,8 +193,34 @@ class ReservationService:
                     "approvals_required": needed,
                 },
             )
+            try:
+                uow.session.flush()
+            except IntegrityError:  # a concurrent retry with the same key won the race
+                uow.session.rollback()
+                prior = self._by_client_key(actor, client_key or "")
+                if prior is None:
+                    raise
+                return self._same_proposal(prior, sku_id, units, start_s, term_months)
+            view = self._view(uow, row)
             uow.commit()
-            return self._view(uow, row)
+            return view
+
+    def _by_client_key(self, actor: Actor, client_key: str) -> ReservationView | None:
+        with UnitOfWork(self._engine, write=False) as uow:
+            row = uow.session.scalar(
+                select(ReservationRow).where(
+                    ReservationRow.created_by == actor.user_id, ReservationRow.client_key == client_key
+                )
+            )
+            return None if row is None else self._view(uow, row)
+
+    @staticmethod
+    def _same_proposal(
+        prior: ReservationView, sku_id: str, units: int, start_s: int, term_months: int
+    ) -> ReservationView:
+        if (prior.sku_id, prior.units, prior.start_s, prior.term_months) != (sku_id, units, start_s, term_months):
+            raise ConflictError(f"Idempotency-Key already used for reservation {prior.id} with a different proposal")
+        return prior
 
     def _reserved_pool(self, uow: UnitOfWork, sku_id: str, regions: Sequence[str]) -> PoolRow:
         rows = uow.session.scalars(

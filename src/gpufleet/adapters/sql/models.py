@@ -143,7 +143,10 @@ class UtilizationRow(Base):
 
 class ReservationRow(Base):
     __tablename__ = "reservations"
-    __table_args__ = (Index("ix_reservations_status", "status"),)
+    __table_args__ = (
+        Index("ix_reservations_status", "status"),
+        UniqueConstraint("created_by", "client_key", name="uq_reservations_creator_client_key"),
+    )
     id: Mapped[str] = mapped_column(String(64), primary_key=True)
     pool_id: Mapped[str] = mapped_column(ForeignKey("pools.id"))
     sku_id: Mapped[str] = mapped_column(ForeignKey("skus.id"))
@@ -161,6 +164,7 @@ class ReservationRow(Base):
     budget_code: Mapped[str | None] = mapped_column(String(64), nullable=True)
     idempotency_key: Mapped[str] = mapped_column(String(128), unique=True)
     provider_order_id: Mapped[str | None] = mapped_column(String(128), nullable=True)
+    client_key: Mapped[str | None] = mapped_column(String(64), nullable=True)  # the creator's Idempotency-Key
 
 
 class ApprovalRow(Base):

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from datetime import UTC
-from typing import Any
+from typing import Annotated, Any
 
-from fastapi import APIRouter, Query
+from fastapi import APIRouter, Header, Query
 
 from gpufleet.api.deps import CurrentActor, ServicesDep
 from gpufleet.api.problems import PROBLEM_RESPONSES
@@ -51,8 +51,14 @@ def public(v: ReservationView) -> dict[str, Any]:
 
 
 @router.post("", status_code=201, response_model=ReservationPublic)
-def create_reservation(body: ReservationCreate, services: ServicesDep, actor: CurrentActor) -> Any:
-    """Propose a commitment. It waits in ``pending_approval`` for one approval, or two above the threshold."""
+def create_reservation(
+    body: ReservationCreate,
+    services: ServicesDep,
+    actor: CurrentActor,
+    idempotency_key: Annotated[str | None, Header(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,63}$")] = None,
+) -> Any:
+    """Propose a commitment. It waits in ``pending_approval`` for one approval, or two above the threshold.
+    Send an ``Idempotency-Key`` header to make retries safe: the same key returns the first proposal."""
     start = body.start if body.start.tzinfo is not None else body.start.replace(tzinfo=UTC)
     view = services.reservations.create(
         actor,
@@ -61,6 +67,7 @@ def create_reservation(body: ReservationCreate, services: ServicesDep, actor: Cu
         start_s=int(start.timestamp()),
         term_months=body.term_months,
         regions=body.regions,
+        client_key=idempotency_key,
     )
     return public(view)
 
