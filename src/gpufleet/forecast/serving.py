@@ -1,0 +1,204 @@
+"""The serving-demand model: an ensemble of seasonal components, weighted on rolling validation windows, with
+empirically calibrated quantiles.
+
+How ``predict(h)`` works on a history ``y`` (gaps filled first, see :mod:`gpufleet.forecast.gaps`); the work is
+done on the first ``predict`` for a given ``h`` and cached, since calibration depends on the horizon:
+
+1. Rolling in-sample origins: up to ``max_origins`` origins spread from two seasons in to the end of the history;
+   at each, every component (:func:`gpufleet.forecast.components.default_components`: naive, recent means,
+   seasonal naive/means, level + seasonal profile per season) forecasts up to ``h`` steps from the data before it.
+2. Weights: component ``i`` gets ``(best_MAE / MAE_i) ** weight_power`` (errors divided by the level at each
+   origin; recent origins weigh more, half-life ``recency_halflife`` origins); components worse than
+   ``prune_ratio`` x the best get zero weight. The point forecast is the weighted mean.
+3. Intervals: the ensemble's own in-sample errors, in log space (``log((y + eps) / (f + eps))``, so a series that
+   doubled keeps calibrated intervals and upside is wider than downside), give an error scale per step ``s(k)``
+   (smoothed, non-decreasing, sqrt growth past the longest step seen) and the empirical quantiles ``Q`` of the
+   standardized errors. Because errors inside one horizon are strongly correlated the calibration set holds only
+   ``n_eff ~ (n - 2 * season) / h`` independent windows; the spread of ``Q`` around its median is widened by the
+   ratio of the Student-t(n_eff - 1) to the normal 90% quantile (1.0 for long histories). Quantile ``q`` at step
+   ``k`` = ``(f + eps) * exp(s(k) * Q(q)) - eps``, floored at zero.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Self
+
+import numpy as np
+from scipy.stats import t as student_t
+
+from gpufleet.domain.errors import ValidationError
+from gpufleet.forecast.components import default_components
+from gpufleet.forecast.gaps import fill_gaps, mark_gaps
+from gpufleet.forecast.quantiles import (
+    DEFAULT_QUANTILES,
+    FloatArray,
+    QuantileForecast,
+    check_quantiles,
+    make_forecast,
+)
+
+
+class ServingForecaster:
+    """Multi-seasonal ensemble with calibrated quantiles. ``seasons``: season lengths in steps, shortest first."""
+
+    name = "gpufleet"
+
+    def __init__(
+        self,
+        seasons: Sequence[int] = (),
+        *,
+        max_origins: int = 40,
+        recency_halflife: float = 30.0,
+        prune_ratio: float = 1.5,
+        detect_zero_gaps: bool = True,
+        log_errors: bool = True,
+        weight_power: float = 6.0,
+        widen: float | None = None,
+    ) -> None:
+        self.widen = widen
+        self.weight_power = weight_power
+        self.log_errors = log_errors
+        self.seasons = tuple(sorted(int(s) for s in seasons if int(s) > 1))
+        self.max_origins = max_origins
+        self.recency_halflife = recency_halflife
+        self.prune_ratio = prune_ratio
+        self.detect_zero_gaps = detect_zero_gaps
+
+    def fit(self, y: FloatArray) -> Self:
+        arr = np.asarray(y, dtype=np.float64).ravel()
+        if arr.size < 3:
+            raise ValidationError("y", f"need at least 3 points to forecast, got {arr.size}")
+        base = self.seasons[0] if self.seasons else 1
+        gaps = mark_gaps(arr, max(3, base)) if self.detect_zero_gaps else ~np.isfinite(arr)
+        if gaps.all():
+            raise ValidationError("y", "every point is a gap (NaN); nothing to forecast from")
+        self.y_ = fill_gaps(arr, gaps, base)
+        # seasons the history can support (two full cycles)
+        self.seasons_ = tuple(s for s in self.seasons if 2 * s <= len(self.y_))
+        self.components_ = [c for c in default_components(self.seasons_) if c.min_history < len(self.y_)]
+        self._cache: dict[int, tuple[FloatArray, FloatArray, FloatArray]] = {}
+        return self
+
+    def _level(self, y: FloatArray) -> float:
+        base = self.seasons_[0] if self.seasons_ else min(len(y), 7)
+        return float(np.mean(np.abs(y[-base:]))) + 1e-9
+
+    def _calibrate(self, h: int) -> tuple[FloatArray, FloatArray, FloatArray]:
+        """(weights per component, error scale per step, sorted standardized errors)."""
+        if h in self._cache:
+            return self._cache[h]
+        y = self.y_
+        n = len(y)
+        comps = self.components_
+        base = self.seasons_[0] if self.seasons_ else 1
+        min_train = max(3, 2 * base)
+        if n - min_train < 2:
+            # too short to validate: equal weights, a naive error scale
+            w = np.full(len(comps), 1.0 / len(comps))
+            d = np.abs(np.diff(y))
+            unit = float(np.mean(d)) / self._level(y) if d.size else 0.1
+            scale = np.maximum(unit, 0.05) * np.sqrt(np.arange(1, h + 1))
+            z = np.array([[-1.2816, 0.0, 1.2816], [0.1, 0.5, 0.9]])
+            self._cache[h] = (w, scale, z)
+            return self._cache[h]
+        n_orig = min(self.max_origins, n - min_train)
+        origins = np.unique(np.linspace(min_train, n - 1, n_orig).round().astype(int))
+        fcs = np.full((len(comps), len(origins), h), np.nan)
+        actual = np.full((len(origins), h), np.nan)
+        lvls = np.empty(len(origins))
+        for j, o in enumerate(origins):
+            hist = y[:o]
+            k = min(h, n - o)
+            lvls[j] = self._level(hist)
+            actual[j, :k] = y[o : o + k]
+            for i, c in enumerate(comps):
+                if c.min_history <= o:
+                    fcs[i, j, :k] = c.fn(hist, k)
+        err = (actual[None] - fcs) / lvls[None, :, None]
+        # recency weights over origins
+        age = (len(origins) - 1 - np.arange(len(origins))).astype(float)
+        rw = 0.5 ** (age / self.recency_halflife)
+        fin_err = np.isfinite(err)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            per_origin = np.abs(np.where(fin_err, err, 0.0)).sum(axis=2) / fin_err.sum(axis=2)  # (c, o)
+            valid = np.isfinite(per_origin)
+            mae = np.where(
+                valid.any(axis=1),
+                np.nansum(np.where(valid, per_origin, 0.0) * rw, axis=1) / np.maximum((valid * rw).sum(axis=1), 1e-12),
+                np.inf,
+            )
+        best = float(np.min(mae))
+        w = np.where(mae <= self.prune_ratio * best, (best / np.maximum(mae, 1e-12)) ** self.weight_power, 0.0)
+        w = w / w.sum()
+        # ensemble errors: components missing at an origin are renormalized out
+        present = np.isfinite(err)
+        wsum = np.tensordot(w, present.astype(float), axes=1)
+        ens_fc = np.tensordot(w, np.where(present, fcs, 0.0), axes=1)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            ens_fc = np.where(wsum > 0, ens_fc / wsum, np.nan)  # (o, h)
+            if self.log_errors:
+                eps = 0.05 * lvls[:, None]
+                ens = np.log((np.maximum(actual, 0) + eps) / (np.maximum(ens_fc, 0) + eps))
+            else:
+                ens = (actual - ens_fc) / lvls[:, None]
+            cw = np.ones(len(origins))
+            fin = np.isfinite(ens)
+            raw = np.nansum(np.abs(np.where(fin, ens, 0.0)) * cw[:, None], axis=0) / (fin * cw[:, None]).sum(axis=0)
+        seen = np.isfinite(raw)
+        last = int(np.flatnonzero(seen)[-1]) + 1 if seen.any() else 0
+        scale = np.empty(h)
+        if last:
+            width = max(1, last // 12)
+            sm = np.convolve(np.pad(raw[:last], (width, width), mode="edge"), np.ones(2 * width + 1), "valid")
+            sm = np.maximum.accumulate(sm / (2 * width + 1))
+            scale[:last] = sm
+            if last < h:
+                scale[last:] = sm[-1] * np.sqrt(np.arange(last + 1, h + 1) / last)
+        else:
+            scale[:] = 0.1 * np.sqrt(np.arange(1, h + 1))
+        scale = np.maximum(scale, 1e-9)
+        zz = ens / scale[None, :]
+        fin = np.isfinite(zz)
+        zw = np.broadcast_to(cw[:, None], zz.shape)[fin]
+        zv = zz[fin]
+        order = np.argsort(zv)
+        z = np.vstack([zv[order], np.cumsum(zw[order]) / zw.sum()]) if zv.size else np.zeros((2, 0))
+        self._cache[h] = (w, scale, z)
+        return self._cache[h]
+
+    def _widen(self, h: int) -> float:
+        """Small-sample widening: errors within one horizon are strongly correlated, so the calibration set holds
+        only about ``n_eff`` independent windows; widen by the Student-t / normal 90% quantile ratio."""
+        if self.widen is not None:
+            return self.widen
+        base = self.seasons_[0] if self.seasons_ else 1
+        n_eff = max(1.0, (len(self.y_) - max(3, 2 * base)) / h)
+        return float(student_t.ppf(0.9, max(1.0, n_eff - 1.0)) / student_t.ppf(0.9, 1e6))
+
+    def weights(self, h: int) -> dict[str, float]:
+        """Component weights chosen for horizon ``h`` (after ``fit``)."""
+        w, _, _ = self._calibrate(h)
+        return {c.name: float(x) for c, x in zip(self.components_, w, strict=True) if x > 0}
+
+    def predict(self, h: int, quantiles: Sequence[float] = DEFAULT_QUANTILES) -> QuantileForecast:
+        if h < 1:
+            raise ValidationError("horizon", f"must be >= 1, got {h}")
+        qs = check_quantiles(quantiles)
+        w, scale, z = self._calibrate(h)
+        y = self.y_
+        point = np.zeros(h)
+        for c, wi in zip(self.components_, w, strict=True):
+            if wi > 0:
+                point += wi * c.fn(y, h)
+        lvl = self._level(y)
+        zq = np.interp(qs, z[1], z[0]) if z.shape[1] else np.zeros(len(qs))
+        if z.shape[1]:
+            mid = float(np.interp(0.5, z[1], z[0]))
+            zq = mid + self._widen(h) * (zq - mid)
+        if self.log_errors:
+            eps = 0.05 * lvl
+            values = (np.maximum(point, 0) + eps)[None, :] * np.exp(scale[None, :] * np.asarray(zq)[:, None]) - eps
+        else:
+            values = point[None, :] + lvl * scale[None, :] * np.asarray(zq)[:, None]
+        return make_forecast(point, values, qs, self.name, floor=0.0)
