@@ -98,11 +98,9 @@ def default_components(seasons: tuple[int, ...]) -> list[Component]:
     """The component menu for a series with the given season lengths (shortest first)."""
     base = seasons[0] if seasons else 1
     small = max(1, base // 12)
-    comps = [
-        Component("naive", 1, naive),
-        Component(f"recent_mean_{small}", small, recent_mean(small)),
-        Component(f"recent_mean_{base}", base, recent_mean(base)),
-    ]
+    comps = [Component("naive", 1, naive)]
+    for width in sorted({small, base} - {1}):
+        comps.append(Component(f"recent_mean_{width}", width, recent_mean(width)))
     for s in seasons:
         if s < 2:
             continue
