@@ -11,6 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
+from scipy.signal import lfilter
 
 from gpufleet.forecast.quantiles import FloatArray
 
@@ -94,20 +95,95 @@ def drift_damped(width: int, phi: float) -> ComponentFn:
     return fn
 
 
-def default_components(seasons: tuple[int, ...]) -> list[Component]:
-    """The component menu for a series with the given season lengths (shortest first)."""
+def _centered_ma(y: FloatArray, width: int) -> FloatArray:
+    """Centered moving average (NaN where the window does not fit); even widths use the usual 2 x m average."""
+    n = len(y)
+    out = np.full(n, np.nan)
+    if width < 2 or n < width + 1:
+        return out
+    c = np.concatenate(([0.0], np.cumsum(y)))
+    if width % 2:
+        half = width // 2
+        out[half : n - half] = (c[width:] - c[:-width]) / width
+    else:
+        m = (c[width:] - c[:-width]) / width  # window [i, i + width)
+        half = width // 2
+        out[half : n - half] = 0.5 * (m[:-1] + m[1:])
+    return out
+
+
+def _phase_profile(detrended: FloatArray, season: int, n_cycles: int) -> FloatArray:
+    """Mean of ``detrended`` by phase over the last ``n_cycles`` cycles (phase 0 = the step after the end)."""
+    n = len(detrended)
+    k = min(n_cycles, n // season)
+    block = detrended[n - k * season :].reshape(k, season)
+    with np.errstate(invalid="ignore"):
+        ok = np.isfinite(block)
+        prof = np.where(ok, block, 0.0).sum(axis=0) / np.maximum(ok.sum(axis=0), 1)
+    return prof - prof.mean()
+
+
+def _ses_level(
+    y: FloatArray, lead: int = 1, alphas: tuple[float, ...] = (0.02, 0.05, 0.1, 0.2, 0.35, 0.5, 0.7, 0.9)
+) -> float:
+    """Final SES level with the alpha of least squared error ``lead`` steps ahead (so a long horizon does not pick
+    the noise-chasing alpha a one-step criterion favours); grid search, one linear filter per alpha."""
+    lead = max(1, min(lead, len(y) // 3))
+    best_sse, best_level = np.inf, float(y[-1])
+    for a in alphas:
+        # level_t = (1 - a) level_{t-1} + a y_t, started at y_0
+        lv = lfilter([a], [1.0, -(1.0 - a)], y[1:], zi=[(1.0 - a) * y[0]])[0]
+        prev = np.concatenate(([y[0]], lv))  # prev[t] = level after y_t
+        sse = float(np.sum((y[lead:] - prev[: len(y) - lead]) ** 2))
+        if sse < best_sse:
+            best_sse, best_level = sse, float(lv[-1]) if lv.size else float(y[-1])
+    return best_level
+
+
+def decomposition(seasons: tuple[int, ...], n_cycles: int = 8) -> ComponentFn:
+    """Multi-seasonal decomposition (an MSTL in miniature): for each season, shortest first, the phase profile of
+    the series minus a centered moving average of that length (last ``n_cycles`` cycles); the deseasonalized series
+    is forecast by SES (alpha by least squares) and the profiles are added back.
+    """
+
+    def fn(y: FloatArray, h: int) -> FloatArray:
+        rest = np.asarray(y, dtype=np.float64)
+        out = np.zeros(h)
+        for s in seasons:
+            if 2 * s > len(rest):
+                continue
+            prof = _phase_profile(rest - _centered_ma(rest, s), s, n_cycles)
+            rest = rest - _tile(prof, s - len(rest) % s, len(rest))
+            out += _tile(prof, 0, h)
+        tail = rest[-min(len(rest), 20 * max(seasons or (1,))) :]
+        return out + _ses_level(tail, h)
+
+    return fn
+
+
+def default_components(seasons: tuple[int, ...], menu: str = "lean") -> list[Component]:
+    """The component menu for a series with the given season lengths (shortest first): one member per family
+    (last level, last-season level, seasonal naive, level + seasonal shape, decompositions), so the weighting is
+    not tilted toward a family that happens to have several near-copies."""
     base = seasons[0] if seasons else 1
     small = max(1, base // 12)
-    comps = [Component("naive", 1, naive)]
-    for width in sorted({small, base} - {1}):
-        comps.append(Component(f"recent_mean_{width}", width, recent_mean(width)))
+    comps = [
+        Component("naive", 1, naive) if small == 1 else Component(f"recent_mean_{small}", small, recent_mean(small))
+    ]
+    if base > 1:
+        comps.append(Component(f"recent_mean_{base}", base, recent_mean(base)))
     for s in seasons:
         if s < 2:
             continue
-        comps += [
-            Component(f"seasonal_naive_{s}", s, seasonal_naive(s)),
-            Component(f"seasonal_mean_{s}x3", 3 * s, seasonal_mean(s, 3)),
-            Component(f"level_profile_{s}x3", 3 * s, level_profile(s, 3, max(1, s // 12))),
-            Component(f"level_profile_{s}x7", 7 * s, level_profile(s, 7, max(1, s // 12))),
-        ]
+        comps.append(Component(f"seasonal_naive_{s}", s, seasonal_naive(s)))
+        if menu == "full":
+            comps += [
+                Component(f"seasonal_mean_{s}x3", 3 * s, seasonal_mean(s, 3)),
+                Component(f"level_profile_{s}x3", 3 * s, level_profile(s, 3, max(1, s // 12))),
+            ]
+        comps.append(Component(f"level_profile_{s}x7", 3 * s, level_profile(s, 7, max(1, s // 12))))
+    usable = tuple(s for s in seasons if s >= 2)
+    for j in range(1, len(usable) + 1):
+        sub = usable[:j]
+        comps.append(Component("decomp_" + "_".join(map(str, sub)), 2 * sub[-1], decomposition(sub)))
     return comps

@@ -55,7 +55,9 @@ class ServingForecaster:
         log_errors: bool = True,
         weight_power: float = 6.0,
         widen: float | None = None,
+        min_origins: int = 3,
     ) -> None:
+        self.min_origins = min_origins
         self.widen = widen
         self.weight_power = weight_power
         self.log_errors = log_errors
@@ -122,12 +124,16 @@ class ServingForecaster:
         fin_err = np.isfinite(err)
         with np.errstate(invalid="ignore", divide="ignore"):
             per_origin = np.abs(np.where(fin_err, err, 0.0)).sum(axis=2) / fin_err.sum(axis=2)  # (c, o)
-            valid = np.isfinite(per_origin)
-            mae = np.where(
-                valid.any(axis=1),
-                np.nansum(np.where(valid, per_origin, 0.0) * rw, axis=1) / np.maximum((valid * rw).sum(axis=1), 1e-12),
-                np.inf,
-            )
+            valid = np.isfinite(per_origin) & np.isfinite(per_origin[0])[None, :]
+            full = origins + h <= n
+            if full.sum() >= self.min_origins:
+                # judge on whole horizons: truncated windows near the end would favour short-memory components
+                valid &= full[None, :]
+            # each component is compared with naive (index 0) on the origins where both exist, so a component that
+            # only exists late in the history is not judged on easier or harder windows than the others
+            num = (np.where(valid, per_origin, 0.0) * rw).sum(axis=1)
+            den = (np.where(valid, per_origin[0][None, :], 0.0) * rw).sum(axis=1)
+            mae = np.where(valid.sum(axis=1) >= self.min_origins, num / np.maximum(den, 1e-12), np.inf)
         best = float(np.min(mae))
         w = np.where(mae <= self.prune_ratio * best, (best / np.maximum(mae, 1e-12)) ** self.weight_power, 0.0)
         w = w / w.sum()
