@@ -58,6 +58,43 @@ def load_regular(path: str | Path, aggregate_s: int | None = None) -> dict[str, 
     return out
 
 
+def request_rate_series(
+    path: str | Path, time_column: str, step_s: int, group_column: str | None = None, top_groups: int = 3
+) -> dict[str, Series]:
+    """Turn a request log (one row per request, a timestamp column) into request-rate series (requests/s per
+    ``step_s`` bucket): ``all`` plus the ``top_groups`` busiest values of ``group_column``. Buckets without a
+    request are 0 (no demand); the shared gap rule still treats implausible zeros in a busy series as gaps."""
+    import csv
+
+    from gpufleet.sim.traces import _parse_ts
+
+    p = Path(path)
+    if not p.exists():
+        raise ValidationError("path", "file does not exist", str(p))
+    stamps: dict[str, list[int]] = {"all": []}
+    with p.open(newline="") as fh:
+        reader = csv.DictReader(fh)
+        if reader.fieldnames is None or time_column not in reader.fieldnames:
+            raise ValidationError(time_column, f"no such column (header is {reader.fieldnames})", str(p))
+        if group_column and group_column not in reader.fieldnames:
+            raise ValidationError(group_column, f"no such column (header is {reader.fieldnames})", str(p))
+        for lineno, row in enumerate(reader, start=2):
+            t = _parse_ts(row[time_column], f"{p}:{lineno}")
+            stamps["all"].append(t)
+            if group_column:
+                stamps.setdefault(f"{group_column}={row[group_column]}", []).append(t)
+    if not stamps["all"]:
+        raise ValidationError("rows", "no requests", str(p))
+    t0 = min(stamps["all"]) - min(stamps["all"]) % step_s
+    n = (max(stamps["all"]) - t0) // step_s + 1
+    ranked = sorted((k for k in stamps if k != "all"), key=lambda k: -len(stamps[k]))[:top_groups]
+    out = {}
+    for key in ["all", *ranked]:
+        counts = np.bincount((np.asarray(stamps[key]) - t0) // step_s, minlength=n).astype(np.float64)
+        out[key] = Series(key, t0 + step_s * np.arange(n, dtype=np.int64), counts / step_s)
+    return out
+
+
 class ProphetModel:
     """Prophet (if installed) behind the Forecaster interface; quantiles from its predictive samples."""
 

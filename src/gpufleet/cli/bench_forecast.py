@@ -24,12 +24,28 @@ def register(app: typer.Typer) -> None:
         origins: Annotated[int, typer.Option("--origins", help="rolling origins (>= 4)")] = 4,
         models: Annotated[str | None, typer.Option("--models", help="comma-separated subset")] = None,
         markdown: Annotated[Path | None, typer.Option("--markdown", help="also write the tables here")] = None,
+        time_column: Annotated[
+            str | None, typer.Option("--time-column", help="read --series as a request log: count rows per step")
+        ] = None,
+        group_column: Annotated[
+            str | None, typer.Option("--group-column", help="with --time-column: also one series per top group")
+        ] = None,
     ) -> None:
         """Backtest gpufleet, naive, seasonal_naive, autoets, mstl (and prophet if installed); print tables."""
-        from gpufleet.bench.forecast import MODELS, load_regular, markdown_table, parse_duration_s, run_forecast_bench
+        from gpufleet.bench.forecast import (
+            MODELS,
+            load_regular,
+            markdown_table,
+            parse_duration_s,
+            request_rate_series,
+            run_forecast_bench,
+        )
 
         agg_s = parse_duration_s(aggregate) if aggregate else None
-        data = load_regular(series, agg_s)
+        if time_column:
+            data = request_rate_series(series, time_column, agg_s or 3600, group_column)
+        else:
+            data = load_regular(series, agg_s)
         chosen = tuple(m.strip() for m in models.split(",")) if models else MODELS
         result = run_forecast_bench(data, horizon, n_origins=origins, models=chosen, progress=typer.echo)
         table = markdown_table(result)

@@ -2,8 +2,11 @@
 
 Smooth series (ADI < 1.32 and CV^2 < 0.49, see :mod:`gpufleet.forecast.intermittent`) go to the serving ensemble
 (:class:`~gpufleet.forecast.serving.ServingForecaster`); intermittent, lumpy and erratic ones go to the
-Croston family (:class:`~gpufleet.forecast.intermittent.IntermittentForecaster`). The choice is kept as data in
-``route_`` (class and reason code).
+Croston family (:class:`~gpufleet.forecast.intermittent.IntermittentForecaster`) -- unless their zeros are a
+daily rhythm: when the history holds at least two cycles of the shortest season and the per-cycle totals have
+demand in (almost) every cycle (ADI < 1.32 at that grain), the zeros are night-time troughs, not intermittency,
+and the seasonal ensemble is used. The choice is kept as data in ``route_`` (class and reason code) and
+``model_``.
 """
 
 from __future__ import annotations
@@ -14,7 +17,7 @@ from typing import Self
 import numpy as np
 
 from gpufleet.domain.errors import ValidationError
-from gpufleet.forecast.intermittent import DemandProfile, IntermittentForecaster, classify
+from gpufleet.forecast.intermittent import ADI_CUTOFF, DemandProfile, IntermittentForecaster, classify
 from gpufleet.forecast.quantiles import DEFAULT_QUANTILES, FloatArray, QuantileForecast
 from gpufleet.forecast.serving import ServingForecaster
 
@@ -35,7 +38,17 @@ class AutoForecaster:
         if np.any(finite < 0):
             raise ValidationError("y", "demand must be >= 0 (negative values found)")
         self.route_: DemandProfile = classify(finite)
-        if self.route_.demand_class == "smooth" and finite.size >= 3:
+        seasonal_zeros = False
+        base = min(self.seasons) if self.seasons else 0
+        if self.route_.demand_class not in ("smooth", "zero") and base >= 2 and finite.size >= 2 * base:
+            n = (arr.size // base) * base
+            totals = np.nansum(arr[arr.size - n :].reshape(-1, base), axis=1)
+            seasonal_zeros = classify(totals).adi < ADI_CUTOFF
+            if seasonal_zeros:
+                self.route_ = DemandProfile(
+                    self.route_.adi, self.route_.cv2, self.route_.demand_class, "seasonal_zeros"
+                )
+        if (self.route_.demand_class == "smooth" or seasonal_zeros) and finite.size >= 3:
             self.model_: ServingForecaster | IntermittentForecaster = ServingForecaster(self.seasons).fit(arr)
         else:
             self.model_ = IntermittentForecaster().fit(arr)

@@ -120,7 +120,7 @@ def _phase_profile(detrended: FloatArray, season: int, n_cycles: int) -> FloatAr
     with np.errstate(invalid="ignore"):
         ok = np.isfinite(block)
         prof = np.where(ok, block, 0.0).sum(axis=0) / np.maximum(ok.sum(axis=0), 1)
-    return prof - prof.mean()
+    return np.asarray(prof - prof.mean(), dtype=np.float64)
 
 
 def _ses_level(

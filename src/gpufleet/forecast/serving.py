@@ -10,13 +10,14 @@ done on the first ``predict`` for a given ``h`` and cached, since calibration de
 2. Weights: component ``i`` gets ``(best_MAE / MAE_i) ** weight_power`` (errors divided by the level at each
    origin; recent origins weigh more, half-life ``recency_halflife`` origins); components worse than
    ``prune_ratio`` x the best get zero weight. The point forecast is the weighted mean.
-3. Intervals: the ensemble's own in-sample errors, in log space (``log((y + eps) / (f + eps))``, so a series that
-   doubled keeps calibrated intervals and upside is wider than downside), give an error scale per step ``s(k)``
-   (smoothed, non-decreasing, sqrt growth past the longest step seen) and the empirical quantiles ``Q`` of the
-   standardized errors. Because errors inside one horizon are strongly correlated the calibration set holds only
-   ``n_eff ~ (n - 2 * season) / h`` independent windows; the spread of ``Q`` around its median is widened by the
-   ratio of the Student-t(n_eff - 1) to the normal 90% quantile (1.0 for long histories). Quantile ``q`` at step
-   ``k`` = ``(f + eps) * exp(s(k) * Q(q)) - eps``, floored at zero.
+3. Intervals: the ensemble's own in-sample errors ``e`` (in units of the level at each origin) are modelled as
+   ``e = s(k) * g(f) * z``: ``s(k)`` a per-step scale (smoothed, non-decreasing, sqrt growth past the longest step
+   seen), ``g(f) = (f / level + 0.1) ** gamma`` lets the spread follow the forecast (gamma 0 = additive, 0.5 =
+   count-like, 1 = proportional; the gamma with the lowest in-sample pinball loss is kept), and ``z`` has the
+   empirical distribution of the standardized errors. Because errors inside one horizon are strongly correlated,
+   the calibration set holds only ``n_eff ~ (n - 2 * season) / h`` independent windows, so the spread of ``z``
+   around its median is widened by the ratio of the Student-t(n_eff - 1) to the normal 90% quantile (-> 1.0 for
+   long histories). Quantile ``q`` = ``f + level * s(k) * g(f) * z_q``, floored at zero; sorted, so never crossing.
 """
 
 from __future__ import annotations
@@ -52,7 +53,7 @@ class ServingForecaster:
         recency_halflife: float = 30.0,
         prune_ratio: float = 1.5,
         detect_zero_gaps: bool = True,
-        log_errors: bool = True,
+        gammas: Sequence[float] = (0.0, 0.5, 1.0),
         weight_power: float = 6.0,
         widen: float | None = None,
         min_origins: int = 3,
@@ -60,7 +61,7 @@ class ServingForecaster:
         self.min_origins = min_origins
         self.widen = widen
         self.weight_power = weight_power
-        self.log_errors = log_errors
+        self.gammas = tuple(gammas)
         self.seasons = tuple(sorted(int(s) for s in seasons if int(s) > 1))
         self.max_origins = max_origins
         self.recency_halflife = recency_halflife
@@ -79,15 +80,15 @@ class ServingForecaster:
         # seasons the history can support (two full cycles)
         self.seasons_ = tuple(s for s in self.seasons if 2 * s <= len(self.y_))
         self.components_ = [c for c in default_components(self.seasons_) if c.min_history < len(self.y_)]
-        self._cache: dict[int, tuple[FloatArray, FloatArray, FloatArray]] = {}
+        self._cache: dict[int, tuple[FloatArray, FloatArray, FloatArray, float]] = {}
         return self
 
     def _level(self, y: FloatArray) -> float:
         base = self.seasons_[0] if self.seasons_ else min(len(y), 7)
         return float(np.mean(np.abs(y[-base:]))) + 1e-9
 
-    def _calibrate(self, h: int) -> tuple[FloatArray, FloatArray, FloatArray]:
-        """(weights per component, error scale per step, sorted standardized errors)."""
+    def _calibrate(self, h: int) -> tuple[FloatArray, FloatArray, FloatArray, float]:
+        """(weights per component, error scale per step, standardized error quantile table, gamma)."""
         if h in self._cache:
             return self._cache[h]
         y = self.y_
@@ -102,7 +103,7 @@ class ServingForecaster:
             unit = float(np.mean(d)) / self._level(y) if d.size else 0.1
             scale = np.maximum(unit, 0.05) * np.sqrt(np.arange(1, h + 1))
             z = np.array([[-1.2816, 0.0, 1.2816], [0.1, 0.5, 0.9]])
-            self._cache[h] = (w, scale, z)
+            self._cache[h] = (w, scale, z, 0.0)
             return self._cache[h]
         n_orig = min(self.max_origins, n - min_train)
         origins = np.unique(np.linspace(min_train, n - 1, n_orig).round().astype(int))
@@ -135,6 +136,10 @@ class ServingForecaster:
             den = (np.where(valid, per_origin[0][None, :], 0.0) * rw).sum(axis=1)
             mae = np.where(valid.sum(axis=1) >= self.min_origins, num / np.maximum(den, 1e-12), np.inf)
         best = float(np.min(mae))
+        if not np.isfinite(best):
+            # no component has enough validation windows yet: trust them equally
+            mae = np.ones(len(comps))
+            best = 1.0
         w = np.where(mae <= self.prune_ratio * best, (best / np.maximum(mae, 1e-12)) ** self.weight_power, 0.0)
         w = w / w.sum()
         # ensemble errors: components missing at an origin are renormalized out
@@ -143,34 +148,16 @@ class ServingForecaster:
         ens_fc = np.tensordot(w, np.where(present, fcs, 0.0), axes=1)
         with np.errstate(invalid="ignore", divide="ignore"):
             ens_fc = np.where(wsum > 0, ens_fc / wsum, np.nan)  # (o, h)
-            if self.log_errors:
-                eps = 0.05 * lvls[:, None]
-                ens = np.log((np.maximum(actual, 0) + eps) / (np.maximum(ens_fc, 0) + eps))
-            else:
-                ens = (actual - ens_fc) / lvls[:, None]
-            cw = np.ones(len(origins))
-            fin = np.isfinite(ens)
-            raw = np.nansum(np.abs(np.where(fin, ens, 0.0)) * cw[:, None], axis=0) / (fin * cw[:, None]).sum(axis=0)
-        seen = np.isfinite(raw)
-        last = int(np.flatnonzero(seen)[-1]) + 1 if seen.any() else 0
-        scale = np.empty(h)
-        if last:
-            width = max(1, last // 12)
-            sm = np.convolve(np.pad(raw[:last], (width, width), mode="edge"), np.ones(2 * width + 1), "valid")
-            sm = np.maximum.accumulate(sm / (2 * width + 1))
-            scale[:last] = sm
-            if last < h:
-                scale[last:] = sm[-1] * np.sqrt(np.arange(last + 1, h + 1) / last)
-        else:
-            scale[:] = 0.1 * np.sqrt(np.arange(1, h + 1))
-        scale = np.maximum(scale, 1e-9)
-        zz = ens / scale[None, :]
-        fin = np.isfinite(zz)
-        zw = np.broadcast_to(cw[:, None], zz.shape)[fin]
-        zv = zz[fin]
-        order = np.argsort(zv)
-        z = np.vstack([zv[order], np.cumsum(zw[order]) / zw.sum()]) if zv.size else np.zeros((2, 0))
-        self._cache[h] = (w, scale, z)
+        e_rel = (actual - ens_fc) / lvls[:, None]
+        f_rel = np.maximum(ens_fc, 0.0) / lvls[:, None]
+        best_fit: tuple[float, float, FloatArray, FloatArray] | None = None
+        for gamma in self.gammas:
+            scale, z = _error_model(e_rel, f_rel, gamma, h)
+            loss = _in_sample_pinball(e_rel, f_rel, gamma, scale, z)
+            if best_fit is None or loss < best_fit[0]:
+                best_fit = (loss, gamma, scale, z)
+        assert best_fit is not None
+        self._cache[h] = (w, best_fit[2], best_fit[3], best_fit[1])
         return self._cache[h]
 
     def _widen(self, h: int) -> float:
@@ -184,14 +171,14 @@ class ServingForecaster:
 
     def weights(self, h: int) -> dict[str, float]:
         """Component weights chosen for horizon ``h`` (after ``fit``)."""
-        w, _, _ = self._calibrate(h)
+        w = self._calibrate(h)[0]
         return {c.name: float(x) for c, x in zip(self.components_, w, strict=True) if x > 0}
 
     def predict(self, h: int, quantiles: Sequence[float] = DEFAULT_QUANTILES) -> QuantileForecast:
         if h < 1:
             raise ValidationError("horizon", f"must be >= 1, got {h}")
         qs = check_quantiles(quantiles)
-        w, scale, z = self._calibrate(h)
+        w, scale, z, gamma = self._calibrate(h)
         y = self.y_
         point = np.zeros(h)
         for c, wi in zip(self.components_, w, strict=True):
@@ -202,9 +189,57 @@ class ServingForecaster:
         if z.shape[1]:
             mid = float(np.interp(0.5, z[1], z[0]))
             zq = mid + self._widen(h) * (zq - mid)
-        if self.log_errors:
-            eps = 0.05 * lvl
-            values = (np.maximum(point, 0) + eps)[None, :] * np.exp(scale[None, :] * np.asarray(zq)[:, None]) - eps
-        else:
-            values = point[None, :] + lvl * scale[None, :] * np.asarray(zq)[:, None]
+        spread = lvl * scale * _local(np.maximum(point, 0.0) / lvl, gamma)
+        values = point[None, :] + spread[None, :] * np.asarray(zq)[:, None]
         return make_forecast(point, values, qs, self.name, floor=0.0)
+
+
+_OFFSET = 0.1  # keeps the local scale of a forecast near zero away from zero (in units of the level)
+
+
+def _local(f_rel: FloatArray, gamma: float) -> FloatArray:
+    """Error spread as a function of the forecast, relative to the level: ``(f + 0.1) ** gamma``."""
+    return np.asarray((np.maximum(f_rel, 0.0) + _OFFSET) ** gamma, dtype=np.float64)
+
+
+def _error_model(e_rel: FloatArray, f_rel: FloatArray, gamma: float, h: int) -> tuple[FloatArray, FloatArray]:
+    """Per-step scale ``s(k)`` and the quantile table ``[sorted z; cumulative share]`` of ``z = e / (s(k) g(f))``."""
+    with np.errstate(invalid="ignore", divide="ignore"):
+        u = e_rel / _local(f_rel, gamma)
+        fin = np.isfinite(u)
+        raw = np.abs(np.where(fin, u, 0.0)).sum(axis=0) / fin.sum(axis=0)
+    seen = np.isfinite(raw) & (fin.sum(axis=0) > 0)
+    last = int(np.flatnonzero(seen)[-1]) + 1 if seen.any() else 0
+    scale = np.empty(h)
+    if last:
+        width = max(1, last // 12)
+        sm = np.convolve(np.pad(raw[:last], (width, width), mode="edge"), np.ones(2 * width + 1), "valid")
+        sm = np.maximum.accumulate(sm / (2 * width + 1))
+        scale[:last] = sm
+        if last < h:
+            scale[last:] = sm[-1] * np.sqrt(np.arange(last + 1, h + 1) / last)
+    else:
+        scale[:] = 0.1 * np.sqrt(np.arange(1, h + 1))
+    scale = np.maximum(scale, 1e-9)
+    zv = np.sort((u / scale[None, :])[fin])
+    table = np.vstack([zv, (np.arange(zv.size) + 0.5) / zv.size]) if zv.size else np.zeros((2, 0))
+    return scale, table
+
+
+_CHECK_Q = np.array([0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9])
+
+
+def _in_sample_pinball(e_rel: FloatArray, f_rel: FloatArray, gamma: float, scale: FloatArray, z: FloatArray) -> float:
+    """Mean pinball loss (level units) of the quantiles this error model implies, on its own calibration errors."""
+    if not z.shape[1]:
+        return float("inf")
+    zq = np.interp(_CHECK_Q, z[1], z[0])
+    spread = scale[None, :] * _local(f_rel, gamma)  # (o, h)
+    fin = np.isfinite(e_rel) & np.isfinite(spread)
+    e = e_rel[fin]
+    sp = spread[fin]
+    total = 0.0
+    for q, zz in zip(_CHECK_Q, zq, strict=True):
+        d = e - sp * zz
+        total += float(np.mean(np.maximum(q * d, (q - 1.0) * d)))
+    return total / len(_CHECK_Q)
