@@ -9,6 +9,8 @@ complete series: from one season earlier when known, else by linear interpolatio
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 import numpy.typing as npt
 
@@ -46,6 +48,32 @@ def mark_gaps(y: FloatArray, window: int = 144, zero_fraction: float = 0.02) -> 
     with np.errstate(invalid="ignore"):
         low = np.isfinite(level) & (level > 0) & (y <= zero_fraction * level)
     return gaps | low
+
+
+def mark_outliers(y: FloatArray, k: float = 12.0) -> BoolArray:
+    """True where a point is an isolated absurd spike: further than ``k`` robust standard deviations of the
+    step-to-step changes from both of its neighbours' median. Deliberately loose (k = 12): real bursts in demand
+    stay; a mis-scaled reading (1e7 in a series of 100s) goes. NaN points are never outliers."""
+    y = np.asarray(y, dtype=np.float64)
+    out = np.zeros(y.size, dtype=bool)
+    if y.size < 5:
+        return out
+    d = np.diff(y)
+    d = d[np.isfinite(d)]
+    if d.size < 3:
+        return out
+    sigma = 1.4826 * float(np.median(np.abs(d - np.median(d))))
+    if sigma <= 0:
+        sigma = float(np.mean(np.abs(d))) or 0.0
+    if sigma <= 0:
+        return out
+    padded = np.concatenate(([np.nan, np.nan], y, [np.nan, np.nan]))
+    neigh = np.vstack([padded[0:-4], padded[1:-3], padded[3:-1], padded[4:]])
+    with np.errstate(invalid="ignore"), warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        ref = np.nanmedian(neigh, axis=0)
+    dev = np.abs(y - ref)
+    return np.asarray(np.isfinite(dev) & (dev > k * sigma), dtype=bool)
 
 
 def fill_gaps(y: FloatArray, gaps: BoolArray, season: int = 0) -> FloatArray:

@@ -63,9 +63,9 @@ def classify(y: FloatArray) -> DemandProfile:
 
 
 def _ses_last(x: FloatArray, alpha: float) -> float:
-    """Final level of simple exponential smoothing started at the first value."""
-    level = float(x[0])
-    for v in x[1:]:
+    """Final level of simple exponential smoothing started at the mean (a stable start for short histories)."""
+    level = float(np.mean(x))
+    for v in x:
         level += alpha * (float(v) - level)
     return level
 

@@ -30,7 +30,7 @@ from scipy.stats import t as student_t
 
 from gpufleet.domain.errors import ValidationError
 from gpufleet.forecast.components import default_components
-from gpufleet.forecast.gaps import fill_gaps, mark_gaps
+from gpufleet.forecast.gaps import fill_gaps, mark_gaps, mark_outliers
 from gpufleet.forecast.quantiles import (
     DEFAULT_QUANTILES,
     FloatArray,
@@ -57,7 +57,9 @@ class ServingForecaster:
         weight_power: float = 6.0,
         widen: float | None = None,
         min_origins: int = 3,
+        clip_outliers: bool = True,
     ) -> None:
+        self.clip_outliers = clip_outliers
         self.min_origins = min_origins
         self.widen = widen
         self.weight_power = weight_power
@@ -74,6 +76,8 @@ class ServingForecaster:
             raise ValidationError("y", f"need at least 3 points to forecast, got {arr.size}")
         base = self.seasons[0] if self.seasons else 1
         gaps = mark_gaps(arr, max(3, base)) if self.detect_zero_gaps else ~np.isfinite(arr)
+        if self.clip_outliers:
+            gaps |= mark_outliers(np.where(gaps, np.nan, arr))
         if gaps.all():
             raise ValidationError("y", "every point is a gap (NaN); nothing to forecast from")
         self.y_ = fill_gaps(arr, gaps, base)
@@ -140,7 +144,8 @@ class ServingForecaster:
             # no component has enough validation windows yet: trust them equally
             mae = np.ones(len(comps))
             best = 1.0
-        w = np.where(mae <= self.prune_ratio * best, (best / np.maximum(mae, 1e-12)) ** self.weight_power, 0.0)
+        floor = max(best, 1e-12)  # a perfect component (constant series) must not zero every weight
+        w = np.where(mae <= self.prune_ratio * best + 1e-12, (floor / np.maximum(mae, floor)) ** self.weight_power, 0.0)
         w = w / w.sum()
         # ensemble errors: components missing at an origin are renormalized out
         present = np.isfinite(err)
