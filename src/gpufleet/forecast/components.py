@@ -129,15 +129,27 @@ def _ses_level(
     """Final SES level with the alpha of least squared error ``lead`` steps ahead (so a long horizon does not pick
     the noise-chasing alpha a one-step criterion favours); grid search, one linear filter per alpha."""
     lead = max(1, min(lead, len(y) // 3))
-    best_sse, best_level = np.inf, float(y[-1])
-    for a in alphas:
-        # level_t = (1 - a) level_{t-1} + a y_t, started at y_0
-        lv = lfilter([a], [1.0, -(1.0 - a)], y[1:], zi=[(1.0 - a) * y[0]])[0]
-        prev = np.concatenate(([y[0]], lv))  # prev[t] = level after y_t
-        sse = float(np.sum((y[lead:] - prev[: len(y) - lead]) ** 2))
-        if sse < best_sse:
-            best_sse, best_level = sse, float(lv[-1]) if lv.size else float(y[-1])
-    return best_level
+    if len(y) < 2:
+        return float(y[-1])
+    if len(y) <= 256:
+        levels = _ses_levels_small(y, np.asarray(alphas))  # (alphas, n - 1)
+    else:
+        # level_t = (1 - a) level_{t-1} + a y_t, started at y_0; one linear filter per alpha
+        levels = np.vstack([lfilter([a], [1.0, -(1.0 - a)], y[1:], zi=[(1.0 - a) * y[0]])[0] for a in alphas])
+    prev = np.concatenate((np.full((len(alphas), 1), y[0]), levels), axis=1)  # prev[:, t] = level after y_t
+    sse = np.sum((y[None, lead:] - prev[:, : len(y) - lead]) ** 2, axis=1)
+    return float(levels[int(np.argmin(sse)), -1])
+
+
+def _ses_levels_small(y: FloatArray, alphas: FloatArray) -> FloatArray:
+    """SES levels after each of ``y[1:]`` for every alpha at once, as a lower-triangular weight matrix product."""
+    m = len(y) - 1
+    lag = np.subtract.outer(np.arange(m), np.arange(m))  # T - t
+    low = lag >= 0
+    decay = (1.0 - alphas)[:, None, None] ** np.where(low, lag, 0)[None]
+    weights = np.where(low[None], alphas[:, None, None] * decay, 0.0)
+    start = (1.0 - alphas)[:, None] ** (np.arange(m) + 1)[None, :] * y[0]
+    return np.asarray(weights @ y[1:] + start, dtype=np.float64)
 
 
 def decomposition(seasons: tuple[int, ...], n_cycles: int = 8) -> ComponentFn:
