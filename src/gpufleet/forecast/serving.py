@@ -7,9 +7,11 @@ done on the first ``predict`` for a given ``h`` and cached, since calibration de
 1. Rolling in-sample origins: up to ``max_origins`` origins spread from two seasons in to the end of the history;
    at each, every component (:func:`gpufleet.forecast.components.default_components`: naive, recent means,
    seasonal naive/means, level + seasonal profile per season) forecasts up to ``h`` steps from the data before it.
-2. Weights: component ``i`` gets ``(best_MAE / MAE_i) ** weight_power`` (errors divided by the level at each
-   origin; recent origins weigh more, half-life ``recency_halflife`` origins); components worse than
-   ``prune_ratio`` x the best get zero weight. The point forecast is the weighted mean.
+2. Weights: each component's MAE over whole-horizon windows is taken relative to naive's MAE on the same windows
+   (errors in units of the level at each origin = the mean over the last ``level_seasons`` seasons, so one odd day
+   does not rescale everything; recent origins weigh more, half-life ``recency_halflife`` origins); component
+   ``i`` gets ``(best / MAE_i) ** weight_power``, zero if worse than ``prune_ratio`` x the best. The point
+   forecast is the weighted mean.
 3. Intervals: the ensemble's own in-sample errors ``e`` (in units of the level at each origin) are modelled as
    ``e = s(k) * g(f) * z``: ``s(k)`` a per-step scale (smoothed, non-decreasing, sqrt growth past the longest step
    seen), ``g(f) = (f / level + 0.1) ** gamma`` lets the spread follow the forecast (gamma 0 = additive, 0.5 =
@@ -58,7 +60,9 @@ class ServingForecaster:
         widen: float | None = None,
         min_origins: int = 3,
         clip_outliers: bool = True,
+        level_seasons: int = 7,
     ) -> None:
+        self.level_seasons = level_seasons
         self.clip_outliers = clip_outliers
         self.min_origins = min_origins
         self.widen = widen
@@ -88,8 +92,9 @@ class ServingForecaster:
         return self
 
     def _level(self, y: FloatArray) -> float:
-        base = self.seasons_[0] if self.seasons_ else min(len(y), 7)
-        return float(np.mean(np.abs(y[-base:]))) + 1e-9
+        """The unit of errors: mean absolute value over the last ``level_seasons`` shortest seasons."""
+        base = self.seasons_[0] if self.seasons_ else 7
+        return float(np.mean(np.abs(y[-base * self.level_seasons :]))) + 1e-9
 
     def _calibrate(self, h: int) -> tuple[FloatArray, FloatArray, FloatArray, float]:
         """(weights per component, error scale per step, standardized error quantile table, gamma)."""
