@@ -111,7 +111,8 @@ class ProphetModel:
         import pandas as pd
         from prophet import Prophet
 
-        logging.getLogger("cmdstanpy").setLevel(logging.WARNING)
+        # cmdstanpy resets its own level on use; silence its per-fit chatter instead
+        logging.getLogger("cmdstanpy").disabled = True
         logging.getLogger("prophet").setLevel(logging.WARNING)
         ds = pd.to_datetime(self.t0_s + self.step_s * np.arange(len(y)), unit="s")
         self.n_ = len(y)
