@@ -7,11 +7,13 @@ done on the first ``predict`` for a given ``h`` and cached, since calibration de
 1. Rolling in-sample origins: up to ``max_origins`` origins spread from two seasons in to the end of the history;
    at each, every component (:func:`gpufleet.forecast.components.default_components`: naive, recent means,
    seasonal naive/means, level + seasonal profile per season) forecasts up to ``h`` steps from the data before it.
-2. Weights: each component's MAE over whole-horizon windows is taken relative to naive's MAE on the same windows
+2. Weights per block of steps: the horizon is cut into blocks of doubling length ([0,1), [1,2), [2,4), ...); on
+   each block, each component's MAE (whole-block windows) is taken relative to naive's MAE on the same windows
    (errors in units of the level at each origin = the mean over the last ``level_seasons`` seasons, so one odd day
    does not rescale everything; recent origins weigh more, half-life ``recency_halflife`` origins); component
-   ``i`` gets ``(best / MAE_i) ** weight_power``, zero if worse than ``prune_ratio`` x the best. The point
-   forecast is the weighted mean.
+   ``i`` gets ``(best / MAE_i) ** weight_power``, zero if worse than ``prune_ratio`` x the best. Block weights are
+   interpolated in log-step, so the first steps lean on the latest level and later ones on seasonal shapes
+   (``step_weights=False``: one set of weights for the whole horizon). The point forecast is the weighted mean.
 3. Intervals: the ensemble's own in-sample errors ``e`` (in units of the level at each origin) are modelled as
    ``e = s(k) * g(f) * z``: ``s(k)`` a per-step scale (smoothed, non-decreasing, sqrt growth past the longest step
    seen), ``g(f) = (f / level + 0.1) ** gamma`` lets the spread follow the forecast (gamma 0 = additive, 0.5 =
@@ -26,10 +28,12 @@ done on the first ``predict`` for a given ``h`` and cached, since calibration de
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Sequence
 from typing import Self
 
 import numpy as np
+import numpy.typing as npt
 from scipy.stats import t as student_t
 
 from gpufleet.domain.errors import ValidationError
@@ -64,7 +68,9 @@ class ServingForecaster:
         clip_outliers: bool = True,
         level_seasons: int = 7,
         calib_halflife: float | None = None,
+        step_weights: bool = True,
     ) -> None:
+        self.step_weights = step_weights
         self.calib_halflife = calib_halflife
         self.level_seasons = level_seasons
         self.clip_outliers = clip_outliers
@@ -92,7 +98,7 @@ class ServingForecaster:
         # seasons the history can support (two full cycles)
         self.seasons_ = tuple(s for s in self.seasons if 2 * s <= len(self.y_))
         self.components_ = [c for c in default_components(self.seasons_) if c.min_history < len(self.y_)]
-        self._cache: dict[int, tuple[FloatArray, FloatArray, FloatArray, float]] = {}
+        self._cache: dict[int, tuple[FloatArray, FloatArray, FloatArray, float]] = {}  # w is (components, h)
         return self
 
     def _level(self, y: FloatArray) -> float:
@@ -111,7 +117,7 @@ class ServingForecaster:
         min_train = max(3, 2 * base)
         if n - min_train < 2:
             # too short to validate: equal weights, a naive error scale
-            w = np.full(len(comps), 1.0 / len(comps))
+            w = np.full((len(comps), h), 1.0 / len(comps))
             d = np.abs(np.diff(y))
             unit = float(np.mean(d)) / self._level(y) if d.size else 0.1
             scale = np.maximum(unit, 0.05) * np.sqrt(np.arange(1, h + 1))
@@ -135,31 +141,16 @@ class ServingForecaster:
         # recency weights over origins
         age = (len(origins) - 1 - np.arange(len(origins))).astype(float)
         rw = 0.5 ** (age / self.recency_halflife)
-        fin_err = np.isfinite(err)
-        with np.errstate(invalid="ignore", divide="ignore"):
-            per_origin = np.abs(np.where(fin_err, err, 0.0)).sum(axis=2) / fin_err.sum(axis=2)  # (c, o)
-            valid = np.isfinite(per_origin) & np.isfinite(per_origin[0])[None, :]
-            full = origins + h <= n
-            if full.sum() >= self.min_origins:
-                # judge on whole horizons: truncated windows near the end would favour short-memory components
-                valid &= full[None, :]
-            # each component is compared with naive (index 0) on the origins where both exist, so a component that
-            # only exists late in the history is not judged on easier or harder windows than the others
-            num = (np.where(valid, per_origin, 0.0) * rw).sum(axis=1)
-            den = (np.where(valid, per_origin[0][None, :], 0.0) * rw).sum(axis=1)
-            mae = np.where(valid.sum(axis=1) >= self.min_origins, num / np.maximum(den, 1e-12), np.inf)
-        best = float(np.min(mae))
-        if not np.isfinite(best):
-            # no component has enough validation windows yet: trust them equally
-            mae = np.ones(len(comps))
-            best = 1.0
-        floor = max(best, 1e-12)  # a perfect component (constant series) must not zero every weight
-        w = np.where(mae <= self.prune_ratio * best + 1e-12, (floor / np.maximum(mae, floor)) ** self.weight_power, 0.0)
-        w = w / w.sum()
+        edges = _step_buckets(h) if self.step_weights else [0, h]
+        w = np.zeros((len(comps), h))
+        for lo, hi in itertools.pairwise(edges):
+            w[:, lo:hi] = self._weigh(err[:, :, lo:hi], rw, full=origins + hi <= n)[:, None]
+        if self.step_weights:
+            w = _smooth_weights(w, edges)
         # ensemble errors: components missing at an origin are renormalized out
         present = np.isfinite(err)
-        wsum = np.tensordot(w, present.astype(float), axes=1)
-        ens_fc = np.tensordot(w, np.where(present, fcs, 0.0), axes=1)
+        wsum = np.einsum("ck,cok->ok", w, present.astype(float))
+        ens_fc = np.einsum("ck,cok->ok", w, np.where(present, fcs, 0.0))
         with np.errstate(invalid="ignore", divide="ignore"):
             ens_fc = np.where(wsum > 0, ens_fc / wsum, np.nan)  # (o, h)
         e_rel = (actual - ens_fc) / lvls[:, None]
@@ -175,6 +166,29 @@ class ServingForecaster:
         self._cache[h] = (w, best_fit[2], best_fit[3], best_fit[1])
         return self._cache[h]
 
+    def _weigh(self, err: FloatArray, rw: FloatArray, full: npt.NDArray[np.bool_]) -> FloatArray:
+        """Weights of the components from their errors ``(c, o, k)`` on one block of steps (sums to 1)."""
+        fin_err = np.isfinite(err)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            per_origin = np.abs(np.where(fin_err, err, 0.0)).sum(axis=2) / fin_err.sum(axis=2)  # (c, o)
+            valid = np.isfinite(per_origin) & np.isfinite(per_origin[0])[None, :]
+            if full.sum() >= self.min_origins:
+                # judge on whole blocks: truncated windows near the end would favour short-memory components
+                valid &= full[None, :]
+            # each component is compared with naive (index 0) on the origins where both exist, so a component that
+            # only exists late in the history is not judged on easier or harder windows than the others
+            num = (np.where(valid, per_origin, 0.0) * rw).sum(axis=1)
+            den = (np.where(valid, per_origin[0][None, :], 0.0) * rw).sum(axis=1)
+            mae = np.where(valid.sum(axis=1) >= self.min_origins, num / np.maximum(den, 1e-12), np.inf)
+        best = float(np.min(mae))
+        if not np.isfinite(best):
+            # no component has enough validation windows yet: trust them equally
+            mae = np.ones(err.shape[0])
+            best = 1.0
+        floor = max(best, 1e-12)  # a perfect component (constant series) must not zero every weight
+        w = np.where(mae <= self.prune_ratio * best + 1e-12, (floor / np.maximum(mae, floor)) ** self.weight_power, 0.0)
+        return np.asarray(w / w.sum(), dtype=np.float64)
+
     def _widen(self, h: int) -> float:
         """Small-sample widening: errors within one horizon are strongly correlated, so the calibration set holds
         only about ``n_eff`` independent windows; widen by the Student-t / normal 90% quantile ratio."""
@@ -185,8 +199,8 @@ class ServingForecaster:
         return float(student_t.ppf(0.9, max(1.0, n_eff - 1.0)) / student_t.ppf(0.9, 1e6))
 
     def weights(self, h: int) -> dict[str, float]:
-        """Component weights chosen for horizon ``h`` (after ``fit``)."""
-        w = self._calibrate(h)[0]
+        """Component weights chosen for horizon ``h``, averaged over the steps (after ``fit``)."""
+        w = self._calibrate(h)[0].mean(axis=1)
         return {c.name: float(x) for c, x in zip(self.components_, w, strict=True) if x > 0}
 
     def predict(self, h: int, quantiles: Sequence[float] = DEFAULT_QUANTILES) -> QuantileForecast:
@@ -197,7 +211,7 @@ class ServingForecaster:
         y = self.y_
         point = np.zeros(h)
         for c, wi in zip(self.components_, w, strict=True):
-            if wi > 0:
+            if wi.any():
                 point += wi * c.fn(y, h)
         lvl = self._level(y)
         zq = np.interp(qs, z[1], z[0]) if z.shape[1] else np.zeros(len(qs))
@@ -207,6 +221,27 @@ class ServingForecaster:
         spread = lvl * scale * _local(np.maximum(point, 0.0) / lvl, gamma)
         values = point[None, :] + spread[None, :] * np.asarray(zq)[:, None]
         return make_forecast(point, values, qs, self.name, floor=0.0)
+
+
+def _step_buckets(h: int) -> list[int]:
+    """Block edges over the horizon, doubling in length: [0, 1), [1, 2), [2, 4), ... , [.., h)."""
+    edges = [0]
+    nxt = 1
+    while nxt < h:
+        edges.append(nxt)
+        nxt *= 2
+    edges.append(h)
+    return edges
+
+
+def _smooth_weights(w: FloatArray, edges: list[int]) -> FloatArray:
+    """Interpolate block weights linearly (in log step) between block centres, so weights do not jump."""
+    h = w.shape[1]
+    centres = np.array([0.5 * (lo + hi - 1) for lo, hi in itertools.pairwise(edges)])
+    blocks = np.array([w[:, lo] for lo in edges[:-1]])  # (b, c)
+    x = np.log1p(np.arange(h))
+    out = np.vstack([np.interp(x, np.log1p(centres), blocks[:, i]) for i in range(w.shape[0])])
+    return np.asarray(out / out.sum(axis=0, keepdims=True), dtype=np.float64)
 
 
 _OFFSET = 0.1  # keeps the local scale of a forecast near zero away from zero (in units of the level)
