@@ -142,3 +142,15 @@ def test_growth_what_if_doubles_in_thirty_days() -> None:
     grown = apply_growth(fc, GrowthScenario("doubles monthly", 2.0), 86_400)
     assert grown.mean[-1] == pytest.approx(2 * fc.mean[-1])
     assert np.all(np.diff(grown.values, axis=0) >= 0)
+
+
+def test_training_forecast_adds_known_runs_to_lumpy_experiments() -> None:
+    hist = np.zeros(24 * 20)
+    hist[::53] = 32.0  # an occasional 32-GPU experiment, whole days without one
+    m = TrainingForecaster((24,), rng=np.random.default_rng(8)).fit(
+        hist, planned_runs=[PlannedRun("finetune", 64, 0, 0, 48)]
+    )
+    fc = m.predict(48, (0.5, 0.99))
+    assert "intermittent" in fc.method
+    assert np.all(fc.at(0.5) == pytest.approx(64.0))  # the run is certain; experiments are usually absent
+    assert np.all(fc.at(0.99) >= 64.0) and fc.at(0.99).max() > 64.0
