@@ -9,6 +9,7 @@ import numpy as np
 from gpufleet.autoscale.nodes_baseline import IdleTimeoutScaleDown
 from gpufleet.autoscale.reactive import TargetTracking
 from gpufleet.control.approval import SimulatedApprovers
+from gpufleet.forecast.engine import GpufleetForecaster
 from gpufleet.forecast.seasonal_naive import SeasonalNaive
 from gpufleet.place.fallback import FallbackChain
 from gpufleet.ports import Approver, Forecaster, NodeScaler, Placer, Procurer, ReplicaAutoscaler
@@ -49,4 +50,5 @@ class ControlLoop:
         """gpufleet's own stages; a stage not yet replaced is the baseline's."""
         base = cls.baseline(seed, target_utilization, idle_node_timeout_s)
         base.name = "gpufleet"
+        base.forecaster = GpufleetForecaster()
         return base

@@ -25,7 +25,7 @@ def print_summary(r: dict[str, Any], console: Console) -> None:
     res = r["reservations"]
     head.add_row("reservations proposed / GPUs bought", f"{res['proposed']} / {res['gpus_bought']}")
     head.add_row(
-        "forecast error (WAPE, next day)",
+        "forecast error (WAPE, hourly, one period ahead)",
         ", ".join(f"{k} {v:.1%}" for k, v in r["forecast_wape"].items() if v is not None) or "n/a",
     )
     head.add_row("jobs arrived / completed", f"{r['jobs']['arrived']:,} / {r['jobs']['completed']:,}")

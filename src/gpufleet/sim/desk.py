@@ -13,7 +13,7 @@ import numpy as np
 
 from gpufleet.domain.pools import Tier
 from gpufleet.domain.reservations import Reservation, ReservationStatus, term_seconds
-from gpufleet.ports import ProcurementContext
+from gpufleet.ports import DemandForecast, ProcurementContext
 from gpufleet.sim.fleet import NodeState
 
 if TYPE_CHECKING:
@@ -46,7 +46,7 @@ class ReservationDesk:
         res_nodes: list[list[int]]
         res_pool: list[int]
         approvals_pending: dict[int, tuple[bool, str]]
-        forecasts: dict[int, tuple[int, np.ndarray]]
+        forecasts: dict[int, tuple[int, DemandForecast]]
         forecast_abs_err: list[float]
         forecast_actual: list[float]
 
@@ -82,20 +82,25 @@ class ReservationDesk:
         return res
 
     def _on_daily(self, now: int, _a: int, _b: int) -> None:
+        """Every forecast period: score the last forecast against measured demand, forecast the next period
+        (hourly grid), then let procurement decide with that forecast in hand."""
         day = now // DAY_S
         hour = now // HOUR_S
-        for s in range(len(self.sku_ids)):
-            hist = self.metrics.demand_history(s, hour)
-            prev = self.forecasts.get(s)
-            if prev is not None and hour - prev[0] == 24:
-                actual = hist[-24:]
-                self.forecast_abs_err[s] += float(np.abs(actual - prev[1]).sum())
-                self.forecast_actual[s] += float(actual.sum())
-            if len(hist) >= 24:
-                fc = self.loop.forecaster.forecast(hist, HOUR_S, 24)
-                self.forecasts[s] = (hour, fc.median)
-            if day % self.sc.control.procurement_period_days == 0 and day > 0:
-                self._procure(s, now, hist)
+        period_d = self.sc.control.procurement_period_days
+        if day % period_d == 0:
+            for s in range(len(self.sku_ids)):
+                hist = self.metrics.demand_history(s, hour)
+                prev = self.forecasts.get(s)
+                if prev is not None:
+                    issued, fc_prev = prev
+                    actual = hist[issued:]
+                    self.forecast_abs_err[s] += float(np.abs(actual - fc_prev.median[: len(actual)]).sum())
+                    self.forecast_actual[s] += float(actual.sum())
+                fc = self.loop.forecaster.forecast(hist, HOUR_S, period_d * 24) if len(hist) >= 24 else None
+                if fc is not None:
+                    self.forecasts[s] = (hour, fc)
+                if day > 0:
+                    self._procure(s, now, hist, fc)
         if now + DAY_S <= self.horizon_s:
             self.q.schedule(now + DAY_S, DAILY, priority=0)
 
@@ -112,11 +117,11 @@ class ReservationDesk:
                 total += r.units
         return total
 
-    def _procure(self, s: int, now: int, hist: np.ndarray) -> None:
+    def _procure(self, s: int, now: int, hist: np.ndarray, fc: DemandForecast | None) -> None:
         pidx = self.fleet.pool_of(s, Tier.RESERVED)
         pool = self.fleet.pools[pidx].pool
         ctx = ProcurementContext(
-            now, self.sku_ids[s], pool, hist, None, self._committed_at(s, now + pool.lead_time_s), self.per_node[s]
+            now, self.sku_ids[s], pool, hist, fc, self._committed_at(s, now + pool.lead_time_s), self.per_node[s]
         )
         for prop in self.loop.procurer.propose(ctx):
             res = self._new_reservation(pidx, prop.units, prop.start_s, prop.term_months)

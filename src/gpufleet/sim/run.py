@@ -142,7 +142,7 @@ def summarize(w: World) -> dict[str, Any]:
             "needing_dual_approval": m.dual_approvals,
             "by_status": dict(sorted(by_status.items())),
         },
-        "forecast_wape": fc_err,
+        "forecast_wape": fc_err,  # hourly demand, forecast one procurement period ahead
         "events": w.q.processed,
         "series": {
             "hours": hours,

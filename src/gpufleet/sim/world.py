@@ -18,7 +18,7 @@ from gpufleet.domain.pools import TIER_RANK, CapacityPool, Tier
 from gpufleet.domain.reservations import Reservation
 from gpufleet.domain.skus import SKUS_BY_ID
 from gpufleet.domain.workloads import ServingScaling, lost_work_s
-from gpufleet.ports import IdleNode, PlacementRequest, PoolState, ScaleDownContext
+from gpufleet.ports import DemandForecast, IdleNode, PlacementRequest, PoolState, ScaleDownContext
 from gpufleet.sim import demand
 from gpufleet.sim.desk import ReservationDesk
 from gpufleet.sim.engine import EventQueue
@@ -115,7 +115,7 @@ class World(ReservationDesk, ServingMixin):
         self.interruptions = 0
         self.node_failures = 0
         self.spot_preemptions = 0
-        self.forecasts: dict[int, tuple[int, np.ndarray]] = {}  # sku -> (issued hour, p50 next 24h)
+        self.forecasts: dict[int, tuple[int, DemandForecast]] = {}  # sku -> (issued hour, hourly forecast)
         self.forecast_abs_err = [0.0] * n_sku
         self.forecast_actual = [0.0] * n_sku
         self.approvals_pending: dict[int, tuple[bool, str]] = {}
@@ -595,19 +595,27 @@ class World(ReservationDesk, ServingMixin):
                 )
         if not idle:
             return
-        fc = self.forecasts.get(s)
         ctx = ScaleDownContext(
             now,
             self.sku_ids[s],
             idle,
             self.pending_gpus[s],
             self._free_gpus(s),
-            fc[1] if fc is not None else None,
+            self._upcoming_demand(s, now),
             self._demand_now(s),
         )
         for node, reason in self.loop.node_scaler.scale_down(ctx):
             f.terminate(node, now)
             self.metrics.placement(f"terminate_{reason}")
+
+    def _upcoming_demand(self, s: int, now: int) -> np.ndarray | None:
+        """The p90 of the current forecast from this hour on (None before the first forecast)."""
+        fc = self.forecasts.get(s)
+        if fc is None:
+            return None
+        issued, f = fc
+        q = max(f.quantiles)
+        return f.quantiles[q][max(0, now // HOUR_S - issued) :]
 
     def _free_gpus(self, s: int) -> int:
         f = self.fleet
