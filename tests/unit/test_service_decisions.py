@@ -14,7 +14,7 @@ from gpufleet.domain.pools import TIER_RANK, CapacityPool, Tier
 from gpufleet.domain.workloads import Priority, WorkloadKind
 from gpufleet.ports import PoolState
 from gpufleet.service.binpack import NodeLoad, fragmentation, suggest_moves
-from gpufleet.service.capacity import seasonal_naive_quantiles
+from gpufleet.service.capacity import demand_quantiles
 from gpufleet.service.placement import PlacementRequest, decide
 from gpufleet.service.windows import parse_window_s
 
@@ -121,16 +121,21 @@ def test_fragmentation_counts_stranded_free_gpus() -> None:
 
 @given(st.lists(st.floats(0, 1000), min_size=0, max_size=60), st.integers(1, 30))
 def test_forecast_quantiles_are_ordered_and_non_negative(y: list[float], h: int) -> None:
-    band = seasonal_naive_quantiles(np.array(y), h)
+    band, _ = demand_quantiles(np.array(y), h)
     assert band.shape == (h, 3)
     assert (band >= 0).all()
     assert (band[:, 0] <= band[:, 1] + 1e-9).all() and (band[:, 1] <= band[:, 2] + 1e-9).all()
 
 
-def test_seasonal_naive_repeats_the_last_week() -> None:
-    week = np.array([1, 2, 3, 4, 5, 6, 7], dtype=float)
-    band = seasonal_naive_quantiles(np.tile(week, 3), 7)
-    assert band[:, 1] == pytest.approx(week)
+def test_a_clean_weekly_pattern_is_forecast_as_itself() -> None:
+    week = np.array([10, 20, 30, 40, 50, 60, 70], dtype=float)
+    band, method = demand_quantiles(np.tile(week, 6), 7)
+    assert band[:, 1] == pytest.approx(week, abs=1.0), method
+
+
+def test_too_short_a_history_falls_back_to_the_baseline() -> None:
+    band, method = demand_quantiles(np.array([5.0, 5.0]), 3)
+    assert method.startswith("seasonal_naive") and band[:, 1] == pytest.approx([5.0, 5.0, 5.0])
 
 
 @pytest.mark.parametrize(("text", "seconds"), [("24h", 86400), ("7d", 604800), ("2w", 1209600), ("366d", 31622400)])

@@ -1,20 +1,23 @@
-"""Capacity forecast over stored data: demand (seasonal-naive with empirical quantiles) against supply.
+"""Capacity forecast over stored data: demand quantiles from the forecasting engine against supply.
 
 Demand for a day is the mean number of GPUs allocated (GPU-seconds / 86400) from the utilization records,
-aggregated in the database. The forecaster is the shared baseline :class:`gpufleet.forecast.seasonal_naive.
-SeasonalNaive` (weekly season, empirical quantiles of the seasonal differences), the same code the
-simulator's control loop runs; a better forecaster replaces it here without changing the response.
+aggregated in the database (up to 56 days). The model is the forecasting engine's one call,
+:func:`gpufleet.forecast.loop.forecast_demand` (the same the simulator's control loop runs); with fewer than 3
+days of history it cannot fit and the shared baseline :class:`gpufleet.forecast.seasonal_naive.SeasonalNaive`
+answers (zeros without any history). Fits are memoized on the exact input series, so repeated requests
+between two ingestions do not refit; the answer is the same either way.
 
 Supply for a day sums reservations covering that day (active and submitted as committed, approved and
 pending approval as pending) plus on-demand and secondary quotas for the SKU. ``gap_units`` is the largest
 shortfall of the p90 demand under total supply (0 when supply covers it). ``confidence`` is the share of the
-last 7 observed days that fell inside the p10..p90 band when forecast from the days before them (None with
-fewer than 21 days of history).
+last 7 observed days that fell inside the p10..p90 band when forecast from the days before them with the same
+model (None with fewer than 21 days of history).
 """
 
 from __future__ import annotations
 
 import math
+from functools import lru_cache
 from typing import Any
 
 import numpy as np
@@ -24,6 +27,7 @@ from gpufleet.adapters.sql.models import PoolRow, ReservationRow, SkuRow, Utiliz
 from gpufleet.domain.errors import PermissionDenied, ValidationError
 from gpufleet.domain.pools import Tier
 from gpufleet.domain.reservations import ReservationStatus, term_seconds
+from gpufleet.forecast.loop import forecast_demand
 from gpufleet.forecast.seasonal_naive import SeasonalNaive
 from gpufleet.service.auth import Actor, Role
 from gpufleet.service.clock import Clock
@@ -33,25 +37,37 @@ DAY_S = 86400
 SEASON_DAYS = 7
 HISTORY_DAYS = 56
 LEVELS = (0.1, 0.5, 0.9)
-_FORECASTER = SeasonalNaive(season_s=SEASON_DAYS * DAY_S, quantiles=LEVELS)
+MIN_FIT_DAYS = 3
+_BASELINE = SeasonalNaive(season_s=SEASON_DAYS * DAY_S, quantiles=LEVELS)
 COMMITTED = (ReservationStatus.ACTIVE.value, ReservationStatus.SUBMITTED.value)
 PENDING = (ReservationStatus.APPROVED.value, ReservationStatus.PENDING_APPROVAL.value)
 
 
-def seasonal_naive_quantiles(y: np.ndarray, h: int) -> np.ndarray:
-    """Forecast ``h`` days of the daily series ``y`` with the shared baseline forecaster (the one the
-    simulator's control loop uses): array (h, 3) of the p10, p50, p90."""
-    fc = _FORECASTER.forecast(y, DAY_S, h)
-    return np.stack([fc.quantiles[q] for q in LEVELS], axis=1)
+def demand_quantiles(y: np.ndarray, h: int) -> tuple[np.ndarray, str]:
+    """Forecast ``h`` days of the daily series ``y``: array (h, 3) of the p10, p50, p90, and the method."""
+    if int(np.isfinite(y).sum()) >= MIN_FIT_DAYS:
+        fc = forecast_demand(y, h, step_s=DAY_S, quantiles=LEVELS)
+        band = np.stack([fc.at(q) for q in LEVELS], axis=1)
+        return np.clip(band, 0.0, None), fc.method
+    base = _BASELINE.forecast(y, DAY_S, h)
+    return np.stack([base.quantiles[q] for q in LEVELS], axis=1), "seasonal_naive_7d_empirical_quantiles"
 
 
 def _coverage(y: np.ndarray) -> float | None:
     if y.size < 21:
         return None
     train, test = y[:-7], y[-7:]
-    band = seasonal_naive_quantiles(train, 7)
+    band, _ = demand_quantiles(train, 7)
     inside = (test >= band[:, 0] - 1e-9) & (test <= band[:, 2] + 1e-9)
     return round(float(inside.mean()), 3)
+
+
+@lru_cache(maxsize=128)
+def _memo(y_bytes: bytes, h: int) -> tuple[np.ndarray, str, float | None]:
+    y = np.frombuffer(y_bytes, dtype=np.float64)
+    band, method = demand_quantiles(y, h)
+    band.setflags(write=False)
+    return band, method, _coverage(y)
 
 
 class CapacityService:
@@ -99,7 +115,7 @@ class CapacityService:
             n_days = today_s // DAY_S - first_day
             y = np.zeros(n_days)
             y[arr[:, 0].astype(np.int64) - first_day] = arr[:, 1] / DAY_S
-        band = seasonal_naive_quantiles(y, days)
+        band, method, confidence = _memo(np.ascontiguousarray(y, dtype=np.float64).tobytes(), days)
         day_starts = today_s + DAY_S * np.arange(days)
         committed = np.zeros(days)
         pending = np.zeros(days)
@@ -135,7 +151,7 @@ class CapacityService:
             "demand": demand,
             "supply": supply,
             "gap_units": max(0, math.ceil(gap - 1e-9)),
-            "confidence": _coverage(y),
+            "confidence": confidence,
             "history_days": int(y.size),
-            "method": "seasonal_naive_7d_empirical_quantiles",
+            "method": method,
         }
