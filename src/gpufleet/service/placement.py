@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
 
-from sqlalchemy import Engine, func, select
+from sqlalchemy import Engine, bindparam, func, select
 
 from gpufleet.adapters.sql.models import PoolRow, ReservationRow, SkuRow
 from gpufleet.domain.errors import ValidationError
@@ -98,17 +98,14 @@ class PlacementService:
     def __init__(self, engine: Engine) -> None:
         # single-statement reads need no transaction: autocommit saves the BEGIN/ROLLBACK round trips
         self._engine = engine.execution_options(isolation_level="AUTOCOMMIT")
-
-    def recommend(self, actor: Actor, req: PlacementRequest) -> dict[str, Any]:
-        if req.gpus <= 0:
-            raise ValidationError("gpus", "must be > 0")
+        # built once with bound parameters: constructing the statement cost ~1/3 of the service time
         active = (
             select(ReservationRow.pool_id, func.sum(ReservationRow.units).label("units"))
-            .where(ReservationRow.status == ReservationStatus.ACTIVE.value, ReservationRow.sku_id == req.sku_id)
+            .where(ReservationRow.status == ReservationStatus.ACTIVE.value, ReservationRow.sku_id == bindparam("sku"))
             .group_by(ReservationRow.pool_id)
             .subquery()
         )
-        stmt = (
+        base = (
             select(
                 PoolRow.id,
                 PoolRow.region_id,
@@ -121,13 +118,23 @@ class PlacementService:
                 PoolRow.preemption_rate_per_h,
             )
             .outerjoin(active, active.c.pool_id == PoolRow.id)
-            .where(PoolRow.sku_id == req.sku_id)
+            .where(PoolRow.sku_id == bindparam("sku"))
         )
+        self._all_regions = base
+        self._some_regions = base.where(PoolRow.region_id.in_(bindparam("regions", expanding=True)))
+        self._sku_exists = select(SkuRow.id).where(SkuRow.id == bindparam("sku"))
+
+    def recommend(self, actor: Actor, req: PlacementRequest) -> dict[str, Any]:
+        if req.gpus <= 0:
+            raise ValidationError("gpus", "must be > 0")
+        params: dict[str, Any] = {"sku": req.sku_id}
+        stmt = self._all_regions
         if req.regions:
-            stmt = stmt.where(PoolRow.region_id.in_(list(req.regions)))
+            stmt = self._some_regions
+            params["regions"] = list(req.regions)
         with self._engine.connect() as conn:  # a plain read: one round trip, no ORM session on the hot path
-            rows = conn.execute(stmt).all()
-            if not rows and conn.execute(select(SkuRow.id).where(SkuRow.id == req.sku_id)).first() is None:
+            rows = conn.execute(stmt, params).all()
+            if not rows and conn.execute(self._sku_exists, {"sku": req.sku_id}).first() is None:
                 raise ValidationError("sku", f"unknown SKU {req.sku_id!r}")
         states = []
         for pool_id, region_id, tier_name, price, quota, allocated, committed, provider_id, preempt in rows:
