@@ -21,7 +21,7 @@ from functools import lru_cache
 from typing import Any
 
 import numpy as np
-from sqlalchemy import Engine, func, select
+from sqlalchemy import Engine, String, bindparam, func, select
 
 from gpufleet.adapters.sql.models import PoolRow, ReservationRow, SkuRow, UtilizationRow
 from gpufleet.domain.errors import PermissionDenied, ValidationError
@@ -31,7 +31,6 @@ from gpufleet.forecast.loop import forecast_demand
 from gpufleet.forecast.seasonal_naive import SeasonalNaive
 from gpufleet.service.auth import Actor, Role
 from gpufleet.service.clock import Clock
-from gpufleet.service.uow import UnitOfWork
 
 DAY_S = 86400
 SEASON_DAYS = 7
@@ -72,8 +71,31 @@ def _memo(y_bytes: bytes, h: int) -> tuple[np.ndarray, str, float | None]:
 
 class CapacityService:
     def __init__(self, engine: Engine, clock: Clock) -> None:
-        self._engine = engine
+        # plain reads, statements built once with bound parameters (see placement.py for why)
+        self._engine = (
+            engine.execution_options(isolation_level="AUTOCOMMIT") if engine.dialect.name == ("postgresql") else engine
+        )
         self._clock = clock
+        sku = bindparam("sku", type_=String())
+        day = UtilizationRow.bucket_start_s // DAY_S
+        self._sku_exists = select(SkuRow.id).where(SkuRow.id == sku)
+        self._daily = (  # aggregated in the database: one row per day, not one per bucket
+            select(day, func.sum(UtilizationRow.gpus_allocated * UtilizationRow.bucket_s))
+            .where(
+                UtilizationRow.sku_id == sku,
+                UtilizationRow.bucket_start_s >= bindparam("since_s"),
+                UtilizationRow.bucket_start_s < bindparam("until_s"),
+            )
+            .group_by(day)
+        )
+        self._reservations = select(
+            ReservationRow.units, ReservationRow.start_s, ReservationRow.term_months, ReservationRow.status
+        ).where(ReservationRow.sku_id == sku, ReservationRow.status.in_(COMMITTED + PENDING))
+        self._quotas = select(PoolRow.quota_gpus).where(
+            PoolRow.sku_id == sku,
+            PoolRow.tier.in_([Tier.ON_DEMAND.value, Tier.SECONDARY.value]),
+            PoolRow.quota_gpus.is_not(None),
+        )
 
     def forecast(self, actor: Actor, *, sku_id: str, days: int) -> dict[str, Any]:
         if actor.role is Role.APP_TEAM:
@@ -82,32 +104,12 @@ class CapacityService:
             raise ValidationError("days", "must be in 1..730")
         today_s = self._clock.now_s() // DAY_S * DAY_S
         hist_start_s = today_s - HISTORY_DAYS * DAY_S
-        with UnitOfWork(self._engine, write=False) as uow:
-            s = uow.session
-            if s.get(SkuRow, sku_id) is None:
+        with self._engine.connect() as conn:
+            if conn.execute(self._sku_exists, {"sku": sku_id}).first() is None:
                 raise ValidationError("sku", f"unknown SKU {sku_id!r}")
-            day = UtilizationRow.bucket_start_s // DAY_S
-            rows = s.execute(  # aggregated in the database: one row per day, not one per bucket
-                select(day, func.sum(UtilizationRow.gpus_allocated * UtilizationRow.bucket_s))
-                .where(
-                    UtilizationRow.sku_id == sku_id,
-                    UtilizationRow.bucket_start_s >= hist_start_s,
-                    UtilizationRow.bucket_start_s < today_s,
-                )
-                .group_by(day)
-            ).all()
-            res = s.execute(
-                select(
-                    ReservationRow.units, ReservationRow.start_s, ReservationRow.term_months, ReservationRow.status
-                ).where(ReservationRow.sku_id == sku_id, ReservationRow.status.in_(COMMITTED + PENDING))
-            ).all()
-            quotas = s.scalars(
-                select(PoolRow.quota_gpus).where(
-                    PoolRow.sku_id == sku_id,
-                    PoolRow.tier.in_([Tier.ON_DEMAND.value, Tier.SECONDARY.value]),
-                    PoolRow.quota_gpus.is_not(None),
-                )
-            ).all()
+            rows = conn.execute(self._daily, {"sku": sku_id, "since_s": hist_start_s, "until_s": today_s}).all()
+            res = conn.execute(self._reservations, {"sku": sku_id}).all()
+            quotas = conn.execute(self._quotas, {"sku": sku_id}).scalars().all()
         arr = np.array(rows, dtype=np.float64).reshape(-1, 2)
         y = np.zeros(0)
         if arr.shape[0]:
