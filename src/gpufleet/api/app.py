@@ -40,9 +40,13 @@ def create_app(settings: Settings | None = None, *, services: Services | None = 
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         anyio.to_thread.current_default_thread_limiter().total_tokens = services.settings.worker_threads
-        report = await run_in_threadpool(services.reservations.reconcile)
-        if report.submitted or report.activated or report.expired or report.still_pending:
-            log.info("startup reconcile: %s", report)
+        try:
+            report = await run_in_threadpool(services.reservations.reconcile)
+        except Exception:  # a provider outage must not keep the API down; the periodic pass retries
+            log.exception("startup reconcile failed")
+        else:
+            if report.submitted or report.activated or report.expired or report.still_pending:
+                log.info("startup reconcile: %s", report)
         task = None
         if services.settings.reconcile_interval_s > 0:
             task = asyncio.create_task(_reconcile_forever(services, services.settings.reconcile_interval_s))
