@@ -4,14 +4,20 @@ The replica autoscaler needs one number: an upper quantile of the highest load o
 (the cold-start lead plus one decision period), so that replicas launched now are ready before a ramp.
 The serving forecast engine (gpufleet.forecast) can replace this class through :class:`LoadForecaster`.
 
-Model (all online, O(1) amortized per bucket, no fitting offline):
+Model (online, O(1) amortized per bucket, nothing fitted offline):
   * the signal is bucketed (``bucket_s``); the *level* is the mean of the last ``level_window_s``;
-  * two point forecasts compete: the level, and the level times the seasonal growth seen one season ago
-    (mean of the season-ago future window / mean of the season-ago level window);
-  * for each, the residual ``log((future_max + floor) / (point + floor))`` is recorded once the future is known;
-  * the upper forecast is ``(point + floor) * exp(q-quantile of recent residuals) - floor`` for the candidate
-    whose residual quantile is tighter. ``floor`` keeps the residual scale-free at high load and additive near 0.
-Before ``min_residuals`` residuals exist, a conservative ratio ``warmup_ratio`` is used.
+  * three point forecasts compete: the level; the level times the growth seen one season ago (mean of the
+    season-ago future window / mean of the season-ago level window); and the *recent peak* (highest bucket
+    of the last ``slow_window_s``, which suits on/off bursty traffic);
+  * for each, the residual ``log((future_max + floor) / (point + floor))`` is recorded once the future is
+    known, in one of a few bins of the *deviation* of the level from the slow level (mean of
+    ``slow_window_s``): a level below its slow level tends to rise, one above it tends to fall, so the upper
+    quantile conditioned on the deviation is tighter than a pooled one (a thin bin uses the pooled quantile);
+  * each candidate's upper forecast is ``(point + floor) * exp(q-quantile of its residuals) - floor``, i.e.
+    calibrated on its own recent errors; the forecaster reports the *sharpest* calibrated candidate: the one
+    whose upper forecast has been lowest on average (EWMA of log) over the recent past.
+``floor`` keeps residuals scale-free at high load and additive near 0. Before ``min_residuals`` residuals
+exist a conservative ratio ``warmup_ratio`` is used.
 """
 
 from __future__ import annotations
@@ -23,6 +29,8 @@ from typing import Protocol
 import numpy as np
 
 from gpufleet.domain.errors import ValidationError
+
+N_CANDIDATES = 3  # level, seasonal growth, recent peak
 
 
 class LoadForecaster(Protocol):
@@ -39,7 +47,7 @@ class LoadForecaster(Protocol):
 
 
 class OnlineQuantileForecaster:
-    """Level + seasonal-growth point forecasts with online empirical upper quantiles (see module doc)."""
+    """Competing point forecasts with online, deviation-conditioned empirical upper quantiles."""
 
     def __init__(
         self,
@@ -48,12 +56,15 @@ class OnlineQuantileForecaster:
         floor: float,
         bucket_s: float = 10.0,
         level_window_s: float = 60.0,
+        slow_window_s: float = 1_800.0,
         season_s: float = 86_400.0,
-        quantile: float = 0.99,
+        quantile: float = 0.98,
+        deviation_edges: tuple[float, ...] = (-0.1, -0.03, 0.03, 0.1),
         residual_window: int = 8_640,
         min_residuals: int = 30,
         warmup_ratio: float = 2.0,
         refresh_buckets: int = 30,
+        sharpness_halflife_buckets: float = 2_000.0,
     ) -> None:
         if horizon_s <= 0 or bucket_s <= 0 or floor <= 0:
             raise ValidationError("forecaster", "horizon_s, bucket_s and floor must be > 0")
@@ -63,22 +74,34 @@ class OnlineQuantileForecaster:
         self.horizon_b = max(1, math.ceil(horizon_s / bucket_s))
         self.level_b = max(1, round(level_window_s / bucket_s))
         self.season_b = max(1, round(season_s / bucket_s))
+        self.slow_b = max(self.level_b, round(slow_window_s / bucket_s))
+        self.edges = deviation_edges
+        nbins = len(deviation_edges) + 1
         self.floor = floor
         self.quantile = quantile
         self.min_residuals = min_residuals
         self.refresh_buckets = refresh_buckets
+        self._alpha = 1.0 - 0.5 ** (1.0 / sharpness_halflife_buckets)
         self._warm_log = math.log(warmup_ratio)
         self._hist: list[float] = []  # completed bucket means
         self._acc_value_s = 0.0
         self._acc_s = 0.0
         self._bucket_end_s: float | None = None
-        # per candidate: pending (due bucket index, point forecast) and recent residuals
-        self._pending: tuple[deque[tuple[int, float]], ...] = (deque(), deque())
-        self._resid: tuple[deque[float], ...] = (deque(maxlen=residual_window), deque(maxlen=residual_window))
-        self._q_log = [self._warm_log, self._warm_log]
+        nc = N_CANDIDATES
+        # per candidate: pending (due bucket index, point forecast, bin); pooled and per-bin residuals
+        self._pending: list[deque[tuple[int, float, int]]] = [deque() for _ in range(nc)]
+        self._resid: list[deque[float]] = [deque(maxlen=residual_window) for _ in range(nc)]
+        self._resid_bin = [[deque[float](maxlen=residual_window) for _ in range(nbins)] for _ in range(nc)]
+        self._q_log = [self._warm_log] * nc
+        self._q_bin = [[self._warm_log] * nbins for _ in range(nc)]
+        self._sharp = [0.0] * nc  # EWMA of log(upper + floor) per candidate (same weights: comparable)
+        self._sum_level = 0.0
+        self._sum_slow = 0.0
+        self._peak: deque[tuple[int, float]] = deque()  # monotonic deque for the recent-peak candidate
         self._since_refresh = 0
         self._upper = 0.0
         self._level = 0.0
+        self.chosen = 0
 
     # -- interface -------------------------------------------------------------------------------------
     def observe(self, now_s: float, value: float, duration_s: float) -> None:
@@ -104,23 +127,40 @@ class OnlineQuantileForecaster:
         h = self._hist
         h.append(mean)
         n = len(h)
-        # residuals of forecasts whose future window just completed
-        for c in (0, 1):
+        f = self.floor
+        for c in range(N_CANDIDATES):  # residuals of forecasts whose future window just completed
             pend = self._pending[c]
             while pend and pend[0][0] <= n:
-                due, point = pend.popleft()
-                fut_max = max(h[due - self.horizon_b : due])
-                self._resid[c].append(math.log((fut_max + self.floor) / (point + self.floor)))
+                due, point, b = pend.popleft()
+                r = math.log((max(h[due - self.horizon_b : due]) + f) / (point + f))
+                self._resid[c].append(r)
+                self._resid_bin[c][b].append(r)
         self._since_refresh += 1
         if self._since_refresh >= self.refresh_buckets or n <= self.min_residuals + self.horizon_b:
             self._refresh_quantiles()
-        level = float(np.mean(h[-self.level_b :]))
+        # running sums and a monotonic deque keep level, slow level and recent peak O(1) per bucket
+        self._sum_level += mean - (h[n - 1 - self.level_b] if n > self.level_b else 0.0)
+        self._sum_slow += mean - (h[n - 1 - self.slow_b] if n > self.slow_b else 0.0)
+        while self._peak and self._peak[-1][1] <= mean:
+            self._peak.pop()
+        self._peak.append((n - 1, mean))
+        while self._peak[0][0] <= n - 1 - self.slow_b:
+            self._peak.popleft()
+        level = max(0.0, self._sum_level / min(n, self.level_b))
+        slow = max(0.0, self._sum_slow / min(n, self.slow_b))
         self._level = level
-        points = (level, level * self._seasonal_growth(n))
-        for c in (0, 1):
-            self._pending[c].append((n + self.horizon_b, points[c]))
-        best = 0 if self._q_log[0] <= self._q_log[1] else 1
-        self._upper = max(0.0, (points[best] + self.floor) * math.exp(self._q_log[best]) - self.floor)
+        dev = math.log((level + f) / (slow + f))
+        b = sum(1 for e in self.edges if dev > e)
+        points = (level, level * self._seasonal_growth(n), self._peak[0][1])
+        uppers = []
+        for c in range(N_CANDIDATES):
+            self._pending[c].append((n + self.horizon_b, points[c], b))
+            up = (points[c] + f) * math.exp(self._q_bin[c][b]) - f
+            uppers.append(max(0.0, up))
+            self._sharp[c] += self._alpha * (math.log(up + f) - self._sharp[c])
+        usable = [c for c in range(N_CANDIDATES) if c != 1 or n >= self.season_b + self.level_b]
+        self.chosen = min(usable, key=lambda c: self._sharp[c])
+        self._upper = uppers[self.chosen]
 
     def _seasonal_growth(self, n: int) -> float:
         s, lb, hb = self.season_b, self.level_b, self.horizon_b
@@ -128,17 +168,17 @@ class OnlineQuantileForecaster:
             return 1.0
         past = self._hist[n - s - lb : n - s]
         fut = self._hist[n - s : n - s + hb]
-        p = float(np.mean(past)) + self.floor
-        f = float(np.mean(fut)) + self.floor
-        return min(2.0, max(0.5, f / p))
+        p = sum(past) / len(past) + self.floor
+        fm = sum(fut) / len(fut) + self.floor
+        return min(2.0, max(0.5, fm / p))
 
     def _refresh_quantiles(self) -> None:
         self._since_refresh = 0
-        for c in (0, 1):
-            r = self._resid[c]
-            if len(r) >= self.min_residuals:
-                self._q_log[c] = max(0.0, float(np.quantile(np.fromiter(r, float, len(r)), self.quantile)))
-            else:
-                self._q_log[c] = self._warm_log
-        if len(self._hist) < self.season_b:
-            self._q_log[1] = math.inf  # no season seen yet: the seasonal candidate cannot win
+        for c in range(N_CANDIDATES):
+            self._q_log[c] = self._quantile(self._resid[c], self._warm_log)
+            self._q_bin[c] = [self._quantile(rb, self._q_log[c]) for rb in self._resid_bin[c]]
+
+    def _quantile(self, r: deque[float], fallback: float) -> float:
+        if len(r) < self.min_residuals:
+            return fallback
+        return max(0.0, float(np.quantile(np.fromiter(r, float, len(r)), self.quantile)))

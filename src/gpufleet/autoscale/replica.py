@@ -42,8 +42,15 @@ class ReplicaAutoscalerConfig:
     cold_start_s: lead time of a new replica; the forecast horizon is ``cold_start_s + period_s``.
     scale_up_stabilization_s: a scale-up applies the *lowest* recommendation of this window (0 = at once).
     scale_down_stabilization_s: a scale-down applies the *highest* recommendation of this window.
-    drain_s: a queue of ``queue_depth`` requests asks for ``queue_depth / drain_s`` extra rps of capacity.
+    drain_s: a queue of ``queue_depth`` requests asks for ``queue_depth / drain_s`` extra rps of capacity
+      (at most the forecast load again: capacity launched now only arrives after a cold start).
     quantile: upper quantile of the load forecast the fleet is sized for.
+    peak_headroom: the upper forecast may load replicas up to ``peak_headroom * target`` (the fleet is sized
+      for the forecast's upper quantile at a hot but safe utilization, e.g. 0.8 * 1.2 = 96%, instead of for
+      the current load at the target utilization: the forecast, not a fixed margin, provides the headroom).
+    scale_down_deadband: scale down only when the recommendation is at least this fraction (and one replica)
+      below the current fleet: a flap of one replica costs a whole cold start.
+    size_on_level: also keep ``level / target`` replicas (the reactive target-tracking floor); off by default.
     zero_idle_s: scale to zero only after this long without any arrival.
     slo_breach_cost_usd: cost assigned to one request that misses its latency SLO (scale-to-zero rule).
     price_usd_per_replica_h: replica price, for the scale-to-zero rule and the budget.
@@ -58,8 +65,11 @@ class ReplicaAutoscalerConfig:
     period_s: float = 5.0
     scale_up_stabilization_s: float = 0.0
     scale_down_stabilization_s: float = 60.0
-    drain_s: float = 30.0
-    quantile: float = 0.99
+    drain_s: float = 60.0
+    quantile: float = 0.98
+    peak_headroom: float = 1.2
+    size_on_level: bool = False
+    scale_down_deadband: float = 0.0
     zero_idle_s: float = 60.0
     slo_breach_cost_usd: float = 0.01
     price_usd_per_replica_h: float = 27.52
@@ -108,12 +118,16 @@ class PredictiveReplicaAutoscaler:
         self.forecaster.observe(s.now_s, value, s.period_s)
         if s.arrival_rps > 0 or s.queue_depth > 0 or self._last_arrival_s is None:
             self._last_arrival_s = s.now_s
-        fc = max(self.forecaster.upper(), value)
-        raw = fc / c.target_per_replica
-        reason = "forecast_prewarm" if fc > value else "current_load"
+        upper = self.forecaster.upper()
+        hot = c.target_per_replica * c.peak_headroom
+        fc = max(upper, value)
+        raw = max(fc / hot, self.forecaster.level() / c.target_per_replica if c.size_on_level else 0.0)
+        reason = "forecast_prewarm" if upper > value else "current_load"
         if c.metric == "rps" and s.queue_depth > 0:
-            raw += s.queue_depth / c.drain_s / c.target_per_replica
-            reason = "queue_drain"
+            extra = self._drain_extra(s, fc, hot)
+            if extra > 0:
+                raw += extra
+                reason = "queue_drain"
         rec = math.ceil(raw - 1e-9)
         desired = self._stabilize(s.now_s, rec, s.total)
         if desired < rec:
@@ -130,6 +144,19 @@ class PredictiveReplicaAutoscaler:
             desired, reason = c.min_replicas, "clamped_min"
         return self._apply_budget(desired, reason, fc)
 
+    def _drain_extra(self, s: ReplicaSignals, load: float, hot: float) -> float:
+        """Replicas to add so the queue drains within ``drain_s`` once the launched replicas are ready.
+
+        The starting replicas arrive within a cold start (half of one on average); until then the queue grows
+        by what the ready replicas cannot serve. Only the part the whole fleet cannot drain in ``drain_s``
+        asks for more replicas, so one queue is not paid for twice.
+        """
+        c = self.config
+        grow = max(0.0, load - s.ready * hot) * c.cold_start_s / 2.0
+        excess = s.total * hot - load
+        need = (s.queue_depth + grow) / c.drain_s - excess
+        return max(0.0, min(need, load) / hot)
+
     def _stabilize(self, now_s: float, rec: int, current: int) -> int:
         c = self.config
         keep_s = max(c.scale_up_stabilization_s, c.scale_down_stabilization_s)
@@ -140,6 +167,8 @@ class PredictiveReplicaAutoscaler:
             window = [r for t, r in self._recs if t >= now_s - c.scale_up_stabilization_s - 1e-9]
             return max(current, min(window))
         if rec < current:
+            if current - rec < max(1.0, c.scale_down_deadband * current):
+                return current
             window = [r for t, r in self._recs if t >= now_s - c.scale_down_stabilization_s - 1e-9]
             return min(current, max(window))
         return rec
