@@ -6,16 +6,18 @@ The serving forecast engine (gpufleet.forecast) can replace this class through :
 
 Model (online, O(1) amortized per bucket, nothing fitted offline):
   * the signal is bucketed (``bucket_s``); the *level* is the mean of the last ``level_window_s``;
-  * three point forecasts compete: the level; the level times the growth seen one season ago (mean of the
-    season-ago future window / mean of the season-ago level window); and the *recent peak* (highest bucket
-    of the last ``slow_window_s``, which suits on/off bursty traffic);
+  * three point forecasts compete: the level; the level times the seasonal growth (median over the last
+    ``max_seasons`` seasons of: max of the season-ago future window / mean of the season-ago level window);
+    and the *recent peak* (highest bucket of the last ``slow_window_s``, which suits on/off bursty traffic);
   * for each, the residual ``log((future_max + floor) / (point + floor))`` is recorded once the future is
     known, in one of a few bins of the *deviation* of the level from the slow level (mean of
     ``slow_window_s``): a level below its slow level tends to rise, one above it tends to fall, so the upper
     quantile conditioned on the deviation is tighter than a pooled one (a thin bin uses the pooled quantile);
   * each candidate's upper forecast is ``(point + floor) * exp(q-quantile of its residuals) - floor``, i.e.
-    calibrated on its own recent errors; the forecaster reports the *sharpest* calibrated candidate: the one
-    whose upper forecast has been lowest on average (EWMA of log) over the recent past.
+    calibrated on its own recent errors; the forecaster reports the candidate with the lowest recent
+    quantile (pinball) loss at level ``quantile`` (EWMA, in log space), a proper score for an upper quantile;
+  * a recurring ramp is never ignored: when the seasonal growth is above 1, the upper forecast is at least
+    the seasonal point forecast.
 ``floor`` keeps residuals scale-free at high load and additive near 0. Before ``min_residuals`` residuals
 exist a conservative ratio ``warmup_ratio`` is used.
 """
@@ -64,7 +66,8 @@ class OnlineQuantileForecaster:
         min_residuals: int = 30,
         warmup_ratio: float = 2.0,
         refresh_buckets: int = 30,
-        sharpness_halflife_buckets: float = 2_000.0,
+        loss_halflife_buckets: float = 2_000.0,
+        max_seasons: int = 7,
     ) -> None:
         if horizon_s <= 0 or bucket_s <= 0 or floor <= 0:
             raise ValidationError("forecaster", "horizon_s, bucket_s and floor must be > 0")
@@ -81,20 +84,21 @@ class OnlineQuantileForecaster:
         self.quantile = quantile
         self.min_residuals = min_residuals
         self.refresh_buckets = refresh_buckets
-        self._alpha = 1.0 - 0.5 ** (1.0 / sharpness_halflife_buckets)
+        self._alpha = 1.0 - 0.5 ** (1.0 / loss_halflife_buckets)
+        self.max_seasons = max_seasons
         self._warm_log = math.log(warmup_ratio)
         self._hist: list[float] = []  # completed bucket means
         self._acc_value_s = 0.0
         self._acc_s = 0.0
         self._bucket_end_s: float | None = None
         nc = N_CANDIDATES
-        # per candidate: pending (due bucket index, point forecast, bin); pooled and per-bin residuals
-        self._pending: list[deque[tuple[int, float, int]]] = [deque() for _ in range(nc)]
+        # per candidate: pending (due bucket index, point forecast, bin, upper); pooled and per-bin residuals
+        self._pending: list[deque[tuple[int, float, int, float]]] = [deque() for _ in range(nc)]
         self._resid: list[deque[float]] = [deque(maxlen=residual_window) for _ in range(nc)]
         self._resid_bin = [[deque[float](maxlen=residual_window) for _ in range(nbins)] for _ in range(nc)]
         self._q_log = [self._warm_log] * nc
         self._q_bin = [[self._warm_log] * nbins for _ in range(nc)]
-        self._sharp = [0.0] * nc  # EWMA of log(upper + floor) per candidate (same weights: comparable)
+        self._loss = [0.0] * nc  # EWMA of the pinball loss of each candidate's upper forecast
         self._sum_level = 0.0
         self._sum_slow = 0.0
         self._peak: deque[tuple[int, float]] = deque()  # monotonic deque for the recent-peak candidate
@@ -131,10 +135,14 @@ class OnlineQuantileForecaster:
         for c in range(N_CANDIDATES):  # residuals of forecasts whose future window just completed
             pend = self._pending[c]
             while pend and pend[0][0] <= n:
-                due, point, b = pend.popleft()
-                r = math.log((max(h[due - self.horizon_b : due]) + f) / (point + f))
+                due, point, b, up = pend.popleft()
+                y = math.log(max(h[due - self.horizon_b : due]) + f)
+                r = y - math.log(point + f)
                 self._resid[c].append(r)
                 self._resid_bin[c][b].append(r)
+                miss = y - math.log(up + f)
+                pin = self.quantile * miss if miss > 0 else (self.quantile - 1.0) * miss
+                self._loss[c] += self._alpha * (pin - self._loss[c])
         self._since_refresh += 1
         if self._since_refresh >= self.refresh_buckets or n <= self.min_residuals + self.horizon_b:
             self._refresh_quantiles()
@@ -151,26 +159,31 @@ class OnlineQuantileForecaster:
         self._level = level
         dev = math.log((level + f) / (slow + f))
         b = sum(1 for e in self.edges if dev > e)
-        points = (level, level * self._seasonal_growth(n), self._peak[0][1])
+        growth = self._seasonal_growth(n)
+        points = (level, max(0.0, (level + f) * growth - f), self._peak[0][1])
         uppers = []
         for c in range(N_CANDIDATES):
-            self._pending[c].append((n + self.horizon_b, points[c], b))
-            up = (points[c] + f) * math.exp(self._q_bin[c][b]) - f
-            uppers.append(max(0.0, up))
-            self._sharp[c] += self._alpha * (math.log(up + f) - self._sharp[c])
+            up = max(0.0, (points[c] + f) * math.exp(self._q_bin[c][b]) - f)
+            uppers.append(up)
+            self._pending[c].append((n + self.horizon_b, points[c], b, up))
         usable = [c for c in range(N_CANDIDATES) if c != 1 or n >= self.season_b + self.level_b]
-        self.chosen = min(usable, key=lambda c: self._sharp[c])
-        self._upper = uppers[self.chosen]
+        self.chosen = min(usable, key=lambda c: self._loss[c])
+        self._upper = max(uppers[self.chosen], points[1] if growth > 1.0 else 0.0)
 
     def _seasonal_growth(self, n: int) -> float:
+        """Median over past seasons of (future-window max / level-window mean), clipped to [0.5, 4]."""
         s, lb, hb = self.season_b, self.level_b, self.horizon_b
-        if n - s - lb < 0:
+        ratios = []
+        for k in range(1, self.max_seasons + 1):
+            at = n - k * s
+            if at - lb < 0:
+                break
+            past = self._hist[at - lb : at]
+            fut = self._hist[at : at + hb]
+            ratios.append((max(fut) + self.floor) / (sum(past) / len(past) + self.floor))
+        if not ratios:
             return 1.0
-        past = self._hist[n - s - lb : n - s]
-        fut = self._hist[n - s : n - s + hb]
-        p = sum(past) / len(past) + self.floor
-        fm = sum(fut) / len(fut) + self.floor
-        return min(2.0, max(0.5, fm / p))
+        return min(4.0, max(0.5, float(np.median(ratios))))
 
     def _refresh_quantiles(self) -> None:
         self._since_refresh = 0
