@@ -167,9 +167,7 @@ def eligible(group: NodeGroup, work: PendingWork) -> bool:
         return False
     if work.acceptable_skus and group.sku_id not in work.acceptable_skus:
         return False
-    if group.tier is Tier.SPOT and (work.serving or not work.checkpointable):
-        return False
-    return True
+    return not (group.tier is Tier.SPOT and (work.serving or not work.checkpointable))
 
 
 def _fit_members(free: list[int], members: int, size: int) -> tuple[int, list[int]]:
@@ -316,8 +314,9 @@ class ClusterAutoscaler:
                     holds.append(Hold(n.id, "forecast_needed_before_payoff"))
                     continue
             others = [
-                m.id for m in snap.nodes if m.id != n.id and m.id not in removed and m.ready
-                and groups[m.group_id].sku_id == g.sku_id
+                m.id
+                for m in snap.nodes
+                if m.id != n.id and m.id not in removed and m.ready and groups[m.group_id].sku_id == g.sku_id
             ]
             slots = [free[i] for i in others]
             ok = True

@@ -39,9 +39,7 @@ class ReplicaThroughputModel:
         if self.prefill_tokens_per_s <= 0 or self.decode_tokens_per_s <= 0:
             raise ValidationError("tokens_per_s", "prefill and decode rates must be > 0")
 
-    def work_s(
-        self, context_tokens: npt.ArrayLike, generated_tokens: npt.ArrayLike
-    ) -> npt.NDArray[np.float64]:
+    def work_s(self, context_tokens: npt.ArrayLike, generated_tokens: npt.ArrayLike) -> npt.NDArray[np.float64]:
         """Replica-seconds of work for each request."""
         ctx = np.asarray(context_tokens, dtype=np.float64)
         gen = np.asarray(generated_tokens, dtype=np.float64)

@@ -148,9 +148,7 @@ def verdict(run_: TraceRun, min_attainment: float = 0.99, min_saving: float = 0.
     r = run_.results
     g, s = r["gpufleet"], r["static_peak"]
     saving = 1.0 - g.gpu_hours / s.gpu_hours if s.gpu_hours > 0 else 0.0
-    others = [
-        (n, x) for n, x in r.items() if n != "gpufleet" and x.slo_attainment >= min_attainment
-    ]
+    others = [(n, x) for n, x in r.items() if n != "gpufleet" and x.slo_attainment >= min_attainment]
     beaten = all(g.gpu_hours < x.gpu_hours for _, x in others)
     ok = g.slo_attainment >= min_attainment and saving >= min_saving and beaten
     why = (

@@ -57,13 +57,13 @@ def simulate(
     dt = trace.step_s
     tail = math.ceil((cold_start_s + 60.0) / dt)
     n_req_steps = len(trace.count)
-    T = n_req_steps + tail
+    n_steps = n_req_steps + tail
     count = np.concatenate([trace.count, np.zeros(tail, np.int64)])
     work = np.concatenate([trace.work_s, np.zeros(tail)])
     a_cum = np.cumsum(work)
     n_cum = np.cumsum(count)
     a_list = a_cum.tolist()
-    u_arr = np.empty(T)
+    u_arr = np.empty(n_steps)
     per_req_k: list[float] | None = None
     if trace.req_work_s is not None:
         per_req_k = (np.cumsum(trace.req_work_s) - trace.req_work_s).tolist()
@@ -79,7 +79,7 @@ def simulate(
     trail: list[tuple[float, int]] = []
     rec_p = max(1, round(record_every_s / dt)) if record_every_s > 0 else 0
     prev_u = 0.0
-    for i in range(0, T, p):
+    for i in range(0, n_steps, p):
         # -- observe the last period and decide --------------------------------------------------------
         if i > 0:
             lo = i - p - 1
@@ -120,7 +120,7 @@ def simulate(
             ready -= drop
         total = ready + len(starting)
         max_rep = max(max_rep, total)
-        end = min(T, i + p)
+        end = min(n_steps, i + p)
         rep_s += total * (end - i) * dt
         if rec_p and (i // p) % max(1, rec_p // p) == 0:
             trail.append((i * dt, total))
@@ -134,13 +134,14 @@ def simulate(
                 cap = ready * dt
             u += cap
             aj = a_list[j]
-            if u > aj:
-                u = aj
+            u = min(u, aj)
             u_arr[j] = u
     waits = _waits(trace, u_arr, dt)
     n = int(trace.count.sum())
-    met = int(np.count_nonzero(waits <= slo_s + 1e-9)) if trace.req_t_s is not None else int(
-        trace.count[waits <= slo_s + 1e-9].sum()
+    met = (
+        int(np.count_nonzero(waits <= slo_s + 1e-9))
+        if trace.req_t_s is not None
+        else int(trace.count[waits <= slo_s + 1e-9].sum())
     )
     finite = waits[np.isfinite(waits)]
     if trace.req_t_s is None:
@@ -156,7 +157,7 @@ def simulate(
         slo_attainment=met / n if n else 1.0,
         cold_starts=launches,
         requests=n,
-        mean_replicas=rep_s / (T * dt),
+        mean_replicas=rep_s / (n_steps * dt),
         max_replicas=max_rep,
         p99_wait_s=p99,
         unserved=unserved,

@@ -123,11 +123,13 @@ def request_trace(trace_id: str, t_s: F64, work_s: F64, step_s: float) -> Arriva
     n_steps = int(np.floor(t_s[-1] / step_s)) + 1
     idx = np.minimum((t_s / step_s).astype(np.int64), n_steps - 1)
     count = np.bincount(idx, minlength=n_steps).astype(np.int64)
-    work = np.bincount(idx, weights=work_s, minlength=n_steps)
+    work = np.bincount(idx, weights=work_s, minlength=n_steps).astype(np.float64)
     return ArrivalTrace(trace_id, step_s, count, work, float(work_s.mean()), t_s, work_s)
 
 
-def find_gaps(rates: F64, window_s: int, *, fraction: float = 0.05, min_requests: float = 100.0) -> npt.NDArray[np.bool_]:
+def find_gaps(
+    rates: F64, window_s: int, *, fraction: float = 0.05, min_requests: float = 100.0
+) -> npt.NDArray[np.bool_]:
     """Windows that are data gaps rather than demand.
 
     A window is a gap when it is NaN, or when its rate is below ``fraction`` of the median of the surrounding
@@ -137,7 +139,7 @@ def find_gaps(rates: F64, window_s: int, *, fraction: float = 0.05, min_requests
     """
     n = len(rates)
     gaps = np.isnan(rates)
-    half = max(1, int(round(43_200 / window_s)))
+    half = max(1, round(43_200 / window_s))
     pos = np.where(gaps | (rates <= 0), np.nan, rates)
     for i in range(n):
         w = pos[max(0, i - half) : i + half + 1]
@@ -167,8 +169,8 @@ def rate_trace(
     step_s: float = 1.0,
 ) -> ArrivalTrace:
     """Poisson arrivals per step at each window's rate (piecewise constant), default request shape."""
-    per_window = max(1, int(round(window_s / step_s)))
+    per_window = max(1, round(window_s / step_s))
     lam = np.repeat(np.maximum(rates_rps, 0.0) * step_s, per_window)
     count = rng.poisson(lam).astype(np.int64)
     w = model.default_work_s
-    return ArrivalTrace(trace_id, step_s, count, count * w, w)
+    return ArrivalTrace(trace_id, step_s, count, (count * w).astype(np.float64), w)

@@ -32,9 +32,7 @@ def bench_autoscale(
     ] = False,
 ) -> None:
     """Replay a request trace through GPU replicas under gpufleet, static_peak, hpa and kpa."""
-    st = BenchSettings(
-        cold_start_s=cold_start_s, slo_s=slo_s, target_utilization=target_utilization, seed=seed
-    )
+    st = BenchSettings(cold_start_s=cold_start_s, slo_s=slo_s, target_utilization=target_utilization, seed=seed)
     runs = run(trace, st=st, series_id=series, impute_gaps=not keep_zero_windows)
     con = Console()
     stamp = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
@@ -44,8 +42,16 @@ def bench_autoscale(
             title=f"{r.trace.trace_id}: cold start {cold_start_s:g} s, SLO wait <= {slo_s:g} s, "
             f"{r.rps_per_replica:.2f} rps/replica at 100%, gap windows imputed: {r.trace.gap_windows}"
         )
-        for col in ("policy", "GPU-h", "vs static_peak", "SLO attainment", "cold starts", "mean replicas",
-                    "p99 wait s", "sim s"):
+        for col in (
+            "policy",
+            "GPU-h",
+            "vs static_peak",
+            "SLO attainment",
+            "cold starts",
+            "mean replicas",
+            "p99 wait s",
+            "sim s",
+        ):
             t.add_column(col, justify="left" if col == "policy" else "right")
         base = r.results["static_peak"].gpu_hours
         for name, x in r.results.items():
