@@ -146,3 +146,18 @@ def test_hpa_never_goes_below_one_replica() -> None:
 def test_config_refuses_inverted_bounds() -> None:
     with pytest.raises(ValidationError):
         ReplicaAutoscalerConfig(min_replicas=5, max_replicas=2, target_per_replica=1.0, cold_start_s=60)
+
+
+def test_cheapest_sku_meeting_the_slo_wins_and_others_say_why() -> None:
+    from gpufleet.autoscale.sku_choice import SkuOption, choose_sku
+
+    opts = (
+        SkuOption("h100_80gb", 4, 6.0, 27.5, 0.8, 210),
+        SkuOption("a100_80gb", 4, 2.7, 13.7, 1.6, 240),
+        SkuOption("l40s", 8, 1.5, 30.1, 3.5, 300),
+    )
+    c = choose_sku(opts, demand_rps=30.0, slo_latency_s=2.0)
+    # h100: 5 x 27.5 = 137.5/h; a100: 12 x 13.7 = 164.4/h; l40s misses the SLO
+    assert c.sku_id == "h100_80gb" and c.replicas == 5 and c.reason == "cheapest_meeting_slo"
+    assert dict(c.rejected) == {"a100_80gb": "more_expensive", "l40s": "latency_above_slo"}
+    assert choose_sku(opts, 30.0, 0.5).sku_id is None
