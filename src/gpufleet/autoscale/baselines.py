@@ -112,29 +112,33 @@ class KpaPolicy:
         self.panic_threshold = panic_threshold
         self.grace_s = scale_to_zero_grace_s
         self.down_rate = max_scale_down_rate
-        self._obs: deque[tuple[float, float, float]] = deque()  # (t, rps, duration)
+        # one running-sum window per averaging window: (t, rps * duration, duration) entries
+        self._win = {w: (deque[tuple[float, float, float]](), [0.0, 0.0]) for w in (stable_window_s, panic_window_s)}
         self._panic_since: float | None = None
         self._panic_last_trigger = -math.inf
         self._desired = 1
         self._zero_since: float | None = None
 
-    def _avg(self, now_s: float, window_s: float) -> float:
-        tot, dur = 0.0, 0.0
-        for t, v, d in reversed(self._obs):
-            if t <= now_s - window_s + 1e-9:
-                break
-            tot += v * d
-            dur += d
-        return tot / dur if dur > 0 else 0.0
+    def _push(self, now_s: float, rps: float, duration_s: float) -> None:
+        for w, (q, sums) in self._win.items():
+            q.append((now_s, rps * duration_s, duration_s))
+            sums[0] += rps * duration_s
+            sums[1] += duration_s
+            while q and q[0][0] <= now_s - w + 1e-9:
+                _, v, d = q.popleft()
+                sums[0] -= v
+                sums[1] -= d
+
+    def _avg(self, window_s: float) -> float:
+        _, (total, dur) = self._win[window_s]
+        return max(0.0, total / dur) if dur > 1e-9 else 0.0
 
     def decide(self, signals: ReplicaSignals) -> ReplicaDecision:
         s = signals
         now = s.now_s
-        self._obs.append((now, s.arrival_rps, s.period_s))
-        while self._obs and self._obs[0][0] < now - self.stable_s - 1e-9:
-            self._obs.popleft()
-        stable = self._avg(now, self.stable_s)
-        panic = self._avg(now, self.panic_s)
+        self._push(now, s.arrival_rps, s.period_s)
+        stable = self._avg(self.stable_s)
+        panic = self._avg(self.panic_s)
         want_stable = math.ceil(stable / self.target - 1e-9)
         want_panic = math.ceil(panic / self.target - 1e-9)
         ready = max(s.ready, 1)

@@ -48,6 +48,27 @@ class LoadForecaster(Protocol):
         """Mean of the recent signal (the point nowcast)."""
 
 
+class _Ring:
+    """A fixed-size ring of floats in a numpy array (the recent residuals), with a fast upper quantile."""
+
+    __slots__ = ("buf", "n", "pos")
+
+    def __init__(self, size: int) -> None:
+        self.buf = np.empty(size)
+        self.n = 0
+        self.pos = 0
+
+    def append(self, x: float) -> None:
+        self.buf[self.pos] = x
+        self.pos = (self.pos + 1) % len(self.buf)
+        self.n = min(self.n + 1, len(self.buf))
+
+    def quantile(self, q: float) -> float:
+        """Empirical q-quantile (the ceil(q * n)-th smallest value), by partition, O(n)."""
+        k = min(self.n - 1, max(0, math.ceil(q * self.n) - 1))
+        return float(np.partition(self.buf[: self.n], k)[k])
+
+
 class OnlineQuantileForecaster:
     """Competing point forecasts with online, deviation-conditioned empirical upper quantiles."""
 
@@ -65,7 +86,7 @@ class OnlineQuantileForecaster:
         residual_window: int = 8_640,
         min_residuals: int = 30,
         warmup_ratio: float = 2.0,
-        refresh_buckets: int = 30,
+        refresh_buckets: int = 60,
         loss_halflife_buckets: float = 2_000.0,
         max_seasons: int = 7,
     ) -> None:
@@ -94,8 +115,8 @@ class OnlineQuantileForecaster:
         nc = N_CANDIDATES
         # per candidate: pending (due bucket index, point forecast, bin, upper); pooled and per-bin residuals
         self._pending: list[deque[tuple[int, float, int, float]]] = [deque() for _ in range(nc)]
-        self._resid: list[deque[float]] = [deque(maxlen=residual_window) for _ in range(nc)]
-        self._resid_bin = [[deque[float](maxlen=residual_window) for _ in range(nbins)] for _ in range(nc)]
+        self._resid = [_Ring(residual_window) for _ in range(nc)]
+        self._resid_bin = [[_Ring(residual_window) for _ in range(nbins)] for _ in range(nc)]
         self._q_log = [self._warm_log] * nc
         self._q_bin = [[self._warm_log] * nbins for _ in range(nc)]
         self._loss = [0.0] * nc  # EWMA of the pinball loss of each candidate's upper forecast
@@ -183,7 +204,10 @@ class OnlineQuantileForecaster:
             ratios.append((max(fut) + self.floor) / (sum(past) / len(past) + self.floor))
         if not ratios:
             return 1.0
-        return min(4.0, max(0.5, float(np.median(ratios))))
+        ratios.sort()
+        mid = len(ratios) // 2
+        med = ratios[mid] if len(ratios) % 2 else 0.5 * (ratios[mid - 1] + ratios[mid])
+        return min(4.0, max(0.5, med))
 
     def _refresh_quantiles(self) -> None:
         self._since_refresh = 0
@@ -191,7 +215,7 @@ class OnlineQuantileForecaster:
             self._q_log[c] = self._quantile(self._resid[c], self._warm_log)
             self._q_bin[c] = [self._quantile(rb, self._q_log[c]) for rb in self._resid_bin[c]]
 
-    def _quantile(self, r: deque[float], fallback: float) -> float:
-        if len(r) < self.min_residuals:
+    def _quantile(self, r: _Ring, fallback: float) -> float:
+        if r.n < self.min_residuals:
             return fallback
-        return max(0.0, float(np.quantile(np.fromiter(r, float, len(r)), self.quantile)))
+        return max(0.0, r.quantile(self.quantile))

@@ -39,6 +39,8 @@ class SimResult:
     max_replicas: int
     p99_wait_s: float
     unserved: int
+    gpu_hours_2nd_half: float = 0.0  # the second half of the trace: held out while choosing defaults
+    slo_attainment_2nd_half: float = 1.0
     reasons: dict[str, int] = field(default_factory=dict)
     replicas_t: list[tuple[float, int]] = field(default_factory=list)
 
@@ -73,6 +75,8 @@ def simulate(
     starting: deque[int] = deque()
     u = 0.0
     rep_s = 0.0
+    rep_s_2nd = 0.0
+    half_step = n_req_steps // 2
     launches = 0
     max_rep = ready
     reasons: dict[str, int] = {}
@@ -122,6 +126,8 @@ def simulate(
         max_rep = max(max_rep, total)
         end = min(n_steps, i + p)
         rep_s += total * (end - i) * dt
+        if end > half_step:
+            rep_s_2nd += total * (end - max(i, half_step)) * dt
         if rec_p and (i // p) % max(1, rec_p // p) == 0:
             trail.append((i * dt, total))
         # -- advance the queue -----------------------------------------------------------------------
@@ -143,6 +149,13 @@ def simulate(
         if trace.req_t_s is not None
         else int(trace.count[waits <= slo_s + 1e-9].sum())
     )
+    ok = waits <= slo_s + 1e-9
+    if trace.req_t_s is not None:
+        late_half = trace.req_t_s >= half_step * dt
+        n2, met2 = int(late_half.sum()), int(np.count_nonzero(ok & late_half))
+    else:
+        n2 = int(trace.count[half_step:].sum())
+        met2 = int(trace.count[half_step:][ok[half_step:]].sum())
     finite = waits[np.isfinite(waits)]
     if trace.req_t_s is None:
         weights = trace.count.astype(np.float64)
@@ -161,6 +174,8 @@ def simulate(
         max_replicas=max_rep,
         p99_wait_s=p99,
         unserved=unserved,
+        gpu_hours_2nd_half=rep_s_2nd * gpus_per_replica / 3600.0,
+        slo_attainment_2nd_half=met2 / n2 if n2 else 1.0,
         reasons=reasons,
         replicas_t=trail,
     )

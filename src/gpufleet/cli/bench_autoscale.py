@@ -34,7 +34,7 @@ def bench_autoscale(
     """Replay a request trace through GPU replicas under gpufleet, static_peak, hpa and kpa."""
     st = BenchSettings(cold_start_s=cold_start_s, slo_s=slo_s, target_utilization=target_utilization, seed=seed)
     runs = run(trace, st=st, series_id=series, impute_gaps=not keep_zero_windows)
-    con = Console()
+    con = Console(width=200)
     stamp = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
     con.print(f"{stamp} on {platform.node()} ({platform.machine()}, Python {platform.python_version()})")
     for r in runs:
@@ -50,6 +50,8 @@ def bench_autoscale(
             "cold starts",
             "mean replicas",
             "p99 wait s",
+            "2nd half GPU-h",
+            "2nd half SLO",
             "sim s",
         ):
             t.add_column(col, justify="left" if col == "policy" else "right")
@@ -63,6 +65,8 @@ def bench_autoscale(
                 f"{x.cold_starts:,}",
                 f"{x.mean_replicas:.1f}",
                 f"{x.p99_wait_s:.1f}",
+                f"{x.gpu_hours_2nd_half:,.1f}",
+                f"{x.slo_attainment_2nd_half:.4f}",
                 f"{r.wall_s[name]:.1f}",
             )
         con.print(t)
