@@ -14,7 +14,9 @@ Model (online, O(1) amortized per bucket, nothing fitted offline):
     ``slow_window_s``): a level below its slow level tends to rise, one above it tends to fall, so the upper
     quantile conditioned on the deviation is tighter than a pooled one (a thin bin uses the pooled quantile);
   * each candidate's upper forecast is ``(point + floor) * exp(q-quantile of its residuals) - floor``, i.e.
-    calibrated on its own recent errors; the forecaster reports the candidate with the lowest recent
+    calibrated on its own recent errors; the level and the recent peak also come with an *additive* residual
+    model (``(future_max - point) / floor``, upper ``point + q * floor``), which fits on/off bursty traffic
+    whose bursts do not scale with the level; the forecaster reports the candidate with the lowest recent
     quantile (pinball) loss at level ``quantile`` (EWMA, in log space), a proper score for an upper quantile;
   * a recurring ramp is never ignored: when the seasonal growth is above 1, the upper forecast is at least
     the seasonal point forecast.
@@ -32,7 +34,9 @@ import numpy as np
 
 from gpufleet.domain.errors import ValidationError
 
-N_CANDIDATES = 3  # level, seasonal growth, recent peak
+# candidate forecasts: (point forecast, residual model); points are 0 level, 1 seasonal growth, 2 recent peak
+CANDIDATES: tuple[tuple[int, str], ...] = ((0, "log"), (1, "log"), (2, "log"), (0, "add"), (2, "add"))
+N_CANDIDATES = len(CANDIDATES)
 
 
 class LoadForecaster(Protocol):
@@ -155,10 +159,12 @@ class OnlineQuantileForecaster:
         f = self.floor
         for c in range(N_CANDIDATES):  # residuals of forecasts whose future window just completed
             pend = self._pending[c]
+            additive = CANDIDATES[c][1] == "add"
             while pend and pend[0][0] <= n:
                 due, point, b, up = pend.popleft()
-                y = math.log(max(h[due - self.horizon_b : due]) + f)
-                r = y - math.log(point + f)
+                fut = max(h[due - self.horizon_b : due])
+                y = math.log(fut + f)
+                r = (fut - point) / f if additive else y - math.log(point + f)
                 self._resid[c].append(r)
                 self._resid_bin[c][b].append(r)
                 miss = y - math.log(up + f)
@@ -183,11 +189,12 @@ class OnlineQuantileForecaster:
         growth = self._seasonal_growth(n)
         points = (level, max(0.0, (level + f) * growth - f), self._peak[0][1])
         uppers = []
-        for c in range(N_CANDIDATES):
-            up = max(0.0, (points[c] + f) * math.exp(self._q_bin[c][b]) - f)
+        for c, (pi, kind) in enumerate(CANDIDATES):
+            p, q = points[pi], self._q_bin[c][b]
+            up = max(0.0, p + q * f if kind == "add" else (p + f) * math.exp(q) - f)
             uppers.append(up)
-            self._pending[c].append((n + self.horizon_b, points[c], b, up))
-        usable = [c for c in range(N_CANDIDATES) if c != 1 or n >= self.season_b + self.level_b]
+            self._pending[c].append((n + self.horizon_b, p, b, up))
+        usable = [c for c, (pi, _) in enumerate(CANDIDATES) if pi != 1 or n >= self.season_b + self.level_b]
         self.chosen = min(usable, key=lambda c: self._loss[c])
         self._upper = max(uppers[self.chosen], points[1] if growth > 1.0 else 0.0)
 
