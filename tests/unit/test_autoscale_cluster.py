@@ -181,3 +181,37 @@ def test_forecast_aware_scale_down_churns_far_fewer_nodes_than_the_ca_baseline()
     assert ours[0] <= 0.5 * base[0], (ours, base)  # at least 50% fewer launches
     assert ours[1] <= base[1], (ours, base)  # at equal or lower cost
     assert ours[2] <= base[2], (ours, base)  # and no more waiting
+
+
+@settings(max_examples=80, deadline=None)
+@given(
+    pods=st.lists(st.lists(st.sampled_from([1, 2, 4]), max_size=3), min_size=1, max_size=8),
+    flags=st.lists(st.tuples(st.booleans(), st.booleans()), min_size=8, max_size=8),
+    budget=st.integers(0, 4),
+    pending=st.lists(st.sampled_from([1, 2, 4, 8]), max_size=3),
+)
+def test_scale_down_is_safe(
+    pods: list[list[int]], flags: list[tuple[bool, bool]], budget: int, pending: list[int]
+) -> None:
+    nodes = tuple(
+        Node(f"n{i}", "h100-od", 8, tuple(p), ready=flags[i][0], disruptable=flags[i][1], launched_s=0.0)
+        for i, p in enumerate(pods)
+    )
+    work = tuple(PendingWork(f"w{i}", g) for i, g in enumerate(pending))
+    ca = ClusterAutoscaler(cluster_autoscaler_like())
+    ca.config = ClusterAutoscalerConfig(use_forecast=False, respect_min_billing=False, disruption_budget_nodes=budget)
+    snap = ClusterSnapshot(GROUPS, nodes, work)
+    ca.decide(snap, 0.0)
+    d = ca.decide(snap, 10_000.0)
+    by_id = {n.id: n for n in nodes}
+    gone = {t.node_id for t in d.terminations}
+    assert len(gone) <= budget  # the disruption budget holds
+    for nid in gone:
+        n = by_id[nid]
+        assert n.ready and n.disruptable and n.gpus_used / n.gpus < 0.5
+    # the pods of terminated nodes fit in the free GPUs of the surviving ready nodes (pending work aside)
+    moved = sum(by_id[nid].gpus_used for nid in gone)
+    spare = sum(n.gpus - n.gpus_used for n in nodes if n.id not in gone and n.ready)
+    assert moved <= spare
+    # every decision about a candidate carries a reason
+    assert all(h.reason for h in d.holds) and all(t.reason for t in d.terminations)

@@ -192,9 +192,11 @@ class ClusterAutoscaler:
     def decide(self, snapshot: ClusterSnapshot, now_s: float) -> ClusterDecisions:
         groups = {g.id: g for g in snapshot.groups}
         free = {n.id: n.gpus - n.gpus_used for n in snapshot.nodes}
+        before = dict(free)
         launches, infeasible, planned = self._provision(snapshot, groups, free)
         launches += self._headroom(snapshot, groups, free, planned)
-        terms, holds = self._scale_down(snapshot, groups, now_s)
+        wanted = {nid for nid, f in free.items() if f < before[nid]}  # pending work will land there
+        terms, holds = self._scale_down(snapshot, groups, now_s, wanted, free)
         return ClusterDecisions(tuple(launches), tuple(terms), tuple(holds), tuple(infeasible))
 
     # -- scale up ------------------------------------------------------------------------------------
@@ -270,8 +272,14 @@ class ClusterAutoscaler:
 
     # -- scale down ----------------------------------------------------------------------------------
     def _scale_down(
-        self, snap: ClusterSnapshot, groups: dict[str, NodeGroup], now_s: float
+        self,
+        snap: ClusterSnapshot,
+        groups: dict[str, NodeGroup],
+        now_s: float,
+        wanted: set[str],
+        free_after: dict[str, int],
     ) -> tuple[list[Terminate], list[Hold]]:
+        """Candidates' pods must fit in the GPUs left free after this decision's pending placements."""
         c = self.config
         seen = {n.id for n in snap.nodes}
         for nid in list(self._unneeded_since):
@@ -292,7 +300,7 @@ class ClusterAutoscaler:
         terms: list[Terminate] = []
         holds: list[Hold] = []
         removed: set[str] = set()
-        free = {n.id: n.gpus - n.gpus_used for n in snap.nodes}
+        free = dict(free_after)
         cap_by_sku: dict[str, int] = {}
         for n in snap.nodes:
             sku_id = groups[n.group_id].sku_id
@@ -303,6 +311,9 @@ class ClusterAutoscaler:
             g = groups[n.group_id]
             if not n.disruptable:
                 holds.append(Hold(n.id, "not_disruptable"))
+                continue
+            if n.id in wanted:
+                holds.append(Hold(n.id, "needed_by_pending_work"))
                 continue
             if c.respect_min_billing and now_s - n.launched_s < g.min_billing_s:
                 holds.append(Hold(n.id, "within_min_billing"))
