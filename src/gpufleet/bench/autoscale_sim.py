@@ -104,7 +104,7 @@ def simulate(
             starting=len(starting),
             period_s=per_s,
             arrival_rps=rps,
-            concurrency=qd + (u - prev_u) / per_s,
+            concurrency=qd + (u - prev_u) / per_s,  # queued requests + busy replica-equivalents (fluid)
             queue_depth=max(0, qd),
             load_replicas=arrived_w / per_s,
         )
