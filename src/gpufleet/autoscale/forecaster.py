@@ -189,12 +189,17 @@ class OnlineQuantileForecaster:
         growth = self._seasonal_growth(n)
         points = (level, max(0.0, (level + f) * growth - f), self._peak[0][1])
         uppers = []
+        # a point forecast is mature once its window is full: before that it is neither scored nor used
+        mature = (True, n >= self.season_b + self.level_b, n >= self.slow_b)
         for c, (pi, kind) in enumerate(CANDIDATES):
             p, q = points[pi], self._q_bin[c][b]
             up = max(0.0, p + q * f if kind == "add" else (p + f) * math.exp(q) - f)
             uppers.append(up)
-            self._pending[c].append((n + self.horizon_b, p, b, up))
-        usable = [c for c, (pi, _) in enumerate(CANDIDATES) if pi != 1 or n >= self.season_b + self.level_b]
+            if mature[pi]:
+                self._pending[c].append((n + self.horizon_b, p, b, up))
+        usable = [c for c, (pi, _) in enumerate(CANDIDATES) if mature[pi] and self._resid[c].n >= self.min_residuals]
+        if not usable:
+            usable = [0]
         self.chosen = min(usable, key=lambda c: self._loss[c])
         self._upper = max(uppers[self.chosen], points[1] if growth > 1.0 else 0.0)
 
