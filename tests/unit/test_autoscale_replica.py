@@ -8,6 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from gpufleet.autoscale.baselines import HpaPolicy, KpaPolicy
+from gpufleet.autoscale.forecaster import OnlineQuantileForecaster
 from gpufleet.autoscale.replica import BudgetDegrade, PredictiveReplicaAutoscaler, ReplicaAutoscalerConfig
 from gpufleet.autoscale.signals import ReplicaSignals
 from gpufleet.bench.autoscale_sim import simulate
@@ -121,20 +122,24 @@ def test_no_scale_to_zero_when_the_next_cold_start_costs_more_than_it_saves() ->
     assert "scale_to_zero" not in reasons and "zero_not_worth_cold_start" in reasons
 
 
-def test_predictive_policy_prewarms_before_a_daily_ramp() -> None:
-    # two days of a 10-minute ramp from 50 to 200 rps each day at the same hour: day 2 is anticipated
-    cfg = ReplicaAutoscalerConfig(min_replicas=1, max_replicas=200, target_per_replica=5.0, cold_start_s=120)
-    pol = PredictiveReplicaAutoscaler(cfg)
-    day = 86_400
+def test_predictive_policy_prewarms_before_a_recurring_ramp() -> None:
+    # a 2-hour "season" with a 10-minute ramp from 50 to 200 rps at the same time each season: in the second
+    # season the ramp's replicas are launched before it starts
+    season_s = 7_200
+    cfg = ReplicaAutoscalerConfig(
+        min_replicas=1, max_replicas=200, target_per_replica=5.0, cold_start_s=120, period_s=20.0
+    )
+    fc = OnlineQuantileForecaster(horizon_s=140.0, floor=5.0, season_s=season_s)
+    pol = PredictiveReplicaAutoscaler(cfg, forecaster=fc)
     seen_before_ramp = 0
-    for i in range(int(2 * day / 5)):
-        t = 5.0 * (i + 1)
-        tod = t % day
-        rps = 200.0 if 36_000 <= tod < 36_600 else 50.0
-        d = pol.decide(_sig(t, rps, ready=10))
-        if t > day and 36_000 - 60 <= tod < 36_000:
+    for i in range(int(2 * season_s / 20)):
+        t = 20.0 * (i + 1)
+        tos = t % season_s
+        rps = 200.0 if 3_600 <= tos < 4_200 else 50.0
+        d = pol.decide(ReplicaSignals(t, 10, 0, 20.0, rps, rps * 0.1, 0, rps * 0.1))
+        if t > season_s and 3_600 - 60 <= tos < 3_600:
             seen_before_ramp = max(seen_before_ramp, d.desired)
-    assert seen_before_ramp * 5.0 * 1.2 >= 200.0  # capacity for the ramp is launched before it starts
+    assert seen_before_ramp * 5.0 * 1.2 >= 200.0
 
 
 def test_hpa_never_goes_below_one_replica() -> None:
@@ -161,3 +166,10 @@ def test_cheapest_sku_meeting_the_slo_wins_and_others_say_why() -> None:
     assert c.sku_id == "h100_80gb" and c.replicas == 5 and c.reason == "cheapest_meeting_slo"
     assert dict(c.rejected) == {"a100_80gb": "more_expensive", "l40s": "latency_above_slo"}
     assert choose_sku(opts, 30.0, 0.5).sku_id is None
+
+
+def test_forecaster_spreads_a_long_observation_over_its_buckets() -> None:
+    fc = OnlineQuantileForecaster(horizon_s=60.0, floor=1.0, bucket_s=10.0, level_window_s=30.0)
+    for i in range(1, 31):
+        fc.observe(30.0 * i, 12.0, 30.0)  # each observation covers three 10 s buckets
+    assert fc.level() == 12.0

@@ -136,9 +136,15 @@ class OnlineQuantileForecaster:
     def observe(self, now_s: float, value: float, duration_s: float) -> None:
         if self._bucket_end_s is None:
             self._bucket_end_s = now_s - duration_s + self.bucket_s
-        self._acc_value_s += value * duration_s
-        self._acc_s += duration_s
-        while now_s >= self._bucket_end_s - 1e-9:
+        start = now_s - duration_s
+        while True:  # spread the observation over the buckets it covers
+            seg_end = min(now_s, self._bucket_end_s)
+            if seg_end > start:
+                self._acc_value_s += value * (seg_end - start)
+                self._acc_s += seg_end - start
+                start = seg_end
+            if now_s < self._bucket_end_s - 1e-9:
+                break
             mean = self._acc_value_s / self._acc_s if self._acc_s > 0 else 0.0
             self._close_bucket(mean)
             self._acc_value_s = 0.0
