@@ -6,6 +6,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from gpufleet.autoscale.cluster import ClusterAutoscalerConfig
+from gpufleet.autoscale.loop_adapters import PayoffAwareScaleDown
 from gpufleet.autoscale.nodes_baseline import IdleTimeoutScaleDown
 from gpufleet.autoscale.reactive import TargetTracking
 from gpufleet.control.approval import SimulatedApprovers
@@ -51,4 +53,5 @@ class ControlLoop:
         base = cls.baseline(seed, target_utilization, idle_node_timeout_s)
         base.name = "gpufleet"
         base.forecaster = GpufleetForecaster()
+        base.node_scaler = PayoffAwareScaleDown(ClusterAutoscalerConfig(scale_down_unneeded_s=idle_node_timeout_s))
         return base
