@@ -21,7 +21,12 @@ done on the first ``predict`` for a given ``h`` and cached, since calibration de
    empirical distribution of the standardized errors. Because errors inside one horizon are strongly correlated,
    the calibration set holds only ``n_eff ~ (n - 2 * season) / h`` independent windows, so the spread of ``z``
    around its median is widened by the ratio of the Student-t(n_eff - 1) to the normal 90% quantile (-> 1.0 for
-   long histories). Quantile ``q`` = ``f + level * s(k) * g(f) * z_q``, floored at zero; sorted, so never crossing.
+   long histories). Quantile ``q`` = ``f + level * s(k) * g(f) * d * z_q``, floored at zero; sorted, so never
+   crossing. ``d = (D + d0) ** delta`` widens the band when the components disagree: ``D`` is the standard
+   deviation of the components' forecasts at the origin (averaged over the steps, in level units; large right
+   after a level shift, when the latest level and the seasonal memory tell different stories), ``d0`` a quarter
+   of its in-sample median. ``delta`` in ``deltas`` (0 = off, 0.5, 1) is chosen together with ``gamma`` by the
+   in-sample pinball loss, so the factor is used only where disagreement did go with larger errors in-sample.
    ``calib_halflife`` (origins; default off) weights recent calibration windows more: it moved coverage toward 80%
    on some traces and away on others (docs/benchmarks/forecast.md), so it is not the default.
 """
