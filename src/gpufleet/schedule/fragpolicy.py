@@ -127,26 +127,42 @@ class GpufleetPolicy(_CachedFragPolicy):
 
     name = "gpufleet"
 
-    def __init__(self, table: NodeTable, *, weight_by_gpu: bool = True, use_memory: bool = True) -> None:
+    def __init__(
+        self,
+        table: NodeTable,
+        *,
+        weight_by_gpu: bool = False,
+        use_memory: bool = True,
+        exact: bool = True,
+        tie_tolerance_milli: float = 0.0,
+        include_cpu_shapes: bool = False,
+        prefer_used: bool = False,
+    ) -> None:
         super().__init__(table, None)
         self._table = table
         self.weight_by_gpu = weight_by_gpu
         self.use_memory = use_memory
+        self.exact = exact
+        self.tie_tolerance_milli = tie_tolerance_milli
+        self.include_cpu_shapes = include_cpu_shapes
+        self.prefer_used = prefer_used
         self._counts: Counter[_ShapeKey] = Counter()
         self._seen = 0
         self._next_refresh = 1
 
     def observe(self, req: PodRequest) -> None:
-        if req.num_gpu == 0:
+        if req.num_gpu == 0 and not self.include_cpu_shapes:
             return  # a CPU-only task cannot be blocked by GPU fragments
         w = req.total_gpu_milli / MILLI if self.weight_by_gpu else 1.0
         self._counts[(req.cpu_milli, req.gpu_milli, req.num_gpu, req.memory_mib if self.use_memory else 0,
                       req.gpu_models)] += w  # fmt: skip
         self._seen += 1
         if self._seen >= self._next_refresh:
-            self._next_refresh = self._seen * 2 if self._seen < 2048 else self._seen + 2048
+            self._next_refresh = self._seen * 2
             dist = WorkloadDistribution.from_counts(dict(self._counts))
-            self.set_model(FragModel.build(dist, self._table, use_memory=self.use_memory, include_cpu_shapes=False))
+            self.set_model(
+                FragModel.build(dist, self._table, use_memory=self.use_memory, include_cpu_shapes=self.include_cpu_shapes)
+            )
 
     def choose(
         self, table: NodeTable, req: PodRequest, candidates: I64, rng: np.random.Generator
@@ -158,9 +174,24 @@ class GpufleetPolicy(_CachedFragPolicy):
         return super().choose(table, req, candidates, rng)
 
     def _option_score(self, delta: np.ndarray, states: np.ndarray, cpu: I64, mem: I64, g: int) -> np.ndarray:
+        if not self.exact:
+            return np.floor(100.0 / (1.0 + np.exp(-delta / 1000.0)))
         # exact fragment delta (milli GPU); best-fit tie-break: fewer free GPU milli left, then less CPU left
         free_gpu = states.sum(axis=1).astype(np.float64)
         return np.round(delta, 6) - 1e-7 * free_gpu - 1e-13 * cpu
 
     def _pick(self, scores: np.ndarray, candidates: I64, table: NodeTable, rng: np.random.Generator) -> int:
+        if not self.exact or self.tie_tolerance_milli > 0:
+            tol = self.tie_tolerance_milli if self.exact else 0.0
+            best = np.flatnonzero(scores >= scores.max() - tol)
+            if self.prefer_used and best.size > 1:
+                c = candidates[best]
+                used = (table.gpu_left_milli[c].sum(axis=1) < table.gpu_count[c].astype(np.int64) * MILLI) | (
+                    table.cpu_left_milli[c] < table.cpu_cap_milli[c]
+                )
+                if used.any():
+                    best = best[used]
+            if self.rank is not None:
+                return int(candidates[best[np.argmin(self.rank[candidates[best]])]])
+            return int(candidates[best[0]])
         return int(candidates[int(np.argmax(scores))])
