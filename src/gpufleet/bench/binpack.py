@@ -72,7 +72,9 @@ def read_openb_pods(path: Path) -> list[PodRequest]:
             spec = tuple(sorted(s for s in (row.get("gpu_spec") or "").split("|") if s.strip()))
             num = _int(row, "num_gpu", where)
             milli = _int(row, "gpu_milli", where) if num > 0 else 0
-            pod = PodRequest(row["name"], _int(row, "cpu_milli", where), _int(row, "memory_mib", where), num, milli, spec)
+            pod = PodRequest(
+                row["name"], _int(row, "cpu_milli", where), _int(row, "memory_mib", where), num, milli, spec
+            )
             try:
                 pod.validate()
             except ValidationError as exc:

@@ -32,8 +32,9 @@ def register(app: typer.Typer) -> None:
             raise ValidationError("--policy", "fgd needs a trace distribution; use gpufleet or a baseline")
         r = run_throughput(nodes, pods, seed, policy)
         Console().print(
-            f"{r.policy}: {r.decisions_per_s:,.0f} decisions/s, p50 {r.p50_ms:.2f} ms, p99 {r.p99_ms:.2f} ms, "
-            f"max {r.max_ms:.0f} ms; placed {r.placed:,}/{r.pods:,} on {r.nodes:,} nodes "
+            f"{r.policy}: wall {r.decisions_per_s:,.0f} decisions/s, p50 {r.p50_ms:.2f} ms, p99 {r.p99_ms:.2f} ms, "
+            f"max {r.max_ms:.0f} ms | CPU time {r.cpu_decisions_per_s:,.0f} decisions/s, p50 {r.cpu_p50_ms:.2f} ms, "
+            f"p99 {r.cpu_p99_ms:.2f} ms; placed {r.placed:,}/{r.pods:,} on {r.nodes:,} nodes "
             f"(mean GPU allocation {r.mean_gpu_util_pct:.1f} %)",
             highlight=False,
         )

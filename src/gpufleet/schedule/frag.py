@@ -6,6 +6,11 @@ For a node state and one task shape ``m`` of the target workload, the node's GPU
   CPU-only shapes count as "cannot use GPUs", i.e. all unallocated GPU milli (FGD's XL/XR quadrants);
 - otherwise the milli left on GPUs that individually have less than ``m.gpu_milli`` left.
 The expected fragment is ``sum_m p_m F_n(m)``. FGD places a task where it increases that the least.
+
+``capacity="ratio"`` (gpufleet) adds the GPU milli that the fragment calls usable but that the node's CPU
+(and memory) cannot feed at the workload's average CPU-per-GPU (memory-per-GPU) ratio:
+``p_gpu * max(0, usable - cpu_left / cpu_per_gpu_milli)``. FGD asks only whether ONE more task fits, so
+a node with 6 idle GPUs and CPU for one more task looks unfragmented to it; here 5 of those GPUs count.
 """
 
 from __future__ import annotations
@@ -87,6 +92,7 @@ class FragModel:
     dist: WorkloadDistribution
     use_memory: bool
     include_cpu_shapes: bool
+    capacity: str  # "none" (FGD) | "ratio" (add GPU the node's CPU/memory cannot feed)
     levels: I64  # distinct gpu_milli of GPU shapes
     t_level: I64  # index into levels per GPU shape
     t_num: I64
@@ -95,10 +101,18 @@ class FragModel:
     t_prob: F64
     p_cpu_shapes: float
     access: BOOL  # (N, T_gpu)
+    cpu_per_milli: float  # workload's CPU milli per GPU milli (GPU shapes, probability weighted)
+    mem_per_milli: float
 
     @classmethod
     def build(
-        cls, dist: WorkloadDistribution, table: NodeTable, *, use_memory: bool = False, include_cpu_shapes: bool = True
+        cls,
+        dist: WorkloadDistribution,
+        table: NodeTable,
+        *,
+        use_memory: bool = False,
+        include_cpu_shapes: bool = True,
+        capacity: str = "none",
     ) -> FragModel:
         gpu = dist.gpu_milli > 0
         idx = np.flatnonzero(gpu)
@@ -110,6 +124,7 @@ class FragModel:
             dist=dist,
             use_memory=use_memory,
             include_cpu_shapes=include_cpu_shapes,
+            capacity=capacity,
             levels=levels.astype(np.int64),
             t_level=np.searchsorted(levels, dist.gpu_milli[idx]).astype(np.int64),
             t_num=dist.num_gpu[idx],
@@ -118,6 +133,8 @@ class FragModel:
             t_prob=dist.prob[idx],
             p_cpu_shapes=float(dist.prob[~gpu].sum()) if include_cpu_shapes else 0.0,
             access=access,
+            cpu_per_milli=_ratio(dist, idx, dist.cpu_milli),
+            mem_per_milli=_ratio(dist, idx, dist.mem_mib),
         )
 
     def amount(self, gpu_left: I32 | I64, cpu_left: I64, mem_left: I64, nodes: I64) -> F64:
@@ -135,12 +152,26 @@ class FragModel:
         ok &= self.access[nodes]
         frag = np.where(ok, small[:, self.t_level], total[:, None])
         out: F64 = frag @ self.t_prob + total * self.p_cpu_shapes
+        if self.capacity == "ratio":
+            # GPU the fragment calls usable but the node's CPU / memory cannot feed at the workload's
+            # average CPU-per-GPU and memory-per-GPU ratios
+            gpu_share = self.t_prob.sum()
+            expected = frag @ self.t_prob / gpu_share
+            usable = total - expected
+            feedable = cpu_left / self.cpu_per_milli
+            if self.use_memory:
+                feedable = np.minimum(feedable, mem_left / self.mem_per_milli)
+            out = out + gpu_share * np.maximum(0.0, usable - feedable)
         return out
 
 
-def after_states(
-    table: NodeTable, nodes: I64, req: PodRequest
-) -> tuple[I32, I64, I64, I64, I64, BOOL]:
+def _ratio(dist: WorkloadDistribution, idx: I64, what: I64) -> float:
+    size = (dist.num_gpu[idx] * dist.gpu_milli[idx]).astype(np.float64)
+    denom = float(dist.prob[idx] @ size)
+    return max(1e-9, float(dist.prob[idx] @ what[idx].astype(np.float64)) / denom) if denom > 0 else 1e-9
+
+
+def after_states(table: NodeTable, nodes: I64, req: PodRequest) -> tuple[I32, I64, I64, I64, I64, BOOL]:
     """Candidate states after placing ``req`` on each of ``nodes``.
 
     Fractional requests branch over every GPU slot (``K = len(nodes) * G`` states, ``valid`` marks slots
@@ -157,7 +188,9 @@ def after_states(
         eye = np.eye(g, dtype=np.int32)[None, :, :] * req.gpu_milli
         states = (states - eye).reshape(k * g, g)
         slot = np.tile(np.arange(g, dtype=np.int64), k)
-        valid = (gl >= req.gpu_milli).reshape(-1)
+        # one option per distinct amount left on a node: equal GPUs give equal fragments (first slot wins)
+        dup = (gl[:, :, None] == gl[:, None, :]) & np.tri(g, g, -1, dtype=bool).T[None, :, :]
+        valid = ((gl >= req.gpu_milli) & ~dup.any(axis=1)).reshape(-1)
         rep = np.repeat(np.arange(k), g)
         return states, cpu[rep], mem[rep], nodes[rep], slot, valid
     states = gl.copy()

@@ -4,18 +4,20 @@ Both score a node by how much placing the request changes the node's expected GP
 :mod:`gpufleet.schedule.frag`). Scores are cached per (node, request shape) and recomputed only for nodes
 whose ``version`` changed, so a decision costs O(changed nodes), not O(nodes x shapes).
 
-``fgd`` replicates the artifact: the distribution is the trace's full pod list (FGD's typical pods, top 95%
-of pods by shape), the score is ``int(sigmoid(delta/1000) * 100)``, ties are broken uniformly at random,
-and a fractional pod takes the GPU slot with the best (integer) score, first index on ties.
+``fgd`` replicates the artifact: the distribution is the trace's full pod list (FGD's typical pods, top
+95% of pods by shape), the score is ``int(sigmoid(delta/1000) * 100)``, ties go to the earliest node in
+a per-run random node order (``rank``: the artifact renames nodes with a seeded random prefix and its
+scheduler fork takes the first best node; uniform random ties reproduce FGD badly, see docs), and a
+fractional pod takes the GPU slot with the best (integer) score, first index on ties.
 
-``gpufleet`` differs in four ways, each a reason it packs better (ablations in docs/benchmarks/sched.md):
+``gpufleet`` keeps FGD's score form and tie order and changes what the fragment knows:
 1. it learns the distribution ONLINE from the requests it has been asked to place (never the future),
-   refreshing it on a doubling schedule, and keeps every shape seen (no 95% cut);
-2. the distribution weighs shapes by their GPU demand (``num_gpu * gpu_milli``): the cost of a stranded
-   GPU is paid in GPUs, so a shape's weight is the GPU demand that would be turned away by a fragment;
-3. fit checks in the fragment include memory, which FGD ignores although the filter enforces it;
-4. the score is the exact fragment delta (no sigmoid/integer rounding); ties go to the node left with the
-   least free GPU (best fit), then least free CPU -- deterministic packing instead of a coin toss.
+   rebuilt on a doubling schedule (1, 2, 4, ... requests) and, after 1,024, only on real drift;
+2. fit checks in the fragment include memory, which FGD ignores although the filter enforces it;
+3. the fragment adds GPUs the node's CPU/memory cannot feed at the workload's CPU-per-GPU ratio
+   (``capacity="ratio"`` in :mod:`gpufleet.schedule.frag`): FGD only asks whether ONE more task fits.
+Measured ablations (online FGD without 2-3, exact deltas with best-fit ties, GPU-weighted shapes,
+scarcity weighting, per-shape caps) are in docs/benchmarks/sched.md; the defaults are the winners.
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ import numpy as np
 
 from gpufleet.schedule.frag import FragModel, WorkloadDistribution, after_states
 from gpufleet.schedule.policies import best_fit_gpus, pick_max
-from gpufleet.schedule.table import I64, MILLI, NodeTable, PodRequest
+from gpufleet.schedule.table import I64, NodeTable, PodRequest
 
 _ShapeKey = tuple[int, int, int, int, tuple[str, ...]]
 
@@ -40,9 +42,10 @@ class _CachedFragPolicy:
         n = table.n_nodes
         self._shape_ids: dict[_ShapeKey, int] = {}
         self._cap = 64
-        self._score = np.zeros((n, self._cap), dtype=np.float64)
-        self._slot = np.full((n, self._cap), -1, dtype=np.int16)
-        self._ver = np.full((n, self._cap), -1, dtype=np.int64)
+        # shape-major so that one shape's column over all nodes is contiguous
+        self._score = np.zeros((self._cap, n), dtype=np.float64)
+        self._slot_left = np.full((self._cap, n), -1, dtype=np.int16)  # milli left on the chosen GPU
+        self._ver = np.full((self._cap, n), -1, dtype=np.int64)
         self._before = np.zeros(n, dtype=np.float64)
         self._before_ver = np.full(n, -1, dtype=np.int64)
 
@@ -55,17 +58,18 @@ class _CachedFragPolicy:
         self._before_ver[:] = -1
 
     def _sid(self, req: PodRequest) -> int:
-        key = (req.cpu_milli, req.gpu_milli, req.num_gpu, req.memory_mib, req.gpu_models)
+        # the score of a node depends on what the request consumes, not on which models it accepts
+        key = (req.cpu_milli, req.gpu_milli, req.num_gpu, req.memory_mib, ())
         sid = self._shape_ids.get(key)
         if sid is None:
             sid = len(self._shape_ids)
             self._shape_ids[key] = sid
             if sid >= self._cap:
                 grow = self._cap
-                n = self._score.shape[0]
-                self._score = np.hstack([self._score, np.zeros((n, grow))])
-                self._slot = np.hstack([self._slot, np.full((n, grow), -1, dtype=np.int16)])
-                self._ver = np.hstack([self._ver, np.full((n, grow), -1, dtype=np.int64)])
+                n = self._score.shape[1]
+                self._score = np.vstack([self._score, np.zeros((grow, n))])
+                self._slot_left = np.vstack([self._slot_left, np.full((grow, n), -1, dtype=np.int16)])
+                self._ver = np.vstack([self._ver, np.full((grow, n), -1, dtype=np.int64)])
                 self._cap += grow
         return sid
 
@@ -84,12 +88,19 @@ class _CachedFragPolicy:
         assert self.model is not None
         before = self._frag_before(table, nodes)
         states, cpu, mem, of, slot, valid = after_states(table, nodes, req)
-        after = self.model.amount(states, cpu, mem, of)
-        per = len(after) // nodes.size
-        score = self._option_score(np.repeat(before, per) - after, states, cpu, mem, table.gpu_left_milli.shape[1])
-        score = np.where(valid, score, -np.inf).reshape(nodes.size, per)
+        per = valid.size // nodes.size
+        vi = np.flatnonzero(valid)
+        score = np.full(valid.size, -np.inf)
+        if vi.size:
+            after = self.model.amount(states[vi], cpu[vi], mem[vi], of[vi])
+            delta = np.repeat(before, per)[vi] - after
+            score[vi] = self._option_score(delta, states[vi], cpu[vi], mem[vi], table.gpu_left_milli.shape[1])
+        score = score.reshape(nodes.size, per)
         best = np.argmax(score, axis=1)  # first index among equal scores
-        return score[np.arange(nodes.size), best], slot.reshape(nodes.size, per)[np.arange(nodes.size), best]
+        rows = np.arange(nodes.size)
+        chosen = slot.reshape(nodes.size, per)[rows, best]
+        left = np.where(chosen >= 0, table.gpu_left_milli[nodes, np.maximum(chosen, 0)], -1)
+        return score[rows, best], left
 
     def _option_score(self, delta: np.ndarray, states: np.ndarray, cpu: I64, mem: I64, g: int) -> np.ndarray:
         raise NotImplementedError
@@ -101,15 +112,22 @@ class _CachedFragPolicy:
         self, table: NodeTable, req: PodRequest, candidates: I64, rng: np.random.Generator
     ) -> tuple[int, tuple[int, ...]]:
         sid = self._sid(req)
-        stale = candidates[self._ver[candidates, sid] != table.version[candidates]]
-        if stale.size:
+        ver = self._ver[sid]
+        stale = candidates[ver[candidates] != table.version[candidates]]
+        if stale.size > 32:  # nodes in the same state score the same: evaluate one of each
+            _, first, inv = np.unique(table.state_hash[stale], return_index=True, return_inverse=True)
+            sc, sl = self._evaluate(table, req, stale[first])
+            sc, sl = sc[inv], sl[inv]
+        elif stale.size:
             sc, sl = self._evaluate(table, req, stale)
-            self._score[stale, sid] = sc
-            self._slot[stale, sid] = sl
-            self._ver[stale, sid] = table.version[stale]
-        node = self._pick(self._score[candidates, sid], candidates, table, rng)
+        if stale.size:
+            self._score[sid, stale] = sc
+            self._slot_left[sid, stale] = sl
+            ver[stale] = table.version[stale]
+        node = self._pick(self._score[sid, candidates], candidates, table, rng)
         if req.is_share:
-            return node, (int(self._slot[node, sid]),)
+            left = table.gpu_left_milli[node]
+            return node, (int(np.flatnonzero(left == self._slot_left[sid, node])[0]),)
         return node, best_fit_gpus(table, node, req)
 
 
@@ -123,7 +141,11 @@ class FgdPolicy(_CachedFragPolicy):
 
 
 class GpufleetPolicy(_CachedFragPolicy):
-    """Ours: online GPU-demand-weighted distribution, memory-aware fragment, exact delta, best-fit ties."""
+    """Ours: online distribution, memory-aware fragment, CPU/memory feed cap. See the module docstring.
+
+    Options exist for the ablation in docs/benchmarks/sched.md; the defaults are the policy.
+    ``capacity="none"`` drops the CPU/memory feed cap (FGD's fragment learned online).
+    """
 
     name = "gpufleet"
 
@@ -131,67 +153,69 @@ class GpufleetPolicy(_CachedFragPolicy):
         self,
         table: NodeTable,
         *,
-        weight_by_gpu: bool = False,
         use_memory: bool = True,
-        exact: bool = True,
-        tie_tolerance_milli: float = 0.0,
-        include_cpu_shapes: bool = False,
-        prefer_used: bool = False,
+        capacity: str = "ratio",
+        max_shapes: int = 64,
+        drift_tv: float = 0.05,
     ) -> None:
         super().__init__(table, None)
         self._table = table
-        self.weight_by_gpu = weight_by_gpu
         self.use_memory = use_memory
-        self.exact = exact
-        self.tie_tolerance_milli = tie_tolerance_milli
-        self.include_cpu_shapes = include_cpu_shapes
-        self.prefer_used = prefer_used
+        self.capacity = capacity
+        self.max_shapes = max_shapes
+        self.drift_tv = drift_tv
+        self._model_probs: dict[_ShapeKey, float] = {}
         self._counts: Counter[_ShapeKey] = Counter()
         self._seen = 0
         self._next_refresh = 1
 
     def observe(self, req: PodRequest) -> None:
-        if req.num_gpu == 0 and not self.include_cpu_shapes:
-            return  # a CPU-only task cannot be blocked by GPU fragments
-        w = req.total_gpu_milli / MILLI if self.weight_by_gpu else 1.0
-        self._counts[(req.cpu_milli, req.gpu_milli, req.num_gpu, req.memory_mib if self.use_memory else 0,
-                      req.gpu_models)] += w  # fmt: skip
+        if req.num_gpu == 0:
+            return  # a CPU-only task is never blocked by GPU fragments (its CPU is in the node state)
+        mem = req.memory_mib if self.use_memory else 0
+        self._counts[(req.cpu_milli, req.gpu_milli, req.num_gpu, mem, req.gpu_models)] += 1.0
         self._seen += 1
         if self._seen >= self._next_refresh:
             self._next_refresh = self._seen * 2
-            dist = WorkloadDistribution.from_counts(dict(self._counts))
-            self.set_model(
-                FragModel.build(dist, self._table, use_memory=self.use_memory, include_cpu_shapes=self.include_cpu_shapes)
+            self._refresh()
+
+    def _refresh(self) -> None:
+        """Rebuild the model from the shapes seen so far (the ``max_shapes`` most frequent, renormalised).
+
+        After 1,024 requests a rebuild happens only if the distribution drifted by more than ``drift_tv``
+        (total variation): a rebuild invalidates every cached score, so it is not done for noise."""
+        top = dict(self._counts.most_common(self.max_shapes))
+        total = sum(top.values())
+        probs = {k: v / total for k, v in top.items()}
+        if self.model is not None and self._seen > 1024:
+            keys = set(probs) | set(self._model_probs)
+            tv = 0.5 * sum(abs(probs.get(k, 0.0) - self._model_probs.get(k, 0.0)) for k in keys)
+            if tv <= self.drift_tv:
+                return
+        self._model_probs = probs
+        dist = WorkloadDistribution.from_counts(top)
+        self.set_model(
+            FragModel.build(
+                dist, self._table, use_memory=self.use_memory, include_cpu_shapes=False, capacity=self.capacity
             )
+        )
 
     def choose(
         self, table: NodeTable, req: PodRequest, candidates: I64, rng: np.random.Generator
     ) -> tuple[int, tuple[int, ...]]:
-        if self.model is None:  # nothing learned yet (a CPU-only first request): best fit on GPUs
+        if self.model is None:  # nothing learned yet (only CPU-only requests so far): best fit on GPUs
             free = table.gpu_left_milli[candidates].sum(axis=1)
             node = int(candidates[int(np.argmin(free))])
             return node, best_fit_gpus(table, node, req)
         return super().choose(table, req, candidates, rng)
 
-    def _option_score(self, delta: np.ndarray, states: np.ndarray, cpu: I64, mem: I64, g: int) -> np.ndarray:
-        if not self.exact:
-            return np.floor(100.0 / (1.0 + np.exp(-delta / 1000.0)))
-        # exact fragment delta (milli GPU); best-fit tie-break: fewer free GPU milli left, then less CPU left
-        free_gpu = states.sum(axis=1).astype(np.float64)
-        return np.round(delta, 6) - 1e-7 * free_gpu - 1e-13 * cpu
-
     def _pick(self, scores: np.ndarray, candidates: I64, table: NodeTable, rng: np.random.Generator) -> int:
-        if not self.exact or self.tie_tolerance_milli > 0:
-            tol = self.tie_tolerance_milli if self.exact else 0.0
-            best = np.flatnonzero(scores >= scores.max() - tol)
-            if self.prefer_used and best.size > 1:
-                c = candidates[best]
-                used = (table.gpu_left_milli[c].sum(axis=1) < table.gpu_count[c].astype(np.int64) * MILLI) | (
-                    table.cpu_left_milli[c] < table.cpu_cap_milli[c]
-                )
-                if used.any():
-                    best = best[used]
-            if self.rank is not None:
-                return int(candidates[best[np.argmin(self.rank[candidates[best]])]])
-            return int(candidates[best[0]])
-        return int(candidates[int(np.argmax(scores))])
+        best = np.flatnonzero(scores == scores.max())
+        if self.rank is not None and best.size > 1:
+            return int(candidates[best[np.argmin(self.rank[candidates[best]])]])
+        return int(candidates[best[0]])  # no tie order given: the node table's order (deterministic)
+
+    def _option_score(self, delta: np.ndarray, states: np.ndarray, cpu: I64, mem: I64, g: int) -> np.ndarray:
+        # FGD's score form: int(sigmoid(delta / 1000) * 100); equal scores go to the earliest node in the
+        # tie order, which keeps filling the same nodes (a measured win over exact deltas, see docs)
+        return np.floor(100.0 / (1.0 + np.exp(-delta / 1000.0)))

@@ -85,7 +85,10 @@ def place_gang(table: NodeTable, gang: GangRequest) -> GangPlacement | GangInfea
     need = sum(w.total_gpu_milli for w in gang.workers)
     levels = LEVELS if gang.require is None else LEVELS[: LEVELS.index(gang.require) + 1]
     for level in levels:
-        ids = _domain_ids(table, level)
+        ids = _domain_ids(table, level).astype(np.int64)
+        if gang.require is not None and level != gang.require:  # a narrower domain must also sit inside
+            req_ids = _domain_ids(table, gang.require).astype(np.int64)  # one required-level domain
+            ids = ids * (int(req_ids.max()) + 1) + req_ids
         domains = np.unique(ids)
         spare = np.array([table.gpu_left_milli[ids == d].sum() for d in domains], dtype=np.int64)
         for j in np.argsort(spare - need, kind="stable"):
@@ -98,6 +101,6 @@ def place_gang(table: NodeTable, gang: GangRequest) -> GangPlacement | GangInfea
                     tuple(n for n, _ in got),
                     tuple(g for _, g in got),
                     level,
-                    int(domains[j]) if level != "cluster" else -1,
+                    int(_domain_ids(table, level)[got[0][0]]) if level != "cluster" else -1,
                 )
     return GangInfeasible(gang.name, "no_domain_fits" if gang.require else "insufficient_capacity")

@@ -168,8 +168,10 @@ class QuotaBook:
             total_w = sum(members[t].weight for t in active)
             gave = 0
             for t in sorted(active, key=lambda t: (-members[t].weight, t)):
-                share = max(1, int(free * members[t].weight / total_w)) if gave == 0 else int(
-                    free * members[t].weight / total_w
+                share = (
+                    max(1, int(free * members[t].weight / total_w))
+                    if gave == 0
+                    else int(free * members[t].weight / total_w)
                 )
                 share = min(share, want[t] - got[t], free - gave)
                 got[t] += share

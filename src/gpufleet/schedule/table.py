@@ -87,6 +87,9 @@ class NodeTable:
     gpu_left_milli: I32  # (N, G)
     version: I64
     tag_counts: I32  # (N, 10): pods per clustering tag (0 = fractional, k = k whole GPUs, 9 = other)
+    max_left_milli: I32  # derived: most milli left on any one GPU of the node
+    free_gpus: I32  # derived: GPUs with all 1000 milli left
+    state_hash: I64  # derived: hash of (gpu_left row, cpu_left, mem_left, model); equal states score equal
     _spec_cache: dict[tuple[str, ...], BOOL] = field(default_factory=dict)
 
     @classmethod
@@ -95,7 +98,7 @@ class NodeTable:
             raise ValidationError("nodes", "at least one node is required")
         models = tuple(sorted({s.gpu_model for s in specs if s.gpu_model}))
         midx = {m: i for i, m in enumerate(models)}
-        g_max = max(1, max(s.gpu_count for s in specs))
+        g_max = max([1, *(s.gpu_count for s in specs)])
         n = len(specs)
         gpu_count = np.array([s.gpu_count for s in specs], dtype=np.int32)
         gpu_left = np.zeros((n, g_max), dtype=np.int32)
@@ -116,7 +119,23 @@ class NodeTable:
             gpu_left_milli=gpu_left,
             version=np.zeros(n, dtype=np.int64),
             tag_counts=np.zeros((n, 10), dtype=np.int32),
-        )
+            max_left_milli=gpu_left.max(axis=1).astype(np.int32),
+            free_gpus=(gpu_left == MILLI).sum(axis=1).astype(np.int32),
+            state_hash=np.zeros(n, dtype=np.int64),
+        )._rehash_all()
+
+    def _rehash_all(self) -> NodeTable:
+        for i in range(self.n_nodes):
+            self._rehash(i)
+        return self
+
+    def _rehash(self, node: int) -> None:
+        row = self.gpu_left_milli[node]
+        self.max_left_milli[node] = row.max()
+        self.free_gpus[node] = int((row == MILLI).sum())
+        sorted_row = tuple(sorted(row.tolist()))  # GPU order does not change any score
+        key = (sorted_row, int(self.cpu_left_milli[node]), int(self.mem_left_mib[node]), int(self.gpu_model[node]))
+        self.state_hash[node] = hash(key)
 
     @property
     def n_nodes(self) -> int:
@@ -141,9 +160,12 @@ class NodeTable:
     def feasible(self, req: PodRequest) -> BOOL:
         """Nodes where ``req`` fits now: CPU, memory, GPU count/share and GPU model."""
         ok = (self.cpu_left_milli >= req.cpu_milli) & (self.mem_left_mib >= req.memory_mib)
-        if req.num_gpu > 0:
+        if req.num_gpu == 1:
+            ok &= self.max_left_milli >= req.gpu_milli
+        elif req.num_gpu > 1:  # whole GPUs (validated: gpu_milli == 1000)
+            ok &= self.free_gpus >= req.num_gpu
+        if req.num_gpu > 0 and req.gpu_models:
             ok &= self.model_ok(req.gpu_models)
-            ok &= (self.gpu_left_milli >= req.gpu_milli).sum(axis=1) >= req.num_gpu
         return ok
 
     def infeasible_reason(self, req: PodRequest) -> str:
@@ -178,6 +200,7 @@ class NodeTable:
         if req.num_gpu > 0:
             self.tag_counts[node, tag_of(req)] += 1
         self.version[node] += 1
+        self._rehash(node)
 
     def release(self, node: int, req: PodRequest, gpus: tuple[int, ...]) -> None:
         """Give back what :meth:`allocate` took (the caller guarantees it was allocated)."""
@@ -188,6 +211,7 @@ class NodeTable:
         if req.num_gpu > 0:
             self.tag_counts[node, tag_of(req)] -= 1
         self.version[node] += 1
+        self._rehash(node)
 
     def check_invariants(self) -> None:
         """Raise AssertionError if any node is over capacity or a padding slot holds GPU capacity."""
@@ -196,6 +220,8 @@ class NodeTable:
         assert (self.gpu_left_milli >= 0).all() and (self.gpu_left_milli <= MILLI).all()
         pad = np.arange(self.gpu_left_milli.shape[1])[None, :] >= self.gpu_count[:, None]
         assert (self.gpu_left_milli[pad] == 0).all()
+        assert (self.max_left_milli == self.gpu_left_milli.max(axis=1)).all()
+        assert (self.free_gpus == (self.gpu_left_milli == MILLI).sum(axis=1)).all()
 
 
 def tag_of(req: PodRequest) -> int:
