@@ -141,7 +141,8 @@ class FragModel:
         """Expected GPU fragment (milli) of K node states. ``nodes`` gives each state's node (for access)."""
         total = gpu_left.sum(axis=1).astype(np.float64)
         if self.t_prob.size == 0:
-            return total * self.p_cpu_shapes
+            only_cpu: F64 = total * self.p_cpu_shapes
+            return only_cpu
         ge = gpu_left[:, :, None] >= self.levels[None, None, :]  # (K, G, L)
         cnt = ge.sum(axis=1)  # (K, L)
         small = np.where(ge, 0, gpu_left[:, :, None]).sum(axis=1).astype(np.float64)  # (K, L)
@@ -184,9 +185,9 @@ def after_states(table: NodeTable, nodes: I64, req: PodRequest) -> tuple[I32, I6
     g = gl.shape[1]
     if req.is_share:
         k = nodes.size
-        states = np.repeat(gl, g, axis=0).reshape(k, g, g)
+        cube = np.repeat(gl, g, axis=0).reshape(k, g, g)
         eye = np.eye(g, dtype=np.int32)[None, :, :] * req.gpu_milli
-        states = (states - eye).reshape(k * g, g)
+        states: I32 = (cube - eye).reshape(k * g, g).astype(np.int32)
         slot = np.tile(np.arange(g, dtype=np.int64), k)
         # one option per distinct amount left on a node: equal GPUs give equal fragments (first slot wins)
         dup = (gl[:, :, None] == gl[:, None, :]) & np.tri(g, g, -1, dtype=bool).T[None, :, :]

@@ -22,8 +22,6 @@ scarcity weighting, per-shape caps) are in docs/benchmarks/sched.md; the default
 
 from __future__ import annotations
 
-from collections import Counter
-
 import numpy as np
 
 from gpufleet.schedule.frag import FragModel, WorkloadDistribution, after_states
@@ -90,12 +88,12 @@ class _CachedFragPolicy:
         states, cpu, mem, of, slot, valid = after_states(table, nodes, req)
         per = valid.size // nodes.size
         vi = np.flatnonzero(valid)
-        score = np.full(valid.size, -np.inf)
+        flat = np.full(valid.size, -np.inf)
         if vi.size:
             after = self.model.amount(states[vi], cpu[vi], mem[vi], of[vi])
             delta = np.repeat(before, per)[vi] - after
-            score[vi] = self._option_score(delta, states[vi], cpu[vi], mem[vi], table.gpu_left_milli.shape[1])
-        score = score.reshape(nodes.size, per)
+            flat[vi] = self._option_score(delta, states[vi], cpu[vi], mem[vi], table.gpu_left_milli.shape[1])
+        score = flat.reshape(nodes.size, per)
         best = np.argmax(score, axis=1)  # first index among equal scores
         rows = np.arange(nodes.size)
         chosen = slot.reshape(nodes.size, per)[rows, best]
@@ -165,7 +163,7 @@ class GpufleetPolicy(_CachedFragPolicy):
         self.max_shapes = max_shapes
         self.drift_tv = drift_tv
         self._model_probs: dict[_ShapeKey, float] = {}
-        self._counts: Counter[_ShapeKey] = Counter()
+        self._counts: dict[_ShapeKey, float] = {}
         self._seen = 0
         self._next_refresh = 1
 
@@ -173,7 +171,8 @@ class GpufleetPolicy(_CachedFragPolicy):
         if req.num_gpu == 0:
             return  # a CPU-only task is never blocked by GPU fragments (its CPU is in the node state)
         mem = req.memory_mib if self.use_memory else 0
-        self._counts[(req.cpu_milli, req.gpu_milli, req.num_gpu, mem, req.gpu_models)] += 1.0
+        key = (req.cpu_milli, req.gpu_milli, req.num_gpu, mem, req.gpu_models)
+        self._counts[key] = self._counts.get(key, 0.0) + 1.0
         self._seen += 1
         if self._seen >= self._next_refresh:
             self._next_refresh = self._seen * 2
@@ -184,7 +183,7 @@ class GpufleetPolicy(_CachedFragPolicy):
 
         After 1,024 requests a rebuild happens only if the distribution drifted by more than ``drift_tv``
         (total variation): a rebuild invalidates every cached score, so it is not done for noise."""
-        top = dict(self._counts.most_common(self.max_shapes))
+        top = dict(sorted(self._counts.items(), key=lambda kv: -kv[1])[: self.max_shapes])
         total = sum(top.values())
         probs = {k: v / total for k, v in top.items()}
         if self.model is not None and self._seen > 1024:

@@ -93,7 +93,8 @@ class DotProdPolicy(_Base):
     def score(self, table: NodeTable, req: PodRequest, c: I64) -> np.ndarray:
         cpu = table.cpu_left_milli[c] / MAX_SPEC_CPU_MILLI * (req.cpu_milli / MAX_SPEC_CPU_MILLI)
         gpu = table.gpu_left_milli[c].sum(axis=1) / MAX_SPEC_GPU_MILLI * (req.total_gpu_milli / MAX_SPEC_GPU_MILLI)
-        return np.floor(100.0 * (1.0 - (cpu + gpu) / 2.0)).astype(np.int64)
+        out: I64 = np.floor(100.0 * (1.0 - (cpu + gpu) / 2.0)).astype(np.int64)
+        return out
 
 
 class BestFitPolicy(_Base):
@@ -108,7 +109,8 @@ class BestFitPolicy(_Base):
         lo, hi = int(raw.min()), int(raw.max())
         if hi == lo:
             return np.zeros_like(raw)
-        return (raw - lo) * 100 // (hi - lo)
+        out: I64 = (raw - lo) * 100 // (hi - lo)
+        return out
 
 
 class PackingPolicy(_Base):
@@ -146,7 +148,8 @@ class ClusteringPolicy(_Base):
         kinds = (tags > 0).sum(axis=1)
         fill = 25 * (MAX_SPEC_GPU_MILLI - table.gpu_left_milli[c].sum(axis=1).astype(np.int64)) // MAX_SPEC_GPU_MILLI
         base = np.where(same, np.where(kinds == 1, 75, 50), np.where(kinds == 0, 25, 0))
-        return (fill + base).astype(np.int64)
+        out: I64 = (fill + base).astype(np.int64)
+        return out
 
 
 BASELINES: dict[str, type[_Base]] = {
