@@ -89,7 +89,9 @@ class NodeTable:
     tag_counts: I32  # (N, 10): pods per clustering tag (0 = fractional, k = k whole GPUs, 9 = other)
     max_left_milli: I32  # derived: most milli left on any one GPU of the node
     free_gpus: I32  # derived: GPUs with all 1000 milli left
-    state_hash: I64  # derived: hash of (gpu_left row, cpu_left, mem_left, model); equal states score equal
+    # derived: hash of (sorted gpu_left row, cpu_left, mem_left, model); equal states score equal. A 64-bit
+    # collision could only mis-rank a node, never place over capacity (feasibility never reads it).
+    state_hash: I64
     _spec_cache: dict[tuple[str, ...], BOOL] = field(default_factory=dict)
 
     @classmethod
