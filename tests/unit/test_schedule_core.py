@@ -96,3 +96,20 @@ def test_gpufleet_learns_only_from_requests_it_has_seen() -> None:
     assert isinstance(s.place(PodRequest("a", 1000, 1, 1, 300)), Placement)
     model = pol.model  # type: ignore[attr-defined]
     assert model is not None and model.dist.n_shapes == 1  # one shape seen, one shape known
+
+
+def test_node_selector_and_taints_filter_nodes_and_the_reason_says_so() -> None:
+    t = NodeTable.from_specs(
+        [
+            NodeSpec("plain", 64_000, 65_536, 8, "A100"),
+            NodeSpec("rdma", 64_000, 65_536, 8, "A100", labels=("nic=rdma",)),
+            NodeSpec("reserved", 64_000, 65_536, 8, "A100", labels=("nic=rdma",), taints=("team=infra",)),
+        ]
+    )
+    s = Scheduler(t, BestFitPolicy(), np.random.default_rng(0))
+    r = s.place(PodRequest("a", 1000, 1, 8, 1000, node_selector=("nic=rdma",)))
+    assert isinstance(r, Placement) and r.node_name == "rdma"  # "reserved" is tainted
+    r2 = s.place(PodRequest("b", 1000, 1, 8, 1000, node_selector=("nic=rdma",), tolerations=("team=infra",)))
+    assert isinstance(r2, Placement) and r2.node_name == "reserved"
+    r3 = s.place(PodRequest("c", 1000, 1, 1, 1000, node_selector=("zone=b",)))
+    assert isinstance(r3, Infeasible) and r3.reason == "no_node_matches_selector_or_tolerations"

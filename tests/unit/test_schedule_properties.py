@@ -25,6 +25,8 @@ node_st = st.builds(
     gpu_model=st.sampled_from(MODELS),
     rack=st.integers(0, 2),
     nvlink_domain=st.integers(0, 3),
+    labels=st.sampled_from([(), ("x",), ("x", "y")]),
+    taints=st.sampled_from([(), (), ("t",)]),
 )
 
 
@@ -33,11 +35,13 @@ def pod_st(draw: st.DrawFn) -> PodRequest:
     kind = draw(st.sampled_from(["cpu", "share", "whole"]))
     cpu, mem = draw(st.integers(0, 16_000)), draw(st.integers(0, 32_768))
     models = draw(st.sampled_from([(), ("A",), ("B",), ("A", "B")]))
+    sel = draw(st.sampled_from([(), (), ("x",), ("y",)]))
+    tol = draw(st.sampled_from([(), ("t",)]))
     if kind == "cpu":
-        return PodRequest("p", cpu, mem)
+        return PodRequest("p", cpu, mem, node_selector=sel, tolerations=tol)
     if kind == "share":
-        return PodRequest("p", cpu, mem, 1, draw(st.integers(1, 999)), models)
-    return PodRequest("p", cpu, mem, draw(st.sampled_from([1, 2, 4, 8])), 1000, models)
+        return PodRequest("p", cpu, mem, 1, draw(st.integers(1, 999)), models, sel, tol)
+    return PodRequest("p", cpu, mem, draw(st.sampled_from([1, 2, 4, 8])), 1000, models, sel, tol)
 
 
 @settings(max_examples=40, deadline=None)
@@ -62,6 +66,8 @@ def test_every_pod_is_placed_or_reported_and_nothing_goes_over_capacity(
         if isinstance(r, Placement):
             allocated += p.total_gpu_milli
             assert bool(table.model_ok(p.gpu_models)[r.node]) or p.num_gpu == 0
+            spec = nodes[r.node]
+            assert set(p.node_selector) <= set(spec.labels) and set(spec.taints) <= set(p.tolerations)
         else:
             assert table.allocated_gpu_milli() == before  # a refusal changes nothing
         table.check_invariants()

@@ -34,6 +34,8 @@ class NodeSpec:
     gpu_model: str = ""
     rack: int = 0
     nvlink_domain: int = 0
+    labels: tuple[str, ...] = ()  # e.g. ("zone=a", "nic=rdma"): what a pod's node selector matches
+    taints: tuple[str, ...] = ()  # a pod must tolerate every taint of a node to land on it (NoSchedule)
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,6 +52,8 @@ class PodRequest:
     num_gpu: int = 0
     gpu_milli: int = 0
     gpu_models: tuple[str, ...] = ()
+    node_selector: tuple[str, ...] = ()  # labels the node must carry
+    tolerations: tuple[str, ...] = ()  # taints the pod accepts
 
     @property
     def total_gpu_milli(self) -> int:
@@ -92,6 +96,9 @@ class NodeTable:
     # derived: hash of (sorted gpu_left row, cpu_left, mem_left, model); equal states score equal. A 64-bit
     # collision could only mis-rank a node, never place over capacity (feasibility never reads it).
     state_hash: I64
+    label_bits: I64 = field(default_factory=lambda: np.zeros(0, dtype=np.int64))  # one bit per label
+    taint_bits: I64 = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    bit_of: dict[str, int] = field(default_factory=dict)  # label or taint -> bit
     _spec_cache: dict[tuple[str, ...], BOOL] = field(default_factory=dict)
 
     @classmethod
@@ -107,6 +114,12 @@ class NodeTable:
         gpu_left[np.arange(g_max)[None, :] < gpu_count[:, None]] = MILLI
         cpu = np.array([s.cpu_milli for s in specs], dtype=np.int64)
         mem = np.array([s.memory_mib for s in specs], dtype=np.int64)
+        words = sorted({w for s in specs for w in (*s.labels, *s.taints)})
+        if len(words) > 62:
+            raise ValidationError("nodes.labels", "at most 62 distinct labels and taints")
+        bit_of = {w: 1 << i for i, w in enumerate(words)}
+        label_bits = np.array([sum(bit_of[w] for w in set(s.labels)) for s in specs], dtype=np.int64)
+        taint_bits = np.array([sum(bit_of[w] for w in set(s.taints)) for s in specs], dtype=np.int64)
         return cls(
             names=[s.name for s in specs],
             models=models,
@@ -124,6 +137,9 @@ class NodeTable:
             max_left_milli=gpu_left.max(axis=1).astype(np.int32),
             free_gpus=(gpu_left == MILLI).sum(axis=1).astype(np.int32),
             state_hash=np.zeros(n, dtype=np.int64),
+            label_bits=label_bits,
+            taint_bits=taint_bits,
+            bit_of=bit_of,
         )._rehash_all()
 
     def _rehash_all(self) -> NodeTable:
@@ -168,10 +184,23 @@ class NodeTable:
             ok &= self.free_gpus >= req.num_gpu
         if req.num_gpu > 0 and req.gpu_models:
             ok &= self.model_ok(req.gpu_models)
+        if req.node_selector or self.taint_bits.any():
+            ok &= self.placement_ok(req)
+        return ok
+
+    def placement_ok(self, req: PodRequest) -> BOOL:
+        """Nodes whose labels satisfy the pod's node selector and whose taints the pod tolerates."""
+        if any(w not in self.bit_of for w in req.node_selector):
+            return np.zeros(self.n_nodes, dtype=bool)
+        need = sum(self.bit_of[w] for w in set(req.node_selector))
+        tol = sum(self.bit_of[w] for w in set(req.tolerations) if w in self.bit_of)
+        ok: BOOL = ((self.label_bits & need) == need) & ((self.taint_bits & ~np.int64(tol)) == 0)
         return ok
 
     def infeasible_reason(self, req: PodRequest) -> str:
         """Why nothing fits, as a reason code (the first filter that empties the candidate set)."""
+        if not self.placement_ok(req).any():
+            return "no_node_matches_selector_or_tolerations"
         if req.num_gpu > 0:
             ok = self.model_ok(req.gpu_models) & (self.gpu_count >= req.num_gpu)
             if not ok.any():
