@@ -147,8 +147,8 @@ class GpufleetPolicy:
             span = min(t, 24 * self.days)
             ratio = float(np.mean(history[-24:])) / max(float(np.mean(history[-span:])), 1e-9)
             rows = [r * ratio**self.trend_weight for r in rows]
-        if self.recent_h > 0:
-            level = float(np.mean(history[-self.recent_h :]))
+        if self.recent_h > 0 or not rows:
+            level = float(np.mean(history[-max(self.recent_h, 24) :]))
             rows.append(np.full(cfg.term_h, level))
         return np.vstack(rows)
 
