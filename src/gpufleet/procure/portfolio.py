@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import numpy.typing as npt
 import scipy.sparse as sp
-from scipy.optimize import Bounds, LinearConstraint, milp
+from scipy.optimize import Bounds, LinearConstraint, OptimizeResult, linprog, milp
 
 from gpufleet.domain.errors import ValidationError
 
@@ -257,15 +257,19 @@ def optimize_portfolio(
         for c in caps.values():
             b.add(rs, c, 1.0)
         b.add(rs, slack, 1.0)
-    # provider share cap over purchased GPU-periods (expected)
-    all_terms = [t for terms in provider_terms.values() for t in terms]
+    # provider share cap over purchased GPU-periods (expected): one total per provider (a defining row each,
+    # so every term appears once), then tiny rows total_P <= share * sum of totals
     if problem.max_provider_share < 1.0 and len(provider_terms) > 1:
-        for terms in provider_terms.values():
-            r = b.new_rows(1, -np.inf, 0.0)
-            for v, coef in all_terms:
-                b.add(np.full(len(v), r[0]), v, -problem.max_provider_share * coef)
+        totals = b.var(np.zeros(len(provider_terms)), np.full(len(provider_terms), np.inf))
+        for j, terms in enumerate(provider_terms.values()):
+            r = b.new_rows(1, 0.0, 0.0)
+            b.add(r, totals[j : j + 1], -1.0)
             for v, coef in terms:
                 b.add(np.full(len(v), r[0]), v, coef)
+        for j in range(len(provider_terms)):
+            r = b.new_rows(1, -np.inf, 0.0)
+            b.add(np.full(len(totals), r[0]), totals, -problem.max_provider_share)
+            b.add(r, totals[j : j + 1], 1.0)
     if math.isfinite(problem.commit_budget_usd):
         r = b.new_rows(1, -np.inf, problem.commit_budget_usd)
         for v, coef in committed_cost_terms:
@@ -275,19 +279,43 @@ def optimize_portfolio(
         (np.concatenate(b.vals), (np.concatenate(b.rows), np.concatenate(b.cols))), shape=(b.m, b.n)
     )
     t0 = time.perf_counter()
-    res = milp(
+    if not integral:
+        res = _solve_lp(c_vec, a, b, time_limit_s)
+    else:
+        res = milp(
         c_vec,
-        constraints=LinearConstraint(a, np.concatenate(b.rlo), np.concatenate(b.rhi)),
-        bounds=Bounds(np.concatenate(b.lb), np.concatenate(b.ub)),
-        integrality=np.concatenate(b.integ),
-        options={"time_limit": time_limit_s, "mip_rel_gap": 1e-4},
-    )
+            constraints=LinearConstraint(a, np.concatenate(b.rlo), np.concatenate(b.rhi)),
+            bounds=Bounds(np.concatenate(b.lb), np.concatenate(b.ub)),
+            integrality=np.concatenate(b.integ),
+            options={"time_limit": time_limit_s, "mip_rel_gap": 1e-4},
+        )
     solve_s = time.perf_counter() - t0
     if res.x is None:
         raise ValidationError("problem", f"portfolio solve failed: {res.message}")
     x = res.x
     return _plan(problem, x, float(res.fun), res.message, solve_s, b, cap_vars, commit_vars, rec_vars, w, sl_slack,
                  provider_terms, committed_cost_terms)
+
+
+def _solve_lp(c: FloatArray, a: sp.csr_array, b: _Builder, time_limit_s: float) -> OptimizeResult:
+    """LP through HiGHS (its own choice of simplex or interior point), rows split into <= and ==."""
+    lo, hi = np.concatenate(b.rlo), np.concatenate(b.rhi)
+    eq = lo == hi
+    up = ~eq & np.isfinite(hi)
+    dn = ~eq & np.isfinite(lo)
+    a_ub = sp.vstack([a[np.nonzero(up)[0]], -a[np.nonzero(dn)[0]]]).tocsr()
+    b_ub = np.concatenate([hi[up], -lo[dn]])
+    bounds = np.column_stack([np.concatenate(b.lb), np.concatenate(b.ub)])
+    return linprog(
+        c,
+        A_ub=a_ub,
+        b_ub=b_ub,
+        A_eq=a[np.nonzero(eq)[0]],
+        b_eq=lo[eq],
+        bounds=bounds,
+        method="highs",
+        options={"time_limit": time_limit_s},
+    )
 
 
 def _plan(
