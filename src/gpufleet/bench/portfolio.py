@@ -1,8 +1,9 @@
-"""``gpufleet bench portfolio``: planning speed at scale (2-year daily grid, 20 SKU-region pairs, 4 tiers).
+"""``gpufleet bench portfolio``: planning speed at scale (2-year daily grid, 20 SKU-region pairs, 4+ tiers).
 
 Synthetic, seeded demand (growth, weekly cycle, three scenarios at 0.8x/1.0x/1.25x) priced from the
 built-in catalog: reserved 1y, reserved 3y (0.45x on-demand, the usual 3-year discount), 30-day secondary
-contracts (neocloud, capacity-limited, 3-day lead), on-demand with quota, spot for the checkpointable share. Reports solve time, size and the provider-share premium.
+contracts (neocloud, capacity-limited, 3-day lead), on-demand with quota, spot for the checkpointable
+share. Reports solve time, size and the provider-share premium.
 """
 
 from __future__ import annotations

@@ -60,18 +60,32 @@ def register(app: typer.Typer) -> None:
             }
             start_s = 1_767_225_600  # 2026-01-01, fixed so the synthetic plan is reproducible
         report = plan_from_history(
-            demand, start_s=start_s, horizon_days=days, workload_class=workload_class,
+            demand,
+            start_s=start_s,
+            horizon_days=days,
+            workload_class=workload_class,
             on_demand_quota_gpus=on_demand_quota,
         )
         table = Table(title=f"reservation proposals ({days} d horizon, objective ${report.plan.objective_usd:,.0f})")
         for col in ("action", "sku", "region", "tier", "units", "start", "submit_by", "est_cost_usd", "reason"):
             table.add_column(col)
         for p in report.proposals[:40]:
-            table.add_row(p.action, p.sku_id, ",".join(p.regions), p.tier, str(p.units), _iso(p.start_s),
-                          _iso(p.submit_by_s), f"{p.est_cost_usd:,.0f}", p.reason)
+            table.add_row(
+                p.action,
+                p.sku_id,
+                ",".join(p.regions),
+                p.tier,
+                str(p.units),
+                _iso(p.start_s),
+                _iso(p.submit_by_s),
+                f"{p.est_cost_usd:,.0f}",
+                p.reason,
+            )
         _out.print(table)
         for q in report.quotas:
-            _out.print(f"quota {q.pool_id}: {q.reason} exhausts {_iso(q.exhausts_at_s)} request by {_iso(q.request_by_s)}")
+            _out.print(
+                f"quota {q.pool_id}: {q.reason} exhausts {_iso(q.exhausts_at_s)} request by {_iso(q.request_by_s)}"
+            )
         for k, v in report.coverage.items():
             _out.print(f"coverage {k}: {v['coverage']:.1%} of demand, commitments {v['utilization']:.1%} used")
         if json_path is not None:

@@ -88,4 +88,6 @@ def plan_from_history(
         )
         for p in pairs
     ]
-    return PlanReport(problem, plan, proposals_from_plan(problem, plan, start_s=start_s), quotas, coverage_report(problem, plan))
+    return PlanReport(
+        problem, plan, proposals_from_plan(problem, plan, start_s=start_s), quotas, coverage_report(problem, plan)
+    )

@@ -36,7 +36,7 @@ def units_worth_committing(excess: FloatArray, alpha: float) -> int:
     e = np.asarray(excess, dtype=np.float64).ravel()
     if e.size == 0:
         return 0
-    hi = max(int(math.ceil(float(e.max()))), 0)
+    hi = max(math.ceil(float(e.max())), 0)
     lo = 0
     while lo < hi:
         k = (lo + hi + 1) // 2

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import math
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 import numpy.typing as npt
@@ -154,7 +154,7 @@ class _Builder:
         self.n += k
         return idx
 
-    def new_rows(self, k: int, lo: FloatArray, hi: FloatArray) -> npt.NDArray[np.int64]:
+    def new_rows(self, k: int, lo: float | FloatArray, hi: float | FloatArray) -> npt.NDArray[np.int64]:
         self.rlo.append(np.broadcast_to(np.asarray(lo, dtype=np.float64), (k,)).copy())
         self.rhi.append(np.broadcast_to(np.asarray(hi, dtype=np.float64), (k,)).copy())
         idx = np.arange(self.m, self.m + k, dtype=np.int64)
@@ -275,15 +275,13 @@ def optimize_portfolio(
         for v, coef in committed_cost_terms:
             b.add(np.full(len(v), r[0]), v, coef)
     c_vec = np.concatenate(b.c)
-    a = sp.csr_array(
-        (np.concatenate(b.vals), (np.concatenate(b.rows), np.concatenate(b.cols))), shape=(b.m, b.n)
-    )
+    a = sp.csr_array((np.concatenate(b.vals), (np.concatenate(b.rows), np.concatenate(b.cols))), shape=(b.m, b.n))
     t0 = time.perf_counter()
     if not integral:
         res = _solve_lp(c_vec, a, b, time_limit_s)
     else:
         res = milp(
-        c_vec,
+            c_vec,
             constraints=LinearConstraint(a, np.concatenate(b.rlo), np.concatenate(b.rhi)),
             bounds=Bounds(np.concatenate(b.lb), np.concatenate(b.ub)),
             integrality=np.concatenate(b.integ),
@@ -293,8 +291,21 @@ def optimize_portfolio(
     if res.x is None:
         raise ValidationError("problem", f"portfolio solve failed: {res.message}")
     x = res.x
-    return _plan(problem, x, float(res.fun), res.message, solve_s, b, cap_vars, commit_vars, rec_vars, w, sl_slack,
-                 provider_terms, committed_cost_terms)
+    return _plan(
+        problem,
+        x,
+        float(res.fun),
+        res.message,
+        solve_s,
+        b,
+        cap_vars,
+        commit_vars,
+        rec_vars,
+        w,
+        sl_slack,
+        provider_terms,
+        committed_cost_terms,
+    )
 
 
 def _solve_lp(c: FloatArray, a: sp.csr_array, b: _Builder, time_limit_s: float) -> OptimizeResult:
@@ -364,11 +375,12 @@ def _plan(
     )
 
 
-def hindsight_plan(problem: PortfolioProblem, realized: list[tuple[FloatArray, FloatArray, FloatArray]]) -> PortfolioPlan:
+def hindsight_plan(
+    problem: PortfolioProblem, realized: list[tuple[FloatArray, FloatArray, FloatArray]]
+) -> PortfolioPlan:
     """The same model with one scenario, the realized demand (serving, training, checkpointable) per pair."""
     pairs = tuple(
-        PairDemand(**{**{f: getattr(p, f) for f in p.__dataclass_fields__},  # type: ignore[arg-type]
-                      "serving": s[None, :], "training": tr[None, :], "checkpointable": ck[None, :]})
+        replace(p, serving=s[None, :], training=tr[None, :], checkpointable=ck[None, :])
         for p, (s, tr, ck) in zip(problem.pairs, realized, strict=True)
     )
     return optimize_portfolio(

@@ -16,7 +16,7 @@ import numpy as np
 import numpy.typing as npt
 
 from gpufleet.domain.catalog import PRICES_BY_SKU
-from gpufleet.procure.portfolio import CommitTier, PairDemand, PortfolioPlan, PortfolioProblem
+from gpufleet.procure.portfolio import CommitDecision, CommitTier, PairDemand, PortfolioPlan, PortfolioProblem
 
 FloatArray = npt.NDArray[np.float64]
 RESERVED_3Y_TO_ON_DEMAND = 0.45  # typical 3-year no-upfront discount (assumption; the catalog lists 1-yr only)
@@ -52,7 +52,11 @@ def catalog_tiers(sku_id: str, *, period_h: float = 24.0) -> tuple[CommitTier, .
     return (
         CommitTier("reserved_1y", "aws", float(p.reserved_1y), round(365 * per_day), round(14 * per_day)),
         CommitTier(
-            "reserved_3y", "aws", float(p.on_demand) * RESERVED_3Y_TO_ON_DEMAND, round(1095 * per_day), round(30 * per_day)
+            "reserved_3y",
+            "aws",
+            float(p.on_demand) * RESERVED_3Y_TO_ON_DEMAND,
+            round(1095 * per_day),
+            round(30 * per_day),
         ),
     )
 
@@ -86,30 +90,30 @@ def proposals_from_plan(
     """Turn a plan's commitments into orders (reserve/renew) and let-expire notices, sorted by submit date."""
     period_s = int(problem.period_h * 3600)
     out: list[ReservationProposal] = []
-    by_key = {(d.pair, d.tier): [] for d in plan.decisions}  # type: dict[tuple[str, str], list]
+    by_key: dict[tuple[str, str], list[CommitDecision]] = {}
     for d in plan.decisions:
-        by_key[(d.pair, d.tier)].append(d)
+        by_key.setdefault((d.pair, d.tier), []).append(d)
     tiers = {(p.key, t.name): t for p in problem.pairs for t in p.commit_tiers}
     renewed: dict[tuple[str, str, int], float] = {}
     for (pair, tier_name), ds in by_key.items():
         tier = tiers[(pair, tier_name)]
         ds.sort(key=lambda d: d.start_period)
-        groups: list[list[object]] = []
+        groups: list[list[CommitDecision]] = []
         for d in ds:
-            if groups and d.start_period - groups[-1][0].start_period < batch_periods:  # type: ignore[attr-defined]
+            if groups and d.start_period - groups[-1][0].start_period < batch_periods:
                 groups[-1].append(d)
             else:
                 groups.append([d])
         for g in groups:
             first = g[0]
-            gpus = sum(x.gpus for x in g)  # type: ignore[attr-defined]
-            units = int(math.ceil(gpus / gpus_per_node - 1e-6)) * gpus_per_node
+            gpus = sum(x.gpus for x in g)
+            units = math.ceil(gpus / gpus_per_node - 1e-6) * gpus_per_node
             if units <= 0:
                 continue
-            start_p = first.start_period  # type: ignore[attr-defined]
-            util = float(np.average([x.expected_utilization for x in g], weights=[x.gpus for x in g]))  # type: ignore[attr-defined]
-            q = float(np.average([x.demand_quantile_covered for x in g], weights=[x.gpus for x in g]))  # type: ignore[attr-defined]
-            be = first.breakeven_utilization  # type: ignore[attr-defined]
+            start_p = first.start_period
+            util = float(np.average([x.expected_utilization for x in g], weights=[x.gpus for x in g]))
+            q = float(np.average([x.demand_quantile_covered for x in g], weights=[x.gpus for x in g]))
+            be = first.breakeven_utilization
             action = "reserve"
             for e in existing:
                 if e.pair == pair and e.tier == tier_name and abs(e.end_period - start_p) <= batch_periods:
@@ -128,7 +132,7 @@ def proposals_from_plan(
                     start_s=start,
                     term_days=term_days,
                     submit_by_s=start - tier.lead_periods * period_s,
-                    est_cost_usd=round(sum(x.est_cost_usd for x in g) * units / max(gpus, 1e-9), 2),  # type: ignore[attr-defined]
+                    est_cost_usd=round(sum(x.est_cost_usd for x in g) * units / max(gpus, 1e-9), 2),
                     rationale=(
                         f"{units} GPUs of {sku_id} in {region} on {tier_name}: expected utilization {util:.0%} vs "
                         f"break-even {be:.0%}; covers demand up to its {q:.0%} quantile"

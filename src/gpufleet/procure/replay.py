@@ -79,7 +79,7 @@ class ReplayConfig:
             on_demand_usd_per_gpu_h=float(p.on_demand),
             spot_usd_per_gpu_h=float(p.spot),
             secondary_usd_per_gpu_h=float(p.secondary),
-            **kw,  # type: ignore[arg-type]
+            **kw,
         )
 
 
