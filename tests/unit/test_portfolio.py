@@ -75,7 +75,9 @@ def test_commit_budget_is_respected() -> None:
 def test_serving_service_level_forces_firm_capacity_when_quota_is_short() -> None:
     serving = np.array([[10.0] * 6, [30.0] * 6])  # the p99 needs ~30 GPUs of firm capacity
     zero = np.zeros_like(serving)
-    p = _pair(serving, zero, zero, on_demand_quota_gpus=12.0, commit_tiers=(CommitTier("reserved", "aws", 0.634, 6, 0),))
+    p = _pair(
+        serving, zero, zero, on_demand_quota_gpus=12.0, commit_tiers=(CommitTier("reserved", "aws", 0.634, 6, 0),)
+    )
     plan = optimize_portfolio(PortfolioProblem((p,), period_h=1.0, on_demand_reliable_share=1.0))
     cap = plan.capacity[p.key]["reserved"]
     assert np.all(cap >= np.quantile(serving, 0.99, axis=0) - 12.0 - 1e-6)
@@ -86,8 +88,12 @@ def test_portfolio_hindsight_equals_the_replay_hindsight_on_one_pair() -> None:
     rng = np.random.default_rng(5)
     demand = np.round(rng.uniform(0, 5, 12), 1)
     cfg = ReplayConfig(
-        term_h=4, lead_h=2, reserved_usd_per_gpu_h=0.634, on_demand_usd_per_gpu_h=1.0,
-        spot_usd_per_gpu_h=0.3, secondary_usd_per_gpu_h=0.8,
+        term_h=4,
+        lead_h=2,
+        reserved_usd_per_gpu_h=0.634,
+        on_demand_usd_per_gpu_h=1.0,
+        spot_usd_per_gpu_h=0.3,
+        secondary_usd_per_gpu_h=0.8,
     )
     zero = np.zeros_like(demand)
     p = _pair(zero[None, :], zero[None, :], zero[None, :], commit_tiers=(CommitTier("reserved", "aws", 0.634, 4, 2),))
@@ -103,8 +109,12 @@ def test_integral_portfolio_matches_brute_force_on_a_small_case() -> None:
     p = _pair(demand[None, :], zero[None, :], zero[None, :], commit_tiers=(CommitTier("reserved", "aws", 0.634, 2, 1),))
     plan = optimize_portfolio(PortfolioProblem((p,), period_h=1.0), integral=True)
     cfg = ReplayConfig(
-        term_h=2, lead_h=1, reserved_usd_per_gpu_h=0.634, on_demand_usd_per_gpu_h=1.0,
-        spot_usd_per_gpu_h=0.3, secondary_usd_per_gpu_h=0.8,
+        term_h=2,
+        lead_h=1,
+        reserved_usd_per_gpu_h=0.634,
+        on_demand_usd_per_gpu_h=1.0,
+        spot_usd_per_gpu_h=0.3,
+        secondary_usd_per_gpu_h=0.8,
     )
     best = math.inf
     for combo in itertools.product(range(4), repeat=4):

@@ -6,10 +6,10 @@ skips each with an explicit trigger:
 
   ``serving_never_spot`` / ``not_checkpointable``  spot carries checkpointable training only
   ``stockout``                   the provider signals no capacity
-  ``quota_headroom``             fewer free GPUs under quota than needed
+  ``quota_headroom``             fewer free GPUs under quota than needed (and no deadline at stake)
+  ``queue_wait_exceeds_deadline`` no room now, and this pool's queue would start the job too late
   ``pool_utilization``           the pool is above ``utilization_high``
   ``provider_share_cap``         placing here would put one provider above ``max_provider_share``
-  ``queue_wait_exceeds_deadline`` the pool's queue would start the job too late for its deadline
 
 If no pool takes the workload at full size it tries, in order: each degrade option the workload declared
 (smaller GPU count or SKU, lower replica floor) -> ``degraded``; preempting strictly lower-priority work
@@ -106,7 +106,13 @@ def _trigger(req: PlacementRequest, ps: PoolState, gpus: int) -> str | None:
     if ps.stockout:
         return "stockout"
     if ps.free_gpus < gpus:
-        return "quota_headroom"
+        # no room now; say whether waiting in this pool's queue would also break the deadline
+        late = (
+            w.deadline_s is not None
+            and ps.queue_wait_s is not None
+            and req.now_s + ps.queue_wait_s + req.expected_run_s > w.deadline_s
+        )
+        return "queue_wait_exceeds_deadline" if late else "quota_headroom"
     if ps.utilization >= req.utilization_high:
         return "pool_utilization"
     if req.max_provider_share < 1.0:
@@ -114,13 +120,6 @@ def _trigger(req: PlacementRequest, ps: PoolState, gpus: int) -> str | None:
         mine = req.provider_gpus_in_use.get(pool.provider_id, 0.0) + gpus
         if mine > req.max_provider_share * total + 1e-9:
             return "provider_share_cap"
-    if (
-        w.deadline_s is not None
-        and ps.queue_wait_s is not None
-        and ps.queue_wait_s > 0
-        and req.now_s + ps.queue_wait_s + req.expected_run_s > w.deadline_s
-    ):
-        return "queue_wait_exceeds_deadline"
     return None
 
 
