@@ -128,13 +128,15 @@ class GpufleetPolicy:
     min_history_h: int = 24
     first_hour_use: float = 0.5  # a new GPU must be used at the first covered hour in half the scenarios
     ramp_h: int = 12  # growth beyond renewals is committed over about this many hours
+    ramp_until_h: int | None = None  # ramp only while history is shorter than this (None: always)
     trend_weight: float = 0.5  # scenarios scaled by (last day / lag window mean) ** trend_weight
 
     def scenarios(self, t: int, history: FloatArray, cfg: ReplayConfig) -> FloatArray:
         """Matrix ``(n_scenarios, term_h)`` of demand scenarios for hours ``t + lead .. t + lead + term - 1``."""
         offsets = cfg.lead_h + np.arange(cfg.term_h)  # hours ahead of t
         rows: list[FloatArray] = []
-        # the first daily lag that is already observed for every hour ahead is ceil((offset + 1) / 24) days
+        # the first daily lag that is already observed for every hour ahead is ceil((offset + 1) / 24) days,
+        # so every hour ahead takes the same hour of day from the freshest observed days
         first_lag = (offsets // 24) + 1
         for m in range(self.days):
             src = t + offsets - 24 * (first_lag + m)
@@ -175,7 +177,8 @@ class GpufleetPolicy:
         expiring = max(float(committed[cfg.lead_h - 1]) - have, 0.0) if cfg.lead_h > 0 else 0.0
         renew = min(float(gap), math.floor(expiring + 1e-9))
         growth = gap - renew
-        return float(renew + (math.ceil(growth / self.ramp_h) if growth > 0 else 0))
+        ramp = self.ramp_h if self.ramp_until_h is None or t < self.ramp_until_h else 1
+        return float(renew + (math.ceil(growth / ramp) if growth > 0 else 0))
 
 
 def baseline_policies() -> list[object]:
