@@ -92,7 +92,8 @@ def pods_hourly_demand(path: str | Path) -> FloatArray:
     ic, id_ = np.searchsorted(cs, edges, "right"), np.searchsorted(ds, edges, "right")
     # started pods contribute g*(edge - c); finished pods give back g*(edge - d)
     used = (cum_g_c[ic] * edges - cum_gc_c[ic]) - (cum_g_d[id_] * edges - cum_gd_d[id_])
-    return np.diff(used) / HOUR_S
+    out: FloatArray = np.diff(used) / HOUR_S
+    return out
 
 
 def load_demand(
