@@ -128,7 +128,6 @@ class GpufleetPolicy:
     min_history_h: int = 24
     first_hour_use: float = 0.5  # a new GPU must be used at the first covered hour in half the scenarios
     ramp_h: int = 12  # growth beyond renewals is committed over about this many hours
-    ramp_until_h: int | None = None  # ramp only while history is shorter than this (None: always)
     trend_weight: float = 0.5  # scenarios scaled by (last day / lag window mean) ** trend_weight
 
     def scenarios(self, t: int, history: FloatArray, cfg: ReplayConfig) -> FloatArray:
@@ -177,8 +176,7 @@ class GpufleetPolicy:
         expiring = max(float(committed[cfg.lead_h - 1]) - have, 0.0) if cfg.lead_h > 0 else 0.0
         renew = min(float(gap), math.floor(expiring + 1e-9))
         growth = gap - renew
-        ramp = self.ramp_h if self.ramp_until_h is None or t < self.ramp_until_h else 1
-        return float(renew + (math.ceil(growth / ramp) if growth > 0 else 0))
+        return float(renew + (math.ceil(growth / self.ramp_h) if growth > 0 else 0))
 
 
 def baseline_policies() -> list[object]:
