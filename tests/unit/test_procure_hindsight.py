@@ -16,15 +16,14 @@ from gpufleet.procure.replay import ReplayConfig, cost_of_commits, replay
 
 
 def _cfg(term_h: int = 3, lead_h: int = 1, **kw: float) -> ReplayConfig:
-    return ReplayConfig(
-        term_h=term_h,
-        lead_h=lead_h,
-        reserved_usd_per_gpu_h=0.634,
-        on_demand_usd_per_gpu_h=1.0,
-        spot_usd_per_gpu_h=0.3,
-        secondary_usd_per_gpu_h=0.8,
-        **kw,  # type: ignore[arg-type]
-    )
+    prices: dict[str, float] = {
+        "reserved_usd_per_gpu_h": 0.634,
+        "on_demand_usd_per_gpu_h": 1.0,
+        "spot_usd_per_gpu_h": 0.3,
+        "secondary_usd_per_gpu_h": 0.8,
+    }
+    prices.update(kw)
+    return ReplayConfig(term_h=term_h, lead_h=lead_h, **prices)  # type: ignore[arg-type]
 
 
 def _brute_force(cfg: ReplayConfig, demand: np.ndarray, max_units: int) -> float:
@@ -112,3 +111,26 @@ def test_units_worth_committing_is_the_break_even_quantile() -> None:
     used = np.clip(excess - (k - 1), 0, 1).mean()
     used_next = np.clip(excess - k, 0, 1).mean()
     assert used >= 0.634 > used_next
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.lists(st.floats(0.0, 50.0, allow_nan=False), min_size=1, max_size=40), st.floats(0.0, 40.0))
+def test_tier_aware_break_even_reduces_to_alpha_with_on_demand_only(values: list[float], have: float) -> None:
+    from gpufleet.procure.policies import units_worth_committing_tiered
+
+    d = np.asarray(values)
+    cfg = _cfg()
+    tiered_cfg = _cfg(secondary_capacity_gpus=1e9, secondary_usd_per_gpu_h=1.0)  # same price: same answer
+    e = d - have
+    k = units_worth_committing(e, cfg.alpha)
+    assert units_worth_committing_tiered(e, d, cfg) == k
+    assert units_worth_committing_tiered(e, d, tiered_cfg) == k
+
+
+def test_cheap_overflow_tiers_lower_what_is_worth_reserving() -> None:
+    from gpufleet.procure.policies import units_worth_committing_tiered
+
+    d = np.full(100, 10.0)
+    cheap_spot = _cfg(checkpointable_share=1.0, spot_capacity_gpus=4.0)  # spot at 0.3 takes the first 4 GPUs
+    assert units_worth_committing_tiered(d, d, _cfg()) == 10
+    assert units_worth_committing_tiered(d, d, cheap_spot) == 6

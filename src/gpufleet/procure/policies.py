@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import numpy.typing as npt
 
-from gpufleet.procure.replay import ReplayConfig
+from gpufleet.procure.replay import ReplayConfig, overflow_tiers
 
 FloatArray = npt.NDArray[np.float64]
 
@@ -42,6 +42,37 @@ def units_worth_committing(excess: FloatArray, alpha: float) -> int:
         k = (lo + hi + 1) // 2
         used = float(np.clip(e - (k - 1), 0.0, 1.0).mean())
         if used >= alpha - 1e-12:
+            lo = k
+        else:
+            hi = k - 1
+    return lo
+
+
+def units_worth_committing_tiered(excess: FloatArray, demand: FloatArray, cfg: ReplayConfig) -> int:
+    """Like :func:`units_worth_committing`, but a GPU saves what the overflow tier it displaces costs.
+
+    Overflow fills the pay-per-use tiers cheapest first, so one more reserved GPU removes the top unit of
+    overflow: at overflow position ``y`` it saves the price of the tier holding position ``y``. The ``k``-th
+    GPU is worth it while its expected saving is at least the reserved price. With on-demand as the only
+    overflow tier this is exactly ``units_worth_committing(excess, alpha)``.
+    """
+    tiers = overflow_tiers(cfg, demand)
+    open_tiers = [(price, cap) for _, price, cap in tiers[:-1] if cap.max(initial=0.0) > 0]
+    if len(open_tiers) == 1 and bool(np.all(np.isinf(open_tiers[0][1]))):
+        return units_worth_committing(excess, cfg.reserved_usd_per_gpu_h / open_tiers[0][0])
+    bounds = np.cumsum(np.vstack([cap for _, _, cap in tiers]), axis=0)  # (n_tiers, cells)
+    prices = np.array([price for _, price, _ in tiers])
+    e = np.asarray(excess, dtype=np.float64)
+    if e.size == 0:
+        return 0
+    lo, hi = 0, max(math.ceil(float(e.max())), 0)
+    while lo < hi:
+        k = (lo + hi + 1) // 2
+        y = e - (k - 1)  # overflow position of the k-th GPU's unit in each scenario-hour
+        used = np.clip(y, 0.0, 1.0)
+        tier_idx = np.minimum((bounds < y[None, :] - 1e-9).sum(axis=0), len(prices) - 1)
+        saving = float((used * prices[tier_idx]).mean())
+        if saving >= cfg.reserved_usd_per_gpu_h - 1e-12:
             lo = k
         else:
             hi = k - 1
@@ -163,7 +194,8 @@ class GpufleetPolicy:
         # above the falling profile would credit it with demand that renewals will serve.
         have = float(committed[cfg.lead_h])
         excess = scen - have
-        worth = units_worth_committing(excess[np.isfinite(excess)], cfg.alpha)
+        ok = np.isfinite(excess)
+        worth = units_worth_committing_tiered(excess[ok], scen[ok], cfg)
         # commit only what the first covered hour needs: later hours can be topped up later, and buying
         # them now would double-cover hours that expiring commitments still cover
         first = excess[:, 0]
