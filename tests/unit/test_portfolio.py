@@ -99,7 +99,7 @@ def test_portfolio_hindsight_equals_the_replay_hindsight_on_one_pair() -> None:
     p = _pair(zero[None, :], zero[None, :], zero[None, :], commit_tiers=(CommitTier("reserved", "aws", 0.634, 4, 2),))
     problem = PortfolioProblem((p,), period_h=1.0)
     plan = hindsight_plan(problem, [(demand, zero, zero)])
-    lp_bound = hindsight_optimal(cfg, demand, integral=False).result.cost_usd
+    lp_bound = hindsight_optimal(cfg, demand, method="lp").result.cost_usd
     assert plan.objective_usd == pytest.approx(lp_bound, rel=1e-6)
 
 

@@ -65,16 +65,29 @@ def test_hindsight_matches_brute_force_with_quota_spot_and_secondary(
     assert sol.result.cost_usd == pytest.approx(_brute_force(cfg, demand, 3), abs=1e-6)
 
 
-def test_fast_exact_path_agrees_with_the_milp_on_a_longer_series() -> None:
+@pytest.mark.parametrize(
+    "extra",
+    [
+        {},
+        {
+            "on_demand_quota_gpus": 55.0,
+            "checkpointable_share": 0.3,
+            "spot_capacity_gpus": 8.0,
+            "secondary_capacity_gpus": 5.5,
+        },
+    ],
+)
+def test_exact_segment_lp_agrees_with_the_milp_on_a_longer_series(extra: dict[str, float]) -> None:
     rng = np.random.default_rng(7)
     t = np.arange(24 * 10)
     demand = np.maximum(50 + 20 * np.sin(2 * np.pi * t / 24) + rng.normal(0, 5, len(t)), 0)
-    cfg = _cfg(term_h=48, lead_h=6)
+    cfg = _cfg(term_h=48, lead_h=6, **extra)
     fast = hindsight_optimal(cfg, demand)
-    # a tiny secondary capacity at on-demand price changes nothing but forces the MILP path
-    milp_cfg = _cfg(term_h=48, lead_h=6, secondary_capacity_gpus=1e-6)
-    slow = hindsight_optimal(milp_cfg, demand, time_limit_s=60)
-    assert fast.result.cost_usd == pytest.approx(slow.result.cost_usd, rel=1e-5)
+    slow = hindsight_optimal(cfg, demand, method="milp", time_limit_s=60)
+    relaxed = hindsight_optimal(cfg, demand, method="lp")
+    assert fast.result.cost_usd == pytest.approx(slow.result.cost_usd, rel=1e-6)
+    assert fast.lp_objective_usd == pytest.approx(fast.result.cost_usd, rel=1e-9)
+    assert relaxed.result.cost_usd <= fast.result.cost_usd + 1e-6
     assert np.allclose(fast.result.commits, np.round(fast.result.commits))
 
 

@@ -48,18 +48,21 @@ def units_worth_committing(excess: FloatArray, alpha: float) -> int:
     return lo
 
 
-def units_worth_committing_tiered(excess: FloatArray, demand: FloatArray, cfg: ReplayConfig) -> int:
+def units_worth_committing_tiered(
+    excess: FloatArray, demand: FloatArray, cfg: ReplayConfig, *, threshold_usd: float | None = None
+) -> int:
     """Like :func:`units_worth_committing`, but a GPU saves what the overflow tier it displaces costs.
 
     Overflow fills the pay-per-use tiers cheapest first, so one more reserved GPU removes the top unit of
     overflow: at overflow position ``y`` it saves the price of the tier holding position ``y``. The ``k``-th
-    GPU is worth it while its expected saving is at least the reserved price. With on-demand as the only
-    overflow tier this is exactly ``units_worth_committing(excess, alpha)``.
+    GPU is worth it while its expected saving is at least ``threshold_usd`` (default: the reserved price).
+    With on-demand as the only overflow tier this is exactly ``units_worth_committing(excess, alpha)``.
     """
+    need_usd = cfg.reserved_usd_per_gpu_h if threshold_usd is None else threshold_usd
     tiers = overflow_tiers(cfg, demand)
     open_tiers = [(price, cap) for _, price, cap in tiers[:-1] if cap.max(initial=0.0) > 0]
     if len(open_tiers) == 1 and bool(np.all(np.isinf(open_tiers[0][1]))):
-        return units_worth_committing(excess, cfg.reserved_usd_per_gpu_h / open_tiers[0][0])
+        return units_worth_committing(excess, need_usd / open_tiers[0][0])
     bounds = np.cumsum(np.vstack([cap for _, _, cap in tiers]), axis=0)  # (n_tiers, cells)
     prices = np.array([price for _, price, _ in tiers])
     e = np.asarray(excess, dtype=np.float64)
@@ -72,11 +75,24 @@ def units_worth_committing_tiered(excess: FloatArray, demand: FloatArray, cfg: R
         used = np.clip(y, 0.0, 1.0)
         tier_idx = np.minimum((bounds < y[None, :] - 1e-9).sum(axis=0), len(prices) - 1)
         saving = float((used * prices[tier_idx]).mean())
-        if saving >= cfg.reserved_usd_per_gpu_h - 1e-12:
+        if saving >= need_usd - 1e-12:
             lo = k
         else:
             hi = k - 1
     return lo
+
+
+def _displaced_price(excess: FloatArray, demand: FloatArray, cfg: ReplayConfig, k: int) -> float:
+    """Mean price of the overflow tier the ``k``-th extra GPU would displace, over cells where it is used."""
+    tiers = overflow_tiers(cfg, demand)
+    bounds = np.cumsum(np.vstack([cap for _, _, cap in tiers]), axis=0)
+    prices = np.array([price for _, price, _ in tiers])
+    y = np.asarray(excess, dtype=np.float64) - (k - 1)
+    used = y > 0
+    if not np.any(used):
+        return cfg.on_demand_usd_per_gpu_h
+    idx = np.minimum((bounds[:, used] < y[None, used] - 1e-9).sum(axis=0), len(prices) - 1)
+    return float(prices[idx].mean())
 
 
 @dataclass(slots=True)
@@ -198,8 +214,12 @@ class GpufleetPolicy:
         worth = units_worth_committing_tiered(excess[ok], scen[ok], cfg)
         # commit only what the first covered hour needs: later hours can be topped up later, and buying
         # them now would double-cover hours that expiring commitments still cover
-        first = excess[:, 0]
-        needed = units_worth_committing(first[np.isfinite(first)], self.first_hour_use)
+        # (in cost terms: the first hour's expected saving must reach first_hour_use x the on-demand price,
+        # which with on-demand as the only overflow tier means "used in first_hour_use of the scenarios")
+        first, first_ok = excess[:, 0], np.isfinite(excess[:, 0])
+        needed = units_worth_committing_tiered(
+            first[first_ok], scen[:, 0][first_ok], cfg, threshold_usd=self.first_hour_use * cfg.on_demand_usd_per_gpu_h
+        )
         gap = min(worth, needed)
         if gap <= 0:
             return 0.0
@@ -208,7 +228,16 @@ class GpufleetPolicy:
         expiring = max(float(committed[cfg.lead_h - 1]) - have, 0.0) if cfg.lead_h > 0 else 0.0
         renew = min(float(gap), math.floor(expiring + 1e-9))
         growth = gap - renew
-        return float(renew + (math.ceil(growth / self.ramp_h) if growth > 0 else 0))
+        if growth <= 0:
+            return float(renew)
+        # The ramp hedges over-commitment (cost: the reserved price) against under-commitment (cost: the
+        # displaced tier's price minus the reserved price). Where the displaced tier is dearer than
+        # on-demand (quota exhausted: secondary or priced unmet), shorten the ramp in proportion.
+        price = _displaced_price(first[first_ok], scen[:, 0][first_ok], cfg, gap)
+        under_usd = max(price - cfg.reserved_usd_per_gpu_h, 1e-9)
+        od_under_usd = max(cfg.on_demand_usd_per_gpu_h - cfg.reserved_usd_per_gpu_h, 1e-9)
+        ramp = max(1, round(self.ramp_h * min(1.0, od_under_usd / under_usd)))
+        return float(renew + math.ceil(growth / ramp))
 
 
 def baseline_policies() -> list[object]:
