@@ -147,3 +147,25 @@ def test_existing_commitments_reduce_what_is_bought_until_they_expire() -> None:
     cap = plan.capacity[p.key]["reserved"]
     assert cap[:5].sum() == pytest.approx(0.0)
     assert cap[5:] == pytest.approx(np.full(5, 10.0))
+
+
+def test_pair_scoped_provider_cap_holds_in_every_pair() -> None:
+    rng = np.random.default_rng(2)
+    tiers = (
+        CommitTier("reserved", "aws", 0.634, 10, 1),
+        CommitTier("secondary", "nebius", 0.8, 5, 1, max_gpus=500.0),
+    )
+    pairs = []
+    for i in range(2):
+        d = 40 + 30 * i + rng.uniform(0, 10, size=(1, 20))
+        zero = np.zeros_like(d)
+        pairs.append(
+            PairDemand("h100_80gb", f"r{i}", d, zero, zero, tiers, 1.0, spot_usd_per_gpu_h=0.3, spot_capacity_gpus=0.0)
+        )
+    plan = optimize_portfolio(
+        PortfolioProblem(tuple(pairs), period_h=1.0, max_provider_share=0.7, provider_cap_scope="pair")
+    )
+    free = optimize_portfolio(PortfolioProblem(tuple(pairs), period_h=1.0))
+    assert max(free.provider_share_by_pair[p.key]["aws"] for p in pairs) > 0.7
+    for p in pairs:
+        assert all(share <= 0.7 + 1e-6 for share in plan.provider_share_by_pair[p.key].values())

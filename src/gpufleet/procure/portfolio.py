@@ -89,6 +89,7 @@ class PortfolioProblem:
     service_quantile: float = 0.99
     on_demand_reliable_share: float = 0.9  # share of the on-demand quota trusted for the service level
     max_provider_share: float = 1.0
+    provider_cap_scope: str = "fleet"  # "fleet": one cap over all pairs; "pair": the cap in each SKU-region pair
     commit_budget_usd: float = math.inf
     unmet_penalty_factor: float = 3.0  # unmet GPU-h priced at this many times on-demand
 
@@ -125,6 +126,7 @@ class PortfolioPlan:
     solve_s: float
     n_vars: int
     n_rows: int
+    provider_share_by_pair: dict[str, dict[str, float]] = field(default_factory=dict)
     extra: dict[str, float] = field(default_factory=dict)
 
 
@@ -178,6 +180,8 @@ def _check(problem: PortfolioProblem) -> tuple[int, int]:
                 raise ValidationError(f"pairs[{i}].{name}", f"shape {a.shape} != {(s, t)}")
             if not np.all(np.isfinite(a)) or np.any(a < 0):
                 raise ValidationError(f"pairs[{i}].{name}", "must be finite and >= 0")
+    if problem.provider_cap_scope not in ("fleet", "pair"):
+        raise ValidationError("provider_cap_scope", "must be 'fleet' or 'pair'")
     if not 0 < problem.max_provider_share <= 1:
         raise ValidationError("max_provider_share", "must be in (0, 1]")
     return s, t
@@ -197,6 +201,7 @@ def optimize_portfolio(
     commit_vars: list[dict[str, npt.NDArray[np.int64]]] = []
     rec_vars: list[dict[str, npt.NDArray[np.int64]]] = []
     provider_terms: dict[str, list[tuple[npt.NDArray[np.int64], FloatArray]]] = {}
+    pair_provider_terms: list[dict[str, list[tuple[npt.NDArray[np.int64], FloatArray]]]] = []
     committed_cost_terms: list[tuple[npt.NDArray[np.int64], FloatArray]] = []
     sl_slack: list[npt.NDArray[np.int64]] = []
     for p in problem.pairs:
@@ -206,6 +211,8 @@ def optimize_portfolio(
         peak = float(d_all.max(initial=0.0)) + 1.0
         caps: dict[str, npt.NDArray[np.int64]] = {}
         coms: dict[str, npt.NDArray[np.int64]] = {}
+        mine: dict[str, list[tuple[npt.NDArray[np.int64], FloatArray]]] = {}
+        pair_provider_terms.append(mine)
         for tier in p.commit_tiers:
             ub_x = np.where(t_idx >= tier.lead_periods, min(peak, tier.max_gpus), 0.0)
             x = b.var(np.zeros(n_t), ub_x, integral)
@@ -220,6 +227,7 @@ def optimize_portfolio(
                 b.add(r[tier.term_periods :], x[: n_t - tier.term_periods], 1.0)
             caps[tier.name], coms[tier.name] = c, x
             provider_terms.setdefault(tier.provider_id, []).append((c, np.ones(n_t)))
+            mine.setdefault(tier.provider_id, []).append((c, np.ones(n_t)))
             committed_cost_terms.append((c, cost))
         cap_vars.append(caps)
         commit_vars.append(coms)
@@ -233,8 +241,9 @@ def optimize_portfolio(
         un_ck = b.var(pen, np.full(n_s * n_t, np.inf))
         rec.update(on_demand=od, spot=spot, unmet_np=un_np, unmet_ck=un_ck)
         rec_vars.append(rec)
-        provider_terms.setdefault(p.on_demand_provider, []).append((od, ws))
-        provider_terms.setdefault(p.spot_provider, []).append((spot, ws))
+        for pid, v in ((p.on_demand_provider, od), (p.spot_provider, spot)):
+            provider_terms.setdefault(pid, []).append((v, ws))
+            mine.setdefault(pid, []).append((v, ws))
         tt = np.tile(t_idx, n_s)
         ex = existing[tt]
         ra = b.new_rows(n_s * n_t, d_np.ravel() - ex, np.inf)  # non-preemptible coverage
@@ -257,19 +266,13 @@ def optimize_portfolio(
         for c in caps.values():
             b.add(rs, c, 1.0)
         b.add(rs, slack, 1.0)
-    # provider share cap over purchased GPU-periods (expected): one total per provider (a defining row each,
-    # so every term appears once), then tiny rows total_P <= share * sum of totals
-    if problem.max_provider_share < 1.0 and len(provider_terms) > 1:
-        totals = b.var(np.zeros(len(provider_terms)), np.full(len(provider_terms), np.inf))
-        for j, terms in enumerate(provider_terms.values()):
-            r = b.new_rows(1, 0.0, 0.0)
-            b.add(r, totals[j : j + 1], -1.0)
-            for v, coef in terms:
-                b.add(np.full(len(v), r[0]), v, coef)
-        for j in range(len(provider_terms)):
-            r = b.new_rows(1, -np.inf, 0.0)
-            b.add(np.full(len(totals), r[0]), totals, -problem.max_provider_share)
-            b.add(r, totals[j : j + 1], 1.0)
+    # provider share cap over purchased GPU-periods (expected)
+    if problem.max_provider_share < 1.0:
+        if problem.provider_cap_scope == "pair":
+            for terms_of_pair in pair_provider_terms:
+                _provider_cap(b, terms_of_pair, problem.max_provider_share)
+        else:
+            _provider_cap(b, provider_terms, problem.max_provider_share)
     if math.isfinite(problem.commit_budget_usd):
         r = b.new_rows(1, -np.inf, problem.commit_budget_usd)
         for v, coef in committed_cost_terms:
@@ -305,7 +308,31 @@ def optimize_portfolio(
         sl_slack,
         provider_terms,
         committed_cost_terms,
+        pair_provider_terms,
     )
+
+
+def _provider_cap(
+    b: _Builder, provider_terms: dict[str, list[tuple[npt.NDArray[np.int64], FloatArray]]], share: float
+) -> None:
+    """Rows ``total_P <= share * sum_Q total_Q`` with one total per provider (each defined by a short row)."""
+    if len(provider_terms) < 2:
+        return
+    totals = b.var(np.zeros(len(provider_terms)), np.full(len(provider_terms), np.inf))
+    for j, terms in enumerate(provider_terms.values()):
+        # one partial sum per (pair, tier) term keeps every row short (dense rows slow the simplex's LU)
+        partial = b.var(np.zeros(len(terms)), np.full(len(terms), np.inf))
+        for i, (v, coef) in enumerate(terms):
+            r = b.new_rows(1, 0.0, 0.0)
+            b.add(r, partial[i : i + 1], -1.0)
+            b.add(np.full(len(v), r[0]), v, coef)
+        r = b.new_rows(1, 0.0, 0.0)
+        b.add(r, totals[j : j + 1], -1.0)
+        b.add(np.full(len(partial), r[0]), partial, 1.0)
+    for j in range(len(provider_terms)):
+        r = b.new_rows(1, -np.inf, 0.0)
+        b.add(np.full(len(totals), r[0]), totals, -share)
+        b.add(r, totals[j : j + 1], 1.0)
 
 
 def _solve_lp(c: FloatArray, a: sp.csr_array, b: _Builder, time_limit_s: float) -> OptimizeResult:
@@ -343,6 +370,7 @@ def _plan(
     sl_slack: list[npt.NDArray[np.int64]],
     provider_terms: dict[str, list[tuple[npt.NDArray[np.int64], FloatArray]]],
     committed_cost_terms: list[tuple[npt.NDArray[np.int64], FloatArray]],
+    pair_provider_terms: list[dict[str, list[tuple[npt.NDArray[np.int64], FloatArray]]]],
 ) -> PortfolioPlan:
     from gpufleet.procure.explain import explain_commits
 
@@ -357,6 +385,11 @@ def _plan(
     totals = {pid: sum(float(x[v] @ c) for v, c in terms) for pid, terms in provider_terms.items()}
     grand = sum(totals.values())
     share = {pid: (v / grand if grand > 0 else 0.0) for pid, v in totals.items()}
+    by_pair: dict[str, dict[str, float]] = {}
+    for p, terms_of_pair in zip(problem.pairs, pair_provider_terms, strict=True):
+        t_pair = {pid: sum(float(x[v] @ c) for v, c in terms) for pid, terms in terms_of_pair.items()}
+        g_pair = sum(t_pair.values())
+        by_pair[p.key] = {pid: (v / g_pair if g_pair > 0 else 0.0) for pid, v in t_pair.items()}
     decisions = explain_commits(problem, capacity, commits)
     return PortfolioPlan(
         status=str(status),
@@ -369,6 +402,7 @@ def _plan(
         expected_unmet_gpu_h=unmet,
         service_shortfall_gpu_h=shortfall,
         provider_share=share,
+        provider_share_by_pair=by_pair,
         solve_s=solve_s,
         n_vars=b.n,
         n_rows=b.m,
@@ -390,6 +424,7 @@ def hindsight_plan(
             service_quantile=problem.service_quantile,
             on_demand_reliable_share=problem.on_demand_reliable_share,
             max_provider_share=problem.max_provider_share,
+            provider_cap_scope=problem.provider_cap_scope,
             commit_budget_usd=problem.commit_budget_usd,
             unmet_penalty_factor=problem.unmet_penalty_factor,
         )
