@@ -117,3 +117,18 @@ def test_plan_from_history_reports_coverage_and_quota() -> None:
     assert rep.quotas[0].reason in {"exhausted", "overdue", "request_now", "on_track"}
     cov = rep.coverage["h100_80gb@us-east-1"]
     assert 0.0 < cov["coverage"] <= 1.0 and 0.0 < cov["utilization"] <= 1.0 + 1e-9
+
+
+def test_due_proposals_become_draft_reservations_with_listed_terms() -> None:
+    from gpufleet.domain.reservations import ReservationStatus
+    from gpufleet.procure.proposals import due_proposals, to_reservation
+
+    rng = np.random.default_rng(1)
+    rep = plan_from_history({"h100_80gb@us-east-1": 300 + rng.normal(0, 10, 28 * 24)}, start_s=JAN1, horizon_days=120)
+    due = due_proposals(rep.proposals, now_s=JAN1)
+    assert due and all(p.submit_by_s <= JAN1 + 7 * DAY for p in due)
+    for i, p in enumerate(due):
+        r = to_reservation(p, reservation_id=f"res_{i}", pool_id=f"aws/us-east-1/{p.sku_id}/reserved")
+        assert r.status is ReservationStatus.DRAFT
+        assert r.term_months == {"reserved_1y": 12, "reserved_3y": 36}[p.tier]
+        assert r.units == p.units

@@ -11,11 +11,14 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from decimal import Decimal
 
 import numpy as np
 import numpy.typing as npt
 
 from gpufleet.domain.catalog import PRICES_BY_SKU
+from gpufleet.domain.errors import ValidationError
+from gpufleet.domain.reservations import TERMS_MONTHS, Reservation
 from gpufleet.procure.portfolio import CommitDecision, CommitTier, PairDemand, PortfolioPlan, PortfolioProblem
 
 FloatArray = npt.NDArray[np.float64]
@@ -178,3 +181,26 @@ def coverage_report(problem: PortfolioProblem, plan: PortfolioPlan) -> dict[str,
             "utilization": float(used / max(cap.sum(), 1e-9)),
         }
     return out
+
+
+def due_proposals(
+    proposals: list[ReservationProposal], *, now_s: int, within_s: int = 7 * 86400
+) -> list[ReservationProposal]:
+    """Orders that must enter the approval workflow now: submit-by date within ``within_s`` (or passed)."""
+    return [p for p in proposals if p.action in ("reserve", "renew") and p.submit_by_s <= now_s + within_s]
+
+
+def to_reservation(proposal: ReservationProposal, *, reservation_id: str, pool_id: str) -> Reservation:
+    """A draft reservation for the approval workflow (term rounded to the nearest listed term in months)."""
+    if proposal.action not in ("reserve", "renew") or proposal.term_days is None:
+        raise ValidationError(
+            "action", f"only reserve/renew proposals with a term become reservations: {proposal.action}"
+        )
+    months = min(TERMS_MONTHS, key=lambda m: abs(m * 730 / 24 - proposal.term_days))  # type: ignore[operator]
+    price = PRICES_BY_SKU[proposal.sku_id]
+    per_h = (
+        (price.on_demand * Decimal(str(RESERVED_3Y_TO_ON_DEMAND))).quantize(Decimal("0.0001"))
+        if proposal.tier == "reserved_3y"
+        else price.reserved_1y
+    )
+    return Reservation(reservation_id, pool_id, proposal.sku_id, proposal.units, proposal.start_s, months, per_h)
