@@ -119,10 +119,17 @@ def load_demand(
     return out
 
 
-def _row(res: ReplayResult, opt_usd: float, wall_s: float) -> dict[str, float]:
+def _ratio(cost_usd: float, opt_usd: float) -> float | None:
+    """Cost over the bound; 1.0 when both are zero; None (JSON null) when only the bound is zero."""
+    if opt_usd > 0:
+        return round(cost_usd / opt_usd, 4)
+    return 1.0 if cost_usd <= 0 else None
+
+
+def _row(res: ReplayResult, opt_usd: float, wall_s: float) -> dict[str, float | None]:
     return {
         "cost_usd": round(res.cost_usd, 2),
-        "ratio_to_optimal": round(res.cost_usd / opt_usd, 4) if opt_usd > 0 else math.nan,
+        "ratio_to_optimal": _ratio(res.cost_usd, opt_usd),
         "unmet_gpu_h": round(res.unmet_gpu_h, 3),
         "unmet_cost_usd": round(res.cost_by_tier_usd.get("unmet", 0.0), 2),
         "reserved_utilization": round(res.reserved_utilization, 4),
@@ -131,13 +138,13 @@ def _row(res: ReplayResult, opt_usd: float, wall_s: float) -> dict[str, float]:
     }
 
 
-def run_series(cfg: ReplayConfig, demand: FloatArray) -> dict[str, dict[str, float]]:
+def run_series(cfg: ReplayConfig, demand: FloatArray) -> dict[str, dict[str, float | None]]:
     """Every policy and the hindsight bound on one series; ratios are to the hindsight cost."""
     t0 = time.perf_counter()
     opt = hindsight_optimal(cfg, demand).result
     opt_wall = time.perf_counter() - t0
     policies: list[ReservationPolicy] = [GpufleetPolicy(), *baseline_policies()]  # type: ignore[list-item]
-    out: dict[str, dict[str, float]] = {}
+    out: dict[str, dict[str, float | None]] = {}
     for p in policies:
         t0 = time.perf_counter()
         res = replay(cfg, demand, p)

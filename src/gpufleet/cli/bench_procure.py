@@ -54,17 +54,18 @@ def register(app: typer.Typer) -> None:
         table = Table(title=f"bench procure: term {term_hours} h, lead {lead_hours} h, {sku}, alpha {cfg.alpha:.3f}")
         for col in ("series", "policy", "cost_usd", "ratio_to_optimal", "unmet_gpu_h", "reserved_util"):
             table.add_column(col, justify="left" if col in ("series", "policy") else "right")
-        results: dict[str, dict[str, dict[str, float]]] = doc["series"]  # type: ignore[assignment]
+        results: dict[str, dict[str, dict[str, float | None]]] = doc["series"]  # type: ignore[assignment]
         for sid, rows in results.items():
             for name in POLICY_ORDER:
                 r = rows[name]
+                ratio = r["ratio_to_optimal"]
                 table.add_row(
                     sid,
                     name,
-                    f"{r['cost_usd']:,.0f}",
-                    f"{r['ratio_to_optimal']:.3f}",
-                    f"{r['unmet_gpu_h']:.1f}",
-                    f"{r['reserved_utilization']:.3f}",
+                    f"{r['cost_usd'] or 0.0:,.0f}",
+                    "-" if ratio is None else f"{ratio:.3f}",
+                    f"{r['unmet_gpu_h'] or 0.0:.1f}",
+                    f"{r['reserved_utilization'] or 0.0:.3f}",
                 )
         _out.print(table)
         if json_path is not None:
