@@ -47,3 +47,7 @@ def main() -> None:
     except GpufleetError as exc:
         _err.print(f"[bold red]error:[/] {exc}", highlight=False)
         sys.exit(2)
+
+
+if __name__ == "__main__":
+    main()

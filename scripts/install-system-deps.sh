@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# System packages the test suite uses: Chromium (report and dashboard screenshots) and Prometheus
+# (the telemetry adapter is tested against a real server). Installs only what is missing, only as root;
+# tests that need a missing binary skip with a reason.
+set -u
+need=()
+command -v chromium >/dev/null 2>&1 || need+=(chromium)
+command -v prometheus >/dev/null 2>&1 || need+=(prometheus)
+command -v promtool >/dev/null 2>&1 || need+=(prometheus)
+[ ${#need[@]} -eq 0 ] && exit 0
+if [ "$(id -u)" != "0" ] || ! command -v apt-get >/dev/null 2>&1; then
+  echo "note: cannot install ${need[*]} (not root or no apt-get); the tests that need them will skip" >&2
+  exit 0
+fi
+export DEBIAN_FRONTEND=noninteractive
+apt-get update -qq >/dev/null 2>&1 || true
+apt-get install -y -qq --no-install-recommends $(printf '%s\n' "${need[@]}" | sort -u) >/dev/null 2>&1 \
+  || echo "note: apt-get install ${need[*]} failed; the tests that need them will skip" >&2
+exit 0

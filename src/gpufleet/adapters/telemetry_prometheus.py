@@ -1,0 +1,107 @@
+"""GPU utilization from Prometheus (dcgm-exporter metrics) through the HTTP API's ``query_range``.
+
+All network I/O goes through one ``httpx.Client``; pass ``transport=`` to test without a server. Long ranges are
+split so no request asks for more than ``MAX_POINTS`` points per series (Prometheus refuses > 11,000).
+Labels read from dcgm-exporter series: ``namespace`` and ``pod`` (set when the exporter maps GPUs to pods),
+``Hostname`` and ``gpu`` for the device, ``GPU_I_ID`` for a MIG instance.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import httpx
+import numpy as np
+
+from gpufleet.cost.telemetry import GPU_UTIL, BatchBuilder, SeriesKey, TelemetryBatch
+from gpufleet.domain.errors import GpufleetError, ValidationError
+
+MAX_POINTS = 10_000
+
+
+class TelemetryUnavailable(GpufleetError):
+    """The telemetry source could not answer (down, refused the query, or answered nonsense)."""
+
+
+def _label_value(v: str) -> str:
+    return v.replace("\\", "\\\\").replace('"', '\\"')
+
+
+def series_key(metric: str, labels: dict[str, str]) -> SeriesKey:
+    """The device key of one dcgm-exporter series."""
+    host = labels.get("Hostname") or labels.get("instance", "")
+    device = f"{host}/{labels.get('gpu', labels.get('UUID', ''))}"
+    if labels.get("GPU_I_ID"):
+        device += f"/mig{labels['GPU_I_ID']}"
+    extra = tuple(sorted((k, v) for k, v in labels.items() if k in ("container", "modelName", "GPU_I_PROFILE")))
+    return SeriesKey(metric, labels.get("namespace", ""), labels.get("pod", ""), device, extra)
+
+
+def add_matrix(builder: BatchBuilder, metric: str, result: list[dict[str, Any]]) -> None:
+    """Add a Prometheus ``matrix`` result (``[{"metric": {...}, "values": [[t, "v"], ...]}, ...]``)."""
+    for s in result:
+        labels = {str(k): str(v) for k, v in s.get("metric", {}).items()}
+        values = s.get("values", [])
+        if not values:
+            continue
+        t = np.array([float(p[0]) for p in values], dtype=np.float64).astype(np.int64)
+        v = np.array([float(p[1]) for p in values], dtype=np.float64)
+        builder.add(series_key(labels.get("__name__", metric), labels), t, v)
+
+
+class PrometheusTelemetry:
+    """Reads DCGM utilization per pod/namespace/device from a Prometheus server."""
+
+    def __init__(self, base_url: str, *, timeout_s: float = 10.0, transport: httpx.BaseTransport | None = None) -> None:
+        self._client = httpx.Client(base_url=base_url.rstrip("/"), timeout=timeout_s, transport=transport)
+
+    def close(self) -> None:
+        self._client.close()
+
+    def __enter__(self) -> PrometheusTelemetry:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def query_range(self, query: str, start_s: int, end_s: int, step_s: int) -> list[dict[str, Any]]:
+        """One ``/api/v1/query_range`` call; returns the matrix result or raises TelemetryUnavailable."""
+        try:
+            resp = self._client.get(
+                "/api/v1/query_range", params={"query": query, "start": start_s, "end": end_s, "step": step_s}
+            )
+        except httpx.HTTPError as exc:
+            raise TelemetryUnavailable(f"prometheus unreachable: {exc}") from None
+        try:
+            body = resp.json()
+        except ValueError:
+            raise TelemetryUnavailable(f"prometheus answered {resp.status_code} with non-JSON") from None
+        if resp.status_code != 200 or body.get("status") != "success":
+            raise TelemetryUnavailable(f"prometheus refused {query!r}: {body.get('error', resp.status_code)}")
+        data = body.get("data", {})
+        if data.get("resultType") != "matrix":
+            raise TelemetryUnavailable(f"expected a matrix result, got {data.get('resultType')!r}")
+        return list(data.get("result", []))
+
+    def gpu_utilization(
+        self,
+        start_s: int,
+        end_s: int,
+        step_s: int,
+        *,
+        metric: str = GPU_UTIL,
+        namespace: str | None = None,
+    ) -> TelemetryBatch:
+        """Utilization (0..1) of every pod-attributed GPU series of ``metric`` in [start_s, end_s] at ``step_s``."""
+        if step_s <= 0 or end_s < start_s:
+            raise ValidationError("range", "need step_s > 0 and end_s >= start_s")
+        selector = 'pod!=""' + (f',namespace="{_label_value(namespace)}"' if namespace else "")
+        query = f"{metric}{{{selector}}}"
+        builder = BatchBuilder()
+        chunk_s = MAX_POINTS * step_s
+        t = start_s
+        while t <= end_s:
+            stop = min(end_s, t + chunk_s - step_s)
+            add_matrix(builder, metric, self.query_range(query, t, stop, step_s))
+            t = stop + step_s
+        return builder.build()

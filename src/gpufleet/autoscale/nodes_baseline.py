@@ -1,0 +1,18 @@
+"""Baseline node scale-down, shaped like Kubernetes Cluster Autoscaler: a node unneeded for a while goes."""
+
+from __future__ import annotations
+
+from gpufleet.ports import ScaleDownContext
+
+
+class IdleTimeoutScaleDown:
+    """Terminate launched nodes that have been idle for ``unneeded_s`` (CA's scale-down-unneeded-time, 10 min),
+    unless work is queued for the SKU (it may want the node)."""
+
+    def __init__(self, unneeded_s: int = 600) -> None:
+        self.unneeded_s = unneeded_s
+
+    def scale_down(self, ctx: ScaleDownContext) -> list[tuple[int, str]]:
+        if ctx.pending_gpus > 0:
+            return []
+        return [(n.node_id, "idle_past_unneeded_time") for n in ctx.idle if n.idle_for_s >= self.unneeded_s]

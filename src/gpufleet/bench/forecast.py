@@ -1,0 +1,268 @@
+"""Forecast benchmark: rolling-origin backtests of ``gpufleet`` against baselines measured in the same run.
+
+Models: ``gpufleet`` (:class:`~gpufleet.forecast.auto.AutoForecaster`), ``naive``, ``seasonal_naive`` (daily
+season), ``autoets``, ``mstl`` (daily + weekly seasons where the history holds two cycles) and ``prophet`` when
+the package imports. Every model sees the same histories (gaps as NaN) and is scored on the same points.
+JIT compilation (numba, used by statsforecast; Stan model loading for Prophet) is paid once per process on a
+small warm-up series *before* timing; it is reported separately as ``warmup_s`` so per-series seconds are
+steady-state and the one-off cost is not hidden.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Self
+
+import numpy as np
+
+from gpufleet.domain.errors import ValidationError
+from gpufleet.forecast import baselines
+from gpufleet.forecast.auto import AutoForecaster
+from gpufleet.forecast.backtest import BacktestScore, backtest
+from gpufleet.forecast.base import Forecaster
+from gpufleet.forecast.loop import DAY_S, seasons_for_step
+from gpufleet.forecast.quantiles import DEFAULT_QUANTILES, FloatArray, QuantileForecast, check_quantiles, make_forecast
+from gpufleet.sim.traces import Series, read_series_csv, resample_mean
+
+MODELS = ("gpufleet", "naive", "seasonal_naive", "autoets", "mstl", "prophet")
+_UNITS = {"s": 1, "m": 60, "min": 60, "h": 3600, "d": 86_400, "w": 7 * 86_400}
+
+
+def parse_duration_s(text: str) -> int:
+    """``"1d"``, ``"24h"``, ``"10min"``, ``"3600s"`` -> seconds."""
+    t = text.strip().lower()
+    for unit in sorted(_UNITS, key=len, reverse=True):
+        if t.endswith(unit) and t[: -len(unit)].strip().replace(".", "", 1).isdigit():
+            return round(float(t[: -len(unit)]) * _UNITS[unit])
+    raise ValidationError("duration", f"not a duration like 1d, 24h, 10min: {text!r}")
+
+
+def horizon_steps(text: str, step_s: int) -> int:
+    """A horizon given as steps (``"144"``) or as a duration (``"1d"``) -> steps on a ``step_s`` grid."""
+    if text.strip().isdigit():
+        return int(text)
+    dur = parse_duration_s(text)
+    if dur % step_s:
+        raise ValidationError("horizon", f"{text} is not a whole number of {step_s}s steps")
+    return dur // step_s
+
+
+def load_regular(path: str | Path, aggregate_s: int | None = None) -> dict[str, Series]:
+    """Read a generic series CSV onto a regular grid (missing stamps -> NaN), optionally aggregated by mean."""
+    out = {}
+    for sid, s in read_series_csv(path).items():
+        out[sid] = resample_mean(s, aggregate_s or s.step_s)
+    return out
+
+
+def request_rate_series(
+    path: str | Path, time_column: str, step_s: int, group_column: str | None = None, top_groups: int = 3
+) -> dict[str, Series]:
+    """Turn a request log (one row per request, a timestamp column) into request-rate series (requests/s per
+    ``step_s`` bucket): ``all`` plus the ``top_groups`` busiest values of ``group_column``. Buckets without a
+    request are 0 (no demand); the shared gap rule still treats implausible zeros in a busy series as gaps."""
+    import csv
+
+    from gpufleet.sim.traces import _parse_ts
+
+    p = Path(path)
+    if not p.exists():
+        raise ValidationError("path", "file does not exist", str(p))
+    stamps: dict[str, list[int]] = {"all": []}
+    with p.open(newline="") as fh:
+        reader = csv.DictReader(fh)
+        if reader.fieldnames is None or time_column not in reader.fieldnames:
+            raise ValidationError(time_column, f"no such column (header is {reader.fieldnames})", str(p))
+        if group_column and group_column not in reader.fieldnames:
+            raise ValidationError(group_column, f"no such column (header is {reader.fieldnames})", str(p))
+        for lineno, row in enumerate(reader, start=2):
+            t = _parse_ts(row[time_column], f"{p}:{lineno}")
+            stamps["all"].append(t)
+            if group_column:
+                stamps.setdefault(f"{group_column}={row[group_column]}", []).append(t)
+    if not stamps["all"]:
+        raise ValidationError("rows", "no requests", str(p))
+    t0 = min(stamps["all"]) - min(stamps["all"]) % step_s
+    n = (max(stamps["all"]) - t0) // step_s + 1
+    ranked = sorted((k for k in stamps if k != "all"), key=lambda k: -len(stamps[k]))[:top_groups]
+    out = {}
+    for key in ["all", *ranked]:
+        counts = np.bincount((np.asarray(stamps[key]) - t0) // step_s, minlength=n).astype(np.float64)
+        out[key] = Series(key, t0 + step_s * np.arange(n, dtype=np.int64), counts / step_s)
+    return out
+
+
+class ProphetModel:
+    """Prophet (if installed) behind the Forecaster interface; quantiles from its predictive samples."""
+
+    name = "prophet"
+
+    def __init__(self, t0_s: int, step_s: int, seed: int = 0) -> None:
+        self.t0_s = t0_s
+        self.step_s = step_s
+        self.seed = seed
+
+    def fit(self, y: FloatArray) -> Self:
+        import logging
+
+        import pandas as pd
+        from prophet import Prophet
+
+        # cmdstanpy resets its own level on use; silence its per-fit chatter instead
+        logging.getLogger("cmdstanpy").disabled = True
+        logging.getLogger("prophet").setLevel(logging.WARNING)
+        ds = pd.to_datetime(self.t0_s + self.step_s * np.arange(len(y)), unit="s")
+        self.n_ = len(y)
+        self.model_ = Prophet(uncertainty_samples=500).fit(pd.DataFrame({"ds": ds, "y": y}))  # NaN rows dropped
+        return self
+
+    def predict(self, h: int, quantiles: Any = DEFAULT_QUANTILES) -> QuantileForecast:
+        import pandas as pd
+
+        qs = check_quantiles(quantiles)
+        ds = pd.to_datetime(self.t0_s + self.step_s * np.arange(self.n_, self.n_ + h), unit="s")
+        np.random.seed(self.seed)  # Prophet samples with numpy's global generator; pin it for repeatable runs
+        samples = self.model_.predictive_samples(pd.DataFrame({"ds": ds}))["yhat"]
+        mean = np.asarray(self.model_.predict(pd.DataFrame({"ds": ds}))["yhat"], dtype=np.float64)
+        return make_forecast(mean, np.quantile(samples, qs, axis=1), qs, self.name)
+
+
+def prophet_available() -> bool:
+    try:
+        import prophet  # noqa: F401
+    except Exception:
+        return False
+    return True
+
+
+def model_factories(step_s: int, t0_s: int, models: tuple[str, ...]) -> dict[str, Callable[[], Forecaster]]:
+    seasons = seasons_for_step(step_s)
+    daily = DAY_S // step_s if DAY_S % step_s == 0 and DAY_S // step_s >= 2 else 1
+    table: dict[str, Callable[[], Forecaster]] = {
+        "gpufleet": lambda: AutoForecaster(seasons),
+        "naive": baselines.naive,
+        "seasonal_naive": lambda: baselines.seasonal_naive(daily),
+        "autoets": lambda: baselines.autoets(daily),
+        "mstl": lambda: baselines.mstl(seasons or (daily,)),
+        "prophet": lambda: ProphetModel(t0_s, step_s),
+    }
+    return {m: table[m] for m in models if m in table}
+
+
+@dataclass
+class ForecastBenchResult:
+    horizon: int
+    step_s: int
+    n_origins: int
+    scores: dict[str, dict[str, BacktestScore]] = field(default_factory=dict)
+    warmup_s: dict[str, float] = field(default_factory=dict)
+    skipped: dict[str, str] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        """The issue's shape: ``{"series": {ID: {MODEL: {"mase", "pinball", "coverage_80", "seconds"}}}}``."""
+        return {
+            "series": {
+                sid: {
+                    m: {"mase": s.mase, "pinball": s.pinball, "coverage_80": s.coverage_80, "seconds": s.seconds}
+                    for m, s in per.items()
+                }
+                for sid, per in self.scores.items()
+            }
+        }
+
+
+def run_forecast_bench(
+    series: dict[str, Series],
+    horizon: str,
+    *,
+    n_origins: int = 4,
+    models: tuple[str, ...] = MODELS,
+    clock: Callable[[], float] = time.perf_counter,
+    progress: Callable[[str], None] | None = None,
+) -> ForecastBenchResult:
+    """Backtest every model on every series (see module docstring)."""
+    if n_origins < 4:
+        raise ValidationError("n_origins", "the benchmark uses at least 4 origins")
+    steps = {s.step_s for s in series.values()}
+    if len(steps) != 1:
+        raise ValidationError("series", f"all series must share one step, found {sorted(steps)}")
+    step_s = steps.pop()
+    h = horizon_steps(horizon, step_s)
+    daily = DAY_S // step_s if DAY_S % step_s == 0 and DAY_S // step_s >= 2 else 1
+    wanted = tuple(models)
+    skipped = {}
+    if "prophet" in wanted and not prophet_available():
+        wanted = tuple(m for m in wanted if m != "prophet")
+        skipped["prophet"] = "package not importable (pip install prophet)"
+    first = next(iter(series.values()))
+    result = ForecastBenchResult(horizon=h, step_s=step_s, n_origins=n_origins, skipped=skipped)
+    # warm-up: pay JIT compilation once, on a synthetic series, and report it
+    warm = 100 + 10 * np.sin(np.arange(4 * max(daily, 7)) * 2 * np.pi / max(daily, 2))
+    for name, make in model_factories(step_s, int(first.t_s[0]), wanted).items():
+        t0 = clock()
+        make().fit(warm).predict(min(h, 8))
+        result.warmup_s[name] = clock() - t0
+    for sid, s in series.items():
+        factories = model_factories(step_s, int(s.t_s[0]), wanted)
+        result.scores[sid] = {}
+        for name, make in factories.items():
+            result.scores[sid][name] = backtest(s.values, make, h, daily, clock, n_origins)
+            if progress:
+                sc = result.scores[sid][name]
+                progress(f"{sid} {name}: mase={sc.mase:.3f} pinball={sc.pinball:.3f} cov80={sc.coverage_80:.2f}")
+    return result
+
+
+def verdict(per_model: dict[str, BacktestScore], ours: str = "gpufleet") -> dict[str, Any]:
+    """The done-when check for one series: pinball >= 10% below and MASE <= the best baseline, coverage in range."""
+    base = {m: s for m, s in per_model.items() if m != ours}
+    mine = per_model[ours]
+    best_pin = min(base.values(), key=lambda s: s.pinball)
+    best_mase = min(base.values(), key=lambda s: s.mase)
+    pin_ratio = mine.pinball / best_pin.pinball
+    return {
+        "pinball_ratio": pin_ratio,
+        "mase_ratio": mine.mase / best_mase.mase,
+        "best_pinball_baseline": next(m for m, s in base.items() if s is best_pin),
+        "best_mase_baseline": next(m for m, s in base.items() if s is best_mase),
+        "pinball_ok": pin_ratio <= 0.9,
+        "mase_ok": mine.mase <= best_mase.mase,
+        "coverage_ok": 0.75 <= mine.coverage_80 <= 0.90,
+    }
+
+
+def markdown_table(result: ForecastBenchResult) -> str:
+    lines = [
+        f"horizon {result.horizon} steps of {result.step_s}s, {result.n_origins} rolling origins",
+        "",
+        "| series | model | MASE | pinball | coverage_80 | seconds |",
+        "|---|---|---:|---:|---:|---:|",
+    ]
+    for sid, per in result.scores.items():
+        for m, s in per.items():
+            lines.append(f"| {sid} | {m} | {s.mase:.3f} | {s.pinball:.3f} | {s.coverage_80:.2f} | {s.seconds:.2f} |")
+    lines += [
+        "",
+        "| series | pinball / best baseline | MASE / best baseline | coverage_80 | verdict |",
+        "|---|---|---|---|---|",
+    ]
+    for sid, per in result.scores.items():
+        if "gpufleet" not in per or len(per) < 2:
+            continue
+        v = verdict(per)
+        ok = v["pinball_ok"] and v["mase_ok"] and v["coverage_ok"]
+        lines.append(
+            f"| {sid} | {v['pinball_ratio']:.3f} (vs {v['best_pinball_baseline']}) | {v['mase_ratio']:.3f} "
+            f"(vs {v['best_mase_baseline']}) | {per['gpufleet'].coverage_80:.2f} | {'PASS' if ok else 'FAIL'} |"
+        )
+    lines += [
+        "",
+        "JIT / warm-up seconds (once per process, excluded above): "
+        + ", ".join(f"{m}={s:.2f}" for m, s in result.warmup_s.items()),
+    ]
+    for m, why in result.skipped.items():
+        lines.append(f"skipped {m}: {why}")
+    return "\n".join(lines)

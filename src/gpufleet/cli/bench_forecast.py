@@ -1,0 +1,57 @@
+"""``gpufleet bench forecast``: rolling-origin backtest of gpufleet vs baselines on a series CSV."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from gpufleet.cli.errors import user_errors
+
+
+def register(app: typer.Typer) -> None:
+    @app.command("forecast")
+    @user_errors
+    def bench_forecast(
+        series: Annotated[Path, typer.Option("--series", help="CSV in the generic series format")],
+        horizon: Annotated[str, typer.Option("--horizon", help="steps (144) or a duration (1d, 24h)")],
+        json_path: Annotated[Path | None, typer.Option("--json", help="write per-series, per-model metrics")] = None,
+        aggregate: Annotated[
+            str | None, typer.Option("--aggregate", help="mean-aggregate to this step first, e.g. 1h")
+        ] = None,
+        origins: Annotated[int, typer.Option("--origins", help="rolling origins (>= 4)")] = 4,
+        models: Annotated[str | None, typer.Option("--models", help="comma-separated subset")] = None,
+        markdown: Annotated[Path | None, typer.Option("--markdown", help="also write the tables here")] = None,
+        time_column: Annotated[
+            str | None, typer.Option("--time-column", help="read --series as a request log: count rows per step")
+        ] = None,
+        group_column: Annotated[
+            str | None, typer.Option("--group-column", help="with --time-column: also one series per top group")
+        ] = None,
+    ) -> None:
+        """Backtest gpufleet, naive, seasonal_naive, autoets, mstl (and prophet if installed); print tables."""
+        from gpufleet.bench.forecast import (
+            MODELS,
+            load_regular,
+            markdown_table,
+            parse_duration_s,
+            request_rate_series,
+            run_forecast_bench,
+        )
+
+        agg_s = parse_duration_s(aggregate) if aggregate else None
+        if time_column:
+            data = request_rate_series(series, time_column, agg_s or 3600, group_column)
+        else:
+            data = load_regular(series, agg_s)
+        chosen = tuple(m.strip() for m in models.split(",")) if models else MODELS
+        result = run_forecast_bench(data, horizon, n_origins=origins, models=chosen, progress=typer.echo)
+        table = markdown_table(result)
+        typer.echo(table)
+        if markdown:
+            markdown.write_text(table + "\n")
+        if json_path:
+            json_path.write_text(json.dumps(result.to_json(), indent=2) + "\n")
+            typer.echo(f"wrote {json_path}")

@@ -1,0 +1,52 @@
+"""``gpufleet forecast``: quantile forecasts for a user's own history in the generic series format."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from gpufleet.cli.errors import user_errors
+
+
+def register(app: typer.Typer) -> None:
+    @app.command("forecast")
+    @user_errors
+    def forecast(
+        series: Annotated[Path, typer.Option("--series", help="CSV: timestamp, series_id, value")],
+        horizon: Annotated[str, typer.Option("--horizon", help="a duration (7d, 24h) or a number of steps")],
+        json_path: Annotated[Path | None, typer.Option("--json", help="write the quantiles as JSON")] = None,
+        aggregate: Annotated[str | None, typer.Option("--aggregate", help="mean-aggregate first, e.g. 1h")] = None,
+    ) -> None:
+        """Forecast every series in the file; print the 10/50/90% quantiles per step, optionally write JSON."""
+        from gpufleet.bench.forecast import horizon_steps, load_regular, parse_duration_s
+        from gpufleet.forecast import AutoForecaster, seasons_for_step
+
+        data = load_regular(series, parse_duration_s(aggregate) if aggregate else None)
+        out: dict[str, object] = {}
+        for sid, s in data.items():
+            h = horizon_steps(horizon, s.step_s)
+            model = AutoForecaster(seasons_for_step(s.step_s)).fit(s.values)
+            fc = model.predict(h)
+            stamps = [
+                datetime.fromtimestamp(int(s.t_s[-1]) + (k + 1) * s.step_s, UTC).isoformat().replace("+00:00", "Z")
+                for k in range(h)
+            ]
+            out[sid] = {
+                "method": fc.method,
+                "route": model.route_.demand_class,
+                "step_s": s.step_s,
+                "timestamps": stamps,
+                "mean": fc.mean.round(6).tolist(),
+                "quantiles": {f"{q:g}": fc.values[i].round(6).tolist() for i, q in enumerate(fc.quantiles)},
+            }
+            typer.echo(f"{sid}: {h} steps of {s.step_s}s, method {fc.method} ({model.route_.reason})")
+            show = range(h) if h <= 12 else [*range(3), *range(h - 3, h)]
+            for k in show:
+                typer.echo(f"  {stamps[k]}  p10={fc.at(0.1)[k]:.3f}  p50={fc.at(0.5)[k]:.3f}  p90={fc.at(0.9)[k]:.3f}")
+        if json_path:
+            json_path.write_text(json.dumps({"series": out}, indent=2) + "\n")
+            typer.echo(f"wrote {json_path}")

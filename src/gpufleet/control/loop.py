@@ -1,0 +1,57 @@
+"""The control loop's stages, assembled. The simulator and the service both take a ``ControlLoop``."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from gpufleet.autoscale.cluster import ClusterAutoscalerConfig
+from gpufleet.autoscale.loop_adapters import PayoffAwareScaleDown
+from gpufleet.autoscale.nodes_baseline import IdleTimeoutScaleDown
+from gpufleet.autoscale.reactive import TargetTracking
+from gpufleet.control.approval import SimulatedApprovers
+from gpufleet.forecast.engine import GpufleetForecaster
+from gpufleet.forecast.seasonal_naive import SeasonalNaive
+from gpufleet.place.fallback import FallbackChain
+from gpufleet.ports import Approver, Forecaster, NodeScaler, Placer, Procurer, ReplicaAutoscaler
+from gpufleet.procure.baseline import LookbackPercentile
+
+
+@dataclass(slots=True)
+class ControlLoop:
+    """forecast -> procure -> approve -> place -> (schedule) -> autoscale -> meter.
+
+    Scheduling and metering run inside the world's event loop on every pod; the other stages are called at
+    their own cadence (autoscaling every control period, forecasting daily, procurement every few days).
+    """
+
+    name: str
+    forecaster: Forecaster
+    procurer: Procurer
+    approver: Approver
+    placer: Placer
+    autoscaler: ReplicaAutoscaler
+    node_scaler: NodeScaler
+
+    @classmethod
+    def baseline(cls, seed: int, target_utilization: float = 0.7, idle_node_timeout_s: int = 600) -> ControlLoop:
+        """The foundation's simple, real policies; later stages are measured against these."""
+        return cls(
+            name="baseline",
+            forecaster=SeasonalNaive(),
+            procurer=LookbackPercentile(percentile=50.0),
+            approver=SimulatedApprovers(np.random.default_rng(np.random.SeedSequence([seed, 1]))),
+            placer=FallbackChain(),
+            autoscaler=TargetTracking(target_utilization=target_utilization),
+            node_scaler=IdleTimeoutScaleDown(unneeded_s=idle_node_timeout_s),
+        )
+
+    @classmethod
+    def gpufleet(cls, seed: int, target_utilization: float = 0.7, idle_node_timeout_s: int = 600) -> ControlLoop:
+        """gpufleet's own stages; a stage not yet replaced is the baseline's."""
+        base = cls.baseline(seed, target_utilization, idle_node_timeout_s)
+        base.name = "gpufleet"
+        base.forecaster = GpufleetForecaster()
+        base.node_scaler = PayoffAwareScaleDown(ClusterAutoscalerConfig(scale_down_unneeded_s=idle_node_timeout_s))
+        return base

@@ -1,0 +1,211 @@
+"""Budgets per window in USD or GPU-hours, alerts, and admission enforcement that never drops work.
+
+Every request put to :func:`admit` gets exactly one decision: admit, degrade (a cheaper option that fits) or
+queue (with the reason and when the window resets). There is no "reject" action on purpose.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from decimal import Decimal
+from enum import StrEnum
+
+from gpufleet.cost.allocate import CostLine
+from gpufleet.cost.model import PARTS_PER_GPU, AllocationSpan
+from gpufleet.domain.errors import ValidationError
+from gpufleet.domain.money import LEDGER_UNITS_PER_USD
+
+
+class BudgetUnit(StrEnum):
+    USD = "usd"
+    GPU_H = "gpu_h"
+
+
+@dataclass(frozen=True, slots=True)
+class Budget:
+    """A spending limit for one label value (e.g. team=search) over [window_start_s, window_end_s).
+
+    ``limit`` is USD (exact Decimal) or GPU-hours per ``unit``. ``alert_at`` are fractions of the limit that raise
+    an alert once crossed. ``enforce`` makes admission queue or degrade work that would cross the limit.
+    """
+
+    id: str
+    dim: str
+    key: str
+    unit: BudgetUnit
+    limit: Decimal
+    window_start_s: int
+    window_end_s: int
+    alert_at: tuple[float, ...] = (0.5, 0.8, 1.0)
+    enforce: bool = False
+
+    def __post_init__(self) -> None:
+        if self.limit < 0:
+            raise ValidationError(f"budget[{self.id}].limit", "must be >= 0")
+        if self.window_end_s <= self.window_start_s:
+            raise ValidationError(f"budget[{self.id}].window_end_s", "must be after window_start_s")
+
+    @property
+    def limit_amount(self) -> int | float:
+        """The limit in exact ledger units (USD budgets) or GPU-hours."""
+        if self.unit is BudgetUnit.USD:
+            return int(self.limit * LEDGER_UNITS_PER_USD)
+        return float(self.limit)
+
+
+@dataclass(frozen=True, slots=True)
+class Spend:
+    """What one label value has spent in a budget's window: exact units and GPU-hours."""
+
+    units: int = 0
+    gpu_h: float = 0.0
+
+    def amount(self, unit: BudgetUnit) -> int | float:
+        return self.units if unit is BudgetUnit.USD else self.gpu_h
+
+    def plus(self, other: Spend) -> Spend:
+        return Spend(self.units + other.units, self.gpu_h + other.gpu_h)
+
+
+@dataclass(frozen=True, slots=True)
+class BudgetAlert:
+    budget_id: str
+    level: str  # "info" | "warning" | "critical"
+    reason: str  # "threshold_crossed" | "budget_exceeded" | "projected_over_budget"
+    threshold: float
+    fraction: float
+
+
+@dataclass(frozen=True, slots=True)
+class BudgetStatus:
+    budget: Budget
+    spent: Spend
+    fraction: float
+    projected_fraction: float
+    alerts: tuple[BudgetAlert, ...]
+
+
+def evaluate_budget(budget: Budget, spent: Spend, now_s: int) -> BudgetStatus:
+    """Fraction used, a straight-line projection to the window's end, and the alerts they raise."""
+    limit = budget.limit_amount
+    used = spent.amount(budget.unit)
+    fraction = float(used) / float(limit) if limit > 0 else (float("inf") if used > 0 else 0.0)
+    elapsed = min(max(now_s - budget.window_start_s, 0), budget.window_end_s - budget.window_start_s)
+    length = budget.window_end_s - budget.window_start_s
+    projected = fraction * length / elapsed if elapsed > 0 else fraction
+    alerts: list[BudgetAlert] = []
+    for thr in sorted(budget.alert_at):
+        if fraction >= thr:
+            level = "critical" if thr >= 1.0 else ("warning" if thr >= 0.8 else "info")
+            reason = "budget_exceeded" if thr >= 1.0 else "threshold_crossed"
+            alerts.append(BudgetAlert(budget.id, level, reason, thr, fraction))
+    if fraction < 1.0 <= projected:
+        alerts.append(BudgetAlert(budget.id, "warning", "projected_over_budget", 1.0, projected))
+    return BudgetStatus(budget, spent, fraction, projected, tuple(alerts))
+
+
+class AdmissionAction(StrEnum):
+    ADMIT = "admit"
+    DEGRADE = "degrade"
+    QUEUE = "queue"
+
+
+@dataclass(frozen=True, slots=True)
+class CostOption:
+    """A configuration a request can run in, with its estimated spend in the window."""
+
+    name: str
+    est: Spend
+
+
+@dataclass(frozen=True, slots=True)
+class AdmissionRequest:
+    """Work asking to start: its labels (team, tenant, feature, ...), its preferred option and cheaper fallbacks."""
+
+    workload_id: str
+    labels: Mapping[str, str]
+    preferred: CostOption
+    degrade_options: tuple[CostOption, ...] = field(default_factory=tuple)
+
+
+@dataclass(frozen=True, slots=True)
+class AdmissionDecision:
+    workload_id: str
+    action: AdmissionAction
+    option: str | None
+    reason: str
+    budget_id: str | None = None
+    retry_at_s: int | None = None
+
+
+def _blocking(
+    budgets: Sequence[Budget], labels: Mapping[str, str], est: Spend, spent: Mapping[str, Spend], now_s: int
+) -> Budget | None:
+    for b in budgets:
+        if not b.enforce or labels.get(b.dim) != b.key or not (b.window_start_s <= now_s < b.window_end_s):
+            continue
+        after = spent.get(b.id, Spend()).plus(est)
+        if after.amount(b.unit) > b.limit_amount:
+            return b
+    return None
+
+
+def admit(
+    requests: Sequence[AdmissionRequest], budgets: Sequence[Budget], spent: Mapping[str, Spend], now_s: int
+) -> list[AdmissionDecision]:
+    """Decide each request in order; admitted work counts against the budgets for the requests after it.
+
+    ``spent`` maps budget id to what was already spent in its window. Over budget, the first degrade option that
+    fits is taken; if none fits, the request is queued until the blocking budget's window ends.
+    """
+    running = dict(spent)
+    out: list[AdmissionDecision] = []
+    for req in requests:
+        decision: AdmissionDecision | None = None
+        blocker = _blocking(budgets, req.labels, req.preferred.est, running, now_s)
+        if blocker is None:
+            decision = AdmissionDecision(req.workload_id, AdmissionAction.ADMIT, req.preferred.name, "within_budget")
+            chosen = req.preferred
+        else:
+            chosen = None
+            for opt in req.degrade_options:
+                if _blocking(budgets, req.labels, opt.est, running, now_s) is None:
+                    chosen = opt
+                    decision = AdmissionDecision(
+                        req.workload_id, AdmissionAction.DEGRADE, opt.name, "over_budget_degraded", blocker.id
+                    )
+                    break
+            if decision is None:
+                decision = AdmissionDecision(
+                    req.workload_id, AdmissionAction.QUEUE, None, "over_budget_queued", blocker.id, blocker.window_end_s
+                )
+        if chosen is not None:
+            for b in budgets:
+                if req.labels.get(b.dim) == b.key and b.window_start_s <= now_s < b.window_end_s:
+                    running[b.id] = running.get(b.id, Spend()).plus(chosen.est)
+        out.append(decision)
+    return out
+
+
+def spend_for_budgets(
+    budgets: Sequence[Budget],
+    lines: Sequence[CostLine],
+    allocations: Sequence[AllocationSpan],
+    part_s: Mapping[str, int],
+) -> dict[str, Spend]:
+    """What each budget's label value spent according to one cost allocation (its ``lines`` and
+    ``part_s_by_allocation``). The caller meters the window that matches the budgets' windows."""
+    units: dict[tuple[str, str], int] = {}
+    gpu_h: dict[tuple[str, str], float] = {}
+    dims = {b.dim for b in budgets}
+    for ln in lines:
+        for d in dims:
+            k = (d, ln.label(d))
+            units[k] = units.get(k, 0) + ln.units
+    for a in allocations:
+        ps = part_s.get(a.id, 0)
+        for d in dims:
+            k = (d, a.label(d))
+            gpu_h[k] = gpu_h.get(k, 0.0) + ps / PARTS_PER_GPU / 3600
+    return {b.id: Spend(units.get((b.dim, b.key), 0), gpu_h.get((b.dim, b.key), 0.0)) for b in budgets}

@@ -1,0 +1,159 @@
+"""Chargeback and showback: cost lines grouped by a label, with GPU-hours held and used, as rows and CSV.
+
+Money stays in integer ledger units until it is shown; the TOTAL row is computed from units, so it equals the
+fleet cost exactly (per-row cents may differ from the total's cents by rounding, never the units).
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+from collections import defaultdict
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from decimal import Decimal
+
+from gpufleet.cost.allocate import CostAllocation
+from gpufleet.cost.meter import UsageTotals
+from gpufleet.cost.model import PARTS_PER_GPU, AllocationSpan, LineKind
+from gpufleet.domain.errors import ValidationError
+from gpufleet.domain.money import units_to_cents, units_to_usd
+
+DIMENSIONS = ("workload", "team", "tenant", "namespace", "feature", "tier", "pool", "kind")
+
+
+@dataclass(frozen=True, slots=True)
+class ChargebackRow:
+    key: str
+    allocated_gpu_h: float
+    used_gpu_h: float
+    direct_units: int
+    idle_units: int
+    shared_units: int
+
+    @property
+    def total_units(self) -> int:
+        return self.direct_units + self.idle_units + self.shared_units
+
+    @property
+    def utilization(self) -> float | None:
+        return self.used_gpu_h / self.allocated_gpu_h if self.allocated_gpu_h > 0 else None
+
+    @property
+    def total_usd(self) -> Decimal:
+        return units_to_cents(self.total_units)
+
+
+@dataclass(frozen=True, slots=True)
+class ChargebackReport:
+    """Rows sorted by total cost (descending). ``mode`` is ``chargeback`` (billed) or ``showback`` (shown)."""
+
+    dim: str
+    t0_s: int
+    t1_s: int
+    mode: str
+    rows: tuple[ChargebackRow, ...]
+    fleet_units: int
+
+    def to_csv(self) -> str:
+        buf = io.StringIO()
+        w = csv.writer(buf, lineterminator="\n")
+        w.writerow(
+            [
+                self.dim,
+                "allocated_gpu_h",
+                "used_gpu_h",
+                "utilization",
+                "direct_usd",
+                "idle_usd",
+                "shared_usd",
+                "total_usd",
+            ]
+        )
+        for r in self.rows:
+            util = "" if r.utilization is None else f"{r.utilization:.4f}"
+            w.writerow(
+                [r.key, f"{r.allocated_gpu_h:.4f}", f"{r.used_gpu_h:.4f}", util, units_to_cents(r.direct_units),
+                 units_to_cents(r.idle_units), units_to_cents(r.shared_units), r.total_usd]
+            )  # fmt: skip
+        alloc_h = sum(r.allocated_gpu_h for r in self.rows)
+        used_h = sum(r.used_gpu_h for r in self.rows)
+        w.writerow(
+            ["TOTAL", f"{alloc_h:.4f}", f"{used_h:.4f}", f"{used_h / alloc_h:.4f}" if alloc_h else "",
+             units_to_cents(sum(r.direct_units for r in self.rows)),
+             units_to_cents(sum(r.idle_units for r in self.rows)),
+             units_to_cents(sum(r.shared_units for r in self.rows)), units_to_cents(self.fleet_units)]
+        )  # fmt: skip
+        return buf.getvalue()
+
+
+def chargeback(
+    result: CostAllocation,
+    allocations: Sequence[AllocationSpan],
+    dim: str,
+    usage: UsageTotals | None = None,
+    *,
+    mode: str = "chargeback",
+) -> ChargebackReport:
+    """Group the cost lines of ``result`` by ``dim``; GPU-hours come from the allocations (``usage`` is aligned
+    with ``allocations``: ``usage.used_gpu_s[j]`` belongs to ``allocations[j]``)."""
+    if dim not in DIMENSIONS:
+        raise ValidationError("group_by", f"unknown dimension {dim!r}; one of {', '.join(DIMENSIONS)}")
+    units: dict[str, dict[LineKind, int]] = defaultdict(lambda: defaultdict(int))
+    for ln in result.lines:
+        units[ln.label(dim)][ln.kind] += ln.units
+    held_h: dict[str, float] = defaultdict(float)
+    used_h: dict[str, float] = defaultdict(float)
+    if dim not in ("kind",):
+        for j, a in enumerate(allocations):
+            ps = result.part_s_by_allocation.get(a.id, 0)
+            if ps == 0:
+                continue
+            key = a.label(dim) if dim not in ("tier", "pool") else _pool_key(result, a, dim)
+            held_h[key] += ps / PARTS_PER_GPU / 3600
+            if usage is not None:
+                used_h[key] += float(usage.used_gpu_s[j]) / 3600
+    rows = [
+        ChargebackRow(
+            key,
+            held_h.get(key, 0.0),
+            used_h.get(key, 0.0),
+            units[key][LineKind.DIRECT],
+            units[key][LineKind.IDLE],
+            units[key][LineKind.SHARED],
+        )
+        for key in set(units) | set(held_h)
+    ]
+    rows.sort(key=lambda r: (-r.total_units, r.key))
+    return ChargebackReport(dim, result.t0_s, result.t1_s, mode, tuple(rows), result.fleet_units)
+
+
+def _pool_key(result: CostAllocation, a: AllocationSpan, dim: str) -> str:
+    if dim == "pool":
+        return a.pool_id
+    for p in result.pools:
+        if p.pool_id == a.pool_id:
+            return p.tier.value
+    return ""
+
+
+@dataclass(frozen=True, slots=True)
+class ServingUnitCost:
+    workload_id: str
+    cost_units: int
+    tokens: int
+
+    @property
+    def usd_per_million_tokens(self) -> Decimal | None:
+        if self.tokens <= 0:
+            return None
+        return (units_to_usd(self.cost_units) * 1_000_000 / self.tokens).quantize(Decimal("0.0001"))
+
+
+def serving_unit_costs(result: CostAllocation, tokens_by_workload: Mapping[str, int]) -> list[ServingUnitCost]:
+    """Cost per million tokens for each serving workload: all of its lines (direct, idle and shared received)."""
+    cost: dict[str, int] = defaultdict(int)
+    for ln in result.lines:
+        if ln.workload_id in tokens_by_workload:
+            cost[ln.workload_id] += ln.units
+    return [ServingUnitCost(w, cost.get(w, 0), int(t)) for w, t in sorted(tokens_by_workload.items())]

@@ -1,0 +1,152 @@
+"""Rightsizing: CPU, memory, GPU count and GPU SKU from usage percentiles with headroom, with the saving.
+
+GPU compute need is measured in H100-equivalents (``relative_throughput``): a replica that keeps ``g`` GPUs of
+SKU ``s`` busy ``u`` of the time needs ``u * g * tp(s) * (1 + headroom)``. A candidate SKU ``c`` must supply it
+with ``ceil(need / tp(c))`` GPUs, and also hold the replica's GPU memory (``memory_gb``) with headroom, within one
+node. The cheapest candidate wins; ties keep the current SKU. Recommendations go both ways (a starved CPU request
+is raised), and say why in reason codes.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from decimal import Decimal
+
+import numpy as np
+import numpy.typing as npt
+
+from gpufleet.domain.catalog import PRICES_BY_SKU
+from gpufleet.domain.errors import ValidationError
+from gpufleet.domain.reservations import term_seconds
+from gpufleet.domain.skus import SKUS_BY_ID
+
+HOURS_PER_MONTH = term_seconds(1) // 3600  # 730
+
+
+@dataclass(frozen=True, slots=True)
+class ResourceSpec:
+    """What one replica requests."""
+
+    cpu: float
+    mem_gb: float
+    gpus: int
+    sku_id: str
+
+
+@dataclass(frozen=True, slots=True)
+class UsageProfile:
+    """Per-replica usage samples over the look-back window (same length arrays; NaN = missing)."""
+
+    cpu_cores: npt.NDArray[np.float64]
+    mem_gb: npt.NDArray[np.float64]
+    gpu_util: npt.NDArray[np.float64]  # 0..1, mean over the replica's GPUs
+    gpu_mem_gb: npt.NDArray[np.float64]  # GPU memory used by the replica, summed over its GPUs
+
+
+@dataclass(frozen=True, slots=True)
+class RightsizingPolicy:
+    """Percentiles: p95 for elastic resources (CPU, GPU compute), p99 for memory (running out kills the process).
+    headroom 0.2: 20 % above the percentile for bursts. min_samples 288: one day of 5-minute samples.
+    cpu_step/mem_step_gb: request granularity. min_saving_fraction: ignore SKU moves that save under 5 %."""
+
+    cpu_percentile: float = 95.0
+    mem_percentile: float = 99.0
+    gpu_percentile: float = 95.0
+    headroom: float = 0.2
+    min_samples: int = 288
+    cpu_step: float = 0.5
+    mem_step_gb: float = 1.0
+    min_saving_fraction: float = 0.05
+
+
+@dataclass(frozen=True, slots=True)
+class Recommendation:
+    workload_id: str
+    replicas: int
+    current: ResourceSpec
+    recommended: ResourceSpec
+    reasons: tuple[str, ...]
+    current_usd_per_h: Decimal
+    recommended_usd_per_h: Decimal
+    evidence: Mapping[str, float] = field(default_factory=dict)
+
+    @property
+    def changed(self) -> bool:
+        return self.current != self.recommended
+
+    @property
+    def monthly_saving_usd(self) -> Decimal:
+        return ((self.current_usd_per_h - self.recommended_usd_per_h) * HOURS_PER_MONTH).quantize(Decimal("0.01"))
+
+
+def _pct(x: npt.NDArray[np.float64], q: float) -> float:
+    ok = x[~np.isnan(x)]
+    return float(np.percentile(ok, q)) if len(ok) else float("nan")
+
+
+def _round_up(x: float, step: float) -> float:
+    return max(step, math.ceil(x / step - 1e-9) * step)
+
+
+def recommend(
+    workload_id: str,
+    current: ResourceSpec,
+    usage: UsageProfile,
+    *,
+    replicas: int = 1,
+    candidate_skus: Sequence[str] | None = None,
+    price_usd_per_gpu_h: Mapping[str, Decimal] | None = None,
+    policy: RightsizingPolicy | None = None,
+) -> Recommendation:
+    """One recommendation per workload. ``candidate_skus`` are the SKUs it accepts (default: only its current SKU);
+    prices default to the built-in on-demand list prices."""
+    pol = policy or RightsizingPolicy()
+    prices = dict(price_usd_per_gpu_h) if price_usd_per_gpu_h else {k: p.on_demand for k, p in PRICES_BY_SKU.items()}
+    if current.sku_id not in SKUS_BY_ID or current.sku_id not in prices:
+        raise ValidationError("sku_id", f"unknown or unpriced SKU {current.sku_id!r}")
+    cur_cost = prices[current.sku_id] * current.gpus * replicas
+    n_ok = int(np.sum(~np.isnan(usage.gpu_util)))
+    if n_ok < pol.min_samples:
+        return Recommendation(workload_id, replicas, current, current, ("insufficient_samples",), cur_cost, cur_cost,
+                              {"samples": float(n_ok)})  # fmt: skip
+    h = 1.0 + pol.headroom
+    p_cpu = _pct(usage.cpu_cores, pol.cpu_percentile)
+    p_mem = _pct(usage.mem_gb, pol.mem_percentile)
+    p_util = min(1.0, max(0.0, _pct(usage.gpu_util, pol.gpu_percentile)))
+    p_gmem = _pct(usage.gpu_mem_gb, pol.mem_percentile)
+    reasons: list[str] = []
+
+    cpu = current.cpu if math.isnan(p_cpu) else _round_up(p_cpu * h, pol.cpu_step)
+    mem = current.mem_gb if math.isnan(p_mem) else _round_up(p_mem * h, pol.mem_step_gb)
+    if cpu != current.cpu:
+        reasons.append("cpu_reduced" if cpu < current.cpu else "cpu_raised_starved")
+    if mem != current.mem_gb:
+        reasons.append("memory_reduced" if mem < current.mem_gb else "memory_raised_near_limit")
+
+    need_tp = p_util * current.gpus * SKUS_BY_ID[current.sku_id].relative_throughput * h
+    need_mem = 0.0 if math.isnan(p_gmem) else p_gmem * h
+    best_sku, best_gpus = current.sku_id, current.gpus
+    best_cost = cur_cost
+    for sku_id in dict.fromkeys([current.sku_id, *(candidate_skus or ())]):
+        s = SKUS_BY_ID.get(sku_id)
+        if s is None or sku_id not in prices:
+            continue
+        gpus = max(1, math.ceil(need_tp / s.relative_throughput - 1e-9), math.ceil(need_mem / s.memory_gb - 1e-9))
+        if gpus > s.gpus_per_node:
+            continue
+        cost = prices[sku_id] * gpus * replicas
+        cheaper_enough = cost < cur_cost * Decimal(str(1 - pol.min_saving_fraction))
+        fewer = sku_id == current.sku_id and gpus < current.gpus
+        if (fewer or (sku_id != current.sku_id and cheaper_enough)) and cost < best_cost:
+            best_sku, best_gpus, best_cost = sku_id, gpus, cost
+    if best_sku != current.sku_id:
+        reasons.append("cheaper_sku_fits_memory_and_throughput")
+    if best_gpus != current.gpus:
+        reasons.append("gpu_count_reduced" if best_gpus < current.gpus else "gpu_count_raised_for_sku")
+    rec = ResourceSpec(cpu, mem, best_gpus, best_sku)
+    evidence = {"cpu_p": p_cpu, "mem_p_gb": p_mem, "gpu_util_p": p_util, "gpu_mem_p_gb": p_gmem,
+                "need_h100_eq": need_tp, "samples": float(n_ok)}  # fmt: skip
+    return Recommendation(workload_id, replicas, current, rec, tuple(reasons) or ("already_right_sized",),
+                          cur_cost, best_cost, evidence)  # fmt: skip

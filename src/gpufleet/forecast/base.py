@@ -1,0 +1,23 @@
+"""The forecaster interface, in the statsforecast style: ``fit(y)`` then ``predict(h, quantiles)``.
+
+Constructor arguments are settings (season lengths, knobs), ``fit`` stores fitted state in trailing-underscore
+attributes and returns ``self``, ``predict`` returns a :class:`QuantileForecast` whose quantiles never cross.
+``y`` is a 1-d float array on a regular grid, oldest first; NaN marks a gap (missing data, not zero demand).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Protocol, Self
+
+from gpufleet.forecast.quantiles import DEFAULT_QUANTILES, FloatArray, QuantileForecast
+
+
+class Forecaster(Protocol):
+    """What every model in this package offers."""
+
+    name: str
+
+    def fit(self, y: FloatArray) -> Self: ...
+
+    def predict(self, h: int, quantiles: Sequence[float] = DEFAULT_QUANTILES) -> QuantileForecast: ...

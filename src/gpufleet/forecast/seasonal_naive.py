@@ -1,0 +1,45 @@
+"""Baseline forecaster: seasonal naive with empirical quantiles of the seasonal errors."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from gpufleet.ports import DemandForecast, FloatArray
+
+DEFAULT_QUANTILES: tuple[float, ...] = (0.1, 0.5, 0.9)
+
+
+class SeasonalNaive:
+    """Repeat the last season; quantiles from the in-sample distribution of seasonal differences.
+
+    ``season_s`` is the season length in seconds (a week by default, a day when history is shorter).
+    """
+
+    def __init__(self, season_s: int = 7 * 86400, quantiles: tuple[float, ...] = DEFAULT_QUANTILES) -> None:
+        self.season_s = season_s
+        self.quantiles = quantiles
+
+    def forecast(self, history: FloatArray, step_s: int, horizon: int) -> DemandForecast:
+        h = np.asarray(history, dtype=np.float64)
+        h = h[~np.isnan(h)]
+        if len(h) == 0:
+            zeros = np.zeros(horizon)
+            return DemandForecast(step_s, {q: zeros for q in self.quantiles})
+        m = max(1, self.season_s // step_s)
+        if len(h) < 2 * m:
+            m = max(1, min(86400 // step_s, len(h) // 2)) or 1
+        m = min(m, len(h))
+        last = h[-m:]
+        reps = int(np.ceil(horizon / m))
+        point = np.tile(last, reps)[:horizon]
+        errs = h[m:] - h[:-m] if len(h) > m else np.zeros(1)
+        out: dict[float, FloatArray] = {}
+        for q in sorted(self.quantiles):
+            out[q] = np.maximum(point + float(np.quantile(errs, q)) if q != 0.5 else point, 0.0)
+        # quantiles must not cross: enforce monotonicity across sorted levels
+        prev: FloatArray | None = None
+        for q in sorted(out):
+            if prev is not None:
+                out[q] = np.maximum(out[q], prev)
+            prev = out[q]
+        return DemandForecast(step_s, out)

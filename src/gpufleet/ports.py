@@ -1,0 +1,142 @@
+"""The ports of the control loop: each stage a small Protocol, and the requests and decisions it trades.
+
+This module sits under the capability packages (they implement the Protocols) and over the domain.
+
+The simulator and the service call these same decision functions; only the world behind them differs.
+Every decision returns data (and a reason code); the caller applies it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from decimal import Decimal
+from typing import Protocol
+
+import numpy as np
+import numpy.typing as npt
+
+from gpufleet.domain.allocations import Allocation
+from gpufleet.domain.pools import CapacityPool
+from gpufleet.domain.workloads import ServingScaling
+
+FloatArray = npt.NDArray[np.float64]
+
+
+@dataclass(frozen=True, slots=True)
+class DemandForecast:
+    """Quantile forecast on a regular grid: ``quantiles[q]`` has one value per future step."""
+
+    step_s: int
+    quantiles: dict[float, FloatArray]
+
+    @property
+    def median(self) -> FloatArray:
+        return self.quantiles[0.5]
+
+
+class Forecaster(Protocol):
+    def forecast(self, history: FloatArray, step_s: int, horizon: int) -> DemandForecast: ...
+
+
+@dataclass(frozen=True, slots=True)
+class ProcurementContext:
+    """What the procurer sees for one SKU-region: measured demand and the commitments already made."""
+
+    now_s: int
+    sku_id: str
+    pool: CapacityPool  # the reserved pool to buy from
+    demand_history_gpus: FloatArray  # hourly GPUs in use + pending, oldest first
+    forecast: DemandForecast | None
+    committed_gpus_at_lead: int  # reserved GPUs active (or on order) when a new order would land
+    gpus_per_node: int
+
+
+@dataclass(frozen=True, slots=True)
+class ReservationProposal:
+    sku_id: str
+    pool_id: str
+    units: int
+    start_s: int
+    term_months: int
+    reason: str
+
+
+class Procurer(Protocol):
+    def propose(self, ctx: ProcurementContext) -> list[ReservationProposal]: ...
+
+
+@dataclass(frozen=True, slots=True)
+class ApprovalDecision:
+    approvals_required: int
+    approver_ids: tuple[str, ...]
+    approved: bool
+    delay_s: int
+    reason: str
+
+
+class Approver(Protocol):
+    def decide(self, est_cost_usd: Decimal, threshold_usd: Decimal, reservation_id: str) -> ApprovalDecision: ...
+
+
+@dataclass(frozen=True, slots=True)
+class PoolState:
+    """What placement knows about one pool right now."""
+
+    pool: CapacityPool
+    gpus_in_use: int  # GPUs billed in this pool now (launched or committed)
+    capacity_gpus: int | None  # quota or provider ceiling (None = unbounded)
+    in_stock: bool
+
+
+@dataclass(frozen=True, slots=True)
+class PlacementRequest:
+    workload_id: str
+    sku_id: str
+    gpus: int
+    serving: bool
+    checkpointable: bool
+    launchable_tiers_only: bool = True  # reserved capacity is bought by procurement, not launched per pod
+
+
+class Placer(Protocol):
+    def choose(self, request: PlacementRequest, pools: Sequence[PoolState]) -> Allocation: ...
+
+
+class ReplicaAutoscaler(Protocol):
+    def desired(
+        self, *, current: int, observed_rps: float, scaling: ServingScaling, now_s: int, last_scale_down_s: int
+    ) -> tuple[int, str]: ...
+
+
+@dataclass(frozen=True, slots=True)
+class IdleNode:
+    """A launched (non-reserved) node with no work on it, as the cluster autoscaler sees it."""
+
+    node_id: int
+    pool_id: str
+    sku_id: str
+    tier: str
+    gpus: int
+    idle_for_s: int
+    up_for_s: int
+    node_start_s: int
+    price_usd_per_gpu_h: float
+
+
+@dataclass(frozen=True, slots=True)
+class ScaleDownContext:
+    now_s: int
+    sku_id: str
+    idle: Sequence[IdleNode]
+    pending_gpus: int  # queued demand for this SKU right now
+    free_gpus: int  # free GPUs on schedulable nodes of this SKU (idle nodes included)
+    capacity_gpus: int  # GPUs on schedulable nodes of this SKU
+    forecast_gpus: FloatArray | None  # upper-quantile demand forecast for the coming hours, if any
+    demand_now_gpus: float
+
+
+class NodeScaler(Protocol):
+    """The scale-down half of the cluster autoscaler: which idle launched nodes to terminate, and why."""
+
+    def scale_down(self, ctx: ScaleDownContext) -> list[tuple[int, str]]: ...

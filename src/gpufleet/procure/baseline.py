@@ -1,0 +1,40 @@
+"""Baseline procurement: commit to a lookback percentile of measured demand, respecting the lead time.
+
+This is what cloud reservation recommenders do (a percentile of the last 30 days); the portfolio optimizer
+replaces it and is measured against it.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from gpufleet.ports import ProcurementContext, ReservationProposal
+
+
+class LookbackPercentile:
+    def __init__(self, percentile: float = 50.0, lookback_h: int = 30 * 24, min_history_h: int = 7 * 24) -> None:
+        self.percentile = percentile
+        self.lookback_h = lookback_h
+        self.min_history_h = min_history_h
+
+    def propose(self, ctx: ProcurementContext) -> list[ReservationProposal]:
+        hist = ctx.demand_history_gpus[-self.lookback_h :]
+        hist = hist[~np.isnan(hist)]
+        if len(hist) < self.min_history_h:
+            return []
+        target = float(np.percentile(hist, self.percentile))
+        gap = target - ctx.committed_gpus_at_lead
+        nodes = int(gap // ctx.gpus_per_node)
+        if nodes <= 0:
+            return []
+        units = nodes * ctx.gpus_per_node
+        return [
+            ReservationProposal(
+                sku_id=ctx.sku_id,
+                pool_id=ctx.pool.id,
+                units=units,
+                start_s=ctx.now_s + ctx.pool.lead_time_s,
+                term_months=ctx.pool.term_months or 12,
+                reason=f"lookback_p{self.percentile:g}: target {target:.0f} GPUs, committed {ctx.committed_gpus_at_lead}",
+            )
+        ]

@@ -1,0 +1,60 @@
+"""Run one scenario under several control loops with the same seed, and compare the figures that matter."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from gpufleet.control.loop import ControlLoop
+from gpufleet.sim.run import simulate
+from gpufleet.sim.scenario import Scenario
+
+KEY_FIGURES: tuple[str, ...] = (
+    "total_cost_usd",
+    "gpu_utilization",
+    "idle_cost_usd",
+    "idle_reserved_cost_usd",
+    "p95_queue_wait_s",
+    "serving_slo_attainment",
+    "node_launches",
+    "lost_gpu_hours",
+)
+
+
+def key_figures(r: dict[str, Any]) -> dict[str, Any]:
+    out = {k: r[k] for k in KEY_FIGURES}
+    out["cost_by_tier_usd"] = r["cost_by_tier_usd"]
+    out["gpus_bought"] = r["reservations"]["gpus_bought"]
+    return out
+
+
+def compare(
+    sc: Scenario,
+    loops: dict[str, Callable[[Scenario, int], ControlLoop]],
+    *,
+    seed: int | None = None,
+    progress: Callable[[str, float], None] | None = None,
+) -> dict[str, dict[str, Any]]:
+    """Full results per loop name; every loop sees the same world (same seed, same demand draws)."""
+    seed_ = sc.seed if seed is None else seed
+    out: dict[str, dict[str, Any]] = {}
+    for name, make in loops.items():
+        cb = (lambda x, n=name: progress(n, x)) if progress is not None else None
+        _, out[name] = simulate(sc, seed=seed_, loop=make(sc, seed_), progress=cb)
+    return out
+
+
+def versus(main: dict[str, Any], base: dict[str, Any]) -> dict[str, Any]:
+    """Key figures of ``main`` relative to ``base``: ratios for cost-like figures, differences for rates."""
+
+    def ratio(a: float, b: float) -> float | None:
+        return round(a / b, 4) if b else None
+
+    return {
+        "cost_ratio": ratio(main["total_cost_usd"], base["total_cost_usd"]),
+        "cost_saving_usd": round(base["total_cost_usd"] - main["total_cost_usd"], 2),
+        "utilization_delta": round(main["gpu_utilization"] - base["gpu_utilization"], 4),
+        "slo_delta": round(main["serving_slo_attainment"] - base["serving_slo_attainment"], 6),
+        "p95_queue_wait_delta_s": round(main["p95_queue_wait_s"] - base["p95_queue_wait_s"], 1),
+        "node_launches_ratio": ratio(main["node_launches"], base["node_launches"]),
+    }

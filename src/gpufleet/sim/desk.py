@@ -1,0 +1,194 @@
+"""Reservations in the simulated world: initial commitments, procurement, approval, activation, expiry.
+
+A mixin of :class:`~gpufleet.sim.world.World`; every status change goes through the domain's one transition gate.
+"""
+
+from __future__ import annotations
+
+import math
+from decimal import Decimal
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from gpufleet.domain.pools import Tier
+from gpufleet.domain.reservations import Reservation, ReservationStatus, term_seconds
+from gpufleet.ports import DemandForecast, ProcurementContext
+from gpufleet.sim.fleet import NodeState
+
+if TYPE_CHECKING:
+    from gpufleet.control.loop import ControlLoop
+    from gpufleet.sim.engine import EventQueue
+    from gpufleet.sim.fleet import Fleet
+    from gpufleet.sim.metrics import Metrics
+    from gpufleet.sim.scenario import PoolSpec, Scenario
+
+HOUR_S = 3600
+DAY_S = 86400
+RES_EVENT = 8
+DAILY = 7
+
+
+class ReservationDesk:
+    """Mixin: the world's reservation book. Declares the parts of the world it uses."""
+
+    if TYPE_CHECKING:
+        sc: Scenario
+        loop: ControlLoop
+        q: EventQueue
+        fleet: Fleet
+        metrics: Metrics
+        horizon_s: int
+        sku_ids: list[str]
+        per_node: list[int]
+        pool_specs: dict[int, PoolSpec]
+        reservations: list[Reservation]
+        res_nodes: list[list[int]]
+        res_pool: list[int]
+        approvals_pending: dict[int, tuple[bool, str]]
+        forecasts: dict[int, tuple[int, DemandForecast]]
+        forecast_abs_err: list[float]
+        forecast_actual: list[float]
+
+        def _charge(self, pod: int, now: int) -> None: ...
+        def _drain_queue(self, s: int, now: int) -> None: ...
+        def _node_alive(self, node: int, now: int) -> None: ...
+
+    def _initial_reservations(self) -> None:
+        for s, spec in self.pool_specs.items():
+            pidx = self.fleet.pool_of(s, Tier.RESERVED)
+            for r in spec.reservations:
+                term = 36 if r.remaining_months > 12 else 12
+                end_s = int(r.remaining_months * 730 * HOUR_S)
+                res = self._new_reservation(pidx, r.gpus, end_s - term_seconds(term), term)
+                for st in (ReservationStatus.APPROVED, ReservationStatus.SUBMITTED):
+                    res.transition(st, at_s=0, actor="initial", reason="existing commitment")
+                self._activate(len(self.reservations) - 1)
+
+    def _new_reservation(self, pool_idx: int, units: int, start_s: int, term_months: int) -> Reservation:
+        pool = self.fleet.pools[pool_idx].pool
+        res = Reservation(
+            f"res_{len(self.reservations):05d}",
+            pool.id,
+            pool.sku_id,
+            units,
+            start_s,
+            term_months,
+            pool.price_usd_per_gpu_h,
+        )
+        self.reservations.append(res)
+        self.res_nodes.append([])
+        self.res_pool.append(pool_idx)
+        return res
+
+    def _on_daily(self, now: int, _a: int, _b: int) -> None:
+        """Every forecast period: score the last forecast against measured demand, forecast the next period
+        (hourly grid), then let procurement decide with that forecast in hand."""
+        day = now // DAY_S
+        hour = now // HOUR_S
+        period_d = self.sc.control.procurement_period_days
+        if day % period_d == 0:
+            for s in range(len(self.sku_ids)):
+                hist = self.metrics.demand_history(s, hour)
+                prev = self.forecasts.get(s)
+                if prev is not None:
+                    issued, fc_prev = prev
+                    actual = hist[issued:]
+                    self.forecast_abs_err[s] += float(np.abs(actual - fc_prev.median[: len(actual)]).sum())
+                    self.forecast_actual[s] += float(actual.sum())
+                fc = self.loop.forecaster.forecast(hist, HOUR_S, period_d * 24) if len(hist) >= 24 else None
+                if fc is not None:
+                    self.forecasts[s] = (hour, fc)
+                if day > 0:
+                    self._procure(s, now, hist, fc)
+        if now + DAY_S <= self.horizon_s:
+            self.q.schedule(now + DAY_S, DAILY, priority=0)
+
+    def _committed_at(self, s: int, t: int) -> int:
+        total = 0
+        live = (
+            ReservationStatus.PENDING_APPROVAL,
+            ReservationStatus.APPROVED,
+            ReservationStatus.SUBMITTED,
+            ReservationStatus.ACTIVE,
+        )
+        for i, r in enumerate(self.reservations):
+            if self.fleet.pools[self.res_pool[i]].sku_idx == s and r.status in live and r.end_s > t:
+                total += r.units
+        return total
+
+    def _procure(self, s: int, now: int, hist: np.ndarray, fc: DemandForecast | None) -> None:
+        pidx = self.fleet.pool_of(s, Tier.RESERVED)
+        pool = self.fleet.pools[pidx].pool
+        ctx = ProcurementContext(
+            now, self.sku_ids[s], pool, hist, fc, self._committed_at(s, now + pool.lead_time_s), self.per_node[s]
+        )
+        for prop in self.loop.procurer.propose(ctx):
+            res = self._new_reservation(pidx, prop.units, prop.start_s, prop.term_months)
+            dec = self.loop.approver.decide(
+                res.est_cost_usd, Decimal(str(self.sc.control.approval_threshold_usd)), res.id
+            )
+            ridx = len(self.reservations) - 1
+            self.metrics.reservation_proposed(res.units, float(res.est_cost_usd), dec.approvals_required)
+            if dec.approvals_required == 1:
+                res.transition(ReservationStatus.APPROVED, at_s=now, actor="auto", reason=dec.reason)
+                self._submit(ridx, now)
+            else:
+                res.transition(ReservationStatus.PENDING_APPROVAL, at_s=now, actor="procurement", reason=prop.reason)
+                self.approvals_pending[ridx] = (dec.approved, ",".join(dec.approver_ids))
+                self.q.schedule(now + dec.delay_s, RES_EVENT, ridx, 0)
+
+    def _submit(self, ridx: int, now: int) -> None:
+        res = self.reservations[ridx]
+        res.transition(ReservationStatus.SUBMITTED, at_s=now, actor="provider", reason="order accepted")
+        pool = self.fleet.pools[self.res_pool[ridx]].pool
+        res.start_s = max(res.start_s, now + pool.lead_time_s)
+        self.q.schedule(res.start_s, RES_EVENT, ridx, 1)
+
+    def _on_res_event(self, now: int, ridx: int, what: int) -> None:
+        res = self.reservations[ridx]
+        if what == 0:  # approvers answered
+            approved, who = self.approvals_pending.pop(ridx)
+            if approved:
+                res.transition(ReservationStatus.APPROVED, at_s=now, actor=who, reason="dual approval")
+                self._submit(ridx, now)
+            else:
+                res.transition(ReservationStatus.REJECTED, at_s=now, actor=who, reason="rejected by an approver")
+        elif what == 1 and res.status is ReservationStatus.SUBMITTED:
+            self._activate(ridx)
+        elif what == 2 and res.status is ReservationStatus.ACTIVE:
+            self._expire(ridx, now)
+
+    def _activate(self, ridx: int) -> None:
+        now = self.q.now_s
+        res = self.reservations[ridx]
+        res.transition(ReservationStatus.ACTIVE, at_s=now, actor="provider", reason="capacity delivered")
+        pidx = self.res_pool[ridx]
+        pr = self.fleet.pools[pidx]
+        pr.touch(now)
+        pr.paid_gpus += res.units
+        per = self.per_node[pr.sku_idx]
+        for _ in range(math.ceil(res.units / per)):
+            node = self.fleet.launch(pidx, now, up=True, reservation=ridx)
+            self.res_nodes[ridx].append(node)
+            self._node_alive(node, now)
+        if res.end_s <= self.horizon_s:
+            self.q.schedule(res.end_s, RES_EVENT, ridx, 2)
+        self._drain_queue(pr.sku_idx, now)
+
+    def _expire(self, ridx: int, now: int) -> None:
+        """The term ended: the instances keep running but now bill on demand; idle ones get scaled down."""
+        res = self.reservations[ridx]
+        res.transition(ReservationStatus.EXPIRED, at_s=now, actor="provider", reason="term ended")
+        pidx = self.res_pool[ridx]
+        pr = self.fleet.pools[pidx]
+        pr.touch(now)
+        pr.paid_gpus -= res.units
+        od = self.fleet.pool_of(pr.sku_idx, Tier.ON_DEMAND)
+        for node in self.res_nodes[ridx]:
+            if self.fleet.n_state[node] != NodeState.GONE:
+                for pod in self.fleet.n_pods[node]:
+                    self._charge(pod, now)  # close the segment billed at the reserved price
+                self.fleet.move_to_pool(node, od, now)
+                if self.fleet.n_state[node] == NodeState.UP and self.fleet.n_free[node] == self.fleet.n_total[node]:
+                    self.fleet.n_idle_since[node] = now

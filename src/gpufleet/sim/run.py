@@ -1,0 +1,158 @@
+"""Run a scenario through the closed loop and summarize what happened, as plain JSON-ready data."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from gpufleet.control.loop import ControlLoop
+from gpufleet.domain.money import usd_float
+from gpufleet.domain.pools import TIER_ORDER, Tier
+from gpufleet.domain.reservations import ReservationStatus
+from gpufleet.sim.scenario import Scenario
+from gpufleet.sim.world import World
+
+HOUR_S = 3600
+
+
+def simulate(
+    sc: Scenario,
+    *,
+    seed: int | None = None,
+    days: int | None = None,
+    loop: ControlLoop | None = None,
+    progress: Callable[[float], None] | None = None,
+) -> tuple[World, dict[str, Any]]:
+    if days is not None:
+        sc = sc.model_copy(update={"days": days})
+    seed_ = sc.seed if seed is None else seed
+    world = World(sc, loop or gpufleet_loop(sc, seed_), seed=seed_)
+    world.run(progress)
+    return world, summarize(world)
+
+
+def baseline_loop(sc: Scenario, seed: int) -> ControlLoop:
+    """The foundation's simple policies: what every improvement is measured against."""
+    return ControlLoop.baseline(seed, sc.control.target_utilization, sc.control.idle_node_timeout_s)
+
+
+def gpufleet_loop(sc: Scenario, seed: int) -> ControlLoop:
+    """The best stages gpufleet has (falls back to the baseline for stages not yet replaced)."""
+    return ControlLoop.gpufleet(seed, sc.control.target_utilization, sc.control.idle_node_timeout_s)
+
+
+LOOPS = {"gpufleet": gpufleet_loop, "baseline": baseline_loop}
+
+
+def _r(x: float, nd: int = 4) -> float:
+    return float(round(x, nd))
+
+
+def summarize(w: World) -> dict[str, Any]:
+    f = w.fleet
+    total_units = 0
+    alloc_units_pools = 0
+    by_tier = {t.value: 0 for t in TIER_ORDER}
+    idle_by_tier = {t.value: 0 for t in TIER_ORDER}
+    paid_gpu_s = 0
+    alloc_gpu_s = 0
+    for pr in f.pools:
+        cost = pr.price_uusd * pr.paid_gpu_s
+        alloc = pr.price_uusd * pr.alloc_gpu_s
+        total_units += cost
+        alloc_units_pools += alloc
+        by_tier[pr.pool.tier.value] += cost
+        idle_by_tier[pr.pool.tier.value] += cost - alloc
+        paid_gpu_s += pr.paid_gpu_s
+        alloc_gpu_s += pr.alloc_gpu_s
+    idle_units = total_units - alloc_units_pools
+    conserved = w.ledger.allocated_units == alloc_units_pools and alloc_units_pools + idle_units == total_units
+
+    n = w.n_jobs
+    arrival = np.asarray(w.p_arrival[:n], dtype=np.int64)
+    first = np.asarray(w.p_first_start[:n], dtype=np.int64)
+    arrived_mask = np.asarray(w.p_state[:n], dtype=np.int64) != 0
+    # a job still waiting at the end counts with its wait so far (censored), not as zero
+    all_waits = np.where(first >= 0, first - arrival, w.horizon_s - arrival)[arrived_mask].astype(np.float64)
+    arrived = int(arrived_mask.sum())
+    completed = w.metrics.completed
+
+    served = sum(fr.served_req for fr in w.fleets)
+    total_req = sum(fr.total_req for fr in w.fleets)
+    by_status: dict[str, int] = {}
+    gpus_bought = 0
+    for r in w.reservations:
+        by_status[r.status.value] = by_status.get(r.status.value, 0) + 1
+        if (
+            r.history
+            and r.history[0].actor != "initial"
+            and r.status in (ReservationStatus.ACTIVE, ReservationStatus.SUBMITTED, ReservationStatus.EXPIRED)
+        ):
+            gpus_bought += r.units
+
+    fc_err = {
+        w.sku_ids[s]: (_r(w.forecast_abs_err[s] / w.forecast_actual[s]) if w.forecast_actual[s] > 0 else None)
+        for s in range(len(w.sku_ids))
+    }
+    team_cost = {k: usd_float(v) for k, v in sorted(w.ledger.by_team.items())}
+    hours = w.sc.days * 24 + 1
+    m = w.metrics
+    return {
+        "scenario": w.sc.name,
+        "policy": w.loop.name,
+        "seed": w.seed,
+        "days": w.sc.days,
+        "total_cost_usd": usd_float(total_units),
+        "cost_by_tier_usd": {k: usd_float(v) for k, v in by_tier.items()},
+        "cost_by_team_usd": team_cost,
+        "idle_cost_usd": usd_float(idle_units),
+        "idle_cost_by_tier_usd": {k: usd_float(v) for k, v in idle_by_tier.items()},
+        "idle_reserved_cost_usd": usd_float(idle_by_tier[Tier.RESERVED.value]),
+        "cost_conserved": conserved,
+        "gpu_utilization": _r(alloc_gpu_s / paid_gpu_s if paid_gpu_s else 0.0),
+        "paid_gpu_hours": _r(paid_gpu_s / HOUR_S, 1),
+        "allocated_gpu_hours": _r(alloc_gpu_s / HOUR_S, 1),
+        "p95_queue_wait_s": _r(float(np.percentile(all_waits, 95)) if len(all_waits) else 0.0, 1),
+        "p50_queue_wait_s": _r(float(np.percentile(all_waits, 50)) if len(all_waits) else 0.0, 1),
+        "serving_slo_attainment": _r(served / total_req if total_req else 1.0, 6),
+        "serving": {
+            fr.spec.name: {
+                "slo_attainment": _r(fr.served_req / fr.total_req if fr.total_req else 1.0, 6),
+                "cold_starts": fr.cold_starts,
+            }
+            for fr in w.fleets
+        },
+        "jobs": {"generated": w.n_jobs, "arrived": arrived, "completed": completed},
+        "interruptions": w.interruptions,
+        "node_failures": w.node_failures,
+        "spot_preemptions": w.spot_preemptions,
+        "lost_gpu_hours": _r(w.lost_gpu_s / HOUR_S, 1),
+        "max_lost_work_over_checkpoint": _r(w.max_lost_over_ckpt),
+        "spot_violations": w.spot_violations,
+        "stockouts": m.stockouts,
+        "placements": dict(sorted(m.placements.items())),
+        "node_launches": sum(pr.launched for pr in f.pools if pr.pool.tier is not Tier.RESERVED),
+        "node_terminations": sum(pr.terminated for pr in f.pools),
+        "reservations": {
+            "proposed": m.reservations_proposed,
+            "gpus_proposed": m.reserved_gpus_proposed,
+            "gpus_bought": gpus_bought,
+            "needing_dual_approval": m.dual_approvals,
+            "by_status": dict(sorted(by_status.items())),
+        },
+        "forecast_wape": fc_err,  # hourly demand, forecast one procurement period ahead
+        "events": w.q.processed,
+        "series": {
+            "hours": hours,
+            "sku_ids": w.sku_ids,
+            "allocated_gpus": m.alloc.tolist(),
+            "pending_gpus": m.pending.tolist(),
+            "paid_gpus_by_tier": {k: v.tolist() for k, v in m.paid.items()},
+            "serving": {
+                name: {"rps": m.rps[i].tolist(), "replicas": m.replicas[i].tolist(), "ready": m.ready[i].tolist()}
+                for i, name in enumerate(m.fleet_names)
+            },
+        },
+    }

@@ -1,0 +1,223 @@
+"""Scenarios: what the simulated world looks like. YAML files validated with errors that name the field and line.
+
+A scenario lists, per SKU and region, the capacity pools (initial reservations, on-demand quota and stockouts,
+spot preemption, secondary capacity and lead time), the serving fleets (traffic shape and growth) and the
+training demand (experiments with heavy-tailed sizes and durations, planned large runs).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Any
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import ValidationError as PydanticValidationError
+
+from gpufleet.domain.errors import ValidationError
+from gpufleet.domain.skus import SKUS_BY_ID
+
+Pos = Annotated[float, Field(gt=0)]
+NonNeg = Annotated[float, Field(ge=0)]
+PosInt = Annotated[int, Field(gt=0)]
+NonNegInt = Annotated[int, Field(ge=0)]
+Share = Annotated[float, Field(ge=0, le=1)]
+
+
+class _M(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class InitialReservation(_M):
+    gpus: PosInt
+    remaining_months: Annotated[float, Field(gt=0, le=36)]
+
+
+class PoolSpec(_M):
+    """Capacity for one SKU in one region, across the four tiers."""
+
+    sku: str
+    region: str = "us-east-1"
+    reservations: list[InitialReservation] = []
+    reserved_lead_time_h: NonNeg = 14 * 24
+    reserved_term_months: PosInt = 12
+    on_demand_quota_gpus: NonNegInt | None = None
+    on_demand_mean_in_stock_h: Pos = 240.0
+    on_demand_mean_stockout_h: NonNeg = 12.0
+    spot_capacity_gpus: NonNegInt = 0
+    spot_preemption_rate_per_h: NonNeg = 0.05
+    secondary_capacity_gpus: NonNegInt = 0
+    secondary_lead_time_h: NonNeg = 6.0
+    node_start_s: NonNegInt = 600
+
+    @model_validator(mode="after")
+    def _known_sku(self) -> PoolSpec:
+        if self.sku not in SKUS_BY_ID:
+            raise ValueError(f"unknown sku {self.sku!r}; known: {sorted(SKUS_BY_ID)}")
+        return self
+
+
+class ServingSpec(_M):
+    name: str
+    team: str
+    tenant: str
+    sku: str
+    gpus_per_replica: Annotated[int, Field(ge=1, le=8)]
+    target_rps_per_replica: Pos
+    base_rps: Pos
+    growth_per_quarter: Pos = 1.0
+    daily_amplitude: Share = 0.4
+    weekly_amplitude: Share = 0.15
+    noise_sd: Share = 0.05  # per control period, lognormal
+    day_to_day_sd: Share = 0.2  # per day, lognormal: ServeGen's daily means vary by CV ~0.22
+    min_replicas: NonNegInt = 1
+    max_replicas: PosInt = 64
+    cold_start_s: NonNegInt = 210
+    scale_down_delay_s: NonNegInt = 600
+
+    @model_validator(mode="after")
+    def _check(self) -> ServingSpec:
+        if self.sku not in SKUS_BY_ID:
+            raise ValueError(f"unknown sku {self.sku!r}; known: {sorted(SKUS_BY_ID)}")
+        if self.min_replicas > self.max_replicas:
+            raise ValueError(f"min_replicas ({self.min_replicas}) > max_replicas ({self.max_replicas})")
+        return self
+
+
+class ExperimentSpec(_M):
+    """Many small jobs: Poisson arrivals with a working-hours cycle, heavy-tailed sizes and durations."""
+
+    sku: str
+    jobs_per_day: Pos
+    teams: dict[str, Pos]
+    size_gpus: dict[int, Pos]  # GPUs per job -> relative frequency
+    duration_median_h: Pos = 0.5
+    duration_sigma: Pos = 1.8
+    duration_max_h: Pos = 24 * 7
+    checkpointable_share: Share = 0.6
+    checkpoint_interval_s: PosInt = 3600
+    daily_amplitude: Share = 0.5
+
+    @model_validator(mode="after")
+    def _check(self) -> ExperimentSpec:
+        if self.sku not in SKUS_BY_ID:
+            raise ValueError(f"unknown sku {self.sku!r}; known: {sorted(SKUS_BY_ID)}")
+        per_node = SKUS_BY_ID[self.sku].gpus_per_node
+        for g in self.size_gpus:
+            if g <= 0 or (g > per_node and g % per_node):
+                raise ValueError(f"size {g} GPUs: must be <= {per_node} or a multiple of {per_node}")
+        return self
+
+
+class PlannedRun(_M):
+    """A large training run registered ahead of time."""
+
+    name: str
+    team: str
+    sku: str
+    gpus: PosInt
+    start_day: NonNeg
+    duration_days: Pos
+    checkpoint_interval_s: PosInt = 1800
+    probability: Share = 1.0  # a big run either happens or not
+
+
+class FailureSpec(_M):
+    node_mtbf_days: Pos = 250.0
+    repair_h: Pos = 4.0
+
+
+class ControlSpec(_M):
+    control_period_s: PosInt = 900
+    procurement_period_days: PosInt = 7
+    approval_threshold_usd: NonNeg = 500_000.0
+    idle_node_timeout_s: NonNegInt = 600
+    target_utilization: Annotated[float, Field(gt=0, le=1)] = 0.7
+
+
+class Scenario(_M):
+    name: str
+    seed: NonNegInt = 0
+    days: PosInt = 60
+    pools: Annotated[list[PoolSpec], Field(min_length=1)]
+    serving: list[ServingSpec] = []
+    experiments: list[ExperimentSpec] = []
+    planned_runs: list[PlannedRun] = []
+    failures: FailureSpec = FailureSpec()
+    control: ControlSpec = ControlSpec()
+
+    @model_validator(mode="after")
+    def _pools_cover_demand(self) -> Scenario:
+        have = {(p.sku) for p in self.pools}
+        for i, s in enumerate(self.serving):
+            if s.sku not in have:
+                raise ValueError(f"serving[{i}] ({s.name}) needs sku {s.sku!r} but no pool offers it")
+        for i, e in enumerate(self.experiments):
+            if e.sku not in have:
+                raise ValueError(f"experiments[{i}] needs sku {e.sku!r} but no pool offers it")
+        for i, r in enumerate(self.planned_runs):
+            if r.sku not in have:
+                raise ValueError(f"planned_runs[{i}] ({r.name}) needs sku {r.sku!r} but no pool offers it")
+        return self
+
+
+def _line_of(root: yaml.Node | None, loc: tuple[int | str, ...]) -> int | None:
+    """1-based line of the YAML node at ``loc`` (the deepest node found on the path)."""
+    node = root
+    line = node.start_mark.line + 1 if node is not None else None
+    for key in loc:
+        if isinstance(node, yaml.MappingNode):
+            nxt = next((v for k, v in node.value if getattr(k, "value", None) == str(key)), None)
+        elif isinstance(node, yaml.SequenceNode) and isinstance(key, int) and key < len(node.value):
+            nxt = node.value[key]
+        else:
+            nxt = None
+        if nxt is None:
+            break
+        node = nxt
+        line = node.start_mark.line + 1
+    return line
+
+
+def _field_path(loc: tuple[int | str, ...]) -> str:
+    out = ""
+    for part in loc:
+        if isinstance(part, int):
+            out += f"[{part}]"
+        else:
+            out += f".{part}" if out else str(part)
+    return out or "<root>"
+
+
+def parse_scenario(data: Any, *, source: str = "<scenario>", yaml_root: yaml.Node | None = None) -> Scenario:
+    """Validate raw data into a Scenario; errors name the field (and the file and line when known)."""
+    try:
+        return Scenario.model_validate(data)
+    except PydanticValidationError as exc:
+        err = exc.errors()[0]
+        loc = tuple(p for p in err["loc"] if not (isinstance(p, str) and p.startswith("function-")))
+        line = _line_of(yaml_root, loc)
+        where = f"{source}:{line}" if line else source
+        more = f" (and {len(exc.errors()) - 1} more)" if len(exc.errors()) > 1 else ""
+        raise ValidationError(_field_path(loc), f"{err['msg']}{more}", where) from None
+
+
+def load_scenario(path: str | Path) -> Scenario:
+    p = Path(path)
+    if not p.is_file():
+        raise ValidationError("scenario", "file does not exist", str(p))
+    text = p.read_text()
+    try:
+        root = yaml.compose(text)
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f"{p}:{mark.line + 1}" if mark is not None else str(p)
+        raise ValidationError("yaml", f"not valid YAML: {getattr(exc, 'problem', exc)}", where) from None
+    if not isinstance(data, dict):
+        raise ValidationError("<root>", "a scenario must be a mapping", f"{p}:1")
+    return parse_scenario(data, source=str(p), yaml_root=root)
+
+
+def dump_scenario(s: Scenario) -> str:
+    return yaml.safe_dump(s.model_dump(mode="json"), sort_keys=False)

@@ -1,0 +1,124 @@
+"""Serving fleets in the simulated world: traffic, SLO accounting, and replicas driven by the autoscaler.
+
+A mixin of :class:`~gpufleet.sim.world.World`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from gpufleet.domain.workloads import ServingScaling
+from gpufleet.sim.scenario import ServingSpec
+
+if TYPE_CHECKING:
+    from gpufleet.control.loop import ControlLoop
+    from gpufleet.sim.metrics import Metrics
+
+QUEUED, RUNNING, REMOVED = 1, 2, 4
+PRIO_SERVING = 3
+
+
+@dataclass(slots=True)
+class FleetRuntime:
+    spec: ServingSpec
+    scaling: ServingScaling
+    sku_idx: int
+    rps: np.ndarray
+    pods: list[int] = field(default_factory=list)  # active replica pods, oldest first
+    ready: int = 0
+    last_scale_down_s: int = -(10**12)
+    served_req: float = 0.0
+    total_req: float = 0.0
+    cold_starts: int = 0
+
+
+class ServingMixin:
+    """Mixin: the world's serving fleets. Declares the parts of the world it uses."""
+
+    if TYPE_CHECKING:
+        loop: ControlLoop
+        metrics: Metrics
+        period_s: int
+        fleets: list[FleetRuntime]
+        pending_gpus: list[int]
+        p_arrival: list[int]
+        p_ckpt: list[int]
+        p_epoch: list[int]
+        p_first_start: list[int]
+        p_gpus: list[int]
+        p_group: list[str]
+        p_nodes: list[list[int]]
+        p_prio: list[int]
+        p_ready: list[bool]
+        p_remaining: list[int]
+        p_seg: list[int]
+        p_serving: list[int]
+        p_sku: list[int]
+        p_start: list[int]
+        p_state: list[int]
+        p_team: list[str]
+        p_work: list[int]
+
+        def _enqueue(self, pod: int, now: int) -> None: ...
+        def _release(self, pod: int, now: int) -> None: ...
+        def _try_place(self, pod: int, now: int) -> bool: ...
+
+    def _serve_period(self, i: int, fr: FleetRuntime, k: int, now: int) -> None:
+        rps = float(fr.rps[k])
+        cap = fr.ready * fr.spec.target_rps_per_replica
+        req = rps * self.period_s
+        fr.total_req += req
+        fr.served_req += min(rps, cap) * self.period_s
+        cur = len(fr.pods)
+        want, _reason = self.loop.autoscaler.desired(
+            current=cur, observed_rps=rps, scaling=fr.scaling, now_s=now, last_scale_down_s=fr.last_scale_down_s
+        )
+        if want > cur:
+            for _ in range(want - cur):
+                self._add_replica(i, fr, now)
+        elif want < cur:
+            fr.last_scale_down_s = now
+            for _ in range(cur - want):
+                self._remove_replica(fr, now)
+        self.metrics.serving(i, now, rps, len(fr.pods), fr.ready)
+
+    def _add_replica(self, i: int, fr: FleetRuntime, now: int) -> None:
+        pod = len(self.p_state)
+        self.p_gpus.append(fr.spec.gpus_per_replica)
+        self.p_sku.append(fr.sku_idx)
+        self.p_prio.append(PRIO_SERVING)
+        self.p_ckpt.append(0)
+        self.p_remaining.append(0)
+        self.p_work.append(0)
+        self.p_arrival.append(now)
+        self.p_team.append(fr.spec.team)
+        self.p_group.append(f"serving/{fr.spec.name}")
+        self.p_serving.append(i)
+        self.p_state.append(0)
+        self.p_epoch.append(0)
+        self.p_start.append(now)
+        self.p_seg.append(now)
+        self.p_first_start.append(-1)
+        self.p_nodes.append([])
+        self.p_ready.append(False)
+        fr.pods.append(pod)
+        if not self._try_place(pod, now):
+            self._enqueue(pod, now)
+
+    def _remove_replica(self, fr: FleetRuntime, now: int) -> None:
+        # drop a replica that is not serving yet if there is one, else the newest
+        victim = fr.pods[-1]
+        if fr.ready < len(fr.pods):  # some replica is still starting: drop the newest such
+            victim = next(p for p in reversed(fr.pods) if not self.p_ready[p])
+        fr.pods.remove(victim)
+        if self.p_state[victim] == RUNNING:
+            if self.p_ready[victim]:
+                fr.ready -= 1
+                self.p_ready[victim] = False
+            self._release(victim, now)
+        elif self.p_state[victim] == QUEUED:
+            self.pending_gpus[self.p_sku[victim]] -= self.p_gpus[victim]
+        self.p_state[victim] = REMOVED

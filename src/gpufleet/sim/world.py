@@ -1,0 +1,642 @@
+"""The simulated world: events, pods (training jobs and serving replicas), serving fleets and reservations.
+
+The world owns state and applies decisions; every decision comes from a control stage (control/ports.py):
+placement (fallback chain), scheduling (best fit), autoscaling, forecasting, procurement and approval.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Callable
+
+import numpy as np
+
+from gpufleet.control.loop import ControlLoop
+from gpufleet.cost.metering import Ledger
+from gpufleet.domain.catalog import PRICES_BY_SKU
+from gpufleet.domain.pools import TIER_RANK, CapacityPool, Tier
+from gpufleet.domain.reservations import Reservation
+from gpufleet.domain.skus import SKUS_BY_ID
+from gpufleet.domain.workloads import ServingScaling, lost_work_s
+from gpufleet.ports import DemandForecast, IdleNode, PlacementRequest, PoolState, ScaleDownContext
+from gpufleet.sim import demand
+from gpufleet.sim.desk import ReservationDesk
+from gpufleet.sim.engine import EventQueue
+from gpufleet.sim.fleet import Fleet, NodeState
+from gpufleet.sim.metrics import Metrics
+from gpufleet.sim.scenario import Scenario
+from gpufleet.sim.serving import FleetRuntime, ServingMixin
+
+# event kinds
+ARRIVE, JOB_END, NODE_UP, NODE_FAIL, NODE_REPAIR, SPOT_PREEMPT, TICK, DAILY, RES_EVENT, STOCK, READY = range(11)
+# pod states
+QUEUED, RUNNING, DONE, REMOVED = 1, 2, 3, 4
+HOUR_S = 3600
+DAY_S = 86400
+TIERS_NO_SPOT = (TIER_RANK[Tier.RESERVED], TIER_RANK[Tier.ON_DEMAND], TIER_RANK[Tier.SECONDARY])
+TIERS_ALL = (TIER_RANK[Tier.RESERVED], TIER_RANK[Tier.ON_DEMAND], TIER_RANK[Tier.SPOT], TIER_RANK[Tier.SECONDARY])
+SPOT_RANK = TIER_RANK[Tier.SPOT]
+LAUNCHED_TIERS = (Tier.ON_DEMAND, Tier.SPOT, Tier.SECONDARY)
+PRIO_SERVING = 3
+BACKFILL_SCAN = 16  # queued pods examined per SKU when capacity frees up (head + backfill)
+
+
+class World(ReservationDesk, ServingMixin):
+    def __init__(self, sc: Scenario, loop: ControlLoop, seed: int | None = None) -> None:
+        self.sc = sc
+        self.loop = loop
+        self.seed = sc.seed if seed is None else seed
+        ss = np.random.SeedSequence(self.seed)
+        r_demand, r_serving, r_fail, r_spot, r_stock, r_plan = (np.random.default_rng(s) for s in ss.spawn(6))
+        self.rng_fail, self.rng_spot, self.rng_stock = r_fail, r_spot, r_stock
+        self.horizon_s = sc.days * DAY_S
+        self.q = EventQueue()
+        self.ledger = Ledger()
+        self.period_s = sc.control.control_period_s
+
+        sku_ids = sorted({p.sku for p in sc.pools})
+        self.sku_ids = sku_ids
+        self.per_node = [SKUS_BY_ID[s].gpus_per_node for s in sku_ids]
+        self.fleet = Fleet(sku_ids, self.per_node)
+        self._build_pools()
+
+        # --- pods: training jobs first (ids 0..n_jobs-1), serving replicas appended later ---
+        batches = [demand.experiments(e, sc.days, r_demand) for e in sc.experiments]
+        batches.append(demand.planned(sc.planned_runs, r_plan))
+        jobs = demand.merge(batches)
+        self.n_jobs = len(jobs.arrival_s)
+        sku_of_job = self._job_skus(jobs)
+        self.p_gpus: list[int] = jobs.gpus.tolist()
+        self.p_sku: list[int] = sku_of_job
+        self.p_prio: list[int] = jobs.priority.tolist()
+        self.p_ckpt: list[int] = jobs.ckpt_s.tolist()
+        self.p_remaining: list[int] = jobs.work_s.tolist()
+        self.p_work: list[int] = jobs.work_s.tolist()
+        self.p_arrival: list[int] = jobs.arrival_s.tolist()
+        self.p_team: list[str] = jobs.team
+        self.p_group: list[str] = jobs.group
+        self.p_serving: list[int] = [-1] * self.n_jobs  # fleet index for serving replicas
+        self.p_state: list[int] = [0] * self.n_jobs
+        self.p_epoch: list[int] = [0] * self.n_jobs
+        self.p_start: list[int] = [0] * self.n_jobs  # start of the current run (checkpoint phase)
+        self.p_seg: list[int] = [0] * self.n_jobs  # start of the current billing segment
+        self.p_first_start: list[int] = [-1] * self.n_jobs
+        self.p_nodes: list[list[int]] = [[] for _ in range(self.n_jobs)]
+        self.p_ready: list[bool] = [False] * self.n_jobs  # serving replicas: past their cold start
+        self.p_tenant_of_team = {t: f"{t}-internal" for t in set(jobs.team)}
+        self.q.add_stream(jobs.arrival_s.tolist(), ARRIVE, priority=4)
+
+        # --- serving fleets ---
+        ticks = np.arange(0, self.horizon_s + self.period_s, self.period_s)
+        self.fleets: list[FleetRuntime] = []
+        for spec in sc.serving:
+            scaling = ServingScaling(
+                spec.min_replicas,
+                spec.max_replicas,
+                spec.target_rps_per_replica,
+                spec.cold_start_s,
+                spec.scale_down_delay_s,
+            )
+            rps = demand.serving_rps(spec, ticks, r_serving)
+            self.fleets.append(FleetRuntime(spec, scaling, sku_ids.index(spec.sku), rps))
+
+        # --- queues and counters ---
+        n_sku = len(sku_ids)
+        self.queue: list[list[deque[int]]] = [[deque() for _ in range(4)] for _ in range(n_sku)]
+        self.pending_gpus = [0] * n_sku
+        self.inflight_gpus = [0] * n_sku  # GPUs on nodes still provisioning
+        self.metrics = Metrics(sku_ids, [f.spec.name for f in self.fleets], sc.days)
+        self.reservations: list[Reservation] = []
+        self.res_nodes: list[list[int]] = []
+        self.res_pool: list[int] = []
+        self.lost_gpu_s = 0
+        self.max_lost_over_ckpt = 0.0  # max over interruptions of lost_s / ckpt_s (<= 1 by contract)
+        self.spot_violations = 0  # pods on spot that must not be there (should stay 0)
+        self.interruptions = 0
+        self.node_failures = 0
+        self.spot_preemptions = 0
+        self.forecasts: dict[int, tuple[int, DemandForecast]] = {}  # sku -> (issued hour, hourly forecast)
+        self.forecast_abs_err = [0.0] * n_sku
+        self.forecast_actual = [0.0] * n_sku
+        self.approvals_pending: dict[int, tuple[bool, str]] = {}
+        self.closed = False
+
+        self._initial_reservations()
+        for i, pr in enumerate(self.fleet.pools):
+            if pr.pool.tier is Tier.ON_DEMAND:
+                self._schedule_stock_toggle(i, 0)
+        self.q.schedule(0, TICK, priority=1)
+        self.q.schedule(0, DAILY, priority=0)
+
+    # ------------------------------------------------------------------ setup
+    def _build_pools(self) -> None:
+        self.pool_specs = {}
+        for spec in self.sc.pools:
+            s = self.sku_ids.index(spec.sku)
+            p = PRICES_BY_SKU[spec.sku]
+            sec_provider = p.secondary_provider
+            pools = (
+                (
+                    CapacityPool(
+                        f"aws/{spec.region}/{spec.sku}/reserved",
+                        "aws",
+                        spec.region,
+                        spec.sku,
+                        Tier.RESERVED,
+                        p.reserved_1y,
+                        term_months=spec.reserved_term_months,
+                        lead_time_s=int(spec.reserved_lead_time_h * HOUR_S),
+                    ),
+                    None,
+                ),
+                (
+                    CapacityPool(
+                        f"aws/{spec.region}/{spec.sku}/on_demand",
+                        "aws",
+                        spec.region,
+                        spec.sku,
+                        Tier.ON_DEMAND,
+                        p.on_demand,
+                        quota_gpus=spec.on_demand_quota_gpus,
+                        node_start_s=spec.node_start_s,
+                    ),
+                    spec.on_demand_quota_gpus,
+                ),
+                (
+                    CapacityPool(
+                        f"nebius/{spec.region}/{spec.sku}/spot",
+                        "nebius",
+                        spec.region,
+                        spec.sku,
+                        Tier.SPOT,
+                        p.spot,
+                        preemption_rate_per_h=spec.spot_preemption_rate_per_h,
+                        node_start_s=spec.node_start_s,
+                    ),
+                    spec.spot_capacity_gpus,
+                ),
+                (
+                    CapacityPool(
+                        f"{sec_provider}/{spec.region}/{spec.sku}/secondary",
+                        sec_provider,
+                        spec.region,
+                        spec.sku,
+                        Tier.SECONDARY,
+                        p.secondary,
+                        lead_time_s=int(spec.secondary_lead_time_h * HOUR_S),
+                        node_start_s=int(spec.secondary_lead_time_h * HOUR_S),
+                    ),
+                    spec.secondary_capacity_gpus,
+                ),
+            )
+            for pool, cap in pools:
+                self.fleet.add_pool(pool, cap)
+            self.pool_specs[s] = spec
+
+    def _job_skus(self, jobs: demand.JobBatch) -> list[int]:
+        by_group: dict[str, int] = {}
+        for e in self.sc.experiments:
+            for t in e.teams:
+                by_group[f"experiments/{t}"] = self.sku_ids.index(e.sku)
+        for r in self.sc.planned_runs:
+            by_group[f"planned/{r.name}"] = self.sku_ids.index(r.sku)
+        return [by_group[g] for g in jobs.group]
+
+    # ------------------------------------------------------------------ main loop
+    def run(self, progress: Callable[[float], None] | None = None, until_s: int | None = None) -> None:
+        """Process events up to ``until_s`` (default: the horizon). Running to the horizon closes the books."""
+        q = self.q
+        handlers = (
+            self._on_arrive,
+            self._on_job_end,
+            self._on_node_up,
+            self._on_node_fail,
+            self._on_node_repair,
+            self._on_spot_preempt,
+            self._on_tick,
+            self._on_daily,
+            self._on_res_event,
+            self._on_stock,
+            self._on_ready,
+        )
+        horizon = self.horizon_s
+        stop = horizon if until_s is None else min(until_s, horizon)
+        next_report = q.now_s + DAY_S
+        while True:
+            t = q.peek_time()
+            if t is None or t > stop:
+                break
+            ev = q.pop()
+            assert ev is not None
+            handlers[ev[3]](ev[0], ev[4], ev[5])
+            if progress is not None and ev[0] >= next_report:
+                progress(ev[0] / horizon)
+                next_report += DAY_S
+        if stop == horizon and not self.closed:
+            self._close(horizon)
+
+    def _close(self, end_s: int) -> None:
+        """Bill running work up to the end of the horizon, so the ledger and the integrals cover the same time."""
+        self.closed = True
+        self.q.now_s = end_s
+        for pod in range(len(self.p_state)):
+            if self.p_state[pod] == RUNNING:
+                self._charge(pod, end_s)
+        for pr in self.fleet.pools:
+            pr.touch(end_s)
+
+    def check_invariants(self) -> None:
+        """Raise AssertionError if the fleet's books disagree: used by tests after (or during) a run."""
+        f = self.fleet
+        used = [0] * len(f.n_sku)
+        for pod, nodes in enumerate(self.p_nodes):
+            if nodes:
+                assert self.p_state[pod] == RUNNING, f"pod {pod} holds nodes but is not running"
+                g = self.p_gpus[pod]
+                per = self.per_node[self.p_sku[pod]]
+                for n in nodes:
+                    used[n] += g if g <= per else per
+                    if self.p_serving[pod] >= 0 or self.p_ckpt[pod] == 0:
+                        assert f.pools[f.n_pool[n]].tier_rank != SPOT_RANK, f"pod {pod} may not run on spot"
+        for n in range(len(f.n_sku)):
+            assert 0 <= f.n_free[n] <= f.n_total[n], f"node {n} free {f.n_free[n]} of {f.n_total[n]}"
+            assert used[n] == f.n_total[n] - f.n_free[n], (
+                f"node {n}: pods hold {used[n]}, books say {f.n_total[n] - f.n_free[n]}"
+            )
+            if f.n_state[n] != NodeState.UP:
+                assert used[n] == 0, f"node {n} is not up but holds {used[n]} GPUs"
+        for pr in f.pools:
+            assert 0 <= pr.alloc_gpus <= pr.paid_gpus, f"pool {pr.pool.id}: alloc {pr.alloc_gpus} > paid {pr.paid_gpus}"
+            assert pr.alloc_gpu_s <= pr.paid_gpu_s
+
+    # ------------------------------------------------------------------ pods
+    def _tiers(self, pod: int) -> tuple[int, ...]:
+        return TIERS_ALL if (self.p_ckpt[pod] > 0 and self.p_serving[pod] < 0) else TIERS_NO_SPOT
+
+    def _try_place(self, pod: int, now: int) -> bool:
+        s = self.p_sku[pod]
+        g = self.p_gpus[pod]
+        per = self.per_node[s]
+        f = self.fleet
+        tiers = self._tiers(pod)
+        if g <= per:
+            node = f.index.best_fit(s, g, tiers)
+            if node is None:
+                return False
+            f.allocate(node, pod, g, now)
+            self.p_nodes[pod] = [node]
+        else:
+            nodes = f.index.whole_nodes(s, g // per, per, tiers)
+            if nodes is None:
+                return False
+            for node in nodes:
+                f.allocate(node, pod, per, now)
+            self.p_nodes[pod] = nodes
+        if tiers is TIERS_NO_SPOT:
+            for node in self.p_nodes[pod]:
+                if f.pools[f.n_pool[node]].tier_rank == SPOT_RANK:
+                    self.spot_violations += 1
+        self.p_state[pod] = RUNNING
+        self.p_start[pod] = now
+        self.p_seg[pod] = now
+        self.p_epoch[pod] += 1
+        fl = self.p_serving[pod]
+        if fl >= 0:
+            self.q.schedule(now + self.fleets[fl].spec.cold_start_s, READY, pod, self.p_epoch[pod])
+        else:
+            if self.p_first_start[pod] < 0:
+                self.p_first_start[pod] = now
+            self.q.schedule(now + self.p_remaining[pod], JOB_END, pod, self.p_epoch[pod])
+        return True
+
+    def _charge(self, pod: int, now: int) -> None:
+        """Bill the pod's GPUs from the start of its billing segment to ``now`` and open a new segment."""
+        f = self.fleet
+        dt = now - self.p_seg[pod]
+        if dt <= 0:
+            return
+        self.p_seg[pod] = now
+        g = self.p_gpus[pod]
+        per = self.per_node[self.p_sku[pod]]
+        gpn = g if g <= per else per
+        fl = self.p_serving[pod]
+        if fl >= 0:
+            spec = self.fleets[fl].spec
+            team, tenant, group = spec.team, spec.tenant, f"serving/{spec.name}"
+        else:
+            team = self.p_team[pod]
+            tenant, group = self.p_tenant_of_team[team], self.p_group[pod]
+        nodes = self.p_nodes[pod]
+        pools = f.pools
+        n_pool = f.n_pool
+        first = n_pool[nodes[0]]
+        if all(n_pool[n] == first for n in nodes):  # the common case: one charge for the whole pod
+            pr = pools[first]
+            self.ledger.charge(
+                team=team,
+                tenant=tenant,
+                workload=group,
+                tier=pr.tier_name,
+                price_uusd=pr.price_uusd,
+                gpus=gpn * len(nodes),
+                seconds=dt,
+            )
+            return
+        for node in nodes:
+            pr = pools[n_pool[node]]
+            self.ledger.charge(
+                team=team,
+                tenant=tenant,
+                workload=group,
+                tier=pr.tier_name,
+                price_uusd=pr.price_uusd,
+                gpus=gpn,
+                seconds=dt,
+            )
+
+    def _release(self, pod: int, now: int) -> None:
+        """Charge the running segment and free the pod's GPUs."""
+        self._charge(pod, now)
+        f = self.fleet
+        g = self.p_gpus[pod]
+        per = self.per_node[self.p_sku[pod]]
+        gpn = g if g <= per else per
+        s = self.p_sku[pod]
+        for node in self.p_nodes[pod]:
+            f.release(node, pod, gpn, now)
+        self.p_nodes[pod] = []
+        self.p_epoch[pod] += 1
+        self._drain_queue(s, now)
+
+    def _enqueue(self, pod: int, now: int) -> None:
+        s = self.p_sku[pod]
+        self.p_state[pod] = QUEUED
+        prio = PRIO_SERVING if self.p_serving[pod] >= 0 else self.p_prio[pod]
+        self.queue[s][prio].append(pod)
+        self.pending_gpus[s] += self.p_gpus[pod]
+        self._provision(s, now, pod)
+
+    def _interrupt(self, pod: int, now: int) -> None:
+        """A node under the pod failed or was preempted: lose work since the last checkpoint, requeue."""
+        run_s = now - self.p_start[pod]
+        ckpt = self.p_ckpt[pod]
+        fl = self.p_serving[pod]
+        self._release(pod, now)
+        self.interruptions += 1
+        if fl >= 0:  # a lost replica is replaced by the autoscaler at the next tick
+            fr = self.fleets[fl]
+            fr.pods.remove(pod)
+            if self.p_ready[pod]:
+                fr.ready -= 1
+                self.p_ready[pod] = False
+            self.p_state[pod] = REMOVED
+            return
+        lost = lost_work_s(run_s, ckpt if ckpt > 0 else None)
+        if ckpt > 0:
+            self.max_lost_over_ckpt = max(self.max_lost_over_ckpt, lost / ckpt)
+        self.lost_gpu_s += lost * self.p_gpus[pod]
+        self.p_remaining[pod] -= run_s - lost
+        self._enqueue(pod, now)
+
+    def _drain_queue(self, s: int, now: int) -> None:
+        """Place queued pods of SKU ``s`` in priority order, head first with a bounded backfill scan."""
+        if self.pending_gpus[s] <= 0:
+            return
+        scanned = 0
+        for prio in (3, 2, 1, 0):
+            dq = self.queue[s][prio]
+            kept: list[int] = []
+            while dq and scanned < BACKFILL_SCAN:
+                pod = dq.popleft()
+                if self.p_state[pod] != QUEUED:
+                    continue  # removed while queued
+                scanned += 1
+                if self._try_place(pod, now):
+                    self.pending_gpus[s] -= self.p_gpus[pod]
+                else:
+                    kept.append(pod)
+            dq.extendleft(reversed(kept))
+            if scanned >= BACKFILL_SCAN:
+                return
+
+    # ------------------------------------------------------------------ capacity
+    def _pool_states(self, s: int) -> list[PoolState]:
+        return [
+            PoolState(pr.pool, pr.paid_gpus, pr.capacity_gpus, pr.in_stock)
+            for pr in self.fleet.pools
+            if pr.sku_idx == s
+        ]
+
+    def _provision(self, s: int, now: int, pod: int) -> bool:
+        """If queued demand exceeds capacity on its way, launch nodes for ``pod`` along the fallback chain."""
+        if self.pending_gpus[s] <= self.inflight_gpus[s]:
+            return True
+        per = self.per_node[s]
+        g = self.p_gpus[pod]
+        nodes = 1 if g <= per else g // per
+        req = PlacementRequest(
+            workload_id=str(pod),
+            sku_id=self.sku_ids[s],
+            gpus=nodes * per,
+            serving=self.p_serving[pod] >= 0,
+            checkpointable=self.p_ckpt[pod] > 0,
+        )
+        alloc = self.loop.placer.choose(req, self._pool_states(s))
+        self.metrics.placement(alloc.reason)
+        if alloc.pool_id is None:
+            return False
+        pidx = next(i for i, pr in enumerate(self.fleet.pools) if pr.pool.id == alloc.pool_id)
+        self._launch(pidx, nodes, now)
+        return True
+
+    def _launch(self, pidx: int, nodes: int, now: int) -> None:
+        f = self.fleet
+        pr = f.pools[pidx]
+        for _ in range(nodes):
+            node = f.launch(pidx, now, up=False)
+            self.inflight_gpus[pr.sku_idx] += f.n_total[node]
+            self.q.schedule(now + pr.pool.node_start_s, NODE_UP, node, f.n_epoch[node])
+
+    def _node_alive(self, node: int, now: int) -> None:
+        """A node became schedulable: arm its failure (and spot preemption) clocks."""
+        f = self.fleet
+        pr = f.pools[f.n_pool[node]]
+        mtbf_s = self.sc.failures.node_mtbf_days * DAY_S
+        t_fail = now + int(self.rng_fail.exponential(mtbf_s)) + 1
+        if t_fail <= self.horizon_s:
+            self.q.schedule(t_fail, NODE_FAIL, node, f.n_epoch[node])
+        rate = pr.pool.preemption_rate_per_h
+        if rate > 0:
+            t_pre = now + int(self.rng_spot.exponential(HOUR_S / rate)) + 1
+            if t_pre <= self.horizon_s:
+                self.q.schedule(t_pre, SPOT_PREEMPT, node, f.n_epoch[node])
+
+    # ------------------------------------------------------------------ handlers
+    def _on_arrive(self, now: int, job: int, _b: int) -> None:
+        if not self._try_place(job, now):
+            self._enqueue(job, now)
+
+    def _on_job_end(self, now: int, pod: int, epoch: int) -> None:
+        if self.p_epoch[pod] != epoch or self.p_state[pod] != RUNNING:
+            return
+        self.p_remaining[pod] = 0
+        self.p_state[pod] = DONE
+        self._release(pod, now)
+        self.metrics.job_done()
+
+    def _on_node_up(self, now: int, node: int, epoch: int) -> None:
+        f = self.fleet
+        if f.n_epoch[node] != epoch or f.n_state[node] != NodeState.PROVISIONING:
+            return
+        s = f.n_sku[node]
+        self.inflight_gpus[s] -= f.n_total[node]
+        f.node_up(node, now)
+        self._node_alive(node, now)
+        self._drain_queue(s, now)
+
+    def _evict_all(self, node: int, now: int) -> None:
+        for pod in list(self.fleet.n_pods[node]):
+            self._interrupt(pod, now)
+
+    def _on_node_fail(self, now: int, node: int, epoch: int) -> None:
+        f = self.fleet
+        if f.n_epoch[node] != epoch or f.n_state[node] != NodeState.UP:
+            return
+        self.node_failures += 1
+        f.node_down(node)  # out of the index first so evicted pods do not land back on it
+        self._evict_all(node, now)
+        self.q.schedule(now + int(self.sc.failures.repair_h * HOUR_S), NODE_REPAIR, node, f.n_epoch[node])
+
+    def _on_node_repair(self, now: int, node: int, epoch: int) -> None:
+        f = self.fleet
+        if f.n_epoch[node] != epoch or f.n_state[node] != NodeState.DOWN:
+            return
+        f.node_up(node, now)
+        self._node_alive(node, now)
+        self._drain_queue(f.n_sku[node], now)
+
+    def _on_spot_preempt(self, now: int, node: int, epoch: int) -> None:
+        f = self.fleet
+        if f.n_epoch[node] != epoch or f.n_state[node] != NodeState.UP:
+            return
+        self.spot_preemptions += 1
+        f.node_down(node)
+        self._evict_all(node, now)
+        f.terminate(node, now)
+
+    def _on_ready(self, now: int, pod: int, epoch: int) -> None:
+        if self.p_epoch[pod] != epoch or self.p_state[pod] != RUNNING:
+            return
+        fr = self.fleets[self.p_serving[pod]]
+        fr.ready += 1
+        fr.cold_starts += 1
+        self.p_ready[pod] = True
+
+    def _on_stock(self, now: int, pidx: int, _b: int) -> None:
+        pr = self.fleet.pools[pidx]
+        pr.in_stock = not pr.in_stock
+        self.metrics.stockout(pr.in_stock)
+        self._schedule_stock_toggle(pidx, now)
+
+    def _schedule_stock_toggle(self, pidx: int, now: int) -> None:
+        pr = self.fleet.pools[pidx]
+        spec = self.pool_specs[pr.sku_idx]
+        mean_h = spec.on_demand_mean_in_stock_h if pr.in_stock else spec.on_demand_mean_stockout_h
+        if mean_h <= 0:
+            return
+        t = now + int(self.rng_stock.exponential(mean_h * HOUR_S)) + 1
+        if t <= self.horizon_s:
+            self.q.schedule(t, STOCK, pidx)
+
+    # ------------------------------------------------------------------ control tick
+    def _on_tick(self, now: int, _a: int, _b: int) -> None:
+        k = now // self.period_s
+        for i, fr in enumerate(self.fleets):
+            self._serve_period(i, fr, k, now)
+        for s in range(len(self.sku_ids)):
+            self._retry_queue(s, now)
+            self._scale_down_idle(s, now)
+        if now % HOUR_S == 0:
+            self._sample(now)
+        if now + self.period_s <= self.horizon_s:
+            self.q.schedule(now + self.period_s, TICK, priority=1)
+
+    def _retry_queue(self, s: int, now: int) -> None:
+        if self.pending_gpus[s] <= 0:
+            return
+        self._drain_queue(s, now)
+        # launch for the head of the queue while demand exceeds capacity on its way
+        for prio in (3, 2, 1, 0):
+            for pod in list(self.queue[s][prio])[:BACKFILL_SCAN]:
+                if self.p_state[pod] == QUEUED and not self._provision(s, now, pod):
+                    break
+
+    def _scale_down_idle(self, s: int, now: int) -> None:
+        """Ask the node scaler which idle launched (non-reserved) nodes to terminate, and terminate them."""
+        f = self.fleet
+        per = self.per_node[s]
+        idle: list[IdleNode] = []
+        for tier in LAUNCHED_TIERS:
+            rank = TIER_RANK[tier]
+            for n in f.index.nodes_with_free(s, rank, per):
+                pr = f.pools[f.n_pool[n]]
+                idle.append(
+                    IdleNode(
+                        n,
+                        pr.pool.id,
+                        self.sku_ids[s],
+                        pr.tier_name,
+                        per,
+                        now - f.n_idle_since[n],
+                        now - f.n_up_since[n],
+                        pr.pool.node_start_s,
+                        float(pr.pool.price_usd_per_gpu_h),
+                    )
+                )
+        if not idle:
+            return
+        ctx = ScaleDownContext(
+            now,
+            self.sku_ids[s],
+            idle,
+            self.pending_gpus[s],
+            self._free_gpus(s),
+            self._capacity_gpus(s),
+            self._upcoming_demand(s, now),
+            self._demand_now(s),
+        )
+        for node, reason in self.loop.node_scaler.scale_down(ctx):
+            f.terminate(node, now)
+            self.metrics.placement(f"terminate_{reason}")
+
+    def _upcoming_demand(self, s: int, now: int) -> np.ndarray | None:
+        """The median of the current forecast from this hour on (None before the first forecast)."""
+        fc = self.forecasts.get(s)
+        if fc is None:
+            return None
+        issued, f = fc
+        q = 0.5
+        return f.quantiles[q][max(0, now // HOUR_S - issued) :]
+
+    def _capacity_gpus(self, s: int) -> int:
+        f = self.fleet
+        per = self.per_node[s]
+        return per * sum(f.index.free_nodes(s, t, free) for t in TIERS_ALL for free in range(per + 1))
+
+    def _free_gpus(self, s: int) -> int:
+        f = self.fleet
+        return sum(free * f.index.free_nodes(s, t, free) for t in TIERS_ALL for free in range(1, self.per_node[s] + 1))
+
+    def _demand_now(self, s: int) -> float:
+        return float(sum(pr.alloc_gpus for pr in self.fleet.pools if pr.sku_idx == s) + self.pending_gpus[s])
+
+    def _sample(self, now: int) -> None:
+        f = self.fleet
+        for s in range(len(self.sku_ids)):
+            paid = {t.value: 0 for t in Tier}
+            alloc = 0
+            for pr in f.pools:
+                if pr.sku_idx == s:
+                    paid[pr.pool.tier.value] += pr.paid_gpus
+                    alloc += pr.alloc_gpus
+            self.metrics.hourly(now, s, alloc, self.pending_gpus[s], paid)

@@ -1,0 +1,218 @@
+"""What the FinOps dashboard shows, as JSON-ready dicts, always filtered to the viewer's scope.
+
+:class:`DashboardData` is the port the pages read through; :class:`CostDashboardData` implements it over the cost
+package's results. A scope with a ``team_id`` sees only that team's lines, allocations, findings and
+recommendations (an app team never sees another team); ``team_id=None`` (platform, finance) sees the fleet.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections import defaultdict
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+import numpy as np
+
+from gpufleet.cost.allocate import CostAllocation
+from gpufleet.cost.chargeback import chargeback
+from gpufleet.cost.idle import IdleFinding
+from gpufleet.cost.meter import UsageTotals
+from gpufleet.cost.model import IDLE_OWNER, SHARED_OWNER, AllocationSpan, CapacityBlock, LineKind
+from gpufleet.cost.rightsizing import Recommendation
+from gpufleet.domain.errors import ValidationError
+from gpufleet.domain.money import usd_float
+from gpufleet.domain.pools import Tier
+
+BREAKDOWN_DIMS = ("team", "tenant", "feature", "namespace")
+
+
+@dataclass(frozen=True, slots=True)
+class Scope:
+    """What a viewer may see: one team, or (``team_id=None``) the whole fleet."""
+
+    team_id: str | None = None
+
+    def sees(self, team_id: str) -> bool:
+        return self.team_id is None or team_id == self.team_id
+
+
+class DashboardData(Protocol):
+    def overview(self, scope: Scope) -> dict[str, Any]: ...
+    def breakdown(self, dim: str, scope: Scope) -> dict[str, Any]: ...
+    def breakdown_csv(self, dim: str, scope: Scope) -> str: ...
+    def reservations(self, scope: Scope) -> dict[str, Any]: ...
+    def forecast(self, scope: Scope) -> dict[str, Any]: ...
+    def opportunities(self, scope: Scope) -> dict[str, Any]: ...
+
+
+@dataclass(frozen=True, slots=True)
+class DailyUsage:
+    """GPU-hours per day: ``capacity`` is the fleet's (only shown fleet-wide), the others per scope."""
+
+    day_start_s: list[int]
+    capacity_gpu_h: list[float]
+    allocated_gpu_h: list[float]
+    used_gpu_h: list[float]
+
+
+@dataclass(frozen=True, slots=True)
+class ForecastSeries:
+    method: str
+    t_s: list[int]
+    forecast_gpus: list[float]
+    actual_gpus: list[float]
+
+
+@dataclass(slots=True)
+class CostDashboardData:
+    """The reference data provider: one metered window and what the cost package decided about it.
+
+    ``usage`` is aligned with ``allocations``; ``daily`` and ``forecasts`` are keyed by team id, ``"*"`` for the
+    fleet. ``reservations`` are the reserved capacity blocks (their owner team sees them).
+    """
+
+    result: CostAllocation
+    allocations: Sequence[AllocationSpan]
+    usage: UsageTotals | None
+    now_s: int
+    capacity: Sequence[CapacityBlock] = ()
+    daily: Mapping[str, DailyUsage] = field(default_factory=dict)
+    forecasts: Mapping[str, ForecastSeries] = field(default_factory=dict)
+    idle: Sequence[IdleFinding] = ()
+    recommendations: Sequence[Recommendation] = ()
+
+    def _team_of_workload(self) -> dict[str, str]:
+        return {a.workload_id: a.team_id for a in self.allocations}
+
+    def _scoped(self, scope: Scope) -> tuple[CostAllocation, list[AllocationSpan], UsageTotals | None]:
+        if scope.team_id is None:
+            return self.result, list(self.allocations), self.usage
+        keep = [j for j, a in enumerate(self.allocations) if a.team_id == scope.team_id]
+        lines = tuple(ln for ln in self.result.lines if ln.team_id == scope.team_id)
+        res = dataclasses.replace(self.result, lines=lines)
+        usage = None
+        if self.usage is not None:
+            idx = np.asarray(keep, dtype=np.int64)
+            u = self.usage
+            usage = UsageTotals(u.samples[idx], u.util_sum[idx], u.used_gpu_s[idx], u.sampled_gpu_s[idx])
+        return res, [self.allocations[j] for j in keep], usage
+
+    def overview(self, scope: Scope) -> dict[str, Any]:
+        res, allocs, usage = self._scoped(scope)
+        by_tier: dict[str, int] = defaultdict(int)
+        by_kind: dict[str, int] = defaultdict(int)
+        idle_by_pool: dict[str, int] = defaultdict(int)
+        for ln in res.lines:
+            by_tier[ln.tier] += ln.units
+            by_kind[ln.kind.value] += ln.units
+            if ln.kind is LineKind.IDLE:
+                idle_by_pool[ln.pool_id] += ln.units
+        total = sum(by_tier.values())
+        team_rows = chargeback(res, allocs, "team", usage).rows
+        alloc_h = sum(r.allocated_gpu_h for r in team_rows)
+        used_h = sum(r.used_gpu_h for r in team_rows)
+        daily = self.daily.get(scope.team_id or "*")
+        return {
+            "scope": scope.team_id or "fleet",
+            "window": {"start_s": res.t0_s, "end_s": res.t1_s},
+            "kpis": {
+                "cost_usd": usd_float(total),
+                "idle_usd": usd_float(by_kind.get("idle", 0)),
+                "idle_fraction": by_kind.get("idle", 0) / total if total else 0.0,
+                "allocated_gpu_h": alloc_h,
+                "used_gpu_h": used_h,
+                "utilization": used_h / alloc_h if alloc_h else 0.0,
+                "conserved": self.result.conserved if scope.team_id is None else None,
+            },
+            "cost_by_tier": [{"tier": t.value, "usd": usd_float(by_tier.get(t.value, 0))} for t in Tier],
+            "cost_by_kind": [{"kind": k.value, "usd": usd_float(by_kind.get(k.value, 0))} for k in LineKind],
+            "idle_by_pool": [{"pool": p, "usd": usd_float(u)} for p, u in sorted(idle_by_pool.items())],
+            "daily": dataclasses.asdict(daily) if daily else None,
+        }
+
+    def breakdown(self, dim: str, scope: Scope) -> dict[str, Any]:
+        if dim not in BREAKDOWN_DIMS:
+            raise ValidationError("dim", f"one of {', '.join(BREAKDOWN_DIMS)}, got {dim!r}")
+        res, allocs, usage = self._scoped(scope)
+        rep = chargeback(res, allocs, dim, usage, mode="showback")
+        return {
+            "scope": scope.team_id or "fleet",
+            "dim": dim,
+            "rows": [
+                {
+                    "key": r.key,
+                    "unallocated": r.key in (IDLE_OWNER, SHARED_OWNER),
+                    "allocated_gpu_h": r.allocated_gpu_h,
+                    "used_gpu_h": r.used_gpu_h,
+                    "utilization": r.utilization,
+                    "direct_usd": usd_float(r.direct_units),
+                    "idle_usd": usd_float(r.idle_units),
+                    "shared_usd": usd_float(r.shared_units),
+                    "total_usd": usd_float(r.total_units),
+                }
+                for r in rep.rows
+            ],
+        }
+
+    def breakdown_csv(self, dim: str, scope: Scope) -> str:
+        if dim not in BREAKDOWN_DIMS:
+            raise ValidationError("dim", f"one of {', '.join(BREAKDOWN_DIMS)}, got {dim!r}")
+        res, allocs, usage = self._scoped(scope)
+        return chargeback(res, allocs, dim, usage, mode="showback").to_csv()
+
+    def reservations(self, scope: Scope) -> dict[str, Any]:
+        pools = {p.pool_id: p for p in self.result.pools}
+        rows = []
+        for b in self.capacity:
+            if b.tier is not Tier.RESERVED or not scope.sees(b.owner_team_id or ""):
+                continue
+            p = pools.get(b.pool_id)
+            util = p.allocated_gpu_h / p.capacity_gpu_h if p and p.capacity_gpu_h else 0.0
+            rows.append(
+                {
+                    "id": b.id, "pool": b.pool_id, "sku": b.sku_id, "gpus": b.gpus, "owner": b.owner_team_id,
+                    "start_s": b.start_s, "end_s": b.end_s, "days_to_expiry": (b.end_s - self.now_s) / 86_400,
+                    "utilization": util, "idle_usd": usd_float(p.idle_units) if p else 0.0,
+                    "window_cost_usd": usd_float(b.cost_units(self.result.t0_s, self.result.t1_s)),
+                }
+            )  # fmt: skip
+        reserved_h = sum(p.allocated_gpu_h for p in pools.values() if p.tier is Tier.RESERVED)
+        all_h = sum(p.allocated_gpu_h for p in pools.values())
+        return {
+            "scope": scope.team_id or "fleet",
+            "coverage": reserved_h / all_h if all_h and scope.team_id is None else None,
+            "rows": sorted(rows, key=lambda r: r["end_s"]),
+        }
+
+    def forecast(self, scope: Scope) -> dict[str, Any]:
+        f = self.forecasts.get(scope.team_id or "*")
+        if f is None:
+            return {"scope": scope.team_id or "fleet", "series": None}
+        fc, ac = np.asarray(f.forecast_gpus), np.asarray(f.actual_gpus)
+        ok = ac > 0
+        mape = float(np.mean(np.abs(fc[ok] - ac[ok]) / ac[ok])) if ok.any() else None
+        return {"scope": scope.team_id or "fleet", "series": dataclasses.asdict(f), "mape": mape}
+
+    def opportunities(self, scope: Scope) -> dict[str, Any]:
+        team_of = self._team_of_workload()
+        idle = [
+            {
+                "workload": f.workload_id, "team": f.team_id, "idle_h": f.idle_s / 3600, "idle_gpu_h": f.idle_gpu_h,
+                "mean_util": f.mean_util, "wasted_usd": usd_float(f.wasted_units), "action": f.action.value,
+                "reason": f.reason,
+            }
+            for f in self.idle
+            if scope.sees(f.team_id)
+        ]  # fmt: skip
+        rights = [
+            {
+                "workload": r.workload_id, "team": team_of.get(r.workload_id, ""), "replicas": r.replicas,
+                "current": dataclasses.asdict(r.current), "recommended": dataclasses.asdict(r.recommended),
+                "reasons": list(r.reasons), "monthly_saving_usd": float(r.monthly_saving_usd),
+            }
+            for r in self.recommendations
+            if r.changed and scope.sees(team_of.get(r.workload_id, ""))
+        ]  # fmt: skip
+        return {"scope": scope.team_id or "fleet", "idle": idle, "rightsizing": rights}

@@ -1,0 +1,52 @@
+"""The main job as a user runs it: `gpufleet simulate`, through a real subprocess."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import yaml
+
+CLI = [sys.executable, "-m", "gpufleet.cli.main"]
+
+
+def run(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([*CLI, *args], capture_output=True, text=True, timeout=300, check=False)
+
+
+def test_simulate_writes_json_and_report_and_is_deterministic(tmp_path: Path) -> None:
+    a, b, c = tmp_path / "a.json", tmp_path / "b.json", tmp_path / "c.json"
+    r1 = run("simulate", "--days", "5", "--seed", "3", "--json", str(a), "--report", str(tmp_path / "r.html"))
+    assert r1.returncode == 0, r1.stderr
+    assert "total cost" in r1.stdout
+    run("simulate", "--days", "5", "--seed", "3", "--json", str(b))
+    run("simulate", "--days", "5", "--seed", "4", "--json", str(c))
+    assert a.read_bytes() == b.read_bytes()
+    assert a.read_bytes() != c.read_bytes()
+    data = json.loads(a.read_text())
+    assert data["days"] == 5 and data["cost_conserved"] is True
+    html = (tmp_path / "r.html").read_text()
+    assert "<svg" in html and "http://" not in html.replace("http://www.w3.org/2000/svg", "")
+
+
+def test_a_broken_scenario_file_names_the_field_and_exits_nonzero_without_traceback(tmp_path: Path) -> None:
+    dumped = run("simulate", "--dump")
+    assert dumped.returncode == 0
+    data = yaml.safe_load(dumped.stdout)
+    data["experiments"][0]["jobs_per_day"] = "many"
+    p = tmp_path / "broken.yaml"
+    p.write_text(yaml.safe_dump(data, sort_keys=False))
+    r = run("simulate", "--scenario", str(p), "--days", "2")
+    assert r.returncode == 2
+    assert "experiments[0].jobs_per_day" in r.stderr
+    assert str(p) in r.stderr
+    assert "Traceback" not in r.stderr + r.stdout
+
+
+def test_a_missing_scenario_file_is_a_clear_error(tmp_path: Path) -> None:
+    r = run("simulate", "--scenario", str(tmp_path / "missing.yaml"))
+    assert r.returncode == 2
+    assert "does not exist" in r.stderr
+    assert "Traceback" not in r.stderr
