@@ -131,6 +131,7 @@ class ScaleDownContext:
     idle: Sequence[IdleNode]
     pending_gpus: int  # queued demand for this SKU right now
     free_gpus: int  # free GPUs on schedulable nodes of this SKU (idle nodes included)
+    capacity_gpus: int  # GPUs on schedulable nodes of this SKU
     forecast_gpus: FloatArray | None  # upper-quantile demand forecast for the coming hours, if any
     demand_now_gpus: float
 

@@ -6,6 +6,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from gpufleet.autoscale.cluster import ClusterAutoscalerConfig
+from gpufleet.autoscale.loop_adapters import PayoffAwareScaleDown, PredictiveReplicas
 from gpufleet.autoscale.nodes_baseline import IdleTimeoutScaleDown
 from gpufleet.autoscale.reactive import TargetTracking
 from gpufleet.control.approval import SimulatedApprovers
@@ -46,9 +48,13 @@ class ControlLoop:
         )
 
     @classmethod
-    def gpufleet(cls, seed: int, target_utilization: float = 0.7, idle_node_timeout_s: int = 600) -> ControlLoop:
+    def gpufleet(
+        cls, seed: int, target_utilization: float = 0.7, idle_node_timeout_s: int = 600, control_period_s: int = 900
+    ) -> ControlLoop:
         """gpufleet's own stages; a stage not yet replaced is the baseline's."""
         base = cls.baseline(seed, target_utilization, idle_node_timeout_s)
         base.name = "gpufleet"
         base.forecaster = GpufleetForecaster()
+        base.autoscaler = PredictiveReplicas(control_period_s)
+        base.node_scaler = PayoffAwareScaleDown(ClusterAutoscalerConfig(scale_down_unneeded_s=idle_node_timeout_s))
         return base

@@ -21,7 +21,12 @@ done on the first ``predict`` for a given ``h`` and cached, since calibration de
    empirical distribution of the standardized errors. Because errors inside one horizon are strongly correlated,
    the calibration set holds only ``n_eff ~ (n - 2 * season) / h`` independent windows, so the spread of ``z``
    around its median is widened by the ratio of the Student-t(n_eff - 1) to the normal 90% quantile (-> 1.0 for
-   long histories). Quantile ``q`` = ``f + level * s(k) * g(f) * z_q``, floored at zero; sorted, so never crossing.
+   long histories). Quantile ``q`` = ``f + level * s(k) * g(f) * d * z_q``, floored at zero; sorted, so never
+   crossing. ``d = (D + d0) ** delta`` widens the band when the components disagree: ``D`` is the standard
+   deviation of the components' forecasts at the origin (averaged over the steps, in level units; large right
+   after a level shift, when the latest level and the seasonal memory tell different stories), ``d0`` a quarter
+   of its in-sample median. ``delta`` in ``deltas`` (0 = off, 0.5, 1) is chosen together with ``gamma`` by the
+   in-sample pinball loss, so the factor is used only where disagreement did go with larger errors in-sample.
    ``calib_halflife`` (origins; default off) weights recent calibration windows more: it moved coverage toward 80%
    on some traces and away on others (docs/benchmarks/forecast.md), so it is not the default.
 """
@@ -62,6 +67,7 @@ class ServingForecaster:
         prune_ratio: float = 1.5,
         detect_zero_gaps: bool = True,
         gammas: Sequence[float] = (0.0, 0.5, 1.0),
+        deltas: Sequence[float] = (0.0, 0.5, 1.0),
         weight_power: float = 6.0,
         widen: float | None = None,
         min_origins: int = 3,
@@ -78,6 +84,7 @@ class ServingForecaster:
         self.widen = widen
         self.weight_power = weight_power
         self.gammas = tuple(gammas)
+        self.deltas = tuple(deltas)
         self.seasons = tuple(sorted(int(s) for s in seasons if int(s) > 1))
         self.max_origins = max_origins
         self.recency_halflife = recency_halflife
@@ -98,7 +105,8 @@ class ServingForecaster:
         # seasons the history can support (two full cycles)
         self.seasons_ = tuple(s for s in self.seasons if 2 * s <= len(self.y_))
         self.components_ = [c for c in default_components(self.seasons_) if c.min_history < len(self.y_)]
-        self._cache: dict[int, tuple[FloatArray, FloatArray, FloatArray, float]] = {}  # w is (components, h)
+        # h -> (weights (components, h), scale per step, z table, gamma, delta, d0)
+        self._cache: dict[int, tuple[FloatArray, FloatArray, FloatArray, float, float, float]] = {}
         return self
 
     def _level(self, y: FloatArray) -> float:
@@ -106,8 +114,8 @@ class ServingForecaster:
         base = self.seasons_[0] if self.seasons_ else 7
         return float(np.mean(np.abs(y[-base * self.level_seasons :]))) + 1e-9
 
-    def _calibrate(self, h: int) -> tuple[FloatArray, FloatArray, FloatArray, float]:
-        """(weights per component, error scale per step, standardized error quantile table, gamma)."""
+    def _calibrate(self, h: int) -> tuple[FloatArray, FloatArray, FloatArray, float, float, float]:
+        """(weights per component, error scale per step, standardized error quantile table, gamma, delta, d0)."""
         if h in self._cache:
             return self._cache[h]
         y = self.y_
@@ -122,7 +130,7 @@ class ServingForecaster:
             unit = float(np.mean(d)) / self._level(y) if d.size else 0.1
             scale = np.maximum(unit, 0.05) * np.sqrt(np.arange(1, h + 1))
             z = np.array([[-1.2816, 0.0, 1.2816], [0.1, 0.5, 0.9]])
-            self._cache[h] = (w, scale, z, 0.0)
+            self._cache[h] = (w, scale, z, 0.0, 0.0, 0.0)
             return self._cache[h]
         n_orig = min(self.max_origins, n - min_train)
         origins = np.unique(np.linspace(min_train, n - 1, n_orig).round().astype(int))
@@ -156,14 +164,19 @@ class ServingForecaster:
         e_rel = (actual - ens_fc) / lvls[:, None]
         f_rel = np.maximum(ens_fc, 0.0) / lvls[:, None]
         cw = 0.5 ** (age / self.calib_halflife) if self.calib_halflife else np.ones(len(origins))
-        best_fit: tuple[float, float, FloatArray, FloatArray] | None = None
-        for gamma in self.gammas:
-            scale, z = _error_model(e_rel, f_rel, gamma, h, cw)
-            loss = _in_sample_pinball(e_rel, f_rel, gamma, scale, z)
-            if best_fit is None or loss < best_fit[0]:
-                best_fit = (loss, gamma, scale, z)
+        # disagreement of the components at each origin (level units): large when the latest level and the
+        # seasonal memory tell different stories, e.g. right after a level shift
+        spread_o = _component_spread(fcs, present) / lvls
+        d0 = _D0_SHARE * float(np.nanmedian(spread_o)) if np.isfinite(spread_o).any() else 0.0
+        best_fit: tuple[float, float, float, FloatArray, FloatArray] | None = None
+        for gamma, delta in itertools.product(self.gammas, self.deltas):
+            local = _local(f_rel, gamma) * _disagreement(spread_o, d0, delta)[:, None]
+            scale, z = _error_model(e_rel, local, h, cw)
+            loss = _in_sample_pinball(e_rel, local, scale, z)
+            if best_fit is None or loss < best_fit[0] - 1e-12:
+                best_fit = (loss, gamma, delta, scale, z)
         assert best_fit is not None
-        self._cache[h] = (w, best_fit[2], best_fit[3], best_fit[1])
+        self._cache[h] = (w, best_fit[3], best_fit[4], best_fit[1], best_fit[2], d0)
         return self._cache[h]
 
     def _weigh(self, err: FloatArray, rw: FloatArray, full: npt.NDArray[np.bool_]) -> FloatArray:
@@ -207,18 +220,17 @@ class ServingForecaster:
         if h < 1:
             raise ValidationError("horizon", f"must be >= 1, got {h}")
         qs = check_quantiles(quantiles)
-        w, scale, z, gamma = self._calibrate(h)
+        w, scale, z, gamma, delta, d0 = self._calibrate(h)
         y = self.y_
-        point = np.zeros(h)
-        for c, wi in zip(self.components_, w, strict=True):
-            if wi.any():
-                point += wi * c.fn(y, h)
+        fcs = np.vstack([c.fn(y, h) for c in self.components_])
+        point = np.einsum("ck,ck->k", w, fcs)
         lvl = self._level(y)
+        disagree = _disagreement(np.array([np.std(fcs, axis=0).mean() / lvl]), d0, delta)[0]
         zq = np.interp(qs, z[1], z[0]) if z.shape[1] else np.zeros(len(qs))
         if z.shape[1]:
             mid = float(np.interp(0.5, z[1], z[0]))
             zq = mid + self._widen(h) * (zq - mid)
-        spread = lvl * scale * _local(np.maximum(point, 0.0) / lvl, gamma)
+        spread = lvl * scale * _local(np.maximum(point, 0.0) / lvl, gamma) * disagree
         values = point[None, :] + spread[None, :] * np.asarray(zq)[:, None]
         return make_forecast(point, values, qs, self.name, floor=0.0)
 
@@ -252,13 +264,34 @@ def _local(f_rel: FloatArray, gamma: float) -> FloatArray:
     return np.asarray((np.maximum(f_rel, 0.0) + _OFFSET) ** gamma, dtype=np.float64)
 
 
-def _error_model(
-    e_rel: FloatArray, f_rel: FloatArray, gamma: float, h: int, cw: FloatArray
-) -> tuple[FloatArray, FloatArray]:
+def _disagreement(spread: FloatArray, d0: float, delta: float) -> FloatArray:
+    """Interval factor from the components' disagreement: ``(spread + d0) ** delta`` (1 where unknown)."""
+    out = (np.maximum(np.nan_to_num(spread, nan=0.0), 0.0) + d0 + 1e-12) ** delta
+    return np.asarray(np.where(np.isfinite(spread), out, 1.0), dtype=np.float64)
+
+
+def _component_spread(fcs: FloatArray, present: npt.NDArray[np.bool_]) -> FloatArray:
+    """Per origin: the standard deviation across the components present (>= 2), averaged over the steps where
+    it exists; NaN where it never does. ``fcs`` is ``(components, origins, steps)``."""
+    cnt = present.sum(axis=0)
+    x = np.where(present, fcs, 0.0)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        mean = x.sum(axis=0) / cnt
+        var = (np.where(present, (x - mean[None]) ** 2, 0.0)).sum(axis=0) / cnt
+        ok = cnt >= 2
+        sd = np.where(ok, np.sqrt(np.maximum(var, 0.0)), 0.0)
+        out = sd.sum(axis=1) / ok.sum(axis=1)
+    return np.asarray(np.where(ok.any(axis=1), out, np.nan), dtype=np.float64)
+
+
+_D0_SHARE = 0.25  # offset of the disagreement factor, as a share of the median in-sample disagreement
+
+
+def _error_model(e_rel: FloatArray, local: FloatArray, h: int, cw: FloatArray) -> tuple[FloatArray, FloatArray]:
     """Per-step scale ``s(k)`` and the quantile table ``[sorted z; cumulative share]`` of ``z = e / (s(k) g(f))``,
     origins weighted by ``cw``."""
     with np.errstate(invalid="ignore", divide="ignore"):
-        u = e_rel / _local(f_rel, gamma)
+        u = e_rel / local
         fin = np.isfinite(u)
         wts = np.where(fin, cw[:, None], 0.0)
         raw = (np.abs(np.where(fin, u, 0.0)) * wts).sum(axis=0) / wts.sum(axis=0)
@@ -286,12 +319,12 @@ def _error_model(
 _CHECK_Q = np.array([0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9])
 
 
-def _in_sample_pinball(e_rel: FloatArray, f_rel: FloatArray, gamma: float, scale: FloatArray, z: FloatArray) -> float:
+def _in_sample_pinball(e_rel: FloatArray, local: FloatArray, scale: FloatArray, z: FloatArray) -> float:
     """Mean pinball loss (level units) of the quantiles this error model implies, on its own calibration errors."""
     if not z.shape[1]:
         return float("inf")
     zq = np.interp(_CHECK_Q, z[1], z[0])
-    spread = scale[None, :] * _local(f_rel, gamma)  # (o, h)
+    spread = scale[None, :] * local  # (o, h)
     fin = np.isfinite(e_rel) & np.isfinite(spread)
     e = e_rel[fin]
     sp = spread[fin]

@@ -40,7 +40,9 @@ def baseline_loop(sc: Scenario, seed: int) -> ControlLoop:
 
 def gpufleet_loop(sc: Scenario, seed: int) -> ControlLoop:
     """The best stages gpufleet has (falls back to the baseline for stages not yet replaced)."""
-    return ControlLoop.gpufleet(seed, sc.control.target_utilization, sc.control.idle_node_timeout_s)
+    return ControlLoop.gpufleet(
+        seed, sc.control.target_utilization, sc.control.idle_node_timeout_s, sc.control.control_period_s
+    )
 
 
 LOOPS = {"gpufleet": gpufleet_loop, "baseline": baseline_loop}

@@ -601,6 +601,7 @@ class World(ReservationDesk, ServingMixin):
             idle,
             self.pending_gpus[s],
             self._free_gpus(s),
+            self._capacity_gpus(s),
             self._upcoming_demand(s, now),
             self._demand_now(s),
         )
@@ -609,13 +610,18 @@ class World(ReservationDesk, ServingMixin):
             self.metrics.placement(f"terminate_{reason}")
 
     def _upcoming_demand(self, s: int, now: int) -> np.ndarray | None:
-        """The p90 of the current forecast from this hour on (None before the first forecast)."""
+        """The median of the current forecast from this hour on (None before the first forecast)."""
         fc = self.forecasts.get(s)
         if fc is None:
             return None
         issued, f = fc
-        q = max(f.quantiles)
+        q = 0.5
         return f.quantiles[q][max(0, now // HOUR_S - issued) :]
+
+    def _capacity_gpus(self, s: int) -> int:
+        f = self.fleet
+        per = self.per_node[s]
+        return per * sum(f.index.free_nodes(s, t, free) for t in TIERS_ALL for free in range(per + 1))
 
     def _free_gpus(self, s: int) -> int:
         f = self.fleet

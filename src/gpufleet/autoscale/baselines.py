@@ -1,0 +1,173 @@
+"""Reference replica policies measured against gpufleet: static peak, Kubernetes HPA, Knative KPA.
+
+Each follows its upstream defaults (cited in docs/autoscale.md); all share the bench's target utilization.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import deque
+
+from gpufleet.autoscale.signals import ReplicaDecision, ReplicaSignals
+
+
+class StaticPolicy:
+    """A fixed replica count (e.g. sized for the peak)."""
+
+    def __init__(self, replicas: int, name: str = "static_peak", period_s: float = 60.0) -> None:
+        self.name = name
+        self.period_s = period_s
+        self.replicas = replicas
+
+    def decide(self, signals: ReplicaSignals) -> ReplicaDecision:
+        return ReplicaDecision(self.replicas, "static")
+
+
+class HpaPolicy:
+    """Kubernetes HorizontalPodAutoscaler (autoscaling/v2 defaults).
+
+    15 s sync; desired = ceil(usage / target) where usage = sum of per-pod utilization over ready pods and
+    pods still starting count as 0 usage (the HPA's conservative rule for unready pods on scale-up);
+    10% tolerance; scale-up policy max(100%, 4 pods) per 15 s; scale-down stabilization 300 s (highest
+    recommendation of the window) and at most 100% per 15 s. The utilization metric is the load the
+    arrivals put on the ready replicas (not capped at 100%), a stronger signal than raw GPU utilization.
+    """
+
+    name = "hpa"
+
+    def __init__(
+        self,
+        *,
+        target_utilization: float,
+        min_replicas: int = 1,
+        max_replicas: int = 10_000,
+        period_s: float = 15.0,
+        tolerance: float = 0.1,
+        scale_down_stabilization_s: float = 300.0,
+    ) -> None:
+        self.period_s = period_s
+        self.target = target_utilization
+        self.min_replicas = max(1, min_replicas)
+        self.max_replicas = max_replicas
+        self.tolerance = tolerance
+        self.down_s = scale_down_stabilization_s
+        self._recs: deque[tuple[float, int]] = deque()
+
+    def decide(self, signals: ReplicaSignals) -> ReplicaDecision:
+        s = signals
+        current = max(s.total, 1)
+        usage = s.load_replicas if s.ready > 0 else 0.0
+        ratio = usage / (self.target * current)
+        if abs(ratio - 1.0) <= self.tolerance:
+            rec, reason = current, "within_tolerance"
+        else:
+            rec, reason = math.ceil(usage / self.target - 1e-9), "utilization"
+        if s.ready == 0 and s.total == 0:
+            rec, reason = self.min_replicas, "min_replicas"
+        rec = min(self.max_replicas, max(self.min_replicas, rec))
+        self._recs.append((s.now_s, rec))
+        while self._recs and self._recs[0][0] < s.now_s - self.down_s - 1e-9:
+            self._recs.popleft()
+        if rec < current:
+            desired = min(current, max(r for _, r in self._recs))
+            if desired != rec:
+                reason = "scale_down_stabilized"
+        elif rec > current:
+            desired = min(rec, max(2 * current, current + 4))
+        else:
+            desired = rec
+        return ReplicaDecision(desired, reason, forecast=usage)
+
+
+class KpaPolicy:
+    """Knative Pod Autoscaler (defaults): rps metric, 2 s tick, 60 s stable and 6 s panic windows.
+
+    desired = ceil(window average / target); panic when the panic-window desire reaches 200% of ready pods,
+    and in panic never scale down; panic ends after a stable window without a panic trigger; max scale-down
+    rate 2x per tick; scale to zero after 30 s grace once the stable window saw no traffic; requests that
+    arrive at zero are held by the activator, which asks for one replica at once.
+    """
+
+    name = "kpa"
+
+    def __init__(
+        self,
+        *,
+        target_rps_per_replica: float,
+        min_replicas: int = 0,
+        max_replicas: int = 10_000,
+        period_s: float = 2.0,
+        stable_window_s: float = 60.0,
+        panic_window_s: float = 6.0,
+        panic_threshold: float = 2.0,
+        scale_to_zero_grace_s: float = 30.0,
+        max_scale_down_rate: float = 2.0,
+    ) -> None:
+        self.period_s = period_s
+        self.target = target_rps_per_replica
+        self.min_replicas = min_replicas
+        self.max_replicas = max_replicas
+        self.stable_s = stable_window_s
+        self.panic_s = panic_window_s
+        self.panic_threshold = panic_threshold
+        self.grace_s = scale_to_zero_grace_s
+        self.down_rate = max_scale_down_rate
+        # one running-sum window per averaging window: (t, rps * duration, duration) entries
+        self._win = {w: (deque[tuple[float, float, float]](), [0.0, 0.0]) for w in (stable_window_s, panic_window_s)}
+        self._panic_since: float | None = None
+        self._panic_last_trigger = -math.inf
+        self._desired = 1
+        self._zero_since: float | None = None
+
+    def _push(self, now_s: float, rps: float, duration_s: float) -> None:
+        for w, (q, sums) in self._win.items():
+            q.append((now_s, rps * duration_s, duration_s))
+            sums[0] += rps * duration_s
+            sums[1] += duration_s
+            while q and q[0][0] <= now_s - w + 1e-9:
+                _, v, d = q.popleft()
+                sums[0] -= v
+                sums[1] -= d
+
+    def _avg(self, window_s: float) -> float:
+        _, (total, dur) = self._win[window_s]
+        return max(0.0, total / dur) if dur > 1e-9 else 0.0
+
+    def decide(self, signals: ReplicaSignals) -> ReplicaDecision:
+        s = signals
+        now = s.now_s
+        self._push(now, s.arrival_rps, s.period_s)
+        stable = self._avg(self.stable_s)
+        panic = self._avg(self.panic_s)
+        want_stable = math.ceil(stable / self.target - 1e-9)
+        want_panic = math.ceil(panic / self.target - 1e-9)
+        ready = max(s.ready, 1)
+        if want_panic / ready >= self.panic_threshold:
+            self._panic_last_trigger = now
+            if self._panic_since is None:
+                self._panic_since = now
+        elif self._panic_since is not None and now - self._panic_last_trigger >= self.stable_s:
+            self._panic_since = None
+        if self._panic_since is not None:
+            desired = max(want_panic, self._desired)
+            reason = "panic"
+        else:
+            desired = want_stable
+            reason = "stable"
+            floor = math.floor(s.total / self.down_rate)
+            if desired < floor:
+                desired, reason = floor, "max_scale_down_rate"
+        if desired == 0:
+            if self._zero_since is None:
+                self._zero_since = now
+            if now - self._zero_since < self.grace_s:
+                desired, reason = (1 if s.total > 0 else 0), "scale_to_zero_grace"
+            else:
+                reason = "scale_to_zero"
+        else:
+            self._zero_since = None
+        if desired == 0 and (s.queue_depth > 0 or s.arrival_rps > 0):
+            desired, reason = 1, "activator_held_requests"
+        desired = min(self.max_replicas, max(self.min_replicas, desired))
+        self._desired = desired
+        return ReplicaDecision(desired, reason, forecast=stable)

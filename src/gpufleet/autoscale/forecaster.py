@@ -1,0 +1,239 @@
+"""A light online forecaster of a load signal (request rate, concurrency), behind a small interface.
+
+The replica autoscaler needs one number: an upper quantile of the highest load over the next ``horizon_s``
+(the cold-start lead plus one decision period), so that replicas launched now are ready before a ramp.
+The serving forecast engine (gpufleet.forecast) can replace this class through :class:`LoadForecaster`.
+
+Model (online, O(1) amortized per bucket, nothing fitted offline):
+  * the signal is bucketed (``bucket_s``); the *level* is the mean of the last ``level_window_s``;
+  * three point forecasts compete: the level; the level times the seasonal growth (median over the last
+    ``max_seasons`` seasons of: max of the season-ago future window / mean of the season-ago level window);
+    and the *recent peak* (highest bucket of the last ``slow_window_s``, which suits on/off bursty traffic);
+  * for each, the residual ``log((future_max + floor) / (point + floor))`` is recorded once the future is
+    known, in one of a few bins of the *deviation* of the level from the slow level (mean of
+    ``slow_window_s``): a level below its slow level tends to rise, one above it tends to fall, so the upper
+    quantile conditioned on the deviation is tighter than a pooled one (a thin bin uses the pooled quantile);
+  * each candidate's upper forecast is ``(point + floor) * exp(q-quantile of its residuals) - floor``, i.e.
+    calibrated on its own recent errors; the level and the recent peak also come with an *additive* residual
+    model (``(future_max - point) / floor``, upper ``point + q * floor``), which fits on/off bursty traffic
+    whose bursts do not scale with the level; the forecaster reports the candidate with the lowest recent
+    quantile (pinball) loss at level ``quantile`` (EWMA, in log space), a proper score for an upper quantile;
+  * a recurring ramp is never ignored: when the seasonal growth is above 1, the upper forecast is at least
+    the seasonal point forecast.
+``floor`` keeps residuals scale-free at high load and additive near 0. Before ``min_residuals`` residuals
+exist a conservative ratio ``warmup_ratio`` is used.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import deque
+from typing import Protocol
+
+import numpy as np
+
+from gpufleet.domain.errors import ValidationError
+
+# candidate forecasts: (point forecast, residual model); points are 0 level, 1 seasonal growth, 2 recent peak
+CANDIDATES: tuple[tuple[int, str], ...] = ((0, "log"), (1, "log"), (2, "log"), (0, "add"), (2, "add"))
+N_CANDIDATES = len(CANDIDATES)
+
+
+class LoadForecaster(Protocol):
+    """What the replica autoscaler needs from a forecaster."""
+
+    def observe(self, now_s: float, value: float, duration_s: float) -> None:
+        """Record that the signal averaged ``value`` over ``(now_s - duration_s, now_s]``."""
+
+    def upper(self) -> float:
+        """Upper-quantile forecast of the maximum bucket value over the next ``horizon_s``."""
+
+    def level(self) -> float:
+        """Mean of the recent signal (the point nowcast)."""
+
+
+class _Ring:
+    """A fixed-size ring of floats in a numpy array (the recent residuals), with a fast upper quantile."""
+
+    __slots__ = ("buf", "n", "pos")
+
+    def __init__(self, size: int) -> None:
+        self.buf = np.empty(size)
+        self.n = 0
+        self.pos = 0
+
+    def append(self, x: float) -> None:
+        self.buf[self.pos] = x
+        self.pos = (self.pos + 1) % len(self.buf)
+        self.n = min(self.n + 1, len(self.buf))
+
+    def quantile(self, q: float) -> float:
+        """Empirical q-quantile (the ceil(q * n)-th smallest value), by partition, O(n)."""
+        k = min(self.n - 1, max(0, math.ceil(q * self.n) - 1))
+        return float(np.partition(self.buf[: self.n], k)[k])
+
+
+class OnlineQuantileForecaster:
+    """Competing point forecasts with online, deviation-conditioned empirical upper quantiles."""
+
+    def __init__(
+        self,
+        *,
+        horizon_s: float,
+        floor: float,
+        bucket_s: float = 10.0,
+        level_window_s: float = 60.0,
+        slow_window_s: float = 1_800.0,
+        season_s: float = 86_400.0,
+        quantile: float = 0.98,
+        deviation_edges: tuple[float, ...] = (-0.1, -0.03, 0.03, 0.1),
+        residual_window: int = 8_640,
+        min_residuals: int = 30,
+        warmup_ratio: float = 2.0,
+        refresh_buckets: int = 60,
+        loss_halflife_buckets: float = 2_000.0,
+        max_seasons: int = 7,
+    ) -> None:
+        if horizon_s <= 0 or bucket_s <= 0 or floor <= 0:
+            raise ValidationError("forecaster", "horizon_s, bucket_s and floor must be > 0")
+        if not 0.5 <= quantile < 1.0:
+            raise ValidationError("quantile", f"must be in [0.5, 1), got {quantile}")
+        self.bucket_s = bucket_s
+        self.horizon_b = max(1, math.ceil(horizon_s / bucket_s))
+        self.level_b = max(1, round(level_window_s / bucket_s))
+        self.season_b = max(1, round(season_s / bucket_s))
+        self.slow_b = max(self.level_b, round(slow_window_s / bucket_s))
+        self.edges = deviation_edges
+        nbins = len(deviation_edges) + 1
+        self.floor = floor
+        self.quantile = quantile
+        self.min_residuals = min_residuals
+        self.refresh_buckets = refresh_buckets
+        self._alpha = 1.0 - 0.5 ** (1.0 / loss_halflife_buckets)
+        self.max_seasons = max_seasons
+        self._warm_log = math.log(warmup_ratio)
+        self._hist: list[float] = []  # completed bucket means
+        self._acc_value_s = 0.0
+        self._acc_s = 0.0
+        self._bucket_end_s: float | None = None
+        nc = N_CANDIDATES
+        # per candidate: pending (due bucket index, point forecast, bin, upper); pooled and per-bin residuals
+        self._pending: list[deque[tuple[int, float, int, float]]] = [deque() for _ in range(nc)]
+        self._resid = [_Ring(residual_window) for _ in range(nc)]
+        self._resid_bin = [[_Ring(residual_window) for _ in range(nbins)] for _ in range(nc)]
+        self._q_log = [self._warm_log] * nc
+        self._q_bin = [[self._warm_log] * nbins for _ in range(nc)]
+        self._loss = [0.0] * nc  # EWMA of the pinball loss of each candidate's upper forecast
+        self._sum_level = 0.0
+        self._sum_slow = 0.0
+        self._peak: deque[tuple[int, float]] = deque()  # monotonic deque for the recent-peak candidate
+        self._since_refresh = 0
+        self._upper = 0.0
+        self._level = 0.0
+        self.chosen = 0
+
+    # -- interface -------------------------------------------------------------------------------------
+    def observe(self, now_s: float, value: float, duration_s: float) -> None:
+        if self._bucket_end_s is None:
+            self._bucket_end_s = now_s - duration_s + self.bucket_s
+        start = now_s - duration_s
+        while True:  # spread the observation over the buckets it covers
+            seg_end = min(now_s, self._bucket_end_s)
+            if seg_end > start:
+                self._acc_value_s += value * (seg_end - start)
+                self._acc_s += seg_end - start
+                start = seg_end
+            if now_s < self._bucket_end_s - 1e-9:
+                break
+            mean = self._acc_value_s / self._acc_s if self._acc_s > 0 else 0.0
+            self._close_bucket(mean)
+            self._acc_value_s = 0.0
+            self._acc_s = 0.0
+            self._bucket_end_s += self.bucket_s
+
+    def upper(self) -> float:
+        return self._upper
+
+    def level(self) -> float:
+        return self._level
+
+    # -- internals -------------------------------------------------------------------------------------
+    def _close_bucket(self, mean: float) -> None:
+        h = self._hist
+        h.append(mean)
+        n = len(h)
+        f = self.floor
+        for c in range(N_CANDIDATES):  # residuals of forecasts whose future window just completed
+            pend = self._pending[c]
+            additive = CANDIDATES[c][1] == "add"
+            while pend and pend[0][0] <= n:
+                due, point, b, up = pend.popleft()
+                fut = max(h[due - self.horizon_b : due])
+                y = math.log(fut + f)
+                r = (fut - point) / f if additive else y - math.log(point + f)
+                self._resid[c].append(r)
+                self._resid_bin[c][b].append(r)
+                miss = y - math.log(up + f)
+                pin = self.quantile * miss if miss > 0 else (self.quantile - 1.0) * miss
+                self._loss[c] += self._alpha * (pin - self._loss[c])
+        self._since_refresh += 1
+        if self._since_refresh >= self.refresh_buckets or n <= self.min_residuals + self.horizon_b:
+            self._refresh_quantiles()
+        # running sums and a monotonic deque keep level, slow level and recent peak O(1) per bucket
+        self._sum_level += mean - (h[n - 1 - self.level_b] if n > self.level_b else 0.0)
+        self._sum_slow += mean - (h[n - 1 - self.slow_b] if n > self.slow_b else 0.0)
+        while self._peak and self._peak[-1][1] <= mean:
+            self._peak.pop()
+        self._peak.append((n - 1, mean))
+        while self._peak[0][0] <= n - 1 - self.slow_b:
+            self._peak.popleft()
+        level = max(0.0, self._sum_level / min(n, self.level_b))
+        slow = max(0.0, self._sum_slow / min(n, self.slow_b))
+        self._level = level
+        dev = math.log((level + f) / (slow + f))
+        b = sum(1 for e in self.edges if dev > e)
+        growth = self._seasonal_growth(n)
+        points = (level, max(0.0, (level + f) * growth - f), self._peak[0][1])
+        uppers = []
+        # a point forecast is mature once its window is full: before that it is neither scored nor used
+        mature = (True, n >= self.season_b + self.level_b, n >= self.slow_b)
+        for c, (pi, kind) in enumerate(CANDIDATES):
+            p, q = points[pi], self._q_bin[c][b]
+            up = max(0.0, p + q * f if kind == "add" else (p + f) * math.exp(q) - f)
+            uppers.append(up)
+            if mature[pi]:
+                self._pending[c].append((n + self.horizon_b, p, b, up))
+        usable = [c for c, (pi, _) in enumerate(CANDIDATES) if mature[pi] and self._resid[c].n >= self.min_residuals]
+        if not usable:
+            usable = [0]
+        self.chosen = min(usable, key=lambda c: self._loss[c])
+        self._upper = max(uppers[self.chosen], points[1] if growth > 1.0 else 0.0)
+
+    def _seasonal_growth(self, n: int) -> float:
+        """Median over past seasons of (future-window max / level-window mean), clipped to [0.5, 4]."""
+        s, lb, hb = self.season_b, self.level_b, self.horizon_b
+        ratios = []
+        for k in range(1, self.max_seasons + 1):
+            at = n - k * s
+            if at - lb < 0:
+                break
+            past = self._hist[at - lb : at]
+            fut = self._hist[at : at + hb]
+            ratios.append((max(fut) + self.floor) / (sum(past) / len(past) + self.floor))
+        if not ratios:
+            return 1.0
+        ratios.sort()
+        mid = len(ratios) // 2
+        med = ratios[mid] if len(ratios) % 2 else 0.5 * (ratios[mid - 1] + ratios[mid])
+        return min(4.0, max(0.5, med))
+
+    def _refresh_quantiles(self) -> None:
+        self._since_refresh = 0
+        for c in range(N_CANDIDATES):
+            self._q_log[c] = self._quantile(self._resid[c], self._warm_log)
+            self._q_bin[c] = [self._quantile(rb, self._q_log[c]) for rb in self._resid_bin[c]]
+
+    def _quantile(self, r: _Ring, fallback: float) -> float:
+        if r.n < self.min_residuals:
+            return fallback
+        return max(0.0, r.quantile(self.quantile))

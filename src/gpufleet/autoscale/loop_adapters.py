@@ -1,0 +1,95 @@
+"""gpufleet's autoscalers behind the control loop's ports, so the simulator runs the same decision code.
+
+- :class:`PredictiveReplicas` drives one :class:`PredictiveReplicaAutoscaler` per serving fleet through the
+  ``ReplicaAutoscaler`` port (the world observes rps once per control period).
+- :class:`PayoffAwareScaleDown` runs :class:`ClusterAutoscaler`'s scale-down rules (minimum billing, forecast
+  need before a relaunch pays off, disruption budget) through the ``NodeScaler`` port. The world offers only idle
+  launched nodes; the rest of the SKU's schedulable capacity enters as one node that may not be disrupted, so the
+  forecast rule compares demand with the capacity that would remain.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import numpy.typing as npt
+
+from gpufleet.autoscale.cluster import (
+    ClusterAutoscaler,
+    ClusterAutoscalerConfig,
+    ClusterSnapshot,
+    Node,
+    NodeGroup,
+)
+from gpufleet.autoscale.cluster import DemandForecast as NodeDemandForecast
+from gpufleet.autoscale.replica import PredictiveReplicaAutoscaler, ReplicaAutoscalerConfig
+from gpufleet.autoscale.signals import ReplicaSignals
+from gpufleet.domain.pools import Tier
+from gpufleet.domain.workloads import ServingScaling
+from gpufleet.ports import ScaleDownContext
+
+HOUR_S = 3600
+
+
+class PredictiveReplicas:
+    def __init__(self, period_s: int, target_utilization: float = 0.8) -> None:
+        self.period_s = period_s
+        self.target_utilization = target_utilization
+        self._by_fleet: dict[ServingScaling, PredictiveReplicaAutoscaler] = {}
+
+    def _policy(self, scaling: ServingScaling) -> PredictiveReplicaAutoscaler:
+        p = self._by_fleet.get(scaling)
+        if p is None:
+            cfg = ReplicaAutoscalerConfig(
+                min_replicas=scaling.min_replicas,
+                max_replicas=scaling.max_replicas,
+                target_per_replica=scaling.target_rps_per_replica * self.target_utilization,
+                cold_start_s=float(scaling.cold_start_s),
+                period_s=float(self.period_s),
+                scale_down_stabilization_s=float(max(scaling.scale_down_delay_s, self.period_s)),
+            )
+            p = self._by_fleet[scaling] = PredictiveReplicaAutoscaler(cfg)
+        return p
+
+    def desired(
+        self, *, current: int, observed_rps: float, scaling: ServingScaling, now_s: int, last_scale_down_s: int
+    ) -> tuple[int, str]:
+        signals = ReplicaSignals(
+            now_s=float(now_s),
+            ready=current,
+            starting=0,
+            period_s=float(self.period_s),
+            arrival_rps=observed_rps,
+            concurrency=0.0,
+            queue_depth=0,
+            load_replicas=observed_rps / scaling.target_rps_per_replica,
+        )
+        d = self._policy(scaling).decide(signals)
+        return d.desired, d.reason
+
+
+class PayoffAwareScaleDown:
+    def __init__(self, config: ClusterAutoscalerConfig | None = None) -> None:
+        self.ca = ClusterAutoscaler(config or ClusterAutoscalerConfig())
+
+    def scale_down(self, ctx: ScaleDownContext) -> list[tuple[int, str]]:
+        groups: dict[str, NodeGroup] = {}
+        nodes: list[Node] = []
+        for n in ctx.idle:
+            if n.pool_id not in groups:
+                groups[n.pool_id] = NodeGroup(
+                    n.pool_id, ctx.sku_id, Tier(n.tier), n.gpus, n.price_usd_per_gpu_h, float(n.node_start_s), 60.0
+                )
+            launched = ctx.now_s - n.up_for_s - n.node_start_s
+            nodes.append(Node(str(n.node_id), n.pool_id, n.gpus, (), True, float(launched)))
+        rest_gpus = ctx.capacity_gpus - sum(n.gpus for n in ctx.idle)
+        if rest_gpus > 0:
+            groups["_rest"] = NodeGroup("_rest", ctx.sku_id, Tier.RESERVED, rest_gpus, 0.0)
+            nodes.append(Node("_rest", "_rest", rest_gpus, (rest_gpus,), True, 0.0, disruptable=False))
+        forecasts: tuple[NodeDemandForecast, ...] = ()
+        if ctx.forecast_gpus is not None and len(ctx.forecast_gpus):
+            f: npt.NDArray[np.float64] = np.asarray(ctx.forecast_gpus, dtype=np.float64)
+            t_s: npt.NDArray[np.float64] = ctx.now_s + np.arange(len(f), dtype=np.float64) * HOUR_S
+            forecasts = (NodeDemandForecast(ctx.sku_id, t_s, f),)
+        snap = ClusterSnapshot(tuple(groups.values()), tuple(nodes), (), forecasts)
+        dec = self.ca.decide(snap, float(ctx.now_s))
+        return [(int(t.node_id), t.reason) for t in dec.terminations if t.node_id != "_rest"]

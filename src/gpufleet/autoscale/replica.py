@@ -1,0 +1,225 @@
+"""The gpufleet replica autoscaler: predictive pre-warm, queue drain, cold-start-aware scale to zero, budget.
+
+Contract of :meth:`PredictiveReplicaAutoscaler.decide`: the returned ``desired`` is always within
+``[min_replicas, max_replicas]``; it is 0 only when ``min_replicas == 0``, no request is held or arriving, and
+the cold-start-aware rule says zero pays; a budget cap that changes the decision is always reported
+(``budget_bound``), and spend above the budget only happens to honour ``min_replicas`` (``budget_exceeded``).
+"""
+
+from __future__ import annotations
+
+import math
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Literal
+
+from gpufleet.autoscale.forecaster import LoadForecaster, OnlineQuantileForecaster
+from gpufleet.autoscale.signals import ReplicaDecision, ReplicaSignals
+from gpufleet.domain.errors import ValidationError
+
+Metric = Literal["rps", "concurrency", "queue_depth"]
+
+
+@dataclass(frozen=True, slots=True)
+class BudgetDegrade:
+    """A declared cheaper way to run when ``budget_usd_day`` binds, tried in order.
+
+    price_factor: price per replica relative to the primary configuration (e.g. a cheaper SKU: 0.5).
+    capacity_factor: load one replica of this option carries relative to the primary (e.g. 0.45).
+    """
+
+    name: str
+    price_factor: float
+    capacity_factor: float
+
+
+@dataclass(frozen=True, slots=True)
+class ReplicaAutoscalerConfig:
+    """Settings of the gpufleet replica autoscaler (units in names; defaults explained in docs/autoscale.md).
+
+    metric / target_per_replica: the load signal and how much of it one replica carries at the target
+      utilization (rps per replica, concurrent requests per replica, or queued requests per replica).
+    cold_start_s: lead time of a new replica; the forecast horizon is ``cold_start_s + period_s``.
+    scale_up_stabilization_s: a scale-up applies the *lowest* recommendation of this window (0 = at once).
+    scale_down_stabilization_s: a scale-down applies the *highest* recommendation of this window.
+    drain_s: a queue of ``queue_depth`` requests asks for ``queue_depth / drain_s`` extra rps of capacity
+      (at most the forecast load again: capacity launched now only arrives after a cold start).
+    quantile: upper quantile of the load forecast the fleet is sized for.
+    peak_headroom: the upper forecast may load replicas up to ``peak_headroom * target`` (the fleet is sized
+      for the forecast's upper quantile at a hot but safe utilization, e.g. 0.8 * 1.2 = 96%, instead of for
+      the current load at the target utilization: the forecast, not a fixed margin, provides the headroom).
+    scale_down_deadband: scale down only when the recommendation is at least this fraction (and one replica)
+      below the current fleet: a flap of one replica costs a whole cold start.
+    size_on_level: also keep ``level / target`` replicas (the reactive target-tracking floor); off by default.
+    zero_idle_s: scale to zero only after this long without any arrival.
+    slo_breach_cost_usd: cost assigned to one request that misses its latency SLO (scale-to-zero rule).
+    price_usd_per_replica_h: replica price, for the scale-to-zero rule and the budget.
+    budget_usd_day: cap on spend per day (None = no cap); degrade_options are tried in order when it binds.
+    """
+
+    min_replicas: int
+    max_replicas: int
+    target_per_replica: float
+    cold_start_s: float
+    metric: Metric = "rps"
+    period_s: float = 5.0
+    scale_up_stabilization_s: float = 0.0
+    scale_down_stabilization_s: float = 60.0
+    drain_s: float = 60.0
+    quantile: float = 0.98
+    peak_headroom: float = 1.2
+    size_on_level: bool = False
+    scale_down_deadband: float = 0.0
+    zero_idle_s: float = 60.0
+    slo_breach_cost_usd: float = 0.01
+    price_usd_per_replica_h: float = 27.52
+    budget_usd_day: float | None = None
+    degrade_options: tuple[BudgetDegrade, ...] = field(default_factory=tuple)
+
+    def __post_init__(self) -> None:
+        if self.min_replicas < 0 or self.max_replicas < max(1, self.min_replicas):
+            raise ValidationError("max_replicas", "need 0 <= min_replicas <= max_replicas and max_replicas >= 1")
+        if self.target_per_replica <= 0:
+            raise ValidationError("target_per_replica", f"must be > 0, got {self.target_per_replica}")
+        if self.cold_start_s < 0 or self.period_s <= 0:
+            raise ValidationError("cold_start_s", "cold_start_s must be >= 0 and period_s > 0")
+        if self.budget_usd_day is not None and self.budget_usd_day < 0:
+            raise ValidationError("budget_usd_day", f"must be >= 0, got {self.budget_usd_day}")
+
+
+class PredictiveReplicaAutoscaler:
+    """The ``gpufleet`` replica policy. Stateful only through its forecaster and stabilization windows."""
+
+    name = "gpufleet"
+
+    def __init__(self, config: ReplicaAutoscalerConfig, forecaster: LoadForecaster | None = None) -> None:
+        self.config = config
+        self.period_s = config.period_s
+        self.forecaster: LoadForecaster = forecaster or OnlineQuantileForecaster(
+            horizon_s=config.cold_start_s + config.period_s,
+            floor=config.target_per_replica,
+            quantile=config.quantile,
+        )
+        self._recs: deque[tuple[float, int]] = deque()
+        self._last_arrival_s: float | None = None
+
+    def _metric_value(self, s: ReplicaSignals) -> float:
+        m = self.config.metric
+        if m == "rps":
+            return s.arrival_rps
+        if m == "concurrency":
+            return s.concurrency
+        return float(s.queue_depth)
+
+    def decide(self, signals: ReplicaSignals) -> ReplicaDecision:
+        c = self.config
+        s = signals
+        value = self._metric_value(s)
+        self.forecaster.observe(s.now_s, value, s.period_s)
+        if s.arrival_rps > 0 or s.queue_depth > 0 or self._last_arrival_s is None:
+            self._last_arrival_s = s.now_s
+        upper = self.forecaster.upper()
+        hot = c.target_per_replica * c.peak_headroom
+        fc = max(upper, value)
+        raw = max(fc / hot, self.forecaster.level() / c.target_per_replica if c.size_on_level else 0.0)
+        reason = "forecast_prewarm" if upper > value else "current_load"
+        if c.metric == "rps" and s.queue_depth > 0:
+            extra = self._drain_extra(s, fc, hot)
+            if extra > 0:
+                raw += extra
+                reason = "queue_drain"
+        rec = math.ceil(raw - 1e-9)
+        desired = self._stabilize(s.now_s, rec, s.total)
+        if desired < rec:
+            reason = "scale_up_stabilized"
+        elif desired > rec and desired <= s.total:
+            reason = "scale_down_stabilized"
+        if desired == 0:
+            desired, reason = self._zero_rule(s)
+        if (s.queue_depth > 0 or s.arrival_rps > 0) and desired < 1:
+            desired, reason = 1, "activate_held_requests"
+        if desired > c.max_replicas:
+            desired, reason = c.max_replicas, "clamped_max"
+        if desired < c.min_replicas:
+            desired, reason = c.min_replicas, "clamped_min"
+        return self._apply_budget(desired, reason, fc)
+
+    def _drain_extra(self, s: ReplicaSignals, load: float, hot: float) -> float:
+        """Replicas to add so the queue drains within ``drain_s`` once the launched replicas are ready.
+
+        The starting replicas arrive within a cold start (half of one on average); until then the queue grows
+        by what the ready replicas cannot serve. Only the part the whole fleet cannot drain in ``drain_s``
+        asks for more replicas, so one queue is not paid for twice.
+        """
+        c = self.config
+        grow = max(0.0, load - s.ready * hot) * c.cold_start_s / 2.0
+        excess = s.total * hot - load
+        need = (s.queue_depth + grow) / c.drain_s - excess
+        return max(0.0, min(need, load) / hot)
+
+    def _stabilize(self, now_s: float, rec: int, current: int) -> int:
+        c = self.config
+        keep_s = max(c.scale_up_stabilization_s, c.scale_down_stabilization_s)
+        self._recs.append((now_s, rec))
+        while self._recs and self._recs[0][0] < now_s - keep_s - 1e-9:
+            self._recs.popleft()
+        if rec > current:
+            window = [r for t, r in self._recs if t >= now_s - c.scale_up_stabilization_s - 1e-9]
+            return max(current, min(window))
+        if rec < current:
+            if current - rec < max(1.0, c.scale_down_deadband * current):
+                return current
+            window = [r for t, r in self._recs if t >= now_s - c.scale_down_stabilization_s - 1e-9]
+            return min(current, max(window))
+        return rec
+
+    def _zero_rule(self, s: ReplicaSignals) -> tuple[int, str]:
+        """Zero only if idle long enough and the saving beats the expected cost of the next cold start."""
+        c = self.config
+        if c.min_replicas > 0:
+            return c.min_replicas, "clamped_min"
+        idle_s = s.now_s - (self._last_arrival_s if self._last_arrival_s is not None else s.now_s)
+        if idle_s < c.zero_idle_s:
+            return 1, "zero_grace"
+        rate_rps = max(self.forecaster.level(), 0.0) if c.metric == "rps" else 0.0
+        if rate_rps <= 0.0:
+            # nothing arrived for a while: use one request per idle period seen so far as the rate estimate
+            rate_rps = 1.0 / max(idle_s, 1.0)
+        expected_idle_s = 1.0 / rate_rps
+        saving_usd = c.price_usd_per_replica_h / 3600.0 * max(0.0, expected_idle_s - c.cold_start_s)
+        breach_usd = c.slo_breach_cost_usd * (1.0 + rate_rps * c.cold_start_s)
+        if saving_usd > breach_usd:
+            return 0, "scale_to_zero"
+        return 1, "zero_not_worth_cold_start"
+
+    def _apply_budget(self, desired: int, reason: str, fc: float) -> ReplicaDecision:
+        c = self.config
+        if c.budget_usd_day is None:
+            return ReplicaDecision(desired, reason, forecast=fc)
+        day_per_replica = c.price_usd_per_replica_h * 24.0
+        spend = desired * day_per_replica
+        if spend <= c.budget_usd_day + 1e-9:
+            return ReplicaDecision(desired, reason, forecast=fc, spend_usd_day=spend)
+        for opt in c.degrade_options:
+            n = max(c.min_replicas, math.ceil(desired / opt.capacity_factor - 1e-9))
+            n = min(n, c.max_replicas)
+            cost = n * day_per_replica * opt.price_factor
+            if cost <= c.budget_usd_day + 1e-9 and n * opt.capacity_factor >= desired - 1e-9:
+                return ReplicaDecision(
+                    n, "budget_degraded", forecast=fc, budget_bound=True, degrade=opt.name, spend_usd_day=cost
+                )
+        cap = math.floor(c.budget_usd_day / day_per_replica + 1e-9)
+        if cap >= c.min_replicas:
+            n = min(desired, cap)
+            return ReplicaDecision(
+                n, "budget_capped", forecast=fc, budget_bound=True, spend_usd_day=n * day_per_replica
+            )
+        n = c.min_replicas
+        return ReplicaDecision(
+            n,
+            "budget_exceeded_min_replicas",
+            forecast=fc,
+            budget_bound=True,
+            budget_exceeded=True,
+            spend_usd_day=n * day_per_replica,
+        )

@@ -1,0 +1,158 @@
+"""``gpufleet bench autoscale``: the replica policies on one trace, same queue model, same run.
+
+Every policy is sized from the same numbers: the token-throughput model gives the rps one replica serves at
+100% busy for the trace's mean request (``rps_per_replica``), and ``target_utilization`` (shared) turns that
+into the per-replica target. No parameter depends on which trace is replayed.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from gpufleet.autoscale.baselines import HpaPolicy, KpaPolicy, StaticPolicy
+from gpufleet.autoscale.replica import PredictiveReplicaAutoscaler, ReplicaAutoscalerConfig
+from gpufleet.autoscale.signals import ReplicaPolicy
+from gpufleet.autoscale.throughput import ReplicaThroughputModel
+from gpufleet.bench.autoscale_sim import SimResult, simulate
+from gpufleet.bench.autoscale_traces import ArrivalTrace, load_traces
+from gpufleet.domain.errors import ValidationError
+
+POLICIES = ("gpufleet", "static_peak", "hpa", "kpa")
+
+
+@dataclass(frozen=True, slots=True)
+class BenchSettings:
+    """Knobs of one benchmark run (defaults are the issue's: 120 s cold start, 2 s SLO)."""
+
+    cold_start_s: float = 120.0
+    slo_s: float = 2.0
+    target_utilization: float = 0.8
+    seed: int = 0
+    max_replicas: int = 10_000
+    peak_window_s: float = 60.0
+
+    def __post_init__(self) -> None:
+        if self.cold_start_s < 0:
+            raise ValidationError("cold_start_s", f"must be >= 0, got {self.cold_start_s}")
+        if self.slo_s <= 0:
+            raise ValidationError("slo_s", f"must be > 0, got {self.slo_s}")
+        if not 0.05 <= self.target_utilization <= 1.0:
+            raise ValidationError("target_utilization", f"must be in [0.05, 1], got {self.target_utilization}")
+
+
+@dataclass(frozen=True, slots=True)
+class TraceRun:
+    trace: ArrivalTrace
+    rps_per_replica: float
+    static_replicas: int
+    results: dict[str, SimResult]
+    wall_s: dict[str, float]
+
+
+def peak_rps(trace: ArrivalTrace, window_s: float) -> float:
+    """Highest mean arrival rate over any ``window_s`` window (the static fleet is sized for it)."""
+    w = max(1, round(window_s / trace.step_s))
+    c = np.concatenate([[0], np.cumsum(trace.count)])
+    if len(c) - 1 <= w:
+        return float(c[-1]) / max(trace.duration_s, trace.step_s)
+    return float(np.max(c[w:] - c[:-w])) / (w * trace.step_s)
+
+
+def static_peak_replicas(trace: ArrivalTrace, rps_per_replica: float, st: BenchSettings) -> int:
+    """Replicas that carry the peak window's rate at the target utilization."""
+    target_rps = st.target_utilization * rps_per_replica
+    return max(1, math.ceil(peak_rps(trace, st.peak_window_s) / target_rps - 1e-9))
+
+
+def build_policies(trace: ArrivalTrace, rps_per_replica: float, st: BenchSettings) -> dict[str, ReplicaPolicy]:
+    """The four policies of the issue, sized from the same throughput model and target utilization."""
+    target_rps = st.target_utilization * rps_per_replica
+    static_n = static_peak_replicas(trace, rps_per_replica, st)
+    gf = PredictiveReplicaAutoscaler(
+        ReplicaAutoscalerConfig(
+            min_replicas=0,
+            max_replicas=st.max_replicas,
+            target_per_replica=target_rps,
+            cold_start_s=st.cold_start_s,
+        )
+    )
+    return {
+        "gpufleet": gf,
+        "static_peak": StaticPolicy(static_n),
+        "hpa": HpaPolicy(target_utilization=st.target_utilization, max_replicas=st.max_replicas),
+        "kpa": KpaPolicy(target_rps_per_replica=target_rps, max_replicas=st.max_replicas),
+    }
+
+
+def run_trace(
+    trace: ArrivalTrace, model: ReplicaThroughputModel, st: BenchSettings, policies: tuple[str, ...] = POLICIES
+) -> TraceRun:
+    rps_per_replica = model.rps_per_replica(trace.mean_work_s)
+    built = build_policies(trace, rps_per_replica, st)
+    static_n = static_peak_replicas(trace, rps_per_replica, st)
+    # every dynamic policy starts where the static fleet would be sized for the first minute's load
+    first = trace.count[: max(1, round(60.0 / trace.step_s))].sum() / 60.0
+    init = max(1, math.ceil(first / (st.target_utilization * rps_per_replica)))
+    results: dict[str, SimResult] = {}
+    wall: dict[str, float] = {}
+    for name in policies:
+        t0 = time.perf_counter()
+        results[name] = simulate(
+            trace,
+            built[name],
+            cold_start_s=st.cold_start_s,
+            slo_s=st.slo_s,
+            gpus_per_replica=model.gpus_per_replica,
+            initial_replicas=static_n if name == "static_peak" else init,
+        )
+        wall[name] = time.perf_counter() - t0
+    return TraceRun(trace, rps_per_replica, static_n, results, wall)
+
+
+def run(
+    path: str | Path,
+    *,
+    st: BenchSettings,
+    model: ReplicaThroughputModel | None = None,
+    series_id: str | None = None,
+    impute_gaps: bool = True,
+) -> list[TraceRun]:
+    m = model or ReplicaThroughputModel()
+    traces = load_traces(path, model=m, seed=st.seed, series_id=series_id, impute_gaps=impute_gaps)
+    return [run_trace(t, m, st) for t in traces]
+
+
+def to_json(run_: TraceRun) -> dict[str, Any]:
+    """The issue's JSON: ``{"trace": ID, "policies": {NAME: {gpu_hours, slo_attainment, cold_starts}}}``."""
+    return {
+        "trace": run_.trace.trace_id,
+        "policies": {
+            name: {
+                "gpu_hours": round(r.gpu_hours, 3),
+                "slo_attainment": round(r.slo_attainment, 6),
+                "cold_starts": r.cold_starts,
+            }
+            for name, r in run_.results.items()
+        },
+    }
+
+
+def verdict(run_: TraceRun, min_attainment: float = 0.99, min_saving: float = 0.25) -> tuple[bool, str]:
+    """The issue's done-when check for one trace, with the reason when it fails."""
+    r = run_.results
+    g, s = r["gpufleet"], r["static_peak"]
+    saving = 1.0 - g.gpu_hours / s.gpu_hours if s.gpu_hours > 0 else 0.0
+    others = [(n, x) for n, x in r.items() if n != "gpufleet" and x.slo_attainment >= min_attainment]
+    beaten = all(g.gpu_hours < x.gpu_hours for _, x in others)
+    ok = g.slo_attainment >= min_attainment and saving >= min_saving and beaten
+    why = (
+        f"attainment {g.slo_attainment:.4f}, {saving:.1%} fewer GPU-h than static_peak, "
+        f"cheaper than every baseline at >= {min_attainment:.0%}: {beaten}"
+    )
+    return ok, why

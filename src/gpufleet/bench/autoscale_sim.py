@@ -1,0 +1,216 @@
+"""A fluid FIFO queueing model of a pool of GPU replicas, driven by a replica policy.
+
+Model (docs/autoscale.md): the pool serves work (replica-seconds, from the token-throughput model) at
+``ready`` replica-seconds per second, first come first served, continuous-batching style (a request starts as
+soon as the pool has finished the work queued ahead of it). Cumulative done work follows
+``U[j] = min(U[j-1] + ready_j * step_s, A[j])`` with ``A`` the cumulative arrived work: exact for a fluid FIFO
+queue at step resolution. A replica launched at ``t`` serves from ``t + cold_start_s``; it is billed from launch.
+Requests that arrive while nothing is ready are held in the queue (the request-holding path) and served in
+order once a replica is ready. The trace is followed by a tail of ``cold_start_s + 60`` s with no arrivals so
+that held requests can finish; a request not started by then counts as an SLO miss.
+"""
+
+from __future__ import annotations
+
+import math
+from bisect import bisect_right
+from collections import deque
+from dataclasses import dataclass, field
+
+import numpy as np
+import numpy.typing as npt
+
+from gpufleet.autoscale.signals import ReplicaPolicy, ReplicaSignals
+from gpufleet.bench.autoscale_traces import ArrivalTrace
+
+F64 = npt.NDArray[np.float64]
+
+
+@dataclass(slots=True)
+class SimResult:
+    """What one policy did on one trace."""
+
+    policy: str
+    gpu_hours: float
+    slo_attainment: float
+    cold_starts: int
+    requests: int
+    mean_replicas: float
+    max_replicas: int
+    p99_wait_s: float
+    unserved: int
+    gpu_hours_2nd_half: float = 0.0  # the second half of the trace: held out while choosing defaults
+    slo_attainment_2nd_half: float = 1.0
+    reasons: dict[str, int] = field(default_factory=dict)
+    replicas_t: list[tuple[float, int]] = field(default_factory=list)
+
+
+def simulate(
+    trace: ArrivalTrace,
+    policy: ReplicaPolicy,
+    *,
+    cold_start_s: float,
+    slo_s: float,
+    gpus_per_replica: int,
+    initial_replicas: int = 0,
+    record_every_s: float = 0.0,
+) -> SimResult:
+    """Replay ``trace`` through the queue with ``policy`` deciding every ``policy.period_s``."""
+    dt = trace.step_s
+    tail = math.ceil((cold_start_s + 60.0) / dt)
+    n_req_steps = len(trace.count)
+    n_steps = n_req_steps + tail
+    count = np.concatenate([trace.count, np.zeros(tail, np.int64)])
+    work = np.concatenate([trace.work_s, np.zeros(tail)])
+    a_cum = np.cumsum(work)
+    n_cum = np.cumsum(count)
+    a_list = a_cum.tolist()
+    u_arr = np.empty(n_steps)
+    per_req_k: list[float] | None = None
+    if trace.req_work_s is not None:
+        per_req_k = (np.cumsum(trace.req_work_s) - trace.req_work_s).tolist()
+    p = max(1, round(policy.period_s / dt))
+    cold_steps = max(0, round(cold_start_s / dt))
+    ready = initial_replicas
+    starting: deque[int] = deque()
+    u = 0.0
+    rep_s = 0.0
+    rep_s_2nd = 0.0
+    half_step = n_req_steps // 2
+    launches = 0
+    max_rep = ready
+    reasons: dict[str, int] = {}
+    trail: list[tuple[float, int]] = []
+    rec_p = max(1, round(record_every_s / dt)) if record_every_s > 0 else 0
+    prev_u = 0.0
+    for i in range(0, n_steps, p):
+        # -- observe the last period and decide --------------------------------------------------------
+        if i > 0:
+            lo = i - p - 1
+            arrived_n = int(n_cum[i - 1] - (n_cum[lo] if lo >= 0 else 0))
+            arrived_w = a_list[i - 1] - (a_list[lo] if lo >= 0 else 0.0)
+            queued_w = a_list[i - 1] - u
+            if per_req_k is not None:
+                qd = int(n_cum[i - 1]) - bisect_right(per_req_k, u)
+            else:
+                qd = math.ceil(queued_w / trace.mean_work_s - 1e-9) if queued_w > 1e-12 else 0
+        else:
+            arrived_n, arrived_w, qd = 0, 0.0, 0
+        per_s = p * dt
+        rps = arrived_n / per_s
+        sig = ReplicaSignals(
+            now_s=i * dt,
+            ready=ready,
+            starting=len(starting),
+            period_s=per_s,
+            arrival_rps=rps,
+            concurrency=qd + (u - prev_u) / per_s,  # queued requests + busy replica-equivalents (fluid)
+            queue_depth=max(0, qd),
+            load_replicas=arrived_w / per_s,
+        )
+        prev_u = u
+        d = policy.decide(sig)
+        reasons[d.reason] = reasons.get(d.reason, 0) + 1
+        total = ready + len(starting)
+        if d.desired > total:
+            for _ in range(d.desired - total):
+                starting.append(i + cold_steps)
+            launches += d.desired - total
+        elif d.desired < total:
+            drop = total - d.desired
+            while drop and starting:
+                starting.pop()  # cancel the youngest launch first
+                drop -= 1
+            ready -= drop
+        total = ready + len(starting)
+        max_rep = max(max_rep, total)
+        end = min(n_steps, i + p)
+        rep_s += total * (end - i) * dt
+        if end > half_step:
+            rep_s_2nd += total * (end - max(i, half_step)) * dt
+        if rec_p and (i // p) % max(1, rec_p // p) == 0:
+            trail.append((i * dt, total))
+        # -- advance the queue -----------------------------------------------------------------------
+        cap = ready * dt
+        for j in range(i, end):
+            if starting and starting[0] <= j:
+                while starting and starting[0] <= j:
+                    starting.popleft()
+                    ready += 1
+                cap = ready * dt
+            u += cap
+            aj = a_list[j]
+            u = min(u, aj)
+            u_arr[j] = u
+    waits = _waits(trace, u_arr, dt)
+    n = int(trace.count.sum())
+    met = (
+        int(np.count_nonzero(waits <= slo_s + 1e-9))
+        if trace.req_t_s is not None
+        else int(trace.count[waits <= slo_s + 1e-9].sum())
+    )
+    ok = waits <= slo_s + 1e-9
+    if trace.req_t_s is not None:
+        late_half = trace.req_t_s >= half_step * dt
+        n2, met2 = int(late_half.sum()), int(np.count_nonzero(ok & late_half))
+    else:
+        n2 = int(trace.count[half_step:].sum())
+        met2 = int(trace.count[half_step:][ok[half_step:]].sum())
+    finite = waits[np.isfinite(waits)]
+    if trace.req_t_s is None:
+        weights = trace.count.astype(np.float64)
+        p99 = _weighted_quantile(waits, weights, 0.99)
+        unserved = int(trace.count[~np.isfinite(waits)].sum())
+    else:
+        p99 = float(np.quantile(waits, 0.99)) if len(finite) == len(waits) else math.inf
+        unserved = int(np.count_nonzero(~np.isfinite(waits)))
+    return SimResult(
+        policy=policy.name,
+        gpu_hours=rep_s * gpus_per_replica / 3600.0,
+        slo_attainment=met / n if n else 1.0,
+        cold_starts=launches,
+        requests=n,
+        mean_replicas=rep_s / (n_steps * dt),
+        max_replicas=max_rep,
+        p99_wait_s=p99,
+        unserved=unserved,
+        gpu_hours_2nd_half=rep_s_2nd * gpus_per_replica / 3600.0,
+        slo_attainment_2nd_half=met2 / n2 if n2 else 1.0,
+        reasons=reasons,
+        replicas_t=trail,
+    )
+
+
+def _start_times(u_arr: F64, dt: float, k: F64) -> F64:
+    """Time at which cumulative done work first reaches ``k`` (linear inside a step; inf if never)."""
+    u_ext = np.concatenate([[0.0], u_arr])
+    j = np.searchsorted(u_ext, k - 1e-12, side="left")
+    out = np.full(len(k), np.inf)
+    ok = j < len(u_ext)
+    jj = j[ok]
+    prev = u_ext[np.maximum(jj - 1, 0)]
+    cur = u_ext[jj]
+    span = np.where(cur > prev, cur - prev, 1.0)
+    frac = np.clip((k[ok] - prev) / span, 0.0, 1.0)
+    out[ok] = np.where(jj == 0, 0.0, (np.maximum(jj - 1, 0) + frac) * dt)
+    return out
+
+
+def _waits(trace: ArrivalTrace, u_arr: F64, dt: float) -> F64:
+    if trace.req_t_s is not None and trace.req_work_s is not None:
+        k = np.cumsum(trace.req_work_s) - trace.req_work_s
+        return np.maximum(0.0, _start_times(u_arr, dt, k) - trace.req_t_s)
+    a_prev = np.concatenate([[0.0], np.cumsum(trace.work_s)[:-1]])
+    k = a_prev + 0.5 * trace.work_s
+    t_arr = (np.arange(len(trace.count)) + 0.5) * dt
+    return np.maximum(0.0, _start_times(u_arr, dt, k) - t_arr)
+
+
+def _weighted_quantile(x: F64, w: F64, q: float) -> float:
+    m = w > 0
+    if not m.any():
+        return 0.0
+    xs, ws = x[m], w[m]
+    order = np.argsort(xs, kind="stable")
+    cw = np.cumsum(ws[order])
+    return float(xs[order][np.searchsorted(cw, q * cw[-1])])

@@ -1,0 +1,176 @@
+"""Request traces for the replica-autoscaling benchmark, turned into per-step arrivals and work.
+
+Two inputs:
+  * Azure LLM inference format (``TIMESTAMP,ContextTokens,GeneratedTokens``): one row per request; each
+    request's work comes from the token-throughput model.
+  * The generic series format of request rates (``timestamp,series_id,value``): Poisson arrivals per step
+    at the window's rate (piecewise constant inside a window), drawn from a seeded generator; every request
+    has the model's default shape. Windows that are data gaps are imputed (see :func:`find_gaps`).
+"""
+
+from __future__ import annotations
+
+import csv
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import numpy.typing as npt
+import pandas as pd
+
+from gpufleet.autoscale.throughput import ReplicaThroughputModel
+from gpufleet.domain.errors import ValidationError
+from gpufleet.sim.traces import read_series_csv
+
+F64 = npt.NDArray[np.float64]
+I64 = npt.NDArray[np.int64]
+
+AZURE_COLUMNS = ("timestamp", "contexttokens", "generatedtokens")
+
+
+@dataclass(frozen=True, slots=True)
+class ArrivalTrace:
+    """Arrivals on a regular grid of ``step_s``.
+
+    count[j] / work_s[j]: requests and replica-seconds of work arriving in step j.
+    req_t_s / req_work_s: per-request arrival times and work (request traces only; None for rate series).
+    gap_windows: windows of a rate series treated as data gaps and imputed.
+    """
+
+    trace_id: str
+    step_s: float
+    count: I64
+    work_s: F64
+    mean_work_s: float
+    req_t_s: F64 | None = None
+    req_work_s: F64 | None = None
+    gap_windows: int = 0
+
+    @property
+    def duration_s(self) -> float:
+        return len(self.count) * self.step_s
+
+
+def _header(path: Path) -> list[str]:
+    with path.open(newline="") as fh:
+        row = next(csv.reader(fh), None)
+    if row is None:
+        raise ValidationError("header", "file is empty", str(path))
+    return [c.strip().lower() for c in row]
+
+
+def load_traces(
+    path: str | Path,
+    *,
+    model: ReplicaThroughputModel,
+    seed: int = 0,
+    step_s: float | None = None,
+    series_id: str | None = None,
+    impute_gaps: bool = True,
+) -> list[ArrivalTrace]:
+    """Read a request trace (Azure format) or a rate series file (one trace per series)."""
+    p = Path(path)
+    if not p.exists():
+        raise ValidationError("trace", "file does not exist", str(p))
+    cols = _header(p)
+    if all(c in cols for c in AZURE_COLUMNS):
+        return [_load_azure(p, model, 0.1 if step_s is None else step_s)]
+    if all(c in cols for c in ("timestamp", "series_id", "value")):
+        series = read_series_csv(p)
+        if series_id is not None:
+            if series_id not in series:
+                raise ValidationError("series", f"{series_id!r} not in {sorted(series)}", str(p))
+            series = {series_id: series[series_id]}
+        out = []
+        for i, (sid, s) in enumerate(sorted(series.items())):
+            rng = np.random.default_rng([seed, i])
+            rates = s.values.astype(np.float64)
+            gaps = find_gaps(rates, s.step_s) if impute_gaps else np.isnan(rates)
+            out.append(
+                rate_trace(
+                    f"{p.name}:{sid}", impute(rates, gaps), s.step_s, model, rng, 1.0 if step_s is None else step_s
+                )
+            )
+            out[-1] = _with_gaps(out[-1], int(gaps.sum()))
+        return out
+    raise ValidationError("header", f"neither the Azure request format nor the series format: {cols}", str(p))
+
+
+def _with_gaps(t: ArrivalTrace, gaps: int) -> ArrivalTrace:
+    return ArrivalTrace(t.trace_id, t.step_s, t.count, t.work_s, t.mean_work_s, t.req_t_s, t.req_work_s, gaps)
+
+
+def _load_azure(p: Path, model: ReplicaThroughputModel, step_s: float) -> ArrivalTrace:
+    df = pd.read_csv(p)
+    df.columns = [c.strip().lower() for c in df.columns]
+    try:
+        t = pd.to_datetime(df["timestamp"], utc=True, format="mixed")
+    except (ValueError, TypeError) as exc:
+        raise ValidationError("TIMESTAMP", f"unparseable time: {exc}", str(p)) from None
+    ctx = pd.to_numeric(df["contexttokens"], errors="coerce").to_numpy(np.float64)
+    gen = pd.to_numeric(df["generatedtokens"], errors="coerce").to_numpy(np.float64)
+    if len(df) == 0 or np.isnan(ctx).any() or np.isnan(gen).any() or (ctx < 0).any() or (gen < 0).any():
+        raise ValidationError("ContextTokens", "token counts must be non-negative numbers", str(p))
+    t_ns = t.to_numpy(dtype="datetime64[ns]").astype(np.int64)
+    order = np.argsort(t_ns, kind="stable")
+    rel_s = (t_ns[order] - t_ns[order][0]).astype(np.float64) / 1e9
+    work = model.work_s(ctx[order], gen[order])
+    return request_trace(p.name, rel_s, work, step_s)
+
+
+def request_trace(trace_id: str, t_s: F64, work_s: F64, step_s: float) -> ArrivalTrace:
+    """Bin per-request arrivals (seconds from the start) onto the step grid."""
+    n_steps = int(np.floor(t_s[-1] / step_s)) + 1
+    idx = np.minimum((t_s / step_s).astype(np.int64), n_steps - 1)
+    count = np.bincount(idx, minlength=n_steps).astype(np.int64)
+    work = np.bincount(idx, weights=work_s, minlength=n_steps).astype(np.float64)
+    return ArrivalTrace(trace_id, step_s, count, work, float(work_s.mean()), t_s, work_s)
+
+
+def find_gaps(
+    rates: F64, window_s: int, *, fraction: float = 0.05, min_requests: float = 100.0
+) -> npt.NDArray[np.bool_]:
+    """Windows that are data gaps rather than demand.
+
+    A window is a gap when it is NaN, or when its rate is below ``fraction`` of the median of the surrounding
+    day (zeros excluded) while that median would put at least ``min_requests`` requests in the window — an
+    empty window is then implausible for Poisson traffic (P = e^-100). Genuinely intermittent series (low
+    median) never have gaps by this rule.
+    """
+    n = len(rates)
+    gaps = np.isnan(rates)
+    half = max(1, round(43_200 / window_s))
+    pos = np.where(gaps | (rates <= 0), np.nan, rates)
+    for i in range(n):
+        w = pos[max(0, i - half) : i + half + 1]
+        if np.all(np.isnan(w)):
+            continue
+        med = float(np.nanmedian(w))
+        if med * window_s >= min_requests and not np.isnan(rates[i]) and rates[i] < fraction * med:
+            gaps[i] = True
+    return gaps
+
+
+def impute(rates: F64, gaps: npt.NDArray[np.bool_]) -> F64:
+    """Linear interpolation across gap windows (edges take the nearest observed value)."""
+    out = rates.copy()
+    if gaps.any() and (~gaps).any():
+        x = np.arange(len(rates))
+        out[gaps] = np.interp(x[gaps], x[~gaps], rates[~gaps])
+    return np.nan_to_num(out, nan=0.0)
+
+
+def rate_trace(
+    trace_id: str,
+    rates_rps: F64,
+    window_s: int,
+    model: ReplicaThroughputModel,
+    rng: np.random.Generator,
+    step_s: float = 1.0,
+) -> ArrivalTrace:
+    """Poisson arrivals per step at each window's rate (piecewise constant), default request shape."""
+    per_window = max(1, round(window_s / step_s))
+    lam = np.repeat(np.maximum(rates_rps, 0.0) * step_s, per_window)
+    count = rng.poisson(lam).astype(np.int64)
+    w = model.default_work_s
+    return ArrivalTrace(trace_id, step_s, count, (count * w).astype(np.float64), w)

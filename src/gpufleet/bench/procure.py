@@ -1,0 +1,176 @@
+"""``gpufleet bench procure``: replay GPU demand series against every reservation policy in one run.
+
+Input: a generic series CSV (timestamp, series_id, value in GPUs). Each series is averaged onto an hourly
+grid; hours without any sample are filled with the previous hour (then the next, at the start).
+A request-rate series can be converted to GPUs first (``rps_per_replica``/``gpus_per_replica``): at the
+file's own resolution, ``gpus = gpus_per_replica * ceil(rps / rps_per_replica)`` (replicas are whole),
+with ``rps <= 0`` read as a data gap when ``zero_is_gap`` (ServeGen's m-mid has such windows).
+"""
+
+from __future__ import annotations
+
+import csv
+import math
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import numpy.typing as npt
+
+from gpufleet.domain.errors import ValidationError
+from gpufleet.procure.hindsight import hindsight_optimal
+from gpufleet.procure.policies import GpufleetPolicy, baseline_policies
+from gpufleet.procure.replay import ReplayConfig, ReplayResult, ReservationPolicy, replay
+from gpufleet.sim.traces import Series, read_series_csv, resample_mean
+
+FloatArray = npt.NDArray[np.float64]
+HOUR_S = 3600
+POLICY_ORDER = ("gpufleet", "all_on_demand", "reserve_peak", "lookback_p50", "online_breakeven", "hindsight_optimal")
+
+
+@dataclass(frozen=True, slots=True)
+class RpsToGpus:
+    """Request rate to GPUs: whole replicas of ``gpus_per_replica`` GPUs, each sustaining ``rps_per_replica``."""
+
+    rps_per_replica: float
+    gpus_per_replica: int
+    zero_is_gap: bool = True
+
+    def convert(self, s: Series) -> Series:
+        v = s.values.copy()
+        if self.zero_is_gap:
+            v[v <= 0] = np.nan
+        gpus = self.gpus_per_replica * np.ceil(v / self.rps_per_replica - 1e-9)
+        return Series(s.series_id, s.t_s, gpus)
+
+
+def hourly_demand(s: Series) -> FloatArray:
+    """Hourly mean GPUs; empty hours take the previous hour's value (the next one's at the start)."""
+    h = resample_mean(s, HOUR_S).values.copy()
+    if np.all(np.isnan(h)):
+        raise ValidationError("value", f"series {s.series_id!r} has no numeric values")
+    idx = np.where(np.isnan(h), 0, np.arange(len(h)))
+    np.maximum.accumulate(idx, out=idx)
+    first = int(np.argmax(~np.isnan(h)))
+    h = h[idx]
+    h[:first] = h[first]
+    if np.any(h < 0):
+        raise ValidationError("value", f"series {s.series_id!r} has negative GPU demand")
+    return h
+
+
+def pods_hourly_demand(path: str | Path) -> FloatArray:
+    """Hourly mean GPUs held by the pods of an OpenB pod list (creation/deletion seconds, num_gpu, gpu_milli).
+
+    A single-GPU pod holds ``gpu_milli / 1000`` of a GPU; a multi-GPU pod holds ``num_gpu`` whole GPUs.
+    Pods without a deletion time or GPUs are skipped. Hour 0 is the trace's time 0.
+    """
+    with Path(path).open(newline="") as fh:
+        rows = list(csv.DictReader(fh))
+    try:
+        c = np.array([float(r["creation_time"]) for r in rows])
+        d = np.array([float(r["deletion_time"] or "nan") for r in rows])
+        n = np.array([int(r["num_gpu"]) for r in rows])
+        milli = np.array([int(r["gpu_milli"] or 0) for r in rows])
+    except (KeyError, ValueError) as exc:
+        raise ValidationError("pods", f"not an OpenB pod list: {exc}", str(path)) from None
+    g = np.where(n == 1, milli / 1000.0, n.astype(np.float64))
+    ok = np.isfinite(d) & (g > 0) & (d > c)
+    c, d, g = c[ok], d[ok], g[ok]
+    n_h = int(np.ceil(d.max() / HOUR_S)) if len(d) else 0
+    if n_h == 0:
+        raise ValidationError("pods", "no pod holds a GPU", str(path))
+    # GPU-seconds by hour from piecewise-linear cumulative usage: a pod adds g per second on [c, d)
+    edges = np.arange(n_h + 1, dtype=np.float64) * HOUR_S
+    # cumulative GPU-seconds up to each edge = sum g * clip(edge - c, 0, d - c); evaluated with sorted events
+    order_c, order_d = np.argsort(c), np.argsort(d)
+    cs, gc = c[order_c], g[order_c]
+    ds, gd = d[order_d], g[order_d]
+    cum_g_c, cum_gc_c = np.concatenate([[0], np.cumsum(gc)]), np.concatenate([[0], np.cumsum(gc * cs)])
+    cum_g_d, cum_gd_d = np.concatenate([[0], np.cumsum(gd)]), np.concatenate([[0], np.cumsum(gd * ds)])
+    ic, id_ = np.searchsorted(cs, edges, "right"), np.searchsorted(ds, edges, "right")
+    # started pods contribute g*(edge - c); finished pods give back g*(edge - d)
+    used = (cum_g_c[ic] * edges - cum_gc_c[ic]) - (cum_g_d[id_] * edges - cum_gd_d[id_])
+    out: FloatArray = np.diff(used) / HOUR_S
+    return out
+
+
+def load_demand(
+    path: str | Path, *, series_id: str | None = None, convert: RpsToGpus | None = None
+) -> dict[str, FloatArray]:
+    """Read, optionally convert, and aggregate to hourly GPUs; one array per series.
+
+    A file whose header has ``creation_time`` and ``deletion_time`` is read as an OpenB pod list
+    (series id ``pods``) with :func:`pods_hourly_demand`.
+    """
+    with Path(path).open() as fh:
+        header = fh.readline()
+    if "creation_time" in header and "deletion_time" in header:
+        return {"pods": pods_hourly_demand(path)}
+    all_series = read_series_csv(path)
+    if series_id is not None:
+        if series_id not in all_series:
+            raise ValidationError("series", f"{series_id!r} not in file (has {sorted(all_series)})", str(path))
+        all_series = {series_id: all_series[series_id]}
+    out: dict[str, FloatArray] = {}
+    for sid, s in all_series.items():
+        out[sid] = hourly_demand(convert.convert(s) if convert else s)
+    return out
+
+
+def _ratio(cost_usd: float, opt_usd: float) -> float | None:
+    """Cost over the bound; 1.0 when both are zero; None (JSON null) when only the bound is zero."""
+    if opt_usd > 0:
+        return round(cost_usd / opt_usd, 4)
+    return 1.0 if cost_usd <= 0 else None
+
+
+def _row(res: ReplayResult, opt_usd: float, wall_s: float) -> dict[str, float | None]:
+    return {
+        "cost_usd": round(res.cost_usd, 2),
+        "ratio_to_optimal": _ratio(res.cost_usd, opt_usd),
+        "unmet_gpu_h": round(res.unmet_gpu_h, 3),
+        "unmet_cost_usd": round(res.cost_by_tier_usd.get("unmet", 0.0), 2),
+        "reserved_utilization": round(res.reserved_utilization, 4),
+        "on_demand_gpu_h": round(res.gpu_h_by_tier.get("on_demand", 0.0), 1),
+        "wall_s": round(wall_s, 3),
+    }
+
+
+def run_series(cfg: ReplayConfig, demand: FloatArray) -> dict[str, dict[str, float | None]]:
+    """Every policy and the hindsight bound on one series; ratios are to the hindsight cost."""
+    t0 = time.perf_counter()
+    opt = hindsight_optimal(cfg, demand).result
+    opt_wall = time.perf_counter() - t0
+    policies: list[ReservationPolicy] = [GpufleetPolicy(), *baseline_policies()]  # type: ignore[list-item]
+    out: dict[str, dict[str, float | None]] = {}
+    for p in policies:
+        t0 = time.perf_counter()
+        res = replay(cfg, demand, p)
+        out[p.name] = _row(res, opt.cost_usd, time.perf_counter() - t0)
+    out["hindsight_optimal"] = _row(opt, opt.cost_usd, opt_wall)
+    return out
+
+
+def run(cfg: ReplayConfig, demand: dict[str, FloatArray]) -> dict[str, object]:
+    """The JSON document of the benchmark: ``{"series": {ID: {POLICY: {...}}}, "config": {...}}``."""
+    series = {sid: run_series(cfg, d) for sid, d in demand.items()}
+    return {
+        "series": series,
+        "hours": {sid: len(d) for sid, d in demand.items()},
+        "config": {
+            "term_h": cfg.term_h,
+            "lead_h": cfg.lead_h,
+            "reserved_usd_per_gpu_h": cfg.reserved_usd_per_gpu_h,
+            "on_demand_usd_per_gpu_h": cfg.on_demand_usd_per_gpu_h,
+            "spot_usd_per_gpu_h": cfg.spot_usd_per_gpu_h,
+            "secondary_usd_per_gpu_h": cfg.secondary_usd_per_gpu_h,
+            "alpha": round(cfg.alpha, 4),
+            "on_demand_quota_gpus": None if math.isinf(cfg.on_demand_quota_gpus) else cfg.on_demand_quota_gpus,
+            "checkpointable_share": cfg.checkpointable_share,
+            "spot_capacity_gpus": cfg.spot_capacity_gpus,
+            "secondary_capacity_gpus": cfg.secondary_capacity_gpus,
+            "unmet_penalty_usd_per_gpu_h": cfg.unmet_penalty_usd_per_gpu_h,
+        },
+    }

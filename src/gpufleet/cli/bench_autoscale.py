@@ -1,0 +1,82 @@
+"""``gpufleet bench autoscale``: replica policies replayed through the same queueing model in one run."""
+
+from __future__ import annotations
+
+import json
+import platform
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from gpufleet.bench.autoscale import BenchSettings, run, to_json, verdict
+from gpufleet.cli.errors import user_errors
+
+
+@user_errors
+def bench_autoscale(
+    trace: Annotated[Path, typer.Option("--trace", help="Azure LLM trace CSV or generic series CSV of rps")],
+    cold_start_s: Annotated[float, typer.Option("--cold-start-s", help="replica cold start, seconds")] = 120.0,
+    slo_s: Annotated[float, typer.Option("--slo-s", help="SLO on queue wait, seconds")] = 2.0,
+    json_path: Annotated[Path | None, typer.Option("--json", help="write the results as JSON here")] = None,
+    series: Annotated[str | None, typer.Option("--series", help="only this series_id of a series file")] = None,
+    seed: Annotated[int, typer.Option("--seed", help="seed of the sub-window Poisson arrivals")] = 0,
+    target_utilization: Annotated[
+        float, typer.Option("--target-utilization", help="shared per-replica target utilization")
+    ] = 0.8,
+    keep_zero_windows: Annotated[
+        bool, typer.Option("--keep-zero-windows", help="treat empty windows of a busy series as demand, not gaps")
+    ] = False,
+) -> None:
+    """Replay a request trace through GPU replicas under gpufleet, static_peak, hpa and kpa."""
+    st = BenchSettings(cold_start_s=cold_start_s, slo_s=slo_s, target_utilization=target_utilization, seed=seed)
+    runs = run(trace, st=st, series_id=series, impute_gaps=not keep_zero_windows)
+    con = Console(width=200)
+    stamp = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
+    con.print(f"{stamp} on {platform.node()} ({platform.machine()}, Python {platform.python_version()})")
+    for r in runs:
+        t = Table(
+            title=f"{r.trace.trace_id}: cold start {cold_start_s:g} s, SLO wait <= {slo_s:g} s, "
+            f"{r.rps_per_replica:.2f} rps/replica at 100%, gap windows imputed: {r.trace.gap_windows}"
+        )
+        for col in (
+            "policy",
+            "GPU-h",
+            "vs static_peak",
+            "SLO attainment",
+            "cold starts",
+            "mean replicas",
+            "p99 wait s",
+            "2nd half GPU-h",
+            "2nd half SLO",
+            "sim s",
+        ):
+            t.add_column(col, justify="left" if col == "policy" else "right")
+        base = r.results["static_peak"].gpu_hours
+        for name, x in r.results.items():
+            t.add_row(
+                name,
+                f"{x.gpu_hours:,.1f}",
+                f"{x.gpu_hours / base:.3f}" if base else "-",
+                f"{x.slo_attainment:.4f}",
+                f"{x.cold_starts:,}",
+                f"{x.mean_replicas:.1f}",
+                f"{x.p99_wait_s:.1f}",
+                f"{x.gpu_hours_2nd_half:,.1f}",
+                f"{x.slo_attainment_2nd_half:.4f}",
+                f"{r.wall_s[name]:.1f}",
+            )
+        con.print(t)
+        ok, why = verdict(r)
+        con.print(f"done-when ({r.trace.trace_id}): {'PASS' if ok else 'FAIL'} — {why}")
+    if json_path is not None:
+        payload = [to_json(r) for r in runs]
+        json_path.write_text(json.dumps(payload[0] if len(payload) == 1 else payload, indent=2) + "\n")
+        con.print(f"wrote {json_path}")
+
+
+def register(app: typer.Typer) -> None:
+    app.command("autoscale")(bench_autoscale)

@@ -1,0 +1,54 @@
+"""``gpufleet bench binpack``: the FGD bin-packing protocol on openb CSVs, every policy on the same seeds."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from gpufleet.bench.binpack import RunResult, parse_seeds, run_bench
+from gpufleet.cli.errors import user_errors
+from gpufleet.domain.errors import ValidationError
+from gpufleet.schedule.scheduler import POLICY_NAMES
+
+
+def register(app: typer.Typer) -> None:
+    @app.command("binpack")
+    @user_errors
+    def binpack(
+        nodes: Annotated[Path, typer.Option("--nodes", help="openb node list CSV (sn,cpu_milli,memory_mib,gpu,model)")],
+        pods: Annotated[Path, typer.Option("--pods", help="openb pod list CSV")],
+        seeds: Annotated[str, typer.Option("--seeds", help="'42-51' or '42,43'")] = "42-51",
+        policy: Annotated[str, typer.Option("--policy", help=f"one of {', '.join(POLICY_NAMES)} or 'all'")] = "all",
+        json_path: Annotated[Path | None, typer.Option("--json", help="write the summary as JSON here")] = None,
+    ) -> None:
+        """Unallocated GPU % when arrived GPU demand reaches 100 % of capacity (FGD, ATC'23 protocol)."""
+        names = list(POLICY_NAMES) if policy == "all" else [p.strip() for p in policy.split(",")]
+        for n in names:
+            if n not in POLICY_NAMES:
+                raise ValidationError("--policy", f"unknown policy {n!r}; choose from {', '.join(POLICY_NAMES)} or all")
+        console = Console(stderr=True)
+
+        def progress(r: RunResult) -> None:
+            console.print(
+                f"{r.policy:>10} seed {r.seed}: unallocated@100 {r.unallocated_gpu_pct_at_100:6.2f}%  "
+                f"final alloc {r.final_allocation_pct:6.2f}%  ({r.seconds:.1f}s)",
+                highlight=False,
+            )
+
+        summary = run_bench(nodes, pods, parse_seeds(seeds), names, progress)
+        table = Table(title=f"binpack {summary['trace']} (seeds {seeds})")
+        for col in ("policy", "unallocated % @100 (mean)", "sd", "final allocation %"):
+            table.add_column(col)
+        pol = summary["policies"]
+        assert isinstance(pol, dict)
+        for name, row in pol.items():
+            u = row["unallocated_gpu_pct_at_100"]
+            table.add_row(name, f"{u['mean']:.3f}", f"{u['sd']:.3f}", f"{row['final_allocation_pct']:.2f}")
+        Console().print(table)
+        if json_path is not None:
+            json_path.write_text(json.dumps(summary, indent=2) + "\n")

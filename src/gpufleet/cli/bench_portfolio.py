@@ -1,0 +1,34 @@
+"""``gpufleet bench portfolio``: portfolio planning speed at scale and the provider-cap premium."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+
+from gpufleet.cli.errors import user_errors
+
+_out = Console(width=130)
+
+
+def register(app: typer.Typer) -> None:
+    @app.command("portfolio")
+    @user_errors
+    def bench_portfolio(
+        pairs: Annotated[int, typer.Option(help="SKU-region pairs")] = 20,
+        days: Annotated[int, typer.Option(help="Horizon, days (daily grid)")] = 730,
+        scenarios: Annotated[int, typer.Option(help="Demand scenarios")] = 3,
+        share_cap: Annotated[float, typer.Option(help="Max share of one provider for the capped run")] = 0.6,
+        json_path: Annotated[Path | None, typer.Option("--json", help="Write results as JSON here")] = None,
+    ) -> None:
+        """Solve a synthetic 2-year, 20-pair, 4-tier daily plan twice (uncapped, provider-capped)."""
+        from gpufleet.bench.portfolio import run
+
+        doc = run(n_pairs=pairs, n_days=days, n_scenarios=scenarios, share_cap=share_cap)
+        _out.print_json(json.dumps(doc))
+        if json_path is not None:
+            json_path.parent.mkdir(parents=True, exist_ok=True)
+            json_path.write_text(json.dumps(doc, indent=2))

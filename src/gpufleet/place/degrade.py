@@ -1,0 +1,242 @@
+"""Placement with graceful degradation: pool, region, fallback chain, degrade / preempt / queue.
+
+``recommend(request) -> PlacementDecision`` never raises for an exhausted pool. It walks the candidate
+pools (acceptable SKUs; tiers in chain order reserved -> on_demand -> spot -> secondary, then price) and
+skips each with an explicit trigger:
+
+  ``serving_never_spot`` / ``not_checkpointable``  spot carries checkpointable training only
+  ``stockout``                   the provider signals no capacity
+  ``quota_headroom``             fewer free GPUs under quota than needed (and no deadline at stake)
+  ``queue_wait_exceeds_deadline`` no room now, and this pool's queue would start the job too late
+  ``pool_utilization``           the pool is above ``utilization_high``
+  ``provider_share_cap``         placing here would put one provider above ``max_provider_share``
+
+If no pool takes the workload at full size it tries, in order: each degrade option the workload declared
+(smaller GPU count or SKU, lower replica floor) -> ``degraded``; preempting strictly lower-priority work
+(never serving for training) -> ``preempt_lower_priority``; and finally a queue decision with the expected
+start time (``queued_deadline_ok`` or ``queued_deadline_at_risk``; ``queued_no_capacity_signal`` when no
+pool gives a wait estimate). The decision also carries the ordered chain of the pools after the chosen one
+with the trigger that would move the workload there.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from gpufleet.domain.allocations import FallbackStep
+from gpufleet.domain.pools import TIER_RANK, CapacityPool
+from gpufleet.domain.workloads import DegradeOption, Priority, Workload, WorkloadKind
+
+
+@dataclass(frozen=True, slots=True)
+class PoolState:
+    """What placement knows about a pool now (from telemetry and providers)."""
+
+    pool: CapacityPool
+    free_gpus: float  # GPUs obtainable now under quota / reserved capacity left
+    utilization: float = 0.0  # 0..1 share of the pool's capacity in use
+    stockout: bool = False
+    queue_wait_s: int | None = None  # expected wait for capacity here, None = unknown
+
+
+@dataclass(frozen=True, slots=True)
+class RunningWork:
+    workload_id: str
+    pool_id: str
+    gpus: int
+    priority: Priority
+    kind: WorkloadKind
+
+
+@dataclass(frozen=True, slots=True)
+class PlacementRequest:
+    workload: Workload
+    now_s: int
+    pools: tuple[PoolState, ...]
+    expected_run_s: int = 0  # run time, to check the deadline
+    replicas: int | None = None  # None: gang size (training) or replica floor (serving)
+    running: tuple[RunningWork, ...] = ()
+    provider_gpus_in_use: dict[str, float] = field(default_factory=dict)
+    max_provider_share: float = 1.0
+    utilization_high: float = 0.95
+
+
+@dataclass(frozen=True, slots=True)
+class PlacementDecision:
+    workload_id: str
+    action: str  # "place" | "degrade" | "preempt" | "queue"
+    reason: str
+    pool_id: str | None
+    region_id: str | None
+    tier: str | None
+    sku_id: str | None
+    gpus: int
+    chain: tuple[FallbackStep, ...]  # links after the chosen pool, in order, each with its trigger
+    skipped: tuple[FallbackStep, ...]  # pools tried before the choice, each with the trigger that skipped it
+    degrade: DegradeOption | None = None
+    victims: tuple[str, ...] = ()
+    expected_start_s: int | None = None
+
+
+def _need(req: PlacementRequest, opt: DegradeOption | None) -> tuple[int, tuple[str, ...]]:
+    w = req.workload
+    per = w.gpus_per_replica if opt is None or opt.gpus_per_replica is None else opt.gpus_per_replica
+    if req.replicas is not None:
+        n = req.replicas
+    elif w.kind is WorkloadKind.SERVING and w.scaling is not None:
+        n = w.scaling.min_replicas
+    else:
+        n = w.gang_size
+    if opt is not None and opt.min_replicas is not None:
+        n = min(n, opt.min_replicas)
+    skus = w.acceptable_skus if opt is None or opt.sku_id is None else (opt.sku_id,)
+    return per * max(n, 1), skus
+
+
+def _candidates(req: PlacementRequest, skus: tuple[str, ...]) -> list[PoolState]:
+    c = [p for p in req.pools if p.pool.sku_id in skus]
+    return sorted(c, key=lambda p: (TIER_RANK[p.pool.tier], p.pool.price_usd_per_gpu_h, p.pool.id))
+
+
+def _trigger(req: PlacementRequest, ps: PoolState, gpus: int) -> str | None:
+    """Why this pool cannot take ``gpus`` now (None = it can)."""
+    w, pool = req.workload, ps.pool
+    if not pool.allows(checkpointable=w.checkpointable, serving=w.kind is WorkloadKind.SERVING):
+        return "serving_never_spot" if w.kind is WorkloadKind.SERVING else "not_checkpointable"
+    if ps.stockout:
+        return "stockout"
+    if ps.free_gpus < gpus:
+        # no room now; say whether waiting in this pool's queue would also break the deadline
+        late = (
+            w.deadline_s is not None
+            and ps.queue_wait_s is not None
+            and req.now_s + ps.queue_wait_s + req.expected_run_s > w.deadline_s
+        )
+        return "queue_wait_exceeds_deadline" if late else "quota_headroom"
+    if ps.utilization >= req.utilization_high:
+        return "pool_utilization"
+    if req.max_provider_share < 1.0:
+        total = sum(req.provider_gpus_in_use.values()) + gpus
+        mine = req.provider_gpus_in_use.get(pool.provider_id, 0.0) + gpus
+        if mine > req.max_provider_share * total + 1e-9:
+            return "provider_share_cap"
+    return None
+
+
+def _search(
+    req: PlacementRequest, gpus: int, skus: tuple[str, ...]
+) -> tuple[PoolState | None, list[FallbackStep], list[PoolState]]:
+    skipped: list[FallbackStep] = []
+    cands = _candidates(req, skus)
+    for i, ps in enumerate(cands):
+        trig = _trigger(req, ps, gpus)
+        if trig is None:
+            return ps, skipped, cands[i + 1 :]
+        skipped.append(FallbackStep(ps.pool.id, ps.pool.tier, trig))
+    return None, skipped, []
+
+
+def _chain(req: PlacementRequest, rest: list[PoolState]) -> tuple[FallbackStep, ...]:
+    steps = []
+    for ps in rest:
+        if ps.pool.allows(
+            checkpointable=req.workload.checkpointable, serving=req.workload.kind is WorkloadKind.SERVING
+        ):
+            steps.append(FallbackStep(ps.pool.id, ps.pool.tier, "on_stockout_quota_or_utilization"))
+    steps.append(FallbackStep(None, None, "queue_when_all_pools_exhausted"))
+    return tuple(steps)
+
+
+def _decision(
+    req: PlacementRequest,
+    action: str,
+    reason: str,
+    ps: PoolState,
+    gpus: int,
+    skipped: list[FallbackStep],
+    rest: list[PoolState],
+    **kw: object,
+) -> PlacementDecision:
+    return PlacementDecision(
+        workload_id=req.workload.id,
+        action=action,
+        reason=reason,
+        pool_id=ps.pool.id,
+        region_id=ps.pool.region_id,
+        tier=ps.pool.tier.value,
+        sku_id=ps.pool.sku_id,
+        gpus=gpus,
+        chain=_chain(req, rest),
+        skipped=tuple(skipped),
+        expected_start_s=req.now_s,
+        **kw,  # type: ignore[arg-type]
+    )
+
+
+def _preempt(req: PlacementRequest, gpus: int, skus: tuple[str, ...]) -> tuple[PoolState, tuple[str, ...]] | None:
+    w = req.workload
+    for ps in _candidates(req, skus):
+        trig = _trigger(req, ps, 0)
+        if trig is not None:
+            continue  # stockout or not allowed: freeing GPUs there does not help
+        victims = sorted(
+            (
+                r
+                for r in req.running
+                if r.pool_id == ps.pool.id
+                and r.priority < w.priority
+                and not (r.kind is WorkloadKind.SERVING and w.kind is WorkloadKind.TRAINING)
+            ),
+            key=lambda r: (r.priority, -r.gpus),
+        )
+        freed, chosen = ps.free_gpus, []
+        for v in victims:
+            if freed >= gpus:
+                break
+            freed += v.gpus
+            chosen.append(v.workload_id)
+        if freed >= gpus and chosen:
+            return ps, tuple(chosen)
+    return None
+
+
+def recommend(req: PlacementRequest) -> PlacementDecision:
+    """Place, degrade, preempt or queue; every outcome is a decision with a reason code, never an error."""
+    gpus, skus = _need(req, None)
+    ps, skipped, rest = _search(req, gpus, skus)
+    if ps is not None:
+        return _decision(req, "place", f"placed_{ps.pool.tier.value}", ps, gpus, skipped, rest)
+    for opt in req.workload.degrade_options:
+        g2, s2 = _need(req, opt)
+        ps2, skipped2, rest2 = _search(req, g2, s2)
+        if ps2 is not None:
+            return _decision(req, "degrade", "degraded", ps2, g2, skipped + skipped2, rest2, degrade=opt)
+    pre = _preempt(req, gpus, skus)
+    if pre is not None:
+        return _decision(req, "preempt", "preempt_lower_priority", pre[0], gpus, skipped, [], victims=pre[1])
+    waits = [
+        p.queue_wait_s
+        for p in _candidates(req, skus)
+        if p.queue_wait_s is not None
+        and p.pool.allows(checkpointable=req.workload.checkpointable, serving=req.workload.kind is WorkloadKind.SERVING)
+    ]
+    start = req.now_s + min(waits) if waits else None
+    if start is None:
+        reason = "queued_no_capacity_signal"
+    elif req.workload.deadline_s is None or start + req.expected_run_s <= req.workload.deadline_s:
+        reason = "queued_deadline_ok"
+    else:
+        reason = "queued_deadline_at_risk"
+    return PlacementDecision(
+        workload_id=req.workload.id,
+        action="queue",
+        reason=reason,
+        pool_id=None,
+        region_id=None,
+        tier=None,
+        sku_id=None,
+        gpus=gpus,
+        chain=(FallbackStep(None, None, "queue_when_all_pools_exhausted"),),
+        skipped=tuple(skipped),
+        expected_start_s=start,
+    )

@@ -1,0 +1,85 @@
+"""The ``Procurer`` port implemented with gpufleet's break-even policy (what the control loop can call).
+
+At each procurement epoch it forms demand scenarios for the term a new reservation would cover (the same
+hour of day on the freshest observed days, damped trend; plus the forecaster's quantiles when given,
+tiled over the term), and commits whole nodes while the next GPU's expected saving reaches the reserved
+price (on-demand price from the catalog) and the first covered hour needs it. Decisions every few days
+make the hourly ramp of the bench policy moot, so growth is committed at once.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from gpufleet.domain.catalog import PRICES_BY_SKU
+from gpufleet.domain.reservations import term_seconds
+from gpufleet.ports import ProcurementContext, ReservationProposal
+from gpufleet.procure.policies import GpufleetPolicy, units_worth_committing
+from gpufleet.procure.replay import FloatArray, ReplayConfig
+
+HOUR_S = 3600
+
+
+@dataclass(slots=True)
+class BreakevenProcurer:
+    """Break-even commitment on scenarios; never proposes before ``min_history_h`` hours of history."""
+
+    min_history_h: int = 7 * 24
+    max_term_h: int = 90 * 24  # scenarios beyond this look the same; bounds the work per decision
+
+    def propose(self, ctx: ProcurementContext) -> list[ReservationProposal]:
+        hist = np.asarray(ctx.demand_history_gpus, dtype=np.float64)
+        hist = np.where(np.isfinite(hist), hist, 0.0)
+        if len(hist) < self.min_history_h:
+            return []
+        pool = ctx.pool
+        price = PRICES_BY_SKU.get(ctx.sku_id)
+        on_demand = float(price.on_demand) if price is not None else float(pool.price_usd_per_gpu_h) / 0.634
+        term_h = min(term_seconds(pool.term_months or 12) // HOUR_S, self.max_term_h)
+        lead_h = pool.lead_time_s // HOUR_S
+        cfg = ReplayConfig(
+            term_h=term_h,
+            lead_h=lead_h,
+            reserved_usd_per_gpu_h=float(pool.price_usd_per_gpu_h),
+            on_demand_usd_per_gpu_h=on_demand,
+            spot_usd_per_gpu_h=on_demand,
+            secondary_usd_per_gpu_h=on_demand,
+        )
+        policy = GpufleetPolicy(ramp_h=1)
+        scen = policy.scenarios(len(hist), hist, cfg)
+        if ctx.forecast is not None:
+            scen = np.vstack([scen, *[_tile(q, term_h) for q in ctx.forecast.quantiles.values()]])
+        have = float(ctx.committed_gpus_at_lead)
+        excess = scen - have
+        ok = np.isfinite(excess)
+        worth = units_worth_committing(excess[ok], cfg.alpha)
+        first = excess[:, 0][np.isfinite(excess[:, 0])]
+        needed = units_worth_committing(first, policy.first_hour_use)
+        gpus = min(worth, needed)
+        nodes = math.floor(gpus / ctx.gpus_per_node)
+        if nodes <= 0:
+            return []
+        units = nodes * ctx.gpus_per_node
+        return [
+            ReservationProposal(
+                sku_id=ctx.sku_id,
+                pool_id=pool.id,
+                units=units,
+                start_s=ctx.now_s + pool.lead_time_s,
+                term_months=pool.term_months or 12,
+                reason=(
+                    f"breakeven: {units} GPUs above {have:.0f} committed are expected in use at least "
+                    f"{cfg.alpha:.0%} of the term (reserved/on-demand price)"
+                ),
+            )
+        ]
+
+
+def _tile(values: FloatArray, n: int) -> FloatArray:
+    v = np.asarray(values, dtype=np.float64)
+    if len(v) == 0:
+        return np.full(n, np.nan)
+    return np.resize(v, n)

@@ -1,0 +1,182 @@
+"""Team GPU quotas in cohorts (the Kueue model): nominal quota, borrowing limit, lending limit.
+
+Per (team, GPU flavor): ``nominal_gpus`` is the team's quota. ``lending_limit_gpus`` (default: all of the
+nominal) is the part of the nominal the cohort may borrow; the rest (``nominal - lendable``) is guaranteed
+to the team. ``borrowing_limit_gpus`` (default: unlimited) caps how far above its nominal a team may go.
+
+Accounting for one cohort and flavor:
+- ``pool`` = sum of lendable quota of its members;
+- a team's usage above its guaranteed part draws on the pool: ``pool_use = max(0, usage - guaranteed)``;
+- admission keeps ``sum(pool_use) <= pool`` and ``usage - nominal <= borrowing_limit``.
+A team asking for GPUs within its nominal when the pool is exhausted by borrowers gets a *reclaim plan*:
+borrowed GPUs to take back from borrowers (largest borrower first), enough to admit it. Left-over pool
+capacity is shared among pending demand by weighted water-filling (:meth:`QuotaBook.fair_share`).
+Decisions are data: :class:`Admission` carries ``decision`` and ``reason``; nothing here evicts anything.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal
+
+from gpufleet.domain.errors import ValidationError
+
+Decision = Literal["admit", "admit_after_reclaim", "reject"]
+
+
+@dataclass(frozen=True, slots=True)
+class TeamQuota:
+    team: str
+    cohort: str
+    flavor: str  # GPU type, e.g. "h100_80gb"
+    nominal_gpus: int
+    borrowing_limit_gpus: int | None = None
+    lending_limit_gpus: int | None = None
+    weight: float = 1.0
+
+    @property
+    def lendable_gpus(self) -> int:
+        return self.nominal_gpus if self.lending_limit_gpus is None else min(self.lending_limit_gpus, self.nominal_gpus)
+
+    @property
+    def guaranteed_gpus(self) -> int:
+        return self.nominal_gpus - self.lendable_gpus
+
+
+@dataclass(frozen=True, slots=True)
+class Reclaim:
+    """Take ``gpus`` back from ``team`` (a borrower) so a lender can use its own quota."""
+
+    team: str
+    gpus: int
+
+
+@dataclass(frozen=True, slots=True)
+class Admission:
+    team: str
+    flavor: str
+    gpus: int
+    decision: Decision
+    reason: str  # "within_nominal" | "borrowed" | "reclaim_borrowed" | "over_borrowing_limit" | "cohort_exhausted"
+    borrowed_gpus: int = 0
+    reclaims: tuple[Reclaim, ...] = ()
+
+
+@dataclass
+class QuotaBook:
+    """Quotas and current usage. ``admit`` decides and, if admitted, records the usage."""
+
+    quotas: dict[tuple[str, str], TeamQuota] = field(default_factory=dict)
+    usage: dict[tuple[str, str], int] = field(default_factory=dict)
+
+    def add(self, q: TeamQuota) -> None:
+        if q.nominal_gpus < 0 or (q.borrowing_limit_gpus or 0) < 0 or (q.lending_limit_gpus or 0) < 0:
+            raise ValidationError(f"quota[{q.team}]", "quotas and limits must be >= 0")
+        if q.weight <= 0:
+            raise ValidationError(f"quota[{q.team}].weight", "must be > 0")
+        self.quotas[(q.team, q.flavor)] = q
+        self.usage.setdefault((q.team, q.flavor), 0)
+
+    def members(self, cohort: str, flavor: str) -> list[TeamQuota]:
+        return [q for q in self.quotas.values() if q.cohort == cohort and q.flavor == flavor]
+
+    def pool_gpus(self, cohort: str, flavor: str) -> int:
+        return sum(q.lendable_gpus for q in self.members(cohort, flavor))
+
+    def pool_use(self, q: TeamQuota, usage: int | None = None) -> int:
+        u = self.usage[(q.team, q.flavor)] if usage is None else usage
+        return max(0, u - q.guaranteed_gpus)
+
+    def borrowed(self, q: TeamQuota) -> int:
+        return max(0, self.usage[(q.team, q.flavor)] - q.nominal_gpus)
+
+    def _quota(self, team: str, flavor: str) -> TeamQuota:
+        q = self.quotas.get((team, flavor))
+        if q is None:
+            raise ValidationError("team", f"no quota for team {team!r} on {flavor!r}")
+        return q
+
+    def check(self, team: str, flavor: str, gpus: int) -> Admission:
+        """Decide without recording anything."""
+        if gpus <= 0:
+            raise ValidationError("gpus", "must be > 0")
+        q = self._quota(team, flavor)
+        used = self.usage[(team, flavor)]
+        after = used + gpus
+        borrowed_after = max(0, after - q.nominal_gpus)
+        if q.borrowing_limit_gpus is not None and borrowed_after > q.borrowing_limit_gpus:
+            return Admission(team, flavor, gpus, "reject", "over_borrowing_limit")
+        members = self.members(q.cohort, flavor)
+        others_use = sum(self.pool_use(m) for m in members if m.team != team)
+        pool = self.pool_gpus(q.cohort, flavor)
+        if others_use + self.pool_use(q, after) <= pool:
+            reason = "within_nominal" if borrowed_after == 0 else "borrowed"
+            return Admission(team, flavor, gpus, "admit", reason, borrowed_after - self.borrowed(q))
+        if borrowed_after > 0:
+            return Admission(team, flavor, gpus, "reject", "cohort_exhausted")
+        # within its own nominal: take lent quota back from borrowers, largest borrower first
+        short = others_use + self.pool_use(q, after) - pool
+        plan: list[Reclaim] = []
+        for m in sorted(members, key=lambda m: (-self.borrowed(m), m.team)):
+            if short <= 0:
+                break
+            take = min(self.borrowed(m), short)
+            if m.team != team and take > 0:
+                plan.append(Reclaim(m.team, take))
+                short -= take
+        if short > 0:  # cannot happen while every team stays within its nominal + pool rules
+            return Admission(team, flavor, gpus, "reject", "cohort_exhausted")
+        return Admission(team, flavor, gpus, "admit_after_reclaim", "reclaim_borrowed", 0, tuple(plan))
+
+    def admit(self, team: str, flavor: str, gpus: int) -> Admission:
+        """Decide and record: applies the reclaim plan (borrowers' usage drops) and the new usage."""
+        a = self.check(team, flavor, gpus)
+        if a.decision != "reject":
+            for r in a.reclaims:
+                self.usage[(r.team, flavor)] -= r.gpus
+            self.usage[(team, flavor)] += gpus
+        return a
+
+    def release(self, team: str, flavor: str, gpus: int) -> None:
+        key = (team, flavor)
+        if gpus < 0 or self.usage.get(key, 0) < gpus:
+            raise ValidationError("gpus", f"{team} releases {gpus} GPUs but uses {self.usage.get(key, 0)}")
+        self.usage[key] -= gpus
+
+    def fair_share(self, cohort: str, flavor: str, pending: dict[str, int]) -> dict[str, int]:
+        """Split the pool capacity nobody uses among ``pending`` demand (GPUs per team) by weight.
+
+        Water-filling: each round gives every unsatisfied team ``free * weight / total_weight`` (at least
+        one GPU to the heaviest while any is free), capped by its demand and borrowing headroom."""
+        members = {m.team: m for m in self.members(cohort, flavor)}
+        free = self.pool_gpus(cohort, flavor) - sum(self.pool_use(m) for m in members.values())
+        want: dict[str, int] = {}
+        for team, g in pending.items():
+            m = members.get(team)
+            if m is None or g <= 0:
+                continue
+            head = g
+            if m.borrowing_limit_gpus is not None:
+                used = self.usage[(team, flavor)]
+                head = min(head, max(0, m.nominal_gpus + m.borrowing_limit_gpus - used))
+            want[team] = head
+        got = dict.fromkeys(want, 0)
+        while free > 0:
+            active = [t for t in want if got[t] < want[t]]
+            if not active:
+                break
+            total_w = sum(members[t].weight for t in active)
+            gave = 0
+            for t in sorted(active, key=lambda t: (-members[t].weight, t)):
+                share = (
+                    max(1, int(free * members[t].weight / total_w))
+                    if gave == 0
+                    else int(free * members[t].weight / total_w)
+                )
+                share = min(share, want[t] - got[t], free - gave)
+                got[t] += share
+                gave += share
+            if gave == 0:
+                break
+            free -= gave
+        return got

@@ -1,0 +1,67 @@
+"""The two scheduler benchmarks through the CLI, on tiny inputs; bad input exits 2 with one line."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from typer.testing import CliRunner
+
+from gpufleet.cli.main import app
+
+
+def _write(tmp: Path) -> tuple[Path, Path]:
+    nodes = tmp / "nodes.csv"
+    nodes.write_text(
+        "sn,cpu_milli,memory_mib,gpu,model\n"
+        + "".join(f"n{i},64000,262144,{8 if i % 2 else 2},{'V100' if i % 2 else 'T4'}\n" for i in range(12))
+    )
+    pods = tmp / "pods.csv"
+    rows = [
+        "name,cpu_milli,memory_mib,num_gpu,gpu_milli,gpu_spec,qos,pod_phase,creation_time,deletion_time,scheduled_time"
+    ]
+    shapes = [
+        (4000, 8192, 1, 500, ""),
+        (8000, 16384, 1, 1000, ""),
+        (16000, 32768, 2, 1000, "V100"),
+        (2000, 4096, 0, 0, ""),
+    ]
+    for i in range(60):
+        c, m, n, g, spec = shapes[i % len(shapes)]
+        rows.append(f"p{i:03d},{c},{m},{n},{g},{spec},LS,Running,0,1,0")
+    pods.write_text("\n".join(rows) + "\n")
+    return nodes, pods
+
+
+def test_binpack_runs_every_policy_and_writes_the_json_contract(tmp_path: Path) -> None:
+    nodes, pods = _write(tmp_path)
+    out = tmp_path / "r.json"
+    res = CliRunner().invoke(
+        app, ["bench", "binpack", "--nodes", str(nodes), "--pods", str(pods), "--seeds", "1-2", "--json", str(out)]
+    )
+    assert res.exit_code == 0, res.output
+    got = json.loads(out.read_text())["policies"]
+    assert set(got) == {"random", "dotprod", "bestfit", "packing", "clustering", "fgd", "gpufleet"}
+    for row in got.values():
+        assert 0.0 <= row["unallocated_gpu_pct_at_100"]["mean"] <= 100.0 and row["final_allocation_pct"] > 0
+
+
+def test_binpack_rejects_an_unknown_policy_with_exit_2(tmp_path: Path) -> None:
+    nodes, pods = _write(tmp_path)
+    res = CliRunner().invoke(app, ["bench", "binpack", "--nodes", str(nodes), "--pods", str(pods), "--policy", "magic"])
+    assert res.exit_code == 2 and "unknown policy" in res.output
+
+
+def test_binpack_reports_a_bad_csv_field_with_its_line(tmp_path: Path) -> None:
+    nodes, pods = _write(tmp_path)
+    pods.write_text(pods.read_text().replace("p001,8000", "p001,lots"))
+    res = CliRunner().invoke(app, ["bench", "binpack", "--nodes", str(nodes), "--pods", str(pods)])
+    assert res.exit_code == 2 and "pods.csv:3" in res.output
+
+
+def test_sched_throughput_reports_rate_and_latency(tmp_path: Path) -> None:
+    out = tmp_path / "t.json"
+    res = CliRunner().invoke(app, ["bench", "sched-throughput", "--nodes", "200", "--pods", "2000", "--json", str(out)])
+    assert res.exit_code == 0, res.output
+    r = json.loads(out.read_text())
+    assert r["pods"] == 2000 and r["decisions_per_s"] > 0 and r["p99_ms"] >= r["p50_ms"]
