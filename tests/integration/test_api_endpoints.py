@@ -258,7 +258,12 @@ def test_fleet_utilization_forecast_placement_and_binpack(server: LiveServer) ->
         assert bad.status_code == 422 and bad.json()["field"] == "gpus"
 
         c.post("/v1/clusters", json={"id": "c-pack", "name": "pack", "region_id": "us-east-1"})
-        for i, allocs in enumerate(([("w1", 6)], [("w2", 2)], [("w3", 3)], [])):
+        train = {"kind": "training", "checkpoint_interval_s": 1800, "priority": "normal"}
+        w1, w2, w3 = (
+            c.post("/v1/workloads", json=_workload("team-b", name=f"train-{k}", **train)).json()["workload_id"]
+            for k in range(3)
+        )
+        for i, allocs in enumerate(([(w1, 6)], [(w2, 2)], [(w3, 3)], [])):
             c.post(
                 "/v1/nodes",
                 json={
@@ -271,7 +276,10 @@ def test_fleet_utilization_forecast_placement_and_binpack(server: LiveServer) ->
             )
         pack = v.get("/v1/clusters/c-pack/binpack").json()
         assert pack["fragmentation"] == pytest.approx(13 / 21, abs=1e-4)
-        assert pack["nodes_freed"] and pack["fragmentation_after"] < pack["fragmentation"]
+        assert pack["nodes_freed"] == ["p-1"] and pack["fragmentation_after"] < pack["fragmentation"]
+        assert [(m["workload_id"], m["from_node"], m["to_node"]) for m in pack["suggested_moves"]] == [
+            (w2, "p-1", "p-0")
+        ]
         assert v.get("/v1/clusters/nowhere/binpack").status_code == 404
 
 

@@ -13,7 +13,7 @@ from gpufleet.domain.errors import ValidationError
 from gpufleet.domain.pools import TIER_RANK, CapacityPool, Tier
 from gpufleet.domain.workloads import Priority, WorkloadKind
 from gpufleet.ports import PoolState
-from gpufleet.service.binpack import NodeLoad, fragmentation, suggest_moves
+from gpufleet.service.binpack import NodeLoad, WorkloadTraits, fragmentation, suggest_moves
 from gpufleet.service.capacity import demand_quantiles
 from gpufleet.service.placement import PlacementRequest, decide
 from gpufleet.service.windows import parse_window_s
@@ -96,21 +96,25 @@ nodes = st.lists(
 )
 
 
-@given(nodes)
-def test_binpack_moves_respect_capacity_and_free_whole_nodes(spec: list[tuple[int, list[int]]]) -> None:
+@given(nodes, st.integers(0, 2))
+def test_binpack_moves_respect_capacity_and_free_whole_nodes(spec: list[tuple[int, list[int]]], mode: int) -> None:
     loads = [
         NodeLoad(f"n{i}", total, [(f"w{i}_{j}", g) for j, g in enumerate(allocs)])
         for i, (total, allocs) in enumerate(spec)
     ]
-    moves, freed = suggest_moves(loads)
-    after = {n.node_id: dict(n.allocations) for n in loads}
+    # mode 0: all checkpointable training; 1: all serving; 2: nothing registered
+    traits = {} if mode == 2 else {w: WorkloadTraits(mode == 1, mode == 0) for n in loads for w, _ in n.allocations}
+    moves, freed, _skipped = suggest_moves(loads, traits, now_s=1_000)
+    if mode != 0:
+        assert moves == [] and freed == []  # serving and unknown work never moves
+    after = {n.node_id: list(n.allocations) for n in loads}
     for m in moves:
-        after[m["from_node"]].pop(m["workload_id"])
-        after[m["to_node"]][m["workload_id"]] = m["gpus"]
+        after[m["from_node"]].remove((m["workload_id"], m["gpus"]))
+        after[m["to_node"]].append((m["workload_id"], m["gpus"]))
     totals = {n.node_id: n.gpus_total for n in loads}
-    assert all(sum(a.values()) <= totals[nid] for nid, a in after.items())
-    assert all(after[nid] == {} for nid in freed)
-    assert sum(sum(a.values()) for a in after.values()) == sum(n.used for n in loads)
+    assert all(sum(g for _, g in a) <= totals[nid] for nid, a in after.items())
+    assert all(after[nid] == [] for nid in freed)
+    assert sum(sum(g for _, g in a) for a in after.values()) == sum(n.used for n in loads)
     assert 0.0 <= fragmentation(loads) <= 1.0
 
 

@@ -420,6 +420,12 @@ class Move(BaseModel):
     gpus: int
     from_node: str
     to_node: str
+    cost_gpu_h: float
+
+
+class SkippedNode(BaseModel):
+    node: str
+    reason: str
 
 
 class BinpackReport(BaseModel):
@@ -430,6 +436,7 @@ class BinpackReport(BaseModel):
     fragmentation: float
     suggested_moves: list[Move]
     nodes_freed: list[str]
+    skipped_nodes: list[SkippedNode]
     fragmentation_after: float
 
 

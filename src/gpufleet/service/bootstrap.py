@@ -77,7 +77,7 @@ def build_services(
         usage=UsageService(engine, clock, workloads),
         capacity=CapacityService(engine, clock),
         placement=PlacementService(engine),
-        binpack=BinpackService(engine),
+        binpack=BinpackService(engine, clock),
         ingest=IngestService(engine, clock),
         audit=AuditService(engine),
     )
