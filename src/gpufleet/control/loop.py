@@ -13,9 +13,11 @@ from gpufleet.autoscale.reactive import TargetTracking
 from gpufleet.control.approval import SimulatedApprovers
 from gpufleet.forecast.engine import GpufleetForecaster
 from gpufleet.forecast.seasonal_naive import SeasonalNaive
+from gpufleet.place.chain import DegradingChain
 from gpufleet.place.fallback import FallbackChain
 from gpufleet.ports import Approver, Forecaster, NodeScaler, Placer, Procurer, ReplicaAutoscaler
 from gpufleet.procure.baseline import LookbackPercentile
+from gpufleet.procure.online import BreakevenProcurer
 
 
 @dataclass(slots=True)
@@ -55,6 +57,8 @@ class ControlLoop:
         base = cls.baseline(seed, target_utilization, idle_node_timeout_s)
         base.name = "gpufleet"
         base.forecaster = GpufleetForecaster()
+        base.procurer = BreakevenProcurer()
+        base.placer = DegradingChain()
         base.autoscaler = PredictiveReplicas(control_period_s)
         base.node_scaler = PayoffAwareScaleDown(ClusterAutoscalerConfig(scale_down_unneeded_s=idle_node_timeout_s))
         return base
