@@ -158,7 +158,9 @@ def test_plan_proposals_enter_the_dual_approval_workflow_once(database: Database
         rid = res["reservation_id"]
         assert fin.post(f"/v1/reservations/{rid}/approve", json={"budget_code": "ml-2026"}).status_code == 200
         assert v.get(f"/v1/reservations/{rid}").json()["status"] == "pending_approval"  # one approval is not enough
-        assert fin.post(f"/v1/reservations/{rid}/approve", json={"budget_code": "ml-2026"}).status_code == 409  # same user twice
+        assert (
+            fin.post(f"/v1/reservations/{rid}/approve", json={"budget_code": "ml-2026"}).status_code == 409
+        )  # same user twice
         done = ml.post(f"/v1/reservations/{rid}/approve", json={"budget_code": "ml-2026"})
         assert done.status_code == 200 and done.json()["status"] == "submitted_to_cloud"
         assert fin.post("/v1/plans:propose", json={**body, "region": "mars-1"}).json()["field"] == "region"
