@@ -15,7 +15,8 @@ from starlette.concurrency import run_in_threadpool
 
 import gpufleet
 from gpufleet.api import problems
-from gpufleet.api.routes import fleet, health, planning, registry, reservations, workloads
+from gpufleet.api.routes import fleet, health, registry, reservations, workloads
+from gpufleet.api.routes.planning import router as planning_router
 from gpufleet.api.schemas import Problem
 from gpufleet.service.bootstrap import Services, build_services
 from gpufleet.service.settings import Settings
@@ -67,9 +68,9 @@ def create_app(settings: Settings | None = None, *, services: Services | None = 
     )
     app.state.services = services
     problems.install(app)
+    app.include_router(planning_router)
     for router in (health.router, reservations.router, workloads.router, fleet.router, registry.router):
         app.include_router(router)
-    app.include_router(planning.router)
     _add_problem_schema(app)
     return app
 
