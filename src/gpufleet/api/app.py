@@ -16,7 +16,6 @@ from starlette.concurrency import run_in_threadpool
 import gpufleet
 from gpufleet.api import problems
 from gpufleet.api.routes import fleet, health, registry, reservations, workloads
-from gpufleet.api.routes.planning import router as planning_router
 from gpufleet.api.schemas import Problem
 from gpufleet.service.bootstrap import Services, build_services
 from gpufleet.service.settings import Settings
@@ -68,6 +67,8 @@ def create_app(settings: Settings | None = None, *, services: Services | None = 
     )
     app.state.services = services
     problems.install(app)
+    from gpufleet.api.routes.planning import router as planning_router  # own line: merges with other routers
+
     app.include_router(planning_router)
     for router in (health.router, reservations.router, workloads.router, fleet.router, registry.router):
         app.include_router(router)
