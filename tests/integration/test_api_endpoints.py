@@ -243,16 +243,16 @@ def test_fleet_utilization_forecast_placement_and_binpack(server: LiveServer) ->
         rec = v.post("/v1/placement/recommendations", json=body).json()
         # no active reservation yet: reserved is skipped, unbounded on-demand wins
         assert rec["pool"] == "aws/us-east-1/h100_80gb/on_demand" and rec["region"] == "us-east-1"
-        assert rec["skipped"][0]["trigger"] == "quota_exhausted"
+        assert rec["skipped"][0]["trigger"] == "quota_headroom" and rec["action"] == "place"
         assert [f["tier"] for f in rec["fallback"]] == ["spot", "secondary", None]
         c.patch("/v1/pools/aws/us-east-1/h100_80gb/on_demand", json={"quota_gpus": 8})
         rec = v.post("/v1/placement/recommendations", json=body).json()
         assert rec["tier"] == "spot"
         serving = v.post("/v1/placement/recommendations", json={**body, "job_class": "serving"}).json()
         assert serving["tier"] == "secondary"
-        assert any(s["trigger"] == "serving_never_on_spot" for s in serving["skipped"])
+        assert any(s["trigger"] == "serving_never_spot" for s in serving["skipped"])
         low = v.post("/v1/placement/recommendations", json={**body, "priority": "low", "checkpointable": False}).json()
-        assert low["pool"] is None and low["reason"] == "queued_all_pools_exhausted"
+        assert low["pool"] is None and low["reason"] == "queued_no_capacity_signal"
         c.patch("/v1/pools/aws/us-east-1/h100_80gb/on_demand", json={"quota_gpus": None})
         bad = v.post("/v1/placement/recommendations", json={**body, "gpus": 0})
         assert bad.status_code == 422 and bad.json()["field"] == "gpus"

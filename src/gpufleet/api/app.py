@@ -67,6 +67,9 @@ def create_app(settings: Settings | None = None, *, services: Services | None = 
     )
     app.state.services = services
     problems.install(app)
+    from gpufleet.api.routes.planning import router as planning_router  # own line: merges with other routers
+
+    app.include_router(planning_router)
     for router in (health.router, reservations.router, workloads.router, fleet.router, registry.router):
         app.include_router(router)
     _add_problem_schema(app)

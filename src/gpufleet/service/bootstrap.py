@@ -9,13 +9,16 @@ from sqlalchemy import Engine
 from gpufleet.adapters.providers import ProviderPort, SimulatedProvider
 from gpufleet.adapters.sql.engine import make_engine, safe_url
 from gpufleet.adapters.sql.migrate import ensure_migrated
+from gpufleet.service.accuracy import ForecastAccuracyService
 from gpufleet.service.audit import AuditService
 from gpufleet.service.auth import Authenticator
+from gpufleet.service.autoscaling import AutoscalingService
 from gpufleet.service.binpack import BinpackService
 from gpufleet.service.capacity import CapacityService
 from gpufleet.service.clock import Clock, IdGenerator, RandomIds, SystemClock
 from gpufleet.service.ingest import IngestService
-from gpufleet.service.placement import PlacementService
+from gpufleet.service.placement_chain import ChainPlacementService
+from gpufleet.service.procurement import ProcurementService
 from gpufleet.service.registry import RegistryService
 from gpufleet.service.reservations import CrashHook, ReservationService
 from gpufleet.service.settings import Settings
@@ -35,10 +38,13 @@ class Services:
     workloads: WorkloadService
     usage: UsageService
     capacity: CapacityService
-    placement: PlacementService
+    placement: ChainPlacementService
     binpack: BinpackService
     ingest: IngestService
     audit: AuditService
+    accuracy: ForecastAccuracyService
+    procurement: ProcurementService
+    autoscaling: AutoscalingService
 
 
 def build_services(
@@ -57,27 +63,33 @@ def build_services(
     ids = ids or RandomIds()
     provider = provider or SimulatedProvider(engine)
     workloads = WorkloadService(engine, clock, ids)
+    accuracy = ForecastAccuracyService(engine, clock)
+    capacity = CapacityService(engine, clock, recorder=accuracy.record)
+    reservations = ReservationService(
+        engine,
+        clock,
+        ids,
+        provider,
+        approval_threshold_usd=settings.approval_threshold_usd,
+        provider_max_attempts=settings.provider_max_attempts,
+        crash_hook=crash_hook,
+    )
     return Services(
         settings=settings,
         engine=engine,
         clock=clock,
         provider=provider,
         auth=Authenticator(engine, cache_s=settings.token_cache_s),
-        reservations=ReservationService(
-            engine,
-            clock,
-            ids,
-            provider,
-            approval_threshold_usd=settings.approval_threshold_usd,
-            provider_max_attempts=settings.provider_max_attempts,
-            crash_hook=crash_hook,
-        ),
+        reservations=reservations,
         registry=RegistryService(engine, clock),
         workloads=workloads,
         usage=UsageService(engine, clock, workloads),
-        capacity=CapacityService(engine, clock),
-        placement=PlacementService(engine),
+        capacity=capacity,
+        placement=ChainPlacementService(engine, clock),
         binpack=BinpackService(engine, clock),
         ingest=IngestService(engine, clock),
         audit=AuditService(engine),
+        accuracy=accuracy,
+        procurement=ProcurementService(engine, clock, capacity, reservations),
+        autoscaling=AutoscalingService(engine, workloads),
     )

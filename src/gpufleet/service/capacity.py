@@ -17,6 +17,7 @@ model (None with fewer than 21 days of history).
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from functools import lru_cache
 from typing import Any
 
@@ -69,8 +70,13 @@ def _memo(y_bytes: bytes, h: int) -> tuple[np.ndarray, str, float | None]:
     return band, method, _coverage(y)
 
 
+# (sku_id, start_s, daily history, band (h, 3) of LEVELS, method): called with every served forecast
+ForecastRecorder = Callable[[str, int, np.ndarray, np.ndarray, str], None]
+
+
 class CapacityService:
-    def __init__(self, engine: Engine, clock: Clock) -> None:
+    def __init__(self, engine: Engine, clock: Clock, recorder: ForecastRecorder | None = None) -> None:
+        self._recorder = recorder
         # plain reads, statements built once with bound parameters (see placement.py for why)
         self._engine = (
             engine.execution_options(isolation_level="AUTOCOMMIT") if engine.dialect.name == ("postgresql") else engine
@@ -118,6 +124,8 @@ class CapacityService:
             y = np.zeros(n_days)
             y[arr[:, 0].astype(np.int64) - first_day] = arr[:, 1] / DAY_S
         band, method, confidence = _memo(np.ascontiguousarray(y, dtype=np.float64).tobytes(), days)
+        if self._recorder is not None:  # every served forecast is kept with its issue time (accuracy tracking)
+            self._recorder(sku_id, today_s, y, band, method)
         day_starts = today_s + DAY_S * np.arange(days)
         committed = np.zeros(days)
         pending = np.zeros(days)

@@ -216,3 +216,32 @@ class SimProviderOrderRow(Base):
     term_months: Mapped[int] = mapped_column(Integer)
     start_s: Mapped[int] = mapped_column(BigInteger)
     created_at_s: Mapped[int] = mapped_column(BigInteger)
+
+
+class PoolSignalRow(Base):
+    """Live placement signals of a pool (migration 0004): a provider's stockout and the expected queue wait."""
+
+    __tablename__ = "pool_signals"
+    pool_id: Mapped[str] = mapped_column(ForeignKey("pools.id"), primary_key=True)
+    stockout: Mapped[bool] = mapped_column(Boolean, default=False)
+    queue_wait_s: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    updated_at_s: Mapped[int] = mapped_column(BigInteger)
+
+
+class ForecastIssueRow(Base):
+    """One served capacity forecast with its issue time (migration 0004), scored later against actuals.
+
+    ``values_json`` is the quantile matrix (len(quantiles) x horizon); step k covers ``start_s + k * step_s``.
+    """
+
+    __tablename__ = "forecast_issues"
+    __table_args__ = (Index("ix_forecast_issues_series_time", "series_id", "issued_at_s"),)
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    series_id: Mapped[str] = mapped_column(String(64))
+    model: Mapped[str] = mapped_column(String(128))
+    issued_at_s: Mapped[int] = mapped_column(BigInteger)
+    start_s: Mapped[int] = mapped_column(BigInteger)
+    step_s: Mapped[int] = mapped_column(Integer)
+    scale: Mapped[float] = mapped_column(Float)
+    quantiles_json: Mapped[str] = mapped_column(Text)
+    values_json: Mapped[str] = mapped_column(Text)

@@ -16,14 +16,10 @@ from gpufleet.api.schemas import (
     CapacityForecast,
     FleetUtilization,
     IngestResultPublic,
-    PlacementRecommendation,
-    PlacementRequest,
     UtilizationIngest,
 )
 from gpufleet.api.types import IdPath, SkuQuery, WindowQuery
 from gpufleet.domain.errors import ValidationError
-from gpufleet.domain.workloads import Priority, WorkloadKind
-from gpufleet.service import placement
 from gpufleet.service.ingest import parse_csv
 from gpufleet.service.windows import parse_window_s
 
@@ -42,20 +38,6 @@ def capacity_forecast(
 @router.get("/v1/fleet/utilization", response_model=FleetUtilization)
 def fleet_utilization(services: ServicesDep, actor: CurrentActor, sku: SkuQuery, window: WindowQuery = "7d") -> Any:
     return services.usage.fleet_utilization(actor, sku_id=sku, window_s=parse_window_s(window))
-
-
-@router.post("/v1/placement/recommendations", response_model=PlacementRecommendation)
-def placement_recommendation(body: PlacementRequest, services: ServicesDep, actor: CurrentActor) -> Any:
-    """Where to run: the first tier with headroom (reserved -> on_demand -> spot -> secondary), else queue."""
-    req = placement.PlacementRequest(
-        job_class=WorkloadKind(body.job_class),
-        priority=Priority.parse(body.priority),
-        sku_id=body.sku,
-        gpus=body.gpus,
-        regions=tuple(body.regions),
-        checkpointable=body.checkpointable,
-    )
-    return services.placement.recommend(actor, req)
 
 
 @router.get("/v1/clusters/{cluster}/binpack", response_model=BinpackReport)

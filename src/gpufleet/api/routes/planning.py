@@ -1,0 +1,118 @@
+"""Planning routes: placement with graceful degradation, pool signals, quota outlook, plan -> pending
+reservations, forecast accuracy, and the replica autoscaler's decision for a workload."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Query
+
+from gpufleet.api.deps import CurrentActor, ServicesDep
+from gpufleet.api.problems import PROBLEM_RESPONSES
+from gpufleet.api.schemas_plan import (
+    AutoscalingDecision,
+    ForecastAccuracyPublic,
+    PlacementRecommendation,
+    PlacementRequest,
+    PlanProposeIn,
+    PlanProposePublic,
+    PoolSignalIn,
+    PoolSignalPublic,
+    QuotaOutlookPublic,
+)
+from gpufleet.api.types import SKU_PATTERN, IdPath
+from gpufleet.domain.workloads import DegradeOption, Priority, WorkloadKind
+from gpufleet.place.degrade import RunningWork
+from gpufleet.service.placement_chain import ChainPlacementRequest
+
+router = APIRouter(tags=["planning"], responses=PROBLEM_RESPONSES)
+OptionalSku = Annotated[str | None, Query(pattern=SKU_PATTERN)]
+Rate = Annotated[float, Query(ge=0.0, le=1e9, allow_inf_nan=False)]
+
+
+@router.post("/v1/placement/recommendations", response_model=PlacementRecommendation)
+def placement_recommendation(body: PlacementRequest, services: ServicesDep, actor: CurrentActor) -> Any:
+    """Pool, region and the ordered fallback chain (each link with its trigger); when no pool takes the job:
+    a declared degrade option, preemption of lower priority work, or a deadline-aware queue decision with the
+    expected start. An exhausted pool is a skipped link with its reason, never an error."""
+    req = ChainPlacementRequest(
+        job_class=WorkloadKind(body.job_class),
+        priority=Priority.parse(body.priority),
+        sku_id=body.sku,
+        gpus=body.gpus,
+        regions=tuple(body.regions),
+        checkpointable=body.checkpointable,
+        replicas=body.replicas,
+        deadline_s=body.deadline_s,
+        expected_run_s=body.expected_run_s,
+        degrade_options=tuple(DegradeOption(o.gpus, o.sku, o.min_replicas) for o in body.degrade_options),
+        running=tuple(
+            RunningWork(r.workload_id, r.pool, r.gpus, Priority.parse(r.priority), WorkloadKind(r.job_class))
+            for r in body.running
+        ),
+    )
+    return services.placement.recommend(actor, req)
+
+
+@router.put("/v1/placement/signals", response_model=PoolSignalPublic)
+def set_pool_signal(body: PoolSignalIn, services: ServicesDep, actor: CurrentActor) -> Any:
+    """Report a pool's stockout and expected queue wait (what placement uses as triggers)."""
+    return services.placement.set_signal(
+        actor, pool_id=body.pool, stockout=body.stockout, queue_wait_s=body.queue_wait_s
+    )
+
+
+@router.get("/v1/quotas/outlook", response_model=QuotaOutlookPublic)
+def quotas_outlook(
+    services: ServicesDep,
+    actor: CurrentActor,
+    sku: OptionalSku = None,
+    days: Annotated[int, Query(ge=1, le=730)] = 90,
+    increase_lead_days: Annotated[int, Query(ge=0, le=365)] = 14,
+) -> Any:
+    """Per provider/region/SKU pool: when forecast demand exhausts the quota, and the date by which an
+    increase must be requested given its lead time."""
+    return services.procurement.quota_outlook(actor, sku_id=sku, days=days, increase_lead_days=increase_lead_days)
+
+
+@router.post("/v1/plans:propose", response_model=PlanProposePublic)
+def plans_propose(body: PlanProposeIn, services: ServicesDep, actor: CurrentActor) -> Any:
+    """Plan a SKU in a region from its utilization history and create the orders due now as pending
+    reservations (the approval workflow applies: dual approval above the threshold). Idempotent per order."""
+    return services.procurement.propose(
+        actor,
+        sku_id=body.sku,
+        region_id=body.region,
+        horizon_days=body.horizon_days,
+        within_days=body.within_days,
+        workload_class=body.workload_class,
+    )
+
+
+@router.get("/v1/capacity/forecast/accuracy", response_model=ForecastAccuracyPublic)
+def forecast_accuracy(
+    services: ServicesDep,
+    actor: CurrentActor,
+    sku: OptionalSku = None,
+    last: Annotated[int, Query(ge=1, le=1000)] = 50,
+) -> Any:
+    """MASE, scaled pinball and 80% coverage per series of the forecasts served by GET /v1/capacity/forecast,
+    scored on the days elapsed since against the utilization records."""
+    return services.accuracy.accuracy(actor, sku_id=sku, last=last)
+
+
+@router.get("/v1/workloads/{workload_id}/autoscaling/decision", response_model=AutoscalingDecision)
+def autoscaling_decision(
+    workload_id: IdPath,
+    services: ServicesDep,
+    actor: CurrentActor,
+    rps: Annotated[list[Rate], Query(min_length=1, max_length=1440)],
+    replicas: Annotated[int | None, Query(ge=0, le=10_000)] = None,
+    queue_depth: Annotated[int, Query(ge=0, le=2**31 - 1)] = 0,
+    period_s: Annotated[int, Query(ge=1, le=3600)] = 60,
+) -> Any:
+    """The predictive replica autoscaler's decision for the workload's stored min/max/target_rps: send the
+    recent request rates oldest first (``rps=..&rps=..``), one per ``period_s``."""
+    return services.autoscaling.decision(
+        actor, workload_id, rps=rps, replicas=replicas, queue_depth=queue_depth, period_s=period_s
+    )

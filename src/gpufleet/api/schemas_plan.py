@@ -1,0 +1,196 @@
+"""Schemas of the planning routes (placement with degradation, pool signals, quota outlook, plan proposals,
+forecast accuracy, autoscaling decisions). Request bodies forbid unknown fields."""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, Field
+
+from gpufleet.api.schemas import JobClass, PlacementStep, PriorityName, Strict
+from gpufleet.api.types import Id, PoolId, Seconds, SkuId, UsdOut
+
+Gpus = Annotated[int, Field(ge=1, le=100_000)]
+Replicas = Annotated[int, Field(ge=1, le=10_000)]
+
+
+class DegradeOptionIn(Strict):
+    """A smaller configuration the workload accepts when its pools are exhausted (at least one field)."""
+
+    gpus: Gpus | None = Field(default=None, description="GPUs per replica (or per gang member)")
+    sku: SkuId | None = None
+    min_replicas: Replicas | None = None
+
+
+class RunningWorkIn(Strict):
+    """Running work the caller knows about, in a pool: a candidate for preemption by higher priority."""
+
+    workload_id: Id
+    pool: PoolId
+    gpus: Gpus
+    priority: PriorityName
+    job_class: JobClass = "training"
+
+
+class PlacementRequest(Strict):
+    """``gpus`` per replica (gang member) x ``replicas`` (default 1: ``gpus`` is the job's total)."""
+
+    job_class: JobClass
+    priority: PriorityName
+    sku: SkuId
+    gpus: Gpus = 8
+    regions: Annotated[list[Id], Field(max_length=20)] = Field(default_factory=list)
+    checkpointable: bool = False
+    replicas: Replicas = 1
+    deadline_s: Seconds | None = Field(default=None, description="UNIX seconds by which the job must finish")
+    expected_run_s: Annotated[int, Field(ge=0, le=366 * 86400)] = 0
+    degrade_options: Annotated[list[DegradeOptionIn], Field(max_length=10)] = Field(default_factory=list)
+    running: Annotated[list[RunningWorkIn], Field(max_length=1000)] = Field(default_factory=list)
+
+
+class DegradeOut(BaseModel):
+    gpus: int | None
+    sku: str | None
+    min_replicas: int | None
+
+
+class PlacementRecommendation(BaseModel):
+    region: str | None
+    pool: str | None
+    tier: str | None
+    price_usd_per_gpu_h: UsdOut | None
+    reason: str
+    fallback: list[PlacementStep]
+    skipped: list[PlacementStep]
+    tiers_considered: list[str]
+    action: Literal["place", "degrade", "preempt", "queue"]
+    sku: str | None
+    gpus: int
+    degrade: DegradeOut | None
+    victims: list[str]
+    expected_start_s: int | None
+
+
+class PoolSignalIn(Strict):
+    pool: PoolId
+    stockout: bool = False
+    queue_wait_s: Annotated[int, Field(ge=0, le=366 * 86400)] | None = None
+
+
+class PoolSignalPublic(BaseModel):
+    pool: str
+    stockout: bool
+    queue_wait_s: int | None
+    updated_at_s: int
+
+
+class QuotaOutlookPool(BaseModel):
+    pool: str
+    provider: str
+    region: str
+    sku: str
+    tier: str
+    quota_gpus: int | None
+    peak_demand_gpus: float
+    headroom_gpus_now: float | None
+    exhausts_at_s: int | None
+    request_by_s: int | None
+    reason: str
+
+
+class QuotaOutlookPublic(BaseModel):
+    now_s: int
+    days: int
+    increase_lead_days: int
+    pools: list[QuotaOutlookPool]
+
+
+class PlanProposeIn(Strict):
+    sku: SkuId
+    region: Id
+    horizon_days: Annotated[int, Field(ge=7, le=730)] = 180
+    within_days: Annotated[int, Field(ge=0, le=365)] = 7
+    workload_class: Literal["serving", "training", "checkpointable"] = "serving"
+
+
+class PlanProposal(BaseModel):
+    action: str
+    tier: str
+    units: int
+    start_s: int
+    term_days: int | None
+    submit_by_s: int
+    est_cost_usd: float
+    rationale: str
+    reason: str
+    due: bool
+
+
+class PlanReservation(BaseModel):
+    reservation_id: str
+    status: str
+    units: int
+    start_s: int
+    term_months: int
+    est_cost_usd: UsdOut
+    approvals_required: int
+    idempotency_key: str
+    tier: str
+
+
+class PlanProposePublic(BaseModel):
+    sku: str
+    region: str
+    plan_start_s: int
+    horizon_days: int
+    proposals: list[PlanProposal]
+    created: list[PlanReservation]
+    coverage: dict[str, float]
+
+
+class ForecastScore(BaseModel):
+    model: str
+    issued_at_s: int
+    points: int
+    mase: float | None
+    pinball: float | None
+    coverage_80: float | None
+
+
+class SeriesAccuracy(BaseModel):
+    series_id: str
+    forecasts_scored: int
+    forecasts_pending: int
+    points: int
+    mase: float | None
+    pinball: float | None
+    coverage_80: float | None
+    by_model: dict[str, dict[str, float | None]]
+    forecasts: list[ForecastScore]
+
+
+class ForecastAccuracyPublic(BaseModel):
+    now_s: int
+    series: list[SeriesAccuracy]
+
+
+class AutoscalingBudget(BaseModel):
+    budget_usd_day: float | None
+    price_usd_per_replica_h: float
+    spend_usd_day: float
+    bound: bool
+    exceeded: bool
+    degrade: str | None
+
+
+class AutoscalingDecision(BaseModel):
+    workload_id: str
+    version: int
+    min: int
+    max: int
+    target_rps: float
+    current_replicas: int
+    desired_replicas: int
+    reason: str
+    forecast_rps: float
+    budget: AutoscalingBudget

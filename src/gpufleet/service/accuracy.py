@@ -1,0 +1,160 @@
+"""Forecast accuracy tracking for the service: every capacity forecast served is stored with its issue time,
+and scored on request against the daily demand the utilization records report since.
+
+Recording (``record``, the capacity service's recorder): one ``forecast_issues`` row per distinct forecast
+(series = SKU, model = the forecast's method, start = the first forecast day, step = 1 day, the quantile
+matrix, and the MASE scale fixed at issue time: the in-sample seasonal-naive (7-day) MAE of the history the
+forecast saw). The same forecast served again (same series, start, model and values) is stored once.
+
+Scoring (``accuracy``) uses :mod:`gpufleet.forecast.tracking`: each stored forecast is cut to the days that
+have fully elapsed (``start + (k+1) * 1 day <= now``) and scored with ``tracking.score`` via an
+:class:`~gpufleet.forecast.tracking.AccuracyTracker`. The actual of a day is its GPU-seconds / 86400 summed
+over the utilization records of that SKU (the capacity forecast's own definition of demand). A day without
+any record counts as missing (not as zero demand): it is left out of the scores. MASE uses the p50 as the
+point forecast. A forecast with no elapsed day with actuals is reported as pending.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import threading
+from collections import OrderedDict
+from typing import Any
+
+import numpy as np
+from sqlalchemy import Engine, String, bindparam, func, select
+
+from gpufleet.adapters.sql.models import ForecastIssueRow, SkuRow, UtilizationRow
+from gpufleet.domain.errors import PermissionDenied, ValidationError
+from gpufleet.forecast.metrics import seasonal_naive_scale
+from gpufleet.forecast.quantiles import QuantileForecast
+from gpufleet.forecast.tracking import AccuracyTracker, IssuedForecast
+from gpufleet.service.auth import Actor, Role
+from gpufleet.service.clock import Clock
+from gpufleet.service.uow import UnitOfWork
+
+DAY_S = 86400
+SEASON_DAYS = 7
+LEVELS = (0.1, 0.5, 0.9)
+_SEEN_MAX = 1024
+
+
+def _finite(x: float) -> float | None:
+    return None if not math.isfinite(x) else round(x, 6)
+
+
+class ForecastAccuracyService:
+    def __init__(self, engine: Engine, clock: Clock) -> None:
+        self._engine = engine
+        self._clock = clock
+        self._seen: OrderedDict[bytes, None] = OrderedDict()
+        self._lock = threading.Lock()
+        day = UtilizationRow.bucket_start_s // DAY_S
+        self._daily = (
+            select(day, func.sum(UtilizationRow.gpus_allocated * UtilizationRow.bucket_s))
+            .where(
+                UtilizationRow.sku_id == bindparam("sku", type_=String()),
+                UtilizationRow.bucket_start_s >= bindparam("since_s"),
+                UtilizationRow.bucket_start_s < bindparam("until_s"),
+            )
+            .group_by(day)
+        )
+
+    # ---- recording ---------------------------------------------------------------------------------------
+    def record(self, sku_id: str, start_s: int, history: np.ndarray, band: np.ndarray, method: str) -> None:
+        """Store one served forecast (``band``: (h, 3) of the p10, p50, p90), once per distinct forecast."""
+        values = np.ascontiguousarray(np.asarray(band, dtype=np.float64).T)
+        key = hashlib.sha256(f"{sku_id}|{start_s}|{method}|".encode() + values.tobytes()).digest()
+        with self._lock:
+            if key in self._seen:
+                self._seen.move_to_end(key)
+                return
+        scale = seasonal_naive_scale(np.asarray(history, dtype=np.float64), SEASON_DAYS) if history.size else 1.0
+        with UnitOfWork(self._engine, write=True) as uow:
+            uow.session.add(
+                ForecastIssueRow(
+                    series_id=sku_id,
+                    model=method[:128],
+                    issued_at_s=self._clock.now_s(),
+                    start_s=start_s,
+                    step_s=DAY_S,
+                    scale=float(scale),
+                    quantiles_json=json.dumps(list(LEVELS)),
+                    values_json=json.dumps(values.tolist()),
+                )
+            )
+            uow.commit()
+        with self._lock:
+            self._seen[key] = None
+            while len(self._seen) > _SEEN_MAX:
+                self._seen.popitem(last=False)
+
+    # ---- scoring -----------------------------------------------------------------------------------------
+    def accuracy(self, actor: Actor, *, sku_id: str | None, last: int) -> dict[str, Any]:
+        """Per series: the mean MASE / pinball / 80% coverage of its last ``last`` scored forecasts, and each."""
+        if actor.role is Role.APP_TEAM:
+            raise PermissionDenied("app_team tokens do not read fleet capacity plans")
+        if not 1 <= last <= 1000:
+            raise ValidationError("last", "must be in 1..1000")
+        now_s = self._clock.now_s()
+        stmt = select(ForecastIssueRow).order_by(ForecastIssueRow.issued_at_s, ForecastIssueRow.id)
+        with UnitOfWork(self._engine, write=False) as uow:
+            if sku_id is not None:
+                if uow.session.get(SkuRow, sku_id) is None:
+                    raise ValidationError("sku", f"unknown SKU {sku_id!r}")
+                stmt = stmt.where(ForecastIssueRow.series_id == sku_id)
+            issues = list(uow.session.scalars(stmt))
+            actuals: dict[str, dict[int, float]] = {}
+            for series in sorted({r.series_id for r in issues}):
+                first = min(r.start_s for r in issues if r.series_id == series)
+                rows = uow.session.execute(self._daily, {"sku": series, "since_s": first, "until_s": now_s}).all()
+                actuals[series] = {int(d) * DAY_S: float(v) / DAY_S for d, v in rows}
+        tracker = AccuracyTracker()
+        pending: dict[str, int] = {}
+        for r in issues:
+            values = np.asarray(json.loads(r.values_json), dtype=np.float64)
+            n = min(values.shape[1], max(0, (now_s - r.start_s) // r.step_s))
+            grid = [r.start_s + k * r.step_s for k in range(n)]
+            obs = actuals.get(r.series_id, {})
+            if n == 0 or not any(t in obs for t in grid):
+                pending[r.series_id] = pending.get(r.series_id, 0) + 1
+                continue
+            qs = tuple(json.loads(r.quantiles_json))
+            cut = values[:, :n]
+            fc = QuantileForecast(mean=cut[qs.index(0.5)], quantiles=qs, values=cut, method=r.model)
+            tracker.record(IssuedForecast(r.series_id, r.model, r.issued_at_s, r.start_s, r.step_s, r.scale, fc))
+        # all actuals first, then one scoring pass (observe() scores every pending forecast it can)
+        tracker.actuals = {series: dict(obs) for series, obs in actuals.items()}
+        tracker.observe("", [], [], now_s)
+        out = []
+        for series in sorted({r.series_id for r in issues}):
+            recs = [x for x in tracker.history.get(series, []) if x.n_points > 0][-last:]
+            models = sorted({x.model for x in recs})
+            out.append(
+                {
+                    "series_id": series,
+                    "forecasts_scored": len(recs),
+                    "forecasts_pending": pending.get(series, 0),
+                    "points": sum(x.n_points for x in recs),
+                    "mase": _finite(float(np.nanmean([x.mase for x in recs]))) if recs else None,
+                    "pinball": _finite(float(np.nanmean([x.pinball for x in recs]))) if recs else None,
+                    "coverage_80": _finite(float(np.nanmean([x.coverage_80 for x in recs]))) if recs else None,
+                    "by_model": {
+                        m: {k: _finite(v) for k, v in tracker.summary(series, m, last=last).items()} for m in models
+                    },
+                    "forecasts": [
+                        {
+                            "model": x.model,
+                            "issued_at_s": x.issued_at_s,
+                            "points": x.n_points,
+                            "mase": _finite(x.mase),
+                            "pinball": _finite(x.pinball),
+                            "coverage_80": _finite(x.coverage_80),
+                        }
+                        for x in recs
+                    ],
+                }
+            )
+        return {"now_s": now_s, "series": out}

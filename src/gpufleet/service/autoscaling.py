@@ -1,0 +1,113 @@
+"""The replica autoscaler's decision for a stored serving workload, by the shared
+:class:`gpufleet.autoscale.replica.PredictiveReplicaAutoscaler` (what ``gpufleet loop`` and the autoscaling
+benchmark run).
+
+Stateless and explicit: the caller sends the recent request rates (oldest first, one per ``period_s``), the
+replicas running now and the queue depth. A fresh autoscaler configured from the workload's stored
+``min_replicas`` / ``max_replicas`` / ``target_rps`` (set by ``PUT .../autoscaling``) and ``budget_usd_day``
+replays the series and returns its decision for the last one: desired replicas (always within
+[min, max]), the reason code, the load it provisions for, and the budget (spend per day at the
+replica price, whether the budget bound the decision or had to be exceeded to honour ``min``).
+
+Replica price = on-demand catalog price of the workload's SKU x its GPUs per replica; cold start = the
+domain default for serving (210 s). With a short series the autoscaler's forecaster is still warming up and
+sizes for up to twice the observed rate; it sharpens as the series grows (up to 1,440 points).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from sqlalchemy import Engine
+
+from gpufleet.autoscale.replica import PredictiveReplicaAutoscaler, ReplicaAutoscalerConfig
+from gpufleet.autoscale.signals import ReplicaSignals
+from gpufleet.domain.catalog import PRICES_BY_SKU
+from gpufleet.domain.errors import ValidationError
+from gpufleet.domain.workloads import ServingScaling
+from gpufleet.service.auth import Actor
+from gpufleet.service.uow import UnitOfWork
+from gpufleet.service.workloads import WorkloadService
+
+COLD_START_S = ServingScaling(1, 1, 1.0).cold_start_s
+MAX_POINTS = 1440
+
+
+class AutoscalingService:
+    def __init__(self, engine: Engine, workloads: WorkloadService) -> None:
+        self._engine = engine
+        self._workloads = workloads
+
+    def decision(
+        self,
+        actor: Actor,
+        workload_id: str,
+        *,
+        rps: Sequence[float],
+        replicas: int | None,
+        queue_depth: int,
+        period_s: int,
+    ) -> dict[str, Any]:
+        if not 1 <= len(rps) <= MAX_POINTS:
+            raise ValidationError("rps", f"send 1..{MAX_POINTS} request rates, oldest first")
+        with UnitOfWork(self._engine, write=False) as uow:
+            row = self._workloads.get_row(uow, actor, workload_id)  # 404 / team check
+            kind, sku, gpus = row.kind, row.gpu_sku, row.gpus
+            lo, hi, target = row.min_replicas, row.max_replicas, row.target_rps
+            budget = None if row.budget_cents_day is None else row.budget_cents_day / 100
+            version = row.version
+        if kind != "serving":
+            raise ValidationError("workload_id", "only serving workloads have a replica autoscaler")
+        if not target or target <= 0:
+            raise ValidationError("target_rps", "set target_rps > 0 with PUT /v1/workloads/{id}/autoscaling first")
+        price = PRICES_BY_SKU.get(sku)
+        price_h = float(price.on_demand) * max(gpus, 1) if price is not None else 0.0
+        config = ReplicaAutoscalerConfig(
+            min_replicas=lo,
+            max_replicas=hi,
+            target_per_replica=target,
+            cold_start_s=COLD_START_S,
+            period_s=period_s,
+            price_usd_per_replica_h=price_h,
+            budget_usd_day=budget,
+        )
+        scaler = PredictiveReplicaAutoscaler(config)
+        current = lo if replicas is None else replicas
+        decision = None
+        for i, v in enumerate(rps):
+            last = i == len(rps) - 1
+            decision = scaler.decide(
+                ReplicaSignals(
+                    now_s=float((i + 1) * period_s),
+                    ready=current,
+                    starting=0,
+                    period_s=float(period_s),
+                    arrival_rps=float(v),
+                    concurrency=0.0,
+                    queue_depth=queue_depth if last else 0,
+                    load_replicas=float(v) / target,
+                )
+            )
+        assert decision is not None
+        return {
+            "workload_id": workload_id,
+            "version": version,
+            "min": lo,
+            "max": hi,
+            "target_rps": target,
+            "current_replicas": current,
+            "desired_replicas": decision.desired,
+            "reason": decision.reason,
+            "forecast_rps": round(decision.forecast, 6),
+            "budget": {
+                "budget_usd_day": budget,
+                "price_usd_per_replica_h": round(price_h, 6),
+                "spend_usd_day": round(decision.desired * price_h * 24, 2)
+                if decision.spend_usd_day is None
+                else round(decision.spend_usd_day, 2),
+                "bound": decision.budget_bound,
+                "exceeded": decision.budget_exceeded,
+                "degrade": decision.degrade,
+            },
+        }

@@ -1,0 +1,190 @@
+"""Quota outlook and plan-to-reservation proposals over stored data, decided by the procurement package.
+
+**Quota outlook** (:func:`gpufleet.procure.quota.quota_outlook`, per provider/region/SKU pool of the
+on-demand, spot and secondary tiers): the demand a pool must absorb is the capacity forecast's daily p90
+(the same forecast ``GET /v1/capacity/forecast`` serves) above the SKU's committed reservations
+(active + submitted). Utilization records carry no region, so each pool is checked against the whole
+spill-over of its SKU (conservative: the case where it all lands in that pool). ``exhausts_at_s`` is the
+first day that spill-over exceeds the pool's quota; ``request_by_s`` is that day minus the quota-increase
+lead time (``increase_lead_days``, default 14).
+
+**Plan proposals** (:func:`gpufleet.procure.planning.plan_from_history`, the same call as ``gpufleet plan``):
+the SKU's hourly GPU demand of the last 28 days (from utilization records) is planned for ``horizon_days``
+from the next day; the orders due now (``due_proposals``: submit-by within ``within_days``) become pending
+reservations through the existing reservation use case, so the approval rules (dual approval above the
+threshold) apply unchanged. Each order carries a deterministic Idempotency-Key, so re-running the job does
+not propose the same order twice.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from typing import Any
+
+import numpy as np
+from sqlalchemy import Engine, String, bindparam, func, select
+
+from gpufleet.adapters.sql.models import PoolRow, RegionRow, SkuRow, UtilizationRow
+from gpufleet.domain.errors import ValidationError
+from gpufleet.domain.pools import Tier
+from gpufleet.procure.planning import plan_from_history
+from gpufleet.procure.proposals import due_proposals, to_reservation
+from gpufleet.procure.quota import quota_outlook
+from gpufleet.service.auth import Actor, Role
+from gpufleet.service.capacity import CapacityService
+from gpufleet.service.clock import Clock
+from gpufleet.service.reservations import ReservationService
+from gpufleet.service.uow import UnitOfWork
+
+DAY_S = 86400
+HOUR_S = 3600
+LOOKBACK_DAYS = 28
+_QUOTA_TIERS = (Tier.ON_DEMAND.value, Tier.SPOT.value, Tier.SECONDARY.value)
+
+
+class ProcurementService:
+    def __init__(
+        self, engine: Engine, clock: Clock, capacity: CapacityService, reservations: ReservationService
+    ) -> None:
+        self._engine = engine
+        self._clock = clock
+        self._capacity = capacity
+        self._reservations = reservations
+        hour = UtilizationRow.bucket_start_s // HOUR_S
+        self._hourly = (
+            select(hour, func.sum(UtilizationRow.gpus_allocated * UtilizationRow.bucket_s))
+            .where(
+                UtilizationRow.sku_id == bindparam("sku", type_=String()),
+                UtilizationRow.bucket_start_s >= bindparam("since_s"),
+                UtilizationRow.bucket_start_s < bindparam("until_s"),
+            )
+            .group_by(hour)
+        )
+
+    def quota_outlook(self, actor: Actor, *, sku_id: str | None, days: int, increase_lead_days: int) -> dict[str, Any]:
+        if not 0 <= increase_lead_days <= 365:
+            raise ValidationError("increase_lead_days", "must be in 0..365")
+        now_s = self._clock.now_s()
+        with UnitOfWork(self._engine, write=False) as uow:
+            stmt = select(PoolRow).where(PoolRow.tier.in_(_QUOTA_TIERS)).order_by(PoolRow.id)
+            if sku_id is not None:
+                if uow.session.get(SkuRow, sku_id) is None:
+                    raise ValidationError("sku", f"unknown SKU {sku_id!r}")
+                stmt = stmt.where(PoolRow.sku_id == sku_id)
+            pools = [
+                (p.id, p.provider_id, p.region_id, p.sku_id, p.tier, p.quota_gpus) for p in uow.session.scalars(stmt)
+            ]
+        forecasts: dict[str, dict[str, Any]] = {}
+        out = []
+        for pool_id, provider_id, region_id, sku, tier, quota in pools:
+            if sku not in forecasts:
+                forecasts[sku] = self._capacity.forecast(actor, sku_id=sku, days=days)
+            fc = forecasts[sku]
+            p90 = np.array([d["p90"] for d in fc["demand"]])
+            committed = np.array([s["committed_units"] for s in fc["supply"]], dtype=np.float64)
+            spill = np.maximum(p90 - committed, 0.0)
+            start_s = int(fc["demand"][0]["day_start_s"])
+            o = quota_outlook(
+                pool_id,
+                spill,
+                start_s=start_s,
+                period_s=DAY_S,
+                quota_gpus=None if quota is None else float(quota),
+                increase_lead_time_s=increase_lead_days * DAY_S,
+                now_s=now_s,
+            )
+            out.append(
+                {
+                    "pool": pool_id,
+                    "provider": provider_id,
+                    "region": region_id,
+                    "sku": sku,
+                    "tier": tier,
+                    "quota_gpus": quota,
+                    "peak_demand_gpus": round(o.peak_forecast_gpus, 3),
+                    "headroom_gpus_now": None if o.headroom_gpus_now is None else round(o.headroom_gpus_now, 3),
+                    "exhausts_at_s": o.exhausts_at_s,
+                    "request_by_s": o.request_by_s,
+                    "reason": o.reason,
+                }
+            )
+        return {"now_s": now_s, "days": days, "increase_lead_days": increase_lead_days, "pools": out}
+
+    def propose(
+        self, actor: Actor, *, sku_id: str, region_id: str, horizon_days: int, within_days: int, workload_class: str
+    ) -> dict[str, Any]:
+        """Plan the SKU in the region and create the due reserve/renew orders as pending reservations."""
+        actor.require(Role.FINOPS_ADMIN, Role.ML_PLATFORM_ADMIN)
+        now_s = self._clock.now_s()
+        today_s = now_s // DAY_S * DAY_S
+        since_s = today_s - LOOKBACK_DAYS * DAY_S
+        with UnitOfWork(self._engine, write=False) as uow:
+            if uow.session.get(SkuRow, sku_id) is None:
+                raise ValidationError("sku", f"unknown SKU {sku_id!r}")
+            if uow.session.get(RegionRow, region_id) is None:
+                raise ValidationError("region", f"unknown region {region_id!r}")
+            rows = uow.session.execute(self._hourly, {"sku": sku_id, "since_s": since_s, "until_s": today_s}).all()
+        if not rows:
+            raise ValidationError("sku", f"no utilization records for {sku_id!r} in the last {LOOKBACK_DAYS} days")
+        first = min(int(h) for h, _ in rows)
+        hourly = np.zeros(today_s // HOUR_S - first)
+        for h, gpu_s in rows:
+            hourly[int(h) - first] = float(gpu_s) / HOUR_S
+        start_s = today_s + DAY_S  # orders start on a day boundary, never in the past
+        report = plan_from_history(
+            {f"{sku_id}@{region_id}": hourly},
+            start_s=start_s,
+            horizon_days=horizon_days,
+            workload_class=workload_class,
+        )
+        due = due_proposals(report.proposals, now_s=now_s, within_s=within_days * DAY_S)
+        created = []
+        for p in due:
+            draft = to_reservation(p, reservation_id="-", pool_id="-")
+            key_src = f"{p.sku_id}|{','.join(p.regions)}|{p.tier}|{p.start_s}|{p.units}|{draft.term_months}"
+            key = "plan-" + hashlib.sha256(key_src.encode()).hexdigest()[:40]
+            view = self._reservations.create(
+                actor,
+                sku_id=p.sku_id,
+                units=p.units,
+                start_s=max(p.start_s, now_s),
+                term_months=draft.term_months,
+                regions=list(p.regions),
+                client_key=key,
+            )
+            created.append(
+                {
+                    "reservation_id": view.id,
+                    "status": "submitted_to_cloud" if view.status.value == "submitted" else view.status.value,
+                    "units": view.units,
+                    "start_s": view.start_s,
+                    "term_months": view.term_months,
+                    "est_cost_usd": view.est_cost_usd,
+                    "approvals_required": view.approvals_required,
+                    "idempotency_key": key,
+                    "tier": p.tier,
+                }
+            )
+        return {
+            "sku": sku_id,
+            "region": region_id,
+            "plan_start_s": start_s,
+            "horizon_days": horizon_days,
+            "proposals": [
+                {
+                    "action": p.action,
+                    "tier": p.tier,
+                    "units": p.units,
+                    "start_s": p.start_s,
+                    "term_days": p.term_days,
+                    "submit_by_s": p.submit_by_s,
+                    "est_cost_usd": p.est_cost_usd,
+                    "rationale": p.rationale,
+                    "reason": p.reason,
+                    "due": p in due,
+                }
+                for p in report.proposals
+            ],
+            "created": created,
+            "coverage": report.coverage.get(f"{sku_id}@{region_id}", {}),
+        }

@@ -1,0 +1,250 @@
+"""Placement with degradation, quota outlook, plan proposals, forecast accuracy and autoscaling decisions,
+driven over HTTP against a live server on SQLite and on PostgreSQL."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pytest
+
+from gpufleet.service.clock import FixedClock
+from tests.integration.conftest import NOW_S, Database, LiveServer, ServerFactory
+
+DAY = 86400
+SKU = "h100_80gb"
+OD = f"aws/us-east-1/{SKU}/on_demand"
+RESERVED = f"aws/us-east-1/{SKU}/reserved"
+
+
+def _hourly(start_s: int, days: int, gpus: Any, workload: str = "wl-plan") -> list[dict[str, Any]]:
+    """Hourly records; ``gpus`` is a constant or a per-day sequence."""
+    per_day = [float(gpus)] * days if isinstance(gpus, int | float) else [float(g) for g in gpus]
+    return [
+        {
+            "source": "dcgm",
+            "bucket_start_s": start_s + d * DAY + h * 3600,
+            "bucket_s": 3600,
+            "workload_id": workload,
+            "team_id": "team-p",
+            "sku_id": SKU,
+            "gpus_allocated": per_day[d],
+            "gpu_util": 0.6,
+        }
+        for d in range(days)
+        for h in range(24)
+    ]
+
+
+def _ingest(server: LiveServer, records: list[dict[str, Any]]) -> None:
+    with server.client("ml_platform_admin", "bob") as c:
+        r = c.post("/v1/utilization:ingest", json={"records": records})
+        assert r.status_code == 200, r.text
+
+
+def test_placement_walks_the_chain_then_degrades_preempts_or_queues(
+    database: Database, make_server: ServerFactory
+) -> None:
+    s = make_server(database)
+    with s.client("ml_platform_admin", "bob") as c, s.client("app_team", "ann", "team-p") as app:
+        assert c.patch(f"/v1/pools/{OD}", json={"quota_gpus": 8}).status_code == 200
+        serving = {"job_class": "serving", "priority": "critical", "sku": SKU, "gpus": 8, "replicas": 2}
+        rec = app.post("/v1/placement/recommendations", json=serving).json()
+        # reserved has no active reservation and on-demand only 8 free: both skipped; spot never for serving
+        triggers = {x["pool"]: x["trigger"] for x in rec["skipped"]}
+        assert triggers[RESERVED] == "quota_headroom" and triggers[OD] == "quota_headroom"
+        assert "serving_never_spot" in triggers.values()
+        assert rec["action"] == "place" and rec["tier"] == "secondary" and rec["gpus"] == 16
+        assert rec["fallback"][-1] == {
+            "pool": None,
+            "region": None,
+            "tier": None,
+            "trigger": "queue_when_all_pools_exhausted",
+        }
+
+        sec = rec["pool"]
+        sig = c.put("/v1/placement/signals", json={"pool": sec, "stockout": True, "queue_wait_s": 7200})
+        assert sig.status_code == 200 and sig.json()["stockout"] is True
+        assert app.put("/v1/placement/signals", json={"pool": sec, "stockout": False}).status_code == 403
+        assert c.put("/v1/placement/signals", json={"pool": "nope/x", "stockout": True}).status_code == 404
+
+        # the stocked-out pool is an explicit link, never an error; the declared degrade option fits on-demand
+        degraded = app.post(
+            "/v1/placement/recommendations", json={**serving, "degrade_options": [{"min_replicas": 1}]}
+        ).json()
+        assert {"pool": sec, "trigger": "stockout"}.items() <= next(
+            x for x in degraded["skipped"] if x["pool"] == sec
+        ).items()
+        assert degraded["action"] == "degrade" and degraded["reason"] == "degraded"
+        assert degraded["pool"] == OD and degraded["gpus"] == 8
+        assert degraded["degrade"] == {"gpus": None, "sku": None, "min_replicas": 1}
+
+        running = [{"workload_id": "wl-batch", "pool": OD, "gpus": 8, "priority": "low", "job_class": "training"}]
+        pre = app.post("/v1/placement/recommendations", json={**serving, "running": running}).json()
+        assert pre["action"] == "preempt" and pre["reason"] == "preempt_lower_priority"
+        assert pre["pool"] == OD and pre["victims"] == ["wl-batch"]
+
+        # nothing fits: a queue decision with the expected start from the pool's wait, checked against the deadline
+        ok = app.post("/v1/placement/recommendations", json={**serving, "deadline_s": NOW_S + 5 * DAY}).json()
+        assert ok["action"] == "queue" and ok["pool"] is None and ok["reason"] == "queued_deadline_ok"
+        assert ok["expected_start_s"] == NOW_S + 7200
+        late = app.post(
+            "/v1/placement/recommendations",
+            json={**serving, "deadline_s": NOW_S + 3600, "expected_run_s": 1800},
+        ).json()
+        assert late["reason"] == "queued_deadline_at_risk" and late["expected_start_s"] == NOW_S + 7200
+
+        # checkpointable training may use spot when everything else is exhausted
+        train = {"job_class": "training", "priority": "high", "sku": SKU, "gpus": 16, "checkpointable": True}
+        spot = app.post("/v1/placement/recommendations", json=train).json()
+        assert spot["tier"] == "spot" and spot["reason"] == "placed_spot"
+        bad = app.post("/v1/placement/recommendations", json={**train, "gpus": 0})
+        assert bad.status_code == 422 and bad.json()["field"] == "gpus"
+        unknown = app.post("/v1/placement/recommendations", json={**train, "sku": "zz9"})
+        assert unknown.status_code == 422 and unknown.json()["field"] == "sku"
+
+
+def test_quota_outlook_dates_follow_the_served_forecast(database: Database, make_server: ServerFactory) -> None:
+    s = make_server(database)
+    _ingest(s, _hourly(NOW_S - 28 * DAY, 28, [4 + 0.5 * d for d in range(28)]))
+    with s.client("ml_platform_admin", "bob") as c, s.client("viewer", "vic") as v:
+        p90 = np.array(
+            [d["p90"] for d in v.get("/v1/capacity/forecast", params={"sku": SKU, "days": 60}).json()["demand"]]
+        )
+        assert p90.max() > p90.min()
+        quota = int(np.floor(np.median(p90)))
+        c.patch(f"/v1/pools/{OD}", json={"quota_gpus": quota})
+        out = v.get("/v1/quotas/outlook", params={"sku": SKU, "days": 60, "increase_lead_days": 10}).json()
+        pool = next(p for p in out["pools"] if p["pool"] == OD)
+        # by hand: the first day whose p90 (nothing committed) exceeds the quota, minus the 10-day lead time
+        first = int(np.flatnonzero(p90 > quota)[0])
+        exhausts = NOW_S + first * DAY
+        assert pool["exhausts_at_s"] == exhausts and pool["request_by_s"] == exhausts - 10 * DAY
+        expected = (
+            "exhausted"
+            if exhausts <= NOW_S
+            else "overdue"
+            if exhausts - 10 * DAY < NOW_S
+            else "request_now"
+            if exhausts - 10 * DAY <= NOW_S + 7 * DAY
+            else "on_track"
+        )
+        assert pool["reason"] == expected and pool["quota_gpus"] == quota
+        assert pool["provider"] == "aws" and pool["region"] == "us-east-1" and pool["sku"] == SKU
+        assert all(p["reason"] == "no_quota" for p in out["pools"] if p["quota_gpus"] is None)
+        assert all(p["tier"] != "reserved" for p in out["pools"])
+        assert v.get("/v1/quotas/outlook", params={"sku": "zz9"}).json()["field"] == "sku"
+
+
+def test_plan_proposals_enter_the_dual_approval_workflow_once(database: Database, make_server: ServerFactory) -> None:
+    s = make_server(database)
+    _ingest(s, _hourly(NOW_S - 28 * DAY, 28, 24))
+    body = {"sku": SKU, "region": "us-east-1", "horizon_days": 180}
+    with (
+        s.client("finops_admin", "fay") as fin,
+        s.client("ml_platform_admin", "bob") as ml,
+        s.client("viewer", "vic") as v,
+    ):
+        assert v.post("/v1/plans:propose", json=body).status_code == 403
+        first = fin.post("/v1/plans:propose", json=body)
+        assert first.status_code == 200, first.text
+        plan = first.json()
+        assert plan["created"], plan["proposals"]
+        assert all(p["submit_by_s"] <= NOW_S + 7 * DAY for p in plan["proposals"] if p["due"])
+        again = fin.post("/v1/plans:propose", json=body).json()
+        assert [r["reservation_id"] for r in again["created"]] == [r["reservation_id"] for r in plan["created"]]
+        res = plan["created"][0]
+        assert res["status"] == "pending_approval" and res["approvals_required"] == 2 and res["start_s"] >= NOW_S
+        rid = res["reservation_id"]
+        assert fin.post(f"/v1/reservations/{rid}/approve", json={"budget_code": "ml-2026"}).status_code == 200
+        assert v.get(f"/v1/reservations/{rid}").json()["status"] == "pending_approval"  # one approval is not enough
+        assert (
+            fin.post(f"/v1/reservations/{rid}/approve", json={"budget_code": "ml-2026"}).status_code == 409
+        )  # same user twice
+        done = ml.post(f"/v1/reservations/{rid}/approve", json={"budget_code": "ml-2026"})
+        assert done.status_code == 200 and done.json()["status"] == "submitted_to_cloud"
+        assert fin.post("/v1/plans:propose", json={**body, "region": "mars-1"}).json()["field"] == "region"
+
+
+def test_forecast_accuracy_matches_a_hand_computed_example(database: Database, make_server: ServerFactory) -> None:
+    clock = FixedClock(NOW_S)
+    s = make_server(database, clock=clock)
+    _ingest(s, _hourly(NOW_S - 14 * DAY, 14, 8))  # 14 days at a constant 8 GPUs: MASE scale = mean |y| = 8
+    with s.client("viewer", "vic") as v:
+        fc = v.get("/v1/capacity/forecast", params={"sku": SKU, "days": 7}).json()
+        v.get("/v1/capacity/forecast", params={"sku": SKU, "days": 7})  # the same forecast again: stored once
+        acc = v.get("/v1/capacity/forecast/accuracy", params={"sku": SKU}).json()["series"][0]
+        assert acc["forecasts_pending"] == 1 and acc["forecasts_scored"] == 0 and acc["mase"] is None
+        _ingest(s, _hourly(NOW_S, 3, [10, 6, 8]))  # the actuals of the first three forecast days
+        clock.advance(3 * DAY)
+        acc = v.get("/v1/capacity/forecast/accuracy", params={"sku": SKU}).json()["series"][0]
+    a = np.array([10.0, 6.0, 8.0])
+    q = {lvl: np.array([d[lvl] for d in fc["demand"][:3]]) for lvl in ("p10", "p50", "p90")}
+    levels = {"p10": 0.1, "p50": 0.5, "p90": 0.9}
+    mase = np.mean(np.abs(a - q["p50"])) / 8
+    pinball = (
+        np.mean([np.mean(np.where(a >= q[k], levels[k] * (a - q[k]), (1 - levels[k]) * (q[k] - a))) for k in levels])
+        / 8
+    )
+    coverage = np.mean((a >= q["p10"]) & (a <= q["p90"]))
+    assert acc["forecasts_scored"] == 1 and acc["points"] == 3 and acc["forecasts_pending"] == 0
+    assert acc["mase"] == pytest.approx(mase, abs=1e-3)
+    assert acc["pinball"] == pytest.approx(pinball, abs=1e-3)
+    assert acc["coverage_80"] == pytest.approx(coverage)
+    if np.allclose(q["p50"], 8.0):  # the median of a flat history is flat: MASE = (|10-8| + |6-8| + 0) / 3 / 8
+        assert acc["mase"] == pytest.approx(1 / 6, abs=1e-6)
+
+
+def test_autoscaling_decision_stays_in_bounds_and_reports_the_budget(
+    database: Database, make_server: ServerFactory
+) -> None:
+    s = make_server(database)
+    with s.client("ml_platform_admin", "bob") as c:
+        c.post("/v1/teams", json={"id": "team-p", "name": "P"})
+        c.post("/v1/tenants", json={"id": "team-p-prod", "name": "prod", "team_id": "team-p"})
+        c.post("/v1/teams", json={"id": "team-q", "name": "Q"})
+    wl = {
+        "name": "chat",
+        "image": "registry.example/llm:1",
+        "cpu": 8,
+        "mem_gb": 64,
+        "gpus": 1,
+        "gpu_sku": SKU,
+        "min_replicas": 1,
+        "max_replicas": 4,
+        "scale_metric": "rps",
+        "team": "team-p",
+        "tenant": "team-p-prod",
+        "priority": "critical",
+    }
+    with s.client("app_team", "ann", "team-p") as app, s.client("app_team", "quinn", "team-q") as other:
+        wid = app.post("/v1/workloads", json=wl).json()["workload_id"]
+        url = f"/v1/workloads/{wid}/autoscaling/decision"
+        assert app.get(url, params={"rps": 5}).json()["field"] == "target_rps"  # not configured yet
+        assert (
+            app.put(
+                f"/v1/workloads/{wid}/autoscaling", json={"min": 2, "max": 6, "target_rps": 10, "version": 1}
+            ).json()["version"]
+            == 2
+        )
+        steady = app.get(url, params={"rps": [30.0] * 60, "replicas": 4}).json()
+        assert 2 <= steady["desired_replicas"] <= 6 and steady["reason"] and steady["version"] == 2
+        assert steady["budget"]["budget_usd_day"] is None and steady["budget"]["bound"] is False
+        assert steady["budget"]["spend_usd_day"] == pytest.approx(
+            steady["desired_replicas"] * steady["budget"]["price_usd_per_replica_h"] * 24, abs=0.01
+        )
+        surge = app.get(url, params={"rps": [1000.0] * 10}).json()
+        assert surge["desired_replicas"] == 6 and surge["reason"] == "clamped_max"
+        idle = app.get(url, params={"rps": [0.0] * 10, "replicas": 6}).json()
+        assert idle["desired_replicas"] >= 2
+        assert other.get(url, params={"rps": 5}).status_code == 403
+        assert app.get("/v1/workloads/wl_nope/autoscaling/decision", params={"rps": 5}).status_code == 404
+        assert app.get(url).status_code == 422
+
+        capped = app.post("/v1/workloads", json={**wl, "name": "cheap", "budget_usd_day": 200}).json()["workload_id"]
+        app.put(f"/v1/workloads/{capped}/autoscaling", json={"min": 1, "max": 6, "target_rps": 10, "version": 1})
+        d = app.get(f"/v1/workloads/{capped}/autoscaling/decision", params={"rps": [1000.0] * 10}).json()
+        per_day = d["budget"]["price_usd_per_replica_h"] * 24
+        assert d["budget"]["bound"] is True and d["reason"].startswith("budget_")
+        assert d["desired_replicas"] == max(1, min(6, int(200 // per_day)))
+        assert d["budget"]["spend_usd_day"] <= 200 or d["budget"]["exceeded"]
