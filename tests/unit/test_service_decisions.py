@@ -2,92 +2,15 @@
 
 from __future__ import annotations
 
-from decimal import Decimal
-
 import numpy as np
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
 from gpufleet.domain.errors import ValidationError
-from gpufleet.domain.pools import TIER_RANK, CapacityPool, Tier
-from gpufleet.domain.workloads import Priority, WorkloadKind
-from gpufleet.ports import PoolState
 from gpufleet.service.binpack import NodeLoad, WorkloadTraits, fragmentation, suggest_moves
 from gpufleet.service.capacity import demand_quantiles
-from gpufleet.service.placement import PlacementRequest, decide
 from gpufleet.service.windows import parse_window_s
-
-
-def _state(pool_id: str, tier: Tier, headroom: int | None, region: str = "r1", price: str = "1") -> PoolState:
-    pool = CapacityPool(
-        pool_id,
-        "p",
-        region,
-        "h100_80gb",
-        tier,
-        Decimal(price),
-        preemption_rate_per_h=0.05 if tier is Tier.SPOT else 0.0,
-    )
-    capacity = None if headroom is None else headroom + 4
-    return PoolState(pool, gpus_in_use=4, capacity_gpus=capacity, in_stock=True)
-
-
-states = st.lists(
-    st.builds(
-        _state,
-        pool_id=st.text("abcdef", min_size=1, max_size=6),
-        tier=st.sampled_from(list(Tier)),
-        headroom=st.one_of(st.none(), st.integers(-8, 64)),
-        region=st.sampled_from(["r1", "r2"]),
-    ),
-    max_size=8,
-    unique_by=lambda s: s.pool.id,
-)
-requests = st.builds(
-    PlacementRequest,
-    job_class=st.sampled_from(list(WorkloadKind)),
-    priority=st.sampled_from(list(Priority)),
-    sku_id=st.just("h100_80gb"),
-    gpus=st.integers(1, 32),
-    checkpointable=st.booleans(),
-)
-
-
-@given(requests, states)
-def test_placement_never_breaks_its_rules(req: PlacementRequest, pools: list[PoolState]) -> None:
-    d = decide(req, pools)
-    if d["pool"] is None:
-        assert d["reason"].startswith("queued")
-        assert d["fallback"] == []
-        assert {s["pool"] for s in d["skipped"]} == {p.pool.id for p in pools}
-        return
-    chosen = next(p for p in pools if p.pool.id == d["pool"])
-    room = None if chosen.capacity_gpus is None else chosen.capacity_gpus - chosen.gpus_in_use
-    assert room is None or room >= req.gpus
-    if chosen.pool.tier is Tier.SPOT:
-        assert req.job_class is WorkloadKind.TRAINING and req.checkpointable
-    if req.priority is Priority.LOW:
-        assert chosen.pool.tier not in (Tier.ON_DEMAND, Tier.SECONDARY)
-    ranks = [TIER_RANK[Tier(f["tier"])] for f in d["fallback"] if f["tier"] is not None]
-    assert ranks == sorted(ranks) and all(r >= TIER_RANK[chosen.pool.tier] for r in ranks)
-    assert d["fallback"][-1]["pool"] is None  # the chain ends in the queue
-    assert d["pool"] not in {f["pool"] for f in d["fallback"]}
-
-
-def test_placement_walks_tiers_in_order() -> None:
-    req = PlacementRequest(WorkloadKind.TRAINING, Priority.HIGH, "h100_80gb", 8, checkpointable=True)
-    pools = [
-        _state("sec", Tier.SECONDARY, None),
-        _state("spot", Tier.SPOT, None),
-        _state("od", Tier.ON_DEMAND, 4),
-        _state("res", Tier.RESERVED, 8),
-    ]
-    assert decide(req, pools)["pool"] == "res"
-    assert decide(req, pools[:3])["pool"] == "spot"  # on-demand lacks headroom for 8
-    serving = PlacementRequest(WorkloadKind.SERVING, Priority.CRITICAL, "h100_80gb", 8)
-    assert decide(serving, pools[:3])["pool"] == "sec"
-
 
 nodes = st.lists(
     st.tuples(st.integers(1, 8), st.lists(st.integers(1, 4), max_size=4)).filter(lambda t: sum(t[1]) <= t[0]),
