@@ -21,11 +21,13 @@ def register(app: typer.Typer) -> None:
         port: Annotated[int | None, typer.Option(help="TCP port (default 8000)")] = None,
         log_level: Annotated[str, typer.Option(help="uvicorn log level")] = "info",
     ) -> None:
-        """Serve the HTTP API. Run `gpufleet db upgrade` first; the server refuses an unmigrated database."""
+        """Serve the HTTP API, /metrics and the FinOps dashboard at /ui. Run `gpufleet db upgrade` first; the server refuses an unmigrated database."""
         import uvicorn
 
         from gpufleet.api.app import create_app
+        from gpufleet.web.service_dashboard import mount_service_dashboard
 
         settings = load_settings(db_url=db, host=host, port=port)
         api = create_app(settings)
+        mount_service_dashboard(api, api.state.services, api.state.finops)  # the FinOps dashboard at /ui
         uvicorn.run(api, host=settings.host, port=settings.port, log_level=log_level, access_log=False)
