@@ -165,7 +165,10 @@ class FinOpsService:
         forecasts = {k: f for k, f in ((t, _forecast(ld.recs, t, t0_s, t1_s)) for t in ["*", *teams]) if f}
         # idle detection: one allocation per workload over the window
         wl_ids = sorted({r.workload_id for r in in_window})
-        spans = [next(a for a in books.allocations if a.workload_id == w) for w in wl_ids]
+        first: dict[str, AllocationSpan] = {}
+        for a in books.allocations:
+            first.setdefault(a.workload_id, a)
+        spans = [first[w] for w in wl_ids]
         spans = [
             a.__class__(w, w, a.team_id, a.tenant_id, a.namespace, a.feature, a.pool_id, a.sku_id, a.parts, t0_s, t1_s,
                         serving=a.serving)
@@ -179,22 +182,26 @@ class FinOpsService:
             if known and len(known) == len(spans)
             else []
         )
-        recs = [self._recommend(ld, w) for w in wl_ids if w in ld.workloads]
+        by_wl: dict[str, list[UtilRec]] = defaultdict(list)
+        for r in ld.recs:
+            by_wl[r.workload_id].append(r)
+        recs = [self._recommend(ld.workloads[w], by_wl[w]) for w in wl_ids if w in ld.workloads]
         return FinOpsSnapshot(result, books.allocations, books.usage, t1_s,
                                  [b for b in books.capacity if b.tier is Tier.RESERVED], daily, forecasts, idle,
                                  [r for r in recs if r is not None])  # fmt: skip
 
     @staticmethod
-    def _recommend(ld: _Loaded, workload_id: str) -> Recommendation | None:
-        w = ld.workloads[workload_id]
-        rows = sorted((r for r in ld.recs if r.workload_id == workload_id), key=lambda r: r.start_s)
+    def _recommend(w: WorkloadRow, recs: list[UtilRec]) -> Recommendation | None:
+        """From the workload's utilization over the window and the day before it (GPU only: CPU and memory are
+        not in the stored telemetry, so their requests stay)."""
+        rows = sorted(recs, key=lambda r: r.start_s)
         if not rows:
             return None
         util = np.array([r.util * r.gpus / max(w.gpus, 1) for r in rows], dtype=np.float64)
         nan = np.full(len(rows), np.nan)
         cur = ResourceSpec(w.cpu, w.mem_gb, w.gpus, w.gpu_sku)
         cands = tuple(s for s in SKU_CANDIDATES if s != w.gpu_sku)
-        return recommend(workload_id, cur, UsageProfile(nan, nan, np.clip(util, 0, 1), nan), candidate_skus=cands)
+        return recommend(w.id, cur, UsageProfile(nan, nan, np.clip(util, 0, 1), nan), candidate_skus=cands)
 
     def workload_view(self, workload_id: str, window_s: int) -> dict[str, Any]:
         """The cost package's numbers for one workload (access is checked by the caller)."""
