@@ -41,7 +41,8 @@ def seeded(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Seeded, s
     team_a = sd.server.token("app_team", "ann", "team-a")
     yield sd, admin, team_a
     sd.server.stop()
-    gen.close()
+    for _ in gen:  # drop the database
+        pass
 
 
 @pytest.fixture(scope="module")
