@@ -12,7 +12,7 @@ from decimal import Decimal
 import pytest
 
 from tests.integration.conftest import Database
-from tests.integration.finops_server import Seeded, seed
+from tests.integration.finops_server import WEEK_BUCKETS, Seeded, _records, seed
 
 PROBLEM = "application/problem+json"
 PLACE = {"job_class": "training", "priority": "high", "sku": "h100_80gb", "gpus": 4, "checkpointable": True}
@@ -63,6 +63,10 @@ def test_workload_cost_rides_the_reservation_and_dashboard_is_fenced_by_team(see
         assert [r["id"] for r in resv["rows"]] == [seeded.reservation_id]
         assert resv["rows"][0]["utilization"] == pytest.approx(7.5 / 8)
         assert fin.get("/ui/api/forecast").json()["series"] is not None
+    with s.client("ml_platform_admin", "bob") as admin:  # a write drops the memoized books: the next read sees it
+        r = admin.post("/v1/utilization:ingest", json={"records": _records(seeded.wl_b, "team-b", 2.0, 0.02)})
+        assert r.json()["updated"] == WEEK_BUCKETS
+        assert admin.get("/ui/api/overview").json()["kpis"]["allocated_gpu_h"] == pytest.approx(8 * 168)
     with s.client() as anon, s.client("app_team", "x", team="team-a") as _:
         r = anon.get("/ui/api/overview")
         assert r.status_code == 401 and r.headers["www-authenticate"] == "Bearer"

@@ -100,7 +100,7 @@ class FinOpsService:
         self._clock = clock
         self._ids = ids
         self._cache_s = cache_s
-        self._cache: dict[tuple[int, int], tuple[float, FinOpsSnapshot]] = {}
+        self._cache: dict[int, tuple[float, int, FinOpsSnapshot]] = {}
         self._lock = threading.Lock()
         self.metrics = GpufleetMetrics()
 
@@ -134,17 +134,16 @@ class FinOpsService:
         return _Loaded(recs, wls, blocks, on_demand)
 
     def snapshot(self, window_s: int = 7 * DAY_S) -> FinOpsSnapshot:
-        """The cost package's view of [now - window_s, now), memoized for ``cache_s``."""
+        """The cost package's view of [now - window_s, now), memoized for ``cache_s`` (wall and service clock);
+        every write through the API calls :meth:`invalidate`, so a read after a write sees it."""
         now_s = self._clock.now_s()
-        key = (window_s, now_s)
         with self._lock:
-            hit = self._cache.get(key)
-            if hit is not None and time.monotonic() - hit[0] < self._cache_s:
-                return hit[1]
+            hit = self._cache.get(window_s)
+            if hit is not None and time.monotonic() - hit[0] < self._cache_s and abs(now_s - hit[1]) <= self._cache_s:
+                return hit[2]
         data = self._build(now_s - window_s, now_s)
         with self._lock:
-            self._cache = {k: v for k, v in self._cache.items() if time.monotonic() - v[0] < self._cache_s}
-            self._cache[key] = (time.monotonic(), data)
+            self._cache[window_s] = (time.monotonic(), now_s, data)
         return data
 
     def invalidate(self) -> None:

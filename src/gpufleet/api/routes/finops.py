@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Body, FastAPI, Request, Response
@@ -135,14 +136,16 @@ def _decision(method: str, path: str, status: int, body: bytes) -> tuple[str, st
 
 
 class DecisionCounter:
-    """ASGI middleware: count the decisions the handlers returned (never changes a response)."""
+    """ASGI middleware: count the decisions the handlers returned (never changes a response), and drop the
+    memoized FinOps books after any successful write (ingestion, reservations, workloads change the books)."""
 
-    def __init__(self, app: ASGIApp, metrics: GpufleetMetrics) -> None:
+    def __init__(self, app: ASGIApp, metrics: GpufleetMetrics, on_write: Callable[[], None]) -> None:
         self.app = app
         self.metrics = metrics
+        self.on_write = on_write
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http" or scope["method"] != "POST":
+        if scope["type"] != "http" or scope["method"] not in ("POST", "PUT", "PATCH", "DELETE"):
             await self.app(scope, receive, send)
             return
         seen: dict[str, Any] = {"status": 0, "body": []}
@@ -155,6 +158,8 @@ class DecisionCounter:
             await send(msg)
 
         await self.app(scope, receive, wrapped)
+        if seen["status"] < 400:
+            self.on_write()
         d = _decision(scope["method"], scope["path"], seen["status"], b"".join(seen["body"]))
         if d is not None:
             self.metrics.record_decision(*d)
@@ -166,4 +171,4 @@ def install(app: FastAPI) -> None:
     finops = FinOpsService(services.engine, services.clock, RandomIds())
     app.state.finops = finops
     app.include_router(router)
-    app.add_middleware(DecisionCounter, metrics=finops.metrics)
+    app.add_middleware(DecisionCounter, metrics=finops.metrics, on_write=finops.invalidate)
