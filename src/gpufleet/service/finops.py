@@ -244,7 +244,7 @@ class FinOpsService:
             uow.audit(at_s=now_s, actor=actor.user_id, action="workload.rightsizing_requested", entity="workload",
                       entity_id=workload_id, detail=detail)  # fmt: skip
             uow.commit()
-        self.metrics.record_decision("rightsizing", "proposed", "requested")
+        self.metrics.record_decision("rightsizing", "proposed", "api_request")
         return cid
 
     def _change(self, uow: UnitOfWork, row: RightsizingChangeRow) -> RightsizingChange:
@@ -324,7 +324,7 @@ class FinOpsService:
             uow.commit()
             row.status = _row_status(change.status)
             out = change_dict(change, row)
-        self.metrics.record_decision("rightsizing", change.status.value, reason or change.status.value)
+        self.metrics.record_decision("rightsizing", change.status.value, "api_request")  # free text stays in the audit
         self.invalidate()
         return out
 
