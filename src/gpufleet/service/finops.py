@@ -174,10 +174,13 @@ class FinOpsService:
             for w, a in zip(wl_ids, spans, strict=True)
         ]  # fmt: skip
         cols, _ = workload_columns(in_window, wl_ids, t0_s)
+        prices = {p: pr for p, pr in ld.on_demand.values()} | {
+            b.pool_id: b.price_uusd_per_gpu_h for b in ld.reservations
+        }
         domain_wls = {w: _domain_workload(ld.workloads[w]) for w in wl_ids if w in ld.workloads}
         known = [a for a in spans if a.workload_id in domain_wls]
         idle = (
-            detect_idle(cols, spans, domain_wls, t1_s, price_uusd_by_pool={p: pr for p, pr in ld.on_demand.values()})
+            detect_idle(cols, spans, domain_wls, t1_s, price_uusd_by_pool=prices)
             if known and len(known) == len(spans)
             else []
         )

@@ -148,21 +148,23 @@ class DecisionCounter:
         if scope["type"] != "http" or scope["method"] not in ("POST", "PUT", "PATCH", "DELETE"):
             await self.app(scope, receive, send)
             return
+        counted = _decision(scope["method"], scope["path"], 200, b"{}") is not None  # a decision route?
         seen: dict[str, Any] = {"status": 0, "body": []}
 
         async def wrapped(msg: Message) -> None:
             if msg["type"] == "http.response.start":
                 seen["status"] = msg["status"]
-            elif msg["type"] == "http.response.body":
+            elif msg["type"] == "http.response.body" and counted:
                 seen["body"].append(msg.get("body", b""))
             await send(msg)
 
         await self.app(scope, receive, wrapped)
         if seen["status"] < 400:
             self.on_write()
-        d = _decision(scope["method"], scope["path"], seen["status"], b"".join(seen["body"]))
-        if d is not None:
-            self.metrics.record_decision(*d)
+        if counted:
+            d = _decision(scope["method"], scope["path"], seen["status"], b"".join(seen["body"]))
+            if d is not None:
+                self.metrics.record_decision(*d)
 
 
 def install(app: FastAPI) -> None:
