@@ -3,6 +3,7 @@ cost package's books always balance (direct + idle == fleet)."""
 
 from __future__ import annotations
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -48,6 +49,8 @@ def test_a_partly_used_reservation_leaves_its_unused_part_idle() -> None:
     b = build_books(recs, WLS, _res(4), OD, T0, T0 + 86_400)
     res = allocate_costs(b.capacity, b.allocations, T0, T0 + 86_400)
     assert res.fleet_units == 4 * RES_UUSD * 86_400 and res.idle_units == RES_UUSD * 86_400
+    assert len(b.allocations) == 1 and b.usage.samples[0] == 24  # 24 steady buckets merge into one span
+    assert b.usage.used_gpu_s[0] == pytest.approx(3 * 0.4 * 86_400)
 
 
 @settings(max_examples=60, deadline=None)

@@ -59,8 +59,24 @@ class ReservedBlock:
 class Books:
     capacity: list[CapacityBlock]
     allocations: list[AllocationSpan]
-    usage: UsageTotals
-    util: list[float]  # per allocation
+    usage: UsageTotals  # aligned with allocations
+
+
+@dataclass(slots=True)
+class _Piece:
+    """A run of consecutive buckets in which a workload held the same parts of one pool (merged as it grows)."""
+
+    workload_id: str
+    team_id: str
+    pool_id: str
+    sku_id: str
+    parts: int
+    start_s: int
+    end_s: int
+    on_demand_price: int | None  # None for a reservation's pool
+    samples: int
+    util_sum: float
+    used_gpu_s: float
 
 
 def build_books(
@@ -71,7 +87,9 @@ def build_books(
     t0_s: int,
     t1_s: int,
 ) -> Books:
-    """One allocation span per (workload, bucket) clipped to [t0_s, t1_s), split between reserved and on-demand."""
+    """Allocation spans clipped to [t0_s, t1_s), split between reserved and on-demand bucket by bucket; consecutive
+    buckets where a workload held the same parts of the same pool are merged into one span (and one on-demand
+    block), so a steady fleet has few spans however fine its telemetry."""
     capacity = [
         CapacityBlock(r.id, r.pool_id, Tier.RESERVED, r.sku_id, r.units, r.start_s, r.end_s, r.price_uusd_per_gpu_h)
         for r in reservations
@@ -79,50 +97,67 @@ def build_books(
     by_bucket: dict[tuple[str, int], list[UtilRec]] = defaultdict(list)
     for r in recs:
         by_bucket[(r.sku_id, r.start_s)].append(r)
-    allocs: list[AllocationSpan] = []
-    util: list[float] = []
+    pieces: list[_Piece] = []
+    tail: dict[tuple[str, str, int], int] = {}  # (workload, pool, parts) -> index of its latest piece
+
+    def add(r: UtilRec, pool_id: str, parts: int, s0: int, s1: int, price: int | None) -> None:
+        used = min(max(r.util, 0.0), 1.0)
+        key = (r.workload_id, pool_id, parts)
+        i = tail.get(key)
+        if i is not None and pieces[i].end_s == s0:
+            p = pieces[i]
+            p.end_s = s1
+            p.samples += 1
+            p.util_sum += used
+            p.used_gpu_s += used * (s1 - s0) * parts / PARTS_PER_GPU
+            return
+        tail[key] = len(pieces)
+        pieces.append(_Piece(r.workload_id, r.team_id, pool_id, r.sku_id, parts, s0, s1, price, 1, used,
+                             used * (s1 - s0) * parts / PARTS_PER_GPU))  # fmt: skip
+
     for (sku, start), rows in sorted(by_bucket.items()):
         rows.sort(key=lambda r: r.workload_id)
-        end = start + max(r.bucket_s for r in rows)
-        s0, s1 = max(start, t0_s), min(end, t1_s)
+        s0, s1 = max(start, t0_s), min(start + max(r.bucket_s for r in rows), t1_s)
         if s1 <= s0:
             continue
         free = {
             b.id: b.units * PARTS_PER_GPU for b in reservations if b.sku_id == sku and b.start_s <= s0 and b.end_s >= s1
         }
-        pools = {b.id: b.pool_id for b in reservations}
         for r in rows:
             need = round(r.gpus * PARTS_PER_GPU)
-            if need <= 0:
-                continue
-            w = workloads.get(r.workload_id)
-            tenant, feature, serving = (w.tenant_id, w.feature, w.kind == "serving") if w else ("-", "-", False)
-            for res_id in list(free):
-                take = min(need, free[res_id])
-                if take <= 0:
-                    continue
-                free[res_id] -= take
-                need -= take
-                allocs.append(AllocationSpan(f"{r.workload_id}@{start}/{res_id}", r.workload_id, r.team_id, tenant,
-                                             r.team_id, feature, pools[res_id], sku, take, s0, s1, serving=serving))  # fmt: skip
-                util.append(r.util)
-                if need == 0:
+            for b in reservations:
+                if need <= 0:
                     break
+                take = min(need, free.get(b.id, 0))
+                if take > 0:
+                    free[b.id] -= take
+                    need -= take
+                    add(r, b.pool_id, take, s0, s1, None)
             if need > 0:
                 pool_id, price = on_demand[sku]
-                aid = f"{r.workload_id}@{start}/od"
-                allocs.append(AllocationSpan(aid, r.workload_id, r.team_id, tenant, r.team_id, feature, pool_id, sku,
-                                             need, s0, s1, serving=serving))  # fmt: skip
-                util.append(r.util)
-                capacity.append(
-                    CapacityBlock(aid, pool_id, Tier.ON_DEMAND, sku, math.ceil(need / PARTS_PER_GPU), s0, s1, price)
-                )
-    n = len(allocs)
-    dur = np.array([a.end_s - a.start_s for a in allocs], dtype=np.float64)
-    gpus = np.array([a.parts / PARTS_PER_GPU for a in allocs], dtype=np.float64)
-    u = np.clip(np.array(util, dtype=np.float64), 0.0, 1.0)
-    usage = UsageTotals(np.ones(n, dtype=np.int64), u.copy(), u * dur * gpus, dur * gpus)
-    return Books(capacity, allocs, usage, util)
+                add(r, pool_id, need, s0, s1, price)
+
+    allocs: list[AllocationSpan] = []
+    for p in pieces:
+        w = workloads.get(p.workload_id)
+        tenant, feature, serving = (w.tenant_id, w.feature, w.kind == "serving") if w else ("-", "-", False)
+        aid = f"{p.workload_id}@{p.start_s}/{p.pool_id}/{p.parts}"
+        allocs.append(AllocationSpan(aid, p.workload_id, p.team_id, tenant, p.team_id, feature, p.pool_id, p.sku_id,
+                                     p.parts, p.start_s, p.end_s, serving=serving))  # fmt: skip
+        if p.on_demand_price is not None:
+            gpus = math.ceil(p.parts / PARTS_PER_GPU)
+            capacity.append(
+                CapacityBlock(aid, p.pool_id, Tier.ON_DEMAND, p.sku_id, gpus, p.start_s, p.end_s, p.on_demand_price)
+            )
+    dur = np.array([p.end_s - p.start_s for p in pieces], dtype=np.float64)
+    gpus_arr = np.array([p.parts / PARTS_PER_GPU for p in pieces], dtype=np.float64)
+    usage = UsageTotals(
+        np.array([p.samples for p in pieces], dtype=np.int64),
+        np.array([p.util_sum for p in pieces], dtype=np.float64),
+        np.array([p.used_gpu_s for p in pieces], dtype=np.float64),
+        dur * gpus_arr,
+    )
+    return Books(capacity, allocs, usage)
 
 
 def workload_columns(recs: Sequence[UtilRec], workload_ids: Sequence[str], t0_s: int) -> tuple[UsageColumns, list[int]]:
