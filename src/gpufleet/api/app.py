@@ -15,7 +15,8 @@ from starlette.concurrency import run_in_threadpool
 
 import gpufleet
 from gpufleet.api import problems
-from gpufleet.api.routes import finops, fleet, health, registry, reservations, workloads
+from gpufleet.api.routes import finops as finops_routes
+from gpufleet.api.routes import fleet, health, registry, reservations, workloads
 from gpufleet.api.schemas import Problem
 from gpufleet.service.bootstrap import Services, build_services
 from gpufleet.service.settings import Settings
@@ -66,10 +67,10 @@ def create_app(settings: Settings | None = None, *, services: Services | None = 
         lifespan=lifespan,
     )
     app.state.services = services
+    finops_routes.install(app)  # FinOps routes, /metrics, decision counters (app.state.finops)
     problems.install(app)
     for router in (health.router, reservations.router, workloads.router, fleet.router, registry.router):
         app.include_router(router)
-    finops.install(app)
     _add_problem_schema(app)
     return app
 
