@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from decimal import Decimal
 
 import pytest
@@ -110,6 +111,19 @@ def test_rightsizing_change_is_applied_and_rolled_back(seeded: Seeded) -> None:
     with s.client("finops_admin", "alice") as fin:
         actions = [e["action"] for e in fin.get("/v1/audit", params={"entity_id": cid}).json()]
         assert actions == ["change.applied", "change.rolled_back"]
+
+
+def test_concurrent_applies_make_exactly_one_transition(seeded: Seeded) -> None:
+    s, wid = seeded.server, seeded.wl_a
+    with s.client("ml_platform_admin", "bob") as admin:
+        cid = admin.post(f"/v1/workloads/{wid}/rightsizing:apply", json={"cpu": 12, "mem_gb": 96, "ticket": "OPS-9"})
+        cid = cid.json()["change_id"]
+        version = admin.get(f"/v1/workloads/{wid}").json()["version"]
+        with ThreadPoolExecutor(10) as pool:
+            codes = sorted(pool.map(lambda _: admin.post(f"/v1/changes/{cid}:apply").status_code, range(10)))
+        assert codes == [200] + [409] * 9
+        assert admin.get(f"/v1/workloads/{wid}").json()["version"] == version + 1
+        assert admin.post(f"/v1/changes/{cid}:cancel").status_code == 409  # applied: only a rollback undoes it
 
 
 def _counter(text: str, name: str, **labels: str) -> float:

@@ -307,14 +307,15 @@ class FinOpsService:
             else:
                 change.transition(target, at_s=now_s, actor=actor.user_id, reason=reason)
                 new = spec
-            res = uow.session.execute(
-                update(WorkloadRow)
-                .where(WorkloadRow.id == w.id, WorkloadRow.version == w.version)
-                .values(cpu=new.cpu, mem_gb=new.mem_gb, gpus=new.gpus, gpu_sku=new.sku_id, version=w.version + 1)
-                .execution_options(synchronize_session=False)
-            )
-            if res.rowcount != 1:  # type: ignore[attr-defined]
-                raise ConflictError(f"workload {w.id} changed concurrently; retry")
+            if new != spec:  # apply / roll back: the workload's desired spec changes (a cancel changes nothing)
+                res = uow.session.execute(
+                    update(WorkloadRow)
+                    .where(WorkloadRow.id == w.id, WorkloadRow.version == w.version)
+                    .values(cpu=new.cpu, mem_gb=new.mem_gb, gpus=new.gpus, gpu_sku=new.sku_id, version=w.version + 1)
+                    .execution_options(synchronize_session=False)
+                )
+                if res.rowcount != 1:  # type: ignore[attr-defined]
+                    raise ConflictError(f"workload {w.id} changed concurrently; retry")
             uow.session.execute(
                 update(RightsizingChangeRow)
                 .where(RightsizingChangeRow.id == row.id, RightsizingChangeRow.status == row.status)
