@@ -153,3 +153,9 @@ def test_metrics_counters_move_with_requests(seeded: Seeded) -> None:
         assert fleet == pytest.approx(_usd(8 * 168 * seeded.price_res), abs=0.02)
         assert 'gpufleet_queue_length{queue="reservations_pending_approval"} 0.0' in m1
         assert _counter(m1, "gpufleet_gpu_hours", team="team-a", state="allocated") == pytest.approx(1008.0)
+        # telemetry of an unregistered workload and of one holding nothing does not break the books
+        ghost = _records("ghost", "team-b", 0.0, 0.0)[:10] + _records(seeded.wl_a, "team-a", 0.0, 0.0)[:1]
+        ghost[-1]["source"] = "other"
+        assert admin.post("/v1/utilization:ingest", json={"records": ghost}).status_code == 200
+        opp = admin.get("/ui/api/opportunities")
+        assert opp.status_code == 200 and seeded.wl_b in {f["workload"] for f in opp.json()["idle"]}

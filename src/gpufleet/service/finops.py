@@ -39,7 +39,7 @@ from gpufleet.cost.changes import ChangeEvent, ChangeStatus, RightsizingChange, 
 from gpufleet.cost.chargeback import chargeback
 from gpufleet.cost.idle import IdleFinding, detect_idle
 from gpufleet.cost.meter import UsageTotals
-from gpufleet.cost.model import AllocationSpan, CapacityBlock, DistributionRule
+from gpufleet.cost.model import PARTS_PER_GPU, AllocationSpan, CapacityBlock, DistributionRule
 from gpufleet.cost.rightsizing import Recommendation, ResourceSpec, UsageProfile, recommend
 from gpufleet.cost.workload_cost import workload_cost
 from gpufleet.domain.errors import ConflictError, NotFoundError, ValidationError
@@ -162,28 +162,25 @@ class FinOpsService:
             t: _daily(ld, in_window, t, t0_s, t1_s) for t in teams
         }
         forecasts = {k: f for k, f in ((t, _forecast(ld.recs, t, t0_s, t1_s)) for t in ["*", *teams]) if f}
-        # idle detection: one allocation per workload over the window
-        wl_ids = sorted({r.workload_id for r in in_window})
+        # idle detection: one allocation per registered workload over the window, holding its peak GPUs
         first: dict[str, AllocationSpan] = {}
         for a in books.allocations:
             first.setdefault(a.workload_id, a)
-        spans = [first[w] for w in wl_ids]
+        peak: dict[str, float] = defaultdict(float)
+        for r in in_window:
+            peak[r.workload_id] = max(peak[r.workload_id], r.gpus)
+        wl_ids = sorted(w for w in first if w in ld.workloads)
         spans = [
-            a.__class__(w, w, a.team_id, a.tenant_id, a.namespace, a.feature, a.pool_id, a.sku_id, a.parts, t0_s, t1_s,
-                        serving=a.serving)
-            for w, a in zip(wl_ids, spans, strict=True)
+            AllocationSpan(w, w, a.team_id, a.tenant_id, a.namespace, a.feature, a.pool_id, a.sku_id,
+                           max(1, round(peak[w] * PARTS_PER_GPU)), t0_s, t1_s, serving=a.serving)
+            for w, a in ((w, first[w]) for w in wl_ids)
         ]  # fmt: skip
         cols, _ = workload_columns(in_window, wl_ids, t0_s)
         prices = {p: pr for p, pr in ld.on_demand.values()} | {
             b.pool_id: b.price_uusd_per_gpu_h for b in ld.reservations
         }
-        domain_wls = {w: _domain_workload(ld.workloads[w]) for w in wl_ids if w in ld.workloads}
-        known = [a for a in spans if a.workload_id in domain_wls]
-        idle = (
-            detect_idle(cols, spans, domain_wls, t1_s, price_uusd_by_pool=prices)
-            if known and len(known) == len(spans)
-            else []
-        )
+        domain_wls = {w: _domain_workload(ld.workloads[w]) for w in wl_ids}
+        idle = detect_idle(cols, spans, domain_wls, t1_s, price_uusd_by_pool=prices) if spans else []
         by_wl: dict[str, list[UtilRec]] = defaultdict(list)
         for r in ld.recs:
             by_wl[r.workload_id].append(r)
