@@ -15,6 +15,7 @@ from starlette.concurrency import run_in_threadpool
 
 import gpufleet
 from gpufleet.api import problems
+from gpufleet.api.routes import finops as finops_routes
 from gpufleet.api.routes import fleet, health, registry, reservations, workloads
 from gpufleet.api.schemas import Problem
 from gpufleet.service.bootstrap import Services, build_services
@@ -66,6 +67,7 @@ def create_app(settings: Settings | None = None, *, services: Services | None = 
         lifespan=lifespan,
     )
     app.state.services = services
+    finops_routes.install(app)  # FinOps routes, /metrics, decision counters (app.state.finops)
     problems.install(app)
     from gpufleet.api.routes.planning import router as planning_router  # own line: merges with other routers
 

@@ -270,6 +270,9 @@ class Rightsizing(BaseModel):
     recommended_gpus: int | None
     target_util: float
     est_savings_usd_per_day: UsdOut
+    recommendation: dict[str, Any] | None = Field(
+        default=None, description="cost.rightsizing: current and recommended spec, reasons, monthly_saving_usd"
+    )
 
 
 class WorkloadCost(BaseModel):
@@ -279,17 +282,30 @@ class WorkloadCost(BaseModel):
     idle_pct: float | None
     gpu_hours: float
     rightsizing: Rightsizing
+    allocated_gpu_h: float | None = None
+    used_gpu_h: float | None = None
+    utilization: float | None = None
+    direct_usd: UsdOut | None = None
+    idle_usd: UsdOut | None = None
+    shared_usd: UsdOut | None = None
+    total_usd: UsdOut | None = None
+    by_tier_usd: dict[str, UsdOut] | None = None
+    price_basis: str | None = None
 
 
 class RightsizingApply(Strict):
     cpu: PositiveFloat
     mem_gb: PositiveFloat
     ticket: Annotated[str, Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.#-]{0,127}$", examples=["OPS-1234"])]
+    gpus: Annotated[int, Field(ge=1, le=64)] | None = None
+    gpu_sku: SkuId | None = None
 
 
 class RightsizingAccepted(BaseModel):
     change_id: str
     status: str = "pending"
+    ticket: str | None = None
+    href: str | None = None
 
 
 # ---- reservations ------------------------------------------------------------------------------------------

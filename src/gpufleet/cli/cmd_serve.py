@@ -2,12 +2,29 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from gpufleet.cli.errors import user_errors
 from gpufleet.cli.service_settings import load_settings
+
+if TYPE_CHECKING:
+    from fastapi import FastAPI
+
+    from gpufleet.service.bootstrap import Services
+    from gpufleet.service.settings import Settings
+
+
+def build_app(settings: Settings | None = None, *, services: Services | None = None) -> FastAPI:
+    """The served app: the API (``create_app``: routes, ``/metrics``) plus the FinOps dashboard at ``/ui``, which
+    authenticates with the API's bearer tokens. ``api`` and ``web`` are sibling layers, so they meet here."""
+    from gpufleet.api.app import create_app
+    from gpufleet.web.service_dashboard import mount_service_dashboard
+
+    api = create_app(settings, services=services)
+    mount_service_dashboard(api, api.state.services, api.state.finops)
+    return api
 
 
 def register(app: typer.Typer) -> None:
@@ -21,11 +38,9 @@ def register(app: typer.Typer) -> None:
         port: Annotated[int | None, typer.Option(help="TCP port (default 8000)")] = None,
         log_level: Annotated[str, typer.Option(help="uvicorn log level")] = "info",
     ) -> None:
-        """Serve the HTTP API. Run `gpufleet db upgrade` first; the server refuses an unmigrated database."""
+        """Serve the HTTP API, /metrics and the FinOps dashboard at /ui. Run `gpufleet db upgrade` first; the server refuses an unmigrated database."""
         import uvicorn
 
-        from gpufleet.api.app import create_app
-
         settings = load_settings(db_url=db, host=host, port=port)
-        api = create_app(settings)
+        api = build_app(settings)
         uvicorn.run(api, host=settings.host, port=settings.port, log_level=log_level, access_log=False)

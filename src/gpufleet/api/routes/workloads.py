@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Header, Query, Response
+from fastapi import APIRouter, Header, Query, Request, Response
 
 from gpufleet.api.deps import CurrentActor, ServicesDep
 from gpufleet.api.problems import PROBLEM_RESPONSES
@@ -83,15 +83,32 @@ def set_autoscaling(
 
 
 @router.get("/{workload_id}/cost", response_model=WorkloadCost)
-def workload_cost(workload_id: IdPath, services: ServicesDep, actor: CurrentActor, window: WindowQuery = "7d") -> Any:
-    """Cost over the window, idle share, and a rightsizing recommendation."""
-    return services.usage.workload_cost(actor, workload_id, window_s=parse_window_s(window))
+def workload_cost(
+    workload_id: IdPath, request: Request, services: ServicesDep, actor: CurrentActor, window: WindowQuery = "7d"
+) -> Any:
+    """Cost over the window through the cost package (allocated vs used GPU-hours, direct/idle/shared, by tier),
+    idle share, and rightsizing (the GPU-count baseline plus the cost package's CPU/memory/GPU/SKU advice)."""
+    window_s = parse_window_s(window)
+    out = services.usage.workload_cost(actor, workload_id, window_s=window_s)  # 403 for another team
+    view = request.app.state.finops.workload_view(workload_id, window_s)
+    rec = view.pop("recommendation")
+    if view["allocated_gpu_h"] > 0:
+        out["cost_usd"] = view["total_usd"]
+        if view["utilization"] is not None:
+            out["idle_pct"] = round(100.0 * (1.0 - view["utilization"]), 2)
+    out.update(view, price_basis="cost_package")
+    out["rightsizing"]["recommendation"] = rec
+    return out
 
 
 @router.post("/{workload_id}/rightsizing:apply", status_code=202, response_model=RightsizingAccepted)
-def apply_rightsizing(workload_id: IdPath, body: RightsizingApply, services: ServicesDep, actor: CurrentActor) -> Any:
-    """Queue a rightsizing change (applied by the deploy pipeline; tracked by its change id)."""
-    cid = services.workloads.request_rightsizing(
-        actor, workload_id, cpu=body.cpu, mem_gb=body.mem_gb, ticket=body.ticket
-    )
-    return {"change_id": cid, "status": "pending"}
+def apply_rightsizing(
+    workload_id: IdPath, body: RightsizingApply, request: Request, services: ServicesDep, actor: CurrentActor
+) -> Any:
+    """Record a rightsizing change (status ``pending`` = proposed); apply it with ``POST /v1/changes/{id}:apply``
+    and undo it with ``:rollback``. ``gpus``/``gpu_sku`` default to the workload's current ones."""
+    cid = request.app.state.finops.request_change(
+        actor, services.workloads.get_row, workload_id, cpu=body.cpu, mem_gb=body.mem_gb, ticket=body.ticket,
+        gpus=body.gpus, gpu_sku=body.gpu_sku,
+    )  # fmt: skip
+    return {"change_id": cid, "status": "pending", "ticket": body.ticket, "href": f"/v1/changes/{cid}"}

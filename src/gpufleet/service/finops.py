@@ -1,0 +1,436 @@
+"""FinOps over the service's stored data: the cost package's books for a window, a workload's cost, rightsizing
+changes that are applied and rolled back, and gpufleet's own metrics.
+
+* :meth:`FinOpsService.snapshot` loads workloads, utilization, pools and reservations for the window ending now
+  and runs the cost package: allocation (idle as a separate line, shared proportional), usage totals, idle
+  detection, rightsizing and a seasonal-naive forecast vs actual. Snapshots are memoized for ``cache_s``.
+* Rightsizing changes go through ``cost.changes`` (ONE transition table): the request records a change with the
+  workload's spec before and after (in the change's audit event, append-only), ``apply`` writes the new spec to
+  the workload (version + 1), ``rollback`` writes the old one back; both refuse a workload edited in between.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import threading
+import time
+from collections import defaultdict
+from collections.abc import Callable
+from dataclasses import dataclass
+from decimal import Decimal
+from typing import Any
+
+import numpy as np
+from sqlalchemy import Engine, func, select, update
+
+from gpufleet.adapters.metrics import GpufleetMetrics
+from gpufleet.adapters.sql.models import (
+    AuditEventRow,
+    PoolRow,
+    ReservationRow,
+    RightsizingChangeRow,
+    SkuRow,
+    UtilizationRow,
+    WorkloadRow,
+)
+from gpufleet.cost.allocate import CostAllocation, allocate_costs
+from gpufleet.cost.changes import ChangeEvent, ChangeStatus, RightsizingChange, apply_change, rollback_change
+from gpufleet.cost.chargeback import chargeback
+from gpufleet.cost.idle import IdleFinding, detect_idle
+from gpufleet.cost.meter import UsageTotals
+from gpufleet.cost.model import PARTS_PER_GPU, AllocationSpan, CapacityBlock, DistributionRule
+from gpufleet.cost.rightsizing import Recommendation, ResourceSpec, UsageProfile, recommend
+from gpufleet.cost.workload_cost import workload_cost
+from gpufleet.domain.errors import ConflictError, NotFoundError, ValidationError
+from gpufleet.domain.money import units_to_cents
+from gpufleet.domain.pools import Tier
+from gpufleet.domain.reservations import term_seconds
+from gpufleet.domain.workloads import Priority, ServingScaling, Workload, WorkloadKind
+from gpufleet.service.auth import Actor
+from gpufleet.service.clock import Clock, IdGenerator
+from gpufleet.service.finops_books import ReservedBlock, UtilRec, WorkloadInfo, build_books, workload_columns
+from gpufleet.service.uow import UnitOfWork
+from gpufleet.service.workloads import WRITERS
+
+DAY_S = 86_400
+PAID_STATUSES = ("submitted", "active", "expired")  # an order at the provider is paid over its term
+ROW_STATUS = {ChangeStatus.PROPOSED: "pending"}  # the API has always said "pending" for a proposed change
+SKU_CANDIDATES = ("h100_80gb", "h200_141gb", "a100_80gb", "l40s")
+
+
+def _status_of(row_status: str) -> ChangeStatus:
+    return ChangeStatus.PROPOSED if row_status == "pending" else ChangeStatus(row_status)
+
+
+def _row_status(s: ChangeStatus) -> str:
+    return ROW_STATUS.get(s, s.value)
+
+
+DailyRow = tuple[list[int], list[float], list[float], list[float]]  # day starts, capacity, allocated, used GPU-h
+ForecastRow = tuple[str, list[int], list[float], list[float]]  # method, hour starts, forecast, actual GPUs
+
+
+@dataclass(frozen=True, slots=True)
+class FinOpsSnapshot:
+    """The cost package's results for one window (the dashboard's data provider wraps this)."""
+
+    result: CostAllocation
+    allocations: list[AllocationSpan]
+    usage: UsageTotals
+    now_s: int
+    capacity: list[CapacityBlock]
+    daily: dict[str, DailyRow]
+    forecasts: dict[str, ForecastRow]
+    idle: list[IdleFinding]
+    recommendations: list[Recommendation]
+
+
+@dataclass(frozen=True, slots=True)
+class _Loaded:
+    recs: list[UtilRec]
+    workloads: dict[str, WorkloadRow]
+    reservations: list[ReservedBlock]
+    on_demand: dict[str, tuple[str, int]]
+
+
+class FinOpsService:
+    def __init__(self, engine: Engine, clock: Clock, ids: IdGenerator, *, cache_s: float = 5.0) -> None:
+        self._engine = engine
+        self._clock = clock
+        self._ids = ids
+        self._cache_s = cache_s
+        self._cache: dict[int, tuple[float, int, FinOpsSnapshot]] = {}
+        self._lock = threading.Lock()
+        self.metrics = GpufleetMetrics()
+
+    # ---- books ------------------------------------------------------------------------------------------------
+    def _load(self, t0_s: int, t1_s: int) -> _Loaded:
+        with UnitOfWork(self._engine, write=False) as uow:
+            s = uow.session
+            rows = s.execute(
+                select(UtilizationRow.workload_id, UtilizationRow.team_id, UtilizationRow.sku_id,
+                       UtilizationRow.bucket_start_s, UtilizationRow.bucket_s,
+                       func.max(UtilizationRow.gpus_allocated), func.avg(UtilizationRow.gpu_util))
+                .where(UtilizationRow.bucket_start_s >= t0_s - DAY_S, UtilizationRow.bucket_start_s < t1_s)
+                .group_by(UtilizationRow.workload_id, UtilizationRow.team_id, UtilizationRow.sku_id,
+                          UtilizationRow.bucket_start_s, UtilizationRow.bucket_s)
+            ).all()  # fmt: skip
+            wls = {w.id: w for w in s.scalars(select(WorkloadRow)).all()}
+            pools = {p.id: p for p in s.scalars(select(PoolRow)).all()}
+            res = s.scalars(select(ReservationRow).where(ReservationRow.status.in_(PAID_STATUSES))).all()
+        on_demand: dict[str, tuple[str, int]] = {}
+        for p in sorted(pools.values(), key=lambda p: (p.price_uusd_per_gpu_h, p.id)):
+            if p.tier == Tier.ON_DEMAND.value:
+                on_demand.setdefault(p.sku_id, (p.id, p.price_uusd_per_gpu_h))
+        recs = [UtilRec(r[0], r[1], r[2], int(r[3]), int(r[4]), float(r[5]), float(r[6])) for r in rows]
+        for r in recs:  # a SKU without an on-demand pool still needs a price: a visible zero-priced pool
+            on_demand.setdefault(r.sku_id, (f"{r.sku_id}-unpriced", 0))
+        blocks = [
+            ReservedBlock(r.id, r.pool_id, r.sku_id, r.units, r.start_s, r.start_s + term_seconds(r.term_months),
+                          r.price_uusd_per_gpu_h)
+            for r in res
+        ]  # fmt: skip
+        return _Loaded(recs, wls, blocks, on_demand)
+
+    def snapshot(self, window_s: int = 7 * DAY_S) -> FinOpsSnapshot:
+        """The cost package's view of [now - window_s, now), memoized for ``cache_s`` (wall and service clock);
+        every write through the API calls :meth:`invalidate`, so a read after a write sees it."""
+        now_s = self._clock.now_s()
+        with self._lock:
+            hit = self._cache.get(window_s)
+            if hit is not None and time.monotonic() - hit[0] < self._cache_s and abs(now_s - hit[1]) <= self._cache_s:
+                return hit[2]
+        data = self._build(now_s - window_s, now_s)
+        with self._lock:
+            self._cache[window_s] = (time.monotonic(), now_s, data)
+        return data
+
+    def invalidate(self) -> None:
+        with self._lock:
+            self._cache.clear()
+
+    def _build(self, t0_s: int, t1_s: int) -> FinOpsSnapshot:
+        ld = self._load(t0_s, t1_s)
+        in_window = [r for r in ld.recs if r.start_s >= t0_s]
+        infos = {w.id: WorkloadInfo(w.id, w.team_id, w.tenant_id, w.kind, w.name) for w in ld.workloads.values()}
+        books = build_books(in_window, infos, ld.reservations, ld.on_demand, t0_s, t1_s)
+        result = allocate_costs(books.capacity, books.allocations, t0_s, t1_s,
+                                idle_rule=DistributionRule.SEPARATE_LINE, shared_rule=DistributionRule.PROPORTIONAL)  # fmt: skip
+        teams = sorted({r.team_id for r in ld.recs})
+        daily = {"*": _daily(ld, in_window, None, t0_s, t1_s)} | {
+            t: _daily(ld, in_window, t, t0_s, t1_s) for t in teams
+        }
+        forecasts = {k: f for k, f in ((t, _forecast(ld.recs, t, t0_s, t1_s)) for t in ["*", *teams]) if f}
+        # idle detection: one allocation per registered workload over the window, holding its peak GPUs
+        first: dict[str, AllocationSpan] = {}
+        for a in books.allocations:
+            first.setdefault(a.workload_id, a)
+        peak: dict[str, float] = defaultdict(float)
+        for r in in_window:
+            peak[r.workload_id] = max(peak[r.workload_id], r.gpus)
+        wl_ids = sorted(w for w in first if w in ld.workloads)
+        spans = [
+            AllocationSpan(w, w, a.team_id, a.tenant_id, a.namespace, a.feature, a.pool_id, a.sku_id,
+                           max(1, round(peak[w] * PARTS_PER_GPU)), t0_s, t1_s, serving=a.serving)
+            for w, a in ((w, first[w]) for w in wl_ids)
+        ]  # fmt: skip
+        cols, _ = workload_columns(in_window, wl_ids, t0_s)
+        prices = {p: pr for p, pr in ld.on_demand.values()} | {
+            b.pool_id: b.price_uusd_per_gpu_h for b in ld.reservations
+        }
+        domain_wls = {w: _domain_workload(ld.workloads[w]) for w in wl_ids}
+        idle = detect_idle(cols, spans, domain_wls, t1_s, price_uusd_by_pool=prices) if spans else []
+        by_wl: dict[str, list[UtilRec]] = defaultdict(list)
+        for r in ld.recs:
+            by_wl[r.workload_id].append(r)
+        recs = [self._recommend(ld.workloads[w], by_wl[w]) for w in wl_ids if w in ld.workloads]
+        return FinOpsSnapshot(result, books.allocations, books.usage, t1_s,
+                                 [b for b in books.capacity if b.tier is Tier.RESERVED], daily, forecasts, idle,
+                                 [r for r in recs if r is not None])  # fmt: skip
+
+    @staticmethod
+    def _recommend(w: WorkloadRow, recs: list[UtilRec]) -> Recommendation | None:
+        """From the workload's utilization over the window and the day before it (GPU only: CPU and memory are
+        not in the stored telemetry, so their requests stay)."""
+        rows = sorted(recs, key=lambda r: r.start_s)
+        if not rows:
+            return None
+        util = np.array([r.util * r.gpus / max(w.gpus, 1) for r in rows], dtype=np.float64)
+        nan = np.full(len(rows), np.nan)
+        cur = ResourceSpec(w.cpu, w.mem_gb, w.gpus, w.gpu_sku)
+        cands = tuple(s for s in SKU_CANDIDATES if s != w.gpu_sku)
+        return recommend(w.id, cur, UsageProfile(nan, nan, np.clip(util, 0, 1), nan), candidate_skus=cands)
+
+    def workload_view(self, workload_id: str, window_s: int) -> dict[str, Any]:
+        """The cost package's numbers for one workload (access is checked by the caller)."""
+        data = self.snapshot(window_s)
+        if not any(a.workload_id == workload_id for a in data.allocations):
+            return {"allocated_gpu_h": 0.0, "used_gpu_h": 0.0, "direct_usd": Decimal("0.00"),
+                    "idle_usd": Decimal("0.00"), "shared_usd": Decimal("0.00"), "total_usd": Decimal("0.00"),
+                    "by_tier_usd": {}, "utilization": None, "recommendation": None}  # fmt: skip
+        wc = workload_cost(workload_id, data.result, data.allocations, data.usage, data.recommendations)
+        rec = wc.recommendations[0] if wc.recommendations else None
+        return {
+            "allocated_gpu_h": round(wc.allocated_gpu_h, 6),
+            "used_gpu_h": None if wc.used_gpu_h is None else round(wc.used_gpu_h, 6),
+            "direct_usd": wc.direct_usd,
+            "idle_usd": wc.idle_usd,
+            "shared_usd": wc.shared_usd,
+            "total_usd": wc.total_usd,
+            "by_tier_usd": wc.by_tier_usd,
+            "utilization": wc.utilization,
+            "recommendation": None if rec is None else recommendation_dict(rec),
+        }
+
+    # ---- rightsizing changes ----------------------------------------------------------------------------------
+    def request_change(
+        self, actor: Actor, get_row: Callable[[UnitOfWork, Actor, str], WorkloadRow], workload_id: str, *,
+        cpu: float, mem_gb: float, ticket: str, gpus: int | None = None, gpu_sku: str | None = None,
+    ) -> str:  # fmt: skip
+        actor.require(*WRITERS)
+        now_s = self._clock.now_s()
+        with UnitOfWork(self._engine, write=True) as uow:
+            w = get_row(uow, actor, workload_id)
+            if gpu_sku is not None and uow.session.get(SkuRow, gpu_sku) is None:
+                raise ValidationError("gpu_sku", f"unknown SKU {gpu_sku!r}")
+            before = ResourceSpec(w.cpu, w.mem_gb, w.gpus, w.gpu_sku)
+            after = ResourceSpec(cpu, mem_gb, gpus or w.gpus, gpu_sku or w.gpu_sku)
+            cid = self._ids.new("chg")
+            uow.session.add(RightsizingChangeRow(id=cid, workload_id=workload_id, cpu=cpu, mem_gb=mem_gb, ticket=ticket,
+                                                 status="pending", requested_by=actor.user_id, created_at_s=now_s))  # fmt: skip
+            detail = {"change_id": cid, "cpu": cpu, "mem_gb": mem_gb, "ticket": ticket,
+                      "before": _spec_dict(before), "after": _spec_dict(after)}  # fmt: skip
+            uow.audit(at_s=now_s, actor=actor.user_id, action="workload.rightsizing_requested", entity="workload",
+                      entity_id=workload_id, detail=detail)  # fmt: skip
+            uow.commit()
+        self.metrics.record_decision("rightsizing", "proposed", "api_request")
+        return cid
+
+    def _change(self, uow: UnitOfWork, row: RightsizingChangeRow) -> RightsizingChange:
+        events = uow.session.scalars(
+            select(AuditEventRow)
+            .where(AuditEventRow.entity_id.in_([row.workload_id, row.id]))
+            .order_by(AuditEventRow.id)
+        ).all()
+        before = after = None
+        history: list[ChangeEvent] = []
+        for e in events:
+            d = json.loads(e.detail_json)
+            if e.action == "workload.rightsizing_requested" and d.get("change_id") == row.id:
+                w = uow.session.get(WorkloadRow, row.workload_id)
+                before = _spec(d["before"]) if "before" in d else None
+                after = _spec(d["after"]) if "after" in d else None
+                if before is None and w is not None:  # recorded before specs were kept: the spec it asked from
+                    before = ResourceSpec(w.cpu, w.mem_gb, w.gpus, w.gpu_sku)
+                    after = ResourceSpec(row.cpu, row.mem_gb, w.gpus, w.gpu_sku)
+            elif e.entity == "change" and e.entity_id == row.id:
+                history.append(ChangeEvent(e.at_s, ChangeStatus(d["from"]), ChangeStatus(d["to"]), e.actor,
+                                           d.get("reason", "")))  # fmt: skip
+        if before is None or after is None:
+            raise NotFoundError("change", row.id)
+        return RightsizingChange(row.id, row.ticket, row.workload_id, before, after, (), _status_of(row.status),
+                                 history)  # fmt: skip
+
+    def get_change(self, actor: Actor, change_id: str) -> dict[str, Any]:
+        with UnitOfWork(self._engine, write=False) as uow:
+            row = uow.session.get(RightsizingChangeRow, change_id)
+            if row is None:
+                raise NotFoundError("change", change_id)
+            w = uow.session.get(WorkloadRow, row.workload_id)
+            actor.require_team(w.team_id if w else "")
+            return change_dict(self._change(uow, row), row)
+
+    def transition(self, actor: Actor, change_id: str, target: ChangeStatus, reason: str) -> dict[str, Any]:
+        """Apply (PROPOSED -> APPLIED) or roll back (APPLIED -> ROLLED_BACK): the workload's spec changes, the
+        workload's version goes up, and both are audit-logged, in one transaction."""
+        actor.require(*WRITERS)
+        now_s = self._clock.now_s()
+        with UnitOfWork(self._engine, write=True) as uow:
+            row = uow.session.scalar(uow.lock(select(RightsizingChangeRow).where(RightsizingChangeRow.id == change_id)))
+            if row is None:
+                raise NotFoundError("change", change_id)
+            w = uow.session.scalar(uow.lock(select(WorkloadRow).where(WorkloadRow.id == row.workload_id)))
+            if w is None:
+                raise NotFoundError("workload", row.workload_id)
+            actor.require_team(w.team_id)
+            change = self._change(uow, row)
+            spec = ResourceSpec(w.cpu, w.mem_gb, w.gpus, w.gpu_sku)
+            source = change.status
+            if target is ChangeStatus.APPLIED:
+                new = apply_change(spec, change, at_s=now_s, actor=actor.user_id)
+            elif target is ChangeStatus.ROLLED_BACK:
+                new = rollback_change(spec, change, at_s=now_s, actor=actor.user_id, reason=reason)
+            else:
+                change.transition(target, at_s=now_s, actor=actor.user_id, reason=reason)
+                new = spec
+            if new != spec:  # apply / roll back: the workload's desired spec changes (a cancel changes nothing)
+                res = uow.session.execute(
+                    update(WorkloadRow)
+                    .where(WorkloadRow.id == w.id, WorkloadRow.version == w.version)
+                    .values(cpu=new.cpu, mem_gb=new.mem_gb, gpus=new.gpus, gpu_sku=new.sku_id, version=w.version + 1)
+                    .execution_options(synchronize_session=False)
+                )
+                if res.rowcount != 1:  # type: ignore[attr-defined]
+                    raise ConflictError(f"workload {w.id} changed concurrently; retry")
+            uow.session.execute(
+                update(RightsizingChangeRow)
+                .where(RightsizingChangeRow.id == row.id, RightsizingChangeRow.status == row.status)
+                .values(status=_row_status(change.status))
+                .execution_options(synchronize_session=False)
+            )
+            uow.audit(at_s=now_s, actor=actor.user_id, action=f"change.{change.status.value}", entity="change",
+                      entity_id=row.id, detail={"from": source.value, "to": change.status.value, "reason": reason,
+                                                "workload_id": w.id, "spec": _spec_dict(new), "ticket": row.ticket})  # fmt: skip
+            uow.commit()
+            row.status = _row_status(change.status)
+            out = change_dict(change, row)
+        self.metrics.record_decision("rightsizing", change.status.value, "api_request")  # free text stays in the audit
+        self.invalidate()
+        return out
+
+    # ---- metrics ----------------------------------------------------------------------------------------------
+    def refresh_gauges(self) -> None:
+        """Queue lengths from the store, costs from the last 7 days' books (memoized)."""
+        with UnitOfWork(self._engine, write=False) as uow:
+            counts = dict(
+                uow.session.execute(select(ReservationRow.status, func.count()).group_by(ReservationRow.status)).all()
+            )
+            pending_changes = uow.session.scalar(
+                select(func.count()).select_from(RightsizingChangeRow).where(RightsizingChangeRow.status == "pending")
+            )
+        self.metrics.set_queue_length("reservations_pending_approval", int(counts.get("pending_approval", 0)))
+        self.metrics.set_queue_length("reservations_awaiting_submission", int(counts.get("approved", 0)))
+        self.metrics.set_queue_length("rightsizing_changes_pending", int(pending_changes or 0))
+        data = self.snapshot()
+        self.metrics.record_cost(data.result, chargeback(data.result, data.allocations, "team", data.usage))
+        self.metrics.idle_findings.clear()
+        for f_action in {f.action for f in data.idle}:
+            self.metrics.idle_findings.labels(f_action.value).set(sum(1 for f in data.idle if f.action is f_action))
+
+
+def _spec_dict(s: ResourceSpec) -> dict[str, Any]:
+    return {"cpu": s.cpu, "mem_gb": s.mem_gb, "gpus": s.gpus, "gpu_sku": s.sku_id}
+
+
+def _spec(d: dict[str, Any]) -> ResourceSpec:
+    return ResourceSpec(float(d["cpu"]), float(d["mem_gb"]), int(d["gpus"]), str(d["gpu_sku"]))
+
+
+def recommendation_dict(r: Recommendation) -> dict[str, Any]:
+    return {
+        "current": _spec_dict(r.current),
+        "recommended": _spec_dict(r.recommended),
+        "changed": r.changed,
+        "reasons": list(r.reasons),
+        "monthly_saving_usd": r.monthly_saving_usd,
+        "evidence": {k: (None if math.isnan(v) else round(v, 6)) for k, v in r.evidence.items()},  # NaN -> null
+    }
+
+
+def change_dict(c: RightsizingChange, row: RightsizingChangeRow) -> dict[str, Any]:
+    return {
+        "change_id": c.change_id,
+        "workload_id": c.workload_id,
+        "ticket": c.ticket,
+        "status": c.status.value,
+        "before": _spec_dict(c.before),
+        "after": _spec_dict(c.after),
+        "requested_by": row.requested_by,
+        "created_at_s": row.created_at_s,
+        "history": [
+            {"at_s": e.at_s, "from": e.source.value, "to": e.target.value, "actor": e.actor, "reason": e.reason}
+            for e in c.history
+        ],
+    }
+
+
+def _domain_workload(w: WorkloadRow) -> Workload:
+    serving = w.kind == WorkloadKind.SERVING.value
+    try:
+        prio = Priority.parse(w.priority)
+    except KeyError:
+        prio = Priority.NORMAL
+    return Workload(w.id, w.name, WorkloadKind.SERVING if serving else WorkloadKind.TRAINING, w.team_id, w.tenant_id,
+                    prio, (w.gpu_sku,), max(w.gpus, 1), checkpoint_interval_s=w.checkpoint_interval_s,
+                    scaling=ServingScaling(w.min_replicas, max(w.max_replicas, w.min_replicas), w.target_rps or 1.0)
+                    if serving else None)  # fmt: skip
+
+
+def _daily(ld: _Loaded, recs: list[UtilRec], team: str | None, t0_s: int, t1_s: int) -> DailyRow:
+    days = max(1, -(-(t1_s - t0_s) // DAY_S))
+    alloc = np.zeros(days)
+    used = np.zeros(days)
+    for r in recs:
+        if team is None or r.team_id == team:
+            d = (r.start_s - t0_s) // DAY_S
+            alloc[d] += r.gpus * r.bucket_s / 3600
+            used[d] += r.gpus * r.util * r.bucket_s / 3600
+    cap = np.zeros(days)
+    for b in ld.reservations:
+        for d in range(days):
+            s0, s1 = t0_s + d * DAY_S, min(t1_s, t0_s + (d + 1) * DAY_S)
+            cap[d] += b.units * max(0, min(b.end_s, s1) - max(b.start_s, s0)) / 3600
+    cap = np.maximum(cap, alloc) if team is None else cap  # on-demand capacity is what was used
+    return ([t0_s + d * DAY_S for d in range(days)], cap.tolist(), alloc.tolist(), used.tolist())
+
+
+def _forecast(recs: list[UtilRec], team: str, t0_s: int, t1_s: int) -> ForecastRow | None:
+    """Seasonal naive (same hour yesterday) vs actual GPUs held per hour; None without a day of history."""
+    hours = (t1_s - t0_s) // 3600
+    held: dict[int, float] = defaultdict(float)
+    for r in recs:
+        if team in ("*", r.team_id):
+            held[(r.start_s - t0_s) // 3600] += r.gpus * r.bucket_s / 3600
+    if not held or min(held) > hours - 24 - 1:
+        return None
+    first = max(min(held) + 24, 0)
+    ts = list(range(first, hours))
+    if len(ts) < 2:
+        return None
+    return ("seasonal naive (same hour yesterday)", [t0_s + h * 3600 for h in ts],
+                          [held.get(h - 24, 0.0) for h in ts], [held.get(h, 0.0) for h in ts])  # fmt: skip
+
+
+def usd(units: int) -> Decimal:
+    return units_to_cents(units)

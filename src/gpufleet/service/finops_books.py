@@ -1,0 +1,175 @@
+"""Turn the service's stored rows into the cost package's books: capacity blocks, allocation spans, usage.
+
+Pure functions over plain row tuples (no database here; :mod:`gpufleet.service.finops` loads the rows).
+
+Attribution rule (utilization rows do not record their pool): in every bucket, a SKU's GPUs in use ride the
+active reservations of that SKU first (what placement does: reserved -> on-demand), filled in workload-id order;
+the rest is on-demand at the SKU's cheapest on-demand pool, paid per use in whole GPUs (a fractional on-demand
+allocation pays for the whole GPU; the unused share is that pool's idle). The unused part of a reservation is
+its pool's idle. So the fleet cost is reservations amortized over their terms + on-demand as used, and
+``direct + idle == fleet`` holds exactly (the cost package's invariant).
+"""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from gpufleet.cost.meter import UsageTotals
+from gpufleet.cost.model import PARTS_PER_GPU, AllocationSpan, CapacityBlock, UsageColumns
+from gpufleet.domain.pools import Tier
+
+
+@dataclass(frozen=True, slots=True)
+class UtilRec:
+    workload_id: str
+    team_id: str
+    sku_id: str
+    start_s: int
+    bucket_s: int
+    gpus: float
+    util: float
+
+
+@dataclass(frozen=True, slots=True)
+class WorkloadInfo:
+    workload_id: str
+    team_id: str
+    tenant_id: str
+    kind: str
+    feature: str  # the workload's name stands in for the product feature label
+
+
+@dataclass(frozen=True, slots=True)
+class ReservedBlock:
+    id: str
+    pool_id: str
+    sku_id: str
+    units: int
+    start_s: int
+    end_s: int
+    price_uusd_per_gpu_h: int
+
+
+@dataclass(frozen=True, slots=True)
+class Books:
+    capacity: list[CapacityBlock]
+    allocations: list[AllocationSpan]
+    usage: UsageTotals  # aligned with allocations
+
+
+@dataclass(slots=True)
+class _Piece:
+    """A run of consecutive buckets in which a workload held the same parts of one pool (merged as it grows)."""
+
+    workload_id: str
+    team_id: str
+    pool_id: str
+    sku_id: str
+    parts: int
+    start_s: int
+    end_s: int
+    on_demand_price: int | None  # None for a reservation's pool
+    samples: int
+    util_sum: float
+    used_gpu_s: float
+
+
+def build_books(
+    recs: Sequence[UtilRec],
+    workloads: Mapping[str, WorkloadInfo],
+    reservations: Sequence[ReservedBlock],
+    on_demand: Mapping[str, tuple[str, int]],  # sku -> (pool id, price uusd per GPU-hour)
+    t0_s: int,
+    t1_s: int,
+) -> Books:
+    """Allocation spans clipped to [t0_s, t1_s), split between reserved and on-demand bucket by bucket; consecutive
+    buckets where a workload held the same parts of the same pool are merged into one span (and one on-demand
+    block), so a steady fleet has few spans however fine its telemetry."""
+    capacity = [
+        CapacityBlock(r.id, r.pool_id, Tier.RESERVED, r.sku_id, r.units, r.start_s, r.end_s, r.price_uusd_per_gpu_h)
+        for r in reservations
+    ]
+    by_bucket: dict[tuple[str, int], list[UtilRec]] = defaultdict(list)
+    for r in recs:
+        by_bucket[(r.sku_id, r.start_s)].append(r)
+    pieces: list[_Piece] = []
+    tail: dict[tuple[str, str, int], int] = {}  # (workload, pool, parts) -> index of its latest piece
+
+    def add(r: UtilRec, pool_id: str, parts: int, s0: int, s1: int, price: int | None) -> None:
+        used = min(max(r.util, 0.0), 1.0)
+        key = (r.workload_id, pool_id, parts)
+        i = tail.get(key)
+        if i is not None and pieces[i].end_s == s0:
+            p = pieces[i]
+            p.end_s = s1
+            p.samples += 1
+            p.util_sum += used
+            p.used_gpu_s += used * (s1 - s0) * parts / PARTS_PER_GPU
+            return
+        tail[key] = len(pieces)
+        pieces.append(_Piece(r.workload_id, r.team_id, pool_id, r.sku_id, parts, s0, s1, price, 1, used,
+                             used * (s1 - s0) * parts / PARTS_PER_GPU))  # fmt: skip
+
+    for (sku, start), rows in sorted(by_bucket.items()):
+        rows.sort(key=lambda r: r.workload_id)
+        s0, s1 = max(start, t0_s), min(start + max(r.bucket_s for r in rows), t1_s)
+        if s1 <= s0:
+            continue
+        free = {
+            b.id: b.units * PARTS_PER_GPU for b in reservations if b.sku_id == sku and b.start_s <= s0 and b.end_s >= s1
+        }
+        for r in rows:
+            need = round(r.gpus * PARTS_PER_GPU)
+            for b in reservations:
+                if need <= 0:
+                    break
+                take = min(need, free.get(b.id, 0))
+                if take > 0:
+                    free[b.id] -= take
+                    need -= take
+                    add(r, b.pool_id, take, s0, s1, None)
+            if need > 0:
+                pool_id, price = on_demand[sku]
+                add(r, pool_id, need, s0, s1, price)
+
+    allocs: list[AllocationSpan] = []
+    for p in pieces:
+        w = workloads.get(p.workload_id)
+        tenant, feature, serving = (w.tenant_id, w.feature, w.kind == "serving") if w else ("-", "-", False)
+        aid = f"{p.workload_id}@{p.start_s}/{p.pool_id}/{p.parts}"
+        allocs.append(AllocationSpan(aid, p.workload_id, p.team_id, tenant, p.team_id, feature, p.pool_id, p.sku_id,
+                                     p.parts, p.start_s, p.end_s, serving=serving))  # fmt: skip
+        if p.on_demand_price is not None:
+            gpus = math.ceil(p.parts / PARTS_PER_GPU)
+            capacity.append(
+                CapacityBlock(aid, p.pool_id, Tier.ON_DEMAND, p.sku_id, gpus, p.start_s, p.end_s, p.on_demand_price)
+            )
+    dur = np.array([p.end_s - p.start_s for p in pieces], dtype=np.float64)
+    gpus_arr = np.array([p.parts / PARTS_PER_GPU for p in pieces], dtype=np.float64)
+    usage = UsageTotals(
+        np.array([p.samples for p in pieces], dtype=np.int64),
+        np.array([p.util_sum for p in pieces], dtype=np.float64),
+        np.array([p.used_gpu_s for p in pieces], dtype=np.float64),
+        dur * gpus_arr,
+    )
+    return Books(capacity, allocs, usage)
+
+
+def workload_columns(recs: Sequence[UtilRec], workload_ids: Sequence[str], t0_s: int) -> tuple[UsageColumns, list[int]]:
+    """Utilization as columns with one allocation per workload (for idle detection); bucket = the smallest seen."""
+    bucket_s = min((r.bucket_s for r in recs), default=300)
+    index = {w: i for i, w in enumerate(workload_ids)}
+    keep = [r for r in recs if r.workload_id in index and r.start_s >= t0_s]
+    cols = UsageColumns(
+        t0_s,
+        bucket_s,
+        np.array([(r.start_s - t0_s) // bucket_s for r in keep], dtype=np.int32),
+        np.array([index[r.workload_id] for r in keep], dtype=np.int32),
+        np.array([r.util for r in keep], dtype=np.float32),
+    )
+    return cols, [index[r.workload_id] for r in keep]
