@@ -21,6 +21,7 @@ from gpufleet.autoscale.cluster import (
     NodeGroup,
 )
 from gpufleet.autoscale.cluster import DemandForecast as NodeDemandForecast
+from gpufleet.autoscale.forecaster import OnlineQuantileForecaster
 from gpufleet.autoscale.replica import PredictiveReplicaAutoscaler, ReplicaAutoscalerConfig
 from gpufleet.autoscale.signals import ReplicaSignals
 from gpufleet.domain.pools import Tier
@@ -47,7 +48,20 @@ class PredictiveReplicas:
                 period_s=float(self.period_s),
                 scale_down_stabilization_s=float(max(scaling.scale_down_delay_s, self.period_s)),
             )
-            p = self._by_fleet[scaling] = PredictiveReplicaAutoscaler(cfg)
+            # the simulator observes once per control period: the forecaster's buckets and windows follow it
+            period = float(self.period_s)
+            fc = OnlineQuantileForecaster(
+                horizon_s=cfg.cold_start_s + period,
+                floor=cfg.target_per_replica,
+                quantile=cfg.quantile,
+                bucket_s=period,
+                level_window_s=period,
+                slow_window_s=8 * period,
+                residual_window=7 * 96,
+                refresh_buckets=1,
+                loss_halflife_buckets=96.0,
+            )
+            p = self._by_fleet[scaling] = PredictiveReplicaAutoscaler(cfg, fc)
         return p
 
     def desired(
