@@ -5,7 +5,7 @@ from __future__ import annotations
 import copy
 
 import numpy as np
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from gpufleet.schedule.consolidation import ConsolidationPlan, RunningPod, plan_consolidation
@@ -93,6 +93,12 @@ rare = st.sampled_from([False, False, False, True])
     ),
     budget=st.integers(0, 12),
     spent=st.sampled_from([0, 0, 0, 3]),
+)
+@example(  # the reported reproduction, always checked
+    nodes=[NodeSpec(f"n{i}", 64_000, 262_144, g, "A") for i, g in enumerate((8, 2, 8))],
+    pods=[(PodRequest(f"p{n}", 1_000, 1_024, g, 1000), n, False, True, True) for n, g in enumerate((1, 1, 3))],
+    budget=10,
+    spent=0,
 )
 def test_applying_a_plan_in_order_frees_exactly_the_reported_nodes_within_capacity_and_budget(
     nodes: list[NodeSpec],
