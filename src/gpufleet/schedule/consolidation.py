@@ -6,6 +6,12 @@ or nothing beyond the restart if it checkpoints on the way) plus restart time. A
 EVERY pod on it can be re-placed elsewhere (a half-drained node frees nothing) and only while the
 disruption budget (moves per hour) allows. The plan is computed on a scratch copy of the node table;
 applying it is the caller's job. Feeds ``GET /v1/clusters/{cluster}/binpack``.
+
+Plan consistency (guarded by a property test that applies the moves in order): a node that receives a
+pod is never drained later in the same plan (reason code ``received_pods``) and a drained node never
+receives one, so every move starts from the pod's current node and every node in ``nodes_freed`` is
+empty once all moves are applied in order. A node whose table usage is not fully accounted for by
+``running`` is never drained (``untracked_usage``): the planner cannot move what it does not know about.
 """
 
 from __future__ import annotations
@@ -77,11 +83,19 @@ def plan_consolidation(
     for p in running:
         by_node.setdefault(p.node, []).append(p)
     used = table.gpu_count.astype(np.int64) * 1000 - table.gpu_left_milli.sum(axis=1)
+    untracked = _untracked_usage(table, by_node)
     drained: set[int] = set()
+    received: set[int] = set()  # destinations so far: draining one would strand the pods it received
     moves: list[Move] = []
     skipped: list[tuple[int, str]] = []
     for node in sorted(by_node, key=lambda n: (int(used[n]), n)):
         pods = by_node[node]
+        if node in received:
+            skipped.append((node, "received_pods"))
+            continue
+        if node in untracked:
+            skipped.append((node, "untracked_usage"))
+            continue
         if any(p.latency_sensitive for p in pods):
             skipped.append((node, "latency_sensitive"))
             continue
@@ -116,6 +130,7 @@ def plan_consolidation(
             continue
         moves.extend(trial)
         drained.add(node)
+        received.update(m.to_node for m in trial)
         budget -= len(trial)
     return ConsolidationPlan(
         moves=tuple(moves),
@@ -124,3 +139,18 @@ def plan_consolidation(
         cost_gpu_h=sum(m.cost_gpu_h for m in moves),
         skipped=tuple(skipped),
     )
+
+
+def _untracked_usage(table: NodeTable, by_node: dict[int, list[RunningPod]]) -> set[int]:
+    """Nodes whose used CPU, memory or GPU in ``table`` differs from the sum of their running pods."""
+    out: set[int] = set()
+    for node, pods in by_node.items():
+        cpu = sum(p.request.cpu_milli for p in pods)
+        mem = sum(p.request.memory_mib for p in pods)
+        gpu = sum(p.request.total_gpu_milli for p in pods)
+        used_cpu = int(table.cpu_cap_milli[node] - table.cpu_left_milli[node])
+        used_mem = int(table.mem_cap_mib[node] - table.mem_left_mib[node])
+        used_gpu = int(table.gpu_count[node]) * 1000 - int(table.gpu_left_milli[node].sum())
+        if (cpu, mem, gpu) != (used_cpu, used_mem, used_gpu):
+            out.add(node)
+    return out

@@ -1,13 +1,12 @@
 """Cluster bin-packing report over stored nodes: fragmentation, and the moves that free whole nodes.
 
-A baseline until the scheduler's consolidation planner can be wired in (``schedule.consolidation.
-plan_consolidation`` can report a node as freed that received pods earlier in the same plan; reported to its
-owner). Rules: drain the least used nodes first, each allocation onto the fullest other node that fits it
-(best fit); a node is drained only if ALL its allocations can move (a half-drained node frees nothing); nodes
-that received work may themselves be drained later only with everything they hold. Only checkpointable
-training moves; nodes holding serving (``latency_sensitive``), training without checkpoints
-(``not_checkpointable``) or workloads the registry does not know (``unknown_workload``) are skipped. A move
-costs the restart of its GPUs (``RESTART_S``); no work is lost after a checkpoint-on-drain.
+Moves come from the scheduler's planner (``schedule.consolidation.plan_consolidation``): drain the least used
+nodes first, each allocation onto the fullest other node that fits it (best fit); a node is drained only if
+ALL its allocations can move (a half-drained node frees nothing); a node that received work in the plan is
+never drained later in it (``received_pods``). Only checkpointable training moves; nodes holding serving
+(``latency_sensitive``), training without checkpoints (``not_checkpointable``) or workloads the registry does not know (``unknown_workload``) are skipped. A move
+costs the restart of its GPUs (``RESTART_S``); no work is lost after a checkpoint-on-drain. Nodes whose
+allocations exceed their GPUs are left alone (``over_capacity``).
 
 ``fragmentation`` = free GPUs stranded on partially used nodes / all free GPUs (0 = every free GPU is on an
 empty node, 1 = no node is empty).
@@ -19,11 +18,14 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
 from sqlalchemy import Engine, select
 
 from gpufleet.adapters.sql.models import ClusterRow, NodeRow, WorkloadRow
 from gpufleet.domain.errors import NotFoundError, PermissionDenied
 from gpufleet.domain.workloads import WorkloadKind
+from gpufleet.schedule.consolidation import RunningPod, plan_consolidation
+from gpufleet.schedule.table import NodeSpec, NodeTable, PodRequest
 from gpufleet.service.auth import Actor, Role
 from gpufleet.service.clock import Clock
 from gpufleet.service.uow import UnitOfWork
@@ -75,45 +77,59 @@ def _unmovable(node: NodeLoad, traits: dict[str, WorkloadTraits]) -> str | None:
 def suggest_moves(
     nodes: list[NodeLoad], traits: dict[str, WorkloadTraits], now_s: int
 ) -> tuple[list[dict[str, Any]], list[str], list[dict[str, str]]]:
-    """(moves, nodes freed, nodes skipped with a reason). Pure; ``now_s`` is kept for cost models that need it."""
-    work = [NodeLoad(n.node_id, n.gpus_total, list(n.allocations)) for n in nodes]
-    moves: list[dict[str, Any]] = []
-    freed: list[str] = []
-    skipped: list[dict[str, str]] = []
-    for src in sorted(work, key=lambda n: (n.used, n.node_id)):
-        if src.used == 0:
+    """(moves, nodes freed, nodes skipped with a reason). Pure: delegates to the scheduler's planner.
+
+    Each allocation becomes a whole-GPU pod on a node table (GPUs only: the store keeps no CPU/memory per
+    node); only checkpointable training is movable, there is no disruption budget here.
+    """
+    if not nodes:
+        return [], [], []
+    table = NodeTable.from_specs([NodeSpec(n.node_id, 0, 0, n.gpus_total) for n in nodes])
+    running: list[RunningPod] = []
+    wid_of: dict[str, str] = {}
+    over: list[int] = []
+    for i, n in enumerate(nodes):
+        if n.free < 0 or any(g < 0 for _, g in n.allocations):
+            over.append(i)  # the store disagrees with itself: leave the node alone
             continue
-        why = _unmovable(src, traits)
-        if why is not None:
-            skipped.append({"node": src.node_id, "reason": why})
-            continue
-        targets = [t for t in work if t is not src and t.used > 0 and t.node_id not in freed]
-        spare = {t.node_id: t.free for t in targets}
-        plan: list[tuple[str, int, NodeLoad]] = []
-        for wid, g in sorted(src.allocations, key=lambda a: -a[1]):
-            fits = [t for t in targets if spare[t.node_id] >= g]
-            if not fits:
-                break
-            best = min(fits, key=lambda t: (spare[t.node_id], t.node_id))
-            spare[best.node_id] -= g
-            plan.append((wid, g, best))
-        if len(plan) < len(src.allocations):
-            skipped.append({"node": src.node_id, "reason": "no_room_elsewhere"})
-            continue
-        for wid, g, dst in plan:
-            dst.allocations.append((wid, g))
-            moves.append(
-                {
-                    "workload_id": wid,
-                    "gpus": g,
-                    "from_node": src.node_id,
-                    "to_node": dst.node_id,
-                    "cost_gpu_h": round(g * RESTART_S / 3600, 4),
-                }
+        t = table.gpu_left_milli[i]
+        for j, (wid, g) in enumerate(n.allocations):
+            req = PodRequest(wid, 0, 0, g, 1000 if g else 0)
+            slots = tuple(int(x) for x in np.flatnonzero(t == 1000)[:g])
+            table.allocate(i, req, slots)
+            tr = traits.get(wid)
+            movable = tr is not None and tr.checkpointable and not tr.latency_sensitive
+            pid = f"{i}/{j}"
+            wid_of[pid] = wid
+            running.append(
+                RunningPod(
+                    pid,
+                    req,
+                    i,
+                    slots,
+                    latency_sensitive=tr is not None and tr.latency_sensitive,
+                    checkpointable=movable,
+                    restartable=False,
+                    restart_s=RESTART_S,
+                )
             )
-        src.allocations = []
-        freed.append(src.node_id)
-    return moves, freed, skipped
+    plan = plan_consolidation(table, running, now_s, max_moves_per_hour=len(running))
+    moves = [
+        {
+            "workload_id": wid_of[m.pod_id],
+            "gpus": len(m.gpu_slots),
+            "from_node": nodes[m.from_node].node_id,
+            "to_node": nodes[m.to_node].node_id,
+            "cost_gpu_h": round(m.cost_gpu_h, 4),
+        }
+        for m in plan.moves
+    ]
+    skipped = [{"node": nodes[i].node_id, "reason": "over_capacity"} for i in over]
+    for i, why in plan.skipped:
+        if why in ("latency_sensitive", "not_movable"):
+            why = _unmovable(nodes[i], traits) or why
+        skipped.append({"node": nodes[i].node_id, "reason": why})
+    return moves, [nodes[i].node_id for i in plan.nodes_freed], skipped
 
 
 class BinpackService:
