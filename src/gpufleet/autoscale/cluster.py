@@ -324,26 +324,28 @@ class ClusterAutoscaler:
                 if need > cap_by_sku[g.sku_id] - n.gpus:
                     holds.append(Hold(n.id, "forecast_needed_before_payoff"))
                     continue
-            others = [
-                m.id
-                for m in snap.nodes
-                if m.id != n.id and m.id not in removed and m.ready and groups[m.group_id].sku_id == g.sku_id
-            ]
-            slots = [free[i] for i in others]
-            ok = True
-            for size in sorted(n.pod_gpus, reverse=True):
-                j = next((k for k, s in enumerate(slots) if s >= size), None)
-                if j is None:
-                    ok = False
-                    break
-                slots[j] -= size
-            if not ok:
-                holds.append(Hold(n.id, "pods_do_not_fit_elsewhere"))
-                continue
-            spare_after = sum(slots)
-            if headroom.get(g.sku_id, 0) > spare_after:
-                holds.append(Hold(n.id, "warm_headroom"))
-                continue
+            others: list[str] = []
+            slots: list[int] = []
+            if n.pod_gpus or headroom.get(g.sku_id, 0) > 0:  # an empty node needs no room elsewhere
+                others = [
+                    m.id
+                    for m in snap.nodes
+                    if m.id != n.id and m.id not in removed and m.ready and groups[m.group_id].sku_id == g.sku_id
+                ]
+                slots = [free[i] for i in others]
+                ok = True
+                for size in sorted(n.pod_gpus, reverse=True):
+                    j = next((k for k, s in enumerate(slots) if s >= size), None)
+                    if j is None:
+                        ok = False
+                        break
+                    slots[j] -= size
+                if not ok:
+                    holds.append(Hold(n.id, "pods_do_not_fit_elsewhere"))
+                    continue
+                if headroom.get(g.sku_id, 0) > sum(slots):
+                    holds.append(Hold(n.id, "warm_headroom"))
+                    continue
             if len(self._terminated) >= c.disruption_budget_nodes:
                 holds.append(Hold(n.id, "disruption_budget"))
                 continue
