@@ -137,6 +137,11 @@ class ScaleDownContext:
 
 
 class NodeScaler(Protocol):
-    """The scale-down half of the cluster autoscaler: which idle launched nodes to terminate, and why."""
+    """The scale-down half of the cluster autoscaler: which idle launched nodes to terminate, and why.
+
+    ``min_idle_s``: nodes idle for less than this are never terminated, so the world does not offer them.
+    """
+
+    min_idle_s: int
 
     def scale_down(self, ctx: ScaleDownContext) -> list[tuple[int, str]]: ...

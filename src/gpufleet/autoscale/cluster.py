@@ -306,6 +306,7 @@ class ClusterAutoscaler:
             sku_id = groups[n.group_id].sku_id
             cap_by_sku[sku_id] = cap_by_sku.get(sku_id, 0) + n.gpus
         fc = {f.sku_id: f for f in snap.forecasts}
+        peaks: dict[tuple[str, float], float] = {}
         headroom = c.warm_headroom_gpus
         for n in cands:
             g = groups[n.group_id]
@@ -320,7 +321,9 @@ class ClusterAutoscaler:
                 continue
             if c.use_forecast and g.sku_id in fc:
                 horizon = g.node_start_s + g.min_billing_s
-                need = fc[g.sku_id].peak_between(now_s, now_s + horizon)
+                need = peaks.get((g.sku_id, horizon))
+                if need is None:  # one look-up per SKU and horizon, not per candidate
+                    need = peaks[(g.sku_id, horizon)] = fc[g.sku_id].peak_between(now_s, now_s + horizon)
                 if need > cap_by_sku[g.sku_id] - n.gpus:
                     holds.append(Hold(n.id, "forecast_needed_before_payoff"))
                     continue

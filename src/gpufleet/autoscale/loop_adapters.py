@@ -10,6 +10,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import numpy.typing as npt
 
@@ -58,7 +60,7 @@ class PredictiveReplicas:
                 level_window_s=period,
                 slow_window_s=8 * period,
                 residual_window=7 * 96,
-                refresh_buckets=1,
+                refresh_buckets=24,  # every 6 h: residual quantiles over a week move slowly
                 loss_halflife_buckets=96.0,
             )
             p = self._by_fleet[scaling] = PredictiveReplicaAutoscaler(cfg, fc)
@@ -83,7 +85,10 @@ class PredictiveReplicas:
 
 class PayoffAwareScaleDown:
     def __init__(self, config: ClusterAutoscalerConfig | None = None) -> None:
-        self.ca = ClusterAutoscaler(config or ClusterAutoscalerConfig())
+        cfg = config or ClusterAutoscalerConfig()
+        # the world offers only nodes already idle for the unneeded time, so the autoscaler's own clock starts at 0
+        self.min_idle_s = int(cfg.scale_down_unneeded_s)
+        self.ca = ClusterAutoscaler(replace(cfg, scale_down_unneeded_s=0.0))
 
     def scale_down(self, ctx: ScaleDownContext) -> list[tuple[int, str]]:
         groups: dict[str, NodeGroup] = {}

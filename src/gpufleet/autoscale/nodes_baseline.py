@@ -11,6 +11,7 @@ class IdleTimeoutScaleDown:
 
     def __init__(self, unneeded_s: int = 600) -> None:
         self.unneeded_s = unneeded_s
+        self.min_idle_s = unneeded_s
 
     def scale_down(self, ctx: ScaleDownContext) -> list[tuple[int, str]]:
         if ctx.pending_gpus > 0:

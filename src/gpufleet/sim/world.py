@@ -576,9 +576,12 @@ class World(ReservationDesk, ServingMixin):
         f = self.fleet
         per = self.per_node[s]
         idle: list[IdleNode] = []
+        min_idle = self.loop.node_scaler.min_idle_s
         for tier in LAUNCHED_TIERS:
             rank = TIER_RANK[tier]
             for n in f.index.nodes_with_free(s, rank, per):
+                if now - f.n_idle_since[n] < min_idle:
+                    continue
                 pr = f.pools[f.n_pool[n]]
                 idle.append(
                     IdleNode(
