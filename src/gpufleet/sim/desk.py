@@ -15,6 +15,7 @@ from gpufleet.domain.pools import Tier
 from gpufleet.domain.reservations import Reservation, ReservationStatus, term_seconds
 from gpufleet.ports import DemandForecast, ProcurementContext
 from gpufleet.sim.fleet import NodeState
+from gpufleet.sim.kinds import DAILY, DAY_S, HOUR_S, RES_EVENT
 
 if TYPE_CHECKING:
     from gpufleet.control.loop import ControlLoop
@@ -22,11 +23,6 @@ if TYPE_CHECKING:
     from gpufleet.sim.fleet import Fleet
     from gpufleet.sim.metrics import Metrics
     from gpufleet.sim.scenario import PoolSpec, Scenario
-
-HOUR_S = 3600
-DAY_S = 86400
-RES_EVENT = 8
-DAILY = 7
 
 
 class ReservationDesk:

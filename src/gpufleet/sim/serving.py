@@ -11,14 +11,12 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from gpufleet.domain.workloads import ServingScaling
+from gpufleet.sim.kinds import PRIO_SERVING, QUEUED, REMOVED, RUNNING
 from gpufleet.sim.scenario import ServingSpec
 
 if TYPE_CHECKING:
     from gpufleet.control.loop import ControlLoop
     from gpufleet.sim.metrics import Metrics
-
-QUEUED, RUNNING, REMOVED = 1, 2, 4
-PRIO_SERVING = 3
 
 
 @dataclass(slots=True)

@@ -23,21 +23,34 @@ from gpufleet.sim import demand
 from gpufleet.sim.desk import ReservationDesk
 from gpufleet.sim.engine import EventQueue
 from gpufleet.sim.fleet import Fleet, NodeState
+from gpufleet.sim.kinds import (
+    ARRIVE,
+    DAILY,
+    DAY_S,
+    DONE,
+    HOUR_S,
+    JOB_END,
+    NODE_FAIL,
+    NODE_REPAIR,
+    NODE_UP,
+    PRIO_SERVING,
+    QUEUED,
+    READY,
+    REMOVED,
+    RUNNING,
+    SPOT_PREEMPT,
+    STOCK,
+    TICK,
+)
 from gpufleet.sim.metrics import Metrics
 from gpufleet.sim.scenario import Scenario
 from gpufleet.sim.serving import FleetRuntime, ServingMixin
 
 # event kinds
-ARRIVE, JOB_END, NODE_UP, NODE_FAIL, NODE_REPAIR, SPOT_PREEMPT, TICK, DAILY, RES_EVENT, STOCK, READY = range(11)
-# pod states
-QUEUED, RUNNING, DONE, REMOVED = 1, 2, 3, 4
-HOUR_S = 3600
-DAY_S = 86400
 TIERS_NO_SPOT = (TIER_RANK[Tier.RESERVED], TIER_RANK[Tier.ON_DEMAND], TIER_RANK[Tier.SECONDARY])
 TIERS_ALL = (TIER_RANK[Tier.RESERVED], TIER_RANK[Tier.ON_DEMAND], TIER_RANK[Tier.SPOT], TIER_RANK[Tier.SECONDARY])
 SPOT_RANK = TIER_RANK[Tier.SPOT]
 LAUNCHED_TIERS = (Tier.ON_DEMAND, Tier.SPOT, Tier.SECONDARY)
-PRIO_SERVING = 3
 BACKFILL_SCAN = 16  # queued pods examined per SKU when capacity frees up (head + backfill)
 
 
