@@ -50,3 +50,20 @@ def test_a_missing_scenario_file_is_a_clear_error(tmp_path: Path) -> None:
     assert r.returncode == 2
     assert "does not exist" in r.stderr
     assert "Traceback" not in r.stderr
+
+
+def test_bench_cluster_autoscale_runs_both_scalers_on_the_same_world(tmp_path: Path) -> None:
+    out = tmp_path / "ca.json"
+    r = run("bench", "cluster-autoscale", "--seeds", "3", "--days", "3", "--gpus", "128", "--json", str(out))
+    assert r.returncode == 0, r.stderr
+    data = json.loads(out.read_text())
+    row = data["rows"][0]
+    assert set(row) == {"seed", "gpufleet", "ca_like"}
+    for name in ("gpufleet", "ca_like"):
+        assert row[name]["node_launches"] >= 0 and row[name]["total_cost_usd"] > 0
+
+
+def test_bench_seeds_are_parsed_strictly() -> None:
+    r = run("bench", "loop", "--seeds", "5-2")
+    assert r.returncode == 2
+    assert "--seeds" in r.stderr and "Traceback" not in r.stderr

@@ -1,0 +1,47 @@
+"""``gpufleet bench cluster-autoscale --seeds 1-5``."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from gpufleet.bench.cluster_autoscale import bench_cluster_autoscale
+from gpufleet.cli.bench_loop import parse_seeds
+from gpufleet.cli.cmd_simulate import write_json
+from gpufleet.cli.errors import user_errors
+
+
+def register(app: typer.Typer) -> None:
+    @app.command("cluster-autoscale")
+    @user_errors
+    def cluster_autoscale(
+        seeds: Annotated[str, typer.Option(help="A-B or a comma list")] = "1-5",
+        days: Annotated[int, typer.Option(min=1)] = 60,
+        gpus: Annotated[int, typer.Option(min=8)] = 1024,
+        json_path: Annotated[Path | None, typer.Option("--json")] = None,
+    ) -> None:
+        """Node launches, terminations, cost and pending time: gpufleet's scale-down vs a CA-like baseline."""
+        r = bench_cluster_autoscale(parse_seeds(seeds), days, gpus)
+        t = Table(title=f"cluster autoscaler on the default scenario ({gpus:,} GPUs, {days} days)")
+        for c in ("seed", "policy", "launches", "terminations", "cost USD", "p95 wait s", "p50 wait s"):
+            t.add_column(c, justify="right")
+        for row in r["rows"]:
+            for name in ("gpufleet", "ca_like"):
+                x = row[name]
+                t.add_row(
+                    str(row["seed"]),
+                    name,
+                    f"{x['node_launches']:,}",
+                    f"{x['node_terminations']:,}",
+                    f"{x['total_cost_usd']:,.0f}",
+                    f"{x['p95_queue_wait_s']:.0f}",
+                    f"{x['p50_queue_wait_s']:.0f}",
+                )
+        Console().print(t)
+        Console().print(f"mean launches ratio {r['launches_ratio_mean']}, mean cost ratio {r['cost_ratio_mean']}")
+        if json_path is not None:
+            write_json(json_path, r)
