@@ -14,6 +14,8 @@ from gpufleet.sim.builtin import default_scenario
 from gpufleet.sim.compare import compare, versus
 from gpufleet.sim.run import LOOPS
 
+ROW_FIGURES = ("total_cost_usd", "gpu_utilization", "p95_queue_wait_s", "serving_slo_attainment", "node_launches")
+
 
 def bench_loop(seeds: list[int], days: int, gpus: int) -> dict[str, Any]:
     rows: list[dict[str, Any]] = []

@@ -70,8 +70,15 @@ def default_pools(
     spot_preemption_rate_per_h: float = 0.05,
     secondary_lead_time_s: int = 3 * 86400,
     reserved_lead_time_s: int = 14 * 86400,
+    reserved_term_months: int = 12,
+    node_start_s: int = 600,
+    secondary_node_start_s: int | None = None,
 ) -> tuple[CapacityPool, ...]:
-    """The four tiers for one SKU in one region, priced from the built-in catalog."""
+    """The four tiers for one SKU in one region, priced from the built-in catalog.
+
+    ``secondary_node_start_s`` is how long a secondary node takes to join (default: ``node_start_s``); the
+    simulator sets it to the secondary lead time, since capacity there arrives only after it.
+    """
     p = PRICES_BY_SKU[sku_id]
     sec_region = "eu-north1" if p.secondary_provider == "nebius" else "lambda-us-east-1"
     return (
@@ -82,8 +89,9 @@ def default_pools(
             sku_id,
             Tier.RESERVED,
             p.reserved_1y,
-            term_months=12,
+            term_months=reserved_term_months,
             lead_time_s=reserved_lead_time_s,
+            node_start_s=node_start_s,
         ),
         CapacityPool(
             f"aws/{region_id}/{sku_id}/on_demand",
@@ -93,6 +101,7 @@ def default_pools(
             Tier.ON_DEMAND,
             p.on_demand,
             quota_gpus=on_demand_quota_gpus,
+            node_start_s=node_start_s,
         ),
         CapacityPool(
             f"nebius/{sec_region}/{sku_id}/spot",
@@ -102,6 +111,7 @@ def default_pools(
             Tier.SPOT,
             p.spot,
             preemption_rate_per_h=spot_preemption_rate_per_h,
+            node_start_s=node_start_s,
         ),
         CapacityPool(
             f"{p.secondary_provider}/{sec_region}/{sku_id}/secondary",
@@ -111,5 +121,6 @@ def default_pools(
             Tier.SECONDARY,
             p.secondary,
             lead_time_s=secondary_lead_time_s,
+            node_start_s=node_start_s if secondary_node_start_s is None else secondary_node_start_s,
         ),
     )

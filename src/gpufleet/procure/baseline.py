@@ -6,6 +6,8 @@ replaces it and is measured against it.
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from gpufleet.ports import ProcurementContext, ReservationProposal
@@ -23,18 +25,25 @@ class LookbackPercentile:
         if len(hist) < self.min_history_h:
             return []
         target = float(np.percentile(hist, self.percentile))
-        gap = target - ctx.committed_gpus_at_lead
-        nodes = int(gap // ctx.gpus_per_node)
-        if nodes <= 0:
-            return []
-        units = nodes * ctx.gpus_per_node
-        return [
-            ReservationProposal(
-                sku_id=ctx.sku_id,
-                pool_id=ctx.pool.id,
-                units=units,
-                start_s=ctx.now_s + ctx.pool.lead_time_s,
-                term_months=ctx.pool.term_months or 12,
-                reason=f"lookback_p{self.percentile:g}: target {target:.0f} GPUs, committed {ctx.committed_gpus_at_lead}",
-            )
-        ]
+        return whole_node_proposal(
+            ctx,
+            target - ctx.committed_gpus_at_lead,
+            f"lookback_p{self.percentile:g}: target {target:.0f} GPUs, committed {ctx.committed_gpus_at_lead}",
+        )
+
+
+def whole_node_proposal(ctx: ProcurementContext, gpus: float, reason: str) -> list[ReservationProposal]:
+    """Reserve ``gpus`` rounded down to whole nodes from the context's pool, starting after its lead time."""
+    nodes = math.floor(gpus / ctx.gpus_per_node)
+    if nodes <= 0:
+        return []
+    return [
+        ReservationProposal(
+            sku_id=ctx.sku_id,
+            pool_id=ctx.pool.id,
+            units=nodes * ctx.gpus_per_node,
+            start_s=ctx.now_s + ctx.pool.lead_time_s,
+            term_months=ctx.pool.term_months or 12,
+            reason=reason,
+        )
+    ]

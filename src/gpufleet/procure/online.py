@@ -17,6 +17,7 @@ import numpy as np
 from gpufleet.domain.catalog import PRICES_BY_SKU
 from gpufleet.domain.reservations import term_seconds
 from gpufleet.ports import ProcurementContext, ReservationProposal
+from gpufleet.procure.baseline import whole_node_proposal
 from gpufleet.procure.policies import GpufleetPolicy, units_worth_committing
 from gpufleet.procure.replay import FloatArray, ReplayConfig
 
@@ -59,23 +60,12 @@ class BreakevenProcurer:
         first = excess[:, 0][np.isfinite(excess[:, 0])]
         needed = units_worth_committing(first, policy.first_hour_use)
         gpus = min(worth, needed)
-        nodes = math.floor(gpus / ctx.gpus_per_node)
-        if nodes <= 0:
-            return []
-        units = nodes * ctx.gpus_per_node
-        return [
-            ReservationProposal(
-                sku_id=ctx.sku_id,
-                pool_id=pool.id,
-                units=units,
-                start_s=ctx.now_s + pool.lead_time_s,
-                term_months=pool.term_months or 12,
-                reason=(
-                    f"breakeven: {units} GPUs above {have:.0f} committed are expected in use at least "
-                    f"{cfg.alpha:.0%} of the term (reserved/on-demand price)"
-                ),
-            )
-        ]
+        return whole_node_proposal(
+            ctx,
+            gpus,
+            f"breakeven: {math.floor(gpus / ctx.gpus_per_node) * ctx.gpus_per_node} GPUs above {have:.0f} committed "
+            f"are expected in use at least {cfg.alpha:.0%} of the term (reserved/on-demand price)",
+        )
 
 
 def _tile(values: FloatArray, n: int) -> FloatArray:

@@ -13,8 +13,8 @@ import numpy as np
 
 from gpufleet.control.loop import ControlLoop
 from gpufleet.cost.metering import Ledger
-from gpufleet.domain.catalog import PRICES_BY_SKU
-from gpufleet.domain.pools import TIER_RANK, CapacityPool, Tier
+from gpufleet.domain.catalog import default_pools
+from gpufleet.domain.pools import TIER_RANK, Tier
 from gpufleet.domain.reservations import Reservation
 from gpufleet.domain.skus import SKUS_BY_ID
 from gpufleet.domain.workloads import ServingScaling, lost_work_s
@@ -143,68 +143,30 @@ class World(ReservationDesk, ServingMixin):
 
     # ------------------------------------------------------------------ setup
     def _build_pools(self) -> None:
+        """Four pools per SKU from the built-in catalog; capacity ceilings: quota, spot and secondary stock."""
         self.pool_specs = {}
         for spec in self.sc.pools:
-            s = self.sku_ids.index(spec.sku)
-            p = PRICES_BY_SKU[spec.sku]
-            sec_provider = p.secondary_provider
-            pools = (
-                (
-                    CapacityPool(
-                        f"aws/{spec.region}/{spec.sku}/reserved",
-                        "aws",
-                        spec.region,
-                        spec.sku,
-                        Tier.RESERVED,
-                        p.reserved_1y,
-                        term_months=spec.reserved_term_months,
-                        lead_time_s=int(spec.reserved_lead_time_h * HOUR_S),
-                    ),
-                    None,
-                ),
-                (
-                    CapacityPool(
-                        f"aws/{spec.region}/{spec.sku}/on_demand",
-                        "aws",
-                        spec.region,
-                        spec.sku,
-                        Tier.ON_DEMAND,
-                        p.on_demand,
-                        quota_gpus=spec.on_demand_quota_gpus,
-                        node_start_s=spec.node_start_s,
-                    ),
-                    spec.on_demand_quota_gpus,
-                ),
-                (
-                    CapacityPool(
-                        f"nebius/{spec.region}/{spec.sku}/spot",
-                        "nebius",
-                        spec.region,
-                        spec.sku,
-                        Tier.SPOT,
-                        p.spot,
-                        preemption_rate_per_h=spec.spot_preemption_rate_per_h,
-                        node_start_s=spec.node_start_s,
-                    ),
-                    spec.spot_capacity_gpus,
-                ),
-                (
-                    CapacityPool(
-                        f"{sec_provider}/{spec.region}/{spec.sku}/secondary",
-                        sec_provider,
-                        spec.region,
-                        spec.sku,
-                        Tier.SECONDARY,
-                        p.secondary,
-                        lead_time_s=int(spec.secondary_lead_time_h * HOUR_S),
-                        node_start_s=int(spec.secondary_lead_time_h * HOUR_S),
-                    ),
-                    spec.secondary_capacity_gpus,
-                ),
+            secondary_lead_s = int(spec.secondary_lead_time_h * HOUR_S)
+            pools = default_pools(
+                spec.sku,
+                spec.region,
+                on_demand_quota_gpus=spec.on_demand_quota_gpus,
+                spot_preemption_rate_per_h=spec.spot_preemption_rate_per_h,
+                secondary_lead_time_s=secondary_lead_s,
+                reserved_lead_time_s=int(spec.reserved_lead_time_h * HOUR_S),
+                reserved_term_months=spec.reserved_term_months,
+                node_start_s=spec.node_start_s,
+                secondary_node_start_s=secondary_lead_s,
             )
-            for pool, cap in pools:
-                self.fleet.add_pool(pool, cap)
-            self.pool_specs[s] = spec
+            ceilings = {
+                Tier.RESERVED: None,
+                Tier.ON_DEMAND: spec.on_demand_quota_gpus,
+                Tier.SPOT: spec.spot_capacity_gpus,
+                Tier.SECONDARY: spec.secondary_capacity_gpus,
+            }
+            for pool in pools:
+                self.fleet.add_pool(pool, ceilings[pool.tier])
+            self.pool_specs[self.sku_ids.index(spec.sku)] = spec
 
     def _job_skus(self, jobs: demand.JobBatch) -> list[int]:
         by_group: dict[str, int] = {}
