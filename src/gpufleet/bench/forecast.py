@@ -160,18 +160,32 @@ class ForecastBenchResult:
     scores: dict[str, dict[str, BacktestScore]] = field(default_factory=dict)
     warmup_s: dict[str, float] = field(default_factory=dict)
     skipped: dict[str, str] = field(default_factory=dict)
+    t0_s: dict[str, int] = field(default_factory=dict)  # first timestamp of each series (for window dates)
 
-    def to_json(self) -> dict[str, Any]:
-        """The issue's shape: ``{"series": {ID: {MODEL: {"mase", "pinball", "coverage_80", "seconds"}}}}``."""
-        return {
-            "series": {
-                sid: {
-                    m: {"mase": s.mase, "pinball": s.pinball, "coverage_80": s.coverage_80, "seconds": s.seconds}
-                    for m, s in per.items()
-                }
-                for sid, per in self.scores.items()
+    def to_json(self, per_origin: bool = False) -> dict[str, Any]:
+        """The issue's shape: ``{"series": {ID: {MODEL: {"mase", "pinball", "coverage_80", "seconds"}}}}``;
+        ``per_origin`` adds each model's window scores under ``"per_origin"`` (start timestamp, metrics)."""
+
+        def entry(sid: str, s: BacktestScore) -> dict[str, Any]:
+            out: dict[str, Any] = {
+                "mase": s.mase,
+                "pinball": s.pinball,
+                "coverage_80": s.coverage_80,
+                "seconds": s.seconds,
             }
-        }
+            if per_origin:
+                out["per_origin"] = [
+                    {
+                        "start_s": self.t0_s.get(sid, 0) + w.origin * self.step_s,
+                        "mase": w.mase,
+                        "pinball": w.pinball,
+                        "coverage_80": w.coverage_80,
+                    }
+                    for w in s.per_origin
+                ]
+            return out
+
+        return {"series": {sid: {m: entry(sid, s) for m, s in per.items()} for sid, per in self.scores.items()}}
 
 
 def run_forecast_bench(
@@ -207,6 +221,7 @@ def run_forecast_bench(
         result.warmup_s[name] = clock() - t0
     for sid, s in series.items():
         factories = model_factories(step_s, int(s.t_s[0]), wanted)
+        result.t0_s[sid] = int(s.t_s[0])
         result.scores[sid] = {}
         for name, make in factories.items():
             result.scores[sid][name] = backtest(s.values, make, h, daily, clock, n_origins)
@@ -265,4 +280,29 @@ def markdown_table(result: ForecastBenchResult) -> str:
     ]
     for m, why in result.skipped.items():
         lines.append(f"skipped {m}: {why}")
+    return "\n".join(lines)
+
+
+def per_origin_table(result: ForecastBenchResult) -> str:
+    """One row per series and window: each model's ``pinball / MASE / coverage_80`` on that window alone (UTC start
+    of the window), and the model with the lowest pinball there."""
+    import datetime as dt
+
+    lines = []
+    for sid, per in result.scores.items():
+        models = list(per)
+        lines += [
+            f"{sid}: pinball / MASE / coverage_80 per window of {result.horizon} steps",
+            "",
+            "| window start (UTC) | " + " | ".join(models) + " | best pinball |",
+            "|---|" + "---:|" * len(models) + "---|",
+        ]
+        rows = zip(*(per[m].per_origin for m in models), strict=True)
+        for ws in rows:
+            start = result.t0_s.get(sid, 0) + ws[0].origin * result.step_s
+            when = dt.datetime.fromtimestamp(start, dt.UTC).strftime("%Y-%m-%d %H:%M")
+            cells = [f"{w.pinball:.3f} / {w.mase:.2f} / {w.coverage_80:.2f}" for w in ws]
+            best = min(range(len(models)), key=lambda i: ws[i].pinball)
+            lines.append(f"| {when} | " + " | ".join(cells) + f" | {models[best]} |")
+        lines.append("")
     return "\n".join(lines)

@@ -30,6 +30,9 @@ def register(app: typer.Typer) -> None:
         group_column: Annotated[
             str | None, typer.Option("--group-column", help="with --time-column: also one series per top group")
         ] = None,
+        per_origin: Annotated[
+            bool, typer.Option("--per-origin", help="also print (and write to --json) each window's scores")
+        ] = False,
     ) -> None:
         """Backtest gpufleet, naive, seasonal_naive, autoets, mstl (and prophet if installed); print tables."""
         from gpufleet.bench.forecast import (
@@ -37,6 +40,7 @@ def register(app: typer.Typer) -> None:
             load_regular,
             markdown_table,
             parse_duration_s,
+            per_origin_table,
             request_rate_series,
             run_forecast_bench,
         )
@@ -49,9 +53,11 @@ def register(app: typer.Typer) -> None:
         chosen = tuple(m.strip() for m in models.split(",")) if models else MODELS
         result = run_forecast_bench(data, horizon, n_origins=origins, models=chosen, progress=typer.echo)
         table = markdown_table(result)
+        if per_origin:
+            table += "\n\n" + per_origin_table(result)
         typer.echo(table)
         if markdown:
             markdown.write_text(table + "\n")
         if json_path:
-            json_path.write_text(json.dumps(result.to_json(), indent=2) + "\n")
+            json_path.write_text(json.dumps(result.to_json(per_origin), indent=2) + "\n")
             typer.echo(f"wrote {json_path}")

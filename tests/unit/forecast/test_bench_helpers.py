@@ -62,3 +62,32 @@ def test_verdict_compares_with_the_best_baseline() -> None:
     v = verdict({"gpufleet": s(0.9, 0.40, 0.8), "naive": s(1.0, 0.50, 0.9), "mstl": s(0.95, 0.45, 0.7)})
     assert v["best_pinball_baseline"] == "mstl" and v["pinball_ratio"] == pytest.approx(0.40 / 0.45)
     assert v["mase_ok"] and v["coverage_ok"] and v["pinball_ok"]
+
+
+def test_per_origin_scores_add_up_to_the_aggregate() -> None:
+    rng = np.random.default_rng(3)
+    y = np.tile(10 + 5 * np.sin(np.arange(24) * 2 * np.pi / 24), 12) + rng.normal(0, 1, 288)
+    score = backtest(y, lambda: seasonal_naive(24), 24, 24, time.perf_counter, n_origins=4)
+    assert [w.origin for w in score.per_origin] == [192, 216, 240, 264]
+    assert np.mean([w.mase for w in score.per_origin]) == pytest.approx(score.mase)
+    assert np.mean([w.pinball for w in score.per_origin]) == pytest.approx(score.pinball)
+    pooled = sum(w.coverage_80 * w.n_scored for w in score.per_origin) / score.n_scored
+    assert pooled == pytest.approx(score.coverage_80)
+
+
+def test_per_origin_table_names_each_window_and_its_best_model() -> None:
+    from gpufleet.bench.forecast import ForecastBenchResult, per_origin_table
+    from gpufleet.forecast.backtest import OriginScore
+
+    def s(pins: list[float]) -> BacktestScore:
+        wins = tuple(OriginScore(48 + 24 * i, 1.0, p, 0.8, 24) for i, p in enumerate(pins))
+        return BacktestScore(1.0, float(np.mean(pins)), 0.8, 0.0, len(pins), 24 * len(pins), wins)
+
+    res = ForecastBenchResult(horizon=24, step_s=3600, n_origins=2, t0_s={"x": 0})
+    res.scores["x"] = {"gpufleet": s([0.2, 0.9]), "mstl": s([0.3, 0.5])}
+    rows = [line for line in per_origin_table(res).splitlines() if line.startswith("| 1970")]
+    assert rows[0].startswith("| 1970-01-03 00:00 | 0.200 / 1.00 / 0.80") and rows[0].endswith("| gpufleet |")
+    assert rows[1].startswith("| 1970-01-04 00:00") and rows[1].endswith("| mstl |")
+    per = res.to_json(per_origin=True)["series"]["x"]["mstl"]["per_origin"]
+    assert [w["start_s"] for w in per] == [2 * 86_400, 3 * 86_400] and per[1]["pinball"] == 0.5
+    assert "per_origin" not in res.to_json()["series"]["x"]["mstl"]
