@@ -13,6 +13,7 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Literal
 
+from gpufleet.autoscale.burst_hold import BurstFloor
 from gpufleet.autoscale.forecaster import LoadForecaster, OnlineQuantileForecaster
 from gpufleet.autoscale.signals import ReplicaDecision, ReplicaSignals
 from gpufleet.domain.errors import ValidationError
@@ -55,6 +56,12 @@ class ReplicaAutoscalerConfig:
     slo_breach_cost_usd: cost assigned to one request that misses its latency SLO (scale-to-zero rule).
     price_usd_per_replica_h: replica price, for the scale-to-zero rule and the budget.
     budget_usd_day: cap on spend per day (None = no cap); degrade_options are tried in order when it binds.
+    slo_s: the latency SLO on queue wait; when set, the burst floor (autoscale/burst_hold.py) keeps the replicas
+      that the recent bursts needed to meet it (None: no burst floor).
+    burst_memory_cold_starts: the burst floor forgets a burst after this many cold starts.
+    burst_quantile: request-weighted quantile of the recent per-period requirement the floor holds.
+    forecast_bucket_s: bucket of the load forecaster; None = 60 s with the burst floor (the floor covers the
+      sub-minute bursts; the forecast pre-warms for the minute-scale load a cold start can act on), else 10 s.
     """
 
     min_replicas: int
@@ -75,6 +82,10 @@ class ReplicaAutoscalerConfig:
     price_usd_per_replica_h: float = 27.52
     budget_usd_day: float | None = None
     degrade_options: tuple[BudgetDegrade, ...] = field(default_factory=tuple)
+    slo_s: float | None = None
+    burst_memory_cold_starts: float = 10.0
+    burst_quantile: float = 0.995
+    forecast_bucket_s: float | None = None
 
     def __post_init__(self) -> None:
         if self.min_replicas < 0 or self.max_replicas < max(1, self.min_replicas):
@@ -99,9 +110,17 @@ class PredictiveReplicaAutoscaler:
             horizon_s=config.cold_start_s + config.period_s,
             floor=config.target_per_replica,
             quantile=config.quantile,
+            bucket_s=config.forecast_bucket_s or (60.0 if config.slo_s is not None else 10.0),
         )
         self._recs: deque[tuple[float, int]] = deque()
         self._last_arrival_s: float | None = None
+        self._burst: BurstFloor | None = None
+        if config.slo_s is not None:
+            self._burst = BurstFloor(
+                slo_s=config.slo_s,
+                memory_s=max(config.period_s, config.burst_memory_cold_starts * config.cold_start_s),
+                quantile=config.burst_quantile,
+            )
 
     def _metric_value(self, s: ReplicaSignals) -> float:
         m = self.config.metric
@@ -123,6 +142,10 @@ class PredictiveReplicaAutoscaler:
         fc = max(upper, value)
         raw = max(fc / hot, self.forecaster.level() / c.target_per_replica if c.size_on_level else 0.0)
         reason = "forecast_prewarm" if upper > value else "current_load"
+        if self._burst is not None:
+            floor = self._burst_floor(s)
+            if floor > raw:
+                raw, reason = floor, "burst_floor"
         if c.metric == "rps" and s.queue_depth > 0:
             extra = self._drain_extra(s, fc, hot)
             if extra > 0:
@@ -143,6 +166,19 @@ class PredictiveReplicaAutoscaler:
         if desired < c.min_replicas:
             desired, reason = c.min_replicas, "clamped_min"
         return self._apply_budget(desired, reason, fc)
+
+    def _burst_floor(self, s: ReplicaSignals) -> float:
+        """Observe the period in the burst floor and return it (replicas at 100%)."""
+        assert self._burst is not None
+        self._burst.observe(
+            s.now_s,
+            s.period_s,
+            s.load_replicas,
+            s.arrival_rps * s.period_s,
+            s.peak_load_replicas,
+            s.peak_window_s,
+        )
+        return self._burst.level()
 
     def _drain_extra(self, s: ReplicaSignals, load: float, hot: float) -> float:
         """Replicas to add so the queue drains within ``drain_s`` once the launched replicas are ready.
