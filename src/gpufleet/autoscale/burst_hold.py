@@ -7,8 +7,8 @@ held. So the policy keeps a *burst floor*: the replicas that the recent bursts n
 A fleet of ``n`` replicas (a fluid server of ``n`` replica-seconds per second) keeps every wait within
 ``slo_s`` iff every interval of length ``tau`` brings at most ``n * (tau + slo_s)`` replica-seconds of work.
 So the *requirement* of a decision period is the largest ``work(tau) / (tau + slo_s)`` over the intervals that
-end with it: ``tau`` = 1, 2, ... whole periods back (up to ``span_s``) and the densest ``peak_window_s`` inside
-it (``ReplicaSignals.peak_load_replicas``, a gateway's per-second counter).
+end with it: ``tau`` = 1, 2, ... whole periods back (up to ``span_s``), and the densest short windows inside
+it (``ReplicaSignals.peak_work``, a gateway's per-second counters).
 
 The floor is the request-weighted ``quantile`` of the requirement over the last ``memory_s`` seconds: the
 fewest replicas that would have served that share of the recent requests in time. Bursts are heavy: one
@@ -43,12 +43,14 @@ class BurstFloor:
         self._requests = 0.0
 
     def requirement(
-        self, period_s: float, load_replicas: float, peak_load_replicas: float, peak_window_s: float
+        self, period_s: float, load_replicas: float, peak_work: tuple[tuple[float, float], ...] = ()
     ) -> float:
         """Replicas needed for the intervals ending now (uses the periods already recorded)."""
         work = load_replicas * period_s
         tau = period_s
-        req = max(work / (tau + self.slo_s), peak_load_replicas * peak_window_s / (peak_window_s + self.slo_s))
+        req = work / (tau + self.slo_s)
+        for win_s, w in peak_work:
+            req = max(req, w / (win_s + self.slo_s))
         for _, d, w in reversed(self._recent):
             work += w
             tau += d
@@ -61,12 +63,11 @@ class BurstFloor:
         period_s: float,
         load_replicas: float,
         requests: float,
-        peak_load_replicas: float = 0.0,
-        peak_window_s: float = 1.0,
+        peak_work: tuple[tuple[float, float], ...] = (),
     ) -> None:
-        """Record one period: its arriving load (replicas at 100%) over the period and over its densest
-        ``peak_window_s``, and the requests it brought (the weight of its requirement)."""
-        req = self.requirement(period_s, load_replicas, peak_load_replicas, peak_window_s)
+        """Record one period: its arriving load (replicas at 100%), the work in its densest short windows
+        (``(window_s, replica-seconds)``) and the requests it brought (the weight of its requirement)."""
+        req = self.requirement(period_s, load_replicas, peak_work)
         self._recent.append((now_s, period_s, max(0.0, load_replicas * period_s)))
         while self._recent and self._recent[0][0] <= now_s - self.span_s + 1e-9:
             self._recent.popleft()

@@ -62,6 +62,9 @@ class ReplicaAutoscalerConfig:
     burst_quantile: request-weighted quantile of the recent per-period requirement the floor holds.
     forecast_bucket_s: bucket of the load forecaster; None = 60 s with the burst floor (the floor covers the
       sub-minute bursts; the forecast pre-warms for the minute-scale load a cold start can act on), else 10 s.
+    react_periods: the fleet reacts to the current load only once it has lasted this many periods (the lowest
+      of their values); None = 2 with the burst floor (a shorter spike is over long before a cold start ends,
+      and the floor, not a launch, serves it), else 1.
     """
 
     min_replicas: int
@@ -86,6 +89,7 @@ class ReplicaAutoscalerConfig:
     burst_memory_cold_starts: float = 10.0
     burst_quantile: float = 0.995
     forecast_bucket_s: float | None = None
+    react_periods: int | None = None
 
     def __post_init__(self) -> None:
         if self.min_replicas < 0 or self.max_replicas < max(1, self.min_replicas):
@@ -94,6 +98,8 @@ class ReplicaAutoscalerConfig:
             raise ValidationError("target_per_replica", f"must be > 0, got {self.target_per_replica}")
         if self.cold_start_s < 0 or self.period_s <= 0:
             raise ValidationError("cold_start_s", "cold_start_s must be >= 0 and period_s > 0")
+        if self.react_periods is not None and self.react_periods < 1:
+            raise ValidationError("react_periods", f"must be >= 1, got {self.react_periods}")
         if self.budget_usd_day is not None and self.budget_usd_day < 0:
             raise ValidationError("budget_usd_day", f"must be >= 0, got {self.budget_usd_day}")
 
@@ -114,6 +120,8 @@ class PredictiveReplicaAutoscaler:
         )
         self._recs: deque[tuple[float, int]] = deque()
         self._last_arrival_s: float | None = None
+        react = config.react_periods or (2 if config.slo_s is not None else 1)
+        self._recent_values: deque[float] = deque(maxlen=react)
         self._burst: BurstFloor | None = None
         if config.slo_s is not None:
             self._burst = BurstFloor(
@@ -139,7 +147,8 @@ class PredictiveReplicaAutoscaler:
             self._last_arrival_s = s.now_s
         upper = self.forecaster.upper()
         hot = c.target_per_replica * c.peak_headroom
-        fc = max(upper, value)
+        self._recent_values.append(value)
+        fc = max(upper, min(self._recent_values))
         raw = max(fc / hot, self.forecaster.level() / c.target_per_replica if c.size_on_level else 0.0)
         reason = "forecast_prewarm" if upper > value else "current_load"
         if self._burst is not None:
@@ -175,8 +184,7 @@ class PredictiveReplicaAutoscaler:
             s.period_s,
             s.load_replicas,
             s.arrival_rps * s.period_s,
-            s.peak_load_replicas,
-            s.peak_window_s,
+            s.peak_work,
         )
         return self._burst.level()
 

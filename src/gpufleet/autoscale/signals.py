@@ -17,9 +17,9 @@ class ReplicaSignals:
     concurrency: mean requests in flight (queued + in service).
     queue_depth: requests waiting for a replica at ``now_s`` (held requests when at zero replicas).
     load_replicas: replicas the arrivals would keep 100% busy (token-weighted work rate); never capped.
-    peak_load_replicas: the same work rate over the densest ``peak_window_s`` inside the period (what a
-      gateway's per-second counter shows; 0 when the caller does not measure it).
-    peak_window_s: the length of that window.
+    peak_work: ``(window_s, work)`` pairs: the replica-seconds of work that arrived in the densest
+      ``window_s`` inside the period, for a few short windows (what a gateway's per-second counters show;
+      empty when the caller does not measure it).
     """
 
     now_s: float
@@ -30,8 +30,7 @@ class ReplicaSignals:
     concurrency: float
     queue_depth: int
     load_replicas: float
-    peak_load_replicas: float = 0.0
-    peak_window_s: float = 1.0
+    peak_work: tuple[tuple[float, float], ...] = ()
 
     @property
     def total(self) -> int:

@@ -24,7 +24,7 @@ from gpufleet.autoscale.signals import ReplicaPolicy, ReplicaSignals
 from gpufleet.bench.autoscale_traces import ArrivalTrace
 
 F64 = npt.NDArray[np.float64]
-PEAK_WINDOW_S = 1.0  # the window of ``ReplicaSignals.peak_load_replicas``
+PEAK_WINDOWS_S = (1.0, 2.0, 3.0, 4.0)  # the windows of ``ReplicaSignals.peak_work`` (those shorter than a period)
 
 
 @dataclass(slots=True)
@@ -85,12 +85,16 @@ def simulate(
     trail: list[tuple[float, int]] = []
     rec_p = max(1, round(record_every_s / dt)) if record_every_s > 0 else 0
     prev_u = 0.0
-    # densest 1 s of arrivals inside each decision period (a gateway's per-second counter), in replicas
-    k1 = max(1, round(PEAK_WINDOW_S / dt))
+    # densest window_s of arrivals inside each decision period (a gateway's per-second counters)
     a0 = np.concatenate([[0.0], a_cum])
-    roll = a0[k1:] - a0[:-k1]  # work arriving in steps [j - k1 + 1, j], indexed by j - k1 + 1
-    roll_end = np.concatenate([np.full(k1 - 1, 0.0), roll])  # indexed by the window's last step j
-    peak_w = (np.maximum.reduceat(roll_end, np.arange(0, n_steps, p)) / (k1 * dt)).tolist()
+    peaks: list[tuple[float, list[float]]] = []
+    starts = np.arange(0, n_steps, p)
+    for win_s in PEAK_WINDOWS_S:
+        k = max(1, round(win_s / dt))
+        if k >= p:
+            continue
+        roll = np.concatenate([np.zeros(k - 1), a0[k:] - a0[:-k]])  # work of the k steps ending at step j
+        peaks.append((k * dt, np.maximum.reduceat(roll, starts).tolist()))
     for i in range(0, n_steps, p):
         # -- observe the last period and decide --------------------------------------------------------
         if i > 0:
@@ -115,8 +119,7 @@ def simulate(
             concurrency=qd + (u - prev_u) / per_s,  # queued requests + busy replica-equivalents (fluid)
             queue_depth=max(0, qd),
             load_replicas=arrived_w / per_s,
-            peak_load_replicas=peak_w[i // p - 1] if i > 0 else 0.0,
-            peak_window_s=k1 * dt,
+            peak_work=tuple((w, pk[i // p - 1]) for w, pk in peaks) if i > 0 else (),
         )
         prev_u = u
         d = policy.decide(sig)
