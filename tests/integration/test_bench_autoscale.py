@@ -9,7 +9,7 @@ import pytest
 
 from gpufleet.autoscale.baselines import StaticPolicy
 from gpufleet.autoscale.throughput import ReplicaThroughputModel
-from gpufleet.bench.autoscale import BenchSettings, run, to_json
+from gpufleet.bench.autoscale import BenchSettings, run, static_peak_replicas, to_json
 from gpufleet.bench.autoscale_sim import simulate
 from gpufleet.bench.autoscale_traces import find_gaps, load_traces, request_trace
 from gpufleet.domain.errors import ValidationError
@@ -21,6 +21,7 @@ def test_fluid_queue_matches_a_hand_computed_burst() -> None:
     r = simulate(tr, StaticPolicy(2), cold_start_s=0, slo_s=2.0, gpus_per_replica=1, initial_replicas=2)
     # starts at 0, 0.5, 1, ..., 4.5 s: 5 of 10 wait <= 2 s
     assert r.slo_attainment == pytest.approx(0.5)
+    assert r.worst_hour_slo == pytest.approx(0.5)
     assert r.unserved == 0
 
 
@@ -66,3 +67,16 @@ def test_azure_trace_runs_all_policies_in_seconds(shared_data: Path) -> None:
     assert res.trace.count.sum() == 8_819
     assert all(w < 10 for w in res.wall_s.values())
     assert all(r.unserved == 0 for r in res.results.values())
+
+
+def test_static_peak_is_the_fewest_replicas_meeting_the_slo_at_peak() -> None:
+    # 10 requests of 1 replica-s at t=0: with n replicas the k-th starts at k/n s; all 10 within 2 s needs n >= 5
+    tr = request_trace("burst", np.zeros(10), np.ones(10), 0.1)
+    st = BenchSettings(slo_s=2.0, static_attainment=0.99)
+    n = static_peak_replicas(tr, 1.0, st)
+    assert n == 5
+    at = [
+        simulate(tr, StaticPolicy(k), cold_start_s=0, slo_s=2.0, gpus_per_replica=1, initial_replicas=k)
+        for k in (n - 1, n)
+    ]
+    assert at[0].worst_hour_slo < 0.99 <= at[1].worst_hour_slo

@@ -13,6 +13,7 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Literal
 
+from gpufleet.autoscale.burst_hold import BurstFloor
 from gpufleet.autoscale.forecaster import LoadForecaster, OnlineQuantileForecaster
 from gpufleet.autoscale.signals import ReplicaDecision, ReplicaSignals
 from gpufleet.domain.errors import ValidationError
@@ -55,6 +56,15 @@ class ReplicaAutoscalerConfig:
     slo_breach_cost_usd: cost assigned to one request that misses its latency SLO (scale-to-zero rule).
     price_usd_per_replica_h: replica price, for the scale-to-zero rule and the budget.
     budget_usd_day: cap on spend per day (None = no cap); degrade_options are tried in order when it binds.
+    slo_s: the latency SLO on queue wait; when set, the burst floor (autoscale/burst_hold.py) keeps the replicas
+      that the recent bursts needed to meet it (None: no burst floor).
+    burst_memory_cold_starts: the burst floor forgets a burst after this many cold starts.
+    burst_quantile: request-weighted quantile of the recent per-period requirement the floor holds.
+    forecast_bucket_s: bucket of the load forecaster; None = 60 s with the burst floor (the floor covers the
+      sub-minute bursts; the forecast pre-warms for the minute-scale load a cold start can act on), else 10 s.
+    react_periods: the fleet reacts to the current load only once it has lasted this many periods (the lowest
+      of their values); None = 2 with the burst floor (a shorter spike is over long before a cold start ends,
+      and the floor, not a launch, serves it), else 1.
     """
 
     min_replicas: int
@@ -75,6 +85,11 @@ class ReplicaAutoscalerConfig:
     price_usd_per_replica_h: float = 27.52
     budget_usd_day: float | None = None
     degrade_options: tuple[BudgetDegrade, ...] = field(default_factory=tuple)
+    slo_s: float | None = None
+    burst_memory_cold_starts: float = 10.0
+    burst_quantile: float = 0.995
+    forecast_bucket_s: float | None = None
+    react_periods: int | None = None
 
     def __post_init__(self) -> None:
         if self.min_replicas < 0 or self.max_replicas < max(1, self.min_replicas):
@@ -83,6 +98,8 @@ class ReplicaAutoscalerConfig:
             raise ValidationError("target_per_replica", f"must be > 0, got {self.target_per_replica}")
         if self.cold_start_s < 0 or self.period_s <= 0:
             raise ValidationError("cold_start_s", "cold_start_s must be >= 0 and period_s > 0")
+        if self.react_periods is not None and self.react_periods < 1:
+            raise ValidationError("react_periods", f"must be >= 1, got {self.react_periods}")
         if self.budget_usd_day is not None and self.budget_usd_day < 0:
             raise ValidationError("budget_usd_day", f"must be >= 0, got {self.budget_usd_day}")
 
@@ -99,9 +116,19 @@ class PredictiveReplicaAutoscaler:
             horizon_s=config.cold_start_s + config.period_s,
             floor=config.target_per_replica,
             quantile=config.quantile,
+            bucket_s=config.forecast_bucket_s or (60.0 if config.slo_s is not None else 10.0),
         )
         self._recs: deque[tuple[float, int]] = deque()
         self._last_arrival_s: float | None = None
+        react = config.react_periods or (2 if config.slo_s is not None else 1)
+        self._recent_values: deque[float] = deque(maxlen=react)
+        self._burst: BurstFloor | None = None
+        if config.slo_s is not None:
+            self._burst = BurstFloor(
+                slo_s=config.slo_s,
+                memory_s=max(config.period_s, config.burst_memory_cold_starts * config.cold_start_s),
+                quantile=config.burst_quantile,
+            )
 
     def _metric_value(self, s: ReplicaSignals) -> float:
         m = self.config.metric
@@ -120,9 +147,14 @@ class PredictiveReplicaAutoscaler:
             self._last_arrival_s = s.now_s
         upper = self.forecaster.upper()
         hot = c.target_per_replica * c.peak_headroom
-        fc = max(upper, value)
+        self._recent_values.append(value)
+        fc = max(upper, min(self._recent_values))
         raw = max(fc / hot, self.forecaster.level() / c.target_per_replica if c.size_on_level else 0.0)
         reason = "forecast_prewarm" if upper > value else "current_load"
+        if self._burst is not None:
+            floor = self._burst_floor(s)
+            if floor > raw:
+                raw, reason = floor, "burst_floor"
         if c.metric == "rps" and s.queue_depth > 0:
             extra = self._drain_extra(s, fc, hot)
             if extra > 0:
@@ -143,6 +175,18 @@ class PredictiveReplicaAutoscaler:
         if desired < c.min_replicas:
             desired, reason = c.min_replicas, "clamped_min"
         return self._apply_budget(desired, reason, fc)
+
+    def _burst_floor(self, s: ReplicaSignals) -> float:
+        """Observe the period in the burst floor and return it (replicas at 100%)."""
+        assert self._burst is not None
+        self._burst.observe(
+            s.now_s,
+            s.period_s,
+            s.load_replicas,
+            s.arrival_rps * s.period_s,
+            s.peak_work,
+        )
+        return self._burst.level()
 
     def _drain_extra(self, s: ReplicaSignals, load: float, hot: float) -> float:
         """Replicas to add so the queue drains within ``drain_s`` once the launched replicas are ready.

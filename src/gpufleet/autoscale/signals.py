@@ -17,6 +17,9 @@ class ReplicaSignals:
     concurrency: mean requests in flight (queued + in service).
     queue_depth: requests waiting for a replica at ``now_s`` (held requests when at zero replicas).
     load_replicas: replicas the arrivals would keep 100% busy (token-weighted work rate); never capped.
+    peak_work: ``(window_s, work)`` pairs: the replica-seconds of work that arrived in the densest
+      ``window_s`` inside the period, for a few short windows (what a gateway's per-second counters show;
+      empty when the caller does not measure it).
     """
 
     now_s: float
@@ -27,6 +30,7 @@ class ReplicaSignals:
     concurrency: float
     queue_depth: int
     load_replicas: float
+    peak_work: tuple[tuple[float, float], ...] = ()
 
     @property
     def total(self) -> int:

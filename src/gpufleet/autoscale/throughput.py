@@ -1,9 +1,17 @@
 """Token-throughput model of one serving replica (see docs/autoscale.md for the derivation of the defaults).
 
-A replica under continuous batching (vLLM-like) is throughput-bound, not slot-bound: it spends
-``context_tokens / prefill_tokens_per_s`` of its time on a request's prefill and
-``generated_tokens / decode_tokens_per_s`` on its decode, where both rates are the replica's aggregate rates
-at a saturating batch. So one request costs ``work_s`` replica-seconds and a replica serves ``1 / work_s`` rps.
+A replica under continuous batching with chunked prefill (vLLM, Sarathi-Serve) runs steps that mix the
+running requests' decode tokens with chunks of waiting prompts under one token budget. When a queue exists
+(the only time capacity matters) every step is full, and a full step is compute-bound: each token, prefill or
+decode, costs ``1 / compute_tokens_per_s`` of the replica, and a decode token also reads its sequence's KV
+cache (``context * kv_bytes_per_token / memory_bytes_per_s``). So one request costs
+
+    work_s = (context + generated) / compute_tokens_per_s
+             + generated * (context + generated / 2) * kv_bytes_per_token / memory_bytes_per_s
+
+replica-seconds, and a replica serves ``1 / work_s`` requests per second at 100% busy. The weight read of a
+step (the memory-bound floor of decode at small batches) is amortized over the step's tokens and does not
+limit a busy replica.
 """
 
 from __future__ import annotations
@@ -20,30 +28,37 @@ from gpufleet.domain.errors import ValidationError
 class ReplicaThroughputModel:
     """Aggregate token rates of one replica.
 
-    Defaults: a 70B-parameter model in BF16 on 4 x H100 80GB (tensor parallel 4), as served by vLLM.
-      prefill_tokens_per_s: compute-bound; 2 * 70e9 FLOP per token, 4 x 989 TFLOP/s at ~50% MFU -> ~14,000.
-      decode_tokens_per_s: memory-bound; 140 GB of weights read per step over 4 x 3.35 TB/s at ~70% of peak
-        -> ~15 ms per step; at a batch of ~64 sequences -> ~4,000 tokens/s.
+    Defaults: a 70B-parameter dense model (Llama-3-70B shape: 80 layers, 8 KV heads of 128) in BF16 on
+    4 x H100 SXM 80GB (tensor parallel 4), served with chunked prefill.
+      compute_tokens_per_s: 2 * 70e9 FLOP per token; 4 x 989 TFLOP/s dense BF16 at ~50% MFU -> ~14,000
+        tokens/s, prefill and decode tokens alike in a full mixed step.
+      kv_bytes_per_token: 2 (K, V) * 80 layers * 8 heads * 128 * 2 bytes = 327,680 bytes.
+      memory_bytes_per_s: 4 x 3.35 TB/s HBM3 at ~70% achieved -> 9.38e12 bytes/s.
       default_context_tokens / default_generated_tokens: request shape for rate-only traces (no token counts).
     """
 
     gpus_per_replica: int = 4
-    prefill_tokens_per_s: float = 14_000.0
-    decode_tokens_per_s: float = 4_000.0
+    compute_tokens_per_s: float = 14_000.0
+    kv_bytes_per_token: float = 327_680.0
+    memory_bytes_per_s: float = 9.38e12
     default_context_tokens: float = 1_000.0
     default_generated_tokens: float = 250.0
 
     def __post_init__(self) -> None:
         if self.gpus_per_replica < 1:
             raise ValidationError("gpus_per_replica", f"must be >= 1, got {self.gpus_per_replica}")
-        if self.prefill_tokens_per_s <= 0 or self.decode_tokens_per_s <= 0:
-            raise ValidationError("tokens_per_s", "prefill and decode rates must be > 0")
+        if self.compute_tokens_per_s <= 0 or self.memory_bytes_per_s <= 0 or self.kv_bytes_per_token < 0:
+            raise ValidationError("tokens_per_s", "compute and memory rates must be > 0, KV bytes >= 0")
 
     def work_s(self, context_tokens: npt.ArrayLike, generated_tokens: npt.ArrayLike) -> npt.NDArray[np.float64]:
-        """Replica-seconds of work for each request."""
+        """Replica-seconds of work for each request (compute of all its tokens + KV reads of its decode)."""
         ctx = np.asarray(context_tokens, dtype=np.float64)
         gen = np.asarray(generated_tokens, dtype=np.float64)
-        return ctx / self.prefill_tokens_per_s + gen / self.decode_tokens_per_s
+        if np.any(ctx < 0) or np.any(gen < 0):
+            raise ValidationError("tokens", "token counts must be >= 0")
+        compute = (ctx + gen) / self.compute_tokens_per_s
+        kv = gen * (ctx + gen / 2.0) * self.kv_bytes_per_token / self.memory_bytes_per_s
+        return np.asarray(compute + kv, dtype=np.float64)
 
     @property
     def default_work_s(self) -> float:

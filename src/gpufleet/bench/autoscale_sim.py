@@ -24,6 +24,7 @@ from gpufleet.autoscale.signals import ReplicaPolicy, ReplicaSignals
 from gpufleet.bench.autoscale_traces import ArrivalTrace
 
 F64 = npt.NDArray[np.float64]
+PEAK_WINDOWS_S = (1.0, 2.0, 3.0, 4.0)  # the windows of ``ReplicaSignals.peak_work`` (those shorter than a period)
 
 
 @dataclass(slots=True)
@@ -41,6 +42,7 @@ class SimResult:
     unserved: int
     gpu_hours_2nd_half: float = 0.0  # the second half of the trace: held out while choosing defaults
     slo_attainment_2nd_half: float = 1.0
+    worst_hour_slo: float = 1.0  # lowest attainment of any clock hour of the trace (hours from its start)
     reasons: dict[str, int] = field(default_factory=dict)
     replicas_t: list[tuple[float, int]] = field(default_factory=list)
 
@@ -83,6 +85,16 @@ def simulate(
     trail: list[tuple[float, int]] = []
     rec_p = max(1, round(record_every_s / dt)) if record_every_s > 0 else 0
     prev_u = 0.0
+    # densest window_s of arrivals inside each decision period (a gateway's per-second counters)
+    a0 = np.concatenate([[0.0], a_cum])
+    peaks: list[tuple[float, list[float]]] = []
+    starts = np.arange(0, n_steps, p)
+    for win_s in PEAK_WINDOWS_S:
+        k = max(1, round(win_s / dt))
+        if k >= p:
+            continue
+        roll = np.concatenate([np.zeros(k - 1), a0[k:] - a0[:-k]])  # work of the k steps ending at step j
+        peaks.append((k * dt, np.maximum.reduceat(roll, starts).tolist()))
     for i in range(0, n_steps, p):
         # -- observe the last period and decide --------------------------------------------------------
         if i > 0:
@@ -107,6 +119,7 @@ def simulate(
             concurrency=qd + (u - prev_u) / per_s,  # queued requests + busy replica-equivalents (fluid)
             queue_depth=max(0, qd),
             load_replicas=arrived_w / per_s,
+            peak_work=tuple((w, pk[i // p - 1]) for w, pk in peaks) if i > 0 else (),
         )
         prev_u = u
         d = policy.decide(sig)
@@ -156,6 +169,7 @@ def simulate(
     else:
         n2 = int(trace.count[half_step:].sum())
         met2 = int(trace.count[half_step:][ok[half_step:]].sum())
+    worst_hour = _worst_hour(trace, ok, dt)
     finite = waits[np.isfinite(waits)]
     if trace.req_t_s is None:
         weights = trace.count.astype(np.float64)
@@ -176,9 +190,24 @@ def simulate(
         unserved=unserved,
         gpu_hours_2nd_half=rep_s_2nd * gpus_per_replica / 3600.0,
         slo_attainment_2nd_half=met2 / n2 if n2 else 1.0,
+        worst_hour_slo=worst_hour,
         reasons=reasons,
         replicas_t=trail,
     )
+
+
+def _worst_hour(trace: ArrivalTrace, ok: npt.NDArray[np.bool_], dt: float) -> float:
+    """Lowest SLO attainment over the trace's hours (hour k = arrivals in [3600 k, 3600 (k + 1)) s)."""
+    if trace.req_t_s is not None:
+        hour = (trace.req_t_s // 3600.0).astype(np.int64)
+        n = np.bincount(hour)
+        met = np.bincount(hour, weights=ok.astype(np.float64))
+    else:
+        hour = (np.arange(len(trace.count)) * dt // 3600.0).astype(np.int64)
+        n = np.bincount(hour, weights=trace.count.astype(np.float64))
+        met = np.bincount(hour, weights=np.where(ok, trace.count, 0).astype(np.float64))
+    has = n > 0
+    return float(np.min(met[has] / n[has])) if has.any() else 1.0
 
 
 def _start_times(u_arr: F64, dt: float, k: F64) -> F64:

@@ -47,6 +47,7 @@ def bench_autoscale(
             "GPU-h",
             "vs static_peak",
             "SLO attainment",
+            "worst hour SLO",
             "cold starts",
             "mean replicas",
             "p99 wait s",
@@ -62,6 +63,7 @@ def bench_autoscale(
                 f"{x.gpu_hours:,.1f}",
                 f"{x.gpu_hours / base:.3f}" if base else "-",
                 f"{x.slo_attainment:.4f}",
+                f"{x.worst_hour_slo:.4f}",
                 f"{x.cold_starts:,}",
                 f"{x.mean_replicas:.1f}",
                 f"{x.p99_wait_s:.1f}",
@@ -70,6 +72,10 @@ def bench_autoscale(
                 f"{r.wall_s[name]:.1f}",
             )
         con.print(t)
+        con.print(
+            f"static_peak = {r.static_replicas} replicas: the fewest constant replicas with >= "
+            f"{st.static_attainment:.0%} SLO attainment in every hour of the trace"
+        )
         ok, why = verdict(r)
         con.print(f"done-when ({r.trace.trace_id}): {'PASS' if ok else 'FAIL'} — {why}")
     if json_path is not None:

@@ -1,0 +1,91 @@
+"""Capacity held for bursts that arrive faster than a cold start (the gpufleet policy's burst floor).
+
+A burst that starts after a silence gives no warning: replicas launched when it is seen are ready a cold start
+later, long after a seconds-scale SLO has been missed. The only capacity that serves it is capacity already
+held. So the policy keeps a *burst floor*: the replicas that the recent bursts needed to meet the SLO.
+
+A fleet of ``n`` replicas (a fluid server of ``n`` replica-seconds per second) keeps every wait within
+``slo_s`` iff every interval of length ``tau`` brings at most ``n * (tau + slo_s)`` replica-seconds of work.
+So the *requirement* of a decision period is the largest ``work(tau) / (tau + slo_s)`` over the intervals that
+end with it: ``tau`` = 1, 2, ... whole periods back (up to ``span_s``), and the densest short windows inside
+it (``ReplicaSignals.peak_work``, a gateway's per-second counters).
+
+The floor is the request-weighted ``quantile`` of the requirement over the last ``memory_s`` seconds: the
+fewest replicas that would have served that share of the recent requests in time. Bursts are heavy: one
+burst period holds more than 1 - quantile of a window's requests, so in practice this is the largest recent
+requirement. A held replica is released ``memory_s`` after the last burst that needed it: rent or buy - a
+replica released between bursts is not back before the next one (no warning, cold start >> SLO), so it is
+kept while bursts that need it recur within ``memory_s`` (a multiple of the cold start: releasing and
+relaunching it costs at least one cold start of GPU time plus the burst it misses).
+"""
+
+from __future__ import annotations
+
+from collections import deque
+
+from gpufleet.domain.errors import ValidationError
+
+
+class BurstFloor:
+    """Request-weighted upper quantile of the recent per-period replica requirement."""
+
+    def __init__(self, *, slo_s: float, memory_s: float, quantile: float, span_s: float = 60.0) -> None:
+        if slo_s <= 0 or memory_s <= 0 or span_s <= 0:
+            raise ValidationError("burst_floor", "slo_s, memory_s and span_s must be > 0")
+        if not 0.5 <= quantile <= 1.0:
+            raise ValidationError("burst_quantile", f"must be in [0.5, 1], got {quantile}")
+        self.slo_s = slo_s
+        self.memory_s = memory_s
+        self.quantile = quantile
+        self.span_s = span_s
+        self._recent: deque[tuple[float, float, float]] = deque()  # (end time, duration, work) of periods
+        self._obs: deque[tuple[float, float, float]] = deque()  # (time, requirement, requests)
+        self._requests = 0.0
+
+    def requirement(
+        self, period_s: float, load_replicas: float, peak_work: tuple[tuple[float, float], ...] = ()
+    ) -> float:
+        """Replicas needed for the intervals ending now (uses the periods already recorded)."""
+        work = load_replicas * period_s
+        tau = period_s
+        req = work / (tau + self.slo_s)
+        for win_s, w in peak_work:
+            req = max(req, w / (win_s + self.slo_s))
+        for _, d, w in reversed(self._recent):
+            work += w
+            tau += d
+            req = max(req, work / (tau + self.slo_s))
+        return max(0.0, req)
+
+    def observe(
+        self,
+        now_s: float,
+        period_s: float,
+        load_replicas: float,
+        requests: float,
+        peak_work: tuple[tuple[float, float], ...] = (),
+    ) -> None:
+        """Record one period: its arriving load (replicas at 100%), the work in its densest short windows
+        (``(window_s, replica-seconds)``) and the requests it brought (the weight of its requirement)."""
+        req = self.requirement(period_s, load_replicas, peak_work)
+        self._recent.append((now_s, period_s, max(0.0, load_replicas * period_s)))
+        while self._recent and self._recent[0][0] <= now_s - self.span_s + 1e-9:
+            self._recent.popleft()
+        if requests > 0:
+            self._obs.append((now_s, req, requests))
+            self._requests += requests
+        while self._obs and self._obs[0][0] <= now_s - self.memory_s:
+            self._requests -= self._obs.popleft()[2]
+
+    def level(self) -> float:
+        """Replicas that would have served ``quantile`` of the recent requests within the SLO (0 if none)."""
+        if not self._obs or self._requests <= 0:
+            return 0.0
+        items = sorted(self._obs, key=lambda o: o[1])
+        need = self.quantile * self._requests
+        acc = 0.0
+        for _, r, n in items:
+            acc += n
+            if acc >= need - 1e-9:
+                return r
+        return items[-1][1]

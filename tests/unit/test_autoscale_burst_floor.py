@@ -1,0 +1,98 @@
+"""The burst floor of the gpufleet replica policy and the token-throughput model behind the bench."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from gpufleet.autoscale.burst_hold import BurstFloor
+from gpufleet.autoscale.replica import PredictiveReplicaAutoscaler, ReplicaAutoscalerConfig
+from gpufleet.autoscale.throughput import ReplicaThroughputModel
+from gpufleet.bench.autoscale_sim import simulate
+from gpufleet.bench.autoscale_traces import request_trace
+from gpufleet.domain.errors import ValidationError
+
+
+def test_requirement_is_the_densest_interval_over_its_length_plus_the_slo() -> None:
+    f = BurstFloor(slo_s=2.0, memory_s=600.0, quantile=1.0)
+    # 10 replica-seconds in one 5 s period: 10 / (5 + 2)
+    assert f.requirement(5.0, 2.0) == pytest.approx(10 / 7)
+    f.observe(5.0, 5.0, 2.0, 40.0)
+    # a second such period: the 10 s interval needs 20 / 12, more than either period alone
+    assert f.requirement(5.0, 2.0) == pytest.approx(20 / 12)
+    # 6 replica-seconds inside one second dominate: 6 / (1 + 2)
+    assert f.requirement(5.0, 1.2, ((1.0, 6.0), (2.0, 6.0))) == pytest.approx(2.0)
+
+
+def test_floor_holds_through_silence_for_its_memory_then_forgets() -> None:
+    f = BurstFloor(slo_s=2.0, memory_s=100.0, quantile=0.995)
+    f.observe(5.0, 5.0, 7.0, 100.0)  # a burst: 35 replica-s in 5 s -> 5 replicas
+    assert f.level() == pytest.approx(5.0)
+    for t in range(10, 105, 5):  # silence shorter than the memory: the floor stays
+        f.observe(float(t), 5.0, 0.0, 0.0)
+    assert f.level() == pytest.approx(5.0)
+    f.observe(110.0, 5.0, 0.0, 0.0)
+    assert f.level() == 0.0
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    loads=st.lists(st.tuples(st.floats(0, 50), st.integers(0, 200)), min_size=1, max_size=80),
+    q=st.floats(0.5, 1.0),
+)
+def test_floor_is_one_of_the_recent_requirements_and_grows_with_the_quantile(
+    loads: list[tuple[float, int]], q: float
+) -> None:
+    lo, hi = BurstFloor(slo_s=2.0, memory_s=60.0, quantile=q), BurstFloor(slo_s=2.0, memory_s=60.0, quantile=1.0)
+    reqs: list[tuple[float, float, int]] = []
+    for i, (load, n) in enumerate(loads):
+        t = 5.0 * (i + 1)
+        reqs.append((t, lo.requirement(5.0, load), n))
+        lo.observe(t, 5.0, load, float(n))
+        hi.observe(t, 5.0, load, float(n))
+        recent = [r for (tt, r, nn) in reqs if tt > t - 60.0 and nn > 0]
+        level = lo.level()
+        assert (level == 0.0 and not recent) or any(level == pytest.approx(r) for r in recent)
+        assert level <= hi.level() + 1e-12
+        assert hi.level() == pytest.approx(max(recent)) if recent else hi.level() == 0.0
+
+
+def test_bad_floor_settings_are_validation_errors() -> None:
+    with pytest.raises(ValidationError):
+        BurstFloor(slo_s=0.0, memory_s=10.0, quantile=0.99)
+    with pytest.raises(ValidationError):
+        BurstFloor(slo_s=2.0, memory_s=10.0, quantile=0.2)
+
+
+def test_policy_holds_replicas_between_bursts_so_later_bursts_meet_the_slo() -> None:
+    # a burst of 60 requests of 0.5 replica-s within 3.5 s every 90 s (shorter than a 120 s cold start);
+    # it needs 30 / (3.5 + 2) = 5.5 -> 6 replicas held, which no policy can launch in time
+    t = np.concatenate([k * 90.0 + 30.0 + np.linspace(0.0, 3.5, 60) for k in range(12)])
+    tr = request_trace("bursts", t, np.full(len(t), 0.5), 0.1)
+    cfg = ReplicaAutoscalerConfig(
+        min_replicas=0, max_replicas=100, target_per_replica=1.6, cold_start_s=120.0, slo_s=2.0
+    )
+    pol = PredictiveReplicaAutoscaler(cfg)
+    r = simulate(tr, pol, cold_start_s=120.0, slo_s=2.0, gpus_per_replica=1, initial_replicas=1)
+    assert r.reasons.get("burst_floor", 0) > 0
+    assert r.slo_attainment_2nd_half == 1.0  # the floor learned the bursts: none missed later
+    no_floor = ReplicaAutoscalerConfig(min_replicas=0, max_replicas=100, target_per_replica=1.6, cold_start_s=120.0)
+    r0 = simulate(tr, PredictiveReplicaAutoscaler(no_floor), cold_start_s=120.0, slo_s=2.0, gpus_per_replica=1)
+    # without the floor (10 s forecaster only) the policy learns the bursts later and pays more for it
+    assert r0.slo_attainment < r.slo_attainment and r.gpu_hours < r0.gpu_hours
+
+
+def test_token_model_charges_decode_its_compute_and_kv_reads() -> None:
+    m = ReplicaThroughputModel()
+    # a prompt without decode costs its compute only
+    assert float(m.work_s(14_000, 0)) == pytest.approx(1.0)
+    # the default request: 1,250 tokens of compute + 250 decode tokens reading ~1,125 tokens of KV each
+    kv = 250 * 1_125 * 327_680 / 9.38e12
+    assert m.default_work_s == pytest.approx(1_250 / 14_000 + kv)
+    assert m.rps_per_replica() == pytest.approx(1 / m.default_work_s)
+    with pytest.raises(ValidationError):
+        m.work_s(-1, 5)
+    with pytest.raises(ValidationError):
+        ReplicaThroughputModel(compute_tokens_per_s=0)
