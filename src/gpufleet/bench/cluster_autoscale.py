@@ -11,8 +11,7 @@ from __future__ import annotations
 import statistics
 from typing import Any
 
-from gpufleet.autoscale.cluster import ClusterAutoscalerConfig
-from gpufleet.autoscale.loop_adapters import PayoffAwareScaleDown
+from gpufleet.autoscale.nodes_payoff import PayoffAwareNodes
 from gpufleet.control.loop import ControlLoop
 from gpufleet.sim.builtin import default_scenario
 from gpufleet.sim.compare import compare
@@ -25,9 +24,7 @@ FIGURES = ("node_launches", "node_terminations", "total_cost_usd", "p95_queue_wa
 def _gpufleet_nodes(sc: Scenario, seed: int) -> ControlLoop:
     loop = baseline_loop(sc, seed)
     loop.name = "gpufleet_nodes"
-    loop.node_scaler = PayoffAwareScaleDown(
-        ClusterAutoscalerConfig(scale_down_unneeded_s=float(sc.control.idle_node_timeout_s))
-    )
+    loop.node_scaler = PayoffAwareNodes.default(sc.control.idle_node_timeout_s)
     return loop
 
 
