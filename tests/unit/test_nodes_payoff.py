@@ -76,6 +76,20 @@ def test_the_world_asks_the_node_scaler_how_many_nodes_to_launch() -> None:
     assert sum(pr.launched for pr in w.fleet.pools if pr.pool.tier.value != "reserved") == 0
 
 
+class _WatchFailures(World):
+    """Records (time, launch ordinal) of every failure of a reserved node."""
+
+    def __init__(self, *a, **k) -> None:  # type: ignore[no-untyped-def]
+        self.reserved_failures: list[tuple[int, int]] = []
+        super().__init__(*a, **k)
+
+    def _on_node_fail(self, now: int, node: int, epoch: int) -> None:
+        f = self.fleet
+        if f.n_epoch[node] == epoch and f.n_res[node] >= 0 and f.n_state[node] == 1:
+            self.reserved_failures.append((now, f.n_ordinal[node]))
+        super()._on_node_fail(now, node, epoch)
+
+
 def test_reserved_nodes_fail_at_the_same_times_under_two_node_scalers() -> None:
     """Common random numbers: the node scaler changes which nodes are launched, not when reserved ones fail."""
     sc = default_scenario(gpus=256, days=20, seed=5)
@@ -84,16 +98,8 @@ def test_reserved_nodes_fail_at_the_same_times_under_two_node_scalers() -> None:
     for name, scaler in (("base", IdleTimeoutScaleDown()), ("gpufleet", PayoffAwareNodes.default())):
         loop = baseline_loop(sc, 5)
         loop.node_scaler = scaler
-        seen: list[tuple[int, int]] = []
-
-        class Watch(World):
-            def _on_node_fail(self, now: int, node: int, epoch: int) -> None:
-                f = self.fleet
-                if f.n_epoch[node] == epoch and f.n_res[node] >= 0 and f.n_state[node] == 1:
-                    seen.append((now, f.n_ordinal[node]))
-                super()._on_node_fail(now, node, epoch)
-
-        Watch(sc, loop).run()
-        fails[name] = seen
+        w = _WatchFailures(sc, loop)
+        w.run()
+        fails[name] = w.reserved_failures
     assert fails["base"]  # the test means something: reserved nodes did fail
     assert fails["base"] == fails["gpufleet"]
