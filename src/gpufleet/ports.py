@@ -136,12 +136,27 @@ class ScaleDownContext:
     demand_now_gpus: float
 
 
+@dataclass(frozen=True, slots=True)
+class ScaleUpContext:
+    """Pending work of one SKU that no free node can take: how many whole nodes it needs, what already exists."""
+
+    now_s: int
+    sku_id: str
+    need_nodes: int  # nodes the pod needs (1, or a gang's whole nodes)
+    gang: bool
+    free_whole_nodes: int  # fully free schedulable nodes of the SKU on tiers the pod may use
+    starting_nodes: int  # launched nodes of the SKU still starting
+
+
 class NodeScaler(Protocol):
-    """The scale-down half of the cluster autoscaler: which idle launched nodes to terminate, and why.
+    """The cluster autoscaler's node counts: how many nodes to launch for pending work (the placer picks the
+    pool), and which idle launched nodes to terminate, and why.
 
     ``min_idle_s``: nodes idle for less than this are never terminated, so the world does not offer them.
     """
 
     min_idle_s: int
+
+    def nodes_to_launch(self, ctx: ScaleUpContext) -> int: ...
 
     def scale_down(self, ctx: ScaleDownContext) -> list[tuple[int, str]]: ...

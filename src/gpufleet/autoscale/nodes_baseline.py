@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from gpufleet.ports import ScaleDownContext
+from gpufleet.ports import ScaleDownContext, ScaleUpContext
 
 
 class IdleTimeoutScaleDown:
@@ -12,6 +12,10 @@ class IdleTimeoutScaleDown:
     def __init__(self, unneeded_s: int = 600) -> None:
         self.unneeded_s = unneeded_s
         self.min_idle_s = unneeded_s
+
+    def nodes_to_launch(self, ctx: ScaleUpContext) -> int:
+        """The foundation's scale-up: every node the pending pod asks for (a gang's whole count)."""
+        return ctx.need_nodes
 
     def scale_down(self, ctx: ScaleDownContext) -> list[tuple[int, str]]:
         if ctx.pending_gpus > 0:

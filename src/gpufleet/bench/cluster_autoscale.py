@@ -1,9 +1,11 @@
-"""``gpufleet bench cluster-autoscale``: gpufleet's node scale-down vs a Cluster-Autoscaler-like baseline.
+"""``gpufleet bench cluster-autoscale``: gpufleet's node scaler vs a Cluster-Autoscaler-like baseline.
 
-Both runs use the foundation's loop on the default scenario and differ only in the node scaler: the baseline
-terminates a launched node after 10 minutes unneeded (Kubernetes Cluster Autoscaler's default; the simulator only
-offers fully idle nodes, so its 50% utilization threshold does not bind), gpufleet's holds it while the
-demand forecast needs it before a relaunch would pay off, within a disruption budget.
+Both runs use the foundation's loop on the default scenario and differ only in the node scaler (how many nodes to
+launch for pending work, which idle launched nodes to terminate). The baseline launches every node a pending pod
+asks for and terminates a launched node after 10 minutes unneeded (Kubernetes Cluster Autoscaler's default; the
+simulator only offers fully idle nodes, so its 50% utilization threshold does not bind). gpufleet's
+(:class:`~gpufleet.autoscale.nodes_payoff.PayoffAwareNodes`) launches only a gang's shortfall and keeps an idle
+node until the rent-or-buy break-even. Failures and preemptions are common random numbers (``sim/crn.py``).
 """
 
 from __future__ import annotations
@@ -11,23 +13,28 @@ from __future__ import annotations
 import statistics
 from typing import Any
 
-from gpufleet.autoscale.cluster import ClusterAutoscalerConfig
-from gpufleet.autoscale.loop_adapters import PayoffAwareScaleDown
+from gpufleet.autoscale.nodes_payoff import PayoffAwareNodes
 from gpufleet.control.loop import ControlLoop
 from gpufleet.sim.builtin import default_scenario
 from gpufleet.sim.compare import compare
 from gpufleet.sim.run import baseline_loop
 from gpufleet.sim.scenario import Scenario
 
-FIGURES = ("node_launches", "node_terminations", "total_cost_usd", "p95_queue_wait_s", "p50_queue_wait_s")
+FIGURES = (
+    "node_launches",
+    "node_terminations",
+    "total_cost_usd",
+    "p95_queue_wait_s",
+    "p50_queue_wait_s",
+    "p99_queue_wait_s",
+    "allocated_gpu_hours",
+)
 
 
 def _gpufleet_nodes(sc: Scenario, seed: int) -> ControlLoop:
     loop = baseline_loop(sc, seed)
     loop.name = "gpufleet_nodes"
-    loop.node_scaler = PayoffAwareScaleDown(
-        ClusterAutoscalerConfig(scale_down_unneeded_s=float(sc.control.idle_node_timeout_s))
-    )
+    loop.node_scaler = PayoffAwareNodes.default(sc.control.idle_node_timeout_s)
     return loop
 
 

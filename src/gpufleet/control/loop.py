@@ -6,9 +6,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from gpufleet.autoscale.cluster import ClusterAutoscalerConfig
-from gpufleet.autoscale.loop_adapters import PayoffAwareScaleDown, PredictiveReplicas
+from gpufleet.autoscale.loop_adapters import PredictiveReplicas
 from gpufleet.autoscale.nodes_baseline import IdleTimeoutScaleDown
+from gpufleet.autoscale.nodes_payoff import PayoffAwareNodes
 from gpufleet.autoscale.reactive import TargetTracking
 from gpufleet.control.approval import SimulatedApprovers
 from gpufleet.forecast.engine import GpufleetForecaster
@@ -60,5 +60,5 @@ class ControlLoop:
         base.procurer = BreakevenProcurer()
         base.placer = DegradingChain()
         base.autoscaler = PredictiveReplicas(control_period_s)
-        base.node_scaler = PayoffAwareScaleDown(ClusterAutoscalerConfig(scale_down_unneeded_s=idle_node_timeout_s))
+        base.node_scaler = PayoffAwareNodes.default(idle_node_timeout_s)
         return base

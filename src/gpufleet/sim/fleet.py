@@ -73,6 +73,8 @@ class Fleet:
     n_idle_since: list[int] = field(default_factory=list)
     n_up_since: list[int] = field(default_factory=list)
     n_res: list[int] = field(default_factory=list)  # reservation index for reserved nodes, else -1
+    n_ordinal: list[int] = field(default_factory=list)  # launch order within its first pool (node identity)
+    n_lives: list[int] = field(default_factory=list)  # times the node came alive (up or repaired)
     index: FreeGpuIndex = field(init=False)
 
     def __post_init__(self) -> None:
@@ -108,6 +110,8 @@ class Fleet:
         self.n_idle_since.append(now_s)
         self.n_up_since.append(now_s)
         self.n_res.append(reservation)
+        self.n_ordinal.append(pr.launched)
+        self.n_lives.append(0)
         if reservation < 0:  # reserved capacity is billed per reservation, not per node
             pr.touch(now_s)
             pr.paid_gpus += g

@@ -118,6 +118,7 @@ def summarize(w: World) -> dict[str, Any]:
         "allocated_gpu_hours": _r(alloc_gpu_s / HOUR_S, 1),
         "p95_queue_wait_s": _r(float(np.percentile(all_waits, 95)) if len(all_waits) else 0.0, 1),
         "p50_queue_wait_s": _r(float(np.percentile(all_waits, 50)) if len(all_waits) else 0.0, 1),
+        "p99_queue_wait_s": _r(float(np.percentile(all_waits, 99)) if len(all_waits) else 0.0, 1),
         "serving_slo_attainment": _r(served / total_req if total_req else 1.0, 6),
         "serving": {
             fr.spec.name: {

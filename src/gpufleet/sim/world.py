@@ -18,8 +18,16 @@ from gpufleet.domain.pools import TIER_RANK, Tier
 from gpufleet.domain.reservations import Reservation
 from gpufleet.domain.skus import SKUS_BY_ID
 from gpufleet.domain.workloads import ServingScaling, lost_work_s
-from gpufleet.ports import DemandForecast, IdleNode, PlacementRequest, PoolState, ScaleDownContext
+from gpufleet.ports import (
+    DemandForecast,
+    IdleNode,
+    PlacementRequest,
+    PoolState,
+    ScaleDownContext,
+    ScaleUpContext,
+)
 from gpufleet.sim import demand
+from gpufleet.sim.crn import FAIL, PREEMPT, keyed_exponential
 from gpufleet.sim.desk import ReservationDesk
 from gpufleet.sim.engine import EventQueue
 from gpufleet.sim.fleet import Fleet, NodeState
@@ -60,8 +68,9 @@ class World(ReservationDesk, ServingMixin):
         self.loop = loop
         self.seed = sc.seed if seed is None else seed
         ss = np.random.SeedSequence(self.seed)
-        r_demand, r_serving, r_fail, r_spot, r_stock, r_plan = (np.random.default_rng(s) for s in ss.spawn(6))
-        self.rng_fail, self.rng_spot, self.rng_stock = r_fail, r_spot, r_stock
+        # spawned streams 2 and 3 (failures, preemptions) are left unused: those draws are keyed per node (crn.py)
+        r_demand, r_serving, _r_fail, _r_spot, r_stock, r_plan = (np.random.default_rng(s) for s in ss.spawn(6))
+        self.rng_stock = r_stock
         self.horizon_s = sc.days * DAY_S
         self.q = EventQueue()
         self.ledger = Ledger()
@@ -409,6 +418,17 @@ class World(ReservationDesk, ServingMixin):
         per = self.per_node[s]
         g = self.p_gpus[pod]
         nodes = 1 if g <= per else g // per
+        up = ScaleUpContext(
+            now,
+            self.sku_ids[s],
+            nodes,
+            g > per,
+            sum(self.fleet.index.free_nodes(s, t, per) for t in self._tiers(pod)),
+            self.inflight_gpus[s] // per,
+        )
+        nodes = self.loop.node_scaler.nodes_to_launch(up)
+        if nodes <= 0:
+            return True  # free or starting nodes will hold it
         req = PlacementRequest(
             workload_id=str(pod),
             sku_id=self.sku_ids[s],
@@ -435,14 +455,17 @@ class World(ReservationDesk, ServingMixin):
     def _node_alive(self, node: int, now: int) -> None:
         """A node became schedulable: arm its failure (and spot preemption) clocks."""
         f = self.fleet
-        pr = f.pools[f.n_pool[node]]
+        pidx = f.n_pool[node]
+        pr = f.pools[pidx]
+        key = (pidx, f.n_ordinal[node], f.n_lives[node])  # common random numbers: see sim/crn.py
+        f.n_lives[node] += 1
         mtbf_s = self.sc.failures.node_mtbf_days * DAY_S
-        t_fail = now + int(self.rng_fail.exponential(mtbf_s)) + 1
+        t_fail = now + int(keyed_exponential(mtbf_s, self.seed, FAIL, *key)) + 1
         if t_fail <= self.horizon_s:
             self.q.schedule(t_fail, NODE_FAIL, node, f.n_epoch[node])
         rate = pr.pool.preemption_rate_per_h
         if rate > 0:
-            t_pre = now + int(self.rng_spot.exponential(HOUR_S / rate)) + 1
+            t_pre = now + int(keyed_exponential(HOUR_S / rate, self.seed, PREEMPT, *key)) + 1
             if t_pre <= self.horizon_s:
                 self.q.schedule(t_pre, SPOT_PREEMPT, node, f.n_epoch[node])
 
