@@ -62,7 +62,12 @@ def test_no_level_hedge_gives_the_plain_lag_scenarios() -> None:
     plain = GpufleetPolicy(level_sigma0=0.0).scenarios(len(history), history, cfg)
     hedged = GpufleetPolicy().scenarios(len(history), history, cfg)
     assert hedged.shape[0] == 5 * plain.shape[0]
-    assert hedged[2 * plain.shape[0] : 3 * plain.shape[0]] == pytest.approx(plain)  # z = 0 block
+    n = plain.shape[0]
+    assert hedged[2 * n : 3 * n] == pytest.approx(plain)  # z = 0 block
+    assert hedged[4 * n :] == pytest.approx(plain)  # downside-only by default: no level above the centre
+    assert np.all(hedged[: 2 * n] < plain[None].repeat(2, 0).reshape(-1, plain.shape[1]) + 1e-9)
+    both = GpufleetPolicy(level_upside=1.0).scenarios(len(history), history, cfg)
+    assert np.all(both[4 * n :] > plain)
 
 
 def test_near_zero_samples_at_the_edge_of_a_zero_window_are_gaps() -> None:

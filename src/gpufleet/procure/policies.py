@@ -180,7 +180,8 @@ class GpufleetPolicy:
     fill_unobserved: bool = True  # hours whose lag is not observed yet take the last day's mean level
     level_sigma0: float = 0.3  # prior sd of the day-to-day log change of the daily mean level
     level_prior_days: float = 3.0  # weight of that prior, in observed day-to-day changes
-    level_drift: float = 0.6  # level variance grows by this share of sigma^2 per day ahead (random walk)
+    level_drift: float = 0.3  # level variance grows by this share of sigma^2 per day ahead (random walk)
+    level_upside: float = 0.0  # scale of the upper levels; 0 = downside only (see _level_uncertainty)
 
     def scenarios(self, t: int, history: FloatArray, cfg: ReplayConfig) -> FloatArray:
         """Matrix ``(n_scenarios, term_h)`` of demand scenarios for hours ``t + lead .. t + lead + term - 1``."""
@@ -218,7 +219,10 @@ class GpufleetPolicy:
         ``sigma`` is the day-to-day log change of the daily mean, robustly estimated (1.4826 x median
         absolute change, so a one-day outage does not inflate it) and shrunk to the prior ``level_sigma0``
         with ``level_prior_days`` pseudo-observations. The break-even rule then hedges by itself: a wide
-        spread lowers the expected use of the top units, most where the level is least known.
+        spread lowers the expected use of the top units, most where the level is least known. Only the
+        downside is spread by default (``level_upside = 0``: the upper levels stay at the centre): a
+        commitment can be topped up later at the cost of a lead time of on-demand, but not undone, and a
+        symmetric log spread made the policy over-buy wherever overflow is dear (quota exhausted).
         """
         n_days = min(len(history) // 24, 28)
         changes = np.zeros(0)
@@ -230,7 +234,8 @@ class GpufleetPolicy:
         sigma2 = (k0 * self.level_sigma0**2 + len(changes) * est2) / (k0 + len(changes))
         days_ahead = (cfg.lead_h + np.arange(cfg.term_h) + 1) / 24.0
         spread = np.sqrt(sigma2 * (1.0 / max(n_days, 1) + self.level_drift * days_ahead))
-        factors = np.exp(_LEVEL_Z[:, None] * spread[None, :])  # (5, term_h)
+        z = np.where(_LEVEL_Z > 0, self.level_upside * _LEVEL_Z, _LEVEL_Z)
+        factors = np.exp(z[:, None] * spread[None, :])  # (5, term_h)
         out: FloatArray = (scen[None, :, :] * factors[:, None, :]).reshape(-1, scen.shape[1])
         return out
 
