@@ -82,6 +82,7 @@ def run(*, n_pairs: int = 20, n_days: int = 730, n_scenarios: int = 3, share_cap
             "objective_usd": round(plan.objective_usd, 2),
             "provider_share": {k: round(v, 4) for k, v in plan.provider_share.items()},
             "decisions": len(plan.decisions),
+            "solver": {k: round(v, 4) for k, v in plan.extra.items()},
         }
     u = out["uncapped"]["objective_usd"]  # type: ignore[index]
     c = out["share_cap"]["objective_usd"]  # type: ignore[index]

@@ -4,7 +4,8 @@ Input: a generic series CSV (timestamp, series_id, value in GPUs). Each series i
 grid; hours without any sample are filled with the previous hour (then the next, at the start).
 A request-rate series can be converted to GPUs first (``rps_per_replica``/``gpus_per_replica``): at the
 file's own resolution, ``gpus = gpus_per_replica * ceil(rps / rps_per_replica)`` (replicas are whole),
-with ``rps <= 0`` read as a data gap when ``zero_is_gap`` (ServeGen's m-mid has such windows).
+with ``rps <= 0`` read as a data gap when ``zero_is_gap`` (ServeGen's m-mid has such windows), together
+with the near-zero samples at the edges of those windows (below 5 % of the local median).
 """
 
 from __future__ import annotations
@@ -36,13 +37,44 @@ class RpsToGpus:
     rps_per_replica: float
     gpus_per_replica: int
     zero_is_gap: bool = True
+    edge_fraction: float = 0.05  # next to a gap, a sample below this share of the local median is the gap's edge
 
     def convert(self, s: Series) -> Series:
-        v = s.values.copy()
+        v = s.values.astype(np.float64, copy=True)
         if self.zero_is_gap:
             v[v <= 0] = np.nan
+            v = _drop_gap_edges(v, self.edge_fraction)
         gpus = self.gpus_per_replica * np.ceil(v / self.rps_per_replica - 1e-9)
         return Series(s.series_id, s.t_s, gpus)
+
+
+def _drop_gap_edges(v: FloatArray, fraction: float, half_window: int = 72) -> FloatArray:
+    """Mark as gaps the samples adjacent to a gap (recursively) that are below ``fraction`` of the local median.
+
+    An exporter outage reads as 0 rps, and the windows it partly covers read as a tiny rate (ServeGen m-mid:
+    ~14 rps next to 0-rps windows, against ~1,500 rps around them); those are data gaps too, not demand.
+    The local median is over ``half_window`` samples either side (a day at 10-minute samples), gaps ignored.
+    """
+    out = v.copy()
+    n = len(out)
+    gap = np.isnan(out)
+    if not np.any(gap) or np.all(gap):
+        return out
+    changed = True
+    while changed:
+        changed = False
+        near = np.zeros(n, dtype=bool)
+        near[1:] |= gap[:-1]
+        near[:-1] |= gap[1:]
+        cand = np.nonzero(near & ~gap)[0]
+        for i in cand:
+            window = out[max(0, i - half_window) : i + half_window + 1]
+            med = float(np.nanmedian(window))
+            if out[i] < fraction * med:
+                out[i] = np.nan
+                gap[i] = True
+                changed = True
+    return out
 
 
 def hourly_demand(s: Series) -> FloatArray:

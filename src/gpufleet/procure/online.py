@@ -49,7 +49,7 @@ class BreakevenProcurer:
             spot_usd_per_gpu_h=on_demand,
             secondary_usd_per_gpu_h=on_demand,
         )
-        policy = GpufleetPolicy(ramp_h=1)
+        policy = GpufleetPolicy(ramp_h=1, min_history_h=24, fill_unobserved=False, level_sigma0=0.0)
         scen = policy.scenarios(len(hist), hist, cfg)
         if ctx.forecast is not None:
             scen = np.vstack([scen, *[_tile(q, term_h) for q in ctx.forecast.quantiles.values()]])

@@ -25,6 +25,7 @@ from gpufleet.procure.replay import ReplayConfig, overflow_tiers
 FloatArray = npt.NDArray[np.float64]
 
 LOOKBACK_30D_H = 30 * 24
+_LEVEL_Z = np.array([-1.2816, -0.5244, 0.0, 0.5244, 1.2816])  # the normal's 10, 30, 50, 70, 90 % quantiles
 
 
 def units_worth_committing(excess: FloatArray, alpha: float) -> int:
@@ -172,10 +173,15 @@ class GpufleetPolicy:
     name: str = "gpufleet"
     days: int = 5  # daily lags used as scenarios
     recent_h: int = 0  # > 0 adds a flat scenario at the mean of the last recent_h hours
-    min_history_h: int = 24
+    min_history_h: int = 1
     first_hour_use: float = 0.5  # a new GPU must be used at the first covered hour in half the scenarios
-    ramp_h: int = 12  # growth beyond renewals is committed over about this many hours
+    ramp_h: int = 1  # growth beyond renewals is committed over about this many hours
     trend_weight: float = 0.5  # scenarios scaled by (last day / lag window mean) ** trend_weight
+    fill_unobserved: bool = True  # hours whose lag is not observed yet take the last day's mean level
+    level_sigma0: float = 0.3  # prior sd of the day-to-day log change of the daily mean level
+    level_prior_days: float = 3.0  # weight of that prior, in observed day-to-day changes
+    level_drift: float = 0.3  # level variance grows by this share of sigma^2 per day ahead (random walk)
+    level_upside: float = 0.0  # scale of the upper levels; 0 = downside only (see _level_uncertainty)
 
     def scenarios(self, t: int, history: FloatArray, cfg: ReplayConfig) -> FloatArray:
         """Matrix ``(n_scenarios, term_h)`` of demand scenarios for hours ``t + lead .. t + lead + term - 1``."""
@@ -195,10 +201,43 @@ class GpufleetPolicy:
             span = min(t, 24 * self.days)
             ratio = float(np.mean(history[-24:])) / max(float(np.mean(history[-span:])), 1e-9)
             rows = [r * ratio**self.trend_weight for r in rows]
+        level = float(np.mean(history[-max(self.recent_h, 24) :]))
         if self.recent_h > 0 or not rows:
-            level = float(np.mean(history[-max(self.recent_h, 24) :]))
             rows.append(np.full(cfg.term_h, level))
-        return np.vstack(rows)
+        scen = np.vstack(rows)
+        if self.fill_unobserved:
+            scen = np.where(np.isnan(scen), level, scen)
+        if self.level_sigma0 > 0:
+            scen = self._level_uncertainty(scen, history, cfg)
+        return scen
+
+    def _level_uncertainty(self, scen: FloatArray, history: FloatArray, cfg: ReplayConfig) -> FloatArray:
+        """Each scenario at five levels ``exp(z * s_u)``, ``z`` the normal's 10-90 % deciles (odd).
+
+        ``s_u^2 = sigma^2 * (1 / days observed + level_drift * days ahead of hour u)``: the daily level is
+        estimated from few days (first term) and drifts like a random walk over the horizon (second term).
+        ``sigma`` is the day-to-day log change of the daily mean, robustly estimated (1.4826 x median
+        absolute change, so a one-day outage does not inflate it) and shrunk to the prior ``level_sigma0``
+        with ``level_prior_days`` pseudo-observations. The break-even rule then hedges by itself: a wide
+        spread lowers the expected use of the top units, most where the level is least known. Only the
+        downside is spread by default (``level_upside = 0``: the upper levels stay at the centre): a
+        commitment can be topped up later at the cost of a lead time of on-demand, but not undone, and a
+        symmetric log spread made the policy over-buy wherever overflow is dear (quota exhausted).
+        """
+        n_days = min(len(history) // 24, 28)
+        changes = np.zeros(0)
+        if n_days >= 2:
+            daily = history[len(history) - 24 * n_days :].reshape(n_days, 24).mean(axis=1)
+            changes = np.diff(np.log(np.maximum(daily, 1e-9)))
+        est2 = (1.4826 * float(np.median(np.abs(changes)))) ** 2 if len(changes) else 0.0
+        k0 = self.level_prior_days
+        sigma2 = (k0 * self.level_sigma0**2 + len(changes) * est2) / (k0 + len(changes))
+        days_ahead = (cfg.lead_h + np.arange(cfg.term_h) + 1) / 24.0
+        spread = np.sqrt(sigma2 * (1.0 / max(n_days, 1) + self.level_drift * days_ahead))
+        z = np.where(_LEVEL_Z > 0, self.level_upside * _LEVEL_Z, _LEVEL_Z)
+        factors = np.exp(z[:, None] * spread[None, :])  # (5, term_h)
+        out: FloatArray = (scen[None, :, :] * factors[:, None, :]).reshape(-1, scen.shape[1])
+        return out
 
     def decide(self, t: int, history: FloatArray, committed: FloatArray, cfg: ReplayConfig) -> float:
         if t < self.min_history_h:

@@ -29,6 +29,14 @@ import scipy.sparse as sp
 from scipy.optimize import Bounds, LinearConstraint, OptimizeResult, linprog, milp
 
 from gpufleet.domain.errors import ValidationError
+from gpufleet.procure.portfolio_solve import (
+    Block,
+    BlockLP,
+    NotDecomposable,
+    check_blocks,
+    solve_blocks,
+    solve_share_capped,
+)
 
 FloatArray = npt.NDArray[np.float64]
 
@@ -188,9 +196,14 @@ def _check(problem: PortfolioProblem) -> tuple[int, int]:
 
 
 def optimize_portfolio(
-    problem: PortfolioProblem, *, integral: bool = False, time_limit_s: float = 120.0
+    problem: PortfolioProblem, *, integral: bool = False, time_limit_s: float = 120.0, decompose: bool = True
 ) -> PortfolioPlan:
-    """Solve the portfolio problem (LP, or MILP with whole GPUs when ``integral``)."""
+    """Solve the portfolio problem (LP, or MILP with whole GPUs when ``integral``).
+
+    The LP is solved pair by pair when nothing but a fleet-wide provider cap (share >= 0.5) couples the
+    pairs (``decompose``; same optimum as the joint LP, see :mod:`gpufleet.procure.portfolio_solve`);
+    a budget, a MILP or a cap below one half use the joint model.
+    """
     n_s, n_t = _check(problem)
     w = np.full(n_s, 1.0 / n_s) if problem.scenario_weights is None else np.asarray(problem.scenario_weights)
     w = w / w.sum()
@@ -204,7 +217,10 @@ def optimize_portfolio(
     pair_provider_terms: list[dict[str, list[tuple[npt.NDArray[np.int64], FloatArray]]]] = []
     committed_cost_terms: list[tuple[npt.NDArray[np.int64], FloatArray]] = []
     sl_slack: list[npt.NDArray[np.int64]] = []
+    blocks: list[Block] = []  # per pair: its variables and rows (the LP is block diagonal without coupling rows)
+    capped = problem.max_provider_share < 1.0
     for p in problem.pairs:
+        v0, r0 = b.n, b.m
         existing = np.zeros(n_t) if p.existing_gpus is None else np.asarray(p.existing_gpus, dtype=np.float64)
         d_np = p.serving + p.training
         d_all = d_np + p.checkpointable
@@ -266,13 +282,16 @@ def optimize_portfolio(
         for c in caps.values():
             b.add(rs, c, 1.0)
         b.add(rs, slack, 1.0)
-    # provider share cap over purchased GPU-periods (expected)
-    if problem.max_provider_share < 1.0:
-        if problem.provider_cap_scope == "pair":
-            for terms_of_pair in pair_provider_terms:
-                _provider_cap(b, terms_of_pair, problem.max_provider_share)
-        else:
-            _provider_cap(b, provider_terms, problem.max_provider_share)
+        if capped and problem.provider_cap_scope == "pair":  # provider share cap inside the pair's block
+            _provider_cap(b, mine, problem.max_provider_share)
+        blocks.append((v0, b.n, r0, b.m))
+    # fleet-wide provider share cap over purchased GPU-periods (expected): joint rows, or a Lagrangian
+    # relaxation over the per-pair blocks (procure/portfolio_solve.py)
+    fleet_cap = capped and problem.provider_cap_scope == "fleet"
+    decompose = decompose and not integral and math.isinf(problem.commit_budget_usd)
+    decompose = decompose and not (fleet_cap and problem.max_provider_share < 0.5)
+    if fleet_cap and not decompose:
+        _provider_cap(b, provider_terms, problem.max_provider_share)
     if math.isfinite(problem.commit_budget_usd):
         r = b.new_rows(1, -np.inf, problem.commit_budget_usd)
         for v, coef in committed_cost_terms:
@@ -280,9 +299,12 @@ def optimize_portfolio(
     c_vec = np.concatenate(b.c)
     a = sp.csr_array((np.concatenate(b.vals), (np.concatenate(b.rows), np.concatenate(b.cols))), shape=(b.m, b.n))
     t0 = time.perf_counter()
-    if not integral:
+    res: OptimizeResult | None = None
+    if decompose:
+        res = _solve_decomposed(c_vec, a, b, blocks, provider_terms, problem, fleet_cap, time_limit_s)
+    if res is None and not integral:
         res = _solve_lp(c_vec, a, b, time_limit_s)
-    else:
+    elif res is None:
         res = milp(
             c_vec,
             constraints=LinearConstraint(a, np.concatenate(b.rlo), np.concatenate(b.rhi)),
@@ -294,7 +316,7 @@ def optimize_portfolio(
     if res.x is None:
         raise ValidationError("problem", f"portfolio solve failed: {res.message}")
     x = res.x
-    return _plan(
+    plan = _plan(
         problem,
         x,
         float(res.fun),
@@ -310,6 +332,11 @@ def optimize_portfolio(
         committed_cost_terms,
         pair_provider_terms,
     )
+    extra = {"decomposed": 1.0 if "block" in str(res.message) else 0.0}
+    if "lagrange_iterations" in res:
+        extra["lagrange_iterations"] = float(res.lagrange_iterations)
+        extra["duality_gap_usd"] = float(res.duality_gap_usd)
+    return replace(plan, extra=extra)
 
 
 def _provider_cap(
@@ -333,6 +360,49 @@ def _provider_cap(
         r = b.new_rows(1, -np.inf, 0.0)
         b.add(np.full(len(totals), r[0]), totals, -share)
         b.add(r, totals[j : j + 1], 1.0)
+
+
+def _solve_decomposed(
+    c: FloatArray,
+    a: sp.csr_array,
+    b: _Builder,
+    blocks: list[Block],
+    provider_terms: dict[str, list[tuple[npt.NDArray[np.int64], FloatArray]]],
+    problem: PortfolioProblem,
+    fleet_cap: bool,
+    time_limit_s: float,
+) -> OptimizeResult | None:
+    """Per-pair block solves (plus the Lagrangian fleet cap); None when the joint LP must answer."""
+    try:
+        check_blocks(blocks, b.n, b.m)
+        lp = BlockLP(
+            a,
+            np.concatenate(b.lb),
+            np.concatenate(b.ub),
+            np.concatenate(b.rlo),
+            np.concatenate(b.rhi),
+            blocks,
+            time_limit_s,
+        )
+        if fleet_cap:
+            coef = {}
+            for pid, terms in provider_terms.items():
+                vec = np.zeros(b.n)
+                for v, cf in terms:
+                    vec[v] += cf
+                coef[pid] = vec
+            sol = solve_share_capped(lp, c, coef, problem.max_provider_share)
+        else:
+            sol = solve_blocks(lp, c)
+    except NotDecomposable:
+        return None
+    return OptimizeResult(
+        x=sol.x,
+        fun=sol.objective,
+        message=sol.status,
+        lagrange_iterations=sol.lagrange_iterations,
+        duality_gap_usd=sol.duality_gap_usd,
+    )
 
 
 def _solve_lp(c: FloatArray, a: sp.csr_array, b: _Builder, time_limit_s: float) -> OptimizeResult:
