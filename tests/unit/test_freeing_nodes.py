@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
 from gpufleet.autoscale.nodes_baseline import IdleTimeoutScaleDown
 from gpufleet.autoscale.nodes_payoff import PayoffAwareNodes
 from gpufleet.ports import NodeScaler
+from gpufleet.sim.builtin import default_scenario
 from gpufleet.sim.run import baseline_loop
 from gpufleet.sim.scenario import Scenario
 from gpufleet.sim.world import World
@@ -84,3 +88,31 @@ def test_with_eta_errors_the_gang_still_starts_when_the_nodes_free() -> None:
 def test_the_scaler_can_ignore_freeing_nodes() -> None:
     w, _ = _run(_scenario(0.0), PayoffAwareNodes(wait_for_freeing=False))
     assert _launched(w) == 2
+
+
+@settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    seed=st.integers(0, 10_000),
+    sd=st.sampled_from([0.0, 0.2, 1.0]),
+    mtbf=st.sampled_from([2.0, 250.0]),
+)
+def test_waiting_keeps_the_books_and_claims_stay_within_each_pods_need(seed: int, sd: float, mtbf: float) -> None:
+    sc = default_scenario(gpus=128, days=3, seed=seed)
+    sc = sc.model_copy(
+        update={
+            "control": sc.control.model_copy(update={"eta_error_sd": sd}),
+            "failures": sc.failures.model_copy(update={"node_mtbf_days": mtbf}),
+        }
+    )
+    loop = baseline_loop(sc, seed)
+    loop.node_scaler = PayoffAwareNodes.default()
+    w = World(sc, loop)
+    for day in range(1, sc.days + 1):
+        w.run(until_s=day * 86_400 - 1)
+        w.check_invariants()
+        for s, claims in enumerate(w.freeing_claims):
+            for pod, k in claims.items():
+                per = w.per_node[s]
+                assert w.p_sku[pod] == s and 1 <= k <= max(1, w.p_gpus[pod] // per)
+    w.run()
+    w.check_invariants()
