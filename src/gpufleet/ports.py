@@ -146,6 +146,11 @@ class ScaleUpContext:
     gang: bool
     free_whole_nodes: int  # fully free schedulable nodes of the SKU on tiers the pod may use
     starting_nodes: int  # launched nodes of the SKU still starting
+    # busy nodes (tiers the pod may use) whose running training work reports it will end within
+    # ``freeing_within_s`` (the SKU's node start time) so that the pod would fit, minus those claimed by pods
+    # already waiting for them: waiting for one is no slower than launching a node, and buys nothing
+    freeing_nodes: int = 0
+    freeing_within_s: int = 0
 
 
 class NodeScaler(Protocol):

@@ -23,12 +23,25 @@ def test_shortfall_covers_the_need_and_never_overshoots(need: int, free: int, st
         assert k + free + starting == need  # no node more than the gap
 
 
+@given(st.integers(0, 64), st.integers(0, 64), st.integers(0, 64), st.integers(0, 64), st.integers(0, 8))
+def test_freeing_nodes_only_ever_lower_the_launch(need: int, free: int, starting: int, freeing: int, more: int) -> None:
+    k = shortfall_nodes(need, free, starting, freeing)
+    assert k <= shortfall_nodes(need, free, starting)  # waiting for freeing nodes never adds a launch
+    assert k + free + starting + freeing >= need  # every member has a node on its way
+    assert shortfall_nodes(need, free, starting, freeing + more) <= k  # monotone in what is on its way
+    assert shortfall_nodes(need, free, starting, freeing) == shortfall_nodes(need, free + freeing, starting)
+
+
 def test_shortfall_examples_and_bad_input() -> None:
     assert shortfall_nodes(8, 5, 0) == 3  # the foundation would launch 8
     assert shortfall_nodes(8, 5, 1) == 2
     assert shortfall_nodes(4, 6, 0) == 0
+    assert shortfall_nodes(8, 5, 1, 1) == 1  # one node frees before a launched one would be ready
+    assert shortfall_nodes(8, 5, 1, 4) == 0
     with pytest.raises(ValueError):
         shortfall_nodes(-1, 0, 0)
+    with pytest.raises(ValueError):
+        shortfall_nodes(1, 0, 0, -1)
 
 
 def test_rent_or_buy_hold_is_the_buy_cost_in_rent_seconds() -> None:

@@ -21,8 +21,8 @@ def ctx(now: int, nodes: list[IdleNode], pending: int = 0) -> ScaleDownContext:
     return ScaleDownContext(now, "h100_80gb", nodes, pending, 8 * len(nodes), cap, None, 600.0)
 
 
-def up(need: int, gang: bool, free: int, starting: int) -> ScaleUpContext:
-    return ScaleUpContext(0, "h100_80gb", need, gang, free, starting)
+def up(need: int, gang: bool, free: int, starting: int, freeing: int = 0) -> ScaleUpContext:
+    return ScaleUpContext(0, "h100_80gb", need, gang, free, starting, freeing, 600)
 
 
 def test_gangs_get_only_the_shortfall_single_pods_their_node() -> None:
@@ -31,6 +31,16 @@ def test_gangs_get_only_the_shortfall_single_pods_their_node() -> None:
     assert ns.nodes_to_launch(up(8, True, 9, 0)) == 0
     assert ns.nodes_to_launch(up(1, False, 0, 3)) == 1  # the world gates single pods on in-flight GPUs
     assert IdleTimeoutScaleDown().nodes_to_launch(up(8, True, 5, 1)) == 8  # the baseline: the full count
+
+
+def test_nodes_freeing_before_a_launch_is_ready_are_waited_for() -> None:
+    ns = PayoffAwareNodes.default()
+    assert ns.nodes_to_launch(up(8, True, 5, 1, freeing=1)) == 1
+    assert ns.nodes_to_launch(up(8, True, 5, 1, freeing=3)) == 0
+    assert ns.nodes_to_launch(up(1, False, 0, 0, freeing=1)) == 0  # a single pod waits for the freeing node
+    assert ns.nodes_to_launch(up(1, False, 0, 0, freeing=0)) == 1
+    assert PayoffAwareNodes(wait_for_freeing=False).nodes_to_launch(up(8, True, 5, 1, freeing=3)) == 2
+    assert IdleTimeoutScaleDown().nodes_to_launch(up(8, True, 5, 1, freeing=3)) == 8
 
 
 def test_holds_until_the_rent_or_buy_break_even_then_terminates() -> None:

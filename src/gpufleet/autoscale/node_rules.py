@@ -3,7 +3,9 @@
 - :func:`shortfall_nodes` (scale-up): launch only the nodes that pending work cannot get from nodes that are
   already free or already starting. Kubernetes Cluster Autoscaler does the same for plain pods (it filters out
   pending pods that fit on existing nodes before it estimates new ones); for a gang the whole-node count matters,
-  because a gang waits until all of its members fit at once.
+  because a gang waits until all of its members fit at once. Nodes whose running work reports it will end
+  before a new node would be ready count too: waiting for them is never slower than a launch (a node takes
+  ``node_start_s`` to start) and costs nothing.
 - :func:`rent_or_buy_hold_s` (scale-down): how long to keep an idle launched node before terminating it. Keeping
   it costs its price per second ("rent"); terminating it and relaunching when work comes back costs the billed
   start time plus the delay of the work that waits for that start ("buy"). The deterministic ski-rental rule
@@ -14,11 +16,15 @@
 from __future__ import annotations
 
 
-def shortfall_nodes(need_nodes: int, free_whole_nodes: int, starting_nodes: int) -> int:
-    """Nodes to launch for work that needs ``need_nodes`` whole nodes, given free and starting ones (>= 0)."""
-    if need_nodes < 0 or free_whole_nodes < 0 or starting_nodes < 0:
+def shortfall_nodes(need_nodes: int, free_whole_nodes: int, starting_nodes: int, freeing_nodes: int = 0) -> int:
+    """Nodes to launch for work that needs ``need_nodes`` whole nodes, given free, starting and freeing ones.
+
+    ``freeing_nodes``: busy nodes whose work is expected to end before a launched node would be ready; the
+    pending work starts no later on them than on a new node, so a launch for them buys nothing (all counts >= 0).
+    """
+    if min(need_nodes, free_whole_nodes, starting_nodes, freeing_nodes) < 0:
         raise ValueError("node counts must be >= 0")
-    return max(0, need_nodes - free_whole_nodes - starting_nodes)
+    return max(0, need_nodes - free_whole_nodes - starting_nodes - freeing_nodes)
 
 
 def rent_or_buy_hold_s(node_start_s: float, min_billing_s: float = 0.0, delay_weight: float = 1.0) -> float:

@@ -1,8 +1,10 @@
 """gpufleet's node scaler behind the ``NodeScaler`` port: shortfall scale-up and rent-or-buy scale-down.
 
-- Scale-up (:func:`~gpufleet.autoscale.node_rules.shortfall_nodes`): a gang gets only the whole nodes that free
-  and starting nodes of its SKU do not already cover. The foundation launches the gang's full count; measured on
-  the default scenario, 35-45% of the nodes it launched never ran a pod (docs/autoscale.md).
+- Scale-up (:func:`~gpufleet.autoscale.node_rules.shortfall_nodes`): a gang gets only the whole nodes that free,
+  starting and freeing nodes (busy ones whose work reports it ends before a new node would be ready) of its SKU
+  do not already cover; a single pod gets no node while one is freeing for it. The foundation launches the
+  gang's full count; measured on the default scenario, 35% of the nodes it launched never ran a pod
+  (docs/benchmarks/cluster-autoscale.md).
 - Scale-down: nothing goes while work of the SKU is pending (it may want the node; Cluster Autoscaler's rule too).
   An idle launched node is kept while the rent-or-buy rule says holding it costs less than a relaunch
   (:func:`~gpufleet.autoscale.idle_spells.keep_idle_node`, reason ``rent_or_buy_hold``), with the buy cost of
@@ -35,7 +37,9 @@ class _Open:
 
 class PayoffAwareNodes(PayoffAwareScaleDown):
     """``delay_weight``: see :func:`rent_or_buy_hold_s`. ``learn_gaps``: decide holds from the idle spells learned
-    per pool (:func:`keep_idle_node`) instead of the deterministic break-even (measured no better, so off)."""
+    per pool (:func:`keep_idle_node`) instead of the deterministic break-even (measured no better, so off).
+    ``wait_for_freeing``: count busy nodes whose work reports it ends before a launch would be ready
+    (``ScaleUpContext.freeing_nodes``) as capacity on its way."""
 
     @classmethod
     def default(cls, idle_node_timeout_s: int = 600) -> PayoffAwareNodes:
@@ -44,9 +48,14 @@ class PayoffAwareNodes(PayoffAwareScaleDown):
         return cls(ClusterAutoscalerConfig(scale_down_unneeded_s=float(idle_node_timeout_s), use_forecast=False))
 
     def __init__(
-        self, config: ClusterAutoscalerConfig | None = None, delay_weight: float = 1.0, learn_gaps: bool = False
+        self,
+        config: ClusterAutoscalerConfig | None = None,
+        delay_weight: float = 1.0,
+        learn_gaps: bool = False,
+        wait_for_freeing: bool = True,
     ) -> None:
         super().__init__(config)
+        self.wait_for_freeing = wait_for_freeing
         self.delay_weight = delay_weight
         self.learn_gaps = learn_gaps
         self.spells: dict[str, IdleSpells] = {}  # pool id -> recent idle spells
@@ -56,9 +65,10 @@ class PayoffAwareNodes(PayoffAwareScaleDown):
         self._period_s: dict[str, int] = {}  # shortest interval seen between calls, per SKU
 
     def nodes_to_launch(self, ctx: ScaleUpContext) -> int:
-        if not ctx.gang:
-            return ctx.need_nodes  # the world only asks while queued demand exceeds what is starting
-        return shortfall_nodes(ctx.need_nodes, ctx.free_whole_nodes, ctx.starting_nodes)
+        freeing = ctx.freeing_nodes if self.wait_for_freeing else 0
+        if not ctx.gang:  # the world only asks while queued demand exceeds what is starting
+            return 0 if freeing > 0 else ctx.need_nodes
+        return shortfall_nodes(ctx.need_nodes, ctx.free_whole_nodes, ctx.starting_nodes, freeing)
 
     def scale_down(self, ctx: ScaleDownContext) -> list[tuple[int, str]]:
         self._watch(ctx)

@@ -4,8 +4,10 @@ Both runs use the foundation's loop on the default scenario and differ only in t
 launch for pending work, which idle launched nodes to terminate). The baseline launches every node a pending pod
 asks for and terminates a launched node after 10 minutes unneeded (Kubernetes Cluster Autoscaler's default; the
 simulator only offers fully idle nodes, so its 50% utilization threshold does not bind). gpufleet's
-(:class:`~gpufleet.autoscale.nodes_payoff.PayoffAwareNodes`) launches only a gang's shortfall and keeps an idle
-node until the rent-or-buy break-even. Failures and preemptions are common random numbers (``sim/crn.py``).
+(:class:`~gpufleet.autoscale.nodes_payoff.PayoffAwareNodes`) launches only a gang's shortfall, waits instead of
+launching for nodes whose running work reports it ends before a new node would be ready (``sim/freeing.py``), and
+keeps an idle node until the rent-or-buy break-even. Failures, preemptions and the error of the reported job ends
+are common random numbers (``sim/crn.py``).
 """
 
 from __future__ import annotations

@@ -132,6 +132,8 @@ class ControlSpec(_M):
     procurement_period_days: PosInt = 7
     approval_threshold_usd: NonNeg = 500_000.0
     idle_node_timeout_s: NonNegInt = 600
+    # relative error of the end time a running training job reports (sim/freeing.py); the node scaler sees it
+    eta_error_sd: NonNeg = 0.2
     target_utilization: Annotated[float, Field(gt=0, le=1)] = 0.7
 
 

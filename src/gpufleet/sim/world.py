@@ -31,6 +31,7 @@ from gpufleet.sim.crn import FAIL, PREEMPT, keyed_exponential
 from gpufleet.sim.desk import ReservationDesk
 from gpufleet.sim.engine import EventQueue
 from gpufleet.sim.fleet import Fleet, NodeState
+from gpufleet.sim.freeing import FreeingMixin
 from gpufleet.sim.kinds import (
     ARRIVE,
     DAILY,
@@ -44,6 +45,7 @@ from gpufleet.sim.kinds import (
     PRIO_SERVING,
     QUEUED,
     READY,
+    RECHECK,
     REMOVED,
     RUNNING,
     SPOT_PREEMPT,
@@ -62,7 +64,7 @@ LAUNCHED_TIERS = (Tier.ON_DEMAND, Tier.SPOT, Tier.SECONDARY)
 BACKFILL_SCAN = 16  # queued pods examined per SKU when capacity frees up (head + backfill)
 
 
-class World(ReservationDesk, ServingMixin):
+class World(ReservationDesk, ServingMixin, FreeingMixin):
     def __init__(self, sc: Scenario, loop: ControlLoop, seed: int | None = None) -> None:
         self.sc = sc
         self.loop = loop
@@ -127,6 +129,7 @@ class World(ReservationDesk, ServingMixin):
         self.queue: list[list[deque[int]]] = [[deque() for _ in range(4)] for _ in range(n_sku)]
         self.pending_gpus = [0] * n_sku
         self.inflight_gpus = [0] * n_sku  # GPUs on nodes still provisioning
+        self.freeing_claims: list[dict[int, int]] = [{} for _ in range(n_sku)]  # pod -> freeing nodes it waits for
         self.metrics = Metrics(sku_ids, [f.spec.name for f in self.fleets], sc.days)
         self.reservations: list[Reservation] = []
         self.res_nodes: list[list[int]] = []
@@ -202,6 +205,7 @@ class World(ReservationDesk, ServingMixin):
             self._on_res_event,
             self._on_stock,
             self._on_ready,
+            self._on_recheck,
         )
         horizon = self.horizon_s
         stop = horizon if until_s is None else min(until_s, horizon)
@@ -417,18 +421,27 @@ class World(ReservationDesk, ServingMixin):
             return True
         per = self.per_node[s]
         g = self.p_gpus[pod]
-        nodes = 1 if g <= per else g // per
+        need = 1 if g <= per else g // per
+        lead = self.pool_specs[s].node_start_s
+        freeing = self._freeing_times(s, pod, now, lead)
         up = ScaleUpContext(
             now,
             self.sku_ids[s],
-            nodes,
+            need,
             g > per,
             sum(self.fleet.index.free_nodes(s, t, per) for t in self._tiers(pod)),
             self.inflight_gpus[s] // per,
+            len(freeing),
+            lead,
         )
         nodes = self.loop.node_scaler.nodes_to_launch(up)
+        uncovered = need - (up.free_whole_nodes + up.starting_nodes if up.gang else 0)
+        waits = min(len(freeing), uncovered - max(nodes, 0))
+        if waits > 0:  # claim the freeing nodes it waits for; look again just after the last should free
+            self.freeing_claims[s][pod] = waits
+            self.q.schedule(freeing[waits - 1] + 1, RECHECK, pod, self.p_epoch[pod])
         if nodes <= 0:
-            return True  # free or starting nodes will hold it
+            return True  # free, starting or freeing nodes will hold it
         req = PlacementRequest(
             workload_id=str(pod),
             sku_id=self.sku_ids[s],
@@ -529,6 +542,16 @@ class World(ReservationDesk, ServingMixin):
         fr.ready += 1
         fr.cold_starts += 1
         self.p_ready[pod] = True
+
+    def _on_recheck(self, now: int, pod: int, epoch: int) -> None:
+        """A pod waited for nodes expected to free: if it is still queued, place it or provision for it."""
+        s = self.p_sku[pod]
+        self.freeing_claims[s].pop(pod, None)
+        if self.p_epoch[pod] != epoch or self.p_state[pod] != QUEUED:
+            return
+        self._drain_queue(s, now)
+        if self.p_state[pod] == QUEUED:
+            self._provision(s, now, pod)
 
     def _on_stock(self, now: int, pidx: int, _b: int) -> None:
         pr = self.fleet.pools[pidx]
