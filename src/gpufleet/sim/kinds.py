@@ -1,6 +1,8 @@
-"""Event kinds, pod states and time units shared by the world and its mixins (one definition each)."""
+"""Event kinds, pod states, tier groups and time units shared by the world and its mixins (one definition each)."""
 
 from __future__ import annotations
+
+from gpufleet.domain.pools import TIER_RANK, Tier
 
 # event kinds: the index of the world's handler for each
 ARRIVE, JOB_END, NODE_UP, NODE_FAIL, NODE_REPAIR, SPOT_PREEMPT, TICK, DAILY, RES_EVENT, STOCK, READY, RECHECK = range(
@@ -11,3 +13,9 @@ QUEUED, RUNNING, DONE, REMOVED = 1, 2, 3, 4
 PRIO_SERVING = 3  # queue priority of serving replicas (above every training priority)
 HOUR_S = 3600
 DAY_S = 86400
+
+# tier ranks a pod may use: spot only for checkpointable training
+TIERS_NO_SPOT = (TIER_RANK[Tier.RESERVED], TIER_RANK[Tier.ON_DEMAND], TIER_RANK[Tier.SECONDARY])
+TIERS_ALL = (TIER_RANK[Tier.RESERVED], TIER_RANK[Tier.ON_DEMAND], TIER_RANK[Tier.SPOT], TIER_RANK[Tier.SECONDARY])
+SPOT_RANK = TIER_RANK[Tier.SPOT]
+LAUNCHED_TIERS = (Tier.ON_DEMAND, Tier.SPOT, Tier.SECONDARY)  # tiers whose nodes are launched and terminated
