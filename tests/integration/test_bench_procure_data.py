@@ -18,6 +18,7 @@ BASELINES = ("all_on_demand", "reserve_peak", "lookback_p50", "online_breakeven"
     [
         ("training/helios_earth_gpu_demand_minutely.csv", "helios-earth", None),
         ("serving/servegen_rate_10min.csv", "m-large", RpsToGpus(2.0, 8)),
+        ("serving/servegen_rate_10min.csv", "m-mid", RpsToGpus(2.0, 8)),
     ],
 )
 def test_gpufleet_within_10pct_of_hindsight_and_below_every_baseline(

@@ -180,7 +180,7 @@ class GpufleetPolicy:
     fill_unobserved: bool = True  # hours whose lag is not observed yet take the last day's mean level
     level_sigma0: float = 0.3  # prior sd of the day-to-day log change of the daily mean level
     level_prior_days: float = 3.0  # weight of that prior, in observed day-to-day changes
-    level_drift: float = 0.3  # level variance grows by this share of sigma^2 per day ahead (random walk)
+    level_drift: float = 0.0  # > 0: level variance also grows by this share of sigma^2 per day ahead
     level_upside: float = 0.0  # scale of the upper levels; 0 = downside only (see _level_uncertainty)
 
     def scenarios(self, t: int, history: FloatArray, cfg: ReplayConfig) -> FloatArray:
@@ -215,7 +215,10 @@ class GpufleetPolicy:
         """Each scenario at five levels ``exp(z * s_u)``, ``z`` the normal's 10-90 % deciles (odd).
 
         ``s_u^2 = sigma^2 * (1 / days observed + level_drift * days ahead of hour u)``: the daily level is
-        estimated from few days (first term) and drifts like a random walk over the horizon (second term).
+        estimated from few days (first term), so the hedge is widest at the cold start and fades as days
+        accumulate. The second term (a random-walk drift over the horizon) is off by default: downside-only,
+        it biased every long commitment low, so the policy under-bought a growing series in every row
+        (docs/benchmarks/procure.md, "Why m-mid").
         ``sigma`` is the day-to-day log change of the daily mean, robustly estimated (1.4826 x median
         absolute change, so a one-day outage does not inflate it) and shrunk to the prior ``level_sigma0``
         with ``level_prior_days`` pseudo-observations. The break-even rule then hedges by itself: a wide
