@@ -9,6 +9,7 @@ from gpufleet.autoscale.nodes_baseline import IdleTimeoutScaleDown
 from gpufleet.autoscale.nodes_payoff import PayoffAwareNodes
 from gpufleet.ports import NodeScaler
 from gpufleet.sim.builtin import default_scenario
+from gpufleet.sim.freeing import report_beyond_until
 from gpufleet.sim.run import baseline_loop
 from gpufleet.sim.scenario import Scenario
 from gpufleet.sim.world import World
@@ -116,3 +117,22 @@ def test_waiting_keeps_the_books_and_claims_stay_within_each_pods_need(seed: int
                 assert w.p_sku[pod] == s and 1 <= k <= max(1, w.p_gpus[pod] // per)
     w.run()
     w.check_invariants()
+
+
+@given(
+    end=st.integers(0, 10**8),
+    now=st.integers(0, 10**8),
+    mult=st.floats(0.1, 3.0),
+    within=st.integers(0, 7200),
+)
+def test_report_bound_never_hides_a_job_that_reports_within_the_window(
+    end: int, now: int, mult: float, within: int
+) -> None:
+    """The cached per-node bound may only skip a node when its job really reports an end beyond the window."""
+    left = end - now
+    reported = now + int(left * mult) if left > 0 else now
+    bound = report_beyond_until(end, mult, within)
+    if now < bound - 1e-3:
+        assert reported > now + within
+    if now > bound + 1e-3:  # and it is tight: past the bound the report is within the window
+        assert reported <= now + within

@@ -14,20 +14,24 @@ class FreeGpuIndex:
     def __init__(self, n_skus: int, n_tiers: int, max_gpus_per_node: int = 8) -> None:
         self.n_tiers = n_tiers
         self.max_gpus = max_gpus_per_node
+        self.version = 0  # bumped on every change: a cache of anything derived from the index keys on it
         self._b: list[list[list[dict[int, None]]]] = [
             [[{} for _ in range(max_gpus_per_node + 1)] for _ in range(n_tiers)] for _ in range(n_skus)
         ]
 
     def add(self, node: int, sku: int, tier: int, free: int) -> None:
         self._b[sku][tier][free][node] = None
+        self.version += 1
 
     def remove(self, node: int, sku: int, tier: int, free: int) -> None:
         del self._b[sku][tier][free][node]
+        self.version += 1
 
     def move(self, node: int, sku: int, tier: int, old_free: int, new_free: int) -> None:
         buckets = self._b[sku][tier]
         del buckets[old_free][node]
         buckets[new_free][node] = None
+        self.version += 1
 
     def best_fit(self, sku: int, gpus: int, tiers: Iterable[int]) -> int | None:
         """The node with the fewest free GPUs that still fits ``gpus``, trying tiers in the given order."""

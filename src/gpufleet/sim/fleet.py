@@ -75,6 +75,7 @@ class Fleet:
     n_res: list[int] = field(default_factory=list)  # reservation index for reserved nodes, else -1
     n_ordinal: list[int] = field(default_factory=list)  # launch order within its first pool (node identity)
     n_lives: list[int] = field(default_factory=list)  # times the node came alive (up or repaired)
+    n_change: list[int] = field(default_factory=list)  # bumped whenever the node's pods change (cache key)
     index: FreeGpuIndex = field(init=False)
 
     def __post_init__(self) -> None:
@@ -112,6 +113,7 @@ class Fleet:
         self.n_res.append(reservation)
         self.n_ordinal.append(pr.launched)
         self.n_lives.append(0)
+        self.n_change.append(0)
         if reservation < 0:  # reserved capacity is billed per reservation, not per node
             pr.touch(now_s)
             pr.paid_gpus += g
@@ -174,6 +176,7 @@ class Fleet:
         self.n_free[node] = free - gpus
         self.index.move(node, pr.sku_idx, pr.tier_rank, free, free - gpus)
         self.n_pods[node].append(pod)
+        self.n_change[node] += 1
 
     def release(self, node: int, pod: int, gpus: int, now_s: int) -> None:
         pr = self.pools[self.n_pool[node]]
@@ -184,5 +187,6 @@ class Fleet:
         if self.n_state[node] == NodeState.UP:
             self.index.move(node, pr.sku_idx, pr.tier_rank, free, free + gpus)
         self.n_pods[node].remove(pod)
+        self.n_change[node] += 1
         if free + gpus == self.n_total[node]:
             self.n_idle_since[node] = now_s

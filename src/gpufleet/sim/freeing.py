@@ -28,6 +28,12 @@ ETA = 3  # crn stream id of the ETA errors (FAIL = 1, PREEMPT = 2)
 _Z = NormalDist()
 
 
+def report_beyond_until(end_s: int, mult: float, within_s: int) -> float:
+    """Up to this time a job ending at ``end_s`` reports an end (``now + int((end_s - now) * mult)``) later than
+    ``now + within_s``: the report is within the window iff ``now > end_s - (within_s + 1) / mult``."""
+    return end_s - (within_s + 1) / mult
+
+
 class FreeingMixin:
     """Mixin: estimated job ends and the nodes they free. Declares the parts of the world it uses."""
 
@@ -44,19 +50,31 @@ class FreeingMixin:
         p_start: list[int]
         p_state: list[int]
         freeing_claims: list[dict[int, int]]
+        _eta_memo: dict[int, tuple[int, float]]
+        _node_bounds: dict[int, tuple[int, int, float]]
+        _freeing_memo: dict[int, tuple[tuple[int, int, int, int, tuple[int, ...], int], list[int]]]
 
         def _tiers(self, pod: int) -> tuple[int, ...]: ...
+
+    def _eta_mult(self, pod: int) -> float:
+        """The factor ``1 + e`` of ``pod``'s current run (drawn once per run, memoised: the draw is a hash)."""
+        epoch = self.p_epoch[pod]
+        hit = self._eta_memo.get(pod)
+        if hit is not None and hit[0] == epoch:
+            return hit[1]
+        sd = self.sc.control.eta_error_sd
+        m = 1.0 if sd <= 0 else max(0.1, 1.0 + sd * _Z.inv_cdf(keyed_uniform(self.seed, ETA, pod, epoch)))
+        self._eta_memo[pod] = (epoch, m)
+        return m
 
     def _eta_s(self, pod: int, now: int) -> int | None:
         """When running training ``pod`` reports it will end (None for serving replicas)."""
         if self.p_serving[pod] >= 0 or self.p_state[pod] != RUNNING:
             return None
         left = max(0, self.p_start[pod] + self.p_remaining[pod] - now)
-        sd = self.sc.control.eta_error_sd
-        if sd <= 0 or left == 0:
-            return now + left
-        e = sd * _Z.inv_cdf(keyed_uniform(self.seed, ETA, pod, self.p_epoch[pod]))
-        return now + int(left * max(0.1, 1.0 + e))
+        if left == 0:
+            return now
+        return now + int(left * self._eta_mult(pod))
 
     def _freeing_times(self, s: int, pod: int, now: int, within_s: int) -> list[int]:
         """Sorted times (up to ``now + within_s``) at which busy nodes of SKU ``s`` are expected to fit ``pod``,
@@ -65,17 +83,53 @@ class FreeingMixin:
         per = self.per_node[s]
         g = self.p_gpus[pod]
         want = per if g >= per else g  # GPUs the pod needs free on one node
+        tiers = self._tiers(pod)
+        key = (s, now, within_s, want, tiers, f.index.version)
+        hit = self._freeing_memo.get(s)
+        if hit is not None and hit[0] == key:
+            times = hit[1]
+        else:  # pods and their runs change only with the index (placements, releases), so the key is exact
+            times = self._expected_free_times(s, now, within_s, want, tiers)
+            self._freeing_memo[s] = (key, times)
+        claims = self.freeing_claims[s]
+        for gone in [p for p in claims if self.p_state[p] != QUEUED]:
+            del claims[gone]
+        taken = sum(k for p, k in claims.items() if p != pod)
+        return times[taken:]
+
+    def _expected_free_times(self, s: int, now: int, within_s: int, want: int, tiers: tuple[int, ...]) -> list[int]:
+        """Sorted times (up to ``now + within_s``) at which busy nodes of SKU ``s`` on ``tiers`` are expected to
+        have ``want`` GPUs free, one per node, from the running training jobs' reported ends."""
+        f = self.fleet
+        per = self.per_node[s]
         limit = now + within_s
         times: list[int] = []
-        for t in self._tiers(pod):
+        serving, state, start, remaining, gpus_of = (
+            self.p_serving,
+            self.p_state,
+            self.p_start,
+            self.p_remaining,
+            self.p_gpus,
+        )
+        bounds, change = self._node_bounds, f.n_change
+        for t in tiers:
             for free in range(want):
                 for node in f.index.nodes_with_free(s, t, free):
+                    hit = bounds.get(node)
+                    if hit is None or hit[0] != change[node] or hit[1] != within_s:
+                        hit = (change[node], within_s, self._not_freeing_until(node, within_s))
+                        bounds[node] = hit
+                    if now < hit[2] - 1e-3:
+                        continue  # some pod on it reports an end beyond the window until then
                     ends: list[tuple[int, int]] = []
                     for p in f.n_pods[node]:
-                        eta = self._eta_s(p, now)
-                        if eta is None or eta > limit:
+                        if serving[p] >= 0 or state[p] != RUNNING:
+                            break  # a serving replica reports no end
+                        left = start[p] + remaining[p] - now
+                        eta = now + int(left * self._eta_mult(p)) if left > 0 else now
+                        if eta > limit:
                             break
-                        ends.append((eta, min(self.p_gpus[p], per)))
+                        ends.append((eta, min(gpus_of[p], per)))
                     else:
                         ends.sort()
                         got = free
@@ -85,8 +139,15 @@ class FreeingMixin:
                                 times.append(max(eta, now))
                                 break
         times.sort()
-        claims = self.freeing_claims[s]
-        for gone in [p for p in claims if self.p_state[p] != QUEUED]:
-            del claims[gone]
-        taken = sum(k for p, k in claims.items() if p != pod)
-        return times[taken:]
+        return times
+
+    def _not_freeing_until(self, node: int, within_s: int) -> float:
+        """A time up to which ``node`` cannot have all its pods report an end within ``within_s``: a pod's report
+        ``now + int((end - now) * m)`` is within the window only if ``now > end - (within_s + 1) / m``. Exact for
+        the node's current pods (cached on the node's change counter); inf while a serving replica runs on it."""
+        bound = -float("inf")
+        for p in self.fleet.n_pods[node]:
+            if self.p_serving[p] >= 0 or self.p_state[p] != RUNNING:
+                return float("inf")
+            bound = max(bound, report_beyond_until(self.p_start[p] + self.p_remaining[p], self._eta_mult(p), within_s))
+        return bound

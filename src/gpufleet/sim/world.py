@@ -117,6 +117,9 @@ class World(ReservationDesk, ServingMixin, FreeingMixin, NodeLifecycleMixin):
         self.pending_gpus = [0] * n_sku
         self.inflight_gpus = [0] * n_sku  # GPUs on nodes still provisioning
         self.freeing_claims: list[dict[int, int]] = [{} for _ in range(n_sku)]  # pod -> freeing nodes it waits for
+        self._eta_memo: dict[int, tuple[int, float]] = {}  # pod -> (run epoch, ETA factor), see sim/freeing.py
+        self._node_bounds: dict[int, tuple[int, int, float]] = {}  # node -> (change, window, not freeing until)
+        self._freeing_memo: dict[int, tuple[tuple[int, int, int, int, tuple[int, ...], int], list[int]]] = {}
         self.metrics = Metrics(sku_ids, [f.spec.name for f in self.fleets], sc.days)
         self.reservations: list[Reservation] = []
         self.res_nodes: list[list[int]] = []
@@ -341,6 +344,7 @@ class World(ReservationDesk, ServingMixin, FreeingMixin, NodeLifecycleMixin):
             f.release(node, pod, gpn, now)
         self.p_nodes[pod] = []
         self.p_epoch[pod] += 1
+        self._eta_memo.pop(pod, None)  # the next run draws its own ETA factor
         self._drain_queue(s, now)
 
     def _enqueue(self, pod: int, now: int) -> None:
