@@ -79,7 +79,7 @@ def build_services(
         engine=engine,
         clock=clock,
         provider=provider,
-        auth=Authenticator(engine, cache_s=settings.token_cache_s),
+        auth=Authenticator(engine, cache_s=settings.token_cache_s, clock=clock),
         reservations=reservations,
         registry=RegistryService(engine, clock),
         workloads=workloads,

@@ -201,6 +201,7 @@ class ApiTokenRow(Base):
     team_id: Mapped[str | None] = mapped_column(String(64), nullable=True)
     created_at_s: Mapped[int] = mapped_column(BigInteger)
     revoked: Mapped[bool] = mapped_column(Boolean, default=False)
+    expires_at_s: Mapped[int | None] = mapped_column(BigInteger, nullable=True)  # migration 0005; NULL: never
 
 
 class SimProviderOrderRow(Base):
