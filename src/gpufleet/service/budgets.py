@@ -167,14 +167,16 @@ class BudgetService:
         degrade: Sequence[PricedOption],
         expected_run_s: int,
         context: dict[str, Any],
+        named: bool = True,
     ) -> AdmissionOutcome | None:
-        """Admission of one placement for a team; None when the team has no budget (nothing to enforce)."""
+        """Admission of one placement for a team; None when the team has no budget (nothing to enforce).
+        A ``named`` team (in the request) must exist; a team taken from an app_team token need not."""
         actor.require_team(team_id)
         now_s = self._clock.now_s()
         with UnitOfWork(self._engine, write=True) as uow:
             row = uow.session.execute(uow.lock(select(TeamBudgetRow).where(TeamBudgetRow.team_id == team_id))).scalar()
             if row is None:
-                if uow.session.get(TeamRow, team_id) is None:
+                if named and uow.session.get(TeamRow, team_id) is None:
                     raise ValidationError("team", f"unknown team {team_id!r}")
                 return None
             budget, metered, committed = self._figures(uow, row, now_s)

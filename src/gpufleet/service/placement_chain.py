@@ -264,6 +264,7 @@ class ChainPlacementService:
             expected_run_s=req.expected_run_s,
             context={"pool": decision["pool"], "gpus": decision["gpus"], "sku": decision["sku"],
                      "placement_action": decision["action"], "workload_id": req.workload_id},
+            named=req.team is not None,
         )  # fmt: skip
         if outcome is None:
             decision["budget"] = None
