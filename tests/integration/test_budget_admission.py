@@ -5,8 +5,10 @@ request without a budget keeps the old answer (`budget` null)."""
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
 from decimal import ROUND_HALF_EVEN, Decimal
 
+import httpx
 from sqlalchemy import text
 
 from gpufleet.service.clock import FixedClock
@@ -148,3 +150,29 @@ def test_budget_roles_team_fence_and_report_only(database: Database, make_server
     with server.client("finops_admin", "alice") as admin:
         assert admin.delete("/v1/teams/t-a/budget").status_code == 204
         assert admin.get("/v1/teams/t-a/budget").status_code == 404
+
+
+def test_concurrent_requests_cannot_both_take_the_last_dollars(database: Database, make_server: ServerFactory) -> None:
+    server = make_server(database, clock=FixedClock(NOW))
+    with database.engine.connect() as conn:
+        price = conn.execute(text("SELECT price_uusd_per_gpu_h FROM pools WHERE id = :p"), {"p": POOL}).scalar_one()
+    one_job = Decimal(price) / 1_000_000  # 1 GPU for 1 hour
+    with server.client("finops_admin", "alice") as admin:
+        assert admin.post("/v1/teams", json={"id": "t-race", "name": "race"}).status_code == 201
+        limit = str((3 * one_job + one_job / 2).quantize(Decimal("0.01")))  # room for three jobs, not four
+        assert admin.put("/v1/teams/t-race/budget", json={"limit_usd": limit}).status_code == 200
+    body = {"job_class": "serving", "priority": "critical", "sku": "h100_80gb", "gpus": 1, "team": "t-race",
+            "expected_run_s": 3600}  # fmt: skip
+    token = server.token("viewer", "vic")
+
+    def ask(_: int) -> str:
+        with httpx.Client(base_url=server.base_url, headers={"Authorization": f"Bearer {token}"}, timeout=60) as c:
+            r = c.post("/v1/placement/recommendations", json=body)
+            assert r.status_code == 200, r.text
+            return str(r.json()["budget"]["action"])
+
+    with ThreadPoolExecutor(max_workers=10) as pool:
+        actions = list(pool.map(ask, range(10)))
+    assert sorted(actions) == ["admit"] * 3 + ["queue"] * 7
+    with server.client("viewer", "vic") as v:
+        assert v.get("/v1/teams/t-race/budget").json()["committed_usd"] == _cents(3 * one_job)
