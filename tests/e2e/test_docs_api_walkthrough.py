@@ -48,7 +48,7 @@ def test_reservation_walkthrough_runs_as_written(tmp_path: Path) -> None:
     out = proc.stdout
     assert proc.returncode == 0, f"stdout:\n{out}\nstderr:\n{proc.stderr}"
     lines = out.splitlines()
-    assert lines[0].endswith("-> 0004")  # gpufleet db upgrade
+    assert lines[0].endswith("-> 0006")  # gpufleet db upgrade
     assert '"status":"ready"' in lines[1]
     assert lines.count("submitted_to_cloud") == 2
     assert "pending_approval" in lines
@@ -58,3 +58,9 @@ def test_reservation_walkthrough_runs_as_written(tmp_path: Path) -> None:
     # section 7: cost through the cost package, a rightsizing change applied and rolled back, the dashboard's scope
     assert "applied" in lines and "rolled_back" in lines and "search ['search']" in lines
     assert "gpufleet_fleet_cost_usd 2641.92" in lines
+    # section 8: a team budget degrades, then queues, and both decisions are audited; a bad --ttl exits 2
+    assert "500.0 0.0 True" in lines
+    assert any(line.startswith("degrade over_budget_degraded 2 ") for line in lines)
+    assert any(line.startswith("queue over_budget_queued None ") and line.endswith(" True") for line in lines)
+    assert "vic budget.admission queue over_budget_queued" in lines
+    assert "exit 2" in lines

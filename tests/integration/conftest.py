@@ -186,7 +186,8 @@ def _start(
     clock: FixedClock | None = None,
     **settings: Any,
 ) -> LiveServer:
-    s = Settings(db_url=db.url, reconcile_interval_s=0, token_cache_s=0, **settings)
+    settings.setdefault("token_cache_s", 0)
+    s = Settings(db_url=db.url, reconcile_interval_s=0, **settings)
     services = build_services(
         s,
         engine=db.engine,

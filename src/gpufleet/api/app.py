@@ -15,8 +15,8 @@ from starlette.concurrency import run_in_threadpool
 
 import gpufleet
 from gpufleet.api import problems
+from gpufleet.api.routes import budgets, fleet, health, registry, reservations, workloads
 from gpufleet.api.routes import finops as finops_routes
-from gpufleet.api.routes import fleet, health, registry, reservations, workloads
 from gpufleet.api.schemas import Problem
 from gpufleet.service.bootstrap import Services, build_services
 from gpufleet.service.settings import Settings
@@ -72,7 +72,7 @@ def create_app(settings: Settings | None = None, *, services: Services | None = 
     from gpufleet.api.routes.planning import router as planning_router  # own line: merges with other routers
 
     app.include_router(planning_router)
-    for router in (health.router, reservations.router, workloads.router, fleet.router, registry.router):
+    for router in (health.router, reservations.router, workloads.router, fleet.router, registry.router, budgets.router):
         app.include_router(router)
     _add_problem_schema(app)
     return app

@@ -8,7 +8,7 @@ from typing import Annotated, Literal
 from pydantic import BaseModel, Field
 
 from gpufleet.api.schemas import JobClass, PlacementStep, PriorityName, Strict
-from gpufleet.api.types import Id, PoolId, Seconds, SkuId, UsdOut
+from gpufleet.api.types import Fraction, Id, PoolId, Seconds, SkuId, UsdIn, UsdOut
 
 Gpus = Annotated[int, Field(ge=1, le=100_000)]
 Replicas = Annotated[int, Field(ge=1, le=10_000)]
@@ -46,12 +46,66 @@ class PlacementRequest(Strict):
     expected_run_s: Annotated[int, Field(ge=0, le=366 * 86400)] = 0
     degrade_options: Annotated[list[DegradeOptionIn], Field(max_length=10)] = Field(default_factory=list)
     running: Annotated[list[RunningWorkIn], Field(max_length=1000)] = Field(default_factory=list)
+    team: Id | None = Field(
+        default=None,
+        description="Team whose budget pays; an app_team token defaults to (and may only name) its own team. "
+        "Without a team, or for a team without a budget, no budget admission applies (`budget` is null).",
+    )
 
 
 class DegradeOut(BaseModel):
     gpus: int | None
     sku: str | None
     min_replicas: int | None
+
+
+class BudgetAlertOut(BaseModel):
+    level: str
+    reason: str
+    threshold: float
+
+
+class BudgetStatus(BaseModel):
+    """A team budget and its current window: metered spend + what admitted work is still expected to spend."""
+
+    team: str
+    period: Literal["day", "week", "month"]
+    enforce: bool
+    limit_usd: UsdOut
+    window_start_s: int
+    window_end_s: int
+    metered_usd: UsdOut
+    committed_usd: UsdOut
+    spent_usd: UsdOut
+    remaining_usd: UsdOut
+    fraction_used: float | None
+    projected_fraction: float | None
+    alert_at: list[float]
+    alerts: list[BudgetAlertOut]
+    version: int
+
+
+class BudgetAdmission(BudgetStatus):
+    """``action`` admit | degrade | queue (never a drop), ``reason`` within_budget | over_budget_degraded |
+    over_budget_queued; ``request_usd`` is the request's expected spend in the window, ``admitted_usd`` what was
+    admitted (the degraded option's; null when queued), ``retry_at_s`` when the window resets (queued)."""
+
+    action: Literal["admit", "degrade", "queue"]
+    reason: str
+    option: str | None
+    request_usd: UsdOut
+    admitted_usd: UsdOut | None
+    retry_at_s: int | None
+    expected_end_s: int
+
+
+class BudgetIn(Strict):
+    limit_usd: UsdIn
+    period: Literal["day", "week", "month"] = "month"
+    enforce: bool = Field(default=True, description="Queue or degrade work that would exceed the limit")
+    alert_at: Annotated[list[Fraction], Field(min_length=1, max_length=10)] = Field(
+        default_factory=lambda: [0.5, 0.8, 1.0]
+    )
 
 
 class PlacementRecommendation(BaseModel):
@@ -69,6 +123,9 @@ class PlacementRecommendation(BaseModel):
     degrade: DegradeOut | None
     victims: list[str]
     expected_start_s: int | None
+    budget: BudgetAdmission | None = Field(
+        default=None, description="The team budget's admission decision and figures (null: no budget applies)"
+    )
 
 
 class PoolSignalIn(Strict):

@@ -24,27 +24,37 @@ def register(app: typer.Typer) -> None:
         role: Annotated[str, typer.Option(help="finops_admin | ml_platform_admin | app_team | viewer")],
         team: Annotated[str | None, typer.Option(help="Team id (required for app_team)")] = None,
         user: Annotated[str | None, typer.Option(help="User id the token acts as (default: your login)")] = None,
+        ttl: Annotated[str, typer.Option(help="Lifetime: <n>m|h|d|w (e.g. 30d), or 'never' (no expiry)")] = "90d",
         db: Annotated[str | None, typer.Option("--db", help="SQLAlchemy URL (default: GPUFLEET_DB_URL)")] = None,
     ) -> None:
         """Create a token and print it on stdout (alone, so `TOKEN=$(gpufleet token create ...)` works)."""
         from gpufleet.adapters.sql.engine import make_engine, safe_url
         from gpufleet.adapters.sql.migrate import ensure_migrated
-        from gpufleet.service.auth import create_token
+        from gpufleet.service.auth import issue_token, parse_ttl, utc_iso
         from gpufleet.service.clock import RandomIds, SystemClock
 
+        ttl_s = parse_ttl(ttl)  # bad input fails before touching the database
         settings = load_settings(db_url=db)
         engine = make_engine(settings.db_url)
         try:
             ensure_migrated(engine, safe_url=safe_url(engine))
-            token, token_id = create_token(
-                engine, SystemClock(), RandomIds(), role=role, user_id=user or getpass.getuser(), team_id=team
+            issued = issue_token(
+                engine,
+                SystemClock(),
+                RandomIds(),
+                role=role,
+                user_id=user or getpass.getuser(),
+                team_id=team,
+                ttl_s=ttl_s,
             )
         finally:
             engine.dispose()
+        expiry = "never expires" if issued.expires_at_s is None else f"expires {utc_iso(issued.expires_at_s)}"
         _err.print(
-            f"created {token_id} (role {role}{', team ' + team if team else ''}); store it now:", highlight=False
+            f"created {issued.token_id} (role {role}{', team ' + team if team else ''}; {expiry}); store it now:",
+            highlight=False,
         )
-        typer.echo(token)
+        typer.echo(issued.token)
 
     @token_app.command("revoke")
     @user_errors

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from decimal import Decimal
 from enum import StrEnum
 
@@ -209,3 +210,45 @@ def spend_for_budgets(
             k = (d, a.label(d))
             gpu_h[k] = gpu_h.get(k, 0.0) + ps / PARTS_PER_GPU / 3600
     return {b.id: Spend(units.get((b.dim, b.key), 0), gpu_h.get((b.dim, b.key), 0.0)) for b in budgets}
+
+
+# ---- windows and commitments (used by the service's admission) ------------------------------------------------
+BUDGET_PERIODS = ("day", "week", "month")
+
+
+def budget_window(period: str, now_s: int) -> tuple[int, int]:
+    """The calendar window (UTC) containing ``now_s``: a day, an ISO week (Monday 00:00) or a month."""
+    day = now_s // 86_400 * 86_400
+    if period == "day":
+        return day, day + 86_400
+    if period == "week":
+        start = day - ((now_s // 86_400 + 3) % 7) * 86_400  # 1970-01-01 was a Thursday
+        return start, start + 7 * 86_400
+    if period == "month":
+        d = datetime.fromtimestamp(now_s, UTC)
+        start_dt = datetime(d.year, d.month, 1, tzinfo=UTC)
+        end_dt = datetime(d.year + (d.month == 12), d.month % 12 + 1, 1, tzinfo=UTC)
+        return int(start_dt.timestamp()), int(end_dt.timestamp())
+    raise ValidationError("period", f"must be one of {', '.join(BUDGET_PERIODS)}, got {period!r}")
+
+
+@dataclass(frozen=True, slots=True)
+class Commitment:
+    """Admitted work expected to spend ``rate_uusd_per_h`` micro-dollars per hour over [start_s, end_s)."""
+
+    rate_uusd_per_h: int
+    start_s: int
+    end_s: int
+
+
+def expected_units(rate_uusd_per_h: int, start_s: int, end_s: int, window: tuple[int, int]) -> int:
+    """Ledger units (micro-dollar-hours x 3600 = micro-dollar-seconds) spent at a rate over the part of
+    [start_s, end_s) inside the window."""
+    lo, hi = max(start_s, window[0]), min(end_s, window[1])
+    return rate_uusd_per_h * max(0, hi - lo)
+
+
+def committed_units(commitments: Sequence[Commitment], now_s: int, window: tuple[int, int]) -> int:
+    """What admitted work is still expected to spend in the window from ``now_s`` on. The part before ``now_s``
+    is not counted: work that ran shows in the metered spend, so counting it here would count it twice."""
+    return sum(expected_units(c.rate_uusd_per_h, max(c.start_s, now_s), c.end_s, window) for c in commitments)

@@ -1,7 +1,8 @@
 """Bearer API tokens and roles.
 
 Tokens are 256-bit random strings shown once at creation; only their SHA-256 is stored (a fast hash is
-right for high-entropy secrets; no password stretching is needed). Roles:
+right for high-entropy secrets; no password stretching is needed). A token expires ``ttl`` after its creation
+(default 90 days; ``never`` on request; tokens created before migration 0005 have no expiry). Roles:
 
 - ``finops_admin``: spend -- reservations (create, approve), costs of every team, audit log.
 - ``ml_platform_admin``: fleet -- registries, clusters, pools, reservations (create, approve), workloads.
@@ -11,7 +12,9 @@ right for high-entropy secrets; no password stretching is needed). Roles:
 
 from __future__ import annotations
 
+import datetime as dt
 import hashlib
+import re
 import secrets
 import threading
 import time
@@ -22,10 +25,33 @@ from sqlalchemy import Engine, select
 
 from gpufleet.adapters.sql.models import ApiTokenRow
 from gpufleet.domain.errors import GpufleetError, NotFoundError, PermissionDenied, ValidationError
-from gpufleet.service.clock import Clock, IdGenerator
+from gpufleet.service.clock import Clock, IdGenerator, SystemClock
 from gpufleet.service.uow import UnitOfWork
 
 TOKEN_PREFIX = "gft_"
+DEFAULT_TTL = "90d"
+MAX_TTL_S = 10 * 366 * 86_400
+_TTL_UNITS = {"m": 60, "h": 3600, "d": 86_400, "w": 7 * 86_400}
+_TTL_RE = re.compile(r"^([0-9]{1,6})([mhdw])$")
+
+
+def parse_ttl(text: str) -> int | None:
+    """``<n>m|h|d|w`` (e.g. ``30d``) -> seconds, or ``never`` -> None (no expiry). Anything else, zero, or more
+    than ten years is a ValidationError naming ``ttl``."""
+    t = text.strip().lower()
+    if t == "never":
+        return None
+    m = _TTL_RE.match(t)
+    if m is None:
+        raise ValidationError("ttl", f"expected <n>m, <n>h, <n>d or <n>w (e.g. 30d) or 'never', got {text!r}")
+    seconds = int(m.group(1)) * _TTL_UNITS[m.group(2)]
+    if seconds <= 0 or seconds > MAX_TTL_S:
+        raise ValidationError("ttl", f"must be between 1m and 10 years, got {text!r}")
+    return seconds
+
+
+def utc_iso(at_s: int) -> str:
+    return dt.datetime.fromtimestamp(at_s, dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 class Role(StrEnum):
@@ -40,7 +66,7 @@ APPROVER_ROLES = ADMINS
 
 
 class Unauthenticated(GpufleetError):
-    """No token, or a token that is unknown or revoked."""
+    """No token, or a token that is unknown, revoked or expired."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,10 +90,24 @@ def hash_token(token: str) -> str:
     return hashlib.sha256(token.encode()).hexdigest()
 
 
-def create_token(
-    engine: Engine, clock: Clock, ids: IdGenerator, *, role: str, user_id: str, team_id: str | None
-) -> tuple[str, str]:
-    """Create a token; returns (token shown once, token id). app_team tokens must name a team."""
+@dataclass(frozen=True, slots=True)
+class IssuedToken:
+    token: str
+    token_id: str
+    expires_at_s: int | None
+
+
+def issue_token(
+    engine: Engine,
+    clock: Clock,
+    ids: IdGenerator,
+    *,
+    role: str,
+    user_id: str,
+    team_id: str | None,
+    ttl_s: int | None = 90 * 86_400,
+) -> IssuedToken:
+    """Create a token valid for ``ttl_s`` seconds (None: no expiry). app_team tokens must name a team."""
     try:
         parsed = Role(role)
     except ValueError:
@@ -76,8 +116,12 @@ def create_token(
         raise ValidationError("team", "an app_team token must name its team (--team)")
     if not user_id or len(user_id) > 128:
         raise ValidationError("user", "must be 1..128 characters")
+    if ttl_s is not None and not 0 < ttl_s <= MAX_TTL_S:
+        raise ValidationError("ttl", "must be between 1 second and 10 years")
     token = TOKEN_PREFIX + secrets.token_urlsafe(32)
     token_id = ids.new("tok")
+    now_s = clock.now_s()
+    expires_at_s = None if ttl_s is None else now_s + ttl_s
     with UnitOfWork(engine, write=True) as uow:
         uow.session.add(
             ApiTokenRow(
@@ -86,20 +130,36 @@ def create_token(
                 user_id=user_id,
                 role=parsed.value,
                 team_id=team_id,
-                created_at_s=clock.now_s(),
+                created_at_s=now_s,
                 revoked=False,
+                expires_at_s=expires_at_s,
             )
         )
         uow.audit(
-            at_s=clock.now_s(),
+            at_s=now_s,
             actor="cli",
             action="token.created",
             entity="token",
             entity_id=token_id,
-            detail={"user_id": user_id, "role": parsed.value, "team_id": team_id},
+            detail={"user_id": user_id, "role": parsed.value, "team_id": team_id, "expires_at_s": expires_at_s},
         )
         uow.commit()
-    return token, token_id
+    return IssuedToken(token, token_id, expires_at_s)
+
+
+def create_token(
+    engine: Engine,
+    clock: Clock,
+    ids: IdGenerator,
+    *,
+    role: str,
+    user_id: str,
+    team_id: str | None,
+    ttl_s: int | None = 90 * 86_400,
+) -> tuple[str, str]:
+    """Create a token; returns (token shown once, token id). See :func:`issue_token`."""
+    issued = issue_token(engine, clock, ids, role=role, user_id=user_id, team_id=team_id, ttl_s=ttl_s)
+    return issued.token, issued.token_id
 
 
 def revoke_token(engine: Engine, clock: Clock, token_id: str) -> None:
@@ -116,12 +176,16 @@ def revoke_token(engine: Engine, clock: Clock, token_id: str) -> None:
 
 
 class Authenticator:
-    """Resolves bearer tokens to actors, with a short in-process cache (``cache_s``; 0 disables it)."""
+    """Resolves bearer tokens to actors, with a short in-process cache (``cache_s``; 0 disables it).
 
-    def __init__(self, engine: Engine, *, cache_s: float) -> None:
+    Expiry is checked against ``clock`` on every request, cached or not: a cached token stops working at its
+    ``expires_at_s`` exactly (revocation takes up to ``cache_s``)."""
+
+    def __init__(self, engine: Engine, *, cache_s: float, clock: Clock | None = None) -> None:
         self._engine = engine
         self._cache_s = cache_s
-        self._cache: dict[str, tuple[float, Actor]] = {}
+        self._clock: Clock = clock or SystemClock()
+        self._cache: dict[str, tuple[float, Actor, int | None]] = {}
         self._lock = threading.Lock()
 
     def cached(self, token: str | None) -> Actor | None:
@@ -131,6 +195,8 @@ class Authenticator:
         with self._lock:
             hit = self._cache.get(hash_token(token))
         if hit is not None and time.monotonic() - hit[0] < self._cache_s:
+            if hit[2] is not None and self._clock.now_s() >= hit[2]:
+                return None  # expired: actor_for reports it
             return hit[1]
         return None
 
@@ -144,16 +210,26 @@ class Authenticator:
         now = time.monotonic()
         with UnitOfWork(self._engine, write=False) as uow:
             row = uow.session.execute(
-                select(ApiTokenRow.user_id, ApiTokenRow.role, ApiTokenRow.team_id, ApiTokenRow.revoked).where(
-                    ApiTokenRow.token_hash == digest
-                )
+                select(
+                    ApiTokenRow.id,
+                    ApiTokenRow.user_id,
+                    ApiTokenRow.role,
+                    ApiTokenRow.team_id,
+                    ApiTokenRow.revoked,
+                    ApiTokenRow.expires_at_s,
+                ).where(ApiTokenRow.token_hash == digest)
             ).first()
         if row is None or row.revoked:
             raise Unauthenticated("invalid or revoked token")
+        if row.expires_at_s is not None and self._clock.now_s() >= row.expires_at_s:
+            raise Unauthenticated(
+                f"token {row.id} expired at {utc_iso(row.expires_at_s)}; "
+                "create a new one with `gpufleet token create --ttl ...`"
+            )
         actor = Actor(row.user_id, Role(row.role), row.team_id)
         if self._cache_s > 0:
             with self._lock:
                 if len(self._cache) > 10_000:
                     self._cache.clear()
-                self._cache[digest] = (now, actor)
+                self._cache[digest] = (now, actor, row.expires_at_s)
         return actor

@@ -14,6 +14,7 @@ from gpufleet.service.audit import AuditService
 from gpufleet.service.auth import Authenticator
 from gpufleet.service.autoscaling import AutoscalingService
 from gpufleet.service.binpack import BinpackService
+from gpufleet.service.budgets import BudgetService
 from gpufleet.service.capacity import CapacityService
 from gpufleet.service.clock import Clock, IdGenerator, RandomIds, SystemClock
 from gpufleet.service.ingest import IngestService
@@ -45,6 +46,7 @@ class Services:
     accuracy: ForecastAccuracyService
     procurement: ProcurementService
     autoscaling: AutoscalingService
+    budgets: BudgetService
 
 
 def build_services(
@@ -63,6 +65,7 @@ def build_services(
     ids = ids or RandomIds()
     provider = provider or SimulatedProvider(engine)
     workloads = WorkloadService(engine, clock, ids)
+    budgets = BudgetService(engine, clock)
     accuracy = ForecastAccuracyService(engine, clock)
     capacity = CapacityService(engine, clock, recorder=accuracy.record)
     reservations = ReservationService(
@@ -79,17 +82,18 @@ def build_services(
         engine=engine,
         clock=clock,
         provider=provider,
-        auth=Authenticator(engine, cache_s=settings.token_cache_s),
+        auth=Authenticator(engine, cache_s=settings.token_cache_s, clock=clock),
         reservations=reservations,
         registry=RegistryService(engine, clock),
         workloads=workloads,
         usage=UsageService(engine, clock, workloads),
         capacity=capacity,
-        placement=ChainPlacementService(engine, clock),
+        placement=ChainPlacementService(engine, clock, budgets),
         binpack=BinpackService(engine, clock),
         ingest=IngestService(engine, clock),
         audit=AuditService(engine),
         accuracy=accuracy,
         procurement=ProcurementService(engine, clock, capacity, reservations),
         autoscaling=AutoscalingService(engine, workloads),
+        budgets=budgets,
     )

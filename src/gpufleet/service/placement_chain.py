@@ -22,13 +22,14 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from decimal import Decimal
 from typing import Any
 
 from sqlalchemy import Engine, bindparam, func, select
 
 from gpufleet.adapters.sql.models import PoolRow, PoolSignalRow, ReservationRow, SkuRow
+from gpufleet.cost.budgets import AdmissionAction
 from gpufleet.domain.allocations import FallbackStep
 from gpufleet.domain.errors import NotFoundError, ValidationError
 from gpufleet.domain.pools import TIER_ORDER, CapacityPool, Tier
@@ -37,6 +38,7 @@ from gpufleet.domain.workloads import DegradeOption, Priority, ServingScaling, W
 from gpufleet.place.degrade import PlacementRequest as DegradeRequest
 from gpufleet.place.degrade import PoolState, RunningWork, recommend
 from gpufleet.service.auth import Actor, Role
+from gpufleet.service.budgets import BudgetService, PricedOption
 from gpufleet.service.clock import Clock
 from gpufleet.service.uow import UnitOfWork
 
@@ -59,6 +61,7 @@ class ChainPlacementRequest:
     degrade_options: tuple[DegradeOption, ...] = ()
     running: tuple[RunningWork, ...] = ()
     workload_id: str = "-"
+    team: str | None = None  # whose budget pays (app_team tokens: their own team by default)
 
 
 def _step(step: FallbackStep, region_of: dict[str, str]) -> dict[str, Any]:
@@ -127,7 +130,8 @@ def decide(req: ChainPlacementRequest, states: Sequence[PoolState], *, now_s: in
 
 
 class ChainPlacementService:
-    def __init__(self, engine: Engine, clock: Clock) -> None:
+    def __init__(self, engine: Engine, clock: Clock, budgets: BudgetService | None = None) -> None:
+        self._budgets = budgets
         # single-statement reads need no transaction: autocommit saves the BEGIN/ROLLBACK round trips
         self._engine = engine.execution_options(isolation_level="AUTOCOMMIT")
         self._raw = engine
@@ -181,6 +185,7 @@ class ChainPlacementService:
             ):
                 raise ValidationError("sku", f"unknown SKU {req.sku_id!r}")
         states = []
+        price_uusd: dict[str, int] = {}
         for (
             pool_id,
             region_id,
@@ -196,6 +201,7 @@ class ChainPlacementService:
             wait_s,
         ) in rows:
             tier = Tier(tier_name)
+            price_uusd[pool_id] = int(price)
             capacity: int | None = int(committed or 0) + (quota or 0) if tier is Tier.RESERVED else quota
             pool = CapacityPool(
                 pool_id,
@@ -209,8 +215,83 @@ class ChainPlacementService:
             free = math.inf if capacity is None else float(capacity - allocated)
             util = 0.0 if not capacity else min(1.0, allocated / capacity)
             states.append(PoolState(pool, free, util, stockout=bool(stockout), queue_wait_s=wait_s))
-        decision = decide(req, states, now_s=self._clock.now_s())
+        now_s = self._clock.now_s()
+        decision = decide(req, states, now_s=now_s)
+        team = req.team if req.team is not None else (actor.team_id if actor.role is Role.APP_TEAM else None)
+        if team is not None and self._budgets is not None:
+            decision = self._admit(actor, team, req, decision, states, price_uusd, now_s)
+        else:
+            decision["budget"] = None
         decision["tiers_considered"] = [t.value for t in TIER_ORDER]
+        return decision
+
+    def _admit(
+        self,
+        actor: Actor,
+        team: str,
+        req: ChainPlacementRequest,
+        decision: dict[str, Any],
+        states: Sequence[PoolState],
+        price_uusd: dict[str, int],
+        now_s: int,
+    ) -> dict[str, Any]:
+        """Budget admission of the placement (``service.budgets``): admit, degrade to a declared option that is
+        placed and fits the budget, or queue until the window resets."""
+        assert self._budgets is not None
+
+        def priced(name: str, d: dict[str, Any]) -> PricedOption:
+            pool = d["pool"] if d["action"] != "queue" else None
+            return PricedOption(name, 0 if pool is None else price_uusd.get(pool, 0), int(d["gpus"]), pool)
+
+        alternatives: dict[str, tuple[dict[str, Any], DegradeOption]] = {}
+        for i, o in enumerate(req.degrade_options):
+            sub = replace(
+                req,
+                sku_id=o.sku_id or req.sku_id,
+                gpus=o.gpus_per_replica or req.gpus,
+                replicas=o.min_replicas or req.replicas,
+                degrade_options=(),
+                running=(),
+            )
+            d = decide(sub, states, now_s=now_s)
+            if d["action"] == "place":
+                alternatives[f"degrade_options[{i}]"] = (d, o)
+        outcome = self._budgets.admit_placement(
+            actor,
+            team,
+            preferred=priced("requested", decision),
+            degrade=[priced(name, d) for name, (d, _) in alternatives.items()],
+            expected_run_s=req.expected_run_s,
+            context={"pool": decision["pool"], "gpus": decision["gpus"], "sku": decision["sku"],
+                     "placement_action": decision["action"], "workload_id": req.workload_id},
+            named=req.team is not None,
+        )  # fmt: skip
+        if outcome is None:
+            decision["budget"] = None
+            return decision
+        if outcome.action is AdmissionAction.DEGRADE and outcome.option in alternatives:
+            d, o = alternatives[outcome.option]
+            decision = {
+                **d,
+                "action": "degrade",
+                "reason": "over_budget_degraded",
+                "degrade": {"gpus": o.gpus_per_replica, "sku": o.sku_id, "min_replicas": o.min_replicas},
+            }
+        elif outcome.action is AdmissionAction.QUEUE:
+            decision = {
+                **decision,
+                "region": None,
+                "pool": None,
+                "tier": None,
+                "price_usd_per_gpu_h": None,
+                "action": "queue",
+                "reason": "over_budget_queued",
+                "fallback": [{"pool": None, "region": None, "tier": None, "trigger": "over_budget_queued"}],
+                "degrade": None,
+                "victims": [],
+                "expected_start_s": outcome.body["retry_at_s"],
+            }
+        decision["budget"] = outcome.body
         return decision
 
     def set_signal(self, actor: Actor, *, pool_id: str, stockout: bool, queue_wait_s: int | None) -> dict[str, Any]:

@@ -76,10 +76,8 @@ def mount_service_dashboard(app: FastAPI, services: Services, finops: FinOpsServ
             raise HTTPException(401, detail="sign in with a gpufleet API token", headers={"WWW-Authenticate": "Bearer"})
         try:
             actor = services.auth.actor_for(token.strip())
-        except Unauthenticated:
-            raise HTTPException(
-                401, detail="invalid or revoked token", headers={"WWW-Authenticate": "Bearer"}
-            ) from None
+        except Unauthenticated as exc:
+            raise HTTPException(401, detail=str(exc), headers={"WWW-Authenticate": "Bearer"}) from None
         return Scope(actor.team_id) if actor.role is Role.APP_TEAM else Scope(None)
 
     mount_dashboard(app, ServiceDashboardData(finops), prefix=prefix, viewer=viewer)

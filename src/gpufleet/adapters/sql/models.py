@@ -201,6 +201,7 @@ class ApiTokenRow(Base):
     team_id: Mapped[str | None] = mapped_column(String(64), nullable=True)
     created_at_s: Mapped[int] = mapped_column(BigInteger)
     revoked: Mapped[bool] = mapped_column(Boolean, default=False)
+    expires_at_s: Mapped[int | None] = mapped_column(BigInteger, nullable=True)  # migration 0005; NULL: never
 
 
 class SimProviderOrderRow(Base):
@@ -245,3 +246,32 @@ class ForecastIssueRow(Base):
     scale: Mapped[float] = mapped_column(Float)
     quantiles_json: Mapped[str] = mapped_column(Text)
     values_json: Mapped[str] = mapped_column(Text)
+
+
+class TeamBudgetRow(Base):
+    """A team's spending limit per calendar period (migration 0006), enforced when work is admitted."""
+
+    __tablename__ = "team_budgets"
+    team_id: Mapped[str] = mapped_column(ForeignKey("teams.id"), primary_key=True)
+    limit_cents: Mapped[int] = mapped_column(BigInteger)
+    period: Mapped[str] = mapped_column(String(8))  # day | week | month (UTC calendar)
+    enforce: Mapped[bool] = mapped_column(Boolean)
+    alert_at_json: Mapped[str] = mapped_column(Text)
+    version: Mapped[int] = mapped_column(Integer)
+    updated_at_s: Mapped[int] = mapped_column(BigInteger)
+    updated_by: Mapped[str] = mapped_column(String(128))
+
+
+class BudgetCommitmentRow(Base):
+    """Work admitted (or degraded) against a team budget: its expected spend rate over [start_s, end_s)."""
+
+    __tablename__ = "budget_commitments"
+    __table_args__ = (Index("ix_budget_commitments_team_end", "team_id", "end_s"),)
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    team_id: Mapped[str] = mapped_column(ForeignKey("teams.id"))
+    created_at_s: Mapped[int] = mapped_column(BigInteger)
+    start_s: Mapped[int] = mapped_column(BigInteger)
+    end_s: Mapped[int] = mapped_column(BigInteger)
+    rate_uusd_per_h: Mapped[int] = mapped_column(BigInteger)
+    action: Mapped[str] = mapped_column(String(16))
+    pool_id: Mapped[str | None] = mapped_column(String(200), nullable=True)

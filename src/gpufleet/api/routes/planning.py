@@ -50,6 +50,7 @@ def placement_recommendation(body: PlacementRequest, services: ServicesDep, acto
             RunningWork(r.workload_id, r.pool, r.gpus, Priority.parse(r.priority), WorkloadKind(r.job_class))
             for r in body.running
         ),
+        team=body.team,
     )
     return services.placement.recommend(actor, req)
 

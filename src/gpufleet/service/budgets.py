@@ -1,0 +1,290 @@
+"""Team budgets, enforced when work is admitted (placement), through the cost package's ``admit``.
+
+A team has at most one budget: ``limit_usd`` per calendar ``period`` (UTC day, ISO week or month), ``enforce``
+and ``alert_at`` thresholds. What the team has spent in the current window is
+
+    metered   = GPU-hours held in the window (utilization rows, ``gpus_allocated x bucket_s``) priced at the SKU's
+                cheapest on-demand pool: the same price basis as the on-demand part of the FinOps books. It
+                ignores reservations, so a team riding reserved capacity is charged more here than in its
+                chargeback: admission errs on the side of not overrunning.
+    committed = what work admitted earlier is still expected to spend in the window from now on (its rate x the
+                rest of its expected run inside the window; the part before now is metered, not committed).
+
+A request's expected spend is its pool's price x GPUs x its expected run inside the window (``expected_run_s``;
+0 = until the window ends). ``cost.budgets.admit`` decides: admit, degrade (the request's first declared degrade
+option that fits, placed and priced) or queue until the window resets. Never a silent overrun, never a drop.
+Each decision on a budgeted team is appended to the audit log (``budget.admission``) and admitted or degraded
+work is recorded as a commitment, in one transaction that holds the budget row's lock (PostgreSQL) or the
+write lock (SQLite), so concurrent requests cannot both take the last dollars.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from decimal import Decimal
+from typing import Any
+
+from sqlalchemy import Engine, func, select
+
+from gpufleet.adapters.sql.models import BudgetCommitmentRow, PoolRow, TeamBudgetRow, TeamRow, UtilizationRow
+from gpufleet.cost.budgets import (
+    BUDGET_PERIODS,
+    AdmissionAction,
+    AdmissionRequest,
+    Budget,
+    BudgetUnit,
+    Commitment,
+    CostOption,
+    Spend,
+    admit,
+    budget_window,
+    committed_units,
+    evaluate_budget,
+    expected_units,
+)
+from gpufleet.domain.errors import NotFoundError, ValidationError
+from gpufleet.domain.money import LEDGER_UNITS_PER_USD
+from gpufleet.domain.pools import Tier
+from gpufleet.service.auth import ADMINS, Actor, Role
+from gpufleet.service.clock import Clock
+from gpufleet.service.uow import UnitOfWork
+
+DEFAULT_ALERT_AT = (0.5, 0.8, 1.0)
+READERS = (*ADMINS, Role.VIEWER, Role.APP_TEAM)
+
+
+def usd(units: int) -> Decimal:
+    """Ledger units -> USD rounded to the cent."""
+    return (Decimal(units) / LEDGER_UNITS_PER_USD).quantize(Decimal("0.01"))
+
+
+@dataclass(frozen=True, slots=True)
+class PricedOption:
+    """A placement the request could run as: name, price (micro-dollars per GPU-hour), total GPUs."""
+
+    name: str
+    price_uusd_per_gpu_h: int
+    gpus: int
+    pool_id: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class AdmissionOutcome:
+    action: AdmissionAction
+    option: str | None
+    body: dict[str, Any]  # the response's ``budget`` object
+
+
+class BudgetService:
+    def __init__(self, engine: Engine, clock: Clock) -> None:
+        self._engine = engine
+        self._clock = clock
+
+    # ---- the budget itself ----------------------------------------------------------------------------------
+    def set(
+        self,
+        actor: Actor,
+        team_id: str,
+        *,
+        limit_usd: Decimal,
+        period: str,
+        enforce: bool,
+        alert_at: Sequence[float] = DEFAULT_ALERT_AT,
+    ) -> dict[str, Any]:
+        actor.require(*ADMINS)
+        if period not in BUDGET_PERIODS:
+            raise ValidationError("period", f"must be one of {', '.join(BUDGET_PERIODS)}, got {period!r}")
+        now_s = self._clock.now_s()
+        with UnitOfWork(self._engine, write=True) as uow:
+            if uow.session.get(TeamRow, team_id) is None:
+                raise NotFoundError("team", team_id)
+            row = uow.session.execute(uow.lock(select(TeamBudgetRow).where(TeamBudgetRow.team_id == team_id))).scalar()
+            values = {
+                "limit_cents": int((limit_usd * 100).to_integral_value()),
+                "period": period,
+                "enforce": enforce,
+                "alert_at_json": json.dumps(sorted(set(alert_at))),
+                "updated_at_s": now_s,
+                "updated_by": actor.user_id,
+            }
+            if row is None:
+                row = TeamBudgetRow(team_id=team_id, version=1, **values)
+                uow.session.add(row)
+            else:
+                for k, v in values.items():
+                    setattr(row, k, v)
+                row.version += 1
+            uow.audit(
+                at_s=now_s,
+                actor=actor.user_id,
+                action="budget.set",
+                entity="team",
+                entity_id=team_id,
+                detail={"limit_usd": str(limit_usd), "period": period, "enforce": enforce, "alert_at": alert_at},
+            )
+            uow.commit()
+        return self.status(actor, team_id)
+
+    def delete(self, actor: Actor, team_id: str) -> None:
+        actor.require(*ADMINS)
+        with UnitOfWork(self._engine, write=True) as uow:
+            row = uow.session.get(TeamBudgetRow, team_id)
+            if row is None:
+                raise NotFoundError("budget of team", team_id)
+            uow.session.delete(row)
+            uow.audit(
+                at_s=self._clock.now_s(),
+                actor=actor.user_id,
+                action="budget.deleted",
+                entity="team",
+                entity_id=team_id,
+                detail={},
+            )
+            uow.commit()
+
+    def status(self, actor: Actor, team_id: str) -> dict[str, Any]:
+        """The budget with the window's figures and alerts (404 when the team has none)."""
+        actor.require(*READERS)
+        actor.require_team(team_id)
+        now_s = self._clock.now_s()
+        with UnitOfWork(self._engine, write=False) as uow:
+            row = uow.session.get(TeamBudgetRow, team_id)
+            if row is None:
+                raise NotFoundError("budget of team", team_id)
+            budget, metered, committed = self._figures(uow, row, now_s)
+        return self._body(row, budget, metered, committed, now_s)
+
+    # ---- admission --------------------------------------------------------------------------------------------
+    def admit_placement(
+        self,
+        actor: Actor,
+        team_id: str,
+        *,
+        preferred: PricedOption,
+        degrade: Sequence[PricedOption],
+        expected_run_s: int,
+        context: dict[str, Any],
+        named: bool = True,
+    ) -> AdmissionOutcome | None:
+        """Admission of one placement for a team; None when the team has no budget (nothing to enforce).
+        A ``named`` team (in the request) must exist; a team taken from an app_team token need not."""
+        actor.require_team(team_id)
+        now_s = self._clock.now_s()
+        with UnitOfWork(self._engine, write=True) as uow:
+            row = uow.session.execute(uow.lock(select(TeamBudgetRow).where(TeamBudgetRow.team_id == team_id))).scalar()
+            if row is None:
+                if named and uow.session.get(TeamRow, team_id) is None:
+                    raise ValidationError("team", f"unknown team {team_id!r}")
+                return None
+            budget, metered, committed = self._figures(uow, row, now_s)
+            window = (budget.window_start_s, budget.window_end_s)
+            end_s = window[1] if expected_run_s <= 0 else now_s + expected_run_s
+
+            def option(o: PricedOption) -> CostOption:
+                rate = o.price_uusd_per_gpu_h * o.gpus
+                return CostOption(o.name, Spend(units=expected_units(rate, now_s, end_s, window)))
+
+            spent = {budget.id: Spend(units=metered + committed)}
+            req = AdmissionRequest(context.get("workload_id", "-"), {"team": team_id}, option(preferred),
+                                   tuple(option(o) for o in degrade))  # fmt: skip
+            decision = admit([req], [budget], spent, now_s)[0]
+            chosen = next((o for o in (preferred, *degrade) if o.name == decision.option), None)
+            body = self._body(row, budget, metered, committed, now_s)
+            body.update(
+                action=decision.action.value,
+                reason=decision.reason,
+                option=decision.option,
+                request_usd=usd(req.preferred.est.units),
+                admitted_usd=None if chosen is None else usd(option(chosen).est.units),
+                retry_at_s=decision.retry_at_s,
+                expected_end_s=min(end_s, window[1]),
+            )
+            if chosen is not None and chosen.price_uusd_per_gpu_h * chosen.gpus > 0:
+                uow.session.add(
+                    BudgetCommitmentRow(
+                        team_id=team_id,
+                        created_at_s=now_s,
+                        start_s=now_s,
+                        end_s=end_s,
+                        rate_uusd_per_h=chosen.price_uusd_per_gpu_h * chosen.gpus,
+                        action=decision.action.value,
+                        pool_id=chosen.pool_id,
+                    )
+                )
+            uow.audit(
+                at_s=now_s,
+                actor=actor.user_id,
+                action="budget.admission",
+                entity="team",
+                entity_id=team_id,
+                detail={**body, **context},
+            )
+            uow.commit()
+        return AdmissionOutcome(decision.action, decision.option, body)
+
+    # ---- helpers ------------------------------------------------------------------------------------------------
+    def _figures(self, uow: UnitOfWork, row: TeamBudgetRow, now_s: int) -> tuple[Budget, int, int]:
+        window = budget_window(row.period, now_s)
+        budget = Budget(
+            id=f"team:{row.team_id}",
+            dim="team",
+            key=row.team_id,
+            unit=BudgetUnit.USD,
+            limit=Decimal(row.limit_cents) / 100,
+            window_start_s=window[0],
+            window_end_s=window[1],
+            alert_at=tuple(json.loads(row.alert_at_json)),
+            enforce=row.enforce,
+        )
+        s = uow.session
+        held = s.execute(
+            select(UtilizationRow.sku_id, func.sum(UtilizationRow.gpus_allocated * UtilizationRow.bucket_s))
+            .where(
+                UtilizationRow.team_id == row.team_id,
+                UtilizationRow.bucket_start_s >= window[0],
+                UtilizationRow.bucket_start_s < min(now_s, window[1]),
+            )
+            .group_by(UtilizationRow.sku_id)
+        ).all()
+        prices: dict[str, int] = {
+            sku: int(price)
+            for sku, price in s.execute(
+                select(PoolRow.sku_id, func.min(PoolRow.price_uusd_per_gpu_h))
+                .where(PoolRow.tier == Tier.ON_DEMAND.value)
+                .group_by(PoolRow.sku_id)
+            ).all()
+        }
+        metered = sum(round(float(gpu_s or 0) * prices.get(sku, 0)) for sku, gpu_s in held)
+        commitments = [
+            Commitment(c.rate_uusd_per_h, c.start_s, c.end_s)
+            for c in s.scalars(
+                select(BudgetCommitmentRow).where(
+                    BudgetCommitmentRow.team_id == row.team_id, BudgetCommitmentRow.end_s > now_s
+                )
+            ).all()
+        ]
+        return budget, metered, committed_units(commitments, now_s, window)
+
+    @staticmethod
+    def _body(row: TeamBudgetRow, budget: Budget, metered: int, committed: int, now_s: int) -> dict[str, Any]:
+        st = evaluate_budget(budget, Spend(units=metered + committed), now_s)
+        return {
+            "team": row.team_id,
+            "period": row.period,
+            "enforce": row.enforce,
+            "limit_usd": Decimal(row.limit_cents) / 100,
+            "window_start_s": budget.window_start_s,
+            "window_end_s": budget.window_end_s,
+            "metered_usd": usd(metered),
+            "committed_usd": usd(committed),
+            "spent_usd": usd(metered + committed),
+            "remaining_usd": usd(max(0, int(budget.limit_amount) - metered - committed)),
+            "fraction_used": None if math.isinf(st.fraction) else round(st.fraction, 6),
+            "projected_fraction": None if math.isinf(st.projected_fraction) else round(st.projected_fraction, 6),
+            "alert_at": list(budget.alert_at),
+            "alerts": [{"level": a.level, "reason": a.reason, "threshold": a.threshold} for a in st.alerts],
+            "version": row.version,
+        }
