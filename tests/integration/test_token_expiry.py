@@ -138,3 +138,27 @@ def test_cli_token_create_ttl_sets_the_expiry(tmp_path: Path) -> None:
         created, expires = conn.execute(text("SELECT created_at_s, expires_at_s FROM api_tokens")).one()
     engine.dispose()
     assert expires - created == 30 * 86400
+
+
+def test_cli_token_list_shows_status_and_never_the_secret(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'cli.db'}"
+    runner = CliRunner()
+    assert runner.invoke(cli, ["db", "upgrade", "--db", url]).exit_code == 0
+    made = runner.invoke(cli, ["token", "create", "--role", "viewer", "--user", "vic", "--db", url])
+    kept = runner.invoke(cli, ["token", "create", "--role", "app_team", "--team", "search", "--user", "ann",
+                               "--ttl", "never", "--db", url])  # fmt: skip
+    assert made.exit_code == 0 and kept.exit_code == 0
+    engine = make_engine(url)
+    with engine.begin() as conn:  # one token expired an hour ago, one revoked
+        conn.execute(text("UPDATE api_tokens SET expires_at_s = :t WHERE user_id = 'vic'"), {"t": NOW_S - 3600})
+    engine.dispose()
+    old = issue_token(make_engine(url), FixedClock(NOW_S), RandomIds(), role="viewer", user_id="rex", team_id=None)
+    assert runner.invoke(cli, ["token", "revoke", old.token_id, "--db", url]).exit_code == 0
+    r = runner.invoke(cli, ["token", "list", "--db", url])
+    assert r.exit_code == 0, r.output
+    lines = {ln.split("│")[2].strip(): ln for ln in r.output.splitlines() if ln.count("│") >= 7}
+    assert set(lines) == {"vic", "ann", "rex"}
+    assert "expired" in lines["vic"] and "active" in lines["ann"] and "never" in lines["ann"]
+    assert "revoked" in lines["rex"]
+    for secret in (made.stdout.strip(), kept.stdout.strip(), old.token):
+        assert secret.startswith("gft_") and secret not in r.output

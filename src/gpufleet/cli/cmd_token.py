@@ -1,4 +1,4 @@
-"""``gpufleet token create``: issue a bearer API token (printed once; only its hash is stored)."""
+"""``gpufleet token create | list | revoke``: bearer API tokens (printed once at creation; only hashes are stored)."""
 
 from __future__ import annotations
 
@@ -55,6 +55,35 @@ def register(app: typer.Typer) -> None:
             highlight=False,
         )
         typer.echo(issued.token)
+
+    @token_app.command("list")
+    @user_errors
+    def list_(
+        db: Annotated[str | None, typer.Option("--db", help="SQLAlchemy URL (default: GPUFLEET_DB_URL)")] = None,
+    ) -> None:
+        """List tokens (id, user, role, team, created, expires, status); never the secrets."""
+        from rich.table import Table
+
+        from gpufleet.adapters.sql.engine import make_engine, safe_url
+        from gpufleet.adapters.sql.migrate import ensure_migrated
+        from gpufleet.service.auth import list_tokens, utc_iso
+        from gpufleet.service.clock import SystemClock
+
+        settings = load_settings(db_url=db)
+        engine = make_engine(settings.db_url)
+        try:
+            ensure_migrated(engine, safe_url=safe_url(engine))
+            tokens = list_tokens(engine)
+        finally:
+            engine.dispose()
+        now_s = SystemClock().now_s()
+        table = Table("id", "user", "role", "team", "created", "expires", "status", title=f"{len(tokens)} tokens")
+        for t in tokens:
+            expires = "never" if t.expires_at_s is None else utc_iso(t.expires_at_s)
+            table.add_row(
+                t.token_id, t.user_id, t.role, t.team_id or "-", utc_iso(t.created_at_s), expires, t.status(now_s)
+            )
+        Console(width=140).print(table)
 
     @token_app.command("revoke")
     @user_errors

@@ -162,6 +162,35 @@ def create_token(
     return issued.token, issued.token_id
 
 
+@dataclass(frozen=True)
+class TokenInfo:
+    """What may be shown of a token: never the token or its hash."""
+
+    token_id: str
+    user_id: str
+    role: str
+    team_id: str | None
+    created_at_s: int
+    expires_at_s: int | None
+    revoked: bool
+
+    def status(self, now_s: int) -> str:
+        if self.revoked:
+            return "revoked"
+        if self.expires_at_s is not None and self.expires_at_s <= now_s:
+            return "expired"
+        return "active"
+
+
+def list_tokens(engine: Engine) -> list[TokenInfo]:
+    """Every token, oldest first, without secrets (for rotation: find expired, expiring and unexpiring ones)."""
+    with UnitOfWork(engine, write=False) as uow:
+        rows = uow.session.scalars(select(ApiTokenRow).order_by(ApiTokenRow.created_at_s, ApiTokenRow.id)).all()
+        return [
+            TokenInfo(r.id, r.user_id, r.role, r.team_id, r.created_at_s, r.expires_at_s, bool(r.revoked)) for r in rows
+        ]
+
+
 def revoke_token(engine: Engine, clock: Clock, token_id: str) -> None:
     """Revoke a token by id (processes that cached it stop accepting it within ``token_cache_s``)."""
     with UnitOfWork(engine, write=True) as uow:
