@@ -68,7 +68,11 @@ def sqlite_template(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return path
 
 
-def _make_database(backend: str, tmp: Path, pg_reason: str | None, template: Path | None = None) -> Iterator[Database]:
+def _make_database(
+    backend: str, tmp: Path, pg_reason: str | None, template: Path | None = None, revision: str = "head"
+) -> Iterator[Database]:
+    """A fresh database at ``revision`` (SQLite file or a PostgreSQL schema of its own); ``template``: a migrated
+    SQLite file to copy instead of migrating."""
     if backend == "sqlite":
         target = tmp / "gpufleet.db"
         if template is not None:
@@ -76,7 +80,7 @@ def _make_database(backend: str, tmp: Path, pg_reason: str | None, template: Pat
         url = f"sqlite:///{target}"
         engine = make_engine(url)
         if template is None:
-            migrate.upgrade(engine)
+            migrate.upgrade(engine, revision)
         yield Database(url, backend, engine)
         engine.dispose()
         return
@@ -89,7 +93,7 @@ def _make_database(backend: str, tmp: Path, pg_reason: str | None, template: Pat
     url = f"{PG_ADMIN_URL}?options=-csearch_path%3D{schema}"
     engine = make_engine(url, pool_size=8)
     try:
-        migrate.upgrade(engine)
+        migrate.upgrade(engine, revision)
         yield Database(url, backend, engine)
     finally:
         engine.dispose()

@@ -9,7 +9,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from sqlalchemy import create_engine, text
+from sqlalchemy import text
 from typer.testing import CliRunner
 
 from gpufleet.adapters.sql import migrate
@@ -17,7 +17,7 @@ from gpufleet.adapters.sql.engine import make_engine
 from gpufleet.cli.main import app as cli
 from gpufleet.service.auth import hash_token, issue_token, parse_ttl
 from gpufleet.service.clock import FixedClock, RandomIds
-from tests.integration.conftest import BACKENDS, NOW_S, PG_ADMIN_URL, Database, ServerFactory
+from tests.integration.conftest import BACKENDS, NOW_S, Database, ServerFactory, _make_database
 
 
 @pytest.mark.parametrize("cache_s", [0.0, 60.0])
@@ -55,35 +55,9 @@ def test_token_without_expiry_keeps_working(database: Database, make_server: Ser
         assert c.get("/v1/skus", headers={"Authorization": f"Bearer {issued.token}"}).status_code == 200
 
 
-def _at_revision_0004(backend: str, tmp: Path, pg_reason: str | None) -> Iterator[Database]:
-    if backend == "sqlite":
-        url = f"sqlite:///{tmp / 'old.db'}"
-        engine = make_engine(url)
-        migrate.upgrade(engine, "0004")
-        yield Database(url, backend, engine)
-        engine.dispose()
-        return
-    if pg_reason:
-        pytest.skip(pg_reason)
-    schema = f"gft_{secrets.token_hex(6)}"
-    admin = create_engine(PG_ADMIN_URL, isolation_level="AUTOCOMMIT")
-    with admin.connect() as conn:
-        conn.execute(text(f"CREATE SCHEMA {schema}"))
-    url = f"{PG_ADMIN_URL}?options=-csearch_path%3D{schema}"
-    engine = make_engine(url)
-    try:
-        migrate.upgrade(engine, "0004")
-        yield Database(url, backend, engine)
-    finally:
-        engine.dispose()
-        with admin.connect() as conn:
-            conn.execute(text(f"DROP SCHEMA {schema} CASCADE"))
-        admin.dispose()
-
-
 @pytest.fixture(params=BACKENDS)
 def old_database(request: pytest.FixtureRequest, tmp_path: Path, pg_reason: str | None) -> Iterator[Database]:
-    yield from _at_revision_0004(request.param, tmp_path, pg_reason)
+    yield from _make_database(request.param, tmp_path, pg_reason, revision="0004")
 
 
 def test_upgrade_from_0004_keeps_existing_tokens_working(old_database: Database, make_server: ServerFactory) -> None:

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import getpass
-from typing import Annotated
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.console import Console
@@ -11,7 +13,24 @@ from rich.console import Console
 from gpufleet.cli.errors import user_errors
 from gpufleet.cli.service_settings import load_settings
 
+if TYPE_CHECKING:
+    from sqlalchemy import Engine
+
 _err = Console(stderr=True)
+
+
+@contextmanager
+def _store(db: str | None) -> Iterator[Engine]:
+    """The configured database, refused (with the fix printed) unless it is migrated; disposed afterwards."""
+    from gpufleet.adapters.sql.engine import make_engine, safe_url
+    from gpufleet.adapters.sql.migrate import ensure_migrated
+
+    engine = make_engine(load_settings(db_url=db).db_url)
+    try:
+        ensure_migrated(engine, safe_url=safe_url(engine))
+        yield engine
+    finally:
+        engine.dispose()
 
 
 def register(app: typer.Typer) -> None:
@@ -28,16 +47,11 @@ def register(app: typer.Typer) -> None:
         db: Annotated[str | None, typer.Option("--db", help="SQLAlchemy URL (default: GPUFLEET_DB_URL)")] = None,
     ) -> None:
         """Create a token and print it on stdout (alone, so `TOKEN=$(gpufleet token create ...)` works)."""
-        from gpufleet.adapters.sql.engine import make_engine, safe_url
-        from gpufleet.adapters.sql.migrate import ensure_migrated
         from gpufleet.service.auth import issue_token, parse_ttl, utc_iso
         from gpufleet.service.clock import RandomIds, SystemClock
 
         ttl_s = parse_ttl(ttl)  # bad input fails before touching the database
-        settings = load_settings(db_url=db)
-        engine = make_engine(settings.db_url)
-        try:
-            ensure_migrated(engine, safe_url=safe_url(engine))
+        with _store(db) as engine:
             issued = issue_token(
                 engine,
                 SystemClock(),
@@ -47,8 +61,6 @@ def register(app: typer.Typer) -> None:
                 team_id=team,
                 ttl_s=ttl_s,
             )
-        finally:
-            engine.dispose()
         expiry = "never expires" if issued.expires_at_s is None else f"expires {utc_iso(issued.expires_at_s)}"
         _err.print(
             f"created {issued.token_id} (role {role}{', team ' + team if team else ''}; {expiry}); store it now:",
@@ -64,18 +76,11 @@ def register(app: typer.Typer) -> None:
         """List tokens (id, user, role, team, created, expires, status); never the secrets."""
         from rich.table import Table
 
-        from gpufleet.adapters.sql.engine import make_engine, safe_url
-        from gpufleet.adapters.sql.migrate import ensure_migrated
         from gpufleet.service.auth import list_tokens, utc_iso
         from gpufleet.service.clock import SystemClock
 
-        settings = load_settings(db_url=db)
-        engine = make_engine(settings.db_url)
-        try:
-            ensure_migrated(engine, safe_url=safe_url(engine))
+        with _store(db) as engine:
             tokens = list_tokens(engine)
-        finally:
-            engine.dispose()
         now_s = SystemClock().now_s()
         table = Table("id", "user", "role", "team", "created", "expires", "status", title=f"{len(tokens)} tokens")
         for t in tokens:
@@ -92,16 +97,9 @@ def register(app: typer.Typer) -> None:
         db: Annotated[str | None, typer.Option("--db", help="SQLAlchemy URL (default: GPUFLEET_DB_URL)")] = None,
     ) -> None:
         """Revoke a token; servers stop accepting it within GPUFLEET_TOKEN_CACHE_S seconds."""
-        from gpufleet.adapters.sql.engine import make_engine, safe_url
-        from gpufleet.adapters.sql.migrate import ensure_migrated
         from gpufleet.service.auth import revoke_token
         from gpufleet.service.clock import SystemClock
 
-        settings = load_settings(db_url=db)
-        engine = make_engine(settings.db_url)
-        try:
-            ensure_migrated(engine, safe_url=safe_url(engine))
+        with _store(db) as engine:
             revoke_token(engine, SystemClock(), token_id)
-        finally:
-            engine.dispose()
         _err.print(f"revoked {token_id}", highlight=False)
