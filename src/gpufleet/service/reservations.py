@@ -246,6 +246,7 @@ class ReservationService:
             )
         now_s = self._clock.now_s()
         completed = False
+        view: ReservationView | None = None
         try:
             with UnitOfWork(self._engine, write=True) as uow:
                 row = self._locked(uow, reservation_id)
@@ -283,12 +284,14 @@ class ReservationService:
                     self._persist_status(uow, row, res, now_s, actor.user_id, budget_code=budget_code)
                     completed = True
                 uow.session.flush()
+                if not completed:  # the state this approval wrote, not whatever a concurrent one wrote after it
+                    view = self._view(uow, row)
                 uow.commit()
         except IntegrityError:
             raise ConflictError(f"user {actor.user_id!r} has already approved reservation {reservation_id}") from None
-        if completed:
+        if view is None:
             return self.submit(reservation_id, actor_id=actor.user_id)
-        return self.get(actor, reservation_id)
+        return view
 
     def _locked(self, uow: UnitOfWork, reservation_id: str) -> ReservationRow:
         row = uow.session.scalar(uow.lock(select(ReservationRow).where(ReservationRow.id == reservation_id)))
