@@ -4,9 +4,14 @@ empirically calibrated quantiles.
 How ``predict(h)`` works on a history ``y`` (gaps filled first, see :mod:`gpufleet.forecast.gaps`); the work is
 done on the first ``predict`` for a given ``h`` and cached, since calibration depends on the horizon:
 
-1. Rolling in-sample origins: up to ``max_origins`` origins spread from two seasons in to the end of the history;
-   at each, every component (:func:`gpufleet.forecast.components.default_components`: naive, recent means,
-   seasonal naive/means, level + seasonal profile per season) forecasts up to ``h`` steps from the data before it.
+1. Rolling in-sample origins: when the history holds at least ``max_origins // 2`` whole shortest seasons after
+   the first two, the origins are phase-aligned (``n - base``, ``n - 2 * base``, ... back from the end, at most
+   ``max_origins``), so every validation window starts at the same time of day as the forecast it stands in for;
+   shorter histories (too few aligned windows to weigh on: with 8-12 of them the weights over-react) use up to
+   ``max_origins`` origins spread from two seasons in to the end of the history. At each, every component
+   (:func:`gpufleet.forecast.components.default_components`: naive, recent means, seasonal naive/means, level +
+   seasonal profile per season) forecasts up to ``h`` steps from the data before it. ``phase_aligned=False``
+   always uses the spread origins.
 2. Weights per block of steps: the horizon is cut into blocks of doubling length ([0,1), [1,2), [2,4), ...); on
    each block, each component's MAE (whole-block windows) is taken relative to naive's MAE on the same windows
    (errors in units of the level at each origin = the mean over the last ``level_seasons`` seasons, so one odd day
@@ -75,7 +80,9 @@ class ServingForecaster:
         level_seasons: int = 7,
         calib_halflife: float | None = None,
         step_weights: bool = True,
+        phase_aligned: bool = True,
     ) -> None:
+        self.phase_aligned = phase_aligned
         self.step_weights = step_weights
         self.calib_halflife = calib_halflife
         self.level_seasons = level_seasons
@@ -132,8 +139,7 @@ class ServingForecaster:
             z = np.array([[-1.2816, 0.0, 1.2816], [0.1, 0.5, 0.9]])
             self._cache[h] = (w, scale, z, 0.0, 0.0, 0.0)
             return self._cache[h]
-        n_orig = min(self.max_origins, n - min_train)
-        origins = np.unique(np.linspace(min_train, n - 1, n_orig).round().astype(int))
+        origins = self._origins(n, min_train, base)
         fcs = np.full((len(comps), len(origins), h), np.nan)
         actual = np.full((len(origins), h), np.nan)
         lvls = np.empty(len(origins))
@@ -178,6 +184,18 @@ class ServingForecaster:
         assert best_fit is not None
         self._cache[h] = (w, best_fit[3], best_fit[4], best_fit[1], best_fit[2], d0)
         return self._cache[h]
+
+    def _origins(self, n: int, min_train: int, base: int) -> npt.NDArray[np.int_]:
+        """Validation origins (index of each window's first forecast point). Phase-aligned -- whole seasons back
+        from the end, ``n - j * base``, so every window starts at the same time of day as the real forecast -- when
+        the history holds at least ``max_origins // 2`` of them; otherwise (short histories, no season, or
+        ``phase_aligned=False``) ``max_origins`` origins spread evenly from ``min_train`` to the end."""
+        if self.phase_aligned and base >= 2:
+            aligned = np.arange(n - base, min_train - 1, -base)[::-1][-self.max_origins :]
+            if len(aligned) >= max(self.min_origins, self.max_origins // 2):
+                return np.asarray(aligned, dtype=np.int_)
+        n_orig = min(self.max_origins, n - min_train)
+        return np.asarray(np.unique(np.linspace(min_train, n - 1, n_orig).round().astype(int)), dtype=np.int_)
 
     def _weigh(self, err: FloatArray, rw: FloatArray, full: npt.NDArray[np.bool_]) -> FloatArray:
         """Weights of the components from their errors ``(c, o, k)`` on one block of steps (sums to 1)."""
