@@ -67,3 +67,11 @@ def test_bench_seeds_are_parsed_strictly() -> None:
     r = run("bench", "loop", "--seeds", "5-2")
     assert r.returncode == 2
     assert "--seeds" in r.stderr and "Traceback" not in r.stderr
+
+
+def test_python_dash_m_gpufleet_is_the_same_command_line() -> None:
+    out = subprocess.run(
+        [sys.executable, "-m", "gpufleet", "bench", "--help"], capture_output=True, text=True, timeout=60, check=False
+    )
+    assert out.returncode == 0, out.stderr
+    assert "cluster-autoscale" in out.stdout and "Traceback" not in out.stderr
