@@ -80,3 +80,11 @@ def test_static_peak_is_the_fewest_replicas_meeting_the_slo_at_peak() -> None:
         for k in (n - 1, n)
     ]
     assert at[0].worst_hour_slo < 0.99 <= at[1].worst_hour_slo
+
+
+def test_a_request_arriving_at_zero_replicas_waits_for_one_even_with_an_empty_queue() -> None:
+    # one request at t = 5 s, no replica until the policy launches one (ready 30 s later): it waits ~25 s
+    tr = request_trace("lone", np.array([5.0]), np.array([0.5]), 0.1)
+    r = simulate(tr, StaticPolicy(1, period_s=5.0), cold_start_s=30.0, slo_s=2.0, gpus_per_replica=1)
+    assert r.slo_attainment == 0.0
+    assert r.p99_wait_s == pytest.approx(25.0, abs=0.2)

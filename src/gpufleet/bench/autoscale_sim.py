@@ -24,6 +24,7 @@ from gpufleet.autoscale.signals import ReplicaPolicy, ReplicaSignals
 from gpufleet.bench.autoscale_traces import ArrivalTrace
 
 F64 = npt.NDArray[np.float64]
+START_EPS_S = 1e-9  # replica-seconds of a request's own work that mark its start
 PEAK_WINDOWS_S = (1.0, 2.0, 3.0, 4.0)  # the windows of ``ReplicaSignals.peak_work`` (those shorter than a period)
 
 
@@ -227,7 +228,9 @@ def _start_times(u_arr: F64, dt: float, k: F64) -> F64:
 
 def _waits(trace: ArrivalTrace, u_arr: F64, dt: float) -> F64:
     if trace.req_t_s is not None and trace.req_work_s is not None:
-        k = np.cumsum(trace.req_work_s) - trace.req_work_s
+        # a request starts when the pool begins its own work (done work passes the work ahead of it), not
+        # when the work ahead is done: with no replica ready and an empty queue it waits for a replica
+        k = np.cumsum(trace.req_work_s) - trace.req_work_s + np.minimum(trace.req_work_s, START_EPS_S)
         return np.maximum(0.0, _start_times(u_arr, dt, k) - trace.req_t_s)
     a_prev = np.concatenate([[0.0], np.cumsum(trace.work_s)[:-1]])
     k = a_prev + 0.5 * trace.work_s
