@@ -47,7 +47,7 @@ def test_series_file_replays_with_a_seed(tmp_path: Path) -> None:
     assert np.array_equal(a.count, b.count) and a.count.sum() > 0
     (res,) = run(p, st=BenchSettings(cold_start_s=60))
     js = to_json(res)
-    assert set(js) == {"trace", "policies"}
+    assert set(js) == {"trace", "policies", "analysis"}  # analysis: the clairvoyant oracle row
     assert set(js["policies"]) == {"gpufleet", "static_peak", "hpa", "kpa"}
     for v in js["policies"].values():
         assert set(v) == {"gpu_hours", "slo_attainment", "cold_starts"}
