@@ -47,7 +47,7 @@ def test_series_file_replays_with_a_seed(tmp_path: Path) -> None:
     assert np.array_equal(a.count, b.count) and a.count.sum() > 0
     (res,) = run(p, st=BenchSettings(cold_start_s=60))
     js = to_json(res)
-    assert set(js) == {"trace", "policies"}
+    assert set(js) == {"trace", "policies", "analysis"}  # analysis: the clairvoyant oracle row
     assert set(js["policies"]) == {"gpufleet", "static_peak", "hpa", "kpa"}
     for v in js["policies"].values():
         assert set(v) == {"gpu_hours", "slo_attainment", "cold_starts"}
@@ -80,3 +80,11 @@ def test_static_peak_is_the_fewest_replicas_meeting_the_slo_at_peak() -> None:
         for k in (n - 1, n)
     ]
     assert at[0].worst_hour_slo < 0.99 <= at[1].worst_hour_slo
+
+
+def test_a_request_arriving_at_zero_replicas_waits_for_one_even_with_an_empty_queue() -> None:
+    # one request at t = 5 s, no replica until the policy launches one (ready 30 s later): it waits ~25 s
+    tr = request_trace("lone", np.array([5.0]), np.array([0.5]), 0.1)
+    r = simulate(tr, StaticPolicy(1, period_s=5.0), cold_start_s=30.0, slo_s=2.0, gpus_per_replica=1)
+    assert r.slo_attainment == 0.0
+    assert r.p99_wait_s == pytest.approx(25.0, abs=0.2)

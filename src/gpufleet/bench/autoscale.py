@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -19,11 +19,13 @@ from gpufleet.autoscale.baselines import HpaPolicy, KpaPolicy, StaticPolicy
 from gpufleet.autoscale.replica import PredictiveReplicaAutoscaler, ReplicaAutoscalerConfig
 from gpufleet.autoscale.signals import ReplicaPolicy
 from gpufleet.autoscale.throughput import ReplicaThroughputModel
+from gpufleet.bench.autoscale_oracle import OracleRun, OracleSettings, WarmStartPolicy, oracle
 from gpufleet.bench.autoscale_sim import SimResult, simulate
 from gpufleet.bench.autoscale_traces import ArrivalTrace, load_traces
 from gpufleet.domain.errors import ValidationError
 
 POLICIES = ("gpufleet", "static_peak", "hpa", "kpa")
+EARLY_S = 900.0  # "the first 15 minutes" columns: where a causal policy has no history yet
 
 
 @dataclass(frozen=True, slots=True)
@@ -37,6 +39,9 @@ class BenchSettings:
     max_replicas: int = 10_000
     peak_window_s: float = 60.0
     static_attainment: float = 0.99  # static_peak: the fewest replicas meeting this in every hour
+    oracle: bool = True  # add the clairvoyant reference row (analysis only, never a baseline)
+    oracle_target: float = 0.99  # the oracle's attainment constraint (the issue's target)
+    warm_start_min: tuple[float, ...] = ()  # analysis rows: gpufleet held at static_peak's size this long
 
     def __post_init__(self) -> None:
         if self.cold_start_s < 0:
@@ -54,6 +59,9 @@ class TraceRun:
     static_replicas: int
     results: dict[str, SimResult]
     wall_s: dict[str, float]
+    # analysis rows (not causal or not defaults): never baselines of the done-when check
+    analysis: dict[str, SimResult] = field(default_factory=dict)
+    oracle: OracleRun | None = None
 
 
 def peak_rps(trace: ArrivalTrace, window_s: float) -> float:
@@ -147,7 +155,35 @@ def run_trace(
             initial_replicas=static_n if name == "static_peak" else init,
         )
         wall[name] = time.perf_counter() - t0
-    return TraceRun(trace, rps_per_replica, static_n, results, wall)
+    analysis: dict[str, SimResult] = {}
+    orc: OracleRun | None = None
+    if st.oracle:
+        t0 = time.perf_counter()
+        orc = oracle(
+            trace,
+            cold_start_s=st.cold_start_s,
+            slo_s=st.slo_s,
+            gpus_per_replica=model.gpus_per_replica,
+            initial_replicas=init,
+            st=OracleSettings(target=st.oracle_target),
+            max_replicas=st.max_replicas,
+        )
+        analysis["oracle"] = orc.result
+        wall["oracle"] = time.perf_counter() - t0
+    for minutes in st.warm_start_min:
+        name = f"gpufleet_warm_{minutes:g}min"
+        inner = build_policies(rps_per_replica, static_n, st)["gpufleet"]
+        t0 = time.perf_counter()
+        analysis[name] = simulate(
+            trace,
+            WarmStartPolicy(inner, static_n, 60.0 * minutes, name),
+            cold_start_s=st.cold_start_s,
+            slo_s=st.slo_s,
+            gpus_per_replica=model.gpus_per_replica,
+            initial_replicas=static_n,
+        )
+        wall[name] = time.perf_counter() - t0
+    return TraceRun(trace, rps_per_replica, static_n, results, wall, analysis, orc)
 
 
 def run(
@@ -163,23 +199,32 @@ def run(
     return [run_trace(t, m, st) for t in traces]
 
 
-def to_json(run_: TraceRun) -> dict[str, Any]:
-    """The issue's JSON: ``{"trace": ID, "policies": {NAME: {gpu_hours, slo_attainment, cold_starts}}}``."""
+def _row(r: SimResult) -> dict[str, Any]:
     return {
-        "trace": run_.trace.trace_id,
-        "policies": {
-            name: {
-                "gpu_hours": round(r.gpu_hours, 3),
-                "slo_attainment": round(r.slo_attainment, 6),
-                "cold_starts": r.cold_starts,
-            }
-            for name, r in run_.results.items()
-        },
+        "gpu_hours": round(r.gpu_hours, 3),
+        "slo_attainment": round(r.slo_attainment, 6),
+        "cold_starts": r.cold_starts,
     }
 
 
+def to_json(run_: TraceRun) -> dict[str, Any]:
+    """The issue's JSON: ``{"trace": ID, "policies": {NAME: {gpu_hours, slo_attainment, cold_starts}}}``, plus
+    ``"analysis"`` (when there are analysis rows): the same fields and ``"causal"`` for each; the clairvoyant
+    ``oracle`` also has its ``lower_bound_gpu_hours``. ``policies`` holds only the four policies of the issue."""
+    out: dict[str, Any] = {
+        "trace": run_.trace.trace_id,
+        "policies": {name: _row(r) for name, r in run_.results.items()},
+    }
+    if run_.analysis:
+        out["analysis"] = {name: {**_row(r), "causal": name != "oracle"} for name, r in run_.analysis.items()}
+        if run_.oracle is not None and "oracle" in out["analysis"]:
+            out["analysis"]["oracle"]["lower_bound_gpu_hours"] = round(run_.oracle.lower_bound_gpu_h, 3)
+    return out
+
+
 def verdict(run_: TraceRun, min_attainment: float = 0.99, min_saving: float = 0.25) -> tuple[bool, str]:
-    """The issue's done-when check for one trace, with the reason when it fails."""
+    """The issue's done-when check for one trace, with the reason when it fails (the four policies of the
+    issue only: the analysis rows - the clairvoyant oracle, warm starts - are never baselines)."""
     r = run_.results
     g, s = r["gpufleet"], r["static_peak"]
     saving = 1.0 - g.gpu_hours / s.gpu_hours if s.gpu_hours > 0 else 0.0

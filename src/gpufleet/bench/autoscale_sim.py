@@ -24,6 +24,7 @@ from gpufleet.autoscale.signals import ReplicaPolicy, ReplicaSignals
 from gpufleet.bench.autoscale_traces import ArrivalTrace
 
 F64 = npt.NDArray[np.float64]
+START_EPS_S = 1e-9  # replica-seconds of a request's own work that mark its start
 PEAK_WINDOWS_S = (1.0, 2.0, 3.0, 4.0)  # the windows of ``ReplicaSignals.peak_work`` (those shorter than a period)
 
 
@@ -45,6 +46,20 @@ class SimResult:
     worst_hour_slo: float = 1.0  # lowest attainment of any clock hour of the trace (hours from its start)
     reasons: dict[str, int] = field(default_factory=dict)
     replicas_t: list[tuple[float, int]] = field(default_factory=list)
+    # per ``split_s`` window of the replay (from its start, the tail included): requests arriving, requests
+    # meeting the SLO, GPU-hours billed - to split a result by time (e.g. the first 15 minutes)
+    split_s: float = 60.0
+    split_requests: F64 = field(default_factory=lambda: np.zeros(0))
+    split_met: F64 = field(default_factory=lambda: np.zeros(0))
+    split_gpu_h: F64 = field(default_factory=lambda: np.zeros(0))
+
+    def window(self, start_s: float, end_s: float) -> tuple[float, float]:
+        """(GPU-hours, SLO attainment) of the whole split windows in ``[start_s, end_s)`` (1 if no request)."""
+        a = max(0, int(start_s // self.split_s + 1e-9))
+        b = max(0, int(end_s // self.split_s + 1e-9))
+        n = float(self.split_requests[a:b].sum())
+        met = float(self.split_met[a:b].sum())
+        return float(self.split_gpu_h[a:b].sum()), (met / n if n else 1.0)
 
 
 def simulate(
@@ -56,6 +71,7 @@ def simulate(
     gpus_per_replica: int,
     initial_replicas: int = 0,
     record_every_s: float = 0.0,
+    split_s: float = 60.0,
 ) -> SimResult:
     """Replay ``trace`` through the queue with ``policy`` deciding every ``policy.period_s``."""
     dt = trace.step_s
@@ -83,6 +99,7 @@ def simulate(
     max_rep = ready
     reasons: dict[str, int] = {}
     trail: list[tuple[float, int]] = []
+    changes: list[tuple[int, int]] = [(0, ready)]  # (step, replicas billed from that step on)
     rec_p = max(1, round(record_every_s / dt)) if record_every_s > 0 else 0
     prev_u = 0.0
     # densest window_s of arrivals inside each decision period (a gateway's per-second counters)
@@ -136,6 +153,8 @@ def simulate(
                 drop -= 1
             ready -= drop
         total = ready + len(starting)
+        if total != changes[-1][1]:
+            changes.append((i, total))
         max_rep = max(max_rep, total)
         end = min(n_steps, i + p)
         rep_s += total * (end - i) * dt
@@ -170,6 +189,7 @@ def simulate(
         n2 = int(trace.count[half_step:].sum())
         met2 = int(trace.count[half_step:][ok[half_step:]].sum())
     worst_hour = _worst_hour(trace, ok, dt)
+    m_req, m_met, m_gpu = _per_window(trace, ok, changes, n_steps, dt, gpus_per_replica, split_s)
     finite = waits[np.isfinite(waits)]
     if trace.req_t_s is None:
         weights = trace.count.astype(np.float64)
@@ -193,7 +213,40 @@ def simulate(
         worst_hour_slo=worst_hour,
         reasons=reasons,
         replicas_t=trail,
+        split_s=split_s,
+        split_requests=m_req,
+        split_met=m_met,
+        split_gpu_h=m_gpu,
     )
+
+
+def _per_window(
+    trace: ArrivalTrace,
+    ok: npt.NDArray[np.bool_],
+    changes: list[tuple[int, int]],
+    n_steps: int,
+    dt: float,
+    gpus_per_replica: int,
+    split_s: float,
+) -> tuple[F64, F64, F64]:
+    """Requests, requests meeting the SLO and GPU-hours in each ``split_s`` window of the replay."""
+    n_min = max(1, math.ceil(n_steps * dt / split_s - 1e-9))
+    if trace.req_t_s is not None:
+        m = np.minimum((trace.req_t_s / split_s + 1e-9).astype(np.int64), n_min - 1)
+        req = np.bincount(m, minlength=n_min).astype(np.float64)
+        met = np.bincount(m, weights=ok.astype(np.float64), minlength=n_min)
+    else:
+        m = np.minimum((np.arange(len(trace.count)) * dt / split_s + 1e-9).astype(np.int64), n_min - 1)
+        req = np.asarray(np.bincount(m, weights=trace.count.astype(np.float64), minlength=n_min), np.float64)
+        met = np.bincount(m, weights=np.where(ok, trace.count, 0).astype(np.float64), minlength=n_min)
+    # billed replica-seconds up to each window boundary, from the piecewise-constant replica count
+    at = np.array([c[0] for c in changes], dtype=np.float64) * dt
+    val = np.array([c[1] for c in changes], dtype=np.float64)
+    cum_at = np.concatenate([[0.0], np.cumsum(val[:-1] * np.diff(at))])
+    edges = np.minimum(np.arange(n_min + 1) * split_s, n_steps * dt)
+    k = np.searchsorted(at, edges, side="right") - 1
+    cum = cum_at[k] + val[k] * (edges - at[k])
+    return req, np.asarray(met, np.float64), np.asarray(np.diff(cum) * gpus_per_replica / 3600.0, np.float64)
 
 
 def _worst_hour(trace: ArrivalTrace, ok: npt.NDArray[np.bool_], dt: float) -> float:
@@ -227,7 +280,9 @@ def _start_times(u_arr: F64, dt: float, k: F64) -> F64:
 
 def _waits(trace: ArrivalTrace, u_arr: F64, dt: float) -> F64:
     if trace.req_t_s is not None and trace.req_work_s is not None:
-        k = np.cumsum(trace.req_work_s) - trace.req_work_s
+        # a request starts when the pool begins its own work (done work passes the work ahead of it), not
+        # when the work ahead is done: with no replica ready and an empty queue it waits for a replica
+        k = np.cumsum(trace.req_work_s) - trace.req_work_s + np.minimum(trace.req_work_s, START_EPS_S)
         return np.maximum(0.0, _start_times(u_arr, dt, k) - trace.req_t_s)
     a_prev = np.concatenate([[0.0], np.cumsum(trace.work_s)[:-1]])
     k = a_prev + 0.5 * trace.work_s

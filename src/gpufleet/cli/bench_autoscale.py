@@ -12,7 +12,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from gpufleet.bench.autoscale import BenchSettings, run, to_json, verdict
+from gpufleet.bench.autoscale import EARLY_S, BenchSettings, run, to_json, verdict
 from gpufleet.cli.errors import user_errors
 
 
@@ -30,9 +30,27 @@ def bench_autoscale(
     keep_zero_windows: Annotated[
         bool, typer.Option("--keep-zero-windows", help="treat empty windows of a busy series as demand, not gaps")
     ] = False,
+    no_oracle: Annotated[
+        bool, typer.Option("--no-oracle", help="skip the clairvoyant reference row (analysis only, not causal)")
+    ] = False,
+    warm_start_min: Annotated[
+        list[float] | None,
+        typer.Option(
+            "--warm-start-min",
+            help="analysis row: gpufleet started warm at static_peak's size for this many minutes (repeatable)",
+        ),
+    ] = None,
 ) -> None:
-    """Replay a request trace through GPU replicas under gpufleet, static_peak, hpa and kpa."""
-    st = BenchSettings(cold_start_s=cold_start_s, slo_s=slo_s, target_utilization=target_utilization, seed=seed)
+    """Replay a request trace through GPU replicas under gpufleet, static_peak, hpa and kpa (and analysis rows:
+    the clairvoyant oracle, optional warm starts; never baselines of the done-when check)."""
+    st = BenchSettings(
+        cold_start_s=cold_start_s,
+        slo_s=slo_s,
+        target_utilization=target_utilization,
+        seed=seed,
+        oracle=not no_oracle,
+        warm_start_min=tuple(warm_start_min or ()),
+    )
     runs = run(trace, st=st, series_id=series, impute_gaps=not keep_zero_windows)
     con = Console(width=200)
     stamp = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
@@ -53,11 +71,15 @@ def bench_autoscale(
             "p99 wait s",
             "2nd half GPU-h",
             "2nd half SLO",
+            f"GPU-h 0-{EARLY_S / 60:g} min",
+            f"SLO 0-{EARLY_S / 60:g} min",
             "sim s",
         ):
             t.add_column(col, justify="left" if col == "policy" else "right")
         base = r.results["static_peak"].gpu_hours
-        for name, x in r.results.items():
+        rows = list(r.results.items()) + [(_label(n), x) for n, x in r.analysis.items()]
+        for name, x in rows:
+            early_h, early_slo = x.window(0.0, EARLY_S)
             t.add_row(
                 name,
                 f"{x.gpu_hours:,.1f}",
@@ -69,19 +91,36 @@ def bench_autoscale(
                 f"{x.p99_wait_s:.1f}",
                 f"{x.gpu_hours_2nd_half:,.1f}",
                 f"{x.slo_attainment_2nd_half:.4f}",
-                f"{r.wall_s[name]:.1f}",
+                f"{early_h:,.1f}",
+                f"{early_slo:.4f}",
+                f"{r.wall_s[name.split(' ')[0]]:.1f}",
             )
         con.print(t)
         con.print(
             f"static_peak = {r.static_replicas} replicas: the fewest constant replicas with >= "
             f"{st.static_attainment:.0%} SLO attainment in every hour of the trace"
         )
+        if r.oracle is not None:
+            o = r.oracle
+            con.print(
+                f"oracle = clairvoyant schedule (knows the whole trace; NOT a causal policy, not a baseline): "
+                f"{o.result.gpu_hours:,.1f} GPU-h at {o.result.slo_attainment:.4f} "
+                f"({o.result.gpu_hours / base:.3f} of static_peak); no {o.bucket_s:g} s-bucket schedule meets "
+                f"{st.oracle_target:.0%} with fewer than {o.lower_bound_gpu_h:,.1f} GPU-h "
+                f"({o.lower_bound_gpu_h / base:.3f}; Lagrangian bound of the per-bucket miss estimate); "
+                f"{o.replays} replays, {'no-overload floor' if o.floor else 'no floor'}"
+                + ("" if o.feasible else f"; NO schedule found at >= {st.oracle_target:.0%}")
+            )
         ok, why = verdict(r)
         con.print(f"done-when ({r.trace.trace_id}): {'PASS' if ok else 'FAIL'} — {why}")
     if json_path is not None:
         payload = [to_json(r) for r in runs]
         json_path.write_text(json.dumps(payload[0] if len(payload) == 1 else payload, indent=2) + "\n")
         con.print(f"wrote {json_path}")
+
+
+def _label(name: str) -> str:
+    return "oracle (not causal)" if name == "oracle" else f"{name} (analysis)"
 
 
 def register(app: typer.Typer) -> None:
