@@ -134,6 +134,9 @@ class ScaleDownContext:
     capacity_gpus: int  # GPUs on schedulable nodes of this SKU
     forecast_gpus: FloatArray | None  # upper-quantile demand forecast for the coming hours, if any
     demand_now_gpus: float
+    # price of capacity had without waiting (the SKU's on-demand pool): what a GPU-second of work waiting for a
+    # relaunch is valued at; 0 = unknown (the node scaler then values it at the idle node's own price)
+    wait_price_usd_per_gpu_h: float = 0.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -153,9 +156,35 @@ class ScaleUpContext:
     freeing_within_s: int = 0
 
 
+@dataclass(frozen=True, slots=True)
+class RunningOnLaunched:
+    """Running checkpointed training that holds whole launched (billed per second) nodes of one SKU."""
+
+    pod_id: int
+    gang: bool  # more than one node
+    launched_nodes: int  # its whole nodes on launched tiers (on-demand, spot, secondary)
+    reported_left_s: int  # the end it reports (a progress ETA, sim/freeing.py) minus now
+    redo_s: int  # work since its last checkpoint: redone if it restarts now
+
+
+@dataclass(frozen=True, slots=True)
+class MoveContext:
+    """Whole reserved nodes of one SKU sit free while training runs on launched nodes: which runs to move there.
+
+    A move restarts the run from its last checkpoint on free reserved nodes (already paid for); its launched
+    nodes go idle and face scale-down like any other.
+    """
+
+    now_s: int
+    sku_id: str
+    running: Sequence[RunningOnLaunched]
+    reserved_idle_s: Sequence[int]  # free whole reserved nodes: how long each has been idle
+
+
 class NodeScaler(Protocol):
     """The cluster autoscaler's node counts: how many nodes to launch for pending work (the placer picks the
-    pool), and which idle launched nodes to terminate, and why.
+    pool), which idle launched nodes to terminate, which runs to move from launched onto free reserved nodes,
+    and why.
 
     ``min_idle_s``: nodes idle for less than this are never terminated, so the world does not offer them.
     """
@@ -165,3 +194,5 @@ class NodeScaler(Protocol):
     def nodes_to_launch(self, ctx: ScaleUpContext) -> int: ...
 
     def scale_down(self, ctx: ScaleDownContext) -> list[tuple[int, str]]: ...
+
+    def moves(self, ctx: MoveContext) -> list[tuple[int, str]]: ...

@@ -10,7 +10,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from gpufleet.autoscale.idle_spells import IdleSpells, keep_idle_node
-from gpufleet.autoscale.node_rules import rent_or_buy_hold_s, shortfall_nodes
+from gpufleet.autoscale.node_rules import MOVE_REASON, moves_to_reserved, rent_or_buy_hold_s, shortfall_nodes
+from gpufleet.ports import RunningOnLaunched
 from gpufleet.sim.crn import FAIL, keyed_exponential, keyed_uniform
 
 
@@ -50,8 +51,64 @@ def test_rent_or_buy_hold_is_the_buy_cost_in_rent_seconds() -> None:
     assert rent_or_buy_hold_s(600.0, min_billing_s=60.0) == 1260.0
     assert rent_or_buy_hold_s(600.0, delay_weight=0.0) == 600.0
     assert rent_or_buy_hold_s(21_600.0, 60.0, 1.0) == 43_260.0  # a 6 h start is held for 12 h
+    # a spot node (1.25 $/GPU-h) whose relaunch delays work priced at on-demand (6.88): held 5.5x as long
+    assert rent_or_buy_hold_s(600.0, 60.0, 1.0, 6.88 / 1.25) == pytest.approx(660.0 + 600.0 * 5.504)
     with pytest.raises(ValueError):
         rent_or_buy_hold_s(-1.0)
+    with pytest.raises(ValueError):
+        rent_or_buy_hold_s(600.0, wait_price_ratio=-1.0)
+
+
+@given(st.floats(0, 1e5), st.floats(0, 1e4), st.floats(0, 10), st.floats(0, 10), st.floats(0, 10))
+def test_the_wait_price_ratio_only_lengthens_the_hold_when_above_one(
+    start: float, bill: float, w: float, r: float, more: float
+) -> None:
+    assert rent_or_buy_hold_s(start, bill, w, 1.0) == pytest.approx((1.0 + w) * start + bill)  # the old rule
+    assert rent_or_buy_hold_s(start, bill, w, r + more) >= rent_or_buy_hold_s(start, bill, w, r)
+    assert rent_or_buy_hold_s(start, bill, w, r) >= start + bill  # never below the billed start
+
+
+runs = st.lists(
+    st.builds(
+        RunningOnLaunched,
+        pod_id=st.integers(0, 10_000),
+        gang=st.booleans(),
+        launched_nodes=st.integers(0, 40),
+        reported_left_s=st.integers(0, 30 * 86_400),
+        redo_s=st.integers(0, 3_600),
+    ),
+    max_size=12,
+    unique_by=lambda r: r.pod_id,
+)
+
+
+@given(runs, st.lists(st.integers(0, 20_000), max_size=60))
+def test_moves_fit_the_idle_reserved_nodes_and_take_only_long_gangs_after_a_checkpoint(
+    running: list[RunningOnLaunched], idle_s: list[int]
+) -> None:
+    out = moves_to_reserved(running, idle_s)
+    by_id = {r.pod_id: r for r in running}
+    chosen = [by_id[p] for p, _ in out]
+    assert len({p for p, _ in out}) == len(out) and all(reason == MOVE_REASON for _, reason in out)
+    assert sum(r.launched_nodes for r in chosen) <= sum(1 for s in idle_s if s >= 3_600)
+    assert all(r.gang and r.launched_nodes > 0 and r.reported_left_s >= 86_400 and r.redo_s <= 900 for r in chosen)
+    left = sum(1 for s in idle_s if s >= 3_600) - sum(r.launched_nodes for r in chosen)
+    for r in running:  # greedy: a qualifying run left out did not fit what was still free
+        if r.pod_id not in by_id or r in chosen:
+            continue
+        if r.gang and r.launched_nodes > 0 and r.reported_left_s >= 86_400 and r.redo_s <= 900:
+            assert r.launched_nodes > left
+
+
+def test_moves_examples_and_bad_input() -> None:
+    long_gang = RunningOnLaunched(1, True, 3, 5 * 86_400, 100)
+    assert moves_to_reserved([long_gang], [4_000] * 3) == [(1, MOVE_REASON)]
+    assert moves_to_reserved([long_gang], [4_000] * 2 + [100]) == []  # the third node is only between jobs
+    assert moves_to_reserved([RunningOnLaunched(1, True, 3, 5 * 86_400, 1_200)], [4_000] * 3) == []  # mid-interval
+    bigger = RunningOnLaunched(2, True, 2, 20 * 86_400, 0)
+    assert moves_to_reserved([long_gang, bigger], [4_000] * 3) == [(2, MOVE_REASON)]  # the longer-paying first
+    with pytest.raises(ValueError):
+        moves_to_reserved([long_gang], [-1])
 
 
 @given(st.floats(0, 1e5), st.floats(0, 1e5), st.floats(0, 10))

@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from gpufleet.autoscale.nodes_baseline import IdleTimeoutScaleDown
 from gpufleet.autoscale.nodes_payoff import PayoffAwareNodes
-from gpufleet.ports import IdleNode, ScaleDownContext, ScaleUpContext
+from gpufleet.ports import IdleNode, MoveContext, RunningOnLaunched, ScaleDownContext, ScaleUpContext
 from gpufleet.sim.builtin import default_scenario
 from gpufleet.sim.run import baseline_loop
 from gpufleet.sim.world import World
@@ -12,13 +16,14 @@ from gpufleet.sim.world import World
 POOL = "aws/us-east-1/h100_80gb/on_demand"
 
 
-def idle(node_id: int, idle_for_s: int, start_s: int = 600) -> IdleNode:
-    return IdleNode(node_id, POOL, "h100_80gb", "on_demand", 8, idle_for_s, idle_for_s + 3600, start_s, 6.88)
+def idle(node_id: int, idle_for_s: int, start_s: int = 600, tier: str = "on_demand", price: float = 6.88) -> IdleNode:
+    pool = POOL.replace("on_demand", tier)
+    return IdleNode(node_id, pool, "h100_80gb", tier, 8, idle_for_s, idle_for_s + 3600, start_s, price)
 
 
-def ctx(now: int, nodes: list[IdleNode], pending: int = 0) -> ScaleDownContext:
+def ctx(now: int, nodes: list[IdleNode], pending: int = 0, wait_price: float = 0.0) -> ScaleDownContext:
     cap = 640 + 8 * len(nodes)
-    return ScaleDownContext(now, "h100_80gb", nodes, pending, 8 * len(nodes), cap, None, 600.0)
+    return ScaleDownContext(now, "h100_80gb", nodes, pending, 8 * len(nodes), cap, None, 600.0, wait_price)
 
 
 def up(need: int, gang: bool, free: int, starting: int, freeing: int = 0) -> ScaleUpContext:
@@ -45,9 +50,9 @@ def test_nodes_freeing_before_a_launch_is_ready_are_waited_for() -> None:
 
 def test_holds_until_the_rent_or_buy_break_even_then_terminates() -> None:
     ns = PayoffAwareNodes.default()
-    assert ns.scale_down(ctx(900, [idle(1, 900)])) == []  # break-even 2 x 600 + 60 = 1,260 s
+    assert ns.scale_down(ctx(1800, [idle(1, 1800)])) == []  # break-even 600 + 2 x 600 + 60 = 1,860 s
     assert ns.held == {"rent_or_buy_hold": 1}
-    assert ns.scale_down(ctx(1800, [idle(1, 1800)])) == [(1, "unneeded_below_threshold")]
+    assert ns.scale_down(ctx(2400, [idle(1, 2400)])) == [(1, "unneeded_below_threshold")]
     # the terminated spell is recorded as censored at its length
     assert len(ns.spells[POOL]) == 1 and ns.spells[POOL].reuses == 0
 
@@ -113,3 +118,71 @@ def test_reserved_nodes_fail_at_the_same_times_under_two_node_scalers() -> None:
         fails[name] = w.reserved_failures
     assert fails["base"]  # the test means something: reserved nodes did fail
     assert fails["base"] == fails["gpufleet"]
+
+
+def test_a_cheap_node_is_held_longer_when_the_wait_is_priced_at_on_demand() -> None:
+    ns = PayoffAwareNodes.default()
+    od, spot = idle(1, 0), idle(2, 0, tier="spot", price=1.25)
+    assert ns.hold_s(od, 6.88) == ns.hold_s(od, 0.0) == 1_860.0  # on-demand: the wait costs its own price
+    assert ns.hold_s(spot, 0.0) == 1_860.0  # no wait price known: as before
+    assert ns.hold_s(spot, 6.88) == pytest.approx(600.0 + 2 * 600.0 * 6.88 / 1.25 + 60.0)  # about 2 h
+    now = 3_000
+    out = ns.scale_down(ctx(now, [idle(1, now), idle(2, now, tier="spot", price=1.25)], wait_price=6.88))
+    assert out == [(1, "unneeded_below_threshold")]  # the on-demand node goes, the spot node stays
+    assert ns.held == {"rent_or_buy_hold": 1}
+
+
+def run_on(gpus: int, days: int, seed: int) -> RunningOnLaunched:
+    return RunningOnLaunched(seed, gpus > 8, gpus // 8, days * 86_400, 0)
+
+
+def test_the_node_scaler_moves_long_gangs_and_the_baseline_never() -> None:
+    mc = MoveContext(0, "h100_80gb", [run_on(64, 3, 1), run_on(8, 3, 2), run_on(16, 0, 3)], [7_200] * 10)
+    ns = PayoffAwareNodes.default()
+    assert ns.moves(mc) == [(1, "long_run_to_idle_reserved")]  # not the single node, not the short run
+    assert ns.held["moved_to_reserved"] == 1
+    assert PayoffAwareNodes(move_to_reserved=False).moves(mc) == []
+    assert IdleTimeoutScaleDown().moves(mc) == []
+
+
+class _WatchMoves(World):
+    """Checks every move as the world makes it: only launched nodes are swapped, for free reserved ones."""
+
+    def _move(self, pod: int, launched: list[int], target: list[int], now: int) -> None:
+        f = self.fleet
+        before = list(self.p_nodes[pod])
+        assert launched and all(f.n_res[n] < 0 for n in launched)
+        assert len(target) == len(launched) and all(f.n_res[n] >= 0 and f.n_free[n] == 8 for n in target)
+        lost = self.lost_gpu_s
+        super()._move(pod, launched, target, now)
+        assert len(self.p_nodes[pod]) == len(before) and all(f.n_res[n] >= 0 for n in self.p_nodes[pod])
+        assert self.lost_gpu_s - lost <= 900 * self.p_gpus[pod]  # it moved just after a checkpoint
+
+
+@given(seed=st.integers(0, 10_000), mtbf=st.sampled_from([5.0, 250.0]))
+@settings(max_examples=10, deadline=None)
+def test_moves_keep_the_books_and_only_the_gpufleet_scaler_makes_them(seed: int, mtbf: float) -> None:
+    sc = default_scenario(gpus=256, days=10, seed=seed)
+    sc = sc.model_copy(update={"failures": sc.failures.model_copy(update={"node_mtbf_days": mtbf})})
+    loop = baseline_loop(sc, seed)
+    loop.node_scaler = PayoffAwareNodes.default()
+    w = _WatchMoves(sc, loop)
+    for day in range(1, sc.days + 1):
+        w.run(until_s=day * 86_400 - 1)
+        w.check_invariants()
+    w.run()
+    w.check_invariants()
+    assert w.metrics.placements.get("move_long_run_to_idle_reserved", 0) == w.moves
+    base = World(sc, baseline_loop(sc, seed))
+    base.run()
+    assert base.moves == 0
+
+
+def test_a_long_gang_on_launched_nodes_moves_to_idle_reserved_ones() -> None:
+    sc = default_scenario(gpus=256, days=10, seed=4)
+    loop = baseline_loop(sc, 4)
+    loop.node_scaler = PayoffAwareNodes.default()
+    w = _WatchMoves(sc, loop)
+    w.run()
+    w.check_invariants()
+    assert w.moves >= 1  # the planned run (64 GPUs, 14 days) started partly on on-demand nodes

@@ -119,7 +119,7 @@ class Terminate:
 @dataclass(frozen=True, slots=True)
 class Hold:
     node_id: str
-    reason: str  # "within_min_billing" | "forecast_needed_before_payoff" | "disruption_budget" | ...
+    reason: str  # "within_min_billing" | "forecast_needed_before_payoff" | "disruption_budget" | "takes_pods_of_removed_node" | ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -300,6 +300,7 @@ class ClusterAutoscaler:
         terms: list[Terminate] = []
         holds: list[Hold] = []
         removed: set[str] = set()
+        receiving: set[str] = set()  # nodes this decision moves pods of terminated nodes onto
         free = dict(free_after)
         cap_by_sku: dict[str, int] = {}
         for n in snap.nodes:
@@ -315,6 +316,9 @@ class ClusterAutoscaler:
                 continue
             if n.id in wanted:
                 holds.append(Hold(n.id, "needed_by_pending_work"))
+                continue
+            if n.id in receiving:  # its own pods are not all it holds any more
+                holds.append(Hold(n.id, "takes_pods_of_removed_node"))
                 continue
             if c.respect_min_billing and now_s - n.launched_s < g.min_billing_s:
                 holds.append(Hold(n.id, "within_min_billing"))
@@ -353,6 +357,8 @@ class ClusterAutoscaler:
                 holds.append(Hold(n.id, "disruption_budget"))
                 continue
             for i, s in zip(others, slots, strict=True):
+                if s < free[i]:
+                    receiving.add(i)
                 free[i] = s
             removed.add(n.id)
             cap_by_sku[g.sku_id] -= n.gpus

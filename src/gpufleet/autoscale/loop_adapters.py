@@ -28,7 +28,7 @@ from gpufleet.autoscale.replica import PredictiveReplicaAutoscaler, ReplicaAutos
 from gpufleet.autoscale.signals import ReplicaSignals
 from gpufleet.domain.pools import Tier
 from gpufleet.domain.workloads import ServingScaling
-from gpufleet.ports import ScaleDownContext
+from gpufleet.ports import MoveContext, ScaleDownContext
 
 HOUR_S = 3600
 
@@ -112,3 +112,6 @@ class PayoffAwareScaleDown:
         snap = ClusterSnapshot(tuple(groups.values()), tuple(nodes), (), forecasts)
         dec = self.ca.decide(snap, float(ctx.now_s))
         return [(int(t.node_id), t.reason) for t in dec.terminations if t.node_id != "_rest"]
+
+    def moves(self, ctx: MoveContext) -> list[tuple[int, str]]:
+        return []

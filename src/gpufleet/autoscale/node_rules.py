@@ -10,10 +10,22 @@
   it costs its price per second ("rent"); terminating it and relaunching when work comes back costs the billed
   start time plus the delay of the work that waits for that start ("buy"). The deterministic ski-rental rule
   holds for exactly the buy cost expressed in rent time, which is never worse than twice the cost of the best
-  decision made knowing the future (2-competitive), whatever the gap until the next need.
+  decision made knowing the future (2-competitive), whatever the gap until the next need. The wait is valued
+  at the price of capacity had without waiting (on-demand), so a cheap node (spot, secondary) is held longer
+  in its own time than an on-demand one: its rent is cheaper per second than the wait it saves.
+- :func:`moves_to_reserved` (consolidation): restart a long checkpointed gang from its last checkpoint on whole
+  reserved nodes that have stood idle, instead of paying its launched nodes for the rest of its run. A planned
+  multi-week run that arrived when reserved capacity was short otherwise stays on on-demand nodes until a node
+  failure happens to restart it (docs/benchmarks/cluster-autoscale.md, "Cost spread").
 """
 
 from __future__ import annotations
+
+from collections.abc import Sequence
+
+from gpufleet.ports import RunningOnLaunched
+
+MOVE_REASON = "long_run_to_idle_reserved"
 
 
 def shortfall_nodes(need_nodes: int, free_whole_nodes: int, starting_nodes: int, freeing_nodes: int = 0) -> int:
@@ -27,13 +39,44 @@ def shortfall_nodes(need_nodes: int, free_whole_nodes: int, starting_nodes: int,
     return max(0, need_nodes - free_whole_nodes - starting_nodes - freeing_nodes)
 
 
-def rent_or_buy_hold_s(node_start_s: float, min_billing_s: float = 0.0, delay_weight: float = 1.0) -> float:
+def rent_or_buy_hold_s(
+    node_start_s: float, min_billing_s: float = 0.0, delay_weight: float = 1.0, wait_price_ratio: float = 1.0
+) -> float:
     """Idle time after which terminating a node is the ski-rental choice (the buy cost in seconds of its price).
 
     buy = ``node_start_s`` billed while a replacement starts + ``delay_weight`` x ``node_start_s`` of wait of the
-    work that needs it (1.0: a waiting GPU-second is worth a billed one) + the part of a minimum billing period a
-    short-lived replacement pays for nothing (at most ``min_billing_s``).
+    work that needs it, priced at ``wait_price_ratio`` x the node's price (1.0 with ``delay_weight`` 1: a waiting
+    GPU-second is worth a billed one of this node) + the part of a minimum billing period a short-lived
+    replacement pays for nothing (at most ``min_billing_s``).
     """
-    if node_start_s < 0 or min_billing_s < 0 or delay_weight < 0:
-        raise ValueError("node_start_s, min_billing_s and delay_weight must be >= 0")
-    return (1.0 + delay_weight) * node_start_s + min_billing_s
+    if min(node_start_s, min_billing_s, delay_weight, wait_price_ratio) < 0:
+        raise ValueError("node_start_s, min_billing_s, delay_weight and wait_price_ratio must be >= 0")
+    return node_start_s + delay_weight * wait_price_ratio * node_start_s + min_billing_s
+
+
+def moves_to_reserved(
+    running: Sequence[RunningOnLaunched],
+    reserved_idle_s: Sequence[int],
+    min_left_s: int = 86_400,
+    min_idle_s: int = 3_600,
+    max_redo_s: int = 900,
+) -> list[tuple[int, str]]:
+    """Runs to restart on free reserved nodes, longest-paying first, as ``(pod id, reason)``.
+
+    A run qualifies if it is a gang, reports at least ``min_left_s`` left (the launched nodes it frees would have
+    billed that long) and redoes at most ``max_redo_s`` of work (it moves just after a checkpoint). Only
+    reserved nodes idle for at least ``min_idle_s`` count (slack, not the gap between two jobs), and a run moves
+    only if all of its launched nodes fit on them; the runs chosen never need more nodes than that count.
+    """
+    if min(min_left_s, min_idle_s, max_redo_s) < 0 or any(s < 0 for s in reserved_idle_s):
+        raise ValueError("times must be >= 0")
+    slack = sum(1 for s in reserved_idle_s if s >= min_idle_s)
+    out: list[tuple[int, str]] = []
+    for r in sorted(running, key=lambda r: (-r.reported_left_s * r.launched_nodes, r.pod_id)):
+        if not r.gang or r.launched_nodes <= 0 or r.launched_nodes > slack:
+            continue
+        if r.reported_left_s < min_left_s or r.redo_s > max_redo_s:
+            continue
+        slack -= r.launched_nodes
+        out.append((r.pod_id, MOVE_REASON))
+    return out

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from gpufleet.ports import ScaleDownContext, ScaleUpContext
+from gpufleet.ports import MoveContext, ScaleDownContext, ScaleUpContext
 
 
 class IdleTimeoutScaleDown:
@@ -21,3 +21,7 @@ class IdleTimeoutScaleDown:
         if ctx.pending_gpus > 0:
             return []
         return [(n.node_id, "idle_past_unneeded_time") for n in ctx.idle if n.idle_for_s >= self.unneeded_s]
+
+    def moves(self, ctx: MoveContext) -> list[tuple[int, str]]:
+        """Cluster Autoscaler moves pods only off under-utilized nodes it removes; a gang's full nodes stay."""
+        return []

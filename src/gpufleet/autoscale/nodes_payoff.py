@@ -11,7 +11,11 @@
   :func:`~gpufleet.autoscale.node_rules.rent_or_buy_hold_s` and the gap distribution learned online per pool from
   the idle spells this scaler watches (a node that leaves the idle list without being terminated was reused).
   The nodes it lets go then pass :class:`PayoffAwareScaleDown`'s rules (forecast need before a relaunch pays off,
-  disruption budget).
+  disruption budget). The wait a relaunch causes is priced at on-demand (``ScaleDownContext.wait_price_usd_per_gpu_h``),
+  so spot and secondary nodes, cheaper per second, are held longer than on-demand ones.
+- Consolidation (:func:`~gpufleet.autoscale.node_rules.moves_to_reserved`, reason ``long_run_to_idle_reserved``):
+  a gang with a day or more left moves, just after a checkpoint, from launched nodes onto reserved nodes idle for
+  an hour or more.
 """
 
 from __future__ import annotations
@@ -21,8 +25,8 @@ from dataclasses import dataclass, replace
 from gpufleet.autoscale.cluster import ClusterAutoscalerConfig
 from gpufleet.autoscale.idle_spells import IdleSpells, keep_idle_node
 from gpufleet.autoscale.loop_adapters import PayoffAwareScaleDown
-from gpufleet.autoscale.node_rules import rent_or_buy_hold_s, shortfall_nodes
-from gpufleet.ports import ScaleDownContext, ScaleUpContext
+from gpufleet.autoscale.node_rules import moves_to_reserved, rent_or_buy_hold_s, shortfall_nodes
+from gpufleet.ports import IdleNode, MoveContext, ScaleDownContext, ScaleUpContext
 
 MIN_BILLING_S = 60.0  # per-second billing with a one-minute minimum (AWS, GCP Linux instances)
 
@@ -36,10 +40,12 @@ class _Open:
 
 
 class PayoffAwareNodes(PayoffAwareScaleDown):
-    """``delay_weight``: see :func:`rent_or_buy_hold_s`. ``learn_gaps``: decide holds from the idle spells learned
-    per pool (:func:`keep_idle_node`) instead of the deterministic break-even (measured no better, so off).
+    """``delay_weight``: see :func:`rent_or_buy_hold_s` (2: chosen on seeds 1-10 with consolidation on, which pays
+    for the longer holds; docs/benchmarks/cluster-autoscale.md). ``learn_gaps``: decide holds from the idle spells
+    learned per pool (:func:`keep_idle_node`) instead of the deterministic break-even (measured no better, so off).
     ``wait_for_freeing``: count busy nodes whose work reports it ends before a launch would be ready
-    (``ScaleUpContext.freeing_nodes``) as capacity on its way."""
+    (``ScaleUpContext.freeing_nodes``) as capacity on its way. ``move_to_reserved``: consolidation
+    (:func:`moves_to_reserved`)."""
 
     @classmethod
     def default(cls, idle_node_timeout_s: int = 600) -> PayoffAwareNodes:
@@ -50,12 +56,14 @@ class PayoffAwareNodes(PayoffAwareScaleDown):
     def __init__(
         self,
         config: ClusterAutoscalerConfig | None = None,
-        delay_weight: float = 1.0,
+        delay_weight: float = 2.0,
         learn_gaps: bool = False,
         wait_for_freeing: bool = True,
+        move_to_reserved: bool = True,
     ) -> None:
         super().__init__(config)
         self.wait_for_freeing = wait_for_freeing
+        self.move_to_reserved = move_to_reserved
         self.delay_weight = delay_weight
         self.learn_gaps = learn_gaps
         self.spells: dict[str, IdleSpells] = {}  # pool id -> recent idle spells
@@ -75,7 +83,7 @@ class PayoffAwareNodes(PayoffAwareScaleDown):
         if ctx.pending_gpus > 0:
             self._count("needed_by_pending_work", len(ctx.idle))
             return []
-        past = [n for n in ctx.idle if not self._keep(n.pool_id, n.idle_for_s, n.node_start_s)]
+        past = [n for n in ctx.idle if not self._keep(n, ctx.wait_price_usd_per_gpu_h)]
         self._count("rent_or_buy_hold", len(ctx.idle) - len(past))
         if not past:
             return []
@@ -86,11 +94,25 @@ class PayoffAwareNodes(PayoffAwareScaleDown):
                 self._pool(o.pool_id).add(ctx.now_s - o.start_s, reused=False)
         return out
 
-    def _keep(self, pool_id: str, idle_s: int, node_start_s: int) -> bool:
-        buy = rent_or_buy_hold_s(float(node_start_s), MIN_BILLING_S, self.delay_weight)
+    def moves(self, ctx: MoveContext) -> list[tuple[int, str]]:
+        if not self.move_to_reserved:
+            return []
+        out = moves_to_reserved(ctx.running, ctx.reserved_idle_s)
+        self._count("moved_to_reserved", len(out))
+        return out
+
+    def hold_s(self, n: IdleNode, wait_price_usd_per_gpu_h: float) -> float:
+        """The rent-or-buy hold of idle node ``n``: the wait a relaunch causes at ``wait_price_usd_per_gpu_h``
+        (0 or an unpriced node: at the node's own price)."""
+        p = n.price_usd_per_gpu_h
+        ratio = wait_price_usd_per_gpu_h / p if wait_price_usd_per_gpu_h > 0 and p > 0 else 1.0
+        return rent_or_buy_hold_s(float(n.node_start_s), MIN_BILLING_S, self.delay_weight, ratio)
+
+    def _keep(self, n: IdleNode, wait_price_usd_per_gpu_h: float) -> bool:
+        buy = self.hold_s(n, wait_price_usd_per_gpu_h)
         if not self.learn_gaps:
-            return idle_s < buy
-        return keep_idle_node(self._pool(pool_id), float(idle_s), buy)
+            return n.idle_for_s < buy
+        return keep_idle_node(self._pool(n.pool_id), float(n.idle_for_s), buy)
 
     def _pool(self, pool_id: str) -> IdleSpells:
         s = self.spells.get(pool_id)

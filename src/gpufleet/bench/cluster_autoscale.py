@@ -5,9 +5,10 @@ launch for pending work, which idle launched nodes to terminate). The baseline l
 asks for and terminates a launched node after 10 minutes unneeded (Kubernetes Cluster Autoscaler's default; the
 simulator only offers fully idle nodes, so its 50% utilization threshold does not bind). gpufleet's
 (:class:`~gpufleet.autoscale.nodes_payoff.PayoffAwareNodes`) launches only a gang's shortfall, waits instead of
-launching for nodes whose running work reports it ends before a new node would be ready (``sim/freeing.py``), and
-keeps an idle node until the rent-or-buy break-even. Failures, preemptions and the error of the reported job ends
-are common random numbers (``sim/crn.py``).
+launching for nodes whose running work reports it ends before a new node would be ready (``sim/freeing.py``),
+keeps an idle node until the rent-or-buy break-even (the relaunch's wait priced at on-demand), and moves long
+gangs from launched nodes onto reserved nodes that stand idle (``sim/moves.py``). Failures, preemptions and the
+error of the reported job ends are common random numbers (``sim/crn.py``).
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from gpufleet.sim.scenario import Scenario
 FIGURES = (
     "node_launches",
     "node_terminations",
+    "node_moves",
     "total_cost_usd",
     "p95_queue_wait_s",
     "p50_queue_wait_s",

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from gpufleet.domain.pools import TIER_RANK
+from gpufleet.domain.pools import TIER_RANK, Tier
 from gpufleet.ports import DemandForecast, IdleNode, PlacementRequest, PoolState, ScaleDownContext, ScaleUpContext
 from gpufleet.sim.crn import FAIL, PREEMPT, keyed_exponential
 from gpufleet.sim.fleet import NodeState
@@ -236,10 +236,18 @@ class NodeLifecycleMixin:
             self._capacity_gpus(s),
             self._upcoming_demand(s, now),
             self._demand_now(s),
+            self._on_demand_price(s),
         )
         for node, reason in self.loop.node_scaler.scale_down(ctx):
             f.terminate(node, now)
             self.metrics.placement(f"terminate_{reason}")
+
+    def _on_demand_price(self, s: int) -> float:
+        """The SKU's on-demand price per GPU-hour (0 if it has no on-demand pool)."""
+        for pr in self.fleet.pools:
+            if pr.sku_idx == s and pr.pool.tier is Tier.ON_DEMAND:
+                return float(pr.pool.price_usd_per_gpu_h)
+        return 0.0
 
     def _upcoming_demand(self, s: int, now: int) -> np.ndarray | None:
         """The median of the current forecast from this hour on (None before the first forecast)."""

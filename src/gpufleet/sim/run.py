@@ -131,6 +131,7 @@ def summarize(w: World) -> dict[str, Any]:
         "interruptions": w.interruptions,
         "node_failures": w.node_failures,
         "spot_preemptions": w.spot_preemptions,
+        "node_moves": w.moves,
         "lost_gpu_hours": _r(w.lost_gpu_s / HOUR_S, 1),
         "max_lost_work_over_checkpoint": _r(w.max_lost_over_ckpt),
         "spot_violations": w.spot_violations,

@@ -44,6 +44,7 @@ from gpufleet.sim.kinds import (
     TIERS_NO_SPOT,
 )
 from gpufleet.sim.metrics import Metrics
+from gpufleet.sim.moves import MoveMixin
 from gpufleet.sim.nodes import NodeLifecycleMixin
 from gpufleet.sim.scenario import Scenario
 from gpufleet.sim.serving import FleetRuntime, ServingMixin
@@ -51,7 +52,7 @@ from gpufleet.sim.serving import FleetRuntime, ServingMixin
 BACKFILL_SCAN = 16  # queued pods examined per SKU when capacity frees up (head + backfill)
 
 
-class World(ReservationDesk, ServingMixin, FreeingMixin, NodeLifecycleMixin):
+class World(ReservationDesk, ServingMixin, FreeingMixin, NodeLifecycleMixin, MoveMixin):
     def __init__(self, sc: Scenario, loop: ControlLoop, seed: int | None = None) -> None:
         self.sc = sc
         self.loop = loop
@@ -130,6 +131,7 @@ class World(ReservationDesk, ServingMixin, FreeingMixin, NodeLifecycleMixin):
         self.interruptions = 0
         self.node_failures = 0
         self.spot_preemptions = 0
+        self.moves = 0  # runs moved onto free reserved nodes (sim/moves.py)
         self.forecasts: dict[int, tuple[int, DemandForecast]] = {}  # sku -> (issued hour, hourly forecast)
         self.forecast_abs_err = [0.0] * n_sku
         self.forecast_actual = [0.0] * n_sku
@@ -437,6 +439,7 @@ class World(ReservationDesk, ServingMixin, FreeingMixin, NodeLifecycleMixin):
         for s in range(len(self.sku_ids)):
             self._retry_queue(s, now)
             self._scale_down_idle(s, now)
+            self._consolidate(s, now)
         if now % HOUR_S == 0:
             self._sample(now)
         if now + self.period_s <= self.horizon_s:

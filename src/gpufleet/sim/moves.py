@@ -1,0 +1,124 @@
+"""Consolidation: running training moved from launched nodes onto free reserved nodes, as the node scaler decides.
+
+A mixin of :class:`~gpufleet.sim.world.World`. Once per control period and SKU, if whole reserved nodes are free,
+the world offers the node scaler (``loop.node_scaler.moves``) the running checkpointed training that holds whole
+launched nodes (on-demand, spot, secondary), with the end each run reports (sim/freeing.py) and the work it would
+redo. A run the scaler picks restarts at once from its last checkpoint: its launched nodes are released (they go
+idle and face scale-down like any other), its reserved nodes are kept, and the missing ones are taken from the
+free reserved nodes idle longest. The redone work counts as lost work, like an interruption's; a move is not an
+interruption (no requeue, no launch) and is counted under the placement reason ``move_<reason>``.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from gpufleet.domain.pools import TIER_RANK, Tier
+from gpufleet.ports import MoveContext, RunningOnLaunched
+from gpufleet.sim.kinds import JOB_END, RUNNING
+
+if TYPE_CHECKING:
+    from gpufleet.control.loop import ControlLoop
+    from gpufleet.sim.engine import EventQueue
+    from gpufleet.sim.fleet import Fleet
+    from gpufleet.sim.metrics import Metrics
+
+RESERVED_RANK = TIER_RANK[Tier.RESERVED]
+LAUNCHED_RANKS = tuple(TIER_RANK[t] for t in (Tier.ON_DEMAND, Tier.SPOT, Tier.SECONDARY))
+
+
+class MoveMixin:
+    """Mixin: moving running training onto free reserved nodes. Declares the parts of the world it uses."""
+
+    if TYPE_CHECKING:
+        loop: ControlLoop
+        q: EventQueue
+        fleet: Fleet
+        metrics: Metrics
+        sku_ids: list[str]
+        per_node: list[int]
+        lost_gpu_s: int
+        moves: int
+        p_ckpt: list[int]
+        p_epoch: list[int]
+        p_gpus: list[int]
+        p_nodes: list[list[int]]
+        p_remaining: list[int]
+        p_serving: list[int]
+        p_start: list[int]
+        p_state: list[int]
+        _eta_memo: dict[int, tuple[int, float]]
+
+        def _eta_s(self, pod: int, now: int) -> int | None: ...
+        def _charge(self, pod: int, now: int) -> None: ...
+        def _drain_queue(self, s: int, now: int) -> None: ...
+
+    def _consolidate(self, s: int, now: int) -> None:
+        """Offer the node scaler SKU ``s``'s runs on launched nodes while whole reserved nodes are free."""
+        f = self.fleet
+        per = self.per_node[s]
+        if f.index.free_nodes(s, RESERVED_RANK, per) == 0:
+            return
+        running: list[RunningOnLaunched] = []
+        seen: set[int] = set()
+        for t in LAUNCHED_RANKS:
+            for node in f.index.nodes_with_free(s, t, 0):
+                for pod in f.n_pods[node]:
+                    if pod in seen:
+                        continue
+                    seen.add(pod)
+                    c = self._move_candidate(pod, per, now)
+                    if c is not None:
+                        running.append(c)
+        if not running:
+            return
+        free = f.index.nodes_with_free(s, RESERVED_RANK, per)
+        ctx = MoveContext(now, self.sku_ids[s], running, [now - f.n_idle_since[n] for n in free])
+        decisions = self.loop.node_scaler.moves(ctx)
+        if not decisions:
+            return
+        free.sort(key=lambda n: (f.n_idle_since[n], n))  # longest idle first
+        for pod, reason in decisions:
+            launched = [n for n in self.p_nodes[pod] if f.pools[f.n_pool[n]].tier_rank != RESERVED_RANK]
+            target = [n for n in free if f.n_free[n] == per][: len(launched)]
+            if self.p_state[pod] != RUNNING or not launched or len(target) < len(launched):
+                continue  # the scaler planned more than is free: the world does not overbook
+            self._move(pod, launched, target, now)
+            self.metrics.placement(f"move_{reason}")
+        self._drain_queue(s, now)
+
+    def _move_candidate(self, pod: int, per: int, now: int) -> RunningOnLaunched | None:
+        """``pod`` as the node scaler sees it, if it is running checkpointed training holding whole nodes."""
+        if self.p_serving[pod] >= 0 or self.p_state[pod] != RUNNING or self.p_ckpt[pod] <= 0:
+            return None
+        g = self.p_gpus[pod]
+        if g < per:
+            return None
+        eta = self._eta_s(pod, now)
+        if eta is None:
+            return None
+        f = self.fleet
+        launched = sum(1 for n in self.p_nodes[pod] if f.pools[f.n_pool[n]].tier_rank != RESERVED_RANK)
+        redo = (now - self.p_start[pod]) % self.p_ckpt[pod]
+        return RunningOnLaunched(pod, g > per, launched, eta - now, redo)
+
+    def _move(self, pod: int, launched: list[int], target: list[int], now: int) -> None:
+        """Restart ``pod`` from its last checkpoint with its ``launched`` nodes swapped for ``target`` ones."""
+        f = self.fleet
+        per = self.per_node[self.fleet.n_sku[launched[0]]]
+        run_s = now - self.p_start[pod]
+        redo = run_s % self.p_ckpt[pod]
+        self._charge(pod, now)
+        for n in launched:
+            f.release(n, pod, per, now)
+        for n in target:
+            f.allocate(n, pod, per, now)
+        gone = set(launched)
+        self.p_nodes[pod] = [n for n in self.p_nodes[pod] if n not in gone] + target
+        self.lost_gpu_s += redo * self.p_gpus[pod]
+        self.p_remaining[pod] -= run_s - redo
+        self.p_start[pod] = now
+        self.p_epoch[pod] += 1
+        self._eta_memo.pop(pod, None)  # a new run draws its own ETA factor
+        self.q.schedule(now + self.p_remaining[pod], JOB_END, pod, self.p_epoch[pod])
+        self.moves += 1
