@@ -31,7 +31,11 @@ def print_summary(r: dict[str, Any], console: Console) -> None:
     head.add_row("jobs arrived / completed", f"{r['jobs']['arrived']:,} / {r['jobs']['completed']:,}")
     head.add_row("node launches / terminations", f"{r['node_launches']:,} / {r['node_terminations']:,}")
     head.add_row("spot preemptions / node failures", f"{r['spot_preemptions']} / {r['node_failures']}")
-    head.add_row("work lost to interruptions", f"{r['lost_gpu_hours']:,.0f} GPU-h")
+    moved = r.get("moved_redo_gpu_hours", 0.0)
+    head.add_row(
+        "work lost (interruptions + moves)",
+        f"{r['lost_gpu_hours']:,.0f} GPU-h, of which {moved:,.0f} redone by {r.get('node_moves', 0)} moves onto reserved nodes",
+    )
     head.add_row("cost conserved (allocated + idle = fleet)", "yes" if r["cost_conserved"] else "NO")
     console.print(head)
 
@@ -61,6 +65,7 @@ COMPARE_ROWS: tuple[tuple[str, str, str], ...] = (
     ("serving SLO attainment", "serving_slo_attainment", "pct"),
     ("node launches", "node_launches", "num"),
     ("work lost (GPU-h)", "lost_gpu_hours", "num"),
+    ("  of which redone by moves", "moved_redo_gpu_hours", "num"),
     ("GPUs reserved", "gpus_bought", "num"),
 )
 

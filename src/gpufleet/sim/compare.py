@@ -18,6 +18,7 @@ KEY_FIGURES: tuple[str, ...] = (
     "serving_slo_attainment",
     "node_launches",
     "lost_gpu_hours",
+    "moved_redo_gpu_hours",
 )
 
 

@@ -38,6 +38,7 @@ class MoveMixin:
         sku_ids: list[str]
         per_node: list[int]
         lost_gpu_s: int
+        moved_redo_gpu_s: int
         moves: int
         p_ckpt: list[int]
         p_epoch: list[int]
@@ -116,6 +117,7 @@ class MoveMixin:
         gone = set(launched)
         self.p_nodes[pod] = [n for n in self.p_nodes[pod] if n not in gone] + target
         self.lost_gpu_s += redo * self.p_gpus[pod]
+        self.moved_redo_gpu_s += redo * self.p_gpus[pod]
         self.p_remaining[pod] -= run_s - redo
         self.p_start[pod] = now
         self.p_epoch[pod] += 1

@@ -133,6 +133,7 @@ def summarize(w: World) -> dict[str, Any]:
         "spot_preemptions": w.spot_preemptions,
         "node_moves": w.moves,
         "lost_gpu_hours": _r(w.lost_gpu_s / HOUR_S, 1),
+        "moved_redo_gpu_hours": _r(w.moved_redo_gpu_s / HOUR_S, 1),
         "max_lost_work_over_checkpoint": _r(w.max_lost_over_ckpt),
         "spot_violations": w.spot_violations,
         "stockouts": m.stockouts,

@@ -132,6 +132,7 @@ class World(ReservationDesk, ServingMixin, FreeingMixin, NodeLifecycleMixin, Mov
         self.node_failures = 0
         self.spot_preemptions = 0
         self.moves = 0  # runs moved onto free reserved nodes (sim/moves.py)
+        self.moved_redo_gpu_s = 0  # the part of lost_gpu_s that moves redid (since their last checkpoint)
         self.forecasts: dict[int, tuple[int, DemandForecast]] = {}  # sku -> (issued hour, hourly forecast)
         self.forecast_abs_err = [0.0] * n_sku
         self.forecast_actual = [0.0] * n_sku
