@@ -7,6 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 import yaml
 
 CLI = [sys.executable, "-m", "gpufleet.cli.main"]
@@ -61,6 +62,10 @@ def test_bench_cluster_autoscale_runs_both_scalers_on_the_same_world(tmp_path: P
     assert set(row) == {"seed", "gpufleet", "ca_like"}
     for name in ("gpufleet", "ca_like"):
         assert row[name]["node_launches"] >= 0 and row[name]["total_cost_usd"] > 0
+    g, b = row["gpufleet"], row["ca_like"]
+    by_hand = (g["total_cost_usd"] / g["allocated_gpu_hours"]) / (b["total_cost_usd"] / b["allocated_gpu_hours"])
+    assert data["cost_per_gpu_hour_ratio_mean"] == pytest.approx(by_hand, abs=1e-4)
+    assert "cost per allocated GPU-hour" in " ".join(r.stdout.split())
 
 
 def test_bench_seeds_are_parsed_strictly() -> None:

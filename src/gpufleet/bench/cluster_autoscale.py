@@ -49,8 +49,18 @@ def bench_cluster_autoscale(seeds: list[int], days: int, gpus: int) -> dict[str,
         res = compare(sc, {"gpufleet": _gpufleet_nodes, "ca_like": baseline_loop}, seed=seed)
         rows.append({"seed": seed, **{name: {k: r[k] for k in FIGURES} for name, r in res.items()}})
 
-    def mean_ratio(key: str) -> float:
-        xs = [r["gpufleet"][key] / r["ca_like"][key] for r in rows if r["ca_like"][key]]
+    def per_seed_ratios(key: str, per: str | None = None) -> list[float]:
+        def value(x: dict[str, Any]) -> float:
+            return float(x[key]) / float(x[per]) if per else float(x[key])
+
+        return [
+            value(r["gpufleet"]) / value(r["ca_like"])
+            for r in rows
+            if value(r["ca_like"]) and (per is None or (r["gpufleet"][per] and r["ca_like"][per]))
+        ]
+
+    def mean_ratio(key: str, per: str | None = None) -> float:
+        xs = per_seed_ratios(key, per)
         return round(statistics.fmean(xs), 4) if xs else float("nan")
 
     return {
@@ -59,5 +69,8 @@ def bench_cluster_autoscale(seeds: list[int], days: int, gpus: int) -> dict[str,
         "seeds": seeds,
         "launches_ratio_mean": mean_ratio("node_launches"),
         "cost_ratio_mean": mean_ratio("total_cost_usd"),
+        # the two scalers can get different amounts of work done in the same days (a gang started earlier or
+        # later): cost per allocated GPU-hour separates "cheaper" from "did less"
+        "cost_per_gpu_hour_ratio_mean": mean_ratio("total_cost_usd", per="allocated_gpu_hours"),
         "rows": rows,
     }

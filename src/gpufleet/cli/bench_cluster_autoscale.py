@@ -43,6 +43,9 @@ def register(app: typer.Typer) -> None:
                     f"{x['allocated_gpu_hours']:,.0f}",
                 )
         Console().print(t)
-        Console().print(f"mean launches ratio {r['launches_ratio_mean']}, mean cost ratio {r['cost_ratio_mean']}")
+        Console().print(
+            f"mean launches ratio {r['launches_ratio_mean']}, mean cost ratio {r['cost_ratio_mean']}, "
+            f"mean ratio of cost per allocated GPU-hour {r['cost_per_gpu_hour_ratio_mean']}"
+        )
         if json_path is not None:
             write_json(json_path, r)
