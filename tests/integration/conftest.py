@@ -25,7 +25,7 @@ from gpufleet.adapters.providers import SimulatedProvider
 from gpufleet.adapters.sql import migrate
 from gpufleet.adapters.sql.engine import make_engine
 from gpufleet.api.app import create_app
-from gpufleet.service.auth import create_token
+from gpufleet.service.auth import issue_token
 from gpufleet.service.bootstrap import Services, build_services
 from gpufleet.service.clock import FixedClock
 from gpufleet.service.reservations import CrashHook
@@ -164,9 +164,9 @@ class LiveServer:
     def token(self, role: str, user: str, team: str | None = None) -> str:
         key = f"{role}:{user}:{team}"
         if key not in self.tokens:
-            self.tokens[key], _ = create_token(
+            self.tokens[key] = issue_token(
                 self.services.engine, self.services.clock, _TokenIds(), role=role, user_id=user, team_id=team
-            )
+            ).token
         return self.tokens[key]
 
     def client(self, role: str | None = None, user: str = "someone", team: str | None = None) -> httpx.Client:

@@ -49,18 +49,16 @@ def bench_cluster_autoscale(seeds: list[int], days: int, gpus: int) -> dict[str,
         res = compare(sc, {"gpufleet": _gpufleet_nodes, "ca_like": baseline_loop}, seed=seed)
         rows.append({"seed": seed, **{name: {k: r[k] for k in FIGURES} for name, r in res.items()}})
 
-    def per_seed_ratios(key: str, per: str | None = None) -> list[float]:
-        def value(x: dict[str, Any]) -> float:
-            return float(x[key]) / float(x[per]) if per else float(x[key])
-
-        return [
-            value(r["gpufleet"]) / value(r["ca_like"])
-            for r in rows
-            if value(r["ca_like"]) and (per is None or (r["gpufleet"][per] and r["ca_like"][per]))
-        ]
-
     def mean_ratio(key: str, per: str | None = None) -> float:
-        xs = per_seed_ratios(key, per)
+        """Mean over seeds of gpufleet's ``key`` (per unit of ``per``) over the baseline's; zeros are skipped."""
+        xs = []
+        for r in rows:
+            g, b = r["gpufleet"], r["ca_like"]
+            if per is not None and not (g[per] and b[per]):
+                continue
+            gv, bv = (g[key] / g[per], b[key] / b[per]) if per is not None else (g[key], b[key])
+            if bv:
+                xs.append(gv / bv)
         return round(statistics.fmean(xs), 4) if xs else float("nan")
 
     return {

@@ -17,6 +17,9 @@ from gpufleet.sim.run import LOOPS
 ROW_FIGURES = ("total_cost_usd", "gpu_utilization", "p95_queue_wait_s", "serving_slo_attainment", "node_launches")
 
 
+FIGURES = ("total_cost_usd", "gpu_utilization", "p95_queue_wait_s", "serving_slo_attainment", "node_launches")
+
+
 def bench_loop(seeds: list[int], days: int, gpus: int) -> dict[str, Any]:
     rows: list[dict[str, Any]] = []
     for seed in seeds:
@@ -27,26 +30,8 @@ def bench_loop(seeds: list[int], days: int, gpus: int) -> dict[str, Any]:
             {
                 "seed": seed,
                 **versus(g, b),
-                "gpufleet": {
-                    k: g[k]
-                    for k in (
-                        "total_cost_usd",
-                        "gpu_utilization",
-                        "p95_queue_wait_s",
-                        "serving_slo_attainment",
-                        "node_launches",
-                    )
-                },
-                "baseline": {
-                    k: b[k]
-                    for k in (
-                        "total_cost_usd",
-                        "gpu_utilization",
-                        "p95_queue_wait_s",
-                        "serving_slo_attainment",
-                        "node_launches",
-                    )
-                },
+                "gpufleet": {k: g[k] for k in FIGURES},
+                "baseline": {k: b[k] for k in FIGURES},
             }
         )
 

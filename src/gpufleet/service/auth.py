@@ -147,21 +147,6 @@ def issue_token(
     return IssuedToken(token, token_id, expires_at_s)
 
 
-def create_token(
-    engine: Engine,
-    clock: Clock,
-    ids: IdGenerator,
-    *,
-    role: str,
-    user_id: str,
-    team_id: str | None,
-    ttl_s: int | None = 90 * 86_400,
-) -> tuple[str, str]:
-    """Create a token; returns (token shown once, token id). See :func:`issue_token`."""
-    issued = issue_token(engine, clock, ids, role=role, user_id=user_id, team_id=team_id, ttl_s=ttl_s)
-    return issued.token, issued.token_id
-
-
 @dataclass(frozen=True)
 class TokenInfo:
     """What may be shown of a token: never the token or its hash."""

@@ -13,18 +13,14 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from gpufleet.domain.pools import TIER_RANK, Tier
 from gpufleet.ports import MoveContext, RunningOnLaunched
-from gpufleet.sim.kinds import JOB_END, RUNNING
+from gpufleet.sim.kinds import JOB_END, LAUNCHED_RANKS, RESERVED_RANK, RUNNING
 
 if TYPE_CHECKING:
     from gpufleet.control.loop import ControlLoop
     from gpufleet.sim.engine import EventQueue
     from gpufleet.sim.fleet import Fleet
     from gpufleet.sim.metrics import Metrics
-
-RESERVED_RANK = TIER_RANK[Tier.RESERVED]
-LAUNCHED_RANKS = tuple(TIER_RANK[t] for t in (Tier.ON_DEMAND, Tier.SPOT, Tier.SECONDARY))
 
 
 class MoveMixin:
