@@ -404,31 +404,11 @@ class FleetUtilization(BaseModel):
     price_basis: str
 
 
-class PlacementRequest(Strict):
-    job_class: JobClass
-    priority: PriorityName
-    sku: SkuId
-    gpus: Annotated[int, Field(ge=1, le=100_000)] = 8
-    regions: Annotated[list[Id], Field(max_length=20)] = Field(default_factory=list)
-    checkpointable: bool = False
-
-
 class PlacementStep(BaseModel):
     pool: str | None
     region: str | None
     tier: str | None
     trigger: str
-
-
-class PlacementRecommendation(BaseModel):
-    region: str | None
-    pool: str | None
-    tier: str | None
-    price_usd_per_gpu_h: UsdOut | None
-    reason: str
-    fallback: list[PlacementStep]
-    skipped: list[PlacementStep]
-    tiers_considered: list[str]
 
 
 class Move(BaseModel):
