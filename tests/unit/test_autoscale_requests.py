@@ -135,3 +135,23 @@ def test_binning_keeps_every_request_and_all_its_work(
     assert tr.req_t_s is not None and np.all(np.diff(tr.req_t_s) >= 0) and tr.req_t_s[0] == 0.0
     span = max(t for t, _ in rows) - min(t for t, _ in rows)
     assert tr.req_t_s[-1] == pytest.approx(span)
+
+
+def test_blank_lines_are_skipped_and_later_lines_keep_their_numbers(tmp_path: Path) -> None:
+    rows = [ROWS[0], "", ROWS[1], "2024-11-15 10:05:00,SUCCEED,oops,M1"]  # the bad row is line 5
+    with pytest.raises(ValidationError) as exc:
+        load_request_csv(_write(tmp_path, rows), COLS)
+    assert exc.value.location is not None and exc.value.location.endswith("req.csv:5")
+    (tr,) = load_request_csv(_write(tmp_path, [ROWS[0], "", ROWS[1], ""]), COLS)
+    assert tr.count.sum() == 2
+
+
+def test_empty_or_ragged_files_are_validation_errors(tmp_path: Path) -> None:
+    empty = tmp_path / "empty.csv"
+    empty.write_text("")
+    with pytest.raises(ValidationError, match="empty"):
+        load_request_csv(empty, COLS)
+    with pytest.raises(ValidationError, match="no request rows"):
+        load_request_csv(_write(tmp_path, []), COLS)
+    with pytest.raises(ValidationError, match="not a readable CSV"):
+        load_request_csv(_write(tmp_path, [ROWS[0], "2024-11-15 10:01:00,SUCCEED,3,M1,extra,fields"]), COLS)

@@ -76,9 +76,14 @@ def load_request_csv(path: str | Path, cols: RequestColumns, step_s: float = 0.1
     p = Path(path)
     if not p.exists():
         raise ValidationError("trace", "file does not exist", str(p))
-    df = pd.read_csv(p, dtype=str, keep_default_na=False, skip_blank_lines=False)
-    if len(df.columns) == 0:
-        raise ValidationError("header", "file is empty", str(p))
+    try:
+        df = pd.read_csv(p, dtype=str, keep_default_na=False, skip_blank_lines=False)
+    except pd.errors.EmptyDataError:
+        raise ValidationError("header", "file is empty", str(p)) from None
+    except (pd.errors.ParserError, UnicodeDecodeError) as exc:
+        raise ValidationError("trace", f"not a readable CSV: {str(exc).strip()}", str(p)) from None
+    # blank lines are skipped but keep their place, so that a row's index still gives its file line
+    df = df[(df != "").any(axis=1)]
     tcol = _column(df, cols.time_column, "time_column", str(p))
     wcol = _column(df, cols.work_column, "work_column", str(p))
     label = p.name
