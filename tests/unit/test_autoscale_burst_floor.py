@@ -96,3 +96,40 @@ def test_token_model_charges_decode_its_compute_and_kv_reads() -> None:
         m.work_s(-1, 5)
     with pytest.raises(ValidationError):
         ReplicaThroughputModel(compute_tokens_per_s=0)
+
+
+def test_net_own_work_takes_one_request_off_each_interval_and_is_off_by_default() -> None:
+    # one 30 s request in a 5 s period (all of it in the densest 1 s): a lone request waits for nothing ahead
+    default = BurstFloor(slo_s=2.0, memory_s=1_200.0, quantile=0.995)
+    net = BurstFloor(slo_s=2.0, memory_s=1_200.0, quantile=0.995, net_own_work=True)
+    for f in (default, net):
+        f.observe(5.0, 5.0, 30.0 / 5.0, 1.0, ((1.0, 30.0),))
+    assert default.level() == pytest.approx(30.0 / 3.0)  # the request's own work over 1 s + SLO
+    assert net.level() == 0.0
+    # three of them in the same second: the last waits for the two ahead (60 replica-s) -> 60 / 3 = 20
+    net.observe(10.0, 5.0, 90.0 / 5.0, 3.0, ((1.0, 90.0),))
+    assert net.level() == pytest.approx(20.0)
+
+
+def _sd_like_sessions() -> tuple[np.ndarray, np.ndarray]:
+    # sessions of 3 requests of 20 s, a few hours apart: every session after a silence finds the fleet at zero
+    starts = np.arange(20) * 3 * 3_600.0
+    t = np.sort(np.concatenate([starts, starts + 300.0, starts + 600.0]))
+    return t, np.full(len(t), 20.0)
+
+
+def test_zero_miss_budget_keeps_a_replica_once_cold_starts_cost_more_than_the_budget() -> None:
+    t, w = _sd_like_sessions()
+    tr = request_trace("sessions", t, w, 0.5)
+    base = {"min_replicas": 0, "max_replicas": 10, "target_per_replica": 0.04, "cold_start_s": 120.0, "slo_s": 2.0}
+    off = simulate(
+        tr, PredictiveReplicaAutoscaler(ReplicaAutoscalerConfig(**base)), cold_start_s=120, slo_s=2, gpus_per_replica=1
+    )
+    on_pol = PredictiveReplicaAutoscaler(ReplicaAutoscalerConfig(**base, zero_miss_budget=0.05))
+    on = simulate(tr, on_pol, cold_start_s=120, slo_s=2, gpus_per_replica=1)
+    assert off.reasons.get("scale_to_zero", 0) > 0 and "zero_over_miss_budget" not in off.reasons
+    assert on.reasons.get("zero_over_miss_budget", 0) > 0
+    assert on.slo_attainment > off.slo_attainment  # fewer sessions start cold
+    assert on.cold_starts < off.cold_starts
+    with pytest.raises(ValidationError):
+        ReplicaAutoscalerConfig(**base, zero_miss_budget=1.5)

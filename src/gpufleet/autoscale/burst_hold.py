@@ -29,7 +29,9 @@ from gpufleet.domain.errors import ValidationError
 class BurstFloor:
     """Request-weighted upper quantile of the recent per-period replica requirement."""
 
-    def __init__(self, *, slo_s: float, memory_s: float, quantile: float, span_s: float = 60.0) -> None:
+    def __init__(
+        self, *, slo_s: float, memory_s: float, quantile: float, span_s: float = 60.0, net_own_work: bool = False
+    ) -> None:
         if slo_s <= 0 or memory_s <= 0 or span_s <= 0:
             raise ValidationError("burst_floor", "slo_s, memory_s and span_s must be > 0")
         if not 0.5 <= quantile <= 1.0:
@@ -38,23 +40,33 @@ class BurstFloor:
         self.memory_s = memory_s
         self.quantile = quantile
         self.span_s = span_s
+        # off by default (opt-in, proposal of docs/benchmarks/autoscale.md "Held-out: Alibaba GenAI SD"): an
+        # interval's last request waits only for the work AHEAD of it, so one request's own work (the period's
+        # mean request) is taken off each interval's work; matters when a request is long against the SLO
+        self.net_own_work = net_own_work
         self._recent: deque[tuple[float, float, float]] = deque()  # (end time, duration, work) of periods
         self._obs: deque[tuple[float, float, float]] = deque()  # (time, requirement, requests)
         self._requests = 0.0
 
     def requirement(
-        self, period_s: float, load_replicas: float, peak_work: tuple[tuple[float, float], ...] = ()
+        self,
+        period_s: float,
+        load_replicas: float,
+        peak_work: tuple[tuple[float, float], ...] = (),
+        own_work: float = 0.0,
     ) -> float:
-        """Replicas needed for the intervals ending now (uses the periods already recorded)."""
+        """Replicas needed for the intervals ending now (uses the periods already recorded); ``own_work``
+        (replica-seconds) is taken off each interval's work (0 unless ``net_own_work``)."""
+        own = own_work if self.net_own_work else 0.0
         work = load_replicas * period_s
         tau = period_s
-        req = work / (tau + self.slo_s)
+        req = (work - own) / (tau + self.slo_s)
         for win_s, w in peak_work:
-            req = max(req, w / (win_s + self.slo_s))
+            req = max(req, (w - own) / (win_s + self.slo_s))
         for _, d, w in reversed(self._recent):
             work += w
             tau += d
-            req = max(req, work / (tau + self.slo_s))
+            req = max(req, (work - own) / (tau + self.slo_s))
         return max(0.0, req)
 
     def observe(
@@ -67,7 +79,8 @@ class BurstFloor:
     ) -> None:
         """Record one period: its arriving load (replicas at 100%), the work in its densest short windows
         (``(window_s, replica-seconds)``) and the requests it brought (the weight of its requirement)."""
-        req = self.requirement(period_s, load_replicas, peak_work)
+        own = load_replicas * period_s / requests if requests > 0 else 0.0
+        req = self.requirement(period_s, load_replicas, peak_work, own)
         self._recent.append((now_s, period_s, max(0.0, load_replicas * period_s)))
         while self._recent and self._recent[0][0] <= now_s - self.span_s + 1e-9:
             self._recent.popleft()

@@ -65,6 +65,10 @@ class ReplicaAutoscalerConfig:
     react_periods: the fleet reacts to the current load only once it has lasted this many periods (the lowest
       of their values); None = 2 with the burst floor (a shorter spike is over long before a cold start ends,
       and the floor, not a launch, serves it), else 1.
+    burst_net_own_work: opt-in (off): the burst floor takes one mean request's own work off each interval
+      (a request waits for the work ahead of it, not its own).
+    zero_miss_budget: opt-in (None = off): scale to zero only while the requests that arrived with no replica
+      ready are at most this share of all requests seen (an error budget for cold starts from zero).
     """
 
     min_replicas: int
@@ -90,6 +94,8 @@ class ReplicaAutoscalerConfig:
     burst_quantile: float = 0.995
     forecast_bucket_s: float | None = None
     react_periods: int | None = None
+    burst_net_own_work: bool = False
+    zero_miss_budget: float | None = None
 
     def __post_init__(self) -> None:
         if self.min_replicas < 0 or self.max_replicas < max(1, self.min_replicas):
@@ -100,6 +106,8 @@ class ReplicaAutoscalerConfig:
             raise ValidationError("cold_start_s", "cold_start_s must be >= 0 and period_s > 0")
         if self.react_periods is not None and self.react_periods < 1:
             raise ValidationError("react_periods", f"must be >= 1, got {self.react_periods}")
+        if self.zero_miss_budget is not None and not 0.0 <= self.zero_miss_budget <= 1.0:
+            raise ValidationError("zero_miss_budget", f"must be in [0, 1], got {self.zero_miss_budget}")
         if self.budget_usd_day is not None and self.budget_usd_day < 0:
             raise ValidationError("budget_usd_day", f"must be >= 0, got {self.budget_usd_day}")
 
@@ -128,7 +136,10 @@ class PredictiveReplicaAutoscaler:
                 slo_s=config.slo_s,
                 memory_s=max(config.period_s, config.burst_memory_cold_starts * config.cold_start_s),
                 quantile=config.burst_quantile,
+                net_own_work=config.burst_net_own_work,
             )
+        self._requests_seen = 0.0
+        self._held_at_zero = 0.0  # requests that arrived while no replica was ready
 
     def _metric_value(self, s: ReplicaSignals) -> float:
         m = self.config.metric
@@ -145,6 +156,9 @@ class PredictiveReplicaAutoscaler:
         self.forecaster.observe(s.now_s, value, s.period_s)
         if s.arrival_rps > 0 or s.queue_depth > 0 or self._last_arrival_s is None:
             self._last_arrival_s = s.now_s
+        self._requests_seen += s.arrival_rps * s.period_s
+        if s.ready == 0:
+            self._held_at_zero += s.arrival_rps * s.period_s
         upper = self.forecaster.upper()
         hot = c.target_per_replica * c.peak_headroom
         self._recent_values.append(value)
@@ -225,6 +239,8 @@ class PredictiveReplicaAutoscaler:
         idle_s = s.now_s - (self._last_arrival_s if self._last_arrival_s is not None else s.now_s)
         if idle_s < c.zero_idle_s:
             return 1, "zero_grace"
+        if c.zero_miss_budget is not None and self._held_at_zero > c.zero_miss_budget * self._requests_seen + 1e-9:
+            return 1, "zero_over_miss_budget"
         rate_rps = max(self.forecaster.level(), 0.0) if c.metric == "rps" else 0.0
         if rate_rps <= 0.0:
             # nothing arrived for a while: use one request per idle period seen so far as the rate estimate

@@ -20,6 +20,7 @@ from gpufleet.autoscale.replica import PredictiveReplicaAutoscaler, ReplicaAutos
 from gpufleet.autoscale.signals import ReplicaPolicy
 from gpufleet.autoscale.throughput import ReplicaThroughputModel
 from gpufleet.bench.autoscale_oracle import OracleRun, OracleSettings, WarmStartPolicy, oracle
+from gpufleet.bench.autoscale_requests import RequestColumns, load_request_csv
 from gpufleet.bench.autoscale_sim import SimResult, simulate
 from gpufleet.bench.autoscale_traces import ArrivalTrace, load_traces
 from gpufleet.domain.errors import ValidationError
@@ -193,9 +194,16 @@ def run(
     model: ReplicaThroughputModel | None = None,
     series_id: str | None = None,
     impute_gaps: bool = True,
+    requests: RequestColumns | None = None,
 ) -> list[TraceRun]:
+    """Load the trace(s) and run every policy. With ``requests`` the file is a per-request trace with a
+    measured service time (work = that column's replica-seconds; the token model only gives the replica
+    size, ``model.gpus_per_replica``); without it, the Azure request format or a rate series."""
     m = model or ReplicaThroughputModel()
-    traces = load_traces(path, model=m, seed=st.seed, series_id=series_id, impute_gaps=impute_gaps)
+    if requests is not None:
+        traces = load_request_csv(path, requests)
+    else:
+        traces = load_traces(path, model=m, seed=st.seed, series_id=series_id, impute_gaps=impute_gaps)
     return [run_trace(t, m, st) for t in traces]
 
 

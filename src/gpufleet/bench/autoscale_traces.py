@@ -1,6 +1,6 @@
 """Request traces for the replica-autoscaling benchmark, turned into per-step arrivals and work.
 
-Two inputs:
+Two inputs here (a third, one request per row with a measured service time, is in ``autoscale_requests``):
   * Azure LLM inference format (``TIMESTAMP,ContextTokens,GeneratedTokens``): one row per request; each
     request's work comes from the token-throughput model.
   * The generic series format of request rates (``timestamp,series_id,value``): Poisson arrivals per step
@@ -93,7 +93,12 @@ def load_traces(
             )
             out[-1] = _with_gaps(out[-1], int(gaps.sum()))
         return out
-    raise ValidationError("header", f"neither the Azure request format nor the series format: {cols}", str(p))
+    raise ValidationError(
+        "header",
+        f"neither the Azure request format nor the series format: {cols} (for one request per row with a "
+        "measured service time, name its columns: --time-column, --work-column)",
+        str(p),
+    )
 
 
 def _with_gaps(t: ArrivalTrace, gaps: int) -> ArrivalTrace:

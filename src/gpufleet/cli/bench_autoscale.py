@@ -12,13 +12,21 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from gpufleet.autoscale.throughput import ReplicaThroughputModel
 from gpufleet.bench.autoscale import EARLY_S, BenchSettings, run, to_json, verdict
+from gpufleet.bench.autoscale_requests import RequestColumns, parse_where
 from gpufleet.cli.errors import user_errors
+from gpufleet.domain.errors import ValidationError
 
 
 @user_errors
 def bench_autoscale(
-    trace: Annotated[Path, typer.Option("--trace", help="Azure LLM trace CSV or generic series CSV of rps")],
+    trace: Annotated[
+        Path,
+        typer.Option(
+            "--trace", help="Azure LLM trace CSV, generic series CSV of rps, or per-request CSV (--time-column)"
+        ),
+    ],
     cold_start_s: Annotated[float, typer.Option("--cold-start-s", help="replica cold start, seconds")] = 120.0,
     slo_s: Annotated[float, typer.Option("--slo-s", help="SLO on queue wait, seconds")] = 2.0,
     json_path: Annotated[Path | None, typer.Option("--json", help="write the results as JSON here")] = None,
@@ -33,6 +41,35 @@ def bench_autoscale(
     no_oracle: Annotated[
         bool, typer.Option("--no-oracle", help="skip the clairvoyant reference row (analysis only, not causal)")
     ] = False,
+    time_column: Annotated[
+        str | None, typer.Option("--time-column", help="per-request CSV: the arrival-time column")
+    ] = None,
+    work_column: Annotated[
+        str | None,
+        typer.Option("--work-column", help="per-request CSV: the column of measured service seconds on one replica"),
+    ] = None,
+    where: Annotated[
+        list[str] | None,
+        typer.Option("--where", help="per-request CSV: keep rows with COLUMN=VALUE (repeatable, all must hold)"),
+    ] = None,
+    group_by: Annotated[
+        str | None, typer.Option("--group-by", help="per-request CSV: one trace per value of this column")
+    ] = None,
+    group: Annotated[
+        list[str] | None, typer.Option("--group", help="with --group-by: replay this group (repeatable)")
+    ] = None,
+    top_groups: Annotated[
+        int, typer.Option("--top-groups", min=0, help="with --group-by: replay the N groups with the most requests")
+    ] = 0,
+    gpus_per_replica: Annotated[
+        int | None,
+        typer.Option(
+            "--gpus-per-replica",
+            min=1,
+            help="GPUs of one replica (GPU-hours = replica-hours x this); default 1 for a per-request CSV "
+            "(its service times were measured on one serving replica), else 4 (the token model's 70B on 4 x H100)",
+        ),
+    ] = None,
     warm_start_min: Annotated[
         list[float] | None,
         typer.Option(
@@ -51,14 +88,27 @@ def bench_autoscale(
         oracle=not no_oracle,
         warm_start_min=tuple(warm_start_min or ()),
     )
-    runs = run(trace, st=st, series_id=series, impute_gaps=not keep_zero_windows)
+    requests = _request_columns(time_column, work_column, where, group_by, group, top_groups)
+    if requests is None:
+        gpus = ReplicaThroughputModel().gpus_per_replica if gpus_per_replica is None else gpus_per_replica
+    else:
+        gpus = 1 if gpus_per_replica is None else gpus_per_replica
+    runs = run(
+        trace,
+        st=st,
+        model=ReplicaThroughputModel(gpus_per_replica=gpus),
+        series_id=series,
+        impute_gaps=not keep_zero_windows,
+        requests=requests,
+    )
     con = Console(width=200)
     stamp = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
     con.print(f"{stamp} on {platform.node()} ({platform.machine()}, Python {platform.python_version()})")
     for r in runs:
         t = Table(
             title=f"{r.trace.trace_id}: cold start {cold_start_s:g} s, SLO wait <= {slo_s:g} s, "
-            f"{r.rps_per_replica:.2f} rps/replica at 100%, gap windows imputed: {r.trace.gap_windows}"
+            f"{r.rps_per_replica:.2f} rps/replica at 100%, {gpus} GPU(s)/replica, "
+            f"gap windows imputed: {r.trace.gap_windows}"
         )
         for col in (
             "policy",
@@ -117,6 +167,31 @@ def bench_autoscale(
         payload = [to_json(r) for r in runs]
         json_path.write_text(json.dumps(payload[0] if len(payload) == 1 else payload, indent=2) + "\n")
         con.print(f"wrote {json_path}")
+
+
+def _request_columns(
+    time_column: str | None,
+    work_column: str | None,
+    where: list[str] | None,
+    group_by: str | None,
+    group: list[str] | None,
+    top_groups: int,
+) -> RequestColumns | None:
+    """The per-request options as one value (None: the file is in the Azure or the series format)."""
+    if time_column is None and work_column is None:
+        if where or group_by or group or top_groups:
+            raise ValidationError("time_column", "--where/--group-by/--group/--top-groups need --time-column")
+        return None
+    if time_column is None or work_column is None:
+        raise ValidationError("time_column", "a per-request CSV needs both --time-column and --work-column")
+    return RequestColumns(
+        time_column=time_column,
+        work_column=work_column,
+        where=parse_where(where or []),
+        group_column=group_by,
+        groups=tuple(group or ()),
+        top_groups=top_groups,
+    )
 
 
 def _label(name: str) -> str:

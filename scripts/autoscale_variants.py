@@ -1,0 +1,87 @@
+"""gpufleet's defaults vs the opt-in variants (docs/benchmarks/autoscale.md, "Held-out: Alibaba GenAI SD").
+
+Same code and settings as ``gpufleet bench autoscale --cold-start-s 120 --no-oracle``; only gpufleet's config
+changes between rows. Usage (from the repo root, data in ../shared/data or $GPUFLEET_DATA):
+
+    PYTHONPATH=src python scripts/autoscale_variants.py sd    # SD whole + 3 busiest models, SLO 2 s and 10 s
+    PYTHONPATH=src python scripts/autoscale_variants.py llm   # Azure code hour + ServeGen m-large, m-mid, SLO 2 s
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import sys
+import time
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from gpufleet.autoscale.replica import PredictiveReplicaAutoscaler
+from gpufleet.autoscale.throughput import ReplicaThroughputModel
+from gpufleet.bench.autoscale import BenchSettings, TraceRun, build_policies, run_trace, verdict
+from gpufleet.bench.autoscale_requests import RequestColumns, load_request_csv
+from gpufleet.bench.autoscale_sim import simulate
+from gpufleet.bench.autoscale_traces import ArrivalTrace, load_traces
+
+VARIANTS: dict[str, dict[str, Any]] = {
+    "default": {},
+    "net_own_work": {"burst_net_own_work": True},
+    "miss_budget_0.005": {"zero_miss_budget": 0.005},
+    "both": {"burst_net_own_work": True, "zero_miss_budget": 0.005},
+}
+
+
+def jobs(which: str, data: Path) -> list[tuple[ArrivalTrace, ReplicaThroughputModel, float]]:
+    serving = data / "serving"
+    if which == "sd":
+        sd = serving / "alibaba_genai_sd_request_trace.csv"
+        m = ReplicaThroughputModel(gpus_per_replica=1)
+        tr = load_request_csv(sd, RequestColumns("gmt_create", "exec_time_seconds"))
+        tr += load_request_csv(
+            sd,
+            RequestColumns("gmt_create", "exec_time_seconds", group_column="checkpoint_model_version_id", top_groups=3),
+        )
+        return [(t, m, slo) for slo in (2.0, 10.0) for t in tr]
+    m = ReplicaThroughputModel()
+    tr = load_traces(serving / "AzureLLMInferenceTrace_code.csv", model=m)
+    tr += load_traces(serving / "servegen_rate_10min.csv", model=m, seed=0)
+    return [(t, m, 2.0) for t in tr]
+
+
+def main(which: str) -> None:
+    data = Path(os.environ.get("GPUFLEET_DATA", "../shared/data"))
+    for t, m, slo in jobs(which, data):
+        st = BenchSettings(cold_start_s=120, slo_s=slo, oracle=False)
+        t0 = time.time()
+        run = run_trace(t, m, st)
+        rps = m.rps_per_replica(t.mean_work_s)
+        first = t.count[: max(1, round(60.0 / t.step_s))].sum() / 60.0
+        init = max(1, math.ceil(first / (st.target_utilization * rps)))  # as run_trace starts gpufleet
+        cfg = build_policies(rps, run.static_replicas, st)["gpufleet"].config  # type: ignore[attr-defined]
+        base = run.results["static_peak"].gpu_hours
+        others = "; ".join(
+            f"{k} {r.gpu_hours:,.1f} GPU-h {r.slo_attainment:.4f}" for k, r in run.results.items() if k != "gpufleet"
+        )
+        print(f"## {t.trace_id} slo={slo:g}: static_peak = {run.static_replicas} replicas; {others}", flush=True)
+        for name, kw in VARIANTS.items():
+            r = simulate(
+                t,
+                PredictiveReplicaAutoscaler(replace(cfg, **kw)),
+                cold_start_s=st.cold_start_s,
+                slo_s=slo,
+                gpus_per_replica=m.gpus_per_replica,
+                initial_replicas=init,
+            )
+            ok, _ = verdict(TraceRun(t, run.rps_per_replica, run.static_replicas, {**run.results, "gpufleet": r}, {}))
+            print(
+                f"  {name:18s} GPU-h {r.gpu_hours:10,.1f} ({r.gpu_hours / base:.3f} of static) "
+                f"att {r.slo_attainment:.4f} 2nd-half {r.slo_attainment_2nd_half:.4f} cold {r.cold_starts:6d} "
+                f"{'PASS' if ok else 'FAIL'}",
+                flush=True,
+            )
+        print(f"  ({time.time() - t0:.0f} s)", flush=True)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1] if len(sys.argv) > 1 else "sd")
