@@ -11,6 +11,7 @@ Two inputs:
 from __future__ import annotations
 
 import csv
+import io
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -20,6 +21,7 @@ import pandas as pd
 
 from gpufleet.autoscale.throughput import ReplicaThroughputModel
 from gpufleet.domain.errors import ValidationError
+from gpufleet.domain.inputs import read_input_text
 from gpufleet.sim.traces import read_series_csv
 
 F64 = npt.NDArray[np.float64]
@@ -51,9 +53,8 @@ class ArrivalTrace:
         return len(self.count) * self.step_s
 
 
-def _header(path: Path) -> list[str]:
-    with path.open(newline="") as fh:
-        row = next(csv.reader(fh), None)
+def _header(path: Path, text: str) -> list[str]:
+    row = next(csv.reader(io.StringIO(text, newline="")), None)
     if row is None:
         raise ValidationError("header", "file is empty", str(path))
     return [c.strip().lower() for c in row]
@@ -70,11 +71,10 @@ def load_traces(
 ) -> list[ArrivalTrace]:
     """Read a request trace (Azure format) or a rate series file (one trace per series)."""
     p = Path(path)
-    if not p.exists():
-        raise ValidationError("trace", "file does not exist", str(p))
-    cols = _header(p)
+    text = read_input_text(p, "trace")
+    cols = _header(p, text)
     if all(c in cols for c in AZURE_COLUMNS):
-        return [_load_azure(p, model, 0.1 if step_s is None else step_s)]
+        return [_load_azure(p, text, model, 0.1 if step_s is None else step_s)]
     if all(c in cols for c in ("timestamp", "series_id", "value")):
         series = read_series_csv(p)
         if series_id is not None:
@@ -100,8 +100,8 @@ def _with_gaps(t: ArrivalTrace, gaps: int) -> ArrivalTrace:
     return ArrivalTrace(t.trace_id, t.step_s, t.count, t.work_s, t.mean_work_s, t.req_t_s, t.req_work_s, gaps)
 
 
-def _load_azure(p: Path, model: ReplicaThroughputModel, step_s: float) -> ArrivalTrace:
-    df = pd.read_csv(p)
+def _load_azure(p: Path, text: str, model: ReplicaThroughputModel, step_s: float) -> ArrivalTrace:
+    df = pd.read_csv(io.StringIO(text))
     df.columns = [c.strip().lower() for c in df.columns]
     try:
         t = pd.to_datetime(df["timestamp"], utc=True, format="mixed")
@@ -109,8 +109,13 @@ def _load_azure(p: Path, model: ReplicaThroughputModel, step_s: float) -> Arriva
         raise ValidationError("TIMESTAMP", f"unparseable time: {exc}", str(p)) from None
     ctx = pd.to_numeric(df["contexttokens"], errors="coerce").to_numpy(np.float64)
     gen = pd.to_numeric(df["generatedtokens"], errors="coerce").to_numpy(np.float64)
-    if len(df) == 0 or np.isnan(ctx).any() or np.isnan(gen).any() or (ctx < 0).any() or (gen < 0).any():
-        raise ValidationError("ContextTokens", "token counts must be non-negative numbers", str(p))
+    if len(df) == 0:
+        raise ValidationError("rows", "no requests", str(p))
+    for name, col in (("ContextTokens", ctx), ("GeneratedTokens", gen)):
+        bad = ~np.isfinite(col) | (col < 0)
+        if bad.any():
+            line = int(np.argmax(bad)) + 2
+            raise ValidationError(name, "token counts must be finite non-negative numbers", f"{p}:{line}")
     t_ns = t.to_numpy(dtype="datetime64[ns]").astype(np.int64)
     order = np.argsort(t_ns, kind="stable")
     rel_s = (t_ns[order] - t_ns[order][0]).astype(np.float64) / 1e9

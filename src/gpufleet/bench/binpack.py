@@ -10,6 +10,8 @@ one at a time and never leave; a pod that fits nowhere fails and is skipped. The
 from __future__ import annotations
 
 import csv
+import io
+import math
 import statistics
 import time
 from collections.abc import Callable, Sequence
@@ -19,6 +21,7 @@ from pathlib import Path
 import numpy as np
 
 from gpufleet.domain.errors import ValidationError
+from gpufleet.domain.inputs import read_input_text
 from gpufleet.schedule.frag import fgd_typical_pods
 from gpufleet.schedule.scheduler import Placement, Scheduler, make_policy
 from gpufleet.schedule.table import NodeSpec, NodeTable, PodRequest
@@ -30,15 +33,18 @@ TIE_RANK = True
 def _int(row: dict[str, str], key: str, where: str) -> int:
     raw = (row.get(key) or "").strip()
     try:
-        return int(float(raw)) if raw else 0
+        x = float(raw) if raw else 0.0
     except ValueError:
         raise ValidationError(key, f"not a number: {raw!r}", where) from None
+    if not math.isfinite(x) or x < 0:
+        raise ValidationError(key, f"must be a finite number >= 0, got {raw!r}", where)
+    return int(x)
 
 
 def read_openb_nodes(path: Path) -> list[NodeSpec]:
     """``sn, cpu_milli, memory_mib, gpu, model`` (openb node list)."""
     out: list[NodeSpec] = []
-    with path.open(newline="") as f:
+    with io.StringIO(read_input_text(path, "nodes"), newline="") as f:
         reader = csv.DictReader(f)
         need = {"sn", "cpu_milli", "memory_mib", "gpu", "model"}
         if not need <= set(reader.fieldnames or ()):
@@ -62,7 +68,7 @@ def read_openb_nodes(path: Path) -> list[NodeSpec]:
 def read_openb_pods(path: Path) -> list[PodRequest]:
     """``name, cpu_milli, memory_mib, num_gpu, gpu_milli, gpu_spec, ...`` (openb pod list), sorted by name."""
     out: list[PodRequest] = []
-    with path.open(newline="") as f:
+    with io.StringIO(read_input_text(path, "pods"), newline="") as f:
         reader = csv.DictReader(f)
         need = {"name", "cpu_milli", "memory_mib", "num_gpu", "gpu_milli"}
         if not need <= set(reader.fieldnames or ()):

@@ -12,6 +12,7 @@ from rich.table import Table
 
 from gpufleet.bench.cost import bench_cost
 from gpufleet.cli.errors import user_errors
+from gpufleet.cli.paths import output_file
 
 
 def register(app: typer.Typer) -> None:
@@ -23,7 +24,9 @@ def register(app: typer.Typer) -> None:
         step_s: Annotated[int, typer.Option(min=1, help="sample interval in seconds")] = 300,
         seed: Annotated[int, typer.Option(min=0)] = 0,
         baseline_samples: Annotated[int, typer.Option(min=1000, help="samples the naive loop meters")] = 2_000_000,
-        json_path: Annotated[Path | None, typer.Option("--json", help="write the results as JSON")] = None,
+        json_path: Annotated[
+            Path | None, typer.Option("--json", callback=output_file, help="write the results as JSON")
+        ] = None,
     ) -> None:
         """Meter a month of 5-minute per-GPU samples; columnar vs a naive per-record loop (same run)."""
         r = bench_cost(gpus, days, step_s, seed, baseline_samples)

@@ -12,6 +12,7 @@ from rich.table import Table
 from gpufleet.bench.loop import bench_loop
 from gpufleet.cli.cmd_simulate import write_json
 from gpufleet.cli.errors import user_errors
+from gpufleet.cli.paths import output_file
 from gpufleet.domain.errors import ValidationError
 
 
@@ -34,7 +35,7 @@ def register(app: typer.Typer) -> None:
         seeds: Annotated[str, typer.Option(help="A-B or a comma list")] = "1-5",
         days: Annotated[int, typer.Option(min=1)] = 60,
         gpus: Annotated[int, typer.Option(min=8)] = 1024,
-        json_path: Annotated[Path | None, typer.Option("--json")] = None,
+        json_path: Annotated[Path | None, typer.Option("--json", callback=output_file)] = None,
     ) -> None:
         """gpufleet's control loop vs the baseline loop on the default scenario, per seed and on average."""
         r = bench_loop(parse_seeds(seeds), days, gpus)

@@ -12,6 +12,7 @@ from rich.console import Console
 from rich.table import Table
 
 from gpufleet.cli.errors import user_errors
+from gpufleet.cli.paths import output_file
 
 _out = Console(width=130)
 
@@ -33,7 +34,9 @@ def register(app: typer.Typer) -> None:
         checkpointable_share: Annotated[float, typer.Option(help="Share of demand allowed on spot")] = 0.0,
         spot_capacity: Annotated[float, typer.Option(help="Spot capacity, GPUs")] = 0.0,
         secondary_capacity: Annotated[float, typer.Option(help="Secondary provider capacity, GPUs")] = 0.0,
-        json_path: Annotated[Path | None, typer.Option("--json", help="Write results as JSON here")] = None,
+        json_path: Annotated[
+            Path | None, typer.Option("--json", callback=output_file, help="Write results as JSON here")
+        ] = None,
     ) -> None:
         """Replay hourly demand: policies see only the past; overflow goes to pay-per-use tiers."""
         from gpufleet.bench.procure import POLICY_ORDER, RpsToGpus, load_demand, run

@@ -14,6 +14,7 @@ from rich.console import Console
 from rich.table import Table
 
 from gpufleet.cli.errors import user_errors
+from gpufleet.cli.paths import output_file
 from gpufleet.domain.errors import ValidationError
 
 _out = Console(width=150)
@@ -41,7 +42,9 @@ def register(app: typer.Typer) -> None:
         horizon: Annotated[str, typer.Option(help="Planning horizon, e.g. 180d")] = "180d",
         workload_class: Annotated[str, typer.Option(help="serving | training | checkpointable")] = "serving",
         on_demand_quota: Annotated[float | None, typer.Option(help="On-demand quota per pair, GPUs")] = None,
-        json_path: Annotated[Path | None, typer.Option("--json", help="Write the plan as JSON here")] = None,
+        json_path: Annotated[
+            Path | None, typer.Option("--json", callback=output_file, help="Write the plan as JSON here")
+        ] = None,
     ) -> None:
         """Plan commitments over the horizon and print proposals timed by lead time."""
         from gpufleet.bench.procure import load_demand

@@ -16,6 +16,7 @@ from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
 from gpufleet.cli.errors import user_errors
+from gpufleet.cli.paths import output_file
 from gpufleet.report.html import write_html_report
 from gpufleet.report.summary import print_comparison, print_summary
 from gpufleet.sim.builtin import default_scenario
@@ -51,8 +52,12 @@ def register(app: typer.Typer) -> None:
         compare_baseline: Annotated[
             bool, typer.Option("--compare/--no-compare", help="also run the baseline loop on the same world")
         ] = True,
-        report: Annotated[Path | None, typer.Option(help="write a self-contained HTML report here")] = None,
-        json_path: Annotated[Path | None, typer.Option("--json", help="write the figures as JSON here")] = None,
+        report: Annotated[
+            Path | None, typer.Option(callback=output_file, help="write a self-contained HTML report here")
+        ] = None,
+        json_path: Annotated[
+            Path | None, typer.Option("--json", callback=output_file, help="write the figures as JSON here")
+        ] = None,
         dump: Annotated[bool, typer.Option(help="print the scenario as YAML and exit")] = False,
     ) -> None:
         """Simulate a GPU fleet under the closed control loop and summarize cost, utilization and service."""

@@ -15,6 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from pydantic import ValidationError as PydanticValidationError
 
 from gpufleet.domain.errors import ValidationError
+from gpufleet.domain.inputs import read_input_text
 from gpufleet.domain.skus import SKUS_BY_ID
 
 Pos = Annotated[float, Field(gt=0)]
@@ -206,9 +207,7 @@ def parse_scenario(data: Any, *, source: str = "<scenario>", yaml_root: yaml.Nod
 
 def load_scenario(path: str | Path) -> Scenario:
     p = Path(path)
-    if not p.is_file():
-        raise ValidationError("scenario", "file does not exist", str(p))
-    text = p.read_text()
+    text = read_input_text(p, "scenario")
     try:
         root = yaml.compose(text)
         data = yaml.safe_load(text)
