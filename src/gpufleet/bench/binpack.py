@@ -62,6 +62,8 @@ def read_openb_nodes(path: Path) -> list[NodeSpec]:
             )
     if not out:
         raise ValidationError("nodes", "no nodes", str(path))
+    if not any(n.gpu_count > 0 for n in out):
+        raise ValidationError("gpu", "no node has a GPU", str(path))
     return out
 
 
@@ -88,6 +90,8 @@ def read_openb_pods(path: Path) -> list[PodRequest]:
             out.append(pod)
     if not out:
         raise ValidationError("pods", "no pods", str(path))
+    if not any(p.total_gpu_milli > 0 for p in out):
+        raise ValidationError("num_gpu", "no pod requests a GPU", str(path))
     out.sort(key=lambda p: p.name)
     return out
 
@@ -197,16 +201,3 @@ def run_bench(
             if progress is not None:
                 progress(r)
     return {"trace": pods_path.stem, "seeds": list(seeds), "policies": summarize(results)}
-
-
-def parse_seeds(spec: str) -> list[int]:
-    """``42-51`` or ``42,43,50``."""
-    try:
-        if "-" in spec:
-            lo, hi = (int(x) for x in spec.split("-", 1))
-            if hi < lo:
-                raise ValueError
-            return list(range(lo, hi + 1))
-        return [int(x) for x in spec.split(",") if x.strip()]
-    except ValueError:
-        raise ValidationError("--seeds", f"expected 'A-B' or 'A,B,C', got {spec!r}") from None

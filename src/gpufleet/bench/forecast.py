@@ -217,6 +217,9 @@ def run_forecast_bench(
     """Backtest every model on every series (see module docstring)."""
     if n_origins < 4:
         raise ValidationError("n_origins", "the benchmark uses at least 4 origins")
+    unknown = [m for m in models if m not in MODELS]
+    if unknown or not models:
+        raise ValidationError("models", f"choose from {', '.join(MODELS)}; got {', '.join(models) or 'none'}")
     steps = {s.step_s for s in series.values()}
     if len(steps) != 1:
         raise ValidationError("series", f"all series must share one step, found {sorted(steps)}")

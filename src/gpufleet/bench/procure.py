@@ -41,6 +41,12 @@ class RpsToGpus:
     zero_is_gap: bool = True
     edge_fraction: float = 0.05  # next to a gap, a sample below this share of the local median is the gap's edge
 
+    def __post_init__(self) -> None:
+        if not 0 < self.rps_per_replica < math.inf:
+            raise ValidationError("rps_per_replica", f"must be a finite number > 0, got {self.rps_per_replica}")
+        if self.gpus_per_replica < 1:
+            raise ValidationError("gpus_per_replica", f"must be >= 1, got {self.gpus_per_replica}")
+
     def convert(self, s: Series) -> Series:
         v = s.values.astype(np.float64, copy=True)
         if self.zero_is_gap:

@@ -10,7 +10,8 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from gpufleet.bench.binpack import RunResult, parse_seeds, run_bench
+from gpufleet.bench.binpack import RunResult, run_bench
+from gpufleet.bench.seeds import parse_seeds
 from gpufleet.cli.errors import user_errors
 from gpufleet.cli.paths import output_file
 from gpufleet.domain.errors import ValidationError

@@ -19,7 +19,9 @@ def register(app: typer.Typer) -> None:
     @app.command("calibrate")
     @user_errors
     def calibrate_cmd(
-        data: Annotated[Path, typer.Option(help="the public traces folder")] = Path("../shared/data"),
+        data: Annotated[Path, typer.Option(exists=True, file_okay=False, help="the public traces folder")] = Path(
+            "../shared/data"
+        ),
         json_path: Annotated[Path | None, typer.Option("--json", callback=output_file)] = None,
     ) -> None:
         """Measure the trace statistics that the built-in scenario is calibrated on."""

@@ -10,7 +10,7 @@ from rich.console import Console
 from rich.table import Table
 
 from gpufleet.bench.cluster_autoscale import bench_cluster_autoscale
-from gpufleet.cli.bench_loop import parse_seeds
+from gpufleet.bench.seeds import parse_seeds
 from gpufleet.cli.cmd_simulate import write_json
 from gpufleet.cli.errors import user_errors
 from gpufleet.cli.paths import output_file

@@ -21,7 +21,7 @@ def register(app: typer.Typer) -> None:
     def cost(
         gpus: Annotated[int, typer.Option(min=8, help="fleet size in GPUs (a multiple of 8)")] = 10_000,
         days: Annotated[int, typer.Option(min=1, help="days of samples")] = 30,
-        step_s: Annotated[int, typer.Option(min=1, help="sample interval in seconds")] = 300,
+        step_s: Annotated[int, typer.Option(min=1, max=86_400, help="sample interval in seconds")] = 300,
         seed: Annotated[int, typer.Option(min=0)] = 0,
         baseline_samples: Annotated[int, typer.Option(min=1000, help="samples the naive loop meters")] = 2_000_000,
         json_path: Annotated[

@@ -55,7 +55,7 @@ def register(app: typer.Typer) -> None:
             data = request_rate_series(series, time_column, agg_s or 3600, group_column)
         else:
             data = load_regular(series, agg_s)
-        chosen = tuple(m.strip() for m in models.split(",")) if models else MODELS
+        chosen = tuple(m.strip() for m in models.split(",") if m.strip()) if models is not None else MODELS
         result = run_forecast_bench(data, horizon, n_origins=origins, models=chosen, progress=typer.echo)
         table = markdown_table(result)
         if per_origin:

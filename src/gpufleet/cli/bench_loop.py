@@ -10,22 +10,10 @@ from rich.console import Console
 from rich.table import Table
 
 from gpufleet.bench.loop import bench_loop
+from gpufleet.bench.seeds import parse_seeds
 from gpufleet.cli.cmd_simulate import write_json
 from gpufleet.cli.errors import user_errors
 from gpufleet.cli.paths import output_file
-from gpufleet.domain.errors import ValidationError
-
-
-def parse_seeds(text: str) -> list[int]:
-    try:
-        if "-" in text:
-            a, b = (int(x) for x in text.split("-", 1))
-            if b < a:
-                raise ValueError
-            return list(range(a, b + 1))
-        return [int(x) for x in text.split(",") if x.strip()]
-    except ValueError:
-        raise ValidationError("--seeds", f"expected A-B or a comma list of integers, got {text!r}") from None
 
 
 def register(app: typer.Typer) -> None:

@@ -51,7 +51,7 @@ def register(app: typer.Typer) -> None:
             spot_capacity_gpus=spot_capacity,
             secondary_capacity_gpus=secondary_capacity,
         )
-        conv = RpsToGpus(rps_per_replica, gpus_per_replica) if rps_per_replica else None
+        conv = RpsToGpus(rps_per_replica, gpus_per_replica) if rps_per_replica is not None else None
         data = load_demand(demand, series_id=series, convert=conv)
         doc = run(cfg, data)
         table = Table(title=f"bench procure: term {term_hours} h, lead {lead_hours} h, {sku}, alpha {cfg.alpha:.3f}")

@@ -22,7 +22,7 @@ def register(app: typer.Typer) -> None:
     def sched_throughput(
         nodes: Annotated[int, typer.Option("--nodes", help="8-GPU nodes (mixed SKUs)")] = 10_000,
         pods: Annotated[int, typer.Option("--pods", help="pod decisions to time")] = 100_000,
-        seed: Annotated[int, typer.Option("--seed")] = 7,
+        seed: Annotated[int, typer.Option("--seed", min=0)] = 7,
         policy: Annotated[str, typer.Option("--policy")] = "gpufleet",
         json_path: Annotated[
             Path | None, typer.Option("--json", callback=output_file, help="write the result as JSON here")
