@@ -22,7 +22,7 @@ import pandas as pd
 from gpufleet.autoscale.throughput import ReplicaThroughputModel
 from gpufleet.domain.errors import ValidationError
 from gpufleet.domain.inputs import read_input_text
-from gpufleet.sim.traces import MAX_GRID_STEPS, read_series_csv
+from gpufleet.sim.traces import MAX_GRID_STEPS, read_series_csv, resample_mean
 
 F64 = npt.NDArray[np.float64]
 I64 = npt.NDArray[np.int64]
@@ -82,8 +82,12 @@ def load_traces(
                 raise ValidationError("series", f"{series_id!r} not in {sorted(series)}", str(p))
             series = {series_id: series[series_id]}
         out = []
-        for i, (sid, s) in enumerate(sorted(series.items())):
+        for i, (sid, raw) in enumerate(sorted(series.items())):
             rng = np.random.default_rng([seed, i])
+            try:  # on its own regular grid: a missing window is a gap (NaN), not skipped over
+                s = resample_mean(raw, raw.step_s)
+            except ValidationError as exc:
+                raise ValidationError(exc.field, exc.message, exc.location or str(p)) from None
             rates = s.values.astype(np.float64)
             gaps = find_gaps(rates, s.step_s) if impute_gaps else np.isnan(rates)
             out.append(
@@ -101,12 +105,14 @@ def _with_gaps(t: ArrivalTrace, gaps: int) -> ArrivalTrace:
 
 
 def _load_azure(p: Path, text: str, model: ReplicaThroughputModel, step_s: float) -> ArrivalTrace:
-    df = pd.read_csv(io.StringIO(text))
+    df = pd.read_csv(io.StringIO(text), dtype=str, keep_default_na=False)  # cells as text: no guessing
     df.columns = [c.strip().lower() for c in df.columns]
     try:
-        t = pd.to_datetime(df["timestamp"], utc=True, format="mixed")
-    except (ValueError, TypeError) as exc:
+        t = pd.to_datetime(df["timestamp"].str.strip(), utc=True, format="mixed")
+    except (ValueError, TypeError, OverflowError) as exc:
         raise ValidationError("TIMESTAMP", f"unparseable time: {exc}", str(p)) from None
+    if t.isna().any():
+        raise ValidationError("TIMESTAMP", "missing time", f"{p}:{int(np.argmax(t.isna().to_numpy())) + 2}")
     ctx = pd.to_numeric(df["contexttokens"], errors="coerce").to_numpy(np.float64)
     gen = pd.to_numeric(df["generatedtokens"], errors="coerce").to_numpy(np.float64)
     if len(df) == 0:

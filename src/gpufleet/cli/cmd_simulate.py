@@ -35,7 +35,7 @@ def resolve_scenario(name: str) -> Scenario:
     if name == "default":
         return default_scenario()
     if not Path(name).exists():
-        raise ValidationError("--scenario", f"{name!r} is neither 'default' nor an existing scenario file")
+        raise ValidationError("--scenario", f"{name!r} does not exist (and is not 'default', the built-in scenario)")
     return load_scenario(name)
 
 
