@@ -148,6 +148,7 @@ CASES: dict[str, Case] = {
         ("nodes_inf.csv:2", "cpu_milli"),
     ),
     "bench loop: empty seeds": (lambda f: ["bench", "loop", "--seeds", ""], ("--seeds",)),
+    "bench loop: days past ten years": (lambda f: ["bench", "loop", "--days", "5000"], ("days", "3650")),
     "bench cluster-autoscale: reversed seeds": (
         lambda f: ["bench", "cluster-autoscale", "--seeds", "5-1"],
         ("--seeds",),
