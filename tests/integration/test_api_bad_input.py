@@ -11,6 +11,7 @@ from typing import Any
 
 import httpx
 import pytest
+from sqlalchemy import text
 
 from gpufleet.service.clock import FixedClock
 from tests.integration.conftest import NOW_S, Database, LiveServer
@@ -102,3 +103,26 @@ def test_refused_updates_leave_the_stored_budget_and_autoscaling_as_they_were(se
         _problem(c.put(path, json={"min": 1, "max": 2, "target_rps": "Infinity"}), 422, "target_rps")
         assert c.put(path, json={"min": 1, "max": 2, "target_rps": 1, "version": 999}).status_code == 409
         assert c.get(f"/v1/workloads/{wid}").json() == kept
+
+
+def test_a_refused_ingest_batch_stores_none_of_its_records(server: LiveServer, database: Database) -> None:
+    def rec(i: int, **over: Any) -> dict[str, Any]:
+        return {"source": "dcgm", "bucket_start_s": NOW_S - DAY + i * 3600, "bucket_s": 3600, "workload_id": "w1",
+                "team_id": "team-a", "sku_id": "h100_80gb", "gpus_allocated": 8, "gpu_util": 0.5, **over}  # fmt: skip
+
+    def stored() -> int:
+        with database.engine.connect() as conn:
+            return int(conn.execute(text("SELECT count(*) FROM utilization")).scalar_one())
+
+    with server.client("ml_platform_admin", "bob") as c:
+        for last in (rec(9, gpu_util=2), rec(9, sku_id="nosuch"), rec(9, bucket_start_s=-1)):
+            r = c.post("/v1/utilization:ingest", json={"records": [rec(i) for i in range(9)] + [last]})
+            assert r.status_code == 422 and r.json()["field"].startswith("records[9]."), r.text
+        assert stored() == 0
+        csv_text = "source,bucket_start_s,bucket_s,workload_id,team_id,sku_id,gpus_allocated,gpu_util\n"
+        csv_text += f"dcgm,{NOW_S - DAY},3600,w1,team-a,h100_80gb,8,0.5\ndcgm,{NOW_S},3600,w1,team-a,h100_80gb,8,abc\n"
+        r = c.post("/v1/utilization:ingest", content=csv_text, headers={"content-type": "text/csv"})
+        assert r.status_code == 422 and "line 3" in r.json()["detail"], r.text
+        assert stored() == 0
+        assert c.post("/v1/utilization:ingest", json={"records": [rec(0)]}).status_code == 200
+        assert stored() == 1
