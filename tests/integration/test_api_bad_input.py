@@ -53,6 +53,11 @@ def test_bodies_that_are_not_json_name_the_body_or_the_content_type(server: Live
             assert "UTF-8" in _problem(latin1, 400, "body")["detail"]
             plain = c.post(path, content=b'{"id": "x"}', headers={"content-type": "text/plain"})
             assert "application/json" in _problem(plain, 415, "content-type")["detail"]
+        json_ct = {"content-type": "application/json"}
+        deep = c.post("/v1/teams", content=b"[" * 100_000 + b"]" * 100_000, headers=json_ct)
+        assert "nested too deeply" in _problem(deep, 400, "body")["detail"]
+        long_int = c.post("/v1/teams", content=b'{"id": "t9", "name": "x", "n": ' + b"9" * 5000 + b"}", headers=json_ct)
+        assert "not valid JSON" in _problem(long_int, 400, "body")["detail"]
         assert [t["id"] for t in c.get("/v1/teams").json()] == ["team-a"]  # nothing was created
 
 

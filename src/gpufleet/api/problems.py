@@ -86,6 +86,20 @@ def _field_problem(e: dict[str, Any]) -> dict[str, str]:
     return {"field": _loc_to_field(e.get("loc", ())), "message": str(e.get("msg", ""))}
 
 
+def _unparsable_body(exc: StarletteHTTPException) -> str | None:
+    """Why FastAPI could not parse the body (its 400 "error parsing the body" hides the cause), or None."""
+    cause = exc.__cause__
+    if exc.status_code != 400 or cause is None:
+        return None
+    if isinstance(cause, UnicodeDecodeError):
+        return f"not UTF-8 (byte {cause.start}); send JSON encoded as UTF-8"
+    if isinstance(cause, RecursionError):
+        return "JSON nested too deeply"
+    if isinstance(cause, ValueError):  # e.g. an integer longer than Python's 4300-digit limit
+        return f"not valid JSON: {str(cause).splitlines()[0][:200]}"
+    return None
+
+
 _NOT_AN_OBJECT = {"model_attributes_type", "dict_type", "model_type"}
 
 
@@ -123,8 +137,8 @@ def install(app: FastAPI) -> None:
     async def _http(request: Request, exc: StarletteHTTPException) -> JSONResponse:
         status = exc.status_code
         headers = getattr(exc, "headers", None)
-        if isinstance(exc.__cause__, UnicodeDecodeError):  # FastAPI's "error parsing the body": bytes not UTF-8
-            msg = f"not UTF-8 (byte {exc.__cause__.start}); send JSON encoded as UTF-8"
+        msg = _unparsable_body(exc)
+        if msg is not None:
             return problem(
                 400, f"body: {msg}", request=request, field="body", errors=[{"field": "body", "message": msg}]
             )
