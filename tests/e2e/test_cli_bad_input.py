@@ -122,6 +122,10 @@ CASES: dict[str, Case] = {
         lambda f: ["bench", "autoscale", "--trace", str(f["azure_ok.csv"]), "--warm-start-min", "-5"],
         ("warm_start_min",),
     ),
+    "bench autoscale: negative request rate": (
+        lambda f: ["bench", "autoscale", "--trace", str(f["neg.csv"]), "--no-oracle"],
+        ("neg.csv", "negative request rate"),
+    ),
     "bench autoscale: stray timestamp": (
         lambda f: ["bench", "autoscale", "--trace", str(f["stray.csv"]), "--no-oracle"],
         ("stray",),

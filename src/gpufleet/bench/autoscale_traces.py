@@ -89,6 +89,8 @@ def load_traces(
             except ValidationError as exc:
                 raise ValidationError(exc.field, exc.message, exc.location or str(p)) from None
             rates = s.values.astype(np.float64)
+            if np.any(rates < 0):  # NaN compares False: a gap, not an error
+                raise ValidationError("value", f"series {sid!r} has a negative request rate", str(p))
             gaps = find_gaps(rates, s.step_s) if impute_gaps else np.isnan(rates)
             out.append(
                 rate_trace(
