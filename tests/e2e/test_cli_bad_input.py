@@ -91,6 +91,10 @@ CASES: dict[str, Case] = {
         lambda f: ["forecast", "--series", str(f["ok.csv"]), "--horizon", "100000000"],
         ("horizon", "1..100,000"),
     ),
+    "forecast: --aggregate finer than the data": (
+        lambda f: ["forecast", "--series", str(f["ok.csv"]), "--horizon", "3", "--aggregate", "30min"],
+        ("ok.csv", "aggregate", "finer"),
+    ),
     "forecast: --json is a directory": (
         lambda f: ["forecast", "--series", str(f["ok.csv"]), "--horizon", "3", "--json", str(f["dir"])],
         ("--json",),

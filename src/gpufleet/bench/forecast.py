@@ -65,6 +65,10 @@ def load_regular(path: str | Path, aggregate_s: int | None = None) -> dict[str, 
     out = {}
     for sid, s in read_series_csv(path).items():
         try:
+            if aggregate_s is not None and aggregate_s < s.step_s:
+                raise ValidationError(
+                    "aggregate", f"{aggregate_s} s is finer than series {sid!r}'s own {s.step_s} s step"
+                )
             out[sid] = resample_mean(s, aggregate_s or s.step_s)
         except ValidationError as exc:
             raise ValidationError(exc.field, exc.message, exc.location or str(path)) from None
