@@ -164,6 +164,7 @@ CASES: dict[str, Case] = {
     "bench forecast-scale: zero series": (lambda f: ["bench", "forecast-scale", "--n-series", "0"], ("--n-series",)),
     "bench portfolio: zero days": (lambda f: ["bench", "portfolio", "--days", "0"], ("--days",)),
     "bench sched-throughput: negative seed": (lambda f: ["bench", "sched-throughput", "--seed", "-1"], ("--seed",)),
+    "serve: unknown --log-level": (lambda f: ["serve", "--log-level", "bogus"], ("--log-level", "bogus")),
     "bench api: not a PostgreSQL URL": (lambda f: ["bench", "api", "--pg-url", "notaurl"], ("pg_url",)),
     "simulate: infinite quota in the scenario": (
         lambda f: ["simulate", "--scenario", str(f["scen_inf.yaml"]), "--dump"],
