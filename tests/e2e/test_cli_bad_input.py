@@ -245,3 +245,11 @@ def test_an_unknown_revision_is_refused_before_the_schema_is_touched(tmp_path: P
     assert res.exit_code == 2 and "revision: Can't locate revision identified by 'bogus'" in res.output
     listed = runner.invoke(app, ["token", "list", "--db", url])
     assert listed.exit_code == 0 and "vic" in listed.output  # the store is intact and still at head
+
+
+def test_a_bad_environment_variable_is_named(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'g.db'}"
+    res = runner.invoke(app, ["token", "list", "--db", url], env={"GPUFLEET_TOKEN_CACHE_S": "abc"})
+    assert res.exit_code == 2 and "GPUFLEET_TOKEN_CACHE_S: Input should be a valid number" in res.output, res.output
+    res = runner.invoke(app, ["serve", "--db", url, "--port", "70000"])
+    assert res.exit_code == 2 and "error: port: " in res.output  # an option keeps its own name
