@@ -54,7 +54,8 @@ def test_reservation_walkthrough_runs_as_written(tmp_path: Path) -> None:
     assert "pending_approval" in lines
     assert any('"status":409' in line for line in lines)
     assert any('"field":"units"' in line for line in lines)
-    assert lines[-3:] == ["start", "401", "403"]
+    bad_json = "body: invalid JSON at character 19: Expecting property name enclosed in double quotes"
+    assert lines[-5:] == ["start", bad_json, "415", "401", "403"]
     # section 7: cost through the cost package, a rightsizing change applied and rolled back, the dashboard's scope
     assert "applied" in lines and "rolled_back" in lines and "search ['search']" in lines
     assert "gpufleet_fleet_cost_usd 2641.92" in lines

@@ -12,7 +12,9 @@ field.
 from __future__ import annotations
 
 import csv
+import io
 from collections.abc import Callable
+from decimal import Decimal
 from fractions import Fraction
 from pathlib import Path
 from typing import TypeVar
@@ -20,10 +22,13 @@ from typing import TypeVar
 from gpufleet.adapters.telemetry_files import parse_time
 from gpufleet.cost.model import PARTS_PER_GPU, AllocationSpan, CapacityBlock
 from gpufleet.domain.errors import ValidationError
+from gpufleet.domain.inputs import read_input_text
 from gpufleet.domain.money import price_to_uusd
 from gpufleet.domain.pools import Tier
 
 T = TypeVar("T")
+MAX_GPUS = 2**31 - 1  # per row; more is a typo, and the exact ledger multiplies GPUs by seconds by price
+MAX_PRICE_USD = Decimal(1_000_000)  # per GPU-hour
 CAPACITY_COLUMNS = ("id", "pool_id", "tier", "sku_id", "gpus", "start", "end", "price_usd_per_gpu_h")
 ALLOCATION_COLUMNS = ("id", "workload_id", "team_id", "tenant_id", "namespace", "feature", "pool_id", "sku_id",
                       "gpus", "start", "end")  # fmt: skip
@@ -38,13 +43,13 @@ def parse_parts(raw: str, where: str) -> int:
     parts = share * PARTS_PER_GPU
     if parts.denominator != 1 or parts <= 0:
         raise ValidationError("gpus", f"{raw!r} is not a positive whole number of 1/{PARTS_PER_GPU} GPU", where)
+    if share > MAX_GPUS:
+        raise ValidationError("gpus", f"at most {MAX_GPUS:,} GPUs, got {raw!r}", where)
     return int(parts)
 
 
 def _read(path: Path, need: tuple[str, ...], row_fn: Callable[[dict[str, str], str], T]) -> list[T]:
-    if not path.exists():
-        raise ValidationError("path", "file does not exist", str(path))
-    with path.open(newline="") as fh:
+    with io.StringIO(read_input_text(path), newline="") as fh:
         reader = csv.DictReader(fh)
         header = [h.strip() for h in (reader.fieldnames or [])]
         for c in need:
@@ -64,11 +69,14 @@ def _read(path: Path, need: tuple[str, ...], row_fn: Callable[[dict[str, str], s
     return out
 
 
-def _int(row: dict[str, str], key: str, where: str) -> int:
+def _int(row: dict[str, str], key: str, where: str, most: int) -> int:
     try:
-        return int(row[key])
+        n = int(row[key])
     except ValueError:
         raise ValidationError(key, f"not an integer: {row[key]!r}", where) from None
+    if n > most:
+        raise ValidationError(key, f"at most {most:,}, got {row[key]!r}", where)
+    return n
 
 
 def read_capacity_csv(path: str | Path) -> list[CapacityBlock]:
@@ -77,12 +85,18 @@ def read_capacity_csv(path: str | Path) -> list[CapacityBlock]:
             tier = Tier(r["tier"])
         except ValueError:
             raise ValidationError("tier", f"one of {[t.value for t in Tier]}, got {r['tier']!r}", where) from None
+        raw_price = r["price_usd_per_gpu_h"]
         try:
-            price = price_to_uusd(r["price_usd_per_gpu_h"])
+            usd = Decimal(raw_price)
         except ArithmeticError:
-            raise ValidationError("price_usd_per_gpu_h", f"not a number: {r['price_usd_per_gpu_h']!r}", where) from None
+            raise ValidationError("price_usd_per_gpu_h", f"not a number: {raw_price!r}", where) from None
+        if not usd.is_finite() or usd > MAX_PRICE_USD:
+            raise ValidationError(
+                "price_usd_per_gpu_h", f"a finite price up to {MAX_PRICE_USD}, got {raw_price!r}", where
+            )
+        price = price_to_uusd(usd)
         start_s, end_s = parse_time(r["start"], where), parse_time(r["end"], where)
-        gpus = _int(r, "gpus", where)
+        gpus = _int(r, "gpus", where, MAX_GPUS)
         return CapacityBlock(
             r["id"], r["pool_id"], tier, r["sku_id"], gpus, start_s, end_s, price, r.get("owner_team_id") or None
         )

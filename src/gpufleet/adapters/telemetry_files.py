@@ -20,16 +20,22 @@ import numpy as np
 from gpufleet.adapters.telemetry_prometheus import add_matrix
 from gpufleet.cost.telemetry import BatchBuilder, SeriesKey, TelemetryBatch
 from gpufleet.domain.errors import ValidationError
+from gpufleet.domain.inputs import MAX_UNIX_S, read_input_text
 
 COLUMNS = ("timestamp", "metric", "namespace", "pod", "device", "value")
 
 
 def parse_time(raw: object, where: str) -> int:
+    """UNIX seconds (``0 .. 9999-12-31``) or ISO-8601 with an offset or ``Z`` -> UNIX seconds."""
     text = str(raw).strip()
     try:
-        return int(float(text))
+        secs = float(text)
     except ValueError:
         pass
+    else:
+        if not 0 <= secs <= MAX_UNIX_S:  # also false for NaN
+            raise ValidationError("timestamp", f"UNIX seconds must be in 0..{MAX_UNIX_S}: {raw!r}", where)
+        return int(secs)
     if text.endswith("Z"):
         text = text[:-1] + "+00:00"
     try:
@@ -82,7 +88,7 @@ def read_json_text(text: str, name: str = "<upload>") -> TelemetryBatch:
         if not isinstance(data, dict) or data.get("resultType") != "matrix":
             raise ValidationError("data.resultType", "expected a Prometheus matrix", name)
         b = BatchBuilder()
-        add_matrix(b, "", list(data.get("result", [])))
+        add_matrix(b, "", data.get("result", []), name)
         return b.build()
     if not isinstance(body, list) or not all(isinstance(r, dict) for r in body):
         raise ValidationError("json", "expected a list of sample objects or a Prometheus query_range body", name)
@@ -92,9 +98,9 @@ def read_json_text(text: str, name: str = "<upload>") -> TelemetryBatch:
 def read_file(path: str | Path) -> TelemetryBatch:
     """Read a ``.csv`` or ``.json`` upload from disk."""
     p = Path(path)
-    if not p.exists():
-        raise ValidationError("path", "file does not exist", str(p))
-    text = p.read_text()
+    if p.suffix.lower() not in (".csv", ".json"):
+        raise ValidationError("path", "expected a .csv or .json file", str(p))
+    text = read_input_text(p)
     if p.suffix.lower() == ".json":
         return read_json_text(text, str(p))
     if p.suffix.lower() == ".csv":

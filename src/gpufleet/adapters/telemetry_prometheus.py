@@ -15,6 +15,7 @@ import numpy as np
 
 from gpufleet.cost.telemetry import GPU_UTIL, BatchBuilder, SeriesKey, TelemetryBatch
 from gpufleet.domain.errors import GpufleetError, ValidationError
+from gpufleet.domain.inputs import MAX_UNIX_S
 
 MAX_POINTS = 10_000
 
@@ -37,16 +38,27 @@ def series_key(metric: str, labels: dict[str, str]) -> SeriesKey:
     return SeriesKey(metric, labels.get("namespace", ""), labels.get("pod", ""), device, extra)
 
 
-def add_matrix(builder: BatchBuilder, metric: str, result: list[dict[str, Any]]) -> None:
-    """Add a Prometheus ``matrix`` result (``[{"metric": {...}, "values": [[t, "v"], ...]}, ...]``)."""
-    for s in result:
+def add_matrix(builder: BatchBuilder, metric: str, result: Any, where: str = "result") -> None:
+    """Add a Prometheus ``matrix`` result (``[{"metric": {...}, "values": [[t, "v"], ...]}, ...]``); a body of
+    another shape is a ValidationError naming the element (``where`` prefixes it, e.g. the file)."""
+    if not isinstance(result, list):
+        raise ValidationError("data.result", "expected a list of series", where)
+    for i, s in enumerate(result):
+        at = f"{where}: data.result[{i}]"
+        if not isinstance(s, dict) or not isinstance(s.get("metric", {}), dict):
+            raise ValidationError("metric", "expected {'metric': {...}, 'values': [[t, 'v'], ...]}", at)
         labels = {str(k): str(v) for k, v in s.get("metric", {}).items()}
         values = s.get("values", [])
         if not values:
             continue
-        t = np.array([float(p[0]) for p in values], dtype=np.float64).astype(np.int64)
-        v = np.array([float(p[1]) for p in values], dtype=np.float64)
-        builder.add(series_key(labels.get("__name__", metric), labels), t, v)
+        try:
+            t = np.array([float(p[0]) for p in values], dtype=np.float64)
+            v = np.array([float(p[1]) for p in values], dtype=np.float64)
+        except (TypeError, ValueError, IndexError, KeyError):
+            raise ValidationError("values", "expected [[unix_seconds, 'value'], ...]", at) from None
+        if not np.all(np.isfinite(t) & (t >= 0) & (t <= MAX_UNIX_S)):
+            raise ValidationError("values", f"timestamps must be UNIX seconds in 0..{MAX_UNIX_S}", at)
+        builder.add(series_key(labels.get("__name__", metric), labels), t.astype(np.int64), v)
 
 
 class PrometheusTelemetry:

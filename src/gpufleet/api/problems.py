@@ -74,10 +74,60 @@ def _loc_to_field(loc: Sequence[int | str]) -> str:
     return out or "body"
 
 
+def _field_problem(e: dict[str, Any]) -> dict[str, str]:
+    """One pydantic/FastAPI error as ``{field, message}``; a JSON syntax error names the body and the position
+    (FastAPI reports it at loc ``("body", <character offset>)``, which is no field)."""
+    if e.get("type") == "json_invalid":
+        loc = e.get("loc", ())
+        pos = loc[1] if len(loc) > 1 and isinstance(loc[1], int) else None
+        why = (e.get("ctx") or {}).get("error", "")
+        at = f" at character {pos}" if pos is not None else ""
+        return {"field": "body", "message": f"invalid JSON{at}: {why}" if why else f"invalid JSON{at}"}
+    return {"field": _loc_to_field(e.get("loc", ())), "message": str(e.get("msg", ""))}
+
+
+def _unparsable_body(exc: StarletteHTTPException) -> str | None:
+    """Why FastAPI could not parse the body (its 400 "error parsing the body" hides the cause), or None."""
+    cause = exc.__cause__
+    if exc.status_code != 400 or cause is None:
+        return None
+    if isinstance(cause, UnicodeDecodeError):
+        return f"not UTF-8 (byte {cause.start}); send JSON encoded as UTF-8"
+    if isinstance(cause, RecursionError):
+        return "JSON nested too deeply"
+    if isinstance(cause, ValueError):  # e.g. an integer longer than Python's 4300-digit limit
+        return f"not valid JSON: {str(cause).splitlines()[0][:200]}"
+    return None
+
+
+_NOT_AN_OBJECT = {"model_attributes_type", "dict_type", "model_type"}
+
+
+def _wrong_media_type(request: Request, errors: Sequence[dict[str, Any]]) -> str | None:
+    """The request's Content-Type when the body was refused as "not an object" because it was not sent as JSON
+    (FastAPI then hands the model the raw bytes); None otherwise."""
+    ctype = request.headers.get("content-type", "")
+    media = ctype.split(";", 1)[0].strip().lower()
+    if not media or media == "application/json" or media.endswith("+json"):
+        return None
+    body_level = [e for e in errors if tuple(e.get("loc", ())) == ("body",)]
+    if body_level and all(e.get("type") in _NOT_AN_OBJECT for e in body_level):
+        return ctype
+    return None
+
+
 def install(app: FastAPI) -> None:
     @app.exception_handler(RequestValidationError)
     async def _validation(request: Request, exc: RequestValidationError) -> JSONResponse:
-        errors = [{"field": _loc_to_field(e.get("loc", ())), "message": str(e.get("msg", ""))} for e in exc.errors()]
+        raw = list(exc.errors())
+        media = _wrong_media_type(request, raw)
+        if media is not None:
+            msg = f"send the body as application/json, got {media!r}"
+            return problem(
+                415, f"content-type: {msg}", request=request, field="content-type",
+                errors=[{"field": "content-type", "message": msg}],
+            )  # fmt: skip
+        errors = [_field_problem(e) for e in raw]
         first = errors[0] if errors else {"field": "body", "message": "invalid request"}
         return problem(
             422, f"{first['field']}: {first['message']}", request=request, field=first["field"], errors=errors
@@ -86,8 +136,20 @@ def install(app: FastAPI) -> None:
     @app.exception_handler(StarletteHTTPException)
     async def _http(request: Request, exc: StarletteHTTPException) -> JSONResponse:
         status = exc.status_code
+        headers = getattr(exc, "headers", None)
+        msg = _unparsable_body(exc)
+        if msg is not None:
+            return problem(
+                400, f"body: {msg}", request=request, field="body", errors=[{"field": "body", "message": msg}]
+            )
+        if isinstance(exc.detail, dict) and {"field", "message"} <= exc.detail.keys():  # the dashboard's guard
+            field, msg = str(exc.detail["field"]), str(exc.detail["message"])
+            return problem(
+                status, f"{field}: {msg}", request=request, field=field,
+                errors=[{"field": field, "message": msg}], headers=headers,
+            )  # fmt: skip
         detail = exc.detail if isinstance(exc.detail, str) else _TITLES.get(status, "error")
-        return problem(status, detail, request=request, headers=getattr(exc, "headers", None))
+        return problem(status, detail, request=request, headers=headers)
 
     @app.exception_handler(GpufleetError)
     async def _ours(request: Request, exc: GpufleetError) -> JSONResponse:

@@ -24,6 +24,8 @@ from typing import Any
 
 import numpy as np
 
+from gpufleet.domain.errors import ValidationError
+
 DEFAULT_PG_URL = "postgresql+psycopg://postgres@127.0.0.1:5432/test"
 DAY_S = 86400
 
@@ -324,11 +326,22 @@ def run(
     *, pg_url: str, rate_per_s: float, duration_s: float, forecast_rate_per_s: float, saturation_s: float, seed: int = 0
 ) -> dict[str, Any]:
     from sqlalchemy import create_engine, text
+    from sqlalchemy.exc import ArgumentError, DBAPIError
 
+    from gpufleet.adapters.sql.migrate import DatabaseUnavailable
+
+    if not pg_url.startswith("postgresql"):
+        raise ValidationError("pg_url", f"expected a postgresql+psycopg:// URL, got {pg_url!r}")
     schema = f"gfbench_{secrets.token_hex(4)}"
-    admin = create_engine(pg_url, isolation_level="AUTOCOMMIT")
-    with admin.connect() as conn:
-        conn.execute(text(f"CREATE SCHEMA {schema}"))
+    try:
+        admin = create_engine(pg_url, isolation_level="AUTOCOMMIT")
+    except ArgumentError as exc:
+        raise ValidationError("pg_url", str(exc)) from None
+    try:
+        with admin.connect() as conn:
+            conn.execute(text(f"CREATE SCHEMA {schema}"))
+    except DBAPIError as exc:
+        raise DatabaseUnavailable(admin, exc) from None
     sep = "&" if "?" in pg_url else "?"
     url = f"{pg_url}{sep}options=-csearch_path%3D{schema}"
     server: subprocess.Popen[bytes] | None = None

@@ -29,6 +29,9 @@ POLICIES = ("gpufleet", "static_peak", "hpa", "kpa")
 EARLY_S = 900.0  # "the first 15 minutes" columns: where a causal policy has no history yet
 
 
+MAX_SETTING_S = 86_400.0  # a cold start, SLO or warm start longer than a day is a typo
+
+
 @dataclass(frozen=True, slots=True)
 class BenchSettings:
     """Knobs of one benchmark run (defaults are the issue's: 120 s cold start, 2 s SLO)."""
@@ -45,12 +48,18 @@ class BenchSettings:
     warm_start_min: tuple[float, ...] = ()  # analysis rows: gpufleet held at static_peak's size this long
 
     def __post_init__(self) -> None:
-        if self.cold_start_s < 0:
-            raise ValidationError("cold_start_s", f"must be >= 0, got {self.cold_start_s}")
-        if self.slo_s <= 0:
-            raise ValidationError("slo_s", f"must be > 0, got {self.slo_s}")
+        # `not (x >= 0)` and friends: NaN fails every comparison, so it is refused too
+        if not 0 <= self.cold_start_s <= MAX_SETTING_S:
+            raise ValidationError("cold_start_s", f"must be in [0, {MAX_SETTING_S:g}] s, got {self.cold_start_s}")
+        if not 0 < self.slo_s <= MAX_SETTING_S:
+            raise ValidationError("slo_s", f"must be in (0, {MAX_SETTING_S:g}] s, got {self.slo_s}")
         if not 0.05 <= self.target_utilization <= 1.0:
             raise ValidationError("target_utilization", f"must be in [0.05, 1], got {self.target_utilization}")
+        if self.seed < 0:
+            raise ValidationError("seed", f"must be >= 0, got {self.seed}")
+        for m in self.warm_start_min:
+            if not 0 <= m <= MAX_SETTING_S / 60:
+                raise ValidationError("warm_start_min", f"must be in [0, {MAX_SETTING_S / 60:g}] minutes, got {m}")
 
 
 @dataclass(frozen=True, slots=True)

@@ -11,6 +11,7 @@ Two inputs here (a third, one request per row with a measured service time, is i
 from __future__ import annotations
 
 import csv
+import io
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -20,7 +21,8 @@ import pandas as pd
 
 from gpufleet.autoscale.throughput import ReplicaThroughputModel
 from gpufleet.domain.errors import ValidationError
-from gpufleet.sim.traces import read_series_csv
+from gpufleet.domain.inputs import read_input_text
+from gpufleet.sim.traces import MAX_GRID_STEPS, read_series_csv, resample_mean
 
 F64 = npt.NDArray[np.float64]
 I64 = npt.NDArray[np.int64]
@@ -51,9 +53,8 @@ class ArrivalTrace:
         return len(self.count) * self.step_s
 
 
-def _header(path: Path) -> list[str]:
-    with path.open(newline="") as fh:
-        row = next(csv.reader(fh), None)
+def _header(path: Path, text: str) -> list[str]:
+    row = next(csv.reader(io.StringIO(text, newline="")), None)
     if row is None:
         raise ValidationError("header", "file is empty", str(path))
     return [c.strip().lower() for c in row]
@@ -70,11 +71,10 @@ def load_traces(
 ) -> list[ArrivalTrace]:
     """Read a request trace (Azure format) or a rate series file (one trace per series)."""
     p = Path(path)
-    if not p.exists():
-        raise ValidationError("trace", "file does not exist", str(p))
-    cols = _header(p)
+    text = read_input_text(p, "trace")
+    cols = _header(p, text)
     if all(c in cols for c in AZURE_COLUMNS):
-        return [_load_azure(p, model, 0.1 if step_s is None else step_s)]
+        return [_load_azure(p, text, model, 0.1 if step_s is None else step_s)]
     if all(c in cols for c in ("timestamp", "series_id", "value")):
         series = read_series_csv(p)
         if series_id is not None:
@@ -82,9 +82,15 @@ def load_traces(
                 raise ValidationError("series", f"{series_id!r} not in {sorted(series)}", str(p))
             series = {series_id: series[series_id]}
         out = []
-        for i, (sid, s) in enumerate(sorted(series.items())):
+        for i, (sid, raw) in enumerate(sorted(series.items())):
             rng = np.random.default_rng([seed, i])
+            try:  # on its own regular grid: a missing window is a gap (NaN), not skipped over
+                s = resample_mean(raw, raw.step_s)
+            except ValidationError as exc:
+                raise ValidationError(exc.field, exc.message, exc.location or str(p)) from None
             rates = s.values.astype(np.float64)
+            if np.any(rates < 0):  # NaN compares False: a gap, not an error
+                raise ValidationError("value", f"series {sid!r} has a negative request rate", str(p))
             gaps = find_gaps(rates, s.step_s) if impute_gaps else np.isnan(rates)
             out.append(
                 rate_trace(
@@ -105,17 +111,24 @@ def _with_gaps(t: ArrivalTrace, gaps: int) -> ArrivalTrace:
     return ArrivalTrace(t.trace_id, t.step_s, t.count, t.work_s, t.mean_work_s, t.req_t_s, t.req_work_s, gaps)
 
 
-def _load_azure(p: Path, model: ReplicaThroughputModel, step_s: float) -> ArrivalTrace:
-    df = pd.read_csv(p)
+def _load_azure(p: Path, text: str, model: ReplicaThroughputModel, step_s: float) -> ArrivalTrace:
+    df = pd.read_csv(io.StringIO(text), dtype=str, keep_default_na=False)  # cells as text: no guessing
     df.columns = [c.strip().lower() for c in df.columns]
     try:
-        t = pd.to_datetime(df["timestamp"], utc=True, format="mixed")
-    except (ValueError, TypeError) as exc:
+        t = pd.to_datetime(df["timestamp"].str.strip(), utc=True, format="mixed")
+    except (ValueError, TypeError, OverflowError) as exc:
         raise ValidationError("TIMESTAMP", f"unparseable time: {exc}", str(p)) from None
+    if t.isna().any():
+        raise ValidationError("TIMESTAMP", "missing time", f"{p}:{int(np.argmax(t.isna().to_numpy())) + 2}")
     ctx = pd.to_numeric(df["contexttokens"], errors="coerce").to_numpy(np.float64)
     gen = pd.to_numeric(df["generatedtokens"], errors="coerce").to_numpy(np.float64)
-    if len(df) == 0 or np.isnan(ctx).any() or np.isnan(gen).any() or (ctx < 0).any() or (gen < 0).any():
-        raise ValidationError("ContextTokens", "token counts must be non-negative numbers", str(p))
+    if len(df) == 0:
+        raise ValidationError("rows", "no requests", str(p))
+    for name, col in (("ContextTokens", ctx), ("GeneratedTokens", gen)):
+        bad = ~np.isfinite(col) | (col < 0)
+        if bad.any():
+            line = int(np.argmax(bad)) + 2
+            raise ValidationError(name, "token counts must be finite non-negative numbers", f"{p}:{line}")
     t_ns = t.to_numpy(dtype="datetime64[ns]").astype(np.int64)
     order = np.argsort(t_ns, kind="stable")
     rel_s = (t_ns[order] - t_ns[order][0]).astype(np.float64) / 1e9
@@ -123,9 +136,19 @@ def _load_azure(p: Path, model: ReplicaThroughputModel, step_s: float) -> Arriva
     return request_trace(p.name, rel_s, work, step_s)
 
 
+def _check_steps(trace_id: str, n_steps: int, step_s: float) -> None:
+    if n_steps > MAX_GRID_STEPS:
+        raise ValidationError(
+            "timestamp",
+            f"{trace_id} spans {n_steps:,} steps of {step_s:g} s (at most {MAX_GRID_STEPS:,}): "
+            "check for a stray timestamp far from the others",
+        )
+
+
 def request_trace(trace_id: str, t_s: F64, work_s: F64, step_s: float) -> ArrivalTrace:
     """Bin per-request arrivals (seconds from the start) onto the step grid."""
     n_steps = int(np.floor(t_s[-1] / step_s)) + 1
+    _check_steps(trace_id, n_steps, step_s)
     idx = np.minimum((t_s / step_s).astype(np.int64), n_steps - 1)
     count = np.bincount(idx, minlength=n_steps).astype(np.int64)
     work = np.bincount(idx, weights=work_s, minlength=n_steps).astype(np.float64)
@@ -175,6 +198,7 @@ def rate_trace(
 ) -> ArrivalTrace:
     """Poisson arrivals per step at each window's rate (piecewise constant), default request shape."""
     per_window = max(1, round(window_s / step_s))
+    _check_steps(trace_id, len(rates_rps) * per_window, step_s)
     lam = np.repeat(np.maximum(rates_rps, 0.0) * step_s, per_window)
     count = rng.poisson(lam).astype(np.int64)
     w = model.default_work_s

@@ -10,6 +10,8 @@ one at a time and never leave; a pod that fits nowhere fails and is skipped. The
 from __future__ import annotations
 
 import csv
+import io
+import math
 import statistics
 import time
 from collections.abc import Callable, Sequence
@@ -19,6 +21,7 @@ from pathlib import Path
 import numpy as np
 
 from gpufleet.domain.errors import ValidationError
+from gpufleet.domain.inputs import read_input_text
 from gpufleet.schedule.frag import fgd_typical_pods
 from gpufleet.schedule.scheduler import Placement, Scheduler, make_policy
 from gpufleet.schedule.table import NodeSpec, NodeTable, PodRequest
@@ -30,15 +33,18 @@ TIE_RANK = True
 def _int(row: dict[str, str], key: str, where: str) -> int:
     raw = (row.get(key) or "").strip()
     try:
-        return int(float(raw)) if raw else 0
+        x = float(raw) if raw else 0.0
     except ValueError:
         raise ValidationError(key, f"not a number: {raw!r}", where) from None
+    if not math.isfinite(x) or x < 0:
+        raise ValidationError(key, f"must be a finite number >= 0, got {raw!r}", where)
+    return int(x)
 
 
 def read_openb_nodes(path: Path) -> list[NodeSpec]:
     """``sn, cpu_milli, memory_mib, gpu, model`` (openb node list)."""
     out: list[NodeSpec] = []
-    with path.open(newline="") as f:
+    with io.StringIO(read_input_text(path, "nodes"), newline="") as f:
         reader = csv.DictReader(f)
         need = {"sn", "cpu_milli", "memory_mib", "gpu", "model"}
         if not need <= set(reader.fieldnames or ()):
@@ -56,13 +62,15 @@ def read_openb_nodes(path: Path) -> list[NodeSpec]:
             )
     if not out:
         raise ValidationError("nodes", "no nodes", str(path))
+    if not any(n.gpu_count > 0 for n in out):
+        raise ValidationError("gpu", "no node has a GPU", str(path))
     return out
 
 
 def read_openb_pods(path: Path) -> list[PodRequest]:
     """``name, cpu_milli, memory_mib, num_gpu, gpu_milli, gpu_spec, ...`` (openb pod list), sorted by name."""
     out: list[PodRequest] = []
-    with path.open(newline="") as f:
+    with io.StringIO(read_input_text(path, "pods"), newline="") as f:
         reader = csv.DictReader(f)
         need = {"name", "cpu_milli", "memory_mib", "num_gpu", "gpu_milli"}
         if not need <= set(reader.fieldnames or ()):
@@ -82,6 +90,8 @@ def read_openb_pods(path: Path) -> list[PodRequest]:
             out.append(pod)
     if not out:
         raise ValidationError("pods", "no pods", str(path))
+    if not any(p.total_gpu_milli > 0 for p in out):
+        raise ValidationError("num_gpu", "no pod requests a GPU", str(path))
     out.sort(key=lambda p: p.name)
     return out
 
@@ -191,16 +201,3 @@ def run_bench(
             if progress is not None:
                 progress(r)
     return {"trace": pods_path.stem, "seeds": list(seeds), "policies": summarize(results)}
-
-
-def parse_seeds(spec: str) -> list[int]:
-    """``42-51`` or ``42,43,50``."""
-    try:
-        if "-" in spec:
-            lo, hi = (int(x) for x in spec.split("-", 1))
-            if hi < lo:
-                raise ValueError
-            return list(range(lo, hi + 1))
-        return [int(x) for x in spec.split(",") if x.strip()]
-    except ValueError:
-        raise ValidationError("--seeds", f"expected 'A-B' or 'A,B,C', got {spec!r}") from None

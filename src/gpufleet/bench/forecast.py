@@ -31,30 +31,47 @@ MODELS = ("gpufleet", "naive", "seasonal_naive", "autoets", "mstl", "prophet")
 _UNITS = {"s": 1, "m": 60, "min": 60, "h": 3600, "d": 86_400, "w": 7 * 86_400}
 
 
-def parse_duration_s(text: str) -> int:
-    """``"1d"``, ``"24h"``, ``"10min"``, ``"3600s"`` -> seconds."""
+MAX_HORIZON_STEPS = 100_000  # longer horizons are a typo (and would not fit in memory for every quantile)
+
+
+def parse_duration_s(text: str, field: str = "duration") -> int:
+    """``"1d"``, ``"24h"``, ``"10min"``, ``"3600s"`` -> seconds (> 0); ``field`` names the option in errors."""
     t = text.strip().lower()
     for unit in sorted(_UNITS, key=len, reverse=True):
         if t.endswith(unit) and t[: -len(unit)].strip().replace(".", "", 1).isdigit():
-            return round(float(t[: -len(unit)]) * _UNITS[unit])
-    raise ValidationError("duration", f"not a duration like 1d, 24h, 10min: {text!r}")
+            secs = round(float(t[: -len(unit)]) * _UNITS[unit])
+            if secs <= 0:
+                raise ValidationError(field, f"must be at least 1 s, got {text!r}")
+            return secs
+    raise ValidationError(field, f"not a duration like 1d, 24h, 10min: {text!r}")
 
 
 def horizon_steps(text: str, step_s: int) -> int:
     """A horizon given as steps (``"144"``) or as a duration (``"1d"``) -> steps on a ``step_s`` grid."""
     if text.strip().isdigit():
-        return int(text)
-    dur = parse_duration_s(text)
-    if dur % step_s:
-        raise ValidationError("horizon", f"{text} is not a whole number of {step_s}s steps")
-    return dur // step_s
+        h = int(text)
+    else:
+        dur = parse_duration_s(text, "horizon")
+        if dur % step_s:
+            raise ValidationError("horizon", f"{text} is not a whole number of {step_s}s steps")
+        h = dur // step_s
+    if not 1 <= h <= MAX_HORIZON_STEPS:
+        raise ValidationError("horizon", f"must be 1..{MAX_HORIZON_STEPS:,} steps of {step_s} s, got {h:,} ({text!r})")
+    return h
 
 
 def load_regular(path: str | Path, aggregate_s: int | None = None) -> dict[str, Series]:
     """Read a generic series CSV onto a regular grid (missing stamps -> NaN), optionally aggregated by mean."""
     out = {}
     for sid, s in read_series_csv(path).items():
-        out[sid] = resample_mean(s, aggregate_s or s.step_s)
+        try:
+            if aggregate_s is not None and aggregate_s < s.step_s:
+                raise ValidationError(
+                    "aggregate", f"{aggregate_s} s is finer than series {sid!r}'s own {s.step_s} s step"
+                )
+            out[sid] = resample_mean(s, aggregate_s or s.step_s)
+        except ValidationError as exc:
+            raise ValidationError(exc.field, exc.message, exc.location or str(path)) from None
     return out
 
 
@@ -65,14 +82,14 @@ def request_rate_series(
     ``step_s`` bucket): ``all`` plus the ``top_groups`` busiest values of ``group_column``. Buckets without a
     request are 0 (no demand); the shared gap rule still treats implausible zeros in a busy series as gaps."""
     import csv
+    import io
 
-    from gpufleet.sim.traces import _parse_ts
+    from gpufleet.domain.inputs import read_input_text
+    from gpufleet.sim.traces import MAX_GRID_STEPS, _parse_ts
 
     p = Path(path)
-    if not p.exists():
-        raise ValidationError("path", "file does not exist", str(p))
     stamps: dict[str, list[int]] = {"all": []}
-    with p.open(newline="") as fh:
+    with io.StringIO(read_input_text(p, "series"), newline="") as fh:
         reader = csv.DictReader(fh)
         if reader.fieldnames is None or time_column not in reader.fieldnames:
             raise ValidationError(time_column, f"no such column (header is {reader.fieldnames})", str(p))
@@ -87,6 +104,10 @@ def request_rate_series(
         raise ValidationError("rows", "no requests", str(p))
     t0 = min(stamps["all"]) - min(stamps["all"]) % step_s
     n = (max(stamps["all"]) - t0) // step_s + 1
+    if n > MAX_GRID_STEPS:
+        raise ValidationError(
+            time_column, f"requests span {n:,} steps of {step_s} s (at most {MAX_GRID_STEPS:,})", str(p)
+        )
     ranked = sorted((k for k in stamps if k != "all"), key=lambda k: -len(stamps[k]))[:top_groups]
     out = {}
     for key in ["all", *ranked]:
@@ -200,6 +221,9 @@ def run_forecast_bench(
     """Backtest every model on every series (see module docstring)."""
     if n_origins < 4:
         raise ValidationError("n_origins", "the benchmark uses at least 4 origins")
+    unknown = [m for m in models if m not in MODELS]
+    if unknown or not models:
+        raise ValidationError("models", f"choose from {', '.join(MODELS)}; got {', '.join(models) or 'none'}")
     steps = {s.step_s for s in series.values()}
     if len(steps) != 1:
         raise ValidationError("series", f"all series must share one step, found {sorted(steps)}")

@@ -11,6 +11,7 @@ with the near-zero samples at the edges of those windows (below 5 % of the local
 from __future__ import annotations
 
 import csv
+import io
 import math
 import time
 from dataclasses import dataclass
@@ -20,6 +21,7 @@ import numpy as np
 import numpy.typing as npt
 
 from gpufleet.domain.errors import ValidationError
+from gpufleet.domain.inputs import read_input_text
 from gpufleet.procure.hindsight import hindsight_optimal
 from gpufleet.procure.policies import GpufleetPolicy, baseline_policies
 from gpufleet.procure.replay import ReplayConfig, ReplayResult, ReservationPolicy, replay
@@ -38,6 +40,12 @@ class RpsToGpus:
     gpus_per_replica: int
     zero_is_gap: bool = True
     edge_fraction: float = 0.05  # next to a gap, a sample below this share of the local median is the gap's edge
+
+    def __post_init__(self) -> None:
+        if not 0 < self.rps_per_replica < math.inf:
+            raise ValidationError("rps_per_replica", f"must be a finite number > 0, got {self.rps_per_replica}")
+        if self.gpus_per_replica < 1:
+            raise ValidationError("gpus_per_replica", f"must be >= 1, got {self.gpus_per_replica}")
 
     def convert(self, s: Series) -> Series:
         v = s.values.astype(np.float64, copy=True)
@@ -92,14 +100,16 @@ def hourly_demand(s: Series) -> FloatArray:
     return h
 
 
+MAX_POD_TRACE_H = 1_000_000  # ~114 years of hours: a longer pod trace is a bad timestamp
+
+
 def pods_hourly_demand(path: str | Path) -> FloatArray:
     """Hourly mean GPUs held by the pods of an OpenB pod list (creation/deletion seconds, num_gpu, gpu_milli).
 
     A single-GPU pod holds ``gpu_milli / 1000`` of a GPU; a multi-GPU pod holds ``num_gpu`` whole GPUs.
     Pods without a deletion time or GPUs are skipped. Hour 0 is the trace's time 0.
     """
-    with Path(path).open(newline="") as fh:
-        rows = list(csv.DictReader(fh))
+    rows = list(csv.DictReader(io.StringIO(read_input_text(path, "demand"), newline="")))
     try:
         c = np.array([float(r["creation_time"]) for r in rows])
         d = np.array([float(r["deletion_time"] or "nan") for r in rows])
@@ -108,8 +118,10 @@ def pods_hourly_demand(path: str | Path) -> FloatArray:
     except (KeyError, ValueError) as exc:
         raise ValidationError("pods", f"not an OpenB pod list: {exc}", str(path)) from None
     g = np.where(n == 1, milli / 1000.0, n.astype(np.float64))
-    ok = np.isfinite(d) & (g > 0) & (d > c)
+    ok = np.isfinite(c) & np.isfinite(d) & (g > 0) & (d > c)
     c, d, g = c[ok], d[ok], g[ok]
+    if len(c) and (c.min() < 0 or d.max() > MAX_POD_TRACE_H * HOUR_S):
+        raise ValidationError("creation_time", f"pod times must be seconds in 0..{MAX_POD_TRACE_H:,} h", str(path))
     n_h = int(np.ceil(d.max() / HOUR_S)) if len(d) else 0
     if n_h == 0:
         raise ValidationError("pods", "no pod holds a GPU", str(path))
@@ -136,8 +148,7 @@ def load_demand(
     A file whose header has ``creation_time`` and ``deletion_time`` is read as an OpenB pod list
     (series id ``pods``) with :func:`pods_hourly_demand`.
     """
-    with Path(path).open() as fh:
-        header = fh.readline()
+    header = read_input_text(path, "demand").partition("\n")[0]
     if "creation_time" in header and "deletion_time" in header:
         return {"pods": pods_hourly_demand(path)}
     all_series = read_series_csv(path)
@@ -147,7 +158,10 @@ def load_demand(
         all_series = {series_id: all_series[series_id]}
     out: dict[str, FloatArray] = {}
     for sid, s in all_series.items():
-        out[sid] = hourly_demand(convert.convert(s) if convert else s)
+        try:
+            out[sid] = hourly_demand(convert.convert(s) if convert else s)
+        except ValidationError as exc:
+            raise ValidationError(exc.field, exc.message, exc.location or str(path)) from None
     return out
 
 

@@ -8,6 +8,7 @@ from typing import Annotated
 import typer
 
 from gpufleet.cli.errors import user_errors
+from gpufleet.cli.paths import output_file
 
 
 def register(app: typer.Typer) -> None:
@@ -21,7 +22,9 @@ def register(app: typer.Typer) -> None:
         forecast_rate: Annotated[float, typer.Option(help="Open-loop rate for the forecast, req/s")] = 50.0,
         duration_s: Annotated[float, typer.Option(help="Seconds per open-loop phase")] = 15.0,
         saturation_s: Annotated[float, typer.Option(help="Seconds per closed-loop saturation phase")] = 5.0,
-        json_out: Annotated[Path | None, typer.Option("--json", help="Write the results as JSON here")] = None,
+        json_out: Annotated[
+            Path | None, typer.Option("--json", callback=output_file, help="Write the results as JSON here")
+        ] = None,
     ) -> None:
         """Measure p50/p99 and throughput of placement and forecast (target: placement p99 <= 50 ms at 200/s)."""
         from gpufleet.bench import api as bench

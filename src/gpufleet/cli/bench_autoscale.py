@@ -16,6 +16,7 @@ from gpufleet.autoscale.throughput import ReplicaThroughputModel
 from gpufleet.bench.autoscale import EARLY_S, BenchSettings, run, to_json, verdict
 from gpufleet.bench.autoscale_requests import RequestColumns, parse_where
 from gpufleet.cli.errors import user_errors
+from gpufleet.cli.paths import output_file
 from gpufleet.domain.errors import ValidationError
 
 
@@ -29,7 +30,9 @@ def bench_autoscale(
     ],
     cold_start_s: Annotated[float, typer.Option("--cold-start-s", help="replica cold start, seconds")] = 120.0,
     slo_s: Annotated[float, typer.Option("--slo-s", help="SLO on queue wait, seconds")] = 2.0,
-    json_path: Annotated[Path | None, typer.Option("--json", help="write the results as JSON here")] = None,
+    json_path: Annotated[
+        Path | None, typer.Option("--json", callback=output_file, help="write the results as JSON here")
+    ] = None,
     series: Annotated[str | None, typer.Option("--series", help="only this series_id of a series file")] = None,
     seed: Annotated[int, typer.Option("--seed", help="seed of the sub-window Poisson arrivals")] = 0,
     target_utilization: Annotated[

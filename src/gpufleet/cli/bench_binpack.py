@@ -10,8 +10,10 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from gpufleet.bench.binpack import RunResult, parse_seeds, run_bench
+from gpufleet.bench.binpack import RunResult, run_bench
+from gpufleet.bench.seeds import parse_seeds
 from gpufleet.cli.errors import user_errors
+from gpufleet.cli.paths import output_file
 from gpufleet.domain.errors import ValidationError
 from gpufleet.schedule.scheduler import POLICY_NAMES
 
@@ -24,7 +26,9 @@ def register(app: typer.Typer) -> None:
         pods: Annotated[Path, typer.Option("--pods", help="openb pod list CSV")],
         seeds: Annotated[str, typer.Option("--seeds", help="'42-51' or '42,43'")] = "42-51",
         policy: Annotated[str, typer.Option("--policy", help=f"one of {', '.join(POLICY_NAMES)} or 'all'")] = "all",
-        json_path: Annotated[Path | None, typer.Option("--json", help="write the summary as JSON here")] = None,
+        json_path: Annotated[
+            Path | None, typer.Option("--json", callback=output_file, help="write the summary as JSON here")
+        ] = None,
     ) -> None:
         """Unallocated GPU % when arrived GPU demand reaches 100 % of capacity (FGD, ATC'23 protocol)."""
         names = list(POLICY_NAMES) if policy == "all" else [p.strip() for p in policy.split(",")]

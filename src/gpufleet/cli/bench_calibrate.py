@@ -12,14 +12,17 @@ from rich.table import Table
 from gpufleet.bench.calibrate import calibrate
 from gpufleet.cli.cmd_simulate import write_json
 from gpufleet.cli.errors import user_errors
+from gpufleet.cli.paths import output_file
 
 
 def register(app: typer.Typer) -> None:
     @app.command("calibrate")
     @user_errors
     def calibrate_cmd(
-        data: Annotated[Path, typer.Option(help="the public traces folder")] = Path("../shared/data"),
-        json_path: Annotated[Path | None, typer.Option("--json")] = None,
+        data: Annotated[Path, typer.Option(exists=True, file_okay=False, help="the public traces folder")] = Path(
+            "../shared/data"
+        ),
+        json_path: Annotated[Path | None, typer.Option("--json", callback=output_file)] = None,
     ) -> None:
         """Measure the trace statistics that the built-in scenario is calibrated on."""
         r = calibrate(data)

@@ -10,9 +10,10 @@ from rich.console import Console
 from rich.table import Table
 
 from gpufleet.bench.cluster_autoscale import bench_cluster_autoscale
-from gpufleet.cli.bench_loop import parse_seeds
+from gpufleet.bench.seeds import parse_seeds
 from gpufleet.cli.cmd_simulate import write_json
 from gpufleet.cli.errors import user_errors
+from gpufleet.cli.paths import output_file
 
 
 def register(app: typer.Typer) -> None:
@@ -22,7 +23,7 @@ def register(app: typer.Typer) -> None:
         seeds: Annotated[str, typer.Option(help="A-B or a comma list")] = "1-5",
         days: Annotated[int, typer.Option(min=1)] = 60,
         gpus: Annotated[int, typer.Option(min=8)] = 1024,
-        json_path: Annotated[Path | None, typer.Option("--json")] = None,
+        json_path: Annotated[Path | None, typer.Option("--json", callback=output_file)] = None,
     ) -> None:
         """Node launches, terminations, cost and pending time: gpufleet's node scaler vs a CA-like baseline."""
         r = bench_cluster_autoscale(parse_seeds(seeds), days, gpus)

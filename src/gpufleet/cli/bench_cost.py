@@ -12,6 +12,7 @@ from rich.table import Table
 
 from gpufleet.bench.cost import bench_cost
 from gpufleet.cli.errors import user_errors
+from gpufleet.cli.paths import output_file
 
 
 def register(app: typer.Typer) -> None:
@@ -20,10 +21,12 @@ def register(app: typer.Typer) -> None:
     def cost(
         gpus: Annotated[int, typer.Option(min=8, help="fleet size in GPUs (a multiple of 8)")] = 10_000,
         days: Annotated[int, typer.Option(min=1, help="days of samples")] = 30,
-        step_s: Annotated[int, typer.Option(min=1, help="sample interval in seconds")] = 300,
+        step_s: Annotated[int, typer.Option(min=1, max=86_400, help="sample interval in seconds")] = 300,
         seed: Annotated[int, typer.Option(min=0)] = 0,
         baseline_samples: Annotated[int, typer.Option(min=1000, help="samples the naive loop meters")] = 2_000_000,
-        json_path: Annotated[Path | None, typer.Option("--json", help="write the results as JSON")] = None,
+        json_path: Annotated[
+            Path | None, typer.Option("--json", callback=output_file, help="write the results as JSON")
+        ] = None,
     ) -> None:
         """Meter a month of 5-minute per-GPU samples; columnar vs a naive per-record loop (same run)."""
         r = bench_cost(gpus, days, step_s, seed, baseline_samples)

@@ -9,6 +9,7 @@ from typing import Annotated
 import typer
 
 from gpufleet.cli.errors import user_errors
+from gpufleet.cli.paths import output_file
 
 
 def register(app: typer.Typer) -> None:
@@ -17,13 +18,17 @@ def register(app: typer.Typer) -> None:
     def bench_forecast(
         series: Annotated[Path, typer.Option("--series", help="CSV in the generic series format")],
         horizon: Annotated[str, typer.Option("--horizon", help="steps (144) or a duration (1d, 24h)")],
-        json_path: Annotated[Path | None, typer.Option("--json", help="write per-series, per-model metrics")] = None,
+        json_path: Annotated[
+            Path | None, typer.Option("--json", callback=output_file, help="write per-series, per-model metrics")
+        ] = None,
         aggregate: Annotated[
             str | None, typer.Option("--aggregate", help="mean-aggregate to this step first, e.g. 1h")
         ] = None,
         origins: Annotated[int, typer.Option("--origins", help="rolling origins (>= 4)")] = 4,
         models: Annotated[str | None, typer.Option("--models", help="comma-separated subset")] = None,
-        markdown: Annotated[Path | None, typer.Option("--markdown", help="also write the tables here")] = None,
+        markdown: Annotated[
+            Path | None, typer.Option("--markdown", callback=output_file, help="also write the tables here")
+        ] = None,
         time_column: Annotated[
             str | None, typer.Option("--time-column", help="read --series as a request log: count rows per step")
         ] = None,
@@ -45,12 +50,12 @@ def register(app: typer.Typer) -> None:
             run_forecast_bench,
         )
 
-        agg_s = parse_duration_s(aggregate) if aggregate else None
+        agg_s = parse_duration_s(aggregate, "aggregate") if aggregate else None
         if time_column:
             data = request_rate_series(series, time_column, agg_s or 3600, group_column)
         else:
             data = load_regular(series, agg_s)
-        chosen = tuple(m.strip() for m in models.split(",")) if models else MODELS
+        chosen = tuple(m.strip() for m in models.split(",") if m.strip()) if models is not None else MODELS
         result = run_forecast_bench(data, horizon, n_origins=origins, models=chosen, progress=typer.echo)
         table = markdown_table(result)
         if per_origin:

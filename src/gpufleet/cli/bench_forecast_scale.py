@@ -13,10 +13,10 @@ def register(app: typer.Typer) -> None:
     @app.command("forecast-scale")
     @user_errors
     def bench_forecast_scale(
-        n_series: Annotated[int, typer.Option("--n-series")] = 1000,
-        points: Annotated[int, typer.Option("--points")] = 60,
-        horizon: Annotated[int, typer.Option("--horizon")] = 90,
-        seed: Annotated[int, typer.Option("--seed")] = 7,
+        n_series: Annotated[int, typer.Option("--n-series", min=1)] = 1000,
+        points: Annotated[int, typer.Option("--points", min=3)] = 60,
+        horizon: Annotated[int, typer.Option("--horizon", min=1, max=100_000)] = 90,
+        seed: Annotated[int, typer.Option("--seed", min=0)] = 7,
     ) -> None:
         """Forecast N synthetic daily series (default 1,000 x 60 points, horizon 90) and report seconds."""
         from gpufleet.bench.forecast_scale import run_forecast_scale

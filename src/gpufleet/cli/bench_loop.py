@@ -10,21 +10,10 @@ from rich.console import Console
 from rich.table import Table
 
 from gpufleet.bench.loop import bench_loop
+from gpufleet.bench.seeds import parse_seeds
 from gpufleet.cli.cmd_simulate import write_json
 from gpufleet.cli.errors import user_errors
-from gpufleet.domain.errors import ValidationError
-
-
-def parse_seeds(text: str) -> list[int]:
-    try:
-        if "-" in text:
-            a, b = (int(x) for x in text.split("-", 1))
-            if b < a:
-                raise ValueError
-            return list(range(a, b + 1))
-        return [int(x) for x in text.split(",") if x.strip()]
-    except ValueError:
-        raise ValidationError("--seeds", f"expected A-B or a comma list of integers, got {text!r}") from None
+from gpufleet.cli.paths import output_file
 
 
 def register(app: typer.Typer) -> None:
@@ -34,7 +23,7 @@ def register(app: typer.Typer) -> None:
         seeds: Annotated[str, typer.Option(help="A-B or a comma list")] = "1-5",
         days: Annotated[int, typer.Option(min=1)] = 60,
         gpus: Annotated[int, typer.Option(min=8)] = 1024,
-        json_path: Annotated[Path | None, typer.Option("--json")] = None,
+        json_path: Annotated[Path | None, typer.Option("--json", callback=output_file)] = None,
     ) -> None:
         """gpufleet's control loop vs the baseline loop on the default scenario, per seed and on average."""
         r = bench_loop(parse_seeds(seeds), days, gpus)

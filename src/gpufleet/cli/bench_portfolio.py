@@ -10,6 +10,7 @@ import typer
 from rich.console import Console
 
 from gpufleet.cli.errors import user_errors
+from gpufleet.cli.paths import output_file
 
 _out = Console(width=130)
 
@@ -18,11 +19,13 @@ def register(app: typer.Typer) -> None:
     @app.command("portfolio")
     @user_errors
     def bench_portfolio(
-        pairs: Annotated[int, typer.Option(help="SKU-region pairs")] = 20,
-        days: Annotated[int, typer.Option(help="Horizon, days (daily grid)")] = 730,
-        scenarios: Annotated[int, typer.Option(help="Demand scenarios")] = 3,
+        pairs: Annotated[int, typer.Option(min=1, help="SKU-region pairs")] = 20,
+        days: Annotated[int, typer.Option(min=1, help="Horizon, days (daily grid)")] = 730,
+        scenarios: Annotated[int, typer.Option(min=1, help="Demand scenarios")] = 3,
         share_cap: Annotated[float, typer.Option(help="Max share of one provider for the capped run")] = 0.6,
-        json_path: Annotated[Path | None, typer.Option("--json", help="Write results as JSON here")] = None,
+        json_path: Annotated[
+            Path | None, typer.Option("--json", callback=output_file, help="Write results as JSON here")
+        ] = None,
     ) -> None:
         """Solve a synthetic 2-year, 20-pair, 4-tier daily plan twice (uncapped, provider-capped)."""
         from gpufleet.bench.portfolio import run

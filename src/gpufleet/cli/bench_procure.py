@@ -12,6 +12,7 @@ from rich.console import Console
 from rich.table import Table
 
 from gpufleet.cli.errors import user_errors
+from gpufleet.cli.paths import output_file
 
 _out = Console(width=130)
 
@@ -33,7 +34,9 @@ def register(app: typer.Typer) -> None:
         checkpointable_share: Annotated[float, typer.Option(help="Share of demand allowed on spot")] = 0.0,
         spot_capacity: Annotated[float, typer.Option(help="Spot capacity, GPUs")] = 0.0,
         secondary_capacity: Annotated[float, typer.Option(help="Secondary provider capacity, GPUs")] = 0.0,
-        json_path: Annotated[Path | None, typer.Option("--json", help="Write results as JSON here")] = None,
+        json_path: Annotated[
+            Path | None, typer.Option("--json", callback=output_file, help="Write results as JSON here")
+        ] = None,
     ) -> None:
         """Replay hourly demand: policies see only the past; overflow goes to pay-per-use tiers."""
         from gpufleet.bench.procure import POLICY_ORDER, RpsToGpus, load_demand, run
@@ -48,7 +51,7 @@ def register(app: typer.Typer) -> None:
             spot_capacity_gpus=spot_capacity,
             secondary_capacity_gpus=secondary_capacity,
         )
-        conv = RpsToGpus(rps_per_replica, gpus_per_replica) if rps_per_replica else None
+        conv = RpsToGpus(rps_per_replica, gpus_per_replica) if rps_per_replica is not None else None
         data = load_demand(demand, series_id=series, convert=conv)
         doc = run(cfg, data)
         table = Table(title=f"bench procure: term {term_hours} h, lead {lead_hours} h, {sku}, alpha {cfg.alpha:.3f}")

@@ -12,6 +12,7 @@ from rich.console import Console
 
 from gpufleet.bench.sched_throughput import run_throughput
 from gpufleet.cli.errors import user_errors
+from gpufleet.cli.paths import output_file
 from gpufleet.domain.errors import ValidationError
 
 
@@ -21,9 +22,11 @@ def register(app: typer.Typer) -> None:
     def sched_throughput(
         nodes: Annotated[int, typer.Option("--nodes", help="8-GPU nodes (mixed SKUs)")] = 10_000,
         pods: Annotated[int, typer.Option("--pods", help="pod decisions to time")] = 100_000,
-        seed: Annotated[int, typer.Option("--seed")] = 7,
+        seed: Annotated[int, typer.Option("--seed", min=0)] = 7,
         policy: Annotated[str, typer.Option("--policy")] = "gpufleet",
-        json_path: Annotated[Path | None, typer.Option("--json", help="write the result as JSON here")] = None,
+        json_path: Annotated[
+            Path | None, typer.Option("--json", callback=output_file, help="write the result as JSON here")
+        ] = None,
     ) -> None:
         """Time Scheduler.place on a busy cluster (pods churn to stay ~85 % GPU-allocated)."""
         if nodes <= 0 or pods <= 0:

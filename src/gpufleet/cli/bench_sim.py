@@ -12,6 +12,7 @@ from rich.table import Table
 from gpufleet.bench.sim import bench_sim
 from gpufleet.cli.cmd_simulate import write_json
 from gpufleet.cli.errors import user_errors
+from gpufleet.cli.paths import output_file
 
 
 def register(app: typer.Typer) -> None:
@@ -22,7 +23,7 @@ def register(app: typer.Typer) -> None:
         days: Annotated[int, typer.Option(min=1, help="simulated days")] = 365,
         seed: Annotated[int, typer.Option(min=0)] = 7,
         min_jobs: Annotated[int, typer.Option(min=0, help="at least this many training jobs")] = 1_000_000,
-        json_path: Annotated[Path | None, typer.Option("--json")] = None,
+        json_path: Annotated[Path | None, typer.Option("--json", callback=output_file)] = None,
     ) -> None:
         """Simulate a large fleet for a long time; print jobs, events, wall seconds, events per second."""
         r = bench_sim(gpus, days, seed, min_jobs)

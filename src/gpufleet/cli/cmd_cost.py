@@ -14,6 +14,7 @@ from rich.table import Table
 from gpufleet.adapters.cost_files import read_allocations_csv, read_capacity_csv
 from gpufleet.adapters.telemetry_files import parse_time, read_file
 from gpufleet.cli.errors import user_errors
+from gpufleet.cli.paths import output_file
 from gpufleet.cost.allocate import allocate_costs
 from gpufleet.cost.chargeback import DIMENSIONS, chargeback
 from gpufleet.cost.meter import UsageTotals, meter_usage
@@ -50,7 +51,9 @@ def chargeback_cmd(
         DistributionRule.PROPORTIONAL
     ),
     mode: Annotated[str, typer.Option(help="chargeback or showback (a label on the report)")] = "chargeback",
-    csv_path: Annotated[Path | None, typer.Option("--csv", help="write the report as CSV")] = None,
+    csv_path: Annotated[
+        Path | None, typer.Option("--csv", callback=output_file, help="write the report as CSV")
+    ] = None,
 ) -> None:
     """Charge a window's cost to the labels of its allocations; allocated + idle == fleet cost, exactly."""
     t0, t1 = _when(start, "from"), _when(end, "to")

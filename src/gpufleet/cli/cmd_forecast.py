@@ -10,6 +10,9 @@ from typing import Annotated
 import typer
 
 from gpufleet.cli.errors import user_errors
+from gpufleet.cli.paths import output_file
+from gpufleet.domain.errors import ValidationError
+from gpufleet.domain.inputs import MAX_UNIX_S
 
 
 def register(app: typer.Typer) -> None:
@@ -18,18 +21,26 @@ def register(app: typer.Typer) -> None:
     def forecast(
         series: Annotated[Path, typer.Option("--series", help="CSV: timestamp, series_id, value")],
         horizon: Annotated[str, typer.Option("--horizon", help="a duration (7d, 24h) or a number of steps")],
-        json_path: Annotated[Path | None, typer.Option("--json", help="write the quantiles as JSON")] = None,
+        json_path: Annotated[
+            Path | None, typer.Option("--json", callback=output_file, help="write the quantiles as JSON")
+        ] = None,
         aggregate: Annotated[str | None, typer.Option("--aggregate", help="mean-aggregate first, e.g. 1h")] = None,
     ) -> None:
         """Forecast every series in the file; print the 10/50/90% quantiles per step, optionally write JSON."""
         from gpufleet.bench.forecast import horizon_steps, load_regular, parse_duration_s
         from gpufleet.forecast import AutoForecaster, seasons_for_step
 
-        data = load_regular(series, parse_duration_s(aggregate) if aggregate else None)
+        data = load_regular(series, parse_duration_s(aggregate, "aggregate") if aggregate else None)
         out: dict[str, object] = {}
         for sid, s in data.items():
             h = horizon_steps(horizon, s.step_s)
-            model = AutoForecaster(seasons_for_step(s.step_s)).fit(s.values)
+            if int(s.t_s[-1]) + h * s.step_s > MAX_UNIX_S:
+                raise ValidationError("horizon", f"series {sid!r}: {h} steps of {s.step_s} s run past 9999-12-31")
+            try:
+                model = AutoForecaster(seasons_for_step(s.step_s)).fit(s.values)
+            except ValidationError as exc:  # the model refuses the history: say which series of which file
+                field = "value" if exc.field == "y" else exc.field  # the model calls the history y
+                raise ValidationError(field, f"series {sid!r}: {exc.message}", str(series)) from None
             fc = model.predict(h)
             stamps = [
                 datetime.fromtimestamp(int(s.t_s[-1]) + (k + 1) * s.step_s, UTC).isoformat().replace("+00:00", "Z")

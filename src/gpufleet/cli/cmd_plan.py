@@ -14,17 +14,24 @@ from rich.console import Console
 from rich.table import Table
 
 from gpufleet.cli.errors import user_errors
+from gpufleet.cli.paths import output_file
 from gpufleet.domain.errors import ValidationError
 
 _out = Console(width=150)
 
 
+MAX_HORIZON_DAYS = 730  # as the API's plans:propose
+
+
 def _days(text: str) -> int:
     t = text.strip().lower()
     try:
-        return int(t[:-1]) if t.endswith("d") else int(t)
+        days = int(t[:-1]) if t.endswith("d") else int(t)
     except ValueError:
         raise ValidationError("horizon", f"expected days such as 180d, got {text!r}") from None
+    if not 1 <= days <= MAX_HORIZON_DAYS:
+        raise ValidationError("horizon", f"must be 1..{MAX_HORIZON_DAYS} days, got {text!r}")
+    return days
 
 
 def _iso(ts: int | None) -> str | None:
@@ -41,7 +48,9 @@ def register(app: typer.Typer) -> None:
         horizon: Annotated[str, typer.Option(help="Planning horizon, e.g. 180d")] = "180d",
         workload_class: Annotated[str, typer.Option(help="serving | training | checkpointable")] = "serving",
         on_demand_quota: Annotated[float | None, typer.Option(help="On-demand quota per pair, GPUs")] = None,
-        json_path: Annotated[Path | None, typer.Option("--json", help="Write the plan as JSON here")] = None,
+        json_path: Annotated[
+            Path | None, typer.Option("--json", callback=output_file, help="Write the plan as JSON here")
+        ] = None,
     ) -> None:
         """Plan commitments over the horizon and print proposals timed by lead time."""
         from gpufleet.bench.procure import load_demand

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from enum import StrEnum
 from typing import TYPE_CHECKING, Annotated
 
 import typer
@@ -14,6 +15,15 @@ if TYPE_CHECKING:
 
     from gpufleet.service.bootstrap import Services
     from gpufleet.service.settings import Settings
+
+
+class LogLevel(StrEnum):
+    critical = "critical"
+    error = "error"
+    warning = "warning"
+    info = "info"
+    debug = "debug"
+    trace = "trace"
 
 
 def build_app(settings: Settings | None = None, *, services: Services | None = None) -> FastAPI:
@@ -36,11 +46,11 @@ def register(app: typer.Typer) -> None:
         ] = None,
         host: Annotated[str | None, typer.Option(help="Bind address (default 127.0.0.1)")] = None,
         port: Annotated[int | None, typer.Option(help="TCP port (default 8000)")] = None,
-        log_level: Annotated[str, typer.Option(help="uvicorn log level")] = "info",
+        log_level: Annotated[LogLevel, typer.Option(help="uvicorn log level")] = LogLevel.info,
     ) -> None:
         """Serve the HTTP API, /metrics and the FinOps dashboard at /ui. Run `gpufleet db upgrade` first; the server refuses an unmigrated database."""
         import uvicorn
 
         settings = load_settings(db_url=db, host=host, port=port)
         api = build_app(settings)
-        uvicorn.run(api, host=settings.host, port=settings.port, log_level=log_level, access_log=False)
+        uvicorn.run(api, host=settings.host, port=settings.port, log_level=log_level.value, access_log=False)

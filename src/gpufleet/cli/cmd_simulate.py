@@ -16,12 +16,14 @@ from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
 from gpufleet.cli.errors import user_errors
+from gpufleet.cli.paths import output_file
+from gpufleet.domain.errors import ValidationError
 from gpufleet.report.html import write_html_report
 from gpufleet.report.summary import print_comparison, print_summary
 from gpufleet.sim.builtin import default_scenario
 from gpufleet.sim.compare import compare, key_figures, versus
 from gpufleet.sim.run import LOOPS
-from gpufleet.sim.scenario import Scenario, dump_scenario, load_scenario
+from gpufleet.sim.scenario import Scenario, dump_scenario, load_scenario, parse_scenario
 
 
 class Policy(StrEnum):
@@ -32,6 +34,8 @@ class Policy(StrEnum):
 def resolve_scenario(name: str) -> Scenario:
     if name == "default":
         return default_scenario()
+    if not Path(name).exists():
+        raise ValidationError("--scenario", f"{name!r} does not exist (and is not 'default', the built-in scenario)")
     return load_scenario(name)
 
 
@@ -51,14 +55,18 @@ def register(app: typer.Typer) -> None:
         compare_baseline: Annotated[
             bool, typer.Option("--compare/--no-compare", help="also run the baseline loop on the same world")
         ] = True,
-        report: Annotated[Path | None, typer.Option(help="write a self-contained HTML report here")] = None,
-        json_path: Annotated[Path | None, typer.Option("--json", help="write the figures as JSON here")] = None,
+        report: Annotated[
+            Path | None, typer.Option(callback=output_file, help="write a self-contained HTML report here")
+        ] = None,
+        json_path: Annotated[
+            Path | None, typer.Option("--json", callback=output_file, help="write the figures as JSON here")
+        ] = None,
         dump: Annotated[bool, typer.Option(help="print the scenario as YAML and exit")] = False,
     ) -> None:
         """Simulate a GPU fleet under the closed control loop and summarize cost, utilization and service."""
         sc = resolve_scenario(scenario)
-        if days is not None:
-            sc = sc.model_copy(update={"days": days})
+        if days is not None:  # validated like the file's own field (model_copy would not check it)
+            sc = parse_scenario({**sc.model_dump(), "days": days}, source="--days")
         if dump:
             typer.echo(dump_scenario(sc), nl=False)
             return

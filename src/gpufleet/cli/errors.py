@@ -8,6 +8,7 @@ from typing import ParamSpec, TypeVar
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 
 from gpufleet.domain.errors import GpufleetError
 
@@ -25,10 +26,12 @@ def user_errors(fn: Callable[P, R]) -> Callable[P, R]:
         try:
             return fn(*args, **kwargs)
         except GpufleetError as exc:
-            _err.print(f"[bold red]error:[/] {exc}", highlight=False, soft_wrap=True)
+            _err.print(f"[bold red]error:[/] {escape(str(exc))}", highlight=False, soft_wrap=True)
             raise typer.Exit(2) from None
         except FileNotFoundError as exc:
-            _err.print(f"[bold red]error:[/] file not found: {exc.filename}", highlight=False, soft_wrap=True)
+            _err.print(
+                f"[bold red]error:[/] file not found: {escape(str(exc.filename))}", highlight=False, soft_wrap=True
+            )
             raise typer.Exit(2) from None
 
     return wrapper

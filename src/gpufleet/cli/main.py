@@ -13,6 +13,7 @@ import sys
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 
 import gpufleet.cli as cli_pkg
 from gpufleet.domain.errors import GpufleetError
@@ -45,7 +46,7 @@ def main() -> None:
     try:
         app(standalone_mode=True)
     except GpufleetError as exc:
-        _err.print(f"[bold red]error:[/] {exc}", highlight=False)
+        _err.print(f"[bold red]error:[/] {escape(str(exc))}", highlight=False, soft_wrap=True)
         sys.exit(2)
 
 

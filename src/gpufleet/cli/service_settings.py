@@ -18,4 +18,6 @@ def load_settings(**overrides: Any) -> Settings:
     except pydantic.ValidationError as exc:
         err = exc.errors()[0]
         field = ".".join(str(p) for p in err["loc"]) or "settings"
+        if field not in given and field != "settings":  # it came from the environment: say which variable
+            field = f"GPUFLEET_{field.upper()}"
         raise ValidationError(field, str(err["msg"]).removeprefix("Value error, ")) from None

@@ -63,6 +63,8 @@ def plan_from_history(
         raise ValidationError("workload_class", f"must be one of {WORKLOAD_CLASSES}")
     if horizon_days <= 0:
         raise ValidationError("horizon", "must be > 0 days")
+    if on_demand_quota_gpus is not None and not on_demand_quota_gpus >= 0:  # NaN fails too
+        raise ValidationError("on_demand_quota_gpus", f"must be >= 0 GPUs, got {on_demand_quota_gpus}")
     pairs = []
     for key, series in history.items():
         sku_id, region = key.split("@", 1) if "@" in key else ("h100_80gb", "us-east-1")

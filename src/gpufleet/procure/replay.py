@@ -57,6 +57,9 @@ class ReplayConfig:
         for name in ("reserved_usd_per_gpu_h", "on_demand_usd_per_gpu_h", "spot_usd_per_gpu_h"):
             if getattr(self, name) < 0:
                 raise ValidationError(name, "must be >= 0")
+        for name in ("on_demand_quota_gpus", "spot_capacity_gpus", "secondary_capacity_gpus"):
+            if not getattr(self, name) >= 0:  # NaN fails too; inf is "no limit"
+                raise ValidationError(name, f"must be >= 0 GPUs (inf for no limit), got {getattr(self, name)}")
         if self.unmet_penalty_usd_per_gpu_h <= 0:
             object.__setattr__(self, "unmet_penalty_usd_per_gpu_h", 3.0 * self.on_demand_usd_per_gpu_h)
 

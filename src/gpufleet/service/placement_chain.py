@@ -28,7 +28,7 @@ from typing import Any
 
 from sqlalchemy import Engine, bindparam, func, select
 
-from gpufleet.adapters.sql.models import PoolRow, PoolSignalRow, ReservationRow, SkuRow
+from gpufleet.adapters.sql.models import PoolRow, PoolSignalRow, RegionRow, ReservationRow, SkuRow
 from gpufleet.cost.budgets import AdmissionAction
 from gpufleet.domain.allocations import FallbackStep
 from gpufleet.domain.errors import NotFoundError, ValidationError
@@ -167,6 +167,7 @@ class ChainPlacementService:
         self._all_regions = base
         self._some_regions = base.where(PoolRow.region_id.in_(bindparam("regions", expanding=True)))
         self._sku_exists = select(SkuRow.id).where(SkuRow.id == bindparam("sku"))
+        self._regions_exist = select(RegionRow.id).where(RegionRow.id.in_(bindparam("regions", expanding=True)))
 
     def recommend(self, actor: Actor, req: ChainPlacementRequest) -> dict[str, Any]:
         if req.gpus <= 0:
@@ -184,6 +185,13 @@ class ChainPlacementService:
                 and conn.execute(self._sku_exists, {"sku": req.sku_id}).first() is None
             ):
                 raise ValidationError("sku", f"unknown SKU {req.sku_id!r}")
+            have = {row[1] for row in rows}
+            unseen = [r for r in req.regions if r not in have]
+            if unseen:  # a region without pools for these SKUs: a typo is an error, a real region just has none
+                known = set(conn.execute(self._regions_exist, {"regions": unseen}).scalars())
+                for i, region_id in enumerate(req.regions):
+                    if region_id not in known and region_id in unseen:
+                        raise ValidationError(f"regions[{i}]", f"unknown region {region_id!r}")
         states = []
         price_uusd: dict[str, int] = {}
         for (

@@ -13,7 +13,9 @@ Calibration (docs/scenario.md has the derivation; figures measured from ../share
 
 from __future__ import annotations
 
+from gpufleet.domain.errors import ValidationError
 from gpufleet.sim.scenario import (
+    MAX_DAYS,
     ControlSpec,
     ExperimentSpec,
     FailureSpec,
@@ -35,6 +37,10 @@ def default_scenario(
     ``jobs_per_day`` overrides the experiment arrival rate (the benchmark uses it to reach a job count);
     by default it scales with the fleet so that training demand stays near 70% of training capacity.
     """
+    if not 1 <= days <= MAX_DAYS:
+        raise ValidationError("days", f"must be 1..{MAX_DAYS}, got {days}")
+    if gpus < 1 or seed < 0:
+        raise ValidationError("gpus" if gpus < 1 else "seed", f"must be >= {1 if gpus < 1 else 0}")
     k = gpus / BASE_GPUS
 
     def n8(x: float) -> int:  # whole 8-GPU nodes, at least one

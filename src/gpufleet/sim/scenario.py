@@ -15,8 +15,10 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from pydantic import ValidationError as PydanticValidationError
 
 from gpufleet.domain.errors import ValidationError
+from gpufleet.domain.inputs import read_input_text
 from gpufleet.domain.skus import SKUS_BY_ID
 
+MAX_DAYS = 3650  # ten years of simulated time; more is a typo
 Pos = Annotated[float, Field(gt=0)]
 NonNeg = Annotated[float, Field(ge=0)]
 PosInt = Annotated[int, Field(gt=0)]
@@ -25,7 +27,7 @@ Share = Annotated[float, Field(ge=0, le=1)]
 
 
 class _M(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
 
 class InitialReservation(_M):
@@ -140,7 +142,7 @@ class ControlSpec(_M):
 class Scenario(_M):
     name: str
     seed: NonNegInt = 0
-    days: PosInt = 60
+    days: Annotated[int, Field(gt=0, le=MAX_DAYS)] = 60
     pools: Annotated[list[PoolSpec], Field(min_length=1)]
     serving: list[ServingSpec] = []
     experiments: list[ExperimentSpec] = []
@@ -206,9 +208,7 @@ def parse_scenario(data: Any, *, source: str = "<scenario>", yaml_root: yaml.Nod
 
 def load_scenario(path: str | Path) -> Scenario:
     p = Path(path)
-    if not p.is_file():
-        raise ValidationError("scenario", "file does not exist", str(p))
-    text = p.read_text()
+    text = read_input_text(p, "scenario")
     try:
         root = yaml.compose(text)
         data = yaml.safe_load(text)

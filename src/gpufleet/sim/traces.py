@@ -6,14 +6,19 @@ Generic series format: CSV with header ``timestamp,series_id,value``; ``timestam
 from __future__ import annotations
 
 import csv
+import io
+import math
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 from pathlib import Path
 
 import numpy as np
 import numpy.typing as npt
 
 from gpufleet.domain.errors import ValidationError
+from gpufleet.domain.inputs import read_input_text
+
+MAX_GRID_STEPS = 20_000_000  # a regular grid longer than this is a stray timestamp, not a trace
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,12 +45,11 @@ def _parse_ts(raw: str, where: str) -> int:
         text = text[:-1] + "+00:00"
     try:
         dt = datetime.fromisoformat(text)
-    except ValueError:
+        if dt.tzinfo is None:  # the format says UTC; a naive stamp is read as UTC
+            dt = dt.replace(tzinfo=UTC)
+        return int(dt.timestamp())
+    except (ValueError, OverflowError):
         raise ValidationError("timestamp", f"not an ISO-8601 time: {raw!r}", where) from None
-    if dt.tzinfo is None:
-        # the format says UTC; a naive stamp is read as UTC
-        return int(dt.timestamp() - dt.astimezone().utcoffset().total_seconds())  # type: ignore[union-attr]
-    return int(dt.timestamp())
 
 
 def read_series_csv(path: str | Path) -> dict[str, Series]:
@@ -54,34 +58,34 @@ def read_series_csv(path: str | Path) -> dict[str, Series]:
     Duplicate timestamps within a series keep the last value. Raises ValidationError naming file and line.
     """
     p = Path(path)
-    if not p.exists():
-        raise ValidationError("path", "file does not exist", str(p))
+    text = read_input_text(p)
     rows: dict[str, tuple[list[int], list[float]]] = {}
-    with p.open(newline="") as fh:
-        reader = csv.reader(fh)
-        header = next(reader, None)
-        if header is None:
-            raise ValidationError("header", "file is empty", str(p))
-        cols = [h.strip().lower() for h in header]
-        for need in ("timestamp", "series_id", "value"):
-            if need not in cols:
-                raise ValidationError(need, f"missing column (header is {header})", f"{p}:1")
-        it, isid, iv = cols.index("timestamp"), cols.index("series_id"), cols.index("value")
-        for lineno, row in enumerate(reader, start=2):
-            if not row or all(not c.strip() for c in row):
-                continue
-            where = f"{p}:{lineno}"
-            if len(row) < len(cols):
-                raise ValidationError("row", f"expected {len(cols)} fields, got {len(row)}", where)
-            t = _parse_ts(row[it], where)
-            raw_v = row[iv].strip()
-            try:
-                v = float(raw_v) if raw_v else float("nan")
-            except ValueError:
-                raise ValidationError("value", f"not a number: {raw_v!r}", where) from None
-            ts, vs = rows.setdefault(row[isid].strip(), ([], []))
-            ts.append(t)
-            vs.append(v)
+    reader = csv.reader(io.StringIO(text, newline=""))
+    header = next(reader, None)
+    if header is None:
+        raise ValidationError("header", "file is empty", str(p))
+    cols = [h.strip().lower() for h in header]
+    for need in ("timestamp", "series_id", "value"):
+        if need not in cols:
+            raise ValidationError(need, f"missing column (header is {header})", f"{p}:1")
+    it, isid, iv = cols.index("timestamp"), cols.index("series_id"), cols.index("value")
+    for lineno, row in enumerate(reader, start=2):
+        if not row or all(not c.strip() for c in row):
+            continue
+        where = f"{p}:{lineno}"
+        if len(row) < len(cols):
+            raise ValidationError("row", f"expected {len(cols)} fields, got {len(row)}", where)
+        t = _parse_ts(row[it], where)
+        raw_v = row[iv].strip()
+        try:
+            v = float(raw_v) if raw_v else float("nan")
+        except ValueError:
+            raise ValidationError("value", f"not a number: {raw_v!r}", where) from None
+        if math.isinf(v):
+            raise ValidationError("value", f"not a finite number: {raw_v!r} (leave it empty for a gap)", where)
+        ts, vs = rows.setdefault(row[isid].strip(), ([], []))
+        ts.append(t)
+        vs.append(v)
     if not rows:
         raise ValidationError("rows", "no data rows", str(p))
     out: dict[str, Series] = {}
@@ -104,6 +108,12 @@ def resample_mean(series: Series, step_s: int) -> Series:
     start = series.t_s[0] - series.t_s[0] % step_s
     idx = (series.t_s - start) // step_s
     n = int(idx[-1]) + 1
+    if n > MAX_GRID_STEPS:
+        raise ValidationError(
+            "timestamp",
+            f"series {series.series_id!r} spans {n:,} steps of {step_s} s (at most {MAX_GRID_STEPS:,}): "
+            "check for a stray timestamp far from the others",
+        )
     sums = np.zeros(n)
     counts = np.zeros(n)
     ok = ~np.isnan(series.values)

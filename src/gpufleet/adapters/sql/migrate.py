@@ -6,15 +6,26 @@ from alembic import command
 from alembic.config import Config
 from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
+from alembic.util.exc import CommandError
 from sqlalchemy import Engine
+from sqlalchemy.exc import DBAPIError
 
-from gpufleet.domain.errors import GpufleetError
+from gpufleet.domain.errors import GpufleetError, ValidationError
 
 SCRIPT_LOCATION = "gpufleet.adapters.sql:migrations"
 
 
 class DatabaseNotMigrated(GpufleetError):
     """The database schema is not at the revision this code needs."""
+
+
+class DatabaseUnavailable(GpufleetError):
+    """The database cannot be opened or reached: a folder that does not exist, a file that is not a database,
+    a server that does not answer or refuses the login."""
+
+    def __init__(self, engine: Engine, exc: DBAPIError) -> None:
+        why = str(exc.orig).strip().splitlines()[0] if exc.orig is not None else type(exc).__name__
+        super().__init__(f"cannot open database {engine.url.render_as_string(hide_password=True)}: {why}")
 
 
 def alembic_config(engine: Engine) -> Config:
@@ -31,14 +42,22 @@ def head_revision(engine: Engine) -> str:
 
 
 def current_revision(engine: Engine) -> str | None:
-    with engine.connect() as conn:
-        return MigrationContext.configure(conn).get_current_revision()
+    """The schema revision, or None for an empty database; :class:`DatabaseUnavailable` when it cannot be read."""
+    try:
+        with engine.connect() as conn:
+            return MigrationContext.configure(conn).get_current_revision()
+    except DBAPIError as exc:
+        raise DatabaseUnavailable(engine, exc) from None
 
 
 def upgrade(engine: Engine, revision: str = "head") -> tuple[str | None, str]:
     """Bring the schema to ``revision``; returns (revision before, revision after)."""
     before = current_revision(engine)
     cfg = alembic_config(engine)
+    try:
+        ScriptDirectory.from_config(cfg).get_revisions(revision)
+    except CommandError as exc:  # an unknown or ambiguous revision: refused before anything is written
+        raise ValidationError("revision", str(exc)) from None
     with engine.begin() as conn:
         cfg.attributes["connection"] = conn
         command.upgrade(cfg, revision)
