@@ -122,14 +122,14 @@ def test_zero_miss_budget_keeps_a_replica_once_cold_starts_cost_more_than_the_bu
     t, w = _sd_like_sessions()
     tr = request_trace("sessions", t, w, 0.5)
     base = {"min_replicas": 0, "max_replicas": 10, "target_per_replica": 0.04, "cold_start_s": 120.0, "slo_s": 2.0}
-    off = simulate(
-        tr, PredictiveReplicaAutoscaler(ReplicaAutoscalerConfig(**base)), cold_start_s=120, slo_s=2, gpus_per_replica=1
-    )
+    off_pol = PredictiveReplicaAutoscaler(ReplicaAutoscalerConfig(**base, zero_miss_budget=None))
+    off = simulate(tr, off_pol, cold_start_s=120, slo_s=2, gpus_per_replica=1)
     on_pol = PredictiveReplicaAutoscaler(ReplicaAutoscalerConfig(**base, zero_miss_budget=0.05))
     on = simulate(tr, on_pol, cold_start_s=120, slo_s=2, gpus_per_replica=1)
     assert off.reasons.get("scale_to_zero", 0) > 0 and "zero_over_miss_budget" not in off.reasons
     assert on.reasons.get("zero_over_miss_budget", 0) > 0
     assert on.slo_attainment > off.slo_attainment  # fewer sessions start cold
     assert on.cold_starts < off.cold_starts
+    assert ReplicaAutoscalerConfig(**base).zero_miss_budget == 0.005  # on by default: half of a 99% SLO's 1%
     with pytest.raises(ValidationError):
         ReplicaAutoscalerConfig(**base, zero_miss_budget=1.5)

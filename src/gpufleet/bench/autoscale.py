@@ -23,6 +23,7 @@ from gpufleet.bench.autoscale_oracle import OracleRun, OracleSettings, WarmStart
 from gpufleet.bench.autoscale_requests import RequestColumns, load_request_csv
 from gpufleet.bench.autoscale_sim import SimResult, simulate
 from gpufleet.bench.autoscale_traces import ArrivalTrace, load_traces
+from gpufleet.domain.catalog import PRICES_BY_SKU
 from gpufleet.domain.errors import ValidationError
 
 POLICIES = ("gpufleet", "static_peak", "hpa", "kpa")
@@ -123,8 +124,16 @@ def static_peak_replicas(
     return hi
 
 
-def build_policies(rps_per_replica: float, static_n: int, st: BenchSettings) -> dict[str, ReplicaPolicy]:
-    """The four policies of the issue, sized from the same throughput model and target utilization."""
+def replica_price_usd_h(gpus_per_replica: int) -> float:
+    """On-demand list price of one replica: ``gpus_per_replica`` H100s (the token model's GPU)."""
+    return gpus_per_replica * float(PRICES_BY_SKU["h100_80gb"].on_demand)
+
+
+def build_policies(
+    rps_per_replica: float, static_n: int, st: BenchSettings, gpus_per_replica: int = 4
+) -> dict[str, ReplicaPolicy]:
+    """The four policies of the issue, sized from the same throughput model and target utilization; the
+    replica's price (gpufleet's scale-to-zero rule weighs it) is its GPUs' on-demand price."""
     target_rps = st.target_utilization * rps_per_replica
     gf = PredictiveReplicaAutoscaler(
         ReplicaAutoscalerConfig(
@@ -133,6 +142,7 @@ def build_policies(rps_per_replica: float, static_n: int, st: BenchSettings) -> 
             target_per_replica=target_rps,
             cold_start_s=st.cold_start_s,
             slo_s=st.slo_s,
+            price_usd_per_replica_h=replica_price_usd_h(gpus_per_replica),
         )
     )
     return {
@@ -148,7 +158,7 @@ def run_trace(
 ) -> TraceRun:
     rps_per_replica = model.rps_per_replica(trace.mean_work_s)
     static_n = static_peak_replicas(trace, rps_per_replica, st, model.gpus_per_replica)
-    built = build_policies(rps_per_replica, static_n, st)
+    built = build_policies(rps_per_replica, static_n, st, model.gpus_per_replica)
     # every dynamic policy starts where the static fleet would be sized for the first minute's load
     first = trace.count[: max(1, round(60.0 / trace.step_s))].sum() / 60.0
     init = max(1, math.ceil(first / (st.target_utilization * rps_per_replica)))
@@ -182,7 +192,7 @@ def run_trace(
         wall["oracle"] = time.perf_counter() - t0
     for minutes in st.warm_start_min:
         name = f"gpufleet_warm_{minutes:g}min"
-        inner = build_policies(rps_per_replica, static_n, st)["gpufleet"]
+        inner = build_policies(rps_per_replica, static_n, st, model.gpus_per_replica)["gpufleet"]
         t0 = time.perf_counter()
         analysis[name] = simulate(
             trace,

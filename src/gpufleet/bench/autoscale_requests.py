@@ -11,6 +11,7 @@ the ``top_groups`` busiest). Times without a zone are read as UTC; only their di
 
 from __future__ import annotations
 
+import io
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -19,6 +20,7 @@ import pandas as pd
 
 from gpufleet.bench.autoscale_traces import ArrivalTrace, request_trace
 from gpufleet.domain.errors import ValidationError
+from gpufleet.domain.inputs import read_input_text
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,13 +76,12 @@ def _line(df: pd.DataFrame, pos: int) -> int:
 def load_request_csv(path: str | Path, cols: RequestColumns, step_s: float = 0.1) -> list[ArrivalTrace]:
     """One trace per selected group (or one for the whole filtered file), binned on a ``step_s`` grid."""
     p = Path(path)
-    if not p.exists():
-        raise ValidationError("trace", "file does not exist", str(p))
+    text = read_input_text(p, "trace")  # missing, a directory, unreadable, not UTF-8: one clear error
     try:
-        df = pd.read_csv(p, dtype=str, keep_default_na=False, skip_blank_lines=False)
+        df = pd.read_csv(io.StringIO(text), dtype=str, keep_default_na=False, skip_blank_lines=False)
     except pd.errors.EmptyDataError:
         raise ValidationError("header", "file is empty", str(p)) from None
-    except (pd.errors.ParserError, UnicodeDecodeError) as exc:
+    except pd.errors.ParserError as exc:
         raise ValidationError("trace", f"not a readable CSV: {str(exc).strip()}", str(p)) from None
     # blank lines are skipped but keep their place, so that a row's index still gives its file line
     df = df[(df != "").any(axis=1)]
