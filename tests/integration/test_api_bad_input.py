@@ -15,7 +15,7 @@ from sqlalchemy import text
 
 from gpufleet.service.clock import FixedClock
 from tests.integration.conftest import NOW_S, Database, LiveServer
-from tests.integration.finops_server import start_full
+from tests.integration.finops_server import _workload, start_full
 
 PROBLEM = "application/problem+json"
 DAY = 86_400
@@ -83,6 +83,16 @@ def test_a_boolean_or_a_string_is_not_a_count(server: LiveServer) -> None:
             _problem(c.post("/v1/reservations", json={**body, "units": units}), 422, "units")
         assert c.get("/v1/reservations").json() == []
         assert c.post("/v1/reservations", json={**body, "units": 8}).status_code == 201
+    wl = _workload("team-a", 1)
+    with server.client("ml_platform_admin", "bob") as c:
+        for field in ("gpus", "min_replicas", "max_replicas"):
+            for bad in (True, "1", 1.5):
+                _problem(c.post("/v1/workloads", json={**wl, field: bad}), 422, field)
+        assert c.get("/v1/workloads").json() == []
+        place = {"job_class": "serving", "priority": "normal", "sku": "h100_80gb"}
+        for field in ("gpus", "replicas"):
+            _problem(c.post("/v1/placement/recommendations", json={**place, field: "2"}), 422, field)
+        assert c.post("/v1/workloads", json=wl).status_code == 201
 
 
 def test_refused_updates_leave_the_stored_budget_and_autoscaling_as_they_were(server: LiveServer) -> None:

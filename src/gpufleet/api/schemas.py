@@ -27,7 +27,7 @@ TierName = Literal["reserved", "on_demand", "spot", "secondary"]
 PriorityName = Literal["low", "normal", "high", "critical"]
 JobClass = Literal["training", "serving"]
 RoleName = Literal["finops_admin", "ml_platform_admin", "app_team", "viewer"]
-GpusPerNode = Annotated[int, Field(ge=1, le=64)]
+GpusPerNode = Annotated[int, Field(ge=1, le=64, strict=True)]
 
 
 class Strict(BaseModel):
@@ -150,7 +150,7 @@ class ClusterPublic(BaseModel):
 
 class NodeAllocation(Strict):
     workload_id: Id
-    gpus: Annotated[int, Field(ge=1, le=64)]
+    gpus: Annotated[int, Field(ge=1, le=64, strict=True)]
 
 
 class NodeCreate(Strict):
@@ -209,10 +209,10 @@ class WorkloadCreate(Strict):
     image: Annotated[str, Field(pattern=r"^[^\s\x00-\x1f]{1,500}$")]
     cpu: PositiveFloat
     mem_gb: PositiveFloat
-    gpus: Annotated[int, Field(ge=0, le=64)]
+    gpus: Annotated[int, Field(ge=0, le=64, strict=True)]
     gpu_sku: SkuId
-    min_replicas: Annotated[int, Field(ge=0, le=10_000)]
-    max_replicas: Annotated[int, Field(ge=0, le=10_000)]
+    min_replicas: Annotated[int, Field(ge=0, le=10_000, strict=True)]
+    max_replicas: Annotated[int, Field(ge=0, le=10_000, strict=True)]
     scale_metric: Annotated[str, Field(pattern=r"^[a-z_]{1,64}$", examples=["rps"])]
     budget_usd_day: UsdIn | None = None
     team: Id

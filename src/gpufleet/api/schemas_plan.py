@@ -10,8 +10,8 @@ from pydantic import BaseModel, Field
 from gpufleet.api.schemas import JobClass, PlacementStep, PriorityName, Strict
 from gpufleet.api.types import Fraction, Id, PoolId, Seconds, SkuId, UsdIn, UsdOut
 
-Gpus = Annotated[int, Field(ge=1, le=100_000)]
-Replicas = Annotated[int, Field(ge=1, le=10_000)]
+Gpus = Annotated[int, Field(ge=1, le=100_000, strict=True)]
+Replicas = Annotated[int, Field(ge=1, le=10_000, strict=True)]
 
 
 class DegradeOptionIn(Strict):
