@@ -139,5 +139,8 @@ def test_a_refused_ingest_batch_stores_none_of_its_records(server: LiveServer, d
         r = c.post("/v1/utilization:ingest", content=csv_text, headers={"content-type": "text/csv"})
         assert r.status_code == 422 and "line 3" in r.json()["detail"], r.text
         assert stored() == 0
+        xml = c.post("/v1/utilization:ingest", content=b"<records/>", headers={"content-type": "application/xml"})
+        assert "text/csv" in _problem(xml, 415, "content-type")["detail"]  # the same status as the JSON routes
+        assert stored() == 0
         assert c.post("/v1/utilization:ingest", json={"records": [rec(0)]}).status_code == 200
         assert stored() == 1
