@@ -79,9 +79,13 @@ CASES: dict[str, Case] = {
         lambda f: ["forecast", "--series", str(f["inf.csv"]), "--horizon", "3"],
         ("inf.csv:7", "finite"),
     ),
-    "forecast: negative demand names the file and series": (
+    "forecast: negative demand names the file, line and series": (
         lambda f: ["forecast", "--series", str(f["neg.csv"]), "--horizon", "3"],
-        ("neg.csv", "series 'a'", "value"),
+        ("neg.csv:2", "value", "series 'a'", "demand must be >= 0, got '-5'"),
+    ),
+    "bench forecast: negative demand is refused as forecast refuses it (was accepted)": (
+        lambda f: ["bench", "forecast", "--series", str(f["neg.csv"]), "--horizon", "3"],
+        ("neg.csv:2", "value", "series 'a'", "demand must be >= 0, got '-5'"),
     ),
     "forecast: stray timestamp": (
         lambda f: ["forecast", "--series", str(f["stray.csv"]), "--horizon", "3"],

@@ -52,10 +52,11 @@ def _parse_ts(raw: str, where: str) -> int:
         raise ValidationError("timestamp", f"not an ISO-8601 time: {raw!r}", where) from None
 
 
-def read_series_csv(path: str | Path) -> dict[str, Series]:
+def read_series_csv(path: str | Path, *, nonnegative: bool = False) -> dict[str, Series]:
     """Read a generic series CSV into one :class:`Series` per ``series_id`` (sorted by time).
 
-    Duplicate timestamps within a series keep the last value. Raises ValidationError naming file and line.
+    Duplicate timestamps within a series keep the last value. Raises ValidationError naming file and line;
+    with ``nonnegative`` (demand, which a forecast refuses below 0) also for a negative value.
     """
     p = Path(path)
     text = read_input_text(p)
@@ -83,7 +84,10 @@ def read_series_csv(path: str | Path) -> dict[str, Series]:
             raise ValidationError("value", f"not a number: {raw_v!r}", where) from None
         if math.isinf(v):
             raise ValidationError("value", f"not a finite number: {raw_v!r} (leave it empty for a gap)", where)
-        ts, vs = rows.setdefault(row[isid].strip(), ([], []))
+        sid = row[isid].strip()
+        if nonnegative and v < 0:
+            raise ValidationError("value", f"series {sid!r}: demand must be >= 0, got {raw_v!r}", where)
+        ts, vs = rows.setdefault(sid, ([], []))
         ts.append(t)
         vs.append(v)
     if not rows:
