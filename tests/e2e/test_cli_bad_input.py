@@ -49,6 +49,7 @@ def _files(d: Path) -> dict[str, Path]:
         "nodes.csv": NODES + "n1,96000,786432,8,V100M16\n",
         "nodes0.csv": NODES + "n1,96000,786432,0,V100M16\n",
         "nodes_inf.csv": NODES + "n1,inf,786432,8,V100M16\n",
+        "region.csv": SERIES + _hours(48, sid="h100_80gb@us-east-1") + _hours(48, sid="h100_80gb@us-esat-1"),
         "pods.csv": PODS + "p1,8000,30000,1,500\n",
         "pods0.csv": PODS + "p1,1,1,0,0\n",
         "scen_inf.yaml": "name: x\nseed: 1\npools:\n- sku: h100_80gb\n  region: us-east-1\n  on_demand_quota_gpus: .inf\n",
@@ -117,6 +118,10 @@ CASES: dict[str, Case] = {
     ),
     "bench procure: a directory": (lambda f: ["bench", "procure", "--demand", str(f["dir"])], ("is a directory",)),
     "plan: horizon past the API's bound": (lambda f: ["plan", "--horizon", "99999d"], ("horizon", "730")),
+    "plan: unknown region in sku@region (was a plan for pools that exist nowhere)": (
+        lambda f: ["plan", "--history", str(f["region.csv"]), "--horizon", "30d"],
+        ("region.csv:50", "series_id", "unknown region 'us-esat-1' in 'h100_80gb@us-esat-1'", "known: us-east-1,"),
+    ),
     "plan: negative quota": (lambda f: ["plan", "--on-demand-quota", "-1"], ("on_demand_quota_gpus",)),
     "bench autoscale: NaN cold start": (
         lambda f: ["bench", "autoscale", "--trace", str(f["azure_ok.csv"]), "--cold-start-s", "nan"],
