@@ -262,3 +262,19 @@ def test_a_bad_environment_variable_is_named(tmp_path: Path) -> None:
     assert res.exit_code == 2 and "GPUFLEET_TOKEN_CACHE_S: Input should be a valid number" in res.output, res.output
     res = runner.invoke(app, ["serve", "--db", url, "--port", "70000"])
     assert res.exit_code == 2 and "error: port: " in res.output  # an option keeps its own name
+
+
+def test_as_a_user_runs_it_a_mistyped_sqlite_path_is_refused_and_no_empty_file_is_left(tmp_path: Path) -> None:
+    made = tmp_path / "gpufleet.db"
+    typo = tmp_path / "gpufleet.bd"
+    assert _run("db", "upgrade", "--db", f"sqlite:///{made}").returncode == 0  # upgrade still creates a database
+    for path in (typo, tmp_path / "nosuchdir" / "x.db"):
+        url = f"sqlite:///{path}"
+        for args in (["token", "create", "--role", "viewer", "--user", "vic"], ["serve", "--port", "58731"]):
+            r = _run(*args, "--db", url)
+            assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr
+            assert f"database {url} does not exist" in r.stderr, r.stderr
+            assert f"run: gpufleet db upgrade --db '{url}'" in r.stderr, r.stderr
+            assert not path.exists()  # was an empty .db file (or an "unable to open" error for a missing folder)
+    assert not (tmp_path / "nosuchdir").exists()
+    assert _run("token", "create", "--role", "viewer", "--user", "vic", "--db", f"sqlite:///{made}").returncode == 0
