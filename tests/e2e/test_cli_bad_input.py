@@ -49,6 +49,7 @@ def _files(d: Path) -> dict[str, Path]:
         "nodes.csv": NODES + "n1,96000,786432,8,V100M16\n",
         "nodes0.csv": NODES + "n1,96000,786432,0,V100M16\n",
         "nodes_inf.csv": NODES + "n1,inf,786432,8,V100M16\n",
+        "region.csv": SERIES + _hours(48, sid="h100_80gb@us-east-1") + _hours(48, sid="h100_80gb@us-esat-1"),
         "pods.csv": PODS + "p1,8000,30000,1,500\n",
         "pods0.csv": PODS + "p1,1,1,0,0\n",
         "scen_inf.yaml": "name: x\nseed: 1\npools:\n- sku: h100_80gb\n  region: us-east-1\n  on_demand_quota_gpus: .inf\n",
@@ -79,9 +80,13 @@ CASES: dict[str, Case] = {
         lambda f: ["forecast", "--series", str(f["inf.csv"]), "--horizon", "3"],
         ("inf.csv:7", "finite"),
     ),
-    "forecast: negative demand names the file and series": (
+    "forecast: negative demand names the file, line and series": (
         lambda f: ["forecast", "--series", str(f["neg.csv"]), "--horizon", "3"],
-        ("neg.csv", "series 'a'", "value"),
+        ("neg.csv:2", "value", "series 'a'", "demand must be >= 0, got '-5'"),
+    ),
+    "bench forecast: negative demand is refused as forecast refuses it (was accepted)": (
+        lambda f: ["bench", "forecast", "--series", str(f["neg.csv"]), "--horizon", "3"],
+        ("neg.csv:2", "value", "series 'a'", "demand must be >= 0, got '-5'"),
     ),
     "forecast: stray timestamp": (
         lambda f: ["forecast", "--series", str(f["stray.csv"]), "--horizon", "3"],
@@ -113,6 +118,10 @@ CASES: dict[str, Case] = {
     ),
     "bench procure: a directory": (lambda f: ["bench", "procure", "--demand", str(f["dir"])], ("is a directory",)),
     "plan: horizon past the API's bound": (lambda f: ["plan", "--horizon", "99999d"], ("horizon", "730")),
+    "plan: unknown region in sku@region (was a plan for pools that exist nowhere)": (
+        lambda f: ["plan", "--history", str(f["region.csv"]), "--horizon", "30d"],
+        ("region.csv:50", "series_id", "unknown region 'us-esat-1' in 'h100_80gb@us-esat-1'", "known: us-east-1,"),
+    ),
     "plan: negative quota": (lambda f: ["plan", "--on-demand-quota", "-1"], ("on_demand_quota_gpus",)),
     "bench autoscale: NaN cold start": (
         lambda f: ["bench", "autoscale", "--trace", str(f["azure_ok.csv"]), "--cold-start-s", "nan"],
@@ -253,3 +262,19 @@ def test_a_bad_environment_variable_is_named(tmp_path: Path) -> None:
     assert res.exit_code == 2 and "GPUFLEET_TOKEN_CACHE_S: Input should be a valid number" in res.output, res.output
     res = runner.invoke(app, ["serve", "--db", url, "--port", "70000"])
     assert res.exit_code == 2 and "error: port: " in res.output  # an option keeps its own name
+
+
+def test_as_a_user_runs_it_a_mistyped_sqlite_path_is_refused_and_no_empty_file_is_left(tmp_path: Path) -> None:
+    made = tmp_path / "gpufleet.db"
+    typo = tmp_path / "gpufleet.bd"
+    assert _run("db", "upgrade", "--db", f"sqlite:///{made}").returncode == 0  # upgrade still creates a database
+    for path in (typo, tmp_path / "nosuchdir" / "x.db"):
+        url = f"sqlite:///{path}"
+        for args in (["token", "create", "--role", "viewer", "--user", "vic"], ["serve", "--port", "58731"]):
+            r = _run(*args, "--db", url)
+            assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr
+            assert f"database {url} does not exist" in r.stderr, r.stderr
+            assert f"run: gpufleet db upgrade --db '{url}'" in r.stderr, r.stderr
+            assert not path.exists()  # was an empty .db file (or an "unable to open" error for a missing folder)
+    assert not (tmp_path / "nosuchdir").exists()
+    assert _run("token", "create", "--role", "viewer", "--user", "vic", "--db", f"sqlite:///{made}").returncode == 0

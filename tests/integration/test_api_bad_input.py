@@ -144,3 +144,14 @@ def test_a_refused_ingest_batch_stores_none_of_its_records(server: LiveServer, d
         assert stored() == 0
         assert c.post("/v1/utilization:ingest", json={"records": [rec(0)]}).status_code == 200
         assert stored() == 1
+
+
+def test_a_reservation_start_more_than_ten_years_ahead_is_refused(server: LiveServer) -> None:
+    body = {"sku": "h100_80gb", "units": 8, "term_months": 12, "regions": ["us-east-1"]}
+    with server.client("ml_platform_admin", "bob") as c:  # the service clock is 2026-01-01
+        for start in ("9999-01-01T00:00:00Z", "2036-01-02T00:00:00Z"):
+            bad = _problem(c.post("/v1/reservations", json={**body, "start": start}), 422, "start")
+            assert "3650 days" in bad["detail"], bad
+        assert c.get("/v1/reservations").json() == []
+        ok = c.post("/v1/reservations", json={**body, "start": "2035-12-01T00:00:00Z"})
+        assert ok.status_code == 201, ok.text

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from gpufleet.domain.errors import ValidationError
-from gpufleet.procure.planning import plan_from_history
+from gpufleet.procure.planning import builtin_pair_of, pair_of, plan_from_history
 from gpufleet.procure.portfolio import CommitTier, PairDemand, PortfolioProblem, optimize_portfolio
 from gpufleet.procure.proposals import ExistingCommitment, proposals_from_plan
 from gpufleet.procure.quota import quota_outlook
@@ -117,6 +117,20 @@ def test_plan_from_history_reports_coverage_and_quota() -> None:
     assert rep.quotas[0].reason in {"exhausted", "overdue", "request_now", "on_track"}
     cov = rep.coverage["h100_80gb@us-east-1"]
     assert 0.0 < cov["coverage"] <= 1.0 and 0.0 < cov["utilization"] <= 1.0 + 1e-9
+
+
+def test_the_offline_plan_knows_the_builtin_regions_and_the_api_path_keeps_its_own() -> None:
+    assert builtin_pair_of("l40s@us-west-2") == ("l40s", "us-west-2")
+    assert builtin_pair_of("pods") == ("h100_80gb", "us-east-1")  # a bare id
+    with pytest.raises(
+        ValidationError, match=r"unknown region 'us-esat-1' in 'h100_80gb@us-esat-1' \(known: us-east-1,"
+    ):
+        builtin_pair_of("h100_80gb@us-esat-1")
+    with pytest.raises(ValidationError, match="unknown SKU 'h200'"):
+        pair_of("h200@us-east-1")
+    # the API plans a region from its own table (regions can be added there): the planner does not restrict it
+    rep = plan_from_history({"h100_80gb@onprem-a": np.full(28 * 24, 100.0)}, start_s=JAN1, horizon_days=60)
+    assert rep.proposals and {r for p in rep.proposals for r in p.regions} == {"onprem-a"}
 
 
 def test_due_proposals_become_draft_reservations_with_listed_terms() -> None:

@@ -317,7 +317,9 @@ PublicStatus = Literal[
 class ReservationCreate(Strict):
     sku: SkuId
     units: PositiveCount
-    start: datetime = Field(description="ISO 8601; a time without offset is UTC. Must not be in the past.")
+    start: datetime = Field(
+        description="ISO 8601; a time without offset is UTC. Not in the past, at most ten years ahead."
+    )
     term_months: Annotated[int, Field(ge=1, le=60, description="One of 1, 3, 6, 12, 24, 36.")]
     regions: Annotated[list[Id], Field(min_length=1, max_length=20)]
 

@@ -61,9 +61,10 @@ def horizon_steps(text: str, step_s: int) -> int:
 
 
 def load_regular(path: str | Path, aggregate_s: int | None = None) -> dict[str, Series]:
-    """Read a generic series CSV onto a regular grid (missing stamps -> NaN), optionally aggregated by mean."""
+    """Read a generic demand series CSV onto a regular grid (missing stamps -> NaN), optionally aggregated by
+    mean. A negative value is refused with its file and line (``gpufleet forecast`` and ``bench forecast``)."""
     out = {}
-    for sid, s in read_series_csv(path).items():
+    for sid, s in read_series_csv(path, nonnegative=True).items():
         try:
             if aggregate_s is not None and aggregate_s < s.step_s:
                 raise ValidationError(

@@ -14,6 +14,7 @@ import csv
 import io
 import math
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -141,9 +142,14 @@ def pods_hourly_demand(path: str | Path) -> FloatArray:
 
 
 def load_demand(
-    path: str | Path, *, series_id: str | None = None, convert: RpsToGpus | None = None
+    path: str | Path,
+    *,
+    series_id: str | None = None,
+    convert: RpsToGpus | None = None,
+    check_id: Callable[[str], object] | None = None,
 ) -> dict[str, FloatArray]:
-    """Read, optionally convert, and aggregate to hourly GPUs; one array per series.
+    """Read, optionally convert, and aggregate to hourly GPUs; one array per series. ``check_id`` refuses a
+    series id with its file and line (``gpufleet plan`` passes the planner's ``sku@region`` check).
 
     A file whose header has ``creation_time`` and ``deletion_time`` is read as an OpenB pod list
     (series id ``pods``) with :func:`pods_hourly_demand`.
@@ -151,7 +157,7 @@ def load_demand(
     header = read_input_text(path, "demand").partition("\n")[0]
     if "creation_time" in header and "deletion_time" in header:
         return {"pods": pods_hourly_demand(path)}
-    all_series = read_series_csv(path)
+    all_series = read_series_csv(path, check_id=check_id)
     if series_id is not None:
         if series_id not in all_series:
             raise ValidationError("series", f"{series_id!r} not in file (has {sorted(all_series)})", str(path))

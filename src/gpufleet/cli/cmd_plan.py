@@ -54,11 +54,11 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Plan commitments over the horizon and print proposals timed by lead time."""
         from gpufleet.bench.procure import load_demand
-        from gpufleet.procure.planning import plan_from_history
+        from gpufleet.procure.planning import builtin_pair_of, plan_from_history
 
         days = _days(horizon)
         if history is not None:
-            demand = load_demand(history)
+            demand = load_demand(history, check_id=builtin_pair_of)
             start_s = int(datetime.now(UTC).timestamp()) // 86400 * 86400
         else:
             rng = np.random.default_rng(0)

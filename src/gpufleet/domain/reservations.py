@@ -44,6 +44,8 @@ TRANSITIONS: dict[ReservationStatus, frozenset[ReservationStatus]] = {
 }
 
 TERMS_MONTHS: frozenset[int] = frozenset({1, 3, 6, 12, 24, 36})
+# A commitment that starts more than ten years ahead is a typo (year 9999), not a plan.
+MAX_START_AHEAD_S = 3650 * 86_400
 
 
 @dataclass(frozen=True, slots=True)

@@ -8,11 +8,13 @@ scaled by the damped trend of the last week against the lookback mean.
 from __future__ import annotations
 
 import math
+from collections.abc import Collection
 from dataclasses import dataclass
 
 import numpy as np
 import numpy.typing as npt
 
+from gpufleet.domain.catalog import BUILTIN_REGIONS, PRICES_BY_SKU
 from gpufleet.domain.errors import ValidationError
 from gpufleet.procure.portfolio import PortfolioPlan, PortfolioProblem, optimize_portfolio
 from gpufleet.procure.proposals import ReservationProposal, catalog_pair, coverage_report, proposals_from_plan
@@ -20,6 +22,26 @@ from gpufleet.procure.quota import QuotaOutlook, quota_outlook
 
 FloatArray = npt.NDArray[np.float64]
 WORKLOAD_CLASSES = ("serving", "training", "checkpointable")
+# ``gpufleet plan`` has no database: it knows only the built-in regions, and a typo there (us-esat-1) got
+# proposals and a quota outlook for pools that exist nowhere. The API checks its own region table instead
+# (regions may be added there), so plan_from_history itself does not restrict the region.
+KNOWN_REGIONS: tuple[str, ...] = tuple(r.id for r in BUILTIN_REGIONS)
+
+
+def pair_of(key: str, regions: Collection[str] | None = None) -> tuple[str, str]:
+    """A history series id ``"sku@region"`` (a bare id reads as h100_80gb@us-east-1) -> ``(sku, region)``.
+    An unknown SKU, or a region not in ``regions`` (if given), is a ValidationError naming ``series_id``."""
+    sku_id, region = key.split("@", 1) if "@" in key else ("h100_80gb", "us-east-1")
+    if sku_id not in PRICES_BY_SKU:
+        raise ValidationError("series_id", f"unknown SKU {sku_id!r} in {key!r} (known: {', '.join(PRICES_BY_SKU)})")
+    if regions is not None and region not in regions:
+        raise ValidationError("series_id", f"unknown region {region!r} in {key!r} (known: {', '.join(regions)})")
+    return sku_id, region
+
+
+def builtin_pair_of(key: str) -> tuple[str, str]:
+    """:func:`pair_of` against the built-in regions (what ``gpufleet plan`` knows without a database)."""
+    return pair_of(key, KNOWN_REGIONS)
 
 
 def scenarios_from_history(
@@ -67,15 +89,12 @@ def plan_from_history(
         raise ValidationError("on_demand_quota_gpus", f"must be >= 0 GPUs, got {on_demand_quota_gpus}")
     pairs = []
     for key, series in history.items():
-        sku_id, region = key.split("@", 1) if "@" in key else ("h100_80gb", "us-east-1")
+        sku_id, region = pair_of(key)
         scen = scenarios_from_history(series, horizon_days)
         zero = np.zeros_like(scen)
         parts = {c: (scen if c == workload_class else zero) for c in WORKLOAD_CLASSES}
         quota = math.inf if on_demand_quota_gpus is None else on_demand_quota_gpus
-        try:
-            pairs.append(catalog_pair(sku_id, region, **parts, on_demand_quota_gpus=quota))
-        except KeyError:
-            raise ValidationError("series_id", f"unknown SKU {sku_id!r} in {key!r}") from None
+        pairs.append(catalog_pair(sku_id, region, **parts, on_demand_quota_gpus=quota))
     problem = PortfolioProblem(tuple(pairs))
     plan = optimize_portfolio(problem)
     quotas = [

@@ -26,6 +26,7 @@ from gpufleet.domain.errors import ConflictError, InvalidTransition, NotFoundErr
 from gpufleet.domain.money import uusd_to_usd
 from gpufleet.domain.pools import Tier
 from gpufleet.domain.reservations import (
+    MAX_START_AHEAD_S,
     TERMS_MONTHS,
     Reservation,
     ReservationStatus,
@@ -135,6 +136,9 @@ class ReservationService:
             raise ValidationError("term_months", f"must be one of {sorted(TERMS_MONTHS)}, got {term_months}")
         if start_s < now_s:
             raise ValidationError("start", "must not be in the past")
+        if start_s - now_s > MAX_START_AHEAD_S:
+            days = MAX_START_AHEAD_S // 86_400
+            raise ValidationError("start", f"must be at most {days} days (ten years) ahead of now")
         if not regions:
             raise ValidationError("regions", "name at least one region")
         with UnitOfWork(self._engine, write=True) as uow:

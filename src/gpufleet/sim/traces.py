@@ -8,6 +8,7 @@ from __future__ import annotations
 import csv
 import io
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -52,10 +53,14 @@ def _parse_ts(raw: str, where: str) -> int:
         raise ValidationError("timestamp", f"not an ISO-8601 time: {raw!r}", where) from None
 
 
-def read_series_csv(path: str | Path) -> dict[str, Series]:
+def read_series_csv(
+    path: str | Path, *, nonnegative: bool = False, check_id: Callable[[str], object] | None = None
+) -> dict[str, Series]:
     """Read a generic series CSV into one :class:`Series` per ``series_id`` (sorted by time).
 
-    Duplicate timestamps within a series keep the last value. Raises ValidationError naming file and line.
+    Duplicate timestamps within a series keep the last value. Raises ValidationError naming file and line;
+    with ``nonnegative`` (demand, which a forecast refuses below 0) also for a negative value, and for a
+    series id that ``check_id`` refuses (it raises ValidationError; called on the id's first line).
     """
     p = Path(path)
     text = read_input_text(p)
@@ -83,7 +88,15 @@ def read_series_csv(path: str | Path) -> dict[str, Series]:
             raise ValidationError("value", f"not a number: {raw_v!r}", where) from None
         if math.isinf(v):
             raise ValidationError("value", f"not a finite number: {raw_v!r} (leave it empty for a gap)", where)
-        ts, vs = rows.setdefault(row[isid].strip(), ([], []))
+        sid = row[isid].strip()
+        if check_id is not None and sid not in rows:
+            try:
+                check_id(sid)
+            except ValidationError as exc:
+                raise ValidationError(exc.field, exc.message, where) from None
+        if nonnegative and v < 0:
+            raise ValidationError("value", f"series {sid!r}: demand must be >= 0, got {raw_v!r}", where)
+        ts, vs = rows.setdefault(sid, ([], []))
         ts.append(t)
         vs.append(v)
     if not rows:

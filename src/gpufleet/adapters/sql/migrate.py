@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from alembic import command
 from alembic.config import Config
 from alembic.runtime.migration import MigrationContext
@@ -64,8 +66,27 @@ def upgrade(engine: Engine, revision: str = "head") -> tuple[str | None, str]:
     return before, current_revision(engine) or ""
 
 
+def _missing_sqlite_file(engine: Engine) -> Path | None:
+    """The file of a SQLite URL that does not exist yet (connecting would create it empty), else None."""
+    url = engine.url
+    if url.get_backend_name() != "sqlite" or not url.database or url.database == ":memory:":
+        return None
+    if url.database.startswith("file:") or str(url.query.get("uri", "")).lower() in ("true", "1"):
+        return None  # an SQLite URI names its own open mode
+    path = Path(url.database)
+    return None if path.exists() else path
+
+
 def ensure_migrated(engine: Engine, *, safe_url: str) -> None:
-    """Raise :class:`DatabaseNotMigrated` with the command that fixes it unless the schema is at head."""
+    """Raise :class:`DatabaseNotMigrated` with the command that fixes it unless the schema is at head.
+    A SQLite file that does not exist is refused before connecting, so a mistyped path leaves no empty file;
+    only ``gpufleet db upgrade`` creates a database."""
+    missing = _missing_sqlite_file(engine)
+    if missing is not None:
+        raise DatabaseNotMigrated(
+            f"database {safe_url} does not exist (no file {missing}); to create it, "
+            f"run: gpufleet db upgrade --db '{safe_url}'"
+        )
     have = current_revision(engine)
     need = head_revision(engine)
     if have != need:
