@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from hypothesis import given
+from hypothesis import example, given
 from hypothesis import strategies as st
 
 from gpufleet.domain.errors import ValidationError
@@ -47,6 +47,17 @@ def test_fragmentation_counts_stranded_free_gpus() -> None:
 
 
 @given(st.lists(st.floats(0, 1000), min_size=0, max_size=60), st.integers(1, 30))
+@example(
+    [
+        607.7618045382972,
+        604.7541032789973,
+        151.80447720946313,
+        151.80447720946313,
+        471.97275061889496,
+        471.97275061889496,
+    ],
+    12,
+)
 def test_forecast_quantiles_are_ordered_and_non_negative(y: list[float], h: int) -> None:
     band, _ = demand_quantiles(np.array(y), h)
     assert band.shape == (h, 3)

@@ -78,7 +78,10 @@ def croston(y: FloatArray, alpha: float = 0.1, *, sba: bool = False) -> tuple[fl
     sizes = y[nz]
     intervals = np.diff(np.concatenate(([-1], nz))).astype(np.float64)
     z = _ses_last(sizes, alpha)
-    p = max(_ses_last(intervals, alpha), 1.0)
+    # the periods since the last demand are a lower bound of the interval now open: without it one job long ago
+    # followed by nothing would still be forecast to recur every period (Croston updates only on demand)
+    open_interval = float(len(y) - nz[-1])
+    p = max(_ses_last(intervals, alpha), open_interval, 1.0)
     rate = z / p * ((1.0 - alpha / 2.0) if sba else 1.0)
     return rate, min(1.0, 1.0 / p)
 

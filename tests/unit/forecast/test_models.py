@@ -19,10 +19,11 @@ from gpufleet.forecast import (
     apply_growth,
     capacity_forecast,
     classify,
+    forecast_demand,
     gpus_needed,
     seasons_for_step,
 )
-from gpufleet.forecast.gaps import fill_gaps, mark_gaps
+from gpufleet.forecast.gaps import fill_gaps, mark_gaps, mark_outliers
 from gpufleet.forecast.intermittent import adida, croston, imapa, tsb
 
 
@@ -88,6 +89,29 @@ def test_croston_family_on_a_regular_pattern() -> None:
     assert tsb(y)[0] == pytest.approx(2.0, rel=0.35)
     assert adida(y, 4) == pytest.approx(2.0)
     assert imapa(y, 4) == pytest.approx(2.0, rel=0.2)
+
+
+def test_croston_counts_the_interval_still_open_since_the_last_demand() -> None:
+    # one job of 1000 a month ago and nothing since: not "1000 every period" (what Croston said before)
+    once = np.r_[[1000.0], np.zeros(29)]
+    rate, p = croston(once, 0.1, sba=True)
+    assert p == pytest.approx(1 / 30) and rate == pytest.approx(1000 * 0.95 / 30)
+    fc = forecast_demand(once, 7, quantiles=(0.5, 0.9))
+    assert (fc.at(0.5) == 0.0).all() and (fc.at(0.9) == 0.0).all()
+    # a regular pattern mid-cycle keeps its interval (the open interval is shorter than it)
+    y = np.zeros(62)
+    y[::4] = 8.0
+    assert croston(y, 0.1)[1] == pytest.approx(0.25, rel=0.05)
+
+
+def test_outliers_are_a_minority_or_nothing() -> None:
+    # values repeated in pairs make the median step 0: every point looked like an isolated spike, and the
+    # forecast refused the history as "every point is a gap" (found by a Hypothesis test)
+    pairs = np.array([607.76, 604.75, 151.80, 151.80, 471.97, 471.97])
+    assert not mark_outliers(pairs).any()
+    spiky = np.full(40, 100.0) + np.arange(40) % 3
+    spiky[20] = 1e7
+    assert mark_outliers(spiky).tolist() == [i == 20 for i in range(40)]
 
 
 def test_gap_marking_keeps_real_zeros_of_intermittent_demand() -> None:
