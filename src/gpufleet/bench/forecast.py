@@ -10,6 +10,7 @@ steady-state and the one-off cost is not hidden.
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -256,16 +257,24 @@ def run_forecast_bench(
     return result
 
 
+def _ratio(mine: float, best: float) -> float:
+    """``mine / best``; a baseline with zero error (a flat series) gives 1.0 when we match it, else +inf (JSON
+    writers turn a non-finite ratio into null)."""
+    if best > 0:
+        return mine / best
+    return 1.0 if mine <= best else math.inf
+
+
 def verdict(per_model: dict[str, BacktestScore], ours: str = "gpufleet") -> dict[str, Any]:
     """The done-when check for one series: pinball >= 10% below and MASE <= the best baseline, coverage in range."""
     base = {m: s for m, s in per_model.items() if m != ours}
     mine = per_model[ours]
     best_pin = min(base.values(), key=lambda s: s.pinball)
     best_mase = min(base.values(), key=lambda s: s.mase)
-    pin_ratio = mine.pinball / best_pin.pinball
+    pin_ratio = _ratio(mine.pinball, best_pin.pinball)
     return {
         "pinball_ratio": pin_ratio,
-        "mase_ratio": mine.mase / best_mase.mase,
+        "mase_ratio": _ratio(mine.mase, best_mase.mase),
         "best_pinball_baseline": next(m for m, s in base.items() if s is best_pin),
         "best_mase_baseline": next(m for m, s in base.items() if s is best_mase),
         "pinball_ok": pin_ratio <= 0.9,

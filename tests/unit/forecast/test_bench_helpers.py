@@ -64,6 +64,17 @@ def test_verdict_compares_with_the_best_baseline() -> None:
     assert v["mase_ok"] and v["coverage_ok"] and v["pinball_ok"]
 
 
+def test_verdict_on_a_flat_series_where_a_baseline_is_exact() -> None:
+    # a baseline with zero error divided by zero before (a flat series crashed `bench forecast`)
+    def s(m: float, p: float) -> BacktestScore:
+        return BacktestScore(m, p, 1.0, 0.0, 4, 96)
+
+    tie = verdict({"gpufleet": s(0.0, 0.0), "naive": s(0.0, 0.0)})
+    assert tie["pinball_ratio"] == 1.0 and tie["mase_ratio"] == 1.0 and not tie["pinball_ok"]
+    worse = verdict({"gpufleet": s(0.1, 0.05), "naive": s(0.0, 0.0)})
+    assert worse["pinball_ratio"] == float("inf") and not worse["mase_ok"]
+
+
 def test_per_origin_scores_add_up_to_the_aggregate() -> None:
     rng = np.random.default_rng(3)
     y = np.tile(10 + 5 * np.sin(np.arange(24) * 2 * np.pi / 24), 12) + rng.normal(0, 1, 288)
