@@ -257,12 +257,15 @@ def run_forecast_bench(
     return result
 
 
+EXACT = 1e-9  # a scaled error below this is rounding: the model is exact
+
+
 def _ratio(mine: float, best: float) -> float:
     """``mine / best``; a baseline with zero error (a flat series) gives 1.0 when we match it, else +inf (JSON
     writers turn a non-finite ratio into null)."""
-    if best > 0:
+    if best > EXACT:
         return mine / best
-    return 1.0 if mine <= best else math.inf
+    return 1.0 if mine <= EXACT else math.inf
 
 
 def verdict(per_model: dict[str, BacktestScore], ours: str = "gpufleet") -> dict[str, Any]:

@@ -73,5 +73,6 @@ def coverage(actual: FloatArray, lower: FloatArray, upper: FloatArray) -> float:
     ok = np.isfinite(a)
     if not ok.any():
         return float("nan")
-    inside = (a[ok] >= np.asarray(lower)[ok]) & (a[ok] <= np.asarray(upper)[ok])
+    tol = 1e-9 * np.maximum(1.0, np.abs(a[ok]))  # equal up to rounding counts as inside
+    inside = (a[ok] >= np.asarray(lower)[ok] - tol) & (a[ok] <= np.asarray(upper)[ok] + tol)
     return float(np.mean(inside))

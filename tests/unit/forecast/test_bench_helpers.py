@@ -102,3 +102,14 @@ def test_per_origin_table_names_each_window_and_its_best_model() -> None:
     per = res.to_json(per_origin=True)["series"]["x"]["mstl"]["per_origin"]
     assert [w["start_s"] for w in per] == [2 * 86_400, 3 * 86_400] and per[1]["pinball"] == 0.5
     assert "per_origin" not in res.to_json()["series"]["x"]["mstl"]
+
+
+def test_a_band_equal_to_the_truth_up_to_rounding_covers_it() -> None:
+    from gpufleet.forecast.metrics import coverage
+
+    truth = np.full(5, 100.0)
+    assert coverage(truth, truth + 1e-12, truth + 2e-12) == 1.0  # a flat series forecast as itself
+    assert coverage(truth, truth + 1e-3, truth + 2e-3) == 0.0  # a real miss stays a miss
+    flat = np.full(24 * 10, 100.0)
+    score = backtest(flat, lambda: seasonal_naive(24), 24, 24, time.perf_counter, n_origins=2)
+    assert score.coverage_80 == 1.0
