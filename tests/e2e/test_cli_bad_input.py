@@ -135,9 +135,9 @@ CASES: dict[str, Case] = {
         lambda f: ["bench", "autoscale", "--trace", str(f["azure_ok.csv"]), "--warm-start-min", "-5"],
         ("warm_start_min",),
     ),
-    "bench autoscale: negative request rate": (
+    "bench autoscale: a negative request rate names its line (the series loader's check)": (
         lambda f: ["bench", "autoscale", "--trace", str(f["neg.csv"]), "--no-oracle"],
-        ("neg.csv", "negative request rate"),
+        ("neg.csv:2", "value", "series 'a'", "must be >= 0, got '-5'"),
     ),
     "bench autoscale: stray timestamp": (
         lambda f: ["bench", "autoscale", "--trace", str(f["stray.csv"]), "--no-oracle"],

@@ -76,7 +76,7 @@ def load_traces(
     if all(c in cols for c in AZURE_COLUMNS):
         return [_load_azure(p, text, model, 0.1 if step_s is None else step_s)]
     if all(c in cols for c in ("timestamp", "series_id", "value")):
-        series = read_series_csv(p)
+        series = read_series_csv(p, nonnegative=True)  # a negative rate is refused with its file line
         if series_id is not None:
             if series_id not in series:
                 raise ValidationError("series", f"{series_id!r} not in {sorted(series)}", str(p))
@@ -89,8 +89,6 @@ def load_traces(
             except ValidationError as exc:
                 raise ValidationError(exc.field, exc.message, exc.location or str(p)) from None
             rates = s.values.astype(np.float64)
-            if np.any(rates < 0):  # NaN compares False: a gap, not an error
-                raise ValidationError("value", f"series {sid!r} has a negative request rate", str(p))
             gaps = find_gaps(rates, s.step_s) if impute_gaps else np.isnan(rates)
             out.append(
                 rate_trace(
