@@ -101,7 +101,7 @@ def load_request_csv(path: str | Path, cols: RequestColumns, step_s: float = 0.1
     t_ns = _times(df, tcol, str(p))
     work = _work(df, wcol, str(p))
     if cols.group_column is None:
-        return [_trace(label, t_ns, work, step_s)]
+        return [_trace(label, t_ns, work, step_s, str(p))]
     gcol = _column(df, cols.group_column, "group_column", str(p))
     keys = df[gcol].str.strip().to_numpy()
     counts = pd.Series(keys).value_counts()
@@ -114,7 +114,7 @@ def load_request_csv(path: str | Path, cols: RequestColumns, step_s: float = 0.1
         # busiest first; ties by name so that the choice never depends on the file's row order
         ranked = sorted(counts.items(), key=lambda kv: (-int(kv[1]), str(kv[0])))
         chosen = [str(k) for k, _ in ranked[: cols.top_groups] if str(k) != ""]
-    return [_trace(f"{label}:{gcol}={g}", t_ns[keys == g], work[keys == g], step_s) for g in chosen]
+    return [_trace(f"{label}:{gcol}={g}", t_ns[keys == g], work[keys == g], step_s, str(p)) for g in chosen]
 
 
 def _times(df: pd.DataFrame, col: str, where: str) -> np.ndarray:
@@ -136,16 +136,14 @@ def _work(df: pd.DataFrame, col: str, where: str) -> np.ndarray:
         raise ValidationError(
             col, f"service time must be a number of seconds >= 0, got {raw.iloc[i]!r}", f"{where}:{_line(df, i)}"
         )
-    if not (w > 0).any():
-        raise ValidationError(col, "every service time is 0: no work to serve", where)
     return w
 
 
-def _trace(trace_id: str, t_ns: np.ndarray, work: np.ndarray, step_s: float) -> ArrivalTrace:
+def _trace(trace_id: str, t_ns: np.ndarray, work: np.ndarray, step_s: float, where: str) -> ArrivalTrace:
     order = np.argsort(t_ns, kind="stable")
     t = t_ns[order]
     rel_s = (t - t[0]).astype(np.float64) / 1e9
     w = np.asarray(work[order], dtype=np.float64)
     if not (w > 0).any():
-        raise ValidationError("work_column", f"{trace_id}: every service time is 0: no work to serve")
+        raise ValidationError("work_column", f"{trace_id}: every service time is 0: no work to serve", where)
     return request_trace(trace_id, rel_s, w, step_s)

@@ -22,7 +22,7 @@ import pandas as pd
 from gpufleet.autoscale.throughput import ReplicaThroughputModel
 from gpufleet.domain.errors import ValidationError
 from gpufleet.domain.inputs import read_input_text
-from gpufleet.sim.traces import MAX_GRID_STEPS, read_series_csv, resample_mean
+from gpufleet.sim.traces import check_grid, read_series_csv, resample_mean
 
 F64 = npt.NDArray[np.float64]
 I64 = npt.NDArray[np.int64]
@@ -134,19 +134,10 @@ def _load_azure(p: Path, text: str, model: ReplicaThroughputModel, step_s: float
     return request_trace(p.name, rel_s, work, step_s)
 
 
-def _check_steps(trace_id: str, n_steps: int, step_s: float) -> None:
-    if n_steps > MAX_GRID_STEPS:
-        raise ValidationError(
-            "timestamp",
-            f"{trace_id} spans {n_steps:,} steps of {step_s:g} s (at most {MAX_GRID_STEPS:,}): "
-            "check for a stray timestamp far from the others",
-        )
-
-
 def request_trace(trace_id: str, t_s: F64, work_s: F64, step_s: float) -> ArrivalTrace:
     """Bin per-request arrivals (seconds from the start) onto the step grid."""
     n_steps = int(np.floor(t_s[-1] / step_s)) + 1
-    _check_steps(trace_id, n_steps, step_s)
+    check_grid(trace_id, n_steps, step_s)
     idx = np.minimum((t_s / step_s).astype(np.int64), n_steps - 1)
     count = np.bincount(idx, minlength=n_steps).astype(np.int64)
     work = np.bincount(idx, weights=work_s, minlength=n_steps).astype(np.float64)
@@ -196,7 +187,7 @@ def rate_trace(
 ) -> ArrivalTrace:
     """Poisson arrivals per step at each window's rate (piecewise constant), default request shape."""
     per_window = max(1, round(window_s / step_s))
-    _check_steps(trace_id, len(rates_rps) * per_window, step_s)
+    check_grid(trace_id, len(rates_rps) * per_window, step_s)
     lam = np.repeat(np.maximum(rates_rps, 0.0) * step_s, per_window)
     count = rng.poisson(lam).astype(np.int64)
     w = model.default_work_s

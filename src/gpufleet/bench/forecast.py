@@ -87,7 +87,7 @@ def request_rate_series(
     import io
 
     from gpufleet.domain.inputs import read_input_text
-    from gpufleet.sim.traces import MAX_GRID_STEPS, _parse_ts
+    from gpufleet.sim.traces import _parse_ts, check_grid
 
     p = Path(path)
     stamps: dict[str, list[int]] = {"all": []}
@@ -106,10 +106,7 @@ def request_rate_series(
         raise ValidationError("rows", "no requests", str(p))
     t0 = min(stamps["all"]) - min(stamps["all"]) % step_s
     n = (max(stamps["all"]) - t0) // step_s + 1
-    if n > MAX_GRID_STEPS:
-        raise ValidationError(
-            time_column, f"requests span {n:,} steps of {step_s} s (at most {MAX_GRID_STEPS:,})", str(p)
-        )
+    check_grid("the request log", n, step_s, time_column, str(p))
     ranked = sorted((k for k in stamps if k != "all"), key=lambda k: -len(stamps[k]))[:top_groups]
     out = {}
     for key in ["all", *ranked]:

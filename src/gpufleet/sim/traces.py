@@ -22,6 +22,18 @@ from gpufleet.domain.inputs import read_input_text
 MAX_GRID_STEPS = 20_000_000  # a regular grid longer than this is a stray timestamp, not a trace
 
 
+def check_grid(label: str, n_steps: int, step_s: float, field: str = "timestamp", where: str | None = None) -> None:
+    """Refuse a regular grid of more than MAX_GRID_STEPS steps (a stray time far from the others, which would
+    otherwise allocate gigabytes): every loader that puts times on a grid checks through here."""
+    if n_steps > MAX_GRID_STEPS:
+        raise ValidationError(
+            field,
+            f"{label} spans {n_steps:,} steps of {step_s:g} s (at most {MAX_GRID_STEPS:,}): "
+            "check for a stray timestamp far from the others",
+            where,
+        )
+
+
 @dataclass(frozen=True, slots=True)
 class Series:
     """One series on its own time axis: ``t_s`` are UNIX seconds (sorted), ``values`` floats."""
@@ -121,12 +133,7 @@ def resample_mean(series: Series, step_s: int) -> Series:
     start = series.t_s[0] - series.t_s[0] % step_s
     idx = (series.t_s - start) // step_s
     n = int(idx[-1]) + 1
-    if n > MAX_GRID_STEPS:
-        raise ValidationError(
-            "timestamp",
-            f"series {series.series_id!r} spans {n:,} steps of {step_s} s (at most {MAX_GRID_STEPS:,}): "
-            "check for a stray timestamp far from the others",
-        )
+    check_grid(f"series {series.series_id!r}", n, step_s)
     sums = np.zeros(n)
     counts = np.zeros(n)
     ok = ~np.isnan(series.values)
