@@ -10,6 +10,8 @@ steady-state and the one-off cost is not hidden.
 
 from __future__ import annotations
 
+import csv
+import io
 import math
 import time
 from collections.abc import Callable
@@ -20,13 +22,14 @@ from typing import Any, Self
 import numpy as np
 
 from gpufleet.domain.errors import ValidationError
+from gpufleet.domain.inputs import read_input_text
 from gpufleet.forecast import baselines
 from gpufleet.forecast.auto import AutoForecaster
 from gpufleet.forecast.backtest import BacktestScore, backtest
 from gpufleet.forecast.base import Forecaster
 from gpufleet.forecast.loop import DAY_S, seasons_for_step
 from gpufleet.forecast.quantiles import DEFAULT_QUANTILES, FloatArray, QuantileForecast, check_quantiles, make_forecast
-from gpufleet.sim.traces import Series, read_series_csv, resample_mean
+from gpufleet.sim.traces import Series, _parse_ts, check_grid, read_series_csv, resample_mean
 
 MODELS = ("gpufleet", "naive", "seasonal_naive", "autoets", "mstl", "prophet")
 _UNITS = {"s": 1, "m": 60, "min": 60, "h": 3600, "d": 86_400, "w": 7 * 86_400}
@@ -83,12 +86,6 @@ def request_rate_series(
     """Turn a request log (one row per request, a timestamp column) into request-rate series (requests/s per
     ``step_s`` bucket): ``all`` plus the ``top_groups`` busiest values of ``group_column``. Buckets without a
     request are 0 (no demand); the shared gap rule still treats implausible zeros in a busy series as gaps."""
-    import csv
-    import io
-
-    from gpufleet.domain.inputs import read_input_text
-    from gpufleet.sim.traces import _parse_ts, check_grid
-
     p = Path(path)
     stamps: dict[str, list[int]] = {"all": []}
     with io.StringIO(read_input_text(p, "series"), newline="") as fh:
