@@ -130,11 +130,11 @@ def bench_autoscale(
         ):
             t.add_column(col, justify="left" if col == "policy" else "right")
         base = r.results["static_peak"].gpu_hours
-        rows = list(r.results.items()) + [(_label(n), x) for n, x in r.analysis.items()]
-        for name, x in rows:
+        rows = [(n, n, x) for n, x in r.results.items()] + [(n, _label(n), x) for n, x in r.analysis.items()]
+        for name, label, x in rows:
             early_h, early_slo = x.window(0.0, EARLY_S)
             t.add_row(
-                name,
+                label,
                 f"{x.gpu_hours:,.1f}",
                 f"{x.gpu_hours / base:.3f}" if base else "-",
                 f"{x.slo_attainment:.4f}",
@@ -146,7 +146,7 @@ def bench_autoscale(
                 f"{x.slo_attainment_2nd_half:.4f}",
                 f"{early_h:,.1f}",
                 f"{early_slo:.4f}",
-                f"{r.wall_s[name.split(' ')[0]]:.1f}",
+                f"{r.wall_s[name]:.1f}",
             )
         con.print(t)
         con.print(
