@@ -61,6 +61,20 @@ def problem(
     )
 
 
+def field_problem(
+    status: int, field: str, message: str, request: Request, headers: dict[str, str] | None = None
+) -> JSONResponse:
+    """A problem about one named field: ``detail`` is ``"field: message"`` and ``errors`` holds the pair."""
+    return problem(
+        status,
+        f"{field}: {message}",
+        request=request,
+        field=field,
+        errors=[{"field": field, "message": message}],
+        headers=headers,
+    )
+
+
 def _loc_to_field(loc: Sequence[int | str]) -> str:
     parts = list(loc)
     if parts and parts[0] in ("body", "query", "path", "header"):
@@ -122,11 +136,7 @@ def install(app: FastAPI) -> None:
         raw = list(exc.errors())
         media = _wrong_media_type(request, raw)
         if media is not None:
-            msg = f"send the body as application/json, got {media!r}"
-            return problem(
-                415, f"content-type: {msg}", request=request, field="content-type",
-                errors=[{"field": "content-type", "message": msg}],
-            )  # fmt: skip
+            return field_problem(415, "content-type", f"send the body as application/json, got {media!r}", request)
         errors = [_field_problem(e) for e in raw]
         first = errors[0] if errors else {"field": "body", "message": "invalid request"}
         return problem(
@@ -139,15 +149,9 @@ def install(app: FastAPI) -> None:
         headers = getattr(exc, "headers", None)
         msg = _unparsable_body(exc)
         if msg is not None:
-            return problem(
-                400, f"body: {msg}", request=request, field="body", errors=[{"field": "body", "message": msg}]
-            )
+            return field_problem(400, "body", msg, request)
         if isinstance(exc.detail, dict) and {"field", "message"} <= exc.detail.keys():  # the dashboard's guard
-            field, msg = str(exc.detail["field"]), str(exc.detail["message"])
-            return problem(
-                status, f"{field}: {msg}", request=request, field=field,
-                errors=[{"field": field, "message": msg}], headers=headers,
-            )  # fmt: skip
+            return field_problem(status, str(exc.detail["field"]), str(exc.detail["message"]), request, headers)
         detail = exc.detail if isinstance(exc.detail, str) else _TITLES.get(status, "error")
         return problem(status, detail, request=request, headers=headers)
 

@@ -9,7 +9,7 @@ from pydantic import ValidationError as PydanticValidationError
 from starlette.concurrency import run_in_threadpool
 
 from gpufleet.api.deps import CurrentActor, ServicesDep
-from gpufleet.api.problems import PROBLEM_RESPONSES, problem
+from gpufleet.api.problems import PROBLEM_RESPONSES, field_problem
 from gpufleet.api.schemas import (
     AuditEventPublic,
     BinpackReport,
@@ -80,11 +80,9 @@ async def ingest_utilization(request: Request, services: ServicesDep, actor: Cur
             raise ValidationError(field or "body", first["msg"]) from None
         records = [r.model_dump() for r in body.records]
     else:
-        msg = f"send the body as application/json or text/csv, got {ctype!r}"
-        return problem(
-            415, f"content-type: {msg}", request=request, field="content-type",
-            errors=[{"field": "content-type", "message": msg}],
-        )  # fmt: skip
+        return field_problem(
+            415, "content-type", f"send the body as application/json or text/csv, got {ctype!r}", request
+        )
     result = await run_in_threadpool(services.ingest.ingest, actor, records)
     return {"received": result.received, "inserted": result.inserted, "updated": result.updated}
 
