@@ -88,7 +88,7 @@ def _loc_to_field(loc: Sequence[int | str]) -> str:
     return out or "body"
 
 
-def _field_problem(e: dict[str, Any]) -> dict[str, str]:
+def _error_entry(e: dict[str, Any]) -> dict[str, str]:
     """One pydantic/FastAPI error as ``{field, message}``; a JSON syntax error names the body and the position
     (FastAPI reports it at loc ``("body", <character offset>)``, which is no field)."""
     if e.get("type") == "json_invalid":
@@ -137,7 +137,7 @@ def install(app: FastAPI) -> None:
         media = _wrong_media_type(request, raw)
         if media is not None:
             return field_problem(415, "content-type", f"send the body as application/json, got {media!r}", request)
-        errors = [_field_problem(e) for e in raw]
+        errors = [_error_entry(e) for e in raw]
         first = errors[0] if errors else {"field": "body", "message": "invalid request"}
         return problem(
             422, f"{first['field']}: {first['message']}", request=request, field=first["field"], errors=errors
