@@ -9,6 +9,7 @@ from pydantic import BaseModel, Field
 
 from gpufleet.api.schemas import JobClass, PlacementStep, PriorityName, Strict
 from gpufleet.api.types import Fraction, Id, PoolId, Seconds, SkuId, UsdIn, UsdOut
+from gpufleet.procure.planning import MAX_HORIZON_DAYS
 
 Gpus = Annotated[int, Field(ge=1, le=100_000, strict=True)]
 Replicas = Annotated[int, Field(ge=1, le=10_000, strict=True)]
@@ -165,7 +166,7 @@ class QuotaOutlookPublic(BaseModel):
 class PlanProposeIn(Strict):
     sku: SkuId
     region: Id
-    horizon_days: Annotated[int, Field(ge=7, le=730)] = 180
+    horizon_days: Annotated[int, Field(ge=7, le=MAX_HORIZON_DAYS)] = 180
     within_days: Annotated[int, Field(ge=0, le=365)] = 7
     workload_class: Literal["serving", "training", "checkpointable"] = "serving"
 

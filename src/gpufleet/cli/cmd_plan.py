@@ -20,18 +20,12 @@ from gpufleet.domain.errors import ValidationError
 _out = Console(width=150)
 
 
-MAX_HORIZON_DAYS = 730  # as the API's plans:propose
-
-
 def _days(text: str) -> int:
     t = text.strip().lower()
     try:
-        days = int(t[:-1]) if t.endswith("d") else int(t)
+        return int(t[:-1]) if t.endswith("d") else int(t)
     except ValueError:
         raise ValidationError("horizon", f"expected days such as 180d, got {text!r}") from None
-    if not 1 <= days <= MAX_HORIZON_DAYS:
-        raise ValidationError("horizon", f"must be 1..{MAX_HORIZON_DAYS} days, got {text!r}")
-    return days
 
 
 def _iso(ts: int | None) -> str | None:

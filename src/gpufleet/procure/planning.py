@@ -22,6 +22,7 @@ from gpufleet.procure.quota import QuotaOutlook, quota_outlook
 
 FloatArray = npt.NDArray[np.float64]
 WORKLOAD_CLASSES = ("serving", "training", "checkpointable")
+MAX_HORIZON_DAYS = 730  # two years: the longest plan (CLI and API alike)
 # ``gpufleet plan`` has no database: it knows only the built-in regions, and a typo there (us-esat-1) got
 # proposals and a quota outlook for pools that exist nowhere. The API checks its own region table instead
 # (regions may be added there), so plan_from_history itself does not restrict the region.
@@ -83,8 +84,8 @@ def plan_from_history(
     """``history`` maps ``"sku@region"`` (or a bare series id, read as h100_80gb@us-east-1) to hourly GPUs."""
     if workload_class not in WORKLOAD_CLASSES:
         raise ValidationError("workload_class", f"must be one of {WORKLOAD_CLASSES}")
-    if horizon_days <= 0:
-        raise ValidationError("horizon", "must be > 0 days")
+    if not 1 <= horizon_days <= MAX_HORIZON_DAYS:
+        raise ValidationError("horizon", f"must be 1..{MAX_HORIZON_DAYS} days, got {horizon_days}")
     if on_demand_quota_gpus is not None and not on_demand_quota_gpus >= 0:  # NaN fails too
         raise ValidationError("on_demand_quota_gpus", f"must be >= 0 GPUs, got {on_demand_quota_gpus}")
     pairs = []
