@@ -96,3 +96,35 @@ def test_bench_autoscale_bad_service_time_names_the_line(tmp_path: Path) -> None
     )
     assert res.exit_code == 2
     assert "bad.csv:3" in res.output and "secs" in res.output
+
+
+def test_bench_autoscale_exclusive_queue_replays_one_request_per_replica(tmp_path: Path) -> None:
+    p = _sd_like(tmp_path)
+    base = ["bench", "autoscale", "--trace", str(p), "--time-column", "gmt_create", "--work-column"]
+    base += ["exec_time_seconds", "--slo-s", "10"]
+    outs = {}
+    for queue in ("batched", "exclusive"):
+        out = tmp_path / f"{queue}.json"
+        res = CliRunner().invoke(app, [*base, "--queue", queue, "--json", str(out)])
+        assert res.exit_code == 0, res.output
+        assert f"{queue} queue" in " ".join(res.output.split())
+        outs[queue] = json.loads(out.read_text())
+    ex = outs["exclusive"]
+    assert set(ex["policies"]) == {"gpufleet", "static_peak", "hpa", "kpa"}
+    assert "analysis" not in ex  # the oracle's miss table is the batched pool's: no oracle row
+    assert "analysis" in outs["batched"]
+    # a request that holds a replica alone needs fewer constant replicas than the fluid pool's 2 s-scale
+    # spreading of 10-40 s requests asks for, never more work than it has
+    assert ex["policies"]["static_peak"]["gpu_hours"] <= outs["batched"]["policies"]["static_peak"]["gpu_hours"]
+
+
+def test_bench_autoscale_exclusive_queue_refuses_a_rate_series(tmp_path: Path) -> None:
+    p = tmp_path / "rates.csv"
+    p.write_text("timestamp,series_id,value\n2024-01-01T00:00:00Z,a,5\n2024-01-01T00:10:00Z,a,6\n")
+    res = CliRunner().invoke(app, ["bench", "autoscale", "--trace", str(p), "--queue", "exclusive"])
+    assert res.exit_code == 2
+    msg = " ".join(res.output.split())
+    assert "rates.csv" in msg and "queue" in msg and "per-request" in msg
+    assert "Traceback" not in res.output
+    res = CliRunner().invoke(app, ["bench", "autoscale", "--trace", str(p), "--queue", "fifo"])
+    assert res.exit_code == 2 and "fifo" in res.output

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import math
 from collections import deque
+from typing import Literal
 
 from gpufleet.autoscale.signals import ReplicaDecision, ReplicaSignals
 
@@ -85,7 +86,9 @@ class KpaPolicy:
     desired = ceil(window average / target); panic when the panic-window desire reaches 200% of ready pods,
     and in panic never scale down; panic ends after a stable window without a panic trigger; max scale-down
     rate 2x per tick; scale to zero after 30 s grace once the stable window saw no traffic; requests that
-    arrive at zero are held by the activator, which asks for one replica at once.
+    arrive at zero are held by the activator, which asks for one replica at once. ``metric="concurrency"``
+    averages requests in flight instead of rps (Knative's own default metric; ``target_rps_per_replica`` is
+    then the target in-flight requests per replica, e.g. 0.8 for a containerConcurrency of 1 at 80%).
     """
 
     name = "kpa"
@@ -102,8 +105,10 @@ class KpaPolicy:
         panic_threshold: float = 2.0,
         scale_to_zero_grace_s: float = 30.0,
         max_scale_down_rate: float = 2.0,
+        metric: Literal["rps", "concurrency"] = "rps",
     ) -> None:
         self.period_s = period_s
+        self.metric = metric
         self.target = target_rps_per_replica
         self.min_replicas = min_replicas
         self.max_replicas = max_replicas
@@ -136,7 +141,7 @@ class KpaPolicy:
     def decide(self, signals: ReplicaSignals) -> ReplicaDecision:
         s = signals
         now = s.now_s
-        self._push(now, s.arrival_rps, s.period_s)
+        self._push(now, s.concurrency if self.metric == "concurrency" else s.arrival_rps, s.period_s)
         stable = self._avg(self.stable_s)
         panic = self._avg(self.panic_s)
         want_stable = math.ceil(stable / self.target - 1e-9)

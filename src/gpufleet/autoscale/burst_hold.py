@@ -17,6 +17,12 @@ requirement. A held replica is released ``memory_s`` after the last burst that n
 replica released between bursts is not back before the next one (no warning, cold start >> SLO), so it is
 kept while bursts that need it recur within ``memory_s`` (a multiple of the cold start: releasing and
 relaunching it costs at least one cold start of GPU time plus the burst it misses).
+
+The fluid arithmetic fits replicas that batch (an LLM under continuous batching). A replica that serves one
+request at a time (``max_concurrency`` requests at most, Knative's ``containerConcurrency``) cannot share a
+request's work with its neighbours: a request that finds every replica busy waits for one to finish, a whole
+service time, not ``work / replicas``. There the requirement of a period is simply the most requests in flight
+at once, over the concurrency (:meth:`BurstFloor.record`, fed by ``ReplicaSignals.peak_concurrency``).
 """
 
 from __future__ import annotations
@@ -84,6 +90,11 @@ class BurstFloor:
         self._recent.append((now_s, period_s, max(0.0, load_replicas * period_s)))
         while self._recent and self._recent[0][0] <= now_s - self.span_s + 1e-9:
             self._recent.popleft()
+        self.record(now_s, req, requests)
+
+    def record(self, now_s: float, requirement: float, requests: float) -> None:
+        """Record a period's requirement (replicas) directly, weighted by the requests it brought."""
+        req = max(0.0, requirement)
         if requests > 0:
             self._obs.append((now_s, req, requests))
             self._requests += requests

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from gpufleet.autoscale.burst_hold import BurstFloor
+from gpufleet.autoscale.erlang import servers_for
 from gpufleet.autoscale.forecaster import LoadForecaster, OnlineQuantileForecaster
 from gpufleet.autoscale.signals import ReplicaDecision, ReplicaSignals
 from gpufleet.domain.errors import ValidationError
@@ -70,6 +71,14 @@ class ReplicaAutoscalerConfig:
     zero_miss_budget: scale to zero only while the requests that arrived with no replica ready are at most this
       share of all requests seen (an error budget for cold starts from zero; 0.005 = half of what a 99% SLO
       allows; None = off). Adopted after the held-out SD check (docs/benchmarks/autoscale.md).
+    max_concurrency: the most requests one replica serves at once, when the workload declares such a limit
+      (Knative's containerConcurrency; 1 for an un-batched model such as image diffusion). Set, the burst floor
+      holds the most requests recently in flight at once / this (``peak_concurrency``, else ``concurrency``)
+      instead of the batched pool's work arithmetic (autoscale/burst_hold.py), and the forecast part of the fleet
+      is staffed by Erlang C (autoscale/erlang.py) instead of ``peak_headroom``. None = a batching replica.
+    wait_miss_budget: with ``max_concurrency`` and ``slo_s``: the Erlang C staffing keeps the chance that a
+      request arriving at the forecast's upper rate waits longer than ``slo_s`` within this (0.005: the same
+      half of a 99% SLO's misses as ``zero_miss_budget``).
     """
 
     min_replicas: int
@@ -97,6 +106,8 @@ class ReplicaAutoscalerConfig:
     react_periods: int | None = None
     burst_net_own_work: bool = False
     zero_miss_budget: float | None = 0.005
+    max_concurrency: int | None = None
+    wait_miss_budget: float = 0.005
 
     def __post_init__(self) -> None:
         if self.min_replicas < 0 or self.max_replicas < max(1, self.min_replicas):
@@ -109,6 +120,10 @@ class ReplicaAutoscalerConfig:
             raise ValidationError("react_periods", f"must be >= 1, got {self.react_periods}")
         if self.zero_miss_budget is not None and not 0.0 <= self.zero_miss_budget <= 1.0:
             raise ValidationError("zero_miss_budget", f"must be in [0, 1], got {self.zero_miss_budget}")
+        if self.max_concurrency is not None and self.max_concurrency < 1:
+            raise ValidationError("max_concurrency", f"must be >= 1, got {self.max_concurrency}")
+        if not 0.0 < self.wait_miss_budget < 1.0:
+            raise ValidationError("wait_miss_budget", f"must be in (0, 1), got {self.wait_miss_budget}")
         if self.budget_usd_day is not None and self.budget_usd_day < 0:
             raise ValidationError("budget_usd_day", f"must be >= 0, got {self.budget_usd_day}")
 
@@ -140,6 +155,7 @@ class PredictiveReplicaAutoscaler:
                 net_own_work=config.burst_net_own_work,
             )
         self._requests_seen = 0.0
+        self._work_seen_s = 0.0  # replica-seconds of the requests seen (their mean service time, exclusive)
         self._held_at_zero = 0.0  # requests that arrived while no replica was ready
 
     def _metric_value(self, s: ReplicaSignals) -> float:
@@ -158,6 +174,7 @@ class PredictiveReplicaAutoscaler:
         if s.arrival_rps > 0 or s.queue_depth > 0 or self._last_arrival_s is None:
             self._last_arrival_s = s.now_s
         self._requests_seen += s.arrival_rps * s.period_s
+        self._work_seen_s += s.load_replicas * s.period_s
         if s.ready == 0:
             self._held_at_zero += s.arrival_rps * s.period_s
         upper = self.forecaster.upper()
@@ -166,6 +183,8 @@ class PredictiveReplicaAutoscaler:
         fc = max(upper, min(self._recent_values))
         raw = max(fc / hot, self.forecaster.level() / c.target_per_replica if c.size_on_level else 0.0)
         reason = "forecast_prewarm" if upper > value else "current_load"
+        if c.max_concurrency is not None and c.slo_s is not None and c.metric == "rps":
+            raw = max(raw, self._staffed(self.forecaster.level()))
         if self._burst is not None:
             floor = self._burst_floor(s)
             if floor > raw:
@@ -191,9 +210,24 @@ class PredictiveReplicaAutoscaler:
             desired, reason = c.min_replicas, "clamped_min"
         return self._apply_budget(desired, reason, fc)
 
+    def _staffed(self, rate_rps: float) -> float:
+        """Replicas (of ``max_concurrency`` one-request servers) that Erlang C staffs for ``rate_rps``."""
+        c = self.config
+        assert c.max_concurrency is not None and c.slo_s is not None
+        if self._requests_seen <= 0 or self._work_seen_s <= 0:
+            return 0.0
+        service_s = self._work_seen_s / self._requests_seen
+        slots = servers_for(rate_rps * service_s, c.slo_s, service_s, c.wait_miss_budget)
+        return slots / c.max_concurrency
+
     def _burst_floor(self, s: ReplicaSignals) -> float:
         """Observe the period in the burst floor and return it (replicas at 100%)."""
         assert self._burst is not None
+        cap = self.config.max_concurrency
+        if cap is not None:
+            in_flight = s.peak_concurrency if s.peak_concurrency is not None else s.concurrency
+            self._burst.record(s.now_s, in_flight / cap, s.arrival_rps * s.period_s)
+            return self._burst.level()
         self._burst.observe(
             s.now_s,
             s.period_s,

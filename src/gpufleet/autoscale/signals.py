@@ -20,6 +20,8 @@ class ReplicaSignals:
     peak_work: ``(window_s, work)`` pairs: the replica-seconds of work that arrived in the densest
       ``window_s`` inside the period, for a few short windows (what a gateway's per-second counters show;
       empty when the caller does not measure it).
+    peak_concurrency: the most requests in flight (queued + in service) at any instant of the period (a
+      gateway's in-flight gauge; None when the caller does not measure it).
     """
 
     now_s: float
@@ -31,6 +33,7 @@ class ReplicaSignals:
     queue_depth: int
     load_replicas: float
     peak_work: tuple[tuple[float, float], ...] = ()
+    peak_concurrency: float | None = None
 
     @property
     def total(self) -> int:

@@ -21,7 +21,7 @@ from gpufleet.autoscale.signals import ReplicaPolicy
 from gpufleet.autoscale.throughput import ReplicaThroughputModel
 from gpufleet.bench.autoscale_oracle import OracleRun, OracleSettings, WarmStartPolicy, oracle
 from gpufleet.bench.autoscale_requests import RequestColumns, load_request_csv
-from gpufleet.bench.autoscale_sim import SimResult, simulate
+from gpufleet.bench.autoscale_sim import QUEUES, Queue, SimResult, simulate
 from gpufleet.bench.autoscale_traces import ArrivalTrace, load_traces
 from gpufleet.domain.catalog import PRICES_BY_SKU
 from gpufleet.domain.errors import ValidationError
@@ -47,6 +47,10 @@ class BenchSettings:
     oracle: bool = True  # add the clairvoyant reference row (analysis only, never a baseline)
     oracle_target: float = 0.99  # the oracle's attainment constraint (the issue's target)
     warm_start_min: tuple[float, ...] = ()  # analysis rows: gpufleet held at static_peak's size this long
+    # service model of a replica: "batched" (continuous batching, fluid) or "exclusive" (one request per
+    # replica at a time; per-request traces only). The oracle's miss table is the batched pool's: no oracle
+    # row with "exclusive".
+    queue: Queue = "batched"
 
     def __post_init__(self) -> None:
         # `not (x >= 0)` and friends: NaN fails every comparison, so it is refused too
@@ -58,6 +62,8 @@ class BenchSettings:
             raise ValidationError("target_utilization", f"must be in [0.05, 1], got {self.target_utilization}")
         if self.seed < 0:
             raise ValidationError("seed", f"must be >= 0, got {self.seed}")
+        if self.queue not in QUEUES:
+            raise ValidationError("queue", f"must be one of {', '.join(QUEUES)}, got {self.queue!r}")
         for m in self.warm_start_min:
             if not 0 <= m <= MAX_SETTING_S / 60:
                 raise ValidationError("warm_start_min", f"must be in [0, {MAX_SETTING_S / 60:g}] minutes, got {m}")
@@ -106,6 +112,7 @@ def static_peak_replicas(
             slo_s=st.slo_s,
             gpus_per_replica=gpus_per_replica,
             initial_replicas=n,
+            queue=st.queue,
         )
         return r.worst_hour_slo >= st.static_attainment - 1e-12
 
@@ -135,6 +142,8 @@ def build_policies(
     """The four policies of the issue, sized from the same throughput model and target utilization; the
     replica's price (gpufleet's scale-to-zero rule weighs it) is its GPUs' on-demand price."""
     target_rps = st.target_utilization * rps_per_replica
+    # an exclusive replica serves one request at a time: gpufleet and kpa are told so (containerConcurrency 1)
+    one_at_a_time = st.queue == "exclusive"
     gf = PredictiveReplicaAutoscaler(
         ReplicaAutoscalerConfig(
             min_replicas=0,
@@ -143,13 +152,19 @@ def build_policies(
             cold_start_s=st.cold_start_s,
             slo_s=st.slo_s,
             price_usd_per_replica_h=replica_price_usd_h(gpus_per_replica),
+            max_concurrency=1 if one_at_a_time else None,
         )
+    )
+    kpa = (
+        KpaPolicy(target_rps_per_replica=st.target_utilization, max_replicas=st.max_replicas, metric="concurrency")
+        if one_at_a_time
+        else KpaPolicy(target_rps_per_replica=target_rps, max_replicas=st.max_replicas)
     )
     return {
         "gpufleet": gf,
         "static_peak": StaticPolicy(static_n),
         "hpa": HpaPolicy(target_utilization=st.target_utilization, max_replicas=st.max_replicas),
-        "kpa": KpaPolicy(target_rps_per_replica=target_rps, max_replicas=st.max_replicas),
+        "kpa": kpa,
     }
 
 
@@ -173,11 +188,12 @@ def run_trace(
             slo_s=st.slo_s,
             gpus_per_replica=model.gpus_per_replica,
             initial_replicas=static_n if name == "static_peak" else init,
+            queue=st.queue,
         )
         wall[name] = time.perf_counter() - t0
     analysis: dict[str, SimResult] = {}
     orc: OracleRun | None = None
-    if st.oracle:
+    if st.oracle and st.queue == "batched":
         t0 = time.perf_counter()
         orc = oracle(
             trace,
@@ -201,6 +217,7 @@ def run_trace(
             slo_s=st.slo_s,
             gpus_per_replica=model.gpus_per_replica,
             initial_replicas=static_n,
+            queue=st.queue,
         )
         wall[name] = time.perf_counter() - t0
     return TraceRun(trace, rps_per_replica, static_n, results, wall, analysis, orc)
@@ -223,6 +240,13 @@ def run(
         traces = load_request_csv(path, requests)
     else:
         traces = load_traces(path, model=m, seed=st.seed, series_id=series_id, impute_gaps=impute_gaps)
+    if st.queue == "exclusive" and any(t.req_t_s is None for t in traces):
+        raise ValidationError(
+            "queue",
+            "the exclusive queue replays each request on one replica: it needs per-request arrivals (the Azure "
+            "format or a per-request CSV with --time-column), and this file is a rate series",
+            str(path),
+        )
     return [run_trace(t, m, st) for t in traces]
 
 

@@ -1,10 +1,10 @@
-"""A fluid FIFO queueing model of a pool of GPU replicas, driven by a replica policy.
+"""A queueing model of a pool of GPU replicas, driven by a replica policy.
 
-Model (docs/autoscale.md): the pool serves work (replica-seconds, from the token-throughput model) at
-``ready`` replica-seconds per second, first come first served, continuous-batching style (a request starts as
-soon as the pool has finished the work queued ahead of it). Cumulative done work follows
-``U[j] = min(U[j-1] + ready_j * step_s, A[j])`` with ``A`` the cumulative arrived work: exact for a fluid FIFO
-queue at step resolution. A replica launched at ``t`` serves from ``t + cold_start_s``; it is billed from launch.
+Model (docs/autoscale.md): the pool serves work (replica-seconds, from the token-throughput model or a
+measured service time) first come first served, either continuous-batching style (``queue="batched"``, a
+fluid server: a request starts as soon as the pool has finished the work queued ahead of it) or one request
+per replica (``queue="exclusive"``); bench/autoscale_pools.py holds both. A replica launched at ``t`` serves
+from ``t + cold_start_s``; it is billed from launch.
 Requests that arrive while nothing is ready are held in the queue (the request-holding path) and served in
 order once a replica is ready. The trace is followed by a tail of ``cold_start_s + 60`` s with no arrivals so
 that held requests can finish; a request not started by then counts as an SLO miss.
@@ -13,18 +13,22 @@ that held requests can finish; a request not started by then counts as an SLO mi
 from __future__ import annotations
 
 import math
-from bisect import bisect_right
 from collections import deque
 from dataclasses import dataclass, field
+from typing import Literal
 
 import numpy as np
 import numpy.typing as npt
 
 from gpufleet.autoscale.signals import ReplicaPolicy, ReplicaSignals
+from gpufleet.bench.autoscale_pools import START_EPS_S, BatchedPool, ExclusivePool, Pool
 from gpufleet.bench.autoscale_traces import ArrivalTrace
+from gpufleet.domain.errors import ValidationError
 
 F64 = npt.NDArray[np.float64]
-START_EPS_S = 1e-9  # replica-seconds of a request's own work that mark its start
+Queue = Literal["batched", "exclusive"]
+QUEUES: tuple[Queue, ...] = ("batched", "exclusive")
+__all__ = ["PEAK_WINDOWS_S", "QUEUES", "START_EPS_S", "Queue", "SimResult", "simulate"]
 PEAK_WINDOWS_S = (1.0, 2.0, 3.0, 4.0)  # the windows of ``ReplicaSignals.peak_work`` (those shorter than a period)
 
 
@@ -72,26 +76,23 @@ def simulate(
     initial_replicas: int = 0,
     record_every_s: float = 0.0,
     split_s: float = 60.0,
+    queue: Queue = "batched",
 ) -> SimResult:
-    """Replay ``trace`` through the queue with ``policy`` deciding every ``policy.period_s``."""
+    """Replay ``trace`` through the ``queue`` model with ``policy`` deciding every ``policy.period_s``."""
     dt = trace.step_s
     tail = math.ceil((cold_start_s + 60.0) / dt)
     n_req_steps = len(trace.count)
     n_steps = n_req_steps + tail
-    count = np.concatenate([trace.count, np.zeros(tail, np.int64)])
-    work = np.concatenate([trace.work_s, np.zeros(tail)])
-    a_cum = np.cumsum(work)
-    n_cum = np.cumsum(count)
+    if queue == "exclusive" and (trace.req_t_s is None or trace.req_work_s is None):
+        raise ValidationError("queue", "the exclusive queue needs a per-request trace (a rate series has none)")
+    pool: Pool = (ExclusivePool if queue == "exclusive" else BatchedPool)(trace, n_steps, initial_replicas)
+    a_cum = np.cumsum(np.concatenate([trace.work_s, np.zeros(tail)]))
+    n_cum = np.cumsum(np.concatenate([trace.count, np.zeros(tail, np.int64)]))
     a_list = a_cum.tolist()
-    u_arr = np.empty(n_steps)
-    per_req_k: list[float] | None = None
-    if trace.req_work_s is not None:
-        per_req_k = (np.cumsum(trace.req_work_s) - trace.req_work_s).tolist()
     p = max(1, round(policy.period_s / dt))
     cold_steps = max(0, round(cold_start_s / dt))
     ready = initial_replicas
     starting: deque[int] = deque()
-    u = 0.0
     rep_s = 0.0
     rep_s_2nd = 0.0
     half_step = n_req_steps // 2
@@ -100,8 +101,8 @@ def simulate(
     reasons: dict[str, int] = {}
     trail: list[tuple[float, int]] = []
     changes: list[tuple[int, int]] = [(0, ready)]  # (step, replicas billed from that step on)
+    drains: list[tuple[float, float]] = []  # spans billed for removed replicas finishing a request
     rec_p = max(1, round(record_every_s / dt)) if record_every_s > 0 else 0
-    prev_u = 0.0
     # densest window_s of arrivals inside each decision period (a gateway's per-second counters)
     a0 = np.concatenate([[0.0], a_cum])
     peaks: list[tuple[float, list[float]]] = []
@@ -112,33 +113,28 @@ def simulate(
             continue
         roll = np.concatenate([np.zeros(k - 1), a0[k:] - a0[:-k]])  # work of the k steps ending at step j
         peaks.append((k * dt, np.maximum.reduceat(roll, starts).tolist()))
+    per_s = p * dt
     for i in range(0, n_steps, p):
         # -- observe the last period and decide --------------------------------------------------------
         if i > 0:
             lo = i - p - 1
             arrived_n = int(n_cum[i - 1] - (n_cum[lo] if lo >= 0 else 0))
             arrived_w = a_list[i - 1] - (a_list[lo] if lo >= 0 else 0.0)
-            queued_w = a_list[i - 1] - u
-            if per_req_k is not None:
-                qd = int(n_cum[i - 1]) - bisect_right(per_req_k, u)
-            else:
-                qd = math.ceil(queued_w / trace.mean_work_s - 1e-9) if queued_w > 1e-12 else 0
         else:
-            arrived_n, arrived_w, qd = 0, 0.0, 0
-        per_s = p * dt
-        rps = arrived_n / per_s
+            arrived_n, arrived_w = 0, 0.0
+        qd, conc, peak_conc = pool.observe(i, per_s)
         sig = ReplicaSignals(
             now_s=i * dt,
             ready=ready,
             starting=len(starting),
             period_s=per_s,
-            arrival_rps=rps,
-            concurrency=qd + (u - prev_u) / per_s,  # queued requests + busy replica-equivalents (fluid)
-            queue_depth=max(0, qd),
+            arrival_rps=arrived_n / per_s,
+            concurrency=conc,
+            queue_depth=qd,
             load_replicas=arrived_w / per_s,
             peak_work=tuple((w, pk[i // p - 1]) for w, pk in peaks) if i > 0 else (),
+            peak_concurrency=peak_conc,
         )
-        prev_u = u
         d = policy.decide(sig)
         reasons[d.reason] = reasons.get(d.reason, 0) + 1
         total = ready + len(starting)
@@ -151,6 +147,7 @@ def simulate(
             while drop and starting:
                 starting.pop()  # cancel the youngest launch first
                 drop -= 1
+            drains += pool.remove(drop, i * dt)
             ready -= drop
         total = ready + len(starting)
         if total != changes[-1][1]:
@@ -163,18 +160,10 @@ def simulate(
         if rec_p and (i // p) % max(1, rec_p // p) == 0:
             trail.append((i * dt, total))
         # -- advance the queue -----------------------------------------------------------------------
-        cap = ready * dt
-        for j in range(i, end):
-            if starting and starting[0] <= j:
-                while starting and starting[0] <= j:
-                    starting.popleft()
-                    ready += 1
-                cap = ready * dt
-            u += cap
-            aj = a_list[j]
-            u = min(u, aj)
-            u_arr[j] = u
-    waits = _waits(trace, u_arr, dt)
+        ready = pool.advance(i, end, ready, starting)
+    rep_s += sum(b - a for a, b in drains)
+    rep_s_2nd += sum(max(0.0, b - max(a, half_step * dt)) for a, b in drains)
+    waits = pool.waits()
     n = int(trace.count.sum())
     met = (
         int(np.count_nonzero(waits <= slo_s + 1e-9))
@@ -189,7 +178,7 @@ def simulate(
         n2 = int(trace.count[half_step:].sum())
         met2 = int(trace.count[half_step:][ok[half_step:]].sum())
     worst_hour = _worst_hour(trace, ok, dt)
-    m_req, m_met, m_gpu = _per_window(trace, ok, changes, n_steps, dt, gpus_per_replica, split_s)
+    m_req, m_met, m_gpu = _per_window(trace, ok, changes, drains, n_steps, dt, gpus_per_replica, split_s)
     finite = waits[np.isfinite(waits)]
     if trace.req_t_s is None:
         weights = trace.count.astype(np.float64)
@@ -224,6 +213,7 @@ def _per_window(
     trace: ArrivalTrace,
     ok: npt.NDArray[np.bool_],
     changes: list[tuple[int, int]],
+    drains: list[tuple[float, float]],
     n_steps: int,
     dt: float,
     gpus_per_replica: int,
@@ -246,7 +236,12 @@ def _per_window(
     edges = np.minimum(np.arange(n_min + 1) * split_s, n_steps * dt)
     k = np.searchsorted(at, edges, side="right") - 1
     cum = cum_at[k] + val[k] * (edges - at[k])
-    return req, np.asarray(met, np.float64), np.asarray(np.diff(cum) * gpus_per_replica / 3600.0, np.float64)
+    rep_s = np.diff(cum)
+    for lo_s, hi_s in drains:  # a removed replica finishing its request: billed in the windows it spans
+        w0, w1 = int(lo_s // split_s), min(n_min - 1, int(hi_s // split_s))
+        for w in range(w0, w1 + 1):
+            rep_s[w] += max(0.0, min(hi_s, (w + 1) * split_s) - max(lo_s, w * split_s))
+    return req, np.asarray(met, np.float64), np.asarray(rep_s * gpus_per_replica / 3600.0, np.float64)
 
 
 def _worst_hour(trace: ArrivalTrace, ok: npt.NDArray[np.bool_], dt: float) -> float:
@@ -261,33 +256,6 @@ def _worst_hour(trace: ArrivalTrace, ok: npt.NDArray[np.bool_], dt: float) -> fl
         met = np.bincount(hour, weights=np.where(ok, trace.count, 0).astype(np.float64))
     has = n > 0
     return float(np.min(met[has] / n[has])) if has.any() else 1.0
-
-
-def _start_times(u_arr: F64, dt: float, k: F64) -> F64:
-    """Time at which cumulative done work first reaches ``k`` (linear inside a step; inf if never)."""
-    u_ext = np.concatenate([[0.0], u_arr])
-    j = np.searchsorted(u_ext, k - 1e-12, side="left")
-    out = np.full(len(k), np.inf)
-    ok = j < len(u_ext)
-    jj = j[ok]
-    prev = u_ext[np.maximum(jj - 1, 0)]
-    cur = u_ext[jj]
-    span = np.where(cur > prev, cur - prev, 1.0)
-    frac = np.clip((k[ok] - prev) / span, 0.0, 1.0)
-    out[ok] = np.where(jj == 0, 0.0, (np.maximum(jj - 1, 0) + frac) * dt)
-    return out
-
-
-def _waits(trace: ArrivalTrace, u_arr: F64, dt: float) -> F64:
-    if trace.req_t_s is not None and trace.req_work_s is not None:
-        # a request starts when the pool begins its own work (done work passes the work ahead of it), not
-        # when the work ahead is done: with no replica ready and an empty queue it waits for a replica
-        k = np.cumsum(trace.req_work_s) - trace.req_work_s + np.minimum(trace.req_work_s, START_EPS_S)
-        return np.maximum(0.0, _start_times(u_arr, dt, k) - trace.req_t_s)
-    a_prev = np.concatenate([[0.0], np.cumsum(trace.work_s)[:-1]])
-    k = a_prev + 0.5 * trace.work_s
-    t_arr = (np.arange(len(trace.count)) + 0.5) * dt
-    return np.maximum(0.0, _start_times(u_arr, dt, k) - t_arr)
 
 
 def _weighted_quantile(x: F64, w: F64, q: float) -> float:

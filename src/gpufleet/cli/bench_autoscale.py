@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import platform
 from datetime import UTC, datetime
+from enum import StrEnum
 from pathlib import Path
 from typing import Annotated
 
@@ -18,6 +19,11 @@ from gpufleet.bench.autoscale_requests import RequestColumns, parse_where
 from gpufleet.cli.errors import user_errors
 from gpufleet.cli.paths import output_file
 from gpufleet.domain.errors import ValidationError
+
+
+class QueueModel(StrEnum):
+    batched = "batched"
+    exclusive = "exclusive"
 
 
 @user_errors
@@ -73,6 +79,14 @@ def bench_autoscale(
             "(its service times were measured on one serving replica), else 4 (the token model's 70B on 4 x H100)",
         ),
     ] = None,
+    queue: Annotated[
+        QueueModel,
+        typer.Option(
+            "--queue",
+            help="service model of a replica: batched (continuous batching, an LLM; the default) or exclusive "
+            "(one request per replica at a time, e.g. image diffusion; needs per-request arrivals; no oracle row)",
+        ),
+    ] = QueueModel.batched,
     warm_start_min: Annotated[
         list[float] | None,
         typer.Option(
@@ -90,6 +104,7 @@ def bench_autoscale(
         seed=seed,
         oracle=not no_oracle,
         warm_start_min=tuple(warm_start_min or ()),
+        queue="exclusive" if queue is QueueModel.exclusive else "batched",
     )
     requests = _request_columns(time_column, work_column, where, group_by, group, top_groups)
     if requests is None:
@@ -110,7 +125,7 @@ def bench_autoscale(
     for r in runs:
         t = Table(
             title=f"{r.trace.trace_id}: cold start {cold_start_s:g} s, SLO wait <= {slo_s:g} s, "
-            f"{r.rps_per_replica:.2f} rps/replica at 100%, {gpus} GPU(s)/replica, "
+            f"{r.rps_per_replica:.2f} rps/replica at 100%, {gpus} GPU(s)/replica, {st.queue} queue, "
             f"gap windows imputed: {r.trace.gap_windows}"
         )
         for col in (

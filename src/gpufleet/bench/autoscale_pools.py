@@ -1,0 +1,209 @@
+"""The two service models of a pool of GPU replicas behind ``bench/autoscale_sim.simulate``.
+
+* :class:`BatchedPool` (default, ``--queue batched``): continuous batching (an LLM on vLLM). The pool is a fluid
+  FIFO server of ``ready`` replica-seconds per second: a request starts when the pool has done the work queued
+  ahead of it. Cumulative done work ``U[j] = min(U[j-1] + ready_j * step_s, A[j])`` (``A`` = cumulative arrived
+  work) is exact for a fluid FIFO queue at step resolution.
+* :class:`ExclusivePool` (``--queue exclusive``): a request holds one replica for its whole service time and a
+  replica serves one request at a time (an image-diffusion model, an un-batched endpoint): ``ready`` servers,
+  first come first served, a request starts on the replica that frees first. Exact event times, no grid.
+
+A replica that becomes ready serves from that step on. A replica removed while busy (exclusive pool only; the
+fluid pool has no per-replica work) finishes its request and is billed until it does - a graceful drain.
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+from bisect import bisect_right
+from collections import deque
+from typing import Protocol
+
+import numpy as np
+import numpy.typing as npt
+
+from gpufleet.bench.autoscale_traces import ArrivalTrace
+
+F64 = npt.NDArray[np.float64]
+START_EPS_S = 1e-9  # replica-seconds of a request's own work that mark its start (batched pool)
+
+
+class Pool(Protocol):
+    def observe(self, i: int, per_s: float) -> tuple[int, float, float | None]:
+        """At the start of step ``i``: queued requests; requests in flight (queued + in service) on average over
+        the last ``per_s``; the most in flight at any instant of it (None if the model has no such count)."""
+        ...
+
+    def remove(self, drop: int, now_s: float) -> list[tuple[float, float]]:
+        """Take ``drop`` ready replicas away at ``now_s``; the ``(from_s, to_s)`` spans still billed (drains)."""
+        ...
+
+    def advance(self, i: int, end: int, ready: int, starting: deque[int]) -> int:
+        """Serve steps ``[i, end)``, bringing up the launches of ``starting`` (ready step, oldest first) whose
+        step comes; returns the ready count at ``end``."""
+        ...
+
+    def waits(self) -> F64:
+        """Each request's wait until it starts (inf if it never did): per request, or per step of a rate trace."""
+        ...
+
+
+class BatchedPool:
+    """Continuous batching: a fluid FIFO server (module docstring)."""
+
+    def __init__(self, trace: ArrivalTrace, n_steps: int, initial_ready: int) -> None:
+        del initial_ready  # the fluid pool keeps no per-replica state
+        self.trace = trace
+        self.dt = trace.step_s
+        work = np.concatenate([trace.work_s, np.zeros(n_steps - len(trace.work_s))])
+        count = np.concatenate([trace.count, np.zeros(n_steps - len(trace.count), np.int64)])
+        self._a = np.cumsum(work).tolist()
+        self._n = np.cumsum(count)
+        self._per_req_k: list[float] | None = None
+        if trace.req_work_s is not None:
+            self._per_req_k = (np.cumsum(trace.req_work_s) - trace.req_work_s).tolist()
+        self._u_arr = np.empty(n_steps)
+        self._u = 0.0
+        self._prev_u = 0.0
+
+    def observe(self, i: int, per_s: float) -> tuple[int, float, float | None]:
+        if i == 0:
+            return 0, 0.0, None
+        queued_w = self._a[i - 1] - self._u
+        if self._per_req_k is not None:
+            qd = int(self._n[i - 1]) - bisect_right(self._per_req_k, self._u)
+        else:
+            qd = math.ceil(queued_w / self.trace.mean_work_s - 1e-9) if queued_w > 1e-12 else 0
+        busy = (self._u - self._prev_u) / per_s  # replica-equivalents of work done (fluid)
+        self._prev_u = self._u
+        return max(0, qd), qd + busy, None
+
+    def remove(self, drop: int, now_s: float) -> list[tuple[float, float]]:
+        del drop, now_s
+        return []
+
+    def advance(self, i: int, end: int, ready: int, starting: deque[int]) -> int:
+        dt = self.dt
+        a, u_arr, u = self._a, self._u_arr, self._u
+        cap = ready * dt
+        for j in range(i, end):
+            if starting and starting[0] <= j:
+                while starting and starting[0] <= j:
+                    starting.popleft()
+                    ready += 1
+                cap = ready * dt
+            u = min(u + cap, a[j])
+            u_arr[j] = u
+        self._u = u
+        return ready
+
+    def waits(self) -> F64:
+        tr, dt = self.trace, self.dt
+        if tr.req_t_s is not None and tr.req_work_s is not None:
+            # a request starts when the pool begins its own work (done work passes the work ahead of it), not
+            # when the work ahead is done: with no replica ready and an empty queue it waits for a replica
+            k = np.cumsum(tr.req_work_s) - tr.req_work_s + np.minimum(tr.req_work_s, START_EPS_S)
+            return np.maximum(0.0, _start_times(self._u_arr, dt, k) - tr.req_t_s)
+        a_prev = np.concatenate([[0.0], np.cumsum(tr.work_s)[:-1]])
+        k = a_prev + 0.5 * tr.work_s
+        t_arr = (np.arange(len(tr.count)) + 0.5) * dt
+        return np.maximum(0.0, _start_times(self._u_arr, dt, k) - t_arr)
+
+
+class ExclusivePool:
+    """One request per replica at a time, first come first served (module docstring)."""
+
+    def __init__(self, trace: ArrivalTrace, n_steps: int, initial_ready: int) -> None:
+        del n_steps
+        if trace.req_t_s is None or trace.req_work_s is None:
+            raise ValueError("the exclusive pool needs a per-request trace")
+        self.dt = trace.step_s
+        self._t_arr: F64 = trace.req_t_s
+        self._t: list[float] = trace.req_t_s.tolist()
+        self._w: list[float] = trace.req_work_s.tolist()
+        self._start = np.full(len(self._t), np.inf)
+        self._next = 0  # first request not yet arrived in the replay
+        self._waiting: deque[int] = deque()
+        self._free: list[float] = [0.0] * initial_ready  # heap: when each ready replica is next free
+        # in-flight count (arrived, not finished), swept from the last observation to the next
+        self._done: list[float] = []  # heap: finish times of started requests not yet swept
+        self._seen = 0  # arrivals swept
+        self._in_flight = 0
+        self._obs_s = 0.0
+
+    def observe(self, i: int, per_s: float) -> tuple[int, float, float | None]:
+        """Sweep arrivals and finishes since the last observation: the time-mean and the peak in flight
+        (every finish before ``now`` is known: its request started in an earlier period)."""
+        del per_s
+        now = i * self.dt
+        t, done = self._t, self._done
+        at, n = self._obs_s, self._in_flight
+        area, peak = 0.0, float(n)
+        while True:
+            ta = t[self._seen] if self._seen < len(t) and t[self._seen] < now else math.inf
+            td = done[0] if done and done[0] < now else math.inf
+            if ta == math.inf and td == math.inf:
+                break
+            x = min(ta, td)
+            area += n * (x - at)
+            at = x
+            if td <= ta:  # a request that finishes as another arrives frees its replica first
+                heapq.heappop(done)
+                n -= 1
+            else:
+                self._seen += 1
+                n += 1
+                peak = max(peak, float(n))
+        area += n * (now - at)
+        mean = area / (now - self._obs_s) if now > self._obs_s else float(n)
+        self._obs_s, self._in_flight = now, n
+        return len(self._waiting), mean, peak
+
+    def remove(self, drop: int, now_s: float) -> list[tuple[float, float]]:
+        # the replicas that free first go: idle ones at once, busy ones after their request (billed till then)
+        drains: list[tuple[float, float]] = []
+        for _ in range(min(drop, len(self._free))):
+            f = heapq.heappop(self._free)
+            if f > now_s:
+                drains.append((now_s, f))
+        return drains
+
+    def advance(self, i: int, end: int, ready: int, starting: deque[int]) -> int:
+        dt = self.dt
+        t1 = end * dt
+        while starting and starting[0] < end:
+            heapq.heappush(self._free, starting.popleft() * dt)
+            ready += 1
+        t, w, waiting, free = self._t, self._w, self._waiting, self._free
+        while self._next < len(t) and t[self._next] < t1:
+            waiting.append(self._next)
+            self._next += 1
+        while waiting and free:
+            k = waiting[0]
+            s = max(free[0], t[k])
+            if s >= t1:
+                break
+            heapq.heapreplace(free, s + w[k])
+            heapq.heappush(self._done, s + w[k])
+            self._start[k] = s
+            waiting.popleft()
+        return ready
+
+    def waits(self) -> F64:
+        return np.asarray(np.maximum(0.0, self._start - self._t_arr), np.float64)
+
+
+def _start_times(u_arr: F64, dt: float, k: F64) -> F64:
+    """Time at which cumulative done work first reaches ``k`` (linear inside a step; inf if never)."""
+    u_ext = np.concatenate([[0.0], u_arr])
+    j = np.searchsorted(u_ext, k - 1e-12, side="left")
+    out = np.full(len(k), np.inf)
+    ok = j < len(u_ext)
+    jj = j[ok]
+    prev = u_ext[np.maximum(jj - 1, 0)]
+    cur = u_ext[jj]
+    span = np.where(cur > prev, cur - prev, 1.0)
+    frac = np.clip((k[ok] - prev) / span, 0.0, 1.0)
+    out[ok] = np.where(jj == 0, 0.0, (np.maximum(jj - 1, 0) + frac) * dt)
+    return out
