@@ -121,7 +121,14 @@ def _sd_like_sessions() -> tuple[np.ndarray, np.ndarray]:
 def test_zero_miss_budget_keeps_a_replica_once_cold_starts_cost_more_than_the_budget() -> None:
     t, w = _sd_like_sessions()
     tr = request_trace("sessions", t, w, 0.5)
-    base = {"min_replicas": 0, "max_replicas": 10, "target_per_replica": 0.04, "cold_start_s": 120.0, "slo_s": 2.0}
+    base = {
+        "min_replicas": 0,
+        "max_replicas": 10,
+        "target_per_replica": 0.04,
+        "cold_start_s": 120.0,
+        "slo_s": 2.0,
+        "slo_miss_budget": None,
+    }
     off_pol = PredictiveReplicaAutoscaler(ReplicaAutoscalerConfig(**base, zero_miss_budget=None))
     off = simulate(tr, off_pol, cold_start_s=120, slo_s=2, gpus_per_replica=1)
     on_pol = PredictiveReplicaAutoscaler(ReplicaAutoscalerConfig(**base, zero_miss_budget=0.05))

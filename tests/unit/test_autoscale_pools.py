@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from gpufleet.autoscale.baselines import StaticPolicy
 from gpufleet.autoscale.signals import ReplicaDecision, ReplicaSignals
-from gpufleet.bench.autoscale_pools import ExclusivePool
+from gpufleet.bench.autoscale_pools import BatchedPool, ExclusivePool
 from gpufleet.bench.autoscale_sim import simulate
 from gpufleet.bench.autoscale_traces import ArrivalTrace, request_trace
 from gpufleet.domain.errors import ValidationError
@@ -128,3 +128,28 @@ def test_the_exclusive_queue_refuses_a_rate_series() -> None:
     tr = ArrivalTrace("rates", 1.0, np.array([3, 2], np.int64), np.array([1.0, 1.0]), 0.4)
     with pytest.raises(ValidationError, match="per-request"):
         simulate(tr, StaticPolicy(1), cold_start_s=0.0, slo_s=2.0, gpus_per_replica=1, queue="exclusive")
+
+
+@settings(max_examples=60, deadline=None)
+@given(arrivals, st.integers(1, 3), st.sampled_from(["batched", "exclusive"]), st.floats(0.5, 10.0))
+def test_slo_misses_are_counted_once_each_when_their_wait_passes_the_slo(
+    reqs: list[tuple[float, float]], servers: int, queue: str, slo_s: float
+) -> None:
+    """Summed over the periods, the misses the pool reports are the requests whose final wait exceeds the SLO
+    (each counted in the period where its arrival + slo_s passes, never twice)."""
+    reqs.sort()
+    t = np.array([r[0] for r in reqs])
+    w = np.array([r[1] for r in reqs])
+    tr = request_trace("x", t, w, 0.1)
+    n_steps = len(tr.count) + 5_000
+    pool = (ExclusivePool if queue == "exclusive" else BatchedPool)(tr, n_steps, servers)
+    counted = 0.0
+    for i in range(0, n_steps, 20):
+        pool.observe(i, 2.0)
+        counted += pool.missed(i, slo_s)
+        pool.advance(i, min(n_steps, i + 20), servers, deque())
+    counted += pool.missed(n_steps, slo_s)
+    waits = pool.waits()
+    late = int(np.count_nonzero(waits > slo_s + 1e-6))
+    edge = int(np.count_nonzero(np.abs(waits - slo_s) <= 1e-6))  # a wait equal to the SLO up to rounding
+    assert late <= counted <= late + edge

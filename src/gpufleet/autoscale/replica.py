@@ -76,6 +76,10 @@ class ReplicaAutoscalerConfig:
       holds the most requests recently in flight at once / this (``peak_concurrency``, else ``concurrency``)
       instead of the batched pool's work arithmetic (autoscale/burst_hold.py), and the forecast part of the fleet
       is staffed by Erlang C (autoscale/erlang.py) instead of ``peak_headroom``. None = a batching replica.
+    slo_miss_budget: error budget on the SLO itself (needs ``slo_s`` and the ``slo_misses`` signal): while more
+      than this share of the last ``2 / slo_miss_budget`` requests waited longer than ``slo_s`` (more than two
+      misses in the last 400 at 0.005), the burst floor stops forgetting (so the fleet does not scale to zero
+      either: the floor holds what those requests needed). None = off.
     wait_miss_budget: with ``max_concurrency`` and ``slo_s``: the Erlang C staffing keeps the chance that a
       request arriving at the forecast's upper rate waits longer than ``slo_s`` within this (0.005: the same
       half of a 99% SLO's misses as ``zero_miss_budget``).
@@ -108,6 +112,7 @@ class ReplicaAutoscalerConfig:
     zero_miss_budget: float | None = 0.005
     max_concurrency: int | None = None
     wait_miss_budget: float = 0.005
+    slo_miss_budget: float | None = 0.005
 
     def __post_init__(self) -> None:
         if self.min_replicas < 0 or self.max_replicas < max(1, self.min_replicas):
@@ -122,6 +127,8 @@ class ReplicaAutoscalerConfig:
             raise ValidationError("zero_miss_budget", f"must be in [0, 1], got {self.zero_miss_budget}")
         if self.max_concurrency is not None and self.max_concurrency < 1:
             raise ValidationError("max_concurrency", f"must be >= 1, got {self.max_concurrency}")
+        if self.slo_miss_budget is not None and not 0.0 < self.slo_miss_budget < 1.0:
+            raise ValidationError("slo_miss_budget", f"must be in (0, 1), got {self.slo_miss_budget}")
         if not 0.0 < self.wait_miss_budget < 1.0:
             raise ValidationError("wait_miss_budget", f"must be in (0, 1), got {self.wait_miss_budget}")
         if self.budget_usd_day is not None and self.budget_usd_day < 0:
@@ -157,6 +164,11 @@ class PredictiveReplicaAutoscaler:
         self._requests_seen = 0.0
         self._work_seen_s = 0.0  # replica-seconds of the requests seen (their mean service time, exclusive)
         self._held_at_zero = 0.0  # requests that arrived while no replica was ready
+        # the error budget's window: (time, requests, SLO misses) of the periods holding the last requests
+        self._slo_win: deque[tuple[float, float, float]] = deque()
+        self._slo_req = 0.0
+        self._slo_miss = 0.0
+        self._burning = False
 
     def _metric_value(self, s: ReplicaSignals) -> float:
         m = self.config.metric
@@ -186,6 +198,8 @@ class PredictiveReplicaAutoscaler:
         if c.max_concurrency is not None and c.slo_s is not None and c.metric == "rps":
             raw = max(raw, self._staffed(self.forecaster.level()))
         if self._burst is not None:
+            self._burning = self._budget_burning(s)
+            self._burst.extra_memory_s = math.inf if self._burning else 0.0
             floor = self._burst_floor(s)
             if floor > raw:
                 raw, reason = floor, "burst_floor"
@@ -210,6 +224,23 @@ class PredictiveReplicaAutoscaler:
             desired, reason = c.min_replicas, "clamped_min"
         return self._apply_budget(desired, reason, fc)
 
+    def _budget_burning(self, s: ReplicaSignals) -> bool:
+        """True while the SLO misses among the last ``2 / slo_miss_budget`` requests exceed the budget."""
+        b = self.config.slo_miss_budget
+        if b is None or s.slo_misses is None:
+            return False
+        reqs = s.arrival_rps * s.period_s
+        if reqs > 0 or s.slo_misses > 0:
+            self._slo_win.append((s.now_s, reqs, s.slo_misses))
+            self._slo_req += reqs
+            self._slo_miss += s.slo_misses
+        n = 2.0 / b
+        while self._slo_win and self._slo_req - self._slo_win[0][1] >= n:
+            _, r, m = self._slo_win.popleft()
+            self._slo_req -= r
+            self._slo_miss -= m
+        return self._slo_miss > b * max(self._slo_req, n) + 1e-9
+
     def _staffed(self, rate_rps: float) -> float:
         """Replicas (of ``max_concurrency`` one-request servers) that Erlang C staffs for ``rate_rps``."""
         c = self.config
@@ -227,7 +258,7 @@ class PredictiveReplicaAutoscaler:
         if cap is not None:
             in_flight = s.peak_concurrency if s.peak_concurrency is not None else s.concurrency
             self._burst.record(s.now_s, in_flight / cap, s.arrival_rps * s.period_s)
-            return self._burst.level()
+            return self._burst.level(math.inf if self._burning else None)
         self._burst.observe(
             s.now_s,
             s.period_s,
@@ -235,7 +266,7 @@ class PredictiveReplicaAutoscaler:
             s.arrival_rps * s.period_s,
             s.peak_work,
         )
-        return self._burst.level()
+        return self._burst.level(math.inf if self._burning else None)
 
     def _drain_extra(self, s: ReplicaSignals, load: float, hot: float) -> float:
         """Replicas to add so the queue drains within ``drain_s`` once the launched replicas are ready.

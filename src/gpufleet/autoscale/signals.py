@@ -22,6 +22,8 @@ class ReplicaSignals:
       empty when the caller does not measure it).
     peak_concurrency: the most requests in flight (queued + in service) at any instant of the period (a
       gateway's in-flight gauge; None when the caller does not measure it).
+    slo_misses: requests whose wait in the queue passed the latency SLO during the period (a gateway sees a
+      queued request's age cross it; each request counts once; None when the caller does not measure it).
     """
 
     now_s: float
@@ -34,6 +36,7 @@ class ReplicaSignals:
     load_replicas: float
     peak_work: tuple[tuple[float, float], ...] = ()
     peak_concurrency: float | None = None
+    slo_misses: float | None = None
 
     @property
     def total(self) -> int:

@@ -35,6 +35,11 @@ class Pool(Protocol):
         the last ``per_s``; the most in flight at any instant of it (None if the model has no such count)."""
         ...
 
+    def missed(self, i: int, slo_s: float) -> float:
+        """Requests whose wait passed ``slo_s`` since the last call, up to the start of step ``i`` (a gateway
+        sees a queued request's age cross the SLO; a request counts once, when its arrival + ``slo_s`` passes)."""
+        ...
+
     def remove(self, drop: int, now_s: float) -> list[tuple[float, float]]:
         """Take ``drop`` ready replicas away at ``now_s``; the ``(from_s, to_s)`` spans still billed (drains)."""
         ...
@@ -66,6 +71,18 @@ class BatchedPool:
         self._u_arr = np.empty(n_steps)
         self._u = 0.0
         self._prev_u = 0.0
+        # what a request (or a step's requests, for a rate series) must see done to have started, and when
+        # it arrived: a request missed its SLO iff done work at arrival + slo_s is still short of it
+        if trace.req_t_s is not None and trace.req_work_s is not None:
+            w = trace.req_work_s
+            self._k: F64 = np.cumsum(w) - w + np.minimum(w, START_EPS_S)
+            self._t_k: F64 = trace.req_t_s
+            self._n_k: F64 = np.ones(len(w))
+        else:
+            self._k = np.asarray(np.concatenate([[0.0], np.cumsum(trace.work_s)[:-1]]) + 0.5 * trace.work_s, np.float64)
+            self._t_k = np.asarray((np.arange(len(trace.count)) + 0.5) * self.dt, np.float64)
+            self._n_k = trace.count.astype(np.float64)
+        self._miss_at = 0
 
     def observe(self, i: int, per_s: float) -> tuple[int, float, float | None]:
         if i == 0:
@@ -78,6 +95,19 @@ class BatchedPool:
         busy = (self._u - self._prev_u) / per_s  # replica-equivalents of work done (fluid)
         self._prev_u = self._u
         return max(0, qd), qd + busy, None
+
+    def missed(self, i: int, slo_s: float) -> float:
+        now = i * self.dt
+        lo = self._miss_at
+        hi = int(np.searchsorted(self._t_k, now - slo_s, side="left"))
+        if hi <= lo:
+            return 0.0
+        self._miss_at = hi
+        x = self._t_k[lo:hi] + slo_s  # < now: the done work up to x is known
+        j = np.minimum((x / self.dt).astype(np.int64), i - 1)
+        u_prev = np.where(j > 0, self._u_arr[np.maximum(j - 1, 0)], 0.0)
+        u_x = u_prev + (x / self.dt - j) * (self._u_arr[j] - u_prev)  # linear inside step j
+        return float(self._n_k[lo:hi][u_x < self._k[lo:hi] - 1e-12].sum())
 
     def remove(self, drop: int, now_s: float) -> list[tuple[float, float]]:
         del drop, now_s
@@ -131,6 +161,7 @@ class ExclusivePool:
         self._seen = 0  # arrivals swept
         self._in_flight = 0
         self._obs_s = 0.0
+        self._miss_at = 0
 
     def observe(self, i: int, per_s: float) -> tuple[int, float, float | None]:
         """Sweep arrivals and finishes since the last observation: the time-mean and the peak in flight
@@ -159,6 +190,16 @@ class ExclusivePool:
         mean = area / (now - self._obs_s) if now > self._obs_s else float(n)
         self._obs_s, self._in_flight = now, n
         return len(self._waiting), mean, peak
+
+    def missed(self, i: int, slo_s: float) -> float:
+        now = i * self.dt
+        lo = self._miss_at
+        hi = int(np.searchsorted(self._t_arr, now - slo_s, side="left"))
+        if hi <= lo:
+            return 0.0
+        self._miss_at = hi
+        late = self._start[lo:hi] > self._t_arr[lo:hi] + slo_s + 1e-9  # never started: inf
+        return float(np.count_nonzero(late))
 
     def remove(self, drop: int, now_s: float) -> list[tuple[float, float]]:
         # the replicas that free first go: idle ones at once, busy ones after their request (billed till then)

@@ -134,6 +134,7 @@ def simulate(
             load_replicas=arrived_w / per_s,
             peak_work=tuple((w, pk[i // p - 1]) for w, pk in peaks) if i > 0 else (),
             peak_concurrency=peak_conc,
+            slo_misses=pool.missed(i, slo_s),
         )
         d = policy.decide(sig)
         reasons[d.reason] = reasons.get(d.reason, 0) + 1
