@@ -117,7 +117,14 @@ def test_refused_updates_leave_the_stored_budget_and_autoscaling_as_they_were(se
         _problem(c.put(path, json={"min": 5, "max": 2, "target_rps": 10}), 422, "max")
         _problem(c.put(path, json={"min": 1, "max": 2, "target_rps": "Infinity"}), 422, "target_rps")
         assert c.put(path, json={"min": 1, "max": 2, "target_rps": 1, "version": 999}).status_code == 409
+        for bad, field in (({"slo_s": 0}, "slo_s"), ({"slo_s": "NaN"}, "slo_s"), ({"max_concurrency": 0}, "max_concurrency"),
+                           ({"max_concurrency": True}, "max_concurrency"), ({"max_concurrency": 1.5}, "max_concurrency")):  # fmt: skip
+            _problem(c.put(path, json={"min": 1, "max": 3, "target_rps": 10, **bad}), 422, field)
         assert c.get(f"/v1/workloads/{wid}").json() == kept
+        decide = f"{path}/decision"
+        _problem(c.get(decide, params={"rps": [1, 2], "slo_misses": [0]}), 422, "slo_misses")
+        _problem(c.get(decide, params={"rps": [1], "peak_in_flight": [1, 2]}), 422, "peak_in_flight")
+        _problem(c.get(decide, params={"rps": [1], "slo_misses": [-1]}), 422, "slo_misses[0]")
 
 
 def test_a_refused_ingest_batch_stores_none_of_its_records(server: LiveServer, database: Database) -> None:

@@ -248,3 +248,43 @@ def test_autoscaling_decision_stays_in_bounds_and_reports_the_budget(
         assert d["budget"]["bound"] is True and d["reason"].startswith("budget_")
         assert d["desired_replicas"] == max(1, min(6, int(200 // per_day)))
         assert d["budget"]["spend_usd_day"] <= 200 or d["budget"]["exceeded"]
+
+
+def test_autoscaling_slo_and_one_request_per_replica_drive_the_decision(
+    database: Database, make_server: ServerFactory
+) -> None:
+    """PUT stores the SLO and the concurrency limit; the decision then holds the replicas that the requests in
+    flight needed, and keeps them while the SLO error budget burns."""
+    s = make_server(database)
+    with s.client("ml_platform_admin", "bob") as c:
+        c.post("/v1/teams", json={"id": "team-p", "name": "P"})
+        c.post("/v1/tenants", json={"id": "team-p-prod", "name": "prod", "team_id": "team-p"})
+    wl = {"name": "sd", "image": "registry.example/sd:1", "cpu": 8, "mem_gb": 64, "gpus": 1, "gpu_sku": SKU,
+          "min_replicas": 0, "max_replicas": 20, "scale_metric": "rps", "team": "team-p", "tenant": "team-p-prod",
+          "priority": "normal"}  # fmt: skip
+    with s.client("app_team", "ann", "team-p") as app:
+        wid = app.post("/v1/workloads", json=wl).json()["workload_id"]
+        path = f"/v1/workloads/{wid}/autoscaling"
+        body = {"min": 0, "max": 20, "target_rps": 0.04, "slo_s": 2.0, "max_concurrency": 1, "version": 1}
+        assert app.put(path, json=body).json()["version"] == 2
+        stored = app.get(f"/v1/workloads/{wid}").json()
+        assert stored["slo_s"] == 2.0 and stored["max_concurrency"] == 1
+        # a session of 6 images at once, then a trickle: one request per replica needs 6 replicas for it
+        rps = [1.2] + [0.02] * 30
+        peak = [6.0] + [1.0] * 30
+        d = app.get(
+            f"{path}/decision", params={"rps": rps, "peak_in_flight": peak, "replicas": 6, "period_s": 10}
+        ).json()
+        assert d["slo_s"] == 2.0 and d["max_concurrency"] == 1
+        assert d["desired_replicas"] >= 6 and d["reason"] == "burst_floor"
+        # 50 min later the floor (10 cold starts of 210 s = 35 min) has forgotten the session ...
+        quiet = [0.02] * 300
+        later = {"rps": rps + quiet, "peak_in_flight": peak + [1.0] * 300, "replicas": 6, "period_s": 10}
+        calm = app.get(f"{path}/decision", params={**later, "slo_misses": [0.0] * 331}).json()
+        assert calm["desired_replicas"] < 6
+        # ... unless the session's requests missed the SLO: the budget burns and the floor keeps them
+        burning = app.get(f"{path}/decision", params={**later, "slo_misses": [3.0] + [0.0] * 330}).json()
+        assert burning["desired_replicas"] >= 6 and burning["reason"] == "burst_floor"
+        # clearing the optional fields (a PUT) returns to the batching policy without an SLO
+        assert app.put(path, json={"min": 0, "max": 20, "target_rps": 0.04, "version": 2}).json()["version"] == 3
+        assert app.get(f"/v1/workloads/{wid}").json()["slo_s"] is None

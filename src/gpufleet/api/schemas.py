@@ -240,6 +240,8 @@ class WorkloadPublic(BaseModel):
     max_replicas: int
     scale_metric: str
     target_rps: float | None
+    slo_s: float | None = None
+    max_concurrency: int | None = None
     budget_usd_day: UsdOut | None
     team: str
     tenant: str
@@ -253,6 +255,14 @@ class AutoscalingUpdate(Strict):
     min: Annotated[int, Field(ge=0, le=10_000)]
     max: Annotated[int, Field(ge=0, le=10_000)]
     target_rps: NonNegFloat
+    slo_s: Annotated[float, Field(gt=0, le=3600, allow_inf_nan=False)] | None = Field(
+        default=None,
+        description="Queue-wait SLO in seconds: turns on the burst floor and the SLO error budget (unset: off).",
+    )
+    max_concurrency: Annotated[int, Field(ge=1, le=10_000, strict=True)] | None = Field(
+        default=None,
+        description="Requests one replica serves at once (1 for an un-batched model; unset: a batching replica).",
+    )
     version: Annotated[int, Field(ge=1, le=2**31 - 1)] | None = Field(
         default=None, description="Version you read; a stale one gets 409 (also accepted as If-Match)."
     )

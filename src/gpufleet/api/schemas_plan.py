@@ -247,6 +247,8 @@ class AutoscalingDecision(BaseModel):
     min: int
     max: int
     target_rps: float
+    slo_s: float | None = None
+    max_concurrency: int | None = None
     current_replicas: int
     desired_replicas: int
     reason: str

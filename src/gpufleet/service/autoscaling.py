@@ -48,13 +48,19 @@ class AutoscalingService:
         replicas: int | None,
         queue_depth: int,
         period_s: int,
+        slo_misses: Sequence[float] = (),
+        peak_in_flight: Sequence[float] = (),
     ) -> dict[str, Any]:
         if not 1 <= len(rps) <= MAX_POINTS:
             raise ValidationError("rps", f"send 1..{MAX_POINTS} request rates, oldest first")
+        for name, values in (("slo_misses", slo_misses), ("peak_in_flight", peak_in_flight)):
+            if values and len(values) != len(rps):
+                raise ValidationError(name, f"send one value per rps point ({len(rps)}), got {len(values)}")
         with UnitOfWork(self._engine, write=False) as uow:
             row = self._workloads.get_row(uow, actor, workload_id)  # 404 / team check
             kind, sku, gpus = row.kind, row.gpu_sku, row.gpus
             lo, hi, target = row.min_replicas, row.max_replicas, row.target_rps
+            slo_s, max_concurrency = row.slo_s, row.max_concurrency
             budget = None if row.budget_cents_day is None else row.budget_cents_day / 100
             version = row.version
         if kind != "serving":
@@ -71,6 +77,8 @@ class AutoscalingService:
             period_s=period_s,
             price_usd_per_replica_h=price_h,
             budget_usd_day=budget,
+            slo_s=slo_s,
+            max_concurrency=max_concurrency,
         )
         scaler = PredictiveReplicaAutoscaler(config)
         current = lo if replicas is None else replicas
@@ -87,6 +95,8 @@ class AutoscalingService:
                     concurrency=0.0,
                     queue_depth=queue_depth if last else 0,
                     load_replicas=float(v) / target,
+                    peak_concurrency=float(peak_in_flight[i]) if peak_in_flight else None,
+                    slo_misses=float(slo_misses[i]) if slo_misses else None,
                 )
             )
         assert decision is not None
@@ -96,6 +106,8 @@ class AutoscalingService:
             "min": lo,
             "max": hi,
             "target_rps": target,
+            "slo_s": slo_s,
+            "max_concurrency": max_concurrency,
             "current_replicas": current,
             "desired_replicas": decision.desired,
             "reason": decision.reason,

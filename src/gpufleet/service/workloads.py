@@ -53,6 +53,8 @@ def workload_dict(row: WorkloadRow) -> dict[str, Any]:
         "max_replicas": row.max_replicas,
         "scale_metric": row.scale_metric,
         "target_rps": row.target_rps,
+        "slo_s": row.slo_s,
+        "max_concurrency": row.max_concurrency,
         "budget_usd_day": None if row.budget_cents_day is None else Decimal(row.budget_cents_day) / 100,
         "team": row.team_id,
         "tenant": row.tenant_id,
@@ -156,6 +158,8 @@ class WorkloadService:
         max_replicas: int,
         target_rps: float,
         expected_version: int | None,
+        slo_s: float | None = None,
+        max_concurrency: int | None = None,
     ) -> int:
         """Optimistic concurrency: a stale ``expected_version`` (or a concurrent writer) gets ConflictError."""
         actor.require(*WRITERS)
@@ -170,7 +174,14 @@ class WorkloadService:
             result = uow.session.execute(
                 update(WorkloadRow)
                 .where(WorkloadRow.id == workload_id, WorkloadRow.version == seen)
-                .values(min_replicas=min_replicas, max_replicas=max_replicas, target_rps=target_rps, version=seen + 1)
+                .values(
+                    min_replicas=min_replicas,
+                    max_replicas=max_replicas,
+                    target_rps=target_rps,
+                    slo_s=slo_s,
+                    max_concurrency=max_concurrency,
+                    version=seen + 1,
+                )
                 .execution_options(synchronize_session=False)
             )
             if result.rowcount != 1:  # type: ignore[attr-defined]
@@ -181,7 +192,14 @@ class WorkloadService:
                 action="workload.autoscaling_set",
                 entity="workload",
                 entity_id=workload_id,
-                detail={"min": min_replicas, "max": max_replicas, "target_rps": target_rps, "version": seen + 1},
+                detail={
+                    "min": min_replicas,
+                    "max": max_replicas,
+                    "target_rps": target_rps,
+                    "slo_s": slo_s,
+                    "max_concurrency": max_concurrency,
+                    "version": seen + 1,
+                },
             )
             uow.commit()
             return seen + 1

@@ -101,6 +101,8 @@ class WorkloadRow(Base):
     max_replicas: Mapped[int] = mapped_column(Integer)
     scale_metric: Mapped[str] = mapped_column(String(64))
     target_rps: Mapped[float | None] = mapped_column(Float, nullable=True)
+    slo_s: Mapped[float | None] = mapped_column(Float, nullable=True)  # queue-wait SLO of a serving workload
+    max_concurrency: Mapped[int | None] = mapped_column(Integer, nullable=True)  # requests one replica serves at once
     budget_cents_day: Mapped[int | None] = mapped_column(BigInteger, nullable=True)
     team_id: Mapped[str] = mapped_column(ForeignKey("teams.id"))
     tenant_id: Mapped[str] = mapped_column(ForeignKey("tenants.id"))

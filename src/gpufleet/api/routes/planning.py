@@ -111,9 +111,20 @@ def autoscaling_decision(
     replicas: Annotated[int | None, Query(ge=0, le=10_000)] = None,
     queue_depth: Annotated[int, Query(ge=0, le=2**31 - 1)] = 0,
     period_s: Annotated[int, Query(ge=1, le=3600)] = 60,
+    slo_misses: Annotated[list[Rate] | None, Query(max_length=1440)] = None,
+    peak_in_flight: Annotated[list[Rate] | None, Query(max_length=1440)] = None,
 ) -> Any:
-    """The predictive replica autoscaler's decision for the workload's stored min/max/target_rps: send the
-    recent request rates oldest first (``rps=..&rps=..``), one per ``period_s``."""
+    """The predictive replica autoscaler's decision for the workload's stored min/max/target_rps (and SLO and
+    per-replica concurrency, when set): send the recent request rates oldest first (``rps=..&rps=..``), one per
+    ``period_s``; optionally, per point too, the requests that waited past the SLO (``slo_misses``, for the SLO
+    error budget) and the most requests in flight (``peak_in_flight``, for a one-request-per-replica floor)."""
     return services.autoscaling.decision(
-        actor, workload_id, rps=rps, replicas=replicas, queue_depth=queue_depth, period_s=period_s
+        actor,
+        workload_id,
+        rps=rps,
+        replicas=replicas,
+        queue_depth=queue_depth,
+        period_s=period_s,
+        slo_misses=slo_misses or (),
+        peak_in_flight=peak_in_flight or (),
     )

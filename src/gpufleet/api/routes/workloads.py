@@ -63,7 +63,8 @@ def set_autoscaling(
     actor: CurrentActor,
     if_match: Annotated[str | None, Header(pattern=r'^(W/)?"?[0-9]{1,10}"?$')] = None,
 ) -> Any:
-    """Set min/max replicas and the target rate per replica. Send the version you read (body ``version`` or
+    """Set min/max replicas, the target rate per replica and, optionally, the queue-wait SLO and the requests
+    one replica serves at once (a PUT: an omitted optional field is cleared). Send the version you read (body ``version`` or
     ``If-Match``); a stale version gets 409. Returns the new version."""
     expected = body.version
     if if_match is not None:
@@ -78,6 +79,8 @@ def set_autoscaling(
         max_replicas=body.max,
         target_rps=body.target_rps,
         expected_version=expected,
+        slo_s=body.slo_s,
+        max_concurrency=body.max_concurrency,
     )
     return {"workload_id": workload_id, "version": version}
 
