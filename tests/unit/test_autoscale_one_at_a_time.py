@@ -89,3 +89,12 @@ def test_gpufleet_meets_a_one_at_a_time_slo_that_the_batched_arithmetic_would_ov
     # the batched pool's work arithmetic (a 3 x 20 s burst within 2 s = 15 replicas) holds far more
     fluid = simulate(tr, PredictiveReplicaAutoscaler(_cfg(target_per_replica=target, max_concurrency=None)), **kw)  # type: ignore[arg-type]
     assert fluid.mean_replicas > 3 * r.mean_replicas
+
+
+def test_a_burst_of_short_requests_needs_the_fluid_slots_not_one_replica_each() -> None:
+    """40 requests of 0.05 s at once (2 replica-seconds of work) start within a 2 s SLO on 1-2 replicas:
+    the floor is at most the fluid requirement plus one slot, not the 40 requests in flight."""
+    pol = PredictiveReplicaAutoscaler(_cfg(target_per_replica=0.8 / 0.05))
+    sig = ReplicaSignals(5.0, 1, 0, 5.0, 8.0, 4.0, 0, 0.4, peak_work=((1.0, 2.0),), peak_concurrency=40.0)
+    d = pol.decide(sig)
+    assert d.desired <= 2

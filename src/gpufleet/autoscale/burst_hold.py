@@ -21,8 +21,9 @@ relaunching it costs at least one cold start of GPU time plus the burst it misse
 The fluid arithmetic fits replicas that batch (an LLM under continuous batching). A replica that serves one
 request at a time (``max_concurrency`` requests at most, Knative's ``containerConcurrency``) cannot share a
 request's work with its neighbours: a request that finds every replica busy waits for one to finish, a whole
-service time, not ``work / replicas``. There the requirement of a period is simply the most requests in flight
-at once, over the concurrency (:meth:`BurstFloor.record`, fed by ``ReplicaSignals.peak_concurrency``).
+service time, not ``work / replicas``. There the requirement of a period is at most the most requests in
+flight at once, over the concurrency (``in_flight`` of :meth:`BurstFloor.observe`, fed by
+``ReplicaSignals.peak_concurrency``), and at most one slot more than the fluid arithmetic.
 """
 
 from __future__ import annotations
@@ -86,11 +87,22 @@ class BurstFloor:
         load_replicas: float,
         requests: float,
         peak_work: tuple[tuple[float, float], ...] = (),
+        in_flight: float | None = None,
+        per_replica: int = 1,
     ) -> None:
         """Record one period: its arriving load (replicas at 100%), the work in its densest short windows
-        (``(window_s, replica-seconds)``) and the requests it brought (the weight of its requirement)."""
+        (``(window_s, replica-seconds)``) and the requests it brought (the weight of its requirement).
+
+        ``in_flight`` (replicas that serve ``per_replica`` requests each, one at a time per slot): the most
+        requests in flight in the period. Each needs its own slot at most, and a slot that would need to split a
+        request is at most one more than the fluid requirement, so the period needs
+        ``min(in_flight, fluid + 1) / per_replica`` replicas: the in-flight count for requests long against the
+        SLO (an SD image), the fluid work arithmetic for short ones (a burst of 0.1 s requests is one slot).
+        """
         own = load_replicas * period_s / requests if requests > 0 else 0.0
         req = self.requirement(period_s, load_replicas, peak_work, own)
+        if in_flight is not None:
+            req = min(in_flight, req + 1.0) / per_replica
         self._recent.append((now_s, period_s, max(0.0, load_replicas * period_s)))
         while self._recent and self._recent[0][0] <= now_s - self.span_s + 1e-9:
             self._recent.popleft()

@@ -255,16 +255,17 @@ class PredictiveReplicaAutoscaler:
         """Observe the period in the burst floor and return it (replicas at 100%)."""
         assert self._burst is not None
         cap = self.config.max_concurrency
+        in_flight = None
         if cap is not None:
             in_flight = s.peak_concurrency if s.peak_concurrency is not None else s.concurrency
-            self._burst.record(s.now_s, in_flight / cap, s.arrival_rps * s.period_s)
-            return self._burst.level(math.inf if self._burning else None)
         self._burst.observe(
             s.now_s,
             s.period_s,
             s.load_replicas,
             s.arrival_rps * s.period_s,
             s.peak_work,
+            in_flight=in_flight,
+            per_replica=cap or 1,
         )
         return self._burst.level(math.inf if self._burning else None)
 
