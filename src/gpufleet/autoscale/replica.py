@@ -72,17 +72,17 @@ class ReplicaAutoscalerConfig:
       share of all requests seen (an error budget for cold starts from zero; 0.005 = half of what a 99% SLO
       allows; None = off). Adopted after the held-out SD check (docs/benchmarks/autoscale.md).
     max_concurrency: the most requests one replica serves at once, when the workload declares such a limit
-      (Knative's containerConcurrency; 1 for an un-batched model such as image diffusion). Set, the burst floor
-      holds the most requests recently in flight at once / this (``peak_concurrency``, else ``concurrency``)
-      instead of the batched pool's work arithmetic (autoscale/burst_hold.py), and the forecast part of the fleet
-      is staffed by Erlang C (autoscale/erlang.py) instead of ``peak_headroom``. None = a batching replica.
+      (Knative's containerConcurrency; 1 for an un-batched model such as image diffusion). Set, a period's burst
+      floor requirement is min(most requests in flight - ``peak_concurrency``, else ``concurrency`` -, the
+      batched work arithmetic + 1) / this (autoscale/burst_hold.py), and the forecast part of the fleet is also
+      staffed by Erlang C (autoscale/erlang.py). None = a batching replica.
     slo_miss_budget: error budget on the SLO itself (needs ``slo_s`` and the ``slo_misses`` signal): while more
       than this share of the last ``2 / slo_miss_budget`` requests waited longer than ``slo_s`` (more than two
       misses in the last 400 at 0.005), the burst floor stops forgetting (so the fleet does not scale to zero
       either: the floor holds what those requests needed). None = off.
     wait_miss_budget: with ``max_concurrency`` and ``slo_s``: the Erlang C staffing keeps the chance that a
-      request arriving at the forecast's upper rate waits longer than ``slo_s`` within this (0.005: the same
-      half of a 99% SLO's misses as ``zero_miss_budget``).
+      request arriving at the forecaster's level (its mean rate) waits longer than ``slo_s`` within this (the same
+      0.005, half of a 99% SLO's misses, as ``zero_miss_budget``).
     """
 
     min_replicas: int
