@@ -35,7 +35,7 @@ def fcfs_waits(t: F64, w: F64, servers: int) -> F64:
 def run_pool(trace: ArrivalTrace, servers: int, period_steps: int) -> tuple[ExclusivePool, list[tuple[float, float]]]:
     """Drive the pool like the simulator does with a constant fleet; returns (mean, peak) in flight per period."""
     n_steps = len(trace.count) + 10_000
-    pool = ExclusivePool(trace, n_steps, servers)
+    pool = ExclusivePool(trace, servers)
     seen = []
     for i in range(0, n_steps, period_steps):
         _, mean, peak = pool.observe(i, period_steps * trace.step_s)
@@ -142,7 +142,12 @@ def test_slo_misses_are_counted_once_each_when_their_wait_passes_the_slo(
     w = np.array([r[1] for r in reqs])
     tr = request_trace("x", t, w, 0.1)
     n_steps = len(tr.count) + 5_000
-    pool = (ExclusivePool if queue == "exclusive" else BatchedPool)(tr, n_steps, servers)
+    if queue == "exclusive":
+        pool: ExclusivePool | BatchedPool = ExclusivePool(tr, servers)
+    else:
+        tail = n_steps - len(tr.count)
+        work = np.cumsum(np.concatenate([tr.work_s, np.zeros(tail)])).tolist()
+        pool = BatchedPool(tr, work, np.cumsum(np.concatenate([tr.count, np.zeros(tail, np.int64)])))
     counted = 0.0
     for i in range(0, n_steps, 20):
         pool.observe(i, 2.0)

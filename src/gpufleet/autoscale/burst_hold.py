@@ -54,10 +54,8 @@ class BurstFloor:
         self._recent: deque[tuple[float, float, float]] = deque()  # (end time, duration, work) of periods
         self._obs: deque[tuple[float, float, float]] = deque()  # (time, requirement, requests)
         self._requests = 0.0
-        self._now_s = 0.0
-        # observations are kept this long too (the error-budget rule of autoscale/replica.py may look further
-        # back than ``memory_s``); 0 = only ``memory_s``
-        self.extra_memory_s = 0.0
+        # while True nothing is forgotten (the SLO error budget of autoscale/replica.py burns); set by the caller
+        self.keep_all = False
 
     def requirement(
         self,
@@ -114,24 +112,15 @@ class BurstFloor:
         if requests > 0:
             self._obs.append((now_s, req, requests))
             self._requests += requests
-        keep_s = max(self.memory_s, self.extra_memory_s)
-        while self._obs and self._obs[0][0] <= now_s - keep_s:
+        while not self.keep_all and self._obs and self._obs[0][0] <= now_s - self.memory_s:
             self._requests -= self._obs.popleft()[2]
-        self._now_s = now_s
 
-    def level(self, memory_s: float | None = None) -> float:
-        """Replicas that would have served ``quantile`` of the requests of the last ``memory_s`` (default: the
-        floor's memory; at most what is kept, see ``extra_memory_s``) within the SLO (0 if none)."""
-        look = self.memory_s if memory_s is None else min(memory_s, max(self.memory_s, self.extra_memory_s))
-        if look >= max(self.memory_s, self.extra_memory_s):
-            obs, total = list(self._obs), self._requests
-        else:
-            obs = [o for o in self._obs if o[0] > self._now_s - look]
-            total = sum(o[2] for o in obs)
-        if not obs or total <= 0:
+    def level(self) -> float:
+        """Replicas that would have served ``quantile`` of the recent requests within the SLO (0 if none)."""
+        if not self._obs or self._requests <= 0:
             return 0.0
-        items = sorted(obs, key=lambda o: o[1])
-        need = self.quantile * total
+        items = sorted(self._obs, key=lambda o: o[1])
+        need = self.quantile * self._requests
         acc = 0.0
         for _, r, n in items:
             acc += n

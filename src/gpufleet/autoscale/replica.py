@@ -168,7 +168,6 @@ class PredictiveReplicaAutoscaler:
         self._slo_win: deque[tuple[float, float, float]] = deque()
         self._slo_req = 0.0
         self._slo_miss = 0.0
-        self._burning = False
 
     def _metric_value(self, s: ReplicaSignals) -> float:
         m = self.config.metric
@@ -198,8 +197,7 @@ class PredictiveReplicaAutoscaler:
         if c.max_concurrency is not None and c.slo_s is not None and c.metric == "rps":
             raw = max(raw, self._staffed(self.forecaster.level()))
         if self._burst is not None:
-            self._burning = self._budget_burning(s)
-            self._burst.extra_memory_s = math.inf if self._burning else 0.0
+            self._burst.keep_all = self._budget_burning(s)
             floor = self._burst_floor(s)
             if floor > raw:
                 raw, reason = floor, "burst_floor"
@@ -267,7 +265,7 @@ class PredictiveReplicaAutoscaler:
             in_flight=in_flight,
             per_replica=cap or 1,
         )
-        return self._burst.level(math.inf if self._burning else None)
+        return self._burst.level()
 
     def _drain_extra(self, s: ReplicaSignals, load: float, hot: float) -> float:
         """Replicas to add so the queue drains within ``drain_s`` once the launched replicas are ready.

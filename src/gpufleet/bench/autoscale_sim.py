@@ -23,7 +23,6 @@ import numpy.typing as npt
 from gpufleet.autoscale.signals import ReplicaPolicy, ReplicaSignals
 from gpufleet.bench.autoscale_pools import START_EPS_S, BatchedPool, ExclusivePool, Pool
 from gpufleet.bench.autoscale_traces import ArrivalTrace
-from gpufleet.domain.errors import ValidationError
 
 F64 = npt.NDArray[np.float64]
 Queue = Literal["batched", "exclusive"]
@@ -83,12 +82,10 @@ def simulate(
     tail = math.ceil((cold_start_s + 60.0) / dt)
     n_req_steps = len(trace.count)
     n_steps = n_req_steps + tail
-    if queue == "exclusive" and (trace.req_t_s is None or trace.req_work_s is None):
-        raise ValidationError("queue", "the exclusive queue needs a per-request trace (a rate series has none)")
-    pool: Pool = (ExclusivePool if queue == "exclusive" else BatchedPool)(trace, n_steps, initial_replicas)
     a_cum = np.cumsum(np.concatenate([trace.work_s, np.zeros(tail)]))
     n_cum = np.cumsum(np.concatenate([trace.count, np.zeros(tail, np.int64)]))
     a_list = a_cum.tolist()
+    pool: Pool = ExclusivePool(trace, initial_replicas) if queue == "exclusive" else BatchedPool(trace, a_list, n_cum)
     p = max(1, round(policy.period_s / dt))
     cold_steps = max(0, round(cold_start_s / dt))
     ready = initial_replicas
