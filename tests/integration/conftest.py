@@ -24,6 +24,7 @@ from sqlalchemy import Engine, create_engine, text
 from gpufleet.adapters.providers import SimulatedProvider
 from gpufleet.adapters.sql import migrate
 from gpufleet.adapters.sql.engine import make_engine
+from gpufleet.adapters.sql.roles import role_names
 from gpufleet.api.app import create_app
 from gpufleet.service.auth import issue_token
 from gpufleet.service.bootstrap import Services, build_services
@@ -99,7 +100,18 @@ def _make_database(
         engine.dispose()
         with admin.connect() as conn:
             conn.execute(text(f"DROP SCHEMA {schema} CASCADE"))
+            drop_store_roles(conn, schema)
         admin.dispose()
+
+
+def drop_store_roles(conn: Any, schema: str) -> None:
+    """Drop the audit and service roles migration 0009 made for ``schema`` (roles are cluster-wide: left behind,
+    they would pile up across test runs), and any test login role ``<service>_login``."""
+    audit, service = role_names("test", schema)
+    for role in (f"{service}_login", service, audit):
+        if conn.execute(text("SELECT 1 FROM pg_roles WHERE rolname = :r"), {"r": role}).first():
+            conn.execute(text(f'DROP OWNED BY "{role}" CASCADE'))
+            conn.execute(text(f'DROP ROLE "{role}"'))
 
 
 BACKENDS = [pytest.param("sqlite"), pytest.param("postgres", marks=pytest.mark.postgres)]

@@ -137,8 +137,8 @@ def _counter(text: str, name: str, **labels: str) -> float:
 
 def test_metrics_counters_move_with_requests(seeded: Seeded) -> None:
     s = seeded.server
-    with s.client() as anon, s.client("ml_platform_admin", "bob") as admin:
-        m0 = anon.get("/metrics")
+    with s.client("viewer", "prometheus") as scraper, s.client("ml_platform_admin", "bob") as admin:
+        m0 = scraper.get("/metrics")
         assert m0.status_code == 200 and m0.headers["content-type"].startswith("text/plain")
         assert _counter(m0.text, "gpufleet_decisions_total", stage="reservation_approve") == 1  # from the seeding
         place0 = _counter(m0.text, "gpufleet_decisions_total", stage="placement")
@@ -146,7 +146,7 @@ def test_metrics_counters_move_with_requests(seeded: Seeded) -> None:
             r = admin.post("/v1/placement/recommendations", json=PLACE)
             assert r.status_code == 200
         assert admin.post("/v1/placement/recommendations", json={"job_class": "nope"}).status_code == 422
-        m1 = anon.get("/metrics").text
+        m1 = scraper.get("/metrics").text
         assert _counter(m1, "gpufleet_decisions_total", stage="placement") == place0 + 4
         assert _counter(m1, "gpufleet_decisions_total", stage="placement", action="refused") == 1
         fleet = float(re.search(r"^gpufleet_fleet_cost_usd (\S+)$", m1, re.M).group(1))  # type: ignore[union-attr]

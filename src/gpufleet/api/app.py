@@ -14,7 +14,7 @@ from fastapi import FastAPI
 from starlette.concurrency import run_in_threadpool
 
 import gpufleet
-from gpufleet.api import problems
+from gpufleet.api import hardening, problems
 from gpufleet.api.routes import budgets, fleet, health, registry, reservations, workloads
 from gpufleet.api.routes import finops as finops_routes
 from gpufleet.api.schemas import Problem
@@ -65,10 +65,15 @@ def create_app(settings: Settings | None = None, *, services: Services | None = 
         description="Plans, buys, places, packs, scales and charges for GPU capacity. Errors are RFC 9457 "
         "problem+json. Authenticate with `Authorization: Bearer <token>` (see `gpufleet token create`).",
         lifespan=lifespan,
+        docs_url=None,  # /docs is served by hardening with local Swagger UI assets (no CDN)
+        redoc_url=None,
     )
     app.state.services = services
     finops_routes.install(app)  # FinOps routes, /metrics, decision counters (app.state.finops)
     problems.install(app)
+    hardening.install(
+        app, max_body_bytes=services.settings.max_body_bytes, max_upload_bytes=services.settings.max_upload_bytes
+    )
     from gpufleet.api.routes.planning import router as planning_router  # own line: merges with other routers
 
     app.include_router(planning_router)

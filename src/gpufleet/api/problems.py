@@ -26,6 +26,7 @@ _TITLES = {
     404: "Not Found",
     405: "Method Not Allowed",
     409: "Conflict",
+    413: "Content Too Large",
     415: "Unsupported Media Type",
     422: "Unprocessable Content",
     500: "Internal Server Error",
@@ -171,7 +172,8 @@ def install(app: FastAPI) -> None:
             return problem(401, str(exc), request=request, headers={"WWW-Authenticate": "Bearer"})
         status = getattr(exc, "http_status", None)
         if isinstance(status, int):
-            return problem(status, str(exc), request=request)
+            headers = {"Retry-After": "5"} if status == 503 else None
+            return problem(status, str(exc), request=request, headers=headers)
         log.exception("unmapped gpufleet error")
         return problem(500, "internal error", request=request)
 

@@ -300,6 +300,9 @@ class WorkloadCost(BaseModel):
     shared_usd: UsdOut | None = None
     total_usd: UsdOut | None = None
     by_tier_usd: dict[str, UsdOut] | None = None
+    idle_waste_usd: UsdOut | None = Field(
+        default=None, description="held-but-unbusy GPU time at the price paid (docs/api.md: idle waste)"
+    )
     price_basis: str | None = None
 
 
@@ -407,10 +410,13 @@ class CapacityForecast(BaseModel):
 
 class FleetUtilization(BaseModel):
     sku: str
+    region: str | None = None
     window_s: int
     avg_util: float | None
     p95_queue_wait_sec: float | None
-    idle_waste_usd: UsdOut
+    idle_waste_usd: UsdOut = Field(description="idle_unbusy_usd + idle_unallocated_usd (docs/api.md: idle waste)")
+    idle_unbusy_usd: UsdOut | None = Field(default=None, description="held GPUs not busy, at the price paid")
+    idle_unallocated_usd: UsdOut | None = Field(default=None, description="paid capacity nobody held")
     gpu_hours: float
     records: int
     price_basis: str
@@ -458,6 +464,11 @@ class UtilizationRecordIn(Strict):
     gpus_allocated: Annotated[float, Field(ge=0, le=1e6, allow_inf_nan=False)]
     gpu_util: Fraction
     queue_wait_s: NonNegFloat | None = None
+    pool_id: PoolId | None = Field(
+        default=None,
+        description="The pool the GPUs ran in (its region follows): costs are charged to it. Omitted: the "
+        "fallback attribution (the SKU's reservations first, then on-demand).",
+    )
 
 
 class UtilizationIngest(Strict):

@@ -1,5 +1,6 @@
 """Chargeback and showback: cost lines grouped by a label, with GPU-hours held and used, as rows and CSV.
 
+Label cells of the CSV are neutralised against spreadsheet formula injection (:func:`csv_text_cell`).
 Money stays in integer ledger units until it is shown; the TOTAL row is computed from units, so it equals the
 fleet cost exactly (per-row cents may differ from the total's cents by rounding, never the units).
 """
@@ -18,6 +19,15 @@ from gpufleet.cost.meter import UsageTotals
 from gpufleet.cost.model import PARTS_PER_GPU, AllocationSpan, LineKind
 from gpufleet.domain.errors import ValidationError
 from gpufleet.domain.money import units_to_cents, units_to_usd
+
+FORMULA_PREFIXES = ("=", "+", "-", "@", "\t", "\r")
+
+
+def csv_text_cell(value: str) -> str:
+    """A text cell that a spreadsheet will not run as a formula (OWASP "CSV injection"): a value starting with
+    ``= + - @``, tab or carriage return gets a leading single quote, so ``=HYPERLINK(...)`` shows as text."""
+    return "'" + value if value.startswith(FORMULA_PREFIXES) else value
+
 
 DIMENSIONS = ("workload", "team", "tenant", "namespace", "feature", "tier", "pool", "kind")
 
@@ -73,7 +83,7 @@ class ChargebackReport:
         for r in self.rows:
             util = "" if r.utilization is None else f"{r.utilization:.4f}"
             w.writerow(
-                [r.key, f"{r.allocated_gpu_h:.4f}", f"{r.used_gpu_h:.4f}", util, units_to_cents(r.direct_units),
+                [csv_text_cell(r.key), f"{r.allocated_gpu_h:.4f}", f"{r.used_gpu_h:.4f}", util, units_to_cents(r.direct_units),
                  units_to_cents(r.idle_units), units_to_cents(r.shared_units), r.total_usd]
             )  # fmt: skip
         alloc_h = sum(r.allocated_gpu_h for r in self.rows)

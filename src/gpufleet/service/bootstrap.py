@@ -59,7 +59,12 @@ def build_services(
     crash_hook: CrashHook | None = None,
 ) -> Services:
     """Wire everything; raises DatabaseNotMigrated (with the fixing command) on an unmigrated database."""
-    engine = engine or make_engine(settings.db_url, busy_timeout_s=settings.sqlite_busy_timeout_s)
+    engine = engine or make_engine(
+        settings.db_url,
+        busy_timeout_s=settings.sqlite_busy_timeout_s,
+        connect_timeout_s=settings.db_connect_timeout_s,
+        statement_timeout_s=settings.db_statement_timeout_s,
+    )
     ensure_migrated(engine, safe_url=safe_url(engine))
     clock = clock or SystemClock()
     ids = ids or RandomIds()

@@ -34,13 +34,14 @@ from gpufleet.adapters.sql.models import (
     UtilizationRow,
     WorkloadRow,
 )
-from gpufleet.cost.allocate import CostAllocation, allocate_costs
+from gpufleet.cost.allocate import CostAllocation, CostLine, allocate_costs
 from gpufleet.cost.changes import ChangeEvent, ChangeStatus, RightsizingChange, apply_change, rollback_change
 from gpufleet.cost.chargeback import chargeback
 from gpufleet.cost.idle import IdleFinding, detect_idle
 from gpufleet.cost.meter import UsageTotals
 from gpufleet.cost.model import PARTS_PER_GPU, AllocationSpan, CapacityBlock, DistributionRule
 from gpufleet.cost.rightsizing import Recommendation, ResourceSpec, UsageProfile, recommend
+from gpufleet.cost.waste import idle_waste
 from gpufleet.cost.workload_cost import workload_cost
 from gpufleet.domain.errors import ConflictError, NotFoundError, ValidationError
 from gpufleet.domain.money import units_to_cents
@@ -92,6 +93,7 @@ class _Loaded:
     workloads: dict[str, WorkloadRow]
     reservations: list[ReservedBlock]
     on_demand: dict[str, tuple[str, int]]
+    pools: dict[str, tuple[Tier, int]]  # pool id -> (tier, price uusd per GPU-hour)
 
 
 class FinOpsService:
@@ -111,10 +113,11 @@ class FinOpsService:
             rows = s.execute(
                 select(UtilizationRow.workload_id, UtilizationRow.team_id, UtilizationRow.sku_id,
                        UtilizationRow.bucket_start_s, UtilizationRow.bucket_s,
-                       func.max(UtilizationRow.gpus_allocated), func.avg(UtilizationRow.gpu_util))
+                       func.max(UtilizationRow.gpus_allocated), func.avg(UtilizationRow.gpu_util),
+                       UtilizationRow.pool_id)
                 .where(UtilizationRow.bucket_start_s >= t0_s - DAY_S, UtilizationRow.bucket_start_s < t1_s)
                 .group_by(UtilizationRow.workload_id, UtilizationRow.team_id, UtilizationRow.sku_id,
-                          UtilizationRow.bucket_start_s, UtilizationRow.bucket_s)
+                          UtilizationRow.bucket_start_s, UtilizationRow.bucket_s, UtilizationRow.pool_id)
             ).all()  # fmt: skip
             wls = {w.id: w for w in s.scalars(select(WorkloadRow)).all()}
             pools = {p.id: p for p in s.scalars(select(PoolRow)).all()}
@@ -123,7 +126,7 @@ class FinOpsService:
         for p in sorted(pools.values(), key=lambda p: (p.price_uusd_per_gpu_h, p.id)):
             if p.tier == Tier.ON_DEMAND.value:
                 on_demand.setdefault(p.sku_id, (p.id, p.price_uusd_per_gpu_h))
-        recs = [UtilRec(r[0], r[1], r[2], int(r[3]), int(r[4]), float(r[5]), float(r[6])) for r in rows]
+        recs = [UtilRec(r[0], r[1], r[2], int(r[3]), int(r[4]), float(r[5]), float(r[6]), r[7]) for r in rows]
         for r in recs:  # a SKU without an on-demand pool still needs a price: a visible zero-priced pool
             on_demand.setdefault(r.sku_id, (f"{r.sku_id}-unpriced", 0))
         blocks = [
@@ -131,7 +134,8 @@ class FinOpsService:
                           r.price_uusd_per_gpu_h)
             for r in res
         ]  # fmt: skip
-        return _Loaded(recs, wls, blocks, on_demand)
+        by_pool = {p.id: (Tier(p.tier), int(p.price_uusd_per_gpu_h)) for p in pools.values()}
+        return _Loaded(recs, wls, blocks, on_demand, by_pool)
 
     def snapshot(self, window_s: int = 7 * DAY_S) -> FinOpsSnapshot:
         """The cost package's view of [now - window_s, now), memoized for ``cache_s`` (wall and service clock);
@@ -154,7 +158,7 @@ class FinOpsService:
         ld = self._load(t0_s, t1_s)
         in_window = [r for r in ld.recs if r.start_s >= t0_s]
         infos = {w.id: WorkloadInfo(w.id, w.team_id, w.tenant_id, w.kind, w.name) for w in ld.workloads.values()}
-        books = build_books(in_window, infos, ld.reservations, ld.on_demand, t0_s, t1_s)
+        books = build_books(in_window, infos, ld.reservations, ld.on_demand, t0_s, t1_s, ld.pools)
         result = allocate_costs(books.capacity, books.allocations, t0_s, t1_s,
                                 idle_rule=DistributionRule.SEPARATE_LINE, shared_rule=DistributionRule.PROPORTIONAL)  # fmt: skip
         teams = sorted({r.team_id for r in ld.recs})
@@ -176,9 +180,11 @@ class FinOpsService:
             for w, a in ((w, first[w]) for w in wl_ids)
         ]  # fmt: skip
         cols, _ = workload_columns(in_window, wl_ids, t0_s)
-        prices = {p: pr for p, pr in ld.on_demand.values()} | {
-            b.pool_id: b.price_uusd_per_gpu_h for b in ld.reservations
-        }
+        prices = (
+            {p: pr for p, (_t, pr) in ld.pools.items()}
+            | {p: pr for p, pr in ld.on_demand.values()}
+            | {b.pool_id: b.price_uusd_per_gpu_h for b in ld.reservations}
+        )
         domain_wls = {w: _domain_workload(ld.workloads[w]) for w in wl_ids}
         idle = detect_idle(cols, spans, domain_wls, t1_s, price_uusd_by_pool=prices) if spans else []
         by_wl: dict[str, list[UtilRec]] = defaultdict(list)
@@ -221,6 +227,44 @@ class FinOpsService:
             "by_tier_usd": wc.by_tier_usd,
             "utilization": wc.utilization,
             "recommendation": None if rec is None else recommendation_dict(rec),
+        }
+
+    def idle_waste(
+        self,
+        window_s: int,
+        *,
+        sku_id: str | None = None,
+        pool_ids: frozenset[str] | None = None,
+        team_id: str | None = None,
+        workload_id: str | None = None,
+    ) -> dict[str, Decimal]:
+        """Idle waste over the window (``cost/waste.py``: the one definition), for the allocations and pools a
+        SKU, a set of pools (a region), a team or a workload covers: ``idle_waste_usd`` = ``idle_unbusy_usd``
+        (held, not busy) + ``idle_unallocated_usd`` (paid, held by nobody; none for a single workload)."""
+        data = self.snapshot(window_s)
+        sku_of_pool = {p.pool_id: p.sku_id for p in data.result.pools}
+
+        def keep_alloc(a: AllocationSpan) -> bool:
+            return (
+                (sku_id is None or a.sku_id == sku_id)
+                and (pool_ids is None or a.pool_id in pool_ids)
+                and (team_id is None or a.team_id == team_id)
+                and (workload_id is None or a.workload_id == workload_id)
+            )
+
+        def keep_line(ln: CostLine) -> bool:
+            return (
+                workload_id is None
+                and (sku_id is None or sku_of_pool.get(ln.pool_id) == sku_id)
+                and (pool_ids is None or ln.pool_id in pool_ids)
+                and (team_id is None or ln.team_id == team_id)
+            )
+
+        w = idle_waste(data.result, data.allocations, data.usage, keep_allocation=keep_alloc, keep_idle_line=keep_line)
+        return {
+            "idle_waste_usd": units_to_cents(w.total_units),
+            "idle_unbusy_usd": units_to_cents(w.unbusy_units),
+            "idle_unallocated_usd": units_to_cents(w.unallocated_units),
         }
 
     # ---- rightsizing changes ----------------------------------------------------------------------------------

@@ -2,9 +2,12 @@
 
 Pure functions over plain row tuples (no database here; :mod:`gpufleet.service.finops` loads the rows).
 
-Attribution rule (utilization rows do not record their pool): in every bucket, a SKU's GPUs in use ride the
-active reservations of that SKU first (what placement does: reserved -> on-demand), filled in workload-id order;
-the rest is on-demand at the SKU's cheapest on-demand pool, paid per use in whole GPUs (a fractional on-demand
+Attribution rule: a utilization row that names its pool is charged to that pool: a pay-per-use pool (on-demand,
+spot, secondary) at its own price; a reserved pool rides that pool's active reservations (first, before rows that
+name no pool), any excess falls to on-demand. A row that names no pool (older telemetry) follows the fallback: in
+every bucket, a SKU's GPUs in use ride the active reservations of that SKU first (what placement does: reserved
+-> on-demand), filled in workload-id order; the rest is on-demand at the SKU's cheapest on-demand pool, paid per
+use in whole GPUs (a fractional on-demand
 allocation pays for the whole GPU; the unused share is that pool's idle). The unused part of a reservation is
 its pool's idle. So the fleet cost is reservations amortized over their terms + on-demand as used, and
 ``direct + idle == fleet`` holds exactly (the cost package's invariant).
@@ -33,6 +36,7 @@ class UtilRec:
     bucket_s: int
     gpus: float
     util: float
+    pool_id: str | None = None  # the pool the GPUs ran in, when the telemetry says
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,6 +78,7 @@ class _Piece:
     start_s: int
     end_s: int
     on_demand_price: int | None  # None for a reservation's pool
+    tier: Tier  # pay-per-use pools: the tier of the block; RESERVED for a reservation piece
     samples: int
     util_sum: float
     used_gpu_s: float
@@ -86,6 +91,7 @@ def build_books(
     on_demand: Mapping[str, tuple[str, int]],  # sku -> (pool id, price uusd per GPU-hour)
     t0_s: int,
     t1_s: int,
+    pools: Mapping[str, tuple[Tier, int]] | None = None,  # pool id -> (tier, price uusd per GPU-hour)
 ) -> Books:
     """Allocation spans clipped to [t0_s, t1_s), split between reserved and on-demand bucket by bucket; consecutive
     buckets where a workload held the same parts of the same pool are merged into one span (and one on-demand
@@ -94,13 +100,14 @@ def build_books(
         CapacityBlock(r.id, r.pool_id, Tier.RESERVED, r.sku_id, r.units, r.start_s, r.end_s, r.price_uusd_per_gpu_h)
         for r in reservations
     ]
+    known = pools or {}
     by_bucket: dict[tuple[str, int], list[UtilRec]] = defaultdict(list)
     for r in recs:
         by_bucket[(r.sku_id, r.start_s)].append(r)
     pieces: list[_Piece] = []
     tail: dict[tuple[str, str, int], int] = {}  # (workload, pool, parts) -> index of its latest piece
 
-    def add(r: UtilRec, pool_id: str, parts: int, s0: int, s1: int, price: int | None) -> None:
+    def add(r: UtilRec, pool_id: str, parts: int, s0: int, s1: int, price: int | None, tier: Tier) -> None:
         used = min(max(r.util, 0.0), 1.0)
         key = (r.workload_id, pool_id, parts)
         i = tail.get(key)
@@ -112,11 +119,11 @@ def build_books(
             p.used_gpu_s += used * (s1 - s0) * parts / PARTS_PER_GPU
             return
         tail[key] = len(pieces)
-        pieces.append(_Piece(r.workload_id, r.team_id, pool_id, r.sku_id, parts, s0, s1, price, 1, used,
+        pieces.append(_Piece(r.workload_id, r.team_id, pool_id, r.sku_id, parts, s0, s1, price, tier, 1, used,
                              used * (s1 - s0) * parts / PARTS_PER_GPU))  # fmt: skip
 
     for (sku, start), rows in sorted(by_bucket.items()):
-        rows.sort(key=lambda r: r.workload_id)
+        rows.sort(key=lambda r: (r.pool_id is None or r.pool_id not in known, r.workload_id))
         s0, s1 = max(start, t0_s), min(start + max(r.bucket_s for r in rows), t1_s)
         if s1 <= s0:
             continue
@@ -125,17 +132,23 @@ def build_books(
         }
         for r in rows:
             need = round(r.gpus * PARTS_PER_GPU)
+            named = known.get(r.pool_id) if r.pool_id is not None else None
+            if named is not None and named[0] is not Tier.RESERVED:
+                add(r, str(r.pool_id), need, s0, s1, named[1], named[0])  # pay per use where it ran
+                continue
             for b in reservations:
                 if need <= 0:
                     break
+                if named is not None and b.pool_id != r.pool_id:
+                    continue  # a row that names a reserved pool rides only that pool's reservations
                 take = min(need, free.get(b.id, 0))
                 if take > 0:
                     free[b.id] -= take
                     need -= take
-                    add(r, b.pool_id, take, s0, s1, None)
+                    add(r, b.pool_id, take, s0, s1, None, Tier.RESERVED)
             if need > 0:
                 pool_id, price = on_demand[sku]
-                add(r, pool_id, need, s0, s1, price)
+                add(r, pool_id, need, s0, s1, price, Tier.ON_DEMAND)
 
     allocs: list[AllocationSpan] = []
     for p in pieces:
@@ -147,7 +160,7 @@ def build_books(
         if p.on_demand_price is not None:
             gpus = math.ceil(p.parts / PARTS_PER_GPU)
             capacity.append(
-                CapacityBlock(aid, p.pool_id, Tier.ON_DEMAND, p.sku_id, gpus, p.start_s, p.end_s, p.on_demand_price)
+                CapacityBlock(aid, p.pool_id, p.tier, p.sku_id, gpus, p.start_s, p.end_s, p.on_demand_price)
             )
     dur = np.array([p.end_s - p.start_s for p in pieces], dtype=np.float64)
     gpus_arr = np.array([p.parts / PARTS_PER_GPU for p in pieces], dtype=np.float64)

@@ -18,7 +18,7 @@ from sqlalchemy import Engine, and_, or_, select
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 
-from gpufleet.adapters.sql.models import SkuRow, UtilizationRow
+from gpufleet.adapters.sql.models import PoolRow, SkuRow, UtilizationRow
 from gpufleet.domain.errors import ValidationError
 from gpufleet.service.auth import ADMINS, Actor
 from gpufleet.service.clock import Clock
@@ -37,8 +37,10 @@ CSV_COLUMNS = (
     "gpus_allocated",
     "gpu_util",
     "queue_wait_s",
+    "pool_id",
 )
-_REQUIRED = CSV_COLUMNS[:-1]
+_REQUIRED = CSV_COLUMNS[:-2]  # queue_wait_s and pool_id are optional
+_POOL_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.:/-]{0,199}")
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,6 +70,7 @@ def parse_csv(text: str) -> list[dict[str, Any]]:
                 "gpus_allocated": float(raw["gpus_allocated"]),
                 "gpu_util": float(raw["gpu_util"]),
                 "queue_wait_s": float(raw["queue_wait_s"]) if raw.get("queue_wait_s") else None,
+                "pool_id": raw.get("pool_id") or None,
             }
         except (TypeError, ValueError) as exc:
             raise ValidationError(f"records[{i}]", f"bad value: {exc}", location=line) from None
@@ -93,6 +96,9 @@ def validate(records: Sequence[dict[str, Any]]) -> None:
             raise ValidationError(f"records[{i}].gpus_allocated", "must be a finite number >= 0")
         if not math.isfinite(r["gpu_util"]) or not 0.0 <= r["gpu_util"] <= 1.0:
             raise ValidationError(f"records[{i}].gpu_util", "must be in [0, 1]")
+        pool = r.get("pool_id")
+        if pool is not None and (not isinstance(pool, str) or _POOL_ID.fullmatch(pool) is None):
+            raise ValidationError(f"records[{i}].pool_id", "must be a pool id like aws/us-east-1/h100_80gb/reserved")
         q = r.get("queue_wait_s")
         if q is not None and (not math.isfinite(q) or q < 0):
             raise ValidationError(f"records[{i}].queue_wait_s", "must be a finite number >= 0")
@@ -108,14 +114,26 @@ class IngestService:
         validate(records)
         latest: dict[tuple[str, int, str], dict[str, Any]] = {}
         for r in records:  # within a batch the last record for a key wins, as across batches
-            latest[(r["source"], r["bucket_start_s"], r["workload_id"])] = {**r, "queue_wait_s": r.get("queue_wait_s")}
+            latest[(r["source"], r["bucket_start_s"], r["workload_id"])] = {
+                **r,
+                "queue_wait_s": r.get("queue_wait_s"),
+                "pool_id": r.get("pool_id"),
+            }
         rows = list(latest.values())
         with UnitOfWork(self._engine, write=True) as uow:
             s = uow.session
             known = set(s.scalars(select(SkuRow.id)).all())
+            pool_sku: dict[str, str] = {p: k for p, k in s.execute(select(PoolRow.id, PoolRow.sku_id)).all()}
             for i, r in enumerate(records):
                 if r["sku_id"] not in known:
                     raise ValidationError(f"records[{i}].sku_id", f"unknown SKU {r['sku_id']!r}")
+                pool = r.get("pool_id")
+                if pool is not None and pool not in pool_sku:
+                    raise ValidationError(f"records[{i}].pool_id", f"unknown pool {pool!r}")
+                if pool is not None and pool_sku[pool] != r["sku_id"]:
+                    raise ValidationError(
+                        f"records[{i}].pool_id", f"pool {pool!r} holds {pool_sku[pool]}, not {r['sku_id']}"
+                    )
             existing = 0
             for chunk_start in range(0, len(rows), 500):
                 chunk = rows[chunk_start : chunk_start + 500]
@@ -138,7 +156,15 @@ class IngestService:
                         index_elements=["source", "bucket_start_s", "workload_id"],
                         set_={
                             c: stmt.excluded[c]
-                            for c in ("bucket_s", "team_id", "sku_id", "gpus_allocated", "gpu_util", "queue_wait_s")
+                            for c in (
+                                "bucket_s",
+                                "team_id",
+                                "sku_id",
+                                "gpus_allocated",
+                                "gpu_util",
+                                "queue_wait_s",
+                                "pool_id",
+                            )
                         },
                     )
                     s.execute(stmt)

@@ -37,7 +37,6 @@ class Settings(BaseSettings):
     provider_max_attempts: int = Field(
         default=3, ge=1, le=10, description="Provider submission attempts (same idempotency key) before giving up."
     )
-    provider_timeout_s: float = Field(default=10.0, gt=0, le=300, description="Timeout of one provider call, seconds.")
     reconcile_interval_s: float = Field(
         default=30.0,
         ge=0,
@@ -46,6 +45,35 @@ class Settings(BaseSettings):
     )
     sqlite_busy_timeout_s: float = Field(
         default=30.0, gt=0, le=600, description="How long a SQLite writer waits for the lock, seconds."
+    )
+    db_connect_timeout_s: float = Field(
+        default=5.0,
+        gt=0,
+        le=120,
+        description="How long opening a database connection, or waiting for a free one in the pool, may take, "
+        "seconds. A database that does not answer then fails fast (503 + Retry-After) instead of hanging requests.",
+    )
+    db_statement_timeout_s: float = Field(
+        default=30.0,
+        gt=0,
+        le=3600,
+        description="Longest one SQL statement may run, seconds (PostgreSQL statement_timeout, which includes lock "
+        "waits; on SQLite a progress handler interrupts it). The slowest legitimate statement (a 7-day FinOps "
+        "snapshot) takes well under 1 s.",
+    )
+    max_body_bytes: int = Field(
+        default=1024 * 1024,
+        ge=1024,
+        le=1024**3,
+        description="Largest JSON request body, bytes (1 MiB: the largest legitimate body, a plan proposal, is a "
+        "few kB). Larger is refused with 413 before it is read whole.",
+    )
+    max_upload_bytes: int = Field(
+        default=8 * 1024 * 1024,
+        ge=1024,
+        le=1024**3,
+        description="Largest utilization upload (POST /v1/utilization:ingest, JSON or CSV), bytes: 10,000 records "
+        "fit in ~1.5 MB; counted while the body streams in, refused with 413 past the limit.",
     )
     worker_threads: int = Field(
         default=8,

@@ -1,8 +1,10 @@
 """Fleet utilization and workload cost, computed over stored utilization records.
 
-Simple, honest baselines (a cost issue owns the full chargeback model): every GPU-hour is priced at the
-SKU's on-demand list price from the stored pools (the pool a bucket ran in is not recorded yet), idle is
-``allocated * (1 - util)``, and rightsizing sizes to the p95 of busy GPUs at a target utilization.
+Utilization figures come from the stored records (a record may name its pool, hence its region). Money comes
+from the FinOps books (the cost package, each record charged to the pool it ran in): the routes add idle waste
+(``cost/waste.py``, the one definition) and a workload's cost from there. The baseline here prices GPU-hours at
+the SKU's on-demand list price only where the books have nothing (a workload with no allocation in the window);
+rightsizing sizes to the p95 of busy GPUs at a target utilization.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ from typing import Any
 import numpy as np
 from sqlalchemy import Engine, func, select
 
-from gpufleet.adapters.sql.models import PoolRow, SkuRow, UtilizationRow, WorkloadRow
+from gpufleet.adapters.sql.models import PoolRow, RegionRow, SkuRow, UtilizationRow, WorkloadRow
 from gpufleet.domain.catalog import PRICES_BY_SKU
 from gpufleet.domain.errors import PermissionDenied, ValidationError
 from gpufleet.domain.money import price_to_uusd
@@ -74,33 +76,44 @@ class UsageService:
         self._clock = clock
         self._workloads = workloads
 
-    def fleet_utilization(self, actor: Actor, *, sku_id: str, window_s: int) -> dict[str, Any]:
+    def fleet_utilization(
+        self, actor: Actor, *, sku_id: str, window_s: int, region: str | None = None
+    ) -> tuple[dict[str, Any], frozenset[str] | None]:
+        """Utilization of a SKU over the window (in one region: records whose pool is in it), and the region's pool
+        ids (None: every region) for the caller to scope idle waste with (``cost/waste.py``, priced by the
+        FinOps books)."""
         if actor.role is Role.APP_TEAM:
             raise PermissionDenied("app_team tokens read their own workloads' costs, not fleet-wide utilization")
         now_s = self._clock.now_s()
         with UnitOfWork(self._engine, write=False) as uow:
             if uow.session.get(SkuRow, sku_id) is None:
                 raise ValidationError("sku", f"unknown SKU {sku_id!r}")
-            u = _load(
-                uow,
+            conds: list[Any] = [
                 UtilizationRow.sku_id == sku_id,
                 UtilizationRow.bucket_start_s >= now_s - window_s,
                 UtilizationRow.bucket_start_s < now_s,
-            )
-            price = on_demand_uusd(uow, sku_id) / 1e6
+            ]
+            pool_ids: frozenset[str] | None = None
+            if region is not None:
+                if uow.session.get(RegionRow, region) is None:
+                    raise ValidationError("region", f"unknown region {region!r}")
+                pool_ids = frozenset(uow.session.scalars(select(PoolRow.id).where(PoolRow.region_id == region)))
+                conds.append(UtilizationRow.pool_id.in_(pool_ids))
+            u = _load(uow, *conds)
         gpu_s = u.gpus * u.bucket_s
         total_gpu_s = float(gpu_s.sum())
         waits = u.queue_wait_s[~np.isnan(u.queue_wait_s)]
-        return {
+        out = {
             "sku": sku_id,
+            "region": region,
             "window_s": window_s,
             "avg_util": float((gpu_s * u.util).sum() / total_gpu_s) if total_gpu_s > 0 else None,
             "p95_queue_wait_sec": float(np.percentile(waits, 95)) if waits.size else None,
-            "idle_waste_usd": _usd(float((gpu_s * (1.0 - u.util)).sum()) / 3600.0 * price),
             "gpu_hours": round(total_gpu_s / 3600.0, 3),
             "records": int(u.gpus.size),
-            "price_basis": "on_demand_list",
+            "price_basis": "cost_package",
         }
+        return out, pool_ids
 
     def workload_cost(self, actor: Actor, workload_id: str, *, window_s: int) -> dict[str, Any]:
         now_s = self._clock.now_s()

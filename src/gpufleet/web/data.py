@@ -21,6 +21,7 @@ from gpufleet.cost.idle import IdleFinding
 from gpufleet.cost.meter import UsageTotals
 from gpufleet.cost.model import IDLE_OWNER, SHARED_OWNER, AllocationSpan, CapacityBlock, LineKind
 from gpufleet.cost.rightsizing import Recommendation
+from gpufleet.cost.waste import idle_waste
 from gpufleet.domain.errors import ValidationError
 from gpufleet.domain.money import usd_float
 from gpufleet.domain.pools import Tier
@@ -91,7 +92,12 @@ class CostDashboardData:
             return self.result, list(self.allocations), self.usage
         keep = [j for j, a in enumerate(self.allocations) if a.team_id == scope.team_id]
         lines = tuple(ln for ln in self.result.lines if ln.team_id == scope.team_id)
-        res = dataclasses.replace(self.result, lines=lines)
+        # the totals too: a team's CSV TOTAL row (and anything else summing the result) must be the team's own,
+        # never the fleet's (fleet_units is the whole fleet's cost)
+        total = sum(ln.units for ln in lines)
+        direct = sum(ln.units for ln in lines if ln.kind is LineKind.DIRECT)
+        res = dataclasses.replace(self.result, lines=lines, fleet_units=total, direct_units=direct,
+                                  idle_units=total - direct)  # fmt: skip
         usage = None
         if self.usage is not None:
             idx = np.asarray(keep, dtype=np.int64)
@@ -114,13 +120,18 @@ class CostDashboardData:
         alloc_h = sum(r.allocated_gpu_h for r in team_rows)
         used_h = sum(r.used_gpu_h for r in team_rows)
         daily = self.daily.get(scope.team_id or "*")
+        waste = idle_waste(res, allocs, usage)  # the one idle-waste definition (cost/waste.py)
         return {
             "scope": scope.team_id or "fleet",
             "window": {"start_s": res.t0_s, "end_s": res.t1_s},
             "kpis": {
                 "cost_usd": usd_float(total),
-                "idle_usd": usd_float(by_kind.get("idle", 0)),
+                "idle_usd": usd_float(by_kind.get("idle", 0)),  # the ledger's idle lines = unallocated capacity
                 "idle_fraction": by_kind.get("idle", 0) / total if total else 0.0,
+                "idle_waste_usd": usd_float(waste.total_units),
+                "idle_unbusy_usd": usd_float(waste.unbusy_units),
+                "idle_unallocated_usd": usd_float(waste.unallocated_units),
+                "idle_waste_fraction": waste.total_units / total if total else 0.0,
                 "allocated_gpu_h": alloc_h,
                 "used_gpu_h": used_h,
                 "utilization": used_h / alloc_h if alloc_h else 0.0,

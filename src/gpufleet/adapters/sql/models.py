@@ -131,6 +131,7 @@ class UtilizationRow(Base):
     __table_args__ = (
         Index("ix_util_sku_time", "sku_id", "bucket_start_s"),
         Index("ix_util_workload_time", "workload_id", "bucket_start_s"),
+        Index("ix_util_pool_time", "pool_id", "bucket_start_s"),
     )
     source: Mapped[str] = mapped_column(String(128), primary_key=True)
     bucket_start_s: Mapped[int] = mapped_column(BigInteger, primary_key=True)
@@ -141,6 +142,7 @@ class UtilizationRow(Base):
     gpus_allocated: Mapped[float] = mapped_column(Float)
     gpu_util: Mapped[float] = mapped_column(Float)
     queue_wait_s: Mapped[float | None] = mapped_column(Float, nullable=True)
+    pool_id: Mapped[str | None] = mapped_column(String(200), nullable=True)  # the pool the GPUs ran in (None: unknown)
 
 
 class ReservationRow(Base):
@@ -181,7 +183,8 @@ class ApprovalRow(Base):
 
 
 class AuditEventRow(Base):
-    """Append-only: database triggers refuse UPDATE and DELETE on this table."""
+    """Append-only: database triggers refuse UPDATE, DELETE, REPLACE (SQLite) and TRUNCATE (PostgreSQL); on
+    PostgreSQL the table belongs to an audit role the service's role cannot act as (``adapters/sql/roles.py``)."""
 
     __tablename__ = "audit_events"
     __table_args__ = (Index("ix_audit_entity", "entity_id"),)

@@ -23,11 +23,13 @@ from gpufleet.api.deps import CurrentActor
 from gpufleet.api.problems import PROBLEM_RESPONSES
 from gpufleet.api.types import IdPath
 from gpufleet.cost.changes import ChangeStatus
+from gpufleet.service.auth import ADMINS, Role
 from gpufleet.service.bootstrap import Services
 from gpufleet.service.clock import RandomIds
 from gpufleet.service.finops import FinOpsService
 
 router = APIRouter(tags=["finops"], responses=PROBLEM_RESPONSES)
+FLEET_READERS = (*ADMINS, Role.VIEWER)
 
 
 class SpecPublic(BaseModel):
@@ -102,8 +104,13 @@ def cancel_change(
 
 
 @router.get("/metrics", include_in_schema=False)
-async def metrics(request: Request) -> Response:
-    """Prometheus exposition: decisions, queue lengths, costs of the last 7 days (no auth: scrape on loopback)."""
+async def metrics(request: Request, actor: CurrentActor) -> Response:
+    """Prometheus exposition: decisions, queue lengths, per-team costs and GPU-hours of the last 7 days.
+
+    Needs a bearer token of a fleet-wide role (viewer, finops_admin, ml_platform_admin): the series carry every
+    team's cost, which an anonymous caller or an app team must not read (401 / 403). Prometheus scrapes it with
+    ``authorization: {type: Bearer, credentials_file: ...}`` holding a viewer token (docs/service.md)."""
+    actor.require(*FLEET_READERS)
     finops = get_finops(request)
     await run_in_threadpool(finops.refresh_gauges)
     body, ctype = finops.metrics.render()

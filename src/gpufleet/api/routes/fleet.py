@@ -18,13 +18,30 @@ from gpufleet.api.schemas import (
     IngestResultPublic,
     UtilizationIngest,
 )
-from gpufleet.api.types import IdPath, SkuQuery, WindowQuery
-from gpufleet.domain.errors import ValidationError
+from gpufleet.api.types import ID_PATTERN, IdPath, SkuQuery, WindowQuery
+from gpufleet.domain.errors import GpufleetError, ValidationError
 from gpufleet.service.ingest import parse_csv
 from gpufleet.service.windows import parse_window_s
 
 router = APIRouter(tags=["fleet"], responses=PROBLEM_RESPONSES)
-MAX_BODY_BYTES = 8 * 1024 * 1024
+
+
+class UploadTooLarge(GpufleetError):
+    """The upload passed ``max_upload_bytes`` while streaming in (413; nothing of it was parsed)."""
+
+    http_status = 413
+
+
+async def read_limited(request: Request, limit: int) -> bytes:
+    """The request body, read chunk by chunk and refused as soon as it passes ``limit`` bytes."""
+    chunks: list[bytes] = []
+    size = 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > limit:
+            raise UploadTooLarge(f"body: upload over {limit} bytes (GPUFLEET_MAX_UPLOAD_BYTES); send smaller batches")
+        chunks.append(chunk)
+    return b"".join(chunks)
 
 
 @router.get("/v1/capacity/forecast", response_model=CapacityForecast)
@@ -36,8 +53,20 @@ def capacity_forecast(
 
 
 @router.get("/v1/fleet/utilization", response_model=FleetUtilization)
-def fleet_utilization(services: ServicesDep, actor: CurrentActor, sku: SkuQuery, window: WindowQuery = "7d") -> Any:
-    return services.usage.fleet_utilization(actor, sku_id=sku, window_s=parse_window_s(window))
+def fleet_utilization(
+    request: Request,
+    services: ServicesDep,
+    actor: CurrentActor,
+    sku: SkuQuery,
+    window: WindowQuery = "7d",
+    region: Annotated[str | None, Query(pattern=ID_PATTERN, examples=["us-east-1"])] = None,
+) -> Any:
+    """Utilization of a SKU (optionally in one region: records that name a pool there) and its idle waste: the
+    one definition of docs/api.md (held-but-unbusy + paid-but-unallocated GPU time, at the price paid)."""
+    window_s = parse_window_s(window)
+    out, pool_ids = services.usage.fleet_utilization(actor, sku_id=sku, window_s=window_s, region=region)
+    out.update(request.app.state.finops.idle_waste(window_s, sku_id=sku, pool_ids=pool_ids))
+    return out
 
 
 @router.get("/v1/clusters/{cluster}/binpack", response_model=BinpackReport)
@@ -61,9 +90,7 @@ def cluster_binpack(cluster: IdPath, services: ServicesDep, actor: CurrentActor)
 async def ingest_utilization(request: Request, services: ServicesDep, actor: CurrentActor) -> Any:
     """Bulk utilization records as JSON ``{"records": [...]}`` or CSV (header row with the same names).
     Idempotent per (source, bucket_start_s, workload_id): re-sent records replace, never double count."""
-    raw = await request.body()
-    if len(raw) > MAX_BODY_BYTES:
-        raise ValidationError("body", f"at most {MAX_BODY_BYTES} bytes")
+    raw = await read_limited(request, services.settings.max_upload_bytes)
     ctype = request.headers.get("content-type", "").split(";")[0].strip().lower()
     try:
         text = raw.decode("utf-8")

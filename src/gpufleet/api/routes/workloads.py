@@ -100,6 +100,7 @@ def workload_cost(
         if view["utilization"] is not None:
             out["idle_pct"] = round(100.0 * (1.0 - view["utilization"]), 2)
     out.update(view, price_basis="cost_package")
+    out["idle_waste_usd"] = request.app.state.finops.idle_waste(window_s, workload_id=workload_id)["idle_waste_usd"]
     out["rightsizing"]["recommendation"] = rec
     return out
 

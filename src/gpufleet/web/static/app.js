@@ -88,7 +88,7 @@
     const d = await api("overview");
     const k = d.kpis;
     const nodes = [kpis([
-      ["Cost in window", usd.format(k.cost_usd)], ["Idle cost", usd.format(k.idle_usd) + " (" + pct(k.idle_fraction) + ")"],
+      ["Cost in window", usd.format(k.cost_usd)], ["Idle waste", usd.format(k.idle_waste_usd) + " (" + pct(k.idle_waste_fraction) + ")"],
       ["GPU-h allocated", num.format(k.allocated_gpu_h)], ["GPU-h used", num.format(k.used_gpu_h)], ["Utilization", pct(k.utilization)],
     ])];
     const grid = el("div", { class: "grid" });
@@ -109,7 +109,7 @@
       if (d.scope === "fleet") ds.unshift({ label: "capacity GPU-h", data: d.daily.capacity_gpu_h, borderColor: COLORS[7], borderDash: [4, 4] });
       grid.append(chartCard("Utilization per day", "daily-usage", { type: "line", data: { labels: d.daily.day_start_s.map(day), datasets: ds } }));
     }
-    grid.append(chartCard("Idle waste by pool", "idle-by-pool", {
+    grid.append(chartCard("Unallocated capacity by pool", "idle-by-pool", {
       type: "bar",
       data: { labels: d.idle_by_pool.map((r) => r.pool.split("/").slice(-2).join("/")), datasets: [{ label: "idle USD", data: d.idle_by_pool.map((r) => r.usd), backgroundColor: COLORS[1] }] },
       options: { indexAxis: "y", plugins: { legend: { display: false } } },
@@ -189,7 +189,7 @@
     const top = [...d.rightsizing].sort((a, b) => b.monthly_saving_usd - a.monthly_saving_usd).slice(0, 12);
     const spec = (s) => s.gpus + "× " + s.sku_id + ", " + s.cpu + " CPU, " + s.mem_gb + " GB";
     mount(
-      kpis([["Idle findings", String(d.idle.length)], ["Idle waste", usd.format(waste)], ["Rightsizing", String(d.rightsizing.length)], ["Saving / month", usd.format(saving)]]),
+      kpis([["Idle findings", String(d.idle.length)], ["Reclaimable (idle findings)", usd.format(waste)], ["Rightsizing", String(d.rightsizing.length)], ["Saving / month", usd.format(saving)]]),
       el("div", { class: "grid" }, chartCard("Expected monthly saving by workload", "saving-chart", {
         type: "bar",
         data: { labels: top.map((r) => r.workload), datasets: [{ label: "USD / month", data: top.map((r) => r.monthly_saving_usd), backgroundColor: COLORS[2] }] },
