@@ -26,8 +26,19 @@ def register(app: typer.Typer) -> None:
 
         settings = load_settings(db_url=db)
         engine = make_engine(settings.db_url)
+        roles: tuple[str, str] | None = None
         try:
             before, after = migrate.upgrade(engine, revision)
+            if engine.dialect.name == "postgresql":
+                from gpufleet.adapters.sql.roles import store_role_names
+
+                with engine.connect() as conn:
+                    roles = store_role_names(conn)
         finally:
             engine.dispose()
         typer.echo(f"{safe_url(engine)}: schema {before or '(empty)'} -> {after}")
+        if roles is not None:
+            typer.echo(
+                f"audit log owner role: {roles[0]}; serve as a login in the service role: "
+                f'GRANT "{roles[1]}" TO <login> (docs/service.md, deployment)'
+            )
