@@ -194,6 +194,11 @@ def test_utilization_names_its_pool_and_costs_follow_it(seeded: Seeded) -> None:
         assert eu["region"] == "eu-north1" and eu["records"] == WEEK_BUCKETS and eu["avg_util"] == pytest.approx(0.9)
         us = admin.get("/v1/fleet/utilization", params={"sku": "h100_80gb", "region": "us-east-1"}).json()
         assert us["records"] == 0  # the seed's records name no pool: no region is claimed for them
+        fc = admin.get("/v1/capacity/forecast", params={"sku": "h100_80gb", "region": "eu-north1", "days": 7}).json()
+        assert fc["region"] == "eu-north1" and fc["history_days"] >= 7, fc  # a per-region forecast exists
+        assert fc["demand"][0]["p50"] == pytest.approx(2.0, abs=0.5)
+        fc_us = admin.get("/v1/capacity/forecast", params={"sku": "h100_80gb", "region": "us-east-1", "days": 7})
+        assert fc_us.json()["history_days"] == 0 and fc_us.json()["supply"][0]["committed_units"] == 8
         csv_body = "source,bucket_start_s,bucket_s,workload_id,team_id,sku_id,gpus_allocated,gpu_util,pool_id\n"
         csv_body += f"csv,{NOW_S - DAY},{BUCKET_S},{wid},team-b,h100_80gb,1,0.5,aws/us-east-1/a100_80gb/spot\n"
         bad = admin.post("/v1/utilization:ingest", content=csv_body, headers={"content-type": "text/csv"})

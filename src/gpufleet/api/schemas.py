@@ -399,6 +399,7 @@ class SupplyPoint(BaseModel):
 
 class CapacityForecast(BaseModel):
     sku: str
+    region: str | None = None
     days: int
     demand: list[DemandPoint]
     supply: list[SupplyPoint]

@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 from sqlalchemy import Engine, String, bindparam, func, select
 
-from gpufleet.adapters.sql.models import PoolRow, ReservationRow, SkuRow, UtilizationRow
+from gpufleet.adapters.sql.models import PoolRow, RegionRow, ReservationRow, SkuRow, UtilizationRow
 from gpufleet.domain.errors import PermissionDenied, ValidationError
 from gpufleet.domain.pools import Tier
 from gpufleet.domain.reservations import ReservationStatus, term_seconds
@@ -103,7 +103,10 @@ class CapacityService:
             PoolRow.quota_gpus.is_not(None),
         )
 
-    def forecast(self, actor: Actor, *, sku_id: str, days: int) -> dict[str, Any]:
+    def forecast(self, actor: Actor, *, sku_id: str, days: int, region: str | None = None) -> dict[str, Any]:
+        """Daily demand quantiles of ``sku_id`` against supply; with ``region``, demand from the utilization
+        records whose pool is in the region and supply from its reservations and quotas only (records that name
+        no pool belong to no region). Only fleet-wide forecasts are recorded for accuracy tracking."""
         if actor.role is Role.APP_TEAM:
             raise PermissionDenied("app_team tokens do not read fleet capacity plans")
         if not 1 <= days <= 730:
@@ -113,9 +116,17 @@ class CapacityService:
         with self._engine.connect() as conn:
             if conn.execute(self._sku_exists, {"sku": sku_id}).first() is None:
                 raise ValidationError("sku", f"unknown SKU {sku_id!r}")
-            rows = conn.execute(self._daily, {"sku": sku_id, "since_s": hist_start_s, "until_s": today_s}).all()
-            res = conn.execute(self._reservations, {"sku": sku_id}).all()
-            quotas = conn.execute(self._quotas, {"sku": sku_id}).scalars().all()
+            daily, reservations, quota_stmt = self._daily, self._reservations, self._quotas
+            if region is not None:
+                if conn.execute(select(RegionRow.id).where(RegionRow.id == region)).first() is None:
+                    raise ValidationError("region", f"unknown region {region!r}")
+                pools = select(PoolRow.id).where(PoolRow.region_id == region)
+                daily = daily.where(UtilizationRow.pool_id.in_(pools))
+                reservations = reservations.where(ReservationRow.region_id == region)
+                quota_stmt = quota_stmt.where(PoolRow.region_id == region)
+            rows = conn.execute(daily, {"sku": sku_id, "since_s": hist_start_s, "until_s": today_s}).all()
+            res = conn.execute(reservations, {"sku": sku_id}).all()
+            quotas = conn.execute(quota_stmt, {"sku": sku_id}).scalars().all()
         arr = np.array(rows, dtype=np.float64).reshape(-1, 2)
         y = np.zeros(0)
         if arr.shape[0]:
@@ -124,7 +135,9 @@ class CapacityService:
             y = np.zeros(n_days)
             y[arr[:, 0].astype(np.int64) - first_day] = arr[:, 1] / DAY_S
         band, method, confidence = _memo(np.ascontiguousarray(y, dtype=np.float64).tobytes(), days)
-        if self._recorder is not None:  # every served forecast is kept with its issue time (accuracy tracking)
+        if (
+            self._recorder is not None and region is None
+        ):  # every served fleet-wide forecast is kept with its issue time (accuracy tracking)
             self._recorder(sku_id, today_s, y, band, method)
         day_starts = today_s + DAY_S * np.arange(days)
         committed = np.zeros(days)
@@ -157,6 +170,7 @@ class CapacityService:
         ]
         return {
             "sku": sku_id,
+            "region": region,
             "days": days,
             "demand": demand,
             "supply": supply,

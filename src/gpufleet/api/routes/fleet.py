@@ -46,10 +46,15 @@ async def read_limited(request: Request, limit: int) -> bytes:
 
 @router.get("/v1/capacity/forecast", response_model=CapacityForecast)
 def capacity_forecast(
-    services: ServicesDep, actor: CurrentActor, sku: SkuQuery, days: Annotated[int, Query(ge=1, le=730)] = 90
+    services: ServicesDep,
+    actor: CurrentActor,
+    sku: SkuQuery,
+    days: Annotated[int, Query(ge=1, le=730)] = 90,
+    region: Annotated[str | None, Query(pattern=ID_PATTERN, examples=["eu-north1"])] = None,
 ) -> Any:
-    """Daily demand quantiles against supply (reservations and quotas), the gap and a backtested confidence."""
-    return services.capacity.forecast(actor, sku_id=sku, days=days)
+    """Daily demand quantiles against supply (reservations and quotas), the gap and a backtested confidence;
+    ``region``: demand from utilization records whose pool is in the region, that region's supply."""
+    return services.capacity.forecast(actor, sku_id=sku, days=days, region=region)
 
 
 @router.get("/v1/fleet/utilization", response_model=FleetUtilization)
