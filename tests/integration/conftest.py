@@ -22,7 +22,7 @@ import uvicorn
 from sqlalchemy import Engine, create_engine, text
 
 from gpufleet.adapters.providers import SimulatedProvider
-from gpufleet.adapters.sql import migrate
+from gpufleet.adapters.sql import migrate, roles
 from gpufleet.adapters.sql.engine import make_engine
 from gpufleet.adapters.sql.roles import role_names
 from gpufleet.api.app import create_app
@@ -106,12 +106,9 @@ def _make_database(
 
 def drop_store_roles(conn: Any, schema: str) -> None:
     """Drop the audit and service roles migration 0009 made for ``schema`` (roles are cluster-wide: left behind,
-    they would pile up across test runs), and any test login role ``<service>_login``."""
-    audit, service = role_names("test", schema)
-    for role in (f"{service}_login", service, audit):
-        if conn.execute(text("SELECT 1 FROM pg_roles WHERE rolname = :r"), {"r": role}).first():
-            conn.execute(text(f'DROP OWNED BY "{role}" CASCADE'))
-            conn.execute(text(f'DROP ROLE "{role}"'))
+    they would pile up across test runs), and the test login role ``<service>_login``."""
+    _audit, service = role_names("test", schema)
+    roles.drop_store_roles(conn, schema, extra=(f"{service}_login",))
 
 
 BACKENDS = [pytest.param("sqlite"), pytest.param("postgres", marks=pytest.mark.postgres)]

@@ -270,3 +270,30 @@ def test_refused_database_is_503_with_retry_after_and_no_traceback(
     time.sleep(0.2)
     assert not tracebacks.records, [(r.name, r.getMessage()) for r in tracebacks.records]
     db.engine.dispose()
+
+
+def test_migration_0009_goes_down_and_up_again(database: Database) -> None:
+    """The audit guards and roles come off and back on without leftovers (a re-upgrade finds its roles)."""
+    from alembic import command
+
+    from gpufleet.adapters.sql import migrate
+
+    cfg = migrate.alembic_config(database.engine)
+    with database.engine.begin() as conn:
+        cfg.attributes["connection"] = conn
+        command.downgrade(cfg, "0007")
+    assert migrate.current_revision(database.engine) == "0007"
+    migrate.upgrade(database.engine)
+    assert migrate.current_revision(database.engine) == migrate.head_revision(database.engine)
+    if database.backend == "sqlite":
+        stmt = SQLITE_REWRITES[0]
+    else:
+        stmt = "TRUNCATE audit_events"
+    with database.engine.begin() as conn:
+        conn.execute(
+            text(
+                "INSERT INTO audit_events (id, at_s, actor, action, entity, entity_id, detail_json) "
+                "VALUES (1, 0, 'a', 'b', 'c', 'd', '{}')"
+            )
+        )
+    assert _refused(database.engine, stmt)

@@ -329,6 +329,7 @@ def run(
     from sqlalchemy.exc import ArgumentError, DBAPIError
 
     from gpufleet.adapters.sql.migrate import DatabaseUnavailable
+    from gpufleet.adapters.sql.roles import drop_store_roles
 
     if not pg_url.startswith("postgresql"):
         raise ValidationError("pg_url", f"expected a postgresql+psycopg:// URL, got {pg_url!r}")
@@ -412,6 +413,7 @@ def run(
             server.wait(timeout=30)
         with admin.connect() as conn:
             conn.execute(text(f"DROP SCHEMA IF EXISTS {schema} CASCADE"))
+            drop_store_roles(conn, schema)  # migration 0009's per-schema roles (cluster-wide)
         admin.dispose()
     return {
         "backend": "postgresql",

@@ -35,3 +35,13 @@ def store_role_names(conn: Connection) -> tuple[str, str]:
     """The role names of the store this connection's ``search_path`` points at."""
     database, schema = conn.execute(text("SELECT current_database(), current_schema()")).one()
     return role_names(str(database), str(schema))
+
+
+def drop_store_roles(conn: Connection, schema: str, extra: tuple[str, ...] = ()) -> None:
+    """Drop the roles migration 0009 made for ``schema`` in the connection's database (after the schema is gone;
+    roles are cluster-wide and would otherwise outlive a throwaway store), and any ``extra`` roles first."""
+    database = str(conn.execute(text("SELECT current_database()")).scalar_one())
+    for role in (*extra, *reversed(role_names(database, schema))):
+        if conn.execute(text("SELECT 1 FROM pg_roles WHERE rolname = :r"), {"r": role}).first():
+            conn.execute(text(f'DROP OWNED BY "{role}" CASCADE'))
+            conn.execute(text(f'DROP ROLE "{role}"'))
