@@ -128,6 +128,13 @@ def test_audit_log_cannot_be_rewritten(database: Database, make_server: ServerFa
         if database.backend == "sqlite":
             refused = {stmt.split(" (")[0]: _refused(database.engine, stmt) for stmt in SQLITE_REWRITES}
             assert all(refused.values()), refused
+            raw = sqlite3.connect(database.url.removeprefix("sqlite:///"), isolation_level=None)
+            try:  # a plain connection: recursive_triggers off (SQLite's default), the REPLACE is still refused
+                assert raw.execute("PRAGMA recursive_triggers").fetchone() == (0,)
+                with pytest.raises(sqlite3.DatabaseError, match="append-only"):
+                    raw.execute(SQLITE_REWRITES[0])
+            finally:
+                raw.close()
         else:
             refused = {stmt[:40]: _refused(served.engine, stmt) for stmt in PG_REWRITES}
             assert all(refused.values()), refused  # the service role cannot alter the log

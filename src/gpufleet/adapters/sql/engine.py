@@ -113,6 +113,7 @@ def _serialize_sqlite(engine: Engine, busy_timeout_s: float) -> None:
         cur = dbapi_conn.cursor()
         cur.execute("PRAGMA journal_mode=WAL")
         cur.execute("PRAGMA foreign_keys=ON")
+        cur.execute("PRAGMA recursive_triggers=ON")  # REPLACE's implicit delete fires DELETE triggers too
         cur.execute(f"PRAGMA busy_timeout={int(busy_timeout_s * 1000)}")
         cur.close()
 
