@@ -292,10 +292,7 @@ def test_migration_0009_goes_down_and_up_again(database: Database) -> None:
     assert migrate.current_revision(database.engine) == "0007"
     migrate.upgrade(database.engine)
     assert migrate.current_revision(database.engine) == migrate.head_revision(database.engine)
-    if database.backend == "sqlite":
-        stmt = SQLITE_REWRITES[0]
-    else:
-        stmt = "TRUNCATE audit_events"
+    stmt = SQLITE_REWRITES[0] if database.backend == "sqlite" else "TRUNCATE audit_events"
     with database.engine.begin() as conn:
         conn.execute(
             text(
