@@ -70,10 +70,7 @@ def main() -> int:
             for mod in sorted(m.name for m in pkgutil.iter_modules(attacks.__path__)):
                 if mod == "ctx" or (args.only and mod != args.only):
                     continue
-                results += [
-                    Result(f"{mod}: {r.name}", r.held, r.detail)
-                    for r in importlib.import_module(f"attacks.{mod}").run(ctx)
-                ]
+                results += [Result(f"{mod}: {r.name}", r.held, r.detail) for r in importlib.import_module(f"attacks.{mod}").run(ctx)]
         finally:
             proc.terminate()
             try:
