@@ -20,7 +20,7 @@ from sqlalchemy.exc import DBAPIError
 
 from gpufleet.adapters.sql.engine import make_engine
 from gpufleet.adapters.sql.roles import role_names
-from tests.integration.conftest import PG_ADMIN_URL, Database, ServerFactory
+from tests.integration.conftest import PG_ADMIN_URL, Database, ServerFactory, _make_database
 from tests.integration.tcp_proxy import TcpProxy
 
 PROBLEM = "application/problem+json"
@@ -203,12 +203,17 @@ def test_locked_database_times_out_as_503_while_health_answers(
     db.engine.dispose()
 
 
+@pytest.fixture
+def pg_database(tmp_path: Path, pg_reason: str | None) -> Iterator[Database]:
+    """A fresh PostgreSQL store only (a silent TCP path needs a database over TCP)."""
+    yield from _make_database("postgres", tmp_path, pg_reason)
+
+
 @pytest.mark.postgres
 def test_silent_database_keeps_health_and_readiness_answering(
-    database: Database, make_server: ServerFactory, pg_reason: str | None
+    pg_database: Database, make_server: ServerFactory
 ) -> None:  # item 8 (a database that accepts and goes silent)
-    if database.backend != "postgres":
-        pytest.skip("a TCP database")
+    database = pg_database
     proxy = TcpProxy("127.0.0.1", 5432)
     url = database.url.replace("127.0.0.1:5432", f"127.0.0.1:{proxy.port}")
     db = _with_engine(database, url, connect_timeout_s=2.0, statement_timeout_s=2.0)
