@@ -18,7 +18,7 @@ from gpufleet.forecast.loop import forecast_demand, seasons_for_step
 from gpufleet.forecast.quantiles import DEFAULT_QUANTILES, QuantileForecast
 from gpufleet.forecast.serving import ServingForecaster
 from gpufleet.forecast.tracking import AccuracyRecord, AccuracyTracker, IssuedForecast
-from gpufleet.forecast.training import BacklogRequest, PlannedRun, TrainingForecaster
+from gpufleet.forecast.training import BacklogRequest, PlannedTrainingRun, TrainingForecaster
 
 __all__ = [
     "DEFAULT_QUANTILES",
@@ -32,7 +32,7 @@ __all__ = [
     "GrowthScenario",
     "IntermittentForecaster",
     "IssuedForecast",
-    "PlannedRun",
+    "PlannedTrainingRun",
     "QuantileForecast",
     "ServingForecaster",
     "SkuThroughput",

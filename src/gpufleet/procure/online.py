@@ -18,7 +18,7 @@ from gpufleet.domain.catalog import PRICES_BY_SKU
 from gpufleet.domain.reservations import term_seconds
 from gpufleet.ports import ProcurementContext, ReservationProposal
 from gpufleet.procure.baseline import whole_node_proposal
-from gpufleet.procure.policies import GpufleetPolicy, units_worth_committing
+from gpufleet.procure.policies import GpufleetReservationPolicy, units_worth_committing
 from gpufleet.procure.replay import FloatArray, ReplayConfig
 
 HOUR_S = 3600
@@ -49,7 +49,7 @@ class BreakevenProcurer:
             spot_usd_per_gpu_h=on_demand,
             secondary_usd_per_gpu_h=on_demand,
         )
-        policy = GpufleetPolicy(ramp_h=1, min_history_h=24, fill_unobserved=False, level_sigma0=0.0)
+        policy = GpufleetReservationPolicy(ramp_h=1, min_history_h=24, fill_unobserved=False, level_sigma0=0.0)
         scen = policy.scenarios(len(hist), hist, cfg)
         if ctx.forecast is not None:
             scen = np.vstack([scen, *[_tile(q, term_h) for q in ctx.forecast.quantiles.values()]])

@@ -17,7 +17,7 @@ import numpy.typing as npt
 from gpufleet.domain.catalog import BUILTIN_REGIONS, PRICES_BY_SKU
 from gpufleet.domain.errors import ValidationError
 from gpufleet.procure.portfolio import PortfolioPlan, PortfolioProblem, optimize_portfolio
-from gpufleet.procure.proposals import ReservationProposal, catalog_pair, coverage_report, proposals_from_plan
+from gpufleet.procure.proposals import PortfolioProposal, catalog_pair, coverage_report, proposals_from_plan
 from gpufleet.procure.quota import QuotaOutlook, quota_outlook
 
 FloatArray = npt.NDArray[np.float64]
@@ -67,7 +67,7 @@ def scenarios_from_history(
 class PlanReport:
     problem: PortfolioProblem
     plan: PortfolioPlan
-    proposals: list[ReservationProposal]
+    proposals: list[PortfolioProposal]
     quotas: list[QuotaOutlook]
     coverage: dict[str, dict[str, float]]
 

@@ -26,7 +26,14 @@ RESERVED_3Y_TO_ON_DEMAND = 0.45  # typical 3-year no-upfront discount (assumptio
 
 
 @dataclass(frozen=True, slots=True)
-class ReservationProposal:
+class PortfolioProposal:
+    """One line of a portfolio plan's order book: reserve, renew or let expire a commitment of one tier.
+
+    Not the control loop's :class:`gpufleet.ports.ReservationProposal` (one reserved pool, one term in months):
+    a plan line may be a let-expire notice and names a catalog tier; :func:`to_reservation` converts a
+    reserve/renew line into the draft reservation the approval workflow takes.
+    """
+
     action: str  # "reserve" | "renew" | "let_expire"
     sku_id: str
     regions: tuple[str, ...]
@@ -89,10 +96,10 @@ def proposals_from_plan(
     batch_periods: int = 7,
     gpus_per_node: int = 8,
     existing: tuple[ExistingCommitment, ...] = (),
-) -> list[ReservationProposal]:
+) -> list[PortfolioProposal]:
     """Turn a plan's commitments into orders (reserve/renew) and let-expire notices, sorted by submit date."""
     period_s = int(problem.period_h * 3600)
-    out: list[ReservationProposal] = []
+    out: list[PortfolioProposal] = []
     by_key: dict[tuple[str, str], list[CommitDecision]] = {}
     for d in plan.decisions:
         by_key.setdefault((d.pair, d.tier), []).append(d)
@@ -126,7 +133,7 @@ def proposals_from_plan(
             term_days = None if tier.term_periods is None else round(tier.term_periods * problem.period_h / 24)
             start = start_s + start_p * period_s
             out.append(
-                ReservationProposal(
+                PortfolioProposal(
                     action=action,
                     sku_id=sku_id,
                     regions=(region,),
@@ -149,7 +156,7 @@ def proposals_from_plan(
             sku_id, region = e.pair.split("@", 1)
             end = start_s + e.end_period * period_s
             out.append(
-                ReservationProposal(
+                PortfolioProposal(
                     action="let_expire",
                     sku_id=sku_id,
                     regions=(region,),
@@ -184,13 +191,13 @@ def coverage_report(problem: PortfolioProblem, plan: PortfolioPlan) -> dict[str,
 
 
 def due_proposals(
-    proposals: list[ReservationProposal], *, now_s: int, within_s: int = 7 * 86400
-) -> list[ReservationProposal]:
+    proposals: list[PortfolioProposal], *, now_s: int, within_s: int = 7 * 86400
+) -> list[PortfolioProposal]:
     """Orders that must enter the approval workflow now: submit-by date within ``within_s`` (or passed)."""
     return [p for p in proposals if p.action in ("reserve", "renew") and p.submit_by_s <= now_s + within_s]
 
 
-def to_reservation(proposal: ReservationProposal, *, reservation_id: str, pool_id: str) -> Reservation:
+def to_reservation(proposal: PortfolioProposal, *, reservation_id: str, pool_id: str) -> Reservation:
     """A draft reservation for the approval workflow (term rounded to the nearest listed term in months)."""
     if proposal.action not in ("reserve", "renew") or proposal.term_days is None:
         raise ValidationError(
