@@ -82,8 +82,9 @@ class PendingWork:
 
 
 @dataclass(frozen=True, slots=True)
-class DemandForecast:
-    """Upper-quantile forecast of GPUs in use for one SKU at absolute times ``t_s``."""
+class DemandCeiling:
+    """One upper quantile of a :class:`gpufleet.ports.DemandForecast` of GPUs in use for one SKU, laid on
+    absolute times ``t_s`` (the caller picks the level and converts; see ``autoscale/loop_adapters.py``)."""
 
     sku_id: str
     t_s: npt.NDArray[np.float64]
@@ -99,7 +100,7 @@ class ClusterSnapshot:
     groups: tuple[NodeGroup, ...]
     nodes: tuple[Node, ...]
     pending: tuple[PendingWork, ...] = ()
-    forecasts: tuple[DemandForecast, ...] = ()
+    forecasts: tuple[DemandCeiling, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

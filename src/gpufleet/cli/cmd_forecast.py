@@ -52,7 +52,7 @@ def register(app: typer.Typer) -> None:
                 "step_s": s.step_s,
                 "timestamps": stamps,
                 "mean": fc.mean.round(6).tolist(),
-                "quantiles": {f"{q:g}": fc.values[i].round(6).tolist() for i, q in enumerate(fc.quantiles)},
+                "quantiles": {f"{q:g}": fc.values[i].round(6).tolist() for i, q in enumerate(fc.levels)},
             }
             typer.echo(f"{sid}: {h} steps of {s.step_s}s, method {fc.method} ({model.route_.reason})")
             show = range(h) if h <= 12 else [*range(3), *range(h - 3, h)]

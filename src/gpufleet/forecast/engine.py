@@ -24,6 +24,8 @@ class GpufleetForecaster:
     def forecast(self, history: FloatArray, step_s: int, horizon: int) -> DemandForecast:
         h = np.asarray(history, dtype=np.float64)[-self.max_history_steps :]
         if int(np.isfinite(h).sum()) < 3:
-            return DemandForecast(step_s, {q: np.zeros(horizon) for q in self.quantiles})
+            zeros = np.zeros(horizon)
+            return DemandForecast(zeros, self.quantiles, np.zeros((len(self.quantiles), horizon)), "zeros")
         fc = forecast_demand(h, horizon, step_s=step_s, quantiles=self.quantiles)
-        return DemandForecast(step_s, {q: np.maximum(fc.at(q), 0.0) for q in self.quantiles})
+        values = np.stack([np.maximum(fc.at(q), 0.0) for q in self.quantiles])
+        return DemandForecast(np.maximum(fc.mean, 0.0), self.quantiles, values, fc.method)

@@ -22,7 +22,8 @@ import numpy as np
 
 from gpufleet.domain.errors import ValidationError
 from gpufleet.forecast.auto import AutoForecaster
-from gpufleet.forecast.quantiles import DEFAULT_QUANTILES, FloatArray, QuantileForecast, check_quantiles, make_forecast
+from gpufleet.forecast.quantiles import DEFAULT_QUANTILES, FloatArray, check_quantiles, make_forecast
+from gpufleet.ports import DemandForecast
 
 _GRID = tuple(round(x, 3) for x in np.linspace(0.01, 0.99, 50))
 
@@ -90,7 +91,7 @@ class TrainingForecaster:
             out += r.probability * r.gpus * active.mean(axis=0)
         return out
 
-    def predict(self, h: int, quantiles: Sequence[float] = DEFAULT_QUANTILES) -> QuantileForecast:
+    def predict(self, h: int, quantiles: Sequence[float] = DEFAULT_QUANTILES) -> DemandForecast:
         qs = check_quantiles(quantiles)
         unk = self.unknown_.predict(h, _GRID)
         n = self.n_samples

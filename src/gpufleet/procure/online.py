@@ -52,7 +52,7 @@ class BreakevenProcurer:
         policy = GpufleetReservationPolicy(ramp_h=1, min_history_h=24, fill_unobserved=False, level_sigma0=0.0)
         scen = policy.scenarios(len(hist), hist, cfg)
         if ctx.forecast is not None:
-            scen = np.vstack([scen, *[_tile(q, term_h) for q in ctx.forecast.quantiles.values()]])
+            scen = np.vstack([scen, *[_tile(q, term_h) for q in ctx.forecast.values]])
         have = float(ctx.committed_gpus_at_lead)
         excess = scen - have
         ok = np.isfinite(excess)
