@@ -17,11 +17,25 @@ import numpy as np
 import numpy.typing as npt
 
 from gpufleet.domain.allocations import Allocation
+from gpufleet.domain.catalog import ListPrice
 from gpufleet.domain.errors import ValidationError
 from gpufleet.domain.pools import CapacityPool
 from gpufleet.domain.workloads import ServingScaling
 
 FloatArray = npt.NDArray[np.float64]
+
+
+class PriceCatalog(Protocol):
+    """List prices per GPU-hour by SKU: the one way decision code learns a catalog price (injected, never read
+    from a module global). ``list_price`` is None for a SKU the catalog does not list;
+    ``reserved_to_on_demand`` is the reserved/on-demand price ratio used where only one price is known."""
+
+    @property
+    def reserved_to_on_demand(self) -> float: ...
+
+    def list_price(self, sku_id: str) -> ListPrice | None: ...
+
+    def sku_ids(self) -> tuple[str, ...]: ...
 
 
 @dataclass(frozen=True, slots=True)

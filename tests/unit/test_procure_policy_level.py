@@ -8,13 +8,14 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from gpufleet.bench.procure import RpsToGpus
+from gpufleet.domain.catalog import BUILTIN_PRICE_CATALOG
 from gpufleet.procure.policies import GpufleetReservationPolicy
 from gpufleet.procure.replay import ReplayConfig, replay
 from gpufleet.sim.traces import Series
 
 
 def _cfg(term_h: int = 72, lead_h: int = 12) -> ReplayConfig:
-    return ReplayConfig.from_catalog("h100_80gb", term_h=term_h, lead_h=lead_h)
+    return ReplayConfig.from_catalog("h100_80gb", prices=BUILTIN_PRICE_CATALOG, term_h=term_h, lead_h=lead_h)
 
 
 def test_unobserved_lags_take_the_recent_level_so_the_cold_start_can_commit() -> None:
