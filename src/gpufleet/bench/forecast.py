@@ -21,8 +21,8 @@ from typing import Any, Self
 
 import numpy as np
 
+from gpufleet.adapters.inputs import read_input_text
 from gpufleet.domain.errors import ValidationError
-from gpufleet.domain.inputs import read_input_text
 from gpufleet.forecast import baselines
 from gpufleet.forecast.auto import AutoForecaster
 from gpufleet.forecast.backtest import BacktestScore, backtest

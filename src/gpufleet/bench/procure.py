@@ -21,8 +21,8 @@ from pathlib import Path
 import numpy as np
 import numpy.typing as npt
 
+from gpufleet.adapters.inputs import read_input_text
 from gpufleet.domain.errors import ValidationError
-from gpufleet.domain.inputs import read_input_text
 from gpufleet.procure.hindsight import hindsight_optimal
 from gpufleet.procure.policies import GpufleetReservationPolicy, baseline_policies
 from gpufleet.procure.replay import ReplayConfig, ReplayResult, ReservationPolicy, replay

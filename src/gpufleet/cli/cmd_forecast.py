@@ -9,10 +9,10 @@ from typing import Annotated
 
 import typer
 
+from gpufleet.adapters.inputs import MAX_UNIX_S
 from gpufleet.cli.errors import user_errors
 from gpufleet.cli.paths import output_file
 from gpufleet.domain.errors import ValidationError
-from gpufleet.domain.inputs import MAX_UNIX_S
 
 
 def register(app: typer.Typer) -> None:
