@@ -40,6 +40,7 @@ lint: $(STAMP)
 	$(BIN)/ruff format --check src tests
 	$(BIN)/mypy
 	$(BIN)/lint-imports
+	$(BIN)/python scripts/check_unique_names.py src
 
 fmt: $(STAMP)
 	$(BIN)/ruff format src tests
