@@ -31,13 +31,19 @@ from gpufleet.domain.errors import GpufleetError
 class ProviderTimeout(GpufleetError):
     """The provider did not answer in time; the order may or may not have been placed."""
 
+    http_status = 504  # the API answers a provider that never answered as a gateway timeout
+
 
 class ProviderRefused(GpufleetError):
-    """The provider refused the order (nothing was bought). ``code`` is the provider's error code."""
+    """The provider refused the order (nothing was bought). ``code`` is the provider's error code;
+    ``retryable``: the refusal is about the moment (no capacity now), not the order (a bad parameter)."""
 
-    def __init__(self, code: str, message: str) -> None:
+    http_status = 502  # the API answers an upstream refusal as a bad gateway, with the provider's code
+
+    def __init__(self, code: str, message: str, *, retryable: bool = False) -> None:
         self.code = code
         self.message = message
+        self.retryable = retryable
         super().__init__(f"{code}: {message}")
 
 

@@ -44,4 +44,4 @@ def call(what: str, fn: Callable[..., T], /, **kwargs: Any) -> T:
         message = str(exc.response.get("Error", {}).get("Message", ""))
         if code in THROTTLE_CODES:
             raise ProviderTimeout(f"{what}: throttled after retries ({code})") from None
-        raise ProviderRefused(code, f"{what}: {message}") from None
+        raise ProviderRefused(code, f"{what}: {message}", retryable=code in CAPACITY_CODES) from None

@@ -38,7 +38,14 @@ class AwsNodeTier:
         self._subnet_id = subnet_id
 
     def launch(
-        self, region: str, *, sku_id: str, count: int, client_token: str, zone: str | None = None
+        self,
+        region: str,
+        *,
+        sku_id: str,
+        count: int,
+        client_token: str,
+        zone: str | None = None,
+        spot: bool = False,
     ) -> LaunchOutcome:
         it = instance_type(sku_id)
         params: dict[str, Any] = {
@@ -58,6 +65,8 @@ class AwsNodeTier:
             params["SubnetId"] = self._subnet_id
         if zone:
             params["Placement"] = {"AvailabilityZone": zone}
+        if spot:
+            params["InstanceMarketOptions"] = {"MarketType": "spot", "SpotOptions": {"SpotInstanceType": "one-time"}}
         ec2 = self._clients.client("ec2", region)
         try:
             out = call("RunInstances", ec2.run_instances, **params)
