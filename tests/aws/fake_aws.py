@@ -72,7 +72,7 @@ class FakeAws:
         self.offerings: dict[str, dict[str, Any]] = {}
         self.quotas: dict[tuple[str, str], float] = {}
         self.quota_requests: dict[str, dict[str, Any]] = {}
-        self.no_capacity: set[str] = set()
+        self.no_capacity: set[tuple[str, str | None]] = set()
         self.delays: dict[str, float] = {}
         self.throttles: Counter[str] = Counter()
         self._ids = itertools.count(1)
@@ -80,8 +80,12 @@ class FakeAws:
         self.url = ""
 
     # ---- test controls ----------------------------------------------------------------------------------
-    def refuse_capacity(self, instance_type: str) -> None:
-        self.no_capacity.add(instance_type)
+    def refuse_capacity(self, instance_type: str, region: str | None = None) -> None:
+        """Refuse launches and reservations of the type (in ``region``, or everywhere) for capacity."""
+        self.no_capacity.add((instance_type, region))
+
+    def _refused(self, instance_type: str | None, region: str) -> bool:
+        return (instance_type, None) in self.no_capacity or (instance_type, region) in self.no_capacity
 
     def delay_next(self, action: str, seconds: float) -> None:
         self.delays[action] = seconds
@@ -163,7 +167,7 @@ class FakeAws:
             return self._json(service, action, region, body)
         form = dict(parse_qsl(body.decode(), keep_blank_values=True))
         action = form.get("Action", "")
-        if action in EC2_ACTIONS or (action == "RunInstances" and form.get("InstanceType") in self.no_capacity):
+        if action in EC2_ACTIONS or (action == "RunInstances" and self._refused(form.get("InstanceType"), region)):
             return self._ec2(action, region, form)
         return self._forward(path, headers, body)
 
@@ -216,14 +220,15 @@ class FakeAws:
         except Exception as exc:
             self.violations.append(f"{service} {action}: {exc}")
             return 400, ctype, wire.json_error("ValidationException", str(exc))
+        handler = getattr(self, "_" + _snake(action), None)
+        if handler is None:
+            return 400, ctype, wire.json_error("UnknownOperationException", f"{action} is not faked")
         with self.lock:
             self.calls[action] += 1
             try:
-                data = getattr(self, "_" + _snake(action))(region, params)
+                data = handler(region, params)
             except _AwsError as err:
                 return err.status, ctype, wire.json_error(err.code, err.message)
-            except AttributeError:
-                return 400, ctype, wire.json_error("UnknownOperationException", action)
             try:
                 return 200, ctype, wire.json_response(op, data)
             except wire.WireViolation as exc:
@@ -242,7 +247,7 @@ class FakeAws:
         token = p.get("ClientToken")
         if token and token in self.tokens:
             return {"CapacityReservation": self.reservations[self.tokens[token]]}
-        if p["InstanceType"] in self.no_capacity:
+        if self._refused(p["InstanceType"], region):
             raise _AwsError("InsufficientInstanceCapacity", f"no {p['InstanceType']} capacity to reserve", 500)
         cid = f"cr-{next(self._ids):017x}"
         now = datetime.now(UTC).replace(microsecond=0)

@@ -77,7 +77,7 @@ class AwsClients:
         self._clients: dict[tuple[str, str], Any] = {}
         self._lock = threading.Lock()
         self._botocore = Config(
-            retries={"mode": "standard", "max_attempts": config.max_attempts},
+            retries={"mode": "standard", "total_max_attempts": config.max_attempts},
             connect_timeout=config.connect_timeout_s,
             read_timeout=config.read_timeout_s,
         )
