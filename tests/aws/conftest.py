@@ -94,3 +94,7 @@ def clients_for(url: str, **config: object) -> AwsClients:
     config.setdefault("read_timeout_s", 5.0)
     config.setdefault("connect_timeout_s", 2.0)
     return AwsClients(AwsConfig(endpoint_url=url, **config))  # type: ignore[arg-type]
+
+
+# the per-backend database fixtures of the integration suite (SQLite file; PostgreSQL schema, `postgres` mark)
+from tests.integration.conftest import database, pg_reason, sqlite_template  # noqa: E402, F401

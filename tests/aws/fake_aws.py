@@ -17,6 +17,7 @@ answers once with RequestLimitExceeded. The provider's lifecycle moves only when
 
 from __future__ import annotations
 
+import hashlib
 import http.client
 import itertools
 import json
@@ -331,7 +332,11 @@ class FakeAws:
             end = start + timedelta(hours=hours)
             if end > last_end:
                 break
-            oid = f"cb-{next(self._ids):017x}"
+            # an offering keeps its id across searches (AWS lists the same offering under the same id)
+            oid = (
+                "cb-"
+                + hashlib.sha256(f"{region}|{itype}|{count}|{hours}|{start.isoformat()}".encode()).hexdigest()[:17]
+            )
             o = {
                 "CapacityBlockOfferingId": oid,
                 "InstanceType": itype,
@@ -344,7 +349,7 @@ class FakeAws:
                 "CurrencyCode": "USD",
                 "Tenancy": "default",
             }
-            self.offerings[oid] = {**o, "_region": region}
+            self.offerings.setdefault(oid, {**o, "_region": region})
             out.append(o)
         return {"CapacityBlockOfferings": out}
 
