@@ -22,8 +22,8 @@ from gpufleet.domain.money import price_to_uusd
 from gpufleet.domain.pools import CapacityPool, Tier
 from gpufleet.ports import PlacementRequest, PoolState
 from gpufleet.service.auth import Actor, Role
-from gpufleet.service.cloud_catalog import CloudCatalogService
 from gpufleet.service.clock import FixedClock
+from gpufleet.service.cloud_catalog import CloudCatalogService
 from gpufleet.service.node_tier import launch_with_fallback
 from tests.aws.conftest import clients_for
 from tests.aws.fake_aws import FakeAws
