@@ -11,9 +11,9 @@ import pytest
 
 from gpufleet.adapters.aws.reservations import AwsCapacityReservations
 from gpufleet.adapters.providers import OrderRequest, ProviderRefused, ProviderTimeout
-from tests.aws import wire
-from tests.aws.conftest import clients_for
-from tests.aws.fake_aws import FakeAws
+from tests.integration.aws import wire
+from tests.integration.aws.conftest import clients_for
+from tests.integration.aws.fake_aws import FakeAws
 
 pytestmark = pytest.mark.aws
 NOW_S = 1_767_225_600

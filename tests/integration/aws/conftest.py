@@ -1,5 +1,5 @@
 """The AWS test worlds: moto server (started once per session on loopback) and the model-validated fake in front
-of it (tests/aws/fake_aws.py). Fake credentials and the endpoint exist only inside these fixtures."""
+of it (tests/integration/aws/fake_aws.py). Fake credentials and the endpoint exist only inside these fixtures."""
 
 from __future__ import annotations
 
@@ -16,9 +16,7 @@ import httpx
 import pytest
 
 from gpufleet.adapters.aws.session import AwsClients, AwsConfig
-from tests.aws.fake_aws import FakeAws
-
-pytestmark = pytest.mark.aws
+from tests.integration.aws.fake_aws import FakeAws
 
 
 def _free_port() -> int:
@@ -94,7 +92,3 @@ def clients_for(url: str, **config: object) -> AwsClients:
     config.setdefault("read_timeout_s", 5.0)
     config.setdefault("connect_timeout_s", 2.0)
     return AwsClients(AwsConfig(endpoint_url=url, **config))  # type: ignore[arg-type]
-
-
-# the per-backend database fixtures of the integration suite (SQLite file; PostgreSQL schema, `postgres` mark)
-from tests.integration.conftest import database, pg_reason, sqlite_template  # noqa: E402, F401

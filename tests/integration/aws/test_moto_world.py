@@ -25,8 +25,8 @@ from gpufleet.service.auth import Actor, Role
 from gpufleet.service.clock import FixedClock
 from gpufleet.service.cloud_catalog import CloudCatalogService
 from gpufleet.service.node_tier import launch_with_fallback
-from tests.aws.conftest import clients_for
-from tests.aws.fake_aws import FakeAws
+from tests.integration.aws.conftest import clients_for
+from tests.integration.aws.fake_aws import FakeAws
 
 pytestmark = pytest.mark.aws
 NOW_S = 1_767_225_600

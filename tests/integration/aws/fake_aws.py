@@ -7,7 +7,7 @@ Every other EC2 action is forwarded unchanged to moto server (instances, spot pr
 Service Quotas (JSON): GetServiceQuota, RequestServiceQuotaIncrease, GetRequestedServiceQuotaChange,
 ListRequestedServiceQuotaChangeHistoryByQuota. Pricing (JSON): GetProducts.
 
-Requests and responses pass through :mod:`tests.aws.wire` (botocore's model); a violation is answered with
+Requests and responses pass through :mod:`tests.integration.aws.wire` (botocore's model); a violation is answered with
 a 400 and kept in ``violations``. Faults for tests: ``refuse_capacity(instance_type)`` answers RunInstances and
 CreateCapacityReservation with InsufficientInstanceCapacity (HTTP 500, as EC2 does); ``delay_next(action, s)``
 performs the next such call and answers only after ``s`` seconds (a lost answer); ``throttle_next(action)``
@@ -31,7 +31,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qsl, urlsplit
 
-from tests.aws import wire
+from tests.integration.aws import wire
 
 EC2_ACTIONS = frozenset(
     {

@@ -12,7 +12,7 @@ import pytest
 from gpufleet.service.bootstrap import build_services
 from gpufleet.service.clock import FixedClock
 from gpufleet.service.settings import Settings
-from tests.aws.fake_aws import FakeAws
+from tests.integration.aws.fake_aws import FakeAws
 from tests.integration.conftest import NOW_S, Database, LiveServer
 from tests.integration.test_api_planning import DAY, SKU, _hourly, _ingest
 
