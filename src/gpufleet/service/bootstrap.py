@@ -139,7 +139,9 @@ def _aws(settings: Settings, engine: Engine, clock: Clock, on_dry_run: Callable[
         max_attempts=settings.aws_max_attempts,
         dry_run=settings.aws_dry_run,
     )
-    world = aws_world(config, now_s=clock.now_s, on_dry_run=on_dry_run)
+    world = aws_world(
+        config, now_s=clock.now_s, on_dry_run=on_dry_run, match_criteria=settings.aws_instance_match_criteria
+    )
     return {
         "aws": world,
         "cloud_quotas": CloudQuotaService(engine, clock, world, cache_s=settings.aws_quota_cache_s),

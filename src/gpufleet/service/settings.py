@@ -87,6 +87,11 @@ class Settings(BaseSettings):
     aws_availability_zones: dict[str, str] = Field(
         default_factory=dict, description="AZ per region for capacity reservations (default: '<region>a')."
     )
+    aws_instance_match_criteria: Literal["open", "targeted"] = Field(
+        default="open",
+        description="Capacity reservations: 'open' (any matching instance uses them) or 'targeted' (only instances "
+        "launched into the reservation).",
+    )
     aws_max_attempts: int = Field(
         default=3, ge=1, le=10, description="botocore standard-retry-mode attempts per AWS call (with backoff)."
     )

@@ -228,3 +228,19 @@ def test_quota_read_outlook_and_increase_request(aws_server: Start, fake: FakeAw
     with server.client("viewer", "vic") as v:
         bad = v.get("/v1/quotas", params={"region": "eu-west-9"})
     assert bad.status_code == 422 and bad.json()["field"] == "region"
+
+
+def test_drafted_increases_are_filed_when_configured(aws_server: Start, fake: FakeAws) -> None:
+    server = aws_server(aws_file_quota_increases=True)
+    _ingest(server, _hourly(NOW_S - 28 * DAY, 28, [4 + 0.5 * d for d in range(28)]))
+    with server.client("finops_admin", "fiona") as c:
+        first = c.post("/v1/quotas/increases:file-due", params={"days": 60})
+        assert first.status_code == 200, first.text
+        filed = first.json()["filed"]
+        # one request per quota: the P family's on-demand quota, sized for the largest need among its SKUs' pools
+        assert [f["code"] for f in filed] == ["L-417A185B"] and filed[0]["status"] == "PENDING"
+        assert c.post("/v1/quotas/increases:file-due", params={"days": 60}).json()["filed"] == []  # open covers it
+    assert fake.calls["RequestServiceQuotaIncrease"] == 1
+    with server.client("viewer", "vic") as v:
+        events = v.get("/v1/audit", params={"action": "quota.increase_requested"}).json()
+    assert [e["detail"]["reason"] for e in events] == ["outlook"]

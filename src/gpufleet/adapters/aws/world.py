@@ -26,12 +26,16 @@ class AwsWorld:
 
 
 def aws_world(
-    config: AwsConfig, *, now_s: Callable[[], int], on_dry_run: Callable[[CallRecord], None] | None = None
+    config: AwsConfig,
+    *,
+    now_s: Callable[[], int],
+    on_dry_run: Callable[[CallRecord], None] | None = None,
+    match_criteria: str = "open",
 ) -> AwsWorld:
     clients = AwsClients(config, on_dry_run=on_dry_run)
     return AwsWorld(
         clients,
-        AwsCapacityReservations(clients, now_s=now_s),
+        AwsCapacityReservations(clients, now_s=now_s, match_criteria=match_criteria),
         AwsCapacityBlocks(clients),
         AwsServiceQuotas(clients),
         AwsPrices(clients),
