@@ -17,7 +17,7 @@ if TYPE_CHECKING:
     from gpufleet.service.settings import Settings
 
 
-class Provider(StrEnum):
+class ProviderChoice(StrEnum):
     simulated = "simulated"
     aws = "aws"
 
@@ -67,7 +67,7 @@ def register(app: typer.Typer) -> None:
         port: Annotated[int | None, typer.Option(help="TCP port (default 8000)")] = None,
         log_level: Annotated[LogLevel, typer.Option(help="uvicorn log level")] = LogLevel.info,
         provider: Annotated[
-            Provider | None,
+            ProviderChoice | None,
             typer.Option(help="Where reservations are bought (default: GPUFLEET_PROVIDER or simulated)"),
         ] = None,
         dry_run: Annotated[

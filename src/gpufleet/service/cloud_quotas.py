@@ -17,8 +17,8 @@ from sqlalchemy import Engine
 
 from gpufleet.adapters.aws.skus import QUOTA_BY_CODE, gpus_from_vcpus, instance_type, quota_code
 from gpufleet.adapters.sql.models import SkuRow
+from gpufleet.control.cloud import usual_turnaround_s
 from gpufleet.domain.errors import ValidationError
-from gpufleet.procure.quota_increase import usual_turnaround_s
 from gpufleet.service.auth import Actor, Role
 from gpufleet.service.clock import Clock
 from gpufleet.service.uow import UnitOfWork

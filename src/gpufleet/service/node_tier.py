@@ -14,9 +14,9 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from gpufleet.adapters.aws.skus import instances_for
+from gpufleet.control.cloud import next_link
 from gpufleet.domain.allocations import Allocation
 from gpufleet.domain.pools import Tier
-from gpufleet.place.launch import next_link
 from gpufleet.ports import PlacementRequest, PoolState
 
 if TYPE_CHECKING:

@@ -33,12 +33,12 @@ from sqlalchemy import Engine, String, bindparam, func, select
 
 from gpufleet.adapters.aws.skus import gpus_from_vcpus, instance_type
 from gpufleet.adapters.sql.models import PoolRow, RegionRow, SkuRow, UtilizationRow
+from gpufleet.control.cloud import draft_increase
 from gpufleet.domain.errors import ValidationError
 from gpufleet.domain.pools import Tier
 from gpufleet.procure.planning import plan_from_history
 from gpufleet.procure.proposals import due_proposals, to_reservation
 from gpufleet.procure.quota import quota_outlook
-from gpufleet.procure.quota_increase import draft_increase
 from gpufleet.service.auth import Actor, Role
 from gpufleet.service.capacity import CapacityService
 from gpufleet.service.clock import Clock
