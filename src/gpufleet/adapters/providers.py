@@ -2,7 +2,12 @@
 
 Contract of :class:`ProviderPort`: ``submit(key, order)`` is idempotent on ``key`` -- a second call with the
 same key returns the first order and buys nothing more. A :class:`ProviderTimeout` means "unknown outcome":
-the order may or may not exist; callers retry with the SAME key or ask ``find(key)``.
+the order may or may not exist; callers retry with the SAME key or ask ``find(key)``. A :class:`ProviderRefused`
+means the provider answered "no" (e.g. ``InsufficientInstanceCapacity``): nothing was bought.
+
+A provider whose orders have a lifecycle of their own (a real cloud) also implements :class:`ProviderLifecycle`:
+``describe(order_ids)`` reports each order's state as the provider sees it, and the reconciler follows that
+state instead of the clock. The simulated provider does not, so its reservations follow the clock.
 """
 
 from __future__ import annotations
@@ -10,8 +15,9 @@ from __future__ import annotations
 import hashlib
 import threading
 from collections import deque
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Literal, Protocol
+from typing import Literal, Protocol, runtime_checkable
 
 from sqlalchemy import Engine, select
 from sqlalchemy.exc import IntegrityError
@@ -24,6 +30,21 @@ from gpufleet.domain.errors import GpufleetError
 
 class ProviderTimeout(GpufleetError):
     """The provider did not answer in time; the order may or may not have been placed."""
+
+    http_status = 504  # the API answers a provider that never answered as a gateway timeout
+
+
+class ProviderRefused(GpufleetError):
+    """The provider refused the order (nothing was bought). ``code`` is the provider's error code;
+    ``retryable``: the refusal is about the moment (no capacity now), not the order (a bad parameter)."""
+
+    http_status = 502  # the API answers an upstream refusal as a bad gateway, with the provider's code
+
+    def __init__(self, code: str, message: str, *, retryable: bool = False) -> None:
+        self.code = code
+        self.message = message
+        self.retryable = retryable
+        super().__init__(f"{code}: {message}")
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,6 +71,27 @@ class ProviderPort(Protocol):
     def submit(self, key: str, order: OrderRequest) -> ProviderOrder: ...
 
     def find(self, key: str) -> ProviderOrder | None: ...
+
+
+LifecycleState = Literal["pending", "active", "expired", "cancelled"]
+
+
+@dataclass(frozen=True, slots=True)
+class OrderState:
+    """An order's state at the provider: ``state`` is the lifecycle stage, ``provider_state`` the provider's own
+    word for it (e.g. EC2's ``payment-pending``), ``reason`` any explanation the provider gave."""
+
+    order_id: str
+    state: LifecycleState
+    provider_state: str
+    reason: str = ""
+
+
+@runtime_checkable
+class ProviderLifecycle(Protocol):
+    def describe(self, order_ids: Sequence[str]) -> dict[str, OrderState]:
+        """States of the given orders; an order the provider does not know is absent from the answer."""
+        ...
 
 
 Fault = Literal["timeout_before_order", "timeout_after_order"]

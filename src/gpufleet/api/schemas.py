@@ -379,6 +379,7 @@ class ReconcilePublic(BaseModel):
     still_pending: list[str]
     activated: list[str]
     expired: list[str]
+    cancelled: list[str] = []  # the provider reported the order cancelled or failed before it became active
 
 
 # ---- fleet ---------------------------------------------------------------------------------------------------

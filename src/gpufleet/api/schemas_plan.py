@@ -3,7 +3,7 @@ forecast accuracy, autoscaling decisions). Request bodies forbid unknown fields.
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, Field
 
@@ -154,6 +154,8 @@ class QuotaOutlookPool(BaseModel):
     exhausts_at_s: int | None
     request_by_s: int | None
     reason: str
+    quota_source: str = "stored"  # "service_quotas": read from the provider (AWS), not typed in
+    increase: dict[str, Any] | None = None  # the drafted increase request and any open one (AWS pools)
 
 
 class QuotaOutlookPublic(BaseModel):

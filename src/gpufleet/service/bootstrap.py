@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import Engine
 
@@ -26,6 +28,12 @@ from gpufleet.service.settings import Settings
 from gpufleet.service.usage import UsageService
 from gpufleet.service.workloads import WorkloadService
 
+if TYPE_CHECKING:  # boto3 is imported only when the AWS provider is configured
+    from gpufleet.adapters.aws.world import AwsWorld
+    from gpufleet.service.capacity_blocks import CapacityBlockService
+    from gpufleet.service.cloud_catalog import CloudCatalogService
+    from gpufleet.service.cloud_quotas import CloudQuotaService
+
 
 @dataclass(frozen=True, slots=True)
 class Services:
@@ -47,6 +55,11 @@ class Services:
     procurement: ProcurementService
     autoscaling: AutoscalingService
     budgets: BudgetService
+    # with ``provider = aws`` (None with the simulated provider)
+    aws: AwsWorld | None = None
+    cloud_quotas: CloudQuotaService | None = None
+    capacity_blocks: CapacityBlockService | None = None
+    cloud_catalog: CloudCatalogService | None = None
 
 
 def build_services(
@@ -57,8 +70,13 @@ def build_services(
     ids: IdGenerator | None = None,
     provider: ProviderPort | None = None,
     crash_hook: CrashHook | None = None,
+    on_dry_run: Callable[[Any], None] | None = None,
 ) -> Services:
-    """Wire everything; raises DatabaseNotMigrated (with the fixing command) on an unmigrated database."""
+    """Wire everything; raises DatabaseNotMigrated (with the fixing command) on an unmigrated database.
+
+    ``settings.provider == "aws"`` wires the AWS adapters (the provider port over EC2 capacity reservations,
+    Service Quotas for the quota outlook, Capacity Blocks, prices); ``on_dry_run`` receives each AWS call a dry
+    run would have made (``settings.aws_dry_run``)."""
     engine = engine or make_engine(
         settings.db_url,
         busy_timeout_s=settings.sqlite_busy_timeout_s,
@@ -68,6 +86,10 @@ def build_services(
     ensure_migrated(engine, safe_url=safe_url(engine))
     clock = clock or SystemClock()
     ids = ids or RandomIds()
+    cloud: dict[str, Any] = {}
+    if settings.provider == "aws":
+        cloud = _aws(settings, engine, clock, on_dry_run)
+        provider = provider or cloud["aws"].reservations
     provider = provider or SimulatedProvider(engine)
     workloads = WorkloadService(engine, clock, ids)
     budgets = BudgetService(engine, clock)
@@ -98,7 +120,36 @@ def build_services(
         ingest=IngestService(engine, clock),
         audit=AuditService(engine),
         accuracy=accuracy,
-        procurement=ProcurementService(engine, clock, capacity, reservations),
+        procurement=ProcurementService(engine, clock, capacity, reservations, quotas=cloud.get("cloud_quotas")),
         autoscaling=AutoscalingService(engine, workloads),
         budgets=budgets,
+        **cloud,
     )
+
+
+def _aws(settings: Settings, engine: Engine, clock: Clock, on_dry_run: Callable[[Any], None] | None) -> dict[str, Any]:
+    from gpufleet.adapters.aws.session import AwsConfig
+    from gpufleet.adapters.aws.world import aws_world
+    from gpufleet.service.capacity_blocks import CapacityBlockService
+    from gpufleet.service.cloud_catalog import CloudCatalogService
+    from gpufleet.service.cloud_quotas import CloudQuotaService
+
+    config = AwsConfig(
+        regions=tuple(settings.aws_regions),
+        account_ids=tuple(settings.aws_account_ids),
+        profile=settings.aws_profile,
+        endpoint_url=settings.aws_endpoint_url,
+        availability_zones=dict(settings.aws_availability_zones),
+        read_timeout_s=settings.provider_timeout_s,
+        max_attempts=settings.aws_max_attempts,
+        dry_run=settings.aws_dry_run,
+    )
+    world = aws_world(
+        config, now_s=clock.now_s, on_dry_run=on_dry_run, match_criteria=settings.aws_instance_match_criteria
+    )
+    return {
+        "aws": world,
+        "cloud_quotas": CloudQuotaService(engine, clock, world, cache_s=settings.aws_quota_cache_s),
+        "capacity_blocks": CapacityBlockService(engine, clock, world, threshold_usd=settings.approval_threshold_usd),
+        "cloud_catalog": CloudCatalogService(engine, clock, world),
+    }

@@ -34,6 +34,7 @@ from gpufleet.adapters.sql.models import (
     UtilizationRow,
     WorkloadRow,
 )
+from gpufleet.control.costing import idle_waste
 from gpufleet.cost.allocate import CostAllocation, CostLine, allocate_costs
 from gpufleet.cost.changes import ChangeEvent, ChangeStatus, RightsizingChange, apply_change, rollback_change
 from gpufleet.cost.chargeback import chargeback
@@ -41,7 +42,6 @@ from gpufleet.cost.idle import IdleFinding, detect_idle
 from gpufleet.cost.meter import UsageTotals
 from gpufleet.cost.model import PARTS_PER_GPU, AllocationSpan, CapacityBlock, DistributionRule
 from gpufleet.cost.rightsizing import Recommendation, ResourceSpec, UsageProfile, recommend
-from gpufleet.cost.waste import idle_waste
 from gpufleet.cost.workload_cost import workload_cost
 from gpufleet.domain.errors import ConflictError, NotFoundError, ValidationError
 from gpufleet.domain.money import units_to_cents

@@ -8,6 +8,13 @@ spill-over of its SKU (conservative: the case where it all lands in that pool). 
 first day that spill-over exceeds the pool's quota; ``request_by_s`` is that day minus the quota-increase
 lead time (``increase_lead_days``, default 14).
 
+With the AWS provider configured (``quotas``: :class:`~gpufleet.service.cloud_quotas.CloudQuotaService`), the
+quota of an AWS on-demand or spot pool in a configured region is the one read from Service Quotas
+(``quota_source: service_quotas``), the lead time is the quota's usual turnaround when past requests show one,
+and each such pool carries ``increase``: the request drafted by
+:func:`gpufleet.procure.quota_increase.draft_increase` (due before the exhaustion date minus the turnaround)
+and any open request at the provider.
+
 **Plan proposals** (:func:`gpufleet.procure.planning.plan_from_history`, the same call as ``gpufleet plan``):
 the SKU's hourly GPU demand of the last 28 days (from utilization records) is planned for ``horizon_days``
 from the next day; the orders due now (``due_proposals``: submit-by within ``within_days``) become pending
@@ -24,7 +31,9 @@ from typing import Any
 import numpy as np
 from sqlalchemy import Engine, String, bindparam, func, select
 
+from gpufleet.adapters.aws.skus import gpus_from_vcpus, instance_type
 from gpufleet.adapters.sql.models import PoolRow, RegionRow, SkuRow, UtilizationRow
+from gpufleet.control.cloud import draft_increase
 from gpufleet.domain.errors import ValidationError
 from gpufleet.domain.pools import Tier
 from gpufleet.procure.planning import plan_from_history
@@ -33,6 +42,7 @@ from gpufleet.procure.quota import quota_outlook
 from gpufleet.service.auth import Actor, Role
 from gpufleet.service.capacity import CapacityService
 from gpufleet.service.clock import Clock
+from gpufleet.service.cloud_quotas import CloudQuotaService, ProviderQuota
 from gpufleet.service.reservations import ReservationService
 from gpufleet.service.uow import UnitOfWork
 
@@ -44,8 +54,15 @@ _QUOTA_TIERS = (Tier.ON_DEMAND.value, Tier.SPOT.value, Tier.SECONDARY.value)
 
 class ProcurementService:
     def __init__(
-        self, engine: Engine, clock: Clock, capacity: CapacityService, reservations: ReservationService
+        self,
+        engine: Engine,
+        clock: Clock,
+        capacity: CapacityService,
+        reservations: ReservationService,
+        *,
+        quotas: CloudQuotaService | None = None,
     ) -> None:
+        self._quotas = quotas
         self._engine = engine
         self._clock = clock
         self._capacity = capacity
@@ -84,17 +101,26 @@ class ProcurementService:
             committed = np.array([s["committed_units"] for s in fc["supply"]], dtype=np.float64)
             spill = np.maximum(p90 - committed, 0.0)
             start_s = int(fc["demand"][0]["day_start_s"])
+            pq = None if self._quotas is None else self._quotas.pool_quota(provider_id, region_id, sku, tier)
+            lead_s = increase_lead_days * DAY_S
+            if pq is not None:
+                quota = pq.quota_gpus
+                lead_s = pq.turnaround_s if pq.turnaround_s is not None else lead_s
             o = quota_outlook(
                 pool_id,
                 spill,
                 start_s=start_s,
                 period_s=DAY_S,
                 quota_gpus=None if quota is None else float(quota),
-                increase_lead_time_s=increase_lead_days * DAY_S,
+                increase_lead_time_s=lead_s,
                 now_s=now_s,
             )
+            extra: dict[str, Any] = {"quota_source": "stored", "increase": None}
+            if pq is not None:
+                extra = {"quota_source": "service_quotas", "increase": _increase(o, pq, sku, tier, now_s, lead_s)}
             out.append(
                 {
+                    **extra,
                     "pool": pool_id,
                     "provider": provider_id,
                     "region": region_id,
@@ -188,3 +214,30 @@ class ProcurementService:
             "created": created,
             "coverage": report.coverage.get(f"{sku_id}@{region_id}", {}),
         }
+
+
+def _increase(o: Any, pq: ProviderQuota, sku: str, tier: str, now_s: int, lead_s: int) -> dict[str, Any]:
+    per_instance = instance_type(sku).gpus
+    open_gpus = None if pq.open_request is None else float(gpus_from_vcpus(sku, pq.open_request.desired_vcpus))
+    d = draft_increase(o, now_s=now_s, turnaround_s=lead_s, gpus_per_instance=per_instance, open_request_gpus=open_gpus)
+    return {
+        "quota_code": pq.code,
+        "quota_name": pq.name,
+        "region": pq.region,
+        "tier": tier,
+        "current_vcpus": pq.value_vcpus,
+        "desired_gpus": d.desired_gpus,
+        "desired_vcpus": d.desired_gpus * instance_type(sku).vcpus_per_gpu,
+        "file_by_s": d.file_by_s,
+        "turnaround_s": d.turnaround_s,
+        "turnaround_source": "provider_history" if pq.turnaround_s is not None else "increase_lead_days",
+        "due": d.due,
+        "reason": d.reason,
+        "open_request": None
+        if pq.open_request is None
+        else {
+            "request_id": pq.open_request.request_id,
+            "status": pq.open_request.status,
+            "desired_vcpus": pq.open_request.desired_vcpus,
+        },
+    }

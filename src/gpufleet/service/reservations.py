@@ -20,7 +20,15 @@ from decimal import Decimal
 from sqlalchemy import Engine, select, update
 from sqlalchemy.exc import IntegrityError
 
-from gpufleet.adapters.providers import OrderRequest, ProviderOrder, ProviderPort, ProviderTimeout
+from gpufleet.adapters.providers import (
+    OrderRequest,
+    OrderState,
+    ProviderLifecycle,
+    ProviderOrder,
+    ProviderPort,
+    ProviderRefused,
+    ProviderTimeout,
+)
 from gpufleet.adapters.sql.models import ApprovalRow, PoolRow, RegionRow, ReservationRow, SkuRow
 from gpufleet.domain.errors import ConflictError, InvalidTransition, NotFoundError, ValidationError
 from gpufleet.domain.money import uusd_to_usd
@@ -75,6 +83,7 @@ class ReconcileReport:
     still_pending: list[str] = field(default_factory=list)
     activated: list[str] = field(default_factory=list)
     expired: list[str] = field(default_factory=list)
+    cancelled: list[str] = field(default_factory=list)  # the provider reports the order cancelled or failed
 
 
 def _domain(row: ReservationRow) -> Reservation:
@@ -370,6 +379,8 @@ class ReservationService:
                     entity_id=row.id,
                     detail={"idempotency_key": key, "attempts": self._max_attempts},
                 )
+            elif isinstance(order, ProviderRefused):
+                self._refused(uow, row, order, now_s, actor_id)
             elif row.status == S.APPROVED.value:
                 res = _domain(row)
                 res.transition(S.SUBMITTED, at_s=now_s, actor=actor_id, reason=f"provider order {order.order_id}")
@@ -378,19 +389,46 @@ class ReservationService:
             uow.commit()
             return view
 
-    def _call_provider(self, key: str, req: OrderRequest) -> ProviderOrder | None:
+    def _call_provider(self, key: str, req: OrderRequest) -> ProviderOrder | ProviderRefused | None:
+        """The order, the provider's refusal, or None when every attempt had an unknown outcome (each retry
+        uses the same key, and the provider port looks the order up by it before placing it again)."""
         for _attempt in range(self._max_attempts):
             try:
                 return self._provider.submit(key, req)
             except ProviderTimeout:
                 continue
+            except ProviderRefused as refused:
+                return refused
         return None
 
-    def reconcile(self) -> ReconcileReport:
-        """Bring the store in line with the provider and the clock (run at startup and periodically).
+    def _refused(
+        self, uow: UnitOfWork, row: ReservationRow, refused: ProviderRefused, now_s: int, actor_id: str
+    ) -> None:
+        """A refusal about the moment (no capacity now) leaves the reservation approved for the reconciler's next
+        pass; a refusal of the order itself cancels it. Either way the provider's code is in the audit log."""
+        detail = {"code": refused.code, "message": refused.message[:300], "retryable": refused.retryable}
+        uow.audit(
+            at_s=now_s,
+            actor=actor_id,
+            action="reservation.submission_refused",
+            entity="reservation",
+            entity_id=row.id,
+            detail=detail,
+        )
+        if not refused.retryable and row.status == S.APPROVED.value:
+            res = _domain(row)
+            res.transition(S.CANCELLED, at_s=now_s, actor=actor_id, reason=f"provider refused: {refused.code}")
+            self._persist_status(uow, row, res, now_s, actor_id)
 
-        approved -> submitted (finding or placing the order under the same key); submitted -> active once the
-        start time has passed; active -> expired at the end of the term.
+    def reconcile(self) -> ReconcileReport:
+        """Bring the store in line with the provider (run at startup and periodically).
+
+        approved -> submitted (finding or placing the order under the same key). Then, with a provider whose
+        orders have a lifecycle of their own (:class:`ProviderLifecycle`, e.g. AWS), the provider's state decides
+        and the clock does not: submitted -> active when it reports the order active, -> expired when expired,
+        -> cancelled when cancelled or failed; an active commitment the provider reports cancelled ends as
+        expired (the table allows no active -> cancelled). With the simulated provider, the clock decides:
+        submitted -> active once the start time has passed; active -> expired at the end of the term.
         """
         report = ReconcileReport()
         with UnitOfWork(self._engine, write=False) as uow:
@@ -400,6 +438,9 @@ class ReservationService:
         for rid in approved:
             view = self.submit(rid, actor_id="reconciler")
             (report.submitted if view.status is S.SUBMITTED else report.still_pending).append(rid)
+        if isinstance(self._provider, ProviderLifecycle):
+            self._follow_provider(self._provider, report)
+            return report
         now_s = self._clock.now_s()
         with UnitOfWork(self._engine, write=True) as uow:
             rows = uow.session.scalars(
@@ -422,6 +463,52 @@ class ReservationService:
                     report.expired.append(row.id)
             uow.commit()
         return report
+
+    def _follow_provider(self, provider: ProviderLifecycle, report: ReconcileReport) -> None:
+        """Describe the submitted and active orders (outside any transaction), then apply the states."""
+        with UnitOfWork(self._engine, write=False) as uow:
+            orders = {
+                rid: str(oid)
+                for rid, oid in uow.session.execute(
+                    select(ReservationRow.id, ReservationRow.provider_order_id).where(
+                        ReservationRow.status.in_([S.SUBMITTED.value, S.ACTIVE.value]),
+                        ReservationRow.provider_order_id.is_not(None),
+                    )
+                ).all()
+            }
+        if not orders:
+            return
+        states = provider.describe(sorted(orders.values()))
+        now_s = self._clock.now_s()
+        with UnitOfWork(self._engine, write=True) as uow:
+            for rid in sorted(orders):
+                seen = states.get(orders[rid])
+                if seen is None:  # unknown to the provider (or another region): leave it, never guess
+                    continue
+                row = self._locked(uow, rid)
+                if row.provider_order_id == orders[rid]:
+                    self._apply_provider_state(uow, row, seen, now_s, report)
+            uow.commit()
+
+    def _apply_provider_state(
+        self, uow: UnitOfWork, row: ReservationRow, seen: OrderState, now_s: int, report: ReconcileReport
+    ) -> None:
+        status = S(row.status)
+        why = f"provider state {seen.provider_state}"
+        steps: list[tuple[ReservationStatus, list[str]]] = []
+        if status is S.SUBMITTED and seen.state in ("active", "expired"):
+            steps.append((S.ACTIVE, report.activated))
+        if status in (S.SUBMITTED, S.ACTIVE) and (
+            seen.state == "expired" or (status is S.ACTIVE and seen.state == "cancelled")
+        ):
+            steps.append((S.EXPIRED, report.expired))
+        elif status is S.SUBMITTED and seen.state == "cancelled":
+            steps.append((S.CANCELLED, report.cancelled))
+        for target, bucket in steps:
+            res = _domain(row)
+            res.transition(target, at_s=now_s, actor="reconciler", reason=why)
+            self._persist_status(uow, row, res, now_s, "reconciler")
+            bucket.append(row.id)
 
     # ---- reject / cancel / read ---------------------------------------------------------------------------
     def decide(self, actor: Actor, reservation_id: str, target: ReservationStatus, reason: str) -> ReservationView:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from decimal import Decimal
 from ipaddress import ip_address
+from typing import Literal
 
 from pydantic import Field, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -36,6 +37,13 @@ class Settings(BaseSettings):
     )
     provider_max_attempts: int = Field(
         default=3, ge=1, le=10, description="Provider submission attempts (same idempotency key) before giving up."
+    )
+    provider_timeout_s: float = Field(
+        default=10.0,
+        gt=0,
+        le=300,
+        description="Read timeout of one provider API call, seconds (provider=aws: each boto3 call). The "
+        "simulated provider makes no network call and does not read it.",
     )
     reconcile_interval_s: float = Field(
         default=30.0,
@@ -89,6 +97,57 @@ class Settings(BaseSettings):
         description="Seconds a verified token stays cached in the process (0 = look up every request). Bounds how "
         "long a revoked token keeps working.",
     )
+
+    provider: Literal["simulated", "aws"] = Field(
+        default="simulated",
+        description="Where reservations are bought: 'simulated' (a table in this database; zero setup) or 'aws' "
+        "(EC2 capacity reservations, Capacity Blocks, Service Quotas, prices; the standard AWS credential chain).",
+    )
+    aws_regions: list[str] = Field(
+        default_factory=lambda: ["us-east-1"],
+        description="AWS regions the fleet uses (JSON list in GPUFLEET_AWS_REGIONS). Quotas and prices are read "
+        "for each; capacity reservations are looked up in each.",
+    )
+    aws_account_ids: list[str] = Field(
+        default_factory=list, description="AWS accounts the credentials are expected to reach (informational)."
+    )
+    aws_profile: str | None = Field(
+        default=None,
+        description="Named profile of the shared AWS config; None = the default credential chain (environment, "
+        "config files, SSO, instance/container role). No AWS secret is ever a gpufleet setting.",
+    )
+    aws_endpoint_url: str | None = Field(
+        default=None, description="An alternative endpoint for every AWS service (a local emulator); None = AWS."
+    )
+    aws_availability_zones: dict[str, str] = Field(
+        default_factory=dict, description="AZ per region for capacity reservations (default: '<region>a')."
+    )
+    aws_instance_match_criteria: Literal["open", "targeted"] = Field(
+        default="open",
+        description="Capacity reservations: 'open' (any matching instance uses them) or 'targeted' (only instances "
+        "launched into the reservation).",
+    )
+    aws_max_attempts: int = Field(
+        default=3, ge=1, le=10, description="botocore standard-retry-mode attempts per AWS call (with backoff)."
+    )
+    aws_dry_run: bool = Field(
+        default=False, description="Print the AWS calls that would be made (validated by the model), send none."
+    )
+    aws_file_quota_increases: bool = Field(
+        default=False,
+        description="File the drafted Service Quotas increase requests when the outlook says to (false: draft "
+        "only; a person files them with POST /v1/quotas/increases).",
+    )
+    aws_quota_cache_s: float = Field(
+        default=300.0, ge=0, le=86400, description="Seconds quota readings from Service Quotas are reused."
+    )
+
+    @field_validator("aws_endpoint_url")
+    @classmethod
+    def _endpoint_is_http(cls, value: str | None) -> str | None:
+        if value is not None and not value.startswith(("http://", "https://")):
+            raise ValueError(f"must start with http:// or https://, got {value!r}")
+        return value
 
     @field_validator("db_url")
     @classmethod

@@ -130,4 +130,10 @@ def reconcile_reservations(services: ServicesDep, actor: CurrentActor) -> Any:
     """Run one reconciler pass now (it also runs at startup and every ``reconcile_interval_s``)."""
     actor.require(*ADMINS)
     r = services.reservations.reconcile()
-    return {"submitted": r.submitted, "still_pending": r.still_pending, "activated": r.activated, "expired": r.expired}
+    return {
+        "submitted": r.submitted,
+        "still_pending": r.still_pending,
+        "activated": r.activated,
+        "expired": r.expired,
+        "cancelled": r.cancelled,
+    }

@@ -1,0 +1,180 @@
+"""On-Demand Capacity Reservations behind the provider port (EC2 CreateCapacityReservation & co).
+
+Contract (the port's): ``submit(key, order)`` first looks the order up by its key, then creates it with
+``ClientToken=key`` and the key as the tag ``gpufleet:idempotency-key``; AWS dedups on the ClientToken and
+``find(key)`` finds the reservation by the tag, so a retry after an unknown outcome never buys twice.
+``describe`` maps EC2's states onto the lifecycle: pending (pending, assessing, scheduled, payment-pending,
+delayed), active (active, cancelling, unavailable), expired, cancelled (cancelled, failed, payment-failed,
+unsupported). Units are GPUs; AWS reserves whole instances, so ``ceil(units / GPUs per instance)`` are reserved.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Sequence
+from datetime import UTC, datetime
+from typing import Any
+
+from gpufleet.adapters.aws.errors import call
+from gpufleet.adapters.aws.session import AwsClients
+from gpufleet.adapters.aws.skus import instance_type, instances_for
+from gpufleet.adapters.providers import LifecycleState, OrderRequest, OrderState, ProviderOrder
+from gpufleet.domain.reservations import term_seconds
+
+KEY_TAG = "gpufleet:idempotency-key"
+_STATES: dict[str, LifecycleState] = {
+    "pending": "pending",
+    "assessing": "pending",
+    "scheduled": "pending",
+    "payment-pending": "pending",
+    "delayed": "pending",
+    "active": "active",
+    "cancelling": "active",
+    "unavailable": "active",
+    "expired": "expired",
+    "cancelled": "cancelled",
+    "failed": "cancelled",
+    "payment-failed": "cancelled",
+    "unsupported": "cancelled",
+}
+
+
+def ts(seconds: int) -> datetime:
+    return datetime.fromtimestamp(seconds, UTC)
+
+
+def epoch_s(value: Any) -> int:
+    return int(value.timestamp()) if isinstance(value, datetime) else int(value)
+
+
+def lifecycle(provider_state: str) -> LifecycleState:
+    return _STATES.get(provider_state, "pending")
+
+
+class AwsCapacityReservations:
+    """The provider port over EC2 On-Demand Capacity Reservations. ``now_s`` (the injected clock) decides only
+    whether a start lies in the future; then ``StartDate`` and ``CommitmentDuration`` are sent (a future-dated
+    reservation, which EC2 assesses first: state ``assessing`` / ``scheduled``)."""
+
+    def __init__(
+        self, clients: AwsClients, *, now_s: Callable[[], int] | None = None, match_criteria: str = "open"
+    ) -> None:
+        self._clients = clients
+        self._now_s = now_s
+        self._match = match_criteria
+
+    def _ec2(self, region: str) -> Any:
+        return self._clients.client("ec2", region)
+
+    # ---- the port -----------------------------------------------------------------------------------------
+    def submit(self, key: str, order: OrderRequest) -> ProviderOrder:
+        found = self.find(key)
+        if found is not None:
+            return found
+        return self.create(key, order)
+
+    def create(self, key: str, order: OrderRequest) -> ProviderOrder:
+        """CreateCapacityReservation under ``ClientToken=key`` (no lookup first; ``submit`` does that)."""
+        it = instance_type(order.sku_id)
+        end_s = order.start_s + term_seconds(order.term_months)
+        params: dict[str, Any] = {
+            "ClientToken": key,
+            "InstanceType": it.name,
+            "InstancePlatform": self._clients.config.instance_platform,
+            "AvailabilityZone": self._clients.config.zone(order.region_id),
+            "InstanceCount": instances_for(order.sku_id, order.units),
+            "EndDateType": "limited",
+            "EndDate": ts(end_s),
+            "InstanceMatchCriteria": self._match,
+            "TagSpecifications": [{"ResourceType": "capacity-reservation", "Tags": _tags(key, order)}],
+        }
+        if self._now_s is not None and order.start_s > self._now_s():
+            params["StartDate"] = ts(order.start_s)
+            params["CommitmentDuration"] = term_seconds(order.term_months)
+        ec2 = self._ec2(order.region_id)
+        out = call("CreateCapacityReservation", ec2.create_capacity_reservation, **params)
+        cr = out.get("CapacityReservation", {})
+        return ProviderOrder(
+            str(cr.get("CapacityReservationId", "")),
+            key,
+            order.sku_id,
+            order.region_id,
+            order.units,
+            order.term_months,
+            order.start_s,
+        )
+
+    def find(self, key: str) -> ProviderOrder | None:
+        for region in self._clients.config.regions:
+            for cr in self._reservations(region, [{"Name": f"tag:{KEY_TAG}", "Values": [key]}]):
+                return _order(cr, region)
+        return None
+
+    def describe(self, order_ids: Sequence[str]) -> dict[str, OrderState]:
+        wanted = set(order_ids)
+        out: dict[str, OrderState] = {}
+        for region in self._clients.config.regions:
+            for cr in self._reservations(region, [{"Name": "tag-key", "Values": [KEY_TAG]}]):
+                cid = str(cr.get("CapacityReservationId", ""))
+                if cid in wanted:
+                    state = str(cr.get("State", "pending"))
+                    out[cid] = OrderState(cid, lifecycle(state), state)
+        return out
+
+    # ---- beyond the port ----------------------------------------------------------------------------------
+    def modify(
+        self, region: str, reservation_id: str, *, instance_count: int | None = None, end_s: int | None = None
+    ) -> bool:
+        params: dict[str, Any] = {"CapacityReservationId": reservation_id}
+        if instance_count is not None:
+            params["InstanceCount"] = instance_count
+        if end_s is not None:
+            params["EndDate"] = ts(end_s)
+            params["EndDateType"] = "limited"
+        ec2 = self._ec2(region)
+        out = call("ModifyCapacityReservation", ec2.modify_capacity_reservation, **params)
+        return bool(out.get("Return", False))
+
+    def cancel(self, region: str, reservation_id: str) -> bool:
+        ec2 = self._ec2(region)
+        out = call("CancelCapacityReservation", ec2.cancel_capacity_reservation, CapacityReservationId=reservation_id)
+        return bool(out.get("Return", False))
+
+    def reservations(self, region: str) -> list[dict[str, Any]]:
+        """Every capacity reservation this fleet created in the region (raw EC2 dicts)."""
+        return list(self._reservations(region, [{"Name": "tag-key", "Values": [KEY_TAG]}]))
+
+    def _reservations(self, region: str, filters: list[dict[str, Any]]) -> Iterator[dict[str, Any]]:
+        ec2 = self._ec2(region)
+        token: str | None = None
+        while True:
+            kwargs: dict[str, Any] = {"Filters": filters}
+            if token:
+                kwargs["NextToken"] = token
+            page = call("DescribeCapacityReservations", ec2.describe_capacity_reservations, **kwargs)
+            yield from page.get("CapacityReservations", [])
+            token = page.get("NextToken")
+            if not token:
+                return
+
+
+def _tags(key: str, order: OrderRequest) -> list[dict[str, str]]:
+    return [
+        {"Key": KEY_TAG, "Value": key},
+        {"Key": "gpufleet:sku", "Value": order.sku_id},
+        {"Key": "gpufleet:gpus", "Value": str(order.units)},
+        {"Key": "gpufleet:term-months", "Value": str(order.term_months)},
+        {"Key": "gpufleet:start-s", "Value": str(order.start_s)},
+    ]
+
+
+def _order(cr: dict[str, Any], region: str) -> ProviderOrder:
+    tags = {t.get("Key"): t.get("Value", "") for t in cr.get("Tags", [])}
+    return ProviderOrder(
+        str(cr.get("CapacityReservationId", "")),
+        str(tags.get(KEY_TAG, "")),
+        str(tags.get("gpufleet:sku", "")),
+        region,
+        int(tags.get("gpufleet:gpus") or 0),
+        int(tags.get("gpufleet:term-months") or 0),
+        int(tags.get("gpufleet:start-s") or epoch_s(cr.get("StartDate", 0))),
+    )

@@ -1,0 +1,143 @@
+"""Cloud routes (AWS provider): quotas read from Service Quotas and increase requests, Capacity Blocks for ML,
+and the price sync into the catalog. With the simulated provider they answer 409 naming the setting."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal, TypeVar
+
+from fastapi import APIRouter, Query
+
+from gpufleet.api.deps import CurrentActor, ServicesDep
+from gpufleet.api.problems import PROBLEM_RESPONSES
+from gpufleet.api.schemas import Strict
+from gpufleet.api.types import ID_PATTERN, SKU_PATTERN, Id, PositiveCount, Seconds, SkuId
+from gpufleet.domain.errors import ConflictError
+
+router = APIRouter(tags=["cloud"], responses=PROBLEM_RESPONSES)
+Region = Annotated[str, Query(pattern=ID_PATTERN, examples=["us-east-1"])]
+T = TypeVar("T")
+
+
+def _need(service: T | None) -> T:
+    if service is None:
+        raise ConflictError("the AWS provider is not configured (serve with --provider aws / GPUFLEET_PROVIDER=aws)")
+    return service
+
+
+class IncreaseIn(Strict):
+    region: Id
+    sku: SkuId
+    tier: Literal["on_demand", "spot"] = "on_demand"
+    desired_gpus: PositiveCount
+
+
+class BlockPurchaseIn(Strict):
+    offering_id: Id
+    region: Id
+    sku: SkuId
+    gpus: PositiveCount
+    duration_h: PositiveCount
+    start_after_s: Seconds
+    end_before_s: Seconds
+    budget_code: Id
+
+
+@router.get("/v1/quotas")
+def quotas_read(services: ServicesDep, actor: CurrentActor, region: Region) -> Any:
+    """The GPU families' running-instance quotas (vCPUs) of a region as Service Quotas reports them, with any
+    open increase request."""
+    return _need(services.cloud_quotas).read(actor, region)
+
+
+@router.post("/v1/quotas/increases", status_code=201)
+def quotas_increase(body: IncreaseIn, services: ServicesDep, actor: CurrentActor) -> Any:
+    """File a Service Quotas increase that covers ``desired_gpus`` GPUs of the SKU (converted to vCPUs)."""
+    return _need(services.cloud_quotas).request_increase(
+        actor, region=body.region, sku_id=body.sku, tier=body.tier, desired_gpus=body.desired_gpus
+    )
+
+
+@router.post("/v1/quotas/increases:file-due")
+def quotas_file_due(
+    services: ServicesDep,
+    actor: CurrentActor,
+    days: Annotated[int, Query(ge=1, le=730)] = 90,
+    increase_lead_days: Annotated[int, Query(ge=0, le=365)] = 14,
+) -> Any:
+    """File the increase requests the quota outlook drafted and marked due (needs GPUFLEET_AWS_FILE_QUOTA_INCREASES)."""
+    quotas = _need(services.cloud_quotas)
+    if not services.settings.aws_file_quota_increases:
+        raise ConflictError(
+            "filing drafted quota increases is off (GPUFLEET_AWS_FILE_QUOTA_INCREASES=false); "
+            "file one with POST /v1/quotas/increases"
+        )
+    outlook = services.procurement.quota_outlook(actor, sku_id=None, days=days, increase_lead_days=increase_lead_days)
+    return {"filed": quotas.file_due(actor, outlook)}
+
+
+@router.get("/v1/quotas/increases/{request_id}")
+def quotas_increase_status(request_id: str, services: ServicesDep, actor: CurrentActor, region: Region) -> Any:
+    """The status of an increase request at Service Quotas (PENDING, CASE_OPENED, APPROVED, DENIED, ...)."""
+    return _need(services.cloud_quotas).increase_status(actor, region, request_id[:128])
+
+
+@router.get("/v1/capacity-blocks/offerings")
+def capacity_block_offerings(
+    services: ServicesDep,
+    actor: CurrentActor,
+    region: Region,
+    sku: Annotated[str, Query(pattern=SKU_PATTERN)],
+    gpus: Annotated[int, Query(ge=1, le=4096)],
+    duration_h: Annotated[int, Query(ge=1, le=182 * 24)],
+    start_after_s: Annotated[int, Query(ge=0, le=253_402_300_799)],
+    end_before_s: Annotated[int, Query(ge=0, le=253_402_300_799)],
+) -> Any:
+    """Capacity Block offerings for the SKU's instance type, GPU count (whole instances), duration and dates."""
+    offers = _need(services.capacity_blocks).offerings(
+        actor,
+        region=region,
+        sku_id=sku,
+        gpus=gpus,
+        duration_h=duration_h,
+        start_after_s=start_after_s,
+        end_before_s=end_before_s,
+    )
+    return [
+        {
+            "offering_id": o.offering_id,
+            "sku": o.sku_id,
+            "instance_type": o.instance_type,
+            "availability_zone": o.availability_zone,
+            "instance_count": o.instance_count,
+            "start_s": o.start_s,
+            "end_s": o.end_s,
+            "duration_h": o.duration_h,
+            "upfront_fee_usd": str(o.upfront_fee_usd),
+            "currency": o.currency,
+        }
+        for o in offers
+    ]
+
+
+@router.post("/v1/capacity-blocks:purchase", status_code=201)
+def capacity_block_purchase(body: BlockPurchaseIn, services: ServicesDep, actor: CurrentActor) -> Any:
+    """Buy a listed offering (finops_admin; upfront fee within the single-approver threshold; idempotent)."""
+    return _need(services.capacity_blocks).purchase(
+        actor,
+        offering_id=body.offering_id,
+        region=body.region,
+        sku_id=body.sku,
+        gpus=body.gpus,
+        duration_h=body.duration_h,
+        start_after_s=body.start_after_s,
+        end_before_s=body.end_before_s,
+        budget_code=body.budget_code,
+    )
+
+
+@router.post("/v1/catalog/prices:sync")
+def catalog_prices_sync(
+    services: ServicesDep, actor: CurrentActor, sku: Annotated[str | None, Query(pattern=SKU_PATTERN)] = None
+) -> Any:
+    """Read on-demand list prices and spot price history from AWS into the catalog's pools."""
+    return _need(services.cloud_catalog).sync(actor, sku_id=sku)
