@@ -1,0 +1,142 @@
+"""``gpufleet controller``: the Kubernetes world of the loop. Observe -> decide (control/) -> act -> record.
+
+Each tick: the :class:`ClusterView` gives an Observation; :class:`BindingPlanner` (control/) returns binds
+with reason codes; the :class:`Actuator` sends them through the Binding API on a pool of ``bind_workers``
+threads (one pooled HTTPS connection each). A refused bind (409: the pod was bound meanwhile; 404: deleted)
+gives its resources back to the planner, so nothing is double-booked; transient errors are retried by the
+Actuator. A gang whose binds partly fail is rolled back (its bound members deleted, reason
+``gang_rollback``) so it never runs partly.
+
+Only the Lease holder acts (:class:`LeaderElector`); a dry-run controller never takes the Lease and writes
+nothing. :meth:`Controller.stop` (SIGTERM/SIGINT in the CLI) ends the loop after the current tick, waits for
+binds in flight, and releases the Lease.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import threading
+import time
+from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+
+from gpufleet.adapters.kubernetes.act import Actuator
+from gpufleet.adapters.kubernetes.lease import LeaderElector
+from gpufleet.adapters.kubernetes.rest import Kube
+from gpufleet.adapters.kubernetes.view import ClusterView
+from gpufleet.control.binding import Bind, BindingPlan, BindingPlanner
+
+
+@dataclass(frozen=True, slots=True)
+class ControllerConfig:
+    scheduler_name: str = "gpufleet"
+    policy: str = "gpufleet"
+    namespace: str = "kube-system"  # where the Lease lives
+    lease_name: str = "gpufleet-controller"
+    identity: str = ""
+    lease_duration_s: int = 15
+    renew_s: float = 2.0
+    tick_s: float = 0.2
+    bind_workers: int = 16
+    dry_run: bool = False
+    events: bool = False
+    audit_path: Path | None = None
+    resync_s: float = 300.0
+
+
+class Controller:
+    def __init__(self, kube: Kube, cfg: ControllerConfig, *, clock: Callable[[], float] = time.time) -> None:
+        self.kube = kube
+        self.cfg = cfg
+        self.clock = clock
+        identity = cfg.identity or f"{socket.gethostname()}-{os.getpid()}-{id(self):x}"
+        self.identity = identity
+        self.view = ClusterView(kube, resync_s=cfg.resync_s, clock=clock)
+        self.planner = BindingPlanner(scheduler_name=cfg.scheduler_name, policy=cfg.policy)
+        self.act = Actuator(kube, dry_run=cfg.dry_run, audit_path=cfg.audit_path, events=cfg.events, clock=clock)
+        self.elector = LeaderElector(
+            kube, cfg.namespace, cfg.lease_name, identity, lease_duration_s=cfg.lease_duration_s, renew_s=cfg.renew_s,
+            clock=clock,
+        )  # fmt: skip
+        self._stop = threading.Event()
+        self._pool = ThreadPoolExecutor(max_workers=cfg.bind_workers, thread_name_prefix="bind")
+        self.bound: list[Bind] = []
+        self.bind_latency_s: list[float] = []
+        self.last_plan: BindingPlan | None = None
+        self.error = ""
+        self._lock = threading.Lock()
+
+    # -- lifecycle ---------------------------------------------------------------------------------------
+    def start(self) -> Controller:
+        self.view.start()
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+
+    def leading(self) -> bool:
+        if self.cfg.dry_run:
+            return True  # a dry run decides and records, but writes nothing (no Lease either)
+        if self.elector.due():
+            self.elector.try_acquire_or_renew()
+        return self.elector.is_leader()
+
+    def run(self) -> None:
+        """Loop until :meth:`stop`; then drain in-flight binds and release the Lease."""
+        try:
+            while not self._stop.is_set():
+                if self.leading():
+                    self.tick()
+                self.view.changed.wait(self.cfg.tick_s)
+        except BaseException as exc:
+            self.error = repr(exc)
+            raise
+        finally:
+            self._pool.shutdown(wait=True)
+            if not self.cfg.dry_run:
+                self.elector.release()
+            self.view.stop()
+
+    # -- one tick ----------------------------------------------------------------------------------------
+    def tick(self) -> BindingPlan:
+        plan = self.planner.plan(self.view.observation())
+        self.last_plan = plan
+        singles = [b for b in plan.binds if not b.gang]
+        gangs: dict[str, list[Bind]] = {}
+        for b in plan.binds:
+            if b.gang:
+                gangs.setdefault(b.pod.split("/")[0] + "/" + b.gang, []).append(b)
+        futures: list[Future[bool]] = [self._pool.submit(self._bind, b) for b in singles]
+        futures += [self._pool.submit(self._bind_gang, members) for members in gangs.values()]
+        for f in futures:
+            f.result()
+        return plan
+
+    def _bind(self, b: Bind) -> bool:
+        ns, name = b.pod.split("/", 1)
+        t0 = time.perf_counter()
+        if not self.elector.is_leader() and not self.cfg.dry_run:
+            self.planner.abort(b)
+            return False  # lost the Lease mid-tick: act no more
+        out = self.act.bind(ns, name, b.uid, b.node, b.gpu_slots, b.reason)
+        dt = time.perf_counter() - t0
+        with self._lock:
+            if out in ("applied", "dry_run"):
+                self.bound.append(b)
+                self.bind_latency_s.append(dt)
+        if out not in ("applied", "dry_run"):
+            self.planner.abort(b)
+            return False
+        return True
+
+    def _bind_gang(self, members: list[Bind]) -> bool:
+        ok = [b for b in members if self._bind(b)]
+        if len(ok) == len(members):
+            return True
+        for b in ok:  # never leave a gang partly running
+            ns, name = b.pod.split("/", 1)
+            self.act.delete_pod(ns, name, "gang_rollback")
+        return False

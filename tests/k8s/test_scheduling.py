@@ -1,0 +1,124 @@
+"""gpufleet as a secondary scheduler against the real API server: openb pods, capacity, gangs, conflicts."""
+
+from __future__ import annotations
+
+import uuid
+from collections import defaultdict
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from gpufleet.adapters.kubernetes.controller import ControllerConfig
+from gpufleet.adapters.kubernetes.fakekubelet import FakeKubelet, FakeNode
+from gpufleet.adapters.kubernetes.labels import pod_request
+from gpufleet.adapters.kubernetes.rest import Kube
+from gpufleet.bench.binpack import read_openb_pods
+from gpufleet.schedule.scheduler import Placement, Scheduler, make_policy
+from gpufleet.schedule.table import NodeSpec, NodeTable, PodRequest
+from tests.k8s.helpers import create_pod, pod_body, pods_in, running_controller, wait_for
+
+OPENB = Path(__file__).resolve().parents[3] / "shared" / "data" / "openb" / "openb_pod_list_default.csv"
+PRODUCT = "NVIDIA-H100-80GB-HBM3"
+
+
+def _cfg(ns: str, sched: str, **kw: object) -> ControllerConfig:
+    return ControllerConfig(scheduler_name=sched, namespace=ns, lease_name=f"lease-{sched}", **kw)  # type: ignore[arg-type]
+
+
+def _openb_pods(n: int, seed: int) -> list[PodRequest]:
+    if not OPENB.is_file():
+        pytest.skip("../shared/data/openb is absent")
+    gpu = [p for p in read_openb_pods(OPENB) if p.num_gpu > 0]
+    rng = np.random.default_rng(seed)
+    picked = [gpu[int(i)] for i in rng.choice(len(gpu), size=n, replace=False)]
+    return [PodRequest(f"p-{i:03d}", p.cpu_milli, p.memory_mib, p.num_gpu, p.gpu_milli) for i, p in enumerate(picked)]
+
+
+def test_200_openb_pods_on_50_nodes_match_the_in_process_scheduler(kube: Kube, kubelet: FakeKubelet, ns: str) -> None:
+    prefix = f"n{uuid.uuid4().hex[:5]}"
+    nodes = [FakeNode(f"{prefix}-{i:02d}", gpus=8, cpu="96", memory="768Gi") for i in range(50)]
+    kubelet.register(nodes)
+    kubelet.start()
+    sched = f"gpufleet-{prefix}"
+    reqs = _openb_pods(200, seed=7)
+    for r in reqs:
+        create_pod(kube, ns, pod_body(r.name, r, sched))
+    with running_controller(kube, _cfg(ns, sched)) as ctl:
+        ok = wait_for(lambda: all(p["spec"].get("nodeName") for p in pods_in(kube, ns)), 90)
+        assert ok, (
+            ctl.last_plan and ctl.last_plan.unschedulable[:3],
+            ctl.act.audit[:3],
+            ctl.elector.is_leader(),
+            ctl.view.bad_objects,
+            [i.errors for i in ctl.view.informers()],
+            ctl.error,
+        )
+        assert wait_for(lambda: all(p["status"].get("phase") == "Running" for p in pods_in(kube, ns)), 30)
+    pods = pods_in(kube, ns)
+    assert len(pods) == 200
+    # no node over capacity, computed from the API objects alone
+    used: dict[str, list[int]] = defaultdict(lambda: [0] * 8)
+    cpu: dict[str, int] = defaultdict(int)
+    placed: dict[str, str] = {}
+    for p in pods:
+        r = pod_request(p)
+        node = p["spec"]["nodeName"]
+        slots = [int(x) for x in p["metadata"]["annotations"]["gpufleet.io/gpu-slots"].split(",")]
+        assert len(slots) == r.num_gpu
+        for g in slots:
+            used[node][g] += r.gpu_milli
+        cpu[node] += r.cpu_milli
+        placed[p["metadata"]["name"]] = node
+    assert all(m <= 1000 for row in used.values() for m in row)
+    assert all(c <= 96_000 for c in cpu.values())
+    k8s_unallocated = 50 * 8 * 1000 - sum(sum(row) for row in used.values())
+    # the same policy in-process on the same pods in the same order
+    specs = [NodeSpec(n.name, 96_000, 768 * 1024, 8, PRODUCT) for n in sorted(nodes, key=lambda n: n.name)]
+    table = NodeTable.from_specs(specs)
+    s = Scheduler(table, make_policy("gpufleet", table), np.random.default_rng(0))
+    expected: dict[str, str] = {}
+    for r in reqs:
+        got = s.place(PodRequest(f"{ns}/{r.name}", r.cpu_milli, r.memory_mib, r.num_gpu, r.gpu_milli))
+        assert isinstance(got, Placement)
+        expected[r.name] = got.node_name
+    assert k8s_unallocated == int(table.gpu_left_milli.sum())
+    assert placed == expected
+    assert ctl.planner.unallocated_gpu_milli() == k8s_unallocated
+    assert sum(1 for a in ctl.act.audit if a["action"] == "bind" and a["outcome"] == "applied") == 200
+
+
+def test_gang_of_four_8_gpu_pods_binds_all_or_nothing(kube: Kube, kubelet: FakeKubelet, ns: str) -> None:
+    prefix = f"g{uuid.uuid4().hex[:5]}"
+    kubelet.register([FakeNode(f"{prefix}-{i}", gpus=8) for i in range(4)])
+    kubelet.start()
+    sched = f"gpufleet-{prefix}"
+    create_pod(kube, ns, pod_body("blocker", PodRequest("b", 1000, 1024, 1, 1000), sched))
+    gang = PodRequest("w", 8000, 65536, 8, 1000)
+    lab = {"gpufleet.io/pod-group": "train"}
+    ann = {"gpufleet.io/pod-group-min": "4"}
+    with running_controller(kube, _cfg(ns, sched)) as ctl:
+        assert wait_for(lambda: any(p["spec"].get("nodeName") for p in pods_in(kube, ns)), 30)
+        for i in range(3):
+            create_pod(kube, ns, pod_body(f"w{i}", gang, sched, labels=lab, annotations=ann))
+        # three of four members: the gang waits (gang_incomplete); after the fourth, one node is taken by the
+        # blocker, so only three whole nodes are free: still nothing binds (insufficient_capacity)
+        create_pod(kube, ns, pod_body("w3", gang, sched, labels=lab, annotations=ann))
+        assert wait_for(
+            lambda: (
+                ctl.last_plan is not None
+                and any(u.gang == "train" and u.reason == "insufficient_capacity" for u in ctl.last_plan.unschedulable)
+            ),
+            30,
+        )
+        workers = [p for p in pods_in(kube, ns) if p["metadata"]["name"].startswith("w")]
+        assert not any(p["spec"].get("nodeName") for p in workers)
+        kubelet.finish(ns, "blocker")  # the blocker ends: its node frees, the whole gang binds
+        assert wait_for(
+            lambda: all(p["spec"].get("nodeName") for p in pods_in(kube, ns) if p["metadata"]["name"].startswith("w")),
+            30,
+        )
+    workers = [p for p in pods_in(kube, ns) if p["metadata"]["name"].startswith("w")]
+    assert len({p["spec"]["nodeName"] for p in workers}) == 4
+    reasons = {a["reason"] for a in ctl.act.audit if a["action"] == "bind" and a["target"].startswith(f"{ns}/w")}
+    assert reasons <= {"gang_nvlink_domain", "gang_rack", "gang_cluster"}
