@@ -122,3 +122,38 @@ def test_gang_of_four_8_gpu_pods_binds_all_or_nothing(kube: Kube, kubelet: FakeK
     assert len({p["spec"]["nodeName"] for p in workers}) == 4
     reasons = {a["reason"] for a in ctl.act.audit if a["action"] == "bind" and a["target"].startswith(f"{ns}/w")}
     assert reasons <= {"gang_nvlink_domain", "gang_rack", "gang_cluster"}
+
+
+def test_export_replays_through_the_same_planner(
+    kube: Kube, kubelet: FakeKubelet, ns: str, kubeconfig: Path, tmp_path: Path
+) -> None:
+    import json
+    import subprocess
+    import sys
+
+    prefix = f"x{uuid.uuid4().hex[:5]}"
+    kubelet.register([FakeNode(f"{prefix}-{i}", gpus=8) for i in range(2)])
+    for i in range(4):
+        create_pod(kube, ns, pod_body(f"p{i}", PodRequest("x", 1000, 1024, 2, 1000), "nobody"))
+    out = tmp_path / "cluster.json"
+    run = [sys.executable, "-m", "gpufleet", "k8s"]
+    r = subprocess.run(
+        [*run, "export", "--kubeconfig", str(kubeconfig), "--out", str(out)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert r.returncode == 0, r.stderr
+    doc = json.loads(out.read_text())
+    assert {f"{prefix}-0", f"{prefix}-1"} <= {n["spec"]["name"] for n in doc["nodes"]}
+    # keep only this test's nodes and pods, then replay: 4 x 2 GPUs on 2 x 8 GPUs leaves 8 GPUs
+    doc["nodes"] = [n for n in doc["nodes"] if n["spec"]["name"].startswith(prefix)]
+    doc["pods"] = [p for p in doc["pods"] if p["namespace"] == ns]
+    out.write_text(json.dumps(doc))
+    r = subprocess.run([*run, "replay", str(out)], check=False, capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout) == {"policy": "gpufleet", "binds": 4, "unschedulable": 0, "unallocated_gpu_milli": 8000}
+    bad = tmp_path / "bad.json"
+    bad.write_text("{}")
+    r = subprocess.run([*run, "replay", str(bad)], check=False, capture_output=True, text=True, timeout=120)
+    assert r.returncode == 2 and "format" in r.stderr and "Traceback" not in r.stderr

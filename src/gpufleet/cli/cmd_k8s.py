@@ -1,0 +1,68 @@
+"""``gpufleet k8s export|replay``: record a cluster's nodes and pods; replay them through the planner."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from gpufleet.cli.errors import user_errors
+
+
+def register(app: typer.Typer) -> None:
+    k8s = typer.Typer(help="Kubernetes: record a cluster, replay it in-process.", no_args_is_help=True)
+    app.add_typer(k8s, name="k8s")
+
+    @k8s.command("export")
+    @user_errors
+    def export(
+        out: Annotated[Path, typer.Option("--out", help="JSON file to write")],
+        kubeconfig: Annotated[Path | None, typer.Option("--kubeconfig")] = None,
+        in_cluster: Annotated[bool, typer.Option("--in-cluster")] = False,
+    ) -> None:
+        """Write every node and pod, as gpufleet observes them, to ``--out``."""
+        from gpufleet.adapters.kubernetes.export import to_json
+        from gpufleet.adapters.kubernetes.rest import Kube
+        from gpufleet.adapters.kubernetes.view import ClusterView
+        from gpufleet.cli.cmd_controller import connect
+
+        kube = connect(kubeconfig, in_cluster)
+        assert isinstance(kube, Kube)
+        view = ClusterView(kube).start()
+        obs = view.observation()
+        view.stop()
+        out.write_text(json.dumps(to_json(obs), indent=1) + "\n")
+        typer.echo(f"{len(obs.nodes)} nodes, {len(obs.pods)} pods -> {out}")
+        for key, err in sorted(view.bad_objects.items()):
+            typer.echo(f"skipped {key}: {err}", err=True)
+
+    @k8s.command("replay")
+    @user_errors
+    def replay(
+        export_file: Annotated[Path, typer.Argument(help="file written by `gpufleet k8s export`")],
+        policy: Annotated[str, typer.Option("--policy")] = "gpufleet",
+        from_scratch: Annotated[bool, typer.Option("--from-scratch", help="re-place bound pods too")] = False,
+    ) -> None:
+        """What-if: decide the recorded pods with ``--policy`` in-process; print the unallocated GPUs."""
+        from gpufleet.adapters.kubernetes.export import load_export
+        from gpufleet.control.binding import BindingPlanner
+
+        obs = load_export(export_file)
+        pods = tuple(
+            dataclasses.replace(p, node="", scheduler_name="replay") if from_scratch or not p.node else p
+            for p in obs.pods
+            if p.active
+        )
+        pods = tuple(dataclasses.replace(p, scheduler_name="replay") if not p.node else p for p in pods)
+        planner = BindingPlanner(scheduler_name="replay", policy=policy)
+        plan = planner.plan(dataclasses.replace(obs, pods=pods))
+        result = {
+            "policy": policy,
+            "binds": len(plan.binds),
+            "unschedulable": len(plan.unschedulable),
+            "unallocated_gpu_milli": planner.unallocated_gpu_milli(),
+        }
+        typer.echo(json.dumps(result))
