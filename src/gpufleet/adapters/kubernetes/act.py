@@ -171,5 +171,10 @@ class Actuator:
 
         return self._do("apply", f"{obj.get('kind')}/{name}", reason, go)
 
+    def merge_patch_strategic(self, path: str, body: JSON, target: str) -> str:
+        return self._do(
+            "rollback_requests", target, "rightsizing_rollback", lambda: self.kube.patch(path, body, STRATEGIC_PATCH)
+        )
+
     def merge_patch(self, path: str, body: JSON, action: str, target: str, reason: str) -> str:
         return self._do(action, target, reason, lambda: self.kube.patch(path, body, MERGE_PATCH))
