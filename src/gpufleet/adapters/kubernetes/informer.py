@@ -55,6 +55,8 @@ class Informer:
         self.lists = 0  # LISTs done (initial + resync + after 410 / errors)
         self.gone = 0  # 410 Gone answers seen
         self.errors = 0
+        self._need_list = True
+        self._next_resync = 0.0
 
     # -- cache -------------------------------------------------------------------------------------------
     def snapshot(self) -> list[JSON]:
@@ -115,27 +117,31 @@ class Informer:
             if self._stop.is_set() or self.clock() >= deadline:
                 return
 
-    def _loop(self) -> None:
-        need_list = True
-        next_resync = 0.0
-        while not self._stop.is_set():
-            try:
-                if need_list or self.clock() >= next_resync:
-                    self.relist()
-                    need_list = False
-                    next_resync = self.clock() + self.resync_s
-                self.run_once(next_resync)
-            except ApiError as exc:
-                self.errors += 1
-                if exc.status == 410:
-                    self.gone += 1
-                need_list = True
-                if exc.status != 410:
-                    self._stop.wait(0.5)
-            except Exception:  # a malformed event must not kill the informer: re-list
-                self.errors += 1
-                need_list = True
+    def step(self) -> None:
+        """One round of the loop: (re)LIST if needed or due, then WATCH until the stream ends or resync is due.
+
+        A 410 Gone (our version was compacted away) or any other failure marks the cache for a re-LIST."""
+        try:
+            if self._need_list or self.clock() >= self._next_resync:
+                self.relist()
+                self._need_list = False
+                self._next_resync = self.clock() + self.resync_s
+            self.run_once(self._next_resync)
+        except ApiError as exc:
+            self.errors += 1
+            if exc.status == 410:
+                self.gone += 1
+            self._need_list = True
+            if exc.status != 410:
                 self._stop.wait(0.5)
+        except Exception:  # a malformed event must not kill the informer: re-list
+            self.errors += 1
+            self._need_list = True
+            self._stop.wait(0.5)
+
+    def _loop(self) -> None:
+        while not self._stop.is_set():
+            self.step()
 
     def start(self) -> Informer:
         self._thread = threading.Thread(target=self._loop, name=f"informer{self.path}", daemon=True)
