@@ -39,6 +39,42 @@ def register(app: typer.Typer) -> None:
         for key, err in sorted(view.bad_objects.items()):
             typer.echo(f"skipped {key}: {err}", err=True)
 
+    @k8s.command("sync")
+    @user_errors
+    def sync(
+        db: Annotated[str, typer.Option("--db", help="store URL (sqlite:///... or postgresql+psycopg://...)")],
+        cluster: Annotated[str, typer.Option("--cluster", help="cluster id in the store")],
+        kubeconfig: Annotated[Path | None, typer.Option("--kubeconfig")] = None,
+        in_cluster: Annotated[bool, typer.Option("--in-cluster")] = False,
+        sku: Annotated[list[str] | None, typer.Option("--sku", help="PRODUCT=SKU_ID (repeatable)")] = None,
+    ) -> None:
+        """Write the cluster's GPU nodes and the pods on them into the store's node inventory."""
+        import time
+
+        from gpufleet.adapters.kubernetes.inventory import sync_inventory
+        from gpufleet.adapters.kubernetes.rest import Kube
+        from gpufleet.adapters.kubernetes.view import ClusterView
+        from gpufleet.adapters.sql.engine import make_engine
+        from gpufleet.adapters.sql.migrate import ensure_migrated
+        from gpufleet.cli.cmd_controller import connect
+        from gpufleet.domain.errors import ValidationError
+
+        pairs = {}
+        for item in sku or []:
+            product, eq, sku_id = item.partition("=")
+            if not eq or not product or not sku_id:
+                raise ValidationError("--sku", f"{item!r}: expected PRODUCT=SKU_ID")
+            pairs[product] = sku_id
+        engine = make_engine(db)
+        ensure_migrated(engine, safe_url=db.split("@")[-1])
+        kube = connect(kubeconfig, in_cluster)
+        assert isinstance(kube, Kube)
+        view = ClusterView(kube).start()
+        obs = view.observation()
+        view.stop()
+        r = sync_inventory(engine, cluster, obs, sku_map=pairs, now_s=int(time.time()))
+        typer.echo(json.dumps(dataclasses.asdict(r)))
+
     @k8s.command("replay")
     @user_errors
     def replay(

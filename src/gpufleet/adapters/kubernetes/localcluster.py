@@ -256,7 +256,7 @@ def install_crds(cluster: LocalCluster, crds: list[dict[str, Any]], timeout_s: f
     while pending and time.monotonic() < deadline:
         for name in sorted(pending):
             got = cluster.request("GET", f"/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{name}")
-            conds = got.get("status", {}).get("conditions", [])
+            conds = (got.get("status") or {}).get("conditions") or []
             if any(c["type"] == "Established" and c["status"] == "True" for c in conds):
                 pending.discard(name)
         time.sleep(0.2)
