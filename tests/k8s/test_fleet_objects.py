@@ -6,6 +6,8 @@ from __future__ import annotations
 import copy
 from pathlib import Path
 
+import pytest
+
 from gpufleet.adapters.kubernetes.act import Actuator
 from gpufleet.adapters.kubernetes.fleetobjects import (
     TierCapacity,
@@ -30,7 +32,10 @@ CRD = {
 
 
 def _crd(kind: str) -> Path:
-    return SHARED_K8S / "crds" / CRD[kind]
+    path = SHARED_K8S / "crds" / CRD[kind]
+    if not path.is_file():
+        pytest.skip(f"{path} is absent")
+    return path
 
 
 def _objects(ns: str) -> list[dict[str, object]]:
@@ -45,7 +50,7 @@ def _objects(ns: str) -> list[dict[str, object]]:
     return kueue_objects(quotas, tiers, {ns: "research"}) + karpenter_objects(tiers)
 
 
-def test_emitted_objects_pass_the_offline_schema_and_cel_check(ns: str) -> None:
+def test_emitted_objects_pass_the_offline_schema_and_cel_check() -> None:
     objs = _objects("offline")
     total_rules = 0
     for o in objs:

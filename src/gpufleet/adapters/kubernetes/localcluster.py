@@ -6,7 +6,7 @@ etcd comes from Debian (``etcd-server``, installed by scripts/install-system-dep
 
 Contract: :func:`start_local_cluster` returns a running :class:`LocalCluster` whose ``/readyz`` answered 200,
 with a kubeconfig (token auth, ``system:masters``) written under its state directory; :meth:`LocalCluster.stop`
-terminates both processes (SIGTERM, then SIGKILL after 10 s) and removes the state directory.
+terminates both processes (SIGTERM, then SIGKILL after 5 s) and removes the state directory.
 CRDs are installed with :func:`install_crds` (the Kueue ``workloads`` CRD is patched as the README says).
 """
 
@@ -84,7 +84,7 @@ class LocalCluster:
                 p.terminate()
         for p in reversed(self.procs):
             try:
-                p.wait(timeout=10)
+                p.wait(timeout=5)
             except subprocess.TimeoutExpired:
                 p.kill()
                 p.wait()
