@@ -95,3 +95,34 @@ def test_emitted_objects_are_accepted_by_the_api_server(kube: Kube, ns: str) -> 
     assert act.apply_object(collection_path(o), o, "quota_compiled") == "applied"  # re-apply = update
     got = kube.get(f"/apis/karpenter.sh/v1/nodepools/{o['metadata']['name']}")  # type: ignore[index]
     assert got["spec"]["limits"] == o["spec"]["limits"]  # type: ignore[index]
+
+
+SPEC = """
+tiers:
+  - {sku: NVIDIA-H100-80GB-HBM3, tier: reserved, gpus: 64, instance_families: [p5]}
+  - {sku: NVIDIA-H100-80GB-HBM3, tier: spot, gpus: 128}
+quotas:
+  - {team: SUFFIX-a, cohort: co-SUFFIX, sku: NVIDIA-H100-80GB-HBM3, tier: reserved, nominal_gpus: 32, borrowing_limit_gpus: 8}
+  - {team: SUFFIX-a, cohort: co-SUFFIX, sku: NVIDIA-H100-80GB-HBM3, tier: spot, nominal_gpus: 64}
+namespaces: {NS: SUFFIX-a}
+"""
+
+
+def test_quotas_cli_applies_a_fleet_spec_and_rejects_bad_ones(
+    kube: Kube, ns: str, kubeconfig: Path, tmp_path: Path
+) -> None:
+    import subprocess
+    import sys
+
+    spec = tmp_path / "fleet.yaml"
+    spec.write_text(SPEC.replace("SUFFIX", ns).replace("NS", ns))
+    run = [sys.executable, "-m", "gpufleet", "k8s", "quotas", str(spec)]
+    r = subprocess.run(
+        [*run, "--apply", "--kubeconfig", str(kubeconfig)], check=False, capture_output=True, text=True, timeout=120
+    )
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert r.stdout.count("applied: ") == 2 + 1 + 1 + 1 + 2  # flavors, cohort, queue, local queue, pools
+    assert kube.get(f"/apis/kueue.x-k8s.io/v1beta2/clusterqueues/{ns}-a")["spec"]["cohortName"] == f"co-{ns}"
+    spec.write_text(SPEC.replace("SUFFIX", ns).replace("NS", ns).replace("nominal_gpus: 64", "nominal_gpus: -1"))
+    r = subprocess.run(run, check=False, capture_output=True, text=True, timeout=120)
+    assert r.returncode == 2 and "quotas[1].nominal_gpus" in r.stderr and "Traceback" not in r.stderr

@@ -75,6 +75,43 @@ def register(app: typer.Typer) -> None:
         r = sync_inventory(engine, cluster, obs, sku_map=pairs, now_s=int(time.time()))
         typer.echo(json.dumps(dataclasses.asdict(r)))
 
+    @k8s.command("quotas")
+    @user_errors
+    def quotas(
+        spec: Annotated[Path, typer.Argument(help="fleet spec YAML: tiers, quotas, namespaces")],
+        out: Annotated[Path | None, typer.Option("--out", help="write the objects as YAML here")] = None,
+        apply: Annotated[bool, typer.Option("--apply", help="create/replace them in the cluster")] = False,
+        kubeconfig: Annotated[Path | None, typer.Option("--kubeconfig")] = None,
+        in_cluster: Annotated[bool, typer.Option("--in-cluster")] = False,
+        dry_run: Annotated[bool, typer.Option("--dry-run", help="with --apply: record, change nothing")] = False,
+    ) -> None:
+        """Compile quotas and procurement tiers into Kueue and Karpenter objects; print, write or apply them."""
+        import yaml
+
+        from gpufleet.adapters.kubernetes.act import Actuator
+        from gpufleet.adapters.kubernetes.fleetobjects import collection_path
+        from gpufleet.adapters.kubernetes.fleetspec import load_fleet_spec
+        from gpufleet.adapters.kubernetes.rest import Kube
+        from gpufleet.cli.cmd_controller import connect
+
+        objs = load_fleet_spec(spec)
+        text = yaml.safe_dump_all(objs, sort_keys=False)
+        if out is not None:
+            out.write_text(text)
+        if not apply:
+            if out is None:
+                typer.echo(text, nl=False)
+            return
+        kube = connect(kubeconfig, in_cluster)
+        assert isinstance(kube, Kube)
+        act = Actuator(kube, dry_run=dry_run)
+        for o in objs:
+            act.apply_object(collection_path(o), o, "quotas_compiled")
+        for a in act.audit:
+            typer.echo(f"{a['outcome']}: {a['target']}" + (f" ({a.get('message', '')})" if a.get("message") else ""))
+        if any(a["outcome"] not in ("applied", "dry_run") for a in act.audit):
+            raise typer.Exit(1)
+
     @k8s.command("replay")
     @user_errors
     def replay(
