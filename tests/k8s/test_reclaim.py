@@ -99,3 +99,16 @@ def test_reclaim_dry_run_changes_nothing(kube: Kube, kubelet: FakeKubelet, ns: s
     assert apply_reclaim(act, _plan(kube, ns, names)) == {names[0]: "dry_run"}
     assert state() == before
     assert [a["action"] for a in act.audit] == ["cordon", "annotate", "evict"]
+
+
+def test_controller_consolidates_on_its_cadence(kube: Kube, kubelet: FakeKubelet, ns: str) -> None:
+    from gpufleet.adapters.kubernetes.controller import ControllerConfig
+    from tests.k8s.helpers import running_controller
+
+    names, _ = _setup(kube, kubelet, ns)
+    cfg = ControllerConfig(scheduler_name=f"s-{ns}", namespace=ns, lease_name=f"l-{ns}", consolidate_every_s=0.5,
+                           checkpoint_timeout_s=20)  # fmt: skip
+    with running_controller(kube, cfg) as ctl:
+        assert wait_for(lambda: bool(ctl.reclaim_results), 40)
+    assert ctl.reclaim_results[0].get(names[0]) == "drained"
+    assert "idle-serving" in {p["metadata"]["name"] for p in pods_in(kube, ns)}

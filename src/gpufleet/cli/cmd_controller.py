@@ -48,6 +48,10 @@ def register(app: typer.Typer) -> None:
         audit: Annotated[Path | None, typer.Option("--audit", help="append audit events (JSON lines) here")] = None,
         events: Annotated[bool, typer.Option("--events", help="also write core/v1 Events")] = False,
         bind_workers: Annotated[int, typer.Option("--bind-workers", min=1, max=256)] = 16,
+        consolidate_every_s: Annotated[
+            float, typer.Option("--consolidate-every-s", min=0, help="drain underused nodes this often (0 = off)")
+        ] = 0.0,
+        max_moves_per_hour: Annotated[int, typer.Option("--max-moves-per-hour", min=0)] = 10,
         run_for_s: Annotated[float, typer.Option("--run-for-s", help="stop after this long (0 = until signal)")] = 0,
     ) -> None:
         """Observe the cluster, bind pods with schedulerName=gpufleet, act only while holding the Lease."""
@@ -60,6 +64,7 @@ def register(app: typer.Typer) -> None:
             scheduler_name=scheduler_name, policy=policy, namespace=lease_namespace, lease_name=lease_name,
             identity=identity, lease_duration_s=lease_duration_s, renew_s=max(1.0, lease_duration_s / 5),
             dry_run=dry_run, events=events, audit_path=audit, bind_workers=bind_workers,
+            consolidate_every_s=consolidate_every_s, max_moves_per_hour=max_moves_per_hour,
         )  # fmt: skip
         ctl = Controller(kube, cfg).start()
         out = Console(stderr=True)

@@ -44,8 +44,8 @@ def plan_reclaim(
     running: list[RunningPod] = []
     pods = {}
     for p in obs.pods:
-        if not (p.active and p.node in index):
-            continue
+        if not (p.active and p.node in index) or p.owner_kind in ("DaemonSet", "Node"):
+            continue  # node-bound pods (daemons, static pods) stay with their node, as kubectl drain does
         node = index[p.node]
         slots = best_fit_gpus(table, node, p.request)
         if len(slots) != p.request.num_gpu:

@@ -25,9 +25,11 @@ from pathlib import Path
 
 from gpufleet.adapters.kubernetes.act import Actuator
 from gpufleet.adapters.kubernetes.lease import LeaderElector
+from gpufleet.adapters.kubernetes.reclaim import apply_reclaim
 from gpufleet.adapters.kubernetes.rest import Kube
 from gpufleet.adapters.kubernetes.view import ClusterView
 from gpufleet.control.binding import Bind, BindingPlan, BindingPlanner
+from gpufleet.control.reclaim import plan_reclaim
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,6 +47,9 @@ class ControllerConfig:
     events: bool = False
     audit_path: Path | None = None
     resync_s: float = 300.0
+    consolidate_every_s: float = 0.0  # 0 = off; else plan + apply consolidation this often (leader only)
+    max_moves_per_hour: int = 10
+    checkpoint_timeout_s: float = 120.0
 
 
 class Controller:
@@ -67,6 +72,9 @@ class Controller:
         self.bind_latency_s: list[float] = []
         self.last_plan: BindingPlan | None = None
         self.error = ""
+        self._next_consolidation = 0.0
+        self._reclaim: threading.Thread | None = None
+        self.reclaim_results: list[dict[str, str]] = []
         self._lock = threading.Lock()
 
     # -- lifecycle ---------------------------------------------------------------------------------------
@@ -90,11 +98,14 @@ class Controller:
             while not self._stop.is_set():
                 if self.leading():
                     self.tick()
+                    self._maybe_consolidate()
                 self.view.changed.wait(self.cfg.tick_s)
         except BaseException as exc:
             self.error = repr(exc)
             raise
         finally:
+            if self._reclaim is not None:
+                self._reclaim.join()
             self._pool.shutdown(wait=True)
             if not self.cfg.dry_run:
                 self.elector.release()
@@ -114,6 +125,28 @@ class Controller:
         for f in futures:
             f.result()
         return plan
+
+    def _maybe_consolidate(self) -> None:
+        """Every ``consolidate_every_s``: plan (control/reclaim.py) and apply drains in a background thread,
+        one round at a time, within ``max_moves_per_hour`` (evictions applied in the last hour count)."""
+        every = self.cfg.consolidate_every_s
+        now = self.clock()
+        if every <= 0 or now < self._next_consolidation or (self._reclaim is not None and self._reclaim.is_alive()):
+            return
+        self._next_consolidation = now + every
+        recent = sum(1 for a in self.act.audit if a["action"] == "evict" and a["outcome"] == "applied"
+                     and now - float(a["at_s"]) < 3600)  # fmt: skip
+        plan = plan_reclaim(self.view.observation(), int(now), self.cfg.max_moves_per_hour, recent)
+        if not plan.drains:
+            return
+
+        def work() -> None:
+            got = apply_reclaim(self.act, plan, checkpoint_timeout_s=self.cfg.checkpoint_timeout_s)
+            with self._lock:
+                self.reclaim_results.append(got)
+
+        self._reclaim = threading.Thread(target=work, name="reclaim", daemon=True)
+        self._reclaim.start()
 
     def _bind(self, b: Bind) -> bool:
         ns, name = b.pod.split("/", 1)
