@@ -78,3 +78,11 @@ def test_priority_orders_decisions_and_unready_nodes_are_skipped() -> None:
     plan = pl.plan(_obs(nodes, [_pod("low", 8, prio=1), _pod("high", 8, prio=10)]))
     assert [(b.pod, b.node) for b in plan.binds] == [("ns/high", "n0")]
     assert plan.unschedulable[0].pod == "ns/low"
+
+
+def test_gated_pods_wait() -> None:
+    import dataclasses
+
+    gated = dataclasses.replace(_pod("g", 1), gated=True)
+    plan = BindingPlanner().plan(_obs([_node("n0")], [gated]))
+    assert plan.binds == () and plan.unschedulable == ()

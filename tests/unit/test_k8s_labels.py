@@ -92,3 +92,11 @@ def test_node_mig_taints_and_topology() -> None:
     assert n.mig == (("1g.10gb", 1), ("3g.40gb", 2))
     assert n.spec.taints == ("gpu=yes:NoSchedule",) and n.unschedulable and not n.schedulable
     assert n.spec.rack > 0 and n.spec.nvlink_domain > 0 and n.spec.memory_mib == 512 * 1024
+
+
+def test_kueue_pod_group_and_scheduling_gates() -> None:
+    pod = _pod({"nvidia.com/gpu": "1"}, {"kueue.x-k8s.io/pod-group-total-count": "3"},
+               {"kueue.x-k8s.io/pod-group-name": "grp"})  # fmt: skip
+    pod["spec"]["schedulingGates"] = [{"name": "kueue.x-k8s.io/admission"}]
+    p = pod_from_json(pod)
+    assert (p.gang, p.gang_min, p.gated) == ("grp", 3, True)

@@ -152,7 +152,11 @@ class BindingPlanner:
         mine = [
             p
             for p in obs.pods
-            if p.active and not p.node and p.scheduler_name == self.scheduler_name and p.uid not in self._in_flight
+            if p.active
+            and not p.node
+            and not p.gated
+            and p.scheduler_name == self.scheduler_name
+            and p.uid not in self._in_flight
         ]
         if not self._sync_nodes(obs, mine):
             return BindingPlan((), tuple(Unschedulable(p.key, "no_schedulable_nodes", p.gang) for p in mine))

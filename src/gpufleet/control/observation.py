@@ -61,6 +61,7 @@ class ObservedPod:
     queue: str = ""  # Kueue LocalQueue name
     created: str = ""  # creationTimestamp (RFC 3339): scheduling order
     deleting: bool = False
+    gated: bool = False  # spec.schedulingGates not empty: not to be scheduled yet
     annotations: tuple[tuple[str, str], ...] = ()
     tolerations: tuple[tuple[str, str, str, str], ...] = ()  # (key, operator, value, effect)
 

@@ -24,7 +24,9 @@ share is the annotation ``gpufleet.io/gpu-milli: "1".."999"`` with no ``nvidia.c
 that many thousandths). Labels ``gpufleet.io/team`` (default: the namespace), ``gpufleet.io/tenant``,
 ``gpufleet.io/feature``, ``gpufleet.io/kind`` (serving/training/batch; serving is latency-sensitive, never
 moved); annotation ``gpufleet.io/checkpointable: "true"``. Gangs: label ``gpufleet.io/pod-group: NAME`` and
-annotation ``gpufleet.io/pod-group-min: N``. At bind time gpufleet records the GPU slots it chose in the
+annotation ``gpufleet.io/pod-group-min: N`` (Kueue's ``kueue.x-k8s.io/pod-group-name`` label with the
+``kueue.x-k8s.io/pod-group-total-count`` annotation, and the coscheduling label ``scheduling.x-k8s.io/pod-group``,
+are read too). A pod with ``spec.schedulingGates`` (e.g. Kueue's admission gate) is not scheduled. At bind time gpufleet records the GPU slots it chose in the
 annotation ``gpufleet.io/gpu-slots: "0,1"`` (the Binding carries it; the API server copies it to the pod).
 """
 
@@ -57,6 +59,9 @@ L_FEATURE = "gpufleet.io/feature"
 L_KIND = "gpufleet.io/kind"
 L_GANG = "gpufleet.io/pod-group"
 L_QUEUE = "kueue.x-k8s.io/queue-name"
+L_KUEUE_GROUP = "kueue.x-k8s.io/pod-group-name"  # Kueue plain-pod groups
+A_KUEUE_GROUP_COUNT = "kueue.x-k8s.io/pod-group-total-count"
+L_COSCHED_GROUP = "scheduling.x-k8s.io/pod-group"  # scheduler-plugins coscheduling
 A_GANG_MIN = "gpufleet.io/pod-group-min"
 A_GPU_MILLI = "gpufleet.io/gpu-milli"
 A_GPU_SLOTS = "gpufleet.io/gpu-slots"
@@ -215,8 +220,9 @@ def pod_from_json(obj: dict[str, Any]) -> ObservedPod:
         except ValueError:
             slots = ()
     owners = meta.get("ownerReferences") or [{}]
+    gang = labels.get(L_GANG) or labels.get(L_KUEUE_GROUP) or labels.get(L_COSCHED_GROUP, "")
     try:
-        gang_min = int(ann.get(A_GANG_MIN, "0"))
+        gang_min = int(ann.get(A_GANG_MIN) or ann.get(A_KUEUE_GROUP_COUNT) or "0")
     except ValueError:
         raise ValidationError(
             f"pod[{ns}/{meta.get('name')}].metadata.annotations.{A_GANG_MIN}", "must be an integer"
@@ -236,13 +242,14 @@ def pod_from_json(obj: dict[str, Any]) -> ObservedPod:
         feature=labels.get(L_FEATURE, ""),
         kind=labels.get(L_KIND, ""),
         checkpointable=ann.get(A_CHECKPOINTABLE, "") == "true",
-        gang=labels.get(L_GANG, ""),
+        gang=gang,
         gang_min=gang_min,
         owner_kind=str(owners[0].get("kind", "")),
         owner_name=str(owners[0].get("name", "")),
         queue=labels.get(L_QUEUE, ""),
         created=str(meta.get("creationTimestamp", "")),
         deleting=bool(meta.get("deletionTimestamp")),
+        gated=bool(spec.get("schedulingGates")),
         annotations=tuple(sorted((k, v) for k, v in ann.items() if k.startswith("gpufleet.io/"))),
         tolerations=tuple(
             (str(t.get("key", "")), str(t.get("operator", "Equal")), str(t.get("value", "")), str(t.get("effect", "")))
