@@ -68,6 +68,7 @@ def test_two_controllers_one_acts_and_failover_within_lease(
             create_pod(kube, ns, pod_body(f"second-{i}", one, sched))
         assert wait_for(lambda: all(p["spec"].get("nodeName") for p in pods_in(kube, ns)), 60)
         took_s = time.monotonic() - killed_at
+        print(f"takeover after SIGKILL: {took_s:.2f} s (lease {LEASE_S} s)")
         assert _holder(kube, ns, sched) == other
         assert took_s <= LEASE_S + 2.0, took_s  # lease duration, plus one renew period and a tick
         rows = _binds(audits["a"]) + _binds(audits["b"])
