@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from gpufleet.adapters.kubernetes.labels import GPU, L_CAPACITY, L_PRODUCT
 from gpufleet.adapters.kubernetes.rest import JSON
 from gpufleet.domain.errors import ValidationError
+from gpufleet.domain.pools import CapacityPool, Tier
 from gpufleet.schedule.quota import TeamQuota
 
 CHAIN: tuple[str, ...] = ("reserved", "on-demand", "spot")
@@ -46,7 +47,7 @@ class TierCapacity:
 
     sku: str  # nvidia.com/gpu.product value, e.g. NVIDIA-H100-80GB-HBM3
     tier: str  # reserved | on-demand | spot
-    gpus: int
+    gpus: int | None  # None = no limit (an unbounded on-demand pool)
     instance_families: tuple[str, ...] = ("p5",)
     node_class: str = "gpu"
 
@@ -117,11 +118,10 @@ def kueue_objects(
 
 def node_pool(t: TierCapacity, gpus_per_node: int = 8, consolidate_after: str = "300s") -> JSON:
     _check_tier(t.tier)
-    if t.gpus < 0:
+    if t.gpus is not None and t.gpus < 0:
         raise ValidationError(f"tiers[{t.flavor}].gpus", "must be >= 0")
     spec: JSON = {
         "weight": WEIGHTS[t.tier],
-        "limits": {GPU: str(t.gpus)},
         "disruption": {"consolidationPolicy": "WhenEmpty", "consolidateAfter": consolidate_after},
         "template": {
             "metadata": {"labels": {"gpufleet.io/tier": t.tier}},
@@ -140,9 +140,42 @@ def node_pool(t: TierCapacity, gpus_per_node: int = 8, consolidate_after: str = 
             },
         },
     }
+    if t.gpus is not None:
+        spec["limits"] = {GPU: str(t.gpus)}
     if t.tier == "spot":
         spec["template"]["spec"]["taints"] = [dict(SPOT_TAINT)]
     return {"apiVersion": KARPENTER, "kind": "NodePool", "metadata": {"name": t.flavor}, "spec": spec}
+
+
+def tiers_from_pools(
+    pools: Iterable[CapacityPool],
+    reserved_gpus: Mapping[str, int],
+    product_of: Mapping[str, str],
+    instance_families: Mapping[str, tuple[str, ...]] | None = None,
+) -> tuple[list[TierCapacity], list[tuple[str, str]]]:
+    """Procurement's state as node tiers: reserved = the GPUs procurement committed per SKU
+    (``reserved_gpus``), on-demand and spot = the pool's quota (None = unbounded). Secondary (neocloud)
+    pools are not launched by Karpenter: returned as skipped ``(pool id, "not_karpenter_launchable")``, as are
+    SKUs without a GPU product name (``no_product``)."""
+    fams = instance_families or {}
+    out: list[TierCapacity] = []
+    skipped: list[tuple[str, str]] = []
+    seen: set[tuple[str, str]] = set()
+    for p in pools:
+        tier = {Tier.RESERVED: "reserved", Tier.ON_DEMAND: "on-demand", Tier.SPOT: "spot"}.get(p.tier)
+        if tier is None:
+            skipped.append((p.id, "not_karpenter_launchable"))
+            continue
+        if p.sku_id not in product_of:
+            skipped.append((p.id, "no_product"))
+            continue
+        if (p.sku_id, tier) in seen:
+            continue  # one NodePool per (SKU, tier); regions are the node class's business
+        seen.add((p.sku_id, tier))
+        gpus = reserved_gpus.get(p.sku_id, 0) if tier == "reserved" else p.quota_gpus
+        out.append(TierCapacity(product_of[p.sku_id], tier, gpus, fams.get(p.sku_id, ("p5",))))
+    out.sort(key=lambda t: (t.sku, CHAIN.index(t.tier)))
+    return out, skipped
 
 
 def karpenter_objects(tiers: Iterable[TierCapacity]) -> list[JSON]:
