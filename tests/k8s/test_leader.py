@@ -66,11 +66,17 @@ def test_two_controllers_one_acts_and_failover_within_lease(
         killed_at = time.monotonic()
         for i in range(20):
             create_pod(kube, ns, pod_body(f"second-{i}", one, sched))
+        assert wait_for(lambda: _holder(kube, ns, sched) == other, 30, every_s=0.05)
+        handover_s = time.monotonic() - killed_at
         assert wait_for(lambda: all(p["spec"].get("nodeName") for p in pods_in(kube, ns)), 60)
         took_s = time.monotonic() - killed_at
-        print(f"takeover after SIGKILL: {took_s:.2f} s (lease {LEASE_S} s)")
-        assert _holder(kube, ns, sched) == other
-        assert took_s <= LEASE_S + 2.0, took_s  # lease duration, plus one renew period and a tick
+        print(
+            f"after SIGKILL: Lease taken over in {handover_s:.2f} s, new pods bound in {took_s:.2f} s (lease {LEASE_S} s)"
+        )
+        # the Lease expires at most LEASE_S after the leader's last renewal (which precedes the kill); the
+        # candidate retries every 0.5 s
+        assert handover_s <= LEASE_S + 0.75, handover_s
+        assert took_s <= LEASE_S + 2.0, took_s
         rows = _binds(audits["a"]) + _binds(audits["b"])
         applied = [r["target"] for r in rows if r["outcome"] == "applied"]
         assert sorted(applied) == sorted(f"{ns}/{p['metadata']['name']}" for p in pods_in(kube, ns))

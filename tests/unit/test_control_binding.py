@@ -86,3 +86,13 @@ def test_gated_pods_wait() -> None:
     gated = dataclasses.replace(_pod("g", 1), gated=True)
     plan = BindingPlanner().plan(_obs([_node("n0")], [gated]))
     assert plan.binds == () and plan.unschedulable == ()
+
+
+def test_in_flight_holds_survive_a_node_table_rebuild() -> None:
+    pl = BindingPlanner()
+    a, b = _pod("a", 8), _pod("b", 8)
+    (bind,) = pl.plan(_obs([_node("n0")], [a])).binds
+    # a node joins (table rebuilt) before the world shows a bound: a still holds n0, b goes to n1
+    plan = pl.plan(_obs([_node("n0"), _node("n1")], [a, b]))
+    assert [(x.pod, x.node) for x in plan.binds] == [("ns/b", "n1")] and bind.node == "n0"
+    assert pl.rebuilds == 2

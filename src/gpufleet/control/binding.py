@@ -92,10 +92,30 @@ class BindingPlanner:
         specs = self._specs(nodes, pending)
         key = tuple(specs)
         if self._sched is None or key != self._node_key:
+            old = self._sched.table if self._sched is not None else None
+            flying = (
+                [(uid, old.names[h.node], h) for uid, h in self._held.items() if uid in self._in_flight] if old else []
+            )
             table = NodeTable.from_specs(specs)
             self._sched = Scheduler(table, make_policy(self.policy, table), np.random.default_rng(self.seed))
             self._node_key = key
-            self._held.clear()  # re-derived from the observation below; in-flight pods re-held there
+            self._held.clear()  # bound pods are re-derived from the observation in _reconcile
+            index = {n: i for i, n in enumerate(table.names)}
+            for uid, name, h in flying:  # decided, not yet seen bound: keep holding on the new table
+                node = index.get(name)
+                ok = (
+                    node is not None
+                    and h.request.num_gpu == len(h.slots)
+                    and all(
+                        g < table.gpu_count[node] and table.gpu_left_milli[node, g] >= h.request.gpu_milli
+                        for g in h.slots
+                    )
+                )
+                if node is not None and ok and table.feasible(h.request)[node]:
+                    table.allocate(node, h.request, h.slots)
+                    self._held[uid] = _Held(node, h.request, h.slots)
+                else:
+                    self._in_flight.discard(uid)  # its node went away: the world will refuse or we re-decide
             self.rebuilds += 1
         return True
 

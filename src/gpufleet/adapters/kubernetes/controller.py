@@ -88,12 +88,20 @@ class Controller:
     def leading(self) -> bool:
         if self.cfg.dry_run:
             return True  # a dry run decides and records, but writes nothing (no Lease either)
-        if self.elector.due():
-            self.elector.try_acquire_or_renew()
         return self.elector.is_leader()
+
+    def _elect(self) -> None:
+        """Acquire or renew the Lease every ``renew_s`` on its own thread, so a long tick cannot starve it."""
+        while not self._stop.is_set():
+            self.elector.try_acquire_or_renew()
+            self._stop.wait(self.cfg.renew_s if self.elector.is_leader() else min(self.cfg.renew_s, 0.5))
 
     def run(self) -> None:
         """Loop until :meth:`stop`; then drain in-flight binds and release the Lease."""
+        elector: threading.Thread | None = None
+        if not self.cfg.dry_run:
+            elector = threading.Thread(target=self._elect, name="lease", daemon=True)
+            elector.start()
         try:
             while not self._stop.is_set():
                 if self.leading():
@@ -107,6 +115,8 @@ class Controller:
             if self._reclaim is not None:
                 self._reclaim.join()
             self._pool.shutdown(wait=True)
+            if elector is not None:
+                elector.join()
             if not self.cfg.dry_run:
                 self.elector.release()
             self.view.stop()
