@@ -51,3 +51,22 @@ def test_inventory_sync_writes_nodes_and_allocations(kube: Kube, kubelet: FakeKu
     assert (again.nodes_written, again.nodes_deleted) == (0, 2)
     with engine.connect() as c:
         assert c.execute(text("select count(*) from audit_events where action = 'k8s.inventory_synced'")).scalar() == 2
+
+
+def test_controller_syncs_inventory_on_its_cadence(kube: Kube, kubelet: FakeKubelet, ns: str, tmp_path: Path) -> None:
+    from gpufleet.adapters.kubernetes.controller import ControllerConfig
+    from tests.k8s.helpers import running_controller, wait_for
+
+    url = f"sqlite:///{tmp_path / 'store.db'}"
+    engine = make_engine(url)
+    migrate.upgrade(engine)
+    with engine.begin() as c:
+        c.execute(text("insert into clusters (id, name, region_id) values ('k2', 'k2', 'us-east-1')"))
+    p = f"j{uuid.uuid4().hex[:5]}"
+    kubelet.register([FakeNode(f"{p}-0")])
+    cfg = ControllerConfig(scheduler_name=f"s-{p}", namespace=ns, lease_name=f"l-{p}", store_url=url,
+                           inventory_cluster="k2", sync_every_s=1)  # fmt: skip
+    with running_controller(kube, cfg) as ctl:
+        assert wait_for(lambda: ctl.syncs >= 2, 30)
+    with Session(engine) as s:
+        assert f"k2:{p}-0" in {r.id for r in s.scalars(select(NodeRow)).all()}

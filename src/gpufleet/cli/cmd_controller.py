@@ -52,12 +52,22 @@ def register(app: typer.Typer) -> None:
             float, typer.Option("--consolidate-every-s", min=0, help="drain underused nodes this often (0 = off)")
         ] = 0.0,
         max_moves_per_hour: Annotated[int, typer.Option("--max-moves-per-hour", min=0)] = 10,
+        db: Annotated[str, typer.Option("--db", help="store URL: sync node/pod inventory into it")] = "",
+        cluster: Annotated[str, typer.Option("--cluster", help="cluster id in the store (with --db)")] = "",
+        sync_every_s: Annotated[float, typer.Option("--sync-every-s", min=1)] = 60.0,
         run_for_s: Annotated[float, typer.Option("--run-for-s", help="stop after this long (0 = until signal)")] = 0,
     ) -> None:
         """Observe the cluster, bind pods with schedulerName=gpufleet, act only while holding the Lease."""
         from gpufleet.adapters.kubernetes.controller import Controller, ControllerConfig
         from gpufleet.adapters.kubernetes.rest import Kube
 
+        if bool(db) != bool(cluster):
+            raise ValidationError("--db/--cluster", "give both to sync inventory into the store, or neither")
+        if db:
+            from gpufleet.adapters.sql.engine import make_engine
+            from gpufleet.adapters.sql.migrate import ensure_migrated
+
+            ensure_migrated(make_engine(db), safe_url=db.split("@")[-1])
         kube = connect(kubeconfig, in_cluster, pool_size=bind_workers + 8)
         assert isinstance(kube, Kube)
         cfg = ControllerConfig(
@@ -65,6 +75,7 @@ def register(app: typer.Typer) -> None:
             identity=identity, lease_duration_s=lease_duration_s, renew_s=max(1.0, lease_duration_s / 5),
             dry_run=dry_run, events=events, audit_path=audit, bind_workers=bind_workers,
             consolidate_every_s=consolidate_every_s, max_moves_per_hour=max_moves_per_hour,
+            store_url=db, inventory_cluster=cluster, sync_every_s=sync_every_s,
         )  # fmt: skip
         ctl = Controller(kube, cfg).start()
         out = Console(stderr=True)

@@ -22,6 +22,7 @@ from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from gpufleet.adapters.kubernetes.act import Actuator
 from gpufleet.adapters.kubernetes.lease import LeaderElector
@@ -50,6 +51,9 @@ class ControllerConfig:
     consolidate_every_s: float = 0.0  # 0 = off; else plan + apply consolidation this often (leader only)
     max_moves_per_hour: int = 10
     checkpoint_timeout_s: float = 120.0
+    store_url: str = ""  # with inventory_cluster: sync nodes and pods into the store every sync_every_s
+    inventory_cluster: str = ""
+    sync_every_s: float = 60.0
 
 
 class Controller:
@@ -73,6 +77,9 @@ class Controller:
         self.last_plan: BindingPlan | None = None
         self.error = ""
         self._next_consolidation = 0.0
+        self._next_sync = 0.0
+        self.syncs = 0
+        self._engine: Any = None
         self._reclaim: threading.Thread | None = None
         self.reclaim_results: list[dict[str, str]] = []
         self._lock = threading.Lock()
@@ -107,6 +114,7 @@ class Controller:
                 if self.leading():
                     self.tick()
                     self._maybe_consolidate()
+                    self._maybe_sync()
                 self.view.changed.wait(self.cfg.tick_s)
         except BaseException as exc:
             self.error = repr(exc)
@@ -135,6 +143,24 @@ class Controller:
         for f in futures:
             f.result()
         return plan
+
+    def _maybe_sync(self) -> None:
+        """Inventory into the store (adapters/kubernetes/inventory.py) on its cadence, leader only."""
+        if not self.cfg.store_url or not self.cfg.inventory_cluster or self.cfg.dry_run:
+            return
+        now = self.clock()
+        if now < self._next_sync:
+            return
+        self._next_sync = now + self.cfg.sync_every_s
+        from gpufleet.adapters.kubernetes.inventory import sync_inventory
+        from gpufleet.adapters.sql.engine import make_engine
+
+        if self._engine is None:
+            self._engine = make_engine(self.cfg.store_url)
+        r = sync_inventory(self._engine, self.cfg.inventory_cluster, self.view.observation(), now_s=int(now))
+        self.act.record("inventory_sync", self.cfg.inventory_cluster, "cadence", "applied",
+                        nodes=r.nodes_written, deleted=r.nodes_deleted, pods=r.pods_allocated)  # fmt: skip
+        self.syncs += 1
 
     def _maybe_consolidate(self) -> None:
         """Every ``consolidate_every_s``: plan (control/reclaim.py) and apply drains in a background thread,
