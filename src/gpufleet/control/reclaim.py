@@ -33,8 +33,14 @@ class ReclaimPlan:
 
 
 def plan_reclaim(
-    obs: Observation, now_s: int, max_moves_per_hour: int = 10, moves_in_last_hour: int = 0
+    obs: Observation,
+    now_s: int,
+    max_moves_per_hour: int = 10,
+    moves_in_last_hour: int = 0,
+    priority_gate: int = 1_000_000,
 ) -> ReclaimPlan:
+    """``priority_gate``: a node holding a pod with priority at or above it is never drained (reason
+    ``priority_gate``; the default keeps ``system-*`` priority classes, 2e9, and anything >= 1e6 in place)."""
     nodes = sorted((n for n in obs.nodes if n.schedulable), key=lambda n: n.name)
     if not nodes:
         return ReclaimPlan((), ())
@@ -42,6 +48,7 @@ def plan_reclaim(
     table = NodeTable.from_specs(specs)
     index = {n: i for i, n in enumerate(table.names)}
     running: list[RunningPod] = []
+    gated_nodes: set[int] = set()
     pods = {}
     for p in obs.pods:
         if not (p.active and p.node in index) or p.owner_kind in ("DaemonSet", "Node"):
@@ -52,12 +59,19 @@ def plan_reclaim(
             continue  # cannot account for it; the planner then sees untracked usage and leaves the node alone
         table.allocate(node, p.request, slots)
         pods[p.key] = p
+        gated = p.priority >= priority_gate
+        if gated:
+            gated_nodes.add(node)
         running.append(RunningPod(p.key, p.request, node, slots, latency_sensitive=p.latency_sensitive,
-                                  checkpointable=p.checkpointable, restartable=p.kind != "serving"))  # fmt: skip
+                                  checkpointable=p.checkpointable and not gated,
+                                  restartable=p.kind != "serving" and not gated))  # fmt: skip
     plan = plan_consolidation(table, running, now_s, max_moves_per_hour, moves_in_last_hour)
     drains = []
     for node in plan.nodes_freed:
         evict = tuple(sorted(m.pod_id for m in plan.moves if m.from_node == node))
         ckpt = tuple(k for k in evict if pods[k].checkpointable and pods[k].kind == "training")
         drains.append(Drain(table.names[node], evict, ckpt, int(table.gpu_count[node])))
-    return ReclaimPlan(tuple(drains), tuple((table.names[n], r) for n, r in plan.skipped))
+    skipped = tuple(
+        (table.names[n], "priority_gate" if n in gated_nodes and r == "not_movable" else r) for n, r in plan.skipped
+    )
+    return ReclaimPlan(tuple(drains), skipped)
