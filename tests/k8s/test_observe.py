@@ -125,3 +125,16 @@ def test_lost_node_is_not_scheduled_on_and_its_pods_fail(kube: Kube, kubelet: Fa
     assert next(x for x in obs.pods if x.name == "victim").phase == "Failed"
     plan = BindingPlanner(scheduler_name=sched).plan(obs)
     assert sorted(b.node for b in plan.binds) == [f"{p}-1", f"{p}-1"]
+
+
+def test_kueue_workloads_are_observed(kube: Kube, ns: str) -> None:
+    wl = {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "Workload", "metadata": {"name": "train"},
+          "spec": {"queueName": "gpufleet", "podSets": [{"name": "workers", "count": 4, "template": {"spec": {
+              "containers": [{"name": "c", "image": "x", "resources": {"requests": {"nvidia.com/gpu": "8"}}}]}}}]}}  # fmt: skip
+    kube.post(f"/apis/kueue.x-k8s.io/v1beta2/namespaces/{ns}/workloads", wl)
+    view = ClusterView(kube).start()
+    try:
+        got = [w for w in view.observation().workloads if w.namespace == ns]
+    finally:
+        view.stop()
+    assert [(w.name, w.queue, w.pod_sets, w.admitted) for w in got] == [("train", "gpufleet", (("workers", 4),), False)]
