@@ -16,9 +16,9 @@ from gpufleet.adapters.kubernetes.rest import Kube
 from gpufleet.bench.binpack import read_openb_pods
 from gpufleet.schedule.scheduler import Placement, Scheduler, make_policy
 from gpufleet.schedule.table import NodeSpec, NodeTable, PodRequest
-from tests.k8s.helpers import create_pod, pod_body, pods_in, running_controller, wait_for
+from tests.integration.k8s.helpers import create_pod, pod_body, pods_in, running_controller, wait_for
 
-OPENB = Path(__file__).resolve().parents[3] / "shared" / "data" / "openb" / "openb_pod_list_default.csv"
+OPENB = Path(__file__).resolve().parents[4] / "shared" / "data" / "openb" / "openb_pod_list_default.csv"
 PRODUCT = "NVIDIA-H100-80GB-HBM3"
 
 

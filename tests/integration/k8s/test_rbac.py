@@ -13,9 +13,9 @@ from gpufleet.adapters.kubernetes.controller import ControllerConfig
 from gpufleet.adapters.kubernetes.fakekubelet import FakeKubelet, FakeNode
 from gpufleet.adapters.kubernetes.rest import ApiError, Kube, KubeConfig
 from gpufleet.schedule.table import PodRequest
-from tests.k8s.helpers import create_pod, pod_body, pods_in, running_controller, wait_for
+from tests.integration.k8s.helpers import create_pod, pod_body, pods_in, running_controller, wait_for
 
-RBAC = Path(__file__).resolve().parents[2] / "deploy" / "kubernetes" / "rbac.yaml"
+RBAC = Path(__file__).resolve().parents[3] / "deploy" / "kubernetes" / "rbac.yaml"
 
 
 def test_controller_runs_with_the_documented_cluster_role(kube: Kube, kubelet: FakeKubelet, ns: str) -> None:

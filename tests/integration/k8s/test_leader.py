@@ -15,7 +15,7 @@ from pathlib import Path
 from gpufleet.adapters.kubernetes.fakekubelet import FakeKubelet, FakeNode
 from gpufleet.adapters.kubernetes.rest import Kube
 from gpufleet.schedule.table import PodRequest
-from tests.k8s.helpers import create_pod, pod_body, pods_in, wait_for
+from tests.integration.k8s.helpers import create_pod, pod_body, pods_in, wait_for
 
 LEASE_S = 6
 

@@ -16,7 +16,7 @@ from gpufleet.adapters.kubernetes.fakekubelet import FakeKubelet
 from gpufleet.adapters.kubernetes.localcluster import LocalCluster, install_crds, load_crds, start_local_cluster
 from gpufleet.adapters.kubernetes.rest import Kube
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 SHARED_K8S = (REPO.parent / "shared" / "k8s").resolve()
 APISERVER_XZ = SHARED_K8S / "kube-apiserver-v1.20.2.xz"
 CRD_DIRS = [SHARED_K8S / "crds" / "kueue-v0.19.2", SHARED_K8S / "crds" / "karpenter-v1.14.1"]
@@ -24,7 +24,7 @@ CRD_DIRS = [SHARED_K8S / "crds" / "kueue-v0.19.2", SHARED_K8S / "crds" / "karpen
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
-        if "tests/k8s/" in str(item.fspath).replace("\\", "/"):
+        if "tests/integration/k8s/" in str(item.fspath).replace("\\", "/"):
             item.add_marker(pytest.mark.k8s)
 
 

@@ -15,7 +15,7 @@ from gpufleet.adapters.kubernetes.view import ClusterView
 from gpufleet.control.binding import BindingPlanner
 from gpufleet.control.observation import Observation
 from gpufleet.schedule.table import PodRequest
-from tests.k8s.helpers import create_pod, pod_body, wait_for
+from tests.integration.k8s.helpers import create_pod, pod_body, wait_for
 
 
 def test_informer_follows_watch_events_and_relists_after_410(kube: Kube, ns: str) -> None:

@@ -15,8 +15,8 @@ from gpufleet.adapters.sql import migrate
 from gpufleet.adapters.sql.engine import make_engine
 from gpufleet.adapters.sql.models import NodeRow
 from gpufleet.schedule.table import PodRequest
-from tests.k8s.helpers import create_pod, pod_body
-from tests.k8s.test_observe import _obs
+from tests.integration.k8s.helpers import create_pod, pod_body
+from tests.integration.k8s.test_observe import _obs
 
 
 def test_sku_tokens() -> None:
@@ -55,7 +55,7 @@ def test_inventory_sync_writes_nodes_and_allocations(kube: Kube, kubelet: FakeKu
 
 def test_controller_syncs_inventory_on_its_cadence(kube: Kube, kubelet: FakeKubelet, ns: str, tmp_path: Path) -> None:
     from gpufleet.adapters.kubernetes.controller import ControllerConfig
-    from tests.k8s.helpers import running_controller, wait_for
+    from tests.integration.k8s.helpers import running_controller, wait_for
 
     url = f"sqlite:///{tmp_path / 'store.db'}"
     engine = make_engine(url)

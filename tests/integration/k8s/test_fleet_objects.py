@@ -18,8 +18,8 @@ from gpufleet.adapters.kubernetes.fleetobjects import (
 )
 from gpufleet.adapters.kubernetes.rest import Kube
 from gpufleet.schedule.quota import TeamQuota
-from tests.k8s.conftest import SHARED_K8S
-from tests.k8s.crdcheck import check
+from tests.integration.k8s.conftest import SHARED_K8S
+from tests.integration.k8s.crdcheck import check
 
 H100 = "NVIDIA-H100-80GB-HBM3"
 CRD = {

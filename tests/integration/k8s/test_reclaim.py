@@ -14,7 +14,7 @@ from gpufleet.adapters.kubernetes.rest import Kube
 from gpufleet.adapters.kubernetes.view import ClusterView
 from gpufleet.control.reclaim import plan_reclaim
 from gpufleet.schedule.table import PodRequest
-from tests.k8s.helpers import create_pod, pod_body, pods_in, wait_for
+from tests.integration.k8s.helpers import create_pod, pod_body, pods_in, wait_for
 
 
 def _setup(kube: Kube, kubelet: FakeKubelet, ns: str) -> tuple[list[str], dict[str, Any]]:
@@ -103,7 +103,7 @@ def test_reclaim_dry_run_changes_nothing(kube: Kube, kubelet: FakeKubelet, ns: s
 
 def test_controller_consolidates_on_its_cadence(kube: Kube, kubelet: FakeKubelet, ns: str) -> None:
     from gpufleet.adapters.kubernetes.controller import ControllerConfig
-    from tests.k8s.helpers import running_controller
+    from tests.integration.k8s.helpers import running_controller
 
     names, _ = _setup(kube, kubelet, ns)
     cfg = ControllerConfig(scheduler_name=f"s-{ns}", namespace=ns, lease_name=f"l-{ns}", consolidate_every_s=0.5,
