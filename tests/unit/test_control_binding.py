@@ -96,3 +96,19 @@ def test_in_flight_holds_survive_a_node_table_rebuild() -> None:
     plan = pl.plan(_obs([_node("n0"), _node("n1")], [a, b]))
     assert [(x.pod, x.node) for x in plan.binds] == [("ns/b", "n1")] and bind.node == "n0"
     assert pl.rebuilds == 2
+
+
+def test_chunked_planning_decides_exactly_as_one_pass() -> None:
+    nodes = [_node(f"n{i}") for i in range(6)]
+    pods = [_pod(f"p{i:02d}", 1 + (i % 4)) for i in range(30)]
+    one = BindingPlanner().plan(_obs(nodes, pods))
+    pl = BindingPlanner()
+    got: list[tuple[str, str]] = []
+    done: set[str] = set()
+    while True:
+        part = pl.plan(_obs(nodes, pods), max_units=7, exclude=frozenset(done))
+        got += [(b.pod, b.node) for b in part.binds]
+        done |= {b.pod for b in part.binds} | {u.pod for u in part.unschedulable}
+        if part.remaining == 0:
+            break
+    assert got == [(b.pod, b.node) for b in one.binds] and len(done) == 30

@@ -57,7 +57,7 @@ def _pod(i: int, num: int, milli: int) -> dict[str, object]:
 
 
 def run_k8s_bench(
-    n_nodes: int, n_pods: int, *, kubeconfig: Path | None, apiserver_xz: Path, seed: int = 7, bind_workers: int = 32
+    n_nodes: int, n_pods: int, *, kubeconfig: Path | None, apiserver_xz: Path, seed: int = 7, bind_workers: int = 16
 ) -> K8sBenchResult:
     t_setup = time.perf_counter()
     cluster: LocalCluster | None = None

@@ -27,7 +27,7 @@ def register(app: typer.Typer) -> None:
         apiserver: Annotated[Path, typer.Option("--apiserver", help="kube-apiserver .xz to start")] = Path(
             "../shared/k8s/kube-apiserver-v1.20.2.xz"
         ),
-        workers: Annotated[int, typer.Option("--bind-workers", min=1, max=256)] = 32,
+        workers: Annotated[int, typer.Option("--bind-workers", min=1, max=256)] = 16,
         seed: Annotated[int, typer.Option("--seed", min=0)] = 7,
         json_path: Annotated[Path | None, typer.Option("--json", callback=output_file)] = None,
     ) -> None:

@@ -47,6 +47,7 @@ class BindingPlan:
     binds: tuple[Bind, ...]
     unschedulable: tuple[Unschedulable, ...]
     over_capacity: tuple[str, ...] = ()  # pods the world shows bound where they do not fit (another actor)
+    remaining: int = 0  # units (pods or gangs) left undecided because of ``max_units``
 
 
 @dataclass(slots=True)
@@ -167,12 +168,20 @@ class BindingPlanner:
             self._held[uid] = _Held(node, req, slots)
         return over
 
-    def plan(self, obs: Observation) -> BindingPlan:
-        """Decide binds for this planner's pending pods; what is decided is held in the table (in flight)."""
+    def plan(
+        self, obs: Observation, *, max_units: int | None = None, exclude: frozenset[str] = frozenset()
+    ) -> BindingPlan:
+        """Decide binds for this planner's pending pods; what is decided is held in the table (in flight).
+
+        ``max_units`` decides only the first that many units (pods or whole gangs) in scheduling order and
+        reports the rest as ``remaining``; call again with the keys already decided in ``exclude`` to continue
+        on the same observation (the world can start binding meanwhile). The decisions are the same as one
+        call without a limit."""
         mine = [
             p
             for p in obs.pods
-            if p.active
+            if p.key not in exclude
+            and p.active
             and not p.node
             and not p.gated
             and p.scheduler_name == self.scheduler_name
@@ -195,6 +204,10 @@ class BindingPlanner:
             first = min(members, key=lambda m: (-m.priority, m.created, m.key))
             units.append(((-first.priority, first.created, first.key), sorted(members, key=lambda m: m.key)))
         units.sort(key=lambda u: u[0])
+        remaining = 0
+        if max_units is not None and len(units) > max_units:
+            remaining = len(units) - max_units
+            units = units[:max_units]
         binds: list[Bind] = []
         unsched: list[Unschedulable] = []
         for _, members in units:
@@ -209,7 +222,7 @@ class BindingPlanner:
                 self._in_flight.add(p.uid)
             else:
                 unsched.append(Unschedulable(p.key, got.reason))
-        return BindingPlan(tuple(binds), tuple(unsched), tuple(over))
+        return BindingPlan(tuple(binds), tuple(unsched), tuple(over), remaining)
 
     def _plan_gang(
         self, sched: Scheduler, members: list[ObservedPod], binds: list[Bind], unsched: list[Unschedulable]

@@ -29,7 +29,7 @@ from gpufleet.adapters.kubernetes.lease import LeaderElector
 from gpufleet.adapters.kubernetes.reclaim import apply_reclaim
 from gpufleet.adapters.kubernetes.rest import Kube
 from gpufleet.adapters.kubernetes.view import ClusterView
-from gpufleet.control.binding import Bind, BindingPlan, BindingPlanner
+from gpufleet.control.binding import Bind, BindingPlan, BindingPlanner, Unschedulable
 from gpufleet.control.reclaim import plan_reclaim
 
 
@@ -44,6 +44,7 @@ class ControllerConfig:
     renew_s: float = 2.0
     tick_s: float = 0.2
     bind_workers: int = 16
+    plan_chunk: int = 256  # units decided before their binds are handed to the workers
     dry_run: bool = False
     events: bool = False
     audit_path: Path | None = None
@@ -131,18 +132,34 @@ class Controller:
 
     # -- one tick ----------------------------------------------------------------------------------------
     def tick(self) -> BindingPlan:
-        plan = self.planner.plan(self.view.observation())
-        self.last_plan = plan
-        singles = [b for b in plan.binds if not b.gang]
-        gangs: dict[str, list[Bind]] = {}
-        for b in plan.binds:
-            if b.gang:
-                gangs.setdefault(b.pod.split("/")[0] + "/" + b.gang, []).append(b)
-        futures: list[Future[bool]] = [self._pool.submit(self._bind, b) for b in singles]
-        futures += [self._pool.submit(self._bind_gang, members) for members in gangs.values()]
+        """Plan in chunks of ``plan_chunk`` units on one observation, handing each chunk's binds to the
+        workers at once (binding overlaps planning); wait for all binds; return the whole plan."""
+        obs = self.view.observation()
+        decided: set[str] = set()
+        binds: list[Bind] = []
+        unsched: list[Unschedulable] = []
+        over: tuple[str, ...] = ()
+        futures: list[Future[bool]] = []
+        while True:
+            plan = self.planner.plan(obs, max_units=self.cfg.plan_chunk, exclude=frozenset(decided))
+            decided |= {b.pod for b in plan.binds} | {u.pod for u in plan.unschedulable}
+            binds += plan.binds
+            unsched += plan.unschedulable
+            over = plan.over_capacity
+            gangs: dict[str, list[Bind]] = {}
+            for b in plan.binds:
+                if b.gang:
+                    gangs.setdefault(b.pod.split("/")[0] + "/" + b.gang, []).append(b)
+                else:
+                    futures.append(self._pool.submit(self._bind, b))
+            futures += [self._pool.submit(self._bind_gang, members) for members in gangs.values()]
+            if plan.remaining == 0 or (not plan.binds and not plan.unschedulable):
+                break
         for f in futures:
             f.result()
-        return plan
+        whole = BindingPlan(tuple(binds), tuple(unsched), over)
+        self.last_plan = whole
+        return whole
 
     def _maybe_sync(self) -> None:
         """Inventory into the store (adapters/kubernetes/inventory.py) on its cadence, leader only."""
