@@ -163,3 +163,35 @@ def test_export_replays_through_the_same_planner(
     bad.write_text("{}")
     r = subprocess.run([*run, "replay", str(bad)], check=False, capture_output=True, text=True, timeout=120)
     assert r.returncode == 2 and "format" in r.stderr and "Traceback" not in r.stderr
+
+
+def test_gang_member_vanishing_mid_bind_rolls_the_gang_back(kube: Kube, kubelet: FakeKubelet, ns: str) -> None:
+    from gpufleet.adapters.kubernetes.controller import Controller
+
+    prefix = f"r{uuid.uuid4().hex[:5]}"
+    kubelet.register([FakeNode(f"{prefix}-{i}", gpus=8) for i in range(4)])
+    kubelet.start()
+    sched = f"gpufleet-{prefix}"
+    lab, ann = {"gpufleet.io/pod-group": "g"}, {"gpufleet.io/pod-group-min": "4"}
+    for i in range(4):
+        create_pod(
+            kube, ns, pod_body(f"w{i}", PodRequest("w", 8000, 65536, 8, 1000), sched, labels=lab, annotations=ann)
+        )
+    ctl = Controller(kube, _cfg(ns, sched)).start()
+    try:
+        assert wait_for(lambda: len([p for p in ctl.view.observation().pods if p.namespace == ns]) == 4, 10)
+        assert ctl.elector.try_acquire_or_renew()
+        plan = ctl.planner.plan(ctl.view.observation())
+        assert len(plan.binds) == 4
+        kube.request(
+            "DELETE", f"/api/v1/namespaces/{ns}/pods/{plan.binds[-1].pod.split('/')[1]}", {"gracePeriodSeconds": 0}
+        )
+        assert ctl._bind_gang(list(plan.binds)) is False
+    finally:
+        ctl.stop()
+        ctl.view.stop()
+    # the three members that were bound are deleted again: the gang never runs partly
+    assert wait_for(lambda: pods_in(kube, ns) == [], 20), [p["metadata"]["name"] for p in pods_in(kube, ns)]
+    outcomes = [(a["action"], a["outcome"]) for a in ctl.act.audit]
+    assert outcomes.count(("bind", "applied")) == 3 and ("bind", "not_found") in outcomes
+    assert outcomes.count(("delete_pod", "applied")) == 3
