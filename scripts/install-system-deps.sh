@@ -1,12 +1,16 @@
 #!/usr/bin/env bash
-# System packages the test suite uses: Chromium (report and dashboard screenshots) and Prometheus
-# (the telemetry adapter is tested against a real server). Installs only what is missing, only as root;
+# System packages the test suite uses: Chromium (report and dashboard screenshots), Prometheus
+# (the telemetry adapter is tested against a real server) and etcd + openssl + xz (the Kubernetes world is
+# tested against a real kube-apiserver, unpacked from ../shared/k8s, which stores in etcd). Installs only what is missing, only as root;
 # tests that need a missing binary skip with a reason.
 set -u
 need=()
 command -v chromium >/dev/null 2>&1 || need+=(chromium)
 command -v prometheus >/dev/null 2>&1 || need+=(prometheus)
 command -v promtool >/dev/null 2>&1 || need+=(prometheus)
+command -v etcd >/dev/null 2>&1 || need+=(etcd-server)
+command -v openssl >/dev/null 2>&1 || need+=(openssl)
+command -v xz >/dev/null 2>&1 || need+=(xz-utils)
 [ ${#need[@]} -eq 0 ] && exit 0
 if [ "$(id -u)" != "0" ] || ! command -v apt-get >/dev/null 2>&1; then
   echo "note: cannot install ${need[*]} (not root or no apt-get); the tests that need them will skip" >&2

@@ -1,0 +1,180 @@
+"""Actuators: the writes gpufleet makes to a cluster, each recorded as an audit event, each with dry-run.
+
+Every action goes through :class:`Actuator`. In dry-run mode it records (and logs) what it would do and sends
+nothing: not even a Lease or an Event. Otherwise it sends the request, retrying transient failures (429,
+5xx, no answer) up to ``retries`` times with backoff, and records the outcome. The audit trail is a list of
+dicts (``action``, ``target``, ``reason``, ``outcome``, ``dry_run``, ``at_s``) and, when ``audit_path`` is set,
+JSON lines in that file; with ``events=True`` each applied action also becomes a core/v1 Event on its object.
+
+Writes used (the ClusterRole in docs/kubernetes.md lists exactly these): pods/binding create, pods/eviction
+create, pods patch (checkpoint annotation), pods delete (gang rollback), nodes patch (cordon),
+deployments/scale patch, deployments patch (rightsizing), events create, leases get/create/update,
+and create/update of Kueue and Karpenter objects.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from gpufleet.adapters.kubernetes.labels import A_GPU_SLOTS
+from gpufleet.adapters.kubernetes.rest import JSON, MERGE_PATCH, STRATEGIC_PATCH, ApiError, Kube
+
+TRANSIENT = {0, 429, 500, 502, 503, 504}
+
+
+class Actuator:
+    def __init__(
+        self,
+        kube: Kube,
+        *,
+        dry_run: bool = False,
+        audit_path: Path | None = None,
+        events: bool = False,
+        retries: int = 3,
+        clock: Callable[[], float] = time.time,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> None:
+        self.kube = kube
+        self.dry_run = dry_run
+        self.audit_path = audit_path
+        self.events = events
+        self.retries = retries
+        self.clock = clock
+        self.sleep = sleep
+        self.audit: list[dict[str, Any]] = []
+        self._lock = threading.Lock()
+
+    # -- audit -------------------------------------------------------------------------------------------
+    def record(self, action: str, target: str, reason: str, outcome: str, **extra: Any) -> dict[str, Any]:
+        ev = {"at_s": round(self.clock(), 3), "action": action, "target": target, "reason": reason,
+              "outcome": outcome, "dry_run": self.dry_run, **extra}  # fmt: skip
+        with self._lock:
+            self.audit.append(ev)
+            if self.audit_path is not None:
+                with self.audit_path.open("a") as f:
+                    f.write(json.dumps(ev, sort_keys=True) + "\n")
+        return ev
+
+    def _event(self, namespace: str, kind: str, name: str, reason: str, message: str) -> None:
+        if not self.events or self.dry_run:
+            return
+        now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(self.clock()))
+        body = {"apiVersion": "v1", "kind": "Event",
+                "metadata": {"generateName": f"{name}.gpufleet.", "namespace": namespace or "default"},
+                "involvedObject": {"kind": kind, "name": name, "namespace": namespace},
+                "reason": reason, "message": message, "type": "Normal", "source": {"component": "gpufleet"},
+                "firstTimestamp": now, "lastTimestamp": now, "count": 1}  # fmt: skip
+        with contextlib.suppress(ApiError):  # an event is best effort; the audit record stays
+            self.kube.post(f"/api/v1/namespaces/{namespace or 'default'}/events", body)
+
+    def _send(self, fn: Callable[[], JSON]) -> JSON:
+        delay = 0.05
+        for attempt in range(self.retries + 1):
+            try:
+                return fn()
+            except ApiError as exc:
+                if exc.status not in TRANSIENT or attempt == self.retries:
+                    raise
+                self.sleep(delay)
+                delay *= 2
+        raise AssertionError("unreachable")
+
+    def _do(self, action: str, target: str, reason: str, fn: Callable[[], JSON], **extra: Any) -> str:
+        """Run (or, in dry-run, only record) one write. Returns the outcome code."""
+        if self.dry_run:
+            self.record(action, target, reason, "dry_run", **extra)
+            return "dry_run"
+        try:
+            self._send(fn)
+        except ApiError as exc:
+            outcome = {404: "not_found", 409: "conflict", 429: "refused_429", 422: "invalid"}.get(exc.status, "error")
+            self.record(action, target, reason, outcome, status=exc.status, message=exc.message[:300], **extra)
+            return outcome
+        self.record(action, target, reason, "applied", **extra)
+        return "applied"
+
+    # -- actions -----------------------------------------------------------------------------------------
+    def bind(self, namespace: str, name: str, uid: str, node: str, gpu_slots: tuple[int, ...], reason: str) -> str:
+        body = {"apiVersion": "v1", "kind": "Binding",
+                "metadata": {"name": name, "uid": uid, "annotations": {A_GPU_SLOTS: ",".join(map(str, gpu_slots))}},
+                "target": {"apiVersion": "v1", "kind": "Node", "name": node}}  # fmt: skip
+        path = f"/api/v1/namespaces/{namespace}/pods/{name}/binding"
+        out = self._do("bind", f"{namespace}/{name}", reason, lambda: self.kube.post(path, body), node=node)
+        if out == "applied":
+            self._event(namespace, "Pod", name, "Scheduled", f"gpufleet bound {namespace}/{name} to {node} ({reason})")
+        return out
+
+    def delete_pod(self, namespace: str, name: str, reason: str) -> str:
+        path = f"/api/v1/namespaces/{namespace}/pods/{name}"
+        return self._do("delete_pod", f"{namespace}/{name}", reason, lambda: self.kube.delete(path))
+
+    def cordon(self, node: str, reason: str, *, on: bool = True) -> str:
+        body = {"spec": {"unschedulable": on}}
+        act = "cordon" if on else "uncordon"
+        return self._do(act, node, reason, lambda: self.kube.patch(f"/api/v1/nodes/{node}", body))
+
+    def evict(self, namespace: str, name: str, reason: str, grace_s: int = 30) -> str:
+        body = {"apiVersion": "policy/v1beta1", "kind": "Eviction",
+                "metadata": {"name": name, "namespace": namespace},
+                "deleteOptions": {"gracePeriodSeconds": grace_s}}  # fmt: skip
+        path = f"/api/v1/namespaces/{namespace}/pods/{name}/eviction"
+        out = self._do("evict", f"{namespace}/{name}", reason, lambda: self.kube.post(path, body))
+        if out == "applied":
+            self._event(namespace, "Pod", name, "Evicted", f"gpufleet evicted {namespace}/{name} ({reason})")
+        return out
+
+    def annotate_pod(self, namespace: str, name: str, annotations: dict[str, str], reason: str) -> str:
+        body = {"metadata": {"annotations": annotations}}
+        path = f"/api/v1/namespaces/{namespace}/pods/{name}"
+        return self._do("annotate", f"{namespace}/{name}", reason, lambda: self.kube.patch(path, body), **annotations)
+
+    def scale(self, namespace: str, name: str, replicas: int, reason: str) -> str:
+        body = {"spec": {"replicas": replicas}}
+        path = f"/apis/apps/v1/namespaces/{namespace}/deployments/{name}/scale"
+        return self._do("scale", f"{namespace}/{name}", reason, lambda: self.kube.patch(path, body), replicas=replicas)
+
+    def patch_requests(
+        self, namespace: str, name: str, requests: dict[str, dict[str, str]], previous: str, reason: str
+    ) -> str:
+        """Set container requests on a Deployment's template (``requests``: container -> resource -> qty);
+        ``previous`` (JSON of the old requests) is kept in an annotation so a rollback can restore it."""
+        body = {
+            "metadata": {"annotations": {"gpufleet.io/rightsizing-previous": previous}},
+            "spec": {"template": {"spec": {"containers": [
+                {"name": c, "resources": {"requests": r}} for c, r in sorted(requests.items())
+            ]}}},
+        }  # fmt: skip
+        path = f"/apis/apps/v1/namespaces/{namespace}/deployments/{name}"
+        return self._do(
+            "patch_requests", f"{namespace}/{name}", reason, lambda: self.kube.patch(path, body, STRATEGIC_PATCH)
+        )
+
+    def apply_object(self, path: str, obj: JSON, reason: str) -> str:
+        """Create ``obj`` in collection ``path``, or replace it (keeping its resourceVersion) if it exists."""
+        name = obj["metadata"]["name"]
+
+        def go() -> JSON:
+            try:
+                return self.kube.post(path, obj)
+            except ApiError as exc:
+                if exc.status != 409:
+                    raise
+                cur = self.kube.get(f"{path}/{name}")
+                new = dict(obj, metadata=dict(obj["metadata"], resourceVersion=cur["metadata"]["resourceVersion"]))
+                return self.kube.put(f"{path}/{name}", new)
+
+        return self._do("apply", f"{obj.get('kind')}/{name}", reason, go)
+
+    def merge_patch_strategic(self, path: str, body: JSON, target: str) -> str:
+        return self._do(
+            "rollback_requests", target, "rightsizing_rollback", lambda: self.kube.patch(path, body, STRATEGIC_PATCH)
+        )
+
+    def merge_patch(self, path: str, body: JSON, action: str, target: str, reason: str) -> str:
+        return self._do(action, target, reason, lambda: self.kube.patch(path, body, MERGE_PATCH))

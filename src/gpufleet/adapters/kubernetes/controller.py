@@ -1,0 +1,228 @@
+"""``gpufleet controller``: the Kubernetes world of the loop. Observe -> decide (control/) -> act -> record.
+
+Each tick: the :class:`ClusterView` gives an Observation; :class:`BindingPlanner` (control/) returns binds
+with reason codes; the :class:`Actuator` sends them through the Binding API on a pool of ``bind_workers``
+threads (one pooled HTTPS connection each). A refused bind (409: the pod was bound meanwhile; 404: deleted)
+gives its resources back to the planner, so nothing is double-booked; transient errors are retried by the
+Actuator. A gang whose binds partly fail is rolled back (its bound members deleted, reason
+``gang_rollback``) so it never runs partly.
+
+Only the Lease holder acts (:class:`LeaderElector`); a dry-run controller never takes the Lease and writes
+nothing. :meth:`Controller.stop` (SIGTERM/SIGINT in the CLI) ends the loop after the current tick, waits for
+binds in flight, and releases the Lease.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import threading
+import time
+from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from gpufleet.adapters.kubernetes.act import Actuator
+from gpufleet.adapters.kubernetes.lease import LeaderElector
+from gpufleet.adapters.kubernetes.reclaim import apply_reclaim
+from gpufleet.adapters.kubernetes.rest import Kube
+from gpufleet.adapters.kubernetes.view import ClusterView
+from gpufleet.control.binding import Bind, BindingPlan, BindingPlanner, Unschedulable
+from gpufleet.control.reclaim import plan_reclaim
+
+
+@dataclass(frozen=True, slots=True)
+class ControllerConfig:
+    scheduler_name: str = "gpufleet"
+    policy: str = "gpufleet"
+    namespace: str = "kube-system"  # where the Lease lives
+    lease_name: str = "gpufleet-controller"
+    identity: str = ""
+    lease_duration_s: int = 15
+    renew_s: float = 2.0
+    tick_s: float = 0.2
+    bind_workers: int = 16
+    plan_chunk: int = 256  # units decided before their binds are handed to the workers
+    dry_run: bool = False
+    events: bool = False
+    audit_path: Path | None = None
+    resync_s: float = 300.0
+    consolidate_every_s: float = 0.0  # 0 = off; else plan + apply consolidation this often (leader only)
+    max_moves_per_hour: int = 10
+    checkpoint_timeout_s: float = 120.0
+    store_url: str = ""  # with inventory_cluster: sync nodes and pods into the store every sync_every_s
+    inventory_cluster: str = ""
+    sync_every_s: float = 60.0
+
+
+class Controller:
+    def __init__(self, kube: Kube, cfg: ControllerConfig, *, clock: Callable[[], float] = time.time) -> None:
+        self.kube = kube
+        self.cfg = cfg
+        self.clock = clock
+        identity = cfg.identity or f"{socket.gethostname()}-{os.getpid()}-{id(self):x}"
+        self.identity = identity
+        self.view = ClusterView(kube, resync_s=cfg.resync_s, clock=clock)
+        self.planner = BindingPlanner(scheduler_name=cfg.scheduler_name, policy=cfg.policy)
+        self.act = Actuator(kube, dry_run=cfg.dry_run, audit_path=cfg.audit_path, events=cfg.events, clock=clock)
+        self.elector = LeaderElector(
+            kube, cfg.namespace, cfg.lease_name, identity, lease_duration_s=cfg.lease_duration_s, renew_s=cfg.renew_s,
+            clock=clock,
+        )  # fmt: skip
+        self._stop = threading.Event()
+        self._pool = ThreadPoolExecutor(max_workers=cfg.bind_workers, thread_name_prefix="bind")
+        self.bound: list[Bind] = []
+        self.bind_latency_s: list[float] = []
+        self.last_plan: BindingPlan | None = None
+        self.error = ""
+        self._next_consolidation = 0.0
+        self._next_sync = 0.0
+        self.syncs = 0
+        self._engine: Any = None
+        self._reclaim: threading.Thread | None = None
+        self.reclaim_results: list[dict[str, str]] = []
+        self._lock = threading.Lock()
+
+    # -- lifecycle ---------------------------------------------------------------------------------------
+    def start(self) -> Controller:
+        self.view.start()
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+
+    def leading(self) -> bool:
+        if self.cfg.dry_run:
+            return True  # a dry run decides and records, but writes nothing (no Lease either)
+        return self.elector.is_leader()
+
+    def _elect(self) -> None:
+        """Acquire or renew the Lease every ``renew_s`` on its own thread, so a long tick cannot starve it."""
+        while not self._stop.is_set():
+            self.elector.try_acquire_or_renew()
+            self._stop.wait(self.cfg.renew_s if self.elector.is_leader() else min(self.cfg.renew_s, 0.5))
+
+    def run(self) -> None:
+        """Loop until :meth:`stop`; then drain in-flight binds and release the Lease."""
+        elector: threading.Thread | None = None
+        if not self.cfg.dry_run:
+            elector = threading.Thread(target=self._elect, name="lease", daemon=True)
+            elector.start()
+        try:
+            while not self._stop.is_set():
+                if self.leading():
+                    self.tick()
+                    self._maybe_consolidate()
+                    self._maybe_sync()
+                self.view.changed.wait(self.cfg.tick_s)
+        except BaseException as exc:
+            self.error = repr(exc)
+            raise
+        finally:
+            if self._reclaim is not None:
+                self._reclaim.join()
+            self._pool.shutdown(wait=True)
+            if elector is not None:
+                elector.join()
+            if not self.cfg.dry_run:
+                self.elector.release()
+            self.view.stop()
+
+    # -- one tick ----------------------------------------------------------------------------------------
+    def tick(self) -> BindingPlan:
+        """Plan in chunks of ``plan_chunk`` units on one observation, handing each chunk's binds to the
+        workers at once (binding overlaps planning); wait for all binds; return the whole plan."""
+        obs = self.view.observation()
+        decided: set[str] = set()
+        binds: list[Bind] = []
+        unsched: list[Unschedulable] = []
+        over: tuple[str, ...] = ()
+        futures: list[Future[bool]] = []
+        while True:
+            plan = self.planner.plan(obs, max_units=self.cfg.plan_chunk, exclude=frozenset(decided))
+            decided |= {b.pod for b in plan.binds} | {u.pod for u in plan.unschedulable}
+            binds += plan.binds
+            unsched += plan.unschedulable
+            over = plan.over_capacity
+            gangs: dict[str, list[Bind]] = {}
+            for b in plan.binds:
+                if b.gang:
+                    gangs.setdefault(b.pod.split("/")[0] + "/" + b.gang, []).append(b)
+                else:
+                    futures.append(self._pool.submit(self._bind, b))
+            futures += [self._pool.submit(self._bind_gang, members) for members in gangs.values()]
+            if plan.remaining == 0 or (not plan.binds and not plan.unschedulable):
+                break
+        for f in futures:
+            f.result()
+        whole = BindingPlan(tuple(binds), tuple(unsched), over)
+        self.last_plan = whole
+        return whole
+
+    def _maybe_sync(self) -> None:
+        """Inventory into the store (adapters/kubernetes/inventory.py) on its cadence, leader only."""
+        if not self.cfg.store_url or not self.cfg.inventory_cluster or self.cfg.dry_run:
+            return
+        now = self.clock()
+        if now < self._next_sync:
+            return
+        self._next_sync = now + self.cfg.sync_every_s
+        from gpufleet.adapters.kubernetes.inventory import sync_inventory
+        from gpufleet.adapters.sql.engine import make_engine
+
+        if self._engine is None:
+            self._engine = make_engine(self.cfg.store_url)
+        r = sync_inventory(self._engine, self.cfg.inventory_cluster, self.view.observation(), now_s=int(now))
+        self.act.record("inventory_sync", self.cfg.inventory_cluster, "cadence", "applied",
+                        nodes=r.nodes_written, deleted=r.nodes_deleted, pods=r.pods_allocated)  # fmt: skip
+        self.syncs += 1
+
+    def _maybe_consolidate(self) -> None:
+        """Every ``consolidate_every_s``: plan (control/reclaim.py) and apply drains in a background thread,
+        one round at a time, within ``max_moves_per_hour`` (evictions applied in the last hour count)."""
+        every = self.cfg.consolidate_every_s
+        now = self.clock()
+        if every <= 0 or now < self._next_consolidation or (self._reclaim is not None and self._reclaim.is_alive()):
+            return
+        self._next_consolidation = now + every
+        recent = sum(1 for a in self.act.audit if a["action"] == "evict" and a["outcome"] == "applied"
+                     and now - float(a["at_s"]) < 3600)  # fmt: skip
+        plan = plan_reclaim(self.view.observation(), int(now), self.cfg.max_moves_per_hour, recent)
+        if not plan.drains:
+            return
+
+        def work() -> None:
+            got = apply_reclaim(self.act, plan, checkpoint_timeout_s=self.cfg.checkpoint_timeout_s)
+            with self._lock:
+                self.reclaim_results.append(got)
+
+        self._reclaim = threading.Thread(target=work, name="reclaim", daemon=True)
+        self._reclaim.start()
+
+    def _bind(self, b: Bind) -> bool:
+        ns, name = b.pod.split("/", 1)
+        t0 = time.perf_counter()
+        if not self.elector.is_leader() and not self.cfg.dry_run:
+            self.planner.abort(b)
+            return False  # lost the Lease mid-tick: act no more
+        out = self.act.bind(ns, name, b.uid, b.node, b.gpu_slots, b.reason)
+        dt = time.perf_counter() - t0
+        with self._lock:
+            if out in ("applied", "dry_run"):
+                self.bound.append(b)
+                self.bind_latency_s.append(dt)
+        if out not in ("applied", "dry_run"):
+            self.planner.abort(b)
+            return False
+        return True
+
+    def _bind_gang(self, members: list[Bind]) -> bool:
+        ok = [b for b in members if self._bind(b)]
+        if len(ok) == len(members):
+            return True
+        for b in ok:  # never leave a gang partly running
+            ns, name = b.pod.split("/", 1)
+            self.act.delete_pod(ns, name, "gang_rollback")
+        return False

@@ -1,0 +1,188 @@
+"""Kueue and Karpenter objects compiled from gpufleet's quota and procurement decisions.
+
+Tiers and the fallback chain: ``reserved -> on-demand -> spot``. Each (GPU SKU, tier) is one Kueue
+ResourceFlavor (node labels ``nvidia.com/gpu.product`` and ``karpenter.sh/capacity-type``) and one Karpenter
+NodePool. Spot is for checkpointable work only: its flavor and NodePool carry the taint
+``gpufleet.io/spot=true:NoSchedule``, which checkpointable pods tolerate (Kueue assigns a flavor only if
+the workload tolerates its taints; Karpenter taints the nodes it launches).
+
+- Kueue (v1beta2): one Cohort per quota cohort; one ClusterQueue per team (``cohortName``; one resource group
+  over ``nvidia.com/gpu`` whose flavors are listed in chain order, so Kueue tries reserved first; nominal quota,
+  borrowing and lending limits from :class:`~gpufleet.schedule.quota.TeamQuota`); one LocalQueue per
+  namespace pointing at its team's ClusterQueue.
+- Karpenter (v1): one NodePool per (SKU, tier) with ``limits`` = the GPUs procurement decided for that tier,
+  ``weight`` = chain order (reserved highest), requirements on capacity type and instance families.
+  Where Karpenter can launch nodes, gpufleet does not launch them itself.
+
+Pure functions: they return dicts; :meth:`Actuator.apply_object` sends them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+
+from gpufleet.adapters.kubernetes.labels import GPU, L_CAPACITY, L_PRODUCT
+from gpufleet.adapters.kubernetes.rest import JSON
+from gpufleet.domain.errors import ValidationError
+from gpufleet.domain.pools import CapacityPool, Tier
+from gpufleet.schedule.quota import TeamQuota
+
+CHAIN: tuple[str, ...] = ("reserved", "on-demand", "spot")
+WEIGHTS = {"reserved": 100, "on-demand": 50, "spot": 10}
+SPOT_TAINT = {"key": "gpufleet.io/spot", "value": "true", "effect": "NoSchedule"}
+KUEUE = "kueue.x-k8s.io/v1beta2"
+KARPENTER = "karpenter.sh/v1"
+PATHS = {
+    "ResourceFlavor": "/apis/kueue.x-k8s.io/v1beta2/resourceflavors",
+    "Cohort": "/apis/kueue.x-k8s.io/v1beta2/cohorts",
+    "ClusterQueue": "/apis/kueue.x-k8s.io/v1beta2/clusterqueues",
+    "NodePool": "/apis/karpenter.sh/v1/nodepools",
+}
+
+
+@dataclass(frozen=True, slots=True)
+class TierCapacity:
+    """What procurement decided for one (SKU, tier): GPUs Karpenter may run, on which instance families."""
+
+    sku: str  # nvidia.com/gpu.product value, e.g. NVIDIA-H100-80GB-HBM3
+    tier: str  # reserved | on-demand | spot
+    gpus: int | None  # None = no limit (an unbounded on-demand pool)
+    instance_families: tuple[str, ...] = ("p5",)
+    node_class: str = "gpu"
+
+    @property
+    def flavor(self) -> str:
+        return flavor_name(self.sku, self.tier)
+
+
+def flavor_name(sku: str, tier: str) -> str:
+    return f"{sku.lower().replace('_', '-').replace('.', '-')}-{tier}"[:63].strip("-")
+
+
+def _check_tier(tier: str) -> None:
+    if tier not in CHAIN:
+        raise ValidationError("tier", f"{tier!r}: choose one of {', '.join(CHAIN)}")
+
+
+def resource_flavor(sku: str, tier: str) -> JSON:
+    _check_tier(tier)
+    spec: JSON = {"nodeLabels": {L_PRODUCT: sku, L_CAPACITY: tier}}
+    if tier == "spot":
+        spec["nodeTaints"] = [dict(SPOT_TAINT)]
+    return {"apiVersion": KUEUE, "kind": "ResourceFlavor", "metadata": {"name": flavor_name(sku, tier)}, "spec": spec}
+
+
+def kueue_objects(
+    quotas: Iterable[TeamQuota], tiers: Iterable[TierCapacity], namespaces: Mapping[str, str]
+) -> list[JSON]:
+    """ResourceFlavors, Cohorts, ClusterQueues and LocalQueues. ``TeamQuota.flavor`` names a flavor of
+    ``tiers`` (``flavor_name(sku, tier)``); ``namespaces`` maps namespace -> team."""
+    tiers = list(tiers)
+    by_flavor = {t.flavor: t for t in tiers}
+    out: list[JSON] = [resource_flavor(t.sku, t.tier) for t in tiers]
+    quotas = list(quotas)
+    for q in quotas:
+        if q.flavor not in by_flavor:
+            raise ValidationError(f"quota[{q.team}].flavor", f"{q.flavor!r} is no flavor of the given tiers")
+    for cohort in sorted({q.cohort for q in quotas}):
+        out.append({"apiVersion": KUEUE, "kind": "Cohort", "metadata": {"name": cohort}, "spec": {}})
+    teams = sorted({q.team for q in quotas})
+    for team in teams:
+        mine = sorted((q for q in quotas if q.team == team), key=lambda q: CHAIN.index(by_flavor[q.flavor].tier))
+        cohorts = {q.cohort for q in mine}
+        if len(cohorts) != 1:
+            raise ValidationError(f"quota[{team}].cohort", "a team belongs to exactly one cohort")
+        flavors = []
+        for q in mine:
+            res: JSON = {"name": GPU, "nominalQuota": q.nominal_gpus}
+            if q.borrowing_limit_gpus is not None:
+                res["borrowingLimit"] = q.borrowing_limit_gpus
+            if q.lending_limit_gpus is not None:
+                res["lendingLimit"] = q.lending_limit_gpus
+            flavors.append({"name": q.flavor, "resources": [res]})
+        out.append({
+            "apiVersion": KUEUE, "kind": "ClusterQueue", "metadata": {"name": team},
+            "spec": {"cohortName": cohorts.pop(), "namespaceSelector": {},
+                     "queueingStrategy": "BestEffortFIFO",
+                     "resourceGroups": [{"coveredResources": [GPU], "flavors": flavors}],
+                     "preemption": {"reclaimWithinCohort": "Any", "withinClusterQueue": "LowerPriority"}},
+        })  # fmt: skip
+    for ns, team in sorted(namespaces.items()):
+        if team not in teams:
+            raise ValidationError(f"namespaces[{ns}]", f"team {team!r} has no quota")
+        out.append({"apiVersion": KUEUE, "kind": "LocalQueue", "metadata": {"name": "gpufleet", "namespace": ns},
+                    "spec": {"clusterQueue": team}})  # fmt: skip
+    return out
+
+
+def node_pool(t: TierCapacity, gpus_per_node: int = 8, consolidate_after: str = "300s") -> JSON:
+    _check_tier(t.tier)
+    if t.gpus is not None and t.gpus < 0:
+        raise ValidationError(f"tiers[{t.flavor}].gpus", "must be >= 0")
+    spec: JSON = {
+        "weight": WEIGHTS[t.tier],
+        "disruption": {"consolidationPolicy": "WhenEmpty", "consolidateAfter": consolidate_after},
+        "template": {
+            "metadata": {"labels": {"gpufleet.io/tier": t.tier}},
+            "spec": {
+                "nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": t.node_class},
+                "requirements": [
+                    {"key": L_CAPACITY, "operator": "In", "values": [t.tier]},
+                    {"key": "karpenter.k8s.aws/instance-family", "operator": "In", "values": list(t.instance_families)},
+                    {
+                        "key": "karpenter.k8s.aws/instance-gpu-count",
+                        "operator": "Gt",
+                        "values": [str(gpus_per_node - 1)],
+                    },
+                ],
+                "expireAfter": "720h",
+            },
+        },
+    }
+    if t.gpus is not None:
+        spec["limits"] = {GPU: str(t.gpus)}
+    if t.tier == "spot":
+        spec["template"]["spec"]["taints"] = [dict(SPOT_TAINT)]
+    return {"apiVersion": KARPENTER, "kind": "NodePool", "metadata": {"name": t.flavor}, "spec": spec}
+
+
+def tiers_from_pools(
+    pools: Iterable[CapacityPool],
+    reserved_gpus: Mapping[str, int],
+    product_of: Mapping[str, str],
+    instance_families: Mapping[str, tuple[str, ...]] | None = None,
+) -> tuple[list[TierCapacity], list[tuple[str, str]]]:
+    """Procurement's state as node tiers: reserved = the GPUs procurement committed per SKU
+    (``reserved_gpus``), on-demand and spot = the pool's quota (None = unbounded). Secondary (neocloud)
+    pools are not launched by Karpenter: returned as skipped ``(pool id, "not_karpenter_launchable")``, as are
+    SKUs without a GPU product name (``no_product``)."""
+    fams = instance_families or {}
+    out: list[TierCapacity] = []
+    skipped: list[tuple[str, str]] = []
+    seen: set[tuple[str, str]] = set()
+    for p in pools:
+        tier = {Tier.RESERVED: "reserved", Tier.ON_DEMAND: "on-demand", Tier.SPOT: "spot"}.get(p.tier)
+        if tier is None:
+            skipped.append((p.id, "not_karpenter_launchable"))
+            continue
+        if p.sku_id not in product_of:
+            skipped.append((p.id, "no_product"))
+            continue
+        if (p.sku_id, tier) in seen:
+            continue  # one NodePool per (SKU, tier); regions are the node class's business
+        seen.add((p.sku_id, tier))
+        gpus = reserved_gpus.get(p.sku_id, 0) if tier == "reserved" else p.quota_gpus
+        out.append(TierCapacity(product_of[p.sku_id], tier, gpus, fams.get(p.sku_id, ("p5",))))
+    out.sort(key=lambda t: (t.sku, CHAIN.index(t.tier)))
+    return out, skipped
+
+
+def karpenter_objects(tiers: Iterable[TierCapacity]) -> list[JSON]:
+    return [node_pool(t) for t in tiers]
+
+
+def collection_path(obj: JSON) -> str:
+    if obj["kind"] == "LocalQueue":
+        return f"/apis/kueue.x-k8s.io/v1beta2/namespaces/{obj['metadata']['namespace']}/localqueues"
+    return PATHS[obj["kind"]]

@@ -1,0 +1,69 @@
+"""Read a fleet spec (YAML): procurement's tiers, team quotas and namespaces -> Kueue/Karpenter objects.
+
+```yaml
+tiers:        # what procurement decided per (GPU product, tier): Karpenter NodePool limits
+  - {sku: NVIDIA-H100-80GB-HBM3, tier: reserved, gpus: 64, instance_families: [p5]}
+quotas:       # team quotas (schedule.quota.TeamQuota), per tier flavor
+  - {team: research, cohort: ml, sku: NVIDIA-H100-80GB-HBM3, tier: reserved, nominal_gpus: 32,
+     borrowing_limit_gpus: 16, lending_limit_gpus: 8}
+namespaces: {research-jobs: research}   # namespace -> team (one LocalQueue each)
+```
+Errors name the entry and field (``quotas[2].nominal_gpus``) and the file.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from gpufleet.adapters.kubernetes.fleetobjects import TierCapacity, flavor_name, karpenter_objects, kueue_objects
+from gpufleet.adapters.kubernetes.rest import JSON
+from gpufleet.domain.errors import ValidationError
+from gpufleet.schedule.quota import TeamQuota
+
+
+def _get(entry: dict[str, Any], key: str, kind: type, where: str, path: Path, default: Any = ...) -> Any:
+    if key not in entry:
+        if default is ...:
+            raise ValidationError(f"{where}.{key}", "is required", str(path))
+        return default
+    v = entry[key]
+    if kind is int and (isinstance(v, bool) or not isinstance(v, int) or v < 0):
+        raise ValidationError(f"{where}.{key}", f"must be an integer >= 0, got {v!r}", str(path))
+    if kind is str and (not isinstance(v, str) or not v):
+        raise ValidationError(f"{where}.{key}", f"must be a non-empty string, got {v!r}", str(path))
+    return v
+
+
+def load_fleet_spec(path: Path) -> list[JSON]:
+    try:
+        doc = yaml.safe_load(path.read_text())
+    except yaml.YAMLError as exc:
+        raise ValidationError("yaml", str(exc).splitlines()[0], str(path)) from None
+    if not isinstance(doc, dict):
+        raise ValidationError("<root>", "expected a mapping with tiers, quotas, namespaces", str(path))
+    tiers = []
+    for i, t in enumerate(doc.get("tiers") or []):
+        w = f"tiers[{i}]"
+        fams = t.get("instance_families", ["p5"])
+        if not isinstance(fams, list) or not all(isinstance(f, str) and f for f in fams):
+            raise ValidationError(f"{w}.instance_families", "must be a list of names", str(path))
+        tiers.append(TierCapacity(_get(t, "sku", str, w, path), _get(t, "tier", str, w, path),
+                                  _get(t, "gpus", int, w, path), tuple(fams)))  # fmt: skip
+    quotas = []
+    for i, q in enumerate(doc.get("quotas") or []):
+        w = f"quotas[{i}]"
+        flavor = flavor_name(_get(q, "sku", str, w, path), _get(q, "tier", str, w, path))
+        quotas.append(TeamQuota(
+            _get(q, "team", str, w, path), _get(q, "cohort", str, w, path), flavor, _get(q, "nominal_gpus", int, w, path),
+            _get(q, "borrowing_limit_gpus", int, w, path, None), _get(q, "lending_limit_gpus", int, w, path, None),
+        ))  # fmt: skip
+    namespaces = doc.get("namespaces") or {}
+    if not isinstance(namespaces, dict):
+        raise ValidationError("namespaces", "must map namespace -> team", str(path))
+    try:
+        return kueue_objects(quotas, tiers, namespaces) + karpenter_objects(tiers)
+    except ValidationError as exc:
+        raise ValidationError(exc.field, exc.message, str(path)) from None

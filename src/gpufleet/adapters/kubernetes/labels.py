@@ -1,0 +1,291 @@
+"""Kubernetes objects (JSON) -> the loop's observation types. The label conventions live here.
+
+Nodes (well-known labels set by the GPU operator's feature discovery, Karpenter and the cloud provider):
+
+=====================================  ==========================================================
+``status.allocatable``                 ``cpu`` -> cpu_milli, ``memory`` -> memory_mib,
+                                       ``nvidia.com/gpu`` -> gpu_count, ``nvidia.com/mig-<p>`` -> mig
+``nvidia.com/gpu.product``             sku and NodeSpec.gpu_model (e.g. ``NVIDIA-H100-80GB-HBM3``)
+``karpenter.k8s.aws/instance-gpu-name`` sku fallback (e.g. ``h100``)
+``topology.kubernetes.io/zone``        zone (and ``.../region`` -> region)
+``node.kubernetes.io/instance-type``   instance_type
+``karpenter.sh/capacity-type``         capacity_type (``on-demand``/``spot``/``reserved``); fallbacks
+                                       ``eks.amazonaws.com/capacityType`` (ON_DEMAND/SPOT) and
+                                       ``cloud.google.com/gke-spot=true``
+``karpenter.sh/nodepool``              node_pool
+``topology.gpufleet.io/rack``          NodeSpec.rack (any string; numbered in first-seen order)
+``nvidia.com/gpu.clique`` or           NodeSpec.nvlink_domain (numbered likewise)
+``topology.gpufleet.io/nvlink-domain``
+``spec.unschedulable`` / Ready         unschedulable / ready
+=====================================  ==========================================================
+
+Pods: requests are summed over containers. ``nvidia.com/gpu: N`` -> ``num_gpu=N, gpu_milli=1000``; a GPU
+share is the annotation ``gpufleet.io/gpu-milli: "1".."999"`` with no ``nvidia.com/gpu`` request (one GPU,
+that many thousandths). Labels ``gpufleet.io/team`` (default: the namespace), ``gpufleet.io/tenant``,
+``gpufleet.io/feature``, ``gpufleet.io/kind`` (serving/training/batch; serving is latency-sensitive, never
+moved); annotation ``gpufleet.io/checkpointable: "true"``. Gangs: label ``gpufleet.io/pod-group: NAME`` and
+annotation ``gpufleet.io/pod-group-min: N`` (Kueue's ``kueue.x-k8s.io/pod-group-name`` label with the
+``kueue.x-k8s.io/pod-group-total-count`` annotation, and the coscheduling label ``scheduling.x-k8s.io/pod-group``,
+are read too). A pod with ``spec.schedulingGates`` (e.g. Kueue's admission gate) is not scheduled. At bind time gpufleet records the GPU slots it chose in the
+annotation ``gpufleet.io/gpu-slots: "0,1"`` (the Binding carries it; the API server copies it to the pod).
+"""
+
+from __future__ import annotations
+
+from decimal import Decimal
+from typing import Any
+
+from gpufleet.control.observation import ObservedDeployment, ObservedNode, ObservedPod, ObservedWorkload
+from gpufleet.domain.errors import ValidationError
+from gpufleet.schedule.table import NodeSpec, PodRequest
+
+GPU = "nvidia.com/gpu"
+MIG_PREFIX = "nvidia.com/mig-"
+L_PRODUCT = "nvidia.com/gpu.product"
+L_GPU_NAME = "karpenter.k8s.aws/instance-gpu-name"
+L_ZONE = "topology.kubernetes.io/zone"
+L_REGION = "topology.kubernetes.io/region"
+L_INSTANCE = "node.kubernetes.io/instance-type"
+L_CAPACITY = "karpenter.sh/capacity-type"
+L_EKS_CAPACITY = "eks.amazonaws.com/capacityType"
+L_GKE_SPOT = "cloud.google.com/gke-spot"
+L_NODEPOOL = "karpenter.sh/nodepool"
+L_RACK = "topology.gpufleet.io/rack"
+L_CLIQUE = "nvidia.com/gpu.clique"
+L_NVLINK = "topology.gpufleet.io/nvlink-domain"
+L_TEAM = "gpufleet.io/team"
+L_TENANT = "gpufleet.io/tenant"
+L_FEATURE = "gpufleet.io/feature"
+L_KIND = "gpufleet.io/kind"
+L_GANG = "gpufleet.io/pod-group"
+L_QUEUE = "kueue.x-k8s.io/queue-name"
+L_KUEUE_GROUP = "kueue.x-k8s.io/pod-group-name"  # Kueue plain-pod groups
+A_KUEUE_GROUP_COUNT = "kueue.x-k8s.io/pod-group-total-count"
+L_COSCHED_GROUP = "scheduling.x-k8s.io/pod-group"  # scheduler-plugins coscheduling
+A_GANG_MIN = "gpufleet.io/pod-group-min"
+A_GPU_MILLI = "gpufleet.io/gpu-milli"
+A_GPU_SLOTS = "gpufleet.io/gpu-slots"
+A_CHECKPOINTABLE = "gpufleet.io/checkpointable"
+
+_SUFFIX = {
+    "Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50, "Ei": 2**60,
+    "n": Decimal("1e-9"), "u": Decimal("1e-6"), "m": Decimal("1e-3"), "k": 10**3, "M": 10**6, "G": 10**9,
+    "T": 10**12, "P": 10**15, "E": 10**18,
+}  # fmt: skip
+
+
+def parse_quantity(raw: object, where: str) -> Decimal:
+    """A Kubernetes quantity (``500m``, ``16Gi``, ``2``, ``1e3``) as a Decimal; clear error otherwise."""
+    s = str(raw).strip()
+    for suf in sorted(_SUFFIX, key=len, reverse=True):
+        if s.endswith(suf) and s[: -len(suf)]:
+            try:
+                return Decimal(s[: -len(suf)]) * Decimal(str(_SUFFIX[suf]))
+            except ArithmeticError:
+                break
+    try:
+        return Decimal(s)
+    except ArithmeticError:
+        raise ValidationError(where, f"not a Kubernetes quantity: {s!r}") from None
+
+
+def _milli(raw: object, where: str) -> int:
+    return int((parse_quantity(raw, where) * 1000).to_integral_value(rounding="ROUND_CEILING"))
+
+
+def _mib(raw: object, where: str) -> int:
+    return int((parse_quantity(raw, where) / 2**20).to_integral_value(rounding="ROUND_CEILING"))
+
+
+class TopologyIds:
+    """Stable small ints for rack / NVLink-domain label values (first seen, first numbered)."""
+
+    def __init__(self) -> None:
+        self._ids: dict[str, int] = {}
+
+    def of(self, value: str) -> int:
+        if not value:
+            return 0
+        return self._ids.setdefault(value, len(self._ids) + 1)
+
+
+def capacity_type(labels: dict[str, str]) -> str:
+    if L_CAPACITY in labels:
+        return labels[L_CAPACITY]
+    eks = labels.get(L_EKS_CAPACITY, "")
+    if eks:
+        return {"ON_DEMAND": "on-demand", "SPOT": "spot", "CAPACITY_BLOCK": "reserved"}.get(eks, eks.lower())
+    if labels.get(L_GKE_SPOT) == "true":
+        return "spot"
+    return ""
+
+
+def node_from_json(obj: dict[str, Any], topo: TopologyIds) -> ObservedNode:
+    meta = obj.get("metadata", {})
+    name = str(meta.get("name", ""))
+    labels: dict[str, str] = meta.get("labels") or {}
+    status = obj.get("status", {})
+    alloc: dict[str, Any] = status.get("allocatable") or status.get("capacity") or {}
+    where = f"node[{name}].status.allocatable"
+    gpus = int(parse_quantity(alloc.get(GPU, 0), f"{where}.{GPU}"))
+    mig = tuple(
+        sorted(
+            (k.removeprefix(MIG_PREFIX), int(parse_quantity(v, f"{where}.{k}")))
+            for k, v in alloc.items()
+            if k.startswith(MIG_PREFIX)
+        )
+    )
+    sku = labels.get(L_PRODUCT) or labels.get(L_GPU_NAME, "")
+    taints = tuple(
+        f"{t.get('key', '')}={t.get('value', '')}:{t.get('effect', '')}"
+        for t in (obj.get("spec", {}).get("taints") or [])
+        if t.get("effect") in ("NoSchedule", "NoExecute")
+    )
+    conds = status.get("conditions") or []
+    ready = any(c.get("type") == "Ready" and c.get("status") == "True" for c in conds)
+    spec = NodeSpec(
+        name=name,
+        cpu_milli=_milli(alloc.get("cpu", 0), f"{where}.cpu"),
+        memory_mib=_mib(alloc.get("memory", 0), f"{where}.memory") if "memory" in alloc else 0,
+        gpu_count=gpus,
+        gpu_model=sku if gpus else "",
+        rack=topo.of(labels.get(L_RACK, "")),
+        nvlink_domain=topo.of("nv:" + (labels.get(L_CLIQUE) or labels.get(L_NVLINK, "")))
+        if (labels.get(L_CLIQUE) or labels.get(L_NVLINK))
+        else 0,
+        labels=tuple(sorted(f"{k}={v}" for k, v in labels.items())),
+        taints=taints,
+    )
+    return ObservedNode(
+        spec=spec,
+        sku=sku,
+        zone=labels.get(L_ZONE, ""),
+        region=labels.get(L_REGION, ""),
+        instance_type=labels.get(L_INSTANCE, ""),
+        capacity_type=capacity_type(labels),
+        node_pool=labels.get(L_NODEPOOL, ""),
+        mig=mig,
+        ready=ready,
+        unschedulable=bool(obj.get("spec", {}).get("unschedulable", False)),
+    )
+
+
+def pod_request(obj: dict[str, Any]) -> PodRequest:
+    """The scheduler's request for a pod (see the module docstring for the GPU-share annotation)."""
+    meta = obj.get("metadata", {})
+    key = f"{meta.get('namespace', '')}/{meta.get('name', '')}"
+    ann: dict[str, str] = meta.get("annotations") or {}
+    cpu = mem = gpus = 0
+    for i, c in enumerate(obj.get("spec", {}).get("containers") or []):
+        req: dict[str, Any] = (c.get("resources") or {}).get("requests") or {}
+        lim: dict[str, Any] = (c.get("resources") or {}).get("limits") or {}
+        where = f"pod[{key}].spec.containers[{i}].resources.requests"
+        cpu += _milli(req.get("cpu", 0), f"{where}.cpu")
+        mem += _mib(req.get("memory", 0), f"{where}.memory")
+        gpus += int(parse_quantity(req.get(GPU, lim.get(GPU, 0)), f"{where}.{GPU}"))
+    milli = 1000 if gpus else 0
+    if A_GPU_MILLI in ann:
+        try:
+            share = int(ann[A_GPU_MILLI])
+        except ValueError:
+            raise ValidationError(
+                f"pod[{key}].metadata.annotations.{A_GPU_MILLI}", "must be an integer 1..1000"
+            ) from None
+        if gpus > 1 or not 1 <= share <= 1000:
+            raise ValidationError(f"pod[{key}].metadata.annotations.{A_GPU_MILLI}", "1..1000 and at most one GPU")
+        gpus, milli = 1, share
+    selector: dict[str, str] = obj.get("spec", {}).get("nodeSelector") or {}
+    r = PodRequest(
+        name=key,
+        cpu_milli=cpu,
+        memory_mib=mem,
+        num_gpu=gpus,
+        gpu_milli=milli,
+        node_selector=tuple(sorted(f"{k}={v}" for k, v in selector.items())),
+    )
+    r.validate()
+    return r
+
+
+def pod_from_json(obj: dict[str, Any]) -> ObservedPod:
+    meta = obj.get("metadata", {})
+    labels: dict[str, str] = meta.get("labels") or {}
+    ann: dict[str, str] = meta.get("annotations") or {}
+    spec = obj.get("spec", {})
+    ns = str(meta.get("namespace", ""))
+    slots: tuple[int, ...] = ()
+    if ann.get(A_GPU_SLOTS):
+        try:
+            slots = tuple(int(x) for x in ann[A_GPU_SLOTS].split(","))
+        except ValueError:
+            slots = ()
+    owners = meta.get("ownerReferences") or [{}]
+    gang = labels.get(L_GANG) or labels.get(L_KUEUE_GROUP) or labels.get(L_COSCHED_GROUP, "")
+    try:
+        gang_min = int(ann.get(A_GANG_MIN) or ann.get(A_KUEUE_GROUP_COUNT) or "0")
+    except ValueError:
+        raise ValidationError(
+            f"pod[{ns}/{meta.get('name')}].metadata.annotations.{A_GANG_MIN}", "must be an integer"
+        ) from None
+    return ObservedPod(
+        request=pod_request(obj),
+        namespace=ns,
+        name=str(meta.get("name", "")),
+        uid=str(meta.get("uid", "")),
+        phase=str(obj.get("status", {}).get("phase", "Pending")),
+        node=str(spec.get("nodeName") or ""),
+        gpu_slots=slots,
+        scheduler_name=str(spec.get("schedulerName") or "default-scheduler"),
+        priority=int(spec.get("priority") or 0),
+        team=labels.get(L_TEAM, ns),
+        tenant=labels.get(L_TENANT, ""),
+        feature=labels.get(L_FEATURE, ""),
+        kind=labels.get(L_KIND, ""),
+        checkpointable=ann.get(A_CHECKPOINTABLE, "") == "true",
+        gang=gang,
+        gang_min=gang_min,
+        owner_kind=str(owners[0].get("kind", "")),
+        owner_name=str(owners[0].get("name", "")),
+        queue=labels.get(L_QUEUE, ""),
+        created=str(meta.get("creationTimestamp", "")),
+        deleting=bool(meta.get("deletionTimestamp")),
+        gated=bool(spec.get("schedulingGates")),
+        annotations=tuple(sorted((k, v) for k, v in ann.items() if k.startswith("gpufleet.io/"))),
+        tolerations=tuple(
+            (str(t.get("key", "")), str(t.get("operator", "Equal")), str(t.get("value", "")), str(t.get("effect", "")))
+            for t in spec.get("tolerations") or []
+        ),
+    )
+
+
+def deployment_from_json(obj: dict[str, Any]) -> ObservedDeployment:
+    meta = obj.get("metadata", {})
+    containers = obj.get("spec", {}).get("template", {}).get("spec", {}).get("containers") or []
+    reqs = tuple(
+        (
+            str(c.get("name", "")),
+            tuple(sorted((k, str(v)) for k, v in ((c.get("resources") or {}).get("requests") or {}).items())),
+        )
+        for c in containers
+    )
+    return ObservedDeployment(
+        namespace=str(meta.get("namespace", "")),
+        name=str(meta.get("name", "")),
+        replicas=int(obj.get("spec", {}).get("replicas", 1) or 0),
+        ready_replicas=int(obj.get("status", {}).get("readyReplicas", 0) or 0),
+        kind=(meta.get("labels") or {}).get(L_KIND, ""),
+        requests=reqs,
+    )
+
+
+def workload_from_json(obj: dict[str, Any]) -> ObservedWorkload:
+    meta = obj.get("metadata", {})
+    spec = obj.get("spec", {})
+    conds = obj.get("status", {}).get("conditions") or []
+    return ObservedWorkload(
+        namespace=str(meta.get("namespace", "")),
+        name=str(meta.get("name", "")),
+        queue=str(spec.get("queueName", "")),
+        pod_sets=tuple((str(p.get("name", "")), int(p.get("count", 0))) for p in spec.get("podSets") or []),
+        admitted=any(c.get("type") == "Admitted" and c.get("status") == "True" for c in conds),
+    )

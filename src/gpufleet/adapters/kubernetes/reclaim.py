@@ -1,0 +1,74 @@
+"""Applying a :class:`~gpufleet.control.reclaim.ReclaimPlan`: cordon, checkpoint handshake, Eviction API.
+
+For each drain: cordon the node; for each checkpointable training pod, set the annotation
+``gpufleet.io/checkpoint-requested: <token>`` and wait (up to ``checkpoint_timeout_s``) for the workload to
+answer ``gpufleet.io/checkpoint-done: <same token>`` after it has written its checkpoint; then evict every
+pod through the Eviction API (``policy/v1beta1`` on 1.20; the API server enforces PodDisruptionBudgets and
+answers 429 when a budget allows no disruption). If a checkpoint is not confirmed in time or an eviction is
+refused, the drain stops there and the node is uncordoned (reason ``checkpoint_timeout`` /
+``blocked_by_pdb``); pods already evicted are recreated by their owners and scheduled again.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+from gpufleet.adapters.kubernetes.act import Actuator
+from gpufleet.adapters.kubernetes.rest import ApiError, Kube
+from gpufleet.control.reclaim import Drain, ReclaimPlan
+
+A_CKPT_REQUESTED = "gpufleet.io/checkpoint-requested"
+A_CKPT_DONE = "gpufleet.io/checkpoint-done"
+
+
+def _checkpointed(kube: Kube, key: str, token: str) -> bool:
+    ns, name = key.split("/", 1)
+    try:
+        pod = kube.get(f"/api/v1/namespaces/{ns}/pods/{name}")
+    except ApiError:
+        return False
+    return bool((pod["metadata"].get("annotations") or {}).get(A_CKPT_DONE) == token)
+
+
+def apply_drain(
+    act: Actuator,
+    drain: Drain,
+    *,
+    checkpoint_timeout_s: float = 120.0,
+    poll_s: float = 0.5,
+    clock: Callable[[], float] = time.monotonic,
+    sleep: Callable[[float], None] = time.sleep,
+) -> str:
+    """Returns ``drained`` | ``dry_run`` | ``checkpoint_timeout`` | ``blocked_by_pdb`` | ``failed``."""
+    if act.cordon(drain.node, drain.reason) not in ("applied", "dry_run"):
+        return "failed"
+    token = f"{int(act.clock())}"
+    for key in drain.checkpoint_first:
+        ns, name = key.split("/", 1)
+        act.annotate_pod(ns, name, {A_CKPT_REQUESTED: token}, "checkpoint_before_eviction")
+    if not act.dry_run:
+        deadline = clock() + checkpoint_timeout_s
+        waiting = list(drain.checkpoint_first)
+        while waiting and clock() < deadline:
+            waiting = [k for k in waiting if not _checkpointed(act.kube, k, token)]
+            if waiting:
+                sleep(poll_s)
+        if waiting:
+            act.record("drain", drain.node, "checkpoint_timeout", "stopped", pods=waiting)
+            act.cordon(drain.node, "checkpoint_timeout", on=False)
+            return "checkpoint_timeout"
+    for key in drain.evict:
+        ns, name = key.split("/", 1)
+        out = act.evict(ns, name, drain.reason)
+        if out == "refused_429":
+            act.cordon(drain.node, "blocked_by_pdb", on=False)
+            return "blocked_by_pdb"
+        if out not in ("applied", "dry_run", "not_found"):
+            act.cordon(drain.node, "eviction_failed", on=False)
+            return "failed"
+    return "dry_run" if act.dry_run else "drained"
+
+
+def apply_reclaim(act: Actuator, plan: ReclaimPlan, **kw: float) -> dict[str, str]:
+    return {d.node: apply_drain(act, d, **kw) for d in plan.drains}  # type: ignore[arg-type]

@@ -1,0 +1,98 @@
+"""The cluster as the loop's observation: informers on Nodes, Pods, Deployments and Kueue Workloads.
+
+:class:`ClusterView` starts one :class:`Informer` per kind (Workloads only when the Kueue CRD is served) and
+turns the caches into an :class:`~gpufleet.control.observation.Observation`. Converted objects are cached per
+``resourceVersion``, so a tick over thousands of unchanged pods costs a dictionary lookup each.
+An object gpufleet cannot read (a bad quantity, say) is left out and counted in ``bad_objects`` with the error.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+from gpufleet.adapters.kubernetes.informer import Informer
+from gpufleet.adapters.kubernetes.labels import (
+    TopologyIds,
+    deployment_from_json,
+    node_from_json,
+    pod_from_json,
+    workload_from_json,
+)
+from gpufleet.adapters.kubernetes.rest import JSON, ApiError, Kube
+from gpufleet.control.observation import Observation
+from gpufleet.domain.errors import ValidationError
+
+WORKLOADS = "/apis/kueue.x-k8s.io/v1beta2/workloads"
+
+
+def served(kube: Kube, path: str) -> bool:
+    try:
+        kube.get(path, limit=1)
+        return True
+    except ApiError as exc:
+        if exc.status == 404:
+            return False
+        raise
+
+
+class ClusterView:
+    def __init__(self, kube: Kube, *, resync_s: float = 300.0, clock: Callable[[], float] = time.time) -> None:
+        self.kube = kube
+        self.clock = clock
+        self.changed = threading.Event()
+        kw: dict[str, Any] = {"resync_s": resync_s, "on_change": self.changed.set}
+        self.nodes = Informer(kube, "/api/v1/nodes", **kw)
+        self.pods = Informer(kube, "/api/v1/pods", **kw)
+        self.deployments = Informer(kube, "/apis/apps/v1/deployments", **kw)
+        self.workloads: Informer | None = Informer(kube, WORKLOADS, **kw) if served(kube, WORKLOADS) else None
+        self._topo = TopologyIds()
+        self._cache: dict[tuple[str, str], Any] = {}
+        self.bad_objects: dict[str, str] = {}
+
+    def informers(self) -> list[Informer]:
+        return [i for i in (self.nodes, self.pods, self.deployments, self.workloads) if i is not None]
+
+    def start(self, timeout_s: float = 30.0) -> ClusterView:
+        for inf in self.informers():
+            inf.start()
+        for inf in self.informers():
+            if not inf.wait_synced(timeout_s):
+                raise ApiError(0, "NotSynced", f"{inf.path} did not list within {timeout_s} s")
+        return self
+
+    def stop(self) -> None:
+        for inf in self.informers():
+            inf.stop()
+
+    def _convert(self, kind: str, obj: JSON, fn: Callable[[JSON], Any]) -> Any:
+        meta = obj.get("metadata", {})
+        key = (f"{kind}:{meta.get('namespace', '')}/{meta.get('name', '')}", str(meta.get("resourceVersion", "")))
+        got = self._cache.get(key)
+        if got is None:
+            try:
+                got = fn(obj)
+            except ValidationError as exc:
+                self.bad_objects[key[0]] = str(exc)
+                return None
+            self._cache[key] = got
+        return got
+
+    def observation(self) -> Observation:
+        self.changed.clear()
+        nodes = [self._convert("node", o, lambda o: node_from_json(o, self._topo)) for o in self.nodes.snapshot()]
+        pods = [self._convert("pod", o, pod_from_json) for o in self.pods.snapshot()]
+        deps = [self._convert("deploy", o, deployment_from_json) for o in self.deployments.snapshot()]
+        wls = [self._convert("wl", o, workload_from_json) for o in self.workloads.snapshot()] if self.workloads else []
+        if len(self._cache) > 4 * (len(nodes) + len(pods) + len(deps) + len(wls)) + 1000:
+            self._cache.clear()  # drop versions that are gone
+        return Observation(
+            now_s=self.clock(),
+            nodes=tuple(n for n in nodes if n is not None),
+            pods=tuple(p for p in pods if p is not None),
+            deployments=tuple(d for d in deps if d is not None),
+            workloads=tuple(w for w in wls if w is not None),
+            resource_versions={i.path: i.resource_version for i in self.informers()},
+        )

@@ -1,0 +1,62 @@
+"""Acting on Deployments: replica scaling through the ``scale`` subresource, rightsizing apply/rollback.
+
+Scaling patches ``deployments/{name}/scale`` (``spec.replicas``), so an HPA-free Deployment follows gpufleet's
+replica policy; gpufleet emits no HPA/KEDA object (their reactive rules would fight the predictive policy).
+Rightsizing apply patches the containers' requests in the pod template and keeps the old requests (JSON)
+in the annotation ``gpufleet.io/rightsizing-previous``; rollback restores them and removes the annotation.
+Both go through the :class:`Actuator` (dry-run, audit).
+"""
+
+from __future__ import annotations
+
+import json
+
+from gpufleet.adapters.kubernetes.act import Actuator
+from gpufleet.control.replicas import ScaleDecision
+from gpufleet.domain.errors import ValidationError
+
+A_PREVIOUS = "gpufleet.io/rightsizing-previous"
+
+
+def apply_scale(act: Actuator, d: ScaleDecision) -> str:
+    if not d.changed:
+        act.record("scale", f"{d.namespace}/{d.name}", d.reason, "unchanged", replicas=d.current)
+        return "unchanged"
+    return act.scale(d.namespace, d.name, d.desired, d.reason)
+
+
+def _requests(dep: dict[str, object]) -> dict[str, dict[str, str]]:
+    containers = dep["spec"]["template"]["spec"]["containers"]  # type: ignore[index]
+    return {c["name"]: dict((c.get("resources") or {}).get("requests") or {}) for c in containers}
+
+
+def apply_rightsizing(
+    act: Actuator, namespace: str, name: str, requests: dict[str, dict[str, str]], reason: str
+) -> str:
+    """Set ``requests`` (container -> resource -> quantity); remembers the previous requests for rollback."""
+    dep = act.kube.get(f"/apis/apps/v1/namespaces/{namespace}/deployments/{name}")
+    old = _requests(dep)
+    unknown = sorted(set(requests) - set(old))
+    if unknown:
+        raise ValidationError("requests", f"{namespace}/{name} has no container(s) {', '.join(unknown)}")
+    return act.patch_requests(namespace, name, requests, json.dumps(old, sort_keys=True), reason)
+
+
+def rollback_rightsizing(act: Actuator, namespace: str, name: str) -> str:
+    """Restore the requests saved by :func:`apply_rightsizing`; ``nothing_to_roll_back`` if none were."""
+    path = f"/apis/apps/v1/namespaces/{namespace}/deployments/{name}"
+    dep = act.kube.get(path)
+    prev = (dep["metadata"].get("annotations") or {}).get(A_PREVIOUS)
+    if not prev:
+        act.record("rollback_requests", f"{namespace}/{name}", "rightsizing_rollback", "nothing_to_roll_back")
+        return "nothing_to_roll_back"
+    old: dict[str, dict[str, str]] = json.loads(prev)
+    cur = _requests(dep)
+    containers = []
+    for c, reqs in sorted(old.items()):
+        # strategic merge keeps keys absent from the patch: null out resources rightsizing added
+        merged: dict[str, str | None] = {k: None for k in cur.get(c, {}) if k not in reqs}
+        merged.update(reqs)
+        containers.append({"name": c, "resources": {"requests": merged}})
+    body = {"metadata": {"annotations": {A_PREVIOUS: None}}, "spec": {"template": {"spec": {"containers": containers}}}}
+    return act.merge_patch_strategic(path, body, f"{namespace}/{name}")

@@ -1,0 +1,92 @@
+"""``gpufleet controller``: run the Kubernetes world of the loop (secondary scheduler, leader-elected)."""
+
+from __future__ import annotations
+
+import signal
+import threading
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+
+from gpufleet.cli.errors import user_errors
+from gpufleet.domain.errors import ValidationError
+
+
+def connect(kubeconfig: Path | None, in_cluster: bool, pool_size: int = 32) -> object:
+    """A :class:`Kube` for the CLI; bad or missing config becomes a clear error (exit 2)."""
+    from gpufleet.adapters.kubernetes.rest import ApiError, Kube
+
+    if kubeconfig is None and not in_cluster:
+        raise ValidationError("--kubeconfig", "give a kubeconfig path or --in-cluster")
+    if kubeconfig is not None and not kubeconfig.is_file():
+        raise ValidationError("--kubeconfig", f"file not found: {kubeconfig}")
+    try:
+        kube = Kube.from_kubeconfig(str(kubeconfig) if kubeconfig else None, in_cluster=in_cluster, pool_size=pool_size)
+        kube.get("/version")
+    except ApiError as exc:
+        raise ValidationError("--kubeconfig", f"API server unreachable or refused: {exc}") from None
+    except Exception as exc:  # the official client's ConfigException and YAML errors
+        raise ValidationError("--kubeconfig", f"cannot load Kubernetes config: {exc}") from None
+    return kube
+
+
+def register(app: typer.Typer) -> None:
+    @app.command("controller")
+    @user_errors
+    def controller(
+        kubeconfig: Annotated[Path | None, typer.Option("--kubeconfig", help="kubeconfig file")] = None,
+        in_cluster: Annotated[bool, typer.Option("--in-cluster", help="use the pod's service account")] = False,
+        scheduler_name: Annotated[str, typer.Option("--scheduler-name")] = "gpufleet",
+        policy: Annotated[str, typer.Option("--policy", help="packing policy")] = "gpufleet",
+        lease_namespace: Annotated[str, typer.Option("--lease-namespace")] = "kube-system",
+        lease_name: Annotated[str, typer.Option("--lease-name")] = "gpufleet-controller",
+        lease_duration_s: Annotated[int, typer.Option("--lease-duration-s", min=3)] = 15,
+        identity: Annotated[str, typer.Option("--identity", help="Lease holder id (default host-pid)")] = "",
+        dry_run: Annotated[bool, typer.Option("--dry-run", help="decide and record; change nothing")] = False,
+        audit: Annotated[Path | None, typer.Option("--audit", help="append audit events (JSON lines) here")] = None,
+        events: Annotated[bool, typer.Option("--events", help="also write core/v1 Events")] = False,
+        bind_workers: Annotated[int, typer.Option("--bind-workers", min=1, max=256)] = 16,
+        consolidate_every_s: Annotated[
+            float, typer.Option("--consolidate-every-s", min=0, help="drain underused nodes this often (0 = off)")
+        ] = 0.0,
+        max_moves_per_hour: Annotated[int, typer.Option("--max-moves-per-hour", min=0)] = 10,
+        db: Annotated[str, typer.Option("--db", help="store URL: sync node/pod inventory into it")] = "",
+        cluster: Annotated[str, typer.Option("--cluster", help="cluster id in the store (with --db)")] = "",
+        sync_every_s: Annotated[float, typer.Option("--sync-every-s", min=1)] = 60.0,
+        run_for_s: Annotated[float, typer.Option("--run-for-s", help="stop after this long (0 = until signal)")] = 0,
+    ) -> None:
+        """Observe the cluster, bind pods with schedulerName=gpufleet, act only while holding the Lease."""
+        from gpufleet.adapters.kubernetes.controller import Controller, ControllerConfig
+        from gpufleet.adapters.kubernetes.rest import Kube
+
+        if bool(db) != bool(cluster):
+            raise ValidationError("--db/--cluster", "give both to sync inventory into the store, or neither")
+        if db:
+            from gpufleet.adapters.sql.engine import make_engine
+            from gpufleet.adapters.sql.migrate import ensure_migrated
+
+            ensure_migrated(make_engine(db), safe_url=db.split("@")[-1])
+        kube = connect(kubeconfig, in_cluster, pool_size=bind_workers + 8)
+        assert isinstance(kube, Kube)
+        cfg = ControllerConfig(
+            scheduler_name=scheduler_name, policy=policy, namespace=lease_namespace, lease_name=lease_name,
+            identity=identity, lease_duration_s=lease_duration_s, renew_s=max(1.0, lease_duration_s / 5),
+            dry_run=dry_run, events=events, audit_path=audit, bind_workers=bind_workers,
+            consolidate_every_s=consolidate_every_s, max_moves_per_hour=max_moves_per_hour,
+            store_url=db, inventory_cluster=cluster, sync_every_s=sync_every_s,
+        )  # fmt: skip
+        ctl = Controller(kube, cfg).start()
+        out = Console(stderr=True)
+        out.print(f"gpufleet controller {ctl.identity}: scheduler {scheduler_name}, dry-run {dry_run}", highlight=False)
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            signal.signal(sig, lambda *_: ctl.stop())
+        if run_for_s > 0:
+            threading.Timer(run_for_s, ctl.stop).start()
+        ctl.run()
+        applied = sum(1 for a in ctl.act.audit if a["outcome"] in ("applied", "dry_run"))
+        out.print(f"stopped: {applied} actions ({'recorded only' if dry_run else 'applied'})", highlight=False)
+        if dry_run:
+            for a in ctl.act.audit:
+                typer.echo(f"would {a['action']} {a['target']} ({a['reason']}) {a.get('node', '')}".rstrip())

@@ -1,0 +1,128 @@
+"""What a world reports to the loop: nodes, pods, deployments and gangs, in the schedule package's nouns.
+
+A world (the Kubernetes adapter today) fills an :class:`Observation`; control/ decides from it and returns
+decisions as data with reason codes; the world applies them. Node capacity is a :class:`NodeSpec` and a
+pod's demand a :class:`PodRequest` (the scheduler's own types), plus what the world knows around them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from gpufleet.schedule.table import NodeSpec, PodRequest
+
+
+@dataclass(frozen=True, slots=True)
+class ObservedNode:
+    """One node. ``spec.labels`` / ``spec.taints`` carry every label (``k=v``) and NoSchedule taint."""
+
+    spec: NodeSpec
+    sku: str = ""  # GPU product (nvidia.com/gpu.product), "" for CPU nodes
+    zone: str = ""
+    region: str = ""
+    instance_type: str = ""
+    capacity_type: str = ""  # "on-demand" | "spot" | "reserved" | ""
+    node_pool: str = ""
+    mig: tuple[tuple[str, int], ...] = ()  # (profile, allocatable count), e.g. ("1g.10gb", 7)
+    ready: bool = True
+    unschedulable: bool = False
+
+    @property
+    def name(self) -> str:
+        return self.spec.name
+
+    @property
+    def schedulable(self) -> bool:
+        return self.ready and not self.unschedulable
+
+
+@dataclass(frozen=True, slots=True)
+class ObservedPod:
+    """One pod: its request in scheduler terms plus placement, ownership and policy labels."""
+
+    request: PodRequest  # request.name is "namespace/name"
+    namespace: str
+    name: str
+    uid: str
+    phase: str  # Pending | Running | Succeeded | Failed | Unknown
+    node: str = ""  # bound node ("" = not bound)
+    gpu_slots: tuple[int, ...] = ()  # GPU slots gpufleet recorded at bind time (empty if unknown)
+    scheduler_name: str = "default-scheduler"
+    priority: int = 0
+    team: str = ""
+    tenant: str = ""
+    feature: str = ""
+    kind: str = ""  # serving | training | batch | ""
+    checkpointable: bool = False
+    gang: str = ""  # pod-group name ("" = not in a gang)
+    gang_min: int = 0  # members that must start together
+    owner_kind: str = ""
+    owner_name: str = ""
+    queue: str = ""  # Kueue LocalQueue name
+    created: str = ""  # creationTimestamp (RFC 3339): scheduling order
+    deleting: bool = False
+    gated: bool = False  # spec.schedulingGates not empty: not to be scheduled yet
+    annotations: tuple[tuple[str, str], ...] = ()
+    tolerations: tuple[tuple[str, str, str, str], ...] = ()  # (key, operator, value, effect)
+
+    @property
+    def key(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+    @property
+    def active(self) -> bool:
+        """Holds (or will hold) resources: not finished and not being deleted."""
+        return self.phase not in ("Succeeded", "Failed") and not self.deleting
+
+    @property
+    def latency_sensitive(self) -> bool:
+        return self.kind == "serving"
+
+    def tolerates(self, taint: str) -> bool:
+        """Whether this pod accepts the node taint ``key=value:Effect`` (Kubernetes toleration rules)."""
+        kv, _, effect = taint.rpartition(":")
+        key, _, value = kv.partition("=")
+        for t_key, op, t_value, t_effect in self.tolerations:
+            if t_effect and t_effect != effect:
+                continue
+            if op == "Exists" and (not t_key or t_key == key):
+                return True
+            if op != "Exists" and t_key == key and t_value == value:
+                return True
+        return False
+
+    def annotation(self, key: str, default: str = "") -> str:
+        return dict(self.annotations).get(key, default)
+
+
+@dataclass(frozen=True, slots=True)
+class ObservedDeployment:
+    namespace: str
+    name: str
+    replicas: int
+    ready_replicas: int
+    kind: str = ""  # gpufleet.io/kind label
+    requests: tuple[tuple[str, tuple[tuple[str, str], ...]], ...] = ()  # (container, ((resource, quantity),))
+
+
+@dataclass(frozen=True, slots=True)
+class ObservedWorkload:
+    """A Kueue Workload: a gang as Kueue sees it (pod sets and counts), and whether it is admitted."""
+
+    namespace: str
+    name: str
+    queue: str
+    pod_sets: tuple[tuple[str, int], ...]
+    admitted: bool
+
+
+@dataclass(frozen=True, slots=True)
+class Observation:
+    """A consistent-enough snapshot of one world at ``now_s`` (informer caches, not one transaction)."""
+
+    now_s: float
+    nodes: tuple[ObservedNode, ...]
+    pods: tuple[ObservedPod, ...]
+    deployments: tuple[ObservedDeployment, ...] = ()
+    workloads: tuple[ObservedWorkload, ...] = ()
+    resource_versions: dict[str, str] = field(default_factory=dict)

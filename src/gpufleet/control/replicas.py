@@ -1,0 +1,50 @@
+"""Replica-count decisions for observed Deployments, through the one replica-policy port.
+
+:func:`decide_scale` asks a :class:`~gpufleet.ports.ReplicaAutoscaler` (the same interface the simulator
+uses) for the desired count and returns a :class:`ScaleDecision` with its reason code. Scale to zero is
+guarded twice: the policy honours ``min_replicas`` and this function never returns 0 unless
+``scaling.min_replicas == 0`` (reason ``min_replicas_floor`` when it had to lift a decision).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from gpufleet.control.observation import ObservedDeployment
+from gpufleet.domain.workloads import ServingScaling
+from gpufleet.ports import ReplicaAutoscaler
+
+
+@dataclass(frozen=True, slots=True)
+class ScaleDecision:
+    namespace: str
+    name: str
+    current: int
+    desired: int
+    reason: str
+
+    @property
+    def changed(self) -> bool:
+        return self.desired != self.current
+
+
+def decide_scale(
+    dep: ObservedDeployment,
+    policy: ReplicaAutoscaler,
+    *,
+    observed_rps: float,
+    scaling: ServingScaling,
+    now_s: int,
+    last_scale_down_s: int,
+) -> ScaleDecision:
+    want, reason = policy.desired(
+        current=dep.replicas,
+        observed_rps=observed_rps,
+        scaling=scaling,
+        now_s=now_s,
+        last_scale_down_s=last_scale_down_s,
+    )
+    floor = max(0, scaling.min_replicas)
+    if want < floor:
+        want, reason = floor, "min_replicas_floor"
+    return ScaleDecision(dep.namespace, dep.name, dep.replicas, min(want, scaling.max_replicas), reason)

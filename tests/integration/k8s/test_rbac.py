@@ -1,0 +1,46 @@
+"""The ClusterRole in deploy/kubernetes/rbac.yaml is enough for the controller and no more: a controller
+authenticated as the ServiceAccount (TokenRequest) binds pods; the same token cannot create pods."""
+
+from __future__ import annotations
+
+import uuid
+from pathlib import Path
+
+import pytest
+import yaml
+
+from gpufleet.adapters.kubernetes.controller import ControllerConfig
+from gpufleet.adapters.kubernetes.fakekubelet import FakeKubelet, FakeNode
+from gpufleet.adapters.kubernetes.rest import ApiError, Kube, KubeConfig
+from gpufleet.schedule.table import PodRequest
+from tests.integration.k8s.helpers import create_pod, pod_body, pods_in, running_controller, wait_for
+
+RBAC = Path(__file__).resolve().parents[3] / "deploy" / "kubernetes" / "rbac.yaml"
+
+
+def test_controller_runs_with_the_documented_cluster_role(kube: Kube, kubelet: FakeKubelet, ns: str) -> None:
+    suffix = uuid.uuid4().hex[:5]
+    docs = list(yaml.safe_load_all(RBAC.read_text()))
+    sa, role, binding = docs
+    sa["metadata"]["namespace"] = ns
+    role["metadata"]["name"] = binding["roleRef"]["name"] = binding["metadata"]["name"] = f"gpufleet-{suffix}"
+    binding["subjects"][0]["namespace"] = ns
+    kube.post(f"/api/v1/namespaces/{ns}/serviceaccounts", sa)
+    kube.post("/apis/rbac.authorization.k8s.io/v1/clusterroles", role)
+    kube.post("/apis/rbac.authorization.k8s.io/v1/clusterrolebindings", binding)
+    tr = kube.post(f"/api/v1/namespaces/{ns}/serviceaccounts/gpufleet/token",
+                   {"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest", "spec": {"expirationSeconds": 3600}})  # fmt: skip
+    sa_kube = Kube(KubeConfig(kube.cfg.server, tr["status"]["token"], verify_tls=False))
+    prefix = f"rb{suffix}"
+    kubelet.register([FakeNode(f"{prefix}-0", gpus=8)])
+    kubelet.start()
+    sched = f"gpufleet-{prefix}"
+    for i in range(3):
+        create_pod(kube, ns, pod_body(f"p{i}", PodRequest("x", 1000, 1024, 1, 1000), sched))
+    cfg = ControllerConfig(scheduler_name=sched, namespace=ns, lease_name=f"l-{sched}", events=True)
+    with running_controller(sa_kube, cfg) as ctl:
+        assert wait_for(lambda: all(p["spec"].get("nodeName") for p in pods_in(kube, ns)), 30), ctl.act.audit
+    with pytest.raises(ApiError) as err:
+        create_pod(sa_kube, ns, pod_body("nope", PodRequest("x", 1000, 1024), sched))
+    assert err.value.status == 403
+    sa_kube.close()

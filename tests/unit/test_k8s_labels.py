@@ -1,0 +1,102 @@
+"""Kubernetes JSON -> observation types: quantities, GPU shares, MIG, well-known labels, clear errors."""
+
+from __future__ import annotations
+
+from decimal import Decimal
+
+import pytest
+
+from gpufleet.adapters.kubernetes.labels import (
+    TopologyIds,
+    capacity_type,
+    node_from_json,
+    parse_quantity,
+    pod_from_json,
+    pod_request,
+)
+from gpufleet.domain.errors import ValidationError
+
+
+@pytest.mark.parametrize(
+    ("raw", "want"),
+    [("500m", Decimal("0.5")), ("2", Decimal(2)), ("16Gi", Decimal(16 * 2**30)), ("1G", Decimal(10**9)),
+     ("1e3", Decimal(1000)), ("128974848", Decimal(128974848)), ("0.5", Decimal("0.5"))],
+)  # fmt: skip
+def test_parse_quantity(raw: str, want: Decimal) -> None:
+    assert parse_quantity(raw, "x") == want
+
+
+def test_bad_quantity_names_the_field() -> None:
+    pod = {"metadata": {"name": "p", "namespace": "n"},
+           "spec": {"containers": [{"name": "c", "resources": {"requests": {"cpu": "lots"}}}]}}  # fmt: skip
+    with pytest.raises(ValidationError, match=r"pod\[n/p\].spec.containers\[0\].resources.requests.cpu"):
+        pod_request(pod)
+
+
+def _pod(requests: dict[str, str], ann: dict[str, str] | None = None, labels: dict[str, str] | None = None) -> dict:  # type: ignore[type-arg]
+    return {
+        "metadata": {"name": "p", "namespace": "ml", "uid": "u1", "annotations": ann or {}, "labels": labels or {}},
+        "spec": {"containers": [{"name": "a", "resources": {"requests": requests}},
+                                {"name": "b", "resources": {"requests": {"cpu": "500m", "memory": "512Mi"}}}],
+                 "nodeSelector": {"nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3"}, "priority": 100},
+        "status": {"phase": "Pending"},
+    }  # fmt: skip
+
+
+def test_pod_requests_sum_containers_and_whole_gpus() -> None:
+    r = pod_request(_pod({"cpu": "2", "memory": "1Gi", "nvidia.com/gpu": "4"}))
+    assert (r.name, r.cpu_milli, r.memory_mib, r.num_gpu, r.gpu_milli) == ("ml/p", 2500, 1536, 4, 1000)
+    assert r.node_selector == ("nvidia.com/gpu.product=NVIDIA-H100-80GB-HBM3",)
+
+
+def test_gpu_share_annotation_and_its_errors() -> None:
+    r = pod_request(_pod({"cpu": "1"}, {"gpufleet.io/gpu-milli": "250"}))
+    assert (r.num_gpu, r.gpu_milli, r.is_share) == (1, 250, True)
+    with pytest.raises(ValidationError, match="gpu-milli"):
+        pod_request(_pod({"cpu": "1"}, {"gpufleet.io/gpu-milli": "half"}))
+    with pytest.raises(ValidationError, match="gpu-milli"):
+        pod_request(_pod({"cpu": "1", "nvidia.com/gpu": "2"}, {"gpufleet.io/gpu-milli": "500"}))
+
+
+def test_pod_labels_gang_and_policy_fields() -> None:
+    p = pod_from_json(
+        _pod({"nvidia.com/gpu": "8"}, {"gpufleet.io/pod-group-min": "4", "gpufleet.io/checkpointable": "true",
+                                       "gpufleet.io/gpu-slots": "0,1,2,3,4,5,6,7"},
+             {"gpufleet.io/pod-group": "llm", "gpufleet.io/kind": "training", "gpufleet.io/tenant": "t1"})
+    )  # fmt: skip
+    assert (p.gang, p.gang_min, p.checkpointable, p.kind, p.team, p.tenant, p.priority) == (
+        "llm", 4, True, "training", "ml", "t1", 100
+    )  # fmt: skip
+    assert p.gpu_slots == tuple(range(8)) and p.active and not p.node
+
+
+def test_capacity_type_fallbacks() -> None:
+    assert capacity_type({"karpenter.sh/capacity-type": "spot"}) == "spot"
+    assert capacity_type({"eks.amazonaws.com/capacityType": "ON_DEMAND"}) == "on-demand"
+    assert capacity_type({"eks.amazonaws.com/capacityType": "CAPACITY_BLOCK"}) == "reserved"
+    assert capacity_type({"cloud.google.com/gke-spot": "true"}) == "spot"
+    assert capacity_type({}) == ""
+
+
+def test_node_mig_taints_and_topology() -> None:
+    node = {
+        "metadata": {"name": "n1", "labels": {"nvidia.com/gpu.product": "NVIDIA-A100-SXM4-80GB",
+                                              "nvidia.com/gpu.clique": "c1", "topology.gpufleet.io/rack": "r2"}},
+        "spec": {"taints": [{"key": "gpu", "value": "yes", "effect": "NoSchedule"},
+                            {"key": "soft", "effect": "PreferNoSchedule"}], "unschedulable": True},
+        "status": {"allocatable": {"cpu": "64", "memory": "512Gi", "nvidia.com/gpu": "0",
+                                   "nvidia.com/mig-3g.40gb": "2", "nvidia.com/mig-1g.10gb": "1"},
+                   "conditions": [{"type": "Ready", "status": "True"}]},
+    }  # fmt: skip
+    n = node_from_json(node, TopologyIds())
+    assert n.mig == (("1g.10gb", 1), ("3g.40gb", 2))
+    assert n.spec.taints == ("gpu=yes:NoSchedule",) and n.unschedulable and not n.schedulable
+    assert n.spec.rack > 0 and n.spec.nvlink_domain > 0 and n.spec.memory_mib == 512 * 1024
+
+
+def test_kueue_pod_group_and_scheduling_gates() -> None:
+    pod = _pod({"nvidia.com/gpu": "1"}, {"kueue.x-k8s.io/pod-group-total-count": "3"},
+               {"kueue.x-k8s.io/pod-group-name": "grp"})  # fmt: skip
+    pod["spec"]["schedulingGates"] = [{"name": "kueue.x-k8s.io/admission"}]
+    p = pod_from_json(pod)
+    assert (p.gang, p.gang_min, p.gated) == ("grp", 3, True)
