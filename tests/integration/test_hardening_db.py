@@ -174,7 +174,7 @@ def _hold_lock(database: Database) -> tuple[Any, Any]:
 def test_locked_database_times_out_as_503_while_health_answers(
     database: Database, make_server: ServerFactory
 ) -> None:  # item 8 (statement / lock timeout)
-    db = _with_engine(database, busy_timeout_s=1.0, statement_timeout_s=1.0, connect_timeout_s=2.0)
+    db = _with_engine(database, busy_timeout_s=3.0, statement_timeout_s=3.0, connect_timeout_s=2.0)
     s = make_server(db, worker_threads=2)
     token = s.token("ml_platform_admin", "bob")
     conn, tx = _hold_lock(database)
@@ -189,7 +189,9 @@ def test_locked_database_times_out_as_503_while_health_answers(
             ]  # fmt: skip
             time.sleep(0.3)  # both API worker threads are now waiting on the lock
             health, took = _timed(lambda: anon.get("/healthz"))
-            assert health.status_code == 200 and took < 0.5, took
+            assert health.status_code == 200 and took < 2.0, (
+                took
+            )  # well inside the 3 s lock timeout, even on a loaded machine
             assert not any(f.done() for f in writes)  # answered while the writes wait on the lock
             for f in writes:
                 r, took = _timed(f.result)
@@ -226,7 +228,9 @@ def test_silent_database_keeps_health_and_readiness_answering(
         hung = [pool.submit(httpx.get, f"{s.base_url}/v1/teams", headers=hdr, timeout=60) for _ in range(3)]
         time.sleep(0.5)
         health, took = _timed(lambda: anon.get("/healthz"))
-        assert health.status_code == 200 and took < 0.5, took
+        assert health.status_code == 200 and took < 2.0, (
+            took
+        )  # well inside the 3 s lock timeout, even on a loaded machine
         ready, took = _timed(lambda: anon.get("/readyz"))
         _assert_503(ready)
         assert took < 4.5, took  # at most the connect timeout (2 s) + 1 s, not forever
