@@ -55,6 +55,10 @@ class FreeGpuIndex:
                     return out
         return None
 
+    def first_with_free(self, sku: int, tier: int, free: int) -> int:
+        """The node that has been in bucket ``free`` longest (the bucket must not be empty)."""
+        return next(iter(self._b[sku][tier][free]))
+
     def nodes_with_free(self, sku: int, tier: int, free: int) -> list[int]:
         return list(self._b[sku][tier][free])
 

@@ -13,7 +13,11 @@ from dataclasses import dataclass, field
 from enum import IntEnum
 
 from gpufleet.domain.pools import TIER_RANK, CapacityPool, Tier
-from gpufleet.schedule.bestfit import FreeGpuIndex
+from gpufleet.control.scheduling import FreeGpuIndex
+
+
+NODES_PER_RACK = 4  # 8-GPU nodes per rack (a common power budget for HGX-class servers)
+RACK_ID_STRIDE = 1_000_000  # rack ids are unique across pools
 
 
 class NodeState(IntEnum):
@@ -76,6 +80,7 @@ class Fleet:
     n_ordinal: list[int] = field(default_factory=list)  # launch order within its first pool (node identity)
     n_lives: list[int] = field(default_factory=list)  # times the node came alive (up or repaired)
     n_change: list[int] = field(default_factory=list)  # bumped whenever the node's pods change (cache key)
+    n_rack: list[int] = field(default_factory=list)  # topology: racks of NODES_PER_RACK nodes in launch order
     index: FreeGpuIndex = field(init=False)
 
     def __post_init__(self) -> None:
@@ -114,6 +119,7 @@ class Fleet:
         self.n_ordinal.append(pr.launched)
         self.n_lives.append(0)
         self.n_change.append(0)
+        self.n_rack.append(pool_idx * RACK_ID_STRIDE + pr.launched // NODES_PER_RACK)
         if reservation < 0:  # reserved capacity is billed per reservation, not per node
             pr.touch(now_s)
             pr.paid_gpus += g

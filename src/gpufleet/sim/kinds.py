@@ -8,8 +8,8 @@ from gpufleet.domain.pools import TIER_RANK, Tier
 ARRIVE, JOB_END, NODE_UP, NODE_FAIL, NODE_REPAIR, SPOT_PREEMPT, TICK, DAILY, RES_EVENT, STOCK, READY, RECHECK = range(
     12
 )
-# pod states (0 = not arrived yet)
-QUEUED, RUNNING, DONE, REMOVED = 1, 2, 3, 4
+# pod states (0 = not arrived yet); PARKED = waiting for its team's quota (not counted as pending demand)
+QUEUED, RUNNING, DONE, REMOVED, PARKED = 1, 2, 3, 4, 5
 PRIO_SERVING = 3  # queue priority of serving replicas (above every training priority)
 HOUR_S = 3600
 DAY_S = 86400
