@@ -14,7 +14,7 @@ import numpy as np
 from gpufleet.domain.pools import Tier
 from gpufleet.domain.reservations import Reservation, ReservationStatus, term_seconds
 from gpufleet.ports import DemandForecast, ProcurementContext
-from gpufleet.sim.fleet import NodeState
+from gpufleet.sim.lifecycle import NodeState
 from gpufleet.sim.kinds import DAILY, DAY_S, HOUR_S, RES_EVENT
 
 if TYPE_CHECKING:

@@ -10,21 +10,14 @@ an independent per-segment ledger.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from enum import IntEnum
 
 from gpufleet.domain.pools import TIER_RANK, CapacityPool, Tier
+from gpufleet.sim.lifecycle import NodeState, node_gate
 from gpufleet.control.scheduling import FreeGpuIndex
 
 
 NODES_PER_RACK = 4  # 8-GPU nodes per rack (a common power budget for HGX-class servers)
 RACK_ID_STRIDE = 1_000_000  # rack ids are unique across pools
-
-
-class NodeState(IntEnum):
-    PROVISIONING = 0  # launched, billed, not yet usable
-    UP = 1
-    DOWN = 2  # failed, billed, being repaired
-    GONE = 3  # terminated or taken back by the provider
 
 
 @dataclass(slots=True)
@@ -129,6 +122,7 @@ class Fleet:
         return node
 
     def node_up(self, node: int, now_s: int) -> None:
+        node_gate(node, self.n_state[node], NodeState.UP)
         self.n_state[node] = NodeState.UP
         self.n_idle_since[node] = now_s
         self.n_up_since[node] = now_s
@@ -138,6 +132,7 @@ class Fleet:
     def node_down(self, node: int) -> None:
         """Take a node out of scheduling (failure). Its pods must already be released."""
         pr = self.pools[self.n_pool[node]]
+        node_gate(node, self.n_state[node], NodeState.DOWN)
         if self.n_state[node] == NodeState.UP:
             self.index.remove(node, pr.sku_idx, pr.tier_rank, self.n_free[node])
         self.n_state[node] = NodeState.DOWN
@@ -146,6 +141,7 @@ class Fleet:
     def terminate(self, node: int, now_s: int) -> None:
         """Stop billing a node and remove it. Its pods must already be released."""
         pr = self.pools[self.n_pool[node]]
+        node_gate(node, self.n_state[node], NodeState.GONE)
         if self.n_state[node] == NodeState.UP:
             self.index.remove(node, pr.sku_idx, pr.tier_rank, self.n_free[node])
         self.n_state[node] = NodeState.GONE

@@ -16,7 +16,7 @@ import numpy as np
 from gpufleet.domain.pools import TIER_RANK, Tier
 from gpufleet.ports import DemandForecast, IdleNode, PlacementRequest, PoolState, ScaleDownContext, ScaleUpContext
 from gpufleet.sim.crn import FAIL, PREEMPT, keyed_exponential
-from gpufleet.sim.fleet import NodeState
+from gpufleet.sim.lifecycle import NodeState
 from gpufleet.sim.kinds import (
     DAY_S,
     HOUR_S,

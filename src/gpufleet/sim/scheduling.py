@@ -69,6 +69,7 @@ class SchedulingMixin:
         p_team: list[str]
 
         def _tiers(self, pod: int) -> tuple[int, ...]: ...
+        def _set_state(self, pod: int, target: int) -> None: ...
         def _enqueue(self, pod: int, now: int) -> None: ...
         def _drain_queue(self, s: int, now: int) -> None: ...
         def _interrupt(
@@ -120,7 +121,7 @@ class SchedulingMixin:
             self._park(pod)
 
     def _park(self, pod: int) -> None:
-        self.p_state[pod] = PARKED
+        self._set_state(pod, PARKED)
         self.parked[self.p_sku[pod]].append(pod)
 
     def _retry_parked(self, s: int, now: int) -> None:
@@ -208,7 +209,7 @@ class SchedulingMixin:
             for node in d.nodes:
                 if f.pools[f.n_pool[node]].tier_rank == SPOT_RANK:
                     self.spot_violations += 1
-        self.p_state[pod] = RUNNING
+        self._set_state(pod, RUNNING)
         self.p_start[pod] = now
         self.p_seg[pod] = now
         self.p_epoch[pod] += 1

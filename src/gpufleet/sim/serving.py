@@ -65,6 +65,7 @@ class ServingMixin:
         admission: QuotaAdmission
 
         def _ask(self, pod: int) -> PodAsk: ...
+        def _set_state(self, pod: int, target: int) -> None: ...
         def _start(self, pod: int, now: int) -> None: ...
         def _release(self, pod: int, now: int, *, drain: bool = True) -> None: ...
 
@@ -124,4 +125,4 @@ class ServingMixin:
         elif self.p_state[victim] == QUEUED:
             self.pending_gpus[self.p_sku[victim]] -= self.p_gpus[victim]
         self.admission.release(victim)  # a queued replica may hold quota; a parked one holds none
-        self.p_state[victim] = REMOVED
+        self._set_state(victim, REMOVED)

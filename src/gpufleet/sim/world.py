@@ -26,7 +26,8 @@ from gpufleet.ports import (
 from gpufleet.sim import demand
 from gpufleet.sim.desk import ReservationDesk
 from gpufleet.sim.engine import EventQueue
-from gpufleet.sim.fleet import Fleet, NodeState
+from gpufleet.sim.fleet import Fleet
+from gpufleet.sim.lifecycle import NodeState, pod_gate
 from gpufleet.sim.freeing import FreeingMixin
 from gpufleet.sim.kinds import (
     ARRIVE,
@@ -267,6 +268,11 @@ class World(ReservationDesk, ServingMixin, FreeingMixin, NodeLifecycleMixin, Mov
             assert pr.alloc_gpu_s <= pr.paid_gpu_s
 
     # ------------------------------------------------------------------ pods
+    def _set_state(self, pod: int, target: int) -> None:
+        """Every pod state change goes through the gate of sim/lifecycle.py."""
+        pod_gate(pod, self.p_state[pod], target)
+        self.p_state[pod] = target
+
     def _tiers(self, pod: int) -> tuple[int, ...]:
         return TIERS_ALL if (self.p_ckpt[pod] > 0 and self.p_serving[pod] < 0) else TIERS_NO_SPOT
 
@@ -334,7 +340,7 @@ class World(ReservationDesk, ServingMixin, FreeingMixin, NodeLifecycleMixin, Mov
 
     def _enqueue(self, pod: int, now: int) -> None:
         s = self.p_sku[pod]
-        self.p_state[pod] = QUEUED
+        self._set_state(pod, QUEUED)
         prio = PRIO_SERVING if self.p_serving[pod] >= 0 else self.p_prio[pod]
         self.queue[s][prio].append(pod)
         self.pending_gpus[s] += self.p_gpus[pod]
@@ -356,7 +362,7 @@ class World(ReservationDesk, ServingMixin, FreeingMixin, NodeLifecycleMixin, Mov
             if self.p_ready[pod]:
                 fr.ready -= 1
                 self.p_ready[pod] = False
-            self.p_state[pod] = REMOVED
+            self._set_state(pod, REMOVED)
             return
         lost = lost_work_s(run_s, ckpt if ckpt > 0 else None) if lost_s is None else min(lost_s, run_s)
         if ckpt > 0:
@@ -366,7 +372,7 @@ class World(ReservationDesk, ServingMixin, FreeingMixin, NodeLifecycleMixin, Mov
         if requeue:
             self._requeue(pod, now)
         else:
-            self.p_state[pod] = QUEUED  # the caller parks or queues it
+            self._set_state(pod, QUEUED)  # the caller parks or queues it
 
     def _drain_queue(self, s: int, now: int) -> None:
         """Place queued pods of SKU ``s`` in priority order, head first with a bounded backfill scan."""
@@ -398,7 +404,7 @@ class World(ReservationDesk, ServingMixin, FreeingMixin, NodeLifecycleMixin, Mov
         if self.p_epoch[pod] != epoch or self.p_state[pod] != RUNNING:
             return
         self.p_remaining[pod] = 0
-        self.p_state[pod] = DONE
+        self._set_state(pod, DONE)
         self._release(pod, now)
         self.metrics.job_done()
         if self.parked[self.p_sku[pod]]:
