@@ -45,6 +45,7 @@ __all__ = [
     "FreeGpuIndex",
     "PodAsk",
     "QuotaAdmission",
+    "Reclaim",
     "RunningJob",
     "TeamQuota",
     "Wait",

@@ -8,7 +8,7 @@ a *class* (a free-GPU count) among the classes that hold a fitting node. :class:
 prototype :class:`NodeTable` row per class, asks the policy to choose among the candidate rows (numpy scoring
 over the prototype table) and memoises the answer per (request, candidate classes, policy model). The caller
 then takes a node of the chosen class (its tie order). ``random`` is supported (uniform over classes, not
-nodes); ``clustering`` is not (its score reads per-node pod tags).
+nodes); ``clustering`` is not (its score reads per-node pod tags); ``fgd`` only with a ``target`` distribution.
 
 Contract: :meth:`ClassScheduler.choose` returns a class from ``candidates`` (which the caller guarantees fit)
 with a reason code; it never mutates anything but its caches and the policy's learned distribution.
@@ -26,7 +26,8 @@ from gpufleet.schedule.policies import Policy
 from gpufleet.schedule.scheduler import POLICY_NAMES, make_policy
 from gpufleet.schedule.table import MILLI, NodeSpec, NodeTable, PodRequest
 
-CLASS_POLICIES: tuple[str, ...] = tuple(p for p in POLICY_NAMES if p != "clustering")
+# fgd needs the workload distribution in advance (pass ``target``); the simulator offers the others
+CLASS_POLICIES: tuple[str, ...] = tuple(p for p in POLICY_NAMES if p not in ("clustering", "fgd"))
 CPU_PER_GPU_MILLI = 12_000  # what a whole-GPU pod takes per GPU (a typical 8-GPU node: 96 vCPU, 1 TiB)
 MEM_PER_GPU_MIB = 128 * 1024
 
@@ -55,7 +56,7 @@ class ClassScheduler:
         rng: np.random.Generator,
         target: WorkloadDistribution | None = None,
     ) -> None:
-        if policy not in CLASS_POLICIES:
+        if policy not in CLASS_POLICIES and not (policy == "fgd" and target is not None):
             raise ValidationError(
                 "scheduler_policy", f"{policy!r} is not a state-class policy; choose one of {', '.join(CLASS_POLICIES)}"
             )
@@ -64,7 +65,13 @@ class ClassScheduler:
         self.per = gpus_per_node
         self.rng = rng
         specs = [
-            NodeSpec(f"{model}-free{k}", gpus_per_node * CPU_PER_GPU_MILLI, gpus_per_node * MEM_PER_GPU_MIB, gpus_per_node, model)
+            NodeSpec(
+                f"{model}-free{k}",
+                gpus_per_node * CPU_PER_GPU_MILLI,
+                gpus_per_node * MEM_PER_GPU_MIB,
+                gpus_per_node,
+                model,
+            )
             for k in range(gpus_per_node + 1)
         ]
         self.table = NodeTable.from_specs(specs)

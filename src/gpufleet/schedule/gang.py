@@ -118,9 +118,7 @@ def plan_whole_nodes(free_by_domain: dict[int, list[int]], need: int) -> tuple[l
         return [], "cluster"
     best: int | None = None
     for d, nodes in free_by_domain.items():
-        if len(nodes) >= need and (
-            best is None or (len(nodes), d) < (len(free_by_domain[best]), best)
-        ):
+        if len(nodes) >= need and (best is None or (len(nodes), d) < (len(free_by_domain[best]), best)):
             best = d
     if best is not None:
         return free_by_domain[best][:need], "rack"

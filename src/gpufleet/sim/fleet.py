@@ -11,10 +11,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from gpufleet.control.scheduling import FreeGpuIndex
 from gpufleet.domain.pools import TIER_RANK, CapacityPool, Tier
 from gpufleet.sim.lifecycle import NodeState, node_gate
-from gpufleet.control.scheduling import FreeGpuIndex
-
 
 NODES_PER_RACK = 4  # 8-GPU nodes per rack (a common power budget for HGX-class servers)
 RACK_ID_STRIDE = 1_000_000  # rack ids are unique across pools

@@ -16,7 +16,6 @@ import numpy as np
 from gpufleet.domain.pools import TIER_RANK, Tier
 from gpufleet.ports import DemandForecast, IdleNode, PlacementRequest, PoolState, ScaleDownContext, ScaleUpContext
 from gpufleet.sim.crn import FAIL, PREEMPT, keyed_exponential
-from gpufleet.sim.lifecycle import NodeState
 from gpufleet.sim.kinds import (
     DAY_S,
     HOUR_S,
@@ -29,6 +28,7 @@ from gpufleet.sim.kinds import (
     STOCK,
     TIERS_ALL,
 )
+from gpufleet.sim.lifecycle import NodeState
 
 if TYPE_CHECKING:
     from gpufleet.control.loop import ControlLoop

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 from pydantic import ValidationError as PydanticValidationError
 
 from gpufleet.control.scheduling import CLASS_POLICIES
@@ -143,11 +143,12 @@ class ControlSpec(_M):
     preemption: bool = True  # checkpoint-aware priority preemption in gpufleet's loop
     preempt_grace_s: NonNegInt = 120
 
-    @model_validator(mode="after")
-    def _known_policy(self) -> ControlSpec:
-        if self.scheduler_policy not in CLASS_POLICIES:
-            raise ValueError(f"unknown scheduler_policy {self.scheduler_policy!r}; choose one of {list(CLASS_POLICIES)}")
-        return self
+    @field_validator("scheduler_policy")
+    @classmethod
+    def _known_policy(cls, v: str) -> str:
+        if v not in CLASS_POLICIES:
+            raise ValueError(f"unknown scheduler policy {v!r}; choose one of {list(CLASS_POLICIES)}")
+        return v
 
 
 class QuotaSpec(_M):

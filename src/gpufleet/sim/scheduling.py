@@ -54,6 +54,7 @@ class SchedulingMixin:
         serving_preempted_for_training: int
         reclaims: int
         reclaimed_gpus: int
+        lender_refused: int
         p_ckpt: list[int]
         p_epoch: list[int]
         p_first_start: list[int]
@@ -157,6 +158,7 @@ class SchedulingMixin:
             for r in a.reclaims:
                 self._reclaim(r, flavor, pod, now)
             if adm.check(team, flavor, g).decision != "admit":
+                self.lender_refused += 1  # a lender within its nominal could not get its quota back
                 return False
         adm.hold(pod, team, flavor, g)
         return True

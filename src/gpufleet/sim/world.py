@@ -27,7 +27,6 @@ from gpufleet.sim import demand
 from gpufleet.sim.desk import ReservationDesk
 from gpufleet.sim.engine import EventQueue
 from gpufleet.sim.fleet import Fleet
-from gpufleet.sim.lifecycle import NodeState, pod_gate
 from gpufleet.sim.freeing import FreeingMixin
 from gpufleet.sim.kinds import (
     ARRIVE,
@@ -35,10 +34,8 @@ from gpufleet.sim.kinds import (
     DAY_S,
     DONE,
     HOUR_S,
-    JOB_END,
     PRIO_SERVING,
     QUEUED,
-    READY,
     REMOVED,
     RUNNING,
     SPOT_RANK,
@@ -46,6 +43,7 @@ from gpufleet.sim.kinds import (
     TIERS_ALL,
     TIERS_NO_SPOT,
 )
+from gpufleet.sim.lifecycle import NodeState, pod_gate
 from gpufleet.sim.metrics import Metrics
 from gpufleet.sim.moves import MoveMixin
 from gpufleet.sim.nodes import NodeLifecycleMixin
@@ -133,6 +131,7 @@ class World(ReservationDesk, ServingMixin, FreeingMixin, NodeLifecycleMixin, Mov
         self.serving_preempted_for_training = 0  # must stay 0
         self.reclaims = 0
         self.reclaimed_gpus = 0
+        self.lender_refused = 0  # within-nominal admissions refused although quota was lent (must stay 0)
         self.inflight_gpus = [0] * n_sku  # GPUs on nodes still provisioning
         self.freeing_claims: list[dict[int, int]] = [{} for _ in range(n_sku)]  # pod -> freeing nodes it waits for
         self._eta_memo: dict[int, tuple[int, float]] = {}  # pod -> (run epoch, ETA factor), see sim/freeing.py
@@ -266,6 +265,34 @@ class World(ReservationDesk, ServingMixin, FreeingMixin, NodeLifecycleMixin, Mov
         for pr in f.pools:
             assert 0 <= pr.alloc_gpus <= pr.paid_gpus, f"pool {pr.pool.id}: alloc {pr.alloc_gpus} > paid {pr.paid_gpus}"
             assert pr.alloc_gpu_s <= pr.paid_gpu_s
+        self._check_scheduling()
+
+    def _check_scheduling(self) -> None:
+        """Gangs whole, quota books exact and within limits, serving never preempted for training."""
+        for pod, nodes in enumerate(self.p_nodes):
+            if self.p_state[pod] == RUNNING:
+                g, per = self.p_gpus[pod], self.per_node[self.p_sku[pod]]
+                want = 1 if g <= per else g // per
+                assert len(set(nodes)) == want, f"pod {pod} ({g} GPUs) runs on {len(set(nodes))} nodes, not {want}"
+        assert self.serving_preempted_for_training == 0
+        adm = self.admission
+        book = adm.book
+        held: dict[tuple[str, str], int] = {}
+        for pod, (team, flavor, g) in adm.held.items():
+            assert self.p_state[pod] in (QUEUED, RUNNING), f"pod {pod} holds quota in state {self.p_state[pod]}"
+            held[(team, flavor)] = held.get((team, flavor), 0) + g
+        cohorts: set[tuple[str, str]] = set()
+        for key, q in book.quotas.items():
+            used = book.usage[key]
+            assert used == held.get(key, 0), f"quota {key}: book {used} != held {held.get(key, 0)}"
+            if q.borrowing_limit_gpus is not None:
+                assert used - q.nominal_gpus <= q.borrowing_limit_gpus, f"{key} borrows over its limit"
+            cohorts.add((q.cohort, q.flavor))
+        for cohort, flavor in cohorts:
+            members = book.members(cohort, flavor)
+            assert sum(book.pool_use(m) for m in members) <= book.pool_gpus(cohort, flavor), (
+                f"cohort {cohort} overdrawn"
+            )
 
     # ------------------------------------------------------------------ pods
     def _set_state(self, pod: int, target: int) -> None:
