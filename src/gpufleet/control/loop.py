@@ -41,6 +41,7 @@ class ControlLoop:
     scheduler_policy: str = "bestfit"  # one of gpufleet.schedule.classes.CLASS_POLICIES
     preemption: bool = False  # checkpoint-aware priority preemption (control/scheduling.py)
     preempt_grace_s: int = 120
+    consolidation: bool = False  # hourly drains of part-used launched nodes (control/scheduling.plan_drains)
 
     def scheduler(self, sku_ids: Sequence[str], gpus_per_node: Sequence[int], seed: int) -> FleetScheduler:
         """The scheduling stage for a fleet of these SKUs (its tie-break randomness seeded from ``seed``)."""
@@ -93,4 +94,5 @@ class ControlLoop:
         base.node_scaler = PayoffAwareNodes.default(idle_node_timeout_s)
         base.scheduler_policy = scheduler_policy
         base.preemption = preemption
+        base.consolidation = True
         return base

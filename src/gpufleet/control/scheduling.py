@@ -27,6 +27,7 @@ import numpy as np
 from gpufleet.domain.workloads import WorkloadKind
 from gpufleet.schedule.bestfit import FreeGpuIndex
 from gpufleet.schedule.classes import CLASS_POLICIES, ClassScheduler
+from gpufleet.schedule.consolidation import RunningPod, plan_consolidation
 from gpufleet.schedule.gang import plan_whole_nodes
 from gpufleet.schedule.preemption import (
     NoPreemption,
@@ -37,18 +38,23 @@ from gpufleet.schedule.preemption import (
     plan_preemption,
 )
 from gpufleet.schedule.quota import Admission, QuotaBook, Reclaim, TeamQuota
+from gpufleet.schedule.table import MILLI, NodeSpec, NodeTable, PodRequest
 
 __all__ = [
     "CLASS_POLICIES",
     "Bind",
+    "Drain",
     "FleetScheduler",
     "FreeGpuIndex",
+    "NodeView",
     "PodAsk",
+    "PodView",
     "QuotaAdmission",
     "Reclaim",
     "RunningJob",
     "TeamQuota",
     "Wait",
+    "plan_drains",
 ]
 
 
@@ -108,7 +114,7 @@ class FleetScheduler:
         s, g, per = ask.sku, ask.gpus, ask.per_node
         if g <= per:
             for t in ask.tiers:
-                cands = tuple(k for k in range(g, per + 1) if index.free_nodes(s, t, k))
+                cands = index.fitting_classes(s, t, g, per)
                 if cands:
                     choice = self.classes[s].choose(g, cands)
                     return Bind((index.first_with_free(s, t, choice.free_gpus),), choice.reason)
@@ -184,12 +190,14 @@ class QuotaAdmission:
             return Admission(team, flavor, gpus, "admit", "no_quota")
         return self.book.check(team, flavor, gpus)
 
-    def hold(self, pod: int, team: str, flavor: str, gpus: int) -> None:
-        """Record ``pod``'s usage after an ``admit`` (a reclaim plan must already be applied)."""
-        if pod in self.held or not self.has_quota(team, flavor):
+    def hold(self, pod: int, decided: Admission) -> None:
+        """Record ``pod``'s usage: ``decided`` is :meth:`check`'s ``admit`` for it, with no change since."""
+        if pod in self.held or decided.reason == "no_quota":
             return
-        a = self.book.admit(team, flavor, gpus)
-        assert a.decision == "admit", f"hold without admission: {a}"
+        if decided.decision != "admit":
+            raise ValueError(f"pod {pod}: hold needs an admission, got {decided.decision} ({decided.reason})")
+        team, flavor, gpus = decided.team, decided.flavor, decided.gpus
+        self.book.admit(team, flavor, gpus, decided)
         self.held[pod] = (team, flavor, gpus)
 
     def release(self, pod: int) -> bool:
@@ -216,3 +224,91 @@ class QuotaAdmission:
             out.append(j.id)
             got += j.gpus
         return out if got >= reclaim.gpus else []
+
+
+@dataclass(frozen=True, slots=True)
+class NodeView:
+    """A node offered to consolidation: ``used`` GPUs of ``gpus`` taken; ``source``: a launched node it may drain."""
+
+    node: int
+    gpus: int
+    used: int
+    source: bool
+
+
+@dataclass(frozen=True, slots=True)
+class PodView:
+    """A running pod on a source node: ``movable`` (checkpointable training), and when it reports it ends."""
+
+    pod: int
+    node: int
+    gpus: int
+    movable: bool
+    serving: bool
+    started_s: int
+    ends_s: int
+
+
+@dataclass(frozen=True, slots=True)
+class Drain:
+    """Move ``moves`` (pod, destination node) to empty ``node``; saves ``saved_gpu_h`` for ``cost_gpu_h``."""
+
+    node: int
+    moves: tuple[tuple[int, int], ...]
+    saved_gpu_h: float
+    cost_gpu_h: float
+    reason: str = "drain_pays"
+
+
+def plan_drains(
+    nodes: Sequence[NodeView],
+    pods: Sequence[PodView],
+    now_s: int,
+    max_moves: int,
+    idle_before_release_s: int,
+    restart_s: int = 300,
+) -> list[Drain]:
+    """Consolidation through :func:`gpufleet.schedule.plan_consolidation`, kept only where it pays.
+
+    The planner drains the least-used source nodes onto the fullest other nodes that fit (serving never moves,
+    work that cannot checkpoint does not move, ``max_moves`` is the disruption budget). A drained node is kept
+    only if the launched GPU-hours it frees (its GPUs from when it could be released, ``idle_before_release_s``
+    from now, until its last pod would have ended) exceed the GPU-hours the moves cost (restart time)."""
+    if not nodes or max_moves <= 0 or not any(p.movable for p in pods):
+        return []
+    row = {v.node: i for i, v in enumerate(nodes)}
+    per = max(v.gpus for v in nodes)
+    table = NodeTable.from_specs([NodeSpec(str(v.node), 0, 0, v.gpus, "g", 0, 0) for v in nodes])
+    on_pods: dict[int, int] = {}
+    running: list[RunningPod] = []
+    for p in pods:
+        slots = tuple(range(on_pods.get(p.node, 0), on_pods.get(p.node, 0) + p.gpus))
+        on_pods[p.node] = on_pods.get(p.node, 0) + p.gpus
+        req = _gpu_request(p.pod, p.gpus)
+        table.allocate(row[p.node], req, slots)
+        running.append(
+            RunningPod(str(p.pod), req, row[p.node], slots, p.serving, p.movable, False, None, p.started_s, restart_s)
+        )
+    for v in nodes:  # usage the offered pods do not account for (pods on destination nodes)
+        rest = v.used - on_pods.get(v.node, 0)
+        if rest > 0:
+            base = on_pods.get(v.node, 0)
+            table.allocate(row[v.node], _gpu_request(-1, rest), tuple(range(base, base + rest)))
+    src_rows = {row[v.node] for v in nodes if v.source}
+    plan = plan_consolidation(table, [r for r in running if r.node in src_rows], now_s, max_moves)
+    ends = {p.pod: p.ends_s for p in pods}
+    by_node: dict[int, list[tuple[int, int, float]]] = {}
+    for m in plan.moves:
+        by_node.setdefault(m.from_node, []).append((int(m.pod_id), nodes[m.to_node].node, m.cost_gpu_h))
+    out: list[Drain] = []
+    for r, moves in by_node.items():
+        last_end = max(ends[p] for p, _, _ in moves)
+        saved = per * max(0, last_end - now_s - idle_before_release_s) / 3600
+        cost = sum(c for _, _, c in moves)
+        if saved > cost:
+            out.append(Drain(nodes[r].node, tuple((p, d) for p, d, _ in moves), saved, cost))
+    return out
+
+
+def _gpu_request(pod: int, gpus: int) -> PodRequest:
+    return PodRequest(f"pod{pod}", 0, 0, gpus, MILLI)

@@ -81,7 +81,8 @@ class ClassScheduler:
         self.policy: Policy = make_policy(policy, self.table, target)
         if hasattr(self.policy, "rank"):  # ties go to the fewest free GPUs (best fit), deterministically
             self.policy.rank = np.arange(gpus_per_node + 1, dtype=np.int64)
-        self._memo: dict[tuple[int, tuple[int, ...], int], int] = {}
+        self._memo: dict[tuple[int, tuple[int, ...], int], ClassChoice] = {}
+        self._reason = f"policy_{policy}"
         self._requests: dict[int, PodRequest] = {}
 
     def request(self, gpus: int) -> PodRequest:
@@ -102,10 +103,11 @@ class ClassScheduler:
         if len(candidates) == 1:
             return ClassChoice(candidates[0], "only_class")
         key = (gpus, candidates, self._epoch())
-        got = self._memo.get(key) if self.policy_name != "random" else None
+        got = self._memo.get(key)
         if got is None:
             rows = np.asarray(candidates, dtype=np.int64)
-            got, _slots = self.policy.choose(self.table, self.request(gpus), rows, self.rng)
-            if self.policy_name != "random":
+            row, _slots = self.policy.choose(self.table, self.request(gpus), rows, self.rng)
+            got = ClassChoice(int(row), self._reason)
+            if self.policy_name != "random":  # random draws anew every time
                 self._memo[key] = got
-        return ClassChoice(int(got), f"policy_{self.policy_name}")
+        return got

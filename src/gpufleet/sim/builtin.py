@@ -22,6 +22,7 @@ from gpufleet.sim.scenario import (
     InitialReservation,
     PlannedRun,
     PoolSpec,
+    QuotaSpec,
     Scenario,
     ServingSpec,
 )
@@ -141,4 +142,18 @@ def default_scenario(
         ],
         failures=FailureSpec(node_mtbf_days=250, repair_h=4),
         control=ControlSpec(),
+        # training teams share one cohort: research and applied borrow beyond their nominal when others are
+        # quiet; foundation keeps part of its quota guaranteed for its planned runs (lends at most 384 of 640);
+        # every nominal holds the largest experiment (64 GPUs), so small fleets stay schedulable
+        quotas=[
+            QuotaSpec(team="research", sku="h100_80gb", cohort="training", nominal_gpus=max(n8(256), 64)),
+            QuotaSpec(
+                team="foundation",
+                sku="h100_80gb",
+                cohort="training",
+                nominal_gpus=max(n8(640), 64),
+                lending_limit_gpus=n8(384),
+            ),
+            QuotaSpec(team="applied", sku="h100_80gb", cohort="training", nominal_gpus=max(n8(128), 64)),
+        ],
     )

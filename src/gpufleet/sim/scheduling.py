@@ -49,6 +49,7 @@ class SchedulingMixin:
         sched_reasons: dict[str, int]
         quota_reasons: dict[str, int]
         spot_violations: int
+        _asks: dict[int, PodAsk]
         preemptions: int
         preempted_lost_gpu_s: int
         serving_preempted_for_training: int
@@ -79,17 +80,21 @@ class SchedulingMixin:
 
     # ------------------------------------------------------------------ observations
     def _ask(self, pod: int) -> PodAsk:
-        s = self.p_sku[pod]
-        serving = self.p_serving[pod] >= 0
-        return PodAsk(
-            pod,
-            s,
-            self.p_gpus[pod],
-            self.per_node[s],
-            self._tiers(pod),
-            PRIO_SERVING if serving else self.p_prio[pod],
-            serving,
-        )
+        """The pod as the scheduling stage sees it (memoised while the pod lives: none of it changes)."""
+        got = self._asks.get(pod)
+        if got is None:
+            s = self.p_sku[pod]
+            serving = self.p_serving[pod] >= 0
+            got = self._asks[pod] = PodAsk(
+                pod,
+                s,
+                self.p_gpus[pod],
+                self.per_node[s],
+                self._tiers(pod),
+                PRIO_SERVING if serving else self.p_prio[pod],
+                serving,
+            )
+        return got
 
     def _running_job(self, pod: int, node: int, now: int) -> RunningJob:
         ckpt = self.p_ckpt[pod]
@@ -157,10 +162,11 @@ class SchedulingMixin:
         if a.decision == "admit_after_reclaim":
             for r in a.reclaims:
                 self._reclaim(r, flavor, pod, now)
-            if adm.check(team, flavor, g).decision != "admit":
+            a = adm.check(team, flavor, g)
+            if a.decision != "admit":
                 self.lender_refused += 1  # a lender within its nominal could not get its quota back
                 return False
-        adm.hold(pod, team, flavor, g)
+        adm.hold(pod, a)
         return True
 
     def _reclaim(self, r: Reclaim, flavor: str, requester: int, now: int) -> None:
@@ -236,12 +242,14 @@ class SchedulingMixin:
         f = self.fleet
         running: list[RunningJob] = []
         free_by_node: dict[int, int] = {}
+        p_prio, p_gpus = self.p_prio, self.p_gpus
         for t in self._tiers(pod):
             for free in range(g - 1, -1, -1):
-                for node in f.index.nodes_with_free(s, t, free):
+                for node in f.index.iter_with_free(s, t, free):
                     free_by_node[node] = free
                     for p in f.n_pods[node]:
-                        if self.p_gpus[p] <= per and self.p_state[p] == RUNNING:
+                        # offered: single-node training of lower priority (the plan applies every rule again)
+                        if p_gpus[p] <= per and p_prio[p] < prio:
                             running.append(self._running_job(p, node, now))
                     if len(free_by_node) >= PREEMPT_SCAN_NODES:
                         break

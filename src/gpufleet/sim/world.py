@@ -13,7 +13,7 @@ from collections.abc import Callable
 import numpy as np
 
 from gpufleet.control.loop import ControlLoop
-from gpufleet.control.scheduling import TeamQuota
+from gpufleet.control.scheduling import PodAsk, TeamQuota
 from gpufleet.cost.metering import Ledger
 from gpufleet.domain.catalog import default_pools
 from gpufleet.domain.pools import Tier
@@ -45,7 +45,7 @@ from gpufleet.sim.kinds import (
 )
 from gpufleet.sim.lifecycle import NodeState, pod_gate
 from gpufleet.sim.metrics import Metrics
-from gpufleet.sim.moves import MoveMixin
+from gpufleet.sim.moves import DRAIN_PERIOD_S, MoveMixin
 from gpufleet.sim.nodes import NodeLifecycleMixin
 from gpufleet.sim.scenario import Scenario
 from gpufleet.sim.scheduling import BACKFILL_SCAN, SchedulingMixin
@@ -131,6 +131,9 @@ class World(ReservationDesk, ServingMixin, FreeingMixin, NodeLifecycleMixin, Mov
         self.serving_preempted_for_training = 0  # must stay 0
         self.reclaims = 0
         self.reclaimed_gpus = 0
+        self._asks: dict[int, PodAsk] = {}  # live pods as the scheduling stage sees them (sim/scheduling.py)
+        self.drains = 0  # part-used launched nodes emptied by consolidation (sim/moves.py)
+        self.drain_moves = 0
         self.lender_refused = 0  # within-nominal admissions refused although quota was lent (must stay 0)
         self.inflight_gpus = [0] * n_sku  # GPUs on nodes still provisioning
         self.freeing_claims: list[dict[int, int]] = [{} for _ in range(n_sku)]  # pod -> freeing nodes it waits for
@@ -299,6 +302,8 @@ class World(ReservationDesk, ServingMixin, FreeingMixin, NodeLifecycleMixin, Mov
         """Every pod state change goes through the gate of sim/lifecycle.py."""
         pod_gate(pod, self.p_state[pod], target)
         self.p_state[pod] = target
+        if target in (DONE, REMOVED):
+            self._asks.pop(pod, None)
 
     def _tiers(self, pod: int) -> tuple[int, ...]:
         return TIERS_ALL if (self.p_ckpt[pod] > 0 and self.p_serving[pod] < 0) else TIERS_NO_SPOT
@@ -466,6 +471,8 @@ class World(ReservationDesk, ServingMixin, FreeingMixin, NodeLifecycleMixin, Mov
             self._retry_queue(s, now)
             self._scale_down_idle(s, now)
             self._consolidate(s, now)
+            if self.loop.consolidation and now % DRAIN_PERIOD_S == 0:
+                self._drain_part_used(s, now)
         if now % HOUR_S == 0:
             self._sample(now)
         if now + self.period_s <= self.horizon_s:
