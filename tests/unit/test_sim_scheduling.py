@@ -151,3 +151,23 @@ def test_whole_runs_keep_capacity_gangs_quotas_and_serving_rules(sc: Scenario) -
     w.run()
     w.check_invariants()
     assert w.lender_refused == 0
+
+
+def test_the_report_names_the_scheduler_policy_of_each_loop() -> None:
+    from rich.console import Console
+
+    from gpufleet.report.html import render_html
+    from gpufleet.report.summary import print_summary
+    from gpufleet.sim.compare import compare, key_figures, versus
+    from gpufleet.sim.run import LOOPS
+
+    sc = _with(default_scenario(gpus=64, days=2, seed=1), scheduler_policy="packing")
+    res = compare(sc, {n: LOOPS[n] for n in ("gpufleet", "baseline")})
+    r = {**res["gpufleet"], "baseline": key_figures(res["baseline"])}
+    r["vs_baseline"] = versus(r, res["baseline"])
+    assert r["scheduler_policy"] == "packing" and r["baseline"]["scheduler_policy"] == "bestfit"
+    html = render_html(r)
+    assert "Scheduler policy: <b>packing</b> (baseline loop: <b>bestfit</b>)" in html
+    console = Console(record=True, width=200)
+    print_summary(r, console)
+    assert "packing (bestfit)" in console.export_text()
