@@ -171,3 +171,19 @@ def test_the_report_names_the_scheduler_policy_of_each_loop() -> None:
     console = Console(record=True, width=200)
     print_summary(r, console)
     assert "packing (bestfit)" in console.export_text()
+
+
+def test_drains_move_checkpointable_work_off_part_used_nodes_only_when_it_pays() -> None:
+    from gpufleet.control.scheduling import NodeView, PodView, plan_drains
+
+    nodes = [NodeView(10, 8, 2, True), NodeView(11, 8, 5, False)]
+
+    def pod(movable: bool, serving: bool, ends_s: int) -> list[PodView]:
+        return [PodView(1, 10, 2, movable, serving, 0, ends_s)]
+
+    long_run = plan_drains(nodes, pod(True, False, 10 * 3600), 3600, 8, 600)
+    assert [(d.node, d.moves) for d in long_run] == [(10, ((1, 11),))]
+    assert long_run[0].saved_gpu_h > long_run[0].cost_gpu_h
+    assert plan_drains(nodes, pod(True, False, 3600 + 650), 3600, 8, 600) == []  # ends soon: not worth a restart
+    assert plan_drains(nodes, pod(False, True, 10 * 3600), 3600, 8, 600) == []  # serving never moves
+    assert plan_drains(nodes, pod(True, False, 10 * 3600), 3600, 0, 600) == []  # no disruption budget

@@ -202,7 +202,8 @@ class SchedulingMixin:
     # ------------------------------------------------------------------ placement
     def _try_place(self, pod: int, now: int) -> bool:
         f = self.fleet
-        d = self.sched.place(self._ask(pod), f.index, f.n_rack)
+        ask = self._ask(pod)
+        d = self.sched.place(ask, f.index, f.n_rack)
         if not isinstance(d, Bind):
             return False
         s = self.p_sku[pod]
@@ -213,7 +214,7 @@ class SchedulingMixin:
             f.allocate(node, pod, gpn, now)
         self.p_nodes[pod] = list(d.nodes)
         self.sched_reasons[d.reason] = self.sched_reasons.get(d.reason, 0) + 1
-        if self._tiers(pod) is TIERS_NO_SPOT:
+        if ask.tiers is TIERS_NO_SPOT:
             for node in d.nodes:
                 if f.pools[f.n_pool[node]].tier_rank == SPOT_RANK:
                     self.spot_violations += 1
