@@ -86,6 +86,10 @@ class Wait:
     reason: str  # "no_fit" | "gang_no_fit"
 
 
+WAIT_NO_FIT = Wait("no_fit")  # decisions are immutable: the hot path returns shared instances
+WAIT_GANG_NO_FIT = Wait("gang_no_fit")
+
+
 class FleetScheduler:
     """Places pods on the world's nodes with a named policy; one :class:`ClassScheduler` per SKU."""
 
@@ -118,11 +122,11 @@ class FleetScheduler:
                 if cands:
                     choice = self.classes[s].choose(g, cands)
                     return Bind((index.first_with_free(s, t, choice.free_gpus),), choice.reason)
-            return Wait("no_fit")
+            return WAIT_NO_FIT
         need = g // per
         counts = [index.free_nodes(s, t, per) for t in ask.tiers]
         if sum(counts) < need:
-            return Wait("gang_no_fit")
+            return WAIT_GANG_NO_FIT
         nodes: list[int] = []
         for t, c in zip(ask.tiers, counts, strict=True):
             take = min(c, need - len(nodes))
