@@ -9,7 +9,7 @@ on the next observation.
 
 Order: singles and gangs by (priority desc, creation time, name). A gang (pods sharing a pod-group) is
 decided only when ``gang_min`` members are pending, all-or-nothing through :func:`place_gang`.
-Decisions are data: :class:`Bind` and :class:`Unschedulable` carry reason codes; the world applies them.
+Decisions are data: :class:`PodBind` and :class:`Unschedulable` carry reason codes; the world applies them.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from gpufleet.schedule.table import NodeSpec, NodeTable, PodRequest
 
 
 @dataclass(frozen=True, slots=True)
-class Bind:
+class PodBind:
     pod: str  # namespace/name
     uid: str
     node: str
@@ -44,7 +44,7 @@ class Unschedulable:
 
 @dataclass(frozen=True, slots=True)
 class BindingPlan:
-    binds: tuple[Bind, ...]
+    binds: tuple[PodBind, ...]
     unschedulable: tuple[Unschedulable, ...]
     over_capacity: tuple[str, ...] = ()  # pods the world shows bound where they do not fit (another actor)
     remaining: int = 0  # units (pods or gangs) left undecided because of ``max_units``
@@ -208,7 +208,7 @@ class BindingPlanner:
         if max_units is not None and len(units) > max_units:
             remaining = len(units) - max_units
             units = units[:max_units]
-        binds: list[Bind] = []
+        binds: list[PodBind] = []
         unsched: list[Unschedulable] = []
         for _, members in units:
             if members[0].gang:
@@ -217,7 +217,7 @@ class BindingPlanner:
             p = members[0]
             got = sched.place(self._request(p, sched.table))
             if isinstance(got, Placement):
-                binds.append(Bind(p.key, p.uid, got.node_name, got.gpu_slots))
+                binds.append(PodBind(p.key, p.uid, got.node_name, got.gpu_slots))
                 self._held[p.uid] = _Held(got.node, got.request, got.gpu_slots)
                 self._in_flight.add(p.uid)
             else:
@@ -225,7 +225,7 @@ class BindingPlanner:
         return BindingPlan(tuple(binds), tuple(unsched), tuple(over), remaining)
 
     def _plan_gang(
-        self, sched: Scheduler, members: list[ObservedPod], binds: list[Bind], unsched: list[Unschedulable]
+        self, sched: Scheduler, members: list[ObservedPod], binds: list[PodBind], unsched: list[Unschedulable]
     ) -> None:
         gang = members[0].gang
         need = max(m.gang_min for m in members) or len(members)
@@ -238,15 +238,15 @@ class BindingPlanner:
             unsched.extend(Unschedulable(m.key, got.reason, gang) for m in members)
             return
         for m, r, node, slots in zip(members, reqs, got.nodes, got.gpu_slots, strict=True):
-            binds.append(Bind(m.key, m.uid, sched.table.names[node], slots, gang, f"gang_{got.level}"))
+            binds.append(PodBind(m.key, m.uid, sched.table.names[node], slots, gang, f"gang_{got.level}"))
             self._held[m.uid] = _Held(node, r, slots)
             self._in_flight.add(m.uid)
 
-    def confirm(self, bind: Bind) -> None:
+    def confirm(self, bind: PodBind) -> None:
         """The world accepted ``bind`` (kept held until the observation shows the pod bound)."""
         return None
 
-    def abort(self, bind: Bind) -> None:
+    def abort(self, bind: PodBind) -> None:
         """The world refused ``bind`` (pod gone, already bound elsewhere): give its resources back."""
         self._in_flight.discard(bind.uid)
         h = self._held.pop(bind.uid, None)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -11,6 +12,7 @@ from gpufleet.autoscale.nodes_baseline import IdleTimeoutScaleDown
 from gpufleet.autoscale.nodes_payoff import PayoffAwareNodes
 from gpufleet.autoscale.reactive import TargetTracking
 from gpufleet.control.approval import SimulatedApprovers
+from gpufleet.control.scheduling import FleetScheduler, QuotaAdmission, TeamQuota
 from gpufleet.forecast.engine import GpufleetForecaster
 from gpufleet.forecast.seasonal_naive import SeasonalNaive
 from gpufleet.place.chain import DegradingChain
@@ -22,10 +24,11 @@ from gpufleet.procure.online import BreakevenProcurer
 
 @dataclass(slots=True)
 class ControlLoop:
-    """forecast -> procure -> approve -> place -> (schedule) -> autoscale -> meter.
+    """forecast -> procure -> approve -> place -> schedule -> autoscale -> meter.
 
-    Scheduling and metering run inside the world's event loop on every pod; the other stages are called at
-    their own cadence (autoscaling every control period, forecasting daily, procurement every few days).
+    Scheduling (quota admission, placement with the named ``scheduler_policy``, preemption) is asked on every
+    pod the world cannot run yet; metering runs on every pod; the other stages are called at their own cadence
+    (autoscaling every control period, forecasting daily, procurement every few days).
     """
 
     name: str
@@ -35,10 +38,32 @@ class ControlLoop:
     placer: Placer
     autoscaler: ReplicaAutoscaler
     node_scaler: NodeScaler
+    scheduler_policy: str = "bestfit"  # one of gpufleet.schedule.classes.CLASS_POLICIES
+    preemption: bool = False  # checkpoint-aware priority preemption (control/scheduling.py)
+    preempt_grace_s: int = 120
+    consolidation: bool = False  # hourly drains of part-used launched nodes (control/scheduling.plan_drains)
+
+    def scheduler(self, sku_ids: Sequence[str], gpus_per_node: Sequence[int], seed: int) -> FleetScheduler:
+        """The scheduling stage for a fleet of these SKUs (its tie-break randomness seeded from ``seed``)."""
+        rng = np.random.default_rng(np.random.SeedSequence([seed, 2]))
+        return FleetScheduler(
+            self.scheduler_policy,
+            sku_ids,
+            gpus_per_node,
+            rng,
+            preemption=self.preemption,
+            grace_s=self.preempt_grace_s,
+        )
+
+    @staticmethod
+    def admission(quotas: Sequence[TeamQuota]) -> QuotaAdmission:
+        """The quota gate (the same in every loop: quotas are the organisation's, not a policy)."""
+        return QuotaAdmission(quotas)
 
     @classmethod
     def baseline(cls, seed: int, target_utilization: float = 0.7, idle_node_timeout_s: int = 600) -> ControlLoop:
-        """The foundation's simple, real policies; later stages are measured against these."""
+        """The foundation's simple, real policies (best-fit scheduling, no preemption); later stages are
+        measured against these."""
         return cls(
             name="baseline",
             forecaster=SeasonalNaive(),
@@ -51,7 +76,13 @@ class ControlLoop:
 
     @classmethod
     def gpufleet(
-        cls, seed: int, target_utilization: float = 0.7, idle_node_timeout_s: int = 600, control_period_s: int = 900
+        cls,
+        seed: int,
+        target_utilization: float = 0.7,
+        idle_node_timeout_s: int = 600,
+        control_period_s: int = 900,
+        scheduler_policy: str = "gpufleet",
+        preemption: bool = True,
     ) -> ControlLoop:
         """gpufleet's own stages; a stage not yet replaced is the baseline's."""
         base = cls.baseline(seed, target_utilization, idle_node_timeout_s)
@@ -61,4 +92,7 @@ class ControlLoop:
         base.placer = DegradingChain()
         base.autoscaler = PredictiveReplicas(control_period_s)
         base.node_scaler = PayoffAwareNodes.default(idle_node_timeout_s)
+        base.scheduler_policy = scheduler_policy
+        base.preemption = preemption
+        base.consolidation = True
         return base

@@ -18,7 +18,7 @@ from gpufleet.schedule.table import NodeSpec, NodeTable
 
 
 @dataclass(frozen=True, slots=True)
-class Drain:
+class NodeDrain:
     node: str
     evict: tuple[str, ...]  # namespace/name
     checkpoint_first: tuple[str, ...]
@@ -28,7 +28,7 @@ class Drain:
 
 @dataclass(frozen=True, slots=True)
 class ReclaimPlan:
-    drains: tuple[Drain, ...]
+    drains: tuple[NodeDrain, ...]
     skipped: tuple[tuple[str, str], ...]  # (node, reason code)
 
 
@@ -70,7 +70,7 @@ def plan_reclaim(
     for node in plan.nodes_freed:
         evict = tuple(sorted(m.pod_id for m in plan.moves if m.from_node == node))
         ckpt = tuple(k for k in evict if pods[k].checkpointable and pods[k].kind == "training")
-        drains.append(Drain(table.names[node], evict, ckpt, int(table.gpu_count[node])))
+        drains.append(NodeDrain(table.names[node], evict, ckpt, int(table.gpu_count[node])))
     skipped = tuple(
         (table.names[n], "priority_gate" if n in gated_nodes and r == "not_movable" else r) for n, r in plan.skipped
     )

@@ -91,6 +91,7 @@ def render_html(r: dict[str, Any]) -> str:
 <style>{CSS}</style></head><body>
 <h1>gpufleet simulation: {escape(r["scenario"])} &middot; {r["days"]} days &middot; seed {r["seed"]}</h1>
 <div class="kpis">{kpis}</div>
+{_scheduler_line(r)}
 {compare}
 <h2>Cost by tier</h2><table><tr><th>tier</th><th>cost</th><th>of which idle</th></tr>{rows}</table>
 <h2>Charts</h2>
@@ -104,3 +105,16 @@ Events processed: {r["events"]:,}. Jobs arrived: {r["jobs"]["arrived"]:,}.</p>
 def write_html_report(r: dict[str, Any], path: Path) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(render_html(r))
+
+
+def _scheduler_line(r: dict[str, Any]) -> str:
+    """Which scheduler policy placed the pods (and the baseline loop's), with preemptions and quota reclaims."""
+    sch = r.get("scheduler")
+    if sch is None:
+        return ""
+    base = r.get("baseline", {}).get("scheduler_policy")
+    vs = f" (baseline loop: <b>{escape(base)}</b>)" if base else ""
+    return (
+        f"<p>Scheduler policy: <b>{escape(sch['policy'])}</b>{vs}; preemptions {sch['preemptions']:,} "
+        f"({sch['preempted_lost_gpu_hours']:,.1f} GPU-h lost); quota reclaims {sch['quota_reclaims']:,}.</p>"
+    )

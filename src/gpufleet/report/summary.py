@@ -36,6 +36,17 @@ def print_summary(r: dict[str, Any], console: Console) -> None:
         "work lost (interruptions + moves)",
         f"{r['lost_gpu_hours']:,.0f} GPU-h, of which {moved:,.0f} redone by {r.get('node_moves', 0)} moves onto reserved nodes",
     )
+    sch = r.get("scheduler")
+    if sch is not None:
+        base = r.get("baseline", {}).get("scheduler_policy")
+        head.add_row(
+            "scheduler policy" + (" (baseline loop)" if base else ""),
+            sch["policy"] + (f" ({base})" if base else ""),
+        )
+        head.add_row(
+            "preemptions / quota reclaims",
+            f"{sch['preemptions']} ({sch['preempted_lost_gpu_hours']:,.0f} GPU-h lost) / {sch['quota_reclaims']}",
+        )
     head.add_row("cost conserved (allocated + idle = fleet)", "yes" if r["cost_conserved"] else "NO")
     console.print(head)
 

@@ -55,6 +55,19 @@ class FreeGpuIndex:
                     return out
         return None
 
+    def fitting_classes(self, sku: int, tier: int, gpus: int, top: int) -> tuple[int, ...]:
+        """The free-GPU counts in ``gpus..top`` that some node of (``sku``, ``tier``) has now."""
+        b = self._b[sku][tier]
+        return tuple([k for k in range(gpus, top + 1) if b[k]])
+
+    def iter_with_free(self, sku: int, tier: int, free: int) -> Iterable[int]:
+        """The nodes with exactly ``free`` GPUs free, oldest first (a view: do not change the index meanwhile)."""
+        return iter(self._b[sku][tier][free])
+
+    def first_with_free(self, sku: int, tier: int, free: int) -> int:
+        """The node that has been in bucket ``free`` longest (the bucket must not be empty)."""
+        return next(iter(self._b[sku][tier][free]))
+
     def nodes_with_free(self, sku: int, tier: int, free: int) -> list[int]:
         return list(self._b[sku][tier][free])
 

@@ -34,6 +34,7 @@ _ShapeKey = tuple[int, int, int, int, tuple[str, ...]]
 class _CachedFragPolicy:
     name = "frag"
     rank: I64 | None = None
+    model_epoch = 0  # bumped whenever the model changes: a cache of this policy's choices keys on it
 
     def __init__(self, table: NodeTable, model: FragModel | None) -> None:
         self.model = model
@@ -52,6 +53,7 @@ class _CachedFragPolicy:
 
     def set_model(self, model: FragModel) -> None:
         self.model = model
+        self.model_epoch += 1
         self._ver[:] = -1
         self._before_ver[:] = -1
 

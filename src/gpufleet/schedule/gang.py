@@ -104,3 +104,27 @@ def place_gang(table: NodeTable, gang: GangRequest) -> GangPlacement | GangInfea
                     int(_domain_ids(table, level)[got[0][0]]) if level != "cluster" else -1,
                 )
     return GangInfeasible(gang.name, "no_domain_fits" if gang.require else "insufficient_capacity")
+
+
+def plan_whole_nodes(free_by_domain: dict[int, list[int]], need: int) -> tuple[list[int], Level] | None:
+    """``need`` fully free nodes for a gang of whole-node workers, preferring one topology domain.
+
+    ``free_by_domain`` maps a domain id (e.g. a rack) to its fully free nodes in the caller's tie order.
+    The same preference as :func:`place_gang`: the domain that fits the whole gang with the fewest spare
+    nodes (best fit, lowest id on ties); otherwise the fewest domains, largest first (level ``cluster``).
+    Returns None if there are fewer than ``need`` free nodes in all. Pure: nothing is allocated here.
+    """
+    if need <= 0:
+        return [], "cluster"
+    best: int | None = None
+    for d, nodes in free_by_domain.items():
+        if len(nodes) >= need and (best is None or (len(nodes), d) < (len(free_by_domain[best]), best)):
+            best = d
+    if best is not None:
+        return free_by_domain[best][:need], "rack"
+    out: list[int] = []
+    for d in sorted(free_by_domain, key=lambda d: (-len(free_by_domain[d]), d)):
+        out.extend(free_by_domain[d][: need - len(out)])
+        if len(out) == need:
+            return out, "cluster"
+    return None

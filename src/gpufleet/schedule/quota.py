@@ -68,6 +68,10 @@ class QuotaBook:
 
     quotas: dict[tuple[str, str], TeamQuota] = field(default_factory=dict)
     usage: dict[tuple[str, str], int] = field(default_factory=dict)
+    # derived from ``quotas`` (rebuilt by ``add``): members and lendable pool per (cohort, flavor)
+    _members: dict[tuple[str, str], list[TeamQuota]] = field(default_factory=dict, repr=False)
+    _pool: dict[tuple[str, str], int] = field(default_factory=dict, repr=False)
+    _guaranteed: dict[tuple[str, str], int] = field(default_factory=dict, repr=False)
 
     def add(self, q: TeamQuota) -> None:
         if q.nominal_gpus < 0 or (q.borrowing_limit_gpus or 0) < 0 or (q.lending_limit_gpus or 0) < 0:
@@ -76,12 +80,23 @@ class QuotaBook:
             raise ValidationError(f"quota[{q.team}].weight", "must be > 0")
         self.quotas[(q.team, q.flavor)] = q
         self.usage.setdefault((q.team, q.flavor), 0)
+        self._members.clear()
+        self._pool.clear()
+        self._guaranteed[(q.team, q.flavor)] = q.guaranteed_gpus
 
     def members(self, cohort: str, flavor: str) -> list[TeamQuota]:
-        return [q for q in self.quotas.values() if q.cohort == cohort and q.flavor == flavor]
+        key = (cohort, flavor)
+        got = self._members.get(key)
+        if got is None:
+            got = self._members[key] = [q for q in self.quotas.values() if q.cohort == cohort and q.flavor == flavor]
+        return got
 
     def pool_gpus(self, cohort: str, flavor: str) -> int:
-        return sum(q.lendable_gpus for q in self.members(cohort, flavor))
+        key = (cohort, flavor)
+        got = self._pool.get(key)
+        if got is None:
+            got = self._pool[key] = sum(q.lendable_gpus for q in self.members(cohort, flavor))
+        return got
 
     def pool_use(self, q: TeamQuota, usage: int | None = None) -> int:
         u = self.usage[(q.team, q.flavor)] if usage is None else usage
@@ -107,7 +122,13 @@ class QuotaBook:
         if q.borrowing_limit_gpus is not None and borrowed_after > q.borrowing_limit_gpus:
             return Admission(team, flavor, gpus, "reject", "over_borrowing_limit")
         members = self.members(q.cohort, flavor)
-        others_use = sum(self.pool_use(m) for m in members if m.team != team)
+        usage, guaranteed = self.usage, self._guaranteed
+        others_use = 0
+        for m in members:  # the pool use of the other members (hot path: no generator)
+            if m.team != team:
+                u = usage[(m.team, flavor)] - guaranteed[(m.team, flavor)]
+                if u > 0:
+                    others_use += u
         pool = self.pool_gpus(q.cohort, flavor)
         if others_use + self.pool_use(q, after) <= pool:
             reason = "within_nominal" if borrowed_after == 0 else "borrowed"
@@ -128,9 +149,14 @@ class QuotaBook:
             return Admission(team, flavor, gpus, "reject", "cohort_exhausted")
         return Admission(team, flavor, gpus, "admit_after_reclaim", "reclaim_borrowed", 0, tuple(plan))
 
-    def admit(self, team: str, flavor: str, gpus: int) -> Admission:
-        """Decide and record: applies the reclaim plan (borrowers' usage drops) and the new usage."""
-        a = self.check(team, flavor, gpus)
+    def admit(self, team: str, flavor: str, gpus: int, decided: Admission | None = None) -> Admission:
+        """Decide and record: applies the reclaim plan (borrowers' usage drops) and the new usage.
+
+        ``decided``: the result of :meth:`check` for this very request with no usage change since (saves
+        deciding twice); it must match ``team``, ``flavor`` and ``gpus``."""
+        a = self.check(team, flavor, gpus) if decided is None else decided
+        if (a.team, a.flavor, a.gpus) != (team, flavor, gpus):
+            raise ValidationError("decided", f"admission for {a.team}/{a.flavor}/{a.gpus}, not {team}/{flavor}/{gpus}")
         if a.decision != "reject":
             for r in a.reclaims:
                 self.usage[(r.team, flavor)] -= r.gpus

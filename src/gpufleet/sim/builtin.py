@@ -22,6 +22,7 @@ from gpufleet.sim.scenario import (
     InitialReservation,
     PlannedRun,
     PoolSpec,
+    QuotaSpec,
     Scenario,
     ServingSpec,
 )
@@ -141,4 +142,19 @@ def default_scenario(
         ],
         failures=FailureSpec(node_mtbf_days=250, repair_h=4),
         control=ControlSpec(),
+        # training teams share one cohort: research and applied borrow beyond their nominal when others are
+        # quiet; foundation's nominal covers its planned runs and it lends up to 768 of its 1,024. The cohort
+        # (1,152 lendable per 1,024 GPUs of fleet) is sized not to bind in this scenario: quotas are live
+        # (admissions, borrowing) without changing the loops' comparison; every nominal holds a 64-GPU job
+        quotas=[
+            QuotaSpec(team="research", sku="h100_80gb", cohort="training", nominal_gpus=max(n8(256), 64)),
+            QuotaSpec(
+                team="foundation",
+                sku="h100_80gb",
+                cohort="training",
+                nominal_gpus=max(n8(1024), 64),
+                lending_limit_gpus=n8(768),
+            ),
+            QuotaSpec(team="applied", sku="h100_80gb", cohort="training", nominal_gpus=max(n8(128), 64)),
+        ],
     )

@@ -19,6 +19,7 @@ KEY_FIGURES: tuple[str, ...] = (
     "node_launches",
     "lost_gpu_hours",
     "moved_redo_gpu_hours",
+    "scheduler_policy",
 )
 
 

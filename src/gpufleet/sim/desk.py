@@ -14,8 +14,8 @@ import numpy as np
 from gpufleet.domain.pools import Tier
 from gpufleet.domain.reservations import Reservation, ReservationStatus, term_seconds
 from gpufleet.ports import DemandForecast, ProcurementContext
-from gpufleet.sim.fleet import NodeState
 from gpufleet.sim.kinds import DAILY, DAY_S, HOUR_S, RES_EVENT
+from gpufleet.sim.lifecycle import NodeState
 
 if TYPE_CHECKING:
     from gpufleet.control.loop import ControlLoop

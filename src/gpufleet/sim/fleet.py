@@ -10,17 +10,13 @@ an independent per-segment ledger.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from enum import IntEnum
 
+from gpufleet.control.scheduling import FreeGpuIndex
 from gpufleet.domain.pools import TIER_RANK, CapacityPool, Tier
-from gpufleet.schedule.bestfit import FreeGpuIndex
+from gpufleet.sim.lifecycle import NodeState, node_gate
 
-
-class NodeState(IntEnum):
-    PROVISIONING = 0  # launched, billed, not yet usable
-    UP = 1
-    DOWN = 2  # failed, billed, being repaired
-    GONE = 3  # terminated or taken back by the provider
+NODES_PER_RACK = 4  # 8-GPU nodes per rack (a common power budget for HGX-class servers)
+RACK_ID_STRIDE = 1_000_000  # rack ids are unique across pools
 
 
 @dataclass(slots=True)
@@ -76,6 +72,7 @@ class Fleet:
     n_ordinal: list[int] = field(default_factory=list)  # launch order within its first pool (node identity)
     n_lives: list[int] = field(default_factory=list)  # times the node came alive (up or repaired)
     n_change: list[int] = field(default_factory=list)  # bumped whenever the node's pods change (cache key)
+    n_rack: list[int] = field(default_factory=list)  # topology: racks of NODES_PER_RACK nodes in launch order
     index: FreeGpuIndex = field(init=False)
 
     def __post_init__(self) -> None:
@@ -114,6 +111,7 @@ class Fleet:
         self.n_ordinal.append(pr.launched)
         self.n_lives.append(0)
         self.n_change.append(0)
+        self.n_rack.append(pool_idx * RACK_ID_STRIDE + pr.launched // NODES_PER_RACK)
         if reservation < 0:  # reserved capacity is billed per reservation, not per node
             pr.touch(now_s)
             pr.paid_gpus += g
@@ -123,6 +121,7 @@ class Fleet:
         return node
 
     def node_up(self, node: int, now_s: int) -> None:
+        node_gate(node, self.n_state[node], NodeState.UP)
         self.n_state[node] = NodeState.UP
         self.n_idle_since[node] = now_s
         self.n_up_since[node] = now_s
@@ -132,6 +131,7 @@ class Fleet:
     def node_down(self, node: int) -> None:
         """Take a node out of scheduling (failure). Its pods must already be released."""
         pr = self.pools[self.n_pool[node]]
+        node_gate(node, self.n_state[node], NodeState.DOWN)
         if self.n_state[node] == NodeState.UP:
             self.index.remove(node, pr.sku_idx, pr.tier_rank, self.n_free[node])
         self.n_state[node] = NodeState.DOWN
@@ -140,6 +140,7 @@ class Fleet:
     def terminate(self, node: int, now_s: int) -> None:
         """Stop billing a node and remove it. Its pods must already be released."""
         pr = self.pools[self.n_pool[node]]
+        node_gate(node, self.n_state[node], NodeState.GONE)
         if self.n_state[node] == NodeState.UP:
             self.index.remove(node, pr.sku_idx, pr.tier_rank, self.n_free[node])
         self.n_state[node] = NodeState.GONE

@@ -112,10 +112,11 @@ class FreeingMixin:
             self.p_gpus,
         )
         bounds, change = self._node_bounds, f.n_change
+        get_bound = bounds.get
         for t in tiers:
             for free in range(want):
-                for node in f.index.nodes_with_free(s, t, free):
-                    hit = bounds.get(node)
+                for node in f.index.iter_with_free(s, t, free):  # the loop never changes the index
+                    hit = get_bound(node)
                     if hit is None or hit[0] != change[node] or hit[1] != within_s:
                         hit = (change[node], within_s, self._not_freeing_until(node, within_s))
                         bounds[node] = hit

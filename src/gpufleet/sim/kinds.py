@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 from gpufleet.domain.pools import TIER_RANK, Tier
+from gpufleet.sim.lifecycle import PodState as P
 
 # event kinds: the index of the world's handler for each
 ARRIVE, JOB_END, NODE_UP, NODE_FAIL, NODE_REPAIR, SPOT_PREEMPT, TICK, DAILY, RES_EVENT, STOCK, READY, RECHECK = range(
     12
 )
-# pod states (0 = not arrived yet)
-QUEUED, RUNNING, DONE, REMOVED = 1, 2, 3, 4
+# pod states as plain ints for the event loop (the table and gate: sim/lifecycle.py)
+QUEUED, RUNNING, DONE, REMOVED, PARKED = (int(s) for s in (P.QUEUED, P.RUNNING, P.DONE, P.REMOVED, P.PARKED))
 PRIO_SERVING = 3  # queue priority of serving replicas (above every training priority)
 HOUR_S = 3600
 DAY_S = 86400

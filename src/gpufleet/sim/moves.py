@@ -13,8 +13,15 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from gpufleet.control.scheduling import NodeView, PodView, plan_drains
 from gpufleet.ports import MoveContext, RunningOnLaunched
-from gpufleet.sim.kinds import JOB_END, LAUNCHED_RANKS, RESERVED_RANK, RUNNING
+from gpufleet.sim.kinds import JOB_END, LAUNCHED_RANKS, RESERVED_RANK, RUNNING, TIERS_ALL
+
+DRAIN_PERIOD_S = 4 * 3600  # consolidation cadence (each call builds a small node table: not every tick)
+DRAIN_SOURCES = 16  # launched part-used nodes offered to consolidation per SKU and period (least used first)
+DRAIN_DESTINATIONS = 64  # part-used nodes offered as destinations (fullest first)
+DRAIN_MOVES = 16  # the disruption budget per SKU and period
+RESTART_S = 300  # what a moved pod loses restarting from the checkpoint it writes on the way
 
 if TYPE_CHECKING:
     from gpufleet.control.loop import ControlLoop
@@ -45,6 +52,11 @@ class MoveMixin:
         p_start: list[int]
         p_state: list[int]
         _eta_memo: dict[int, tuple[int, float]]
+
+        horizon_s: int
+        drains: int
+        drain_moves: int
+        p_sku: list[int]
 
         def _eta_s(self, pod: int, now: int) -> int | None: ...
         def _charge(self, pod: int, now: int) -> None: ...
@@ -120,3 +132,60 @@ class MoveMixin:
         self._eta_memo.pop(pod, None)  # a new run draws its own ETA factor
         self.q.schedule(now + self.p_remaining[pod], JOB_END, pod, self.p_epoch[pod])
         self.moves += 1
+
+    def _drain_part_used(self, s: int, now: int) -> None:
+        """Offer consolidation (control/scheduling.plan_drains) the SKU's part-used launched nodes; apply the
+        drains it keeps: each moved pod checkpoints, restarts on its destination and pays ``RESTART_S``."""
+        f = self.fleet
+        per = self.per_node[s]
+        views: list[NodeView] = []
+        pods: list[PodView] = []
+        seen: set[int] = set()
+        for free in range(per - 1, 0, -1):  # least used first
+            for t in LAUNCHED_RANKS:
+                for node in f.index.iter_with_free(s, t, free):
+                    if len(views) >= DRAIN_SOURCES:
+                        break
+                    views.append(NodeView(node, per, per - free, True))
+                    seen.add(node)
+                    for p in f.n_pods[node]:
+                        serving = self.p_serving[p] >= 0
+                        eta = self._eta_s(p, now)
+                        movable = not serving and self.p_ckpt[p] > 0 and self.p_gpus[p] <= per
+                        ends = self.horizon_s if eta is None else eta
+                        pods.append(PodView(p, node, min(self.p_gpus[p], per), movable, serving, self.p_start[p], ends))
+        if not pods:
+            return
+        dests = 0
+        for free in range(1, per):  # fullest first
+            for t in TIERS_ALL:
+                for node in f.index.iter_with_free(s, t, free):
+                    if dests >= DRAIN_DESTINATIONS:
+                        break
+                    if node not in seen:
+                        views.append(NodeView(node, per, per - free, False))
+                        dests += 1
+        drains = plan_drains(views, pods, now, DRAIN_MOVES, self.loop.node_scaler.min_idle_s, RESTART_S)
+        for d in drains:
+            for pod, dest in d.moves:
+                self._relocate(pod, d.node, dest, now)
+            self.drains += 1
+            self.metrics.placement(f"consolidate_{d.reason}")
+
+    def _relocate(self, pod: int, src: int, dest: int, now: int) -> None:
+        """Move a checkpointable single-node pod: it checkpoints, restarts on ``dest`` and loses the restart."""
+        f = self.fleet
+        g = self.p_gpus[pod]
+        self._charge(pod, now)
+        f.release(src, pod, g, now)
+        f.allocate(dest, pod, g, now)
+        self.p_nodes[pod] = [dest]
+        self.p_remaining[pod] -= now - self.p_start[pod]  # saved by the checkpoint written on the way
+        self.p_remaining[pod] += RESTART_S
+        self.lost_gpu_s += RESTART_S * g
+        self.moved_redo_gpu_s += RESTART_S * g
+        self.p_start[pod] = now
+        self.p_epoch[pod] += 1
+        self._eta_memo.pop(pod, None)
+        self.q.schedule(now + self.p_remaining[pod], JOB_END, pod, self.p_epoch[pod])
+        self.drain_moves += 1

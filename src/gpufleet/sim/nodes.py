@@ -16,7 +16,6 @@ import numpy as np
 from gpufleet.domain.pools import TIER_RANK, Tier
 from gpufleet.ports import DemandForecast, IdleNode, PlacementRequest, PoolState, ScaleDownContext, ScaleUpContext
 from gpufleet.sim.crn import FAIL, PREEMPT, keyed_exponential
-from gpufleet.sim.fleet import NodeState
 from gpufleet.sim.kinds import (
     DAY_S,
     HOUR_S,
@@ -29,6 +28,7 @@ from gpufleet.sim.kinds import (
     STOCK,
     TIERS_ALL,
 )
+from gpufleet.sim.lifecycle import NodeState
 
 if TYPE_CHECKING:
     from gpufleet.control.loop import ControlLoop
@@ -68,7 +68,9 @@ class NodeLifecycleMixin:
         def _tiers(self, pod: int) -> tuple[int, ...]: ...
         def _freeing_times(self, s: int, pod: int, now: int, within_s: int) -> list[int]: ...
         def _drain_queue(self, s: int, now: int) -> None: ...
-        def _interrupt(self, pod: int, now: int) -> None: ...
+        def _interrupt(
+            self, pod: int, now: int, lost_s: int | None = None, *, requeue: bool = True, drain: bool = True
+        ) -> None: ...
 
     def _pool_states(self, s: int) -> list[PoolState]:
         return [

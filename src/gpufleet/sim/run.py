@@ -11,6 +11,7 @@ from gpufleet.control.loop import ControlLoop
 from gpufleet.domain.money import usd_float
 from gpufleet.domain.pools import TIER_ORDER, Tier
 from gpufleet.domain.reservations import ReservationStatus
+from gpufleet.sim.kinds import PARKED
 from gpufleet.sim.scenario import Scenario
 from gpufleet.sim.world import World
 
@@ -40,9 +41,16 @@ def baseline_loop(sc: Scenario, seed: int) -> ControlLoop:
 
 def gpufleet_loop(sc: Scenario, seed: int) -> ControlLoop:
     """The best stages gpufleet has (falls back to the baseline for stages not yet replaced)."""
-    return ControlLoop.gpufleet(
-        seed, sc.control.target_utilization, sc.control.idle_node_timeout_s, sc.control.control_period_s
+    loop = ControlLoop.gpufleet(
+        seed,
+        sc.control.target_utilization,
+        sc.control.idle_node_timeout_s,
+        sc.control.control_period_s,
+        scheduler_policy=sc.control.scheduler_policy,
+        preemption=sc.control.preemption,
     )
+    loop.preempt_grace_s = sc.control.preempt_grace_s
+    return loop
 
 
 LOOPS = {"gpufleet": gpufleet_loop, "baseline": baseline_loop}
@@ -104,6 +112,22 @@ def summarize(w: World) -> dict[str, Any]:
     return {
         "scenario": w.sc.name,
         "policy": w.loop.name,
+        "scheduler_policy": w.loop.scheduler_policy,
+        "scheduler": {
+            "policy": w.loop.scheduler_policy,
+            "preemption": w.loop.preemption,
+            "decisions": dict(sorted(w.sched_reasons.items())),
+            "preemptions": w.preemptions,
+            "preempted_lost_gpu_hours": _r(w.preempted_lost_gpu_s / HOUR_S, 1),
+            "serving_preempted_for_training": w.serving_preempted_for_training,
+            "consolidation": w.loop.consolidation,
+            "drained_nodes": w.drains,
+            "drain_moves": w.drain_moves,
+            "quota_admissions": dict(sorted(w.quota_reasons.items())),
+            "quota_reclaims": w.reclaims,
+            "quota_reclaimed_gpus": w.reclaimed_gpus,
+            "parked_at_end": sum(1 for st in w.p_state if st == PARKED),
+        },
         "seed": w.seed,
         "days": w.sc.days,
         "total_cost_usd": usd_float(total_units),

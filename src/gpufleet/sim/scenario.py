@@ -11,10 +11,11 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 from pydantic import ValidationError as PydanticValidationError
 
 from gpufleet.adapters.inputs import read_input_text
+from gpufleet.control.scheduling import CLASS_POLICIES
 from gpufleet.domain.errors import ValidationError
 from gpufleet.domain.skus import SKUS_BY_ID
 
@@ -137,6 +138,28 @@ class ControlSpec(_M):
     # relative error of the end time a running training job reports (sim/freeing.py); the node scaler sees it
     eta_error_sd: NonNeg = 0.2
     target_utilization: Annotated[float, Field(gt=0, le=1)] = 0.7
+    # the scheduler policy of gpufleet's loop (the baseline loop always uses bestfit); see docs/schedule.md
+    scheduler_policy: str = "gpufleet"
+    preemption: bool = True  # checkpoint-aware priority preemption in gpufleet's loop
+    preempt_grace_s: NonNegInt = 120
+
+    @field_validator("scheduler_policy")
+    @classmethod
+    def _known_policy(cls, v: str) -> str:
+        if v not in CLASS_POLICIES:
+            raise ValueError(f"unknown scheduler policy {v!r}; choose one of {list(CLASS_POLICIES)}")
+        return v
+
+
+class QuotaSpec(_M):
+    """A team's GPU quota on one SKU, in a cohort (Kueue's model, see gpufleet.schedule.quota)."""
+
+    team: str
+    sku: str
+    cohort: str = "default"
+    nominal_gpus: NonNegInt
+    borrowing_limit_gpus: NonNegInt | None = None  # None: may borrow all the cohort lends
+    lending_limit_gpus: NonNegInt | None = None  # None: lends all of its nominal
 
 
 class Scenario(_M):
@@ -149,6 +172,32 @@ class Scenario(_M):
     planned_runs: list[PlannedRun] = []
     failures: FailureSpec = FailureSpec()
     control: ControlSpec = ControlSpec()
+    quotas: list[QuotaSpec] = []
+
+    @model_validator(mode="after")
+    def _quotas_admit_every_job(self) -> Scenario:
+        """A job larger than its team could ever hold would wait forever: refuse such a scenario."""
+        seen: set[tuple[str, str]] = set()
+        for i, q in enumerate(self.quotas):
+            if (q.team, q.sku) in seen:
+                raise ValueError(f"quotas[{i}]: a second quota for team {q.team!r} on {q.sku!r}")
+            seen.add((q.team, q.sku))
+        for i, q in enumerate(self.quotas):
+            lent = sum(
+                (o.nominal_gpus if o.lending_limit_gpus is None else min(o.lending_limit_gpus, o.nominal_gpus))
+                for o in self.quotas
+                if o.cohort == q.cohort and o.sku == q.sku and o.team != q.team
+            )
+            cap = q.nominal_gpus + (lent if q.borrowing_limit_gpus is None else min(lent, q.borrowing_limit_gpus))
+            sizes = [r.gpus for r in self.planned_runs if r.team == q.team and r.sku == q.sku]
+            sizes += [g for e in self.experiments if e.sku == q.sku and q.team in e.teams for g in e.size_gpus]
+            sizes += [s.gpus_per_replica for s in self.serving if s.team == q.team and s.sku == q.sku]
+            if sizes and max(sizes) > cap:
+                raise ValueError(
+                    f"quotas[{i}] ({q.team} on {q.sku}): a {max(sizes)}-GPU job could never be admitted "
+                    f"(nominal {q.nominal_gpus} + borrowable {cap - q.nominal_gpus})"
+                )
+        return self
 
     @model_validator(mode="after")
     def _pools_cover_demand(self) -> Scenario:

@@ -16,6 +16,7 @@ from gpufleet.sim.scenario import ServingSpec
 
 if TYPE_CHECKING:
     from gpufleet.control.loop import ControlLoop
+    from gpufleet.control.scheduling import FleetScheduler, PodAsk, QuotaAdmission
     from gpufleet.sim.metrics import Metrics
 
 
@@ -60,9 +61,13 @@ class ServingMixin:
         p_team: list[str]
         p_work: list[int]
 
-        def _enqueue(self, pod: int, now: int) -> None: ...
-        def _release(self, pod: int, now: int) -> None: ...
-        def _try_place(self, pod: int, now: int) -> bool: ...
+        sched: FleetScheduler
+        admission: QuotaAdmission
+
+        def _ask(self, pod: int) -> PodAsk: ...
+        def _set_state(self, pod: int, target: int) -> None: ...
+        def _start(self, pod: int, now: int) -> None: ...
+        def _release(self, pod: int, now: int, *, drain: bool = True) -> None: ...
 
     def _serve_period(self, i: int, fr: FleetRuntime, k: int, now: int) -> None:
         rps = float(fr.rps[k])
@@ -103,8 +108,8 @@ class ServingMixin:
         self.p_nodes.append([])
         self.p_ready.append(False)
         fr.pods.append(pod)
-        if not self._try_place(pod, now):
-            self._enqueue(pod, now)
+        self.sched.observe(self._ask(pod))
+        self._start(pod, now)
 
     def _remove_replica(self, fr: FleetRuntime, now: int) -> None:
         # drop a replica that is not serving yet if there is one, else the newest
@@ -119,4 +124,5 @@ class ServingMixin:
             self._release(victim, now)
         elif self.p_state[victim] == QUEUED:
             self.pending_gpus[self.p_sku[victim]] -= self.p_gpus[victim]
-        self.p_state[victim] = REMOVED
+        self.admission.release(victim)  # a queued replica may hold quota; a parked one holds none
+        self._set_state(victim, REMOVED)

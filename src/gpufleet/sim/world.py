@@ -1,7 +1,8 @@
 """The simulated world: events, pods (training jobs and serving replicas), serving fleets and reservations.
 
-The world owns state and applies decisions; every decision comes from a control stage (control/ports.py):
-placement (fallback chain), scheduling (best fit), autoscaling, forecasting, procurement and approval.
+The world owns state and applies decisions; every decision comes from a control stage (control/): placement
+(fallback chain), scheduling (quota admission, the scenario's scheduler policy, gangs, preemption: see
+sim/scheduling.py), autoscaling, forecasting, procurement and approval.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from collections.abc import Callable
 import numpy as np
 
 from gpufleet.control.loop import ControlLoop
+from gpufleet.control.scheduling import PodAsk, TeamQuota
 from gpufleet.cost.metering import Ledger
 from gpufleet.domain.catalog import default_pools
 from gpufleet.domain.pools import Tier
@@ -24,7 +26,7 @@ from gpufleet.ports import (
 from gpufleet.sim import demand
 from gpufleet.sim.desk import ReservationDesk
 from gpufleet.sim.engine import EventQueue
-from gpufleet.sim.fleet import Fleet, NodeState
+from gpufleet.sim.fleet import Fleet
 from gpufleet.sim.freeing import FreeingMixin
 from gpufleet.sim.kinds import (
     ARRIVE,
@@ -32,10 +34,8 @@ from gpufleet.sim.kinds import (
     DAY_S,
     DONE,
     HOUR_S,
-    JOB_END,
     PRIO_SERVING,
     QUEUED,
-    READY,
     REMOVED,
     RUNNING,
     SPOT_RANK,
@@ -43,16 +43,16 @@ from gpufleet.sim.kinds import (
     TIERS_ALL,
     TIERS_NO_SPOT,
 )
+from gpufleet.sim.lifecycle import NodeState, pod_gate
 from gpufleet.sim.metrics import Metrics
-from gpufleet.sim.moves import MoveMixin
+from gpufleet.sim.moves import DRAIN_PERIOD_S, MoveMixin
 from gpufleet.sim.nodes import NodeLifecycleMixin
 from gpufleet.sim.scenario import Scenario
+from gpufleet.sim.scheduling import BACKFILL_SCAN, SchedulingMixin
 from gpufleet.sim.serving import FleetRuntime, ServingMixin
 
-BACKFILL_SCAN = 16  # queued pods examined per SKU when capacity frees up (head + backfill)
 
-
-class World(ReservationDesk, ServingMixin, FreeingMixin, NodeLifecycleMixin, MoveMixin):
+class World(ReservationDesk, ServingMixin, FreeingMixin, NodeLifecycleMixin, MoveMixin, SchedulingMixin):
     def __init__(self, sc: Scenario, loop: ControlLoop, seed: int | None = None) -> None:
         self.sc = sc
         self.loop = loop
@@ -71,6 +71,13 @@ class World(ReservationDesk, ServingMixin, FreeingMixin, NodeLifecycleMixin, Mov
         self.per_node = [SKUS_BY_ID[s].gpus_per_node for s in sku_ids]
         self.fleet = Fleet(sku_ids, self.per_node)
         self._build_pools()
+        self.sched = loop.scheduler(sku_ids, self.per_node, self.seed)
+        self.admission = loop.admission(
+            [
+                TeamQuota(q.team, q.cohort, q.sku, q.nominal_gpus, q.borrowing_limit_gpus, q.lending_limit_gpus)
+                for q in sc.quotas
+            ]
+        )
 
         # --- pods: training jobs first (ids 0..n_jobs-1), serving replicas appended later ---
         batches = [demand.experiments(e, sc.days, r_demand) for e in sc.experiments]
@@ -116,6 +123,18 @@ class World(ReservationDesk, ServingMixin, FreeingMixin, NodeLifecycleMixin, Mov
         n_sku = len(sku_ids)
         self.queue: list[list[deque[int]]] = [[deque() for _ in range(4)] for _ in range(n_sku)]
         self.pending_gpus = [0] * n_sku
+        self.parked: list[deque[int]] = [deque() for _ in range(n_sku)]  # pods waiting for their team's quota
+        self.sched_reasons: dict[str, int] = {}  # scheduling decisions by reason code
+        self.quota_reasons: dict[str, int] = {}  # quota admissions by reason code
+        self.preemptions = 0
+        self.preempted_lost_gpu_s = 0
+        self.serving_preempted_for_training = 0  # must stay 0
+        self.reclaims = 0
+        self.reclaimed_gpus = 0
+        self._asks: dict[int, PodAsk] = {}  # live pods as the scheduling stage sees them (sim/scheduling.py)
+        self.drains = 0  # part-used launched nodes emptied by consolidation (sim/moves.py)
+        self.drain_moves = 0
+        self.lender_refused = 0  # within-nominal admissions refused although quota was lent (must stay 0)
         self.inflight_gpus = [0] * n_sku  # GPUs on nodes still provisioning
         self.freeing_claims: list[dict[int, int]] = [{} for _ in range(n_sku)]  # pod -> freeing nodes it waits for
         self._eta_memo: dict[int, tuple[int, float]] = {}  # pod -> (run epoch, ETA factor), see sim/freeing.py
@@ -249,46 +268,45 @@ class World(ReservationDesk, ServingMixin, FreeingMixin, NodeLifecycleMixin, Mov
         for pr in f.pools:
             assert 0 <= pr.alloc_gpus <= pr.paid_gpus, f"pool {pr.pool.id}: alloc {pr.alloc_gpus} > paid {pr.paid_gpus}"
             assert pr.alloc_gpu_s <= pr.paid_gpu_s
+        self._check_scheduling()
+
+    def _check_scheduling(self) -> None:
+        """Gangs whole, quota books exact and within limits, serving never preempted for training."""
+        for pod, nodes in enumerate(self.p_nodes):
+            if self.p_state[pod] == RUNNING:
+                g, per = self.p_gpus[pod], self.per_node[self.p_sku[pod]]
+                want = 1 if g <= per else g // per
+                assert len(set(nodes)) == want, f"pod {pod} ({g} GPUs) runs on {len(set(nodes))} nodes, not {want}"
+        assert self.serving_preempted_for_training == 0
+        adm = self.admission
+        book = adm.book
+        held: dict[tuple[str, str], int] = {}
+        for pod, (team, flavor, g) in adm.held.items():
+            assert self.p_state[pod] in (QUEUED, RUNNING), f"pod {pod} holds quota in state {self.p_state[pod]}"
+            held[(team, flavor)] = held.get((team, flavor), 0) + g
+        cohorts: set[tuple[str, str]] = set()
+        for key, q in book.quotas.items():
+            used = book.usage[key]
+            assert used == held.get(key, 0), f"quota {key}: book {used} != held {held.get(key, 0)}"
+            if q.borrowing_limit_gpus is not None:
+                assert used - q.nominal_gpus <= q.borrowing_limit_gpus, f"{key} borrows over its limit"
+            cohorts.add((q.cohort, q.flavor))
+        for cohort, flavor in cohorts:
+            members = book.members(cohort, flavor)
+            assert sum(book.pool_use(m) for m in members) <= book.pool_gpus(cohort, flavor), (
+                f"cohort {cohort} overdrawn"
+            )
 
     # ------------------------------------------------------------------ pods
+    def _set_state(self, pod: int, target: int) -> None:
+        """Every pod state change goes through the gate of sim/lifecycle.py."""
+        pod_gate(pod, self.p_state[pod], target)
+        self.p_state[pod] = target
+        if target in (DONE, REMOVED):
+            self._asks.pop(pod, None)
+
     def _tiers(self, pod: int) -> tuple[int, ...]:
         return TIERS_ALL if (self.p_ckpt[pod] > 0 and self.p_serving[pod] < 0) else TIERS_NO_SPOT
-
-    def _try_place(self, pod: int, now: int) -> bool:
-        s = self.p_sku[pod]
-        g = self.p_gpus[pod]
-        per = self.per_node[s]
-        f = self.fleet
-        tiers = self._tiers(pod)
-        if g <= per:
-            node = f.index.best_fit(s, g, tiers)
-            if node is None:
-                return False
-            f.allocate(node, pod, g, now)
-            self.p_nodes[pod] = [node]
-        else:
-            nodes = f.index.whole_nodes(s, g // per, per, tiers)
-            if nodes is None:
-                return False
-            for node in nodes:
-                f.allocate(node, pod, per, now)
-            self.p_nodes[pod] = nodes
-        if tiers is TIERS_NO_SPOT:
-            for node in self.p_nodes[pod]:
-                if f.pools[f.n_pool[node]].tier_rank == SPOT_RANK:
-                    self.spot_violations += 1
-        self.p_state[pod] = RUNNING
-        self.p_start[pod] = now
-        self.p_seg[pod] = now
-        self.p_epoch[pod] += 1
-        fl = self.p_serving[pod]
-        if fl >= 0:
-            self.q.schedule(now + self.fleets[fl].spec.cold_start_s, READY, pod, self.p_epoch[pod])
-        else:
-            if self.p_first_start[pod] < 0:
-                self.p_first_start[pod] = now
-            self.q.schedule(now + self.p_remaining[pod], JOB_END, pod, self.p_epoch[pod])
-        return True
 
     def _charge(self, pod: int, now: int) -> None:
         """Bill the pod's GPUs from the start of its billing segment to ``now`` and open a new segment."""
@@ -335,8 +353,8 @@ class World(ReservationDesk, ServingMixin, FreeingMixin, NodeLifecycleMixin, Mov
                 seconds=dt,
             )
 
-    def _release(self, pod: int, now: int) -> None:
-        """Charge the running segment and free the pod's GPUs."""
+    def _release(self, pod: int, now: int, *, drain: bool = True) -> None:
+        """Charge the running segment, free the pod's GPUs and its quota; ``drain``: let queued pods take them."""
         self._charge(pod, now)
         f = self.fleet
         g = self.p_gpus[pod]
@@ -348,22 +366,27 @@ class World(ReservationDesk, ServingMixin, FreeingMixin, NodeLifecycleMixin, Mov
         self.p_nodes[pod] = []
         self.p_epoch[pod] += 1
         self._eta_memo.pop(pod, None)  # the next run draws its own ETA factor
-        self._drain_queue(s, now)
+        self.admission.release(pod)
+        if drain:
+            self._drain_queue(s, now)
 
     def _enqueue(self, pod: int, now: int) -> None:
         s = self.p_sku[pod]
-        self.p_state[pod] = QUEUED
+        self._set_state(pod, QUEUED)
         prio = PRIO_SERVING if self.p_serving[pod] >= 0 else self.p_prio[pod]
         self.queue[s][prio].append(pod)
         self.pending_gpus[s] += self.p_gpus[pod]
         self._provision(s, now, pod)
 
-    def _interrupt(self, pod: int, now: int) -> None:
-        """A node under the pod failed or was preempted: lose work since the last checkpoint, requeue."""
+    def _interrupt(
+        self, pod: int, now: int, lost_s: int | None = None, *, requeue: bool = True, drain: bool = True
+    ) -> None:
+        """A node under the pod failed or was preempted: lose work since the last checkpoint (or ``lost_s``, as
+        a preemption plan costed it), requeue (re-admitted by quota) unless ``requeue`` is False."""
         run_s = now - self.p_start[pod]
         ckpt = self.p_ckpt[pod]
         fl = self.p_serving[pod]
-        self._release(pod, now)
+        self._release(pod, now, drain=drain)
         self.interruptions += 1
         if fl >= 0:  # a lost replica is replaced by the autoscaler at the next tick
             fr = self.fleets[fl]
@@ -371,14 +394,17 @@ class World(ReservationDesk, ServingMixin, FreeingMixin, NodeLifecycleMixin, Mov
             if self.p_ready[pod]:
                 fr.ready -= 1
                 self.p_ready[pod] = False
-            self.p_state[pod] = REMOVED
+            self._set_state(pod, REMOVED)
             return
-        lost = lost_work_s(run_s, ckpt if ckpt > 0 else None)
+        lost = lost_work_s(run_s, ckpt if ckpt > 0 else None) if lost_s is None else min(lost_s, run_s)
         if ckpt > 0:
             self.max_lost_over_ckpt = max(self.max_lost_over_ckpt, lost / ckpt)
         self.lost_gpu_s += lost * self.p_gpus[pod]
         self.p_remaining[pod] -= run_s - lost
-        self._enqueue(pod, now)
+        if requeue:
+            self._requeue(pod, now)
+        else:
+            self._set_state(pod, QUEUED)  # the caller parks or queues it
 
     def _drain_queue(self, s: int, now: int) -> None:
         """Place queued pods of SKU ``s`` in priority order, head first with a bounded backfill scan."""
@@ -403,16 +429,18 @@ class World(ReservationDesk, ServingMixin, FreeingMixin, NodeLifecycleMixin, Mov
 
     # ------------------------------------------------------------------ handlers
     def _on_arrive(self, now: int, job: int, _b: int) -> None:
-        if not self._try_place(job, now):
-            self._enqueue(job, now)
+        self.sched.observe(self._ask(job))
+        self._start(job, now)
 
     def _on_job_end(self, now: int, pod: int, epoch: int) -> None:
         if self.p_epoch[pod] != epoch or self.p_state[pod] != RUNNING:
             return
         self.p_remaining[pod] = 0
-        self.p_state[pod] = DONE
+        self._set_state(pod, DONE)
         self._release(pod, now)
         self.metrics.job_done()
+        if self.parked[self.p_sku[pod]]:
+            self._retry_parked(self.p_sku[pod], now)
 
     def _on_ready(self, now: int, pod: int, epoch: int) -> None:
         if self.p_epoch[pod] != epoch or self.p_state[pod] != RUNNING:
@@ -438,9 +466,13 @@ class World(ReservationDesk, ServingMixin, FreeingMixin, NodeLifecycleMixin, Mov
         for i, fr in enumerate(self.fleets):
             self._serve_period(i, fr, k, now)
         for s in range(len(self.sku_ids)):
+            if self.parked[s]:
+                self._retry_parked(s, now)
             self._retry_queue(s, now)
             self._scale_down_idle(s, now)
             self._consolidate(s, now)
+            if self.loop.consolidation and now % DRAIN_PERIOD_S == 0:
+                self._drain_part_used(s, now)
         if now % HOUR_S == 0:
             self._sample(now)
         if now + self.period_s <= self.horizon_s:

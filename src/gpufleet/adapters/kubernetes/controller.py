@@ -29,7 +29,7 @@ from gpufleet.adapters.kubernetes.lease import LeaderElector
 from gpufleet.adapters.kubernetes.reclaim import apply_reclaim
 from gpufleet.adapters.kubernetes.rest import Kube
 from gpufleet.adapters.kubernetes.view import ClusterView
-from gpufleet.control.binding import Bind, BindingPlan, BindingPlanner, Unschedulable
+from gpufleet.control.binding import BindingPlan, BindingPlanner, PodBind, Unschedulable
 from gpufleet.control.reclaim import plan_reclaim
 
 
@@ -73,7 +73,7 @@ class Controller:
         )  # fmt: skip
         self._stop = threading.Event()
         self._pool = ThreadPoolExecutor(max_workers=cfg.bind_workers, thread_name_prefix="bind")
-        self.bound: list[Bind] = []
+        self.bound: list[PodBind] = []
         self.bind_latency_s: list[float] = []
         self.last_plan: BindingPlan | None = None
         self.error = ""
@@ -136,7 +136,7 @@ class Controller:
         workers at once (binding overlaps planning); wait for all binds; return the whole plan."""
         obs = self.view.observation()
         decided: set[str] = set()
-        binds: list[Bind] = []
+        binds: list[PodBind] = []
         unsched: list[Unschedulable] = []
         over: tuple[str, ...] = ()
         futures: list[Future[bool]] = []
@@ -146,7 +146,7 @@ class Controller:
             binds += plan.binds
             unsched += plan.unschedulable
             over = plan.over_capacity
-            gangs: dict[str, list[Bind]] = {}
+            gangs: dict[str, list[PodBind]] = {}
             for b in plan.binds:
                 if b.gang:
                     gangs.setdefault(b.pod.split("/")[0] + "/" + b.gang, []).append(b)
@@ -201,7 +201,7 @@ class Controller:
         self._reclaim = threading.Thread(target=work, name="reclaim", daemon=True)
         self._reclaim.start()
 
-    def _bind(self, b: Bind) -> bool:
+    def _bind(self, b: PodBind) -> bool:
         ns, name = b.pod.split("/", 1)
         t0 = time.perf_counter()
         if not self.elector.is_leader() and not self.cfg.dry_run:
@@ -218,7 +218,7 @@ class Controller:
             return False
         return True
 
-    def _bind_gang(self, members: list[Bind]) -> bool:
+    def _bind_gang(self, members: list[PodBind]) -> bool:
         ok = [b for b in members if self._bind(b)]
         if len(ok) == len(members):
             return True

@@ -16,7 +16,7 @@ from collections.abc import Callable
 
 from gpufleet.adapters.kubernetes.act import Actuator
 from gpufleet.adapters.kubernetes.rest import ApiError, Kube
-from gpufleet.control.reclaim import Drain, ReclaimPlan
+from gpufleet.control.reclaim import NodeDrain, ReclaimPlan
 
 A_CKPT_REQUESTED = "gpufleet.io/checkpoint-requested"
 A_CKPT_DONE = "gpufleet.io/checkpoint-done"
@@ -33,7 +33,7 @@ def _checkpointed(kube: Kube, key: str, token: str) -> bool:
 
 def apply_drain(
     act: Actuator,
-    drain: Drain,
+    drain: NodeDrain,
     *,
     checkpoint_timeout_s: float = 120.0,
     poll_s: float = 0.5,

@@ -1,0 +1,318 @@
+"""The scheduling stage of the loop: where a pod runs, whether it may preempt, whether its team's quota admits it.
+
+Observations in, decisions out, each with a reason code; the world (or an adapter) applies them and never
+decides. The stage runs the schedule package:
+
+- :class:`FleetScheduler` places a pod on the cluster state the world exposes (the free-GPU index over its
+  nodes, see :mod:`gpufleet.schedule.bestfit`, and each node's rack). Capacity tiers are tried in the pod's
+  fallback order (reserved, on demand, spot, secondary: the cheapest capacity first); inside a tier the
+  scheduler policy named by the scenario chooses among the nodes that fit (:mod:`gpufleet.schedule.classes`).
+  A pod bigger than a node is a gang of whole nodes, placed all or nothing, one rack preferred
+  (:func:`gpufleet.schedule.gang.plan_whole_nodes`) inside each tier's share of the gang.
+- :meth:`FleetScheduler.preempt` asks :func:`gpufleet.schedule.preemption.plan_preemption` (strictly lower
+  priority only, serving never for training, checkpoint-aware cost) and takes the plan only when the victims
+  lose fewer GPU-hours than the pod would idle waiting for a new node.
+- :class:`QuotaAdmission` is the Kueue-style gate in front of placement (:class:`gpufleet.schedule.QuotaBook`):
+  nominal quota, borrowing and lending in a cohort, lent quota reclaimed from borrowers. A pod holds its
+  quota from admission until it stops running (ends, is interrupted or preempted); it is then re-admitted.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from gpufleet.domain.workloads import WorkloadKind
+from gpufleet.schedule.bestfit import FreeGpuIndex
+from gpufleet.schedule.classes import CLASS_POLICIES, ClassScheduler
+from gpufleet.schedule.consolidation import RunningPod, plan_consolidation
+from gpufleet.schedule.gang import plan_whole_nodes
+from gpufleet.schedule.preemption import (
+    NoPreemption,
+    PreemptionPlan,
+    PreemptRequest,
+    RunningJob,
+    eviction_cost,
+    plan_preemption,
+)
+from gpufleet.schedule.quota import Admission, QuotaBook, Reclaim, TeamQuota
+from gpufleet.schedule.table import MILLI, NodeSpec, NodeTable, PodRequest
+
+__all__ = [
+    "CLASS_POLICIES",
+    "Bind",
+    "Drain",
+    "FleetScheduler",
+    "FreeGpuIndex",
+    "NodeView",
+    "PodAsk",
+    "PodView",
+    "QuotaAdmission",
+    "Reclaim",
+    "RunningJob",
+    "TeamQuota",
+    "Wait",
+    "plan_drains",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class PodAsk:
+    """One pod asking to run: ``gpus`` of SKU index ``sku`` on nodes of ``per_node`` GPUs, on ``tiers`` (ranks,
+    in fallback order)."""
+
+    pod: int
+    sku: int
+    gpus: int
+    per_node: int
+    tiers: tuple[int, ...]
+    priority: int
+    serving: bool
+
+
+@dataclass(frozen=True, slots=True)
+class Bind:
+    """Run the pod on ``nodes`` (one per worker; a single-node pod has one). ``level``: node, rack or cluster."""
+
+    nodes: tuple[int, ...]
+    reason: str
+    level: str = "node"
+
+
+@dataclass(frozen=True, slots=True)
+class Wait:
+    reason: str  # "no_fit" | "gang_no_fit"
+
+
+WAIT_NO_FIT = Wait("no_fit")  # decisions are immutable: the hot path returns shared instances
+WAIT_GANG_NO_FIT = Wait("gang_no_fit")
+
+
+class FleetScheduler:
+    """Places pods on the world's nodes with a named policy; one :class:`ClassScheduler` per SKU."""
+
+    def __init__(
+        self,
+        policy: str,
+        sku_ids: Sequence[str],
+        gpus_per_node: Sequence[int],
+        rng: np.random.Generator,
+        *,
+        preemption: bool = True,
+        grace_s: int = 120,
+    ) -> None:
+        self.policy = policy
+        self.preemption = preemption
+        self.grace_s = grace_s
+        self.classes = [ClassScheduler(policy, s, g, rng) for s, g in zip(sku_ids, gpus_per_node, strict=True)]
+
+    def observe(self, ask: PodAsk) -> None:
+        """A pod arrived (once per pod): the policy learns the workload online."""
+        if ask.gpus < ask.per_node:
+            self.classes[ask.sku].observe(ask.gpus)
+
+    def place(self, ask: PodAsk, index: FreeGpuIndex, rack_of: Sequence[int]) -> Bind | Wait:
+        """Where ``ask`` runs now, or why it waits. Reads the index; changes nothing."""
+        s, g, per = ask.sku, ask.gpus, ask.per_node
+        if g <= per:
+            for t in ask.tiers:
+                cands = index.fitting_classes(s, t, g, per)
+                if cands:
+                    choice = self.classes[s].choose(g, cands)
+                    return Bind((index.first_with_free(s, t, choice.free_gpus),), choice.reason)
+            return WAIT_NO_FIT
+        need = g // per
+        counts = [index.free_nodes(s, t, per) for t in ask.tiers]
+        if sum(counts) < need:
+            return WAIT_GANG_NO_FIT
+        nodes: list[int] = []
+        for t, c in zip(ask.tiers, counts, strict=True):
+            take = min(c, need - len(nodes))
+            if take <= 0:
+                continue
+            by_rack: dict[int, list[int]] = {}
+            for n in index.nodes_with_free(s, t, per):
+                by_rack.setdefault(rack_of[n], []).append(n)
+            got = plan_whole_nodes(by_rack, take)
+            assert got is not None  # the tier holds at least ``take`` free nodes
+            nodes.extend(got[0])
+        racks = {rack_of[n] for n in nodes}
+        level = "rack" if len(racks) == 1 else "cluster"
+        return Bind(tuple(nodes), f"gang_{level}", level)
+
+    def preempt(
+        self,
+        ask: PodAsk,
+        running: Sequence[RunningJob],
+        free_gpus_by_node: dict[int, int],
+        now_s: int,
+        wait_s: int,
+    ) -> PreemptionPlan | NoPreemption:
+        """A plan to free one node for ``ask`` by evicting lower-priority work, if that wastes fewer GPU-hours
+        than waiting ``wait_s`` for new capacity would idle the pod's GPUs (else :class:`NoPreemption`)."""
+        if not self.preemption:
+            return NoPreemption(str(ask.pod), "preemption_disabled")
+        if ask.gpus > ask.per_node:
+            return NoPreemption(str(ask.pod), "gang_not_preempting")
+        kind = WorkloadKind.SERVING if ask.serving else WorkloadKind.TRAINING
+        req = PreemptRequest(str(ask.pod), kind, ask.priority, ask.gpus)
+        plan = plan_preemption(req, running, free_gpus_by_node, now_s, self.grace_s)
+        if isinstance(plan, NoPreemption):
+            return plan
+        if plan.lost_gpu_h > ask.gpus * wait_s / 3600:
+            return NoPreemption(str(ask.pod), "waiting_is_cheaper")
+        return plan
+
+
+def victim_lost_s(job: RunningJob, now_s: int, grace_s: int) -> int:
+    """Seconds of work an evicted job loses (the plan's own cost model, without the restart time)."""
+    e = eviction_cost(job, now_s, grace_s)
+    return max(0, round(e.lost_gpu_h * 3600 / max(1, job.gpus)) - job.restart_s)
+
+
+class QuotaAdmission:
+    """Team quotas per (team, SKU): admit, hold, release; reclaim lent quota from borrowers.
+
+    Teams without a quota entry are not limited (reason ``no_quota``). ``held`` maps a pod to the
+    (team, flavor, GPUs) it holds; the book's usage is always the sum of ``held``.
+    """
+
+    def __init__(self, quotas: Sequence[TeamQuota] = ()) -> None:
+        self.book = QuotaBook()
+        for q in quotas:
+            self.book.add(q)
+        self.held: dict[int, tuple[str, str, int]] = {}
+
+    def has_quota(self, team: str, flavor: str) -> bool:
+        return (team, flavor) in self.book.quotas
+
+    def check(self, team: str, flavor: str, gpus: int) -> Admission:
+        """The book's decision (nothing recorded)."""
+        if not self.has_quota(team, flavor):
+            return Admission(team, flavor, gpus, "admit", "no_quota")
+        return self.book.check(team, flavor, gpus)
+
+    def hold(self, pod: int, decided: Admission) -> None:
+        """Record ``pod``'s usage: ``decided`` is :meth:`check`'s ``admit`` for it, with no change since."""
+        if pod in self.held or decided.reason == "no_quota":
+            return
+        if decided.decision != "admit":
+            raise ValueError(f"pod {pod}: hold needs an admission, got {decided.decision} ({decided.reason})")
+        team, flavor, gpus = decided.team, decided.flavor, decided.gpus
+        self.book.admit(team, flavor, gpus, decided)
+        self.held[pod] = (team, flavor, gpus)
+
+    def release(self, pod: int) -> bool:
+        """``pod`` stopped holding quota; True if it held some."""
+        got = self.held.pop(pod, None)
+        if got is None:
+            return False
+        self.book.release(*got)
+        return True
+
+    @staticmethod
+    def reclaim_victims(reclaim: Reclaim, candidates: Sequence[RunningJob], now_s: int, grace_s: int) -> list[str]:
+        """Running pods of the borrowing team to evict so that at least ``reclaim.gpus`` come back: the ones
+        that lose the fewest GPU-hours per GPU first (checkpoint-aware), serving never before training."""
+        ranked = sorted(
+            candidates,
+            key=lambda j: (j.kind is WorkloadKind.SERVING, eviction_cost(j, now_s, grace_s).lost_gpu_h / j.gpus, j.id),
+        )
+        out: list[str] = []
+        got = 0
+        for j in ranked:
+            if got >= reclaim.gpus:
+                break
+            out.append(j.id)
+            got += j.gpus
+        return out if got >= reclaim.gpus else []
+
+
+@dataclass(frozen=True, slots=True)
+class NodeView:
+    """A node offered to consolidation: ``used`` GPUs of ``gpus`` taken; ``source``: a launched node it may drain."""
+
+    node: int
+    gpus: int
+    used: int
+    source: bool
+
+
+@dataclass(frozen=True, slots=True)
+class PodView:
+    """A running pod on a source node: ``movable`` (checkpointable training), and when it reports it ends."""
+
+    pod: int
+    node: int
+    gpus: int
+    movable: bool
+    serving: bool
+    started_s: int
+    ends_s: int
+
+
+@dataclass(frozen=True, slots=True)
+class Drain:
+    """Move ``moves`` (pod, destination node) to empty ``node``; saves ``saved_gpu_h`` for ``cost_gpu_h``."""
+
+    node: int
+    moves: tuple[tuple[int, int], ...]
+    saved_gpu_h: float
+    cost_gpu_h: float
+    reason: str = "drain_pays"
+
+
+def plan_drains(
+    nodes: Sequence[NodeView],
+    pods: Sequence[PodView],
+    now_s: int,
+    max_moves: int,
+    idle_before_release_s: int,
+    restart_s: int = 300,
+) -> list[Drain]:
+    """Consolidation through :func:`gpufleet.schedule.plan_consolidation`, kept only where it pays.
+
+    The planner drains the least-used source nodes onto the fullest other nodes that fit (serving never moves,
+    work that cannot checkpoint does not move, ``max_moves`` is the disruption budget). A drained node is kept
+    only if the launched GPU-hours it frees (its GPUs from when it could be released, ``idle_before_release_s``
+    from now, until its last pod would have ended) exceed the GPU-hours the moves cost (restart time)."""
+    if not nodes or max_moves <= 0 or not any(p.movable for p in pods):
+        return []
+    row = {v.node: i for i, v in enumerate(nodes)}
+    per = max(v.gpus for v in nodes)
+    table = NodeTable.from_specs([NodeSpec(str(v.node), 0, 0, v.gpus, "g", 0, 0) for v in nodes])
+    on_pods: dict[int, int] = {}
+    running: list[RunningPod] = []
+    for p in pods:
+        slots = tuple(range(on_pods.get(p.node, 0), on_pods.get(p.node, 0) + p.gpus))
+        on_pods[p.node] = on_pods.get(p.node, 0) + p.gpus
+        req = _gpu_request(p.pod, p.gpus)
+        table.allocate(row[p.node], req, slots)
+        running.append(
+            RunningPod(str(p.pod), req, row[p.node], slots, p.serving, p.movable, False, None, p.started_s, restart_s)
+        )
+    for v in nodes:  # usage the offered pods do not account for (pods on destination nodes)
+        rest = v.used - on_pods.get(v.node, 0)
+        if rest > 0:
+            base = on_pods.get(v.node, 0)
+            table.allocate(row[v.node], _gpu_request(-1, rest), tuple(range(base, base + rest)))
+    src_rows = {row[v.node] for v in nodes if v.source}
+    plan = plan_consolidation(table, [r for r in running if r.node in src_rows], now_s, max_moves)
+    ends = {p.pod: p.ends_s for p in pods}
+    by_node: dict[int, list[tuple[int, int, float]]] = {}
+    for m in plan.moves:
+        by_node.setdefault(m.from_node, []).append((int(m.pod_id), nodes[m.to_node].node, m.cost_gpu_h))
+    out: list[Drain] = []
+    for r, moves in by_node.items():
+        last_end = max(ends[p] for p, _, _ in moves)
+        saved = per * max(0, last_end - now_s - idle_before_release_s) / 3600
+        cost = sum(c for _, _, c in moves)
+        if saved > cost:
+            out.append(Drain(nodes[r].node, tuple((p, d) for p, d, _ in moves), saved, cost))
+    return out
+
+
+def _gpu_request(pod: int, gpus: int) -> PodRequest:
+    return PodRequest(f"pod{pod}", 0, 0, gpus, MILLI)
