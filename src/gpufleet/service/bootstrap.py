@@ -18,6 +18,7 @@ from gpufleet.service.budgets import BudgetService
 from gpufleet.service.capacity import CapacityService
 from gpufleet.service.clock import Clock, IdGenerator, RandomIds, SystemClock
 from gpufleet.service.ingest import IngestService
+from gpufleet.service.leader import Leadership, election_for
 from gpufleet.service.placement_chain import ChainPlacementService
 from gpufleet.service.procurement import ProcurementService
 from gpufleet.service.registry import RegistryService
@@ -47,6 +48,7 @@ class Services:
     procurement: ProcurementService
     autoscaling: AutoscalingService
     budgets: BudgetService
+    leader: Leadership
 
 
 def build_services(
@@ -57,13 +59,17 @@ def build_services(
     ids: IdGenerator | None = None,
     provider: ProviderPort | None = None,
     crash_hook: CrashHook | None = None,
+    leader: Leadership | None = None,
 ) -> Services:
-    """Wire everything; raises DatabaseNotMigrated (with the fixing command) on an unmigrated database."""
+    """Wire everything; raises DatabaseNotMigrated (with the fixing command) on an unmigrated database.
+
+    ``leader``: who may submit to the provider (default: the advisory lock on PostgreSQL, this process on SQLite)."""
     engine = engine or make_engine(settings.db_url, busy_timeout_s=settings.sqlite_busy_timeout_s)
     ensure_migrated(engine, safe_url=safe_url(engine))
     clock = clock or SystemClock()
     ids = ids or RandomIds()
-    provider = provider or SimulatedProvider(engine)
+    provider = provider or SimulatedProvider(engine, latency_s=settings.sim_provider_latency_s)
+    leader = leader or election_for(engine, poll_s=settings.leader_poll_s)
     workloads = WorkloadService(engine, clock, ids)
     budgets = BudgetService(engine, clock)
     accuracy = ForecastAccuracyService(engine, clock)
@@ -76,6 +82,7 @@ def build_services(
         approval_threshold_usd=settings.approval_threshold_usd,
         provider_max_attempts=settings.provider_max_attempts,
         crash_hook=crash_hook,
+        may_submit=leader.is_leader,
     )
     return Services(
         settings=settings,
@@ -96,4 +103,5 @@ def build_services(
         procurement=ProcurementService(engine, clock, capacity, reservations),
         autoscaling=AutoscalingService(engine, workloads),
         budgets=budgets,
+        leader=leader,
     )
