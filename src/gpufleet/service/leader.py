@@ -18,6 +18,8 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import os
+import socket
 import threading
 import time
 from collections.abc import Callable
@@ -86,7 +88,7 @@ class AdvisoryLockLeader:
                 "keepalives_idle": KEEPALIVE_IDLE_S,
                 "keepalives_interval": KEEPALIVE_INTERVAL_S,
                 "keepalives_count": KEEPALIVE_COUNT,
-                "application_name": "gpufleet-leader",
+                "application_name": leader_application_name(),
             },
         )
         self._poll_s = poll_s
@@ -143,6 +145,12 @@ class AdvisoryLockLeader:
             with contextlib.suppress(SQLAlchemyError):
                 self._conn.close()  # closing the session releases the advisory lock
             self._conn = None
+
+
+def leader_application_name() -> str:
+    """The lock session's ``application_name``: ``gpufleet-leader <host>:<pid>`` (<= 63 bytes), so that
+    ``pg_stat_activity`` joined with ``pg_locks`` shows which pod/process leads."""
+    return f"gpufleet-leader {socket.gethostname()[:32]}:{os.getpid()}"
 
 
 def election_for(engine: Engine, *, poll_s: float) -> Leadership:
