@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: run test lint fmt bench clean setup
+.PHONY: run test lint fmt bench clean setup image
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -31,6 +31,10 @@ lint: $(STAMP)
 fmt: $(STAMP)
 	$(BIN)/ruff format src tests
 	$(BIN)/ruff check --fix src tests
+
+# The container image from Debian packages only (mmdebstrap base, cached in ~/.cache/gpufleet-image): IMAGE=...
+image:
+	bash scripts/image.sh build
 
 clean:
 	rm -rf $(VENV) out .pytest_cache .mypy_cache .ruff_cache

@@ -1,12 +1,18 @@
 #!/usr/bin/env bash
-# System packages the test suite uses: Chromium (report and dashboard screenshots) and Prometheus
-# (the telemetry adapter is tested against a real server). Installs only what is missing, only as root;
+# System packages the test suite uses: Chromium (report and dashboard screenshots), Prometheus
+# (the telemetry adapter is tested against a real server), podman + mmdebstrap + runc (the container image is
+# built from Debian packages and run; runc because crun refuses hybrid cgroup hosts), etcd (the real
+# kube-apiserver in ../shared/k8s stores in it). Installs only what is missing, only as root;
 # tests that need a missing binary skip with a reason.
 set -u
 need=()
 command -v chromium >/dev/null 2>&1 || need+=(chromium)
 command -v prometheus >/dev/null 2>&1 || need+=(prometheus)
 command -v promtool >/dev/null 2>&1 || need+=(prometheus)
+command -v podman >/dev/null 2>&1 || need+=(podman)
+command -v mmdebstrap >/dev/null 2>&1 || need+=(mmdebstrap)
+command -v runc >/dev/null 2>&1 || need+=(runc)
+command -v etcd >/dev/null 2>&1 || need+=(etcd-server)
 [ ${#need[@]} -eq 0 ] && exit 0
 if [ "$(id -u)" != "0" ] || ! command -v apt-get >/dev/null 2>&1; then
   echo "note: cannot install ${need[*]} (not root or no apt-get); the tests that need them will skip" >&2
