@@ -127,6 +127,9 @@ class AdvisoryLockLeader:
 
     def close(self) -> None:
         with self._mutex:
+            if self._leader and self._conn is not None:
+                with contextlib.suppress(SQLAlchemyError):  # release now: the session ends asynchronously
+                    self._conn.execute(text("SELECT pg_advisory_unlock_all()"))
             self._drop()
             self._engine.dispose()
 
