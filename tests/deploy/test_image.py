@@ -25,6 +25,7 @@ PORT = 9123
 
 pytestmark = [
     pytest.mark.image,
+    pytest.mark.postgres,
     pytest.mark.slow,
     pytest.mark.skipif(
         shutil.which("podman") is None or shutil.which("mmdebstrap") is None,

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import time
 
+import pytest
 from sqlalchemy import create_engine, text
 
 from gpufleet.service.leader import AdvisoryLockLeader, SoleLeader, election_for
@@ -19,6 +20,7 @@ class _Clock:
         return self.t_s
 
 
+@pytest.mark.postgres
 def test_one_holder_per_schema_and_release_on_close(pg_schema: PgSchema) -> None:
     engine = create_engine(pg_schema.url)
     a, b = AdvisoryLockLeader(engine, poll_s=1.0), AdvisoryLockLeader(engine, poll_s=1.0)
@@ -35,6 +37,7 @@ def test_one_holder_per_schema_and_release_on_close(pg_schema: PgSchema) -> None
         engine.dispose()
 
 
+@pytest.mark.postgres
 def test_is_leader_is_cached_for_the_poll_interval_then_rechecked(pg_schema: PgSchema) -> None:
     engine = create_engine(pg_schema.url)
     clock = _Clock()
@@ -68,6 +71,7 @@ def test_is_leader_is_cached_for_the_poll_interval_then_rechecked(pg_schema: PgS
         engine.dispose()
 
 
+@pytest.mark.postgres
 def test_schemas_elect_independently(pg_schema: PgSchema) -> None:
     engine = create_engine(pg_schema.url)
     other = create_engine(pg_schema.url.replace(pg_schema.name, "public"))
