@@ -42,7 +42,8 @@ class Settings(BaseSettings):
         default=30.0,
         ge=0,
         description="Seconds between reconciler passes while serving (0 = only at startup). The reconciler "
-        "submits approved reservations left behind by a crash and activates/expires commitments.",
+        "submits approved reservations left behind by a crash and activates/expires commitments. With several "
+        "processes on PostgreSQL keep it > 0: the same loop lets the leader submit approvals taken by followers.",
     )
     leader_poll_s: float = Field(
         default=1.0,
