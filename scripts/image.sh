@@ -45,7 +45,7 @@ base() {
   local tar="$CACHE/base-$SUITE.tar"
   if [ ! -s "$tar" ]; then
     echo "building the Debian $SUITE base with mmdebstrap (once; cached in $tar)" >&2
-    mmdebstrap --quiet --variant=minbase --include=python3,python3-venv,ca-certificates "$SUITE" "$tar.part"
+    mmdebstrap --quiet --format=tar --variant=minbase --include=python3,python3-venv,ca-certificates "$SUITE" "$tar.part"
     mv "$tar.part" "$tar"
   fi
   podman import --quiet "$tar" "$BASE" >/dev/null
