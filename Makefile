@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: run test lint fmt bench clean setup image
+.PHONY: run test test-unit test-integration test-e2e lint fmt bench clean setup image
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -19,14 +19,28 @@ run: $(STAMP)
 	mkdir -p out
 	$(BIN)/gpufleet simulate --scenario default --report out/report.html --json out/summary.json
 
+PYTEST := $(BIN)/python -m pytest -q -p no:cacheprovider
+
+# Lanes: unit (pure, seconds), integration (HTTP on SQLite + PostgreSQL, real servers on loopback), e2e (the CLI
+# and the browser as a user runs them). `make test` runs all three in one pytest run.
 test: $(STAMP)
-	$(BIN)/python -m pytest -q -p no:cacheprovider
+	$(PYTEST)
+
+test-unit: $(STAMP)
+	$(PYTEST) tests/unit
+
+test-integration: $(STAMP)
+	$(PYTEST) tests/integration
+
+test-e2e: $(STAMP)
+	$(PYTEST) tests/e2e
 
 lint: $(STAMP)
 	$(BIN)/ruff check src tests
 	$(BIN)/ruff format --check src tests
 	$(BIN)/mypy
 	$(BIN)/lint-imports
+	$(BIN)/python scripts/check_unique_names.py src
 
 fmt: $(STAMP)
 	$(BIN)/ruff format src tests

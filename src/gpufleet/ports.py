@@ -17,25 +17,74 @@ import numpy as np
 import numpy.typing as npt
 
 from gpufleet.domain.allocations import Allocation
+from gpufleet.domain.catalog import ListPrice
+from gpufleet.domain.errors import ValidationError
 from gpufleet.domain.pools import CapacityPool
 from gpufleet.domain.workloads import ServingScaling
 
 FloatArray = npt.NDArray[np.float64]
 
 
+class PriceCatalog(Protocol):
+    """List prices per GPU-hour by SKU: the one way decision code learns a catalog price (injected, never read
+    from a module global). ``list_price`` is None for a SKU the catalog does not list;
+    ``reserved_to_on_demand`` is the reserved/on-demand price ratio used where only one price is known."""
+
+    @property
+    def reserved_to_on_demand(self) -> float: ...
+
+    def list_price(self, sku_id: str) -> ListPrice | None: ...
+
+    def sku_ids(self) -> tuple[str, ...]: ...
+
+
 @dataclass(frozen=True, slots=True)
 class DemandForecast:
-    """Quantile forecast on a regular grid: ``quantiles[q]`` has one value per future step."""
+    """A quantile forecast on a regular grid: the one forecast type of the loop and of every forecasting model.
 
-    step_s: int
-    quantiles: dict[float, FloatArray]
+    ``mean`` has shape ``(h,)``; ``values`` has shape ``(len(levels), h)``, one row per level. ``levels`` are
+    strictly increasing in ``(0, 1)`` and quantiles never cross (``values[i, k] <= values[i + 1, k]``);
+    :func:`gpufleet.forecast.quantiles.make_forecast` enforces both. ``method`` names the model that made it.
+    """
+
+    mean: FloatArray
+    levels: tuple[float, ...]
+    values: FloatArray
+    method: str
+
+    @property
+    def horizon(self) -> int:
+        return int(self.mean.shape[0])
+
+    @property
+    def quantiles(self) -> dict[float, FloatArray]:
+        """Level -> forecast row (views of ``values``), in increasing level order."""
+        return {q: self.values[i] for i, q in enumerate(self.levels)}
 
     @property
     def median(self) -> FloatArray:
-        return self.quantiles[0.5]
+        return self.at(0.5)
+
+    def at(self, q: float) -> FloatArray:
+        """The forecast of quantile ``q``; a level that was not forecast is linearly interpolated."""
+        qs = np.asarray(self.levels)
+        hit = np.flatnonzero(np.isclose(qs, q))
+        if hit.size:
+            return np.asarray(self.values[hit[0]], dtype=np.float64)
+        if not qs[0] <= q <= qs[-1]:
+            raise ValidationError("quantile", f"{q} is outside the forecast levels {self.levels}")
+        j = int(np.searchsorted(qs, q))
+        w = (q - qs[j - 1]) / (qs[j] - qs[j - 1])
+        return np.asarray((1 - w) * self.values[j - 1] + w * self.values[j], dtype=np.float64)
 
 
 class Forecaster(Protocol):
+    """The forecasting stage: demand history (regular grid, oldest first, NaN = gap) in, ``horizon`` steps out.
+
+    Models inside :mod:`gpufleet.forecast` share the estimator interface
+    :class:`gpufleet.forecast.base.ForecastModel` (fit / predict) and return the same :class:`DemandForecast`.
+    """
+
     def forecast(self, history: FloatArray, step_s: int, horizon: int) -> DemandForecast: ...
 
 

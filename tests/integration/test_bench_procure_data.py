@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from gpufleet.bench.procure import RpsToGpus, load_demand, run_series
+from gpufleet.domain.catalog import BUILTIN_PRICE_CATALOG
 from gpufleet.procure.replay import ReplayConfig
 
 BASELINES = ("all_on_demand", "reserve_peak", "lookback_p50", "online_breakeven")
@@ -25,7 +26,7 @@ def test_gpufleet_within_10pct_of_hindsight_and_below_every_baseline(
     shared_data: Path, rel: str, series: str, convert: RpsToGpus | None
 ) -> None:
     demand = load_demand(shared_data / rel, series_id=series, convert=convert)[series]
-    cfg = ReplayConfig.from_catalog("h100_80gb", term_h=168, lead_h=24)
+    cfg = ReplayConfig.from_catalog("h100_80gb", prices=BUILTIN_PRICE_CATALOG, term_h=168, lead_h=24)
     rows = run_series(cfg, demand)
     g = rows["gpufleet"]
     assert g["ratio_to_optimal"] <= 1.10

@@ -10,7 +10,7 @@ from gpufleet.autoscale.cluster import (
     ClusterAutoscaler,
     ClusterAutoscalerConfig,
     ClusterSnapshot,
-    DemandForecast,
+    DemandCeiling,
     Node,
     NodeGroup,
     PendingWork,
@@ -110,7 +110,7 @@ def test_scale_down_waits_for_the_unneeded_time_and_reports_why() -> None:
 
 
 def test_forecast_keeps_a_node_needed_before_a_relaunch_would_pay_off() -> None:
-    fc = DemandForecast("h100_80gb", np.array([1_000.0, 2_000.0]), np.array([20.0, 20.0]))
+    fc = DemandCeiling("h100_80gb", np.array([1_000.0, 2_000.0]), np.array([20.0, 20.0]))
     snap = ClusterSnapshot(GROUPS, _idle_fleet(3), forecasts=(fc,))
     ca = ClusterAutoscaler(ClusterAutoscalerConfig(respect_min_billing=False))
     ca.decide(snap, 0.0)
@@ -151,7 +151,7 @@ def _toy_world_launches(ca: ClusterAutoscaler, *, use_forecast: bool) -> tuple[i
     launches, billed_s, seq, pending_min = 0, 0.0, 0, 0
     t_grid = np.arange(0.0, 6 * 3_600 + 1, 60.0)
     demand = np.where((t_grid // 1_200) % 2 == 0, 8, 2)
-    fc = DemandForecast("h100_80gb", t_grid, demand * 8.0)
+    fc = DemandCeiling("h100_80gb", t_grid, demand * 8.0)
     for t, pods in zip(t_grid, demand, strict=True):
         ready = sorted(i for i, (_, r) in nodes.items() if r <= t)
         placed = min(int(pods), len(ready))

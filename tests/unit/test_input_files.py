@@ -17,6 +17,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from gpufleet.adapters.cost_files import read_allocations_csv, read_capacity_csv
+from gpufleet.adapters.inputs import read_input_text
 from gpufleet.adapters.telemetry_files import parse_time, read_file
 from gpufleet.autoscale.throughput import ReplicaThroughputModel
 from gpufleet.bench.autoscale_traces import load_traces
@@ -25,7 +26,6 @@ from gpufleet.bench.forecast import load_regular
 from gpufleet.bench.procure import load_demand
 from gpufleet.bench.seeds import MAX_SEEDS, parse_seeds
 from gpufleet.domain.errors import ValidationError
-from gpufleet.domain.inputs import read_input_text
 from gpufleet.sim.scenario import load_scenario
 from gpufleet.sim.traces import read_series_csv
 

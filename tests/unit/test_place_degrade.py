@@ -8,7 +8,7 @@ from hypothesis import strategies as st
 from gpufleet.domain.catalog import default_pools
 from gpufleet.domain.pools import Tier
 from gpufleet.domain.workloads import DegradeOption, Priority, ServingScaling, Workload, WorkloadKind
-from gpufleet.place.degrade import PlacementRequest, PoolState, RunningWork, recommend
+from gpufleet.place.degrade import DegradeRequest, PoolHeadroom, RunningWork, recommend
 
 POOLS = {p.tier: p for p in default_pools("h100_80gb")}
 L40S = {p.tier: p for p in default_pools("l40s")}
@@ -44,12 +44,12 @@ def _training(**kw: object) -> Workload:
     )
 
 
-def _state(tier: Tier, free: float, **kw: object) -> PoolState:
-    return PoolState(POOLS[tier], free, **kw)  # type: ignore[arg-type]
+def _state(tier: Tier, free: float, **kw: object) -> PoolHeadroom:
+    return PoolHeadroom(POOLS[tier], free, **kw)  # type: ignore[arg-type]
 
 
 def test_exhausted_pool_yields_the_next_link_with_a_reason() -> None:
-    req = PlacementRequest(_training(), 0, (_state(Tier.RESERVED, 0), _state(Tier.ON_DEMAND, 100)))
+    req = DegradeRequest(_training(), 0, (_state(Tier.RESERVED, 0), _state(Tier.ON_DEMAND, 100)))
     d = recommend(req)
     assert d.action == "place" and d.tier == "on_demand"
     assert [(s.tier, s.trigger) for s in d.skipped] == [(Tier.RESERVED, "quota_headroom")]
@@ -57,7 +57,7 @@ def test_exhausted_pool_yields_the_next_link_with_a_reason() -> None:
 
 
 def test_stockout_and_utilization_are_explicit_triggers() -> None:
-    req = PlacementRequest(
+    req = DegradeRequest(
         _training(),
         0,
         (
@@ -72,7 +72,7 @@ def test_stockout_and_utilization_are_explicit_triggers() -> None:
 
 
 def test_serving_is_never_placed_on_spot() -> None:
-    req = PlacementRequest(
+    req = DegradeRequest(
         _serving(), 0, (_state(Tier.ON_DEMAND, 0), _state(Tier.SPOT, 1000), _state(Tier.SECONDARY, 100))
     )
     d = recommend(req)
@@ -89,9 +89,9 @@ def test_serving_is_never_placed_on_spot() -> None:
 def test_any_pool_state_gives_a_decision_and_serving_never_rides_spot(
     pools: list[tuple[Tier, int, bool, float]], serving: bool
 ) -> None:
-    states = tuple(PoolState(POOLS[t], free, utilization=u, stockout=so) for t, free, so, u in pools)
+    states = tuple(PoolHeadroom(POOLS[t], free, utilization=u, stockout=so) for t, free, so, u in pools)
     w = _serving() if serving else _training(checkpoint_interval_s=None)
-    d = recommend(PlacementRequest(w, 0, states))
+    d = recommend(DegradeRequest(w, 0, states))
     assert d.action in {"place", "degrade", "preempt", "queue"}
     if d.action != "queue":
         assert d.tier != "spot"
@@ -101,7 +101,7 @@ def test_any_pool_state_gives_a_decision_and_serving_never_rides_spot(
 
 def test_provider_share_cap_holds() -> None:
     # aws already has 90 of 100 GPUs; with a 0.6 cap the job goes to the neocloud secondary pool
-    req = PlacementRequest(
+    req = DegradeRequest(
         _training(checkpoint_interval_s=None),
         0,
         (_state(Tier.ON_DEMAND, 100), _state(Tier.SECONDARY, 100)),
@@ -124,9 +124,9 @@ def test_unmeetable_deadline_downshifts_to_a_declared_option() -> None:
     )
     pools = (
         _state(Tier.RESERVED, 8, queue_wait_s=20 * 3600),  # 16 needed, 8 free; queue too long for the deadline
-        PoolState(L40S[Tier.ON_DEMAND], 0),
+        PoolHeadroom(L40S[Tier.ON_DEMAND], 0),
     )
-    d = recommend(PlacementRequest(w, 0, pools, expected_run_s=3600))
+    d = recommend(DegradeRequest(w, 0, pools, expected_run_s=3600))
     assert d.action == "degrade" and d.degrade == DegradeOption(gpus_per_replica=4)
     assert d.gpus == 8 and d.tier == "reserved"
     assert d.skipped[0].trigger == "queue_wait_exceeds_deadline"
@@ -135,7 +135,7 @@ def test_unmeetable_deadline_downshifts_to_a_declared_option() -> None:
 def test_unmeetable_deadline_without_options_queues_with_expected_start() -> None:
     w = _training(deadline_s=5 * 3600)
     pools = (_state(Tier.RESERVED, 0, queue_wait_s=8 * 3600), _state(Tier.ON_DEMAND, 0, queue_wait_s=6 * 3600))
-    d = recommend(PlacementRequest(w, 1000, pools, expected_run_s=3600))
+    d = recommend(DegradeRequest(w, 1000, pools, expected_run_s=3600))
     assert d.action == "queue"
     assert d.expected_start_s == 1000 + 6 * 3600
     assert d.reason == "queued_deadline_at_risk"
@@ -143,7 +143,7 @@ def test_unmeetable_deadline_without_options_queues_with_expected_start() -> Non
 
 def test_queue_with_deadline_met_says_so() -> None:
     w = _training(deadline_s=100 * 3600)
-    d = recommend(PlacementRequest(w, 0, (_state(Tier.RESERVED, 0, queue_wait_s=3600),), expected_run_s=3600))
+    d = recommend(DegradeRequest(w, 0, (_state(Tier.RESERVED, 0, queue_wait_s=3600),), expected_run_s=3600))
     assert d.action == "queue" and d.reason == "queued_deadline_ok" and d.expected_start_s == 3600
 
 
@@ -153,8 +153,8 @@ def test_preempts_lower_priority_training_but_never_serving_for_training() -> No
         RunningWork("svc-low", POOLS[Tier.RESERVED].id, 64, Priority.LOW, WorkloadKind.SERVING),
     )
     w = _training(checkpoint_interval_s=None, priority=Priority.HIGH)
-    d = recommend(PlacementRequest(w, 0, (_state(Tier.RESERVED, 0),), running=running))
+    d = recommend(DegradeRequest(w, 0, (_state(Tier.RESERVED, 0),), running=running))
     assert d.action == "preempt" and d.victims == ("low-job",)
     big = _training(checkpoint_interval_s=None, priority=Priority.HIGH, gang_size=8)  # 64 GPUs: serving can't be taken
-    d2 = recommend(PlacementRequest(big, 0, (_state(Tier.RESERVED, 0),), running=running))
+    d2 = recommend(DegradeRequest(big, 0, (_state(Tier.RESERVED, 0),), running=running))
     assert d2.action == "queue"

@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from gpufleet.procure.hindsight import hindsight_optimal
-from gpufleet.procure.policies import GpufleetPolicy, baseline_policies, units_worth_committing
+from gpufleet.procure.policies import GpufleetReservationPolicy, baseline_policies, units_worth_committing
 from gpufleet.procure.replay import ReplayConfig, cost_of_commits, replay
 
 
@@ -97,7 +97,7 @@ def test_no_online_policy_beats_the_hindsight_bound() -> None:
     demand = np.maximum(30 + 10 * np.sin(2 * np.pi * t / 24) + rng.normal(0, 3, len(t)), 0)
     cfg = _cfg(term_h=72, lead_h=12)
     opt = hindsight_optimal(cfg, demand).result.cost_usd
-    for p in [GpufleetPolicy(), *baseline_policies()]:
+    for p in [GpufleetReservationPolicy(), *baseline_policies()]:
         res = replay(cfg, demand, p)  # type: ignore[arg-type]
         assert res.cost_usd >= opt - 1e-6, p
         assert res.unmet_gpu_h == 0.0
@@ -113,7 +113,7 @@ def test_unmet_demand_is_priced_never_free() -> None:
 def test_replay_and_cost_of_commits_agree() -> None:
     demand = np.array([2.0, 5.0, 5.0, 4.0, 1.0, 6.0])
     cfg = _cfg(term_h=3, lead_h=1)
-    res = replay(cfg, demand, GpufleetPolicy(min_history_h=1))
+    res = replay(cfg, demand, GpufleetReservationPolicy(min_history_h=1))
     again = cost_of_commits(cfg, demand, res.commits)
     assert again.cost_usd == pytest.approx(res.cost_usd)
 

@@ -33,3 +33,27 @@ def test_peaky_demand_reserves_only_the_part_used_above_break_even() -> None:
     hist = np.where((t % 24) < 6, 400.0, 100.0)  # 6 peak hours a day: 25% < alpha 0.634
     props = BreakevenProcurer().propose(_ctx(hist))
     assert props and props[0].units <= 100
+
+
+def test_the_injected_price_catalog_sets_the_break_even() -> None:
+    """Demand at 400 GPUs 14 h a day, 100 otherwise: used 58% of the time above 100. With the built-in prices
+    (reserved / on-demand 0.634) the peak is not worth reserving; a catalog whose on-demand price is twice the
+    reserved one (break-even 50%) reserves it. An unlisted SKU falls back to the catalog's ratio."""
+    from decimal import Decimal
+
+    from gpufleet.domain.catalog import LIST_PRICES, ListPrice, ListPriceCatalog
+
+    t = np.arange(14 * 24)
+    hist = np.where((t % 24) < 14, 400.0, 100.0)
+    builtin = BreakevenProcurer().propose(_ctx(hist))
+    assert builtin and builtin[0].units <= 104
+    cheap_reserved = tuple(
+        ListPrice(p.sku_id, Decimal(POOL.price_usd_per_gpu_h) * 2, p.reserved_1y, p.spot, p.secondary, "nebius")
+        if p.sku_id == "h100_80gb"
+        else p
+        for p in LIST_PRICES
+    )
+    injected = BreakevenProcurer(prices=ListPriceCatalog(cheap_reserved)).propose(_ctx(hist))
+    assert injected and injected[0].units >= 392
+    unlisted = BreakevenProcurer(prices=ListPriceCatalog((), reserved_to_on_demand=0.5)).propose(_ctx(hist))
+    assert [p.units for p in unlisted] == [p.units for p in injected]

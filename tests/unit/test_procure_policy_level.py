@@ -8,22 +8,23 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from gpufleet.bench.procure import RpsToGpus
-from gpufleet.procure.policies import GpufleetPolicy
+from gpufleet.domain.catalog import BUILTIN_PRICE_CATALOG
+from gpufleet.procure.policies import GpufleetReservationPolicy
 from gpufleet.procure.replay import ReplayConfig, replay
 from gpufleet.sim.traces import Series
 
 
 def _cfg(term_h: int = 72, lead_h: int = 12) -> ReplayConfig:
-    return ReplayConfig.from_catalog("h100_80gb", term_h=term_h, lead_h=lead_h)
+    return ReplayConfig.from_catalog("h100_80gb", prices=BUILTIN_PRICE_CATALOG, term_h=term_h, lead_h=lead_h)
 
 
 def test_unobserved_lags_take_the_recent_level_so_the_cold_start_can_commit() -> None:
     history = np.full(6, 40.0)
-    policy = GpufleetPolicy(level_sigma0=0.0)
+    policy = GpufleetReservationPolicy(level_sigma0=0.0)
     scen = policy.scenarios(len(history), history, _cfg())
     assert not np.isnan(scen).any()
     assert scen == pytest.approx(40.0)
-    res = replay(_cfg(), np.full(96, 40.0), GpufleetPolicy())
+    res = replay(_cfg(), np.full(96, 40.0), GpufleetReservationPolicy())
     assert res.commits[:6].sum() > 0  # commits within the first hours, not after a day
 
 
@@ -32,7 +33,7 @@ def test_level_spread_widens_with_volatile_days_and_with_the_horizon() -> None:
     day = 100 + 10 * np.sin(2 * np.pi * np.arange(24) / 24)
     stable = np.tile(day, 10)
     volatile = np.concatenate([day * f for f in (0.6, 1.4, 0.7, 1.3, 0.6, 1.4, 0.7, 1.3, 0.8, 1.0)])
-    policy = GpufleetPolicy(level_drift=0.3)  # the horizon term is opt-in since the m-mid analysis
+    policy = GpufleetReservationPolicy(level_drift=0.3)  # the horizon term is opt-in since the m-mid analysis
 
     def spread(history: np.ndarray) -> np.ndarray:
         scen = policy.scenarios(len(history), history, cfg)
@@ -52,7 +53,7 @@ def test_a_one_day_outage_does_not_inflate_the_level_spread() -> None:
     clean = np.tile(day, 12)
     outage = clean.copy()
     outage[5 * 24 : 6 * 24] = 0.0
-    policy = GpufleetPolicy(level_prior_days=0.0)
+    policy = GpufleetReservationPolicy(level_prior_days=0.0)
     sc, so = policy.scenarios(len(clean), clean, cfg), policy.scenarios(len(outage), outage, cfg)
     # median absolute daily change is robust to one outage day: the same spread (up to the lag rows)
     assert np.log(so[:, -1].max() / so[:, -1].min()) == pytest.approx(np.log(sc[:, -1].max() / sc[:, -1].min()))
@@ -61,14 +62,14 @@ def test_a_one_day_outage_does_not_inflate_the_level_spread() -> None:
 def test_no_level_hedge_gives_the_plain_lag_scenarios() -> None:
     history = np.arange(24 * 6, dtype=np.float64) % 24 + 10
     cfg = _cfg()
-    plain = GpufleetPolicy(level_sigma0=0.0).scenarios(len(history), history, cfg)
-    hedged = GpufleetPolicy().scenarios(len(history), history, cfg)
+    plain = GpufleetReservationPolicy(level_sigma0=0.0).scenarios(len(history), history, cfg)
+    hedged = GpufleetReservationPolicy().scenarios(len(history), history, cfg)
     assert hedged.shape[0] == 5 * plain.shape[0]
     n = plain.shape[0]
     assert hedged[2 * n : 3 * n] == pytest.approx(plain)  # z = 0 block
     assert hedged[4 * n :] == pytest.approx(plain)  # downside-only by default: no level above the centre
     assert np.all(hedged[: 2 * n] < plain[None].repeat(2, 0).reshape(-1, plain.shape[1]) + 1e-9)
-    both = GpufleetPolicy(level_upside=1.0).scenarios(len(history), history, cfg)
+    both = GpufleetReservationPolicy(level_upside=1.0).scenarios(len(history), history, cfg)
     assert np.all(both[4 * n :] > plain)
 
 
@@ -85,7 +86,7 @@ def test_near_zero_samples_at_the_edge_of_a_zero_window_are_gaps() -> None:
     assert gpus[98] == gpus[106] == 8 * 750
 
 
-def _spread(policy: GpufleetPolicy, history: np.ndarray, cfg: ReplayConfig) -> np.ndarray:
+def _spread(policy: GpufleetReservationPolicy, history: np.ndarray, cfg: ReplayConfig) -> np.ndarray:
     scen = policy.scenarios(len(history), history, cfg)
     out: np.ndarray = np.log(scen.max(axis=0) / scen.min(axis=0))
     return out
@@ -103,7 +104,7 @@ def test_default_hedge_is_flat_over_the_horizon_and_narrows_as_days_accumulate(
     cfg = _cfg(term_h=168, lead_h=24)
     day = np.array(shape)
     history = np.concatenate([day * f for f in levels])
-    policy = GpufleetPolicy()
+    policy = GpufleetReservationPolicy()
     s = _spread(policy, history, cfg)
     assert s == pytest.approx(np.full_like(s, s[0]), abs=1e-9)  # no random-walk term by default
     # the same history followed by more days at the last level: the level is known better, never worse
@@ -118,7 +119,10 @@ def test_on_a_growing_series_the_horizon_drift_under_commits_and_costs_more() ->
     cfg = _cfg(term_h=720, lead_h=24)
     hours = np.arange(24 * 21)
     demand = 100 * np.exp(0.03 * hours / 24) * (1 + 0.2 * np.sin(2 * np.pi * hours / 24))
-    now, old = replay(cfg, demand, GpufleetPolicy()), replay(cfg, demand, GpufleetPolicy(level_drift=0.3))
+    now, old = (
+        replay(cfg, demand, GpufleetReservationPolicy()),
+        replay(cfg, demand, GpufleetReservationPolicy(level_drift=0.3)),
+    )
     assert now.commits.sum() > old.commits.sum()
     assert now.cost_usd < old.cost_usd
     assert now.gpu_h_by_tier["on_demand"] < old.gpu_h_by_tier["on_demand"]

@@ -5,8 +5,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from gpufleet.cli.cmd_plan import builtin_pair_of
+from gpufleet.domain.catalog import BUILTIN_PRICE_CATALOG
 from gpufleet.domain.errors import ValidationError
-from gpufleet.procure.planning import builtin_pair_of, pair_of, plan_from_history
+from gpufleet.procure.planning import pair_of, plan_from_history
 from gpufleet.procure.portfolio import CommitTier, PairDemand, PortfolioProblem, optimize_portfolio
 from gpufleet.procure.proposals import ExistingCommitment, proposals_from_plan
 from gpufleet.procure.quota import quota_outlook
@@ -127,7 +129,7 @@ def test_the_offline_plan_knows_the_builtin_regions_and_the_api_path_keeps_its_o
     ):
         builtin_pair_of("h100_80gb@us-esat-1")
     with pytest.raises(ValidationError, match="unknown SKU 'h200'"):
-        pair_of("h200@us-east-1")
+        pair_of("h200@us-east-1", prices=BUILTIN_PRICE_CATALOG)
     # the API plans a region from its own table (regions can be added there): the planner does not restrict it
     rep = plan_from_history({"h100_80gb@onprem-a": np.full(28 * 24, 100.0)}, start_s=JAN1, horizon_days=60)
     assert rep.proposals and {r for p in rep.proposals for r in p.regions} == {"onprem-a"}

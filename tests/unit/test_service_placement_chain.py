@@ -10,15 +10,15 @@ from hypothesis import strategies as st
 
 from gpufleet.domain.pools import CapacityPool, Tier
 from gpufleet.domain.workloads import Priority, WorkloadKind
-from gpufleet.place.degrade import PoolState
+from gpufleet.place.degrade import PoolHeadroom
 from gpufleet.service.placement_chain import ChainPlacementRequest, decide
 
 NOW_S = 1_767_225_600
 
 
-def _state(pool_id: str, tier: Tier, free: float, stockout: bool, wait_s: int | None) -> PoolState:
+def _state(pool_id: str, tier: Tier, free: float, stockout: bool, wait_s: int | None) -> PoolHeadroom:
     pool = CapacityPool(pool_id, "p", "r1", "h100_80gb", tier, Decimal("1"), preemption_rate_per_h=0.05)
-    return PoolState(pool, free, 0.5, stockout=stockout, queue_wait_s=wait_s)
+    return PoolHeadroom(pool, free, 0.5, stockout=stockout, queue_wait_s=wait_s)
 
 
 pools = st.lists(
@@ -47,7 +47,7 @@ requests = st.builds(
 
 @given(requests, pools)
 def test_exhausted_pools_become_links_never_errors_and_serving_never_lands_on_spot(
-    req: ChainPlacementRequest, states: list[PoolState]
+    req: ChainPlacementRequest, states: list[PoolHeadroom]
 ) -> None:
     d = decide(req, states, now_s=NOW_S)
     assert d["reason"] and d["action"] in ("place", "degrade", "preempt", "queue")

@@ -19,10 +19,10 @@ from fractions import Fraction
 from pathlib import Path
 from typing import TypeVar
 
+from gpufleet.adapters.inputs import read_input_text
 from gpufleet.adapters.telemetry_files import parse_time
 from gpufleet.cost.model import PARTS_PER_GPU, AllocationSpan, CapacityBlock
 from gpufleet.domain.errors import ValidationError
-from gpufleet.domain.inputs import read_input_text
 from gpufleet.domain.money import price_to_uusd
 from gpufleet.domain.pools import Tier
 

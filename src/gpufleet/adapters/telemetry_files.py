@@ -17,10 +17,10 @@ from typing import Any
 
 import numpy as np
 
+from gpufleet.adapters.inputs import MAX_UNIX_S, read_input_text
 from gpufleet.adapters.telemetry_prometheus import add_matrix
 from gpufleet.cost.telemetry import BatchBuilder, SeriesKey, TelemetryBatch
 from gpufleet.domain.errors import ValidationError
-from gpufleet.domain.inputs import MAX_UNIX_S, read_input_text
 
 COLUMNS = ("timestamp", "metric", "namespace", "pod", "device", "value")
 

@@ -13,9 +13,9 @@ from typing import Any
 import httpx
 import numpy as np
 
+from gpufleet.adapters.inputs import MAX_UNIX_S
 from gpufleet.cost.telemetry import GPU_UTIL, BatchBuilder, SeriesKey, TelemetryBatch
 from gpufleet.domain.errors import GpufleetError, ValidationError
-from gpufleet.domain.inputs import MAX_UNIX_S
 
 MAX_POINTS = 10_000
 

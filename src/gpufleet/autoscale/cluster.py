@@ -82,8 +82,9 @@ class PendingWork:
 
 
 @dataclass(frozen=True, slots=True)
-class DemandForecast:
-    """Upper-quantile forecast of GPUs in use for one SKU at absolute times ``t_s``."""
+class DemandCeiling:
+    """One upper quantile of a :class:`gpufleet.ports.DemandForecast` of GPUs in use for one SKU, laid on
+    absolute times ``t_s`` (the caller picks the level and converts; see ``autoscale/loop_adapters.py``)."""
 
     sku_id: str
     t_s: npt.NDArray[np.float64]
@@ -99,7 +100,7 @@ class ClusterSnapshot:
     groups: tuple[NodeGroup, ...]
     nodes: tuple[Node, ...]
     pending: tuple[PendingWork, ...] = ()
-    forecasts: tuple[DemandForecast, ...] = ()
+    forecasts: tuple[DemandCeiling, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -123,7 +124,7 @@ class Hold:
 
 
 @dataclass(frozen=True, slots=True)
-class Infeasible:
+class InfeasibleWork:
     work_id: str
     reason: str  # "no_group_fits_gang" | "no_eligible_group"
 
@@ -133,7 +134,7 @@ class ClusterDecisions:
     launches: tuple[Launch, ...] = ()
     terminations: tuple[Terminate, ...] = ()
     holds: tuple[Hold, ...] = ()
-    infeasible: tuple[Infeasible, ...] = ()
+    infeasible: tuple[InfeasibleWork, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -206,7 +207,7 @@ class ClusterAutoscaler:
 
     def _provision(
         self, snap: ClusterSnapshot, groups: dict[str, NodeGroup], free: dict[str, int]
-    ) -> tuple[list[Launch], list[Infeasible], dict[str, int]]:
+    ) -> tuple[list[Launch], list[InfeasibleWork], dict[str, int]]:
         count = {g: 0 for g in groups}
         for n in snap.nodes:
             count[n.group_id] = count.get(n.group_id, 0) + 1
@@ -216,12 +217,12 @@ class ClusterAutoscaler:
         for n in snap.nodes:
             nodes_by_group.setdefault(n.group_id, []).append(n.id)
         launches: list[Launch] = []
-        infeasible: list[Infeasible] = []
+        infeasible: list[InfeasibleWork] = []
         order = sorted(snap.pending, key=lambda w: (-w.priority, w.pending_since_s, w.id))
         for w in order:
             chain = self._chain(groups, w)
             if not chain:
-                infeasible.append(Infeasible(w.id, "no_eligible_group"))
+                infeasible.append(InfeasibleWork(w.id, "no_eligible_group"))
                 continue
             done = False
             for g in chain:
@@ -247,7 +248,7 @@ class ClusterAutoscaler:
                 done = True
                 break
             if not done:
-                infeasible.append(Infeasible(w.id, "no_group_fits_gang" if w.members > 1 else "no_capacity"))
+                infeasible.append(InfeasibleWork(w.id, "no_group_fits_gang" if w.members > 1 else "no_capacity"))
         return launches, infeasible, {g: sum(v) for g, v in planned_free.items()}
 
     def _headroom(

@@ -19,10 +19,10 @@ from gpufleet.autoscale.cluster import (
     ClusterAutoscaler,
     ClusterAutoscalerConfig,
     ClusterSnapshot,
+    DemandCeiling,
     Node,
     NodeGroup,
 )
-from gpufleet.autoscale.cluster import DemandForecast as NodeDemandForecast
 from gpufleet.autoscale.forecaster import OnlineQuantileForecaster
 from gpufleet.autoscale.replica import PredictiveReplicaAutoscaler, ReplicaAutoscalerConfig
 from gpufleet.autoscale.signals import ReplicaSignals
@@ -104,11 +104,11 @@ class PayoffAwareScaleDown:
         if rest_gpus > 0:
             groups["_rest"] = NodeGroup("_rest", ctx.sku_id, Tier.RESERVED, rest_gpus, 0.0)
             nodes.append(Node("_rest", "_rest", rest_gpus, (rest_gpus,), True, 0.0, disruptable=False))
-        forecasts: tuple[NodeDemandForecast, ...] = ()
+        forecasts: tuple[DemandCeiling, ...] = ()
         if ctx.forecast_gpus is not None and len(ctx.forecast_gpus):
             f: npt.NDArray[np.float64] = np.asarray(ctx.forecast_gpus, dtype=np.float64)
             t_s: npt.NDArray[np.float64] = ctx.now_s + np.arange(len(f), dtype=np.float64) * HOUR_S
-            forecasts = (NodeDemandForecast(ctx.sku_id, t_s, f),)
+            forecasts = (DemandCeiling(ctx.sku_id, t_s, f),)
         snap = ClusterSnapshot(tuple(groups.values()), tuple(nodes), (), forecasts)
         dec = self.ca.decide(snap, float(ctx.now_s))
         return [(int(t.node_id), t.reason) for t in dec.terminations if t.node_id != "_rest"]

@@ -18,9 +18,9 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from gpufleet.adapters.inputs import read_input_text
 from gpufleet.bench.autoscale_traces import ArrivalTrace, request_trace
 from gpufleet.domain.errors import ValidationError
-from gpufleet.domain.inputs import read_input_text
 
 
 @dataclass(frozen=True, slots=True)

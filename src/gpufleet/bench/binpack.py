@@ -20,8 +20,8 @@ from pathlib import Path
 
 import numpy as np
 
+from gpufleet.adapters.inputs import read_input_text
 from gpufleet.domain.errors import ValidationError
-from gpufleet.domain.inputs import read_input_text
 from gpufleet.schedule.frag import fgd_typical_pods
 from gpufleet.schedule.scheduler import Placement, Scheduler, make_policy
 from gpufleet.schedule.table import NodeSpec, NodeTable, PodRequest

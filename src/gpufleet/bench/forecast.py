@@ -21,14 +21,15 @@ from typing import Any, Self
 
 import numpy as np
 
+from gpufleet.adapters.inputs import read_input_text
 from gpufleet.domain.errors import ValidationError
-from gpufleet.domain.inputs import read_input_text
 from gpufleet.forecast import baselines
 from gpufleet.forecast.auto import AutoForecaster
 from gpufleet.forecast.backtest import BacktestScore, backtest
-from gpufleet.forecast.base import Forecaster
+from gpufleet.forecast.base import ForecastModel
 from gpufleet.forecast.loop import DAY_S, seasons_for_step
-from gpufleet.forecast.quantiles import DEFAULT_QUANTILES, FloatArray, QuantileForecast, check_quantiles, make_forecast
+from gpufleet.forecast.quantiles import DEFAULT_QUANTILES, FloatArray, check_quantiles, make_forecast
+from gpufleet.ports import DemandForecast
 from gpufleet.sim.traces import Series, _parse_ts, check_grid, read_series_csv, resample_mean
 
 MODELS = ("gpufleet", "naive", "seasonal_naive", "autoets", "mstl", "prophet")
@@ -113,7 +114,7 @@ def request_rate_series(
 
 
 class ProphetModel:
-    """Prophet (if installed) behind the Forecaster interface; quantiles from its predictive samples."""
+    """Prophet (if installed) behind the ForecastModel interface; quantiles from its predictive samples."""
 
     name = "prophet"
 
@@ -136,7 +137,7 @@ class ProphetModel:
         self.model_ = Prophet(uncertainty_samples=500).fit(pd.DataFrame({"ds": ds, "y": y}))  # NaN rows dropped
         return self
 
-    def predict(self, h: int, quantiles: Any = DEFAULT_QUANTILES) -> QuantileForecast:
+    def predict(self, h: int, quantiles: Any = DEFAULT_QUANTILES) -> DemandForecast:
         import pandas as pd
 
         qs = check_quantiles(quantiles)
@@ -155,10 +156,10 @@ def prophet_available() -> bool:
     return True
 
 
-def model_factories(step_s: int, t0_s: int, models: tuple[str, ...]) -> dict[str, Callable[[], Forecaster]]:
+def model_factories(step_s: int, t0_s: int, models: tuple[str, ...]) -> dict[str, Callable[[], ForecastModel]]:
     seasons = seasons_for_step(step_s)
     daily = DAY_S // step_s if DAY_S % step_s == 0 and DAY_S // step_s >= 2 else 1
-    table: dict[str, Callable[[], Forecaster]] = {
+    table: dict[str, Callable[[], ForecastModel]] = {
         "gpufleet": lambda: AutoForecaster(seasons),
         "naive": baselines.naive,
         "seasonal_naive": lambda: baselines.seasonal_naive(daily),

@@ -21,10 +21,10 @@ from pathlib import Path
 import numpy as np
 import numpy.typing as npt
 
+from gpufleet.adapters.inputs import read_input_text
 from gpufleet.domain.errors import ValidationError
-from gpufleet.domain.inputs import read_input_text
 from gpufleet.procure.hindsight import hindsight_optimal
-from gpufleet.procure.policies import GpufleetPolicy, baseline_policies
+from gpufleet.procure.policies import GpufleetReservationPolicy, baseline_policies
 from gpufleet.procure.replay import ReplayConfig, ReplayResult, ReservationPolicy, replay
 from gpufleet.sim.traces import Series, read_series_csv, resample_mean
 
@@ -195,7 +195,7 @@ def run_series(cfg: ReplayConfig, demand: FloatArray) -> dict[str, dict[str, flo
     t0 = time.perf_counter()
     opt = hindsight_optimal(cfg, demand).result
     opt_wall = time.perf_counter() - t0
-    policies: list[ReservationPolicy] = [GpufleetPolicy(), *baseline_policies()]  # type: ignore[list-item]
+    policies: list[ReservationPolicy] = [GpufleetReservationPolicy(), *baseline_policies()]  # type: ignore[list-item]
     out: dict[str, dict[str, float | None]] = {}
     for p in policies:
         t0 = time.perf_counter()

@@ -40,10 +40,12 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Replay hourly demand: policies see only the past; overflow goes to pay-per-use tiers."""
         from gpufleet.bench.procure import POLICY_ORDER, RpsToGpus, load_demand, run
+        from gpufleet.domain.catalog import BUILTIN_PRICE_CATALOG
         from gpufleet.procure.replay import ReplayConfig
 
         cfg = ReplayConfig.from_catalog(
             sku,
+            prices=BUILTIN_PRICE_CATALOG,
             term_h=term_hours,
             lead_h=lead_hours,
             on_demand_quota_gpus=math.inf if on_demand_quota is None else on_demand_quota,

@@ -9,10 +9,10 @@ from typing import Annotated
 
 import typer
 
+from gpufleet.adapters.inputs import MAX_UNIX_S
 from gpufleet.cli.errors import user_errors
 from gpufleet.cli.paths import output_file
 from gpufleet.domain.errors import ValidationError
-from gpufleet.domain.inputs import MAX_UNIX_S
 
 
 def register(app: typer.Typer) -> None:
@@ -52,7 +52,7 @@ def register(app: typer.Typer) -> None:
                 "step_s": s.step_s,
                 "timestamps": stamps,
                 "mean": fc.mean.round(6).tolist(),
-                "quantiles": {f"{q:g}": fc.values[i].round(6).tolist() for i, q in enumerate(fc.quantiles)},
+                "quantiles": {f"{q:g}": fc.values[i].round(6).tolist() for i, q in enumerate(fc.levels)},
             }
             typer.echo(f"{sid}: {h} steps of {s.step_s}s, method {fc.method} ({model.route_.reason})")
             show = range(h) if h <= 12 else [*range(3), *range(h - 3, h)]

@@ -15,9 +15,18 @@ from rich.table import Table
 
 from gpufleet.cli.errors import user_errors
 from gpufleet.cli.paths import output_file
+from gpufleet.domain.catalog import BUILTIN_PRICE_CATALOG
 from gpufleet.domain.errors import ValidationError
 
 _out = Console(width=150)
+
+
+def builtin_pair_of(key: str) -> tuple[str, str]:
+    """:func:`~gpufleet.procure.planning.pair_of` against the built-in regions and price catalog (what
+    ``gpufleet plan`` knows without a database)."""
+    from gpufleet.procure.planning import KNOWN_REGIONS, pair_of
+
+    return pair_of(key, KNOWN_REGIONS, prices=BUILTIN_PRICE_CATALOG)
 
 
 def _days(text: str) -> int:
@@ -48,7 +57,7 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Plan commitments over the horizon and print proposals timed by lead time."""
         from gpufleet.bench.procure import load_demand
-        from gpufleet.procure.planning import builtin_pair_of, plan_from_history
+        from gpufleet.procure.planning import plan_from_history
 
         days = _days(horizon)
         if history is not None:
@@ -68,6 +77,7 @@ def register(app: typer.Typer) -> None:
             horizon_days=days,
             workload_class=workload_class,
             on_demand_quota_gpus=on_demand_quota,
+            prices=BUILTIN_PRICE_CATALOG,
         )
         table = Table(title=f"reservation proposals ({days} d horizon, objective ${report.plan.objective_usd:,.0f})")
         for col in ("action", "sku", "region", "tier", "units", "start", "submit_by", "est_cost_usd", "reason"):

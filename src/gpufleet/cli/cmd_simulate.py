@@ -26,7 +26,7 @@ from gpufleet.sim.run import LOOPS
 from gpufleet.sim.scenario import Scenario, dump_scenario, load_scenario, parse_scenario
 
 
-class Policy(StrEnum):
+class LoopChoice(StrEnum):
     gpufleet = "gpufleet"
     baseline = "baseline"
 
@@ -51,7 +51,7 @@ def register(app: typer.Typer) -> None:
         scenario: Annotated[str, typer.Option(help="'default' or a scenario YAML file")] = "default",
         days: Annotated[int | None, typer.Option(min=1, help="override the scenario's days")] = None,
         seed: Annotated[int | None, typer.Option(min=0, help="override the scenario's seed")] = None,
-        policy: Annotated[Policy, typer.Option(help="the control loop to report on")] = Policy.gpufleet,
+        policy: Annotated[LoopChoice, typer.Option(help="the control loop to report on")] = LoopChoice.gpufleet,
         compare_baseline: Annotated[
             bool, typer.Option("--compare/--no-compare", help="also run the baseline loop on the same world")
         ] = True,
@@ -71,8 +71,8 @@ def register(app: typer.Typer) -> None:
             typer.echo(dump_scenario(sc), nl=False)
             return
         names = [policy.value]
-        if compare_baseline and policy is not Policy.baseline:
-            names.append(Policy.baseline.value)
+        if compare_baseline and policy is not LoopChoice.baseline:
+            names.append(LoopChoice.baseline.value)
         console = Console()
         with Progress(
             TextColumn("[bold]simulating[/] {task.description}"),

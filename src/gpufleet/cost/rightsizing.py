@@ -17,10 +17,11 @@ from decimal import Decimal
 import numpy as np
 import numpy.typing as npt
 
-from gpufleet.domain.catalog import PRICES_BY_SKU
+from gpufleet.domain.catalog import BUILTIN_PRICE_CATALOG
 from gpufleet.domain.errors import ValidationError
 from gpufleet.domain.reservations import term_seconds
 from gpufleet.domain.skus import SKUS_BY_ID
+from gpufleet.ports import PriceCatalog
 
 HOURS_PER_MONTH = term_seconds(1) // 3600  # 730
 
@@ -99,11 +100,13 @@ def recommend(
     candidate_skus: Sequence[str] | None = None,
     price_usd_per_gpu_h: Mapping[str, Decimal] | None = None,
     policy: RightsizingPolicy | None = None,
+    catalog: PriceCatalog = BUILTIN_PRICE_CATALOG,
 ) -> Recommendation:
     """One recommendation per workload. ``candidate_skus`` are the SKUs it accepts (default: only its current SKU);
-    prices default to the built-in on-demand list prices."""
+    prices default to the on-demand list prices of the injected ``catalog``."""
     pol = policy or RightsizingPolicy()
-    prices = dict(price_usd_per_gpu_h) if price_usd_per_gpu_h else {k: p.on_demand for k, p in PRICES_BY_SKU.items()}
+    listed = {k: p.on_demand for k in catalog.sku_ids() if (p := catalog.list_price(k)) is not None}
+    prices = dict(price_usd_per_gpu_h) if price_usd_per_gpu_h else listed
     if current.sku_id not in SKUS_BY_ID or current.sku_id not in prices:
         raise ValidationError("sku_id", f"unknown or unpriced SKU {current.sku_id!r}")
     cur_cost = prices[current.sku_id] * current.gpus * replicas

@@ -47,6 +47,27 @@ LIST_PRICES: tuple[ListPrice, ...] = (
 
 PRICES_BY_SKU: dict[str, ListPrice] = {p.sku_id: p for p in LIST_PRICES}
 
+
+@dataclass(frozen=True, slots=True)
+class ListPriceCatalog:
+    """A price catalog over fixed list prices (implements :class:`gpufleet.ports.PriceCatalog`).
+
+    ``reserved_to_on_demand`` is the ratio used where only one of the two prices is known.
+    """
+
+    prices: tuple[ListPrice, ...]
+    reserved_to_on_demand: float = float(RESERVED_TO_ON_DEMAND)
+
+    def list_price(self, sku_id: str) -> ListPrice | None:
+        return next((p for p in self.prices if p.sku_id == sku_id), None)
+
+    def sku_ids(self) -> tuple[str, ...]:
+        return tuple(p.sku_id for p in self.prices)
+
+
+#: The built-in list prices as a catalog: what the CLI, the simulator and the service inject by default.
+BUILTIN_PRICE_CATALOG = ListPriceCatalog(LIST_PRICES)
+
 BUILTIN_PROVIDERS: tuple[Provider, ...] = (
     Provider("aws", "Amazon Web Services", "hyperscaler"),
     Provider("nebius", "Nebius AI Cloud", "neocloud"),

@@ -3,7 +3,7 @@ non-crossing quantiles; backtests and accuracy tracking. Pure: no I/O. See docs/
 """
 
 from gpufleet.forecast.auto import AutoForecaster
-from gpufleet.forecast.base import Forecaster
+from gpufleet.forecast.base import ForecastModel
 from gpufleet.forecast.capacity import (
     CapacityPolicy,
     GpuForecast,
@@ -15,10 +15,10 @@ from gpufleet.forecast.capacity import (
 )
 from gpufleet.forecast.intermittent import IntermittentForecaster, classify
 from gpufleet.forecast.loop import forecast_demand, seasons_for_step
-from gpufleet.forecast.quantiles import DEFAULT_QUANTILES, QuantileForecast
+from gpufleet.forecast.quantiles import DEFAULT_QUANTILES
 from gpufleet.forecast.serving import ServingForecaster
 from gpufleet.forecast.tracking import AccuracyRecord, AccuracyTracker, IssuedForecast
-from gpufleet.forecast.training import BacklogRequest, PlannedRun, TrainingForecaster
+from gpufleet.forecast.training import BacklogRequest, PlannedTrainingRun, TrainingForecaster
 
 __all__ = [
     "DEFAULT_QUANTILES",
@@ -27,13 +27,12 @@ __all__ = [
     "AutoForecaster",
     "BacklogRequest",
     "CapacityPolicy",
-    "Forecaster",
+    "ForecastModel",
     "GpuForecast",
     "GrowthScenario",
     "IntermittentForecaster",
     "IssuedForecast",
-    "PlannedRun",
-    "QuantileForecast",
+    "PlannedTrainingRun",
     "ServingForecaster",
     "SkuThroughput",
     "TrainingForecaster",

@@ -18,8 +18,9 @@ import numpy as np
 
 from gpufleet.domain.errors import ValidationError
 from gpufleet.forecast.intermittent import ADI_CUTOFF, DemandProfile, IntermittentForecaster, classify
-from gpufleet.forecast.quantiles import DEFAULT_QUANTILES, FloatArray, QuantileForecast
+from gpufleet.forecast.quantiles import DEFAULT_QUANTILES, FloatArray
 from gpufleet.forecast.serving import ServingForecaster
+from gpufleet.ports import DemandForecast
 
 
 class AutoForecaster:
@@ -54,5 +55,5 @@ class AutoForecaster:
             self.model_ = IntermittentForecaster().fit(arr)
         return self
 
-    def predict(self, h: int, quantiles: Sequence[float] = DEFAULT_QUANTILES) -> QuantileForecast:
+    def predict(self, h: int, quantiles: Sequence[float] = DEFAULT_QUANTILES) -> DemandForecast:
         return self.model_.predict(h, quantiles)

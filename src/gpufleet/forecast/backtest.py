@@ -17,7 +17,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from gpufleet.domain.errors import ValidationError
-from gpufleet.forecast.base import Forecaster
+from gpufleet.forecast.base import ForecastModel
 from gpufleet.forecast.gaps import mark_gaps
 from gpufleet.forecast.metrics import mase, scaled_pinball, seasonal_naive_scale
 from gpufleet.forecast.quantiles import FloatArray
@@ -62,7 +62,7 @@ def rolling_origins(n: int, h: int, n_origins: int, min_train: int) -> list[int]
 
 def backtest(
     y: FloatArray,
-    make_model: Callable[[], Forecaster],
+    make_model: Callable[[], ForecastModel],
     h: int,
     season: int,
     clock: Callable[[], float],

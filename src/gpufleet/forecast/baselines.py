@@ -18,10 +18,10 @@ from gpufleet.forecast.gaps import fill_gaps
 from gpufleet.forecast.quantiles import (
     DEFAULT_QUANTILES,
     FloatArray,
-    QuantileForecast,
     check_quantiles,
     make_forecast,
 )
+from gpufleet.ports import DemandForecast
 
 
 def levels_for(quantiles: Sequence[float]) -> list[int]:
@@ -45,7 +45,7 @@ def quantiles_from_levels(out: dict[str, Any], quantiles: Sequence[float]) -> Fl
 
 
 class StatsforecastModel:
-    """A statsforecast model behind :class:`~gpufleet.forecast.base.Forecaster`."""
+    """A statsforecast model behind :class:`~gpufleet.forecast.base.ForecastModel`."""
 
     def __init__(self, name: str, factory: Any, season: int = 0) -> None:
         self.name = name
@@ -61,7 +61,7 @@ class StatsforecastModel:
         self.model_.fit(self.y_)
         return self
 
-    def predict(self, h: int, quantiles: Sequence[float] = DEFAULT_QUANTILES) -> QuantileForecast:
+    def predict(self, h: int, quantiles: Sequence[float] = DEFAULT_QUANTILES) -> DemandForecast:
         qs = check_quantiles(quantiles)
         out = self.model_.predict(h=h, level=levels_for(qs))
         return make_forecast(np.asarray(out["mean"]), quantiles_from_levels(out, qs), qs, self.name)

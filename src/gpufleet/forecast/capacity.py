@@ -18,7 +18,8 @@ import numpy.typing as npt
 
 from gpufleet.domain.errors import ValidationError
 from gpufleet.domain.skus import GpuSku
-from gpufleet.forecast.quantiles import FloatArray, QuantileForecast, make_forecast
+from gpufleet.forecast.quantiles import FloatArray, make_forecast
+from gpufleet.ports import DemandForecast
 
 IntArray = npt.NDArray[np.int64]
 _MONTH_S = 30 * 86400
@@ -85,14 +86,14 @@ def gpus_needed(rps: FloatArray, tp: SkuThroughput, policy: CapacityPolicy) -> I
 
 
 def capacity_forecast(
-    traffic: QuantileForecast, throughputs: Sequence[SkuThroughput], policy: CapacityPolicy
+    traffic: DemandForecast, throughputs: Sequence[SkuThroughput], policy: CapacityPolicy
 ) -> dict[str, GpuForecast]:
     """GPU quantiles per SKU for a traffic quantile forecast (rps)."""
     out: dict[str, GpuForecast] = {}
     for tp in throughputs:
         out[tp.sku_id] = GpuForecast(
             sku_id=tp.sku_id,
-            quantiles=traffic.quantiles,
+            quantiles=traffic.levels,
             values=gpus_needed(traffic.values, tp, policy),
             mean_gpus=gpus_needed(traffic.mean, tp, policy).astype(np.float64),
         )
@@ -111,11 +112,11 @@ class GrowthScenario:
             raise ValidationError("factor_per_30d", "must be > 0")
 
 
-def apply_growth(fc: QuantileForecast, scenario: GrowthScenario, step_s: int) -> QuantileForecast:
+def apply_growth(fc: DemandForecast, scenario: GrowthScenario, step_s: int) -> DemandForecast:
     """The forecast under ``scenario``: step ``k`` (1-based) is scaled by ``factor ** (k * step_s / 30 days)``."""
     if step_s <= 0:
         raise ValidationError("step_s", "must be > 0")
     mult = scenario.factor_per_30d ** (np.arange(1, fc.horizon + 1) * step_s / _MONTH_S)
     return make_forecast(
-        fc.mean * mult, fc.values * mult[None, :], fc.quantiles, f"{fc.method}+growth:{scenario.name}", floor=0.0
+        fc.mean * mult, fc.values * mult[None, :], fc.levels, f"{fc.method}+growth:{scenario.name}", floor=0.0
     )

@@ -27,7 +27,8 @@ from typing import Literal, Self
 import numpy as np
 
 from gpufleet.domain.errors import ValidationError
-from gpufleet.forecast.quantiles import DEFAULT_QUANTILES, FloatArray, QuantileForecast, check_quantiles, make_forecast
+from gpufleet.forecast.quantiles import DEFAULT_QUANTILES, FloatArray, check_quantiles, make_forecast
+from gpufleet.ports import DemandForecast
 
 DemandClass = Literal["smooth", "erratic", "intermittent", "lumpy", "zero"]
 Method = Literal["croston", "sba", "tsb", "adida", "imapa"]
@@ -164,7 +165,7 @@ class IntermittentForecaster:
             self.sizes_ = np.zeros(1)
         return self
 
-    def predict(self, h: int, quantiles: Sequence[float] = DEFAULT_QUANTILES) -> QuantileForecast:
+    def predict(self, h: int, quantiles: Sequence[float] = DEFAULT_QUANTILES) -> DemandForecast:
         if h < 1:
             raise ValidationError("horizon", f"must be >= 1, got {h}")
         qs = np.asarray(check_quantiles(quantiles))

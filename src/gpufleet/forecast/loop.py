@@ -14,7 +14,8 @@ import numpy as np
 
 from gpufleet.domain.errors import ValidationError
 from gpufleet.forecast.auto import AutoForecaster
-from gpufleet.forecast.quantiles import DEFAULT_QUANTILES, FloatArray, QuantileForecast
+from gpufleet.forecast.quantiles import DEFAULT_QUANTILES, FloatArray
+from gpufleet.ports import DemandForecast
 
 HOUR_S = 3600
 DAY_S = 86_400
@@ -37,7 +38,7 @@ def forecast_demand(
     *,
     step_s: int = DAY_S,
     quantiles: Sequence[float] = DEFAULT_QUANTILES,
-) -> QuantileForecast:
+) -> DemandForecast:
     """Quantile forecasts for the next ``steps`` points of an hourly (``step_s=3600``) or daily (``86400``) demand
     history (oldest first; NaN = missing). Seasons follow from ``step_s``; the model is :class:`AutoForecaster`.
 

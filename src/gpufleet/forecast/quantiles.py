@@ -1,4 +1,4 @@
-"""Quantile forecasts: the one output type of every forecaster in this package.
+"""Quantile forecasts: building and checking :class:`gpufleet.ports.DemandForecast`, the one output type.
 
 Invariant: ``values[i, k] <= values[i + 1, k]`` for every step ``k`` (quantiles never cross), enforced by
 :func:`make_forecast`, which every model calls. Quantile levels are strictly increasing in ``(0, 1)``.
@@ -8,43 +8,17 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Sequence
-from dataclasses import dataclass
 
 import numpy as np
 import numpy.typing as npt
 
 from gpufleet.domain.errors import ValidationError
+from gpufleet.ports import DemandForecast
 
 FloatArray = npt.NDArray[np.float64]
 
 #: Levels scored by the benchmark (0.1..0.9) plus the tails procurement asks for.
 DEFAULT_QUANTILES: tuple[float, ...] = (0.05, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 0.95)
-
-
-@dataclass(frozen=True, slots=True)
-class QuantileForecast:
-    """``mean`` has shape ``(h,)``; ``values`` has shape ``(len(quantiles), h)``, sorted along axis 0."""
-
-    mean: FloatArray
-    quantiles: tuple[float, ...]
-    values: FloatArray
-    method: str
-
-    @property
-    def horizon(self) -> int:
-        return int(self.mean.shape[0])
-
-    def at(self, q: float) -> FloatArray:
-        """The forecast of quantile ``q``; a level that was not requested is linearly interpolated."""
-        qs = np.asarray(self.quantiles)
-        hit = np.flatnonzero(np.isclose(qs, q))
-        if hit.size:
-            return np.asarray(self.values[hit[0]], dtype=np.float64)
-        if not qs[0] <= q <= qs[-1]:
-            raise ValidationError("quantile", f"{q} is outside the forecast levels {self.quantiles}")
-        j = int(np.searchsorted(qs, q))
-        w = (q - qs[j - 1]) / (qs[j] - qs[j - 1])
-        return np.asarray((1 - w) * self.values[j - 1] + w * self.values[j], dtype=np.float64)
 
 
 def check_quantiles(quantiles: Sequence[float]) -> tuple[float, ...]:
@@ -66,8 +40,8 @@ def make_forecast(
     method: str,
     *,
     floor: float | None = None,
-) -> QuantileForecast:
-    """Build a :class:`QuantileForecast`: replaces non-finite values, clips at ``floor``, sorts quantiles."""
+) -> DemandForecast:
+    """Build a :class:`DemandForecast`: replaces non-finite values, clips at ``floor``, sorts quantiles."""
     qs = check_quantiles(quantiles)
     m = np.asarray(mean, dtype=np.float64).copy()
     v = np.asarray(values, dtype=np.float64).reshape(len(qs), -1).copy()
@@ -80,4 +54,4 @@ def make_forecast(
         m = np.maximum(m, floor)
         v = np.maximum(v, floor)
     v.sort(axis=0)
-    return QuantileForecast(mean=m, quantiles=qs, values=v, method=method)
+    return DemandForecast(mean=m, levels=qs, values=v, method=method)

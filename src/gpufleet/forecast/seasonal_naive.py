@@ -23,8 +23,8 @@ class SeasonalNaive:
         h = np.asarray(history, dtype=np.float64)
         h = h[~np.isnan(h)]
         if len(h) == 0:
-            zeros = np.zeros(horizon)
-            return DemandForecast(step_s, {q: zeros for q in self.quantiles})
+            levels = tuple(sorted(self.quantiles))
+            return DemandForecast(np.zeros(horizon), levels, np.zeros((len(levels), horizon)), "seasonal_naive")
         m = max(1, self.season_s // step_s)
         if len(h) < 2 * m:
             m = max(1, min(86400 // step_s, len(h) // 2)) or 1
@@ -42,4 +42,5 @@ class SeasonalNaive:
             if prev is not None:
                 out[q] = np.maximum(out[q], prev)
             prev = out[q]
-        return DemandForecast(step_s, out)
+        levels = tuple(sorted(out))
+        return DemandForecast(np.maximum(point, 0.0), levels, np.stack([out[q] for q in levels]), "seasonal_naive")

@@ -52,10 +52,10 @@ from gpufleet.forecast.gaps import fill_gaps, mark_gaps, mark_outliers
 from gpufleet.forecast.quantiles import (
     DEFAULT_QUANTILES,
     FloatArray,
-    QuantileForecast,
     check_quantiles,
     make_forecast,
 )
+from gpufleet.ports import DemandForecast
 
 
 class ServingForecaster:
@@ -234,7 +234,7 @@ class ServingForecaster:
         w = self._calibrate(h)[0].mean(axis=1)
         return {c.name: float(x) for c, x in zip(self.components_, w, strict=True) if x > 0}
 
-    def predict(self, h: int, quantiles: Sequence[float] = DEFAULT_QUANTILES) -> QuantileForecast:
+    def predict(self, h: int, quantiles: Sequence[float] = DEFAULT_QUANTILES) -> DemandForecast:
         if h < 1:
             raise ValidationError("horizon", f"must be >= 1, got {h}")
         qs = check_quantiles(quantiles)

@@ -22,7 +22,8 @@ import numpy as np
 
 from gpufleet.domain.errors import ValidationError
 from gpufleet.forecast.metrics import coverage, mase, scaled_pinball
-from gpufleet.forecast.quantiles import FloatArray, QuantileForecast
+from gpufleet.forecast.quantiles import FloatArray
+from gpufleet.ports import DemandForecast
 
 
 @dataclass(frozen=True, slots=True)
@@ -35,7 +36,7 @@ class IssuedForecast:
     start_s: int
     step_s: int
     scale: float
-    forecast: QuantileForecast
+    forecast: DemandForecast
 
     @property
     def end_s(self) -> int:
@@ -61,10 +62,10 @@ def score(issued: IssuedForecast, actual: FloatArray) -> tuple[float, float, flo
     fc = issued.forecast
     if a.shape != (fc.horizon,):
         raise ValidationError("actual", f"expected {fc.horizon} values, got shape {a.shape}")
-    cov = coverage(a, fc.at(0.1), fc.at(0.9)) if fc.quantiles[0] <= 0.1 and fc.quantiles[-1] >= 0.9 else float("nan")
+    cov = coverage(a, fc.at(0.1), fc.at(0.9)) if fc.levels[0] <= 0.1 and fc.levels[-1] >= 0.9 else float("nan")
     return (
         mase(a, fc.mean, issued.scale),
-        scaled_pinball(a, fc.values, fc.quantiles, issued.scale),
+        scaled_pinball(a, fc.values, fc.levels, issued.scale),
         cov,
         int(np.isfinite(a).sum()),
     )

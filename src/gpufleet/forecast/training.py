@@ -3,7 +3,7 @@
 The unknown part is forecast from history with :class:`~gpufleet.forecast.auto.AutoForecaster` (Croston family
 for lumpy series, the ensemble for smooth ones). The known part is exact arithmetic on registered intents:
 
-* a :class:`PlannedRun` needs ``gpus`` for ``duration_steps`` starting anywhere in
+* a :class:`PlannedTrainingRun` needs ``gpus`` for ``duration_steps`` starting anywhere in
   ``[earliest_start_step, latest_start_step]`` (uniform), and happens at all with ``probability``;
 * a :class:`BacklogRequest` is already queued: it runs from ``start_step`` for ``duration_steps``.
 
@@ -22,13 +22,14 @@ import numpy as np
 
 from gpufleet.domain.errors import ValidationError
 from gpufleet.forecast.auto import AutoForecaster
-from gpufleet.forecast.quantiles import DEFAULT_QUANTILES, FloatArray, QuantileForecast, check_quantiles, make_forecast
+from gpufleet.forecast.quantiles import DEFAULT_QUANTILES, FloatArray, check_quantiles, make_forecast
+from gpufleet.ports import DemandForecast
 
 _GRID = tuple(round(x, 3) for x in np.linspace(0.01, 0.99, 50))
 
 
 @dataclass(frozen=True, slots=True)
-class PlannedRun:
+class PlannedTrainingRun:
     run_id: str
     gpus: int
     earliest_start_step: int
@@ -70,7 +71,7 @@ class TrainingForecaster:
         self,
         y: FloatArray,
         *,
-        planned_runs: Sequence[PlannedRun] = (),
+        planned_runs: Sequence[PlannedTrainingRun] = (),
         backlog: Sequence[BacklogRequest] = (),
     ) -> Self:
         self.unknown_ = AutoForecaster(self.seasons).fit(y)
@@ -90,7 +91,7 @@ class TrainingForecaster:
             out += r.probability * r.gpus * active.mean(axis=0)
         return out
 
-    def predict(self, h: int, quantiles: Sequence[float] = DEFAULT_QUANTILES) -> QuantileForecast:
+    def predict(self, h: int, quantiles: Sequence[float] = DEFAULT_QUANTILES) -> DemandForecast:
         qs = check_quantiles(quantiles)
         unk = self.unknown_.predict(h, _GRID)
         n = self.n_samples

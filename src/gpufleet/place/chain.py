@@ -15,9 +15,7 @@ from dataclasses import dataclass
 from gpufleet.domain.allocations import Allocation, FallbackStep
 from gpufleet.domain.pools import Tier
 from gpufleet.domain.workloads import Priority, Workload, WorkloadKind
-from gpufleet.place.degrade import PlacementRequest as DegradeRequest
-from gpufleet.place.degrade import PoolState as DegradeState
-from gpufleet.place.degrade import recommend
+from gpufleet.place.degrade import DegradeRequest, PoolHeadroom, recommend
 from gpufleet.ports import PlacementRequest, PoolState
 
 
@@ -28,7 +26,7 @@ class DegradingChain:
 
     def choose(self, request: PlacementRequest, pools: Sequence[PoolState]) -> Allocation:
         skipped: list[FallbackStep] = []
-        states: list[DegradeState] = []
+        states: list[PoolHeadroom] = []
         in_use: dict[str, float] = {}
         for st in pools:
             in_use[st.pool.provider_id] = in_use.get(st.pool.provider_id, 0.0) + st.gpus_in_use
@@ -39,7 +37,7 @@ class DegradingChain:
                 continue
             free = math.inf if st.capacity_gpus is None else float(st.capacity_gpus - st.gpus_in_use)
             util = 0.0 if not st.capacity_gpus else st.gpus_in_use / st.capacity_gpus
-            states.append(DegradeState(st.pool, free, utilization=util, stockout=not st.in_stock))
+            states.append(PoolHeadroom(st.pool, free, utilization=util, stockout=not st.in_stock))
         workload = Workload(
             request.workload_id,
             request.workload_id,

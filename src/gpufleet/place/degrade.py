@@ -29,8 +29,12 @@ from gpufleet.domain.workloads import DegradeOption, Priority, Workload, Workloa
 
 
 @dataclass(frozen=True, slots=True)
-class PoolState:
-    """What placement knows about a pool now (from telemetry and providers)."""
+class PoolHeadroom:
+    """The degrade recommender's view of one pool now: free GPUs, utilization, stockout, queue wait.
+
+    Derived at the edge from the loop's observation :class:`gpufleet.ports.PoolState` (``place/chain.py``) or
+    from stored rows (the service); the recommender never reads a world itself.
+    """
 
     pool: CapacityPool
     free_gpus: float  # GPUs obtainable now under quota / reserved capacity left
@@ -49,10 +53,13 @@ class RunningWork:
 
 
 @dataclass(frozen=True, slots=True)
-class PlacementRequest:
+class DegradeRequest:
+    """One workload to place with graceful degradation (the loop's port request is
+    :class:`gpufleet.ports.PlacementRequest`; ``place/chain.py`` converts it into this)."""
+
     workload: Workload
     now_s: int
-    pools: tuple[PoolState, ...]
+    pools: tuple[PoolHeadroom, ...]
     expected_run_s: int = 0  # run time, to check the deadline
     replicas: int | None = None  # None: gang size (training) or replica floor (serving)
     running: tuple[RunningWork, ...] = ()
@@ -78,7 +85,7 @@ class PlacementDecision:
     expected_start_s: int | None = None
 
 
-def _need(req: PlacementRequest, opt: DegradeOption | None) -> tuple[int, tuple[str, ...]]:
+def _need(req: DegradeRequest, opt: DegradeOption | None) -> tuple[int, tuple[str, ...]]:
     w = req.workload
     per = w.gpus_per_replica if opt is None or opt.gpus_per_replica is None else opt.gpus_per_replica
     if req.replicas is not None:
@@ -93,12 +100,12 @@ def _need(req: PlacementRequest, opt: DegradeOption | None) -> tuple[int, tuple[
     return per * max(n, 1), skus
 
 
-def _candidates(req: PlacementRequest, skus: tuple[str, ...]) -> list[PoolState]:
+def _candidates(req: DegradeRequest, skus: tuple[str, ...]) -> list[PoolHeadroom]:
     c = [p for p in req.pools if p.pool.sku_id in skus]
     return sorted(c, key=lambda p: (TIER_RANK[p.pool.tier], p.pool.price_usd_per_gpu_h, p.pool.id))
 
 
-def _trigger(req: PlacementRequest, ps: PoolState, gpus: int) -> str | None:
+def _trigger(req: DegradeRequest, ps: PoolHeadroom, gpus: int) -> str | None:
     """Why this pool cannot take ``gpus`` now (None = it can)."""
     w, pool = req.workload, ps.pool
     if not pool.allows(checkpointable=w.checkpointable, serving=w.kind is WorkloadKind.SERVING):
@@ -124,8 +131,8 @@ def _trigger(req: PlacementRequest, ps: PoolState, gpus: int) -> str | None:
 
 
 def _search(
-    req: PlacementRequest, gpus: int, skus: tuple[str, ...]
-) -> tuple[PoolState | None, list[FallbackStep], list[PoolState]]:
+    req: DegradeRequest, gpus: int, skus: tuple[str, ...]
+) -> tuple[PoolHeadroom | None, list[FallbackStep], list[PoolHeadroom]]:
     skipped: list[FallbackStep] = []
     cands = _candidates(req, skus)
     for i, ps in enumerate(cands):
@@ -136,7 +143,7 @@ def _search(
     return None, skipped, []
 
 
-def _chain(req: PlacementRequest, rest: list[PoolState]) -> tuple[FallbackStep, ...]:
+def _chain(req: DegradeRequest, rest: list[PoolHeadroom]) -> tuple[FallbackStep, ...]:
     steps = []
     for ps in rest:
         if ps.pool.allows(
@@ -148,13 +155,13 @@ def _chain(req: PlacementRequest, rest: list[PoolState]) -> tuple[FallbackStep, 
 
 
 def _decision(
-    req: PlacementRequest,
+    req: DegradeRequest,
     action: str,
     reason: str,
-    ps: PoolState,
+    ps: PoolHeadroom,
     gpus: int,
     skipped: list[FallbackStep],
-    rest: list[PoolState],
+    rest: list[PoolHeadroom],
     **kw: object,
 ) -> PlacementDecision:
     return PlacementDecision(
@@ -173,7 +180,7 @@ def _decision(
     )
 
 
-def _preempt(req: PlacementRequest, gpus: int, skus: tuple[str, ...]) -> tuple[PoolState, tuple[str, ...]] | None:
+def _preempt(req: DegradeRequest, gpus: int, skus: tuple[str, ...]) -> tuple[PoolHeadroom, tuple[str, ...]] | None:
     w = req.workload
     for ps in _candidates(req, skus):
         trig = _trigger(req, ps, 0)
@@ -200,7 +207,7 @@ def _preempt(req: PlacementRequest, gpus: int, skus: tuple[str, ...]) -> tuple[P
     return None
 
 
-def recommend(req: PlacementRequest) -> PlacementDecision:
+def recommend(req: DegradeRequest) -> PlacementDecision:
     """Place, degrade, preempt or queue; every outcome is a decision with a reason code, never an error."""
     gpus, skus = _need(req, None)
     ps, skipped, rest = _search(req, gpus, skus)

@@ -3,7 +3,7 @@
 At each procurement epoch it forms demand scenarios for the term a new reservation would cover (the same
 hour of day on the freshest observed days, damped trend; plus the forecaster's quantiles when given,
 tiled over the term), and commits whole nodes while the next GPU's expected saving reaches the reserved
-price (on-demand price from the catalog) and the first covered hour needs it. Decisions every few days
+price (on-demand price from the injected catalog) and the first covered hour needs it. Decisions every few days
 make the hourly ramp of the bench policy moot, so growth is committed at once.
 """
 
@@ -14,11 +14,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from gpufleet.domain.catalog import PRICES_BY_SKU
+from gpufleet.domain.catalog import BUILTIN_PRICE_CATALOG
 from gpufleet.domain.reservations import term_seconds
-from gpufleet.ports import ProcurementContext, ReservationProposal
+from gpufleet.ports import PriceCatalog, ProcurementContext, ReservationProposal
 from gpufleet.procure.baseline import whole_node_proposal
-from gpufleet.procure.policies import GpufleetPolicy, units_worth_committing
+from gpufleet.procure.policies import GpufleetReservationPolicy, units_worth_committing
 from gpufleet.procure.replay import FloatArray, ReplayConfig
 
 HOUR_S = 3600
@@ -30,6 +30,9 @@ class BreakevenProcurer:
 
     min_history_h: int = 7 * 24
     max_term_h: int = 90 * 24  # scenarios beyond this look the same; bounds the work per decision
+    # the on-demand price a commitment is weighed against; the control loop injects its catalog (the default
+    # is the built-in list, for callers that have not been wired yet)
+    prices: PriceCatalog = BUILTIN_PRICE_CATALOG
 
     def propose(self, ctx: ProcurementContext) -> list[ReservationProposal]:
         hist = np.asarray(ctx.demand_history_gpus, dtype=np.float64)
@@ -37,8 +40,12 @@ class BreakevenProcurer:
         if len(hist) < self.min_history_h:
             return []
         pool = ctx.pool
-        price = PRICES_BY_SKU.get(ctx.sku_id)
-        on_demand = float(price.on_demand) if price is not None else float(pool.price_usd_per_gpu_h) / 0.634
+        price = self.prices.list_price(ctx.sku_id)
+        on_demand = (
+            float(price.on_demand)
+            if price is not None
+            else float(pool.price_usd_per_gpu_h) / self.prices.reserved_to_on_demand
+        )
         term_h = min(term_seconds(pool.term_months or 12) // HOUR_S, self.max_term_h)
         lead_h = pool.lead_time_s // HOUR_S
         cfg = ReplayConfig(
@@ -49,10 +56,10 @@ class BreakevenProcurer:
             spot_usd_per_gpu_h=on_demand,
             secondary_usd_per_gpu_h=on_demand,
         )
-        policy = GpufleetPolicy(ramp_h=1, min_history_h=24, fill_unobserved=False, level_sigma0=0.0)
+        policy = GpufleetReservationPolicy(ramp_h=1, min_history_h=24, fill_unobserved=False, level_sigma0=0.0)
         scen = policy.scenarios(len(hist), hist, cfg)
         if ctx.forecast is not None:
-            scen = np.vstack([scen, *[_tile(q, term_h) for q in ctx.forecast.quantiles.values()]])
+            scen = np.vstack([scen, *[_tile(q, term_h) for q in ctx.forecast.values]])
         have = float(ctx.committed_gpus_at_lead)
         excess = scen - have
         ok = np.isfinite(excess)

@@ -14,10 +14,11 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from gpufleet.domain.catalog import BUILTIN_REGIONS, PRICES_BY_SKU
+from gpufleet.domain.catalog import BUILTIN_PRICE_CATALOG, BUILTIN_REGIONS
 from gpufleet.domain.errors import ValidationError
+from gpufleet.ports import PriceCatalog
 from gpufleet.procure.portfolio import PortfolioPlan, PortfolioProblem, optimize_portfolio
-from gpufleet.procure.proposals import ReservationProposal, catalog_pair, coverage_report, proposals_from_plan
+from gpufleet.procure.proposals import PortfolioProposal, catalog_pair, coverage_report, proposals_from_plan
 from gpufleet.procure.quota import QuotaOutlook, quota_outlook
 
 FloatArray = npt.NDArray[np.float64]
@@ -29,20 +30,17 @@ MAX_HORIZON_DAYS = 730  # two years: the longest plan (CLI and API alike)
 KNOWN_REGIONS: tuple[str, ...] = tuple(r.id for r in BUILTIN_REGIONS)
 
 
-def pair_of(key: str, regions: Collection[str] | None = None) -> tuple[str, str]:
+def pair_of(key: str, regions: Collection[str] | None = None, *, prices: PriceCatalog) -> tuple[str, str]:
     """A history series id ``"sku@region"`` (a bare id reads as h100_80gb@us-east-1) -> ``(sku, region)``.
-    An unknown SKU, or a region not in ``regions`` (if given), is a ValidationError naming ``series_id``."""
+    A SKU ``prices`` does not list, or a region not in ``regions`` (if given), is a ValidationError naming
+    ``series_id``."""
     sku_id, region = key.split("@", 1) if "@" in key else ("h100_80gb", "us-east-1")
-    if sku_id not in PRICES_BY_SKU:
-        raise ValidationError("series_id", f"unknown SKU {sku_id!r} in {key!r} (known: {', '.join(PRICES_BY_SKU)})")
+    if prices.list_price(sku_id) is None:
+        known = ", ".join(prices.sku_ids())
+        raise ValidationError("series_id", f"unknown SKU {sku_id!r} in {key!r} (known: {known})")
     if regions is not None and region not in regions:
         raise ValidationError("series_id", f"unknown region {region!r} in {key!r} (known: {', '.join(regions)})")
     return sku_id, region
-
-
-def builtin_pair_of(key: str) -> tuple[str, str]:
-    """:func:`pair_of` against the built-in regions (what ``gpufleet plan`` knows without a database)."""
-    return pair_of(key, KNOWN_REGIONS)
 
 
 def scenarios_from_history(
@@ -67,7 +65,7 @@ def scenarios_from_history(
 class PlanReport:
     problem: PortfolioProblem
     plan: PortfolioPlan
-    proposals: list[ReservationProposal]
+    proposals: list[PortfolioProposal]
     quotas: list[QuotaOutlook]
     coverage: dict[str, dict[str, float]]
 
@@ -80,8 +78,10 @@ def plan_from_history(
     workload_class: str = "serving",
     on_demand_quota_gpus: float | None = None,
     quota_increase_lead_s: int = 14 * 86400,
+    prices: PriceCatalog = BUILTIN_PRICE_CATALOG,
 ) -> PlanReport:
-    """``history`` maps ``"sku@region"`` (or a bare series id, read as h100_80gb@us-east-1) to hourly GPUs."""
+    """``history`` maps ``"sku@region"`` (or a bare series id, read as h100_80gb@us-east-1) to hourly GPUs,
+    priced from ``prices`` (the service still relies on the built-in default; it should pass its catalog)."""
     if workload_class not in WORKLOAD_CLASSES:
         raise ValidationError("workload_class", f"must be one of {WORKLOAD_CLASSES}")
     if not 1 <= horizon_days <= MAX_HORIZON_DAYS:
@@ -90,12 +90,12 @@ def plan_from_history(
         raise ValidationError("on_demand_quota_gpus", f"must be >= 0 GPUs, got {on_demand_quota_gpus}")
     pairs = []
     for key, series in history.items():
-        sku_id, region = pair_of(key)
+        sku_id, region = pair_of(key, prices=prices)
         scen = scenarios_from_history(series, horizon_days)
         zero = np.zeros_like(scen)
         parts = {c: (scen if c == workload_class else zero) for c in WORKLOAD_CLASSES}
         quota = math.inf if on_demand_quota_gpus is None else on_demand_quota_gpus
-        pairs.append(catalog_pair(sku_id, region, **parts, on_demand_quota_gpus=quota))
+        pairs.append(catalog_pair(sku_id, region, **parts, prices=prices, on_demand_quota_gpus=quota))
     problem = PortfolioProblem(tuple(pairs))
     plan = optimize_portfolio(problem)
     quotas = [

@@ -158,7 +158,7 @@ class OnlineBreakeven:
 
 
 @dataclass(slots=True)
-class GpufleetPolicy:
+class GpufleetReservationPolicy:
     """Forecast-driven break-even commitment (the default procurement policy of gpufleet).
 
     Scenarios for each hour ``u`` of the coming term: the demand at the same hour of day on each of the

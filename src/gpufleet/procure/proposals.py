@@ -16,9 +16,10 @@ from decimal import Decimal
 import numpy as np
 import numpy.typing as npt
 
-from gpufleet.domain.catalog import PRICES_BY_SKU
+from gpufleet.domain.catalog import BUILTIN_PRICE_CATALOG, ListPrice
 from gpufleet.domain.errors import ValidationError
 from gpufleet.domain.reservations import TERMS_MONTHS, Reservation
+from gpufleet.ports import PriceCatalog
 from gpufleet.procure.portfolio import CommitDecision, CommitTier, PairDemand, PortfolioPlan, PortfolioProblem
 
 FloatArray = npt.NDArray[np.float64]
@@ -26,7 +27,14 @@ RESERVED_3Y_TO_ON_DEMAND = 0.45  # typical 3-year no-upfront discount (assumptio
 
 
 @dataclass(frozen=True, slots=True)
-class ReservationProposal:
+class PortfolioProposal:
+    """One line of a portfolio plan's order book: reserve, renew or let expire a commitment of one tier.
+
+    Not the control loop's :class:`gpufleet.ports.ReservationProposal` (one reserved pool, one term in months):
+    a plan line may be a let-expire notice and names a catalog tier; :func:`to_reservation` converts a
+    reserve/renew line into the draft reservation the approval workflow takes.
+    """
+
     action: str  # "reserve" | "renew" | "let_expire"
     sku_id: str
     regions: tuple[str, ...]
@@ -48,9 +56,19 @@ class ExistingCommitment:
     end_period: int
 
 
-def catalog_tiers(sku_id: str, *, period_h: float = 24.0) -> tuple[CommitTier, ...]:
+def listed(prices: PriceCatalog, sku_id: str) -> ListPrice:
+    """The catalog's list price of ``sku_id``; a ValidationError naming ``sku_id`` if it is not listed."""
+    p = prices.list_price(sku_id)
+    if p is None:
+        raise ValidationError(
+            "sku_id", f"{sku_id!r} is not in the price catalog (known: {', '.join(prices.sku_ids())})"
+        )
+    return p
+
+
+def catalog_tiers(sku_id: str, prices: PriceCatalog, *, period_h: float = 24.0) -> tuple[CommitTier, ...]:
     """Reserved 1y (catalog price, 14-day lead) and 3y (0.45x on-demand, 30-day lead) on a grid of period_h."""
-    p = PRICES_BY_SKU[sku_id]
+    p = listed(prices, sku_id)
     per_day = 24.0 / period_h
     return (
         CommitTier("reserved_1y", "aws", float(p.reserved_1y), round(365 * per_day), round(14 * per_day)),
@@ -65,16 +83,24 @@ def catalog_tiers(sku_id: str, *, period_h: float = 24.0) -> tuple[CommitTier, .
 
 
 def catalog_pair(
-    sku_id: str, region_id: str, serving: FloatArray, training: FloatArray, checkpointable: FloatArray, **kw: object
+    sku_id: str,
+    region_id: str,
+    serving: FloatArray,
+    training: FloatArray,
+    checkpointable: FloatArray,
+    *,
+    prices: PriceCatalog,
+    **kw: object,
 ) -> PairDemand:
-    p = PRICES_BY_SKU[sku_id]
+    """One SKU-region's demand, priced from the injected catalog."""
+    p = listed(prices, sku_id)
     return PairDemand(
         sku_id,
         region_id,
         serving,
         training,
         checkpointable,
-        catalog_tiers(sku_id),
+        catalog_tiers(sku_id, prices),
         float(p.on_demand),
         spot_usd_per_gpu_h=float(p.spot),
         **kw,  # type: ignore[arg-type]
@@ -89,10 +115,10 @@ def proposals_from_plan(
     batch_periods: int = 7,
     gpus_per_node: int = 8,
     existing: tuple[ExistingCommitment, ...] = (),
-) -> list[ReservationProposal]:
+) -> list[PortfolioProposal]:
     """Turn a plan's commitments into orders (reserve/renew) and let-expire notices, sorted by submit date."""
     period_s = int(problem.period_h * 3600)
-    out: list[ReservationProposal] = []
+    out: list[PortfolioProposal] = []
     by_key: dict[tuple[str, str], list[CommitDecision]] = {}
     for d in plan.decisions:
         by_key.setdefault((d.pair, d.tier), []).append(d)
@@ -126,7 +152,7 @@ def proposals_from_plan(
             term_days = None if tier.term_periods is None else round(tier.term_periods * problem.period_h / 24)
             start = start_s + start_p * period_s
             out.append(
-                ReservationProposal(
+                PortfolioProposal(
                     action=action,
                     sku_id=sku_id,
                     regions=(region,),
@@ -149,7 +175,7 @@ def proposals_from_plan(
             sku_id, region = e.pair.split("@", 1)
             end = start_s + e.end_period * period_s
             out.append(
-                ReservationProposal(
+                PortfolioProposal(
                     action="let_expire",
                     sku_id=sku_id,
                     regions=(region,),
@@ -184,20 +210,27 @@ def coverage_report(problem: PortfolioProblem, plan: PortfolioPlan) -> dict[str,
 
 
 def due_proposals(
-    proposals: list[ReservationProposal], *, now_s: int, within_s: int = 7 * 86400
-) -> list[ReservationProposal]:
+    proposals: list[PortfolioProposal], *, now_s: int, within_s: int = 7 * 86400
+) -> list[PortfolioProposal]:
     """Orders that must enter the approval workflow now: submit-by date within ``within_s`` (or passed)."""
     return [p for p in proposals if p.action in ("reserve", "renew") and p.submit_by_s <= now_s + within_s]
 
 
-def to_reservation(proposal: ReservationProposal, *, reservation_id: str, pool_id: str) -> Reservation:
-    """A draft reservation for the approval workflow (term rounded to the nearest listed term in months)."""
+def to_reservation(
+    proposal: PortfolioProposal,
+    *,
+    reservation_id: str,
+    pool_id: str,
+    prices: PriceCatalog = BUILTIN_PRICE_CATALOG,
+) -> Reservation:
+    """A draft reservation for the approval workflow (term rounded to the nearest listed term in months), priced
+    from ``prices`` (the service still relies on the built-in default; it should pass its catalog)."""
     if proposal.action not in ("reserve", "renew") or proposal.term_days is None:
         raise ValidationError(
             "action", f"only reserve/renew proposals with a term become reservations: {proposal.action}"
         )
     months = min(TERMS_MONTHS, key=lambda m: abs(m * 730 / 24 - proposal.term_days))  # type: ignore[operator]
-    price = PRICES_BY_SKU[proposal.sku_id]
+    price = listed(prices, proposal.sku_id)
     per_h = (
         (price.on_demand * Decimal(str(RESERVED_3Y_TO_ON_DEMAND))).quantize(Decimal("0.0001"))
         if proposal.tier == "reserved_3y"

@@ -25,8 +25,8 @@ from typing import Protocol
 import numpy as np
 import numpy.typing as npt
 
-from gpufleet.domain.catalog import PRICES_BY_SKU
 from gpufleet.domain.errors import NotFoundError, ValidationError
+from gpufleet.ports import PriceCatalog
 
 FloatArray = npt.NDArray[np.float64]
 
@@ -69,12 +69,11 @@ class ReplayConfig:
         return self.reserved_usd_per_gpu_h / self.on_demand_usd_per_gpu_h
 
     @classmethod
-    def from_catalog(cls, sku_id: str, *, term_h: int, lead_h: int, **kw: float) -> ReplayConfig:
-        """Prices from the built-in catalog for ``sku_id`` (reserved/on-demand about 0.634)."""
-        try:
-            p = PRICES_BY_SKU[sku_id]
-        except KeyError:
-            raise NotFoundError("sku", sku_id) from None
+    def from_catalog(cls, sku_id: str, *, prices: PriceCatalog, term_h: int, lead_h: int, **kw: float) -> ReplayConfig:
+        """Prices for ``sku_id`` from the injected catalog (NotFoundError if it does not list the SKU)."""
+        p = prices.list_price(sku_id)
+        if p is None:
+            raise NotFoundError("sku", sku_id)
         return cls(
             term_h=term_h,
             lead_h=lead_h,

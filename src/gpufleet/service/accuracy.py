@@ -29,8 +29,8 @@ from sqlalchemy import Engine, String, bindparam, func, select
 from gpufleet.adapters.sql.models import ForecastIssueRow, SkuRow, UtilizationRow
 from gpufleet.domain.errors import PermissionDenied, ValidationError
 from gpufleet.forecast.metrics import seasonal_naive_scale
-from gpufleet.forecast.quantiles import QuantileForecast
 from gpufleet.forecast.tracking import AccuracyTracker, IssuedForecast
+from gpufleet.ports import DemandForecast
 from gpufleet.service.auth import Actor, Role
 from gpufleet.service.clock import Clock
 from gpufleet.service.uow import UnitOfWork
@@ -123,7 +123,7 @@ class ForecastAccuracyService:
                 continue
             qs = tuple(json.loads(r.quantiles_json))
             cut = values[:, :n]
-            fc = QuantileForecast(mean=cut[qs.index(0.5)], quantiles=qs, values=cut, method=r.model)
+            fc = DemandForecast(mean=cut[qs.index(0.5)], levels=qs, values=cut, method=r.model)
             tracker.record(IssuedForecast(r.series_id, r.model, r.issued_at_s, r.start_s, r.step_s, r.scale, fc))
         # all actuals first, then one scoring pass (observe() scores every pending forecast it can)
         tracker.actuals = {series: dict(obs) for series, obs in actuals.items()}

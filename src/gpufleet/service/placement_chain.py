@@ -35,8 +35,8 @@ from gpufleet.domain.errors import NotFoundError, ValidationError
 from gpufleet.domain.pools import TIER_ORDER, CapacityPool, Tier
 from gpufleet.domain.reservations import ReservationStatus
 from gpufleet.domain.workloads import DegradeOption, Priority, ServingScaling, Workload, WorkloadKind
-from gpufleet.place.degrade import PlacementRequest as DegradeRequest
-from gpufleet.place.degrade import PoolState, RunningWork, recommend
+from gpufleet.place.degrade import DegradeRequest, RunningWork, recommend
+from gpufleet.place.degrade import PoolHeadroom as PoolState
 from gpufleet.service.auth import Actor, Role
 from gpufleet.service.budgets import BudgetService, PricedOption
 from gpufleet.service.clock import Clock

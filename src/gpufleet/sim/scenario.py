@@ -14,8 +14,8 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 from pydantic import ValidationError as PydanticValidationError
 
+from gpufleet.adapters.inputs import read_input_text
 from gpufleet.domain.errors import ValidationError
-from gpufleet.domain.inputs import read_input_text
 from gpufleet.domain.skus import SKUS_BY_ID
 
 MAX_DAYS = 3650  # ten years of simulated time; more is a typo

@@ -16,8 +16,8 @@ from pathlib import Path
 import numpy as np
 import numpy.typing as npt
 
+from gpufleet.adapters.inputs import read_input_text
 from gpufleet.domain.errors import ValidationError
-from gpufleet.domain.inputs import read_input_text
 
 MAX_GRID_STEPS = 20_000_000  # a regular grid longer than this is a stray timestamp, not a trace
 

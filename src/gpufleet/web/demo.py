@@ -11,12 +11,13 @@ from collections import defaultdict
 
 import numpy as np
 
-from gpufleet.bench.cost import GPUS_PER_NODE, make_fleet
 from gpufleet.cost.allocate import allocate_costs
 from gpufleet.cost.idle import detect_idle
 from gpufleet.cost.meter import meter_usage
 from gpufleet.cost.model import PARTS_PER_GPU, CapacityBlock, DistributionRule
 from gpufleet.cost.rightsizing import Recommendation, ResourceSpec, UsageProfile, recommend
+from gpufleet.cost.synthetic import GPUS_PER_NODE, make_fleet
+from gpufleet.domain.catalog import BUILTIN_PRICE_CATALOG
 from gpufleet.domain.pools import Tier
 from gpufleet.domain.reservations import term_seconds
 from gpufleet.domain.workloads import Priority, ServingScaling, Workload, WorkloadKind
@@ -41,7 +42,7 @@ def _split_reserved(blocks: list[CapacityBlock], t0: int) -> list[CapacityBlock]
 
 
 def demo_data(gpus: int = 256, days: int = 14, seed: int = 3) -> CostDashboardData:
-    fleet = make_fleet(gpus, days, 300, seed)
+    fleet = make_fleet(gpus, days, 300, seed, prices=BUILTIN_PRICE_CATALOG)
     capacity = _split_reserved(fleet.capacity, fleet.t0_s)
     allocs = fleet.allocations
     usage = fleet.usage

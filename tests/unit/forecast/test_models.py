@@ -12,7 +12,7 @@ from gpufleet.forecast import (
     BacklogRequest,
     CapacityPolicy,
     GrowthScenario,
-    PlannedRun,
+    PlannedTrainingRun,
     ServingForecaster,
     SkuThroughput,
     TrainingForecaster,
@@ -136,7 +136,7 @@ def test_training_known_part_is_exact_and_quantiles_jump() -> None:
     hist = np.zeros(100)
     m = TrainingForecaster(rng=rng).fit(
         hist,
-        planned_runs=[PlannedRun("pretrain", 512, 2, 2, 3, probability=0.5)],
+        planned_runs=[PlannedTrainingRun("pretrain", 512, 2, 2, 3, probability=0.5)],
         backlog=[BacklogRequest(gpus=16, start_step=0, duration_steps=4)],
     )
     assert m.known_mean(6) == pytest.approx([16, 16, 16 + 256, 16 + 256, 256, 0])
@@ -146,7 +146,7 @@ def test_training_known_part_is_exact_and_quantiles_jump() -> None:
 
 def test_planned_run_validation() -> None:
     with pytest.raises(ValidationError):
-        PlannedRun("x", 8, 5, 2, 3)
+        PlannedTrainingRun("x", 8, 5, 2, 3)
 
 
 def test_capacity_model_converts_traffic_quantiles_to_gpus() -> None:
@@ -172,7 +172,7 @@ def test_training_forecast_adds_known_runs_to_lumpy_experiments() -> None:
     hist = np.zeros(24 * 20)
     hist[::53] = 32.0  # an occasional 32-GPU experiment, whole days without one
     m = TrainingForecaster((24,), rng=np.random.default_rng(8)).fit(
-        hist, planned_runs=[PlannedRun("finetune", 64, 0, 0, 48)]
+        hist, planned_runs=[PlannedTrainingRun("finetune", 64, 0, 0, 48)]
     )
     fc = m.predict(48, (0.5, 0.99))
     assert "intermittent" in fc.method

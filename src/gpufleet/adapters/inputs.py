@@ -1,5 +1,7 @@
 """Reading a file the user named: the one place that turns the ways a path can be wrong into a clear error.
 
+An adapter: the domain does no file I/O (docs/design.md, "Contracts").
+
 Every loader of user files (series, traces, cost tables, telemetry, scenarios, node and pod lists) reads
 through :func:`read_input_text`, so a missing file, a directory, an unreadable file or bytes that are not
 UTF-8 all give a :class:`ValidationError` naming the file (and the line of the first bad byte), never a
