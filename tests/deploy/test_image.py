@@ -1,6 +1,7 @@
 """The container image, built here from Debian packages only (``make image`` = scripts/image.sh build), runs:
 it serves /healthz on the port PORT names, as a non-root user, and `gpufleet db upgrade` from the image
-migrates the host's PostgreSQL (a fresh schema).
+migrates the host's PostgreSQL (a fresh schema). Both run with a read-only root filesystem (``--read-only``,
+podman's tmpfs on /tmp), as the Kubernetes manifests' ``readOnlyRootFilesystem: true`` does.
 
 The base tarball is cached outside the repository (~/.cache/gpufleet-image) and podman caches the dependency
 layer, so after the first run a rebuild only reinstalls the package (tens of seconds)."""
@@ -69,8 +70,9 @@ def test_image_user_is_non_root_and_entrypoint_is_serve(image: str) -> None:
 
 def test_db_upgrade_from_the_image_then_serve_on_port_from_env(image: str, pg_schema: PgSchema) -> None:
     upgrade = _image_sh(
-        "run", "--rm", "--network", "host", "-e", f"GPUFLEET_DB_URL={pg_schema.url}", image, "db", "upgrade"
-    )
+        "run", "--rm", "--read-only", "--network", "host", "-e", f"GPUFLEET_DB_URL={pg_schema.url}", image,
+        "db", "upgrade",
+    )  # fmt: skip
     assert upgrade.returncode == 0, upgrade.stderr[-2000:]
     assert "(empty) ->" in upgrade.stdout
     engine = create_engine(pg_schema.url)
@@ -80,7 +82,7 @@ def test_db_upgrade_from_the_image_then_serve_on_port_from_env(image: str, pg_sc
 
     name = f"gpufleet-test-{pg_schema.name}"
     started = _image_sh(
-        "run", "-d", "--name", name, "--network", "host",
+        "run", "-d", "--read-only", "--name", name, "--network", "host",
         "-e", f"PORT={PORT}", "-e", "GPUFLEET_HOST=127.0.0.1", "-e", f"GPUFLEET_DB_URL={pg_schema.url}", image,
     )  # fmt: skip
     assert started.returncode == 0, started.stderr[-2000:]
