@@ -13,6 +13,8 @@ command -v podman >/dev/null 2>&1 || need+=(podman)
 command -v mmdebstrap >/dev/null 2>&1 || need+=(mmdebstrap)
 command -v runc >/dev/null 2>&1 || need+=(runc)
 command -v etcd >/dev/null 2>&1 || need+=(etcd-server)
+command -v kubectl >/dev/null 2>&1 || echo "note: kubectl >= 1.27 is not on PATH; tests/deploy/test_manifests.py \
+will skip (Debian's kubernetes-client 1.20 bundles a kustomize too old for deploy/kustomize)" >&2
 [ ${#need[@]} -eq 0 ] && exit 0
 if [ "$(id -u)" != "0" ] || ! command -v apt-get >/dev/null 2>&1; then
   echo "note: cannot install ${need[*]} (not root or no apt-get); the tests that need them will skip" >&2
