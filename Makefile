@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: run test test-unit test-integration test-e2e lint fmt bench clean setup
+.PHONY: run test test-unit test-integration test-e2e test-deploy lint fmt bench clean setup image
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -21,8 +21,9 @@ run: $(STAMP)
 
 PYTEST := $(BIN)/python -m pytest -q -p no:cacheprovider
 
-# Lanes: unit (pure, seconds), integration (HTTP on SQLite + PostgreSQL, real servers on loopback), e2e (the CLI
-# and the browser as a user runs them). `make test` runs all three in one pytest run.
+# Lanes: unit (pure, seconds), integration (HTTP on SQLite + PostgreSQL, real servers on loopback: the API,
+# kube-apiserver, moto), e2e (the CLI and the browser as a user runs them), deploy (below). `make test` runs all
+# four in one pytest run.
 test: $(STAMP)
 	$(PYTEST)
 
@@ -35,6 +36,10 @@ test-integration: $(STAMP)
 test-e2e: $(STAMP)
 	$(PYTEST) tests/e2e
 
+# deploy: the container image (podman), the manifests on a real API server, several API processes on PostgreSQL.
+test-deploy: $(STAMP)
+	$(PYTEST) tests/deploy
+
 lint: $(STAMP)
 	$(BIN)/ruff check src tests
 	$(BIN)/ruff format --check src tests
@@ -45,6 +50,10 @@ lint: $(STAMP)
 fmt: $(STAMP)
 	$(BIN)/ruff format src tests
 	$(BIN)/ruff check --fix src tests
+
+# The container image from Debian packages only (mmdebstrap base, cached in ~/.cache/gpufleet-image): IMAGE=...
+image:
+	bash scripts/image.sh build
 
 clean:
 	rm -rf $(VENV) out .pytest_cache .mypy_cache .ruff_cache

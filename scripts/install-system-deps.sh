@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # System packages the test suite uses: Chromium (report and dashboard screenshots), Prometheus
-# (the telemetry adapter is tested against a real server) and etcd + openssl + xz (the Kubernetes world is
-# tested against a real kube-apiserver, unpacked from ../shared/k8s, which stores in etcd). Installs only what is missing, only as root;
+# (the telemetry adapter is tested against a real server), etcd + openssl + xz (the Kubernetes world is
+# tested against a real kube-apiserver, unpacked from ../shared/k8s, which stores in etcd), podman + mmdebstrap
+# + runc (the container image is built from Debian packages and run; runc because crun refuses hybrid cgroup
+# hosts). Installs only what is missing, only as root;
 # tests that need a missing binary skip with a reason.
 set -u
 need=()
@@ -11,6 +13,11 @@ command -v promtool >/dev/null 2>&1 || need+=(prometheus)
 command -v etcd >/dev/null 2>&1 || need+=(etcd-server)
 command -v openssl >/dev/null 2>&1 || need+=(openssl)
 command -v xz >/dev/null 2>&1 || need+=(xz-utils)
+command -v podman >/dev/null 2>&1 || need+=(podman)
+command -v mmdebstrap >/dev/null 2>&1 || need+=(mmdebstrap)
+command -v runc >/dev/null 2>&1 || need+=(runc)
+command -v kubectl >/dev/null 2>&1 || echo "note: kubectl >= 1.27 is not on PATH; tests/deploy/test_manifests.py \
+will skip (Debian's kubernetes-client 1.20 bundles a kustomize too old for deploy/kustomize)" >&2
 [ ${#need[@]} -eq 0 ] && exit 0
 if [ "$(id -u)" != "0" ] || ! command -v apt-get >/dev/null 2>&1; then
   echo "note: cannot install ${need[*]} (not root or no apt-get); the tests that need them will skip" >&2

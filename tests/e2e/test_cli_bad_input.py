@@ -175,6 +175,7 @@ CASES: dict[str, Case] = {
     "bench sched-throughput: negative seed": (lambda f: ["bench", "sched-throughput", "--seed", "-1"], ("--seed",)),
     "serve: unknown --log-level": (lambda f: ["serve", "--log-level", "bogus"], ("--log-level", "bogus")),
     "bench api: not a PostgreSQL URL": (lambda f: ["bench", "api", "--pg-url", "notaurl"], ("pg_url",)),
+    "bench api: zero processes": (lambda f: ["bench", "api", "--processes", "0"], ("processes",)),
     "simulate: infinite quota in the scenario": (
         lambda f: ["simulate", "--scenario", str(f["scen_inf.yaml"]), "--dump"],
         ("scen_inf.yaml:6", "finite"),

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import hashlib
 import threading
+import time
 from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -102,11 +103,13 @@ class SimulatedProvider:
 
     ``inject(fault)`` queues a fault for the next ``submit`` call: ``timeout_before_order`` times out
     without placing the order; ``timeout_after_order`` places it and then loses the answer (the case that
-    buys twice without idempotency keys). ``calls`` counts submit calls.
+    buys twice without idempotency keys). ``calls`` counts submit calls. ``latency_s``: how long each answer
+    takes after the order is placed (a real provider's API takes seconds; failover drills kill a leader there).
     """
 
-    def __init__(self, engine: Engine) -> None:
+    def __init__(self, engine: Engine, *, latency_s: float = 0.0) -> None:
         self._engine = writer(engine)
+        self._latency_s = latency_s
         self._faults: deque[Fault] = deque()
         self._lock = threading.Lock()
         self.calls = 0
@@ -127,6 +130,8 @@ class SimulatedProvider:
         existing = self.find(key)
         if existing is None:
             existing = self._place(key, order)
+        if self._latency_s > 0:
+            time.sleep(self._latency_s)
         if fault == "timeout_after_order":
             raise ProviderTimeout(f"provider did not answer for {key}")
         return existing

@@ -1,12 +1,14 @@
 """The FastAPI application factory. Nothing is built at import time: ``create_app(settings)`` wires the
-services (refusing an unmigrated database), and the lifespan runs the reconciler at startup and then every
-``reconcile_interval_s``."""
+services (refusing an unmigrated database), and the lifespan runs the leader loop: at startup and then every
+``leader_poll_s`` (if ``reconcile_interval_s`` > 0) this process keeps or takes the lead (:mod:`gpufleet.service.leader`);
+the leader submits approved reservations and runs the full reconciler every ``reconcile_interval_s``."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
 import logging
+import time
 from collections.abc import AsyncIterator
 
 import anyio.to_thread
@@ -19,18 +21,46 @@ from gpufleet.api.routes import budgets, fleet, health, registry, reservations, 
 from gpufleet.api.routes import finops as finops_routes
 from gpufleet.api.schemas import Problem
 from gpufleet.service.bootstrap import Services, build_services
+from gpufleet.service.leader import SoleLeader, submit_approved
 from gpufleet.service.settings import Settings
 
 log = logging.getLogger("gpufleet.api")
 
 
-async def _reconcile_forever(services: Services, interval_s: float) -> None:
+class _LeaderLoop:
+    """The background work of one process: keep or take the lead; as leader, submit what any process approved
+    (every ``leader_poll_s``) and run the full reconciler on taking the lead and every ``reconcile_interval_s``."""
+
+    def __init__(self, services: Services) -> None:
+        self._services = services
+        self._leading = False
+        self._last_full_s = 0.0
+
+    def step(self) -> None:
+        """One pass (blocking: database and provider I/O)."""
+        s = self._services
+        if not s.leader.refresh():
+            self._leading = False
+            return
+        now_s = time.monotonic()
+        interval_s = s.settings.reconcile_interval_s
+        if not self._leading or (interval_s > 0 and now_s - self._last_full_s >= interval_s):
+            self._leading = True
+            self._last_full_s = now_s
+            report = s.reservations.reconcile()
+            if report.submitted or report.activated or report.expired or report.still_pending:
+                log.info("reconcile: %s", report)
+        else:
+            submit_approved(s.engine, s.reservations)
+
+
+async def _lead_forever(loop: _LeaderLoop, poll_s: float) -> None:
     while True:
-        await asyncio.sleep(interval_s)
+        await asyncio.sleep(poll_s)
         try:
-            await run_in_threadpool(services.reservations.reconcile)
+            await run_in_threadpool(loop.step)
         except Exception:  # keep serving; the next pass retries
-            log.exception("reconciler pass failed")
+            log.exception("leader pass failed")
 
 
 def create_app(settings: Settings | None = None, *, services: Services | None = None) -> FastAPI:
@@ -41,16 +71,17 @@ def create_app(settings: Settings | None = None, *, services: Services | None = 
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         anyio.to_thread.current_default_thread_limiter().total_tokens = services.settings.worker_threads
-        try:
-            report = await run_in_threadpool(services.reservations.reconcile)
+        loop = _LeaderLoop(services)
+        try:  # at startup: take the lead if free and, as leader, reconcile
+            await run_in_threadpool(loop.step)
         except Exception:  # a provider outage must not keep the API down; the periodic pass retries
             log.exception("startup reconcile failed")
-        else:
-            if report.submitted or report.activated or report.expired or report.still_pending:
-                log.info("startup reconcile: %s", report)
         task = None
         if services.settings.reconcile_interval_s > 0:
-            task = asyncio.create_task(_reconcile_forever(services, services.settings.reconcile_interval_s))
+            # one process (SQLite): nobody else approves, so only the full pass, every reconcile_interval_s
+            sole = isinstance(services.leader, SoleLeader)
+            poll_s = services.settings.reconcile_interval_s if sole else services.settings.leader_poll_s
+            task = asyncio.create_task(_lead_forever(loop, poll_s))
         try:
             yield
         finally:
@@ -58,6 +89,7 @@ def create_app(settings: Settings | None = None, *, services: Services | None = 
                 task.cancel()
                 with contextlib.suppress(asyncio.CancelledError):
                     await task
+            await run_in_threadpool(services.leader.close)  # hand the lead over at once
 
     app = FastAPI(
         title="gpufleet control plane",

@@ -113,6 +113,22 @@ class _Pool:
             c.writer.close()
 
 
+class _Spread:
+    """Round robin over the pools of several servers (``--processes``); the same interface as one pool."""
+
+    def __init__(self, pools: list[_Pool]) -> None:
+        self.pools = pools
+        self.turn = 0
+
+    async def request(self, raw: bytes) -> int:
+        self.turn += 1
+        return await self.pools[self.turn % len(self.pools)].request(raw)
+
+    def close(self) -> None:
+        for p in self.pools:
+            p.close()
+
+
 def _raw_request(phase: Phase, host: str, token: str) -> bytes:
     body = b"" if phase.body is None else json.dumps(phase.body).encode()
     head = (
@@ -122,7 +138,7 @@ def _raw_request(phase: Phase, host: str, token: str) -> bytes:
     return head.encode() + body
 
 
-async def _open_loop(pool: _Pool, phase: Phase, raw: bytes) -> tuple[list[float], int, float]:
+async def _open_loop(pool: _Pool | _Spread, phase: Phase, raw: bytes) -> tuple[list[float], int, float]:
     n = max(1, int(phase.rate_per_s * phase.duration_s))
     interval = 1.0 / phase.rate_per_s
     latencies: list[float] = []
@@ -155,7 +171,7 @@ async def _open_loop(pool: _Pool, phase: Phase, raw: bytes) -> tuple[list[float]
 _ERRORS: dict[str, int] = {}
 
 
-async def _closed_loop(pool: _Pool, phase: Phase, raw: bytes) -> tuple[list[float], int, float]:
+async def _closed_loop(pool: _Pool | _Spread, phase: Phase, raw: bytes) -> tuple[list[float], int, float]:
     latencies: list[float] = []
     errors = 0
     t0 = time.perf_counter()
@@ -185,23 +201,32 @@ def _cpu_s(pid: int) -> float | None:
         return None
 
 
-async def _run_phases(base_url: str, token: str, phases: list[Phase], server_pid: int) -> list[PhaseResult]:
-    host, port = base_url.removeprefix("http://").split(":")
+def _cpu_sum_s(pids: list[int]) -> float | None:
+    each = [_cpu_s(p) for p in pids]
+    return None if any(c is None for c in each) else sum(c for c in each if c is not None)
+
+
+async def _run_phases(base_url: str, token: str, phases: list[Phase], server_pid: int | list[int]) -> list[PhaseResult]:
+    """``base_url``: one server, or several comma-separated (requests alternate); ``server_pid`` likewise."""
+    pids = server_pid if isinstance(server_pid, list) else [server_pid]
+    addrs = [u.removeprefix("http://").split(":") for u in base_url.split(",")]
+    host = addrs[0][0]
     out: list[PhaseResult] = []
-    pool = _Pool(host, int(port), 64)
+    pools = [_Pool(h, int(p), 64) for h, p in addrs]
+    pool: _Pool | _Spread = pools[0] if len(pools) == 1 else _Spread(pools)
     try:
         for ph in phases:
             raw = _raw_request(ph, host, token)
             for _ in range(20):  # warm up connections and caches
                 await pool.request(raw)
-            cpu0 = _cpu_s(server_pid)
+            cpu0 = _cpu_sum_s(pids)
             if ph.rate_per_s > 0:
                 lat, errors, elapsed = await _open_loop(pool, ph, raw)
                 mode = "open"
             else:
                 lat, errors, elapsed = await _closed_loop(pool, ph, raw)
                 mode = f"closed x{ph.concurrency}"
-            cpu1 = _cpu_s(server_pid)
+            cpu1 = _cpu_sum_s(pids)
             ms = np.array(lat) * 1000.0
             out.append(
                 PhaseResult(
@@ -323,8 +348,16 @@ def _cli(*args: str) -> str:
 
 
 def run(
-    *, pg_url: str, rate_per_s: float, duration_s: float, forecast_rate_per_s: float, saturation_s: float, seed: int = 0
+    *,
+    pg_url: str,
+    rate_per_s: float,
+    duration_s: float,
+    forecast_rate_per_s: float,
+    saturation_s: float,
+    seed: int = 0,
+    processes: int = 1,
 ) -> dict[str, Any]:
+    """``processes``: how many ``gpufleet serve`` processes share the schema; the load alternates over them."""
     from sqlalchemy import create_engine, text
     from sqlalchemy.exc import ArgumentError, DBAPIError
 
@@ -345,28 +378,20 @@ def run(
         raise DatabaseUnavailable(admin, exc) from None
     sep = "&" if "?" in pg_url else "?"
     url = f"{pg_url}{sep}options=-csearch_path%3D{schema}"
-    server: subprocess.Popen[bytes] | None = None
+    servers: list[subprocess.Popen[bytes]] = []
     try:
         token = _seed(url, int(time.time()), np.random.default_rng(seed))
-        port = _free_port()
         env = {**os.environ, "GPUFLEET_RECONCILE_INTERVAL_S": "0", "PYTHONPATH": os.pathsep.join(sys.path)}
-        server = subprocess.Popen(
-            [
-                sys.executable,
-                "-c",
-                "from gpufleet.cli.main import main; main()",
-                "serve",
-                "--db",
-                url,
-                "--port",
-                str(port),
-                "--log-level",
-                "warning",
-            ],
-            env=env,
-        )
-        base_url = f"http://127.0.0.1:{port}"
-        _wait_ready(base_url, server)
+        urls = []
+        for _ in range(processes):
+            port = _free_port()
+            serve = ["serve", "--db", url, "--port", str(port), "--log-level", "warning"]
+            servers.append(
+                subprocess.Popen([sys.executable, "-c", "from gpufleet.cli.main import main; main()", *serve], env=env)
+            )
+            urls.append(f"http://127.0.0.1:{port}")
+            _wait_ready(urls[-1], servers[-1])
+        base_url = ",".join(urls)
         placement = {
             "job_class": "training",
             "priority": "high",
@@ -396,7 +421,8 @@ def run(
             ),
             Phase("GET /v1/capacity/forecast", "GET", fc_path, None, 0, saturation_s),
         ]
-        job = {"base_url": base_url, "token": token, "server_pid": server.pid, "phases": [asdict(p) for p in phases]}
+        pids = [srv.pid for srv in servers]
+        job = {"base_url": base_url, "token": token, "server_pid": pids, "phases": [asdict(p) for p in phases]}
         proc = subprocess.run(
             [sys.executable, "-c", "from gpufleet.bench.api import loadgen_main; loadgen_main()"],
             input=json.dumps(job).encode(),
@@ -408,16 +434,16 @@ def run(
         sys.stderr.write(proc.stderr.decode())
         results = json.loads(proc.stdout)
     finally:
-        if server is not None:
-            server.terminate()
-            server.wait(timeout=30)
+        for srv in servers:
+            srv.terminate()
+            srv.wait(timeout=30)
         with admin.connect() as conn:
             conn.execute(text(f"DROP SCHEMA IF EXISTS {schema} CASCADE"))
             drop_store_roles(conn, schema)  # migration 0009's per-schema roles (cluster-wide)
         admin.dispose()
     return {
         "backend": "postgresql",
-        "server": "gpufleet serve (1 uvicorn process)",
+        "server": f"gpufleet serve ({processes} uvicorn process{'es' if processes > 1 else ''}, one schema)",
         "load": "second process, asyncio keep-alive HTTP/1.1 client, loopback",
         "load_average_1m_before": os.getloadavg()[0] if hasattr(os, "getloadavg") else None,
         "cpu_count": os.cpu_count(),

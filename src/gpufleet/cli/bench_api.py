@@ -22,6 +22,9 @@ def register(app: typer.Typer) -> None:
         forecast_rate: Annotated[float, typer.Option(help="Open-loop rate for the forecast, req/s")] = 50.0,
         duration_s: Annotated[float, typer.Option(help="Seconds per open-loop phase")] = 15.0,
         saturation_s: Annotated[float, typer.Option(help="Seconds per closed-loop saturation phase")] = 5.0,
+        processes: Annotated[
+            int, typer.Option(help="gpufleet serve processes on the one schema; the load alternates over them")
+        ] = 1,
         json_out: Annotated[
             Path | None, typer.Option("--json", callback=output_file, help="Write the results as JSON here")
         ] = None,
@@ -34,12 +37,15 @@ def register(app: typer.Typer) -> None:
             raise ValidationError("rate", "must be in (0, 2000] req/s")
         if not 0 < duration_s <= 120 or not 0 < saturation_s <= 60:
             raise ValidationError("duration_s", "phases are bounded: duration <= 120 s, saturation <= 60 s")
+        if not 1 <= processes <= 8:
+            raise ValidationError("processes", f"must be in [1, 8], got {processes}")
         report = bench.run(
             pg_url=pg_url,
             rate_per_s=rate,
             duration_s=duration_s,
             forecast_rate_per_s=forecast_rate,
             saturation_s=saturation_s,
+            processes=processes,
         )
         typer.echo(bench.to_markdown(report))
         if json_out is not None:

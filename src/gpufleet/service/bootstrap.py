@@ -20,6 +20,7 @@ from gpufleet.service.budgets import BudgetService
 from gpufleet.service.capacity import CapacityService
 from gpufleet.service.clock import Clock, IdGenerator, RandomIds, SystemClock
 from gpufleet.service.ingest import IngestService
+from gpufleet.service.leader import Leadership, election_for
 from gpufleet.service.placement_chain import ChainPlacementService
 from gpufleet.service.procurement import ProcurementService
 from gpufleet.service.registry import RegistryService
@@ -55,6 +56,7 @@ class Services:
     procurement: ProcurementService
     autoscaling: AutoscalingService
     budgets: BudgetService
+    leader: Leadership
     # with ``provider = aws`` (None with the simulated provider)
     aws: AwsWorld | None = None
     cloud_quotas: CloudQuotaService | None = None
@@ -71,12 +73,14 @@ def build_services(
     provider: ProviderPort | None = None,
     crash_hook: CrashHook | None = None,
     on_dry_run: Callable[[Any], None] | None = None,
+    leader: Leadership | None = None,
 ) -> Services:
     """Wire everything; raises DatabaseNotMigrated (with the fixing command) on an unmigrated database.
 
     ``settings.provider == "aws"`` wires the AWS adapters (the provider port over EC2 capacity reservations,
     Service Quotas for the quota outlook, Capacity Blocks, prices); ``on_dry_run`` receives each AWS call a dry
-    run would have made (``settings.aws_dry_run``)."""
+    run would have made (``settings.aws_dry_run``). ``leader``: who may submit to the provider (default: the
+    advisory lock on PostgreSQL, this process on SQLite)."""
     engine = engine or make_engine(
         settings.db_url,
         busy_timeout_s=settings.sqlite_busy_timeout_s,
@@ -90,7 +94,8 @@ def build_services(
     if settings.provider == "aws":
         cloud = _aws(settings, engine, clock, on_dry_run)
         provider = provider or cloud["aws"].reservations
-    provider = provider or SimulatedProvider(engine)
+    provider = provider or SimulatedProvider(engine, latency_s=settings.sim_provider_latency_s)
+    leader = leader or election_for(engine, poll_s=settings.leader_poll_s)
     workloads = WorkloadService(engine, clock, ids)
     budgets = BudgetService(engine, clock)
     accuracy = ForecastAccuracyService(engine, clock)
@@ -103,6 +108,7 @@ def build_services(
         approval_threshold_usd=settings.approval_threshold_usd,
         provider_max_attempts=settings.provider_max_attempts,
         crash_hook=crash_hook,
+        may_submit=leader.is_leader,
     )
     return Services(
         settings=settings,
@@ -124,6 +130,7 @@ def build_services(
         autoscaling=AutoscalingService(engine, workloads),
         budgets=budgets,
         **cloud,
+        leader=leader,
     )
 
 

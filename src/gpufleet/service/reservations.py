@@ -110,7 +110,11 @@ class ReservationService:
         approval_threshold_usd: Decimal,
         provider_max_attempts: int,
         crash_hook: CrashHook | None = None,
+        may_submit: Callable[[], bool] | None = None,
     ) -> None:
+        """``may_submit``: whether this process may call the provider now (the leader hook of
+        :mod:`gpufleet.service.leader`); when it says no, :meth:`submit` leaves the reservation ``approved`` for
+        the leader. None: always (one process)."""
         self._engine = engine
         self._clock = clock
         self._ids = ids
@@ -118,6 +122,7 @@ class ReservationService:
         self._threshold_usd = approval_threshold_usd
         self._max_attempts = provider_max_attempts
         self._crash_hook = crash_hook
+        self._may_submit = may_submit
 
     # ---- create -------------------------------------------------------------------------------------------
     def create(
@@ -361,6 +366,8 @@ class ReservationService:
             if row is None:
                 raise NotFoundError("reservation", reservation_id)
             if row.status != S.APPROVED.value:
+                return self._view(uow, row)
+            if self._may_submit is not None and not self._may_submit():  # a follower: the leader submits
                 return self._view(uow, row)
             key = row.idempotency_key
             req = OrderRequest(row.sku_id, row.region_id, row.units, row.term_months, row.start_s)

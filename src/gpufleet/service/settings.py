@@ -49,7 +49,23 @@ class Settings(BaseSettings):
         default=30.0,
         ge=0,
         description="Seconds between reconciler passes while serving (0 = only at startup). The reconciler "
-        "submits approved reservations left behind by a crash and activates/expires commitments.",
+        "submits approved reservations left behind by a crash and activates/expires commitments. With several "
+        "processes on PostgreSQL keep it > 0: the same loop lets the leader submit approvals taken by followers.",
+    )
+    leader_poll_s: float = Field(
+        default=1.0,
+        gt=0,
+        le=60,
+        description="Seconds between leader-lock checks (PostgreSQL: several API processes, one leader runs the "
+        "reconciler and provider submission). Bounds how long a dead leader's work waits for a follower to take "
+        "over, and how long an approval taken by a follower waits for submission.",
+    )
+    sim_provider_latency_s: float = Field(
+        default=0.0,
+        ge=0,
+        le=60,
+        description="Seconds the simulated provider takes to answer an order (0 = instant). For demos and "
+        "failover drills only; a real provider adapter ignores it.",
     )
     sqlite_busy_timeout_s: float = Field(
         default=30.0, gt=0, le=600, description="How long a SQLite writer waits for the lock, seconds."

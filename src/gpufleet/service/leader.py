@@ -1,0 +1,176 @@
+"""Which process runs the reconciler and talks to the provider: the leader.
+
+Several API processes may serve one PostgreSQL database. Reservation approvals are taken by any of them, but
+provider submission and the reconciler run in exactly one: the holder of a PostgreSQL session-level advisory
+lock (``pg_try_advisory_lock``), keyed by the schema (``current_schema()``) so that two gpufleet installations
+in one database elect independently. The lock lives as long as the leader's dedicated database session, so a
+leader that dies (even by SIGKILL) frees it as soon as PostgreSQL sees the session close; a follower polls
+every ``poll_s`` and takes over. On SQLite the single serving process is the leader (:class:`SoleLeader`).
+
+Contract: :meth:`is_leader` is cheap (cached, re-checked at most every ``poll_s``) and may be stale by up to
+``poll_s``; correctness does not rest on it. Submission is idempotent (a fixed key per reservation, a
+conditional update to record the order), so a stale leader overlapping its successor for one poll interval
+can at worst send the same key twice, which the provider deduplicates. The lock removes the duplicated work
+and the races, not the safety net.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import socket
+import threading
+import time
+from collections.abc import Callable
+from typing import Protocol
+
+from sqlalchemy import Connection, Engine, create_engine, select, text
+from sqlalchemy.exc import SQLAlchemyError
+from sqlalchemy.pool import NullPool
+
+from gpufleet.adapters.sql.models import ReservationRow
+from gpufleet.domain.reservations import ReservationStatus
+from gpufleet.service.reservations import ReservationService
+from gpufleet.service.uow import UnitOfWork
+
+log = logging.getLogger("gpufleet.leader")
+
+LOCK_NAME = "gpufleet-leader:"
+# TCP keepalives on the lock session, both ends: a leader whose host vanishes without closing the socket is
+# noticed by PostgreSQL after about idle + interval * count = 10 + 5 * 3 = 25 s (instead of hours).
+KEEPALIVE_IDLE_S = 10
+KEEPALIVE_INTERVAL_S = 5
+KEEPALIVE_COUNT = 3
+
+
+class Leadership(Protocol):
+    """Leader election as the service sees it."""
+
+    def is_leader(self) -> bool:
+        """Whether this process leads (cached; re-checked when older than the poll interval)."""
+        ...
+
+    def refresh(self) -> bool:
+        """Try to take the lead, or confirm it is still held; returns the outcome. Blocking (database I/O)."""
+        ...
+
+    def close(self) -> None:
+        """Give up the lead (if held) and release the session."""
+        ...
+
+
+class SoleLeader:
+    """The embedded default (SQLite, one process): this process always leads."""
+
+    def is_leader(self) -> bool:
+        return True
+
+    def refresh(self) -> bool:
+        return True
+
+    def close(self) -> None:
+        return None
+
+
+class AdvisoryLockLeader:
+    """Leadership = holding a PostgreSQL advisory lock on a dedicated session (outside the engine's pool).
+
+    ``clock_s`` is a monotonic clock in seconds (injected for tests). Thread-safe.
+    """
+
+    def __init__(self, engine: Engine, *, poll_s: float = 1.0, clock_s: Callable[[], float] = time.monotonic) -> None:
+        self._engine = create_engine(
+            engine.url,
+            poolclass=NullPool,
+            connect_args={
+                "keepalives": 1,
+                "keepalives_idle": KEEPALIVE_IDLE_S,
+                "keepalives_interval": KEEPALIVE_INTERVAL_S,
+                "keepalives_count": KEEPALIVE_COUNT,
+                "application_name": leader_application_name(),
+            },
+        )
+        self._poll_s = poll_s
+        self._clock_s = clock_s
+        self._conn: Connection | None = None
+        self._leader = False
+        self._checked_at_s: float | None = None
+        self._mutex = threading.Lock()
+
+    def is_leader(self) -> bool:
+        checked = self._checked_at_s
+        if checked is None or self._clock_s() - checked >= self._poll_s:
+            return self.refresh()
+        return self._leader
+
+    def refresh(self) -> bool:
+        with self._mutex:
+            was = self._leader
+            try:
+                conn = self._session()
+                if self._leader:
+                    conn.execute(text("SELECT 1"))  # the lock lives exactly as long as this session
+                else:
+                    got = conn.execute(
+                        text("SELECT pg_try_advisory_lock(hashtextextended(:name || current_schema(), 0))"),
+                        {"name": LOCK_NAME},
+                    ).scalar_one()
+                    self._leader = bool(got)
+            except SQLAlchemyError as exc:  # the session is gone, and the lock with it
+                log.warning("leader session lost: %s", type(exc).__name__)
+                self._drop()
+            self._checked_at_s = self._clock_s()
+            if self._leader != was:
+                log.info("leadership %s", "acquired" if self._leader else "lost")
+            return self._leader
+
+    def close(self) -> None:
+        with self._mutex:
+            if self._leader and self._conn is not None:
+                with contextlib.suppress(SQLAlchemyError):  # release now: the session ends asynchronously
+                    self._conn.execute(text("SELECT pg_advisory_unlock_all()"))
+            self._drop()
+            self._engine.dispose()
+
+    def _session(self) -> Connection:
+        if self._conn is None:
+            conn = self._engine.connect().execution_options(isolation_level="AUTOCOMMIT")
+            conn.execute(text(f"SET tcp_keepalives_idle = {KEEPALIVE_IDLE_S}"))
+            conn.execute(text(f"SET tcp_keepalives_interval = {KEEPALIVE_INTERVAL_S}"))
+            conn.execute(text(f"SET tcp_keepalives_count = {KEEPALIVE_COUNT}"))
+            self._conn = conn
+        return self._conn
+
+    def _drop(self) -> None:
+        self._leader = False
+        if self._conn is not None:
+            with contextlib.suppress(SQLAlchemyError):
+                self._conn.close()  # closing the session releases the advisory lock
+            self._conn = None
+
+
+def leader_application_name() -> str:
+    """The lock session's ``application_name``: ``gpufleet-leader <host>:<pid>`` (<= 63 bytes), so that
+    ``pg_stat_activity`` joined with ``pg_locks`` shows which pod/process leads."""
+    return f"gpufleet-leader {socket.gethostname()[:32]}:{os.getpid()}"
+
+
+def election_for(engine: Engine, *, poll_s: float) -> Leadership:
+    """The advisory lock on PostgreSQL; the sole process leads on SQLite."""
+    if engine.dialect.name == "postgresql":
+        return AdvisoryLockLeader(engine, poll_s=poll_s)
+    return SoleLeader()
+
+
+def submit_approved(engine: Engine, reservations: ReservationService) -> list[str]:
+    """The leader's quick pass (every poll): submit reservations approved on any process. Returns their ids."""
+    with UnitOfWork(engine, write=False) as uow:
+        ids = uow.session.scalars(
+            select(ReservationRow.id)
+            .where(ReservationRow.status == ReservationStatus.APPROVED.value)
+            .order_by(ReservationRow.id)
+        ).all()
+    for rid in ids:
+        reservations.submit(rid, actor_id="leader")
+    return list(ids)
