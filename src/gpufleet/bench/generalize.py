@@ -31,8 +31,8 @@ from gpufleet.bench import generalize_data as gd
 from gpufleet.bench.forecast import GPUFLEET_SETTINGS as FC_SETTINGS
 from gpufleet.bench.forecast import run_forecast_bench, verdict
 from gpufleet.bench.procure import GPUFLEET_SETTINGS as PR_SETTINGS
-from gpufleet.bench.procure import run_series
-from gpufleet.procure.replay import ReplayConfig
+from gpufleet.bench.procure import gpufleet_policy, run_series
+from gpufleet.procure.replay import ReplayConfig, replay
 
 STAGES = ("forecast", "procure", "autoscale", "binpack")
 FORECAST_BASELINES = ("naive", "seasonal_naive", "autoets", "mstl")
@@ -82,8 +82,6 @@ def _r(x: float | None, nd: int = 4) -> float | None:
 
 def forecast_stage(root: Path, st: GeneralizeSettings, progress: Progress | None) -> dict[str, Any]:
     series = gd.forecast_series(root, st.groups)
-    if st.quick:
-        series = {k: v for k, v in series.items() if not k.startswith("openb:") or k == "openb:default"}
     results: dict[str, dict[str, dict[str, Any]]] = {}
     per: dict[str, dict[str, tuple[int, float]]] = {}
     for sid, s in series.items():
@@ -145,8 +143,13 @@ def procure_stage(root: Path, st: GeneralizeSettings, progress: Progress | None)
             tid = f"{sid} {term_h}/{lead_h}"
             cfg = ReplayConfig.from_catalog("h100_80gb", term_h=term_h, lead_h=lead_h)
             results[tid], per[tid] = {}, {}
+            first = run_series(cfg, d, PR_SETTINGS[0])
             for setting in PR_SETTINGS:
-                out = run_series(cfg, d, setting)
+                out = dict(first)
+                if setting != PR_SETTINGS[0]:  # baselines and hindsight are the same: replay gpufleet only
+                    res = replay(cfg, d, gpufleet_policy(setting))
+                    opt = first["hindsight_optimal"]["cost_usd"] or 0.0
+                    out["gpufleet"] = {"ratio_to_optimal": round(res.cost_usd / opt, 4) if opt > 0 else None}
                 g = out["gpufleet"]["ratio_to_optimal"]
                 base = {k: v["ratio_to_optimal"] for k, v in out.items() if k not in ("gpufleet", "hindsight_optimal")}
                 finite = {k: v for k, v in base.items() if v is not None}

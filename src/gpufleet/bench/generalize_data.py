@@ -5,7 +5,8 @@ reason, so the command also runs on a directory holding only some of them (the t
 
 * forecast (hourly means, horizon 1 day): ServeGen ``m-large`` and ``m-mid`` (rps), every numeric column of
   Helios Earth (``helios:COLUMN``) and its demand series, Alibaba GenAI SD request rate (``sd:all`` and per
-  checkpoint model, the ``top_groups`` busiest), OpenB GPUs held by pods (``openb:VARIANT``);
+  checkpoint model, the ``top_groups`` busiest); OpenB GPUs held by pods (``openb:VARIANT``) only with
+  ``openb=True`` (the pod lists are the bin-packing and procurement traces; left out of the default run for time);
 * procure (hourly GPUs): ServeGen at 2 rps per 8-GPU replica, Helios demand and its GPU columns, SD GPU-busy
   hours x100 (whole and per model), every OpenB pod-list variant;
 * autoscale: the Azure code trace, ServeGen ``m-large``/``m-mid``, SD (whole and per model; measured
@@ -72,7 +73,7 @@ def _sd_top_models(df: pd.DataFrame, top_groups: int) -> list[str]:
     return [str(m) for m in counts.index[:top_groups]]
 
 
-def forecast_series(root: Path, top_groups: int = 3) -> dict[str, Series]:
+def forecast_series(root: Path, top_groups: int = 3, openb: bool = False) -> dict[str, Series]:
     """Hourly series of every forecastable trace (see module docstring)."""
     out: dict[str, Series] = {}
     if (root / SERVEGEN).exists():
@@ -92,7 +93,7 @@ def forecast_series(root: Path, top_groups: int = 3) -> dict[str, Series]:
         rates = request_rate_series(root / SD, "gmt_create", HOUR_S, "checkpoint_model_version_id", top_groups)
         for key, s in rates.items():
             out[f"sd:{key.split('=')[-1]}"] = s
-    for p in openb_pod_lists(root):
+    for p in openb_pod_lists(root) if openb else []:
         g = pods_hourly_demand(p)
         out[f"openb:{p.stem.removeprefix('openb_pod_list_')}"] = Series(
             p.stem, HOUR_S * np.arange(len(g), dtype=np.int64), g
