@@ -1,6 +1,8 @@
 """Forecast benchmark: rolling-origin backtests of ``gpufleet`` against baselines measured in the same run.
 
-Models: ``gpufleet`` (:class:`~gpufleet.forecast.auto.AutoForecaster`), ``naive``, ``seasonal_naive`` (daily
+Models: ``gpufleet`` (:class:`~gpufleet.forecast.conformal.CalibratedForecaster` over the
+:class:`~gpufleet.forecast.auto.AutoForecaster` and two simple candidates; ``gpufleet="raw"``: the
+AutoForecaster alone), ``naive``, ``seasonal_naive`` (daily
 season), ``autoets``, ``mstl`` (daily + weekly seasons where the history holds two cycles) and ``prophet`` when
 the package imports. Every model sees the same histories (gaps as NaN) and is scored on the same points.
 JIT compilation (numba, used by statsforecast; Stan model loading for Prophet) is paid once per process on a
