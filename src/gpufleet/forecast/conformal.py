@@ -6,19 +6,19 @@
 the data before the origin and its forecast is scored against what followed (the residuals an
 :class:`~gpufleet.forecast.tracking.AccuracyTracker` would hold once the actuals arrive). Then:
 
-1. **Model choice per series**: the candidate with the lowest *calibrated* pinball loss on those windows, each
-   window scored with the offsets learnt from the other windows (leave-one-window-out, so a model is not
-   rewarded for fitting its own calibration data); ties keep the first candidate (gpufleet's own ensemble).
-2. **Intervals per series and horizon** (split conformal, quantile by quantile): for level ``q`` and each block
-   of forecast steps, the offset ``c_q`` is the empirical ``q``-quantile of the residuals ``actual - f_q`` over
-   the windows and the block's steps, in units of the level at each origin (mean of the last shortest season),
-   so a level shift between windows does not rescale the band. ``c_q`` is the constant shift with the lowest
-   pinball loss on the calibration residuals; quantile ``q`` of the forecast is ``f_q + level * c_q``, sorted so
-   the levels never cross, floored at zero (demand is non-negative).
+1. **Model choice per series**: the candidate with the lowest *recalibrated* pinball loss on those windows, each
+   window scored with the factor learnt on the other windows (leave-one-window-out, so a model is not rewarded
+   for fitting its own calibration data); another candidate replaces the first (gpufleet's own ensemble) only if
+   it is better by ``switch_margin`` (10%).
+2. **Intervals per series and horizon** (split-conformal style, on the tracked windows): the band around the
+   median (``f_q - f_0.5`` for every level) is multiplied by the factor in ``FACTORS`` (1.0-4.0: widening only),
+   per block of forecast steps, with the lowest pinball loss over the windows (errors in units of the level at
+   each origin, the mean of the last shortest season, so a level shift between windows does not rescale the
+   band). Quantiles are sorted so they never cross and floored at zero (demand is non-negative).
 
 With fewer than ``min_windows`` windows that fit in the history (at least two shortest seasons of training
 data before each origin), the first candidate is used as it is (reason ``too_little_history``). The choice and
-offsets are kept as data (``chosen_``, ``reason_``, ``offsets_``). One setting for every series; the traces
+factors are kept as data (``chosen_``, ``reason_``, ``factors_``). One setting for every series; the traces
 that chose it are listed in docs/benchmarks/generalize.md.
 """
 
