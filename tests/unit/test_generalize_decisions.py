@@ -103,7 +103,7 @@ def _sig(t: float, rps: float, ready: int) -> ReplicaSignals:
 
 def test_static_cap_keeps_the_fleet_at_what_the_slo_needed_so_far() -> None:
     cfg = ReplicaAutoscalerConfig(
-        min_replicas=0, max_replicas=100, target_per_replica=1.0, cold_start_s=120.0, slo_s=2.0
+        min_replicas=0, max_replicas=100, target_per_replica=1.0, cold_start_s=120.0, slo_s=2.0, static_cap=True
     )
     capped = PredictiveReplicaAutoscaler(cfg)
     ready = 1
@@ -113,9 +113,7 @@ def test_static_cap_keeps_the_fleet_at_what_the_slo_needed_so_far() -> None:
         assert capped._burst is not None
         assert d.desired <= max(1, math.ceil(capped._burst.peak - 1e-9))
     free = PredictiveReplicaAutoscaler(
-        ReplicaAutoscalerConfig(
-            min_replicas=0, max_replicas=100, target_per_replica=1.0, cold_start_s=120.0, slo_s=2.0, static_cap=False
-        )
+        ReplicaAutoscalerConfig(min_replicas=0, max_replicas=100, target_per_replica=1.0, cold_start_s=120.0, slo_s=2.0)
     )
     ready = 1
     for k in range(1, 400):
