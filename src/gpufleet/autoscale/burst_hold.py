@@ -56,6 +56,7 @@ class BurstFloor:
         self._requests = 0.0
         # while True nothing is forgotten (the SLO error budget of autoscale/replica.py burns); set by the caller
         self.keep_all = False
+        self.peak = 0.0  # the largest requirement recorded since the start (never forgotten)
 
     def requirement(
         self,
@@ -110,6 +111,7 @@ class BurstFloor:
         """Record a period's requirement (replicas) directly, weighted by the requests it brought."""
         req = max(0.0, requirement)
         if requests > 0:
+            self.peak = max(self.peak, req)
             self._obs.append((now_s, req, requests))
             self._requests += requests
         while not self.keep_all and self._obs and self._obs[0][0] <= now_s - self.memory_s:

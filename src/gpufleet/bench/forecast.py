@@ -1,6 +1,8 @@
 """Forecast benchmark: rolling-origin backtests of ``gpufleet`` against baselines measured in the same run.
 
-Models: ``gpufleet`` (:class:`~gpufleet.forecast.auto.AutoForecaster`), ``naive``, ``seasonal_naive`` (daily
+Models: ``gpufleet`` (:class:`~gpufleet.forecast.conformal.CalibratedForecaster` over the
+:class:`~gpufleet.forecast.auto.AutoForecaster` and two simple candidates; ``gpufleet="raw"``: the
+AutoForecaster alone), ``naive``, ``seasonal_naive`` (daily
 season), ``autoets``, ``mstl`` (daily + weekly seasons where the history holds two cycles) and ``prophet`` when
 the package imports. Every model sees the same histories (gaps as NaN) and is scored on the same points.
 JIT compilation (numba, used by statsforecast; Stan model loading for Prophet) is paid once per process on a
@@ -27,6 +29,7 @@ from gpufleet.forecast import baselines
 from gpufleet.forecast.auto import AutoForecaster
 from gpufleet.forecast.backtest import BacktestScore, backtest
 from gpufleet.forecast.base import ForecastModel
+from gpufleet.forecast.conformal import calibrated_forecaster
 from gpufleet.forecast.loop import DAY_S, seasons_for_step
 from gpufleet.forecast.quantiles import DEFAULT_QUANTILES, FloatArray, check_quantiles, make_forecast
 from gpufleet.ports import DemandForecast
@@ -156,11 +159,22 @@ def prophet_available() -> bool:
     return True
 
 
-def model_factories(step_s: int, t0_s: int, models: tuple[str, ...]) -> dict[str, Callable[[], ForecastModel]]:
+#: ``gpufleet`` settings: ``calibrated`` (default: model choice and conformal intervals from the tracked
+#: errors, :mod:`gpufleet.forecast.conformal`) or ``raw`` (the auto-routed ensemble alone, the earlier default).
+GPUFLEET_SETTINGS = ("calibrated", "raw")
+
+
+def model_factories(
+    step_s: int, t0_s: int, models: tuple[str, ...], gpufleet: str = "calibrated"
+) -> dict[str, Callable[[], ForecastModel]]:
+    if gpufleet not in GPUFLEET_SETTINGS:
+        raise ValidationError("gpufleet", f"choose from {', '.join(GPUFLEET_SETTINGS)}; got {gpufleet!r}")
     seasons = seasons_for_step(step_s)
     daily = DAY_S // step_s if DAY_S % step_s == 0 and DAY_S // step_s >= 2 else 1
     table: dict[str, Callable[[], ForecastModel]] = {
-        "gpufleet": lambda: AutoForecaster(seasons),
+        "gpufleet": (lambda: calibrated_forecaster(seasons))
+        if gpufleet == "calibrated"
+        else (lambda: AutoForecaster(seasons)),
         "naive": baselines.naive,
         "seasonal_naive": lambda: baselines.seasonal_naive(daily),
         "autoets": lambda: baselines.autoets(daily),
@@ -214,6 +228,7 @@ def run_forecast_bench(
     models: tuple[str, ...] = MODELS,
     clock: Callable[[], float] = time.perf_counter,
     progress: Callable[[str], None] | None = None,
+    gpufleet: str = "calibrated",
 ) -> ForecastBenchResult:
     """Backtest every model on every series (see module docstring)."""
     if n_origins < 4:
@@ -236,12 +251,12 @@ def run_forecast_bench(
     result = ForecastBenchResult(horizon=h, step_s=step_s, n_origins=n_origins, skipped=skipped)
     # warm-up: pay JIT compilation once, on a synthetic series, and report it
     warm = 100 + 10 * np.sin(np.arange(4 * max(daily, 7)) * 2 * np.pi / max(daily, 2))
-    for name, make in model_factories(step_s, int(first.t_s[0]), wanted).items():
+    for name, make in model_factories(step_s, int(first.t_s[0]), wanted, gpufleet).items():
         t0 = clock()
         make().fit(warm).predict(min(h, 8))
         result.warmup_s[name] = clock() - t0
     for sid, s in series.items():
-        factories = model_factories(step_s, int(s.t_s[0]), wanted)
+        factories = model_factories(step_s, int(s.t_s[0]), wanted, gpufleet)
         result.t0_s[sid] = int(s.t_s[0])
         result.scores[sid] = {}
         for name, make in factories.items():

@@ -23,6 +23,7 @@ import numpy.typing as npt
 
 from gpufleet.adapters.inputs import read_input_text
 from gpufleet.domain.errors import ValidationError
+from gpufleet.procure.hedge import HedgedPolicy
 from gpufleet.procure.hindsight import hindsight_optimal
 from gpufleet.procure.policies import GpufleetReservationPolicy, baseline_policies
 from gpufleet.procure.replay import ReplayConfig, ReplayResult, ReservationPolicy, replay
@@ -190,12 +191,23 @@ def _row(res: ReplayResult, opt_usd: float, wall_s: float) -> dict[str, float | 
     }
 
 
-def run_series(cfg: ReplayConfig, demand: FloatArray) -> dict[str, dict[str, float | None]]:
+#: ``gpufleet`` settings: ``hedged`` (default: :class:`~gpufleet.procure.hedge.HedgedPolicy`, the forecast
+#: policy hedged by its measured cost against the simple rules) or ``forecast`` (the forecast policy alone).
+GPUFLEET_SETTINGS = ("hedged", "forecast")
+
+
+def gpufleet_policy(setting: str = "hedged") -> ReservationPolicy:
+    if setting not in GPUFLEET_SETTINGS:
+        raise ValidationError("gpufleet", f"choose from {', '.join(GPUFLEET_SETTINGS)}; got {setting!r}")
+    return HedgedPolicy() if setting == "hedged" else GpufleetReservationPolicy()
+
+
+def run_series(cfg: ReplayConfig, demand: FloatArray, gpufleet: str = "hedged") -> dict[str, dict[str, float | None]]:
     """Every policy and the hindsight bound on one series; ratios are to the hindsight cost."""
     t0 = time.perf_counter()
     opt = hindsight_optimal(cfg, demand).result
     opt_wall = time.perf_counter() - t0
-    policies: list[ReservationPolicy] = [GpufleetReservationPolicy(), *baseline_policies()]  # type: ignore[list-item]
+    policies: list[ReservationPolicy] = [gpufleet_policy(gpufleet), *baseline_policies()]  # type: ignore[list-item]
     out: dict[str, dict[str, float | None]] = {}
     for p in policies:
         t0 = time.perf_counter()

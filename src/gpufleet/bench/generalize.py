@@ -1,0 +1,307 @@
+"""``gpufleet bench generalize``: every stage on every public trace that applies, leave-one-trace-out.
+
+For each stage the benchmark measures gpufleet under each candidate *setting* (forecast: ``calibrated`` or
+``raw``; procurement: ``hedged`` or ``forecast``; autoscaling and bin-packing have one) and every baseline in the
+same run. A trace is then scored with the setting that the *other* traces choose (fewest done-when failures, then
+the lowest mean cost ratio), so a setting is never judged on a trace that chose it; the row says which setting
+that was and whether it is the default. Done-when per row (issue 21):
+
+* forecast (hourly, horizon 1 day, 4 origins): 80% coverage in 0.75-0.90 and pinball <= the best baseline's;
+* procurement (1-week term / 1-day lead and 1-month / 1-week): gpufleet <= every baseline and <= 1.10x hindsight;
+* autoscaling (120 s cold start, 2 s SLO): where static peak reaches 99%, gpufleet >= 99% with GPU-hours <= static
+  peak's and <= every baseline's that also reaches 99%; traces under ``SHORT_TRACE_S`` are scored after a warm-up
+  equal to the cold start, the same for every policy;
+* bin-packing (FGD protocol): gpufleet's mean unallocated % below the same-run FGD's.
+
+Traces are read by :mod:`gpufleet.bench.generalize_data`; files that are missing are skipped.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from gpufleet.bench import generalize_data as gd
+from gpufleet.bench.forecast import GPUFLEET_SETTINGS as FC_SETTINGS
+from gpufleet.bench.forecast import run_forecast_bench, verdict
+from gpufleet.bench.procure import GPUFLEET_SETTINGS as PR_SETTINGS
+from gpufleet.bench.procure import gpufleet_policy, run_series
+from gpufleet.domain.catalog import BUILTIN_PRICE_CATALOG
+from gpufleet.procure.replay import ReplayConfig, replay
+
+STAGES = ("forecast", "procure", "autoscale", "binpack")
+FORECAST_BASELINES = ("naive", "seasonal_naive", "autoets", "mstl")
+TERM_LEAD_H = ((168, 24), (720, 168))
+SHORT_TRACE_S = 6 * 3600.0
+Progress = Callable[[str], None]
+
+
+@dataclass(frozen=True, slots=True)
+class GeneralizeSettings:
+    """Size of the run. ``quick``: one SD model, the default OpenB list only, no ServeGen autoscaling replay
+    (the slowest), one bin-packing seed; the full run takes minutes (docs/benchmarks/generalize.md)."""
+
+    quick: bool = False
+    top_groups: int = 3
+    seeds: tuple[int, ...] = (42, 43, 44)
+    cold_start_s: float = 120.0
+    slo_s: float = 2.0
+
+    @property
+    def groups(self) -> int:
+        return 1 if self.quick else self.top_groups
+
+
+def loto_choice(
+    per_trace: dict[str, dict[str, tuple[int, float]]], settings: Sequence[str]
+) -> dict[str, tuple[str, list[str]]]:
+    """Leave-one-trace-out: ``per_trace[trace][setting] = (failures, cost ratio)``; for each trace, the setting
+    with the fewest failures then the lowest mean ratio over the *other* traces (ties: the first setting), and
+    the traces that chose it."""
+    out = {}
+    for held in per_trace:
+        others = [t for t in per_trace if t != held]
+
+        def key(s: str, others: list[str] = others) -> tuple[int, float, int]:
+            fails = sum(per_trace[t][s][0] for t in others)
+            ratios = [per_trace[t][s][1] for t in others if math.isfinite(per_trace[t][s][1])]
+            return fails, float(np.mean(ratios)) if ratios else 0.0, list(settings).index(s)
+
+        out[held] = (min(settings, key=key) if others else settings[0], others)
+    return out
+
+
+def _r(x: float | None, nd: int = 4) -> float | None:
+    return None if x is None or not math.isfinite(x) else round(x, nd)
+
+
+def forecast_stage(root: Path, st: GeneralizeSettings, progress: Progress | None) -> dict[str, Any]:
+    series = gd.forecast_series(root, st.groups)
+    results: dict[str, dict[str, dict[str, Any]]] = {}
+    per: dict[str, dict[str, tuple[int, float]]] = {}
+    for sid, s in series.items():
+        base = run_forecast_bench({sid: s}, "1d", models=("gpufleet", *FORECAST_BASELINES), gpufleet=FC_SETTINGS[0])
+        scores = dict(base.scores[sid])
+        results[sid] = {}
+        per[sid] = {}
+        for setting in FC_SETTINGS:
+            if setting != FC_SETTINGS[0]:
+                other = run_forecast_bench({sid: s}, "1d", models=("gpufleet",), gpufleet=setting)
+                scores["gpufleet"] = other.scores[sid]["gpufleet"]
+            v = verdict(scores)
+            g = scores["gpufleet"]
+            ok = 0.75 <= g.coverage_80 <= 0.90 and v["pinball_ratio"] <= 1.0
+            results[sid][setting] = {
+                "pinball": _r(g.pinball),
+                "pinball_ratio": _r(v["pinball_ratio"]),
+                "best_baseline": v["best_pinball_baseline"],
+                "coverage_80": _r(g.coverage_80),
+                "pass": ok,
+            }
+            per[sid][setting] = (0 if ok else 1, v["pinball_ratio"])
+        if progress:
+            progress(f"forecast {sid}: " + ", ".join(f"{k}={v}" for k, v in results[sid].items()))
+    return _loto_rows(results, per, FC_SETTINGS, "series")
+
+
+def _loto_rows(
+    results: dict[str, dict[str, dict[str, Any]]],
+    per: dict[str, dict[str, tuple[int, float]]],
+    settings: Sequence[str],
+    key: str,
+) -> dict[str, Any]:
+    choice = loto_choice(per, settings)
+    rows = []
+    for tid, res in results.items():
+        chosen, _ = choice[tid]
+        rows.append({key: tid, "setting": chosen, "default": chosen == settings[0], **res[chosen]})
+    everywhere = loto_choice({"*": {s: (0, 0.0) for s in settings}, **per}, settings)["*"][0] if per else None
+    return {
+        "settings": list(settings),
+        "default_setting": settings[0],
+        "chosen_on_all_traces": everywhere,
+        "rows": rows,
+        "by_setting": results,
+        "passed": sum(1 for r in rows if r["pass"]),
+        "total": len(rows),
+    }
+
+
+def procure_stage(root: Path, st: GeneralizeSettings, progress: Progress | None) -> dict[str, Any]:
+    demand = gd.procure_series(root, st.groups)
+    if st.quick:
+        demand = {k: v for k, v in demand.items() if not k.startswith("openb:") or k == "openb:default"}
+    results: dict[str, dict[str, dict[str, Any]]] = {}
+    per: dict[str, dict[str, tuple[int, float]]] = {}
+    for sid, d in demand.items():
+        for term_h, lead_h in TERM_LEAD_H:
+            tid = f"{sid} {term_h}/{lead_h}"
+            cfg = ReplayConfig.from_catalog("h100_80gb", prices=BUILTIN_PRICE_CATALOG, term_h=term_h, lead_h=lead_h)
+            results[tid], per[tid] = {}, {}
+            first = run_series(cfg, d, PR_SETTINGS[0])
+            for setting in PR_SETTINGS:
+                out = dict(first)
+                if setting != PR_SETTINGS[0]:  # baselines and hindsight are the same: replay gpufleet only
+                    res = replay(cfg, d, gpufleet_policy(setting))
+                    opt = first["hindsight_optimal"]["cost_usd"] or 0.0
+                    out["gpufleet"] = {"ratio_to_optimal": round(res.cost_usd / opt, 4) if opt > 0 else None}
+                g = out["gpufleet"]["ratio_to_optimal"]
+                base = {k: v["ratio_to_optimal"] for k, v in out.items() if k not in ("gpufleet", "hindsight_optimal")}
+                finite = {k: v for k, v in base.items() if v is not None}
+                best = min(finite, key=lambda k: finite[k]) if finite else None
+                ok = g is not None and g <= 1.10 + 1e-9 and all(g <= v + 1e-9 for v in finite.values())
+                results[tid][setting] = {
+                    "gpufleet_ratio": g,
+                    "baselines": base,
+                    "best_baseline": best,
+                    "hindsight_usd": out["hindsight_optimal"]["cost_usd"],
+                    "hours": len(d),
+                    "pass": ok,
+                }
+                per[tid][setting] = (0 if ok else 1, float(g) if g is not None else math.inf)
+            if progress:
+                progress(f"procure {tid}: " + ", ".join(f"{k}={v['gpufleet_ratio']}" for k, v in results[tid].items()))
+    return _loto_rows(results, per, PR_SETTINGS, "series")
+
+
+def autoscale_stage(root: Path, st: GeneralizeSettings, progress: Progress | None) -> dict[str, Any]:
+    from gpufleet.autoscale.throughput import ReplicaThroughputModel
+    from gpufleet.bench.autoscale import BenchSettings, TraceRun
+    from gpufleet.bench.autoscale import run as run_autoscale
+    from gpufleet.bench.autoscale_requests import RequestColumns
+
+    batched = BenchSettings(cold_start_s=st.cold_start_s, slo_s=st.slo_s, oracle=False)
+    runs: list[TraceRun] = []
+    if (root / gd.AZURE).exists():
+        runs += run_autoscale(root / gd.AZURE, st=batched)
+    if (root / gd.SERVEGEN).exists() and not st.quick:
+        runs += run_autoscale(root / gd.SERVEGEN, st=batched)
+    if (root / gd.SD).exists():
+        excl = BenchSettings(cold_start_s=st.cold_start_s, slo_s=st.slo_s, oracle=False, queue="exclusive")
+        one = ReplicaThroughputModel(gpus_per_replica=1)
+        runs += run_autoscale(
+            root / gd.SD, st=excl, model=one, requests=RequestColumns("gmt_create", "exec_time_seconds")
+        )
+        cols = RequestColumns(
+            "gmt_create", "exec_time_seconds", group_column="checkpoint_model_version_id", top_groups=st.groups
+        )
+        runs += run_autoscale(root / gd.SD, st=excl, model=one, requests=cols)
+    rows = []
+    for r in runs:
+        dur = float(r.trace.duration_s)
+        warm = st.cold_start_s if dur < SHORT_TRACE_S else 0.0
+        scored = {}
+        for name, x in r.results.items():
+            gpu_h, slo = x.window(warm, dur + x.split_s) if warm > 0 else (x.gpu_hours, x.slo_attainment)
+            scored[name] = {"gpu_hours": round(gpu_h, 3), "slo_attainment": round(slo, 6), "cold_starts": x.cold_starts}
+        g, s = scored["gpufleet"], scored["static_peak"]
+        reach = s["slo_attainment"] >= 0.99
+        rivals = {n: v for n, v in scored.items() if n in ("hpa", "kpa") and v["slo_attainment"] >= 0.99}
+        ok = (not reach) or (
+            g["slo_attainment"] >= 0.99
+            and g["gpu_hours"] <= s["gpu_hours"] + 1e-9
+            and all(g["gpu_hours"] <= v["gpu_hours"] + 1e-9 for v in rivals.values())
+        )
+        row = {
+            "trace": r.trace.trace_id,
+            "warmup_s": warm,
+            "static_replicas": r.static_replicas,
+            "policies": scored,
+            "gpu_h_vs_static": _r(g["gpu_hours"] / s["gpu_hours"]) if s["gpu_hours"] else None,
+            "pass": ok,
+        }
+        rows.append(row)
+        if progress:
+            progress(f"autoscale {row['trace']}: {scored} pass={ok}")
+    return {"settings": ["default"], "rows": rows, "passed": sum(r["pass"] for r in rows), "total": len(rows)}
+
+
+def binpack_stage(root: Path, st: GeneralizeSettings, progress: Progress | None) -> dict[str, Any]:
+    from gpufleet.bench.binpack import read_openb_nodes, read_openb_pods, run_once
+
+    rows: list[dict[str, Any]] = []
+    if not (root / gd.OPENB_NODES).exists():
+        return {"settings": ["default"], "rows": rows, "passed": 0, "total": 0}
+    nodes = read_openb_nodes(root / gd.OPENB_NODES)
+    lists = gd.openb_pod_lists(root)
+    if st.quick:
+        lists = [p for p in lists if p.stem.endswith("default")] or lists[:1]
+    seeds = st.seeds[:1] if st.quick else st.seeds
+    for p in lists:
+        pods = read_openb_pods(p)
+        means = {}
+        for policy in ("gpufleet", "fgd"):
+            vals = [run_once(nodes, pods, policy, seed).unallocated_gpu_pct_at_100 for seed in seeds]
+            means[policy] = round(float(np.mean(vals)), 3)
+        row = {"trace": p.stem, "seeds": list(seeds), **means, "pass": means["gpufleet"] < means["fgd"]}
+        rows.append(row)
+        if progress:
+            progress(f"binpack {p.stem}: {means}")
+    return {"settings": ["default"], "rows": rows, "passed": sum(r["pass"] for r in rows), "total": len(rows)}
+
+
+def run_generalize(
+    root: Path,
+    st: GeneralizeSettings,
+    stages: Sequence[str] = STAGES,
+    progress: Progress | None = None,
+    clock: Callable[[], float] = time.perf_counter,
+) -> dict[str, Any]:
+    """The JSON document: ``{"config", "<stage>": {"rows", "passed", "total", ...}, "seconds"}``."""
+    fns = {"forecast": forecast_stage, "procure": procure_stage, "autoscale": autoscale_stage, "binpack": binpack_stage}
+    doc: dict[str, Any] = {
+        "config": {"data": str(root), "quick": st.quick, "top_groups": st.groups, "seeds": list(st.seeds)},
+        "seconds": {},
+    }
+    for stage in stages:
+        t0 = clock()
+        doc[stage] = fns[stage](root, st, progress)
+        doc["seconds"][stage] = round(clock() - t0, 1)
+    return doc
+
+
+def markdown(doc: dict[str, Any]) -> str:
+    """One table: a row per stage and trace with gpufleet's figure, the reference it must beat, and the verdict."""
+    lines = [
+        "| stage | trace | setting (chosen without it) | gpufleet | reference | pass |",
+        "|---|---|---|---|---|---|",
+    ]
+    for r in doc.get("forecast", {}).get("rows", []):
+        lines.append(
+            f"| forecast | {r['series']} | {r['setting']} | pinball x{r['pinball_ratio']} of {r['best_baseline']}, "
+            f"coverage {r['coverage_80']} | <= 1.0x, 0.75-0.90 | {'PASS' if r['pass'] else 'FAIL'} |"
+        )
+    for r in doc.get("procure", {}).get("rows", []):
+        best = r["best_baseline"]
+        lines.append(
+            f"| procure | {r['series']} | {r['setting']} | {r['gpufleet_ratio']}x hindsight | "
+            f"{best} {r['baselines'].get(best) if best else '-'}x, 1.10x | {'PASS' if r['pass'] else 'FAIL'} |"
+        )
+    for r in doc.get("autoscale", {}).get("rows", []):
+        p = r["policies"]
+        ref = ", ".join(
+            f"{n} {v['gpu_hours']:,.1f} GPU-h @ {v['slo_attainment']:.4f}" for n, v in p.items() if n != "gpufleet"
+        )
+        g = p["gpufleet"]
+        lines.append(
+            f"| autoscale | {r['trace']} (warm-up {r['warmup_s']:g} s) | default | {g['gpu_hours']:,.1f} GPU-h @ "
+            f"{g['slo_attainment']:.4f} | {ref} | {'PASS' if r['pass'] else 'FAIL'} |"
+        )
+    for r in doc.get("binpack", {}).get("rows", []):
+        lines.append(
+            f"| binpack | {r['trace']} | default | {r['gpufleet']}% unallocated | FGD {r['fgd']}% (same run) | "
+            f"{'PASS' if r['pass'] else 'FAIL'} |"
+        )
+    lines.append("")
+    for stage in STAGES:
+        if stage in doc:
+            d = doc[stage]
+            extra = f"; chosen on all traces: {d['chosen_on_all_traces']}" if "chosen_on_all_traces" in d else ""
+            lines.append(f"{stage}: {d['passed']}/{d['total']} pass ({doc['seconds'][stage]} s){extra}")
+    return "\n".join(lines)

@@ -1,0 +1,141 @@
+"""The traces of ``gpufleet bench generalize``: every public trace under a data directory, per stage.
+
+Layout (the one of ``../shared/data``, see its README); a file that is absent is skipped and listed with its
+reason, so the command also runs on a directory holding only some of them (the tests' tiny generated trace):
+
+* forecast (hourly means, horizon 1 day): ServeGen ``m-large`` and ``m-mid`` (rps), every numeric column of
+  Helios Earth (``helios:COLUMN``) and its demand series, Alibaba GenAI SD request rate (``sd:all`` and per
+  checkpoint model, the ``top_groups`` busiest); OpenB GPUs held by pods (``openb:VARIANT``) only with
+  ``openb=True`` (the pod lists are the bin-packing and procurement traces; left out of the default run for time);
+* procure (hourly GPUs): ServeGen at 2 rps per 8-GPU replica, Helios demand and its GPU columns, SD GPU-busy
+  hours x100 (whole and per model), every OpenB pod-list variant;
+* autoscale: the Azure code trace, ServeGen ``m-large``/``m-mid``, SD (whole and per model; measured
+  ``exec_time_seconds``, one GPU per replica, one request per replica);
+* binpack: every OpenB pod list against the GPU node list.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from gpufleet.bench.forecast import load_regular, request_rate_series
+from gpufleet.bench.procure import RpsToGpus, hourly_demand, load_demand, pods_hourly_demand
+from gpufleet.domain.errors import ValidationError
+from gpufleet.sim.traces import Series, read_series_csv
+
+HOUR_S = 3600
+SERVEGEN = "serving/servegen_rate_10min.csv"
+AZURE = "serving/AzureLLMInferenceTrace_code.csv"
+SD = "serving/alibaba_genai_sd_request_trace.csv"
+HELIOS = "training/helios_earth_minutely.csv"
+HELIOS_DEMAND = "training/helios_earth_gpu_demand_minutely.csv"
+OPENB_NODES = "openb/openb_node_list_gpu_node.csv"
+#: Helios columns that are not demand: capacity (constant per day) and a ratio derived from the others.
+HELIOS_SKIP = ("total_gpu_num",)
+#: Helios columns in GPUs (the ones procurement applies to).
+HELIOS_GPU_COLUMNS = ("running_gpu_num", "pending_gpu_num")
+
+
+def openb_pod_lists(root: Path) -> list[Path]:
+    return sorted((root / "openb").glob("openb_pod_list_*.csv"))
+
+
+def _helios_frame(root: Path) -> pd.DataFrame | None:
+    p = root / HELIOS
+    if not p.exists():
+        return None
+    df = pd.read_csv(p)
+    if "time" not in df.columns:
+        raise ValidationError("time", "Helios file has no time column", str(p))
+    df["time"] = pd.to_datetime(df["time"], utc=True)
+    return df.set_index("time").resample("1h").mean()
+
+
+def _frame_series(sid: str, col: pd.Series) -> Series:
+    t = (col.index.astype("int64") // 10**9).to_numpy(dtype=np.int64)
+    return Series(sid, t, col.to_numpy(dtype=np.float64))
+
+
+def _sd_frame(root: Path) -> pd.DataFrame | None:
+    p = root / SD
+    if not p.exists():
+        return None
+    df = pd.read_csv(p, usecols=["gmt_create", "exec_time_seconds", "checkpoint_model_version_id"])
+    df["gmt_create"] = pd.to_datetime(df["gmt_create"], utc=True)
+    return df
+
+
+def _sd_top_models(df: pd.DataFrame, top_groups: int) -> list[str]:
+    counts = df["checkpoint_model_version_id"].value_counts()
+    return [str(m) for m in counts.index[:top_groups]]
+
+
+def forecast_series(root: Path, top_groups: int = 3, openb: bool = False) -> dict[str, Series]:
+    """Hourly series of every forecastable trace (see module docstring)."""
+    out: dict[str, Series] = {}
+    if (root / SERVEGEN).exists():
+        for sid, s in load_regular(root / SERVEGEN, HOUR_S).items():
+            out[f"servegen:{sid}"] = s
+    if (root / HELIOS_DEMAND).exists():
+        for sid, s in load_regular(root / HELIOS_DEMAND, HOUR_S).items():
+            out[f"helios:{sid}"] = s
+    hel = _helios_frame(root)
+    if hel is not None:
+        for col in hel.columns:
+            if col not in HELIOS_SKIP:
+                out[f"helios:{col}"] = _frame_series(f"helios:{col}", hel[col])
+    if (root / SD).exists():
+        df = _sd_frame(root)
+        assert df is not None
+        rates = request_rate_series(root / SD, "gmt_create", HOUR_S, "checkpoint_model_version_id", top_groups)
+        for key, s in rates.items():
+            out[f"sd:{key.split('=')[-1]}"] = s
+    for p in openb_pod_lists(root) if openb else []:
+        g = pods_hourly_demand(p)
+        out[f"openb:{p.stem.removeprefix('openb_pod_list_')}"] = Series(
+            p.stem, HOUR_S * np.arange(len(g), dtype=np.int64), g
+        )
+    return out
+
+
+def procure_series(root: Path, top_groups: int = 3, sd_scale: float = 100.0) -> dict[str, np.ndarray]:
+    """Hourly GPU demand of every procurement trace (see module docstring)."""
+    out: dict[str, np.ndarray] = {}
+    if (root / SERVEGEN).exists():
+        for sid, d in load_demand(root / SERVEGEN, convert=RpsToGpus(2.0, 8)).items():
+            out[f"servegen:{sid}"] = d
+    if (root / HELIOS_DEMAND).exists():
+        for sid, d in load_demand(root / HELIOS_DEMAND).items():
+            out[f"helios:{sid}"] = d
+    hel = _helios_frame(root)
+    if hel is not None:
+        for col in HELIOS_GPU_COLUMNS:
+            if col in hel.columns:
+                out[f"helios:{col}"] = hourly_demand(_frame_series(col, hel[col]))
+    df = _sd_frame(root)
+    if df is not None:
+        groups: list[tuple[str, pd.DataFrame]] = [("all", df)]
+        groups += [(m, df[df["checkpoint_model_version_id"] == m]) for m in _sd_top_models(df, top_groups)]
+        t0 = df["gmt_create"].min().floor("1h")
+        n = int((df["gmt_create"].max() - t0) / pd.Timedelta(hours=1)) + 1
+        for key, g in groups:
+            hour = ((g["gmt_create"] - t0) / pd.Timedelta(hours=1)).astype(int).to_numpy()
+            busy = np.bincount(hour, weights=g["exec_time_seconds"].fillna(0).to_numpy(), minlength=n) / HOUR_S
+            out[f"sd:{key}x{sd_scale:g}"] = busy * sd_scale
+    for p in openb_pod_lists(root):
+        out[f"openb:{p.stem.removeprefix('openb_pod_list_')}"] = pods_hourly_demand(p)
+    return out
+
+
+def servegen_ids(root: Path) -> list[str]:
+    if not (root / SERVEGEN).exists():
+        return []
+    return sorted(read_series_csv(root / SERVEGEN))
+
+
+def sd_models(root: Path, top_groups: int = 3) -> list[str]:
+    df = _sd_frame(root)
+    return [] if df is None else _sd_top_models(df, top_groups)

@@ -1,0 +1,58 @@
+"""``gpufleet bench generalize``: every stage on every public trace that applies, leave-one-trace-out."""
+
+from __future__ import annotations
+
+import json
+import platform
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from gpufleet.cli.errors import user_errors
+from gpufleet.cli.paths import output_file
+from gpufleet.domain.errors import ValidationError
+
+
+def register(app: typer.Typer) -> None:
+    @app.command("generalize")
+    @user_errors
+    def bench_generalize(
+        data: Annotated[Path, typer.Option("--data", help="directory laid out like ../shared/data")] = Path(
+            "../shared/data"
+        ),
+        json_path: Annotated[
+            Path | None, typer.Option("--json", callback=output_file, help="write the whole table as JSON")
+        ] = None,
+        markdown_path: Annotated[
+            Path | None, typer.Option("--markdown", callback=output_file, help="also write the table here")
+        ] = None,
+        quick: Annotated[
+            bool, typer.Option("--quick", help="fewer traces and seeds, no ServeGen autoscaling replay")
+        ] = False,
+        stages: Annotated[
+            str, typer.Option("--stages", help="comma-separated subset of forecast,procure,autoscale,binpack")
+        ] = "forecast,procure,autoscale,binpack",
+    ) -> None:
+        """Forecast, procurement, autoscaling and bin-packing vs their baselines on every trace; a setting is
+        never judged on a trace that chose it (leave-one-trace-out)."""
+        from gpufleet.bench.generalize import STAGES, GeneralizeSettings, markdown, run_generalize
+
+        chosen = tuple(s.strip() for s in stages.split(",") if s.strip())
+        bad = [s for s in chosen if s not in STAGES]
+        if bad or not chosen:
+            raise ValidationError("stages", f"choose from {', '.join(STAGES)}; got {stages!r}")
+        if not data.is_dir():
+            raise ValidationError("data", f"not a directory: {data}")
+        stamp = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
+        typer.echo(f"{stamp} on {platform.node()} ({platform.machine()}, Python {platform.python_version()})")
+        doc = run_generalize(data, GeneralizeSettings(quick=quick), chosen, progress=typer.echo)
+        doc["config"]["started"] = stamp
+        table = markdown(doc)
+        typer.echo(table)
+        if markdown_path:
+            markdown_path.write_text(table + "\n")
+        if json_path:
+            json_path.write_text(json.dumps(doc, indent=2, default=float) + "\n")
+            typer.echo(f"wrote {json_path}")

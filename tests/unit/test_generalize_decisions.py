@@ -1,0 +1,122 @@
+"""Issue 21's decisions: calibrated forecasts, hedged procurement, the replica autoscaler's static cap."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from gpufleet.autoscale.replica import PredictiveReplicaAutoscaler, ReplicaAutoscalerConfig
+from gpufleet.autoscale.signals import ReplicaSignals
+from gpufleet.domain.catalog import BUILTIN_PRICE_CATALOG
+from gpufleet.forecast.baselines import seasonal_naive
+from gpufleet.forecast.conformal import CalibratedForecaster, block_edges, calibrated_forecaster
+from gpufleet.procure.hedge import HedgedPolicy, hour_cost_usd
+from gpufleet.procure.policies import GpufleetReservationPolicy
+from gpufleet.procure.replay import ReplayConfig, replay
+
+
+def _daily(n: int, noise: np.ndarray) -> np.ndarray:
+    k = np.arange(n)
+    return np.asarray(100 + 30 * np.sin(2 * np.pi * k / 24) + noise, dtype=np.float64)
+
+
+def test_block_edges_cover_the_horizon_once() -> None:
+    assert block_edges(10, 3) == [(0, 3), (3, 7), (7, 10)]
+    assert block_edges(2, 4) == [(0, 1), (1, 2)]
+
+
+def test_bands_widen_when_the_tracked_errors_are_larger_than_the_model_says() -> None:
+    rng = np.random.default_rng(0)
+    y = _daily(24 * 12, rng.normal(0, 12.0, 24 * 12))
+    # seasonal naive's own band is wide already; give a candidate with a too-narrow band: shrink its spread
+    narrow = lambda: _Shrunk(seasonal_naive(24), 0.2)  # noqa: E731
+    cf = CalibratedForecaster({"narrow": narrow}, season=24).fit(y)
+    fc = cf.predict(24, (0.1, 0.5, 0.9))
+    raw = narrow().fit(y).predict(24, (0.1, 0.5, 0.9))
+    assert cf.reason_ == "default_most_accurate" and cf.factors_.min() > 1.5
+    assert np.all(fc.at(0.9) - fc.at(0.1) > raw.at(0.9) - raw.at(0.1))
+    assert np.all(np.diff(fc.values, axis=0) >= 0)  # quantiles never cross
+
+
+def test_too_little_history_uses_the_default_alone() -> None:
+    y = _daily(40, np.zeros(40))
+    cf = calibrated_forecaster((24,)).fit(y)
+    fc = cf.predict(24, (0.1, 0.5, 0.9))
+    assert cf.reason_ == "too_little_history" and cf.chosen_ == "auto"
+    assert fc.values.shape == (3, 24) and np.all(cf.factors_ == 1.0)
+
+
+class _Shrunk:
+    """A model whose band around the median is ``k`` times the inner model's."""
+
+    name = "shrunk"
+
+    def __init__(self, inner: object, k: float) -> None:
+        self.inner, self.k = inner, k
+
+    def fit(self, y: np.ndarray) -> _Shrunk:
+        self.inner.fit(y)  # type: ignore[attr-defined]
+        return self
+
+    def predict(self, h: int, quantiles: tuple[float, ...]):  # type: ignore[no-untyped-def]
+        from gpufleet.forecast.quantiles import make_forecast
+
+        fc = self.inner.predict(h, quantiles)  # type: ignore[attr-defined]
+        c = fc.at(0.5)
+        return make_forecast(fc.mean, c + self.k * (fc.values - c), fc.quantiles, self.name)
+
+
+def _cfg(term_h: int = 48, lead_h: int = 6) -> ReplayConfig:
+    return ReplayConfig.from_catalog("h100_80gb", prices=BUILTIN_PRICE_CATALOG, term_h=term_h, lead_h=lead_h)
+
+
+def test_hour_cost_matches_the_replay_model() -> None:
+    cfg = _cfg()
+    assert hour_cost_usd(cfg, 10.0, 4.0) == 4 * cfg.reserved_usd_per_gpu_h + 6 * cfg.on_demand_usd_per_gpu_h
+    assert hour_cost_usd(cfg, 3.0, 4.0) == 4 * cfg.reserved_usd_per_gpu_h
+
+
+def test_hedged_never_holds_more_than_the_forecast_policy_and_follows_it_on_steady_demand() -> None:
+    cfg = _cfg()
+    rng = np.random.default_rng(1)
+    demand = np.round(_daily(24 * 14, rng.normal(0, 3.0, 24 * 14)))
+    hedged = HedgedPolicy()
+    h, f = replay(cfg, demand, hedged), replay(cfg, demand, GpufleetReservationPolicy())
+    assert np.all(h.reserved_gpus <= f.reserved_gpus + 1e-9)
+    assert len(hedged.reasons_) > 0 and hedged.reasons_[-1] in {sh.policy.name for sh in hedged.shadows_}
+    assert h.cost_usd <= 1.05 * f.cost_usd
+
+
+def test_hedged_falls_back_when_commitments_lose_money() -> None:
+    # short bursts: a commitment sized on them idles; all on-demand is the cheapest rule
+    cfg = _cfg()
+    demand = np.zeros(24 * 14)
+    demand[::24] = 200.0
+    demand[1::24] = 150.0
+    h, f = replay(cfg, demand, HedgedPolicy()), replay(cfg, demand, GpufleetReservationPolicy())
+    assert h.cost_usd <= f.cost_usd
+
+
+def _sig(t: float, rps: float, ready: int) -> ReplicaSignals:
+    return ReplicaSignals(t, ready, 0, 5.0, rps, rps * 0.1, 0, rps * 0.1)
+
+
+def test_static_cap_keeps_the_fleet_at_what_the_slo_needed_so_far() -> None:
+    cfg = ReplicaAutoscalerConfig(
+        min_replicas=0, max_replicas=100, target_per_replica=1.0, cold_start_s=120.0, slo_s=2.0, static_cap=True
+    )
+    capped = PredictiveReplicaAutoscaler(cfg)
+    ready = 1
+    for k in range(1, 400):  # steady 5 rps: the forecast's upper quantile and headroom ask for more
+        d = capped.decide(_sig(5.0 * k, 5.0, ready))
+        ready = d.desired
+        assert capped._burst is not None
+        assert d.desired <= max(1, math.ceil(capped._burst.peak - 1e-9))
+    free = PredictiveReplicaAutoscaler(
+        ReplicaAutoscalerConfig(min_replicas=0, max_replicas=100, target_per_replica=1.0, cold_start_s=120.0, slo_s=2.0)
+    )
+    ready = 1
+    for k in range(1, 400):
+        ready = free.decide(_sig(5.0 * k, 5.0, ready)).desired
+    assert ready > d.desired  # without the cap it holds the forecast's headroom
