@@ -76,6 +76,7 @@ def build_services(
         approval_threshold_usd=settings.approval_threshold_usd,
         provider_max_attempts=settings.provider_max_attempts,
         crash_hook=crash_hook,
+        approval_window_s=settings.approval_window_days * 86_400,
     )
     return Services(
         settings=settings,

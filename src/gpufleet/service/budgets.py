@@ -54,6 +54,7 @@ from gpufleet.service.uow import UnitOfWork
 
 DEFAULT_ALERT_AT = (0.5, 0.8, 1.0)
 READERS = (*ADMINS, Role.VIEWER, Role.APP_TEAM)
+SUBMITTERS = (*ADMINS, Role.APP_TEAM)  # roles that may submit work, and so book spend against a budget
 
 
 def usd(units: int) -> Decimal:
@@ -168,13 +169,21 @@ class BudgetService:
         expected_run_s: int,
         context: dict[str, Any],
         named: bool = True,
+        book: bool = True,
     ) -> AdmissionOutcome | None:
         """Admission of one placement for a team; None when the team has no budget (nothing to enforce).
-        A ``named`` team (in the request) must exist; a team taken from an app_team token need not."""
+        A ``named`` team (in the request) must exist; a team taken from an app_team token need not.
+
+        ``book``: record the admitted spend as a commitment and audit the decision; only roles that may submit
+        work (admins; app_team for its own team) may book. Without it the decision is a preview: read-only,
+        nothing recorded, so a viewer (or anyone asking for a recommendation) cannot spend a budget."""
         actor.require_team(team_id)
+        if book:
+            actor.require(*SUBMITTERS)
         now_s = self._clock.now_s()
-        with UnitOfWork(self._engine, write=True) as uow:
-            row = uow.session.execute(uow.lock(select(TeamBudgetRow).where(TeamBudgetRow.team_id == team_id))).scalar()
+        with UnitOfWork(self._engine, write=book) as uow:
+            stmt = select(TeamBudgetRow).where(TeamBudgetRow.team_id == team_id)
+            row = uow.session.execute(uow.lock(stmt) if book else stmt).scalar()
             if row is None:
                 if named and uow.session.get(TeamRow, team_id) is None:
                     raise ValidationError("team", f"unknown team {team_id!r}")
@@ -201,7 +210,10 @@ class BudgetService:
                 admitted_usd=None if chosen is None else usd(option(chosen).est.units),
                 retry_at_s=decision.retry_at_s,
                 expected_end_s=min(end_s, window[1]),
+                booked=book,
             )
+            if not book:
+                return AdmissionOutcome(decision.action, decision.option, body)
             if chosen is not None and chosen.price_uusd_per_gpu_h * chosen.gpus > 0:
                 uow.session.add(
                     BudgetCommitmentRow(

@@ -148,6 +148,8 @@ class ReservationRow(Base):
     __table_args__ = (
         Index("ix_reservations_status", "status"),
         UniqueConstraint("created_by", "client_key", name="uq_reservations_creator_client_key"),
+        Index("ix_reservations_creator_created", "created_by", "created_at_s"),
+        Index("ix_reservations_group", "group_id"),
     )
     id: Mapped[str] = mapped_column(String(64), primary_key=True)
     pool_id: Mapped[str] = mapped_column(ForeignKey("pools.id"))
@@ -167,6 +169,8 @@ class ReservationRow(Base):
     idempotency_key: Mapped[str] = mapped_column(String(128), unique=True)
     provider_order_id: Mapped[str | None] = mapped_column(String(128), nullable=True)
     client_key: Mapped[str | None] = mapped_column(String(64), nullable=True)  # the creator's Idempotency-Key
+    request_fingerprint: Mapped[str | None] = mapped_column(String(64), nullable=True)  # what the key was used with
+    group_id: Mapped[str | None] = mapped_column(String(64), nullable=True)  # head of a multi-region group
 
 
 class ApprovalRow(Base):

@@ -51,6 +51,7 @@ def placement_recommendation(body: PlacementRequest, services: ServicesDep, acto
             for r in body.running
         ),
         team=body.team,
+        admit=body.admit,
     )
     return services.placement.recommend(actor, req)
 

@@ -47,6 +47,9 @@ def public(v: ReservationView) -> dict[str, Any]:
         "budget_code": v.budget_code,
         "provider_order_id": v.provider_order_id,
         "version": v.version,
+        "regions": [{"region": r, "units": u} for r, u in v.regions],
+        "parts": list(v.parts),
+        "part_of": v.group_id if v.group_id not in (None, v.id) else None,
     }
 
 

@@ -98,7 +98,7 @@ def workload_cost(
     if view["allocated_gpu_h"] > 0:
         out["cost_usd"] = view["total_usd"]
         if view["utilization"] is not None:
-            out["idle_pct"] = round(100.0 * (1.0 - view["utilization"]), 2)
+            out["idle_pct"] = round(1.0 - view["utilization"], 4)  # a fraction (0.75 = 75 % idle), as the design
     out.update(view, price_basis="cost_package")
     out["rightsizing"]["recommendation"] = rec
     return out
