@@ -13,8 +13,6 @@ under the same key and records it, never buying twice.
 
 from __future__ import annotations
 
-import hashlib
-import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from decimal import Decimal
@@ -23,13 +21,10 @@ from sqlalchemy import Engine, or_, select, update
 from sqlalchemy.exc import IntegrityError
 
 from gpufleet.adapters.providers import OrderRequest, ProviderOrder, ProviderPort, ProviderTimeout
-from gpufleet.adapters.sql.models import ApprovalRow, PoolRow, RegionRow, ReservationRow, SkuRow
+from gpufleet.adapters.sql.models import ApprovalRow, RegionRow, ReservationRow, SkuRow
 from gpufleet.domain.errors import ConflictError, InvalidTransition, NotFoundError, PermissionDenied, ValidationError
 from gpufleet.domain.money import uusd_to_usd
-from gpufleet.domain.pools import Tier
 from gpufleet.domain.reservations import (
-    MAX_START_AHEAD_S,
-    TERMS_MONTHS,
     Reservation,
     ReservationStatus,
     term_seconds,
@@ -38,6 +33,12 @@ from gpufleet.service import approval_rules as rules
 from gpufleet.service.approval_rules import split_units
 from gpufleet.service.auth import APPROVER_ROLES, Actor, Role
 from gpufleet.service.clock import Clock, IdGenerator
+from gpufleet.service.reservation_proposals import (
+    check_proposal,
+    proposal_fingerprint,
+    reserved_pools,
+    same_proposal,
+)
 from gpufleet.service.uow import UnitOfWork
 
 S = ReservationStatus
@@ -74,12 +75,6 @@ class ReservationView:
     regions: tuple[tuple[str, int], ...] = ()  # (region, units) of every part; the head's view only
     parts: tuple[str, ...] = ()  # reservation ids of the group's parts (head first)
     request_fingerprint: str | None = None
-
-
-def proposal_fingerprint(sku_id: str, units: int, start_s: int, term_months: int, regions: Sequence[str]) -> str:
-    """What an Idempotency-Key is bound to: the normalized proposal."""
-    body = json.dumps([sku_id, units, start_s, term_months, list(regions)], separators=(",", ":"))
-    return hashlib.sha256(body.encode()).hexdigest()
 
 
 @dataclass(frozen=True, slots=True)
@@ -146,9 +141,9 @@ class ReservationService:
         if client_key is not None:
             prior = self._by_client_key(actor, client_key)
             if prior is not None:
-                return self._same_proposal(prior, fingerprint, client_key)
+                return same_proposal(prior, fingerprint, client_key)
         now_s = self._clock.now_s()
-        self._check_proposal(units, start_s, term_months, regions, now_s)
+        check_proposal(units, start_s, term_months, regions, now_s)
         with UnitOfWork(self._engine, write=True) as uow:
             s = uow.session
             if s.get(SkuRow, sku_id) is None:
@@ -156,7 +151,7 @@ class ReservationService:
             for i, region_id in enumerate(regions):
                 if s.get(RegionRow, region_id) is None:
                     raise ValidationError(f"regions[{i}]", f"unknown region {region_id!r}")
-            pools = self._reserved_pools(uow, sku_id, regions)
+            pools = reserved_pools(uow.session, sku_id, regions)
             parts = [
                 Reservation(self._ids.new("res"), pool.id, sku_id, n, start_s, term_months,
                             uusd_to_usd(pool.price_uusd_per_gpu_h))
@@ -226,31 +221,10 @@ class ReservationService:
                 prior = self._by_client_key(actor, client_key or "")
                 if prior is None:
                     raise
-                return self._same_proposal(prior, fingerprint, client_key or "")
+                return same_proposal(prior, fingerprint, client_key or "")
             view = self._view(uow, rows[0])
             uow.commit()
             return view
-
-    @staticmethod
-    def _check_proposal(units: int, start_s: int, term_months: int, regions: Sequence[str], now_s: int) -> None:
-        if units <= 0:
-            raise ValidationError("units", f"must be > 0, got {units}")
-        if units > rules.MAX_UNITS:
-            raise ValidationError("units", f"must be at most {rules.MAX_UNITS:,} GPUs per reservation, got {units:,}")
-        if term_months not in TERMS_MONTHS:
-            raise ValidationError("term_months", f"must be one of {sorted(TERMS_MONTHS)}, got {term_months}")
-        if start_s < now_s:
-            raise ValidationError("start", "must not be in the past")
-        if start_s - now_s > MAX_START_AHEAD_S:
-            days = MAX_START_AHEAD_S // 86_400
-            raise ValidationError("start", f"must be at most {days} days (ten years) ahead of now")
-        if not regions:
-            raise ValidationError("regions", "name at least one region")
-        for i, region_id in enumerate(regions):
-            if region_id in regions[:i]:
-                raise ValidationError(f"regions[{i}]", f"region {region_id!r} is listed twice")
-        if units < len(regions):
-            raise ValidationError("units", f"{units} units cannot be split across {len(regions)} regions")
 
     def _by_client_key(self, actor: Actor, client_key: str) -> ReservationView | None:
         with UnitOfWork(self._engine, write=False) as uow:
@@ -260,34 +234,6 @@ class ReservationService:
                 )
             )
             return None if row is None else self._view(uow, row)
-
-    @staticmethod
-    def _same_proposal(prior: ReservationView, fingerprint: str, client_key: str) -> ReservationView:
-        first = prior.request_fingerprint or proposal_fingerprint(  # a reservation from before revision 0008
-            prior.sku_id, prior.units, prior.start_s, prior.term_months, [r for r, _ in prior.regions]
-        )
-        if first != fingerprint:
-            raise ConflictError(
-                f"Idempotency-Key {client_key!r} was already used for reservation {prior.id} with a different "
-                "proposal; use a new key for a new proposal"
-            )
-        return prior
-
-    def _reserved_pools(self, uow: UnitOfWork, sku_id: str, regions: Sequence[str]) -> list[PoolRow]:
-        """The cheapest reserved pool of the SKU in each listed region (each region must have one)."""
-        rows = uow.session.scalars(
-            select(PoolRow).where(
-                PoolRow.sku_id == sku_id, PoolRow.tier == Tier.RESERVED.value, PoolRow.region_id.in_(list(regions))
-            )
-        ).all()
-        by_region: dict[str, PoolRow] = {}
-        for r in sorted(rows, key=lambda r: (r.price_uusd_per_gpu_h, r.id)):
-            by_region.setdefault(r.region_id, r)
-        missing = [i for i, region_id in enumerate(regions) if region_id not in by_region]
-        if missing:
-            i = missing[0]
-            raise ValidationError(f"regions[{i}]", f"no reserved pool for {sku_id} in {regions[i]}")
-        return [by_region[r] for r in regions]
 
     # ---- approve ------------------------------------------------------------------------------------------
     def approve(
