@@ -131,6 +131,7 @@ class UtilizationRow(Base):
     __table_args__ = (
         Index("ix_util_sku_time", "sku_id", "bucket_start_s"),
         Index("ix_util_workload_time", "workload_id", "bucket_start_s"),
+        Index("ix_util_team_time", "team_id", "bucket_start_s"),
     )
     source: Mapped[str] = mapped_column(String(128), primary_key=True)
     bucket_start_s: Mapped[int] = mapped_column(BigInteger, primary_key=True)

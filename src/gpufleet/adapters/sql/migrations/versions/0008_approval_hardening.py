@@ -6,6 +6,7 @@ index for the requester's rolling-window commitments.
 - ``reservations.group_id``: the id of the group's head reservation when one proposal names several regions
   (units are split across them, one row per region); NULL for a single-region reservation.
 - ``ix_reservations_creator_created``: the requester's reservations in the approval window.
+- ``ix_util_team_time``: a team's utilization in its budget window (read by every budget admission).
 
 Revision ID: 0008_approval_hardening
 Revises: 0007
@@ -28,9 +29,11 @@ def upgrade() -> None:
         batch.add_column(sa.Column("group_id", sa.String(64), nullable=True))
         batch.create_index("ix_reservations_creator_created", ["created_by", "created_at_s"])
         batch.create_index("ix_reservations_group", ["group_id"])
+    op.create_index("ix_util_team_time", "utilization", ["team_id", "bucket_start_s"])
 
 
 def downgrade() -> None:
+    op.drop_index("ix_util_team_time", table_name="utilization")
     with op.batch_alter_table("reservations") as batch:
         batch.drop_index("ix_reservations_group")
         batch.drop_index("ix_reservations_creator_created")
