@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Header, Query, Request, Response
+from fastapi import APIRouter, Body, Header, Query, Request, Response
 
+from gpufleet.api import seed_examples as seed
 from gpufleet.api.deps import CurrentActor, ServicesDep
 from gpufleet.api.problems import PROBLEM_RESPONSES
 from gpufleet.api.schemas import (
@@ -27,7 +28,11 @@ router = APIRouter(prefix="/v1/workloads", tags=["workloads"], responses=PROBLEM
 
 
 @router.post("", status_code=201, response_model=WorkloadCreated)
-def create_workload(body: WorkloadCreate, services: ServicesDep, actor: CurrentActor) -> Any:
+def create_workload(
+    body: Annotated[WorkloadCreate, Body(openapi_examples=seed.example(seed.WORKLOAD))],
+    services: ServicesDep,
+    actor: CurrentActor,
+) -> Any:
     wid = services.workloads.create(actor, WorkloadSpec(**body.model_dump()))
     return {"workload_id": wid}
 
