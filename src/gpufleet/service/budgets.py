@@ -269,8 +269,17 @@ class BudgetService:
             enforce=row.enforce,
         )
         s = uow.session
-        held = s.execute(
-            select(UtilizationRow.sku_id, func.sum(UtilizationRow.gpus_allocated * UtilizationRow.bucket_s))
+        cheapest_on_demand = (
+            select(func.min(PoolRow.price_uusd_per_gpu_h))
+            .where(PoolRow.tier == Tier.ON_DEMAND.value, PoolRow.sku_id == UtilizationRow.sku_id)
+            .scalar_subquery()
+        )
+        held = s.execute(  # GPU-seconds per SKU with the SKU's price: one round trip
+            select(
+                UtilizationRow.sku_id,
+                func.sum(UtilizationRow.gpus_allocated * UtilizationRow.bucket_s),
+                cheapest_on_demand,
+            )
             .where(
                 UtilizationRow.team_id == row.team_id,
                 UtilizationRow.bucket_start_s >= window[0],
@@ -278,15 +287,7 @@ class BudgetService:
             )
             .group_by(UtilizationRow.sku_id)
         ).all()
-        prices: dict[str, int] = {
-            sku: int(price)
-            for sku, price in s.execute(
-                select(PoolRow.sku_id, func.min(PoolRow.price_uusd_per_gpu_h))
-                .where(PoolRow.tier == Tier.ON_DEMAND.value)
-                .group_by(PoolRow.sku_id)
-            ).all()
-        }
-        metered = sum(round(float(gpu_s or 0) * prices.get(sku, 0)) for sku, gpu_s in held)
+        metered = sum(round(float(gpu_s or 0) * int(price or 0)) for _sku, gpu_s, price in held)
         # committed_units() in SQL: rate x the part of [max(start, now), end) inside the window, summed
         lo = case((BudgetCommitmentRow.start_s > now_s, BudgetCommitmentRow.start_s), else_=now_s)
         hi = case((BudgetCommitmentRow.end_s < window[1], BudgetCommitmentRow.end_s), else_=window[1])
