@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
 
-from sqlalchemy import Engine, case, func, select
+from sqlalchemy import BigInteger, Engine, bindparam, case, func, select
 
 from gpufleet.adapters.sql.models import BudgetCommitmentRow, PoolRow, TeamBudgetRow, TeamRow, UtilizationRow
 from gpufleet.cost.budgets import (
@@ -93,6 +93,33 @@ class BudgetService:
         self._engine = engine
         self._clock = clock
         self._bookings: GroupCommit[_Ask, AdmissionOutcome | None] = GroupCommit(self._decide)
+        # statements built once with bound parameters (building them per request costs more than running them)
+        cheapest_on_demand = (
+            select(func.min(PoolRow.price_uusd_per_gpu_h))
+            .where(PoolRow.tier == Tier.ON_DEMAND.value, PoolRow.sku_id == UtilizationRow.sku_id)
+            .scalar_subquery()
+        )
+        self._held = (  # GPU-seconds per SKU in [since, until) with the SKU's on-demand price: one round trip
+            select(
+                UtilizationRow.sku_id,
+                func.sum(UtilizationRow.gpus_allocated * UtilizationRow.bucket_s),
+                cheapest_on_demand,
+            )
+            .where(
+                UtilizationRow.team_id == bindparam("team"),
+                UtilizationRow.bucket_start_s >= bindparam("since", type_=BigInteger),
+                UtilizationRow.bucket_start_s < bindparam("until", type_=BigInteger),
+            )
+            .group_by(UtilizationRow.sku_id)
+        )
+        # committed_units() in SQL: rate x the part of [max(start, now), end) inside the window, summed
+        now, wend = bindparam("now", type_=BigInteger), bindparam("wend", type_=BigInteger)
+        c = BudgetCommitmentRow
+        lo = case((c.start_s > now, c.start_s), else_=now)
+        hi = case((c.end_s < wend, c.end_s), else_=wend)
+        self._committed = select(func.sum(case((hi > lo, c.rate_uusd_per_h * (hi - lo)), else_=0))).where(
+            c.team_id == bindparam("team"), c.end_s > now
+        )
 
     # ---- the budget itself ----------------------------------------------------------------------------------
     def set(
@@ -269,33 +296,9 @@ class BudgetService:
             enforce=row.enforce,
         )
         s = uow.session
-        cheapest_on_demand = (
-            select(func.min(PoolRow.price_uusd_per_gpu_h))
-            .where(PoolRow.tier == Tier.ON_DEMAND.value, PoolRow.sku_id == UtilizationRow.sku_id)
-            .scalar_subquery()
-        )
-        held = s.execute(  # GPU-seconds per SKU with the SKU's price: one round trip
-            select(
-                UtilizationRow.sku_id,
-                func.sum(UtilizationRow.gpus_allocated * UtilizationRow.bucket_s),
-                cheapest_on_demand,
-            )
-            .where(
-                UtilizationRow.team_id == row.team_id,
-                UtilizationRow.bucket_start_s >= window[0],
-                UtilizationRow.bucket_start_s < min(now_s, window[1]),
-            )
-            .group_by(UtilizationRow.sku_id)
-        ).all()
-        metered = sum(round(float(gpu_s or 0) * int(price or 0)) for _sku, gpu_s, price in held)
-        # committed_units() in SQL: rate x the part of [max(start, now), end) inside the window, summed
-        lo = case((BudgetCommitmentRow.start_s > now_s, BudgetCommitmentRow.start_s), else_=now_s)
-        hi = case((BudgetCommitmentRow.end_s < window[1], BudgetCommitmentRow.end_s), else_=window[1])
-        committed = s.scalar(
-            select(func.sum(case((hi > lo, BudgetCommitmentRow.rate_uusd_per_h * (hi - lo)), else_=0))).where(
-                BudgetCommitmentRow.team_id == row.team_id, BudgetCommitmentRow.end_s > now_s
-            )
-        )
+        held = s.execute(self._held, {"team": row.team_id, "since": window[0], "until": min(now_s, window[1])})
+        metered = sum(round(float(gpu_s or 0) * int(price or 0)) for _sku, gpu_s, price in held.all())
+        committed = s.scalar(self._committed, {"team": row.team_id, "now": now_s, "wend": window[1]})
         return budget, metered, int(committed or 0)
 
     @staticmethod
