@@ -63,5 +63,5 @@ def test_reservation_walkthrough_runs_as_written(tmp_path: Path) -> None:
     assert "500.0 0.0 True" in lines
     assert any(line.startswith("degrade over_budget_degraded 2 ") for line in lines)
     assert any(line.startswith("queue over_budget_queued None ") and line.endswith(" True") for line in lines)
-    assert "vic budget.admission queue over_budget_queued" in lines
+    assert "bob budget.admission queue over_budget_queued" in lines
     assert "exit 2" in lines

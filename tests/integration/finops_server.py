@@ -88,7 +88,7 @@ def seed(db: Database) -> Seeded:
         )
         assert res.status_code == 201, res.text
         rid = res.json()["reservation_id"]
-        assert fin.post(f"/v1/reservations/{rid}/approve", json={"budget_code": "ML-1"}).json()["status"] == (
+        assert admin.post(f"/v1/reservations/{rid}/approve", json={"budget_code": "ML-1"}).json()["status"] == (
             "submitted_to_cloud"
         )
         clock.set(NOW_S)

@@ -47,6 +47,7 @@ def test_placement_walks_the_chain_then_degrades_preempts_or_queues(
 ) -> None:
     s = make_server(database)
     with s.client("ml_platform_admin", "bob") as c, s.client("app_team", "ann", "team-p") as app:
+        assert c.post("/v1/teams", json={"id": "team-p", "name": "P"}).status_code == 201  # a token's team exists
         assert c.patch(f"/v1/pools/{OD}", json={"quota_gpus": 8}).status_code == 200
         serving = {"job_class": "serving", "priority": "critical", "sku": SKU, "gpus": 8, "replicas": 2}
         rec = app.post("/v1/placement/recommendations", json=serving).json()
@@ -141,18 +142,20 @@ def test_plan_proposals_enter_the_dual_approval_workflow_once(database: Database
     _ingest(s, _hourly(NOW_S - 28 * DAY, 28, 24))
     body = {"sku": SKU, "region": "us-east-1", "horizon_days": 180}
     with (
-        s.client("finops_admin", "fay") as fin,
+        s.client("finops_admin", "fay") as planner,
+        s.client("finops_admin", "fred") as fin,
         s.client("ml_platform_admin", "bob") as ml,
         s.client("viewer", "vic") as v,
     ):
         assert v.post("/v1/plans:propose", json=body).status_code == 403
-        first = fin.post("/v1/plans:propose", json=body)
+        first = planner.post("/v1/plans:propose", json=body)
         assert first.status_code == 200, first.text
         plan = first.json()
         assert plan["created"], plan["proposals"]
         assert all(p["submit_by_s"] <= NOW_S + 7 * DAY for p in plan["proposals"] if p["due"])
-        again = fin.post("/v1/plans:propose", json=body).json()
-        assert [r["reservation_id"] for r in again["created"]] == [r["reservation_id"] for r in plan["created"]]
+        again = planner.post("/v1/plans:propose", json=body).json()
+        assert again["created"] == []  # what the first run proposed is held (pending) now: nothing bought twice
+        assert {h["reservation_id"] for h in again["held"]} == {r["reservation_id"] for r in plan["created"]}
         res = plan["created"][0]
         assert res["status"] == "pending_approval" and res["approvals_required"] == 2 and res["start_s"] >= NOW_S
         rid = res["reservation_id"]
@@ -164,6 +167,8 @@ def test_plan_proposals_enter_the_dual_approval_workflow_once(database: Database
         done = ml.post(f"/v1/reservations/{rid}/approve", json={"budget_code": "ml-2026"})
         assert done.status_code == 200 and done.json()["status"] == "submitted_to_cloud"
         assert fin.post("/v1/plans:propose", json={**body, "region": "mars-1"}).json()["field"] == "region"
+        # the planner who proposed the order may not approve it
+        assert planner.post(f"/v1/reservations/{rid}/approve", json={"budget_code": "x"}).status_code in (403, 409)
 
 
 def test_forecast_accuracy_matches_a_hand_computed_example(database: Database, make_server: ServerFactory) -> None:

@@ -61,8 +61,11 @@ def test_budget_degrades_then_queues_then_admits_and_audits(database: Database, 
 
         # 8 GPUs for 10 h (~550 $) does not fit the ~100 $ left; the declared 1-GPU option (~69 $) does
         body = {"job_class": "serving", "priority": "critical", "sku": "h100_80gb", "gpus": 8, "team": "t-bud",
-                "expected_run_s": 36_000, "degrade_options": [{"gpus": 1}]}  # fmt: skip
-        rec = viewer.post("/v1/placement/recommendations", json=body).json()
+                "expected_run_s": 36_000, "degrade_options": [{"gpus": 1}], "admit": True}  # fmt: skip
+        preview = viewer.post("/v1/placement/recommendations", json={**body, "admit": False}).json()
+        assert preview["budget"]["action"] == "degrade" and preview["budget"]["booked"] is False
+        rec = admin.post("/v1/placement/recommendations", json=body).json()
+        assert rec["budget"]["booked"] is True
         b = rec["budget"]
         assert (rec["action"], rec["reason"], rec["gpus"], rec["pool"]) == ("degrade", "over_budget_degraded", 1, POOL)
         assert rec["degrade"] == {"gpus": 1, "sku": None, "min_replicas": None}
@@ -71,7 +74,7 @@ def test_budget_degrades_then_queues_then_admits_and_audits(database: Database, 
         assert b["metered_usd"] == _cents(metered) and b["committed_usd"] == 0 and b["retry_at_s"] is None
 
         # the degraded job's 10 GPU-hours are now committed: 8 GPUs without a fitting option are queued
-        rec = viewer.post("/v1/placement/recommendations", json={**body, "degrade_options": []}).json()
+        rec = admin.post("/v1/placement/recommendations", json={**body, "degrade_options": []}).json()
         b = rec["budget"]
         assert (rec["action"], rec["reason"], rec["pool"], rec["expected_start_s"]) == (
             "queue",
@@ -85,7 +88,7 @@ def test_budget_degrades_then_queues_then_admits_and_audits(database: Database, 
 
         # a small job that fits is admitted as placed
         small = {**body, "gpus": 1, "expected_run_s": 3600, "degrade_options": []}
-        rec = viewer.post("/v1/placement/recommendations", json=small).json()
+        rec = admin.post("/v1/placement/recommendations", json=small).json()
         assert (rec["action"], rec["pool"], rec["budget"]["action"], rec["budget"]["reason"]) == (
             "place",
             POOL,
@@ -95,9 +98,9 @@ def test_budget_degrades_then_queues_then_admits_and_audits(database: Database, 
 
         events = admin.get("/v1/audit", params={"entity_id": "t-bud", "action": "budget.admission"}).json()
         assert [(e["actor"], e["detail"]["action"], e["detail"]["reason"]) for e in events] == [
-            ("vic", "degrade", "over_budget_degraded"),
-            ("vic", "queue", "over_budget_queued"),
-            ("vic", "admit", "within_budget"),
+            ("bob", "degrade", "over_budget_degraded"),
+            ("bob", "queue", "over_budget_queued"),
+            ("bob", "admit", "within_budget"),
         ]
         assert float(events[1]["detail"]["request_usd"]) == _cents(80 * p_pool)  # Decimals are logged as strings
         assert events[1]["detail"]["retry_at_s"] == FEB_START and events[0]["detail"]["option"] == "degrade_options[0]"
@@ -107,12 +110,12 @@ def test_budget_degrades_then_queues_then_admits_and_audits(database: Database, 
         assert st["spent_usd"] == _cents(metered + 11 * p_pool)
 
         # without a team (or for a team without a budget) the answer is the old one, budget null
-        plain = viewer.post("/v1/placement/recommendations", json={**body, "team": None}).json()
+        plain = viewer.post("/v1/placement/recommendations", json={**body, "team": None, "admit": False}).json()
         assert (plain["action"], plain["gpus"], plain["budget"]) == ("place", 8, None)
 
         # a new month: a fresh window, the January commitments ended; the big job is admitted
         clock.set(FEB_START + 3600)
-        rec = viewer.post("/v1/placement/recommendations", json=body).json()
+        rec = admin.post("/v1/placement/recommendations", json=body).json()
         assert (rec["action"], rec["gpus"], rec["budget"]["action"], rec["budget"]["metered_usd"]) == (
             "place",
             8,
@@ -131,7 +134,7 @@ def test_budget_roles_team_fence_and_report_only(database: Database, make_server
         assert r.status_code == 200 and r.json()["window_start_s"] == NOW_S + 4 * DAY  # Monday 2026-01-05
         assert admin.put("/v1/teams/t-a/budget", json={"limit_usd": -1}).json()["field"] == "limit_usd"
         assert admin.put("/v1/teams/t-a/budget", json={"limit_usd": 5, "period": "year"}).status_code == 422
-    body = {"job_class": "serving", "priority": "critical", "sku": "h100_80gb", "gpus": 8}
+    body = {"job_class": "serving", "priority": "critical", "sku": "h100_80gb", "gpus": 8, "admit": True}
     with server.client("app_team", "ann", team="t-a") as ann:
         # an app_team token is budgeted as its own team by default, and may not name another team
         rec = ann.post("/v1/placement/recommendations", json=body).json()
@@ -139,13 +142,13 @@ def test_budget_roles_team_fence_and_report_only(database: Database, make_server
         assert ann.post("/v1/placement/recommendations", json={**body, "team": "t-b"}).status_code == 403
         assert ann.get("/v1/teams/t-b/budget").status_code == 403
         assert ann.get("/v1/teams/t-a/budget").json()["committed_usd"] == 0
-    with server.client("viewer", "vic") as v:
+    with server.client("viewer", "vic") as v, server.client("finops_admin", "alice") as admin:
         # enforce=false: admitted, but the answer carries the alerts (never a silent overrun)
-        rec = v.post("/v1/placement/recommendations", json={**body, "team": "t-b"}).json()
+        rec = admin.post("/v1/placement/recommendations", json={**body, "team": "t-b"}).json()
         assert (rec["action"], rec["budget"]["action"], rec["budget"]["enforce"]) == ("place", "admit", False)
         st = v.get("/v1/teams/t-b/budget").json()
         assert st["fraction_used"] > 1 and any(a["reason"] == "budget_exceeded" for a in st["alerts"])
-        unknown = v.post("/v1/placement/recommendations", json={**body, "team": "nope"})
+        unknown = v.post("/v1/placement/recommendations", json={**body, "team": "nope", "admit": False})
         assert unknown.status_code == 422 and unknown.json()["field"] == "team"
     with server.client("finops_admin", "alice") as admin:
         assert admin.delete("/v1/teams/t-a/budget").status_code == 204
@@ -163,7 +166,8 @@ def test_concurrent_requests_cannot_both_take_the_last_dollars(database: Databas
         assert admin.put("/v1/teams/t-race/budget", json={"limit_usd": limit}).status_code == 200
     body = {"job_class": "serving", "priority": "critical", "sku": "h100_80gb", "gpus": 1, "team": "t-race",
             "expected_run_s": 3600}  # fmt: skip
-    token = server.token("viewer", "vic")
+    token = server.token("ml_platform_admin", "bob")
+    body["admit"] = True
 
     def ask(_: int) -> str:
         with httpx.Client(base_url=server.base_url, headers={"Authorization": f"Bearer {token}"}, timeout=60) as c:

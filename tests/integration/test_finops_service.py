@@ -38,7 +38,7 @@ def test_workload_cost_rides_the_reservation_and_dashboard_is_fenced_by_team(see
         assert cost["cost_usd"] == pytest.approx(_usd(6 * 168 * p), abs=0.01)
         assert cost["by_tier_usd"] == {"reserved": pytest.approx(_usd(6 * 168 * p), abs=0.01)}
         assert cost["allocated_gpu_h"] == pytest.approx(1008.0) and cost["used_gpu_h"] == pytest.approx(504.0)
-        assert cost["idle_pct"] == pytest.approx(50.0)
+        assert cost["idle_pct"] == pytest.approx(0.5)
         assert cost["rightsizing"]["reason"] == "overprovisioned"  # the original keys stay
         rec = cost["rightsizing"]["recommendation"]
         assert rec["changed"] and float(rec["monthly_saving_usd"]) > 0 and rec["current"]["gpus"] == 8

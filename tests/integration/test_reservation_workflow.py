@@ -62,7 +62,7 @@ def test_big_reservation_needs_a_finops_and_a_platform_approver(database: Databa
         assert c.post(f"/v1/reservations/{rid}/approve", json={"budget_code": "X"}).status_code == 403
     # approving on behalf of someone else is refused, naming the field
     with server.client("ml_platform_admin", "bob") as c:
-        spoof = c.post(f"/v1/reservations/{rid}/approve", json={"budget_code": "X", "approver_ids": ["bob", "carol"]})
+        spoof = c.post(f"/v1/reservations/{rid}/approve", json={"budget_code": "X", "approver_ids": ["carol", "dan"]})
     assert spoof.status_code == 422 and spoof.json()["field"] == "approver_ids"
     with server.client() as anon:
         assert anon.get(f"/v1/reservations/{rid}").status_code == 401

@@ -28,6 +28,7 @@ PriorityName = Literal["low", "normal", "high", "critical"]
 JobClass = Literal["training", "serving"]
 RoleName = Literal["finops_admin", "ml_platform_admin", "app_team", "viewer"]
 GpusPerNode = Annotated[int, Field(ge=1, le=64, strict=True)]
+MAX_RESERVATION_UNITS = 100_000  # = service.approval_rules.MAX_UNITS
 
 
 class Strict(BaseModel):
@@ -106,7 +107,7 @@ class PoolCreate(Strict):
     sku_id: SkuId
     tier: TierName
     price_usd_per_gpu_h: UsdIn
-    term_months: Annotated[int, Field(ge=0, le=60)] = 0
+    term_months: Annotated[int, Field(ge=0, le=60, strict=True)] = 0
     lead_time_s: Seconds = 0
     quota_gpus: Count | None = None
     allocated_gpus: Count = 0
@@ -203,23 +204,28 @@ class TenantPublic(BaseModel):
 
 # ---- workloads ---------------------------------------------------------------------------------------------
 class WorkloadCreate(Strict):
-    """The orchestration design's body; ``kind`` and ``checkpoint_interval_s`` extend it for training jobs."""
+    """The orchestration design's body, as written: every field of it is accepted, and what it omits gets a
+    default (one GPU, the SKU's CPU and memory per GPU, one replica, ``rps``, normal priority, the team's only
+    tenant). ``gpu_sku`` may be the SKU id or a unique case-insensitive prefix of its id or name (``H100``).
+    ``kind``, ``checkpoint_interval_s`` and ``target_rps`` extend it."""
 
     name: Name
     image: Annotated[str, Field(pattern=r"^[^\s\x00-\x1f]{1,500}$")]
-    cpu: PositiveFloat
-    mem_gb: PositiveFloat
-    gpus: Annotated[int, Field(ge=0, le=64, strict=True)]
-    gpu_sku: SkuId
-    min_replicas: Annotated[int, Field(ge=0, le=10_000, strict=True)]
-    max_replicas: Annotated[int, Field(ge=0, le=10_000, strict=True)]
-    scale_metric: Annotated[str, Field(pattern=r"^[a-z_]{1,64}$", examples=["rps"])]
+    cpu: PositiveFloat | None = Field(default=None, description="Default: the SKU node's CPUs per GPU x gpus")
+    mem_gb: PositiveFloat | None = Field(default=None, description="Default: the SKU node's memory per GPU x gpus")
+    gpus: Annotated[int, Field(ge=0, le=64, strict=True)] = 1
+    gpu_sku: Annotated[str, Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9 _.-]{0,63}$", examples=["h100_80gb", "H100"])]
+    min_replicas: Annotated[int, Field(ge=0, le=10_000, strict=True)] = 1
+    max_replicas: Annotated[int, Field(ge=0, le=10_000, strict=True)] | None = Field(
+        default=None, description="Default: min_replicas"
+    )
+    scale_metric: Annotated[str, Field(pattern=r"^[A-Za-z0-9_./:-]{1,64}$", examples=["rps"])] = "rps"
     budget_usd_day: UsdIn | None = None
     team: Id
-    tenant: Id
-    priority: PriorityName
+    tenant: Id | None = Field(default=None, description="Default: the team's only tenant")
+    priority: PriorityName = "normal"
     kind: JobClass = "serving"
-    checkpoint_interval_s: Annotated[int, Field(gt=0, le=30 * 86400)] | None = None
+    checkpoint_interval_s: Annotated[int, Field(gt=0, le=30 * 86400, strict=True)] | None = None
     target_rps: NonNegFloat | None = None
 
 
@@ -252,8 +258,8 @@ class WorkloadPublic(BaseModel):
 
 
 class AutoscalingUpdate(Strict):
-    min: Annotated[int, Field(ge=0, le=10_000)]
-    max: Annotated[int, Field(ge=0, le=10_000)]
+    min: Annotated[int, Field(ge=0, le=10_000, strict=True)]
+    max: Annotated[int, Field(ge=0, le=10_000, strict=True)]
     target_rps: NonNegFloat
     slo_s: Annotated[float, Field(gt=0, le=3600, allow_inf_nan=False)] | None = Field(
         default=None,
@@ -263,7 +269,7 @@ class AutoscalingUpdate(Strict):
         default=None,
         description="Requests one replica serves at once (1 for an un-batched model; unset: a batching replica).",
     )
-    version: Annotated[int, Field(ge=1, le=2**31 - 1)] | None = Field(
+    version: Annotated[int, Field(ge=1, le=2**31 - 1, strict=True)] | None = Field(
         default=None, description="Version you read; a stale one gets 409 (also accepted as If-Match)."
     )
 
@@ -289,7 +295,7 @@ class WorkloadCost(BaseModel):
     workload_id: str
     window_s: int
     cost_usd: UsdOut
-    idle_pct: float | None
+    idle_pct: float | None = Field(description="Idle share of the allocated GPU-hours as a fraction (0.75 = 75 %)")
     gpu_hours: float
     rightsizing: Rightsizing
     allocated_gpu_h: float | None = None
@@ -310,7 +316,7 @@ class RightsizingApply(Strict):
     cpu: PositiveFloat
     mem_gb: PositiveFloat
     ticket: Annotated[str, Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.#-]{0,127}$", examples=["OPS-1234"])]
-    gpus: Annotated[int, Field(ge=1, le=64)] | None = None
+    gpus: Annotated[int, Field(ge=1, le=64, strict=True)] | None = None
     gpu_sku: SkuId | None = None
 
 
@@ -329,12 +335,20 @@ PublicStatus = Literal[
 
 class ReservationCreate(Strict):
     sku: SkuId
-    units: PositiveCount
+    units: Annotated[int, Field(gt=0, le=MAX_RESERVATION_UNITS, strict=True, description="GPUs, at most 100,000")]
     start: datetime = Field(
         description="ISO 8601; a time without offset is UTC. Not in the past, at most ten years ahead."
     )
-    term_months: Annotated[int, Field(ge=1, le=60, description="One of 1, 3, 6, 12, 24, 36.")]
-    regions: Annotated[list[Id], Field(min_length=1, max_length=20)]
+    term_months: Annotated[int, Field(ge=1, le=60, strict=True, description="One of 1, 3, 6, 12, 24, 36.")]
+    regions: Annotated[list[Id], Field(min_length=1, max_length=20)] = Field(
+        description="Several regions split the units across them, as evenly as possible (the remainder to the "
+        "first); each needs a reserved pool of the SKU."
+    )
+
+
+class ReservationRegion(BaseModel):
+    region: str
+    units: int
 
 
 class ApprovalPublic(BaseModel):
@@ -361,11 +375,15 @@ class ReservationPublic(BaseModel):
     budget_code: str | None
     provider_order_id: str | None
     version: int
+    regions: list[ReservationRegion] = Field(default_factory=list, description="Units per region (all parts)")
+    parts: list[str] = Field(default_factory=list, description="Reservation ids of a multi-region group's parts")
+    part_of: str | None = Field(default=None, description="The group's head (approve and decide on it)")
 
 
 class ReservationApprove(Strict):
-    approver_ids: Annotated[list[Id], Field(max_length=2)] = Field(
-        default_factory=list, description="Optional; if given it must be exactly [your own user id]."
+    approver_ids: Annotated[list[Id], Field(max_length=10)] = Field(
+        default_factory=list,
+        description="Optional; if given it must include the caller. Each approver approves with their own token.",
     )
     budget_code: Annotated[str, Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$", examples=["ML-2026-Q1"])]
 
@@ -459,11 +477,11 @@ class BinpackReport(BaseModel):
 class UtilizationRecordIn(Strict):
     source: Id
     bucket_start_s: Seconds
-    bucket_s: Annotated[int, Field(ge=1, le=86400)]
+    bucket_s: Annotated[int, Field(ge=1, le=86400, strict=True)]
     workload_id: Id
     team_id: Id
     sku_id: SkuId
-    gpus_allocated: Annotated[float, Field(ge=0, le=1e6, allow_inf_nan=False)]
+    gpus_allocated: Annotated[float, Field(ge=0, le=1e6, allow_inf_nan=False, strict=True)]
     gpu_util: Fraction
     queue_wait_s: NonNegFloat | None = None
     pool_id: PoolId | None = Field(

@@ -5,12 +5,13 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, StrictBool, model_validator
 
 from gpufleet.api.schemas import JobClass, PlacementStep, PriorityName, Strict
-from gpufleet.api.types import Fraction, Id, PoolId, Seconds, SkuId, UsdIn, UsdOut
+from gpufleet.api.types import MAX_TIME_S, Fraction, Id, PoolId, SkuId, UsdIn, UsdOut
 from gpufleet.procure.planning import MAX_HORIZON_DAYS
 
+DEFAULT_SKU = "h100_80gb"
 Gpus = Annotated[int, Field(ge=1, le=100_000, strict=True)]
 Replicas = Annotated[int, Field(ge=1, le=10_000, strict=True)]
 
@@ -21,6 +22,12 @@ class DegradeOptionIn(Strict):
     gpus: Gpus | None = Field(default=None, description="GPUs per replica (or per gang member)")
     sku: SkuId | None = None
     min_replicas: Replicas | None = None
+
+    @model_validator(mode="after")
+    def _not_empty(self) -> DegradeOptionIn:
+        if self.gpus is None and self.sku is None and self.min_replicas is None:
+            raise ValueError("a degrade option names at least one of gpus, sku, min_replicas")
+        return self
 
 
 class RunningWorkIn(Strict):
@@ -38,19 +45,27 @@ class PlacementRequest(Strict):
 
     job_class: JobClass
     priority: PriorityName
-    sku: SkuId
+    sku: SkuId = Field(default=DEFAULT_SKU, description="GPU SKU (default h100_80gb, the fleet's main SKU)")
     gpus: Gpus = 8
     regions: Annotated[list[Id], Field(max_length=20)] = Field(default_factory=list)
-    checkpointable: bool = False
+    checkpointable: StrictBool = False
     replicas: Replicas = 1
-    deadline_s: Seconds | None = Field(default=None, description="UNIX seconds by which the job must finish")
-    expected_run_s: Annotated[int, Field(ge=0, le=366 * 86400)] = 0
+    deadline_s: Annotated[int, Field(ge=0, le=MAX_TIME_S, strict=True)] | None = Field(
+        default=None, description="UNIX seconds by which the job must finish"
+    )
+    expected_run_s: Annotated[int, Field(ge=0, le=366 * 86400, strict=True)] = 0
     degrade_options: Annotated[list[DegradeOptionIn], Field(max_length=10)] = Field(default_factory=list)
     running: Annotated[list[RunningWorkIn], Field(max_length=1000)] = Field(default_factory=list)
     team: Id | None = Field(
         default=None,
         description="Team whose budget pays; an app_team token defaults to (and may only name) its own team. "
         "Without a team, or for a team without a budget, no budget admission applies (`budget` is null).",
+    )
+    admit: StrictBool = Field(
+        default=False,
+        description="Book the placement against the team's budget (an admission). Only roles that may submit "
+        "work (finops_admin, ml_platform_admin, app_team for its team) may; a viewer gets 403. Without it the "
+        "answer is a recommendation: `budget` shows what admission would decide, and nothing is booked.",
     )
 
 
@@ -98,12 +113,13 @@ class BudgetAdmission(BudgetStatus):
     admitted_usd: UsdOut | None
     retry_at_s: int | None
     expected_end_s: int
+    booked: bool = Field(default=False, description="True when this admission was recorded (`admit: true`)")
 
 
 class BudgetIn(Strict):
     limit_usd: UsdIn
     period: Literal["day", "week", "month"] = "month"
-    enforce: bool = Field(default=True, description="Queue or degrade work that would exceed the limit")
+    enforce: StrictBool = Field(default=True, description="Queue or degrade work that would exceed the limit")
     alert_at: Annotated[list[Fraction], Field(min_length=1, max_length=10)] = Field(
         default_factory=lambda: [0.5, 0.8, 1.0]
     )
@@ -131,8 +147,8 @@ class PlacementRecommendation(BaseModel):
 
 class PoolSignalIn(Strict):
     pool: PoolId
-    stockout: bool = False
-    queue_wait_s: Annotated[int, Field(ge=0, le=366 * 86400)] | None = None
+    stockout: StrictBool = False
+    queue_wait_s: Annotated[int, Field(ge=0, le=366 * 86400, strict=True)] | None = None
 
 
 class PoolSignalPublic(BaseModel):
@@ -168,8 +184,8 @@ class QuotaOutlookPublic(BaseModel):
 class PlanProposeIn(Strict):
     sku: SkuId
     region: Id
-    horizon_days: Annotated[int, Field(ge=7, le=MAX_HORIZON_DAYS)] = 180
-    within_days: Annotated[int, Field(ge=0, le=365)] = 7
+    horizon_days: Annotated[int, Field(ge=7, le=MAX_HORIZON_DAYS, strict=True)] = 180
+    within_days: Annotated[int, Field(ge=0, le=365, strict=True)] = 7
     workload_class: Literal["serving", "training", "checkpointable"] = "serving"
 
 
@@ -184,6 +200,15 @@ class PlanProposal(BaseModel):
     rationale: str
     reason: str
     due: bool
+    covered_units: int = Field(default=0, description="Units of this order already held or pending (not re-bought)")
+
+
+class HeldReservation(BaseModel):
+    reservation_id: str
+    units: int
+    start_s: int
+    end_s: int
+    status: str
 
 
 class PlanReservation(BaseModel):
@@ -205,6 +230,9 @@ class PlanProposePublic(BaseModel):
     horizon_days: int
     proposals: list[PlanProposal]
     created: list[PlanReservation]
+    held: list[HeldReservation] = Field(
+        default_factory=list, description="Reservations of the SKU in the region held or pending, counted first"
+    )
     coverage: dict[str, float]
 
 

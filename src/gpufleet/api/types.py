@@ -21,10 +21,11 @@ SkuId = Annotated[str, Field(pattern=SKU_PATTERN, examples=["h100_80gb"])]
 Name = Annotated[str, Field(pattern=NAME_PATTERN, max_length=200)]
 Count = Annotated[int, Field(ge=0, le=MAX_INT, strict=True)]  # strict: true or "8" is not a count
 PositiveCount = Annotated[int, Field(gt=0, le=MAX_INT, strict=True)]
-Seconds = Annotated[int, Field(ge=0, le=MAX_TIME_S)]
-Fraction = Annotated[float, Field(ge=0.0, le=1.0, allow_inf_nan=False)]
-PositiveFloat = Annotated[float, Field(gt=0.0, le=1e9, allow_inf_nan=False)]
-NonNegFloat = Annotated[float, Field(ge=0.0, le=1e12, allow_inf_nan=False)]
+# strict: a JSON string ("12", "0.5") is not a number, and true is not 1
+Seconds = Annotated[int, Field(ge=0, le=MAX_TIME_S, strict=True)]
+Fraction = Annotated[float, Field(ge=0.0, le=1.0, allow_inf_nan=False, strict=True)]
+PositiveFloat = Annotated[float, Field(gt=0.0, le=1e9, allow_inf_nan=False, strict=True)]
+NonNegFloat = Annotated[float, Field(ge=0.0, le=1e12, allow_inf_nan=False, strict=True)]
 UsdIn = Annotated[Decimal, Field(ge=0, le=Decimal("1e12"), max_digits=20, decimal_places=6, allow_inf_nan=False)]
 # Money goes out as a JSON number (rounded to the cent or micro-dollar by the service), not a string.
 UsdOut = Annotated[Decimal, PlainSerializer(float, return_type=float, when_used="json")]

@@ -27,6 +27,7 @@ import numpy as np
 from gpufleet.domain.errors import ValidationError
 
 DEFAULT_PG_URL = "postgresql+psycopg://postgres@127.0.0.1:5432/test"
+BUDGET_TEAM = "team-0"
 DAY_S = 86400
 
 
@@ -277,7 +278,7 @@ def _seed(url: str, now_s: int, rng: np.random.Generator) -> str:
     from sqlalchemy.orm import Session
 
     from gpufleet.adapters.sql.engine import make_engine, writer
-    from gpufleet.adapters.sql.models import ReservationRow, UtilizationRow
+    from gpufleet.adapters.sql.models import ReservationRow, TeamBudgetRow, TeamRow, UtilizationRow
     from gpufleet.domain.money import price_to_uusd
 
     _cli("db", "upgrade", "--db", url)
@@ -329,6 +330,21 @@ def _seed(url: str, now_s: int, rng: np.random.Generator) -> str:
                 )
             )
         session.execute(text("UPDATE pools SET allocated_gpus = 90 WHERE id = 'aws/us-east-1/h100_80gb/reserved'"))
+        # team-0's monthly budget, enforced: every budgeted placement is an admission (lock, figures, booking)
+        session.add(TeamRow(id=BUDGET_TEAM, name="Team 0"))
+        session.flush()
+        session.add(
+            TeamBudgetRow(
+                team_id=BUDGET_TEAM,
+                limit_cents=100_000_000_00,
+                period="month",
+                enforce=True,
+                alert_at_json="[0.5, 0.8, 1.0]",
+                updated_at_s=now_s,
+                updated_by="bench",
+                version=1,
+            )
+        )
         session.commit()
     engine.dispose()
     return token
@@ -399,6 +415,7 @@ def run(
             "gpus": 16,
             "checkpointable": True,
         }
+        budgeted = {**placement, "team": BUDGET_TEAM, "admit": True, "expected_run_s": 3600}
         fc_path = "/v1/capacity/forecast?sku=h100_80gb&days=90"
         phases = [
             Phase("GET /healthz (floor)", "GET", "/healthz", None, rate_per_s, duration_s),
@@ -407,6 +424,14 @@ def run(
                 "POST",
                 "/v1/placement/recommendations",
                 placement,
+                rate_per_s,
+                duration_s,
+            ),
+            Phase(
+                "POST /v1/placement/recommendations (team budget, admit)",
+                "POST",
+                "/v1/placement/recommendations",
+                budgeted,
                 rate_per_s,
                 duration_s,
             ),
@@ -420,6 +445,14 @@ def run(
                 saturation_s,
             ),
             Phase("GET /v1/capacity/forecast", "GET", fc_path, None, 0, saturation_s),
+            Phase(
+                "POST /v1/placement/recommendations (team budget, admit)",
+                "POST",
+                "/v1/placement/recommendations",
+                budgeted,
+                0,
+                saturation_s,
+            ),
         ]
         pids = [srv.pid for srv in servers]
         job = {"base_url": base_url, "token": token, "server_pid": pids, "phases": [asdict(p) for p in phases]}

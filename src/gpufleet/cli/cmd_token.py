@@ -47,11 +47,17 @@ def register(app: typer.Typer) -> None:
         db: Annotated[str | None, typer.Option("--db", help="SQLAlchemy URL (default: GPUFLEET_DB_URL)")] = None,
     ) -> None:
         """Create a token and print it on stdout (alone, so `TOKEN=$(gpufleet token create ...)` works)."""
-        from gpufleet.service.auth import issue_token, parse_ttl, utc_iso
+        from gpufleet.service.auth import issue_token, parse_ttl, team_exists, utc_iso
         from gpufleet.service.clock import RandomIds, SystemClock
 
         ttl_s = parse_ttl(ttl)  # bad input fails before touching the database
         with _store(db) as engine:
+            if team and not team_exists(engine, team):
+                _err.print(
+                    f"warning: team {team!r} does not exist (yet); the server refuses this token (403) until an "
+                    "admin creates it with POST /v1/teams",
+                    highlight=False,
+                )
             issued = issue_token(
                 engine,
                 SystemClock(),

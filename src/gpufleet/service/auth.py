@@ -23,7 +23,7 @@ from enum import StrEnum
 
 from sqlalchemy import Engine, select
 
-from gpufleet.adapters.sql.models import ApiTokenRow
+from gpufleet.adapters.sql.models import ApiTokenRow, TeamRow
 from gpufleet.domain.errors import GpufleetError, NotFoundError, PermissionDenied, ValidationError
 from gpufleet.service.clock import Clock, IdGenerator, SystemClock
 from gpufleet.service.uow import UnitOfWork
@@ -147,6 +147,11 @@ def issue_token(
     return IssuedToken(token, token_id, expires_at_s)
 
 
+def team_exists(engine: Engine, team_id: str) -> bool:
+    with UnitOfWork(engine, write=False) as uow:
+        return uow.session.get(TeamRow, team_id) is not None
+
+
 @dataclass(frozen=True)
 class TokenInfo:
     """What may be shown of a token: never the token or its hash."""
@@ -231,7 +236,10 @@ class Authenticator:
                     ApiTokenRow.team_id,
                     ApiTokenRow.revoked,
                     ApiTokenRow.expires_at_s,
-                ).where(ApiTokenRow.token_hash == digest)
+                    TeamRow.id.label("team_found"),
+                )
+                .outerjoin(TeamRow, TeamRow.id == ApiTokenRow.team_id)
+                .where(ApiTokenRow.token_hash == digest)
             ).first()
         if row is None or row.revoked:
             raise Unauthenticated("invalid or revoked token")
@@ -239,6 +247,11 @@ class Authenticator:
             raise Unauthenticated(
                 f"token {row.id} expired at {utc_iso(row.expires_at_s)}; "
                 "create a new one with `gpufleet token create --ttl ...`"
+            )
+        if row.team_id is not None and row.team_found is None:
+            raise PermissionDenied(
+                f"token {row.id} is for team {row.team_id!r}, which does not exist; an admin must create the team "
+                "(POST /v1/teams) or issue a token for an existing one"
             )
         actor = Actor(row.user_id, Role(row.role), row.team_id)
         if self._cache_s > 0:

@@ -109,6 +109,7 @@ def build_services(
         provider_max_attempts=settings.provider_max_attempts,
         crash_hook=crash_hook,
         may_submit=leader.is_leader,
+        approval_window_s=settings.approval_window_days * 86_400,
     )
     return Services(
         settings=settings,

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
 
-from sqlalchemy import Engine, func, select
+from sqlalchemy import BigInteger, Engine, bindparam, case, func, select
 
 from gpufleet.adapters.sql.models import BudgetCommitmentRow, PoolRow, TeamBudgetRow, TeamRow, UtilizationRow
 from gpufleet.cost.budgets import (
@@ -36,12 +36,10 @@ from gpufleet.cost.budgets import (
     AdmissionRequest,
     Budget,
     BudgetUnit,
-    Commitment,
     CostOption,
     Spend,
     admit,
     budget_window,
-    committed_units,
     evaluate_budget,
     expected_units,
 )
@@ -50,10 +48,12 @@ from gpufleet.domain.money import LEDGER_UNITS_PER_USD
 from gpufleet.domain.pools import Tier
 from gpufleet.service.auth import ADMINS, Actor, Role
 from gpufleet.service.clock import Clock
+from gpufleet.service.group_commit import GroupCommit
 from gpufleet.service.uow import UnitOfWork
 
 DEFAULT_ALERT_AT = (0.5, 0.8, 1.0)
 READERS = (*ADMINS, Role.VIEWER, Role.APP_TEAM)
+SUBMITTERS = (*ADMINS, Role.APP_TEAM)  # roles that may submit work, and so book spend against a budget
 
 
 def usd(units: int) -> Decimal:
@@ -78,10 +78,48 @@ class AdmissionOutcome:
     body: dict[str, Any]  # the response's ``budget`` object
 
 
+@dataclass(frozen=True, slots=True)
+class _Ask:
+    actor: Actor
+    preferred: PricedOption
+    degrade: tuple[PricedOption, ...]
+    expected_run_s: int
+    context: dict[str, Any]
+    named: bool
+
+
 class BudgetService:
     def __init__(self, engine: Engine, clock: Clock) -> None:
         self._engine = engine
         self._clock = clock
+        self._bookings: GroupCommit[_Ask, AdmissionOutcome | None] = GroupCommit(self._decide)
+        # statements built once with bound parameters (building them per request costs more than running them)
+        cheapest_on_demand = (
+            select(func.min(PoolRow.price_uusd_per_gpu_h))
+            .where(PoolRow.tier == Tier.ON_DEMAND.value, PoolRow.sku_id == UtilizationRow.sku_id)
+            .scalar_subquery()
+        )
+        self._held = (  # GPU-seconds per SKU in [since, until) with the SKU's on-demand price: one round trip
+            select(
+                UtilizationRow.sku_id,
+                func.sum(UtilizationRow.gpus_allocated * UtilizationRow.bucket_s),
+                cheapest_on_demand,
+            )
+            .where(
+                UtilizationRow.team_id == bindparam("team"),
+                UtilizationRow.bucket_start_s >= bindparam("since", type_=BigInteger),
+                UtilizationRow.bucket_start_s < bindparam("until", type_=BigInteger),
+            )
+            .group_by(UtilizationRow.sku_id)
+        )
+        # committed_units() in SQL: rate x the part of [max(start, now), end) inside the window, summed
+        now, wend = bindparam("now", type_=BigInteger), bindparam("wend", type_=BigInteger)
+        c = BudgetCommitmentRow
+        lo = case((c.start_s > now, c.start_s), else_=now)
+        hi = case((c.end_s < wend, c.end_s), else_=wend)
+        self._committed = select(func.sum(case((hi > lo, c.rate_uusd_per_h * (hi - lo)), else_=0))).where(
+            c.team_id == bindparam("team"), c.end_s > now
+        )
 
     # ---- the budget itself ----------------------------------------------------------------------------------
     def set(
@@ -168,62 +206,80 @@ class BudgetService:
         expected_run_s: int,
         context: dict[str, Any],
         named: bool = True,
+        book: bool = True,
     ) -> AdmissionOutcome | None:
         """Admission of one placement for a team; None when the team has no budget (nothing to enforce).
-        A ``named`` team (in the request) must exist; a team taken from an app_team token need not."""
+        A ``named`` team (in the request) must exist; a team taken from an app_team token need not.
+
+        ``book``: record the admitted spend as a commitment and audit the decision; only roles that may submit
+        work (admins; app_team for its own team) may book. Bookings of one team are group-committed
+        (:mod:`gpufleet.service.group_commit`): decided one after the other under the budget row's lock, several
+        per transaction. Without ``book`` the decision is a preview: read-only, nothing recorded, so a viewer (or
+        anyone asking for a recommendation) cannot spend a budget."""
         actor.require_team(team_id)
+        ask = _Ask(actor, preferred, tuple(degrade), expected_run_s, context, named)
+        if book:
+            actor.require(*SUBMITTERS)
+            return self._bookings.submit(team_id, ask)
+        out = self._decide(team_id, [ask], book=False)[0]
+        if isinstance(out, BaseException):
+            raise out
+        return out
+
+    def _decide(
+        self, team_id: str, asks: Sequence[_Ask], *, book: bool = True
+    ) -> list[AdmissionOutcome | BaseException | None]:
+        """Decide ``asks`` in order in one transaction (holding the budget row's lock when booking)."""
         now_s = self._clock.now_s()
-        with UnitOfWork(self._engine, write=True) as uow:
-            row = uow.session.execute(uow.lock(select(TeamBudgetRow).where(TeamBudgetRow.team_id == team_id))).scalar()
+        with UnitOfWork(self._engine, write=book) as uow:
+            stmt = select(TeamBudgetRow).where(TeamBudgetRow.team_id == team_id)
+            row = uow.session.execute(uow.lock(stmt) if book else stmt).scalar()
             if row is None:
-                if named and uow.session.get(TeamRow, team_id) is None:
-                    raise ValidationError("team", f"unknown team {team_id!r}")
-                return None
+                exists = uow.session.get(TeamRow, team_id) is not None
+                return [ValidationError("team", f"unknown team {team_id!r}") if a.named and not exists else None
+                        for a in asks]  # fmt: skip
             budget, metered, committed = self._figures(uow, row, now_s)
             window = (budget.window_start_s, budget.window_end_s)
-            end_s = window[1] if expected_run_s <= 0 else now_s + expected_run_s
+            out: list[AdmissionOutcome | BaseException | None] = []
+            for a in asks:
+                end_s = window[1] if a.expected_run_s <= 0 else now_s + a.expected_run_s
 
-            def option(o: PricedOption) -> CostOption:
-                rate = o.price_uusd_per_gpu_h * o.gpus
-                return CostOption(o.name, Spend(units=expected_units(rate, now_s, end_s, window)))
+                def option(o: PricedOption, end_s: int = end_s) -> CostOption:
+                    rate = o.price_uusd_per_gpu_h * o.gpus
+                    return CostOption(o.name, Spend(units=expected_units(rate, now_s, end_s, window)))
 
-            spent = {budget.id: Spend(units=metered + committed)}
-            req = AdmissionRequest(context.get("workload_id", "-"), {"team": team_id}, option(preferred),
-                                   tuple(option(o) for o in degrade))  # fmt: skip
-            decision = admit([req], [budget], spent, now_s)[0]
-            chosen = next((o for o in (preferred, *degrade) if o.name == decision.option), None)
-            body = self._body(row, budget, metered, committed, now_s)
-            body.update(
-                action=decision.action.value,
-                reason=decision.reason,
-                option=decision.option,
-                request_usd=usd(req.preferred.est.units),
-                admitted_usd=None if chosen is None else usd(option(chosen).est.units),
-                retry_at_s=decision.retry_at_s,
-                expected_end_s=min(end_s, window[1]),
-            )
-            if chosen is not None and chosen.price_uusd_per_gpu_h * chosen.gpus > 0:
-                uow.session.add(
-                    BudgetCommitmentRow(
-                        team_id=team_id,
-                        created_at_s=now_s,
-                        start_s=now_s,
-                        end_s=end_s,
-                        rate_uusd_per_h=chosen.price_uusd_per_gpu_h * chosen.gpus,
-                        action=decision.action.value,
-                        pool_id=chosen.pool_id,
-                    )
+                spent = {budget.id: Spend(units=metered + committed)}
+                req = AdmissionRequest(a.context.get("workload_id", "-"), {"team": team_id}, option(a.preferred),
+                                       tuple(option(o) for o in a.degrade))  # fmt: skip
+                decision = admit([req], [budget], spent, now_s)[0]
+                chosen = next((o for o in (a.preferred, *a.degrade) if o.name == decision.option), None)
+                body = self._body(row, budget, metered, committed, now_s)
+                body.update(
+                    action=decision.action.value,
+                    reason=decision.reason,
+                    option=decision.option,
+                    request_usd=usd(req.preferred.est.units),
+                    admitted_usd=None if chosen is None else usd(option(chosen).est.units),
+                    retry_at_s=decision.retry_at_s,
+                    expected_end_s=min(end_s, window[1]),
+                    booked=book,
                 )
-            uow.audit(
-                at_s=now_s,
-                actor=actor.user_id,
-                action="budget.admission",
-                entity="team",
-                entity_id=team_id,
-                detail={**body, **context},
-            )
-            uow.commit()
-        return AdmissionOutcome(decision.action, decision.option, body)
+                out.append(AdmissionOutcome(decision.action, decision.option, body))
+                if not book:
+                    continue
+                rate = 0 if chosen is None else chosen.price_uusd_per_gpu_h * chosen.gpus
+                if chosen is not None and rate > 0:
+                    uow.session.add(
+                        BudgetCommitmentRow(team_id=team_id, created_at_s=now_s, start_s=now_s, end_s=end_s,
+                                            rate_uusd_per_h=rate, action=decision.action.value,
+                                            pool_id=chosen.pool_id)
+                    )  # fmt: skip
+                    committed += expected_units(rate, now_s, end_s, window)  # what the next decision sees
+                uow.audit(at_s=now_s, actor=a.actor.user_id, action="budget.admission", entity="team",
+                          entity_id=team_id, detail={**body, **a.context})  # fmt: skip
+            if book:
+                uow.commit()
+        return out
 
     # ---- helpers ------------------------------------------------------------------------------------------------
     def _figures(self, uow: UnitOfWork, row: TeamBudgetRow, now_s: int) -> tuple[Budget, int, int]:
@@ -240,33 +296,10 @@ class BudgetService:
             enforce=row.enforce,
         )
         s = uow.session
-        held = s.execute(
-            select(UtilizationRow.sku_id, func.sum(UtilizationRow.gpus_allocated * UtilizationRow.bucket_s))
-            .where(
-                UtilizationRow.team_id == row.team_id,
-                UtilizationRow.bucket_start_s >= window[0],
-                UtilizationRow.bucket_start_s < min(now_s, window[1]),
-            )
-            .group_by(UtilizationRow.sku_id)
-        ).all()
-        prices: dict[str, int] = {
-            sku: int(price)
-            for sku, price in s.execute(
-                select(PoolRow.sku_id, func.min(PoolRow.price_uusd_per_gpu_h))
-                .where(PoolRow.tier == Tier.ON_DEMAND.value)
-                .group_by(PoolRow.sku_id)
-            ).all()
-        }
-        metered = sum(round(float(gpu_s or 0) * prices.get(sku, 0)) for sku, gpu_s in held)
-        commitments = [
-            Commitment(c.rate_uusd_per_h, c.start_s, c.end_s)
-            for c in s.scalars(
-                select(BudgetCommitmentRow).where(
-                    BudgetCommitmentRow.team_id == row.team_id, BudgetCommitmentRow.end_s > now_s
-                )
-            ).all()
-        ]
-        return budget, metered, committed_units(commitments, now_s, window)
+        held = s.execute(self._held, {"team": row.team_id, "since": window[0], "until": min(now_s, window[1])})
+        metered = sum(round(float(gpu_s or 0) * int(price or 0)) for _sku, gpu_s, price in held.all())
+        committed = s.scalar(self._committed, {"team": row.team_id, "now": now_s, "wend": window[1]})
+        return budget, metered, int(committed or 0)
 
     @staticmethod
     def _body(row: TeamBudgetRow, budget: Budget, metered: int, committed: int, now_s: int) -> dict[str, Any]:

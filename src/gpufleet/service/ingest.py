@@ -18,7 +18,7 @@ from sqlalchemy import Engine, and_, or_, select
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 
-from gpufleet.adapters.sql.models import PoolRow, SkuRow, UtilizationRow
+from gpufleet.adapters.sql.models import PoolRow, SkuRow, UtilizationRow, WorkloadRow
 from gpufleet.domain.errors import ValidationError
 from gpufleet.service.auth import ADMINS, Actor
 from gpufleet.service.clock import Clock
@@ -109,6 +109,32 @@ class IngestService:
         self._engine = engine
         self._clock = clock
 
+    @staticmethod
+    def _check_owners(uow: UnitOfWork, records: Sequence[dict[str, Any]]) -> None:
+        """A workload is billed to one team: its registered team, else the team its earlier records name, else
+        the first record of the batch that names it. A record naming another team is refused, naming the line."""
+        owner: dict[str, str] = {}
+        ids = sorted({r["workload_id"] for r in records})
+        s = uow.session
+        for start in range(0, len(ids), 500):
+            chunk = ids[start : start + 500]
+            for wid, team in s.execute(
+                select(UtilizationRow.workload_id, UtilizationRow.team_id)
+                .where(UtilizationRow.workload_id.in_(chunk))
+                .distinct()
+            ).all():
+                owner.setdefault(wid, team)
+            for wid, team in s.execute(select(WorkloadRow.id, WorkloadRow.team_id).where(WorkloadRow.id.in_(chunk))):
+                owner[wid] = team  # the registry wins over history
+        for i, r in enumerate(records):
+            team = owner.setdefault(r["workload_id"], r["team_id"])
+            if team != r["team_id"]:
+                raise ValidationError(
+                    f"records[{i}].team_id",
+                    f"workload {r['workload_id']!r} belongs to team {team!r}, not {r['team_id']!r}: "
+                    "one team's workload cannot be billed to another",
+                )
+
     def ingest(self, actor: Actor, records: Sequence[dict[str, Any]]) -> IngestResult:
         actor.require(*ADMINS)
         validate(records)
@@ -134,6 +160,7 @@ class IngestService:
                     raise ValidationError(
                         f"records[{i}].pool_id", f"pool {pool!r} holds {pool_sku[pool]}, not {r['sku_id']}"
                     )
+            self._check_owners(uow, records)
             existing = 0
             for chunk_start in range(0, len(rows), 500):
                 chunk = rows[chunk_start : chunk_start + 500]

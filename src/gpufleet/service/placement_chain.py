@@ -62,6 +62,7 @@ class ChainPlacementRequest:
     running: tuple[RunningWork, ...] = ()
     workload_id: str = "-"
     team: str | None = None  # whose budget pays (app_team tokens: their own team by default)
+    admit: bool = False  # book the placement against the budget (an admission), not just recommend
 
 
 def _step(step: FallbackStep, region_of: dict[str, str]) -> dict[str, Any]:
@@ -226,6 +227,8 @@ class ChainPlacementService:
         now_s = self._clock.now_s()
         decision = decide(req, states, now_s=now_s)
         team = req.team if req.team is not None else (actor.team_id if actor.role is Role.APP_TEAM else None)
+        if req.admit:
+            actor.require(Role.FINOPS_ADMIN, Role.ML_PLATFORM_ADMIN, Role.APP_TEAM)  # a viewer books nothing
         if team is not None and self._budgets is not None:
             decision = self._admit(actor, team, req, decision, states, price_uusd, now_s)
         else:
@@ -273,6 +276,7 @@ class ChainPlacementService:
             context={"pool": decision["pool"], "gpus": decision["gpus"], "sku": decision["sku"],
                      "placement_action": decision["action"], "workload_id": req.workload_id},
             named=req.team is not None,
+            book=req.admit,
         )  # fmt: skip
         if outcome is None:
             decision["budget"] = None

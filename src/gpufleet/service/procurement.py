@@ -19,12 +19,16 @@ and any open request at the provider.
 the SKU's hourly GPU demand of the last 28 days (from utilization records) is planned for ``horizon_days``
 from the next day; the orders due now (``due_proposals``: submit-by within ``within_days``) become pending
 reservations through the existing reservation use case, so the approval rules (dual approval above the
-threshold) apply unchanged. Each order carries a deterministic Idempotency-Key, so re-running the job does
-not propose the same order twice.
+threshold) apply unchanged. Reservations of the SKU in the region already held or on their way (pending
+approval, approved, submitted, active; not ended) are counted first: an order whose start they cover is reduced
+by their units (``covered_units``), oldest reservation first, so a small shift in demand does not buy the
+capacity again. Each order carries a deterministic Idempotency-Key, so re-running the job does not propose the
+same order twice.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 from typing import Any
 
@@ -32,10 +36,11 @@ import numpy as np
 from sqlalchemy import Engine, String, bindparam, func, select
 
 from gpufleet.adapters.aws.skus import gpus_from_vcpus, instance_type
-from gpufleet.adapters.sql.models import PoolRow, RegionRow, SkuRow, UtilizationRow
+from gpufleet.adapters.sql.models import PoolRow, RegionRow, ReservationRow, SkuRow, UtilizationRow
 from gpufleet.control.cloud import draft_increase
 from gpufleet.domain.errors import ValidationError
 from gpufleet.domain.pools import Tier
+from gpufleet.domain.reservations import ReservationStatus, term_seconds
 from gpufleet.procure.planning import plan_from_history
 from gpufleet.procure.proposals import due_proposals, to_reservation
 from gpufleet.procure.quota import quota_outlook
@@ -50,6 +55,11 @@ DAY_S = 86400
 HOUR_S = 3600
 LOOKBACK_DAYS = 28
 _QUOTA_TIERS = (Tier.ON_DEMAND.value, Tier.SPOT.value, Tier.SECONDARY.value)
+_HELD = tuple(
+    s.value
+    for s in (ReservationStatus.PENDING_APPROVAL, ReservationStatus.APPROVED, ReservationStatus.SUBMITTED,
+              ReservationStatus.ACTIVE)
+)  # fmt: skip
 
 
 class ProcurementService:
@@ -136,6 +146,28 @@ class ProcurementService:
             )
         return {"now_s": now_s, "days": days, "increase_lead_days": increase_lead_days, "pools": out}
 
+    def _held(self, sku_id: str, region_id: str, now_s: int) -> list[tuple[str, int, int, int, str]]:
+        """Reservations of the SKU in the region held or on their way (pending approval, approved, submitted,
+        active) that have not ended: (id, units, start_s, end_s, status), oldest first."""
+        with UnitOfWork(self._engine, write=False) as uow:
+            rows = uow.session.execute(
+                select(
+                    ReservationRow.id,
+                    ReservationRow.units,
+                    ReservationRow.start_s,
+                    ReservationRow.term_months,
+                    ReservationRow.status,
+                )
+                .where(
+                    ReservationRow.sku_id == sku_id,
+                    ReservationRow.region_id == region_id,
+                    ReservationRow.status.in_(_HELD),
+                )
+                .order_by(ReservationRow.start_s, ReservationRow.id)
+            ).all()
+        out = [(rid, units, start, start + term_seconds(term), status) for rid, units, start, term, status in rows]
+        return [h for h in out if h[3] > now_s]
+
     def propose(
         self, actor: Actor, *, sku_id: str, region_id: str, horizon_days: int, within_days: int, workload_class: str
     ) -> dict[str, Any]:
@@ -164,8 +196,22 @@ class ProcurementService:
             workload_class=workload_class,
         )
         due = due_proposals(report.proposals, now_s=now_s, within_s=within_days * DAY_S)
+        held = self._held(sku_id, region_id, now_s)
+        left = {rid: units for rid, units, *_ in held}
+        covered: dict[int, int] = {}
         created = []
-        for p in due:
+        for p in sorted(due, key=lambda q: q.start_s):
+            # capacity already held or pending that covers the order's start is not bought again
+            take = 0
+            for rid, _units, start, end, _status in held:
+                if start <= max(p.start_s, now_s) < end and left[rid] > 0 and take < p.units:
+                    n = min(left[rid], p.units - take)
+                    left[rid] -= n
+                    take += n
+            covered[id(p)] = take
+            if take >= p.units:
+                continue
+            p = dataclasses.replace(p, units=p.units - take)
             draft = to_reservation(p, reservation_id="-", pool_id="-")
             key_src = f"{p.sku_id}|{','.join(p.regions)}|{p.tier}|{p.start_s}|{p.units}|{draft.term_months}"
             key = "plan-" + hashlib.sha256(key_src.encode()).hexdigest()[:40]
@@ -208,8 +254,13 @@ class ProcurementService:
                     "rationale": p.rationale,
                     "reason": p.reason,
                     "due": p in due,
+                    "covered_units": covered.get(id(p), 0),
                 }
                 for p in report.proposals
+            ],
+            "held": [
+                {"reservation_id": rid, "units": units, "start_s": start, "end_s": end, "status": status}
+                for rid, units, start, end, status in held
             ],
             "created": created,
             "coverage": report.coverage.get(f"{sku_id}@{region_id}", {}),

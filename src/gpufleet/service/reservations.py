@@ -17,7 +17,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from decimal import Decimal
 
-from sqlalchemy import Engine, select, update
+from sqlalchemy import Engine, or_, select, update
 from sqlalchemy.exc import IntegrityError
 
 from gpufleet.adapters.providers import (
@@ -29,20 +29,24 @@ from gpufleet.adapters.providers import (
     ProviderRefused,
     ProviderTimeout,
 )
-from gpufleet.adapters.sql.models import ApprovalRow, PoolRow, RegionRow, ReservationRow, SkuRow
-from gpufleet.domain.errors import ConflictError, InvalidTransition, NotFoundError, ValidationError
+from gpufleet.adapters.sql.models import ApprovalRow, RegionRow, ReservationRow, SkuRow
+from gpufleet.domain.errors import ConflictError, InvalidTransition, NotFoundError, PermissionDenied, ValidationError
 from gpufleet.domain.money import uusd_to_usd
-from gpufleet.domain.pools import Tier
 from gpufleet.domain.reservations import (
-    MAX_START_AHEAD_S,
-    TERMS_MONTHS,
     Reservation,
     ReservationStatus,
-    approvals_required,
     term_seconds,
 )
+from gpufleet.service import approval_rules as rules
+from gpufleet.service.approval_rules import split_units
 from gpufleet.service.auth import APPROVER_ROLES, Actor, Role
 from gpufleet.service.clock import Clock, IdGenerator
+from gpufleet.service.reservation_proposals import (
+    check_proposal,
+    proposal_fingerprint,
+    reserved_pools,
+    same_proposal,
+)
 from gpufleet.service.uow import UnitOfWork
 
 S = ReservationStatus
@@ -75,6 +79,10 @@ class ReservationView:
     budget_code: str | None
     provider_order_id: str | None
     version: int
+    group_id: str | None = None
+    regions: tuple[tuple[str, int], ...] = ()  # (region, units) of every part; the head's view only
+    parts: tuple[str, ...] = ()  # reservation ids of the group's parts (head first)
+    request_fingerprint: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -111,10 +119,13 @@ class ReservationService:
         provider_max_attempts: int,
         crash_hook: CrashHook | None = None,
         may_submit: Callable[[], bool] | None = None,
+        approval_window_s: int = 30 * 86_400,
     ) -> None:
         """``may_submit``: whether this process may call the provider now (the leader hook of
         :mod:`gpufleet.service.leader`); when it says no, :meth:`submit` leaves the reservation ``approved`` for
-        the leader. None: always (one process)."""
+        the leader. None: always (one process). ``approval_window_s``: the requester's commitments over this
+        window count towards the approval threshold."""
+        self._window_s = approval_window_s
         self._engine = engine
         self._clock = clock
         self._ids = ids
@@ -136,25 +147,18 @@ class ReservationService:
         regions: Sequence[str],
         client_key: str | None = None,
     ) -> ReservationView:
-        """Propose a reservation. With ``client_key`` (the Idempotency-Key header) a retried proposal returns
-        the first one; the same key with a different proposal is a ConflictError."""
+        """Propose a reservation. Several regions split the units across them (one row per region, as even as
+        possible, the remainder to the first; approved and decided as one group through the head's id). With
+        ``client_key`` (the Idempotency-Key header) a retried proposal returns the first one; the same key with
+        a different proposal (any field, regions included) is a ConflictError naming the key."""
         actor.require(Role.FINOPS_ADMIN, Role.ML_PLATFORM_ADMIN)
+        fingerprint = proposal_fingerprint(sku_id, units, start_s, term_months, regions)
         if client_key is not None:
             prior = self._by_client_key(actor, client_key)
             if prior is not None:
-                return self._same_proposal(prior, sku_id, units, start_s, term_months)
+                return same_proposal(prior, fingerprint, client_key)
         now_s = self._clock.now_s()
-        if units <= 0:
-            raise ValidationError("units", f"must be > 0, got {units}")
-        if term_months not in TERMS_MONTHS:
-            raise ValidationError("term_months", f"must be one of {sorted(TERMS_MONTHS)}, got {term_months}")
-        if start_s < now_s:
-            raise ValidationError("start", "must not be in the past")
-        if start_s - now_s > MAX_START_AHEAD_S:
-            days = MAX_START_AHEAD_S // 86_400
-            raise ValidationError("start", f"must be at most {days} days (ten years) ahead of now")
-        if not regions:
-            raise ValidationError("regions", "name at least one region")
+        check_proposal(units, start_s, term_months, regions, now_s)
         with UnitOfWork(self._engine, write=True) as uow:
             s = uow.session
             if s.get(SkuRow, sku_id) is None:
@@ -162,55 +166,69 @@ class ReservationService:
             for i, region_id in enumerate(regions):
                 if s.get(RegionRow, region_id) is None:
                     raise ValidationError(f"regions[{i}]", f"unknown region {region_id!r}")
-            pool = self._reserved_pool(uow, sku_id, regions)
-            res = Reservation(
-                self._ids.new("res"),
-                pool.id,
-                sku_id,
-                units,
-                start_s,
-                term_months,
-                uusd_to_usd(pool.price_uusd_per_gpu_h),
+            pools = reserved_pools(uow.session, sku_id, regions)
+            parts = [
+                Reservation(self._ids.new("res"), pool.id, sku_id, n, start_s, term_months,
+                            uusd_to_usd(pool.price_uusd_per_gpu_h))
+                for pool, n in zip(pools, split_units(units, len(regions)), strict=True)
+            ]  # fmt: skip
+            this_cents = sum(
+                rules.cost_cents(r.units, term_months, rules.approval_price_uusd(sku_id, p.price_uusd_per_gpu_h, 0))
+                for r, p in zip(parts, pools, strict=True)
             )
-            est = res.est_cost_usd
-            needed = approvals_required(est, self._threshold_usd)
-            res.transition(S.PENDING_APPROVAL, at_s=now_s, actor=actor.user_id, reason="created")
-            row = ReservationRow(
-                id=res.id,
-                pool_id=pool.id,
-                sku_id=sku_id,
-                region_id=pool.region_id,
-                units=units,
-                start_s=start_s,
-                term_months=term_months,
-                price_uusd_per_gpu_h=pool.price_uusd_per_gpu_h,
-                est_cost_cents=int(est * 100),
-                status=res.status.value,
-                version=1,
-                approvals_required=needed,
-                created_by=actor.user_id,
-                created_at_s=now_s,
-                budget_code=None,
-                idempotency_key=f"gpufleet-{res.id}",
-                provider_order_id=None,
-                client_key=client_key,
-            )
-            s.add(row)
-            uow.audit(
-                at_s=now_s,
-                actor=actor.user_id,
-                action="reservation.created",
-                entity="reservation",
-                entity_id=res.id,
-                detail={
-                    "status": res.status.value,
-                    "pool_id": pool.id,
-                    "units": units,
-                    "term_months": term_months,
-                    "est_cost_usd": str(est),
-                    "approvals_required": needed,
-                },
-            )
+            if this_cents > rules.MAX_EST_COST_USD * 100:
+                raise ValidationError(
+                    "units",
+                    f"{units} x {sku_id} for {term_months} months is about {Decimal(this_cents) / 100:,.0f} USD at "
+                    f"list price, above the sanity bound of {rules.MAX_EST_COST_USD:,.0f} USD (est_cost_usd)",
+                )
+            need = rules.requirement(s, this_cents, exclude_ids=(), requester=actor.user_id, now_s=now_s,
+                                     window_s=self._window_s, threshold_usd=self._threshold_usd)  # fmt: skip
+            head = parts[0].id
+            group_id = head if len(parts) > 1 else None
+            rows = []
+            for res, pool in zip(parts, pools, strict=True):
+                res.transition(S.PENDING_APPROVAL, at_s=now_s, actor=actor.user_id, reason="created")
+                row = ReservationRow(
+                    id=res.id,
+                    pool_id=pool.id,
+                    sku_id=sku_id,
+                    region_id=pool.region_id,
+                    units=res.units,
+                    start_s=start_s,
+                    term_months=term_months,
+                    price_uusd_per_gpu_h=pool.price_uusd_per_gpu_h,
+                    est_cost_cents=int(res.est_cost_usd * 100),
+                    status=res.status.value,
+                    version=1,
+                    approvals_required=need.approvals_required,
+                    created_by=actor.user_id,
+                    created_at_s=now_s,
+                    budget_code=None,
+                    idempotency_key=f"gpufleet-{res.id}",
+                    provider_order_id=None,
+                    client_key=client_key if res.id == head else None,
+                    request_fingerprint=fingerprint if res.id == head else None,
+                    group_id=group_id,
+                )
+                s.add(row)
+                rows.append(row)
+                uow.audit(
+                    at_s=now_s,
+                    actor=actor.user_id,
+                    action="reservation.created",
+                    entity="reservation",
+                    entity_id=res.id,
+                    detail={
+                        "status": res.status.value,
+                        "pool_id": pool.id,
+                        "units": res.units,
+                        "term_months": term_months,
+                        "est_cost_usd": str(res.est_cost_usd),
+                        "group_id": group_id,
+                        **need.detail(),
+                    },
+                )
             try:
                 uow.session.flush()
             except IntegrityError:  # a concurrent retry with the same key won the race
@@ -218,8 +236,8 @@ class ReservationService:
                 prior = self._by_client_key(actor, client_key or "")
                 if prior is None:
                     raise
-                return self._same_proposal(prior, sku_id, units, start_s, term_months)
-            view = self._view(uow, row)
+                return same_proposal(prior, fingerprint, client_key or "")
+            view = self._view(uow, rows[0])
             uow.commit()
             return view
 
@@ -232,54 +250,59 @@ class ReservationService:
             )
             return None if row is None else self._view(uow, row)
 
-    @staticmethod
-    def _same_proposal(
-        prior: ReservationView, sku_id: str, units: int, start_s: int, term_months: int
-    ) -> ReservationView:
-        if (prior.sku_id, prior.units, prior.start_s, prior.term_months) != (sku_id, units, start_s, term_months):
-            raise ConflictError(f"Idempotency-Key already used for reservation {prior.id} with a different proposal")
-        return prior
-
-    def _reserved_pool(self, uow: UnitOfWork, sku_id: str, regions: Sequence[str]) -> PoolRow:
-        rows = uow.session.scalars(
-            select(PoolRow).where(
-                PoolRow.sku_id == sku_id, PoolRow.tier == Tier.RESERVED.value, PoolRow.region_id.in_(list(regions))
-            )
-        ).all()
-        by_region = {r.region_id: r for r in sorted(rows, key=lambda r: (r.price_uusd_per_gpu_h, r.id))}
-        for region_id in regions:
-            if region_id in by_region:
-                return by_region[region_id]
-        raise ValidationError("regions", f"no reserved pool for {sku_id} in {', '.join(regions)}")
-
     # ---- approve ------------------------------------------------------------------------------------------
     def approve(
         self, actor: Actor, reservation_id: str, *, approver_ids: Sequence[str] | None, budget_code: str
     ) -> ReservationView:
-        """Record the caller's approval; the approval that completes the set transitions and submits."""
+        """Record the caller's approval; the approval that completes the set transitions and submits.
+
+        The requirement (one or two approvals) is decided now by :mod:`gpufleet.service.approval_rules`: list
+        price at this time and the requester's commitments in the rolling window. The requester may not approve
+        (403). ``approver_ids``, if sent, must list the caller: each human approves with their own token."""
         actor.require(*APPROVER_ROLES)
-        if approver_ids and list(approver_ids) != [actor.user_id]:
+        if approver_ids and actor.user_id not in approver_ids:
             raise ValidationError(
-                "approver_ids", "an approval is recorded for the authenticated caller only; list just yourself"
+                "approver_ids",
+                f"must include the caller ({actor.user_id!r}): an approval is recorded for the authenticated caller "
+                "only; the other approvers approve with their own tokens",
             )
         now_s = self._clock.now_s()
-        completed = False
+        completed: list[str] = []
         view: ReservationView | None = None
         try:
             with UnitOfWork(self._engine, write=True) as uow:
                 row = self._locked(uow, reservation_id)
+                if row.group_id is not None and row.group_id != row.id:
+                    raise ConflictError(f"reservation {row.id} is part of {row.group_id}; approve {row.group_id}")
+                if row.created_by == actor.user_id:
+                    raise PermissionDenied(
+                        f"{actor.user_id!r} requested reservation {row.id} and may not approve it; "
+                        "another finops_admin or ml_platform_admin must"
+                    )
                 res = _domain(row)
                 if not res.can_transition(S.APPROVED) or res.status is not S.PENDING_APPROVAL:
                     raise InvalidTransition(f"reservation {row.id}", row.status, S.APPROVED.value)
-                seen = uow.session.scalars(select(ApprovalRow).where(ApprovalRow.reservation_id == row.id)).all()
+                group = self._group(uow, row)
+                need = rules.requirement(uow.session, rules.valued_cents(uow.session, group),
+                                         exclude_ids=[g.id for g in group], requester=row.created_by, now_s=now_s,
+                                         window_s=self._window_s, threshold_usd=self._threshold_usd)  # fmt: skip
+                needed = max(need.approvals_required, row.approvals_required)
+                seen = [
+                    a
+                    for a in uow.session.scalars(select(ApprovalRow).where(ApprovalRow.reservation_id == row.id))
+                    if a.user_id != row.created_by  # the requester's approval never counts
+                ]
                 if any(a.user_id == actor.user_id for a in seen):
                     raise ConflictError(f"user {actor.user_id!r} has already approved reservation {row.id}")
-                if row.approvals_required >= 2 and any(a.role == actor.role.value for a in seen):
+                if needed >= 2 and any(a.role == actor.role.value for a in seen):
                     other = next(iter(APPROVER_ROLES - {actor.role}))
                     raise ConflictError(
                         f"a {actor.role.value} has already approved reservation {row.id}; "
                         f"the second approval must come from a {other.value}"
                     )
+                if needed != row.approvals_required:
+                    for g in group:
+                        g.approvals_required = needed
                 uow.session.add(
                     ApprovalRow(
                         reservation_id=row.id,
@@ -295,12 +318,15 @@ class ReservationService:
                     action="reservation.approval_recorded",
                     entity="reservation",
                     entity_id=row.id,
-                    detail={"role": actor.role.value, "budget_code": budget_code, "approvals": len(seen) + 1},
-                )
-                if len(seen) + 1 >= row.approvals_required:
-                    res.transition(S.APPROVED, at_s=now_s, actor=actor.user_id, reason="approvals complete")
-                    self._persist_status(uow, row, res, now_s, actor.user_id, budget_code=budget_code)
-                    completed = True
+                    detail={"role": actor.role.value, "budget_code": budget_code, "approvals": len(seen) + 1,
+                            **need.detail(), "approvals_required": needed},
+                )  # fmt: skip
+                if len(seen) + 1 >= needed:
+                    for g in group:
+                        part = _domain(g)
+                        part.transition(S.APPROVED, at_s=now_s, actor=actor.user_id, reason="approvals complete")
+                        self._persist_status(uow, g, part, now_s, actor.user_id, budget_code=budget_code)
+                        completed.append(g.id)
                 uow.session.flush()
                 if not completed:  # the state this approval wrote, not whatever a concurrent one wrote after it
                     view = self._view(uow, row)
@@ -308,8 +334,23 @@ class ReservationService:
         except IntegrityError:
             raise ConflictError(f"user {actor.user_id!r} has already approved reservation {reservation_id}") from None
         if view is None:
+            for part_id in completed[1:]:
+                self.submit(part_id, actor_id=actor.user_id)
             return self.submit(reservation_id, actor_id=actor.user_id)
         return view
+
+    def _group(self, uow: UnitOfWork, row: ReservationRow) -> list[ReservationRow]:
+        """The reservation and, for a multi-region one, its other parts (locked; the head first)."""
+        if row.group_id is None:
+            return [row]
+        others = uow.session.scalars(
+            uow.lock(
+                select(ReservationRow)
+                .where(ReservationRow.group_id == row.group_id, ReservationRow.id != row.id)
+                .order_by(ReservationRow.region_id)
+            )
+        ).all()
+        return [row, *others]
 
     def _locked(self, uow: UnitOfWork, reservation_id: str) -> ReservationRow:
         row = uow.session.scalar(uow.lock(select(ReservationRow).where(ReservationRow.id == reservation_id)))
@@ -524,11 +565,15 @@ class ReservationService:
         now_s = self._clock.now_s()
         with UnitOfWork(self._engine, write=True) as uow:
             row = self._locked(uow, reservation_id)
+            if row.group_id is not None and row.group_id != row.id:
+                raise ConflictError(f"reservation {row.id} is part of {row.group_id}; decide on {row.group_id}")
             res = _domain(row)
             if res.status not in (S.DRAFT, S.PENDING_APPROVAL):
                 raise InvalidTransition(f"reservation {row.id}", row.status, target.value)
-            res.transition(target, at_s=now_s, actor=actor.user_id, reason=reason)
-            self._persist_status(uow, row, res, now_s, actor.user_id)
+            for g in self._group(uow, row):  # a multi-region reservation is decided as one
+                part = _domain(g)
+                part.transition(target, at_s=now_s, actor=actor.user_id, reason=reason)
+                self._persist_status(uow, g, part, now_s, actor.user_id)
             view = self._view(uow, row)
             uow.commit()
             return view
@@ -544,7 +589,12 @@ class ReservationService:
     def list(self, actor: Actor, *, status: ReservationStatus | None, limit: int) -> list[ReservationView]:
         actor.require(Role.FINOPS_ADMIN, Role.ML_PLATFORM_ADMIN, Role.VIEWER)
         with UnitOfWork(self._engine, write=False) as uow:
-            stmt = select(ReservationRow).order_by(ReservationRow.created_at_s, ReservationRow.id).limit(limit)
+            stmt = (
+                select(ReservationRow)
+                .where(or_(ReservationRow.group_id.is_(None), ReservationRow.group_id == ReservationRow.id))
+                .order_by(ReservationRow.created_at_s, ReservationRow.id)
+                .limit(limit)
+            )  # the parts of a multi-region reservation are listed in its head's ``regions``
             if status is not None:
                 stmt = stmt.where(ReservationRow.status == status.value)
             return [self._view(uow, r) for r in uow.session.scalars(stmt).all()]
@@ -553,17 +603,24 @@ class ReservationService:
         approvals = uow.session.scalars(
             select(ApprovalRow).where(ApprovalRow.reservation_id == row.id).order_by(ApprovalRow.at_s)
         ).all()
+        parts: list[ReservationRow] = [row]
+        if row.group_id is not None and row.group_id == row.id:
+            parts += uow.session.scalars(
+                select(ReservationRow)
+                .where(ReservationRow.group_id == row.id, ReservationRow.id != row.id)
+                .order_by(ReservationRow.region_id)
+            ).all()
         return ReservationView(
             id=row.id,
             status=S(row.status),
             sku_id=row.sku_id,
             region_id=row.region_id,
             pool_id=row.pool_id,
-            units=row.units,
+            units=sum(p.units for p in parts),
             start_s=row.start_s,
             term_months=row.term_months,
             price_usd_per_gpu_h=uusd_to_usd(row.price_uusd_per_gpu_h),
-            est_cost_usd=Decimal(row.est_cost_cents) / 100,
+            est_cost_usd=Decimal(sum(p.est_cost_cents for p in parts)) / 100,
             approvals_required=row.approvals_required,
             approvals=tuple(ApprovalView(a.user_id, a.role, a.at_s) for a in approvals),
             created_by=row.created_by,
@@ -571,4 +628,8 @@ class ReservationService:
             budget_code=row.budget_code,
             provider_order_id=row.provider_order_id,
             version=row.version,
+            group_id=row.group_id,
+            regions=tuple((p.region_id, p.units) for p in parts),
+            parts=tuple(p.id for p in parts),
+            request_fingerprint=row.request_fingerprint,
         )

@@ -35,6 +35,14 @@ class Settings(BaseSettings):
         description="Reservations whose estimated cost (USD over the term) exceeds this need two approvals "
         "(one finops_admin, one ml_platform_admin). 100k USD ~ 3 H100s reserved for a year.",
     )
+    approval_window_days: int = Field(
+        default=30,
+        ge=1,
+        le=366,
+        description="Rolling window, days, of a requester's commitments that count toward the approval threshold: "
+        "reservations created in it (not rejected or cancelled) are added up, so splitting an order under the "
+        "threshold still needs two approvals.",
+    )
     provider_max_attempts: int = Field(
         default=3, ge=1, le=10, description="Provider submission attempts (same idempotency key) before giving up."
     )

@@ -130,12 +130,12 @@ class UsageService:
         total_gpu_s = float(gpu_s.sum())
         busy_gpu_s = float((gpu_s * u.util).sum())
         cost = total_gpu_s / 3600.0 * price
-        idle_pct = 100.0 * (1.0 - busy_gpu_s / total_gpu_s) if total_gpu_s > 0 else None
+        idle_pct = 1.0 - busy_gpu_s / total_gpu_s if total_gpu_s > 0 else None  # a fraction, as the design has it
         return {
             "workload_id": workload_id,
             "window_s": window_s,
             "cost_usd": _usd(cost),
-            "idle_pct": None if idle_pct is None else round(idle_pct, 2),
+            "idle_pct": None if idle_pct is None else round(idle_pct, 4),
             "gpu_hours": round(total_gpu_s / 3600.0, 3),
             "rightsizing": _rightsizing(u, price, window_s),
         }

@@ -8,6 +8,7 @@ from decimal import Decimal
 from typing import Any
 
 from sqlalchemy import Engine, select, update
+from sqlalchemy.orm import Session
 
 from gpufleet.adapters.sql.models import RightsizingChangeRow, SkuRow, TeamRow, TenantRow, WorkloadRow
 from gpufleet.domain.errors import ConflictError, NotFoundError, ValidationError
@@ -21,18 +22,20 @@ WRITERS = (*ADMINS, Role.APP_TEAM)
 
 @dataclass(frozen=True, slots=True)
 class WorkloadSpec:
+    """A workload as sent; None fields get defaults at creation (see :meth:`WorkloadService.create`)."""
+
     name: str
     image: str
-    cpu: float
-    mem_gb: float
+    cpu: float | None
+    mem_gb: float | None
     gpus: int
     gpu_sku: str
     min_replicas: int
-    max_replicas: int
+    max_replicas: int | None
     scale_metric: str
     budget_usd_day: Decimal | None
     team: str
-    tenant: str
+    tenant: str | None
     priority: str
     kind: str = WorkloadKind.SERVING.value
     checkpoint_interval_s: int | None = None
@@ -65,6 +68,35 @@ def workload_dict(row: WorkloadRow) -> dict[str, Any]:
     }
 
 
+def _resolve_sku(s: Session, text: str) -> SkuRow:
+    """A SKU id, or a unique case-insensitive prefix of an id or a name (``H100`` -> ``h100_80gb``)."""
+    row = s.get(SkuRow, text)
+    if row is not None:
+        return row
+    needle = text.strip().lower().replace("-", "_").replace(" ", "_")
+    rows = s.scalars(select(SkuRow).order_by(SkuRow.id)).all()
+    hits = [
+        r
+        for r in rows
+        if r.id.lower().startswith(needle)
+        or r.name.lower().replace(" ", "_").replace("-", "_").startswith(needle)
+        or r.name.lower().replace("nvidia ", "").replace(" ", "_").replace("-", "_").startswith(needle)
+    ]
+    if len(hits) == 1:
+        return hits[0]
+    if not hits:
+        raise ValidationError("gpu_sku", f"unknown SKU {text!r}")
+    raise ValidationError("gpu_sku", f"{text!r} matches several SKUs ({', '.join(r.id for r in hits)}); give the id")
+
+
+def _only_tenant(s: Session, team_id: str) -> str:
+    ids = s.scalars(select(TenantRow.id).where(TenantRow.team_id == team_id).order_by(TenantRow.id).limit(2)).all()
+    if len(ids) != 1:
+        why = "has no tenant" if not ids else "has several tenants"
+        raise ValidationError("tenant", f"team {team_id!r} {why}; name the tenant")
+    return ids[0]
+
+
 class WorkloadService:
     def __init__(self, engine: Engine, clock: Clock, ids: IdGenerator) -> None:
         self._engine = engine
@@ -72,9 +104,14 @@ class WorkloadService:
         self._ids = ids
 
     def create(self, actor: Actor, spec: WorkloadSpec) -> str:
+        """Defaults for what the body omits: ``max_replicas`` = ``min_replicas``; ``cpu``/``mem_gb`` = the SKU
+        node's share per GPU x ``gpus`` (one GPU's share for a CPU-only workload); ``tenant`` = the team's only
+        tenant (422 naming ``tenant`` when it has several or none). ``gpu_sku`` resolves an id, or a unique
+        case-insensitive prefix of a SKU id or name."""
         actor.require(*WRITERS)
         actor.require_team(spec.team)
-        if spec.max_replicas < spec.min_replicas:
+        max_replicas = spec.min_replicas if spec.max_replicas is None else spec.max_replicas
+        if max_replicas < spec.min_replicas:
             raise ValidationError("max_replicas", "must be >= min_replicas")
         try:
             Priority.parse(spec.priority)
@@ -83,15 +120,18 @@ class WorkloadService:
         now_s = self._clock.now_s()
         with UnitOfWork(self._engine, write=True) as uow:
             s = uow.session
-            if s.get(SkuRow, spec.gpu_sku) is None:
-                raise ValidationError("gpu_sku", f"unknown SKU {spec.gpu_sku!r}")
+            sku = _resolve_sku(s, spec.gpu_sku)
             if s.get(TeamRow, spec.team) is None:
                 raise ValidationError("team", f"unknown team {spec.team!r}")
-            tenant = s.get(TenantRow, spec.tenant)
+            tenant_id = spec.tenant if spec.tenant is not None else _only_tenant(s, spec.team)
+            tenant = s.get(TenantRow, tenant_id)
             if tenant is None:
-                raise ValidationError("tenant", f"unknown tenant {spec.tenant!r}")
+                raise ValidationError("tenant", f"unknown tenant {tenant_id!r}")
             if tenant.team_id != spec.team:
-                raise ValidationError("tenant", f"tenant {spec.tenant!r} belongs to team {tenant.team_id!r}")
+                raise ValidationError("tenant", f"tenant {tenant_id!r} belongs to team {tenant.team_id!r}")
+            per_gpu = max(spec.gpus, 1) / sku.gpus_per_node
+            cpu = spec.cpu if spec.cpu is not None else round(sku.cpu_per_node * per_gpu, 3)
+            mem_gb = spec.mem_gb if spec.mem_gb is not None else round(sku.mem_gb_per_node * per_gpu, 3)
             wid = self._ids.new("wl")
             s.add(
                 WorkloadRow(
@@ -99,17 +139,17 @@ class WorkloadService:
                     name=spec.name,
                     image=spec.image,
                     kind=spec.kind,
-                    cpu=spec.cpu,
-                    mem_gb=spec.mem_gb,
+                    cpu=cpu,
+                    mem_gb=mem_gb,
                     gpus=spec.gpus,
-                    gpu_sku=spec.gpu_sku,
+                    gpu_sku=sku.id,
                     min_replicas=spec.min_replicas,
-                    max_replicas=spec.max_replicas,
+                    max_replicas=max_replicas,
                     scale_metric=spec.scale_metric,
                     target_rps=spec.target_rps,
                     budget_cents_day=None if spec.budget_usd_day is None else int(spec.budget_usd_day * 100),
                     team_id=spec.team,
-                    tenant_id=spec.tenant,
+                    tenant_id=tenant_id,
                     priority=spec.priority,
                     checkpoint_interval_s=spec.checkpoint_interval_s,
                     version=1,
@@ -122,7 +162,7 @@ class WorkloadService:
                 action="workload.created",
                 entity="workload",
                 entity_id=wid,
-                detail={"team": spec.team, "gpus": spec.gpus, "gpu_sku": spec.gpu_sku, "name": spec.name},
+                detail={"team": spec.team, "gpus": spec.gpus, "gpu_sku": sku.id, "name": spec.name},
             )
             uow.commit()
         return wid

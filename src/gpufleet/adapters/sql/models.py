@@ -132,6 +132,7 @@ class UtilizationRow(Base):
         Index("ix_util_sku_time", "sku_id", "bucket_start_s"),
         Index("ix_util_workload_time", "workload_id", "bucket_start_s"),
         Index("ix_util_pool_time", "pool_id", "bucket_start_s"),
+        Index("ix_util_team_time", "team_id", "bucket_start_s"),
     )
     source: Mapped[str] = mapped_column(String(128), primary_key=True)
     bucket_start_s: Mapped[int] = mapped_column(BigInteger, primary_key=True)
@@ -150,6 +151,8 @@ class ReservationRow(Base):
     __table_args__ = (
         Index("ix_reservations_status", "status"),
         UniqueConstraint("created_by", "client_key", name="uq_reservations_creator_client_key"),
+        Index("ix_reservations_creator_created", "created_by", "created_at_s"),
+        Index("ix_reservations_group", "group_id"),
     )
     id: Mapped[str] = mapped_column(String(64), primary_key=True)
     pool_id: Mapped[str] = mapped_column(ForeignKey("pools.id"))
@@ -169,6 +172,8 @@ class ReservationRow(Base):
     idempotency_key: Mapped[str] = mapped_column(String(128), unique=True)
     provider_order_id: Mapped[str | None] = mapped_column(String(128), nullable=True)
     client_key: Mapped[str | None] = mapped_column(String(64), nullable=True)  # the creator's Idempotency-Key
+    request_fingerprint: Mapped[str | None] = mapped_column(String(64), nullable=True)  # what the key was used with
+    group_id: Mapped[str | None] = mapped_column(String(64), nullable=True)  # head of a multi-region group
 
 
 class ApprovalRow(Base):

@@ -5,8 +5,9 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Query
+from fastapi import APIRouter, Body, Query
 
+from gpufleet.api import seed_examples as seed
 from gpufleet.api.deps import CurrentActor, ServicesDep
 from gpufleet.api.problems import PROBLEM_RESPONSES
 from gpufleet.api.schemas_plan import (
@@ -31,7 +32,11 @@ Rate = Annotated[float, Query(ge=0.0, le=1e9, allow_inf_nan=False)]
 
 
 @router.post("/v1/placement/recommendations", response_model=PlacementRecommendation)
-def placement_recommendation(body: PlacementRequest, services: ServicesDep, actor: CurrentActor) -> Any:
+def placement_recommendation(
+    body: Annotated[PlacementRequest, Body(openapi_examples=seed.example(seed.PLACEMENT))],
+    services: ServicesDep,
+    actor: CurrentActor,
+) -> Any:
     """Pool, region and the ordered fallback chain (each link with its trigger); when no pool takes the job:
     a declared degrade option, preemption of lower priority work, or a deadline-aware queue decision with the
     expected start. An exhausted pool is a skipped link with its reason, never an error."""
@@ -51,6 +56,7 @@ def placement_recommendation(body: PlacementRequest, services: ServicesDep, acto
             for r in body.running
         ),
         team=body.team,
+        admit=body.admit,
     )
     return services.placement.recommend(actor, req)
 

@@ -5,8 +5,9 @@ from __future__ import annotations
 from datetime import UTC
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Header, Query
+from fastapi import APIRouter, Body, Header, Query
 
+from gpufleet.api import seed_examples as seed
 from gpufleet.api.deps import CurrentActor, ServicesDep
 from gpufleet.api.problems import PROBLEM_RESPONSES
 from gpufleet.api.schemas import (
@@ -47,12 +48,15 @@ def public(v: ReservationView) -> dict[str, Any]:
         "budget_code": v.budget_code,
         "provider_order_id": v.provider_order_id,
         "version": v.version,
+        "regions": [{"region": r, "units": u} for r, u in v.regions],
+        "parts": list(v.parts),
+        "part_of": v.group_id if v.group_id not in (None, v.id) else None,
     }
 
 
 @router.post("", status_code=201, response_model=ReservationPublic)
 def create_reservation(
-    body: ReservationCreate,
+    body: Annotated[ReservationCreate, Body(openapi_examples=seed.example(seed.RESERVATION))],
     services: ServicesDep,
     actor: CurrentActor,
     idempotency_key: Annotated[str | None, Header(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,63}$")] = None,
@@ -93,7 +97,10 @@ def get_reservation(reservation_id: IdPath, services: ServicesDep, actor: Curren
 
 @router.post("/{reservation_id}/approve", response_model=ReservationPublic)
 def approve_reservation(
-    reservation_id: IdPath, body: ReservationApprove, services: ServicesDep, actor: CurrentActor
+    reservation_id: IdPath,
+    body: Annotated[ReservationApprove, Body(openapi_examples=seed.example(seed.APPROVE))],
+    services: ServicesDep,
+    actor: CurrentActor,
 ) -> Any:
     """Record the caller's approval. The approval that completes the set submits the order to the provider
     and answers ``submitted_to_cloud`` (``approved`` if the provider did not confirm; the reconciler retries)."""

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Header, Query, Request, Response
+from fastapi import APIRouter, Body, Header, Query, Request, Response
 
+from gpufleet.api import seed_examples as seed
 from gpufleet.api.deps import CurrentActor, ServicesDep
 from gpufleet.api.problems import PROBLEM_RESPONSES
 from gpufleet.api.schemas import (
@@ -27,7 +28,11 @@ router = APIRouter(prefix="/v1/workloads", tags=["workloads"], responses=PROBLEM
 
 
 @router.post("", status_code=201, response_model=WorkloadCreated)
-def create_workload(body: WorkloadCreate, services: ServicesDep, actor: CurrentActor) -> Any:
+def create_workload(
+    body: Annotated[WorkloadCreate, Body(openapi_examples=seed.example(seed.WORKLOAD))],
+    services: ServicesDep,
+    actor: CurrentActor,
+) -> Any:
     wid = services.workloads.create(actor, WorkloadSpec(**body.model_dump()))
     return {"workload_id": wid}
 
@@ -98,7 +103,7 @@ def workload_cost(
     if view["allocated_gpu_h"] > 0:
         out["cost_usd"] = view["total_usd"]
         if view["utilization"] is not None:
-            out["idle_pct"] = round(100.0 * (1.0 - view["utilization"]), 2)
+            out["idle_pct"] = round(1.0 - view["utilization"], 4)  # a fraction (0.75 = 75 % idle), as the design
     out.update(view, price_basis="cost_package")
     out["idle_waste_usd"] = request.app.state.finops.idle_waste(window_s, workload_id=workload_id)["idle_waste_usd"]
     out["rightsizing"]["recommendation"] = rec

@@ -8,7 +8,7 @@
 * ``utilization.pool_id`` (nullable: records from before name no pool) and an index for per-pool windows.
 
 Revision ID: 0009_audit_and_usage
-Revises: 0007
+Revises: 0008_approval_hardening
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from alembic import op
 from gpufleet.adapters.sql.roles import store_role_names
 
 revision = "0009_audit_and_usage"
-down_revision = "0007"
+down_revision = "0008_approval_hardening"
 branch_labels = None
 depends_on = None
 

@@ -1,0 +1,116 @@
+"""The approval rules of reservations, decided at APPROVAL time (not at creation):
+
+- **Price**: a reservation is valued at ``max(catalog list price, the pool's price now, the price at creation)``
+  per GPU-hour. The catalog's list price (``domain.catalog``: the reserved 1-year list price of the SKU) cannot
+  be changed over the API, so lowering a pool's price with ``PATCH`` before creating a reservation and raising
+  it again afterwards buys nothing: the approval requirement is taken from the list price. A SKU the built-in
+  catalog does not list is valued at the larger of its pool price now and at creation.
+- **Cumulative**: what decides one or two approvals is the requester's cumulative commitments in a rolling
+  window (``approval_window_days``, default 30): every reservation the same requester created in the window
+  and that was not rejected or cancelled (pending ones included, so two approvals racing on two halves both
+  see each other), each valued as above, plus this one. Splitting an order under the threshold does not help.
+- **Who**: the requester never approves their own reservation (403; an approval they recorded before this rule
+  does not count). Above the threshold two distinct people approve: one ``finops_admin`` and one
+  ``ml_platform_admin``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from decimal import Decimal
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from gpufleet.adapters.sql.models import PoolRow, ReservationRow
+from gpufleet.domain.catalog import PRICES_BY_SKU
+from gpufleet.domain.money import price_to_uusd
+from gpufleet.domain.reservations import ReservationStatus, approvals_required, term_seconds
+
+S = ReservationStatus
+NOT_COMMITTED = (S.REJECTED.value, S.CANCELLED.value)
+# A proposal above these is a typo or an attack (2,147,483,647 GPUs; $246 trillion), not a plan.
+MAX_UNITS = 100_000
+MAX_EST_COST_USD = Decimal("1000000000")  # one billion USD over the term
+
+
+def list_price_uusd(sku_id: str) -> int | None:
+    """The catalog's reserved list price of the SKU in micro-dollars per GPU-hour (None: not in the catalog)."""
+    p = PRICES_BY_SKU.get(sku_id)
+    return None if p is None else price_to_uusd(p.reserved_1y)
+
+
+def approval_price_uusd(sku_id: str, pool_price_uusd: int | None, created_price_uusd: int) -> int:
+    """The price a reservation is valued at for approval: never below the list price or what it was priced at."""
+    candidates = [created_price_uusd, pool_price_uusd or 0, list_price_uusd(sku_id) or 0]
+    return max(candidates)
+
+
+def cost_cents(units: int, term_months: int, price_uusd: int) -> int:
+    """units x term hours x price, in cents (rounded down to the cent like the estimate)."""
+    return units * (term_seconds(term_months) // 3600) * price_uusd // 10_000
+
+
+@dataclass(frozen=True, slots=True)
+class ApprovalRequirement:
+    approvals_required: int
+    this_cost_cents: int  # the reservation (or group) valued at approval time
+    window_cost_cents: int  # the requester's other commitments in the window
+    window_s: int
+
+    @property
+    def cumulative_usd(self) -> Decimal:
+        return Decimal(self.this_cost_cents + self.window_cost_cents) / 100
+
+    def detail(self) -> dict[str, object]:
+        return {
+            "approvals_required": self.approvals_required,
+            "valued_usd": str(Decimal(self.this_cost_cents) / 100),
+            "requester_window_usd": str(Decimal(self.window_cost_cents) / 100),
+            "window_days": self.window_s // 86_400,
+        }
+
+
+def valued_cents(s: Session, rows: Iterable[ReservationRow]) -> int:
+    """Reservations valued at approval prices (see the module docstring), in cents."""
+    rows = list(rows)
+    pool_ids = sorted({r.pool_id for r in rows})
+    if not pool_ids:
+        return 0
+    prices = dict(s.execute(select(PoolRow.id, PoolRow.price_uusd_per_gpu_h).where(PoolRow.id.in_(pool_ids))).all())
+    return sum(
+        cost_cents(r.units, r.term_months, approval_price_uusd(r.sku_id, prices.get(r.pool_id), r.price_uusd_per_gpu_h))
+        for r in rows
+    )
+
+
+def requirement(
+    s: Session,
+    this_cents: int,
+    *,
+    exclude_ids: Iterable[str],
+    requester: str,
+    now_s: int,
+    window_s: int,
+    threshold_usd: Decimal,
+) -> ApprovalRequirement:
+    """One or two approvals for a reservation (or the rows of a multi-region one, ``exclude_ids``) valued at
+    ``this_cents``, decided now from the requester's other commitments in the window."""
+    others = s.scalars(
+        select(ReservationRow).where(
+            ReservationRow.created_by == requester,
+            ReservationRow.created_at_s > now_s - window_s,
+            ReservationRow.status.not_in(NOT_COMMITTED),
+            ReservationRow.id.not_in(list(exclude_ids)),
+        )
+    ).all()
+    window = valued_cents(s, others)
+    needed = approvals_required(Decimal(this_cents + window) / 100, threshold_usd)
+    return ApprovalRequirement(needed, this_cents, window, window_s)
+
+
+def split_units(units: int, parts: int) -> list[int]:
+    """``units`` split as evenly as possible over ``parts`` regions, the remainder to the first ones."""
+    base, extra = divmod(units, parts)
+    return [base + (1 if i < extra else 0) for i in range(parts)]
