@@ -33,9 +33,9 @@ def test_dry_run_prints_the_calls_and_sends_and_writes_nothing(tmp_path: Path, m
     for _ in range(3):
         sim.inject("timeout_before_order")  # the approval's submission never reaches a provider: stays approved
     services = build_services(Settings(db_url=url), engine=engine, clock=FixedClock(NOW_S), provider=sim)
-    alice = Actor("alice", Role.FINOPS_ADMIN, None)
-    res = services.reservations.create(
-        alice, sku_id="h100_80gb", units=8, start_s=NOW_S + 86400, term_months=1, regions=["us-east-1"]
+    carol, alice = Actor("carol", Role.ML_PLATFORM_ADMIN, None), Actor("alice", Role.FINOPS_ADMIN, None)
+    res = services.reservations.create(  # requested by one admin, approved by another (no self-approval)
+        carol, sku_id="h100_80gb", units=8, start_s=NOW_S + 86400, term_months=1, regions=["us-east-1"]
     )
     assert services.reservations.approve(alice, res.id, approver_ids=None, budget_code="X").status.value == "approved"
     with Session(engine) as s:
