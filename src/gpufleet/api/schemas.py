@@ -291,7 +291,7 @@ class Rightsizing(BaseModel):
     )
 
 
-class WorkloadCost(BaseModel):
+class WorkloadCostPublic(BaseModel):
     workload_id: str
     window_s: int
     cost_usd: UsdOut
@@ -449,7 +449,7 @@ class PlacementStep(BaseModel):
     trigger: str
 
 
-class Move(BaseModel):
+class MovePublic(BaseModel):
     workload_id: str
     gpus: int
     from_node: str
@@ -468,7 +468,7 @@ class BinpackReport(BaseModel):
     gpus_total: int
     gpus_used: int
     fragmentation: float
-    suggested_moves: list[Move]
+    suggested_moves: list[MovePublic]
     nodes_freed: list[str]
     skipped_nodes: list[SkippedNode]
     fragmentation_after: float

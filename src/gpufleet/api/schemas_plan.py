@@ -40,7 +40,7 @@ class RunningWorkIn(Strict):
     job_class: JobClass = "training"
 
 
-class PlacementRequest(Strict):
+class PlacementRequestCreate(Strict):
     """``gpus`` per replica (gang member) x ``replicas`` (default 1: ``gpus`` is the job's total)."""
 
     job_class: JobClass
@@ -81,7 +81,7 @@ class BudgetAlertOut(BaseModel):
     threshold: float
 
 
-class BudgetStatus(BaseModel):
+class BudgetStatusPublic(BaseModel):
     """A team budget and its current window: metered spend + what admitted work is still expected to spend."""
 
     team: str
@@ -101,7 +101,7 @@ class BudgetStatus(BaseModel):
     version: int
 
 
-class BudgetAdmission(BudgetStatus):
+class BudgetAdmission(BudgetStatusPublic):
     """``action`` admit | degrade | queue (never a drop), ``reason`` within_budget | over_budget_degraded |
     over_budget_queued; ``request_usd`` is the request's expected spend in the window, ``admitted_usd`` what was
     admitted (the degraded option's; null when queued), ``retry_at_s`` when the window resets (queued)."""

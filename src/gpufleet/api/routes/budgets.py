@@ -9,13 +9,13 @@ from fastapi import APIRouter, Response
 
 from gpufleet.api.deps import CurrentActor, ServicesDep
 from gpufleet.api.problems import PROBLEM_RESPONSES
-from gpufleet.api.schemas_plan import BudgetIn, BudgetStatus
+from gpufleet.api.schemas_plan import BudgetIn, BudgetStatusPublic
 from gpufleet.api.types import IdPath
 
 router = APIRouter(prefix="/v1/teams/{team_id}/budget", tags=["budgets"], responses=PROBLEM_RESPONSES)
 
 
-@router.put("", response_model=BudgetStatus)
+@router.put("", response_model=BudgetStatusPublic)
 def set_budget(team_id: IdPath, body: BudgetIn, services: ServicesDep, actor: CurrentActor) -> Any:
     """Set (or replace) the team's budget: ``limit_usd`` per calendar ``period`` (UTC). Admins only; audited."""
     return services.budgets.set(
@@ -23,7 +23,7 @@ def set_budget(team_id: IdPath, body: BudgetIn, services: ServicesDep, actor: Cu
     )
 
 
-@router.get("", response_model=BudgetStatus)
+@router.get("", response_model=BudgetStatusPublic)
 def get_budget(team_id: IdPath, services: ServicesDep, actor: CurrentActor) -> Any:
     """The budget, the current window's metered and committed spend, and its alerts."""
     return services.budgets.status(actor, team_id)

@@ -14,7 +14,7 @@ from gpufleet.api.schemas_plan import (
     AutoscalingDecision,
     ForecastAccuracyPublic,
     PlacementRecommendation,
-    PlacementRequest,
+    PlacementRequestCreate,
     PlanProposeIn,
     PlanProposePublic,
     PoolSignalIn,
@@ -33,7 +33,7 @@ Rate = Annotated[float, Query(ge=0.0, le=1e9, allow_inf_nan=False)]
 
 @router.post("/v1/placement/recommendations", response_model=PlacementRecommendation)
 def placement_recommendation(
-    body: Annotated[PlacementRequest, Body(openapi_examples=seed.example(seed.PLACEMENT))],
+    body: Annotated[PlacementRequestCreate, Body(openapi_examples=seed.example(seed.PLACEMENT))],
     services: ServicesDep,
     actor: CurrentActor,
 ) -> Any:

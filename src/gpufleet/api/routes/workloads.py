@@ -14,7 +14,7 @@ from gpufleet.api.schemas import (
     AutoscalingUpdate,
     RightsizingAccepted,
     RightsizingApply,
-    WorkloadCost,
+    WorkloadCostPublic,
     WorkloadCreate,
     WorkloadCreated,
     WorkloadPublic,
@@ -90,7 +90,7 @@ def set_autoscaling(
     return {"workload_id": workload_id, "version": version}
 
 
-@router.get("/{workload_id}/cost", response_model=WorkloadCost)
+@router.get("/{workload_id}/cost", response_model=WorkloadCostPublic)
 def workload_cost(
     workload_id: IdPath, request: Request, services: ServicesDep, actor: CurrentActor, window: WindowQuery = "7d"
 ) -> Any:
