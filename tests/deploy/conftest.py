@@ -10,6 +10,8 @@ from dataclasses import dataclass
 import pytest
 from sqlalchemy import create_engine, text
 
+from gpufleet.adapters.sql.roles import drop_store_roles
+
 PG_ADMIN_URL = "postgresql+psycopg://postgres@127.0.0.1:5432/test"
 
 
@@ -36,4 +38,5 @@ def pg_schema() -> Iterator[PgSchema]:
     finally:
         with admin.connect() as conn:
             conn.execute(text(f"DROP SCHEMA {name} CASCADE"))
+            drop_store_roles(conn, name)  # migration 0009's per-schema roles are cluster-wide
         admin.dispose()
