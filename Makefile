@@ -41,15 +41,15 @@ test-deploy: $(STAMP)
 	$(PYTEST) tests/deploy
 
 lint: $(STAMP)
-	$(BIN)/ruff check src tests
-	$(BIN)/ruff format --check src tests
+	$(BIN)/ruff check src tests scripts
+	$(BIN)/ruff format --check src tests scripts
 	$(BIN)/mypy
 	$(BIN)/lint-imports
 	$(BIN)/python scripts/check_unique_names.py src
 
 fmt: $(STAMP)
-	$(BIN)/ruff format src tests
-	$(BIN)/ruff check --fix src tests
+	$(BIN)/ruff format src tests scripts
+	$(BIN)/ruff check --fix src tests scripts
 
 # The container image from Debian packages only (mmdebstrap base, cached in ~/.cache/gpufleet-image): IMAGE=...
 image:

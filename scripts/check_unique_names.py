@@ -12,6 +12,7 @@ import sys
 from collections import defaultdict
 from pathlib import Path
 
+
 def class_definitions(root: Path) -> dict[str, list[tuple[Path, int]]]:
     """Every class name under ``root`` with the files and lines that define it, in path order."""
     found: dict[str, list[tuple[Path, int]]] = defaultdict(list)

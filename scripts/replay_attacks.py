@@ -23,7 +23,7 @@ from pathlib import Path
 import httpx
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from attacks.ctx import GPUFLEET, Ctx, Result  # noqa: E402
+from attacks.ctx import GPUFLEET, Ctx, Result
 
 
 def _free_port() -> int:
@@ -70,7 +70,10 @@ def main() -> int:
             for mod in sorted(m.name for m in pkgutil.iter_modules(attacks.__path__)):
                 if mod == "ctx" or (args.only and mod != args.only):
                     continue
-                results += [Result(f"{mod}: {r.name}", r.held, r.detail) for r in importlib.import_module(f"attacks.{mod}").run(ctx)]
+                results += [
+                    Result(f"{mod}: {r.name}", r.held, r.detail)
+                    for r in importlib.import_module(f"attacks.{mod}").run(ctx)
+                ]
         finally:
             proc.terminate()
             try:

@@ -12,6 +12,7 @@ from collections.abc import Callable
 from typing import Any
 
 import httpx
+
 from attacks.ctx import Ctx, Result
 
 RESERVED = "aws/us-east-1/h100_80gb/reserved"
