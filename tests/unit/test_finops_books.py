@@ -8,8 +8,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from gpufleet.cost.allocate import allocate_costs
+from gpufleet.cost.books import ReservedBlock, UtilRec, WorkloadInfo, build_books
 from gpufleet.cost.model import LineKind
-from gpufleet.service.finops_books import ReservedBlock, UtilRec, WorkloadInfo, build_books
 
 T0 = 1_767_225_600
 RES_UUSD = 4_361_900

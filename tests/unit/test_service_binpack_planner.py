@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from gpufleet.service.binpack import NodeLoad, WorkloadTraits, suggest_moves
+from gpufleet.control.packing import NodeLoad, WorkloadTraits, suggest_moves
 
 
 def test_binpack_never_reports_freed_a_node_that_received_work() -> None:

@@ -7,9 +7,9 @@ import pytest
 from hypothesis import example, given
 from hypothesis import strategies as st
 
+from gpufleet.control.forecasting import demand_quantiles
+from gpufleet.control.packing import NodeLoad, WorkloadTraits, fragmentation, suggest_moves
 from gpufleet.domain.errors import ValidationError
-from gpufleet.service.binpack import NodeLoad, WorkloadTraits, fragmentation, suggest_moves
-from gpufleet.service.capacity import demand_quantiles
 from gpufleet.service.windows import parse_window_s
 
 nodes = st.lists(

@@ -8,10 +8,10 @@ from decimal import Decimal
 from hypothesis import given
 from hypothesis import strategies as st
 
+from gpufleet.control.admission import ChainPlacementRequest, PoolHeadroom
+from gpufleet.control.admission import place as decide
 from gpufleet.domain.pools import CapacityPool, Tier
 from gpufleet.domain.workloads import Priority, WorkloadKind
-from gpufleet.place.degrade import PoolHeadroom
-from gpufleet.service.placement_chain import ChainPlacementRequest, decide
 
 NOW_S = 1_767_225_600
 

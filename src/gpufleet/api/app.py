@@ -1,7 +1,9 @@
 """The FastAPI application factory. Nothing is built at import time: ``create_app(settings)`` wires the
 services (refusing an unmigrated database), and the lifespan runs the leader loop: at startup and then every
 ``leader_poll_s`` (if ``reconcile_interval_s`` > 0) this process keeps or takes the lead (:mod:`gpufleet.service.leader`);
-the leader submits approved reservations and runs the full reconciler every ``reconcile_interval_s``."""
+the leader submits approved reservations and runs the full reconciler every ``reconcile_interval_s``, and the
+control loop's planning pass (forecast -> propose -> re-evaluate placements, :mod:`gpufleet.service.reconciler`)
+every ``plan_interval_s``."""
 
 from __future__ import annotations
 
@@ -35,12 +37,16 @@ class _LeaderLoop:
         self._services = services
         self._leading = False
         self._last_full_s = 0.0
+        self._leading_since_s: int | None = None  # service clock: when this process took the lead
 
-    def step(self) -> None:
-        """One pass (blocking: database and provider I/O)."""
+    def step(self, *, periodic: bool = True) -> None:
+        """One pass (blocking: database and provider I/O). ``periodic``: a pass of the background cadence (the
+        startup pass only keeps or takes the lead and reconciles with the provider); the leader's planning pass
+        (``plan_interval_s``) runs on periodic passes when :meth:`Reconciler.due`."""
         s = self._services
         if not s.leader.refresh():
             self._leading = False
+            self._leading_since_s = None
             return
         now_s = time.monotonic()
         interval_s = s.settings.reconcile_interval_s
@@ -52,6 +58,11 @@ class _LeaderLoop:
                 log.info("reconcile: %s", report)
         else:
             submit_approved(s.engine, s.reservations)
+        if self._leading_since_s is None:
+            self._leading_since_s = s.clock.now_s()
+        plan_s = s.settings.plan_interval_s
+        if periodic and plan_s > 0 and s.reconciler.due(plan_s, self._leading_since_s):
+            s.reconciler.run_once()  # forecast -> propose -> re-evaluate placements (service/reconciler.py)
 
 
 async def _lead_forever(loop: _LeaderLoop, poll_s: float) -> None:
@@ -73,7 +84,7 @@ def create_app(settings: Settings | None = None, *, services: Services | None = 
         anyio.to_thread.current_default_thread_limiter().total_tokens = services.settings.worker_threads
         loop = _LeaderLoop(services)
         try:  # at startup: take the lead if free and, as leader, reconcile
-            await run_in_threadpool(loop.step)
+            await run_in_threadpool(lambda: loop.step(periodic=False))
         except Exception:  # a provider outage must not keep the API down; the periodic pass retries
             log.exception("startup reconcile failed")
         task = None

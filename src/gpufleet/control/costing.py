@@ -1,6 +1,55 @@
-"""The cost decisions the service asks for beyond its books: idle waste, the one definition (``cost/waste.py``).
-Worlds reach the decision packages through control/ (the import contract in pyproject.toml)."""
+"""The cost decisions the service asks for beyond its books: idle waste (the one definition, ``cost/waste.py``),
+rightsizing a workload from its measured utilization, and the rightsizing change lifecycle (one transition table,
+``cost/changes.py``). Worlds reach the decision packages through control/ (the import contract in pyproject.toml).
+"""
 
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from gpufleet.cost.books import UtilRec
+from gpufleet.cost.changes import ChangeEvent, ChangeStatus, RightsizingChange, apply_change, rollback_change
+from gpufleet.cost.rightsizing import Recommendation, ResourceSpec, UsageProfile, recommend
 from gpufleet.cost.waste import IdleWaste, idle_waste
 
-__all__ = ["IdleWaste", "idle_waste"]
+__all__ = [
+    "SKU_CANDIDATES",
+    "ChangeEvent",
+    "ChangeStatus",
+    "IdleWaste",
+    "Recommendation",
+    "ResourceSpec",
+    "RightsizingChange",
+    "change_spec",
+    "idle_waste",
+    "rightsize",
+]
+
+SKU_CANDIDATES = ("h100_80gb", "h200_141gb", "a100_80gb", "l40s")
+
+
+def rightsize(workload_id: str, spec: ResourceSpec, recs: Sequence[UtilRec]) -> Recommendation | None:
+    """A recommendation from the workload's GPU utilization records (GPU only: CPU and memory are not in the
+    stored telemetry, so their requests stay); the other listed SKUs are the candidates. None without records."""
+    rows = sorted(recs, key=lambda r: r.start_s)
+    if not rows:
+        return None
+    util = np.array([r.util * r.gpus / max(spec.gpus, 1) for r in rows], dtype=np.float64)
+    nan = np.full(len(rows), np.nan)
+    cands = tuple(s for s in SKU_CANDIDATES if s != spec.sku_id)
+    return recommend(workload_id, spec, UsageProfile(nan, nan, np.clip(util, 0, 1), nan), candidate_skus=cands)
+
+
+def change_spec(
+    spec: ResourceSpec, change: RightsizingChange, target: ChangeStatus, *, at_s: int, actor: str, reason: str
+) -> ResourceSpec:
+    """Move ``change`` to ``target`` through its transition table; the workload's spec after it: the change's
+    spec when applied, the one before it when rolled back, ``spec`` unchanged otherwise (a cancel)."""
+    if target is ChangeStatus.APPLIED:
+        return apply_change(spec, change, at_s=at_s, actor=actor)
+    if target is ChangeStatus.ROLLED_BACK:
+        return rollback_change(spec, change, at_s=at_s, actor=actor, reason=reason)
+    change.transition(target, at_s=at_s, actor=actor, reason=reason)
+    return spec

@@ -6,7 +6,7 @@ Recording (``record``, the capacity service's recorder): one ``forecast_issues``
 matrix, and the MASE scale fixed at issue time: the in-sample seasonal-naive (7-day) MAE of the history the
 forecast saw). The same forecast served again (same series, start, model and values) is stored once.
 
-Scoring (``accuracy``) uses :mod:`gpufleet.forecast.tracking`: each stored forecast is cut to the days that
+Scoring (``accuracy``) is the control loop's :func:`gpufleet.control.forecasting.score_forecasts`: each stored forecast is cut to the days that
 have fully elapsed (``start + (k+1) * 1 day <= now``) and scored with ``tracking.score`` via an
 :class:`~gpufleet.forecast.tracking.AccuracyTracker`. The actual of a day is its GPU-seconds / 86400 summed
 over the utilization records of that SKU (the capacity forecast's own definition of demand). A day without
@@ -27,17 +27,13 @@ import numpy as np
 from sqlalchemy import Engine, String, bindparam, func, select
 
 from gpufleet.adapters.sql.models import ForecastIssueRow, SkuRow, UtilizationRow
+from gpufleet.control.forecasting import LEVELS, StoredForecast, mase_scale, score_forecasts
 from gpufleet.domain.errors import PermissionDenied, ValidationError
-from gpufleet.forecast.metrics import seasonal_naive_scale
-from gpufleet.forecast.tracking import AccuracyTracker, IssuedForecast
-from gpufleet.ports import DemandForecast
 from gpufleet.service.auth import Actor, Role
 from gpufleet.service.clock import Clock
 from gpufleet.service.uow import UnitOfWork
 
 DAY_S = 86400
-SEASON_DAYS = 7
-LEVELS = (0.1, 0.5, 0.9)
 _SEEN_MAX = 1024
 
 
@@ -71,7 +67,7 @@ class ForecastAccuracyService:
             if key in self._seen:
                 self._seen.move_to_end(key)
                 return
-        scale = seasonal_naive_scale(np.asarray(history, dtype=np.float64), SEASON_DAYS) if history.size else 1.0
+        scale = mase_scale(np.asarray(history, dtype=np.float64))
         with UnitOfWork(self._engine, write=True) as uow:
             uow.session.add(
                 ForecastIssueRow(
@@ -111,23 +107,12 @@ class ForecastAccuracyService:
                 first = min(r.start_s for r in issues if r.series_id == series)
                 rows = uow.session.execute(self._daily, {"sku": series, "since_s": first, "until_s": now_s}).all()
                 actuals[series] = {int(d) * DAY_S: float(v) / DAY_S for d, v in rows}
-        tracker = AccuracyTracker()
-        pending: dict[str, int] = {}
-        for r in issues:
-            values = np.asarray(json.loads(r.values_json), dtype=np.float64)
-            n = min(values.shape[1], max(0, (now_s - r.start_s) // r.step_s))
-            grid = [r.start_s + k * r.step_s for k in range(n)]
-            obs = actuals.get(r.series_id, {})
-            if n == 0 or not any(t in obs for t in grid):
-                pending[r.series_id] = pending.get(r.series_id, 0) + 1
-                continue
-            qs = tuple(json.loads(r.quantiles_json))
-            cut = values[:, :n]
-            fc = DemandForecast(mean=cut[qs.index(0.5)], levels=qs, values=cut, method=r.model)
-            tracker.record(IssuedForecast(r.series_id, r.model, r.issued_at_s, r.start_s, r.step_s, r.scale, fc))
-        # all actuals first, then one scoring pass (observe() scores every pending forecast it can)
-        tracker.actuals = {series: dict(obs) for series, obs in actuals.items()}
-        tracker.observe("", [], [], now_s)
+        stored = [
+            StoredForecast(r.series_id, r.model, r.issued_at_s, r.start_s, r.step_s, r.scale,
+                           tuple(json.loads(r.quantiles_json)), np.asarray(json.loads(r.values_json), dtype=np.float64))
+            for r in issues
+        ]  # fmt: skip
+        tracker, pending = score_forecasts(stored, actuals, now_s)
         out = []
         for series in sorted({r.series_id for r in issues}):
             recs = [x for x in tracker.history.get(series, []) if x.n_points > 0][-last:]

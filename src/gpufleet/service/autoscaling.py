@@ -1,6 +1,6 @@
-"""The replica autoscaler's decision for a stored serving workload, by the shared
-:class:`gpufleet.autoscale.replica.PredictiveReplicaAutoscaler` (what ``gpufleet loop`` and the autoscaling
-benchmark run).
+"""The replica autoscaler's decision for a stored serving workload, by the control loop's
+:func:`gpufleet.control.serving.decide_replicas` (the shared predictive replica autoscaler that ``gpufleet loop``
+and the autoscaling benchmark run).
 
 Stateless and explicit: the caller sends the recent request rates (oldest first, one per ``period_s``), the
 replicas running now and the queue depth. A fresh autoscaler configured from the workload's stored
@@ -21,16 +21,13 @@ from typing import Any
 
 from sqlalchemy import Engine
 
-from gpufleet.autoscale.replica import PredictiveReplicaAutoscaler, ReplicaAutoscalerConfig
-from gpufleet.autoscale.signals import ReplicaSignals
+from gpufleet.control.serving import ReplicaBounds, decide_replicas
 from gpufleet.domain.catalog import PRICES_BY_SKU
 from gpufleet.domain.errors import ValidationError
-from gpufleet.domain.workloads import ServingScaling
 from gpufleet.service.auth import Actor
 from gpufleet.service.uow import UnitOfWork
 from gpufleet.service.workloads import WorkloadService
 
-COLD_START_S = ServingScaling(1, 1, 1.0).cold_start_s
 MAX_POINTS = 1440
 
 
@@ -69,37 +66,17 @@ class AutoscalingService:
             raise ValidationError("target_rps", "set target_rps > 0 with PUT /v1/workloads/{id}/autoscaling first")
         price = PRICES_BY_SKU.get(sku)
         price_h = float(price.on_demand) * max(gpus, 1) if price is not None else 0.0
-        config = ReplicaAutoscalerConfig(
-            min_replicas=lo,
-            max_replicas=hi,
-            target_per_replica=target,
-            cold_start_s=COLD_START_S,
-            period_s=period_s,
-            price_usd_per_replica_h=price_h,
-            budget_usd_day=budget,
-            slo_s=slo_s,
-            max_concurrency=max_concurrency,
-        )
-        scaler = PredictiveReplicaAutoscaler(config)
         current = lo if replicas is None else replicas
-        decision = None
-        for i, v in enumerate(rps):
-            last = i == len(rps) - 1
-            decision = scaler.decide(
-                ReplicaSignals(
-                    now_s=float((i + 1) * period_s),
-                    ready=current,
-                    starting=0,
-                    period_s=float(period_s),
-                    arrival_rps=float(v),
-                    concurrency=0.0,
-                    queue_depth=queue_depth if last else 0,
-                    load_replicas=float(v) / target,
-                    peak_concurrency=float(peak_in_flight[i]) if peak_in_flight else None,
-                    slo_misses=float(slo_misses[i]) if slo_misses else None,
-                )
-            )
-        assert decision is not None
+        bounds = ReplicaBounds(lo, hi, target, price_h, budget, slo_s, max_concurrency)
+        decision = decide_replicas(
+            bounds,
+            rps=rps,
+            current=current,
+            queue_depth=queue_depth,
+            period_s=period_s,
+            slo_misses=slo_misses,
+            peak_in_flight=peak_in_flight,
+        )
         return {
             "workload_id": workload_id,
             "version": version,

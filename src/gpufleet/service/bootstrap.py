@@ -23,6 +23,7 @@ from gpufleet.service.ingest import IngestService
 from gpufleet.service.leader import Leadership, election_for
 from gpufleet.service.placement_chain import ChainPlacementService
 from gpufleet.service.procurement import ProcurementService
+from gpufleet.service.reconciler import Reconciler
 from gpufleet.service.registry import RegistryService
 from gpufleet.service.reservations import CrashHook, ReservationService
 from gpufleet.service.settings import Settings
@@ -57,6 +58,7 @@ class Services:
     autoscaling: AutoscalingService
     budgets: BudgetService
     leader: Leadership
+    reconciler: Reconciler
     # with ``provider = aws`` (None with the simulated provider)
     aws: AwsWorld | None = None
     cloud_quotas: CloudQuotaService | None = None
@@ -111,6 +113,11 @@ def build_services(
         may_submit=leader.is_leader,
         approval_window_s=settings.approval_window_days * 86_400,
     )
+    binpack = BinpackService(engine, clock)
+    procurement = ProcurementService(engine, clock, capacity, reservations, quotas=cloud.get("cloud_quotas"))
+    reconciler = Reconciler(
+        engine, clock, reservations=reservations, capacity=capacity, procurement=procurement, binpack=binpack
+    )
     return Services(
         settings=settings,
         engine=engine,
@@ -123,15 +130,16 @@ def build_services(
         usage=UsageService(engine, clock, workloads),
         capacity=capacity,
         placement=ChainPlacementService(engine, clock, budgets),
-        binpack=BinpackService(engine, clock),
+        binpack=binpack,
         ingest=IngestService(engine, clock),
         audit=AuditService(engine),
         accuracy=accuracy,
-        procurement=ProcurementService(engine, clock, capacity, reservations, quotas=cloud.get("cloud_quotas")),
+        procurement=procurement,
         autoscaling=AutoscalingService(engine, workloads),
         budgets=budgets,
         **cloud,
         leader=leader,
+        reconciler=reconciler,
     )
 
 

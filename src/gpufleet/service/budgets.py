@@ -1,4 +1,4 @@
-"""Team budgets, enforced when work is admitted (placement), through the cost package's ``admit``.
+"""Team budgets, enforced when work is admitted (placement): the budget stage of the admission pipeline.
 
 A team has at most one budget: ``limit_usd`` per calendar ``period`` (UTC day, ISO week or month), ``enforce``
 and ``alert_at`` thresholds. What the team has spent in the current window is
@@ -11,7 +11,8 @@ and ``alert_at`` thresholds. What the team has spent in the current window is
                 rest of its expected run inside the window; the part before now is metered, not committed).
 
 A request's expected spend is its pool's price x GPUs x its expected run inside the window (``expected_run_s``;
-0 = until the window ends). ``cost.budgets.admit`` decides: admit, degrade (the request's first declared degrade
+0 = until the window ends). The control loop's admission pipeline decides
+(:func:`gpufleet.control.admission.decide_budget`, over ``cost.budgets.admit``): admit, degrade (the request's first declared degrade
 option that fits, placed and priced) or queue until the window resets. Never a silent overrun, never a drop.
 Each decision on a budgeted team is appended to the audit log (``budget.admission``) and admitted or degraded
 work is recorded as a commitment, in one transaction that holds the budget row's lock (PostgreSQL) or the
@@ -21,7 +22,6 @@ write lock (SQLite), so concurrent requests cannot both take the last dollars.
 from __future__ import annotations
 
 import json
-import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from decimal import Decimal
@@ -30,21 +30,17 @@ from typing import Any
 from sqlalchemy import BigInteger, Engine, bindparam, case, func, select
 
 from gpufleet.adapters.sql.models import BudgetCommitmentRow, PoolRow, TeamBudgetRow, TeamRow, UtilizationRow
-from gpufleet.cost.budgets import (
+from gpufleet.control.admission import (
     BUDGET_PERIODS,
-    AdmissionAction,
-    AdmissionRequest,
+    AdmissionOutcome,
     Budget,
-    BudgetUnit,
-    CostOption,
-    Spend,
-    admit,
-    budget_window,
-    evaluate_budget,
-    expected_units,
+    PricedOption,
+    budget_report,
+    decide_budget,
+    team_budget,
+    usd,
 )
 from gpufleet.domain.errors import NotFoundError, ValidationError
-from gpufleet.domain.money import LEDGER_UNITS_PER_USD
 from gpufleet.domain.pools import Tier
 from gpufleet.service.auth import ADMINS, Actor, Role
 from gpufleet.service.clock import Clock
@@ -56,26 +52,7 @@ READERS = (*ADMINS, Role.VIEWER, Role.APP_TEAM)
 SUBMITTERS = (*ADMINS, Role.APP_TEAM)  # roles that may submit work, and so book spend against a budget
 
 
-def usd(units: int) -> Decimal:
-    """Ledger units -> USD rounded to the cent."""
-    return (Decimal(units) / LEDGER_UNITS_PER_USD).quantize(Decimal("0.01"))
-
-
-@dataclass(frozen=True, slots=True)
-class PricedOption:
-    """A placement the request could run as: name, price (micro-dollars per GPU-hour), total GPUs."""
-
-    name: str
-    price_uusd_per_gpu_h: int
-    gpus: int
-    pool_id: str | None
-
-
-@dataclass(frozen=True, slots=True)
-class AdmissionOutcome:
-    action: AdmissionAction
-    option: str | None
-    body: dict[str, Any]  # the response's ``budget`` object
+__all__ = ["AdmissionOutcome", "BudgetService", "PricedOption", "usd"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -242,39 +219,32 @@ class BudgetService:
             window = (budget.window_start_s, budget.window_end_s)
             out: list[AdmissionOutcome | BaseException | None] = []
             for a in asks:
-                end_s = window[1] if a.expected_run_s <= 0 else now_s + a.expected_run_s
-
-                def option(o: PricedOption, end_s: int = end_s) -> CostOption:
-                    rate = o.price_uusd_per_gpu_h * o.gpus
-                    return CostOption(o.name, Spend(units=expected_units(rate, now_s, end_s, window)))
-
-                spent = {budget.id: Spend(units=metered + committed)}
-                req = AdmissionRequest(a.context.get("workload_id", "-"), {"team": team_id}, option(a.preferred),
-                                       tuple(option(o) for o in a.degrade))  # fmt: skip
-                decision = admit([req], [budget], spent, now_s)[0]
-                chosen = next((o for o in (a.preferred, *a.degrade) if o.name == decision.option), None)
+                call = decide_budget(budget, metered + committed, a.preferred, a.degrade,
+                                     expected_run_s=a.expected_run_s, workload_id=a.context.get("workload_id", "-"),
+                                     now_s=now_s)  # fmt: skip
+                decision = call.decision
                 body = self._body(row, budget, metered, committed, now_s)
                 body.update(
                     action=decision.action.value,
                     reason=decision.reason,
                     option=decision.option,
-                    request_usd=usd(req.preferred.est.units),
-                    admitted_usd=None if chosen is None else usd(option(chosen).est.units),
+                    request_usd=usd(call.request_units),
+                    admitted_usd=None if call.chosen is None else usd(call.admitted_units),
                     retry_at_s=decision.retry_at_s,
-                    expected_end_s=min(end_s, window[1]),
+                    expected_end_s=min(call.end_s, window[1]),
                     booked=book,
                 )
                 out.append(AdmissionOutcome(decision.action, decision.option, body))
                 if not book:
                     continue
-                rate = 0 if chosen is None else chosen.price_uusd_per_gpu_h * chosen.gpus
-                if chosen is not None and rate > 0:
+                rate = call.rate_uusd_per_h
+                if call.chosen is not None and rate > 0:
                     uow.session.add(
-                        BudgetCommitmentRow(team_id=team_id, created_at_s=now_s, start_s=now_s, end_s=end_s,
+                        BudgetCommitmentRow(team_id=team_id, created_at_s=now_s, start_s=now_s, end_s=call.end_s,
                                             rate_uusd_per_h=rate, action=decision.action.value,
-                                            pool_id=chosen.pool_id)
+                                            pool_id=call.chosen.pool_id)
                     )  # fmt: skip
-                    committed += expected_units(rate, now_s, end_s, window)  # what the next decision sees
+                    committed += call.admitted_units  # what the next decision sees
                 uow.audit(at_s=now_s, actor=a.actor.user_id, action="budget.admission", entity="team",
                           entity_id=team_id, detail={**body, **a.context})  # fmt: skip
             if book:
@@ -283,18 +253,9 @@ class BudgetService:
 
     # ---- helpers ------------------------------------------------------------------------------------------------
     def _figures(self, uow: UnitOfWork, row: TeamBudgetRow, now_s: int) -> tuple[Budget, int, int]:
-        window = budget_window(row.period, now_s)
-        budget = Budget(
-            id=f"team:{row.team_id}",
-            dim="team",
-            key=row.team_id,
-            unit=BudgetUnit.USD,
-            limit=Decimal(row.limit_cents) / 100,
-            window_start_s=window[0],
-            window_end_s=window[1],
-            alert_at=tuple(json.loads(row.alert_at_json)),
-            enforce=row.enforce,
-        )
+        budget = team_budget(row.team_id, limit_cents=row.limit_cents, period=row.period,
+                             alert_at=json.loads(row.alert_at_json), enforce=row.enforce, now_s=now_s)  # fmt: skip
+        window = (budget.window_start_s, budget.window_end_s)
         s = uow.session
         held = s.execute(self._held, {"team": row.team_id, "since": window[0], "until": min(now_s, window[1])})
         metered = sum(round(float(gpu_s or 0) * int(price or 0)) for _sku, gpu_s, price in held.all())
@@ -303,21 +264,11 @@ class BudgetService:
 
     @staticmethod
     def _body(row: TeamBudgetRow, budget: Budget, metered: int, committed: int, now_s: int) -> dict[str, Any]:
-        st = evaluate_budget(budget, Spend(units=metered + committed), now_s)
         return {
             "team": row.team_id,
             "period": row.period,
             "enforce": row.enforce,
             "limit_usd": Decimal(row.limit_cents) / 100,
-            "window_start_s": budget.window_start_s,
-            "window_end_s": budget.window_end_s,
-            "metered_usd": usd(metered),
-            "committed_usd": usd(committed),
-            "spent_usd": usd(metered + committed),
-            "remaining_usd": usd(max(0, int(budget.limit_amount) - metered - committed)),
-            "fraction_used": None if math.isinf(st.fraction) else round(st.fraction, 6),
-            "projected_fraction": None if math.isinf(st.projected_fraction) else round(st.projected_fraction, 6),
-            "alert_at": list(budget.alert_at),
-            "alerts": [{"level": a.level, "reason": a.reason, "threshold": a.threshold} for a in st.alerts],
+            **budget_report(budget, metered, committed, now_s),
             "version": row.version,
         }

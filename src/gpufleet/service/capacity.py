@@ -1,10 +1,9 @@
 """Capacity forecast over stored data: demand quantiles from the forecasting engine against supply.
 
 Demand for a day is the mean number of GPUs allocated (GPU-seconds / 86400) from the utilization records,
-aggregated in the database (up to 56 days). The model is the forecasting engine's one call,
-:func:`gpufleet.forecast.loop.forecast_demand` (the same the simulator's control loop runs); with fewer than 3
-days of history it cannot fit and the shared baseline :class:`gpufleet.forecast.seasonal_naive.SeasonalNaive`
-answers (zeros without any history). Fits are memoized on the exact input series, so repeated requests
+aggregated in the database (up to 56 days). The model is the control loop's forecasting stage,
+:func:`gpufleet.control.forecasting.demand_quantiles` (the engine's one call, with the seasonal-naive baseline
+below 3 days of history). Fits are memoized on the exact input series, so repeated requests
 between two ingestions do not refit; the answer is the same either way.
 
 Supply for a day sums reservations covering that day (active and submitted as committed, approved and
@@ -25,41 +24,17 @@ import numpy as np
 from sqlalchemy import Engine, String, bindparam, func, select
 
 from gpufleet.adapters.sql.models import PoolRow, RegionRow, ReservationRow, SkuRow, UtilizationRow
+from gpufleet.control.forecasting import band_coverage, demand_quantiles
 from gpufleet.domain.errors import PermissionDenied, ValidationError
 from gpufleet.domain.pools import Tier
 from gpufleet.domain.reservations import ReservationStatus, term_seconds
-from gpufleet.forecast.loop import forecast_demand
-from gpufleet.forecast.seasonal_naive import SeasonalNaive
 from gpufleet.service.auth import Actor, Role
 from gpufleet.service.clock import Clock
 
 DAY_S = 86400
-SEASON_DAYS = 7
 HISTORY_DAYS = 56
-LEVELS = (0.1, 0.5, 0.9)
-MIN_FIT_DAYS = 3
-_BASELINE = SeasonalNaive(season_s=SEASON_DAYS * DAY_S, quantiles=LEVELS)
 COMMITTED = (ReservationStatus.ACTIVE.value, ReservationStatus.SUBMITTED.value)
 PENDING = (ReservationStatus.APPROVED.value, ReservationStatus.PENDING_APPROVAL.value)
-
-
-def demand_quantiles(y: np.ndarray, h: int) -> tuple[np.ndarray, str]:
-    """Forecast ``h`` days of the daily series ``y``: array (h, 3) of the p10, p50, p90, and the method."""
-    if int(np.isfinite(y).sum()) >= MIN_FIT_DAYS:
-        fc = forecast_demand(y, h, step_s=DAY_S, quantiles=LEVELS)
-        band = np.stack([fc.at(q) for q in LEVELS], axis=1)
-        return np.clip(band, 0.0, None), fc.method
-    base = _BASELINE.forecast(y, DAY_S, h)
-    return np.stack([base.quantiles[q] for q in LEVELS], axis=1), "seasonal_naive_7d_empirical_quantiles"
-
-
-def _coverage(y: np.ndarray) -> float | None:
-    if y.size < 21:
-        return None
-    train, test = y[:-7], y[-7:]
-    band, _ = demand_quantiles(train, 7)
-    inside = (test >= band[:, 0] - 1e-9) & (test <= band[:, 2] + 1e-9)
-    return round(float(inside.mean()), 3)
 
 
 @lru_cache(maxsize=128)
@@ -67,7 +42,7 @@ def _memo(y_bytes: bytes, h: int) -> tuple[np.ndarray, str, float | None]:
     y = np.frombuffer(y_bytes, dtype=np.float64)
     band, method = demand_quantiles(y, h)
     band.setflags(write=False)
-    return band, method, _coverage(y)
+    return band, method, band_coverage(y)
 
 
 # (sku_id, start_s, daily history, band (h, 3) of LEVELS, method): called with every served forecast

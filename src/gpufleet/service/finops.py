@@ -2,9 +2,9 @@
 changes that are applied and rolled back, and gpufleet's own metrics.
 
 * :meth:`FinOpsService.snapshot` loads workloads, utilization, pools and reservations for the window ending now
-  and runs the cost package: allocation (idle as a separate line, shared proportional), usage totals, idle
+  and runs the control loop's one metering (:meth:`gpufleet.control.metering.Meter.window`, the cost package): allocation (idle as a separate line, shared proportional), usage totals, idle
   detection, rightsizing and a seasonal-naive forecast vs actual. Snapshots are memoized for ``cache_s``.
-* Rightsizing changes go through ``cost.changes`` (ONE transition table): the request records a change with the
+* Rightsizing changes go through ``cost.changes`` (ONE transition table, via ``control.costing.change_spec``): the request records a change with the
   workload's spec before and after (in the change's audit event, append-only), ``apply`` writes the new spec to
   the workload (version + 1), ``rollback`` writes the old one back; both refuse a workload edited in between.
 """
@@ -15,13 +15,11 @@ import json
 import math
 import threading
 import time
-from collections import defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
 
-import numpy as np
 from sqlalchemy import Engine, func, select, update
 
 from gpufleet.adapters.metrics import GpufleetMetrics
@@ -34,15 +32,25 @@ from gpufleet.adapters.sql.models import (
     UtilizationRow,
     WorkloadRow,
 )
-from gpufleet.control.costing import idle_waste
-from gpufleet.cost.allocate import CostAllocation, CostLine, allocate_costs
-from gpufleet.cost.changes import ChangeEvent, ChangeStatus, RightsizingChange, apply_change, rollback_change
-from gpufleet.cost.chargeback import chargeback
-from gpufleet.cost.idle import IdleFinding, detect_idle
-from gpufleet.cost.meter import UsageTotals
-from gpufleet.cost.model import PARTS_PER_GPU, AllocationSpan, CapacityBlock, DistributionRule
-from gpufleet.cost.rightsizing import Recommendation, ResourceSpec, UsageProfile, recommend
-from gpufleet.cost.workload_cost import workload_cost
+from gpufleet.control.costing import (
+    ChangeEvent,
+    ChangeStatus,
+    Recommendation,
+    ResourceSpec,
+    RightsizingChange,
+    change_spec,
+    idle_waste,
+)
+from gpufleet.control.metering import (
+    AllocationSpan,
+    CostLine,
+    FinOpsSnapshot,
+    Meter,
+    MeterInputs,
+    ReservedBlock,
+    UtilRec,
+    WorkloadInfo,
+)
 from gpufleet.domain.errors import ConflictError, NotFoundError, ValidationError
 from gpufleet.domain.money import units_to_cents
 from gpufleet.domain.pools import Tier
@@ -50,14 +58,13 @@ from gpufleet.domain.reservations import term_seconds
 from gpufleet.domain.workloads import Priority, ServingScaling, Workload, WorkloadKind
 from gpufleet.service.auth import Actor
 from gpufleet.service.clock import Clock, IdGenerator
-from gpufleet.service.finops_books import ReservedBlock, UtilRec, WorkloadInfo, build_books, workload_columns
 from gpufleet.service.uow import UnitOfWork
 from gpufleet.service.workloads import WRITERS
 
 DAY_S = 86_400
 PAID_STATUSES = ("submitted", "active", "expired")  # an order at the provider is paid over its term
 ROW_STATUS = {ChangeStatus.PROPOSED: "pending"}  # the API has always said "pending" for a proposed change
-SKU_CANDIDATES = ("h100_80gb", "h200_141gb", "a100_80gb", "l40s")
+__all__ = ["FinOpsService", "FinOpsSnapshot", "change_dict", "recommendation_dict", "usd"]
 
 
 def _status_of(row_status: str) -> ChangeStatus:
@@ -66,25 +73,6 @@ def _status_of(row_status: str) -> ChangeStatus:
 
 def _row_status(s: ChangeStatus) -> str:
     return ROW_STATUS.get(s, s.value)
-
-
-DailyRow = tuple[list[int], list[float], list[float], list[float]]  # day starts, capacity, allocated, used GPU-h
-ForecastRow = tuple[str, list[int], list[float], list[float]]  # method, hour starts, forecast, actual GPUs
-
-
-@dataclass(frozen=True, slots=True)
-class FinOpsSnapshot:
-    """The cost package's results for one window (the dashboard's data provider wraps this)."""
-
-    result: CostAllocation
-    allocations: list[AllocationSpan]
-    usage: UsageTotals
-    now_s: int
-    capacity: list[CapacityBlock]
-    daily: dict[str, DailyRow]
-    forecasts: dict[str, ForecastRow]
-    idle: list[IdleFinding]
-    recommendations: list[Recommendation]
 
 
 @dataclass(frozen=True, slots=True)
@@ -105,6 +93,7 @@ class FinOpsService:
         self._cache: dict[int, tuple[float, int, FinOpsSnapshot]] = {}
         self._lock = threading.Lock()
         self.metrics = GpufleetMetrics()
+        self.meter = Meter()  # the loop's one metering (idle as a separate line, shared proportional)
 
     # ---- books ------------------------------------------------------------------------------------------------
     def _load(self, t0_s: int, t1_s: int) -> _Loaded:
@@ -156,57 +145,18 @@ class FinOpsService:
 
     def _build(self, t0_s: int, t1_s: int) -> FinOpsSnapshot:
         ld = self._load(t0_s, t1_s)
-        in_window = [r for r in ld.recs if r.start_s >= t0_s]
         infos = {w.id: WorkloadInfo(w.id, w.team_id, w.tenant_id, w.kind, w.name) for w in ld.workloads.values()}
-        books = build_books(in_window, infos, ld.reservations, ld.on_demand, t0_s, t1_s, ld.pools)
-        result = allocate_costs(books.capacity, books.allocations, t0_s, t1_s,
-                                idle_rule=DistributionRule.SEPARATE_LINE, shared_rule=DistributionRule.PROPORTIONAL)  # fmt: skip
-        teams = sorted({r.team_id for r in ld.recs})
-        daily = {"*": _daily(ld, in_window, None, t0_s, t1_s)} | {
-            t: _daily(ld, in_window, t, t0_s, t1_s) for t in teams
-        }
-        forecasts = {k: f for k, f in ((t, _forecast(ld.recs, t, t0_s, t1_s)) for t in ["*", *teams]) if f}
-        # idle detection: one allocation per registered workload over the window, holding its peak GPUs
-        first: dict[str, AllocationSpan] = {}
-        for a in books.allocations:
-            first.setdefault(a.workload_id, a)
-        peak: dict[str, float] = defaultdict(float)
-        for r in in_window:
-            peak[r.workload_id] = max(peak[r.workload_id], r.gpus)
-        wl_ids = sorted(w for w in first if w in ld.workloads)
-        spans = [
-            AllocationSpan(w, w, a.team_id, a.tenant_id, a.namespace, a.feature, a.pool_id, a.sku_id,
-                           max(1, round(peak[w] * PARTS_PER_GPU)), t0_s, t1_s, serving=a.serving)
-            for w, a in ((w, first[w]) for w in wl_ids)
-        ]  # fmt: skip
-        cols, _ = workload_columns(in_window, wl_ids, t0_s)
-        prices = (
-            {p: pr for p, (_t, pr) in ld.pools.items()}
-            | {p: pr for p, pr in ld.on_demand.values()}
-            | {b.pool_id: b.price_uusd_per_gpu_h for b in ld.reservations}
+        seen = {r.workload_id for r in ld.recs if r.workload_id in ld.workloads}
+        inputs = MeterInputs(
+            ld.recs,
+            infos,
+            {w: _domain_workload(ld.workloads[w]) for w in seen},
+            {w: _resource_spec(ld.workloads[w]) for w in seen},
+            ld.reservations,
+            ld.on_demand,
+            ld.pools,
         )
-        domain_wls = {w: _domain_workload(ld.workloads[w]) for w in wl_ids}
-        idle = detect_idle(cols, spans, domain_wls, t1_s, price_uusd_by_pool=prices) if spans else []
-        by_wl: dict[str, list[UtilRec]] = defaultdict(list)
-        for r in ld.recs:
-            by_wl[r.workload_id].append(r)
-        recs = [self._recommend(ld.workloads[w], by_wl[w]) for w in wl_ids if w in ld.workloads]
-        return FinOpsSnapshot(result, books.allocations, books.usage, t1_s,
-                                 [b for b in books.capacity if b.tier is Tier.RESERVED], daily, forecasts, idle,
-                                 [r for r in recs if r is not None])  # fmt: skip
-
-    @staticmethod
-    def _recommend(w: WorkloadRow, recs: list[UtilRec]) -> Recommendation | None:
-        """From the workload's utilization over the window and the day before it (GPU only: CPU and memory are
-        not in the stored telemetry, so their requests stay)."""
-        rows = sorted(recs, key=lambda r: r.start_s)
-        if not rows:
-            return None
-        util = np.array([r.util * r.gpus / max(w.gpus, 1) for r in rows], dtype=np.float64)
-        nan = np.full(len(rows), np.nan)
-        cur = ResourceSpec(w.cpu, w.mem_gb, w.gpus, w.gpu_sku)
-        cands = tuple(s for s in SKU_CANDIDATES if s != w.gpu_sku)
-        return recommend(w.id, cur, UsageProfile(nan, nan, np.clip(util, 0, 1), nan), candidate_skus=cands)
+        return self.meter.window(inputs, t0_s, t1_s)
 
     def workload_view(self, workload_id: str, window_s: int) -> dict[str, Any]:
         """The cost package's numbers for one workload (access is checked by the caller)."""
@@ -215,7 +165,7 @@ class FinOpsService:
             return {"allocated_gpu_h": 0.0, "used_gpu_h": 0.0, "direct_usd": Decimal("0.00"),
                     "idle_usd": Decimal("0.00"), "shared_usd": Decimal("0.00"), "total_usd": Decimal("0.00"),
                     "by_tier_usd": {}, "utilization": None, "recommendation": None}  # fmt: skip
-        wc = workload_cost(workload_id, data.result, data.allocations, data.usage, data.recommendations)
+        wc = self.meter.workload_cost(workload_id, data.result, data.allocations, data.usage, data.recommendations)
         rec = wc.recommendations[0] if wc.recommendations else None
         return {
             "allocated_gpu_h": round(wc.allocated_gpu_h, 6),
@@ -341,13 +291,7 @@ class FinOpsService:
             change = self._change(uow, row)
             spec = ResourceSpec(w.cpu, w.mem_gb, w.gpus, w.gpu_sku)
             source = change.status
-            if target is ChangeStatus.APPLIED:
-                new = apply_change(spec, change, at_s=now_s, actor=actor.user_id)
-            elif target is ChangeStatus.ROLLED_BACK:
-                new = rollback_change(spec, change, at_s=now_s, actor=actor.user_id, reason=reason)
-            else:
-                change.transition(target, at_s=now_s, actor=actor.user_id, reason=reason)
-                new = spec
+            new = change_spec(spec, change, target, at_s=now_s, actor=actor.user_id, reason=reason)
             if new != spec:  # apply / roll back: the workload's desired spec changes (a cancel changes nothing)
                 res = uow.session.execute(
                     update(WorkloadRow)
@@ -387,7 +331,7 @@ class FinOpsService:
         self.metrics.set_queue_length("reservations_awaiting_submission", int(counts.get("approved", 0)))
         self.metrics.set_queue_length("rightsizing_changes_pending", int(pending_changes or 0))
         data = self.snapshot()
-        self.metrics.record_cost(data.result, chargeback(data.result, data.allocations, "team", data.usage))
+        self.metrics.record_cost(data.result, self.meter.chargeback(data.result, data.allocations, "team", data.usage))
         self.metrics.idle_findings.clear()
         for f_action in {f.action for f in data.idle}:
             self.metrics.idle_findings.labels(f_action.value).set(sum(1 for f in data.idle if f.action is f_action))
@@ -429,6 +373,10 @@ def change_dict(c: RightsizingChange, row: RightsizingChangeRow) -> dict[str, An
     }
 
 
+def _resource_spec(w: WorkloadRow) -> ResourceSpec:
+    return ResourceSpec(w.cpu, w.mem_gb, w.gpus, w.gpu_sku)
+
+
 def _domain_workload(w: WorkloadRow) -> Workload:
     serving = w.kind == WorkloadKind.SERVING.value
     try:
@@ -439,41 +387,6 @@ def _domain_workload(w: WorkloadRow) -> Workload:
                     prio, (w.gpu_sku,), max(w.gpus, 1), checkpoint_interval_s=w.checkpoint_interval_s,
                     scaling=ServingScaling(w.min_replicas, max(w.max_replicas, w.min_replicas), w.target_rps or 1.0)
                     if serving else None)  # fmt: skip
-
-
-def _daily(ld: _Loaded, recs: list[UtilRec], team: str | None, t0_s: int, t1_s: int) -> DailyRow:
-    days = max(1, -(-(t1_s - t0_s) // DAY_S))
-    alloc = np.zeros(days)
-    used = np.zeros(days)
-    for r in recs:
-        if team is None or r.team_id == team:
-            d = (r.start_s - t0_s) // DAY_S
-            alloc[d] += r.gpus * r.bucket_s / 3600
-            used[d] += r.gpus * r.util * r.bucket_s / 3600
-    cap = np.zeros(days)
-    for b in ld.reservations:
-        for d in range(days):
-            s0, s1 = t0_s + d * DAY_S, min(t1_s, t0_s + (d + 1) * DAY_S)
-            cap[d] += b.units * max(0, min(b.end_s, s1) - max(b.start_s, s0)) / 3600
-    cap = np.maximum(cap, alloc) if team is None else cap  # on-demand capacity is what was used
-    return ([t0_s + d * DAY_S for d in range(days)], cap.tolist(), alloc.tolist(), used.tolist())
-
-
-def _forecast(recs: list[UtilRec], team: str, t0_s: int, t1_s: int) -> ForecastRow | None:
-    """Seasonal naive (same hour yesterday) vs actual GPUs held per hour; None without a day of history."""
-    hours = (t1_s - t0_s) // 3600
-    held: dict[int, float] = defaultdict(float)
-    for r in recs:
-        if team in ("*", r.team_id):
-            held[(r.start_s - t0_s) // 3600] += r.gpus * r.bucket_s / 3600
-    if not held or min(held) > hours - 24 - 1:
-        return None
-    first = max(min(held) + 24, 0)
-    ts = list(range(first, hours))
-    if len(ts) < 2:
-        return None
-    return ("seasonal naive (same hour yesterday)", [t0_s + h * 3600 for h in ts],
-                          [held.get(h - 24, 0.0) for h in ts], [held.get(h, 0.0) for h in ts])  # fmt: skip
 
 
 def usd(units: int) -> Decimal:

@@ -1,16 +1,19 @@
-"""Placement with graceful degradation over stored pools, decided by the shared
-:func:`gpufleet.place.degrade.recommend` (the same code the simulator's placement uses).
+"""Placement with graceful degradation over stored pools, decided by the control loop's admission pipeline
+(:class:`gpufleet.control.admission.AdmissionPipeline`: place -> budget; the degrade chain is the code the
+simulator's placement runs).
 
-This module turns stored rows into the decision's :class:`~gpufleet.place.degrade.PoolState`:
+This module turns stored rows into the pipeline's :class:`~gpufleet.control.admission.PoolHeadroom`:
 
 - capacity of a pool: GPUs of active reservations in it (+ its quota, if any) for the reserved tier, its
   quota for the others (no quota = unbounded); in use = the pool's ``allocated_gpus``;
   free = capacity - in use; utilization = in use / capacity (0 for an unbounded pool).
 - ``stockout`` and ``queue_wait_s`` come from ``pool_signals`` (``PUT /v1/placement/signals``: what a
   provider adapter or an operator reports); a pool without a row has no stockout and no wait estimate.
-- ``low`` priority is opportunistic: on-demand and secondary pools are withheld (trigger ``low_priority``).
 - preemption candidates are the running work the caller lists (the service does not yet track which pool
   each running workload sits in).
+- the budget stage is :meth:`gpufleet.service.budgets.BudgetService.admit_placement` (the team's budget row,
+  locked while booking), handed to the pipeline as its budget gate. The service keeps no team quotas, so the
+  pipeline's quota stage passes (``no_quota``).
 
 The answer keeps the original shape ``{region, pool, tier, reason, fallback, skipped, ...}``: ``fallback`` is
 the decision's ordered chain after the chosen pool (each link with its trigger, ending with the queue), and
@@ -22,117 +25,34 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
 from decimal import Decimal
 from typing import Any
 
 from sqlalchemy import Engine, bindparam, func, select
 
 from gpufleet.adapters.sql.models import PoolRow, PoolSignalRow, RegionRow, ReservationRow, SkuRow
-from gpufleet.cost.budgets import AdmissionAction
-from gpufleet.domain.allocations import FallbackStep
+from gpufleet.control.admission import (
+    AdmissionOutcome,
+    AdmissionPipeline,
+    ChainPlacementRequest,
+    PoolHeadroom,
+    PricedOption,
+)
 from gpufleet.domain.errors import NotFoundError, ValidationError
-from gpufleet.domain.pools import TIER_ORDER, CapacityPool, Tier
+from gpufleet.domain.pools import CapacityPool, Tier
 from gpufleet.domain.reservations import ReservationStatus
-from gpufleet.domain.workloads import DegradeOption, Priority, ServingScaling, Workload, WorkloadKind
-from gpufleet.place.degrade import DegradeRequest, RunningWork, recommend
-from gpufleet.place.degrade import PoolHeadroom as PoolState
 from gpufleet.service.auth import Actor, Role
-from gpufleet.service.budgets import BudgetService, PricedOption
+from gpufleet.service.budgets import BudgetService
 from gpufleet.service.clock import Clock
 from gpufleet.service.uow import UnitOfWork
 
-_OPPORTUNISTIC_SKIP = (Tier.ON_DEMAND, Tier.SECONDARY)
-
-
-@dataclass(frozen=True, slots=True)
-class ChainPlacementRequest:
-    """``gpus`` per replica (or per gang member) times ``replicas``; degrade options lower either or the SKU."""
-
-    job_class: WorkloadKind
-    priority: Priority
-    sku_id: str
-    gpus: int
-    regions: Sequence[str] = ()
-    checkpointable: bool = False
-    replicas: int = 1
-    deadline_s: int | None = None
-    expected_run_s: int = 0
-    degrade_options: tuple[DegradeOption, ...] = ()
-    running: tuple[RunningWork, ...] = ()
-    workload_id: str = "-"
-    team: str | None = None  # whose budget pays (app_team tokens: their own team by default)
-    admit: bool = False  # book the placement against the budget (an admission), not just recommend
-
-
-def _step(step: FallbackStep, region_of: dict[str, str]) -> dict[str, Any]:
-    return {
-        "pool": step.pool_id,
-        "region": None if step.pool_id is None else region_of.get(step.pool_id),
-        "tier": None if step.tier is None else step.tier.value,
-        "trigger": step.trigger,
-    }
-
-
-def decide(req: ChainPlacementRequest, states: Sequence[PoolState], *, now_s: int) -> dict[str, Any]:
-    """Withhold pools a ``low`` priority may not buy, then run the shared degrade decision."""
-    region_of = {st.pool.id: st.pool.region_id for st in states}
-    withheld: list[dict[str, Any]] = []
-    eligible: list[PoolState] = []
-    for st in states:
-        if req.priority is Priority.LOW and st.pool.tier in _OPPORTUNISTIC_SKIP:
-            withheld.append(_step(FallbackStep(st.pool.id, st.pool.tier, "low_priority"), region_of))
-        else:
-            eligible.append(st)
-    training = req.job_class is WorkloadKind.TRAINING
-    workload = Workload(
-        id=req.workload_id,
-        name=req.workload_id,
-        kind=req.job_class,
-        team_id="-",
-        tenant_id="-",
-        priority=req.priority,
-        acceptable_skus=(req.sku_id,),
-        gpus_per_replica=req.gpus,
-        gang_size=req.replicas if training else 1,
-        checkpoint_interval_s=3600 if training and req.checkpointable else None,
-        scaling=None if training else ServingScaling(req.replicas, req.replicas, 1.0),
-        deadline_s=req.deadline_s,
-        degrade_options=req.degrade_options,
-    )
-    d = recommend(
-        DegradeRequest(
-            workload=workload,
-            now_s=now_s,
-            pools=tuple(eligible),
-            expected_run_s=req.expected_run_s,
-            running=req.running,
-        )
-    )
-    price = next((st.pool.price_usd_per_gpu_h for st in states if st.pool.id == d.pool_id), None)
-    opt = d.degrade
-    return {
-        "region": d.region_id,
-        "pool": d.pool_id,
-        "tier": d.tier,
-        "price_usd_per_gpu_h": price,
-        "reason": d.reason,
-        "action": d.action,
-        "sku": d.sku_id,
-        "gpus": d.gpus,
-        "fallback": [_step(s, region_of) for s in d.chain],
-        "skipped": withheld + [_step(s, region_of) for s in d.skipped],
-        "degrade": None
-        if opt is None
-        else {"gpus": opt.gpus_per_replica, "sku": opt.sku_id, "min_replicas": opt.min_replicas},
-        "victims": list(d.victims),
-        "expected_start_s": d.expected_start_s,
-    }
+__all__ = ["ChainPlacementRequest", "ChainPlacementService"]
 
 
 class ChainPlacementService:
     def __init__(self, engine: Engine, clock: Clock, budgets: BudgetService | None = None) -> None:
         self._budgets = budgets
+        self._pipeline = AdmissionPipeline()
         # single-statement reads need no transaction: autocommit saves the BEGIN/ROLLBACK round trips
         self._engine = engine.execution_options(isolation_level="AUTOCOMMIT")
         self._raw = engine
@@ -223,88 +143,24 @@ class ChainPlacementService:
             )
             free = math.inf if capacity is None else float(capacity - allocated)
             util = 0.0 if not capacity else min(1.0, allocated / capacity)
-            states.append(PoolState(pool, free, util, stockout=bool(stockout), queue_wait_s=wait_s))
+            states.append(PoolHeadroom(pool, free, util, stockout=bool(stockout), queue_wait_s=wait_s))
         now_s = self._clock.now_s()
-        decision = decide(req, states, now_s=now_s)
         team = req.team if req.team is not None else (actor.team_id if actor.role is Role.APP_TEAM else None)
         if req.admit:
             actor.require(Role.FINOPS_ADMIN, Role.ML_PLATFORM_ADMIN, Role.APP_TEAM)  # a viewer books nothing
-        if team is not None and self._budgets is not None:
-            decision = self._admit(actor, team, req, decision, states, price_uusd, now_s)
-        else:
-            decision["budget"] = None
-        decision["tiers_considered"] = [t.value for t in TIER_ORDER]
-        return decision
+        budgets = self._budgets
+        gate = None
+        if team is not None and budgets is not None:
 
-    def _admit(
-        self,
-        actor: Actor,
-        team: str,
-        req: ChainPlacementRequest,
-        decision: dict[str, Any],
-        states: Sequence[PoolState],
-        price_uusd: dict[str, int],
-        now_s: int,
-    ) -> dict[str, Any]:
-        """Budget admission of the placement (``service.budgets``): admit, degrade to a declared option that is
-        placed and fits the budget, or queue until the window resets."""
-        assert self._budgets is not None
+            def gate(
+                preferred: PricedOption, degrade: Sequence[PricedOption], context: dict[str, Any]
+            ) -> AdmissionOutcome | None:
+                assert team is not None and budgets is not None
+                return budgets.admit_placement(actor, team, preferred=preferred, degrade=degrade,
+                                               expected_run_s=req.expected_run_s, context=context,
+                                               named=req.team is not None, book=req.admit)  # fmt: skip
 
-        def priced(name: str, d: dict[str, Any]) -> PricedOption:
-            pool = d["pool"] if d["action"] != "queue" else None
-            return PricedOption(name, 0 if pool is None else price_uusd.get(pool, 0), int(d["gpus"]), pool)
-
-        alternatives: dict[str, tuple[dict[str, Any], DegradeOption]] = {}
-        for i, o in enumerate(req.degrade_options):
-            sub = replace(
-                req,
-                sku_id=o.sku_id or req.sku_id,
-                gpus=o.gpus_per_replica or req.gpus,
-                replicas=o.min_replicas or req.replicas,
-                degrade_options=(),
-                running=(),
-            )
-            d = decide(sub, states, now_s=now_s)
-            if d["action"] == "place":
-                alternatives[f"degrade_options[{i}]"] = (d, o)
-        outcome = self._budgets.admit_placement(
-            actor,
-            team,
-            preferred=priced("requested", decision),
-            degrade=[priced(name, d) for name, (d, _) in alternatives.items()],
-            expected_run_s=req.expected_run_s,
-            context={"pool": decision["pool"], "gpus": decision["gpus"], "sku": decision["sku"],
-                     "placement_action": decision["action"], "workload_id": req.workload_id},
-            named=req.team is not None,
-            book=req.admit,
-        )  # fmt: skip
-        if outcome is None:
-            decision["budget"] = None
-            return decision
-        if outcome.action is AdmissionAction.DEGRADE and outcome.option in alternatives:
-            d, o = alternatives[outcome.option]
-            decision = {
-                **d,
-                "action": "degrade",
-                "reason": "over_budget_degraded",
-                "degrade": {"gpus": o.gpus_per_replica, "sku": o.sku_id, "min_replicas": o.min_replicas},
-            }
-        elif outcome.action is AdmissionAction.QUEUE:
-            decision = {
-                **decision,
-                "region": None,
-                "pool": None,
-                "tier": None,
-                "price_usd_per_gpu_h": None,
-                "action": "queue",
-                "reason": "over_budget_queued",
-                "fallback": [{"pool": None, "region": None, "tier": None, "trigger": "over_budget_queued"}],
-                "degrade": None,
-                "victims": [],
-                "expected_start_s": outcome.body["retry_at_s"],
-            }
-        decision["budget"] = outcome.body
-        return decision
+        return self._pipeline.decide(req, states, now_s=now_s, team=team, price_uusd=price_uusd, budget=gate)
 
     def set_signal(self, actor: Actor, *, pool_id: str, stockout: bool, queue_wait_s: int | None) -> dict[str, Any]:
         """Record a pool's stockout signal and expected queue wait (replaces the previous one; audited)."""

@@ -1,6 +1,7 @@
 """Quota outlook and plan-to-reservation proposals over stored data, decided by the procurement package.
 
-**Quota outlook** (:func:`gpufleet.procure.quota.quota_outlook`, per provider/region/SKU pool of the
+**Quota outlook** (:func:`gpufleet.control.procurement.pool_outlook` over the procurement package's
+``quota_outlook``, per provider/region/SKU pool of the
 on-demand, spot and secondary tiers): the demand a pool must absorb is the capacity forecast's daily p90
 (the same forecast ``GET /v1/capacity/forecast`` serves) above the SKU's committed reservations
 (active + submitted). Utilization records carry no region, so each pool is checked against the whole
@@ -15,7 +16,8 @@ and each such pool carries ``increase``: the request drafted by
 :func:`gpufleet.procure.quota_increase.draft_increase` (due before the exhaustion date minus the turnaround)
 and any open request at the provider.
 
-**Plan proposals** (:func:`gpufleet.procure.planning.plan_from_history`, the same call as ``gpufleet plan``):
+**Plan proposals** (:func:`gpufleet.control.procurement.plan_orders`: the portfolio planner, the same call as
+``gpufleet plan``):
 the SKU's hourly GPU demand of the last 28 days (from utilization records) is planned for ``horizon_days``
 from the next day; the orders due now (``due_proposals``: submit-by within ``within_days``) become pending
 reservations through the existing reservation use case, so the approval rules (dual approval above the
@@ -28,8 +30,6 @@ same order twice.
 
 from __future__ import annotations
 
-import dataclasses
-import hashlib
 from typing import Any
 
 import numpy as np
@@ -38,12 +38,10 @@ from sqlalchemy import Engine, String, bindparam, func, select
 from gpufleet.adapters.aws.skus import gpus_from_vcpus, instance_type
 from gpufleet.adapters.sql.models import PoolRow, RegionRow, ReservationRow, SkuRow, UtilizationRow
 from gpufleet.control.cloud import draft_increase
+from gpufleet.control.procurement import HeldCommitment, plan_orders, pool_outlook
 from gpufleet.domain.errors import ValidationError
 from gpufleet.domain.pools import Tier
 from gpufleet.domain.reservations import ReservationStatus, term_seconds
-from gpufleet.procure.planning import plan_from_history
-from gpufleet.procure.proposals import due_proposals, to_reservation
-from gpufleet.procure.quota import quota_outlook
 from gpufleet.service.auth import Actor, Role
 from gpufleet.service.capacity import CapacityService
 from gpufleet.service.clock import Clock
@@ -109,20 +107,19 @@ class ProcurementService:
             fc = forecasts[sku]
             p90 = np.array([d["p90"] for d in fc["demand"]])
             committed = np.array([s["committed_units"] for s in fc["supply"]], dtype=np.float64)
-            spill = np.maximum(p90 - committed, 0.0)
             start_s = int(fc["demand"][0]["day_start_s"])
             pq = None if self._quotas is None else self._quotas.pool_quota(provider_id, region_id, sku, tier)
             lead_s = increase_lead_days * DAY_S
             if pq is not None:
                 quota = pq.quota_gpus
                 lead_s = pq.turnaround_s if pq.turnaround_s is not None else lead_s
-            o = quota_outlook(
+            o = pool_outlook(
                 pool_id,
-                spill,
+                p90,
+                committed,
                 start_s=start_s,
-                period_s=DAY_S,
                 quota_gpus=None if quota is None else float(quota),
-                increase_lead_time_s=lead_s,
+                increase_lead_s=lead_s,
                 now_s=now_s,
             )
             extra: dict[str, Any] = {"quota_source": "stored", "increase": None}
@@ -189,38 +186,27 @@ class ProcurementService:
         for h, gpu_s in rows:
             hourly[int(h) - first] = float(gpu_s) / HOUR_S
         start_s = today_s + DAY_S  # orders start on a day boundary, never in the past
-        report = plan_from_history(
-            {f"{sku_id}@{region_id}": hourly},
+        held = self._held(sku_id, region_id, now_s)
+        plan = plan_orders(
+            hourly,
+            sku_id=sku_id,
+            region_id=region_id,
             start_s=start_s,
             horizon_days=horizon_days,
             workload_class=workload_class,
+            now_s=now_s,
+            within_s=within_days * DAY_S,
+            held=[HeldCommitment(*h) for h in held],
         )
-        due = due_proposals(report.proposals, now_s=now_s, within_s=within_days * DAY_S)
-        held = self._held(sku_id, region_id, now_s)
-        left = {rid: units for rid, units, *_ in held}
-        covered: dict[int, int] = {}
         created = []
-        for p in sorted(due, key=lambda q: q.start_s):
-            # capacity already held or pending that covers the order's start is not bought again
-            take = 0
-            for rid, _units, start, end, _status in held:
-                if start <= max(p.start_s, now_s) < end and left[rid] > 0 and take < p.units:
-                    n = min(left[rid], p.units - take)
-                    left[rid] -= n
-                    take += n
-            covered[id(p)] = take
-            if take >= p.units:
-                continue
-            p = dataclasses.replace(p, units=p.units - take)
-            draft = to_reservation(p, reservation_id="-", pool_id="-")
-            key_src = f"{p.sku_id}|{','.join(p.regions)}|{p.tier}|{p.start_s}|{p.units}|{draft.term_months}"
-            key = "plan-" + hashlib.sha256(key_src.encode()).hexdigest()[:40]
+        for order in plan.orders:
+            p, key = order.proposal, order.idempotency_key
             view = self._reservations.create(
                 actor,
                 sku_id=p.sku_id,
                 units=p.units,
                 start_s=max(p.start_s, now_s),
-                term_months=draft.term_months,
+                term_months=order.term_months,
                 regions=list(p.regions),
                 client_key=key,
             )
@@ -237,6 +223,7 @@ class ProcurementService:
                     "tier": p.tier,
                 }
             )
+        report = plan.report
         return {
             "sku": sku_id,
             "region": region_id,
@@ -253,10 +240,10 @@ class ProcurementService:
                     "est_cost_usd": p.est_cost_usd,
                     "rationale": p.rationale,
                     "reason": p.reason,
-                    "due": p in due,
-                    "covered_units": covered.get(id(p), 0),
+                    "due": due,
+                    "covered_units": covered,
                 }
-                for p in report.proposals
+                for p, due, covered in zip(report.proposals, plan.due, plan.covered_units, strict=True)
             ],
             "held": [
                 {"reservation_id": rid, "units": units, "start_s": start, "end_s": end, "status": status}

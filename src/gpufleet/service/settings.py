@@ -60,6 +60,14 @@ class Settings(BaseSettings):
         "submits approved reservations left behind by a crash and activates/expires commitments. With several "
         "processes on PostgreSQL keep it > 0: the same loop lets the leader submit approvals taken by followers.",
     )
+    plan_interval_s: float = Field(
+        default=86_400.0,
+        ge=0,
+        description="Seconds between the leader's planning passes (0 = never in the background; `gpufleet "
+        "reconcile --once` still plans): forecast each SKU from the utilization ingested, propose the reservations "
+        "due into the approval workflow and re-evaluate placements (service/reconciler.py). Daily by default: the "
+        "procurement cadence. Runs only while the reconciler runs periodically (reconcile_interval_s > 0).",
+    )
     leader_poll_s: float = Field(
         default=1.0,
         gt=0,

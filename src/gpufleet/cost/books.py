@@ -1,6 +1,6 @@
 """Turn the service's stored rows into the cost package's books: capacity blocks, allocation spans, usage.
 
-Pure functions over plain row tuples (no database here; :mod:`gpufleet.service.finops` loads the rows).
+Pure functions over plain row tuples (no database here; the service loads the rows, :class:`gpufleet.control.metering.Meter` runs them).
 
 Attribution rule: a utilization row that names its pool is charged to that pool: a pay-per-use pool (on-demand,
 spot, secondary) at its own price; a reserved pool rides that pool's active reservations (first, before rows that

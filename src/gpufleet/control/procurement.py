@@ -1,0 +1,145 @@
+"""The procurement stage as the service asks for it: which reservations to propose from measured demand, net of
+what is already held, and when a pool's quota runs out.
+
+:func:`plan_orders` runs the portfolio planner (:func:`gpufleet.procure.planning.plan_from_history`, the same
+call as ``gpufleet plan``) on a SKU-region's hourly demand, keeps the orders due now
+(:func:`gpufleet.procure.proposals.due_proposals`) and takes off each order's start what reservations already
+held or on their way cover (oldest first), so a small shift in demand does not buy the capacity again. Each
+order left carries its term in months and a deterministic idempotency key (the same order proposed twice is one
+order). :func:`pool_outlook` is the quota outlook of one pool against the spill-over of a demand forecast above
+what is committed. :func:`choose_plan_region` says where the reconciler plans a SKU. Decisions are data; the
+caller creates the reservations through its approval workflow.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+
+from gpufleet.procure.planning import PlanReport, plan_from_history
+from gpufleet.procure.proposals import PortfolioProposal, due_proposals, to_reservation
+from gpufleet.procure.quota import QuotaOutlook, quota_outlook
+
+DAY_S = 86400
+
+
+@dataclass(frozen=True, slots=True)
+class HeldCommitment:
+    """A reservation of the SKU-region held or on its way (pending approval .. active) that has not ended."""
+
+    id: str
+    units: int
+    start_s: int
+    end_s: int
+    status: str
+
+
+@dataclass(frozen=True, slots=True)
+class PlannedOrder:
+    """An order to enter the approval workflow: the plan line net of held capacity, its term, its key."""
+
+    proposal: PortfolioProposal
+    term_months: int
+    idempotency_key: str
+
+
+@dataclass(frozen=True, slots=True)
+class OrderPlan:
+    """``due`` and ``covered_units`` are aligned with ``report.proposals``; ``orders`` are what to create."""
+
+    report: PlanReport
+    due: tuple[bool, ...]
+    covered_units: tuple[int, ...]
+    orders: tuple[PlannedOrder, ...]
+
+
+def plan_orders(
+    hourly_gpus: npt.NDArray[np.float64],
+    *,
+    sku_id: str,
+    region_id: str,
+    start_s: int,
+    horizon_days: int,
+    workload_class: str,
+    now_s: int,
+    within_s: int,
+    held: Sequence[HeldCommitment],
+) -> OrderPlan:
+    """Plan ``horizon_days`` from ``start_s`` for the SKU-region's hourly demand (oldest first) and decide the
+    orders due within ``within_s`` of ``now_s`` that ``held`` does not already cover."""
+    report = plan_from_history(
+        {f"{sku_id}@{region_id}": hourly_gpus},
+        start_s=start_s,
+        horizon_days=horizon_days,
+        workload_class=workload_class,
+    )
+    due = due_proposals(report.proposals, now_s=now_s, within_s=within_s)
+    left = {h.id: h.units for h in held}
+    covered: dict[int, int] = {}
+    orders: list[PlannedOrder] = []
+    for p in sorted(due, key=lambda q: q.start_s):
+        # capacity already held or pending that covers the order's start is not bought again
+        take = 0
+        for h in held:
+            if h.start_s <= max(p.start_s, now_s) < h.end_s and left[h.id] > 0 and take < p.units:
+                n = min(left[h.id], p.units - take)
+                left[h.id] -= n
+                take += n
+        covered[id(p)] = take
+        if take >= p.units:
+            continue
+        p = dataclasses.replace(p, units=p.units - take)
+        draft = to_reservation(p, reservation_id="-", pool_id="-")
+        key_src = f"{p.sku_id}|{','.join(p.regions)}|{p.tier}|{p.start_s}|{p.units}|{draft.term_months}"
+        orders.append(PlannedOrder(p, draft.term_months, "plan-" + hashlib.sha256(key_src.encode()).hexdigest()[:40]))
+    return OrderPlan(
+        report,
+        tuple(p in due for p in report.proposals),
+        tuple(covered.get(id(p), 0) for p in report.proposals),
+        tuple(orders),
+    )
+
+
+def pool_outlook(
+    pool_id: str,
+    p90_gpus: npt.NDArray[np.float64],
+    committed_gpus: npt.NDArray[np.float64],
+    *,
+    start_s: int,
+    quota_gpus: float | None,
+    increase_lead_s: int,
+    now_s: int,
+) -> QuotaOutlook:
+    """When the pool's quota runs out: the daily p90 demand above what is committed (the whole spill-over of
+    the SKU, the conservative case where it all lands in this pool) against ``quota_gpus``."""
+    spill = np.maximum(np.asarray(p90_gpus, dtype=np.float64) - committed_gpus, 0.0)
+    return quota_outlook(
+        pool_id,
+        spill,
+        start_s=start_s,
+        period_s=DAY_S,
+        quota_gpus=quota_gpus,
+        increase_lead_time_s=increase_lead_s,
+        now_s=now_s,
+    )
+
+
+def choose_plan_region(
+    used_gpu_s_by_region: Mapping[str, float], reserved_regions: Sequence[str]
+) -> tuple[str | None, str]:
+    """Where to plan a SKU's reservations (its demand is measured fleet-wide): the region with a reserved pool
+    where most of its measured use ran (``most_used_region``), else the first region with a reserved pool
+    (``first_reserved_region``), else none (``no_reserved_pool``). Planning one region per SKU keeps the same
+    demand from being bought twice."""
+    regions = sorted(set(reserved_regions))
+    if not regions:
+        return None, "no_reserved_pool"
+    used = [(v, r) for r, v in used_gpu_s_by_region.items() if r in regions and v > 0]
+    if used:
+        return min(used, key=lambda x: (-x[0], x[1]))[1], "most_used_region"
+    return regions[0], "first_reserved_region"

@@ -1,0 +1,196 @@
+"""The service's control loop: one active instance (the leader, :mod:`gpufleet.service.leader`) runs the loop's
+stages on the store, at the procurement cadence (``plan_interval_s``, daily by default).
+
+One pass (:meth:`Reconciler.run_once`), every stage through control/:
+
+The background cadence (``gpufleet serve``, ``gpufleet reconcile``) runs a pass when :meth:`Reconciler.due`;
+``gpufleet reconcile --once`` runs one now.
+
+1. **provider**: bring reservations in line with the provider (:meth:`ReservationService.reconcile`: submit the
+   approved, activate and expire commitments);
+2. **forecast**: each SKU with utilization ingested in the last 28 days gets its daily demand forecast
+   (:class:`CapacityService`, i.e. :func:`gpufleet.control.forecasting.demand_quantiles`), recorded for
+   accuracy tracking like every served forecast;
+3. **procure**: for each such SKU, one region is chosen (:func:`gpufleet.control.procurement.choose_plan_region`:
+   where most of its measured use ran among the regions with a reserved pool) and the orders due are proposed
+   (:class:`ProcurementService`, i.e. :func:`gpufleet.control.procurement.plan_orders`) into the approval workflow
+   as the ``reconciler`` (an ML-platform admin principal): pending reservations that need their approvals as
+   usual (the reconciler never approves). Idempotency keys make a re-run propose nothing twice;
+4. **placements**: every cluster's placements are re-evaluated (:func:`gpufleet.control.packing.plan_repack`):
+   the moves that would free whole nodes, recorded, not applied (no node actuator is wired to the store).
+
+Each pass is one audit event ``reconciler.pass`` naming the process that ran it (``host:pid``) with what each
+stage decided. A failing SKU is reported with its reason and does not stop the others.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+from dataclasses import dataclass, field
+from typing import Any
+
+from sqlalchemy import Engine, func, select
+
+from gpufleet.adapters.sql.models import AuditEventRow, ClusterRow, PoolRow, UtilizationRow
+from gpufleet.control.procurement import choose_plan_region
+from gpufleet.domain.errors import GpufleetError
+from gpufleet.domain.pools import Tier
+from gpufleet.service.auth import Actor, Role
+from gpufleet.service.binpack import BinpackService
+from gpufleet.service.capacity import CapacityService
+from gpufleet.service.clock import Clock
+from gpufleet.service.procurement import LOOKBACK_DAYS, ProcurementService
+from gpufleet.service.reservations import ReservationService
+from gpufleet.service.uow import UnitOfWork
+
+log = logging.getLogger("gpufleet.reconciler")
+
+DAY_S = 86_400
+RECONCILER = Actor("reconciler", Role.ML_PLATFORM_ADMIN, None)
+
+
+def process_name() -> str:
+    """``host:pid`` of this process (what the audit event names)."""
+    return f"{socket.gethostname()[:32]}:{os.getpid()}"
+
+
+@dataclass(slots=True)
+class ReconcilePass:
+    """What one pass decided, stage by stage (JSON-ready through :meth:`as_dict`)."""
+
+    at_s: int
+    process: str
+    provider: dict[str, list[str]] = field(default_factory=dict)
+    forecasts: list[dict[str, Any]] = field(default_factory=list)
+    proposals: list[dict[str, Any]] = field(default_factory=list)
+    placements: list[dict[str, Any]] = field(default_factory=list)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "at_s": self.at_s,
+            "process": self.process,
+            "provider": self.provider,
+            "forecasts": self.forecasts,
+            "proposals": self.proposals,
+            "placements": self.placements,
+        }
+
+
+class Reconciler:
+    """See the module docstring. ``horizon_days`` / ``within_days`` / ``workload_class``: the plan proposal's
+    parameters (the defaults of ``POST /v1/plans:propose``); ``forecast_days``: the forecast horizon."""
+
+    def __init__(
+        self,
+        engine: Engine,
+        clock: Clock,
+        *,
+        reservations: ReservationService,
+        capacity: CapacityService,
+        procurement: ProcurementService,
+        binpack: BinpackService,
+        horizon_days: int = 180,
+        within_days: int = 7,
+        workload_class: str = "serving",
+        forecast_days: int = 30,
+    ) -> None:
+        self._engine = engine
+        self._clock = clock
+        self._reservations = reservations
+        self._capacity = capacity
+        self._procurement = procurement
+        self._binpack = binpack
+        self.horizon_days = horizon_days
+        self.within_days = within_days
+        self.workload_class = workload_class
+        self.forecast_days = forecast_days
+
+    def last_pass_s(self) -> int | None:
+        """When the last pass (by any process) was recorded, by the service clock; None if never."""
+        with UnitOfWork(self._engine, write=False) as uow:
+            got = uow.session.scalar(
+                select(func.max(AuditEventRow.at_s)).where(AuditEventRow.action == "reconciler.pass")
+            )
+        return None if got is None else int(got)
+
+    def due(self, interval_s: float, leading_since_s: int) -> bool:
+        """Whether a background pass is due: the last recorded pass is ``interval_s`` old (the cadence survives
+        restarts and failovers), or, with none recorded yet, this process has led for ``interval_s`` (a fresh
+        installation is not planned for before it has been watched for one period)."""
+        last = self.last_pass_s()
+        return self._clock.now_s() - (leading_since_s if last is None else last) >= interval_s
+
+    def run_once(self) -> ReconcilePass:
+        """One pass of every stage (blocking: database and provider I/O). Call it on the leader only."""
+        now_s = self._clock.now_s()
+        out = ReconcilePass(now_s, process_name())
+        r = self._reservations.reconcile()
+        out.provider = {"submitted": r.submitted, "activated": r.activated, "expired": r.expired,
+                        "cancelled": r.cancelled, "still_pending": r.still_pending}  # fmt: skip
+        skus, used_by_region, reserved_regions = self._observe(now_s)
+        for sku in skus:
+            try:
+                fc = self._capacity.forecast(RECONCILER, sku_id=sku, days=self.forecast_days)
+            except GpufleetError as exc:
+                out.forecasts.append({"sku": sku, "error": str(exc)})
+                continue
+            out.forecasts.append({"sku": sku, "method": fc["method"], "history_days": fc["history_days"],
+                                  "gap_units": fc["gap_units"]})  # fmt: skip
+            region, why = choose_plan_region(used_by_region.get(sku, {}), reserved_regions.get(sku, []))
+            entry: dict[str, Any] = {"sku": sku, "region": region, "region_reason": why, "created": []}
+            if region is not None:
+                try:
+                    plan = self._procurement.propose(
+                        RECONCILER, sku_id=sku, region_id=region, horizon_days=self.horizon_days,
+                        within_days=self.within_days, workload_class=self.workload_class,
+                    )  # fmt: skip
+                    entry["created"] = [c["reservation_id"] for c in plan["created"]]
+                    entry["due"] = sum(1 for p in plan["proposals"] if p["due"])
+                except GpufleetError as exc:
+                    entry["error"] = str(exc)
+            out.proposals.append(entry)
+        for cluster in self._clusters():
+            rep = self._binpack.report(RECONCILER, cluster)
+            out.placements.append({"cluster": cluster, "fragmentation": rep["fragmentation"],
+                                   "moves": len(rep["suggested_moves"]), "nodes_freed": rep["nodes_freed"],
+                                   "fragmentation_after": rep["fragmentation_after"]})  # fmt: skip
+        with UnitOfWork(self._engine, write=True) as uow:
+            uow.audit(at_s=now_s, actor=RECONCILER.user_id, action="reconciler.pass", entity="reconciler",
+                      entity_id=out.process, detail=out.as_dict())  # fmt: skip
+            uow.commit()
+        created = sum(len(p["created"]) for p in out.proposals)
+        log.info("reconciler pass: %d SKUs forecast, %d reservations proposed", len(out.forecasts), created)
+        return out
+
+    def _observe(self, now_s: int) -> tuple[list[str], dict[str, dict[str, float]], dict[str, list[str]]]:
+        """SKUs with utilization in the planning lookback; their GPU-seconds by region (records naming a pool);
+        the regions with a reserved pool, per SKU."""
+        today_s = now_s // DAY_S * DAY_S
+        since_s = today_s - LOOKBACK_DAYS * DAY_S
+        window = (UtilizationRow.bucket_start_s >= since_s, UtilizationRow.bucket_start_s < today_s)
+        with UnitOfWork(self._engine, write=False) as uow:
+            s = uow.session
+            skus = sorted(s.scalars(select(UtilizationRow.sku_id).where(*window).distinct()).all())
+            by_region = s.execute(
+                select(UtilizationRow.sku_id, PoolRow.region_id,
+                       func.sum(UtilizationRow.gpus_allocated * UtilizationRow.bucket_s))
+                .join(PoolRow, PoolRow.id == UtilizationRow.pool_id)
+                .where(*window)
+                .group_by(UtilizationRow.sku_id, PoolRow.region_id)
+            ).all()  # fmt: skip
+            reserved = s.execute(
+                select(PoolRow.sku_id, PoolRow.region_id).where(PoolRow.tier == Tier.RESERVED.value)
+            ).all()
+        used: dict[str, dict[str, float]] = {}
+        for sku, region, gpu_s in by_region:
+            used.setdefault(sku, {})[region] = float(gpu_s or 0)
+        regions: dict[str, list[str]] = {}
+        for sku, region in reserved:
+            regions.setdefault(sku, []).append(region)
+        return skus, used, regions
+
+    def _clusters(self) -> list[str]:
+        with UnitOfWork(self._engine, write=False) as uow:
+            return list(uow.session.scalars(select(ClusterRow.id).order_by(ClusterRow.id)).all())
