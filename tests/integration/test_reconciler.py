@@ -1,0 +1,145 @@
+"""The service's reconciler (service/reconciler.py): one pass forecasts from ingested utilization and proposes
+reservations that need their approvals as usual; on PostgreSQL, of two processes only the leader reconciles."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from sqlalchemy import select
+
+from gpufleet.adapters.sql.models import AuditEventRow, ForecastIssueRow, ReservationRow
+from gpufleet.service.auth import Actor, Role
+from gpufleet.service.bootstrap import build_services
+from gpufleet.service.leader import AdvisoryLockLeader
+from gpufleet.service.settings import Settings
+from tests.integration.conftest import NOW_S, Database, LiveServer, ServerFactory, _make_database
+
+DAY = 86400
+SKU = "h100_80gb"
+GPUFLEET = str(Path(sys.executable).parent / "gpufleet")
+
+
+def _records(start_s: int, days: int, gpus: float) -> list[dict[str, Any]]:
+    return [
+        {"source": "dcgm", "bucket_start_s": start_s + d * DAY + h * 3600, "bucket_s": 3600, "workload_id": "wl-r",
+         "team_id": "team-r", "sku_id": SKU, "pool_id": f"aws/us-east-1/{SKU}/on_demand", "gpus_allocated": gpus,
+         "gpu_util": 0.6}
+        for d in range(days)
+        for h in range(24)
+    ]  # fmt: skip
+
+
+def _ingest(server: LiveServer, records: list[dict[str, Any]]) -> None:
+    with server.client("ml_platform_admin", "bob") as c:
+        r = c.post("/v1/utilization:ingest", json={"records": records})
+        assert r.status_code == 200, r.text
+
+
+def test_a_pass_proposes_from_ingested_utilization_and_the_proposal_needs_two_approvals(
+    database: Database, make_server: ServerFactory
+) -> None:
+    s = make_server(database)
+    nothing = s.services.reconciler.run_once()  # nothing ingested: nothing forecast, nothing proposed
+    assert nothing.forecasts == [] and nothing.proposals == []
+    _ingest(s, _records(NOW_S - 28 * DAY, 28, 24))
+    done = s.services.reconciler.run_once()
+    assert [f["sku"] for f in done.forecasts] == [SKU] and done.forecasts[0]["history_days"] == 28
+    (prop,) = done.proposals
+    assert prop["region"] == "us-east-1" and prop["region_reason"] == "most_used_region"
+    assert prop["created"], prop
+    with database.engine.connect() as conn:  # the forecast was recorded for accuracy tracking like a served one
+        assert conn.execute(select(ForecastIssueRow.series_id)).scalars().all() == [SKU]
+        audit = conn.execute(select(AuditEventRow.detail_json).where(AuditEventRow.action == "reconciler.pass"))
+        details = [json.loads(d) for d in audit.scalars()]
+    assert len(details) == 2 and details[-1]["proposals"][0]["created"] == prop["created"]
+    again = s.services.reconciler.run_once()  # the same orders are held now: nothing proposed twice
+    assert again.proposals[0]["created"] == []
+    rid = prop["created"][0]
+    with (
+        s.client("viewer", "vic") as v,
+        s.client("finops_admin", "fay") as fin,
+        s.client("ml_platform_admin", "bob") as ml,
+    ):
+        res = v.get(f"/v1/reservations/{rid}").json()
+        assert res["status"] == "pending_approval" and res["approvals_required"] == 2
+        assert fin.post(f"/v1/reservations/{rid}/approve", json={"budget_code": "ml-2026"}).status_code == 200
+        assert v.get(f"/v1/reservations/{rid}").json()["status"] == "pending_approval"  # one approval is not enough
+        done_ = ml.post(f"/v1/reservations/{rid}/approve", json={"budget_code": "ml-2026"})
+        assert done_.status_code == 200 and done_.json()["status"] == "submitted_to_cloud"
+
+
+def test_reconcile_once_from_the_cli_prints_the_pass(tmp_path: Path, sqlite_template: Path) -> None:
+    gen = _make_database("sqlite", tmp_path, None, sqlite_template)
+    db = next(gen)
+    try:
+        services = build_services(Settings(db_url=db.url), engine=db.engine)
+        now = int(time.time()) // DAY * DAY  # the CLI runs on the wall clock
+        services.ingest.ingest(Actor("bob", Role.ML_PLATFORM_ADMIN, None), _records(now - 28 * DAY, 28, 24))
+        out = subprocess.run(
+            [GPUFLEET, "reconcile", "--once", "--db", db.url], capture_output=True, text=True, timeout=120, check=False
+        )
+        assert out.returncode == 0, out.stderr
+        got = json.loads(out.stdout.strip().splitlines()[-1])
+        assert got["leader"] is True and got["proposals"][0]["created"]
+        with db.engine.connect() as conn:
+            status = conn.execute(select(ReservationRow.status)).scalars().all()
+        assert status and set(status) == {"pending_approval"}
+    finally:
+        gen.close()
+
+
+@pytest.fixture
+def pg_database(tmp_path: Path, pg_reason: str | None) -> Iterator[Database]:
+    yield from _make_database("postgres", tmp_path, pg_reason)
+
+
+def _reconciler(url: str, log: Path, passes: int) -> subprocess.Popen[bytes]:
+    env = {**os.environ, "GPUFLEET_PLAN_INTERVAL_S": "0.5", "GPUFLEET_LEADER_POLL_S": "0.2"}
+    return subprocess.Popen(
+        [GPUFLEET, "reconcile", "--db", url, "--interval-s", "0.2", "--passes", str(passes)],
+        env=env, stdout=log.open("wb"), stderr=subprocess.STDOUT,
+    )  # fmt: skip
+
+
+def _passes_by_process(db: Database) -> dict[str, int]:
+    with db.engine.connect() as conn:
+        rows = conn.execute(select(AuditEventRow.entity_id).where(AuditEventRow.action == "reconciler.pass")).all()
+    out: dict[str, int] = {}
+    for (proc,) in rows:
+        out[proc] = out.get(proc, 0) + 1
+    return out
+
+
+@pytest.mark.postgres
+def test_of_two_processes_only_the_leader_reconciles(pg_database: Database, tmp_path: Path) -> None:
+    first = _reconciler(pg_database.url, tmp_path / "a.log", passes=60)  # about 12 s
+    try:
+        deadline = time.monotonic() + 60
+        while not _passes_by_process(pg_database) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert _passes_by_process(pg_database), (tmp_path / "a.log").read_text()[-2000:]
+        second = _reconciler(pg_database.url, tmp_path / "b.log", passes=15)  # about 3 s, while the first leads
+        assert second.wait(timeout=60) == 0, (tmp_path / "b.log").read_text()[-2000:]
+        assert first.poll() is None, "the first process must still lead while the second runs"
+        by_process = _passes_by_process(pg_database)
+        (leader,) = by_process  # one process ran every pass
+        assert leader.endswith(f":{first.pid}") and by_process[leader] >= 2
+        lines = [json.loads(x) for x in (tmp_path / "b.log").read_text().splitlines() if x.startswith("{")]
+        assert lines and all(x == {"leader": False} for x in lines)
+        # a held lock is one process's: a third party cannot take it either
+        probe = AdvisoryLockLeader(pg_database.engine, poll_s=0.1)
+        try:
+            assert probe.refresh() is False
+        finally:
+            probe.close()
+    finally:
+        first.terminate()
+        first.wait(timeout=30)
