@@ -2,7 +2,8 @@
 
 The fleet is synthetic and seeded: 8-GPU nodes in three pools (reserved, on-demand, spot) run back-to-back jobs
 of random length with gaps; every allocated GPU reports one utilization sample per bucket (as DCGM does). The
-timed part is what a billing run does: meter every sample (columnar, ``np.bincount``), allocate the window's cost
+timed part is what a billing run does, through the control loop's one metering object
+(:class:`gpufleet.control.metering.Meter`, the one the service's FinOps books run): meter every sample (columnar, ``np.bincount``), allocate the window's cost
 exactly over pools, allocations and idle, and build chargeback reports with CSV for four labels. The baseline is
 the straightforward loop a first version would write (one Python iteration per sample record), timed on a subset
 in the same run and scaled linearly; its sums are checked against the columnar ones on that subset.
@@ -20,30 +21,29 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from gpufleet.cost.allocate import allocate_costs
-from gpufleet.cost.chargeback import chargeback
-from gpufleet.cost.idle import detect_idle
-from gpufleet.cost.meter import meter_usage
-from gpufleet.cost.model import PARTS_PER_GPU, AllocationSpan, DistributionRule, UsageColumns
+from gpufleet.control.metering import PARTS_PER_GPU, AllocationSpan, DistributionRule, Meter, UsageColumns
 from gpufleet.cost.synthetic import SyntheticFleet, make_fleet
 from gpufleet.domain.catalog import BUILTIN_PRICE_CATALOG
 from gpufleet.domain.money import units_to_cents
 from gpufleet.domain.workloads import Priority, Workload, WorkloadKind
 
 
+def _meter(idle_rule: DistributionRule = DistributionRule.PROPORTIONAL) -> Meter:
+    """The control loop's one metering object (the service's FinOps books and the simulator's ledger run it)."""
+    return Meter(idle_rule=idle_rule, shared_rule=DistributionRule.PROPORTIONAL)
+
+
 def _meter_and_charge(fleet: SyntheticFleet) -> dict[str, Any]:
+    meter = _meter()
     per_sample_parts = np.full(len(fleet.allocations), PARTS_PER_GPU, dtype=np.int64)  # one sample = one GPU
     t0 = time.perf_counter()
-    totals = meter_usage(fleet.usage, per_sample_parts, fleet.t0_s, fleet.t1_s)
+    totals = meter.usage(fleet.usage, per_sample_parts, fleet.t0_s, fleet.t1_s)
     t1 = time.perf_counter()
-    result = allocate_costs(
-        fleet.capacity, fleet.allocations, fleet.t0_s, fleet.t1_s,
-        idle_rule=DistributionRule.PROPORTIONAL, shared_rule=DistributionRule.PROPORTIONAL,
-    )  # fmt: skip
+    result = meter.allocate(fleet.capacity, fleet.allocations, fleet.t0_s, fleet.t1_s)
     t2 = time.perf_counter()
     csv_bytes = 0
     for dim in ("team", "tenant", "feature", "namespace"):
-        csv_bytes += len(chargeback(result, fleet.allocations, dim, totals).to_csv())
+        csv_bytes += len(meter.chargeback(result, fleet.allocations, dim, totals).to_csv())
     t3 = time.perf_counter()
     return {
         "meter_s": round(t1 - t0, 2),
@@ -99,7 +99,7 @@ def bench_cost(gpus: int = 10_000, days: int = 30, step_s: int = 300, seed: int 
         for a in fleet.allocations
     }  # fmt: skip
     i0 = time.perf_counter()
-    findings = detect_idle(fleet.usage, fleet.allocations, workloads, fleet.t1_s)
+    findings = _meter().idle(fleet.usage, fleet.allocations, workloads, fleet.t1_s)
     idle_s = time.perf_counter() - i0
 
     m = min(baseline_samples, n)
@@ -109,7 +109,7 @@ def bench_cost(gpus: int = 10_000, days: int = 30, step_s: int = 300, seed: int 
     naive_s = time.perf_counter() - n0
     # the same sums by the columnar path on the subset: the two must agree
     sub = UsageColumns(us.origin_s, step_s, us.bucket_idx[:m], us.alloc_idx[:m], us.util[:m])
-    sub_totals = meter_usage(sub, np.full(len(fleet.allocations), PARTS_PER_GPU, dtype=np.int64))
+    sub_totals = _meter().usage(sub, np.full(len(fleet.allocations), PARTS_PER_GPU, dtype=np.int64))
     keys = np.fromiter(naive_alloc.keys(), dtype=np.int64)
     vals = np.fromiter(naive_alloc.values(), dtype=np.float64)
     agree = bool(np.allclose(sub_totals.used_gpu_s[keys], vals, rtol=1e-9, atol=1e-6))
