@@ -66,7 +66,9 @@ class Settings(BaseSettings):
         description="Seconds between the leader's planning passes (0 = never in the background; `gpufleet "
         "reconcile --once` still plans): forecast each SKU from the utilization ingested, propose the reservations "
         "due into the approval workflow and re-evaluate placements (service/reconciler.py). Daily by default: the "
-        "procurement cadence. Runs only while the reconciler runs periodically (reconcile_interval_s > 0).",
+        "procurement cadence, counted from the last pass any process recorded (a store with none is first planned "
+        "one period after its leader took the lead). Runs only while the reconciler runs periodically "
+        "(reconcile_interval_s > 0).",
     )
     leader_poll_s: float = Field(
         default=1.0,
