@@ -1,0 +1,89 @@
+"""The admission pipeline (control/admission.py): quota -> place -> budget, each stage's refusal with its reason."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from decimal import Decimal
+from typing import Any
+
+from gpufleet.control.admission import (
+    AdmissionAction,
+    AdmissionOutcome,
+    AdmissionPipeline,
+    ChainPlacementRequest,
+    PoolHeadroom,
+    PricedOption,
+    decide_budget,
+    place,
+    team_budget,
+)
+from gpufleet.control.procurement import HeldCommitment, choose_plan_region
+from gpufleet.control.scheduling import QuotaAdmission, TeamQuota
+from gpufleet.domain.pools import CapacityPool, Tier
+from gpufleet.domain.workloads import DegradeOption, Priority, WorkloadKind
+
+NOW_S = 1_767_225_600
+SKU = "h100_80gb"
+
+
+def _pool(pool_id: str, tier: Tier, free: float, price: str = "2") -> PoolHeadroom:
+    return PoolHeadroom(CapacityPool(pool_id, "p", "r1", SKU, tier, Decimal(price)), free, 0.5)
+
+
+POOLS = [_pool("od", Tier.ON_DEMAND, math.inf, "4"), _pool("res", Tier.RESERVED, 8, "2")]
+PRICES = {"od": 4_000_000, "res": 2_000_000}
+REQ = ChainPlacementRequest(WorkloadKind.TRAINING, Priority.NORMAL, SKU, 8, expected_run_s=3600)
+
+
+def test_without_quota_or_budget_the_pipeline_is_the_placement_decision() -> None:
+    got = AdmissionPipeline().decide(REQ, POOLS, now_s=NOW_S)
+    want = place(REQ, POOLS, now_s=NOW_S)
+    assert got == {**want, "budget": None, "tiers_considered": got["tiers_considered"]}
+    assert got["pool"] == "res" and got["action"] == "place"
+
+
+def test_a_team_over_its_quota_queues_before_placement_and_the_budget_is_not_asked() -> None:
+    asked: list[Any] = []
+
+    def gate(p: PricedOption, d: Sequence[PricedOption], ctx: dict[str, Any]) -> AdmissionOutcome | None:
+        asked.append(p)
+        return None
+
+    quota = QuotaAdmission([TeamQuota("team-a", "c", SKU, nominal_gpus=4, borrowing_limit_gpus=0)])
+    pipe = AdmissionPipeline(quota)
+    got = pipe.decide(REQ, POOLS, now_s=NOW_S, team="team-a", price_uusd=PRICES, budget=gate)
+    assert got["action"] == "queue" and got["reason"].startswith("quota_") and got["pool"] is None
+    assert asked == []
+    within = pipe.decide(REQ, POOLS, now_s=NOW_S, team="team-b", price_uusd=PRICES, budget=gate)  # no quota entry
+    assert (
+        within["action"] == "place" and len(asked) == 1 and asked[0] == PricedOption("requested", 2_000_000, 8, "res")
+    )
+
+
+def test_over_budget_degrades_to_a_placed_option_that_fits_or_queues_until_the_window_resets() -> None:
+    budget = team_budget("team-a", limit_cents=100, period="day", alert_at=(0.5,), enforce=True, now_s=NOW_S)
+    req = ChainPlacementRequest(WorkloadKind.TRAINING, Priority.NORMAL, SKU, 8, expected_run_s=3600,
+                                degrade_options=(DegradeOption(gpus_per_replica=1),))  # fmt: skip
+
+    def gate(p: PricedOption, d: Sequence[PricedOption], ctx: dict[str, Any]) -> AdmissionOutcome | None:
+        call = decide_budget(budget, 0, p, d, expected_run_s=3600, workload_id="w", now_s=NOW_S)
+        return AdmissionOutcome(call.decision.action, call.decision.option, {"retry_at_s": call.decision.retry_at_s})
+
+    # 8 GPUs x $2 x 1 h = $16 > $1; 1 GPU x $2 = $2 > $1 too: queued until the day ends
+    got = AdmissionPipeline().decide(req, POOLS, now_s=NOW_S, price_uusd=PRICES, budget=gate)
+    assert got["action"] == "queue" and got["reason"] == "over_budget_queued"
+    assert got["expected_start_s"] == budget.window_end_s
+    roomy = team_budget("team-a", limit_cents=500, period="day", alert_at=(0.5,), enforce=True, now_s=NOW_S)
+    call = decide_budget(roomy, 0, PricedOption("requested", 2_000_000, 8, "res"),
+                         [PricedOption("degrade_options[0]", 2_000_000, 1, "res")], expected_run_s=3600,
+                         workload_id="w", now_s=NOW_S)  # fmt: skip
+    assert call.decision.action is AdmissionAction.DEGRADE and call.chosen is not None and call.chosen.gpus == 1
+    assert call.admitted_units == 2_000_000 * 1 * 3600 and call.request_units == 8 * call.admitted_units
+
+
+def test_the_plan_region_is_where_the_sku_ran_among_regions_with_a_reserved_pool() -> None:
+    assert choose_plan_region({"eu": 5.0, "us": 9.0, "ap": 99.0}, ["us", "eu"]) == ("us", "most_used_region")
+    assert choose_plan_region({}, ["us", "eu"]) == ("eu", "first_reserved_region")
+    assert choose_plan_region({"us": 1.0}, []) == (None, "no_reserved_pool")
+    assert HeldCommitment("r", 1, 0, 10, "active").end_s == 10
