@@ -174,6 +174,8 @@ CASES: dict[str, Case] = {
     "bench portfolio: zero days": (lambda f: ["bench", "portfolio", "--days", "0"], ("--days",)),
     "bench sched-throughput: negative seed": (lambda f: ["bench", "sched-throughput", "--seed", "-1"], ("--seed",)),
     "serve: unknown --log-level": (lambda f: ["serve", "--log-level", "bogus"], ("--log-level", "bogus")),
+    "reconcile: zero --interval-s": (lambda f: ["reconcile", "--interval-s", "0"], ("--interval-s",)),
+    "reconcile: negative --passes": (lambda f: ["reconcile", "--passes", "-1"], ("--passes",)),
     "bench api: not a PostgreSQL URL": (lambda f: ["bench", "api", "--pg-url", "notaurl"], ("pg_url",)),
     "bench api: zero processes": (lambda f: ["bench", "api", "--processes", "0"], ("processes",)),
     "simulate: infinite quota in the scenario": (
