@@ -55,6 +55,9 @@ def test_a_team_over_its_quota_queues_before_placement_and_the_budget_is_not_ask
     got = pipe.decide(REQ, POOLS, now_s=NOW_S, team="team-a", price_uusd=PRICES, budget=gate)
     assert got["action"] == "queue" and got["reason"].startswith("quota_") and got["pool"] is None
     assert asked == []
+    refused = pipe.check_quota("team-a", SKU, 8)
+    assert refused == quota.check("team-a", SKU, 8) and refused is not None and refused.decision == "reject"
+    assert AdmissionPipeline().check_quota("team-a", SKU, 8) is None
     within = pipe.decide(REQ, POOLS, now_s=NOW_S, team="team-b", price_uusd=PRICES, budget=gate)  # no quota entry
     assert (
         within["action"] == "place" and len(asked) == 1 and asked[0] == PricedOption("requested", 2_000_000, 8, "res")

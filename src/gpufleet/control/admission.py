@@ -3,8 +3,9 @@
 One request for GPUs (a workload's replicas or gang members on one SKU) goes through the stages in order:
 
 1. **quota** (optional): the team's Kueue-style quota, :class:`gpufleet.control.scheduling.QuotaAdmission`
-   (the same object the simulator's scheduling stage holds). A refusal queues the request
-   (reason ``quota_<book's reason>``, e.g. ``quota_over_borrowing_limit``); a team without a quota passes.
+   (the object the simulator's scheduling stage holds: :meth:`AdmissionPipeline.check_quota` is its ``check``).
+   A refusal queues the request (reason ``quota_<book's reason>``, e.g. ``quota_over_borrowing_limit``); a team
+   without a quota passes.
 2. **place**: the degrading fallback chain over the pools' headroom (:func:`gpufleet.place.degrade.recommend`,
    the code the simulator's placement stage runs): place in the first pool of the chain that fits, degrade to a
    declared option, preempt lower-priority running work, or queue; each skipped link carries its trigger. A
@@ -46,9 +47,11 @@ from gpufleet.domain.money import LEDGER_UNITS_PER_USD
 from gpufleet.domain.pools import TIER_ORDER, Tier
 from gpufleet.domain.workloads import DegradeOption, Priority, ServingScaling, Workload, WorkloadKind
 from gpufleet.place.degrade import DegradeRequest, PoolHeadroom, RunningWork, recommend
+from gpufleet.schedule.quota import Admission
 
 __all__ = [
     "BUDGET_PERIODS",
+    "Admission",
     "AdmissionAction",
     "AdmissionOutcome",
     "AdmissionPipeline",
@@ -294,12 +297,14 @@ class AdmissionPipeline:
 
     quota: QuotaAdmission | None = None
 
-    def check_quota(self, team: str | None, sku_id: str, gpus: int) -> tuple[bool, str]:
-        """(admitted, reason) of the quota stage; no book or no team admits (``no_quota``)."""
+    def check_quota(self, team: str | None, sku_id: str, gpus: int) -> Admission | None:
+        """The quota stage: the book's :class:`~gpufleet.schedule.quota.Admission` (admit, admit after reclaiming
+        lent quota from borrowers, or reject, with its reason; ``no_quota`` for a team without an entry), exactly
+        :meth:`QuotaAdmission.check`; None without a book or a team (nothing to check). Nothing is recorded: the
+        world holds the quota (:meth:`QuotaAdmission.hold`) once the work runs."""
         if self.quota is None or team is None:
-            return True, "no_quota"
-        a = self.quota.check(team, sku_id, gpus)
-        return a.decision != "reject", a.reason
+            return None
+        return self.quota.check(team, sku_id, gpus)
 
     def decide(
         self,
@@ -314,10 +319,10 @@ class AdmissionPipeline:
         """The decision for ``req`` over ``states`` (pool headroom); ``price_uusd``: each pool's price in
         micro-dollars per GPU-hour (what the budget stage charges). The answer is :func:`place`'s plus
         ``budget`` (the gate's ``budget`` object, None without one) and ``tiers_considered``."""
-        admitted, why = self.check_quota(team, req.sku_id, req.gpus * max(1, req.replicas))
+        quota = self.check_quota(team, req.sku_id, req.gpus * max(1, req.replicas))
         decision = place(req, states, now_s=now_s)
-        if not admitted:
-            decision = _queued(decision, f"quota_{why}", None)
+        if quota is not None and quota.decision == "reject":
+            decision = _queued(decision, f"quota_{quota.reason}", None)
             decision["budget"] = None
         elif budget is not None:
             decision = self._budget(req, decision, states, price_uusd or {}, now_s, budget)
