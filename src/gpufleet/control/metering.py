@@ -110,6 +110,12 @@ class Meter:
             team=team, tenant=tenant, workload=workload, tier=tier, price_uusd=price_uusd, gpus=gpus, seconds=seconds
         )
 
+    @staticmethod
+    def held_units(gpu_s: float, price_uusd_per_gpu_h: int) -> int:
+        """Ledger units of ``gpu_s`` GPU-seconds held (fractional GPUs allowed: summed utilization records) at a
+        price per GPU-hour: :func:`gpufleet.domain.money.charge_units` for whole GPUs, rounded to the unit."""
+        return round(float(gpu_s) * int(price_uusd_per_gpu_h))
+
     # ---- per window -----------------------------------------------------------------------------------------------
     @staticmethod
     def books(

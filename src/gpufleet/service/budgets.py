@@ -4,7 +4,7 @@ A team has at most one budget: ``limit_usd`` per calendar ``period`` (UTC day, I
 and ``alert_at`` thresholds. What the team has spent in the current window is
 
     metered   = GPU-hours held in the window (utilization rows, ``gpus_allocated x bucket_s``) priced at the SKU's
-                cheapest on-demand pool: the same price basis as the on-demand part of the FinOps books. It
+                cheapest on-demand pool (``control.metering.Meter.held_units``): the same price basis as the on-demand part of the FinOps books. It
                 ignores reservations, so a team riding reserved capacity is charged more here than in its
                 chargeback: admission errs on the side of not overrunning.
     committed = what work admitted earlier is still expected to spend in the window from now on (its rate x the
@@ -40,6 +40,7 @@ from gpufleet.control.admission import (
     team_budget,
     usd,
 )
+from gpufleet.control.metering import Meter
 from gpufleet.domain.errors import NotFoundError, ValidationError
 from gpufleet.domain.pools import Tier
 from gpufleet.service.auth import ADMINS, Actor, Role
@@ -258,7 +259,7 @@ class BudgetService:
         window = (budget.window_start_s, budget.window_end_s)
         s = uow.session
         held = s.execute(self._held, {"team": row.team_id, "since": window[0], "until": min(now_s, window[1])})
-        metered = sum(round(float(gpu_s or 0) * int(price or 0)) for _sku, gpu_s, price in held.all())
+        metered = sum(Meter.held_units(gpu_s or 0, price or 0) for _sku, gpu_s, price in held.all())
         committed = s.scalar(self._committed, {"team": row.team_id, "now": now_s, "wend": window[1]})
         return budget, metered, int(committed or 0)
 
