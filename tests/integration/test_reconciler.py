@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 import subprocess
 import sys
 import time
@@ -143,3 +144,34 @@ def test_of_two_processes_only_the_leader_reconciles(pg_database: Database, tmp_
     finally:
         first.terminate()
         first.wait(timeout=30)
+
+
+def _serve(url: str, log: Path) -> subprocess.Popen[bytes]:
+    env = {**os.environ, "GPUFLEET_DB_URL": url, "GPUFLEET_RECONCILE_INTERVAL_S": "0.5",
+           "GPUFLEET_PLAN_INTERVAL_S": "1", "GPUFLEET_LEADER_POLL_S": "0.2"}  # fmt: skip
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    return subprocess.Popen(
+        [GPUFLEET, "serve", "--port", str(port), "--log-level", "warning"],
+        env=env, stdout=log.open("wb"), stderr=subprocess.STDOUT,
+    )  # fmt: skip
+
+
+@pytest.mark.postgres
+def test_two_serving_processes_run_the_planning_pass_in_the_leader_only(pg_database: Database, tmp_path: Path) -> None:
+    procs = [_serve(pg_database.url, tmp_path / f"{i}.log") for i in range(2)]
+    try:
+        deadline = time.monotonic() + 90
+        while sum(_passes_by_process(pg_database).values()) < 3 and time.monotonic() < deadline:
+            assert all(p.poll() is None for p in procs), (tmp_path / "0.log").read_text()[-2000:]
+            time.sleep(0.3)
+        by_process = _passes_by_process(pg_database)
+        assert sum(by_process.values()) >= 3, by_process
+        (leader,) = by_process  # every pass by one process: the lock holder
+        assert any(leader.endswith(f":{p.pid}") for p in procs)
+    finally:
+        for p in procs:
+            p.terminate()
+        for p in procs:
+            p.wait(timeout=30)
