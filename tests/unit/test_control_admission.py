@@ -88,5 +88,7 @@ def test_over_budget_degrades_to_a_placed_option_that_fits_or_queues_until_the_w
 def test_the_plan_region_is_where_the_sku_ran_among_regions_with_a_reserved_pool() -> None:
     assert choose_plan_region({"eu": 5.0, "us": 9.0, "ap": 99.0}, ["us", "eu"]) == ("us", "most_used_region")
     assert choose_plan_region({}, ["us", "eu"]) == ("eu", "first_reserved_region")
+    assert choose_plan_region({}, ["us", "eu"], {"us": 40, "ap": 99}) == ("us", "held_region")
+    assert choose_plan_region({"eu": 1.0}, ["us", "eu"], {"us": 40}) == ("eu", "most_used_region")
     assert choose_plan_region({"us": 1.0}, []) == (None, "no_reserved_pool")
     assert HeldCommitment("r", 1, 0, 10, "active").end_s == 10

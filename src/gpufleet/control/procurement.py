@@ -130,16 +130,20 @@ def pool_outlook(
 
 
 def choose_plan_region(
-    used_gpu_s_by_region: Mapping[str, float], reserved_regions: Sequence[str]
+    used_gpu_s_by_region: Mapping[str, float],
+    reserved_regions: Sequence[str],
+    held_units_by_region: Mapping[str, int] | None = None,
 ) -> tuple[str | None, str]:
-    """Where to plan a SKU's reservations (its demand is measured fleet-wide): the region with a reserved pool
-    where most of its measured use ran (``most_used_region``), else the first region with a reserved pool
-    (``first_reserved_region``), else none (``no_reserved_pool``). Planning one region per SKU keeps the same
-    demand from being bought twice."""
+    """Where to plan a SKU's reservations (its demand is measured fleet-wide, so it is planned in one region, or
+    the same demand would be bought once per region), among the regions with a reserved pool: where most of its
+    measured use ran (``most_used_region``), else where most of its reservations are held or on their way (so
+    they are netted: ``held_region``), else the first (``first_reserved_region``); none without a reserved pool
+    (``no_reserved_pool``). Ties go to the region named first in sorted order."""
     regions = sorted(set(reserved_regions))
     if not regions:
         return None, "no_reserved_pool"
-    used = [(v, r) for r, v in used_gpu_s_by_region.items() if r in regions and v > 0]
-    if used:
-        return min(used, key=lambda x: (-x[0], x[1]))[1], "most_used_region"
+    for weights, reason in ((used_gpu_s_by_region, "most_used_region"), (held_units_by_region or {}, "held_region")):
+        ranked = [(float(v), r) for r, v in weights.items() if r in regions and v > 0]
+        if ranked:
+            return min(ranked, key=lambda x: (-x[0], x[1]))[1], reason
     return regions[0], "first_reserved_region"

@@ -53,7 +53,7 @@ DAY_S = 86400
 HOUR_S = 3600
 LOOKBACK_DAYS = 28
 _QUOTA_TIERS = (Tier.ON_DEMAND.value, Tier.SPOT.value, Tier.SECONDARY.value)
-_HELD = tuple(
+HELD_STATUSES = tuple(
     s.value
     for s in (ReservationStatus.PENDING_APPROVAL, ReservationStatus.APPROVED, ReservationStatus.SUBMITTED,
               ReservationStatus.ACTIVE)
@@ -158,7 +158,7 @@ class ProcurementService:
                 .where(
                     ReservationRow.sku_id == sku_id,
                     ReservationRow.region_id == region_id,
-                    ReservationRow.status.in_(_HELD),
+                    ReservationRow.status.in_(HELD_STATUSES),
                 )
                 .order_by(ReservationRow.start_s, ReservationRow.id)
             ).all()

@@ -12,7 +12,8 @@ The background cadence (``gpufleet serve``, ``gpufleet reconcile``) runs a pass 
    (:class:`CapacityService`, i.e. :func:`gpufleet.control.forecasting.demand_quantiles`), recorded for
    accuracy tracking like every served forecast;
 3. **procure**: for each such SKU, one region is chosen (:func:`gpufleet.control.procurement.choose_plan_region`:
-   where most of its measured use ran among the regions with a reserved pool) and the orders due are proposed
+   where most of its measured use ran among the regions with a reserved pool, else where its reservations are
+   held) and the orders due are proposed
    (:class:`ProcurementService`, i.e. :func:`gpufleet.control.procurement.plan_orders`) into the approval workflow
    as the ``reconciler`` (an ML-platform admin principal): pending reservations that need their approvals as
    usual (the reconciler never approves). Idempotency keys make a re-run propose nothing twice;
@@ -33,7 +34,7 @@ from typing import Any
 
 from sqlalchemy import Engine, func, select
 
-from gpufleet.adapters.sql.models import AuditEventRow, ClusterRow, PoolRow, UtilizationRow
+from gpufleet.adapters.sql.models import AuditEventRow, ClusterRow, PoolRow, ReservationRow, UtilizationRow
 from gpufleet.control.procurement import choose_plan_region
 from gpufleet.domain.errors import GpufleetError
 from gpufleet.domain.pools import Tier
@@ -41,7 +42,7 @@ from gpufleet.service.auth import Actor, Role
 from gpufleet.service.binpack import BinpackService
 from gpufleet.service.capacity import CapacityService
 from gpufleet.service.clock import Clock
-from gpufleet.service.procurement import LOOKBACK_DAYS, ProcurementService
+from gpufleet.service.procurement import HELD_STATUSES, LOOKBACK_DAYS, ProcurementService
 from gpufleet.service.reservations import ReservationService
 from gpufleet.service.uow import UnitOfWork
 
@@ -129,7 +130,7 @@ class Reconciler:
         r = self._reservations.reconcile()
         out.provider = {"submitted": r.submitted, "activated": r.activated, "expired": r.expired,
                         "cancelled": r.cancelled, "still_pending": r.still_pending}  # fmt: skip
-        skus, used_by_region, reserved_regions = self._observe(now_s)
+        skus, used_by_region, reserved_regions, held_by_region = self._observe(now_s)
         for sku in skus:
             try:
                 fc = self._capacity.forecast(RECONCILER, sku_id=sku, days=self.forecast_days)
@@ -138,7 +139,9 @@ class Reconciler:
                 continue
             out.forecasts.append({"sku": sku, "method": fc["method"], "history_days": fc["history_days"],
                                   "gap_units": fc["gap_units"]})  # fmt: skip
-            region, why = choose_plan_region(used_by_region.get(sku, {}), reserved_regions.get(sku, []))
+            region, why = choose_plan_region(
+                used_by_region.get(sku, {}), reserved_regions.get(sku, []), held_by_region.get(sku, {})
+            )
             entry: dict[str, Any] = {"sku": sku, "region": region, "region_reason": why, "created": []}
             if region is not None:
                 try:
@@ -164,9 +167,11 @@ class Reconciler:
         log.info("reconciler pass: %d SKUs forecast, %d reservations proposed", len(out.forecasts), created)
         return out
 
-    def _observe(self, now_s: int) -> tuple[list[str], dict[str, dict[str, float]], dict[str, list[str]]]:
+    def _observe(
+        self, now_s: int
+    ) -> tuple[list[str], dict[str, dict[str, float]], dict[str, list[str]], dict[str, dict[str, int]]]:
         """SKUs with utilization in the planning lookback; their GPU-seconds by region (records naming a pool);
-        the regions with a reserved pool, per SKU."""
+        the regions with a reserved pool, per SKU; units of reservations held or on their way, by region."""
         today_s = now_s // DAY_S * DAY_S
         since_s = today_s - LOOKBACK_DAYS * DAY_S
         window = (UtilizationRow.bucket_start_s >= since_s, UtilizationRow.bucket_start_s < today_s)
@@ -183,13 +188,21 @@ class Reconciler:
             reserved = s.execute(
                 select(PoolRow.sku_id, PoolRow.region_id).where(PoolRow.tier == Tier.RESERVED.value)
             ).all()
+            held = s.execute(
+                select(ReservationRow.sku_id, ReservationRow.region_id, func.sum(ReservationRow.units))
+                .where(ReservationRow.status.in_(HELD_STATUSES))
+                .group_by(ReservationRow.sku_id, ReservationRow.region_id)
+            ).all()
         used: dict[str, dict[str, float]] = {}
         for sku, region, gpu_s in by_region:
             used.setdefault(sku, {})[region] = float(gpu_s or 0)
         regions: dict[str, list[str]] = {}
         for sku, region in reserved:
             regions.setdefault(sku, []).append(region)
-        return skus, used, regions
+        held_units: dict[str, dict[str, int]] = {}
+        for sku, region, units in held:
+            held_units.setdefault(sku, {})[region] = int(units or 0)
+        return skus, used, regions, held_units
 
     def _clusters(self) -> list[str]:
         with UnitOfWork(self._engine, write=False) as uow:
