@@ -18,7 +18,7 @@ from gpufleet.control.admission import (
     place,
     team_budget,
 )
-from gpufleet.control.procurement import HeldCommitment, choose_plan_region
+from gpufleet.control.proposing import HeldCommitment, choose_plan_region
 from gpufleet.control.scheduling import QuotaAdmission, TeamQuota
 from gpufleet.domain.pools import CapacityPool, Tier
 from gpufleet.domain.workloads import DegradeOption, Priority, WorkloadKind

@@ -1,6 +1,6 @@
 """Quota outlook and plan-to-reservation proposals over stored data, decided by the procurement package.
 
-**Quota outlook** (:func:`gpufleet.control.procurement.pool_outlook` over the procurement package's
+**Quota outlook** (:func:`gpufleet.control.proposing.pool_outlook` over the procurement package's
 ``quota_outlook``, per provider/region/SKU pool of the
 on-demand, spot and secondary tiers): the demand a pool must absorb is the capacity forecast's daily p90
 (the same forecast ``GET /v1/capacity/forecast`` serves) above the SKU's committed reservations
@@ -16,7 +16,7 @@ and each such pool carries ``increase``: the request drafted by
 :func:`gpufleet.procure.quota_increase.draft_increase` (due before the exhaustion date minus the turnaround)
 and any open request at the provider.
 
-**Plan proposals** (:func:`gpufleet.control.procurement.plan_orders`: the portfolio planner, the same call as
+**Plan proposals** (:func:`gpufleet.control.proposing.plan_orders`: the portfolio planner, the same call as
 ``gpufleet plan``):
 the SKU's hourly GPU demand of the last 28 days (from utilization records) is planned for ``horizon_days``
 from the next day; the orders due now (``due_proposals``: submit-by within ``within_days``) become pending
@@ -38,7 +38,7 @@ from sqlalchemy import Engine, String, bindparam, func, select
 from gpufleet.adapters.aws.skus import gpus_from_vcpus, instance_type
 from gpufleet.adapters.sql.models import PoolRow, RegionRow, ReservationRow, SkuRow, UtilizationRow
 from gpufleet.control.cloud import draft_increase
-from gpufleet.control.procurement import HeldCommitment, plan_orders, pool_outlook
+from gpufleet.control.proposing import HeldCommitment, plan_orders, pool_outlook
 from gpufleet.domain.errors import ValidationError
 from gpufleet.domain.pools import Tier
 from gpufleet.domain.reservations import ReservationStatus, term_seconds

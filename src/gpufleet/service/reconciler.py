@@ -11,10 +11,10 @@ The background cadence (``gpufleet serve``, ``gpufleet reconcile``) runs a pass 
 2. **forecast**: each SKU with utilization ingested in the last 28 days gets its daily demand forecast
    (:class:`CapacityService`, i.e. :func:`gpufleet.control.forecasting.demand_quantiles`), recorded for
    accuracy tracking like every served forecast;
-3. **procure**: for each such SKU, one region is chosen (:func:`gpufleet.control.procurement.choose_plan_region`:
+3. **procure**: for each such SKU, one region is chosen (:func:`gpufleet.control.proposing.choose_plan_region`:
    where most of its measured use ran among the regions with a reserved pool, else where its reservations are
    held) and the orders due are proposed
-   (:class:`ProcurementService`, i.e. :func:`gpufleet.control.procurement.plan_orders`) into the approval workflow
+   (:class:`ProcurementService`, i.e. :func:`gpufleet.control.proposing.plan_orders`) into the approval workflow
    as the ``reconciler`` (an ML-platform admin principal): pending reservations that need their approvals as
    usual (the reconciler never approves). Idempotency keys make a re-run propose nothing twice;
 4. **placements**: every cluster's placements are re-evaluated (:func:`gpufleet.control.packing.plan_repack`):
@@ -35,7 +35,7 @@ from typing import Any
 from sqlalchemy import Engine, func, select
 
 from gpufleet.adapters.sql.models import AuditEventRow, ClusterRow, PoolRow, ReservationRow, UtilizationRow
-from gpufleet.control.procurement import choose_plan_region
+from gpufleet.control.proposing import choose_plan_region
 from gpufleet.domain.errors import GpufleetError
 from gpufleet.domain.pools import Tier
 from gpufleet.service.auth import Actor, Role
