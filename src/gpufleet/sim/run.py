@@ -8,7 +8,7 @@ from typing import Any
 import numpy as np
 
 from gpufleet.control.loop import ControlLoop
-from gpufleet.domain.money import usd_float
+from gpufleet.domain.money import LEDGER_UNITS_PER_USD, usd_float
 from gpufleet.domain.pools import TIER_ORDER, Tier
 from gpufleet.domain.reservations import ReservationStatus
 from gpufleet.sim.kinds import PARKED
@@ -173,14 +173,24 @@ def summarize(w: World) -> dict[str, Any]:
         },
         "forecast_wape": fc_err,  # hourly demand, forecast one procurement period ahead
         "events": w.q.processed,
+        "decisions": w.decisions.entries(),  # what the loop decided, as applied, with reason codes (sim/decisions.py)
         "series": {
             "hours": hours,
+            "days": [_r(h / 24, 3) for h in range(hours)],
+            "cost_usd": [
+                _r(float(c) / LEDGER_UNITS_PER_USD, 2) for c in m.cost_units
+            ],  # fleet cost billed so far, hourly
             "sku_ids": w.sku_ids,
             "allocated_gpus": m.alloc.tolist(),
             "pending_gpus": m.pending.tolist(),
             "paid_gpus_by_tier": {k: v.tolist() for k, v in m.paid.items()},
             "serving": {
-                name: {"rps": m.rps[i].tolist(), "replicas": m.replicas[i].tolist(), "ready": m.ready[i].tolist()}
+                name: {
+                    "rps": m.rps[i].tolist(),
+                    "replicas": m.replicas[i].tolist(),
+                    "ready": m.ready[i].tolist(),
+                    "need": np.ceil(m.rps[i] / w.fleets[i].spec.target_rps_per_replica).tolist(),  # at target load
+                }
                 for i, name in enumerate(m.fleet_names)
             },
         },
