@@ -70,7 +70,7 @@ def reservation_sentence(d: dict[str, Any]) -> str:
     detail = d["detail"]
     if detail.startswith("term_ended; "):
         detail = detail[len("term_ended; ") :]
-    return f"{when}: let {g} reserved {_where(d)} expire because the term ended; {detail}"
+    return f"{when}: let {g} reserved {_where(d)} expire because the term ended ({d['reason']}); {detail}"
 
 
 def _n(d: dict[str, Any]) -> int:

@@ -89,6 +89,7 @@ def rows(doc: dict[str, Any]) -> list[Row]:
         ("serving SLO attainment", lambda _n, s: attainment(s["serving_slo_attainment"]), None),
         ("node launches", lambda _n, s: count(s["node_launches"]), None),
         ("GPUs reserved during the run", lambda _n, s: count(s["reservations"]["gpus_bought"]), None),
+        ("scheduler policy", lambda _n, s: str(s.get("scheduler_policy", NA)), None),
     ]
     return out
 

@@ -54,7 +54,7 @@ def usd(x: float | None) -> str:
     if a < 10:
         return f"{sign}${a:.2f}"
     if a < 999.5:
-        return f"{sign}${a:.0f}"
+        return f"{sign}${a:.0f}" if a == round(a) else f"{sign}${_sig3(a)}"
     return f"{sign}${short(a)}"
 
 

@@ -260,7 +260,7 @@ def stacked_bars(
         x = float(label_w)
         for s in segs:
             w = pw * s.value / x_max
-            if w <= 0:
+            if w < 0.05:  # would draw as nothing at one decimal
                 continue
             op = "0.35" if s.faded else "0.95"
             out.append(
