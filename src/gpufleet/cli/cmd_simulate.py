@@ -8,6 +8,7 @@ HTML report and ``--json`` all show that one document.
 
 from __future__ import annotations
 
+import inspect
 import json
 import math
 from collections.abc import Callable
@@ -23,6 +24,7 @@ from gpufleet.cli.paths import output_file
 from gpufleet.domain.errors import ValidationError
 from gpufleet.report.html import write_html_report
 from gpufleet.report.summary import print_report
+from gpufleet.sim import compare as sim_compare
 from gpufleet.sim.builtin import default_scenario
 from gpufleet.sim.compare import compare
 from gpufleet.sim.run import LOOPS
@@ -82,9 +84,15 @@ def run_loops(
 ) -> dict[str, Any]:
     """Every loop in LOOPS (or ``names``) on the same world, as the comparison document.
 
-    Stand-in for scen16's ``sim.compare.run_loops(sc, seed, names)`` (same keys): once that lands, this body
-    becomes a call to it (it adds the hindsight bound and the common-practice loop).
+    ``sim.compare.run_loops(sc, seed, names)`` (issue #16: it adds the hindsight bound) is used when it exists;
+    until then the document is built here from the loops that exist, with the same keys.
     """
+    theirs = getattr(sim_compare, "run_loops", None)
+    if theirs is not None:
+        kw: dict[str, Any] = {"names": names}
+        if progress is not None and "progress" in inspect.signature(theirs).parameters:
+            kw["progress"] = progress
+        return dict(theirs(sc, seed, **kw))
     chosen = names or list(LOOPS)
     results = compare(sc, {n: LOOPS[n] for n in chosen}, seed=seed, progress=progress)
     return comparison_document(sc, seed, results)
