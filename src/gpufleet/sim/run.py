@@ -8,7 +8,7 @@ from typing import Any
 import numpy as np
 
 from gpufleet.control.loop import ControlLoop
-from gpufleet.domain.money import LEDGER_UNITS_PER_USD, usd_float
+from gpufleet.domain.money import usd_float
 from gpufleet.domain.pools import TIER_ORDER, Tier
 from gpufleet.domain.reservations import ReservationStatus
 from gpufleet.sim.kinds import PARKED
@@ -177,9 +177,7 @@ def summarize(w: World) -> dict[str, Any]:
         "series": {
             "hours": hours,
             "days": [_r(h / 24, 3) for h in range(hours)],
-            "cost_usd": [
-                _r(float(c) / LEDGER_UNITS_PER_USD, 2) for c in m.cost_units
-            ],  # fleet cost billed so far, hourly
+            "cost_usd": m.cost_usd_series(),  # fleet cost billed so far, hourly
             "sku_ids": w.sku_ids,
             "allocated_gpus": m.alloc.tolist(),
             "pending_gpus": m.pending.tolist(),
