@@ -16,6 +16,8 @@ from gpufleet.report.fmt import count, day, sku_label, usd
 # what a reason code means, for the codes the shipped stages use (an unknown code is shown as it is)
 REASON_TEXT = {
     "breakeven": "the break-even test on forecast demand",
+    "forecast_led": "the forecast-led commitment test",
+    "placed_spot_cheapest": "spot was the cheapest tier that could take the work",
     "term_ended": "the term ended",
     "placed_on_demand": "queued work had no free capacity and on-demand was the first tier with room",
     "placed_spot": "queued work had no free capacity and spot was the first tier with room",
@@ -62,7 +64,7 @@ def reservation_sentence(d: dict[str, Any]) -> str:
     if act == "bought":
         return f"{when}: reserved {g} {_where(d)}{cost} {because(d['reason'], d['detail'])}"
     if act == "ordered":
-        return f"{when}: ordered {g} {_where(d)}{cost}, pending two approvals, {because(d['reason'], d['detail'])}"
+        return f"{when}: ordered {g} {_where(d)}{cost} (two approvals needed) {because(d['reason'], d['detail'])}"
     if act == "approved":
         return f"{when}: the order for {g} {_where(d)} was approved by two approvers"
     if act == "rejected":
@@ -115,20 +117,58 @@ def aggregate_sentence(a: dict[str, Any]) -> str:
     return f"{verb} {what} {span} {because(a['reason'], a['detail'])}"
 
 
+def _pick_reservations(res: list[dict[str, Any]], most: int) -> list[dict[str, Any]]:
+    """The reservation actions worth a sentence: the largest purchases, then the largest expiries and any
+    rejection (at most ``most``), told in the order they happened; an approval is folded into its order."""
+    buys = sorted((d for d in res if d["action"] in ("bought", "ordered")), key=lambda d: (-(d["gpus"] or 0), d["t_s"]))
+    gone = sorted((d for d in res if d["action"] == "expired"), key=lambda d: (-(d["gpus"] or 0), d["t_s"]))
+    nays = [d for d in res if d["action"] == "rejected"]
+    n_gone = min(len(gone), max(1, most // 3))
+    n_nays = min(len(nays), 1)
+    picked = buys[: max(most - n_gone - n_nays, 0)] + gone[:n_gone] + nays[:n_nays]
+    return sorted(picked[:most], key=lambda d: d["t_s"])
+
+
+def _approval_of(order: dict[str, Any], res: list[dict[str, Any]]) -> str:
+    for d in res:
+        same = d.get("sku") == order.get("sku") and d.get("gpus") == order.get("gpus") and d["t_s"] >= order["t_s"]
+        if same and d["action"] in ("approved", "rejected"):
+            return f"; {d['action']} on {day(d['day'])}"
+    return ""
+
+
+def reservation_summary(res: list[dict[str, Any]]) -> str | None:
+    """One line over all reservation actions: GPUs bought, orders, expiries."""
+    buys = [d for d in res if d["action"] in ("bought", "ordered")]
+    gone = [d for d in res if d["action"] == "expired"]
+    nays = [d for d in res if d["action"] == "rejected"]
+    if not res:
+        return None
+    parts = []
+    if buys:
+        parts.append(
+            f"committed to {count(sum(d['gpus'] or 0 for d in buys))} GPUs in {count(len(buys))} "
+            f"order{'s' * (len(buys) != 1)} ({usd(sum(d['usd'] or 0 for d in buys))} over their terms)"
+        )
+    if nays:
+        parts.append(f"{count(len(nays))} order{'s' * (len(nays) != 1)} rejected by an approver")
+    if gone:
+        parts.append(f"let {count(sum(d['gpus'] or 0 for d in gone))} reserved GPUs expire ({count(len(gone))} terms)")
+    return "reservations: " + "; ".join(parts)
+
+
 def what_changed(doc: dict[str, Any], loop: str | None = None, most: int = 12) -> list[str]:
-    """At most ``most`` sentences on what ``loop`` (default: the primary) decided, reservations first."""
+    """At most ``most`` sentences on what ``loop`` (default: the primary) decided: reservations first (a summary
+    line, then the largest actions), then the frequent decisions added up over the run."""
     name = loop or doc["primary"]
     decisions = doc["loops"][name].get("decisions") or []
     res = [d for d in decisions if d["stage"] == "procure" and d["action"] in RESERVATION_ACTIONS]
-    out = [reservation_sentence(d) for d in res]
-    if len(out) > most // 2:
-        out = [
-            *out[: most // 2 - 1],
-            f"... and {len(res) - (most // 2 - 1)} more reservation actions (JSON: decisions)",
-        ]
-    if not res:
-        out.append("reserved nothing during the run")
-    out += [aggregate_sentence(a) for a in aggregate(decisions)[: most - len(out)]]
+    head = reservation_summary(res)
+    out = [head] if head else ["reserved nothing during the run"]
+    for d in _pick_reservations(res, max(most // 2 - 1, 1)):
+        line = reservation_sentence(d)
+        out.append(line + _approval_of(d, res) if d["action"] == "ordered" else line)
+    out += [aggregate_sentence(a) for a in aggregate(decisions)[: max(most - len(out), 0)]]
     return out
 
 

@@ -11,6 +11,12 @@ from rich.table import Table
 from gpufleet.report.changes import contrast, what_changed
 from gpufleet.report.figures import BOUND, BOUND_NOTE, loop_names, table
 
+CLIP = 220  # characters of a sentence in the terminal (the HTML report and the JSON keep every word)
+
+
+def clip(text: str, most: int = CLIP) -> str:
+    return text if len(text) <= most else text[: most - 3].rstrip() + "..."
+
 
 def print_report(doc: dict[str, Any], console: Console, *, most: int = 10) -> None:
     names = loop_names(doc)
@@ -33,7 +39,7 @@ def print_report(doc: dict[str, Any], console: Console, *, most: int = 10) -> No
     p = doc["primary"]
     console.print(f"\n[bold]What {escape(p)} changed[/] (from its decisions' reason codes)")
     for sentence in what_changed(doc, most=most):
-        console.print(f"  - {escape(sentence)}")
+        console.print(f"  - {escape(clip(sentence))}")
     for other in contrast(doc):
         console.print(f"  [dim]{escape(other)}[/]")
     off = [n for n, s in doc["loops"].items() if not s.get("cost_conserved", True)]

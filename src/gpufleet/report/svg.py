@@ -230,7 +230,7 @@ def stacked_bars(
 ) -> str:
     """Horizontal bars, one per row (label, segments, text at the end of the bar), segments stacked left to right;
     a faded segment is drawn light (e.g. the idle part of a tier)."""
-    label_w = 200
+    label_w = max(120, 20 + int(7.6 * max([len(label) for label, _, _ in rows] or [0])))
     top = 62
     bar_h, gap = 30, 16
     h = top + len(rows) * (bar_h + gap) + 56
