@@ -144,8 +144,9 @@ def test_reservation_sentences_tell_the_largest_actions_in_order_with_a_summary_
     )
     told = lines[1:6]
     assert len(told) == 5
-    assert told[0].startswith("day 40: ordered 144 H100 in us-east-1 ($144k over its term) (two approvals needed)")
-    assert told[0].endswith("; approved on day 42.5")
+    assert told[0].startswith(
+        "day 40: ordered 144 H100 in us-east-1 ($144k over its term) (two approvals needed, approved on day 42.5)"
+    )
     assert any(x.startswith("day 45.6: let 64 reserved H100 in us-east-1 expire because the term ended") for x in told)
     assert any(x.startswith("day 61: an approver rejected the order for 96 H100") for x in told)
     days = [float(x.split(":")[0].removeprefix("day ")) for x in told]

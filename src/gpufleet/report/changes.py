@@ -56,7 +56,9 @@ def _where(d: dict[str, Any]) -> str:
     return f"{sku} in {d['region']}" if d.get("region") else sku
 
 
-def reservation_sentence(d: dict[str, Any]) -> str:
+def reservation_sentence(d: dict[str, Any], outcome: str = "") -> str:
+    """One reservation action; ``outcome`` (e.g. "approved on day 44.6") completes an order that needed
+    two approvals."""
     g = count(d.get("gpus"))
     cost = f" ({usd(d['usd'])} over its term)" if d.get("usd") else ""
     when = day(d["day"])
@@ -64,7 +66,8 @@ def reservation_sentence(d: dict[str, Any]) -> str:
     if act == "bought":
         return f"{when}: reserved {g} {_where(d)}{cost} {because(d['reason'], d['detail'])}"
     if act == "ordered":
-        return f"{when}: ordered {g} {_where(d)}{cost} (two approvals needed) {because(d['reason'], d['detail'])}"
+        needs = f"two approvals needed, {outcome}" if outcome else "two approvals needed"
+        return f"{when}: ordered {g} {_where(d)}{cost} ({needs}) {because(d['reason'], d['detail'])}"
     if act == "approved":
         return f"{when}: the order for {g} {_where(d)} was approved by two approvers"
     if act == "rejected":
@@ -133,7 +136,7 @@ def _approval_of(order: dict[str, Any], res: list[dict[str, Any]]) -> str:
     for d in res:
         same = d.get("sku") == order.get("sku") and d.get("gpus") == order.get("gpus") and d["t_s"] >= order["t_s"]
         if same and d["action"] in ("approved", "rejected"):
-            return f"; {d['action']} on {day(d['day'])}"
+            return f"{d['action']} on {day(d['day'])}"
     return ""
 
 
@@ -166,8 +169,7 @@ def what_changed(doc: dict[str, Any], loop: str | None = None, most: int = 12) -
     head = reservation_summary(res)
     out = [head] if head else ["reserved nothing during the run"]
     for d in _pick_reservations(res, max(most // 2 - 1, 1)):
-        line = reservation_sentence(d)
-        out.append(line + _approval_of(d, res) if d["action"] == "ordered" else line)
+        out.append(reservation_sentence(d, _approval_of(d, res) if d["action"] == "ordered" else ""))
     out += [aggregate_sentence(a) for a in aggregate(decisions)[: max(most - len(out), 0)]]
     return out
 
