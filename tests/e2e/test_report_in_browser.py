@@ -32,7 +32,7 @@ CHART_PROBE = """
   const marks = [...svg.querySelectorAll('.series')].map(el => {
     const b = el.getBBox();
     const pts = el.tagName === 'polyline' ? el.points.numberOfItems : null;
-    return {tag: el.tagName, w: b.width, h: b.height, pts};
+    return {tag: el.tagName, x: b.x, w: b.width, h: b.height, pts};
   });
   const ticks = svg.querySelectorAll('text').length;
   return {title: svg.querySelector('title').textContent, w: box.width, h: box.height, marks, ticks};
@@ -80,7 +80,8 @@ def test_the_make_run_report_draws_every_chart_offline_in_headless_chromium(tmp_
                 assert m["pts"] >= 2, c["title"]
             else:
                 assert m["h"] > 0, f"{c['title']}: a {m['tag']} with no height"
-        assert max(m["w"] for m in c["marks"]) > 300, f"{c['title']}: marks span too little of the chart"
+        span = max(m["x"] + m["w"] for m in c["marks"]) - min(m["x"] for m in c["marks"])
+        assert span > 300, f"{c['title']}: marks span too little of the chart"
     assert errors == []
     assert all(u.startswith("file://") for u in requests), requests  # nothing from the network
     assert shot.stat().st_size > 50_000
