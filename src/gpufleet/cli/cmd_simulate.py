@@ -119,9 +119,11 @@ def parse_loops(text: str | None) -> list[str] | None:
         return None
     names = [n.strip() for n in text.split(",") if n.strip()]
     unknown = [n for n in names if n not in LOOPS]
-    if not names or unknown:
+    if not names:
+        raise ValidationError("--loops", f"no loop given; choose from {', '.join(LOOPS)}")
+    if unknown:
         raise ValidationError(
-            "--loops", f"unknown loop {', '.join(map(repr, unknown)) or '(none)'}; choose from {', '.join(LOOPS)}"
+            "--loops", f"unknown loop {', '.join(map(repr, unknown))}; choose from {', '.join(LOOPS)}"
         )
     return names
 
