@@ -156,7 +156,9 @@ def reservation_summary(res: list[dict[str, Any]]) -> str | None:
     if nays:
         parts.append(f"{count(len(nays))} order{'s' * (len(nays) != 1)} rejected by an approver")
     if gone:
-        parts.append(f"let {count(sum(d['gpus'] or 0 for d in gone))} reserved GPUs expire ({count(len(gone))} terms)")
+        parts.append(
+            f"let {count(sum(d['gpus'] or 0 for d in gone))} reserved GPUs expire ({count(len(gone))} term{'s' * (len(gone) != 1)})"
+        )
     return "reservations: " + "; ".join(parts)
 
 
