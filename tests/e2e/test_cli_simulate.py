@@ -27,9 +27,18 @@ def test_simulate_writes_json_and_report_and_is_deterministic(tmp_path: Path) ->
     assert a.read_bytes() == b.read_bytes()
     assert a.read_bytes() != c.read_bytes()
     data = json.loads(a.read_text())
-    assert data["days"] == 5 and data["cost_conserved"] is True
+    assert data["schema"] == "gpufleet.comparison/1" and data["days"] == 5 and data["primary"] == "gpufleet"
+    assert set(data["loops"]) >= {"gpufleet", "baseline"}
+    assert all(s["cost_conserved"] is True for s in data["loops"].values())
+    assert "What gpufleet changed" in r1.stdout
     html = (tmp_path / "r.html").read_text()
     assert "<svg" in html and "http://" not in html.replace("http://www.w3.org/2000/svg", "")
+
+
+def test_an_unknown_loop_is_a_clear_error() -> None:
+    r = run("simulate", "--days", "2", "--loops", "gpufleet,nope")
+    assert r.returncode == 2
+    assert "--loops" in r.stderr and "'nope'" in r.stderr and "Traceback" not in r.stderr
 
 
 def test_a_broken_scenario_file_names_the_field_and_exits_nonzero_without_traceback(tmp_path: Path) -> None:

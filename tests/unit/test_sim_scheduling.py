@@ -156,21 +156,22 @@ def test_whole_runs_keep_capacity_gangs_quotas_and_serving_rules(sc: Scenario) -
 def test_the_report_names_the_scheduler_policy_of_each_loop() -> None:
     from rich.console import Console
 
+    from gpufleet.cli.cmd_simulate import run_loops
     from gpufleet.report.html import render_html
-    from gpufleet.report.summary import print_summary
-    from gpufleet.sim.compare import compare, key_figures, versus
-    from gpufleet.sim.run import LOOPS
+    from gpufleet.report.summary import print_report
 
     sc = _with(default_scenario(gpus=64, days=2, seed=1), scheduler_policy="packing")
-    res = compare(sc, {n: LOOPS[n] for n in ("gpufleet", "baseline")})
-    r = {**res["gpufleet"], "baseline": key_figures(res["baseline"])}
-    r["vs_baseline"] = versus(r, res["baseline"])
-    assert r["scheduler_policy"] == "packing" and r["baseline"]["scheduler_policy"] == "bestfit"
-    html = render_html(r)
-    assert "Scheduler policy: <b>packing</b> (baseline loop: <b>bestfit</b>)" in html
+    doc = run_loops(sc, sc.seed, ["gpufleet", "baseline"])
+    assert doc["loops"]["gpufleet"]["scheduler_policy"] == "packing"
+    assert doc["loops"]["baseline"]["scheduler_policy"] == "bestfit"
+    html = render_html(doc)
+    assert "<tr><td>scheduler policy</td><td>packing</td><td>bestfit</td></tr>" in html
     console = Console(record=True, width=200)
-    print_summary(r, console)
-    assert "packing (bestfit)" in console.export_text()
+    print_report(doc, console)
+    assert any(
+        line.split() == ["│", "scheduler", "policy", "│", "packing", "│", "bestfit", "│"]
+        for line in console.export_text().splitlines()
+    )
 
 
 def test_drains_move_checkpointable_work_off_part_used_nodes_only_when_it_pays() -> None:

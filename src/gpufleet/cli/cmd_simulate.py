@@ -1,13 +1,17 @@
-"""``gpufleet simulate``: the main job. Runs the closed loop on a scenario and reports.
+"""``gpufleet simulate``: the main job. Runs every control loop on the same world and reports the comparison.
 
-By default it runs gpufleet's control loop and, on the same world (same seed), the foundation's baseline loop,
-so the report shows what gpufleet's policies gain, measured in the same run.
+The figures are one document (schema ``gpufleet.comparison/1``, see docs/scenario.md and the contract in
+sim/compare.py): every loop's full summary (with its decision log), the hindsight bound when the run has one
+(a lower bound on the cost of the realized demand, not a policy) and each loop's cost ratios. The terminal, the
+HTML report and ``--json`` all show that one document.
 """
 
 from __future__ import annotations
 
+import inspect
 import json
-from enum import StrEnum
+import math
+from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -19,16 +23,15 @@ from gpufleet.cli.errors import user_errors
 from gpufleet.cli.paths import output_file
 from gpufleet.domain.errors import ValidationError
 from gpufleet.report.html import write_html_report
-from gpufleet.report.summary import print_comparison, print_summary
+from gpufleet.report.summary import print_report
+from gpufleet.sim import compare as sim_compare
 from gpufleet.sim.builtin import default_scenario
-from gpufleet.sim.compare import compare, key_figures, versus
+from gpufleet.sim.compare import compare
 from gpufleet.sim.run import LOOPS
 from gpufleet.sim.scenario import Scenario, dump_scenario, load_scenario, parse_scenario
 
-
-class LoopChoice(StrEnum):
-    gpufleet = "gpufleet"
-    baseline = "baseline"
+SCHEMA = "gpufleet.comparison/1"
+PRIMARY = "gpufleet"
 
 
 def resolve_scenario(name: str) -> Scenario:
@@ -39,9 +42,90 @@ def resolve_scenario(name: str) -> Scenario:
     return load_scenario(name)
 
 
+def _ratio(a: float, b: float | None) -> float | None:
+    return round(a / b, 4) if b else None
+
+
+def comparison_document(
+    sc: Scenario, seed: int, loops: dict[str, dict[str, Any]], bound: dict[str, Any] | None = None
+) -> dict[str, Any]:
+    """The comparison document from each loop's summary (same world, same seed) and the bound, if any."""
+    primary = PRIMARY if PRIMARY in loops else next(iter(loops))
+    bound_cost = float(bound["total_cost_usd"]) if bound else None
+    base = loops.get("baseline", {}).get("total_cost_usd")
+    common = loops.get("common_practice", {}).get("total_cost_usd")
+    ratios = {
+        name: {
+            "to_bound": _ratio(s["total_cost_usd"], bound_cost),
+            "to_baseline": _ratio(s["total_cost_usd"], base),
+            "to_common_practice": _ratio(s["total_cost_usd"], common),
+        }
+        for name, s in loops.items()
+    }
+    doc: dict[str, Any] = {
+        "schema": SCHEMA,
+        "scenario": sc.name,
+        "seed": seed,
+        "days": sc.days,
+        "primary": primary,
+        "loops": loops,
+        "ratios": ratios,
+    }
+    if bound is not None:
+        doc["hindsight_bound"] = bound
+    return doc
+
+
+def run_loops(
+    sc: Scenario,
+    seed: int,
+    names: list[str] | None = None,
+    progress: Callable[[str, float], None] | None = None,
+) -> dict[str, Any]:
+    """Every loop in LOOPS (or ``names``) on the same world, as the comparison document.
+
+    ``sim.compare.run_loops(sc, seed, names)`` (issue #16: it adds the hindsight bound) is used when it exists;
+    until then the document is built here from the loops that exist, with the same keys.
+    """
+    theirs = getattr(sim_compare, "run_loops", None)
+    if theirs is not None:
+        kw: dict[str, Any] = {"names": names}
+        if progress is not None and "progress" in inspect.signature(theirs).parameters:
+            kw["progress"] = progress
+        return dict(theirs(sc, seed, **kw))
+    chosen = names or list(LOOPS)
+    results = compare(sc, {n: LOOPS[n] for n in chosen}, seed=seed, progress=progress)
+    return comparison_document(sc, seed, results)
+
+
+def json_safe(x: Any) -> Any:
+    """NaN and infinities become null (JSON has no such numbers); everything else is kept."""
+    if isinstance(x, float) and not math.isfinite(x):
+        return None
+    if isinstance(x, dict):
+        return {k: json_safe(v) for k, v in x.items()}
+    if isinstance(x, list | tuple):
+        return [json_safe(v) for v in x]
+    return x
+
+
 def write_json(path: Path, data: dict[str, Any]) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n")
+    path.write_text(json.dumps(json_safe(data), indent=1, sort_keys=True, allow_nan=False) + "\n")
+
+
+def parse_loops(text: str | None) -> list[str] | None:
+    if text is None:
+        return None
+    names = [n.strip() for n in text.split(",") if n.strip()]
+    unknown = [n for n in names if n not in LOOPS]
+    if not names:
+        raise ValidationError("--loops", f"no loop given; choose from {', '.join(LOOPS)}")
+    if unknown:
+        raise ValidationError(
+            "--loops", f"unknown loop {', '.join(map(repr, unknown))}; choose from {', '.join(LOOPS)}"
+        )
+    return names
 
 
 def register(app: typer.Typer) -> None:
@@ -51,28 +135,27 @@ def register(app: typer.Typer) -> None:
         scenario: Annotated[str, typer.Option(help="'default' or a scenario YAML file")] = "default",
         days: Annotated[int | None, typer.Option(min=1, help="override the scenario's days")] = None,
         seed: Annotated[int | None, typer.Option(min=0, help="override the scenario's seed")] = None,
-        policy: Annotated[LoopChoice, typer.Option(help="the control loop to report on")] = LoopChoice.gpufleet,
-        compare_baseline: Annotated[
-            bool, typer.Option("--compare/--no-compare", help="also run the baseline loop on the same world")
-        ] = True,
+        loops: Annotated[
+            str | None, typer.Option(help=f"comma-separated loops to run (default: all of {', '.join(LOOPS)})")
+        ] = None,
         report: Annotated[
             Path | None, typer.Option(callback=output_file, help="write a self-contained HTML report here")
         ] = None,
         json_path: Annotated[
-            Path | None, typer.Option("--json", callback=output_file, help="write the figures as JSON here")
+            Path | None, typer.Option("--json", callback=output_file, help="write the comparison as JSON here")
         ] = None,
         dump: Annotated[bool, typer.Option(help="print the scenario as YAML and exit")] = False,
     ) -> None:
-        """Simulate a GPU fleet under the closed control loop and summarize cost, utilization and service."""
+        """Simulate a GPU fleet under every control loop on the same world; report cost, utilization, service
+        and what gpufleet decided."""
         sc = resolve_scenario(scenario)
         if days is not None:  # validated like the file's own field (model_copy would not check it)
             sc = parse_scenario({**sc.model_dump(), "days": days}, source="--days")
         if dump:
             typer.echo(dump_scenario(sc), nl=False)
             return
-        names = [policy.value]
-        if compare_baseline and policy is not LoopChoice.baseline:
-            names.append(LoopChoice.baseline.value)
+        names = parse_loops(loops) or list(LOOPS)
+        seed_ = sc.seed if seed is None else seed
         console = Console()
         with Progress(
             TextColumn("[bold]simulating[/] {task.description}"),
@@ -83,19 +166,11 @@ def register(app: typer.Typer) -> None:
             transient=True,
         ) as bar:
             tasks = {n: bar.add_task(f"{sc.name}, {sc.days} days, {n} loop", total=1.0) for n in names}
-            results = compare(
-                sc, {n: LOOPS[n] for n in names}, seed=seed, progress=lambda n, x: bar.update(tasks[n], completed=x)
-            )
-        result = results[names[0]]
-        if len(names) > 1:
-            base = results[names[1]]
-            result = {**result, "baseline": key_figures(base), "vs_baseline": versus(result, base)}
-        print_summary(result, console)
-        if "vs_baseline" in result:
-            print_comparison(result, console)
+            doc = run_loops(sc, seed_, names, progress=lambda n, x: bar.update(tasks[n], completed=x))
+        print_report(doc, console)
         if json_path is not None:
-            write_json(json_path, result)
+            write_json(json_path, doc)
             console.print(f"figures written to {json_path}")
         if report is not None:
-            write_html_report(result, report)
+            write_html_report(doc, report)
             console.print(f"report written to {report}")

@@ -19,6 +19,7 @@ from gpufleet.sim.lifecycle import NodeState
 
 if TYPE_CHECKING:
     from gpufleet.control.loop import ControlLoop
+    from gpufleet.sim.decisions import DecisionLog
     from gpufleet.sim.engine import EventQueue
     from gpufleet.sim.fleet import Fleet
     from gpufleet.sim.metrics import Metrics
@@ -45,6 +46,7 @@ class ReservationDesk:
         forecasts: dict[int, tuple[int, DemandForecast]]
         forecast_abs_err: list[float]
         forecast_actual: list[float]
+        decisions: DecisionLog
 
         def _charge(self, pod: int, now: int) -> None: ...
         def _drain_queue(self, s: int, now: int) -> None: ...
@@ -119,13 +121,18 @@ class ReservationDesk:
         ctx = ProcurementContext(
             now, self.sku_ids[s], pool, hist, fc, self._committed_at(s, now + pool.lead_time_s), self.per_node[s]
         )
-        for prop in self.loop.procurer.propose(ctx):
+        props = self.loop.procurer.propose(ctx)
+        self.decisions.reviewed(now, pool, props)
+        for prop in props:
             res = self._new_reservation(pidx, prop.units, prop.start_s, prop.term_months)
             dec = self.loop.approver.decide(
                 res.est_cost_usd, Decimal(str(self.sc.control.approval_threshold_usd)), res.id
             )
             ridx = len(self.reservations) - 1
             self.metrics.reservation_proposed(res.units, float(res.est_cost_usd), dec.approvals_required)
+            self.decisions.reservation(
+                now, "bought" if dec.approvals_required == 1 else "ordered", res, pool, prop.reason
+            )
             if dec.approvals_required == 1:
                 res.transition(ReservationStatus.APPROVED, at_s=now, actor="auto", reason=dec.reason)
                 self._submit(ridx, now)
@@ -147,9 +154,13 @@ class ReservationDesk:
             approved, who = self.approvals_pending.pop(ridx)
             if approved:
                 res.transition(ReservationStatus.APPROVED, at_s=now, actor=who, reason="dual approval")
+                self.decisions.reservation(
+                    now, "approved", res, self.fleet.pools[self.res_pool[ridx]].pool, "dual_approval"
+                )
                 self._submit(ridx, now)
             else:
                 res.transition(ReservationStatus.REJECTED, at_s=now, actor=who, reason="rejected by an approver")
+                self.decisions.reservation(now, "rejected", res, self.fleet.pools[self.res_pool[ridx]].pool, "rejected")
         elif what == 1 and res.status is ReservationStatus.SUBMITTED:
             self._activate(ridx)
         elif what == 2 and res.status is ReservationStatus.ACTIVE:
@@ -178,6 +189,7 @@ class ReservationDesk:
         res.transition(ReservationStatus.EXPIRED, at_s=now, actor="provider", reason="term ended")
         pidx = self.res_pool[ridx]
         pr = self.fleet.pools[pidx]
+        self.decisions.reservation(now, "expired", res, pr.pool, "term_ended")
         pr.touch(now)
         pr.paid_gpus -= res.units
         od = self.fleet.pool_of(pr.sku_idx, Tier.ON_DEMAND)

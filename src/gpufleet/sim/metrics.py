@@ -6,6 +6,7 @@ from collections import Counter
 
 import numpy as np
 
+from gpufleet.domain.money import LEDGER_UNITS_PER_USD
 from gpufleet.domain.pools import TIER_ORDER
 
 HOUR_S = 3600
@@ -20,6 +21,7 @@ class Metrics:
         self.alloc = np.zeros((n, hours))
         self.pending = np.zeros((n, hours))
         self.paid = {t.value: np.zeros((n, hours)) for t in TIER_ORDER}
+        self.cost_units = np.zeros(hours)  # fleet cost billed so far at each hour (ledger units, as float)
         self.rps = np.zeros((len(fleet_names), hours))
         self.replicas = np.zeros((len(fleet_names), hours))
         self.ready = np.zeros((len(fleet_names), hours))
@@ -37,6 +39,13 @@ class Metrics:
         self.pending[sku, h] = pending
         for tier, v in paid.items():
             self.paid[tier][sku, h] = v
+
+    def cost_so_far(self, now_s: int, units: int) -> None:
+        self.cost_units[now_s // HOUR_S] = units
+
+    def cost_usd_series(self) -> list[float]:
+        """The fleet cost billed so far at each hour, in USD rounded to the cent."""
+        return [round(float(c) / LEDGER_UNITS_PER_USD, 2) for c in self.cost_units]
 
     def demand_history(self, sku: int, upto_hour: int) -> np.ndarray:
         """Measured demand (GPUs allocated + pending) per hour before ``upto_hour``: what feeds the forecast."""

@@ -25,6 +25,7 @@ RESTART_S = 300  # what a moved pod loses restarting from the checkpoint it writ
 
 if TYPE_CHECKING:
     from gpufleet.control.loop import ControlLoop
+    from gpufleet.sim.decisions import DecisionLog
     from gpufleet.sim.engine import EventQueue
     from gpufleet.sim.fleet import Fleet
     from gpufleet.sim.metrics import Metrics
@@ -38,6 +39,7 @@ class MoveMixin:
         q: EventQueue
         fleet: Fleet
         metrics: Metrics
+        decisions: DecisionLog
         sku_ids: list[str]
         per_node: list[int]
         lost_gpu_s: int
@@ -94,6 +96,9 @@ class MoveMixin:
                 continue  # the scaler planned more than is free: the world does not overbook
             self._move(pod, launched, target, now)
             self.metrics.placement(f"move_{reason}")
+            self.decisions.add(
+                now, "node_scaler", "move", reason, None, self.p_gpus[pod], unit="runs", sku=self.sku_ids[s]
+            )
         self._drain_queue(s, now)
 
     def _move_candidate(self, pod: int, per: int, now: int) -> RunningOnLaunched | None:
@@ -171,6 +176,7 @@ class MoveMixin:
                 self._relocate(pod, d.node, dest, now)
             self.drains += 1
             self.metrics.placement(f"consolidate_{d.reason}")
+            self.decisions.add(now, "schedule", "drain", d.reason, None, per, sku=self.sku_ids[s])
 
     def _relocate(self, pod: int, src: int, dest: int, now: int) -> None:
         """Move a checkpointable single-node pod: it checkpoints, restarts on ``dest`` and loses the restart."""

@@ -32,6 +32,7 @@ from gpufleet.sim.lifecycle import NodeState
 
 if TYPE_CHECKING:
     from gpufleet.control.loop import ControlLoop
+    from gpufleet.sim.decisions import DecisionLog
     from gpufleet.sim.engine import EventQueue
     from gpufleet.sim.fleet import Fleet
     from gpufleet.sim.metrics import Metrics
@@ -48,6 +49,7 @@ class NodeLifecycleMixin:
         q: EventQueue
         fleet: Fleet
         metrics: Metrics
+        decisions: DecisionLog
         rng_stock: np.random.Generator
         horizon_s: int
         sku_ids: list[str]
@@ -119,6 +121,7 @@ class NodeLifecycleMixin:
             return False
         pidx = next(i for i, pr in enumerate(self.fleet.pools) if pr.pool.id == alloc.pool_id)
         self._launch(pidx, nodes, now)
+        self.decisions.launched(now, self.fleet.pools[pidx].pool, nodes, nodes * per, alloc)
         return True
 
     def _launch(self, pidx: int, nodes: int, now: int) -> None:
@@ -241,8 +244,10 @@ class NodeLifecycleMixin:
             self._on_demand_price(s),
         )
         for node, reason in self.loop.node_scaler.scale_down(ctx):
+            pool = f.pools[f.n_pool[node]].pool
             f.terminate(node, now)
             self.metrics.placement(f"terminate_{reason}")
+            self.decisions.add(now, "node_scaler", "scale_down", reason, pool, per)
 
     def _on_demand_price(self, s: int) -> float:
         """The SKU's on-demand price per GPU-hour (0 if it has no on-demand pool)."""

@@ -173,14 +173,22 @@ def summarize(w: World) -> dict[str, Any]:
         },
         "forecast_wape": fc_err,  # hourly demand, forecast one procurement period ahead
         "events": w.q.processed,
+        "decisions": w.decisions.entries(),  # what the loop decided, as applied, with reason codes (sim/decisions.py)
         "series": {
             "hours": hours,
+            "days": [_r(h / 24, 3) for h in range(hours)],
+            "cost_usd": m.cost_usd_series(),  # fleet cost billed so far, hourly
             "sku_ids": w.sku_ids,
             "allocated_gpus": m.alloc.tolist(),
             "pending_gpus": m.pending.tolist(),
             "paid_gpus_by_tier": {k: v.tolist() for k, v in m.paid.items()},
             "serving": {
-                name: {"rps": m.rps[i].tolist(), "replicas": m.replicas[i].tolist(), "ready": m.ready[i].tolist()}
+                name: {
+                    "rps": m.rps[i].tolist(),
+                    "replicas": m.replicas[i].tolist(),
+                    "ready": m.ready[i].tolist(),
+                    "need": np.ceil(m.rps[i] / w.fleets[i].spec.target_rps_per_replica).tolist(),  # at target load
+                }
                 for i, name in enumerate(m.fleet_names)
             },
         },

@@ -23,6 +23,7 @@ from gpufleet.sim.kinds import JOB_END, PARKED, PRIO_SERVING, QUEUED, READY, RUN
 
 if TYPE_CHECKING:
     from gpufleet.control.scheduling import Reclaim
+    from gpufleet.sim.decisions import DecisionLog
     from gpufleet.sim.engine import EventQueue
     from gpufleet.sim.fleet import Fleet
     from gpufleet.sim.scenario import PoolSpec
@@ -47,6 +48,7 @@ class SchedulingMixin:
         pending_gpus: list[int]
         parked: list[deque[int]]
         sched_reasons: dict[str, int]
+        decisions: DecisionLog
         quota_reasons: dict[str, int]
         spot_violations: int
         _asks: dict[int, PodAsk]
@@ -272,6 +274,9 @@ class SchedulingMixin:
             self.preemptions += 1
             self.preempted_lost_gpu_s += lost * self.p_gpus[victim]
             self._interrupt(victim, now, lost, drain=False)
+            self.decisions.add(
+                now, "schedule", "preempt", plan.reason, None, self.p_gpus[victim], unit="pods", sku=self.sku_ids[s]
+            )
         placed = self._try_place(pod, now)
         self._drain_queue(s, now)
         return placed

@@ -24,6 +24,7 @@ from gpufleet.ports import (
     DemandForecast,
 )
 from gpufleet.sim import demand
+from gpufleet.sim.decisions import DecisionLog
 from gpufleet.sim.desk import ReservationDesk
 from gpufleet.sim.engine import EventQueue
 from gpufleet.sim.fleet import Fleet
@@ -141,6 +142,7 @@ class World(ReservationDesk, ServingMixin, FreeingMixin, NodeLifecycleMixin, Mov
         self._node_bounds: dict[int, tuple[int, int, float]] = {}  # node -> (change, window, not freeing until)
         self._freeing_memo: dict[int, tuple[tuple[int, int, int, int, tuple[int, ...], int], list[int]]] = {}
         self.metrics = Metrics(sku_ids, [f.spec.name for f in self.fleets], sc.days)
+        self.decisions = DecisionLog()  # what the loop decided, as applied (sim/decisions.py)
         self.reservations: list[Reservation] = []
         self.res_nodes: list[list[int]] = []
         self.res_pool: list[int] = []
@@ -498,3 +500,6 @@ class World(ReservationDesk, ServingMixin, FreeingMixin, NodeLifecycleMixin, Mov
                     paid[pr.pool.tier.value] += pr.paid_gpus
                     alloc += pr.alloc_gpus
             self.metrics.hourly(now, s, alloc, self.pending_gpus[s], paid)
+        for pr in f.pools:
+            pr.touch(now)  # integrals are exact at any split: this only reads the cost so far
+        self.metrics.cost_so_far(now, sum(pr.price_uusd * pr.paid_gpu_s for pr in f.pools))
