@@ -32,6 +32,7 @@ every week) pays ``len(candidates)`` fits per call after the first.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import itertools
 from collections import OrderedDict
@@ -230,10 +231,8 @@ class CalibratedForecaster:
         if self.memo is not None:  # the others too: the next call (h steps on) finds them as its tracked windows
             for other in self.candidates:
                 if other != name:
-                    try:
+                    with contextlib.suppress(ValidationError):  # a candidate that refuses is not tracked
                         self._forecast(other, self.y_, h, qs)
-                    except ValidationError:
-                        pass
         self.factors_ = np.ones(h) if factors is None else factors
         c = _centre(fc)
         values = c[None, :] + self.factors_[None, :] * (fc.values - c[None, :])
