@@ -25,6 +25,9 @@ from gpufleet.forecast.quantiles import DEFAULT_QUANTILES, check_quantiles, make
 from gpufleet.ports import DemandForecast, FloatArray
 
 LOOP_QUANTILES: tuple[float, ...] = (0.1, 0.5, 0.9)
+DAY_S = 86_400
+#: Fits see at least this many steps when the history has them (a year of days: a daily grid is never cut short).
+MIN_HISTORY_STEPS = 366
 
 
 def check_history(history: FloatArray, field: str = "history") -> FloatArray:
@@ -41,8 +44,9 @@ def check_history(history: FloatArray, field: str = "history") -> FloatArray:
 class GpufleetForecaster:
     """The loop's forecaster (see module docstring).
 
-    ``max_history_steps`` bounds the history each fit sees (the most recent steps before its origin): four weeks of
-    hourly points cover the weekly season four times and keep a call cheap over a long simulation. ``quantiles``:
+    ``max_history_s`` bounds the history each fit sees (the most recent steps before its origin, but never fewer
+    than ``MIN_HISTORY_STEPS``; None = all): four weeks cover the weekly season four times and keep a call cheap
+    over a long simulation (672 hourly steps, 4,032 ten-minute steps). ``quantiles``:
     the levels of every forecast (a call may ask for others). After a call, ``last_`` is the calibrated
     forecaster that made it (``chosen_``, ``reason_``, ``factors_``: the decision and its reason code).
     """
@@ -51,11 +55,13 @@ class GpufleetForecaster:
 
     def __init__(
         self,
-        max_history_steps: int | None = 28 * 24,
+        max_history_s: int | None = 28 * DAY_S,
         quantiles: Sequence[float] = LOOP_QUANTILES,
         memo_size: int = 512,
     ) -> None:
-        self.max_history_steps = max_history_steps
+        if max_history_s is not None and max_history_s <= 0:
+            raise ValidationError("max_history_s", f"must be > 0 (or None), got {max_history_s}")
+        self.max_history_s = max_history_s
         self.quantiles = check_quantiles(quantiles)  # strictly increasing: the levels of every forecast
         self.memo = ForecastMemo(memo_size)
         self.last_: CalibratedForecaster | None = None
@@ -72,10 +78,16 @@ class GpufleetForecaster:
         if int(np.isfinite(y).sum()) < 3:
             self.last_ = None
             return DemandForecast(np.zeros(horizon), qs, np.zeros((len(qs), horizon)), "zeros")
-        cf = calibrated_forecaster(seasons_for_step(step_s), max_history=self.max_history_steps, memo=self.memo)
+        cf = calibrated_forecaster(seasons_for_step(step_s), max_history=self.history_steps(step_s), memo=self.memo)
         fc = cf.fit(y).predict(horizon, qs)
         self.last_ = cf
         return make_forecast(fc.mean, fc.values, qs, fc.method, floor=0.0)
+
+    def history_steps(self, step_s: int) -> int | None:
+        """The most recent steps each fit sees on a ``step_s`` grid (None = all)."""
+        if self.max_history_s is None:
+            return None
+        return max(self.max_history_s // step_s, MIN_HISTORY_STEPS)
 
     def model(self, step_s: int) -> LoopModel:
         """This forecaster behind the estimator interface (``fit`` / ``predict``) for backtests: every model a
