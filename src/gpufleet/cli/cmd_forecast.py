@@ -38,7 +38,7 @@ def register(app: typer.Typer) -> None:
             h = horizon_steps(horizon, s.step_s)
             if int(s.t_s[-1]) + h * s.step_s > MAX_UNIX_S:
                 raise ValidationError("horizon", f"series {sid!r}: {h} steps of {s.step_s} s run past 9999-12-31")
-            forecaster = GpufleetForecaster(quantiles=DEFAULT_QUANTILES)
+            forecaster = GpufleetForecaster(quantiles=DEFAULT_QUANTILES, memo_size=0)  # one call per series
             try:
                 fc = forecaster.forecast(check_history(s.values), s.step_s, h)
             except ValidationError as exc:  # the model refuses the history: say which series of which file

@@ -47,7 +47,8 @@ class GpufleetForecaster:
     ``max_history_s`` bounds the history each fit sees (the most recent steps before its origin, but never fewer
     than ``MIN_HISTORY_STEPS``; None = all): four weeks cover the weekly season four times and keep a call cheap
     over a long simulation (672 hourly steps, 4,032 ten-minute steps). ``quantiles``:
-    the levels of every forecast (a call may ask for others). After a call, ``last_`` is the calibrated
+    the levels of every forecast (a call may ask for others). ``memo_size``: fits kept for reuse (0 = none, for a
+    one-off call: with a memo every candidate is also forecast at the forecast origin, for the next call). After a call, ``last_`` is the calibrated
     forecaster that made it (``chosen_``, ``reason_``, ``factors_``: the decision and its reason code).
     """
 
@@ -63,7 +64,9 @@ class GpufleetForecaster:
             raise ValidationError("max_history_s", f"must be > 0 (or None), got {max_history_s}")
         self.max_history_s = max_history_s
         self.quantiles = check_quantiles(quantiles)  # strictly increasing: the levels of every forecast
-        self.memo = ForecastMemo(memo_size)
+        if memo_size < 0:
+            raise ValidationError("memo_size", f"must be >= 0 (0 = no reuse of fits), got {memo_size}")
+        self.memo = ForecastMemo(memo_size) if memo_size > 0 else None
         self.last_: CalibratedForecaster | None = None
 
     def forecast(

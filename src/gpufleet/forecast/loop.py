@@ -48,4 +48,4 @@ def forecast_demand(
     if steps < 1:
         raise ValidationError("steps", f"must be >= 1, got {steps}")
     y = check_history(history)
-    return GpufleetForecaster(quantiles=quantiles).forecast(y, step_s, steps)
+    return GpufleetForecaster(quantiles=quantiles, memo_size=0).forecast(y, step_s, steps)  # one call: no reuse

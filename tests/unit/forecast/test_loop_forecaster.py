@@ -36,15 +36,17 @@ def test_the_gpufleet_loop_runs_the_calibrated_forecaster() -> None:
 def test_weekly_calls_reuse_earlier_fits_and_forecast_exactly_as_a_fresh_forecaster() -> None:
     y = _hourly(24 * 7 * 8)
     g = GpufleetForecaster()
+    memo = g.memo
+    assert memo is not None
     for week in range(1, 8):
         g.forecast(y[: week * 168], 3600, 168)
-    before = (g.memo.hits, g.memo.misses)
+    before = (memo.hits, memo.misses)
     fc = g.forecast(y, 3600, 168)
     # one new fit per candidate (3) at the new origin; the 4 tracked windows of each candidate are memo hits
-    assert g.memo.misses - before[1] == 3 and g.memo.hits - before[0] == 12
-    fresh = GpufleetForecaster().forecast(y, 3600, 168)
+    assert memo.misses - before[1] == 3 and memo.hits - before[0] == 12
+    fresh = GpufleetForecaster(memo_size=0).forecast(y, 3600, 168)  # no reuse: every fit made afresh
+    assert fresh.method == fc.method
     np.testing.assert_allclose(fc.values, fresh.values)
-    assert fc.method == fresh.method
 
 
 def test_memo_is_bounded_and_keyed_by_the_data_seen() -> None:
