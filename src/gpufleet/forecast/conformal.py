@@ -70,7 +70,7 @@ def _pinball(actual: FloatArray, values: FloatArray, quantiles: Sequence[float])
     return float(np.mean(np.maximum(qs * diff, (qs - 1.0) * diff)))
 
 
-def _nanmean(xs: Sequence[float]) -> float:
+def _nanmean(xs: Sequence[float] | FloatArray) -> float:
     """Mean of the finite values; NaN (without a warning) when there is none (a window of gaps only)."""
     a = np.asarray(xs, dtype=np.float64)
     a = a[np.isfinite(a)]
@@ -211,9 +211,12 @@ class CalibratedForecaster:
             return self._final(first, h, qs, None)
         scores = {}
         for name, rows in tracked.items():
+            tables = [window_losses(rows, qs, lo, hi, self.factors) for lo, hi in edges]
             losses = []
-            for j in range(len(rows)):
-                lam = spread_factors([r for i, r in enumerate(rows) if i != j], qs, edges, self.factors)
+            for j in range(len(rows)):  # window j scored with the factors learnt on the other windows
+                lam = np.ones(h)
+                for (lo, hi), tab in zip(edges, tables, strict=True):
+                    lam[lo:hi] = _pick(np.delete(tab, j, axis=0), self.factors)
                 c, sp, a = rows[j]
                 losses.append(_pinball(a, c[None, :] + lam[None, :] * sp, qs))
             scores[name] = _nanmean(losses) if np.isfinite(losses).any() else np.inf
@@ -244,6 +247,40 @@ def _centre(fc: DemandForecast) -> FloatArray:
     return fc.at(0.5) if qs[0] <= 0.5 <= qs[-1] else np.asarray(fc.mean, dtype=np.float64)
 
 
+def window_losses(
+    rows: Sequence[tuple[FloatArray, FloatArray, FloatArray]],
+    quantiles: Sequence[float],
+    lo: int,
+    hi: int,
+    factors: Sequence[float] = FACTORS,
+) -> FloatArray:
+    """``(windows, factors)``: the pinball loss (mean over levels and observed steps ``lo .. hi - 1``) of each
+    tracked window (centre, spread, actual) with its band scaled by each factor; NaN for a window without an
+    observed actual there. Vectorised: the simulator pays this on every forecast."""
+    c = np.stack([r[0][lo:hi] for r in rows])  # (W, n)
+    sp = np.stack([r[1][:, lo:hi] for r in rows])  # (W, L, n)
+    a = np.stack([r[2][lo:hi] for r in rows])  # (W, n)
+    f = np.asarray(factors, dtype=np.float64)[:, None, None, None]
+    ok = np.isfinite(a)
+    diff = np.where(ok, a, 0.0)[None, :, None, :] - (c[None, :, None, :] + f * sp[None])  # (K, W, L, n)
+    qs = np.asarray(quantiles, dtype=np.float64)[None, None, :, None]
+    loss = np.where(ok[None, :, None, :], np.maximum(qs * diff, (qs - 1.0) * diff), 0.0).sum(axis=(2, 3))
+    n = ok.sum(axis=1) * len(quantiles)  # (W,)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        out = np.where(n[None, :] > 0, loss / np.maximum(n, 1)[None, :], np.nan)
+    return np.asarray(out.T, dtype=np.float64)
+
+
+def _pick(table: FloatArray, factors: Sequence[float]) -> float:
+    """The factor with the lowest mean loss over the windows that have one (ties: the first); 1 if none has."""
+    best, best_loss = 1.0, np.inf
+    for k, f in enumerate(factors):
+        loss = _nanmean(table[:, k])
+        if np.isfinite(loss) and loss < best_loss - 1e-12:
+            best, best_loss = f, loss
+    return float(best)
+
+
 def spread_factors(
     rows: Sequence[tuple[FloatArray, FloatArray, FloatArray]],
     quantiles: Sequence[float],
@@ -252,15 +289,9 @@ def spread_factors(
 ) -> FloatArray:
     """Per step ``(h,)``: for each block, the factor on the band around the median with the lowest pinball loss
     over the tracked windows ``rows`` (centre, spread, actual); 1 where a block has no observed actual."""
-    h = len(rows[0][0])
-    out = np.ones(h)
+    out = np.ones(len(rows[0][0]))
     for lo, hi in edges:
-        best, best_loss = 1.0, np.inf
-        for f in factors:
-            loss = _nanmean([_pinball(a[lo:hi], c[None, lo:hi] + f * sp[:, lo:hi], quantiles) for c, sp, a in rows])
-            if np.isfinite(loss) and loss < best_loss - 1e-12:
-                best, best_loss = f, float(loss)
-        out[lo:hi] = best
+        out[lo:hi] = _pick(window_losses(rows, quantiles, lo, hi, factors), factors)
     return out
 
 

@@ -80,3 +80,25 @@ def test_bad_history_is_refused_with_the_field_named() -> None:
         GpufleetForecaster().forecast(np.ones(10), 3600, 0)
     zeros = GpufleetForecaster().forecast(np.array([np.nan, 1.0]), 3600, 5)
     assert zeros.method == "zeros" and np.all(zeros.values == 0)
+
+
+def test_vectorised_window_losses_equal_the_pinball_loss_of_each_window_and_factor() -> None:
+    from gpufleet.forecast.conformal import FACTORS, _pinball, spread_factors, window_losses
+
+    rng = np.random.default_rng(5)
+    qs = (0.1, 0.5, 0.9)
+    rows = []
+    for _ in range(4):
+        c = rng.normal(1.0, 0.1, 24)
+        sp = np.stack([-rng.uniform(0.05, 0.2, 24), np.zeros(24), rng.uniform(0.05, 0.2, 24)])
+        a = c + rng.normal(0, 0.2, 24)
+        a[rng.uniform(size=24) < 0.2] = np.nan  # gaps are not scored
+        rows.append((c, sp, a))
+    rows[3] = (rows[3][0], rows[3][1], np.full(24, np.nan))  # a window of gaps only
+    tab = window_losses(rows, qs, 0, 24, FACTORS)
+    for w, (c, sp, a) in enumerate(rows):
+        for k, f in enumerate(FACTORS):
+            expect = _pinball(a, c[None, :] + f * sp, qs)
+            assert (np.isnan(expect) and np.isnan(tab[w, k])) or np.isclose(tab[w, k], expect)
+    means = [np.mean([_pinball(a, c[None, :] + f * sp, qs) for c, sp, a in rows[:3]]) for f in FACTORS]
+    assert spread_factors(rows, qs, [(0, 24)])[0] == FACTORS[int(np.argmin(means))]
