@@ -210,8 +210,9 @@ class CalibratedForecaster:
             self.chosen_, self.reason_ = first, "calibration_failed"
             return self._final(first, h, qs, None)
         scores = {}
+        tables_of: dict[str, list[FloatArray]] = {}
         for name, rows in tracked.items():
-            tables = [window_losses(rows, qs, lo, hi, self.factors) for lo, hi in edges]
+            tables = tables_of[name] = [window_losses(rows, qs, lo, hi, self.factors) for lo, hi in edges]
             losses = []
             for j in range(len(rows)):  # window j scored with the factors learnt on the other windows
                 lam = np.ones(h)
@@ -227,7 +228,10 @@ class CalibratedForecaster:
         self.chosen_ = best
         self.reason_ = "lowest_tracked_pinball" if best != first else "default_most_accurate"
         self.scores_ = scores
-        return self._final(best, h, qs, spread_factors(tracked[best], qs, edges, self.factors))
+        lam = np.ones(h)
+        for (lo, hi), tab in zip(edges, tables_of[best], strict=True):  # = spread_factors(tracked[best], ...)
+            lam[lo:hi] = _pick(tab, self.factors)
+        return self._final(best, h, qs, lam)
 
     def _final(self, name: str, h: int, qs: tuple[float, ...], factors: FloatArray | None) -> DemandForecast:
         fc = self._forecast(name, self.y_, h, qs)
