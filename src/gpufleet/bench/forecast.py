@@ -1,8 +1,9 @@
 """Forecast benchmark: rolling-origin backtests of ``gpufleet`` against baselines measured in the same run.
 
-Models: ``gpufleet`` (:class:`~gpufleet.forecast.conformal.CalibratedForecaster` over the
-:class:`~gpufleet.forecast.auto.AutoForecaster` and two simple candidates; ``gpufleet="raw"``: the
-AutoForecaster alone), ``naive``, ``seasonal_naive`` (daily
+Models: ``gpufleet`` (the loop's forecaster, :class:`~gpufleet.forecast.engine.GpufleetForecaster`: the
+:class:`~gpufleet.forecast.conformal.CalibratedForecaster` over the
+:class:`~gpufleet.forecast.auto.AutoForecaster` and two simple candidates, one instance per series so its fits
+are reused across origins; ``gpufleet="raw"``: the AutoForecaster alone), ``naive``, ``seasonal_naive`` (daily
 season), ``autoets``, ``mstl`` (daily + weekly seasons where the history holds two cycles) and ``prophet`` when
 the package imports. Every model sees the same histories (gaps as NaN) and is scored on the same points.
 JIT compilation (numba, used by statsforecast; Stan model loading for Prophet) is paid once per process on a
@@ -29,7 +30,7 @@ from gpufleet.forecast import baselines
 from gpufleet.forecast.auto import AutoForecaster
 from gpufleet.forecast.backtest import BacktestScore, backtest
 from gpufleet.forecast.base import ForecastModel
-from gpufleet.forecast.conformal import calibrated_forecaster
+from gpufleet.forecast.engine import GpufleetForecaster
 from gpufleet.forecast.loop import DAY_S, seasons_for_step
 from gpufleet.forecast.quantiles import DEFAULT_QUANTILES, FloatArray, check_quantiles, make_forecast
 from gpufleet.ports import DemandForecast
@@ -159,8 +160,8 @@ def prophet_available() -> bool:
     return True
 
 
-#: ``gpufleet`` settings: ``calibrated`` (default: model choice and conformal intervals from the tracked
-#: errors, :mod:`gpufleet.forecast.conformal`) or ``raw`` (the auto-routed ensemble alone, the earlier default).
+#: ``gpufleet`` settings: ``calibrated`` (default: the loop's forecaster, model choice and conformal intervals from
+#: the tracked errors, :mod:`gpufleet.forecast.engine`) or ``raw`` (the auto-routed ensemble alone).
 GPUFLEET_SETTINGS = ("calibrated", "raw")
 
 
@@ -171,10 +172,9 @@ def model_factories(
         raise ValidationError("gpufleet", f"choose from {', '.join(GPUFLEET_SETTINGS)}; got {gpufleet!r}")
     seasons = seasons_for_step(step_s)
     daily = DAY_S // step_s if DAY_S % step_s == 0 and DAY_S // step_s >= 2 else 1
+    loop = GpufleetForecaster()  # one per call (per series in the bench): its memo reuses fits across origins
     table: dict[str, Callable[[], ForecastModel]] = {
-        "gpufleet": (lambda: calibrated_forecaster(seasons))
-        if gpufleet == "calibrated"
-        else (lambda: AutoForecaster(seasons)),
+        "gpufleet": (lambda: loop.model(step_s)) if gpufleet == "calibrated" else (lambda: AutoForecaster(seasons)),
         "naive": baselines.naive,
         "seasonal_naive": lambda: baselines.seasonal_naive(daily),
         "autoets": lambda: baselines.autoets(daily),

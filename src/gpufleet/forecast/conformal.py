@@ -20,11 +20,22 @@ With fewer than ``min_windows`` windows that fit in the history (at least two sh
 data before each origin), the first candidate is used as it is (reason ``too_little_history``). The choice and
 factors are kept as data (``chosen_``, ``reason_``, ``factors_``). One setting for every series; the traces
 that chose it are listed in docs/benchmarks/generalize.md.
+
+**Cost.** Each candidate is fitted at every tracked origin and at the forecast origin: ``len(candidates) x
+(windows + 1)`` fits. ``max_history`` bounds the data each fit sees (the most recent steps before its origin)
+and a :class:`ForecastMemo` reuses fits: a fit's forecast depends only on the data it saw, the candidate, the
+horizon and the levels, so it is stored under those and a later call on a longer history finds the tracked
+windows it needs already forecast (the forecast it made at those origins). With a memo every candidate is
+forecast at the forecast origin too, so a caller that forecasts every ``h`` steps (the simulator: a week of hours
+every week) pays ``len(candidates)`` fits per call after the first.
 """
 
 from __future__ import annotations
 
+import contextlib
+import hashlib
 import itertools
+from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 from typing import Self
 
@@ -59,9 +70,54 @@ def _pinball(actual: FloatArray, values: FloatArray, quantiles: Sequence[float])
     return float(np.mean(np.maximum(qs * diff, (qs - 1.0) * diff)))
 
 
+def _nanmean(xs: Sequence[float] | FloatArray) -> float:
+    """Mean of the finite values; NaN (without a warning) when there is none (a window of gaps only)."""
+    a = np.asarray(xs, dtype=np.float64)
+    a = a[np.isfinite(a)]
+    return float(a.mean()) if a.size else float("nan")
+
+
+class ForecastMemo:
+    """Forecasts already made, keyed by what determines them (see module docstring): a bounded LRU store.
+    ``hits`` / ``misses`` count look-ups (the cost a caller saved / paid)."""
+
+    def __init__(self, size: int = 512) -> None:
+        if size < 1:
+            raise ValidationError("memo_size", f"must be >= 1, got {size}")
+        self.size = size
+        self._store: OrderedDict[tuple[object, ...], DemandForecast] = OrderedDict()
+        self.hits = 0
+        self.misses = 0
+
+    @staticmethod
+    def key(tag: str, name: str, hist: FloatArray, h: int, qs: tuple[float, ...]) -> tuple[object, ...]:
+        digest = hashlib.blake2b(np.ascontiguousarray(hist).tobytes(), digest_size=16).digest()
+        return (tag, name, len(hist), digest, h, qs)
+
+    def get(self, key: tuple[object, ...]) -> DemandForecast | None:
+        fc = self._store.get(key)
+        if fc is None:
+            self.misses += 1
+            return None
+        self.hits += 1
+        self._store.move_to_end(key)
+        return fc
+
+    def put(self, key: tuple[object, ...], fc: DemandForecast) -> None:
+        self._store[key] = fc
+        self._store.move_to_end(key)
+        while len(self._store) > self.size:
+            self._store.popitem(last=False)
+
+    def __len__(self) -> int:
+        return len(self._store)
+
+
 class CalibratedForecaster:
     """Chooses among ``candidates`` (name -> factory, first = default) and recalibrates its quantiles on the
-    series' own recent errors (see module docstring). ``season``: shortest season in steps (0 = none)."""
+    series' own recent errors (see module docstring). ``season``: shortest season in steps (0 = none);
+    ``max_history``: most recent steps each fit sees (None = all); ``memo``: reuse of fits across calls; ``tag``
+    names the candidate set in memo keys (forecasters with different candidates may share a memo)."""
 
     name = "gpufleet"
 
@@ -75,11 +131,16 @@ class CalibratedForecaster:
         blocks: int = 1,
         switch_margin: float = 0.1,
         factors: Sequence[float] = FACTORS,
+        max_history: int | None = None,
+        memo: ForecastMemo | None = None,
+        tag: str = "",
     ) -> None:
         if not candidates:
             raise ValidationError("candidates", "at least one candidate model is needed")
         if windows < 1 or min_windows < 1 or blocks < 1:
             raise ValidationError("windows", "windows, min_windows and blocks must be >= 1")
+        if max_history is not None and max_history < 3:
+            raise ValidationError("max_history", f"must be >= 3 steps (or None), got {max_history}")
         self.candidates = dict(candidates)
         self.season = max(int(season), 0)
         self.windows = windows
@@ -87,6 +148,21 @@ class CalibratedForecaster:
         self.blocks = blocks
         self.switch_margin = switch_margin
         self.factors = tuple(factors)
+        self.max_history = max_history
+        self.memo = memo
+        self.tag = tag
+
+    def _forecast(self, name: str, hist: FloatArray, h: int, qs: tuple[float, ...]) -> DemandForecast:
+        """Candidate ``name`` fitted on ``hist`` (its last ``max_history`` steps), ``h`` steps ahead; memoised."""
+        if self.max_history is not None:
+            hist = hist[-self.max_history :]
+        key = ForecastMemo.key(self.tag, name, hist, h, qs) if self.memo is not None else None
+        if key is not None and self.memo is not None and (hit := self.memo.get(key)) is not None:
+            return hit
+        fc = self.candidates[name]().fit(hist).predict(h, qs)
+        if key is not None and self.memo is not None:
+            self.memo.put(key, fc)
+        return fc
 
     def fit(self, y: FloatArray) -> Self:
         arr = np.asarray(y, dtype=np.float64).ravel()
@@ -117,12 +193,12 @@ class CalibratedForecaster:
         edges = block_edges(h, self.blocks)
         # per candidate and window: (centre (h,), spread (levels, h), actual (h,)), in level units
         tracked: dict[str, list[tuple[FloatArray, FloatArray, FloatArray]]] = {}
-        for name, make in self.candidates.items():
+        for name in self.candidates:
             rows = []
             for o in origins:
                 hist = y[:o]
                 try:
-                    fc = make().fit(hist).predict(h, qs)
+                    fc = self._forecast(name, hist, h, qs)
                 except ValidationError:
                     break
                 lvl = self._level(hist)
@@ -134,13 +210,17 @@ class CalibratedForecaster:
             self.chosen_, self.reason_ = first, "calibration_failed"
             return self._final(first, h, qs, None)
         scores = {}
+        tables_of: dict[str, list[FloatArray]] = {}
         for name, rows in tracked.items():
+            tables = tables_of[name] = [window_losses(rows, qs, lo, hi, self.factors) for lo, hi in edges]
             losses = []
-            for j in range(len(rows)):
-                lam = spread_factors([r for i, r in enumerate(rows) if i != j], qs, edges, self.factors)
+            for j in range(len(rows)):  # window j scored with the factors learnt on the other windows
+                lam = np.ones(h)
+                for (lo, hi), tab in zip(edges, tables, strict=True):
+                    lam[lo:hi] = _pick(np.delete(tab, j, axis=0), self.factors)
                 c, sp, a = rows[j]
                 losses.append(_pinball(a, c[None, :] + lam[None, :] * sp, qs))
-            scores[name] = float(np.nanmean(losses)) if np.isfinite(losses).any() else np.inf
+            scores[name] = _nanmean(losses) if np.isfinite(losses).any() else np.inf
         best = first
         for name in tracked:  # another model must beat the default by the margin (its lead is measured on few days)
             if scores[name] < (1.0 - self.switch_margin) * scores[first] and scores[name] < scores[best]:
@@ -148,10 +228,18 @@ class CalibratedForecaster:
         self.chosen_ = best
         self.reason_ = "lowest_tracked_pinball" if best != first else "default_most_accurate"
         self.scores_ = scores
-        return self._final(best, h, qs, spread_factors(tracked[best], qs, edges, self.factors))
+        lam = np.ones(h)
+        for (lo, hi), tab in zip(edges, tables_of[best], strict=True):  # = spread_factors(tracked[best], ...)
+            lam[lo:hi] = _pick(tab, self.factors)
+        return self._final(best, h, qs, lam)
 
     def _final(self, name: str, h: int, qs: tuple[float, ...], factors: FloatArray | None) -> DemandForecast:
-        fc = self.candidates[name]().fit(self.y_).predict(h, qs)
+        fc = self._forecast(name, self.y_, h, qs)
+        if self.memo is not None:  # the others too: the next call (h steps on) finds them as its tracked windows
+            for other in self.candidates:
+                if other != name:
+                    with contextlib.suppress(ValidationError):  # a candidate that refuses is not tracked
+                        self._forecast(other, self.y_, h, qs)
         self.factors_ = np.ones(h) if factors is None else factors
         c = _centre(fc)
         values = c[None, :] + self.factors_[None, :] * (fc.values - c[None, :])
@@ -163,6 +251,40 @@ def _centre(fc: DemandForecast) -> FloatArray:
     return fc.at(0.5) if qs[0] <= 0.5 <= qs[-1] else np.asarray(fc.mean, dtype=np.float64)
 
 
+def window_losses(
+    rows: Sequence[tuple[FloatArray, FloatArray, FloatArray]],
+    quantiles: Sequence[float],
+    lo: int,
+    hi: int,
+    factors: Sequence[float] = FACTORS,
+) -> FloatArray:
+    """``(windows, factors)``: the pinball loss (mean over levels and observed steps ``lo .. hi - 1``) of each
+    tracked window (centre, spread, actual) with its band scaled by each factor; NaN for a window without an
+    observed actual there. Vectorised: the simulator pays this on every forecast."""
+    c = np.stack([r[0][lo:hi] for r in rows])  # (W, n)
+    sp = np.stack([r[1][:, lo:hi] for r in rows])  # (W, L, n)
+    a = np.stack([r[2][lo:hi] for r in rows])  # (W, n)
+    f = np.asarray(factors, dtype=np.float64)[:, None, None, None]
+    ok = np.isfinite(a)
+    diff = np.where(ok, a, 0.0)[None, :, None, :] - (c[None, :, None, :] + f * sp[None])  # (K, W, L, n)
+    qs = np.asarray(quantiles, dtype=np.float64)[None, None, :, None]
+    loss = np.where(ok[None, :, None, :], np.maximum(qs * diff, (qs - 1.0) * diff), 0.0).sum(axis=(2, 3))
+    n = ok.sum(axis=1) * len(quantiles)  # (W,)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        out = np.where(n[None, :] > 0, loss / np.maximum(n, 1)[None, :], np.nan)
+    return np.asarray(out.T, dtype=np.float64)
+
+
+def _pick(table: FloatArray, factors: Sequence[float]) -> float:
+    """The factor with the lowest mean loss over the windows that have one (ties: the first); 1 if none has."""
+    best, best_loss = 1.0, np.inf
+    for k, f in enumerate(factors):
+        loss = _nanmean(table[:, k])
+        if np.isfinite(loss) and loss < best_loss - 1e-12:
+            best, best_loss = f, loss
+    return float(best)
+
+
 def spread_factors(
     rows: Sequence[tuple[FloatArray, FloatArray, FloatArray]],
     quantiles: Sequence[float],
@@ -171,15 +293,9 @@ def spread_factors(
 ) -> FloatArray:
     """Per step ``(h,)``: for each block, the factor on the band around the median with the lowest pinball loss
     over the tracked windows ``rows`` (centre, spread, actual); 1 where a block has no observed actual."""
-    h = len(rows[0][0])
-    out = np.ones(h)
+    out = np.ones(len(rows[0][0]))
     for lo, hi in edges:
-        best, best_loss = 1.0, np.inf
-        for f in factors:
-            loss = np.nanmean([_pinball(a[lo:hi], c[None, lo:hi] + f * sp[:, lo:hi], quantiles) for c, sp, a in rows])
-            if np.isfinite(loss) and loss < best_loss - 1e-12:
-                best, best_loss = f, float(loss)
-        out[lo:hi] = best
+        out[lo:hi] = _pick(window_losses(rows, quantiles, lo, hi, factors), factors)
     return out
 
 
@@ -199,7 +315,11 @@ def default_candidates(seasons: Sequence[int]) -> dict[str, Callable[[], Forecas
     }
 
 
-def calibrated_forecaster(seasons: Sequence[int]) -> CalibratedForecaster:
+def calibrated_forecaster(
+    seasons: Sequence[int], *, max_history: int | None = None, memo: ForecastMemo | None = None
+) -> CalibratedForecaster:
     """The default :class:`CalibratedForecaster` for a grid with these ``seasons`` (steps)."""
     ss = tuple(seasons)
-    return CalibratedForecaster(default_candidates(ss), season=min(ss) if ss else 0)
+    return CalibratedForecaster(
+        default_candidates(ss), season=min(ss) if ss else 0, max_history=max_history, memo=memo, tag=f"default{ss}"
+    )

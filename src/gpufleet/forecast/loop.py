@@ -1,4 +1,5 @@
-"""The one call the simulator's control loop makes each day: demand history in, quantile forecasts out.
+"""Demand history in, quantile forecasts out: :func:`forecast_demand`, the loop's forecaster
+(:class:`gpufleet.forecast.engine.GpufleetForecaster`) as one call, and the seasons a grid implies.
 
 >>> import numpy as np
 >>> fc = forecast_demand(np.full(60, 100.0), steps=7, step_s=86_400)
@@ -10,10 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-import numpy as np
-
 from gpufleet.domain.errors import ValidationError
-from gpufleet.forecast.auto import AutoForecaster
 from gpufleet.forecast.quantiles import DEFAULT_QUANTILES, FloatArray
 from gpufleet.ports import DemandForecast
 
@@ -40,13 +38,14 @@ def forecast_demand(
     quantiles: Sequence[float] = DEFAULT_QUANTILES,
 ) -> DemandForecast:
     """Quantile forecasts for the next ``steps`` points of an hourly (``step_s=3600``) or daily (``86400``) demand
-    history (oldest first; NaN = missing). Seasons follow from ``step_s``; the model is :class:`AutoForecaster`.
+    history (oldest first; NaN = missing). Seasons follow from ``step_s``; the model is the loop's forecaster,
+    :class:`~gpufleet.forecast.engine.GpufleetForecaster` (calibrated from the series' own tracked errors).
 
     Raises ValidationError for fewer than 3 non-missing points, negative demand, or ``steps < 1``.
     """
-    y = np.asarray(history, dtype=np.float64).ravel()
+    from gpufleet.forecast.engine import GpufleetForecaster, check_history  # engine builds on this module
+
     if steps < 1:
         raise ValidationError("steps", f"must be >= 1, got {steps}")
-    if int(np.isfinite(y).sum()) < 3:
-        raise ValidationError("history", f"need at least 3 known points, got {int(np.isfinite(y).sum())}")
-    return AutoForecaster(seasons_for_step(step_s)).fit(y).predict(steps, quantiles)
+    y = check_history(history)
+    return GpufleetForecaster(quantiles=quantiles, memo_size=0).forecast(y, step_s, steps)  # one call: no reuse
