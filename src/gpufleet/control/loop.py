@@ -12,6 +12,7 @@ from gpufleet.autoscale.nodes_baseline import IdleTimeoutScaleDown
 from gpufleet.autoscale.nodes_payoff import PayoffAwareNodes
 from gpufleet.autoscale.reactive import TargetTracking
 from gpufleet.control.approval import SimulatedApprovers
+from gpufleet.control.common_practice import PeakSizedReplicas, QuarterlyPeakProcurer
 from gpufleet.control.scheduling import FleetScheduler, QuotaAdmission, TeamQuota
 from gpufleet.forecast.engine import GpufleetForecaster
 from gpufleet.forecast.seasonal_naive import SeasonalNaive
@@ -73,6 +74,19 @@ class ControlLoop:
             autoscaler=TargetTracking(target_utilization=target_utilization),
             node_scaler=IdleTimeoutScaleDown(unneeded_s=idle_node_timeout_s),
         )
+
+    @classmethod
+    def common_practice(
+        cls, seed: int, idle_node_timeout_s: int = 600, control_period_s: int = 900
+    ) -> ControlLoop:
+        """What teams do today: a quarterly review reserves for the forecast peak, serving replicas are sized
+        for the week's peak and left static, best-fit placement, nodes idle 10 minutes are scaled down
+        (Cluster Autoscaler), no consolidation, no preemption, no budgets (control/common_practice.py)."""
+        base = cls.baseline(seed, idle_node_timeout_s=idle_node_timeout_s)
+        base.name = "common_practice"
+        base.procurer = QuarterlyPeakProcurer()
+        base.autoscaler = PeakSizedReplicas(control_period_s)
+        return base
 
     @classmethod
     def gpufleet(

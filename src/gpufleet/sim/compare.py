@@ -5,9 +5,15 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from gpufleet.domain.errors import ValidationError
+
 from gpufleet.control.loop import ControlLoop
-from gpufleet.sim.run import simulate
+from gpufleet.sim.bound import hindsight_bound
+from gpufleet.sim.run import LOOPS, simulate
 from gpufleet.sim.scenario import Scenario
+
+SCHEMA = "gpufleet.comparison/1"
+PRIMARY = "gpufleet"
 
 KEY_FIGURES: tuple[str, ...] = (
     "total_cost_usd",
@@ -60,3 +66,47 @@ def versus(main: dict[str, Any], base: dict[str, Any]) -> dict[str, Any]:
         "p95_queue_wait_delta_s": round(main["p95_queue_wait_s"] - base["p95_queue_wait_s"], 1),
         "node_launches_ratio": ratio(main["node_launches"], base["node_launches"]),
     }
+
+
+def run_loops(
+    sc: Scenario,
+    seed: int | None = None,
+    names: list[str] | None = None,
+    *,
+    bound: bool = True,
+    progress: Callable[[str, float], None] | None = None,
+) -> dict[str, Any]:
+    """Every loop of ``LOOPS`` (or ``names``) on the same world, the hindsight bound of its realized demand, and
+    each loop's cost ratios: the comparison document (schema ``gpufleet.comparison/1``, docs/scenario.md)."""
+    seed_ = sc.seed if seed is None else seed
+    chosen = list(LOOPS) if names is None else names
+    for n in chosen:
+        if n not in LOOPS:
+            raise ValidationError("loop", f"unknown loop {n!r}; choose from {list(LOOPS)}")
+    loops: dict[str, dict[str, Any]] = {}
+    world = None
+    for name in chosen:
+        cb = (lambda x, n=name: progress(n, x)) if progress is not None else None
+        world, loops[name] = simulate(sc, seed=seed_, loop=LOOPS[name](sc, seed_), progress=cb)
+    doc: dict[str, Any] = {"schema": SCHEMA, "scenario": sc.name, "seed": seed_, "days": sc.days}
+    doc["primary"] = PRIMARY if PRIMARY in loops else chosen[0]
+    doc["loops"] = loops
+    bound_usd: float | None = None
+    if bound and world is not None:
+        doc["hindsight_bound"] = hindsight_bound(world)
+        bound_usd = doc["hindsight_bound"]["total_cost_usd"]
+
+    def ratio(a: float, b: float | None) -> float | None:
+        return round(a / b, 4) if b else None
+
+    base = loops.get("baseline", {}).get("total_cost_usd")
+    common = loops.get("common_practice", {}).get("total_cost_usd")
+    doc["ratios"] = {
+        n: {
+            "to_bound": ratio(r["total_cost_usd"], bound_usd),
+            "to_baseline": ratio(r["total_cost_usd"], base),
+            "to_common_practice": ratio(r["total_cost_usd"], common),
+        }
+        for n, r in loops.items()
+    }
+    return doc

@@ -53,7 +53,13 @@ def gpufleet_loop(sc: Scenario, seed: int) -> ControlLoop:
     return loop
 
 
-LOOPS = {"gpufleet": gpufleet_loop, "baseline": baseline_loop}
+def common_practice_loop(sc: Scenario, seed: int) -> ControlLoop:
+    """What teams do today (control/common_practice.py): quarterly peak reservations, static peak-sized
+    replicas, best-fit placement, Cluster-Autoscaler scale-down after the idle timeout."""
+    return ControlLoop.common_practice(seed, sc.control.idle_node_timeout_s, sc.control.control_period_s)
+
+
+LOOPS = {"gpufleet": gpufleet_loop, "common_practice": common_practice_loop, "baseline": baseline_loop}
 
 
 def _r(x: float, nd: int = 4) -> float:
