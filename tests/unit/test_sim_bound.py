@@ -7,16 +7,17 @@ import itertools
 import numpy as np
 import pytest
 
+from gpufleet.control.commitments import CommitmentProblem, solve_commitments
 from gpufleet.domain.errors import ValidationError
 from gpufleet.procure.hindsight import hindsight_optimal
 from gpufleet.procure.replay import ReplayConfig
-from gpufleet.sim.bound import PoolBoundInput, hourly_mean, solve_pool
+from gpufleet.sim.bound import hourly_mean
 
 PRICES = {"reserved": 4.0, "spot": 1.5, "secondary": 3.0, "on_demand": 7.0}
 
 
-def _input(d: list[float], ckpt: list[float], initial: list[float], lead: int, term: int) -> PoolBoundInput:
-    return PoolBoundInput(
+def _input(d: list[float], ckpt: list[float], initial: list[float], lead: int, term: int) -> CommitmentProblem:
+    return CommitmentProblem(
         np.asarray(d, dtype=float),
         np.asarray(ckpt, dtype=float),
         np.asarray(initial, dtype=float),
@@ -31,7 +32,7 @@ def _input(d: list[float], ckpt: list[float], initial: list[float], lead: int, t
     )
 
 
-def _brute_force(p: PoolBoundInput) -> float:
+def _brute_force(p: CommitmentProblem) -> float:
     """Every integer commitment schedule; each hour's overflow bought cheapest-first within the tiers' limits."""
     n = len(p.demand_gpus)
     n_c = n - p.lead_h
@@ -62,7 +63,7 @@ def _brute_force(p: PoolBoundInput) -> float:
 )
 def test_bound_equals_brute_force_on_a_tiny_case(d: list[float], ckpt: list[float], initial: list[float]) -> None:
     p = _input(d, ckpt, initial, lead=1, term=3)
-    b = solve_pool(p)
+    b = solve_commitments(p)
     assert b.cost_usd == pytest.approx(_brute_force(p), abs=1e-6)
     assert sum(b.cost_by_tier_usd.values()) == pytest.approx(b.cost_usd, abs=1e-6)
 
@@ -81,10 +82,10 @@ def test_bound_matches_procure_hindsight_with_constant_capacities() -> None:
         spot_capacity_gpus=10.0,
         secondary_capacity_gpus=8.0,
     )
-    p = PoolBoundInput(
+    p = CommitmentProblem(
         d, 0.5 * d, np.zeros(len(d)), 168, 24, 4.0, 1.5, 3.0, 7.0, spot_capacity_gpus=10.0, secondary_capacity_gpus=8.0
     )
-    assert solve_pool(p).cost_usd == pytest.approx(hindsight_optimal(cfg, d).result.cost_usd, rel=1e-7)
+    assert solve_commitments(p).cost_usd == pytest.approx(hindsight_optimal(cfg, d).result.cost_usd, rel=1e-7)
 
 
 def test_hourly_mean_integrates_intervals_exactly() -> None:
@@ -95,4 +96,4 @@ def test_hourly_mean_integrates_intervals_exactly() -> None:
 
 def test_bad_demand_is_refused_with_the_field_named() -> None:
     with pytest.raises(ValidationError, match="demand_gpus"):
-        solve_pool(_input([1.0, -1.0], [0.0, 0.0], [0.0, 0.0], lead=0, term=1))
+        solve_commitments(_input([1.0, -1.0], [0.0, 0.0], [0.0, 0.0], lead=0, term=1))

@@ -18,7 +18,7 @@ from typing import Any
 
 from gpufleet.autoscale.nodes_payoff import PayoffAwareNodes
 from gpufleet.control.loop import ControlLoop
-from gpufleet.sim.builtin import default_scenario
+from gpufleet.sim.builtin import steady_scenario
 from gpufleet.sim.compare import compare
 from gpufleet.sim.run import baseline_loop
 from gpufleet.sim.scenario import Scenario
@@ -45,7 +45,7 @@ def _gpufleet_nodes(sc: Scenario, seed: int) -> ControlLoop:
 def bench_cluster_autoscale(seeds: list[int], days: int, gpus: int) -> dict[str, Any]:
     rows: list[dict[str, Any]] = []
     for seed in seeds:
-        sc = default_scenario(gpus=gpus, days=days, seed=seed)
+        sc = steady_scenario(gpus=gpus, days=days, seed=seed)
         res = compare(sc, {"gpufleet": _gpufleet_nodes, "ca_like": baseline_loop}, seed=seed)
         rows.append({"seed": seed, **{name: {k: r[k] for k in FIGURES} for name, r in res.items()}})
 

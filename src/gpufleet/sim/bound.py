@@ -17,31 +17,20 @@ GPUs are allowed (a relaxation of whole-node commitments). Every relaxation lowe
 running the same work can pay less; a loop that leaves work queued at the end of the horizon did less work and
 can come in under it.
 
-The program per pool, over hours ``t`` (``c_s`` GPUs committed at hour ``s``, ``R_t`` active new commitment,
-``E_t`` initial commitments, ``x`` GPUs bought per tier)::
-
-    min  sum_s p_res * active_h(s) * c_s + sum_t (p_spot x_spot_t + p_sec x_sec_t + p_od x_od_t)
-    s.t. R_t - R_{t-1} - c_{t-lead} + c_{t-lead-term} = 0            (the commitments active at t)
-         R_t + E_t + x_spot_t + x_sec_t + x_od_t >= d_t               (demand met)
-         0 <= x_spot_t <= min(ckpt_t, spot_cap),  0 <= x_sec_t <= sec_cap,  c, R, x_od >= 0
-
-The recurrence keeps the matrix banded (a few entries per row), so half a year of hours solves in well under a
-second with HiGHS. ``tests/unit/test_sim_bound.py`` checks it against brute force on a tiny case and against
-:func:`gpufleet.procure.hindsight.hindsight_optimal` (the same model with constant capacities).
+The program is the commitment LP of :mod:`gpufleet.control.commitments` (the same one gpufleet's procurer
+solves on a projection). ``tests/unit/test_sim_bound.py`` checks it against brute force on a tiny case and
+against :func:`gpufleet.procure.hindsight.hindsight_optimal` (the same model with constant capacities).
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import numpy.typing as npt
-import scipy.sparse as sp
-from scipy.optimize import linprog
 
-from gpufleet.domain.errors import ValidationError
+from gpufleet.control.commitments import CommitmentProblem, solve_commitments
 from gpufleet.domain.pools import Tier
 
 if TYPE_CHECKING:
@@ -56,104 +45,6 @@ BOUND_METHOD = (
     "initial commitments sunk; overflow on spot (checkpointable only, within capacity), secondary (within "
     "capacity) and on demand (quota and stock-outs relaxed)"
 )
-
-
-@dataclass(frozen=True, slots=True)
-class PoolBoundInput:
-    """One SKU-region: hourly demand (GPUs), its checkpointable part, commitments in place, prices, limits."""
-
-    demand_gpus: FloatArray
-    checkpointable_gpus: FloatArray
-    initial_reserved_gpus: FloatArray
-    term_h: int
-    lead_h: int
-    reserved_usd_per_gpu_h: float
-    spot_usd_per_gpu_h: float
-    secondary_usd_per_gpu_h: float
-    on_demand_usd_per_gpu_h: float
-    spot_capacity_gpus: float
-    secondary_capacity_gpus: float
-
-
-@dataclass(frozen=True, slots=True)
-class PoolBound:
-    cost_usd: float
-    cost_by_tier_usd: dict[str, float]
-    commits_gpus: FloatArray  # GPUs committed at each hour
-
-
-def solve_pool(p: PoolBoundInput) -> PoolBound:
-    """The exact LP optimum of one pool (see the module docstring)."""
-    d = np.asarray(p.demand_gpus, dtype=np.float64)
-    n = len(d)
-    if n == 0 or not np.all(np.isfinite(d)) or np.any(d < 0):
-        raise ValidationError("demand_gpus", "must be a non-empty, finite, non-negative hourly series")
-    if p.term_h <= 0 or p.lead_h < 0:
-        raise ValidationError("term_h" if p.term_h <= 0 else "lead_h", "term must be > 0 h and lead >= 0 h")
-    e = np.asarray(p.initial_reserved_gpus, dtype=np.float64)
-    ckpt = np.minimum(np.asarray(p.checkpointable_gpus, dtype=np.float64), d)
-    need = np.maximum(d - e, 0.0)
-    n_c = max(n - p.lead_h, 0)  # a commitment made later would start after the horizon
-    # variable blocks: c (n_c), R (n), spot (n), sec (n), od (n)
-    o_r, o_sp = n_c, n_c + n
-    o_se, o_od, n_var = o_sp + n, o_sp + 2 * n, n_c + 4 * n
-    t = np.arange(n)
-    rows = [t, t[1:]]
-    cols = [o_r + t, o_r + t[1:] - 1]
-    vals = [np.ones(n), -np.ones(n - 1)]
-    s_on = t - p.lead_h  # commitment that becomes active at t
-    ok = (s_on >= 0) & (s_on < n_c)
-    rows.append(t[ok])
-    cols.append(s_on[ok])
-    vals.append(-np.ones(int(ok.sum())))
-    s_off = t - p.lead_h - p.term_h  # commitment whose term ends at t
-    ok = (s_off >= 0) & (s_off < n_c)
-    rows.append(t[ok])
-    cols.append(s_off[ok])
-    vals.append(np.ones(int(ok.sum())))
-    a_eq = sp.csr_array((np.concatenate(vals), (np.concatenate(rows), np.concatenate(cols))), shape=(n, n_var))
-    # demand rows as -(R + spot + sec + od) <= -need
-    cover_cols = np.concatenate([o_r + t, o_sp + t, o_se + t, o_od + t])
-    a_ub = sp.csr_array((-np.ones(4 * n), (np.tile(t, 4), cover_cols)), shape=(n, n_var))
-    active_h = np.minimum(p.term_h, n - np.arange(n_c) - p.lead_h).astype(np.float64)
-    cost = np.concatenate(
-        [
-            p.reserved_usd_per_gpu_h * active_h,
-            np.zeros(n),
-            np.full(n, p.spot_usd_per_gpu_h),
-            np.full(n, p.secondary_usd_per_gpu_h),
-            np.full(n, p.on_demand_usd_per_gpu_h),
-        ]
-    )
-    ub = np.concatenate(
-        [
-            np.full(n_c, np.inf),
-            np.full(n, np.inf),
-            np.minimum(ckpt, p.spot_capacity_gpus),
-            np.full(n, p.secondary_capacity_gpus),
-            np.full(n, np.inf),
-        ]
-    )
-    res = linprog(
-        cost,
-        A_ub=a_ub,
-        b_ub=-need,
-        A_eq=a_eq,
-        b_eq=np.zeros(n),
-        bounds=np.column_stack([np.zeros(n_var), ub]),
-        method="highs",
-    )
-    if res.x is None or res.status != 0:
-        raise ValidationError("hindsight_bound", f"the bound's LP failed: {res.message}")
-    x = res.x
-    sunk = p.reserved_usd_per_gpu_h * float(e.sum())
-    by_tier = {
-        Tier.RESERVED.value: float(cost[:n_c] @ x[:n_c]) + sunk,
-        Tier.SPOT.value: p.spot_usd_per_gpu_h * float(x[o_sp : o_sp + n].sum()),
-        Tier.SECONDARY.value: p.secondary_usd_per_gpu_h * float(x[o_se : o_se + n].sum()),
-        Tier.ON_DEMAND.value: p.on_demand_usd_per_gpu_h * float(x[o_od : o_od + n].sum()),
-    }
-    return PoolBound(float(res.fun) + sunk, by_tier, np.asarray(x[:n_c], dtype=np.float64))
 
 
 def hourly_mean(starts_s: FloatArray, ends_s: FloatArray, gpus: FloatArray, n_hours: int) -> FloatArray:
@@ -172,17 +63,17 @@ def hourly_mean(starts_s: FloatArray, ends_s: FloatArray, gpus: FloatArray, n_ho
     return np.asarray(np.diff(held) / HOUR_S, dtype=np.float64)
 
 
-def bound_inputs(w: World) -> dict[str, PoolBoundInput]:
+def bound_inputs(w: World) -> dict[str, CommitmentProblem]:
     """The bound's inputs for every SKU-region pool of a world (its demand draws: run or not, the same)."""
     n = w.sc.days * 24
     horizon = float(w.horizon_s)
     k = w.n_jobs
-    arrival = np.asarray(w.p_arrival[:k], dtype=np.float64)
+    arrival = np.minimum(np.asarray(w.p_arrival[:k], dtype=np.float64), horizon)  # later: outside the window
     end = np.minimum(arrival + np.asarray(w.p_work[:k], dtype=np.float64), horizon)
     gpus = np.asarray(w.p_gpus[:k], dtype=np.float64)
     sku = np.asarray(w.p_sku[:k], dtype=np.int64)
     ckpt = np.asarray(w.p_ckpt[:k], dtype=np.int64) > 0
-    out: dict[str, PoolBoundInput] = {}
+    out: dict[str, CommitmentProblem] = {}
     for s, spec in w.pool_specs.items():
         mine = sku == s
         demand = hourly_mean(arrival[mine], end[mine], gpus[mine], n)
@@ -201,7 +92,7 @@ def bound_inputs(w: World) -> dict[str, PoolBoundInput]:
             initial[: min(n, math.ceil(r.remaining_months * 730))] += r.gpus
         prices = {pr.pool.tier: float(pr.pool.price_usd_per_gpu_h) for pr in w.fleet.pools if pr.sku_idx == s}
         key = f"{spec.sku}@{spec.region}"
-        out[key] = PoolBoundInput(
+        out[key] = CommitmentProblem(
             demand,
             ck,
             initial,
@@ -223,7 +114,7 @@ def hindsight_bound(w: World) -> dict[str, Any]:
     by_tier = {t.value: 0.0 for t in (Tier.RESERVED, Tier.ON_DEMAND, Tier.SPOT, Tier.SECONDARY)}
     pools: dict[str, dict[str, float]] = {}
     for key, inp in bound_inputs(w).items():
-        b = solve_pool(inp)
+        b = solve_commitments(inp)
         total += b.cost_usd
         for tier, usd in b.cost_by_tier_usd.items():
             by_tier[tier] += usd

@@ -5,9 +5,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from gpufleet.domain.errors import ValidationError
-
 from gpufleet.control.loop import ControlLoop
+from gpufleet.domain.errors import ValidationError
 from gpufleet.sim.bound import hindsight_bound
 from gpufleet.sim.run import LOOPS, simulate
 from gpufleet.sim.scenario import Scenario

@@ -8,6 +8,7 @@ from typing import Any
 import numpy as np
 
 from gpufleet.control.loop import ControlLoop
+from gpufleet.control.procurement import TierLimits
 from gpufleet.domain.money import usd_float
 from gpufleet.domain.pools import TIER_ORDER, Tier
 from gpufleet.domain.reservations import ReservationStatus
@@ -48,6 +49,7 @@ def gpufleet_loop(sc: Scenario, seed: int) -> ControlLoop:
         sc.control.control_period_s,
         scheduler_policy=sc.control.scheduler_policy,
         preemption=sc.control.preemption,
+        tier_limits={p.sku: TierLimits(p.spot_capacity_gpus, p.secondary_capacity_gpus) for p in sc.pools},
     )
     loop.preempt_grace_s = sc.control.preempt_grace_s
     return loop
