@@ -4,7 +4,7 @@
   first procurement epoch with a week of history, and then once per reservation term (a quarter when terms
   are three months), it takes the 95th percentile of the last four weeks of hourly demand, scales it by the
   growth seen over those weeks (last week's mean over the first week's, extrapolated to the middle of the
-  term the new commitment would cover, clipped to 0.8..2.0), and commits whole nodes up to that level. This is
+  term the new commitment would cover, clipped to 0.8..1.3), and commits whole nodes up to that level. This is
   the spreadsheet plan a FinOps team makes each quarter: size the commitment for the busy hours, with growth.
 - :class:`PeakSizedReplicas`: serving replicas sized for the peak and left alone. Once a week the count is set
   to the week's peak request rate times a 20% headroom over what one replica sustains at the SLO; between
@@ -36,7 +36,7 @@ class QuarterlyPeakProcurer:
     percentile: float = 95.0
     lookback_h: int = 28 * 24
     min_history_h: int = 7 * 24
-    growth_clip: tuple[float, float] = (0.8, 2.0)
+    growth_clip: tuple[float, float] = (0.8, 1.3)
     _last_review_s: dict[str, int] = field(default_factory=dict)
 
     def propose(self, ctx: ProcurementContext) -> list[ReservationProposal]:

@@ -16,6 +16,7 @@ from gpufleet.control.common_practice import PeakSizedReplicas, QuarterlyPeakPro
 from gpufleet.control.placement import SpotFirstForCheckpointed
 from gpufleet.control.procurement import ForecastLedProcurer, TierLimits
 from gpufleet.control.scheduling import FleetScheduler, QuotaAdmission, TeamQuota
+from gpufleet.control.serving_headroom import SpareReplicas
 from gpufleet.forecast.engine import GpufleetForecaster
 from gpufleet.forecast.seasonal_naive import SeasonalNaive
 from gpufleet.place.chain import DegradingChain
@@ -104,7 +105,7 @@ class ControlLoop:
         base.forecaster = GpufleetForecaster()
         base.procurer = ForecastLedProcurer(tier_limits or {})
         base.placer = SpotFirstForCheckpointed(DegradingChain())
-        base.autoscaler = PredictiveReplicas(control_period_s)
+        base.autoscaler = SpareReplicas(PredictiveReplicas(control_period_s))
         base.node_scaler = PayoffAwareNodes.default(idle_node_timeout_s)
         base.scheduler_policy = scheduler_policy
         base.preemption = preemption

@@ -4,7 +4,8 @@ At each procurement epoch, for one SKU-region:
 
 1. project hourly demand over the next ``lead + 2 x term`` hours: the last four weeks of measured demand
    (hour-of-week aligned, tiled), brought to today's level and grown by the trend of its daily medians
-   (Theil-Sen slope of their logarithm, clipped to ``-1%..+1.5%`` a day, total growth at most ``max_growth``);
+   (Theil-Sen slope of their logarithm where both halves of the window agree, clipped to ``-1%..+1.5%`` a
+   day, total growth at most ``max_growth``);
    a training burst seen for two of the last four weeks stays in the projection half of the time, which is
    below the break-even use of a commitment, so lumpy runs are left to pay-per-use tiers;
 2. solve the commitment LP (:mod:`gpufleet.control.commitments`) on that projection with the commitments in
@@ -41,15 +42,24 @@ class TierLimits:
     secondary_capacity_gpus: float = 0.0
 
 
+def _theil_sen_per_day(daily: FloatArray) -> float:
+    y = np.log(np.maximum(daily, 0.0) + 1.0)
+    i, j = np.triu_indices(len(y), k=1)
+    return float(np.median((y[j] - y[i]) / (j - i)))
+
+
 def trend_per_day(history_gpus: FloatArray, lo: float = -0.01, hi: float = 0.015) -> float:
-    """Daily growth rate of the demand's daily medians (Theil-Sen slope of their log), clipped to ``[lo, hi]``."""
+    """Daily growth rate of the demand's daily medians, clipped to ``[lo, hi]``: the Theil-Sen slope of their log
+    in each half of the window, and the smaller of the two when they agree in sign (else no trend). A step (a
+    training run that started) is flat in both halves, so it is not mistaken for growth; steady growth is not."""
     days = len(history_gpus) // 24
-    if days < 7:
+    if days < 8:
         return 0.0
-    med = np.median(history_gpus[-days * 24 :].reshape(days, 24), axis=1)
-    y = np.log(np.maximum(med, 0.0) + 1.0)
-    i, j = np.triu_indices(days, k=1)
-    slope = float(np.median((y[j] - y[i]) / (j - i)))
+    med = np.median(np.asarray(history_gpus, dtype=np.float64)[-days * 24 :].reshape(days, 24), axis=1)
+    a, b = _theil_sen_per_day(med[: days // 2]), _theil_sen_per_day(med[days // 2 :])
+    if a * b <= 0:
+        return 0.0
+    slope = a if abs(a) < abs(b) else b
     return min(max(math.expm1(slope), lo), hi)
 
 
