@@ -80,8 +80,9 @@ def test_forecast_led_leaves_a_two_week_burst_to_pay_per_use() -> None:
 def test_forecast_led_reserves_ahead_of_growth() -> None:
     t = np.arange(28 * DAY_H)
     flat = ForecastLedProcurer().propose(_ctx(np.full(len(t), 100.0)))
-    growing = ForecastLedProcurer().propose(_ctx(100.0 * 1.01 ** (t / DAY_H - 27)))  # ends at 100, +1%/day
-    assert trend_per_day(100.0 * 1.01 ** (t / DAY_H)) == pytest.approx(0.01, rel=2e-2)
+    growing = ForecastLedProcurer().propose(_ctx(100.0 * 1.004 ** (t / DAY_H - 27)))  # ends at 100, +0.4%/day
+    assert trend_per_day(100.0 * 1.004 ** (t / DAY_H)) == pytest.approx(0.004, rel=5e-2)
+    assert trend_per_day(100.0 * 1.05 ** (t / DAY_H)) == 0.006  # clipped
     assert growing[0].units > flat[0].units
     assert project(np.full(14 * DAY_H, 5.0), 100, 28 * DAY_H, 1.5) == pytest.approx(np.full(100, 5.0))
 

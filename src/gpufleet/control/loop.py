@@ -105,7 +105,7 @@ class ControlLoop:
         base.forecaster = GpufleetForecaster()
         base.procurer = ForecastLedProcurer(tier_limits or {})
         base.placer = SpotFirstForCheckpointed(DegradingChain())
-        base.autoscaler = SpareReplicas(PredictiveReplicas(control_period_s))
+        base.autoscaler = SpareReplicas(PredictiveReplicas(control_period_s), control_period_s)
         base.node_scaler = PayoffAwareNodes.default(idle_node_timeout_s)
         base.scheduler_policy = scheduler_policy
         base.preemption = preemption

@@ -4,7 +4,7 @@ At each procurement epoch, for one SKU-region:
 
 1. project hourly demand over the next ``lead + 2 x term`` hours: the last four weeks of measured demand
    (hour-of-week aligned, tiled), brought to today's level and grown by the trend of its daily medians
-   (Theil-Sen slope of their logarithm where both halves of the window agree, clipped to ``-1%..+1.5%`` a
+   (Theil-Sen slope of their logarithm where both halves of the window agree, clipped to ``-1%..+0.6%`` a
    day, total growth at most ``max_growth``);
    a training burst seen for two of the last four weeks stays in the projection half of the time, which is
    below the break-even use of a commitment, so lumpy runs are left to pay-per-use tiers;
@@ -48,7 +48,7 @@ def _theil_sen_per_day(daily: FloatArray) -> float:
     return float(np.median((y[j] - y[i]) / (j - i)))
 
 
-def trend_per_day(history_gpus: FloatArray, lo: float = -0.01, hi: float = 0.015) -> float:
+def trend_per_day(history_gpus: FloatArray, lo: float = -0.01, hi: float = 0.006) -> float:
     """Daily growth rate of the demand's daily medians, clipped to ``[lo, hi]``: the Theil-Sen slope of their log
     in each half of the window, and the smaller of the two when they agree in sign (else no trend). A step (a
     training run that started) is flat in both halves, so it is not mistaken for growth; steady growth is not."""
@@ -111,7 +111,7 @@ class ForecastLedProcurer:
     lookback_h: int = 28 * 24
     spot_share: float = 0.3  # share of demand that may ride spot (checkpointable training)
     first_window_h: int = WEEK_H  # a node bought now must pay for itself over these first hours of its term
-    max_growth: float = 1.5
+    max_growth: float = 1.3
 
     def propose(self, ctx: ProcurementContext) -> list[ReservationProposal]:
         hist = np.asarray(ctx.demand_history_gpus, dtype=np.float64)

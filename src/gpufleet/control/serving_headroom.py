@@ -1,11 +1,19 @@
-"""N+1 serving: one replica above what the replica autoscaler asks for, so that losing a replica (a node
-failure, a preempted or drained node) or a ramp the forecast missed by one replica costs no requests while the
-replacement cold-starts. The spare is the cheapest insurance a serving fleet can buy: one replica, against the
-peak-sized static fleets of common practice."""
+"""Serving headroom around the replica autoscaler: N+1, and a floor under the last day's peak.
+
+- One replica above what the autoscaler asks for, so that losing a replica (a node failure) or a ramp the
+  forecast missed by one replica costs no requests while the replacement cold-starts.
+- A floor of ``peak_floor`` times the most replicas the autoscaler asked for over the last ``window_s`` (a day):
+  traffic moves by steps as well as by its daily cycle (ServeGen's daily means vary by CV ~0.22, so a new day
+  can open 20-40% above the last), and a fleet scaled down to the night's trough meets such a step short for a
+  whole control period. Holding part of the daily peak costs some GPU-hours at night, far fewer than common
+  practice's fleet sized for the week's peak plus 20%.
+"""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import math
+from collections import deque
+from dataclasses import dataclass, field
 
 from gpufleet.domain.workloads import ServingScaling
 from gpufleet.ports import ReplicaAutoscaler
@@ -14,7 +22,11 @@ from gpufleet.ports import ReplicaAutoscaler
 @dataclass(slots=True)
 class SpareReplicas:
     inner: ReplicaAutoscaler
+    period_s: int = 900
     spare: int = 1
+    peak_floor: float = 0.0  # share of the window's peak ask held as a floor (0 = none)
+    window_s: int = 86400
+    _asks: dict[ServingScaling, deque[int]] = field(default_factory=dict)
 
     def desired(
         self, *, current: int, observed_rps: float, scaling: ServingScaling, now_s: int, last_scale_down_s: int
@@ -26,4 +38,11 @@ class SpareReplicas:
             now_s=now_s,
             last_scale_down_s=last_scale_down_s,
         )
+        asks = self._asks.setdefault(scaling, deque())
+        asks.append(want)
+        while len(asks) > max(1, self.window_s // self.period_s):
+            asks.popleft()
+        floor = math.ceil(self.peak_floor * max(asks) - 1e-9)
+        if floor > want:
+            want, reason = floor, "daily_peak_floor"
         return min(want + self.spare, scaling.max_replicas), reason
