@@ -1,7 +1,9 @@
-"""Serving headroom around the replica autoscaler: N+1, and a floor under the last day's peak.
+"""Serving headroom around the replica autoscaler: spare replicas, and a floor under the last day's peak.
 
-- One replica above what the autoscaler asks for, so that losing a replica (a node failure) or a ramp the
-  forecast missed by one replica costs no requests while the replacement cold-starts.
+- Spare replicas above what the autoscaler asks for, so that losing a replica (a node failure) or a step in
+  traffic the forecast missed costs no requests while the replacement cold-starts: one replica, or
+  ``spare_gpus`` worth of replicas where replicas are small (a 1-GPU embedding replica is cheap insurance for
+  the many requests it carries; a 4-GPU 70B replica is not).
 - A floor of ``peak_floor`` times the most replicas the autoscaler asked for over the last ``window_s`` (a day):
   traffic moves by steps as well as by its daily cycle (ServeGen's daily means vary by CV ~0.22, so a new day
   can open 20-40% above the last), and a fleet scaled down to the night's trough meets such a step short for a
@@ -24,6 +26,10 @@ class SpareReplicas:
     inner: ReplicaAutoscaler
     period_s: int = 900
     spare: int = 1
+    # spare GPUs per fleet: a fleet of small replicas keeps this many GPUs of spare replicas (more than one
+    # replica where replicas are small, hence cheap for the requests they carry)
+    spare_gpus: int = 0
+    gpus_per_replica: dict[ServingScaling, int] = field(default_factory=dict)
     peak_floor: float = 0.0  # share of the window's peak ask held as a floor (0 = none)
     window_s: int = 86400
     _asks: dict[ServingScaling, deque[int]] = field(default_factory=dict)
@@ -32,7 +38,7 @@ class SpareReplicas:
         self, *, current: int, observed_rps: float, scaling: ServingScaling, now_s: int, last_scale_down_s: int
     ) -> tuple[int, str]:
         want, reason = self.inner.desired(
-            current=max(current - self.spare, 0),
+            current=max(current - self.spare, 0),  # the inner policy sees the fleet without its spare
             observed_rps=observed_rps,
             scaling=scaling,
             now_s=now_s,
@@ -45,4 +51,6 @@ class SpareReplicas:
         floor = math.ceil(self.peak_floor * max(asks) - 1e-9)
         if floor > want:
             want, reason = floor, "daily_peak_floor"
-        return min(want + self.spare, scaling.max_replicas), reason
+        g = self.gpus_per_replica.get(scaling)
+        spare = max(self.spare, self.spare_gpus // g) if g else self.spare
+        return min(want + spare, scaling.max_replicas), reason

@@ -9,9 +9,11 @@ import numpy as np
 
 from gpufleet.control.loop import ControlLoop
 from gpufleet.control.procurement import TierLimits
+from gpufleet.control.serving_headroom import SpareReplicas
 from gpufleet.domain.money import usd_float
 from gpufleet.domain.pools import TIER_ORDER, Tier
 from gpufleet.domain.reservations import ReservationStatus
+from gpufleet.domain.workloads import ServingScaling
 from gpufleet.sim.kinds import PARKED
 from gpufleet.sim.scenario import Scenario
 from gpufleet.sim.world import World
@@ -52,6 +54,13 @@ def gpufleet_loop(sc: Scenario, seed: int) -> ControlLoop:
         tier_limits={p.sku: TierLimits(p.spot_capacity_gpus, p.secondary_capacity_gpus) for p in sc.pools},
     )
     loop.preempt_grace_s = sc.control.preempt_grace_s
+    if isinstance(loop.autoscaler, SpareReplicas):  # the fleets' replica sizes, keyed as the world keys them
+        loop.autoscaler.gpus_per_replica = {
+            ServingScaling(
+                s.min_replicas, s.max_replicas, s.target_rps_per_replica, s.cold_start_s, s.scale_down_delay_s
+            ): (s.gpus_per_replica)
+            for s in sc.serving
+        }
     return loop
 
 
