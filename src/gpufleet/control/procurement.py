@@ -130,7 +130,7 @@ class ForecastLedProcurer:
         have = float(ctx.committed_gpus_at_lead)
         per = ctx.gpus_per_node
         top = max(0, math.ceil((float(cover.max()) - have) / per))
-        levels = have + per * np.arange(top) + per / 2  # the middle GPU of each candidate node
+        levels = have + per * np.arange(top, dtype=np.float64) + per / 2  # the middle GPU of each candidate node
         save = marginal_saving_usd(
             cover,
             levels,
