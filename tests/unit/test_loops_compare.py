@@ -154,3 +154,16 @@ def test_a_bad_scenario_file_names_the_field_and_line(tmp_path: Path) -> None:
     assert "serving[0].gpus_per_replica" in str(e.value) and "bad.yaml:" in str(e.value)
     with pytest.raises(ValidationError, match="neither a built-in"):
         resolve_scenario(str(tmp_path / "missing.yaml"))
+
+
+def test_a_team_with_experiment_streams_on_two_skus_runs_each_job_on_its_streams_sku() -> None:
+    from gpufleet.sim.run import LOOPS
+    from gpufleet.sim.world import World
+
+    sc = resolve_scenario(str(REPO / "scenarios" / "training_lab.yaml")).model_copy(update={"days": 2})
+    w = World(sc, LOOPS["baseline"](sc, 1), seed=1)
+    sizes = {sku: set() for sku in w.sku_ids}  # type: dict[str, set[int]]
+    for j in range(w.n_jobs):
+        sizes[w.sku_ids[w.p_sku[j]]].add(w.p_gpus[j])
+    assert max(sizes["a100_80gb"]) <= 8  # the A100 stream's sizes only
+    assert max(sizes["h100_80gb"]) > 8  # the H100 stream's (and the planned runs')
