@@ -31,11 +31,12 @@ TARGET_RATIO_TO_BOUND = 1.20
 
 
 def _stat(xs: list[float]) -> dict[str, float]:
+    # six decimals: SLO attainments differ in the fifth
     return {
-        "mean": round(statistics.fmean(xs), 4),
-        "sd": round(statistics.stdev(xs), 4) if len(xs) > 1 else 0.0,
-        "min": round(min(xs), 4),
-        "max": round(max(xs), 4),
+        "mean": round(statistics.fmean(xs), 6),
+        "sd": round(statistics.stdev(xs), 6) if len(xs) > 1 else 0.0,
+        "min": round(min(xs), 6),
+        "max": round(max(xs), 6),
     }
 
 
@@ -57,6 +58,11 @@ def bench_loop(
         rows.append(row)
         if progress is not None:
             progress(seed, row)
+    return {"scenario": sc.name, "days": sc.days, **aggregate(rows)}
+
+
+def aggregate(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """Per-loop means with spread over the per-seed rows, the bound's mean, and the targets."""
     names = list(rows[0]["loops"])
     loops: dict[str, dict[str, Any]] = {}
     for n in names:
@@ -84,9 +90,7 @@ def bench_loop(
                 entry[f"ratio_to_{other}"] = _stat(col(f"ratio_to_{other}"))
         loops[n] = entry
     return {
-        "scenario": sc.name,
-        "days": sc.days,
-        "seeds": seeds,
+        "seeds": [r["seed"] for r in rows],
         "loops": loops,
         "hindsight_bound": {"cost_usd_mean": _stat([r["bound_usd"] for r in rows])["mean"]},
         "targets": targets(loops),
