@@ -1,7 +1,7 @@
 """``gpufleet bench cluster-autoscale``: gpufleet's node scaler vs a Cluster-Autoscaler-like baseline.
 
-Both runs use the foundation's loop on the default scenario and differ only in the node scaler (how many nodes to
-launch for pending work, which idle launched nodes to terminate). The baseline launches every node a pending pod
+Both runs use the foundation's loop on the steady scenario (the default until issue 16) and differ only in the
+node scaler (how many nodes to launch for pending work, which idle launched nodes to terminate). The baseline launches every node a pending pod
 asks for and terminates a launched node after 10 minutes unneeded (Kubernetes Cluster Autoscaler's default; the
 simulator only offers fully idle nodes, so its 50% utilization threshold does not bind). gpufleet's
 (:class:`~gpufleet.autoscale.nodes_payoff.PayoffAwareNodes`) launches only a gang's shortfall, waits instead of
