@@ -8,7 +8,7 @@ from hypothesis import strategies as st
 from gpufleet.autoscale.nodes_baseline import IdleTimeoutScaleDown
 from gpufleet.autoscale.nodes_payoff import PayoffAwareNodes
 from gpufleet.ports import NodeScaler
-from gpufleet.sim.builtin import default_scenario
+from gpufleet.sim.builtin import steady_scenario
 from gpufleet.sim.freeing import report_beyond_until
 from gpufleet.sim.run import baseline_loop
 from gpufleet.sim.scenario import Scenario
@@ -98,7 +98,7 @@ def test_the_scaler_can_ignore_freeing_nodes() -> None:
     mtbf=st.sampled_from([2.0, 250.0]),
 )
 def test_waiting_keeps_the_books_and_claims_stay_within_each_pods_need(seed: int, sd: float, mtbf: float) -> None:
-    sc = default_scenario(gpus=128, days=3, seed=seed)
+    sc = steady_scenario(gpus=128, days=3, seed=seed)
     sc = sc.model_copy(
         update={
             "control": sc.control.model_copy(update={"eta_error_sd": sd}),

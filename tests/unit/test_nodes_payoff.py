@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 from gpufleet.autoscale.nodes_baseline import IdleTimeoutScaleDown
 from gpufleet.autoscale.nodes_payoff import PayoffAwareNodes
 from gpufleet.ports import IdleNode, MoveContext, RunningOnLaunched, ScaleDownContext, ScaleUpContext
-from gpufleet.sim.builtin import default_scenario
+from gpufleet.sim.builtin import steady_scenario
 from gpufleet.sim.run import baseline_loop
 from gpufleet.sim.world import World
 
@@ -74,7 +74,7 @@ def test_a_node_that_leaves_the_idle_list_was_reused() -> None:
 
 
 def test_the_world_asks_the_node_scaler_how_many_nodes_to_launch() -> None:
-    sc = default_scenario(gpus=256, days=3, seed=3)
+    sc = steady_scenario(gpus=256, days=3, seed=3)
     asked: list[ScaleUpContext] = []
 
     class Recording(IdleTimeoutScaleDown):
@@ -107,7 +107,7 @@ class _WatchFailures(World):
 
 def test_reserved_nodes_fail_at_the_same_times_under_two_node_scalers() -> None:
     """Common random numbers: the node scaler changes which nodes are launched, not when reserved ones fail."""
-    sc = default_scenario(gpus=256, days=20, seed=5)
+    sc = steady_scenario(gpus=256, days=20, seed=5)
     sc = sc.model_copy(update={"failures": sc.failures.model_copy(update={"node_mtbf_days": 20.0})})
     fails: dict[str, list[tuple[int, int]]] = {}
     for name, scaler in (("base", IdleTimeoutScaleDown()), ("gpufleet", PayoffAwareNodes.default())):
@@ -162,7 +162,7 @@ class _WatchMoves(World):
 @given(seed=st.integers(0, 10_000), mtbf=st.sampled_from([5.0, 250.0]))
 @settings(max_examples=10, deadline=None)
 def test_moves_keep_the_books_and_only_the_gpufleet_scaler_makes_them(seed: int, mtbf: float) -> None:
-    sc = default_scenario(gpus=256, days=10, seed=seed)
+    sc = steady_scenario(gpus=256, days=10, seed=seed)
     sc = sc.model_copy(update={"failures": sc.failures.model_copy(update={"node_mtbf_days": mtbf})})
     loop = baseline_loop(sc, seed)
     loop.node_scaler = PayoffAwareNodes.default()
@@ -179,7 +179,7 @@ def test_moves_keep_the_books_and_only_the_gpufleet_scaler_makes_them(seed: int,
 
 
 def test_a_long_gang_on_launched_nodes_moves_to_idle_reserved_ones() -> None:
-    sc = default_scenario(gpus=256, days=10, seed=4)
+    sc = steady_scenario(gpus=256, days=10, seed=4)
     loop = baseline_loop(sc, 4)
     loop.node_scaler = PayoffAwareNodes.default()
     w = _WatchMoves(sc, loop)

@@ -12,11 +12,12 @@ from typing import Any
 import pytest
 from rich.console import Console
 
-from gpufleet.cli.cmd_simulate import SCHEMA, comparison_document, run_loops, write_json
+from gpufleet.cli.cmd_simulate import write_json
 from gpufleet.report.changes import what_changed
 from gpufleet.report.html import charts, render_html
 from gpufleet.report.summary import print_report
 from gpufleet.sim.builtin import default_scenario
+from gpufleet.sim.compare import SCHEMA, comparison_document, run_loops
 
 CONTRACT_KEYS = {"schema", "scenario", "seed", "days", "primary", "loops", "ratios"}
 DECISION_KEYS = {"t_s", "day", "stage", "action", "reason", "sku", "region", "gpus", "usd", "detail"}

@@ -9,18 +9,17 @@ from hypothesis import strategies as st
 
 from gpufleet.control.loop import ControlLoop
 from gpufleet.domain.money import charge_units
-from gpufleet.sim.builtin import default_scenario
+from gpufleet.sim.builtin import steady_scenario
 from gpufleet.sim.run import simulate, summarize
 from gpufleet.sim.world import World
 
 small = st.builds(
-    lambda gpus, days, seed, spot_rate, mtbf: default_scenario(gpus=gpus, days=days, seed=seed).model_copy(
+    lambda gpus, days, seed, spot_rate, mtbf: steady_scenario(gpus=gpus, days=days, seed=seed).model_copy(
         update={
             "pools": [
-                p.model_copy(update={"spot_preemption_rate_per_h": spot_rate})
-                for p in default_scenario(gpus=gpus).pools
+                p.model_copy(update={"spot_preemption_rate_per_h": spot_rate}) for p in steady_scenario(gpus=gpus).pools
             ],
-            "failures": default_scenario().failures.model_copy(update={"node_mtbf_days": mtbf}),
+            "failures": steady_scenario().failures.model_copy(update={"node_mtbf_days": mtbf}),
         }
     ),
     gpus=st.sampled_from([64, 128, 256]),
@@ -73,7 +72,7 @@ def test_spot_only_ever_carries_checkpointable_training(sc) -> None:  # type: ig
 
 
 def test_a_preemption_loses_at_most_one_checkpoint_interval() -> None:
-    base = default_scenario(gpus=128, days=5, seed=3)
+    base = steady_scenario(gpus=128, days=5, seed=3)
     sc = base.model_copy(
         update={
             "pools": [p.model_copy(update={"spot_preemption_rate_per_h": 2.0}) for p in base.pools],
@@ -89,7 +88,7 @@ def test_a_preemption_loses_at_most_one_checkpoint_interval() -> None:
 
 
 def test_same_seed_same_json_and_different_seed_differs() -> None:
-    sc = default_scenario(gpus=128, days=4)
+    sc = steady_scenario(gpus=128, days=4)
     a = json.dumps(simulate(sc, seed=11)[1], sort_keys=True)
     b = json.dumps(simulate(sc, seed=11)[1], sort_keys=True)
     c = json.dumps(simulate(sc, seed=12)[1], sort_keys=True)
@@ -98,7 +97,7 @@ def test_same_seed_same_json_and_different_seed_differs() -> None:
 
 
 def test_summary_has_the_documented_keys() -> None:
-    _, r = simulate(default_scenario(gpus=128, days=3))
+    _, r = simulate(steady_scenario(gpus=128, days=3))
     for key in (
         "total_cost_usd",
         "cost_by_tier_usd",

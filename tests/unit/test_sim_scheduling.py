@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 from gpufleet.control.scheduling import CLASS_POLICIES
 from gpufleet.domain.errors import ValidationError
-from gpufleet.sim.builtin import default_scenario
+from gpufleet.sim.builtin import steady_scenario
 from gpufleet.sim.run import gpufleet_loop, simulate
 from gpufleet.sim.scenario import QuotaSpec, Scenario, parse_scenario
 from gpufleet.sim.world import World
@@ -55,7 +55,7 @@ def _placements(sc: Scenario) -> list[tuple[int, tuple[int, ...]]]:
 
 
 def test_the_scenarios_scheduler_policy_changes_placements_and_the_json_names_it() -> None:
-    sc = default_scenario(gpus=256, days=3, seed=5)
+    sc = steady_scenario(gpus=256, days=3, seed=5)
     a = _with(sc, scheduler_policy="gpufleet", preemption=False)
     b = _with(sc, scheduler_policy="bestfit", preemption=False)
     pa, pb = _placements(a), _placements(b)
@@ -70,21 +70,21 @@ def test_the_scenarios_scheduler_policy_changes_placements_and_the_json_names_it
 
 
 def test_an_unknown_scheduler_policy_is_a_clear_error() -> None:
-    data = default_scenario(days=2).model_dump(mode="json")
+    data = steady_scenario(days=2).model_dump(mode="json")
     data["control"]["scheduler_policy"] = "clustering"
     with pytest.raises(ValidationError, match=r"control\.scheduler_policy"):
         parse_scenario(data)
 
 
 def test_a_quota_too_small_for_a_job_is_refused_naming_the_quota() -> None:
-    data = default_scenario(days=2).model_dump(mode="json")
+    data = steady_scenario(days=2).model_dump(mode="json")
     data["quotas"] = [{"team": "research", "sku": "h100_80gb", "nominal_gpus": 8, "borrowing_limit_gpus": 0}]
     with pytest.raises(ValidationError, match=r"quotas.*could never be admitted"):
         parse_scenario(data)
 
 
 def test_gangs_run_whole_and_prefer_one_rack() -> None:
-    sc = default_scenario(gpus=256, days=4, seed=2)
+    sc = steady_scenario(gpus=256, days=4, seed=2)
     w, r = simulate(sc)
     w.check_invariants()
     d = r["scheduler"]["decisions"]
@@ -92,7 +92,7 @@ def test_gangs_run_whole_and_prefer_one_rack() -> None:
 
 
 def test_lent_quota_is_reclaimed_from_borrowers() -> None:
-    sc = _quotas(default_scenario(gpus=128, days=4, seed=3), 1.0, None, None)
+    sc = _quotas(steady_scenario(gpus=128, days=4, seed=3), 1.0, None, None)
     w = World(sc, gpufleet_loop(sc, sc.seed))
     for day in range(1, sc.days + 1):
         w.run(until_s=day * 86400 - 1)
@@ -105,7 +105,7 @@ def test_lent_quota_is_reclaimed_from_borrowers() -> None:
 
 
 def test_serving_preempts_lower_priority_training_when_that_is_cheaper_than_waiting() -> None:
-    sc = default_scenario(gpus=256, days=5, seed=4)
+    sc = steady_scenario(gpus=256, days=5, seed=4)
     _w, r = simulate(_with(sc, preemption=True))
     assert r["scheduler"]["preemptions"] > 0
     assert r["scheduler"]["serving_preempted_for_training"] == 0
@@ -116,8 +116,8 @@ def test_serving_preempts_lower_priority_training_when_that_is_cheaper_than_wait
 small_runs = st.builds(
     lambda gpus, days, seed, policy, preempt, scale, borrow, lend, mtbf: _quotas(
         _with(
-            default_scenario(gpus=gpus, days=days, seed=seed).model_copy(
-                update={"failures": default_scenario().failures.model_copy(update={"node_mtbf_days": mtbf})}
+            steady_scenario(gpus=gpus, days=days, seed=seed).model_copy(
+                update={"failures": steady_scenario().failures.model_copy(update={"node_mtbf_days": mtbf})}
             ),
             scheduler_policy=policy,
             preemption=preempt,
@@ -160,7 +160,7 @@ def test_the_report_names_the_scheduler_policy_of_each_loop() -> None:
     from gpufleet.report.html import render_html
     from gpufleet.report.summary import print_report
 
-    sc = _with(default_scenario(gpus=64, days=2, seed=1), scheduler_policy="packing")
+    sc = _with(steady_scenario(gpus=64, days=2, seed=1), scheduler_policy="packing")
     doc = run_loops(sc, sc.seed, ["gpufleet", "baseline"])
     assert doc["loops"]["gpufleet"]["scheduler_policy"] == "packing"
     assert doc["loops"]["baseline"]["scheduler_policy"] == "bestfit"

@@ -1,7 +1,7 @@
 """``gpufleet bench cluster-autoscale``: gpufleet's node scaler vs a Cluster-Autoscaler-like baseline.
 
-Both runs use the foundation's loop on the default scenario and differ only in the node scaler (how many nodes to
-launch for pending work, which idle launched nodes to terminate). The baseline launches every node a pending pod
+Both runs use the foundation's loop on the steady scenario (the default until issue 16) and differ only in the
+node scaler (how many nodes to launch for pending work, which idle launched nodes to terminate). The baseline launches every node a pending pod
 asks for and terminates a launched node after 10 minutes unneeded (Kubernetes Cluster Autoscaler's default; the
 simulator only offers fully idle nodes, so its 50% utilization threshold does not bind). gpufleet's
 (:class:`~gpufleet.autoscale.nodes_payoff.PayoffAwareNodes`) launches only a gang's shortfall, waits instead of
@@ -18,7 +18,7 @@ from typing import Any
 
 from gpufleet.autoscale.nodes_payoff import PayoffAwareNodes
 from gpufleet.control.loop import ControlLoop
-from gpufleet.sim.builtin import default_scenario
+from gpufleet.sim.builtin import steady_scenario
 from gpufleet.sim.compare import compare
 from gpufleet.sim.run import baseline_loop
 from gpufleet.sim.scenario import Scenario
@@ -45,7 +45,7 @@ def _gpufleet_nodes(sc: Scenario, seed: int) -> ControlLoop:
 def bench_cluster_autoscale(seeds: list[int], days: int, gpus: int) -> dict[str, Any]:
     rows: list[dict[str, Any]] = []
     for seed in seeds:
-        sc = default_scenario(gpus=gpus, days=days, seed=seed)
+        sc = steady_scenario(gpus=gpus, days=days, seed=seed)
         res = compare(sc, {"gpufleet": _gpufleet_nodes, "ca_like": baseline_loop}, seed=seed)
         rows.append({"seed": seed, **{name: {k: r[k] for k in FIGURES} for name, r in res.items()}})
 

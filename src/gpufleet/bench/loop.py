@@ -1,56 +1,124 @@
-"""``gpufleet bench loop``: gpufleet's control loop against the foundation's baseline loop over several seeds.
+"""``gpufleet bench loop``: every control loop on the same worlds over several seeds, with the hindsight bound.
 
-One simulated world per seed; both loops see the same scenario and seed. Because a different decision changes
-which nodes exist and so which of them fail or are preempted, single-seed differences are noisy: the benchmark
-reports the mean and spread of the per-seed ratios.
+One simulated world per seed; every loop of ``sim.run.LOOPS`` (gpufleet, common_practice, baseline) sees the same
+scenario and seed, and the hindsight bound (sim/bound.py: a lower bound on the cost of the realized demand, not
+a policy) prices that seed's demand. Because a different decision changes which nodes exist and so which of them
+fail or are preempted, single-seed differences are noisy: the benchmark reports means with their spread (sample
+standard deviation, min and max over seeds) and each loop's per-seed cost ratios.
 """
 
 from __future__ import annotations
 
 import statistics
+from collections.abc import Callable
 from typing import Any
 
-from gpufleet.sim.builtin import default_scenario
-from gpufleet.sim.compare import compare, versus
-from gpufleet.sim.run import LOOPS
+from gpufleet.sim.compare import run_loops
+from gpufleet.sim.scenario import Scenario
 
-ROW_FIGURES = ("total_cost_usd", "gpu_utilization", "p95_queue_wait_s", "serving_slo_attainment", "node_launches")
+FIGURES = (
+    "total_cost_usd",
+    "gpu_utilization",
+    "p95_queue_wait_s",
+    "serving_slo_attainment",
+    "node_launches",
+    "idle_cost_usd",
+    "lost_gpu_hours",
+)
+# what issue #16 asks of gpufleet against each other loop (mean cost ratio at most this; service no worse)
+TARGET_COST_RATIO = {"common_practice": 0.85, "baseline": 0.93}
+TARGET_RATIO_TO_BOUND = 1.20
 
 
-FIGURES = ("total_cost_usd", "gpu_utilization", "p95_queue_wait_s", "serving_slo_attainment", "node_launches")
+def _stat(xs: list[float]) -> dict[str, float]:
+    # six decimals: SLO attainments differ in the fifth
+    return {
+        "mean": round(statistics.fmean(xs), 6),
+        "sd": round(statistics.stdev(xs), 6) if len(xs) > 1 else 0.0,
+        "min": round(min(xs), 6),
+        "max": round(max(xs), 6),
+    }
 
 
-def bench_loop(seeds: list[int], days: int, gpus: int) -> dict[str, Any]:
+def bench_loop(
+    sc: Scenario, seeds: list[int], *, progress: Callable[[int, dict[str, Any]], None] | None = None
+) -> dict[str, Any]:
+    """Run every loop on ``sc`` for each seed; per-seed rows, per-loop means with spread, and the targets."""
     rows: list[dict[str, Any]] = []
     for seed in seeds:
-        sc = default_scenario(gpus=gpus, days=days, seed=seed)
-        res = compare(sc, {"gpufleet": LOOPS["gpufleet"], "baseline": LOOPS["baseline"]}, seed=seed)
-        g, b = res["gpufleet"], res["baseline"]
-        rows.append(
-            {
-                "seed": seed,
-                **versus(g, b),
-                "gpufleet": {k: g[k] for k in FIGURES},
-                "baseline": {k: b[k] for k in FIGURES},
-            }
-        )
-
-    def stat(key: str) -> dict[str, float]:
-        xs = [float(r[key]) for r in rows if r[key] is not None]
-        return {
-            "mean": round(statistics.fmean(xs), 4),
-            "sd": round(statistics.stdev(xs), 4) if len(xs) > 1 else 0.0,
-            "min": round(min(xs), 4),
-            "max": round(max(xs), 4),
+        doc = run_loops(sc, seed)
+        row = {
+            "seed": seed,
+            "bound_usd": doc["hindsight_bound"]["total_cost_usd"],
+            "loops": {
+                n: {**{k: r[k] for k in FIGURES}, **{f"ratio_{k}": v for k, v in doc["ratios"][n].items()}}
+                for n, r in doc["loops"].items()
+            },
         }
+        rows.append(row)
+        if progress is not None:
+            progress(seed, row)
+    return {"scenario": sc.name, "days": sc.days, **aggregate(rows)}
 
+
+def aggregate(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """Per-loop means with spread over the per-seed rows, the bound's mean, and the targets."""
+    names = list(rows[0]["loops"])
+    loops: dict[str, dict[str, Any]] = {}
+    for n in names:
+
+        def col(key: str, n: str = n) -> list[float]:
+            return [float(r["loops"][n][key]) for r in rows if r["loops"][n][key] is not None]
+
+        cost = _stat(col("total_cost_usd"))
+        entry: dict[str, Any] = {
+            "cost_usd_mean": cost["mean"],
+            "cost_usd": cost,
+            "p95_queue_wait_s_mean": _stat(col("p95_queue_wait_s"))["mean"],
+            "p95_queue_wait_s": _stat(col("p95_queue_wait_s")),
+            "slo_attainment_mean": _stat(col("serving_slo_attainment"))["mean"],
+            "slo_attainment": _stat(col("serving_slo_attainment")),
+            "gpu_utilization_mean": _stat(col("gpu_utilization"))["mean"],
+            "idle_cost_usd_mean": _stat(col("idle_cost_usd"))["mean"],
+            "node_launches_mean": _stat(col("node_launches"))["mean"],
+            "ratio_to_bound_mean": _stat(col("ratio_to_bound"))["mean"],
+            "ratio_to_bound": _stat(col("ratio_to_bound")),
+        }
+        for other in ("baseline", "common_practice"):
+            if other in names:
+                entry[f"ratio_to_{other}_mean"] = _stat(col(f"ratio_to_{other}"))["mean"]
+                entry[f"ratio_to_{other}"] = _stat(col(f"ratio_to_{other}"))
+        loops[n] = entry
     return {
-        "days": days,
-        "gpus": gpus,
-        "seeds": seeds,
-        "cost_ratio": stat("cost_ratio"),
-        "node_launches_ratio": stat("node_launches_ratio"),
-        "slo_delta": stat("slo_delta"),
-        "p95_queue_wait_delta_s": stat("p95_queue_wait_delta_s"),
+        "seeds": [r["seed"] for r in rows],
+        "loops": loops,
+        "hindsight_bound": {"cost_usd_mean": _stat([r["bound_usd"] for r in rows])["mean"]},
+        "targets": targets(loops),
         "rows": rows,
     }
+
+
+def targets(loops: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """Issue #16's Done-when, evaluated on these means: gpufleet's cost ratio to each loop, and its service."""
+    g = loops.get("gpufleet")
+    out: dict[str, Any] = {}
+    if g is None:
+        return out
+    for other, limit in TARGET_COST_RATIO.items():
+        o = loops.get(other)
+        if o is None:
+            continue
+        ratio = g["cost_usd_mean"] / o["cost_usd_mean"]
+        out[other] = {
+            "cost_ratio_of_means": round(ratio, 4),
+            "limit": limit,
+            "cost_met": ratio <= limit,
+            "p95_wait_no_worse": g["p95_queue_wait_s_mean"] <= o["p95_queue_wait_s_mean"],
+            "slo_no_worse": g["slo_attainment_mean"] >= o["slo_attainment_mean"],
+        }
+    out["ratio_to_bound"] = {
+        "mean": g["ratio_to_bound_mean"],
+        "aim": TARGET_RATIO_TO_BOUND,
+        "met": g["ratio_to_bound_mean"] <= TARGET_RATIO_TO_BOUND,
+    }
+    return out

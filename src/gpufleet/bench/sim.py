@@ -8,7 +8,7 @@ import time
 from datetime import UTC, datetime
 from typing import Any
 
-from gpufleet.sim.builtin import default_scenario
+from gpufleet.sim.builtin import steady_scenario
 from gpufleet.sim.run import simulate
 
 MIN_JOBS = 1_000_000
@@ -21,9 +21,10 @@ def machine() -> str:
 
 
 def bench_sim(gpus: int, days: int, seed: int = 7, min_jobs: int = MIN_JOBS) -> dict[str, Any]:
-    """Simulate ``days`` of a ``gpus``-GPU default fleet with at least ``min_jobs`` training jobs."""
+    """Simulate ``days`` of a ``gpus``-GPU steady fleet (the default scenario until issue 16) with at least
+    ``min_jobs`` training jobs."""
     per_day = max(350.0 * gpus / 1024, math.ceil(min_jobs * 1.02 / days))
-    sc = default_scenario(gpus=gpus, days=days, seed=seed, jobs_per_day=per_day)
+    sc = steady_scenario(gpus=gpus, days=days, seed=seed, jobs_per_day=per_day)
     t0 = time.perf_counter()
     c0 = time.process_time()
     world, result = simulate(sc)

@@ -27,7 +27,7 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Node launches, terminations, cost and pending time: gpufleet's node scaler vs a CA-like baseline."""
         r = bench_cluster_autoscale(parse_seeds(seeds), days, gpus)
-        t = Table(title=f"cluster autoscaler on the default scenario ({gpus:,} GPUs, {days} days)")
+        t = Table(title=f"cluster autoscaler on the steady scenario ({gpus:,} GPUs, {days} days)")
         for c in ("seed", "policy", "launches", "terms", "cost USD", "p95 wait s", "p99 wait s", "GPU-h done"):
             t.add_column(c, justify="right")
         for row in r["rows"]:

@@ -1,9 +1,9 @@
-"""``gpufleet bench loop --seeds 1-5``."""
+"""``gpufleet bench loop --seeds 1-10 --scenario default --json F``."""
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 from rich.console import Console
@@ -14,38 +14,70 @@ from gpufleet.bench.seeds import parse_seeds
 from gpufleet.cli.cmd_simulate import write_json
 from gpufleet.cli.errors import user_errors
 from gpufleet.cli.paths import output_file
+from gpufleet.domain.errors import ValidationError
+from gpufleet.sim.builtin import BUILTIN_SCENARIOS, resolve_scenario
+from gpufleet.sim.scenario import parse_scenario
+
+
+def _usd(x: float) -> str:
+    return f"${x / 1e6:.2f}M" if abs(x) >= 1e6 else f"${x / 1e3:.0f}k"
 
 
 def register(app: typer.Typer) -> None:
     @app.command("loop")
     @user_errors
     def loop(
-        seeds: Annotated[str, typer.Option(help="A-B or a comma list")] = "1-5",
-        days: Annotated[int, typer.Option(min=1)] = 60,
-        gpus: Annotated[int, typer.Option(min=8)] = 1024,
+        seeds: Annotated[str, typer.Option(help="A-B or a comma list")] = "1-10",
+        scenario: Annotated[
+            str, typer.Option(help=f"a built-in scenario ({', '.join(BUILTIN_SCENARIOS)}) or a scenario YAML file")
+        ] = "default",
+        days: Annotated[int | None, typer.Option(help="override the scenario's days")] = None,
         json_path: Annotated[Path | None, typer.Option("--json", callback=output_file)] = None,
     ) -> None:
-        """gpufleet's control loop vs the baseline loop on the default scenario, per seed and on average."""
-        r = bench_loop(parse_seeds(seeds), days, gpus)
-        t = Table(title=f"gpufleet vs baseline loop: default scenario, {gpus:,} GPUs, {days} days")
-        for c in ("seed", "cost ratio", "node launches ratio", "SLO delta", "p95 wait delta (s)"):
+        """Every control loop (gpufleet, common_practice, baseline) and the hindsight bound, per seed and on
+        average: cost, p95 training queue wait, serving SLO attainment, ratio to the bound."""
+        seed_list = parse_seeds(seeds)
+        sc = resolve_scenario(scenario)
+        if days is not None:
+            if days < 1:
+                raise ValidationError("--days", f"must be >= 1, got {days}")
+            sc = parse_scenario({**sc.model_dump(), "days": days}, source="--days")
+        console = Console()
+
+        def row_done(seed: int, row: dict[str, Any]) -> None:
+            parts = [f"seed {seed}: bound {_usd(row['bound_usd'])}"]
+            for n, r in row["loops"].items():
+                parts.append(
+                    f"{n} {_usd(r['total_cost_usd'])} ({r['ratio_to_bound']}x bound, "
+                    f"p95 wait {r['p95_queue_wait_s']:.0f} s, SLO {r['serving_slo_attainment']:.4f})"
+                )
+            console.print("; ".join(parts))
+
+        r = bench_loop(sc, seed_list, progress=row_done)
+        t = Table(title=f"control loops on the {sc.name} scenario, {sc.days} days, seeds {seeds}")
+        for c in ("loop", "cost (mean ± sd)", "x bound", "x baseline", "x common practice", "p95 wait (s)", "SLO"):
             t.add_column(c, justify="right")
-        for row in r["rows"]:
+        for n, e in r["loops"].items():
             t.add_row(
-                str(row["seed"]),
-                str(row["cost_ratio"]),
-                str(row["node_launches_ratio"]),
-                str(row["slo_delta"]),
-                str(row["p95_queue_wait_delta_s"]),
+                n,
+                f"{_usd(e['cost_usd']['mean'])} ± {_usd(e['cost_usd']['sd'])}",
+                f"{e['ratio_to_bound_mean']:.3f} ± {e['ratio_to_bound']['sd']:.3f}",
+                f"{e.get('ratio_to_baseline_mean', float('nan')):.3f}",
+                f"{e.get('ratio_to_common_practice_mean', float('nan')):.3f}",
+                f"{e['p95_queue_wait_s_mean']:.0f}",
+                f"{e['slo_attainment_mean']:.5f}",
             )
-        cr, nl = r["cost_ratio"], r["node_launches_ratio"]
-        t.add_row(
-            "mean (sd)",
-            f"{cr['mean']} ({cr['sd']})",
-            f"{nl['mean']} ({nl['sd']})",
-            str(r["slo_delta"]["mean"]),
-            str(r["p95_queue_wait_delta_s"]["mean"]),
-        )
-        Console().print(t)
+        t.add_row("hindsight bound (not a policy)", _usd(r["hindsight_bound"]["cost_usd_mean"]), "1", "", "", "", "")
+        console.print(t)
+        for other, tg in r["targets"].items():
+            if other == "ratio_to_bound":
+                console.print(f"gpufleet / hindsight bound: {tg['mean']:.3f} (aim <= {tg['aim']})")
+            else:
+                ok = tg["cost_met"] and tg["p95_wait_no_worse"] and tg["slo_no_worse"]
+                console.print(
+                    f"gpufleet vs {other}: mean cost ratio {tg['cost_ratio_of_means']:.3f} (target <= {tg['limit']}), "
+                    f"p95 wait no worse: {tg['p95_wait_no_worse']}, SLO no worse: {tg['slo_no_worse']} -> "
+                    f"{'met' if ok else 'NOT met'}"
+                )
         if json_path is not None:
             write_json(json_path, r)

@@ -8,10 +8,8 @@ HTML report and ``--json`` all show that one document.
 
 from __future__ import annotations
 
-import inspect
 import json
 import math
-from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -24,78 +22,10 @@ from gpufleet.cli.paths import output_file
 from gpufleet.domain.errors import ValidationError
 from gpufleet.report.html import write_html_report
 from gpufleet.report.summary import print_report
-from gpufleet.sim import compare as sim_compare
-from gpufleet.sim.builtin import default_scenario
-from gpufleet.sim.compare import compare
+from gpufleet.sim.builtin import resolve_scenario
+from gpufleet.sim.compare import run_loops
 from gpufleet.sim.run import LOOPS
-from gpufleet.sim.scenario import Scenario, dump_scenario, load_scenario, parse_scenario
-
-SCHEMA = "gpufleet.comparison/1"
-PRIMARY = "gpufleet"
-
-
-def resolve_scenario(name: str) -> Scenario:
-    if name == "default":
-        return default_scenario()
-    if not Path(name).exists():
-        raise ValidationError("--scenario", f"{name!r} does not exist (and is not 'default', the built-in scenario)")
-    return load_scenario(name)
-
-
-def _ratio(a: float, b: float | None) -> float | None:
-    return round(a / b, 4) if b else None
-
-
-def comparison_document(
-    sc: Scenario, seed: int, loops: dict[str, dict[str, Any]], bound: dict[str, Any] | None = None
-) -> dict[str, Any]:
-    """The comparison document from each loop's summary (same world, same seed) and the bound, if any."""
-    primary = PRIMARY if PRIMARY in loops else next(iter(loops))
-    bound_cost = float(bound["total_cost_usd"]) if bound else None
-    base = loops.get("baseline", {}).get("total_cost_usd")
-    common = loops.get("common_practice", {}).get("total_cost_usd")
-    ratios = {
-        name: {
-            "to_bound": _ratio(s["total_cost_usd"], bound_cost),
-            "to_baseline": _ratio(s["total_cost_usd"], base),
-            "to_common_practice": _ratio(s["total_cost_usd"], common),
-        }
-        for name, s in loops.items()
-    }
-    doc: dict[str, Any] = {
-        "schema": SCHEMA,
-        "scenario": sc.name,
-        "seed": seed,
-        "days": sc.days,
-        "primary": primary,
-        "loops": loops,
-        "ratios": ratios,
-    }
-    if bound is not None:
-        doc["hindsight_bound"] = bound
-    return doc
-
-
-def run_loops(
-    sc: Scenario,
-    seed: int,
-    names: list[str] | None = None,
-    progress: Callable[[str, float], None] | None = None,
-) -> dict[str, Any]:
-    """Every loop in LOOPS (or ``names``) on the same world, as the comparison document.
-
-    ``sim.compare.run_loops(sc, seed, names)`` (issue #16: it adds the hindsight bound) is used when it exists;
-    until then the document is built here from the loops that exist, with the same keys.
-    """
-    theirs = getattr(sim_compare, "run_loops", None)
-    if theirs is not None:
-        kw: dict[str, Any] = {"names": names}
-        if progress is not None and "progress" in inspect.signature(theirs).parameters:
-            kw["progress"] = progress
-        return dict(theirs(sc, seed, **kw))
-    chosen = names or list(LOOPS)
-    results = compare(sc, {n: LOOPS[n] for n in chosen}, seed=seed, progress=progress)
-    return comparison_document(sc, seed, results)
+from gpufleet.sim.scenario import dump_scenario, parse_scenario
 
 
 def json_safe(x: Any) -> Any:
@@ -132,7 +62,9 @@ def register(app: typer.Typer) -> None:
     @app.command()
     @user_errors
     def simulate(
-        scenario: Annotated[str, typer.Option(help="'default' or a scenario YAML file")] = "default",
+        scenario: Annotated[
+            str, typer.Option(help="a built-in scenario (default, steady) or a scenario YAML file")
+        ] = "default",
         days: Annotated[int | None, typer.Option(min=1, help="override the scenario's days")] = None,
         seed: Annotated[int | None, typer.Option(min=0, help="override the scenario's seed")] = None,
         loops: Annotated[

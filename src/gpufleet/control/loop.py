@@ -12,14 +12,17 @@ from gpufleet.autoscale.nodes_baseline import IdleTimeoutScaleDown
 from gpufleet.autoscale.nodes_payoff import PayoffAwareNodes
 from gpufleet.autoscale.reactive import TargetTracking
 from gpufleet.control.approval import SimulatedApprovers
+from gpufleet.control.common_practice import PeakSizedReplicas, QuarterlyPeakProcurer
+from gpufleet.control.placement import SpotFirstForCheckpointed
+from gpufleet.control.procurement import ForecastLedProcurer, TierLimits
 from gpufleet.control.scheduling import FleetScheduler, QuotaAdmission, TeamQuota
+from gpufleet.control.serving_headroom import SpareReplicas
 from gpufleet.forecast.engine import GpufleetForecaster
 from gpufleet.forecast.seasonal_naive import SeasonalNaive
 from gpufleet.place.chain import DegradingChain
 from gpufleet.place.fallback import FallbackChain
 from gpufleet.ports import Approver, Forecaster, NodeScaler, Placer, Procurer, ReplicaAutoscaler
 from gpufleet.procure.baseline import LookbackPercentile
-from gpufleet.procure.online import BreakevenProcurer
 
 
 @dataclass(slots=True)
@@ -75,6 +78,17 @@ class ControlLoop:
         )
 
     @classmethod
+    def common_practice(cls, seed: int, idle_node_timeout_s: int = 600, control_period_s: int = 900) -> ControlLoop:
+        """What teams do today: a quarterly review reserves for the forecast peak, serving replicas are sized
+        for the week's peak and left static, best-fit placement, nodes idle 10 minutes are scaled down
+        (Cluster Autoscaler), no consolidation, no preemption, no budgets (control/common_practice.py)."""
+        base = cls.baseline(seed, idle_node_timeout_s=idle_node_timeout_s)
+        base.name = "common_practice"
+        base.procurer = QuarterlyPeakProcurer()
+        base.autoscaler = PeakSizedReplicas(control_period_s)
+        return base
+
+    @classmethod
     def gpufleet(
         cls,
         seed: int,
@@ -83,14 +97,15 @@ class ControlLoop:
         control_period_s: int = 900,
         scheduler_policy: str = "gpufleet",
         preemption: bool = True,
+        tier_limits: dict[str, TierLimits] | None = None,
     ) -> ControlLoop:
         """gpufleet's own stages; a stage not yet replaced is the baseline's."""
         base = cls.baseline(seed, target_utilization, idle_node_timeout_s)
         base.name = "gpufleet"
         base.forecaster = GpufleetForecaster()
-        base.procurer = BreakevenProcurer()
-        base.placer = DegradingChain()
-        base.autoscaler = PredictiveReplicas(control_period_s)
+        base.procurer = ForecastLedProcurer(tier_limits or {})
+        base.placer = SpotFirstForCheckpointed(DegradingChain())
+        base.autoscaler = SpareReplicas(PredictiveReplicas(control_period_s), control_period_s)
         base.node_scaler = PayoffAwareNodes.default(idle_node_timeout_s)
         base.scheduler_policy = scheduler_policy
         base.preemption = preemption

@@ -30,10 +30,12 @@ from gpufleet.sim.scenario import (
 BASE_GPUS = 1024
 
 
-def default_scenario(
+def steady_scenario(
     gpus: int = BASE_GPUS, days: int = 60, seed: int = 7, jobs_per_day: float | None = None
 ) -> Scenario:
-    """A fleet of about ``gpus`` GPUs (H100 for training and large-model serving, L40S for small models).
+    """The steady 60-day world (the default until issue #16): a fleet of about ``gpus`` GPUs, most of it
+    reserved before the run starts (H100 for training and large-model serving, L40S for small models). Fast
+    tests and the throughput benchmarks (bench sim, bench cluster-autoscale) run on it.
 
     ``jobs_per_day`` overrides the experiment arrival rate (the benchmark uses it to reach a job count);
     by default it scales with the fleet so that training demand stays near 70% of training capacity.
@@ -49,7 +51,7 @@ def default_scenario(
 
     exp_rate = jobs_per_day if jobs_per_day is not None else 350.0 * k
     return Scenario(
-        name="default",
+        name="steady",
         seed=seed,
         days=days,
         pools=[
@@ -158,3 +160,191 @@ def default_scenario(
             QuotaSpec(team="applied", sku="h100_80gb", cohort="training", nominal_gpus=max(n8(128), 64)),
         ],
     )
+
+
+DEFAULT_GPUS = 512  # the default world's fleet at its busiest: the scale ``gpus`` multiplies
+DEFAULT_DAYS = 180
+
+
+def default_scenario(
+    gpus: int = DEFAULT_GPUS, days: int = DEFAULT_DAYS, seed: int = 7, jobs_per_day: float | None = None
+) -> Scenario:
+    """Half a year of a growing company in which planning decisions matter (docs/scenario.md).
+
+    Day 0 has a small fleet: 64 H100 and 16 L40S GPUs reserved, expiring at 1.5 and 2.5 months. Reservation
+    terms are scaled into the horizon (three months, so commitments are bought, used and let expire), with a
+    week's lead time. The chat product doubles its traffic over the 180 days; two small models share L40S nodes
+    (1-GPU replicas packed on 8-GPU nodes). Training is lumpy: an experiment stream of ~150 jobs a day over three
+    teams with quotas in one cohort, and three planned pre-training runs (two of them uncertain). Capacity
+    beyond reservations is capped: on-demand quota ceilings with stock-outs (H100 in us-east-1 out of stock
+    about a day in every ten), spot capacity, and a secondary provider (Nebius) whose nodes take two days to
+    arrive; when those run out, the experiment stream queues.
+    """
+    if not 1 <= days <= MAX_DAYS:
+        raise ValidationError("days", f"must be 1..{MAX_DAYS}, got {days}")
+    if gpus < 8 or seed < 0:
+        raise ValidationError("gpus" if gpus < 8 else "seed", f"must be >= {8 if gpus < 8 else 0}")
+    k = gpus / DEFAULT_GPUS
+
+    def n8(x: float) -> int:  # whole 8-GPU nodes, at least one
+        return max(8, round(x * k / 8) * 8)
+
+    doubling = 2.0 ** (91 / 180)  # per quarter (sim/demand.py: 91 days): x2 over the 180 days
+    return Scenario(
+        name="default",
+        seed=seed,
+        days=days,
+        pools=[
+            PoolSpec(
+                sku="h100_80gb",
+                region="us-east-1",
+                reservations=[InitialReservation(gpus=n8(64), remaining_months=1.5)],
+                reserved_term_months=3,
+                reserved_lead_time_h=7 * 24,
+                on_demand_quota_gpus=n8(192),
+                on_demand_mean_in_stock_h=240,
+                on_demand_mean_stockout_h=24,
+                spot_capacity_gpus=n8(64),
+                spot_preemption_rate_per_h=0.05,
+                secondary_capacity_gpus=n8(64),
+                secondary_lead_time_h=4,
+            ),
+            PoolSpec(
+                sku="l40s",
+                region="us-west-2",
+                reservations=[InitialReservation(gpus=n8(16), remaining_months=2.5)],
+                reserved_term_months=3,
+                reserved_lead_time_h=7 * 24,
+                on_demand_quota_gpus=n8(64),
+                on_demand_mean_in_stock_h=480,
+                on_demand_mean_stockout_h=12,
+                secondary_capacity_gpus=n8(16),
+                secondary_lead_time_h=4,
+            ),
+        ],
+        serving=[
+            ServingSpec(
+                name="chat-70b",
+                team="product",
+                tenant="acme",
+                sku="h100_80gb",
+                gpus_per_replica=4,
+                target_rps_per_replica=6.0,
+                base_rps=48.0 * k,
+                growth_per_quarter=doubling,
+                daily_amplitude=0.18,
+                weekly_amplitude=0.10,
+                noise_sd=0.08,
+                min_replicas=2,
+                max_replicas=max(8, int(40 * k)),
+                cold_start_s=210,
+            ),
+            ServingSpec(
+                name="embed-small",
+                team="search",
+                tenant="globex",
+                sku="l40s",
+                gpus_per_replica=1,
+                target_rps_per_replica=40.0,
+                base_rps=400.0 * k,
+                growth_per_quarter=doubling,
+                daily_amplitude=0.18,
+                weekly_amplitude=0.10,
+                noise_sd=0.08,
+                min_replicas=2,
+                max_replicas=max(8, int(64 * k)),
+                cold_start_s=60,
+            ),
+            ServingSpec(
+                name="rerank-small",
+                team="search",
+                tenant="globex",
+                sku="l40s",
+                gpus_per_replica=1,
+                target_rps_per_replica=25.0,
+                base_rps=150.0 * k,
+                growth_per_quarter=doubling,
+                daily_amplitude=0.18,
+                weekly_amplitude=0.10,
+                noise_sd=0.08,
+                min_replicas=2,
+                max_replicas=max(8, int(48 * k)),
+                cold_start_s=60,
+            ),
+        ],
+        experiments=[
+            ExperimentSpec(
+                sku="h100_80gb",
+                jobs_per_day=jobs_per_day if jobs_per_day is not None else 150.0 * k,
+                teams={"research": 0.5, "foundation": 0.3, "applied": 0.2},
+                size_gpus={1: 0.45, 2: 0.12, 4: 0.13, 8: 0.20, 16: 0.05, 32: 0.04, 64: 0.01},
+                duration_median_h=1.0,
+                duration_sigma=1.8,
+                duration_max_h=24 * 7,
+                checkpointable_share=0.6,
+                checkpoint_interval_s=3600,
+            )
+        ],
+        planned_runs=[
+            PlannedRun(
+                name="pretrain-a",
+                team="foundation",
+                sku="h100_80gb",
+                gpus=n8(128),
+                start_day=min(25.0, days * 0.14),
+                duration_days=21,
+            ),
+            PlannedRun(
+                name="pretrain-b",
+                team="foundation",
+                sku="h100_80gb",
+                gpus=n8(256),
+                start_day=min(75.0, days * 0.42),
+                duration_days=14,
+                probability=0.7,
+            ),
+            PlannedRun(
+                name="pretrain-c",
+                team="foundation",
+                sku="h100_80gb",
+                gpus=n8(192),
+                start_day=min(130.0, days * 0.72),
+                duration_days=20,
+                probability=0.8,
+            ),
+        ],
+        failures=FailureSpec(node_mtbf_days=250, repair_h=4),
+        control=ControlSpec(),
+        # one training cohort: research and applied borrow what foundation lends between its runs; foundation's
+        # nominal holds its largest run. Ceilings that bind when everyone is busy.
+        quotas=[
+            QuotaSpec(team="research", sku="h100_80gb", cohort="training", nominal_gpus=max(n8(96), 64)),
+            QuotaSpec(
+                team="foundation",
+                sku="h100_80gb",
+                cohort="training",
+                nominal_gpus=max(n8(256), 64),
+                lending_limit_gpus=n8(128),
+            ),
+            QuotaSpec(team="applied", sku="h100_80gb", cohort="training", nominal_gpus=max(n8(64), 64)),
+        ],
+    )
+
+
+BUILTIN_SCENARIOS = {"default": default_scenario, "steady": steady_scenario}
+
+
+def resolve_scenario(name: str) -> Scenario:
+    """A built-in scenario by name (``default``, ``steady``) or a scenario YAML file by path; a bad file raises
+    a ValidationError naming the field and line."""
+    if name in BUILTIN_SCENARIOS:
+        return BUILTIN_SCENARIOS[name]()
+    from pathlib import Path
+
+    from gpufleet.sim.scenario import load_scenario
+
+    if not Path(name).exists():
+        raise ValidationError(
+            "--scenario", f"{name!r} is neither a built-in scenario ({', '.join(BUILTIN_SCENARIOS)}) nor a file"
+        )
+    return load_scenario(name)

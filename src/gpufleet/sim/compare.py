@@ -6,8 +6,13 @@ from collections.abc import Callable
 from typing import Any
 
 from gpufleet.control.loop import ControlLoop
-from gpufleet.sim.run import simulate
+from gpufleet.domain.errors import ValidationError
+from gpufleet.sim.bound import hindsight_bound
+from gpufleet.sim.run import LOOPS, simulate
 from gpufleet.sim.scenario import Scenario
+
+SCHEMA = "gpufleet.comparison/1"
+PRIMARY = "gpufleet"
 
 KEY_FIGURES: tuple[str, ...] = (
     "total_cost_usd",
@@ -60,3 +65,54 @@ def versus(main: dict[str, Any], base: dict[str, Any]) -> dict[str, Any]:
         "p95_queue_wait_delta_s": round(main["p95_queue_wait_s"] - base["p95_queue_wait_s"], 1),
         "node_launches_ratio": ratio(main["node_launches"], base["node_launches"]),
     }
+
+
+def run_loops(
+    sc: Scenario,
+    seed: int | None = None,
+    names: list[str] | None = None,
+    *,
+    bound: bool = True,
+    progress: Callable[[str, float], None] | None = None,
+) -> dict[str, Any]:
+    """Every loop of ``LOOPS`` (or ``names``) on the same world, the hindsight bound of its realized demand, and
+    each loop's cost ratios: the comparison document (schema ``gpufleet.comparison/1``, docs/scenario.md)."""
+    seed_ = sc.seed if seed is None else seed
+    chosen = list(LOOPS) if names is None else names
+    for n in chosen:
+        if n not in LOOPS:
+            raise ValidationError("loop", f"unknown loop {n!r}; choose from {list(LOOPS)}")
+    loops: dict[str, dict[str, Any]] = {}
+    world = None
+    for name in chosen:
+        cb = (lambda x, n=name: progress(n, x)) if progress is not None else None
+        world, loops[name] = simulate(sc, seed=seed_, loop=LOOPS[name](sc, seed_), progress=cb)
+    bound_doc = hindsight_bound(world) if bound and world is not None else None
+    return comparison_document(sc, seed_, loops, bound_doc)
+
+
+def comparison_document(
+    sc: Scenario, seed: int, loops: dict[str, dict[str, Any]], bound: dict[str, Any] | None = None
+) -> dict[str, Any]:
+    """The comparison document from each loop's summary (same world, same seed) and the bound, if any."""
+
+    def ratio(a: float, b: float | None) -> float | None:
+        return round(a / b, 4) if b else None
+
+    bound_usd = float(bound["total_cost_usd"]) if bound is not None else None
+    base = loops.get("baseline", {}).get("total_cost_usd")
+    common = loops.get("common_practice", {}).get("total_cost_usd")
+    doc: dict[str, Any] = {"schema": SCHEMA, "scenario": sc.name, "seed": seed, "days": sc.days}
+    doc["primary"] = PRIMARY if PRIMARY in loops else next(iter(loops))
+    doc["loops"] = loops
+    if bound is not None:
+        doc["hindsight_bound"] = bound
+    doc["ratios"] = {
+        n: {
+            "to_bound": ratio(r["total_cost_usd"], bound_usd),
+            "to_baseline": ratio(r["total_cost_usd"], base),
+            "to_common_practice": ratio(r["total_cost_usd"], common),
+        }
+        for n, r in loops.items()
+    }
+    return doc

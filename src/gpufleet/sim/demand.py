@@ -22,7 +22,8 @@ F64 = npt.NDArray[np.float64]
 
 @dataclass(frozen=True, slots=True)
 class JobBatch:
-    """Training jobs sorted by arrival. ``ckpt_s`` is 0 for jobs that do not checkpoint."""
+    """Training jobs sorted by arrival. ``ckpt_s`` is 0 for jobs that do not checkpoint; ``sku`` is each job's
+    SKU (a team may run experiment streams on several SKUs)."""
 
     arrival_s: I64
     gpus: I64
@@ -31,6 +32,7 @@ class JobBatch:
     team: list[str]
     group: list[str]
     priority: I64
+    sku: list[str]
 
 
 def serving_rps(spec: ServingSpec, t_s: F64 | I64, rng: np.random.Generator) -> F64:
@@ -73,7 +75,7 @@ def experiments(spec: ExperimentSpec, days: int, rng: np.random.Generator) -> Jo
     group = [f"experiments/{t}" for t in team]
     # bigger experiments are more often normal priority, 1-GPU tinkering is low priority
     prio = np.where(gpus >= 8, 1, 0).astype(np.int64)
-    return JobBatch(arrival, gpus, work, ckpt, team, group, prio)
+    return JobBatch(arrival, gpus, work, ckpt, team, group, prio, [spec.sku] * n)
 
 
 def planned(runs: list[PlannedRun], rng: np.random.Generator) -> JobBatch:
@@ -87,6 +89,7 @@ def planned(runs: list[PlannedRun], rng: np.random.Generator) -> JobBatch:
         [r.team for r in keep],
         [f"planned/{r.name}" for r in keep],
         np.full(len(keep), 2, dtype=np.int64),
+        [r.sku for r in keep],
     )
 
 
@@ -99,6 +102,7 @@ def merge(batches: list[JobBatch]) -> JobBatch:
 
     team = [t for b in batches for t in b.team]
     group = [g for b in batches for g in b.group]
+    sku = [k for b in batches for k in b.sku]
     idx = order.tolist()
     return JobBatch(
         arrival[order],
@@ -108,4 +112,5 @@ def merge(batches: list[JobBatch]) -> JobBatch:
         [team[i] for i in idx],
         [group[i] for i in idx],
         cat([b.priority for b in batches]),
+        [sku[i] for i in idx],
     )

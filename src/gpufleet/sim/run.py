@@ -8,9 +8,12 @@ from typing import Any
 import numpy as np
 
 from gpufleet.control.loop import ControlLoop
+from gpufleet.control.procurement import TierLimits
+from gpufleet.control.serving_headroom import SpareReplicas
 from gpufleet.domain.money import usd_float
 from gpufleet.domain.pools import TIER_ORDER, Tier
 from gpufleet.domain.reservations import ReservationStatus
+from gpufleet.domain.workloads import ServingScaling
 from gpufleet.sim.kinds import PARKED
 from gpufleet.sim.scenario import Scenario
 from gpufleet.sim.world import World
@@ -48,12 +51,26 @@ def gpufleet_loop(sc: Scenario, seed: int) -> ControlLoop:
         sc.control.control_period_s,
         scheduler_policy=sc.control.scheduler_policy,
         preemption=sc.control.preemption,
+        tier_limits={p.sku: TierLimits(p.spot_capacity_gpus, p.secondary_capacity_gpus) for p in sc.pools},
     )
     loop.preempt_grace_s = sc.control.preempt_grace_s
+    if isinstance(loop.autoscaler, SpareReplicas):  # the fleets' replica sizes, keyed as the world keys them
+        loop.autoscaler.gpus_per_replica = {
+            ServingScaling(
+                s.min_replicas, s.max_replicas, s.target_rps_per_replica, s.cold_start_s, s.scale_down_delay_s
+            ): (s.gpus_per_replica)
+            for s in sc.serving
+        }
     return loop
 
 
-LOOPS = {"gpufleet": gpufleet_loop, "baseline": baseline_loop}
+def common_practice_loop(sc: Scenario, seed: int) -> ControlLoop:
+    """What teams do today (control/common_practice.py): quarterly peak reservations, static peak-sized
+    replicas, best-fit placement, Cluster-Autoscaler scale-down after the idle timeout."""
+    return ControlLoop.common_practice(seed, sc.control.idle_node_timeout_s, sc.control.control_period_s)
+
+
+LOOPS = {"gpufleet": gpufleet_loop, "common_practice": common_practice_loop, "baseline": baseline_loop}
 
 
 def _r(x: float, nd: int = 4) -> float:

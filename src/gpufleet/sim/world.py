@@ -195,13 +195,8 @@ class World(ReservationDesk, ServingMixin, FreeingMixin, NodeLifecycleMixin, Mov
             self.pool_specs[self.sku_ids.index(spec.sku)] = spec
 
     def _job_skus(self, jobs: demand.JobBatch) -> list[int]:
-        by_group: dict[str, int] = {}
-        for e in self.sc.experiments:
-            for t in e.teams:
-                by_group[f"experiments/{t}"] = self.sku_ids.index(e.sku)
-        for r in self.sc.planned_runs:
-            by_group[f"planned/{r.name}"] = self.sku_ids.index(r.sku)
-        return [by_group[g] for g in jobs.group]
+        index = {k: i for i, k in enumerate(self.sku_ids)}
+        return [index[k] for k in jobs.sku]
 
     # ------------------------------------------------------------------ main loop
     def run(self, progress: Callable[[float], None] | None = None, until_s: int | None = None) -> None:

@@ -1,0 +1,117 @@
+"""What teams do today, as decision stages of the control loop (the ``common_practice`` loop).
+
+- :class:`QuarterlyPeakProcurer`: a quarterly capacity review that reserves for the forecast peak. At the
+  first procurement epoch with a week of history, and then once per reservation term (a quarter when terms
+  are three months), it takes the 95th percentile of the last four weeks of hourly demand, scales it by the
+  growth seen over those weeks (last week's mean over the first week's, extrapolated to the middle of the
+  term the new commitment would cover, clipped to 0.8..1.3), and commits whole nodes up to that level. This is
+  the spreadsheet plan a FinOps team makes each quarter: size the commitment for the busy hours, with growth.
+- :class:`PeakSizedReplicas`: serving replicas sized for the peak and left alone. Once a week the count is set
+  to the week's peak request rate times a 20% headroom over what one replica sustains at the SLO; between
+  reviews it only grows, when traffic eats into the headroom (the on-call engineer's bump).
+
+Both are pure decision code: observations in, a decision with its reason out; time is passed in.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import deque
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from gpufleet.domain.reservations import term_seconds
+from gpufleet.domain.workloads import ServingScaling
+from gpufleet.ports import ProcurementContext, ReservationProposal
+
+HOUR_S = 3600
+DAY_S = 86400
+
+
+@dataclass(slots=True)
+class QuarterlyPeakProcurer:
+    """Reserve for the forecast peak once per term (see the module docstring)."""
+
+    percentile: float = 95.0
+    lookback_h: int = 28 * 24
+    min_history_h: int = 7 * 24
+    growth_clip: tuple[float, float] = (0.8, 1.3)
+    _last_review_s: dict[str, int] = field(default_factory=dict)
+
+    def propose(self, ctx: ProcurementContext) -> list[ReservationProposal]:
+        hist = np.asarray(ctx.demand_history_gpus, dtype=np.float64)
+        hist = hist[np.isfinite(hist)]
+        if len(hist) < self.min_history_h:
+            return []
+        term_s = term_seconds(ctx.pool.term_months or 12)
+        last = self._last_review_s.get(ctx.sku_id)
+        # a review every term, a day's slack for the weekly procurement grid
+        if last is not None and ctx.now_s - last < term_s - DAY_S:
+            return []
+        self._last_review_s[ctx.sku_id] = ctx.now_s
+        recent = hist[-self.lookback_h :]
+        peak = float(np.percentile(recent, self.percentile))
+        week = 7 * 24
+        growth = 1.0
+        if len(recent) >= 2 * week and float(recent[:week].mean()) > 0:
+            span_h = len(recent) - week  # from the middle of the first week to the middle of the last
+            per_h = (float(recent[-week:].mean()) / float(recent[:week].mean())) ** (1.0 / span_h)
+            ahead_h = (ctx.pool.lead_time_s + term_s / 2) / HOUR_S + week / 2
+            growth = min(max(per_h**ahead_h, self.growth_clip[0]), self.growth_clip[1])
+        target = peak * growth
+        nodes = math.ceil((target - ctx.committed_gpus_at_lead) / ctx.gpus_per_node - 1e-9)
+        if nodes <= 0:
+            return []
+        return [
+            ReservationProposal(
+                sku_id=ctx.sku_id,
+                pool_id=ctx.pool.id,
+                units=nodes * ctx.gpus_per_node,
+                start_s=ctx.now_s + ctx.pool.lead_time_s,
+                term_months=ctx.pool.term_months or 12,
+                reason=(
+                    f"quarterly_peak: p{self.percentile:g} of 28 days {peak:.0f} GPUs x growth {growth:.2f} = "
+                    f"{target:.0f}, committed {ctx.committed_gpus_at_lead}"
+                ),
+            )
+        ]
+
+
+@dataclass(slots=True)
+class _FleetPlan:
+    replicas: int = 0
+    next_review_s: int = 0
+    window: deque[float] = field(default_factory=deque)
+
+
+@dataclass(slots=True)
+class PeakSizedReplicas:
+    """Static replicas sized for the week's peak, reviewed weekly; bumped up (never down) between reviews."""
+
+    period_s: int
+    headroom: float = 1.2
+    review_s: int = 7 * DAY_S
+    _plans: dict[ServingScaling, _FleetPlan] = field(default_factory=dict)
+
+    def desired(
+        self, *, current: int, observed_rps: float, scaling: ServingScaling, now_s: int, last_scale_down_s: int
+    ) -> tuple[int, str]:
+        plan = self._plans.setdefault(scaling, _FleetPlan())
+        plan.window.append(observed_rps)
+        while len(plan.window) > max(1, self.review_s // self.period_s):
+            plan.window.popleft()
+
+        def size(rps: float) -> int:
+            want = math.ceil(rps * self.headroom / scaling.target_rps_per_replica - 1e-9)
+            return max(scaling.min_replicas, min(scaling.max_replicas, want))
+
+        reason = "static_peak_size"
+        if now_s >= plan.next_review_s:
+            plan.replicas = size(max(plan.window))
+            plan.next_review_s = now_s + self.review_s
+            reason = "weekly_peak_review"
+        elif size(observed_rps) > plan.replicas:  # traffic ate the headroom: the on-call bump
+            plan.replicas = size(observed_rps)
+            reason = "bumped_over_peak"
+        return plan.replicas, reason
