@@ -345,6 +345,6 @@ def resolve_scenario(name: str) -> Scenario:
 
     if not Path(name).exists():
         raise ValidationError(
-            "--scenario", f"{name!r} is neither a built-in scenario ({', '.join(BUILTIN_SCENARIOS)}) nor a file"
+            "--scenario", f"{name!r} does not exist (nor is it a built-in scenario: {', '.join(BUILTIN_SCENARIOS)})"
         )
     return load_scenario(name)
