@@ -73,6 +73,7 @@ class Fleet:
     n_lives: list[int] = field(default_factory=list)  # times the node came alive (up or repaired)
     n_change: list[int] = field(default_factory=list)  # bumped whenever the node's pods change (cache key)
     n_rack: list[int] = field(default_factory=list)  # topology: racks of NODES_PER_RACK nodes in launch order
+    changed: set[int] = field(default_factory=set)  # nodes whose pods changed since a reader last cleared it
     index: FreeGpuIndex = field(init=False)
 
     def __post_init__(self) -> None:
@@ -178,6 +179,7 @@ class Fleet:
         self.index.move(node, pr.sku_idx, pr.tier_rank, free, free - gpus)
         self.n_pods[node].append(pod)
         self.n_change[node] += 1
+        self.changed.add(node)
 
     def release(self, node: int, pod: int, gpus: int, now_s: int) -> None:
         pr = self.pools[self.n_pool[node]]
@@ -189,5 +191,6 @@ class Fleet:
             self.index.move(node, pr.sku_idx, pr.tier_rank, free, free + gpus)
         self.n_pods[node].remove(pod)
         self.n_change[node] += 1
+        self.changed.add(node)
         if free + gpus == self.n_total[node]:
             self.n_idle_since[node] = now_s

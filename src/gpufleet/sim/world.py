@@ -27,7 +27,7 @@ from gpufleet.sim import demand
 from gpufleet.sim.desk import ReservationDesk
 from gpufleet.sim.engine import EventQueue
 from gpufleet.sim.fleet import Fleet
-from gpufleet.sim.freeing import FreeingMixin
+from gpufleet.sim.freeing import FreeingBounds, FreeingMixin
 from gpufleet.sim.kinds import (
     ARRIVE,
     DAILY,
@@ -138,7 +138,7 @@ class World(ReservationDesk, ServingMixin, FreeingMixin, NodeLifecycleMixin, Mov
         self.inflight_gpus = [0] * n_sku  # GPUs on nodes still provisioning
         self.freeing_claims: list[dict[int, int]] = [{} for _ in range(n_sku)]  # pod -> freeing nodes it waits for
         self._eta_memo: dict[int, tuple[int, float]] = {}  # pod -> (run epoch, ETA factor), see sim/freeing.py
-        self._node_bounds: dict[int, tuple[int, int, float]] = {}  # node -> (change, window, not freeing until)
+        self._freeing_bounds: dict[tuple[int, int], FreeingBounds] = {}  # (sku, window) -> bounds, sim/freeing.py
         self._freeing_memo: dict[int, tuple[tuple[int, int, int, int, tuple[int, ...], int], list[int]]] = {}
         self.metrics = Metrics(sku_ids, [f.spec.name for f in self.fleets], sc.days)
         self.reservations: list[Reservation] = []
