@@ -117,25 +117,30 @@ class FleetScheduler:
         """Where ``ask`` runs now, or why it waits. Reads the index; changes nothing."""
         s, g, per = ask.sku, ask.gpus, ask.per_node
         if g <= per:
+            fit = ((1 << (per + 1)) - 1) >> g << g  # the classes g..per
             for t in ask.tiers:
-                cands = index.fitting_classes(s, t, g, per)
-                if cands:
-                    choice = self.classes[s].choose(g, cands)
+                bits = index.mask(s, t) & fit
+                if bits:
+                    choice = self.classes[s].choose_bits(g, bits)
                     return Bind((index.first_with_free(s, t, choice.free_gpus),), choice.reason)
             return WAIT_NO_FIT
         need = g // per
         counts = [index.free_nodes(s, t, per) for t in ask.tiers]
         if sum(counts) < need:
             return WAIT_GANG_NO_FIT
+        tracked = index.tracks_racks(s, per)
         nodes: list[int] = []
         for t, c in zip(ask.tiers, counts, strict=True):
             take = min(c, need - len(nodes))
             if take <= 0:
                 continue
-            by_rack: dict[int, list[int]] = {}
-            for n in index.nodes_with_free(s, t, per):
-                by_rack.setdefault(rack_of[n], []).append(n)
-            got = plan_whole_nodes(by_rack, take)
+            if tracked:
+                got = plan_whole_nodes(index.whole_by_rack(s, t), take)
+            else:
+                by_rack: dict[int, list[int]] = {}
+                for n in index.nodes_with_free(s, t, per):
+                    by_rack.setdefault(rack_of[n], []).append(n)
+                got = plan_whole_nodes(by_rack, take)
             assert got is not None  # the tier holds at least ``take`` free nodes
             nodes.extend(got[0])
         racks = {rack_of[n] for n in nodes}

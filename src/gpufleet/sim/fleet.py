@@ -78,6 +78,7 @@ class Fleet:
 
     def __post_init__(self) -> None:
         self.index = FreeGpuIndex(len(self.sku_ids), len(TIER_RANK), max(self.gpus_per_node))
+        self.index.track_racks(self.n_rack, self.gpus_per_node)  # gangs read whole free nodes per rack
 
     def add_pool(self, pool: CapacityPool, capacity_gpus: int | None) -> int:
         self.pools.append(
