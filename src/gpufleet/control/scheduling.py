@@ -21,6 +21,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
 
@@ -58,10 +59,9 @@ __all__ = [
 ]
 
 
-@dataclass(frozen=True, slots=True)
-class PodAsk:
+class PodAsk(NamedTuple):
     """One pod asking to run: ``gpus`` of SKU index ``sku`` on nodes of ``per_node`` GPUs, on ``tiers`` (ranks,
-    in fallback order)."""
+    in fallback order). Immutable (a named tuple: the simulator builds one per pod, ~1.3 M a simulated year)."""
 
     pod: int
     sku: int
@@ -107,6 +107,7 @@ class FleetScheduler:
         self.preemption = preemption
         self.grace_s = grace_s
         self.classes = [ClassScheduler(policy, s, g, rng) for s, g in zip(sku_ids, gpus_per_node, strict=True)]
+        self._binds: dict[tuple[int, str], Bind] = {}  # single-node decisions are immutable: shared instances
 
     def observe(self, ask: PodAsk) -> None:
         """A pod arrived (once per pod): the policy learns the workload online."""
@@ -122,7 +123,11 @@ class FleetScheduler:
                 bits = index.mask(s, t) & fit
                 if bits:
                     choice = self.classes[s].choose_bits(g, bits)
-                    return Bind((index.first_with_free(s, t, choice.free_gpus),), choice.reason)
+                    key = (index.first_with_free(s, t, choice.free_gpus), choice.reason)
+                    got = self._binds.get(key)
+                    if got is None:
+                        got = self._binds[key] = Bind((key[0],), key[1])
+                    return got
             return WAIT_NO_FIT
         need = g // per
         counts = [index.free_nodes(s, t, per) for t in ask.tiers]

@@ -75,6 +75,7 @@ class QuotaBook:
     # derived from ``usage``: the members' summed pool use per (cohort, flavor), kept up to date by every usage
     # change made here (``admit``, ``release``), so ``check`` does not loop over the cohort
     _pool_used: dict[tuple[str, str], int] = field(default_factory=dict, repr=False)
+    _admits: dict[tuple[str, str, int, int], Admission] = field(default_factory=dict, repr=False)
 
     def add(self, q: TeamQuota) -> None:
         if q.nominal_gpus < 0 or (q.borrowing_limit_gpus or 0) < 0 or (q.lending_limit_gpus or 0) < 0:
@@ -110,15 +111,15 @@ class QuotaBook:
             got = self._pool_used[key] = sum(self.pool_use(m) for m in self.members(cohort, flavor))
         return got
 
-    def _set_usage(self, q: TeamQuota, used: int) -> None:
-        key = (q.team, q.flavor)
+    def _set_usage(self, key: tuple[str, str], used: int) -> None:
+        """The one place usage changes: keeps the cohort's summed pool use in step."""
         g = self._guaranteed[key]
         old = self.usage[key]
         self.usage[key] = used
-        ck = (q.cohort, q.flavor)
+        ck = (self.quotas[key].cohort, key[1])
         total = self._pool_used.get(ck)
         if total is not None:
-            self._pool_used[ck] = total + max(0, used - g) - max(0, old - g)
+            self._pool_used[ck] = total + (used - g if used > g else 0) - (old - g if old > g else 0)
 
     def pool_use(self, q: TeamQuota, usage: int | None = None) -> int:
         u = self.usage[(q.team, q.flavor)] if usage is None else usage
@@ -147,8 +148,13 @@ class QuotaBook:
         others_use = self.pool_used(q.cohort, flavor) - (own if own > 0 else 0)  # the other members' pool use
         pool = self.pool_gpus(q.cohort, flavor)
         if others_use + self.pool_use(q, after) <= pool:
-            reason = "within_nominal" if borrowed_after == 0 else "borrowed"
-            return Admission(team, flavor, gpus, "admit", reason, borrowed_after - self.borrowed(q))
+            newly = borrowed_after - self.borrowed(q)
+            key = (team, flavor, gpus, newly)
+            got = self._admits.get(key)  # decisions are immutable: the hot path shares equal instances
+            if got is None:
+                reason = "within_nominal" if borrowed_after == 0 else "borrowed"
+                got = self._admits[key] = Admission(team, flavor, gpus, "admit", reason, newly)
+            return got
         if borrowed_after > 0:
             return Admission(team, flavor, gpus, "reject", "cohort_exhausted")
         # within its own nominal: take lent quota back from borrowers, largest borrower first
@@ -175,15 +181,15 @@ class QuotaBook:
             raise ValidationError("decided", f"admission for {a.team}/{a.flavor}/{a.gpus}, not {team}/{flavor}/{gpus}")
         if a.decision != "reject":
             for r in a.reclaims:
-                self._set_usage(self._quota(r.team, flavor), self.usage[(r.team, flavor)] - r.gpus)
-            self._set_usage(self._quota(team, flavor), self.usage[(team, flavor)] + gpus)
+                self._set_usage((r.team, flavor), self.usage[(r.team, flavor)] - r.gpus)
+            self._set_usage((team, flavor), self.usage[(team, flavor)] + gpus)
         return a
 
     def release(self, team: str, flavor: str, gpus: int) -> None:
         key = (team, flavor)
         if gpus < 0 or self.usage.get(key, 0) < gpus:
             raise ValidationError("gpus", f"{team} releases {gpus} GPUs but uses {self.usage.get(key, 0)}")
-        self._set_usage(self._quota(team, flavor), self.usage[key] - gpus)
+        self._set_usage(key, self.usage[key] - gpus)
 
     def fair_share(self, cohort: str, flavor: str, pending: dict[str, int]) -> dict[str, int]:
         """Split the pool capacity nobody uses among ``pending`` demand (GPUs per team) by weight.

@@ -49,7 +49,7 @@ class ServingMixin:
         p_first_start: list[int]
         p_gpus: list[int]
         p_group: list[str]
-        p_nodes: list[list[int]]
+        p_nodes: list[tuple[int, ...]]
         p_prio: list[int]
         p_ready: list[bool]
         p_remaining: list[int]
@@ -105,7 +105,7 @@ class ServingMixin:
         self.p_start.append(now)
         self.p_seg.append(now)
         self.p_first_start.append(-1)
-        self.p_nodes.append([])
+        self.p_nodes.append(())
         self.p_ready.append(False)
         fr.pods.append(pod)
         self.sched.observe(self._ask(pod))

@@ -100,7 +100,7 @@ class World(ReservationDesk, ServingMixin, FreeingMixin, NodeLifecycleMixin, Mov
         self.p_start: list[int] = [0] * self.n_jobs  # start of the current run (checkpoint phase)
         self.p_seg: list[int] = [0] * self.n_jobs  # start of the current billing segment
         self.p_first_start: list[int] = [-1] * self.n_jobs
-        self.p_nodes: list[list[int]] = [[] for _ in range(self.n_jobs)]
+        self.p_nodes: list[tuple[int, ...]] = [()] * self.n_jobs  # the nodes each pod runs on (immutable)
         self.p_ready: list[bool] = [False] * self.n_jobs  # serving replicas: past their cold start
         self.p_tenant_of_team = {t: f"{t}-internal" for t in set(jobs.team)}
         self.q.add_stream(jobs.arrival_s.tolist(), ARRIVE, priority=4)
@@ -329,7 +329,7 @@ class World(ReservationDesk, ServingMixin, FreeingMixin, NodeLifecycleMixin, Mov
         pools = f.pools
         n_pool = f.n_pool
         first = n_pool[nodes[0]]
-        if all(n_pool[n] == first for n in nodes):  # the common case: one charge for the whole pod
+        if len(nodes) == 1 or all(n_pool[n] == first for n in nodes):  # the common case: one charge per pod
             pr = pools[first]
             self.ledger.charge(
                 team=team,
@@ -363,7 +363,7 @@ class World(ReservationDesk, ServingMixin, FreeingMixin, NodeLifecycleMixin, Mov
         s = self.p_sku[pod]
         for node in self.p_nodes[pod]:
             f.release(node, pod, gpn, now)
-        self.p_nodes[pod] = []
+        self.p_nodes[pod] = ()
         self.p_epoch[pod] += 1
         self._eta_memo.pop(pod, None)  # the next run draws its own ETA factor
         self.admission.release(pod)
