@@ -49,6 +49,7 @@ from gpufleet.sim.moves import DRAIN_PERIOD_S, MoveMixin
 from gpufleet.sim.nodes import NodeLifecycleMixin
 from gpufleet.sim.scenario import Scenario
 from gpufleet.sim.scheduling import BACKFILL_SCAN, SchedulingMixin
+from gpufleet.sim.queueing import PeriodQueue
 from gpufleet.sim.serving import FleetRuntime, ServingMixin
 
 
@@ -117,7 +118,8 @@ class World(ReservationDesk, ServingMixin, FreeingMixin, NodeLifecycleMixin, Mov
                 spec.scale_down_delay_s,
             )
             rps = demand.serving_rps(spec, ticks, r_serving)
-            self.fleets.append(FleetRuntime(spec, scaling, sku_ids.index(spec.sku), rps))
+            queue = PeriodQueue(spec.queue, 1.0 / spec.target_rps_per_replica, spec.slo_s)
+            self.fleets.append(FleetRuntime(spec, scaling, sku_ids.index(spec.sku), rps, queue))
 
         # --- queues and counters ---
         n_sku = len(sku_ids)
@@ -392,7 +394,7 @@ class World(ReservationDesk, ServingMixin, FreeingMixin, NodeLifecycleMixin, Mov
             fr = self.fleets[fl]
             fr.pods.remove(pod)
             if self.p_ready[pod]:
-                fr.ready -= 1
+                fr.ready_change(now, -1)
                 self.p_ready[pod] = False
             self._set_state(pod, REMOVED)
             return
@@ -446,7 +448,7 @@ class World(ReservationDesk, ServingMixin, FreeingMixin, NodeLifecycleMixin, Mov
         if self.p_epoch[pod] != epoch or self.p_state[pod] != RUNNING:
             return
         fr = self.fleets[self.p_serving[pod]]
-        fr.ready += 1
+        fr.ready_change(now, 1)
         fr.cold_starts += 1
         self.p_ready[pod] = True
 
