@@ -30,7 +30,7 @@ def batched_misses(rate: float, work: float, slo: float, duration: float, ready:
     a = np.cumsum(np.concatenate([tr.work_s, np.zeros(tail)]))
     cnt = np.cumsum(np.concatenate([tr.count, np.zeros(tail, np.int64)]))
     pool = BatchedPool(tr, a.tolist(), cnt)
-    start_step = int(round(ready_at_s / step))
+    start_step = round(ready_at_s / step)
     if start_step == 0:
         pool.advance(0, len(a), ready, deque())
     else:

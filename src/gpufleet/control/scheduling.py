@@ -140,14 +140,14 @@ class FleetScheduler:
             if take <= 0:
                 continue
             if tracked:
-                got = plan_whole_nodes(index.whole_by_rack(s, t), take)
+                plan = plan_whole_nodes(index.whole_by_rack(s, t), take)
             else:
                 by_rack: dict[int, list[int]] = {}
                 for n in index.nodes_with_free(s, t, per):
                     by_rack.setdefault(rack_of[n], []).append(n)
-                got = plan_whole_nodes(by_rack, take)
-            assert got is not None  # the tier holds at least ``take`` free nodes
-            nodes.extend(got[0])
+                plan = plan_whole_nodes(by_rack, take)
+            assert plan is not None  # the tier holds at least ``take`` free nodes
+            nodes.extend(plan[0])
         racks = {rack_of[n] for n in nodes}
         level = "rack" if len(racks) == 1 else "cluster"
         return Bind(tuple(nodes), f"gang_{level}", level)

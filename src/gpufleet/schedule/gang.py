@@ -108,9 +108,7 @@ def place_gang(table: NodeTable, gang: GangRequest) -> GangPlacement | GangInfea
     return GangInfeasible(gang.name, "no_domain_fits" if gang.require else "insufficient_capacity")
 
 
-def plan_whole_nodes(
-    free_by_domain: Mapping[int, Collection[int]], need: int
-) -> tuple[list[int], Level] | None:
+def plan_whole_nodes(free_by_domain: Mapping[int, Collection[int]], need: int) -> tuple[list[int], Level] | None:
     """``need`` fully free nodes for a gang of whole-node workers, preferring one topology domain.
 
     ``free_by_domain`` maps a domain id (e.g. a rack) to its fully free nodes in the caller's tie order (a list,

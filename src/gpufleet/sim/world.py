@@ -47,9 +47,9 @@ from gpufleet.sim.lifecycle import NodeState, pod_gate
 from gpufleet.sim.metrics import Metrics
 from gpufleet.sim.moves import DRAIN_PERIOD_S, MoveMixin
 from gpufleet.sim.nodes import NodeLifecycleMixin
+from gpufleet.sim.queueing import PeriodQueue
 from gpufleet.sim.scenario import Scenario
 from gpufleet.sim.scheduling import BACKFILL_SCAN, SchedulingMixin
-from gpufleet.sim.queueing import PeriodQueue
 from gpufleet.sim.serving import FleetRuntime, ServingMixin
 
 
