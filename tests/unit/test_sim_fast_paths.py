@@ -9,6 +9,7 @@ and the quota book's running pool use against the sum over the cohort.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import ClassVar
 
 import pytest
 
@@ -51,7 +52,7 @@ def reference_place(sched: FleetScheduler, ask: PodAsk, index: FreeGpuIndex, rac
 
 
 class CheckedWorld(World):
-    calls = {"free": 0, "place": 0, "quota": 0}
+    calls: ClassVar[dict[str, int]] = {"free": 0, "place": 0, "quota": 0}
 
     def _expected_free_times(self, s: int, now: int, within_s: int, want: int, tiers: tuple[int, ...]) -> list[int]:
         got = super()._expected_free_times(s, now, within_s, want, tiers)
