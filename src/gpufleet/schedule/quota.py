@@ -138,27 +138,38 @@ class QuotaBook:
         """Decide without recording anything."""
         if gpus <= 0:
             raise ValidationError("gpus", "must be > 0")
-        q = self._quota(team, flavor)
-        used = self.usage[(team, flavor)]
+        key = (team, flavor)
+        q = self.quotas.get(key)
+        if q is None:
+            raise ValidationError("team", f"no quota for team {team!r} on {flavor!r}")
+        used = self.usage[key]
         after = used + gpus
-        borrowed_after = max(0, after - q.nominal_gpus)
+        nominal = q.nominal_gpus
+        borrowed_after = after - nominal if after > nominal else 0
         if q.borrowing_limit_gpus is not None and borrowed_after > q.borrowing_limit_gpus:
             return Admission(team, flavor, gpus, "reject", "over_borrowing_limit")
-        own = used - self._guaranteed[(team, flavor)]
-        others_use = self.pool_used(q.cohort, flavor) - (own if own > 0 else 0)  # the other members' pool use
-        pool = self.pool_gpus(q.cohort, flavor)
-        if others_use + self.pool_use(q, after) <= pool:
-            newly = borrowed_after - self.borrowed(q)
-            key = (team, flavor, gpus, newly)
-            got = self._admits.get(key)  # decisions are immutable: the hot path shares equal instances
+        g = self._guaranteed[key]
+        cohort = (q.cohort, flavor)
+        total = self._pool_used.get(cohort)
+        if total is None:
+            total = self.pool_used(q.cohort, flavor)
+        others_use = total - (used - g if used > g else 0)  # the other members' pool use
+        pool = self._pool.get(cohort)
+        if pool is None:
+            pool = self.pool_gpus(q.cohort, flavor)
+        after_use = after - g if after > g else 0
+        if others_use + after_use <= pool:
+            newly = borrowed_after - (used - nominal if used > nominal else 0)
+            akey = (team, flavor, gpus, newly)
+            got = self._admits.get(akey)  # decisions are immutable: the hot path shares equal instances
             if got is None:
                 reason = "within_nominal" if borrowed_after == 0 else "borrowed"
-                got = self._admits[key] = Admission(team, flavor, gpus, "admit", reason, newly)
+                got = self._admits[akey] = Admission(team, flavor, gpus, "admit", reason, newly)
             return got
         if borrowed_after > 0:
             return Admission(team, flavor, gpus, "reject", "cohort_exhausted")
         # within its own nominal: take lent quota back from borrowers, largest borrower first
-        short = others_use + self.pool_use(q, after) - pool
+        short = others_use + after_use - pool
         plan: list[Reclaim] = []
         for m in sorted(self.members(q.cohort, flavor), key=lambda m: (-self.borrowed(m), m.team)):
             if short <= 0:
