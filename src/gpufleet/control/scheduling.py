@@ -200,7 +200,7 @@ class QuotaAdmission:
 
     def check(self, team: str, flavor: str, gpus: int) -> Admission:
         """The book's decision (nothing recorded)."""
-        if not self.has_quota(team, flavor):
+        if (team, flavor) not in self.book.quotas:
             return Admission(team, flavor, gpus, "admit", "no_quota")
         return self.book.check(team, flavor, gpus)
 

@@ -19,7 +19,17 @@ from typing import TYPE_CHECKING
 
 from gpufleet.control.scheduling import Bind, FleetScheduler, PodAsk, QuotaAdmission, RunningJob, victim_lost_s
 from gpufleet.domain.workloads import WorkloadKind
-from gpufleet.sim.kinds import JOB_END, PARKED, PRIO_SERVING, QUEUED, READY, RUNNING, SPOT_RANK, TIERS_NO_SPOT
+from gpufleet.sim.kinds import (
+    JOB_END,
+    PARKED,
+    PRIO_SERVING,
+    QUEUED,
+    READY,
+    RUNNING,
+    SPOT_RANK,
+    TIERS_ALL,
+    TIERS_NO_SPOT,
+)
 
 if TYPE_CHECKING:
     from gpufleet.control.scheduling import Reclaim
@@ -90,7 +100,7 @@ class SchedulingMixin:
                 s,
                 self.p_gpus[pod],
                 self.per_node[s],
-                self._tiers(pod),
+                TIERS_NO_SPOT if serving or self.p_ckpt[pod] <= 0 else TIERS_ALL,  # as World._tiers
                 PRIO_SERVING if serving else self.p_prio[pod],
                 serving,
             )

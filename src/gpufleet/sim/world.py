@@ -43,7 +43,7 @@ from gpufleet.sim.kinds import (
     TIERS_ALL,
     TIERS_NO_SPOT,
 )
-from gpufleet.sim.lifecycle import NodeState, pod_gate
+from gpufleet.sim.lifecycle import POD_NEXT, NodeState, pod_gate
 from gpufleet.sim.metrics import Metrics
 from gpufleet.sim.moves import DRAIN_PERIOD_S, MoveMixin
 from gpufleet.sim.nodes import NodeLifecycleMixin
@@ -301,8 +301,10 @@ class World(ReservationDesk, ServingMixin, FreeingMixin, NodeLifecycleMixin, Mov
 
     # ------------------------------------------------------------------ pods
     def _set_state(self, pod: int, target: int) -> None:
-        """Every pod state change goes through the gate of sim/lifecycle.py."""
-        pod_gate(pod, self.p_state[pod], target)
+        """Every pod state change goes through the gate of sim/lifecycle.py (its table, read inline here)."""
+        cur = self.p_state[pod]
+        if target not in POD_NEXT[cur]:
+            pod_gate(pod, cur, target)  # raises InvalidTransition
         self.p_state[pod] = target
         if target in (DONE, REMOVED):
             self._asks.pop(pod, None)
