@@ -24,11 +24,13 @@ from dataclasses import dataclass
 from typing import NamedTuple
 
 import numpy as np
+import numpy.typing as npt
 
 from gpufleet.domain.workloads import WorkloadKind
 from gpufleet.schedule.bestfit import FreeGpuIndex
 from gpufleet.schedule.classes import CLASS_POLICIES, ClassScheduler
 from gpufleet.schedule.consolidation import RunningPod, plan_consolidation
+from gpufleet.schedule.frag import WorkloadDistribution
 from gpufleet.schedule.gang import plan_whole_nodes
 from gpufleet.schedule.preemption import (
     NoPreemption,
@@ -39,6 +41,7 @@ from gpufleet.schedule.preemption import (
     plan_preemption,
 )
 from gpufleet.schedule.quota import Admission, QuotaBook, Reclaim, TeamQuota
+from gpufleet.schedule.scheduler import Infeasible, Placement, Scheduler, make_policy
 from gpufleet.schedule.table import MILLI, NodeSpec, NodeTable, PodRequest
 
 __all__ = [
@@ -47,7 +50,9 @@ __all__ = [
     "Drain",
     "FleetScheduler",
     "FreeGpuIndex",
+    "Infeasible",
     "NodeView",
+    "Placement",
     "PodAsk",
     "PodView",
     "QuotaAdmission",
@@ -91,7 +96,15 @@ WAIT_GANG_NO_FIT = Wait("gang_no_fit")
 
 
 class FleetScheduler:
-    """Places pods on the world's nodes with a named policy; one :class:`ClassScheduler` per SKU."""
+    """The scheduling stage's one entry point: places pods with a named policy (built by
+    :func:`gpufleet.schedule.make_policy`), on one of two views of the cluster.
+
+    - Whole-GPU fleets of uniform nodes per SKU (the simulator): :meth:`place` over the free-GPU index, one
+      :class:`ClassScheduler` per SKU (the policy scores node state classes), gangs of whole nodes by rack.
+    - A heterogeneous node table (CPU, memory, GPU models, fractional GPUs: ``gpufleet bench binpack`` and
+      ``bench sched-throughput`` replay through it): :meth:`place_request` / :meth:`release_request` over
+      ``table``, the same policy scoring every feasible node (:class:`gpufleet.schedule.Scheduler`).
+    """
 
     def __init__(
         self,
@@ -102,12 +115,55 @@ class FleetScheduler:
         *,
         preemption: bool = True,
         grace_s: int = 120,
+        table: NodeTable | None = None,
+        target: WorkloadDistribution | None = None,
+        tie_rank: npt.NDArray[np.int64] | None = None,
     ) -> None:
+        """``table``: the node table :meth:`place_request` places on (None: no table view); ``target``: the
+        workload distribution ``fgd`` needs; ``tie_rank``: a node order for ties on the table (None: the policy's)."""
         self.policy = policy
         self.preemption = preemption
         self.grace_s = grace_s
         self.classes = [ClassScheduler(policy, s, g, rng) for s, g in zip(sku_ids, gpus_per_node, strict=True)]
         self._binds: dict[tuple[int, str], Bind] = {}  # single-node decisions are immutable: shared instances
+        self._table: Scheduler | None = None
+        if table is not None:
+            pol = make_policy(policy, table, target)
+            if tie_rank is not None:
+                pol.rank = tie_rank  # type: ignore[attr-defined]
+            self._table = Scheduler(table, pol, rng)
+
+    @classmethod
+    def on_table(
+        cls,
+        policy: str,
+        table: NodeTable,
+        rng: np.random.Generator,
+        *,
+        target: WorkloadDistribution | None = None,
+        tie_rank: npt.NDArray[np.int64] | None = None,
+    ) -> FleetScheduler:
+        """A scheduler for a node table only (no whole-GPU fleet view)."""
+        return cls(policy, (), (), rng, table=table, target=target, tie_rank=tie_rank)
+
+    @property
+    def table(self) -> NodeTable:
+        if self._table is None:
+            raise ValueError("this scheduler has no node table (construct it with table=...)")
+        return self._table.table
+
+    def place_request(self, request: PodRequest) -> Placement | Infeasible:
+        """Filter the table's nodes, score them with the policy, commit the best: the placement, or why nothing
+        fits (the table unchanged)."""
+        if self._table is None:
+            raise ValueError("this scheduler has no node table (construct it with table=...)")
+        return self._table.place(request)
+
+    def release_request(self, placement: Placement) -> None:
+        """Free what :meth:`place_request` took."""
+        if self._table is None:
+            raise ValueError("this scheduler has no node table (construct it with table=...)")
+        self._table.release(placement)
 
     def observe(self, ask: PodAsk) -> None:
         """A pod arrived (once per pod): the policy learns the workload online."""
