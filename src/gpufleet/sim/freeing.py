@@ -140,6 +140,7 @@ class FreeingMixin:
         )
         n_free, n_state, n_pool, n_pods, pools = f.n_free, f.n_state, f.n_pool, f.n_pods, f.pools
         up = NodeState.UP
+        memo, epoch = self._eta_memo, self.p_epoch
         for node in st.active:
             free = n_free[node]
             if free >= want or n_state[node] != up or pools[n_pool[node]].tier_rank not in tiers:
@@ -149,7 +150,12 @@ class FreeingMixin:
                 if serving[p] >= 0 or state[p] != RUNNING:
                     break  # a serving replica reports no end
                 left = start[p] + remaining[p] - now
-                eta = now + int(left * self._eta_mult(p)) if left > 0 else now
+                if left > 0:
+                    hit = memo.get(p)
+                    mult = hit[1] if hit is not None and hit[0] == epoch[p] else self._eta_mult(p)
+                    eta = now + int(left * mult)
+                else:
+                    eta = now
                 if eta > limit:
                     break
                 ends.append((eta, min(gpus_of[p], per)))
@@ -194,13 +200,26 @@ class FreeingMixin:
         f = self.fleet
         change, n_pods = f.n_change, f.n_pods
         heap, active, cur = st.heap, st.active, st.change
+        serving, state, start, remaining = self.p_serving, self.p_state, self.p_start, self.p_remaining
+        memo, epoch = self._eta_memo, self.p_epoch
+        reach = st.within_s + 1
         for node in st.dirty:
             ch = change[node]
             cur[node] = ch
             active.pop(node, None)
-            if not n_pods[node]:
+            pods = n_pods[node]
+            if not pods:
                 continue  # an empty node frees nothing (it is changed again when a pod lands)
-            bound = self._not_freeing_until(node, st.within_s)
+            bound = -_INF  # _not_freeing_until, inlined (this loop runs for every changed node)
+            for p in pods:
+                if serving[p] >= 0 or state[p] != RUNNING:
+                    bound = _INF
+                    break
+                hit = memo.get(p)
+                mult = hit[1] if hit is not None and hit[0] == epoch[p] else self._eta_mult(p)
+                b = start[p] + remaining[p] - reach / mult  # report_beyond_until
+                if b > bound:
+                    bound = b
             if bound == _INF:
                 continue  # a serving replica (or a pod not running) on it: no end until it changes
             key = bound - 1e-3
