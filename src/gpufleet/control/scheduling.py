@@ -21,6 +21,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from itertools import islice
 from typing import NamedTuple
 
 import numpy as np
@@ -196,6 +197,10 @@ class FleetScheduler:
             if take <= 0:
                 continue
             if tracked:
+                rack = index.best_whole_rack(s, t, take)  # plan_whole_nodes' best fit, read off the index
+                if rack is not None:
+                    nodes.extend(islice(index.whole_by_rack(s, t)[rack], take))
+                    continue
                 plan = plan_whole_nodes(index.whole_by_rack(s, t), take)
             else:
                 by_rack: dict[int, list[int]] = {}

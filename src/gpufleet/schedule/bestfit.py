@@ -29,6 +29,8 @@ class FreeGpuIndex:
         self._whole: list[int] = [-1] * n_skus  # free count of a whole node per SKU (-1: racks not tracked)
         self._rack_of: Sequence[int] = ()
         self._racks: list[list[dict[int, dict[int, None]]]] = [[{} for _ in range(n_tiers)] for _ in range(n_skus)]
+        # racks by how many whole free nodes they hold: count -> racks (a set, as dict keys)
+        self._by_count: list[list[dict[int, dict[int, None]]]] = [[{} for _ in range(n_tiers)] for _ in range(n_skus)]
 
     def track_racks(self, rack_of: Sequence[int], whole: Sequence[int]) -> None:
         """Keep whole free nodes per rack: ``rack_of[node]`` (read when a node enters the whole bucket; the caller
@@ -41,17 +43,44 @@ class FreeGpuIndex:
         r = self._rack_of[node]
         got = by_rack.get(r)
         if got is None:
-            by_rack[r] = {node: None}
-        else:
-            got[node] = None
+            got = by_rack[r] = {}
+        n = len(got)
+        got[node] = None
+        self._recount(sku, tier, r, n, n + 1)
 
     def _rack_del(self, node: int, sku: int, tier: int) -> None:
         by_rack = self._racks[sku][tier]
         r = self._rack_of[node]
         got = by_rack[r]
+        n = len(got)
         del got[node]
         if not got:
             del by_rack[r]
+        self._recount(sku, tier, r, n, n - 1)
+
+    def _recount(self, sku: int, tier: int, rack: int, old: int, new: int) -> None:
+        by_count = self._by_count[sku][tier]
+        if old:
+            racks = by_count[old]
+            del racks[rack]
+            if not racks:
+                del by_count[old]
+        if new:
+            got = by_count.get(new)
+            if got is None:
+                by_count[new] = {rack: None}
+            else:
+                got[rack] = None
+
+    def best_whole_rack(self, sku: int, tier: int, need: int) -> int | None:
+        """The rack whose whole free nodes fit ``need`` with the fewest to spare, lowest rack id on ties (the best
+        fit of :func:`gpufleet.schedule.gang.plan_whole_nodes`); None if no rack holds ``need``. Needs
+        :meth:`track_racks`."""
+        by_count = self._by_count[sku][tier]
+        fits = [k for k in by_count if k >= need]
+        if not fits:
+            return None
+        return min(by_count[min(fits)])
 
     def add(self, node: int, sku: int, tier: int, free: int) -> None:
         self._b[sku][tier][free][node] = None

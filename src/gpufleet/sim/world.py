@@ -371,7 +371,7 @@ class World(ReservationDesk, ServingMixin, FreeingMixin, NodeLifecycleMixin, Mov
         self.p_epoch[pod] += 1
         self._eta_memo.pop(pod, None)  # the next run draws its own ETA factor
         self.admission.release(pod)
-        if drain:
+        if drain and self.pending_gpus[s] > 0:
             self._drain_queue(s, now)
 
     def _enqueue(self, pod: int, now: int) -> None:
