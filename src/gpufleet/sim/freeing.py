@@ -218,8 +218,7 @@ class FreeingMixin:
                 hit = memo.get(p)
                 mult = hit[1] if hit is not None and hit[0] == epoch[p] else self._eta_mult(p)
                 b = start[p] + remaining[p] - reach / mult  # report_beyond_until
-                if b > bound:
-                    bound = b
+                bound = max(bound, b)
             if bound == _INF:
                 continue  # a serving replica (or a pod not running) on it: no end until it changes
             key = bound - 1e-3
