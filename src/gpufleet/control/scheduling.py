@@ -176,8 +176,9 @@ class FleetScheduler:
         s, g, per = ask.sku, ask.gpus, ask.per_node
         if g <= per:
             fit = ((1 << (per + 1)) - 1) >> g << g  # the classes g..per
+            masks = index.masks[s]
             for t in ask.tiers:
-                bits = index.mask(s, t) & fit
+                bits = masks[t] & fit
                 if bits:
                     choice = self.classes[s].choose_bits(g, bits)
                     key = (index.first_with_free(s, t, choice.free_gpus), choice.reason)

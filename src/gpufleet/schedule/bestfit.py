@@ -26,6 +26,7 @@ class FreeGpuIndex:
             [[{} for _ in range(max_gpus_per_node + 1)] for _ in range(n_tiers)] for _ in range(n_skus)
         ]
         self._mask: list[list[int]] = [[0] * n_tiers for _ in range(n_skus)]
+        self.masks = self._mask  # read-only view for hot paths: masks[sku][tier] is mask(sku, tier)
         self._whole: list[int] = [-1] * n_skus  # free count of a whole node per SKU (-1: racks not tracked)
         self._rack_of: Sequence[int] = ()
         self._racks: list[list[dict[int, dict[int, None]]]] = [[{} for _ in range(n_tiers)] for _ in range(n_skus)]

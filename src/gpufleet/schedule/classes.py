@@ -117,7 +117,7 @@ class ClassScheduler:
     def choose_bits(self, gpus: int, bits: int) -> ClassChoice:
         """:meth:`choose` with the candidate classes as a bit set (bit ``k``: class ``k``; only bits ``>= gpus``
         set, at least one). The same answer, memoised on the bits (the hot path of the simulator)."""
-        epoch = self._epoch()
+        epoch = getattr(self.policy, "model_epoch", 0)  # as _epoch()
         if epoch != self._bits_epoch:
             self._bits_memo.clear()
             self._bits_epoch = epoch
