@@ -224,12 +224,11 @@ class World(ReservationDesk, ServingMixin, FreeingMixin, NodeLifecycleMixin, Mov
         horizon = self.horizon_s
         stop = horizon if until_s is None else min(until_s, horizon)
         next_report = q.now_s + DAY_S
+        pop = q.pop_until
         while True:
-            t = q.peek_time()
-            if t is None or t > stop:
+            ev = pop(stop)
+            if ev is None:
                 break
-            ev = q.pop()
-            assert ev is not None
             handlers[ev[3]](ev[0], ev[4], ev[5])
             if progress is not None and ev[0] >= next_report:
                 progress(ev[0] / horizon)
