@@ -169,7 +169,8 @@ class FleetScheduler:
     def observe(self, ask: PodAsk) -> None:
         """A pod arrived (once per pod): the policy learns the workload online."""
         if ask.gpus < ask.per_node:
-            self.classes[ask.sku].observe(ask.gpus)
+            cls = self.classes[ask.sku]
+            cls.policy.observe(cls.request(ask.gpus))  # ClassScheduler.observe, one call less per arrival
 
     def place(self, ask: PodAsk, index: FreeGpuIndex, rack_of: Sequence[int]) -> Bind | Wait:
         """Where ``ask`` runs now, or why it waits. Reads the index; changes nothing."""
