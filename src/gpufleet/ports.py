@@ -152,9 +152,43 @@ class Placer(Protocol):
     def choose(self, request: PlacementRequest, pools: Sequence[PoolState]) -> Allocation: ...
 
 
+@dataclass(frozen=True, slots=True)
+class ServingObservation:
+    """What a serving world measured over the last control period of ``period_s`` (a gateway's counters and the
+    deployment's status), for replica policies that read more than the request rate.
+
+    ``ready`` / ``starting``: replicas serving now / still in their cold start. ``concurrency``: mean requests in
+    flight (queued + in service); ``queue_depth``: requests waiting now; ``load_replicas``: replicas the arrivals
+    would keep 100% busy; ``slo_misses``: requests whose queue wait passed ``slo_s`` during the period;
+    ``max_concurrency``: the most requests one replica serves at once (1: one request per replica; None: a
+    batching replica); ``peak_concurrency``: the most requests in flight at any instant (None: not measured).
+    """
+
+    ready: int
+    starting: int
+    period_s: float
+    concurrency: float
+    queue_depth: int
+    load_replicas: float
+    slo_s: float
+    slo_misses: float
+    max_concurrency: int | None = None
+    peak_concurrency: float | None = None
+
+
 class ReplicaAutoscaler(Protocol):
+    """Replica count of one serving deployment. ``observed``: the queue the world measured (None when the world
+    measures only the request rate); a policy that does not read it ignores it."""
+
     def desired(
-        self, *, current: int, observed_rps: float, scaling: ServingScaling, now_s: int, last_scale_down_s: int
+        self,
+        *,
+        current: int,
+        observed_rps: float,
+        scaling: ServingScaling,
+        now_s: int,
+        last_scale_down_s: int,
+        observed: ServingObservation | None = None,
     ) -> tuple[int, str]: ...
 
 

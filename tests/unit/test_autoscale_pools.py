@@ -1,4 +1,5 @@
-"""The bench's two service models: the exclusive pool against a plain FCFS reference, and its signals."""
+"""The two service models of sim/queueing.py (the bench and the simulator): the exclusive pool against a plain
+FCFS reference, and its signals."""
 
 from __future__ import annotations
 
@@ -13,10 +14,10 @@ from hypothesis import strategies as st
 
 from gpufleet.autoscale.baselines import StaticPolicy
 from gpufleet.autoscale.signals import ReplicaDecision, ReplicaSignals
-from gpufleet.bench.autoscale_pools import BatchedPool, ExclusivePool
 from gpufleet.bench.autoscale_sim import simulate
 from gpufleet.bench.autoscale_traces import ArrivalTrace, request_trace
 from gpufleet.domain.errors import ValidationError
+from gpufleet.sim.queueing import BatchedPool, ExclusivePool
 
 F64 = npt.NDArray[np.float64]
 

@@ -1,7 +1,8 @@
 """gpufleet's autoscalers behind the control loop's ports, so the simulator runs the same decision code.
 
 - :class:`PredictiveReplicas` drives one :class:`PredictiveReplicaAutoscaler` per serving fleet through the
-  ``ReplicaAutoscaler`` port (the world observes rps once per control period).
+  ``ReplicaAutoscaler`` port (the world observes once per control period: the request rate and, when it
+  measures its queue, a :class:`~gpufleet.ports.ServingObservation`, as ``gpufleet bench autoscale`` does).
 - :class:`PayoffAwareScaleDown` runs :class:`ClusterAutoscaler`'s scale-down rules (minimum billing, forecast
   need before a relaunch pays off, disruption budget) through the ``NodeScaler`` port. The world offers only idle
   launched nodes; the rest of the SKU's schedulable capacity enters as one node that may not be disrupted, so the
@@ -28,7 +29,7 @@ from gpufleet.autoscale.replica import PredictiveReplicaAutoscaler, ReplicaAutos
 from gpufleet.autoscale.signals import ReplicaSignals
 from gpufleet.domain.pools import Tier
 from gpufleet.domain.workloads import ServingScaling
-from gpufleet.ports import MoveContext, ScaleDownContext
+from gpufleet.ports import MoveContext, ScaleDownContext, ServingObservation
 
 HOUR_S = 3600
 
@@ -37,11 +38,16 @@ class PredictiveReplicas:
     def __init__(self, period_s: int, target_utilization: float = 0.8) -> None:
         self.period_s = period_s
         self.target_utilization = target_utilization
-        self._by_fleet: dict[ServingScaling, PredictiveReplicaAutoscaler] = {}
+        self._by_fleet: dict[tuple[ServingScaling, float | None, int | None], PredictiveReplicaAutoscaler] = {}
 
-    def _policy(self, scaling: ServingScaling) -> PredictiveReplicaAutoscaler:
-        p = self._by_fleet.get(scaling)
+    def _policy(
+        self, scaling: ServingScaling, slo_s: float | None = None, max_concurrency: int | None = None
+    ) -> PredictiveReplicaAutoscaler:
+        key = (scaling, slo_s, max_concurrency)
+        p = self._by_fleet.get(key)
         if p is None:
+            # with a measured queue (``slo_s`` set) the burst floor, the SLO error budget and, for one request per
+            # replica (``max_concurrency``), Erlang C staffing run as in ``gpufleet bench autoscale``
             cfg = ReplicaAutoscalerConfig(
                 min_replicas=scaling.min_replicas,
                 max_replicas=scaling.max_replicas,
@@ -49,6 +55,9 @@ class PredictiveReplicas:
                 cold_start_s=float(scaling.cold_start_s),
                 period_s=float(self.period_s),
                 scale_down_stabilization_s=float(max(scaling.scale_down_delay_s, self.period_s)),
+                slo_s=slo_s,
+                max_concurrency=max_concurrency,
+                react_periods=1,  # a load that lasted a whole control period (minutes) is not a passing spike
             )
             # the simulator observes once per control period: the forecaster's buckets and windows follow it
             period = float(self.period_s)
@@ -63,23 +72,46 @@ class PredictiveReplicas:
                 refresh_buckets=24,  # every 6 h: residual quantiles over a week move slowly
                 loss_halflife_buckets=96.0,
             )
-            p = self._by_fleet[scaling] = PredictiveReplicaAutoscaler(cfg, fc)
+            p = self._by_fleet[key] = PredictiveReplicaAutoscaler(cfg, fc)
         return p
 
     def desired(
-        self, *, current: int, observed_rps: float, scaling: ServingScaling, now_s: int, last_scale_down_s: int
+        self,
+        *,
+        current: int,
+        observed_rps: float,
+        scaling: ServingScaling,
+        now_s: int,
+        last_scale_down_s: int,
+        observed: ServingObservation | None = None,
     ) -> tuple[int, str]:
+        if observed is None:
+            signals = ReplicaSignals(
+                now_s=float(now_s),
+                ready=current,
+                starting=0,
+                period_s=float(self.period_s),
+                arrival_rps=observed_rps,
+                concurrency=0.0,
+                queue_depth=0,
+                load_replicas=observed_rps / scaling.target_rps_per_replica,
+            )
+            d = self._policy(scaling).decide(signals)
+            return d.desired, d.reason
+        o = observed
         signals = ReplicaSignals(
             now_s=float(now_s),
-            ready=current,
-            starting=0,
-            period_s=float(self.period_s),
+            ready=o.ready,
+            starting=o.starting,
+            period_s=o.period_s,
             arrival_rps=observed_rps,
-            concurrency=0.0,
-            queue_depth=0,
-            load_replicas=observed_rps / scaling.target_rps_per_replica,
+            concurrency=o.concurrency,
+            queue_depth=o.queue_depth,
+            load_replicas=o.load_replicas,
+            peak_concurrency=o.peak_concurrency,
+            slo_misses=o.slo_misses,
         )
-        d = self._policy(scaling).decide(signals)
+        d = self._policy(scaling, o.slo_s, o.max_concurrency).decide(signals)
         return d.desired, d.reason
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 
 from gpufleet.domain.workloads import ServingScaling
+from gpufleet.ports import ServingObservation
 
 
 class TargetTracking:
@@ -17,8 +18,16 @@ class TargetTracking:
         self.target_utilization = target_utilization
 
     def desired(
-        self, *, current: int, observed_rps: float, scaling: ServingScaling, now_s: int, last_scale_down_s: int
+        self,
+        *,
+        current: int,
+        observed_rps: float,
+        scaling: ServingScaling,
+        now_s: int,
+        last_scale_down_s: int,
+        observed: ServingObservation | None = None,
     ) -> tuple[int, str]:
+        del observed  # the HPA shape reads the request rate only
         per_replica = scaling.target_rps_per_replica * self.target_utilization
         want = math.ceil(observed_rps / per_replica) if observed_rps > 0 else 0
         want = max(scaling.min_replicas, min(scaling.max_replicas, want))

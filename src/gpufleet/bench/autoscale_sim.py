@@ -3,7 +3,7 @@
 Model (docs/autoscale.md): the pool serves work (replica-seconds, from the token-throughput model or a
 measured service time) first come first served, either continuous-batching style (``queue="batched"``, a
 fluid server: a request starts as soon as the pool has finished the work queued ahead of it) or one request
-per replica (``queue="exclusive"``); bench/autoscale_pools.py holds both. A replica launched at ``t`` serves
+per replica (``queue="exclusive"``); sim/queueing.py holds both (the simulator's serving world uses the same module). A replica launched at ``t`` serves
 from ``t + cold_start_s``; it is billed from launch.
 Requests that arrive while nothing is ready are held in the queue (the request-holding path) and served in
 order once a replica is ready. The trace is followed by a tail of ``cold_start_s + 60`` s with no arrivals so
@@ -15,18 +15,17 @@ from __future__ import annotations
 import math
 from collections import deque
 from dataclasses import dataclass, field
-from typing import Literal
 
 import numpy as np
 import numpy.typing as npt
 
 from gpufleet.autoscale.signals import ReplicaPolicy, ReplicaSignals
-from gpufleet.bench.autoscale_pools import START_EPS_S, BatchedPool, ExclusivePool, Pool
 from gpufleet.bench.autoscale_traces import ArrivalTrace
+from gpufleet.sim.queueing import QUEUE_MODELS as QUEUES
+from gpufleet.sim.queueing import START_EPS_S, BatchedPool, ExclusivePool, Pool
+from gpufleet.sim.queueing import QueueModel as Queue
 
 F64 = npt.NDArray[np.float64]
-Queue = Literal["batched", "exclusive"]
-QUEUES: tuple[Queue, ...] = ("batched", "exclusive")
 __all__ = ["PEAK_WINDOWS_S", "QUEUES", "START_EPS_S", "Queue", "SimResult", "simulate"]
 PEAK_WINDOWS_S = (1.0, 2.0, 3.0, 4.0)  # the windows of ``ReplicaSignals.peak_work`` (those shorter than a period)
 

@@ -4,7 +4,8 @@ Protocol (FGD artifact, ``TunePodsByNodeTotalResource`` with ratio 1.3 and ``--s
 pods sorted by name and shuffled with the seed; then pods drawn uniformly WITH replacement from the
 trace are appended until the total GPU request would pass 1.3 x cluster GPU capacity; pods are placed
 one at a time and never leave; a pod that fits nowhere fails and is skipped. The metric is
-``100 - allocation %`` at the moment the arrived GPU request reaches 100 % of capacity.
+``100 - allocation %`` at the moment the arrived GPU request reaches 100 % of capacity. Pods are placed through
+the control loop's scheduling stage (:class:`gpufleet.control.scheduling.FleetScheduler`, its node-table view).
 """
 
 from __future__ import annotations
@@ -21,9 +22,9 @@ from pathlib import Path
 import numpy as np
 
 from gpufleet.adapters.inputs import read_input_text
+from gpufleet.control.scheduling import FleetScheduler, Placement
 from gpufleet.domain.errors import ValidationError
 from gpufleet.schedule.frag import fgd_typical_pods
-from gpufleet.schedule.scheduler import Placement, Scheduler, make_policy
 from gpufleet.schedule.table import NodeSpec, NodeTable, PodRequest
 
 TUNE_RATIO = 1.3
@@ -136,16 +137,14 @@ def run_once(
     rng = np.random.default_rng(seed)
     seq = arrivals(pods, table.gpu_capacity_milli, rng)
     target = fgd_typical_pods(pods) if policy == "fgd" else None
-    pol = make_policy(policy, table, target)
-    if TIE_RANK:
-        pol.rank = rng.permutation(table.n_nodes)  # type: ignore[attr-defined]
-    sched = Scheduler(table, pol, rng)
+    rank = rng.permutation(table.n_nodes) if TIE_RANK else None
+    sched = FleetScheduler.on_table(policy, table, rng, target=target, tie_rank=rank)  # the loop's scheduling stage
     cap = table.gpu_capacity_milli
     arrived = allocated = failed = 0
     at_100: float | None = None
     for req in seq:
         arrived += req.total_gpu_milli
-        if isinstance(sched.place(req), Placement):
+        if isinstance(sched.place_request(req), Placement):
             allocated += req.total_gpu_milli
         else:
             failed += 1

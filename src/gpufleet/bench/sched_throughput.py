@@ -4,7 +4,8 @@ Cluster: ``n_nodes`` 8-GPU nodes of mixed SKUs (the built-in catalog's 8-GPU SKU
 node from the SKU), 16 nodes per NVLink domain and 32 per rack. Workload: a seeded mix of fractional,
 1/2/4/8-GPU and CPU-only pods, a fifth of them pinned to one or two SKUs. Pods churn: when the cluster is
 above ``target_util`` a random running pod leaves, so the scheduler works on a busy, fragmented cluster
-the whole time. Only ``Scheduler.place`` is timed (filter + score + commit), twice: wall-clock, and the
+the whole time. Decisions go through the loop's scheduling stage (``FleetScheduler.place_request``, its
+node-table view). Only the placement call is timed (filter + score + commit), twice: wall-clock, and the
 process's CPU time (``time.process_time_ns``), which excludes time the OS gave to other processes -- on a
 shared machine the wall-clock tail mostly measures the neighbours, not the scheduler.
 """
@@ -17,8 +18,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from gpufleet.control.scheduling import FleetScheduler, Placement
 from gpufleet.domain.skus import BUILTIN_SKUS
-from gpufleet.schedule.scheduler import Placement, Scheduler, make_policy
 from gpufleet.schedule.table import NodeSpec, NodeTable, PodRequest
 
 _SHARES = (100, 250, 300, 500, 700, 800)
@@ -84,7 +85,7 @@ def run_throughput(
     rng = np.random.default_rng(seed)
     table = NodeTable.from_specs(synthetic_cluster(n_nodes, rng))
     pods = synthetic_pods(n_pods, table.models, rng)
-    sched = Scheduler(table, make_policy(policy, table), rng)
+    sched = FleetScheduler.on_table(policy, table, rng)  # the loop's scheduling stage, node-table view
     running: list[Placement] = []
     lat = np.empty(n_pods, dtype=np.float64)
     cpu = np.empty(n_pods, dtype=np.float64)
@@ -94,7 +95,7 @@ def run_throughput(
     for i, req in enumerate(pods):
         c0 = time.process_time_ns()
         t0 = time.perf_counter()
-        res = sched.place(req)
+        res = sched.place_request(req)
         lat[i] = time.perf_counter() - t0
         cpu[i] = (time.process_time_ns() - c0) / 1e9
         if isinstance(res, Placement):
@@ -106,7 +107,7 @@ def run_throughput(
             gone = running[j]
             running[j] = running[-1]
             running.pop()
-            sched.release(gone)
+            sched.release_request(gone)
             allocated -= gone.request.total_gpu_milli
         if i % 1000 == 0:
             utils.append(100.0 * allocated / cap)

@@ -21,13 +21,17 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from itertools import islice
+from typing import NamedTuple
 
 import numpy as np
+import numpy.typing as npt
 
 from gpufleet.domain.workloads import WorkloadKind
 from gpufleet.schedule.bestfit import FreeGpuIndex
 from gpufleet.schedule.classes import CLASS_POLICIES, ClassScheduler
 from gpufleet.schedule.consolidation import RunningPod, plan_consolidation
+from gpufleet.schedule.frag import WorkloadDistribution
 from gpufleet.schedule.gang import plan_whole_nodes
 from gpufleet.schedule.preemption import (
     NoPreemption,
@@ -38,6 +42,7 @@ from gpufleet.schedule.preemption import (
     plan_preemption,
 )
 from gpufleet.schedule.quota import Admission, QuotaBook, Reclaim, TeamQuota
+from gpufleet.schedule.scheduler import Infeasible, Placement, Scheduler, make_policy
 from gpufleet.schedule.table import MILLI, NodeSpec, NodeTable, PodRequest
 
 __all__ = [
@@ -46,7 +51,9 @@ __all__ = [
     "Drain",
     "FleetScheduler",
     "FreeGpuIndex",
+    "Infeasible",
     "NodeView",
+    "Placement",
     "PodAsk",
     "PodView",
     "QuotaAdmission",
@@ -58,10 +65,9 @@ __all__ = [
 ]
 
 
-@dataclass(frozen=True, slots=True)
-class PodAsk:
+class PodAsk(NamedTuple):
     """One pod asking to run: ``gpus`` of SKU index ``sku`` on nodes of ``per_node`` GPUs, on ``tiers`` (ranks,
-    in fallback order)."""
+    in fallback order). Immutable (a named tuple: the simulator builds one per pod, ~1.3 M a simulated year)."""
 
     pod: int
     sku: int
@@ -91,7 +97,15 @@ WAIT_GANG_NO_FIT = Wait("gang_no_fit")
 
 
 class FleetScheduler:
-    """Places pods on the world's nodes with a named policy; one :class:`ClassScheduler` per SKU."""
+    """The scheduling stage's one entry point: places pods with a named policy (built by
+    :func:`gpufleet.schedule.make_policy`), on one of two views of the cluster.
+
+    - Whole-GPU fleets of uniform nodes per SKU (the simulator): :meth:`place` over the free-GPU index, one
+      :class:`ClassScheduler` per SKU (the policy scores node state classes), gangs of whole nodes by rack.
+    - A heterogeneous node table (CPU, memory, GPU models, fractional GPUs: ``gpufleet bench binpack`` and
+      ``bench sched-throughput`` replay through it): :meth:`place_request` / :meth:`release_request` over
+      ``table``, the same policy scoring every feasible node (:class:`gpufleet.schedule.Scheduler`).
+    """
 
     def __init__(
         self,
@@ -102,42 +116,101 @@ class FleetScheduler:
         *,
         preemption: bool = True,
         grace_s: int = 120,
+        table: NodeTable | None = None,
+        target: WorkloadDistribution | None = None,
+        tie_rank: npt.NDArray[np.int64] | None = None,
     ) -> None:
+        """``table``: the node table :meth:`place_request` places on (None: no table view); ``target``: the
+        workload distribution ``fgd`` needs; ``tie_rank``: a node order for ties on the table (None: the policy's)."""
         self.policy = policy
         self.preemption = preemption
         self.grace_s = grace_s
         self.classes = [ClassScheduler(policy, s, g, rng) for s, g in zip(sku_ids, gpus_per_node, strict=True)]
+        self._binds: dict[tuple[int, str], Bind] = {}  # single-node decisions are immutable: shared instances
+        self._table: Scheduler | None = None
+        if table is not None:
+            pol = make_policy(policy, table, target)
+            if tie_rank is not None:
+                pol.rank = tie_rank  # type: ignore[attr-defined]
+            self._table = Scheduler(table, pol, rng)
+
+    @classmethod
+    def on_table(
+        cls,
+        policy: str,
+        table: NodeTable,
+        rng: np.random.Generator,
+        *,
+        target: WorkloadDistribution | None = None,
+        tie_rank: npt.NDArray[np.int64] | None = None,
+    ) -> FleetScheduler:
+        """A scheduler for a node table only (no whole-GPU fleet view)."""
+        return cls(policy, (), (), rng, table=table, target=target, tie_rank=tie_rank)
+
+    @property
+    def table(self) -> NodeTable:
+        if self._table is None:
+            raise ValueError("this scheduler has no node table (construct it with table=...)")
+        return self._table.table
+
+    def place_request(self, request: PodRequest) -> Placement | Infeasible:
+        """Filter the table's nodes, score them with the policy, commit the best: the placement, or why nothing
+        fits (the table unchanged)."""
+        if self._table is None:
+            raise ValueError("this scheduler has no node table (construct it with table=...)")
+        return self._table.place(request)
+
+    def release_request(self, placement: Placement) -> None:
+        """Free what :meth:`place_request` took."""
+        if self._table is None:
+            raise ValueError("this scheduler has no node table (construct it with table=...)")
+        self._table.release(placement)
 
     def observe(self, ask: PodAsk) -> None:
         """A pod arrived (once per pod): the policy learns the workload online."""
         if ask.gpus < ask.per_node:
-            self.classes[ask.sku].observe(ask.gpus)
+            cls = self.classes[ask.sku]
+            cls.policy.observe(cls.request(ask.gpus))  # ClassScheduler.observe, one call less per arrival
 
     def place(self, ask: PodAsk, index: FreeGpuIndex, rack_of: Sequence[int]) -> Bind | Wait:
         """Where ``ask`` runs now, or why it waits. Reads the index; changes nothing."""
         s, g, per = ask.sku, ask.gpus, ask.per_node
         if g <= per:
+            fit = ((1 << (per + 1)) - 1) >> g << g  # the classes g..per
+            masks = index.masks[s]
             for t in ask.tiers:
-                cands = index.fitting_classes(s, t, g, per)
-                if cands:
-                    choice = self.classes[s].choose(g, cands)
-                    return Bind((index.first_with_free(s, t, choice.free_gpus),), choice.reason)
+                bits = masks[t] & fit
+                if bits:
+                    choice = self.classes[s].choose_bits(g, bits)
+                    key = (index.first_with_free(s, t, choice.free_gpus), choice.reason)
+                    got = self._binds.get(key)
+                    if got is None:
+                        got = self._binds[key] = Bind((key[0],), key[1])
+                    return got
             return WAIT_NO_FIT
         need = g // per
         counts = [index.free_nodes(s, t, per) for t in ask.tiers]
         if sum(counts) < need:
             return WAIT_GANG_NO_FIT
+        tracked = index.tracks_racks(s, per)
         nodes: list[int] = []
         for t, c in zip(ask.tiers, counts, strict=True):
             take = min(c, need - len(nodes))
             if take <= 0:
                 continue
-            by_rack: dict[int, list[int]] = {}
-            for n in index.nodes_with_free(s, t, per):
-                by_rack.setdefault(rack_of[n], []).append(n)
-            got = plan_whole_nodes(by_rack, take)
-            assert got is not None  # the tier holds at least ``take`` free nodes
-            nodes.extend(got[0])
+            if tracked:
+                rack = index.best_whole_rack(s, t, take)  # plan_whole_nodes' best fit, read off the index
+                if rack is not None:
+                    nodes.extend(islice(index.whole_by_rack(s, t)[rack], take))
+                    continue
+                plan = plan_whole_nodes(index.whole_by_rack(s, t), take)
+            else:
+                by_rack: dict[int, list[int]] = {}
+                for n in index.nodes_with_free(s, t, per):
+                    by_rack.setdefault(rack_of[n], []).append(n)
+                plan = plan_whole_nodes(by_rack, take)
+            assert plan is not None  # the tier holds at least ``take`` free nodes
+            nodes.extend(plan[0])
         racks = {rack_of[n] for n in nodes}
         level = "rack" if len(racks) == 1 else "cluster"
         return Bind(tuple(nodes), f"gang_{level}", level)
@@ -190,7 +263,7 @@ class QuotaAdmission:
 
     def check(self, team: str, flavor: str, gpus: int) -> Admission:
         """The book's decision (nothing recorded)."""
-        if not self.has_quota(team, flavor):
+        if (team, flavor) not in self.book.quotas:
             return Admission(team, flavor, gpus, "admit", "no_quota")
         return self.book.check(team, flavor, gpus)
 

@@ -82,6 +82,8 @@ class ClassScheduler:
         if hasattr(self.policy, "rank"):  # ties go to the fewest free GPUs (best fit), deterministically
             self.policy.rank = np.arange(gpus_per_node + 1, dtype=np.int64)
         self._memo: dict[tuple[int, tuple[int, ...], int], ClassChoice] = {}
+        self._bits_memo: dict[int, ClassChoice] = {}  # (bits << 8 | gpus) -> choice, for ``_bits_epoch``
+        self._bits_epoch = -1
         self._reason = f"policy_{policy}"
         self._requests: dict[int, PodRequest] = {}
 
@@ -110,4 +112,20 @@ class ClassScheduler:
             got = ClassChoice(int(row), self._reason)
             if self.policy_name != "random":  # random draws anew every time
                 self._memo[key] = got
+        return got
+
+    def choose_bits(self, gpus: int, bits: int) -> ClassChoice:
+        """:meth:`choose` with the candidate classes as a bit set (bit ``k``: class ``k``; only bits ``>= gpus``
+        set, at least one). The same answer, memoised on the bits (the hot path of the simulator)."""
+        epoch = getattr(self.policy, "model_epoch", 0)  # as _epoch()
+        if epoch != self._bits_epoch:
+            self._bits_memo.clear()
+            self._bits_epoch = epoch
+        key = bits << 8 | gpus
+        got = self._bits_memo.get(key)
+        if got is None:
+            cands = tuple([k for k in range(gpus, self.per + 1) if bits >> k & 1])
+            got = self.choose(gpus, cands)
+            if self.policy_name != "random":  # random draws anew every time
+                self._bits_memo[key] = got
         return got

@@ -11,7 +11,9 @@ Contract: on success every worker is allocated on the table; on failure the tabl
 
 from __future__ import annotations
 
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass
+from itertools import islice
 from typing import Literal
 
 import numpy as np
@@ -106,25 +108,28 @@ def place_gang(table: NodeTable, gang: GangRequest) -> GangPlacement | GangInfea
     return GangInfeasible(gang.name, "no_domain_fits" if gang.require else "insufficient_capacity")
 
 
-def plan_whole_nodes(free_by_domain: dict[int, list[int]], need: int) -> tuple[list[int], Level] | None:
+def plan_whole_nodes(free_by_domain: Mapping[int, Collection[int]], need: int) -> tuple[list[int], Level] | None:
     """``need`` fully free nodes for a gang of whole-node workers, preferring one topology domain.
 
-    ``free_by_domain`` maps a domain id (e.g. a rack) to its fully free nodes in the caller's tie order.
-    The same preference as :func:`place_gang`: the domain that fits the whole gang with the fewest spare
-    nodes (best fit, lowest id on ties); otherwise the fewest domains, largest first (level ``cluster``).
-    Returns None if there are fewer than ``need`` free nodes in all. Pure: nothing is allocated here.
+    ``free_by_domain`` maps a domain id (e.g. a rack) to its fully free nodes in the caller's tie order (a list,
+    or the index's insertion-ordered view). The same preference as :func:`place_gang`: the domain that fits the
+    whole gang with the fewest spare nodes (best fit, lowest id on ties); otherwise the fewest domains, largest
+    first (level ``cluster``). Returns None if there are fewer than ``need`` free nodes in all. Pure: nothing is
+    allocated here.
     """
     if need <= 0:
         return [], "cluster"
     best: int | None = None
+    best_len = 0
     for d, nodes in free_by_domain.items():
-        if len(nodes) >= need and (best is None or (len(nodes), d) < (len(free_by_domain[best]), best)):
-            best = d
+        n = len(nodes)
+        if n >= need and (best is None or n < best_len or (n == best_len and d < best)):
+            best, best_len = d, n
     if best is not None:
-        return free_by_domain[best][:need], "rack"
+        return list(islice(free_by_domain[best], need)), "rack"
     out: list[int] = []
     for d in sorted(free_by_domain, key=lambda d: (-len(free_by_domain[d]), d)):
-        out.extend(free_by_domain[d][: need - len(out)])
+        out.extend(islice(free_by_domain[d], need - len(out)))
         if len(out) == need:
             return out, "cluster"
     return None

@@ -72,6 +72,10 @@ class QuotaBook:
     _members: dict[tuple[str, str], list[TeamQuota]] = field(default_factory=dict, repr=False)
     _pool: dict[tuple[str, str], int] = field(default_factory=dict, repr=False)
     _guaranteed: dict[tuple[str, str], int] = field(default_factory=dict, repr=False)
+    # derived from ``usage``: the members' summed pool use per (cohort, flavor), kept up to date by every usage
+    # change made here (``admit``, ``release``), so ``check`` does not loop over the cohort
+    _pool_used: dict[tuple[str, str], int] = field(default_factory=dict, repr=False)
+    _admits: dict[tuple[str, str, int, int], Admission] = field(default_factory=dict, repr=False)
 
     def add(self, q: TeamQuota) -> None:
         if q.nominal_gpus < 0 or (q.borrowing_limit_gpus or 0) < 0 or (q.lending_limit_gpus or 0) < 0:
@@ -82,6 +86,7 @@ class QuotaBook:
         self.usage.setdefault((q.team, q.flavor), 0)
         self._members.clear()
         self._pool.clear()
+        self._pool_used.clear()
         self._guaranteed[(q.team, q.flavor)] = q.guaranteed_gpus
 
     def members(self, cohort: str, flavor: str) -> list[TeamQuota]:
@@ -97,6 +102,24 @@ class QuotaBook:
         if got is None:
             got = self._pool[key] = sum(q.lendable_gpus for q in self.members(cohort, flavor))
         return got
+
+    def pool_used(self, cohort: str, flavor: str) -> int:
+        """The members' summed pool use (their usage above their guaranteed part)."""
+        key = (cohort, flavor)
+        got = self._pool_used.get(key)
+        if got is None:
+            got = self._pool_used[key] = sum(self.pool_use(m) for m in self.members(cohort, flavor))
+        return got
+
+    def _set_usage(self, key: tuple[str, str], used: int) -> None:
+        """The one place usage changes: keeps the cohort's summed pool use in step."""
+        g = self._guaranteed[key]
+        old = self.usage[key]
+        self.usage[key] = used
+        ck = (self.quotas[key].cohort, key[1])
+        total = self._pool_used.get(ck)
+        if total is not None:
+            self._pool_used[ck] = total + (used - g if used > g else 0) - (old - g if old > g else 0)
 
     def pool_use(self, q: TeamQuota, usage: int | None = None) -> int:
         u = self.usage[(q.team, q.flavor)] if usage is None else usage
@@ -115,30 +138,40 @@ class QuotaBook:
         """Decide without recording anything."""
         if gpus <= 0:
             raise ValidationError("gpus", "must be > 0")
-        q = self._quota(team, flavor)
-        used = self.usage[(team, flavor)]
+        key = (team, flavor)
+        q = self.quotas.get(key)
+        if q is None:
+            raise ValidationError("team", f"no quota for team {team!r} on {flavor!r}")
+        used = self.usage[key]
         after = used + gpus
-        borrowed_after = max(0, after - q.nominal_gpus)
+        nominal = q.nominal_gpus
+        borrowed_after = after - nominal if after > nominal else 0
         if q.borrowing_limit_gpus is not None and borrowed_after > q.borrowing_limit_gpus:
             return Admission(team, flavor, gpus, "reject", "over_borrowing_limit")
-        members = self.members(q.cohort, flavor)
-        usage, guaranteed = self.usage, self._guaranteed
-        others_use = 0
-        for m in members:  # the pool use of the other members (hot path: no generator)
-            if m.team != team:
-                u = usage[(m.team, flavor)] - guaranteed[(m.team, flavor)]
-                if u > 0:
-                    others_use += u
-        pool = self.pool_gpus(q.cohort, flavor)
-        if others_use + self.pool_use(q, after) <= pool:
-            reason = "within_nominal" if borrowed_after == 0 else "borrowed"
-            return Admission(team, flavor, gpus, "admit", reason, borrowed_after - self.borrowed(q))
+        g = self._guaranteed[key]
+        cohort = (q.cohort, flavor)
+        total = self._pool_used.get(cohort)
+        if total is None:
+            total = self.pool_used(q.cohort, flavor)
+        others_use = total - (used - g if used > g else 0)  # the other members' pool use
+        pool = self._pool.get(cohort)
+        if pool is None:
+            pool = self.pool_gpus(q.cohort, flavor)
+        after_use = after - g if after > g else 0
+        if others_use + after_use <= pool:
+            newly = borrowed_after - (used - nominal if used > nominal else 0)
+            akey = (team, flavor, gpus, newly)
+            got = self._admits.get(akey)  # decisions are immutable: the hot path shares equal instances
+            if got is None:
+                reason = "within_nominal" if borrowed_after == 0 else "borrowed"
+                got = self._admits[akey] = Admission(team, flavor, gpus, "admit", reason, newly)
+            return got
         if borrowed_after > 0:
             return Admission(team, flavor, gpus, "reject", "cohort_exhausted")
         # within its own nominal: take lent quota back from borrowers, largest borrower first
-        short = others_use + self.pool_use(q, after) - pool
+        short = others_use + after_use - pool
         plan: list[Reclaim] = []
-        for m in sorted(members, key=lambda m: (-self.borrowed(m), m.team)):
+        for m in sorted(self.members(q.cohort, flavor), key=lambda m: (-self.borrowed(m), m.team)):
             if short <= 0:
                 break
             take = min(self.borrowed(m), short)
@@ -159,15 +192,15 @@ class QuotaBook:
             raise ValidationError("decided", f"admission for {a.team}/{a.flavor}/{a.gpus}, not {team}/{flavor}/{gpus}")
         if a.decision != "reject":
             for r in a.reclaims:
-                self.usage[(r.team, flavor)] -= r.gpus
-            self.usage[(team, flavor)] += gpus
+                self._set_usage((r.team, flavor), self.usage[(r.team, flavor)] - r.gpus)
+            self._set_usage((team, flavor), self.usage[(team, flavor)] + gpus)
         return a
 
     def release(self, team: str, flavor: str, gpus: int) -> None:
         key = (team, flavor)
         if gpus < 0 or self.usage.get(key, 0) < gpus:
             raise ValidationError("gpus", f"{team} releases {gpus} GPUs but uses {self.usage.get(key, 0)}")
-        self.usage[key] -= gpus
+        self._set_usage(key, self.usage[key] - gpus)
 
     def fair_share(self, cohort: str, flavor: str, pending: dict[str, int]) -> dict[str, int]:
         """Split the pool capacity nobody uses among ``pending`` demand (GPUs per team) by weight.

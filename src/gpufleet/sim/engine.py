@@ -62,6 +62,19 @@ class EventQueue:
         self.processed += 1
         return ev
 
+    def pop_until(self, stop_s: int) -> Event | None:
+        """:meth:`pop` if the next event is at or before ``stop_s`` (else None, the queue unchanged)."""
+        heap = self._heap
+        if not heap or heap[0][0] > stop_s:
+            return None
+        ev = heapq.heappop(heap)
+        if ev[5] < 0:
+            sid = -1 - ev[5]
+            self._push_stream(sid, self._streams[sid])
+        self.now_s = ev[0]
+        self.processed += 1
+        return ev
+
     def peek_time(self) -> int | None:
         return self._heap[0][0] if self._heap else None
 

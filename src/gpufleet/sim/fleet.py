@@ -17,6 +17,7 @@ from gpufleet.sim.lifecycle import NodeState, node_gate
 
 NODES_PER_RACK = 4  # 8-GPU nodes per rack (a common power budget for HGX-class servers)
 RACK_ID_STRIDE = 1_000_000  # rack ids are unique across pools
+_UP = int(NodeState.UP)
 
 
 @dataclass(slots=True)
@@ -73,10 +74,12 @@ class Fleet:
     n_lives: list[int] = field(default_factory=list)  # times the node came alive (up or repaired)
     n_change: list[int] = field(default_factory=list)  # bumped whenever the node's pods change (cache key)
     n_rack: list[int] = field(default_factory=list)  # topology: racks of NODES_PER_RACK nodes in launch order
+    changed: set[int] = field(default_factory=set)  # nodes whose pods changed since a reader last cleared it
     index: FreeGpuIndex = field(init=False)
 
     def __post_init__(self) -> None:
         self.index = FreeGpuIndex(len(self.sku_ids), len(TIER_RANK), max(self.gpus_per_node))
+        self.index.track_racks(self.n_rack, self.gpus_per_node)  # gangs read whole free nodes per rack
 
     def add_pool(self, pool: CapacityPool, capacity_gpus: int | None) -> int:
         self.pools.append(
@@ -172,22 +175,32 @@ class Fleet:
         if gpus > free:
             raise AssertionError(f"node {node} over capacity: {gpus} > {free} free")
         pr = self.pools[self.n_pool[node]]
-        pr.touch(now_s)
+        dt = now_s - pr.last_t  # PoolRuntime.touch, inlined (the event loop's hottest path)
+        if dt:
+            pr.paid_gpu_s += pr.paid_gpus * dt
+            pr.alloc_gpu_s += pr.alloc_gpus * dt
+            pr.last_t = now_s
         pr.alloc_gpus += gpus
         self.n_free[node] = free - gpus
         self.index.move(node, pr.sku_idx, pr.tier_rank, free, free - gpus)
         self.n_pods[node].append(pod)
         self.n_change[node] += 1
+        self.changed.add(node)
 
     def release(self, node: int, pod: int, gpus: int, now_s: int) -> None:
         pr = self.pools[self.n_pool[node]]
-        pr.touch(now_s)
+        dt = now_s - pr.last_t  # PoolRuntime.touch, inlined
+        if dt:
+            pr.paid_gpu_s += pr.paid_gpus * dt
+            pr.alloc_gpu_s += pr.alloc_gpus * dt
+            pr.last_t = now_s
         pr.alloc_gpus -= gpus
         free = self.n_free[node]
         self.n_free[node] = free + gpus
-        if self.n_state[node] == NodeState.UP:
+        if self.n_state[node] == _UP:
             self.index.move(node, pr.sku_idx, pr.tier_rank, free, free + gpus)
         self.n_pods[node].remove(pod)
         self.n_change[node] += 1
+        self.changed.add(node)
         if free + gpus == self.n_total[node]:
             self.n_idle_since[node] = now_s

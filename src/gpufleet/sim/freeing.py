@@ -14,11 +14,14 @@ pod took the nodes, it launches then.
 
 from __future__ import annotations
 
+import heapq
+from dataclasses import dataclass, field
 from statistics import NormalDist
 from typing import TYPE_CHECKING
 
 from gpufleet.sim.crn import keyed_uniform
 from gpufleet.sim.kinds import QUEUED, RUNNING
+from gpufleet.sim.lifecycle import NodeState
 
 if TYPE_CHECKING:
     from gpufleet.sim.fleet import Fleet
@@ -26,6 +29,23 @@ if TYPE_CHECKING:
 
 ETA = 3  # crn stream id of the ETA errors (FAIL = 1, PREEMPT = 2)
 _Z = NormalDist()
+_INF = float("inf")
+
+
+@dataclass(slots=True)
+class FreeingBounds:
+    """Per (SKU, window): each node's ``_not_freeing_until`` bound, waiting in a heap until time reaches it.
+
+    ``change``: the node change counter each bound was computed at (a heap entry of an older change is stale);
+    ``active``: nodes whose bound has passed (every pod on them may report an end within the window), until
+    they change; ``dirty``: nodes changed since the last query (recomputed first)."""
+
+    sku: int
+    within_s: int
+    heap: list[tuple[float, int, int]] = field(default_factory=list)
+    active: dict[int, int] = field(default_factory=dict)
+    change: dict[int, int] = field(default_factory=dict)
+    dirty: set[int] = field(default_factory=set)
 
 
 def report_beyond_until(end_s: int, mult: float, within_s: int) -> float:
@@ -51,7 +71,7 @@ class FreeingMixin:
         p_state: list[int]
         freeing_claims: list[dict[int, int]]
         _eta_memo: dict[int, tuple[int, float]]
-        _node_bounds: dict[int, tuple[int, int, float]]
+        _freeing_bounds: dict[tuple[int, int], FreeingBounds]
         _freeing_memo: dict[int, tuple[tuple[int, int, int, int, tuple[int, ...], int], list[int]]]
 
         def _tiers(self, pod: int) -> tuple[int, ...]: ...
@@ -99,10 +119,17 @@ class FreeingMixin:
 
     def _expected_free_times(self, s: int, now: int, within_s: int, want: int, tiers: tuple[int, ...]) -> list[int]:
         """Sorted times (up to ``now + within_s``) at which busy nodes of SKU ``s`` on ``tiers`` are expected to
-        have ``want`` GPUs free, one per node, from the running training jobs' reported ends."""
+        have ``want`` GPUs free, one per node, from the running training jobs' reported ends.
+
+        Only the nodes whose every pod may already report an end within the window are looked at: their
+        ``_not_freeing_until`` bound (cached per node change) has passed. Bounds wait in a heap until ``now``
+        reaches them (time only moves forward), so a query costs the nodes that changed since the last one
+        plus the few nodes about to free, not a scan of every busy node."""
         f = self.fleet
         per = self.per_node[s]
         limit = now + within_s
+        st = self._freeing_state(s, within_s)
+        self._refresh_bounds(st, now)
         times: list[int] = []
         serving, state, start, remaining, gpus_of = (
             self.p_serving,
@@ -111,36 +138,99 @@ class FreeingMixin:
             self.p_remaining,
             self.p_gpus,
         )
-        bounds, change = self._node_bounds, f.n_change
-        get_bound = bounds.get
-        for t in tiers:
-            for free in range(want):
-                for node in f.index.iter_with_free(s, t, free):  # the loop never changes the index
-                    hit = get_bound(node)
-                    if hit is None or hit[0] != change[node] or hit[1] != within_s:
-                        hit = (change[node], within_s, self._not_freeing_until(node, within_s))
-                        bounds[node] = hit
-                    if now < hit[2] - 1e-3:
-                        continue  # some pod on it reports an end beyond the window until then
-                    ends: list[tuple[int, int]] = []
-                    for p in f.n_pods[node]:
-                        if serving[p] >= 0 or state[p] != RUNNING:
-                            break  # a serving replica reports no end
-                        left = start[p] + remaining[p] - now
-                        eta = now + int(left * self._eta_mult(p)) if left > 0 else now
-                        if eta > limit:
-                            break
-                        ends.append((eta, min(gpus_of[p], per)))
-                    else:
-                        ends.sort()
-                        got = free
-                        for eta, gpus in ends:
-                            got += gpus
-                            if got >= want:
-                                times.append(max(eta, now))
-                                break
+        n_free, n_state, n_pool, n_pods, pools = f.n_free, f.n_state, f.n_pool, f.n_pods, f.pools
+        up = NodeState.UP
+        memo, epoch = self._eta_memo, self.p_epoch
+        for node in st.active:
+            free = n_free[node]
+            if free >= want or n_state[node] != up or pools[n_pool[node]].tier_rank not in tiers:
+                continue  # not one of the busy schedulable nodes the pod could use
+            ends: list[tuple[int, int]] = []
+            for p in n_pods[node]:
+                if serving[p] >= 0 or state[p] != RUNNING:
+                    break  # a serving replica reports no end
+                left = start[p] + remaining[p] - now
+                if left > 0:
+                    hit = memo.get(p)
+                    mult = hit[1] if hit is not None and hit[0] == epoch[p] else self._eta_mult(p)
+                    eta = now + int(left * mult)
+                else:
+                    eta = now
+                if eta > limit:
+                    break
+                ends.append((eta, min(gpus_of[p], per)))
+            else:
+                ends.sort()
+                got = free
+                for eta, gpus in ends:
+                    got += gpus
+                    if got >= want:
+                        times.append(max(eta, now))
+                        break
         times.sort()
         return times
+
+    def _freeing_state(self, s: int, within_s: int) -> FreeingBounds:
+        """The bound heap of (SKU, window); a new one starts with every node of the SKU to compute."""
+        key = (s, within_s)
+        st = self._freeing_bounds.get(key)
+        if st is None:
+            self._drain_changed()
+            st = self._freeing_bounds[key] = FreeingBounds(s, within_s)
+            st.dirty.update(n for n, k in enumerate(self.fleet.n_sku) if k == s)
+        return st
+
+    def _drain_changed(self) -> None:
+        """Hand the nodes whose pods changed since the last query to every bound heap of their SKU."""
+        f = self.fleet
+        if not f.changed:
+            return
+        by_sku: dict[int, list[FreeingBounds]] = {}
+        for st in self._freeing_bounds.values():
+            by_sku.setdefault(st.sku, []).append(st)
+        n_sku = f.n_sku
+        for node in f.changed:
+            for st in by_sku.get(n_sku[node], ()):
+                st.dirty.add(node)
+        f.changed.clear()
+
+    def _refresh_bounds(self, st: FreeingBounds, now: int) -> None:
+        """Recompute the bounds of changed nodes; move the nodes whose bound ``now`` has reached to ``active``."""
+        self._drain_changed()
+        f = self.fleet
+        change, n_pods = f.n_change, f.n_pods
+        heap, active, cur = st.heap, st.active, st.change
+        serving, state, start, remaining = self.p_serving, self.p_state, self.p_start, self.p_remaining
+        memo, epoch = self._eta_memo, self.p_epoch
+        reach = st.within_s + 1
+        for node in st.dirty:
+            ch = change[node]
+            cur[node] = ch
+            active.pop(node, None)
+            pods = n_pods[node]
+            if not pods:
+                continue  # an empty node frees nothing (it is changed again when a pod lands)
+            bound = -_INF  # _not_freeing_until, inlined (this loop runs for every changed node)
+            for p in pods:
+                if serving[p] >= 0 or state[p] != RUNNING:
+                    bound = _INF
+                    break
+                hit = memo.get(p)
+                mult = hit[1] if hit is not None and hit[0] == epoch[p] else self._eta_mult(p)
+                b = start[p] + remaining[p] - reach / mult  # report_beyond_until
+                bound = max(bound, b)
+            if bound == _INF:
+                continue  # a serving replica (or a pod not running) on it: no end until it changes
+            key = bound - 1e-3
+            if now >= key:
+                active[node] = ch
+            else:
+                heapq.heappush(heap, (key, ch, node))
+        st.dirty.clear()
+        while heap and heap[0][0] <= now:
+            _key, ch, node = heapq.heappop(heap)
+            if cur.get(node) == ch:
+                active[node] = ch
 
     def _not_freeing_until(self, node: int, within_s: int) -> float:
         """A time up to which ``node`` cannot have all its pods report an end within ``within_s``: a pod's report

@@ -49,7 +49,7 @@ POD_TRANSITIONS: dict[PodState, frozenset[PodState]] = {
 
 # indexed by the int value, for the event loop's hot path
 _NODE_NEXT = tuple(frozenset(int(t) for t in NODE_TRANSITIONS[s]) for s in NodeState)
-_POD_NEXT = tuple(frozenset(int(t) for t in POD_TRANSITIONS[s]) for s in PodState)
+POD_NEXT = tuple(frozenset(int(t) for t in POD_TRANSITIONS[s]) for s in PodState)
 
 
 def node_gate(node: int, current: int, target: int) -> None:
@@ -60,5 +60,5 @@ def node_gate(node: int, current: int, target: int) -> None:
 
 def pod_gate(pod: int, current: int, target: int) -> None:
     """Raise :class:`InvalidTransition` unless the pod table allows ``current -> target``."""
-    if target not in _POD_NEXT[current]:
+    if target not in POD_NEXT[current]:
         raise InvalidTransition(f"pod {pod}", PodState(current).name, PodState(target).name)

@@ -48,7 +48,7 @@ class MoveMixin:
         p_ckpt: list[int]
         p_epoch: list[int]
         p_gpus: list[int]
-        p_nodes: list[list[int]]
+        p_nodes: list[tuple[int, ...]]
         p_remaining: list[int]
         p_serving: list[int]
         p_start: list[int]
@@ -128,7 +128,7 @@ class MoveMixin:
         for n in target:
             f.allocate(n, pod, per, now)
         gone = set(launched)
-        self.p_nodes[pod] = [n for n in self.p_nodes[pod] if n not in gone] + target
+        self.p_nodes[pod] = (*(n for n in self.p_nodes[pod] if n not in gone), *target)
         self.lost_gpu_s += redo * self.p_gpus[pod]
         self.moved_redo_gpu_s += redo * self.p_gpus[pod]
         self.p_remaining[pod] -= run_s - redo
@@ -185,7 +185,7 @@ class MoveMixin:
         self._charge(pod, now)
         f.release(src, pod, g, now)
         f.allocate(dest, pod, g, now)
-        self.p_nodes[pod] = [dest]
+        self.p_nodes[pod] = (dest,)
         self.p_remaining[pod] -= now - self.p_start[pod]  # saved by the checkpoint written on the way
         self.p_remaining[pod] += RESTART_S
         self.lost_gpu_s += RESTART_S * g

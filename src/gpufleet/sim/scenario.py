@@ -8,7 +8,7 @@ training demand (experiments with heavy-tailed sizes and durations, planned larg
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
@@ -77,6 +77,10 @@ class ServingSpec(_M):
     max_replicas: PosInt = 64
     cold_start_s: NonNegInt = 210
     scale_down_delay_s: NonNegInt = 600
+    # the request queue (sim/queueing.py): ``batched`` (continuous batching) or ``exclusive`` (one request per
+    # replica; a request holds it 1 / target_rps_per_replica s); attainment = requests waiting at most slo_s
+    queue: Literal["batched", "exclusive"] = "batched"
+    slo_s: NonNeg = 2.0
 
     @model_validator(mode="after")
     def _check(self) -> ServingSpec:

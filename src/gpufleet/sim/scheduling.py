@@ -19,7 +19,17 @@ from typing import TYPE_CHECKING
 
 from gpufleet.control.scheduling import Bind, FleetScheduler, PodAsk, QuotaAdmission, RunningJob, victim_lost_s
 from gpufleet.domain.workloads import WorkloadKind
-from gpufleet.sim.kinds import JOB_END, PARKED, PRIO_SERVING, QUEUED, READY, RUNNING, SPOT_RANK, TIERS_NO_SPOT
+from gpufleet.sim.kinds import (
+    JOB_END,
+    PARKED,
+    PRIO_SERVING,
+    QUEUED,
+    READY,
+    RUNNING,
+    SPOT_RANK,
+    TIERS_ALL,
+    TIERS_NO_SPOT,
+)
 
 if TYPE_CHECKING:
     from gpufleet.control.scheduling import Reclaim
@@ -62,7 +72,7 @@ class SchedulingMixin:
         p_epoch: list[int]
         p_first_start: list[int]
         p_gpus: list[int]
-        p_nodes: list[list[int]]
+        p_nodes: list[tuple[int, ...]]
         p_prio: list[int]
         p_remaining: list[int]
         p_seg: list[int]
@@ -92,7 +102,7 @@ class SchedulingMixin:
                 s,
                 self.p_gpus[pod],
                 self.per_node[s],
-                self._tiers(pod),
+                TIERS_NO_SPOT if serving or self.p_ckpt[pod] <= 0 else TIERS_ALL,  # as World._tiers
                 PRIO_SERVING if serving else self.p_prio[pod],
                 serving,
             )
@@ -154,11 +164,12 @@ class SchedulingMixin:
         adm = self.admission
         team = self.p_team[pod]
         flavor = self.sku_ids[self.p_sku[pod]]
-        if pod in adm.held or not adm.has_quota(team, flavor):
+        if pod in adm.held or (team, flavor) not in adm.book.quotas:  # held already, or a team without quota
             return True
         g = self.p_gpus[pod]
         a = adm.check(team, flavor, g)
-        self.quota_reasons[a.reason] = self.quota_reasons.get(a.reason, 0) + 1
+        reasons = self.quota_reasons
+        reasons[a.reason] = reasons.get(a.reason, 0) + 1
         if a.decision == "reject":
             return False
         if a.decision == "admit_after_reclaim":
@@ -204,33 +215,36 @@ class SchedulingMixin:
     # ------------------------------------------------------------------ placement
     def _try_place(self, pod: int, now: int) -> bool:
         f = self.fleet
-        ask = self._ask(pod)
+        ask = self._asks.get(pod) or self._ask(pod)
         d = self.sched.place(ask, f.index, f.n_rack)
         if not isinstance(d, Bind):
             return False
-        s = self.p_sku[pod]
-        g = self.p_gpus[pod]
-        per = self.per_node[s]
+        g = ask.gpus
+        per = ask.per_node
         gpn = g if g <= per else per
-        for node in d.nodes:
-            f.allocate(node, pod, gpn, now)
-        self.p_nodes[pod] = list(d.nodes)
-        self.sched_reasons[d.reason] = self.sched_reasons.get(d.reason, 0) + 1
+        nodes = d.nodes
+        allocate = f.allocate
+        for node in nodes:
+            allocate(node, pod, gpn, now)
+        self.p_nodes[pod] = nodes
+        reasons = self.sched_reasons
+        reasons[d.reason] = reasons.get(d.reason, 0) + 1
         if ask.tiers is TIERS_NO_SPOT:
-            for node in d.nodes:
+            for node in nodes:
                 if f.pools[f.n_pool[node]].tier_rank == SPOT_RANK:
                     self.spot_violations += 1
         self._set_state(pod, RUNNING)
         self.p_start[pod] = now
         self.p_seg[pod] = now
-        self.p_epoch[pod] += 1
+        epoch = self.p_epoch[pod] + 1
+        self.p_epoch[pod] = epoch
         fl = self.p_serving[pod]
         if fl >= 0:
-            self.q.schedule(now + self.fleets[fl].spec.cold_start_s, READY, pod, self.p_epoch[pod])
+            self.q.schedule(now + self.fleets[fl].spec.cold_start_s, READY, pod, epoch)
         else:
             if self.p_first_start[pod] < 0:
                 self.p_first_start[pod] = now
-            self.q.schedule(now + self.p_remaining[pod], JOB_END, pod, self.p_epoch[pod])
+            self.q.schedule(now + self.p_remaining[pod], JOB_END, pod, epoch)
         return True
 
     def _try_preempt(self, pod: int, now: int) -> bool:

@@ -1,4 +1,11 @@
-"""Serving fleets in the simulated world: traffic, SLO accounting, and replicas driven by the autoscaler.
+"""Serving fleets in the simulated world: traffic, a request queue per fleet, and replicas driven by the autoscaler.
+
+Each control tick serves the period that just ended through the fleet's queue (sim/queueing.py, batched or one
+request per replica, from the serving spec): the request rate of the period against the ready replicas of each
+part of it (replicas become ready after their cold start, stop when removed or lost). SLO attainment counts
+the requests whose queue wait stayed within the spec's ``slo_s``. The replica autoscaler then decides through the
+loop's port with what the queue measured (:class:`~gpufleet.ports.ServingObservation`): waits, queue depth,
+requests in flight, SLO misses.
 
 A mixin of :class:`~gpufleet.sim.world.World`.
 """
@@ -11,7 +18,9 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from gpufleet.domain.workloads import ServingScaling
+from gpufleet.ports import ServingObservation
 from gpufleet.sim.kinds import PRIO_SERVING, QUEUED, REMOVED, RUNNING
+from gpufleet.sim.queueing import PeriodQueue, PeriodServed
 from gpufleet.sim.scenario import ServingSpec
 
 if TYPE_CHECKING:
@@ -26,12 +35,34 @@ class FleetRuntime:
     scaling: ServingScaling
     sku_idx: int
     rps: np.ndarray
+    queue: PeriodQueue
     pods: list[int] = field(default_factory=list)  # active replica pods, oldest first
     ready: int = 0
     last_scale_down_s: int = -(10**12)
-    served_req: float = 0.0
+    served_req: float = 0.0  # requests that waited at most the SLO
     total_req: float = 0.0
     cold_starts: int = 0
+    ready_at_tick: int = 0  # ready replicas at the last control tick
+    ready_log: list[tuple[int, int]] = field(default_factory=list)  # (time, ready after the change) since then
+
+    def ready_change(self, now: int, delta: int) -> None:
+        """A replica became ready (+1) or stopped serving (-1)."""
+        self.ready += delta
+        self.ready_log.append((now, self.ready))
+
+    def segments(self, start: int, end: int) -> list[tuple[float, int]]:
+        """(duration s, ready replicas) of ``[start, end)`` from the changes logged since the last tick."""
+        out: list[tuple[float, int]] = []
+        t, r = start, self.ready_at_tick
+        for at, ready in self.ready_log:
+            if at > t:
+                out.append((float(at - t), r))
+                t = at
+            r = ready
+        out.append((float(end - t), r))
+        self.ready_log.clear()
+        self.ready_at_tick = self.ready
+        return out
 
 
 class ServingMixin:
@@ -49,7 +80,7 @@ class ServingMixin:
         p_first_start: list[int]
         p_gpus: list[int]
         p_group: list[str]
-        p_nodes: list[list[int]]
+        p_nodes: list[tuple[int, ...]]
         p_prio: list[int]
         p_ready: list[bool]
         p_remaining: list[int]
@@ -70,14 +101,40 @@ class ServingMixin:
         def _release(self, pod: int, now: int, *, drain: bool = True) -> None: ...
 
     def _serve_period(self, i: int, fr: FleetRuntime, k: int, now: int) -> None:
-        rps = float(fr.rps[k])
-        cap = fr.ready * fr.spec.target_rps_per_replica
-        req = rps * self.period_s
-        fr.total_req += req
-        fr.served_req += min(rps, cap) * self.period_s
+        """Serve the period that just ended through the fleet's queue, then ask the replica autoscaler (through
+        the loop's port) with what the queue measured. At time 0 the fleet's traffic is known from before the
+        horizon: the autoscaler sees the first period's rate and an empty queue."""
+        period = self.period_s
         cur = len(fr.pods)
+        if k > 0:
+            rps = float(fr.rps[k - 1])
+            served = fr.queue.serve(rps, fr.segments(now - period, now))
+            fr.total_req += served.requests
+            fr.served_req += served.requests - served.missed
+        else:  # nothing served yet: the rate known from before the horizon, an empty queue
+            rps = float(fr.rps[0])
+            fr.segments(now, now)  # start the ready log at this tick
+            served = PeriodServed(0.0, 0.0, 0, 0.0, 0.0, rps * fr.queue.work_s)
+        exclusive = fr.spec.queue == "exclusive"
+        observed = ServingObservation(
+            ready=fr.ready,
+            starting=cur - fr.ready,
+            period_s=float(period),
+            concurrency=served.concurrency,
+            queue_depth=served.queue_depth,
+            load_replicas=served.load_replicas,
+            slo_s=fr.spec.slo_s,
+            slo_misses=served.missed,
+            max_concurrency=1 if exclusive else None,
+            peak_concurrency=served.peak_concurrency if exclusive else None,
+        )
         want, _reason = self.loop.autoscaler.desired(
-            current=cur, observed_rps=rps, scaling=fr.scaling, now_s=now, last_scale_down_s=fr.last_scale_down_s
+            current=cur,
+            observed_rps=rps,
+            scaling=fr.scaling,
+            now_s=now,
+            last_scale_down_s=fr.last_scale_down_s,
+            observed=observed,
         )
         if want > cur:
             for _ in range(want - cur):
@@ -105,7 +162,7 @@ class ServingMixin:
         self.p_start.append(now)
         self.p_seg.append(now)
         self.p_first_start.append(-1)
-        self.p_nodes.append([])
+        self.p_nodes.append(())
         self.p_ready.append(False)
         fr.pods.append(pod)
         self.sched.observe(self._ask(pod))
@@ -119,7 +176,7 @@ class ServingMixin:
         fr.pods.remove(victim)
         if self.p_state[victim] == RUNNING:
             if self.p_ready[victim]:
-                fr.ready -= 1
+                fr.ready_change(now, -1)
                 self.p_ready[victim] = False
             self._release(victim, now)
         elif self.p_state[victim] == QUEUED:

@@ -28,7 +28,7 @@ from gpufleet.sim.decisions import DecisionLog
 from gpufleet.sim.desk import ReservationDesk
 from gpufleet.sim.engine import EventQueue
 from gpufleet.sim.fleet import Fleet
-from gpufleet.sim.freeing import FreeingMixin
+from gpufleet.sim.freeing import FreeingBounds, FreeingMixin
 from gpufleet.sim.kinds import (
     ARRIVE,
     DAILY,
@@ -44,10 +44,11 @@ from gpufleet.sim.kinds import (
     TIERS_ALL,
     TIERS_NO_SPOT,
 )
-from gpufleet.sim.lifecycle import NodeState, pod_gate
+from gpufleet.sim.lifecycle import POD_NEXT, NodeState, pod_gate
 from gpufleet.sim.metrics import Metrics
 from gpufleet.sim.moves import DRAIN_PERIOD_S, MoveMixin
 from gpufleet.sim.nodes import NodeLifecycleMixin
+from gpufleet.sim.queueing import PeriodQueue
 from gpufleet.sim.scenario import Scenario
 from gpufleet.sim.scheduling import BACKFILL_SCAN, SchedulingMixin
 from gpufleet.sim.serving import FleetRuntime, ServingMixin
@@ -101,7 +102,7 @@ class World(ReservationDesk, ServingMixin, FreeingMixin, NodeLifecycleMixin, Mov
         self.p_start: list[int] = [0] * self.n_jobs  # start of the current run (checkpoint phase)
         self.p_seg: list[int] = [0] * self.n_jobs  # start of the current billing segment
         self.p_first_start: list[int] = [-1] * self.n_jobs
-        self.p_nodes: list[list[int]] = [[] for _ in range(self.n_jobs)]
+        self.p_nodes: list[tuple[int, ...]] = [()] * self.n_jobs  # the nodes each pod runs on (immutable)
         self.p_ready: list[bool] = [False] * self.n_jobs  # serving replicas: past their cold start
         self.p_tenant_of_team = {t: f"{t}-internal" for t in set(jobs.team)}
         self.q.add_stream(jobs.arrival_s.tolist(), ARRIVE, priority=4)
@@ -118,7 +119,8 @@ class World(ReservationDesk, ServingMixin, FreeingMixin, NodeLifecycleMixin, Mov
                 spec.scale_down_delay_s,
             )
             rps = demand.serving_rps(spec, ticks, r_serving)
-            self.fleets.append(FleetRuntime(spec, scaling, sku_ids.index(spec.sku), rps))
+            queue = PeriodQueue(spec.queue, 1.0 / spec.target_rps_per_replica, spec.slo_s)
+            self.fleets.append(FleetRuntime(spec, scaling, sku_ids.index(spec.sku), rps, queue))
 
         # --- queues and counters ---
         n_sku = len(sku_ids)
@@ -139,7 +141,7 @@ class World(ReservationDesk, ServingMixin, FreeingMixin, NodeLifecycleMixin, Mov
         self.inflight_gpus = [0] * n_sku  # GPUs on nodes still provisioning
         self.freeing_claims: list[dict[int, int]] = [{} for _ in range(n_sku)]  # pod -> freeing nodes it waits for
         self._eta_memo: dict[int, tuple[int, float]] = {}  # pod -> (run epoch, ETA factor), see sim/freeing.py
-        self._node_bounds: dict[int, tuple[int, int, float]] = {}  # node -> (change, window, not freeing until)
+        self._freeing_bounds: dict[tuple[int, int], FreeingBounds] = {}  # (sku, window) -> bounds, sim/freeing.py
         self._freeing_memo: dict[int, tuple[tuple[int, int, int, int, tuple[int, ...], int], list[int]]] = {}
         self.metrics = Metrics(sku_ids, [f.spec.name for f in self.fleets], sc.days)
         self.decisions = DecisionLog()  # what the loop decided, as applied (sim/decisions.py)
@@ -219,12 +221,11 @@ class World(ReservationDesk, ServingMixin, FreeingMixin, NodeLifecycleMixin, Mov
         horizon = self.horizon_s
         stop = horizon if until_s is None else min(until_s, horizon)
         next_report = q.now_s + DAY_S
+        pop = q.pop_until
         while True:
-            t = q.peek_time()
-            if t is None or t > stop:
+            ev = pop(stop)
+            if ev is None:
                 break
-            ev = q.pop()
-            assert ev is not None
             handlers[ev[3]](ev[0], ev[4], ev[5])
             if progress is not None and ev[0] >= next_report:
                 progress(ev[0] / horizon)
@@ -296,8 +297,10 @@ class World(ReservationDesk, ServingMixin, FreeingMixin, NodeLifecycleMixin, Mov
 
     # ------------------------------------------------------------------ pods
     def _set_state(self, pod: int, target: int) -> None:
-        """Every pod state change goes through the gate of sim/lifecycle.py."""
-        pod_gate(pod, self.p_state[pod], target)
+        """Every pod state change goes through the gate of sim/lifecycle.py (its table, read inline here)."""
+        cur = self.p_state[pod]
+        if target not in POD_NEXT[cur]:
+            pod_gate(pod, cur, target)  # raises InvalidTransition
         self.p_state[pod] = target
         if target in (DONE, REMOVED):
             self._asks.pop(pod, None)
@@ -326,7 +329,7 @@ class World(ReservationDesk, ServingMixin, FreeingMixin, NodeLifecycleMixin, Mov
         pools = f.pools
         n_pool = f.n_pool
         first = n_pool[nodes[0]]
-        if all(n_pool[n] == first for n in nodes):  # the common case: one charge for the whole pod
+        if len(nodes) == 1 or all(n_pool[n] == first for n in nodes):  # the common case: one charge per pod
             pr = pools[first]
             self.ledger.charge(
                 team=team,
@@ -360,11 +363,11 @@ class World(ReservationDesk, ServingMixin, FreeingMixin, NodeLifecycleMixin, Mov
         s = self.p_sku[pod]
         for node in self.p_nodes[pod]:
             f.release(node, pod, gpn, now)
-        self.p_nodes[pod] = []
+        self.p_nodes[pod] = ()
         self.p_epoch[pod] += 1
         self._eta_memo.pop(pod, None)  # the next run draws its own ETA factor
         self.admission.release(pod)
-        if drain:
+        if drain and self.pending_gpus[s] > 0:
             self._drain_queue(s, now)
 
     def _enqueue(self, pod: int, now: int) -> None:
@@ -389,7 +392,7 @@ class World(ReservationDesk, ServingMixin, FreeingMixin, NodeLifecycleMixin, Mov
             fr = self.fleets[fl]
             fr.pods.remove(pod)
             if self.p_ready[pod]:
-                fr.ready -= 1
+                fr.ready_change(now, -1)
                 self.p_ready[pod] = False
             self._set_state(pod, REMOVED)
             return
@@ -443,7 +446,7 @@ class World(ReservationDesk, ServingMixin, FreeingMixin, NodeLifecycleMixin, Mov
         if self.p_epoch[pod] != epoch or self.p_state[pod] != RUNNING:
             return
         fr = self.fleets[self.p_serving[pod]]
-        fr.ready += 1
+        fr.ready_change(now, 1)
         fr.cold_starts += 1
         self.p_ready[pod] = True
 

@@ -1,15 +1,26 @@
-"""The two service models of a pool of GPU replicas behind ``bench/autoscale_sim.simulate``.
+"""Serving queues: the physics of a pool of GPU replicas serving requests, for the simulator and the benchmarks.
 
-* :class:`BatchedPool` (default, ``--queue batched``): continuous batching (an LLM on vLLM). The pool is a fluid
-  FIFO server of ``ready`` replica-seconds per second: a request starts when the pool has done the work queued
-  ahead of it. Cumulative done work ``U[j] = min(U[j-1] + ready_j * step_s, A[j])`` (``A`` = cumulative arrived
-  work) is exact for a fluid FIFO queue at step resolution.
-* :class:`ExclusivePool` (``--queue exclusive``): a request holds one replica for its whole service time and a
-  replica serves one request at a time (an image-diffusion model, an un-batched endpoint): ``ready`` servers,
-  first come first served, a request starts on the replica that frees first. Exact event times, no grid.
+Two service models, the same in both users:
 
-A replica that becomes ready serves from that step on. A replica removed while busy (exclusive pool only; the
-fluid pool has no per-replica work) finishes its request and is billed until it does - a graceful drain.
+* batched (continuous batching, an LLM on vLLM): the pool is a fluid FIFO server of ``ready`` replica-seconds of
+  work per second; a request starts when the pool has done the work queued ahead of it.
+* exclusive (one request per replica at a time: an image-diffusion model, an un-batched endpoint): ``ready``
+  servers, first come first served.
+
+:class:`BatchedPool` and :class:`ExclusivePool` replay a measured trace step by step (``gpufleet bench
+autoscale``): cumulative done work ``U[j] = min(U[j-1] + ready_j * step_s, A[j])`` (``A`` = cumulative arrived
+work) is exact for a fluid FIFO queue at step resolution; the exclusive pool keeps exact per-request event
+times. A replica that becomes ready serves from that step on. A replica removed while busy (exclusive pool
+only; the fluid pool has no per-replica work) finishes its request and is billed until it does - a graceful
+drain.
+
+:class:`PeriodQueue` is the simulator's serving queue (sim/serving.py): the simulator knows one request rate per
+control period, not single requests, so it runs the same fluid FIFO in closed form over the period's segments
+of constant ready count: the backlog ``Q`` (replica-seconds of queued work) changes at ``rate * work - ready``
+and a request arriving with ``Q`` queued waits ``Q / ready`` (the FIFO's wait at the capacity of the moment;
+with no ready replica it waits for one: a miss). The exclusive model adds, while nothing is backlogged, the
+M/M/c wait of one-request servers (Erlang C: ``P(wait > t) = C(c, a) exp(-(c - a) t / work)``). The cost per
+period and fleet is a few scalar operations per segment, whatever the request rate.
 """
 
 from __future__ import annotations
@@ -18,16 +29,40 @@ import heapq
 import math
 from bisect import bisect_right
 from collections import deque
-from typing import Protocol
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Literal, Protocol
 
 import numpy as np
 import numpy.typing as npt
 
-from gpufleet.bench.autoscale_traces import ArrivalTrace
 from gpufleet.domain.errors import ValidationError
 
 F64 = npt.NDArray[np.float64]
+I64 = npt.NDArray[np.int64]
 START_EPS_S = 1e-9  # replica-seconds of a request's own work that mark its start (batched pool)
+QueueModel = Literal["batched", "exclusive"]
+QUEUE_MODELS: tuple[QueueModel, ...] = ("batched", "exclusive")
+
+
+class ArrivalSteps(Protocol):
+    """Arrivals on a regular grid of ``step_s`` (the benchmark's ``ArrivalTrace`` is one).
+
+    count[j] / work_s[j]: requests and replica-seconds of work arriving in step j; req_t_s / req_work_s:
+    per-request arrival times and work (request traces only; None for rate series)."""
+
+    @property
+    def step_s(self) -> float: ...
+    @property
+    def count(self) -> I64: ...
+    @property
+    def work_s(self) -> F64: ...
+    @property
+    def mean_work_s(self) -> float: ...
+    @property
+    def req_t_s(self) -> F64 | None: ...
+    @property
+    def req_work_s(self) -> F64 | None: ...
 
 
 class Pool(Protocol):
@@ -58,7 +93,7 @@ class Pool(Protocol):
 class BatchedPool:
     """Continuous batching: a fluid FIFO server (module docstring)."""
 
-    def __init__(self, trace: ArrivalTrace, arrived_work: list[float], arrived_n: npt.NDArray[np.int64]) -> None:
+    def __init__(self, trace: ArrivalSteps, arrived_work: list[float], arrived_n: npt.NDArray[np.int64]) -> None:
         """``arrived_work`` / ``arrived_n``: cumulative work and requests arrived by the end of each step of the
         replay (the simulator's own arrays, not copied: the 19.9 M steps of the SD trace are a 637 MB list)."""
         self.trace = trace
@@ -145,7 +180,7 @@ class BatchedPool:
 class ExclusivePool:
     """One request per replica at a time, first come first served (module docstring)."""
 
-    def __init__(self, trace: ArrivalTrace, initial_ready: int) -> None:
+    def __init__(self, trace: ArrivalSteps, initial_ready: int) -> None:
         if trace.req_t_s is None or trace.req_work_s is None:
             raise ValidationError("queue", "the exclusive queue needs a per-request trace (a rate series has none)")
         self.dt = trace.step_s
@@ -248,3 +283,117 @@ def _start_times(u_arr: F64, dt: float, k: F64) -> F64:
     frac = np.clip((k[ok] - prev) / span, 0.0, 1.0)
     out[ok] = np.where(jj == 0, 0.0, (np.maximum(jj - 1, 0) + frac) * dt)
     return out
+
+
+@dataclass(frozen=True, slots=True)
+class PeriodServed:
+    """What one period of a :class:`PeriodQueue` did: ``requests`` arrived, ``missed`` of them waited longer than
+    the SLO; ``queue_depth`` requests wait at the end; ``concurrency`` / ``peak_concurrency`` requests in flight
+    (queued + in service) on average / at most; ``load_replicas`` replicas the arrivals keep 100% busy."""
+
+    requests: float
+    missed: float
+    queue_depth: int
+    concurrency: float
+    peak_concurrency: float
+    load_replicas: float
+
+
+def erlang_c_tail(servers: int, load: float, wait_s: float, work_s: float) -> float:
+    """P(wait > ``wait_s``) in M/M/``servers`` with offered ``load`` (servers) and mean service ``work_s``."""
+    if load <= 0.0:
+        return 0.0
+    if servers <= load:
+        return 1.0
+    b = 1.0  # Erlang B by its stable recursion, then Erlang C
+    for k in range(1, servers + 1):
+        b = load * b / (k + load * b)
+    c = servers * b / (servers - load * (1.0 - b))
+    return c * math.exp(-(servers - load) * wait_s / work_s) if work_s > 0 else 0.0
+
+
+class PeriodQueue:
+    """The simulator's serving queue: one FIFO per serving fleet, served period by period (module docstring).
+
+    ``work_s``: replica-seconds of work per request (one replica serves ``1 / work_s`` requests per second at
+    100%); ``slo_s``: the latency SLO on the queue wait. State: the backlog carried from period to period."""
+
+    def __init__(self, model: QueueModel, work_s: float, slo_s: float) -> None:
+        if model not in QUEUE_MODELS:
+            raise ValidationError("queue", f"must be one of {', '.join(QUEUE_MODELS)}, got {model!r}")
+        if work_s <= 0 or slo_s < 0:
+            raise ValidationError("work_s", "need work_s > 0 and slo_s >= 0")
+        self.model = model
+        self.work_s = work_s
+        self.slo_s = slo_s
+        self.backlog = 0.0  # replica-seconds of work queued
+        self._tail: dict[tuple[int, float], float] = {}
+
+    def _erlang_tail(self, servers: int, load: float) -> float:
+        key = (servers, round(load, 3))  # the M/M/c tail moves smoothly with the load: 1e-3 servers is plenty
+        got = self._tail.get(key)
+        if got is None:
+            if len(self._tail) > 65_536:
+                self._tail.clear()
+            got = self._tail[key] = erlang_c_tail(servers, key[1], self.slo_s, self.work_s)
+        return got
+
+    def serve(self, rate_rps: float, segments: Sequence[tuple[float, int]]) -> PeriodServed:
+        """Serve arrivals at ``rate_rps`` through ``segments`` (duration s, ready replicas), in time order."""
+        w, slo = self.work_s, self.slo_s
+        rho = rate_rps * w  # work arriving per second (replica-seconds per second)
+        q = self.backlog
+        missed = area_q = done = total_d = 0.0
+        peak = q
+        peak_busy = 0.0
+        for d, c in segments:
+            if d <= 0:
+                continue
+            total_d += d
+            mu = float(c)
+            s = rho - mu
+            q_end = q + s * d
+            if c <= 0:  # no replica: every request waits for one
+                missed += rate_rps * d
+                area_q += (q + q_end) / 2 * d
+                peak = max(peak, q_end)
+                q = q_end
+                continue
+            theta = mu * slo  # a request arriving with more than this queued waits longer than the SLO
+            if s > 0:
+                t_star = (theta - q) / s
+                late = d - min(max(t_star, 0.0), d)
+                area_q += (q + q_end) / 2 * d
+                done += mu * d
+                busy_for = d
+            elif s < 0:
+                t_star = (q - theta) / -s
+                late = min(max(t_star, 0.0), d)
+                t_empty = min(d, q / -s)
+                area_q += (q + (q + s * t_empty)) / 2 * t_empty
+                done += mu * t_empty + rho * (d - t_empty)
+                busy_for = t_empty
+                q_end = max(0.0, q_end)
+            else:
+                late = d if q > theta else 0.0
+                area_q += q * d
+                done += mu * d
+                busy_for = d if q > 0 else 0.0
+            missed += rate_rps * late
+            if self.model == "exclusive" and busy_for < d and rho < mu:  # M/M/c waits while nothing is backlogged
+                missed += rate_rps * (d - busy_for) * self._erlang_tail(c, rho)
+            peak = max(peak, q, q_end)
+            peak_busy = max(peak_busy, mu if busy_for > 0 else min(rho, mu))
+            q = q_end
+        self.backlog = q
+        if total_d <= 0:
+            return PeriodServed(0.0, 0.0, math.ceil(q / w - 1e-9), 0.0, 0.0, 0.0)
+        requests = rate_rps * total_d
+        return PeriodServed(
+            requests,
+            min(missed, requests),
+            max(0, math.ceil(q / w - 1e-9)),
+            area_q / total_d / w + done / total_d,
+            peak / w + peak_busy,
+            rho,
+        )
