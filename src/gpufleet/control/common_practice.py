@@ -23,6 +23,7 @@ import numpy as np
 
 from gpufleet.domain.reservations import term_seconds
 from gpufleet.domain.workloads import ServingScaling
+from gpufleet.ports import ServingObservation
 from gpufleet.ports import ProcurementContext, ReservationProposal
 
 HOUR_S = 3600
@@ -95,7 +96,14 @@ class PeakSizedReplicas:
     _plans: dict[ServingScaling, _FleetPlan] = field(default_factory=dict)
 
     def desired(
-        self, *, current: int, observed_rps: float, scaling: ServingScaling, now_s: int, last_scale_down_s: int
+        self,
+        *,
+        current: int,
+        observed_rps: float,
+        scaling: ServingScaling,
+        now_s: int,
+        last_scale_down_s: int,
+        observed: ServingObservation | None = None,
     ) -> tuple[int, str]:
         plan = self._plans.setdefault(scaling, _FleetPlan())
         plan.window.append(observed_rps)

@@ -18,7 +18,7 @@ from collections import deque
 from dataclasses import dataclass, field
 
 from gpufleet.domain.workloads import ServingScaling
-from gpufleet.ports import ReplicaAutoscaler
+from gpufleet.ports import ReplicaAutoscaler, ServingObservation
 
 
 @dataclass(slots=True)
@@ -35,7 +35,14 @@ class SpareReplicas:
     _asks: dict[ServingScaling, deque[int]] = field(default_factory=dict)
 
     def desired(
-        self, *, current: int, observed_rps: float, scaling: ServingScaling, now_s: int, last_scale_down_s: int
+        self,
+        *,
+        current: int,
+        observed_rps: float,
+        scaling: ServingScaling,
+        now_s: int,
+        last_scale_down_s: int,
+        observed: ServingObservation | None = None,
     ) -> tuple[int, str]:
         want, reason = self.inner.desired(
             current=max(current - self.spare, 0),  # the inner policy sees the fleet without its spare
@@ -43,6 +50,7 @@ class SpareReplicas:
             scaling=scaling,
             now_s=now_s,
             last_scale_down_s=last_scale_down_s,
+            observed=observed,
         )
         asks = self._asks.setdefault(scaling, deque())
         asks.append(want)
