@@ -19,7 +19,7 @@ from gpufleet.place.chain import DegradingChain
 from gpufleet.place.fallback import FallbackChain
 from gpufleet.ports import Approver, Forecaster, NodeScaler, Placer, Procurer, ReplicaAutoscaler
 from gpufleet.procure.baseline import LookbackPercentile
-from gpufleet.procure.online import BreakevenProcurer
+from gpufleet.procure.online import PortfolioProcurer
 
 
 @dataclass(slots=True)
@@ -88,7 +88,7 @@ class ControlLoop:
         base = cls.baseline(seed, target_utilization, idle_node_timeout_s)
         base.name = "gpufleet"
         base.forecaster = GpufleetForecaster()
-        base.procurer = BreakevenProcurer()
+        base.procurer = PortfolioProcurer()  # cheaper than the break-even rule in the closed loop (issue 15)
         base.placer = DegradingChain()
         base.autoscaler = PredictiveReplicas(control_period_s)
         base.node_scaler = PayoffAwareNodes.default(idle_node_timeout_s)
