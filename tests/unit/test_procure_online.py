@@ -65,3 +65,16 @@ def test_the_bench_replays_the_object_the_loop_holds() -> None:
     assert res.commits[: 7 * 24].sum() == 0
     assert res.reserved_gpus[7 * 24 + 24 :].min() >= 40
     assert res.cost_usd < 40 * len(demand) * cfg.on_demand_usd_per_gpu_h
+
+
+def test_closed_loop_comparison_runs_each_procurer_on_the_same_world() -> None:
+    from gpufleet.bench.procure import closed_loop
+
+    doc = closed_loop([1], days=9, gpus=64)
+    row = doc["rows"][0]
+    assert set(doc["ratio_to_baseline_loop"]) == {"portfolio_lp", "breakeven"}
+    for name in ("portfolio_lp", "breakeven"):
+        assert row[name]["total_cost_usd"] > 0
+        assert row[name]["ratio_to_baseline_loop"] == round(
+            row[name]["total_cost_usd"] / row["baseline"]["total_cost_usd"], 4
+        )
