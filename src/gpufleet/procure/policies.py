@@ -182,9 +182,6 @@ class GpufleetReservationPolicy:
     level_prior_days: float = 3.0  # weight of that prior, in observed day-to-day changes
     level_drift: float = 0.0  # > 0: level variance also grows by this share of sigma^2 per day ahead
     level_upside: float = 0.0  # scale of the upper levels; 0 = downside only (see _level_uncertainty)
-    calib_window_h: int = 0  # > 0: scale scenarios by the measured calibration of the break-even level (_calibration)
-    calib_min_h: int = 24  # observed hours with a lagged scenario needed before the calibration acts
-    calib_cap: float = 1.0  # the calibration factor is at most this (1.0 = it only ever lowers commitments)
 
     def scenarios(self, t: int, history: FloatArray, cfg: ReplayConfig) -> FloatArray:
         """Matrix ``(n_scenarios, term_h)`` of demand scenarios for hours ``t + lead .. t + lead + term - 1``."""
@@ -212,32 +209,7 @@ class GpufleetReservationPolicy:
             scen = np.where(np.isnan(scen), level, scen)
         if self.level_sigma0 > 0:
             scen = self._level_uncertainty(scen, history, cfg)
-        if self.calib_window_h > 0:
-            scen = scen * self._calibration(t, history, cfg)
         return scen
-
-    def _calibration(self, t: int, history: FloatArray, cfg: ReplayConfig) -> float:
-        """How the break-even level of the lagged same-hour scenarios held up on the observed hours.
-
-        For each observed hour ``u`` of the last ``calib_window_h`` hours the scenarios are the same hour on the
-        ``days`` days before it (what the policy would have used); the break-even level ``L_u`` is their
-        ``1 - alpha`` quantile (a GPU at that level is used in ``alpha`` of the scenarios). Calibrated, demand
-        reaches ``L_u`` in ``alpha`` of the hours. The factor ``c`` is the ``1 - alpha`` quantile of
-        ``demand / L_u`` (so that ``c * L_u`` is reached in ``alpha`` of the observed hours: split conformal on
-        the ratio), capped at ``calib_cap``; 1.0 until ``calib_min_h`` hours can be scored.
-        """
-        lo = max(t - self.calib_window_h, 24)
-        if t - lo < self.calib_min_h:
-            return 1.0
-        u = np.arange(lo, t)
-        lags = u[:, None] - 24 * np.arange(1, self.days + 1)[None, :]
-        vals = np.where(lags >= 0, history[np.clip(lags, 0, None)], np.nan)
-        level = np.nanquantile(vals, 1.0 - cfg.alpha, axis=1)
-        ok = level > 1e-9
-        if int(ok.sum()) < self.calib_min_h:
-            return 1.0
-        ratio = history[u[ok]] / level[ok]
-        return float(min(np.quantile(ratio, 1.0 - cfg.alpha), self.calib_cap))
 
     def _level_uncertainty(self, scen: FloatArray, history: FloatArray, cfg: ReplayConfig) -> FloatArray:
         """Each scenario at five levels ``exp(z * s_u)``, ``z`` the normal's 10-90 % deciles (odd).
