@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import numpy as np
 
+from gpufleet.bench.procure import BreakevenProcurer
 from gpufleet.domain.catalog import default_pools
 from gpufleet.ports import ProcurementContext
-from gpufleet.bench.procure import BreakevenProcurer
 
 POOL = default_pools("h100_80gb")[0]
 

@@ -301,19 +301,24 @@ def _tile(values: FloatArray, n: int) -> FloatArray:
     return np.resize(v, n)
 
 
-#: ``gpufleet`` settings: ``hedged`` (default: :class:`~gpufleet.procure.hedge.HedgedPolicy`, the forecast
-#: policy hedged by its measured cost against the simple rules) or ``forecast`` (the forecast policy alone).
-GPUFLEET_SETTINGS = ("hedged", "forecast")
+#: ``gpufleet`` settings, the default first: ``gated-0.5`` (:class:`~gpufleet.procure.hedge.HedgedPolicy` with the idle
+#: gate at 0.5, the default), the same gate at 0.1 / 0.3 / 0.7, ``hedged`` (gate off: the issue-21 session-6 policy) and
+#: ``forecast`` (the forecast policy alone). ``bench generalize`` picks one leave-one-trace-out.
+GPUFLEET_SETTINGS = ("gated-0.5", "gated-0.1", "gated-0.3", "gated-0.7", "hedged", "forecast")
 
 
-def gpufleet_policy(setting: str = "hedged") -> ReservationPolicy:
+def gpufleet_policy(setting: str = GPUFLEET_SETTINGS[0]) -> ReservationPolicy:
     if setting not in GPUFLEET_SETTINGS:
         raise ValidationError("gpufleet", f"choose from {', '.join(GPUFLEET_SETTINGS)}; got {setting!r}")
-    return HedgedPolicy() if setting == "hedged" else GpufleetReservationPolicy()
+    if setting == "forecast":
+        return GpufleetReservationPolicy()
+    if setting == "hedged":
+        return HedgedPolicy(idle_gate=None)
+    return HedgedPolicy(idle_gate=float(setting.removeprefix("gated-")))
 
 
 def run_series(
-    cfg: ReplayConfig, demand: FloatArray, gpufleet: str = "hedged", *, loop_row: bool = True
+    cfg: ReplayConfig, demand: FloatArray, gpufleet: str = GPUFLEET_SETTINGS[0], *, loop_row: bool = True
 ) -> dict[str, dict[str, float | None]]:
     """Every policy and the hindsight bound on one series; ratios are to the hindsight cost. ``loop_row``: also the
     control loop's procurer through the ``Procurer`` port (row ``loop``, not a baseline)."""
