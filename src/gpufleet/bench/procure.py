@@ -301,10 +301,11 @@ def _tile(values: FloatArray, n: int) -> FloatArray:
     return np.resize(v, n)
 
 
-#: ``gpufleet`` settings, the default first: ``gated-0.5`` (:class:`~gpufleet.procure.hedge.HedgedPolicy` with the idle
-#: gate at 0.5, the default), the same gate at 0.1 / 0.3 / 0.7, ``hedged`` (gate off: the issue-21 session-6 policy) and
-#: ``forecast`` (the forecast policy alone). ``bench generalize`` picks one leave-one-trace-out.
-GPUFLEET_SETTINGS = ("gated-0.5", "gated-0.1", "gated-0.3", "gated-0.7", "hedged", "forecast")
+#: ``gpufleet`` settings, the default first: ``gated-0.5+ob`` (:class:`~gpufleet.procure.hedge.HedgedPolicy` with the idle
+#: gate at 0.5 and online break-even as its floor, the default), the gate alone at 0.5 / 0.1 / 0.3 / 0.7, ``hedged``
+#: (gate off: the issue-21 session-6 policy) and ``forecast`` (the forecast policy alone). ``bench generalize`` picks
+#: one leave-one-trace-out.
+GPUFLEET_SETTINGS = ("gated-0.5+ob", "gated-0.5", "gated-0.1", "gated-0.3", "gated-0.7", "hedged", "forecast")
 
 
 def gpufleet_policy(setting: str = GPUFLEET_SETTINGS[0]) -> ReservationPolicy:
@@ -314,7 +315,8 @@ def gpufleet_policy(setting: str = GPUFLEET_SETTINGS[0]) -> ReservationPolicy:
         return GpufleetReservationPolicy()
     if setting == "hedged":
         return HedgedPolicy(idle_gate=None)
-    return HedgedPolicy(idle_gate=float(setting.removeprefix("gated-")))
+    gate, _, floor = setting.removeprefix("gated-").partition("+")
+    return HedgedPolicy(idle_gate=float(gate), idle_floor="online_breakeven" if floor == "ob" else None)
 
 
 def run_series(

@@ -92,6 +92,10 @@ class HedgedPolicy:
     # among 0.1, 0.3, 0.5, 0.7 and off (docs/benchmarks/generalize.md).
     idle_gate: float | None = 0.5
     idle_lookback_h: int = 30 * 24
+    # while the gate acts, hold at least this rule's capacity (never more than the forecast policy's): online
+    # break-even commits a level only once its on-demand spend over the past term would have paid for it, so on a
+    # mostly idle series it keeps the few GPUs that observed demand has already justified. None = the gate's cap alone.
+    idle_floor: str | None = "online_breakeven"
     shadows_: list[_Shadow] = field(default_factory=list)
     next_decide_: int = 0
     next_cost_: int = 0
@@ -133,7 +137,12 @@ class HedgedPolicy:
             recent = history[max(t - self.idle_lookback_h, 0) : t]
             level = float(np.quantile(recent, 1.0 - cfg.alpha))
             if level < self.idle_gate * float(recent.mean()):
-                target = min(target, level)
+                if self.idle_floor is not None:
+                    names = [sh.policy.name for sh in self.shadows_]
+                    floor = float(self.shadows_[names.index(self.idle_floor)].cap[t + cfg.lead_h])
+                    target = min(float(self.shadows_[0].cap[t + cfg.lead_h]), max(level, floor))
+                else:
+                    target = min(target, level)
                 self.reasons_[-1] += ":idle_gate"
         return max(math.floor(target + 1e-9) - float(committed[cfg.lead_h]), 0.0)
 
