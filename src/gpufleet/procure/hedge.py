@@ -26,7 +26,8 @@ switch to a leaner rule the excess capacity runs out with its term. The reason o
 The idle gate acts before any rule's commitment has been priced, from the first hour: on a series whose hours are mostly idle
 (Alibaba SD: the break-even quantile of hourly demand is 0) no commitment would have paid on what was observed, and a choice
 among rules by realised cost cannot see that until the first commitments have run for a lead time
-(docs/benchmarks/generalize.md, "why the 11 rows fail").
+(docs/benchmarks/generalize.md, "why the 11 rows fail"). While the gate acts, online break-even's capacity is the floor
+(``idle_floor``): the few GPUs whose on-demand spend over the past term has already paid for a reservation are kept.
 """
 
 from __future__ import annotations
