@@ -99,6 +99,12 @@ class ProcurementContext:
     forecast: DemandForecast | None
     committed_gpus_at_lead: int  # reserved GPUs active (or on order) when a new order would land
     gpus_per_node: int
+    term_h: int | None = None  # the term in hours where it is not the pool's whole months (bench replays' 1-week terms)
+
+    @property
+    def commitment_term_h(self) -> int:
+        """The term a new commitment would run for, in hours (a month is 730 hours)."""
+        return self.term_h if self.term_h is not None else (self.pool.term_months or 12) * 730
 
 
 @dataclass(frozen=True, slots=True)

@@ -85,6 +85,7 @@ def test_hedged_never_holds_more_than_the_forecast_policy_and_follows_it_on_stea
     h, f = replay(cfg, demand, hedged), replay(cfg, demand, GpufleetReservationPolicy())
     assert np.all(h.reserved_gpus <= f.reserved_gpus + 1e-9)
     assert len(hedged.reasons_) > 0 and hedged.reasons_[-1] in {sh.policy.name for sh in hedged.shadows_}
+    assert not any(r.endswith(":idle_gate") for r in hedged.reasons_)  # steady demand: the idle gate never acts
     assert h.cost_usd <= 1.05 * f.cost_usd
 
 
@@ -96,6 +97,20 @@ def test_hedged_falls_back_when_commitments_lose_money() -> None:
     demand[1::24] = 150.0
     h, f = replay(cfg, demand, HedgedPolicy()), replay(cfg, demand, GpufleetReservationPolicy())
     assert h.cost_usd <= f.cost_usd
+
+
+def test_idle_gate_holds_nothing_where_most_observed_hours_are_idle() -> None:
+    """Two busy hours a day (from noon): the break-even quantile of observed demand is 0 from the first busy hour
+    on, so the gated policy commits nothing (all on-demand is optimal here) and says why every hour."""
+    cfg = _cfg()
+    demand = np.zeros(24 * 14)
+    demand[12::24] = 200.0
+    demand[13::24] = 150.0
+    gated = HedgedPolicy()
+    g, off = replay(cfg, demand, gated), replay(cfg, demand, HedgedPolicy(idle_gate=None))
+    assert g.commits.sum() == 0
+    assert all(r.endswith(":idle_gate") for r in gated.reasons_[13:])
+    assert g.cost_usd <= off.cost_usd
 
 
 def _sig(t: float, rps: float, ready: int) -> ReplicaSignals:

@@ -1,59 +1,80 @@
-"""The Procurer port adapter: break-even commitments in whole nodes, nothing without history."""
+"""The loop's Procurer (portfolio LP): whole nodes from the pool's price, term and lead; forecasts taken as data;
+and the bench replays exactly this object through the port."""
 
 from __future__ import annotations
 
 import numpy as np
 
-from gpufleet.domain.catalog import default_pools
+from gpufleet.bench.procure import LOOP_ROW, ProcurerPolicy, loop_procurer_policy
+from gpufleet.control.loop import ControlLoop
+from gpufleet.domain.catalog import BUILTIN_PRICE_CATALOG, default_pools
+from gpufleet.forecast.quantiles import make_forecast
 from gpufleet.ports import ProcurementContext
-from gpufleet.procure.online import BreakevenProcurer
+from gpufleet.procure.online import PortfolioProcurer
+from gpufleet.procure.replay import ReplayConfig, replay
 
 POOL = default_pools("h100_80gb")[0]
 
 
-def _ctx(hist: np.ndarray, committed: int = 0) -> ProcurementContext:
-    return ProcurementContext(1_000_000, "h100_80gb", POOL, hist, None, committed, 8)
+def _ctx(hist: np.ndarray, committed: int = 0, forecast: object = None) -> ProcurementContext:
+    return ProcurementContext(1_000_000, "h100_80gb", POOL, hist, forecast, committed, 8)  # type: ignore[arg-type]
 
 
-def test_steady_demand_is_reserved_in_whole_nodes() -> None:
-    props = BreakevenProcurer().propose(_ctx(np.full(14 * 24, 100.0)))
+def test_steady_demand_is_reserved_in_whole_nodes_after_the_lead_time() -> None:
+    props = PortfolioProcurer().propose(_ctx(np.full(14 * 24, 100.0)))
     assert len(props) == 1
-    assert props[0].units == 96 and props[0].units % 8 == 0
+    assert props[0].units == 104 and props[0].units % 8 == 0  # 100 GPUs rounded up to whole nodes (plan rule)
     assert props[0].start_s == 1_000_000 + POOL.lead_time_s
     assert props[0].term_months == POOL.term_months
+    assert props[0].reason.startswith("portfolio_lp:")
 
 
 def test_nothing_when_committed_covers_demand_or_history_is_short() -> None:
-    assert BreakevenProcurer().propose(_ctx(np.full(14 * 24, 100.0), committed=100)) == []
-    assert BreakevenProcurer().propose(_ctx(np.full(24, 100.0))) == []
+    assert PortfolioProcurer().propose(_ctx(np.full(14 * 24, 100.0), committed=100)) == []
+    assert PortfolioProcurer().propose(_ctx(np.full(24, 100.0))) == []
 
 
-def test_peaky_demand_reserves_only_the_part_used_above_break_even() -> None:
+def test_peaky_demand_reserves_only_the_base() -> None:
     t = np.arange(14 * 24)
-    hist = np.where((t % 24) < 6, 400.0, 100.0)  # 6 peak hours a day: 25% < alpha 0.634
-    props = BreakevenProcurer().propose(_ctx(hist))
-    assert props and props[0].units <= 100
+    hist = np.where((t % 24) < 6, 400.0, 100.0)  # 6 peak hours a day: 25% < break-even 0.634
+    props = PortfolioProcurer().propose(_ctx(hist))
+    assert props and props[0].units <= 104
 
 
-def test_the_injected_price_catalog_sets_the_break_even() -> None:
-    """Demand at 400 GPUs 14 h a day, 100 otherwise: used 58% of the time above 100. With the built-in prices
-    (reserved / on-demand 0.634) the peak is not worth reserving; a catalog whose on-demand price is twice the
-    reserved one (break-even 50%) reserves it. An unlisted SKU falls back to the catalog's ratio."""
-    from decimal import Decimal
+def test_the_forecast_is_taken_as_data() -> None:
+    """History flat at 100 GPUs: the history scenarios (3) say 100. A forecast whose three quantile rows say 50 from
+    now on adds three scenarios at 50, so GPUs 51-100 are used in half the scenarios, below the break-even (0.634):
+    the LP reserves only about 50. Without the forecast it reserves the 100 (whole nodes: 104)."""
+    hist = np.full(14 * 24, 100.0)
+    base = PortfolioProcurer().propose(_ctx(hist))[0].units
+    h = 7 * 24
+    low = make_forecast(np.full(h, 50.0), np.full((3, h), 50.0), (0.1, 0.5, 0.9), "test")
+    with_fc = PortfolioProcurer().propose(_ctx(hist, forecast=low))[0].units
+    assert base == 104
+    assert with_fc == 56
 
-    from gpufleet.domain.catalog import LIST_PRICES, ListPrice, ListPriceCatalog
 
-    t = np.arange(14 * 24)
-    hist = np.where((t % 24) < 14, 400.0, 100.0)
-    builtin = BreakevenProcurer().propose(_ctx(hist))
-    assert builtin and builtin[0].units <= 104
-    cheap_reserved = tuple(
-        ListPrice(p.sku_id, Decimal(POOL.price_usd_per_gpu_h) * 2, p.reserved_1y, p.spot, p.secondary, "nebius")
-        if p.sku_id == "h100_80gb"
-        else p
-        for p in LIST_PRICES
-    )
-    injected = BreakevenProcurer(prices=ListPriceCatalog(cheap_reserved)).propose(_ctx(hist))
-    assert injected and injected[0].units >= 392
-    unlisted = BreakevenProcurer(prices=ListPriceCatalog((), reserved_to_on_demand=0.5)).propose(_ctx(hist))
-    assert [p.units for p in unlisted] == [p.units for p in injected]
+def test_the_bench_replays_the_object_the_loop_holds() -> None:
+    policy = loop_procurer_policy()
+    assert policy.name == LOOP_ROW
+    assert type(policy.procurer) is type(ControlLoop.gpufleet(seed=1).procurer) is PortfolioProcurer
+    cfg = ReplayConfig.from_catalog("h100_80gb", prices=BUILTIN_PRICE_CATALOG, term_h=168, lead_h=24)
+    demand = np.full(24 * 21, 40.0)
+    res = replay(cfg, demand, ProcurerPolicy(PortfolioProcurer(), "lp"))
+    # decides once a day from day 7 on: 40 GPUs reserved a lead time after the first decision, none before
+    assert res.commits[: 7 * 24].sum() == 0
+    assert res.reserved_gpus[7 * 24 + 24 :].min() >= 40
+    assert res.cost_usd < 40 * len(demand) * cfg.on_demand_usd_per_gpu_h
+
+
+def test_closed_loop_comparison_runs_each_procurer_on_the_same_world() -> None:
+    from gpufleet.bench.procure import closed_loop
+
+    doc = closed_loop([1], days=9, gpus=64)
+    row = doc["rows"][0]
+    assert set(doc["ratio_to_baseline_loop"]) == {"portfolio_lp", "breakeven"}
+    for name in ("portfolio_lp", "breakeven"):
+        assert row[name]["total_cost_usd"] > 0
+        assert row[name]["ratio_to_baseline_loop"] == round(
+            row[name]["total_cost_usd"] / row["baseline"]["total_cost_usd"], 4
+        )

@@ -16,22 +16,37 @@ import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from decimal import Decimal
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
 from gpufleet.adapters.inputs import read_input_text
+from gpufleet.domain.catalog import BUILTIN_PRICE_CATALOG
 from gpufleet.domain.errors import ValidationError
+from gpufleet.domain.pools import CapacityPool, Tier
+from gpufleet.ports import PriceCatalog, ProcurementContext, Procurer, ReservationProposal
+from gpufleet.procure.baseline import whole_node_proposal
 from gpufleet.procure.hedge import HedgedPolicy
 from gpufleet.procure.hindsight import hindsight_optimal
-from gpufleet.procure.policies import GpufleetReservationPolicy, baseline_policies
+from gpufleet.procure.online import PortfolioProcurer
+from gpufleet.procure.policies import GpufleetReservationPolicy, baseline_policies, units_worth_committing
 from gpufleet.procure.replay import ReplayConfig, ReplayResult, ReservationPolicy, replay
 from gpufleet.sim.traces import Series, read_series_csv, resample_mean
 
 FloatArray = npt.NDArray[np.float64]
 HOUR_S = 3600
-POLICY_ORDER = ("gpufleet", "all_on_demand", "reserve_peak", "lookback_p50", "online_breakeven", "hindsight_optimal")
+POLICY_ORDER = (
+    "gpufleet",
+    "all_on_demand",
+    "reserve_peak",
+    "lookback_p50",
+    "online_breakeven",
+    "loop",
+    "hindsight_optimal",
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -191,23 +206,130 @@ def _row(res: ReplayResult, opt_usd: float, wall_s: float) -> dict[str, float | 
     }
 
 
-#: ``gpufleet`` settings: ``hedged`` (default: :class:`~gpufleet.procure.hedge.HedgedPolicy`, the forecast
-#: policy hedged by its measured cost against the simple rules) or ``forecast`` (the forecast policy alone).
-GPUFLEET_SETTINGS = ("hedged", "forecast")
+@dataclass(slots=True)
+class ProcurerPolicy:
+    """A control-loop ``Procurer`` replayed hour by hour: the bench measures the object the loop runs.
+
+    Every ``every_h`` hours it gets the context the simulator builds (one reserved pool at the replay's reserved
+    price, lead time and term, the observed demand, the capacity committed at the lead time; no forecast, whole
+    GPUs) and its proposals are committed now; in between it is not asked (the loop asks on its own cadence).
+    """
+
+    procurer: Procurer
+    name: str
+    every_h: int = 24
+    sku_id: str = "h100_80gb"
+
+    def decide(self, t: int, history: FloatArray, committed: FloatArray, cfg: ReplayConfig) -> float:
+        if t % self.every_h:
+            return 0.0
+        pool = CapacityPool(
+            id="bench-reserved",
+            provider_id="aws",
+            region_id="bench",
+            sku_id=self.sku_id,
+            tier=Tier.RESERVED,
+            price_usd_per_gpu_h=Decimal(str(cfg.reserved_usd_per_gpu_h)),
+            term_months=max(round(cfg.term_h / 730), 1),
+            lead_time_s=cfg.lead_h * HOUR_S,
+        )
+        have = math.floor(float(committed[cfg.lead_h]) + 1e-9)
+        ctx = ProcurementContext(t * HOUR_S, self.sku_id, pool, history, None, have, 1, term_h=cfg.term_h)
+        return float(sum(p.units for p in self.procurer.propose(ctx)))
 
 
-def gpufleet_policy(setting: str = "hedged") -> ReservationPolicy:
+@dataclass(slots=True)
+class BreakevenProcurer:
+    """The break-even rule as a loop ``Procurer`` (the loop's procurer until issue 15; now the named baseline of the
+    closed-loop procurement benchmark): scenarios for the term a new reservation would cover (the same hour of day
+    on the freshest observed days, damped trend, plus the forecaster's quantiles tiled over the term), whole nodes
+    while the next GPU's expected use reaches the break-even and the first covered hour needs it. Never proposes
+    before ``min_history_h`` hours of history."""
+
+    min_history_h: int = 7 * 24
+    max_term_h: int = 90 * 24  # scenarios beyond this look the same; bounds the work per decision
+    # the on-demand price a commitment is weighed against; the control loop injects its catalog (the default
+    # is the built-in list, for callers that have not been wired yet)
+    prices: PriceCatalog = BUILTIN_PRICE_CATALOG
+    name: str = "breakeven"
+
+    def propose(self, ctx: ProcurementContext) -> list[ReservationProposal]:
+        hist = np.asarray(ctx.demand_history_gpus, dtype=np.float64)
+        hist = np.where(np.isfinite(hist), hist, 0.0)
+        if len(hist) < self.min_history_h:
+            return []
+        pool = ctx.pool
+        price = self.prices.list_price(ctx.sku_id)
+        on_demand = (
+            float(price.on_demand)
+            if price is not None
+            else float(pool.price_usd_per_gpu_h) / self.prices.reserved_to_on_demand
+        )
+        term_h = min(ctx.commitment_term_h, self.max_term_h)
+        lead_h = pool.lead_time_s // HOUR_S
+        cfg = ReplayConfig(
+            term_h=term_h,
+            lead_h=lead_h,
+            reserved_usd_per_gpu_h=float(pool.price_usd_per_gpu_h),
+            on_demand_usd_per_gpu_h=on_demand,
+            spot_usd_per_gpu_h=on_demand,
+            secondary_usd_per_gpu_h=on_demand,
+        )
+        policy = GpufleetReservationPolicy(ramp_h=1, min_history_h=24, fill_unobserved=False, level_sigma0=0.0)
+        scen = policy.scenarios(len(hist), hist, cfg)
+        if ctx.forecast is not None:
+            scen = np.vstack([scen, *[_tile(q, term_h) for q in ctx.forecast.values]])
+        have = float(ctx.committed_gpus_at_lead)
+        excess = scen - have
+        ok = np.isfinite(excess)
+        worth = units_worth_committing(excess[ok], cfg.alpha)
+        first = excess[:, 0][np.isfinite(excess[:, 0])]
+        needed = units_worth_committing(first, policy.first_hour_use)
+        gpus = min(worth, needed)
+        return whole_node_proposal(
+            ctx,
+            gpus,
+            f"breakeven: {math.floor(gpus / ctx.gpus_per_node) * ctx.gpus_per_node} GPUs above {have:.0f} committed "
+            f"are expected in use at least {cfg.alpha:.0%} of the term (reserved/on-demand price)",
+        )
+
+
+def _tile(values: FloatArray, n: int) -> FloatArray:
+    v = np.asarray(values, dtype=np.float64)
+    if len(v) == 0:
+        return np.full(n, np.nan)
+    return np.resize(v, n)
+
+
+#: ``gpufleet`` settings, the default first: ``gated-0.5+ob`` (:class:`~gpufleet.procure.hedge.HedgedPolicy` with the idle
+#: gate at 0.5 and online break-even as its floor, the default), the gate alone at 0.5 / 0.1 / 0.3 / 0.7, ``hedged``
+#: (gate off: the issue-21 session-6 policy) and ``forecast`` (the forecast policy alone). ``bench generalize`` picks
+#: one leave-one-trace-out.
+GPUFLEET_SETTINGS = ("gated-0.5+ob", "gated-0.5", "gated-0.1", "gated-0.3", "gated-0.7", "hedged", "forecast")
+
+
+def gpufleet_policy(setting: str = GPUFLEET_SETTINGS[0]) -> ReservationPolicy:
     if setting not in GPUFLEET_SETTINGS:
         raise ValidationError("gpufleet", f"choose from {', '.join(GPUFLEET_SETTINGS)}; got {setting!r}")
-    return HedgedPolicy() if setting == "hedged" else GpufleetReservationPolicy()
+    if setting == "forecast":
+        return GpufleetReservationPolicy()
+    if setting == "hedged":
+        return HedgedPolicy(idle_gate=None)
+    gate, _, floor = setting.removeprefix("gated-").partition("+")
+    return HedgedPolicy(idle_gate=float(gate), idle_floor="online_breakeven" if floor == "ob" else None)
 
 
-def run_series(cfg: ReplayConfig, demand: FloatArray, gpufleet: str = "hedged") -> dict[str, dict[str, float | None]]:
-    """Every policy and the hindsight bound on one series; ratios are to the hindsight cost."""
+def run_series(
+    cfg: ReplayConfig, demand: FloatArray, gpufleet: str = GPUFLEET_SETTINGS[0], *, loop_row: bool = True
+) -> dict[str, dict[str, float | None]]:
+    """Every policy and the hindsight bound on one series; ratios are to the hindsight cost. ``loop_row``: also the
+    control loop's procurer through the ``Procurer`` port (row ``loop``, not a baseline)."""
     t0 = time.perf_counter()
     opt = hindsight_optimal(cfg, demand).result
     opt_wall = time.perf_counter() - t0
     policies: list[ReservationPolicy] = [gpufleet_policy(gpufleet), *baseline_policies()]  # type: ignore[list-item]
+    if loop_row:
+        policies.append(loop_procurer_policy())
     out: dict[str, dict[str, float | None]] = {}
     for p in policies:
         t0 = time.perf_counter()
@@ -237,4 +359,73 @@ def run(cfg: ReplayConfig, demand: dict[str, FloatArray]) -> dict[str, object]:
             "secondary_capacity_gpus": cfg.secondary_capacity_gpus,
             "unmet_penalty_usd_per_gpu_h": cfg.unmet_penalty_usd_per_gpu_h,
         },
+    }
+
+
+#: the loop's procurer, replayed through the ``Procurer`` port (row ``loop`` of the replay; not a baseline)
+LOOP_ROW = "loop"
+#: the procurers of the closed-loop comparison: the loop's (portfolio LP) and the break-even rule it replaced
+CLOSED_LOOP_PROCURERS: dict[str, Callable[[], Procurer]] = {
+    "portfolio_lp": PortfolioProcurer,
+    "breakeven": BreakevenProcurer,
+}
+
+
+def loop_procurer_policy() -> ProcurerPolicy:
+    """The object the control loop runs (``ControlLoop.gpufleet(...).procurer``), as a replay policy."""
+    from gpufleet.control.loop import ControlLoop
+
+    return ProcurerPolicy(ControlLoop.gpufleet(seed=0).procurer, LOOP_ROW)
+
+
+def closed_loop(
+    seeds: list[int], days: int, gpus: int, names: tuple[str, ...] = tuple(CLOSED_LOOP_PROCURERS)
+) -> dict[str, Any]:
+    """The simulator's default scenario with the gpufleet loop holding each procurer (and the baseline loop), per
+    seed: total cost, GPUs bought, SLO attainment, and each procurer's cost over the baseline loop's."""
+    import statistics
+
+    from gpufleet.sim.builtin import default_scenario
+    from gpufleet.sim.run import baseline_loop, gpufleet_loop, simulate
+
+    rows = []
+    for seed in seeds:
+        sc = default_scenario(gpus=gpus, days=days, seed=seed)
+        row: dict[str, Any] = {"seed": seed}
+        _, base = simulate(sc, seed=seed, loop=baseline_loop(sc, seed))
+        row["baseline"] = _loop_figures(base)
+        for name in names:
+            loop = gpufleet_loop(sc, seed)
+            loop.procurer = CLOSED_LOOP_PROCURERS[name]()
+            _, res = simulate(sc, seed=seed, loop=loop)
+            row[name] = {
+                **_loop_figures(res),
+                "ratio_to_baseline_loop": round(res["total_cost_usd"] / base["total_cost_usd"], 4),
+            }
+        rows.append(row)
+    summary = {}
+    for name in names:
+        xs = [float(r[name]["ratio_to_baseline_loop"]) for r in rows]
+        summary[name] = {
+            "mean": round(statistics.fmean(xs), 4),
+            "sd": round(statistics.stdev(xs), 4) if len(xs) > 1 else 0.0,
+        }
+    first = names[0]
+    wins = sum(1 for r in rows if all(r[first]["total_cost_usd"] <= r[n]["total_cost_usd"] + 1e-6 for n in names))
+    return {
+        "days": days,
+        "gpus": gpus,
+        "seeds": seeds,
+        "rows": rows,
+        "ratio_to_baseline_loop": summary,
+        f"{first}_cheapest_or_equal": wins,
+    }
+
+
+def _loop_figures(r: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "total_cost_usd": round(float(r["total_cost_usd"]), 2),
+        "gpus_bought": r["reservations"]["gpus_bought"],
+        "serving_slo_attainment": r["serving_slo_attainment"],
+        "p95_queue_wait_s": r["p95_queue_wait_s"],
     }

@@ -76,3 +76,41 @@ def register(app: typer.Typer) -> None:
         if json_path is not None:
             json_path.parent.mkdir(parents=True, exist_ok=True)
             json_path.write_text(json.dumps(doc, indent=2))
+
+    @app.command("procure-loop")
+    @user_errors
+    def bench_procure_loop(
+        seeds: Annotated[str, typer.Option(help="A-B or a comma list")] = "1-6",
+        days: Annotated[int, typer.Option(min=1)] = 60,
+        gpus: Annotated[int, typer.Option(min=8)] = 1024,
+        json_path: Annotated[
+            Path | None, typer.Option("--json", callback=output_file, help="Write results as JSON here")
+        ] = None,
+    ) -> None:
+        """Closed loop: the default scenario with the gpufleet loop holding the portfolio LP procurer (the loop's)
+        and the break-even procurer (its baseline), and the baseline loop, per seed."""
+        from gpufleet.bench.procure import closed_loop
+        from gpufleet.bench.seeds import parse_seeds
+
+        doc = closed_loop(parse_seeds(seeds), days, gpus)
+        names = [k for k in doc["ratio_to_baseline_loop"]]
+        table = Table(title=f"procurers in the closed loop: default scenario, {gpus:,} GPUs, {days} days")
+        table.add_column("seed", justify="right")
+        table.add_column("baseline loop USD", justify="right")
+        for n in names:
+            table.add_column(f"{n} USD (x baseline loop), GPUs bought", justify="right")
+        for row in doc["rows"]:
+            table.add_row(
+                str(row["seed"]),
+                f"{row['baseline']['total_cost_usd']:,.0f}",
+                *[
+                    f"{row[n]['total_cost_usd']:,.0f} ({row[n]['ratio_to_baseline_loop']}), {row[n]['gpus_bought']}"
+                    for n in names
+                ],
+            )
+        summary = doc["ratio_to_baseline_loop"]
+        table.add_row("mean (sd)", "", *[f"{summary[n]['mean']} ({summary[n]['sd']})" for n in names])
+        _out.print(table)
+        if json_path is not None:
+            json_path.parent.mkdir(parents=True, exist_ok=True)
+            json_path.write_text(json.dumps(doc, indent=2))

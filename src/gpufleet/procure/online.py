@@ -1,10 +1,15 @@
-"""The ``Procurer`` port implemented with gpufleet's break-even policy (what the control loop can call).
+"""The control loop's ``Procurer``: the portfolio LP (the model the service's plan runs), forecasts taken as data.
 
-At each procurement epoch it forms demand scenarios for the term a new reservation would cover (the same
-hour of day on the freshest observed days, damped trend; plus the forecaster's quantiles when given,
-tiled over the term), and commits whole nodes while the next GPU's expected saving reaches the reserved
-price (on-demand price from the injected catalog) and the first covered hour needs it. Decisions every few days
-make the hourly ramp of the bench policy moot, so growth is committed at once.
+At each procurement epoch it builds one SKU-region pair for the context's reserved pool (its price, term and lead
+time; daily periods over ``min(term, max_horizon_days)``; existing commitments flat at ``committed_gpus_at_lead``),
+with demand scenarios taken as data: the forecaster's quantile rows (daily means over the forecast horizon, then
+held at their last day) and the planning model's flat history quantiles (:func:`scenarios_from_history`, the
+scenarios ``gpufleet plan`` and the service use). :func:`optimize_portfolio` solves it; the plan's first order
+(:func:`proposals_from_plan` then :func:`due_proposals`, the service's own path) becomes the proposal.
+
+Issue 15: the loop runs this rather than the break-even rule because it was cheaper in the closed loop (seeds 1-6 of
+the default scenario, docs/benchmarks/procure.md "Closed loop: portfolio LP vs break-even"); the break-even procurer
+is kept only as the named baseline of that benchmark (:mod:`gpufleet.bench.procure`).
 """
 
 from __future__ import annotations
@@ -15,24 +20,23 @@ from dataclasses import dataclass
 import numpy as np
 
 from gpufleet.domain.catalog import BUILTIN_PRICE_CATALOG
-from gpufleet.domain.reservations import term_seconds
 from gpufleet.ports import PriceCatalog, ProcurementContext, ReservationProposal
-from gpufleet.procure.baseline import whole_node_proposal
-from gpufleet.procure.policies import GpufleetReservationPolicy, units_worth_committing
-from gpufleet.procure.replay import FloatArray, ReplayConfig
+from gpufleet.procure.planning import scenarios_from_history
+from gpufleet.procure.portfolio import CommitTier, PairDemand, PortfolioProblem, optimize_portfolio
+from gpufleet.procure.proposals import due_proposals, proposals_from_plan
+from gpufleet.procure.replay import FloatArray
 
-HOUR_S = 3600
+DAY_S = 86400
 
 
 @dataclass(slots=True)
-class BreakevenProcurer:
-    """Break-even commitment on scenarios; never proposes before ``min_history_h`` hours of history."""
+class PortfolioProcurer:
+    """The portfolio LP as the loop's procurer; never proposes before ``min_history_h`` hours of history."""
 
     min_history_h: int = 7 * 24
-    max_term_h: int = 90 * 24  # scenarios beyond this look the same; bounds the work per decision
-    # the on-demand price a commitment is weighed against; the control loop injects its catalog (the default
-    # is the built-in list, for callers that have not been wired yet)
+    max_horizon_days: int = 90  # the break-even procurer's scenario horizon too
     prices: PriceCatalog = BUILTIN_PRICE_CATALOG
+    name: str = "portfolio_lp"
 
     def propose(self, ctx: ProcurementContext) -> list[ReservationProposal]:
         hist = np.asarray(ctx.demand_history_gpus, dtype=np.float64)
@@ -46,37 +50,50 @@ class BreakevenProcurer:
             if price is not None
             else float(pool.price_usd_per_gpu_h) / self.prices.reserved_to_on_demand
         )
-        term_h = min(term_seconds(pool.term_months or 12) // HOUR_S, self.max_term_h)
-        lead_h = pool.lead_time_s // HOUR_S
-        cfg = ReplayConfig(
-            term_h=term_h,
-            lead_h=lead_h,
-            reserved_usd_per_gpu_h=float(pool.price_usd_per_gpu_h),
-            on_demand_usd_per_gpu_h=on_demand,
-            spot_usd_per_gpu_h=on_demand,
-            secondary_usd_per_gpu_h=on_demand,
-        )
-        policy = GpufleetReservationPolicy(ramp_h=1, min_history_h=24, fill_unobserved=False, level_sigma0=0.0)
-        scen = policy.scenarios(len(hist), hist, cfg)
+        term_d = max(round(ctx.commitment_term_h / 24), 1)
+        lead_d = math.ceil(pool.lead_time_s / DAY_S)
+        horizon = max(min(term_d, self.max_horizon_days), lead_d + 1)
+        scen = scenarios_from_history(hist, horizon)
         if ctx.forecast is not None:
-            scen = np.vstack([scen, *[_tile(q, term_h) for q in ctx.forecast.values]])
-        have = float(ctx.committed_gpus_at_lead)
-        excess = scen - have
-        ok = np.isfinite(excess)
-        worth = units_worth_committing(excess[ok], cfg.alpha)
-        first = excess[:, 0][np.isfinite(excess[:, 0])]
-        needed = units_worth_committing(first, policy.first_hour_use)
-        gpus = min(worth, needed)
-        return whole_node_proposal(
-            ctx,
-            gpus,
-            f"breakeven: {math.floor(gpus / ctx.gpus_per_node) * ctx.gpus_per_node} GPUs above {have:.0f} committed "
-            f"are expected in use at least {cfg.alpha:.0%} of the term (reserved/on-demand price)",
+            scen = np.vstack([scen, *[_daily(q, horizon) for q in ctx.forecast.values]])
+        tier = CommitTier("reserved", pool.provider_id, float(pool.price_usd_per_gpu_h), term_d, lead_d)
+        zero = np.zeros_like(scen)
+        pair = PairDemand(
+            ctx.sku_id,
+            pool.region_id,
+            scen,
+            zero,
+            zero,
+            (tier,),
+            on_demand,
+            existing_gpus=np.full(horizon, float(ctx.committed_gpus_at_lead)),
         )
+        problem = PortfolioProblem((pair,))
+        plan = optimize_portfolio(problem)
+        # the orders due now: those whose submit-by date falls within a week (the service's rule)
+        # (period 0 is now; an order starting at period p must be submitted by p - lead)
+        orders = due_proposals(
+            proposals_from_plan(problem, plan, start_s=ctx.now_s, gpus_per_node=ctx.gpus_per_node), now_s=ctx.now_s
+        )
+        first = [o for o in orders if o.action in ("reserve", "renew")][:1]
+        return [
+            ReservationProposal(
+                sku_id=ctx.sku_id,
+                pool_id=pool.id,
+                units=o.units,
+                start_s=ctx.now_s + pool.lead_time_s,
+                term_months=pool.term_months or 12,
+                reason=f"portfolio_lp: {o.rationale}",
+            )
+            for o in first
+        ]
 
 
-def _tile(values: FloatArray, n: int) -> FloatArray:
+def _daily(values: FloatArray, n_days: int) -> FloatArray:
+    """Hourly forecast row -> daily means over ``n_days``, held at the last forecast day beyond its horizon."""
     v = np.asarray(values, dtype=np.float64)
-    if len(v) == 0:
-        return np.full(n, np.nan)
-    return np.resize(v, n)
+    days = max(len(v) // 24, 1)
+    means = v[: days * 24].reshape(days, -1).mean(axis=1) if len(v) >= 24 else np.array([float(v.mean())])
+    out = np.full(n_days, float(means[-1]))
+    out[: min(len(means), n_days)] = means[:n_days]
+    return out
