@@ -165,7 +165,7 @@ def test_the_report_names_the_scheduler_policy_of_each_loop() -> None:
     assert doc["loops"]["gpufleet"]["scheduler_policy"] == "packing"
     assert doc["loops"]["baseline"]["scheduler_policy"] == "bestfit"
     html = render_html(doc)
-    assert "<tr><td>scheduler policy</td><td>packing</td><td>bestfit</td><td class=\"bound\">-</td></tr>" in html
+    assert '<tr><td>scheduler policy</td><td>packing</td><td>bestfit</td><td class="bound">-</td></tr>' in html
     console = Console(record=True, width=200)
     print_report(doc, console)
     assert any(

@@ -23,8 +23,7 @@ import numpy as np
 
 from gpufleet.domain.reservations import term_seconds
 from gpufleet.domain.workloads import ServingScaling
-from gpufleet.ports import ServingObservation
-from gpufleet.ports import ProcurementContext, ReservationProposal
+from gpufleet.ports import ProcurementContext, ReservationProposal, ServingObservation
 
 HOUR_S = 3600
 DAY_S = 86400
