@@ -364,8 +364,10 @@ def run(cfg: ReplayConfig, demand: dict[str, FloatArray]) -> dict[str, object]:
 
 #: the loop's procurer, replayed through the ``Procurer`` port (row ``loop`` of the replay; not a baseline)
 LOOP_ROW = "loop"
-#: the procurers of the closed-loop comparison: the loop's (portfolio LP) and the break-even rule it replaced
-CLOSED_LOOP_PROCURERS: dict[str, Callable[[], Procurer]] = {
+#: the procurers of the closed-loop comparison: the loop's own (``loop``: the forecast-led model-predictive LP of
+#: control/procurement.py), the portfolio LP and the break-even rule
+CLOSED_LOOP_PROCURERS: dict[str, Callable[[], Procurer] | None] = {
+    "loop": None,
     "portfolio_lp": PortfolioProcurer,
     "breakeven": BreakevenProcurer,
 }
@@ -396,7 +398,9 @@ def closed_loop(
         row["baseline"] = _loop_figures(base)
         for name in names:
             loop = gpufleet_loop(sc, seed)
-            loop.procurer = CLOSED_LOOP_PROCURERS[name]()
+            make = CLOSED_LOOP_PROCURERS[name]
+            if make is not None:
+                loop.procurer = make()
             _, res = simulate(sc, seed=seed, loop=loop)
             row[name] = {
                 **_loop_figures(res),

@@ -81,14 +81,15 @@ def register(app: typer.Typer) -> None:
     @user_errors
     def bench_procure_loop(
         seeds: Annotated[str, typer.Option(help="A-B or a comma list")] = "1-6",
-        days: Annotated[int, typer.Option(min=1)] = 60,
-        gpus: Annotated[int, typer.Option(min=8)] = 1024,
+        days: Annotated[int, typer.Option(min=1)] = 180,
+        gpus: Annotated[int, typer.Option(min=8)] = 512,
         json_path: Annotated[
             Path | None, typer.Option("--json", callback=output_file, help="Write results as JSON here")
         ] = None,
     ) -> None:
-        """Closed loop: the default scenario with the gpufleet loop holding the portfolio LP procurer (the loop's)
-        and the break-even procurer (its baseline), and the baseline loop, per seed."""
+        """Closed loop: the default scenario with the gpufleet loop holding its own procurer (``loop``: the
+        forecast-led model-predictive LP), the portfolio LP and the break-even procurer, and the baseline loop,
+        per seed."""
         from gpufleet.bench.procure import closed_loop
         from gpufleet.bench.seeds import parse_seeds
 
