@@ -12,11 +12,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from gpufleet.autoscale.baselines import StaticPolicy
-from gpufleet.autoscale.signals import ReplicaDecision, ReplicaSignals
 from gpufleet.bench.autoscale_pools import BatchedPool, ExclusivePool
 from gpufleet.bench.autoscale_sim import simulate
 from gpufleet.bench.autoscale_traces import ArrivalTrace, request_trace
 from gpufleet.domain.errors import ValidationError
+from gpufleet.ports import ReplicaDecision, ReplicaSignals
 
 F64 = npt.NDArray[np.float64]
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from gpufleet.autoscale.replica import PredictiveReplicaAutoscaler, ReplicaAutoscalerConfig
-from gpufleet.autoscale.signals import ReplicaSignals
 from gpufleet.domain.errors import ValidationError
+from gpufleet.ports import ReplicaSignals
 
 BASE = {"min_replicas": 0, "max_replicas": 50, "target_per_replica": 1.0, "cold_start_s": 120.0, "slo_s": 2.0}
 

@@ -7,10 +7,10 @@ import math
 import numpy as np
 
 from gpufleet.autoscale.replica import PredictiveReplicaAutoscaler, ReplicaAutoscalerConfig
-from gpufleet.autoscale.signals import ReplicaSignals
 from gpufleet.domain.catalog import BUILTIN_PRICE_CATALOG
 from gpufleet.forecast.baselines import seasonal_naive
 from gpufleet.forecast.conformal import CalibratedForecaster, block_edges, calibrated_forecaster
+from gpufleet.ports import ReplicaSignals
 from gpufleet.procure.hedge import HedgedPolicy, hour_cost_usd
 from gpufleet.procure.policies import GpufleetReservationPolicy
 from gpufleet.procure.replay import ReplayConfig, replay

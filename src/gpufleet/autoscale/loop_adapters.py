@@ -10,7 +10,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import replace
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -24,63 +26,94 @@ from gpufleet.autoscale.cluster import (
     NodeGroup,
 )
 from gpufleet.autoscale.forecaster import OnlineQuantileForecaster
+from gpufleet.autoscale.policy_base import RatePolicy
 from gpufleet.autoscale.replica import PredictiveReplicaAutoscaler, ReplicaAutoscalerConfig
-from gpufleet.autoscale.signals import ReplicaSignals
+from gpufleet.domain.errors import ValidationError
 from gpufleet.domain.pools import Tier
 from gpufleet.domain.workloads import ServingScaling
-from gpufleet.ports import MoveContext, ScaleDownContext
+from gpufleet.ports import MoveContext, ReplicaDecision, ReplicaSignals, ScaleDownContext
 
 HOUR_S = 3600
 
 
-class PredictiveReplicas:
-    def __init__(self, period_s: int, target_utilization: float = 0.8) -> None:
-        self.period_s = period_s
+class PredictiveReplicas(RatePolicy):
+    """gpufleet's replica autoscaler as the control loop holds it: one :class:`PredictiveReplicaAutoscaler` per
+    fleet (``ServingScaling``), configured from the fleet's declared scaling and these settings. The simulator,
+    ``control.replicas.decide_scale`` and ``gpufleet bench autoscale`` all run this class.
+
+    period_s: the decision period. Observed once per period of a minute or more (the simulator's control
+      period), the forecaster's buckets and windows follow the period; shorter periods use the default forecaster.
+    target_utilization: the share of ``scaling.target_rps_per_replica`` one replica is sized to carry.
+    slo_s / max_concurrency / price_usd_per_replica_h: the fleet's latency SLO on queue wait (None: no burst floor),
+      requests one replica serves at once (None: a batching replica) and its price (scale-to-zero rule).
+    options: further :class:`ReplicaAutoscalerConfig` fields (e.g. ``{"static_floor_budget": 0.005}``), the
+      same for every fleet.
+    The config's scale-down window is ``max(scaling.scale_down_delay_s, period_s)``.
+    """
+
+    name = "gpufleet"
+
+    def __init__(
+        self,
+        period_s: float,
+        target_utilization: float = 0.8,
+        *,
+        slo_s: float | None = None,
+        max_concurrency: int | None = None,
+        price_usd_per_replica_h: float = 27.52,
+        options: Mapping[str, Any] | None = None,
+    ) -> None:
+        self.period_s = float(period_s)
         self.target_utilization = target_utilization
+        self.slo_s = slo_s
+        self.max_concurrency = max_concurrency
+        self.price_usd_per_replica_h = price_usd_per_replica_h
+        self.options: dict[str, Any] = dict(options or {})
         self._by_fleet: dict[ServingScaling, PredictiveReplicaAutoscaler] = {}
 
-    def _policy(self, scaling: ServingScaling) -> PredictiveReplicaAutoscaler:
-        p = self._by_fleet.get(scaling)
-        if p is None:
-            cfg = ReplicaAutoscalerConfig(
+    def config_for(self, scaling: ServingScaling) -> ReplicaAutoscalerConfig:
+        """The config of the fleet ``scaling`` (what :meth:`fleet` runs)."""
+        try:
+            return ReplicaAutoscalerConfig(
                 min_replicas=scaling.min_replicas,
                 max_replicas=scaling.max_replicas,
                 target_per_replica=scaling.target_rps_per_replica * self.target_utilization,
                 cold_start_s=float(scaling.cold_start_s),
-                period_s=float(self.period_s),
+                period_s=self.period_s,
                 scale_down_stabilization_s=float(max(scaling.scale_down_delay_s, self.period_s)),
+                slo_s=self.slo_s,
+                max_concurrency=self.max_concurrency,
+                price_usd_per_replica_h=self.price_usd_per_replica_h,
+                **self.options,
             )
-            # the simulator observes once per control period: the forecaster's buckets and windows follow it
-            period = float(self.period_s)
-            fc = OnlineQuantileForecaster(
-                horizon_s=cfg.cold_start_s + period,
-                floor=cfg.target_per_replica,
-                quantile=cfg.quantile,
-                bucket_s=period,
-                level_window_s=period,
-                slow_window_s=8 * period,
-                residual_window=7 * 96,
-                refresh_buckets=24,  # every 6 h: residual quantiles over a week move slowly
-                loss_halflife_buckets=96.0,
-            )
+        except TypeError as e:  # an unknown option name
+            raise ValidationError("options", str(e)) from e
+
+    def fleet(self, scaling: ServingScaling) -> PredictiveReplicaAutoscaler:
+        """The policy of one fleet (created on first use)."""
+        p = self._by_fleet.get(scaling)
+        if p is None:
+            cfg = self.config_for(scaling)
+            fc = None
+            if self.period_s >= 60.0:
+                # observed once per (long) period: the forecaster's buckets and windows follow it
+                period = self.period_s
+                fc = OnlineQuantileForecaster(
+                    horizon_s=cfg.cold_start_s + period,
+                    floor=cfg.target_per_replica,
+                    quantile=cfg.quantile,
+                    bucket_s=period,
+                    level_window_s=period,
+                    slow_window_s=8 * period,
+                    residual_window=7 * 96,
+                    refresh_buckets=24,  # every 6 h at 15 min: residual quantiles over a week move slowly
+                    loss_halflife_buckets=96.0,
+                )
             p = self._by_fleet[scaling] = PredictiveReplicaAutoscaler(cfg, fc)
         return p
 
-    def desired(
-        self, *, current: int, observed_rps: float, scaling: ServingScaling, now_s: int, last_scale_down_s: int
-    ) -> tuple[int, str]:
-        signals = ReplicaSignals(
-            now_s=float(now_s),
-            ready=current,
-            starting=0,
-            period_s=float(self.period_s),
-            arrival_rps=observed_rps,
-            concurrency=0.0,
-            queue_depth=0,
-            load_replicas=observed_rps / scaling.target_rps_per_replica,
-        )
-        d = self._policy(scaling).decide(signals)
-        return d.desired, d.reason
+    def decide(self, signals: ReplicaSignals, scaling: ServingScaling) -> ReplicaDecision:
+        return self.fleet(scaling).decide(signals)
 
 
 class PayoffAwareScaleDown:
