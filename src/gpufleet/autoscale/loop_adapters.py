@@ -1,39 +1,18 @@
-"""gpufleet's autoscalers behind the control loop's ports, so the simulator runs the same decision code.
-
-- :class:`PredictiveReplicas` drives one :class:`PredictiveReplicaAutoscaler` per serving fleet through the
-  ``ReplicaAutoscaler`` port (the world observes rps once per control period).
-- :class:`PayoffAwareScaleDown` runs :class:`ClusterAutoscaler`'s scale-down rules (minimum billing, forecast
-  need before a relaunch pays off, disruption budget) through the ``NodeScaler`` port. The world offers only idle
-  launched nodes; the rest of the SKU's schedulable capacity enters as one node that may not be disrupted, so the
-  forecast rule compares demand with the capacity that would remain.
-"""
+"""gpufleet's replica autoscaler behind the control loop's port, so every world and the bench run the same code:
+:class:`PredictiveReplicas` drives one :class:`PredictiveReplicaAutoscaler` per serving fleet through
+:class:`gpufleet.ports.ReplicaAutoscaler` (the node scaler is :mod:`gpufleet.autoscale.nodes_payoff`)."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import replace
 from typing import Any
 
-import numpy as np
-import numpy.typing as npt
-
-from gpufleet.autoscale.cluster import (
-    ClusterAutoscaler,
-    ClusterAutoscalerConfig,
-    ClusterSnapshot,
-    DemandCeiling,
-    Node,
-    NodeGroup,
-)
 from gpufleet.autoscale.forecaster import OnlineQuantileForecaster
 from gpufleet.autoscale.policy_base import RatePolicy
 from gpufleet.autoscale.replica import PredictiveReplicaAutoscaler, ReplicaAutoscalerConfig
 from gpufleet.domain.errors import ValidationError
-from gpufleet.domain.pools import Tier
 from gpufleet.domain.workloads import ServingScaling
-from gpufleet.ports import MoveContext, ReplicaDecision, ReplicaSignals, ScaleDownContext
-
-HOUR_S = 3600
+from gpufleet.ports import ReplicaDecision, ReplicaSignals
 
 
 class PredictiveReplicas(RatePolicy):
@@ -114,37 +93,3 @@ class PredictiveReplicas(RatePolicy):
 
     def decide(self, signals: ReplicaSignals, scaling: ServingScaling) -> ReplicaDecision:
         return self.fleet(scaling).decide(signals)
-
-
-class PayoffAwareScaleDown:
-    def __init__(self, config: ClusterAutoscalerConfig | None = None) -> None:
-        cfg = config or ClusterAutoscalerConfig()
-        # the world offers only nodes already idle for the unneeded time, so the autoscaler's own clock starts at 0
-        self.min_idle_s = int(cfg.scale_down_unneeded_s)
-        self.ca = ClusterAutoscaler(replace(cfg, scale_down_unneeded_s=0.0))
-
-    def scale_down(self, ctx: ScaleDownContext) -> list[tuple[int, str]]:
-        groups: dict[str, NodeGroup] = {}
-        nodes: list[Node] = []
-        for n in ctx.idle:
-            if n.pool_id not in groups:
-                groups[n.pool_id] = NodeGroup(
-                    n.pool_id, ctx.sku_id, Tier(n.tier), n.gpus, n.price_usd_per_gpu_h, float(n.node_start_s), 60.0
-                )
-            launched = ctx.now_s - n.up_for_s - n.node_start_s
-            nodes.append(Node(str(n.node_id), n.pool_id, n.gpus, (), True, float(launched)))
-        rest_gpus = ctx.capacity_gpus - sum(n.gpus for n in ctx.idle)
-        if rest_gpus > 0:
-            groups["_rest"] = NodeGroup("_rest", ctx.sku_id, Tier.RESERVED, rest_gpus, 0.0)
-            nodes.append(Node("_rest", "_rest", rest_gpus, (rest_gpus,), True, 0.0, disruptable=False))
-        forecasts: tuple[DemandCeiling, ...] = ()
-        if ctx.forecast_gpus is not None and len(ctx.forecast_gpus):
-            f: npt.NDArray[np.float64] = np.asarray(ctx.forecast_gpus, dtype=np.float64)
-            t_s: npt.NDArray[np.float64] = ctx.now_s + np.arange(len(f), dtype=np.float64) * HOUR_S
-            forecasts = (DemandCeiling(ctx.sku_id, t_s, f),)
-        snap = ClusterSnapshot(tuple(groups.values()), tuple(nodes), (), forecasts)
-        dec = self.ca.decide(snap, float(ctx.now_s))
-        return [(int(t.node_id), t.reason) for t in dec.terminations if t.node_id != "_rest"]
-
-    def moves(self, ctx: MoveContext) -> list[tuple[int, str]]:
-        return []
