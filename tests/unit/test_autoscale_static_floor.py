@@ -68,4 +68,6 @@ def test_static_floor_holds_the_static_fleet_only_while_misses_exceed_the_budget
     d = pol.decide(_sig(1505.0, 1.0, ready, misses=50.0))  # misses well over 1% of what was seen
     assert d.reason == "static_floor" and d.desired == math.ceil(static - 1e-9)
     with pytest.raises(ValidationError, match="static_floor_budget"):
-        ReplicaAutoscalerConfig(**base | {"slo_s": None}, static_floor_budget=0.01)  # type: ignore[arg-type]
+        ReplicaAutoscalerConfig(**base, static_floor_budget=1.5)  # type: ignore[arg-type]
+    # without an SLO there is no requirement to hold: the floor is off, whatever the budget
+    assert PredictiveReplicaAutoscaler(ReplicaAutoscalerConfig(**base | {"slo_s": None}))._static is None  # type: ignore[arg-type]

@@ -80,6 +80,8 @@ class TraceRun:
     # analysis rows (not causal or not defaults): never baselines of the done-when check
     analysis: dict[str, SimResult] = field(default_factory=dict)
     oracle: OracleRun | None = None
+    # gpufleet under other settings (``bench generalize``'s candidates): setting name -> its run
+    settings: dict[str, SimResult] = field(default_factory=dict)
 
 
 def peak_rps(trace: ArrivalTrace, window_s: float) -> float:
@@ -184,7 +186,10 @@ def run_trace(
     st: BenchSettings,
     policies: tuple[str, ...] = POLICIES,
     options: dict[str, Any] | None = None,
+    settings: dict[str, dict[str, Any]] | None = None,
 ) -> TraceRun:
+    """Every policy on ``trace``; ``options``: gpufleet's config fields; ``settings``: further gpufleet runs, one per
+    named set of options (same trace, fleet and start), reported in ``TraceRun.settings``."""
     rps_per_replica = model.rps_per_replica(trace.mean_work_s)
     static_n = static_peak_replicas(trace, rps_per_replica, st, model.gpus_per_replica)
     built = build_policies(rps_per_replica, static_n, st, model.gpus_per_replica, options)
@@ -207,6 +212,22 @@ def run_trace(
             scaling=scaling,
         )
         wall[name] = time.perf_counter() - t0
+    variants: dict[str, SimResult] = {}
+    for sname, opts in (settings or {}).items():
+        t0 = time.perf_counter()
+        variants[sname] = simulate(
+            trace,
+            build_policies(rps_per_replica, static_n, st, model.gpus_per_replica, {**(options or {}), **opts})[
+                "gpufleet"
+            ],
+            cold_start_s=st.cold_start_s,
+            slo_s=st.slo_s,
+            gpus_per_replica=model.gpus_per_replica,
+            initial_replicas=init,
+            queue=st.queue,
+            scaling=scaling,
+        )
+        wall[f"gpufleet[{sname}]"] = time.perf_counter() - t0
     analysis: dict[str, SimResult] = {}
     orc: OracleRun | None = None
     if st.oracle and st.queue == "batched":
@@ -237,7 +258,7 @@ def run_trace(
             scaling=scaling,
         )
         wall[name] = time.perf_counter() - t0
-    return TraceRun(trace, rps_per_replica, static_n, results, wall, analysis, orc)
+    return TraceRun(trace, rps_per_replica, static_n, results, wall, analysis, orc, variants)
 
 
 def run(
@@ -249,6 +270,7 @@ def run(
     impute_gaps: bool = True,
     requests: RequestColumns | None = None,
     options: dict[str, Any] | None = None,
+    settings: dict[str, dict[str, Any]] | None = None,
 ) -> list[TraceRun]:
     """Load the trace(s) and run every policy. With ``requests`` the file is a per-request trace with a
     measured service time (work = that column's replica-seconds; the token model only gives the replica
@@ -265,7 +287,7 @@ def run(
             "format or a per-request CSV with --time-column), and this file is a rate series",
             str(path),
         )
-    return [run_trace(t, m, st, options=options) for t in traces]
+    return [run_trace(t, m, st, options=options, settings=settings) for t in traces]
 
 
 def _row(r: SimResult) -> dict[str, Any]:
