@@ -27,11 +27,21 @@ from gpufleet.bench.autoscale_traces import ArrivalTrace, load_traces
 
 VARIANTS: dict[str, dict[str, Any]] = {
     "default": {},
-    "no_slo_budget": {"slo_miss_budget": None},  # the default before the SLO error budget
-    "no_miss_budget": {"zero_miss_budget": None, "slo_miss_budget": None},  # the default before the SD check
+    # issue 21: the static floor's budget (default 0.005); "no_static_floor" is the default before it
+    "no_static_floor": {"static_floor_budget": None},
+    "static_floor_0": {"static_floor_budget": 0.0},
+    "static_floor_0.01": {"static_floor_budget": 0.01},
+    # the rows below reproduce the defaults of their time: the static floor (later) is off in them
+    "no_slo_budget": {"slo_miss_budget": None, "static_floor_budget": None},  # the default before the SLO budget
+    "no_miss_budget": {"zero_miss_budget": None, "slo_miss_budget": None, "static_floor_budget": None},
     # measured before the SLO error budget existed: it is off in them, so they reproduce those rows
-    "net_own_work": {"burst_net_own_work": True, "slo_miss_budget": None},
-    "price_4gpu_no_budget": {"zero_miss_budget": None, "slo_miss_budget": None, "price_usd_per_replica_h": 27.52},
+    "net_own_work": {"burst_net_own_work": True, "slo_miss_budget": None, "static_floor_budget": None},
+    "price_4gpu_no_budget": {
+        "zero_miss_budget": None,
+        "slo_miss_budget": None,
+        "static_floor_budget": None,
+        "price_usd_per_replica_h": 27.52,
+    },
 }
 
 
