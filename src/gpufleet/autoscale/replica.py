@@ -97,6 +97,8 @@ class ReplicaAutoscalerConfig:
     static_floor_cap: the burst floor never exceeds that same static estimate (the floor holds what the bursts
       needed, but never more than a fixed fleet that meets the SLO on every hour seen would hold). Off by default.
     static_attainment: the per-hour attainment the static estimate is sized for (0.99: static peak's).
+    static_floor_window: the static floor's budget counts the misses among the last this many requests (at least
+      the periods holding them) instead of all requests seen; None = all.
     """
 
     min_replicas: int
@@ -130,6 +132,7 @@ class ReplicaAutoscalerConfig:
     static_floor_budget: float | None = 0.005
     static_floor_cap: bool = False
     static_attainment: float = 0.99
+    static_floor_window: float | None = None
 
     def __post_init__(self) -> None:
         if self.min_replicas < 0 or self.max_replicas < max(1, self.min_replicas):
@@ -150,6 +153,8 @@ class ReplicaAutoscalerConfig:
             raise ValidationError("wait_miss_budget", f"must be in (0, 1), got {self.wait_miss_budget}")
         if self.static_floor_budget is not None and not 0.0 <= self.static_floor_budget < 1.0:
             raise ValidationError("static_floor_budget", f"must be in [0, 1), got {self.static_floor_budget}")
+        if self.static_floor_window is not None and not self.static_floor_window > 0:
+            raise ValidationError("static_floor_window", f"must be > 0 requests, got {self.static_floor_window}")
         if self.budget_usd_day is not None and self.budget_usd_day < 0:
             raise ValidationError("budget_usd_day", f"must be >= 0, got {self.budget_usd_day}")
 
@@ -188,6 +193,10 @@ class PredictiveReplicaAutoscaler(RatePolicy):
         if config.slo_s is not None and (config.static_floor_budget is not None or config.static_floor_cap):
             self._static = StaticFleetEstimate(attainment=config.static_attainment)
         self._misses_seen = 0.0  # SLO misses reported since the start (the static floor's error budget)
+        # the static floor's window: (requests, misses) of the periods holding the last static_floor_window requests
+        self._sf_win: deque[tuple[float, float]] = deque()
+        self._sf_req = 0.0
+        self._sf_miss = 0.0
         self._requests_seen = 0.0
         self._work_seen_s = 0.0  # replica-seconds of the requests seen (their mean service time, exclusive)
         self._held_at_zero = 0.0  # requests that arrived while no replica was ready
@@ -300,12 +309,26 @@ class PredictiveReplicaAutoscaler(RatePolicy):
         if self._static is None:
             return floor, 0.0
         self._static.record(s.now_s, req, requests)
-        self._misses_seen += s.slo_misses or 0.0
+        misses = s.slo_misses or 0.0
+        self._misses_seen += misses
         static = self._static.level(s.now_s)
         if c.static_floor_cap and static > 0:
             floor = min(floor, static)
         budget = c.static_floor_budget
-        burning = budget is not None and self._misses_seen > budget * self._requests_seen + 1e-9
+        if budget is None:
+            return floor, 0.0
+        if c.static_floor_window is None:
+            burning = self._misses_seen > budget * self._requests_seen + 1e-9
+        else:
+            if requests > 0 or misses > 0:
+                self._sf_win.append((requests, misses))
+                self._sf_req += requests
+                self._sf_miss += misses
+            while self._sf_win and self._sf_req - self._sf_win[0][0] >= c.static_floor_window:
+                r, m = self._sf_win.popleft()
+                self._sf_req -= r
+                self._sf_miss -= m
+            burning = self._sf_miss > budget * self._sf_req + 1e-9
         return floor, static if burning else 0.0
 
     def _drain_extra(self, s: ReplicaSignals, load: float, hot: float) -> float:
