@@ -71,3 +71,29 @@ def test_static_floor_holds_the_static_fleet_only_while_misses_exceed_the_budget
         ReplicaAutoscalerConfig(**base, static_floor_budget=1.5)  # type: ignore[arg-type]
     # without an SLO there is no requirement to hold: the floor is off, whatever the budget
     assert PredictiveReplicaAutoscaler(ReplicaAutoscalerConfig(**base | {"slo_s": None}))._static is None  # type: ignore[arg-type]
+
+
+def test_windowed_budget_lets_the_static_floor_go_once_the_misses_leave_the_window() -> None:
+    base = {"min_replicas": 0, "max_replicas": 100, "target_per_replica": 1.0, "cold_start_s": 120.0, "slo_s": 2.0}
+
+    def replay(window: float | None) -> list[tuple[int, str]]:
+        pol = PredictiveReplicaAutoscaler(
+            ReplicaAutoscalerConfig(**base, static_floor_budget=0.005, static_floor_window=window)  # type: ignore[arg-type]
+        )
+        ready, out = 1, []
+        for k in range(1, 700):  # 10 rps (50 requests a period), a burst of 2,000 at k = 5, then 100 misses reported
+            rps = 400.0 if k == 5 else 10.0
+            d = pol.decide(_sig(5.0 * k, rps, ready, misses=100.0 if k == 6 else 0.0))
+            ready = d.desired
+            out.append((d.desired, d.reason))
+        return out
+
+    whole, last = replay(None), replay(1_000.0)
+    # the burst's requirement (40 replica-loads over 5 + 2 s: 29 replicas) is the hour's static fleet; the burst
+    # floor forgets it after 20 min (240 periods). 100 misses are over 0.5% of all requests seen until 20,000 have
+    # been seen (k = 360), and of the last 1,000 only until they leave that window (about 20 periods)
+    assert whole[300] == (29, "static_floor") and whole[-1][0] < 29
+    assert last[300][0] < 29
+    assert ReplicaAutoscalerConfig(**base).static_floor_window == 20_000.0  # type: ignore[arg-type]
+    with pytest.raises(ValidationError, match="static_floor_window"):
+        ReplicaAutoscalerConfig(**base, static_floor_window=0.0)  # type: ignore[arg-type]
