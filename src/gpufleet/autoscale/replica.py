@@ -92,8 +92,8 @@ class ReplicaAutoscalerConfig:
       quantile of the per-period burst-floor requirement; reason ``static_floor``): a policy failing its SLO falls
       back towards static peak, never above what a static fleet sized on the traffic seen would hold (up to the
       requirement arithmetic's error). 0.005 (half the misses a 99% SLO allows, the value of the other error
-      budgets) was chosen leave-one-trace-out among None / 0.005 / 0 by ``gpufleet bench generalize``
-      (docs/benchmarks/generalize.md says on which traces). None = off.
+      budgets), counted over ``static_floor_window`` requests: the setting ``gpufleet bench generalize`` picks
+      leave-one-trace-out among four (docs/benchmarks/generalize.md says on which traces). None = off.
     static_floor_cap: the burst floor never exceeds that same static estimate (the floor holds what the bursts
       needed, but never more than a fixed fleet that meets the SLO on every hour seen would hold). Off by default.
     static_attainment: the per-hour attainment the static estimate is sized for (0.99: static peak's).
