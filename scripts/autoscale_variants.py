@@ -16,24 +16,32 @@ import math
 import os
 import sys
 import time
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from gpufleet.autoscale.replica import PredictiveReplicaAutoscaler
 from gpufleet.autoscale.throughput import ReplicaThroughputModel
-from gpufleet.bench.autoscale import BenchSettings, TraceRun, build_policies, run_trace, verdict
+from gpufleet.bench.autoscale import BenchSettings, TraceRun, build_policies, fleet_scaling, run_trace, verdict
 from gpufleet.bench.autoscale_requests import RequestColumns, load_request_csv
 from gpufleet.bench.autoscale_sim import Queue, simulate
 from gpufleet.bench.autoscale_traces import ArrivalTrace, load_traces
 
 VARIANTS: dict[str, dict[str, Any]] = {
     "default": {},
-    "no_slo_budget": {"slo_miss_budget": None},  # the default before the SLO error budget
-    "no_miss_budget": {"zero_miss_budget": None, "slo_miss_budget": None},  # the default before the SD check
+    # issue 21: the static floor's budget (default 0.005); "no_static_floor" is the default before it
+    "no_static_floor": {"static_floor_budget": None},
+    "static_floor_0": {"static_floor_budget": 0.0},
+    "static_floor_0.01": {"static_floor_budget": 0.01},
+    # the rows below reproduce the defaults of their time: the static floor (later) is off in them
+    "no_slo_budget": {"slo_miss_budget": None, "static_floor_budget": None},  # the default before the SLO budget
+    "no_miss_budget": {"zero_miss_budget": None, "slo_miss_budget": None, "static_floor_budget": None},
     # measured before the SLO error budget existed: it is off in them, so they reproduce those rows
-    "net_own_work": {"burst_net_own_work": True, "slo_miss_budget": None},
-    "price_4gpu_no_budget": {"zero_miss_budget": None, "slo_miss_budget": None, "price_usd_per_replica_h": 27.52},
+    "net_own_work": {"burst_net_own_work": True, "slo_miss_budget": None, "static_floor_budget": None},
+    "price_4gpu_no_budget": {
+        "zero_miss_budget": None,
+        "slo_miss_budget": None,
+        "static_floor_budget": None,
+        "price_usd_per_replica_h": 27.52,
+    },
 }
 
 
@@ -65,7 +73,6 @@ def main(which: str, names: list[str]) -> None:
         rps = m.rps_per_replica(t.mean_work_s)
         first = t.count[: max(1, round(60.0 / t.step_s))].sum() / 60.0
         init = max(1, math.ceil(first / (st.target_utilization * rps)))  # as run_trace starts gpufleet
-        cfg = build_policies(rps, run.static_replicas, st, m.gpus_per_replica)["gpufleet"].config  # type: ignore[attr-defined]
         base = run.results["static_peak"].gpu_hours
         others = "; ".join(
             f"{k} {r.gpu_hours:,.1f} GPU-h {r.slo_attainment:.4f}" for k, r in run.results.items() if k != "gpufleet"
@@ -74,12 +81,13 @@ def main(which: str, names: list[str]) -> None:
         for name, kw in variants.items():
             r = simulate(
                 t,
-                PredictiveReplicaAutoscaler(replace(cfg, **kw)),
+                build_policies(rps, run.static_replicas, st, m.gpus_per_replica, options=kw)["gpufleet"],
                 cold_start_s=st.cold_start_s,
                 slo_s=slo,
                 gpus_per_replica=m.gpus_per_replica,
                 initial_replicas=init,
                 queue=queue,
+                scaling=fleet_scaling(rps, st),
             )
             ok, _ = verdict(TraceRun(t, run.rps_per_replica, run.static_replicas, {**run.results, "gpufleet": r}, {}))
             print(

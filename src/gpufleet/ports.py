@@ -159,43 +159,102 @@ class Placer(Protocol):
 
 
 @dataclass(frozen=True, slots=True)
-class ServingObservation:
-    """What a serving world measured over the last control period of ``period_s`` (a gateway's counters and the
-    deployment's status), for replica policies that read more than the request rate.
+class ReplicaSignals:
+    """One observation of a serving workload, averaged over the last decision period.
 
-    ``ready`` / ``starting``: replicas serving now / still in their cold start. ``concurrency``: mean requests in
-    flight (queued + in service); ``queue_depth``: requests waiting now; ``load_replicas``: replicas the arrivals
-    would keep 100% busy; ``slo_misses``: requests whose queue wait passed ``slo_s`` during the period;
-    ``max_concurrency``: the most requests one replica serves at once (1: one request per replica; None: a
-    batching replica); ``peak_concurrency``: the most requests in flight at any instant (None: not measured).
+    now_s: the decision time (passed in; policies never read a clock).
+    ready / starting: replicas serving now / launched and still in their cold start.
+    period_s: length of the observation window these averages cover.
+    arrival_rps: requests that arrived per second (including those held at zero replicas).
+    concurrency: mean requests in flight (queued + in service).
+    queue_depth: requests waiting for a replica at ``now_s`` (held requests when at zero replicas).
+    load_replicas: replicas the arrivals would keep 100% busy (token-weighted work rate); never capped.
+    peak_work: ``(window_s, work)`` pairs: the replica-seconds of work that arrived in the densest
+      ``window_s`` inside the period, for a few short windows (what a gateway's per-second counters show;
+      empty when the caller does not measure it).
+    peak_concurrency: the most requests in flight (queued + in service) at any instant of the period (a
+      gateway's in-flight gauge; None when the caller does not measure it).
+    slo_misses: requests whose wait in the queue passed the latency SLO during the period (a gateway sees a
+      queued request's age cross it; each request counts once; None when the caller does not measure it).
     """
 
+    now_s: float
     ready: int
     starting: int
     period_s: float
+    arrival_rps: float
     concurrency: float
     queue_depth: int
     load_replicas: float
-    slo_s: float
-    slo_misses: float
-    max_concurrency: int | None = None
+    peak_work: tuple[tuple[float, float], ...] = ()
     peak_concurrency: float | None = None
+    slo_misses: float | None = None
+
+    @property
+    def total(self) -> int:
+        return self.ready + self.starting
+
+
+@dataclass(frozen=True, slots=True)
+class ReplicaDecision:
+    """The replica count a policy wants, and why.
+
+    reason: a reason code (see docs/autoscale.md), e.g. ``forecast_prewarm``, ``queue_drain``,
+      ``scale_down_stabilized``, ``scale_to_zero``, ``activate_held_requests``, ``clamped_max``, ``budget_capped``.
+    forecast: the load the decision provisions for (the policy's own metric), for reports.
+    budget_bound: the budget cap changed the decision (always reported, never silent).
+    budget_exceeded: the decision spends above ``budget_usd_day`` (only to honour ``min_replicas``).
+    degrade: the declared degrade option applied because the budget binds, if any.
+    spend_usd_day: the decision's spend rate, expressed per day at the chosen option's price.
+    """
+
+    desired: int
+    reason: str
+    forecast: float = 0.0
+    budget_bound: bool = False
+    budget_exceeded: bool = False
+    degrade: str | None = None
+    spend_usd_day: float | None = None
 
 
 class ReplicaAutoscaler(Protocol):
-    """Replica count of one serving deployment. ``observed``: the queue the world measured (None when the world
-    measures only the request rate); a policy that does not read it ignores it."""
+    """The replica-policy stage: the one interface of every replica policy (gpufleet's, HPA, KPA, a static fleet).
+
+    ``decide`` is called every ``period_s`` per serving fleet with what the world observed of it (``signals``) and
+    the fleet's declared scaling (``scaling``: its min / max replicas, the rps one replica sustains, its cold start
+    and scale-down delay); a policy that serves several fleets keeps one state per ``scaling``. ``desired`` is the
+    same decision for a world that observes only the request rate (``current`` replicas, ready or starting, and
+    ``observed_rps``): :func:`rate_signals` turns that into signals, and the decision is ``decide``'s.
+    The simulator, the service's reconciler and ``gpufleet bench autoscale`` call these same objects.
+    """
+
+    name: str
+    period_s: float
+
+    def decide(self, signals: ReplicaSignals, scaling: ServingScaling) -> ReplicaDecision: ...
 
     def desired(
-        self,
-        *,
-        current: int,
-        observed_rps: float,
-        scaling: ServingScaling,
-        now_s: int,
-        last_scale_down_s: int,
-        observed: ServingObservation | None = None,
+        self, *, current: int, observed_rps: float, scaling: ServingScaling, now_s: int, last_scale_down_s: int
     ) -> tuple[int, str]: ...
+
+
+def rate_signals(
+    current: int, observed_rps: float, scaling: ServingScaling, now_s: float, period_s: float
+) -> ReplicaSignals:
+    """The signals of a world that observes only the request rate: ``current`` replicas taken as ready, no queue,
+    the load in replicas at 100% busy = ``observed_rps / scaling.target_rps_per_replica``."""
+    if scaling.target_rps_per_replica <= 0:
+        raise ValidationError("target_rps_per_replica", f"must be > 0, got {scaling.target_rps_per_replica}")
+    return ReplicaSignals(
+        now_s=float(now_s),
+        ready=current,
+        starting=0,
+        period_s=float(period_s),
+        arrival_rps=observed_rps,
+        concurrency=0.0,
+        queue_depth=0,
+        load_replicas=observed_rps / scaling.target_rps_per_replica,
+    )
 
 
 @dataclass(frozen=True, slots=True)

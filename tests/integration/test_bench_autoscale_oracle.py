@@ -9,7 +9,6 @@ import numpy.typing as npt
 import pytest
 
 from gpufleet.autoscale.baselines import StaticPolicy
-from gpufleet.autoscale.signals import ReplicaSignals
 from gpufleet.bench.autoscale import BenchSettings, run, to_json, verdict
 from gpufleet.bench.autoscale_oracle import (
     OracleRun,
@@ -19,8 +18,9 @@ from gpufleet.bench.autoscale_oracle import (
     miss_table,
     oracle,
 )
-from gpufleet.bench.autoscale_sim import simulate
+from gpufleet.bench.autoscale_sim import bench_scaling, simulate
 from gpufleet.bench.autoscale_traces import ArrivalTrace, request_trace
+from gpufleet.ports import ReplicaSignals
 
 COLD, SLO = 120.0, 2.0
 
@@ -119,7 +119,8 @@ def test_warm_start_holds_the_size_then_lets_the_policy_decide() -> None:
     sig = ReplicaSignals(
         now_s=0.0, ready=6, starting=0, period_s=5.0, arrival_rps=0.0, concurrency=0.0, queue_depth=0, load_replicas=0.0
     )
-    assert p.decide(sig).desired == 6 and p.decide(sig).reason == "warm_start"
+    fleet = bench_scaling(1.0, 100, 120.0)
+    assert p.decide(sig, fleet).desired == 6 and p.decide(sig, fleet).reason == "warm_start"
     later = ReplicaSignals(
         now_s=60.0,
         ready=6,
@@ -130,7 +131,7 @@ def test_warm_start_holds_the_size_then_lets_the_policy_decide() -> None:
         queue_depth=0,
         load_replicas=0.0,
     )
-    assert p.decide(later).desired == 1
+    assert p.decide(later, fleet).desired == 1
 
 
 def test_bench_reports_oracle_as_analysis_never_as_a_baseline(tmp_path: Path) -> None:

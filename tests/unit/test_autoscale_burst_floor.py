@@ -128,6 +128,7 @@ def test_zero_miss_budget_keeps_a_replica_once_cold_starts_cost_more_than_the_bu
         "cold_start_s": 120.0,
         "slo_s": 2.0,
         "slo_miss_budget": None,
+        "static_floor_budget": None,  # another rule (on by default): off, so that the zero rule is seen alone
     }
     off_pol = PredictiveReplicaAutoscaler(ReplicaAutoscalerConfig(**base, zero_miss_budget=None))
     off = simulate(tr, off_pol, cold_start_s=120, slo_s=2, gpus_per_replica=1)

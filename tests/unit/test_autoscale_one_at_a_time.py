@@ -8,10 +8,10 @@ import pytest
 from gpufleet.autoscale.baselines import KpaPolicy
 from gpufleet.autoscale.erlang import servers_for
 from gpufleet.autoscale.replica import PredictiveReplicaAutoscaler, ReplicaAutoscalerConfig
-from gpufleet.autoscale.signals import ReplicaSignals
 from gpufleet.bench.autoscale_sim import simulate
 from gpufleet.bench.autoscale_traces import request_trace
 from gpufleet.domain.errors import ValidationError
+from gpufleet.ports import ReplicaSignals
 
 
 def _cfg(**kw: object) -> ReplicaAutoscalerConfig:

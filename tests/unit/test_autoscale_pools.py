@@ -13,10 +13,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from gpufleet.autoscale.baselines import StaticPolicy
-from gpufleet.autoscale.signals import ReplicaDecision, ReplicaSignals
+from gpufleet.autoscale.policy_base import RatePolicy
 from gpufleet.bench.autoscale_sim import simulate
 from gpufleet.bench.autoscale_traces import ArrivalTrace, request_trace
 from gpufleet.domain.errors import ValidationError
+from gpufleet.domain.workloads import ServingScaling
+from gpufleet.ports import ReplicaDecision, ReplicaSignals
 from gpufleet.sim.queueing import BatchedPool, ExclusivePool
 
 F64 = npt.NDArray[np.float64]
@@ -92,13 +94,13 @@ def test_in_flight_mean_and_peak_match_a_direct_count(reqs: list[tuple[float, fl
         assert peak == max([before, *after])
 
 
-class _OneThenZero:
+class _OneThenZero(RatePolicy):
     """One replica, then none from t = 5 s (while its 30 s request is in service)."""
 
     name = "one_then_zero"
     period_s = 5.0
 
-    def decide(self, signals: ReplicaSignals) -> ReplicaDecision:
+    def decide(self, signals: ReplicaSignals, scaling: ServingScaling | None = None) -> ReplicaDecision:
         return ReplicaDecision(1 if signals.now_s < 5.0 else 0, "test")
 
 

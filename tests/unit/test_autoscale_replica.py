@@ -10,10 +10,10 @@ from hypothesis import strategies as st
 from gpufleet.autoscale.baselines import HpaPolicy, KpaPolicy
 from gpufleet.autoscale.forecaster import OnlineQuantileForecaster
 from gpufleet.autoscale.replica import BudgetDegrade, PredictiveReplicaAutoscaler, ReplicaAutoscalerConfig
-from gpufleet.autoscale.signals import ReplicaSignals
 from gpufleet.bench.autoscale_sim import simulate
 from gpufleet.bench.autoscale_traces import request_trace
 from gpufleet.domain.errors import ValidationError
+from gpufleet.ports import ReplicaSignals
 
 
 def _sig(t: float, rps: float, *, ready: int = 1, starting: int = 0, queue: int = 0) -> ReplicaSignals:

@@ -5,10 +5,18 @@ from __future__ import annotations
 import pytest
 
 from gpufleet.autoscale.replica import PredictiveReplicaAutoscaler, ReplicaAutoscalerConfig
-from gpufleet.autoscale.signals import ReplicaSignals
 from gpufleet.domain.errors import ValidationError
+from gpufleet.ports import ReplicaSignals
 
-BASE = {"min_replicas": 0, "max_replicas": 50, "target_per_replica": 1.0, "cold_start_s": 120.0, "slo_s": 2.0}
+# the static floor (on by default) is another rule: off here, so that these tests see the error budget alone
+BASE = {
+    "min_replicas": 0,
+    "max_replicas": 50,
+    "target_per_replica": 1.0,
+    "cold_start_s": 120.0,
+    "slo_s": 2.0,
+    "static_floor_budget": None,
+}
 
 
 def _sig(t: float, *, rps: float, misses: float | None, ready: int, peak: float = 0.0) -> ReplicaSignals:

@@ -2,12 +2,8 @@
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
 
-from gpufleet.autoscale.replica import PredictiveReplicaAutoscaler, ReplicaAutoscalerConfig
-from gpufleet.autoscale.signals import ReplicaSignals
 from gpufleet.domain.catalog import BUILTIN_PRICE_CATALOG
 from gpufleet.forecast.baselines import seasonal_naive
 from gpufleet.forecast.conformal import CalibratedForecaster, block_edges, calibrated_forecaster
@@ -111,27 +107,3 @@ def test_idle_gate_holds_nothing_where_most_observed_hours_are_idle() -> None:
     assert g.commits.sum() == 0
     assert all(r.endswith(":idle_gate") for r in gated.reasons_[13:])
     assert g.cost_usd <= off.cost_usd
-
-
-def _sig(t: float, rps: float, ready: int) -> ReplicaSignals:
-    return ReplicaSignals(t, ready, 0, 5.0, rps, rps * 0.1, 0, rps * 0.1)
-
-
-def test_static_cap_keeps_the_fleet_at_what_the_slo_needed_so_far() -> None:
-    cfg = ReplicaAutoscalerConfig(
-        min_replicas=0, max_replicas=100, target_per_replica=1.0, cold_start_s=120.0, slo_s=2.0, static_cap=True
-    )
-    capped = PredictiveReplicaAutoscaler(cfg)
-    ready = 1
-    for k in range(1, 400):  # steady 5 rps: the forecast's upper quantile and headroom ask for more
-        d = capped.decide(_sig(5.0 * k, 5.0, ready))
-        ready = d.desired
-        assert capped._burst is not None
-        assert d.desired <= max(1, math.ceil(capped._burst.peak - 1e-9))
-    free = PredictiveReplicaAutoscaler(
-        ReplicaAutoscalerConfig(min_replicas=0, max_replicas=100, target_per_replica=1.0, cold_start_s=120.0, slo_s=2.0)
-    )
-    ready = 1
-    for k in range(1, 400):
-        ready = free.decide(_sig(5.0 * k, 5.0, ready)).desired
-    assert ready > d.desired  # without the cap it holds the forecast's headroom

@@ -8,11 +8,12 @@ from collections import deque
 import numpy as np
 import pytest
 
+from gpufleet.autoscale.policy_base import RatePolicy
 from gpufleet.bench.autoscale_traces import request_trace
 from gpufleet.control.loop import ControlLoop
 from gpufleet.domain.errors import ValidationError
 from gpufleet.domain.workloads import ServingScaling
-from gpufleet.ports import ServingObservation
+from gpufleet.ports import ReplicaDecision, ReplicaSignals
 from gpufleet.sim.builtin import default_scenario
 from gpufleet.sim.queueing import BatchedPool, ExclusivePool, PeriodQueue, erlang_c_tail
 from gpufleet.sim.run import simulate
@@ -88,25 +89,19 @@ def test_bad_queue_settings_are_clear_errors() -> None:
         PeriodQueue("batched", 0.0, 2.0)
 
 
-class Recording:
+class Recording(RatePolicy):
     """A replica policy that keeps every observation and holds a fixed fleet."""
+
+    name = "recording"
+    period_s = 900.0
 
     def __init__(self, replicas: int) -> None:
         self.replicas = replicas
-        self.seen: list[ServingObservation | None] = []
+        self.seen: list[ReplicaSignals] = []
 
-    def desired(
-        self,
-        *,
-        current: int,
-        observed_rps: float,
-        scaling: ServingScaling,
-        now_s: int,
-        last_scale_down_s: int,
-        observed: ServingObservation | None = None,
-    ) -> tuple[int, str]:
-        self.seen.append(observed)
-        return self.replicas, "fixed"
+    def decide(self, signals: ReplicaSignals, scaling: ServingScaling) -> ReplicaDecision:
+        self.seen.append(signals)
+        return ReplicaDecision(self.replicas, "fixed")
 
 
 def _one_fleet_scenario(days: int = 2, **serving: object):  # type: ignore[no-untyped-def]
@@ -129,9 +124,10 @@ def test_slo_attainment_comes_from_queue_waits_and_the_autoscaler_sees_the_queue
         w.check_invariants()
         fr = w.fleets[0]
         results[replicas] = fr.served_req / fr.total_req
-        obs = [o for o in rec.seen if o is not None]
-        assert len(obs) == len(rec.seen) and obs[0].slo_misses == 0  # every tick; the first has served nothing
-        assert all(o.slo_s == sc.serving[0].slo_s and o.max_concurrency is None for o in obs)
+        obs = rec.seen
+        assert len(obs) == len(fr.rps)  # every control tick
+        assert obs[0].slo_misses == 0  # the first has served nothing
+        assert all(o.peak_concurrency is None for o in obs)  # a batching fleet: no one-request gauge
         if replicas * per < rps:  # under-provisioned: the queue grows, requests miss, the autoscaler is told
             assert max(o.queue_depth for o in obs) > 0 and sum(o.slo_misses for o in obs) > 0
     low, high = sorted(results)
@@ -144,13 +140,15 @@ def test_an_exclusive_fleet_reports_one_request_per_replica_to_the_autoscaler() 
     rec = Recording(int(sc.serving[0].base_rps / sc.serving[0].target_rps_per_replica * 2))
     loop.autoscaler = rec
     World(sc, loop).run()
-    obs = [o for o in rec.seen if o is not None]
-    assert obs and all(o.max_concurrency == 1 and o.peak_concurrency is not None for o in obs)
+    obs = rec.seen
+    assert obs and all(o.peak_concurrency is not None for o in obs)
+    assert all(o.peak_concurrency >= o.concurrency - 1e-9 for o in obs if o.peak_concurrency is not None)
 
 
 def test_the_gpufleet_loop_runs_the_slo_aware_replica_autoscaler() -> None:
     sc = _one_fleet_scenario(days=3)
     world, summary = simulate(sc)
-    policies = world.loop.autoscaler._by_fleet.values()  # type: ignore[attr-defined]
+    policies = world.loop.autoscaler.inner._by_fleet.values()  # type: ignore[attr-defined]
     assert policies and all(p.config.slo_s == sc.serving[0].slo_s for p in policies)
+    assert all(p.config.max_concurrency is None for p in policies)  # declared by the scenario: batching
     assert 0.9 < summary["serving_slo_attainment"] <= 1.0

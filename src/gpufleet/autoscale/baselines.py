@@ -1,6 +1,9 @@
 """Reference replica policies measured against gpufleet: static peak, Kubernetes HPA, Knative KPA.
 
-Each follows its upstream defaults (cited in docs/autoscale.md); all share the bench's target utilization.
+Each follows its upstream defaults (cited in docs/autoscale.md); all share the bench's target utilization. They
+implement the one replica-policy port (:class:`gpufleet.ports.ReplicaAutoscaler`): the min / max replicas are the
+fleet's (``ServingScaling``). :class:`HpaPolicy` is also the baseline control loop's replica autoscaler
+(``ControlLoop.baseline``): the one HPA of the code base.
 """
 
 from __future__ import annotations
@@ -9,10 +12,12 @@ import math
 from collections import deque
 from typing import Literal
 
-from gpufleet.autoscale.signals import ReplicaDecision, ReplicaSignals
+from gpufleet.autoscale.policy_base import RatePolicy
+from gpufleet.domain.workloads import ServingScaling
+from gpufleet.ports import ReplicaDecision, ReplicaSignals
 
 
-class StaticPolicy:
+class StaticPolicy(RatePolicy):
     """A fixed replica count (e.g. sized for the peak)."""
 
     def __init__(self, replicas: int, name: str = "static_peak", period_s: float = 60.0) -> None:
@@ -20,11 +25,11 @@ class StaticPolicy:
         self.period_s = period_s
         self.replicas = replicas
 
-    def decide(self, signals: ReplicaSignals) -> ReplicaDecision:
+    def decide(self, signals: ReplicaSignals, scaling: ServingScaling | None = None) -> ReplicaDecision:
         return ReplicaDecision(self.replicas, "static")
 
 
-class HpaPolicy:
+class HpaPolicy(RatePolicy):
     """Kubernetes HorizontalPodAutoscaler (autoscaling/v2 defaults).
 
     15 s sync; desired = ceil(usage / target) where usage = sum of per-pod utilization over ready pods and
@@ -32,6 +37,11 @@ class HpaPolicy:
     10% tolerance; scale-up policy max(100%, 4 pods) per 15 s; scale-down stabilization 300 s (highest
     recommendation of the window) and at most 100% per 15 s. The utilization metric is the load the
     arrivals put on the ready replicas (not capped at 100%), a stronger signal than raw GPU utilization.
+    min / max replicas are the fleet's (``scaling``; at least one: the HPA does not scale to zero).
+    ``scale_down_stabilization_s`` None = the fleet's ``scaling.scale_down_delay_s`` (its
+    ``behavior.scaleDown.stabilizationWindowSeconds``). Called less often than every ``period_s`` (the
+    simulator's control period), the scale-up limit compounds over the sync periods that passed. Each fleet
+    (``scaling``) keeps its own recommendation window, as each Deployment has its own HPA object.
     """
 
     name = "hpa"
@@ -40,22 +50,26 @@ class HpaPolicy:
         self,
         *,
         target_utilization: float,
-        min_replicas: int = 1,
-        max_replicas: int = 10_000,
         period_s: float = 15.0,
         tolerance: float = 0.1,
-        scale_down_stabilization_s: float = 300.0,
+        scale_down_stabilization_s: float | None = 300.0,
     ) -> None:
         self.period_s = period_s
         self.target = target_utilization
-        self.min_replicas = max(1, min_replicas)
-        self.max_replicas = max_replicas
         self.tolerance = tolerance
         self.down_s = scale_down_stabilization_s
-        self._recs: deque[tuple[float, int]] = deque()
+        # one state per fleet (``scaling``; None for a caller that runs one fleet without declaring it)
+        self._recs: dict[ServingScaling | None, deque[tuple[float, int]]] = {}
+        self._last_s: dict[ServingScaling | None, float] = {}
 
-    def decide(self, signals: ReplicaSignals) -> ReplicaDecision:
+    def decide(self, signals: ReplicaSignals, scaling: ServingScaling | None = None) -> ReplicaDecision:
         s = signals
+        lo, hi = (max(1, scaling.min_replicas), scaling.max_replicas) if scaling is not None else (1, 10_000)
+        down_s = self.down_s if self.down_s is not None or scaling is None else float(scaling.scale_down_delay_s)
+        last_s = self._last_s.get(scaling)
+        syncs = 1 if last_s is None else max(1, round((s.now_s - last_s) / self.period_s))
+        self._last_s[scaling] = s.now_s
+        recs = self._recs.setdefault(scaling, deque())
         current = max(s.total, 1)
         usage = s.load_replicas if s.ready > 0 else 0.0
         ratio = usage / (self.target * current)
@@ -64,23 +78,28 @@ class HpaPolicy:
         else:
             rec, reason = math.ceil(usage / self.target - 1e-9), "utilization"
         if s.ready == 0 and s.total == 0:
-            rec, reason = self.min_replicas, "min_replicas"
-        rec = min(self.max_replicas, max(self.min_replicas, rec))
-        self._recs.append((s.now_s, rec))
-        while self._recs and self._recs[0][0] < s.now_s - self.down_s - 1e-9:
-            self._recs.popleft()
+            rec, reason = lo, "min_replicas"
+        rec = min(hi, max(lo, rec))
+        recs.append((s.now_s, rec))
+        while recs and recs[0][0] < s.now_s - (down_s or 0.0) - 1e-9:
+            recs.popleft()
         if rec < current:
-            desired = min(current, max(r for _, r in self._recs))
+            desired = min(current, max(r for _, r in recs))
             if desired != rec:
                 reason = "scale_down_stabilized"
         elif rec > current:
-            desired = min(rec, max(2 * current, current + 4))
+            limit = current
+            for _ in range(min(syncs, 64)):
+                limit = max(2 * limit, limit + 4)
+                if limit >= rec:
+                    break
+            desired = min(rec, limit)
         else:
             desired = rec
         return ReplicaDecision(desired, reason, forecast=usage)
 
 
-class KpaPolicy:
+class KpaPolicy(RatePolicy):
     """Knative Pod Autoscaler (defaults): rps metric, 2 s tick, 60 s stable and 6 s panic windows.
 
     desired = ceil(window average / target); panic when the panic-window desire reaches 200% of ready pods,
@@ -89,6 +108,7 @@ class KpaPolicy:
     arrive at zero are held by the activator, which asks for one replica at once. ``metric="concurrency"``
     averages requests in flight instead of rps (Knative's own default metric; ``target_rps_per_replica`` is
     then the target in-flight requests per replica, e.g. 0.8 for a containerConcurrency of 1 at 80%).
+    min / max replicas: the fleet's (``scaling``) when given, else these.
     """
 
     name = "kpa"
@@ -138,7 +158,7 @@ class KpaPolicy:
         _, (total, dur) = self._win[window_s]
         return max(0.0, total / dur) if dur > 1e-9 else 0.0
 
-    def decide(self, signals: ReplicaSignals) -> ReplicaDecision:
+    def decide(self, signals: ReplicaSignals, scaling: ServingScaling | None = None) -> ReplicaDecision:
         s = signals
         now = s.now_s
         self._push(now, s.concurrency if self.metric == "concurrency" else s.arrival_rps, s.period_s)
@@ -173,6 +193,7 @@ class KpaPolicy:
             self._zero_since = None
         if desired == 0 and (s.queue_depth > 0 or s.arrival_rps > 0):
             desired, reason = 1, "activator_held_requests"
-        desired = min(self.max_replicas, max(self.min_replicas, desired))
+        lo, hi = (scaling.min_replicas, scaling.max_replicas) if scaling is not None else (0, 10_000)
+        desired = min(hi, max(lo, self.min_replicas, desired), self.max_replicas)
         self._desired = desired
         return ReplicaDecision(desired, reason, forecast=stable)

@@ -88,7 +88,7 @@ class BurstFloor:
         peak_work: tuple[tuple[float, float], ...] = (),
         in_flight: float | None = None,
         per_replica: int = 1,
-    ) -> None:
+    ) -> float:
         """Record one period: its arriving load (replicas at 100%), the work in its densest short windows
         (``(window_s, replica-seconds)``) and the requests it brought (the weight of its requirement).
 
@@ -97,6 +97,7 @@ class BurstFloor:
         request is at most one more than the fluid requirement, so the period needs
         ``min(in_flight, fluid + 1) / per_replica`` replicas: the in-flight count for requests long against the
         SLO (an SD image), the fluid work arithmetic for short ones (a burst of 0.1 s requests is one slot).
+        Returns the period's requirement (replicas).
         """
         own = load_replicas * period_s / requests if requests > 0 else 0.0
         req = self.requirement(period_s, load_replicas, peak_work, own)
@@ -106,6 +107,7 @@ class BurstFloor:
         while self._recent and self._recent[0][0] <= now_s - self.span_s + 1e-9:
             self._recent.popleft()
         self.record(now_s, req, requests)
+        return req
 
     def record(self, now_s: float, requirement: float, requests: float) -> None:
         """Record a period's requirement (replicas) directly, weighted by the requests it brought."""

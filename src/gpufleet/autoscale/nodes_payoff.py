@@ -10,8 +10,10 @@
   (:func:`~gpufleet.autoscale.idle_spells.keep_idle_node`, reason ``rent_or_buy_hold``), with the buy cost of
   :func:`~gpufleet.autoscale.node_rules.rent_or_buy_hold_s` and the gap distribution learned online per pool from
   the idle spells this scaler watches (a node that leaves the idle list without being terminated was reused).
-  The nodes it lets go then pass :class:`PayoffAwareScaleDown`'s rules (forecast need before a relaunch pays off,
-  disruption budget). The wait a relaunch causes is priced at on-demand (``ScaleDownContext.wait_price_usd_per_gpu_h``),
+  The nodes it lets go then pass the scale-down rules of :mod:`gpufleet.autoscale.cluster` (minimum billing,
+  forecast need before a relaunch pays off, disruption budget). The world offers only idle launched nodes; the rest
+  of the SKU's schedulable capacity enters those rules as one node that may not be disrupted, so the forecast rule
+  compares demand with the capacity that would remain. The wait a relaunch causes is priced at on-demand (``ScaleDownContext.wait_price_usd_per_gpu_h``),
   so spot and secondary nodes, cheaper per second, are held longer than on-demand ones.
 - Consolidation (:func:`~gpufleet.autoscale.node_rules.moves_to_reserved`, reason ``long_run_to_idle_reserved``):
   a gang with a day or more left moves, just after a checkpoint, from launched nodes onto reserved nodes idle for
@@ -22,13 +24,24 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from gpufleet.autoscale.cluster import ClusterAutoscalerConfig
+import numpy as np
+import numpy.typing as npt
+
+from gpufleet.autoscale.cluster import (
+    ClusterSnapshot,
+    DemandCeiling,
+    Node,
+    NodeGroup,
+    ScaleDownConfig,
+    ScaleDownRules,
+)
 from gpufleet.autoscale.idle_spells import IdleSpells, keep_idle_node
-from gpufleet.autoscale.loop_adapters import PayoffAwareScaleDown
 from gpufleet.autoscale.node_rules import moves_to_reserved, rent_or_buy_hold_s, shortfall_nodes
+from gpufleet.domain.pools import Tier
 from gpufleet.ports import IdleNode, MoveContext, ScaleDownContext, ScaleUpContext
 
 MIN_BILLING_S = 60.0  # per-second billing with a one-minute minimum (AWS, GCP Linux instances)
+HOUR_S = 3600
 
 
 @dataclass(slots=True)
@@ -39,7 +52,7 @@ class _Open:
     last_seen_s: int
 
 
-class PayoffAwareNodes(PayoffAwareScaleDown):
+class PayoffAwareNodes:
     """``delay_weight``: see :func:`rent_or_buy_hold_s` (2: chosen on seeds 1-10 with consolidation on, which pays
     for the longer holds; docs/benchmarks/cluster-autoscale.md). ``learn_gaps``: decide holds from the idle spells
     learned per pool (:func:`keep_idle_node`) instead of the deterministic break-even (measured no better, so off).
@@ -51,17 +64,20 @@ class PayoffAwareNodes(PayoffAwareScaleDown):
     def default(cls, idle_node_timeout_s: int = 600) -> PayoffAwareNodes:
         """gpufleet's setting: the hourly demand forecast does not gate scale-down (measured: at equal cost the
         rent-or-buy hold removes more launches than the forecast rule; docs/autoscale.md)."""
-        return cls(ClusterAutoscalerConfig(scale_down_unneeded_s=float(idle_node_timeout_s), use_forecast=False))
+        return cls(ScaleDownConfig(scale_down_unneeded_s=float(idle_node_timeout_s), use_forecast=False))
 
     def __init__(
         self,
-        config: ClusterAutoscalerConfig | None = None,
+        config: ScaleDownConfig | None = None,
         delay_weight: float = 2.0,
         learn_gaps: bool = False,
         wait_for_freeing: bool = True,
         move_to_reserved: bool = True,
     ) -> None:
-        super().__init__(config)
+        cfg = config or ScaleDownConfig()
+        # the world offers only nodes already idle for the unneeded time, so the rules' own clock starts at 0
+        self.min_idle_s = int(cfg.scale_down_unneeded_s)
+        self.rules = ScaleDownRules(replace(cfg, scale_down_unneeded_s=0.0))
         self.wait_for_freeing = wait_for_freeing
         self.move_to_reserved = move_to_reserved
         self.delay_weight = delay_weight
@@ -87,12 +103,36 @@ class PayoffAwareNodes(PayoffAwareScaleDown):
         self._count("rent_or_buy_hold", len(ctx.idle) - len(past))
         if not past:
             return []
-        out = super().scale_down(replace(ctx, idle=past))
+        out = self._rules_scale_down(replace(ctx, idle=past))
         for node_id, _ in out:
             o = self._open.pop(node_id, None)
             if o is not None:
                 self._pool(o.pool_id).add(ctx.now_s - o.start_s, reused=False)
         return out
+
+    def _rules_scale_down(self, ctx: ScaleDownContext) -> list[tuple[int, str]]:
+        """The scale-down rules on the offered idle nodes (the SKU's other capacity as one undisruptable node)."""
+        groups: dict[str, NodeGroup] = {}
+        nodes: list[Node] = []
+        for n in ctx.idle:
+            if n.pool_id not in groups:
+                groups[n.pool_id] = NodeGroup(
+                    n.pool_id, ctx.sku_id, Tier(n.tier), n.gpus, n.price_usd_per_gpu_h, float(n.node_start_s), 60.0
+                )
+            launched = ctx.now_s - n.up_for_s - n.node_start_s
+            nodes.append(Node(str(n.node_id), n.pool_id, n.gpus, (), True, float(launched)))
+        rest_gpus = ctx.capacity_gpus - sum(n.gpus for n in ctx.idle)
+        if rest_gpus > 0:
+            groups["_rest"] = NodeGroup("_rest", ctx.sku_id, Tier.RESERVED, rest_gpus, 0.0)
+            nodes.append(Node("_rest", "_rest", rest_gpus, (rest_gpus,), True, 0.0, disruptable=False))
+        forecasts: tuple[DemandCeiling, ...] = ()
+        if ctx.forecast_gpus is not None and len(ctx.forecast_gpus):
+            f: npt.NDArray[np.float64] = np.asarray(ctx.forecast_gpus, dtype=np.float64)
+            t_s: npt.NDArray[np.float64] = ctx.now_s + np.arange(len(f), dtype=np.float64) * HOUR_S
+            forecasts = (DemandCeiling(ctx.sku_id, t_s, f),)
+        snap = ClusterSnapshot(tuple(groups.values()), tuple(nodes), forecasts)
+        dec = self.rules.decide(snap, float(ctx.now_s))
+        return [(int(t.node_id), t.reason) for t in dec.terminations if t.node_id != "_rest"]
 
     def moves(self, ctx: MoveContext) -> list[tuple[int, str]]:
         if not self.move_to_reserved:

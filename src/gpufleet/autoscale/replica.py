@@ -16,8 +16,11 @@ from typing import Literal
 from gpufleet.autoscale.burst_hold import BurstFloor
 from gpufleet.autoscale.erlang import servers_for
 from gpufleet.autoscale.forecaster import LoadForecaster, OnlineQuantileForecaster
-from gpufleet.autoscale.signals import ReplicaDecision, ReplicaSignals
+from gpufleet.autoscale.policy_base import RatePolicy
+from gpufleet.autoscale.static_fleet import StaticFleetEstimate
 from gpufleet.domain.errors import ValidationError
+from gpufleet.domain.workloads import ServingScaling
+from gpufleet.ports import ReplicaDecision, ReplicaSignals
 
 Metric = Literal["rps", "concurrency", "queue_depth"]
 
@@ -83,14 +86,22 @@ class ReplicaAutoscalerConfig:
     wait_miss_budget: with ``max_concurrency`` and ``slo_s``: the Erlang C staffing keeps the chance that a
       request arriving at the forecaster's level (its mean rate) waits longer than ``slo_s`` within this (the same
       0.005, half of a 99% SLO's misses, as ``zero_miss_budget``).
-    static_cap: opt-in (off): never ask for more replicas than the static fleet that meets ``slo_s`` on every period
-      observed so far (needs ``slo_s``): the largest per-period burst-floor requirement seen since the start, never forgotten,
-      rounded up (at least one while requests arrive or wait). Reason ``static_cap``. A fleet that pre-warms or
-      drains above it pays cold starts for capacity that a fixed fleet of that size would not have needed. Batching
-      replicas only (``max_concurrency`` None), where the fluid requirement is exact; a one-request-at-a-time fleet
-      is staffed by Erlang C, which the per-period requirement does not bound. Off by default: on ServeGen it cut
-      attainment from 99.26% / 99.36% to 97.02% / 96.09% (m-large / m-mid; docs/benchmarks/generalize.md): every
-      new high of a growing load waits a cold start above a cap sized at 100% busy.
+    static_floor_budget: with ``slo_s`` and the ``slo_misses`` signal (else off): while the requests that missed the
+      SLO are more than this share of all requests seen so far, the fleet holds at least the static fleet that the
+      SLO needed for the traffic seen so far (autoscale/static_fleet.py: the largest hourly ``static_attainment``
+      quantile of the per-period burst-floor requirement; reason ``static_floor``): a policy failing its SLO falls
+      back towards static peak, never above what a static fleet sized on the traffic seen would hold (up to the
+      requirement arithmetic's error). 0.005 (half the misses a 99% SLO allows, the value of the other error
+      budgets), counted over ``static_floor_window`` requests: the setting ``gpufleet bench generalize`` picks
+      leave-one-trace-out among four (docs/benchmarks/generalize.md says on which traces). None = off.
+    static_floor_cap: the burst floor never exceeds that same static estimate (the floor holds what the bursts
+      needed, but never more than a fixed fleet that meets the SLO on every hour seen would hold). Off by default.
+    static_attainment: the per-hour attainment the static estimate is sized for (0.99: static peak's).
+    static_floor_window: the static floor's budget counts the misses among the last this many requests (the periods
+      holding at least them) instead of all requests seen; None = all. 20,000 = 100 / 0.005 (100 misses' worth of
+      budget): weeks of a sparse trace (SD: 17 days), minutes of a busy one (ServeGen: 1-7 min), so a busy fleet that
+      misses at a step change does not hold its daily peak for days. Set by judgment after the cumulative budget's
+      table, chosen leave-one-trace-out with it (docs/benchmarks/generalize.md).
     """
 
     min_replicas: int
@@ -121,7 +132,10 @@ class ReplicaAutoscalerConfig:
     max_concurrency: int | None = None
     wait_miss_budget: float = 0.005
     slo_miss_budget: float | None = 0.005
-    static_cap: bool = False
+    static_floor_budget: float | None = 0.005
+    static_floor_cap: bool = False
+    static_attainment: float = 0.99
+    static_floor_window: float | None = 20_000.0
 
     def __post_init__(self) -> None:
         if self.min_replicas < 0 or self.max_replicas < max(1, self.min_replicas):
@@ -140,12 +154,20 @@ class ReplicaAutoscalerConfig:
             raise ValidationError("slo_miss_budget", f"must be in (0, 1), got {self.slo_miss_budget}")
         if not 0.0 < self.wait_miss_budget < 1.0:
             raise ValidationError("wait_miss_budget", f"must be in (0, 1), got {self.wait_miss_budget}")
+        if self.static_floor_budget is not None and not 0.0 <= self.static_floor_budget < 1.0:
+            raise ValidationError("static_floor_budget", f"must be in [0, 1), got {self.static_floor_budget}")
+        if self.static_floor_window is not None and not self.static_floor_window > 0:
+            raise ValidationError("static_floor_window", f"must be > 0 requests, got {self.static_floor_window}")
         if self.budget_usd_day is not None and self.budget_usd_day < 0:
             raise ValidationError("budget_usd_day", f"must be >= 0, got {self.budget_usd_day}")
 
 
-class PredictiveReplicaAutoscaler:
-    """The ``gpufleet`` replica policy. Stateful only through its forecaster and stabilization windows."""
+class PredictiveReplicaAutoscaler(RatePolicy):
+    """The ``gpufleet`` replica policy for one fleet, configured by ``config`` (the ``scaling`` argument of the
+    port's ``decide`` is not read: the config holds the fleet's settings). Stateful only through its forecaster,
+    floors and stabilization windows. :class:`gpufleet.autoscale.loop_adapters.PredictiveReplicas` runs one per
+    fleet, configured from each fleet's ``ServingScaling``: that is the object the control loop and the bench hold.
+    """
 
     name = "gpufleet"
 
@@ -170,6 +192,14 @@ class PredictiveReplicaAutoscaler:
                 quantile=config.burst_quantile,
                 net_own_work=config.burst_net_own_work,
             )
+        self._static: StaticFleetEstimate | None = None
+        if config.slo_s is not None and (config.static_floor_budget is not None or config.static_floor_cap):
+            self._static = StaticFleetEstimate(attainment=config.static_attainment)
+        self._misses_seen = 0.0  # SLO misses reported since the start (the static floor's error budget)
+        # the static floor's window: (requests, misses) of the periods holding the last static_floor_window requests
+        self._sf_win: deque[tuple[float, float]] = deque()
+        self._sf_req = 0.0
+        self._sf_miss = 0.0
         self._requests_seen = 0.0
         self._work_seen_s = 0.0  # replica-seconds of the requests seen (their mean service time, exclusive)
         self._held_at_zero = 0.0  # requests that arrived while no replica was ready
@@ -186,7 +216,7 @@ class PredictiveReplicaAutoscaler:
             return s.concurrency
         return float(s.queue_depth)
 
-    def decide(self, signals: ReplicaSignals) -> ReplicaDecision:
+    def decide(self, signals: ReplicaSignals, scaling: ServingScaling | None = None) -> ReplicaDecision:
         c = self.config
         s = signals
         value = self._metric_value(s)
@@ -207,9 +237,11 @@ class PredictiveReplicaAutoscaler:
             raw = max(raw, self._staffed(self.forecaster.level()))
         if self._burst is not None:
             self._burst.keep_all = self._budget_burning(s)
-            floor = self._burst_floor(s)
+            floor, static_floor = self._burst_floor(s)
             if floor > raw:
                 raw, reason = floor, "burst_floor"
+            if static_floor > raw:
+                raw, reason = static_floor, "static_floor"
         if c.metric == "rps" and s.queue_depth > 0:
             extra = self._drain_extra(s, fc, hot)
             if extra > 0:
@@ -225,10 +257,6 @@ class PredictiveReplicaAutoscaler:
             desired, reason = self._zero_rule(s)
         if (s.queue_depth > 0 or s.arrival_rps > 0) and desired < 1:
             desired, reason = 1, "activate_held_requests"
-        if c.static_cap and self._burst is not None and c.max_concurrency is None:
-            cap = max(math.ceil(self._burst.peak - 1e-9), 1 if (s.queue_depth > 0 or s.arrival_rps > 0) else 0)
-            if 0 < cap < desired:
-                desired, reason = cap, "static_cap"
         if desired > c.max_replicas:
             desired, reason = c.max_replicas, "clamped_max"
         if desired < c.min_replicas:
@@ -262,23 +290,49 @@ class PredictiveReplicaAutoscaler:
         slots = servers_for(rate_rps * service_s, c.slo_s, service_s, c.wait_miss_budget)
         return slots / c.max_concurrency
 
-    def _burst_floor(self, s: ReplicaSignals) -> float:
-        """Observe the period in the burst floor and return it (replicas at 100%)."""
+    def _burst_floor(self, s: ReplicaSignals) -> tuple[float, float]:
+        """Observe the period in the burst floor; return the floor and the static floor (replicas at 100%)."""
         assert self._burst is not None
-        cap = self.config.max_concurrency
+        c = self.config
+        cap = c.max_concurrency
         in_flight = None
         if cap is not None:
             in_flight = s.peak_concurrency if s.peak_concurrency is not None else s.concurrency
-        self._burst.observe(
+        requests = s.arrival_rps * s.period_s
+        req = self._burst.observe(
             s.now_s,
             s.period_s,
             s.load_replicas,
-            s.arrival_rps * s.period_s,
+            requests,
             s.peak_work,
             in_flight=in_flight,
             per_replica=cap or 1,
         )
-        return self._burst.level()
+        floor = self._burst.level()
+        if self._static is None:
+            return floor, 0.0
+        self._static.record(s.now_s, req, requests)
+        misses = s.slo_misses or 0.0
+        self._misses_seen += misses
+        static = self._static.level(s.now_s)
+        if c.static_floor_cap and static > 0:
+            floor = min(floor, static)
+        budget = c.static_floor_budget
+        if budget is None:
+            return floor, 0.0
+        if c.static_floor_window is None:
+            burning = self._misses_seen > budget * self._requests_seen + 1e-9
+        else:
+            if requests > 0 or misses > 0:
+                self._sf_win.append((requests, misses))
+                self._sf_req += requests
+                self._sf_miss += misses
+            while self._sf_win and self._sf_req - self._sf_win[0][0] >= c.static_floor_window:
+                r, m = self._sf_win.popleft()
+                self._sf_req -= r
+                self._sf_miss -= m
+            burning = self._sf_miss > budget * self._sf_req + 1e-9
+        return floor, static if burning else 0.0
 
     def _drain_extra(self, s: ReplicaSignals, load: float, hot: float) -> float:
         """Replicas to add so the queue drains within ``drain_s`` once the launched replicas are ready.

@@ -16,15 +16,16 @@ from typing import Any
 import numpy as np
 
 from gpufleet.autoscale.baselines import HpaPolicy, KpaPolicy, StaticPolicy
-from gpufleet.autoscale.replica import PredictiveReplicaAutoscaler, ReplicaAutoscalerConfig
-from gpufleet.autoscale.signals import ReplicaPolicy
+from gpufleet.autoscale.loop_adapters import PredictiveReplicas
 from gpufleet.autoscale.throughput import ReplicaThroughputModel
 from gpufleet.bench.autoscale_oracle import OracleRun, OracleSettings, WarmStartPolicy, oracle
 from gpufleet.bench.autoscale_requests import RequestColumns, load_request_csv
-from gpufleet.bench.autoscale_sim import QUEUES, Queue, SimResult, simulate
+from gpufleet.bench.autoscale_sim import QUEUES, Queue, SimResult, bench_scaling, simulate
 from gpufleet.bench.autoscale_traces import ArrivalTrace, load_traces
 from gpufleet.domain.catalog import PRICES_BY_SKU
 from gpufleet.domain.errors import ValidationError
+from gpufleet.domain.workloads import ServingScaling
+from gpufleet.ports import ReplicaAutoscaler
 
 POLICIES = ("gpufleet", "static_peak", "hpa", "kpa")
 EARLY_S = 900.0  # "the first 15 minutes" columns: where a causal policy has no history yet
@@ -79,6 +80,8 @@ class TraceRun:
     # analysis rows (not causal or not defaults): never baselines of the done-when check
     analysis: dict[str, SimResult] = field(default_factory=dict)
     oracle: OracleRun | None = None
+    # gpufleet under other settings (``bench generalize``'s candidates): setting name -> its run
+    settings: dict[str, SimResult] = field(default_factory=dict)
 
 
 def peak_rps(trace: ArrivalTrace, window_s: float) -> float:
@@ -137,24 +140,28 @@ def replica_price_usd_h(gpus_per_replica: int) -> float:
 
 
 def build_policies(
-    rps_per_replica: float, static_n: int, st: BenchSettings, gpus_per_replica: int = 4
-) -> dict[str, ReplicaPolicy]:
+    rps_per_replica: float,
+    static_n: int,
+    st: BenchSettings,
+    gpus_per_replica: int = 4,
+    options: dict[str, Any] | None = None,
+) -> dict[str, ReplicaAutoscaler]:
     """The four policies of the issue, sized from the same throughput model and target utilization; the
-    replica's price (gpufleet's scale-to-zero rule weighs it) is its GPUs' on-demand price."""
-    target_rps = st.target_utilization * rps_per_replica
+    replica's price (gpufleet's scale-to-zero rule weighs it) is its GPUs' on-demand price. gpufleet is
+    :class:`~gpufleet.autoscale.loop_adapters.PredictiveReplicas` and hpa :class:`HpaPolicy`: the very objects
+    ``ControlLoop.gpufleet`` and ``ControlLoop.baseline`` hold, here deciding every 5 s (gpufleet) and 15 s (hpa)
+    for the fleet of :func:`fleet_scaling`. ``options``: gpufleet config fields (a setting of ``bench generalize``)."""
     # an exclusive replica serves one request at a time: gpufleet and kpa are told so (containerConcurrency 1)
     one_at_a_time = st.queue == "exclusive"
-    gf = PredictiveReplicaAutoscaler(
-        ReplicaAutoscalerConfig(
-            min_replicas=0,
-            max_replicas=st.max_replicas,
-            target_per_replica=target_rps,
-            cold_start_s=st.cold_start_s,
-            slo_s=st.slo_s,
-            price_usd_per_replica_h=replica_price_usd_h(gpus_per_replica),
-            max_concurrency=1 if one_at_a_time else None,
-        )
+    gf = PredictiveReplicas(
+        5.0,
+        st.target_utilization,
+        slo_s=st.slo_s,
+        max_concurrency=1 if one_at_a_time else None,
+        price_usd_per_replica_h=replica_price_usd_h(gpus_per_replica),
+        options=options,
     )
+    target_rps = st.target_utilization * rps_per_replica
     kpa = (
         KpaPolicy(target_rps_per_replica=st.target_utilization, max_replicas=st.max_replicas, metric="concurrency")
         if one_at_a_time
@@ -163,17 +170,30 @@ def build_policies(
     return {
         "gpufleet": gf,
         "static_peak": StaticPolicy(static_n),
-        "hpa": HpaPolicy(target_utilization=st.target_utilization, max_replicas=st.max_replicas),
+        "hpa": HpaPolicy(target_utilization=st.target_utilization),
         "kpa": kpa,
     }
 
 
+def fleet_scaling(rps_per_replica: float, st: BenchSettings) -> ServingScaling:
+    """The serving fleet every policy of a run scales: 0 to ``max_replicas``, ``rps_per_replica`` at 100% busy."""
+    return bench_scaling(rps_per_replica, st.max_replicas, st.cold_start_s)
+
+
 def run_trace(
-    trace: ArrivalTrace, model: ReplicaThroughputModel, st: BenchSettings, policies: tuple[str, ...] = POLICIES
+    trace: ArrivalTrace,
+    model: ReplicaThroughputModel,
+    st: BenchSettings,
+    policies: tuple[str, ...] = POLICIES,
+    options: dict[str, Any] | None = None,
+    settings: dict[str, dict[str, Any]] | None = None,
 ) -> TraceRun:
+    """Every policy on ``trace``; ``options``: gpufleet's config fields; ``settings``: further gpufleet runs, one per
+    named set of options (same trace, fleet and start), reported in ``TraceRun.settings``."""
     rps_per_replica = model.rps_per_replica(trace.mean_work_s)
     static_n = static_peak_replicas(trace, rps_per_replica, st, model.gpus_per_replica)
-    built = build_policies(rps_per_replica, static_n, st, model.gpus_per_replica)
+    built = build_policies(rps_per_replica, static_n, st, model.gpus_per_replica, options)
+    scaling = fleet_scaling(rps_per_replica, st)
     # every dynamic policy starts where the static fleet would be sized for the first minute's load
     first = trace.count[: max(1, round(60.0 / trace.step_s))].sum() / 60.0
     init = max(1, math.ceil(first / (st.target_utilization * rps_per_replica)))
@@ -189,8 +209,25 @@ def run_trace(
             gpus_per_replica=model.gpus_per_replica,
             initial_replicas=static_n if name == "static_peak" else init,
             queue=st.queue,
+            scaling=scaling,
         )
         wall[name] = time.perf_counter() - t0
+    variants: dict[str, SimResult] = {}
+    for sname, opts in (settings or {}).items():
+        t0 = time.perf_counter()
+        variants[sname] = simulate(
+            trace,
+            build_policies(rps_per_replica, static_n, st, model.gpus_per_replica, {**(options or {}), **opts})[
+                "gpufleet"
+            ],
+            cold_start_s=st.cold_start_s,
+            slo_s=st.slo_s,
+            gpus_per_replica=model.gpus_per_replica,
+            initial_replicas=init,
+            queue=st.queue,
+            scaling=scaling,
+        )
+        wall[f"gpufleet[{sname}]"] = time.perf_counter() - t0
     analysis: dict[str, SimResult] = {}
     orc: OracleRun | None = None
     if st.oracle and st.queue == "batched":
@@ -208,7 +245,7 @@ def run_trace(
         wall["oracle"] = time.perf_counter() - t0
     for minutes in st.warm_start_min:
         name = f"gpufleet_warm_{minutes:g}min"
-        inner = build_policies(rps_per_replica, static_n, st, model.gpus_per_replica)["gpufleet"]
+        inner = build_policies(rps_per_replica, static_n, st, model.gpus_per_replica, options)["gpufleet"]
         t0 = time.perf_counter()
         analysis[name] = simulate(
             trace,
@@ -218,9 +255,10 @@ def run_trace(
             gpus_per_replica=model.gpus_per_replica,
             initial_replicas=static_n,
             queue=st.queue,
+            scaling=scaling,
         )
         wall[name] = time.perf_counter() - t0
-    return TraceRun(trace, rps_per_replica, static_n, results, wall, analysis, orc)
+    return TraceRun(trace, rps_per_replica, static_n, results, wall, analysis, orc, variants)
 
 
 def run(
@@ -231,6 +269,8 @@ def run(
     series_id: str | None = None,
     impute_gaps: bool = True,
     requests: RequestColumns | None = None,
+    options: dict[str, Any] | None = None,
+    settings: dict[str, dict[str, Any]] | None = None,
 ) -> list[TraceRun]:
     """Load the trace(s) and run every policy. With ``requests`` the file is a per-request trace with a
     measured service time (work = that column's replica-seconds; the token model only gives the replica
@@ -247,7 +287,7 @@ def run(
             "format or a per-request CSV with --time-column), and this file is a rate series",
             str(path),
         )
-    return [run_trace(t, m, st) for t in traces]
+    return [run_trace(t, m, st, options=options, settings=settings) for t in traces]
 
 
 def _row(r: SimResult) -> dict[str, Any]:

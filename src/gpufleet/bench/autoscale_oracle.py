@@ -44,10 +44,12 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from gpufleet.autoscale.signals import ReplicaDecision, ReplicaPolicy, ReplicaSignals
+from gpufleet.autoscale.policy_base import RatePolicy
 from gpufleet.bench.autoscale_sim import START_EPS_S, SimResult, simulate
 from gpufleet.bench.autoscale_traces import ArrivalTrace
 from gpufleet.domain.errors import ValidationError
+from gpufleet.domain.workloads import ServingScaling
+from gpufleet.ports import ReplicaAutoscaler, ReplicaDecision, ReplicaSignals
 
 F64 = npt.NDArray[np.float64]
 I64 = npt.NDArray[np.int64]
@@ -87,7 +89,7 @@ class OracleRun:
     floor: bool  # the chosen schedule came from the search with the no-overload floor
 
 
-class SchedulePolicy:
+class SchedulePolicy(RatePolicy):
     """Replays a precomputed schedule of billed replicas (one value per bucket); 0 after its end."""
 
     def __init__(self, desired: list[int], period_s: float, name: str = "oracle") -> None:
@@ -95,28 +97,28 @@ class SchedulePolicy:
         self.period_s = period_s
         self._desired = desired
 
-    def decide(self, signals: ReplicaSignals) -> ReplicaDecision:
+    def decide(self, signals: ReplicaSignals, scaling: ServingScaling | None = None) -> ReplicaDecision:
         i = round(signals.now_s / self.period_s)
         d = self._desired[i] if 0 <= i < len(self._desired) else 0
         return ReplicaDecision(d, "clairvoyant_schedule")
 
 
-class WarmStartPolicy:
+class WarmStartPolicy(RatePolicy):
     """Analysis wrapper: ``inner`` decides, but the fleet is at least ``replicas`` until ``until_s``.
 
     With ``initial_replicas = replicas`` in the simulator this is a causal policy that starts already warm
     at that size (e.g. static_peak's) for its first minutes; the inner policy observes every period as usual.
     """
 
-    def __init__(self, inner: ReplicaPolicy, replicas: int, until_s: float, name: str) -> None:
+    def __init__(self, inner: ReplicaAutoscaler, replicas: int, until_s: float, name: str) -> None:
         self.name = name
         self.period_s = inner.period_s
         self._inner = inner
         self._replicas = replicas
         self._until_s = until_s
 
-    def decide(self, signals: ReplicaSignals) -> ReplicaDecision:
-        d = self._inner.decide(signals)
+    def decide(self, signals: ReplicaSignals, scaling: ServingScaling) -> ReplicaDecision:
+        d = self._inner.decide(signals, scaling)
         if signals.now_s < self._until_s and d.desired < self._replicas:
             return ReplicaDecision(self._replicas, "warm_start", forecast=d.forecast)
         return d

@@ -19,14 +19,15 @@ from dataclasses import dataclass, field
 import numpy as np
 import numpy.typing as npt
 
-from gpufleet.autoscale.signals import ReplicaPolicy, ReplicaSignals
 from gpufleet.bench.autoscale_traces import ArrivalTrace
+from gpufleet.domain.workloads import ServingScaling
+from gpufleet.ports import ReplicaAutoscaler, ReplicaSignals
 from gpufleet.sim.queueing import QUEUE_MODELS as QUEUES
 from gpufleet.sim.queueing import START_EPS_S, BatchedPool, ExclusivePool, Pool
 from gpufleet.sim.queueing import QueueModel as Queue
 
 F64 = npt.NDArray[np.float64]
-__all__ = ["PEAK_WINDOWS_S", "QUEUES", "START_EPS_S", "Queue", "SimResult", "simulate"]
+__all__ = ["PEAK_WINDOWS_S", "QUEUES", "START_EPS_S", "Queue", "SimResult", "bench_scaling", "simulate"]
 PEAK_WINDOWS_S = (1.0, 2.0, 3.0, 4.0)  # the windows of ``ReplicaSignals.peak_work`` (those shorter than a period)
 
 
@@ -66,7 +67,7 @@ class SimResult:
 
 def simulate(
     trace: ArrivalTrace,
-    policy: ReplicaPolicy,
+    policy: ReplicaAutoscaler,
     *,
     cold_start_s: float,
     slo_s: float,
@@ -75,8 +76,13 @@ def simulate(
     record_every_s: float = 0.0,
     split_s: float = 60.0,
     queue: Queue = "batched",
+    scaling: ServingScaling | None = None,
 ) -> SimResult:
-    """Replay ``trace`` through the ``queue`` model with ``policy`` deciding every ``policy.period_s``."""
+    """Replay ``trace`` through the ``queue`` model with ``policy`` deciding every ``policy.period_s`` (through the
+    replica-policy port, ``policy.decide(signals, scaling)``). ``scaling``: the fleet's declared scaling (None: 0 to
+    10,000 replicas, the cold start given, 60 s scale-down delay)."""
+    if scaling is None:
+        scaling = bench_scaling(1.0, 10_000, cold_start_s)
     dt = trace.step_s
     tail = math.ceil((cold_start_s + 60.0) / dt)
     n_req_steps = len(trace.count)
@@ -132,7 +138,7 @@ def simulate(
             peak_concurrency=peak_conc,
             slo_misses=pool.missed(i, slo_s),
         )
-        d = policy.decide(sig)
+        d = policy.decide(sig, scaling)
         reasons[d.reason] = reasons.get(d.reason, 0) + 1
         total = ready + len(starting)
         if d.desired > total:
@@ -203,6 +209,18 @@ def simulate(
         split_requests=m_req,
         split_met=m_met,
         split_gpu_h=m_gpu,
+    )
+
+
+def bench_scaling(rps_per_replica: float, max_replicas: int, cold_start_s: float) -> ServingScaling:
+    """The fleet the bench replays: scale to zero allowed, ``rps_per_replica`` at 100% busy, the cold start given
+    (whole seconds), a 60 s scale-down delay (gpufleet's window; hpa keeps its own 300 s)."""
+    return ServingScaling(
+        min_replicas=0,
+        max_replicas=max_replicas,
+        target_rps_per_replica=rps_per_replica,
+        cold_start_s=round(cold_start_s),
+        scale_down_delay_s=60,
     )
 
 

@@ -21,9 +21,10 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from gpufleet.autoscale.policy_base import RatePolicy
 from gpufleet.domain.reservations import term_seconds
 from gpufleet.domain.workloads import ServingScaling
-from gpufleet.ports import ProcurementContext, ReservationProposal, ServingObservation
+from gpufleet.ports import ProcurementContext, ReplicaDecision, ReplicaSignals, ReservationProposal
 
 HOUR_S = 3600
 DAY_S = 86400
@@ -86,27 +87,21 @@ class _FleetPlan:
 
 
 @dataclass(slots=True)
-class PeakSizedReplicas:
-    """Static replicas sized for the week's peak, reviewed weekly; bumped up (never down) between reviews."""
+class PeakSizedReplicas(RatePolicy):
+    """Static replicas sized for the week's peak, reviewed weekly; bumped up (never down) between reviews.
+    Reads only the request rate of the signals (what a team's dashboard shows)."""
 
-    period_s: int
+    period_s: float
     headroom: float = 1.2
     review_s: int = 7 * DAY_S
+    name: str = "common_practice"
     _plans: dict[ServingScaling, _FleetPlan] = field(default_factory=dict)
 
-    def desired(
-        self,
-        *,
-        current: int,
-        observed_rps: float,
-        scaling: ServingScaling,
-        now_s: int,
-        last_scale_down_s: int,
-        observed: ServingObservation | None = None,
-    ) -> tuple[int, str]:
+    def decide(self, signals: ReplicaSignals, scaling: ServingScaling) -> ReplicaDecision:
+        observed_rps, now_s = signals.arrival_rps, signals.now_s
         plan = self._plans.setdefault(scaling, _FleetPlan())
         plan.window.append(observed_rps)
-        while len(plan.window) > max(1, self.review_s // self.period_s):
+        while len(plan.window) > max(1, int(self.review_s // self.period_s)):
             plan.window.popleft()
 
         def size(rps: float) -> int:
@@ -116,9 +111,9 @@ class PeakSizedReplicas:
         reason = "static_peak_size"
         if now_s >= plan.next_review_s:
             plan.replicas = size(max(plan.window))
-            plan.next_review_s = now_s + self.review_s
+            plan.next_review_s = int(now_s) + self.review_s
             reason = "weekly_peak_review"
         elif size(observed_rps) > plan.replicas:  # traffic ate the headroom: the on-call bump
             plan.replicas = size(observed_rps)
             reason = "bumped_over_peak"
-        return plan.replicas, reason
+        return ReplicaDecision(plan.replicas, reason, forecast=observed_rps)

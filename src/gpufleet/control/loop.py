@@ -7,10 +7,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from gpufleet.autoscale.baselines import HpaPolicy
 from gpufleet.autoscale.loop_adapters import PredictiveReplicas
 from gpufleet.autoscale.nodes_baseline import IdleTimeoutScaleDown
 from gpufleet.autoscale.nodes_payoff import PayoffAwareNodes
-from gpufleet.autoscale.reactive import TargetTracking
 from gpufleet.control.approval import SimulatedApprovers
 from gpufleet.control.common_practice import PeakSizedReplicas, QuarterlyPeakProcurer
 from gpufleet.control.placement import SpotFirstForCheckpointed
@@ -73,7 +73,8 @@ class ControlLoop:
             procurer=LookbackPercentile(percentile=50.0),
             approver=SimulatedApprovers(np.random.default_rng(np.random.SeedSequence([seed, 1]))),
             placer=FallbackChain(),
-            autoscaler=TargetTracking(target_utilization=target_utilization),
+            # Kubernetes HPA; its scale-down window is each fleet's scale_down_delay_s
+            autoscaler=HpaPolicy(target_utilization=target_utilization, scale_down_stabilization_s=None),
             node_scaler=IdleTimeoutScaleDown(unneeded_s=idle_node_timeout_s),
         )
 

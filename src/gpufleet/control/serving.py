@@ -14,8 +14,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from gpufleet.autoscale.replica import PredictiveReplicaAutoscaler, ReplicaAutoscalerConfig
-from gpufleet.autoscale.signals import ReplicaDecision, ReplicaSignals
 from gpufleet.domain.workloads import ServingScaling
+from gpufleet.ports import ReplicaDecision, ReplicaSignals
 
 COLD_START_S = ServingScaling(1, 1, 1.0).cold_start_s  # the domain default for serving (210 s)
 

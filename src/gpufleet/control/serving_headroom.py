@@ -15,16 +15,21 @@ from __future__ import annotations
 
 import math
 from collections import deque
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
+from gpufleet.autoscale.loop_adapters import PredictiveReplicas
+from gpufleet.autoscale.policy_base import RatePolicy
 from gpufleet.domain.workloads import ServingScaling
-from gpufleet.ports import ReplicaAutoscaler, ServingObservation
+from gpufleet.ports import ReplicaAutoscaler, ReplicaDecision, ReplicaSignals
 
 
 @dataclass(slots=True)
-class SpareReplicas:
+class SpareReplicas(RatePolicy):
+    """Spare replicas and a daily-peak floor over ``inner`` (see the module docstring), through the one
+    replica-policy port: ``decide`` hands ``inner`` the fleet without its spare and adds the spare back."""
+
     inner: ReplicaAutoscaler
-    period_s: int = 900
+    period_s: float = 900.0
     spare: int = 1
     # spare GPUs per fleet: a fleet of small replicas keeps this many GPUs of spare replicas (more than one
     # replica where replicas are small, hence cheap for the requests they carry)
@@ -32,33 +37,34 @@ class SpareReplicas:
     gpus_per_replica: dict[ServingScaling, int] = field(default_factory=dict)
     peak_floor: float = 0.0  # share of the window's peak ask held as a floor (0 = none)
     window_s: int = 86400
+    name: str = "gpufleet"
     _asks: dict[ServingScaling, deque[int]] = field(default_factory=dict)
 
-    def desired(
-        self,
-        *,
-        current: int,
-        observed_rps: float,
-        scaling: ServingScaling,
-        now_s: int,
-        last_scale_down_s: int,
-        observed: ServingObservation | None = None,
-    ) -> tuple[int, str]:
-        want, reason = self.inner.desired(
-            current=max(current - self.spare, 0),  # the inner policy sees the fleet without its spare
-            observed_rps=observed_rps,
-            scaling=scaling,
-            now_s=now_s,
-            last_scale_down_s=last_scale_down_s,
-            observed=observed,
-        )
+    def declare_fleet(
+        self, scaling: ServingScaling, *, gpus_per_replica: int, slo_s: float | None, max_concurrency: int | None
+    ) -> None:
+        """What the world declares of one fleet: its replica size (the spare's GPUs) and, for gpufleet's inner
+        policy, its latency SLO on queue wait and the requests one replica serves at once (None: batching)."""
+        self.gpus_per_replica[scaling] = gpus_per_replica
+        if isinstance(self.inner, PredictiveReplicas):
+            self.inner.fleet_options[scaling] = {"slo_s": slo_s, "max_concurrency": max_concurrency}
+
+    def _spare(self, scaling: ServingScaling) -> int:
+        g = self.gpus_per_replica.get(scaling)
+        return max(self.spare, self.spare_gpus // g) if g else self.spare
+
+    def decide(self, signals: ReplicaSignals, scaling: ServingScaling) -> ReplicaDecision:
+        # the inner policy sees the fleet without its spare (taken from the replicas still starting first)
+        off_starting = min(self.spare, signals.starting)
+        off_ready = min(self.spare - off_starting, signals.ready)
+        inner = replace(signals, starting=signals.starting - off_starting, ready=signals.ready - off_ready)
+        d = self.inner.decide(inner, scaling)
+        want, reason = d.desired, d.reason
         asks = self._asks.setdefault(scaling, deque())
         asks.append(want)
-        while len(asks) > max(1, self.window_s // self.period_s):
+        while len(asks) > max(1, int(self.window_s // self.period_s)):
             asks.popleft()
         floor = math.ceil(self.peak_floor * max(asks) - 1e-9)
         if floor > want:
             want, reason = floor, "daily_peak_floor"
-        g = self.gpus_per_replica.get(scaling)
-        spare = max(self.spare, self.spare_gpus // g) if g else self.spare
-        return min(want + spare, scaling.max_replicas), reason
+        return replace(d, desired=min(want + self._spare(scaling), scaling.max_replicas), reason=reason)

@@ -54,13 +54,16 @@ def gpufleet_loop(sc: Scenario, seed: int) -> ControlLoop:
         tier_limits={p.sku: TierLimits(p.spot_capacity_gpus, p.secondary_capacity_gpus) for p in sc.pools},
     )
     loop.preempt_grace_s = sc.control.preempt_grace_s
-    if isinstance(loop.autoscaler, SpareReplicas):  # the fleets' replica sizes, keyed as the world keys them
-        loop.autoscaler.gpus_per_replica = {
-            ServingScaling(
-                s.min_replicas, s.max_replicas, s.target_rps_per_replica, s.cold_start_s, s.scale_down_delay_s
-            ): (s.gpus_per_replica)
-            for s in sc.serving
-        }
+    if isinstance(loop.autoscaler, SpareReplicas):  # the fleets as the world keys them: size, SLO, queue kind
+        for s in sc.serving:
+            loop.autoscaler.declare_fleet(
+                ServingScaling(
+                    s.min_replicas, s.max_replicas, s.target_rps_per_replica, s.cold_start_s, s.scale_down_delay_s
+                ),
+                gpus_per_replica=s.gpus_per_replica,
+                slo_s=s.slo_s,
+                max_concurrency=1 if s.queue == "exclusive" else None,
+            )
     return loop
 
 

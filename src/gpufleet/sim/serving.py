@@ -4,8 +4,9 @@ Each control tick serves the period that just ended through the fleet's queue (s
 request per replica, from the serving spec): the request rate of the period against the ready replicas of each
 part of it (replicas become ready after their cold start, stop when removed or lost). SLO attainment counts
 the requests whose queue wait stayed within the spec's ``slo_s``. The replica autoscaler then decides through the
-loop's port with what the queue measured (:class:`~gpufleet.ports.ServingObservation`): waits, queue depth,
-requests in flight, SLO misses.
+loop's port (``decide``) with what the queue measured as :class:`~gpufleet.ports.ReplicaSignals`: arrivals,
+queue depth, requests in flight, SLO misses. The fleet's SLO and queue kind are declared to the loop when it is
+built (sim/run.py), not observed.
 
 A mixin of :class:`~gpufleet.sim.world.World`.
 """
@@ -18,7 +19,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from gpufleet.domain.workloads import ServingScaling
-from gpufleet.ports import ServingObservation
+from gpufleet.ports import ReplicaSignals
 from gpufleet.sim.kinds import PRIO_SERVING, QUEUED, REMOVED, RUNNING
 from gpufleet.sim.queueing import PeriodQueue, PeriodServed
 from gpufleet.sim.scenario import ServingSpec
@@ -116,26 +117,19 @@ class ServingMixin:
             fr.segments(now, now)  # start the ready log at this tick
             served = PeriodServed(0.0, 0.0, 0, 0.0, 0.0, rps * fr.queue.work_s)
         exclusive = fr.spec.queue == "exclusive"
-        observed = ServingObservation(
+        signals = ReplicaSignals(
+            now_s=float(now),
             ready=fr.ready,
             starting=cur - fr.ready,
             period_s=float(period),
+            arrival_rps=rps,
             concurrency=served.concurrency,
             queue_depth=served.queue_depth,
             load_replicas=served.load_replicas,
-            slo_s=fr.spec.slo_s,
-            slo_misses=served.missed,
-            max_concurrency=1 if exclusive else None,
             peak_concurrency=served.peak_concurrency if exclusive else None,
+            slo_misses=served.missed,
         )
-        want, _reason = self.loop.autoscaler.desired(
-            current=cur,
-            observed_rps=rps,
-            scaling=fr.scaling,
-            now_s=now,
-            last_scale_down_s=fr.last_scale_down_s,
-            observed=observed,
-        )
+        want = self.loop.autoscaler.decide(signals, fr.scaling).desired
         if want > cur:
             for _ in range(want - cur):
                 self._add_replica(i, fr, now)

@@ -9,7 +9,7 @@ from gpufleet.adapters.kubernetes.act import Actuator
 from gpufleet.adapters.kubernetes.labels import deployment_from_json
 from gpufleet.adapters.kubernetes.rest import Kube
 from gpufleet.adapters.kubernetes.workloads import apply_rightsizing, apply_scale, rollback_rightsizing
-from gpufleet.autoscale.reactive import TargetTracking
+from gpufleet.autoscale.baselines import HpaPolicy
 from gpufleet.control.replicas import decide_scale
 from gpufleet.domain.workloads import ServingScaling
 
@@ -31,13 +31,14 @@ def test_scale_subresource_follows_the_replica_policy_and_guards_zero(kube: Kube
     dep = deployment_from_json(_deployment(kube, ns, 2))
     act = Actuator(kube)
     scaling = ServingScaling(min_replicas=1, max_replicas=8, target_rps_per_replica=10.0)
-    up = decide_scale(dep, TargetTracking(0.7), observed_rps=30.0, scaling=scaling, now_s=1000, last_scale_down_s=0)
-    assert (up.desired, up.reason) == (5, "scale_up_rps")
+    hpa = HpaPolicy(target_utilization=0.7, scale_down_stabilization_s=None)  # the baseline loop's autoscaler
+    up = decide_scale(dep, hpa, observed_rps=30.0, scaling=scaling, now_s=1000, last_scale_down_s=0)
+    assert (up.desired, up.reason) == (5, "utilization")
     assert apply_scale(act, up) == "applied"
     got = kube.get(f"/apis/apps/v1/namespaces/{ns}/deployments/llm")
     assert got["spec"]["replicas"] == 5
     dep = deployment_from_json(got)
-    idle = decide_scale(dep, TargetTracking(0.7), observed_rps=0.0, scaling=scaling, now_s=5000, last_scale_down_s=0)
+    idle = decide_scale(dep, hpa, observed_rps=0.0, scaling=scaling, now_s=5000, last_scale_down_s=0)
     assert idle.desired == 1  # min_replicas=1: never to zero
     assert apply_scale(act, idle) == "applied"
     assert kube.get(f"/apis/apps/v1/namespaces/{ns}/deployments/llm/scale")["spec"]["replicas"] == 1

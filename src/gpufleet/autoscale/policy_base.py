@@ -1,0 +1,25 @@
+"""The part every replica policy shares: the rate-only entry of :class:`gpufleet.ports.ReplicaAutoscaler`."""
+
+from __future__ import annotations
+
+from gpufleet.domain.workloads import ServingScaling
+from gpufleet.ports import ReplicaDecision, ReplicaSignals, rate_signals
+
+
+class RatePolicy:
+    """Gives a policy that implements ``decide`` the port's ``desired`` (a world that observes only the rate)."""
+
+    name: str
+    period_s: float
+
+    def decide(self, signals: ReplicaSignals, scaling: ServingScaling) -> ReplicaDecision:
+        raise NotImplementedError
+
+    def desired(
+        self, *, current: int, observed_rps: float, scaling: ServingScaling, now_s: int, last_scale_down_s: int
+    ) -> tuple[int, str]:
+        """``decide`` on :func:`~gpufleet.ports.rate_signals`; ``last_scale_down_s`` is not needed (every policy
+        keeps its own scale-down window)."""
+        del last_scale_down_s
+        d = self.decide(rate_signals(current, observed_rps, scaling, now_s, self.period_s), scaling)
+        return d.desired, d.reason

@@ -1,0 +1,99 @@
+"""Issue 21's autoscaling decision: the static fleet the SLO needs for the traffic seen so far, and the floor
+that holds it while the policy misses its SLO."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from gpufleet.autoscale.replica import PredictiveReplicaAutoscaler, ReplicaAutoscalerConfig
+from gpufleet.autoscale.static_fleet import StaticFleetEstimate
+from gpufleet.domain.errors import ValidationError
+from gpufleet.ports import ReplicaSignals
+
+
+def _sig(t: float, rps: float, ready: int, misses: float = 0.0) -> ReplicaSignals:
+    return ReplicaSignals(t, ready, 0, 5.0, rps, rps * 0.1, 0, rps * 0.1, slo_misses=misses)
+
+
+def _brute_static(reqs: list[tuple[float, float, float]], q: float = 0.99) -> float:
+    """The fewest replicas n (among the requirements) at which >= q of every hour's requests are in periods
+    needing <= n: the static fleet the hours need, counted directly."""
+    hours: dict[int, list[tuple[float, float]]] = {}
+    for t, r, n in reqs:
+        hours.setdefault(int(t // 3600.0), []).append((r, n))
+    best = 0.0
+    for items in hours.values():
+        total = sum(n for _, n in items)
+        need = min(c for c, _ in items if sum(n for r, n in items if r <= c) >= q * total - 1e-9)
+        best = max(best, need)
+    return best
+
+
+def test_static_estimate_is_the_static_fleet_of_the_hours_seen_and_never_decreases() -> None:
+    rng = np.random.default_rng(7)
+    est = StaticFleetEstimate(attainment=0.99, refresh_s=0.0)
+    seen: list[tuple[float, float, float]] = []
+    last = 0.0
+    for k in range(3 * 720):  # three hours of 5 s periods
+        t = 5.0 * k
+        r = float(rng.choice([1.0, 2.0, 3.0, 9.0], p=[0.6, 0.3, 0.095, 0.005]))
+        n = float(rng.integers(0, 4))
+        est.record(t, r, n)
+        if n > 0:
+            seen.append((t, r, n))
+        lvl = est.level(t)
+        assert lvl >= last  # never forgets an hour
+        last = lvl
+        if k % 360 == 359:
+            assert lvl == _brute_static(seen)
+
+
+def test_static_floor_holds_the_static_fleet_only_while_misses_exceed_the_budget() -> None:
+    base = {"min_replicas": 0, "max_replicas": 100, "target_per_replica": 1.0, "cold_start_s": 120.0, "slo_s": 2.0}
+    pol = PredictiveReplicaAutoscaler(ReplicaAutoscalerConfig(**base, static_floor_budget=0.01))  # type: ignore[arg-type]
+    ready = 1
+    # a burst then 25 quiet minutes (past the burst floor's memory, inside the hour): with 1% of requests in the
+    # burst, the hour's static fleet is the burst's requirement
+    for k in range(1, 300):
+        rps = 400.0 if k == 5 else 1.0
+        ready = pol.decide(_sig(5.0 * k, rps, ready)).desired
+    assert pol._static is not None
+    static = pol._static.level(1500.0)
+    assert static > 10
+    d = pol.decide(_sig(1500.0, 1.0, ready))
+    assert d.desired < static  # no misses: the static floor does not bind, the burst floor has forgotten
+    d = pol.decide(_sig(1505.0, 1.0, ready, misses=50.0))  # misses well over 1% of what was seen
+    assert d.reason == "static_floor" and d.desired == math.ceil(static - 1e-9)
+    with pytest.raises(ValidationError, match="static_floor_budget"):
+        ReplicaAutoscalerConfig(**base, static_floor_budget=1.5)  # type: ignore[arg-type]
+    # without an SLO there is no requirement to hold: the floor is off, whatever the budget
+    assert PredictiveReplicaAutoscaler(ReplicaAutoscalerConfig(**base | {"slo_s": None}))._static is None  # type: ignore[arg-type]
+
+
+def test_windowed_budget_lets_the_static_floor_go_once_the_misses_leave_the_window() -> None:
+    base = {"min_replicas": 0, "max_replicas": 100, "target_per_replica": 1.0, "cold_start_s": 120.0, "slo_s": 2.0}
+
+    def replay(window: float | None) -> list[tuple[int, str]]:
+        pol = PredictiveReplicaAutoscaler(
+            ReplicaAutoscalerConfig(**base, static_floor_budget=0.005, static_floor_window=window)  # type: ignore[arg-type]
+        )
+        ready, out = 1, []
+        for k in range(1, 700):  # 10 rps (50 requests a period), a burst of 2,000 at k = 5, then 100 misses reported
+            rps = 400.0 if k == 5 else 10.0
+            d = pol.decide(_sig(5.0 * k, rps, ready, misses=100.0 if k == 6 else 0.0))
+            ready = d.desired
+            out.append((d.desired, d.reason))
+        return out
+
+    whole, last = replay(None), replay(1_000.0)
+    # the burst's requirement (40 replica-loads over 5 + 2 s: 29 replicas) is the hour's static fleet; the burst
+    # floor forgets it after 20 min (240 periods). 100 misses are over 0.5% of all requests seen until 20,000 have
+    # been seen (k = 360), and of the last 1,000 only until they leave that window (about 20 periods)
+    assert whole[300] == (29, "static_floor") and whole[-1][0] < 29
+    assert last[300][0] < 29
+    assert ReplicaAutoscalerConfig(**base).static_floor_window == 20_000.0  # type: ignore[arg-type]
+    with pytest.raises(ValidationError, match="static_floor_window"):
+        ReplicaAutoscalerConfig(**base, static_floor_window=0.0)  # type: ignore[arg-type]
