@@ -39,16 +39,17 @@ class SpareReplicas(RatePolicy):
     gpus_per_replica: dict[ServingScaling, int] = field(default_factory=dict)
     peak_floor: float = 0.0  # share of the window's peak ask held as a floor (0 = none)
     window_s: int = 86400
-    # step pre-warm (:meth:`_step_floor`): hold ``load x J`` replicas (at 100% busy) where J is the ``step_quantile``
-    # of the period-over-period jumps of the request rate seen at the same time of day over the last ``step_days``
-    # days, for the next two periods (0 days = off); a slot needs ``step_min_days`` days of history
-    step_quantile: float = 1.0
+    # step pre-warm (:meth:`_step_floor`): before a time of day whose largest period-over-period jump of the rate
+    # over ``step_days`` days (J) is an outlier among the day's slots (excess J - 1 at least ``step_outlier`` times
+    # the median slot's), hold ``load x J`` replicas at 100% busy for the next two periods (0 days = off)
     step_days: int = 91
     step_min_days: int = 7
+    step_outlier: float = 2.0
     name: str = "gpufleet"
     _asks: dict[ServingScaling, deque[int]] = field(default_factory=dict)
     _jumps: dict[ServingScaling, dict[int, deque[float]]] = field(default_factory=dict)
     _last_rps: dict[ServingScaling, float] = field(default_factory=dict)
+    _slot_max: dict[ServingScaling, dict[int, float]] = field(default_factory=dict)
 
     def declare_fleet(
         self, scaling: ServingScaling, *, gpus_per_replica: int, slo_s: float | None, max_concurrency: int | None
@@ -83,26 +84,31 @@ class SpareReplicas(RatePolicy):
         return replace(d, desired=min(want + self._spare(scaling), scaling.max_replicas), reason=reason)
 
     def _step_floor(self, s: ReplicaSignals, scaling: ServingScaling) -> int:
-        """Replicas (at 100% busy) for the largest jump the rate took at this time of day over the last
-        ``step_days`` days (the ``step_quantile`` of the slot's period-over-period ratios), over the next two
-        periods, so replicas are warm before the step rather than one cold start after it. The world observed slot
-        ``k - 1`` (the period just ended); this decision serves slot ``k``."""
+        """Replicas (at 100% busy) for a step that recurs at this time of day, over the next two periods, so
+        replicas are warm before the step rather than one cold start after it.
+
+        Per time-of-day slot, the largest period-over-period ratio of the rate over the last ``step_days`` days
+        (J). A slot is a step slot when its excess ``J - 1`` is at least ``step_outlier`` times the median slot's:
+        the inner policy is already sized for the typical period-to-period change, so only such slots hold
+        ``load x J``. The world observed slot ``k - 1`` (the period just ended); this decision serves slot ``k``."""
         if self.step_days <= 0:
             return 0
         n = max(1, round(86400 / self.period_s))
         k = round(s.now_s / self.period_s)
         jumps = self._jumps.setdefault(scaling, {})
+        top = self._slot_max.setdefault(scaling, {})
         prev = self._last_rps.get(scaling)
         if prev is not None and prev > 0 and s.arrival_rps > 0:
-            jumps.setdefault((k - 1) % n, deque(maxlen=self.step_days)).append(s.arrival_rps / prev)
+            slot = (k - 1) % n
+            h = jumps.setdefault(slot, deque(maxlen=self.step_days))
+            h.append(s.arrival_rps / prev)
+            if len(h) >= self.step_min_days:
+                top[slot] = max(h)
         self._last_rps[scaling] = s.arrival_rps
-        j = 0.0
-        for slot in (k % n, (k + 1) % n):
-            h = jumps.get(slot)
-            if h is not None and len(h) >= self.step_min_days:
-                j = max(
-                    j, max(h) if self.step_quantile >= 1.0 else float(np.quantile(np.asarray(h), self.step_quantile))
-                )
-        if j <= 1.0:
+        if len(top) < n:
+            return 0
+        typical = float(np.median(np.fromiter(top.values(), dtype=np.float64, count=len(top))))
+        j = max(top[k % n], top[(k + 1) % n])
+        if j <= 1.0 or j - 1.0 < self.step_outlier * max(typical - 1.0, 0.0):
             return 0
         return math.ceil(s.load_replicas * j - 1e-9)
