@@ -13,8 +13,8 @@ from collections.abc import Callable
 import numpy as np
 
 from gpufleet.control.loop import ControlLoop
+from gpufleet.control.metering import Ledger
 from gpufleet.control.scheduling import PodAsk, TeamQuota
-from gpufleet.cost.metering import Ledger
 from gpufleet.domain.catalog import default_pools
 from gpufleet.domain.pools import Tier
 from gpufleet.domain.reservations import Reservation
