@@ -25,7 +25,13 @@ threshold) apply unchanged. Reservations of the SKU in the region already held o
 approval, approved, submitted, active; not ended) are counted first: an order whose start they cover is reduced
 by their units (``covered_units``), oldest reservation first, so a small shift in demand does not buy the
 capacity again. Each order carries a deterministic Idempotency-Key, so re-running the job does not propose the
-same order twice.
+same order twice. That is the planner's view over the tiers (``POST /v1/plans:propose``).
+
+**The loop's commitments** (:meth:`ProcurementService.commit`, what the reconciler proposes): the loop's own
+procurer (``ControlLoop.gpufleet(...).procurer``, :meth:`ProcurementService.loop`, tier limits from the stored
+spot and secondary pools' quotas) on the context the simulator builds (:meth:`ProcurementService.context`:
+hourly demand of the last 28 days, the reserved pool, the loop's forecast, the units held or on order at lead
+time); its proposals become pending reservations with the same kind of Idempotency-Key.
 """
 
 from __future__ import annotations

@@ -15,12 +15,12 @@ The background cadence (``gpufleet serve``, ``gpufleet reconcile``) runs a pass 
    where most of its measured use ran among the regions with a reserved pool, else where its reservations are
    held) and the loop's procurer decides, the same object the simulator runs
    (``ControlLoop.gpufleet(...).procurer``, the forecast-led commitment LP, assembled once per pass by
-   :meth:`ProcurementService.loop` with the quotas of the SKU's stored spot and secondary pools as tier limits): its context is
-   the SKU's hourly demand of the last 28 days, the region's reserved pool, the loop's forecast and the units held
-   or on order at lead time (:meth:`ProcurementService.context`). Its proposals go into the approval workflow
-   (:meth:`ProcurementService.commit`) as the ``reconciler`` (an ML-platform admin principal): pending
-   reservations that need their approvals as usual (the reconciler never approves). Held and pending reservations
-   count as committed, and idempotency keys make a re-run propose nothing twice;
+   :meth:`ProcurementService.loop`, the quotas of the SKU's stored spot and secondary pools as tier limits). Its
+   context is the SKU's hourly demand of the last 28 days, the region's reserved pool, the loop's forecast and
+   the units held or on order at lead time (:meth:`ProcurementService.context`). Its proposals go into the
+   approval workflow (:meth:`ProcurementService.commit`) as the ``reconciler`` (an ML-platform admin principal):
+   pending reservations that need their approvals as usual (the reconciler never approves). Held and pending
+   reservations count as committed, and idempotency keys make a re-run propose nothing twice;
 4. **placements**: every cluster's placements are re-evaluated (:func:`gpufleet.control.packing.plan_repack`):
    the moves that would free whole nodes, recorded, not applied (no node actuator is wired to the store).
 
