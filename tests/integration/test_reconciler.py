@@ -13,10 +13,12 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 from sqlalchemy import select
 
 from gpufleet.adapters.sql.models import AuditEventRow, ForecastIssueRow, ReservationRow
+from gpufleet.control.loop import ControlLoop
 from gpufleet.service.auth import Actor, Role
 from gpufleet.service.bootstrap import build_services
 from gpufleet.service.leader import AdvisoryLockLeader
@@ -50,12 +52,30 @@ def test_a_pass_proposes_from_ingested_utilization_and_the_proposal_needs_two_ap
     s = make_server(database)
     nothing = s.services.reconciler.run_once()  # nothing ingested: nothing forecast, nothing proposed
     assert nothing.forecasts == [] and nothing.proposals == []
+    # 28 days of hourly use: four weeks, past the loop procurer's minimum history (7 days) and its lookback
     _ingest(s, _records(NOW_S - 28 * DAY, 28, 24))
+    # the loop the simulator runs, assembled in its one place, and the context of this SKU-region before the pass
+    procurement = s.services.procurement
+    loop = ControlLoop.gpufleet(0, tier_limits=procurement.tier_limits([SKU]))
+    ctx, held = procurement.context(SKU, "us-east-1", loop, forecast_h=7 * 24)
+    assert held == [] and ctx.committed_gpus_at_lead == 0 and ctx.pool.id == f"aws/us-east-1/{SKU}/reserved"
+    assert ctx.now_s == NOW_S and ctx.gpus_per_node == 8 and ctx.forecast is not None
+    np.testing.assert_array_equal(ctx.demand_history_gpus, np.full(28 * 24, 24.0))  # the ingested hours
+    expected = loop.procurer.propose(ctx)
+    assert [p.units for p in expected] == [24], expected  # 24 GPUs used around the clock: three nodes committed
     done = s.services.reconciler.run_once()
     assert [f["sku"] for f in done.forecasts] == [SKU] and done.forecasts[0]["history_days"] == 28
     (prop,) = done.proposals
     assert prop["region"] == "us-east-1" and prop["region_reason"] == "most_used_region"
     assert prop["created"], prop
+    # what the reconciler proposed is what the loop's procurer proposes for the same context
+    assert prop["procurer"] == type(loop.procurer).__name__ == "ForecastLedProcurer"
+    assert prop["proposed"] == [
+        {"units": p.units, "start_s": p.start_s, "term_months": p.term_months, "reason": p.reason} for p in expected
+    ]
+    with database.engine.connect() as conn:
+        made = conn.execute(select(ReservationRow.units, ReservationRow.start_s, ReservationRow.term_months)).all()
+    assert sorted(tuple(r) for r in made) == sorted((p.units, p.start_s, p.term_months) for p in expected)
     with database.engine.connect() as conn:  # the forecast was recorded for accuracy tracking like a served one
         assert conn.execute(select(ForecastIssueRow.series_id)).scalars().all() == [SKU]
         audit = conn.execute(select(AuditEventRow.detail_json).where(AuditEventRow.action == "reconciler.pass"))

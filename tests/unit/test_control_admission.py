@@ -7,6 +7,9 @@ from collections.abc import Sequence
 from decimal import Decimal
 from typing import Any
 
+import numpy as np
+import pytest
+
 from gpufleet.control.admission import (
     AdmissionAction,
     AdmissionOutcome,
@@ -18,8 +21,19 @@ from gpufleet.control.admission import (
     place,
     team_budget,
 )
-from gpufleet.control.proposing import HeldCommitment, choose_plan_region
+from gpufleet.control.loop import ControlLoop
+from gpufleet.control.procurement import TierLimits
+from gpufleet.control.proposing import (
+    HeldCommitment,
+    choose_plan_region,
+    commitment_orders,
+    committed_at,
+    procurement_context,
+    tier_limits,
+)
 from gpufleet.control.scheduling import QuotaAdmission, TeamQuota
+from gpufleet.domain.catalog import default_pools
+from gpufleet.domain.errors import ValidationError
 from gpufleet.domain.pools import CapacityPool, Tier
 from gpufleet.domain.workloads import DegradeOption, Priority, WorkloadKind
 
@@ -92,3 +106,33 @@ def test_the_plan_region_is_where_the_sku_ran_among_regions_with_a_reserved_pool
     assert choose_plan_region({"eu": 1.0}, ["us", "eu"], {"us": 40}) == ("eu", "most_used_region")
     assert choose_plan_region({"us": 1.0}, []) == (None, "no_reserved_pool")
     assert HeldCommitment("r", 1, 0, 10, "active").end_s == 10
+
+
+def test_the_loops_commitments_from_a_world_context_net_held_units_and_key_each_order_once() -> None:
+    """control.proposing around the loop's procurer: the context counts what is held or on order at lead time
+    (as the simulator's desk does), the tier limits come from pool quotas where known, and the orders' keys are
+    deterministic."""
+    reserved = default_pools(SKU)[0]
+    lead = reserved.lead_time_s
+    held = [HeldCommitment("a", 8, NOW_S - 100, NOW_S + lead + 1, "active"),  # still held at lead time
+            HeldCommitment("b", 8, NOW_S - 100, NOW_S + lead, "active"),  # ends at lead time: not counted
+            HeldCommitment("c", 16, NOW_S + lead, NOW_S + 10 * lead, "pending_approval")]  # fmt: skip
+    assert committed_at(held, NOW_S + lead) == 24
+    assert tier_limits([("spot", 40), ("spot", None), ("secondary", 16), ("on_demand", 99)]) == TierLimits(40, 16)
+    assert tier_limits([("spot", None)]) == TierLimits()  # an unknown quota promises nothing
+    hist = np.full(28 * 24, 24.0)
+    procurer = ControlLoop.gpufleet(0).procurer
+    ctx = procurement_context(now_s=NOW_S, sku_id=SKU, pool=reserved, hourly_gpus=hist, forecast=None, held=[],
+                              gpus_per_node=8)  # fmt: skip
+    (p,) = procurer.propose(ctx)
+    assert p.units == 24 and p.start_s == NOW_S + lead  # 24 GPUs around the clock: three nodes
+    ctx_held = procurement_context(now_s=NOW_S, sku_id=SKU, pool=reserved, hourly_gpus=hist, forecast=None,
+                                   held=held, gpus_per_node=8)  # fmt: skip
+    assert ctx_held.committed_gpus_at_lead == 24 and procurer.propose(ctx_held) == []  # held: nothing bought again
+    (o,) = commitment_orders([p], region_id="us-east-1")
+    assert o.proposal == p and o.idempotency_key == commitment_orders([p], region_id="us-east-1")[0].idempotency_key
+    assert o.idempotency_key != commitment_orders([p], region_id="us-west-2")[0].idempotency_key
+    with pytest.raises(ValidationError) as err:
+        procurement_context(now_s=NOW_S, sku_id=SKU, pool=default_pools(SKU)[1], hourly_gpus=hist, forecast=None,
+                            held=[], gpus_per_node=8)  # fmt: skip
+    assert err.value.field == "pool"

@@ -7,6 +7,7 @@ import numpy as np
 
 from gpufleet.bench.procure import LOOP_ROW, ProcurerPolicy, loop_procurer_policy
 from gpufleet.control.loop import ControlLoop
+from gpufleet.control.procurement import ForecastLedProcurer
 from gpufleet.domain.catalog import BUILTIN_PRICE_CATALOG, default_pools
 from gpufleet.forecast.quantiles import make_forecast
 from gpufleet.ports import ProcurementContext
@@ -57,7 +58,7 @@ def test_the_forecast_is_taken_as_data() -> None:
 def test_the_bench_replays_the_object_the_loop_holds() -> None:
     policy = loop_procurer_policy()
     assert policy.name == LOOP_ROW
-    assert type(policy.procurer) is type(ControlLoop.gpufleet(seed=1).procurer) is PortfolioProcurer
+    assert type(policy.procurer) is type(ControlLoop.gpufleet(seed=1).procurer) is ForecastLedProcurer
     cfg = ReplayConfig.from_catalog("h100_80gb", prices=BUILTIN_PRICE_CATALOG, term_h=168, lead_h=24)
     demand = np.full(24 * 21, 40.0)
     res = replay(cfg, demand, ProcurerPolicy(PortfolioProcurer(), "lp"))
@@ -72,8 +73,8 @@ def test_closed_loop_comparison_runs_each_procurer_on_the_same_world() -> None:
 
     doc = closed_loop([1], days=9, gpus=64)
     row = doc["rows"][0]
-    assert set(doc["ratio_to_baseline_loop"]) == {"portfolio_lp", "breakeven"}
-    for name in ("portfolio_lp", "breakeven"):
+    assert set(doc["ratio_to_baseline_loop"]) == {"loop", "portfolio_lp", "breakeven"}
+    for name in ("loop", "portfolio_lp", "breakeven"):
         assert row[name]["total_cost_usd"] > 0
         assert row[name]["ratio_to_baseline_loop"] == round(
             row[name]["total_cost_usd"] / row["baseline"]["total_cost_usd"], 4

@@ -118,7 +118,8 @@ class ForecastLedProcurer:
         if int(np.isfinite(hist).sum()) < self.min_history_h:
             return []
         pool = ctx.pool
-        term_h = term_seconds(pool.term_months or 12) // HOUR_S
+        # the term a new commitment runs for: the context's where it is not whole months (a replay's 1-week terms)
+        term_h = ctx.term_h if ctx.term_h is not None else term_seconds(pool.term_months or 12) // HOUR_S
         lead_h = pool.lead_time_s // HOUR_S
         horizon = lead_h + term_h
         demand = project(hist, horizon, self.lookback_h, self.max_growth)

@@ -6,7 +6,14 @@ call as ``gpufleet plan``) on a SKU-region's hourly demand, keeps the orders due
 (:func:`gpufleet.procure.proposals.due_proposals`) and takes off each order's start what reservations already
 held or on their way cover (oldest first), so a small shift in demand does not buy the capacity again. Each
 order left carries its term in months and a deterministic idempotency key (the same order proposed twice is one
-order). :func:`pool_outlook` is the quota outlook of one pool against the spill-over of a demand forecast above
+order). That is the planner's view over the tiers (``POST /v1/plans:propose``).
+
+The commitments the service's reconciler proposes are the loop's: :func:`procurement_context` builds the
+:class:`~gpufleet.ports.ProcurementContext` the simulator's desk builds (hourly demand history, the reserved
+pool, the loop's forecast, the units held or on order at lead time), the loop's procurer
+(``ControlLoop.gpufleet(...).procurer``, tier limits from :func:`tier_limits`) decides, and
+:func:`commitment_orders` turns its proposals into orders with the same deterministic idempotency keys.
+:func:`pool_outlook` is the quota outlook of one pool against the spill-over of a demand forecast above
 what is committed. :func:`choose_plan_region` says where the reconciler plans a SKU. Decisions are data; the
 caller creates the reservations through its approval workflow.
 """
@@ -21,6 +28,10 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
+from gpufleet.control.procurement import TierLimits
+from gpufleet.domain.errors import ValidationError
+from gpufleet.domain.pools import CapacityPool, Tier
+from gpufleet.ports import DemandForecast, ProcurementContext, ReservationProposal
 from gpufleet.procure.planning import PlanReport, plan_from_history
 from gpufleet.procure.proposals import PortfolioProposal, due_proposals, to_reservation
 from gpufleet.procure.quota import QuotaOutlook, quota_outlook
@@ -56,6 +67,69 @@ class OrderPlan:
     due: tuple[bool, ...]
     covered_units: tuple[int, ...]
     orders: tuple[PlannedOrder, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class CommitmentOrder:
+    """A commitment the loop's procurer proposed, to enter the approval workflow, with its idempotency key."""
+
+    proposal: ReservationProposal
+    region_id: str
+    idempotency_key: str
+
+
+def order_key(sku_id: str, regions: Sequence[str], tier: str, start_s: int, units: int, term_months: int) -> str:
+    """The deterministic idempotency key of an order (the same order proposed twice is one order)."""
+    key_src = f"{sku_id}|{','.join(regions)}|{tier}|{start_s}|{units}|{term_months}"
+    return "plan-" + hashlib.sha256(key_src.encode()).hexdigest()[:40]
+
+
+def committed_at(held: Sequence[HeldCommitment], at_s: int) -> int:
+    """Units held or on order (pending approval .. active) that have not ended by ``at_s``: what the
+    simulator's desk counts as committed when a new order would land (``at_s`` = now + the pool's lead time)."""
+    return sum(h.units for h in held if h.end_s > at_s)
+
+
+def tier_limits(pools: Sequence[tuple[str, int | None]]) -> TierLimits:
+    """What the pay-per-use tiers of one SKU can absorb, from its pools as ``(tier, quota_gpus)``: the quotas of
+    its spot pools and of its secondary-provider pools, in any region (its demand is measured, and planned,
+    fleet-wide; the simulator's limits are per SKU too). A pool whose quota is not known (None) counts for
+    nothing, so the procurer never leans on capacity nobody has promised."""
+    spot = sum(q for tier, q in pools if tier == Tier.SPOT.value and q)
+    secondary = sum(q for tier, q in pools if tier == Tier.SECONDARY.value and q)
+    return TierLimits(float(spot), float(secondary))
+
+
+def procurement_context(
+    *,
+    now_s: int,
+    sku_id: str,
+    pool: CapacityPool,
+    hourly_gpus: npt.NDArray[np.float64],
+    forecast: DemandForecast | None,
+    held: Sequence[HeldCommitment],
+    gpus_per_node: int,
+) -> ProcurementContext:
+    """The loop's procurement context for one SKU-region, as the simulator's desk builds it: hourly demand
+    (oldest first), the reserved pool, the loop's forecast, and what is held or on order at lead time."""
+    if pool.tier is not Tier.RESERVED:
+        raise ValidationError("pool", f"{pool.id!r} is {pool.tier.value}, not reserved")
+    committed = committed_at(held, now_s + pool.lead_time_s)
+    return ProcurementContext(
+        now_s, sku_id, pool, np.asarray(hourly_gpus, dtype=np.float64), forecast, committed, gpus_per_node
+    )
+
+
+def commitment_orders(proposals: Sequence[ReservationProposal], *, region_id: str) -> tuple[CommitmentOrder, ...]:
+    """The loop procurer's proposals as orders for the approval workflow, each with its idempotency key (keyed
+    like the planner's orders, on the reserved tier)."""
+    return tuple(
+        CommitmentOrder(
+            p, region_id, order_key(p.sku_id, (region_id,), Tier.RESERVED.value, p.start_s, p.units, p.term_months)
+        )
+        for p in proposals
+        if p.units > 0
+    )
 
 
 def plan_orders(
@@ -95,8 +169,8 @@ def plan_orders(
             continue
         p = dataclasses.replace(p, units=p.units - take)
         draft = to_reservation(p, reservation_id="-", pool_id="-")
-        key_src = f"{p.sku_id}|{','.join(p.regions)}|{p.tier}|{p.start_s}|{p.units}|{draft.term_months}"
-        orders.append(PlannedOrder(p, draft.term_months, "plan-" + hashlib.sha256(key_src.encode()).hexdigest()[:40]))
+        key = order_key(p.sku_id, p.regions, p.tier, p.start_s, p.units, draft.term_months)
+        orders.append(PlannedOrder(p, draft.term_months, key))
     return OrderPlan(
         report,
         tuple(p in due for p in report.proposals),

@@ -25,23 +25,42 @@ threshold) apply unchanged. Reservations of the SKU in the region already held o
 approval, approved, submitted, active; not ended) are counted first: an order whose start they cover is reduced
 by their units (``covered_units``), oldest reservation first, so a small shift in demand does not buy the
 capacity again. Each order carries a deterministic Idempotency-Key, so re-running the job does not propose the
-same order twice.
+same order twice. That is the planner's view over the tiers (``POST /v1/plans:propose``).
+
+**The loop's commitments** (:meth:`ProcurementService.commit`, what the reconciler proposes): the loop's own
+procurer (``ControlLoop.gpufleet(...).procurer``, :meth:`ProcurementService.loop`, tier limits from the stored
+spot and secondary pools' quotas) on the context the simulator builds (:meth:`ProcurementService.context`:
+hourly demand of the last 28 days, the reserved pool, the loop's forecast, the units held or on order at lead
+time); its proposals become pending reservations with the same kind of Idempotency-Key.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from decimal import Decimal
 from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 from sqlalchemy import Engine, String, bindparam, func, select
 
 from gpufleet.adapters.aws.skus import gpus_from_vcpus, instance_type
 from gpufleet.adapters.sql.models import PoolRow, RegionRow, ReservationRow, SkuRow, UtilizationRow
 from gpufleet.control.cloud import draft_increase
-from gpufleet.control.proposing import HeldCommitment, plan_orders, pool_outlook
+from gpufleet.control.loop import ControlLoop
+from gpufleet.control.procurement import TierLimits
+from gpufleet.control.proposing import (
+    HeldCommitment,
+    commitment_orders,
+    plan_orders,
+    pool_outlook,
+    procurement_context,
+    tier_limits,
+)
 from gpufleet.domain.errors import ValidationError
-from gpufleet.domain.pools import Tier
+from gpufleet.domain.pools import CapacityPool, Tier
 from gpufleet.domain.reservations import ReservationStatus, term_seconds
+from gpufleet.ports import ProcurementContext
 from gpufleet.service.auth import Actor, Role
 from gpufleet.service.capacity import CapacityService
 from gpufleet.service.clock import Clock
@@ -165,14 +184,9 @@ class ProcurementService:
         out = [(rid, units, start, start + term_seconds(term), status) for rid, units, start, term, status in rows]
         return [h for h in out if h[3] > now_s]
 
-    def propose(
-        self, actor: Actor, *, sku_id: str, region_id: str, horizon_days: int, within_days: int, workload_class: str
-    ) -> dict[str, Any]:
-        """Plan the SKU in the region and create the due reserve/renew orders as pending reservations."""
-        actor.require(Role.FINOPS_ADMIN, Role.ML_PLATFORM_ADMIN)
-        now_s = self._clock.now_s()
-        today_s = now_s // DAY_S * DAY_S
-        since_s = today_s - LOOKBACK_DAYS * DAY_S
+    def _history(self, sku_id: str, region_id: str, since_s: int, today_s: int) -> npt.NDArray[np.float64]:
+        """The SKU's hourly GPUs in use (all its pools), from its first record since ``since_s`` up to
+        ``today_s``, oldest first; hours without a record are 0."""
         with UnitOfWork(self._engine, write=False) as uow:
             if uow.session.get(SkuRow, sku_id) is None:
                 raise ValidationError("sku", f"unknown SKU {sku_id!r}")
@@ -185,6 +199,116 @@ class ProcurementService:
         hourly = np.zeros(today_s // HOUR_S - first)
         for h, gpu_s in rows:
             hourly[int(h) - first] = float(gpu_s) / HOUR_S
+        return hourly
+
+    def tier_limits(self, skus: Sequence[str]) -> dict[str, TierLimits]:
+        """For each SKU, what its spot and secondary-provider pools can absorb, from the stored pools' quotas
+        (:func:`gpufleet.control.proposing.tier_limits`: a pool without a quota counts for nothing). The limits
+        the loop is assembled with."""
+        with UnitOfWork(self._engine, write=False) as uow:
+            rows = uow.session.execute(
+                select(PoolRow.sku_id, PoolRow.tier, PoolRow.quota_gpus).where(PoolRow.sku_id.in_(sorted(skus)))
+            ).all()
+        by_sku: dict[str, list[tuple[str, int | None]]] = {sku: [] for sku in skus}
+        for sku, tier, quota in rows:
+            by_sku[sku].append((tier, quota))
+        return {sku: tier_limits(pools) for sku, pools in by_sku.items()}
+
+    def loop(self, skus: Sequence[str]) -> ControlLoop:
+        """The control loop the service runs, from the one place it is assembled (``ControlLoop.gpufleet``),
+        with the tier limits of the stored pools of ``skus``. Its procurer is the simulator's; its randomness
+        (approvers, scheduler tie-breaks) is not used here."""
+        return ControlLoop.gpufleet(0, tier_limits=self.tier_limits(skus))
+
+    def context(
+        self, sku_id: str, region_id: str, loop: ControlLoop, *, forecast_h: int
+    ) -> tuple[ProcurementContext, list[tuple[str, int, int, int, str]]]:
+        """The loop's procurement context for the SKU planned in the region, from the store, and the
+        reservations held or on their way that it counts. ``now_s`` is the start of today (the end of the
+        measured history), so every pass of the same day decides, and keys, the same orders."""
+        now_s = self._clock.now_s()
+        today_s = now_s // DAY_S * DAY_S
+        hourly = self._history(sku_id, region_id, today_s - LOOKBACK_DAYS * DAY_S, today_s)
+        with UnitOfWork(self._engine, write=False) as uow:
+            row = uow.session.scalars(
+                select(PoolRow)
+                .where(PoolRow.sku_id == sku_id, PoolRow.region_id == region_id, PoolRow.tier == Tier.RESERVED.value)
+                .order_by(PoolRow.id)
+            ).first()
+            sku = uow.session.get(SkuRow, sku_id)
+            if row is None:
+                raise ValidationError("region", f"no reserved pool of {sku_id!r} in {region_id!r}")
+            pool = CapacityPool(
+                row.id, row.provider_id, row.region_id, row.sku_id, Tier.RESERVED,
+                Decimal(row.price_uusd_per_gpu_h) / 1_000_000, term_months=row.term_months,
+                lead_time_s=row.lead_time_s, quota_gpus=row.quota_gpus,
+            )  # fmt: skip
+            per_node = int(sku.gpus_per_node) if sku is not None else 1
+        forecast = loop.forecaster.forecast(hourly, HOUR_S, forecast_h) if hourly.size >= 24 else None
+        held = self._held(sku_id, region_id, today_s)
+        ctx = procurement_context(
+            now_s=today_s, sku_id=sku_id, pool=pool, hourly_gpus=hourly, forecast=forecast,
+            held=[HeldCommitment(*h) for h in held], gpus_per_node=per_node,
+        )  # fmt: skip
+        return ctx, held
+
+    def commit(
+        self, actor: Actor, *, sku_id: str, region_id: str, loop: ControlLoop, forecast_h: int = 7 * 24
+    ) -> dict[str, Any]:
+        """The loop's procurement stage on the store: the SKU-region's context (:meth:`context`), the loop's
+        procurer decides, and its proposals become pending reservations through the reservation use case (the
+        approval rules apply unchanged), each with its deterministic Idempotency-Key. What is held or on order
+        at lead time is counted in the context, so it is not bought again."""
+        actor.require(Role.FINOPS_ADMIN, Role.ML_PLATFORM_ADMIN)
+        now_s = self._clock.now_s()
+        ctx, held = self.context(sku_id, region_id, loop, forecast_h=forecast_h)
+        proposals = loop.procurer.propose(ctx)
+        created = []
+        for order in commitment_orders(proposals, region_id=region_id):
+            p, key = order.proposal, order.idempotency_key
+            view = self._reservations.create(
+                actor, sku_id=p.sku_id, units=p.units, start_s=max(p.start_s, now_s), term_months=p.term_months,
+                regions=[order.region_id], client_key=key,
+            )  # fmt: skip
+            created.append(
+                {"reservation_id": view.id,
+                 "status": "submitted_to_cloud" if view.status.value == "submitted" else view.status.value,
+                 "units": view.units,
+                 "start_s": view.start_s, "term_months": view.term_months, "est_cost_usd": view.est_cost_usd,
+                 "approvals_required": view.approvals_required, "idempotency_key": key, "reason": p.reason}
+            )  # fmt: skip
+        return {
+            "sku": sku_id,
+            "region": region_id,
+            "procurer": type(loop.procurer).__name__,
+            "context": {
+                "now_s": ctx.now_s,
+                "pool": ctx.pool.id,
+                "history_hours": int(ctx.demand_history_gpus.size),
+                "forecast": None if ctx.forecast is None else ctx.forecast.method,
+                "committed_gpus_at_lead": ctx.committed_gpus_at_lead,
+                "gpus_per_node": ctx.gpus_per_node,
+            },
+            "proposals": [
+                {"units": p.units, "start_s": p.start_s, "term_months": p.term_months, "reason": p.reason}
+                for p in proposals
+            ],
+            "held": [
+                {"reservation_id": rid, "units": units, "start_s": start, "end_s": end, "status": status}
+                for rid, units, start, end, status in held
+            ],
+            "created": created,
+        }
+
+    def propose(
+        self, actor: Actor, *, sku_id: str, region_id: str, horizon_days: int, within_days: int, workload_class: str
+    ) -> dict[str, Any]:
+        """Plan the SKU in the region and create the due reserve/renew orders as pending reservations."""
+        actor.require(Role.FINOPS_ADMIN, Role.ML_PLATFORM_ADMIN)
+        now_s = self._clock.now_s()
+        today_s = now_s // DAY_S * DAY_S
+        since_s = today_s - LOOKBACK_DAYS * DAY_S
+        hourly = self._history(sku_id, region_id, since_s, today_s)
         start_s = today_s + DAY_S  # orders start on a day boundary, never in the past
         held = self._held(sku_id, region_id, now_s)
         plan = plan_orders(

@@ -13,10 +13,14 @@ The background cadence (``gpufleet serve``, ``gpufleet reconcile``) runs a pass 
    accuracy tracking like every served forecast;
 3. **procure**: for each such SKU, one region is chosen (:func:`gpufleet.control.proposing.choose_plan_region`:
    where most of its measured use ran among the regions with a reserved pool, else where its reservations are
-   held) and the orders due are proposed
-   (:class:`ProcurementService`, i.e. :func:`gpufleet.control.proposing.plan_orders`) into the approval workflow
-   as the ``reconciler`` (an ML-platform admin principal): pending reservations that need their approvals as
-   usual (the reconciler never approves). Idempotency keys make a re-run propose nothing twice;
+   held) and the loop's procurer decides, the same object the simulator runs
+   (``ControlLoop.gpufleet(...).procurer``, the forecast-led commitment LP, assembled once per pass by
+   :meth:`ProcurementService.loop`, the quotas of the SKU's stored spot and secondary pools as tier limits). Its
+   context is the SKU's hourly demand of the last 28 days, the region's reserved pool, the loop's forecast and
+   the units held or on order at lead time (:meth:`ProcurementService.context`). Its proposals go into the
+   approval workflow (:meth:`ProcurementService.commit`) as the ``reconciler`` (an ML-platform admin principal):
+   pending reservations that need their approvals as usual (the reconciler never approves). Held and pending
+   reservations count as committed, and idempotency keys make a re-run propose nothing twice;
 4. **placements**: every cluster's placements are re-evaluated (:func:`gpufleet.control.packing.plan_repack`):
    the moves that would free whole nodes, recorded, not applied (no node actuator is wired to the store).
 
@@ -80,8 +84,9 @@ class ReconcilePass:
 
 
 class Reconciler:
-    """See the module docstring. ``horizon_days`` / ``within_days`` / ``workload_class``: the plan proposal's
-    parameters (the defaults of ``POST /v1/plans:propose``); ``forecast_days``: the forecast horizon."""
+    """See the module docstring. ``within_days``: the hours ahead (x 24) the loop's forecaster forecasts for the
+    procurer (the simulator forecasts its procurement period, 7 days by default); ``forecast_days``: the horizon
+    of the recorded daily capacity forecast."""
 
     def __init__(
         self,
@@ -92,9 +97,7 @@ class Reconciler:
         capacity: CapacityService,
         procurement: ProcurementService,
         binpack: BinpackService,
-        horizon_days: int = 180,
         within_days: int = 7,
-        workload_class: str = "serving",
         forecast_days: int = 30,
     ) -> None:
         self._engine = engine
@@ -103,9 +106,7 @@ class Reconciler:
         self._capacity = capacity
         self._procurement = procurement
         self._binpack = binpack
-        self.horizon_days = horizon_days
         self.within_days = within_days
-        self.workload_class = workload_class
         self.forecast_days = forecast_days
 
     def last_pass_s(self) -> int | None:
@@ -131,6 +132,14 @@ class Reconciler:
         out.provider = {"submitted": r.submitted, "activated": r.activated, "expired": r.expired,
                         "cancelled": r.cancelled, "still_pending": r.still_pending}  # fmt: skip
         skus, used_by_region, reserved_regions, held_by_region = self._observe(now_s)
+        regions = {
+            sku: choose_plan_region(
+                used_by_region.get(sku, {}), reserved_regions.get(sku, []), held_by_region.get(sku, {})
+            )
+            for sku in skus
+        }
+        # the loop the simulator runs, assembled in its one place, with the stored pools' tier limits
+        loop = self._procurement.loop([sku for sku, (r, _) in regions.items() if r is not None])
         for sku in skus:
             try:
                 fc = self._capacity.forecast(RECONCILER, sku_id=sku, days=self.forecast_days)
@@ -139,18 +148,17 @@ class Reconciler:
                 continue
             out.forecasts.append({"sku": sku, "method": fc["method"], "history_days": fc["history_days"],
                                   "gap_units": fc["gap_units"]})  # fmt: skip
-            region, why = choose_plan_region(
-                used_by_region.get(sku, {}), reserved_regions.get(sku, []), held_by_region.get(sku, {})
-            )
+            region, why = regions[sku]
             entry: dict[str, Any] = {"sku": sku, "region": region, "region_reason": why, "created": []}
             if region is not None:
                 try:
-                    plan = self._procurement.propose(
-                        RECONCILER, sku_id=sku, region_id=region, horizon_days=self.horizon_days,
-                        within_days=self.within_days, workload_class=self.workload_class,
-                    )  # fmt: skip
-                    entry["created"] = [c["reservation_id"] for c in plan["created"]]
-                    entry["due"] = sum(1 for p in plan["proposals"] if p["due"])
+                    got = self._procurement.commit(
+                        RECONCILER, sku_id=sku, region_id=region, loop=loop, forecast_h=self.within_days * 24
+                    )
+                    entry["created"] = [c["reservation_id"] for c in got["created"]]
+                    entry["procurer"] = got["procurer"]
+                    entry["context"] = got["context"]
+                    entry["proposed"] = got["proposals"]
                 except GpufleetError as exc:
                     entry["error"] = str(exc)
             out.proposals.append(entry)

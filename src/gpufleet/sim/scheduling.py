@@ -62,6 +62,7 @@ class SchedulingMixin:
         quota_reasons: dict[str, int]
         spot_violations: int
         _asks: dict[int, PodAsk]
+        _jobs: dict[int, RunningJob]
         preemptions: int
         preempted_lost_gpu_s: int
         serving_preempted_for_training: int
@@ -109,19 +110,26 @@ class SchedulingMixin:
         return got
 
     def _running_job(self, pod: int, node: int, now: int) -> RunningJob:
+        """The running pod as the preemption planner sees it. Memoised while nothing in it changes (same node, same
+        run, same last checkpoint): preemption asks about the same busy nodes again and again."""
         ckpt = self.p_ckpt[pod]
         start = self.p_start[pod]
+        last = start + (now - start) // ckpt * ckpt if ckpt > 0 else None
+        hit = self._jobs.get(pod)
+        if hit is not None and hit.node == node and hit.started_s == start and hit.last_checkpoint_s == last:
+            return hit
         serving = self.p_serving[pod] >= 0
-        return RunningJob(
+        job = self._jobs[pod] = RunningJob(
             str(pod),
             WorkloadKind.SERVING if serving else WorkloadKind.TRAINING,
             PRIO_SERVING if serving else self.p_prio[pod],
             node,
             self.p_gpus[pod],
             start,
-            start + (now - start) // ckpt * ckpt if ckpt > 0 else None,
+            last,
             ckpt > 0,
         )
+        return job
 
     # ------------------------------------------------------------------ flow
     def _start(self, pod: int, now: int) -> None:

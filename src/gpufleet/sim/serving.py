@@ -167,7 +167,10 @@ class ServingMixin:
         victim = fr.pods[-1]
         if fr.ready < len(fr.pods):  # some replica is still starting: drop the newest such
             victim = next(p for p in reversed(fr.pods) if not self.p_ready[p])
-        fr.pods.remove(victim)
+        if fr.pods[-1] == victim:
+            fr.pods.pop()  # the usual victim, the newest: no scan of the whole fleet
+        else:
+            fr.pods.remove(victim)
         if self.p_state[victim] == RUNNING:
             if self.p_ready[victim]:
                 fr.ready_change(now, -1)

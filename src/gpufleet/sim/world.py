@@ -13,8 +13,8 @@ from collections.abc import Callable
 import numpy as np
 
 from gpufleet.control.loop import ControlLoop
-from gpufleet.control.scheduling import PodAsk, TeamQuota
-from gpufleet.cost.metering import Ledger
+from gpufleet.control.metering import Ledger
+from gpufleet.control.scheduling import PodAsk, RunningJob, TeamQuota
 from gpufleet.domain.catalog import default_pools
 from gpufleet.domain.pools import Tier
 from gpufleet.domain.reservations import Reservation
@@ -135,6 +135,7 @@ class World(ReservationDesk, ServingMixin, FreeingMixin, NodeLifecycleMixin, Mov
         self.reclaims = 0
         self.reclaimed_gpus = 0
         self._asks: dict[int, PodAsk] = {}  # live pods as the scheduling stage sees them (sim/scheduling.py)
+        self._jobs: dict[int, RunningJob] = {}  # running pods as the preemption planner sees them (memo)
         self.drains = 0  # part-used launched nodes emptied by consolidation (sim/moves.py)
         self.drain_moves = 0
         self.lender_refused = 0  # within-nominal admissions refused although quota was lent (must stay 0)
@@ -304,6 +305,7 @@ class World(ReservationDesk, ServingMixin, FreeingMixin, NodeLifecycleMixin, Mov
         self.p_state[pod] = target
         if target in (DONE, REMOVED):
             self._asks.pop(pod, None)
+            self._jobs.pop(pod, None)
 
     def _tiers(self, pod: int) -> tuple[int, ...]:
         return TIERS_ALL if (self.p_ckpt[pod] > 0 and self.p_serving[pod] < 0) else TIERS_NO_SPOT
