@@ -101,6 +101,51 @@ def marginal_saving_usd(
     return np.asarray(np.where(over > 0, np.minimum(price, on_demand), 0.0) - reserved, dtype=np.float64)
 
 
+def worthwhile_nodes(
+    cover: FloatArray,
+    levels: FloatArray,
+    first_window_h: int,
+    *,
+    spot_gpus: FloatArray,
+    secondary_gpus: float,
+    reserved: float,
+    spot: float,
+    secondary: float,
+    on_demand: float,
+) -> int:
+    """How many of the candidate nodes (``levels``: the middle GPU of each, ascending) are worth committing now.
+
+    A node is worth committing if it saves over its term and already saves in its first ``first_window_h`` hours:
+    buying it a week later instead moves a week of cover from the start of the term to past its end, where the
+    grown demand uses it at least as much (a node needed only later is bought at a later epoch). An hour's saving
+    never grows with the level (the overflow it replaces only gets cheaper), so "worth it" holds for a prefix of
+    the levels, and the first level where it fails is found by bisection: the answer of testing every level, in
+    log2 of the evaluations.
+    """
+
+    def worth(level: float) -> bool:
+        save = marginal_saving_usd(
+            cover,
+            np.array([level]),
+            spot_gpus=spot_gpus,
+            secondary_gpus=secondary_gpus,
+            reserved=reserved,
+            spot=spot,
+            secondary=secondary,
+            on_demand=on_demand,
+        )[0]
+        return bool(save.sum() > 0 and save[:first_window_h].sum() > 0)
+
+    lo, hi = 0, len(levels)  # levels[:lo] are worth it, levels[hi:] are not
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if worth(float(levels[mid])):
+            lo = mid + 1
+        else:
+            hi = mid
+    return lo
+
+
 @dataclass(slots=True)
 class ForecastLedProcurer:
     """Model-predictive commitments (see the module docstring); never proposes before ``min_history_h``."""
@@ -132,9 +177,10 @@ class ForecastLedProcurer:
         per = ctx.gpus_per_node
         top = max(0, math.ceil((float(cover.max()) - have) / per))
         levels = have + per * np.arange(top, dtype=np.float64) + per / 2  # the middle GPU of each candidate node
-        save = marginal_saving_usd(
+        nodes = worthwhile_nodes(
             cover,
             levels,
+            self.first_window_h,
             spot_gpus=np.minimum(self.spot_share * cover, lim.spot_capacity_gpus),
             secondary_gpus=lim.secondary_capacity_gpus,
             reserved=reserved,
@@ -142,11 +188,6 @@ class ForecastLedProcurer:
             secondary=float(price.secondary) if price is not None else on_demand,
             on_demand=on_demand,
         )
-        # a node is worth committing now if it saves over its term and already saves in its first week: buying
-        # it a week later instead moves a week of cover from the start of the term to past its end, where the
-        # grown demand uses it at least as much (a node needed only later is bought at a later epoch)
-        worth = (save.sum(axis=1) > 0) & (save[:, : self.first_window_h].sum(axis=1) > 0)
-        nodes = int(np.argmin(worth)) if not worth.all() else len(worth)
         if nodes <= 0:
             return []
         growth = float(demand[lead_h : lead_h + term_h].mean() / max(float(np.mean(hist[-WEEK_H:])), 1e-9))
