@@ -17,6 +17,13 @@ from gpufleet.report.fmt import count, day, sku_label, usd
 REASON_TEXT = {
     "breakeven": "the break-even test on forecast demand",
     "forecast_led": "the forecast-led commitment test",
+    "forecast_prewarm": "the request-rate forecast, with replicas started a cold start ahead of it",
+    "step_prewarm": "this time of day has seen large traffic steps, so replicas were held warm ahead of it",
+    "burst_floor": "recent request bursts needed them",
+    "queue_drain": "requests were queued",
+    "scale_down_stabilized": "load stayed low for the scale-down window",
+    "scale_to_zero": "no traffic: scaled to zero",
+    "static_floor": "SLO misses: holding the static fleet the observed traffic needed",
     "placed_spot_cheapest": "spot was the cheapest tier that could take the work",
     "term_ended": "the term ended",
     "placed_on_demand": "queued work had no free capacity and on-demand was the first tier with room",
@@ -38,6 +45,8 @@ _VERBS = {
     "move": "moved",
     "drain": "drained",
     "held": "bought nothing at",
+    "replicas_up": "added",
+    "replicas_down": "removed",
 }
 RESERVATION_ACTIONS = ("bought", "ordered", "approved", "rejected", "expired")
 
@@ -116,6 +125,8 @@ def aggregate_sentence(a: dict[str, Any]) -> str:
         "preempt": f"{count(n)} {sku} pod{'s' * (n != 1)} ({count(a['gpus'])} GPUs)",
         "move": f"{count(n)} {sku} run{'s' * (n != 1)} ({count(a['gpus'])} GPUs) onto idle reserved nodes",
         "held": f"{count(n)} {sku} procurement review{'s' * (n != 1)}",
+        "replicas_up": f"{count(n)} serving replica{'s' * (n != 1)} ({count(a['gpus'])} {sku} GPUs)",
+        "replicas_down": f"{count(n)} serving replica{'s' * (n != 1)} ({count(a['gpus'])} {sku} GPUs)",
     }.get(a["action"], f"{count(n)} ({count(a['gpus'])} {sku} GPUs)")
     return f"{verb} {what} {span} {because(a['reason'], a['detail'])}"
 

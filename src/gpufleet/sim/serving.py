@@ -27,6 +27,7 @@ from gpufleet.sim.scenario import ServingSpec
 if TYPE_CHECKING:
     from gpufleet.control.loop import ControlLoop
     from gpufleet.control.scheduling import FleetScheduler, PodAsk, QuotaAdmission
+    from gpufleet.sim.decisions import DecisionLog
     from gpufleet.sim.metrics import Metrics
 
 
@@ -72,6 +73,8 @@ class ServingMixin:
     if TYPE_CHECKING:
         loop: ControlLoop
         metrics: Metrics
+        decisions: DecisionLog
+        sku_ids: list[str]
         period_s: int
         fleets: list[FleetRuntime]
         pending_gpus: list[int]
@@ -129,7 +132,20 @@ class ServingMixin:
             peak_concurrency=served.peak_concurrency if exclusive else None,
             slo_misses=served.missed,
         )
-        want = self.loop.autoscaler.decide(signals, fr.scaling).desired
+        decision = self.loop.autoscaler.decide(signals, fr.scaling)
+        want = decision.desired
+        if want != cur:
+            self.decisions.add(
+                now,
+                "autoscale",
+                "replicas_up" if want > cur else "replicas_down",
+                decision.reason,
+                None,
+                abs(want - cur) * fr.spec.gpus_per_replica,
+                count=abs(want - cur),
+                unit="replicas",
+                sku=self.sku_ids[fr.sku_idx],
+            )
         if want > cur:
             for _ in range(want - cur):
                 self._add_replica(i, fr, now)
