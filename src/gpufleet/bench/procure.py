@@ -28,7 +28,7 @@ from gpufleet.domain.catalog import BUILTIN_PRICE_CATALOG
 from gpufleet.domain.errors import ValidationError
 from gpufleet.domain.pools import CapacityPool, Tier
 from gpufleet.ports import PriceCatalog, ProcurementContext, Procurer, ReservationProposal
-from gpufleet.procure.baseline import whole_node_proposal
+from gpufleet.procure.baseline import on_demand_usd_per_gpu_h, whole_node_proposal
 from gpufleet.procure.hedge import HedgedPolicy
 from gpufleet.procure.hindsight import hindsight_optimal
 from gpufleet.procure.online import PortfolioProcurer
@@ -259,12 +259,7 @@ class BreakevenProcurer:
         if len(hist) < self.min_history_h:
             return []
         pool = ctx.pool
-        price = self.prices.list_price(ctx.sku_id)
-        on_demand = (
-            float(price.on_demand)
-            if price is not None
-            else float(pool.price_usd_per_gpu_h) / self.prices.reserved_to_on_demand
-        )
+        on_demand = on_demand_usd_per_gpu_h(self.prices, ctx.sku_id, float(pool.price_usd_per_gpu_h))
         term_h = min(ctx.commitment_term_h, self.max_term_h)
         lead_h = pool.lead_time_s // HOUR_S
         cfg = ReplayConfig(

@@ -25,6 +25,7 @@ from gpufleet.autoscale.policy_base import RatePolicy
 from gpufleet.domain.reservations import term_seconds
 from gpufleet.domain.workloads import ServingScaling
 from gpufleet.ports import ProcurementContext, ReplicaDecision, ReplicaSignals, ReservationProposal
+from gpufleet.procure.baseline import whole_node_proposal
 
 HOUR_S = 3600
 DAY_S = 86400
@@ -61,22 +62,13 @@ class QuarterlyPeakProcurer:
             ahead_h = (ctx.pool.lead_time_s + term_s / 2) / HOUR_S + week / 2
             growth = min(max(per_h**ahead_h, self.growth_clip[0]), self.growth_clip[1])
         target = peak * growth
-        nodes = math.ceil((target - ctx.committed_gpus_at_lead) / ctx.gpus_per_node - 1e-9)
-        if nodes <= 0:
-            return []
-        return [
-            ReservationProposal(
-                sku_id=ctx.sku_id,
-                pool_id=ctx.pool.id,
-                units=nodes * ctx.gpus_per_node,
-                start_s=ctx.now_s + ctx.pool.lead_time_s,
-                term_months=ctx.pool.term_months or 12,
-                reason=(
-                    f"quarterly_peak: p{self.percentile:g} of 28 days {peak:.0f} GPUs x growth {growth:.2f} = "
-                    f"{target:.0f}, committed {ctx.committed_gpus_at_lead}"
-                ),
-            )
-        ]
+        return whole_node_proposal(
+            ctx,
+            target - ctx.committed_gpus_at_lead,
+            f"quarterly_peak: p{self.percentile:g} of 28 days {peak:.0f} GPUs x growth {growth:.2f} = "
+            f"{target:.0f}, committed {ctx.committed_gpus_at_lead}",
+            round_up=True,
+        )
 
 
 @dataclass(slots=True)

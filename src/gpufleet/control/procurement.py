@@ -29,6 +29,7 @@ from gpufleet.control.commitments import FloatArray
 from gpufleet.domain.catalog import BUILTIN_PRICE_CATALOG
 from gpufleet.domain.reservations import term_seconds
 from gpufleet.ports import PriceCatalog, ProcurementContext, ReservationProposal
+from gpufleet.procure.baseline import on_demand_usd_per_gpu_h
 
 HOUR_S = 3600
 WEEK_H = 7 * 24
@@ -171,7 +172,7 @@ class ForecastLedProcurer:
         lim = self.limits.get(ctx.sku_id, TierLimits())
         price = self.prices.list_price(ctx.sku_id)
         reserved = float(pool.price_usd_per_gpu_h)
-        on_demand = float(price.on_demand) if price is not None else reserved / self.prices.reserved_to_on_demand
+        on_demand = on_demand_usd_per_gpu_h(self.prices, ctx.sku_id, reserved)
         cover = demand[lead_h : lead_h + term_h]  # the hours a commitment made now would cover
         have = float(ctx.committed_gpus_at_lead)
         per = ctx.gpus_per_node

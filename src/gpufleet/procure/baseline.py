@@ -10,7 +10,7 @@ import math
 
 import numpy as np
 
-from gpufleet.ports import ProcurementContext, ReservationProposal
+from gpufleet.ports import PriceCatalog, ProcurementContext, ReservationProposal
 
 
 class LookbackPercentile:
@@ -32,9 +32,13 @@ class LookbackPercentile:
         )
 
 
-def whole_node_proposal(ctx: ProcurementContext, gpus: float, reason: str) -> list[ReservationProposal]:
-    """Reserve ``gpus`` rounded down to whole nodes from the context's pool, starting after its lead time."""
-    nodes = math.floor(gpus / ctx.gpus_per_node)
+def whole_node_proposal(
+    ctx: ProcurementContext, gpus: float, reason: str, *, round_up: bool = False
+) -> list[ReservationProposal]:
+    """Reserve ``gpus`` in whole nodes (rounded down, or up with ``round_up``) from the context's pool, starting
+    after its lead time."""
+    per = ctx.gpus_per_node
+    nodes = math.ceil(gpus / per - 1e-9) if round_up else math.floor(gpus / per)
     if nodes <= 0:
         return []
     return [
@@ -47,3 +51,10 @@ def whole_node_proposal(ctx: ProcurementContext, gpus: float, reason: str) -> li
             reason=reason,
         )
     ]
+
+
+def on_demand_usd_per_gpu_h(prices: PriceCatalog, sku_id: str, reserved_usd_per_gpu_h: float) -> float:
+    """The on-demand price a commitment is weighed against: the catalog's list price, or the reserved price over
+    the catalog's reserved/on-demand ratio for a SKU it does not list."""
+    price = prices.list_price(sku_id)
+    return float(price.on_demand) if price is not None else reserved_usd_per_gpu_h / prices.reserved_to_on_demand

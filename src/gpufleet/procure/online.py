@@ -21,6 +21,7 @@ import numpy as np
 
 from gpufleet.domain.catalog import BUILTIN_PRICE_CATALOG
 from gpufleet.ports import PriceCatalog, ProcurementContext, ReservationProposal
+from gpufleet.procure.baseline import on_demand_usd_per_gpu_h
 from gpufleet.procure.planning import scenarios_from_history
 from gpufleet.procure.portfolio import CommitTier, PairDemand, PortfolioProblem, optimize_portfolio
 from gpufleet.procure.proposals import due_proposals, proposals_from_plan
@@ -44,12 +45,7 @@ class PortfolioProcurer:
         if len(hist) < self.min_history_h:
             return []
         pool = ctx.pool
-        price = self.prices.list_price(ctx.sku_id)
-        on_demand = (
-            float(price.on_demand)
-            if price is not None
-            else float(pool.price_usd_per_gpu_h) / self.prices.reserved_to_on_demand
-        )
+        on_demand = on_demand_usd_per_gpu_h(self.prices, ctx.sku_id, float(pool.price_usd_per_gpu_h))
         term_d = max(round(ctx.commitment_term_h / 24), 1)
         lead_d = math.ceil(pool.lead_time_s / DAY_S)
         horizon = max(min(term_d, self.max_horizon_days), lead_d + 1)
