@@ -8,9 +8,9 @@ from pathlib import Path
 
 import numpy as np
 
+from gpufleet.adapters.traces import read_series_csv
 from gpufleet.forecast import AutoForecaster, seasons_for_step
 from gpufleet.forecast.backtest import backtest
-from gpufleet.sim.traces import read_series_csv
 
 
 def test_m_large_band_holds_the_level_jump(shared_data: Path) -> None:

@@ -19,15 +19,15 @@ from hypothesis import strategies as st
 from gpufleet.adapters.cost_files import read_allocations_csv, read_capacity_csv
 from gpufleet.adapters.inputs import read_input_text
 from gpufleet.adapters.telemetry_files import parse_time, read_file
+from gpufleet.adapters.traces import read_series_csv
 from gpufleet.autoscale.throughput import ReplicaThroughputModel
 from gpufleet.bench.autoscale_traces import load_traces
 from gpufleet.bench.binpack import read_openb_nodes, read_openb_pods
 from gpufleet.bench.forecast import load_regular
 from gpufleet.bench.procure import load_demand
 from gpufleet.bench.seeds import MAX_SEEDS, parse_seeds
+from gpufleet.cli.scenario_files import load_scenario
 from gpufleet.domain.errors import ValidationError
-from gpufleet.sim.scenario import load_scenario
-from gpufleet.sim.traces import read_series_csv
 
 HOSTILE = ["", "0", "-1", "1.5", "nan", "NaN", "inf", "-inf", "1e400", "1e30", "99999999999999999999999", "abc",
            "1/7", "2024-01-01T00:00:00Z", "9999-12-31T23:00:00Z", "0001-01-01T00:00:00", "2024-13-45", "caf\xe9"]  # fmt: skip

@@ -9,6 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from gpufleet.cli.scenario_files import resolve_scenario
 from gpufleet.control.common_practice import PeakSizedReplicas, QuarterlyPeakProcurer
 from gpufleet.control.placement import SpotFirstForCheckpointed
 from gpufleet.control.procurement import ForecastLedProcurer, TierLimits, project, trend_per_day
@@ -18,7 +19,7 @@ from gpufleet.domain.pools import Tier
 from gpufleet.domain.workloads import ServingScaling
 from gpufleet.place.fallback import FallbackChain
 from gpufleet.ports import PlacementRequest, PoolState, ProcurementContext
-from gpufleet.sim.builtin import default_scenario, resolve_scenario
+from gpufleet.sim.builtin import default_scenario
 from gpufleet.sim.compare import run_loops
 
 REPO = Path(__file__).resolve().parents[2]

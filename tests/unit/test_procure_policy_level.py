@@ -7,11 +7,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from gpufleet.adapters.traces import Series
 from gpufleet.bench.procure import RpsToGpus
 from gpufleet.domain.catalog import BUILTIN_PRICE_CATALOG
 from gpufleet.procure.policies import GpufleetReservationPolicy
 from gpufleet.procure.replay import ReplayConfig, replay
-from gpufleet.sim.traces import Series
 
 
 def _cfg(term_h: int = 72, lead_h: int = 12) -> ReplayConfig:

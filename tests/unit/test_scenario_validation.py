@@ -6,9 +6,10 @@ from pathlib import Path
 
 import pytest
 
+from gpufleet.cli.scenario_files import load_scenario
 from gpufleet.domain.errors import ValidationError
 from gpufleet.sim.builtin import default_scenario
-from gpufleet.sim.scenario import dump_scenario, load_scenario
+from gpufleet.sim.scenario import dump_scenario
 
 
 def test_default_scenario_round_trips_through_yaml(tmp_path: Path) -> None:

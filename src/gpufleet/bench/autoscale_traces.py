@@ -20,9 +20,9 @@ import numpy.typing as npt
 import pandas as pd
 
 from gpufleet.adapters.inputs import read_input_text
+from gpufleet.adapters.traces import check_grid, read_series_csv, resample_mean
 from gpufleet.autoscale.throughput import ReplicaThroughputModel
 from gpufleet.domain.errors import ValidationError
-from gpufleet.sim.traces import check_grid, read_series_csv, resample_mean
 
 F64 = npt.NDArray[np.float64]
 I64 = npt.NDArray[np.int64]

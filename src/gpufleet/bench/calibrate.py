@@ -7,9 +7,9 @@ from typing import Any
 
 import numpy as np
 
+from gpufleet.adapters.traces import read_series_csv, resample_mean
 from gpufleet.sim.builtin import default_scenario
 from gpufleet.sim.demand import QUARTER_S, serving_rps
-from gpufleet.sim.traces import read_series_csv, resample_mean
 
 
 def serving_shape(path: Path) -> dict[str, dict[str, float]]:

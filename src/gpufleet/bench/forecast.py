@@ -25,6 +25,7 @@ from typing import Any, Self
 import numpy as np
 
 from gpufleet.adapters.inputs import read_input_text
+from gpufleet.adapters.traces import Series, check_grid, parse_ts, read_series_csv, resample_mean
 from gpufleet.domain.errors import ValidationError
 from gpufleet.forecast import baselines
 from gpufleet.forecast.auto import AutoForecaster
@@ -34,7 +35,6 @@ from gpufleet.forecast.engine import GpufleetForecaster
 from gpufleet.forecast.loop import DAY_S, seasons_for_step
 from gpufleet.forecast.quantiles import DEFAULT_QUANTILES, FloatArray, check_quantiles, make_forecast
 from gpufleet.ports import DemandForecast
-from gpufleet.sim.traces import Series, _parse_ts, check_grid, read_series_csv, resample_mean
 
 MODELS = ("gpufleet", "naive", "seasonal_naive", "autoets", "mstl", "prophet")
 _UNITS = {"s": 1, "m": 60, "min": 60, "h": 3600, "d": 86_400, "w": 7 * 86_400}
@@ -100,7 +100,7 @@ def request_rate_series(
         if group_column and group_column not in reader.fieldnames:
             raise ValidationError(group_column, f"no such column (header is {reader.fieldnames})", str(p))
         for lineno, row in enumerate(reader, start=2):
-            t = _parse_ts(row[time_column], f"{p}:{lineno}")
+            t = parse_ts(row[time_column], f"{p}:{lineno}")
             stamps["all"].append(t)
             if group_column:
                 stamps.setdefault(f"{group_column}={row[group_column]}", []).append(t)

@@ -21,10 +21,10 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from gpufleet.adapters.traces import Series, read_series_csv
 from gpufleet.bench.forecast import load_regular, request_rate_series
 from gpufleet.bench.procure import RpsToGpus, hourly_demand, load_demand, pods_hourly_demand
 from gpufleet.domain.errors import ValidationError
-from gpufleet.sim.traces import Series, read_series_csv
 
 HOUR_S = 3600
 SERVEGEN = "serving/servegen_rate_10min.csv"

@@ -24,6 +24,7 @@ import numpy as np
 import numpy.typing as npt
 
 from gpufleet.adapters.inputs import read_input_text
+from gpufleet.adapters.traces import Series, read_series_csv, resample_mean
 from gpufleet.domain.catalog import BUILTIN_PRICE_CATALOG
 from gpufleet.domain.errors import ValidationError
 from gpufleet.domain.pools import CapacityPool, Tier
@@ -34,7 +35,6 @@ from gpufleet.procure.hindsight import hindsight_optimal
 from gpufleet.procure.online import PortfolioProcurer
 from gpufleet.procure.policies import GpufleetReservationPolicy, baseline_policies, units_worth_committing
 from gpufleet.procure.replay import ReplayConfig, ReplayResult, ReservationPolicy, replay
-from gpufleet.sim.traces import Series, read_series_csv, resample_mean
 
 FloatArray = npt.NDArray[np.float64]
 HOUR_S = 3600

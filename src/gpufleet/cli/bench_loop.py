@@ -14,8 +14,9 @@ from gpufleet.bench.seeds import parse_seeds
 from gpufleet.cli.cmd_simulate import write_json
 from gpufleet.cli.errors import user_errors
 from gpufleet.cli.paths import output_file
+from gpufleet.cli.scenario_files import resolve_scenario
 from gpufleet.domain.errors import ValidationError
-from gpufleet.sim.builtin import BUILTIN_SCENARIOS, resolve_scenario
+from gpufleet.sim.builtin import BUILTIN_SCENARIOS
 from gpufleet.sim.scenario import parse_scenario
 
 

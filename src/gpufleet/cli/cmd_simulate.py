@@ -19,10 +19,10 @@ from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
 from gpufleet.cli.errors import user_errors
 from gpufleet.cli.paths import output_file
+from gpufleet.cli.scenario_files import resolve_scenario
 from gpufleet.domain.errors import ValidationError
 from gpufleet.report.html import write_html_report
 from gpufleet.report.summary import print_report
-from gpufleet.sim.builtin import resolve_scenario
 from gpufleet.sim.compare import run_loops
 from gpufleet.sim.run import LOOPS
 from gpufleet.sim.scenario import dump_scenario, parse_scenario

@@ -332,19 +332,3 @@ def default_scenario(
 
 
 BUILTIN_SCENARIOS = {"default": default_scenario, "steady": steady_scenario}
-
-
-def resolve_scenario(name: str) -> Scenario:
-    """A built-in scenario by name (``default``, ``steady``) or a scenario YAML file by path; a bad file raises
-    a ValidationError naming the field and line."""
-    if name in BUILTIN_SCENARIOS:
-        return BUILTIN_SCENARIOS[name]()
-    from pathlib import Path
-
-    from gpufleet.sim.scenario import load_scenario
-
-    if not Path(name).exists():
-        raise ValidationError(
-            "--scenario", f"{name!r} does not exist (nor is it a built-in scenario: {', '.join(BUILTIN_SCENARIOS)})"
-        )
-    return load_scenario(name)

@@ -7,14 +7,12 @@ training demand (experiments with heavy-tailed sizes and durations, planned larg
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Annotated, Any, Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 from pydantic import ValidationError as PydanticValidationError
 
-from gpufleet.adapters.inputs import read_input_text
 from gpufleet.control.scheduling import CLASS_POLICIES
 from gpufleet.domain.errors import ValidationError
 from gpufleet.domain.skus import SKUS_BY_ID
@@ -259,19 +257,19 @@ def parse_scenario(data: Any, *, source: str = "<scenario>", yaml_root: yaml.Nod
         raise ValidationError(_field_path(loc), f"{err['msg']}{more}", where) from None
 
 
-def load_scenario(path: str | Path) -> Scenario:
-    p = Path(path)
-    text = read_input_text(p, "scenario")
+def parse_scenario_yaml(text: str, *, source: str = "<scenario>") -> Scenario:
+    """A scenario from YAML text (the caller reads the file: :func:`gpufleet.cli.scenario_files.load_scenario`);
+    errors name the field, ``source`` and the line."""
     try:
         root = yaml.compose(text)
         data = yaml.safe_load(text)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
-        where = f"{p}:{mark.line + 1}" if mark is not None else str(p)
+        where = f"{source}:{mark.line + 1}" if mark is not None else source
         raise ValidationError("yaml", f"not valid YAML: {getattr(exc, 'problem', exc)}", where) from None
     if not isinstance(data, dict):
-        raise ValidationError("<root>", "a scenario must be a mapping", f"{p}:1")
-    return parse_scenario(data, source=str(p), yaml_root=root)
+        raise ValidationError("<root>", "a scenario must be a mapping", f"{source}:1")
+    return parse_scenario(data, source=source, yaml_root=root)
 
 
 def dump_scenario(s: Scenario) -> str:

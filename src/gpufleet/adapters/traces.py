@@ -52,7 +52,7 @@ class Series:
         return int(vals[np.argmax(counts)])
 
 
-def _parse_ts(raw: str, where: str) -> int:
+def parse_ts(raw: str, where: str) -> int:
     text = raw.strip()
     if text.endswith("Z"):
         text = text[:-1] + "+00:00"
@@ -92,7 +92,7 @@ def read_series_csv(
         where = f"{p}:{lineno}"
         if len(row) < len(cols):
             raise ValidationError("row", f"expected {len(cols)} fields, got {len(row)}", where)
-        t = _parse_ts(row[it], where)
+        t = parse_ts(row[it], where)
         raw_v = row[iv].strip()
         try:
             v = float(raw_v) if raw_v else float("nan")
