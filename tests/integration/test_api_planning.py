@@ -185,6 +185,9 @@ def test_plans_propose_creates_what_the_loops_procurer_proposes_once(
         assert again["context"]["committed_gpus_at_lead"] == sum(p.units for p in expected)
         assert {h["reservation_id"] for h in again["held"]} == {r["reservation_id"] for r in plan["created"]}
         assert len(v.get("/v1/reservations").json()) == len(made)
+        # one rule: the reconciler's pass, asking the same procurer on the same store, buys nothing more either
+        (entry,) = s.services.reconciler.run_once().proposals
+        assert entry["region"] == "us-east-1" and entry["created"] == [] and entry["proposed"] == []
         res = plan["created"][0]
         assert res["status"] == "pending_approval" and res["approvals_required"] == 2 and res["start_s"] >= NOW_S
         rid = res["reservation_id"]

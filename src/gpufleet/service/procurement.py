@@ -151,7 +151,7 @@ class ProcurementService:
             )
         return {"now_s": now_s, "days": days, "increase_lead_days": increase_lead_days, "pools": out}
 
-    def _held(self, sku_id: str, region_id: str, now_s: int) -> list[tuple[str, int, int, int, str]]:
+    def _held(self, sku_id: str, region_id: str, now_s: int) -> list[HeldCommitment]:
         """Reservations of the SKU in the region held or on their way (pending approval, approved, submitted,
         active) that have not ended: (id, units, start_s, end_s, status), oldest first."""
         with UnitOfWork(self._engine, write=False) as uow:
@@ -170,8 +170,11 @@ class ProcurementService:
                 )
                 .order_by(ReservationRow.start_s, ReservationRow.id)
             ).all()
-        out = [(rid, units, start, start + term_seconds(term), status) for rid, units, start, term, status in rows]
-        return [h for h in out if h[3] > now_s]
+        out = [
+            HeldCommitment(rid, units, start, start + term_seconds(term), status)
+            for rid, units, start, term, status in rows
+        ]
+        return [h for h in out if h.end_s > now_s]
 
     def _history(self, sku_id: str, region_id: str, since_s: int, today_s: int) -> npt.NDArray[np.float64]:
         """The SKU's hourly GPUs in use (all its pools), from its first record since ``since_s`` up to
@@ -211,7 +214,7 @@ class ProcurementService:
 
     def context(
         self, sku_id: str, region_id: str, loop: ControlLoop, *, forecast_h: int
-    ) -> tuple[ProcurementContext, list[tuple[str, int, int, int, str]]]:
+    ) -> tuple[ProcurementContext, list[HeldCommitment]]:
         """The loop's procurement context for the SKU planned in the region, from the store, and the
         reservations held or on their way that it counts. ``now_s`` is the start of today (the end of the
         measured history), so every pass of the same day decides, and keys, the same orders."""
@@ -237,7 +240,7 @@ class ProcurementService:
         held = self._held(sku_id, region_id, today_s)
         ctx = procurement_context(
             now_s=today_s, sku_id=sku_id, pool=pool, hourly_gpus=hourly, forecast=forecast,
-            held=[HeldCommitment(*h) for h in held], gpus_per_node=per_node,
+            held=held, gpus_per_node=per_node,
         )  # fmt: skip
         return ctx, held
 
@@ -289,8 +292,8 @@ class ProcurementService:
                 for p in proposals
             ],
             "held": [
-                {"reservation_id": rid, "units": units, "start_s": start, "end_s": end, "status": status}
-                for rid, units, start, end, status in held
+                {"reservation_id": h.id, "units": h.units, "start_s": h.start_s, "end_s": h.end_s, "status": h.status}
+                for h in held
             ],
             "created": created,
         }
