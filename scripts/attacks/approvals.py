@@ -174,7 +174,7 @@ class _Run:
         return not bad, "; ".join(bad) or "placement, workload, approve, regions split and idle_pct as the seeds"
 
     def plans_rebuy(self) -> tuple[bool, str]:
-        body = {"sku": "l40s", "region": "us-east-1", "horizon_days": 180}
+        body = {"sku": "l40s", "region": "us-east-1"}
         since_s = int(time.time()) // 86400 * 86400 - 28 * 86400
         team = f"atk-plan-{self.sfx}"
 
@@ -185,11 +185,14 @@ class _Run:
 
         with self.c("ml_platform_admin", "planner") as c:
             c.post("/v1/utilization:ingest", json={"records": records(f"atk-wl-a-{self.sfx}", 24.0)}).raise_for_status()
-            first = c.post("/v1/plans:propose", json=body).json()
+            r1 = c.post("/v1/plans:propose", json=body)
             c.post("/v1/utilization:ingest", json={"records": records(f"atk-wl-b-{self.sfx}", 1.0)})
-            second = c.post("/v1/plans:propose", json=body).json()
+            r2 = c.post("/v1/plans:propose", json=body)
+            first, second = r1.json(), r2.json()
             for r in first.get("created", []) + second.get("created", []):
                 c.post(f"/v1/reservations/{r['reservation_id']}/cancel", json={"reason": "attack replay"})
+        if r1.status_code != 200 or r2.status_code != 200:
+            return False, f"plans:propose answered {r1.status_code}, {r2.status_code}"
         bought = sum(r["units"] for r in first.get("created", []))
         again = sum(r["units"] for r in second.get("created", []))
         return again <= max(8, bought // 4), f"first plan bought {bought} units; after a 1-GPU shift: {again}"

@@ -52,6 +52,8 @@ def test_reservation_walkthrough_runs_as_written(tmp_path: Path) -> None:
     assert '"status":"ready"' in lines[1]
     assert lines.count("submitted_to_cloud") == 2
     assert "pending_approval" in lines
+    # section 8: plans:propose creates what the loop's procurer proposes, on the reserved pool's 12-month term
+    assert any(re.fullmatch(r"pending_approval [1-9]\d* 12 2", line) for line in lines)
     assert any('"status":409' in line for line in lines)
     assert any('"field":"units"' in line for line in lines)
     bad_json = "body: invalid JSON at character 19: Expecting property name enclosed in double quotes"

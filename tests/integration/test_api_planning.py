@@ -8,6 +8,7 @@ from typing import Any
 import numpy as np
 import pytest
 
+from gpufleet.control.loop import ControlLoop
 from gpufleet.service.clock import FixedClock
 from tests.integration.conftest import NOW_S, Database, LiveServer, ServerFactory
 
@@ -137,10 +138,23 @@ def test_quota_outlook_dates_follow_the_served_forecast(database: Database, make
         assert v.get("/v1/quotas/outlook", params={"sku": "zz9"}).json()["field"] == "sku"
 
 
-def test_plan_proposals_enter_the_dual_approval_workflow_once(database: Database, make_server: ServerFactory) -> None:
+def test_plans_propose_creates_what_the_loops_procurer_proposes_once(
+    database: Database, make_server: ServerFactory
+) -> None:
+    """POST /v1/plans:propose asks the loop's procurer (the reconciler's and the simulator's) through
+    ports.Procurer.propose: on the same context, the reservations it creates are exactly that procurer's proposals;
+    they enter the dual-approval workflow; a re-run buys nothing twice."""
     s = make_server(database)
     _ingest(s, _hourly(NOW_S - 28 * DAY, 28, 24))
-    body = {"sku": SKU, "region": "us-east-1", "horizon_days": 180}
+    procurement = s.services.procurement
+    loop = ControlLoop.gpufleet(0, tier_limits=procurement.tier_limits([SKU]))
+    ctx, held = procurement.context(SKU, "us-east-1", loop, forecast_h=7 * 24)
+    assert held == [] and ctx.committed_gpus_at_lead == 0 and ctx.pool.id == RESERVED
+    np.testing.assert_array_equal(ctx.demand_history_gpus, np.full(28 * 24, 24.0))  # the ingested hours
+    assert ctx.forecast is not None  # the loop's forecast is in the context, as the simulator's desk gives it
+    expected = loop.procurer.propose(ctx)
+    assert expected and all(p.units > 0 and p.pool_id == RESERVED for p in expected), expected
+    body = {"sku": SKU, "region": "us-east-1"}
     with (
         s.client("finops_admin", "fay") as planner,
         s.client("finops_admin", "fred") as fin,
@@ -148,14 +162,32 @@ def test_plan_proposals_enter_the_dual_approval_workflow_once(database: Database
         s.client("viewer", "vic") as v,
     ):
         assert v.post("/v1/plans:propose", json=body).status_code == 403
+        assert v.get("/v1/reservations").json() == []  # the refused viewer created nothing
         first = planner.post("/v1/plans:propose", json=body)
         assert first.status_code == 200, first.text
         plan = first.json()
-        assert plan["created"], plan["proposals"]
-        assert all(p["submit_by_s"] <= NOW_S + 7 * DAY for p in plan["proposals"] if p["due"])
+        assert plan["procurer"] == type(loop.procurer).__name__
+        assert plan["context"] == {
+            "now_s": NOW_S, "pool": RESERVED, "history_hours": 28 * 24, "forecast": ctx.forecast.method,
+            "committed_gpus_at_lead": 0, "gpus_per_node": 8,
+        }  # fmt: skip
+        assert plan["proposals"] == [
+            {"units": p.units, "start_s": p.start_s, "term_months": p.term_months, "reason": p.reason} for p in expected
+        ]
+        made = v.get("/v1/reservations").json()
+        assert sorted((r["units"], r["start_s"], r["term_months"], r["pool"]) for r in made) == sorted(
+            (p.units, p.start_s, p.term_months, p.pool_id) for p in expected
+        )
+        assert sorted(c["reservation_id"] for c in plan["created"]) == sorted(r["reservation_id"] for r in made)
+        assert all(c["idempotency_key"].startswith("plan-") and c["tier"] == "reserved" for c in plan["created"])
         again = planner.post("/v1/plans:propose", json=body).json()
-        assert again["created"] == []  # what the first run proposed is held (pending) now: nothing bought twice
+        assert again["created"] == [] and again["proposals"] == []  # held (pending) now: nothing bought twice
+        assert again["context"]["committed_gpus_at_lead"] == sum(p.units for p in expected)
         assert {h["reservation_id"] for h in again["held"]} == {r["reservation_id"] for r in plan["created"]}
+        assert len(v.get("/v1/reservations").json()) == len(made)
+        # one rule: the reconciler's pass, asking the same procurer on the same store, buys nothing more either
+        (entry,) = s.services.reconciler.run_once().proposals
+        assert entry["region"] == "us-east-1" and entry["created"] == [] and entry["proposed"] == []
         res = plan["created"][0]
         assert res["status"] == "pending_approval" and res["approvals_required"] == 2 and res["start_s"] >= NOW_S
         rid = res["reservation_id"]
@@ -166,9 +198,31 @@ def test_plan_proposals_enter_the_dual_approval_workflow_once(database: Database
         )  # same user twice
         done = ml.post(f"/v1/reservations/{rid}/approve", json={"budget_code": "ml-2026"})
         assert done.status_code == 200 and done.json()["status"] == "submitted_to_cloud"
-        assert fin.post("/v1/plans:propose", json={**body, "region": "mars-1"}).json()["field"] == "region"
         # the planner who proposed the order may not approve it
         assert planner.post(f"/v1/reservations/{rid}/approve", json={"budget_code": "x"}).status_code in (403, 409)
+
+
+@pytest.mark.parametrize(
+    ("change", "field"),
+    [
+        ({"region": "mars-1"}, "region"),
+        ({"sku": "zz9"}, "sku"),
+        ({"sku": None}, "sku"),
+        ({"within_days": 0}, "within_days"),
+        ({"within_days": "7"}, "within_days"),
+        ({"horizon_days": 180}, "horizon_days"),  # the portfolio planner's inputs are no longer taken
+        ({"workload_class": "serving"}, "workload_class"),
+    ],
+)
+def test_plans_propose_refuses_a_bad_body_naming_the_field(
+    shared_server: LiveServer, change: dict[str, Any], field: str
+) -> None:
+    body = {k: v for k, v in {"sku": SKU, "region": "us-east-1", **change}.items() if v is not None}
+    with shared_server.client("finops_admin", "fay") as c:
+        r = c.post("/v1/plans:propose", json=body)
+        assert r.status_code == 422, r.text
+        assert r.headers["content-type"].startswith("application/problem+json") and r.json()["field"] == field
+        assert c.get("/v1/reservations").json() == []
 
 
 def test_forecast_accuracy_matches_a_hand_computed_example(database: Database, make_server: ServerFactory) -> None:

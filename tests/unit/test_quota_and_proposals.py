@@ -121,7 +121,7 @@ def test_plan_from_history_reports_coverage_and_quota() -> None:
     assert 0.0 < cov["coverage"] <= 1.0 and 0.0 < cov["utilization"] <= 1.0 + 1e-9
 
 
-def test_the_offline_plan_knows_the_builtin_regions_and_the_api_path_keeps_its_own() -> None:
+def test_the_offline_plan_knows_the_builtin_regions_and_the_planner_does_not_restrict_them() -> None:
     assert builtin_pair_of("l40s@us-west-2") == ("l40s", "us-west-2")
     assert builtin_pair_of("pods") == ("h100_80gb", "us-east-1")  # a bare id
     with pytest.raises(
@@ -130,21 +130,15 @@ def test_the_offline_plan_knows_the_builtin_regions_and_the_api_path_keeps_its_o
         builtin_pair_of("h100_80gb@us-esat-1")
     with pytest.raises(ValidationError, match="unknown SKU 'h200'"):
         pair_of("h200@us-east-1", prices=BUILTIN_PRICE_CATALOG)
-    # the API plans a region from its own table (regions can be added there): the planner does not restrict it
+    # plan_from_history itself does not restrict the region (only the offline CLI's check does)
     rep = plan_from_history({"h100_80gb@onprem-a": np.full(28 * 24, 100.0)}, start_s=JAN1, horizon_days=60)
     assert rep.proposals and {r for p in rep.proposals for r in p.regions} == {"onprem-a"}
 
 
-def test_due_proposals_become_draft_reservations_with_listed_terms() -> None:
-    from gpufleet.domain.reservations import ReservationStatus
-    from gpufleet.procure.proposals import due_proposals, to_reservation
+def test_due_proposals_are_the_orders_to_submit_within_a_week() -> None:
+    from gpufleet.procure.proposals import due_proposals
 
     rng = np.random.default_rng(1)
     rep = plan_from_history({"h100_80gb@us-east-1": 300 + rng.normal(0, 10, 28 * 24)}, start_s=JAN1, horizon_days=120)
     due = due_proposals(rep.proposals, now_s=JAN1)
-    assert due and all(p.submit_by_s <= JAN1 + 7 * DAY for p in due)
-    for i, p in enumerate(due):
-        r = to_reservation(p, reservation_id=f"res_{i}", pool_id=f"aws/us-east-1/{p.sku_id}/reserved")
-        assert r.status is ReservationStatus.DRAFT
-        assert r.term_months == {"reserved_1y": 12, "reserved_3y": 36}[p.tier]
-        assert r.units == p.units
+    assert due and all(p.submit_by_s <= JAN1 + 7 * DAY and p.action in ("reserve", "renew") for p in due)

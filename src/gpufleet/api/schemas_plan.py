@@ -9,7 +9,6 @@ from pydantic import BaseModel, Field, StrictBool, model_validator
 
 from gpufleet.api.schemas import JobClass, PlacementStep, PriorityName, Strict
 from gpufleet.api.types import MAX_TIME_S, Fraction, Id, PoolId, SkuId, UsdIn, UsdOut
-from gpufleet.procure.planning import MAX_HORIZON_DAYS
 
 DEFAULT_SKU = "h100_80gb"
 Gpus = Annotated[int, Field(ge=1, le=100_000, strict=True)]
@@ -182,25 +181,38 @@ class QuotaOutlookPublic(BaseModel):
 
 
 class PlanProposeIn(Strict):
+    """Which SKU-region the loop's procurer decides for. The procurer's horizon is the reserved pool's lead time
+    and term, so there is no horizon or workload class to send (unknown fields are refused, naming the field)."""
+
     sku: SkuId
     region: Id
-    horizon_days: Annotated[int, Field(ge=7, le=MAX_HORIZON_DAYS, strict=True)] = 180
-    within_days: Annotated[int, Field(ge=0, le=365, strict=True)] = 7
-    workload_class: Literal["serving", "training", "checkpointable"] = "serving"
+    within_days: Annotated[int, Field(ge=1, le=365, strict=True)] = Field(
+        default=7,
+        description="The procurement period: the days ahead the loop's forecaster forecasts for the procurer "
+        "(the reconciler's within_days; default 7)",
+    )
+
+
+class PlanContext(BaseModel):
+    """What the procurer saw: the context's summary (``ports.ProcurementContext``)."""
+
+    now_s: int = Field(description="The start of today (UTC): the end of the measured history")
+    pool: str = Field(description="The reserved pool the procurer buys from")
+    history_hours: int
+    forecast: str | None = Field(description="The loop's forecast method (null with less than a day of history)")
+    committed_gpus_at_lead: int = Field(
+        description="GPUs held or on order (pending approval .. active) at now + the pool's lead time: not bought again"
+    )
+    gpus_per_node: int
 
 
 class PlanProposal(BaseModel):
-    action: str
-    tier: str
+    """One proposal of the loop's procurer (``ports.ReservationProposal``)."""
+
     units: int
     start_s: int
-    term_days: int | None
-    submit_by_s: int
-    est_cost_usd: float
-    rationale: str
+    term_months: int
     reason: str
-    due: bool
-    covered_units: int = Field(default=0, description="Units of this order already held or pending (not re-bought)")
 
 
 class HeldReservation(BaseModel):
@@ -220,20 +232,21 @@ class PlanReservation(BaseModel):
     est_cost_usd: UsdOut
     approvals_required: int
     idempotency_key: str
+    pool: str
     tier: str
+    reason: str
 
 
 class PlanProposePublic(BaseModel):
     sku: str
     region: str
-    plan_start_s: int
-    horizon_days: int
+    procurer: str = Field(description="The loop's procurer that decided (ControlLoop.gpufleet(...).procurer)")
+    context: PlanContext
     proposals: list[PlanProposal]
     created: list[PlanReservation]
     held: list[HeldReservation] = Field(
         default_factory=list, description="Reservations of the SKU in the region held or pending, counted first"
     )
-    coverage: dict[str, float]
 
 
 class ForecastScore(BaseModel):

@@ -1,4 +1,6 @@
-"""``gpufleet plan``: a procurement plan, reservation proposals and the quota outlook."""
+"""``gpufleet plan``: a what-if portfolio over the commitment tiers (plan lines, coverage, quota outlook) from a
+demand history, offline. A report: it makes no reservation. The orders the service places come from the control
+loop's procurer (``POST /v1/plans:propose``, ``gpufleet reconcile``)."""
 
 from __future__ import annotations
 
@@ -55,7 +57,8 @@ def register(app: typer.Typer) -> None:
             Path | None, typer.Option("--json", callback=output_file, help="Write the plan as JSON here")
         ] = None,
     ) -> None:
-        """Plan commitments over the horizon and print proposals timed by lead time."""
+        """What-if: a portfolio of commitments over the tiers for the horizon, its plan lines timed by lead time
+        (a report; the service's orders come from the loop's procurer: POST /v1/plans:propose)."""
         from gpufleet.bench.procure import load_demand
         from gpufleet.procure.planning import plan_from_history
 
@@ -79,7 +82,10 @@ def register(app: typer.Typer) -> None:
             on_demand_quota_gpus=on_demand_quota,
             prices=BUILTIN_PRICE_CATALOG,
         )
-        table = Table(title=f"reservation proposals ({days} d horizon, objective ${report.plan.objective_usd:,.0f})")
+        table = Table(
+            title=f"what-if portfolio plan lines ({days} d horizon, objective ${report.plan.objective_usd:,.0f}); "
+            "no reservation is made"
+        )
         for col in ("action", "sku", "region", "tier", "units", "start", "submit_by", "est_cost_usd", "reason"):
             table.add_column(col)
         for p in report.proposals[:40]:

@@ -6,13 +6,13 @@ simulator's control loop runs); with fewer than ``MIN_FIT_DAYS`` observed days i
 baseline :class:`gpufleet.forecast.seasonal_naive.SeasonalNaive` answers (zeros without any history).
 :func:`band_coverage` is the share of the last 7 observed days inside the p10..p90 band when forecast from the
 days before them (None with fewer than 21 days). :func:`score_forecasts` scores stored forecasts on the days
-that have fully elapsed (:mod:`gpufleet.forecast.tracking`). No clock, no I/O: the caller passes ``now_s``.
+that have fully elapsed (:mod:`gpufleet.forecast.tracking`); a stored forecast is the forecast package's
+:class:`~gpufleet.forecast.tracking.IssuedForecast` (one noun for a forecast as issued, re-exported here). No clock, no I/O: the caller passes ``now_s``.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 
 import numpy as np
 import numpy.typing as npt
@@ -21,7 +21,16 @@ from gpufleet.forecast.loop import forecast_demand
 from gpufleet.forecast.metrics import seasonal_naive_scale
 from gpufleet.forecast.seasonal_naive import SeasonalNaive
 from gpufleet.forecast.tracking import AccuracyTracker, IssuedForecast
-from gpufleet.ports import DemandForecast
+
+__all__ = [
+    "BASELINE_METHOD",
+    "LEVELS",
+    "IssuedForecast",
+    "band_coverage",
+    "demand_quantiles",
+    "mase_scale",
+    "score_forecasts",
+]
 
 DAY_S = 86400
 SEASON_DAYS = 7
@@ -57,39 +66,23 @@ def mase_scale(history: npt.NDArray[np.float64]) -> float:
     return float(seasonal_naive_scale(np.asarray(history, dtype=np.float64), SEASON_DAYS)) if history.size else 1.0
 
 
-@dataclass(frozen=True, slots=True)
-class StoredForecast:
-    """A forecast as a world kept it: quantile ``values`` of shape (len(levels), h), step ``k`` at
-    ``start_s + k * step_s``."""
-
-    series_id: str
-    model: str
-    issued_at_s: int
-    start_s: int
-    step_s: int
-    scale: float
-    levels: tuple[float, ...]
-    values: npt.NDArray[np.float64]
-
-
 def score_forecasts(
-    stored: Sequence[StoredForecast], actuals: Mapping[str, Mapping[int, float]], now_s: int
+    stored: Sequence[IssuedForecast], actuals: Mapping[str, Mapping[int, float]], now_s: int
 ) -> tuple[AccuracyTracker, dict[str, int]]:
-    """Score every stored forecast on its steps that have fully elapsed by ``now_s`` and have an actual (a step
+    """Score every stored forecast (:class:`~gpufleet.forecast.tracking.IssuedForecast`, e.g. built with
+    ``IssuedForecast.of_quantiles`` from a store's quantile rows) on its steps that have fully elapsed by ``now_s`` and have an actual (a step
     without one is missing, not zero). Returns the tracker (``history`` per series, ``summary``) and, per
     series, how many forecasts are still pending (no elapsed step with an actual). MASE uses the p50."""
     tracker = AccuracyTracker()
     pending: dict[str, int] = {}
     for r in stored:
-        n = min(r.values.shape[1], max(0, (now_s - r.start_s) // r.step_s))
+        n = min(r.forecast.horizon, max(0, (now_s - r.start_s) // r.step_s))
         grid = [r.start_s + k * r.step_s for k in range(n)]
         obs = actuals.get(r.series_id, {})
         if n == 0 or not any(t in obs for t in grid):
             pending[r.series_id] = pending.get(r.series_id, 0) + 1
             continue
-        cut = r.values[:, :n]
-        fc = DemandForecast(mean=cut[r.levels.index(0.5)], levels=r.levels, values=cut, method=r.model)
-        tracker.record(IssuedForecast(r.series_id, r.model, r.issued_at_s, r.start_s, r.step_s, r.scale, fc))
+        tracker.record(r.first_steps(n))
     # all actuals first, then one scoring pass (observe() scores every pending forecast it can)
     tracker.actuals = {series: dict(obs) for series, obs in actuals.items()}
     tracker.observe("", [], [], now_s)

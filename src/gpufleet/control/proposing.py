@@ -1,18 +1,12 @@
-"""The procurement stage as the service asks for it: which reservations to propose from measured demand, net of
-what is already held, and when a pool's quota runs out.
+"""The procurement stage as the service asks for it: the loop's procurer on a context built from the store, and
+when a pool's quota runs out.
 
-:func:`plan_orders` runs the portfolio planner (:func:`gpufleet.procure.planning.plan_from_history`, the same
-call as ``gpufleet plan``) on a SKU-region's hourly demand, keeps the orders due now
-(:func:`gpufleet.procure.proposals.due_proposals`) and takes off each order's start what reservations already
-held or on their way cover (oldest first), so a small shift in demand does not buy the capacity again. Each
-order left carries its term in months and a deterministic idempotency key (the same order proposed twice is one
-order). That is the planner's view over the tiers (``POST /v1/plans:propose``).
-
-The commitments the service's reconciler proposes are the loop's: :func:`procurement_context` builds the
-:class:`~gpufleet.ports.ProcurementContext` the simulator's desk builds (hourly demand history, the reserved
-pool, the loop's forecast, the units held or on order at lead time), the loop's procurer
-(``ControlLoop.gpufleet(...).procurer``, tier limits from :func:`tier_limits`) decides, and
-:func:`commitment_orders` turns its proposals into orders with the same deterministic idempotency keys.
+The commitments the service proposes (the reconciler's pass and ``POST /v1/plans:propose`` alike) are the
+loop's: :func:`procurement_context` builds the :class:`~gpufleet.ports.ProcurementContext` the simulator's desk
+builds (hourly demand history, the reserved pool, the loop's forecast, the units held or on order at lead time),
+the loop's procurer (``ControlLoop.gpufleet(...).procurer``, tier limits from :func:`tier_limits`) decides through
+``ports.Procurer.propose``, and :func:`commitment_orders` turns its proposals into orders, each with a
+deterministic idempotency key (:func:`order_key`: the same order proposed twice is one order).
 :func:`pool_outlook` is the quota outlook of one pool against the spill-over of a demand forecast above
 what is committed. :func:`choose_plan_region` says where the reconciler plans a SKU. Decisions are data; the
 caller creates the reservations through its approval workflow.
@@ -20,7 +14,6 @@ caller creates the reservations through its approval workflow.
 
 from __future__ import annotations
 
-import dataclasses
 import hashlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -32,8 +25,6 @@ from gpufleet.control.procurement import TierLimits
 from gpufleet.domain.errors import ValidationError
 from gpufleet.domain.pools import CapacityPool, Tier
 from gpufleet.ports import DemandForecast, ProcurementContext, ReservationProposal
-from gpufleet.procure.planning import PlanReport, plan_from_history
-from gpufleet.procure.proposals import PortfolioProposal, due_proposals, to_reservation
 from gpufleet.procure.quota import QuotaOutlook, quota_outlook
 
 DAY_S = 86400
@@ -48,25 +39,6 @@ class HeldCommitment:
     start_s: int
     end_s: int
     status: str
-
-
-@dataclass(frozen=True, slots=True)
-class PlannedOrder:
-    """An order to enter the approval workflow: the plan line net of held capacity, its term, its key."""
-
-    proposal: PortfolioProposal
-    term_months: int
-    idempotency_key: str
-
-
-@dataclass(frozen=True, slots=True)
-class OrderPlan:
-    """``due`` and ``covered_units`` are aligned with ``report.proposals``; ``orders`` are what to create."""
-
-    report: PlanReport
-    due: tuple[bool, ...]
-    covered_units: tuple[int, ...]
-    orders: tuple[PlannedOrder, ...]
 
 
 @dataclass(frozen=True, slots=True)
@@ -121,61 +93,14 @@ def procurement_context(
 
 
 def commitment_orders(proposals: Sequence[ReservationProposal], *, region_id: str) -> tuple[CommitmentOrder, ...]:
-    """The loop procurer's proposals as orders for the approval workflow, each with its idempotency key (keyed
-    like the planner's orders, on the reserved tier)."""
+    """The loop procurer's proposals as orders for the approval workflow, each with its idempotency key (on the
+    reserved tier; a proposal of no units is no order)."""
     return tuple(
         CommitmentOrder(
             p, region_id, order_key(p.sku_id, (region_id,), Tier.RESERVED.value, p.start_s, p.units, p.term_months)
         )
         for p in proposals
         if p.units > 0
-    )
-
-
-def plan_orders(
-    hourly_gpus: npt.NDArray[np.float64],
-    *,
-    sku_id: str,
-    region_id: str,
-    start_s: int,
-    horizon_days: int,
-    workload_class: str,
-    now_s: int,
-    within_s: int,
-    held: Sequence[HeldCommitment],
-) -> OrderPlan:
-    """Plan ``horizon_days`` from ``start_s`` for the SKU-region's hourly demand (oldest first) and decide the
-    orders due within ``within_s`` of ``now_s`` that ``held`` does not already cover."""
-    report = plan_from_history(
-        {f"{sku_id}@{region_id}": hourly_gpus},
-        start_s=start_s,
-        horizon_days=horizon_days,
-        workload_class=workload_class,
-    )
-    due = due_proposals(report.proposals, now_s=now_s, within_s=within_s)
-    left = {h.id: h.units for h in held}
-    covered: dict[int, int] = {}
-    orders: list[PlannedOrder] = []
-    for p in sorted(due, key=lambda q: q.start_s):
-        # capacity already held or pending that covers the order's start is not bought again
-        take = 0
-        for h in held:
-            if h.start_s <= max(p.start_s, now_s) < h.end_s and left[h.id] > 0 and take < p.units:
-                n = min(left[h.id], p.units - take)
-                left[h.id] -= n
-                take += n
-        covered[id(p)] = take
-        if take >= p.units:
-            continue
-        p = dataclasses.replace(p, units=p.units - take)
-        draft = to_reservation(p, reservation_id="-", pool_id="-")
-        key = order_key(p.sku_id, p.regions, p.tier, p.start_s, p.units, draft.term_months)
-        orders.append(PlannedOrder(p, draft.term_months, key))
-    return OrderPlan(
-        report,
-        tuple(p in due for p in report.proposals),
-        tuple(covered.get(id(p), 0) for p in report.proposals),
-        tuple(orders),
     )
 
 

@@ -43,6 +43,32 @@ class IssuedForecast:
         """Time of the last forecast step."""
         return self.start_s + (self.forecast.horizon - 1) * self.step_s
 
+    @classmethod
+    def of_quantiles(
+        cls,
+        series_id: str,
+        model: str,
+        issued_at_s: int,
+        start_s: int,
+        step_s: int,
+        scale: float,
+        levels: tuple[float, ...],
+        values: FloatArray,
+    ) -> IssuedForecast:
+        """A forecast kept as its quantile rows only (``values``: shape ``(len(levels), h)``, as a store keeps
+        it): the p50 row is its mean (``levels`` must hold 0.5), ``model`` its method."""
+        if 0.5 not in levels:
+            raise ValidationError("levels", f"a stored forecast needs its p50 row, got levels {levels}")
+        v = np.asarray(values, dtype=np.float64)
+        fc = DemandForecast(mean=v[levels.index(0.5)], levels=tuple(levels), values=v, method=model)
+        return cls(series_id, model, issued_at_s, start_s, step_s, scale, fc)
+
+    def first_steps(self, n: int) -> IssuedForecast:
+        """The same forecast cut to its first ``n`` steps (the ones elapsed so far)."""
+        f = self.forecast
+        cut = DemandForecast(mean=f.mean[:n], levels=f.levels, values=f.values[:, :n], method=f.method)
+        return IssuedForecast(self.series_id, self.model, self.issued_at_s, self.start_s, self.step_s, self.scale, cut)
+
 
 @dataclass(frozen=True, slots=True)
 class AccuracyRecord:

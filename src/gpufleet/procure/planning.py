@@ -1,4 +1,6 @@
-"""From demand history to a portfolio plan, proposals and quota outlooks (what ``gpufleet plan`` runs).
+"""From demand history to a portfolio plan, proposals and quota outlooks: the what-if report ``gpufleet plan``
+prints over the commitment tiers. Nothing here makes a reservation: the orders the service places come from the
+control loop's procurer (``POST /v1/plans:propose`` and the reconciler, docs/service.md).
 
 The scenario model here is deliberately simple (the forecast package owns better ones): for each
 SKU-region pair, flat scenarios at the ``quantiles`` of the last ``lookback_days`` of hourly demand,
@@ -23,10 +25,10 @@ from gpufleet.procure.quota import QuotaOutlook, quota_outlook
 
 FloatArray = npt.NDArray[np.float64]
 WORKLOAD_CLASSES = ("serving", "training", "checkpointable")
-MAX_HORIZON_DAYS = 730  # two years: the longest plan (CLI and API alike)
+MAX_HORIZON_DAYS = 730  # two years: the longest plan
 # ``gpufleet plan`` has no database: it knows only the built-in regions, and a typo there (us-esat-1) got
-# proposals and a quota outlook for pools that exist nowhere. The API checks its own region table instead
-# (regions may be added there), so plan_from_history itself does not restrict the region.
+# proposals and a quota outlook for pools that exist nowhere. plan_from_history itself does not restrict the
+# region (a caller with its own region table checks there).
 KNOWN_REGIONS: tuple[str, ...] = tuple(r.id for r in BUILTIN_REGIONS)
 
 
@@ -81,7 +83,7 @@ def plan_from_history(
     prices: PriceCatalog = BUILTIN_PRICE_CATALOG,
 ) -> PlanReport:
     """``history`` maps ``"sku@region"`` (or a bare series id, read as h100_80gb@us-east-1) to hourly GPUs,
-    priced from ``prices`` (the service still relies on the built-in default; it should pass its catalog)."""
+    priced from ``prices``."""
     if workload_class not in WORKLOAD_CLASSES:
         raise ValidationError("workload_class", f"must be one of {WORKLOAD_CLASSES}")
     if not 1 <= horizon_days <= MAX_HORIZON_DAYS:

@@ -2,7 +2,7 @@
 
 A proposal groups a tier's commitments in one pair that start within ``batch_periods`` of each other
 (one order instead of daily slivers; the group starts at its first period with the summed GPUs, rounded
-up to whole nodes). It must enter the approval workflow by ``submit_by_s = start_s - lead time``.
+up to whole nodes); it would have to be ordered by ``submit_by_s = start_s - lead time``.
 An existing commitment that expires is renewed for the GPUs the plan buys again in that pair and tier
 around its expiry; the rest is let expire (the plan found them not worth their price).
 """
@@ -11,14 +11,12 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from decimal import Decimal
 
 import numpy as np
 import numpy.typing as npt
 
-from gpufleet.domain.catalog import BUILTIN_PRICE_CATALOG, ListPrice
+from gpufleet.domain.catalog import ListPrice
 from gpufleet.domain.errors import ValidationError
-from gpufleet.domain.reservations import TERMS_MONTHS, Reservation
 from gpufleet.ports import PriceCatalog
 from gpufleet.procure.portfolio import CommitDecision, CommitTier, PairDemand, PortfolioPlan, PortfolioProblem
 
@@ -30,9 +28,10 @@ RESERVED_3Y_TO_ON_DEMAND = 0.45  # typical 3-year no-upfront discount (assumptio
 class PortfolioProposal:
     """One line of a portfolio plan's order book: reserve, renew or let expire a commitment of one tier.
 
-    Not the control loop's :class:`gpufleet.ports.ReservationProposal` (one reserved pool, one term in months):
-    a plan line may be a let-expire notice and names a catalog tier; :func:`to_reservation` converts a
-    reserve/renew line into the draft reservation the approval workflow takes.
+    Not the control loop's :class:`gpufleet.ports.ReservationProposal` (one reserved pool, one term in months,
+    what enters the approval workflow): a plan line may be a let-expire notice and names a catalog tier. Plan
+    lines are a what-if (``gpufleet plan``) and the portfolio procurer's working (``procure/online.py``); no
+    reservation is made from one.
     """
 
     action: str  # "reserve" | "renew" | "let_expire"
@@ -214,26 +213,3 @@ def due_proposals(
 ) -> list[PortfolioProposal]:
     """Orders that must enter the approval workflow now: submit-by date within ``within_s`` (or passed)."""
     return [p for p in proposals if p.action in ("reserve", "renew") and p.submit_by_s <= now_s + within_s]
-
-
-def to_reservation(
-    proposal: PortfolioProposal,
-    *,
-    reservation_id: str,
-    pool_id: str,
-    prices: PriceCatalog = BUILTIN_PRICE_CATALOG,
-) -> Reservation:
-    """A draft reservation for the approval workflow (term rounded to the nearest listed term in months), priced
-    from ``prices`` (the service still relies on the built-in default; it should pass its catalog)."""
-    if proposal.action not in ("reserve", "renew") or proposal.term_days is None:
-        raise ValidationError(
-            "action", f"only reserve/renew proposals with a term become reservations: {proposal.action}"
-        )
-    months = min(TERMS_MONTHS, key=lambda m: abs(m * 730 / 24 - proposal.term_days))  # type: ignore[operator]
-    price = listed(prices, proposal.sku_id)
-    per_h = (
-        (price.on_demand * Decimal(str(RESERVED_3Y_TO_ON_DEMAND))).quantize(Decimal("0.0001"))
-        if proposal.tier == "reserved_3y"
-        else price.reserved_1y
-    )
-    return Reservation(reservation_id, pool_id, proposal.sku_id, proposal.units, proposal.start_s, months, per_h)

@@ -27,7 +27,7 @@ import numpy as np
 from sqlalchemy import Engine, String, bindparam, func, select
 
 from gpufleet.adapters.sql.models import ForecastIssueRow, SkuRow, UtilizationRow
-from gpufleet.control.forecasting import LEVELS, StoredForecast, mase_scale, score_forecasts
+from gpufleet.control.forecasting import LEVELS, IssuedForecast, mase_scale, score_forecasts
 from gpufleet.domain.errors import PermissionDenied, ValidationError
 from gpufleet.service.auth import Actor, Role
 from gpufleet.service.clock import Clock
@@ -108,8 +108,9 @@ class ForecastAccuracyService:
                 rows = uow.session.execute(self._daily, {"sku": series, "since_s": first, "until_s": now_s}).all()
                 actuals[series] = {int(d) * DAY_S: float(v) / DAY_S for d, v in rows}
         stored = [
-            StoredForecast(r.series_id, r.model, r.issued_at_s, r.start_s, r.step_s, r.scale,
-                           tuple(json.loads(r.quantiles_json)), np.asarray(json.loads(r.values_json), dtype=np.float64))
+            IssuedForecast.of_quantiles(r.series_id, r.model, r.issued_at_s, r.start_s, r.step_s, r.scale,
+                                        tuple(json.loads(r.quantiles_json)),
+                                        np.asarray(json.loads(r.values_json), dtype=np.float64))
             for r in issues
         ]  # fmt: skip
         tracker, pending = score_forecasts(stored, actuals, now_s)

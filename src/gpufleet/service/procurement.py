@@ -1,4 +1,4 @@
-"""Quota outlook and plan-to-reservation proposals over stored data, decided by the procurement package.
+"""Quota outlook and the loop's commitments over stored data, decided through control/.
 
 **Quota outlook** (:func:`gpufleet.control.proposing.pool_outlook` over the procurement package's
 ``quota_outlook``, per provider/region/SKU pool of the
@@ -16,22 +16,12 @@ and each such pool carries ``increase``: the request drafted by
 :func:`gpufleet.procure.quota_increase.draft_increase` (due before the exhaustion date minus the turnaround)
 and any open request at the provider.
 
-**Plan proposals** (:func:`gpufleet.control.proposing.plan_orders`: the portfolio planner, the same call as
-``gpufleet plan``):
-the SKU's hourly GPU demand of the last 28 days (from utilization records) is planned for ``horizon_days``
-from the next day; the orders due now (``due_proposals``: submit-by within ``within_days``) become pending
-reservations through the existing reservation use case, so the approval rules (dual approval above the
-threshold) apply unchanged. Reservations of the SKU in the region already held or on their way (pending
-approval, approved, submitted, active; not ended) are counted first: an order whose start they cover is reduced
-by their units (``covered_units``), oldest reservation first, so a small shift in demand does not buy the
-capacity again. Each order carries a deterministic Idempotency-Key, so re-running the job does not propose the
-same order twice. That is the planner's view over the tiers (``POST /v1/plans:propose``).
-
-**The loop's commitments** (:meth:`ProcurementService.commit`, what the reconciler proposes): the loop's own
-procurer (``ControlLoop.gpufleet(...).procurer``, :meth:`ProcurementService.loop`, tier limits from the stored
-spot and secondary pools' quotas) on the context the simulator builds (:meth:`ProcurementService.context`:
-hourly demand of the last 28 days, the reserved pool, the loop's forecast, the units held or on order at lead
-time); its proposals become pending reservations with the same kind of Idempotency-Key.
+**Commitments** (:meth:`ProcurementService.commit`: ``POST /v1/plans:propose`` and the reconciler's pass, one
+rule): the loop's own procurer (``ControlLoop.gpufleet(...).procurer``, :meth:`ProcurementService.loop`, tier
+limits from the stored spot and secondary pools' quotas) asked through ``ports.Procurer.propose`` on the context
+the simulator builds (:meth:`ProcurementService.context`: hourly demand of the last 28 days, the reserved pool,
+the loop's forecast, the units held or on order at lead time); its proposals become pending reservations through
+the reservation use case (the approval rules apply unchanged), each with a deterministic Idempotency-Key.
 """
 
 from __future__ import annotations
@@ -52,7 +42,6 @@ from gpufleet.control.procurement import TierLimits
 from gpufleet.control.proposing import (
     HeldCommitment,
     commitment_orders,
-    plan_orders,
     pool_outlook,
     procurement_context,
     tier_limits,
@@ -162,7 +151,7 @@ class ProcurementService:
             )
         return {"now_s": now_s, "days": days, "increase_lead_days": increase_lead_days, "pools": out}
 
-    def _held(self, sku_id: str, region_id: str, now_s: int) -> list[tuple[str, int, int, int, str]]:
+    def _held(self, sku_id: str, region_id: str, now_s: int) -> list[HeldCommitment]:
         """Reservations of the SKU in the region held or on their way (pending approval, approved, submitted,
         active) that have not ended: (id, units, start_s, end_s, status), oldest first."""
         with UnitOfWork(self._engine, write=False) as uow:
@@ -181,8 +170,11 @@ class ProcurementService:
                 )
                 .order_by(ReservationRow.start_s, ReservationRow.id)
             ).all()
-        out = [(rid, units, start, start + term_seconds(term), status) for rid, units, start, term, status in rows]
-        return [h for h in out if h[3] > now_s]
+        out = [
+            HeldCommitment(rid, units, start, start + term_seconds(term), status)
+            for rid, units, start, term, status in rows
+        ]
+        return [h for h in out if h.end_s > now_s]
 
     def _history(self, sku_id: str, region_id: str, since_s: int, today_s: int) -> npt.NDArray[np.float64]:
         """The SKU's hourly GPUs in use (all its pools), from its first record since ``since_s`` up to
@@ -222,7 +214,7 @@ class ProcurementService:
 
     def context(
         self, sku_id: str, region_id: str, loop: ControlLoop, *, forecast_h: int
-    ) -> tuple[ProcurementContext, list[tuple[str, int, int, int, str]]]:
+    ) -> tuple[ProcurementContext, list[HeldCommitment]]:
         """The loop's procurement context for the SKU planned in the region, from the store, and the
         reservations held or on their way that it counts. ``now_s`` is the start of today (the end of the
         measured history), so every pass of the same day decides, and keys, the same orders."""
@@ -248,18 +240,23 @@ class ProcurementService:
         held = self._held(sku_id, region_id, today_s)
         ctx = procurement_context(
             now_s=today_s, sku_id=sku_id, pool=pool, hourly_gpus=hourly, forecast=forecast,
-            held=[HeldCommitment(*h) for h in held], gpus_per_node=per_node,
+            held=held, gpus_per_node=per_node,
         )  # fmt: skip
         return ctx, held
 
     def commit(
-        self, actor: Actor, *, sku_id: str, region_id: str, loop: ControlLoop, forecast_h: int = 7 * 24
+        self, actor: Actor, *, sku_id: str, region_id: str, loop: ControlLoop | None = None, forecast_h: int = 7 * 24
     ) -> dict[str, Any]:
         """The loop's procurement stage on the store: the SKU-region's context (:meth:`context`), the loop's
-        procurer decides, and its proposals become pending reservations through the reservation use case (the
-        approval rules apply unchanged), each with its deterministic Idempotency-Key. What is held or on order
-        at lead time is counted in the context, so it is not bought again."""
+        procurer decides (``ports.Procurer.propose``), and its proposals become pending reservations through the
+        reservation use case (the approval rules apply unchanged), each with its deterministic Idempotency-Key.
+        What is held or on order at lead time is counted in the context, so it is not bought again. ``loop``:
+        the pass's loop (the reconciler assembles one per pass); None assembles it for this SKU
+        (:meth:`loop`), as ``POST /v1/plans:propose`` does. ``forecast_h``: the hours the loop's forecaster
+        forecasts for the procurer (the procurement period)."""
         actor.require(Role.FINOPS_ADMIN, Role.ML_PLATFORM_ADMIN)
+        if loop is None:
+            loop = self.loop([sku_id])
         now_s = self._clock.now_s()
         ctx, held = self.context(sku_id, region_id, loop, forecast_h=forecast_h)
         proposals = loop.procurer.propose(ctx)
@@ -275,7 +272,8 @@ class ProcurementService:
                  "status": "submitted_to_cloud" if view.status.value == "submitted" else view.status.value,
                  "units": view.units,
                  "start_s": view.start_s, "term_months": view.term_months, "est_cost_usd": view.est_cost_usd,
-                 "approvals_required": view.approvals_required, "idempotency_key": key, "reason": p.reason}
+                 "approvals_required": view.approvals_required, "idempotency_key": key, "pool": view.pool_id,
+                 "tier": Tier.RESERVED.value, "reason": p.reason}
             )  # fmt: skip
         return {
             "sku": sku_id,
@@ -294,87 +292,10 @@ class ProcurementService:
                 for p in proposals
             ],
             "held": [
-                {"reservation_id": rid, "units": units, "start_s": start, "end_s": end, "status": status}
-                for rid, units, start, end, status in held
+                {"reservation_id": h.id, "units": h.units, "start_s": h.start_s, "end_s": h.end_s, "status": h.status}
+                for h in held
             ],
             "created": created,
-        }
-
-    def propose(
-        self, actor: Actor, *, sku_id: str, region_id: str, horizon_days: int, within_days: int, workload_class: str
-    ) -> dict[str, Any]:
-        """Plan the SKU in the region and create the due reserve/renew orders as pending reservations."""
-        actor.require(Role.FINOPS_ADMIN, Role.ML_PLATFORM_ADMIN)
-        now_s = self._clock.now_s()
-        today_s = now_s // DAY_S * DAY_S
-        since_s = today_s - LOOKBACK_DAYS * DAY_S
-        hourly = self._history(sku_id, region_id, since_s, today_s)
-        start_s = today_s + DAY_S  # orders start on a day boundary, never in the past
-        held = self._held(sku_id, region_id, now_s)
-        plan = plan_orders(
-            hourly,
-            sku_id=sku_id,
-            region_id=region_id,
-            start_s=start_s,
-            horizon_days=horizon_days,
-            workload_class=workload_class,
-            now_s=now_s,
-            within_s=within_days * DAY_S,
-            held=[HeldCommitment(*h) for h in held],
-        )
-        created = []
-        for order in plan.orders:
-            p, key = order.proposal, order.idempotency_key
-            view = self._reservations.create(
-                actor,
-                sku_id=p.sku_id,
-                units=p.units,
-                start_s=max(p.start_s, now_s),
-                term_months=order.term_months,
-                regions=list(p.regions),
-                client_key=key,
-            )
-            created.append(
-                {
-                    "reservation_id": view.id,
-                    "status": "submitted_to_cloud" if view.status.value == "submitted" else view.status.value,
-                    "units": view.units,
-                    "start_s": view.start_s,
-                    "term_months": view.term_months,
-                    "est_cost_usd": view.est_cost_usd,
-                    "approvals_required": view.approvals_required,
-                    "idempotency_key": key,
-                    "tier": p.tier,
-                }
-            )
-        report = plan.report
-        return {
-            "sku": sku_id,
-            "region": region_id,
-            "plan_start_s": start_s,
-            "horizon_days": horizon_days,
-            "proposals": [
-                {
-                    "action": p.action,
-                    "tier": p.tier,
-                    "units": p.units,
-                    "start_s": p.start_s,
-                    "term_days": p.term_days,
-                    "submit_by_s": p.submit_by_s,
-                    "est_cost_usd": p.est_cost_usd,
-                    "rationale": p.rationale,
-                    "reason": p.reason,
-                    "due": due,
-                    "covered_units": covered,
-                }
-                for p, due, covered in zip(report.proposals, plan.due, plan.covered_units, strict=True)
-            ],
-            "held": [
-                {"reservation_id": rid, "units": units, "start_s": start, "end_s": end, "status": status}
-                for rid, units, start, end, status in held
-            ],
-            "created": created,
-            "coverage": report.coverage.get(f"{sku_id}@{region_id}", {}),
         }
 
 

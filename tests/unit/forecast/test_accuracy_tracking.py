@@ -53,3 +53,27 @@ def test_weights_and_selection_follow_recent_accuracy() -> None:
     assert tr.select("svc-a", ["good", "bad"], default="bad") == ("good", "lowest_recent_pinball")
     summary = tr.summary("svc-a", "good")
     assert summary["n"] == 3 and summary["mase"] == pytest.approx(0.0)
+
+
+def test_a_stored_forecast_reads_back_as_the_issued_forecast_and_is_scored_on_its_elapsed_steps() -> None:
+    """One noun for a forecast as issued: a store keeps the quantile rows; ``of_quantiles`` gives back the
+    IssuedForecast (the p50 row as its mean) that ``control.forecasting.score_forecasts`` scores."""
+    from gpufleet.control.forecasting import score_forecasts
+    from gpufleet.domain.errors import ValidationError
+
+    rows = np.array([[8.0, 8, 8], [10, 10, 10], [12, 12, 12]])
+    got = IssuedForecast.of_quantiles("svc-a", "m", 0, 100, 10, 2.0, (0.1, 0.5, 0.9), rows)
+    assert (got.series_id, got.model, got.start_s, got.step_s, got.scale) == ("svc-a", "m", 100, 10, 2.0)
+    assert np.array_equal(got.forecast.mean, rows[1]) and np.array_equal(got.forecast.values, rows)
+    assert got.forecast.levels == (0.1, 0.5, 0.9) and got.forecast.method == "m" and got.end_s == 120
+    assert got.first_steps(2).forecast.horizon == 2 and got.first_steps(2).end_s == 110
+    with pytest.raises(ValidationError, match="p50"):
+        IssuedForecast.of_quantiles("svc-a", "m", 0, 100, 10, 2.0, (0.1, 0.9), rows[[0, 2]])
+    # at now = 120 two steps (100, 110) have fully elapsed: scored on those two, as the hand example's first two
+    tracker, pending = score_forecasts([got], {"svc-a": {100: 9.0, 110: 13.0, 120: 10.0}}, now_s=120)
+    (rec,) = tracker.history["svc-a"]
+    assert pending == {} and rec.n_points == 2
+    assert rec.mase == pytest.approx((1 + 3) / 2 / 2.0)  # |9-10|, |13-10| over the scale 2
+    assert rec.coverage_80 == pytest.approx(1 / 2)  # 9 in [8, 12], 13 not
+    _, later = score_forecasts([got], {"svc-a": {}}, now_s=120)
+    assert later == {"svc-a": 1}  # no actual on an elapsed step: pending, not scored as zero

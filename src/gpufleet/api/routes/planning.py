@@ -1,5 +1,5 @@
-"""Planning routes: placement with graceful degradation, pool signals, quota outlook, plan -> pending
-reservations, forecast accuracy, and the replica autoscaler's decision for a workload."""
+"""Planning routes: placement with graceful degradation, pool signals, quota outlook, the loop's procurer ->
+pending reservations, forecast accuracy, and the replica autoscaler's decision for a workload."""
 
 from __future__ import annotations
 
@@ -84,16 +84,11 @@ def quotas_outlook(
 
 @router.post("/v1/plans:propose", response_model=PlanProposePublic)
 def plans_propose(body: PlanProposeIn, services: ServicesDep, actor: CurrentActor) -> Any:
-    """Plan a SKU in a region from its utilization history and create the orders due now as pending
-    reservations (the approval workflow applies: dual approval above the threshold). Idempotent per order."""
-    return services.procurement.propose(
-        actor,
-        sku_id=body.sku,
-        region_id=body.region,
-        horizon_days=body.horizon_days,
-        within_days=body.within_days,
-        workload_class=body.workload_class,
-    )
+    """Ask the loop's procurer (the one the reconciler and the simulator run) for the SKU in the region, on the
+    context built from the store (its last 28 days of utilization, the region's reserved pool, the loop's
+    forecast, what is held or pending), and create its proposals as pending reservations (the approval workflow
+    applies: dual approval above the threshold). Idempotent per order; what is held or pending is not re-bought."""
+    return services.procurement.commit(actor, sku_id=body.sku, region_id=body.region, forecast_h=body.within_days * 24)
 
 
 @router.get("/v1/capacity/forecast/accuracy", response_model=ForecastAccuracyPublic)
