@@ -178,7 +178,8 @@ class CalibratedForecaster:
         tail = hist[-max(self.season, 24) :]
         tail = np.abs(tail[np.isfinite(tail)])
         lvl = float(tail.mean()) if tail.size else 0.0
-        return lvl if lvl > 0 else max(seasonal_naive_scale(hist, max(self.season, 1)), 1e-9)
+        # floored: a subnormal level (a history of ~1e-300s) would overflow the scaled windows
+        return max(lvl if lvl > 0 else seasonal_naive_scale(hist, max(self.season, 1)), 1e-9)
 
     def predict(self, h: int, quantiles: Sequence[float] = DEFAULT_QUANTILES) -> DemandForecast:
         qs = check_quantiles(quantiles)
