@@ -6,7 +6,6 @@ from gpufleet.forecast.auto import AutoForecaster
 from gpufleet.forecast.base import ForecastModel
 from gpufleet.forecast.capacity import (
     CapacityPolicy,
-    GpuForecast,
     GrowthScenario,
     SkuThroughput,
     apply_growth,
@@ -28,7 +27,6 @@ __all__ = [
     "BacklogRequest",
     "CapacityPolicy",
     "ForecastModel",
-    "GpuForecast",
     "GrowthScenario",
     "IntermittentForecaster",
     "IssuedForecast",

@@ -67,16 +67,6 @@ class CapacityPolicy:
             raise ValidationError("burst_headroom", "burst_headroom and min_replicas must be >= 0")
 
 
-@dataclass(frozen=True, slots=True)
-class GpuForecast:
-    """GPU quantiles for one SKU: ``values`` has shape ``(len(quantiles), h)``, integers, non-crossing."""
-
-    sku_id: str
-    quantiles: tuple[float, ...]
-    values: IntArray
-    mean_gpus: FloatArray
-
-
 def gpus_needed(rps: FloatArray, tp: SkuThroughput, policy: CapacityPolicy) -> IntArray:
     """GPUs for each traffic value (see module docstring)."""
     load = np.maximum(np.asarray(rps, dtype=np.float64), 0.0) * (1.0 + policy.burst_headroom)
@@ -87,17 +77,19 @@ def gpus_needed(rps: FloatArray, tp: SkuThroughput, policy: CapacityPolicy) -> I
 
 def capacity_forecast(
     traffic: DemandForecast, throughputs: Sequence[SkuThroughput], policy: CapacityPolicy
-) -> dict[str, GpuForecast]:
-    """GPU quantiles per SKU for a traffic quantile forecast (rps)."""
-    out: dict[str, GpuForecast] = {}
-    for tp in throughputs:
-        out[tp.sku_id] = GpuForecast(
-            sku_id=tp.sku_id,
-            quantiles=traffic.levels,
-            values=gpus_needed(traffic.values, tp, policy),
-            mean_gpus=gpus_needed(traffic.mean, tp, policy).astype(np.float64),
+) -> dict[str, DemandForecast]:
+    """GPU quantiles per SKU id for a traffic quantile forecast (rps): the one forecast type, its ``values`` and
+    ``mean`` whole numbers of GPUs (as floats), non-crossing because :func:`gpus_needed` is monotone; ``method`` is
+    the traffic forecast's method with ``+capacity:<sku_id>``."""
+    return {
+        tp.sku_id: DemandForecast(
+            mean=gpus_needed(traffic.mean, tp, policy).astype(np.float64),
+            levels=traffic.levels,
+            values=gpus_needed(traffic.values, tp, policy).astype(np.float64),
+            method=f"{traffic.method}+capacity:{tp.sku_id}",
         )
-    return out
+        for tp in throughputs
+    }
 
 
 @dataclass(frozen=True, slots=True)

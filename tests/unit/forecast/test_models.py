@@ -158,6 +158,11 @@ def test_capacity_model_converts_traffic_quantiles_to_gpus() -> None:
     out = capacity_forecast(fc, [tp, SkuThroughput.scaled(sku("l4"), 10.0)], policy)
     assert set(out) == {"h100_80gb", "l4"}
     assert np.all(np.diff(out["l4"].values, axis=0) >= 0)
+    h100 = out["h100_80gb"]
+    assert h100.levels == fc.levels and h100.method == f"{fc.method}+capacity:h100_80gb"
+    assert h100.values.tolist() == gpus_needed(fc.values, tp, policy).tolist()  # whole GPUs, as floats
+    assert h100.mean.tolist() == gpus_needed(fc.mean, tp, policy).tolist()
+    assert h100.at(0.5).tolist() == gpus_needed(fc.at(0.5), tp, policy).tolist()  # quantiles commute with the map
     assert out["l4"].values.min() > out["h100_80gb"].values.max() / 2  # L4 is much slower per replica
 
 
