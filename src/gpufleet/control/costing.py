@@ -10,13 +10,12 @@ from collections.abc import Sequence
 import numpy as np
 
 from gpufleet.cost.books import UtilRec
-from gpufleet.cost.changes import ChangeEvent, ChangeStatus, RightsizingChange, apply_change, rollback_change
+from gpufleet.cost.changes import ChangeStatus, RightsizingChange, apply_change, rollback_change
 from gpufleet.cost.rightsizing import Recommendation, ResourceSpec, UsageProfile, recommend
 from gpufleet.cost.waste import IdleWaste, idle_waste
 
 __all__ = [
     "SKU_CANDIDATES",
-    "ChangeEvent",
     "ChangeStatus",
     "IdleWaste",
     "Recommendation",

@@ -12,6 +12,7 @@ from enum import StrEnum
 
 from gpufleet.cost.rightsizing import Recommendation, ResourceSpec
 from gpufleet.domain.errors import ConflictError, InvalidTransition
+from gpufleet.domain.reservations import StatusChange
 
 
 class ChangeStatus(StrEnum):
@@ -33,15 +34,6 @@ CHANGE_TRANSITIONS: dict[ChangeStatus, frozenset[ChangeStatus]] = {
 }
 
 
-@dataclass(frozen=True, slots=True)
-class ChangeEvent:
-    at_s: int
-    source: ChangeStatus
-    target: ChangeStatus
-    actor: str
-    reason: str
-
-
 @dataclass(slots=True)
 class RightsizingChange:
     change_id: str
@@ -51,7 +43,7 @@ class RightsizingChange:
     after: ResourceSpec
     reasons: tuple[str, ...]
     status: ChangeStatus = C.PROPOSED
-    history: list[ChangeEvent] = field(default_factory=list)
+    history: list[StatusChange[ChangeStatus]] = field(default_factory=list)
 
     @classmethod
     def from_recommendation(cls, rec: Recommendation, change_id: str, ticket: str) -> RightsizingChange:
@@ -61,7 +53,7 @@ class RightsizingChange:
         """The one gate for status changes."""
         if target not in CHANGE_TRANSITIONS[self.status]:
             raise InvalidTransition(f"change {self.change_id}", self.status.value, target.value)
-        self.history.append(ChangeEvent(at_s, self.status, target, actor, reason))
+        self.history.append(StatusChange(at_s, self.status, target, actor, reason))
         self.status = target
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from decimal import Decimal
 from enum import StrEnum
+from typing import Generic, TypeVar
 
 from gpufleet.domain.errors import InvalidTransition, ValidationError
 
@@ -48,11 +49,17 @@ TERMS_MONTHS: frozenset[int] = frozenset({1, 3, 6, 12, 24, 36})
 MAX_START_AHEAD_S = 3650 * 86_400
 
 
-@dataclass(frozen=True, slots=True)
-class StatusChange:
+StatusT = TypeVar("StatusT", bound=StrEnum)
+
+
+@dataclass(frozen=True)  # no slots: on 3.11 a slotted frozen Generic raises TypeError on StatusChange[X](...)
+class StatusChange(Generic[StatusT]):
+    """One step through a transition table (any status enum: a reservation's, a rightsizing change's): the
+    history entry each gate appends."""
+
     at_s: int
-    source: ReservationStatus
-    target: ReservationStatus
+    source: StatusT
+    target: StatusT
     actor: str
     reason: str
 
@@ -70,7 +77,7 @@ class Reservation:
     price_usd_per_gpu_h: Decimal
     status: ReservationStatus = S.DRAFT
     approvals: list[str] = field(default_factory=list)
-    history: list[StatusChange] = field(default_factory=list)
+    history: list[StatusChange[ReservationStatus]] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         if self.units <= 0:

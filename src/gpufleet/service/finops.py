@@ -33,7 +33,6 @@ from gpufleet.adapters.sql.models import (
     WorkloadRow,
 )
 from gpufleet.control.costing import (
-    ChangeEvent,
     ChangeStatus,
     Recommendation,
     ResourceSpec,
@@ -54,7 +53,7 @@ from gpufleet.control.metering import (
 from gpufleet.domain.errors import ConflictError, NotFoundError, ValidationError
 from gpufleet.domain.money import units_to_cents
 from gpufleet.domain.pools import Tier
-from gpufleet.domain.reservations import term_seconds
+from gpufleet.domain.reservations import StatusChange, term_seconds
 from gpufleet.domain.workloads import Priority, ServingScaling, Workload, WorkloadKind
 from gpufleet.service.auth import Actor
 from gpufleet.service.clock import Clock, IdGenerator
@@ -248,7 +247,7 @@ class FinOpsService:
             .order_by(AuditEventRow.id)
         ).all()
         before = after = None
-        history: list[ChangeEvent] = []
+        history: list[StatusChange[ChangeStatus]] = []
         for e in events:
             d = json.loads(e.detail_json)
             if e.action == "workload.rightsizing_requested" and d.get("change_id") == row.id:
@@ -259,8 +258,8 @@ class FinOpsService:
                     before = ResourceSpec(w.cpu, w.mem_gb, w.gpus, w.gpu_sku)
                     after = ResourceSpec(row.cpu, row.mem_gb, w.gpus, w.gpu_sku)
             elif e.entity == "change" and e.entity_id == row.id:
-                history.append(ChangeEvent(e.at_s, ChangeStatus(d["from"]), ChangeStatus(d["to"]), e.actor,
-                                           d.get("reason", "")))  # fmt: skip
+                history.append(StatusChange(e.at_s, ChangeStatus(d["from"]), ChangeStatus(d["to"]), e.actor,
+                                            d.get("reason", "")))  # fmt: skip
         if before is None or after is None:
             raise NotFoundError("change", row.id)
         return RightsizingChange(row.id, row.ticket, row.workload_id, before, after, (), _status_of(row.status),
