@@ -16,7 +16,6 @@ import math
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
 
@@ -74,15 +73,6 @@ def _row_status(s: ChangeStatus) -> str:
     return ROW_STATUS.get(s, s.value)
 
 
-@dataclass(frozen=True, slots=True)
-class _Loaded:
-    recs: list[UtilRec]
-    workloads: dict[str, WorkloadRow]
-    reservations: list[ReservedBlock]
-    on_demand: dict[str, tuple[str, int]]
-    pools: dict[str, tuple[Tier, int]]  # pool id -> (tier, price uusd per GPU-hour)
-
-
 class FinOpsService:
     def __init__(self, engine: Engine, clock: Clock, ids: IdGenerator, *, cache_s: float = 5.0) -> None:
         self._engine = engine
@@ -95,7 +85,9 @@ class FinOpsService:
         self.meter = Meter()  # the loop's one metering (idle as a separate line, shared proportional)
 
     # ---- books ------------------------------------------------------------------------------------------------
-    def _load(self, t0_s: int, t1_s: int) -> _Loaded:
+    def _load(self, t0_s: int, t1_s: int) -> MeterInputs:
+        """The stored data the meter reads for [t0_s, t1_s): utilization records (and the day before), every
+        registered workload, paid reservations, each SKU's cheapest on-demand pool and every pool's tier and price."""
         with UnitOfWork(self._engine, write=False) as uow:
             s = uow.session
             rows = s.execute(
@@ -123,7 +115,16 @@ class FinOpsService:
             for r in res
         ]  # fmt: skip
         by_pool = {p.id: (Tier(p.tier), int(p.price_uusd_per_gpu_h)) for p in pools.values()}
-        return _Loaded(recs, wls, blocks, on_demand, by_pool)
+        seen = {r.workload_id for r in recs if r.workload_id in wls}
+        return MeterInputs(
+            recs,
+            {w.id: WorkloadInfo(w.id, w.team_id, w.tenant_id, w.kind, w.name) for w in wls.values()},
+            {w: _domain_workload(wls[w]) for w in seen},
+            {w: _resource_spec(wls[w]) for w in seen},
+            blocks,
+            on_demand,
+            by_pool,
+        )
 
     def snapshot(self, window_s: int = 7 * DAY_S) -> FinOpsSnapshot:
         """The cost package's view of [now - window_s, now), memoized for ``cache_s`` (wall and service clock);
@@ -143,19 +144,7 @@ class FinOpsService:
             self._cache.clear()
 
     def _build(self, t0_s: int, t1_s: int) -> FinOpsSnapshot:
-        ld = self._load(t0_s, t1_s)
-        infos = {w.id: WorkloadInfo(w.id, w.team_id, w.tenant_id, w.kind, w.name) for w in ld.workloads.values()}
-        seen = {r.workload_id for r in ld.recs if r.workload_id in ld.workloads}
-        inputs = MeterInputs(
-            ld.recs,
-            infos,
-            {w: _domain_workload(ld.workloads[w]) for w in seen},
-            {w: _resource_spec(ld.workloads[w]) for w in seen},
-            ld.reservations,
-            ld.on_demand,
-            ld.pools,
-        )
-        return self.meter.window(inputs, t0_s, t1_s)
+        return self.meter.window(self._load(t0_s, t1_s), t0_s, t1_s)
 
     def workload_view(self, workload_id: str, window_s: int) -> dict[str, Any]:
         """The cost package's numbers for one workload (access is checked by the caller)."""
