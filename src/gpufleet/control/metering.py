@@ -44,8 +44,10 @@ __all__ = [
     "CapacityBlock",
     "CostAllocation",
     "CostLine",
+    "DailyUsage",
     "DistributionRule",
     "FinOpsSnapshot",
+    "ForecastSeries",
     "IdleFinding",
     "Ledger",
     "Meter",
@@ -59,21 +61,40 @@ __all__ = [
 
 DAY_S = 86_400
 
-DailyRow = tuple[list[int], list[float], list[float], list[float]]  # day starts, capacity, allocated, used GPU-h
-ForecastRow = tuple[str, list[int], list[float], list[float]]  # method, hour starts, forecast, actual GPUs
+
+@dataclass(frozen=True, slots=True)
+class DailyUsage:
+    """GPU-hours per day: ``capacity`` is the fleet's (only shown fleet-wide), the others per scope."""
+
+    day_start_s: list[int]
+    capacity_gpu_h: list[float]
+    allocated_gpu_h: list[float]
+    used_gpu_h: list[float]
+
+
+@dataclass(frozen=True, slots=True)
+class ForecastSeries:
+    """GPUs held per hour: a forecast (``method``) against what was held."""
+
+    method: str
+    t_s: list[int]
+    forecast_gpus: list[float]
+    actual_gpus: list[float]
 
 
 @dataclass(frozen=True, slots=True)
 class FinOpsSnapshot:
-    """The books of one window (the dashboard's data provider wraps this)."""
+    """The books of one window (the dashboard's :class:`gpufleet.web.data.CostDashboardData` is a view of one).
+    ``usage`` is aligned with ``allocations``; ``daily`` and ``forecasts`` are keyed by team id, ``"*"`` for the
+    fleet; ``capacity`` holds the capacity blocks shown as reservations."""
 
     result: CostAllocation
     allocations: list[AllocationSpan]
     usage: UsageTotals
     now_s: int
     capacity: list[CapacityBlock]
-    daily: dict[str, DailyRow]
-    forecasts: dict[str, ForecastRow]
+    daily: dict[str, DailyUsage]
+    forecasts: dict[str, ForecastSeries]
     idle: list[IdleFinding]
     recommendations: list[Recommendation]
 
@@ -208,7 +229,7 @@ class Meter:
                               [r for r in recs if r is not None])  # fmt: skip
 
 
-def _daily(ld: MeterInputs, recs: list[UtilRec], team: str | None, t0_s: int, t1_s: int) -> DailyRow:
+def _daily(ld: MeterInputs, recs: list[UtilRec], team: str | None, t0_s: int, t1_s: int) -> DailyUsage:
     days = max(1, -(-(t1_s - t0_s) // DAY_S))
     alloc = np.zeros(days)
     used = np.zeros(days)
@@ -223,10 +244,10 @@ def _daily(ld: MeterInputs, recs: list[UtilRec], team: str | None, t0_s: int, t1
             s0, s1 = t0_s + d * DAY_S, min(t1_s, t0_s + (d + 1) * DAY_S)
             cap[d] += b.units * max(0, min(b.end_s, s1) - max(b.start_s, s0)) / 3600
     cap = np.maximum(cap, alloc) if team is None else cap  # on-demand capacity is what was used
-    return ([t0_s + d * DAY_S for d in range(days)], cap.tolist(), alloc.tolist(), used.tolist())
+    return DailyUsage([t0_s + d * DAY_S for d in range(days)], cap.tolist(), alloc.tolist(), used.tolist())
 
 
-def _forecast(recs: list[UtilRec], team: str, t0_s: int, t1_s: int) -> ForecastRow | None:
+def _forecast(recs: list[UtilRec], team: str, t0_s: int, t1_s: int) -> ForecastSeries | None:
     """Seasonal naive (same hour yesterday) vs actual GPUs held per hour; None without a day of history."""
     hours = (t1_s - t0_s) // 3600
     held: dict[int, float] = defaultdict(float)
@@ -239,5 +260,5 @@ def _forecast(recs: list[UtilRec], team: str, t0_s: int, t1_s: int) -> ForecastR
     ts = list(range(first, hours))
     if len(ts) < 2:
         return None
-    return ("seasonal naive (same hour yesterday)", [t0_s + h * 3600 for h in ts],
-            [held.get(h - 24, 0.0) for h in ts], [held.get(h, 0.0) for h in ts])  # fmt: skip
+    return ForecastSeries("seasonal naive (same hour yesterday)", [t0_s + h * 3600 for h in ts],
+                          [held.get(h - 24, 0.0) for h in ts], [held.get(h, 0.0) for h in ts])  # fmt: skip

@@ -9,18 +9,16 @@ from __future__ import annotations
 
 import dataclasses
 from collections import defaultdict
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 import numpy as np
 
+from gpufleet.control.metering import FinOpsSnapshot
 from gpufleet.cost.allocate import CostAllocation
 from gpufleet.cost.chargeback import chargeback
-from gpufleet.cost.idle import IdleFinding
 from gpufleet.cost.meter import UsageTotals
-from gpufleet.cost.model import IDLE_OWNER, SHARED_OWNER, AllocationSpan, CapacityBlock, LineKind
-from gpufleet.cost.rightsizing import Recommendation
+from gpufleet.cost.model import IDLE_OWNER, SHARED_OWNER, AllocationSpan, LineKind
 from gpufleet.cost.waste import idle_waste
 from gpufleet.domain.errors import ValidationError
 from gpufleet.domain.money import usd_float
@@ -49,61 +47,32 @@ class DashboardData(Protocol):
 
 
 @dataclass(frozen=True, slots=True)
-class DailyUsage:
-    """GPU-hours per day: ``capacity`` is the fleet's (only shown fleet-wide), the others per scope."""
-
-    day_start_s: list[int]
-    capacity_gpu_h: list[float]
-    allocated_gpu_h: list[float]
-    used_gpu_h: list[float]
-
-
-@dataclass(frozen=True, slots=True)
-class ForecastSeries:
-    method: str
-    t_s: list[int]
-    forecast_gpus: list[float]
-    actual_gpus: list[float]
-
-
-@dataclass(slots=True)
 class CostDashboardData:
-    """The reference data provider: one metered window and what the cost package decided about it.
+    """The reference data provider: a view of one metered window (:class:`FinOpsSnapshot`, the meter's books and
+    what the cost package decided about them). ``reservations`` shows the snapshot's reserved capacity blocks
+    (their owner team sees them)."""
 
-    ``usage`` is aligned with ``allocations``; ``daily`` and ``forecasts`` are keyed by team id, ``"*"`` for the
-    fleet. ``reservations`` are the reserved capacity blocks (their owner team sees them).
-    """
-
-    result: CostAllocation
-    allocations: Sequence[AllocationSpan]
-    usage: UsageTotals | None
-    now_s: int
-    capacity: Sequence[CapacityBlock] = ()
-    daily: Mapping[str, DailyUsage] = field(default_factory=dict)
-    forecasts: Mapping[str, ForecastSeries] = field(default_factory=dict)
-    idle: Sequence[IdleFinding] = ()
-    recommendations: Sequence[Recommendation] = ()
+    snapshot: FinOpsSnapshot
 
     def _team_of_workload(self) -> dict[str, str]:
-        return {a.workload_id: a.team_id for a in self.allocations}
+        return {a.workload_id: a.team_id for a in self.snapshot.allocations}
 
-    def _scoped(self, scope: Scope) -> tuple[CostAllocation, list[AllocationSpan], UsageTotals | None]:
+    def _scoped(self, scope: Scope) -> tuple[CostAllocation, list[AllocationSpan], UsageTotals]:
+        snap = self.snapshot
         if scope.team_id is None:
-            return self.result, list(self.allocations), self.usage
-        keep = [j for j, a in enumerate(self.allocations) if a.team_id == scope.team_id]
-        lines = tuple(ln for ln in self.result.lines if ln.team_id == scope.team_id)
+            return snap.result, list(snap.allocations), snap.usage
+        keep = [j for j, a in enumerate(snap.allocations) if a.team_id == scope.team_id]
+        lines = tuple(ln for ln in snap.result.lines if ln.team_id == scope.team_id)
         # the totals too: a team's CSV TOTAL row (and anything else summing the result) must be the team's own,
         # never the fleet's (fleet_units is the whole fleet's cost)
         total = sum(ln.units for ln in lines)
         direct = sum(ln.units for ln in lines if ln.kind is LineKind.DIRECT)
-        res = dataclasses.replace(self.result, lines=lines, fleet_units=total, direct_units=direct,
+        res = dataclasses.replace(snap.result, lines=lines, fleet_units=total, direct_units=direct,
                                   idle_units=total - direct)  # fmt: skip
-        usage = None
-        if self.usage is not None:
-            idx = np.asarray(keep, dtype=np.int64)
-            u = self.usage
-            usage = UsageTotals(u.samples[idx], u.util_sum[idx], u.used_gpu_s[idx], u.sampled_gpu_s[idx])
-        return res, [self.allocations[j] for j in keep], usage
+        idx = np.asarray(keep, dtype=np.int64)
+        u = snap.usage
+        usage = UsageTotals(u.samples[idx], u.util_sum[idx], u.used_gpu_s[idx], u.sampled_gpu_s[idx])
+        return res, [snap.allocations[j] for j in keep], usage
 
     def overview(self, scope: Scope) -> dict[str, Any]:
         res, allocs, usage = self._scoped(scope)
@@ -119,7 +88,7 @@ class CostDashboardData:
         team_rows = chargeback(res, allocs, "team", usage).rows
         alloc_h = sum(r.allocated_gpu_h for r in team_rows)
         used_h = sum(r.used_gpu_h for r in team_rows)
-        daily = self.daily.get(scope.team_id or "*")
+        daily = self.snapshot.daily.get(scope.team_id or "*")
         waste = idle_waste(res, allocs, usage)  # the one idle-waste definition (cost/waste.py)
         return {
             "scope": scope.team_id or "fleet",
@@ -135,7 +104,7 @@ class CostDashboardData:
                 "allocated_gpu_h": alloc_h,
                 "used_gpu_h": used_h,
                 "utilization": used_h / alloc_h if alloc_h else 0.0,
-                "conserved": self.result.conserved if scope.team_id is None else None,
+                "conserved": self.snapshot.result.conserved if scope.team_id is None else None,
             },
             "cost_by_tier": [{"tier": t.value, "usd": usd_float(by_tier.get(t.value, 0))} for t in Tier],
             "cost_by_kind": [{"kind": k.value, "usd": usd_float(by_kind.get(k.value, 0))} for k in LineKind],
@@ -174,9 +143,10 @@ class CostDashboardData:
         return chargeback(res, allocs, dim, usage, mode="showback").to_csv()
 
     def reservations(self, scope: Scope) -> dict[str, Any]:
-        pools = {p.pool_id: p for p in self.result.pools}
+        snap = self.snapshot
+        pools = {p.pool_id: p for p in snap.result.pools}
         rows = []
-        for b in self.capacity:
+        for b in snap.capacity:
             if b.tier is not Tier.RESERVED or not scope.sees(b.owner_team_id or ""):
                 continue
             p = pools.get(b.pool_id)
@@ -184,9 +154,9 @@ class CostDashboardData:
             rows.append(
                 {
                     "id": b.id, "pool": b.pool_id, "sku": b.sku_id, "gpus": b.gpus, "owner": b.owner_team_id,
-                    "start_s": b.start_s, "end_s": b.end_s, "days_to_expiry": (b.end_s - self.now_s) / 86_400,
+                    "start_s": b.start_s, "end_s": b.end_s, "days_to_expiry": (b.end_s - snap.now_s) / 86_400,
                     "utilization": util, "idle_usd": usd_float(p.idle_units) if p else 0.0,
-                    "window_cost_usd": usd_float(b.cost_units(self.result.t0_s, self.result.t1_s)),
+                    "window_cost_usd": usd_float(b.cost_units(snap.result.t0_s, snap.result.t1_s)),
                 }
             )  # fmt: skip
         reserved_h = sum(p.allocated_gpu_h for p in pools.values() if p.tier is Tier.RESERVED)
@@ -198,7 +168,7 @@ class CostDashboardData:
         }
 
     def forecast(self, scope: Scope) -> dict[str, Any]:
-        f = self.forecasts.get(scope.team_id or "*")
+        f = self.snapshot.forecasts.get(scope.team_id or "*")
         if f is None:
             return {"scope": scope.team_id or "fleet", "series": None}
         fc, ac = np.asarray(f.forecast_gpus), np.asarray(f.actual_gpus)
@@ -214,7 +184,7 @@ class CostDashboardData:
                 "mean_util": f.mean_util, "wasted_usd": usd_float(f.wasted_units), "action": f.action.value,
                 "reason": f.reason,
             }
-            for f in self.idle
+            for f in self.snapshot.idle
             if scope.sees(f.team_id)
         ]  # fmt: skip
         rights = [
@@ -223,7 +193,7 @@ class CostDashboardData:
                 "current": dataclasses.asdict(r.current), "recommended": dataclasses.asdict(r.recommended),
                 "reasons": list(r.reasons), "monthly_saving_usd": float(r.monthly_saving_usd),
             }
-            for r in self.recommendations
+            for r in self.snapshot.recommendations
             if r.changed and scope.sees(team_of.get(r.workload_id, ""))
         ]  # fmt: skip
         return {"scope": scope.team_id or "fleet", "idle": idle, "rightsizing": rights}

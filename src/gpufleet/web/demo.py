@@ -11,6 +11,7 @@ from collections import defaultdict
 
 import numpy as np
 
+from gpufleet.control.metering import DailyUsage, FinOpsSnapshot, ForecastSeries
 from gpufleet.cost.allocate import allocate_costs
 from gpufleet.cost.idle import detect_idle
 from gpufleet.cost.meter import meter_usage
@@ -21,7 +22,7 @@ from gpufleet.domain.catalog import BUILTIN_PRICE_CATALOG
 from gpufleet.domain.pools import Tier
 from gpufleet.domain.reservations import term_seconds
 from gpufleet.domain.workloads import Priority, ServingScaling, Workload, WorkloadKind
-from gpufleet.web.data import CostDashboardData, DailyUsage, ForecastSeries
+from gpufleet.web.data import CostDashboardData
 
 DAY_S = 86_400
 
@@ -114,4 +115,5 @@ def demo_data(gpus: int = 256, days: int = 14, seed: int = 3) -> CostDashboardDa
         prof = UsageProfile(rng.uniform(8, 40, n), rng.uniform(100, 600, n), util.astype(np.float64), gpu_mem_gb)
         cur = ResourceSpec(96.0, 1024.0, GPUS_PER_NODE, "h100_80gb")
         recs.append(recommend(allocs[j].workload_id, cur, prof, candidate_skus=("a100_80gb", "l40s", "h200_141gb")))
-    return CostDashboardData(result, allocs, totals, fleet.t1_s, capacity, daily_map, forecast_map, idle, recs)
+    snap = FinOpsSnapshot(result, allocs, totals, fleet.t1_s, capacity, daily_map, forecast_map, idle, recs)
+    return CostDashboardData(snap)

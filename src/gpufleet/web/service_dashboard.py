@@ -3,7 +3,7 @@ bearer tokens and roles.
 
 ``mount_service_dashboard(app, services, finops)`` mounts :func:`gpufleet.web.mount_dashboard` at ``/ui`` with
 
-* a data provider that wraps :meth:`FinOpsService.snapshot` (the last 7 days, memoized a few seconds) in
+* a data provider that views :meth:`FinOpsService.snapshot` (the last 7 days, memoized a few seconds) through
   :class:`CostDashboardData`;
 * a viewer dependency that authenticates exactly like the API: ``Authorization: Bearer <token>`` (the pages keep
   the token in the tab's ``sessionStorage`` and send it on every data call; a sign-in box asks for it on 401).
@@ -18,25 +18,11 @@ from fastapi import FastAPI, Header, HTTPException
 
 from gpufleet.service.auth import Role, Unauthenticated
 from gpufleet.service.bootstrap import Services
-from gpufleet.service.finops import FinOpsService, FinOpsSnapshot
+from gpufleet.service.finops import FinOpsService
 from gpufleet.web.dashboard import mount_dashboard
-from gpufleet.web.data import CostDashboardData, DailyUsage, ForecastSeries, Scope
+from gpufleet.web.data import CostDashboardData, Scope
 
 WINDOW_S = 7 * 86_400
-
-
-def to_dashboard_data(s: FinOpsSnapshot) -> CostDashboardData:
-    return CostDashboardData(
-        s.result,
-        s.allocations,
-        s.usage,
-        s.now_s,
-        s.capacity,
-        {k: DailyUsage(*v) for k, v in s.daily.items()},
-        {k: ForecastSeries(*v) for k, v in s.forecasts.items()},
-        s.idle,
-        s.recommendations,
-    )
 
 
 class ServiceDashboardData:
@@ -47,7 +33,7 @@ class ServiceDashboardData:
         self._window_s = window_s
 
     def _data(self) -> CostDashboardData:
-        return to_dashboard_data(self._finops.snapshot(self._window_s))
+        return CostDashboardData(self._finops.snapshot(self._window_s))
 
     def overview(self, scope: Scope) -> dict[str, Any]:
         return self._data().overview(scope)
