@@ -10,6 +10,7 @@ import pytest
 from gpufleet.cost.changes import ChangeStatus, RightsizingChange, apply_change, rollback_change
 from gpufleet.cost.rightsizing import ResourceSpec, UsageProfile, recommend
 from gpufleet.domain.errors import ConflictError, InvalidTransition
+from gpufleet.domain.reservations import StatusChange
 
 N = 2016  # a week of 5-minute samples
 
@@ -55,8 +56,10 @@ def test_apply_and_roll_back_a_rightsizing_change() -> None:
     assert spec == rec.recommended and change.status is ChangeStatus.APPLIED
     back = rollback_change(spec, change, at_s=200, actor="alice", reason="latency_regressed")
     assert back == cur and change.status is ChangeStatus.ROLLED_BACK
-    assert [(e.source, e.target) for e in change.history] == [
-        (ChangeStatus.PROPOSED, ChangeStatus.APPLIED), (ChangeStatus.APPLIED, ChangeStatus.ROLLED_BACK)]  # fmt: skip
+    assert change.history == [  # the domain's one history entry, over the change's status enum
+        StatusChange(100, ChangeStatus.PROPOSED, ChangeStatus.APPLIED, "control-loop", "rightsizing_applied"),
+        StatusChange(200, ChangeStatus.APPLIED, ChangeStatus.ROLLED_BACK, "alice", "latency_regressed"),
+    ]
     with pytest.raises(InvalidTransition):
         rollback_change(back, change, at_s=300, actor="alice", reason="again")
 
