@@ -82,6 +82,7 @@ class Scheduling:
         self.admission = admission
         self.provisioner = provisioner
         self.freeing = freeing
+        self._run_ended = freeing.eta_memo.pop  # FreeingEstimates.run_ended, bound to the C call (hot path)
         self.billing = billing
         self.fleets = fleets
         self.metrics = metrics
@@ -239,12 +240,12 @@ class Scheduling:
 
     # ------------------------------------------------------------------ placement
     def try_place(self, pod: int, now: int) -> bool:
-        p = self.pods
         f = self.fleet
         ask = self.asks.get(pod) or self.ask(pod)
         d = self.sched.place(ask, f.index, f.n_rack)
         if not isinstance(d, Bind):
             return False
+        p = self.pods
         g = ask.gpus
         per = ask.per_node
         gpn = g if g <= per else per
@@ -334,7 +335,7 @@ class Scheduling:
             f.release(node, pod, gpn, now)
         p.nodes[pod] = ()
         p.epoch[pod] += 1
-        self.freeing.run_ended(pod)
+        self._run_ended(pod, None)  # the next run draws its own ETA factor
         self.admission.release(pod)
         if drain and self.queues.pending_gpus[s] > 0:
             self.drain_queue(s, now)
