@@ -53,7 +53,8 @@ def _run(sc: Scenario, scaler: NodeScaler) -> tuple[World, dict[str, int]]:
     w = World(sc, loop)
     w.run()
     w.check_invariants()
-    starts = {w.p_group[p].removeprefix("planned/"): w.p_first_start[p] for p in range(w.n_jobs)}
+    pods = w.pods
+    starts = {pods.group[p].removeprefix("planned/"): pods.first_start[p] for p in range(pods.n_jobs)}
     return w, starts
 
 
@@ -83,7 +84,7 @@ def test_with_eta_errors_the_gang_still_starts_when_the_nodes_free() -> None:
         w, starts = _run(_scenario(sd), PayoffAwareNodes.default())
         assert starts["b"] == A_END
         assert _launched(w) in (0, 2)
-        assert not any(w.freeing_claims[s] for s in range(len(w.sku_ids)))  # claims end with the wait
+        assert not any(w.freeing.claims[s] for s in range(len(w.sku_ids)))  # claims end with the wait
 
 
 def test_the_scaler_can_ignore_freeing_nodes() -> None:
@@ -111,10 +112,10 @@ def test_waiting_keeps_the_books_and_claims_stay_within_each_pods_need(seed: int
     for day in range(1, sc.days + 1):
         w.run(until_s=day * 86_400 - 1)
         w.check_invariants()
-        for s, claims in enumerate(w.freeing_claims):
+        for s, claims in enumerate(w.freeing.claims):
             for pod, k in claims.items():
                 per = w.per_node[s]
-                assert w.p_sku[pod] == s and 1 <= k <= max(1, w.p_gpus[pod] // per)
+                assert w.pods.sku[pod] == s and 1 <= k <= max(1, w.pods.gpus[pod] // per)
     w.run()
     w.check_invariants()
 

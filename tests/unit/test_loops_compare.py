@@ -164,7 +164,7 @@ def test_a_team_with_experiment_streams_on_two_skus_runs_each_job_on_its_streams
     sc = resolve_scenario(str(REPO / "scenarios" / "training_lab.yaml")).model_copy(update={"days": 2})
     w = World(sc, LOOPS["baseline"](sc, 1), seed=1)
     sizes = {sku: set() for sku in w.sku_ids}  # type: dict[str, set[int]]
-    for j in range(w.n_jobs):
-        sizes[w.sku_ids[w.p_sku[j]]].add(w.p_gpus[j])
+    for j in range(w.pods.n_jobs):
+        sizes[w.sku_ids[w.pods.sku[j]]].add(w.pods.gpus[j])
     assert max(sizes["a100_80gb"]) <= 8  # the A100 stream's sizes only
     assert max(sizes["h100_80gb"]) > 8  # the H100 stream's (and the planned runs')

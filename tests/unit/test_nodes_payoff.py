@@ -91,18 +91,19 @@ def test_the_world_asks_the_node_scaler_how_many_nodes_to_launch() -> None:
     assert sum(pr.launched for pr in w.fleet.pools if pr.pool.tier.value != "reserved") == 0
 
 
-class _WatchFailures(World):
-    """Records (time, launch ordinal) of every failure of a reserved node."""
+def _reserved_failures(w: World) -> list[tuple[int, int]]:
+    """Records (time, launch ordinal) of every failure of a reserved node from now on (wraps the node part)."""
+    seen: list[tuple[int, int]] = []
+    on_fail = w.node_events.on_node_fail
+    f = w.fleet
 
-    def __init__(self, *a, **k) -> None:  # type: ignore[no-untyped-def]
-        self.reserved_failures: list[tuple[int, int]] = []
-        super().__init__(*a, **k)
-
-    def _on_node_fail(self, now: int, node: int, epoch: int) -> None:
-        f = self.fleet
+    def watch(now: int, node: int, epoch: int) -> None:
         if f.n_epoch[node] == epoch and f.n_res[node] >= 0 and f.n_state[node] == 1:
-            self.reserved_failures.append((now, f.n_ordinal[node]))
-        super()._on_node_fail(now, node, epoch)
+            seen.append((now, f.n_ordinal[node]))
+        on_fail(now, node, epoch)
+
+    w.node_events.on_node_fail = watch  # type: ignore[method-assign]
+    return seen
 
 
 def test_reserved_nodes_fail_at_the_same_times_under_two_node_scalers() -> None:
@@ -113,9 +114,9 @@ def test_reserved_nodes_fail_at_the_same_times_under_two_node_scalers() -> None:
     for name, scaler in (("base", IdleTimeoutScaleDown()), ("gpufleet", PayoffAwareNodes.default())):
         loop = baseline_loop(sc, 5)
         loop.node_scaler = scaler
-        w = _WatchFailures(sc, loop)
+        w = World(sc, loop)
+        fails[name] = _reserved_failures(w)
         w.run()
-        fails[name] = w.reserved_failures
     assert fails["base"]  # the test means something: reserved nodes did fail
     assert fails["base"] == fails["gpufleet"]
 
@@ -145,18 +146,22 @@ def test_the_node_scaler_moves_long_gangs_and_the_baseline_never() -> None:
     assert IdleTimeoutScaleDown().moves(mc) == []
 
 
-class _WatchMoves(World):
+def _watch_moves(w: World) -> World:
     """Checks every move as the world makes it: only launched nodes are swapped, for free reserved ones."""
+    cons, f, pods = w.consolidation, w.fleet, w.pods
+    move = cons.move
 
-    def _move(self, pod: int, launched: list[int], target: list[int], now: int) -> None:
-        f = self.fleet
-        before = list(self.p_nodes[pod])
+    def checked(pod: int, launched: list[int], target: list[int], now: int) -> None:
+        before = list(pods.nodes[pod])
         assert launched and all(f.n_res[n] < 0 for n in launched)
         assert len(target) == len(launched) and all(f.n_res[n] >= 0 and f.n_free[n] == 8 for n in target)
-        lost = self.lost_gpu_s
-        super()._move(pod, launched, target, now)
-        assert len(self.p_nodes[pod]) == len(before) and all(f.n_res[n] >= 0 for n in self.p_nodes[pod])
-        assert self.lost_gpu_s - lost <= 900 * self.p_gpus[pod]  # it moved just after a checkpoint
+        lost = cons.moved_redo_gpu_s
+        move(pod, launched, target, now)
+        assert len(pods.nodes[pod]) == len(before) and all(f.n_res[n] >= 0 for n in pods.nodes[pod])
+        assert cons.moved_redo_gpu_s - lost <= 900 * pods.gpus[pod]  # it moved just after a checkpoint
+
+    cons.move = checked  # type: ignore[method-assign]
+    return w
 
 
 @given(seed=st.integers(0, 10_000), mtbf=st.sampled_from([5.0, 250.0]))
@@ -166,23 +171,23 @@ def test_moves_keep_the_books_and_only_the_gpufleet_scaler_makes_them(seed: int,
     sc = sc.model_copy(update={"failures": sc.failures.model_copy(update={"node_mtbf_days": mtbf})})
     loop = baseline_loop(sc, seed)
     loop.node_scaler = PayoffAwareNodes.default()
-    w = _WatchMoves(sc, loop)
+    w = _watch_moves(World(sc, loop))
     for day in range(1, sc.days + 1):
         w.run(until_s=day * 86_400 - 1)
         w.check_invariants()
     w.run()
     w.check_invariants()
-    assert w.metrics.placements.get("move_long_run_to_idle_reserved", 0) == w.moves
+    assert w.metrics.placements.get("move_long_run_to_idle_reserved", 0) == w.consolidation.moves
     base = World(sc, baseline_loop(sc, seed))
     base.run()
-    assert base.moves == 0
+    assert base.consolidation.moves == 0
 
 
 def test_a_long_gang_on_launched_nodes_moves_to_idle_reserved_ones() -> None:
     sc = steady_scenario(gpus=256, days=10, seed=4)
     loop = baseline_loop(sc, 4)
     loop.node_scaler = PayoffAwareNodes.default()
-    w = _WatchMoves(sc, loop)
+    w = _watch_moves(World(sc, loop))
     w.run()
     w.check_invariants()
-    assert w.moves >= 1  # the planned run (64 GPUs, 14 days) started partly on on-demand nodes
+    assert w.consolidation.moves >= 1  # the planned run (64 GPUs, 14 days) started partly on on-demand nodes

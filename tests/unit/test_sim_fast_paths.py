@@ -9,7 +9,6 @@ and the quota book's running pool use against the sum over the cohort.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import ClassVar
 
 import pytest
 
@@ -19,6 +18,7 @@ from gpufleet.schedule.gang import plan_whole_nodes
 from gpufleet.sim.builtin import default_scenario
 from gpufleet.sim.kinds import RUNNING
 from gpufleet.sim.run import gpufleet_loop
+from gpufleet.sim.scenario import Scenario
 from gpufleet.sim.world import World
 
 
@@ -51,25 +51,31 @@ def reference_place(sched: FleetScheduler, ask: PodAsk, index: FreeGpuIndex, rac
     return Bind(tuple(nodes), f"gang_{level}", level)
 
 
-class CheckedWorld(World):
-    calls: ClassVar[dict[str, int]] = {"free": 0, "place": 0, "quota": 0}
+CALLS = {"free": 0, "place": 0, "quota": 0}
 
-    def _expected_free_times(self, s: int, now: int, within_s: int, want: int, tiers: tuple[int, ...]) -> list[int]:
-        got = super()._expected_free_times(s, now, within_s, want, tiers)
-        f, per, limit = self.fleet, self.per_node[s], now + within_s
+
+def checked_world(sc: Scenario, loop: ControlLoop) -> World:
+    """A world whose fast paths are checked against the plain computations on every call (wraps its parts)."""
+    w = World(sc, loop)
+    freeing, sch, f, pods = w.freeing, w.scheduling, w.fleet, w.pods
+    expected_free_times, try_place, admit = freeing.expected_free_times, sch.try_place, sch.admit
+
+    def free_times(s: int, now: int, within_s: int, want: int, tiers: tuple[int, ...]) -> list[int]:
+        got = expected_free_times(s, now, within_s, want, tiers)
+        per, limit = w.per_node[s], now + within_s
         ref: list[int] = []
         for t in tiers:  # every busy node of the SKU, every pod's reported end: no bound, no cache
             for free in range(want):
                 for node in f.index.iter_with_free(s, t, free):
                     ends = []
                     for p in f.n_pods[node]:
-                        if self.p_serving[p] >= 0 or self.p_state[p] != RUNNING:
+                        if pods.serving[p] >= 0 or pods.state[p] != RUNNING:
                             break
-                        left = self.p_start[p] + self.p_remaining[p] - now
-                        eta = now + int(left * self._eta_mult(p)) if left > 0 else now
+                        left = pods.start[p] + pods.remaining[p] - now
+                        eta = now + int(left * freeing.eta_mult(p)) if left > 0 else now
                         if eta > limit:
                             break
-                        ends.append((eta, min(self.p_gpus[p], per)))
+                        ends.append((eta, min(pods.gpus[p], per)))
                     else:
                         have = free
                         for eta, gpus in sorted(ends):
@@ -78,24 +84,29 @@ class CheckedWorld(World):
                                 ref.append(max(eta, now))
                                 break
         assert got == sorted(ref), (now, s, want)
-        CheckedWorld.calls["free"] += 1
+        CALLS["free"] += 1
         return got
 
-    def _try_place(self, pod: int, now: int) -> bool:
-        ask = self._ask(pod)
-        fast = self.sched.place(ask, self.fleet.index, self.fleet.n_rack)
-        ref = reference_place(self.sched, ask, self.fleet.index, self.fleet.n_rack)
+    def place(pod: int, now: int) -> bool:
+        ask = sch.ask(pod)
+        fast = sch.sched.place(ask, f.index, f.n_rack)
+        ref = reference_place(sch.sched, ask, f.index, f.n_rack)
         assert fast == ref, (pod, fast, ref)
-        CheckedWorld.calls["place"] += 1
-        return super()._try_place(pod, now)
+        CALLS["place"] += 1
+        return try_place(pod, now)
 
-    def _admit(self, pod: int, now: int) -> bool:
-        out = super()._admit(pod, now)
-        book = self.admission.book
+    def quota(pod: int, now: int) -> bool:
+        out = admit(pod, now)
+        book = sch.admission.book
         for cohort, flavor in {(q.cohort, q.flavor) for q in book.quotas.values()}:
             assert book.pool_used(cohort, flavor) == sum(book.pool_use(m) for m in book.members(cohort, flavor))
-        CheckedWorld.calls["quota"] += 1
+        CALLS["quota"] += 1
         return out
+
+    freeing.expected_free_times = free_times  # type: ignore[method-assign]
+    sch.try_place = place  # type: ignore[method-assign]
+    sch.admit = quota  # type: ignore[method-assign]
+    return w
 
 
 @pytest.mark.parametrize(
@@ -109,10 +120,9 @@ def test_fast_paths_decide_as_the_plain_computations(seed: int, policy: str, mtb
             "control": sc.control.model_copy(update={"scheduler_policy": policy, "eta_error_sd": 0.2}),
         }
     )
-    CheckedWorld.calls = {"free": 0, "place": 0, "quota": 0}
-    loop: ControlLoop = gpufleet_loop(sc, seed)
-    w = CheckedWorld(sc, loop)
+    CALLS.update(free=0, place=0, quota=0)
+    w = checked_world(sc, gpufleet_loop(sc, seed))
     w.run()
     w.check_invariants()
-    assert CheckedWorld.calls["free"] > 20 and CheckedWorld.calls["place"] > 500 and CheckedWorld.calls["quota"] > 100
-    assert any(r.startswith("gang_") for r in w.sched_reasons)
+    assert CALLS["free"] > 20 and CALLS["place"] > 500 and CALLS["quota"] > 100
+    assert any(r.startswith("gang_") for r in w.scheduling.sched_reasons)

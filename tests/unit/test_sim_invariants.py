@@ -62,13 +62,13 @@ def test_metered_cost_is_conserved_allocated_plus_idle_equals_fleet_cost(sc) -> 
 def test_spot_only_ever_carries_checkpointable_training(sc) -> None:  # type: ignore[no-untyped-def]
     w = World(sc, ControlLoop.baseline(sc.seed))
     w.run()
-    assert w.spot_violations == 0
+    assert w.scheduling.spot_violations == 0
     spot_pools = {i for i, pr in enumerate(w.fleet.pools) if pr.pool.tier.value == "spot"}
     # pods still running on spot at the end are checkpointable training (every placement was checked above)
-    for pod, nodes in enumerate(w.p_nodes):
+    for pod, nodes in enumerate(w.pods.nodes):
         for n in nodes:
             if w.fleet.n_pool[n] in spot_pools:
-                assert w.p_serving[pod] < 0 and w.p_ckpt[pod] > 0
+                assert w.pods.serving[pod] < 0 and w.pods.ckpt[pod] > 0
 
 
 def test_a_preemption_loses_at_most_one_checkpoint_interval() -> None:
@@ -81,10 +81,11 @@ def test_a_preemption_loses_at_most_one_checkpoint_interval() -> None:
     )
     w = World(sc, ControlLoop.baseline(sc.seed))
     w.run()
-    assert w.interruptions > 20  # the scenario really interrupts work
-    assert 0 < w.max_lost_over_ckpt < 1.0
+    assert w.scheduling.interruptions > 20  # the scenario really interrupts work
+    assert 0 < w.scheduling.max_lost_over_ckpt < 1.0
     # the remaining work never goes negative or above the original work
-    assert all(0 <= r <= wk for r, wk in zip(w.p_remaining[: w.n_jobs], w.p_work[: w.n_jobs], strict=True))
+    n = w.pods.n_jobs
+    assert all(0 <= r <= wk for r, wk in zip(w.pods.remaining[:n], w.pods.work[:n], strict=True))
 
 
 def test_same_seed_same_json_and_different_seed_differs() -> None:

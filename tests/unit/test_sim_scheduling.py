@@ -41,15 +41,15 @@ def _placements(sc: Scenario) -> list[tuple[int, tuple[int, ...]]]:
     """(pod, nodes) of every placement, in order."""
     w = World(sc, gpufleet_loop(sc, sc.seed))
     out: list[tuple[int, tuple[int, ...]]] = []
-    place = w._try_place
+    place = w.scheduling.try_place
 
     def spy(pod: int, now: int) -> bool:
         ok = place(pod, now)
         if ok:
-            out.append((pod, tuple(w.p_nodes[pod])))
+            out.append((pod, tuple(w.pods.nodes[pod])))
         return ok
 
-    w._try_place = spy  # type: ignore[method-assign]
+    w.scheduling.try_place = spy  # type: ignore[method-assign]
     w.run()
     return out
 
@@ -99,9 +99,9 @@ def test_lent_quota_is_reclaimed_from_borrowers() -> None:
         w.check_invariants()
     w.run()
     w.check_invariants()
-    assert w.quota_reasons.get("borrowed", 0) > 0
-    assert w.reclaims > 0 and w.reclaimed_gpus > 0
-    assert w.quota_reasons.get("reclaim_borrowed", 0) > 0
+    assert w.scheduling.quota_reasons.get("borrowed", 0) > 0
+    assert w.scheduling.reclaims > 0 and w.scheduling.reclaimed_gpus > 0
+    assert w.scheduling.quota_reasons.get("reclaim_borrowed", 0) > 0
 
 
 def test_serving_preempts_lower_priority_training_when_that_is_cheaper_than_waiting() -> None:
@@ -150,7 +150,7 @@ def test_whole_runs_keep_capacity_gangs_quotas_and_serving_rules(sc: Scenario) -
         w.check_invariants()
     w.run()
     w.check_invariants()
-    assert w.lender_refused == 0
+    assert w.scheduling.lender_refused == 0
 
 
 def test_the_report_names_the_scheduler_policy_of_each_loop() -> None:

@@ -67,12 +67,12 @@ def bound_inputs(w: World) -> dict[str, CommitmentProblem]:
     """The bound's inputs for every SKU-region pool of a world (its demand draws: run or not, the same)."""
     n = w.sc.days * 24
     horizon = float(w.horizon_s)
-    k = w.n_jobs
-    arrival = np.minimum(np.asarray(w.p_arrival[:k], dtype=np.float64), horizon)  # later: outside the window
-    end = np.minimum(arrival + np.asarray(w.p_work[:k], dtype=np.float64), horizon)
-    gpus = np.asarray(w.p_gpus[:k], dtype=np.float64)
-    sku = np.asarray(w.p_sku[:k], dtype=np.int64)
-    ckpt = np.asarray(w.p_ckpt[:k], dtype=np.int64) > 0
+    k = w.pods.n_jobs
+    arrival = np.minimum(np.asarray(w.pods.arrival[:k], dtype=np.float64), horizon)  # later: outside the window
+    end = np.minimum(arrival + np.asarray(w.pods.work[:k], dtype=np.float64), horizon)
+    gpus = np.asarray(w.pods.gpus[:k], dtype=np.float64)
+    sku = np.asarray(w.pods.sku[:k], dtype=np.int64)
+    ckpt = np.asarray(w.pods.ckpt[:k], dtype=np.int64) > 0
     out: dict[str, CommitmentProblem] = {}
     for s, spec in w.pool_specs.items():
         mine = sku == s

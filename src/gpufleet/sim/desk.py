@@ -1,6 +1,6 @@
 """Reservations in the simulated world: initial commitments, procurement, approval, activation, expiry.
 
-A mixin of :class:`~gpufleet.sim.world.World`; every status change goes through the domain's one transition gate.
+A part of :class:`~gpufleet.sim.world.World`; every status change goes through the domain's one transition gate.
 """
 
 from __future__ import annotations
@@ -22,37 +22,57 @@ if TYPE_CHECKING:
     from gpufleet.sim.decisions import DecisionLog
     from gpufleet.sim.engine import EventQueue
     from gpufleet.sim.fleet import Fleet
+    from gpufleet.sim.forecasts import ForecastBook
     from gpufleet.sim.metrics import Metrics
-    from gpufleet.sim.scenario import PoolSpec, Scenario
+    from gpufleet.sim.nodes import NodeEvents
+    from gpufleet.sim.pods import Billing
+    from gpufleet.sim.scenario import ControlSpec, PoolSpec
+    from gpufleet.sim.scheduling import Scheduling
 
 
 class ReservationDesk:
-    """Mixin: the world's reservation book. Declares the parts of the world it uses."""
+    """The world's reservation book: commitments from the scenario, the forecast period's procurement and approval
+    (decided by the loop), activation after the lead time (the reserved nodes join the fleet) and expiry."""
 
-    if TYPE_CHECKING:
-        sc: Scenario
-        loop: ControlLoop
-        q: EventQueue
-        fleet: Fleet
-        metrics: Metrics
-        horizon_s: int
-        sku_ids: list[str]
-        per_node: list[int]
-        pool_specs: dict[int, PoolSpec]
-        reservations: list[Reservation]
-        res_nodes: list[list[int]]
-        res_pool: list[int]
-        approvals_pending: dict[int, tuple[bool, str]]
-        forecasts: dict[int, tuple[int, DemandForecast]]
-        forecast_abs_err: list[float]
-        forecast_actual: list[float]
-        decisions: DecisionLog
+    def __init__(
+        self,
+        *,
+        fleet: Fleet,
+        q: EventQueue,
+        loop: ControlLoop,
+        forecasts: ForecastBook,
+        billing: Billing,
+        scheduling: Scheduling,
+        node_events: NodeEvents,
+        metrics: Metrics,
+        decisions: DecisionLog,
+        control: ControlSpec,
+        sku_ids: list[str],
+        per_node: list[int],
+        pool_specs: dict[int, PoolSpec],
+        horizon_s: int,
+    ) -> None:
+        self.fleet = fleet
+        self.q = q
+        self.loop = loop
+        self.forecasts = forecasts
+        self.billing = billing
+        self.scheduling = scheduling
+        self.node_events = node_events
+        self.metrics = metrics
+        self.decisions = decisions
+        self.procurement_period_days = control.procurement_period_days
+        self.approval_threshold_usd = Decimal(str(control.approval_threshold_usd))
+        self.sku_ids = sku_ids
+        self.per_node = per_node
+        self.pool_specs = pool_specs
+        self.horizon_s = horizon_s
+        self.reservations: list[Reservation] = []
+        self.res_nodes: list[list[int]] = []  # per reservation: its nodes
+        self.res_pool: list[int] = []  # per reservation: its pool index
+        self.approvals_pending: dict[int, tuple[bool, str]] = {}  # reservation -> (approved, approvers)
 
-        def _charge(self, pod: int, now: int) -> None: ...
-        def _drain_queue(self, s: int, now: int) -> None: ...
-        def _node_alive(self, node: int, now: int) -> None: ...
-
-    def _initial_reservations(self) -> None:
+    def initial_reservations(self) -> None:
         for s, spec in self.pool_specs.items():
             pidx = self.fleet.pool_of(s, Tier.RESERVED)
             for r in spec.reservations:
@@ -79,24 +99,16 @@ class ReservationDesk:
         self.res_pool.append(pool_idx)
         return res
 
-    def _on_daily(self, now: int, _a: int, _b: int) -> None:
+    def on_daily(self, now: int, _a: int, _b: int) -> None:
         """Every forecast period: score the last forecast against measured demand, forecast the next period
         (hourly grid), then let procurement decide with that forecast in hand."""
         day = now // DAY_S
         hour = now // HOUR_S
-        period_d = self.sc.control.procurement_period_days
+        period_d = self.procurement_period_days
         if day % period_d == 0:
             for s in range(len(self.sku_ids)):
                 hist = self.metrics.demand_history(s, hour)
-                prev = self.forecasts.get(s)
-                if prev is not None:
-                    issued, fc_prev = prev
-                    actual = hist[issued:]
-                    self.forecast_abs_err[s] += float(np.abs(actual - fc_prev.median[: len(actual)]).sum())
-                    self.forecast_actual[s] += float(actual.sum())
-                fc = self.loop.forecaster.forecast(hist, HOUR_S, period_d * 24) if len(hist) >= 24 else None
-                if fc is not None:
-                    self.forecasts[s] = (hour, fc)
+                fc = self.forecasts.score_and_issue(s, hist, hour, period_d * 24)
                 if day > 0:
                     self._procure(s, now, hist, fc)
         if now + DAY_S <= self.horizon_s:
@@ -125,9 +137,7 @@ class ReservationDesk:
         self.decisions.reviewed(now, pool, props)
         for prop in props:
             res = self._new_reservation(pidx, prop.units, prop.start_s, prop.term_months)
-            dec = self.loop.approver.decide(
-                res.est_cost_usd, Decimal(str(self.sc.control.approval_threshold_usd)), res.id
-            )
+            dec = self.loop.approver.decide(res.est_cost_usd, self.approval_threshold_usd, res.id)
             ridx = len(self.reservations) - 1
             self.metrics.reservation_proposed(res.units, float(res.est_cost_usd), dec.approvals_required)
             self.decisions.reservation(
@@ -148,7 +158,7 @@ class ReservationDesk:
         res.start_s = max(res.start_s, now + pool.lead_time_s)
         self.q.schedule(res.start_s, RES_EVENT, ridx, 1)
 
-    def _on_res_event(self, now: int, ridx: int, what: int) -> None:
+    def on_res_event(self, now: int, ridx: int, what: int) -> None:
         res = self.reservations[ridx]
         if what == 0:  # approvers answered
             approved, who = self.approvals_pending.pop(ridx)
@@ -178,10 +188,10 @@ class ReservationDesk:
         for _ in range(math.ceil(res.units / per)):
             node = self.fleet.launch(pidx, now, up=True, reservation=ridx)
             self.res_nodes[ridx].append(node)
-            self._node_alive(node, now)
+            self.node_events.node_alive(node, now)
         if res.end_s <= self.horizon_s:
             self.q.schedule(res.end_s, RES_EVENT, ridx, 2)
-        self._drain_queue(pr.sku_idx, now)
+        self.scheduling.drain_queue(pr.sku_idx, now)
 
     def _expire(self, ridx: int, now: int) -> None:
         """The term ended: the instances keep running but now bill on demand; idle ones get scaled down."""
@@ -196,7 +206,7 @@ class ReservationDesk:
         for node in self.res_nodes[ridx]:
             if self.fleet.n_state[node] != NodeState.GONE:
                 for pod in self.fleet.n_pods[node]:
-                    self._charge(pod, now)  # close the segment billed at the reserved price
+                    self.billing.charge(pod, now)  # close the segment billed at the reserved price
                 self.fleet.move_to_pool(node, od, now)
                 if self.fleet.n_state[node] == NodeState.UP and self.fleet.n_free[node] == self.fleet.n_total[node]:
                     self.fleet.n_idle_since[node] = now

@@ -1,6 +1,6 @@
 """Capacity that frees before a launched node would be ready: what the node scaler may wait for instead of launching.
 
-A mixin of :class:`~gpufleet.sim.world.World`. A running training job reports when it expects to end, like the
+A part of :class:`~gpufleet.sim.world.World`. A running training job reports when it expects to end, like the
 time to completion a trainer prints from its progress (steps done of a known total, at its measured step rate).
 The simulator models that report as the true remaining run time scaled by a per-run factor ``1 + e``, with ``e``
 normal with sd ``control.eta_error_sd`` (a misestimated step rate; drawn from keyed common random numbers, so it
@@ -25,7 +25,7 @@ from gpufleet.sim.lifecycle import NodeState
 
 if TYPE_CHECKING:
     from gpufleet.sim.fleet import Fleet
-    from gpufleet.sim.scenario import Scenario
+    from gpufleet.sim.pods import PodTable
 
 ETA = 3  # crn stream id of the ETA errors (FAIL = 1, PREEMPT = 2)
 _Z = NormalDist()
@@ -54,70 +54,67 @@ def report_beyond_until(end_s: int, mult: float, within_s: int) -> float:
     return end_s - (within_s + 1) / mult
 
 
-class FreeingMixin:
-    """Mixin: estimated job ends and the nodes they free. Declares the parts of the world it uses."""
+class FreeingEstimates:
+    """The end each running training job reports and the nodes those ends free, with the claims of the pods that
+    wait for them. Reads the pod table and the fleet; changes neither."""
 
-    if TYPE_CHECKING:
-        sc: Scenario
-        seed: int
-        fleet: Fleet
-        per_node: list[int]
-        p_epoch: list[int]
-        p_gpus: list[int]
-        p_remaining: list[int]
-        p_serving: list[int]
-        p_sku: list[int]
-        p_start: list[int]
-        p_state: list[int]
-        freeing_claims: list[dict[int, int]]
-        _eta_memo: dict[int, tuple[int, float]]
-        _freeing_bounds: dict[tuple[int, int], FreeingBounds]
-        _freeing_memo: dict[int, tuple[tuple[int, int, int, int, tuple[int, ...], int], list[int]]]
+    def __init__(self, pods: PodTable, fleet: Fleet, per_node: list[int], seed: int, eta_error_sd: float) -> None:
+        self.pods = pods
+        self.fleet = fleet
+        self.per_node = per_node
+        self.seed = seed
+        self.eta_error_sd = eta_error_sd
+        self.claims: list[dict[int, int]] = [{} for _ in per_node]  # per SKU: pod -> freeing nodes it waits for
+        self.eta_memo: dict[int, tuple[int, float]] = {}  # pod -> (run epoch, ETA factor)
+        self._bounds: dict[tuple[int, int], FreeingBounds] = {}  # (sku, window) -> bounds
+        self._memo: dict[int, tuple[tuple[int, int, int, int, tuple[int, ...], int], list[int]]] = {}
 
-        def _tiers(self, pod: int) -> tuple[int, ...]: ...
+    def run_ended(self, pod: int) -> None:
+        """The pod's run ended (released, moved): its next run draws its own ETA factor."""
+        self.eta_memo.pop(pod, None)
 
-    def _eta_mult(self, pod: int) -> float:
+    def eta_mult(self, pod: int) -> float:
         """The factor ``1 + e`` of ``pod``'s current run (drawn once per run, memoised: the draw is a hash)."""
-        epoch = self.p_epoch[pod]
-        hit = self._eta_memo.get(pod)
+        epoch = self.pods.epoch[pod]
+        hit = self.eta_memo.get(pod)
         if hit is not None and hit[0] == epoch:
             return hit[1]
-        sd = self.sc.control.eta_error_sd
+        sd = self.eta_error_sd
         m = 1.0 if sd <= 0 else max(0.1, 1.0 + sd * _Z.inv_cdf(keyed_uniform(self.seed, ETA, pod, epoch)))
-        self._eta_memo[pod] = (epoch, m)
+        self.eta_memo[pod] = (epoch, m)
         return m
 
-    def _eta_s(self, pod: int, now: int) -> int | None:
+    def eta_s(self, pod: int, now: int) -> int | None:
         """When running training ``pod`` reports it will end (None for serving replicas)."""
-        if self.p_serving[pod] >= 0 or self.p_state[pod] != RUNNING:
+        if self.pods.serving[pod] >= 0 or self.pods.state[pod] != RUNNING:
             return None
-        left = max(0, self.p_start[pod] + self.p_remaining[pod] - now)
+        left = max(0, self.pods.start[pod] + self.pods.remaining[pod] - now)
         if left == 0:
             return now
-        return now + int(left * self._eta_mult(pod))
+        return now + int(left * self.eta_mult(pod))
 
-    def _freeing_times(self, s: int, pod: int, now: int, within_s: int) -> list[int]:
+    def freeing_times(self, s: int, pod: int, now: int, within_s: int) -> list[int]:
         """Sorted times (up to ``now + within_s``) at which busy nodes of SKU ``s`` are expected to fit ``pod``,
         one per node, after the nodes claimed by other waiting pods (the earliest ones)."""
         f = self.fleet
         per = self.per_node[s]
-        g = self.p_gpus[pod]
+        g = self.pods.gpus[pod]
         want = per if g >= per else g  # GPUs the pod needs free on one node
-        tiers = self._tiers(pod)
+        tiers = self.pods.tiers(pod)
         key = (s, now, within_s, want, tiers, f.index.version)
-        hit = self._freeing_memo.get(s)
+        hit = self._memo.get(s)
         if hit is not None and hit[0] == key:
             times = hit[1]
         else:  # pods and their runs change only with the index (placements, releases), so the key is exact
-            times = self._expected_free_times(s, now, within_s, want, tiers)
-            self._freeing_memo[s] = (key, times)
-        claims = self.freeing_claims[s]
-        for gone in [p for p in claims if self.p_state[p] != QUEUED]:
+            times = self.expected_free_times(s, now, within_s, want, tiers)
+            self._memo[s] = (key, times)
+        claims = self.claims[s]
+        for gone in [p for p in claims if self.pods.state[p] != QUEUED]:
             del claims[gone]
         taken = sum(k for p, k in claims.items() if p != pod)
         return times[taken:]
 
-    def _expected_free_times(self, s: int, now: int, within_s: int, want: int, tiers: tuple[int, ...]) -> list[int]:
+    def expected_free_times(self, s: int, now: int, within_s: int, want: int, tiers: tuple[int, ...]) -> list[int]:
         """Sorted times (up to ``now + within_s``) at which busy nodes of SKU ``s`` on ``tiers`` are expected to
         have ``want`` GPUs free, one per node, from the running training jobs' reported ends.
 
@@ -128,19 +125,19 @@ class FreeingMixin:
         f = self.fleet
         per = self.per_node[s]
         limit = now + within_s
-        st = self._freeing_state(s, within_s)
+        st = self._state(s, within_s)
         self._refresh_bounds(st, now)
         times: list[int] = []
         serving, state, start, remaining, gpus_of = (
-            self.p_serving,
-            self.p_state,
-            self.p_start,
-            self.p_remaining,
-            self.p_gpus,
+            self.pods.serving,
+            self.pods.state,
+            self.pods.start,
+            self.pods.remaining,
+            self.pods.gpus,
         )
         n_free, n_state, n_pool, n_pods, pools = f.n_free, f.n_state, f.n_pool, f.n_pods, f.pools
         up = NodeState.UP
-        memo, epoch = self._eta_memo, self.p_epoch
+        memo, epoch = self.eta_memo, self.pods.epoch
         for node in st.active:
             free = n_free[node]
             if free >= want or n_state[node] != up or pools[n_pool[node]].tier_rank not in tiers:
@@ -152,7 +149,7 @@ class FreeingMixin:
                 left = start[p] + remaining[p] - now
                 if left > 0:
                     hit = memo.get(p)
-                    mult = hit[1] if hit is not None and hit[0] == epoch[p] else self._eta_mult(p)
+                    mult = hit[1] if hit is not None and hit[0] == epoch[p] else self.eta_mult(p)
                     eta = now + int(left * mult)
                 else:
                     eta = now
@@ -170,13 +167,13 @@ class FreeingMixin:
         times.sort()
         return times
 
-    def _freeing_state(self, s: int, within_s: int) -> FreeingBounds:
+    def _state(self, s: int, within_s: int) -> FreeingBounds:
         """The bound heap of (SKU, window); a new one starts with every node of the SKU to compute."""
         key = (s, within_s)
-        st = self._freeing_bounds.get(key)
+        st = self._bounds.get(key)
         if st is None:
             self._drain_changed()
-            st = self._freeing_bounds[key] = FreeingBounds(s, within_s)
+            st = self._bounds[key] = FreeingBounds(s, within_s)
             st.dirty.update(n for n, k in enumerate(self.fleet.n_sku) if k == s)
         return st
 
@@ -186,7 +183,7 @@ class FreeingMixin:
         if not f.changed:
             return
         by_sku: dict[int, list[FreeingBounds]] = {}
-        for st in self._freeing_bounds.values():
+        for st in self._bounds.values():
             by_sku.setdefault(st.sku, []).append(st)
         n_sku = f.n_sku
         for node in f.changed:
@@ -200,8 +197,8 @@ class FreeingMixin:
         f = self.fleet
         change, n_pods = f.n_change, f.n_pods
         heap, active, cur = st.heap, st.active, st.change
-        serving, state, start, remaining = self.p_serving, self.p_state, self.p_start, self.p_remaining
-        memo, epoch = self._eta_memo, self.p_epoch
+        serving, state, start, remaining = self.pods.serving, self.pods.state, self.pods.start, self.pods.remaining
+        memo, epoch = self.eta_memo, self.pods.epoch
         reach = st.within_s + 1
         for node in st.dirty:
             ch = change[node]
@@ -216,7 +213,7 @@ class FreeingMixin:
                     bound = _INF
                     break
                 hit = memo.get(p)
-                mult = hit[1] if hit is not None and hit[0] == epoch[p] else self._eta_mult(p)
+                mult = hit[1] if hit is not None and hit[0] == epoch[p] else self.eta_mult(p)
                 b = start[p] + remaining[p] - reach / mult  # report_beyond_until
                 bound = max(bound, b)
             if bound == _INF:
@@ -232,13 +229,15 @@ class FreeingMixin:
             if cur.get(node) == ch:
                 active[node] = ch
 
-    def _not_freeing_until(self, node: int, within_s: int) -> float:
+    def not_freeing_until(self, node: int, within_s: int) -> float:
         """A time up to which ``node`` cannot have all its pods report an end within ``within_s``: a pod's report
         ``now + int((end - now) * m)`` is within the window only if ``now > end - (within_s + 1) / m``. Exact for
         the node's current pods (cached on the node's change counter); inf while a serving replica runs on it."""
         bound = -float("inf")
         for p in self.fleet.n_pods[node]:
-            if self.p_serving[p] >= 0 or self.p_state[p] != RUNNING:
+            if self.pods.serving[p] >= 0 or self.pods.state[p] != RUNNING:
                 return float("inf")
-            bound = max(bound, report_beyond_until(self.p_start[p] + self.p_remaining[p], self._eta_mult(p), within_s))
+            bound = max(
+                bound, report_beyond_until(self.pods.start[p] + self.pods.remaining[p], self.eta_mult(p), within_s)
+            )
         return bound

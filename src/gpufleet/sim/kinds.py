@@ -1,4 +1,4 @@
-"""Event kinds, pod states, tier groups and time units shared by the world and its mixins (one definition each)."""
+"""Event kinds, pod states, tier groups and time units shared by the world and its parts (one definition each)."""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """Node and pod lifecycles of the simulated world: ONE transition table and ONE gate each.
 
 Every node state change goes through :func:`node_gate` (called by :class:`~gpufleet.sim.fleet.Fleet`), every
-pod state change through :func:`pod_gate` (called by the world's ``_set_state``). A test walks every edge of
+pod state change through :func:`pod_gate` (called by :meth:`~gpufleet.sim.pods.PodTable.set_state`). A test walks every edge of
 both tables, allowed and refused (tests/unit/test_sim_lifecycle.py), as tests/unit/test_reservation_transitions.py
 does for reservations.
 """

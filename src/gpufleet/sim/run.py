@@ -100,10 +100,11 @@ def summarize(w: World) -> dict[str, Any]:
     idle_units = total_units - alloc_units_pools
     conserved = w.ledger.allocated_units == alloc_units_pools and alloc_units_pools + idle_units == total_units
 
-    n = w.n_jobs
-    arrival = np.asarray(w.p_arrival[:n], dtype=np.int64)
-    first = np.asarray(w.p_first_start[:n], dtype=np.int64)
-    arrived_mask = np.asarray(w.p_state[:n], dtype=np.int64) != 0
+    pods = w.pods
+    n = pods.n_jobs
+    arrival = np.asarray(pods.arrival[:n], dtype=np.int64)
+    first = np.asarray(pods.first_start[:n], dtype=np.int64)
+    arrived_mask = np.asarray(pods.state[:n], dtype=np.int64) != 0
     # a job still waiting at the end counts with its wait so far (censored), not as zero
     all_waits = np.where(first >= 0, first - arrival, w.horizon_s - arrival)[arrived_mask].astype(np.float64)
     arrived = int(arrived_mask.sum())
@@ -113,7 +114,7 @@ def summarize(w: World) -> dict[str, Any]:
     total_req = sum(fr.total_req for fr in w.fleets)
     by_status: dict[str, int] = {}
     gpus_bought = 0
-    for r in w.reservations:
+    for r in w.desk.reservations:
         by_status[r.status.value] = by_status.get(r.status.value, 0) + 1
         if (
             r.history
@@ -122,13 +123,14 @@ def summarize(w: World) -> dict[str, Any]:
         ):
             gpus_bought += r.units
 
+    fb = w.forecasts
     fc_err = {
-        w.sku_ids[s]: (_r(w.forecast_abs_err[s] / w.forecast_actual[s]) if w.forecast_actual[s] > 0 else None)
-        for s in range(len(w.sku_ids))
+        w.sku_ids[s]: (_r(fb.abs_err[s] / fb.actual[s]) if fb.actual[s] > 0 else None) for s in range(len(w.sku_ids))
     }
     team_cost = {k: usd_float(v) for k, v in sorted(w.ledger.by_team.items())}
     hours = w.sc.days * 24 + 1
     m = w.metrics
+    sch, cons, nodes = w.scheduling, w.consolidation, w.node_events
     return {
         "scenario": w.sc.name,
         "policy": w.loop.name,
@@ -136,17 +138,17 @@ def summarize(w: World) -> dict[str, Any]:
         "scheduler": {
             "policy": w.loop.scheduler_policy,
             "preemption": w.loop.preemption,
-            "decisions": dict(sorted(w.sched_reasons.items())),
-            "preemptions": w.preemptions,
-            "preempted_lost_gpu_hours": _r(w.preempted_lost_gpu_s / HOUR_S, 1),
-            "serving_preempted_for_training": w.serving_preempted_for_training,
+            "decisions": dict(sorted(sch.sched_reasons.items())),
+            "preemptions": sch.preemptions,
+            "preempted_lost_gpu_hours": _r(sch.preempted_lost_gpu_s / HOUR_S, 1),
+            "serving_preempted_for_training": sch.serving_preempted_for_training,
             "consolidation": w.loop.consolidation,
-            "drained_nodes": w.drains,
-            "drain_moves": w.drain_moves,
-            "quota_admissions": dict(sorted(w.quota_reasons.items())),
-            "quota_reclaims": w.reclaims,
-            "quota_reclaimed_gpus": w.reclaimed_gpus,
-            "parked_at_end": sum(1 for st in w.p_state if st == PARKED),
+            "drained_nodes": cons.drains,
+            "drain_moves": cons.drain_moves,
+            "quota_admissions": dict(sorted(sch.quota_reasons.items())),
+            "quota_reclaims": sch.reclaims,
+            "quota_reclaimed_gpus": sch.reclaimed_gpus,
+            "parked_at_end": sum(1 for st in pods.state if st == PARKED),
         },
         "seed": w.seed,
         "days": w.sc.days,
@@ -171,15 +173,15 @@ def summarize(w: World) -> dict[str, Any]:
             }
             for fr in w.fleets
         },
-        "jobs": {"generated": w.n_jobs, "arrived": arrived, "completed": completed},
-        "interruptions": w.interruptions,
-        "node_failures": w.node_failures,
-        "spot_preemptions": w.spot_preemptions,
-        "node_moves": w.moves,
-        "lost_gpu_hours": _r(w.lost_gpu_s / HOUR_S, 1),
-        "moved_redo_gpu_hours": _r(w.moved_redo_gpu_s / HOUR_S, 1),
-        "max_lost_work_over_checkpoint": _r(w.max_lost_over_ckpt),
-        "spot_violations": w.spot_violations,
+        "jobs": {"generated": n, "arrived": arrived, "completed": completed},
+        "interruptions": sch.interruptions,
+        "node_failures": nodes.node_failures,
+        "spot_preemptions": nodes.spot_preemptions,
+        "node_moves": cons.moves,
+        "lost_gpu_hours": _r((sch.lost_gpu_s + cons.moved_redo_gpu_s) / HOUR_S, 1),
+        "moved_redo_gpu_hours": _r(cons.moved_redo_gpu_s / HOUR_S, 1),
+        "max_lost_work_over_checkpoint": _r(sch.max_lost_over_ckpt),
+        "spot_violations": sch.spot_violations,
         "stockouts": m.stockouts,
         "placements": dict(sorted(m.placements.items())),
         "node_launches": sum(pr.launched for pr in f.pools if pr.pool.tier is not Tier.RESERVED),

@@ -8,7 +8,8 @@ loop's port (``decide``) with what the queue measured as :class:`~gpufleet.ports
 queue depth, requests in flight, SLO misses. The fleet's SLO and queue kind are declared to the loop when it is
 built (sim/run.py), not observed.
 
-A mixin of :class:`~gpufleet.sim.world.World`.
+A part of :class:`~gpufleet.sim.world.World` (:class:`ServingFleets`); replicas are pods of the shared pod table,
+placed and released by the scheduling part like any other pod.
 """
 
 from __future__ import annotations
@@ -20,15 +21,17 @@ import numpy as np
 
 from gpufleet.domain.workloads import ServingScaling
 from gpufleet.ports import ReplicaSignals
-from gpufleet.sim.kinds import PRIO_SERVING, QUEUED, REMOVED, RUNNING
+from gpufleet.sim import demand
+from gpufleet.sim.kinds import QUEUED, REMOVED, RUNNING
 from gpufleet.sim.queueing import PeriodQueue, PeriodServed
 from gpufleet.sim.scenario import ServingSpec
 
 if TYPE_CHECKING:
     from gpufleet.control.loop import ControlLoop
-    from gpufleet.control.scheduling import FleetScheduler, PodAsk, QuotaAdmission
     from gpufleet.sim.decisions import DecisionLog
     from gpufleet.sim.metrics import Metrics
+    from gpufleet.sim.pods import PodTable, WorkQueues
+    from gpufleet.sim.scheduling import Scheduling
 
 
 @dataclass(slots=True)
@@ -67,44 +70,60 @@ class FleetRuntime:
         return out
 
 
-class ServingMixin:
-    """Mixin: the world's serving fleets. Declares the parts of the world it uses."""
+def build_fleets(
+    specs: list[ServingSpec], sku_ids: list[str], horizon_s: int, period_s: int, rng: np.random.Generator
+) -> list[FleetRuntime]:
+    """Each serving fleet with its request rate per control period over the horizon (drawn from ``rng``)."""
+    ticks = np.arange(0, horizon_s + period_s, period_s)
+    fleets: list[FleetRuntime] = []
+    for spec in specs:
+        scaling = ServingScaling(
+            spec.min_replicas,
+            spec.max_replicas,
+            spec.target_rps_per_replica,
+            spec.cold_start_s,
+            spec.scale_down_delay_s,
+        )
+        rps = demand.serving_rps(spec, ticks, rng)
+        queue = PeriodQueue(spec.queue, 1.0 / spec.target_rps_per_replica, spec.slo_s)
+        fleets.append(FleetRuntime(spec, scaling, sku_ids.index(spec.sku), rps, queue))
+    return fleets
 
-    if TYPE_CHECKING:
-        loop: ControlLoop
-        metrics: Metrics
-        decisions: DecisionLog
-        sku_ids: list[str]
-        period_s: int
-        fleets: list[FleetRuntime]
-        pending_gpus: list[int]
-        p_arrival: list[int]
-        p_ckpt: list[int]
-        p_epoch: list[int]
-        p_first_start: list[int]
-        p_gpus: list[int]
-        p_group: list[str]
-        p_nodes: list[tuple[int, ...]]
-        p_prio: list[int]
-        p_ready: list[bool]
-        p_remaining: list[int]
-        p_seg: list[int]
-        p_serving: list[int]
-        p_sku: list[int]
-        p_start: list[int]
-        p_state: list[int]
-        p_team: list[str]
-        p_work: list[int]
 
-        sched: FleetScheduler
-        admission: QuotaAdmission
+class ServingFleets:
+    """Serves each fleet's traffic through its queue every control tick and applies the replica autoscaler's
+    decision: adds replicas (new pods, started by the scheduling part) or removes them."""
 
-        def _ask(self, pod: int) -> PodAsk: ...
-        def _set_state(self, pod: int, target: int) -> None: ...
-        def _start(self, pod: int, now: int) -> None: ...
-        def _release(self, pod: int, now: int, *, drain: bool = True) -> None: ...
+    def __init__(
+        self,
+        *,
+        fleets: list[FleetRuntime],
+        pods: PodTable,
+        queues: WorkQueues,
+        scheduling: Scheduling,
+        loop: ControlLoop,
+        metrics: Metrics,
+        decisions: DecisionLog,
+        sku_ids: list[str],
+        period_s: int,
+    ) -> None:
+        self.fleets = fleets
+        self.pods = pods
+        self.queues = queues
+        self.scheduling = scheduling
+        self.loop = loop
+        self.metrics = metrics
+        self.decisions = decisions
+        self.sku_ids = sku_ids
+        self.period_s = period_s
 
-    def _serve_period(self, i: int, fr: FleetRuntime, k: int, now: int) -> None:
+    def on_tick(self, now: int) -> None:
+        """Serve the period that just ended, fleet by fleet."""
+        k = now // self.period_s
+        for i, fr in enumerate(self.fleets):
+            self.serve_period(i, fr, k, now)
+
+    def serve_period(self, i: int, fr: FleetRuntime, k: int, now: int) -> None:
         """Serve the period that just ended through the fleet's queue, then ask the replica autoscaler (through
         the loop's port) with what the queue measured. At time 0 the fleet's traffic is known from before the
         horizon: the autoscaler sees the first period's rate and an empty queue."""
@@ -148,51 +167,42 @@ class ServingMixin:
             )
         if want > cur:
             for _ in range(want - cur):
-                self._add_replica(i, fr, now)
+                self.add_replica(i, fr, now)
         elif want < cur:
             fr.last_scale_down_s = now
             for _ in range(cur - want):
-                self._remove_replica(fr, now)
+                self.remove_replica(fr, now)
         self.metrics.serving(i, now, rps, len(fr.pods), fr.ready)
 
-    def _add_replica(self, i: int, fr: FleetRuntime, now: int) -> None:
-        pod = len(self.p_state)
-        self.p_gpus.append(fr.spec.gpus_per_replica)
-        self.p_sku.append(fr.sku_idx)
-        self.p_prio.append(PRIO_SERVING)
-        self.p_ckpt.append(0)
-        self.p_remaining.append(0)
-        self.p_work.append(0)
-        self.p_arrival.append(now)
-        self.p_team.append(fr.spec.team)
-        self.p_group.append(f"serving/{fr.spec.name}")
-        self.p_serving.append(i)
-        self.p_state.append(0)
-        self.p_epoch.append(0)
-        self.p_start.append(now)
-        self.p_seg.append(now)
-        self.p_first_start.append(-1)
-        self.p_nodes.append(())
-        self.p_ready.append(False)
+    def add_replica(self, i: int, fr: FleetRuntime, now: int) -> None:
+        pod = self.pods.add_replica(i, fr.spec, fr.sku_idx, now)
         fr.pods.append(pod)
-        self.sched.observe(self._ask(pod))
-        self._start(pod, now)
+        self.scheduling.sched.observe(self.scheduling.ask(pod))
+        self.scheduling.start(pod, now)
 
-    def _remove_replica(self, fr: FleetRuntime, now: int) -> None:
+    def remove_replica(self, fr: FleetRuntime, now: int) -> None:
         # drop a replica that is not serving yet if there is one, else the newest
         victim = fr.pods[-1]
         if fr.ready < len(fr.pods):  # some replica is still starting: drop the newest such
-            victim = next(p for p in reversed(fr.pods) if not self.p_ready[p])
+            victim = next(p for p in reversed(fr.pods) if not self.pods.ready[p])
         if fr.pods[-1] == victim:
             fr.pods.pop()  # the usual victim, the newest: no scan of the whole fleet
         else:
             fr.pods.remove(victim)
-        if self.p_state[victim] == RUNNING:
-            if self.p_ready[victim]:
+        if self.pods.state[victim] == RUNNING:
+            if self.pods.ready[victim]:
                 fr.ready_change(now, -1)
-                self.p_ready[victim] = False
-            self._release(victim, now)
-        elif self.p_state[victim] == QUEUED:
-            self.pending_gpus[self.p_sku[victim]] -= self.p_gpus[victim]
-        self.admission.release(victim)  # a queued replica may hold quota; a parked one holds none
-        self._set_state(victim, REMOVED)
+                self.pods.ready[victim] = False
+            self.scheduling.release(victim, now)
+        elif self.pods.state[victim] == QUEUED:
+            self.queues.pending_gpus[self.pods.sku[victim]] -= self.pods.gpus[victim]
+        self.scheduling.admission.release(victim)  # a queued replica may hold quota; a parked one holds none
+        self.pods.set_state(victim, REMOVED)
+
+    def on_ready(self, now: int, pod: int, epoch: int) -> None:
+        if self.pods.epoch[pod] != epoch or self.pods.state[pod] != RUNNING:
+            return
+        fr = self.fleets[self.pods.serving[pod]]
+        fr.ready_change(now, 1)
+        fr.cold_starts += 1
+        self.pods.ready[pod] = True

@@ -1,0 +1,181 @@
+"""Pods of the simulated world: one table of every pod (training jobs, then serving replicas), the queues they wait
+in, and the billing of their running segments.
+
+Parts of :class:`~gpufleet.sim.world.World` that every other part shares: the table holds state only; who changes
+it (scheduling, serving, consolidation) is the part's business. Every pod state change goes through
+:meth:`PodTable.set_state`, the gate of sim/lifecycle.py.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from typing import TYPE_CHECKING, Any
+
+from gpufleet.sim.kinds import DONE, PRIO_SERVING, REMOVED, TIERS_ALL, TIERS_NO_SPOT
+from gpufleet.sim.lifecycle import POD_NEXT, pod_gate
+
+if TYPE_CHECKING:
+    from gpufleet.control.metering import Ledger
+    from gpufleet.sim.demand import JobBatch
+    from gpufleet.sim.fleet import Fleet
+    from gpufleet.sim.scenario import ServingSpec
+
+
+class PodTable:
+    """Every pod as parallel Python lists (fast scalar access in the event loop), indexed by pod id: training jobs
+    first (ids ``0 .. n_jobs - 1``, in arrival order), serving replicas appended as the autoscaler adds them."""
+
+    __slots__ = (
+        "_end_memos",
+        "arrival",
+        "ckpt",
+        "epoch",
+        "first_start",
+        "gpus",
+        "group",
+        "n_jobs",
+        "nodes",
+        "prio",
+        "ready",
+        "remaining",
+        "seg",
+        "serving",
+        "sku",
+        "start",
+        "state",
+        "team",
+        "tenant_of_team",
+        "work",
+    )
+
+    def __init__(self, jobs: JobBatch, sku_of_job: list[int]) -> None:
+        n = len(jobs.arrival_s)
+        self.n_jobs = n
+        self.gpus: list[int] = jobs.gpus.tolist()
+        self.sku: list[int] = sku_of_job
+        self.prio: list[int] = jobs.priority.tolist()
+        self.ckpt: list[int] = jobs.ckpt_s.tolist()
+        self.remaining: list[int] = jobs.work_s.tolist()
+        self.work: list[int] = jobs.work_s.tolist()
+        self.arrival: list[int] = jobs.arrival_s.tolist()
+        self.team: list[str] = jobs.team
+        self.group: list[str] = jobs.group
+        self.serving: list[int] = [-1] * n  # fleet index for serving replicas
+        self.state: list[int] = [0] * n
+        self.epoch: list[int] = [0] * n
+        self.start: list[int] = [0] * n  # start of the current run (checkpoint phase)
+        self.seg: list[int] = [0] * n  # start of the current billing segment
+        self.first_start: list[int] = [-1] * n
+        self.nodes: list[tuple[int, ...]] = [()] * n  # the nodes each pod runs on (immutable)
+        self.ready: list[bool] = [False] * n  # serving replicas: past their cold start
+        self.tenant_of_team = {t: f"{t}-internal" for t in set(jobs.team)}
+        self._end_memos: list[dict[int, Any]] = []
+
+    def forget_on_end(self, memo: dict[int, Any]) -> None:
+        """A part's per-pod memo: its entry is dropped when the pod ends (DONE or REMOVED)."""
+        self._end_memos.append(memo)
+
+    def set_state(self, pod: int, target: int) -> None:
+        """Every pod state change goes through the gate of sim/lifecycle.py (its table, read inline here)."""
+        cur = self.state[pod]
+        if target not in POD_NEXT[cur]:
+            pod_gate(pod, cur, target)  # raises InvalidTransition
+        self.state[pod] = target
+        if target in (DONE, REMOVED):
+            for memo in self._end_memos:
+                memo.pop(pod, None)
+
+    def tiers(self, pod: int) -> tuple[int, ...]:
+        """Tier ranks the pod may use: spot only for checkpointable training."""
+        return TIERS_ALL if (self.ckpt[pod] > 0 and self.serving[pod] < 0) else TIERS_NO_SPOT
+
+    def add_replica(self, fleet: int, spec: ServingSpec, sku: int, now: int) -> int:
+        """A new serving replica of fleet ``fleet``, not arrived yet (state NEW): its pod id."""
+        pod = len(self.state)
+        self.gpus.append(spec.gpus_per_replica)
+        self.sku.append(sku)
+        self.prio.append(PRIO_SERVING)
+        self.ckpt.append(0)
+        self.remaining.append(0)
+        self.work.append(0)
+        self.arrival.append(now)
+        self.team.append(spec.team)
+        self.group.append(f"serving/{spec.name}")
+        self.serving.append(fleet)
+        self.state.append(0)
+        self.epoch.append(0)
+        self.start.append(now)
+        self.seg.append(now)
+        self.first_start.append(-1)
+        self.nodes.append(())
+        self.ready.append(False)
+        return pod
+
+
+class WorkQueues:
+    """Pods waiting per SKU: queued by priority (admitted, counted as pending demand) or parked (waiting for their
+    team's quota, not pending demand: no node is launched for them)."""
+
+    __slots__ = ("parked", "pending_gpus", "queue")
+
+    def __init__(self, n_sku: int) -> None:
+        self.queue: list[list[deque[int]]] = [[deque() for _ in range(4)] for _ in range(n_sku)]
+        self.pending_gpus = [0] * n_sku
+        self.parked: list[deque[int]] = [deque() for _ in range(n_sku)]
+
+
+class Billing:
+    """Charges each pod's running segments to the ledger (the per-segment book the fleet's integrals are checked
+    against). Serving replicas bill to their fleet's team and tenant."""
+
+    def __init__(self, pods: PodTable, fleet: Fleet, per_node: list[int], ledger: Ledger, serving: list[ServingSpec]):
+        self.pods = pods
+        self.fleet = fleet
+        self.per_node = per_node
+        self.ledger = ledger
+        self.serving_owner = [(s.team, s.tenant, f"serving/{s.name}") for s in serving]
+
+    def charge(self, pod: int, now: int) -> None:
+        """Bill the pod's GPUs from the start of its billing segment to ``now`` and open a new segment."""
+        p = self.pods
+        dt = now - p.seg[pod]
+        if dt <= 0:
+            return
+        p.seg[pod] = now
+        g = p.gpus[pod]
+        per = self.per_node[p.sku[pod]]
+        gpn = g if g <= per else per
+        fl = p.serving[pod]
+        if fl >= 0:
+            team, tenant, group = self.serving_owner[fl]
+        else:
+            team = p.team[pod]
+            tenant, group = p.tenant_of_team[team], p.group[pod]
+        nodes = p.nodes[pod]
+        f = self.fleet
+        pools = f.pools
+        n_pool = f.n_pool
+        first = n_pool[nodes[0]]
+        if len(nodes) == 1 or all(n_pool[n] == first for n in nodes):  # the common case: one charge per pod
+            pr = pools[first]
+            self.ledger.charge(
+                team=team,
+                tenant=tenant,
+                workload=group,
+                tier=pr.tier_name,
+                price_uusd=pr.price_uusd,
+                gpus=gpn * len(nodes),
+                seconds=dt,
+            )
+            return
+        for node in nodes:
+            pr = pools[n_pool[node]]
+            self.ledger.charge(
+                team=team,
+                tenant=tenant,
+                workload=group,
+                tier=pr.tier_name,
+                price_uusd=pr.price_uusd,
+                gpus=gpn,
+                seconds=dt,
+            )
