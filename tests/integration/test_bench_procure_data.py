@@ -43,7 +43,7 @@ def test_idle_gate_passes_the_mostly_idle_sd_model_at_both_terms(shared_data: Pa
 
     demand = procure_series(shared_data)["sd:M0001x100"]
     cfg = ReplayConfig.from_catalog("h100_80gb", prices=BUILTIN_PRICE_CATALOG, term_h=term_h, lead_h=lead_h)
-    rows = run_series(cfg, demand, loop_row=False)
+    rows = run_series(cfg, demand)
     g = rows["gpufleet"]
     assert g["ratio_to_optimal"] is not None and g["ratio_to_optimal"] <= 1.0015
     assert all(g["cost_usd"] <= rows[b]["cost_usd"] + 1e-6 for b in BASELINES)
