@@ -21,10 +21,11 @@ from scipy.optimize import linprog
 
 from gpufleet.bench import generalize_data as gd
 from gpufleet.bench.generalize import TERM_LEAD_H
+from gpufleet.bench.procure import ProcurerPolicy, gpufleet_policy
+from gpufleet.control.procurement import ForecastLedProcurer
 from gpufleet.domain.catalog import BUILTIN_PRICE_CATALOG
-from gpufleet.procure.hedge import HedgedPolicy
 from gpufleet.procure.hindsight import _coverage, _segments, hindsight_optimal
-from gpufleet.procure.policies import GpufleetReservationPolicy, baseline_policies
+from gpufleet.procure.policies import baseline_policies
 from gpufleet.procure.replay import ReplayConfig, cost_of_commits, replay
 
 
@@ -66,9 +67,10 @@ def main(root: Path, only: list[str]) -> None:
                 continue
             cfg = ReplayConfig.from_catalog("h100_80gb", prices=BUILTIN_PRICE_CATALOG, term_h=term, lead_h=lead)
             opt = hindsight_optimal(cfg, d).result.cost_usd
-            rules = {"forecast": GpufleetReservationPolicy(), **{p.name: p for p in baseline_policies()}}
+            alone = ProcurerPolicy(ForecastLedProcurer(hedge=None), "forecast")
+            rules = {"forecast": alone, **{p.name: p for p in baseline_policies()}}
             runs = {name: replay(cfg, d, p) for name, p in rules.items()}  # type: ignore[arg-type]
-            runs["gpufleet (hedged)"] = replay(cfg, d, HedgedPolicy())
+            runs["gpufleet (hedged)"] = replay(cfg, d, gpufleet_policy())
             act = [int(np.argmax(r.reserved_gpus > 0)) for r in runs.values() if r.reserved_gpus.max() > 0]
             t_info = min(act) if act else len(d)
             last = len(d) - lead - 1

@@ -39,7 +39,6 @@ def test_bench_procure_writes_every_policy_with_ratios(tmp_path: Path) -> None:
         "reserve_peak",
         "lookback_p50",
         "online_breakeven",
-        "loop",  # the control loop's procurer through the Procurer port
         "hindsight_optimal",
     }
     assert rows["hindsight_optimal"]["ratio_to_optimal"] == 1.0

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import numpy as np
 
+from gpufleet.bench.procure import ProcurerPolicy
+from gpufleet.control.procurement import ForecastLedProcurer, Hedge
 from gpufleet.domain.catalog import BUILTIN_PRICE_CATALOG
 from gpufleet.forecast.baselines import seasonal_naive
 from gpufleet.forecast.conformal import CalibratedForecaster, block_edges, calibrated_forecaster
-from gpufleet.procure.hedge import HedgedPolicy, hour_cost_usd
-from gpufleet.procure.policies import GpufleetReservationPolicy
 from gpufleet.procure.replay import ReplayConfig, replay
 
 
@@ -67,21 +67,16 @@ def _cfg(term_h: int = 48, lead_h: int = 6) -> ReplayConfig:
     return ReplayConfig.from_catalog("h100_80gb", prices=BUILTIN_PRICE_CATALOG, term_h=term_h, lead_h=lead_h)
 
 
-def test_hour_cost_matches_the_replay_model() -> None:
-    cfg = _cfg()
-    assert hour_cost_usd(cfg, 10.0, 4.0) == 4 * cfg.reserved_usd_per_gpu_h + 6 * cfg.on_demand_usd_per_gpu_h
-    assert hour_cost_usd(cfg, 3.0, 4.0) == 4 * cfg.reserved_usd_per_gpu_h
+def _gpufleet(**kw: object) -> ProcurerPolicy:
+    return ProcurerPolicy(ForecastLedProcurer(**kw), "gpufleet")  # type: ignore[arg-type]
 
 
-def test_hedged_never_holds_more_than_the_forecast_policy_and_follows_it_on_steady_demand() -> None:
+def test_hedged_never_holds_more_than_the_forecast_led_rule_and_follows_it_on_steady_demand() -> None:
     cfg = _cfg()
     rng = np.random.default_rng(1)
     demand = np.round(_daily(24 * 14, rng.normal(0, 3.0, 24 * 14)))
-    hedged = HedgedPolicy()
-    h, f = replay(cfg, demand, hedged), replay(cfg, demand, GpufleetReservationPolicy())
+    h, f = replay(cfg, demand, _gpufleet()), replay(cfg, demand, _gpufleet(hedge=None))
     assert np.all(h.reserved_gpus <= f.reserved_gpus + 1e-9)
-    assert len(hedged.reasons_) > 0 and hedged.reasons_[-1] in {sh.policy.name for sh in hedged.shadows_}
-    assert not any(r.endswith(":idle_gate") for r in hedged.reasons_)  # steady demand: the idle gate never acts
     assert h.cost_usd <= 1.05 * f.cost_usd
 
 
@@ -91,19 +86,18 @@ def test_hedged_falls_back_when_commitments_lose_money() -> None:
     demand = np.zeros(24 * 14)
     demand[::24] = 200.0
     demand[1::24] = 150.0
-    h, f = replay(cfg, demand, HedgedPolicy()), replay(cfg, demand, GpufleetReservationPolicy())
+    h, f = replay(cfg, demand, _gpufleet()), replay(cfg, demand, _gpufleet(hedge=None))
     assert h.cost_usd <= f.cost_usd
 
 
 def test_idle_gate_holds_nothing_where_most_observed_hours_are_idle() -> None:
     """Two busy hours a day (from noon): the break-even quantile of observed demand is 0 from the first busy hour
-    on, so the gated policy commits nothing (all on-demand is optimal here) and says why every hour."""
+    on, so the gated procurer commits nothing (all on-demand is optimal here) and says why."""
     cfg = _cfg()
     demand = np.zeros(24 * 14)
     demand[12::24] = 200.0
     demand[13::24] = 150.0
-    gated = HedgedPolicy()
-    g, off = replay(cfg, demand, gated), replay(cfg, demand, HedgedPolicy(idle_gate=None))
+    g = replay(cfg, demand, _gpufleet())
+    off = replay(cfg, demand, _gpufleet(hedge=Hedge(idle_gate=None)))
     assert g.commits.sum() == 0
-    assert all(r.endswith(":idle_gate") for r in gated.reasons_[13:])
     assert g.cost_usd <= off.cost_usd

@@ -10,8 +10,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from gpufleet.bench.procure import ProcurerPolicy
+from gpufleet.control.procurement import ForecastLedProcurer
 from gpufleet.procure.hindsight import hindsight_optimal
-from gpufleet.procure.policies import GpufleetReservationPolicy, baseline_policies, units_worth_committing
+from gpufleet.procure.policies import baseline_policies, units_worth_committing
 from gpufleet.procure.replay import ReplayConfig, cost_of_commits, replay
 
 
@@ -97,7 +99,7 @@ def test_no_online_policy_beats_the_hindsight_bound() -> None:
     demand = np.maximum(30 + 10 * np.sin(2 * np.pi * t / 24) + rng.normal(0, 3, len(t)), 0)
     cfg = _cfg(term_h=72, lead_h=12)
     opt = hindsight_optimal(cfg, demand).result.cost_usd
-    for p in [GpufleetReservationPolicy(), *baseline_policies()]:
+    for p in [ProcurerPolicy(ForecastLedProcurer(), "gpufleet"), *baseline_policies()]:
         res = replay(cfg, demand, p)  # type: ignore[arg-type]
         assert res.cost_usd >= opt - 1e-6, p
         assert res.unmet_gpu_h == 0.0
@@ -113,7 +115,7 @@ def test_unmet_demand_is_priced_never_free() -> None:
 def test_replay_and_cost_of_commits_agree() -> None:
     demand = np.array([2.0, 5.0, 5.0, 4.0, 1.0, 6.0])
     cfg = _cfg(term_h=3, lead_h=1)
-    res = replay(cfg, demand, GpufleetReservationPolicy(min_history_h=1))
+    res = replay(cfg, demand, ProcurerPolicy(ForecastLedProcurer(min_history_h=1), "gpufleet"))
     again = cost_of_commits(cfg, demand, res.commits)
     assert again.cost_usd == pytest.approx(res.cost_usd)
 
@@ -124,26 +126,3 @@ def test_units_worth_committing_is_the_break_even_quantile() -> None:
     used = np.clip(excess - (k - 1), 0, 1).mean()
     used_next = np.clip(excess - k, 0, 1).mean()
     assert used >= 0.634 > used_next
-
-
-@settings(max_examples=30, deadline=None)
-@given(st.lists(st.floats(0.0, 50.0, allow_nan=False), min_size=1, max_size=40), st.floats(0.0, 40.0))
-def test_tier_aware_break_even_reduces_to_alpha_with_on_demand_only(values: list[float], have: float) -> None:
-    from gpufleet.procure.policies import units_worth_committing_tiered
-
-    d = np.asarray(values)
-    cfg = _cfg()
-    tiered_cfg = _cfg(secondary_capacity_gpus=1e9, secondary_usd_per_gpu_h=1.0)  # same price: same answer
-    e = d - have
-    k = units_worth_committing(e, cfg.alpha)
-    assert units_worth_committing_tiered(e, d, cfg) == k
-    assert units_worth_committing_tiered(e, d, tiered_cfg) == k
-
-
-def test_cheap_overflow_tiers_lower_what_is_worth_reserving() -> None:
-    from gpufleet.procure.policies import units_worth_committing_tiered
-
-    d = np.full(100, 10.0)
-    cheap_spot = _cfg(checkpointable_share=1.0, spot_capacity_gpus=4.0)  # spot at 0.3 takes the first 4 GPUs
-    assert units_worth_committing_tiered(d, d, _cfg()) == 10
-    assert units_worth_committing_tiered(d, d, cheap_spot) == 6

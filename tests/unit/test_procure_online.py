@@ -1,13 +1,11 @@
-"""The loop's Procurer (portfolio LP): whole nodes from the pool's price, term and lead; forecasts taken as data;
-and the bench replays exactly this object through the port."""
+"""The portfolio-LP Procurer (a closed-loop benchmark's procurer): whole nodes from the pool's price, term and lead;
+forecasts taken as data; a Procurer replayed through the port on its own cadence."""
 
 from __future__ import annotations
 
 import numpy as np
 
-from gpufleet.bench.procure import LOOP_ROW, ProcurerPolicy, loop_procurer_policy
-from gpufleet.control.loop import ControlLoop
-from gpufleet.control.procurement import ForecastLedProcurer
+from gpufleet.bench.procure import ProcurerPolicy
 from gpufleet.domain.catalog import BUILTIN_PRICE_CATALOG, default_pools
 from gpufleet.forecast.quantiles import make_forecast
 from gpufleet.ports import ProcurementContext
@@ -55,13 +53,10 @@ def test_the_forecast_is_taken_as_data() -> None:
     assert with_fc == 56
 
 
-def test_the_bench_replays_the_object_the_loop_holds() -> None:
-    policy = loop_procurer_policy()
-    assert policy.name == LOOP_ROW
-    assert type(policy.procurer) is type(ControlLoop.gpufleet(seed=1).procurer) is ForecastLedProcurer
+def test_a_procurer_asked_once_a_day_commits_after_its_minimum_history() -> None:
     cfg = ReplayConfig.from_catalog("h100_80gb", prices=BUILTIN_PRICE_CATALOG, term_h=168, lead_h=24)
     demand = np.full(24 * 21, 40.0)
-    res = replay(cfg, demand, ProcurerPolicy(PortfolioProcurer(), "lp"))
+    res = replay(cfg, demand, ProcurerPolicy(PortfolioProcurer(), "lp", every_h=24))
     # decides once a day from day 7 on: 40 GPUs reserved a lead time after the first decision, none before
     assert res.commits[: 7 * 24].sum() == 0
     assert res.reserved_gpus[7 * 24 + 24 :].min() >= 40
@@ -73,8 +68,8 @@ def test_closed_loop_comparison_runs_each_procurer_on_the_same_world() -> None:
 
     doc = closed_loop([1], days=9, gpus=64)
     row = doc["rows"][0]
-    assert set(doc["ratio_to_baseline_loop"]) == {"loop", "portfolio_lp", "breakeven"}
-    for name in ("loop", "portfolio_lp", "breakeven"):
+    assert set(doc["ratio_to_baseline_loop"]) == {"gpufleet", "portfolio_lp", "breakeven"}
+    for name in ("gpufleet", "portfolio_lp", "breakeven"):
         assert row[name]["total_cost_usd"] > 0
         assert row[name]["ratio_to_baseline_loop"] == round(
             row[name]["total_cost_usd"] / row["baseline"]["total_cost_usd"], 4

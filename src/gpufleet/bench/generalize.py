@@ -32,7 +32,7 @@ from gpufleet.bench import generalize_data as gd
 from gpufleet.bench.forecast import GPUFLEET_SETTINGS as FC_SETTINGS
 from gpufleet.bench.forecast import run_forecast_bench, verdict
 from gpufleet.bench.procure import GPUFLEET_SETTINGS as PR_SETTINGS
-from gpufleet.bench.procure import LOOP_ROW, gpufleet_policy, run_series
+from gpufleet.bench.procure import gpufleet_policy, run_series
 from gpufleet.domain.catalog import BUILTIN_PRICE_CATALOG
 from gpufleet.procure.replay import ReplayConfig, replay
 
@@ -153,11 +153,7 @@ def procure_stage(root: Path, st: GeneralizeSettings, progress: Progress | None)
                     opt = first["hindsight_optimal"]["cost_usd"] or 0.0
                     out["gpufleet"] = {"ratio_to_optimal": round(res.cost_usd / opt, 4) if opt > 0 else None}
                 g = out["gpufleet"]["ratio_to_optimal"]
-                base = {
-                    k: v["ratio_to_optimal"]
-                    for k, v in out.items()
-                    if k not in ("gpufleet", "hindsight_optimal", LOOP_ROW)
-                }
+                base = {k: v["ratio_to_optimal"] for k, v in out.items() if k not in ("gpufleet", "hindsight_optimal")}
                 finite = {k: v for k, v in base.items() if v is not None}
                 best = min(finite, key=lambda k: finite[k]) if finite else None
                 ok = g is not None and g <= 1.10 + 1e-9 and all(g <= v + 1e-9 for v in finite.values())
@@ -165,7 +161,6 @@ def procure_stage(root: Path, st: GeneralizeSettings, progress: Progress | None)
                     "gpufleet_ratio": g,
                     "baselines": base,
                     "best_baseline": best,
-                    "loop_procurer_ratio": out[LOOP_ROW]["ratio_to_optimal"],
                     "hindsight_usd": out["hindsight_optimal"]["cost_usd"],
                     "hours": len(d),
                     "pass": ok,

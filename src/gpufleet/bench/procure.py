@@ -30,23 +30,14 @@ from gpufleet.domain.errors import ValidationError
 from gpufleet.domain.pools import CapacityPool, Tier
 from gpufleet.ports import PriceCatalog, ProcurementContext, Procurer, ReservationProposal
 from gpufleet.procure.baseline import on_demand_usd_per_gpu_h, whole_node_proposal
-from gpufleet.procure.hedge import HedgedPolicy
 from gpufleet.procure.hindsight import hindsight_optimal
 from gpufleet.procure.online import PortfolioProcurer
-from gpufleet.procure.policies import GpufleetReservationPolicy, baseline_policies, units_worth_committing
+from gpufleet.procure.policies import baseline_policies, units_worth_committing
 from gpufleet.procure.replay import ReplayConfig, ReplayResult, ReservationPolicy, replay
 
 FloatArray = npt.NDArray[np.float64]
 HOUR_S = 3600
-POLICY_ORDER = (
-    "gpufleet",
-    "all_on_demand",
-    "reserve_peak",
-    "lookback_p50",
-    "online_breakeven",
-    "loop",
-    "hindsight_optimal",
-)
+POLICY_ORDER = ("gpufleet", "all_on_demand", "reserve_peak", "lookback_p50", "online_breakeven", "hindsight_optimal")
 
 
 @dataclass(frozen=True, slots=True)
@@ -210,14 +201,14 @@ def _row(res: ReplayResult, opt_usd: float, wall_s: float) -> dict[str, float | 
 class ProcurerPolicy:
     """A control-loop ``Procurer`` replayed hour by hour: the bench measures the object the loop runs.
 
-    Every ``every_h`` hours it gets the context the simulator builds (one reserved pool at the replay's reserved
-    price, lead time and term, the observed demand, the capacity committed at the lead time; no forecast, whole
-    GPUs) and its proposals are committed now; in between it is not asked (the loop asks on its own cadence).
+    Every ``every_h`` hours (default: every hour, as the replay asks every policy) it gets the context the simulator
+    builds (one reserved pool at the replay's reserved price, lead time and term, the observed demand, the capacity
+    committed at the lead time; no forecast, whole GPUs) and its proposals are committed now.
     """
 
     procurer: Procurer
     name: str
-    every_h: int = 24
+    every_h: int = 1
     sku_id: str = "h100_80gb"
 
     def decide(self, t: int, history: FloatArray, committed: FloatArray, cfg: ReplayConfig) -> float:
@@ -270,8 +261,7 @@ class BreakevenProcurer:
             spot_usd_per_gpu_h=on_demand,
             secondary_usd_per_gpu_h=on_demand,
         )
-        policy = GpufleetReservationPolicy(ramp_h=1, min_history_h=24, fill_unobserved=False, level_sigma0=0.0)
-        scen = policy.scenarios(len(hist), hist, cfg)
+        scen = lag_scenarios(hist, cfg)
         if ctx.forecast is not None:
             scen = np.vstack([scen, *[_tile(q, term_h) for q in ctx.forecast.values]])
         have = float(ctx.committed_gpus_at_lead)
@@ -279,7 +269,7 @@ class BreakevenProcurer:
         ok = np.isfinite(excess)
         worth = units_worth_committing(excess[ok], cfg.alpha)
         first = excess[:, 0][np.isfinite(excess[:, 0])]
-        needed = units_worth_committing(first, policy.first_hour_use)
+        needed = units_worth_committing(first, 0.5)  # the first covered hour needs it in half the scenarios
         gpus = min(worth, needed)
         return whole_node_proposal(
             ctx,
@@ -289,6 +279,30 @@ class BreakevenProcurer:
         )
 
 
+def lag_scenarios(history: FloatArray, cfg: ReplayConfig, days: int = 5, trend_weight: float = 0.5) -> FloatArray:
+    """The break-even rule's scenarios ``(n, term_h)`` for the hours a commitment made now would cover: each hour
+    ahead at the same hour of day on the ``days`` freshest days already observed for it (NaN where none is), scaled
+    by (last day's mean / the lag window's mean) ** ``trend_weight``; one flat row at the last day's mean when no
+    lag is observed."""
+    t = len(history)
+    offsets = cfg.lead_h + np.arange(cfg.term_h)
+    first_lag = (offsets // 24) + 1
+    rows: list[FloatArray] = []
+    for m in range(days):
+        src = t + offsets - 24 * (first_lag + m)
+        ok = src >= 0
+        if not np.any(ok):
+            break
+        rows.append(np.where(ok, history[np.clip(src, 0, t - 1)], np.nan))
+    if trend_weight > 0 and t >= 48:
+        span = min(t, 24 * days)
+        ratio = float(np.mean(history[-24:])) / max(float(np.mean(history[-span:])), 1e-9)
+        rows = [r * ratio**trend_weight for r in rows]
+    if not rows:
+        rows.append(np.full(cfg.term_h, float(np.mean(history[-24:]))))
+    return np.vstack(rows)
+
+
 def _tile(values: FloatArray, n: int) -> FloatArray:
     v = np.asarray(values, dtype=np.float64)
     if len(v) == 0:
@@ -296,35 +310,51 @@ def _tile(values: FloatArray, n: int) -> FloatArray:
     return np.resize(v, n)
 
 
-#: ``gpufleet`` settings, the default first: ``gated-0.5+ob`` (:class:`~gpufleet.procure.hedge.HedgedPolicy` with the idle
-#: gate at 0.5 and online break-even as its floor, the default), the gate alone at 0.5 / 0.1 / 0.3 / 0.7, ``hedged``
-#: (gate off: the issue-21 session-6 policy) and ``forecast`` (the forecast policy alone). ``bench generalize`` picks
-#: one leave-one-trace-out.
-GPUFLEET_SETTINGS = ("gated-0.5+ob", "gated-0.5", "gated-0.1", "gated-0.3", "gated-0.7", "hedged", "forecast")
+#: ``gpufleet`` settings, the default first: the procurer the control loop runs as ``ControlLoop.gpufleet`` assembles it
+#: (``default``), then variants of it (fields of :class:`~gpufleet.control.procurement.ForecastLedProcurer` and of its
+#: :class:`~gpufleet.control.procurement.Hedge` replaced). ``bench generalize`` picks one leave-one-trace-out.
+GPUFLEET_VARIANTS: dict[str, dict[str, Any]] = {
+    "default": {},
+}
+GPUFLEET_SETTINGS = tuple(GPUFLEET_VARIANTS)
 
 
-def gpufleet_policy(setting: str = GPUFLEET_SETTINGS[0]) -> ReservationPolicy:
-    if setting not in GPUFLEET_SETTINGS:
+def gpufleet_procurer(setting: str = GPUFLEET_SETTINGS[0]) -> Procurer:
+    """The loop's procurer (``ControlLoop.gpufleet(...).procurer``), or a named variant of it."""
+    import dataclasses
+
+    from gpufleet.control.loop import ControlLoop
+    from gpufleet.control.procurement import ForecastLedProcurer
+
+    if setting not in GPUFLEET_VARIANTS:
         raise ValidationError("gpufleet", f"choose from {', '.join(GPUFLEET_SETTINGS)}; got {setting!r}")
-    if setting == "forecast":
-        return GpufleetReservationPolicy()
-    if setting == "hedged":
-        return HedgedPolicy(idle_gate=None)
-    gate, _, floor = setting.removeprefix("gated-").partition("+")
-    return HedgedPolicy(idle_gate=float(gate), idle_floor="online_breakeven" if floor == "ob" else None)
+    base = ControlLoop.gpufleet(seed=0).procurer
+    change = dict(GPUFLEET_VARIANTS[setting])
+    if not change:
+        return base
+    assert isinstance(base, ForecastLedProcurer)
+    hedge = change.pop("hedge", None)
+    if hedge is not None and base.hedge is not None:
+        change["hedge"] = dataclasses.replace(base.hedge, **hedge)
+    elif "hedge" in GPUFLEET_VARIANTS[setting]:
+        change["hedge"] = None
+    return dataclasses.replace(base, **change)
+
+
+def gpufleet_policy(setting: str = GPUFLEET_SETTINGS[0]) -> ProcurerPolicy:
+    """The loop's procurer (or a variant) as the replay's ``gpufleet`` policy, asked every hour."""
+    return ProcurerPolicy(gpufleet_procurer(setting), "gpufleet")
 
 
 def run_series(
-    cfg: ReplayConfig, demand: FloatArray, gpufleet: str = GPUFLEET_SETTINGS[0], *, loop_row: bool = True
+    cfg: ReplayConfig, demand: FloatArray, gpufleet: str = GPUFLEET_SETTINGS[0]
 ) -> dict[str, dict[str, float | None]]:
-    """Every policy and the hindsight bound on one series; ratios are to the hindsight cost. ``loop_row``: also the
-    control loop's procurer through the ``Procurer`` port (row ``loop``, not a baseline)."""
+    """Every policy and the hindsight bound on one series; ratios are to the hindsight cost. The ``gpufleet`` row
+    is the control loop's procurer through the ``Procurer`` port."""
     t0 = time.perf_counter()
     opt = hindsight_optimal(cfg, demand).result
     opt_wall = time.perf_counter() - t0
     policies: list[ReservationPolicy] = [gpufleet_policy(gpufleet), *baseline_policies()]  # type: ignore[list-item]
-    if loop_row:
-        policies.append(loop_procurer_policy())
     out: dict[str, dict[str, float | None]] = {}
     for p in policies:
         t0 = time.perf_counter()
@@ -357,22 +387,13 @@ def run(cfg: ReplayConfig, demand: dict[str, FloatArray]) -> dict[str, object]:
     }
 
 
-#: the loop's procurer, replayed through the ``Procurer`` port (row ``loop`` of the replay; not a baseline)
-LOOP_ROW = "loop"
-#: the procurers of the closed-loop comparison: the loop's own (``loop``: the forecast-led model-predictive LP of
-#: control/procurement.py), the portfolio LP and the break-even rule
+#: the procurers of the closed-loop comparison: the loop's own (``gpufleet``: control/procurement.py), the portfolio
+#: LP and the break-even rule
 CLOSED_LOOP_PROCURERS: dict[str, Callable[[], Procurer] | None] = {
-    "loop": None,
+    "gpufleet": None,
     "portfolio_lp": PortfolioProcurer,
     "breakeven": BreakevenProcurer,
 }
-
-
-def loop_procurer_policy() -> ProcurerPolicy:
-    """The object the control loop runs (``ControlLoop.gpufleet(...).procurer``), as a replay policy."""
-    from gpufleet.control.loop import ControlLoop
-
-    return ProcurerPolicy(ControlLoop.gpufleet(seed=0).procurer, LOOP_ROW)
 
 
 def closed_loop(

@@ -87,9 +87,9 @@ def register(app: typer.Typer) -> None:
             Path | None, typer.Option("--json", callback=output_file, help="Write results as JSON here")
         ] = None,
     ) -> None:
-        """Closed loop: the default scenario with the gpufleet loop holding its own procurer (``loop``: the
-        forecast-led model-predictive LP), the portfolio LP and the break-even procurer, and the baseline loop,
-        per seed."""
+        """Closed loop: the default scenario with the gpufleet loop holding its own procurer (``gpufleet``: the
+        hedged forecast-led procurer, the object ``bench procure`` replays), the portfolio LP and the break-even
+        procurer, and the baseline loop, per seed."""
         from gpufleet.bench.procure import closed_loop
         from gpufleet.bench.seeds import parse_seeds
 

@@ -1,8 +1,8 @@
 """The commitment LP: the cheapest reservations for an hourly GPU demand series, with perfect knowledge of it.
 
-Used twice: by the simulator's hindsight bound on the realized demand (sim/bound.py), and by gpufleet's
-procurer on a projected demand (control/procurement.py, model-predictive: it acts on the first week's
-commitments and solves again at the next epoch).
+Used by the simulator's hindsight bound on the realized demand (sim/bound.py). (gpufleet's procurer,
+control/procurement.py, decides on a projected demand with the marginal saving of each node instead: the same
+tiers and prices, one node at a time.)
 
 Over hours ``t`` (``c_s`` GPUs committed at hour ``s``, ``R_t`` active new commitment, ``E_t`` commitments in
 place, ``x`` GPUs bought per pay-per-use tier)::
@@ -14,7 +14,7 @@ place, ``x`` GPUs bought per pay-per-use tier)::
 
 A commitment is paid for its hours inside the window (as the simulator bills). The recurrence keeps the matrix
 banded (a few entries per row), so half a year of hours solves in well under a second with HiGHS;
-fractional GPUs are allowed (the bound relaxes whole nodes; the procurer rounds down to whole nodes).
+fractional GPUs are allowed (the bound relaxes whole nodes).
 """
 
 from __future__ import annotations

@@ -1,21 +1,28 @@
-"""gpufleet's procurement stage in the loop: forecast-led commitments solved as a model-predictive LP.
+"""gpufleet's procurer, the one procurement rule: forecast-led commitments, hedged by their own measured cost.
 
-At each procurement epoch, for one SKU-region:
+The simulator and the service's reconciler run it (``ControlLoop.gpufleet(...).procurer``) and ``bench procure`` /
+``bench generalize`` replay the same object as their ``gpufleet`` row. At each call, for one SKU-region:
 
-1. project hourly demand over the next ``lead + 2 x term`` hours: the last four weeks of measured demand
-   (hour-of-week aligned, tiled), brought to today's level and grown by the trend of its daily medians
-   (Theil-Sen slope of their logarithm where both halves of the window agree, clipped to ``-1%..+0.6%`` a
-   day, total growth at most ``max_growth``);
-   a training burst seen for two of the last four weeks stays in the projection half of the time, which is
-   below the break-even use of a commitment, so lumpy runs are left to pay-per-use tiers;
-2. solve the commitment LP (:mod:`gpufleet.control.commitments`) on that projection with the commitments in
-   place, the pool's term and lead time, and what the cheaper tiers can absorb: spot (``spot_share`` of demand,
+1. project hourly demand over ``lead + term`` hours (:func:`project`): the hour-of-week median of the last (up to
+   four) whole weeks, detrended to today and brought to the last days' level, tiled hour-of-week aligned and grown
+   by the trend of its daily medians (Theil-Sen slope of their logarithm where both halves of the window agree,
+   clipped to ``-1%..+0.6%`` a day, total growth at most ``max_growth``); a training burst seen for two of the last
+   four weeks is not in the median, so lumpy runs are left to pay-per-use tiers;
+2. take that path also at the downside levels today's level may be at given the days observed
+   (:func:`level_spread`: widest at the cold start);
+3. commit the whole nodes above the committed capacity that save more than they cost over the term and already
+   in its first week (:func:`worthwhile_nodes`), after what the cheaper tiers absorb: spot (``spot_share`` of demand,
    within the pool's spot capacity) and the secondary provider (within its capacity), priced from the catalog;
-3. act on the LP's commitments for the coming ``act_within_h`` hours only (whole nodes, rounded down) and solve
-   again at the next epoch with fresh measurements. Growth is reserved ahead (the LP sees it coming), and a
-   commitment whose demand went away is simply not renewed when its term ends.
+4. hedge (:class:`Hedge`, :mod:`gpufleet.procure.hedge`): the rule above and the simple rules run in shadow on the
+   observed demand; once a term of hours is observed, while a simple rule has cost measurably less, the
+   commitment is capped at that rule's capacity; where most observed hours are idle, the idle gate holds at most
+   the break-even quantile of demand (at least online break-even's capacity). The hedge only ever lowers the
+   forecast-led commitment.
 
-Every setting here was chosen on the default scenario's seeds 11-20 (docs/scenario.md).
+A commitment whose demand went away is simply not renewed when its term ends. Settings: the projection, level
+hedge and hedge were set on the public traces (docs/benchmarks/procure.md) and checked in the closed loop on the
+default scenario's seeds 11-16; the trend clip, growth cap, spot share and first window on seeds 11-20
+(docs/scenario.md).
 """
 
 from __future__ import annotations
@@ -30,9 +37,13 @@ from gpufleet.domain.catalog import BUILTIN_PRICE_CATALOG
 from gpufleet.domain.reservations import term_seconds
 from gpufleet.ports import PriceCatalog, ProcurementContext, ReservationProposal
 from gpufleet.procure.baseline import on_demand_usd_per_gpu_h
+from gpufleet.procure.hedge import ShadowBook
+from gpufleet.procure.policies import baseline_policies
+from gpufleet.procure.replay import ReplayConfig, ReservationPolicy
 
 HOUR_S = 3600
 WEEK_H = 7 * 24
+FORECAST_RULE = "forecast_led"
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,17 +75,52 @@ def trend_per_day(history_gpus: FloatArray, lo: float = -0.01, hi: float = 0.006
     return min(max(math.expm1(slope), lo), hi)
 
 
-def project(history_gpus: FloatArray, horizon_h: int, lookback_h: int, max_growth: float) -> FloatArray:
-    """The next ``horizon_h`` hours: the last whole weeks of history, detrended to today, tiled, grown."""
+PROFILES = ("median", "recent", "oldest")
+
+
+def project(
+    history_gpus: FloatArray,
+    horizon_h: int,
+    lookback_h: int,
+    max_growth: float,
+    profile: str = "median",
+    level_weight: float = 0.0,
+) -> FloatArray:
+    """The next ``horizon_h`` hours: the weekly profile of the last whole weeks of history (detrended to today),
+    tiled hour-of-week aligned and grown. ``profile``: ``median`` = each hour of the week's median over those weeks
+    (robust to one odd week, and as recent as the weeks allow), ``recent`` = the last week, ``oldest`` = the weeks
+    in order from the oldest (before issue 15: a short term's cover saw four-week-old demand); then brought to the
+    level of the last days (the median of the last three days' ratios to the profile's same hours) to the power
+    ``level_weight`` (0 = not at all). Under a week of
+    history the period is a day (hour-of-day aligned, over the whole days observed); under a day, the mean level."""
     h = np.asarray(history_gpus, dtype=np.float64)
     h = np.where(np.isfinite(h), h, 0.0)
-    weeks = max(1, min(len(h), lookback_h) // WEEK_H)
-    window = h[-weeks * WEEK_H :]
+    if len(h) == 0:
+        return np.zeros(horizon_h)
+    span = min(len(h), lookback_h)
+    period = WEEK_H if span >= WEEK_H else 24 * min(span // 24, 1)
     g = math.log1p(trend_per_day(h[-lookback_h:])) / 24  # per hour
-    n = len(window)
-    today = window * np.exp(-g * (np.arange(n) - (n - 1)))
     ahead = np.arange(horizon_h, dtype=np.float64) + 1
-    return np.asarray(today[np.arange(horizon_h) % n] * np.minimum(np.exp(g * ahead), max_growth), dtype=np.float64)
+    grow = np.minimum(np.exp(g * ahead), max_growth)
+    if period == 0:
+        return np.asarray(np.full(horizon_h, float(h[-24:].mean())) * grow, dtype=np.float64)
+    k = span // period
+    window = h[-k * period :]
+    n = len(window)
+    today = (window * np.exp(-g * (np.arange(n) - (n - 1)))).reshape(k, period)
+    if profile == "oldest":
+        flat = today.ravel()
+        return np.asarray(flat[np.arange(horizon_h) % n] * grow, dtype=np.float64)
+    base = today[-1] if profile == "recent" else np.median(today, axis=0)
+    if level_weight > 0 and period >= 24:
+        # brought to the last days' level: the median over the last (up to) three days of each day's mean over the
+        # profile's same hours (one outage day does not set it), damped by level_weight
+        days = min(3, period // 24)
+        last = today[-1, period - 24 * days :].reshape(days, 24).mean(axis=1)
+        ref = base[period - 24 * days :].reshape(days, 24).mean(axis=1)
+        ratio = float(np.median(last / np.maximum(ref, 1e-9)))
+        base = base * ratio**level_weight
+    return np.asarray(base[np.arange(horizon_h) % period] * grow, dtype=np.float64)
 
 
 def marginal_saving_usd(
@@ -116,26 +162,30 @@ def worthwhile_nodes(
 ) -> int:
     """How many of the candidate nodes (``levels``: the middle GPU of each, ascending) are worth committing now.
 
-    A node is worth committing if it saves over its term and already saves in its first ``first_window_h`` hours:
-    buying it a week later instead moves a week of cover from the start of the term to past its end, where the
-    grown demand uses it at least as much (a node needed only later is bought at a later epoch). An hour's saving
-    never grows with the level (the overflow it replaces only gets cheaper), so "worth it" holds for a prefix of
-    the levels, and the first level where it fails is found by bisection: the answer of testing every level, in
-    log2 of the evaluations.
+    ``cover`` is the demand over the hours a commitment made now would cover: one path, or scenarios (rows, equally
+    likely; ``spot_gpus`` of the same shape). A node is worth committing if it saves over its term and already
+    saves in its first ``first_window_h`` hours (expected over the scenarios): buying it a week later instead moves
+    a week of cover from the start of the term to past its end, where the grown demand uses it at least as much (a
+    node needed only later is bought at a later epoch). An hour's saving never grows with the level (the overflow
+    it replaces only gets cheaper), so "worth it" holds for a prefix of the levels, and the first level where it
+    fails is found by bisection: the answer of testing every level, in log2 of the evaluations.
     """
+    c = np.atleast_2d(np.asarray(cover, dtype=np.float64))
+    first = (np.arange(c.shape[1]) < first_window_h)[None, :].repeat(c.shape[0], axis=0).ravel()
+    flat, spot_flat = c.ravel(), np.broadcast_to(spot_gpus, c.shape).ravel()
 
     def worth(level: float) -> bool:
         save = marginal_saving_usd(
-            cover,
+            flat,
             np.array([level]),
-            spot_gpus=spot_gpus,
+            spot_gpus=spot_flat,
             secondary_gpus=secondary_gpus,
             reserved=reserved,
             spot=spot,
             secondary=secondary,
             on_demand=on_demand,
         )[0]
-        return bool(save.sum() > 0 and save[:first_window_h].sum() > 0)
+        return bool(save.sum() > 0 and save[first].sum() > 0)
 
     lo, hi = 0, len(levels)  # levels[:lo] are worth it, levels[hi:] are not
     while lo < hi:
@@ -147,62 +197,221 @@ def worthwhile_nodes(
     return lo
 
 
+#: the normal's 10 and 30 % quantiles and three times its median: the downside levels of the level hedge
+LEVEL_Z = np.array([-1.2816, -0.5244, 0.0, 0.0, 0.0])
+
+
+def level_spread(history_gpus: FloatArray, sigma0: float, prior_days: float, max_days: int = 28) -> float:
+    """The log-sd of today's demand level as the last days pin it: ``sigma / sqrt(days observed)``, ``sigma`` the
+    day-to-day log change of the daily mean (1.4826 x its median absolute value, so one odd day does not inflate
+    it) shrunk to the prior ``sigma0`` with ``prior_days`` pseudo-observations. Widest at the cold start; it fades as
+    days accumulate."""
+    h = np.asarray(history_gpus, dtype=np.float64)
+    n_days = min(len(h) // 24, max_days)
+    changes = np.zeros(0)
+    if n_days >= 2:
+        daily = h[len(h) - 24 * n_days :].reshape(n_days, 24).mean(axis=1)
+        changes = np.diff(np.log(np.maximum(daily, 1e-9)))
+    est2 = (1.4826 * float(np.median(np.abs(changes)))) ** 2 if len(changes) else 0.0
+    sigma2 = (prior_days * sigma0**2 + len(changes) * est2) / (prior_days + len(changes))
+    return math.sqrt(sigma2 / max(n_days, 1))
+
+
+@dataclass(frozen=True, slots=True)
+class Hedge:
+    """How the procurer hedges its forecast (:mod:`gpufleet.procure.hedge`): how often the shadows decide, the
+    leader's margin, the cold-start ``prior``; the idle gate (``idle_gate`` x the mean above the break-even
+    quantile of the last ``idle_lookback_h`` hours, None = off) and its floor rule."""
+
+    steps_per_term: int = 168  # shadows decide every term / steps_per_term hours (1 h to a week)
+    evidence_terms: float = 1.0  # another rule may lead only after this many terms of observed hours
+    margin: float = 0.01
+    min_history_h: int = 48
+    prior: str = "lookback_p50"
+    idle_gate: float | None = 0.5
+    idle_lookback_h: int = 30 * 24
+    idle_floor: str | None = "online_breakeven"
+
+
+@dataclass(frozen=True, slots=True)
+class _Market:
+    """One SKU-region's prices (USD per GPU-hour) and what its pay-per-use tiers absorb."""
+
+    reserved: float
+    on_demand: float
+    spot: float
+    secondary: float
+    spot_share: float
+    limits: TierLimits
+
+    def replay_config(self, term_h: int, lead_h: int) -> ReplayConfig:
+        return ReplayConfig(
+            term_h=term_h,
+            lead_h=lead_h,
+            reserved_usd_per_gpu_h=self.reserved,
+            on_demand_usd_per_gpu_h=self.on_demand,
+            spot_usd_per_gpu_h=self.spot,
+            secondary_usd_per_gpu_h=self.secondary,
+            checkpointable_share=self.spot_share,
+            spot_capacity_gpus=self.limits.spot_capacity_gpus,
+            secondary_capacity_gpus=self.limits.secondary_capacity_gpus,
+        )
+
+
+@dataclass(slots=True)
+class _ForecastRule:
+    """The forecast-led rule as a shadow (a ``ReservationPolicy``): whole nodes above the shadow's own capacity."""
+
+    owner: ForecastLedProcurer
+    market: _Market
+    per: int
+    name: str = FORECAST_RULE
+
+    def decide(self, t: int, history: FloatArray, committed: FloatArray, cfg: ReplayConfig) -> float:
+        if t < self.owner.min_history_h:
+            return 0.0
+        have = math.floor(float(committed[cfg.lead_h]) + 1e-9)
+        nodes, _ = self.owner.forecast_led_nodes(history, have, self.per, cfg.term_h, cfg.lead_h, self.market)
+        return float(nodes * self.per)
+
+
 @dataclass(slots=True)
 class ForecastLedProcurer:
-    """Model-predictive commitments (see the module docstring); never proposes before ``min_history_h``."""
+    """gpufleet's procurer: model-predictive commitments (module docstring), hedged by shadows of the simple rules
+    on the observed demand (``hedge``; None = the forecast-led rule alone). Never proposes before
+    ``min_history_h`` hours, never more than the forecast-led rule would."""
 
     limits: dict[str, TierLimits] = field(default_factory=dict)  # by SKU id; a missing SKU: no cheaper tiers
     prices: PriceCatalog = BUILTIN_PRICE_CATALOG
-    min_history_h: int = 7 * 24
+    min_history_h: int = 24
     lookback_h: int = 28 * 24
     spot_share: float = 0.3  # share of demand that may ride spot (checkpointable training)
     first_window_h: int = WEEK_H  # a node bought now must pay for itself over these first hours of its term
     max_growth: float = 1.3
+    profile: str = "median"  # how project() reads the last weeks (PROFILES)
+    level_weight: float = 0.5  # the profile brought to the last day's level to this power (project())
+    level_sigma0: float = 0.3  # level hedge (level_spread): prior sd of the day-to-day log change; 0 = off
+    level_prior_days: float = 3.0
+    hedge: Hedge | None = field(default_factory=Hedge)
+    books_: dict[tuple[str, str, int, int, int], ShadowBook] = field(default_factory=dict, repr=False, compare=False)
 
-    def propose(self, ctx: ProcurementContext) -> list[ReservationProposal]:
-        hist = np.asarray(ctx.demand_history_gpus, dtype=np.float64)
-        if int(np.isfinite(hist).sum()) < self.min_history_h:
-            return []
-        pool = ctx.pool
-        # the term a new commitment runs for: the context's where it is not whole months (a replay's 1-week terms)
-        term_h = ctx.term_h if ctx.term_h is not None else term_seconds(pool.term_months or 12) // HOUR_S
-        lead_h = pool.lead_time_s // HOUR_S
-        horizon = lead_h + term_h
-        demand = project(hist, horizon, self.lookback_h, self.max_growth)
-        lim = self.limits.get(ctx.sku_id, TierLimits())
-        price = self.prices.list_price(ctx.sku_id)
-        reserved = float(pool.price_usd_per_gpu_h)
-        on_demand = on_demand_usd_per_gpu_h(self.prices, ctx.sku_id, reserved)
-        cover = demand[lead_h : lead_h + term_h]  # the hours a commitment made now would cover
-        have = float(ctx.committed_gpus_at_lead)
-        per = ctx.gpus_per_node
+    def _market(self, sku_id: str, reserved: float) -> _Market:
+        price = self.prices.list_price(sku_id)
+        on_demand = on_demand_usd_per_gpu_h(self.prices, sku_id, reserved)
+        lim = self.limits.get(sku_id, TierLimits())
+        return _Market(
+            reserved=reserved,
+            on_demand=on_demand,
+            spot=float(price.spot) if price is not None else on_demand,
+            secondary=float(price.secondary) if price is not None else on_demand,
+            spot_share=self.spot_share if lim.spot_capacity_gpus > 0 else 0.0,
+            limits=lim,
+        )
+
+    def forecast_led_nodes(
+        self, hist: FloatArray, have: int, per: int, term_h: int, lead_h: int, m: _Market
+    ) -> tuple[int, float]:
+        """Nodes worth committing above ``have`` GPUs on the projected demand, and the term mean's growth over
+        the last week's mean."""
+        demand = project(hist, lead_h + term_h, self.lookback_h, self.max_growth, self.profile, self.level_weight)
+        path = demand[lead_h : lead_h + term_h]  # the hours a commitment made now would cover
+        rows = path[None, :]
+        # the level hedge: the path at the downside levels today's level may be at, given the days observed (a
+        # commitment can be topped up later, not undone)
+        s = level_spread(hist, self.level_sigma0, self.level_prior_days) if self.level_sigma0 > 0 else 0.0
+        cover = (rows[None, :, :] * np.exp(LEVEL_Z * s)[:, None, None]).reshape(-1, term_h) if s > 0 else rows
         top = max(0, math.ceil((float(cover.max()) - have) / per))
         levels = have + per * np.arange(top, dtype=np.float64) + per / 2  # the middle GPU of each candidate node
         nodes = worthwhile_nodes(
             cover,
             levels,
             self.first_window_h,
-            spot_gpus=np.minimum(self.spot_share * cover, lim.spot_capacity_gpus),
-            secondary_gpus=lim.secondary_capacity_gpus,
-            reserved=reserved,
-            spot=float(price.spot) if price is not None else on_demand,
-            secondary=float(price.secondary) if price is not None else on_demand,
-            on_demand=on_demand,
+            spot_gpus=np.minimum(m.spot_share * cover, m.limits.spot_capacity_gpus),
+            secondary_gpus=m.limits.secondary_capacity_gpus,
+            reserved=m.reserved,
+            spot=m.spot,
+            secondary=m.secondary,
+            on_demand=m.on_demand,
         )
+        recent = hist[-WEEK_H:]
+        return nodes, float(path.mean() / max(float(np.mean(recent)) if len(recent) else 0.0, 1e-9))
+
+    def _book(self, hist: FloatArray, per: int, term_h: int, lead_h: int, m: _Market, key_id: str) -> ShadowBook:
+        """The shadow book of this SKU-pool, advanced to ``hist`` (rebuilt when ``hist`` does not extend it)."""
+        assert self.hedge is not None
+        key = (key_id, f"{m.reserved:.6f}", term_h, lead_h, per)
+        book = self.books_.get(key)
+        if book is None or not book.extends(hist):
+            cfg = m.replay_config(term_h, lead_h)
+            rules: list[ReservationPolicy] = [_ForecastRule(self, m, per), *baseline_policies()]  # type: ignore[list-item]
+            hg = self.hedge
+            step = min(max(round(term_h / hg.steps_per_term), 1), WEEK_H)
+            book = ShadowBook(cfg, rules, step_h=step, margin=hg.margin, min_history_h=hg.min_history_h,
+                              prior=hg.prior, evidence_h=round(hg.evidence_terms * term_h))  # fmt: skip
+            self.books_[key] = book
+        book.advance(hist)
+        return book
+
+    def propose(self, ctx: ProcurementContext) -> list[ReservationProposal]:
+        raw = np.asarray(ctx.demand_history_gpus, dtype=np.float64)
+        if int(np.isfinite(raw).sum()) < self.min_history_h:
+            return []
+        hist = np.where(np.isfinite(raw), raw, 0.0)
+        pool = ctx.pool
+        # the term a new commitment runs for: the context's where it is not whole months (a replay's 1-week terms)
+        term_h = ctx.term_h if ctx.term_h is not None else term_seconds(pool.term_months or 12) // HOUR_S
+        lead_h = pool.lead_time_s // HOUR_S
+        m = self._market(ctx.sku_id, float(pool.price_usd_per_gpu_h))
+        have, per = int(ctx.committed_gpus_at_lead), ctx.gpus_per_node
+        nodes, growth = self.forecast_led_nodes(hist, have, per, term_h, lead_h, m)
+        why = (
+            f"{{gpus}} GPUs above {have} committed save more than they cost over the term on the projected "
+            f"demand (term mean {growth:.2f}x last week's), after spot and the secondary provider take what they can"
+        )
+        if self.hedge is not None and nodes > 0:
+            target, capped = self._hedged_target(hist, have + nodes * per, per, term_h, lead_h, m, ctx)
+            if capped:
+                nodes = min(nodes, max(0, math.floor((target - have) / per + 1e-9)))
+                why += f"; {capped}"
         if nodes <= 0:
             return []
-        growth = float(demand[lead_h : lead_h + term_h].mean() / max(float(np.mean(hist[-WEEK_H:])), 1e-9))
         return [
             ReservationProposal(
                 sku_id=ctx.sku_id,
                 pool_id=pool.id,
-                units=nodes * ctx.gpus_per_node,
+                units=nodes * per,
                 start_s=ctx.now_s + pool.lead_time_s,
                 term_months=pool.term_months or 12,
-                reason=(
-                    f"forecast_led: {nodes * per} GPUs above {ctx.committed_gpus_at_lead} committed save more than "
-                    f"they cost over the term on the projected demand (term mean {growth:.2f}x last week's), "
-                    f"after spot and the secondary provider take what they can"
-                ),
+                reason="forecast_led: " + why.format(gpus=nodes * per),
             )
         ]
+
+    def _hedged_target(
+        self, hist: FloatArray, target: float, per: int, term_h: int, lead_h: int, m: _Market, ctx: ProcurementContext
+    ) -> tuple[float, str]:
+        """The capacity to hold at the lead time under the hedge, and why it is below the forecast-led ``target``
+        ('' when it is not)."""
+        hg = self.hedge
+        assert hg is not None
+        book = self._book(hist, per, term_h, lead_h, m, f"{ctx.sku_id}/{ctx.pool.id}")
+        at, full = len(hist) + lead_h, target
+        why = ""
+        if book.leader != FORECAST_RULE:
+            lead_cap = book.capacity_at(book.leader, at)
+            if lead_cap < target:
+                target = lead_cap
+                why = (
+                    f"capped at {book.leader}'s capacity ({lead_cap:.0f} GPUs): it has cost less on the observed demand"
+                )
+        if hg.idle_gate is not None:
+            recent = hist[-hg.idle_lookback_h :]
+            level = float(np.quantile(recent, 1.0 - m.reserved / m.on_demand))
+            if level < hg.idle_gate * float(recent.mean()):
+                floor = book.capacity_at(hg.idle_floor, at) if hg.idle_floor is not None else 0.0
+                gated = min(full, max(level, floor))  # the gate replaces the leader's cap
+                if gated < full:
+                    target = gated
+                    why = f"idle gate: most hours were near idle, held at {gated:.0f} GPUs"
+                else:
+                    target, why = full, ""
+        return target, why

@@ -1,164 +1,131 @@
-"""Procurement that hedges by its own measured error: follow the forecast policy while it is the cheapest, fall
-back to the best simple rule where it is not.
+"""Shadow replays of procurement rules on the observed demand: which rule would have cost the least so far.
 
-:class:`HedgedPolicy` runs gpufleet's forecast policy (:class:`~gpufleet.procure.policies.GpufleetReservationPolicy`) and
-the simple rules (all on-demand, reserve-peak, lookback p50, online break-even) *in shadow*: each shadow keeps
-its own commitments, decided hour by hour on the same observed demand, and its realised cost (reserved hours
-paid so far plus the overflow priced tier by tier, the replay's own cost model) is tracked as each hour's demand
-is observed. That running cost is the decision-relevant measure of the forecast's calibration and error: a
-forecast whose scenarios are too wide or too narrow, biased or late shows up as over- or under-commitment cost.
+gpufleet's procurer (:class:`gpufleet.control.procurement.ForecastLedProcurer`) hedges its forecast by its own
+measured error with a :class:`ShadowBook`: the forecast-led rule and the simple rules (all on-demand, reserve-peak,
+lookback median, online break-even; :mod:`gpufleet.procure.policies`) each keep their own commitments, decided every
+``step_h`` hours of the observed hourly demand as the replay decides them, and their realised cost (reserved hours
+paid plus the overflow priced tier by tier, the replay's cost model :func:`hour_costs_usd`) is tracked as each hour
+is observed. That running cost is the decision-relevant measure of the forecast's calibration and error: a forecast
+too wide or too narrow, biased or late shows up as over- or under-commitment cost.
 
-Each hour the policy tops its own committed capacity at the activation hour up to the lower of the forecast
-policy's capacity and the capacity of the *leader*:
-the shadow with the lowest realised cost, where another rule must be cheaper than the forecast policy by more
-than ``margin`` (a share of the forecast policy's cost so far, default 1%) before it leads, and the lead only
-changes after ``min_history_h`` observed hours (default two days; before that the leader is ``prior``, the
-lookback-median rule, so the first days' commitments are the lower of the forecast's and the median rule's:
-with one day the forecast policy's cold-start commitments on Alibaba SD were already made, 1.037x vs 1.002x
-hindsight for all-on-demand on model M0004; with two days 1.0017x). The hedge only ever lowers commitments (a
-leader that would commit more than the forecast policy is followed up to the forecast policy's capacity): the
-first version followed fuller leaders too and, on spiky series, a rule whose early hours looked cheap
-(reserve-peak before its peaks arrived) led it to commit 2-3x the hindsight cost (docs/benchmarks/generalize.md).
-While the forecast policy leads, its commitments are reproduced exactly; commitments cannot be undone, so after a
-switch to a leaner rule the excess capacity runs out with its term. The reason of every hour is kept (``reasons_``: leader per hour,
-``:idle_gate`` when the idle gate capped it).
+The *leader* is the forecast rule (rule 0) unless another rule is cheaper than the current leader by more than
+``margin`` (a share of the forecast rule's cost so far); the lead changes only at a step and only after
+``min_history_h`` observed hours (before that the leader is ``prior``). Realised cost says little while the
+commitments it prices are young (a rule that buys ahead of growth pays for idle hours first and is repaid later in
+the term), so until ``evidence_h`` observed hours (the procurer sets a share of the term) the forecast rule leads. The procurer caps its commitment at the
+leader's capacity (a leaner leader lowers it; a fuller one never raises it above the forecast-led rule's).
 
-The idle gate acts before any rule's commitment has been priced, from the first hour: on a series whose hours are mostly idle
-(Alibaba SD: the break-even quantile of hourly demand is 0) no commitment would have paid on what was observed, and a choice
-among rules by realised cost cannot see that until the first commitments have run for a lead time
-(docs/benchmarks/generalize.md, "why the 11 rows fail"). While the gate acts, online break-even's capacity is the floor
-(``idle_floor``): the few GPUs whose on-demand spend over the past term has already paid for a reservation are kept.
+Everything here is a function of the observed history: the book is advanced over the new hours when the history
+it saw is a prefix of the new one, and rebuilt otherwise (a memo, never a second source of truth).
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
 import numpy.typing as npt
 
-from gpufleet.procure.policies import GpufleetReservationPolicy, baseline_policies
 from gpufleet.procure.replay import ReplayConfig, ReservationPolicy, overflow_tiers
 
 FloatArray = npt.NDArray[np.float64]
 
 
-def hour_cost_usd(cfg: ReplayConfig, demand_gpus: float, reserved_gpus: float) -> float:
-    """Cost of one hour in the replay's model: reserved capacity paid, overflow through the tiers."""
-    left = max(demand_gpus - reserved_gpus, 0.0)
-    cost = reserved_gpus * cfg.reserved_usd_per_gpu_h
-    if left <= 0:
-        return cost
-    for _, price, cap in overflow_tiers(cfg, np.array([demand_gpus])):
-        take = min(left, float(cap[0]))
-        cost += take * price
-        left -= take
-        if left <= 0:
-            break
-    return cost
+def hour_costs_usd(cfg: ReplayConfig, demand_gpus: FloatArray, reserved_gpus: FloatArray) -> FloatArray:
+    """Cost of each hour in the replay's model: reserved capacity paid, the overflow through the tiers."""
+    d = np.asarray(demand_gpus, dtype=np.float64)
+    r = np.asarray(reserved_gpus, dtype=np.float64)
+    left = np.maximum(d - r, 0.0)
+    cost = r * cfg.reserved_usd_per_gpu_h
+    for _, price, cap in overflow_tiers(cfg, d):
+        take = np.minimum(left, cap)
+        cost = cost + take * price
+        left = left - take
+    return np.asarray(cost, dtype=np.float64)
 
 
 @dataclass(slots=True)
-class _Shadow:
-    policy: ReservationPolicy
-    cap: FloatArray = field(default_factory=lambda: np.zeros(0))
-    cost_usd: float = 0.0
+class ShadowBook:
+    """The rules' shadow commitments and realised costs over one observed hourly history (module docstring)."""
 
-    def grow(self, n: int) -> None:
-        if len(self.cap) < n:
-            bigger = np.zeros(max(n, 2 * len(self.cap)))
-            bigger[: len(self.cap)] = self.cap
-            self.cap = bigger
-
-
-def default_experts() -> list[ReservationPolicy]:
-    """The forecast policy first (it leads until another is measurably cheaper), then the simple rules."""
-    return [GpufleetReservationPolicy(), *baseline_policies()]  # type: ignore[list-item]
-
-
-@dataclass(slots=True)
-class HedgedPolicy:
-    """gpufleet's procurement policy (see module docstring). ``experts`` builds fresh shadows per replay."""
-
-    name: str = "gpufleet"
+    cfg: ReplayConfig
+    rules: list[ReservationPolicy]  # rule 0: the forecast rule
+    step_h: int = 24
     margin: float = 0.01
     min_history_h: int = 48
-    prior: str = "lookback_p50"  # followed (capped by the forecast policy) until min_history_h hours are observed
-    experts: Callable[[], list[ReservationPolicy]] = default_experts
-    # idle gate (issue 21): where the break-even quantile (1 - alpha) of the last ``idle_lookback_h`` hours of
-    # demand is below ``idle_gate`` x their mean (most hours at or near zero: a reserved GPU would have sat idle
-    # more often than the break-even allows), hold at most that quantile. None = off. Chosen leave-one-trace-out
-    # among 0.1, 0.3, 0.5, 0.7 and off (docs/benchmarks/generalize.md).
-    idle_gate: float | None = 0.5
-    idle_lookback_h: int = 30 * 24
-    # while the gate acts, hold at least this rule's capacity (never more than the forecast policy's): online
-    # break-even commits a level only once its on-demand spend over the past term would have paid for it, so on a
-    # mostly idle series it keeps the few GPUs that observed demand has already justified. None = the gate's cap alone.
-    idle_floor: str | None = "online_breakeven"
-    shadows_: list[_Shadow] = field(default_factory=list)
+    prior: str = "lookback_p50"
+    evidence_h: int = 0  # the lead leaves the forecast rule only after this many observed hours
+    seen_: FloatArray = field(default_factory=lambda: np.zeros(0))
+    caps_: FloatArray = field(default_factory=lambda: np.zeros((0, 0)))
+    costs_: FloatArray = field(default_factory=lambda: np.zeros(0))
     next_decide_: int = 0
-    next_cost_: int = 0
     leader_: int = 0
-    reasons_: list[str] = field(default_factory=list)
 
-    def _reset(self) -> None:
-        self.shadows_ = [_Shadow(p) for p in self.experts()]
-        self.next_decide_ = self.next_cost_ = 0
-        names = [sh.policy.name for sh in self.shadows_]
+    def __post_init__(self) -> None:
+        names = [r.name for r in self.rules]
         self.leader_ = names.index(self.prior) if self.prior in names else 0
-        self.reasons_ = []
+        self.costs_ = np.zeros(len(self.rules))
+        self.caps_ = np.zeros((len(self.rules), self.cfg.lead_h + self.cfg.term_h + 1))
 
-    def decide(self, t: int, history: FloatArray, committed: FloatArray, cfg: ReplayConfig) -> float:
-        if t == 0 or not self.shadows_ or t < self.next_decide_ - 1:
-            self._reset()
-        span = cfg.lead_h + cfg.term_h
-        while self.next_decide_ <= t:
+    @property
+    def names(self) -> list[str]:
+        return [r.name for r in self.rules]
+
+    def extends(self, history: FloatArray) -> bool:
+        """True when the history this book has seen is a prefix of ``history`` (so it can be advanced)."""
+        n = len(self.seen_)
+        return len(history) >= n and bool(np.array_equal(history[:n], self.seen_))
+
+    def capacity_at(self, rule: str, hour: int) -> float:
+        """The shadow capacity of ``rule`` active at ``hour`` (from the decisions made so far)."""
+        i = self.names.index(rule)
+        return float(self.caps_[i, hour]) if hour < self.caps_.shape[1] else 0.0
+
+    @property
+    def leader(self) -> str:
+        return self.rules[self.leader_].name
+
+    def advance(self, history: FloatArray) -> None:
+        """Decide every step up to ``len(history)`` and price the newly observed hours (``history`` must extend
+        what was seen: :meth:`extends`)."""
+        h = np.asarray(history, dtype=np.float64)
+        t_end = len(h)
+        span = self.cfg.lead_h + self.cfg.term_h
+        if self.caps_.shape[1] < t_end + span + 1:
+            bigger = np.zeros((len(self.rules), max(t_end + span + 1, 2 * self.caps_.shape[1])))
+            bigger[:, : self.caps_.shape[1]] = self.caps_
+            self.caps_ = bigger
+        last = len(self.seen_)
+        while self.next_decide_ <= t_end:
             s = self.next_decide_
-            for sh in self.shadows_:
-                sh.grow(s + span + 1)
-                r = float(sh.policy.decide(s, history[:s], sh.cap[s : s + span], cfg))
+            self._price(h, last, s)
+            last = max(last, s)
+            self._lead(s)
+            for i, rule in enumerate(self.rules):
+                r = float(rule.decide(s, h[:s], self.caps_[i, s : s + span], self.cfg))
                 if r > 0:
-                    sh.cap[s + cfg.lead_h : s + span] += float(math.ceil(r - 1e-9))
-            self.next_decide_ += 1
-        while self.next_cost_ < t:
-            s = self.next_cost_
-            d = float(history[s])
-            for sh in self.shadows_:
-                sh.cost_usd += hour_cost_usd(cfg, d, float(sh.cap[s]))
-            self.next_cost_ += 1
-        self.leader_ = self._leader(t)
-        self.reasons_.append(self.shadows_[self.leader_].policy.name)
-        # downside hedge: a leaner leader lowers the target; a fuller one never raises it above the forecast's
-        target = min(
-            float(self.shadows_[self.leader_].cap[t + cfg.lead_h]), float(self.shadows_[0].cap[t + cfg.lead_h])
-        )
-        if self.idle_gate is not None and t > 0:
-            recent = history[max(t - self.idle_lookback_h, 0) : t]
-            level = float(np.quantile(recent, 1.0 - cfg.alpha))
-            if level < self.idle_gate * float(recent.mean()):
-                if self.idle_floor is not None:
-                    names = [sh.policy.name for sh in self.shadows_]
-                    floor = float(self.shadows_[names.index(self.idle_floor)].cap[t + cfg.lead_h])
-                    target = min(float(self.shadows_[0].cap[t + cfg.lead_h]), max(level, floor))
-                else:
-                    target = min(target, level)
-                self.reasons_[-1] += ":idle_gate"
-        return max(math.floor(target + 1e-9) - float(committed[cfg.lead_h]), 0.0)
+                    self.caps_[i, s + self.cfg.lead_h : s + span] += float(math.ceil(r - 1e-9))
+            self.next_decide_ += self.step_h
+        self._price(h, last, t_end)
+        self.seen_ = h.copy()
 
-    def _leader(self, t: int) -> int:
-        """Index of the shadow to follow: the forecast policy unless a rule is cheaper by more than ``margin``."""
+    def _price(self, h: FloatArray, lo: int, hi: int) -> None:
+        if hi <= lo:
+            return
+        for i in range(len(self.rules)):
+            self.costs_[i] += float(hour_costs_usd(self.cfg, h[lo:hi], self.caps_[i, lo:hi]).sum())
+
+    def _lead(self, t: int) -> None:
+        """The leader at a step: the forecast rule unless another is cheaper than the current one by the margin."""
         if t < self.min_history_h:
-            return self.leader_
-        base = self.shadows_[0].cost_usd
-        costs = [sh.cost_usd for sh in self.shadows_]
-        best = min(range(len(costs)), key=lambda i: (costs[i], i))
-        current = self.leader_
-        if best == 0 and costs[0] <= costs[current]:
-            return 0
-        # hysteresis both ways: leave the current leader only for one cheaper by the margin
-        ref = costs[current]
-        if costs[best] < ref - self.margin * base:
-            return best
-        return current
+            return
+        if t < self.evidence_h:
+            self.leader_ = 0
+            return
+        costs = self.costs_
+        best = int(np.argmin(costs))
+        if best == 0 and costs[0] <= costs[self.leader_]:
+            self.leader_ = 0
+        elif costs[best] < costs[self.leader_] - self.margin * costs[0]:
+            self.leader_ = best

@@ -1,0 +1,142 @@
+"""gpufleet's one procurer (control/procurement.py): the forecast-led rule hedged by shadows of the simple rules.
+Invariants over random histories, the shadow book's memo, and the bench replaying the very object the loop holds."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from gpufleet.control.loop import ControlLoop
+from gpufleet.control.procurement import ForecastLedProcurer, TierLimits, project
+from gpufleet.domain.catalog import BUILTIN_PRICE_CATALOG, default_pools
+from gpufleet.ports import ProcurementContext
+from gpufleet.procure.hedge import ShadowBook, hour_costs_usd
+from gpufleet.procure.policies import AllOnDemand, lookback_p50
+from gpufleet.procure.replay import ReplayConfig, replay
+
+POOL = default_pools("h100_80gb", reserved_term_months=1, reserved_lead_time_s=24 * 3600)[0]
+WEEK = 7 * 24
+
+
+def _ctx(hist: np.ndarray, committed: int = 0, per: int = 8, term_h: int | None = WEEK) -> ProcurementContext:
+    return ProcurementContext(len(hist) * 3600, "h100_80gb", POOL, hist, None, committed, per, term_h=term_h)
+
+
+def _units(p: ForecastLedProcurer, ctx: ProcurementContext) -> int:
+    return sum(x.units for x in p.propose(ctx))
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    seed=st.integers(0, 2**31 - 1),
+    hours=st.integers(1, 30 * 24),
+    level=st.floats(0.0, 500.0),
+    spread=st.floats(0.0, 1.0),
+    per=st.sampled_from([1, 4, 8]),
+    committed=st.integers(0, 400),
+)
+def test_whole_nodes_never_negative_never_above_the_forecast_led_rule(
+    seed: int, hours: int, level: float, spread: float, per: int, committed: int
+) -> None:
+    rng = np.random.default_rng(seed)
+    hist = level * (1 + spread * rng.standard_normal(hours)).clip(0, None)
+    ctx = _ctx(hist, committed, per)
+    props = ForecastLedProcurer().propose(ctx)
+    alone = _units(ForecastLedProcurer(hedge=None), ctx)
+    for p in props:
+        assert p.units > 0 and p.units % per == 0
+        assert p.start_s == ctx.now_s + POOL.lead_time_s
+        assert p.reason.startswith("forecast_led: ")
+    assert sum(p.units for p in props) <= alone  # the hedge only ever lowers the commitment
+
+
+@settings(max_examples=30, deadline=None)
+@given(hours=st.integers(0, 30 * 24), per=st.sampled_from([1, 8]))
+def test_an_idle_history_proposes_nothing(hours: int, per: int) -> None:
+    assert ForecastLedProcurer().propose(_ctx(np.zeros(hours), per=per)) == []
+
+
+def test_nothing_before_the_minimum_history_and_nothing_when_covered() -> None:
+    p = ForecastLedProcurer()
+    assert p.propose(_ctx(np.full(p.min_history_h - 1, 100.0))) == []
+    assert _units(p, _ctx(np.full(14 * 24, 100.0))) >= 88
+    assert p.propose(_ctx(np.full(14 * 24, 100.0), committed=100)) == []
+
+
+def test_project_reads_the_recent_weeks_not_the_oldest() -> None:
+    """Four weeks at 100 GPUs then one at 200 (no trend: the step is flat in both halves of the window): the week
+    ahead is 200 with the last week, 100 with the old tiling from the oldest week; the median of the weeks is 100
+    but brought to the last days' level (weight 1) it is 200."""
+    hist = np.concatenate([np.full(4 * WEEK, 100.0), np.full(WEEK, 200.0)])
+    assert project(hist, WEEK, 4 * WEEK, 1.3, "recent") == pytest.approx(np.full(WEEK, 200.0))
+    assert project(hist, WEEK, 4 * WEEK, 1.3, "oldest") == pytest.approx(np.full(WEEK, 100.0))
+    assert project(hist, WEEK, 4 * WEEK, 1.3, "median", level_weight=1.0) == pytest.approx(np.full(WEEK, 200.0))
+
+
+def test_project_is_hour_of_day_aligned_under_a_week() -> None:
+    day = np.where(np.arange(24) < 12, 50.0, 150.0)
+    hist = np.tile(day, 4)[5:-7]  # starts at 05:00, ends at 16:00: the projection continues at 17:00
+    assert project(hist, 48, 28 * 24, 1.3, "median") == pytest.approx(np.tile(day, 3)[17 : 17 + 48])
+    assert project(hist[:10], 5, 28 * 24, 1.3) == pytest.approx(np.full(5, hist[:10].mean()))  # under a day: the level
+
+
+def test_the_hedge_caps_at_a_cheaper_leaner_rule() -> None:
+    """A series whose level halves after two weeks: the forecast-led rule's commitments made on the high level go
+    idle, the lookback median (and all on-demand) cost less on what was observed, so the hedged procurer proposes
+    no more than the leader's capacity; without the hedge it proposes the forecast-led amount."""
+    t = np.arange(40 * 24)
+    hist = np.where(t < 14 * 24, 400.0, 120.0) + 40 * (np.sin(2 * np.pi * t / 24) > 0.9)
+    hedged, alone = ForecastLedProcurer(), ForecastLedProcurer(hedge=None)
+    for n in range(24, len(hist), 24):
+        u_h, u_a = _units(hedged, _ctx(hist[:n], per=1)), _units(alone, _ctx(hist[:n], per=1))
+        assert u_h <= u_a
+    (book,) = hedged.books_.values()
+    assert book.costs_.shape == (5,) and np.all(book.costs_ > 0)
+
+
+def test_the_shadow_book_is_a_memo_of_the_history() -> None:
+    """Advanced call by call, or built once on the whole history: the same shadow costs and leader."""
+    cfg = ReplayConfig.from_catalog("h100_80gb", prices=BUILTIN_PRICE_CATALOG, term_h=48, lead_h=6)
+    rng = np.random.default_rng(3)
+    hist = 50 + 20 * rng.random(300)
+    step = ShadowBook(cfg, [lookback_p50(), AllOnDemand()], step_h=5)
+    for n in (10, 11, 57, 200, 300):
+        assert step.extends(hist[:n])
+        step.advance(hist[:n])
+    once = ShadowBook(cfg, [lookback_p50(), AllOnDemand()], step_h=5)
+    once.advance(hist)
+    assert step.costs_ == pytest.approx(once.costs_)
+    assert step.leader == once.leader
+    assert not step.extends(hist[:100] + 1)
+    # the all-on-demand shadow costs exactly the on-demand price of every hour seen
+    assert step.costs_[1] == pytest.approx(float(hist.sum()) * cfg.on_demand_usd_per_gpu_h)
+    assert hour_costs_usd(cfg, np.array([10.0]), np.array([4.0]))[0] == pytest.approx(
+        4 * cfg.reserved_usd_per_gpu_h + 6 * cfg.on_demand_usd_per_gpu_h
+    )
+
+
+def test_tier_limits_reach_the_shadows_and_the_rule() -> None:
+    hist = np.full(28 * 24, 200.0)
+    p = ForecastLedProcurer({"h100_80gb": TierLimits(spot_capacity_gpus=16, secondary_capacity_gpus=24)})
+    units = _units(p, _ctx(hist, term_h=None))
+    assert units == 160  # spot takes 16 and the secondary provider 24, both cheaper than reserved
+    (book,) = p.books_.values()
+    assert book.cfg.spot_capacity_gpus == 16 and book.cfg.secondary_capacity_gpus == 24
+
+
+def test_the_bench_replays_the_object_the_loop_holds() -> None:
+    from gpufleet.bench.procure import GPUFLEET_SETTINGS, gpufleet_policy, gpufleet_procurer
+
+    loop_procurer = ControlLoop.gpufleet(seed=1).procurer
+    assert type(gpufleet_procurer()) is type(loop_procurer) is ForecastLedProcurer
+    assert dataclasses.replace(gpufleet_procurer(), books_={}) == dataclasses.replace(loop_procurer, books_={})  # type: ignore[type-var]
+    policy = gpufleet_policy(GPUFLEET_SETTINGS[0])
+    assert policy.name == "gpufleet" and policy.every_h == 1
+    cfg = ReplayConfig.from_catalog("h100_80gb", prices=BUILTIN_PRICE_CATALOG, term_h=WEEK, lead_h=24)
+    res = replay(cfg, np.full(21 * 24, 40.0), policy)
+    assert res.reserved_gpus[3 * 24 :].min() >= 30  # steady demand is reserved after the cold start
+    assert res.cost_usd < 40 * 21 * 24 * cfg.on_demand_usd_per_gpu_h
