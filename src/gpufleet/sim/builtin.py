@@ -30,6 +30,21 @@ from gpufleet.sim.scenario import (
 BASE_GPUS = 1024
 
 
+def _experiment_stream(jobs_per_day: float) -> ExperimentSpec:
+    """The H100 experiment stream both built-in scenarios share (three teams, heavy-tailed sizes and durations)."""
+    return ExperimentSpec(
+        sku="h100_80gb",
+        jobs_per_day=jobs_per_day,
+        teams={"research": 0.5, "foundation": 0.3, "applied": 0.2},
+        size_gpus={1: 0.45, 2: 0.12, 4: 0.13, 8: 0.20, 16: 0.05, 32: 0.04, 64: 0.01},
+        duration_median_h=1.0,
+        duration_sigma=1.8,
+        duration_max_h=24 * 7,
+        checkpointable_share=0.6,
+        checkpoint_interval_s=3600,
+    )
+
+
 def steady_scenario(
     gpus: int = BASE_GPUS, days: int = 60, seed: int = 7, jobs_per_day: float | None = None
 ) -> Scenario:
@@ -110,19 +125,7 @@ def steady_scenario(
                 cold_start_s=60,
             ),
         ],
-        experiments=[
-            ExperimentSpec(
-                sku="h100_80gb",
-                jobs_per_day=exp_rate,
-                teams={"research": 0.5, "foundation": 0.3, "applied": 0.2},
-                size_gpus={1: 0.45, 2: 0.12, 4: 0.13, 8: 0.20, 16: 0.05, 32: 0.04, 64: 0.01},
-                duration_median_h=1.0,
-                duration_sigma=1.8,
-                duration_max_h=24 * 7,
-                checkpointable_share=0.6,
-                checkpoint_interval_s=3600,
-            )
-        ],
+        experiments=[_experiment_stream(exp_rate)],
         planned_runs=[
             PlannedRun(
                 name="pretrain-a",
@@ -272,19 +275,7 @@ def default_scenario(
                 cold_start_s=60,
             ),
         ],
-        experiments=[
-            ExperimentSpec(
-                sku="h100_80gb",
-                jobs_per_day=jobs_per_day if jobs_per_day is not None else 150.0 * k,
-                teams={"research": 0.5, "foundation": 0.3, "applied": 0.2},
-                size_gpus={1: 0.45, 2: 0.12, 4: 0.13, 8: 0.20, 16: 0.05, 32: 0.04, 64: 0.01},
-                duration_median_h=1.0,
-                duration_sigma=1.8,
-                duration_max_h=24 * 7,
-                checkpointable_share=0.6,
-                checkpoint_interval_s=3600,
-            )
-        ],
+        experiments=[_experiment_stream(jobs_per_day if jobs_per_day is not None else 150.0 * k)],
         planned_runs=[
             PlannedRun(
                 name="pretrain-a",
