@@ -1,9 +1,11 @@
 """The simulator's fast paths give the very decisions of the plain computations they replace (bench sim speed).
 
 Whole runs with gangs, quotas, preemption and node failures, checked call by call: the freeing-node heap
-(sim/freeing.py) against a scan of every busy node, the scheduler's bit-set and per-rack reads
-(control/scheduling.FleetScheduler.place) against the candidate tuple and the rack grouping built from the index,
-and the quota book's running pool use against the sum over the cohort.
+(sim/freeing.py) against a scan of every busy node, and its memo per (time, index version) against computing
+again; the scheduler's bit-set and per-rack reads (control/scheduling.FleetScheduler.place) against the candidate
+tuple and the rack grouping built from the index; the queue pass's skipped pods (sim/scheduling.NoRoom) against
+asking the scheduler; and the quota book's running pool use against the sum over the cohort. Property tests: the
+engine's dispatch loop against popping one event at a time, the fused quota check-and-hold against check then hold.
 """
 
 from __future__ import annotations
@@ -11,11 +13,15 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
+import gpufleet.sim.scheduling as sim_scheduling
 from gpufleet.control.loop import ControlLoop
-from gpufleet.control.scheduling import Bind, FleetScheduler, FreeGpuIndex, PodAsk, Wait
+from gpufleet.control.scheduling import Bind, FleetScheduler, FreeGpuIndex, PodAsk, QuotaAdmission, TeamQuota, Wait
 from gpufleet.schedule.gang import plan_whole_nodes
 from gpufleet.sim.builtin import default_scenario
+from gpufleet.sim.engine import EventQueue
 from gpufleet.sim.kinds import RUNNING
 from gpufleet.sim.run import gpufleet_loop
 from gpufleet.sim.scenario import Scenario
@@ -51,7 +57,22 @@ def reference_place(sched: FleetScheduler, ask: PodAsk, index: FreeGpuIndex, rac
     return Bind(tuple(nodes), f"gang_{level}", level)
 
 
-CALLS = {"free": 0, "place": 0, "quota": 0}
+CALLS = {"free": 0, "memo": 0, "place": 0, "quota": 0, "no_room": 0}
+
+
+class CheckedNoRoom(sim_scheduling.NoRoom):
+    """NoRoom that asks the scheduler about every pod it rules out (it must say wait)."""
+
+    world: World | None = None
+
+    def rules_out(self, ask: PodAsk) -> bool:
+        out = super().rules_out(ask)
+        w = CheckedNoRoom.world
+        if out and w is not None:
+            d = w.scheduling.sched.place(ask, w.fleet.index, w.fleet.n_rack)
+            assert isinstance(d, Wait), (ask, d)
+            CALLS["no_room"] += 1
+        return out
 
 
 def checked_world(sc: Scenario, loop: ControlLoop) -> World:
@@ -59,6 +80,8 @@ def checked_world(sc: Scenario, loop: ControlLoop) -> World:
     w = World(sc, loop)
     freeing, sch, f, pods = w.freeing, w.scheduling, w.fleet, w.pods
     expected_free_times, try_place, admit = freeing.expected_free_times, sch.try_place, sch.admit
+    freeing_times = freeing.freeing_times
+    CheckedNoRoom.world = w
 
     def free_times(s: int, now: int, within_s: int, want: int, tiers: tuple[int, ...]) -> list[int]:
         got = expected_free_times(s, now, within_s, want, tiers)
@@ -87,6 +110,15 @@ def checked_world(sc: Scenario, loop: ControlLoop) -> World:
         CALLS["free"] += 1
         return got
 
+    def memoised(s: int, pod: int, now: int, within_s: int) -> list[int]:
+        got = freeing_times(s, pod, now, within_s)
+        per, g = w.per_node[s], pods.gpus[pod]
+        ref = free_times(s, now, within_s, per if g >= per else g, pods.tiers(pod))  # computed again, no memo
+        taken = sum(k for p, k in freeing.claims[s].items() if p != pod)
+        assert got == ref[taken:], (now, s, pod)
+        CALLS["memo"] += 1
+        return got
+
     def place(pod: int, now: int) -> bool:
         ask = sch.ask(pod)
         fast = sch.sched.place(ask, f.index, f.n_rack)
@@ -104,6 +136,7 @@ def checked_world(sc: Scenario, loop: ControlLoop) -> World:
         return out
 
     freeing.expected_free_times = free_times  # type: ignore[method-assign]
+    freeing.freeing_times = memoised  # type: ignore[method-assign]
     sch.try_place = place  # type: ignore[method-assign]
     sch.admit = quota  # type: ignore[method-assign]
     return w
@@ -112,7 +145,9 @@ def checked_world(sc: Scenario, loop: ControlLoop) -> World:
 @pytest.mark.parametrize(
     ("seed", "policy", "mtbf"), [(3, "gpufleet", 250.0), (11, "bestfit", 3.0), (5, "packing", 30.0)]
 )
-def test_fast_paths_decide_as_the_plain_computations(seed: int, policy: str, mtbf: float) -> None:
+def test_fast_paths_decide_as_the_plain_computations(
+    seed: int, policy: str, mtbf: float, monkeypatch: pytest.MonkeyPatch
+) -> None:
     sc = default_scenario(gpus=512, days=6, seed=seed)
     sc = sc.model_copy(
         update={
@@ -120,9 +155,74 @@ def test_fast_paths_decide_as_the_plain_computations(seed: int, policy: str, mtb
             "control": sc.control.model_copy(update={"scheduler_policy": policy, "eta_error_sd": 0.2}),
         }
     )
-    CALLS.update(free=0, place=0, quota=0)
+    CALLS.update(free=0, memo=0, place=0, quota=0, no_room=0)
+    monkeypatch.setattr(sim_scheduling, "NoRoom", CheckedNoRoom)
     w = checked_world(sc, gpufleet_loop(sc, seed))
     w.run()
     w.check_invariants()
     assert CALLS["free"] > 20 and CALLS["place"] > 500 and CALLS["quota"] > 100
+    assert CALLS["memo"] > CALLS["free"] // 2 and CALLS["no_room"] > 20
     assert any(r.startswith("gang_") for r in w.scheduling.sched_reasons)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.lists(st.tuples(st.integers(0, 50), st.integers(0, 9), st.integers(0, 3)), min_size=1, max_size=30),
+    st.lists(st.integers(0, 40), max_size=20),
+    st.integers(0, 120),
+)
+def test_dispatch_runs_the_events_pop_until_would(
+    seeds: list[tuple[int, int, int]], stream: list[int], stop: int
+) -> None:
+    """EventQueue.dispatch (the run's loop) handles the same events in the same order as pop_until one by one,
+    with handlers that schedule more events and a pre-sorted stream merged in."""
+
+    def run(use_dispatch: bool) -> tuple[list[tuple[int, int, int, int]], int, int]:
+        q = EventQueue()
+        seen: list[tuple[int, int, int, int]] = []
+
+        def handler(kind: int) -> object:
+            def h(t: int, a: int, b: int) -> None:
+                seen.append((t, kind, a, b))
+                if kind < 3 and len(seen) < 200:
+                    q.schedule(t + (a % 7), kind + 1, a + 1, priority=(a * 3) % 5)
+
+            return h
+
+        handlers = [handler(k) for k in range(5)]
+        q.add_stream(sorted(stream), 4, priority=2)
+        for t, a, kind in seeds:
+            q.schedule(t, kind, a, priority=a % 4)
+        if use_dispatch:
+            q.dispatch(stop, handlers)  # type: ignore[arg-type]
+        else:
+            while (ev := q.pop_until(stop)) is not None:
+                handlers[ev[3]](ev[0], ev[4], ev[5])  # type: ignore[operator]
+        return seen, q.processed, q.now_s
+
+    assert run(True) == run(False)
+
+
+@settings(max_examples=80, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 3), st.integers(1, 24), st.booleans()), min_size=1, max_size=60))
+def test_check_and_hold_is_check_then_hold(ops: list[tuple[int, int, bool]]) -> None:
+    """QuotaAdmission.check_and_hold (one call on the hot path) decides and records as check, then hold on admit."""
+    quotas = [
+        TeamQuota("a", "c", "h100", 16, borrowing_limit_gpus=8),
+        TeamQuota("b", "c", "h100", 8, lending_limit_gpus=4),
+        TeamQuota("d", "c", "h100", 12),
+        TeamQuota("e", "x", "h100", 4, borrowing_limit_gpus=0),
+    ]
+    fused, plain = QuotaAdmission(quotas), QuotaAdmission(quotas)
+    teams = ["a", "b", "d", "e"]
+    for pod, (t, g, release) in enumerate(ops):
+        if release and fused.held:
+            victim = next(iter(fused.held))
+            assert fused.release(victim) and plain.release(victim)
+            continue
+        got = fused.check_and_hold(pod, teams[t], "h100", g)
+        want = plain.check(teams[t], "h100", g)
+        if want.decision == "admit":
+            plain.hold(pod, want)
+        assert got == want
+        assert fused.held == plain.held and fused.book.usage == plain.book.usage

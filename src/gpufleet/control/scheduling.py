@@ -182,7 +182,8 @@ class FleetScheduler:
                 bits = masks[t] & fit
                 if bits:
                     choice = self.classes[s].choose_bits(g, bits)
-                    key = (index.first_with_free(s, t, choice.free_gpus), choice.reason)
+                    # the node longest in the chosen class (index.first_with_free, read off the view)
+                    key = (next(iter(index.buckets[s][t][choice.free_gpus])), choice.reason)
                     got = self._binds.get(key)
                     if got is None:
                         got = self._binds[key] = Bind((key[0],), key[1])
@@ -266,6 +267,16 @@ class QuotaAdmission:
         if (team, flavor) not in self.book.quotas:
             return Admission(team, flavor, gpus, "admit", "no_quota")
         return self.book.check(team, flavor, gpus)
+
+    def check_and_hold(self, pod: int, team: str, flavor: str, gpus: int) -> Admission:
+        """:meth:`check`, then :meth:`hold` if the book says ``admit`` (one call on the simulator's hot path).
+        For a team with a quota and a pod that holds none."""
+        book = self.book
+        a = book.check(team, flavor, gpus)
+        if a.decision == "admit":
+            book.add_usage((team, flavor), gpus)  # QuotaBook.admit of an admission without reclaims
+            self.held[pod] = (team, flavor, gpus)
+        return a
 
     def hold(self, pod: int, decided: Admission) -> None:
         """Record ``pod``'s usage: ``decided`` is :meth:`check`'s ``admit`` for it, with no change since."""

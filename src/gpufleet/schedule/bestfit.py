@@ -25,6 +25,7 @@ class FreeGpuIndex:
         self._b: list[list[list[dict[int, None]]]] = [
             [[{} for _ in range(max_gpus_per_node + 1)] for _ in range(n_tiers)] for _ in range(n_skus)
         ]
+        self.buckets = self._b  # read-only view for hot paths: buckets[sku][tier][free] holds the nodes, oldest first
         self._mask: list[list[int]] = [[0] * n_tiers for _ in range(n_skus)]
         self.masks = self._mask  # read-only view for hot paths: masks[sku][tier] is mask(sku, tier)
         self._whole: list[int] = [-1] * n_skus  # free count of a whole node per SKU (-1: racks not tracked)

@@ -196,6 +196,10 @@ class QuotaBook:
             self._set_usage((team, flavor), self.usage[(team, flavor)] + gpus)
         return a
 
+    def add_usage(self, key: tuple[str, str], gpus: int) -> None:
+        """Record an admission of ``gpus`` without reclaims (as :meth:`admit` of a decided ``admit`` does)."""
+        self._set_usage(key, self.usage[key] + gpus)
+
     def release(self, team: str, flavor: str, gpus: int) -> None:
         key = (team, flavor)
         if gpus < 0 or self.usage.get(key, 0) < gpus:

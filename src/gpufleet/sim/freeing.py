@@ -67,7 +67,8 @@ class FreeingEstimates:
         self.claims: list[dict[int, int]] = [{} for _ in per_node]  # per SKU: pod -> freeing nodes it waits for
         self.eta_memo: dict[int, tuple[int, float]] = {}  # pod -> (run epoch, ETA factor)
         self._bounds: dict[tuple[int, int], FreeingBounds] = {}  # (sku, window) -> bounds
-        self._memo: dict[int, tuple[tuple[int, int, int, int, tuple[int, ...], int], list[int]]] = {}
+        # per SKU: (now, index version) -> {(window, GPUs wanted, tiers): expected free times}
+        self._memo: dict[int, tuple[tuple[int, int], dict[tuple[int, int, tuple[int, ...]], list[int]]]] = {}
 
     def run_ended(self, pod: int) -> None:
         """The pod's run ended (released, moved): its next run draws its own ETA factor."""
@@ -101,13 +102,16 @@ class FreeingEstimates:
         g = self.pods.gpus[pod]
         want = per if g >= per else g  # GPUs the pod needs free on one node
         tiers = self.pods.tiers(pod)
-        key = (s, now, within_s, want, tiers, f.index.version)
-        hit = self._memo.get(s)
-        if hit is not None and hit[0] == key:
-            times = hit[1]
-        else:  # pods and their runs change only with the index (placements, releases), so the key is exact
-            times = self.expected_free_times(s, now, within_s, want, tiers)
-            self._memo[s] = (key, times)
+        # pods and their runs change only with the index (placements, releases), so (now, index version) is an
+        # exact stamp: the times of every (window, size, tiers) asked at one stamp are kept until it moves on
+        stamp = (now, f.index.version)
+        memo = self._memo.get(s)
+        if memo is None or memo[0] != stamp:
+            memo = self._memo[s] = (stamp, {})
+        key = (within_s, want, tiers)
+        times = memo[1].get(key)
+        if times is None:
+            times = memo[1][key] = self.expected_free_times(s, now, within_s, want, tiers)
         claims = self.claims[s]
         for gone in [p for p in claims if self.pods.state[p] != QUEUED]:
             del claims[gone]

@@ -48,6 +48,30 @@ if TYPE_CHECKING:
 
 PREEMPT_SCAN_NODES = 32  # nodes offered to the preemption planner per attempt (fullest-to-free order)
 BACKFILL_SCAN = 16  # queued (or parked) pods examined per SKU when capacity (or quota) frees up
+NO_LIMIT = 1 << 62
+
+
+class NoRoom:
+    """Pods that found no room during one pass over a queue of one SKU, as the smallest such size on all tiers and
+    on the tiers without spot. Placing only takes GPUs, so until something is released a pod as large or larger,
+    allowed on the same tiers or fewer, finds no room either (a single-node pod needs a node with that many free
+    GPUs; a gang needs that many whole free nodes) and need not be asked again."""
+
+    __slots__ = ("all_tiers", "no_spot")
+
+    def __init__(self) -> None:
+        self.all_tiers = NO_LIMIT
+        self.no_spot = NO_LIMIT
+
+    def rules_out(self, ask: PodAsk) -> bool:
+        g = ask.gpus
+        return g >= self.all_tiers or (g >= self.no_spot and ask.tiers is TIERS_NO_SPOT)
+
+    def add(self, ask: PodAsk) -> None:
+        if ask.tiers is TIERS_ALL:
+            self.all_tiers = min(self.all_tiers, ask.gpus)
+        elif ask.tiers is TIERS_NO_SPOT:
+            self.no_spot = min(self.no_spot, ask.gpus)
 
 
 class Scheduling:
@@ -193,9 +217,11 @@ class Scheduling:
         if pod in adm.held or (team, flavor) not in adm.book.quotas:  # held already, or a team without quota
             return True
         g = self.pods.gpus[pod]
-        a = adm.check(team, flavor, g)
+        a = adm.check_and_hold(pod, team, flavor, g)
         reasons = self.quota_reasons
         reasons[a.reason] = reasons.get(a.reason, 0) + 1
+        if a.decision == "admit":
+            return True  # held already
         if a.decision == "reject":
             return False
         if a.decision == "admit_after_reclaim":
@@ -384,6 +410,8 @@ class Scheduling:
         if self.queues.pending_gpus[s] <= 0:
             return
         scanned = 0
+        no_room = NoRoom()
+        asks = self.asks
         for prio in (3, 2, 1, 0):
             dq = self.queues.queue[s][prio]
             kept: list[int] = []
@@ -392,10 +420,14 @@ class Scheduling:
                 if p.state[pod] != QUEUED:
                     continue  # removed while queued
                 scanned += 1
-                if self.try_place(pod, now):
-                    self.queues.pending_gpus[s] -= p.gpus[pod]
+                ask = asks.get(pod) or self.ask(pod)
+                if no_room.rules_out(ask):
+                    kept.append(pod)  # try_place would say no: nothing was freed since a smaller pod found none
+                elif self.try_place(pod, now):
+                    self.queues.pending_gpus[s] -= ask.gpus
                 else:
                     kept.append(pod)
+                    no_room.add(ask)
             dq.extendleft(reversed(kept))
             if scanned >= BACKFILL_SCAN:
                 return

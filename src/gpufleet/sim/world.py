@@ -234,15 +234,15 @@ class World:
         horizon = self.horizon_s
         stop = horizon if until_s is None else min(until_s, horizon)
         next_report = q.now_s + DAY_S
-        pop = q.pop_until
-        while True:
-            ev = pop(stop)
-            if ev is None:
+        if progress is None:
+            q.dispatch(stop, handlers)
+        while progress is not None:  # a day at a time when progress is reported (it changes nothing)
+            upto = min(stop, next_report)
+            q.dispatch(upto, handlers)
+            if upto >= stop:
                 break
-            handlers[ev[3]](ev[0], ev[4], ev[5])
-            if progress is not None and ev[0] >= next_report:
-                progress(ev[0] / horizon)
-                next_report += DAY_S
+            progress(upto / horizon)
+            next_report += DAY_S
         if stop == horizon and not self.closed:
             self._close(horizon)
 
