@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from decimal import Decimal
-from typing import Protocol
+from typing import NamedTuple, Protocol
 
 import numpy as np
 import numpy.typing as npt
@@ -257,9 +257,9 @@ def rate_signals(
     )
 
 
-@dataclass(frozen=True, slots=True)
-class IdleNode:
-    """A launched (non-reserved) node with no work on it, as the cluster autoscaler sees it."""
+class IdleNode(NamedTuple):
+    """A launched (non-reserved) node with no work on it, as the cluster autoscaler sees it. Immutable (a named
+    tuple: the simulator builds one per idle node per SKU and control period)."""
 
     node_id: int
     pool_id: str
@@ -304,9 +304,9 @@ class ScaleUpContext:
     freeing_within_s: int = 0
 
 
-@dataclass(frozen=True, slots=True)
-class RunningOnLaunched:
-    """Running checkpointed training that holds whole launched (billed per second) nodes of one SKU."""
+class RunningOnLaunched(NamedTuple):
+    """Running checkpointed training that holds whole launched (billed per second) nodes of one SKU. Immutable (a
+    named tuple: the simulator builds one per candidate run per SKU and control period)."""
 
     pod_id: int
     gang: bool  # more than one node

@@ -70,13 +70,17 @@ class NoPreemption:
 
 def eviction_cost(job: RunningJob, now_s: int, grace_s: int) -> Eviction:
     """What evicting ``job`` now loses, in GPU-hours, and how it is told to stop."""
-    since_ckpt_s = max(0, now_s - (job.last_checkpoint_s if job.last_checkpoint_s is not None else job.started_s))
+    lost = eviction_loss_gpu_h(job, now_s, grace_s)
     if job.checkpointable:
-        lost_s = min(grace_s, since_ckpt_s)
-        action: Literal["checkpoint_then_stop", "stop"] = "checkpoint_then_stop"
-    else:
-        lost_s, action = since_ckpt_s, "stop"
-    return Eviction(job.id, action, grace_s if job.checkpointable else 0, job.gpus * (lost_s + job.restart_s) / 3600)
+        return Eviction(job.id, "checkpoint_then_stop", grace_s, lost)
+    return Eviction(job.id, "stop", 0, lost)
+
+
+def eviction_loss_gpu_h(job: RunningJob, now_s: int, grace_s: int) -> float:
+    """The GPU-hours evicting ``job`` now loses (:func:`eviction_cost`'s figure, without building the eviction)."""
+    since_ckpt_s = max(0, now_s - (job.last_checkpoint_s if job.last_checkpoint_s is not None else job.started_s))
+    lost_s = min(grace_s, since_ckpt_s) if job.checkpointable else since_ckpt_s
+    return job.gpus * (lost_s + job.restart_s) / 3600
 
 
 def exclusion(job: RunningJob, req: PreemptRequest, now_s: int) -> str | None:
@@ -104,35 +108,36 @@ def plan_preemption(
     if any(free >= req.gpus for free in free_gpus_by_node.values()):
         return NoPreemption(req.id, "fits_without_preemption")
     excluded: list[tuple[str, str]] = []
-    by_node: dict[int, list[tuple[Eviction, RunningJob]]] = {}
+    by_node: dict[int, list[tuple[float, RunningJob]]] = {}  # node -> (GPU-hours its eviction loses, job)
     for job in running:
         why = exclusion(job, req, now_s)
         if why is not None:
             excluded.append((job.id, why))
             continue
-        by_node.setdefault(job.node, []).append((eviction_cost(job, now_s, grace_s), job))
+        by_node.setdefault(job.node, []).append((eviction_loss_gpu_h(job, now_s, grace_s), job))
     if not by_node:
         return NoPreemption(req.id, "no_eligible_victims", tuple(excluded))
-    best: PreemptionPlan | None = None
+    best: tuple[int, list[tuple[float, RunningJob]], float] | None = None  # (node, victims, GPU-hours lost)
     for node, cands in by_node.items():
         need = req.gpus - free_gpus_by_node.get(node, 0)
         if sum(j.gpus for _, j in cands) < need:
             continue
-        cands.sort(key=lambda c: (c[0].lost_gpu_h / max(1, c[1].gpus), c[1].id))
-        chosen: list[tuple[Eviction, RunningJob]] = []
+        cands.sort(key=lambda c: (c[0] / max(1, c[1].gpus), c[1].id))
+        chosen: list[tuple[float, RunningJob]] = []
         got = 0
         for c in cands:
             if got >= need:
                 break
             chosen.append(c)
             got += c[1].gpus
-        for c in sorted(chosen, key=lambda c: -c[0].lost_gpu_h):  # drop victims that are not needed
+        for c in sorted(chosen, key=lambda c: -c[0]):  # drop victims that are not needed
             if got - c[1].gpus >= need:
                 chosen.remove(c)
                 got -= c[1].gpus
-        lost = sum(e.lost_gpu_h for e, _ in chosen)
-        if best is None or lost < best.lost_gpu_h:
-            best = PreemptionPlan(req.id, node, tuple(e for e, _ in chosen), lost)
+        lost = sum(c[0] for c in chosen)
+        if best is None or lost < best[2]:
+            best = (node, chosen, lost)
     if best is None:
         return NoPreemption(req.id, "victims_insufficient", tuple(excluded))
-    return best
+    node, chosen, lost = best
+    return PreemptionPlan(req.id, node, tuple(eviction_cost(j, now_s, grace_s) for _, j in chosen), lost)

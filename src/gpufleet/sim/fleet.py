@@ -39,8 +39,11 @@ class PoolRuntime:
     launched: int = 0
     terminated: int = 0
 
+    price_usd: float = 0.0  # the pool's price per GPU-hour as a float (what the node scaler reads)
+
     def __post_init__(self) -> None:
         self.tier_name = self.pool.tier.value
+        self.price_usd = float(self.pool.price_usd_per_gpu_h)
 
     def touch(self, now_s: int) -> None:
         dt = now_s - self.last_t

@@ -81,11 +81,12 @@ class Consolidation:
             return
         running: list[RunningOnLaunched] = []
         seen: set[int] = set()
+        gpus = self.pods.gpus
         for t in LAUNCHED_RANKS:
-            for node in f.index.nodes_with_free(s, t, 0):
+            for node in f.index.iter_with_free(s, t, 0):  # nothing changes the index in this loop
                 for pod in f.n_pods[node]:
-                    if pod in seen:
-                        continue
+                    if gpus[pod] < per or pod in seen:
+                        continue  # a pod smaller than a node is never a candidate (_move_candidate)
                     seen.add(pod)
                     c = self._move_candidate(pod, per, now)
                     if c is not None:

@@ -141,23 +141,25 @@ class Provisioner:
         per = self.per_node[s]
         idle: list[IdleNode] = []
         min_idle = self.loop.node_scaler.min_idle_s
+        sku_id, idle_since, up_since, n_pool, pools = self.sku_ids[s], f.n_idle_since, f.n_up_since, f.n_pool, f.pools
         for tier in LAUNCHED_TIERS:
-            rank = TIER_RANK[tier]
-            for n in f.index.nodes_with_free(s, rank, per):
-                if now - f.n_idle_since[n] < min_idle:
+            for n in f.index.iter_with_free(s, TIER_RANK[tier], per):  # nothing changes the index in this loop
+                idle_s = now - idle_since[n]
+                if idle_s < min_idle:
                     continue
-                pr = f.pools[f.n_pool[n]]
+                pr = pools[n_pool[n]]
+                pool = pr.pool
                 idle.append(
                     IdleNode(
                         n,
-                        pr.pool.id,
-                        self.sku_ids[s],
+                        pool.id,
+                        sku_id,
                         pr.tier_name,
                         per,
-                        now - f.n_idle_since[n],
-                        now - f.n_up_since[n],
-                        pr.pool.node_start_s,
-                        float(pr.pool.price_usd_per_gpu_h),
+                        idle_s,
+                        now - up_since[n],
+                        pool.node_start_s,
+                        pr.price_usd,
                     )
                 )
         if not idle:

@@ -410,7 +410,7 @@ class Scheduling:
         if self.queues.pending_gpus[s] <= 0:
             return
         scanned = 0
-        no_room = NoRoom()
+        no_room: NoRoom | None = None  # made at the first pod that finds no room
         asks = self.asks
         for prio in (3, 2, 1, 0):
             dq = self.queues.queue[s][prio]
@@ -421,12 +421,14 @@ class Scheduling:
                     continue  # removed while queued
                 scanned += 1
                 ask = asks.get(pod) or self.ask(pod)
-                if no_room.rules_out(ask):
+                if no_room is not None and no_room.rules_out(ask):
                     kept.append(pod)  # try_place would say no: nothing was freed since a smaller pod found none
                 elif self.try_place(pod, now):
                     self.queues.pending_gpus[s] -= ask.gpus
                 else:
                     kept.append(pod)
+                    if no_room is None:
+                        no_room = NoRoom()
                     no_room.add(ask)
             dq.extendleft(reversed(kept))
             if scanned >= BACKFILL_SCAN:
