@@ -4,7 +4,8 @@ Whole runs with gangs, quotas, preemption and node failures, checked call by cal
 (sim/freeing.py) against a scan of every busy node, and its memo per (time, index version) against computing
 again; the scheduler's bit-set and per-rack reads (control/scheduling.FleetScheduler.place) against the candidate
 tuple and the rack grouping built from the index; the queue pass's skipped pods (sim/scheduling.NoRoom) against
-asking the scheduler; and the quota book's running pool use against the sum over the cohort. Property tests: the
+asking the scheduler; the quota book's running pool use against the sum over the cohort; and the scale-down
+context's free and schedulable GPUs read off the index's buckets against its per-class counts. Property tests: the
 engine's dispatch loop against popping one event at a time, the fused quota check-and-hold against check then hold.
 """
 
@@ -57,7 +58,7 @@ def reference_place(sched: FleetScheduler, ask: PodAsk, index: FreeGpuIndex, rac
     return Bind(tuple(nodes), f"gang_{level}", level)
 
 
-CALLS = {"free": 0, "memo": 0, "place": 0, "quota": 0, "no_room": 0}
+CALLS = {"free": 0, "memo": 0, "place": 0, "quota": 0, "no_room": 0, "sums": 0}
 
 
 class CheckedNoRoom(sim_scheduling.NoRoom):
@@ -135,6 +136,24 @@ def checked_world(sc: Scenario, loop: ControlLoop) -> World:
         CALLS["quota"] += 1
         return out
 
+    prov = w.provisioner
+    free_gpus, capacity_gpus = prov.free_gpus, prov.capacity_gpus
+
+    def free_plain(s: int) -> int:
+        got = free_gpus(s)
+        per = w.per_node[s]
+        assert got == sum(k * f.index.free_nodes(s, t, k) for t in range(f.index.n_tiers) for k in range(1, per + 1))
+        CALLS["sums"] += 1
+        return got
+
+    def capacity_plain(s: int) -> int:
+        got = capacity_gpus(s)
+        per = w.per_node[s]
+        assert got == per * sum(f.index.free_nodes(s, t, k) for t in range(f.index.n_tiers) for k in range(per + 1))
+        return got
+
+    prov.free_gpus = free_plain  # type: ignore[method-assign]
+    prov.capacity_gpus = capacity_plain  # type: ignore[method-assign]
     freeing.expected_free_times = free_times  # type: ignore[method-assign]
     freeing.freeing_times = memoised  # type: ignore[method-assign]
     sch.try_place = place  # type: ignore[method-assign]
@@ -155,13 +174,13 @@ def test_fast_paths_decide_as_the_plain_computations(
             "control": sc.control.model_copy(update={"scheduler_policy": policy, "eta_error_sd": 0.2}),
         }
     )
-    CALLS.update(free=0, memo=0, place=0, quota=0, no_room=0)
+    CALLS.update(free=0, memo=0, place=0, quota=0, no_room=0, sums=0)
     monkeypatch.setattr(sim_scheduling, "NoRoom", CheckedNoRoom)
     w = checked_world(sc, gpufleet_loop(sc, seed))
     w.run()
     w.check_invariants()
     assert CALLS["free"] > 20 and CALLS["place"] > 500 and CALLS["quota"] > 100
-    assert CALLS["memo"] > CALLS["free"] // 2 and CALLS["no_room"] > 20
+    assert CALLS["memo"] > CALLS["free"] // 2 and CALLS["no_room"] > 20 and CALLS["sums"] > 20
     assert any(r.startswith("gang_") for r in w.scheduling.sched_reasons)
 
 

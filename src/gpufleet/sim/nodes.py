@@ -189,13 +189,16 @@ class Provisioner:
         return 0.0
 
     def capacity_gpus(self, s: int) -> int:
-        f = self.fleet
+        """GPUs on the SKU's schedulable nodes (the nodes in the index, read off its buckets)."""
         per = self.per_node[s]
-        return per * sum(f.index.free_nodes(s, t, free) for t in TIERS_ALL for free in range(per + 1))
+        buckets = self.fleet.index.buckets[s]
+        return per * sum([len(b) for t in TIERS_ALL for b in buckets[t][: per + 1]])
 
     def free_gpus(self, s: int) -> int:
-        f = self.fleet
-        return sum(free * f.index.free_nodes(s, t, free) for t in TIERS_ALL for free in range(1, self.per_node[s] + 1))
+        """Free GPUs on the SKU's schedulable nodes."""
+        per = self.per_node[s]
+        buckets = self.fleet.index.buckets[s]
+        return sum([free * len(buckets[t][free]) for t in TIERS_ALL for free in range(1, per + 1)])
 
     def demand_now(self, s: int) -> float:
         return float(sum(pr.alloc_gpus for pr in self.fleet.pools if pr.sku_idx == s) + self.queues.pending_gpus[s])
