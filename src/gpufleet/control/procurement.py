@@ -37,6 +37,7 @@ from gpufleet.domain.catalog import BUILTIN_PRICE_CATALOG
 from gpufleet.domain.reservations import term_seconds
 from gpufleet.ports import PriceCatalog, ProcurementContext, ReservationProposal
 from gpufleet.procure.baseline import on_demand_usd_per_gpu_h
+from gpufleet.procure.freshdays import FRESH_RULE, FreshDaysRule
 from gpufleet.procure.hedge import ShadowBook
 from gpufleet.procure.policies import baseline_policies
 from gpufleet.procure.replay import ReplayConfig, ReservationPolicy
@@ -231,6 +232,10 @@ class Hedge:
     idle_gate: float | None = 0.5
     idle_lookback_h: int = 30 * 24
     idle_floor: str | None = "online_breakeven"
+    # the two forecast rules (weekly profile, fresh days): which leads before forecast_evidence_h observed hours, after
+    # which the cheaper of the two on the observed demand leads (the procurer has no fresh-days rule: weekly only)
+    forecast_prior: str = FRESH_RULE
+    forecast_evidence_h: int = 48
 
 
 @dataclass(frozen=True, slots=True)
@@ -276,6 +281,23 @@ class _ForecastRule:
 
 
 @dataclass(slots=True)
+class _FreshRule:
+    """The fresh-days rule (:mod:`gpufleet.procure.freshdays`) as a shadow: whole nodes above the shadow's capacity."""
+
+    rule: FreshDaysRule
+    per: int
+    name: str = FRESH_RULE
+
+    def decide(self, t: int, history: FloatArray, committed: FloatArray, cfg: ReplayConfig) -> float:
+        return float(whole_nodes(self.rule.gap(t, history, float(committed[cfg.lead_h]), cfg), self.per) * self.per)
+
+
+def whole_nodes(gpus: float, per: int) -> int:
+    """Whole nodes of ``per`` GPUs for a need of ``gpus``: a node is bought when its middle GPU is needed."""
+    return max(math.floor(gpus / per + 0.5), 0)
+
+
+@dataclass(slots=True)
 class ForecastLedProcurer:
     """gpufleet's procurer: model-predictive commitments (module docstring), hedged by shadows of the simple rules
     on the observed demand (``hedge``; None = the forecast-led rule alone). Never proposes before
@@ -283,7 +305,7 @@ class ForecastLedProcurer:
 
     limits: dict[str, TierLimits] = field(default_factory=dict)  # by SKU id; a missing SKU: no cheaper tiers
     prices: PriceCatalog = BUILTIN_PRICE_CATALOG
-    min_history_h: int = 24
+    min_history_h: int = 1
     lookback_h: int = 28 * 24
     spot_share: float = 0.3  # share of demand that may ride spot (checkpointable training)
     first_window_h: int = WEEK_H  # a node bought now must pay for itself over these first hours of its term
@@ -293,6 +315,7 @@ class ForecastLedProcurer:
     level_sigma0: float = 0.3  # level hedge (level_spread): prior sd of the day-to-day log change; 0 = off
     level_prior_days: float = 3.0
     hedge: Hedge | None = field(default_factory=Hedge)
+    fresh: FreshDaysRule | None = field(default_factory=FreshDaysRule)  # the second forecast rule (hedge only)
     books_: dict[tuple[str, str, int, int, int], ShadowBook] = field(default_factory=dict, repr=False, compare=False)
 
     def _market(self, sku_id: str, reserved: float) -> _Market:
@@ -343,11 +366,17 @@ class ForecastLedProcurer:
         book = self.books_.get(key)
         if book is None or not book.extends(hist):
             cfg = m.replay_config(term_h, lead_h)
-            rules: list[ReservationPolicy] = [_ForecastRule(self, m, per), *baseline_policies()]  # type: ignore[list-item]
+            forecasts: list[ReservationPolicy] = [_ForecastRule(self, m, per)]
+            if self.fresh is not None:
+                forecasts.append(_FreshRule(self.fresh, per))
+            rules: list[ReservationPolicy] = [*forecasts, *baseline_policies()]  # type: ignore[list-item]
             hg = self.hedge
             step = min(max(round(term_h / hg.steps_per_term), 1), WEEK_H)
+            prior_f = [r.name for r in forecasts].index(hg.forecast_prior) if hg.forecast_prior in [r.name for r in forecasts] else 0
             book = ShadowBook(cfg, rules, step_h=step, margin=hg.margin, min_history_h=hg.min_history_h,
-                              prior=hg.prior, evidence_h=round(hg.evidence_terms * term_h))  # fmt: skip
+                              prior=hg.prior, evidence_h=round(hg.evidence_terms * term_h),
+                              forecast_rules=len(forecasts), forecast_prior=prior_f,
+                              forecast_evidence_h=hg.forecast_evidence_h)  # fmt: skip
             self.books_[key] = book
         book.advance(hist)
         return book
@@ -363,11 +392,23 @@ class ForecastLedProcurer:
         lead_h = pool.lead_time_s // HOUR_S
         m = self._market(ctx.sku_id, float(pool.price_usd_per_gpu_h))
         have, per = int(ctx.committed_gpus_at_lead), ctx.gpus_per_node
-        nodes, growth = self.forecast_led_nodes(hist, have, per, term_h, lead_h, m)
-        why = (
-            f"{{gpus}} GPUs above {have} committed save more than they cost over the term on the projected "
-            f"demand (term mean {growth:.2f}x last week's), after spot and the secondary provider take what they can"
-        )
+        rule = FORECAST_RULE
+        if self.hedge is not None and self.fresh is not None:
+            rule = self._book(hist, per, term_h, lead_h, m, f"{ctx.sku_id}/{ctx.pool.id}").forecast_rule
+        if rule == FRESH_RULE and self.fresh is not None:
+            gap = self.fresh.gap(len(hist), hist, float(have), m.replay_config(term_h, lead_h))
+            nodes = whole_nodes(gap, per)
+            why = (
+                f"{{gpus}} GPUs above {have} committed save more than they cost over the term on the freshest days' "
+                f"demand at the same hour and the first covered hour needs them (the fresh-days rule has cost less "
+                f"than the weekly profile on the observed demand)"
+            )
+        else:
+            nodes, growth = self.forecast_led_nodes(hist, have, per, term_h, lead_h, m)
+            why = (
+                f"{{gpus}} GPUs above {have} committed save more than they cost over the term on the projected "
+                f"demand (term mean {growth:.2f}x last week's), after spot and the secondary provider take what they can"
+            )
         if self.hedge is not None and nodes > 0:
             target, capped = self._hedged_target(hist, have + nodes * per, per, term_h, lead_h, m, ctx)
             if capped:
@@ -396,7 +437,7 @@ class ForecastLedProcurer:
         book = self._book(hist, per, term_h, lead_h, m, f"{ctx.sku_id}/{ctx.pool.id}")
         at, full = len(hist) + lead_h, target
         why = ""
-        if book.leader != FORECAST_RULE:
+        if book.leader != book.forecast_rule:
             lead_cap = book.capacity_at(book.leader, at)
             if lead_cap < target:
                 target = lead_cap
