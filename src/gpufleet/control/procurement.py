@@ -233,9 +233,13 @@ class Hedge:
     idle_lookback_h: int = 30 * 24
     idle_floor: str | None = "online_breakeven"
     # the two forecast rules (weekly profile, fresh days): which leads before forecast_evidence_h observed hours, after
-    # which the cheaper of the two on the observed demand leads (the procurer has no fresh-days rule: weekly only)
+    # which the cheaper of the two on the observed demand leads (the procurer has no fresh-days rule: weekly only).
+    # The fresh-days rule leads first only for terms up to fresh_first_max_term_h: its scenarios read the days as far
+    # back as the covered hours are ahead, so over a longer term they are mostly the level; there the weekly profile
+    # leads first.
     forecast_prior: str = FRESH_RULE
     forecast_evidence_h: int = 48
+    fresh_first_max_term_h: int = 720
 
 
 @dataclass(frozen=True, slots=True)
@@ -372,7 +376,9 @@ class ForecastLedProcurer:
             rules: list[ReservationPolicy] = [*forecasts, *baseline_policies()]  # type: ignore[list-item]
             hg = self.hedge
             step = min(max(round(term_h / hg.steps_per_term), 1), WEEK_H)
-            prior_f = [r.name for r in forecasts].index(hg.forecast_prior) if hg.forecast_prior in [r.name for r in forecasts] else 0
+            names = [r.name for r in forecasts]
+            first = hg.forecast_prior if term_h <= hg.fresh_first_max_term_h else FORECAST_RULE
+            prior_f = names.index(first) if first in names else 0
             book = ShadowBook(cfg, rules, step_h=step, margin=hg.margin, min_history_h=hg.min_history_h,
                               prior=hg.prior, evidence_h=round(hg.evidence_terms * term_h),
                               forecast_rules=len(forecasts), forecast_prior=prior_f,
@@ -381,34 +387,48 @@ class ForecastLedProcurer:
         book.advance(hist)
         return book
 
+    def context_view(self, ctx: ProcurementContext) -> tuple[FloatArray, int, int, _Market]:
+        """The observed history (gaps as 0), the term and lead time (hours) and the market of a context."""
+        raw = np.asarray(ctx.demand_history_gpus, dtype=np.float64)
+        hist = np.where(np.isfinite(raw), raw, 0.0)
+        # the term a new commitment runs for: the context's where it is not whole months (a replay's 1-week terms)
+        term_h = ctx.term_h if ctx.term_h is not None else term_seconds(ctx.pool.term_months or 12) // HOUR_S
+        return hist, term_h, ctx.pool.lead_time_s // HOUR_S, self._market(ctx.sku_id, float(ctx.pool.price_usd_per_gpu_h))
+
+    def forecast_rule(self, ctx: ProcurementContext) -> str:
+        """The forecast rule the procurer follows in this context: the weekly profile (``forecast_led``) without
+        the hedge or the fresh-days rule, else the one the shadow book picked (the cheaper on the observed demand)."""
+        if self.hedge is None or self.fresh is None:
+            return FORECAST_RULE
+        hist, term_h, lead_h, m = self.context_view(ctx)
+        return self._book(hist, ctx.gpus_per_node, term_h, lead_h, m, f"{ctx.sku_id}/{ctx.pool.id}").forecast_rule
+
+    def unhedged_nodes(
+        self, hist: FloatArray, have: int, per: int, term_h: int, lead_h: int, m: _Market, rule: str
+    ) -> tuple[int, str]:
+        """Nodes the forecast rule ``rule`` would commit above ``have`` GPUs before the hedge, and why."""
+        if rule == FRESH_RULE and self.fresh is not None:
+            gap = self.fresh.gap(len(hist), hist, float(have), m.replay_config(term_h, lead_h))
+            return whole_nodes(gap, per), (
+                f"{{gpus}} GPUs above {have} committed save more than they cost over the term on the freshest days' "
+                "demand at the same hour, and the first covered hour needs them (the fresh-days rule has cost less "
+                "than the weekly profile on the observed demand)"
+            )
+        nodes, growth = self.forecast_led_nodes(hist, have, per, term_h, lead_h, m)
+        return nodes, (
+            f"{{gpus}} GPUs above {have} committed save more than they cost over the term on the projected "
+            f"demand (term mean {growth:.2f}x last week's), after spot and the secondary provider take what they can"
+        )
+
     def propose(self, ctx: ProcurementContext) -> list[ReservationProposal]:
         raw = np.asarray(ctx.demand_history_gpus, dtype=np.float64)
         if int(np.isfinite(raw).sum()) < self.min_history_h:
             return []
-        hist = np.where(np.isfinite(raw), raw, 0.0)
+        hist, term_h, lead_h, m = self.context_view(ctx)
         pool = ctx.pool
-        # the term a new commitment runs for: the context's where it is not whole months (a replay's 1-week terms)
-        term_h = ctx.term_h if ctx.term_h is not None else term_seconds(pool.term_months or 12) // HOUR_S
-        lead_h = pool.lead_time_s // HOUR_S
-        m = self._market(ctx.sku_id, float(pool.price_usd_per_gpu_h))
         have, per = int(ctx.committed_gpus_at_lead), ctx.gpus_per_node
-        rule = FORECAST_RULE
-        if self.hedge is not None and self.fresh is not None:
-            rule = self._book(hist, per, term_h, lead_h, m, f"{ctx.sku_id}/{ctx.pool.id}").forecast_rule
-        if rule == FRESH_RULE and self.fresh is not None:
-            gap = self.fresh.gap(len(hist), hist, float(have), m.replay_config(term_h, lead_h))
-            nodes = whole_nodes(gap, per)
-            why = (
-                f"{{gpus}} GPUs above {have} committed save more than they cost over the term on the freshest days' "
-                f"demand at the same hour and the first covered hour needs them (the fresh-days rule has cost less "
-                f"than the weekly profile on the observed demand)"
-            )
-        else:
-            nodes, growth = self.forecast_led_nodes(hist, have, per, term_h, lead_h, m)
-            why = (
-                f"{{gpus}} GPUs above {have} committed save more than they cost over the term on the projected "
-                f"demand (term mean {growth:.2f}x last week's), after spot and the secondary provider take what they can"
-            )
+        rule = self.forecast_rule(ctx)
+        nodes, why = self.unhedged_nodes(hist, have, per, term_h, lead_h, m, rule)
         if self.hedge is not None and nodes > 0:
             target, capped = self._hedged_target(hist, have + nodes * per, per, term_h, lead_h, m, ctx)
             if capped:
