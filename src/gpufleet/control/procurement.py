@@ -234,12 +234,12 @@ class Hedge:
     idle_floor: str | None = "online_breakeven"
     # the two forecast rules (weekly profile, fresh days): which leads before forecast_evidence_h observed hours, after
     # which the cheaper of the two on the observed demand leads (the procurer has no fresh-days rule: weekly only).
-    # The fresh-days rule leads first only for terms up to fresh_first_max_term_h: its scenarios read the days as far
-    # back as the covered hours are ahead, so over a longer term they are mostly the level; there the weekly profile
-    # leads first.
+    # The fresh-days rule is a candidate only for terms up to fresh_max_term_h: its scenarios read the days as far
+    # back as the covered hours are ahead, so over a longer term they are the level or last quarter's mirror, not a
+    # projection; there the weekly profile is the one forecast rule.
     forecast_prior: str = FRESH_RULE
     forecast_evidence_h: int = 48
-    fresh_first_max_term_h: int = 720
+    fresh_max_term_h: int = 720
 
 
 @dataclass(frozen=True, slots=True)
@@ -371,14 +371,14 @@ class ForecastLedProcurer:
         if book is None or not book.extends(hist):
             cfg = m.replay_config(term_h, lead_h)
             forecasts: list[ReservationPolicy] = [_ForecastRule(self, m, per)]
-            if self.fresh is not None:
-                forecasts.append(_FreshRule(self.fresh, per))
+            fresh = self._fresh_for(term_h)
+            if fresh is not None:
+                forecasts.append(_FreshRule(fresh, per))
             rules: list[ReservationPolicy] = [*forecasts, *baseline_policies()]  # type: ignore[list-item]
             hg = self.hedge
             step = min(max(round(term_h / hg.steps_per_term), 1), WEEK_H)
             names = [r.name for r in forecasts]
-            first = hg.forecast_prior if term_h <= hg.fresh_first_max_term_h else FORECAST_RULE
-            prior_f = names.index(first) if first in names else 0
+            prior_f = names.index(hg.forecast_prior) if hg.forecast_prior in names else 0
             book = ShadowBook(cfg, rules, step_h=step, margin=hg.margin, min_history_h=hg.min_history_h,
                               prior=hg.prior, evidence_h=round(hg.evidence_terms * term_h),
                               forecast_rules=len(forecasts), forecast_prior=prior_f,
@@ -393,14 +393,22 @@ class ForecastLedProcurer:
         hist = np.where(np.isfinite(raw), raw, 0.0)
         # the term a new commitment runs for: the context's where it is not whole months (a replay's 1-week terms)
         term_h = ctx.term_h if ctx.term_h is not None else term_seconds(ctx.pool.term_months or 12) // HOUR_S
-        return hist, term_h, ctx.pool.lead_time_s // HOUR_S, self._market(ctx.sku_id, float(ctx.pool.price_usd_per_gpu_h))
+        m = self._market(ctx.sku_id, float(ctx.pool.price_usd_per_gpu_h))
+        return hist, term_h, ctx.pool.lead_time_s // HOUR_S, m
+
+    def _fresh_for(self, term_h: int) -> FreshDaysRule | None:
+        """The fresh-days rule where it is a candidate: with the hedge (it is chosen by shadow cost), terms up to
+        ``hedge.fresh_max_term_h``."""
+        if self.hedge is None or self.fresh is None or term_h > self.hedge.fresh_max_term_h:
+            return None
+        return self.fresh
 
     def forecast_rule(self, ctx: ProcurementContext) -> str:
         """The forecast rule the procurer follows in this context: the weekly profile (``forecast_led``) without
         the hedge or the fresh-days rule, else the one the shadow book picked (the cheaper on the observed demand)."""
-        if self.hedge is None or self.fresh is None:
-            return FORECAST_RULE
         hist, term_h, lead_h, m = self.context_view(ctx)
+        if self._fresh_for(term_h) is None:
+            return FORECAST_RULE
         return self._book(hist, ctx.gpus_per_node, term_h, lead_h, m, f"{ctx.sku_id}/{ctx.pool.id}").forecast_rule
 
     def unhedged_nodes(
