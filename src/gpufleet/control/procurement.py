@@ -13,16 +13,18 @@ The simulator and the service's reconciler run it (``ControlLoop.gpufleet(...).p
 3. commit the whole nodes above the committed capacity that save more than they cost over the term and already
    in its first week (:func:`worthwhile_nodes`), after what the cheaper tiers absorb: spot (``spot_share`` of demand,
    within the pool's spot capacity) and the secondary provider (within its capacity), priced from the catalog;
-4. hedge (:class:`Hedge`, :mod:`gpufleet.procure.hedge`): the rule above and the simple rules run in shadow on the
-   observed demand; once a term of hours is observed, while a simple rule has cost measurably less, the
-   commitment is capped at that rule's capacity; where most observed hours are idle, the idle gate holds at most
-   the break-even quantile of demand (at least online break-even's capacity). The hedge only ever lowers the
-   forecast-led commitment.
+4. hedge (:class:`Hedge`, :mod:`gpufleet.procure.hedge`): the rule above, the fresh-days rule
+   (:mod:`gpufleet.procure.freshdays`: the same hour on the five freshest days, buying what the first covered hour
+   needs; a candidate for terms up to a month) and the simple rules run in shadow on the observed demand. The
+   forecast rule followed is the fresh-days rule for the first 48 h, then the cheaper of the two forecast rules;
+   once a term of hours is observed, while a simple rule has cost measurably less, the commitment is capped at that
+   rule's capacity; where most observed hours are idle, the idle gate holds at most the break-even quantile of
+   demand (at least online break-even's capacity). The hedge only ever lowers the forecast rule's commitment.
 
 A commitment whose demand went away is simply not renewed when its term ends. Settings: the projection, level
 hedge and hedge were set on the public traces (docs/benchmarks/procure.md) and checked in the closed loop on the
 default scenario's seeds 11-16; the trend clip, growth cap, spot share and first window on seeds 11-20
-(docs/scenario.md).
+(docs/scenario.md); the fresh-days rule's one-month limit on tuning seeds 11, 13 and 14 (session 9).
 """
 
 from __future__ import annotations
