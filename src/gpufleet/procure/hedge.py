@@ -8,7 +8,10 @@ paid plus the overflow priced tier by tier, the replay's cost model :func:`hour_
 is observed. That running cost is the decision-relevant measure of the forecast's calibration and error: a forecast
 too wide or too narrow, biased or late shows up as over- or under-commitment cost.
 
-The *leader* is the forecast rule (rule 0) unless another rule is cheaper than the current leader by more than
+The first ``forecast_rules`` rules are forecast rules (the procurer's weekly profile and fresh-days rule): the
+*forecast rule* is ``forecast_prior`` until ``forecast_evidence_h`` observed hours, then the cheapest of them (leaving
+the current one only for one cheaper by ``margin`` of its cost). The *leader* is the forecast rule unless another rule
+is cheaper than the current leader by more than
 ``margin`` (a share of the forecast rule's cost so far); the lead changes only at a step and only after
 ``min_history_h`` observed hours (before that the leader is ``prior``). Realised cost says little while the
 commitments it prices are young (a rule that buys ahead of growth pays for idle hours first and is repaid later in
