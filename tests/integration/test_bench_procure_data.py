@@ -39,11 +39,6 @@ def test_the_loops_procurer_beats_the_rules_that_ignore_the_level(
 
 
 @pytest.mark.data
-@pytest.mark.xfail(
-    strict=True,
-    reason="issue 21's bar: the one procurer (issue 15) is 1-4 points above lookback_p50 / 1.10x on these rows "
-    "(docs/benchmarks/generalize.md); the deleted hedged replay policy met it",
-)
 @pytest.mark.parametrize(("rel", "series", "convert"), DEV)
 def test_gpufleet_within_10pct_of_hindsight_and_below_every_baseline(
     shared_data: Path, rel: str, series: str, convert: RpsToGpus | None

@@ -75,9 +75,12 @@ def test_hedged_never_holds_more_than_the_forecast_led_rule_and_follows_it_on_st
     cfg = _cfg()
     rng = np.random.default_rng(1)
     demand = np.round(_daily(24 * 14, rng.normal(0, 3.0, 24 * 14)))
-    h, f = replay(cfg, demand, _gpufleet()), replay(cfg, demand, _gpufleet(hedge=None))
+    # with the weekly profile as the one forecast rule (fresh=None) the hedge only lowers it
+    h, f = replay(cfg, demand, _gpufleet(fresh=None)), replay(cfg, demand, _gpufleet(hedge=None))
     assert np.all(h.reserved_gpus <= f.reserved_gpus + 1e-9)
     assert h.cost_usd <= 1.05 * f.cost_usd
+    # with both forecast rules it follows the cheaper one: no dearer than the weekly rule alone beyond 5 %
+    assert replay(cfg, demand, _gpufleet()).cost_usd <= 1.05 * f.cost_usd
 
 
 def test_hedged_falls_back_when_commitments_lose_money() -> None:

@@ -14,8 +14,9 @@ from gpufleet.control.loop import ControlLoop
 from gpufleet.control.procurement import ForecastLedProcurer, TierLimits, project
 from gpufleet.domain.catalog import BUILTIN_PRICE_CATALOG, default_pools
 from gpufleet.ports import ProcurementContext
+from gpufleet.procure.freshdays import FreshDaysRule, units_worth_committing_tiered
 from gpufleet.procure.hedge import ShadowBook, hour_costs_usd
-from gpufleet.procure.policies import AllOnDemand, lookback_p50
+from gpufleet.procure.policies import AllOnDemand, lookback_p50, units_worth_committing
 from gpufleet.procure.replay import ReplayConfig, replay
 
 POOL = default_pools("h100_80gb", reserved_term_months=1, reserved_lead_time_s=24 * 3600)[0]
@@ -33,20 +34,25 @@ def _units(p: ForecastLedProcurer, ctx: ProcurementContext) -> int:
 @settings(max_examples=60, deadline=None)
 @given(
     seed=st.integers(0, 2**31 - 1),
-    hours=st.integers(1, 30 * 24),
+    hours=st.integers(1, 21 * 24),
     level=st.floats(0.0, 500.0),
     spread=st.floats(0.0, 1.0),
     per=st.sampled_from([1, 4, 8]),
     committed=st.integers(0, 400),
 )
-def test_whole_nodes_never_negative_never_above_the_forecast_led_rule(
+def test_whole_nodes_never_negative_never_above_the_unhedged_forecast_rule(
     seed: int, hours: int, level: float, spread: float, per: int, committed: int
 ) -> None:
     rng = np.random.default_rng(seed)
     hist = level * (1 + spread * rng.standard_normal(hours)).clip(0, None)
     ctx = _ctx(hist, committed, per)
-    props = ForecastLedProcurer().propose(ctx)
-    alone = _units(ForecastLedProcurer(hedge=None), ctx)
+    p = ForecastLedProcurer()
+    props = p.propose(ctx)
+    # the unhedged rule: the forecast rule the shadow book picked (weekly profile or fresh days), alone
+    hist_, term_h, lead_h, m = p.context_view(ctx)
+    alone = per * p.unhedged_nodes(hist_, committed, per, term_h, lead_h, m, p.forecast_rule(ctx))[0]
+    if p.forecast_rule(ctx) == "forecast_led":
+        assert alone == _units(ForecastLedProcurer(hedge=None), ctx)
     for p in props:
         assert p.units > 0 and p.units % per == 0
         assert p.start_s == ctx.now_s + POOL.lead_time_s
@@ -90,12 +96,14 @@ def test_the_hedge_caps_at_a_cheaper_leaner_rule() -> None:
     no more than the leader's capacity; without the hedge it proposes the forecast-led amount."""
     t = np.arange(40 * 24)
     hist = np.where(t < 14 * 24, 400.0, 120.0) + 40 * (np.sin(2 * np.pi * t / 24) > 0.9)
-    hedged, alone = ForecastLedProcurer(), ForecastLedProcurer(hedge=None)
+    hedged = ForecastLedProcurer()
     for n in range(24, len(hist), 24):
-        u_h, u_a = _units(hedged, _ctx(hist[:n], per=1)), _units(alone, _ctx(hist[:n], per=1))
-        assert u_h <= u_a
+        ctx = _ctx(hist[:n], per=1)
+        u_h = _units(hedged, ctx)
+        h, term_h, lead_h, m = hedged.context_view(ctx)
+        assert u_h <= hedged.unhedged_nodes(h, 0, 1, term_h, lead_h, m, hedged.forecast_rule(ctx))[0]
     (book,) = hedged.books_.values()
-    assert book.costs_.shape == (5,) and np.all(book.costs_ > 0)
+    assert book.costs_.shape == (6,) and np.all(book.costs_ > 0)
 
 
 def test_the_shadow_book_is_a_memo_of_the_history() -> None:
@@ -140,3 +148,73 @@ def test_the_bench_replays_the_object_the_loop_holds() -> None:
     res = replay(cfg, np.full(21 * 24, 40.0), policy)
     assert res.reserved_gpus[3 * 24 :].min() >= 30  # steady demand is reserved after the cold start
     assert res.cost_usd < 40 * 21 * 24 * cfg.on_demand_usd_per_gpu_h
+
+
+@settings(max_examples=25, deadline=None)
+@given(seed=st.integers(0, 2**31 - 1), cuts=st.lists(st.integers(1, 400), min_size=1, max_size=5))
+def test_the_shadow_book_with_two_forecast_rules_incremental_equals_rebuilt(seed: int, cuts: list[int]) -> None:
+    """The fresh-days rule as a second forecast rule: advanced at any cuts or built once, the same costs, forecast
+    rule and leader."""
+    cfg = ReplayConfig.from_catalog("h100_80gb", prices=BUILTIN_PRICE_CATALOG, term_h=72, lead_h=12)
+    rng = np.random.default_rng(seed)
+    hist = 60 + 30 * np.sin(np.arange(400) * 2 * np.pi / 24) + 15 * rng.random(400)
+
+    def book() -> ShadowBook:
+        rules = [FreshDaysRule(), lookback_p50(), AllOnDemand()]
+        return ShadowBook(cfg, rules, step_h=3, forecast_rules=2, forecast_prior=0, forecast_evidence_h=48)  # type: ignore[arg-type]
+
+    step, once = book(), book()
+    for n in sorted(cuts):
+        step.advance(hist[:n])
+    step.advance(hist)
+    once.advance(hist)
+    assert step.costs_ == pytest.approx(once.costs_)
+    assert (step.forecast_rule, step.leader) == (once.forecast_rule, once.leader)
+
+
+def test_the_book_follows_the_cheaper_forecast_rule_after_its_evidence() -> None:
+    """Two 'forecast rules' on steady demand: all on-demand (the prior) and the lookback median. The median one
+    costs less once its commitments run, so it becomes the forecast rule after the evidence hours, not before."""
+    cfg = ReplayConfig.from_catalog("h100_80gb", prices=BUILTIN_PRICE_CATALOG, term_h=48, lead_h=2)
+    hist = np.full(200, 50.0)
+    book = ShadowBook(cfg, [AllOnDemand(), lookback_p50()], step_h=1, min_history_h=0, forecast_rules=2,  # type: ignore[list-item]
+                      forecast_prior=0, forecast_evidence_h=100)  # fmt: skip
+    book.advance(hist[:99])
+    assert book.forecast_rule == "all_on_demand" == book.leader
+    book.advance(hist)
+    assert book.forecast_rule == "lookback_p50" == book.leader
+    assert book.costs_[1] < book.costs_[0]
+
+
+def test_the_fresh_days_rule_reads_the_freshest_days_at_the_same_hour() -> None:
+    """A daily pattern with no trend: every scenario hour is the pattern's same hour; on steady demand the rule
+    buys the level (whole GPUs), nothing above what is committed, nothing on an idle history."""
+    cfg = ReplayConfig.from_catalog("h100_80gb", prices=BUILTIN_PRICE_CATALOG, term_h=WEEK, lead_h=24)
+    day = np.where(np.arange(24) < 12, 40.0, 100.0)
+    hist = np.tile(day, 10)
+    rule = FreshDaysRule(level_sigma0=0.0)
+    scen = rule.scenarios(len(hist), hist, cfg)
+    assert scen.shape == (5, WEEK)
+    assert scen == pytest.approx(np.tile(np.tile(day, 8)[:WEEK], (5, 1)))
+    flat = np.full(10 * 24, 80.0)
+    assert rule.gap(len(flat), flat, 0.0, cfg) == 80
+    assert rule.gap(len(flat), flat, 80.0, cfg) == 0
+    assert FreshDaysRule().gap(48, np.zeros(48), 0.0, cfg) == 0
+
+
+@settings(max_examples=60, deadline=None)
+@given(seed=st.integers(0, 2**31 - 1), n=st.integers(1, 200), threshold=st.floats(0.5, 6.88))
+def test_tiered_units_equal_the_single_tier_rule_with_on_demand_only(seed: int, n: int, threshold: float) -> None:
+    cfg = ReplayConfig.from_catalog("h100_80gb", prices=BUILTIN_PRICE_CATALOG, term_h=WEEK, lead_h=24)
+    rng = np.random.default_rng(seed)
+    demand = 30 * rng.random(n)
+    excess = demand - 10
+    got = units_worth_committing_tiered(excess, demand, cfg, threshold_usd=threshold)
+    assert got == units_worth_committing(excess, threshold / cfg.on_demand_usd_per_gpu_h)
+
+
+def test_the_procurer_follows_the_fresh_days_rule_first_and_says_so() -> None:
+    p = ForecastLedProcurer()
+    props = p.propose(_ctx(np.full(30, 64.0), per=8))
+    assert p.forecast_rule(_ctx(np.full(30, 64.0), per=8)) == "fresh_days"
+    assert props and "freshest days" in props[0].reason and props[0].units % 8 == 0

@@ -315,6 +315,7 @@ def _tile(values: FloatArray, n: int) -> FloatArray:
 #: :class:`~gpufleet.control.procurement.Hedge` replaced). ``bench generalize`` picks one leave-one-trace-out.
 GPUFLEET_VARIANTS: dict[str, dict[str, Any]] = {
     "default": {},
+    "weekly_only": {"fresh": None},  # the weekly-profile rule alone: session 8's procurer, deciding from 1 h
 }
 GPUFLEET_SETTINGS = tuple(GPUFLEET_VARIANTS)
 

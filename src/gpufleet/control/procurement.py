@@ -13,16 +13,18 @@ The simulator and the service's reconciler run it (``ControlLoop.gpufleet(...).p
 3. commit the whole nodes above the committed capacity that save more than they cost over the term and already
    in its first week (:func:`worthwhile_nodes`), after what the cheaper tiers absorb: spot (``spot_share`` of demand,
    within the pool's spot capacity) and the secondary provider (within its capacity), priced from the catalog;
-4. hedge (:class:`Hedge`, :mod:`gpufleet.procure.hedge`): the rule above and the simple rules run in shadow on the
-   observed demand; once a term of hours is observed, while a simple rule has cost measurably less, the
-   commitment is capped at that rule's capacity; where most observed hours are idle, the idle gate holds at most
-   the break-even quantile of demand (at least online break-even's capacity). The hedge only ever lowers the
-   forecast-led commitment.
+4. hedge (:class:`Hedge`, :mod:`gpufleet.procure.hedge`): the rule above, the fresh-days rule
+   (:mod:`gpufleet.procure.freshdays`: the same hour on the five freshest days, buying what the first covered hour
+   needs; a candidate for terms up to a month) and the simple rules run in shadow on the observed demand. The
+   forecast rule followed is the fresh-days rule for the first 48 h, then the cheaper of the two forecast rules;
+   once a term of hours is observed, while a simple rule has cost measurably less, the commitment is capped at that
+   rule's capacity; where most observed hours are idle, the idle gate holds at most the break-even quantile of
+   demand (at least online break-even's capacity). The hedge only ever lowers the forecast rule's commitment.
 
 A commitment whose demand went away is simply not renewed when its term ends. Settings: the projection, level
 hedge and hedge were set on the public traces (docs/benchmarks/procure.md) and checked in the closed loop on the
 default scenario's seeds 11-16; the trend clip, growth cap, spot share and first window on seeds 11-20
-(docs/scenario.md).
+(docs/scenario.md); the fresh-days rule's one-month limit on tuning seeds 11, 13 and 14 (session 9).
 """
 
 from __future__ import annotations
@@ -37,6 +39,7 @@ from gpufleet.domain.catalog import BUILTIN_PRICE_CATALOG
 from gpufleet.domain.reservations import term_seconds
 from gpufleet.ports import PriceCatalog, ProcurementContext, ReservationProposal
 from gpufleet.procure.baseline import on_demand_usd_per_gpu_h
+from gpufleet.procure.freshdays import FRESH_RULE, FreshDaysRule
 from gpufleet.procure.hedge import ShadowBook
 from gpufleet.procure.policies import baseline_policies
 from gpufleet.procure.replay import ReplayConfig, ReservationPolicy
@@ -231,6 +234,14 @@ class Hedge:
     idle_gate: float | None = 0.5
     idle_lookback_h: int = 30 * 24
     idle_floor: str | None = "online_breakeven"
+    # the two forecast rules (weekly profile, fresh days): which leads before forecast_evidence_h observed hours, after
+    # which the cheaper of the two on the observed demand leads (the procurer has no fresh-days rule: weekly only).
+    # The fresh-days rule is a candidate only for terms up to fresh_max_term_h: its scenarios read the days as far
+    # back as the covered hours are ahead, so over a longer term they are the level or last quarter's mirror, not a
+    # projection; there the weekly profile is the one forecast rule.
+    forecast_prior: str = FRESH_RULE
+    forecast_evidence_h: int = 48
+    fresh_max_term_h: int = 720
 
 
 @dataclass(frozen=True, slots=True)
@@ -276,6 +287,23 @@ class _ForecastRule:
 
 
 @dataclass(slots=True)
+class _FreshRule:
+    """The fresh-days rule (:mod:`gpufleet.procure.freshdays`) as a shadow: whole nodes above the shadow's capacity."""
+
+    rule: FreshDaysRule
+    per: int
+    name: str = FRESH_RULE
+
+    def decide(self, t: int, history: FloatArray, committed: FloatArray, cfg: ReplayConfig) -> float:
+        return float(whole_nodes(self.rule.gap(t, history, float(committed[cfg.lead_h]), cfg), self.per) * self.per)
+
+
+def whole_nodes(gpus: float, per: int) -> int:
+    """Whole nodes of ``per`` GPUs for a need of ``gpus``: a node is bought when its middle GPU is needed."""
+    return max(math.floor(gpus / per + 0.5), 0)
+
+
+@dataclass(slots=True)
 class ForecastLedProcurer:
     """gpufleet's procurer: model-predictive commitments (module docstring), hedged by shadows of the simple rules
     on the observed demand (``hedge``; None = the forecast-led rule alone). Never proposes before
@@ -283,7 +311,7 @@ class ForecastLedProcurer:
 
     limits: dict[str, TierLimits] = field(default_factory=dict)  # by SKU id; a missing SKU: no cheaper tiers
     prices: PriceCatalog = BUILTIN_PRICE_CATALOG
-    min_history_h: int = 24
+    min_history_h: int = 1
     lookback_h: int = 28 * 24
     spot_share: float = 0.3  # share of demand that may ride spot (checkpointable training)
     first_window_h: int = WEEK_H  # a node bought now must pay for itself over these first hours of its term
@@ -293,6 +321,7 @@ class ForecastLedProcurer:
     level_sigma0: float = 0.3  # level hedge (level_spread): prior sd of the day-to-day log change; 0 = off
     level_prior_days: float = 3.0
     hedge: Hedge | None = field(default_factory=Hedge)
+    fresh: FreshDaysRule | None = field(default_factory=FreshDaysRule)  # the second forecast rule (hedge only)
     books_: dict[tuple[str, str, int, int, int], ShadowBook] = field(default_factory=dict, repr=False, compare=False)
 
     def _market(self, sku_id: str, reserved: float) -> _Market:
@@ -343,31 +372,73 @@ class ForecastLedProcurer:
         book = self.books_.get(key)
         if book is None or not book.extends(hist):
             cfg = m.replay_config(term_h, lead_h)
-            rules: list[ReservationPolicy] = [_ForecastRule(self, m, per), *baseline_policies()]  # type: ignore[list-item]
+            forecasts: list[ReservationPolicy] = [_ForecastRule(self, m, per)]
+            fresh = self._fresh_for(term_h)
+            if fresh is not None:
+                forecasts.append(_FreshRule(fresh, per))
+            rules: list[ReservationPolicy] = [*forecasts, *baseline_policies()]  # type: ignore[list-item]
             hg = self.hedge
             step = min(max(round(term_h / hg.steps_per_term), 1), WEEK_H)
+            names = [r.name for r in forecasts]
+            prior_f = names.index(hg.forecast_prior) if hg.forecast_prior in names else 0
             book = ShadowBook(cfg, rules, step_h=step, margin=hg.margin, min_history_h=hg.min_history_h,
-                              prior=hg.prior, evidence_h=round(hg.evidence_terms * term_h))  # fmt: skip
+                              prior=hg.prior, evidence_h=round(hg.evidence_terms * term_h),
+                              forecast_rules=len(forecasts), forecast_prior=prior_f,
+                              forecast_evidence_h=hg.forecast_evidence_h)  # fmt: skip
             self.books_[key] = book
         book.advance(hist)
         return book
+
+    def context_view(self, ctx: ProcurementContext) -> tuple[FloatArray, int, int, _Market]:
+        """The observed history (gaps as 0), the term and lead time (hours) and the market of a context."""
+        raw = np.asarray(ctx.demand_history_gpus, dtype=np.float64)
+        hist = np.where(np.isfinite(raw), raw, 0.0)
+        # the term a new commitment runs for: the context's where it is not whole months (a replay's 1-week terms)
+        term_h = ctx.term_h if ctx.term_h is not None else term_seconds(ctx.pool.term_months or 12) // HOUR_S
+        m = self._market(ctx.sku_id, float(ctx.pool.price_usd_per_gpu_h))
+        return hist, term_h, ctx.pool.lead_time_s // HOUR_S, m
+
+    def _fresh_for(self, term_h: int) -> FreshDaysRule | None:
+        """The fresh-days rule where it is a candidate: with the hedge (it is chosen by shadow cost), terms up to
+        ``hedge.fresh_max_term_h``."""
+        if self.hedge is None or self.fresh is None or term_h > self.hedge.fresh_max_term_h:
+            return None
+        return self.fresh
+
+    def forecast_rule(self, ctx: ProcurementContext) -> str:
+        """The forecast rule the procurer follows in this context: the weekly profile (``forecast_led``) without
+        the hedge or the fresh-days rule, else the one the shadow book picked (the cheaper on the observed demand)."""
+        hist, term_h, lead_h, m = self.context_view(ctx)
+        if self._fresh_for(term_h) is None:
+            return FORECAST_RULE
+        return self._book(hist, ctx.gpus_per_node, term_h, lead_h, m, f"{ctx.sku_id}/{ctx.pool.id}").forecast_rule
+
+    def unhedged_nodes(
+        self, hist: FloatArray, have: int, per: int, term_h: int, lead_h: int, m: _Market, rule: str
+    ) -> tuple[int, str]:
+        """Nodes the forecast rule ``rule`` would commit above ``have`` GPUs before the hedge, and why."""
+        if rule == FRESH_RULE and self.fresh is not None:
+            gap = self.fresh.gap(len(hist), hist, float(have), m.replay_config(term_h, lead_h))
+            return whole_nodes(gap, per), (
+                f"{{gpus}} GPUs above {have} committed save more than they cost over the term on the freshest days' "
+                "demand at the same hour, and the first covered hour needs them (the fresh-days rule has cost less "
+                "than the weekly profile on the observed demand)"
+            )
+        nodes, growth = self.forecast_led_nodes(hist, have, per, term_h, lead_h, m)
+        return nodes, (
+            f"{{gpus}} GPUs above {have} committed save more than they cost over the term on the projected "
+            f"demand (term mean {growth:.2f}x last week's), after spot and the secondary provider take what they can"
+        )
 
     def propose(self, ctx: ProcurementContext) -> list[ReservationProposal]:
         raw = np.asarray(ctx.demand_history_gpus, dtype=np.float64)
         if int(np.isfinite(raw).sum()) < self.min_history_h:
             return []
-        hist = np.where(np.isfinite(raw), raw, 0.0)
+        hist, term_h, lead_h, m = self.context_view(ctx)
         pool = ctx.pool
-        # the term a new commitment runs for: the context's where it is not whole months (a replay's 1-week terms)
-        term_h = ctx.term_h if ctx.term_h is not None else term_seconds(pool.term_months or 12) // HOUR_S
-        lead_h = pool.lead_time_s // HOUR_S
-        m = self._market(ctx.sku_id, float(pool.price_usd_per_gpu_h))
         have, per = int(ctx.committed_gpus_at_lead), ctx.gpus_per_node
-        nodes, growth = self.forecast_led_nodes(hist, have, per, term_h, lead_h, m)
-        why = (
-            f"{{gpus}} GPUs above {have} committed save more than they cost over the term on the projected "
-            f"demand (term mean {growth:.2f}x last week's), after spot and the secondary provider take what they can"
-        )
+        rule = self.forecast_rule(ctx)
+        nodes, why = self.unhedged_nodes(hist, have, per, term_h, lead_h, m, rule)
         if self.hedge is not None and nodes > 0:
             target, capped = self._hedged_target(hist, have + nodes * per, per, term_h, lead_h, m, ctx)
             if capped:
@@ -396,7 +467,7 @@ class ForecastLedProcurer:
         book = self._book(hist, per, term_h, lead_h, m, f"{ctx.sku_id}/{ctx.pool.id}")
         at, full = len(hist) + lead_h, target
         why = ""
-        if book.leader != FORECAST_RULE:
+        if book.leader != book.forecast_rule:
             lead_cap = book.capacity_at(book.leader, at)
             if lead_cap < target:
                 target = lead_cap

@@ -8,7 +8,10 @@ paid plus the overflow priced tier by tier, the replay's cost model :func:`hour_
 is observed. That running cost is the decision-relevant measure of the forecast's calibration and error: a forecast
 too wide or too narrow, biased or late shows up as over- or under-commitment cost.
 
-The *leader* is the forecast rule (rule 0) unless another rule is cheaper than the current leader by more than
+The first ``forecast_rules`` rules are forecast rules (the procurer's weekly profile and fresh-days rule): the
+*forecast rule* is ``forecast_prior`` until ``forecast_evidence_h`` observed hours, then the cheapest of them (leaving
+the current one only for one cheaper by ``margin`` of its cost). The *leader* is the forecast rule unless another rule
+is cheaper than the current leader by more than
 ``margin`` (a share of the forecast rule's cost so far); the lead changes only at a step and only after
 ``min_history_h`` observed hours (before that the leader is ``prior``). Realised cost says little while the
 commitments it prices are young (a rule that buys ahead of growth pays for idle hours first and is repaid later in
@@ -56,15 +59,20 @@ class ShadowBook:
     min_history_h: int = 48
     prior: str = "lookback_p50"
     evidence_h: int = 0  # the lead leaves the forecast rule only after this many observed hours
+    forecast_rules: int = 1  # rules[:forecast_rules] are forecast rules; the cheapest of them is the forecast rule
+    forecast_prior: int = 0  # the forecast rule until ``forecast_evidence_h`` observed hours
+    forecast_evidence_h: int = 0
     seen_: FloatArray = field(default_factory=lambda: np.zeros(0))
     caps_: FloatArray = field(default_factory=lambda: np.zeros((0, 0)))
     costs_: FloatArray = field(default_factory=lambda: np.zeros(0))
     next_decide_: int = 0
     leader_: int = 0
+    forecast_: int = 0
 
     def __post_init__(self) -> None:
         names = [r.name for r in self.rules]
-        self.leader_ = names.index(self.prior) if self.prior in names else 0
+        self.forecast_ = self.forecast_prior if 0 <= self.forecast_prior < self.forecast_rules else 0
+        self.leader_ = names.index(self.prior) if self.prior in names else self.forecast_
         self.costs_ = np.zeros(len(self.rules))
         self.caps_ = np.zeros((len(self.rules), self.cfg.lead_h + self.cfg.term_h + 1))
 
@@ -85,6 +93,11 @@ class ShadowBook:
     @property
     def leader(self) -> str:
         return self.rules[self.leader_].name
+
+    @property
+    def forecast_rule(self) -> str:
+        """The forecast rule followed: the cheapest forecast rule so far (with the margin's hysteresis)."""
+        return self.rules[self.forecast_].name
 
     def advance(self, history: FloatArray) -> None:
         """Decide every step up to ``len(history)`` and price the newly observed hours (``history`` must extend
@@ -117,15 +130,26 @@ class ShadowBook:
             self.costs_[i] += float(hour_costs_usd(self.cfg, h[lo:hi], self.caps_[i, lo:hi]).sum())
 
     def _lead(self, t: int) -> None:
-        """The leader at a step: the forecast rule unless another is cheaper than the current one by the margin."""
+        """The leaders at a step. The forecast rule: the prior one until ``forecast_evidence_h`` observed hours, then
+        the cheapest forecast rule (leaving the current one only for one cheaper by the margin). The leader: the
+        forecast rule unless a simple rule is cheaper than the current leader by the margin (a share of the forecast
+        rule's cost so far)."""
         if t < self.min_history_h:
             return
-        if t < self.evidence_h:
-            self.leader_ = 0
-            return
         costs = self.costs_
-        best = int(np.argmin(costs))
-        if best == 0 and costs[0] <= costs[self.leader_]:
-            self.leader_ = 0
-        elif costs[best] < costs[self.leader_] - self.margin * costs[0]:
+        k, f = self.forecast_rules, self.forecast_
+        if t >= self.forecast_evidence_h and k > 1:
+            best_f = int(np.argmin(costs[:k]))
+            if costs[best_f] < costs[f] - self.margin * costs[f]:
+                self.forecast_ = f = best_f
+        if t < self.evidence_h or self.leader_ < k:
+            self.leader_ = f
+            if t < self.evidence_h:
+                return
+        others = np.concatenate([costs[f : f + 1], costs[k:]])
+        best = int(np.argmin(others))
+        best = f if best == 0 else k + best - 1
+        if best == f and costs[f] <= costs[self.leader_]:
+            self.leader_ = f
+        elif costs[best] < costs[self.leader_] - self.margin * costs[f]:
             self.leader_ = best
