@@ -39,7 +39,7 @@ from gpufleet.domain.catalog import BUILTIN_PRICE_CATALOG
 from gpufleet.domain.reservations import term_seconds
 from gpufleet.ports import PriceCatalog, ProcurementContext, ReservationProposal
 from gpufleet.procure.baseline import on_demand_usd_per_gpu_h
-from gpufleet.procure.freshdays import FRESH_RULE, FreshDaysRule
+from gpufleet.procure.freshdays import FRESH_RULE, FreshDaysRule, level_spread
 from gpufleet.procure.hedge import ShadowBook
 from gpufleet.procure.policies import baseline_policies
 from gpufleet.procure.replay import ReplayConfig, ReservationPolicy
@@ -202,22 +202,6 @@ def worthwhile_nodes(
 
 #: the normal's 10 and 30 % quantiles and three times its median: the downside levels of the level hedge
 LEVEL_Z = np.array([-1.2816, -0.5244, 0.0, 0.0, 0.0])
-
-
-def level_spread(history_gpus: FloatArray, sigma0: float, prior_days: float, max_days: int = 28) -> float:
-    """The log-sd of today's demand level as the last days pin it: ``sigma / sqrt(days observed)``, ``sigma`` the
-    day-to-day log change of the daily mean (1.4826 x its median absolute value, so one odd day does not inflate
-    it) shrunk to the prior ``sigma0`` with ``prior_days`` pseudo-observations. Widest at the cold start; it fades as
-    days accumulate."""
-    h = np.asarray(history_gpus, dtype=np.float64)
-    n_days = min(len(h) // 24, max_days)
-    changes = np.zeros(0)
-    if n_days >= 2:
-        daily = h[len(h) - 24 * n_days :].reshape(n_days, 24).mean(axis=1)
-        changes = np.diff(np.log(np.maximum(daily, 1e-9)))
-    est2 = (1.4826 * float(np.median(np.abs(changes)))) ** 2 if len(changes) else 0.0
-    sigma2 = (prior_days * sigma0**2 + len(changes) * est2) / (prior_days + len(changes))
-    return math.sqrt(sigma2 / max(n_days, 1))
 
 
 @dataclass(frozen=True, slots=True)

@@ -5,8 +5,7 @@
 scenarios are the same hour of day on the ``days`` freshest days already observed for that hour, scaled by the square
 root of the last day's mean over the lag window's mean (a damped trend); hours with no observed lag take the last
 day's mean. Each scenario is also taken at downside levels today's level may be at given the days observed
-(:func:`gpufleet.control.procurement.level_spread`'s hedge, recomputed here so ``procure`` does not import
-``control``). A new GPU sits above the capacity committed at the first covered hour and is bought while its expected
+(:func:`level_spread`, the hedge the procurer's weekly-profile rule uses too). A new GPU sits above the capacity committed at the first covered hour and is bought while its expected
 saving over the term (the overflow tier it displaces) reaches the reserved price *and* the first covered hour needs
 it (expected saving at that hour at least ``first_hour_use`` x on-demand): later hours are topped up later.
 
@@ -64,12 +63,16 @@ def units_worth_committing_tiered(
     return lo
 
 
-def _level_sd(history: FloatArray, sigma0: float, prior_days: float, max_days: int = 28) -> float:
-    """Log-sd of today's level as the observed days pin it (robust day-to-day change shrunk to ``sigma0``)."""
-    n_days = min(len(history) // 24, max_days)
+def level_spread(history_gpus: FloatArray, sigma0: float, prior_days: float, max_days: int = 28) -> float:
+    """The log-sd of today's demand level as the last days pin it: ``sigma / sqrt(days observed)``, ``sigma`` the
+    day-to-day log change of the daily mean (1.4826 x its median absolute value, so one odd day does not inflate
+    it) shrunk to the prior ``sigma0`` with ``prior_days`` pseudo-observations. Widest at the cold start; it fades as
+    days accumulate. Both forecast rules of the procurer hedge their level by it."""
+    h = np.asarray(history_gpus, dtype=np.float64)
+    n_days = min(len(h) // 24, max_days)
     changes = np.zeros(0)
     if n_days >= 2:
-        daily = history[len(history) - 24 * n_days :].reshape(n_days, 24).mean(axis=1)
+        daily = h[len(h) - 24 * n_days :].reshape(n_days, 24).mean(axis=1)
         changes = np.diff(np.log(np.maximum(daily, 1e-9)))
     est2 = (1.4826 * float(np.median(np.abs(changes)))) ** 2 if len(changes) else 0.0
     sigma2 = (prior_days * sigma0**2 + len(changes) * est2) / (prior_days + len(changes))
@@ -109,7 +112,7 @@ class FreshDaysRule:
         scen = np.vstack(rows) if rows else np.full((1, len(offsets)), level)
         scen = np.where(np.isnan(scen), level, scen)
         if self.level_sigma0 > 0:
-            s = _level_sd(h, self.level_sigma0, self.level_prior_days)
+            s = level_spread(h, self.level_sigma0, self.level_prior_days)
             scen = (scen[None, :, :] * np.exp(_LEVEL_Z * s)[:, None, None]).reshape(-1, scen.shape[1])
         return np.asarray(scen, dtype=np.float64)
 
