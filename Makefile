@@ -19,7 +19,12 @@ run: $(STAMP)
 	mkdir -p out
 	$(BIN)/gpufleet simulate --scenario default --report out/report.html --json out/summary.json
 
-PYTEST := $(BIN)/python -m pytest -q -p no:cacheprovider
+# Every lane runs on all cores (pytest-xdist; TEST_WORKERS=0 runs in this process, e.g. to debug). Tests go to
+# the workers file by file, in collection order (deploy's image build starts first, the many small unit files
+# fill in at the end), except that the files sharing one real kube-apiserver or moto server stay on one worker
+# (tests/conftest.py: pytest_xdist_make_scheduler).
+TEST_WORKERS ?= logical
+PYTEST := $(BIN)/python -m pytest -q -p no:cacheprovider -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder
 
 # Lanes: unit (pure, seconds), integration (HTTP on SQLite + PostgreSQL, real servers on loopback: the API,
 # kube-apiserver, moto), e2e (the CLI and the browser as a user runs them), deploy (below). `make test` runs all

@@ -4,11 +4,39 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Any
 
 import pytest
+from hypothesis import settings
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED_DATA = (REPO.parent / "shared" / "data").resolve()
+
+# No per-example deadline: the properties are what the tests check, not how fast one example runs. Hypothesis's
+# default 200 ms deadline failed a forecast property (an example took 1.7 s, then 0.17 s on replay: "unreliable
+# timings") with two xdist workers on a loaded 2-core machine. Tests that set their own settings keep them.
+settings.register_profile("gpufleet", deadline=None)
+settings.load_profile("gpufleet")
+
+# Files that share one expensive session fixture run on one xdist worker (prefix -> work unit); every other file
+# is its own unit (``--dist loadfile``). One kube-apiserver + etcd (started once: tens of seconds here) serves
+# tests/integration/k8s; one moto_server tests/integration/aws.
+SHARED_SESSION_UNITS = ("tests/integration/k8s/", "tests/integration/aws/")
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """``--dist loadfile``, except that the files under each SHARED_SESSION_UNITS folder form one unit."""
+    if config.option.dist != "loadfile":
+        return None
+    from xdist.scheduler import LoadFileScheduling
+
+    class _SharedSessionScheduling(LoadFileScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            path = nodeid.split("::", 1)[0]
+            return next((unit for unit in SHARED_SESSION_UNITS if path.startswith(unit)), path)
+
+    return _SharedSessionScheduling(config, log)
 
 
 @pytest.fixture

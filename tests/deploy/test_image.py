@@ -25,6 +25,9 @@ IMAGE = "localhost/gpufleet:test"
 PORT = 9123
 
 pytestmark = [
+    # the first test's setup builds the image (_image_sh's own limit: 900 s; the first build on a fresh machine
+    # makes the mmdebstrap base and downloads the locked wheels), so the suite-wide 300 s limit would cut it short
+    pytest.mark.timeout(1200),
     pytest.mark.image,
     pytest.mark.postgres,
     pytest.mark.slow,

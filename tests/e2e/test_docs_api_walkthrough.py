@@ -42,8 +42,10 @@ def test_reservation_walkthrough_runs_as_written(tmp_path: Path) -> None:
         "PORT": str(_free_port()),
     }
     env.pop("GPUFLEET_DB_URL", None)
+    # a hang guard below pytest's 300 s: the script starts the CLI about ten times (~4 CPU-s of imports each on a
+    # slow core), which took 96 s and then over 120 s beside a second xdist worker on a loaded 2-core machine
     proc = subprocess.run(
-        ["bash", "-c", script], check=False, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120
+        ["bash", "-c", script], check=False, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=270
     )
     out = proc.stdout
     assert proc.returncode == 0, f"stdout:\n{out}\nstderr:\n{proc.stderr}"
