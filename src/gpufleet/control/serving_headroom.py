@@ -25,7 +25,7 @@ from collections import deque
 from dataclasses import dataclass, field, replace
 
 import numpy as np
-from scipy import stats
+from scipy import special
 
 from gpufleet.autoscale.loop_adapters import PredictiveReplicas
 from gpufleet.autoscale.policy_base import RatePolicy
@@ -53,18 +53,22 @@ class SpareReplicas(RatePolicy):
     step_days: int = 91
     step_min_days: int = 7
     step_outlier: float = 2.0
+    step_sd_outlier: bool = False
     # noise floor and step tail (:meth:`_noise_floor`, :func:`newsvendor_z`): a missed request costs this much
     # (0 = off; the replica autoscaler's ``slo_breach_cost_usd``); sigma is measured over ``noise_days`` days
     breach_cost_usd: float = 0.0
     noise_days: int = 7
     noise_min_periods: int = 96
     noise_base_periods: int = 3
+    noise_spare: bool = True  # the spare is added over the noise floor too (False: the floor is the whole fleet)
     price_usd_per_replica_h: dict[ServingScaling, float] = field(default_factory=dict)
     name: str = "gpufleet"
     _asks: dict[ServingScaling, deque[int]] = field(default_factory=dict)
     _jumps: dict[ServingScaling, dict[int, deque[float]]] = field(default_factory=dict)
     _last_rps: dict[ServingScaling, float] = field(default_factory=dict)
     _slot_max: dict[ServingScaling, dict[int, float]] = field(default_factory=dict)
+    _slot_sd: dict[ServingScaling, dict[int, float]] = field(default_factory=dict)
+    _slot_tail: dict[ServingScaling, dict[int, float]] = field(default_factory=dict)
     _log_jumps: dict[ServingScaling, deque[float]] = field(default_factory=dict)
     _sigma: dict[ServingScaling, tuple[float, float]] = field(default_factory=dict)
     _recent_logs: dict[ServingScaling, deque[float]] = field(default_factory=dict)
@@ -106,28 +110,35 @@ class SpareReplicas(RatePolicy):
         floor = math.ceil(self.peak_floor * max(asks) - 1e-9)
         if floor > want:
             want, reason = floor, "daily_peak_floor"
-        noise = self._noise_floor(signals, scaling)
-        if noise > want:
-            want, reason = noise, "noise_floor"
         step = self._step_floor(signals, scaling)
         if step > want:
             want, reason = step, "step_prewarm"
-        return replace(d, desired=min(want + self._spare(scaling), scaling.max_replicas), reason=reason)
+        want += self._spare(scaling)
+        noise = self._noise_floor(signals, scaling)
+        if self.noise_spare:
+            noise += self._spare(scaling)
+        if noise > want:
+            want, reason = noise, "noise_floor"
+        return replace(d, desired=min(want, scaling.max_replicas), reason=reason)
 
     def _step_floor(self, s: ReplicaSignals, scaling: ServingScaling) -> int:
         """Replicas (at 100% busy) for a step that recurs at this time of day, over the next two periods, so
         replicas are warm before the step rather than one cold start after it.
 
         Per time-of-day slot, the largest period-over-period ratio of the rate over the last ``step_days`` days
-        (J). A slot is a step slot when its excess ``J - 1`` is at least ``step_outlier`` times the median slot's:
+        (J). A slot is a step slot when its excess ``J - 1`` is at least ``step_outlier`` times the median slot's,
+        or (``step_sd_outlier``) when the sd of its log jumps is at least ``step_outlier`` times the median slot's:
         the inner policy is already sized for the typical period-to-period change, so only such slots hold
-        ``load x J``. The world observed slot ``k - 1`` (the period just ended); this decision serves slot ``k``."""
+        ``load x J``, J raised to the slot's Student-t tail (:meth:`_tail_jump`) when ``breach_cost_usd`` is set.
+        The world observed slot ``k - 1`` (the period just ended); this decision serves slot ``k``."""
         if self.step_days <= 0:
             return 0
         n = max(1, round(86400 / self.period_s))
         k = round(s.now_s / self.period_s)
         jumps = self._jumps.setdefault(scaling, {})
         top = self._slot_max.setdefault(scaling, {})
+        sds = self._slot_sd.setdefault(scaling, {})
+        tails = self._slot_tail.setdefault(scaling, {})
         prev = self._last_rps.get(scaling)
         if prev is not None and prev > 0 and s.arrival_rps > 0:
             slot = (k - 1) % n
@@ -135,14 +146,19 @@ class SpareReplicas(RatePolicy):
             h.append(s.arrival_rps / prev)
             if len(h) >= self.step_min_days:
                 top[slot] = max(h)
+                sds[slot], tails[slot] = self._tail_jump(h, scaling)
         self._last_rps[scaling] = s.arrival_rps
         if len(top) < n:
             return 0
         typical = float(np.median(np.fromiter(top.values(), dtype=np.float64, count=len(top))))
         j = max(top[k % n], top[(k + 1) % n])
-        if j <= 1.0 or j - 1.0 < self.step_outlier * max(typical - 1.0, 0.0):
+        step = j > 1.0 and j - 1.0 >= self.step_outlier * max(typical - 1.0, 0.0)
+        if not step and self.step_sd_outlier:
+            typical_sd = float(np.median(np.fromiter(sds.values(), dtype=np.float64, count=len(sds))))
+            step = max(sds[k % n], sds[(k + 1) % n]) >= self.step_outlier * typical_sd > 0
+        if not step:
             return 0
-        j = max(j, self._tail_jump(jumps.get(k % n), scaling), self._tail_jump(jumps.get((k + 1) % n), scaling))
+        j = max(j, tails[k % n], tails[(k + 1) % n])
         return math.ceil(s.load_replicas * j - 1e-9)
 
     def _z(self, scaling: ServingScaling, sigma: float) -> float:
@@ -158,17 +174,15 @@ class SpareReplicas(RatePolicy):
             period_s=self.period_s,
         )
 
-    def _tail_jump(self, jumps: deque[float] | None, scaling: ServingScaling) -> float:
-        """A Student-t tail of the slot's log jumps at the newsvendor's z (0 when off or too few jumps)."""
-        if jumps is None or len(jumps) < self.step_min_days or self.breach_cost_usd <= 0:
-            return 0.0
+    def _tail_jump(self, jumps: deque[float], scaling: ServingScaling) -> tuple[float, float]:
+        """The sd of the slot's log jumps, and their Student-t tail at the newsvendor's z (0 when off)."""
         logs = np.log(np.fromiter(jumps, dtype=np.float64, count=len(jumps)))
         sd = float(np.std(logs, ddof=1)) if len(logs) > 1 else 0.0
         z = self._z(scaling, sd)
         if z <= 0 or sd <= 0:
-            return 0.0
-        t = float(stats.t.ppf(stats.norm.cdf(z), len(logs) - 1))
-        return math.exp(float(np.mean(logs)) + t * sd)
+            return sd, 0.0
+        t = float(special.stdtrit(len(logs) - 1, special.ndtr(z)))
+        return sd, math.exp(float(np.mean(logs)) + t * sd)
 
     def _noise_floor(self, s: ReplicaSignals, scaling: ServingScaling) -> int:
         """Replicas (at 100% busy) for the recent rate times ``exp(m + z sigma)``: the recent rate is the geometric
