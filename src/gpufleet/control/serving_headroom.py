@@ -51,12 +51,12 @@ class SpareReplicas(RatePolicy):
     # over ``step_days`` days (J) is an outlier among the day's slots (excess J - 1 at least ``step_outlier`` times
     # the median slot's), hold ``load x J`` replicas at 100% busy for the next two periods (0 days = off)
     step_days: int = 91
-    step_min_days: int = 7
+    step_min_days: int = 4
     step_outlier: float = 2.0
-    step_sd_outlier: bool = False
+    step_sd_outlier: bool = True
     # noise floor and step tail (:meth:`_noise_floor`, :func:`newsvendor_z`): a missed request costs this much
     # (0 = off; the replica autoscaler's ``slo_breach_cost_usd``); sigma is measured over ``noise_days`` days
-    breach_cost_usd: float = 0.0
+    breach_cost_usd: float = 0.01
     noise_days: int = 7
     noise_min_periods: int = 96
     noise_base_periods: int = 3
