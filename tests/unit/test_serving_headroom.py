@@ -63,8 +63,8 @@ def test_step_prewarm_holds_the_jump_seen_at_this_time_of_day_before_it_comes() 
     assert short_on == 0 and short_off == 6  # without the pre-warm, every midnight of days 8-13 finds it short
 
 
-def test_step_prewarm_off_and_before_a_week_of_history_changes_nothing() -> None:
+def test_step_prewarm_off_and_before_step_min_days_of_history_changes_nothing() -> None:
     sp = SpareReplicas(Follows(), PERIOD, spare=0)
-    for k in range(1, 96 * 7):
+    for k in range(1, 96 * sp.step_min_days):
         d = sp.decide(_sig(k, _rate(k - 1), 10), FLEET)
         assert d.reason != "step_prewarm"

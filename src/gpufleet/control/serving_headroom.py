@@ -9,6 +9,13 @@
   can open 20-40% above the last), and a fleet scaled down to the night's trough meets such a step short for a
   whole control period. Holding part of the daily peak costs some GPU-hours at night, far fewer than common
   practice's fleet sized for the week's peak plus 20%.
+- A noise floor (:func:`newsvendor_z`, :meth:`SpareReplicas._noise_floor`): a control period whose rate exceeds
+  the ready replicas misses most of its requests, so each fleet holds the last period's load times
+  ``exp(z sigma)``, sigma the fleet's observed period-over-period noise and z the newsvendor's: the replica's price
+  per period against ``breach_cost_usd`` per missed request. A fleet whose replica carries many requests per
+  dollar (a 1-GPU embedding model) holds more sigmas than one whose replica is dear (a 4-GPU 70B model).
+- The step pre-warm (:meth:`SpareReplicas._step_floor`) holds, at a recurring step, the larger of the largest jump
+  seen and a Student-t tail of the slot's log jumps at the same newsvendor's z.
 """
 
 from __future__ import annotations
@@ -18,6 +25,7 @@ from collections import deque
 from dataclasses import dataclass, field, replace
 
 import numpy as np
+from scipy import special
 
 from gpufleet.autoscale.loop_adapters import PredictiveReplicas
 from gpufleet.autoscale.policy_base import RatePolicy
@@ -43,20 +51,44 @@ class SpareReplicas(RatePolicy):
     # over ``step_days`` days (J) is an outlier among the day's slots (excess J - 1 at least ``step_outlier`` times
     # the median slot's), hold ``load x J`` replicas at 100% busy for the next two periods (0 days = off)
     step_days: int = 91
-    step_min_days: int = 7
+    step_min_days: int = 4
     step_outlier: float = 2.0
+    step_sd_outlier: bool = True
+    # noise floor and step tail (:meth:`_noise_floor`, :func:`newsvendor_z`): a missed request costs this much
+    # (0 = off; the replica autoscaler's ``slo_breach_cost_usd``); sigma is measured over ``noise_days`` days
+    breach_cost_usd: float = 0.01
+    noise_days: int = 7
+    noise_min_periods: int = 96
+    noise_base_periods: int = 3
+    noise_spare: bool = True  # the spare is added over the noise floor too (False: the floor is the whole fleet)
+    price_usd_per_replica_h: dict[ServingScaling, float] = field(default_factory=dict)
     name: str = "gpufleet"
     _asks: dict[ServingScaling, deque[int]] = field(default_factory=dict)
     _jumps: dict[ServingScaling, dict[int, deque[float]]] = field(default_factory=dict)
     _last_rps: dict[ServingScaling, float] = field(default_factory=dict)
     _slot_max: dict[ServingScaling, dict[int, float]] = field(default_factory=dict)
+    _slot_sd: dict[ServingScaling, dict[int, float]] = field(default_factory=dict)
+    _slot_tail: dict[ServingScaling, dict[int, float]] = field(default_factory=dict)
+    _log_jumps: dict[ServingScaling, deque[float]] = field(default_factory=dict)
+    _sigma: dict[ServingScaling, tuple[float, float]] = field(default_factory=dict)
+    _recent_logs: dict[ServingScaling, deque[float]] = field(default_factory=dict)
+    _seen: dict[ServingScaling, int] = field(default_factory=dict)
 
     def declare_fleet(
-        self, scaling: ServingScaling, *, gpus_per_replica: int, slo_s: float | None, max_concurrency: int | None
+        self,
+        scaling: ServingScaling,
+        *,
+        gpus_per_replica: int,
+        slo_s: float | None,
+        max_concurrency: int | None,
+        price_usd_per_replica_h: float | None = None,
     ) -> None:
-        """What the world declares of one fleet: its replica size (the spare's GPUs) and, for gpufleet's inner
-        policy, its latency SLO on queue wait and the requests one replica serves at once (None: batching)."""
+        """What the world declares of one fleet: its replica size (the spare's GPUs), the price of one more replica
+        (the noise floor's newsvendor; None: no noise floor for it) and, for gpufleet's inner policy, its latency
+        SLO on queue wait and the requests one replica serves at once (None: batching)."""
         self.gpus_per_replica[scaling] = gpus_per_replica
+        if price_usd_per_replica_h is not None:
+            self.price_usd_per_replica_h[scaling] = price_usd_per_replica_h
         if isinstance(self.inner, PredictiveReplicas):
             self.inner.fleet_options[scaling] = {"slo_s": slo_s, "max_concurrency": max_concurrency}
 
@@ -81,22 +113,32 @@ class SpareReplicas(RatePolicy):
         step = self._step_floor(signals, scaling)
         if step > want:
             want, reason = step, "step_prewarm"
-        return replace(d, desired=min(want + self._spare(scaling), scaling.max_replicas), reason=reason)
+        want += self._spare(scaling)
+        noise = self._noise_floor(signals, scaling)
+        if self.noise_spare:
+            noise += self._spare(scaling)
+        if noise > want:
+            want, reason = noise, "noise_floor"
+        return replace(d, desired=min(want, scaling.max_replicas), reason=reason)
 
     def _step_floor(self, s: ReplicaSignals, scaling: ServingScaling) -> int:
         """Replicas (at 100% busy) for a step that recurs at this time of day, over the next two periods, so
         replicas are warm before the step rather than one cold start after it.
 
         Per time-of-day slot, the largest period-over-period ratio of the rate over the last ``step_days`` days
-        (J). A slot is a step slot when its excess ``J - 1`` is at least ``step_outlier`` times the median slot's:
+        (J). A slot is a step slot when its excess ``J - 1`` is at least ``step_outlier`` times the median slot's,
+        or (``step_sd_outlier``) when the sd of its log jumps is at least ``step_outlier`` times the median slot's:
         the inner policy is already sized for the typical period-to-period change, so only such slots hold
-        ``load x J``. The world observed slot ``k - 1`` (the period just ended); this decision serves slot ``k``."""
+        ``load x J``, J raised to the slot's Student-t tail (:meth:`_tail_jump`) when ``breach_cost_usd`` is set.
+        The world observed slot ``k - 1`` (the period just ended); this decision serves slot ``k``."""
         if self.step_days <= 0:
             return 0
         n = max(1, round(86400 / self.period_s))
         k = round(s.now_s / self.period_s)
         jumps = self._jumps.setdefault(scaling, {})
         top = self._slot_max.setdefault(scaling, {})
+        sds = self._slot_sd.setdefault(scaling, {})
+        tails = self._slot_tail.setdefault(scaling, {})
         prev = self._last_rps.get(scaling)
         if prev is not None and prev > 0 and s.arrival_rps > 0:
             slot = (k - 1) % n
@@ -104,11 +146,93 @@ class SpareReplicas(RatePolicy):
             h.append(s.arrival_rps / prev)
             if len(h) >= self.step_min_days:
                 top[slot] = max(h)
+                sds[slot], tails[slot] = self._tail_jump(h, scaling)
         self._last_rps[scaling] = s.arrival_rps
         if len(top) < n:
             return 0
         typical = float(np.median(np.fromiter(top.values(), dtype=np.float64, count=len(top))))
         j = max(top[k % n], top[(k + 1) % n])
-        if j <= 1.0 or j - 1.0 < self.step_outlier * max(typical - 1.0, 0.0):
+        step = j > 1.0 and j - 1.0 >= self.step_outlier * max(typical - 1.0, 0.0)
+        if not step and self.step_sd_outlier:
+            typical_sd = float(np.median(np.fromiter(sds.values(), dtype=np.float64, count=len(sds))))
+            step = max(sds[k % n], sds[(k + 1) % n]) >= self.step_outlier * typical_sd > 0
+        if not step:
             return 0
+        j = max(j, tails[k % n], tails[(k + 1) % n])
         return math.ceil(s.load_replicas * j - 1e-9)
+
+    def _z(self, scaling: ServingScaling, sigma: float) -> float:
+        """The newsvendor's z of this fleet for a log-normal spread ``sigma`` (0 when off or the price unknown)."""
+        price = self.price_usd_per_replica_h.get(scaling)
+        if self.breach_cost_usd <= 0 or price is None:
+            return 0.0
+        return newsvendor_z(
+            sigma,
+            price_usd_per_replica_period=price * self.period_s / 3600.0,
+            requests_per_replica_s=scaling.target_rps_per_replica,
+            breach_cost_usd=self.breach_cost_usd,
+            period_s=self.period_s,
+        )
+
+    def _tail_jump(self, jumps: deque[float], scaling: ServingScaling) -> tuple[float, float]:
+        """The sd of the slot's log jumps, and their Student-t tail at the newsvendor's z (0 when off)."""
+        logs = np.log(np.fromiter(jumps, dtype=np.float64, count=len(jumps)))
+        sd = float(np.std(logs, ddof=1)) if len(logs) > 1 else 0.0
+        z = self._z(scaling, sd)
+        if z <= 0 or sd <= 0:
+            return sd, 0.0
+        t = float(special.stdtrit(len(logs) - 1, special.ndtr(z)))
+        return sd, math.exp(float(np.mean(logs)) + t * sd)
+
+    def _noise_floor(self, s: ReplicaSignals, scaling: ServingScaling) -> int:
+        """Replicas (at 100% busy) for the recent rate times ``exp(m + z sigma)``: the recent rate is the geometric
+        mean of the last ``noise_base_periods`` periods' rates, m and sigma the median and robust sd (1.4826 x
+        median absolute deviation) of the log of each period's rate over that base, over ``noise_days`` days; z the
+        newsvendor's (:func:`newsvendor_z`). 0 until ``noise_min_periods`` residuals were seen, or when off."""
+        if self.breach_cost_usd <= 0 or scaling not in self.price_usd_per_replica_h:
+            return 0
+        n = max(1, round(86400 / self.period_s))
+        logs = self._recent_logs.setdefault(scaling, deque(maxlen=self.noise_base_periods))
+        res = self._log_jumps.setdefault(scaling, deque(maxlen=max(2, self.noise_days * n)))
+        if s.arrival_rps <= 0:
+            return 0
+        x = math.log(s.arrival_rps)
+        if len(logs) == self.noise_base_periods:
+            res.append(x - sum(logs) / len(logs))
+            self._seen[scaling] = self._seen.get(scaling, 0) + 1
+            if len(res) >= self.noise_min_periods and (self._seen[scaling] % n == 0 or scaling not in self._sigma):
+                a = np.fromiter(res, dtype=np.float64, count=len(res))
+                med = float(np.median(a))
+                self._sigma[scaling] = (med, 1.4826 * float(np.median(np.abs(a - med))))
+        logs.append(x)
+        m, sigma = self._sigma.get(scaling, (0.0, 0.0))
+        if sigma <= 0 or len(logs) < self.noise_base_periods:
+            return 0
+        z = self._z(scaling, sigma)
+        if z <= 0:
+            return 0
+        base_rps = math.exp(sum(logs) / len(logs))
+        return math.ceil(base_rps / scaling.target_rps_per_replica * math.exp(m + z * sigma) - 1e-9)
+
+
+def newsvendor_z(
+    sigma: float,
+    *,
+    price_usd_per_replica_period: float,
+    requests_per_replica_s: float,
+    breach_cost_usd: float,
+    period_s: float,
+) -> float:
+    """Standard normal z at which one more replica costs what it saves in expected missed requests.
+
+    A period whose rate R (log-normal, spread ``sigma``) exceeds the ready replicas' capacity ``n c`` misses
+    (nearly) all its ``R T`` requests. Expected cost ``n p + P(R > n c) n c T b``; its derivative in n is zero where
+    ``phi(z) = p sigma / (c T b)`` (using ``f_R(x) x = phi(z) / sigma``). 0 when even z = 0 does not pay.
+    """
+    if sigma <= 0 or breach_cost_usd <= 0 or requests_per_replica_s <= 0:
+        return 0.0
+    phi = price_usd_per_replica_period * sigma / (requests_per_replica_s * period_s * breach_cost_usd)
+    top = 1.0 / math.sqrt(2.0 * math.pi)
+    if phi >= top:
+        return 0.0
+    return math.sqrt(-2.0 * math.log(phi / top))
