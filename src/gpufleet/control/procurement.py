@@ -282,6 +282,11 @@ class _FreshRule:
         return float(whole_nodes(self.rule.gap(t, history, float(committed[cfg.lead_h]), cfg), self.per) * self.per)
 
 
+def _book_key(ctx: ProcurementContext) -> str:
+    """The shadow book of a context: one per SKU and pool (with its term and lead time, :meth:`_book`)."""
+    return f"{ctx.sku_id}/{ctx.pool.id}"
+
+
 def whole_nodes(gpus: float, per: int) -> int:
     """Whole nodes of ``per`` GPUs for a need of ``gpus``: a node is bought when its middle GPU is needed."""
     return max(math.floor(gpus / per + 0.5), 0)
@@ -393,9 +398,12 @@ class ForecastLedProcurer:
         """The forecast rule the procurer follows in this context: the weekly profile (``forecast_led``) without
         the hedge or the fresh-days rule, else the one the shadow book picked (the cheaper on the observed demand)."""
         hist, term_h, lead_h, m = self.context_view(ctx)
+        return self._followed_rule(hist, ctx.gpus_per_node, term_h, lead_h, m, _book_key(ctx))
+
+    def _followed_rule(self, hist: FloatArray, per: int, term_h: int, lead_h: int, m: _Market, key: str) -> str:
         if self._fresh_for(term_h) is None:
             return FORECAST_RULE
-        return self._book(hist, ctx.gpus_per_node, term_h, lead_h, m, f"{ctx.sku_id}/{ctx.pool.id}").forecast_rule
+        return self._book(hist, per, term_h, lead_h, m, key).forecast_rule
 
     def unhedged_nodes(
         self, hist: FloatArray, have: int, per: int, term_h: int, lead_h: int, m: _Market, rule: str
@@ -421,7 +429,7 @@ class ForecastLedProcurer:
         hist, term_h, lead_h, m = self.context_view(ctx)
         pool = ctx.pool
         have, per = int(ctx.committed_gpus_at_lead), ctx.gpus_per_node
-        rule = self.forecast_rule(ctx)
+        rule = self._followed_rule(hist, per, term_h, lead_h, m, _book_key(ctx))
         nodes, why = self.unhedged_nodes(hist, have, per, term_h, lead_h, m, rule)
         if self.hedge is not None and nodes > 0:
             target, capped = self._hedged_target(hist, have + nodes * per, per, term_h, lead_h, m, ctx)
@@ -448,7 +456,7 @@ class ForecastLedProcurer:
         ('' when it is not)."""
         hg = self.hedge
         assert hg is not None
-        book = self._book(hist, per, term_h, lead_h, m, f"{ctx.sku_id}/{ctx.pool.id}")
+        book = self._book(hist, per, term_h, lead_h, m, _book_key(ctx))
         at, full = len(hist) + lead_h, target
         why = ""
         if book.leader != book.forecast_rule:
