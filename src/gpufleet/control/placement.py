@@ -5,16 +5,34 @@ checkpointed training a spot preemption loses at most one checkpoint interval of
 from its last checkpoint), while spot costs a fraction of on-demand (H100: $1.25 against $6.88 per GPU-hour):
 so such a request tries the SKU's spot pool first (in stock, within its capacity) when spot is the cheaper
 tier, and otherwise takes the inner chain's decision. Serving and uncheckpointed training never ride spot.
+
+The same order holds on nodes already running (:func:`checkpointed_tier_order`): a checkpointed pod takes room
+on a spot node before room on an on-demand node, so spot nodes stay busy and the dearer on-demand nodes are the
+ones that empty and are scaled down.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from decimal import Decimal
 
 from gpufleet.domain.allocations import Allocation
 from gpufleet.domain.pools import Tier
 from gpufleet.ports import PlacementRequest, Placer, PoolState
+
+RELIABILITY_ORDER = (Tier.RESERVED, Tier.ON_DEMAND, Tier.SPOT, Tier.SECONDARY)
+SPOT_FIRST_ORDER = (Tier.RESERVED, Tier.SPOT, Tier.ON_DEMAND, Tier.SECONDARY)
+
+
+def checkpointed_tier_order(
+    spot_first: bool, spot_usd_per_gpu_h: Decimal, on_demand_usd_per_gpu_h: Decimal
+) -> tuple[Tier, ...]:
+    """The order in which checkpointed training tries the tiers of one SKU on running nodes: spot before on demand
+    when the loop places checkpointed work spot first and spot is the cheaper tier, else the order of reliability."""
+    if spot_first and spot_usd_per_gpu_h < on_demand_usd_per_gpu_h:
+        return SPOT_FIRST_ORDER
+    return RELIABILITY_ORDER
 
 
 @dataclass(slots=True)

@@ -9,6 +9,7 @@ it (scheduling, serving, consolidation) is the part's business. Every pod state 
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from gpufleet.sim.kinds import DONE, PRIO_SERVING, REMOVED, TIERS_ALL, TIERS_NO_SPOT
@@ -29,6 +30,7 @@ class PodTable:
         "_end_memos",
         "arrival",
         "ckpt",
+        "ckpt_tiers",
         "epoch",
         "first_start",
         "gpus",
@@ -48,8 +50,13 @@ class PodTable:
         "work",
     )
 
-    def __init__(self, jobs: JobBatch, sku_of_job: list[int]) -> None:
+    def __init__(
+        self, jobs: JobBatch, sku_of_job: list[int], ckpt_tiers: Sequence[tuple[int, ...]] | None = None
+    ) -> None:
+        """``ckpt_tiers``: per SKU, the tier ranks checkpointed training may use, in the loop's order (a tuple
+        that lists every tier; default the order of reliability)."""
         n = len(jobs.arrival_s)
+        self.ckpt_tiers: list[tuple[int, ...]] = list(ckpt_tiers) if ckpt_tiers is not None else []
         self.n_jobs = n
         self.gpus: list[int] = jobs.gpus.tolist()
         self.sku: list[int] = sku_of_job
@@ -86,8 +93,10 @@ class PodTable:
                 memo.pop(pod, None)
 
     def tiers(self, pod: int) -> tuple[int, ...]:
-        """Tier ranks the pod may use: spot only for checkpointable training."""
-        return TIERS_ALL if (self.ckpt[pod] > 0 and self.serving[pod] < 0) else TIERS_NO_SPOT
+        """Tier ranks the pod may use, in the order placement tries them: spot only for checkpointable training."""
+        if self.ckpt[pod] > 0 and self.serving[pod] < 0:
+            return self.ckpt_tiers[self.sku[pod]] if self.ckpt_tiers else TIERS_ALL
+        return TIERS_NO_SPOT
 
     def add_replica(self, fleet: int, spec: ServingSpec, sku: int, now: int) -> int:
         """A new serving replica of fleet ``fleet``, not arrived yet (state NEW): its pod id."""

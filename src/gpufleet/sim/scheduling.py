@@ -30,7 +30,6 @@ from gpufleet.sim.kinds import (
     REMOVED,
     RUNNING,
     SPOT_RANK,
-    TIERS_ALL,
     TIERS_NO_SPOT,
 )
 
@@ -68,10 +67,10 @@ class NoRoom:
         return g >= self.all_tiers or (g >= self.no_spot and ask.tiers is TIERS_NO_SPOT)
 
     def add(self, ask: PodAsk) -> None:
-        if ask.tiers is TIERS_ALL:
-            self.all_tiers = min(self.all_tiers, ask.gpus)
-        elif ask.tiers is TIERS_NO_SPOT:
+        if ask.tiers is TIERS_NO_SPOT:
             self.no_spot = min(self.no_spot, ask.gpus)
+        else:  # every tier, in either order (checkpointed training)
+            self.all_tiers = min(self.all_tiers, ask.gpus)
 
 
 class Scheduling:
@@ -144,7 +143,7 @@ class Scheduling:
                 s,
                 p.gpus[pod],
                 self.per_node[s],
-                TIERS_NO_SPOT if serving or p.ckpt[pod] <= 0 else TIERS_ALL,  # as PodTable.tiers
+                p.tiers(pod),
                 PRIO_SERVING if serving else p.prio[pod],
                 serving,
             )

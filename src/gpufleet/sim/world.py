@@ -31,7 +31,7 @@ from gpufleet.control.loop import ControlLoop
 from gpufleet.control.metering import Ledger
 from gpufleet.control.scheduling import TeamQuota
 from gpufleet.domain.catalog import default_pools
-from gpufleet.domain.pools import Tier
+from gpufleet.domain.pools import TIER_RANK, Tier
 from gpufleet.domain.skus import SKUS_BY_ID
 from gpufleet.sim import demand
 from gpufleet.sim.decisions import DecisionLog
@@ -82,7 +82,7 @@ class World:
         batches.append(demand.planned(sc.planned_runs, r_plan))
         jobs = demand.merge(batches)
         index = {k: i for i, k in enumerate(sku_ids)}
-        self.pods = pods = PodTable(jobs, [index[k] for k in jobs.sku])
+        self.pods = pods = PodTable(jobs, [index[k] for k in jobs.sku], self._checkpointed_tiers())
         q.add_stream(jobs.arrival_s.tolist(), ARRIVE, priority=4)
         self.fleets = fleets = build_fleets(sc.serving, sku_ids, horizon, period, r_serving)
 
@@ -211,6 +211,14 @@ class World:
             for pool in pools:
                 self.fleet.add_pool(pool, ceilings[pool.tier])
             self.pool_specs[self.sku_ids.index(spec.sku)] = spec
+
+    def _checkpointed_tiers(self) -> list[tuple[int, ...]]:
+        """Per SKU, the tier ranks checkpointed training may use in the order the loop places it (its prices)."""
+        price = {(pr.sku_idx, pr.pool.tier): pr.pool.price_usd_per_gpu_h for pr in self.fleet.pools}
+        return [
+            tuple(TIER_RANK[t] for t in self.loop.checkpointed_tiers(price[s, Tier.SPOT], price[s, Tier.ON_DEMAND]))
+            for s in range(len(self.sku_ids))
+        ]
 
     # ------------------------------------------------------------------ main loop
     def run(self, progress: Callable[[float], None] | None = None, until_s: int | None = None) -> None:
