@@ -11,7 +11,7 @@ import pytest
 
 from gpufleet.cli.scenario_files import resolve_scenario
 from gpufleet.control.common_practice import PeakSizedReplicas, QuarterlyPeakProcurer
-from gpufleet.control.placement import SpotFirstForCheckpointed, checkpointed_tier_order
+from gpufleet.control.placement import SpotFirstForCheckpointed, running_tier_order
 from gpufleet.control.procurement import ForecastLedProcurer, TierLimits, project, trend_per_day
 from gpufleet.domain.catalog import default_pools
 from gpufleet.domain.errors import ValidationError
@@ -170,27 +170,38 @@ def test_a_team_with_experiment_streams_on_two_skus_runs_each_job_on_its_streams
     assert max(sizes["h100_80gb"]) > 8  # the H100 stream's (and the planned runs')
 
 
-def test_checkpointed_training_tries_spot_before_on_demand_only_where_spot_is_cheaper() -> None:
-    cheap, dear = Decimal("1.25"), Decimal("6.88")
-    assert checkpointed_tier_order(True, cheap, dear) == (Tier.RESERVED, Tier.SPOT, Tier.ON_DEMAND, Tier.SECONDARY)
-    assert checkpointed_tier_order(True, dear, cheap) == (Tier.RESERVED, Tier.ON_DEMAND, Tier.SPOT, Tier.SECONDARY)
-    assert checkpointed_tier_order(False, cheap, dear) == (Tier.RESERVED, Tier.ON_DEMAND, Tier.SPOT, Tier.SECONDARY)
+def test_running_nodes_are_tried_cheapest_first_under_gpufleet_and_by_reliability_otherwise() -> None:
+    r, od, sp, se = Tier.RESERVED, Tier.ON_DEMAND, Tier.SPOT, Tier.SECONDARY
+    h100 = {r: Decimal("4.36"), od: Decimal("6.88"), sp: Decimal("1.25"), se: Decimal("2.95")}
+    assert running_tier_order(True, True, h100) == (r, sp, se, od)
+    assert running_tier_order(True, False, h100) == (r, se, od)  # spot only for checkpointed training
+    assert running_tier_order(False, True, h100) == (r, od, sp, se)
+    assert running_tier_order(False, False, h100) == (r, od, se)
+    dear_spot = {**h100, sp: Decimal("9"), se: Decimal("6.88")}  # a tie keeps the order of reliability
+    assert running_tier_order(True, True, dear_spot) == (r, od, se, sp)
 
 
-def test_the_world_places_checkpointed_training_in_the_loops_tier_order() -> None:
+def test_the_world_places_pods_in_the_loops_tier_order() -> None:
     from gpufleet.domain.pools import TIER_RANK
     from gpufleet.sim.run import LOOPS
     from gpufleet.sim.world import World
 
     sc = default_scenario(gpus=64, days=3, seed=1)
-    rank = {t: TIER_RANK[t] for t in Tier}
-    for name, first in (("gpufleet", Tier.SPOT), ("baseline", Tier.ON_DEMAND), ("common_practice", Tier.ON_DEMAND)):
+    r, od, sp, se = (TIER_RANK[t] for t in (Tier.RESERVED, Tier.ON_DEMAND, Tier.SPOT, Tier.SECONDARY))
+    expect = {  # H100 (the scenario's training SKU): spot $1.25 < secondary $2.95 < on demand $6.88
+        "gpufleet": ((r, se, od), (r, sp, se, od)),
+        "baseline": ((r, od, se), (r, od, sp, se)),
+        "common_practice": ((r, od, se), (r, od, sp, se)),
+    }
+    for name, (plain_order, ckpt_order) in expect.items():
         w = World(sc, LOOPS[name](sc, 1), seed=1)
-        ckpt = [j for j in range(w.pods.n_jobs) if w.pods.ckpt[j] > 0]
-        plain = [j for j in range(w.pods.n_jobs) if w.pods.ckpt[j] <= 0]
+        h100 = w.sku_ids.index("h100_80gb")
+        jobs = [j for j in range(w.pods.n_jobs) if w.pods.sku[j] == h100]
+        ckpt = [j for j in jobs if w.pods.ckpt[j] > 0]
+        plain = [j for j in jobs if w.pods.ckpt[j] <= 0]
         assert ckpt and plain
         for j in ckpt:
-            tiers = w.pods.tiers(j)
-            assert tiers[:2] == (rank[Tier.RESERVED], rank[first]), name
-            assert w.scheduling.ask(j).tiers == tiers  # the scheduling stage is asked in the same order
-        assert all(rank[Tier.SPOT] not in w.pods.tiers(j) for j in plain)
+            assert w.pods.tiers(j) == ckpt_order, name
+            assert w.scheduling.ask(j).tiers == ckpt_order  # the scheduling stage is asked in the same order
+        for j in plain:
+            assert w.pods.tiers(j) == plain_order, name

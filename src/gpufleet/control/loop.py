@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from decimal import Decimal
 
@@ -14,7 +14,7 @@ from gpufleet.autoscale.nodes_baseline import IdleTimeoutScaleDown
 from gpufleet.autoscale.nodes_payoff import PayoffAwareNodes
 from gpufleet.control.approval import SimulatedApprovers
 from gpufleet.control.common_practice import PeakSizedReplicas, QuarterlyPeakProcurer
-from gpufleet.control.placement import SpotFirstForCheckpointed, checkpointed_tier_order
+from gpufleet.control.placement import SpotFirstForCheckpointed, running_tier_order
 from gpufleet.control.procurement import ForecastLedProcurer, TierLimits
 from gpufleet.control.scheduling import FleetScheduler, QuotaAdmission, TeamQuota
 from gpufleet.control.serving_headroom import SpareReplicas
@@ -47,11 +47,11 @@ class ControlLoop:
     preemption: bool = False  # checkpoint-aware priority preemption (control/scheduling.py)
     preempt_grace_s: int = 120
     consolidation: bool = False  # hourly drains of part-used launched nodes (control/scheduling.plan_drains)
-    spot_first: bool = False  # checkpointed training takes spot before on demand, also on running nodes
+    cheapest_running_first: bool = False  # on running nodes, launched tiers by price (else reliability order)
 
-    def checkpointed_tiers(self, spot_usd_per_gpu_h: Decimal, on_demand_usd_per_gpu_h: Decimal) -> tuple[Tier, ...]:
-        """The tiers checkpointed training may use on one SKU, in the order placement tries running nodes."""
-        return checkpointed_tier_order(self.spot_first, spot_usd_per_gpu_h, on_demand_usd_per_gpu_h)
+    def running_tiers(self, checkpointed: bool, prices: Mapping[Tier, Decimal]) -> tuple[Tier, ...]:
+        """The tiers a pod of one SKU may use, in the order placement tries running nodes (``prices`` per tier)."""
+        return running_tier_order(self.cheapest_running_first, checkpointed, prices)
 
     def scheduler(self, sku_ids: Sequence[str], gpus_per_node: Sequence[int], seed: int) -> FleetScheduler:
         """The scheduling stage for a fleet of these SKUs (its tie-break randomness seeded from ``seed``)."""
@@ -113,7 +113,7 @@ class ControlLoop:
         base.forecaster = GpufleetForecaster()
         base.procurer = ForecastLedProcurer(tier_limits or {})
         base.placer = SpotFirstForCheckpointed(DegradingChain())
-        base.spot_first = True
+        base.cheapest_running_first = True
         base.autoscaler = SpareReplicas(PredictiveReplicas(control_period_s), control_period_s)
         base.node_scaler = PayoffAwareNodes.default(idle_node_timeout_s)
         base.scheduler_policy = scheduler_policy

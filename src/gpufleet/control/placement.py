@@ -6,14 +6,14 @@ from its last checkpoint), while spot costs a fraction of on-demand (H100: $1.25
 so such a request tries the SKU's spot pool first (in stock, within its capacity) when spot is the cheaper
 tier, and otherwise takes the inner chain's decision. Serving and uncheckpointed training never ride spot.
 
-The same order holds on nodes already running (:func:`checkpointed_tier_order`): a checkpointed pod takes room
-on a spot node before room on an on-demand node, so spot nodes stay busy and the dearer on-demand nodes are the
-ones that empty and are scaled down.
+On nodes already running (:func:`running_tier_order`) gpufleet takes the cheapest room first: a pod takes room on a
+running spot (checkpointed training only) or secondary node before room on an on-demand node when those are
+cheaper, so the cheap nodes stay busy and the dear on-demand nodes are the ones that empty and are scaled down.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from decimal import Decimal
 
@@ -22,17 +22,18 @@ from gpufleet.domain.pools import Tier
 from gpufleet.ports import PlacementRequest, Placer, PoolState
 
 RELIABILITY_ORDER = (Tier.RESERVED, Tier.ON_DEMAND, Tier.SPOT, Tier.SECONDARY)
-SPOT_FIRST_ORDER = (Tier.RESERVED, Tier.SPOT, Tier.ON_DEMAND, Tier.SECONDARY)
+LAUNCHED = (Tier.ON_DEMAND, Tier.SPOT, Tier.SECONDARY)
 
 
-def checkpointed_tier_order(
-    spot_first: bool, spot_usd_per_gpu_h: Decimal, on_demand_usd_per_gpu_h: Decimal
-) -> tuple[Tier, ...]:
-    """The order in which checkpointed training tries the tiers of one SKU on running nodes: spot before on demand
-    when the loop places checkpointed work spot first and spot is the cheaper tier, else the order of reliability."""
-    if spot_first and spot_usd_per_gpu_h < on_demand_usd_per_gpu_h:
-        return SPOT_FIRST_ORDER
-    return RELIABILITY_ORDER
+def running_tier_order(cheapest_first: bool, checkpointed: bool, prices: Mapping[Tier, Decimal]) -> tuple[Tier, ...]:
+    """The tiers a pod of one SKU may use, in the order placement tries running nodes. Reserved first (committed:
+    paid whether used or not); spot only for checkpointed training. ``cheapest_first``: the launched tiers by
+    price (``prices``, per GPU-hour), so that the dearest launched nodes are the ones that empty and are scaled
+    down; otherwise the order of reliability (ties keep it too)."""
+    launched = [t for t in LAUNCHED if checkpointed or t is not Tier.SPOT]
+    if cheapest_first:
+        launched.sort(key=lambda t: (prices[t], RELIABILITY_ORDER.index(t)))
+    return (Tier.RESERVED, *launched)
 
 
 @dataclass(slots=True)

@@ -15,10 +15,18 @@ PRIO_SERVING = 3  # queue priority of serving replicas (above every training pri
 HOUR_S = 3600
 DAY_S = 86400
 
-# tier ranks a pod may use: spot only for checkpointable training
+# tier ranks a pod may use (spot only for checkpointable training), in the order of reliability; a loop may
+# declare another order for running nodes (PodTable.tier_orders)
 TIERS_NO_SPOT = (TIER_RANK[Tier.RESERVED], TIER_RANK[Tier.ON_DEMAND], TIER_RANK[Tier.SECONDARY])
 TIERS_ALL = (TIER_RANK[Tier.RESERVED], TIER_RANK[Tier.ON_DEMAND], TIER_RANK[Tier.SPOT], TIER_RANK[Tier.SECONDARY])
 SPOT_RANK = TIER_RANK[Tier.SPOT]
+
+
+def ranks(tiers: tuple[Tier, ...]) -> tuple[int, ...]:
+    """The ranks of ``tiers``, in their order."""
+    return tuple(TIER_RANK[t] for t in tiers)
+
+
 LAUNCHED_TIERS = (Tier.ON_DEMAND, Tier.SPOT, Tier.SECONDARY)  # tiers whose nodes are launched and terminated
 LAUNCHED_RANKS = tuple(TIER_RANK[t] for t in LAUNCHED_TIERS)
 RESERVED_RANK = TIER_RANK[Tier.RESERVED]

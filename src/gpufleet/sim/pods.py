@@ -30,7 +30,6 @@ class PodTable:
         "_end_memos",
         "arrival",
         "ckpt",
-        "ckpt_tiers",
         "epoch",
         "first_start",
         "gpus",
@@ -47,16 +46,20 @@ class PodTable:
         "state",
         "team",
         "tenant_of_team",
+        "tier_orders",
         "work",
     )
 
     def __init__(
-        self, jobs: JobBatch, sku_of_job: list[int], ckpt_tiers: Sequence[tuple[int, ...]] | None = None
+        self,
+        jobs: JobBatch,
+        sku_of_job: list[int],
+        tier_orders: Sequence[tuple[tuple[int, ...], tuple[int, ...]]] | None = None,
     ) -> None:
-        """``ckpt_tiers``: per SKU, the tier ranks checkpointed training may use, in the loop's order (a tuple
-        that lists every tier; default the order of reliability)."""
+        """``tier_orders``: per SKU, the tier ranks (any other pod, checkpointed training) may use, in the loop's
+        order on running nodes (default: the order of reliability, spot only for checkpointed training)."""
         n = len(jobs.arrival_s)
-        self.ckpt_tiers: list[tuple[int, ...]] = list(ckpt_tiers) if ckpt_tiers is not None else []
+        self.tier_orders: list[tuple[tuple[int, ...], tuple[int, ...]]] = list(tier_orders or [])
         self.n_jobs = n
         self.gpus: list[int] = jobs.gpus.tolist()
         self.sku: list[int] = sku_of_job
@@ -94,9 +97,10 @@ class PodTable:
 
     def tiers(self, pod: int) -> tuple[int, ...]:
         """Tier ranks the pod may use, in the order placement tries them: spot only for checkpointable training."""
-        if self.ckpt[pod] > 0 and self.serving[pod] < 0:
-            return self.ckpt_tiers[self.sku[pod]] if self.ckpt_tiers else TIERS_ALL
-        return TIERS_NO_SPOT
+        ckpt = self.ckpt[pod] > 0 and self.serving[pod] < 0
+        if self.tier_orders:
+            return self.tier_orders[self.sku[pod]][ckpt]
+        return TIERS_ALL if ckpt else TIERS_NO_SPOT
 
     def add_replica(self, fleet: int, spec: ServingSpec, sku: int, now: int) -> int:
         """A new serving replica of fleet ``fleet``, not arrived yet (state NEW): its pod id."""

@@ -30,7 +30,6 @@ from gpufleet.sim.kinds import (
     REMOVED,
     RUNNING,
     SPOT_RANK,
-    TIERS_NO_SPOT,
 )
 
 if TYPE_CHECKING:
@@ -64,13 +63,13 @@ class NoRoom:
 
     def rules_out(self, ask: PodAsk) -> bool:
         g = ask.gpus
-        return g >= self.all_tiers or (g >= self.no_spot and ask.tiers is TIERS_NO_SPOT)
+        return g >= self.all_tiers or (g >= self.no_spot and SPOT_RANK not in ask.tiers)
 
     def add(self, ask: PodAsk) -> None:
-        if ask.tiers is TIERS_NO_SPOT:
-            self.no_spot = min(self.no_spot, ask.gpus)
-        else:  # every tier, in either order (checkpointed training)
+        if SPOT_RANK in ask.tiers:  # every tier, in any order (checkpointed training)
             self.all_tiers = min(self.all_tiers, ask.gpus)
+        else:
+            self.no_spot = min(self.no_spot, ask.gpus)
 
 
 class Scheduling:
@@ -281,7 +280,7 @@ class Scheduling:
         p.nodes[pod] = nodes
         reasons = self.sched_reasons
         reasons[d.reason] = reasons.get(d.reason, 0) + 1
-        if ask.tiers is TIERS_NO_SPOT:
+        if SPOT_RANK not in ask.tiers:
             for node in nodes:
                 if f.pools[f.n_pool[node]].tier_rank == SPOT_RANK:
                     self.spot_violations += 1

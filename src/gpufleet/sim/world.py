@@ -24,6 +24,7 @@ Parts (each owns its state; collaborators are passed to its constructor, none re
 from __future__ import annotations
 
 from collections.abc import Callable
+from decimal import Decimal
 
 import numpy as np
 
@@ -31,7 +32,7 @@ from gpufleet.control.loop import ControlLoop
 from gpufleet.control.metering import Ledger
 from gpufleet.control.scheduling import TeamQuota
 from gpufleet.domain.catalog import default_pools
-from gpufleet.domain.pools import TIER_RANK, Tier
+from gpufleet.domain.pools import Tier
 from gpufleet.domain.skus import SKUS_BY_ID
 from gpufleet.sim import demand
 from gpufleet.sim.decisions import DecisionLog
@@ -40,7 +41,7 @@ from gpufleet.sim.engine import EventQueue
 from gpufleet.sim.fleet import Fleet
 from gpufleet.sim.forecasts import ForecastBook
 from gpufleet.sim.freeing import FreeingEstimates
-from gpufleet.sim.kinds import ARRIVE, DAILY, DAY_S, HOUR_S, QUEUED, RUNNING, SPOT_RANK, TICK
+from gpufleet.sim.kinds import ARRIVE, DAILY, DAY_S, HOUR_S, QUEUED, RUNNING, SPOT_RANK, TICK, ranks
 from gpufleet.sim.lifecycle import NodeState
 from gpufleet.sim.metrics import Metrics
 from gpufleet.sim.moves import DRAIN_PERIOD_S, Consolidation
@@ -82,7 +83,7 @@ class World:
         batches.append(demand.planned(sc.planned_runs, r_plan))
         jobs = demand.merge(batches)
         index = {k: i for i, k in enumerate(sku_ids)}
-        self.pods = pods = PodTable(jobs, [index[k] for k in jobs.sku], self._checkpointed_tiers())
+        self.pods = pods = PodTable(jobs, [index[k] for k in jobs.sku], self._tier_orders())
         q.add_stream(jobs.arrival_s.tolist(), ARRIVE, priority=4)
         self.fleets = fleets = build_fleets(sc.serving, sku_ids, horizon, period, r_serving)
 
@@ -212,11 +213,14 @@ class World:
                 self.fleet.add_pool(pool, ceilings[pool.tier])
             self.pool_specs[self.sku_ids.index(spec.sku)] = spec
 
-    def _checkpointed_tiers(self) -> list[tuple[int, ...]]:
-        """Per SKU, the tier ranks checkpointed training may use in the order the loop places it (its prices)."""
-        price = {(pr.sku_idx, pr.pool.tier): pr.pool.price_usd_per_gpu_h for pr in self.fleet.pools}
+    def _tier_orders(self) -> list[tuple[tuple[int, ...], tuple[int, ...]]]:
+        """Per SKU, the tier ranks a pod may use in the order the loop places it on running nodes (its prices):
+        (any other pod, checkpointed training)."""
+        prices: dict[int, dict[Tier, Decimal]] = {}
+        for pr in self.fleet.pools:
+            prices.setdefault(pr.sku_idx, {})[pr.pool.tier] = pr.pool.price_usd_per_gpu_h
         return [
-            tuple(TIER_RANK[t] for t in self.loop.checkpointed_tiers(price[s, Tier.SPOT], price[s, Tier.ON_DEMAND]))
+            (ranks(self.loop.running_tiers(False, prices[s])), ranks(self.loop.running_tiers(True, prices[s])))
             for s in range(len(self.sku_ids))
         ]
 
