@@ -23,6 +23,7 @@ from gpufleet.ports import PlacementRequest, Placer, PoolState
 
 RELIABILITY_ORDER = (Tier.RESERVED, Tier.ON_DEMAND, Tier.SPOT, Tier.SECONDARY)
 LAUNCHED = (Tier.ON_DEMAND, Tier.SPOT, Tier.SECONDARY)
+UNPRICED = Decimal("Infinity")
 
 
 def running_tier_order(cheapest_first: bool, checkpointed: bool, prices: Mapping[Tier, Decimal]) -> tuple[Tier, ...]:
@@ -31,8 +32,8 @@ def running_tier_order(cheapest_first: bool, checkpointed: bool, prices: Mapping
     price (``prices``, per GPU-hour), so that the dearest launched nodes are the ones that empty and are scaled
     down; otherwise the order of reliability (ties keep it too)."""
     launched = [t for t in LAUNCHED if checkpointed or t is not Tier.SPOT]
-    if cheapest_first:
-        launched.sort(key=lambda t: (prices[t], RELIABILITY_ORDER.index(t)))
+    if cheapest_first:  # a tier without a price sorts last
+        launched.sort(key=lambda t: (prices.get(t, UNPRICED), RELIABILITY_ORDER.index(t)))
     return (Tier.RESERVED, *launched)
 
 

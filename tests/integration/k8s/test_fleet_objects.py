@@ -61,10 +61,12 @@ def test_emitted_objects_pass_the_offline_schema_and_cel_check() -> None:
     cq = next(o for o in objs if o["kind"] == "ClusterQueue" and o["metadata"]["name"] == "research")  # type: ignore[index]
     names = [f["name"] for f in cq["spec"]["resourceGroups"][0]["flavors"]]  # type: ignore[index]
     assert [n.rsplit("-", 1)[-1] if not n.endswith("on-demand") else "on-demand" for n in names] == [
-        "reserved", "on-demand", "spot"
-    ]  # fmt: skip
+        "reserved",
+        "spot",
+        "on-demand",
+    ]  # fmt: skip  (checkpointable work, which alone tolerates spot's taint, tries spot before on demand)
     pools = {o["metadata"]["name"]: o["spec"] for o in objs if o["kind"] == "NodePool"}  # type: ignore[index]
-    assert [p["weight"] for p in pools.values()] == [100, 50, 10]  # type: ignore[index]
+    assert [p["weight"] for p in pools.values()] == [100, 10, 50]  # type: ignore[index]
     assert pools[flavor_name(H100, "spot")]["limits"] == {"nvidia.com/gpu": "256"}  # type: ignore[index]
 
 

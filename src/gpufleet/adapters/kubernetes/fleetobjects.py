@@ -1,10 +1,13 @@
 """Kueue and Karpenter objects compiled from gpufleet's quota and procurement decisions.
 
-Tiers and the fallback chain: ``reserved -> on-demand -> spot``. Each (GPU SKU, tier) is one Kueue
-ResourceFlavor (node labels ``nvidia.com/gpu.product`` and ``karpenter.sh/capacity-type``) and one Karpenter
-NodePool. Spot is for checkpointable work only: its flavor and NodePool carry the taint
+Tiers and the chain: the order in which gpufleet's loop places checkpointed training on capacity
+(``control/placement.py: running_tier_order``, the order the simulator runs): reserved first, then the cheaper
+launched tier, ``reserved -> spot -> on-demand`` for every catalog SKU (spot is the cheaper one). Each (GPU SKU,
+tier) is one Kueue ResourceFlavor (node labels ``nvidia.com/gpu.product`` and ``karpenter.sh/capacity-type``) and
+one Karpenter NodePool. Spot is for checkpointable work only: its flavor and NodePool carry the taint
 ``gpufleet.io/spot=true:NoSchedule``, which checkpointable pods tolerate (Kueue assigns a flavor only if
-the workload tolerates its taints; Karpenter taints the nodes it launches).
+the workload tolerates its taints; Karpenter taints the nodes it launches). So checkpointable work tries spot
+before on demand, and work that does not tolerate spot skips it: ``reserved -> on-demand``.
 
 - Kueue (v1beta2): one Cohort per quota cohort; one ClusterQueue per team (``cohortName``; one resource group
   over ``nvidia.com/gpu`` whose flavors are listed in chain order, so Kueue tries reserved first; nominal quota,
@@ -21,15 +24,26 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from decimal import Decimal
 
 from gpufleet.adapters.kubernetes.labels import GPU, L_CAPACITY, L_PRODUCT
 from gpufleet.adapters.kubernetes.rest import JSON
+from gpufleet.control.placement import running_tier_order
 from gpufleet.domain.errors import ValidationError
 from gpufleet.domain.pools import CapacityPool, Tier
 from gpufleet.schedule.quota import TeamQuota
 
-CHAIN: tuple[str, ...] = ("reserved", "on-demand", "spot")
-WEIGHTS = {"reserved": 100, "on-demand": 50, "spot": 10}
+CAPACITY_TYPE = {Tier.RESERVED: "reserved", Tier.ON_DEMAND: "on-demand", Tier.SPOT: "spot"}
+CHAIN: tuple[str, ...] = ("reserved", "spot", "on-demand")  # capacity_chain of every catalog SKU (tested)
+WEIGHTS = (100, 50, 10)  # NodePool weight by position in the chain
+
+
+def capacity_chain(prices: Mapping[Tier, Decimal]) -> tuple[str, ...]:
+    """The capacity types of one SKU in the order gpufleet places checkpointed training on them, from its prices
+    per GPU-hour (``control/placement.py: running_tier_order``; secondary providers are not Karpenter's)."""
+    return tuple(CAPACITY_TYPE[t] for t in running_tier_order(True, True, prices) if t in CAPACITY_TYPE)
+
+
 SPOT_TAINT = {"key": "gpufleet.io/spot", "value": "true", "effect": "NoSchedule"}
 KUEUE = "kueue.x-k8s.io/v1beta2"
 KARPENTER = "karpenter.sh/v1"
@@ -50,6 +64,7 @@ class TierCapacity:
     gpus: int | None  # None = no limit (an unbounded on-demand pool)
     instance_families: tuple[str, ...] = ("p5",)
     node_class: str = "gpu"
+    chain: tuple[str, ...] = CHAIN  # its SKU's capacity chain (``capacity_chain`` of its prices)
 
     @property
     def flavor(self) -> str:
@@ -58,6 +73,10 @@ class TierCapacity:
 
 def flavor_name(sku: str, tier: str) -> str:
     return f"{sku.lower().replace('_', '-').replace('.', '-')}-{tier}"[:63].strip("-")
+
+
+def _position(t: TierCapacity) -> int:
+    return t.chain.index(t.tier) if t.tier in t.chain else len(t.chain)
 
 
 def _check_tier(tier: str) -> None:
@@ -89,7 +108,7 @@ def kueue_objects(
         out.append({"apiVersion": KUEUE, "kind": "Cohort", "metadata": {"name": cohort}, "spec": {}})
     teams = sorted({q.team for q in quotas})
     for team in teams:
-        mine = sorted((q for q in quotas if q.team == team), key=lambda q: CHAIN.index(by_flavor[q.flavor].tier))
+        mine = sorted((q for q in quotas if q.team == team), key=lambda q: _position(by_flavor[q.flavor]))
         cohorts = {q.cohort for q in mine}
         if len(cohorts) != 1:
             raise ValidationError(f"quota[{team}].cohort", "a team belongs to exactly one cohort")
@@ -121,7 +140,7 @@ def node_pool(t: TierCapacity, gpus_per_node: int = 8, consolidate_after: str = 
     if t.gpus is not None and t.gpus < 0:
         raise ValidationError(f"tiers[{t.flavor}].gpus", "must be >= 0")
     spec: JSON = {
-        "weight": WEIGHTS[t.tier],
+        "weight": WEIGHTS[_position(t)],
         "disruption": {"consolidationPolicy": "WhenEmpty", "consolidateAfter": consolidate_after},
         "template": {
             "metadata": {"labels": {"gpufleet.io/tier": t.tier}},
@@ -161,8 +180,12 @@ def tiers_from_pools(
     out: list[TierCapacity] = []
     skipped: list[tuple[str, str]] = []
     seen: set[tuple[str, str]] = set()
+    pools = list(pools)
+    prices: dict[str, dict[Tier, Decimal]] = {}
     for p in pools:
-        tier = {Tier.RESERVED: "reserved", Tier.ON_DEMAND: "on-demand", Tier.SPOT: "spot"}.get(p.tier)
+        prices.setdefault(p.sku_id, {}).setdefault(p.tier, p.price_usd_per_gpu_h)
+    for p in pools:
+        tier = CAPACITY_TYPE.get(p.tier)
         if tier is None:
             skipped.append((p.id, "not_karpenter_launchable"))
             continue
@@ -173,8 +196,9 @@ def tiers_from_pools(
             continue  # one NodePool per (SKU, tier); regions are the node class's business
         seen.add((p.sku_id, tier))
         gpus = reserved_gpus.get(p.sku_id, 0) if tier == "reserved" else p.quota_gpus
-        out.append(TierCapacity(product_of[p.sku_id], tier, gpus, fams.get(p.sku_id, ("p5",))))
-    out.sort(key=lambda t: (t.sku, CHAIN.index(t.tier)))
+        chain = capacity_chain(prices[p.sku_id])
+        out.append(TierCapacity(product_of[p.sku_id], tier, gpus, fams.get(p.sku_id, ("p5",)), chain=chain))
+    out.sort(key=lambda t: (t.sku, _position(t)))
     return out, skipped
 
 
