@@ -27,12 +27,14 @@ def test_bands_widen_when_the_tracked_errors_are_larger_than_the_model_says() ->
     y = _daily(24 * 12, rng.normal(0, 12.0, 24 * 12))
     # seasonal naive's own band is wide already; give a candidate with a too-narrow band: shrink its spread
     narrow = lambda: _Shrunk(seasonal_naive(24), 0.2)  # noqa: E731
-    cf = CalibratedForecaster({"narrow": narrow}, season=24).fit(y)
-    fc = cf.predict(24, (0.1, 0.5, 0.9))
     raw = narrow().fit(y).predict(24, (0.1, 0.5, 0.9))
-    assert cf.reason_ == "default_most_accurate" and cf.factors_.min() > 1.5
-    assert np.all(fc.at(0.9) - fc.at(0.1) > raw.at(0.9) - raw.at(0.1))
-    assert np.all(np.diff(fc.values, axis=0) >= 0)  # quantiles never cross
+    for interval in ("aci", "widen"):
+        cf = CalibratedForecaster({"narrow": narrow}, season=24, interval=interval).fit(y)
+        fc = cf.predict(24, (0.1, 0.5, 0.9))
+        outer = cf.factors_[[0, -1]]  # the multipliers of the 0.1 and 0.9 rows (the median's is 1)
+        assert cf.reason_ == "default_most_accurate" and outer.min() > (1.5 if interval == "widen" else 1.2), interval
+        assert np.all(fc.at(0.9) - fc.at(0.1) > raw.at(0.9) - raw.at(0.1))
+        assert np.all(np.diff(fc.values, axis=0) >= 0)  # quantiles never cross
 
 
 def test_too_little_history_uses_the_default_alone() -> None:

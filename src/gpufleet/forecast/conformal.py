@@ -42,6 +42,7 @@ from typing import Self
 import numpy as np
 
 from gpufleet.domain.errors import ValidationError
+from gpufleet.forecast.aci import INTERVAL_RULES, AciSettings, aci_tail_factors
 from gpufleet.forecast.base import ForecastModel
 from gpufleet.forecast.metrics import seasonal_naive_scale
 from gpufleet.forecast.quantiles import DEFAULT_QUANTILES, FloatArray, check_quantiles, make_forecast
@@ -134,6 +135,8 @@ class CalibratedForecaster:
         max_history: int | None = None,
         memo: ForecastMemo | None = None,
         tag: str = "",
+        interval: str = "aci",
+        aci: AciSettings | None = None,
     ) -> None:
         if not candidates:
             raise ValidationError("candidates", "at least one candidate model is needed")
@@ -151,6 +154,10 @@ class CalibratedForecaster:
         self.max_history = max_history
         self.memo = memo
         self.tag = tag
+        if interval not in INTERVAL_RULES:
+            raise ValidationError("interval", f"choose from {', '.join(INTERVAL_RULES)}; got {interval!r}")
+        self.interval = interval
+        self.aci = aci or AciSettings()
 
     def _forecast(self, name: str, hist: FloatArray, h: int, qs: tuple[float, ...]) -> DemandForecast:
         """Candidate ``name`` fitted on ``hist`` (its last ``max_history`` steps), ``h`` steps ahead; memoised."""
@@ -171,7 +178,8 @@ class CalibratedForecaster:
         self.y_ = arr
         self.chosen_ = next(iter(self.candidates))
         self.reason_ = "not_predicted_yet"
-        self.factors_: FloatArray = np.zeros(0)
+        self.factors_: FloatArray = np.zeros((0, 0))
+        self.tail_factors_: tuple[float, float] = (1.0, 1.0)
         return self
 
     def _level(self, hist: FloatArray) -> float:
@@ -195,16 +203,7 @@ class CalibratedForecaster:
         # per candidate and window: (centre (h,), spread (levels, h), actual (h,)), in level units
         tracked: dict[str, list[tuple[FloatArray, FloatArray, FloatArray]]] = {}
         for name in self.candidates:
-            rows = []
-            for o in origins:
-                hist = y[:o]
-                try:
-                    fc = self._forecast(name, hist, h, qs)
-                except ValidationError:
-                    break
-                lvl = self._level(hist)
-                c = _centre(fc)
-                rows.append((c / lvl, (fc.values - c[None, :]) / lvl, y[o : o + h] / lvl))
+            rows = self._tracked(name, origins, h, qs)
             if len(rows) == len(origins):
                 tracked[name] = rows
         if first not in tracked:
@@ -229,10 +228,36 @@ class CalibratedForecaster:
         self.chosen_ = best
         self.reason_ = "lowest_tracked_pinball" if best != first else "default_most_accurate"
         self.scores_ = scores
+        if self.interval == "aci":
+            more = [n - k * h for k in range(1, self.aci.windows + 1) if n - k * h >= min_train]
+            rows = (tracked[best] + self._tracked(best, more[len(origins) :], h, qs))[: self.aci.windows]
+            lo_f, hi_f = aci_tail_factors(rows, qs, self.aci)
+            self.tail_factors_ = (lo_f, hi_f)
+            lev = np.asarray(qs)
+            fac = np.where(lev < 0.5, lo_f, np.where(lev > 0.5, hi_f, 1.0))[:, None] * np.ones((1, h))
+            return self._final(best, h, qs, fac)
         lam = np.ones(h)
         for (lo, hi), tab in zip(edges, tables_of[best], strict=True):  # = spread_factors(tracked[best], ...)
             lam[lo:hi] = _pick(tab, self.factors)
-        return self._final(best, h, qs, lam)
+        return self._final(best, h, qs, np.ones((len(qs), 1)) * lam[None, :])
+
+    def _tracked(
+        self, name: str, origins: Sequence[int], h: int, qs: tuple[float, ...]
+    ) -> list[tuple[FloatArray, FloatArray, FloatArray]]:
+        """Candidate ``name``'s tracked windows at ``origins`` (newest first), as (centre ``(h,)``, spread ``(levels,
+        h)``, actual ``(h,)``) in units of the level at each origin; stops at the first origin the model refuses."""
+        y = self.y_
+        rows = []
+        for o in origins:
+            hist = y[:o]
+            try:
+                fc = self._forecast(name, hist, h, qs)
+            except ValidationError:
+                break
+            lvl = self._level(hist)
+            c = _centre(fc)
+            rows.append((c / lvl, (fc.values - c[None, :]) / lvl, y[o : o + h] / lvl))
+        return rows
 
     def _final(self, name: str, h: int, qs: tuple[float, ...], factors: FloatArray | None) -> DemandForecast:
         fc = self._forecast(name, self.y_, h, qs)
@@ -241,9 +266,9 @@ class CalibratedForecaster:
                 if other != name:
                     with contextlib.suppress(ValidationError):  # a candidate that refuses is not tracked
                         self._forecast(other, self.y_, h, qs)
-        self.factors_ = np.ones(h) if factors is None else factors
+        self.factors_ = np.ones((len(qs), h)) if factors is None else factors
         c = _centre(fc)
-        values = c[None, :] + self.factors_[None, :] * (fc.values - c[None, :])
+        values = c[None, :] + self.factors_ * (fc.values - c[None, :])
         return make_forecast(fc.mean, values, qs, f"{self.name}:{name}", floor=0.0)
 
 
@@ -316,11 +341,28 @@ def default_candidates(seasons: Sequence[int]) -> dict[str, Callable[[], Forecas
     }
 
 
+#: The default model-choice margin: another candidate replaces the ensemble as soon as its recalibrated tracked
+#: pinball is lower (session 10; 0.1 before, kept as the bench setting ``calibrated_margin10``).
+SWITCH_MARGIN = 0.0
+
+
 def calibrated_forecaster(
-    seasons: Sequence[int], *, max_history: int | None = None, memo: ForecastMemo | None = None
+    seasons: Sequence[int],
+    *,
+    max_history: int | None = None,
+    memo: ForecastMemo | None = None,
+    interval: str = "aci",
+    switch_margin: float = SWITCH_MARGIN,
 ) -> CalibratedForecaster:
-    """The default :class:`CalibratedForecaster` for a grid with these ``seasons`` (steps)."""
+    """The default :class:`CalibratedForecaster` for a grid with these ``seasons`` (steps); ``interval`` and
+    ``switch_margin`` select the benchmark's other settings (``bench.forecast.GPUFLEET_SETTINGS``)."""
     ss = tuple(seasons)
     return CalibratedForecaster(
-        default_candidates(ss), season=min(ss) if ss else 0, max_history=max_history, memo=memo, tag=f"default{ss}"
+        default_candidates(ss),
+        season=min(ss) if ss else 0,
+        max_history=max_history,
+        memo=memo,
+        tag=f"default{ss}",
+        interval=interval,
+        switch_margin=switch_margin,
     )
