@@ -6,23 +6,28 @@
 the data before the origin and its forecast is scored against what followed (the residuals an
 :class:`~gpufleet.forecast.tracking.AccuracyTracker` would hold once the actuals arrive). Then:
 
-1. **Model choice per series**: the candidate with the lowest *recalibrated* pinball loss on those windows, each
-   window scored with the factor learnt on the other windows (leave-one-window-out, so a model is not rewarded
-   for fitting its own calibration data); another candidate replaces the first (gpufleet's own ensemble) only if
-   it is better by ``switch_margin`` (10%).
-2. **Intervals per series and horizon** (split-conformal style, on the tracked windows): the band around the
-   median (``f_q - f_0.5`` for every level) is multiplied by the factor in ``FACTORS`` (1.0-4.0: widening only),
-   per block of forecast steps, with the lowest pinball loss over the windows (errors in units of the level at
-   each origin, the mean of the last shortest season, so a level shift between windows does not rescale the
-   band). Quantiles are sorted so they never cross and floored at zero (demand is non-negative).
+1. **Model choice per series**: the candidate with the lowest *recalibrated* pinball loss on the ``windows``
+   most recent tracked windows, each window scored with the pinball factor learnt on the other windows
+   (leave-one-window-out, so a model is not rewarded for fitting its own calibration data); another candidate
+   replaces the first (gpufleet's own ensemble) if it is better by ``switch_margin`` (default 0 since session 10;
+   ``calibrated_forecaster``).
+2. **Intervals per series** (``interval="aci"``, the default): adaptive conformal multipliers of the chosen
+   model's band, one per tail, run over its most recent ``aci.windows`` tracked windows
+   (:func:`gpufleet.forecast.aci.aci_tail_factors`): narrowing as well as widening. ``interval="widen"`` (the rule
+   before session 10): the band around the median (``f_q - f_0.5`` for every level) is multiplied by the factor
+   in ``FACTORS`` (1.0-4.0: widening only), per block of forecast steps, with the lowest pinball loss over the
+   windows (errors in units of the level at each origin, the mean of the last shortest season, so a level shift
+   between windows does not rescale the band). Quantiles are sorted so they never cross and floored at zero
+   (demand is non-negative).
 
 With fewer than ``min_windows`` windows that fit in the history (at least two shortest seasons of training
 data before each origin), the first candidate is used as it is (reason ``too_little_history``). The choice and
-factors are kept as data (``chosen_``, ``reason_``, ``factors_``). One setting for every series; the traces
-that chose it are listed in docs/benchmarks/generalize.md.
+multipliers are kept as data (``chosen_``, ``reason_``, ``factors_`` per quantile row and step,
+``tail_factors_``). One setting for every series; the traces that chose it are listed in
+docs/benchmarks/generalize.md.
 
 **Cost.** Each candidate is fitted at every tracked origin and at the forecast origin: ``len(candidates) x
-(windows + 1)`` fits. ``max_history`` bounds the data each fit sees (the most recent steps before its origin)
+(windows + 1)`` fits, plus the chosen one at up to ``aci.windows - windows`` older origins. ``max_history`` bounds the data each fit sees (the most recent steps before its origin)
 and a :class:`ForecastMemo` reuses fits: a fit's forecast depends only on the data it saw, the candidate, the
 horizon and the levels, so it is stored under those and a later call on a longer history finds the tracked
 windows it needs already forecast (the forecast it made at those origins). With a memo every candidate is
@@ -48,7 +53,7 @@ from gpufleet.forecast.metrics import seasonal_naive_scale
 from gpufleet.forecast.quantiles import DEFAULT_QUANTILES, FloatArray, check_quantiles, make_forecast
 from gpufleet.ports import DemandForecast
 
-#: Candidate spread factors of the interval recalibration (1 = the model's own band).
+#: Candidate spread factors of the ``widen`` recalibration and of the model choice's scores (1 = the model's own band).
 #: Widening only: on the development traces (ServeGen m-large/m-mid, Helios demand) a factor below 1 chosen on
 #: the last days narrowed bands that the next day broke (coverage 0.57-0.63 instead of 0.77-0.80), while the
 #: held-out failures of issue 21 were mostly bands too narrow (coverage 0.55-0.70).
