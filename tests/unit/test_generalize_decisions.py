@@ -2,13 +2,19 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from typing import Self
+
 import numpy as np
 
 from gpufleet.bench.procure import ProcurerPolicy
 from gpufleet.control.procurement import ForecastLedProcurer, Hedge
 from gpufleet.domain.catalog import BUILTIN_PRICE_CATALOG
+from gpufleet.forecast.base import ForecastModel
 from gpufleet.forecast.baselines import seasonal_naive
 from gpufleet.forecast.conformal import CalibratedForecaster, block_edges, calibrated_forecaster
+from gpufleet.forecast.quantiles import DEFAULT_QUANTILES, FloatArray, make_forecast
+from gpufleet.ports import DemandForecast
 from gpufleet.procure.replay import ReplayConfig, replay
 
 
@@ -26,13 +32,18 @@ def test_bands_widen_when_the_tracked_errors_are_larger_than_the_model_says() ->
     rng = np.random.default_rng(0)
     y = _daily(24 * 12, rng.normal(0, 12.0, 24 * 12))
     # seasonal naive's own band is wide already; give a candidate with a too-narrow band: shrink its spread
-    narrow = lambda: _Shrunk(seasonal_naive(24), 0.2)  # noqa: E731
-    cf = CalibratedForecaster({"narrow": narrow}, season=24).fit(y)
-    fc = cf.predict(24, (0.1, 0.5, 0.9))
+
+    def narrow() -> ForecastModel:
+        return _Shrunk(seasonal_naive(24), 0.2)
+
     raw = narrow().fit(y).predict(24, (0.1, 0.5, 0.9))
-    assert cf.reason_ == "default_most_accurate" and cf.factors_.min() > 1.5
-    assert np.all(fc.at(0.9) - fc.at(0.1) > raw.at(0.9) - raw.at(0.1))
-    assert np.all(np.diff(fc.values, axis=0) >= 0)  # quantiles never cross
+    for interval in ("aci", "widen"):
+        cf = CalibratedForecaster({"narrow": narrow}, season=24, interval=interval).fit(y)
+        fc = cf.predict(24, (0.1, 0.5, 0.9))
+        outer = cf.factors_[[0, -1]]  # the multipliers of the 0.1 and 0.9 rows (the median's is 1)
+        assert cf.reason_ == "default_most_accurate" and outer.min() > (1.5 if interval == "widen" else 1.2), interval
+        assert np.all(fc.at(0.9) - fc.at(0.1) > raw.at(0.9) - raw.at(0.1))
+        assert np.all(np.diff(fc.values, axis=0) >= 0)  # quantiles never cross
 
 
 def test_too_little_history_uses_the_default_alone() -> None:
@@ -48,19 +59,17 @@ class _Shrunk:
 
     name = "shrunk"
 
-    def __init__(self, inner: object, k: float) -> None:
+    def __init__(self, inner: ForecastModel, k: float) -> None:
         self.inner, self.k = inner, k
 
-    def fit(self, y: np.ndarray) -> _Shrunk:
-        self.inner.fit(y)  # type: ignore[attr-defined]
+    def fit(self, y: FloatArray) -> Self:
+        self.inner.fit(y)
         return self
 
-    def predict(self, h: int, quantiles: tuple[float, ...]):  # type: ignore[no-untyped-def]
-        from gpufleet.forecast.quantiles import make_forecast
-
-        fc = self.inner.predict(h, quantiles)  # type: ignore[attr-defined]
+    def predict(self, h: int, quantiles: Sequence[float] = DEFAULT_QUANTILES) -> DemandForecast:
+        fc = self.inner.predict(h, quantiles)
         c = fc.at(0.5)
-        return make_forecast(fc.mean, c + self.k * (fc.values - c), fc.quantiles, self.name)
+        return make_forecast(fc.mean, c + self.k * (fc.values - c), fc.levels, self.name)
 
 
 def _cfg(term_h: int = 48, lead_h: int = 6) -> ReplayConfig:

@@ -160,9 +160,16 @@ def prophet_available() -> bool:
     return True
 
 
-#: ``gpufleet`` settings: ``calibrated`` (default: the loop's forecaster, model choice and conformal intervals from
-#: the tracked errors, :mod:`gpufleet.forecast.engine`) or ``raw`` (the auto-routed ensemble alone).
-GPUFLEET_SETTINGS = ("calibrated", "raw")
+#: ``gpufleet`` settings: ``calibrated`` (default: the loop's forecaster, model choice and adaptive conformal
+#: tails from the tracked errors, :mod:`gpufleet.forecast.engine`), ``calibrated_margin10`` (the same, another
+#: model replaces the ensemble only if 10% better), ``widen_only`` (the loop's forecaster before session 10:
+#: 10% margin, pinball widening factor 1-4) or ``raw`` (the auto-routed ensemble alone).
+GPUFLEET_SETTINGS = ("calibrated", "calibrated_margin10", "widen_only", "raw")
+_LOOP_OPTIONS: dict[str, dict[str, Any]] = {
+    "calibrated": {},
+    "calibrated_margin10": {"switch_margin": 0.1},
+    "widen_only": {"interval": "widen", "switch_margin": 0.1},
+}
 
 
 def model_factories(
@@ -172,9 +179,10 @@ def model_factories(
         raise ValidationError("gpufleet", f"choose from {', '.join(GPUFLEET_SETTINGS)}; got {gpufleet!r}")
     seasons = seasons_for_step(step_s)
     daily = DAY_S // step_s if DAY_S % step_s == 0 and DAY_S // step_s >= 2 else 1
-    loop = GpufleetForecaster()  # one per call (per series in the bench): its memo reuses fits across origins
+    # one per call (per series in the bench): its memo reuses fits across origins
+    loop = GpufleetForecaster(**_LOOP_OPTIONS[gpufleet]) if gpufleet in _LOOP_OPTIONS else None
     table: dict[str, Callable[[], ForecastModel]] = {
-        "gpufleet": (lambda: loop.model(step_s)) if gpufleet == "calibrated" else (lambda: AutoForecaster(seasons)),
+        "gpufleet": (lambda: loop.model(step_s)) if loop is not None else (lambda: AutoForecaster(seasons)),
         "naive": baselines.naive,
         "seasonal_naive": lambda: baselines.seasonal_naive(daily),
         "autoets": lambda: baselines.autoets(daily),

@@ -6,23 +6,28 @@
 the data before the origin and its forecast is scored against what followed (the residuals an
 :class:`~gpufleet.forecast.tracking.AccuracyTracker` would hold once the actuals arrive). Then:
 
-1. **Model choice per series**: the candidate with the lowest *recalibrated* pinball loss on those windows, each
-   window scored with the factor learnt on the other windows (leave-one-window-out, so a model is not rewarded
-   for fitting its own calibration data); another candidate replaces the first (gpufleet's own ensemble) only if
-   it is better by ``switch_margin`` (10%).
-2. **Intervals per series and horizon** (split-conformal style, on the tracked windows): the band around the
-   median (``f_q - f_0.5`` for every level) is multiplied by the factor in ``FACTORS`` (1.0-4.0: widening only),
-   per block of forecast steps, with the lowest pinball loss over the windows (errors in units of the level at
-   each origin, the mean of the last shortest season, so a level shift between windows does not rescale the
-   band). Quantiles are sorted so they never cross and floored at zero (demand is non-negative).
+1. **Model choice per series**: the candidate with the lowest *recalibrated* pinball loss on the ``windows``
+   most recent tracked windows, each window scored with the pinball factor learnt on the other windows
+   (leave-one-window-out, so a model is not rewarded for fitting its own calibration data); another candidate
+   replaces the first (gpufleet's own ensemble) if it is better by ``switch_margin`` (default 0 since session 10;
+   ``calibrated_forecaster``).
+2. **Intervals per series** (``interval="aci"``, the default): adaptive conformal multipliers of the chosen
+   model's band, one per tail, run over its most recent ``aci.windows`` tracked windows
+   (:func:`gpufleet.forecast.aci.aci_tail_factors`): narrowing as well as widening. ``interval="widen"`` (the rule
+   before session 10): the band around the median (``f_q - f_0.5`` for every level) is multiplied by the factor
+   in ``FACTORS`` (1.0-4.0: widening only), per block of forecast steps, with the lowest pinball loss over the
+   windows (errors in units of the level at each origin, the mean of the last shortest season, so a level shift
+   between windows does not rescale the band). Quantiles are sorted so they never cross and floored at zero
+   (demand is non-negative).
 
 With fewer than ``min_windows`` windows that fit in the history (at least two shortest seasons of training
 data before each origin), the first candidate is used as it is (reason ``too_little_history``). The choice and
-factors are kept as data (``chosen_``, ``reason_``, ``factors_``). One setting for every series; the traces
-that chose it are listed in docs/benchmarks/generalize.md.
+multipliers are kept as data (``chosen_``, ``reason_``, ``factors_`` per quantile row and step,
+``tail_factors_``). One setting for every series; the traces that chose it are listed in
+docs/benchmarks/generalize.md.
 
 **Cost.** Each candidate is fitted at every tracked origin and at the forecast origin: ``len(candidates) x
-(windows + 1)`` fits. ``max_history`` bounds the data each fit sees (the most recent steps before its origin)
+(windows + 1)`` fits, plus the chosen one at up to ``aci.windows - windows`` older origins. ``max_history`` bounds the data each fit sees (the most recent steps before its origin)
 and a :class:`ForecastMemo` reuses fits: a fit's forecast depends only on the data it saw, the candidate, the
 horizon and the levels, so it is stored under those and a later call on a longer history finds the tracked
 windows it needs already forecast (the forecast it made at those origins). With a memo every candidate is
@@ -42,12 +47,13 @@ from typing import Self
 import numpy as np
 
 from gpufleet.domain.errors import ValidationError
+from gpufleet.forecast.aci import INTERVAL_RULES, AciSettings, aci_tail_factors
 from gpufleet.forecast.base import ForecastModel
 from gpufleet.forecast.metrics import seasonal_naive_scale
 from gpufleet.forecast.quantiles import DEFAULT_QUANTILES, FloatArray, check_quantiles, make_forecast
 from gpufleet.ports import DemandForecast
 
-#: Candidate spread factors of the interval recalibration (1 = the model's own band).
+#: Candidate spread factors of the ``widen`` recalibration and of the model choice's scores (1 = the model's own band).
 #: Widening only: on the development traces (ServeGen m-large/m-mid, Helios demand) a factor below 1 chosen on
 #: the last days narrowed bands that the next day broke (coverage 0.57-0.63 instead of 0.77-0.80), while the
 #: held-out failures of issue 21 were mostly bands too narrow (coverage 0.55-0.70).
@@ -134,6 +140,8 @@ class CalibratedForecaster:
         max_history: int | None = None,
         memo: ForecastMemo | None = None,
         tag: str = "",
+        interval: str = "aci",
+        aci: AciSettings | None = None,
     ) -> None:
         if not candidates:
             raise ValidationError("candidates", "at least one candidate model is needed")
@@ -151,6 +159,10 @@ class CalibratedForecaster:
         self.max_history = max_history
         self.memo = memo
         self.tag = tag
+        if interval not in INTERVAL_RULES:
+            raise ValidationError("interval", f"choose from {', '.join(INTERVAL_RULES)}; got {interval!r}")
+        self.interval = interval
+        self.aci = aci or AciSettings()
 
     def _forecast(self, name: str, hist: FloatArray, h: int, qs: tuple[float, ...]) -> DemandForecast:
         """Candidate ``name`` fitted on ``hist`` (its last ``max_history`` steps), ``h`` steps ahead; memoised."""
@@ -171,7 +183,8 @@ class CalibratedForecaster:
         self.y_ = arr
         self.chosen_ = next(iter(self.candidates))
         self.reason_ = "not_predicted_yet"
-        self.factors_: FloatArray = np.zeros(0)
+        self.factors_: FloatArray = np.zeros((0, 0))
+        self.tail_factors_: tuple[float, float] = (1.0, 1.0)
         return self
 
     def _level(self, hist: FloatArray) -> float:
@@ -195,16 +208,7 @@ class CalibratedForecaster:
         # per candidate and window: (centre (h,), spread (levels, h), actual (h,)), in level units
         tracked: dict[str, list[tuple[FloatArray, FloatArray, FloatArray]]] = {}
         for name in self.candidates:
-            rows = []
-            for o in origins:
-                hist = y[:o]
-                try:
-                    fc = self._forecast(name, hist, h, qs)
-                except ValidationError:
-                    break
-                lvl = self._level(hist)
-                c = _centre(fc)
-                rows.append((c / lvl, (fc.values - c[None, :]) / lvl, y[o : o + h] / lvl))
+            rows = self._tracked(name, origins, h, qs)
             if len(rows) == len(origins):
                 tracked[name] = rows
         if first not in tracked:
@@ -229,10 +233,36 @@ class CalibratedForecaster:
         self.chosen_ = best
         self.reason_ = "lowest_tracked_pinball" if best != first else "default_most_accurate"
         self.scores_ = scores
+        if self.interval == "aci":
+            more = [n - k * h for k in range(1, self.aci.windows + 1) if n - k * h >= min_train]
+            rows = (tracked[best] + self._tracked(best, more[len(origins) :], h, qs))[: self.aci.windows]
+            lo_f, hi_f = aci_tail_factors(rows, qs, self.aci)
+            self.tail_factors_ = (lo_f, hi_f)
+            lev = np.asarray(qs)
+            fac = np.where(lev < 0.5, lo_f, np.where(lev > 0.5, hi_f, 1.0))[:, None] * np.ones((1, h))
+            return self._final(best, h, qs, fac)
         lam = np.ones(h)
         for (lo, hi), tab in zip(edges, tables_of[best], strict=True):  # = spread_factors(tracked[best], ...)
             lam[lo:hi] = _pick(tab, self.factors)
-        return self._final(best, h, qs, lam)
+        return self._final(best, h, qs, np.ones((len(qs), 1)) * lam[None, :])
+
+    def _tracked(
+        self, name: str, origins: Sequence[int], h: int, qs: tuple[float, ...]
+    ) -> list[tuple[FloatArray, FloatArray, FloatArray]]:
+        """Candidate ``name``'s tracked windows at ``origins`` (newest first), as (centre ``(h,)``, spread ``(levels,
+        h)``, actual ``(h,)``) in units of the level at each origin; stops at the first origin the model refuses."""
+        y = self.y_
+        rows = []
+        for o in origins:
+            hist = y[:o]
+            try:
+                fc = self._forecast(name, hist, h, qs)
+            except ValidationError:
+                break
+            lvl = self._level(hist)
+            c = _centre(fc)
+            rows.append((c / lvl, (fc.values - c[None, :]) / lvl, y[o : o + h] / lvl))
+        return rows
 
     def _final(self, name: str, h: int, qs: tuple[float, ...], factors: FloatArray | None) -> DemandForecast:
         fc = self._forecast(name, self.y_, h, qs)
@@ -241,9 +271,9 @@ class CalibratedForecaster:
                 if other != name:
                     with contextlib.suppress(ValidationError):  # a candidate that refuses is not tracked
                         self._forecast(other, self.y_, h, qs)
-        self.factors_ = np.ones(h) if factors is None else factors
+        self.factors_ = np.ones((len(qs), h)) if factors is None else factors
         c = _centre(fc)
-        values = c[None, :] + self.factors_[None, :] * (fc.values - c[None, :])
+        values = c[None, :] + self.factors_ * (fc.values - c[None, :])
         return make_forecast(fc.mean, values, qs, f"{self.name}:{name}", floor=0.0)
 
 
@@ -316,11 +346,28 @@ def default_candidates(seasons: Sequence[int]) -> dict[str, Callable[[], Forecas
     }
 
 
+#: The default model-choice margin: another candidate replaces the ensemble as soon as its recalibrated tracked
+#: pinball is lower (session 10; 0.1 before, kept as the bench setting ``calibrated_margin10``).
+SWITCH_MARGIN = 0.0
+
+
 def calibrated_forecaster(
-    seasons: Sequence[int], *, max_history: int | None = None, memo: ForecastMemo | None = None
+    seasons: Sequence[int],
+    *,
+    max_history: int | None = None,
+    memo: ForecastMemo | None = None,
+    interval: str = "aci",
+    switch_margin: float = SWITCH_MARGIN,
 ) -> CalibratedForecaster:
-    """The default :class:`CalibratedForecaster` for a grid with these ``seasons`` (steps)."""
+    """The default :class:`CalibratedForecaster` for a grid with these ``seasons`` (steps); ``interval`` and
+    ``switch_margin`` select the benchmark's other settings (``bench.forecast.GPUFLEET_SETTINGS``)."""
     ss = tuple(seasons)
     return CalibratedForecaster(
-        default_candidates(ss), season=min(ss) if ss else 0, max_history=max_history, memo=memo, tag=f"default{ss}"
+        default_candidates(ss),
+        season=min(ss) if ss else 0,
+        max_history=max_history,
+        memo=memo,
+        tag=f"default{ss}",
+        interval=interval,
+        switch_margin=switch_margin,
     )

@@ -4,7 +4,8 @@ The simulator calls it weekly (a week of hours ahead), ``gpufleet forecast`` and
 and ``bench forecast`` / ``bench generalize`` score it (through :meth:`GpufleetForecaster.model`): one object,
 one output type (:class:`gpufleet.ports.DemandForecast`). It is the
 :class:`~gpufleet.forecast.conformal.CalibratedForecaster` over the default candidates (the auto-routed
-ensemble, seasonal naive, naive): model choice and interval widening from the series' own tracked errors.
+ensemble, seasonal naive, naive): model choice and interval recalibration (adaptive conformal, both tails:
+:mod:`gpufleet.forecast.aci`) from the series' own tracked errors.
 
 Cost: the calibration refits every candidate at the tracked origins; the forecaster keeps a
 :class:`~gpufleet.forecast.conformal.ForecastMemo` so that a caller forecasting every ``horizon`` steps reuses
@@ -19,7 +20,8 @@ from typing import Self
 import numpy as np
 
 from gpufleet.domain.errors import ValidationError
-from gpufleet.forecast.conformal import CalibratedForecaster, ForecastMemo, calibrated_forecaster
+from gpufleet.forecast.aci import INTERVAL_RULES
+from gpufleet.forecast.conformal import SWITCH_MARGIN, CalibratedForecaster, ForecastMemo, calibrated_forecaster
 from gpufleet.forecast.loop import seasons_for_step
 from gpufleet.forecast.quantiles import DEFAULT_QUANTILES, check_quantiles, make_forecast
 from gpufleet.ports import DemandForecast, FloatArray
@@ -48,8 +50,11 @@ class GpufleetForecaster:
     than ``MIN_HISTORY_STEPS``; None = all): four weeks cover the weekly season four times and keep a call cheap
     over a long simulation (672 hourly steps, 4,032 ten-minute steps). ``quantiles``:
     the levels of every forecast (a call may ask for others). ``memo_size``: fits kept for reuse (0 = none, for a
-    one-off call: with a memo every candidate is also forecast at the forecast origin, for the next call). After a call, ``last_`` is the calibrated
-    forecaster that made it (``chosen_``, ``reason_``, ``factors_``: the decision and its reason code).
+    one-off call: with a memo every candidate is also forecast at the forecast origin, for the next call).
+    ``interval`` / ``switch_margin``: the recalibration rule and the model-choice margin (defaults: adaptive
+    conformal tails, margin 0; the benchmarks' other settings pass others). After a call, ``last_`` is the
+    calibrated forecaster that made it (``chosen_``, ``reason_``, ``factors_``, ``tail_factors_``: the decision
+    and its reason code).
     """
 
     name = "gpufleet"
@@ -59,6 +64,8 @@ class GpufleetForecaster:
         max_history_s: int | None = 28 * DAY_S,
         quantiles: Sequence[float] = LOOP_QUANTILES,
         memo_size: int = 512,
+        interval: str = "aci",
+        switch_margin: float = SWITCH_MARGIN,
     ) -> None:
         if max_history_s is not None and max_history_s <= 0:
             raise ValidationError("max_history_s", f"must be > 0 (or None), got {max_history_s}")
@@ -68,6 +75,10 @@ class GpufleetForecaster:
             raise ValidationError("memo_size", f"must be >= 0 (0 = no reuse of fits), got {memo_size}")
         self.memo = ForecastMemo(memo_size) if memo_size > 0 else None
         self.last_: CalibratedForecaster | None = None
+        if interval not in INTERVAL_RULES:
+            raise ValidationError("interval", f"choose from {', '.join(INTERVAL_RULES)}; got {interval!r}")
+        self.interval = interval
+        self.switch_margin = switch_margin
 
     def forecast(
         self, history: FloatArray, step_s: int, horizon: int, quantiles: Sequence[float] | None = None
@@ -81,7 +92,13 @@ class GpufleetForecaster:
         if int(np.isfinite(y).sum()) < 3:
             self.last_ = None
             return DemandForecast(np.zeros(horizon), qs, np.zeros((len(qs), horizon)), "zeros")
-        cf = calibrated_forecaster(seasons_for_step(step_s), max_history=self.history_steps(step_s), memo=self.memo)
+        cf = calibrated_forecaster(
+            seasons_for_step(step_s),
+            max_history=self.history_steps(step_s),
+            memo=self.memo,
+            interval=self.interval,
+            switch_margin=self.switch_margin,
+        )
         fc = cf.fit(y).predict(horizon, qs)
         self.last_ = cf
         return make_forecast(fc.mean, fc.values, qs, fc.method, floor=0.0)

@@ -30,7 +30,10 @@ def test_the_gpufleet_loop_runs_the_calibrated_forecaster() -> None:
     assert isinstance(fc, DemandForecast) and fc.levels == (0.1, 0.5, 0.9) and fc.values.shape == (3, 168)
     cal = loop.forecaster.last_
     assert cal is not None and cal.reason_ in ("default_most_accurate", "lowest_tracked_pinball")
-    assert fc.method == f"gpufleet:{cal.chosen_}" and cal.factors_.min() >= 1.0
+    assert fc.method == f"gpufleet:{cal.chosen_}" and cal.factors_.shape == (3, 168)
+    lo, hi = cal.tail_factors_  # adaptive conformal tails: one multiplier below the median, one above
+    np.testing.assert_array_equal(cal.factors_, np.array([[lo], [1.0], [hi]]) * np.ones((1, 168)))
+    assert 0.25 <= min(lo, hi) <= max(lo, hi) <= 4.0
 
 
 def test_weekly_calls_reuse_earlier_fits_and_forecast_exactly_as_a_fresh_forecaster() -> None:
@@ -42,8 +45,9 @@ def test_weekly_calls_reuse_earlier_fits_and_forecast_exactly_as_a_fresh_forecas
         g.forecast(y[: week * 168], 3600, 168)
     before = (memo.hits, memo.misses)
     fc = g.forecast(y, 3600, 168)
-    # one new fit per candidate (3) at the new origin; the 4 tracked windows of each candidate are memo hits
-    assert memo.misses - before[1] == 3 and memo.hits - before[0] == 12
+    # one new fit per candidate (3) at the new origin; the 4 tracked windows of each candidate are memo hits, and
+    # so are the 3 older windows (of 8) of the chosen model that the adaptive conformal tails also read
+    assert memo.misses - before[1] == 3 and memo.hits - before[0] == 12 + 3
     fresh = GpufleetForecaster(memo_size=0).forecast(y, 3600, 168)  # no reuse: every fit made afresh
     assert fresh.method == fc.method
     np.testing.assert_allclose(fc.values, fresh.values)
