@@ -112,3 +112,28 @@ def test_chunked_planning_decides_exactly_as_one_pass() -> None:
         if part.remaining == 0:
             break
     assert got == [(b.pod, b.node) for b in one.binds] and len(done) == 30
+
+
+def test_single_pods_take_room_in_the_loops_tier_order_and_only_tolerating_pods_reach_spot() -> None:
+    spot_taint = "gpufleet.io/spot=true:NoSchedule"
+
+    def node(name: str, kind: str) -> ObservedNode:
+        taints = (spot_taint,) if kind == "spot" else ()
+        spec = NodeSpec(name, 64_000, 512 * 1024, 8, "H100", taints=taints)
+        return ObservedNode(spec, sku="H100", capacity_type=kind)
+
+    def pod(name: str, gpus: int, tolerates_spot: bool) -> ObservedPod:
+        req = PodRequest(f"ns/{name}", 1000, 1024, gpus, 1000)
+        tol = (("gpufleet.io/spot", "Equal", "true", "NoSchedule"),) if tolerates_spot else ()
+        return ObservedPod(req, "ns", name, f"uid-{name}", "Pending", scheduler_name="gpufleet", tolerations=tol,
+                           created="2026-01-01T00:00:00Z")  # fmt: skip
+
+    nodes = [node("a-od", "on-demand"), node("b-spot", "spot"), node("c-res", "reserved")]
+    order = ("reserved", "spot", "on-demand")
+    pods = [pod("p1", 8, True), pod("p2", 4, True), pod("p3", 4, False)]
+    plan = BindingPlanner(tier_order=order).plan(_obs(nodes, pods))
+    where = {b.pod: b.node for b in plan.binds}
+    # reserved first; the checkpointable pod then takes spot before on demand; the other pod cannot use spot
+    assert where == {"ns/p1": "c-res", "ns/p2": "b-spot", "ns/p3": "a-od"}
+    plain = BindingPlanner().plan(_obs(nodes, pods))  # no order: the packing policy alone; the taint still holds
+    assert len(plain.binds) == 3 and all(b.node != "b-spot" for b in plain.binds if b.pod == "ns/p3")

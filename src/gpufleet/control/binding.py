@@ -8,7 +8,10 @@ they appear bound. So a node is never booked twice by this planner, and capacity
 on the next observation.
 
 Order: singles and gangs by (priority desc, creation time, name). A gang (pods sharing a pod-group) is
-decided only when ``gang_min`` members are pending, all-or-nothing through :func:`place_gang`.
+decided only when ``gang_min`` members are pending, all-or-nothing through :func:`place_gang`. A single pod takes
+room on the nodes of the first capacity type of ``tier_order`` where it fits (the loop's order of running
+capacity, e.g. reserved -> spot -> on-demand: spot nodes are tainted, so only checkpointable pods reach them),
+the packing policy choosing among those nodes; gangs do not look at capacity types yet.
 Decisions are data: :class:`PodBind` and :class:`Unschedulable` carry reason codes; the world applies them.
 """
 
@@ -17,6 +20,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import numpy as np
+import numpy.typing as npt
 
 from gpufleet.control.observation import Observation, ObservedNode, ObservedPod
 from gpufleet.schedule.gang import GangPlacement, GangRequest, place_gang
@@ -64,7 +68,9 @@ class BindingPlanner:
     scheduler_name: str = "gpufleet"
     policy: str = "gpufleet"
     seed: int = 0
+    tier_order: tuple[str, ...] = ()  # capacity types (karpenter.sh/capacity-type) in order of preference
     _sched: Scheduler | None = None
+    _prefer: tuple[npt.NDArray[np.bool_], ...] = ()
     _node_key: tuple[object, ...] = ()
     _held: dict[str, _Held] = field(default_factory=dict)  # pod uid -> what it holds in the table
     _in_flight: set[str] = field(default_factory=set)
@@ -91,7 +97,7 @@ class BindingPlanner:
             self._sched = None
             return False
         specs = self._specs(nodes, pending)
-        key = tuple(specs)
+        key = (*specs, *(n.capacity_type for n in nodes))
         if self._sched is None or key != self._node_key:
             old = self._sched.table if self._sched is not None else None
             flying = (
@@ -99,6 +105,8 @@ class BindingPlanner:
             )
             table = NodeTable.from_specs(specs)
             self._sched = Scheduler(table, make_policy(self.policy, table), np.random.default_rng(self.seed))
+            kinds = np.array([n.capacity_type for n in nodes])  # nodes in table order
+            self._prefer = tuple(kinds == c for c in self.tier_order)
             self._node_key = key
             self._held.clear()  # bound pods are re-derived from the observation in _reconcile
             index = {n: i for i, n in enumerate(table.names)}
@@ -215,7 +223,7 @@ class BindingPlanner:
                 self._plan_gang(sched, members, binds, unsched)
                 continue
             p = members[0]
-            got = sched.place(self._request(p, sched.table))
+            got = sched.place(self._request(p, sched.table), self._prefer)
             if isinstance(got, Placement):
                 binds.append(PodBind(p.key, p.uid, got.node_name, got.gpu_slots))
                 self._held[p.uid] = _Held(got.node, got.request, got.gpu_slots)

@@ -7,9 +7,11 @@ fits nowhere is returned as :class:`Infeasible` with a reason code (and the tabl
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
+import numpy.typing as npt
 
 from gpufleet.domain.errors import ValidationError
 from gpufleet.schedule.frag import FragModel, WorkloadDistribution
@@ -60,13 +62,22 @@ class Scheduler:
         self.policy = policy
         self.rng = rng
 
-    def place(self, request: PodRequest) -> Placement | Infeasible:
-        """Filter, score, commit. Returns what was decided; never raises for a pod that does not fit."""
+    def place(self, request: PodRequest, prefer: Sequence[npt.NDArray[np.bool_]] = ()) -> Placement | Infeasible:
+        """Filter, score, commit. Returns what was decided; never raises for a pod that does not fit.
+
+        ``prefer``: node masks in order of preference (capacity tiers, say): the policy chooses among the nodes
+        that fit in the first mask that has any; nodes in no mask come last."""
         request.validate()
         self.policy.observe(request)
-        candidates = np.flatnonzero(self.table.feasible(request))
+        fits = self.table.feasible(request)
+        candidates = np.flatnonzero(fits)
         if candidates.size == 0:
             return Infeasible(request, self.table.infeasible_reason(request))
+        for mask in prefer:
+            preferred = np.flatnonzero(fits & mask)
+            if preferred.size:
+                candidates = preferred
+                break
         node, gpus = self.policy.choose(self.table, request, candidates, self.rng)
         self.table.allocate(node, request, gpus)
         return Placement(request, node, self.table.names[node], gpus)

@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from gpufleet.adapters.kubernetes.act import Actuator
+from gpufleet.adapters.kubernetes.fleetobjects import CHAIN
 from gpufleet.adapters.kubernetes.lease import LeaderElector
 from gpufleet.adapters.kubernetes.reclaim import apply_reclaim
 from gpufleet.adapters.kubernetes.rest import Kube
@@ -37,6 +38,7 @@ from gpufleet.control.reclaim import plan_reclaim
 class ControllerConfig:
     scheduler_name: str = "gpufleet"
     policy: str = "gpufleet"
+    tier_order: tuple[str, ...] = CHAIN  # capacity types in the loop's order of running capacity (fleetobjects)
     namespace: str = "kube-system"  # where the Lease lives
     lease_name: str = "gpufleet-controller"
     identity: str = ""
@@ -65,7 +67,7 @@ class Controller:
         identity = cfg.identity or f"{socket.gethostname()}-{os.getpid()}-{id(self):x}"
         self.identity = identity
         self.view = ClusterView(kube, resync_s=cfg.resync_s, clock=clock)
-        self.planner = BindingPlanner(scheduler_name=cfg.scheduler_name, policy=cfg.policy)
+        self.planner = BindingPlanner(scheduler_name=cfg.scheduler_name, policy=cfg.policy, tier_order=cfg.tier_order)
         self.act = Actuator(kube, dry_run=cfg.dry_run, audit_path=cfg.audit_path, events=cfg.events, clock=clock)
         self.elector = LeaderElector(
             kube, cfg.namespace, cfg.lease_name, identity, lease_duration_s=cfg.lease_duration_s, renew_s=cfg.renew_s,
