@@ -117,7 +117,9 @@ def test_gpufleet_fast_path_leaves_the_per_period_decisions_unchanged() -> None:
 def test_the_spare_rides_on_top_of_the_inner_reaction() -> None:
     class Inner(RatePolicy):
         name, period_s = "inner", 900.0
-        seen: list[ReplicaSignals] = []
+
+        def __init__(self) -> None:
+            self.seen: list[ReplicaSignals] = []
 
         def decide(self, signals: ReplicaSignals, scaling: ServingScaling) -> ReplicaDecision:
             return ReplicaDecision(1, "x")
