@@ -226,12 +226,21 @@ class ReplicaAutoscaler(Protocol):
     same decision for a world that observes only the request rate (``current`` replicas, ready or starting, and
     ``observed_rps``): :func:`rate_signals` turns that into signals, and the decision is ``decide``'s.
     The simulator, the service's reconciler and ``gpufleet bench autoscale`` call these same objects.
+
+    ``react`` is the fast path between two ``decide`` calls: a world that sees a fleet's queue grow (arriving work
+    above its ready replicas, after a step in traffic or a lost replica) calls it once its metrics show it, with
+    ``signals`` over the short window since the last call (``period_s`` is that window). It returns a decision, or
+    None for no change; it must not change what ``decide`` learns (forecasts, windows, budgets), so the per-period
+    path sees the same history whether or not the fast path ran. gpufleet's policy and HPA only scale up there; a
+    static fleet does not react (docs/autoscale.md, "The fast path").
     """
 
     name: str
     period_s: float
 
     def decide(self, signals: ReplicaSignals, scaling: ServingScaling) -> ReplicaDecision: ...
+
+    def react(self, signals: ReplicaSignals, scaling: ServingScaling) -> ReplicaDecision | None: ...
 
     def desired(
         self, *, current: int, observed_rps: float, scaling: ServingScaling, now_s: int, last_scale_down_s: int

@@ -28,6 +28,11 @@ class StaticPolicy(RatePolicy):
     def decide(self, signals: ReplicaSignals, scaling: ServingScaling | None = None) -> ReplicaDecision:
         return ReplicaDecision(self.replicas, "static")
 
+    def react(self, signals: ReplicaSignals, scaling: ServingScaling | None = None) -> ReplicaDecision | None:
+        """A static fleet does not react to a growing queue."""
+        del signals, scaling
+        return None
+
 
 class HpaPolicy(RatePolicy):
     """Kubernetes HorizontalPodAutoscaler (autoscaling/v2 defaults).
@@ -88,15 +93,39 @@ class HpaPolicy(RatePolicy):
             if desired != rec:
                 reason = "scale_down_stabilized"
         elif rec > current:
-            limit = current
-            for _ in range(min(syncs, 64)):
-                limit = max(2 * limit, limit + 4)
-                if limit >= rec:
-                    break
-            desired = min(rec, limit)
+            desired = _scale_up_limit(current, rec, syncs)
         else:
             desired = rec
         return ReplicaDecision(desired, reason, forecast=usage)
+
+    def react(self, signals: ReplicaSignals, scaling: ServingScaling | None = None) -> ReplicaDecision | None:
+        """The HPA's own syncs between two control periods (the port's fast path): the same formula on the short
+        window the world observed (``signals.period_s``), scale-up only, without stabilization (Kubernetes'
+        default ``behavior.scaleUp.stabilizationWindowSeconds`` is 0) and with the scale-up limit compounded over
+        the syncs of that window. Scale-down waits for ``decide`` (its stabilization window). Keeps no state: the
+        recommendation window and the last sync time are ``decide``'s; at the period's 900 s they only matter to a
+        scale-down, which the fast path never makes. None when the rule asks for no more replicas."""
+        s = signals
+        hi = scaling.max_replicas if scaling is not None else 10_000
+        current = max(s.total, 1)
+        usage = s.load_replicas if s.ready > 0 else 0.0  # starting pods count as 0 usage on a scale-up
+        if usage / (self.target * current) <= 1.0 + self.tolerance:
+            return None
+        rec = min(hi, math.ceil(usage / self.target - 1e-9))
+        if rec <= s.total:
+            return None
+        syncs = max(1, round(s.period_s / self.period_s))
+        return ReplicaDecision(_scale_up_limit(current, rec, syncs), "utilization_sync", forecast=usage)
+
+
+def _scale_up_limit(current: int, rec: int, syncs: int) -> int:
+    """The HPA's default scale-up policy, max(100%, 4 pods) per sync, compounded over ``syncs`` syncs."""
+    limit = current
+    for _ in range(min(syncs, 64)):
+        limit = max(2 * limit, limit + 4)
+        if limit >= rec:
+            break
+    return min(rec, limit)
 
 
 class KpaPolicy(RatePolicy):
@@ -197,3 +226,19 @@ class KpaPolicy(RatePolicy):
         desired = min(hi, max(lo, self.min_replicas, desired), self.max_replicas)
         self._desired = desired
         return ReplicaDecision(desired, reason, forecast=stable)
+
+    def react(self, signals: ReplicaSignals, scaling: ServingScaling | None = None) -> ReplicaDecision | None:
+        """The KPA's own ticks between two control periods (the port's fast path), scale-up only: over a window of
+        tens of seconds (``signals.period_s``) its 6 s panic window and most of its 60 s stable window see the
+        window's load, so it asks for ``ceil(load / target)`` (reason ``panic`` when that is at least
+        ``panic_threshold`` times the ready pods, else ``stable``). Keeps no state (the windows are ``decide``'s).
+        None when that is no more than the pods it has."""
+        s = signals
+        value = s.concurrency if self.metric == "concurrency" else s.arrival_rps
+        want = math.ceil(value / self.target - 1e-9)
+        lo, hi = (scaling.min_replicas, scaling.max_replicas) if scaling is not None else (0, 10_000)
+        desired = min(hi, max(lo, self.min_replicas, want), self.max_replicas)
+        if desired <= s.total:
+            return None
+        reason = "panic" if want / max(s.ready, 1) >= self.panic_threshold else "stable"
+        return ReplicaDecision(desired, reason, forecast=value)

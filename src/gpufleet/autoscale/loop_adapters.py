@@ -106,3 +106,7 @@ class PredictiveReplicas(RatePolicy):
 
     def decide(self, signals: ReplicaSignals, scaling: ServingScaling) -> ReplicaDecision:
         return self.fleet(scaling).decide(signals)
+
+    def react(self, signals: ReplicaSignals, scaling: ServingScaling) -> ReplicaDecision | None:
+        """The fleet's fast path (:meth:`PredictiveReplicaAutoscaler.react`)."""
+        return self.fleet(scaling).react(signals)

@@ -1,4 +1,5 @@
-"""The part every replica policy shares: the rate-only entry of :class:`gpufleet.ports.ReplicaAutoscaler`."""
+"""The part every replica policy shares: the rate-only entry of :class:`gpufleet.ports.ReplicaAutoscaler` and its
+fast path's default (no reaction)."""
 
 from __future__ import annotations
 
@@ -7,13 +8,20 @@ from gpufleet.ports import ReplicaDecision, ReplicaSignals, rate_signals
 
 
 class RatePolicy:
-    """Gives a policy that implements ``decide`` the port's ``desired`` (a world that observes only the rate)."""
+    """Gives a policy that implements ``decide`` the port's ``desired`` (a world that observes only the rate) and a
+    ``react`` that does nothing (a policy with a fast path overrides it)."""
 
     name: str
     period_s: float
 
     def decide(self, signals: ReplicaSignals, scaling: ServingScaling) -> ReplicaDecision:
         raise NotImplementedError
+
+    def react(self, signals: ReplicaSignals, scaling: ServingScaling) -> ReplicaDecision | None:
+        """The port's fast path (a queue seen growing between two ``decide`` calls): no reaction unless the policy
+        says otherwise."""
+        del signals, scaling
+        return None
 
     def desired(
         self, *, current: int, observed_rps: float, scaling: ServingScaling, now_s: int, last_scale_down_s: int

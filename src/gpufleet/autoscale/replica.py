@@ -263,6 +263,28 @@ class PredictiveReplicaAutoscaler(RatePolicy):
             desired, reason = c.min_replicas, "clamped_min"
         return self._apply_budget(desired, reason, fc)
 
+    def react(self, signals: ReplicaSignals, scaling: ServingScaling | None = None) -> ReplicaDecision | None:
+        """The fast path between two ``decide`` calls (the world saw the queue grow; the port's ``react``): scale
+        up, never down, to the observed load at the hot utilization ``decide`` sizes for (Erlang C staffing for
+        one-request replicas), plus what drains the queue within ``drain_s`` once the new replicas are ready
+        (:meth:`_drain_extra`), within ``max_replicas`` and the budget. Reads the config and what ``decide``
+        learnt (the service time); changes nothing: the forecaster, floors and windows learn only from ``decide``.
+        Reason ``queue_growth``; None when the fleet (ready and starting) already covers that."""
+        c = self.config
+        s = signals
+        value = self._metric_value(s)
+        hot = c.target_per_replica * c.peak_headroom
+        raw = value / hot
+        if c.max_concurrency is not None and c.slo_s is not None and c.metric == "rps":
+            raw = max(raw, self._staffed(value))
+        if c.metric == "rps" and s.queue_depth > 0:
+            raw += self._drain_extra(s, value, hot)
+        desired = min(c.max_replicas, max(c.min_replicas, math.ceil(raw - 1e-9)))
+        if desired <= s.total:
+            return None
+        d = self._apply_budget(desired, "queue_growth", value)
+        return d if d.desired > s.total else None
+
     def _budget_burning(self, s: ReplicaSignals) -> bool:
         """True while the SLO misses among the last ``2 / slo_miss_budget`` requests exceed the budget."""
         b = self.config.slo_miss_budget

@@ -8,7 +8,8 @@
   the spreadsheet plan a FinOps team makes each quarter: size the commitment for the busy hours, with growth.
 - :class:`PeakSizedReplicas`: serving replicas sized for the peak and left alone. Once a week the count is set
   to the week's peak request rate times a 20% headroom over what one replica sustains at the SLO; between
-  reviews it only grows, when traffic eats into the headroom (the on-call engineer's bump).
+  reviews it only grows, when traffic eats into the headroom (the on-call engineer's bump, at the next control
+  period: it does not react to a queue seen growing within one).
 
 Both are pure decision code: observations in, a decision with its reason out; time is passed in.
 """
@@ -109,3 +110,8 @@ class PeakSizedReplicas(RatePolicy):
             plan.replicas = size(observed_rps)
             reason = "bumped_over_peak"
         return ReplicaDecision(plan.replicas, reason, forecast=observed_rps)
+
+    def react(self, signals: ReplicaSignals, scaling: ServingScaling) -> ReplicaDecision | None:
+        """Static replicas: no reaction between reviews to a queue seen growing (the bump waits for ``decide``)."""
+        del signals, scaling
+        return None

@@ -123,6 +123,20 @@ class SpareReplicas(RatePolicy):
             want, reason = noise, "noise_floor"
         return replace(d, desired=min(want, scaling.max_replicas), reason=reason)
 
+    def react(self, signals: ReplicaSignals, scaling: ServingScaling) -> ReplicaDecision | None:
+        """The fast path (a queue seen growing between two control periods): ``inner``'s reaction on the fleet
+        without its spare, plus the spare; scale-up only. The floors are per-period forecasts: not applied here,
+        and their history is not touched (only :meth:`decide` feeds it). None when ``inner`` does not react or the
+        fleet already holds that many."""
+        off_starting = min(self.spare, signals.starting)
+        off_ready = min(self.spare - off_starting, signals.ready)
+        inner = replace(signals, starting=signals.starting - off_starting, ready=signals.ready - off_ready)
+        d = self.inner.react(inner, scaling)
+        if d is None:
+            return None
+        want = min(d.desired + self._spare(scaling), scaling.max_replicas)
+        return replace(d, desired=want) if want > signals.total else None
+
     def _step_floor(self, s: ReplicaSignals, scaling: ServingScaling) -> int:
         """Replicas (at 100% busy) for a step that recurs at this time of day, over the next two periods, so
         replicas are warm before the step rather than one cold start after it.

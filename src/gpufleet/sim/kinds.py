@@ -9,6 +9,7 @@ from gpufleet.sim.lifecycle import PodState as P
 ARRIVE, JOB_END, NODE_UP, NODE_FAIL, NODE_REPAIR, SPOT_PREEMPT, TICK, DAILY, RES_EVENT, STOCK, READY, RECHECK = range(
     12
 )
+OBSERVE = 12  # a serving fleet's queue-growth observation between two control ticks (sim/serving.py)
 # pod states as plain ints for the event loop (the table and gate: sim/lifecycle.py)
 QUEUED, RUNNING, DONE, REMOVED, PARKED = (int(s) for s in (P.QUEUED, P.RUNNING, P.DONE, P.REMOVED, P.PARKED))
 PRIO_SERVING = 3  # queue priority of serving replicas (above every training priority)

@@ -289,7 +289,9 @@ def _start_times(u_arr: F64, dt: float, k: F64) -> F64:
 class PeriodServed:
     """What one period of a :class:`PeriodQueue` did: ``requests`` arrived, ``missed`` of them waited longer than
     the SLO; ``queue_depth`` requests wait at the end; ``concurrency`` / ``peak_concurrency`` requests in flight
-    (queued + in service) on average / at most; ``load_replicas`` replicas the arrivals keep 100% busy."""
+    (queued + in service) on average / at most; ``load_replicas`` replicas the arrivals keep 100% busy;
+    ``duration_s`` the time served (a whole control period, or the part of one before a queue-growth observation).
+    """
 
     requests: float
     missed: float
@@ -297,6 +299,27 @@ class PeriodServed:
     concurrency: float
     peak_concurrency: float
     load_replicas: float
+    duration_s: float = 0.0
+
+
+def combine(parts: Sequence[PeriodServed]) -> PeriodServed:
+    """One period served in consecutive parts (split by queue-growth observations, sim/serving.py) as one: requests
+    and misses add up, the means are time-weighted, the peak is the largest part's, the queue is the last part's.
+    One part is returned as it is."""
+    if len(parts) == 1:
+        return parts[0]
+    total_d = sum(p.duration_s for p in parts)
+    if total_d <= 0:
+        return parts[-1]
+    return PeriodServed(
+        sum(p.requests for p in parts),
+        sum(p.missed for p in parts),
+        parts[-1].queue_depth,
+        sum(p.concurrency * p.duration_s for p in parts) / total_d,
+        max(p.peak_concurrency for p in parts),
+        sum(p.load_replicas * p.duration_s for p in parts) / total_d,
+        total_d,
+    )
 
 
 def erlang_c_tail(servers: int, load: float, wait_s: float, work_s: float) -> float:
@@ -396,4 +419,5 @@ class PeriodQueue:
             area_q / total_d / w + done / total_d,
             peak / w + peak_busy,
             rho,
+            total_d,
         )

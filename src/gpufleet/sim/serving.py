@@ -8,27 +8,39 @@ loop's port (``decide``) with what the queue measured as :class:`~gpufleet.ports
 queue depth, requests in flight, SLO misses. The fleet's SLO and queue kind are declared to the loop when it is
 built (sim/run.py), not observed.
 
+Between two ticks the world watches each fleet's queue: when arriving work exceeds the ready replicas (the queue
+grows: at a period start whose rate is above the ready fleet, or when a replica stops serving - a node failure,
+a reclaim), it schedules a **queue-growth observation** ``METRICS_DELAY_S`` later (one pending per fleet, none
+past the next tick). The observation serves the elapsed part of the period through the queue and calls the
+replica policy's fast path (the port's ``react``) with what that window showed; a decision is applied as at a
+tick. The tick then serves the rest of the period and ``decide`` sees the whole period (the parts combined,
+:func:`~gpufleet.sim.queueing.combine`). A policy that reacted and whose fleet, once every replica is up, still
+cannot carry the arrivals is observed again after another delay; one that declined is asked again at the next
+growth (tick or lost replica). Observations happen only while a queue grows, so a well-sized fleet costs none.
+
 A part of :class:`~gpufleet.sim.world.World` (:class:`ServingFleets`); replicas are pods of the shared pod table,
 placed and released by the scheduling part like any other pod.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 import numpy as np
 
 from gpufleet.domain.workloads import ServingScaling
-from gpufleet.ports import ReplicaSignals
+from gpufleet.ports import ReplicaDecision, ReplicaSignals
 from gpufleet.sim import demand
-from gpufleet.sim.kinds import QUEUED, REMOVED, RUNNING
-from gpufleet.sim.queueing import PeriodQueue, PeriodServed
+from gpufleet.sim.kinds import OBSERVE, QUEUED, REMOVED, RUNNING
+from gpufleet.sim.queueing import PeriodQueue, PeriodServed, combine
 from gpufleet.sim.scenario import ServingSpec
 
 if TYPE_CHECKING:
     from gpufleet.control.loop import ControlLoop
     from gpufleet.sim.decisions import DecisionLog
+    from gpufleet.sim.engine import EventQueue
     from gpufleet.sim.metrics import Metrics
     from gpufleet.sim.pods import PodTable, WorkQueues
     from gpufleet.sim.scheduling import Scheduling
@@ -47,13 +59,29 @@ class FleetRuntime:
     served_req: float = 0.0  # requests that waited at most the SLO
     total_req: float = 0.0
     cold_starts: int = 0
-    ready_at_tick: int = 0  # ready replicas at the last control tick
+    ready_at_tick: int = 0  # ready replicas when the queue was last served (a tick or an observation)
     ready_log: list[tuple[int, int]] = field(default_factory=list)  # (time, ready after the change) since then
+    served_to: int = 0  # the queue has served the traffic up to this time
+    parts: list[PeriodServed] = field(default_factory=list)  # the current period's parts served before an observation
+    observe_at: int = -1  # the pending queue-growth observation (-1: none)
+    index: int = -1  # the fleet's index in the world (the observation event's argument)
+    # called when a replica stops serving (``ServingFleets.watch``: is the queue growing now?)
+    on_drop: Callable[[FleetRuntime, int], None] | None = None
 
     def ready_change(self, now: int, delta: int) -> None:
         """A replica became ready (+1) or stopped serving (-1)."""
         self.ready += delta
         self.ready_log.append((now, self.ready))
+        if delta < 0 and self.on_drop is not None:
+            self.on_drop(self, now)
+
+    def serve_to(self, rate_rps: float, now: int) -> PeriodServed:
+        """Serve the traffic from ``served_to`` to ``now`` at ``rate_rps`` through the queue; count the requests."""
+        got = self.queue.serve(rate_rps, self.segments(self.served_to, now))
+        self.served_to = now
+        self.total_req += got.requests
+        self.served_req += got.requests - got.missed
+        return got
 
     def segments(self, start: int, end: int) -> list[tuple[float, int]]:
         """(duration s, ready replicas) of ``[start, end)`` from the changes logged since the last tick."""
@@ -90,9 +118,17 @@ def build_fleets(
     return fleets
 
 
+# Time from a queue starting to grow to the replica policy acting on it (the fast path, module docstring): a
+# Prometheus scrape (30 s, kube-prometheus-stack's interval) plus an HPA sync (15 s, the controller's default
+# --horizontal-pod-autoscaler-sync-period); KEDA's default 30 s polling plus a 15 s scrape gives the same.
+# Fixed, not tuned (docs/scenario.md, "Serving physics").
+METRICS_DELAY_S = 45
+
+
 class ServingFleets:
     """Serves each fleet's traffic through its queue every control tick and applies the replica autoscaler's
-    decision: adds replicas (new pods, started by the scheduling part) or removes them."""
+    decision: adds replicas (new pods, started by the scheduling part) or removes them. Between ticks, a queue
+    seen growing calls the policy's fast path (module docstring); ``metrics_delay_s`` None turns that off."""
 
     def __init__(
         self,
@@ -106,6 +142,8 @@ class ServingFleets:
         decisions: DecisionLog,
         sku_ids: list[str],
         period_s: int,
+        q: EventQueue | None = None,
+        metrics_delay_s: int | None = METRICS_DELAY_S,
     ) -> None:
         self.fleets = fleets
         self.pods = pods
@@ -116,6 +154,13 @@ class ServingFleets:
         self.decisions = decisions
         self.sku_ids = sku_ids
         self.period_s = period_s
+        self.q = q
+        self.metrics_delay_s = metrics_delay_s
+        self.observations = 0  # queue-growth observations served
+        self.reactions = 0  # of which the policy changed the fleet
+        for i, fr in enumerate(fleets):
+            fr.index = i
+            fr.on_drop = self.watch
 
     def on_tick(self, now: int) -> None:
         """Serve the period that just ended, fleet by fleet."""
@@ -131,12 +176,13 @@ class ServingFleets:
         cur = len(fr.pods)
         if k > 0:
             rps = float(fr.rps[k - 1])
-            served = fr.queue.serve(rps, fr.segments(now - period, now))
-            fr.total_req += served.requests
-            fr.served_req += served.requests - served.missed
+            fr.parts.append(fr.serve_to(rps, now))
+            served = combine(fr.parts)
+            fr.parts.clear()
         else:  # nothing served yet: the rate known from before the horizon, an empty queue
             rps = float(fr.rps[0])
             fr.segments(now, now)  # start the ready log at this tick
+            fr.served_to = now
             served = PeriodServed(0.0, 0.0, 0, 0.0, 0.0, rps * fr.queue.work_s)
         exclusive = fr.spec.queue == "exclusive"
         signals = ReplicaSignals(
@@ -152,6 +198,13 @@ class ServingFleets:
             slo_misses=served.missed,
         )
         decision = self.loop.autoscaler.decide(signals, fr.scaling)
+        self.apply(i, fr, now, decision)
+        self.metrics.serving(i, now, rps, len(fr.pods), fr.ready)
+        self.watch(fr, now)
+
+    def apply(self, i: int, fr: FleetRuntime, now: int, decision: ReplicaDecision) -> None:
+        """Apply the policy's replica count: start new replica pods or remove replicas (logged with its reason)."""
+        cur = len(fr.pods)
         want = decision.desired
         if want != cur:
             self.decisions.add(
@@ -172,7 +225,53 @@ class ServingFleets:
             fr.last_scale_down_s = now
             for _ in range(cur - want):
                 self.remove_replica(fr, now)
-        self.metrics.serving(i, now, rps, len(fr.pods), fr.ready)
+
+    def watch(self, fr: FleetRuntime, now: int) -> None:
+        """Schedule a queue-growth observation ``metrics_delay_s`` from now if the fleet's queue grows now (arriving
+        work above the ready replicas), none is pending, and it falls before the next tick."""
+        delay = self.metrics_delay_s
+        if delay is None or self.q is None or fr.observe_at >= 0:
+            return
+        k = now // self.period_s
+        if k >= len(fr.rps) or float(fr.rps[k]) * fr.queue.work_s <= fr.ready:
+            return
+        at = now + delay
+        if at >= (k + 1) * self.period_s:
+            return
+        fr.observe_at = at
+        self.q.schedule(at, OBSERVE, fr.index, 0, priority=2)
+
+    def on_observe(self, now: int, i: int, _b: int) -> None:
+        """A queue-growth observation: serve the period so far, then ask the policy's fast path with that window."""
+        fr = self.fleets[i]
+        if fr.observe_at != now:
+            return
+        fr.observe_at = -1
+        self.observations += 1
+        start = fr.served_to
+        rps = float(fr.rps[now // self.period_s])
+        part = fr.serve_to(rps, now)
+        fr.parts.append(part)
+        cur = len(fr.pods)
+        signals = ReplicaSignals(
+            now_s=float(now),
+            ready=fr.ready,
+            starting=cur - fr.ready,
+            period_s=float(now - start),
+            arrival_rps=rps,
+            concurrency=part.concurrency,
+            queue_depth=part.queue_depth,
+            load_replicas=part.load_replicas,
+            peak_concurrency=part.peak_concurrency if fr.spec.queue == "exclusive" else None,
+            slo_misses=part.missed,
+        )
+        decision = self.loop.autoscaler.react(signals, fr.scaling)
+        if decision is None or decision.desired == cur:
+            return
+        self.reactions += 1
+        self.apply(i, fr, now, decision)
+        if part.load_replicas > len(fr.pods):  # the fleet, once up, still cannot carry the arrivals: look again
+            self.watch(fr, now)
 
     def add_replica(self, i: int, fr: FleetRuntime, now: int) -> None:
         pod = self.pods.add_replica(i, fr.spec, fr.sku_idx, now)

@@ -135,6 +135,7 @@ class World:
             decisions=decisions,
             sku_ids=sku_ids,
             period_s=period,
+            q=q,
         )
         self.node_events = node_events = NodeEvents(
             fleet=fleet,
@@ -242,6 +243,7 @@ class World:
             nodes.on_stock,
             self.serving.on_ready,
             sch.on_recheck,
+            self.serving.on_observe,
         )
         horizon = self.horizon_s
         stop = horizon if until_s is None else min(until_s, horizon)
