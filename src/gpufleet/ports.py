@@ -294,6 +294,9 @@ class ScaleDownContext:
     # price of capacity had without waiting (the SKU's on-demand pool): what a GPU-second of work waiting for a
     # relaunch is valued at; 0 = unknown (the node scaler then values it at the idle node's own price)
     wait_price_usd_per_gpu_h: float = 0.0
+    # pools of this SKU out of stock right now: a node of one of them, once terminated, cannot be launched again
+    # until stock returns (hours), however short its node start
+    out_of_stock_pools: frozenset[str] = frozenset()
 
 
 @dataclass(frozen=True, slots=True)

@@ -5,7 +5,9 @@
   do not already cover; a single pod gets no node while one is freeing for it. The foundation launches the
   gang's full count; measured on the default scenario, 35% of the nodes it launched never ran a pod
   (docs/benchmarks/cluster-autoscale.md).
-- Scale-down: nothing goes while work of the SKU is pending (it may want the node; Cluster Autoscaler's rule too).
+- Scale-down: nothing goes while work of the SKU is pending (it may want the node; Cluster Autoscaler's rule too),
+  nor a node of a pool that is out of stock (``out_of_stock_hold``: once let go it cannot be had back for hours,
+  whatever its node start; the next rise would wait for stock or for a slower tier).
   An idle launched node is kept while the rent-or-buy rule says holding it costs less than a relaunch
   (:func:`~gpufleet.autoscale.idle_spells.keep_idle_node`, reason ``rent_or_buy_hold``), with the buy cost of
   :func:`~gpufleet.autoscale.node_rules.rent_or_buy_hold_s` and the gap distribution learned online per pool from
@@ -99,8 +101,11 @@ class PayoffAwareNodes:
         if ctx.pending_gpus > 0:
             self._count("needed_by_pending_work", len(ctx.idle))
             return []
-        past = [n for n in ctx.idle if not self._keep(n, ctx.wait_price_usd_per_gpu_h)]
-        self._count("rent_or_buy_hold", len(ctx.idle) - len(past))
+        gone = ctx.out_of_stock_pools
+        idle = [n for n in ctx.idle if n.pool_id not in gone] if gone else ctx.idle
+        self._count("out_of_stock_hold", len(ctx.idle) - len(idle))
+        past = [n for n in idle if not self._keep(n, ctx.wait_price_usd_per_gpu_h)]
+        self._count("rent_or_buy_hold", len(idle) - len(past))
         if not past:
             return []
         out = self._rules_scale_down(replace(ctx, idle=past))

@@ -174,6 +174,7 @@ class Provisioner:
             self.forecasts.upcoming(s, now),
             self.demand_now(s),
             self.on_demand_price(s),
+            frozenset(pr.pool.id for pr in f.pools if pr.sku_idx == s and not pr.in_stock),
         )
         for node, reason in self.loop.node_scaler.scale_down(ctx):
             pool = f.pools[f.n_pool[node]].pool
