@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -61,6 +63,15 @@ def test_nothing_goes_while_work_is_pending() -> None:
     ns = PayoffAwareNodes.default()
     assert ns.scale_down(ctx(9000, [idle(1, 9000)], pending=8)) == []
     assert ns.held == {"needed_by_pending_work": 1}
+
+
+def test_no_idle_node_of_an_out_of_stock_pool_is_let_go() -> None:
+    ns = PayoffAwareNodes.default()
+    nodes = [idle(1, 9000), idle(2, 9000, tier="spot", price=1.25)]
+    out = ns.scale_down(replace(ctx(9000, nodes), out_of_stock_pools=frozenset({POOL})))
+    assert [n for n, _ in out] == [2]  # the spot node goes; the on-demand node could not be had back
+    assert ns.held["out_of_stock_hold"] == 1
+    assert [n for n, _ in ns.scale_down(ctx(9600, [idle(1, 9600)]))] == [1]  # stock is back: it goes
 
 
 def test_a_node_that_leaves_the_idle_list_was_reused() -> None:
