@@ -218,3 +218,20 @@ def test_the_procurer_follows_the_fresh_days_rule_first_and_says_so() -> None:
     props = p.propose(_ctx(np.full(30, 64.0), per=8))
     assert p.forecast_rule(_ctx(np.full(30, 64.0), per=8)) == "fresh_days"
     assert props and "freshest days" in props[0].reason and props[0].units % 8 == 0
+
+
+@pytest.mark.parametrize("n", [5, 7, 30])
+def test_shadows_decide_every_hour_up_to_a_month(n: int) -> None:
+    """The replay asks every hour, and the cold start's cap is the lookback median's shadow capacity: on a 1-month
+    term that shadow holds the median of every hour observed so far (a rising cold start), not the median of the last
+    hour a coarser step decided at. Beyond a month (the simulator's 3-month terms) the step stays term / 168."""
+    pool = default_pools("h100_80gb", reserved_term_months=1, reserved_lead_time_s=168 * 3600)[0]
+    hist = 10.0 + 10.0 * np.arange(n)
+    p = ForecastLedProcurer()
+    for term_h, step in ((720, 1), (2190, 13)):
+        ctx = ProcurementContext(n * 3600, "h100_80gb", pool, hist, None, 0, 1, term_h=term_h)
+        p.propose(ctx)
+        book = next(b for k, b in p.books_.items() if k[2] == term_h)
+        assert book.step_h == step
+        if step == 1:
+            assert book.capacity_at("lookback_p50", n + 168) == np.floor(np.median(hist))
