@@ -53,11 +53,11 @@ def test_whole_nodes_never_negative_never_above_the_unhedged_forecast_rule(
     alone = per * p.unhedged_nodes(hist_, committed, per, term_h, lead_h, m, p.forecast_rule(ctx))[0]
     if p.forecast_rule(ctx) == "forecast_led":
         assert alone == _units(ForecastLedProcurer(hedge=None), ctx)
-    for p in props:
-        assert p.units > 0 and p.units % per == 0
-        assert p.start_s == ctx.now_s + POOL.lead_time_s
-        assert p.reason.startswith("forecast_led: ")
-    assert sum(p.units for p in props) <= alone  # the hedge only ever lowers the commitment
+    for prop in props:
+        assert prop.units > 0 and prop.units % per == 0
+        assert prop.start_s == ctx.now_s + POOL.lead_time_s
+        assert prop.reason.startswith("forecast_led: ")
+    assert sum(prop.units for prop in props) <= alone  # the hedge only ever lowers the commitment
 
 
 @settings(max_examples=30, deadline=None)
@@ -177,7 +177,7 @@ def test_the_book_follows_the_cheaper_forecast_rule_after_its_evidence() -> None
     costs less once its commitments run, so it becomes the forecast rule after the evidence hours, not before."""
     cfg = ReplayConfig.from_catalog("h100_80gb", prices=BUILTIN_PRICE_CATALOG, term_h=48, lead_h=2)
     hist = np.full(200, 50.0)
-    book = ShadowBook(cfg, [AllOnDemand(), lookback_p50()], step_h=1, min_history_h=0, forecast_rules=2,  # type: ignore[list-item]
+    book = ShadowBook(cfg, [AllOnDemand(), lookback_p50()], step_h=1, min_history_h=0, forecast_rules=2,
                       forecast_prior=0, forecast_evidence_h=100)  # fmt: skip
     book.advance(hist[:99])
     assert book.forecast_rule == "all_on_demand" == book.leader
@@ -226,7 +226,7 @@ def test_shadows_decide_every_hour_up_to_a_month(n: int) -> None:
     term that shadow holds the median of every hour observed so far (a rising cold start), not the median of the last
     hour a coarser step decided at. Beyond a month (the simulator's 3-month terms) the step stays term / 168."""
     pool = default_pools("h100_80gb", reserved_term_months=1, reserved_lead_time_s=168 * 3600)[0]
-    hist = 10.0 + 10.0 * np.arange(n)
+    hist = np.arange(n, dtype=np.float64) * 10.0 + 10.0
     p = ForecastLedProcurer()
     for term_h, step in ((720, 1), (2190, 13)):
         ctx = ProcurementContext(n * 3600, "h100_80gb", pool, hist, None, 0, 1, term_h=term_h)

@@ -15,7 +15,8 @@ The simulator and the service's reconciler run it (``ControlLoop.gpufleet(...).p
    within the pool's spot capacity) and the secondary provider (within its capacity), priced from the catalog;
 4. hedge (:class:`Hedge`, :mod:`gpufleet.procure.hedge`): the rule above, the fresh-days rule
    (:mod:`gpufleet.procure.freshdays`: the same hour on the five freshest days, buying what the first covered hour
-   needs; a candidate for terms up to a month) and the simple rules run in shadow on the observed demand. The
+   needs; a candidate for terms up to a month) and the simple rules run in shadow on the observed demand (deciding
+   every hour for terms up to a month, every term/168 hours beyond). The
    forecast rule followed is the fresh-days rule for the first 48 h, then the cheaper of the two forecast rules;
    once a term of hours is observed, while a simple rule has cost measurably less, the commitment is capped at that
    rule's capacity; where most observed hours are idle, the idle gate holds at most the break-even quantile of
