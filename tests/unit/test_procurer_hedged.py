@@ -186,6 +186,18 @@ def test_the_book_follows_the_cheaper_forecast_rule_after_its_evidence() -> None
     assert book.costs_[1] < book.costs_[0]
 
 
+@pytest.mark.parametrize(("forecast_margin", "moves"), [(0.3, True), (0.5, False), (None, True)])
+def test_the_forecast_rules_have_their_own_hysteresis(forecast_margin: float | None, moves: bool) -> None:
+    """The lookback median costs ~36 % less than all on-demand on steady demand: the book leaves the prior forecast
+    rule for it under a forecast margin of 0.3 (or the leader's 0.01 when None), not under 0.5."""
+    cfg = ReplayConfig.from_catalog("h100_80gb", prices=BUILTIN_PRICE_CATALOG, term_h=48, lead_h=2)
+    book = ShadowBook(cfg, [AllOnDemand(), lookback_p50()], step_h=1, min_history_h=0, forecast_rules=2,
+                      forecast_prior=0, forecast_evidence_h=100, forecast_margin=forecast_margin)  # fmt: skip
+    book.advance(np.full(200, 50.0))
+    assert 0.3 < 1 - book.costs_[1] / book.costs_[0] < 0.5
+    assert book.forecast_rule == ("lookback_p50" if moves else "all_on_demand")
+
+
 def test_the_fresh_days_rule_reads_the_freshest_days_at_the_same_hour() -> None:
     """A daily pattern with no trend: every scenario hour is the pattern's same hour; on steady demand the rule
     buys the level (whole GPUs), nothing above what is committed, nothing on an idle history."""
