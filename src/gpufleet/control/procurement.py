@@ -25,7 +25,9 @@ The simulator and the service's reconciler run it (``ControlLoop.gpufleet(...).p
 A commitment whose demand went away is simply not renewed when its term ends. Settings: the projection, level
 hedge and hedge were set on the public traces (docs/benchmarks/procure.md) and checked in the closed loop on the
 default scenario's seeds 11-16; the trend clip, growth cap, spot share and first window on seeds 11-20
-(docs/scenario.md); the fresh-days rule's one-month limit on tuning seeds 11, 13 and 14 (session 9).
+(docs/scenario.md); the fresh-days rule's one-month limit on tuning seeds 11, 13 and 14 (session 9); hourly shadows
+and the forecast rules' 2 % hysteresis up to a month on the replay's 30 rows, the latter chosen leave-one-trace-out
+(session 10, docs/benchmarks/procure.md).
 """
 
 from __future__ import annotations
