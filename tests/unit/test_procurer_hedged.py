@@ -53,11 +53,11 @@ def test_whole_nodes_never_negative_never_above_the_unhedged_forecast_rule(
     alone = per * p.unhedged_nodes(hist_, committed, per, term_h, lead_h, m, p.forecast_rule(ctx))[0]
     if p.forecast_rule(ctx) == "forecast_led":
         assert alone == _units(ForecastLedProcurer(hedge=None), ctx)
-    for p in props:
-        assert p.units > 0 and p.units % per == 0
-        assert p.start_s == ctx.now_s + POOL.lead_time_s
-        assert p.reason.startswith("forecast_led: ")
-    assert sum(p.units for p in props) <= alone  # the hedge only ever lowers the commitment
+    for prop in props:
+        assert prop.units > 0 and prop.units % per == 0
+        assert prop.start_s == ctx.now_s + POOL.lead_time_s
+        assert prop.reason.startswith("forecast_led: ")
+    assert sum(prop.units for prop in props) <= alone  # the hedge only ever lowers the commitment
 
 
 @settings(max_examples=30, deadline=None)
@@ -177,13 +177,25 @@ def test_the_book_follows_the_cheaper_forecast_rule_after_its_evidence() -> None
     costs less once its commitments run, so it becomes the forecast rule after the evidence hours, not before."""
     cfg = ReplayConfig.from_catalog("h100_80gb", prices=BUILTIN_PRICE_CATALOG, term_h=48, lead_h=2)
     hist = np.full(200, 50.0)
-    book = ShadowBook(cfg, [AllOnDemand(), lookback_p50()], step_h=1, min_history_h=0, forecast_rules=2,  # type: ignore[list-item]
+    book = ShadowBook(cfg, [AllOnDemand(), lookback_p50()], step_h=1, min_history_h=0, forecast_rules=2,
                       forecast_prior=0, forecast_evidence_h=100)  # fmt: skip
     book.advance(hist[:99])
     assert book.forecast_rule == "all_on_demand" == book.leader
     book.advance(hist)
     assert book.forecast_rule == "lookback_p50" == book.leader
     assert book.costs_[1] < book.costs_[0]
+
+
+@pytest.mark.parametrize(("forecast_margin", "moves"), [(0.3, True), (0.5, False), (None, True)])
+def test_the_forecast_rules_have_their_own_hysteresis(forecast_margin: float | None, moves: bool) -> None:
+    """The lookback median costs ~36 % less than all on-demand on steady demand: the book leaves the prior forecast
+    rule for it under a forecast margin of 0.3 (or the leader's 0.01 when None), not under 0.5."""
+    cfg = ReplayConfig.from_catalog("h100_80gb", prices=BUILTIN_PRICE_CATALOG, term_h=48, lead_h=2)
+    book = ShadowBook(cfg, [AllOnDemand(), lookback_p50()], step_h=1, min_history_h=0, forecast_rules=2,
+                      forecast_prior=0, forecast_evidence_h=100, forecast_margin=forecast_margin)  # fmt: skip
+    book.advance(np.full(200, 50.0))
+    assert 0.3 < 1 - book.costs_[1] / book.costs_[0] < 0.5
+    assert book.forecast_rule == ("lookback_p50" if moves else "all_on_demand")
 
 
 def test_the_fresh_days_rule_reads_the_freshest_days_at_the_same_hour() -> None:
@@ -218,3 +230,20 @@ def test_the_procurer_follows_the_fresh_days_rule_first_and_says_so() -> None:
     props = p.propose(_ctx(np.full(30, 64.0), per=8))
     assert p.forecast_rule(_ctx(np.full(30, 64.0), per=8)) == "fresh_days"
     assert props and "freshest days" in props[0].reason and props[0].units % 8 == 0
+
+
+@pytest.mark.parametrize("n", [5, 7, 30])
+def test_shadows_decide_every_hour_up_to_a_month(n: int) -> None:
+    """The replay asks every hour, and the cold start's cap is the lookback median's shadow capacity: on a 1-month
+    term that shadow holds the median of every hour observed so far (a rising cold start), not the median of the last
+    hour a coarser step decided at. Beyond a month (the simulator's 3-month terms) the step stays term / 168."""
+    pool = default_pools("h100_80gb", reserved_term_months=1, reserved_lead_time_s=168 * 3600)[0]
+    hist = np.arange(n, dtype=np.float64) * 10.0 + 10.0
+    p = ForecastLedProcurer()
+    for term_h, step in ((720, 1), (2190, 13)):
+        ctx = ProcurementContext(n * 3600, "h100_80gb", pool, hist, None, 0, 1, term_h=term_h)
+        p.propose(ctx)
+        book = next(b for k, b in p.books_.items() if k[2] == term_h)
+        assert book.step_h == step
+        if step == 1:
+            assert book.capacity_at("lookback_p50", n + 168) == np.floor(np.median(hist))

@@ -316,6 +316,8 @@ def _tile(values: FloatArray, n: int) -> FloatArray:
 GPUFLEET_VARIANTS: dict[str, dict[str, Any]] = {
     "default": {},
     "weekly_only": {"fresh": None},  # the weekly-profile rule alone: session 8's procurer, deciding from 1 h
+    # session 9's hysteresis between the two forecast rules (the leader's 1 %; the default is 2 %)
+    "forecast_margin_0.01": {"hedge": {"forecast_margin": 0.01}},
 }
 GPUFLEET_SETTINGS = tuple(GPUFLEET_VARIANTS)
 

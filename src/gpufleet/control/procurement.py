@@ -15,7 +15,8 @@ The simulator and the service's reconciler run it (``ControlLoop.gpufleet(...).p
    within the pool's spot capacity) and the secondary provider (within its capacity), priced from the catalog;
 4. hedge (:class:`Hedge`, :mod:`gpufleet.procure.hedge`): the rule above, the fresh-days rule
    (:mod:`gpufleet.procure.freshdays`: the same hour on the five freshest days, buying what the first covered hour
-   needs; a candidate for terms up to a month) and the simple rules run in shadow on the observed demand. The
+   needs; a candidate for terms up to a month) and the simple rules run in shadow on the observed demand (deciding
+   every hour for terms up to a month, every term/168 hours beyond). The
    forecast rule followed is the fresh-days rule for the first 48 h, then the cheaper of the two forecast rules;
    once a term of hours is observed, while a simple rule has cost measurably less, the commitment is capped at that
    rule's capacity; where most observed hours are idle, the idle gate holds at most the break-even quantile of
@@ -24,7 +25,9 @@ The simulator and the service's reconciler run it (``ControlLoop.gpufleet(...).p
 A commitment whose demand went away is simply not renewed when its term ends. Settings: the projection, level
 hedge and hedge were set on the public traces (docs/benchmarks/procure.md) and checked in the closed loop on the
 default scenario's seeds 11-16; the trend clip, growth cap, spot share and first window on seeds 11-20
-(docs/scenario.md); the fresh-days rule's one-month limit on tuning seeds 11, 13 and 14 (session 9).
+(docs/scenario.md); the fresh-days rule's one-month limit on tuning seeds 11, 13 and 14 (session 9); hourly shadows
+and the forecast rules' 2 % hysteresis up to a month on the replay's 30 rows, the latter chosen leave-one-trace-out
+(session 10, docs/benchmarks/procure.md).
 """
 
 from __future__ import annotations
@@ -210,7 +213,11 @@ class Hedge:
     leader's margin, the cold-start ``prior``; the idle gate (``idle_gate`` x the mean above the break-even
     quantile of the last ``idle_lookback_h`` hours, None = off) and its floor rule."""
 
-    steps_per_term: int = 168  # shadows decide every term / steps_per_term hours (1 h to a week)
+    steps_per_term: int = 168  # shadows decide every term / steps_per_term hours (1 h to a week) ...
+    # ... but every hour for terms up to hourly_max_term_h: the replay asks the procurer every hour, and the prior's
+    # cap (the first 48 h) and the leader's cap are read from the shadows' capacity, which at a coarser step lags the
+    # hourly rule it stands for (session 10: at 720 h terms a 4 h step cost 0.2-0.35 points against the twin)
+    hourly_max_term_h: int = 720
     evidence_terms: float = 1.0  # another rule may lead only after this many terms of observed hours
     margin: float = 0.01
     min_history_h: int = 48
@@ -226,6 +233,10 @@ class Hedge:
     forecast_prior: str = FRESH_RULE
     forecast_evidence_h: int = 48
     fresh_max_term_h: int = 720
+    # the followed forecast rule is left only for one cheaper by this share of its cost (session 10: 0.02; at the 0.01
+    # of ``margin`` the book moved between the two on three replay rows and each lost 0.2-0.7 points, commitments of
+    # one rule running on under the other; from 0.02 it never moved on the 30 rows)
+    forecast_margin: float = 0.02
 
 
 @dataclass(frozen=True, slots=True)
@@ -367,13 +378,13 @@ class ForecastLedProcurer:
                 forecasts.append(_FreshRule(fresh, per))
             rules: list[ReservationPolicy] = [*forecasts, *baseline_policies()]  # type: ignore[list-item]
             hg = self.hedge
-            step = min(max(round(term_h / hg.steps_per_term), 1), WEEK_H)
+            step = 1 if term_h <= hg.hourly_max_term_h else min(max(round(term_h / hg.steps_per_term), 1), WEEK_H)
             names = [r.name for r in forecasts]
             prior_f = names.index(hg.forecast_prior) if hg.forecast_prior in names else 0
             book = ShadowBook(cfg, rules, step_h=step, margin=hg.margin, min_history_h=hg.min_history_h,
                               prior=hg.prior, evidence_h=round(hg.evidence_terms * term_h),
                               forecast_rules=len(forecasts), forecast_prior=prior_f,
-                              forecast_evidence_h=hg.forecast_evidence_h)  # fmt: skip
+                              forecast_evidence_h=hg.forecast_evidence_h, forecast_margin=hg.forecast_margin)  # fmt: skip
             self.books_[key] = book
         book.advance(hist)
         return book

@@ -10,9 +10,9 @@ too wide or too narrow, biased or late shows up as over- or under-commitment cos
 
 The first ``forecast_rules`` rules are forecast rules (the procurer's weekly profile and fresh-days rule): the
 *forecast rule* is ``forecast_prior`` until ``forecast_evidence_h`` observed hours, then the cheapest of them (leaving
-the current one only for one cheaper by ``margin`` of its cost). The *leader* is the forecast rule unless another rule
-is cheaper than the current leader by more than
-``margin`` (a share of the forecast rule's cost so far); the lead changes only at a step and only after
+the current one only for one cheaper by ``forecast_margin`` of its cost; ``margin`` when None). The *leader* is the
+forecast rule unless another rule is cheaper than the current leader by more than ``margin`` (a share of the forecast
+rule's cost so far); the lead changes only at a step and only after
 ``min_history_h`` observed hours (before that the leader is ``prior``). Realised cost says little while the
 commitments it prices are young (a rule that buys ahead of growth pays for idle hours first and is repaid later in
 the term), so until ``evidence_h`` observed hours (the procurer sets a share of the term) the forecast rule leads. The procurer caps its commitment at the
@@ -62,6 +62,7 @@ class ShadowBook:
     forecast_rules: int = 1  # rules[:forecast_rules] are forecast rules; the cheapest of them is the forecast rule
     forecast_prior: int = 0  # the forecast rule until ``forecast_evidence_h`` observed hours
     forecast_evidence_h: int = 0
+    forecast_margin: float | None = None  # hysteresis between the forecast rules (None: ``margin``)
     seen_: FloatArray = field(default_factory=lambda: np.zeros(0))
     caps_: FloatArray = field(default_factory=lambda: np.zeros((0, 0)))
     costs_: FloatArray = field(default_factory=lambda: np.zeros(0))
@@ -131,7 +132,7 @@ class ShadowBook:
 
     def _lead(self, t: int) -> None:
         """The leaders at a step. The forecast rule: the prior one until ``forecast_evidence_h`` observed hours, then
-        the cheapest forecast rule (leaving the current one only for one cheaper by the margin). The leader: the
+        the cheapest forecast rule (leaving the current one only for one cheaper by the forecast margin). The leader: the
         forecast rule unless a simple rule is cheaper than the current leader by the margin (a share of the forecast
         rule's cost so far)."""
         if t < self.min_history_h:
@@ -140,7 +141,8 @@ class ShadowBook:
         k, f = self.forecast_rules, self.forecast_
         if t >= self.forecast_evidence_h and k > 1:
             best_f = int(np.argmin(costs[:k]))
-            if costs[best_f] < costs[f] - self.margin * costs[f]:
+            fm = self.margin if self.forecast_margin is None else self.forecast_margin
+            if costs[best_f] < costs[f] - fm * costs[f]:
                 self.forecast_ = f = best_f
         if t < self.evidence_h or self.leader_ < k:
             self.leader_ = f
