@@ -124,7 +124,7 @@ class Consolidation:
         f = self.fleet
         launched = sum(1 for n in self.pods.nodes[pod] if f.pools[f.n_pool[n]].tier_rank != RESERVED_RANK)
         redo = (now - self.pods.start[pod]) % self.pods.ckpt[pod]
-        return RunningOnLaunched(pod, g > per, launched, eta - now, redo)
+        return tuple.__new__(RunningOnLaunched, (pod, g > per, launched, eta - now, redo))  # the named tuple, framelessly
 
     def move(self, pod: int, launched: list[int], target: list[int], now: int) -> None:
         """Restart ``pod`` from its last checkpoint with its ``launched`` nodes swapped for ``target`` ones."""
