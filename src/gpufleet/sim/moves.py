@@ -124,7 +124,8 @@ class Consolidation:
         f = self.fleet
         launched = sum(1 for n in self.pods.nodes[pod] if f.pools[f.n_pool[n]].tier_rank != RESERVED_RANK)
         redo = (now - self.pods.start[pod]) % self.pods.ckpt[pod]
-        return tuple.__new__(RunningOnLaunched, (pod, g > per, launched, eta - now, redo))  # the named tuple, framelessly
+        # the named tuple, built without its Python-level __new__ frame
+        return tuple.__new__(RunningOnLaunched, (pod, g > per, launched, eta - now, redo))
 
     def move(self, pod: int, launched: list[int], target: list[int], now: int) -> None:
         """Restart ``pod`` from its last checkpoint with its ``launched`` nodes swapped for ``target`` ones."""
