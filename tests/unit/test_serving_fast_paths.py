@@ -274,3 +274,73 @@ def test_ses_levels_from_the_cached_weights_are_the_plain_ones(n: int, seed: int
     got = _ses_levels_small(y, alphas)
     want = reference_ses_levels_small(y, np.asarray(alphas))
     assert got.shape == want.shape and np.array_equal(got, want)
+
+
+# ---------------------------------------------------------------- the node scaler's offers (sim/moves.py, sim/nodes.py)
+def test_move_and_scale_down_offers_are_the_plain_ones() -> None:
+    """The consolidation offer (the candidate loop inlined) and the scale-down offer (pool fields read once, tuples
+    built by tuple.__new__) hold what the plain per-pod and per-node constructions give, call by call."""
+    from gpufleet.domain.pools import TIER_RANK
+    from gpufleet.ports import IdleNode, MoveContext, ScaleDownContext
+    from gpufleet.sim.builtin import default_scenario
+    from gpufleet.sim.kinds import LAUNCHED_RANKS, LAUNCHED_TIERS
+    from gpufleet.sim.run import gpufleet_loop
+    from gpufleet.sim.world import World
+
+    sc = default_scenario(gpus=512, days=8, seed=12)
+    loop = gpufleet_loop(sc, 12)
+    w = World(sc, loop)
+    f, mv, scaler = w.fleet, w.consolidation, loop.node_scaler
+    moves, scale_down = scaler.moves, scaler.scale_down
+    seen = {"moves": 0, "offered": 0, "down": 0, "idle": 0}
+
+    def checked_moves(ctx: MoveContext) -> list[tuple[int, str]]:
+        s = w.sku_ids.index(ctx.sku_id)
+        per = w.per_node[s]
+        ref, done = [], set()
+        for t in LAUNCHED_RANKS:
+            for node in f.index.iter_with_free(s, t, 0):
+                for pod in f.n_pods[node]:
+                    if pod in done:
+                        continue
+                    done.add(pod)
+                    c = mv._move_candidate(pod, per, ctx.now_s)
+                    if c is not None:
+                        ref.append(c)
+        assert list(ctx.running) == ref
+        seen["moves"] += 1
+        seen["offered"] += len(ref)
+        return moves(ctx)
+
+    def checked_scale_down(ctx: ScaleDownContext) -> list[tuple[int, str]]:
+        s = w.sku_ids.index(ctx.sku_id)
+        per, now = w.per_node[s], ctx.now_s
+        ref = []
+        for tier in LAUNCHED_TIERS:
+            for n in f.index.iter_with_free(s, TIER_RANK[tier], per):
+                idle_s = now - f.n_idle_since[n]
+                if idle_s < scaler.min_idle_s:
+                    continue
+                pr = f.pools[f.n_pool[n]]
+                ref.append(
+                    IdleNode(
+                        n,
+                        pr.pool.id,
+                        ctx.sku_id,
+                        pr.tier_name,
+                        per,
+                        idle_s,
+                        now - f.n_up_since[n],
+                        pr.pool.node_start_s,
+                        pr.price_usd,
+                    )
+                )
+        assert list(ctx.idle) == ref and all(type(x) is IdleNode for x in ctx.idle)
+        seen["down"] += 1
+        seen["idle"] += len(ref)
+        return scale_down(ctx)
+
+    scaler.moves = checked_moves  # type: ignore[method-assign]
+    scaler.scale_down = checked_scale_down  # type: ignore[method-assign]
+    w.run()
+    assert seen["moves"] > 10 and seen["offered"] > 10 and seen["down"] > 10 and seen["idle"] > 10, seen
