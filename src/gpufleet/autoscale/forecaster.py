@@ -175,6 +175,7 @@ class OnlineQuantileForecaster:
         quantile = self.quantile
         alpha = self._alpha
         loss = self._loss
+        last_due, fut, y = -1, 0.0, 0.0  # the future window's max and its log, shared by the candidates due at once
         for c, pend in enumerate(self._pending):  # residuals of forecasts whose future window just completed
             if not pend or pend[0][0] > n:
                 continue
@@ -183,8 +184,10 @@ class OnlineQuantileForecaster:
             bins = self._resid_bin[c]
             while pend and pend[0][0] <= n:
                 due, point, b, up = pend.popleft()
-                fut = max(h[due - hb : due])
-                y = math.log(fut + f)
+                if due != last_due:
+                    last_due = due
+                    fut = max(h[due - hb : due])
+                    y = math.log(fut + f)
                 r = (fut - point) / f if additive else y - math.log(point + f)
                 ring.append(r)
                 bins[b].append(r)

@@ -33,6 +33,7 @@ from gpufleet.sim.kinds import (
     TIERS_ALL,
     TIERS_NO_SPOT,
 )
+from gpufleet.sim.lifecycle import POD_NEXT, pod_gate
 
 if TYPE_CHECKING:
     from gpufleet.control.scheduling import Reclaim
@@ -286,7 +287,10 @@ class Scheduling:
             for node in nodes:
                 if f.pools[f.n_pool[node]].tier_rank == SPOT_RANK:
                     self.spot_violations += 1
-        p.set_state(pod, RUNNING)
+        cur = p.state[pod]  # PodTable.set_state(pod, RUNNING), inlined (RUNNING drops no memo)
+        if RUNNING not in POD_NEXT[cur]:
+            pod_gate(pod, cur, RUNNING)
+        p.state[pod] = RUNNING
         p.start[pod] = now
         p.seg[pod] = now
         epoch = p.epoch[pod] + 1
