@@ -140,14 +140,17 @@ class Scheduling:
         if got is None:
             s = p.sku[pod]
             serving = p.serving[pod] >= 0
-            got = self.asks[pod] = PodAsk(
-                pod,
-                s,
-                p.gpus[pod],
-                self.per_node[s],
-                TIERS_NO_SPOT if serving or p.ckpt[pod] <= 0 else TIERS_ALL,  # as PodTable.tiers
-                PRIO_SERVING if serving else p.prio[pod],
-                serving,
+            got = self.asks[pod] = tuple.__new__(  # the named tuple, built without its Python-level __new__ frame
+                PodAsk,
+                (
+                    pod,
+                    s,
+                    p.gpus[pod],
+                    self.per_node[s],
+                    TIERS_NO_SPOT if serving or p.ckpt[pod] <= 0 else TIERS_ALL,  # as PodTable.tiers
+                    PRIO_SERVING if serving else p.prio[pod],
+                    serving,
+                ),
             )
         return got
 
