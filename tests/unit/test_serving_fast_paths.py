@@ -11,12 +11,13 @@ from __future__ import annotations
 
 import math
 from collections import deque
+from typing import Any
 
 import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gpufleet.autoscale.forecaster import CANDIDATES, N_CANDIDATES, OnlineQuantileForecaster
+from gpufleet.autoscale.forecaster import CANDIDATES, N_CANDIDATES, OnlineQuantileForecaster, _Ring
 from gpufleet.autoscale.policy_base import RatePolicy
 from gpufleet.control.serving_headroom import SpareReplicas, sorted_median
 from gpufleet.domain.workloads import ServingScaling
@@ -127,8 +128,22 @@ def test_step_floor_fast_path_sees_steps_and_evictions() -> None:
 
 
 # ---------------------------------------------------------------- the replica forecaster's bucket close
+class PlainRing(_Ring):
+    """The residual ring with its quantile as first written (partitioned at every call)."""
+
+    def quantile(self, q: float) -> float:
+        k = min(self.n - 1, max(0, math.ceil(q * self.n) - 1))
+        return float(np.partition(self.buf[: self.n], k)[k])
+
+
 class ReferenceForecaster(OnlineQuantileForecaster):
-    """The forecaster with ``_close_bucket`` and ``_seasonal_growth`` as first written."""
+    """The forecaster with ``_close_bucket``, ``_seasonal_growth`` and the rings' quantile as first written."""
+
+    def __init__(self, **kw: Any) -> None:
+        super().__init__(**kw)
+        size = self._resid[0].size
+        self._resid = [PlainRing(size) for _ in self._resid]
+        self._resid_bin = [[PlainRing(size) for _ in bins] for bins in self._resid_bin]
 
     def _close_bucket(self, mean: float) -> None:
         h = self._hist

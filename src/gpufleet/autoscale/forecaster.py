@@ -56,13 +56,14 @@ class LoadForecaster(Protocol):
 class _Ring:
     """A fixed-size ring of floats in a numpy array (the recent residuals), with a fast upper quantile."""
 
-    __slots__ = ("buf", "n", "pos", "size")
+    __slots__ = ("_last", "buf", "n", "pos", "size")
 
     def __init__(self, size: int) -> None:
         self.buf = np.empty(size)
         self.size = size
         self.n = 0
         self.pos = 0
+        self._last: tuple[float, float] | None = None  # (q, quantile) while nothing was appended since
 
     def append(self, x: float) -> None:
         pos = self.pos
@@ -71,11 +72,18 @@ class _Ring:
         self.pos = 0 if pos == self.size else pos
         if self.n < self.size:
             self.n += 1
+        self._last = None
 
     def quantile(self, q: float) -> float:
-        """Empirical q-quantile (the ceil(q * n)-th smallest value), by partition, O(n)."""
+        """Empirical q-quantile (the ceil(q * n)-th smallest value), by partition, O(n); kept until the next
+        append (a bin that saw no residual since the last refresh is not partitioned again)."""
+        last = self._last
+        if last is not None and last[0] == q:
+            return last[1]
         k = min(self.n - 1, max(0, math.ceil(q * self.n) - 1))
-        return float(np.partition(self.buf[: self.n], k)[k])
+        v = float(np.partition(self.buf[: self.n], k)[k])
+        self._last = (q, v)
+        return v
 
 
 class OnlineQuantileForecaster:
