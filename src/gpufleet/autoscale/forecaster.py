@@ -37,6 +37,7 @@ from gpufleet.domain.errors import ValidationError
 # candidate forecasts: (point forecast, residual model); points are 0 level, 1 seasonal growth, 2 recent peak
 CANDIDATES: tuple[tuple[int, str], ...] = ((0, "log"), (1, "log"), (2, "log"), (0, "add"), (2, "add"))
 N_CANDIDATES = len(CANDIDATES)
+_ADDITIVE = tuple(kind == "add" for _, kind in CANDIDATES)
 
 
 class LoadForecaster(Protocol):
@@ -55,22 +56,34 @@ class LoadForecaster(Protocol):
 class _Ring:
     """A fixed-size ring of floats in a numpy array (the recent residuals), with a fast upper quantile."""
 
-    __slots__ = ("buf", "n", "pos")
+    __slots__ = ("_last", "buf", "n", "pos", "size")
 
     def __init__(self, size: int) -> None:
         self.buf = np.empty(size)
+        self.size = size
         self.n = 0
         self.pos = 0
+        self._last: tuple[float, float] | None = None  # (q, quantile) while nothing was appended since
 
     def append(self, x: float) -> None:
-        self.buf[self.pos] = x
-        self.pos = (self.pos + 1) % len(self.buf)
-        self.n = min(self.n + 1, len(self.buf))
+        pos = self.pos
+        self.buf[pos] = x
+        pos += 1
+        self.pos = 0 if pos == self.size else pos
+        if self.n < self.size:
+            self.n += 1
+        self._last = None
 
     def quantile(self, q: float) -> float:
-        """Empirical q-quantile (the ceil(q * n)-th smallest value), by partition, O(n)."""
+        """Empirical q-quantile (the ceil(q * n)-th smallest value), by partition, O(n); kept until the next
+        append (a bin that saw no residual since the last refresh is not partitioned again)."""
+        last = self._last
+        if last is not None and last[0] == q:
+            return last[1]
         k = min(self.n - 1, max(0, math.ceil(q * self.n) - 1))
-        return float(np.partition(self.buf[: self.n], k)[k])
+        v = float(np.partition(self.buf[: self.n], k)[k])
+        self._last = (q, v)
+        return v
 
 
 class OnlineQuantileForecaster:
@@ -127,6 +140,9 @@ class OnlineQuantileForecaster:
         self._sum_level = 0.0
         self._sum_slow = 0.0
         self._peak: deque[tuple[int, float]] = deque()  # monotonic deque for the recent-peak candidate
+        # the seasonal growth's ratio of each bucket index ``at`` (None: not yet computed), kept once its future
+        # window is complete: the ratio at ``at`` reads only the (append-only) history around it
+        self._ratio_at: list[float | None] = []
         self._since_refresh = 0
         self._upper = 0.0
         self._level = 0.0
@@ -163,63 +179,98 @@ class OnlineQuantileForecaster:
         h.append(mean)
         n = len(h)
         f = self.floor
-        for c in range(N_CANDIDATES):  # residuals of forecasts whose future window just completed
-            pend = self._pending[c]
-            additive = CANDIDATES[c][1] == "add"
+        hb = self.horizon_b
+        quantile = self.quantile
+        alpha = self._alpha
+        loss = self._loss
+        last_due, fut, y = -1, 0.0, 0.0  # the future window's max and its log, shared by the candidates due at once
+        for c, pend in enumerate(self._pending):  # residuals of forecasts whose future window just completed
+            if not pend or pend[0][0] > n:
+                continue
+            additive = _ADDITIVE[c]
+            ring = self._resid[c]
+            bins = self._resid_bin[c]
             while pend and pend[0][0] <= n:
                 due, point, b, up = pend.popleft()
-                fut = max(h[due - self.horizon_b : due])
-                y = math.log(fut + f)
+                if due != last_due:
+                    last_due = due
+                    fut = max(h[due - hb : due])
+                    y = math.log(fut + f)
                 r = (fut - point) / f if additive else y - math.log(point + f)
-                self._resid[c].append(r)
-                self._resid_bin[c][b].append(r)
+                ring.append(r)
+                bins[b].append(r)
                 miss = y - math.log(up + f)
-                pin = self.quantile * miss if miss > 0 else (self.quantile - 1.0) * miss
-                self._loss[c] += self._alpha * (pin - self._loss[c])
+                pin = quantile * miss if miss > 0 else (quantile - 1.0) * miss
+                loss[c] += alpha * (pin - loss[c])
         self._since_refresh += 1
-        if self._since_refresh >= self.refresh_buckets or n <= self.min_residuals + self.horizon_b:
+        if self._since_refresh >= self.refresh_buckets or n <= self.min_residuals + hb:
             self._refresh_quantiles()
         # running sums and a monotonic deque keep level, slow level and recent peak O(1) per bucket
-        self._sum_level += mean - (h[n - 1 - self.level_b] if n > self.level_b else 0.0)
-        self._sum_slow += mean - (h[n - 1 - self.slow_b] if n > self.slow_b else 0.0)
-        while self._peak and self._peak[-1][1] <= mean:
-            self._peak.pop()
-        self._peak.append((n - 1, mean))
-        while self._peak[0][0] <= n - 1 - self.slow_b:
-            self._peak.popleft()
-        level = max(0.0, self._sum_level / min(n, self.level_b))
-        slow = max(0.0, self._sum_slow / min(n, self.slow_b))
+        level_b, slow_b = self.level_b, self.slow_b
+        self._sum_level += mean - (h[n - 1 - level_b] if n > level_b else 0.0)
+        self._sum_slow += mean - (h[n - 1 - slow_b] if n > slow_b else 0.0)
+        peak = self._peak
+        while peak and peak[-1][1] <= mean:
+            peak.pop()
+        peak.append((n - 1, mean))
+        while peak[0][0] <= n - 1 - slow_b:
+            peak.popleft()
+        level = max(0.0, self._sum_level / min(n, level_b))
+        slow = max(0.0, self._sum_slow / min(n, slow_b))
         self._level = level
         dev = math.log((level + f) / (slow + f))
-        b = sum(1 for e in self.edges if dev > e)
+        b = 0
+        for e in self.edges:
+            if dev > e:
+                b += 1
         growth = self._seasonal_growth(n)
-        points = (level, max(0.0, (level + f) * growth - f), self._peak[0][1])
+        points = (level, max(0.0, (level + f) * growth - f), peak[0][1])
         uppers = []
         # a point forecast is mature once its window is full: before that it is neither scored nor used
-        mature = (True, n >= self.season_b + self.level_b, n >= self.slow_b)
-        for c, (pi, kind) in enumerate(CANDIDATES):
-            p, q = points[pi], self._q_bin[c][b]
-            up = max(0.0, p + q * f if kind == "add" else (p + f) * math.exp(q) - f)
+        mature = (True, n >= self.season_b + level_b, n >= slow_b)
+        q_bin = self._q_bin
+        min_residuals = self.min_residuals
+        usable = []
+        for c, (pi, _kind) in enumerate(CANDIDATES):
+            p, q = points[pi], q_bin[c][b]
+            up = max(0.0, p + q * f if _ADDITIVE[c] else (p + f) * math.exp(q) - f)
             uppers.append(up)
             if mature[pi]:
-                self._pending[c].append((n + self.horizon_b, p, b, up))
-        usable = [c for c, (pi, _) in enumerate(CANDIDATES) if mature[pi] and self._resid[c].n >= self.min_residuals]
+                self._pending[c].append((n + hb, p, b, up))
+                if self._resid[c].n >= min_residuals:
+                    usable.append(c)
         if not usable:
             usable = [0]
-        self.chosen = min(usable, key=lambda c: self._loss[c])
+        self.chosen = min(usable, key=loss.__getitem__)
         self._upper = max(uppers[self.chosen], points[1] if growth > 1.0 else 0.0)
+
+    def _ratio(self, at: int) -> float:
+        """The seasonal growth's ratio at bucket index ``at``: (max of the ``horizon_b`` buckets from ``at`` +
+        floor) / (mean of the ``level_b`` buckets before it + floor). Memoised once its future window is
+        complete (the history is append-only, so it never changes after)."""
+        memo = self._ratio_at
+        got = memo[at] if at < len(memo) else None
+        if got is not None:
+            return got
+        h, lb, hb = self._hist, self.level_b, self.horizon_b
+        past = h[at - lb : at]
+        fut = h[at : at + hb]
+        r = (max(fut) + self.floor) / (sum(past) / len(past) + self.floor)
+        if at + hb <= len(h):
+            if at >= len(memo):
+                memo.extend([None] * (at + 1 - len(memo)))
+            memo[at] = r
+        return r
 
     def _seasonal_growth(self, n: int) -> float:
         """Median over past seasons of (future-window max / level-window mean), clipped to [0.5, 4]."""
-        s, lb, hb = self.season_b, self.level_b, self.horizon_b
+        s, lb = self.season_b, self.level_b
         ratios = []
         for k in range(1, self.max_seasons + 1):
             at = n - k * s
             if at - lb < 0:
                 break
-            past = self._hist[at - lb : at]
-            fut = self._hist[at : at + hb]
-            ratios.append((max(fut) + self.floor) / (sum(past) / len(past) + self.floor))
+            ratios.append(self._ratio(at))
         if not ratios:
             return 1.0
         ratios.sort()

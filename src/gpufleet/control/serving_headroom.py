@@ -21,6 +21,7 @@
 from __future__ import annotations
 
 import math
+from bisect import bisect_left, insort
 from collections import deque
 from dataclasses import dataclass, field, replace
 
@@ -69,6 +70,7 @@ class SpareReplicas(RatePolicy):
     _jumps: dict[ServingScaling, dict[int, deque[float]]] = field(default_factory=dict)
     _last_rps: dict[ServingScaling, float] = field(default_factory=dict)
     _slot_max: dict[ServingScaling, dict[int, float]] = field(default_factory=dict)
+    _slot_max_sorted: dict[ServingScaling, list[float]] = field(default_factory=dict)  # _slot_max's values, sorted
     _slot_sd: dict[ServingScaling, dict[int, float]] = field(default_factory=dict)
     _slot_tail: dict[ServingScaling, dict[int, float]] = field(default_factory=dict)
     _log_jumps: dict[ServingScaling, deque[float]] = field(default_factory=dict)
@@ -115,10 +117,11 @@ class SpareReplicas(RatePolicy):
         step = self._step_floor(signals, scaling)
         if step > want:
             want, reason = step, "step_prewarm"
-        want += self._spare(scaling)
+        spare = self._spare(scaling)
+        want += spare
         noise = self._noise_floor(signals, scaling)
         if self.noise_spare:
-            noise += self._spare(scaling)
+            noise += spare
         if noise > want:
             want, reason = noise, "noise_floor"
         return replace(d, desired=min(want, scaling.max_replicas), reason=reason)
@@ -153,21 +156,36 @@ class SpareReplicas(RatePolicy):
         k = round(s.now_s / self.period_s)
         jumps = self._jumps.setdefault(scaling, {})
         top = self._slot_max.setdefault(scaling, {})
+        ranked = self._slot_max_sorted.setdefault(scaling, [])
         sds = self._slot_sd.setdefault(scaling, {})
         tails = self._slot_tail.setdefault(scaling, {})
         prev = self._last_rps.get(scaling)
         if prev is not None and prev > 0 and s.arrival_rps > 0:
             slot = (k - 1) % n
             h = jumps.setdefault(slot, deque(maxlen=self.step_days))
-            h.append(s.arrival_rps / prev)
+            x = s.arrival_rps / prev
+            evicted = h[0] if len(h) == h.maxlen else None
+            h.append(x)
             if len(h) >= self.step_min_days:
-                top[slot] = max(h)
+                j_old = top.get(slot)
+                # max(h), from the last max when it stays valid: x reaches it, or the jump that left was below it
+                if j_old is not None and x >= j_old:
+                    j_new = x
+                elif j_old is not None and (evicted is None or evicted < j_old):
+                    j_new = j_old
+                else:
+                    j_new = max(h)
+                if j_old != j_new:
+                    if j_old is not None:
+                        del ranked[bisect_left(ranked, j_old)]
+                    insort(ranked, j_new)
+                    top[slot] = j_new
                 if self.step_sd_outlier or self.breach_cost_usd > 0:
                     sds[slot], tails[slot] = self._tail_jump(h, scaling)
         self._last_rps[scaling] = s.arrival_rps
         if len(top) < n:
             return 0
-        typical = float(np.median(np.fromiter(top.values(), dtype=np.float64, count=len(top))))
+        typical = sorted_median(ranked)  # np.median of top's values, kept sorted as they change
         j = max(top[k % n], top[(k + 1) % n])
         step = j > 1.0 and j - 1.0 >= self.step_outlier * max(typical - 1.0, 0.0)
         if not step and self.step_sd_outlier:
@@ -230,6 +248,12 @@ class SpareReplicas(RatePolicy):
             return 0
         base_rps = math.exp(sum(logs) / len(logs))
         return math.ceil(base_rps / scaling.target_rps_per_replica * math.exp(m + z * sigma) - 1e-9)
+
+
+def sorted_median(xs: list[float]) -> float:
+    """The median of a sorted, non-empty list, as ``np.median`` computes it (the mean of the middle two)."""
+    mid = len(xs) // 2
+    return xs[mid] if len(xs) % 2 else (xs[mid - 1] + xs[mid]) / 2.0
 
 
 def newsvendor_z(

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import lru_cache
 
 import numpy as np
 from scipy.signal import lfilter
@@ -16,6 +17,7 @@ from scipy.signal import lfilter
 from gpufleet.forecast.quantiles import FloatArray
 
 ComponentFn = Callable[[FloatArray, int], FloatArray]
+SES_SMALL = 256  # series up to this long: SES levels by one weight-matrix product (longer: a linear filter each)
 
 
 @dataclass(frozen=True, slots=True)
@@ -131,8 +133,8 @@ def _ses_level(
     lead = max(1, min(lead, len(y) // 3))
     if len(y) < 2:
         return float(y[-1])
-    if len(y) <= 256:
-        levels = _ses_levels_small(y, np.asarray(alphas))  # (alphas, n - 1)
+    if len(y) <= SES_SMALL:
+        levels = _ses_levels_small(y, alphas)  # (alphas, n - 1)
     else:
         # level_t = (1 - a) level_{t-1} + a y_t, started at y_0; one linear filter per alpha
         levels = np.vstack([lfilter([a], [1.0, -(1.0 - a)], y[1:], zi=[(1.0 - a) * y[0]])[0] for a in alphas])
@@ -141,15 +143,29 @@ def _ses_level(
     return float(levels[int(np.argmin(sse)), -1])
 
 
-def _ses_levels_small(y: FloatArray, alphas: FloatArray) -> FloatArray:
+def _ses_levels_small(y: FloatArray, alphas: tuple[float, ...]) -> FloatArray:
     """SES levels after each of ``y[1:]`` for every alpha at once, as a lower-triangular weight matrix product."""
     m = len(y) - 1
+    weights, start_pow = _ses_weights(alphas)
+    # the leading block of the largest matrices holds the very values computed for this length (each entry is
+    # ``alpha * (1 - alpha) ** (T - t)``, independent of m); copied to the layout the product was computed on
+    w = np.ascontiguousarray(weights[:, :m, :m])
+    return np.asarray(w @ y[1:] + start_pow[:, :m] * y[0], dtype=np.float64)
+
+
+@lru_cache(maxsize=4)
+def _ses_weights(alphas_t: tuple[float, ...], m: int = SES_SMALL - 1) -> tuple[FloatArray, FloatArray]:
+    """The weight matrices of :func:`_ses_levels_small` for the longest series it takes (read-only):
+    ``weights[a, T, t] = alpha (1 - alpha) ** (T - t)`` for ``T >= t`` (else 0) and ``(1 - alpha) ** (T + 1)``."""
+    alphas = np.asarray(alphas_t)
     lag = np.subtract.outer(np.arange(m), np.arange(m))  # T - t
     low = lag >= 0
     decay = (1.0 - alphas)[:, None, None] ** np.where(low, lag, 0)[None]
     weights = np.where(low[None], alphas[:, None, None] * decay, 0.0)
-    start = (1.0 - alphas)[:, None] ** (np.arange(m) + 1)[None, :] * y[0]
-    return np.asarray(weights @ y[1:] + start, dtype=np.float64)
+    start_pow = (1.0 - alphas)[:, None] ** (np.arange(m) + 1)[None, :]
+    weights.flags.writeable = False
+    start_pow.flags.writeable = False
+    return weights, start_pow
 
 
 def decomposition(seasons: tuple[int, ...], n_cycles: int = 8) -> ComponentFn:

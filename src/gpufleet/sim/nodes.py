@@ -142,24 +142,25 @@ class Provisioner:
         idle: list[IdleNode] = []
         min_idle = self.loop.node_scaler.min_idle_s
         sku_id, idle_since, up_since, n_pool, pools = self.sku_ids[s], f.n_idle_since, f.n_up_since, f.n_pool, f.pools
+        # what an IdleNode reads of its pool, per pool index (nothing changes the pools in this loop); the tuples
+        # are built by tuple.__new__, the named tuple's own constructor without its Python-level frame
+        of_pool: dict[int, tuple[str, str, int, float]] = {}
+        new = tuple.__new__
         for tier in LAUNCHED_TIERS:
             for n in f.index.iter_with_free(s, TIER_RANK[tier], per):  # nothing changes the index in this loop
                 idle_s = now - idle_since[n]
                 if idle_s < min_idle:
                     continue
-                pr = pools[n_pool[n]]
-                pool = pr.pool
+                pi = n_pool[n]
+                got = of_pool.get(pi)
+                if got is None:
+                    pr = pools[pi]
+                    got = of_pool[pi] = (pr.pool.id, pr.tier_name, pr.pool.node_start_s, pr.price_usd)
+                pool_id, tier_name, node_start_s, price = got
                 idle.append(
-                    IdleNode(
-                        n,
-                        pool.id,
-                        sku_id,
-                        pr.tier_name,
-                        per,
-                        idle_s,
-                        now - up_since[n],
-                        pool.node_start_s,
-                        pr.price_usd,
+                    new(
+                        IdleNode,
+                        (n, pool_id, sku_id, tier_name, per, idle_s, now - up_since[n], node_start_s, price),
                     )
                 )
         if not idle:

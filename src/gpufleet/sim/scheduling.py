@@ -31,6 +31,7 @@ from gpufleet.sim.kinds import (
     RUNNING,
     SPOT_RANK,
 )
+from gpufleet.sim.lifecycle import POD_NEXT, pod_gate
 
 if TYPE_CHECKING:
     from gpufleet.control.scheduling import Reclaim
@@ -137,14 +138,17 @@ class Scheduling:
         if got is None:
             s = p.sku[pod]
             serving = p.serving[pod] >= 0
-            got = self.asks[pod] = PodAsk(
-                pod,
-                s,
-                p.gpus[pod],
-                self.per_node[s],
-                p.tiers(pod),
-                PRIO_SERVING if serving else p.prio[pod],
-                serving,
+            got = self.asks[pod] = tuple.__new__(  # the named tuple, built without its Python-level __new__ frame
+                PodAsk,
+                (
+                    pod,
+                    s,
+                    p.gpus[pod],
+                    self.per_node[s],
+                    p.tiers(pod),
+                    PRIO_SERVING if serving else p.prio[pod],
+                    serving,
+                ),
             )
         return got
 
@@ -284,7 +288,10 @@ class Scheduling:
             for node in nodes:
                 if f.pools[f.n_pool[node]].tier_rank == SPOT_RANK:
                     self.spot_violations += 1
-        p.set_state(pod, RUNNING)
+        cur = p.state[pod]  # PodTable.set_state(pod, RUNNING), inlined (RUNNING drops no memo)
+        if RUNNING not in POD_NEXT[cur]:
+            pod_gate(pod, cur, RUNNING)
+        p.state[pod] = RUNNING
         p.start[pod] = now
         p.seg[pod] = now
         epoch = p.epoch[pod] + 1
