@@ -108,6 +108,7 @@ def test_step_floor_matches_the_plain_computation(
         assert (a.desired, a.reason) == (b.desired, b.reason), k
         assert fast._slot_max == ref._slot_max
         assert fast._slot_max_sorted[FLEET] == sorted(ref._slot_max[FLEET].values())
+        assert fast._slot_sd_sorted[FLEET] == sorted(ref._slot_sd[FLEET].values())
         ready = a.desired
 
 

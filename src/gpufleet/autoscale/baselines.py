@@ -18,7 +18,7 @@ from gpufleet.ports import ReplicaDecision, ReplicaSignals
 
 
 class StaticPolicy(RatePolicy):
-    """A fixed replica count (e.g. sized for the peak)."""
+    """A fixed replica count (e.g. sized for the peak); no fast path (``RatePolicy.react``: no reaction)."""
 
     def __init__(self, replicas: int, name: str = "static_peak", period_s: float = 60.0) -> None:
         self.name = name
@@ -27,11 +27,6 @@ class StaticPolicy(RatePolicy):
 
     def decide(self, signals: ReplicaSignals, scaling: ServingScaling | None = None) -> ReplicaDecision:
         return ReplicaDecision(self.replicas, "static")
-
-    def react(self, signals: ReplicaSignals, scaling: ServingScaling | None = None) -> ReplicaDecision | None:
-        """A static fleet does not react to a growing queue."""
-        del signals, scaling
-        return None
 
 
 class HpaPolicy(RatePolicy):

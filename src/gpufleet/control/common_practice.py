@@ -110,8 +110,3 @@ class PeakSizedReplicas(RatePolicy):
             plan.replicas = size(observed_rps)
             reason = "bumped_over_peak"
         return ReplicaDecision(plan.replicas, reason, forecast=observed_rps)
-
-    def react(self, signals: ReplicaSignals, scaling: ServingScaling) -> ReplicaDecision | None:
-        """Static replicas: no reaction between reviews to a queue seen growing (the bump waits for ``decide``)."""
-        del signals, scaling
-        return None

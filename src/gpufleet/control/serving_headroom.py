@@ -72,6 +72,7 @@ class SpareReplicas(RatePolicy):
     _slot_max: dict[ServingScaling, dict[int, float]] = field(default_factory=dict)
     _slot_max_sorted: dict[ServingScaling, list[float]] = field(default_factory=dict)  # _slot_max's values, sorted
     _slot_sd: dict[ServingScaling, dict[int, float]] = field(default_factory=dict)
+    _slot_sd_sorted: dict[ServingScaling, list[float]] = field(default_factory=dict)  # _slot_sd's values, sorted
     _slot_tail: dict[ServingScaling, dict[int, float]] = field(default_factory=dict)
     _log_jumps: dict[ServingScaling, deque[float]] = field(default_factory=dict)
     _sigma: dict[ServingScaling, tuple[float, float]] = field(default_factory=dict)
@@ -100,12 +101,14 @@ class SpareReplicas(RatePolicy):
         g = self.gpus_per_replica.get(scaling)
         return max(self.spare, self.spare_gpus // g) if g else self.spare
 
-    def decide(self, signals: ReplicaSignals, scaling: ServingScaling) -> ReplicaDecision:
-        # the inner policy sees the fleet without its spare (taken from the replicas still starting first)
+    def _without_spare(self, signals: ReplicaSignals) -> ReplicaSignals:
+        """The fleet as the inner policy sees it: without its spare (taken from the replicas still starting first)."""
         off_starting = min(self.spare, signals.starting)
         off_ready = min(self.spare - off_starting, signals.ready)
-        inner = replace(signals, starting=signals.starting - off_starting, ready=signals.ready - off_ready)
-        d = self.inner.decide(inner, scaling)
+        return replace(signals, starting=signals.starting - off_starting, ready=signals.ready - off_ready)
+
+    def decide(self, signals: ReplicaSignals, scaling: ServingScaling) -> ReplicaDecision:
+        d = self.inner.decide(self._without_spare(signals), scaling)
         want, reason = d.desired, d.reason
         asks = self._asks.setdefault(scaling, deque())
         asks.append(want)
@@ -131,10 +134,7 @@ class SpareReplicas(RatePolicy):
         without its spare, plus the spare; scale-up only. The floors are per-period forecasts: not applied here,
         and their history is not touched (only :meth:`decide` feeds it). None when ``inner`` does not react or the
         fleet already holds that many."""
-        off_starting = min(self.spare, signals.starting)
-        off_ready = min(self.spare - off_starting, signals.ready)
-        inner = replace(signals, starting=signals.starting - off_starting, ready=signals.ready - off_ready)
-        d = self.inner.react(inner, scaling)
+        d = self.inner.react(self._without_spare(signals), scaling)
         if d is None:
             return None
         want = min(d.desired + self._spare(scaling), scaling.max_replicas)
@@ -158,6 +158,7 @@ class SpareReplicas(RatePolicy):
         top = self._slot_max.setdefault(scaling, {})
         ranked = self._slot_max_sorted.setdefault(scaling, [])
         sds = self._slot_sd.setdefault(scaling, {})
+        ranked_sd = self._slot_sd_sorted.setdefault(scaling, [])
         tails = self._slot_tail.setdefault(scaling, {})
         prev = self._last_rps.get(scaling)
         if prev is not None and prev > 0 and s.arrival_rps > 0:
@@ -175,13 +176,10 @@ class SpareReplicas(RatePolicy):
                     j_new = j_old
                 else:
                     j_new = max(h)
-                if j_old != j_new:
-                    if j_old is not None:
-                        del ranked[bisect_left(ranked, j_old)]
-                    insort(ranked, j_new)
-                    top[slot] = j_new
+                _set_ranked(top, ranked, slot, j_new)
                 if self.step_sd_outlier or self.breach_cost_usd > 0:
-                    sds[slot], tails[slot] = self._tail_jump(h, scaling)
+                    sd, tails[slot] = self._tail_jump(h, scaling)
+                    _set_ranked(sds, ranked_sd, slot, sd)
         self._last_rps[scaling] = s.arrival_rps
         if len(top) < n:
             return 0
@@ -189,7 +187,7 @@ class SpareReplicas(RatePolicy):
         j = max(top[k % n], top[(k + 1) % n])
         step = j > 1.0 and j - 1.0 >= self.step_outlier * max(typical - 1.0, 0.0)
         if not step and self.step_sd_outlier:
-            typical_sd = float(np.median(np.fromiter(sds.values(), dtype=np.float64, count=len(sds))))
+            typical_sd = sorted_median(ranked_sd)  # np.median of sds' values, kept sorted as they change
             step = max(sds[k % n], sds[(k + 1) % n]) >= self.step_outlier * typical_sd > 0
         if not step:
             return 0
@@ -248,6 +246,17 @@ class SpareReplicas(RatePolicy):
             return 0
         base_rps = math.exp(sum(logs) / len(logs))
         return math.ceil(base_rps / scaling.target_rps_per_replica * math.exp(m + z * sigma) - 1e-9)
+
+
+def _set_ranked(by_slot: dict[int, float], ranked: list[float], slot: int, value: float) -> None:
+    """Set ``by_slot[slot]`` and keep ``ranked`` the sorted list of ``by_slot``'s values."""
+    old = by_slot.get(slot)
+    if old == value:
+        return
+    if old is not None:
+        del ranked[bisect_left(ranked, old)]
+    insort(ranked, value)
+    by_slot[slot] = value
 
 
 def sorted_median(xs: list[float]) -> float:

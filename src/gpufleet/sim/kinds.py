@@ -29,5 +29,5 @@ def ranks(tiers: tuple[Tier, ...]) -> tuple[int, ...]:
 
 
 LAUNCHED_TIERS = (Tier.ON_DEMAND, Tier.SPOT, Tier.SECONDARY)  # tiers whose nodes are launched and terminated
-LAUNCHED_RANKS = tuple(TIER_RANK[t] for t in LAUNCHED_TIERS)
+LAUNCHED_RANKS = ranks(LAUNCHED_TIERS)
 RESERVED_RANK = TIER_RANK[Tier.RESERVED]

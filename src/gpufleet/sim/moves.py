@@ -81,33 +81,16 @@ class Consolidation:
             return
         running: list[RunningOnLaunched] = []
         seen: set[int] = set()
-        p = self.pods
-        gpus, serving, state, ckpt, start, remaining, pod_nodes = (
-            p.gpus,
-            p.serving,
-            p.state,
-            p.ckpt,
-            p.start,
-            p.remaining,
-            p.nodes,
-        )
-        n_pool, pools = f.n_pool, f.pools
-        eta_mult = self.freeing.eta_mult
-        new = tuple.__new__
+        gpus = self.pods.gpus
         for t in LAUNCHED_RANKS:
             for node in f.index.iter_with_free(s, t, 0):  # nothing changes the index in this loop
                 for pod in f.n_pods[node]:
                     if gpus[pod] < per or pod in seen:
                         continue  # a pod smaller than a node is never a candidate (_move_candidate)
                     seen.add(pod)
-                    # _move_candidate, inlined (this loop offers every whole-node run on launched nodes each period)
-                    if serving[pod] >= 0 or state[pod] != RUNNING or ckpt[pod] <= 0:
-                        continue
-                    left = start[pod] + remaining[pod] - now
-                    eta = now + int(left * eta_mult(pod)) if left > 0 else now  # FreeingEstimates.eta_s
-                    n_launched = sum(1 for n in pod_nodes[pod] if pools[n_pool[n]].tier_rank != RESERVED_RANK)
-                    redo = (now - start[pod]) % ckpt[pod]
-                    running.append(new(RunningOnLaunched, (pod, gpus[pod] > per, n_launched, eta - now, redo)))
+                    c = self._move_candidate(pod, per, now)
+                    if c is not None:
+                        running.append(c)
         if not running:
             return
         free = f.index.nodes_with_free(s, RESERVED_RANK, per)

@@ -173,7 +173,6 @@ class ServingFleets:
         the loop's port) with what the queue measured. At time 0 the fleet's traffic is known from before the
         horizon: the autoscaler sees the first period's rate and an empty queue."""
         period = self.period_s
-        cur = len(fr.pods)
         if k > 0:
             rps = float(fr.rps[k - 1])
             fr.parts.append(fr.serve_to(rps, now))
@@ -184,20 +183,7 @@ class ServingFleets:
             fr.segments(now, now)  # start the ready log at this tick
             fr.served_to = now
             served = PeriodServed(0.0, 0.0, 0, 0.0, 0.0, rps * fr.queue.work_s)
-        exclusive = fr.spec.queue == "exclusive"
-        signals = ReplicaSignals(
-            now_s=float(now),
-            ready=fr.ready,
-            starting=cur - fr.ready,
-            period_s=float(period),
-            arrival_rps=rps,
-            concurrency=served.concurrency,
-            queue_depth=served.queue_depth,
-            load_replicas=served.load_replicas,
-            peak_concurrency=served.peak_concurrency if exclusive else None,
-            slo_misses=served.missed,
-        )
-        decision = self.loop.autoscaler.decide(signals, fr.scaling)
+        decision = self.loop.autoscaler.decide(_signals(fr, now, period, rps, served), fr.scaling)
         self.apply(i, fr, now, decision)
         self.metrics.serving(i, now, rps, len(fr.pods), fr.ready)
         self.watch(fr, now)
@@ -253,19 +239,7 @@ class ServingFleets:
         part = fr.serve_to(rps, now)
         fr.parts.append(part)
         cur = len(fr.pods)
-        signals = ReplicaSignals(
-            now_s=float(now),
-            ready=fr.ready,
-            starting=cur - fr.ready,
-            period_s=float(now - start),
-            arrival_rps=rps,
-            concurrency=part.concurrency,
-            queue_depth=part.queue_depth,
-            load_replicas=part.load_replicas,
-            peak_concurrency=part.peak_concurrency if fr.spec.queue == "exclusive" else None,
-            slo_misses=part.missed,
-        )
-        decision = self.loop.autoscaler.react(signals, fr.scaling)
+        decision = self.loop.autoscaler.react(_signals(fr, now, now - start, rps, part), fr.scaling)
         if decision is None or decision.desired == cur:
             return
         self.reactions += 1
@@ -305,3 +279,20 @@ class ServingFleets:
         fr.ready_change(now, 1)
         fr.cold_starts += 1
         self.pods.ready[pod] = True
+
+
+def _signals(fr: FleetRuntime, now: int, window_s: int, rps: float, served: PeriodServed) -> ReplicaSignals:
+    """What the fleet's queue showed over the last ``window_s`` (a control period, or the part of one before a
+    queue-growth observation), as the replica port's signals."""
+    return ReplicaSignals(
+        now_s=float(now),
+        ready=fr.ready,
+        starting=len(fr.pods) - fr.ready,
+        period_s=float(window_s),
+        arrival_rps=rps,
+        concurrency=served.concurrency,
+        queue_depth=served.queue_depth,
+        load_replicas=served.load_replicas,
+        peak_concurrency=served.peak_concurrency if fr.spec.queue == "exclusive" else None,
+        slo_misses=served.missed,
+    )
