@@ -44,7 +44,7 @@ def parse_setting(text: str) -> dict[str, Any]:
         if part == "default":
             continue
         k, v = part.split("=")
-        val: Any = v if k in ("interval", "choice") else float(v) if "." in v else int(v)
+        val: Any = float(v) if "." in v else int(v) if v.isdigit() else v
         if k.startswith("aci_"):
             aci[k.removeprefix("aci_")] = val
         elif k == "margin":
@@ -90,7 +90,7 @@ def warm(series: dict[str, Any], memo: ForecastMemo, windows: int) -> None:
                 for o in origins:
                     try:
                         cf._forecast(name, hist[:o], H, SCORED_QUANTILES)
-                    except Exception:  # noqa: BLE001 - a candidate that refuses is not tracked
+                    except Exception:  # a candidate that refuses is not tracked
                         break
         print(f"warm {sid}: {time.process_time() - t0:.1f} s CPU, memo {len(memo)}", flush=True)
 

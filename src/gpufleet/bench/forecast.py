@@ -28,6 +28,7 @@ from gpufleet.adapters.inputs import read_input_text
 from gpufleet.adapters.traces import Series, check_grid, parse_ts, read_series_csv, resample_mean
 from gpufleet.domain.errors import ValidationError
 from gpufleet.forecast import baselines
+from gpufleet.forecast.aci import AciSettings
 from gpufleet.forecast.auto import AutoForecaster
 from gpufleet.forecast.backtest import BacktestScore, backtest
 from gpufleet.forecast.base import ForecastModel
@@ -160,15 +161,20 @@ def prophet_available() -> bool:
     return True
 
 
-#: ``gpufleet`` settings: ``calibrated`` (default: the loop's forecaster, model choice and adaptive conformal
-#: tails from the tracked errors, :mod:`gpufleet.forecast.engine`), ``calibrated_margin10`` (the same, another
-#: model replaces the ensemble only if 10% better), ``widen_only`` (the loop's forecaster before session 10:
-#: 10% margin, pinball widening factor 1-4) or ``raw`` (the auto-routed ensemble alone).
-GPUFLEET_SETTINGS = ("calibrated", "calibrated_margin10", "widen_only", "raw")
+#: ``gpufleet`` settings: ``calibrated`` (default: the loop's forecaster, model choice on 5 tracked windows and
+#: adaptive conformal tails, :mod:`gpufleet.forecast.engine`), ``calibrated_w4`` (the same choosing on 4 windows:
+#: session 10's default), ``calibrated_margin10`` (4 windows, another model replaces the ensemble only if 10%
+#: better), ``calibrated_conformal`` (the band's tails from weighted split conformal over 16 tracked windows, decay
+#: 0.85 per window, :func:`gpufleet.forecast.aci.conformal_tail_factors`) or ``raw`` (the auto-routed ensemble alone).
+GPUFLEET_SETTINGS = ("calibrated", "calibrated_w4", "calibrated_margin10", "calibrated_conformal", "raw")
 _LOOP_OPTIONS: dict[str, dict[str, Any]] = {
     "calibrated": {},
-    "calibrated_margin10": {"switch_margin": 0.1},
-    "widen_only": {"interval": "widen", "switch_margin": 0.1},
+    "calibrated_w4": {"choice_windows": 4},
+    "calibrated_margin10": {"choice_windows": 4, "switch_margin": 0.1},
+    "calibrated_conformal": {
+        "interval": "conformal",
+        "aci": AciSettings(windows=16, decay=0.85, target=0.875),
+    },
 }
 
 

@@ -28,7 +28,7 @@ from gpufleet.forecast.quantiles import FloatArray
 #: How :class:`~gpufleet.forecast.conformal.CalibratedForecaster` recalibrates the band of the chosen model:
 #: ``aci`` (default: both tails, widening or narrowing, :func:`aci_tail_factors`) or ``widen`` (the pinball
 #: factor 1-4 per block of steps, widening only: the rule before session 10).
-INTERVAL_RULES = ("aci", "widen")
+INTERVAL_RULES = ("aci", "conformal", "widen")
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,10 +41,14 @@ class AciSettings:
     step: float = 0.12
     target: float = 0.825
     bounds: tuple[float, float] = (0.25, 4.0)
+    decay: float = 1.0
+    pool: str = "points"
 
     def __post_init__(self) -> None:
         if self.windows < 1 or self.step < 0 or not 0.0 < self.target < 1.0:
             raise ValidationError("aci", "need windows >= 1, step >= 0 and 0 < target < 1")
+        if not 0.0 < self.decay <= 1.0 or self.pool not in ("points", "windows"):
+            raise ValidationError("aci", "need 0 < decay <= 1 and pool in points, windows")
         if not 0.0 < self.bounds[0] <= 1.0 <= self.bounds[1]:
             raise ValidationError("aci", f"bounds must hold 1 and be > 0, got {self.bounds}")
 
@@ -78,3 +82,56 @@ def aci_tail_factors(
             miss = float(np.mean(sign * (a[ok] - edge) > 0.0))
             logf[t] = float(np.clip(logf[t] + st.step * (miss - aim), lo, hi))
     return float(np.exp(logf[0])), float(np.exp(logf[1]))
+
+
+def _tails(qs: FloatArray, share: float) -> list[tuple[int, float, float] | None]:
+    below, above = np.flatnonzero(qs < 0.5), np.flatnonzero(qs > 0.5)
+    return [
+        (int(below[0]), -1.0, float(qs[below[0]]) * share) if below.size else None,
+        (int(above[-1]), 1.0, float(1.0 - qs[above[-1]]) * share) if above.size else None,
+    ]
+
+
+def _wquantile(x: FloatArray, w: FloatArray, q: float) -> float:
+    order = np.argsort(x, kind="stable")
+    cw = np.cumsum(w[order])
+    i = int(np.searchsorted(cw, q * cw[-1] - 1e-12))
+    return float(x[order][min(i, len(x) - 1)])
+
+
+def conformal_tail_factors(
+    rows: Sequence[tuple[FloatArray, FloatArray, FloatArray]],
+    quantiles: Sequence[float],
+    st: AciSettings = AciSettings(),
+) -> tuple[float, float]:
+    """(lower, upper) multipliers by weighted split conformal over the tracked windows ``rows`` (newest first):
+    per tail, the score of an actual is its distance beyond the median in units of the tail's half-band
+    (scale-free), and the multiplier is the weighted ``1 - aim`` quantile of the scores (window weight
+    ``decay ** age``); ``pool="windows"``: the weighted median over the windows of each window's own quantile."""
+    qs = np.asarray(quantiles, dtype=np.float64)
+    out = [1.0, 1.0]
+    for t, tail in enumerate(_tails(qs, (1.0 - st.target) / 0.2)):
+        if tail is None:
+            continue
+        row, sign, aim = tail
+        per_w: list[tuple[FloatArray, float]] = []
+        for age, (c, sp, a) in enumerate(rows[: st.windows]):
+            ok = np.isfinite(a)
+            if not ok.any():
+                continue
+            d = sign * (a[ok] - c[ok])
+            half = sign * sp[row][ok]
+            with np.errstate(divide="ignore", invalid="ignore"):
+                s = np.where(half > 1e-12, d / np.maximum(half, 1e-12), np.where(d > 0, np.inf, -np.inf))
+            per_w.append((s, st.decay**age))
+        if not per_w:
+            continue
+        if st.pool == "points":
+            x = np.concatenate([s for s, _ in per_w])
+            w = np.concatenate([np.full(len(s), wt) for s, wt in per_w])
+            f = _wquantile(x, w, 1.0 - aim)
+        else:
+            fs = np.array([float(np.quantile(s, 1.0 - aim, method="inverted_cdf")) for s, _ in per_w])
+            f = _wquantile(fs, np.array([wt for _, wt in per_w]), 0.5)
+        out[t] = float(np.clip(f, st.bounds[0], st.bounds[1]))
+    return out[0], out[1]

@@ -20,8 +20,14 @@ from typing import Self
 import numpy as np
 
 from gpufleet.domain.errors import ValidationError
-from gpufleet.forecast.aci import INTERVAL_RULES
-from gpufleet.forecast.conformal import SWITCH_MARGIN, CalibratedForecaster, ForecastMemo, calibrated_forecaster
+from gpufleet.forecast.aci import INTERVAL_RULES, AciSettings
+from gpufleet.forecast.conformal import (
+    CHOICE_WINDOWS,
+    SWITCH_MARGIN,
+    CalibratedForecaster,
+    ForecastMemo,
+    calibrated_forecaster,
+)
 from gpufleet.forecast.loop import seasons_for_step
 from gpufleet.forecast.quantiles import DEFAULT_QUANTILES, check_quantiles, make_forecast
 from gpufleet.ports import DemandForecast, FloatArray
@@ -51,8 +57,9 @@ class GpufleetForecaster:
     over a long simulation (672 hourly steps, 4,032 ten-minute steps). ``quantiles``:
     the levels of every forecast (a call may ask for others). ``memo_size``: fits kept for reuse (0 = none, for a
     one-off call: with a memo every candidate is also forecast at the forecast origin, for the next call).
-    ``interval`` / ``switch_margin``: the recalibration rule and the model-choice margin (defaults: adaptive
-    conformal tails, margin 0; the benchmarks' other settings pass others). After a call, ``last_`` is the
+    ``interval`` / ``switch_margin`` / ``choice_windows`` / ``aci``: the recalibration rule, the model-choice margin,
+    the tracked windows that choose the model and the recalibration's settings (defaults: adaptive conformal tails,
+    margin 0, 5 windows; the benchmarks' other settings pass others). After a call, ``last_`` is the
     calibrated forecaster that made it (``chosen_``, ``reason_``, ``factors_``, ``tail_factors_``: the decision
     and its reason code).
     """
@@ -66,6 +73,8 @@ class GpufleetForecaster:
         memo_size: int = 512,
         interval: str = "aci",
         switch_margin: float = SWITCH_MARGIN,
+        choice_windows: int = CHOICE_WINDOWS,
+        aci: AciSettings | None = None,
     ) -> None:
         if max_history_s is not None and max_history_s <= 0:
             raise ValidationError("max_history_s", f"must be > 0 (or None), got {max_history_s}")
@@ -79,6 +88,10 @@ class GpufleetForecaster:
             raise ValidationError("interval", f"choose from {', '.join(INTERVAL_RULES)}; got {interval!r}")
         self.interval = interval
         self.switch_margin = switch_margin
+        if choice_windows < 1:
+            raise ValidationError("choice_windows", f"must be >= 1, got {choice_windows}")
+        self.choice_windows = choice_windows
+        self.aci = aci
 
     def forecast(
         self, history: FloatArray, step_s: int, horizon: int, quantiles: Sequence[float] | None = None
@@ -98,6 +111,8 @@ class GpufleetForecaster:
             memo=self.memo,
             interval=self.interval,
             switch_margin=self.switch_margin,
+            windows=self.choice_windows,
+            aci=self.aci,
         )
         fc = cf.fit(y).predict(horizon, qs)
         self.last_ = cf
