@@ -13,6 +13,11 @@ One setting everywhere (``AciSettings`` defaults): 8 tracked windows, step 0.12 
 point of a 1-day window), coverage target 0.825 for the 10%-90% band (the middle of issue 21's accepted
 0.75-0.90; each tail aims at a miss share of 0.0875), multipliers kept in 0.25-4. How they were chosen and on which
 traces: docs/benchmarks/generalize.md (forecast settings).
+
+:func:`conformal_tail_factors` is the split-conformal alternative (the bench setting ``calibrated_conformal``,
+not the default): per tail, the weighted quantile of scale-free scores (an actual's distance beyond the median in
+units of the tail's half-band) over the tracked windows, window weights ``decay ** age``. It ignores the model's
+own band, and on the development traces that narrowed too much (docs/forecast.md, "Session 11").
 """
 
 from __future__ import annotations
@@ -35,7 +40,9 @@ INTERVAL_RULES = ("aci", "conformal", "widen")
 class AciSettings:
     """``windows``: tracked windows used (most recent); ``step``: change of a tail's log multiplier per window
     and unit of miss share; ``target``: coverage aimed at by the 10%-90% band (outer levels ``q`` aim at a miss
-    share of ``q * (1 - target) / 0.2``); ``bounds``: the multipliers' range."""
+    share of ``q * (1 - target) / 0.2``); ``bounds``: the multipliers' range. Split conformal only
+    (:func:`conformal_tail_factors`): ``decay`` (weight of a window ``decay ** age``, newest 0) and ``pool``
+    (``points``: one quantile over every tracked actual; ``windows``: the weighted median of each window's)."""
 
     windows: int = 8
     step: float = 0.12

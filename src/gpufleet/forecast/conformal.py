@@ -9,11 +9,13 @@ the data before the origin and its forecast is scored against what followed (the
 1. **Model choice per series**: the candidate with the lowest *recalibrated* pinball loss on the ``windows``
    most recent tracked windows, each window scored with the pinball factor learnt on the other windows
    (leave-one-window-out, so a model is not rewarded for fitting its own calibration data); another candidate
-   replaces the first (gpufleet's own ensemble) if it is better by ``switch_margin`` (default 0 since session 10;
-   ``calibrated_forecaster``).
+   replaces the first (gpufleet's own ensemble) if it is better by ``switch_margin`` (``calibrated_forecaster``:
+   margin 0 since session 10, 5 windows since session 11).
 2. **Intervals per series** (``interval="aci"``, the default): adaptive conformal multipliers of the chosen
    model's band, one per tail, run over its most recent ``aci.windows`` tracked windows
-   (:func:`gpufleet.forecast.aci.aci_tail_factors`): narrowing as well as widening. ``interval="widen"`` (the rule
+   (:func:`gpufleet.forecast.aci.aci_tail_factors`): narrowing as well as widening. ``interval="conformal"``:
+   weighted split conformal over them instead (:func:`gpufleet.forecast.aci.conformal_tail_factors`, a bench
+   setting). ``interval="widen"`` (the rule
    before session 10): the band around the median (``f_q - f_0.5`` for every level) is multiplied by the factor
    in ``FACTORS`` (1.0-4.0: widening only), per block of forecast steps, with the lowest pinball loss over the
    windows (errors in units of the level at each origin, the mean of the last shortest season, so a level shift
