@@ -1,7 +1,7 @@
 """``gpufleet bench generalize``: every stage on every public trace that applies, leave-one-trace-out.
 
-For each stage the benchmark measures gpufleet under each candidate *setting* (forecast: ``calibrated`` or
-``raw``; procurement: ``bench.procure.GPUFLEET_SETTINGS``; autoscaling and bin-packing have one) and every baseline in the
+For each stage the benchmark measures gpufleet under each candidate *setting* (forecast:
+``bench.forecast.GPUFLEET_SETTINGS``; procurement: ``bench.procure.GPUFLEET_SETTINGS``; autoscaling and bin-packing have one) and every baseline in the
 same run. A trace is then scored with the setting that the *other* traces choose (fewest done-when failures, then
 the lowest mean cost ratio), so a setting is never judged on a trace that chose it; the row says which setting
 that was and whether it is the default (autoscaling's candidates: ``AS_SETTINGS``, scored as GPU-hours over static
