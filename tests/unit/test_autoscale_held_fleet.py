@@ -47,3 +47,4 @@ def test_held_fleet_misses_fall_to_zero_at_the_burst_requirement() -> None:
         assert len(out) <= 3
     # the lone early request is outside the window: a window holding only it misses nothing with one replica
     assert held_fleet_misses(tr, 0.0, 50.0, slo_s=2.0) == [0]
+    assert held_fleet_misses(tr, 20.0, 90.0, slo_s=2.0, queue="exclusive") == [0]  # a window without requests

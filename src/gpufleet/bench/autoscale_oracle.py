@@ -385,6 +385,8 @@ def held_fleet_misses(
     to the first ``k`` that misses none (or ``max_replicas``). A causal policy serves a burst shorter than a cold
     start only with what it held when the burst began, so this is what it had to hold, whatever it does later."""
     part = trace_window(trace, start_s, end_s)
+    if int(part.count.sum()) == 0:
+        return [0]  # no request in the window: one replica (any) misses none
     out: list[int] = []
     for k in range(1, max_replicas + 1):
         r = simulate(
