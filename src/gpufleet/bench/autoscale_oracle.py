@@ -44,8 +44,9 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
+from gpufleet.autoscale.baselines import StaticPolicy
 from gpufleet.autoscale.policy_base import RatePolicy
-from gpufleet.bench.autoscale_sim import START_EPS_S, SimResult, simulate
+from gpufleet.bench.autoscale_sim import START_EPS_S, Queue, SimResult, simulate
 from gpufleet.bench.autoscale_traces import ArrivalTrace
 from gpufleet.domain.errors import ValidationError
 from gpufleet.domain.workloads import ServingScaling
@@ -354,3 +355,50 @@ def oracle(
         feasible=best is not None,
         floor=floored,
     )
+
+
+def trace_window(trace: ArrivalTrace, start_s: float, end_s: float) -> ArrivalTrace:
+    """The arrivals of ``trace`` in ``[start_s, end_s)``, re-timed to start at 0 (whole steps)."""
+    a = max(0, int(start_s / trace.step_s + 1e-9))
+    b = max(a, min(len(trace.count), int(end_s / trace.step_s + 1e-9)))
+    req_t, req_w = trace.req_t_s, trace.req_work_s
+    if req_t is not None and req_w is not None:
+        keep = (req_t >= a * trace.step_s) & (req_t < b * trace.step_s)
+        req_t, req_w = req_t[keep] - a * trace.step_s, req_w[keep]
+    return ArrivalTrace(
+        trace.trace_id, trace.step_s, trace.count[a:b], trace.work_s[a:b], trace.mean_work_s, req_t, req_w
+    )
+
+
+def held_fleet_misses(
+    trace: ArrivalTrace,
+    start_s: float,
+    end_s: float,
+    *,
+    slo_s: float,
+    gpus_per_replica: int = 1,
+    queue: Queue = "batched",
+    max_replicas: int = 64,
+) -> list[int]:
+    """Analysis (what a burst needed): ``out[k - 1]`` = SLO misses among the requests of ``[start_s, end_s)`` when
+    ``k`` replicas are ready throughout it (empty queue at ``start_s``, nothing launched), for ``k`` = 1, 2, ... up
+    to the first ``k`` that misses none (or ``max_replicas``). A causal policy serves a burst shorter than a cold
+    start only with what it held when the burst began, so this is what it had to hold, whatever it does later."""
+    part = trace_window(trace, start_s, end_s)
+    if int(part.count.sum()) == 0:
+        return [0]  # no request in the window: one replica (any) misses none
+    out: list[int] = []
+    for k in range(1, max_replicas + 1):
+        r = simulate(
+            part,
+            StaticPolicy(k),
+            cold_start_s=0.0,
+            slo_s=slo_s,
+            gpus_per_replica=gpus_per_replica,
+            initial_replicas=k,
+            queue=queue,
+        )
+        out.append(r.requests - round(r.slo_attainment * r.requests))
+        if out[-1] == 0:
+            break
+    return out
