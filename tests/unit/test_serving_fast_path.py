@@ -166,9 +166,7 @@ def _one_fleet(days: int = 2):  # type: ignore[no-untyped-def]
     return sc.model_copy(update={"serving": [spec], "failures": sc.failures.model_copy(update={"node_mtbf_days": 1e9})})
 
 
-def _run(
-    replicas: int, fast: bool, delay: int | None = METRICS_DELAY_S, *, warm: bool = True
-) -> tuple[World, Fixed]:
+def _run(replicas: int, fast: bool, delay: int | None = METRICS_DELAY_S, *, warm: bool = True) -> tuple[World, Fixed]:
     sc = _one_fleet().model_copy(update={"warm_start": warm})
     loop = ControlLoop.baseline(sc.seed)
     pol = Fixed(replicas, fast)
