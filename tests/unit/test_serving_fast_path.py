@@ -166,8 +166,8 @@ def _one_fleet(days: int = 2):  # type: ignore[no-untyped-def]
     return sc.model_copy(update={"serving": [spec], "failures": sc.failures.model_copy(update={"node_mtbf_days": 1e9})})
 
 
-def _run(replicas: int, fast: bool, delay: int | None = METRICS_DELAY_S) -> tuple[World, Fixed]:
-    sc = _one_fleet()
+def _run(replicas: int, fast: bool, delay: int | None = METRICS_DELAY_S, *, warm: bool = True) -> tuple[World, Fixed]:
+    sc = _one_fleet().model_copy(update={"warm_start": warm})
     loop = ControlLoop.baseline(sc.seed)
     pol = Fixed(replicas, fast)
     loop.autoscaler = pol
@@ -207,9 +207,27 @@ def test_an_under_sized_fleet_is_observed_once_its_metrics_show_the_queue_and_re
 
 def test_a_well_sized_fleet_costs_no_observation_after_its_cold_start() -> None:
     sc = _one_fleet()
-    w, pol = _run(int(sc.serving[0].base_rps / sc.serving[0].target_rps_per_replica * 3), fast=True)
-    assert w.serving.observations == 1  # t = 0: every fleet cold-starts
+    size = int(sc.serving[0].base_rps / sc.serving[0].target_rps_per_replica * 3)
+    cold, pol = _run(size, fast=True, warm=False)
+    assert cold.serving.observations == 1  # t = 0 without a warm start: the fleet waits for nodes and a cold start
     assert pol.reacted[0].now_s == METRICS_DELAY_S and pol.reacted[0].ready == 0
+    warm, pol = _run(size, fast=True)
+    # day 0's fleet is up: the tick at t = 0 looked before its replicas' ready events (at the same second), so one
+    # observation finds the whole fleet ready and changes nothing
+    assert warm.serving.observations == 1 and warm.serving.reactions == 0
+    assert pol.reacted[0].now_s == METRICS_DELAY_S and pol.reacted[0].ready == size
+
+
+def test_a_warm_start_has_day_0_fleet_up_at_time_0_and_later_launches_pay_their_start() -> None:
+    sc = _one_fleet()
+    need = int(sc.serving[0].base_rps / sc.serving[0].target_rps_per_replica) + 1
+    warm, _ = _run(need, fast=False)
+    cold, _ = _run(need, fast=False, warm=False)
+    fr_w, fr_c = warm.fleets[0], cold.fleets[0]
+    assert fr_w.total_req == fr_c.total_req > 0  # the same traffic
+    assert fr_w.served_req > fr_c.served_req  # the cold start's first minutes miss requests; the warm one's do not
+    assert warm.provisioner.start_delay_s(600, 0) == 0 and warm.provisioner.start_delay_s(600, 1) == 600
+    assert cold.provisioner.start_delay_s(600, 0) == 600
 
 
 def test_a_replica_that_stops_serving_under_load_raises_an_observation() -> None:

@@ -62,6 +62,7 @@ class Provisioner:
         sku_ids: list[str],
         per_node: list[int],
         pool_specs: dict[int, PoolSpec],
+        warm_start: bool = False,
     ) -> None:
         self.pods = pods
         self.queues = queues
@@ -69,6 +70,8 @@ class Provisioner:
         self.q = q
         self.loop = loop
         self.freeing = freeing
+        # day 0's fleet is up (Scenario.warm_start): nodes launched at time 0 are up at time 0
+        self.warm_until_s = 0 if warm_start else -1
         self.forecasts = forecasts
         self.metrics = metrics
         self.decisions = decisions
@@ -91,7 +94,7 @@ class Provisioner:
         per = self.per_node[s]
         g = self.pods.gpus[pod]
         need = 1 if g <= per else g // per
-        lead = self.pool_specs[s].node_start_s
+        lead = self.start_delay_s(self.pool_specs[s].node_start_s, now)
         freeing = self.freeing.freeing_times(s, pod, now, lead)
         up = ScaleUpContext(
             now,
@@ -133,7 +136,11 @@ class Provisioner:
         for _ in range(nodes):
             node = f.launch(pidx, now, up=False)
             self.inflight_gpus[pr.sku_idx] += f.n_total[node]
-            self.q.schedule(now + pr.pool.node_start_s, NODE_UP, node, f.n_epoch[node])
+            self.q.schedule(now + self.start_delay_s(pr.pool.node_start_s, now), NODE_UP, node, f.n_epoch[node])
+
+    def start_delay_s(self, start_s: int, now: int) -> int:
+        """A node's start time, or 0 for a node of day 0's fleet (launched at time 0 in a warm start)."""
+        return 0 if now <= self.warm_until_s else start_s
 
     def scale_down_idle(self, s: int, now: int) -> None:
         """Ask the node scaler which idle launched (non-reserved) nodes to terminate, and terminate them."""

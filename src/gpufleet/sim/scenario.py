@@ -175,6 +175,10 @@ class Scenario(_M):
     failures: FailureSpec = FailureSpec()
     control: ControlSpec = ControlSpec()
     quotas: list[QuotaSpec] = []
+    # day 0's fleet is already up: nodes launched and serving replicas started at time 0 are ready at time 0 (a
+    # team's running product and the nodes under it exist before the horizon opens); false: every loop starts its
+    # serving fleets from nothing, behind a node start and a cold start (docs/scenario.md, "Day 0")
+    warm_start: bool = True
 
     @model_validator(mode="after")
     def _quotas_admit_every_job(self) -> Scenario:

@@ -298,7 +298,8 @@ class Scheduling:
         p.epoch[pod] = epoch
         fl = p.serving[pod]
         if fl >= 0:
-            self.q.schedule(now + self.fleets[fl].spec.cold_start_s, READY, pod, epoch)
+            cold = self.fleets[fl].spec.cold_start_s
+            self.q.schedule(now + self.provisioner.start_delay_s(cold, now), READY, pod, epoch)
         else:
             if p.first_start[pod] < 0:
                 p.first_start[pod] = now

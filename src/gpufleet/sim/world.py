@@ -107,6 +107,7 @@ class World:
             fleet=fleet,
             metrics=metrics,
             decisions=decisions,
+            warm_start=sc.warm_start,
         )
         self.scheduling = scheduling = Scheduling(
             pods=pods,
