@@ -67,6 +67,7 @@ class FreeingEstimates:
         self.claims: list[dict[int, int]] = [{} for _ in per_node]  # per SKU: pod -> freeing nodes it waits for
         self.eta_memo: dict[int, tuple[int, float]] = {}  # pod -> (run epoch, ETA factor)
         self._bounds: dict[tuple[int, int], FreeingBounds] = {}  # (sku, window) -> bounds
+        self._by_sku: dict[int, list[FreeingBounds]] = {}  # the same bounds by SKU (what a changed node dirties)
         # per SKU: (now, index version) -> {(window, GPUs wanted, tiers): expected free times}
         self._memo: dict[int, tuple[tuple[int, int], dict[tuple[int, int, tuple[int, ...]], list[int]]]] = {}
 
@@ -178,6 +179,7 @@ class FreeingEstimates:
         if st is None:
             self._drain_changed()
             st = self._bounds[key] = FreeingBounds(s, within_s)
+            self._by_sku.setdefault(s, []).append(st)
             st.dirty.update(n for n, k in enumerate(self.fleet.n_sku) if k == s)
         return st
 
@@ -186,13 +188,16 @@ class FreeingEstimates:
         f = self.fleet
         if not f.changed:
             return
-        by_sku: dict[int, list[FreeingBounds]] = {}
-        for st in self._bounds.values():
-            by_sku.setdefault(st.sku, []).append(st)
+        by_sku = self._by_sku
         n_sku = f.n_sku
-        for node in f.changed:
-            for st in by_sku.get(n_sku[node], ()):
-                st.dirty.add(node)
+        if len(self._bounds) == 1:  # the usual case: one SKU, one window
+            (st,) = self._bounds.values()
+            s = st.sku
+            st.dirty.update([node for node in f.changed if n_sku[node] == s])
+        else:
+            for node in f.changed:
+                for st in by_sku.get(n_sku[node], ()):
+                    st.dirty.add(node)
         f.changed.clear()
 
     def _refresh_bounds(self, st: FreeingBounds, now: int) -> None:

@@ -319,17 +319,21 @@ class Scheduling:
         running: list[RunningJob] = []
         free_by_node: dict[int, int] = {}
         p_prio, p_gpus = self.pods.prio, self.pods.gpus
+        buckets = f.index.buckets[s]  # index.iter_with_free(s, t, free), read off the view
+        left = PREEMPT_SCAN_NODES  # nodes still to offer (PREEMPT_SCAN_NODES - len(free_by_node))
         for t in self.pods.tiers(pod):
+            by_free = buckets[t]
             for free in range(g - 1, -1, -1):
-                for node in f.index.iter_with_free(s, t, free):
+                for node in by_free[free]:
                     free_by_node[node] = free
                     for p in f.n_pods[node]:
                         # offered: single-node training of lower priority (the plan applies every rule again)
                         if p_gpus[p] <= per and p_prio[p] < prio:
                             running.append(self.running_job(p, node, now))
-                    if len(free_by_node) >= PREEMPT_SCAN_NODES:
+                    left -= 1
+                    if left <= 0:
                         break
-                if len(free_by_node) >= PREEMPT_SCAN_NODES:
+                if left <= 0:
                     break
         if not running:
             return False
