@@ -139,7 +139,8 @@ class Provisioner:
             self.q.schedule(now + self.start_delay_s(pr.pool.node_start_s, now), NODE_UP, node, f.n_epoch[node])
 
     def start_delay_s(self, start_s: int, now: int) -> int:
-        """A node's start time, or 0 for a node of day 0's fleet (launched at time 0 in a warm start)."""
+        """``start_s`` (a node's start or a replica's cold start), or 0 for day 0's fleet: what starts at time 0 in
+        a warm start (``Scenario.warm_start``) is up at time 0."""
         return 0 if now <= self.warm_until_s else start_s
 
     def scale_down_idle(self, s: int, now: int) -> None:
