@@ -66,6 +66,8 @@ class PredictiveReplicas(RatePolicy):
         }
         if self.period_s >= 60.0:
             kw["react_periods"] = 1  # a load that lasted a whole (long) period is not a passing spike
+        if scaling.budget_usd_day is not None:
+            kw["budget_usd_day"] = scaling.budget_usd_day  # the fleet's declared budget binds its policy
         kw.update(self.options)
         kw.update(self.fleet_options.get(scaling, {}))
         try:

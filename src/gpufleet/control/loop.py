@@ -9,15 +9,14 @@ from decimal import Decimal
 import numpy as np
 
 from gpufleet.autoscale.baselines import HpaPolicy
-from gpufleet.autoscale.loop_adapters import PredictiveReplicas
 from gpufleet.autoscale.nodes_baseline import IdleTimeoutScaleDown
 from gpufleet.autoscale.nodes_payoff import PayoffAwareNodes
 from gpufleet.control.approval import SimulatedApprovers
 from gpufleet.control.common_practice import PeakSizedReplicas, QuarterlyPeakProcurer
 from gpufleet.control.placement import SpotFirstForCheckpointed, running_tier_order
 from gpufleet.control.procurement import ForecastLedProcurer, TierLimits
+from gpufleet.control.replicas import gpufleet_replica_policy
 from gpufleet.control.scheduling import FleetScheduler, QuotaAdmission, TeamQuota
-from gpufleet.control.serving_headroom import SpareReplicas
 from gpufleet.domain.pools import Tier
 from gpufleet.forecast.engine import GpufleetForecaster
 from gpufleet.forecast.seasonal_naive import SeasonalNaive
@@ -114,7 +113,7 @@ class ControlLoop:
         base.procurer = ForecastLedProcurer(tier_limits or {})
         base.placer = SpotFirstForCheckpointed(DegradingChain())
         base.cheapest_running_first = True
-        base.autoscaler = SpareReplicas(PredictiveReplicas(control_period_s), control_period_s)
+        base.autoscaler = gpufleet_replica_policy(control_period_s)
         base.node_scaler = PayoffAwareNodes.default(idle_node_timeout_s)
         base.scheduler_policy = scheduler_policy
         base.preemption = preemption

@@ -1,5 +1,6 @@
 """Replica-count decisions for observed Deployments, through the one replica-policy port.
 
+:func:`gpufleet_replica_policy` builds gpufleet's policy (the one the simulator's loop runs).
 :func:`decide_scale` asks a :class:`~gpufleet.ports.ReplicaAutoscaler` (the same interface the simulator
 uses) for the desired count and returns a :class:`ScaleDecision` with its reason code. Scale to zero is
 guarded twice: the policy honours ``min_replicas`` and this function never returns 0 unless
@@ -10,9 +11,18 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from gpufleet.autoscale.loop_adapters import PredictiveReplicas
 from gpufleet.control.observation import ObservedDeployment
+from gpufleet.control.serving_headroom import SpareReplicas
 from gpufleet.domain.workloads import ServingScaling
 from gpufleet.ports import ReplicaAutoscaler
+
+
+def gpufleet_replica_policy(period_s: float) -> SpareReplicas:
+    """gpufleet's replica policy, decided every ``period_s``: the predictive autoscaler (one per fleet) under the
+    spare replicas, the step pre-warm and the noise floor (control/serving_headroom.py). The one object every world
+    runs: the simulator's gpufleet loop, the service's autoscaling decision and the Kubernetes controller."""
+    return SpareReplicas(PredictiveReplicas(period_s), period_s)
 
 
 @dataclass(frozen=True, slots=True)

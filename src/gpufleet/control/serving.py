@@ -1,11 +1,13 @@
 """The replica autoscaler's decision for one serving workload from a series of measured request rates, as a world
 that keeps no autoscaler state between requests asks for it (the service's ``.../autoscaling:decide``).
 
-A fresh :class:`gpufleet.autoscale.replica.PredictiveReplicaAutoscaler` (the same the simulator's loop and the
-autoscaling benchmark run) configured from the workload's bounds, target, price and budget replays the series
-(oldest first, one point per ``period_s``) and the decision for the last point is returned: desired replicas
-(always within [min, max]) with its reason code, the load it provisions for and the budget effect. With a short
-series the autoscaler's forecaster is still warming up and sizes for up to twice the observed rate.
+A fresh :func:`gpufleet.control.replicas.gpufleet_replica_policy` (the policy the simulator's gpufleet loop runs:
+the predictive autoscaler under the spare replica, the step pre-warm and the noise floor) configured from the
+workload's bounds, target, price and budget replays the series (oldest first, one point per ``period_s``) and the
+decision for the last point is returned: desired replicas (always within [min, max]) with its reason code, the
+load it provisions for and the budget effect (the spare and the floors never spend above the budget; a fleet the
+policy scales to zero gets no spare). With a short series the autoscaler's forecaster is still warming up and
+sizes for up to twice the observed rate.
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from gpufleet.autoscale.replica import PredictiveReplicaAutoscaler, ReplicaAutoscalerConfig
+from gpufleet.control.replicas import gpufleet_replica_policy
 from gpufleet.domain.workloads import ServingScaling
 from gpufleet.ports import ReplicaDecision, ReplicaSignals
 
@@ -43,25 +45,28 @@ def decide_replicas(
     period_s: int,
     slo_misses: Sequence[float] = (),
     peak_in_flight: Sequence[float] = (),
+    gpus_per_replica: int = 1,
 ) -> ReplicaDecision:
     """Replay ``rps`` (and the optional per-point SLO misses / peak in-flight requests) through a fresh
-    autoscaler; ``queue_depth`` is the queue now (last point). ``rps`` must not be empty."""
-    config = ReplicaAutoscalerConfig(
-        min_replicas=bounds.min_replicas,
-        max_replicas=bounds.max_replicas,
-        target_per_replica=bounds.target_rps,
-        cold_start_s=COLD_START_S,
-        period_s=period_s,
-        price_usd_per_replica_h=bounds.price_usd_per_replica_h,
-        budget_usd_day=bounds.budget_usd_day,
+    :func:`~gpufleet.control.replicas.gpufleet_replica_policy` (the simulator's gpufleet loop runs the same);
+    ``queue_depth`` is the queue now (last point). ``rps`` must not be empty."""
+    if not rps:
+        raise ValueError("rps: at least one request rate is needed")
+    scaling = ServingScaling(
+        bounds.min_replicas, bounds.max_replicas, bounds.target_rps, COLD_START_S, budget_usd_day=bounds.budget_usd_day
+    )
+    policy = gpufleet_replica_policy(period_s)
+    policy.declare_fleet(
+        scaling,
+        gpus_per_replica=gpus_per_replica,
         slo_s=bounds.slo_s,
         max_concurrency=bounds.max_concurrency,
+        price_usd_per_replica_h=bounds.price_usd_per_replica_h if bounds.price_usd_per_replica_h > 0 else None,
     )
-    scaler = PredictiveReplicaAutoscaler(config)
     decision = None
     for i, v in enumerate(rps):
         last = i == len(rps) - 1
-        decision = scaler.decide(
+        decision = policy.decide(
             ReplicaSignals(
                 now_s=float((i + 1) * period_s),
                 ready=current,
@@ -73,8 +78,8 @@ def decide_replicas(
                 load_replicas=float(v) / bounds.target_rps,
                 peak_concurrency=float(peak_in_flight[i]) if peak_in_flight else None,
                 slo_misses=float(slo_misses[i]) if slo_misses else None,
-            )
+            ),
+            scaling,
         )
-    if decision is None:
-        raise ValueError("rps: at least one request rate is needed")
+    assert decision is not None
     return decision

@@ -33,6 +33,8 @@ from gpufleet.autoscale.policy_base import RatePolicy
 from gpufleet.domain.workloads import ServingScaling
 from gpufleet.ports import ReplicaAutoscaler, ReplicaDecision, ReplicaSignals
 
+MAX_LOG_JUMP = 50.0  # a step tail above e^50 times the rate is "all replicas" (max_replicas) and stays finite
+
 
 @dataclass(slots=True)
 class SpareReplicas(RatePolicy):
@@ -89,13 +91,16 @@ class SpareReplicas(RatePolicy):
         price_usd_per_replica_h: float | None = None,
     ) -> None:
         """What the world declares of one fleet: its replica size (the spare's GPUs), the price of one more replica
-        (the noise floor's newsvendor; None: no noise floor for it) and, for gpufleet's inner policy, its latency
+        (the noise floor's newsvendor, the inner policy's scale-to-zero rule and budget; None: no noise floor) and, for gpufleet's inner policy, its latency
         SLO on queue wait and the requests one replica serves at once (None: batching)."""
         self.gpus_per_replica[scaling] = gpus_per_replica
         if price_usd_per_replica_h is not None:
             self.price_usd_per_replica_h[scaling] = price_usd_per_replica_h
         if isinstance(self.inner, PredictiveReplicas):
-            self.inner.fleet_options[scaling] = {"slo_s": slo_s, "max_concurrency": max_concurrency}
+            opts: dict[str, float | int | None] = {"slo_s": slo_s, "max_concurrency": max_concurrency}
+            if price_usd_per_replica_h is not None:  # its scale-to-zero rule and budget price the same replica
+                opts["price_usd_per_replica_h"] = price_usd_per_replica_h
+            self.inner.fleet_options[scaling] = opts
 
     def _spare(self, scaling: ServingScaling) -> int:
         g = self.gpus_per_replica.get(scaling)
@@ -127,7 +132,24 @@ class SpareReplicas(RatePolicy):
             noise += spare
         if noise > want:
             want, reason = noise, "noise_floor"
-        return replace(d, desired=min(want, scaling.max_replicas), reason=reason)
+        if d.desired == 0 or d.budget_bound:
+            # the inner policy scaled to zero (its cold-start-aware rule says zero pays: a spare would defeat it)
+            # or its budget binds: nothing is added (the floors above still saw this period)
+            return d
+        return self._within_budget(d, min(want, scaling.max_replicas), reason, scaling)
+
+    @staticmethod
+    def _within_budget(d: ReplicaDecision, want: int, reason: str, scaling: ServingScaling) -> ReplicaDecision:
+        """``want`` within the fleet's ``budget_usd_day`` at the inner decision's price per replica-day: the spare
+        and the floors never spend above a budget that the inner policy kept to (reason ``budget_capped``)."""
+        if d.spend_usd_day is None or d.desired <= 0:  # no budget declared: the inner policy prices nothing
+            return replace(d, desired=want, reason=reason)
+        per_day = d.spend_usd_day / d.desired
+        budget = scaling.budget_usd_day
+        if budget is not None and want * per_day > budget + 1e-9:
+            cap = max(d.desired, math.floor(budget / per_day + 1e-9))
+            return replace(d, desired=cap, reason="budget_capped", budget_bound=True, spend_usd_day=cap * per_day)
+        return replace(d, desired=want, reason=reason, spend_usd_day=want * per_day)
 
     def react(self, signals: ReplicaSignals, scaling: ServingScaling) -> ReplicaDecision | None:
         """The fast path (a queue seen growing between two control periods): ``inner``'s reaction on the fleet
@@ -215,7 +237,9 @@ class SpareReplicas(RatePolicy):
         if z <= 0 or sd <= 0:
             return sd, 0.0
         t = float(special.stdtrit(len(logs) - 1, special.ndtr(z)))
-        return sd, math.exp(float(np.mean(logs)) + t * sd)
+        if not math.isfinite(t):  # z past float's normal tail (a spread of rounding noise): the last finite quantile
+            t = float(special.stdtrit(len(logs) - 1, 1.0 - 1e-15))
+        return sd, math.exp(min(float(np.mean(logs)) + t * sd, MAX_LOG_JUMP))
 
     def _noise_floor(self, s: ReplicaSignals, scaling: ServingScaling) -> int:
         """Replicas (at 100% busy) for the recent rate times ``exp(m + z sigma)``: the recent rate is the geometric

@@ -1,6 +1,6 @@
 """The replica autoscaler's decision for a stored serving workload, by the control loop's
-:func:`gpufleet.control.serving.decide_replicas` (the shared predictive replica autoscaler that ``gpufleet loop``
-and the autoscaling benchmark run).
+:func:`gpufleet.control.serving.decide_replicas`: gpufleet's replica policy, the one the simulator's gpufleet loop
+runs (:func:`gpufleet.control.replicas.gpufleet_replica_policy`).
 
 Stateless and explicit: the caller sends the recent request rates (oldest first, one per ``period_s``), the
 replicas running now and the queue depth. A fresh autoscaler configured from the workload's stored
@@ -76,6 +76,7 @@ class AutoscalingService:
             period_s=period_s,
             slo_misses=slo_misses,
             peak_in_flight=peak_in_flight,
+            gpus_per_replica=max(gpus, 1),
         )
         return {
             "workload_id": workload_id,
