@@ -7,12 +7,7 @@ data back through ``query_range``. Needs the Debian package ``prometheus``; skip
 
 from __future__ import annotations
 
-import shutil
-import socket
-import subprocess
-import time
 from collections.abc import Iterator
-from pathlib import Path
 
 import httpx
 import numpy as np
@@ -22,6 +17,7 @@ from gpufleet.adapters.telemetry_files import read_json_text
 from gpufleet.adapters.telemetry_prometheus import PrometheusTelemetry, TelemetryUnavailable
 from gpufleet.cost.meter import meter_usage
 from gpufleet.cost.telemetry import GPU_UTIL, GR_ENGINE_ACTIVE, to_usage_columns
+from tests.integration import promserver
 
 T0 = 1_764_547_200  # 2025-12-01T00:00Z
 SPAN_S = 2 * 3600
@@ -38,10 +34,7 @@ SERIES = [
     (GR_ENGINE_ACTIVE, {"Hostname": "n1", "gpu": "0", "namespace": "ml", "pod": "train-1"}, 45.0),
 ]
 
-needs_prometheus = pytest.mark.skipif(
-    shutil.which("prometheus") is None or shutil.which("promtool") is None,
-    reason="prometheus/promtool not installed (Debian package `prometheus`: apt-get install -y prometheus)",
-)
+needs_prometheus = pytest.mark.skipif(not promserver.available(), reason=promserver.SKIP_REASON)
 
 
 def _value(metric: str, base: float, k: int) -> float:
@@ -62,54 +55,12 @@ def _openmetrics() -> str:
     return "\n".join([lines[0], *util, lines[1], *eng, "# EOF", ""])
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 @pytest.fixture(scope="module")
 def prometheus_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    if shutil.which("prometheus") is None or shutil.which("promtool") is None:
-        pytest.skip("prometheus/promtool not installed (Debian package `prometheus`)")
-    d: Path = tmp_path_factory.mktemp("prom")
-    (d / "data.om").write_text(_openmetrics())
-    tsdb = d / "tsdb"
-    subprocess.run(
-        ["promtool", "tsdb", "create-blocks-from", "openmetrics", str(d / "data.om"), str(tsdb)],
-        check=True, capture_output=True, timeout=60,
-    )  # fmt: skip
-    (d / "prometheus.yml").write_text("global:\n  scrape_interval: 15s\nscrape_configs: []\n")
-    port = _free_port()
-    log = (d / "prometheus.log").open("w")
-    proc = subprocess.Popen(
-        ["prometheus", f"--config.file={d / 'prometheus.yml'}", f"--storage.tsdb.path={tsdb}",
-         f"--web.listen-address=127.0.0.1:{port}", "--storage.tsdb.retention.time=100y", "--log.level=warn"],
-        stdout=log, stderr=subprocess.STDOUT,
-    )  # fmt: skip
-    url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 30
-        while True:
-            if proc.poll() is not None:
-                raise RuntimeError(f"prometheus exited: {(d / 'prometheus.log').read_text()[-2000:]}")
-            try:
-                if httpx.get(f"{url}/-/ready", timeout=1.0).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            if time.monotonic() > deadline:
-                raise RuntimeError("prometheus did not become ready in 30 s")
-            time.sleep(0.2)
+    if not promserver.available():
+        pytest.skip(promserver.SKIP_REASON)
+    with promserver.prometheus_over(tmp_path_factory.mktemp("prom"), _openmetrics()) as url:
         yield url
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-        log.close()
 
 
 @needs_prometheus
@@ -162,7 +113,7 @@ def test_prometheus_and_file_upload_give_the_same_records_and_metering(prometheu
 
 
 def test_unreachable_server_is_a_clear_error() -> None:
-    with PrometheusTelemetry(f"http://127.0.0.1:{_free_port()}", timeout_s=1.0) as prom, pytest.raises(
+    with PrometheusTelemetry(f"http://127.0.0.1:{promserver.free_port()}", timeout_s=1.0) as prom, pytest.raises(
         TelemetryUnavailable, match="unreachable"
     ):  # fmt: skip
         prom.gpu_utilization(T0, T0 + 600, STEP_S)

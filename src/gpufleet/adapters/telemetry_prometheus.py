@@ -1,4 +1,5 @@
-"""GPU utilization from Prometheus (dcgm-exporter metrics) through the HTTP API's ``query_range``.
+"""GPU utilization from Prometheus (dcgm-exporter metrics) through the HTTP API's ``query_range``, and instant
+queries (``query_at`` / ``sum_at``: a serving Deployment's request rate for the controller's replica policy).
 
 All network I/O goes through one ``httpx.Client``; pass ``transport=`` to test without a server. Long ranges are
 split so no request asks for more than ``MAX_POINTS`` points per series (Prometheus refuses > 11,000).
@@ -8,6 +9,7 @@ Labels read from dcgm-exporter series: ``namespace`` and ``pod`` (set when the e
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import httpx
@@ -94,6 +96,40 @@ class PrometheusTelemetry:
         if data.get("resultType") != "matrix":
             raise TelemetryUnavailable(f"expected a matrix result, got {data.get('resultType')!r}")
         return list(data.get("result", []))
+
+    def query_at(self, query: str, at_s: float) -> list[dict[str, Any]]:
+        """One ``/api/v1/query`` (instant) call at ``at_s``; the vector result, or raises TelemetryUnavailable."""
+        try:
+            resp = self._client.get("/api/v1/query", params={"query": query, "time": at_s})
+        except httpx.HTTPError as exc:
+            raise TelemetryUnavailable(f"prometheus unreachable: {exc}") from None
+        try:
+            body = resp.json()
+        except ValueError:
+            raise TelemetryUnavailable(f"prometheus answered {resp.status_code} with non-JSON") from None
+        if resp.status_code != 200 or body.get("status") != "success":
+            raise TelemetryUnavailable(f"prometheus refused {query!r}: {body.get('error', resp.status_code)}")
+        data = body.get("data", {})
+        if data.get("resultType") != "vector":
+            raise TelemetryUnavailable(f"expected a vector result, got {data.get('resultType')!r}")
+        return list(data.get("result", []))
+
+    def sum_at(self, query: str, at_s: float) -> float | None:
+        """The sum of an instant vector's values at ``at_s`` (e.g. a request rate); None when no series matched
+        (no data is not zero). A non-finite or negative value raises TelemetryUnavailable."""
+        result = self.query_at(query, at_s)
+        if not result:
+            return None
+        total = 0.0
+        for r in result:
+            try:
+                v = float(r["value"][1])
+            except (KeyError, IndexError, TypeError, ValueError):
+                raise TelemetryUnavailable(f"malformed sample in the answer to {query!r}") from None
+            if not math.isfinite(v) or v < 0:
+                raise TelemetryUnavailable(f"{query!r} gave {v} (need a finite value >= 0)")
+            total += v
+        return total
 
     def gpu_utilization(
         self,

@@ -56,11 +56,25 @@ def register(app: typer.Typer) -> None:
         cluster: Annotated[str, typer.Option("--cluster", help="cluster id in the store (with --db)")] = "",
         sync_every_s: Annotated[float, typer.Option("--sync-every-s", min=1)] = 60.0,
         run_for_s: Annotated[float, typer.Option("--run-for-s", help="stop after this long (0 = until signal)")] = 0,
+        scale_every_s: Annotated[
+            float,
+            typer.Option("--scale-every-s", min=0, help="scale opted-in serving Deployments this often (0 = off)"),
+        ] = 0.0,
+        prometheus: Annotated[str, typer.Option("--prometheus", help="Prometheus URL for request rates")] = "",
+        rps_query: Annotated[
+            str,
+            typer.Option(
+                "--rps-query", help="default PromQL for a Deployment's request rate ($namespace, $deployment)"
+            ),
+        ] = "",
     ) -> None:
         """Observe the cluster, bind pods with schedulerName=gpufleet, act only while holding the Lease."""
         from gpufleet.adapters.kubernetes.controller import Controller, ControllerConfig
         from gpufleet.adapters.kubernetes.rest import Kube
+        from gpufleet.adapters.kubernetes.workloads import DEFAULT_RPS_QUERY
 
+        if scale_every_s > 0 and not prometheus:
+            raise ValidationError("--prometheus", "replica scaling (--scale-every-s) reads request rates from it")
         if bool(db) != bool(cluster):
             raise ValidationError("--db/--cluster", "give both to sync inventory into the store, or neither")
         if db:
@@ -76,6 +90,7 @@ def register(app: typer.Typer) -> None:
             dry_run=dry_run, events=events, audit_path=audit, bind_workers=bind_workers,
             consolidate_every_s=consolidate_every_s, max_moves_per_hour=max_moves_per_hour,
             store_url=db, inventory_cluster=cluster, sync_every_s=sync_every_s,
+            scale_every_s=scale_every_s, prometheus_url=prometheus, rps_query=rps_query or DEFAULT_RPS_QUERY,
         )  # fmt: skip
         ctl = Controller(kube, cfg).start()
         out = Console(stderr=True)

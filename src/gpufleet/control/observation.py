@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from gpufleet.domain.workloads import ServingScaling
 from gpufleet.schedule.table import NodeSpec, PodRequest
 
 
@@ -96,6 +97,20 @@ class ObservedPod:
 
 
 @dataclass(frozen=True, slots=True)
+class DeclaredServing:
+    """What a serving Deployment declares for gpufleet's replica policy (its annotations: see
+    adapters/kubernetes/labels.py): its scaling, the GPUs of one replica and their product (the replica's price),
+    the latency SLO and per-replica concurrency if any, and the request-rate query (``""``: the controller's)."""
+
+    scaling: ServingScaling
+    gpus_per_replica: int = 0
+    gpu_product: str = ""
+    slo_s: float | None = None
+    max_concurrency: int | None = None
+    rps_query: str = ""
+
+
+@dataclass(frozen=True, slots=True)
 class ObservedDeployment:
     namespace: str
     name: str
@@ -103,6 +118,7 @@ class ObservedDeployment:
     ready_replicas: int
     kind: str = ""  # gpufleet.io/kind label
     requests: tuple[tuple[str, tuple[tuple[str, str], ...]], ...] = ()  # (container, ((resource, quantity),))
+    serving: DeclaredServing | None = None  # set when the Deployment opts in to replica scaling
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,6 +1,8 @@
 """Replica-count decisions for observed Deployments, through the one replica-policy port.
 
-:func:`gpufleet_replica_policy` builds gpufleet's policy (the one the simulator's loop runs).
+:func:`gpufleet_replica_policy` builds gpufleet's policy (the one the simulator's loop runs);
+:class:`ReplicaScaler` holds one per serving Deployment of a world observed every period (the Kubernetes
+controller) and returns a :class:`ScalePlan`.
 :func:`decide_scale` asks a :class:`~gpufleet.ports.ReplicaAutoscaler` (the same interface the simulator
 uses) for the desired count and returns a :class:`ScaleDecision` with its reason code. Scale to zero is
 guarded twice: the policy honours ``min_replicas`` and this function never returns 0 unless
@@ -9,13 +11,17 @@ guarded twice: the policy honours ``min_replicas`` and this function never retur
 
 from __future__ import annotations
 
+import math
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from gpufleet.autoscale.loop_adapters import PredictiveReplicas
-from gpufleet.control.observation import ObservedDeployment
+from gpufleet.control.observation import DeclaredServing, ObservedDeployment
 from gpufleet.control.serving_headroom import SpareReplicas
+from gpufleet.domain.catalog import sku_for
+from gpufleet.domain.errors import ValidationError
 from gpufleet.domain.workloads import ServingScaling
-from gpufleet.ports import ReplicaAutoscaler
+from gpufleet.ports import PriceCatalog, ReplicaAutoscaler, ReplicaSignals
 
 
 def gpufleet_replica_policy(period_s: float) -> SpareReplicas:
@@ -54,7 +60,94 @@ def decide_scale(
         now_s=now_s,
         last_scale_down_s=last_scale_down_s,
     )
+    return _bounded(dep, want, reason, scaling)
+
+
+def _bounded(dep: ObservedDeployment, want: int, reason: str, scaling: ServingScaling) -> ScaleDecision:
     floor = max(0, scaling.min_replicas)
     if want < floor:
         want, reason = floor, "min_replicas_floor"
     return ScaleDecision(dep.namespace, dep.name, dep.replicas, min(want, scaling.max_replicas), reason)
+
+
+@dataclass(frozen=True, slots=True)
+class ScalePlan:
+    """One period's replica decisions, and the Deployments left alone with a reason code (``no_rate``: the world
+    could not observe its request rate; nothing is scaled on missing data)."""
+
+    decisions: tuple[ScaleDecision, ...]
+    skipped: tuple[tuple[str, str, str], ...]  # (namespace, name, reason)
+
+
+class ReplicaScaler:
+    """gpufleet's replica policy over the serving Deployments of a world observed every ``period_s`` (the
+    Kubernetes controller): one :func:`gpufleet_replica_policy` per Deployment, kept across periods (its forecaster,
+    floors and noise history learn from every observation, as in the simulator), declared from what the
+    Deployment declares (:class:`DeclaredServing`; a changed declaration starts a fresh policy). A replica's price
+    is the catalog's on-demand price of its GPU product times its GPUs (unknown product: no noise floor)."""
+
+    def __init__(self, period_s: float, catalog: PriceCatalog, sku_map: Mapping[str, str] | None = None) -> None:
+        if period_s <= 0:
+            raise ValidationError("period_s", f"must be > 0, got {period_s}")
+        self.period_s = float(period_s)
+        self.catalog = catalog
+        self.sku_map = dict(sku_map or {})
+        self._policies: dict[tuple[str, str], tuple[DeclaredServing, SpareReplicas]] = {}
+
+    def price_usd_per_replica_h(self, d: DeclaredServing) -> float | None:
+        if not d.gpu_product or d.gpus_per_replica <= 0:
+            return None
+        sku = sku_for(d.gpu_product, self.catalog.sku_ids(), self.sku_map)
+        lp = self.catalog.list_price(sku) if sku is not None else None
+        return float(lp.on_demand) * d.gpus_per_replica if lp is not None else None
+
+    def _policy(self, dep: ObservedDeployment, d: DeclaredServing) -> SpareReplicas:
+        key = (dep.namespace, dep.name)
+        held = self._policies.get(key)
+        if held is not None and held[0] == d:
+            return held[1]
+        policy = gpufleet_replica_policy(self.period_s)
+        policy.declare_fleet(
+            d.scaling,
+            gpus_per_replica=max(d.gpus_per_replica, 1),
+            slo_s=d.slo_s,
+            max_concurrency=d.max_concurrency,
+            price_usd_per_replica_h=self.price_usd_per_replica_h(d),
+        )
+        self._policies[key] = (d, policy)
+        return policy
+
+    def plan(
+        self, deployments: Sequence[ObservedDeployment], rates: Mapping[tuple[str, str], float], now_s: float
+    ) -> ScalePlan:
+        """Decide every Deployment that declares serving; ``rates`` maps (namespace, name) to its request rate
+        over the last period (absent: not observed)."""
+        decisions: list[ScaleDecision] = []
+        skipped: list[tuple[str, str, str]] = []
+        seen: set[tuple[str, str]] = set()
+        for dep in deployments:
+            d = dep.serving
+            if d is None:
+                continue
+            key = (dep.namespace, dep.name)
+            seen.add(key)
+            rps = rates.get(key)
+            if rps is None or not math.isfinite(rps) or rps < 0:
+                skipped.append((dep.namespace, dep.name, "no_rate"))
+                continue
+            ready = min(dep.ready_replicas, dep.replicas)
+            signals = ReplicaSignals(
+                now_s=float(now_s),
+                ready=ready,
+                starting=max(dep.replicas - ready, 0),
+                period_s=self.period_s,
+                arrival_rps=rps,
+                concurrency=0.0,
+                queue_depth=0,
+                load_replicas=rps / d.scaling.target_rps_per_replica,
+            )
+            got = self._policy(dep, d).decide(signals, d.scaling)
+            decisions.append(_bounded(dep, got.desired, got.reason, d.scaling))
+        for gone in set(self._policies) - seen:  # deleted, or no longer opted in
+            del self._policies[gone]
+        return ScalePlan(tuple(decisions), tuple(skipped))

@@ -8,6 +8,7 @@ the SkyPilot catalog prices for Nebius and Lambda; spot prices are Nebius's pree
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from decimal import Decimal
 
@@ -46,6 +47,17 @@ LIST_PRICES: tuple[ListPrice, ...] = (
 )
 
 PRICES_BY_SKU: dict[str, ListPrice] = {p.sku_id: p for p in LIST_PRICES}
+
+
+def sku_for(product: str, sku_ids: Sequence[str], sku_map: Mapping[str, str]) -> str | None:
+    """The catalog SKU id of a GPU product name (``nvidia.com/gpu.product``): ``sku_map[product]`` if given, else
+    the one SKU id whose ``_``-parts are all ``-``-tokens of the product (``h100_80gb`` matches
+    ``NVIDIA-H100-80GB-HBM3``); None when none or several match."""
+    if product in sku_map:
+        return sku_map[product]
+    tokens = set(product.lower().split("-"))
+    hits = [s for s in sku_ids if set(s.lower().split("_")) <= tokens]
+    return hits[0] if len(hits) == 1 else None
 
 
 @dataclass(frozen=True, slots=True)

@@ -9,11 +9,12 @@ from sqlalchemy import select, text
 from sqlalchemy.orm import Session
 
 from gpufleet.adapters.kubernetes.fakekubelet import FakeKubelet, FakeNode
-from gpufleet.adapters.kubernetes.inventory import sku_for, sync_inventory
+from gpufleet.adapters.kubernetes.inventory import sync_inventory
 from gpufleet.adapters.kubernetes.rest import Kube
 from gpufleet.adapters.sql import migrate
 from gpufleet.adapters.sql.engine import make_engine
 from gpufleet.adapters.sql.models import NodeRow
+from gpufleet.domain.catalog import sku_for
 from gpufleet.schedule.table import PodRequest
 from tests.integration.k8s.helpers import create_pod, pod_body
 from tests.integration.k8s.test_observe import _obs

@@ -5,7 +5,10 @@ with reason codes; the :class:`Actuator` sends them through the Binding API on a
 threads (one pooled HTTPS connection each). A refused bind (409: the pod was bound meanwhile; 404: deleted)
 gives its resources back to the planner, so nothing is double-booked; transient errors are retried by the
 Actuator. A gang whose binds partly fail is rolled back (its bound members deleted, reason
-``gang_rollback``) so it never runs partly.
+``gang_rollback``) so it never runs partly. On their own cadences the leader also drains underused nodes
+(``consolidate_every_s``), syncs inventory into the store (``sync_every_s``) and scales opted-in serving
+Deployments with gpufleet's replica policy from their Prometheus request rates (``scale_every_s``,
+:meth:`Controller.maybe_scale`).
 
 Only the Lease holder acts (:class:`LeaderElector`); a dry-run controller never takes the Lease and writes
 nothing. :meth:`Controller.stop` (SIGTERM/SIGINT in the CLI) ends the loop after the current tick, waits for
@@ -30,8 +33,13 @@ from gpufleet.adapters.kubernetes.lease import LeaderElector
 from gpufleet.adapters.kubernetes.reclaim import apply_reclaim
 from gpufleet.adapters.kubernetes.rest import Kube
 from gpufleet.adapters.kubernetes.view import ClusterView
+from gpufleet.adapters.kubernetes.workloads import DEFAULT_RPS_QUERY, apply_scale, deployment_rates
+from gpufleet.adapters.telemetry_prometheus import PrometheusTelemetry
 from gpufleet.control.binding import BindingPlan, BindingPlanner, PodBind, Unschedulable
 from gpufleet.control.reclaim import plan_reclaim
+from gpufleet.control.replicas import ReplicaScaler, ScalePlan
+from gpufleet.domain.catalog import BUILTIN_PRICE_CATALOG
+from gpufleet.domain.errors import ValidationError
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,6 +65,11 @@ class ControllerConfig:
     store_url: str = ""  # with inventory_cluster: sync nodes and pods into the store every sync_every_s
     inventory_cluster: str = ""
     sync_every_s: float = 60.0
+    # replica scaling: every scale_every_s (0 = off) gpufleet's replica policy decides each opted-in Deployment
+    # (annotations: adapters/kubernetes/labels.py) from its request rate read from Prometheus at prometheus_url
+    scale_every_s: float = 0.0
+    prometheus_url: str = ""
+    rps_query: str = DEFAULT_RPS_QUERY
 
 
 class Controller:
@@ -86,6 +99,15 @@ class Controller:
         self._reclaim: threading.Thread | None = None
         self.reclaim_results: list[dict[str, str]] = []
         self._lock = threading.Lock()
+        self.scaler: ReplicaScaler | None = None
+        self._prom: PrometheusTelemetry | None = None
+        self._next_scale = 0.0
+        self.last_scale: ScalePlan | None = None
+        if cfg.scale_every_s > 0:
+            if not cfg.prometheus_url:
+                raise ValidationError("--prometheus", "replica scaling (--scale-every-s) reads request rates from it")
+            self.scaler = ReplicaScaler(cfg.scale_every_s, BUILTIN_PRICE_CATALOG)
+            self._prom = PrometheusTelemetry(cfg.prometheus_url)
 
     # -- lifecycle ---------------------------------------------------------------------------------------
     def start(self) -> Controller:
@@ -118,6 +140,7 @@ class Controller:
                     self.tick()
                     self._maybe_consolidate()
                     self._maybe_sync()
+                    self.maybe_scale()
                 self.view.changed.wait(self.cfg.tick_s)
         except BaseException as exc:
             self.error = repr(exc)
@@ -130,6 +153,8 @@ class Controller:
                 elector.join()
             if not self.cfg.dry_run:
                 self.elector.release()
+            if self._prom is not None:
+                self._prom.close()
             self.view.stop()
 
     # -- one tick ----------------------------------------------------------------------------------------
@@ -180,6 +205,29 @@ class Controller:
         self.act.record("inventory_sync", self.cfg.inventory_cluster, "cadence", "applied",
                         nodes=r.nodes_written, deleted=r.nodes_deleted, pods=r.pods_allocated)  # fmt: skip
         self.syncs += 1
+
+    def maybe_scale(self) -> ScalePlan | None:
+        """Every ``scale_every_s``: read each opted-in Deployment's request rate, ask the replica policy
+        (control/replicas.py :class:`ReplicaScaler`, the simulator loop's policy) and patch the scale subresource
+        (dry run: recorded only). A Deployment whose rate could not be read is left alone and recorded as
+        ``skipped`` (``telemetry_unavailable`` or ``no_rate``): nothing is scaled on missing data."""
+        if self.scaler is None or self._prom is None:
+            return None
+        now = self.clock()
+        if now < self._next_scale:
+            return None
+        self._next_scale = now + self.cfg.scale_every_s
+        deployments = self.view.observation().deployments
+        rates, errors = deployment_rates(self._prom, deployments, now, self.cfg.rps_query)
+        plan = self.scaler.plan(deployments, rates, now)
+        for ns, name, reason in plan.skipped:
+            why = errors.get((ns, name))
+            self.act.record("scale", f"{ns}/{name}", "telemetry_unavailable" if why else reason, "skipped",
+                            **({"error": why} if why else {}))  # fmt: skip
+        for d in plan.decisions:
+            apply_scale(self.act, d)
+        self.last_scale = plan
+        return plan
 
     def _maybe_consolidate(self) -> None:
         """Every ``consolidate_every_s``: plan (control/reclaim.py) and apply drains in a background thread,

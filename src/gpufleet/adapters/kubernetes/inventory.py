@@ -23,6 +23,7 @@ from sqlalchemy.orm import Session
 
 from gpufleet.adapters.sql.models import AuditEventRow, ClusterRow, NodeRow, SkuRow
 from gpufleet.control.observation import Observation
+from gpufleet.domain.catalog import sku_for
 from gpufleet.domain.errors import ValidationError
 
 
@@ -33,14 +34,6 @@ class InventorySync:
     nodes_deleted: int
     pods_allocated: int
     skipped: tuple[tuple[str, str], ...]  # (node, reason code)
-
-
-def sku_for(product: str, sku_ids: list[str], sku_map: Mapping[str, str]) -> str | None:
-    if product in sku_map:
-        return sku_map[product]
-    tokens = set(product.lower().split("-"))
-    hits = [s for s in sku_ids if set(s.lower().split("_")) <= tokens]
-    return hits[0] if len(hits) == 1 else None
 
 
 def sync_inventory(

@@ -28,15 +28,32 @@ annotation ``gpufleet.io/pod-group-min: N`` (Kueue's ``kueue.x-k8s.io/pod-group-
 ``kueue.x-k8s.io/pod-group-total-count`` annotation, and the coscheduling label ``scheduling.x-k8s.io/pod-group``,
 are read too). A pod with ``spec.schedulingGates`` (e.g. Kueue's admission gate) is not scheduled. At bind time gpufleet records the GPU slots it chose in the
 annotation ``gpufleet.io/gpu-slots: "0,1"`` (the Binding carries it; the API server copies it to the pod).
+
+Deployments opt in to gpufleet's replica policy with annotations (:class:`DeclaredServing`):
+``gpufleet.io/target-rps`` (requests/s one replica sustains at its SLO; required), ``gpufleet.io/max-replicas``
+(required with it), ``gpufleet.io/min-replicas`` (default 1; 0 allows scale to zero),
+``gpufleet.io/cold-start-s`` (default 210), ``gpufleet.io/scale-down-delay-s`` (default 300),
+``gpufleet.io/budget-usd-day``, ``gpufleet.io/slo-s``, ``gpufleet.io/max-concurrency`` (requests one replica
+serves at once; none: batching) and ``gpufleet.io/rps-query`` (PromQL for the Deployment's request rate; default:
+the controller's ``--rps-query``). GPUs per replica: the pod template's ``nvidia.com/gpu`` requests; its product:
+the template's ``nodeSelector`` ``nvidia.com/gpu.product`` (the replica's price from the catalog).
 """
 
 from __future__ import annotations
 
+import math
 from decimal import Decimal
 from typing import Any
 
-from gpufleet.control.observation import ObservedDeployment, ObservedNode, ObservedPod, ObservedWorkload
+from gpufleet.control.observation import (
+    DeclaredServing,
+    ObservedDeployment,
+    ObservedNode,
+    ObservedPod,
+    ObservedWorkload,
+)
 from gpufleet.domain.errors import ValidationError
+from gpufleet.domain.workloads import ServingScaling
 from gpufleet.schedule.table import NodeSpec, PodRequest
 
 GPU = "nvidia.com/gpu"
@@ -66,6 +83,16 @@ A_GANG_MIN = "gpufleet.io/pod-group-min"
 A_GPU_MILLI = "gpufleet.io/gpu-milli"
 A_GPU_SLOTS = "gpufleet.io/gpu-slots"
 A_CHECKPOINTABLE = "gpufleet.io/checkpointable"
+# replica scaling of a Deployment (opt in with target-rps; see the module docstring)
+A_TARGET_RPS = "gpufleet.io/target-rps"
+A_MIN_REPLICAS = "gpufleet.io/min-replicas"
+A_MAX_REPLICAS = "gpufleet.io/max-replicas"
+A_COLD_START = "gpufleet.io/cold-start-s"
+A_SCALE_DOWN_DELAY = "gpufleet.io/scale-down-delay-s"
+A_BUDGET = "gpufleet.io/budget-usd-day"
+A_SLO = "gpufleet.io/slo-s"
+A_MAX_CONCURRENCY = "gpufleet.io/max-concurrency"
+A_RPS_QUERY = "gpufleet.io/rps-query"
 
 _SUFFIX = {
     "Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50, "Ei": 2**60,
@@ -275,6 +302,58 @@ def deployment_from_json(obj: dict[str, Any]) -> ObservedDeployment:
         ready_replicas=int(obj.get("status", {}).get("readyReplicas", 0) or 0),
         kind=(meta.get("labels") or {}).get(L_KIND, ""),
         requests=reqs,
+        serving=declared_serving(obj),
+    )
+
+
+def _number(ann: dict[str, str], key: str, where: str, *, integer: bool, low: float, default: float | None) -> float:
+    raw = ann.get(key)
+    if raw is None:
+        if default is None:
+            raise ValidationError(f"{where}[{key}]", f"required with {A_TARGET_RPS}")
+        return default
+    try:
+        v = float(str(raw).strip())
+    except ValueError:
+        raise ValidationError(f"{where}[{key}]", f"not a number: {raw!r}") from None
+    if not math.isfinite(v) or v < low or (integer and v != int(v)):
+        kind = "an integer" if integer else "a number"
+        raise ValidationError(f"{where}[{key}]", f"must be {kind} >= {low:g}, got {raw!r}")
+    return v
+
+
+def declared_serving(obj: dict[str, Any]) -> DeclaredServing | None:
+    """What a Deployment declares for gpufleet's replica policy (module docstring), None without ``target-rps``."""
+    meta = obj.get("metadata", {})
+    ann: dict[str, str] = meta.get("annotations") or {}
+    if A_TARGET_RPS not in ann:
+        return None
+    where = f"deployment[{meta.get('namespace', '')}/{meta.get('name', '')}].metadata.annotations"
+    target = _number(ann, A_TARGET_RPS, where, integer=False, low=0.0, default=None)
+    if target <= 0:
+        raise ValidationError(f"{where}[{A_TARGET_RPS}]", f"must be > 0, got {ann[A_TARGET_RPS]!r}")
+    hi = int(_number(ann, A_MAX_REPLICAS, where, integer=True, low=1, default=None))
+    lo = int(_number(ann, A_MIN_REPLICAS, where, integer=True, low=0, default=1))
+    if lo > hi:
+        raise ValidationError(f"{where}[{A_MIN_REPLICAS}]", f"{lo} is above {A_MAX_REPLICAS} {hi}")
+    cold = int(_number(ann, A_COLD_START, where, integer=True, low=0, default=210))
+    down = int(_number(ann, A_SCALE_DOWN_DELAY, where, integer=True, low=0, default=300))
+    budget = _number(ann, A_BUDGET, where, integer=False, low=0, default=-1.0)
+    slo = _number(ann, A_SLO, where, integer=False, low=0, default=-1.0)
+    conc = int(_number(ann, A_MAX_CONCURRENCY, where, integer=True, low=1, default=0))
+    tmpl = obj.get("spec", {}).get("template", {}).get("spec", {})
+    gpus = 0
+    for i, c in enumerate(tmpl.get("containers") or []):
+        res = c.get("resources") or {}
+        raw = (res.get("requests") or {}).get(GPU, (res.get("limits") or {}).get(GPU, 0))
+        gpus += int(parse_quantity(raw, f"{where.removesuffix('.metadata.annotations')}.containers[{i}].{GPU}"))
+    return DeclaredServing(
+        scaling=ServingScaling(lo, hi, target, cold, down, budget if budget >= 0 else None),
+        gpus_per_replica=gpus,
+        gpu_product=str((tmpl.get("nodeSelector") or {}).get(L_PRODUCT, "")),
+        slo_s=slo if slo > 0 else None,
+        max_concurrency=conc or None,
+        rps_query=str(ann.get(A_RPS_QUERY, "")).strip(),
     )
 
 

@@ -5,17 +5,54 @@ replica policy; gpufleet emits no HPA/KEDA object (their reactive rules would fi
 Rightsizing apply patches the containers' requests in the pod template and keeps the old requests (JSON)
 in the annotation ``gpufleet.io/rightsizing-previous``; rollback restores them and removes the annotation.
 Both go through the :class:`Actuator` (dry-run, audit).
+
+:func:`deployment_rates` observes the request rate of every opted-in Deployment (adapters/kubernetes/labels.py)
+from Prometheus: its ``gpufleet.io/rps-query`` annotation or the controller's default query, with ``$namespace``
+and ``$deployment`` substituted, summed over the series it matches at the decision time.
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
+from string import Template
 
 from gpufleet.adapters.kubernetes.act import Actuator
+from gpufleet.adapters.telemetry_prometheus import PrometheusTelemetry, TelemetryUnavailable
+from gpufleet.control.observation import ObservedDeployment
 from gpufleet.control.replicas import ScaleDecision
 from gpufleet.domain.errors import ValidationError
 
 A_PREVIOUS = "gpufleet.io/rightsizing-previous"
+# vLLM's finished-request counter over the Deployment's pods (pods are named <deployment>-<hash>-<id>)
+DEFAULT_RPS_QUERY = 'sum(rate(vllm:request_success_total{namespace="$namespace",pod=~"$deployment-.*"}[2m]))'
+
+
+def rps_query(dep: ObservedDeployment, default: str) -> str:
+    """The PromQL for ``dep``'s request rate (its annotation, else ``default``) with its namespace and name."""
+    raw = (dep.serving.rps_query if dep.serving is not None else "") or default
+    return Template(raw).safe_substitute(namespace=dep.namespace, deployment=dep.name)
+
+
+def deployment_rates(
+    prom: PrometheusTelemetry, deployments: Sequence[ObservedDeployment], at_s: float, default_query: str
+) -> tuple[dict[tuple[str, str], float], dict[tuple[str, str], str]]:
+    """Request rate per opted-in Deployment at ``at_s``, and the ones Prometheus could not answer (with why).
+    A query that matches no series gives no rate (no data is not zero traffic)."""
+    rates: dict[tuple[str, str], float] = {}
+    errors: dict[tuple[str, str], str] = {}
+    for dep in deployments:
+        if dep.serving is None:
+            continue
+        key = (dep.namespace, dep.name)
+        try:
+            v = prom.sum_at(rps_query(dep, default_query), at_s)
+        except TelemetryUnavailable as exc:
+            errors[key] = str(exc)
+            continue
+        if v is not None:
+            rates[key] = v
+    return rates, errors
 
 
 def apply_scale(act: Actuator, d: ScaleDecision) -> str:

@@ -1,0 +1,131 @@
+"""The controller scales opted-in serving Deployments with gpufleet's replica policy (the simulator loop's), from
+request rates read out of a real Prometheus, through the scale subresource of a real API server."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from gpufleet.adapters.kubernetes.controller import Controller, ControllerConfig
+from gpufleet.adapters.kubernetes.rest import Kube
+from gpufleet.domain.errors import ValidationError
+from tests.integration import promserver
+from tests.integration.k8s.helpers import wait_for
+
+T0 = 1_764_547_200  # 2025-12-01T00:00Z
+SPAN_S = 3600
+SCRAPE_S = 15
+RPS = 40.0  # the llm Deployment's request rate
+METRIC = "vllm:request_success_total"
+
+
+def _openmetrics(ns: str) -> str:
+    lines = [f"# TYPE {METRIC} counter"]
+    for pod in ("llm-5d8f-abcde", "llm-5d8f-fghij"):  # two replicas, each serving half
+        for k in range(SPAN_S // SCRAPE_S + 1):
+            lines.append(f'{METRIC}{{namespace="{ns}",pod="{pod}"}} {RPS / 2 * k * SCRAPE_S} {T0 + k * SCRAPE_S}')
+    return "\n".join([*lines, "# EOF", ""])
+
+
+@pytest.fixture
+def prometheus_url(ns: str, tmp_path: Path) -> Iterator[str]:
+    if not promserver.available():
+        pytest.skip(promserver.SKIP_REASON)
+    with promserver.prometheus_over(tmp_path, _openmetrics(ns)) as url:
+        yield url
+
+
+def _deployment(kube: Kube, ns: str, name: str, replicas: int, annotations: dict[str, str]) -> None:
+    body = {
+        "apiVersion": "apps/v1", "kind": "Deployment",
+        "metadata": {"name": name, "labels": {"gpufleet.io/kind": "serving"}, "annotations": annotations},
+        "spec": {"replicas": replicas, "selector": {"matchLabels": {"app": name}},
+                 "template": {"metadata": {"labels": {"app": name}}, "spec": {
+                     "schedulerName": "gpufleet", "nodeSelector": {"nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3"},
+                     "containers": [{"name": "srv", "image": "x", "resources": {
+                         "requests": {"nvidia.com/gpu": "1"}, "limits": {"nvidia.com/gpu": "1"}}}]}}},
+    }  # fmt: skip
+    kube.post(f"/apis/apps/v1/namespaces/{ns}/deployments", body)
+
+
+def _replicas(kube: Kube, ns: str, name: str) -> int:
+    return int(kube.get(f"/apis/apps/v1/namespaces/{ns}/deployments/{name}")["spec"]["replicas"])
+
+
+OPT_IN = {"gpufleet.io/target-rps": "10", "gpufleet.io/max-replicas": "20", "gpufleet.io/min-replicas": "1"}
+
+
+def _controller(kube: Kube, ns: str, url: str, clock: list[float], **kw: Any) -> Controller:
+    cfg = ControllerConfig(namespace=ns, lease_name=f"lease-{ns}", scale_every_s=60.0, prometheus_url=url, **kw)
+    ctl = Controller(kube, cfg, clock=lambda: clock[0]).start()
+    assert wait_for(lambda: len([d for d in ctl.view.observation().deployments if d.namespace == ns]) == 3, 10)
+    return ctl
+
+
+def _setup(kube: Kube, ns: str) -> None:
+    _deployment(kube, ns, "llm", 2, OPT_IN)
+    _deployment(kube, ns, "quiet", 3, OPT_IN)  # opted in, but no series matches it
+    _deployment(kube, ns, "plain", 2, {})  # not opted in
+
+
+def test_request_rate_from_prometheus_scales_the_deployment_and_missing_data_scales_nothing(
+    kube: Kube, ns: str, prometheus_url: str
+) -> None:
+    _setup(kube, ns)
+    clock = [float(T0 + SPAN_S)]
+    dry = _controller(kube, ns, prometheus_url, clock, dry_run=True)
+    try:
+        plan = dry.maybe_scale()
+        assert plan is not None and {d.name for d in plan.decisions} == {"llm"}
+        assert dry.maybe_scale() is None  # not due again within the period
+        assert _replicas(kube, ns, "llm") == 2  # a dry run changes nothing
+        assert [a["outcome"] for a in dry.act.audit if a["target"] == f"{ns}/llm"] == ["dry_run"]
+    finally:
+        dry.stop()
+        dry.view.stop()
+
+    ctl = _controller(kube, ns, prometheus_url, clock)
+    try:
+        plan = ctl.maybe_scale()
+        assert plan is not None
+        (llm,) = plan.decisions
+        # 40 rps at 10 rps a replica sized to 80% busy is 5 replicas; the policy's spare makes at least 6
+        assert 6 <= llm.desired <= 20 and llm.current == 2 and llm.reason
+        assert _replicas(kube, ns, "llm") == llm.desired
+        assert plan.skipped == ((ns, "quiet", "no_rate"),)
+        assert _replicas(kube, ns, "quiet") == 3 and _replicas(kube, ns, "plain") == 2
+        events = {a["target"]: a for a in ctl.act.audit if a["action"] == "scale"}
+        assert events[f"{ns}/llm"]["outcome"] == "applied" and events[f"{ns}/quiet"]["outcome"] == "skipped"
+        assert f"{ns}/plain" not in events
+        # the next period, at the same rate, holds what it has (the policy keeps its state across periods)
+        clock[0] += 60
+        again = ctl.maybe_scale()
+        assert again is not None and again.decisions[0].current == llm.desired
+        assert again.decisions[0].desired >= 6
+    finally:
+        ctl.stop()
+        ctl.view.stop()
+
+
+def test_an_unreachable_prometheus_leaves_every_deployment_alone(kube: Kube, ns: str) -> None:
+    _setup(kube, ns)
+    clock = [float(T0 + SPAN_S)]
+    ctl = _controller(kube, ns, f"http://127.0.0.1:{promserver.free_port()}", clock)
+    try:
+        plan = ctl.maybe_scale()
+        assert plan is not None and plan.decisions == ()
+        assert {s[1] for s in plan.skipped} == {"llm", "quiet"}
+        reasons = {a["reason"] for a in ctl.act.audit if a["action"] == "scale"}
+        assert reasons == {"telemetry_unavailable"}
+        assert _replicas(kube, ns, "llm") == 2 and _replicas(kube, ns, "quiet") == 3
+    finally:
+        ctl.stop()
+        ctl.view.stop()
+
+
+def test_scaling_without_a_prometheus_url_is_refused(kube: Kube, ns: str) -> None:
+    with pytest.raises(ValidationError, match="prometheus"):
+        Controller(kube, ControllerConfig(namespace=ns, scale_every_s=60.0))

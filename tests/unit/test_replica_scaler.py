@@ -1,0 +1,89 @@
+"""control/replicas.py ReplicaScaler and the Deployment annotations it reads (adapters/kubernetes/labels.py):
+gpufleet's replica policy over the serving Deployments of a world observed every period (the controller)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from gpufleet.adapters.kubernetes.labels import declared_serving, deployment_from_json
+from gpufleet.control.replicas import ReplicaScaler
+from gpufleet.domain.catalog import BUILTIN_PRICE_CATALOG, PRICES_BY_SKU
+from gpufleet.domain.errors import ValidationError
+
+PERIOD = 60.0
+
+
+def _dep(name: str, replicas: int, ann: dict[str, str], *, gpus: str = "1", ready: int | None = None) -> dict[str, Any]:
+    return {
+        "metadata": {"namespace": "web", "name": name, "labels": {"gpufleet.io/kind": "serving"}, "annotations": ann},
+        "spec": {"replicas": replicas, "template": {"spec": {
+            "nodeSelector": {"nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3"},
+            "containers": [{"name": "srv", "resources": {"requests": {"nvidia.com/gpu": gpus}}}]}}},
+        "status": {"readyReplicas": replicas if ready is None else ready},
+    }  # fmt: skip
+
+
+ANN = {"gpufleet.io/target-rps": "10", "gpufleet.io/max-replicas": "40"}
+
+
+def test_annotations_declare_the_fleet_and_a_deployment_without_them_is_left_alone() -> None:
+    d = declared_serving(_dep("llm", 2, {**ANN, "gpufleet.io/min-replicas": "0", "gpufleet.io/slo-s": "2",
+                                          "gpufleet.io/max-concurrency": "4", "gpufleet.io/budget-usd-day": "500",
+                                          "gpufleet.io/rps-query": "sum(x)"}, gpus="2"))  # fmt: skip
+    assert d is not None
+    assert (d.scaling.min_replicas, d.scaling.max_replicas, d.scaling.target_rps_per_replica) == (0, 40, 10.0)
+    assert (d.scaling.cold_start_s, d.scaling.scale_down_delay_s, d.scaling.budget_usd_day) == (210, 300, 500.0)
+    assert (d.gpus_per_replica, d.gpu_product, d.slo_s, d.max_concurrency, d.rps_query) == (
+        2, "NVIDIA-H100-80GB-HBM3", 2.0, 4, "sum(x)")  # fmt: skip
+    assert deployment_from_json(_dep("plain", 2, {})).serving is None
+
+
+@pytest.mark.parametrize(
+    ("ann", "field"),
+    [
+        ({"gpufleet.io/target-rps": "10"}, "gpufleet.io/max-replicas"),  # max is required with target-rps
+        ({**ANN, "gpufleet.io/target-rps": "fast"}, "gpufleet.io/target-rps"),
+        ({**ANN, "gpufleet.io/target-rps": "0"}, "gpufleet.io/target-rps"),
+        ({**ANN, "gpufleet.io/max-replicas": "2.5"}, "gpufleet.io/max-replicas"),
+        ({**ANN, "gpufleet.io/min-replicas": "41"}, "gpufleet.io/min-replicas"),
+        ({**ANN, "gpufleet.io/cold-start-s": "nan"}, "gpufleet.io/cold-start-s"),
+        ({**ANN, "gpufleet.io/budget-usd-day": "-1"}, "gpufleet.io/budget-usd-day"),
+    ],
+)
+def test_a_bad_annotation_is_refused_naming_the_deployment_and_the_annotation(ann: dict[str, str], field: str) -> None:
+    with pytest.raises(ValidationError) as e:
+        declared_serving(_dep("llm", 2, ann))
+    assert "web/llm" in e.value.field and field in e.value.field
+
+
+def test_each_deployment_keeps_its_own_policy_and_follows_its_own_rate() -> None:
+    scaler = ReplicaScaler(PERIOD, BUILTIN_PRICE_CATALOG)
+    a = deployment_from_json(_dep("a", 2, ANN))
+    b = deployment_from_json(_dep("b", 2, ANN))  # the same declaration: must not share state with a
+    plans = [scaler.plan([a, b], {("web", "a"): 20.0, ("web", "b"): 250.0}, PERIOD * k) for k in range(1, 30)]
+    last = {d.name: d for d in plans[-1].decisions}
+    assert last["b"].desired >= 25 > last["a"].desired >= 2  # 250 rps at 10 rps a replica: at least 25
+    assert all(d.desired <= 40 for p in plans for d in p.decisions)
+
+
+def test_no_rate_means_no_decision_and_a_changed_declaration_binds_at_once() -> None:
+    scaler = ReplicaScaler(PERIOD, BUILTIN_PRICE_CATALOG)
+    dep = deployment_from_json(_dep("llm", 4, ANN))
+    plan = scaler.plan([dep], {}, PERIOD)
+    assert plan.decisions == () and plan.skipped == (("web", "llm", "no_rate"),)
+    for k in range(1, 10):
+        scaler.plan([dep], {("web", "llm"): 300.0}, PERIOD * k)
+    capped = deployment_from_json(_dep("llm", 31, {**ANN, "gpufleet.io/max-replicas": "12"}))
+    d = scaler.plan([capped], {("web", "llm"): 300.0}, PERIOD * 10).decisions[0]
+    assert d.desired == 12 and d.current == 31
+
+
+def test_a_replica_is_priced_from_the_catalog_by_its_gpu_product() -> None:
+    scaler = ReplicaScaler(PERIOD, BUILTIN_PRICE_CATALOG)
+    d = declared_serving(_dep("llm", 2, ANN, gpus="4"))
+    assert d is not None
+    assert scaler.price_usd_per_replica_h(d) == pytest.approx(4 * float(PRICES_BY_SKU["h100_80gb"].on_demand))
+    with pytest.raises(ValidationError):
+        ReplicaScaler(0, BUILTIN_PRICE_CATALOG)
