@@ -137,3 +137,20 @@ def test_single_pods_take_room_in_the_loops_tier_order_and_only_tolerating_pods_
     assert where == {"ns/p1": "c-res", "ns/p2": "b-spot", "ns/p3": "a-od"}
     plain = BindingPlanner().plan(_obs(nodes, pods))  # no order: the packing policy alone; the taint still holds
     assert len(plain.binds) == 3 and all(b.node != "b-spot" for b in plain.binds if b.pod == "ns/p3")
+
+
+def test_a_gang_takes_the_first_capacity_type_that_holds_all_of_it_else_any_mix() -> None:
+    def node(name: str, kind: str) -> ObservedNode:
+        return ObservedNode(NodeSpec(name, 64_000, 512 * 1024, 8, "H100"), sku="H100", capacity_type=kind)
+
+    order = ("reserved", "on-demand")
+    # names sort on-demand first: without the order the gang would land on the on-demand nodes
+    nodes = [node("a-od-0", "on-demand"), node("a-od-1", "on-demand"), node("b-res-0", "reserved"),
+             node("b-res-1", "reserved")]  # fmt: skip
+    pair = [_pod(f"w{i}", 8, gang="g", gmin=2) for i in range(2)]
+    plan = BindingPlanner(tier_order=order).plan(_obs(nodes, pair))
+    assert sorted(b.node for b in plan.binds) == ["b-res-0", "b-res-1"]
+    # three whole nodes: no capacity type holds it, so it spans both, still all or nothing
+    three = [_pod(f"v{i}", 8, gang="h", gmin=3) for i in range(3)]
+    plan = BindingPlanner(tier_order=order).plan(_obs(nodes, three))
+    assert len(plan.binds) == 3 and {b.node[:3] for b in plan.binds} == {"a-o", "b-r"}

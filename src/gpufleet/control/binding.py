@@ -11,7 +11,8 @@ Order: singles and gangs by (priority desc, creation time, name). A gang (pods s
 decided only when ``gang_min`` members are pending, all-or-nothing through :func:`place_gang`. A single pod takes
 room on the nodes of the first capacity type of ``tier_order`` where it fits (the loop's order of running
 capacity, e.g. reserved -> spot -> on-demand: spot nodes are tainted, so only checkpointable pods reach them),
-the packing policy choosing among those nodes; gangs do not look at capacity types yet.
+the packing policy choosing among those nodes. A gang takes the first capacity type of ``tier_order`` that holds
+all of it (topology preference within it: ``schedule/gang.py``), else any mix of nodes.
 Decisions are data: :class:`PodBind` and :class:`Unschedulable` carry reason codes; the world applies them.
 """
 
@@ -23,7 +24,7 @@ import numpy as np
 import numpy.typing as npt
 
 from gpufleet.control.observation import Observation, ObservedNode, ObservedPod
-from gpufleet.schedule.gang import GangPlacement, GangRequest, place_gang
+from gpufleet.schedule.gang import GangInfeasible, GangPlacement, GangRequest, place_gang
 from gpufleet.schedule.policies import best_fit_gpus
 from gpufleet.schedule.scheduler import Placement, Scheduler, make_policy
 from gpufleet.schedule.table import NodeSpec, NodeTable, PodRequest
@@ -241,7 +242,15 @@ class BindingPlanner:
             unsched.extend(Unschedulable(m.key, "gang_incomplete", gang) for m in members)
             return
         reqs = tuple(self._request(m, sched.table) for m in members)
-        got = place_gang(sched.table, GangRequest(f"{members[0].namespace}/{gang}", reqs))
+        request = GangRequest(f"{members[0].namespace}/{gang}", reqs)
+        got: GangPlacement | GangInfeasible | None = None
+        for mask in self._prefer:  # the whole gang on one capacity type, in the loop's order
+            if mask.any():
+                got = place_gang(sched.table, request, mask)
+                if isinstance(got, GangPlacement):
+                    break
+        if not isinstance(got, GangPlacement):
+            got = place_gang(sched.table, request)  # across capacity types
         if not isinstance(got, GangPlacement):
             unsched.extend(Unschedulable(m.key, got.reason, gang) for m in members)
             return

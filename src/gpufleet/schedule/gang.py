@@ -3,7 +3,8 @@
 Topology is data: every node row has an ``nvlink_domain`` and a ``rack`` id (see :class:`NodeTable`).
 The planner tries the tightest level first (one NVLink domain, then one rack, then anywhere, unless the
 gang *requires* a level) and inside a level the domain that fits with the least spare GPUs (best fit),
-so big empty domains stay free for big gangs. Workers go to the fullest node that fits (best fit).
+so big empty domains stay free for big gangs. Workers go to the fullest node that fits (best fit). A caller may
+restrict the gang to a subset of nodes (``within``: e.g. one capacity type, the Kubernetes planner's order).
 
 Contract: on success every worker is allocated on the table; on failure the table is exactly as before
 (trial allocations are rolled back) and the reason code says why.
@@ -78,8 +79,9 @@ def _try_domain(
     return [done[i] for i in range(len(workers))]
 
 
-def place_gang(table: NodeTable, gang: GangRequest) -> GangPlacement | GangInfeasible:
-    """Place all workers of ``gang`` or none. See the module docstring for the preference order."""
+def place_gang(table: NodeTable, gang: GangRequest, within: np.ndarray | None = None) -> GangPlacement | GangInfeasible:
+    """Place all workers of ``gang`` or none, only on the nodes where ``within`` (a boolean mask over the table's
+    nodes; None: every node) is true. See the module docstring for the preference order."""
     if not gang.workers:
         return GangInfeasible(gang.name, "empty_gang")
     for w in gang.workers:
@@ -91,12 +93,13 @@ def place_gang(table: NodeTable, gang: GangRequest) -> GangPlacement | GangInfea
         if gang.require is not None and level != gang.require:  # a narrower domain must also sit inside
             req_ids = _domain_ids(table, gang.require).astype(np.int64)  # one required-level domain
             ids = ids * (int(req_ids.max()) + 1) + req_ids
-        domains = np.unique(ids)
-        spare = np.array([table.gpu_left_milli[ids == d].sum() for d in domains], dtype=np.int64)
+        domains = np.unique(ids if within is None else ids[within])
+        masks = [ids == d if within is None else (ids == d) & within for d in domains]
+        spare = np.array([table.gpu_left_milli[m].sum() for m in masks], dtype=np.int64)
         for j in np.argsort(spare - need, kind="stable"):
             if spare[j] < need:
                 continue
-            got = _try_domain(table, gang.workers, ids == domains[j])
+            got = _try_domain(table, gang.workers, masks[j])
             if got is not None:
                 return GangPlacement(
                     gang.name,
