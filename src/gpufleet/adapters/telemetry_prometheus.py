@@ -80,27 +80,16 @@ class PrometheusTelemetry:
 
     def query_range(self, query: str, start_s: int, end_s: int, step_s: int) -> list[dict[str, Any]]:
         """One ``/api/v1/query_range`` call; returns the matrix result or raises TelemetryUnavailable."""
-        try:
-            resp = self._client.get(
-                "/api/v1/query_range", params={"query": query, "start": start_s, "end": end_s, "step": step_s}
-            )
-        except httpx.HTTPError as exc:
-            raise TelemetryUnavailable(f"prometheus unreachable: {exc}") from None
-        try:
-            body = resp.json()
-        except ValueError:
-            raise TelemetryUnavailable(f"prometheus answered {resp.status_code} with non-JSON") from None
-        if resp.status_code != 200 or body.get("status") != "success":
-            raise TelemetryUnavailable(f"prometheus refused {query!r}: {body.get('error', resp.status_code)}")
-        data = body.get("data", {})
-        if data.get("resultType") != "matrix":
-            raise TelemetryUnavailable(f"expected a matrix result, got {data.get('resultType')!r}")
-        return list(data.get("result", []))
+        params = {"query": query, "start": start_s, "end": end_s, "step": step_s}
+        return self._result("/api/v1/query_range", params, "matrix")
 
     def query_at(self, query: str, at_s: float) -> list[dict[str, Any]]:
         """One ``/api/v1/query`` (instant) call at ``at_s``; the vector result, or raises TelemetryUnavailable."""
+        return self._result("/api/v1/query", {"query": query, "time": at_s}, "vector")
+
+    def _result(self, path: str, params: dict[str, Any], result_type: str) -> list[dict[str, Any]]:
         try:
-            resp = self._client.get("/api/v1/query", params={"query": query, "time": at_s})
+            resp = self._client.get(path, params=params)
         except httpx.HTTPError as exc:
             raise TelemetryUnavailable(f"prometheus unreachable: {exc}") from None
         try:
@@ -108,10 +97,11 @@ class PrometheusTelemetry:
         except ValueError:
             raise TelemetryUnavailable(f"prometheus answered {resp.status_code} with non-JSON") from None
         if resp.status_code != 200 or body.get("status") != "success":
+            query = params["query"]
             raise TelemetryUnavailable(f"prometheus refused {query!r}: {body.get('error', resp.status_code)}")
         data = body.get("data", {})
-        if data.get("resultType") != "vector":
-            raise TelemetryUnavailable(f"expected a vector result, got {data.get('resultType')!r}")
+        if data.get("resultType") != result_type:
+            raise TelemetryUnavailable(f"expected a {result_type} result, got {data.get('resultType')!r}")
         return list(data.get("result", []))
 
     def sum_at(self, query: str, at_s: float) -> float | None:
