@@ -18,6 +18,7 @@ from gpufleet.control.placement import SpotFirstForCheckpointed, running_tier_or
 from gpufleet.control.procurement import ForecastLedProcurer, TierLimits
 from gpufleet.control.scheduling import FleetScheduler, QuotaAdmission, TeamQuota
 from gpufleet.control.serving_headroom import SpareReplicas
+from gpufleet.domain.catalog import BUILTIN_PRICE_CATALOG
 from gpufleet.domain.pools import Tier
 from gpufleet.forecast.engine import GpufleetForecaster
 from gpufleet.forecast.seasonal_naive import SeasonalNaive
@@ -48,6 +49,9 @@ class ControlLoop:
     preempt_grace_s: int = 120
     consolidation: bool = False  # hourly drains of part-used launched nodes (control/scheduling.plan_drains)
     cheapest_running_first: bool = False  # on running nodes, launched tiers by price (else reliability order)
+    # the preemption gate's price of a serving request missed while a replica waits for a node (0: waiting costs
+    # the replica's idle GPU-hours only); GPU-hours are priced at the SKU's on-demand list price
+    serving_breach_cost_usd: float = 0.0
 
     def running_tiers(self, checkpointed: bool, prices: Mapping[Tier, Decimal]) -> tuple[Tier, ...]:
         """The tiers a pod of one SKU may use, in the order placement tries running nodes (``prices`` per tier)."""
@@ -63,6 +67,8 @@ class ControlLoop:
             rng,
             preemption=self.preemption,
             grace_s=self.preempt_grace_s,
+            breach_cost_usd=self.serving_breach_cost_usd,
+            gpu_usd_h=[_on_demand_usd_h(s) for s in sku_ids] if self.serving_breach_cost_usd > 0 else (),
         )
 
     @staticmethod
@@ -114,9 +120,16 @@ class ControlLoop:
         base.procurer = ForecastLedProcurer(tier_limits or {})
         base.placer = SpotFirstForCheckpointed(DegradingChain())
         base.cheapest_running_first = True
-        base.autoscaler = SpareReplicas(PredictiveReplicas(control_period_s), control_period_s)
+        base.autoscaler = spare = SpareReplicas(PredictiveReplicas(control_period_s), control_period_s)
+        base.serving_breach_cost_usd = spare.breach_cost_usd  # the same price of a missed request
         base.node_scaler = PayoffAwareNodes.default(idle_node_timeout_s)
         base.scheduler_policy = scheduler_policy
         base.preemption = preemption
         base.consolidation = True
         return base
+
+
+def _on_demand_usd_h(sku: str) -> float:
+    """The on-demand list price of one GPU of ``sku`` (0 when the catalog does not list it)."""
+    lp = BUILTIN_PRICE_CATALOG.list_price(sku)
+    return float(lp.on_demand) if lp is not None else 0.0
