@@ -248,7 +248,6 @@ class FleetScheduler:
             return NoPreemption(str(ask.pod), "waiting_is_cheaper")
         return plan
 
-
     def waiting_miss_gpu_h(self, sku: int, missed_requests: float) -> float:
         """``missed_requests`` (requests a serving fleet misses while its replica waits) in GPU-hours of ``sku``:
         their cost at ``breach_cost_usd`` each over one GPU-hour's price (0 when either is unset)."""
