@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from gpufleet.autoscale.policy_base import RatePolicy
 from gpufleet.control.serving_headroom import SpareReplicas
 from gpufleet.domain.workloads import ServingScaling
@@ -68,3 +71,34 @@ def test_step_prewarm_off_and_before_step_min_days_of_history_changes_nothing() 
     for k in range(1, 96 * sp.step_min_days):
         d = sp.decide(_sig(k, _rate(k - 1), 10), FLEET)
         assert d.reason != "step_prewarm"
+
+
+def _warmed(**kw: object) -> SpareReplicas:
+    """A policy with eight days of the daily midnight step seen (every slot has history)."""
+    sp = SpareReplicas(Follows(), PERIOD, spare=0, **kw)  # type: ignore[arg-type]
+    for k in range(1, 96 * 8):
+        sp.decide(_sig(k, _rate(k - 1), 10), FLEET)
+    return sp
+
+
+def test_step_hold_keeps_the_ready_fleet_through_a_step_slot_and_not_elsewhere() -> None:
+    k = 96 * 8 + 95  # the period before the midnight step: the pre-warm asks 16
+    held = _warmed().decide(_sig(k, _rate(k - 1), 30), FLEET)
+    assert (held.desired, held.reason) == (30, "step_hold")  # 30 ready are not cut to 16 before the step
+    free = _warmed(step_hold=False).decide(_sig(k, _rate(k - 1), 30), FLEET)
+    assert (free.desired, free.reason) == (16, "step_prewarm")
+    mid = _warmed().decide(_sig(96 * 8 + 40, 100.0, 30), FLEET)  # mid-day: no step slot, the fleet follows
+    assert mid.desired == 10
+
+
+@given(ready=st.integers(0, 300), slot=st.integers(0, 95))
+@settings(max_examples=40, deadline=None)
+def test_step_hold_never_asks_fewer_than_without_it_and_never_below_ready_at_a_step(ready: int, slot: int) -> None:
+    k = 96 * 8 + slot
+    on, off = _warmed(), _warmed(step_hold=False)
+    a = on.decide(_sig(k, _rate(k - 1), ready), FLEET)
+    b = off.decide(_sig(k, _rate(k - 1), ready), FLEET)
+    assert a.desired >= b.desired
+    assert a.desired <= max(b.desired, min(ready, FLEET.max_replicas))  # it only keeps what is ready
+    if b.reason == "step_prewarm":
+        assert a.desired >= min(ready, FLEET.max_replicas)

@@ -17,6 +17,7 @@ from gpufleet.control.placement import SpotFirstForCheckpointed, running_tier_or
 from gpufleet.control.procurement import ForecastLedProcurer, TierLimits
 from gpufleet.control.replicas import gpufleet_replica_policy
 from gpufleet.control.scheduling import FleetScheduler, QuotaAdmission, TeamQuota
+from gpufleet.domain.catalog import on_demand_usd_h
 from gpufleet.domain.pools import Tier
 from gpufleet.forecast.engine import GpufleetForecaster
 from gpufleet.forecast.seasonal_naive import SeasonalNaive
@@ -47,6 +48,9 @@ class ControlLoop:
     preempt_grace_s: int = 120
     consolidation: bool = False  # hourly drains of part-used launched nodes (control/scheduling.plan_drains)
     cheapest_running_first: bool = False  # on running nodes, launched tiers by price (else reliability order)
+    # the preemption gate's price of a serving request missed while a replica waits for a node (0: waiting costs
+    # the replica's idle GPU-hours only); GPU-hours are priced at the SKU's on-demand list price
+    serving_breach_cost_usd: float = 0.0
 
     def running_tiers(self, checkpointed: bool, prices: Mapping[Tier, Decimal]) -> tuple[Tier, ...]:
         """The tiers a pod of one SKU may use, in the order placement tries running nodes (``prices`` per tier)."""
@@ -62,6 +66,8 @@ class ControlLoop:
             rng,
             preemption=self.preemption,
             grace_s=self.preempt_grace_s,
+            breach_cost_usd=self.serving_breach_cost_usd,
+            gpu_usd_h=[on_demand_usd_h(s) for s in sku_ids] if self.serving_breach_cost_usd > 0 else (),
         )
 
     @staticmethod
@@ -113,7 +119,8 @@ class ControlLoop:
         base.procurer = ForecastLedProcurer(tier_limits or {})
         base.placer = SpotFirstForCheckpointed(DegradingChain())
         base.cheapest_running_first = True
-        base.autoscaler = gpufleet_replica_policy(control_period_s)
+        base.autoscaler = spare = gpufleet_replica_policy(control_period_s)
+        base.serving_breach_cost_usd = spare.breach_cost_usd  # the same price of a missed request
         base.node_scaler = PayoffAwareNodes.default(idle_node_timeout_s)
         base.scheduler_policy = scheduler_policy
         base.preemption = preemption

@@ -119,12 +119,18 @@ class FleetScheduler:
         table: NodeTable | None = None,
         target: WorkloadDistribution | None = None,
         tie_rank: npt.NDArray[np.int64] | None = None,
+        breach_cost_usd: float = 0.0,
+        gpu_usd_h: Sequence[float] = (),
     ) -> None:
         """``table``: the node table :meth:`place_request` places on (None: no table view); ``target``: the
-        workload distribution ``fgd`` needs; ``tie_rank``: a node order for ties on the table (None: the policy's)."""
+        workload distribution ``fgd`` needs; ``tie_rank``: a node order for ties on the table (None: the policy's);
+        ``breach_cost_usd``: what a serving request missed while a replica waits costs, and ``gpu_usd_h`` one GPU
+        per SKU index (the preemption gate, :meth:`preempt`; 0 or no price: waiting counts idle GPUs only)."""
         self.policy = policy
         self.preemption = preemption
         self.grace_s = grace_s
+        self.breach_cost_usd = breach_cost_usd
+        self.gpu_usd_h = tuple(gpu_usd_h)
         self.classes = [ClassScheduler(policy, s, g, rng) for s, g in zip(sku_ids, gpus_per_node, strict=True)]
         self._binds: dict[tuple[int, str], Bind] = {}  # single-node decisions are immutable: shared instances
         self._table: Scheduler | None = None
@@ -223,9 +229,12 @@ class FleetScheduler:
         free_gpus_by_node: dict[int, int],
         now_s: int,
         wait_s: int,
+        missed_requests: float = 0.0,
     ) -> PreemptionPlan | NoPreemption:
         """A plan to free one node for ``ask`` by evicting lower-priority work, if that wastes fewer GPU-hours
-        than waiting ``wait_s`` for new capacity would idle the pod's GPUs (else :class:`NoPreemption`)."""
+        than waiting ``wait_s`` for new capacity would cost (else :class:`NoPreemption`): the pod's idle GPUs,
+        plus, for a serving replica, the ``missed_requests`` its fleet misses meanwhile (the world's estimate)
+        priced at ``breach_cost_usd`` each and turned into GPU-hours at the SKU's ``gpu_usd_h``."""
         if not self.preemption:
             return NoPreemption(str(ask.pod), "preemption_disabled")
         if ask.gpus > ask.per_node:
@@ -235,9 +244,17 @@ class FleetScheduler:
         plan = plan_preemption(req, running, free_gpus_by_node, now_s, self.grace_s)
         if isinstance(plan, NoPreemption):
             return plan
-        if plan.lost_gpu_h > ask.gpus * wait_s / 3600:
+        if plan.lost_gpu_h > ask.gpus * wait_s / 3600 + self.waiting_miss_gpu_h(ask.sku, missed_requests):
             return NoPreemption(str(ask.pod), "waiting_is_cheaper")
         return plan
+
+    def waiting_miss_gpu_h(self, sku: int, missed_requests: float) -> float:
+        """``missed_requests`` (requests a serving fleet misses while its replica waits) in GPU-hours of ``sku``:
+        their cost at ``breach_cost_usd`` each over one GPU-hour's price (0 when either is unset)."""
+        if missed_requests <= 0 or self.breach_cost_usd <= 0 or sku >= len(self.gpu_usd_h):
+            return 0.0
+        price = self.gpu_usd_h[sku]
+        return missed_requests * self.breach_cost_usd / price if price > 0 else 0.0
 
 
 def victim_lost_s(job: RunningJob, now_s: int, grace_s: int) -> int:

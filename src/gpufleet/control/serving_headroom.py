@@ -57,6 +57,9 @@ class SpareReplicas(RatePolicy):
     step_min_days: int = 4
     step_outlier: float = 2.0
     step_sd_outlier: bool = True
+    # no scale-down at a step slot: while the step pre-warm is on, the fleet keeps at least its ready replicas (a
+    # replica let go just before a step that outgrows the pre-warm is a cold start short when it comes)
+    step_hold: bool = True
     # noise floor and step tail (:meth:`_noise_floor`, :func:`newsvendor_z`): a missed request costs this much
     # (0 = off; the replica autoscaler's ``slo_breach_cost_usd`` is 0.01); sigma is measured over ``noise_days``
     # days. On since session 10 with ``step_sd_outlier`` on and ``step_min_days`` 4 (chosen on the default
@@ -132,6 +135,8 @@ class SpareReplicas(RatePolicy):
             noise += spare
         if noise > want:
             want, reason = noise, "noise_floor"
+        if self.step_hold and step > 0 and signals.ready > want:
+            want, reason = signals.ready, "step_hold"
         if d.desired == 0 or d.budget_bound:
             # the inner policy scaled to zero (its cold-start-aware rule says zero pays: a spare would defeat it)
             # or its budget binds: nothing is added (the floors above still saw this period)

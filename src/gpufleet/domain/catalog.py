@@ -80,6 +80,14 @@ class ListPriceCatalog:
 #: The built-in list prices as a catalog: what the CLI, the simulator and the service inject by default.
 BUILTIN_PRICE_CATALOG = ListPriceCatalog(LIST_PRICES)
 
+
+def on_demand_usd_h(sku_id: str, catalog: ListPriceCatalog = BUILTIN_PRICE_CATALOG) -> float:
+    """The on-demand list price of one GPU of ``sku_id`` per hour (0 when the catalog does not list it): what one
+    more serving replica costs at the margin."""
+    lp = catalog.list_price(sku_id)
+    return float(lp.on_demand) if lp is not None else 0.0
+
+
 BUILTIN_PROVIDERS: tuple[Provider, ...] = (
     Provider("aws", "Amazon Web Services", "hyperscaler"),
     Provider("nebius", "Nebius AI Cloud", "neocloud"),

@@ -10,7 +10,7 @@ import numpy as np
 from gpufleet.control.loop import ControlLoop
 from gpufleet.control.procurement import TierLimits
 from gpufleet.control.serving_headroom import SpareReplicas
-from gpufleet.domain.catalog import BUILTIN_PRICE_CATALOG
+from gpufleet.domain.catalog import on_demand_usd_h
 from gpufleet.domain.money import usd_float
 from gpufleet.domain.pools import TIER_ORDER, Tier
 from gpufleet.domain.reservations import ReservationStatus
@@ -64,15 +64,9 @@ def gpufleet_loop(sc: Scenario, seed: int) -> ControlLoop:
                 gpus_per_replica=s.gpus_per_replica,
                 slo_s=s.slo_s,
                 max_concurrency=1 if s.queue == "exclusive" else None,
-                price_usd_per_replica_h=_on_demand_usd_h(s.sku) * s.gpus_per_replica,
+                price_usd_per_replica_h=on_demand_usd_h(s.sku) * s.gpus_per_replica,
             )
     return loop
-
-
-def _on_demand_usd_h(sku: str) -> float:
-    """The on-demand list price of one GPU of ``sku`` (what one more serving replica costs at the margin)."""
-    lp = BUILTIN_PRICE_CATALOG.list_price(sku)
-    return float(lp.on_demand) if lp is not None else 0.0
 
 
 def common_practice_loop(sc: Scenario, seed: int) -> ControlLoop:

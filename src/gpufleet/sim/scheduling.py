@@ -306,6 +306,16 @@ class Scheduling:
             self.q.schedule(now + p.remaining[pod], JOB_END, pod, epoch)
         return True
 
+    def missed_while_waiting(self, pod: int, wait_s: int) -> float:
+        """Requests a serving replica's fleet misses while the replica waits ``wait_s`` for a node: the requests
+        the replica would serve (its target rate x the wait) when the fleet's queue holds a backlog (it grew at
+        the last look: arrivals above the ready replicas), else 0 (a replica for a forecast or a spare)."""
+        fl = self.pods.serving[pod]
+        if fl < 0:
+            return 0.0
+        fr = self.fleets[fl]
+        return fr.spec.target_rps_per_replica * wait_s if fr.queue.backlog > 0 else 0.0
+
     def try_preempt(self, pod: int, now: int) -> bool:
         """Ask the stage for a preemption plan over a bounded set of busy nodes; apply it if it says so."""
         sched = self.sched
@@ -337,7 +347,8 @@ class Scheduling:
                     break
         if not running:
             return False
-        plan = sched.preempt(self.ask(pod), running, free_by_node, now, self.pool_specs[s].node_start_s)
+        wait_s = self.pool_specs[s].node_start_s
+        plan = sched.preempt(self.ask(pod), running, free_by_node, now, wait_s, self.missed_while_waiting(pod, wait_s))
         self.sched_reasons[f"preempt_{plan.reason}"] = self.sched_reasons.get(f"preempt_{plan.reason}", 0) + 1
         if not hasattr(plan, "evictions"):
             return False
