@@ -24,6 +24,7 @@ import math
 from bisect import bisect_left, insort
 from collections import deque
 from dataclasses import dataclass, field, replace
+from typing import Any
 
 import numpy as np
 from scipy import special
@@ -32,6 +33,8 @@ from gpufleet.autoscale.loop_adapters import PredictiveReplicas
 from gpufleet.autoscale.policy_base import RatePolicy
 from gpufleet.domain.workloads import ServingScaling
 from gpufleet.ports import ReplicaAutoscaler, ReplicaDecision, ReplicaSignals
+
+_ADD = np.add.reduce  # the pairwise sum np.mean and np.std use
 
 
 @dataclass(slots=True)
@@ -73,7 +76,10 @@ class SpareReplicas(RatePolicy):
     _slot_max_sorted: dict[ServingScaling, list[float]] = field(default_factory=dict)  # _slot_max's values, sorted
     _slot_sd: dict[ServingScaling, dict[int, float]] = field(default_factory=dict)
     _slot_sd_sorted: dict[ServingScaling, list[float]] = field(default_factory=dict)  # _slot_sd's values, sorted
-    _slot_tail: dict[ServingScaling, dict[int, float]] = field(default_factory=dict)
+    _slot_tail: dict[ServingScaling, dict[int, float]] = field(default_factory=dict)  # computed when first read
+    # per slot, what its tail is computed from (:func:`_t_tail`) while ``_slot_tail`` does not hold it yet
+    _slot_tail_args: dict[ServingScaling, dict[int, tuple[int, float, float, float]]] = field(default_factory=dict)
+    _step_state: dict[ServingScaling, tuple[Any, ...]] = field(default_factory=dict)  # the above, per fleet
     _log_jumps: dict[ServingScaling, deque[float]] = field(default_factory=dict)
     _sigma: dict[ServingScaling, tuple[float, float]] = field(default_factory=dict)
     _recent_logs: dict[ServingScaling, deque[float]] = field(default_factory=dict)
@@ -103,9 +109,25 @@ class SpareReplicas(RatePolicy):
 
     def _without_spare(self, signals: ReplicaSignals) -> ReplicaSignals:
         """The fleet as the inner policy sees it: without its spare (taken from the replicas still starting first)."""
-        off_starting = min(self.spare, signals.starting)
-        off_ready = min(self.spare - off_starting, signals.ready)
-        return replace(signals, starting=signals.starting - off_starting, ready=signals.ready - off_ready)
+        s = signals
+        off_starting = min(self.spare, s.starting)
+        off_ready = min(self.spare - off_starting, s.ready)
+        if off_starting == 0 and off_ready == 0:
+            return s
+        # ``replace(s, starting=..., ready=...)``, without its per-call field introspection
+        return ReplicaSignals(
+            s.now_s,
+            s.ready - off_ready,
+            s.starting - off_starting,
+            s.period_s,
+            s.arrival_rps,
+            s.concurrency,
+            s.queue_depth,
+            s.load_replicas,
+            s.peak_work,
+            s.peak_concurrency,
+            s.slo_misses,
+        )
 
     def decide(self, signals: ReplicaSignals, scaling: ServingScaling) -> ReplicaDecision:
         d = self.inner.decide(self._without_spare(signals), scaling)
@@ -127,7 +149,16 @@ class SpareReplicas(RatePolicy):
             noise += spare
         if noise > want:
             want, reason = noise, "noise_floor"
-        return replace(d, desired=min(want, scaling.max_replicas), reason=reason)
+        # ``replace(d, desired=..., reason=...)``, without its per-call field introspection
+        return ReplicaDecision(
+            min(want, scaling.max_replicas),
+            reason,
+            d.forecast,
+            d.budget_bound,
+            d.budget_exceeded,
+            d.degrade,
+            d.spend_usd_day,
+        )
 
     def react(self, signals: ReplicaSignals, scaling: ServingScaling) -> ReplicaDecision | None:
         """The fast path (a queue seen growing between two control periods): ``inner``'s reaction on the fleet
@@ -154,16 +185,24 @@ class SpareReplicas(RatePolicy):
             return 0
         n = max(1, round(86400 / self.period_s))
         k = round(s.now_s / self.period_s)
-        jumps = self._jumps.setdefault(scaling, {})
-        top = self._slot_max.setdefault(scaling, {})
-        ranked = self._slot_max_sorted.setdefault(scaling, [])
-        sds = self._slot_sd.setdefault(scaling, {})
-        ranked_sd = self._slot_sd_sorted.setdefault(scaling, [])
-        tails = self._slot_tail.setdefault(scaling, {})
+        st = self._step_state.get(scaling)  # the fleet's slot tables, looked up once (one hash of ``scaling``)
+        if st is None:
+            st = self._step_state[scaling] = (
+                self._jumps.setdefault(scaling, {}),
+                self._slot_max.setdefault(scaling, {}),
+                self._slot_max_sorted.setdefault(scaling, []),
+                self._slot_sd.setdefault(scaling, {}),
+                self._slot_sd_sorted.setdefault(scaling, []),
+                self._slot_tail.setdefault(scaling, {}),
+                self._slot_tail_args.setdefault(scaling, {}),
+            )
+        jumps, top, ranked, sds, ranked_sd, tails, tail_args = st
         prev = self._last_rps.get(scaling)
         if prev is not None and prev > 0 and s.arrival_rps > 0:
             slot = (k - 1) % n
-            h = jumps.setdefault(slot, deque(maxlen=self.step_days))
+            h = jumps.get(slot)
+            if h is None:
+                h = jumps[slot] = deque(maxlen=self.step_days)
             x = s.arrival_rps / prev
             evicted = h[0] if len(h) == h.maxlen else None
             h.append(x)
@@ -178,7 +217,14 @@ class SpareReplicas(RatePolicy):
                     j_new = max(h)
                 _set_ranked(top, ranked, slot, j_new)
                 if self.step_sd_outlier or self.breach_cost_usd > 0:
-                    sd, tails[slot] = self._tail_jump(h, scaling)
+                    # _tail_jump's sd now; its tail (a Student-t quantile) only when a step slot reads it
+                    sd, args = self._jump_spread(h, scaling)
+                    tails.pop(slot, None)
+                    if args is None:
+                        tails[slot] = 0.0
+                        tail_args.pop(slot, None)
+                    else:
+                        tail_args[slot] = args
                     _set_ranked(sds, ranked_sd, slot, sd)
         self._last_rps[scaling] = s.arrival_rps
         if len(top) < n:
@@ -191,7 +237,7 @@ class SpareReplicas(RatePolicy):
             step = max(sds[k % n], sds[(k + 1) % n]) >= self.step_outlier * typical_sd > 0
         if not step:
             return 0
-        j = max(j, tails.get(k % n, 0.0), tails.get((k + 1) % n, 0.0))
+        j = max(j, _slot_tail(tails, tail_args, k % n), _slot_tail(tails, tail_args, (k + 1) % n))
         return math.ceil(s.load_replicas * j - 1e-9)
 
     def _z(self, scaling: ServingScaling, sigma: float) -> float:
@@ -216,6 +262,25 @@ class SpareReplicas(RatePolicy):
             return sd, 0.0
         t = float(special.stdtrit(len(logs) - 1, special.ndtr(z)))
         return sd, math.exp(float(np.mean(logs)) + t * sd)
+
+    def _jump_spread(
+        self, jumps: deque[float], scaling: ServingScaling
+    ) -> tuple[float, tuple[int, float, float, float] | None]:
+        """:meth:`_tail_jump` in two steps: the sd of the slot's log jumps now (the very ``np.std(ddof=1)``: the
+        same pairwise sums, without its Python-level wrappers), and what its tail is computed from
+        (:func:`_t_tail`; None where the tail is 0), so that the Student-t quantile is only taken for the slots
+        a step actually reads."""
+        logs = np.log(np.fromiter(jumps, dtype=np.float64, count=len(jumps)))
+        n = len(logs)
+        if n <= 1:
+            return 0.0, None
+        mean = float(_ADD(logs)) / n  # np.mean: the pairwise sum over the count
+        d = logs - mean
+        sd = math.sqrt(float(_ADD(d * d)) / (n - 1))  # np.std(ddof=1): the same mean, squares and sum
+        z = self._z(scaling, sd)
+        if z <= 0 or sd <= 0:
+            return sd, None
+        return sd, (n - 1, z, mean, sd)
 
     def _noise_floor(self, s: ReplicaSignals, scaling: ServingScaling) -> int:
         """Replicas (at 100% busy) for the recent rate times ``exp(m + z sigma)``: the recent rate is the geometric
@@ -246,6 +311,24 @@ class SpareReplicas(RatePolicy):
             return 0
         base_rps = math.exp(sum(logs) / len(logs))
         return math.ceil(base_rps / scaling.target_rps_per_replica * math.exp(m + z * sigma) - 1e-9)
+
+
+def _t_tail(df: int, z: float, mean: float, sd: float) -> float:
+    """The tail of :meth:`SpareReplicas._tail_jump`: ``exp(mean + t sd)``, t the Student-t quantile (``df``
+    degrees of freedom) at the normal's probability of ``z``."""
+    t = float(special.stdtrit(df, special.ndtr(z)))
+    return math.exp(mean + t * sd)
+
+
+def _slot_tail(tails: dict[int, float], args: dict[int, tuple[int, float, float, float]], slot: int) -> float:
+    """The slot's tail jump (0 for a slot with none): kept once computed, until the slot's jumps change."""
+    got = tails.get(slot)
+    if got is None:
+        a = args.get(slot)
+        if a is None:
+            return 0.0
+        got = tails[slot] = _t_tail(*a)
+    return got
 
 
 def _set_ranked(by_slot: dict[int, float], ranked: list[float], slot: int, value: float) -> None:
