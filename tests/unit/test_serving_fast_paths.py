@@ -438,7 +438,17 @@ def test_spare_signals_and_decision_are_replaces(
     ready: int, starting: int, spare: int, rps: float, peak: float | None, misses: float | None
 ) -> None:
     sig = ReplicaSignals(
-        900.0, ready, starting, PERIOD, rps, rps / 9, 3, rps / 10, ((1.0, 2.0),), peak_concurrency=peak, slo_misses=misses
+        900.0,
+        ready,
+        starting,
+        PERIOD,
+        rps,
+        rps / 9,
+        3,
+        rps / 10,
+        ((1.0, 2.0),),
+        peak_concurrency=peak,
+        slo_misses=misses,
     )
     fast, ref = SpareReplicas(Follows(), spare=spare), ReferenceSignals(Follows(), spare=spare)
     assert fast._without_spare(sig) == ref._without_spare(sig)
@@ -457,7 +467,9 @@ def reference_static_quantile(req: list[float], n: list[float], attainment: floa
 @settings(max_examples=300, deadline=None)
 @given(
     pairs=st.lists(
-        st.tuples(st.sampled_from([0.0, 0.5, 1.0, 2.0, 3.25, 7.0, 40.0]), st.floats(0.001, 1e5)), min_size=1, max_size=60
+        st.tuples(st.sampled_from([0.0, 0.5, 1.0, 2.0, 3.25, 7.0, 40.0]), st.floats(0.001, 1e5)),
+        min_size=1,
+        max_size=60,
     ),
     attainment=st.sampled_from([0.5, 0.9, 0.99, 1.0]),
 )

@@ -21,7 +21,6 @@ import numpy as np
 
 from gpufleet.domain.errors import ValidationError
 
-
 _SMALL_HOUR = 32  # periods in an hour up to which :meth:`StaticFleetEstimate._quantile` runs in plain Python
 
 
