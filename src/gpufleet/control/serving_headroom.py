@@ -24,7 +24,6 @@ import math
 from bisect import bisect_left, insort
 from collections import deque
 from dataclasses import dataclass, field, replace
-from typing import Any
 
 import numpy as np
 from scipy import special
@@ -35,6 +34,17 @@ from gpufleet.domain.workloads import ServingScaling
 from gpufleet.ports import ReplicaAutoscaler, ReplicaDecision, ReplicaSignals
 
 _ADD = np.add.reduce  # the pairwise sum np.mean and np.std use
+_TailArgs = tuple[int, float, float, float]  # what a slot's tail is computed from (:func:`_t_tail`)
+# a fleet's slot tables: jumps, maxima (and sorted), sds (and sorted), tails, tail arguments
+_StepTables = tuple[
+    dict[int, deque[float]],
+    dict[int, float],
+    list[float],
+    dict[int, float],
+    list[float],
+    dict[int, float],
+    dict[int, _TailArgs],
+]
 
 
 @dataclass(slots=True)
@@ -79,7 +89,7 @@ class SpareReplicas(RatePolicy):
     _slot_tail: dict[ServingScaling, dict[int, float]] = field(default_factory=dict)  # computed when first read
     # per slot, what its tail is computed from (:func:`_t_tail`) while ``_slot_tail`` does not hold it yet
     _slot_tail_args: dict[ServingScaling, dict[int, tuple[int, float, float, float]]] = field(default_factory=dict)
-    _step_state: dict[ServingScaling, tuple[Any, ...]] = field(default_factory=dict)  # the above, per fleet
+    _step_state: dict[ServingScaling, _StepTables] = field(default_factory=dict)  # the above, per fleet
     _log_jumps: dict[ServingScaling, deque[float]] = field(default_factory=dict)
     _sigma: dict[ServingScaling, tuple[float, float]] = field(default_factory=dict)
     _recent_logs: dict[ServingScaling, deque[float]] = field(default_factory=dict)
