@@ -482,3 +482,63 @@ def test_static_fleet_quantile_is_numpys(pairs: list[tuple[float, float]], attai
     est._req = [r for r, _ in pairs]
     est._n = [w for _, w in pairs]
     assert est._quantile() == reference_static_quantile(est._req, est._n, attainment)
+
+
+class ReferenceNoise(SpareReplicas):
+    """SpareReplicas with ``_noise_floor`` as first written (a dict lookup per table, z computed every period)."""
+
+    def _noise_floor(self, s: ReplicaSignals, scaling: ServingScaling) -> int:
+        if self.breach_cost_usd <= 0 or scaling not in self.price_usd_per_replica_h:
+            return 0
+        seen: dict[ServingScaling, int] = self.__dict__.setdefault("ref_seen", {})
+        sigmas: dict[ServingScaling, tuple[float, float]] = self.__dict__.setdefault("ref_sigma", {})
+        n = max(1, round(86400 / self.period_s))
+        logs = self._recent_logs.setdefault(scaling, deque(maxlen=self.noise_base_periods))
+        res = self._log_jumps.setdefault(scaling, deque(maxlen=max(2, self.noise_days * n)))
+        if s.arrival_rps <= 0:
+            return 0
+        x = math.log(s.arrival_rps)
+        if len(logs) == self.noise_base_periods:
+            res.append(x - sum(logs) / len(logs))
+            seen[scaling] = seen.get(scaling, 0) + 1
+            if len(res) >= self.noise_min_periods and (seen[scaling] % n == 0 or scaling not in sigmas):
+                a = np.fromiter(res, dtype=np.float64, count=len(res))
+                med = float(np.median(a))
+                sigmas[scaling] = (med, 1.4826 * float(np.median(np.abs(a - med))))
+        logs.append(x)
+        m, sigma = sigmas.get(scaling, (0.0, 0.0))
+        if sigma <= 0 or len(logs) < self.noise_base_periods:
+            return 0
+        z = self._z(scaling, sigma)
+        if z <= 0:
+            return 0
+        base_rps = math.exp(sum(logs) / len(logs))
+        return math.ceil(base_rps / scaling.target_rps_per_replica * math.exp(m + z * sigma) - 1e-9)
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    period=st.sampled_from([3600.0, 7200.0, 21600.0]),
+    rates=st.lists(st.sampled_from([0.0, 1.0, 5.0, 40.0, 80.0, 100.0, 130.0, 400.0]), min_size=30, max_size=300),
+    price=st.sampled_from([0.5, 2.0, 27.52]),
+    base=st.integers(1, 4),
+)
+def test_noise_floor_matches_the_plain_computation(period: float, rates: list[float], price: float, base: int) -> None:
+    """The noise floor with its tables looked up once per fleet and z kept while sigma holds, against the plain
+    one: two fleets interleaved (their tables apart), sigma re-measured once a day."""
+    other = ServingScaling(min_replicas=1, max_replicas=80, target_rps_per_replica=3.0)
+    kw = {
+        "spare": 1,
+        "step_days": 0,
+        "noise_min_periods": 8,
+        "noise_base_periods": base,
+        "noise_days": 2,
+        "price_usd_per_replica_h": {FLEET: price, other: 3 * price},
+    }
+    fast = SpareReplicas(Follows(), period, **kw)  # type: ignore[arg-type]
+    ref = ReferenceNoise(Follows(), period, **kw)  # type: ignore[arg-type]
+    for k, rps in enumerate(rates):
+        for fleet, r in ((FLEET, rps), (other, rps / 4 + (k % 3))):
+            sig = ReplicaSignals(k * period, 5, 0, period, r, r / 10.0, 0, r / 10.0)
+            a, b = fast.decide(sig, fleet), ref.decide(sig, fleet)
+            assert a == b, k

@@ -24,6 +24,7 @@ import math
 from bisect import bisect_left, insort
 from collections import deque
 from dataclasses import dataclass, field, replace
+from typing import Any
 
 import numpy as np
 from scipy import special
@@ -93,7 +94,8 @@ class SpareReplicas(RatePolicy):
     _log_jumps: dict[ServingScaling, deque[float]] = field(default_factory=dict)
     _sigma: dict[ServingScaling, tuple[float, float]] = field(default_factory=dict)
     _recent_logs: dict[ServingScaling, deque[float]] = field(default_factory=dict)
-    _seen: dict[ServingScaling, int] = field(default_factory=dict)
+    # per fleet: [recent logs, residuals, residuals seen, (m, sigma), z's inputs, z] (:meth:`_noise_floor`)
+    _noise_state: dict[ServingScaling, list[Any]] = field(default_factory=dict)
 
     def declare_fleet(
         self,
@@ -297,26 +299,41 @@ class SpareReplicas(RatePolicy):
         mean of the last ``noise_base_periods`` periods' rates, m and sigma the median and robust sd (1.4826 x
         median absolute deviation) of the log of each period's rate over that base, over ``noise_days`` days; z the
         newsvendor's (:func:`newsvendor_z`). 0 until ``noise_min_periods`` residuals were seen, or when off."""
-        if self.breach_cost_usd <= 0 or scaling not in self.price_usd_per_replica_h:
+        price = self.price_usd_per_replica_h.get(scaling)
+        if self.breach_cost_usd <= 0 or price is None:
             return 0
         n = max(1, round(86400 / self.period_s))
-        logs = self._recent_logs.setdefault(scaling, deque(maxlen=self.noise_base_periods))
-        res = self._log_jumps.setdefault(scaling, deque(maxlen=max(2, self.noise_days * n)))
+        st = self._noise_state.get(scaling)  # the fleet's noise tables, looked up once (one hash of ``scaling``)
+        if st is None:
+            st = self._noise_state[scaling] = [
+                self._recent_logs.setdefault(scaling, deque(maxlen=self.noise_base_periods)),
+                self._log_jumps.setdefault(scaling, deque(maxlen=max(2, self.noise_days * n))),
+                0,  # residuals seen
+                None,  # (m, sigma) once measured
+                None,  # (sigma, price, breach cost, period) -> z: the newsvendor's z of the last sigma
+                0.0,
+            ]
+        logs, res = st[0], st[1]
         if s.arrival_rps <= 0:
             return 0
         x = math.log(s.arrival_rps)
         if len(logs) == self.noise_base_periods:
             res.append(x - sum(logs) / len(logs))
-            self._seen[scaling] = self._seen.get(scaling, 0) + 1
-            if len(res) >= self.noise_min_periods and (self._seen[scaling] % n == 0 or scaling not in self._sigma):
+            seen = st[2] = st[2] + 1
+            if len(res) >= self.noise_min_periods and (seen % n == 0 or st[3] is None):
                 a = np.fromiter(res, dtype=np.float64, count=len(res))
                 med = float(np.median(a))
-                self._sigma[scaling] = (med, 1.4826 * float(np.median(np.abs(a - med))))
+                st[3] = self._sigma[scaling] = (med, 1.4826 * float(np.median(np.abs(a - med))))
         logs.append(x)
-        m, sigma = self._sigma.get(scaling, (0.0, 0.0))
+        m, sigma = st[3] if st[3] is not None else (0.0, 0.0)
         if sigma <= 0 or len(logs) < self.noise_base_periods:
             return 0
-        z = self._z(scaling, sigma)
+        key = (sigma, price, self.breach_cost_usd, self.period_s)
+        if st[4] == key:  # sigma is measured once a day: its z too (``self._z``, the same inputs)
+            z = st[5]
+        else:
+            z = st[5] = self._z(scaling, sigma)
+            st[4] = key
         if z <= 0:
             return 0
         base_rps = math.exp(sum(logs) / len(logs))
