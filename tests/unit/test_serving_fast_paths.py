@@ -14,6 +14,7 @@ from collections import deque
 from typing import Any
 
 import numpy as np
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -360,3 +361,184 @@ def test_move_and_scale_down_offers_are_the_plain_ones() -> None:
     scaler.scale_down = checked_scale_down  # type: ignore[method-assign]
     w.run()
     assert seen["moves"] > 10 and seen["offered"] > 10 and seen["down"] > 10 and seen["idle"] > 10, seen
+
+
+# ---------------------------------------------------------------- session 12: the serving tick's policy path
+@settings(max_examples=200, deadline=None)
+@given(
+    jumps=st.lists(st.floats(0.05, 20.0), min_size=1, max_size=91),
+    price=st.sampled_from([0.5, 2.0, 27.52, 1e4]),
+    breach=st.sampled_from([0.0, 0.001, 0.01, 1.0]),
+)
+def test_jump_spread_and_lazy_tail_are_tail_jump(jumps: list[float], price: float, breach: float) -> None:
+    """The sd now and the Student-t tail when read (:func:`_slot_tail`) are ``_tail_jump``'s, to the bit."""
+    from gpufleet.control.serving_headroom import _slot_tail
+
+    sp = SpareReplicas(Follows(), PERIOD, breach_cost_usd=breach, price_usd_per_replica_h={FLEET: price})
+    h = deque(jumps)
+    sd, args = sp._jump_spread(h, FLEET)
+    try:
+        sd_ref, tail_ref = sp._tail_jump(h, FLEET)
+    except OverflowError:  # a tail beyond floats (few jumps, a huge t): the lazy tail overflows when read
+        assert args is not None
+        with pytest.raises(OverflowError):
+            _slot_tail({}, {0: args}, 0)
+        return
+    assert sd == sd_ref
+    tails: dict[int, float] = {} if args is not None else {0: 0.0}
+    assert _slot_tail(tails, {0: args} if args is not None else {}, 0) == tail_ref
+    assert _slot_tail(tails, {}, 0) == tail_ref  # kept once computed
+
+
+def test_step_floor_lazy_tails_over_weeks_of_noisy_steps() -> None:
+    """The simulator's setting (96 slots, 91 days of jumps, the noise floor's newsvendor on): a noisy daily cycle
+    with recurring steps, the fast step floor (sd now, tails when read) against the plain one, decision by
+    decision; steps are pre-warmed with a tail above the largest jump."""
+    kw = {"spare": 1, "peak_floor": 0.5, "price_usd_per_replica_h": {FLEET: 2.0}}
+    fast = SpareReplicas(Follows(), PERIOD, **kw)  # type: ignore[arg-type]
+    ref = ReferenceStep(Follows(), PERIOD, **kw)  # type: ignore[arg-type]
+    rng = np.random.default_rng(5)
+    ready, steps = 10, 0
+    for k in range(1, 96 * 20):
+        rps = 100.0 + 40.0 * math.sin(2 * math.pi * k / 96) + float(rng.normal(0, 8))
+        if k % 96 in (30, 31):
+            rps *= 1.6 + 0.4 * float(rng.random())
+        sig = ReplicaSignals(k * PERIOD, ready, 0, PERIOD, rps, rps / 10.0, 0, rps / 10.0)
+        a, b = fast.decide(sig, FLEET), ref.decide(sig, FLEET)
+        assert a == b, k
+        steps += a.reason == "step_prewarm"
+        ready = a.desired
+    assert steps > 5
+    assert fast._slot_sd == ref._slot_sd and fast._slot_max == ref._slot_max
+    for slot, tail in fast._slot_tail[FLEET].items():  # the tails computed so far are the plain ones
+        assert tail == ref._slot_tail[FLEET][slot]
+
+
+class ReferenceSignals(SpareReplicas):
+    """SpareReplicas handing ``inner`` the fleet and returning its decision through ``dataclasses.replace``."""
+
+    def _without_spare(self, signals: ReplicaSignals) -> ReplicaSignals:
+        from dataclasses import replace
+
+        off_starting = min(self.spare, signals.starting)
+        off_ready = min(self.spare - off_starting, signals.ready)
+        return replace(signals, starting=signals.starting - off_starting, ready=signals.ready - off_ready)
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    ready=st.integers(0, 50),
+    starting=st.integers(0, 5),
+    spare=st.integers(0, 3),
+    rps=st.floats(0.0, 500.0),
+    peak=st.one_of(st.none(), st.floats(0.0, 100.0)),
+    misses=st.one_of(st.none(), st.floats(0.0, 100.0)),
+)
+def test_spare_signals_and_decision_are_replaces(
+    ready: int, starting: int, spare: int, rps: float, peak: float | None, misses: float | None
+) -> None:
+    sig = ReplicaSignals(
+        900.0,
+        ready,
+        starting,
+        PERIOD,
+        rps,
+        rps / 9,
+        3,
+        rps / 10,
+        ((1.0, 2.0),),
+        peak_concurrency=peak,
+        slo_misses=misses,
+    )
+    fast, ref = SpareReplicas(Follows(), spare=spare), ReferenceSignals(Follows(), spare=spare)
+    assert fast._without_spare(sig) == ref._without_spare(sig)
+    assert fast.decide(sig, FLEET) == ref.decide(sig, FLEET)
+
+
+def reference_static_quantile(req: list[float], n: list[float], attainment: float) -> float:
+    """StaticFleetEstimate._quantile as first written (numpy)."""
+    a, w = np.asarray(req), np.asarray(n)
+    order = np.argsort(a, kind="stable")
+    cum = np.cumsum(w[order])
+    k = int(np.searchsorted(cum, attainment * cum[-1] - 1e-9))
+    return float(a[order][min(k, len(a) - 1)])
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    pairs=st.lists(
+        st.tuples(st.sampled_from([0.0, 0.5, 1.0, 2.0, 3.25, 7.0, 40.0]), st.floats(0.001, 1e5)),
+        min_size=1,
+        max_size=60,
+    ),
+    attainment=st.sampled_from([0.5, 0.9, 0.99, 1.0]),
+)
+def test_static_fleet_quantile_is_numpys(pairs: list[tuple[float, float]], attainment: float) -> None:
+    """Both paths (plain Python up to ``_SMALL_HOUR`` periods, numpy above) give the numpy computation; ties in
+    the requirement keep their order (stable)."""
+    from gpufleet.autoscale.static_fleet import StaticFleetEstimate
+
+    est = StaticFleetEstimate(attainment=attainment)
+    est._req = [r for r, _ in pairs]
+    est._n = [w for _, w in pairs]
+    assert est._quantile() == reference_static_quantile(est._req, est._n, attainment)
+
+
+class ReferenceNoise(SpareReplicas):
+    """SpareReplicas with ``_noise_floor`` as first written (a dict lookup per table, z computed every period)."""
+
+    def _noise_floor(self, s: ReplicaSignals, scaling: ServingScaling) -> int:
+        if self.breach_cost_usd <= 0 or scaling not in self.price_usd_per_replica_h:
+            return 0
+        seen: dict[ServingScaling, int] = self.__dict__.setdefault("ref_seen", {})
+        sigmas: dict[ServingScaling, tuple[float, float]] = self.__dict__.setdefault("ref_sigma", {})
+        n = max(1, round(86400 / self.period_s))
+        logs = self._recent_logs.setdefault(scaling, deque(maxlen=self.noise_base_periods))
+        res = self._log_jumps.setdefault(scaling, deque(maxlen=max(2, self.noise_days * n)))
+        if s.arrival_rps <= 0:
+            return 0
+        x = math.log(s.arrival_rps)
+        if len(logs) == self.noise_base_periods:
+            res.append(x - sum(logs) / len(logs))
+            seen[scaling] = seen.get(scaling, 0) + 1
+            if len(res) >= self.noise_min_periods and (seen[scaling] % n == 0 or scaling not in sigmas):
+                a = np.fromiter(res, dtype=np.float64, count=len(res))
+                med = float(np.median(a))
+                sigmas[scaling] = (med, 1.4826 * float(np.median(np.abs(a - med))))
+        logs.append(x)
+        m, sigma = sigmas.get(scaling, (0.0, 0.0))
+        if sigma <= 0 or len(logs) < self.noise_base_periods:
+            return 0
+        z = self._z(scaling, sigma)
+        if z <= 0:
+            return 0
+        base_rps = math.exp(sum(logs) / len(logs))
+        return math.ceil(base_rps / scaling.target_rps_per_replica * math.exp(m + z * sigma) - 1e-9)
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    period=st.sampled_from([3600.0, 7200.0, 21600.0]),
+    rates=st.lists(st.sampled_from([0.0, 1.0, 5.0, 40.0, 80.0, 100.0, 130.0, 400.0]), min_size=30, max_size=300),
+    price=st.sampled_from([0.5, 2.0, 27.52]),
+    base=st.integers(1, 4),
+)
+def test_noise_floor_matches_the_plain_computation(period: float, rates: list[float], price: float, base: int) -> None:
+    """The noise floor with its tables looked up once per fleet and z kept while sigma holds, against the plain
+    one: two fleets interleaved (their tables apart), sigma re-measured once a day."""
+    other = ServingScaling(min_replicas=1, max_replicas=80, target_rps_per_replica=3.0)
+    kw = {
+        "spare": 1,
+        "step_days": 0,
+        "noise_min_periods": 8,
+        "noise_base_periods": base,
+        "noise_days": 2,
+        "price_usd_per_replica_h": {FLEET: price, other: 3 * price},
+    }
+    fast = SpareReplicas(Follows(), period, **kw)  # type: ignore[arg-type]
+    ref = ReferenceNoise(Follows(), period, **kw)  # type: ignore[arg-type]
+    for k, rps in enumerate(rates):
+        for fleet, r in ((FLEET, rps), (other, rps / 4 + (k % 3))):
+            sig = ReplicaSignals(k * period, 5, 0, period, r, r / 10.0, 0, r / 10.0)
+            a, b = fast.decide(sig, fleet), ref.decide(sig, fleet)
+            assert a == b, k

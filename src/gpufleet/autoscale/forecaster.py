@@ -265,12 +265,15 @@ class OnlineQuantileForecaster:
     def _seasonal_growth(self, n: int) -> float:
         """Median over past seasons of (future-window max / level-window mean), clipped to [0.5, 4]."""
         s, lb = self.season_b, self.level_b
+        memo = self._ratio_at
+        known = len(memo)
         ratios = []
         for k in range(1, self.max_seasons + 1):
             at = n - k * s
             if at - lb < 0:
                 break
-            ratios.append(self._ratio(at))
+            got = memo[at] if at < known else None  # _ratio's memo read inline (one call less per season)
+            ratios.append(got if got is not None else self._ratio(at))
         if not ratios:
             return 1.0
         ratios.sort()

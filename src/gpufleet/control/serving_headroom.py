@@ -24,6 +24,7 @@ import math
 from bisect import bisect_left, insort
 from collections import deque
 from dataclasses import dataclass, field, replace
+from typing import Any
 
 import numpy as np
 from scipy import special
@@ -34,6 +35,18 @@ from gpufleet.domain.workloads import ServingScaling
 from gpufleet.ports import ReplicaAutoscaler, ReplicaDecision, ReplicaSignals
 
 MAX_LOG_JUMP = 50.0  # a step tail above e^50 times the rate is "all replicas" (max_replicas) and stays finite
+_ADD = np.add.reduce  # the pairwise sum np.mean and np.std use
+_TailArgs = tuple[int, float, float, float]  # what a slot's tail is computed from (:func:`_t_tail`)
+# a fleet's slot tables: jumps, maxima (and sorted), sds (and sorted), tails, tail arguments
+_StepTables = tuple[
+    dict[int, deque[float]],
+    dict[int, float],
+    list[float],
+    dict[int, float],
+    list[float],
+    dict[int, float],
+    dict[int, _TailArgs],
+]
 
 
 @dataclass(slots=True)
@@ -78,11 +91,15 @@ class SpareReplicas(RatePolicy):
     _slot_max_sorted: dict[ServingScaling, list[float]] = field(default_factory=dict)  # _slot_max's values, sorted
     _slot_sd: dict[ServingScaling, dict[int, float]] = field(default_factory=dict)
     _slot_sd_sorted: dict[ServingScaling, list[float]] = field(default_factory=dict)  # _slot_sd's values, sorted
-    _slot_tail: dict[ServingScaling, dict[int, float]] = field(default_factory=dict)
+    _slot_tail: dict[ServingScaling, dict[int, float]] = field(default_factory=dict)  # computed when first read
+    # per slot, what its tail is computed from (:func:`_t_tail`) while ``_slot_tail`` does not hold it yet
+    _slot_tail_args: dict[ServingScaling, dict[int, tuple[int, float, float, float]]] = field(default_factory=dict)
+    _step_state: dict[ServingScaling, _StepTables] = field(default_factory=dict)  # the above, per fleet
     _log_jumps: dict[ServingScaling, deque[float]] = field(default_factory=dict)
     _sigma: dict[ServingScaling, tuple[float, float]] = field(default_factory=dict)
     _recent_logs: dict[ServingScaling, deque[float]] = field(default_factory=dict)
-    _seen: dict[ServingScaling, int] = field(default_factory=dict)
+    # per fleet: [recent logs, residuals, residuals seen, (m, sigma), z's inputs, z] (:meth:`_noise_floor`)
+    _noise_state: dict[ServingScaling, list[Any]] = field(default_factory=dict)
 
     def declare_fleet(
         self,
@@ -111,9 +128,25 @@ class SpareReplicas(RatePolicy):
 
     def _without_spare(self, signals: ReplicaSignals) -> ReplicaSignals:
         """The fleet as the inner policy sees it: without its spare (taken from the replicas still starting first)."""
-        off_starting = min(self.spare, signals.starting)
-        off_ready = min(self.spare - off_starting, signals.ready)
-        return replace(signals, starting=signals.starting - off_starting, ready=signals.ready - off_ready)
+        s = signals
+        off_starting = min(self.spare, s.starting)
+        off_ready = min(self.spare - off_starting, s.ready)
+        if off_starting == 0 and off_ready == 0:
+            return s
+        # ``replace(s, starting=..., ready=...)``, without its per-call field introspection
+        return ReplicaSignals(
+            s.now_s,
+            s.ready - off_ready,
+            s.starting - off_starting,
+            s.period_s,
+            s.arrival_rps,
+            s.concurrency,
+            s.queue_depth,
+            s.load_replicas,
+            s.peak_work,
+            s.peak_concurrency,
+            s.slo_misses,
+        )
 
     def decide(self, signals: ReplicaSignals, scaling: ServingScaling) -> ReplicaDecision:
         d = self.inner.decide(self._without_spare(signals), scaling)
@@ -148,7 +181,8 @@ class SpareReplicas(RatePolicy):
         """``want`` within the fleet's ``budget_usd_day`` at the inner decision's price per replica-day: the spare
         and the floors never spend above a budget that the inner policy kept to (reason ``budget_capped``)."""
         if d.spend_usd_day is None or d.desired <= 0:  # no budget declared: the inner policy prices nothing
-            return replace(d, desired=want, reason=reason)
+            # ``replace(d, desired=want, reason=reason)``, without its per-call field introspection
+            return ReplicaDecision(want, reason, d.forecast, d.budget_bound, d.budget_exceeded, d.degrade, None)
         per_day = d.spend_usd_day / d.desired
         budget = scaling.budget_usd_day
         if budget is not None and want * per_day > budget + 1e-9:
@@ -181,16 +215,24 @@ class SpareReplicas(RatePolicy):
             return 0
         n = max(1, round(86400 / self.period_s))
         k = round(s.now_s / self.period_s)
-        jumps = self._jumps.setdefault(scaling, {})
-        top = self._slot_max.setdefault(scaling, {})
-        ranked = self._slot_max_sorted.setdefault(scaling, [])
-        sds = self._slot_sd.setdefault(scaling, {})
-        ranked_sd = self._slot_sd_sorted.setdefault(scaling, [])
-        tails = self._slot_tail.setdefault(scaling, {})
+        st = self._step_state.get(scaling)  # the fleet's slot tables, looked up once (one hash of ``scaling``)
+        if st is None:
+            st = self._step_state[scaling] = (
+                self._jumps.setdefault(scaling, {}),
+                self._slot_max.setdefault(scaling, {}),
+                self._slot_max_sorted.setdefault(scaling, []),
+                self._slot_sd.setdefault(scaling, {}),
+                self._slot_sd_sorted.setdefault(scaling, []),
+                self._slot_tail.setdefault(scaling, {}),
+                self._slot_tail_args.setdefault(scaling, {}),
+            )
+        jumps, top, ranked, sds, ranked_sd, tails, tail_args = st
         prev = self._last_rps.get(scaling)
         if prev is not None and prev > 0 and s.arrival_rps > 0:
             slot = (k - 1) % n
-            h = jumps.setdefault(slot, deque(maxlen=self.step_days))
+            h = jumps.get(slot)
+            if h is None:
+                h = jumps[slot] = deque(maxlen=self.step_days)
             x = s.arrival_rps / prev
             evicted = h[0] if len(h) == h.maxlen else None
             h.append(x)
@@ -205,7 +247,14 @@ class SpareReplicas(RatePolicy):
                     j_new = max(h)
                 _set_ranked(top, ranked, slot, j_new)
                 if self.step_sd_outlier or self.breach_cost_usd > 0:
-                    sd, tails[slot] = self._tail_jump(h, scaling)
+                    # _tail_jump's sd now; its tail (a Student-t quantile) only when a step slot reads it
+                    sd, args = self._jump_spread(h, scaling)
+                    tails.pop(slot, None)
+                    if args is None:
+                        tails[slot] = 0.0
+                        tail_args.pop(slot, None)
+                    else:
+                        tail_args[slot] = args
                     _set_ranked(sds, ranked_sd, slot, sd)
         self._last_rps[scaling] = s.arrival_rps
         if len(top) < n:
@@ -218,7 +267,7 @@ class SpareReplicas(RatePolicy):
             step = max(sds[k % n], sds[(k + 1) % n]) >= self.step_outlier * typical_sd > 0
         if not step:
             return 0
-        j = max(j, tails.get(k % n, 0.0), tails.get((k + 1) % n, 0.0))
+        j = max(j, _slot_tail(tails, tail_args, k % n), _slot_tail(tails, tail_args, (k + 1) % n))
         return math.ceil(s.load_replicas * j - 1e-9)
 
     def _z(self, scaling: ServingScaling, sigma: float) -> float:
@@ -246,35 +295,89 @@ class SpareReplicas(RatePolicy):
             t = float(special.stdtrit(len(logs) - 1, 1.0 - 1e-15))
         return sd, math.exp(min(float(np.mean(logs)) + t * sd, MAX_LOG_JUMP))
 
+    def _jump_spread(
+        self, jumps: deque[float], scaling: ServingScaling
+    ) -> tuple[float, tuple[int, float, float, float] | None]:
+        """:meth:`_tail_jump` in two steps: the sd of the slot's log jumps now (the very ``np.std(ddof=1)``: the
+        same pairwise sums, without its Python-level wrappers), and what its tail is computed from
+        (:func:`_t_tail`; None where the tail is 0), so that the Student-t quantile is only taken for the slots
+        a step actually reads."""
+        logs = np.log(np.fromiter(jumps, dtype=np.float64, count=len(jumps)))
+        n = len(logs)
+        if n <= 1:
+            return 0.0, None
+        mean = float(_ADD(logs)) / n  # np.mean: the pairwise sum over the count
+        d = logs - mean
+        sd = math.sqrt(float(_ADD(d * d)) / (n - 1))  # np.std(ddof=1): the same mean, squares and sum
+        z = self._z(scaling, sd)
+        if z <= 0 or sd <= 0:
+            return sd, None
+        return sd, (n - 1, z, mean, sd)
+
     def _noise_floor(self, s: ReplicaSignals, scaling: ServingScaling) -> int:
         """Replicas (at 100% busy) for the recent rate times ``exp(m + z sigma)``: the recent rate is the geometric
         mean of the last ``noise_base_periods`` periods' rates, m and sigma the median and robust sd (1.4826 x
         median absolute deviation) of the log of each period's rate over that base, over ``noise_days`` days; z the
         newsvendor's (:func:`newsvendor_z`). 0 until ``noise_min_periods`` residuals were seen, or when off."""
-        if self.breach_cost_usd <= 0 or scaling not in self.price_usd_per_replica_h:
+        price = self.price_usd_per_replica_h.get(scaling)
+        if self.breach_cost_usd <= 0 or price is None:
             return 0
         n = max(1, round(86400 / self.period_s))
-        logs = self._recent_logs.setdefault(scaling, deque(maxlen=self.noise_base_periods))
-        res = self._log_jumps.setdefault(scaling, deque(maxlen=max(2, self.noise_days * n)))
+        st = self._noise_state.get(scaling)  # the fleet's noise tables, looked up once (one hash of ``scaling``)
+        if st is None:
+            st = self._noise_state[scaling] = [
+                self._recent_logs.setdefault(scaling, deque(maxlen=self.noise_base_periods)),
+                self._log_jumps.setdefault(scaling, deque(maxlen=max(2, self.noise_days * n))),
+                0,  # residuals seen
+                None,  # (m, sigma) once measured
+                None,  # (sigma, price, breach cost, period) -> z: the newsvendor's z of the last sigma
+                0.0,
+            ]
+        logs, res = st[0], st[1]
         if s.arrival_rps <= 0:
             return 0
         x = math.log(s.arrival_rps)
         if len(logs) == self.noise_base_periods:
             res.append(x - sum(logs) / len(logs))
-            self._seen[scaling] = self._seen.get(scaling, 0) + 1
-            if len(res) >= self.noise_min_periods and (self._seen[scaling] % n == 0 or scaling not in self._sigma):
+            seen = st[2] = st[2] + 1
+            if len(res) >= self.noise_min_periods and (seen % n == 0 or st[3] is None):
                 a = np.fromiter(res, dtype=np.float64, count=len(res))
                 med = float(np.median(a))
-                self._sigma[scaling] = (med, 1.4826 * float(np.median(np.abs(a - med))))
+                st[3] = self._sigma[scaling] = (med, 1.4826 * float(np.median(np.abs(a - med))))
         logs.append(x)
-        m, sigma = self._sigma.get(scaling, (0.0, 0.0))
+        m, sigma = st[3] if st[3] is not None else (0.0, 0.0)
         if sigma <= 0 or len(logs) < self.noise_base_periods:
             return 0
-        z = self._z(scaling, sigma)
+        key = (sigma, price, self.breach_cost_usd, self.period_s)
+        if st[4] == key:  # sigma is measured once a day: its z too (``self._z``, the same inputs)
+            z = st[5]
+        else:
+            z = st[5] = self._z(scaling, sigma)
+            st[4] = key
         if z <= 0:
             return 0
         base_rps = math.exp(sum(logs) / len(logs))
         return math.ceil(base_rps / scaling.target_rps_per_replica * math.exp(m + z * sigma) - 1e-9)
+
+
+def _t_tail(df: int, z: float, mean: float, sd: float) -> float:
+    """The tail of :meth:`SpareReplicas._tail_jump`: ``exp(mean + t sd)``, t the Student-t quantile (``df``
+    degrees of freedom) at the normal's probability of ``z``."""
+    t = float(special.stdtrit(df, special.ndtr(z)))
+    if not math.isfinite(t):  # z past float's normal tail (a spread of rounding noise): the last finite quantile
+        t = float(special.stdtrit(df, 1.0 - 1e-15))
+    return math.exp(min(mean + t * sd, MAX_LOG_JUMP))
+
+
+def _slot_tail(tails: dict[int, float], args: dict[int, tuple[int, float, float, float]], slot: int) -> float:
+    """The slot's tail jump (0 for a slot with none): kept once computed, until the slot's jumps change."""
+    got = tails.get(slot)
+    if got is None:
+        a = args.get(slot)
+        if a is None:
+            return 0.0
+        got = tails[slot] = _t_tail(*a)
+    return got
 
 
 def _set_ranked(by_slot: dict[int, float], ranked: list[float], slot: int, value: float) -> None:
