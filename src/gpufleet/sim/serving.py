@@ -58,6 +58,7 @@ class FleetRuntime:
     last_scale_down_s: int = -(10**12)
     served_req: float = 0.0  # requests that waited at most the SLO
     total_req: float = 0.0
+    shed_req: float = 0.0  # requests the gateway rejected at arrival (admission control; counted as missed)
     cold_starts: int = 0
     ready_at_tick: int = 0  # ready replicas when the queue was last served (a tick or an observation)
     ready_log: list[tuple[int, int]] = field(default_factory=list)  # (time, ready after the change) since then
@@ -81,6 +82,7 @@ class FleetRuntime:
         self.served_to = now
         self.total_req += got.requests
         self.served_req += got.requests - got.missed
+        self.shed_req += got.shed
         return got
 
     def segments(self, start: int, end: int) -> list[tuple[float, int]]:
@@ -161,6 +163,7 @@ class ServingFleets:
         for i, fr in enumerate(fleets):
             fr.index = i
             fr.on_drop = self.watch
+            fr.queue.shed_wait_s = loop.queue_wait_limit_s(fr.spec.slo_s)  # the loop's admission control
 
     def on_tick(self, now: int) -> None:
         """Serve the period that just ended, fleet by fleet."""
