@@ -160,3 +160,26 @@ def test_the_world_applies_the_limit_and_the_autoscaler_still_sees_the_full_dema
     assert [o.arrival_rps for o in s0] == [o.arrival_rps for o in s1]
     assert [o.load_replicas for o in s0] == [o.load_replicas for o in s1]
     assert sum(o.slo_misses or 0.0 for o in s1) >= f1.shed_req - 1e-6
+
+
+def test_the_fast_path_still_fires_and_reacts_when_the_gateway_sheds() -> None:
+    from .test_serving_fast_path import Fixed, _one_fleet
+
+    sc = _one_fleet()
+    short = max(1, int(sc.serving[0].base_rps / sc.serving[0].target_rps_per_replica * 0.8))
+    seen = {}
+    for limit in (None, 1.0):
+        loop = ControlLoop.baseline(sc.seed)
+        loop.queue_limit_slo = limit
+        pol = Fixed(short, fast=True)
+        loop.autoscaler = pol
+        w = World(sc, loop)
+        w.run()
+        w.check_invariants()
+        seen[limit] = (w, pol)
+    (w0, p0), (w1, p1) = seen[None], seen[1.0]
+    assert w1.fleets[0].shed_req > 0
+    # the same growths are observed and reacted to: the trigger is the arriving work above the ready replicas
+    assert w1.serving.observations == w0.serving.observations > 0
+    assert w1.serving.reactions == w0.serving.reactions > 0
+    assert [s.load_replicas for s in p1.reacted] == [s.load_replicas for s in p0.reacted]
