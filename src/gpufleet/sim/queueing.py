@@ -21,6 +21,11 @@ and a request arriving with ``Q`` queued waits ``Q / ready`` (the FIFO's wait at
 with no ready replica it waits for one: a miss). The exclusive model adds, while nothing is backlogged, the
 M/M/c wait of one-request servers (Erlang C: ``P(wait > t) = C(c, a) exp(-(c - a) t / work)``). The cost per
 period and fleet is a few scalar operations per segment, whatever the request rate.
+
+Admission control: a :class:`PeriodQueue` given ``shed_wait_s`` (the loop's gateway limit, sim/serving.py) admits a
+request only while its wait at arrival ``Q / ready`` is at most the limit and sheds it otherwise (a miss that takes
+no GPU work); the backlog is then capped at ``ready * shed_wait_s`` (:meth:`PeriodQueue._serve_capped`). Without
+it the queue is the unbounded FIFO above.
 """
 
 from __future__ import annotations
