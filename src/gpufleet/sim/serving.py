@@ -6,7 +6,9 @@ part of it (replicas become ready after their cold start, stop when removed or l
 the requests whose queue wait stayed within the spec's ``slo_s``. The replica autoscaler then decides through the
 loop's port (``decide``) with what the queue measured as :class:`~gpufleet.ports.ReplicaSignals`: arrivals,
 queue depth, requests in flight, SLO misses. The fleet's SLO and queue kind are declared to the loop when it is
-built (sim/run.py), not observed.
+built (sim/run.py), not observed. A loop with a gateway queue limit (``ControlLoop.queue_limit_slo``) has each
+fleet's queue shed the requests that would wait past it (sim/queueing.py, "Admission control"): they count as
+misses, and the arrivals and load the autoscaler sees still include them.
 
 Between two ticks the world watches each fleet's queue: when arriving work exceeds the ready replicas (the queue
 grows: at a period start whose rate is above the ready fleet, or when a replica stops serving - a node failure,
