@@ -51,6 +51,15 @@ class ControlLoop:
     # the preemption gate's price of a serving request missed while a replica waits for a node (0: waiting costs
     # the replica's idle GPU-hours only); GPU-hours are priced at the SKU's on-demand list price
     serving_breach_cost_usd: float = 0.0
+    # SLO-aware admission control at each serving fleet's gateway (Ray Serve's max_queued_requests, a KServe /
+    # Envoy queue limit): a request is admitted only while its expected queue wait at arrival is within this many
+    # times the fleet's latency SLO, else rejected at once (a miss that costs no GPU work). None: every request is
+    # queued (an unbounded FIFO). The world applies the limit (sim/serving.py, sim/queueing.PeriodQueue).
+    queue_limit_slo: float | None = None
+
+    def queue_wait_limit_s(self, slo_s: float) -> float | None:
+        """The admission limit on a fleet's expected queue wait (s) for its latency SLO; None: no limit."""
+        return None if self.queue_limit_slo is None else self.queue_limit_slo * slo_s
 
     def running_tiers(self, checkpointed: bool, prices: Mapping[Tier, Decimal]) -> tuple[Tier, ...]:
         """The tiers a pod of one SKU may use, in the order placement tries running nodes (``prices`` per tier)."""
@@ -125,4 +134,5 @@ class ControlLoop:
         base.scheduler_policy = scheduler_policy
         base.preemption = preemption
         base.consolidation = True
+        base.queue_limit_slo = 1.0  # shed a request that would wait past its SLO rather than delay later ones
         return base

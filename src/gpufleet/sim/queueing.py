@@ -21,6 +21,11 @@ and a request arriving with ``Q`` queued waits ``Q / ready`` (the FIFO's wait at
 with no ready replica it waits for one: a miss). The exclusive model adds, while nothing is backlogged, the
 M/M/c wait of one-request servers (Erlang C: ``P(wait > t) = C(c, a) exp(-(c - a) t / work)``). The cost per
 period and fleet is a few scalar operations per segment, whatever the request rate.
+
+Admission control: a :class:`PeriodQueue` given ``shed_wait_s`` (the loop's gateway limit, sim/serving.py) admits a
+request only while its wait at arrival ``Q / ready`` is at most the limit and sheds it otherwise (a miss that takes
+no GPU work); the backlog is then capped at ``ready * shed_wait_s`` (:meth:`PeriodQueue._serve_capped`). Without
+it the queue is the unbounded FIFO above.
 """
 
 from __future__ import annotations
@@ -300,6 +305,7 @@ class PeriodServed:
     peak_concurrency: float
     load_replicas: float
     duration_s: float = 0.0
+    shed: float = 0.0  # of the missed requests, those the gateway rejected at arrival (admission control)
 
 
 def combine(parts: Sequence[PeriodServed]) -> PeriodServed:
@@ -319,6 +325,7 @@ def combine(parts: Sequence[PeriodServed]) -> PeriodServed:
         max(p.peak_concurrency for p in parts),
         sum(p.load_replicas * p.duration_s for p in parts) / total_d,
         total_d,
+        sum(p.shed for p in parts),
     )
 
 
@@ -339,16 +346,21 @@ class PeriodQueue:
     """The simulator's serving queue: one FIFO per serving fleet, served period by period (module docstring).
 
     ``work_s``: replica-seconds of work per request (one replica serves ``1 / work_s`` requests per second at
-    100%); ``slo_s``: the latency SLO on the queue wait. State: the backlog carried from period to period."""
+    100%); ``slo_s``: the latency SLO on the queue wait; ``shed_wait_s``: the gateway's admission limit (module
+    docstring, "Admission control"; None: every request is queued). State: the backlog carried from period to
+    period."""
 
-    def __init__(self, model: QueueModel, work_s: float, slo_s: float) -> None:
+    def __init__(self, model: QueueModel, work_s: float, slo_s: float, shed_wait_s: float | None = None) -> None:
         if model not in QUEUE_MODELS:
             raise ValidationError("queue", f"must be one of {', '.join(QUEUE_MODELS)}, got {model!r}")
         if work_s <= 0 or slo_s < 0:
             raise ValidationError("work_s", "need work_s > 0 and slo_s >= 0")
+        if shed_wait_s is not None and shed_wait_s < 0:
+            raise ValidationError("shed_wait_s", "need shed_wait_s >= 0 (or None: no admission limit)")
         self.model = model
         self.work_s = work_s
         self.slo_s = slo_s
+        self.shed_wait_s = shed_wait_s
         self.backlog = 0.0  # replica-seconds of work queued
         self._tail: dict[tuple[int, float], float] = {}
 
@@ -363,6 +375,8 @@ class PeriodQueue:
 
     def serve(self, rate_rps: float, segments: Sequence[tuple[float, int]]) -> PeriodServed:
         """Serve arrivals at ``rate_rps`` through ``segments`` (duration s, ready replicas), in time order."""
+        if self.shed_wait_s is not None:
+            return self._serve_capped(rate_rps, segments, self.shed_wait_s)
         w, slo = self.work_s, self.slo_s
         rho = rate_rps * w  # work arriving per second (replica-seconds per second)
         q = self.backlog
@@ -420,4 +434,81 @@ class PeriodQueue:
             peak / w + peak_busy,
             rho,
             total_d,
+        )
+
+    def _serve_capped(self, rate_rps: float, segments: Sequence[tuple[float, int]], limit_s: float) -> PeriodServed:
+        """:meth:`serve` behind a gateway that admits a request only while its wait at arrival (``Q / ready``) is at
+        most ``limit_s``: the backlog is capped at ``ready * limit_s``, the arriving work above it is shed. Per
+        segment of ``c > 0`` ready replicas, up to three phases: (A) a backlog above the cap (capacity just fell)
+        drains at ``c`` while every arrival is shed; (B) below the cap the uncapped fluid, until (C) it reaches the
+        cap, where ``c`` of the arriving work per second is admitted (late iff the cap is above ``c * slo_s``) and
+        the rest shed. With no ready replica every arrival is shed and the backlog waits."""
+        w, slo = self.work_s, self.slo_s
+        rho = rate_rps * w
+        q = self.backlog
+        late = shed = area_q = done = total_d = 0.0  # late and shed in requests
+        peak = q
+        peak_busy = 0.0
+        for d, c in segments:
+            if d <= 0:
+                continue
+            total_d += d
+            if c <= 0:  # no replica: every arrival is shed (it would miss anyway); the admitted backlog waits
+                shed += rate_rps * d
+                area_q += q * d
+                continue
+            mu = float(c)
+            cap, theta = mu * limit_s, mu * slo
+            busy_for = 0.0
+            if q > cap:  # (A)
+                ta = min(d, (q - cap) / mu)
+                shed += rate_rps * ta
+                area_q += (q - mu * ta / 2) * ta
+                done += mu * ta
+                busy_for = ta
+                q = max(cap, q - mu * ta) if ta < d else q - mu * ta
+                d -= ta
+            s = rho - mu
+            if d > 0 and s > 0:  # (B) then (C)
+                tb = min(d, max(0.0, (cap - q) / s))
+                late += rate_rps * (tb - min(max((theta - q) / s, 0.0), tb))
+                area_q += (q + s * tb / 2) * tb
+                q = cap if tb < d else q + s * tb
+                tc = d - tb
+                shed += (rho - mu) / w * tc
+                if cap > theta:
+                    late += mu / w * tc
+                area_q += q * tc
+                done += mu * d
+                busy_for += d
+            elif d > 0 and s < 0:  # (B), draining
+                late += rate_rps * min(max((q - theta) / -s, 0.0), d)
+                t_empty = min(d, q / -s)
+                area_q += (q + s * t_empty / 2) * t_empty
+                done += mu * t_empty + rho * (d - t_empty)
+                busy_for += t_empty
+                q = max(0.0, q + s * d)
+                if self.model == "exclusive" and t_empty < d:  # M/M/c waits while nothing is backlogged
+                    late += rate_rps * (d - t_empty) * self._erlang_tail(c, rho)
+            elif d > 0:
+                late += rate_rps * d if q > theta else 0.0
+                area_q += q * d
+                done += mu * d
+                busy_for += d if q > 0 else 0.0
+            peak = max(peak, q)
+            peak_busy = max(peak_busy, mu if busy_for > 0 else min(rho, mu))
+        self.backlog = q
+        if total_d <= 0:
+            return PeriodServed(0.0, 0.0, math.ceil(q / w - 1e-9), 0.0, 0.0, 0.0)
+        requests = rate_rps * total_d
+        shed = min(shed, requests)
+        return PeriodServed(
+            requests,
+            min(late + shed, requests),
+            max(0, math.ceil(q / w - 1e-9)),
+            area_q / total_d / w + done / total_d,
+            peak / w + peak_busy,
+            rho,
+            total_d,
+            shed,
         )

@@ -6,7 +6,9 @@ part of it (replicas become ready after their cold start, stop when removed or l
 the requests whose queue wait stayed within the spec's ``slo_s``. The replica autoscaler then decides through the
 loop's port (``decide``) with what the queue measured as :class:`~gpufleet.ports.ReplicaSignals`: arrivals,
 queue depth, requests in flight, SLO misses. The fleet's SLO and queue kind are declared to the loop when it is
-built (sim/run.py), not observed.
+built (sim/run.py), not observed. A loop with a gateway queue limit (``ControlLoop.queue_limit_slo``) has each
+fleet's queue shed the requests that would wait past it (sim/queueing.py, "Admission control"): they count as
+misses, and the arrivals and load the autoscaler sees still include them.
 
 Between two ticks the world watches each fleet's queue: when arriving work exceeds the ready replicas (the queue
 grows: at a period start whose rate is above the ready fleet, or when a replica stops serving - a node failure,
@@ -58,6 +60,7 @@ class FleetRuntime:
     last_scale_down_s: int = -(10**12)
     served_req: float = 0.0  # requests that waited at most the SLO
     total_req: float = 0.0
+    shed_req: float = 0.0  # requests the gateway rejected at arrival (admission control; counted as missed)
     cold_starts: int = 0
     ready_at_tick: int = 0  # ready replicas when the queue was last served (a tick or an observation)
     ready_log: list[tuple[int, int]] = field(default_factory=list)  # (time, ready after the change) since then
@@ -81,6 +84,7 @@ class FleetRuntime:
         self.served_to = now
         self.total_req += got.requests
         self.served_req += got.requests - got.missed
+        self.shed_req += got.shed
         return got
 
     def segments(self, start: int, end: int) -> list[tuple[float, int]]:
@@ -161,6 +165,7 @@ class ServingFleets:
         for i, fr in enumerate(fleets):
             fr.index = i
             fr.on_drop = self.watch
+            fr.queue.shed_wait_s = loop.queue_wait_limit_s(fr.spec.slo_s)  # the loop's admission control
 
     def on_tick(self, now: int) -> None:
         """Serve the period that just ended, fleet by fleet."""
