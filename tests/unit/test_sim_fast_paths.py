@@ -245,3 +245,34 @@ def test_check_and_hold_is_check_then_hold(ops: list[tuple[int, int, bool]]) -> 
             plain.hold(pod, want)
         assert got == want
         assert fused.held == plain.held and fused.book.usage == plain.book.usage
+
+
+def _ledger_books(w: World) -> tuple[object, ...]:
+    led = w.ledger
+    return (
+        list(led.by_team.items()),  # the order of first charge too, not only the sums
+        list(led.by_tenant.items()),
+        list(led.by_tier.items()),
+        list(led.by_workload.items()),
+        led.allocated_units,
+    )
+
+
+@pytest.mark.parametrize(("seed", "mtbf"), [(3, 250.0), (5, 20.0)])
+def test_summed_billing_books_as_charging_every_segment(seed: int, mtbf: float) -> None:
+    """Billing sums the segments per (owner, pool) and writes them when the ledger is read: the ledger (every
+    total, every key's order) equals charging each segment as it closes (Billing.charge_now), read mid-run and at
+    the end, with failures, gangs on several pools, moves and serving replicas."""
+    sc = default_scenario(gpus=512, days=5, seed=seed)
+    sc = sc.model_copy(update={"failures": sc.failures.model_copy(update={"node_mtbf_days": mtbf})})
+    summed, plain = World(sc, gpufleet_loop(sc, seed)), World(sc, gpufleet_loop(sc, seed))
+    plain.billing.charge = plain.billing.charge_now  # type: ignore[method-assign]
+    for w in (summed, plain):
+        w.run(until_s=2 * 86_400 + 1234)
+    assert plain.billing._gpu_s == {}
+    assert summed.billing._gpu_s  # segments summed, not yet written
+    assert _ledger_books(summed) == _ledger_books(plain)
+    for w in (summed, plain):
+        w.run()
+    assert _ledger_books(summed) == _ledger_books(plain)
+    assert summed.q.processed == plain.q.processed
