@@ -160,14 +160,15 @@ class FreeingEstimates:
                     eta = now
                 if eta > limit:
                     break
-                ends.append((eta, min(gpus_of[p], per)))
+                g = gpus_of[p]
+                ends.append((eta, g if g < per else per))
             else:
                 ends.sort()
                 got = free
                 for eta, gpus in ends:
                     got += gpus
                     if got >= want:
-                        times.append(max(eta, now))
+                        times.append(eta if eta > now else now)
                         break
         times.sort()
         return times
@@ -224,7 +225,8 @@ class FreeingEstimates:
                 hit = memo.get(p)
                 mult = hit[1] if hit is not None and hit[0] == epoch[p] else self.eta_mult(p)
                 b = start[p] + remaining[p] - reach / mult  # report_beyond_until
-                bound = max(bound, b)
+                if b > bound:  # max(bound, b), without the call
+                    bound = b
             if bound == _INF:
                 continue  # a serving replica (or a pod not running) on it: no end until it changes
             key = bound - 1e-3
