@@ -225,7 +225,7 @@ class FreeingEstimates:
                 hit = memo.get(p)
                 mult = hit[1] if hit is not None and hit[0] == epoch[p] else self.eta_mult(p)
                 b = start[p] + remaining[p] - reach / mult  # report_beyond_until
-                if b > bound:  # max(bound, b), without the call
+                if b > bound:  # noqa: PLR1730 (max(bound, b) without the call: the hot loop)
                     bound = b
             if bound == _INF:
                 continue  # a serving replica (or a pod not running) on it: no end until it changes
