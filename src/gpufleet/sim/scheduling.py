@@ -16,6 +16,7 @@ victim of training (the plan's rule) and multi-node pods never preempt.
 
 from __future__ import annotations
 
+from itertools import islice
 from typing import TYPE_CHECKING
 
 from gpufleet.control.scheduling import Bind, FleetScheduler, PodAsk, QuotaAdmission, RunningJob, victim_lost_s
@@ -492,6 +493,6 @@ class Scheduling:
         self.drain_queue(s, now)
         # launch for the head of the queue while demand exceeds capacity on its way
         for prio in (3, 2, 1, 0):
-            for pod in list(self.queues.queue[s][prio])[:BACKFILL_SCAN]:
+            for pod in list(islice(self.queues.queue[s][prio], BACKFILL_SCAN)):  # the head, not a copy of the queue
                 if self.pods.state[pod] == QUEUED and not self.provisioner.provision(s, now, pod):
                     break
