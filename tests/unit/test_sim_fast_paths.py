@@ -1,7 +1,7 @@
 """The simulator's fast paths give the very decisions of the plain computations they replace (bench sim speed).
 
 Whole runs with gangs, quotas, preemption and node failures, checked call by call: the freeing-node heap
-(sim/freeing.py) against a scan of every busy node, and its memo per (time, index version) against computing
+(sim/freeing.py, its heap compacted often) against a scan of every busy node, and its memo per (time, index version) against computing
 again; the scheduler's bit-set and per-rack reads (control/scheduling.FleetScheduler.place) against the candidate
 tuple and the rack grouping built from the index; the queue pass's skipped pods (sim/scheduling.NoRoom) against
 asking the scheduler; the preemption scans skipped at an unchanged index (sim/scheduling.Scheduling.try_preempt)
@@ -18,6 +18,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+import gpufleet.sim.freeing as sim_freeing
 import gpufleet.sim.scheduling as sim_scheduling
 from gpufleet.control.loop import ControlLoop
 from gpufleet.control.scheduling import Bind, FleetScheduler, FreeGpuIndex, PodAsk, QuotaAdmission, TeamQuota, Wait
@@ -195,8 +196,10 @@ def test_fast_paths_decide_as_the_plain_computations(
     )
     CALLS.update(free=0, memo=0, place=0, quota=0, no_room=0, sums=0, no_victims=0)
     monkeypatch.setattr(sim_scheduling, "NoRoom", CheckedNoRoom)
+    monkeypatch.setattr(sim_freeing, "COMPACT_SLACK", 8)  # compact the bound heaps often (checked by the scan)
     w = checked_world(sc, gpufleet_loop(sc, seed))
     w.run()
+    assert sum(st.compactions for st in w.freeing._bounds.values()) > 10
     w.check_invariants()
     assert CALLS["free"] > 20 and CALLS["place"] > 500 and CALLS["quota"] > 100
     assert CALLS["memo"] > CALLS["free"] // 2 and CALLS["no_room"] > 20 and CALLS["sums"] > 20
