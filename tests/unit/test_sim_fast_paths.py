@@ -12,6 +12,7 @@ engine's dispatch loop against popping one event at a time, the fused quota chec
 
 from __future__ import annotations
 
+import gc
 from collections.abc import Sequence
 
 import pytest
@@ -290,8 +291,10 @@ def test_summed_billing_books_as_charging_every_segment(seed: int, mtbf: float) 
     sc = sc.model_copy(update={"failures": sc.failures.model_copy(update={"node_mtbf_days": mtbf})})
     summed, plain = World(sc, gpufleet_loop(sc, seed)), World(sc, gpufleet_loop(sc, seed))
     plain.billing.charge = plain.billing.charge_now  # type: ignore[method-assign]
+    thresholds = gc.get_threshold()
     for w in (summed, plain):
         w.run(until_s=2 * 86_400 + 1234)
+    assert gc.get_threshold() == thresholds and gc.get_freeze_count() == 0  # the run restores the collector
     assert plain.billing._gpu_s == {}
     assert summed.billing._gpu_s  # segments summed, not yet written
     assert _ledger_books(summed) == _ledger_books(plain)
