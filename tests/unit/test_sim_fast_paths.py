@@ -1,29 +1,32 @@
 """The simulator's fast paths give the very decisions of the plain computations they replace (bench sim speed).
 
 Whole runs with gangs, quotas, preemption and node failures, checked call by call: the freeing-node heap
-(sim/freeing.py) against a scan of every busy node, and its memo per (time, index version) against computing
+(sim/freeing.py, its heap compacted often) against a scan of every busy node, and its memo per (time, index version) against computing
 again; the scheduler's bit-set and per-rack reads (control/scheduling.FleetScheduler.place) against the candidate
 tuple and the rack grouping built from the index; the queue pass's skipped pods (sim/scheduling.NoRoom) against
-asking the scheduler; the quota book's running pool use against the sum over the cohort; and the scale-down
+asking the scheduler; the preemption scans skipped at an unchanged index (sim/scheduling.Scheduling.try_preempt)
+against scanning; the quota book's running pool use against the sum over the cohort; and the scale-down
 context's free and schedulable GPUs read off the index's buckets against its per-class counts. Property tests: the
 engine's dispatch loop against popping one event at a time, the fused quota check-and-hold against check then hold.
 """
 
 from __future__ import annotations
 
+import gc
 from collections.abc import Sequence
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+import gpufleet.sim.freeing as sim_freeing
 import gpufleet.sim.scheduling as sim_scheduling
 from gpufleet.control.loop import ControlLoop
 from gpufleet.control.scheduling import Bind, FleetScheduler, FreeGpuIndex, PodAsk, QuotaAdmission, TeamQuota, Wait
 from gpufleet.schedule.gang import plan_whole_nodes
 from gpufleet.sim.builtin import default_scenario
 from gpufleet.sim.engine import EventQueue
-from gpufleet.sim.kinds import RUNNING
+from gpufleet.sim.kinds import PRIO_SERVING, RUNNING
 from gpufleet.sim.run import gpufleet_loop
 from gpufleet.sim.scenario import Scenario
 from gpufleet.sim.world import World
@@ -58,7 +61,7 @@ def reference_place(sched: FleetScheduler, ask: PodAsk, index: FreeGpuIndex, rac
     return Bind(tuple(nodes), f"gang_{level}", level)
 
 
-CALLS = {"free": 0, "memo": 0, "place": 0, "quota": 0, "no_room": 0, "sums": 0}
+CALLS = {"free": 0, "memo": 0, "place": 0, "quota": 0, "no_room": 0, "sums": 0, "no_victims": 0}
 
 
 class CheckedNoRoom(sim_scheduling.NoRoom):
@@ -136,6 +139,23 @@ def checked_world(sc: Scenario, loop: ControlLoop) -> World:
         CALLS["quota"] += 1
         return out
 
+    try_preempt = sch.try_preempt
+
+    def preempt(pod: int, now: int) -> bool:
+        s, g = pods.sku[pod], pods.gpus[pod]
+        prio = PRIO_SERVING if pods.serving[pod] >= 0 else pods.prio[pod]
+        key = (s, g, prio, pods.tiers(pod))
+        if sch._no_victims_at == f.index.version and key in sch._no_victims:  # the memo skips the scan
+            per, offered = w.per_node[s], 0
+            for t in pods.tiers(pod):  # the scan as written: the first PREEMPT_SCAN_NODES busy nodes
+                for free in range(g - 1, -1, -1):
+                    for node in f.index.iter_with_free(s, t, free):
+                        if offered < sim_scheduling.PREEMPT_SCAN_NODES:
+                            offered += 1
+                            assert not [p for p in f.n_pods[node] if pods.gpus[p] <= per and pods.prio[p] < prio]
+            CALLS["no_victims"] += 1
+        return try_preempt(pod, now)
+
     prov = w.provisioner
     free_gpus, capacity_gpus = prov.free_gpus, prov.capacity_gpus
 
@@ -158,6 +178,7 @@ def checked_world(sc: Scenario, loop: ControlLoop) -> World:
     freeing.freeing_times = memoised  # type: ignore[method-assign]
     sch.try_place = place  # type: ignore[method-assign]
     sch.admit = quota  # type: ignore[method-assign]
+    sch.try_preempt = preempt  # type: ignore[method-assign]
     return w
 
 
@@ -174,14 +195,17 @@ def test_fast_paths_decide_as_the_plain_computations(
             "control": sc.control.model_copy(update={"scheduler_policy": policy, "eta_error_sd": 0.2}),
         }
     )
-    CALLS.update(free=0, memo=0, place=0, quota=0, no_room=0, sums=0)
+    CALLS.update(free=0, memo=0, place=0, quota=0, no_room=0, sums=0, no_victims=0)
     monkeypatch.setattr(sim_scheduling, "NoRoom", CheckedNoRoom)
+    monkeypatch.setattr(sim_freeing, "COMPACT_SLACK", 8)  # compact the bound heaps often (checked by the scan)
     w = checked_world(sc, gpufleet_loop(sc, seed))
     w.run()
+    assert sum(st.compactions for st in w.freeing._bounds.values()) > 10
     w.check_invariants()
     assert CALLS["free"] > 20 and CALLS["place"] > 500 and CALLS["quota"] > 100
     assert CALLS["memo"] > CALLS["free"] // 2 and CALLS["no_room"] > 20 and CALLS["sums"] > 20
     assert any(r.startswith("gang_") for r in w.scheduling.sched_reasons)
+    assert CALLS["no_victims"] > 100
 
 
 @settings(max_examples=60, deadline=None)
@@ -245,3 +269,36 @@ def test_check_and_hold_is_check_then_hold(ops: list[tuple[int, int, bool]]) -> 
             plain.hold(pod, want)
         assert got == want
         assert fused.held == plain.held and fused.book.usage == plain.book.usage
+
+
+def _ledger_books(w: World) -> tuple[object, ...]:
+    led = w.ledger
+    return (
+        list(led.by_team.items()),  # the order of first charge too, not only the sums
+        list(led.by_tenant.items()),
+        list(led.by_tier.items()),
+        list(led.by_workload.items()),
+        led.allocated_units,
+    )
+
+
+@pytest.mark.parametrize(("seed", "mtbf"), [(3, 250.0), (5, 20.0)])
+def test_summed_billing_books_as_charging_every_segment(seed: int, mtbf: float) -> None:
+    """Billing sums the segments per (owner, pool) and writes them when the ledger is read: the ledger (every
+    total, every key's order) equals charging each segment as it closes (Billing.charge_now), read mid-run and at
+    the end, with failures, gangs on several pools, moves and serving replicas."""
+    sc = default_scenario(gpus=512, days=5, seed=seed)
+    sc = sc.model_copy(update={"failures": sc.failures.model_copy(update={"node_mtbf_days": mtbf})})
+    summed, plain = World(sc, gpufleet_loop(sc, seed)), World(sc, gpufleet_loop(sc, seed))
+    plain.billing.charge = plain.billing.charge_now  # type: ignore[method-assign]
+    thresholds = gc.get_threshold()
+    for w in (summed, plain):
+        w.run(until_s=2 * 86_400 + 1234)
+    assert gc.get_threshold() == thresholds and gc.get_freeze_count() == 0  # the run restores the collector
+    assert plain.billing._gpu_s == {}
+    assert summed.billing._gpu_s  # segments summed, not yet written
+    assert _ledger_books(summed) == _ledger_books(plain)
+    for w in (summed, plain):
+        w.run()
+    assert _ledger_books(summed) == _ledger_books(plain)
+    assert summed.q.processed == plain.q.processed

@@ -30,6 +30,7 @@ if TYPE_CHECKING:
 ETA = 3  # crn stream id of the ETA errors (FAIL = 1, PREEMPT = 2)
 _Z = NormalDist()
 _INF = float("inf")
+COMPACT_SLACK = 1024  # a bound heap is compacted when it holds this many entries more than twice its live ones
 
 
 @dataclass(slots=True)
@@ -46,6 +47,8 @@ class FreeingBounds:
     active: dict[int, int] = field(default_factory=dict)
     change: dict[int, int] = field(default_factory=dict)
     dirty: set[int] = field(default_factory=set)
+    compact_at: int = 0  # the heap's length beyond which its stale entries are dropped (reset at each compaction)
+    compactions: int = 0
 
 
 def report_beyond_until(end_s: int, mult: float, within_s: int) -> float:
@@ -160,14 +163,15 @@ class FreeingEstimates:
                     eta = now
                 if eta > limit:
                     break
-                ends.append((eta, min(gpus_of[p], per)))
+                g = gpus_of[p]
+                ends.append((eta, g if g < per else per))
             else:
                 ends.sort()
                 got = free
                 for eta, gpus in ends:
                     got += gpus
                     if got >= want:
-                        times.append(max(eta, now))
+                        times.append(eta if eta > now else now)
                         break
         times.sort()
         return times
@@ -224,7 +228,8 @@ class FreeingEstimates:
                 hit = memo.get(p)
                 mult = hit[1] if hit is not None and hit[0] == epoch[p] else self.eta_mult(p)
                 b = start[p] + remaining[p] - reach / mult  # report_beyond_until
-                bound = max(bound, b)
+                if b > bound:  # noqa: PLR1730 (max(bound, b) without the call: the hot loop)
+                    bound = b
             if bound == _INF:
                 continue  # a serving replica (or a pod not running) on it: no end until it changes
             key = bound - 1e-3
@@ -233,10 +238,25 @@ class FreeingEstimates:
             else:
                 heapq.heappush(heap, (key, ch, node))
         st.dirty.clear()
+        if len(heap) > st.compact_at:
+            self._compact(st)
+            heap = st.heap
         while heap and heap[0][0] <= now:
             _key, ch, node = heapq.heappop(heap)
             if cur.get(node) == ch:
                 active[node] = ch
+
+    @staticmethod
+    def _compact(st: FreeingBounds) -> None:
+        """Drop the heap's stale entries (of a node changed since: every recomputed bound is pushed anew and the
+        old entry stays until time reaches it). Exact: a stale entry is skipped when popped, and the live ones
+        pop in the same order from a heap of fewer entries."""
+        cur = st.change
+        live = [e for e in st.heap if cur.get(e[2]) == e[1]]
+        heapq.heapify(live)
+        st.heap = live
+        st.compactions += 1
+        st.compact_at = 2 * len(live) + COMPACT_SLACK
 
     def not_freeing_until(self, node: int, within_s: int) -> float:
         """A time up to which ``node`` cannot have all its pods report an end within ``within_s``: a pod's report

@@ -139,14 +139,47 @@ class WorkQueues:
 
 class Billing:
     """Charges each pod's running segments to the ledger (the per-segment book the fleet's integrals are checked
-    against). Serving replicas bill to their fleet's team and tenant."""
+    against). Serving replicas bill to their fleet's team and tenant.
+
+    A charge is ``price x GPUs x seconds`` in integer ledger units (exact), and a pool's price never changes, so
+    the segments are summed per (team, tenant, workload, pool) as GPU-seconds and written to the ledger when it is
+    read (:meth:`flush`): the same totals to the unit, and the ledger's keys in the order of their first charge,
+    as charging segment by segment would give (``tests/unit/test_sim_fast_paths.py`` checks both)."""
 
     def __init__(self, pods: PodTable, fleet: Fleet, per_node: list[int], ledger: Ledger, serving: list[ServingSpec]):
         self.pods = pods
         self.fleet = fleet
         self.per_node = per_node
-        self.ledger = ledger
+        self._ledger = ledger
         self.serving_owner = [(s.team, s.tenant, f"serving/{s.name}") for s in serving]
+        # (team, tenant, workload, pool index) -> GPU-seconds not yet written to the ledger (insertion-ordered)
+        self._gpu_s: dict[tuple[str, str, str, int], int] = {}
+
+    @property
+    def ledger(self) -> Ledger:
+        """The ledger, with every segment charged so far written to it."""
+        self.flush()
+        return self._ledger
+
+    def flush(self) -> None:
+        """Write the summed GPU-seconds to the ledger (in the order of their first charge) and start again."""
+        acc = self._gpu_s
+        if not acc:
+            return
+        pools = self.fleet.pools
+        charge = self._ledger.charge
+        for (team, tenant, group, pool), gpu_s in acc.items():
+            pr = pools[pool]
+            charge(
+                team=team,
+                tenant=tenant,
+                workload=group,
+                tier=pr.tier_name,
+                price_uusd=pr.price_uusd,
+                gpus=1,
+                seconds=gpu_s,
+            )
+        acc.clear()
 
     def charge(self, pod: int, now: int) -> None:
         """Bill the pod's GPUs from the start of its billing segment to ``now`` and open a new segment."""
@@ -165,25 +198,38 @@ class Billing:
             team = p.team[pod]
             tenant, group = p.tenant_of_team[team], p.group[pod]
         nodes = p.nodes[pod]
-        f = self.fleet
-        pools = f.pools
-        n_pool = f.n_pool
+        n_pool = self.fleet.n_pool
+        acc = self._gpu_s
         first = n_pool[nodes[0]]
         if len(nodes) == 1 or all(n_pool[n] == first for n in nodes):  # the common case: one charge per pod
-            pr = pools[first]
-            self.ledger.charge(
-                team=team,
-                tenant=tenant,
-                workload=group,
-                tier=pr.tier_name,
-                price_uusd=pr.price_uusd,
-                gpus=gpn * len(nodes),
-                seconds=dt,
-            )
+            key = (team, tenant, group, first)
+            acc[key] = acc.get(key, 0) + gpn * len(nodes) * dt
             return
         for node in nodes:
+            key = (team, tenant, group, n_pool[node])
+            acc[key] = acc.get(key, 0) + gpn * dt
+
+    def charge_now(self, pod: int, now: int) -> None:
+        """:meth:`charge` as first written: each segment straight to the ledger (the reference the tests compare
+        the summed charges with)."""
+        p = self.pods
+        dt = now - p.seg[pod]
+        if dt <= 0:
+            return
+        p.seg[pod] = now
+        g = p.gpus[pod]
+        per = self.per_node[p.sku[pod]]
+        gpn = g if g <= per else per
+        fl = p.serving[pod]
+        if fl >= 0:
+            team, tenant, group = self.serving_owner[fl]
+        else:
+            team = p.team[pod]
+            tenant, group = p.tenant_of_team[team], p.group[pod]
+        pools, n_pool = self.fleet.pools, self.fleet.n_pool
+        for node in p.nodes[pod]:
             pr = pools[n_pool[node]]
-            self.ledger.charge(
+            self._ledger.charge(
                 team=team,
                 tenant=tenant,
                 workload=group,

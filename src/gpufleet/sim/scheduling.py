@@ -16,6 +16,7 @@ victim of training (the plan's rule) and multi-node pods never preempt.
 
 from __future__ import annotations
 
+from itertools import islice
 from typing import TYPE_CHECKING
 
 from gpufleet.control.scheduling import Bind, FleetScheduler, PodAsk, QuotaAdmission, RunningJob, victim_lost_s
@@ -129,6 +130,9 @@ class Scheduling:
         self.interruptions = 0
         self.lost_gpu_s = 0  # work lost to interruptions (consolidation counts its own: sim/moves.py)
         self.max_lost_over_ckpt = 0.0  # max over interruptions of lost_s / ckpt_s (<= 1 by contract)
+        # (SKU, GPUs, priority, tiers) whose preemption scan offered no victim at index version ``_no_victims_at``
+        self._no_victims: set[tuple[int, int, int, tuple[int, ...]]] = set()
+        self._no_victims_at = -1
 
     # ------------------------------------------------------------------ observations
     def ask(self, pod: int) -> PodAsk:
@@ -326,12 +330,24 @@ class Scheduling:
         if not sched.preemption or g > per or prio == 0:
             return False  # nothing ranks below priority 0: no plan could exist
         f = self.fleet
+        tiers = self.pods.tiers(pod)
+        # The scan below reads only the index's buckets and the pods on the nodes in them, and both change only
+        # with the index's version (a node's pods change by allocate or release, each a move in the index while
+        # the node is in it): a scan that offered no victim offers none again until the version moves on.
+        version = f.index.version
+        key = (s, g, prio, tiers)
+        if self._no_victims_at == version:
+            if key in self._no_victims:
+                return False
+        else:
+            self._no_victims_at = version
+            self._no_victims.clear()
         running: list[RunningJob] = []
         free_by_node: dict[int, int] = {}
         p_prio, p_gpus = self.pods.prio, self.pods.gpus
         buckets = f.index.buckets[s]  # index.iter_with_free(s, t, free), read off the view
         left = PREEMPT_SCAN_NODES  # nodes still to offer (PREEMPT_SCAN_NODES - len(free_by_node))
-        for t in self.pods.tiers(pod):
+        for t in tiers:
             by_free = buckets[t]
             for free in range(g - 1, -1, -1):
                 for node in by_free[free]:
@@ -346,6 +362,7 @@ class Scheduling:
                 if left <= 0:
                     break
         if not running:
+            self._no_victims.add(key)
             return False
         wait_s = self.pool_specs[s].node_start_s
         plan = sched.preempt(self.ask(pod), running, free_by_node, now, wait_s, self.missed_while_waiting(pod, wait_s))
@@ -487,6 +504,6 @@ class Scheduling:
         self.drain_queue(s, now)
         # launch for the head of the queue while demand exceeds capacity on its way
         for prio in (3, 2, 1, 0):
-            for pod in list(self.queues.queue[s][prio])[:BACKFILL_SCAN]:
+            for pod in list(islice(self.queues.queue[s][prio], BACKFILL_SCAN)):  # the head, not a copy of the queue
                 if self.pods.state[pod] == QUEUED and not self.provisioner.provision(s, now, pod):
                     break

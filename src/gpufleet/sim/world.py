@@ -23,6 +23,7 @@ Parts (each owns its state; collaborators are passed to its constructor, none re
 
 from __future__ import annotations
 
+import gc
 from collections.abc import Callable
 from decimal import Decimal
 
@@ -51,6 +52,8 @@ from gpufleet.sim.scenario import PoolSpec, Scenario
 from gpufleet.sim.scheduling import Scheduling
 from gpufleet.sim.serving import ServingFleets, build_fleets
 
+GC_YOUNG = 20_000  # allocations between collections of the youngest generation while the event loop runs
+
 
 class World:
     def __init__(self, sc: Scenario, loop: ControlLoop, seed: int | None = None) -> None:
@@ -63,7 +66,7 @@ class World:
         self.horizon_s = horizon = sc.days * DAY_S
         self.period_s = period = sc.control.control_period_s
         self.q = q = EventQueue()
-        self.ledger = Ledger()
+        ledger = Ledger()
 
         self.sku_ids = sku_ids = sorted({p.sku for p in sc.pools})
         self.per_node = per_node = [SKUS_BY_ID[s].gpus_per_node for s in sku_ids]
@@ -93,7 +96,7 @@ class World:
         self.decisions = decisions = DecisionLog()  # what the loop decided, as applied (sim/decisions.py)
         self.forecasts = forecasts = ForecastBook(loop.forecaster, len(sku_ids))
         self.freeing = freeing = FreeingEstimates(pods, fleet, per_node, self.seed, sc.control.eta_error_sd)
-        self.billing = billing = Billing(pods, fleet, per_node, self.ledger, sc.serving)
+        self.billing = billing = Billing(pods, fleet, per_node, ledger, sc.serving)
         self.provisioner = provisioner = Provisioner(
             pods=pods,
             queues=queues,
@@ -226,6 +229,11 @@ class World:
             for s in range(len(self.sku_ids))
         ]
 
+    @property
+    def ledger(self) -> Ledger:
+        """The ledger of running segments charged so far (billing sums them until it is read)."""
+        return self.billing.ledger
+
     # ------------------------------------------------------------------ main loop
     def run(self, progress: Callable[[float], None] | None = None, until_s: int | None = None) -> None:
         """Process events up to ``until_s`` (default: the horizon). Running to the horizon closes the books."""
@@ -249,15 +257,25 @@ class World:
         horizon = self.horizon_s
         stop = horizon if until_s is None else min(until_s, horizon)
         next_report = q.now_s + DAY_S
-        if progress is None:
-            q.dispatch(stop, handlers)
-        while progress is not None:  # a day at a time when progress is reported (it changes nothing)
-            upto = min(stop, next_report)
-            q.dispatch(upto, handlers)
-            if upto >= stop:
-                break
-            progress(upto / horizon)
-            next_report += DAY_S
+        # The cyclic collector, during the loop: what exists before it (the scenario, the pod table, the imported
+        # libraries) is frozen out of the collections, and the youngest generation is collected less often. The
+        # event loop makes few cycles; this changes when garbage is freed, never a decision.
+        thresholds = gc.get_threshold()
+        gc.freeze()
+        gc.set_threshold(GC_YOUNG, *thresholds[1:])
+        try:
+            if progress is None:
+                q.dispatch(stop, handlers)
+            while progress is not None:  # a day at a time when progress is reported (it changes nothing)
+                upto = min(stop, next_report)
+                q.dispatch(upto, handlers)
+                if upto >= stop:
+                    break
+                progress(upto / horizon)
+                next_report += DAY_S
+        finally:
+            gc.set_threshold(*thresholds)
+            gc.unfreeze()
         if stop == horizon and not self.closed:
             self._close(horizon)
 
