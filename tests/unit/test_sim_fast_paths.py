@@ -12,6 +12,7 @@ engine's dispatch loop against popping one event at a time, the fused quota chec
 
 from __future__ import annotations
 
+import functools
 import gc
 from collections.abc import Sequence
 
@@ -27,6 +28,7 @@ from gpufleet.schedule.gang import plan_whole_nodes
 from gpufleet.sim.builtin import default_scenario
 from gpufleet.sim.engine import EventQueue
 from gpufleet.sim.kinds import PRIO_SERVING, RUNNING
+from gpufleet.sim.pods import Billing
 from gpufleet.sim.run import gpufleet_loop
 from gpufleet.sim.scenario import Scenario
 from gpufleet.sim.world import World
@@ -282,15 +284,40 @@ def _ledger_books(w: World) -> tuple[object, ...]:
     )
 
 
+def _charge_each_segment(billing: Billing, pod: int, now: int) -> None:
+    """``Billing.charge`` as first written: each segment straight to the ledger (the reference the summed charges
+    are compared with)."""
+    p = billing.pods
+    dt = now - p.seg[pod]
+    if dt <= 0:
+        return
+    p.seg[pod] = now
+    g = p.gpus[pod]
+    per = billing.per_node[p.sku[pod]]
+    gpn = g if g <= per else per
+    fl = p.serving[pod]
+    if fl >= 0:
+        team, tenant, group = billing.serving_owner[fl]
+    else:
+        team = p.team[pod]
+        tenant, group = p.tenant_of_team[team], p.group[pod]
+    pools, n_pool = billing.fleet.pools, billing.fleet.n_pool
+    for node in p.nodes[pod]:
+        pr = pools[n_pool[node]]
+        billing._ledger.charge(
+            team=team, tenant=tenant, workload=group, tier=pr.tier_name, price_uusd=pr.price_uusd, gpus=gpn, seconds=dt
+        )
+
+
 @pytest.mark.parametrize(("seed", "mtbf"), [(3, 250.0), (5, 20.0)])
 def test_summed_billing_books_as_charging_every_segment(seed: int, mtbf: float) -> None:
     """Billing sums the segments per (owner, pool) and writes them when the ledger is read: the ledger (every
-    total, every key's order) equals charging each segment as it closes (Billing.charge_now), read mid-run and at
+    total, every key's order) equals charging each segment as it closes (the code as first written), read mid-run and at
     the end, with failures, gangs on several pools, moves and serving replicas."""
     sc = default_scenario(gpus=512, days=5, seed=seed)
     sc = sc.model_copy(update={"failures": sc.failures.model_copy(update={"node_mtbf_days": mtbf})})
     summed, plain = World(sc, gpufleet_loop(sc, seed)), World(sc, gpufleet_loop(sc, seed))
-    plain.billing.charge = plain.billing.charge_now  # type: ignore[method-assign]
+    plain.billing.charge = functools.partial(_charge_each_segment, plain.billing)  # type: ignore[method-assign]
     thresholds = gc.get_threshold()
     for w in (summed, plain):
         w.run(until_s=2 * 86_400 + 1234)

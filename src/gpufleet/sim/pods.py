@@ -208,33 +208,3 @@ class Billing:
         for node in nodes:
             key = (team, tenant, group, n_pool[node])
             acc[key] = acc.get(key, 0) + gpn * dt
-
-    def charge_now(self, pod: int, now: int) -> None:
-        """:meth:`charge` as first written: each segment straight to the ledger (the reference the tests compare
-        the summed charges with)."""
-        p = self.pods
-        dt = now - p.seg[pod]
-        if dt <= 0:
-            return
-        p.seg[pod] = now
-        g = p.gpus[pod]
-        per = self.per_node[p.sku[pod]]
-        gpn = g if g <= per else per
-        fl = p.serving[pod]
-        if fl >= 0:
-            team, tenant, group = self.serving_owner[fl]
-        else:
-            team = p.team[pod]
-            tenant, group = p.tenant_of_team[team], p.group[pod]
-        pools, n_pool = self.fleet.pools, self.fleet.n_pool
-        for node in p.nodes[pod]:
-            pr = pools[n_pool[node]]
-            self._ledger.charge(
-                team=team,
-                tenant=tenant,
-                workload=group,
-                tier=pr.tier_name,
-                price_uusd=pr.price_uusd,
-                gpus=gpn,
-                seconds=dt,
-            )
