@@ -17,10 +17,11 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from scipy import special
 
 from gpufleet.autoscale.forecaster import CANDIDATES, N_CANDIDATES, OnlineQuantileForecaster, _Ring
 from gpufleet.autoscale.policy_base import RatePolicy
-from gpufleet.control.serving_headroom import SpareReplicas, sorted_median
+from gpufleet.control.serving_headroom import MAX_LOG_JUMP, SpareReplicas, sorted_median
 from gpufleet.domain.workloads import ServingScaling
 from gpufleet.forecast.components import SES_SMALL, _ses_levels_small
 from gpufleet.ports import ReplicaDecision, ReplicaSignals
@@ -43,6 +44,20 @@ class Follows(RatePolicy):
         return ReplicaDecision(max(1, round(signals.load_replicas)), "follows")
 
 
+def tail_jump(sp: SpareReplicas, jumps: deque[float], scaling: ServingScaling) -> tuple[float, float]:
+    """The slot's sd and Student-t tail as first written (np.std, np.mean, the quantile every time): the reference
+    of ``SpareReplicas._jump_spread`` + ``_t_tail``."""
+    logs = np.log(np.fromiter(jumps, dtype=np.float64, count=len(jumps)))
+    sd = float(np.std(logs, ddof=1)) if len(logs) > 1 else 0.0
+    z = sp._z(scaling, sd)
+    if z <= 0 or sd <= 0:
+        return sd, 0.0
+    t = float(special.stdtrit(len(logs) - 1, special.ndtr(z)))
+    if not math.isfinite(t):  # z past float's normal tail (a spread of rounding noise): the last finite quantile
+        t = float(special.stdtrit(len(logs) - 1, 1.0 - 1e-15))
+    return sd, math.exp(min(float(np.mean(logs)) + t * sd, MAX_LOG_JUMP))
+
+
 class ReferenceStep(SpareReplicas):
     """SpareReplicas with ``_step_floor`` as first written (max of the slot's jumps and np.median every period)."""
 
@@ -63,7 +78,7 @@ class ReferenceStep(SpareReplicas):
             if len(h) >= self.step_min_days:
                 top[slot] = max(h)
                 if self.step_sd_outlier or self.breach_cost_usd > 0:
-                    sds[slot], tails[slot] = self._tail_jump(h, scaling)
+                    sds[slot], tails[slot] = tail_jump(self, h, scaling)
         self._last_rps[scaling] = s.arrival_rps
         if len(top) < n:
             return 0
@@ -371,14 +386,14 @@ def test_move_and_scale_down_offers_are_the_plain_ones() -> None:
     breach=st.sampled_from([0.0, 0.001, 0.01, 1.0]),
 )
 def test_jump_spread_and_lazy_tail_are_tail_jump(jumps: list[float], price: float, breach: float) -> None:
-    """The sd now and the Student-t tail when read (:func:`_slot_tail`) are ``_tail_jump``'s, to the bit."""
+    """The sd now and the Student-t tail when read (:func:`_slot_tail`) are :func:`tail_jump`'s, to the bit."""
     from gpufleet.control.serving_headroom import _slot_tail
 
     sp = SpareReplicas(Follows(), PERIOD, breach_cost_usd=breach, price_usd_per_replica_h={FLEET: price})
     h = deque(jumps)
     sd, args = sp._jump_spread(h, FLEET)
     try:
-        sd_ref, tail_ref = sp._tail_jump(h, FLEET)
+        sd_ref, tail_ref = tail_jump(sp, h, FLEET)
     except OverflowError:  # a tail beyond floats (few jumps, a huge t): the lazy tail overflows when read
         assert args is not None
         with pytest.raises(OverflowError):

@@ -96,7 +96,6 @@ class SpareReplicas(RatePolicy):
     _slot_tail_args: dict[ServingScaling, dict[int, tuple[int, float, float, float]]] = field(default_factory=dict)
     _step_state: dict[ServingScaling, _StepTables] = field(default_factory=dict)  # the above, per fleet
     _log_jumps: dict[ServingScaling, deque[float]] = field(default_factory=dict)
-    _sigma: dict[ServingScaling, tuple[float, float]] = field(default_factory=dict)
     _recent_logs: dict[ServingScaling, deque[float]] = field(default_factory=dict)
     # per fleet: [recent logs, residuals, residuals seen, (m, sigma), z's inputs, z] (:meth:`_noise_floor`)
     _noise_state: dict[ServingScaling, list[Any]] = field(default_factory=dict)
@@ -209,7 +208,7 @@ class SpareReplicas(RatePolicy):
         (J). A slot is a step slot when its excess ``J - 1`` is at least ``step_outlier`` times the median slot's,
         or (``step_sd_outlier``) when the sd of its log jumps is at least ``step_outlier`` times the median slot's:
         the inner policy is already sized for the typical period-to-period change, so only such slots hold
-        ``load x J``, J raised to the slot's Student-t tail (:meth:`_tail_jump`) when ``breach_cost_usd`` is set.
+        ``load x J``, J raised to the slot's Student-t tail (:meth:`_jump_spread`, :func:`_t_tail`) when ``breach_cost_usd`` is set.
         The world observed slot ``k - 1`` (the period just ended); this decision serves slot ``k``."""
         if self.step_days <= 0:
             return 0
@@ -247,7 +246,7 @@ class SpareReplicas(RatePolicy):
                     j_new = max(h)
                 _set_ranked(top, ranked, slot, j_new)
                 if self.step_sd_outlier or self.breach_cost_usd > 0:
-                    # _tail_jump's sd now; its tail (a Student-t quantile) only when a step slot reads it
+                    # the sd of the slot's log jumps now; its tail (a Student-t quantile) only when a step slot reads it
                     sd, args = self._jump_spread(h, scaling)
                     tails.pop(slot, None)
                     if args is None:
@@ -283,22 +282,10 @@ class SpareReplicas(RatePolicy):
             period_s=self.period_s,
         )
 
-    def _tail_jump(self, jumps: deque[float], scaling: ServingScaling) -> tuple[float, float]:
-        """The sd of the slot's log jumps, and their Student-t tail at the newsvendor's z (0 when off)."""
-        logs = np.log(np.fromiter(jumps, dtype=np.float64, count=len(jumps)))
-        sd = float(np.std(logs, ddof=1)) if len(logs) > 1 else 0.0
-        z = self._z(scaling, sd)
-        if z <= 0 or sd <= 0:
-            return sd, 0.0
-        t = float(special.stdtrit(len(logs) - 1, special.ndtr(z)))
-        if not math.isfinite(t):  # z past float's normal tail (a spread of rounding noise): the last finite quantile
-            t = float(special.stdtrit(len(logs) - 1, 1.0 - 1e-15))
-        return sd, math.exp(min(float(np.mean(logs)) + t * sd, MAX_LOG_JUMP))
-
     def _jump_spread(
         self, jumps: deque[float], scaling: ServingScaling
     ) -> tuple[float, tuple[int, float, float, float] | None]:
-        """:meth:`_tail_jump` in two steps: the sd of the slot's log jumps now (the very ``np.std(ddof=1)``: the
+        """The slot's spread in two steps: the sd of its log jumps now (the very ``np.std(ddof=1)``: the
         same pairwise sums, without its Python-level wrappers), and what its tail is computed from
         (:func:`_t_tail`; None where the tail is 0), so that the Student-t quantile is only taken for the slots
         a step actually reads."""
@@ -343,7 +330,7 @@ class SpareReplicas(RatePolicy):
             if len(res) >= self.noise_min_periods and (seen % n == 0 or st[3] is None):
                 a = np.fromiter(res, dtype=np.float64, count=len(res))
                 med = float(np.median(a))
-                st[3] = self._sigma[scaling] = (med, 1.4826 * float(np.median(np.abs(a - med))))
+                st[3] = (med, 1.4826 * float(np.median(np.abs(a - med))))
         logs.append(x)
         m, sigma = st[3] if st[3] is not None else (0.0, 0.0)
         if sigma <= 0 or len(logs) < self.noise_base_periods:
@@ -361,7 +348,7 @@ class SpareReplicas(RatePolicy):
 
 
 def _t_tail(df: int, z: float, mean: float, sd: float) -> float:
-    """The tail of :meth:`SpareReplicas._tail_jump`: ``exp(mean + t sd)``, t the Student-t quantile (``df``
+    """A slot's tail jump (:meth:`SpareReplicas._jump_spread`'s arguments): ``exp(mean + t sd)``, t the Student-t quantile (``df``
     degrees of freedom) at the normal's probability of ``z``."""
     t = float(special.stdtrit(df, special.ndtr(z)))
     if not math.isfinite(t):  # z past float's normal tail (a spread of rounding noise): the last finite quantile
