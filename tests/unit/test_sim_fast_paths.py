@@ -329,3 +329,16 @@ def test_summed_billing_books_as_charging_every_segment(seed: int, mtbf: float) 
         w.run()
     assert _ledger_books(summed) == _ledger_books(plain)
     assert summed.q.processed == plain.q.processed
+
+
+def test_a_callers_gc_freeze_survives_a_run() -> None:
+    """The run freezes the collector's objects only when nothing is frozen yet, and undoes only its own freeze."""
+    sc = default_scenario(gpus=512, days=1, seed=3)
+    gc.freeze()
+    frozen = gc.get_freeze_count()
+    try:
+        World(sc, gpufleet_loop(sc, 3)).run()
+        # still frozen (a frozen object the run let go of leaves the count, so it may shrink a little)
+        assert 0 < gc.get_freeze_count() <= frozen
+    finally:
+        gc.unfreeze()

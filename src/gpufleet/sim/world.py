@@ -260,8 +260,11 @@ class World:
         # The cyclic collector, during the loop: what exists before it (the scenario, the pod table, the imported
         # libraries) is frozen out of the collections, and the youngest generation is collected less often. The
         # event loop makes few cycles; this changes when garbage is freed, never a decision.
+        # A caller that froze objects itself keeps its freeze: only a freeze made here is undone here.
         thresholds = gc.get_threshold()
-        gc.freeze()
+        freeze = gc.get_freeze_count() == 0
+        if freeze:
+            gc.freeze()
         gc.set_threshold(GC_YOUNG, *thresholds[1:])
         try:
             if progress is None:
@@ -275,7 +278,8 @@ class World:
                 next_report += DAY_S
         finally:
             gc.set_threshold(*thresholds)
-            gc.unfreeze()
+            if freeze:
+                gc.unfreeze()
         if stop == horizon and not self.closed:
             self._close(horizon)
 
