@@ -15,6 +15,7 @@ from gpufleet.control.approval import SimulatedApprovers
 from gpufleet.control.common_practice import PeakSizedReplicas, QuarterlyPeakProcurer
 from gpufleet.control.placement import SpotFirstForCheckpointed, running_tier_order
 from gpufleet.control.procurement import ForecastLedProcurer, TierLimits
+from gpufleet.control.replica_victims import COST_AWARE, KUBERNETES_DEFAULT, VictimRule
 from gpufleet.control.replicas import gpufleet_replica_policy
 from gpufleet.control.scheduling import FleetScheduler, QuotaAdmission, TeamQuota
 from gpufleet.domain.catalog import on_demand_usd_h
@@ -56,6 +57,9 @@ class ControlLoop:
     # times the fleet's latency SLO, else rejected at once (a miss that costs no GPU work). None: every request is
     # queued (an unbounded FIFO). The world applies the limit (sim/serving.py, sim/queueing.PeriodQueue).
     queue_limit_slo: float | None = None
+    # which replica a fleet stops when it scales down (control/replica_victims.py): Kubernetes' default (not ready
+    # first, then the newest) or the cost-aware rule (not ready first, then the one on the dearest node)
+    replica_victims: VictimRule = KUBERNETES_DEFAULT
 
     def queue_wait_limit_s(self, slo_s: float) -> float | None:
         """The admission limit on a fleet's expected queue wait (s) for its latency SLO; None: no limit."""
@@ -135,4 +139,5 @@ class ControlLoop:
         base.preemption = preemption
         base.consolidation = True
         base.queue_limit_slo = 1.0  # shed a request that would wait past its SLO rather than delay later ones
+        base.replica_victims = COST_AWARE  # scale down the replicas on dear on-demand nodes first
         return base

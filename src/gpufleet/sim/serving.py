@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from gpufleet.control.replica_victims import ReplicaView
 from gpufleet.domain.workloads import ServingScaling
 from gpufleet.ports import ReplicaDecision, ReplicaSignals
 from gpufleet.sim import demand
@@ -162,6 +163,7 @@ class ServingFleets:
         self.metrics_delay_s = metrics_delay_s
         self.observations = 0  # queue-growth observations served
         self.reactions = 0  # of which the policy changed the fleet
+        self.victim_reasons: dict[str, int] = {}  # the cost-aware scale-down rule's choices by reason code
         for i, fr in enumerate(fleets):
             fr.index = i
             fr.on_drop = self.watch
@@ -259,10 +261,14 @@ class ServingFleets:
         self.scheduling.start(pod, now)
 
     def remove_replica(self, fr: FleetRuntime, now: int) -> None:
-        # drop a replica that is not serving yet if there is one, else the newest
-        victim = fr.pods[-1]
-        if fr.ready < len(fr.pods):  # some replica is still starting: drop the newest such
-            victim = next(p for p in reversed(fr.pods) if not self.pods.ready[p])
+        if self.loop.replica_victims.cost_aware:  # the loop's rule chooses from what each replica runs on
+            choice = self.loop.replica_victims.choose(self.replica_views(fr))
+            victim = fr.pods[choice.index]
+            self.victim_reasons[choice.reason] = self.victim_reasons.get(choice.reason, 0) + 1
+        else:  # Kubernetes' default (control/replica_victims.newest_first): a replica not ready yet, else the newest
+            victim = fr.pods[-1]
+            if fr.ready < len(fr.pods):  # some replica is still starting: drop the newest such
+                victim = next(p for p in reversed(fr.pods) if not self.pods.ready[p])
         if fr.pods[-1] == victim:
             fr.pods.pop()  # the usual victim, the newest: no scan of the whole fleet
         else:
@@ -276,6 +282,28 @@ class ServingFleets:
             self.queues.pending_gpus[self.pods.sku[victim]] -= self.pods.gpus[victim]
         self.scheduling.admission.release(victim)  # a queued replica may hold quota; a parked one holds none
         self.pods.set_state(victim, REMOVED)
+
+    def replica_views(self, fr: FleetRuntime) -> list[ReplicaView]:
+        """The fleet's replicas (oldest first) as the scale-down rule sees them: ready, node, its tier price per
+        GPU-hour, held under a reservation, alone on its node(s)."""
+        p, f = self.pods, self.scheduling.fleet
+        views: list[ReplicaView] = []
+        for pod in fr.pods:
+            nodes = p.nodes[pod]
+            if not nodes:  # queued or starting without a node
+                views.append(ReplicaView(bool(p.ready[pod])))
+                continue
+            n = nodes[0]
+            views.append(
+                ReplicaView(
+                    bool(p.ready[pod]),
+                    n,
+                    f.pools[f.n_pool[n]].price_usd,
+                    f.n_res[n] >= 0,
+                    all(len(f.n_pods[m]) == 1 for m in nodes),
+                )
+            )
+        return views
 
     def on_ready(self, now: int, pod: int, epoch: int) -> None:
         if self.pods.epoch[pod] != epoch or self.pods.state[pod] != RUNNING:

@@ -1,0 +1,106 @@
+"""Which replica of a serving fleet to stop when the fleet scales down: a pure decision with a reason code.
+
+Kubernetes' ReplicaSet controller, asked to remove replicas, stops a replica that is not ready yet first, then the
+newest (``controller.ReplicaSetController``'s default ranking, without a ``pod-deletion-cost``): that order costs
+nothing to compute and ignores what each replica's node costs. :func:`newest_first` is that rule; the baseline
+and common-practice loops keep it, so their figures do not move.
+
+gpufleet's rule, :func:`dearest_first`, stops a replica that is not ready yet first too (it serves nothing, and
+stopping it loses no warm replica), then the ready replica whose removal saves the most: the one on the dearest
+node per GPU-hour. A node held under a reservation is paid whether used or not, so a replica there saves nothing
+(price 0); on-demand ($6.88/GPU-h for an H100) goes before secondary ($2.95) before reserved. Among equally dear
+replicas the one alone on its node(s) goes first, so the node empties and the node scaler can stop it; then the
+newest (Kubernetes' own tie-break). Placement takes the cheapest running room first
+(control/placement.running_tier_order): together the two keep serving on the cheap room and let the dear
+on-demand nodes empty.
+
+The world describes each replica as a :class:`ReplicaView` (oldest first, the fleet's order) and applies the
+choice; it never decides. In Kubernetes the same choice is expressed by the
+``controller.kubernetes.io/pod-deletion-cost`` annotation (lower cost: deleted first); the adapter does not set
+it yet (docs/benchmarks/loop.md, "Session 13").
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+# reason codes
+NOT_READY = "victim_not_ready"  # a replica still starting (or waiting for a node): the newest such
+NEWEST = "victim_newest"  # Kubernetes' default: the newest ready replica
+DEAREST_EMPTIES_NODE = "victim_dearest_empties_node"  # on the dearest node per GPU-hour, alone there
+DEAREST = "victim_dearest"  # on the dearest node per GPU-hour (its node keeps other pods)
+
+
+@dataclass(frozen=True, slots=True)
+class ReplicaView:
+    """One replica as the world sees it when its fleet scales down.
+
+    ``price_usd_h``: what the GPUs under the replica cost per GPU-hour while they run (its node's tier price;
+    0 for a replica not placed yet); ``committed``: its node is held under a reservation, paid whether used or
+    not; ``alone``: no other pod runs on the replica's node(s), so stopping it empties them."""
+
+    ready: bool
+    node: int = -1
+    price_usd_h: float = 0.0
+    committed: bool = False
+    alone: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class VictimChoice:
+    index: int  # into the replicas as given (oldest first)
+    reason: str
+
+
+def saving_usd_h(r: ReplicaView) -> float:
+    """What stopping the replica saves per GPU-hour once its node is gone: nothing on a reserved node."""
+    return 0.0 if r.committed else r.price_usd_h
+
+
+def _not_ready(replicas: Sequence[ReplicaView]) -> int:
+    for i in range(len(replicas) - 1, -1, -1):
+        if not replicas[i].ready:
+            return i
+    return -1
+
+
+def newest_first(replicas: Sequence[ReplicaView]) -> VictimChoice:
+    """Kubernetes' default: the newest replica that is not ready, else the newest."""
+    if not replicas:
+        raise ValueError("no replica to stop")
+    i = _not_ready(replicas)
+    if i >= 0:
+        return VictimChoice(i, NOT_READY)
+    return VictimChoice(len(replicas) - 1, NEWEST)
+
+
+def dearest_first(replicas: Sequence[ReplicaView]) -> VictimChoice:
+    """gpufleet's rule: the newest replica that is not ready, else the ready one on the dearest node per GPU-hour
+    (reserved: 0), alone on its node first, newest on ties (module docstring)."""
+    if not replicas:
+        raise ValueError("no replica to stop")
+    i = _not_ready(replicas)
+    if i >= 0:
+        return VictimChoice(i, NOT_READY)
+    best = max(range(len(replicas)), key=lambda j: (saving_usd_h(replicas[j]), replicas[j].alone, j))
+    r = replicas[best]
+    top = saving_usd_h(r)
+    if all(saving_usd_h(o) == top and o.alone == r.alone for o in replicas):
+        return VictimChoice(best, NEWEST)  # nothing to tell them apart: Kubernetes' order
+    return VictimChoice(best, DEAREST_EMPTIES_NODE if r.alone else DEAREST)
+
+
+@dataclass(frozen=True, slots=True)
+class VictimRule:
+    """A loop's scale-down rule. ``cost_aware`` False is Kubernetes' default (:func:`newest_first`), which needs
+    only the ready flags: a world may apply it without describing nodes and prices."""
+
+    cost_aware: bool = False
+
+    def choose(self, replicas: Sequence[ReplicaView]) -> VictimChoice:
+        return dearest_first(replicas) if self.cost_aware else newest_first(replicas)
+
+
+KUBERNETES_DEFAULT = VictimRule(cost_aware=False)
+COST_AWARE = VictimRule(cost_aware=True)
