@@ -1,0 +1,136 @@
+"""Which replica a fleet stops on scale-down (control/replica_victims.py) and the world asking the loop's rule
+(sim/serving.py ``remove_replica``): Kubernetes' newest-first for the baseline loops, the dearest node first for
+gpufleet's."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from gpufleet.control.loop import ControlLoop
+from gpufleet.control.replica_victims import (
+    COST_AWARE,
+    DEAREST,
+    DEAREST_EMPTIES_NODE,
+    KUBERNETES_DEFAULT,
+    NEWEST,
+    NOT_READY,
+    ReplicaView,
+    dearest_first,
+    newest_first,
+    saving_usd_h,
+)
+from gpufleet.sim.world import World
+
+from .test_serving_fast_path import Fixed, _one_fleet
+
+PRICES = [0.0, 1.25, 2.3728, 2.95, 3.7664, 6.88]  # per GPU-hour, as the scenario's tiers price them
+
+views = st.builds(
+    ReplicaView,
+    ready=st.booleans(),
+    node=st.integers(-1, 5),
+    price_usd_h=st.sampled_from(PRICES),
+    committed=st.booleans(),
+    alone=st.booleans(),
+)
+fleets = st.lists(views, min_size=1, max_size=30)
+
+
+@given(fleets)
+def test_a_replica_not_ready_goes_before_any_ready_one_under_both_rules(rs: list[ReplicaView]) -> None:
+    for rule in (newest_first, dearest_first):
+        c = rule(rs)
+        if any(not r.ready for r in rs):
+            assert not rs[c.index].ready and c.reason == NOT_READY
+            assert all(r.ready for r in rs[c.index + 1 :])  # the newest such
+        else:
+            assert c.reason != NOT_READY
+
+
+@given(fleets)
+def test_the_cost_aware_rule_stops_a_ready_replica_on_the_dearest_node_alone_first_newest_on_ties(
+    rs: list[ReplicaView],
+) -> None:
+    c = dearest_first(rs)
+    if any(not r.ready for r in rs):
+        return
+    chosen = rs[c.index]
+    top = max(saving_usd_h(r) for r in rs)
+    assert saving_usd_h(chosen) == top
+    dearest = [i for i, r in enumerate(rs) if saving_usd_h(r) == top]
+    alone = [i for i in dearest if rs[i].alone]
+    assert c.index == max(alone or dearest)  # alone on its node first, then the newest
+    assert c.reason in (NEWEST, DEAREST, DEAREST_EMPTIES_NODE)
+    assert (c.reason == DEAREST_EMPTIES_NODE) == (chosen.alone and c.reason != NEWEST)
+
+
+@given(fleets)
+def test_the_kubernetes_default_stops_the_newest_whatever_its_node_costs(rs: list[ReplicaView]) -> None:
+    c = newest_first(rs)
+    assert KUBERNETES_DEFAULT.choose(rs) == c
+    if all(r.ready for r in rs):
+        assert (c.index, c.reason) == (len(rs) - 1, NEWEST)
+
+
+def test_a_reserved_node_saves_nothing_so_on_demand_then_secondary_go_first() -> None:
+    reserved = ReplicaView(True, 0, 2.3728, committed=True, alone=True)
+    secondary = ReplicaView(True, 1, 2.95)
+    on_demand = ReplicaView(True, 2, 6.88)
+    c = COST_AWARE.choose([on_demand, secondary, reserved])
+    assert (c.index, c.reason) == (0, DEAREST)
+    assert COST_AWARE.choose([secondary, reserved]).index == 0
+    # equally dear: the one whose node then empties goes, although older
+    c = dearest_first([ReplicaView(True, 3, 6.88, alone=True), on_demand])
+    assert (c.index, c.reason) == (0, DEAREST_EMPTIES_NODE)
+    # nothing tells them apart: Kubernetes' order
+    assert dearest_first([on_demand, on_demand]).index == 1 and dearest_first([on_demand]).reason == NEWEST
+    with pytest.raises(ValueError):
+        dearest_first([])
+    with pytest.raises(ValueError):
+        newest_first([])
+
+
+def test_only_gpufleets_loop_uses_the_cost_aware_rule() -> None:
+    assert ControlLoop.gpufleet(1).replica_victims.cost_aware
+    assert not ControlLoop.baseline(1).replica_victims.cost_aware
+    assert not ControlLoop.common_practice(1).replica_victims.cost_aware
+
+
+def _spanning_fleet(cost_aware: bool) -> tuple[World, list[str]]:
+    """A fleet whose older replicas run on on-demand nodes and newer ones on a reserved node, then scaled down by
+    4 replicas; the tiers of the replicas left."""
+    sc = _one_fleet()
+    loop = ControlLoop.gpufleet(sc.seed)
+    loop.replica_victims = COST_AWARE if cost_aware else KUBERNETES_DEFAULT
+    pol = Fixed(8, fast=False)
+    loop.autoscaler = pol
+    w = World(sc, loop)
+    fr, f = w.fleets[0], w.scheduling.fleet
+
+    def tiers() -> list[str]:
+        return [f.pools[f.n_pool[w.pods.nodes[p][0]]].tier_name for p in fr.pods]
+
+    w.run(until_s=2 * 3600)
+    assert tiers() == ["reserved"] * 8
+    node = w.pods.nodes[fr.pods[0]][0]
+    w.node_events.on_node_fail(w.q.now_s, node, f.n_epoch[node])  # the replicas move to on-demand nodes
+    w.run(until_s=4 * 3600)
+    w.node_events.on_node_repair(w.q.now_s, node, f.n_epoch[node])
+    pol.replicas = 12  # the new replicas take the cheapest running room: the reserved node, back up
+    w.run(until_s=6 * 3600)
+    assert tiers() == ["on_demand"] * 8 + ["reserved"] * 4 and fr.ready == 12
+    pol.replicas = 8
+    w.run(until_s=6 * 3600 + 900)
+    w.check_invariants()
+    return w, tiers()
+
+
+def test_gpufleets_loop_stops_the_on_demand_replicas_when_a_fleet_spans_tiers() -> None:
+    w, left = _spanning_fleet(cost_aware=True)
+    assert left == ["on_demand"] * 4 + ["reserved"] * 4  # the reserved node (paid anyway) keeps its replicas
+    assert sum(w.serving.victim_reasons.values()) == 4
+    assert set(w.serving.victim_reasons) <= {DEAREST, DEAREST_EMPTIES_NODE}
+    w, left = _spanning_fleet(cost_aware=False)  # Kubernetes' default: the newest, on the reserved node
+    assert left == ["on_demand"] * 8 and not w.serving.victim_reasons
