@@ -18,6 +18,7 @@ from gpufleet.control.replica_victims import (
     NOT_READY,
     ReplicaView,
     dearest_first,
+    deletion_costs,
     newest_first,
     saving_usd_h,
 )
@@ -72,6 +73,19 @@ def test_the_kubernetes_default_stops_the_newest_whatever_its_node_costs(rs: lis
     assert KUBERNETES_DEFAULT.choose(rs) == c
     if all(r.ready for r in rs):
         assert (c.index, c.reason) == (len(rs) - 1, NEWEST)
+
+
+@given(fleets)
+def test_pod_deletion_costs_put_the_cost_aware_choice_first(rs: list[ReplicaView]) -> None:
+    costs = deletion_costs(rs)
+    assert sorted(costs) == list(range(len(rs)))
+    ready = [i for i, r in enumerate(rs) if r.ready]
+    if len(ready) == len(rs):  # Kubernetes deletes the not-ready pods first; among ready ones, the lowest cost
+        assert min(range(len(rs)), key=costs.__getitem__) == dearest_first(rs).index
+    for i in ready:
+        for j in ready:
+            if saving_usd_h(rs[i]) > saving_usd_h(rs[j]):
+                assert costs[i] < costs[j]
 
 
 def test_a_reserved_node_saves_nothing_so_on_demand_then_secondary_go_first() -> None:

@@ -16,8 +16,9 @@ on-demand nodes empty.
 
 The world describes each replica as a :class:`ReplicaView` (oldest first, the fleet's order) and applies the
 choice; it never decides. In Kubernetes the same choice is expressed by the
-``controller.kubernetes.io/pod-deletion-cost`` annotation (lower cost: deleted first); the adapter does not set
-it yet (docs/benchmarks/loop.md, "Session 13").
+``controller.kubernetes.io/pod-deletion-cost`` annotation (the ReplicaSet controller deletes a not-ready pod
+first, then the lowest cost): :func:`deletion_costs` gives each replica its cost in the rule's order; the
+Kubernetes adapter does not write the annotation yet (docs/benchmarks/loop.md, "Session 13").
 """
 
 from __future__ import annotations
@@ -89,6 +90,17 @@ def dearest_first(replicas: Sequence[ReplicaView]) -> VictimChoice:
     if all(saving_usd_h(o) == top and o.alone == r.alone for o in replicas):
         return VictimChoice(best, NEWEST)  # nothing to tell them apart: Kubernetes' order
     return VictimChoice(best, DEAREST_EMPTIES_NODE if r.alone else DEAREST)
+
+
+def deletion_costs(replicas: Sequence[ReplicaView]) -> list[int]:
+    """A ``controller.kubernetes.io/pod-deletion-cost`` per replica (lower: deleted first) in
+    :func:`dearest_first`'s order among the ready replicas: the one it stops gets the lowest cost, the cheapest
+    to keep (on a reserved node, the oldest) the highest. Kubernetes itself deletes not-ready pods first."""
+    order = sorted(range(len(replicas)), key=lambda j: (saving_usd_h(replicas[j]), replicas[j].alone, j), reverse=True)
+    costs = [0] * len(replicas)
+    for rank, j in enumerate(order):
+        costs[j] = rank
+    return costs
 
 
 @dataclass(frozen=True, slots=True)
