@@ -148,3 +148,22 @@ def test_gpufleets_loop_stops_the_on_demand_replicas_when_a_fleet_spans_tiers() 
     assert set(w.serving.victim_reasons) <= {DEAREST, DEAREST_EMPTIES_NODE}
     w, left = _spanning_fleet(cost_aware=False)  # Kubernetes' default: the newest, on the reserved node
     assert left == ["on_demand"] * 8 and not w.serving.victim_reasons
+
+
+@given(fleets, st.data())
+def test_a_batch_is_ranked_once_the_first_as_the_single_choice_each_replica_once(
+    rs: list[ReplicaView], data: st.DataObject
+) -> None:
+    k = data.draw(st.integers(0, len(rs)))
+    for rule, single in ((COST_AWARE, dearest_first), (KUBERNETES_DEFAULT, newest_first)):
+        batch = rule.choose_many(rs, k)
+        idx = [c.index for c in batch]
+        assert len(idx) == k == len(set(idx))
+        if k:
+            assert batch[0].index == single(rs).index
+        # every replica not ready yet goes before any ready one
+        n_not_ready = sum(not r.ready for r in rs)
+        assert all(not rs[i].ready for i in idx[: min(k, n_not_ready)])
+        assert [c.reason == NOT_READY for c in batch] == [not rs[i].ready for i in idx]
+    with pytest.raises(ValueError):
+        COST_AWARE.choose_many(rs, len(rs) + 1)

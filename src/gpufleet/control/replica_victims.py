@@ -23,8 +23,10 @@ Kubernetes adapter does not write the annotation yet (docs/benchmarks/loop.md, "
 
 from __future__ import annotations
 
+import heapq
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import NamedTuple
 
 # reason codes
 NOT_READY = "victim_not_ready"  # a replica still starting (or waiting for a node): the newest such
@@ -33,8 +35,7 @@ DEAREST_EMPTIES_NODE = "victim_dearest_empties_node"  # on the dearest node per 
 DEAREST = "victim_dearest"  # on the dearest node per GPU-hour (its node keeps other pods)
 
 
-@dataclass(frozen=True, slots=True)
-class ReplicaView:
+class ReplicaView(NamedTuple):
     """One replica as the world sees it when its fleet scales down.
 
     ``price_usd_h``: what the GPUs under the replica cost per GPU-hour while they run (its node's tier price;
@@ -92,6 +93,37 @@ def dearest_first(replicas: Sequence[ReplicaView]) -> VictimChoice:
     return VictimChoice(best, DEAREST_EMPTIES_NODE if r.alone else DEAREST)
 
 
+def _ranked(replicas: Sequence[ReplicaView], k: int, cost_aware: bool) -> list[VictimChoice]:
+    n = len(replicas)
+    if not 0 <= k <= n:
+        raise ValueError(f"cannot stop {k} of {n} replicas")
+    out = [VictimChoice(i, NOT_READY) for i in range(n - 1, -1, -1) if not replicas[i].ready][:k]
+    m = k - len(out)
+    if m <= 0:
+        return out
+    ready = [i for i in range(n) if replicas[i].ready]
+    newest = set(ready[-m:])  # what Kubernetes' default would stop
+    if not cost_aware:
+        return out + [VictimChoice(i, NEWEST) for i in reversed(ready[-m:])]
+    chosen = heapq.nlargest(m, ready, key=lambda j: (saving_usd_h(replicas[j]), replicas[j].alone, j))
+    for j in chosen:
+        reason = NEWEST if j in newest else DEAREST_EMPTIES_NODE if replicas[j].alone else DEAREST
+        out.append(VictimChoice(j, reason))
+    return out
+
+
+def dearest_first_many(replicas: Sequence[ReplicaView], k: int) -> list[VictimChoice]:
+    """:func:`dearest_first` for ``k`` replicas at once, from one observation: the replicas not ready yet (newest
+    first), then the ready ones by (saving per GPU-hour, alone on its node, newest). Reason ``victim_newest`` for
+    a replica that Kubernetes' default would have stopped in the same batch."""
+    return _ranked(replicas, k, cost_aware=True)
+
+
+def newest_first_many(replicas: Sequence[ReplicaView], k: int) -> list[VictimChoice]:
+    """:func:`newest_first` for ``k`` replicas at once: the replicas not ready yet, then the newest."""
+    return _ranked(replicas, k, cost_aware=False)
+
+
 def deletion_costs(replicas: Sequence[ReplicaView]) -> list[int]:
     """A ``controller.kubernetes.io/pod-deletion-cost`` per replica (lower: deleted first) in
     :func:`dearest_first`'s order among the ready replicas: the one it stops gets the lowest cost, the cheapest
@@ -112,6 +144,11 @@ class VictimRule:
 
     def choose(self, replicas: Sequence[ReplicaView]) -> VictimChoice:
         return dearest_first(replicas) if self.cost_aware else newest_first(replicas)
+
+    def choose_many(self, replicas: Sequence[ReplicaView], k: int) -> list[VictimChoice]:
+        """The ``k`` replicas to stop, ranked once on one observation (as Kubernetes' ReplicaSet controller ranks
+        its pods once per sync and deletes the lowest ranked)."""
+        return dearest_first_many(replicas, k) if self.cost_aware else newest_first_many(replicas, k)
 
 
 KUBERNETES_DEFAULT = VictimRule(cost_aware=False)

@@ -216,8 +216,15 @@ class ServingFleets:
                 self.add_replica(i, fr, now)
         elif want < cur:
             fr.last_scale_down_s = now
-            for _ in range(cur - want):
-                self.remove_replica(fr, now)
+            if self.loop.replica_victims.cost_aware:  # the loop's rule ranks the fleet once for the batch
+                choices = self.loop.replica_victims.choose_many(self.replica_views(fr), cur - want)
+                victims = [fr.pods[c.index] for c in choices]
+                for c, victim in zip(choices, victims, strict=True):
+                    self.victim_reasons[c.reason] = self.victim_reasons.get(c.reason, 0) + 1
+                    self.stop_replica(fr, victim, now)
+            else:
+                for _ in range(cur - want):
+                    self.remove_replica(fr, now)
 
     def watch(self, fr: FleetRuntime, now: int) -> None:
         """Schedule a queue-growth observation ``metrics_delay_s`` from now if the fleet's queue grows now (arriving
@@ -261,14 +268,14 @@ class ServingFleets:
         self.scheduling.start(pod, now)
 
     def remove_replica(self, fr: FleetRuntime, now: int) -> None:
-        if self.loop.replica_victims.cost_aware:  # the loop's rule chooses from what each replica runs on
-            choice = self.loop.replica_victims.choose(self.replica_views(fr))
-            victim = fr.pods[choice.index]
-            self.victim_reasons[choice.reason] = self.victim_reasons.get(choice.reason, 0) + 1
-        else:  # Kubernetes' default (control/replica_victims.newest_first): a replica not ready yet, else the newest
-            victim = fr.pods[-1]
-            if fr.ready < len(fr.pods):  # some replica is still starting: drop the newest such
-                victim = next(p for p in reversed(fr.pods) if not self.pods.ready[p])
+        """Stop one replica by Kubernetes' default (control/replica_victims.newest_first): a replica not ready yet,
+        else the newest (the loops without the cost-aware rule; that rule stops a batch, ``stop_replica``)."""
+        victim = fr.pods[-1]
+        if fr.ready < len(fr.pods):  # some replica is still starting: drop the newest such
+            victim = next(p for p in reversed(fr.pods) if not self.pods.ready[p])
+        self.stop_replica(fr, victim, now)
+
+    def stop_replica(self, fr: FleetRuntime, victim: int, now: int) -> None:
         if fr.pods[-1] == victim:
             fr.pods.pop()  # the usual victim, the newest: no scan of the whole fleet
         else:
@@ -286,23 +293,18 @@ class ServingFleets:
     def replica_views(self, fr: FleetRuntime) -> list[ReplicaView]:
         """The fleet's replicas (oldest first) as the scale-down rule sees them: ready, node, its tier price per
         GPU-hour, held under a reservation, alone on its node(s)."""
-        p, f = self.pods, self.scheduling.fleet
+        ready, pod_nodes = self.pods.ready, self.pods.nodes
+        f = self.scheduling.fleet
+        pools, n_pool, n_res, n_pods = f.pools, f.n_pool, f.n_res, f.n_pods
         views: list[ReplicaView] = []
         for pod in fr.pods:
-            nodes = p.nodes[pod]
+            nodes = pod_nodes[pod]
             if not nodes:  # queued or starting without a node
-                views.append(ReplicaView(bool(p.ready[pod])))
+                views.append(ReplicaView(bool(ready[pod])))
                 continue
             n = nodes[0]
-            views.append(
-                ReplicaView(
-                    bool(p.ready[pod]),
-                    n,
-                    f.pools[f.n_pool[n]].price_usd,
-                    f.n_res[n] >= 0,
-                    all(len(f.n_pods[m]) == 1 for m in nodes),
-                )
-            )
+            alone = len(n_pods[n]) == 1 and (len(nodes) == 1 or all(len(n_pods[m]) == 1 for m in nodes))
+            views.append(ReplicaView(bool(ready[pod]), n, pools[n_pool[n]].price_usd, n_res[n] >= 0, alone))
         return views
 
     def on_ready(self, now: int, pod: int, epoch: int) -> None:
