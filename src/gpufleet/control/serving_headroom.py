@@ -153,11 +153,14 @@ class SpareReplicas(RatePolicy):
     def decide(self, signals: ReplicaSignals, scaling: ServingScaling) -> ReplicaDecision:
         d = self.inner.decide(self._without_spare(signals), scaling)
         want, reason = d.desired, d.reason
-        asks = self._asks.setdefault(scaling, deque())
+        asks = self._asks.get(scaling)
+        if asks is None:
+            asks = self._asks[scaling] = deque()
         asks.append(want)
         while len(asks) > max(1, int(self.window_s // self.period_s)):
             asks.popleft()
-        floor = math.ceil(self.peak_floor * max(asks) - 1e-9)
+        # no peak floor (the loop's setting): 0 whatever the window's peak (ceil(0.0 x peak - 1e-9) is 0)
+        floor = math.ceil(self.peak_floor * max(asks) - 1e-9) if self.peak_floor else 0
         if floor > want:
             want, reason = floor, "daily_peak_floor"
         step = self._step_floor(signals, scaling)
