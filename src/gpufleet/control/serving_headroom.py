@@ -250,7 +250,11 @@ class SpareReplicas(RatePolicy):
             m = len(h)
             if full:
                 lg[:-1] = lg[1:]
-            lg[m - 1] = np.log(x)
+            if x > 0.0:
+                lg[m - 1] = np.log(x)
+            else:  # a ratio that underflowed to 0: log -inf, quietly here (the spread that reads it warns, as before)
+                with np.errstate(divide="ignore"):
+                    lg[m - 1] = np.log(x)
             if m >= self.step_min_days:
                 j_old = top.get(slot)
                 # max(h), from the last max when it stays valid: x reaches it, or the jump that left was below it
