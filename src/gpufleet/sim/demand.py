@@ -102,7 +102,8 @@ def merge(batches: list[JobBatch]) -> JobBatch:
         return np.concatenate(xs)[order] if xs else np.zeros(0, np.int64)
 
     def names(xs: list[list[str]]) -> list[str]:  # the batches' names in arrival order ([all[i] for i in order])
-        return _objects([x for b in xs for x in b])[order].tolist()
+        out: list[str] = _objects([x for b in xs for x in b])[order].tolist()
+        return out
 
     return JobBatch(
         arrival[order],
