@@ -391,7 +391,7 @@ def test_jump_spread_and_lazy_tail_are_tail_jump(jumps: list[float], price: floa
 
     sp = SpareReplicas(Follows(), PERIOD, breach_cost_usd=breach, price_usd_per_replica_h={FLEET: price})
     h = deque(jumps)
-    sd, args = sp._jump_spread(h, FLEET)
+    sd, args = sp._jump_spread(np.log(np.fromiter(h, dtype=np.float64, count=len(h))), FLEET)
     try:
         sd_ref, tail_ref = tail_jump(sp, h, FLEET)
     except OverflowError:  # a tail beyond floats (few jumps, a huge t): the lazy tail overflows when read
@@ -557,3 +557,22 @@ def test_noise_floor_matches_the_plain_computation(period: float, rates: list[fl
             sig = ReplicaSignals(k * period, 5, 0, period, r, r / 10.0, 0, r / 10.0)
             a, b = fast.decide(sig, fleet), ref.decide(sig, fleet)
             assert a == b, k
+
+
+# ---------------------------------------------------------------- session 13: the serving tick
+@settings(max_examples=60, deadline=None)
+@given(
+    step_days=st.integers(1, 8),
+    rates=st.lists(st.floats(0.5, 500.0), min_size=30, max_size=300),
+)
+def test_slot_logs_are_the_log_of_the_slot_jumps(step_days: int, rates: list[float]) -> None:
+    """The step floor's per-slot log jumps, kept as jumps arrive and leave, are ``np.log`` of the slot's jumps
+    (oldest first) after every decision: the sd and tail read the very array ``np.log(np.fromiter(h))`` gave."""
+    period = 7200.0  # 12 slots a day: many days, hence evictions, in few periods
+    sp = SpareReplicas(Follows(), period, step_days=step_days, step_min_days=1, price_usd_per_replica_h={FLEET: 2.0})
+    for k, rps in enumerate(rates):
+        sp.decide(ReplicaSignals(k * period, 1, 0, period, rps, rps / 10.0, 0, rps / 10.0), FLEET)
+        for slot, h in sp._jumps[FLEET].items():
+            want = np.log(np.fromiter(h, dtype=np.float64, count=len(h)))
+            got = sp._slot_logs[FLEET][slot][: len(h)]
+            np.testing.assert_array_equal(got, want, strict=True)

@@ -134,6 +134,11 @@ class OnlineQuantileForecaster:
         self._pending: list[deque[tuple[int, float, int, float]]] = [deque() for _ in range(nc)]
         self._resid = [_Ring(residual_window) for _ in range(nc)]
         self._resid_bin = [[_Ring(residual_window) for _ in range(nbins)] for _ in range(nc)]
+        # per candidate, what the bucket close reads, unpacked once: (index, pending, pooled ring, bin rings,
+        # additive, point forecast); the lists above stay the state (this only holds the same objects)
+        self._cands = tuple(
+            (c, self._pending[c], self._resid[c], self._resid_bin[c], _ADDITIVE[c], CANDIDATES[c][0]) for c in range(nc)
+        )
         self._q_log = [self._warm_log] * nc
         self._q_bin = [[self._warm_log] * nbins for _ in range(nc)]
         self._loss = [0.0] * nc  # EWMA of the pinball loss of each candidate's upper forecast
@@ -181,26 +186,39 @@ class OnlineQuantileForecaster:
         f = self.floor
         hb = self.horizon_b
         quantile = self.quantile
+        below = quantile - 1.0
         alpha = self._alpha
         loss = self._loss
+        log = math.log
         last_due, fut, y = -1, 0.0, 0.0  # the future window's max and its log, shared by the candidates due at once
-        for c, pend in enumerate(self._pending):  # residuals of forecasts whose future window just completed
+        for c, pend, ring, bins, additive, _pi in self._cands:  # residuals of forecasts whose window just completed
             if not pend or pend[0][0] > n:
                 continue
-            additive = _ADDITIVE[c]
-            ring = self._resid[c]
-            bins = self._resid_bin[c]
             while pend and pend[0][0] <= n:
                 due, point, b, up = pend.popleft()
                 if due != last_due:
                     last_due = due
                     fut = max(h[due - hb : due])
-                    y = math.log(fut + f)
-                r = (fut - point) / f if additive else y - math.log(point + f)
-                ring.append(r)
-                bins[b].append(r)
-                miss = y - math.log(up + f)
-                pin = quantile * miss if miss > 0 else (quantile - 1.0) * miss
+                    y = log(fut + f)
+                r = (fut - point) / f if additive else y - log(point + f)
+                # ring.append(r) and bins[b].append(r) (_Ring.append), inlined
+                pos = ring.pos
+                ring.buf[pos] = r
+                pos += 1
+                ring.pos = 0 if pos == ring.size else pos
+                if ring.n < ring.size:
+                    ring.n += 1
+                ring._last = None
+                rb = bins[b]
+                pos = rb.pos
+                rb.buf[pos] = r
+                pos += 1
+                rb.pos = 0 if pos == rb.size else pos
+                if rb.n < rb.size:
+                    rb.n += 1
+                rb._last = None
+                miss = y - log(up + f)
+                pin = quantile * miss if miss > 0 else below * miss
                 loss[c] += alpha * (pin - loss[c])
         self._since_refresh += 1
         if self._since_refresh >= self.refresh_buckets or n <= self.min_residuals + hb:
@@ -215,34 +233,43 @@ class OnlineQuantileForecaster:
         peak.append((n - 1, mean))
         while peak[0][0] <= n - 1 - slow_b:
             peak.popleft()
-        level = max(0.0, self._sum_level / min(n, level_b))
-        slow = max(0.0, self._sum_slow / min(n, slow_b))
+        level = self._sum_level / (n if n < level_b else level_b)
+        level = level if level > 0.0 else 0.0  # max(0.0, level), NaN and all
+        slow = self._sum_slow / (n if n < slow_b else slow_b)
+        slow = slow if slow > 0.0 else 0.0
         self._level = level
-        dev = math.log((level + f) / (slow + f))
+        dev = log((level + f) / (slow + f))
         b = 0
         for e in self.edges:
             if dev > e:
                 b += 1
         growth = self._seasonal_growth(n)
-        points = (level, max(0.0, (level + f) * growth - f), peak[0][1])
-        uppers = []
+        seasonal = (level + f) * growth - f
+        points = (level, seasonal if seasonal > 0.0 else 0.0, peak[0][1])
         # a point forecast is mature once its window is full: before that it is neither scored nor used
         mature = (True, n >= self.season_b + level_b, n >= slow_b)
         q_bin = self._q_bin
         min_residuals = self.min_residuals
-        usable = []
-        for c, (pi, _kind) in enumerate(CANDIDATES):
-            p, q = points[pi], q_bin[c][b]
-            up = max(0.0, p + q * f if _ADDITIVE[c] else (p + f) * math.exp(q) - f)
-            uppers.append(up)
+        due = n + hb
+        best, best_loss, best_up = -1, 0.0, 0.0  # min(usable, key=loss.__getitem__): the first lowest loss
+        first_up = 0.0
+        for c, pend, ring, _bins, additive, pi in self._cands:
+            p = points[pi]
+            q = q_bin[c][b]
+            up = p + q * f if additive else (p + f) * math.exp(q) - f
+            if not up > 0.0:  # max(0.0, up)
+                up = 0.0
+            if c == 0:
+                first_up = up
             if mature[pi]:
-                self._pending[c].append((n + hb, p, b, up))
-                if self._resid[c].n >= min_residuals:
-                    usable.append(c)
-        if not usable:
-            usable = [0]
-        self.chosen = min(usable, key=loss.__getitem__)
-        self._upper = max(uppers[self.chosen], points[1] if growth > 1.0 else 0.0)
+                pend.append((due, p, b, up))
+                if ring.n >= min_residuals and (best < 0 or loss[c] < best_loss):
+                    best, best_loss, best_up = c, loss[c], up
+        if best < 0:  # none usable: the level
+            best, best_up = 0, first_up
+        self.chosen = best
+        floor_up = points[1] if growth > 1.0 else 0.0
+        self._upper = floor_up if floor_up > best_up else best_up  # max(best_up, floor_up), NaN and all
 
     def _ratio(self, at: int) -> float:
         """The seasonal growth's ratio at bucket index ``at``: (max of the ``horizon_b`` buckets from ``at`` +

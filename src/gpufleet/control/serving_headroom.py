@@ -37,7 +37,7 @@ from gpufleet.ports import ReplicaAutoscaler, ReplicaDecision, ReplicaSignals
 MAX_LOG_JUMP = 50.0  # a step tail above e^50 times the rate is "all replicas" (max_replicas) and stays finite
 _ADD = np.add.reduce  # the pairwise sum np.mean and np.std use
 _TailArgs = tuple[int, float, float, float]  # what a slot's tail is computed from (:func:`_t_tail`)
-# a fleet's slot tables: jumps, maxima (and sorted), sds (and sorted), tails, tail arguments
+# a fleet's slot tables: jumps, maxima (and sorted), sds (and sorted), tails, tail arguments, log jumps
 _StepTables = tuple[
     dict[int, deque[float]],
     dict[int, float],
@@ -46,6 +46,7 @@ _StepTables = tuple[
     list[float],
     dict[int, float],
     dict[int, _TailArgs],
+    dict[int, np.ndarray],
 ]
 
 
@@ -94,6 +95,8 @@ class SpareReplicas(RatePolicy):
     _slot_tail: dict[ServingScaling, dict[int, float]] = field(default_factory=dict)  # computed when first read
     # per slot, what its tail is computed from (:func:`_t_tail`) while ``_slot_tail`` does not hold it yet
     _slot_tail_args: dict[ServingScaling, dict[int, tuple[int, float, float, float]]] = field(default_factory=dict)
+    # per slot, the log of each of its jumps, oldest first (``np.log`` of ``_jumps``' deque, kept as it changes)
+    _slot_logs: dict[ServingScaling, dict[int, np.ndarray]] = field(default_factory=dict)
     _step_state: dict[ServingScaling, _StepTables] = field(default_factory=dict)  # the above, per fleet
     _log_jumps: dict[ServingScaling, deque[float]] = field(default_factory=dict)
     _recent_logs: dict[ServingScaling, deque[float]] = field(default_factory=dict)
@@ -150,11 +153,14 @@ class SpareReplicas(RatePolicy):
     def decide(self, signals: ReplicaSignals, scaling: ServingScaling) -> ReplicaDecision:
         d = self.inner.decide(self._without_spare(signals), scaling)
         want, reason = d.desired, d.reason
-        asks = self._asks.setdefault(scaling, deque())
+        asks = self._asks.get(scaling)
+        if asks is None:
+            asks = self._asks[scaling] = deque()
         asks.append(want)
         while len(asks) > max(1, int(self.window_s // self.period_s)):
             asks.popleft()
-        floor = math.ceil(self.peak_floor * max(asks) - 1e-9)
+        # no peak floor (the loop's setting): 0 whatever the window's peak (ceil(0.0 x peak - 1e-9) is 0)
+        floor = math.ceil(self.peak_floor * max(asks) - 1e-9) if self.peak_floor else 0
         if floor > want:
             want, reason = floor, "daily_peak_floor"
         step = self._step_floor(signals, scaling)
@@ -224,18 +230,32 @@ class SpareReplicas(RatePolicy):
                 self._slot_sd_sorted.setdefault(scaling, []),
                 self._slot_tail.setdefault(scaling, {}),
                 self._slot_tail_args.setdefault(scaling, {}),
+                self._slot_logs.setdefault(scaling, {}),
             )
-        jumps, top, ranked, sds, ranked_sd, tails, tail_args = st
+        jumps, top, ranked, sds, ranked_sd, tails, tail_args, slot_logs = st
         prev = self._last_rps.get(scaling)
         if prev is not None and prev > 0 and s.arrival_rps > 0:
             slot = (k - 1) % n
             h = jumps.get(slot)
             if h is None:
                 h = jumps[slot] = deque(maxlen=self.step_days)
+                lg = slot_logs[slot] = np.empty(self.step_days)
+            else:
+                lg = slot_logs[slot]
             x = s.arrival_rps / prev
-            evicted = h[0] if len(h) == h.maxlen else None
+            full = len(h) == h.maxlen
+            evicted = h[0] if full else None
             h.append(x)
-            if len(h) >= self.step_min_days:
+            # the slot's log jumps, oldest first: np.log of the deque, one new log per jump (an elementwise ufunc)
+            m = len(h)
+            if full:
+                lg[:-1] = lg[1:]
+            if x > 0.0:
+                lg[m - 1] = np.log(x)
+            else:  # a ratio that underflowed to 0: log -inf, quietly here (the spread that reads it warns, as before)
+                with np.errstate(divide="ignore"):
+                    lg[m - 1] = np.log(x)
+            if m >= self.step_min_days:
                 j_old = top.get(slot)
                 # max(h), from the last max when it stays valid: x reaches it, or the jump that left was below it
                 if j_old is not None and x >= j_old:
@@ -247,7 +267,7 @@ class SpareReplicas(RatePolicy):
                 _set_ranked(top, ranked, slot, j_new)
                 if self.step_sd_outlier or self.breach_cost_usd > 0:
                     # the sd of the slot's log jumps now; its tail (a Student-t quantile) only when a step slot reads it
-                    sd, args = self._jump_spread(h, scaling)
+                    sd, args = self._jump_spread(lg[:m], scaling)
                     tails.pop(slot, None)
                     if args is None:
                         tails[slot] = 0.0
@@ -283,13 +303,12 @@ class SpareReplicas(RatePolicy):
         )
 
     def _jump_spread(
-        self, jumps: deque[float], scaling: ServingScaling
+        self, logs: np.ndarray, scaling: ServingScaling
     ) -> tuple[float, tuple[int, float, float, float] | None]:
-        """The slot's spread in two steps: the sd of its log jumps now (the very ``np.std(ddof=1)``: the
-        same pairwise sums, without its Python-level wrappers), and what its tail is computed from
-        (:func:`_t_tail`; None where the tail is 0), so that the Student-t quantile is only taken for the slots
-        a step actually reads."""
-        logs = np.log(np.fromiter(jumps, dtype=np.float64, count=len(jumps)))
+        """The slot's spread in two steps, from the log of each of its jumps (oldest first): the sd of its log
+        jumps now (the very ``np.std(ddof=1)``: the same pairwise sums, without its Python-level wrappers), and
+        what its tail is computed from (:func:`_t_tail`; None where the tail is 0), so that the Student-t quantile
+        is only taken for the slots a step actually reads."""
         n = len(logs)
         if n <= 1:
             return 0.0, None

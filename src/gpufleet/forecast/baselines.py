@@ -2,12 +2,19 @@
 MSTL, with their own (parametric) prediction intervals turned into quantiles. Used by the benchmark, and as
 components in :mod:`gpufleet.forecast.serving` where they pay for themselves.
 
+Naive and SeasonalNaive are statsforecast's own computations (fit: the last value or season, the residuals'
+root mean square as sigma; predict: normal intervals of ``sigma sqrt(steps)``), written out here with the same
+numpy operations so that the loop's forecaster, which tracks both as candidates, does not import statsforecast
+(with pandas and statsmodels, about a second of every simulation's start-up). They return what statsforecast's
+models return, bit for bit (``tests/unit/forecast/test_naive_exact.py`` compares them).
+
 Gaps (NaN) are filled by :func:`gpufleet.forecast.gaps.fill_gaps` before fitting, since these models need a
 complete series.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from typing import Any, Self
 
@@ -67,17 +74,85 @@ class StatsforecastModel:
         return make_forecast(np.asarray(out["mean"]), quantiles_from_levels(out, qs), qs, self.name)
 
 
-def naive() -> StatsforecastModel:
-    from statsforecast.models import Naive
+def _normal_intervals(mean: FloatArray, level: list[int], sigmah: FloatArray) -> dict[str, FloatArray]:
+    """statsforecast's ``_calculate_intervals`` with its normal distribution: ``mean -/+ z sigmah`` per level, z
+    the standard normal's quantile (``scipy.stats.norm(scale=1.0).ppf``: ``ndtri(p) * 1.0 + 0.0``)."""
+    from scipy import special
 
-    return StatsforecastModel("naive", lambda n: Naive())
+    h = len(mean)
+    z = special.ndtri(0.5 + np.asarray(level) / 200) * 1.0 + 0.0
+    zz = np.repeat(z, h).reshape(z.shape[0], h)
+    lower = mean - zz * sigmah
+    upper = mean + zz * sigmah
+    return {
+        **{f"lo-{lv}": lower[i] for i, lv in enumerate(level)},
+        **{f"hi-{lv}": upper[i] for i, lv in enumerate(level)},
+    }
+
+
+def _sigma(residuals: FloatArray, n: int) -> Any:
+    """statsforecast's ``_calculate_sigma``: the root of the residuals' sum of squares over ``n``."""
+    if n > 0:
+        return np.sqrt(np.nansum(residuals**2) / n)
+    return 0
+
+
+class NaiveExact:
+    """statsforecast's ``Naive`` (no conformal intervals): every step forecasts the last value; sigma the root
+    mean square of the one-step differences; intervals widen as ``sqrt(step)``."""
+
+    def fit(self, y: FloatArray) -> Self:
+        fitted = np.full_like(y, np.nan)
+        fitted[1:] = np.roll(y, 1)[1:]
+        self.last_ = y[-1]
+        self.sigma_ = _sigma(y - fitted, len(y) - 1)
+        return self
+
+    def predict(self, h: int, level: list[int] | None = None) -> dict[str, FloatArray]:
+        res = {"mean": np.full(h, self.last_)}
+        if level is None:
+            return res
+        sigmah = self.sigma_ * np.sqrt(np.arange(1, h + 1))
+        return {**res, **_normal_intervals(res["mean"], sorted(level), sigmah)}
+
+
+class SeasonalNaiveExact:
+    """statsforecast's ``SeasonalNaive`` (no conformal intervals) on a series of at least a season: the last
+    season repeated; sigma the root mean square of the season-over-season differences; intervals widen as
+    ``sqrt(seasons ahead)``."""
+
+    def __init__(self, season_length: int) -> None:
+        self.season_length = season_length
+
+    def fit(self, y: FloatArray) -> Self:
+        m = self.season_length
+        n = y.size
+        if n < m:  # statsforecast pads a partial season with NaN (and warns); the loop never asks for that
+            raise ValidationError("y", f"seasonal naive needs a whole season ({m} points), got {n}")
+        self.season_vals_ = np.full(m, np.nan, dtype=y.dtype)
+        self.season_vals_[:m] = y[-m:]
+        fitted = np.empty_like(y)
+        fitted[:m] = np.nan
+        fitted[m:] = y[: n - m]
+        self.sigma_ = _sigma(y - fitted, n - m)
+        return self
+
+    def predict(self, h: int, level: list[int] | None = None) -> dict[str, FloatArray]:
+        m = self.season_length
+        res = {"mean": np.tile(self.season_vals_, math.ceil(h / m))[:h]}
+        if level is None:
+            return res
+        sigmah = self.sigma_ * np.sqrt(np.floor(np.arange(h) / m) + 1)
+        return {**res, **_normal_intervals(res["mean"], sorted(level), sigmah)}
+
+
+def naive() -> StatsforecastModel:
+    return StatsforecastModel("naive", lambda n: NaiveExact())
 
 
 def seasonal_naive(season: int) -> StatsforecastModel:
-    from statsforecast.models import Naive, SeasonalNaive
-
     return StatsforecastModel(
-        "seasonal_naive", lambda n: SeasonalNaive(season_length=season) if n > season else Naive(), season
+        "seasonal_naive", lambda n: SeasonalNaiveExact(season) if n > season else NaiveExact(), season
     )
 
 

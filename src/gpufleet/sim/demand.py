@@ -71,8 +71,9 @@ def experiments(spec: ExperimentSpec, days: int, rng: np.random.Generator) -> Jo
     teams = sorted(spec.teams)
     tp = np.array([spec.teams[t] for t in teams])
     team_idx = rng.choice(len(teams), size=n, p=tp / tp.sum())
-    team = [teams[i] for i in team_idx.tolist()]
-    group = [f"experiments/{t}" for t in team]
+    # each job's team and group name, read off a table per team (the same strings as one f-string per job)
+    team = _objects(teams)[team_idx].tolist()
+    group = _objects([f"experiments/{t}" for t in teams])[team_idx].tolist()
     # bigger experiments are more often normal priority, 1-GPU tinkering is low priority
     prio = np.where(gpus >= 8, 1, 0).astype(np.int64)
     return JobBatch(arrival, gpus, work, ckpt, team, group, prio, [spec.sku] * n)
@@ -100,17 +101,24 @@ def merge(batches: list[JobBatch]) -> JobBatch:
     def cat(xs: list[I64]) -> I64:
         return np.concatenate(xs)[order] if xs else np.zeros(0, np.int64)
 
-    team = [t for b in batches for t in b.team]
-    group = [g for b in batches for g in b.group]
-    sku = [k for b in batches for k in b.sku]
-    idx = order.tolist()
+    def names(xs: list[list[str]]) -> list[str]:  # the batches' names in arrival order ([all[i] for i in order])
+        out: list[str] = _objects([x for b in xs for x in b])[order].tolist()
+        return out
+
     return JobBatch(
         arrival[order],
         cat([b.gpus for b in batches]),
         cat([b.work_s for b in batches]),
         cat([b.ckpt_s for b in batches]),
-        [team[i] for i in idx],
-        [group[i] for i in idx],
+        names([b.team for b in batches]),
+        names([b.group for b in batches]),
         cat([b.priority for b in batches]),
-        [sku[i] for i in idx],
+        names([b.sku for b in batches]),
     )
+
+
+def _objects(xs: list[str]) -> npt.NDArray[np.object_]:
+    """``xs`` as a 1-D array of the very objects (fancy indexing then gathers them without a Python loop)."""
+    out = np.empty(len(xs), dtype=object)
+    out[:] = xs
+    return out
