@@ -133,6 +133,10 @@ class Scheduling:
         # (SKU, GPUs, priority, tiers) whose preemption scan offered no victim at index version ``_no_victims_at``
         self._no_victims: set[tuple[int, int, int, tuple[int, ...]]] = set()
         self._no_victims_at = -1
+        # (SKU, GPUs, priority, tiers, serving, missed requests) -> the reason of the plan that failed for that ask
+        # at (time, index version) ``_no_plan_at``
+        self._no_plan: dict[tuple[int, int, int, tuple[int, ...], bool, float], str] = {}
+        self._no_plan_at = (-1, -1)
 
     # ------------------------------------------------------------------ observations
     def ask(self, pod: int) -> PodAsk:
@@ -342,6 +346,22 @@ class Scheduling:
         else:
             self._no_victims_at = version
             self._no_victims.clear()
+        # The plan reads the pod's ask (its id only to name the answer), the offered pods and nodes (fixed by the
+        # index's version, as above, and the time), the time, the SKU's node start and the requests its fleet
+        # misses while waiting: the same ask at the same (time, version) gets the same failed plan again (the
+        # rest of a batch of serving replicas that found no room). Answer it from the first, counting its reason.
+        wait_s = self.pool_specs[s].node_start_s
+        missed = self.missed_while_waiting(pod, wait_s)
+        ask_key = (s, g, prio, tiers, self.pods.serving[pod] >= 0, missed)
+        stamp = (now, version)
+        if self._no_plan_at == stamp:
+            why = self._no_plan.get(ask_key)
+            if why is not None:
+                self.sched_reasons[why] += 1
+                return False
+        else:
+            self._no_plan_at = stamp
+            self._no_plan.clear()
         running: list[RunningJob] = []
         free_by_node: dict[int, int] = {}
         p_prio, p_gpus = self.pods.prio, self.pods.gpus
@@ -364,10 +384,11 @@ class Scheduling:
         if not running:
             self._no_victims.add(key)
             return False
-        wait_s = self.pool_specs[s].node_start_s
-        plan = sched.preempt(self.ask(pod), running, free_by_node, now, wait_s, self.missed_while_waiting(pod, wait_s))
-        self.sched_reasons[f"preempt_{plan.reason}"] = self.sched_reasons.get(f"preempt_{plan.reason}", 0) + 1
+        plan = sched.preempt(self.ask(pod), running, free_by_node, now, wait_s, missed)
+        reason = f"preempt_{plan.reason}"
+        self.sched_reasons[reason] = self.sched_reasons.get(reason, 0) + 1
         if not hasattr(plan, "evictions"):
+            self._no_plan[ask_key] = reason
             return False
         by_id = {j.id: j for j in running}
         for e in plan.evictions:

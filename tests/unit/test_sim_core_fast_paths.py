@@ -1,0 +1,125 @@
+"""The scheduling core's fast paths of session 13 give the very decisions of the plain computations (bench sim speed).
+
+Each is checked against the code it replaced, kept here as the reference: a failed preemption plan answered again
+from its first answer at the same (time, index version) (sim/scheduling.Scheduling.try_preempt) against scanning and
+planning again, over whole runs; the ETA factor drawn from the run's mixed key prefix (sim/freeing.py) against
+``keyed_uniform`` (Hypothesis).
+"""
+
+from __future__ import annotations
+
+from statistics import NormalDist
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import gpufleet.sim.scheduling as sim_scheduling
+from gpufleet.control.scheduling import RunningJob
+from gpufleet.sim.builtin import default_scenario
+from gpufleet.sim.crn import keyed_uniform
+from gpufleet.sim.freeing import ETA, FreeingEstimates
+from gpufleet.sim.kinds import PRIO_SERVING
+from gpufleet.sim.run import gpufleet_loop
+from gpufleet.sim.world import World
+
+
+# ---------------------------------------------------------------- preemption: a failed plan is not asked again
+def plain_plan(w: World, pod: int, now: int) -> object:
+    """The scan and the plan of ``Scheduling.try_preempt`` as written before the memo of failed plans (a copy that
+    changes nothing: the running jobs are built afresh, not read from the scheduling part's memo)."""
+    sch, p, f = w.scheduling, w.pods, w.fleet
+    s, g = p.sku[pod], p.gpus[pod]
+    per = w.per_node[s]
+    prio = PRIO_SERVING if p.serving[pod] >= 0 else p.prio[pod]
+    running: list[RunningJob] = []
+    free_by_node: dict[int, int] = {}
+    offered = 0
+    for t in p.tiers(pod):
+        for free in range(g - 1, -1, -1):
+            for node in f.index.iter_with_free(s, t, free):
+                if offered >= sim_scheduling.PREEMPT_SCAN_NODES:
+                    break
+                offered += 1
+                free_by_node[node] = free
+                for q in f.n_pods[node]:
+                    if p.gpus[q] <= per and p.prio[q] < prio:
+                        ckpt, start = p.ckpt[q], p.start[q]
+                        serving = p.serving[q] >= 0
+                        running.append(
+                            RunningJob(
+                                str(q),
+                                sch.running_job(q, node, now).kind,
+                                PRIO_SERVING if serving else p.prio[q],
+                                node,
+                                p.gpus[q],
+                                start,
+                                start + (now - start) // ckpt * ckpt if ckpt > 0 else None,
+                                ckpt > 0,
+                            )
+                        )
+    assert running  # the memo of failed plans is asked only after a scan that offered victims
+    wait_s = w.pool_specs[s].node_start_s
+    return sch.sched.preempt(sch.ask(pod), running, free_by_node, now, wait_s, sch.missed_while_waiting(pod, wait_s))
+
+
+def test_a_failed_plan_answered_again_is_the_plan_asked_again() -> None:
+    """Every preemption attempt that the memo answers (the same ask at the same time and index version as a failed
+    plan) gets the answer planning again gives: no plan, with the same reason (counted again); over whole runs
+    with serving batches, failures and quotas, the runs' decisions unchanged by checking."""
+    sc = default_scenario(gpus=512, days=8, seed=3)
+    sc = sc.model_copy(update={"failures": sc.failures.model_copy(update={"node_mtbf_days": 20.0})})
+    w = World(sc, gpufleet_loop(sc, 3))
+    sch = w.scheduling
+    try_preempt = sch.try_preempt
+    answered = 0
+
+    def checked(pod: int, now: int) -> bool:
+        nonlocal answered
+        p, f = w.pods, w.fleet
+        s, g = p.sku[pod], p.gpus[pod]
+        prio = PRIO_SERVING if p.serving[pod] >= 0 else p.prio[pod]
+        wait_s = w.pool_specs[s].node_start_s
+        key = (s, g, prio, p.tiers(pod), p.serving[pod] >= 0, sch.missed_while_waiting(pod, wait_s))
+        stamp = (now, f.index.version)
+        skipped = sch._no_victims_at == f.index.version and (s, g, prio, p.tiers(pod)) in sch._no_victims
+        hit = not skipped and sch._no_plan_at == stamp and key in sch._no_plan
+        if hit:
+            plan = plain_plan(w, pod, now)
+            assert not hasattr(plan, "evictions"), (pod, now, plan)
+            assert f"preempt_{plan.reason}" == sch._no_plan[key]  # type: ignore[attr-defined]
+            answered += 1
+        before = dict(sch.sched_reasons)
+        out = try_preempt(pod, now)
+        if hit:
+            assert not out
+            changed = {k: v - before.get(k, 0) for k, v in sch.sched_reasons.items() if v != before.get(k, 0)}
+            assert changed == {sch._no_plan[key]: 1}  # the same reason counted once more
+        return out
+
+    sch.try_preempt = checked  # type: ignore[method-assign]
+    w.run()
+    w.check_invariants()
+    assert answered > 50
+    assert sch.preemptions > 0  # plans that evict still run (the memo holds failures only)
+
+
+# ---------------------------------------------------------------- the ETA factor's draw
+@settings(max_examples=300, deadline=None)
+@given(
+    st.integers(0, (1 << 64) - 1),
+    st.integers(0, 5_000_000),
+    st.integers(0, 1_000),
+    st.sampled_from([0.0, 0.05, 0.2, 0.5, 3.0]),
+)
+def test_the_eta_factor_is_the_keyed_draw(seed: int, pod: int, epoch: int, sd: float) -> None:
+    """FreeingEstimates.eta_mult (the run's key prefix mixed once, the last two mixes inlined) is
+    ``max(0.1, 1 + sd * z(keyed_uniform(seed, ETA, pod, epoch)))`` to the bit, as first written."""
+
+    class Pods:
+        def __init__(self) -> None:
+            self.epoch = {pod: epoch}
+
+    fe = FreeingEstimates(Pods(), None, [8], seed, sd)  # type: ignore[arg-type]
+    want = 1.0 if sd <= 0 else max(0.1, 1.0 + sd * NormalDist().inv_cdf(keyed_uniform(seed, ETA, pod, epoch)))
+    assert fe.eta_mult(pod) == want
+    assert fe.eta_memo[pod] == (epoch, want)
