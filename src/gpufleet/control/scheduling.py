@@ -288,10 +288,8 @@ class QuotaAdmission:
     def check_and_hold(self, pod: int, team: str, flavor: str, gpus: int) -> Admission:
         """:meth:`check`, then :meth:`hold` if the book says ``admit`` (one call on the simulator's hot path).
         For a team with a quota and a pod that holds none."""
-        book = self.book
-        a = book.check(team, flavor, gpus)
+        a = self.book.check_and_add(team, flavor, gpus)  # on admit, QuotaBook.admit of it (no reclaims)
         if a.decision == "admit":
-            book.add_usage((team, flavor), gpus)  # QuotaBook.admit of an admission without reclaims
             self.held[pod] = (team, flavor, gpus)
         return a
 

@@ -85,6 +85,7 @@ class ClassScheduler:
         self._bits_memo: dict[int, ClassChoice] = {}  # (bits << 8 | gpus) -> choice, for ``_bits_epoch``
         self._bits_epoch = -1
         self._reason = f"policy_{policy}"
+        self._has_epoch = hasattr(self.policy, "model_epoch")  # (the policy object never changes)
         self._requests: dict[int, PodRequest] = {}
 
     def request(self, gpus: int) -> PodRequest:
@@ -117,7 +118,7 @@ class ClassScheduler:
     def choose_bits(self, gpus: int, bits: int) -> ClassChoice:
         """:meth:`choose` with the candidate classes as a bit set (bit ``k``: class ``k``; only bits ``>= gpus``
         set, at least one). The same answer, memoised on the bits (the hot path of the simulator)."""
-        epoch = getattr(self.policy, "model_epoch", 0)  # as _epoch()
+        epoch = self.policy.model_epoch if self._has_epoch else 0  # as _epoch()
         if epoch != self._bits_epoch:
             self._bits_memo.clear()
             self._bits_epoch = epoch

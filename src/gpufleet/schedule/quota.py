@@ -136,6 +136,15 @@ class QuotaBook:
 
     def check(self, team: str, flavor: str, gpus: int) -> Admission:
         """Decide without recording anything."""
+        return self._decide(team, flavor, gpus, False)
+
+    def check_and_add(self, team: str, flavor: str, gpus: int) -> Admission:
+        """:meth:`check`, and if it says ``admit`` record the usage as :meth:`add_usage` does (one pass: the
+        simulator's hot path)."""
+        return self._decide(team, flavor, gpus, True)
+
+    def _decide(self, team: str, flavor: str, gpus: int, record: bool) -> Admission:
+        """:meth:`check`; ``record``: add the usage of an ``admit`` (no reclaims) at once."""
         if gpus <= 0:
             raise ValidationError("gpus", "must be > 0")
         key = (team, flavor)
@@ -165,6 +174,9 @@ class QuotaBook:
             if got is None:
                 reason = "within_nominal" if borrowed_after == 0 else "borrowed"
                 got = self._admits[akey] = Admission(team, flavor, gpus, "admit", reason, newly)
+            if record:  # _set_usage(key, after), with the cohort's pool use read above (pool_used stored it)
+                self.usage[key] = after
+                self._pool_used[cohort] = others_use + after_use
             return got
         if borrowed_after > 0:
             return Admission(team, flavor, gpus, "reject", "cohort_exhausted")
