@@ -132,6 +132,10 @@ class FleetScheduler:
         self.breach_cost_usd = breach_cost_usd
         self.gpu_usd_h = tuple(gpu_usd_h)
         self.classes = [ClassScheduler(policy, s, g, rng) for s, g in zip(sku_ids, gpus_per_node, strict=True)]
+        # per SKU: the policy's observe, and the classes' request of each size a single-node pod may ask (the
+        # very objects ClassScheduler.request memoises)
+        self._observe = [c.policy.observe for c in self.classes]
+        self._requests = [[c.request(k) for k in range(c.per + 1)] for c in self.classes]
         self._binds: dict[tuple[int, str], Bind] = {}  # single-node decisions are immutable: shared instances
         self._table: Scheduler | None = None
         if table is not None:
@@ -174,9 +178,9 @@ class FleetScheduler:
 
     def observe(self, ask: PodAsk) -> None:
         """A pod arrived (once per pod): the policy learns the workload online."""
-        if ask.gpus < ask.per_node:
-            cls = self.classes[ask.sku]
-            cls.policy.observe(cls.request(ask.gpus))  # ClassScheduler.observe, one call less per arrival
+        g = ask.gpus
+        if g < ask.per_node:  # ClassScheduler.observe(g), read off its requests (two calls less per arrival)
+            self._observe[ask.sku](self._requests[ask.sku][g])
 
     def place(self, ask: PodAsk, index: FreeGpuIndex, rack_of: Sequence[int]) -> Bind | Wait:
         """Where ``ask`` runs now, or why it waits. Reads the index; changes nothing."""
@@ -288,7 +292,7 @@ class QuotaAdmission:
     def check_and_hold(self, pod: int, team: str, flavor: str, gpus: int) -> Admission:
         """:meth:`check`, then :meth:`hold` if the book says ``admit`` (one call on the simulator's hot path).
         For a team with a quota and a pod that holds none."""
-        a = self.book.check_and_add(team, flavor, gpus)  # on admit, QuotaBook.admit of it (no reclaims)
+        a = self.book.check(team, flavor, gpus, record=True)  # on admit, QuotaBook.admit of it (no reclaims)
         if a.decision == "admit":
             self.held[pod] = (team, flavor, gpus)
         return a

@@ -134,17 +134,9 @@ class QuotaBook:
             raise ValidationError("team", f"no quota for team {team!r} on {flavor!r}")
         return q
 
-    def check(self, team: str, flavor: str, gpus: int) -> Admission:
-        """Decide without recording anything."""
-        return self._decide(team, flavor, gpus, False)
-
-    def check_and_add(self, team: str, flavor: str, gpus: int) -> Admission:
-        """:meth:`check`, and if it says ``admit`` record the usage as :meth:`add_usage` does (one pass: the
-        simulator's hot path)."""
-        return self._decide(team, flavor, gpus, True)
-
-    def _decide(self, team: str, flavor: str, gpus: int, record: bool) -> Admission:
-        """:meth:`check`; ``record``: add the usage of an ``admit`` (no reclaims) at once."""
+    def check(self, team: str, flavor: str, gpus: int, *, record: bool = False) -> Admission:
+        """Decide without recording anything; with ``record``, an ``admit`` (it has no reclaims) is recorded as
+        :meth:`add_usage` records it (one pass: the simulator's hot path)."""
         if gpus <= 0:
             raise ValidationError("gpus", "must be > 0")
         key = (team, flavor)

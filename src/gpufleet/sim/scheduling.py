@@ -507,10 +507,15 @@ class Scheduling:
 
     def on_job_end(self, now: int, pod: int, epoch: int) -> None:
         p = self.pods
-        if p.epoch[pod] != epoch or p.state[pod] != RUNNING:
+        state = p.state
+        if p.epoch[pod] != epoch or state[pod] != RUNNING:
             return
         p.remaining[pod] = 0
-        p.set_state(pod, DONE)
+        if DONE not in POD_NEXT[RUNNING]:  # PodTable.set_state(pod, DONE) from RUNNING, inlined
+            pod_gate(pod, RUNNING, DONE)
+        state[pod] = DONE
+        for memo in p.end_memos:
+            memo.pop(pod, None)
         self.release(pod, now)
         self.metrics.job_done()
         if self.queues.parked[p.sku[pod]]:
