@@ -3,18 +3,21 @@
 Each is checked against the code it replaced, kept here as the reference: a failed preemption plan answered again
 from its first answer at the same (time, index version) (sim/scheduling.Scheduling.try_preempt) against scanning and
 planning again, over whole runs; the ETA factor drawn from the run's mixed key prefix (sim/freeing.py) against
-``keyed_uniform`` (Hypothesis).
+``keyed_uniform``; the quota book's check that records an admit in the same pass against check then add_usage; the
+scheduler's observe of an arrival against the class scheduler's (Hypothesis).
 """
 
 from __future__ import annotations
 
 from statistics import NormalDist
 
+import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import gpufleet.sim.scheduling as sim_scheduling
-from gpufleet.control.scheduling import RunningJob
+from gpufleet.control.scheduling import FleetScheduler, PodAsk, RunningJob, TeamQuota
+from gpufleet.schedule.quota import QuotaBook
 from gpufleet.sim.builtin import default_scenario
 from gpufleet.sim.crn import keyed_uniform
 from gpufleet.sim.freeing import ETA, FreeingEstimates
@@ -123,3 +126,65 @@ def test_the_eta_factor_is_the_keyed_draw(seed: int, pod: int, epoch: int, sd: f
     want = 1.0 if sd <= 0 else max(0.1, 1.0 + sd * NormalDist().inv_cdf(keyed_uniform(seed, ETA, pod, epoch)))
     assert fe.eta_mult(pod) == want
     assert fe.eta_memo[pod] == (epoch, want)
+
+
+# ---------------------------------------------------------------- quota: check and record in one pass
+QUOTAS = [
+    TeamQuota("a", "c", "h100", 16, borrowing_limit_gpus=8),
+    TeamQuota("b", "c", "h100", 8, lending_limit_gpus=4),
+    TeamQuota("d", "c", "h100", 12),
+    TeamQuota("e", "x", "h100", 4, borrowing_limit_gpus=0),
+]
+
+
+@settings(max_examples=120, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 3), st.integers(1, 24), st.booleans()), min_size=1, max_size=80))
+def test_check_with_record_is_check_then_add_usage(ops: list[tuple[int, int, bool]]) -> None:
+    """QuotaBook.check(record=True) decides as check() and records an admit as add_usage() does: the same
+    decisions, usage and cohort pool use (the running sum against the sum over the cohort) after every step."""
+    fused, plain = QuotaBook(), QuotaBook()
+    for q in QUOTAS:
+        fused.add(q)
+        plain.add(q)
+    teams = ["a", "b", "d", "e"]
+    held: list[tuple[str, int]] = []
+    for t, g, release in ops:
+        if release and held:
+            team, gpus = held.pop(0)
+            fused.release(team, "h100", gpus)
+            plain.release(team, "h100", gpus)
+            continue
+        got = fused.check(teams[t], "h100", g, record=True)
+        want = plain.check(teams[t], "h100", g)
+        if want.decision == "admit":
+            plain.add_usage((teams[t], "h100"), g)
+            held.append((teams[t], g))
+        assert got == want
+        assert fused.usage == plain.usage
+        for cohort in ("c", "x"):
+            assert fused.pool_used(cohort, "h100") == plain.pool_used(cohort, "h100")
+            assert fused.pool_used(cohort, "h100") == sum(fused.pool_use(m) for m in fused.members(cohort, "h100"))
+
+
+# ---------------------------------------------------------------- the scheduler's observe of an arrival
+@settings(max_examples=40, deadline=None)
+@given(st.lists(st.integers(1, 16), min_size=1, max_size=300))
+def test_observe_teaches_the_policy_as_the_class_scheduler_does(sizes: list[int]) -> None:
+    """FleetScheduler.observe (the policy's observe and the classes' requests read off per SKU) leaves the policy
+    as ClassScheduler.observe does for every single-node arrival (and gangs are not observed): the same learned
+    counts, the same model epoch, the same choices after."""
+    fast = FleetScheduler("gpufleet", ["h100"], [8], np.random.default_rng(1))
+    plain = FleetScheduler("gpufleet", ["h100"], [8], np.random.default_rng(1))
+    for pod, g in enumerate(sizes):
+        ask = PodAsk(pod, 0, g, 8, (0, 1), 1, False)
+        fast.observe(ask)
+        if g < 8:
+            plain.classes[0].observe(g)
+    pf, pp = fast.classes[0].policy, plain.classes[0].policy
+    assert pf._counts == pp._counts  # type: ignore[attr-defined]
+    assert pf.model_epoch == pp.model_epoch  # type: ignore[attr-defined]
+    for g in range(1, 9):
+        for bits in (0b111111111, 0b100000000, 0b100110000, 0b011111110):
+            fit = bits >> g << g
+            if fit:
+                assert fast.classes[0].choose_bits(g, fit) == plain.classes[0].choose_bits(g, fit)
