@@ -4,7 +4,8 @@ Each is checked against the code it replaced, kept here as the reference: a fail
 from its first answer at the same (time, index version) (sim/scheduling.Scheduling.try_preempt) against scanning and
 planning again, over whole runs; the ETA factor drawn from the run's mixed key prefix (sim/freeing.py) against
 ``keyed_uniform``; the quota book's check that records an admit in the same pass against check then add_usage; the
-scheduler's observe of an arrival against the class scheduler's (Hypothesis).
+scheduler's observe of an arrival against the class scheduler's; a gang's nodes over the fewest racks read off the
+index's racks by count against plan_whole_nodes (Hypothesis).
 """
 
 from __future__ import annotations
@@ -16,7 +17,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import gpufleet.sim.scheduling as sim_scheduling
-from gpufleet.control.scheduling import FleetScheduler, PodAsk, RunningJob, TeamQuota
+from gpufleet.control.scheduling import FleetScheduler, FreeGpuIndex, PodAsk, RunningJob, TeamQuota
+from gpufleet.schedule.gang import plan_whole_nodes
 from gpufleet.schedule.quota import QuotaBook
 from gpufleet.sim.builtin import default_scenario
 from gpufleet.sim.crn import keyed_uniform
@@ -188,3 +190,42 @@ def test_observe_teaches_the_policy_as_the_class_scheduler_does(sizes: list[int]
             fit = bits >> g << g
             if fit:
                 assert fast.classes[0].choose_bits(g, fit) == plain.classes[0].choose_bits(g, fit)
+
+
+# ---------------------------------------------------------------- gangs spread over the fewest racks
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(
+        st.tuples(st.integers(0, 39), st.sampled_from([0, 3, 7, 8, 8, 8]), st.integers(0, 1)), min_size=1, max_size=200
+    ),
+    st.integers(1, 16),
+)
+def test_fewest_racks_is_plan_whole_nodes_cluster_answer(ops: list[tuple[int, int, int]], need: int) -> None:
+    """FreeGpuIndex.fewest_racks (racks read off their counts) is plan_whole_nodes' answer over the index's whole
+    free nodes by rack when no one rack holds the gang (and None when the tier holds too few), after any history
+    of nodes entering and leaving the whole bucket in any order."""
+    rack_of = [n // 4 + 1000 * (n % 3) for n in range(40)]  # racks of up to 4 nodes, ids not in node order
+    index = FreeGpuIndex(1, 2, 8)
+    index.track_racks(rack_of, [8])
+    free: dict[int, tuple[int, int]] = {}  # node -> (tier, free GPUs)
+    for node, g, tier in ops:
+        if node in free:
+            t, old = free.pop(node)
+            if g == old or t != tier:
+                index.remove(node, 0, t, old)
+                continue
+            index.move(node, 0, t, old, g)
+            free[node] = (t, g)
+        else:
+            index.add(node, 0, tier, g)
+            free[node] = (tier, g)
+    for t in (0, 1):
+        by_rack = index.whole_by_rack(0, t)
+        plan = plan_whole_nodes(by_rack, need)
+        got = index.fewest_racks(0, t, need)
+        if plan is None:
+            assert got is None
+        elif plan[1] == "cluster":
+            assert got == plan[0]
+        else:  # one rack holds it: the caller takes best_whole_rack's rack, never fewest_racks
+            assert index.best_whole_rack(0, t, need) is not None

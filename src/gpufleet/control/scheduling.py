@@ -200,7 +200,8 @@ class FleetScheduler:
                     return got
             return WAIT_NO_FIT
         need = g // per
-        counts = [index.free_nodes(s, t, per) for t in ask.tiers]
+        whole = index.buckets[s]  # index.free_nodes(s, t, per) is len(whole[t][per])
+        counts = [len(whole[t][per]) for t in ask.tiers]
         if sum(counts) < need:
             return WAIT_GANG_NO_FIT
         tracked = index.tracks_racks(s, per)
@@ -214,12 +215,14 @@ class FleetScheduler:
                 if rack is not None:
                     nodes.extend(islice(index.whole_by_rack(s, t)[rack], take))
                     continue
-                plan = plan_whole_nodes(index.whole_by_rack(s, t), take)
-            else:
-                by_rack: dict[int, list[int]] = {}
-                for n in index.nodes_with_free(s, t, per):
-                    by_rack.setdefault(rack_of[n], []).append(n)
-                plan = plan_whole_nodes(by_rack, take)
+                spread = index.fewest_racks(s, t, take)  # and its fewest racks, read off the index
+                assert spread is not None  # the tier holds at least ``take`` free nodes
+                nodes.extend(spread)
+                continue
+            by_rack: dict[int, list[int]] = {}
+            for n in index.nodes_with_free(s, t, per):
+                by_rack.setdefault(rack_of[n], []).append(n)
+            plan = plan_whole_nodes(by_rack, take)
             assert plan is not None  # the tier holds at least ``take`` free nodes
             nodes.extend(plan[0])
         racks = {rack_of[n] for n in nodes}
