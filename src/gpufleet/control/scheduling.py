@@ -132,6 +132,10 @@ class FleetScheduler:
         self.breach_cost_usd = breach_cost_usd
         self.gpu_usd_h = tuple(gpu_usd_h)
         self.classes = [ClassScheduler(policy, s, g, rng) for s, g in zip(sku_ids, gpus_per_node, strict=True)]
+        # per SKU: the policy's observe, and the classes' request of each size a single-node pod may ask (the
+        # very objects ClassScheduler.request memoises)
+        self._observe = [c.policy.observe for c in self.classes]
+        self._requests = [[c.request(k) for k in range(c.per + 1)] for c in self.classes]
         self._binds: dict[tuple[int, str], Bind] = {}  # single-node decisions are immutable: shared instances
         self._table: Scheduler | None = None
         if table is not None:
@@ -174,9 +178,9 @@ class FleetScheduler:
 
     def observe(self, ask: PodAsk) -> None:
         """A pod arrived (once per pod): the policy learns the workload online."""
-        if ask.gpus < ask.per_node:
-            cls = self.classes[ask.sku]
-            cls.policy.observe(cls.request(ask.gpus))  # ClassScheduler.observe, one call less per arrival
+        g = ask.gpus
+        if g < ask.per_node:  # ClassScheduler.observe(g), read off its requests (two calls less per arrival)
+            self._observe[ask.sku](self._requests[ask.sku][g])
 
     def place(self, ask: PodAsk, index: FreeGpuIndex, rack_of: Sequence[int]) -> Bind | Wait:
         """Where ``ask`` runs now, or why it waits. Reads the index; changes nothing."""
@@ -196,7 +200,8 @@ class FleetScheduler:
                     return got
             return WAIT_NO_FIT
         need = g // per
-        counts = [index.free_nodes(s, t, per) for t in ask.tiers]
+        whole = index.buckets[s]  # index.free_nodes(s, t, per) is len(whole[t][per])
+        counts = [len(whole[t][per]) for t in ask.tiers]
         if sum(counts) < need:
             return WAIT_GANG_NO_FIT
         tracked = index.tracks_racks(s, per)
@@ -210,12 +215,14 @@ class FleetScheduler:
                 if rack is not None:
                     nodes.extend(islice(index.whole_by_rack(s, t)[rack], take))
                     continue
-                plan = plan_whole_nodes(index.whole_by_rack(s, t), take)
-            else:
-                by_rack: dict[int, list[int]] = {}
-                for n in index.nodes_with_free(s, t, per):
-                    by_rack.setdefault(rack_of[n], []).append(n)
-                plan = plan_whole_nodes(by_rack, take)
+                spread = index.fewest_racks(s, t, take)  # and its fewest racks, read off the index
+                assert spread is not None  # the tier holds at least ``take`` free nodes
+                nodes.extend(spread)
+                continue
+            by_rack: dict[int, list[int]] = {}
+            for n in index.nodes_with_free(s, t, per):
+                by_rack.setdefault(rack_of[n], []).append(n)
+            plan = plan_whole_nodes(by_rack, take)
             assert plan is not None  # the tier holds at least ``take`` free nodes
             nodes.extend(plan[0])
         racks = {rack_of[n] for n in nodes}
@@ -288,10 +295,8 @@ class QuotaAdmission:
     def check_and_hold(self, pod: int, team: str, flavor: str, gpus: int) -> Admission:
         """:meth:`check`, then :meth:`hold` if the book says ``admit`` (one call on the simulator's hot path).
         For a team with a quota and a pod that holds none."""
-        book = self.book
-        a = book.check(team, flavor, gpus)
+        a = self.book.check(team, flavor, gpus, record=True)  # on admit, QuotaBook.admit of it (no reclaims)
         if a.decision == "admit":
-            book.add_usage((team, flavor), gpus)  # QuotaBook.admit of an admission without reclaims
             self.held[pod] = (team, flavor, gpus)
         return a
 

@@ -8,6 +8,7 @@ been in the bucket longest, which is deterministic for a given history.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
+from itertools import islice
 
 
 class FreeGpuIndex:
@@ -83,6 +84,21 @@ class FreeGpuIndex:
         if not fits:
             return None
         return min(by_count[min(fits)])
+
+    def fewest_racks(self, sku: int, tier: int, need: int) -> list[int] | None:
+        """``need`` whole free nodes from the fewest racks, largest first (lowest rack id on ties), each rack's
+        nodes oldest in the bucket first: :func:`gpufleet.schedule.gang.plan_whole_nodes`'s ``cluster`` answer,
+        read off the racks by count (at most ``gpus per node`` counts, sorted; the racks of a count sorted only
+        when reached) instead of sorting every rack. None if the tier holds fewer. Needs :meth:`track_racks`."""
+        by_count = self._by_count[sku][tier]
+        racks = self._racks[sku][tier]
+        out: list[int] = []
+        for k in sorted(by_count, reverse=True):
+            for r in sorted(by_count[k]):
+                out.extend(islice(racks[r], need - len(out)))
+                if len(out) >= need:
+                    return out
+        return None
 
     def add(self, node: int, sku: int, tier: int, free: int) -> None:
         self._b[sku][tier][free][node] = None

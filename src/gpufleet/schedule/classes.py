@@ -17,6 +17,7 @@ with a reason code; it never mutates anything but its caches and the policy's le
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -85,6 +86,8 @@ class ClassScheduler:
         self._bits_memo: dict[int, ClassChoice] = {}  # (bits << 8 | gpus) -> choice, for ``_bits_epoch``
         self._bits_epoch = -1
         self._reason = f"policy_{policy}"
+        # the policy, if it versions its model (the policy object never changes): what choose_bits reads
+        self._versioned: Any = self.policy if hasattr(self.policy, "model_epoch") else None
         self._requests: dict[int, PodRequest] = {}
 
     def request(self, gpus: int) -> PodRequest:
@@ -117,7 +120,8 @@ class ClassScheduler:
     def choose_bits(self, gpus: int, bits: int) -> ClassChoice:
         """:meth:`choose` with the candidate classes as a bit set (bit ``k``: class ``k``; only bits ``>= gpus``
         set, at least one). The same answer, memoised on the bits (the hot path of the simulator)."""
-        epoch = getattr(self.policy, "model_epoch", 0)  # as _epoch()
+        versioned = self._versioned
+        epoch = 0 if versioned is None else versioned.model_epoch  # as _epoch()
         if epoch != self._bits_epoch:
             self._bits_memo.clear()
             self._bits_epoch = epoch

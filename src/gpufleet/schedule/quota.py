@@ -134,8 +134,9 @@ class QuotaBook:
             raise ValidationError("team", f"no quota for team {team!r} on {flavor!r}")
         return q
 
-    def check(self, team: str, flavor: str, gpus: int) -> Admission:
-        """Decide without recording anything."""
+    def check(self, team: str, flavor: str, gpus: int, *, record: bool = False) -> Admission:
+        """Decide without recording anything; with ``record``, an ``admit`` (it has no reclaims) is recorded as
+        :meth:`add_usage` records it (one pass: the simulator's hot path)."""
         if gpus <= 0:
             raise ValidationError("gpus", "must be > 0")
         key = (team, flavor)
@@ -165,6 +166,9 @@ class QuotaBook:
             if got is None:
                 reason = "within_nominal" if borrowed_after == 0 else "borrowed"
                 got = self._admits[akey] = Admission(team, flavor, gpus, "admit", reason, newly)
+            if record:  # _set_usage(key, after), with the cohort's pool use read above (pool_used stored it)
+                self.usage[key] = after
+                self._pool_used[cohort] = others_use + after_use
             return got
         if borrowed_after > 0:
             return Admission(team, flavor, gpus, "reject", "cohort_exhausted")

@@ -31,6 +31,8 @@ from gpufleet.sim.kinds import (
     REMOVED,
     RUNNING,
     SPOT_RANK,
+    TIERS_ALL,
+    TIERS_NO_SPOT,
 )
 from gpufleet.sim.lifecycle import POD_NEXT, pod_gate
 
@@ -107,6 +109,8 @@ class Scheduling:
         self.provisioner = provisioner
         self.freeing = freeing
         self._run_ended = freeing.eta_memo.pop  # FreeingEstimates.run_ended, bound to the C call (hot path)
+        self._held = admission.held  # what QuotaAdmission.release reads and calls (hot path)
+        self._book_release = admission.book.release
         self.billing = billing
         self.fleets = fleets
         self.metrics = metrics
@@ -133,6 +137,10 @@ class Scheduling:
         # (SKU, GPUs, priority, tiers) whose preemption scan offered no victim at index version ``_no_victims_at``
         self._no_victims: set[tuple[int, int, int, tuple[int, ...]]] = set()
         self._no_victims_at = -1
+        # (SKU, GPUs, priority, tiers, serving, missed requests) -> the reason of the plan that failed for that ask
+        # at (time, index version) ``_no_plan_at``
+        self._no_plan: dict[tuple[int, int, int, tuple[int, ...], bool, float], str] = {}
+        self._no_plan_at = (-1, -1)
 
     # ------------------------------------------------------------------ observations
     def ask(self, pod: int) -> PodAsk:
@@ -142,6 +150,7 @@ class Scheduling:
         if got is None:
             s = p.sku[pod]
             serving = p.serving[pod] >= 0
+            ckpt = p.ckpt[pod] > 0 and not serving  # p.tiers(pod), inlined
             got = self.asks[pod] = tuple.__new__(  # the named tuple, built without its Python-level __new__ frame
                 PodAsk,
                 (
@@ -149,7 +158,7 @@ class Scheduling:
                     s,
                     p.gpus[pod],
                     self.per_node[s],
-                    p.tiers(pod),
+                    p.tier_orders[s][ckpt] if p.tier_orders else (TIERS_ALL if ckpt else TIERS_NO_SPOT),
                     PRIO_SERVING if serving else p.prio[pod],
                     serving,
                 ),
@@ -323,14 +332,11 @@ class Scheduling:
     def try_preempt(self, pod: int, now: int) -> bool:
         """Ask the stage for a preemption plan over a bounded set of busy nodes; apply it if it says so."""
         sched = self.sched
-        s = self.pods.sku[pod]
-        g = self.pods.gpus[pod]
-        per = self.per_node[s]
-        prio = PRIO_SERVING if self.pods.serving[pod] >= 0 else self.pods.prio[pod]
+        ask = self.asks.get(pod) or self.ask(pod)
+        s, g, per, tiers, prio = ask.sku, ask.gpus, ask.per_node, ask.tiers, ask.priority
         if not sched.preemption or g > per or prio == 0:
             return False  # nothing ranks below priority 0: no plan could exist
         f = self.fleet
-        tiers = self.pods.tiers(pod)
         # The scan below reads only the index's buckets and the pods on the nodes in them, and both change only
         # with the index's version (a node's pods change by allocate or release, each a move in the index while
         # the node is in it): a scan that offered no victim offers none again until the version moves on.
@@ -342,6 +348,22 @@ class Scheduling:
         else:
             self._no_victims_at = version
             self._no_victims.clear()
+        # The plan reads the pod's ask (its id only to name the answer), the offered pods and nodes (fixed by the
+        # index's version, as above, and the time), the time, the SKU's node start and the requests its fleet
+        # misses while waiting: the same ask at the same (time, version) gets the same failed plan again (the
+        # rest of a batch of serving replicas that found no room). Answer it from the first, counting its reason.
+        wait_s = self.pool_specs[s].node_start_s
+        missed = self.missed_while_waiting(pod, wait_s)
+        ask_key = (s, g, prio, tiers, ask.serving, missed)
+        stamp = (now, version)
+        if self._no_plan_at == stamp:
+            why = self._no_plan.get(ask_key)
+            if why is not None:
+                self.sched_reasons[why] += 1
+                return False
+        else:
+            self._no_plan_at = stamp
+            self._no_plan.clear()
         running: list[RunningJob] = []
         free_by_node: dict[int, int] = {}
         p_prio, p_gpus = self.pods.prio, self.pods.gpus
@@ -364,10 +386,11 @@ class Scheduling:
         if not running:
             self._no_victims.add(key)
             return False
-        wait_s = self.pool_specs[s].node_start_s
-        plan = sched.preempt(self.ask(pod), running, free_by_node, now, wait_s, self.missed_while_waiting(pod, wait_s))
-        self.sched_reasons[f"preempt_{plan.reason}"] = self.sched_reasons.get(f"preempt_{plan.reason}", 0) + 1
+        plan = sched.preempt(ask, running, free_by_node, now, wait_s, missed)
+        reason = f"preempt_{plan.reason}"
+        self.sched_reasons[reason] = self.sched_reasons.get(reason, 0) + 1
         if not hasattr(plan, "evictions"):
+            self._no_plan[ask_key] = reason
             return False
         by_id = {j.id: j for j in running}
         for e in plan.evictions:
@@ -390,17 +413,19 @@ class Scheduling:
         """Charge the running segment, free the pod's GPUs and its quota; ``drain``: let queued pods take them."""
         p = self.pods
         self.billing.charge(pod, now)
-        f = self.fleet
         g = p.gpus[pod]
-        per = self.per_node[p.sku[pod]]
-        gpn = g if g <= per else per
         s = p.sku[pod]
+        per = self.per_node[s]
+        gpn = g if g <= per else per
+        release = self.fleet.release
         for node in p.nodes[pod]:
-            f.release(node, pod, gpn, now)
+            release(node, pod, gpn, now)
         p.nodes[pod] = ()
         p.epoch[pod] += 1
         self._run_ended(pod, None)  # the next run draws its own ETA factor
-        self.admission.release(pod)
+        held = self._held.pop(pod, None)  # QuotaAdmission.release, inlined
+        if held is not None:
+            self._book_release(*held)
         if drain and self.queues.pending_gpus[s] > 0:
             self.drain_queue(s, now)
 
@@ -475,14 +500,22 @@ class Scheduling:
     # ------------------------------------------------------------------ handlers
     def on_arrive(self, now: int, job: int, _b: int) -> None:
         self.sched.observe(self.ask(job))
-        self.start(job, now)
+        if not self.admit(job, now):  # start(job, now), inlined (one call less per arrival)
+            self.park(job)
+        elif not self.try_place(job, now) and not self.try_preempt(job, now):
+            self.enqueue(job, now)
 
     def on_job_end(self, now: int, pod: int, epoch: int) -> None:
         p = self.pods
-        if p.epoch[pod] != epoch or p.state[pod] != RUNNING:
+        state = p.state
+        if p.epoch[pod] != epoch or state[pod] != RUNNING:
             return
         p.remaining[pod] = 0
-        p.set_state(pod, DONE)
+        if DONE not in POD_NEXT[RUNNING]:  # PodTable.set_state(pod, DONE) from RUNNING, inlined
+            pod_gate(pod, RUNNING, DONE)
+        state[pod] = DONE
+        for memo in p.end_memos:
+            memo.pop(pod, None)
         self.release(pod, now)
         self.metrics.job_done()
         if self.queues.parked[p.sku[pod]]:
