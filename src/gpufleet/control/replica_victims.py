@@ -24,7 +24,7 @@ Kubernetes adapter does not write the annotation yet (docs/benchmarks/loop.md, "
 from __future__ import annotations
 
 import heapq
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import NamedTuple
 
@@ -60,37 +60,9 @@ def saving_usd_h(r: ReplicaView) -> float:
     return 0.0 if r.committed else r.price_usd_h
 
 
-def _not_ready(replicas: Sequence[ReplicaView]) -> int:
-    for i in range(len(replicas) - 1, -1, -1):
-        if not replicas[i].ready:
-            return i
-    return -1
-
-
-def newest_first(replicas: Sequence[ReplicaView]) -> VictimChoice:
-    """Kubernetes' default: the newest replica that is not ready, else the newest."""
-    if not replicas:
-        raise ValueError("no replica to stop")
-    i = _not_ready(replicas)
-    if i >= 0:
-        return VictimChoice(i, NOT_READY)
-    return VictimChoice(len(replicas) - 1, NEWEST)
-
-
-def dearest_first(replicas: Sequence[ReplicaView]) -> VictimChoice:
-    """gpufleet's rule: the newest replica that is not ready, else the ready one on the dearest node per GPU-hour
-    (reserved: 0), alone on its node first, newest on ties (module docstring)."""
-    if not replicas:
-        raise ValueError("no replica to stop")
-    i = _not_ready(replicas)
-    if i >= 0:
-        return VictimChoice(i, NOT_READY)
-    best = max(range(len(replicas)), key=lambda j: (saving_usd_h(replicas[j]), replicas[j].alone, j))
-    r = replicas[best]
-    top = saving_usd_h(r)
-    if all(saving_usd_h(o) == top and o.alone == r.alone for o in replicas):
-        return VictimChoice(best, NEWEST)  # nothing to tell them apart: Kubernetes' order
-    return VictimChoice(best, DEAREST_EMPTIES_NODE if r.alone else DEAREST)
+def _rank(replicas: Sequence[ReplicaView]) -> Callable[[int], tuple[float, bool, int]]:
+    """The cost-aware rule's key of a ready replica (larger: stopped first): its saving, alone on its node, newest."""
+    return lambda j: (saving_usd_h(replicas[j]), replicas[j].alone, j)
 
 
 def _ranked(replicas: Sequence[ReplicaView], k: int, cost_aware: bool) -> list[VictimChoice]:
@@ -102,33 +74,32 @@ def _ranked(replicas: Sequence[ReplicaView], k: int, cost_aware: bool) -> list[V
     if m <= 0:
         return out
     ready = [i for i in range(n) if replicas[i].ready]
-    newest = set(ready[-m:])  # what Kubernetes' default would stop
     if not cost_aware:
         return out + [VictimChoice(i, NEWEST) for i in reversed(ready[-m:])]
-    chosen = heapq.nlargest(m, ready, key=lambda j: (saving_usd_h(replicas[j]), replicas[j].alone, j))
-    for j in chosen:
+    newest = set(ready[-m:])  # what Kubernetes' default would stop
+    for j in heapq.nlargest(m, ready, key=_rank(replicas)):
         reason = NEWEST if j in newest else DEAREST_EMPTIES_NODE if replicas[j].alone else DEAREST
         out.append(VictimChoice(j, reason))
     return out
 
 
-def dearest_first_many(replicas: Sequence[ReplicaView], k: int) -> list[VictimChoice]:
-    """:func:`dearest_first` for ``k`` replicas at once, from one observation: the replicas not ready yet (newest
-    first), then the ready ones by (saving per GPU-hour, alone on its node, newest). Reason ``victim_newest`` for
-    a replica that Kubernetes' default would have stopped in the same batch."""
-    return _ranked(replicas, k, cost_aware=True)
-
-
-def newest_first_many(replicas: Sequence[ReplicaView], k: int) -> list[VictimChoice]:
-    """:func:`newest_first` for ``k`` replicas at once: the replicas not ready yet, then the newest."""
+def newest_first(replicas: Sequence[ReplicaView], k: int = 1) -> list[VictimChoice]:
+    """Kubernetes' default for ``k`` replicas: the replicas not ready yet (newest first), then the newest."""
     return _ranked(replicas, k, cost_aware=False)
+
+
+def dearest_first(replicas: Sequence[ReplicaView], k: int = 1) -> list[VictimChoice]:
+    """gpufleet's rule for ``k`` replicas, ranked once on one observation: the replicas not ready yet (newest
+    first), then the ready ones by (saving per GPU-hour, alone on its node, newest) (module docstring). Reason
+    ``victim_newest`` for a replica that Kubernetes' default would have stopped in the same batch."""
+    return _ranked(replicas, k, cost_aware=True)
 
 
 def deletion_costs(replicas: Sequence[ReplicaView]) -> list[int]:
     """A ``controller.kubernetes.io/pod-deletion-cost`` per replica (lower: deleted first) in
     :func:`dearest_first`'s order among the ready replicas: the one it stops gets the lowest cost, the cheapest
     to keep (on a reserved node, the oldest) the highest. Kubernetes itself deletes not-ready pods first."""
-    order = sorted(range(len(replicas)), key=lambda j: (saving_usd_h(replicas[j]), replicas[j].alone, j), reverse=True)
+    order = sorted(range(len(replicas)), key=_rank(replicas), reverse=True)
     costs = [0] * len(replicas)
     for rank, j in enumerate(order):
         costs[j] = rank
@@ -137,18 +108,15 @@ def deletion_costs(replicas: Sequence[ReplicaView]) -> list[int]:
 
 @dataclass(frozen=True, slots=True)
 class VictimRule:
-    """A loop's scale-down rule. ``cost_aware`` False is Kubernetes' default (:func:`newest_first`), which needs
-    only the ready flags: a world may apply it without describing nodes and prices."""
+    """A loop's scale-down rule: ``cost_aware`` (:func:`dearest_first`) or Kubernetes' default
+    (:func:`newest_first`)."""
 
     cost_aware: bool = False
 
-    def choose(self, replicas: Sequence[ReplicaView]) -> VictimChoice:
-        return dearest_first(replicas) if self.cost_aware else newest_first(replicas)
-
-    def choose_many(self, replicas: Sequence[ReplicaView], k: int) -> list[VictimChoice]:
+    def choose(self, replicas: Sequence[ReplicaView], k: int = 1) -> list[VictimChoice]:
         """The ``k`` replicas to stop, ranked once on one observation (as Kubernetes' ReplicaSet controller ranks
         its pods once per sync and deletes the lowest ranked)."""
-        return dearest_first_many(replicas, k) if self.cost_aware else newest_first_many(replicas, k)
+        return dearest_first(replicas, k) if self.cost_aware else newest_first(replicas, k)
 
 
 KUBERNETES_DEFAULT = VictimRule(cost_aware=False)

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from statistics import NormalDist
 from typing import TYPE_CHECKING
 
-from gpufleet.sim.crn import MASK, _mix
+from gpufleet.sim.crn import keyed_prefix, uniform_after
 from gpufleet.sim.kinds import QUEUED, RUNNING
 from gpufleet.sim.lifecycle import NodeState
 
@@ -30,7 +30,6 @@ if TYPE_CHECKING:
 ETA = 3  # crn stream id of the ETA errors (FAIL = 1, PREEMPT = 2)
 _Z = NormalDist()
 _INF = float("inf")
-_TWO53 = float(1 << 53)
 COMPACT_SLACK = 1024  # a bound heap is compacted when it holds this many entries more than twice its live ones
 
 
@@ -71,7 +70,7 @@ class FreeingEstimates:
         self.claims: list[dict[int, int]] = [{} for _ in per_node]  # per SKU: pod -> freeing nodes it waits for
         self.eta_memo: dict[int, tuple[int, float]] = {}  # pod -> (run epoch, ETA factor)
         # keyed_uniform(seed, ETA, pod, epoch) mixes the seed and the stream id first: that part is the run's own
-        self._eta_key = _mix(_mix(seed & MASK) ^ ETA)
+        self._eta_key = keyed_prefix(seed, ETA)
         self._bounds: dict[tuple[int, int], FreeingBounds] = {}  # (sku, window) -> bounds
         self._by_sku: dict[int, list[FreeingBounds]] = {}  # the same bounds by SKU (what a changed node dirties)
         # per SKU: (now, index version) -> {(window, GPUs wanted, tiers): expected free times}
@@ -90,15 +89,8 @@ class FreeingEstimates:
         sd = self.eta_error_sd
         if sd <= 0:
             m = 1.0
-        else:  # keyed_uniform(seed, ETA, pod, epoch), from the run's mixed prefix, its last two mixes inlined
-            x = ((self._eta_key ^ (pod & MASK)) + 0x9E3779B97F4A7C15) & MASK
-            x = ((x ^ (x >> 30)) * 0xBF58476D1CE4E5B9) & MASK
-            x = ((x ^ (x >> 27)) * 0x94D049BB133111EB) & MASK
-            x = (((x ^ (x >> 31)) ^ (epoch & MASK)) + 0x9E3779B97F4A7C15) & MASK
-            x = ((x ^ (x >> 30)) * 0xBF58476D1CE4E5B9) & MASK
-            x = ((x ^ (x >> 27)) * 0x94D049BB133111EB) & MASK
-            x ^= x >> 31
-            m = 1.0 + sd * _Z.inv_cdf(((x >> 11) + 0.5) / _TWO53)
+        else:  # keyed_uniform(seed, ETA, pod, epoch), from the run's mixed prefix
+            m = 1.0 + sd * _Z.inv_cdf(uniform_after(self._eta_key, pod, epoch))
             if m < 0.1:  # noqa: PLR1730 (max(0.1, m) without the call)
                 m = 0.1
         self.eta_memo[pod] = (epoch, m)

@@ -27,9 +27,9 @@ class PodTable:
     first (ids ``0 .. n_jobs - 1``, in arrival order), serving replicas appended as the autoscaler adds them."""
 
     __slots__ = (
+        "_end_memos",
         "arrival",
         "ckpt",
-        "end_memos",
         "epoch",
         "first_start",
         "gpus",
@@ -79,11 +79,11 @@ class PodTable:
         self.nodes: list[tuple[int, ...]] = [()] * n  # the nodes each pod runs on (immutable)
         self.ready: list[bool] = [False] * n  # serving replicas: past their cold start
         self.tenant_of_team = {t: f"{t}-internal" for t in set(jobs.team)}
-        self.end_memos: list[dict[int, Any]] = []  # the parts' per-pod memos (forget_on_end); read only
+        self._end_memos: list[dict[int, Any]] = []
 
     def forget_on_end(self, memo: dict[int, Any]) -> None:
         """A part's per-pod memo: its entry is dropped when the pod ends (DONE or REMOVED)."""
-        self.end_memos.append(memo)
+        self._end_memos.append(memo)
 
     def set_state(self, pod: int, target: int) -> None:
         """Every pod state change goes through the gate of sim/lifecycle.py (its table, read inline here)."""
@@ -92,7 +92,7 @@ class PodTable:
             pod_gate(pod, cur, target)  # raises InvalidTransition
         self.state[pod] = target
         if target in (DONE, REMOVED):
-            for memo in self.end_memos:
+            for memo in self._end_memos:
                 memo.pop(pod, None)
 
     def tiers(self, pod: int) -> tuple[int, ...]:

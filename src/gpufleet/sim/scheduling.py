@@ -109,8 +109,6 @@ class Scheduling:
         self.provisioner = provisioner
         self.freeing = freeing
         self._run_ended = freeing.eta_memo.pop  # FreeingEstimates.run_ended, bound to the C call (hot path)
-        self._held = admission.held  # what QuotaAdmission.release reads and calls (hot path)
-        self._book_release = admission.book.release
         self.billing = billing
         self.fleets = fleets
         self.metrics = metrics
@@ -423,9 +421,7 @@ class Scheduling:
         p.nodes[pod] = ()
         p.epoch[pod] += 1
         self._run_ended(pod, None)  # the next run draws its own ETA factor
-        held = self._held.pop(pod, None)  # QuotaAdmission.release, inlined
-        if held is not None:
-            self._book_release(*held)
+        self.admission.release(pod)
         if drain and self.queues.pending_gpus[s] > 0:
             self.drain_queue(s, now)
 
@@ -500,22 +496,14 @@ class Scheduling:
     # ------------------------------------------------------------------ handlers
     def on_arrive(self, now: int, job: int, _b: int) -> None:
         self.sched.observe(self.ask(job))
-        if not self.admit(job, now):  # start(job, now), inlined (one call less per arrival)
-            self.park(job)
-        elif not self.try_place(job, now) and not self.try_preempt(job, now):
-            self.enqueue(job, now)
+        self.start(job, now)
 
     def on_job_end(self, now: int, pod: int, epoch: int) -> None:
         p = self.pods
-        state = p.state
-        if p.epoch[pod] != epoch or state[pod] != RUNNING:
+        if p.epoch[pod] != epoch or p.state[pod] != RUNNING:
             return
         p.remaining[pod] = 0
-        if DONE not in POD_NEXT[RUNNING]:  # PodTable.set_state(pod, DONE) from RUNNING, inlined
-            pod_gate(pod, RUNNING, DONE)
-        state[pod] = DONE
-        for memo in p.end_memos:
-            memo.pop(pod, None)
+        p.set_state(pod, DONE)
         self.release(pod, now)
         self.metrics.job_done()
         if self.queues.parked[p.sku[pod]]:

@@ -163,7 +163,7 @@ class ServingFleets:
         self.metrics_delay_s = metrics_delay_s
         self.observations = 0  # queue-growth observations served
         self.reactions = 0  # of which the policy changed the fleet
-        self.victim_reasons: dict[str, int] = {}  # the cost-aware scale-down rule's choices by reason code
+        self.victim_reasons: dict[str, int] = {}  # the scale-down rule's choices by reason code
         for i, fr in enumerate(fleets):
             fr.index = i
             fr.on_drop = self.watch
@@ -216,15 +216,12 @@ class ServingFleets:
                 self.add_replica(i, fr, now)
         elif want < cur:
             fr.last_scale_down_s = now
-            if self.loop.replica_victims.cost_aware:  # the loop's rule ranks the fleet once for the batch
-                choices = self.loop.replica_victims.choose_many(self.replica_views(fr), cur - want)
-                victims = [fr.pods[c.index] for c in choices]
-                for c, victim in zip(choices, victims, strict=True):
-                    self.victim_reasons[c.reason] = self.victim_reasons.get(c.reason, 0) + 1
-                    self.stop_replica(fr, victim, now)
-            else:
-                for _ in range(cur - want):
-                    self.remove_replica(fr, now)
+            # the loop's rule (control/replica_victims.py) ranks the fleet once for the batch
+            choices = self.loop.replica_victims.choose(self.replica_views(fr), cur - want)
+            victims = [fr.pods[c.index] for c in choices]
+            for c, victim in zip(choices, victims, strict=True):
+                self.victim_reasons[c.reason] = self.victim_reasons.get(c.reason, 0) + 1
+                self.stop_replica(fr, victim, now)
 
     def watch(self, fr: FleetRuntime, now: int) -> None:
         """Schedule a queue-growth observation ``metrics_delay_s`` from now if the fleet's queue grows now (arriving
@@ -266,14 +263,6 @@ class ServingFleets:
         fr.pods.append(pod)
         self.scheduling.sched.observe(self.scheduling.ask(pod))
         self.scheduling.start(pod, now)
-
-    def remove_replica(self, fr: FleetRuntime, now: int) -> None:
-        """Stop one replica by Kubernetes' default (control/replica_victims.newest_first): a replica not ready yet,
-        else the newest (the loops without the cost-aware rule; that rule stops a batch, ``stop_replica``)."""
-        victim = fr.pods[-1]
-        if fr.ready < len(fr.pods):  # some replica is still starting: drop the newest such
-            victim = next(p for p in reversed(fr.pods) if not self.pods.ready[p])
-        self.stop_replica(fr, victim, now)
 
     def stop_replica(self, fr: FleetRuntime, victim: int, now: int) -> None:
         if fr.pods[-1] == victim:
