@@ -80,8 +80,10 @@ def test_pod_deletion_costs_put_the_cost_aware_choice_first(rs: list[ReplicaView
     costs = deletion_costs(rs)
     assert sorted(costs) == list(range(len(rs)))
     ready = [i for i, r in enumerate(rs) if r.ready]
-    if len(ready) == len(rs):  # Kubernetes deletes the not-ready pods first; among ready ones, the lowest cost
-        assert min(range(len(rs)), key=costs.__getitem__) == dearest_first(rs)[0].index
+    assert min(range(len(rs)), key=costs.__getitem__) == dearest_first(rs)[0].index
+    for i in range(len(rs)):  # the not-ready pods first, as Kubernetes itself deletes them
+        if not rs[i].ready:
+            assert all(costs[i] < costs[j] for j in ready)
     for i in ready:
         for j in ready:
             if saving_usd_h(rs[i]) > saving_usd_h(rs[j]):
@@ -167,3 +169,79 @@ def test_a_batch_is_ranked_once_the_first_as_the_single_choice_each_replica_once
         assert [c.reason == NOT_READY for c in batch] == [not rs[i].ready for i in idx]
     with pytest.raises(ValueError):
         COST_AWARE.choose(rs, len(rs) + 1)
+
+
+# --- the same rule on an observed Kubernetes cluster (control/replica_victims.deletion_cost_plan) -----------------
+
+from gpufleet.control.observation import Observation, ObservedNode, ObservedPod  # noqa: E402
+from gpufleet.control.replica_victims import (  # noqa: E402
+    DELETION_COST,
+    deletion_cost_plan,
+    deployment_replicas,
+    node_price_usd_h,
+)
+from gpufleet.domain.catalog import BUILTIN_PRICE_CATALOG  # noqa: E402
+from gpufleet.schedule.table import NodeSpec, PodRequest  # noqa: E402
+
+H100 = "NVIDIA-H100-80GB-HBM3"
+
+
+def _node(name: str, capacity_type: str) -> ObservedNode:
+    return ObservedNode(NodeSpec(name, 128_000, 1 << 20, 8, H100), sku=H100, capacity_type=capacity_type)
+
+
+def _replica(name: str, node: str, created: str, *, ready: bool = True, cost: str = "", owner: str = "llm-5d8f"):
+    ann = ((DELETION_COST, cost),) if cost else ()
+    return ObservedPod(
+        PodRequest(f"ns/{name}", 1000, 1024, 1, 1000), "ns", name, f"uid-{name}", "Running" if ready else "Pending",
+        node=node, owner_kind="ReplicaSet", owner_name=owner, created=created, annotations=ann, ready=ready,
+    )  # fmt: skip
+
+
+def test_node_prices_come_from_the_catalog_and_reserved_nodes_are_committed() -> None:
+    od, od_committed = node_price_usd_h(_node("a", "on-demand"), BUILTIN_PRICE_CATALOG)
+    spot, _ = node_price_usd_h(_node("b", "spot"), BUILTIN_PRICE_CATALOG)
+    _, committed = node_price_usd_h(_node("c", "reserved"), BUILTIN_PRICE_CATALOG)
+    lp = BUILTIN_PRICE_CATALOG.list_price("h100_80gb")
+    assert lp is not None and od == float(lp.on_demand) and spot == float(lp.spot)
+    assert committed and not od_committed
+    unknown = ObservedNode(NodeSpec("d", 1, 1, 8, "X"), sku="ACME-Z9", capacity_type="on-demand")
+    assert node_price_usd_h(unknown, BUILTIN_PRICE_CATALOG) == (0.0, False)
+
+
+def test_the_deletion_costs_make_kubernetes_stop_the_on_demand_replica_first() -> None:
+    nodes = (_node("od-1", "on-demand"), _node("res-1", "reserved"), _node("spot-1", "spot"))
+    pods = (
+        _replica("llm-5d8f-old", "od-1", "2026-01-01T00:00:00Z"),  # oldest, but on the dearest node
+        _replica("llm-5d8f-res", "res-1", "2026-01-02T00:00:00Z"),
+        _replica("llm-5d8f-new", "res-1", "2026-01-03T00:00:00Z", cost="7"),  # Kubernetes' default victim
+        _replica("llm-5d8f-spot", "spot-1", "2026-01-04T00:00:00Z"),
+        _replica("other-9c1a-x", "od-1", "2026-01-01T00:00:00Z", owner="other-9c1a"),  # another Deployment
+    )
+    obs = Observation(0.0, nodes, pods)
+    assert [p.name for p in deployment_replicas(obs, "ns", "llm")] == [
+        "llm-5d8f-old", "llm-5d8f-res", "llm-5d8f-new", "llm-5d8f-spot"
+    ]  # fmt: skip
+    plan = {
+        c.pod: c.cost
+        for c in deletion_cost_plan(obs, "ns", "llm", lambda n: node_price_usd_h(n, BUILTIN_PRICE_CATALOG))
+    }
+    # lowest cost is deleted first: the on-demand replica, then spot, then the reserved ones (newest first)
+    assert sorted(plan, key=plan.__getitem__) == ["llm-5d8f-old", "llm-5d8f-spot", "llm-5d8f-new", "llm-5d8f-res"]
+    # a value already in place is not written again
+    again = Observation(0.0, nodes, tuple(
+        _replica(p.name, p.node, p.created, cost=str(plan[p.name])) if p.name in plan else p for p in pods
+    ))  # fmt: skip
+    assert deletion_cost_plan(again, "ns", "llm", lambda n: node_price_usd_h(n, BUILTIN_PRICE_CATALOG)) == ()
+
+
+def test_a_replica_not_ready_or_not_bound_is_stopped_before_any_ready_one() -> None:
+    nodes = (_node("res-1", "reserved"), _node("od-1", "on-demand"))
+    pods = (
+        _replica("llm-5d8f-a", "od-1", "2026-01-01T00:00:00Z"),
+        _replica("llm-5d8f-b", "res-1", "2026-01-02T00:00:00Z", ready=False),  # loading its model
+        _replica("llm-5d8f-c", "", "2026-01-03T00:00:00Z", ready=False),  # not bound yet
+    )
+    plan = {c.pod: c.cost for c in deletion_cost_plan(Observation(0.0, nodes, pods), "ns", "llm",
+                                                      lambda n: node_price_usd_h(n, BUILTIN_PRICE_CATALOG))}  # fmt: skip
+    assert max(plan["llm-5d8f-b"], plan["llm-5d8f-c"]) < plan["llm-5d8f-a"]

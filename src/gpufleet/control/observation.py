@@ -65,6 +65,7 @@ class ObservedPod:
     gated: bool = False  # spec.schedulingGates not empty: not to be scheduled yet
     annotations: tuple[tuple[str, str], ...] = ()
     tolerations: tuple[tuple[str, str, str, str], ...] = ()  # (key, operator, value, effect)
+    ready: bool = False  # status.conditions Ready=True (a serving replica that answers requests)
 
     @property
     def key(self) -> str:

@@ -17,16 +17,22 @@ on-demand nodes empty.
 The world describes each replica as a :class:`ReplicaView` (oldest first, the fleet's order) and applies the
 choice; it never decides. In Kubernetes the same choice is expressed by the
 ``controller.kubernetes.io/pod-deletion-cost`` annotation (the ReplicaSet controller deletes a not-ready pod
-first, then the lowest cost): :func:`deletion_costs` gives each replica its cost in the rule's order; the
-Kubernetes adapter does not write the annotation yet (docs/benchmarks/loop.md, "Session 13").
+first, then the lowest cost): :func:`deletion_costs` gives each replica its cost in the rule's order, and
+:func:`deletion_cost_plan` turns an observed cluster into the annotations to write before a Deployment scales
+down (the Kubernetes controller applies them, adapters/kubernetes/controller.py).
 """
 
 from __future__ import annotations
 
 import heapq
-from collections.abc import Callable, Sequence
+from collections import Counter
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import NamedTuple
+
+from gpufleet.control.observation import Observation, ObservedNode, ObservedPod
+from gpufleet.domain.catalog import sku_for
+from gpufleet.ports import PriceCatalog
 
 # reason codes
 NOT_READY = "victim_not_ready"  # a replica still starting (or waiting for a node): the newest such
@@ -97,12 +103,12 @@ def dearest_first(replicas: Sequence[ReplicaView], k: int = 1) -> list[VictimCho
 
 def deletion_costs(replicas: Sequence[ReplicaView]) -> list[int]:
     """A ``controller.kubernetes.io/pod-deletion-cost`` per replica (lower: deleted first) in
-    :func:`dearest_first`'s order among the ready replicas: the one it stops gets the lowest cost, the cheapest
-    to keep (on a reserved node, the oldest) the highest. Kubernetes itself deletes not-ready pods first."""
-    order = sorted(range(len(replicas)), key=_rank(replicas), reverse=True)
+    :func:`dearest_first`'s full order: the replica it would stop first gets 0 (the replicas not ready yet come
+    first, as Kubernetes itself deletes them first), the cheapest to keep (on a reserved node, the oldest) the
+    highest."""
     costs = [0] * len(replicas)
-    for rank, j in enumerate(order):
-        costs[j] = rank
+    for rank, c in enumerate(dearest_first(replicas, len(replicas))):
+        costs[c.index] = rank
     return costs
 
 
@@ -121,3 +127,83 @@ class VictimRule:
 
 KUBERNETES_DEFAULT = VictimRule(cost_aware=False)
 COST_AWARE = VictimRule(cost_aware=True)
+
+
+# --- the same rule on an observed Kubernetes cluster -------------------------------------------------------------
+
+DELETION_COST = "controller.kubernetes.io/pod-deletion-cost"
+REASON_DELETION_COST = "replica_deletion_cost"  # the audit reason of the annotations written before a scale-down
+
+
+def node_price_usd_h(
+    node: ObservedNode, catalog: PriceCatalog, sku_map: Mapping[str, str] | None = None
+) -> tuple[float, bool]:
+    """(price per GPU-hour, committed) of an observed node from its GPU product and capacity type: a ``reserved``
+    node is committed (paid whether used or not); spot pays the catalog's spot price, anything else on demand. A
+    product the catalog does not know has price 0 (nothing known to save)."""
+    sku = sku_for(node.sku, catalog.sku_ids(), sku_map or {}) if node.sku else None
+    lp = catalog.list_price(sku) if sku is not None else None
+    if node.capacity_type == "reserved":
+        return (float(lp.reserved_1y) if lp is not None else 0.0), True
+    if lp is None:
+        return 0.0, False
+    return float(lp.spot if node.capacity_type == "spot" else lp.on_demand), False
+
+
+def deployment_replicas(obs: Observation, namespace: str, name: str) -> list[ObservedPod]:
+    """The active pods of Deployment ``namespace/name`` (owned by one of its ReplicaSets, named
+    ``<deployment>-<pod-template-hash>``), oldest first (creation time, then name)."""
+    pods = [
+        p
+        for p in obs.pods
+        if p.namespace == namespace
+        and p.active
+        and p.owner_kind == "ReplicaSet"
+        and p.owner_name.rpartition("-")[0] == name
+    ]
+    return sorted(pods, key=lambda p: (p.created, p.name))
+
+
+def observed_replica_views(
+    obs: Observation, replicas: Sequence[ObservedPod], price: Callable[[ObservedNode], tuple[float, bool]]
+) -> list[ReplicaView]:
+    """One :class:`ReplicaView` per replica: ready (the pod's Ready condition), its node's price and commitment,
+    and alone (no other active GPU pod on its node)."""
+    nodes = {n.name: n for n in obs.nodes}
+    gpu_pods_on = Counter(p.node for p in obs.pods if p.active and p.node and p.request.num_gpu > 0)
+    views = []
+    for p in replicas:
+        node = nodes.get(p.node)
+        if node is None:  # not bound yet (or its node is gone): serves nothing
+            views.append(ReplicaView(ready=False))
+            continue
+        usd_h, committed = price(node)
+        alone = gpu_pods_on[p.node] - (1 if p.request.num_gpu > 0 else 0) == 0
+        ready = p.ready and p.phase == "Running"
+        views.append(ReplicaView(ready, price_usd_h=usd_h, committed=committed, alone=alone))
+    return views
+
+
+@dataclass(frozen=True, slots=True)
+class DeletionCost:
+    """Write ``cost`` as the pod's ``controller.kubernetes.io/pod-deletion-cost`` (``was``: its value now)."""
+
+    namespace: str
+    pod: str
+    cost: int
+    was: str
+
+
+def deletion_cost_plan(
+    obs: Observation, namespace: str, name: str, price: Callable[[ObservedNode], tuple[float, bool]]
+) -> tuple[DeletionCost, ...]:
+    """The pod-deletion-cost annotations that put Deployment ``namespace/name``'s replicas in
+    :func:`dearest_first`'s order (the replica on the dearest node lowest), only those whose value changes."""
+    replicas = deployment_replicas(obs, namespace, name)
+    costs = deletion_costs(observed_replica_views(obs, replicas, price))
+    out = []
+    for p, cost in zip(replicas, costs, strict=True):
+        was = p.annotation(DELETION_COST)
+        if was != str(cost):
+            out.append(DeletionCost(p.namespace, p.name, cost, was))
+    return tuple(out)

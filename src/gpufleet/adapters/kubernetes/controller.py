@@ -33,10 +33,12 @@ from gpufleet.adapters.kubernetes.lease import LeaderElector
 from gpufleet.adapters.kubernetes.reclaim import apply_reclaim
 from gpufleet.adapters.kubernetes.rest import Kube
 from gpufleet.adapters.kubernetes.view import ClusterView
-from gpufleet.adapters.kubernetes.workloads import DEFAULT_RPS_QUERY, apply_scale, deployment_rates
+from gpufleet.adapters.kubernetes.workloads import DEFAULT_RPS_QUERY, apply_scale, deployment_rates, order_replicas
 from gpufleet.adapters.telemetry_prometheus import PrometheusTelemetry
 from gpufleet.control.binding import BindingPlan, BindingPlanner, PodBind, Unschedulable
+from gpufleet.control.observation import ObservedNode
 from gpufleet.control.reclaim import plan_reclaim
+from gpufleet.control.replica_victims import node_price_usd_h
 from gpufleet.control.replicas import ReplicaScaler, ScalePlan
 from gpufleet.domain.catalog import BUILTIN_PRICE_CATALOG
 from gpufleet.domain.errors import ValidationError
@@ -70,6 +72,10 @@ class ControllerConfig:
     scale_every_s: float = 0.0
     prometheus_url: str = ""
     rps_query: str = DEFAULT_RPS_QUERY
+    # before a scale-down, write controller.kubernetes.io/pod-deletion-cost on the Deployment's pods so that the
+    # ReplicaSet controller stops the replicas gpufleet's scale-down rule would (control/replica_victims.py);
+    # False: Kubernetes' own order (not ready first, then newest)
+    cost_aware_scale_down: bool = True
 
 
 class Controller:
@@ -209,15 +215,18 @@ class Controller:
     def maybe_scale(self) -> ScalePlan | None:
         """Every ``scale_every_s``: read each opted-in Deployment's request rate, ask the replica policy
         (control/replicas.py :class:`ReplicaScaler`, the simulator loop's policy) and patch the scale subresource
-        (dry run: recorded only). A Deployment whose rate could not be read is left alone and recorded as
-        ``skipped`` (``telemetry_unavailable`` or ``no_rate``): nothing is scaled on missing data."""
+        (dry run: recorded only). Before a scale-down the Deployment's pods get their
+        ``controller.kubernetes.io/pod-deletion-cost`` in gpufleet's scale-down order (``cost_aware_scale_down``).
+        A Deployment whose rate could not be read is left alone and recorded as ``skipped``
+        (``telemetry_unavailable`` or ``no_rate``): nothing is scaled on missing data."""
         if self.scaler is None or self._prom is None:
             return None
         now = self.clock()
         if now < self._next_scale:
             return None
         self._next_scale = now + self.cfg.scale_every_s
-        deployments = self.view.observation().deployments
+        obs = self.view.observation()
+        deployments = obs.deployments
         rates, errors = deployment_rates(self._prom, deployments, now, self.cfg.rps_query)
         plan = self.scaler.plan(deployments, rates, now)
         for ns, name, reason in plan.skipped:
@@ -225,9 +234,14 @@ class Controller:
             self.act.record("scale", f"{ns}/{name}", "telemetry_unavailable" if why else reason, "skipped",
                             **({"error": why} if why else {}))  # fmt: skip
         for d in plan.decisions:
+            if self.cfg.cost_aware_scale_down and d.desired < d.current:
+                order_replicas(self.act, obs, d.namespace, d.name, self._node_price)
             apply_scale(self.act, d)
         self.last_scale = plan
         return plan
+
+    def _node_price(self, node: ObservedNode) -> tuple[float, bool]:
+        return node_price_usd_h(node, BUILTIN_PRICE_CATALOG)
 
     def _maybe_consolidate(self) -> None:
         """Every ``consolidate_every_s``: plan (control/reclaim.py) and apply drains in a background thread,

@@ -37,6 +37,8 @@ Deployments opt in to gpufleet's replica policy with annotations (:class:`Declar
 serves at once; none: batching) and ``gpufleet.io/rps-query`` (PromQL for the Deployment's request rate; default:
 the controller's ``--rps-query``). GPUs per replica: the pod template's ``nvidia.com/gpu`` requests; its product:
 the template's ``nodeSelector`` ``nvidia.com/gpu.product`` (the replica's price from the catalog).
+A pod's ``Ready`` condition is read (a serving replica that answers), and of the annotations outside
+``gpufleet.io/`` only ``controller.kubernetes.io/pod-deletion-cost`` (written by gpufleet before a scale-down).
 """
 
 from __future__ import annotations
@@ -52,6 +54,7 @@ from gpufleet.control.observation import (
     ObservedPod,
     ObservedWorkload,
 )
+from gpufleet.control.replica_victims import DELETION_COST
 from gpufleet.domain.errors import ValidationError
 from gpufleet.domain.workloads import ServingScaling
 from gpufleet.schedule.table import NodeSpec, PodRequest
@@ -82,6 +85,9 @@ L_COSCHED_GROUP = "scheduling.x-k8s.io/pod-group"  # scheduler-plugins coschedul
 A_GANG_MIN = "gpufleet.io/pod-group-min"
 A_GPU_MILLI = "gpufleet.io/gpu-milli"
 A_GPU_SLOTS = "gpufleet.io/gpu-slots"
+# observed besides gpufleet.io/*: the pod-deletion-cost gpufleet writes before a scale-down (Kubernetes' ReplicaSet
+# controller deletes the lowest first; beta, on by default, since 1.22: an API server of 1.20 stores it only)
+KEPT_ANNOTATIONS = frozenset({DELETION_COST})
 A_CHECKPOINTABLE = "gpufleet.io/checkpointable"
 # replica scaling of a Deployment (opt in with target-rps; see the module docstring)
 A_TARGET_RPS = "gpufleet.io/target-rps"
@@ -239,6 +245,7 @@ def pod_from_json(obj: dict[str, Any]) -> ObservedPod:
     labels: dict[str, str] = meta.get("labels") or {}
     ann: dict[str, str] = meta.get("annotations") or {}
     spec = obj.get("spec", {})
+    status = obj.get("status") or {}
     ns = str(meta.get("namespace", ""))
     slots: tuple[int, ...] = ()
     if ann.get(A_GPU_SLOTS):
@@ -259,7 +266,7 @@ def pod_from_json(obj: dict[str, Any]) -> ObservedPod:
         namespace=ns,
         name=str(meta.get("name", "")),
         uid=str(meta.get("uid", "")),
-        phase=str(obj.get("status", {}).get("phase", "Pending")),
+        phase=str(status.get("phase", "Pending")),
         node=str(spec.get("nodeName") or ""),
         gpu_slots=slots,
         scheduler_name=str(spec.get("schedulerName") or "default-scheduler"),
@@ -277,11 +284,14 @@ def pod_from_json(obj: dict[str, Any]) -> ObservedPod:
         created=str(meta.get("creationTimestamp", "")),
         deleting=bool(meta.get("deletionTimestamp")),
         gated=bool(spec.get("schedulingGates")),
-        annotations=tuple(sorted((k, v) for k, v in ann.items() if k.startswith("gpufleet.io/"))),
+        annotations=tuple(
+            sorted((k, v) for k, v in ann.items() if k.startswith("gpufleet.io/") or k in KEPT_ANNOTATIONS)
+        ),
         tolerations=tuple(
             (str(t.get("key", "")), str(t.get("operator", "Equal")), str(t.get("value", "")), str(t.get("effect", "")))
             for t in spec.get("tolerations") or []
         ),
+        ready=any(c.get("type") == "Ready" and c.get("status") == "True" for c in status.get("conditions") or []),
     )
 
 

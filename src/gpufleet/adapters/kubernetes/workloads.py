@@ -4,7 +4,9 @@ Scaling patches ``deployments/{name}/scale`` (``spec.replicas``), so an HPA-free
 replica policy; gpufleet emits no HPA/KEDA object (their reactive rules would fight the predictive policy).
 Rightsizing apply patches the containers' requests in the pod template and keeps the old requests (JSON)
 in the annotation ``gpufleet.io/rightsizing-previous``; rollback restores them and removes the annotation.
-Both go through the :class:`Actuator` (dry-run, audit).
+Both go through the :class:`Actuator` (dry-run, audit). Before a scale-down, :func:`order_replicas` writes each
+replica's ``controller.kubernetes.io/pod-deletion-cost`` so that the ReplicaSet controller stops the replicas on the
+dearest nodes first (gpufleet's scale-down rule, the simulator's; honoured by Kubernetes 1.22+, beta on by default).
 
 :func:`deployment_rates` observes the request rate of every opted-in Deployment (adapters/kubernetes/labels.py)
 from Prometheus: its ``gpufleet.io/rps-query`` annotation or the controller's default query, with ``$namespace``
@@ -14,12 +16,13 @@ and ``$deployment`` substituted, summed over the series it matches at the decisi
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from string import Template
 
 from gpufleet.adapters.kubernetes.act import Actuator
 from gpufleet.adapters.telemetry_prometheus import PrometheusTelemetry, TelemetryUnavailable
-from gpufleet.control.observation import ObservedDeployment
+from gpufleet.control.observation import Observation, ObservedDeployment, ObservedNode
+from gpufleet.control.replica_victims import DELETION_COST, REASON_DELETION_COST, deletion_cost_plan
 from gpufleet.control.replicas import ScaleDecision
 from gpufleet.domain.errors import ValidationError
 
@@ -60,6 +63,17 @@ def apply_scale(act: Actuator, d: ScaleDecision) -> str:
         act.record("scale", f"{d.namespace}/{d.name}", d.reason, "unchanged", replicas=d.current)
         return "unchanged"
     return act.scale(d.namespace, d.name, d.desired, d.reason)
+
+
+def order_replicas(
+    act: Actuator, obs: Observation, namespace: str, name: str, price: Callable[[ObservedNode], tuple[float, bool]]
+) -> int:
+    """Write the pod-deletion-cost of Deployment ``namespace/name``'s replicas that
+    :func:`~gpufleet.control.replica_victims.deletion_cost_plan` changes; returns how many it wrote."""
+    plan = deletion_cost_plan(obs, namespace, name, price)
+    for c in plan:
+        act.annotate_pod(c.namespace, c.pod, {DELETION_COST: str(c.cost)}, REASON_DELETION_COST)
+    return len(plan)
 
 
 def _requests(dep: dict[str, object]) -> dict[str, dict[str, str]]:
