@@ -152,6 +152,7 @@ class PlacementRequest:
     serving: bool
     checkpointable: bool
     launchable_tiers_only: bool = True  # reserved capacity is bought by procurement, not launched per pod
+    gpus_per_node: int = 0  # the SKU's node size (0: unknown); a placer may then answer with fewer whole nodes
 
 
 class Placer(Protocol):

@@ -60,6 +60,9 @@ class ControlLoop:
     # which replica a fleet stops when it scales down (control/replica_victims.py): Kubernetes' default (not ready
     # first, then the newest) or the cost-aware rule (not ready first, then the one on the dearest node)
     replica_victims: VictimRule = KUBERNETES_DEFAULT
+    # the procurer's demand history: GPUs in use + pending (True), or in use only (False: a queue is work deferred,
+    # not a level that lasts a commitment's term; counted hourly while it waits it would be counted again when it runs)
+    procure_on_pending: bool = True
 
     def queue_wait_limit_s(self, slo_s: float) -> float | None:
         """The admission limit on a fleet's expected queue wait (s) for its latency SLO; None: no limit."""
@@ -130,7 +133,8 @@ class ControlLoop:
         base.name = "gpufleet"
         base.forecaster = GpufleetForecaster()
         base.procurer = ForecastLedProcurer(tier_limits or {})
-        base.placer = SpotFirstForCheckpointed(DegradingChain())
+        # a checkpointed launch larger than the spot room: its whole nodes that fit go to spot (session 14)
+        base.placer = SpotFirstForCheckpointed(DegradingChain(), split=True)
         base.cheapest_running_first = True
         base.autoscaler = spare = gpufleet_replica_policy(control_period_s)
         base.serving_breach_cost_usd = spare.breach_cost_usd  # the same price of a missed request
@@ -140,4 +144,5 @@ class ControlLoop:
         base.consolidation = True
         base.queue_limit_slo = 1.0  # shed a request that would wait past its SLO rather than delay later ones
         base.replica_victims = COST_AWARE  # scale down the replicas on dear on-demand nodes first
+        base.procure_on_pending = False  # commitments follow the GPUs in use, not the queue (session 14)
         return base

@@ -40,6 +40,9 @@ def running_tier_order(cheapest_first: bool, checkpointed: bool, prices: Mapping
 @dataclass(slots=True)
 class SpotFirstForCheckpointed:
     inner: Placer
+    # a launch for checkpointed training larger than the spot room: the whole nodes that fit go to spot (the
+    # caller asks again for the rest), instead of the whole launch going down the chain
+    split: bool = False
 
     def choose(self, request: PlacementRequest, pools: Sequence[PoolState]) -> Allocation:
         if request.checkpointable and not request.serving:
@@ -51,4 +54,8 @@ class SpotFirstForCheckpointed:
                 cheaper = not od or st.pool.price_usd_per_gpu_h < min(od)
                 if cheaper and st.in_stock and (room is None or room >= request.gpus):
                     return Allocation(request.workload_id, st.pool.id, Tier.SPOT, request.gpus, "placed_spot_cheapest")
+                per = request.gpus_per_node
+                if self.split and cheaper and st.in_stock and room is not None and per > 0 and room >= per:
+                    part = room // per * per
+                    return Allocation(request.workload_id, st.pool.id, Tier.SPOT, part, "placed_spot_split")
         return self.inner.choose(request, pools)

@@ -110,7 +110,8 @@ class ReservationDesk:
                 hist = self.metrics.demand_history(s, hour)
                 fc = self.forecasts.score_and_issue(s, hist, hour, period_d * 24)
                 if day > 0:
-                    self._procure(s, now, hist, fc)
+                    seen = hist if self.loop.procure_on_pending else self.metrics.in_use_history(s, hour)
+                    self._procure(s, now, seen, fc)
         if now + DAY_S <= self.horizon_s:
             self.q.schedule(now + DAY_S, DAILY, priority=0)
 

@@ -51,6 +51,10 @@ class Metrics:
         """Measured demand (GPUs allocated + pending) per hour before ``upto_hour``: what feeds the forecast."""
         return self.alloc[sku, :upto_hour] + self.pending[sku, :upto_hour]
 
+    def in_use_history(self, sku: int, upto_hour: int) -> np.ndarray:
+        """GPUs allocated per hour before ``upto_hour`` (the work that ran, without the queue)."""
+        return self.alloc[sku, :upto_hour].astype(np.float64)
+
     def serving(self, fleet: int, now_s: int, rps: float, replicas: int, ready: int) -> None:
         if now_s % HOUR_S == 0:
             h = now_s // HOUR_S

@@ -114,20 +114,24 @@ class Provisioner:
             self.q.schedule(freeing[waits - 1] + 1, RECHECK, pod, self.pods.epoch[pod])
         if nodes <= 0:
             return True  # free, starting or freeing nodes will hold it
-        req = PlacementRequest(
-            workload_id=str(pod),
-            sku_id=self.sku_ids[s],
-            gpus=nodes * per,
-            serving=self.pods.serving[pod] >= 0,
-            checkpointable=self.pods.ckpt[pod] > 0,
-        )
-        alloc = self.loop.placer.choose(req, self.pool_states(s))
-        self.metrics.placement(alloc.reason)
-        if alloc.pool_id is None:
-            return False
-        pidx = next(i for i, pr in enumerate(self.fleet.pools) if pr.pool.id == alloc.pool_id)
-        self.launch(pidx, nodes, now)
-        self.decisions.launched(now, self.fleet.pools[pidx].pool, nodes, nodes * per, alloc)
+        while nodes > 0:  # a placer may answer with fewer whole nodes (a split launch): ask again for the rest
+            req = PlacementRequest(
+                workload_id=str(pod),
+                sku_id=self.sku_ids[s],
+                gpus=nodes * per,
+                serving=self.pods.serving[pod] >= 0,
+                checkpointable=self.pods.ckpt[pod] > 0,
+                gpus_per_node=per,
+            )
+            alloc = self.loop.placer.choose(req, self.pool_states(s))
+            self.metrics.placement(alloc.reason)
+            if alloc.pool_id is None:
+                return False
+            pidx = next(i for i, pr in enumerate(self.fleet.pools) if pr.pool.id == alloc.pool_id)
+            k = min(nodes, max(1, alloc.gpus // per))
+            self.launch(pidx, k, now)
+            self.decisions.launched(now, self.fleet.pools[pidx].pool, k, k * per, alloc)
+            nodes -= k
         return True
 
     def launch(self, pidx: int, nodes: int, now: int) -> None:
