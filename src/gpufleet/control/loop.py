@@ -47,6 +47,8 @@ class ControlLoop:
     scheduler_policy: str = "bestfit"  # one of gpufleet.schedule.classes.CLASS_POLICIES
     preemption: bool = False  # checkpoint-aware priority preemption (control/scheduling.py)
     preempt_grace_s: int = 120
+    # a gang may empty whole nodes of lower-priority single-node training (needs ``preemption``; same cost gate)
+    gang_preemption: bool = False
     consolidation: bool = False  # hourly drains of part-used launched nodes (control/scheduling.plan_drains)
     cheapest_running_first: bool = False  # on running nodes, launched tiers by price (else reliability order)
     # the preemption gate's price of a serving request missed while a replica waits for a node (0: waiting costs
@@ -81,6 +83,7 @@ class ControlLoop:
             grace_s=self.preempt_grace_s,
             breach_cost_usd=self.serving_breach_cost_usd,
             gpu_usd_h=[on_demand_usd_h(s) for s in sku_ids] if self.serving_breach_cost_usd > 0 else (),
+            gang_preemption=self.gang_preemption,
         )
 
     @staticmethod
@@ -137,6 +140,7 @@ class ControlLoop:
         base.node_scaler = PayoffAwareNodes.default(idle_node_timeout_s)
         base.scheduler_policy = scheduler_policy
         base.preemption = preemption
+        base.gang_preemption = preemption  # gangs preempt lower-priority work too (schedule/preemption.py)
         base.consolidation = True
         base.queue_limit_slo = 1.0  # shed a request that would wait past its SLO rather than delay later ones
         base.replica_victims = COST_AWARE  # scale down the replicas on dear on-demand nodes first
