@@ -11,7 +11,9 @@ whenever capacity frees up.
 Preemption, as applied: victims stop at once; a checkpointable victim keeps its progress except the grace
 period it spends checkpointing (the plan's cost), one that cannot checkpoint loses its whole current run.
 Victims are single-node training pods (evicting one worker of a gang would stop all of it); serving is never a
-victim of training (the plan's rule) and multi-node pods never preempt.
+victim of training (the plan's rule). A gang preempts only where the loop allows it (``gang_preemption``): it is
+offered busy nodes whose every pod is lower-priority single-node training, and the nodes the stage names are
+emptied whole (:meth:`Scheduling.try_preempt_gang`).
 """
 
 from __future__ import annotations
@@ -57,7 +59,7 @@ if TYPE_CHECKING:
     from gpufleet.sim.serving import FleetRuntime
 
 PREEMPT_SCAN_NODES = 32  # nodes offered to the preemption planner per attempt (fullest-to-free order)
-GANG_SCAN_NODES = 64  # busy nodes offered to a gang's preemption plan per attempt
+GANG_SCAN_NODES = 64  # busy nodes examined for a gang's preemption plan per attempt
 BACKFILL_SCAN = 16  # queued (or parked) pods examined per SKU when capacity (or quota) frees up
 NO_LIMIT = 1 << 62
 
@@ -420,23 +422,28 @@ class Scheduling:
 
     def try_preempt_gang(self, ask: PodAsk, now: int) -> bool:
         """Offer the stage the busy nodes a gang may use whose pods are all lower-priority single-node training
-        (up to ``GANG_SCAN_NODES``, fullest-to-free last), each with every pod on it; empty the nodes it names."""
+        (among the first ``GANG_SCAN_NODES`` busy nodes examined on its tiers, the emptiest first), each with every
+        pod on it; empty the nodes it names."""
         f = self.fleet
         s, per, prio = ask.sku, ask.per_node, ask.priority
         buckets = f.index.buckets[s]
         free_whole = sum(len(buckets[t][per]) for t in ask.tiers)
         p_prio, p_gpus, p_serving = self.pods.prio, self.pods.gpus, self.pods.serving
         offered: dict[int, list[RunningJob]] = {}
+        left = GANG_SCAN_NODES  # busy nodes still to examine (a bounded scan, as PREEMPT_SCAN_NODES for one node)
         for t in ask.tiers:
             for free in range(per - 1, -1, -1):  # the emptiest nodes first: the fewest victims
                 for node in buckets[t][free]:
                     pods = f.n_pods[node]
                     if all(p_serving[q] < 0 and p_gpus[q] <= per and p_prio[q] < prio for q in pods):
                         offered[node] = [self.running_job(q, node, now) for q in pods]
-                        if len(offered) >= GANG_SCAN_NODES:
-                            break
-                if len(offered) >= GANG_SCAN_NODES:
+                    left -= 1
+                    if left <= 0:
+                        break
+                if left <= 0:
                     break
+            if left <= 0:
+                break
         plan = self.sched.preempt_gang(ask, free_whole, offered, now, self.pool_specs[s].node_start_s)
         reason = f"preempt_{plan.reason}"
         self.sched_reasons[reason] = self.sched_reasons.get(reason, 0) + 1
