@@ -43,6 +43,10 @@ from gpufleet.domain.pools import Tier
 from gpufleet.ports import IdleNode, MoveContext, ScaleDownContext, ScaleUpContext
 
 MIN_BILLING_S = 60.0  # per-second billing with a one-minute minimum (AWS, GCP Linux instances)
+# the gpufleet loop's weight of the wait a relaunch causes: 3 node starts of the work's GPUs at on-demand (2 before
+# session 14; 3 chosen on the default scenario's tuning seeds 11-16 with gang preemption on, for the p95 training
+# wait: docs/benchmarks/loop.md, session 14). bench cluster-autoscale keeps the default 2.
+LOOP_DELAY_WEIGHT = 3.0
 HOUR_S = 3600
 
 
@@ -63,10 +67,14 @@ class PayoffAwareNodes:
     (:func:`moves_to_reserved`)."""
 
     @classmethod
-    def default(cls, idle_node_timeout_s: int = 600) -> PayoffAwareNodes:
+    def default(cls, idle_node_timeout_s: int = 600, delay_weight: float = 2.0) -> PayoffAwareNodes:
         """gpufleet's setting: the hourly demand forecast does not gate scale-down (measured: at equal cost the
-        rent-or-buy hold removes more launches than the forecast rule; docs/autoscale.md)."""
-        return cls(ScaleDownConfig(scale_down_unneeded_s=float(idle_node_timeout_s), use_forecast=False))
+        rent-or-buy hold removes more launches than the forecast rule; docs/autoscale.md). ``delay_weight``: see
+        :func:`rent_or_buy_hold_s` (the gpufleet loop passes :data:`LOOP_DELAY_WEIGHT`)."""
+        return cls(
+            ScaleDownConfig(scale_down_unneeded_s=float(idle_node_timeout_s), use_forecast=False),
+            delay_weight=delay_weight,
+        )
 
     def __init__(
         self,

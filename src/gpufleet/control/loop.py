@@ -10,7 +10,7 @@ import numpy as np
 
 from gpufleet.autoscale.baselines import HpaPolicy
 from gpufleet.autoscale.nodes_baseline import IdleTimeoutScaleDown
-from gpufleet.autoscale.nodes_payoff import PayoffAwareNodes
+from gpufleet.autoscale.nodes_payoff import LOOP_DELAY_WEIGHT, PayoffAwareNodes
 from gpufleet.control.approval import SimulatedApprovers
 from gpufleet.control.common_practice import PeakSizedReplicas, QuarterlyPeakProcurer
 from gpufleet.control.placement import SpotFirstForCheckpointed, running_tier_order
@@ -47,6 +47,8 @@ class ControlLoop:
     scheduler_policy: str = "bestfit"  # one of gpufleet.schedule.classes.CLASS_POLICIES
     preemption: bool = False  # checkpoint-aware priority preemption (control/scheduling.py)
     preempt_grace_s: int = 120
+    # a gang may empty whole nodes of lower-priority single-node training (needs ``preemption``; same cost gate)
+    gang_preemption: bool = False
     consolidation: bool = False  # hourly drains of part-used launched nodes (control/scheduling.plan_drains)
     cheapest_running_first: bool = False  # on running nodes, launched tiers by price (else reliability order)
     # the preemption gate's price of a serving request missed while a replica waits for a node (0: waiting costs
@@ -84,6 +86,7 @@ class ControlLoop:
             grace_s=self.preempt_grace_s,
             breach_cost_usd=self.serving_breach_cost_usd,
             gpu_usd_h=[on_demand_usd_h(s) for s in sku_ids] if self.serving_breach_cost_usd > 0 else (),
+            gang_preemption=self.gang_preemption,
         )
 
     @staticmethod
@@ -138,9 +141,11 @@ class ControlLoop:
         base.cheapest_running_first = True
         base.autoscaler = spare = gpufleet_replica_policy(control_period_s)
         base.serving_breach_cost_usd = spare.breach_cost_usd  # the same price of a missed request
-        base.node_scaler = PayoffAwareNodes.default(idle_node_timeout_s)
+        # idle launched nodes held while a relaunch's wait, 3 node starts at on-demand, costs more (session 14)
+        base.node_scaler = PayoffAwareNodes.default(idle_node_timeout_s, delay_weight=LOOP_DELAY_WEIGHT)
         base.scheduler_policy = scheduler_policy
         base.preemption = preemption
+        base.gang_preemption = preemption  # gangs preempt lower-priority work too (schedule/preemption.py)
         base.consolidation = True
         base.queue_limit_slo = 1.0  # shed a request that would wait past its SLO rather than delay later ones
         base.replica_victims = COST_AWARE  # scale down the replicas on dear on-demand nodes first

@@ -11,7 +11,10 @@ decides. The stage runs the schedule package:
   (:func:`gpufleet.schedule.gang.plan_whole_nodes`) inside each tier's share of the gang.
 - :meth:`FleetScheduler.preempt` asks :func:`gpufleet.schedule.preemption.plan_preemption` (strictly lower
   priority only, serving never for training, checkpoint-aware cost) and takes the plan only when the victims
-  lose fewer GPU-hours than the pod would idle waiting for a new node.
+  lose fewer GPU-hours than the pod would idle waiting for a new node. With ``gang_preemption``,
+  :meth:`FleetScheduler.preempt_gang` does the same for a gang: it empties whole nodes of lower-priority work
+  (:func:`gpufleet.schedule.preemption.plan_gang_preemption`) when that loses fewer GPU-hours than the gang's
+  GPUs would idle waiting for a node start.
 - :class:`QuotaAdmission` is the Kueue-style gate in front of placement (:class:`gpufleet.schedule.QuotaBook`):
   nominal quota, borrowing and lending in a cohort, lent quota reclaimed from borrowers. A pod holds its
   quota from admission until it stops running (ends, is interrupted or preempted); it is then re-admitted.
@@ -19,7 +22,7 @@ decides. The stage runs the schedule package:
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from itertools import islice
 from typing import NamedTuple
@@ -34,11 +37,13 @@ from gpufleet.schedule.consolidation import RunningPod, plan_consolidation
 from gpufleet.schedule.frag import WorkloadDistribution
 from gpufleet.schedule.gang import plan_whole_nodes
 from gpufleet.schedule.preemption import (
+    GangPreemptionPlan,
     NoPreemption,
     PreemptionPlan,
     PreemptRequest,
     RunningJob,
     eviction_cost,
+    plan_gang_preemption,
     plan_preemption,
 )
 from gpufleet.schedule.quota import Admission, QuotaBook, Reclaim, TeamQuota
@@ -51,6 +56,7 @@ __all__ = [
     "Drain",
     "FleetScheduler",
     "FreeGpuIndex",
+    "GangPreemptionPlan",
     "Infeasible",
     "NodeView",
     "Placement",
@@ -121,13 +127,16 @@ class FleetScheduler:
         tie_rank: npt.NDArray[np.int64] | None = None,
         breach_cost_usd: float = 0.0,
         gpu_usd_h: Sequence[float] = (),
+        gang_preemption: bool = False,
     ) -> None:
         """``table``: the node table :meth:`place_request` places on (None: no table view); ``target``: the
         workload distribution ``fgd`` needs; ``tie_rank``: a node order for ties on the table (None: the policy's);
         ``breach_cost_usd``: what a serving request missed while a replica waits costs, and ``gpu_usd_h`` one GPU
-        per SKU index (the preemption gate, :meth:`preempt`; 0 or no price: waiting counts idle GPUs only)."""
+        per SKU index (the preemption gate, :meth:`preempt`; 0 or no price: waiting counts idle GPUs only);
+        ``gang_preemption``: gangs may preempt too (:meth:`preempt_gang`; needs ``preemption``)."""
         self.policy = policy
         self.preemption = preemption
+        self.gang_preemption = gang_preemption
         self.grace_s = grace_s
         self.breach_cost_usd = breach_cost_usd
         self.gpu_usd_h = tuple(gpu_usd_h)
@@ -252,6 +261,30 @@ class FleetScheduler:
         if isinstance(plan, NoPreemption):
             return plan
         if plan.lost_gpu_h > ask.gpus * wait_s / 3600 + self.waiting_miss_gpu_h(ask.sku, missed_requests):
+            return NoPreemption(str(ask.pod), "waiting_is_cheaper")
+        return plan
+
+    def preempt_gang(
+        self,
+        ask: PodAsk,
+        free_whole_nodes: int,
+        pods_by_node: Mapping[int, Sequence[RunningJob]],
+        now_s: int,
+        wait_s: int,
+    ) -> GangPreemptionPlan | NoPreemption:
+        """Nodes to empty for the gang ``ask`` (training), given the ``free_whole_nodes`` it may use and busy
+        nodes with every pod on them (``pods_by_node``), if the evicted work loses fewer GPU-hours than the gang's
+        GPUs idle waiting ``wait_s`` for new nodes (else ``waiting_is_cheaper``)."""
+        if not (self.preemption and self.gang_preemption):
+            return NoPreemption(str(ask.pod), "preemption_disabled")
+        if ask.gpus <= ask.per_node or ask.serving:
+            return NoPreemption(str(ask.pod), "not_a_gang")
+        req = PreemptRequest(str(ask.pod), WorkloadKind.TRAINING, ask.priority, ask.gpus)
+        short = ask.gpus // ask.per_node - free_whole_nodes
+        plan = plan_gang_preemption(req, short, pods_by_node, now_s, self.grace_s)
+        if isinstance(plan, NoPreemption):
+            return plan
+        if plan.lost_gpu_h > ask.gpus * wait_s / 3600:
             return NoPreemption(str(ask.pod), "waiting_is_cheaper")
         return plan
 

@@ -9,11 +9,14 @@ The cost of evicting a victim is the GPU-hours it loses: a checkpointable job is
 a SIGTERM-style grace period and loses the grace period (never more than the work since its last
 checkpoint); a job that cannot checkpoint loses everything since its last checkpoint (or its start);
 both pay their restart time. The plan picks the node whose cheapest sufficient victim set loses least.
+
+A gang (a pod of several whole nodes) needs whole nodes: :func:`plan_gang_preemption` empties the nodes whose
+every pod may be evicted, cheapest nodes first, as many as the free whole nodes leave it short of.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
@@ -141,3 +144,56 @@ def plan_preemption(
         return NoPreemption(req.id, "victims_insufficient", tuple(excluded))
     node, chosen, lost = best
     return PreemptionPlan(req.id, node, tuple(eviction_cost(j, now_s, grace_s) for _, j in chosen), lost)
+
+
+@dataclass(frozen=True, slots=True)
+class GangPreemptionPlan:
+    """Empty ``nodes`` (every pod on them evicted) so that a gang finds enough whole free nodes."""
+
+    request_id: str
+    nodes: tuple[int, ...]
+    evictions: tuple[Eviction, ...]
+    lost_gpu_h: float
+    reason: str = "gang_lowest_loss"
+
+
+def plan_gang_preemption(
+    req: PreemptRequest,
+    short_nodes: int,
+    pods_by_node: Mapping[int, Sequence[RunningJob]],
+    now_s: int,
+    grace_s: int = 120,
+) -> GangPreemptionPlan | NoPreemption:
+    """Choose ``short_nodes`` busy nodes to empty for a gang, losing the fewest GPU-hours.
+
+    ``pods_by_node``: busy nodes the gang may run on, each with *every* pod running on it (a node is emptied
+    whole or not at all). A node qualifies only if each of its pods may be evicted (:func:`exclusion`: strictly
+    lower priority, no serving for training, past its minimum runtime); among those, the nodes whose pods lose
+    the fewest GPU-hours are emptied (ties: the lower node id). Reason codes: ``gang_lowest_loss``,
+    ``fits_without_preemption`` (``short_nodes`` <= 0), ``no_eligible_victims``, ``victims_insufficient``.
+    """
+    if short_nodes <= 0:
+        return NoPreemption(req.id, "fits_without_preemption")
+    excluded: list[tuple[str, str]] = []
+    nodes: list[tuple[float, int, tuple[RunningJob, ...]]] = []
+    for node, jobs in pods_by_node.items():
+        if not jobs:
+            continue  # a free node is not the planner's: the world counts it in ``short_nodes``
+        whys = [(j.id, exclusion(j, req, now_s)) for j in jobs]
+        bad = [(i, w) for i, w in whys if w is not None]
+        if bad:
+            excluded.extend(bad)
+            continue
+        nodes.append((sum(eviction_loss_gpu_h(j, now_s, grace_s) for j in jobs), node, tuple(jobs)))
+    if not nodes:
+        return NoPreemption(req.id, "no_eligible_victims", tuple(excluded))
+    if len(nodes) < short_nodes:
+        return NoPreemption(req.id, "victims_insufficient", tuple(excluded))
+    nodes.sort(key=lambda c: (c[0], c[1]))
+    chosen = nodes[:short_nodes]
+    return GangPreemptionPlan(
+        req.id,
+        tuple(n for _, n, _ in chosen),
+        tuple(eviction_cost(j, now_s, grace_s) for _, _, jobs in chosen for j in jobs),
+        sum(c[0] for c in chosen),
+    )

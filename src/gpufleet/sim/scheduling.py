@@ -11,7 +11,9 @@ whenever capacity frees up.
 Preemption, as applied: victims stop at once; a checkpointable victim keeps its progress except the grace
 period it spends checkpointing (the plan's cost), one that cannot checkpoint loses its whole current run.
 Victims are single-node training pods (evicting one worker of a gang would stop all of it); serving is never a
-victim of training (the plan's rule) and multi-node pods never preempt.
+victim of training (the plan's rule). A gang preempts only where the loop allows it (``gang_preemption``): it is
+offered busy nodes whose every pod is lower-priority single-node training, and the nodes the stage names are
+emptied whole (:meth:`Scheduling.try_preempt_gang`).
 """
 
 from __future__ import annotations
@@ -19,7 +21,15 @@ from __future__ import annotations
 from itertools import islice
 from typing import TYPE_CHECKING
 
-from gpufleet.control.scheduling import Bind, FleetScheduler, PodAsk, QuotaAdmission, RunningJob, victim_lost_s
+from gpufleet.control.scheduling import (
+    Bind,
+    FleetScheduler,
+    GangPreemptionPlan,
+    PodAsk,
+    QuotaAdmission,
+    RunningJob,
+    victim_lost_s,
+)
 from gpufleet.domain.workloads import WorkloadKind, lost_work_s
 from gpufleet.sim.kinds import (
     DONE,
@@ -49,6 +59,7 @@ if TYPE_CHECKING:
     from gpufleet.sim.serving import FleetRuntime
 
 PREEMPT_SCAN_NODES = 32  # nodes offered to the preemption planner per attempt (fullest-to-free order)
+GANG_SCAN_NODES = 64  # busy nodes examined for a gang's preemption plan per attempt
 BACKFILL_SCAN = 16  # queued (or parked) pods examined per SKU when capacity (or quota) frees up
 NO_LIMIT = 1 << 62
 
@@ -332,8 +343,10 @@ class Scheduling:
         sched = self.sched
         ask = self.asks.get(pod) or self.ask(pod)
         s, g, per, tiers, prio = ask.sku, ask.gpus, ask.per_node, ask.tiers, ask.priority
-        if not sched.preemption or g > per or prio == 0:
+        if not sched.preemption or prio == 0:
             return False  # nothing ranks below priority 0: no plan could exist
+        if g > per:
+            return sched.gang_preemption and self.try_preempt_gang(ask, now)
         f = self.fleet
         # The scan below reads only the index's buckets and the pods on the nodes in them, and both change only
         # with the index's version (a node's pods change by allocate or release, each a move in the index while
@@ -404,6 +417,49 @@ class Scheduling:
                 now, "schedule", "preempt", plan.reason, None, self.pods.gpus[victim], unit="pods", sku=self.sku_ids[s]
             )
         placed = self.try_place(pod, now)
+        self.drain_queue(s, now)
+        return placed
+
+    def try_preempt_gang(self, ask: PodAsk, now: int) -> bool:
+        """Offer the stage the busy nodes a gang may use whose pods are all lower-priority single-node training
+        (among the first ``GANG_SCAN_NODES`` busy nodes examined on its tiers, the emptiest first), each with every
+        pod on it; empty the nodes it names."""
+        f = self.fleet
+        s, per, prio = ask.sku, ask.per_node, ask.priority
+        buckets = f.index.buckets[s]
+        free_whole = sum(len(buckets[t][per]) for t in ask.tiers)
+        p_prio, p_gpus, p_serving = self.pods.prio, self.pods.gpus, self.pods.serving
+        offered: dict[int, list[RunningJob]] = {}
+        left = GANG_SCAN_NODES  # busy nodes still to examine (a bounded scan, as PREEMPT_SCAN_NODES for one node)
+        for t in ask.tiers:
+            for free in range(per - 1, -1, -1):  # the emptiest nodes first: the fewest victims
+                for node in buckets[t][free]:
+                    pods = f.n_pods[node]
+                    if all(p_serving[q] < 0 and p_gpus[q] <= per and p_prio[q] < prio for q in pods):
+                        offered[node] = [self.running_job(q, node, now) for q in pods]
+                    left -= 1
+                    if left <= 0:
+                        break
+                if left <= 0:
+                    break
+            if left <= 0:
+                break
+        plan = self.sched.preempt_gang(ask, free_whole, offered, now, self.pool_specs[s].node_start_s)
+        reason = f"preempt_{plan.reason}"
+        self.sched_reasons[reason] = self.sched_reasons.get(reason, 0) + 1
+        if not isinstance(plan, GangPreemptionPlan):
+            return False
+        by_id = {j.id: j for jobs in offered.values() for j in jobs}
+        for e in plan.evictions:
+            victim = int(e.job_id)
+            lost = victim_lost_s(by_id[e.job_id], now, self.sched.grace_s)
+            self.preemptions += 1
+            self.preempted_lost_gpu_s += lost * self.pods.gpus[victim]
+            self.interrupt(victim, now, lost, drain=False)
+            self.decisions.add(
+                now, "schedule", "preempt", plan.reason, None, self.pods.gpus[victim], unit="pods", sku=self.sku_ids[s]
+            )
+        placed = self.try_place(ask.pod, now)
         self.drain_queue(s, now)
         return placed
 
