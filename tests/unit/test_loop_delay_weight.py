@@ -16,7 +16,8 @@ def test_only_the_gpufleet_loop_uses_the_loop_weight() -> None:
     assert isinstance(scaler, PayoffAwareNodes)
     assert scaler.delay_weight == LOOP_DELAY_WEIGHT == 3.0
     assert not isinstance(ControlLoop.baseline(1).node_scaler, PayoffAwareNodes)
-    assert PayoffAwareNodes.default().delay_weight == 2.0  # bench cluster-autoscale's setting is unchanged
+    # bench cluster-autoscale measures PayoffAwareNodes.default(): the loop's scaler, the loop's weight
+    assert PayoffAwareNodes.default().delay_weight == LOOP_DELAY_WEIGHT
 
 
 def test_holds_at_the_loop_weight() -> None:

@@ -45,7 +45,8 @@ from gpufleet.ports import IdleNode, MoveContext, ScaleDownContext, ScaleUpConte
 MIN_BILLING_S = 60.0  # per-second billing with a one-minute minimum (AWS, GCP Linux instances)
 # the gpufleet loop's weight of the wait a relaunch causes: 3 node starts of the work's GPUs at on-demand (2 before
 # session 14; 3 chosen on the default scenario's tuning seeds 11-16 with gang preemption on, for the p95 training
-# wait: docs/benchmarks/loop.md, session 14). bench cluster-autoscale keeps the default 2.
+# wait: docs/benchmarks/loop.md, session 14). The default of :meth:`PayoffAwareNodes.default`, so that bench
+# cluster-autoscale measures the node scaler the loop runs.
 LOOP_DELAY_WEIGHT = 3.0
 HOUR_S = 3600
 
@@ -59,18 +60,18 @@ class _Open:
 
 
 class PayoffAwareNodes:
-    """``delay_weight``: see :func:`rent_or_buy_hold_s` (2: chosen on seeds 1-10 with consolidation on, which pays
-    for the longer holds; docs/benchmarks/cluster-autoscale.md). ``learn_gaps``: decide holds from the idle spells
+    """``delay_weight``: see :func:`rent_or_buy_hold_s` (the constructor's 2 was chosen in session 3 with
+    consolidation on, docs/benchmarks/cluster-autoscale.md; gpufleet's :meth:`default` uses 3, session 14). ``learn_gaps``: decide holds from the idle spells
     learned per pool (:func:`keep_idle_node`) instead of the deterministic break-even (measured no better, so off).
     ``wait_for_freeing``: count busy nodes whose work reports it ends before a launch would be ready
     (``ScaleUpContext.freeing_nodes``) as capacity on its way. ``move_to_reserved``: consolidation
     (:func:`moves_to_reserved`)."""
 
     @classmethod
-    def default(cls, idle_node_timeout_s: int = 600, delay_weight: float = 2.0) -> PayoffAwareNodes:
-        """gpufleet's setting: the hourly demand forecast does not gate scale-down (measured: at equal cost the
-        rent-or-buy hold removes more launches than the forecast rule; docs/autoscale.md). ``delay_weight``: see
-        :func:`rent_or_buy_hold_s` (the gpufleet loop passes :data:`LOOP_DELAY_WEIGHT`)."""
+    def default(cls, idle_node_timeout_s: int = 600, delay_weight: float = LOOP_DELAY_WEIGHT) -> PayoffAwareNodes:
+        """gpufleet's setting, the node scaler its loop runs: the hourly demand forecast does not gate scale-down
+        (measured: at equal cost the rent-or-buy hold removes more launches than the forecast rule;
+        docs/autoscale.md); ``delay_weight``: see :func:`rent_or_buy_hold_s` (:data:`LOOP_DELAY_WEIGHT`)."""
         return cls(
             ScaleDownConfig(scale_down_unneeded_s=float(idle_node_timeout_s), use_forecast=False),
             delay_weight=delay_weight,

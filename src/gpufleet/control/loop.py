@@ -10,7 +10,7 @@ import numpy as np
 
 from gpufleet.autoscale.baselines import HpaPolicy
 from gpufleet.autoscale.nodes_baseline import IdleTimeoutScaleDown
-from gpufleet.autoscale.nodes_payoff import LOOP_DELAY_WEIGHT, PayoffAwareNodes
+from gpufleet.autoscale.nodes_payoff import PayoffAwareNodes
 from gpufleet.control.approval import SimulatedApprovers
 from gpufleet.control.common_practice import PeakSizedReplicas, QuarterlyPeakProcurer
 from gpufleet.control.placement import SpotFirstForCheckpointed, running_tier_order
@@ -142,7 +142,7 @@ class ControlLoop:
         base.autoscaler = spare = gpufleet_replica_policy(control_period_s)
         base.serving_breach_cost_usd = spare.breach_cost_usd  # the same price of a missed request
         # idle launched nodes held while a relaunch's wait, 3 node starts at on-demand, costs more (session 14)
-        base.node_scaler = PayoffAwareNodes.default(idle_node_timeout_s, delay_weight=LOOP_DELAY_WEIGHT)
+        base.node_scaler = PayoffAwareNodes.default(idle_node_timeout_s)  # delay weight LOOP_DELAY_WEIGHT
         base.scheduler_policy = scheduler_policy
         base.preemption = preemption
         base.gang_preemption = preemption  # gangs preempt lower-priority work too (schedule/preemption.py)
