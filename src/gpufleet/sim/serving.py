@@ -284,7 +284,8 @@ class ServingFleets:
         GPU-hour, held under a reservation, alone on its node(s)."""
         ready, pod_nodes = self.pods.ready, self.pods.nodes
         f = self.scheduling.fleet
-        pools, n_pool, n_res, n_pods = f.pools, f.n_pool, f.n_res, f.n_pods
+        n_pool, n_res, n_pods = f.n_pool, f.n_res, f.n_pods
+        price = [pr.price_usd for pr in f.pools]  # per pool
         views: list[ReplicaView] = []
         add = views.append
         new = tuple.__new__  # the named tuple, built without its Python-level __new__ frame (one per replica)
@@ -295,7 +296,7 @@ class ServingFleets:
                 continue
             n = nodes[0]
             alone = len(n_pods[n]) == 1 and (len(nodes) == 1 or all(len(n_pods[m]) == 1 for m in nodes))
-            add(new(ReplicaView, (ready[pod], n, pools[n_pool[n]].price_usd, n_res[n] >= 0, alone)))
+            add(new(ReplicaView, (ready[pod], n, price[n_pool[n]], n_res[n] >= 0, alone)))
         return views
 
     def on_ready(self, now: int, pod: int, epoch: int) -> None:
