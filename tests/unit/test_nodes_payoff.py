@@ -202,3 +202,26 @@ def test_a_long_gang_on_launched_nodes_moves_to_idle_reserved_ones() -> None:
     w.run()
     w.check_invariants()
     assert w.consolidation.moves >= 1  # the planned run (64 GPUs, 14 days) started partly on on-demand nodes
+
+
+@given(
+    st.lists(
+        st.tuples(st.integers(0, 7200), st.sampled_from([600, 900, 21_600]), st.sampled_from([0.0, 2.95, 6.88])),
+        max_size=40,
+    ),
+    st.sampled_from([0.0, 2.95, 6.88]),
+    st.booleans(),
+)
+def test_the_hold_memo_per_node_start_and_price_keeps_each_nodes_own_hold(
+    nodes: list[tuple[int, int, float]], wait_price: float, learn: bool
+) -> None:
+    """scale_down's holds are computed once per (node start, price) (bench sim speed): the same keep or stop for
+    every idle node as computing each node's own hold_s."""
+    ns = PayoffAwareNodes.default()
+    ns.learn_gaps = learn
+    offered = [idle(i, t, start, price=p) for i, (t, start, p) in enumerate(nodes)]
+    holds: dict[tuple[int, float], float] = {}
+    memo = [ns._keep(n, wait_price, holds) for n in offered]
+    plain = [ns._keep(n, wait_price, {}) for n in offered]
+    assert memo == plain
+    assert all(holds[(n.node_start_s, n.price_usd_per_gpu_h)] == ns.hold_s(n, wait_price) for n in offered)

@@ -171,6 +171,63 @@ def test_a_batch_is_ranked_once_the_first_as_the_single_choice_each_replica_once
         COST_AWARE.choose(rs, len(rs) + 1)
 
 
+def reference_ranked(rs: list[ReplicaView], k: int) -> list[tuple[int, str]]:
+    """dearest_first as first written (session 13): heapq.nlargest over the ready replicas with a key function."""
+    import heapq
+
+    n = len(rs)
+    out = [(i, NOT_READY) for i in range(n - 1, -1, -1) if not rs[i].ready][:k]
+    m = k - len(out)
+    if m <= 0:
+        return out
+    ready = [i for i in range(n) if rs[i].ready]
+    newest = set(ready[-m:])
+    for j in heapq.nlargest(m, ready, key=lambda j: (saving_usd_h(rs[j]), rs[j].alone, j)):
+        out.append((j, NEWEST if j in newest else DEAREST_EMPTIES_NODE if rs[j].alone else DEAREST))
+    return out
+
+
+@given(st.lists(views, min_size=1, max_size=60), st.data())
+def test_the_ranking_of_sorted_keys_is_the_key_function_ranking(rs: list[ReplicaView], data: st.DataObject) -> None:
+    """The fast ranking (keys as tuples, ``max`` or one C sort) gives the very choices, in order, with reasons."""
+    k = data.draw(st.integers(0, len(rs)))
+    assert [(c.index, c.reason) for c in dearest_first(rs, k)] == reference_ranked(rs, k)
+    full = [i for i, _ in reference_ranked(rs, len(rs))]  # the rule's whole order: the pod-deletion-costs
+    assert deletion_costs(rs) == [full.index(j) for j in range(len(rs))]
+
+
+def test_the_worlds_replica_views_are_the_plain_views_over_a_run() -> None:
+    """sim/serving.replica_views (named tuples built without their __new__ frame, shared views of replicas
+    without a node) equals building each ReplicaView plainly, at every scale-down of a run."""
+    from gpufleet.sim.builtin import default_scenario
+    from gpufleet.sim.run import gpufleet_loop
+
+    sc = default_scenario().model_copy(update={"days": 3})
+    w = World(sc, gpufleet_loop(sc, sc.seed), seed=sc.seed)
+    fast = w.serving.replica_views
+    checked = []
+
+    def plain(fr):  # type: ignore[no-untyped-def]
+        f = w.scheduling.fleet
+        out = []
+        for pod in fr.pods:
+            nodes = w.pods.nodes[pod]
+            if not nodes:
+                out.append(ReplicaView(bool(w.pods.ready[pod])))
+                continue
+            n = nodes[0]
+            alone = all(len(f.n_pods[m]) == 1 for m in nodes)
+            out.append(ReplicaView(bool(w.pods.ready[pod]), n, f.pools[f.n_pool[n]].price_usd, f.n_res[n] >= 0, alone))
+        got = fast(fr)
+        assert got == out and all(type(v) is ReplicaView for v in got)
+        checked.append(len(got))
+        return got
+
+    w.serving.replica_views = plain  # type: ignore[method-assign]
+    w.run()
+    assert len(checked) > 10 and sum(checked) > 100
+
+
 # --- the same rule on an observed Kubernetes cluster (control/replica_victims.deletion_cost_plan) -----------------
 
 from gpufleet.control.observation import Observation, ObservedNode, ObservedPod  # noqa: E402

@@ -113,7 +113,8 @@ class PayoffAwareNodes:
         gone = ctx.out_of_stock_pools
         idle = [n for n in ctx.idle if n.pool_id not in gone] if gone else ctx.idle
         self._count("out_of_stock_hold", len(ctx.idle) - len(idle))
-        past = [n for n in idle if not self._keep(n, ctx.wait_price_usd_per_gpu_h)]
+        holds: dict[tuple[int, float], float] = {}  # hold_s per (node start, price): per pool, not per idle node
+        past = [n for n in idle if not self._keep(n, ctx.wait_price_usd_per_gpu_h, holds)]
         self._count("rent_or_buy_hold", len(idle) - len(past))
         if not past:
             return []
@@ -162,8 +163,13 @@ class PayoffAwareNodes:
         ratio = wait_price_usd_per_gpu_h / p if wait_price_usd_per_gpu_h > 0 and p > 0 else 1.0
         return rent_or_buy_hold_s(float(n.node_start_s), MIN_BILLING_S, self.delay_weight, ratio)
 
-    def _keep(self, n: IdleNode, wait_price_usd_per_gpu_h: float) -> bool:
-        buy = self.hold_s(n, wait_price_usd_per_gpu_h)
+    def _keep(self, n: IdleNode, wait_price_usd_per_gpu_h: float, holds: dict[tuple[int, float], float]) -> bool:
+        """Hold idle node ``n`` on; ``holds``: :meth:`hold_s` by (node start, price) at this wait price (a memo:
+        the hold reads nothing else of the node)."""
+        key = (n.node_start_s, n.price_usd_per_gpu_h)
+        buy = holds.get(key)
+        if buy is None:
+            buy = holds[key] = self.hold_s(n, wait_price_usd_per_gpu_h)
         if not self.learn_gaps:
             return n.idle_for_s < buy
         return keep_idle_node(self._pool(n.pool_id), float(n.idle_for_s), buy)

@@ -24,7 +24,6 @@ down (the Kubernetes controller applies them, adapters/kubernetes/controller.py)
 
 from __future__ import annotations
 
-import heapq
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -66,26 +65,38 @@ def saving_usd_h(r: ReplicaView) -> float:
     return 0.0 if r.committed else r.price_usd_h
 
 
-def _rank(replicas: Sequence[ReplicaView]) -> Callable[[int], tuple[float, bool, int]]:
-    """The cost-aware rule's key of a ready replica (larger: stopped first): its saving, alone on its node, newest."""
-    return lambda j: (saving_usd_h(replicas[j]), replicas[j].alone, j)
+def _rank_keys(replicas: Sequence[ReplicaView], *, every: bool = False) -> list[tuple[float, bool, int]]:
+    """The cost-aware rule's key of each ready replica (``every``: of each replica), larger: stopped first, oldest
+    first: its saving (:func:`saving_usd_h`, written out: one comprehension over the fleet), alone on its node,
+    newest. The index makes every key distinct, so ordering the keys themselves is the rule's order."""
+    return [
+        (0.0 if committed else price, alone, j)
+        for j, (ready, _node, price, committed, alone) in enumerate(replicas)
+        if every or ready
+    ]
 
 
 def _ranked(replicas: Sequence[ReplicaView], k: int, cost_aware: bool) -> list[VictimChoice]:
     n = len(replicas)
     if not 0 <= k <= n:
         raise ValueError(f"cannot stop {k} of {n} replicas")
-    out = [VictimChoice(i, NOT_READY) for i in range(n - 1, -1, -1) if not replicas[i].ready][:k]
+    keys = _rank_keys(replicas) if cost_aware else None
+    if keys is not None and len(keys) == n:  # every replica ready (the usual case): none to look for
+        out: list[VictimChoice] = []
+    else:
+        starting = [i for i in range(n - 1, -1, -1) if not replicas[i].ready][:k]
+        out = [VictimChoice(i, NOT_READY) for i in starting]
     m = k - len(out)
     if m <= 0:
         return out
-    ready = [i for i in range(n) if replicas[i].ready]
-    if not cost_aware:
+    if keys is None:
+        ready = [i for i in range(n) if replicas[i].ready]
         return out + [VictimChoice(i, NEWEST) for i in reversed(ready[-m:])]
-    newest = set(ready[-m:])  # what Kubernetes' default would stop
-    for j in heapq.nlargest(m, ready, key=_rank(replicas)):
-        reason = NEWEST if j in newest else DEAREST_EMPTIES_NODE if replicas[j].alone else DEAREST
-        out.append(VictimChoice(j, reason))
+    newest = {key[2] for key in keys[-m:]}  # what Kubernetes' default would stop
+    # the m largest keys, largest first (heapq.nlargest's answer: keys are distinct), sorted in C
+    top = [max(keys)] if m == 1 else sorted(keys, reverse=True)[:m]
+    for _saving, alone, j in top:
+        out.append(VictimChoice(j, NEWEST if j in newest else DEAREST_EMPTIES_NODE if alone else DEAREST))
     return out
 
 

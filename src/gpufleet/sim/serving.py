@@ -284,16 +284,19 @@ class ServingFleets:
         GPU-hour, held under a reservation, alone on its node(s)."""
         ready, pod_nodes = self.pods.ready, self.pods.nodes
         f = self.scheduling.fleet
-        pools, n_pool, n_res, n_pods = f.pools, f.n_pool, f.n_res, f.n_pods
+        n_pool, n_res, n_pods = f.n_pool, f.n_res, f.n_pods
+        price = [pr.price_usd for pr in f.pools]  # per pool
         views: list[ReplicaView] = []
+        add = views.append
+        new = tuple.__new__  # the named tuple, built without its Python-level __new__ frame (one per replica)
         for pod in fr.pods:
             nodes = pod_nodes[pod]
             if not nodes:  # queued or starting without a node
-                views.append(ReplicaView(bool(ready[pod])))
+                add(_UNPLACED[ready[pod]])
                 continue
             n = nodes[0]
             alone = len(n_pods[n]) == 1 and (len(nodes) == 1 or all(len(n_pods[m]) == 1 for m in nodes))
-            views.append(ReplicaView(bool(ready[pod]), n, pools[n_pool[n]].price_usd, n_res[n] >= 0, alone))
+            add(new(ReplicaView, (ready[pod], n, price[n_pool[n]], n_res[n] >= 0, alone)))
         return views
 
     def on_ready(self, now: int, pod: int, epoch: int) -> None:
@@ -303,6 +306,9 @@ class ServingFleets:
         fr.ready_change(now, 1)
         fr.cold_starts += 1
         self.pods.ready[pod] = True
+
+
+_UNPLACED = (ReplicaView(False), ReplicaView(True))  # a replica without a node, by its readiness
 
 
 def _signals(fr: FleetRuntime, now: int, window_s: int, rps: float, served: PeriodServed) -> ReplicaSignals:
