@@ -43,11 +43,12 @@ from gpufleet.domain.pools import Tier
 from gpufleet.ports import IdleNode, MoveContext, ScaleDownContext, ScaleUpContext
 
 MIN_BILLING_S = 60.0  # per-second billing with a one-minute minimum (AWS, GCP Linux instances)
-# the gpufleet loop's weight of the wait a relaunch causes: 3 node starts of the work's GPUs at on-demand (2 before
-# session 14; 3 chosen on the default scenario's tuning seeds 11-16 with gang preemption on, for the p95 training
-# wait: docs/benchmarks/loop.md, session 14). The default of :meth:`PayoffAwareNodes.default`, so that bench
+# the gpufleet loop's weight of the wait a relaunch causes: 4 node starts of the work's GPUs at on-demand (2 before
+# session 14; 4 chosen among 2, 3, 3.5 and 4 on the default scenario's tuning seeds 11-16 with gang preemption, the
+# split spot launch and procurement on the GPUs in use all on: the cheapest whose p95 training wait is no worse than
+# the baseline loop's; docs/benchmarks/loop.md, session 14). The default of :meth:`PayoffAwareNodes.default`, so that bench
 # cluster-autoscale measures the node scaler the loop runs.
-LOOP_DELAY_WEIGHT = 3.0
+LOOP_DELAY_WEIGHT = 4.0
 HOUR_S = 3600
 
 

@@ -141,7 +141,7 @@ class ControlLoop:
         base.cheapest_running_first = True
         base.autoscaler = spare = gpufleet_replica_policy(control_period_s)
         base.serving_breach_cost_usd = spare.breach_cost_usd  # the same price of a missed request
-        # idle launched nodes held while a relaunch's wait, 3 node starts at on-demand, costs more (session 14)
+        # idle launched nodes held while a relaunch's wait, 4 node starts at on-demand, costs more (session 14)
         base.node_scaler = PayoffAwareNodes.default(idle_node_timeout_s)  # delay weight LOOP_DELAY_WEIGHT
         base.scheduler_policy = scheduler_policy
         base.preemption = preemption
