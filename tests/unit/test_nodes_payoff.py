@@ -51,10 +51,10 @@ def test_nodes_freeing_before_a_launch_is_ready_are_waited_for() -> None:
 
 
 def test_holds_until_the_rent_or_buy_break_even_then_terminates() -> None:
-    ns = PayoffAwareNodes.default()
-    assert ns.scale_down(ctx(1800, [idle(1, 1800)])) == []  # break-even 600 + 2 x 600 + 60 = 1,860 s
+    ns = PayoffAwareNodes.default()  # weight 4: break-even 600 + 4 x 600 + 60 = 3,060 s
+    assert ns.scale_down(ctx(3000, [idle(1, 3000)])) == []
     assert ns.held == {"rent_or_buy_hold": 1}
-    assert ns.scale_down(ctx(2400, [idle(1, 2400)])) == [(1, "unneeded_below_threshold")]
+    assert ns.scale_down(ctx(3120, [idle(1, 3120)])) == [(1, "unneeded_below_threshold")]
     # the terminated spell is recorded as censored at its length
     assert len(ns.spells[POOL]) == 1 and ns.spells[POOL].reuses == 0
 
@@ -133,7 +133,7 @@ def test_reserved_nodes_fail_at_the_same_times_under_two_node_scalers() -> None:
 
 
 def test_a_cheap_node_is_held_longer_when_the_wait_is_priced_at_on_demand() -> None:
-    ns = PayoffAwareNodes.default()
+    ns = PayoffAwareNodes(delay_weight=2.0)
     od, spot = idle(1, 0), idle(2, 0, tier="spot", price=1.25)
     assert ns.hold_s(od, 6.88) == ns.hold_s(od, 0.0) == 1_860.0  # on-demand: the wait costs its own price
     assert ns.hold_s(spot, 0.0) == 1_860.0  # no wait price known: as before
