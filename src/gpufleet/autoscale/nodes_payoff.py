@@ -46,8 +46,8 @@ MIN_BILLING_S = 60.0  # per-second billing with a one-minute minimum (AWS, GCP L
 # the gpufleet loop's weight of the wait a relaunch causes: 4 node starts of the work's GPUs at on-demand (2 before
 # session 14; 4 chosen among 2, 3, 3.5 and 4 on the default scenario's tuning seeds 11-16 with gang preemption, the
 # split spot launch and procurement on the GPUs in use all on: the cheapest whose p95 training wait is no worse than
-# the baseline loop's; docs/benchmarks/loop.md, session 14). The default of :meth:`PayoffAwareNodes.default`, so that bench
-# cluster-autoscale measures the node scaler the loop runs.
+# the baseline loop's; docs/benchmarks/loop.md, session 14). The default of :meth:`PayoffAwareNodes.default`, so
+# that bench cluster-autoscale measures the node scaler the loop runs.
 LOOP_DELAY_WEIGHT = 4.0
 HOUR_S = 3600
 
@@ -62,8 +62,9 @@ class _Open:
 
 class PayoffAwareNodes:
     """``delay_weight``: see :func:`rent_or_buy_hold_s` (the constructor's 2 was chosen in session 3 with
-    consolidation on, docs/benchmarks/cluster-autoscale.md; gpufleet's :meth:`default` uses 3, session 14). ``learn_gaps``: decide holds from the idle spells
-    learned per pool (:func:`keep_idle_node`) instead of the deterministic break-even (measured no better, so off).
+    consolidation on, docs/benchmarks/cluster-autoscale.md; gpufleet's :meth:`default` uses
+    :data:`LOOP_DELAY_WEIGHT`). ``learn_gaps``: decide holds from the idle spells learned per pool
+    (:func:`keep_idle_node`) instead of the deterministic break-even (measured no better, so off).
     ``wait_for_freeing``: count busy nodes whose work reports it ends before a launch would be ready
     (``ScaleUpContext.freeing_nodes``) as capacity on its way. ``move_to_reserved``: consolidation
     (:func:`moves_to_reserved`)."""

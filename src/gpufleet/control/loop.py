@@ -141,8 +141,8 @@ class ControlLoop:
         base.cheapest_running_first = True
         base.autoscaler = spare = gpufleet_replica_policy(control_period_s)
         base.serving_breach_cost_usd = spare.breach_cost_usd  # the same price of a missed request
-        # idle launched nodes held while a relaunch's wait, 4 node starts at on-demand, costs more (session 14)
-        base.node_scaler = PayoffAwareNodes.default(idle_node_timeout_s)  # delay weight LOOP_DELAY_WEIGHT
+        # idle launched nodes held while a relaunch's wait (LOOP_DELAY_WEIGHT = 4 node starts at on-demand) costs more
+        base.node_scaler = PayoffAwareNodes.default(idle_node_timeout_s)
         base.scheduler_policy = scheduler_policy
         base.preemption = preemption
         base.gang_preemption = preemption  # gangs preempt lower-priority work too (schedule/preemption.py)

@@ -37,6 +37,7 @@ from gpufleet.schedule.consolidation import RunningPod, plan_consolidation
 from gpufleet.schedule.frag import WorkloadDistribution
 from gpufleet.schedule.gang import plan_whole_nodes
 from gpufleet.schedule.preemption import (
+    Eviction,
     GangPreemptionPlan,
     NoPreemption,
     PreemptionPlan,
@@ -54,6 +55,7 @@ __all__ = [
     "CLASS_POLICIES",
     "Bind",
     "Drain",
+    "Eviction",
     "FleetScheduler",
     "FreeGpuIndex",
     "GangPreemptionPlan",

@@ -47,7 +47,9 @@ from gpufleet.sim.kinds import (
 from gpufleet.sim.lifecycle import POD_NEXT, pod_gate
 
 if TYPE_CHECKING:
-    from gpufleet.control.scheduling import Reclaim
+    from collections.abc import Mapping, Sequence
+
+    from gpufleet.control.scheduling import Eviction, Reclaim
     from gpufleet.sim.decisions import DecisionLog
     from gpufleet.sim.engine import EventQueue
     from gpufleet.sim.fleet import Fleet
@@ -403,22 +405,7 @@ class Scheduling:
         if not hasattr(plan, "evictions"):
             self._no_plan[ask_key] = reason
             return False
-        by_id = {j.id: j for j in running}
-        for e in plan.evictions:
-            victim = int(e.job_id)
-            job = by_id[e.job_id]
-            if job.kind is WorkloadKind.SERVING and self.pods.serving[pod] < 0:
-                self.serving_preempted_for_training += 1  # must stay 0 (the plan's rule); checked by tests
-            lost = victim_lost_s(job, now, sched.grace_s)
-            self.preemptions += 1
-            self.preempted_lost_gpu_s += lost * self.pods.gpus[victim]
-            self.interrupt(victim, now, lost, drain=False)
-            self.decisions.add(
-                now, "schedule", "preempt", plan.reason, None, self.pods.gpus[victim], unit="pods", sku=self.sku_ids[s]
-            )
-        placed = self.try_place(pod, now)
-        self.drain_queue(s, now)
-        return placed
+        return self._evict_and_place(pod, s, plan.reason, plan.evictions, {j.id: j for j in running}, now)
 
     def try_preempt_gang(self, ask: PodAsk, now: int) -> bool:
         """Offer the stage the busy nodes a gang may use whose pods are all lower-priority single-node training
@@ -430,36 +417,38 @@ class Scheduling:
         free_whole = sum(len(buckets[t][per]) for t in ask.tiers)
         p_prio, p_gpus, p_serving = self.pods.prio, self.pods.gpus, self.pods.serving
         offered: dict[int, list[RunningJob]] = {}
-        left = GANG_SCAN_NODES  # busy nodes still to examine (a bounded scan, as PREEMPT_SCAN_NODES for one node)
-        for t in ask.tiers:
-            for free in range(per - 1, -1, -1):  # the emptiest nodes first: the fewest victims
-                for node in buckets[t][free]:
-                    pods = f.n_pods[node]
-                    if all(p_serving[q] < 0 and p_gpus[q] <= per and p_prio[q] < prio for q in pods):
-                        offered[node] = [self.running_job(q, node, now) for q in pods]
-                    left -= 1
-                    if left <= 0:
-                        break
-                if left <= 0:
-                    break
-            if left <= 0:
-                break
+        # the emptiest busy nodes first (the fewest victims), a bounded scan as PREEMPT_SCAN_NODES for one node
+        busy = (node for t in ask.tiers for free in range(per - 1, -1, -1) for node in buckets[t][free])
+        for node in islice(busy, GANG_SCAN_NODES):
+            pods = f.n_pods[node]
+            if all(p_serving[q] < 0 and p_gpus[q] <= per and p_prio[q] < prio for q in pods):
+                offered[node] = [self.running_job(q, node, now) for q in pods]
         plan = self.sched.preempt_gang(ask, free_whole, offered, now, self.pool_specs[s].node_start_s)
         reason = f"preempt_{plan.reason}"
         self.sched_reasons[reason] = self.sched_reasons.get(reason, 0) + 1
         if not isinstance(plan, GangPreemptionPlan):
             return False
         by_id = {j.id: j for jobs in offered.values() for j in jobs}
-        for e in plan.evictions:
+        return self._evict_and_place(ask.pod, s, plan.reason, plan.evictions, by_id, now)
+
+    def _evict_and_place(
+        self, pod: int, s: int, reason: str, evictions: Sequence[Eviction], by_id: Mapping[str, RunningJob], now: int
+    ) -> bool:
+        """Apply a preemption plan's evictions (``by_id``: the running jobs offered to it), then place ``pod`` on
+        the room they free and let the SKU's queue take what is left."""
+        for e in evictions:
             victim = int(e.job_id)
-            lost = victim_lost_s(by_id[e.job_id], now, self.sched.grace_s)
+            job = by_id[e.job_id]
+            if job.kind is WorkloadKind.SERVING and self.pods.serving[pod] < 0:
+                self.serving_preempted_for_training += 1  # must stay 0 (the plan's rule); checked by tests
+            lost = victim_lost_s(job, now, self.sched.grace_s)
             self.preemptions += 1
             self.preempted_lost_gpu_s += lost * self.pods.gpus[victim]
             self.interrupt(victim, now, lost, drain=False)
             self.decisions.add(
-                now, "schedule", "preempt", plan.reason, None, self.pods.gpus[victim], unit="pods", sku=self.sku_ids[s]
+                now, "schedule", "preempt", reason, None, self.pods.gpus[victim], unit="pods", sku=self.sku_ids[s]
             )
-        placed = self.try_place(ask.pod, now)
+        placed = self.try_place(pod, now)
         self.drain_queue(s, now)
         return placed
 
