@@ -25,7 +25,8 @@ from gpufleet.service.placement_chain import ChainPlacementService
 from gpufleet.service.procurement import ProcurementService
 from gpufleet.service.reconciler import Reconciler
 from gpufleet.service.registry import RegistryService
-from gpufleet.service.reservations import CrashHook, ReservationService
+from gpufleet.service.reservation_orders import CrashHook
+from gpufleet.service.reservations import ReservationService
 from gpufleet.service.settings import Settings
 from gpufleet.service.usage import UsageService
 from gpufleet.service.workloads import WorkloadService

@@ -18,7 +18,7 @@ from gpufleet.domain.reservations import MAX_START_AHEAD_S, TERMS_MONTHS
 from gpufleet.service import approval_rules as rules
 
 if TYPE_CHECKING:
-    from gpufleet.service.reservations import ReservationView
+    from gpufleet.service.reservation_rows import ReservationView
 
 
 def proposal_fingerprint(sku_id: str, units: int, start_s: int, term_months: int, regions: Sequence[str]) -> str:

@@ -20,7 +20,7 @@ from gpufleet.api.schemas import (
 from gpufleet.api.types import IdPath, Limit
 from gpufleet.domain.reservations import ReservationStatus
 from gpufleet.service.auth import ADMINS
-from gpufleet.service.reservations import ReservationView
+from gpufleet.service.reservation_rows import ReservationView
 
 router = APIRouter(prefix="/v1/reservations", tags=["reservations"], responses=PROBLEM_RESPONSES)
 

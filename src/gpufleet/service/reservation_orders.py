@@ -1,0 +1,230 @@
+"""A reservation's order at the provider: submission under a fixed idempotency key, and reconciliation.
+
+Submission is idempotent: the key is fixed at creation (``gpufleet-<reservation id>``) and every retry, every
+reconciler pass and every restart reuses it. A crash between the provider call and the commit leaves the
+reservation ``approved`` with an order at the provider; :meth:`ProviderOrders.reconcile` finds the order under
+the same key and records it, never buying twice. Status changes go through the domain gate and
+:func:`gpufleet.service.reservation_rows.persist_status`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from sqlalchemy import Engine, select
+
+from gpufleet.adapters.providers import (
+    OrderRequest,
+    OrderState,
+    ProviderLifecycle,
+    ProviderOrder,
+    ProviderPort,
+    ProviderRefused,
+    ProviderTimeout,
+)
+from gpufleet.adapters.sql.models import ReservationRow
+from gpufleet.domain.errors import NotFoundError
+from gpufleet.domain.reservations import ReservationStatus, term_seconds
+from gpufleet.service.clock import Clock
+from gpufleet.service.reservation_rows import ReservationView, domain_of, lock_row, persist_status, view_of
+from gpufleet.service.uow import UnitOfWork
+
+S = ReservationStatus
+CrashHook = Callable[[str], None]
+
+
+@dataclass(frozen=True, slots=True)
+class ReconcileReport:
+    submitted: list[str] = field(default_factory=list)
+    still_pending: list[str] = field(default_factory=list)
+    activated: list[str] = field(default_factory=list)
+    expired: list[str] = field(default_factory=list)
+    cancelled: list[str] = field(default_factory=list)  # the provider reports the order cancelled or failed
+
+
+class ProviderOrders:
+    """Submits approved reservations to the provider and follows their orders (the reconciler's first step)."""
+
+    def __init__(
+        self,
+        engine: Engine,
+        clock: Clock,
+        provider: ProviderPort,
+        *,
+        max_attempts: int,
+        crash_hook: CrashHook | None = None,
+        may_submit: Callable[[], bool] | None = None,
+    ) -> None:
+        """``may_submit``: whether this process may call the provider now (the leader hook of
+        :mod:`gpufleet.service.leader`); when it says no, :meth:`submit` leaves the reservation ``approved`` for
+        the leader. None: always (one process)."""
+        self._engine = engine
+        self._clock = clock
+        self._provider = provider
+        self._max_attempts = max_attempts
+        self._crash_hook = crash_hook
+        self._may_submit = may_submit
+
+    def submit(self, reservation_id: str, *, actor_id: str) -> ReservationView:
+        """Send an approved reservation to the provider under its idempotency key and record the order.
+
+        Safe to call any number of times, concurrently, before or after a crash: the provider dedups on the
+        key and the final conditional update records the order once. Timeouts are retried up to
+        ``provider_max_attempts``; if all time out the reservation stays ``approved`` for the reconciler.
+        """
+        with UnitOfWork(self._engine, write=False) as uow:
+            row = uow.session.get(ReservationRow, reservation_id)
+            if row is None:
+                raise NotFoundError("reservation", reservation_id)
+            if row.status != S.APPROVED.value:
+                return view_of(uow, row)
+            if self._may_submit is not None and not self._may_submit():  # a follower: the leader submits
+                return view_of(uow, row)
+            key = row.idempotency_key
+            req = OrderRequest(row.sku_id, row.region_id, row.units, row.term_months, row.start_s)
+        order = self._call_provider(key, req)
+        if self._crash_hook is not None:
+            self._crash_hook("after_provider_call")
+        now_s = self._clock.now_s()
+        with UnitOfWork(self._engine, write=True) as uow:
+            row = lock_row(uow, reservation_id)
+            if order is None:
+                uow.audit(
+                    at_s=now_s,
+                    actor=actor_id,
+                    action="reservation.submission_unconfirmed",
+                    entity="reservation",
+                    entity_id=row.id,
+                    detail={"idempotency_key": key, "attempts": self._max_attempts},
+                )
+            elif isinstance(order, ProviderRefused):
+                self._refused(uow, row, order, now_s, actor_id)
+            elif row.status == S.APPROVED.value:
+                res = domain_of(row)
+                res.transition(S.SUBMITTED, at_s=now_s, actor=actor_id, reason=f"provider order {order.order_id}")
+                persist_status(uow, row, res, now_s, actor_id, provider_order_id=order.order_id)
+            view = view_of(uow, row)
+            uow.commit()
+            return view
+
+    def _call_provider(self, key: str, req: OrderRequest) -> ProviderOrder | ProviderRefused | None:
+        """The order, the provider's refusal, or None when every attempt had an unknown outcome (each retry
+        uses the same key, and the provider port looks the order up by it before placing it again)."""
+        for _attempt in range(self._max_attempts):
+            try:
+                return self._provider.submit(key, req)
+            except ProviderTimeout:
+                continue
+            except ProviderRefused as refused:
+                return refused
+        return None
+
+    def _refused(
+        self, uow: UnitOfWork, row: ReservationRow, refused: ProviderRefused, now_s: int, actor_id: str
+    ) -> None:
+        """A refusal about the moment (no capacity now) leaves the reservation approved for the reconciler's next
+        pass; a refusal of the order itself cancels it. Either way the provider's code is in the audit log."""
+        detail = {"code": refused.code, "message": refused.message[:300], "retryable": refused.retryable}
+        uow.audit(
+            at_s=now_s,
+            actor=actor_id,
+            action="reservation.submission_refused",
+            entity="reservation",
+            entity_id=row.id,
+            detail=detail,
+        )
+        if not refused.retryable and row.status == S.APPROVED.value:
+            res = domain_of(row)
+            res.transition(S.CANCELLED, at_s=now_s, actor=actor_id, reason=f"provider refused: {refused.code}")
+            persist_status(uow, row, res, now_s, actor_id)
+
+    def reconcile(self) -> ReconcileReport:
+        """Bring the store in line with the provider (run at startup and periodically).
+
+        approved -> submitted (finding or placing the order under the same key). Then, with a provider whose
+        orders have a lifecycle of their own (:class:`ProviderLifecycle`, e.g. AWS), the provider's state decides
+        and the clock does not: submitted -> active when it reports the order active, -> expired when expired,
+        -> cancelled when cancelled or failed; an active commitment the provider reports cancelled ends as
+        expired (the table allows no active -> cancelled). With the simulated provider, the clock decides:
+        submitted -> active once the start time has passed; active -> expired at the end of the term.
+        """
+        report = ReconcileReport()
+        with UnitOfWork(self._engine, write=False) as uow:
+            approved = uow.session.scalars(
+                select(ReservationRow.id).where(ReservationRow.status == S.APPROVED.value).order_by(ReservationRow.id)
+            ).all()
+        for rid in approved:
+            view = self.submit(rid, actor_id="reconciler")
+            (report.submitted if view.status is S.SUBMITTED else report.still_pending).append(rid)
+        if isinstance(self._provider, ProviderLifecycle):
+            self._follow_provider(self._provider, report)
+            return report
+        now_s = self._clock.now_s()
+        with UnitOfWork(self._engine, write=True) as uow:
+            rows = uow.session.scalars(
+                uow.lock(
+                    select(ReservationRow)
+                    .where(ReservationRow.status.in_([S.SUBMITTED.value, S.ACTIVE.value]))
+                    .order_by(ReservationRow.id)
+                )
+            ).all()
+            for row in rows:
+                res = domain_of(row)
+                if res.status is S.SUBMITTED and row.start_s <= now_s:
+                    res.transition(S.ACTIVE, at_s=now_s, actor="reconciler", reason="start reached")
+                    persist_status(uow, row, res, now_s, "reconciler")
+                    report.activated.append(row.id)
+                    res = domain_of(row)
+                if res.status is S.ACTIVE and row.start_s + term_seconds(row.term_months) <= now_s:
+                    res.transition(S.EXPIRED, at_s=now_s, actor="reconciler", reason="term ended")
+                    persist_status(uow, row, res, now_s, "reconciler")
+                    report.expired.append(row.id)
+            uow.commit()
+        return report
+
+    def _follow_provider(self, provider: ProviderLifecycle, report: ReconcileReport) -> None:
+        """Describe the submitted and active orders (outside any transaction), then apply the states."""
+        with UnitOfWork(self._engine, write=False) as uow:
+            orders = {
+                rid: str(oid)
+                for rid, oid in uow.session.execute(
+                    select(ReservationRow.id, ReservationRow.provider_order_id).where(
+                        ReservationRow.status.in_([S.SUBMITTED.value, S.ACTIVE.value]),
+                        ReservationRow.provider_order_id.is_not(None),
+                    )
+                ).all()
+            }
+        if not orders:
+            return
+        states = provider.describe(sorted(orders.values()))
+        now_s = self._clock.now_s()
+        with UnitOfWork(self._engine, write=True) as uow:
+            for rid in sorted(orders):
+                seen = states.get(orders[rid])
+                if seen is None:  # unknown to the provider (or another region): leave it, never guess
+                    continue
+                row = lock_row(uow, rid)
+                if row.provider_order_id == orders[rid]:
+                    self._apply_provider_state(uow, row, seen, now_s, report)
+            uow.commit()
+
+    def _apply_provider_state(
+        self, uow: UnitOfWork, row: ReservationRow, seen: OrderState, now_s: int, report: ReconcileReport
+    ) -> None:
+        status = S(row.status)
+        why = f"provider state {seen.provider_state}"
+        steps: list[tuple[ReservationStatus, list[str]]] = []
+        if status is S.SUBMITTED and seen.state in ("active", "expired"):
+            steps.append((S.ACTIVE, report.activated))
+        if status in (S.SUBMITTED, S.ACTIVE) and (
+            seen.state == "expired" or (status is S.ACTIVE and seen.state == "cancelled")
+        ):
+            steps.append((S.EXPIRED, report.expired))
+        elif status is S.SUBMITTED and seen.state == "cancelled":
+            steps.append((S.CANCELLED, report.cancelled))
+        for target, bucket in steps:
+            res = domain_of(row)
+            res.transition(target, at_s=now_s, actor="reconciler", reason=why)
+            persist_status(uow, row, res, now_s, "reconciler")
+            bucket.append(row.id)
