@@ -44,6 +44,7 @@ A pod's ``Ready`` condition is read (a serving replica that answers), and of the
 from __future__ import annotations
 
 import math
+from datetime import datetime
 from decimal import Decimal
 from typing import Any
 
@@ -292,7 +293,18 @@ def pod_from_json(obj: dict[str, Any]) -> ObservedPod:
             for t in spec.get("tolerations") or []
         ),
         ready=any(c.get("type") == "Ready" and c.get("status") == "True" for c in status.get("conditions") or []),
+        started_s=unix_s(status.get("startTime")) or unix_s(meta.get("creationTimestamp")),
     )
+
+
+def unix_s(raw: object) -> float | None:
+    """An RFC 3339 timestamp (``2026-12-02T16:00:00Z``) in Unix seconds; None if absent or unreadable."""
+    if not raw:
+        return None
+    try:
+        return datetime.fromisoformat(str(raw).replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        return None
 
 
 def deployment_from_json(obj: dict[str, Any]) -> ObservedDeployment:
