@@ -88,7 +88,9 @@ def test_min_runtime_protects_a_young_pod_and_the_flag_turns_preemption_off() ->
     _, (decisions, none) = _plan_and_preempt(BindingPlanner(), _obs(nodes, [young, _pod("high", 8, prio=9)]))
     assert decisions == () and none[0].reason == "no_eligible_victims"
     off = BindingPlanner(preempt_cfg=PreemptConfig(enabled=False))
-    _, (decisions, none) = _plan_and_preempt(off, _obs(nodes, [_pod("low", 8, node="n0", prio=1), _pod("h", 8, prio=9)]))
+    _, (decisions, none) = _plan_and_preempt(
+        off, _obs(nodes, [_pod("low", 8, node="n0", prio=1), _pod("h", 8, prio=9)])
+    )
     assert decisions == () and none == ()
 
 

@@ -38,7 +38,7 @@ from gpufleet.adapters.kubernetes.workloads import DEFAULT_RPS_QUERY, apply_scal
 from gpufleet.adapters.telemetry_prometheus import PrometheusTelemetry
 from gpufleet.control.binding import BindingPlan, BindingPlanner, PodBind, Unschedulable
 from gpufleet.control.observation import Observation, ObservedNode
-from gpufleet.control.preempting import PREEMPT_REASON, PreemptConfig, PreemptDecision, Victim
+from gpufleet.control.preempting import PREEMPT_REASON, NoPreempt, PreemptConfig, PreemptDecision, Victim
 from gpufleet.control.reclaim import NodeDrain, plan_reclaim
 from gpufleet.control.replica_victims import node_price_usd_h
 from gpufleet.control.replicas import ReplicaScaler, ScalePlan
@@ -120,6 +120,7 @@ class Controller:
         self.reclaim_results: list[dict[str, str]] = []
         self._lock = threading.Lock()
         self.preemptions: list[PreemptDecision] = []
+        self.last_no_preempt: tuple[NoPreempt, ...] = ()  # the last tick's pods and gangs that got no preemption
         self.preempt_results: list[tuple[str, dict[str, str]]] = []  # (decision key, node -> apply_drain outcome)
         self._preempt_failed: list[PreemptDecision] = []
         self._preempting: list[threading.Thread] = []
@@ -225,7 +226,7 @@ class Controller:
         for d in failed:
             self.planner.cancel(d)
         self._preempting = [t for t in self._preempting if t.is_alive()]
-        decisions, _ = self.planner.preempt(obs, unsched, self.cfg.max_preemptions_per_tick)
+        decisions, self.last_no_preempt = self.planner.preempt(obs, unsched, self.cfg.max_preemptions_per_tick)
         for d in decisions:
             self.preemptions.append(d)
             self.act.record("preempt", d.key, d.reason, "decided", plan=d.plan_reason, nodes=list(d.nodes),
