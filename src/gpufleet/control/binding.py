@@ -42,7 +42,7 @@ from gpufleet.control.preempting import (
     plan_gang,
     plan_single,
 )
-from gpufleet.control.scheduling import FleetScheduler
+from gpufleet.control.scheduling import FleetScheduler, RunningJob
 from gpufleet.schedule.gang import GangInfeasible, GangPlacement, GangRequest, place_gang
 from gpufleet.schedule.policies import best_fit_gpus
 from gpufleet.schedule.scheduler import Placement, Scheduler, make_policy
@@ -355,8 +355,10 @@ class BindingPlanner:
         done: list[PreemptDecision] = []
         none: list[NoPreempt] = []
         seen: set[str] = set()
+        jobs: dict[str, RunningJob] = {}  # the offered pods as the planner sees them, built once
+        lowest = min((p.priority for c in cands.values() for p, _ in c), default=None)
         for u in unschedulable:
-            if len(done) >= limit:
+            if len(done) >= limit or len(seen) >= cfg.max_attempts:
                 break
             p = pods.get(u.pod)
             if p is None or u.reason in NOT_PREEMPTIBLE:
@@ -365,14 +367,20 @@ class BindingPlanner:
             if key in seen:
                 continue
             seen.add(key)
+            if lowest is None or p.priority <= lowest:
+                none.append(NoPreempt(key, "no_eligible_victims"))  # nothing offered ranks below it
+                continue
             if p.gang:
                 members = sorted((m for m in obs.pods if m.gang == p.gang and m.namespace == p.namespace
                                   and m.active and not m.node), key=lambda m: m.key)  # fmt: skip
                 reqs = [self._request(m, table) for m in members]
                 gang_cands = {n: c for n, c in cands.items() if whole.get(n)}
-                got = plan_gang(table, key, members, reqs, gang_cands, now, cfg.node_start_s, cfg.grace_s)
+                got = plan_gang(table, key, members, reqs, gang_cands, now, cfg.node_start_s, cfg.grace_s, jobs,
+                               cfg.gang_scan_nodes)  # fmt: skip
             else:
-                got = plan_single(fs, table, p, self._request(p, table), cands, now, cfg.node_start_s)
+                got = plan_single(
+                    fs, table, p, self._request(p, table), cands, now, cfg.node_start_s, jobs, cfg.scan_nodes
+                )
             if isinstance(got, NoPreempt):
                 none.append(got)
                 continue

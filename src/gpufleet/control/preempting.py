@@ -62,13 +62,17 @@ NOT_PREEMPTIBLE = frozenset(
 class PreemptConfig:
     """``grace_s``: the checkpoint grace a victim is given (the plan's cost, as the loop's ``preempt_grace_s``);
     ``node_start_s``: how long the preemptor would wait for a new node (the price of waiting); ``hold_s``: a
-    reservation whose victims are not gone after this long is dropped; ``max_decisions``: per call."""
+    reservation whose victims are not gone after this long is dropped; ``max_decisions`` and ``max_attempts``:
+    decisions made and pods or gangs asked about per call, in the plan's order (priority first)."""
 
     enabled: bool = True
     grace_s: int = 120
     node_start_s: int = 600
     hold_s: float = 900.0
     max_decisions: int = 4
+    max_attempts: int = 32  # pods and gangs asked about per call (the planner's work per tick stays bounded)
+    scan_nodes: int = 32  # nodes offered for one pod, the most free GPUs first (the simulator's PREEMPT_SCAN_NODES)
+    gang_scan_nodes: int = 64  # busy nodes offered for one gang, likewise (the simulator's GANG_SCAN_NODES)
 
 
 @dataclass(frozen=True, slots=True)
@@ -148,6 +152,14 @@ def running_job(p: ObservedPod, node: int, now_s: int) -> RunningJob:
     )  # fmt: skip
 
 
+def cached_job(cache: dict[str, RunningJob], p: ObservedPod, node: int, now_s: int) -> RunningJob:
+    """:func:`running_job`, built once per pod for one planning call (``cache``: the call's, by uid)."""
+    got = cache.get(p.uid)
+    if got is None:
+        got = cache[p.uid] = running_job(p, node, now_s)
+    return got
+
+
 def could_fit(table: NodeTable, req: PodRequest) -> npt.NDArray[np.bool_]:
     """Nodes ``req`` fits once emptied: capacity, GPU model and count, selector and taints."""
     ok = (table.cpu_cap_milli >= req.cpu_milli) & (table.mem_cap_mib >= req.memory_mib)
@@ -179,20 +191,26 @@ def plan_single(
     cands: Candidates,
     now_s: int,
     wait_s: int,
+    cache: dict[str, RunningJob] | None = None,
+    scan_nodes: int = 32,
 ) -> tuple[PreemptDecision, dict[str, Hold]] | NoPreempt:
     """Free one node for ``pod`` (module docstring). On a decision the table holds ``pod`` where the victims were
     (their holdings released); returns the decision and the preemptor's new hold. Else the table is unchanged."""
     if req.num_gpu <= 0 or req.gpu_milli != MILLI:
         return NoPreempt(pod.key, "not_whole_gpus")
+    jobs = {} if cache is None else cache
     fit = could_fit(table, req)
-    nodes = {n: c for n, c in cands.items() if fit[n] and c}
+    lower = ((n, [(p, h) for p, h in c if p.priority < pod.priority]) for n, c in cands.items() if fit[n])
+    offered = sorted(((n, c) for n, c in lower if c), key=lambda nc: (-int(table.free_gpus[nc[0]]), nc[0]))
+    # offered: lower priority only (the planner applies every rule again), on the nodes closest to fitting
+    nodes = dict(offered[:scan_nodes])
     ask = PodAsk(0, 0, req.num_gpu, int(table.gpu_count.max()), (), pod.priority, kind_of(pod) is WorkloadKind.SERVING)
     why = "no_eligible_victims"
     for _ in range(3):  # a node the GPUs choose may lack CPU or memory: drop it and ask again
         if not nodes:
             return NoPreempt(pod.key, why)
         by_uid = {p.uid: (p, h) for c in nodes.values() for p, h in c}
-        running = [running_job(p, n, now_s) for n, c in nodes.items() for p, _ in c]
+        running = [cached_job(jobs, p, n, now_s) for n, c in nodes.items() for p, _ in c]
         free = {n: int(table.free_gpus[n]) for n in nodes}
         plan = sched.preempt(ask, running, free, now_s, wait_s)
         if isinstance(plan, NoPreemption):
@@ -227,6 +245,8 @@ def plan_gang(
     now_s: int,
     wait_s: int,
     grace_s: int,
+    cache: dict[str, RunningJob] | None = None,
+    scan_nodes: int = 64,
 ) -> tuple[PreemptDecision, dict[str, Hold]] | NoPreempt:
     """Empty whole nodes for a gang (module docstring): ``cands`` are busy nodes whose *every* holding is an
     offerable pod. The fewest nodes whose emptying lets :func:`place_gang` place every member; victims only on the
@@ -239,7 +259,9 @@ def plan_gang(
     fit = np.zeros(table.n_nodes, dtype=bool)
     for r in reqs:
         fit |= could_fit(table, r)
-    offered = {n: [running_job(p, n, now_s) for p, _ in c] for n, c in cands.items() if fit[n] and c}
+    jobs = {} if cache is None else cache
+    busy = sorted((n for n, c in cands.items() if fit[n] and c), key=lambda n: (-int(table.free_gpus[n]), n))
+    offered = {n: [cached_job(jobs, p, n, now_s) for p, _ in cands[n]] for n in busy[:scan_nodes]}
     by_uid = {p.uid: (p, h) for n, c in cands.items() if n in offered for p, h in c}
     request = GangRequest(key, tuple(reqs))
     why = "no_eligible_victims"
