@@ -38,7 +38,7 @@ from gpufleet.control.preempting import (
     NoPreempt,
     PreemptConfig,
     PreemptDecision,
-    offerable,
+    candidates,
     plan_gang,
     plan_single,
 )
@@ -341,15 +341,7 @@ class BindingPlanner:
             return (), ()
         table = sched.table
         pods = {p.key: p for p in obs.pods}
-        cands: dict[int, list[tuple[ObservedPod, Hold]]] = {}
-        whole: dict[int, bool] = {}  # node -> every holding on it is an offerable pod (a gang may empty it)
-        by_uid = {p.uid: p for p in obs.pods}
-        for uid, h in self._held.items():
-            p = by_uid.get(uid)
-            ok = p is not None and uid not in self._in_flight and offerable(p)
-            whole[h.node] = whole.get(h.node, True) and ok
-            if ok and p is not None:
-                cands.setdefault(h.node, []).append((p, h))
+        cands, whole = candidates(obs.pods, self._held, self._in_flight)
         fs = FleetScheduler("gpufleet", (), (), np.random.default_rng(0), grace_s=cfg.grace_s)
         now = int(obs.now_s)
         done: list[PreemptDecision] = []

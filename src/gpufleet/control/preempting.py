@@ -26,7 +26,7 @@ preemptor there, or restore the table and answer :class:`NoPreempt` with a reaso
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping, Sequence, Set
 from dataclasses import dataclass
 from typing import Literal
 
@@ -171,6 +171,24 @@ def could_fit(table: NodeTable, req: PodRequest) -> npt.NDArray[np.bool_]:
 
 
 Candidates = Mapping[int, Sequence[tuple[ObservedPod, Hold]]]  # node -> offerable pods on it and their holds
+
+
+def candidates(
+    pods: Sequence[ObservedPod], held: Mapping[str, Hold], in_flight: Set[str]
+) -> tuple[dict[int, list[tuple[ObservedPod, Hold]]], dict[int, bool]]:
+    """The offerable bound pods per node with their holds (``held``: pod uid -> its holding in the table; pods
+    ``in_flight`` are not bound yet), and per node whether every holding on it is an offerable pod (a node a gang
+    may empty)."""
+    by_uid = {p.uid: p for p in pods}
+    cands: dict[int, list[tuple[ObservedPod, Hold]]] = {}
+    whole: dict[int, bool] = {}
+    for uid, h in held.items():
+        p = by_uid.get(uid)
+        ok = p is not None and uid not in in_flight and offerable(p)
+        whole[h.node] = whole.get(h.node, True) and ok
+        if ok and p is not None:
+            cands.setdefault(h.node, []).append((p, h))
+    return cands, whole
 
 
 def _victims(
