@@ -34,10 +34,10 @@ import numpy.typing as npt
 from gpufleet.control.observation import Observation, ObservedNode, ObservedPod
 from gpufleet.control.preempting import (
     NOT_PREEMPTIBLE,
-    Hold,
     NoPreempt,
     PreemptConfig,
     PreemptDecision,
+    TableHold,
     candidates,
     plan_gang,
     plan_single,
@@ -74,7 +74,7 @@ class BindingPlan:
     remaining: int = 0  # units (pods or gangs) left undecided because of ``max_units``
 
 
-_Held = Hold
+_Held = TableHold
 
 
 @dataclass(slots=True)

@@ -76,7 +76,7 @@ class PreemptConfig:
 
 
 @dataclass(frozen=True, slots=True)
-class Hold:
+class TableHold:
     """What a pod holds in the node table."""
 
     node: int
@@ -170,17 +170,17 @@ def could_fit(table: NodeTable, req: PodRequest) -> npt.NDArray[np.bool_]:
     return out
 
 
-Candidates = Mapping[int, Sequence[tuple[ObservedPod, Hold]]]  # node -> offerable pods on it and their holds
+Candidates = Mapping[int, Sequence[tuple[ObservedPod, TableHold]]]  # node -> offerable pods on it and their holds
 
 
 def candidates(
-    pods: Sequence[ObservedPod], held: Mapping[str, Hold], in_flight: Set[str]
-) -> tuple[dict[int, list[tuple[ObservedPod, Hold]]], dict[int, bool]]:
+    pods: Sequence[ObservedPod], held: Mapping[str, TableHold], in_flight: Set[str]
+) -> tuple[dict[int, list[tuple[ObservedPod, TableHold]]], dict[int, bool]]:
     """The offerable bound pods per node with their holds (``held``: pod uid -> its holding in the table; pods
     ``in_flight`` are not bound yet), and per node whether every holding on it is an offerable pod (a node a gang
     may empty)."""
     by_uid = {p.uid: p for p in pods}
-    cands: dict[int, list[tuple[ObservedPod, Hold]]] = {}
+    cands: dict[int, list[tuple[ObservedPod, TableHold]]] = {}
     whole: dict[int, bool] = {}
     for uid, h in held.items():
         p = by_uid.get(uid)
@@ -192,7 +192,9 @@ def candidates(
 
 
 def _victims(
-    evictions: Sequence[tuple[str, str, float, int]], by_uid: Mapping[str, tuple[ObservedPod, Hold]], names: list[str]
+    evictions: Sequence[tuple[str, str, float, int]],
+    by_uid: Mapping[str, tuple[ObservedPod, TableHold]],
+    names: list[str],
 ) -> tuple[Victim, ...]:
     out = []
     for uid, action, lost, grace in evictions:
@@ -211,7 +213,7 @@ def plan_single(
     wait_s: int,
     cache: dict[str, RunningJob] | None = None,
     scan_nodes: int = 32,
-) -> tuple[PreemptDecision, dict[str, Hold]] | NoPreempt:
+) -> tuple[PreemptDecision, dict[str, TableHold]] | NoPreempt:
     """Free one node for ``pod`` (module docstring). On a decision the table holds ``pod`` where the victims were
     (their holdings released); returns the decision and the preemptor's new hold. Else the table is unchanged."""
     if req.num_gpu <= 0 or req.gpu_milli != MILLI:
@@ -244,7 +246,7 @@ def plan_single(
             return (
                 PreemptDecision(pod.key, (pod.key,), (table.names[node],), _victims(ev, by_uid, table.names),
                                 plan.lost_gpu_h, pod.priority, plan.reason),
-                {pod.uid: Hold(node, req, slots)},
+                {pod.uid: TableHold(node, req, slots)},
             )  # fmt: skip
         for e in plan.evictions:
             h = by_uid[e.job_id][1]
@@ -265,7 +267,7 @@ def plan_gang(
     grace_s: int,
     cache: dict[str, RunningJob] | None = None,
     scan_nodes: int = 64,
-) -> tuple[PreemptDecision, dict[str, Hold]] | NoPreempt:
+) -> tuple[PreemptDecision, dict[str, TableHold]] | NoPreempt:
     """Empty whole nodes for a gang (module docstring): ``cands`` are busy nodes whose *every* holding is an
     offerable pod. The fewest nodes whose emptying lets :func:`place_gang` place every member; victims only on the
     nodes the placement uses. On a decision the table holds the members; else it is unchanged."""
@@ -302,7 +304,8 @@ def plan_gang(
             if lost <= gpus * wait_s / 3600:  # FleetScheduler.preempt_gang's gate
                 ev = [(e.job_id, e.action, e.lost_gpu_h, e.grace_s) for e in keep]
                 holds = {
-                    m.uid: Hold(n, r, s) for m, r, n, s in zip(members, reqs, got.nodes, got.gpu_slots, strict=True)
+                    m.uid: TableHold(n, r, s)
+                    for m, r, n, s in zip(members, reqs, got.nodes, got.gpu_slots, strict=True)
                 }
                 return (
                     PreemptDecision(key, tuple(m.key for m in members), tuple(table.names[n] for n in got.nodes),
