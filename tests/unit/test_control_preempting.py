@@ -3,6 +3,8 @@ planner's rules, the reservation (no double booking), the bind once the victims 
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -92,6 +94,13 @@ def test_min_runtime_protects_a_young_pod_and_the_flag_turns_preemption_off() ->
         off, _obs(nodes, [_pod("low", 8, node="n0", prio=1), _pod("h", 8, prio=9)])
     )
     assert decisions == () and none == ()
+
+
+def test_preemption_policy_never_waits() -> None:
+    nodes = [_node("n0")]
+    quiet = replace(_pod("high", 8, prio=9), preempts=False)
+    _, (decisions, none) = _plan_and_preempt(BindingPlanner(), _obs(nodes, [_pod("low", 8, node="n0", prio=1), quiet]))
+    assert decisions == () and [n.reason for n in none] == ["preemption_policy_never"]
 
 
 def test_cpu_short_node_is_skipped_for_one_where_the_preemptor_fits() -> None:

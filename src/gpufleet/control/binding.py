@@ -359,6 +359,9 @@ class BindingPlanner:
             if key in seen:
                 continue
             seen.add(key)
+            if not p.preempts:
+                none.append(NoPreempt(key, "preemption_policy_never"))
+                continue
             if lowest is None or p.priority <= lowest:
                 none.append(NoPreempt(key, "no_eligible_victims"))  # nothing offered ranks below it
                 continue

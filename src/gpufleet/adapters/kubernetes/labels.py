@@ -294,6 +294,7 @@ def pod_from_json(obj: dict[str, Any]) -> ObservedPod:
         ),
         ready=any(c.get("type") == "Ready" and c.get("status") == "True" for c in status.get("conditions") or []),
         started_s=unix_s(status.get("startTime")) or unix_s(meta.get("creationTimestamp")),
+        preempts=spec.get("preemptionPolicy") != "Never",
     )
 
 
