@@ -188,6 +188,10 @@ class Controller:
     def tick(self) -> BindingPlan:
         """Plan in chunks of ``plan_chunk`` units on one observation, handing each chunk's binds to the
         workers at once (binding overlaps planning); wait for all binds; return the whole plan."""
+        with self._lock:
+            failed, self._preempt_failed = self._preempt_failed, []
+        for d in failed:  # evictions that failed: give the reserved room back before planning
+            self.planner.cancel(d)
         obs = self.view.observation()
         decided: set[str] = set()
         binds: list[PodBind] = []
@@ -220,11 +224,8 @@ class Controller:
     def _preempt(self, obs: Observation, unsched: tuple[Unschedulable, ...]) -> None:
         """Preemption decisions (control/) for what the plan left unschedulable; each applied on its own thread
         through the reclaim path (checkpoint handshake, then eviction; the node is not cordoned). A decision whose
-        evictions fail is cancelled in the planner on the next tick; its preemptor binds once its victims are gone."""
-        with self._lock:
-            failed, self._preempt_failed = self._preempt_failed, []
-        for d in failed:
-            self.planner.cancel(d)
+        evictions fail is cancelled in the planner at the start of the next tick; else its preemptor binds once its
+        victims are gone."""
         self._preempting = [t for t in self._preempting if t.is_alive()]
         decisions, self.last_no_preempt = self.planner.preempt(obs, unsched, self.cfg.max_preemptions_per_tick)
         for d in decisions:
