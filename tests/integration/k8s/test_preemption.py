@@ -146,3 +146,26 @@ def test_gang_preempts_whole_nodes(kube: Kube, kubelet: FakeKubelet, ns: str, cl
     (d,) = ctl.preemptions
     assert d.gang == "g" and d.plan_reason == "gang_lowest_loss"
     assert {a["reason"] for a in _audit(ctl, "bind")} == {"preempted_room"}
+
+
+def test_unanswered_checkpoint_cancels_the_preemption(
+    kube: Kube, kubelet: FakeKubelet, ns: str, classes: tuple[str, str]
+) -> None:
+    low, high = classes
+    node = f"p{uuid.uuid4().hex[:5]}-a"
+    kubelet.register([FakeNode(node, gpus=8)])
+    kubelet.start()
+    _running(kube, ns, "silent", node, 8, "training", low)
+    kube.patch(
+        f"/api/v1/namespaces/{ns}/pods/silent", {"metadata": {"labels": {"test.gpufleet.io/checkpoints": "false"}}}
+    )
+    assert wait_for(lambda: _all_running(kube, ns), 30)
+    _pending(kube, ns, "urgent", 8, f"s-{ns}", high)
+    cfg = ControllerConfig(scheduler_name=f"s-{ns}", namespace=ns, lease_name=f"l-{ns}", checkpoint_timeout_s=1)
+    with running_controller(kube, cfg) as ctl:
+        assert wait_for(lambda: len(ctl.planner.dropped) >= 1, 30)
+    assert ctl.planner.dropped[0] == (f"{ns}/urgent", "eviction_failed")
+    assert ctl.preempt_results[0] == (f"{ns}/urgent", {node: "checkpoint_timeout"})
+    pods = _by_name(kube, ns)
+    assert set(pods) == {"silent", "urgent"} and not pods["urgent"]["spec"].get("nodeName")
+    assert _audit(ctl, "evict") == [] and _audit(ctl, "bind") == []
