@@ -214,3 +214,40 @@ def test_invariants_of_a_decision(specs, gpus, prio, kind, fill) -> None:  # typ
     assert [b.node for b in again.binds] == [d.nodes[0] for d in decisions]
     assert pl.table is not None
     pl.table.check_invariants()
+
+
+@settings(max_examples=80, deadline=None)
+@given(
+    st.lists(running, min_size=1, max_size=16),
+    st.integers(1, 3),  # gang members
+    st.sampled_from([4, 8]),  # GPUs per member (8: a whole node each)
+    st.integers(1, 7),
+    st.lists(st.integers(0, 6), min_size=4, max_size=4),
+)
+def test_gang_invariants(specs, size, per, prio, fill) -> None:  # type: ignore[no-untyped-def]
+    nodes = [_node(f"n{i}") for i in range(4)]
+    used = [0] * 4
+    pods = []
+    for i, (n, g, p, k, ck, age) in enumerate(specs):
+        if used[n] + g <= 8:
+            used[n] += g
+            pods.append(_pod(f"r{i}", g, node=f"n{n}", prio=p, kind=k, ckpt=ck, started=NOW - age))
+    for n in range(4):
+        if used[n] < 8:
+            pods.append(_pod(f"fill{n}", 8 - used[n], node=f"n{n}", prio=fill[n], kind="training"))
+    gang = [_pod(f"w{i}", per, prio=prio, gang="g", gmin=size) for i in range(size)]
+    pl = BindingPlanner()
+    _, (decisions, _) = _plan_and_preempt(pl, _obs(nodes, [*pods, *gang]))
+    by_key = {p.key: p for p in pods}
+    for d in decisions:
+        victims = [by_key[v.pod] for v in d.victims]
+        assert all(v.priority < prio and v.kind != "serving" for v in victims)
+        assert {v.node for v in victims} <= set(d.nodes)  # victims only where the gang goes
+        for node in set(d.nodes):  # the gang fits each of its nodes once the victims are gone
+            kept = sum(p.request.num_gpu for p in pods if p.node == node and p not in victims)
+            assert kept + per * d.nodes.count(node) <= 8
+    gone = {v.pod for d in decisions for v in d.victims}
+    again = pl.plan(_obs(nodes, [*(p for p in pods if p.key not in gone), *gang]))
+    assert sorted(b.node for b in again.binds) == sorted(n for d in decisions for n in d.nodes)
+    assert pl.table is not None
+    pl.table.check_invariants()

@@ -313,6 +313,7 @@ class BindingPlanner:
         if r is None:
             return
         self.dropped.append((key, reason))
+        del self.dropped[:-100]  # the latest only
         self._doomed -= r.victims  # still bound ones are held again at the next reconcile
         for _, uid, _ in r.members:
             if uid in self._in_flight:
