@@ -100,3 +100,17 @@ def test_kueue_pod_group_and_scheduling_gates() -> None:
     pod["spec"]["schedulingGates"] = [{"name": "kueue.x-k8s.io/admission"}]
     p = pod_from_json(pod)
     assert (p.gang, p.gang_min, p.gated) == ("grp", 3, True)
+
+
+def test_pod_start_time_preemption_policy_and_checkpoint_annotations() -> None:
+    ann = {"gpufleet.io/last-checkpoint-s": "1700000000", "gpufleet.io/min-runtime-s": "600", "other.io/x": "y"}
+    pod = {"metadata": {"name": "p", "namespace": "n", "creationTimestamp": "2026-12-02T15:00:00Z", "annotations": ann},
+           "spec": {"containers": [], "preemptionPolicy": "Never"},
+           "status": {"phase": "Running", "startTime": "2026-12-02T16:00:00Z"}}  # fmt: skip
+    p = pod_from_json(pod)
+    assert p.started_s == 1796227200.0 and not p.preempts
+    assert p.annotation("gpufleet.io/last-checkpoint-s") == "1700000000" and p.annotation("other.io/x") == ""
+    del pod["status"]["startTime"]  # type: ignore[attr-defined]
+    pod["spec"] = {"containers": []}
+    p = pod_from_json(pod)
+    assert p.started_s == 1796223600.0 and p.preempts  # creation time stands in; PreemptLowerPriority by default

@@ -14,6 +14,14 @@ capacity, e.g. reserved -> spot -> on-demand: spot nodes are tainted, so only ch
 the packing policy choosing among those nodes. A gang takes the first capacity type of ``tier_order`` that holds
 all of it (topology preference within it: ``schedule/gang.py``), else any mix of nodes.
 Decisions are data: :class:`PodBind` and :class:`Unschedulable` carry reason codes; the world applies them.
+
+Priority preemption (:meth:`BindingPlanner.preempt`, the rules in ``control/preempting.py``): for pods and gangs the
+plan left unschedulable, a :class:`~gpufleet.control.preempting.PreemptDecision` names victims to evict. The
+room they free is *reserved* at once: the preemptor holds it in the table (in flight) and the victims hold
+nothing more, so no other pod is given it. Once every victim is gone from the observation (deleted, or
+Succeeded/Failed: a pod still terminating keeps its GPUs on the node), :meth:`plan` binds the preemptor there
+(reason ``preempted_room``). :meth:`cancel` drops a reservation whose evictions failed; one older than
+``preempt_cfg.hold_s`` is dropped by :meth:`plan` (reason ``reservation_expired`` in ``dropped``).
 """
 
 from __future__ import annotations
@@ -24,6 +32,17 @@ import numpy as np
 import numpy.typing as npt
 
 from gpufleet.control.observation import Observation, ObservedNode, ObservedPod
+from gpufleet.control.preempting import (
+    NOT_PREEMPTIBLE,
+    NoPreempt,
+    PreemptConfig,
+    PreemptDecision,
+    TableHold,
+    candidates,
+    plan_gang,
+    plan_single,
+)
+from gpufleet.control.scheduling import FleetScheduler, RunningJob
 from gpufleet.schedule.gang import GangInfeasible, GangPlacement, GangRequest, place_gang
 from gpufleet.schedule.policies import best_fit_gpus
 from gpufleet.schedule.scheduler import Placement, Scheduler, make_policy
@@ -55,11 +74,15 @@ class BindingPlan:
     remaining: int = 0  # units (pods or gangs) left undecided because of ``max_units``
 
 
+_Held = TableHold
+
+
 @dataclass(slots=True)
-class _Held:
-    node: int
-    request: PodRequest
-    slots: tuple[int, ...]
+class _Reservation:
+    decision: PreemptDecision
+    members: tuple[tuple[str, str, str], ...]  # (pod key, uid, gang) of the preemptor(s)
+    victims: frozenset[str]  # uids
+    at_s: float
 
 
 @dataclass
@@ -76,6 +99,10 @@ class BindingPlanner:
     _held: dict[str, _Held] = field(default_factory=dict)  # pod uid -> what it holds in the table
     _in_flight: set[str] = field(default_factory=set)
     rebuilds: int = 0
+    preempt_cfg: PreemptConfig = field(default_factory=PreemptConfig)
+    _reserved: dict[str, _Reservation] = field(default_factory=dict)  # decision key -> reservation
+    _doomed: set[str] = field(default_factory=set)  # victim uids: hold nothing, their room is reserved
+    dropped: list[tuple[str, str]] = field(default_factory=list)  # (decision key, reason) of dropped reservations
 
     @property
     def table(self) -> NodeTable | None:
@@ -147,7 +174,11 @@ class BindingPlanner:
                 h = self._held.pop(uid)
                 table.release(h.node, h.request, h.slots)
         over: list[str] = []
+        present = {p.uid for p in obs.pods if p.phase not in ("Succeeded", "Failed")}
+        self._doomed &= present  # gone: nothing more to skip
         for uid, p in bound.items():
+            if uid in self._doomed:
+                continue  # a victim being evicted: its room is reserved for its preemptor
             node = index.get(p.node)
             if uid in self._held:
                 if node is not None and self._held[uid].node == node:
@@ -201,6 +232,7 @@ class BindingPlanner:
         sched = self._sched
         assert sched is not None
         over = self._reconcile(obs, sched)
+        binds: list[PodBind] = self._release_reserved(obs)
         mine = [p for p in mine if p.uid not in self._in_flight]
         gangs: dict[str, list[ObservedPod]] = {}
         units: list[tuple[tuple[int, str, str], list[ObservedPod]]] = []
@@ -217,7 +249,6 @@ class BindingPlanner:
         if max_units is not None and len(units) > max_units:
             remaining = len(units) - max_units
             units = units[:max_units]
-        binds: list[PodBind] = []
         unsched: list[Unschedulable] = []
         for _, members in units:
             if members[0].gang:
@@ -258,6 +289,111 @@ class BindingPlanner:
             binds.append(PodBind(m.key, m.uid, sched.table.names[node], slots, gang, f"gang_{got.level}"))
             self._held[m.uid] = _Held(node, r, slots)
             self._in_flight.add(m.uid)
+
+    # -- priority preemption (module docstring) ---------------------------------------------------------
+    def _release_reserved(self, obs: Observation) -> list[PodBind]:
+        """Binds for reservations whose victims are gone; drop those that lost a member or expired."""
+        present = {p.uid for p in obs.pods if p.phase not in ("Succeeded", "Failed")}
+        out: list[PodBind] = []
+        for key, r in list(self._reserved.items()):
+            if any(uid not in self._in_flight for _, uid, _ in r.members):
+                self._drop(key, "preemptor_changed")  # deleted, or bound by someone else, or its node went away
+            elif obs.now_s - r.at_s > self.preempt_cfg.hold_s:
+                self._drop(key, "reservation_expired")
+            elif not (r.victims & present):
+                del self._reserved[key]
+                for pod, uid, gang in r.members:
+                    h = self._held[uid]
+                    name = self._sched.table.names[h.node] if self._sched is not None else ""
+                    out.append(PodBind(pod, uid, name, h.slots, gang, "preempted_room"))
+        return out
+
+    def _drop(self, key: str, reason: str) -> None:
+        r = self._reserved.pop(key, None)
+        if r is None:
+            return
+        self.dropped.append((key, reason))
+        del self.dropped[:-100]  # the latest only
+        self._doomed -= r.victims  # still bound ones are held again at the next reconcile
+        for _, uid, _ in r.members:
+            if uid in self._in_flight:
+                self._in_flight.discard(uid)
+                h = self._held.pop(uid, None)
+                if h is not None and self._sched is not None:
+                    self._sched.table.release(h.node, h.request, h.slots)
+
+    def cancel(self, decision: PreemptDecision, reason: str = "eviction_failed") -> None:
+        """The world could not evict ``decision``'s victims (checkpoint timeout, PDB): give the room back."""
+        self._drop(decision.key, reason)
+
+    def reserved(self) -> tuple[PreemptDecision, ...]:
+        return tuple(r.decision for r in self._reserved.values())
+
+    def preempt(
+        self, obs: Observation, unschedulable: tuple[Unschedulable, ...], max_decisions: int | None = None
+    ) -> tuple[tuple[PreemptDecision, ...], tuple[NoPreempt, ...]]:
+        """After :meth:`plan` on ``obs``: preemption decisions for its ``unschedulable`` pods and gangs, in their
+        order (priority first), at most ``max_decisions`` (default ``preempt_cfg.max_decisions``); each one's room
+        reserved (module docstring). Pods and gangs that get none are listed with the reason code."""
+        cfg = self.preempt_cfg
+        limit = cfg.max_decisions if max_decisions is None else max_decisions
+        sched = self._sched
+        if not cfg.enabled or sched is None or limit <= 0:
+            return (), ()
+        table = sched.table
+        pods = {p.key: p for p in obs.pods}
+        cands, whole = candidates(obs.pods, self._held, self._in_flight)
+        fs = FleetScheduler("gpufleet", (), (), np.random.default_rng(0), grace_s=cfg.grace_s)
+        now = int(obs.now_s)
+        done: list[PreemptDecision] = []
+        none: list[NoPreempt] = []
+        seen: set[str] = set()
+        jobs: dict[str, RunningJob] = {}  # the offered pods as the planner sees them, built once
+        lowest = min((p.priority for c in cands.values() for p, _ in c), default=None)
+        for u in unschedulable:
+            if len(done) >= limit or len(seen) >= cfg.max_attempts:
+                break
+            p = pods.get(u.pod)
+            if p is None or u.reason in NOT_PREEMPTIBLE:
+                continue
+            key = f"{p.namespace}/{p.gang}" if p.gang else p.key
+            if key in seen:
+                continue
+            seen.add(key)
+            if not p.preempts:
+                none.append(NoPreempt(key, "preemption_policy_never"))
+                continue
+            if lowest is None or p.priority <= lowest:
+                none.append(NoPreempt(key, "no_eligible_victims"))  # nothing offered ranks below it
+                continue
+            if p.gang:
+                members = sorted((m for m in obs.pods if m.gang == p.gang and m.namespace == p.namespace
+                                  and m.active and not m.node), key=lambda m: m.key)  # fmt: skip
+                reqs = [self._request(m, table) for m in members]
+                gang_cands = {n: c for n, c in cands.items() if whole.get(n)}
+                got = plan_gang(table, key, members, reqs, gang_cands, now, cfg.node_start_s, cfg.grace_s, jobs,
+                               cfg.gang_scan_nodes)  # fmt: skip
+            else:
+                got = plan_single(
+                    fs, table, p, self._request(p, table), cands, now, cfg.node_start_s, jobs, cfg.scan_nodes
+                )
+            if isinstance(got, NoPreempt):
+                none.append(got)
+                continue
+            decision, holds = got
+            victims = frozenset(v.uid for v in decision.victims)
+            for v in decision.victims:  # their room is the preemptor's now
+                h = self._held.pop(v.uid)
+                cands[h.node] = [(q, k) for q, k in cands[h.node] if q.uid != v.uid]
+            for n in {h.node for h in holds.values()}:
+                whole[n] = False  # holds an in-flight preemptor now
+            self._doomed |= victims
+            self._held.update(holds)
+            self._in_flight.update(holds)
+            members_t = tuple((pods[k].key, pods[k].uid, decision.gang) for k in decision.pods)
+            self._reserved[decision.key] = _Reservation(decision, members_t, victims, obs.now_s)
+            done.append(decision)
+        return tuple(done), tuple(none)
 
     def confirm(self, bind: PodBind) -> None:
         """The world accepted ``bind`` (kept held until the observation shows the pod bound)."""

@@ -66,6 +66,8 @@ class ObservedPod:
     annotations: tuple[tuple[str, str], ...] = ()
     tolerations: tuple[tuple[str, str, str, str], ...] = ()  # (key, operator, value, effect)
     ready: bool = False  # status.conditions Ready=True (a serving replica that answers requests)
+    started_s: float | None = None  # status.startTime (else creationTimestamp) in Unix seconds; None: unknown
+    preempts: bool = True  # False: spec.preemptionPolicy Never (its PriorityClass's), it waits instead of preempting
 
     @property
     def key(self) -> str:

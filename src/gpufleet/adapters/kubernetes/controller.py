@@ -6,7 +6,8 @@ threads (one pooled HTTPS connection each). A refused bind (409: the pod was bou
 gives its resources back to the planner, so nothing is double-booked; transient errors are retried by the
 Actuator. A gang whose binds partly fail is rolled back (its bound members deleted, reason
 ``gang_rollback``) so it never runs partly. On their own cadences the leader also drains underused nodes
-(``consolidate_every_s``), syncs inventory into the store (``sync_every_s``) and scales opted-in serving
+(``consolidate_every_s``), preempts lower-priority work for pods and gangs that do not fit (``preemption``,
+:meth:`Controller._preempt`), syncs inventory into the store (``sync_every_s``) and scales opted-in serving
 Deployments with gpufleet's replica policy from their Prometheus request rates (``scale_every_s``,
 :meth:`Controller.maybe_scale`).
 
@@ -30,14 +31,15 @@ from typing import Any
 from gpufleet.adapters.kubernetes.act import Actuator
 from gpufleet.adapters.kubernetes.fleetobjects import CHAIN
 from gpufleet.adapters.kubernetes.lease import LeaderElector
-from gpufleet.adapters.kubernetes.reclaim import apply_reclaim
+from gpufleet.adapters.kubernetes.reclaim import apply_drain, apply_reclaim
 from gpufleet.adapters.kubernetes.rest import Kube
 from gpufleet.adapters.kubernetes.view import ClusterView
 from gpufleet.adapters.kubernetes.workloads import DEFAULT_RPS_QUERY, apply_scale, deployment_rates, order_replicas
 from gpufleet.adapters.telemetry_prometheus import PrometheusTelemetry
 from gpufleet.control.binding import BindingPlan, BindingPlanner, PodBind, Unschedulable
-from gpufleet.control.observation import ObservedNode
-from gpufleet.control.reclaim import plan_reclaim
+from gpufleet.control.observation import Observation, ObservedNode
+from gpufleet.control.preempting import PREEMPT_REASON, NoPreempt, PreemptConfig, PreemptDecision, Victim
+from gpufleet.control.reclaim import NodeDrain, plan_reclaim
 from gpufleet.control.replica_victims import node_price_usd_h
 from gpufleet.control.replicas import ReplicaScaler, ScalePlan
 from gpufleet.domain.catalog import BUILTIN_PRICE_CATALOG
@@ -76,6 +78,13 @@ class ControllerConfig:
     # ReplicaSet controller stops the replicas gpufleet's scale-down rule would (control/replica_victims.py);
     # False: Kubernetes' own order (not ready first, then newest)
     cost_aware_scale_down: bool = True
+    # priority preemption (control/preempting.py): a pod or gang the plan leaves unschedulable may evict strictly
+    # lower-priority work (checkpoint handshake, then the Eviction API: the reclaim path), at most
+    # max_preemptions_per_tick decisions a tick; preempt_grace_s and node_start_s price it as the loop does
+    preemption: bool = True
+    max_preemptions_per_tick: int = 4
+    preempt_grace_s: int = 120
+    node_start_s: int = 600
 
 
 class Controller:
@@ -86,7 +95,12 @@ class Controller:
         identity = cfg.identity or f"{socket.gethostname()}-{os.getpid()}-{id(self):x}"
         self.identity = identity
         self.view = ClusterView(kube, resync_s=cfg.resync_s, clock=clock)
-        self.planner = BindingPlanner(scheduler_name=cfg.scheduler_name, policy=cfg.policy, tier_order=cfg.tier_order)
+        hold_s = cfg.checkpoint_timeout_s + 600.0  # the handshake, then the evictions and the pods' grace
+        pcfg = PreemptConfig(
+            cfg.preemption, cfg.preempt_grace_s, cfg.node_start_s, hold_s, cfg.max_preemptions_per_tick
+        )
+        self.planner = BindingPlanner(scheduler_name=cfg.scheduler_name, policy=cfg.policy, tier_order=cfg.tier_order,
+                                      preempt_cfg=pcfg)  # fmt: skip
         self.act = Actuator(kube, dry_run=cfg.dry_run, audit_path=cfg.audit_path, events=cfg.events, clock=clock)
         self.elector = LeaderElector(
             kube, cfg.namespace, cfg.lease_name, identity, lease_duration_s=cfg.lease_duration_s, renew_s=cfg.renew_s,
@@ -105,6 +119,11 @@ class Controller:
         self._reclaim: threading.Thread | None = None
         self.reclaim_results: list[dict[str, str]] = []
         self._lock = threading.Lock()
+        self.preemptions: list[PreemptDecision] = []
+        self.last_no_preempt: tuple[NoPreempt, ...] = ()  # the last tick's pods and gangs that got no preemption
+        self.preempt_results: list[tuple[str, dict[str, str]]] = []  # (decision key, node -> apply_drain outcome)
+        self._preempt_failed: list[PreemptDecision] = []
+        self._preempting: list[threading.Thread] = []
         self.scaler: ReplicaScaler | None = None
         self._prom: PrometheusTelemetry | None = None
         self._next_scale = 0.0
@@ -154,6 +173,8 @@ class Controller:
         finally:
             if self._reclaim is not None:
                 self._reclaim.join()
+            for t in self._preempting:
+                t.join()
             self._pool.shutdown(wait=True)
             if elector is not None:
                 elector.join()
@@ -167,6 +188,10 @@ class Controller:
     def tick(self) -> BindingPlan:
         """Plan in chunks of ``plan_chunk`` units on one observation, handing each chunk's binds to the
         workers at once (binding overlaps planning); wait for all binds; return the whole plan."""
+        with self._lock:
+            failed, self._preempt_failed = self._preempt_failed, []
+        for d in failed:  # evictions that failed: give the reserved room back before planning
+            self.planner.cancel(d)
         obs = self.view.observation()
         decided: set[str] = set()
         binds: list[PodBind] = []
@@ -188,11 +213,44 @@ class Controller:
             futures += [self._pool.submit(self._bind_gang, members) for members in gangs.values()]
             if plan.remaining == 0 or (not plan.binds and not plan.unschedulable):
                 break
+        if self.cfg.preemption and unsched:
+            self._preempt(obs, tuple(unsched))
         for f in futures:
             f.result()
         whole = BindingPlan(tuple(binds), tuple(unsched), over)
         self.last_plan = whole
         return whole
+
+    def _preempt(self, obs: Observation, unsched: tuple[Unschedulable, ...]) -> None:
+        """Preemption decisions (control/) for what the plan left unschedulable; each applied on its own thread
+        through the reclaim path (checkpoint handshake, then eviction; the node is not cordoned). A decision whose
+        evictions fail is cancelled in the planner at the start of the next tick; else its preemptor binds once its
+        victims are gone."""
+        self._preempting = [t for t in self._preempting if t.is_alive()]
+        decisions, self.last_no_preempt = self.planner.preempt(obs, unsched, self.cfg.max_preemptions_per_tick)
+        for d in decisions:
+            self.preemptions.append(d)
+            self.act.record("preempt", d.key, d.reason, "decided", plan=d.plan_reason, nodes=list(d.nodes),
+                            victims=[v.pod for v in d.victims], lost_gpu_h=round(d.lost_gpu_h, 4))  # fmt: skip
+            t = threading.Thread(target=self._apply_preemption, args=(d,), name="preempt", daemon=True)
+            self._preempting.append(t)
+            t.start()
+
+    def _apply_preemption(self, d: PreemptDecision) -> None:
+        by_node: dict[str, list[Victim]] = {}
+        for v in d.victims:
+            by_node.setdefault(v.node, []).append(v)
+        got: dict[str, str] = {}
+        for node, vs in sorted(by_node.items()):
+            drain = NodeDrain(node, tuple(v.pod for v in vs), tuple(v.pod for v in vs if v.action == "checkpoint_then_stop"),
+                              0, d.reason)  # fmt: skip
+            got[node] = apply_drain(self.act, drain, checkpoint_timeout_s=self.cfg.checkpoint_timeout_s, cordon=False)
+            if got[node] not in ("drained", "dry_run"):
+                break
+        with self._lock:
+            self.preempt_results.append((d.key, got))
+            if any(o not in ("drained", "dry_run") for o in got.values()):
+                self._preempt_failed.append(d)
 
     def _maybe_sync(self) -> None:
         """Inventory into the store (adapters/kubernetes/inventory.py) on its cadence, leader only."""
@@ -252,7 +310,7 @@ class Controller:
             return
         self._next_consolidation = now + every
         recent = sum(1 for a in self.act.audit if a["action"] == "evict" and a["outcome"] == "applied"
-                     and now - float(a["at_s"]) < 3600)  # fmt: skip
+                     and a["reason"] != PREEMPT_REASON and now - float(a["at_s"]) < 3600)  # fmt: skip
         plan = plan_reclaim(self.view.observation(), int(now), self.cfg.max_moves_per_hour, recent)
         if not plan.drains:
             return

@@ -120,7 +120,9 @@ class FakeKubelet:
                     continue
                 if spec.get("nodeName") and st.get("phase", "Pending") == "Pending":
                     cond = [{"type": "Ready", "status": "True"}, {"type": "PodScheduled", "status": "True"}]
-                    self.kube.patch(f"{path}/status", {"status": {"phase": "Running", "conditions": cond}})
+                    started = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+                    self.kube.patch(f"{path}/status",
+                                    {"status": {"phase": "Running", "conditions": cond, "startTime": started}})  # fmt: skip
                     changes += 1
                 ann = m.get("annotations") or {}
                 req = ann.get(A_CKPT_REQUESTED)

@@ -23,7 +23,10 @@ Pods: requests are summed over containers. ``nvidia.com/gpu: N`` -> ``num_gpu=N,
 share is the annotation ``gpufleet.io/gpu-milli: "1".."999"`` with no ``nvidia.com/gpu`` request (one GPU,
 that many thousandths). Labels ``gpufleet.io/team`` (default: the namespace), ``gpufleet.io/tenant``,
 ``gpufleet.io/feature``, ``gpufleet.io/kind`` (serving/training/batch; serving is latency-sensitive, never
-moved); annotation ``gpufleet.io/checkpointable: "true"``. Gangs: label ``gpufleet.io/pod-group: NAME`` and
+moved); annotation ``gpufleet.io/checkpointable: "true"``. For priority preemption (control/preempting.py):
+``spec.priority``, ``spec.preemptionPolicy`` (``Never``: the pod never preempts), ``status.startTime`` (else
+``creationTimestamp``) and the annotations ``gpufleet.io/last-checkpoint-s`` (Unix time of the last checkpoint,
+written by the trainer), ``gpufleet.io/min-runtime-s`` and ``gpufleet.io/restart-s``. Gangs: label ``gpufleet.io/pod-group: NAME`` and
 annotation ``gpufleet.io/pod-group-min: N`` (Kueue's ``kueue.x-k8s.io/pod-group-name`` label with the
 ``kueue.x-k8s.io/pod-group-total-count`` annotation, and the coscheduling label ``scheduling.x-k8s.io/pod-group``,
 are read too). A pod with ``spec.schedulingGates`` (e.g. Kueue's admission gate) is not scheduled. At bind time gpufleet records the GPU slots it chose in the
@@ -44,6 +47,7 @@ A pod's ``Ready`` condition is read (a serving replica that answers), and of the
 from __future__ import annotations
 
 import math
+from datetime import datetime
 from decimal import Decimal
 from typing import Any
 
@@ -292,7 +296,19 @@ def pod_from_json(obj: dict[str, Any]) -> ObservedPod:
             for t in spec.get("tolerations") or []
         ),
         ready=any(c.get("type") == "Ready" and c.get("status") == "True" for c in status.get("conditions") or []),
+        started_s=unix_s(status.get("startTime")) or unix_s(meta.get("creationTimestamp")),
+        preempts=spec.get("preemptionPolicy") != "Never",
     )
+
+
+def unix_s(raw: object) -> float | None:
+    """An RFC 3339 timestamp (``2026-12-02T16:00:00Z``) in Unix seconds; None if absent or unreadable."""
+    if not raw:
+        return None
+    try:
+        return datetime.fromisoformat(str(raw).replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        return None
 
 
 def deployment_from_json(obj: dict[str, Any]) -> ObservedDeployment:

@@ -7,6 +7,8 @@ pod through the Eviction API (``policy/v1beta1`` on 1.20; the API server enforce
 answers 429 when a budget allows no disruption). If a checkpoint is not confirmed in time or an eviction is
 refused, the drain stops there and the node is uncordoned (reason ``checkpoint_timeout`` /
 ``blocked_by_pdb``); pods already evicted are recreated by their owners and scheduled again.
+Priority preemption (the controller) uses the same path without the cordon (``cordon=False``): the node keeps
+its other pods and takes the preemptor.
 """
 
 from __future__ import annotations
@@ -39,10 +41,17 @@ def apply_drain(
     poll_s: float = 0.5,
     clock: Callable[[], float] = time.monotonic,
     sleep: Callable[[float], None] = time.sleep,
+    cordon: bool = True,
 ) -> str:
-    """Returns ``drained`` | ``dry_run`` | ``checkpoint_timeout`` | ``blocked_by_pdb`` | ``failed``."""
-    if act.cordon(drain.node, drain.reason) not in ("applied", "dry_run"):
+    """Returns ``drained`` | ``dry_run`` | ``checkpoint_timeout`` | ``blocked_by_pdb`` | ``failed``.
+    ``cordon=False``: evict without cordoning the node first (nor uncordoning it after a failure)."""
+    if cordon and act.cordon(drain.node, drain.reason) not in ("applied", "dry_run"):
         return "failed"
+
+    def uncordon(reason: str) -> None:
+        if cordon:
+            act.cordon(drain.node, reason, on=False)
+
     token = f"{int(act.clock())}"
     for key in drain.checkpoint_first:
         ns, name = key.split("/", 1)
@@ -56,16 +65,16 @@ def apply_drain(
                 sleep(poll_s)
         if waiting:
             act.record("drain", drain.node, "checkpoint_timeout", "stopped", pods=waiting)
-            act.cordon(drain.node, "checkpoint_timeout", on=False)
+            uncordon("checkpoint_timeout")
             return "checkpoint_timeout"
     for key in drain.evict:
         ns, name = key.split("/", 1)
         out = act.evict(ns, name, drain.reason)
         if out == "refused_429":
-            act.cordon(drain.node, "blocked_by_pdb", on=False)
+            uncordon("blocked_by_pdb")
             return "blocked_by_pdb"
         if out not in ("applied", "dry_run", "not_found"):
-            act.cordon(drain.node, "eviction_failed", on=False)
+            uncordon("eviction_failed")
             return "failed"
     return "dry_run" if act.dry_run else "drained"
 
