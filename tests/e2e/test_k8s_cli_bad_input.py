@@ -35,3 +35,8 @@ def test_controller_without_config_or_with_a_broken_one(tmp_path: Path) -> None:
 def test_k8s_sync_rejects_a_malformed_sku_pair(tmp_path: Path) -> None:
     r = _run("k8s", "sync", "--db", f"sqlite:///{tmp_path / 'x.db'}", "--cluster", "c", "--sku", "nonsense")
     assert r.returncode == 2 and "PRODUCT=SKU_ID" in r.stderr and "Traceback" not in r.stderr
+
+
+def test_controller_rejects_a_zero_preemption_budget(tmp_path: Path) -> None:
+    r = _run("controller", "--kubeconfig", str(tmp_path / "k"), "--no-preemption", "--max-preemptions-per-tick", "0")
+    assert r.returncode == 2 and "--max-preemptions-per-tick" in r.stderr and "Traceback" not in r.stderr

@@ -52,6 +52,14 @@ def register(app: typer.Typer) -> None:
             float, typer.Option("--consolidate-every-s", min=0, help="drain underused nodes this often (0 = off)")
         ] = 0.0,
         max_moves_per_hour: Annotated[int, typer.Option("--max-moves-per-hour", min=0)] = 10,
+        preemption: Annotated[
+            bool,
+            typer.Option(
+                "--preemption/--no-preemption",
+                help="evict strictly lower-priority work (checkpoint first) for pods and gangs that do not fit",
+            ),
+        ] = True,
+        max_preemptions_per_tick: Annotated[int, typer.Option("--max-preemptions-per-tick", min=1)] = 4,
         db: Annotated[str, typer.Option("--db", help="store URL: sync node/pod inventory into it")] = "",
         cluster: Annotated[str, typer.Option("--cluster", help="cluster id in the store (with --db)")] = "",
         sync_every_s: Annotated[float, typer.Option("--sync-every-s", min=1)] = 60.0,
@@ -89,6 +97,7 @@ def register(app: typer.Typer) -> None:
             identity=identity, lease_duration_s=lease_duration_s, renew_s=max(1.0, lease_duration_s / 5),
             dry_run=dry_run, events=events, audit_path=audit, bind_workers=bind_workers,
             consolidate_every_s=consolidate_every_s, max_moves_per_hour=max_moves_per_hour,
+            preemption=preemption, max_preemptions_per_tick=max_preemptions_per_tick,
             store_url=db, inventory_cluster=cluster, sync_every_s=sync_every_s,
             scale_every_s=scale_every_s, prometheus_url=prometheus, rps_query=rps_query or DEFAULT_RPS_QUERY,
         )  # fmt: skip
