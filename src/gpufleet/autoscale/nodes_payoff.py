@@ -24,6 +24,7 @@
 
 from __future__ import annotations
 
+from collections import deque
 from dataclasses import dataclass, replace
 
 import numpy as np
@@ -38,7 +39,13 @@ from gpufleet.autoscale.cluster import (
     ScaleDownRules,
 )
 from gpufleet.autoscale.idle_spells import IdleSpells, keep_idle_node
-from gpufleet.autoscale.node_rules import moves_to_reserved, rent_or_buy_hold_s, shortfall_nodes
+from gpufleet.autoscale.node_rules import (
+    HoldCandidate,
+    expected_use_holds,
+    moves_to_reserved,
+    rent_or_buy_hold_s,
+    shortfall_nodes,
+)
 from gpufleet.domain.pools import Tier
 from gpufleet.ports import IdleNode, MoveContext, ScaleDownContext, ScaleUpContext
 
@@ -50,6 +57,36 @@ MIN_BILLING_S = 60.0  # per-second billing with a one-minute minimum (AWS, GCP L
 # that bench cluster-autoscale measures the node scaler the loop runs.
 LOOP_DELAY_WEIGHT = 4.0
 HOUR_S = 3600
+
+
+class NeedCounts:
+    """Fresh whole nodes one SKU's work needed recently: nodes launched for it and idle launched nodes it reused.
+    :meth:`within` counts those of the last ``span_s`` (None until that long has been watched)."""
+
+    __slots__ = ("_events", "_first_s", "_keep_s")
+
+    def __init__(self) -> None:
+        self._events: deque[tuple[int, int]] = deque()
+        self._first_s: int | None = None
+        self._keep_s = 0.0  # the longest span asked for: older events are dropped
+
+    def watch(self, now_s: int) -> None:
+        if self._first_s is None:
+            self._first_s = now_s
+
+    def add(self, now_s: int, nodes: int) -> None:
+        self.watch(now_s)
+        if nodes > 0:
+            self._events.append((now_s, nodes))
+
+    def within(self, now_s: int, span_s: float) -> int | None:
+        self._keep_s = max(self._keep_s, span_s)
+        ev = self._events
+        while ev and ev[0][0] <= now_s - self._keep_s:
+            ev.popleft()
+        if self._first_s is None or now_s - self._first_s < span_s:
+            return None
+        return sum(k for t, k in ev if t > now_s - span_s)
 
 
 @dataclass(slots=True)
@@ -77,6 +114,7 @@ class PayoffAwareNodes:
         return cls(
             ScaleDownConfig(scale_down_unneeded_s=float(idle_node_timeout_s), use_forecast=False),
             delay_weight=delay_weight,
+            count_needs=True,
         )
 
     def __init__(
@@ -86,6 +124,7 @@ class PayoffAwareNodes:
         learn_gaps: bool = False,
         wait_for_freeing: bool = True,
         move_to_reserved: bool = True,
+        count_needs: bool = False,
     ) -> None:
         cfg = config or ScaleDownConfig()
         # the world offers only nodes already idle for the unneeded time, so the rules' own clock starts at 0
@@ -95,6 +134,8 @@ class PayoffAwareNodes:
         self.move_to_reserved = move_to_reserved
         self.delay_weight = delay_weight
         self.learn_gaps = learn_gaps
+        self.count_needs = count_needs
+        self.needs: dict[str, NeedCounts] = {}  # SKU -> recent fresh-node needs (with ``count_needs``)
         self.spells: dict[str, IdleSpells] = {}  # pool id -> recent idle spells
         self.held: dict[str, int] = {}  # reason -> hold decisions (for reports)
         self._open: dict[int, _Open] = {}
@@ -104,8 +145,13 @@ class PayoffAwareNodes:
     def nodes_to_launch(self, ctx: ScaleUpContext) -> int:
         freeing = ctx.freeing_nodes if self.wait_for_freeing else 0
         if not ctx.gang:  # the world only asks while queued demand exceeds what is starting
-            return 0 if freeing > 0 else ctx.need_nodes
-        return shortfall_nodes(ctx.need_nodes, ctx.free_whole_nodes, ctx.starting_nodes, freeing)
+            k = 0 if freeing > 0 else ctx.need_nodes
+        else:
+            k = shortfall_nodes(ctx.need_nodes, ctx.free_whole_nodes, ctx.starting_nodes, freeing)
+        need = self._need(ctx.sku_id)
+        if need is not None:
+            need.add(ctx.now_s, k)
+        return k
 
     def scale_down(self, ctx: ScaleDownContext) -> list[tuple[int, str]]:
         self._watch(ctx)
@@ -116,7 +162,19 @@ class PayoffAwareNodes:
         idle = [n for n in ctx.idle if n.pool_id not in gone] if gone else ctx.idle
         self._count("out_of_stock_hold", len(ctx.idle) - len(idle))
         holds: dict[tuple[int, float], float] = {}  # hold_s per (node start, price): per pool, not per idle node
-        past = [n for n in idle if not self._keep(n, ctx.wait_price_usd_per_gpu_h, holds)]
+        need = self._need(ctx.sku_id)
+        if need is None or self.learn_gaps:
+            past = [n for n in idle if not self._keep(n, ctx.wait_price_usd_per_gpu_h, holds)]
+        else:
+            cands = []
+            seen: dict[float, int | None] = {}  # needs within a buy time, per buy time
+            for n in idle:
+                buy = self._buy(n, ctx.wait_price_usd_per_gpu_h, holds)
+                if buy not in seen:
+                    seen[buy] = need.within(ctx.now_s, buy)
+                cands.append(HoldCandidate(n.price_usd_per_gpu_h, n.idle_for_s, buy, n.tier == "spot", seen[buy]))
+            keep = expected_use_holds(cands)
+            past = [n for n, k in zip(idle, keep, strict=True) if not k]
         self._count("rent_or_buy_hold", len(idle) - len(past))
         if not past:
             return []
@@ -168,13 +226,25 @@ class PayoffAwareNodes:
     def _keep(self, n: IdleNode, wait_price_usd_per_gpu_h: float, holds: dict[tuple[int, float], float]) -> bool:
         """Hold idle node ``n`` on; ``holds``: :meth:`hold_s` by (node start, price) at this wait price (a memo:
         the hold reads nothing else of the node)."""
+        buy = self._buy(n, wait_price_usd_per_gpu_h, holds)
+        if not self.learn_gaps:
+            return n.idle_for_s < buy
+        return keep_idle_node(self._pool(n.pool_id), float(n.idle_for_s), buy)
+
+    def _buy(self, n: IdleNode, wait_price_usd_per_gpu_h: float, holds: dict[tuple[int, float], float]) -> float:
         key = (n.node_start_s, n.price_usd_per_gpu_h)
         buy = holds.get(key)
         if buy is None:
             buy = holds[key] = self.hold_s(n, wait_price_usd_per_gpu_h)
-        if not self.learn_gaps:
-            return n.idle_for_s < buy
-        return keep_idle_node(self._pool(n.pool_id), float(n.idle_for_s), buy)
+        return buy
+
+    def _need(self, sku_id: str) -> NeedCounts | None:
+        if not self.count_needs:
+            return None
+        r = self.needs.get(sku_id)
+        if r is None:
+            r = self.needs[sku_id] = NeedCounts()
+        return r
 
     def _pool(self, pool_id: str) -> IdleSpells:
         s = self.spells.get(pool_id)
@@ -190,6 +260,9 @@ class PayoffAwareNodes:
             self._period_s[sku] = min(self._period_s.get(sku, now - last), now - last)
         self._last_call[sku] = now
         period = self._period_s.get(sku, 0)
+        need = self._need(sku)
+        if need is not None:
+            need.watch(now)
         here = {n.node_id: n for n in ctx.idle}
         for node_id, o in list(self._open.items()):
             n = here.get(node_id)
@@ -198,6 +271,8 @@ class PayoffAwareNodes:
             end = o.last_seen_s + min(now - o.last_seen_s, period) / 2  # reused between two looks
             self._pool(o.pool_id).add(end - o.start_s, reused=True)
             del self._open[node_id]
+            if need is not None:
+                need.add(now, 1)
         for n in ctx.idle:
             seen = self._open.get(n.node_id)
             if seen is None:
