@@ -24,7 +24,7 @@
 
 from __future__ import annotations
 
-from collections import deque
+from bisect import bisect_right
 from dataclasses import dataclass, replace
 
 import numpy as np
@@ -59,16 +59,23 @@ LOOP_DELAY_WEIGHT = 4.0
 HOUR_S = 3600
 
 
+KEEP_NEEDS_S = 7 * 24 * HOUR_S
+
+
 class NeedCounts:
     """Fresh whole nodes one SKU's work needed recently: nodes launched for it and idle launched nodes it reused.
     :meth:`within` counts those of the last ``span_s`` (None until that long has been watched)."""
 
-    __slots__ = ("_events", "_first_s", "_keep_s")
+    __slots__ = ("_base", "_cum", "_first_s", "_keep_s", "_lo", "_times", "_total")
 
     def __init__(self) -> None:
-        self._events: deque[tuple[int, int]] = deque()
+        self._times: list[int] = []  # event times, ascending (from index ``_lo`` on)
+        self._cum: list[int] = []  # nodes needed up to and including each event
+        self._lo = 0
+        self._base = 0  # nodes needed up to the last event dropped
+        self._total = 0
         self._first_s: int | None = None
-        self._keep_s = 0.0  # the longest span asked for: older events are dropped
+        self._keep_s = float(KEEP_NEEDS_S)  # older events are dropped (the longest span asked for, at least a week)
 
     def watch(self, now_s: int) -> None:
         if self._first_s is None:
@@ -77,16 +84,24 @@ class NeedCounts:
     def add(self, now_s: int, nodes: int) -> None:
         self.watch(now_s)
         if nodes > 0:
-            self._events.append((now_s, nodes))
+            self._total += nodes
+            self._times.append(now_s)
+            self._cum.append(self._total)
 
     def within(self, now_s: int, span_s: float) -> int | None:
-        self._keep_s = max(self._keep_s, span_s)
-        ev = self._events
-        while ev and ev[0][0] <= now_s - self._keep_s:
-            ev.popleft()
         if self._first_s is None or now_s - self._first_s < span_s:
             return None
-        return sum(k for t, k in ev if t > now_s - span_s)
+        self._keep_s = max(self._keep_s, span_s)
+        times, cum = self._times, self._cum
+        lo = bisect_right(times, now_s - self._keep_s, self._lo)
+        if lo > 1024 and lo * 2 > len(times):  # drop what no span asked for can reach
+            self._base = cum[lo - 1]
+            del times[:lo], cum[:lo]
+            lo = 0
+        self._lo = lo
+        i = bisect_right(times, now_s - span_s, lo)
+        before = cum[i - 1] if i > 0 else self._base
+        return self._total - before
 
 
 @dataclass(slots=True)
