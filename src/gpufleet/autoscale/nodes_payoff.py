@@ -12,6 +12,10 @@
   (:func:`~gpufleet.autoscale.idle_spells.keep_idle_node`, reason ``rent_or_buy_hold``), with the buy cost of
   :func:`~gpufleet.autoscale.node_rules.rent_or_buy_hold_s` and the gap distribution learned online per pool from
   the idle spells this scaler watches (a node that leaves the idle list without being terminated was reused).
+  With ``count_needs`` (on in :meth:`PayoffAwareNodes.default`) the holds are also capped by the SKU's recent
+  need for fresh nodes (:func:`~gpufleet.autoscale.node_rules.expected_use_holds`): an idle node is held only while
+  fewer held nodes come before it than the nodes the SKU's work needed (launched, or idle ones reused:
+  :class:`NeedCounts`) over the last break-even time of that node.
   The nodes it lets go then pass the scale-down rules of :mod:`gpufleet.autoscale.cluster` (minimum billing,
   forecast need before a relaunch pays off, disruption budget). The world offers only idle launched nodes; the rest
   of the SKU's schedulable capacity enters those rules as one node that may not be disrupted, so the forecast rule
@@ -119,13 +123,16 @@ class PayoffAwareNodes:
     (:func:`keep_idle_node`) instead of the deterministic break-even (measured no better, so off).
     ``wait_for_freeing``: count busy nodes whose work reports it ends before a launch would be ready
     (``ScaleUpContext.freeing_nodes``) as capacity on its way. ``move_to_reserved``: consolidation
-    (:func:`moves_to_reserved`)."""
+    (:func:`moves_to_reserved`). ``count_needs``: hold no more idle nodes than the fresh nodes the SKU needed over
+    each node's break-even time (:func:`expected_use_holds`; no setting; on in :meth:`default` since session 15,
+    measured on the default scenario's tuning seeds 11-16, docs/benchmarks/loop.md)."""
 
     @classmethod
     def default(cls, idle_node_timeout_s: int = 600, delay_weight: float = LOOP_DELAY_WEIGHT) -> PayoffAwareNodes:
         """gpufleet's setting, the node scaler its loop runs: the hourly demand forecast does not gate scale-down
         (measured: at equal cost the rent-or-buy hold removes more launches than the forecast rule;
-        docs/autoscale.md); ``delay_weight``: see :func:`rent_or_buy_hold_s` (:data:`LOOP_DELAY_WEIGHT`)."""
+        docs/autoscale.md); ``delay_weight``: see :func:`rent_or_buy_hold_s` (:data:`LOOP_DELAY_WEIGHT`); the holds
+        capped by the recent need for fresh nodes (``count_needs``)."""
         return cls(
             ScaleDownConfig(scale_down_unneeded_s=float(idle_node_timeout_s), use_forecast=False),
             delay_weight=delay_weight,
