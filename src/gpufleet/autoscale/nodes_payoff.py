@@ -63,7 +63,8 @@ LOOP_DELAY_WEIGHT = 4.0
 HOUR_S = 3600
 
 
-KEEP_NEEDS_S = 7 * 24 * HOUR_S
+KEEP_NEEDS_S = 7 * 24 * HOUR_S  # needs kept at least this long (longer if a break-even asks for it)
+SPOT = Tier.SPOT.value  # IdleNode.tier of a spot node (hosts checkpointed training only)
 
 
 class NeedCounts:
@@ -194,7 +195,8 @@ class PayoffAwareNodes:
                 buy = self._buy(n, ctx.wait_price_usd_per_gpu_h, holds)
                 if buy not in seen:
                     seen[buy] = need.within(ctx.now_s, buy)
-                cands.append(HoldCandidate(n.price_usd_per_gpu_h, n.idle_for_s, buy, n.tier == "spot", seen[buy]))
+                spot = n.tier == SPOT
+                cands.append(HoldCandidate(n.price_usd_per_gpu_h, n.idle_for_s, buy, spot, seen[buy]))
             keep = expected_use_holds(cands)
             past = [n for n, k in zip(idle, keep, strict=True) if not k]
         self._count("rent_or_buy_hold", len(idle) - len(past))
