@@ -15,6 +15,7 @@ def test_only_the_gpufleet_loop_uses_the_loop_weight() -> None:
     scaler = ControlLoop.gpufleet(1).node_scaler
     assert isinstance(scaler, PayoffAwareNodes)
     assert scaler.delay_weight == LOOP_DELAY_WEIGHT == 4.0
+    assert scaler.count_needs  # holds capped by the recent need for fresh nodes (session 15)
     assert not isinstance(ControlLoop.baseline(1).node_scaler, PayoffAwareNodes)
     # bench cluster-autoscale measures PayoffAwareNodes.default(): the loop's scaler, the loop's weight
     assert PayoffAwareNodes.default().delay_weight == LOOP_DELAY_WEIGHT

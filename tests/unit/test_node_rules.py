@@ -10,7 +10,14 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from gpufleet.autoscale.idle_spells import IdleSpells, keep_idle_node
-from gpufleet.autoscale.node_rules import MOVE_REASON, moves_to_reserved, rent_or_buy_hold_s, shortfall_nodes
+from gpufleet.autoscale.node_rules import (
+    MOVE_REASON,
+    HoldCandidate,
+    expected_use_holds,
+    moves_to_reserved,
+    rent_or_buy_hold_s,
+    shortfall_nodes,
+)
 from gpufleet.ports import RunningOnLaunched
 from gpufleet.sim.crn import FAIL, keyed_exponential, keyed_uniform
 
@@ -168,3 +175,58 @@ def test_keyed_draws_are_reproducible_distinct_and_exponential() -> None:
     assert np.all(np.abs(counts - 2000) < 5 * math.sqrt(20_000 * 0.1 * 0.9))
     x = np.array([keyed_exponential(100.0, 3, FAIL, 1, k, 0) for k in range(20_000)])
     assert abs(x.mean() - 100.0) < 5 * 100.0 / math.sqrt(20_000)
+
+
+def _cand(price: float, idle_s: float, buy_s: float, spot: bool, needs: float | None) -> HoldCandidate:
+    return HoldCandidate(price, idle_s, buy_s, spot, needs)
+
+
+def test_expected_use_holds_only_as_many_nodes_as_needs_within_the_buy_time() -> None:
+    nodes = [_cand(6.88, 700.0 + i, 3060.0, False, 2.0) for i in range(5)]
+    assert expected_use_holds(nodes) == [True, True, False, False, False]  # the two most recently idle
+    nodes[4] = nodes[4]._replace(idle_for_s=3100.0)  # past its break-even: never held
+    assert expected_use_holds([n._replace(expected_needs=None) for n in nodes]) == [True] * 4 + [False]
+    # cheaper nodes that host anything come first; a spot node never stands ahead of an on-demand one
+    mixed = [
+        _cand(6.88, 700.0, 3060.0, False, 1.0),
+        _cand(2.95, 900.0, 90_000.0, False, 1.0),
+        _cand(1.25, 800.0, 14_000.0, True, 1.0),
+    ]
+    assert expected_use_holds(mixed) == [False, True, True]
+    assert expected_use_holds([_cand(6.88, 700.0, 3060.0, False, 0.0)]) == [False]  # nothing needed lately
+    with pytest.raises(ValueError):
+        expected_use_holds([_cand(6.88, -1.0, 3060.0, False, None)])
+
+
+_cands = st.lists(
+    st.builds(
+        HoldCandidate,
+        st.sampled_from([1.25, 2.95, 6.88]),
+        st.floats(0, 20_000),
+        st.floats(0, 20_000),
+        st.booleans(),
+        st.one_of(st.none(), st.floats(0, 12)),
+    ),
+    max_size=24,
+)
+
+
+@given(_cands, st.floats(0, 6))
+def test_expected_use_holds_never_beyond_the_break_even_and_monotone_in_needs(
+    nodes: list[HoldCandidate], more: float
+) -> None:
+    keep = expected_use_holds(nodes)
+    assert len(keep) == len(nodes)
+    for n, k in zip(nodes, keep, strict=True):
+        assert not k or n.idle_for_s < n.buy_s  # never held past its own break-even
+    # the nodes held that host anything never outnumber the largest expected need among them
+    held_any = [n for n, k in zip(nodes, keep, strict=True) if k and not n.checkpointed_only]
+    if held_any and all(n.expected_needs is not None for n in held_any):
+        assert len(held_any) <= math.ceil(max(n.expected_needs or 0.0 for n in held_any))
+    # with one expected count for all (one buy time), expecting more needs never lets a held node go
+    same = [n._replace(expected_needs=2.0) for n in nodes]
+    richer = [n._replace(expected_needs=2.0 + more) for n in nodes]
+    assert all(b or not a for a, b in zip(expected_use_holds(same), expected_use_holds(richer), strict=True))
+    # without counts, the break-even alone
+    plain = expected_use_holds([n._replace(expected_needs=None) for n in nodes])
+    assert plain == [n.idle_for_s < n.buy_s for n in nodes]

@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from gpufleet.autoscale.nodes_baseline import IdleTimeoutScaleDown
-from gpufleet.autoscale.nodes_payoff import PayoffAwareNodes
+from gpufleet.autoscale.nodes_payoff import NeedCounts, PayoffAwareNodes
 from gpufleet.ports import IdleNode, MoveContext, RunningOnLaunched, ScaleDownContext, ScaleUpContext
 from gpufleet.sim.builtin import steady_scenario
 from gpufleet.sim.run import baseline_loop
@@ -225,3 +225,43 @@ def test_the_hold_memo_per_node_start_and_price_keeps_each_nodes_own_hold(
     plain = [ns._keep(n, wait_price, {}) for n in offered]
     assert memo == plain
     assert all(holds[(n.node_start_s, n.price_usd_per_gpu_h)] == ns.hold_s(n, wait_price) for n in offered)
+
+
+def test_idle_nodes_are_held_only_as_many_as_the_fresh_nodes_needed_over_their_break_even() -> None:
+    ns = PayoffAwareNodes.default()  # break-even 3,060 s on on-demand H100
+    assert ns.scale_down(ctx(0, [])) == []  # the scaler starts watching the SKU
+    # one fresh node needed (launched) within the last break-even, two nodes idle: the most recent one stays
+    assert ns.nodes_to_launch(ScaleUpContext(3000, "h100_80gb", 1, False, 0, 0, 0, 600)) == 1
+    out = ns.scale_down(ctx(4000, [idle(1, 900), idle(2, 700)]))
+    assert out == [(1, "unneeded_below_threshold")]
+    # nothing needed over the last break-even: an idle node goes long before its own break-even
+    quiet = PayoffAwareNodes.default()
+    quiet.scale_down(ctx(0, []))
+    assert quiet.scale_down(ctx(4000, [idle(2, 700)])) == [(2, "unneeded_below_threshold")]
+    # without the count (before session 15): both held to their break-even
+    plain = PayoffAwareNodes.default()
+    plain.count_needs = False
+    assert plain.scale_down(ctx(4000, [idle(1, 900), idle(2, 700)])) == []
+
+
+def test_a_reused_idle_node_counts_as_a_need() -> None:
+    ns = PayoffAwareNodes.default()
+    ns.scale_down(ctx(0, []))
+    ns.scale_down(ctx(3000, [idle(1, 700), idle(9, 2000)]))  # not yet a whole break-even watched: both held
+    assert ns.needs["h100_80gb"].within(3000, 3060.0) is None
+    ns.scale_down(ctx(3900, [idle(9, 2900)]))  # node 1 was reused
+    assert ns.needs["h100_80gb"].within(3900, 3060.0) == 1
+    assert ns.scale_down(ctx(3900, [idle(9, 2900), idle(3, 700)])) == [(9, "unneeded_below_threshold")]
+
+
+@given(st.lists(st.tuples(st.integers(0, 500), st.integers(0, 4)), max_size=300), st.sampled_from([60.0, 3060.0]))
+def test_need_counts_are_the_needs_of_the_span(events: list[tuple[int, int]], span: float) -> None:
+    nc = NeedCounts()
+    nc.watch(0)
+    t, seen = 0, []
+    for dt, k in events:
+        t += dt
+        nc.add(t, k)
+        seen.append((t, k))
+        want = None if t < span else sum(k for u, k in seen if u > t - span)
+        assert nc.within(t, span) == want

@@ -13,6 +13,12 @@
   decision made knowing the future (2-competitive), whatever the gap until the next need. The wait is valued
   at the price of capacity had without waiting (on-demand), so a cheap node (spot, secondary) is held longer
   in its own time than an on-demand one: its rent is cheaper per second than the wait it saves.
+- :func:`expected_use_holds` (scale-down, several idle nodes): the ski-rental hold above prices one idle node
+  alone; with ``k`` idle nodes and fresh-node needs arriving at rate ``lambda``, the ``j``-th node to be reused
+  waits ``j / lambda`` on average, so holding it pays only while ``j < lambda x buy`` (rent until use against the
+  relaunch it saves); ``lambda x buy`` is estimated by the needs seen over the last ``buy`` seconds. The nodes are
+  ranked cheapest first, and a node counts ahead of another only if it can host every pod the other can (a spot
+  node hosts checkpointed training only).
 - :func:`moves_to_reserved` (consolidation): restart a long checkpointed gang from its last checkpoint on whole
   reserved nodes that have stood idle, instead of paying its launched nodes for the rest of its run. A planned
   multi-week run that arrived when reserved capacity was short otherwise stays on on-demand nodes until a node
@@ -22,6 +28,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import NamedTuple
 
 from gpufleet.ports import RunningOnLaunched
 
@@ -52,6 +59,49 @@ def rent_or_buy_hold_s(
     if min(node_start_s, min_billing_s, delay_weight, wait_price_ratio) < 0:
         raise ValueError("node_start_s, min_billing_s, delay_weight and wait_price_ratio must be >= 0")
     return node_start_s + delay_weight * wait_price_ratio * node_start_s + min_billing_s
+
+
+class HoldCandidate(NamedTuple):
+    """An idle launched node as :func:`expected_use_holds` sees it."""
+
+    price_usd_per_gpu_h: float
+    idle_for_s: float
+    buy_s: float  # its rent-or-buy break-even (:func:`rent_or_buy_hold_s`)
+    checkpointed_only: bool  # it hosts checkpointed training only (a spot node)
+    # fresh whole nodes the SKU's work is expected to need within ``buy_s`` (None: unknown)
+    expected_needs: float | None = None
+
+
+def expected_use_holds(nodes: Sequence[HoldCandidate]) -> list[bool]:
+    """Which idle nodes to hold on (one bool per node, in the given order).
+
+    Every node is held at most its own break-even (``idle_for_s < buy_s``, the 2-competitive ski-rental rule).
+    With ``expected_needs`` (fresh whole nodes the SKU's work is expected to need within the node's ``buy_s``) a
+    node is held only while fewer held nodes than that come before it: with needs arriving at rate ``r`` the
+    ``j``-th node to be reused waits ``j / r`` on average, and holding it that long costs less than the relaunch it
+    saves only if ``j / r < buy_s``, i.e. ``j < r x buy_s``. Order: cheapest first, then the most recently idle;
+    a node comes before another only if it can host every pod the other can (a checkpointed-only node never comes
+    before one that hosts anything). ``expected_needs`` None: the break-even alone decides.
+    """
+    if any(n.idle_for_s < 0 or n.buy_s < 0 or (n.expected_needs or 0.0) < 0 for n in nodes):
+        raise ValueError("idle_for_s, buy_s and expected_needs must be >= 0")
+    keep = [n.idle_for_s < n.buy_s for n in nodes]
+    order = sorted(range(len(nodes)), key=lambda i: (nodes[i].price_usd_per_gpu_h, nodes[i].idle_for_s, i))
+    held_any = 0  # held nodes so far that host any pod
+    held_ckpt = 0  # held nodes so far that host checkpointed training only
+    for i in order:
+        n = nodes[i]
+        if not keep[i]:
+            continue
+        ahead = held_any + held_ckpt if n.checkpointed_only else held_any
+        if n.expected_needs is not None and ahead >= n.expected_needs:
+            keep[i] = False
+            continue
+        if n.checkpointed_only:
+            held_ckpt += 1
+        else:
+            held_any += 1
+    return keep
 
 
 def moves_to_reserved(

@@ -12,6 +12,10 @@
   (:func:`~gpufleet.autoscale.idle_spells.keep_idle_node`, reason ``rent_or_buy_hold``), with the buy cost of
   :func:`~gpufleet.autoscale.node_rules.rent_or_buy_hold_s` and the gap distribution learned online per pool from
   the idle spells this scaler watches (a node that leaves the idle list without being terminated was reused).
+  With ``count_needs`` (on in :meth:`PayoffAwareNodes.default`) the holds are also capped by the SKU's recent
+  need for fresh nodes (:func:`~gpufleet.autoscale.node_rules.expected_use_holds`): an idle node is held only while
+  fewer held nodes come before it than the nodes the SKU's work needed (launched, or idle ones reused:
+  :class:`NeedCounts`) over the last break-even time of that node.
   The nodes it lets go then pass the scale-down rules of :mod:`gpufleet.autoscale.cluster` (minimum billing,
   forecast need before a relaunch pays off, disruption budget). The world offers only idle launched nodes; the rest
   of the SKU's schedulable capacity enters those rules as one node that may not be disrupted, so the forecast rule
@@ -24,6 +28,7 @@
 
 from __future__ import annotations
 
+from bisect import bisect_right
 from dataclasses import dataclass, replace
 
 import numpy as np
@@ -38,7 +43,13 @@ from gpufleet.autoscale.cluster import (
     ScaleDownRules,
 )
 from gpufleet.autoscale.idle_spells import IdleSpells, keep_idle_node
-from gpufleet.autoscale.node_rules import moves_to_reserved, rent_or_buy_hold_s, shortfall_nodes
+from gpufleet.autoscale.node_rules import (
+    HoldCandidate,
+    expected_use_holds,
+    moves_to_reserved,
+    rent_or_buy_hold_s,
+    shortfall_nodes,
+)
 from gpufleet.domain.pools import Tier
 from gpufleet.ports import IdleNode, MoveContext, ScaleDownContext, ScaleUpContext
 
@@ -50,6 +61,52 @@ MIN_BILLING_S = 60.0  # per-second billing with a one-minute minimum (AWS, GCP L
 # that bench cluster-autoscale measures the node scaler the loop runs.
 LOOP_DELAY_WEIGHT = 4.0
 HOUR_S = 3600
+
+
+KEEP_NEEDS_S = 7 * 24 * HOUR_S  # needs kept at least this long (longer if a break-even asks for it)
+SPOT = Tier.SPOT.value  # IdleNode.tier of a spot node (hosts checkpointed training only)
+
+
+class NeedCounts:
+    """Fresh whole nodes one SKU's work needed recently: nodes launched for it and idle launched nodes it reused.
+    :meth:`within` counts those of the last ``span_s`` (None until that long has been watched)."""
+
+    __slots__ = ("_base", "_cum", "_first_s", "_keep_s", "_lo", "_times", "_total")
+
+    def __init__(self) -> None:
+        self._times: list[int] = []  # event times, ascending (from index ``_lo`` on)
+        self._cum: list[int] = []  # nodes needed up to and including each event
+        self._lo = 0
+        self._base = 0  # nodes needed up to the last event dropped
+        self._total = 0
+        self._first_s: int | None = None
+        self._keep_s = float(KEEP_NEEDS_S)  # older events are dropped (the longest span asked for, at least a week)
+
+    def watch(self, now_s: int) -> None:
+        if self._first_s is None:
+            self._first_s = now_s
+
+    def add(self, now_s: int, nodes: int) -> None:
+        self.watch(now_s)
+        if nodes > 0:
+            self._total += nodes
+            self._times.append(now_s)
+            self._cum.append(self._total)
+
+    def within(self, now_s: int, span_s: float) -> int | None:
+        if self._first_s is None or now_s - self._first_s < span_s:
+            return None
+        self._keep_s = max(self._keep_s, span_s)
+        times, cum = self._times, self._cum
+        lo = bisect_right(times, now_s - self._keep_s, self._lo)
+        if lo > 1024 and lo * 2 > len(times):  # drop what no span asked for can reach
+            self._base = cum[lo - 1]
+            del times[:lo], cum[:lo]
+            lo = 0
+        self._lo = lo
+        i = bisect_right(times, now_s - span_s, lo)
+        before = cum[i - 1] if i > 0 else self._base
+        return self._total - before
 
 
 @dataclass(slots=True)
@@ -67,16 +124,20 @@ class PayoffAwareNodes:
     (:func:`keep_idle_node`) instead of the deterministic break-even (measured no better, so off).
     ``wait_for_freeing``: count busy nodes whose work reports it ends before a launch would be ready
     (``ScaleUpContext.freeing_nodes``) as capacity on its way. ``move_to_reserved``: consolidation
-    (:func:`moves_to_reserved`)."""
+    (:func:`moves_to_reserved`). ``count_needs``: hold no more idle nodes than the fresh nodes the SKU needed over
+    each node's break-even time (:func:`expected_use_holds`; no setting; on in :meth:`default` since session 15,
+    measured on the default scenario's tuning seeds 11-16, docs/benchmarks/loop.md)."""
 
     @classmethod
     def default(cls, idle_node_timeout_s: int = 600, delay_weight: float = LOOP_DELAY_WEIGHT) -> PayoffAwareNodes:
         """gpufleet's setting, the node scaler its loop runs: the hourly demand forecast does not gate scale-down
         (measured: at equal cost the rent-or-buy hold removes more launches than the forecast rule;
-        docs/autoscale.md); ``delay_weight``: see :func:`rent_or_buy_hold_s` (:data:`LOOP_DELAY_WEIGHT`)."""
+        docs/autoscale.md); ``delay_weight``: see :func:`rent_or_buy_hold_s` (:data:`LOOP_DELAY_WEIGHT`); the holds
+        capped by the recent need for fresh nodes (``count_needs``)."""
         return cls(
             ScaleDownConfig(scale_down_unneeded_s=float(idle_node_timeout_s), use_forecast=False),
             delay_weight=delay_weight,
+            count_needs=True,
         )
 
     def __init__(
@@ -86,6 +147,7 @@ class PayoffAwareNodes:
         learn_gaps: bool = False,
         wait_for_freeing: bool = True,
         move_to_reserved: bool = True,
+        count_needs: bool = False,
     ) -> None:
         cfg = config or ScaleDownConfig()
         # the world offers only nodes already idle for the unneeded time, so the rules' own clock starts at 0
@@ -95,6 +157,8 @@ class PayoffAwareNodes:
         self.move_to_reserved = move_to_reserved
         self.delay_weight = delay_weight
         self.learn_gaps = learn_gaps
+        self.count_needs = count_needs
+        self.needs: dict[str, NeedCounts] = {}  # SKU -> recent fresh-node needs (with ``count_needs``)
         self.spells: dict[str, IdleSpells] = {}  # pool id -> recent idle spells
         self.held: dict[str, int] = {}  # reason -> hold decisions (for reports)
         self._open: dict[int, _Open] = {}
@@ -104,8 +168,13 @@ class PayoffAwareNodes:
     def nodes_to_launch(self, ctx: ScaleUpContext) -> int:
         freeing = ctx.freeing_nodes if self.wait_for_freeing else 0
         if not ctx.gang:  # the world only asks while queued demand exceeds what is starting
-            return 0 if freeing > 0 else ctx.need_nodes
-        return shortfall_nodes(ctx.need_nodes, ctx.free_whole_nodes, ctx.starting_nodes, freeing)
+            k = 0 if freeing > 0 else ctx.need_nodes
+        else:
+            k = shortfall_nodes(ctx.need_nodes, ctx.free_whole_nodes, ctx.starting_nodes, freeing)
+        need = self._need(ctx.sku_id)
+        if need is not None:
+            need.add(ctx.now_s, k)
+        return k
 
     def scale_down(self, ctx: ScaleDownContext) -> list[tuple[int, str]]:
         self._watch(ctx)
@@ -116,7 +185,20 @@ class PayoffAwareNodes:
         idle = [n for n in ctx.idle if n.pool_id not in gone] if gone else ctx.idle
         self._count("out_of_stock_hold", len(ctx.idle) - len(idle))
         holds: dict[tuple[int, float], float] = {}  # hold_s per (node start, price): per pool, not per idle node
-        past = [n for n in idle if not self._keep(n, ctx.wait_price_usd_per_gpu_h, holds)]
+        need = self._need(ctx.sku_id)
+        if need is None or self.learn_gaps:
+            past = [n for n in idle if not self._keep(n, ctx.wait_price_usd_per_gpu_h, holds)]
+        else:
+            cands = []
+            seen: dict[float, int | None] = {}  # needs within a buy time, per buy time
+            for n in idle:
+                buy = self._buy(n, ctx.wait_price_usd_per_gpu_h, holds)
+                if buy not in seen:
+                    seen[buy] = need.within(ctx.now_s, buy)
+                spot = n.tier == SPOT
+                cands.append(HoldCandidate(n.price_usd_per_gpu_h, n.idle_for_s, buy, spot, seen[buy]))
+            keep = expected_use_holds(cands)
+            past = [n for n, k in zip(idle, keep, strict=True) if not k]
         self._count("rent_or_buy_hold", len(idle) - len(past))
         if not past:
             return []
@@ -168,13 +250,25 @@ class PayoffAwareNodes:
     def _keep(self, n: IdleNode, wait_price_usd_per_gpu_h: float, holds: dict[tuple[int, float], float]) -> bool:
         """Hold idle node ``n`` on; ``holds``: :meth:`hold_s` by (node start, price) at this wait price (a memo:
         the hold reads nothing else of the node)."""
+        buy = self._buy(n, wait_price_usd_per_gpu_h, holds)
+        if not self.learn_gaps:
+            return n.idle_for_s < buy
+        return keep_idle_node(self._pool(n.pool_id), float(n.idle_for_s), buy)
+
+    def _buy(self, n: IdleNode, wait_price_usd_per_gpu_h: float, holds: dict[tuple[int, float], float]) -> float:
         key = (n.node_start_s, n.price_usd_per_gpu_h)
         buy = holds.get(key)
         if buy is None:
             buy = holds[key] = self.hold_s(n, wait_price_usd_per_gpu_h)
-        if not self.learn_gaps:
-            return n.idle_for_s < buy
-        return keep_idle_node(self._pool(n.pool_id), float(n.idle_for_s), buy)
+        return buy
+
+    def _need(self, sku_id: str) -> NeedCounts | None:
+        if not self.count_needs:
+            return None
+        r = self.needs.get(sku_id)
+        if r is None:
+            r = self.needs[sku_id] = NeedCounts()
+        return r
 
     def _pool(self, pool_id: str) -> IdleSpells:
         s = self.spells.get(pool_id)
@@ -190,6 +284,9 @@ class PayoffAwareNodes:
             self._period_s[sku] = min(self._period_s.get(sku, now - last), now - last)
         self._last_call[sku] = now
         period = self._period_s.get(sku, 0)
+        need = self._need(sku)
+        if need is not None:
+            need.watch(now)
         here = {n.node_id: n for n in ctx.idle}
         for node_id, o in list(self._open.items()):
             n = here.get(node_id)
@@ -198,6 +295,8 @@ class PayoffAwareNodes:
             end = o.last_seen_s + min(now - o.last_seen_s, period) / 2  # reused between two looks
             self._pool(o.pool_id).add(end - o.start_s, reused=True)
             del self._open[node_id]
+            if need is not None:
+                need.add(now, 1)
         for n in ctx.idle:
             seen = self._open.get(n.node_id)
             if seen is None:
