@@ -66,6 +66,7 @@ def gpufleet_loop(sc: Scenario, seed: int) -> ControlLoop:
                 slo_s=s.slo_s,
                 max_concurrency=1 if s.queue == "exclusive" else None,
                 price_usd_per_replica_h=on_demand_usd_h(s.sku) * s.gpus_per_replica,
+                gpu_type=s.sku,
             )
     return loop
 

@@ -44,6 +44,7 @@ if TYPE_CHECKING:
     from gpufleet.control.loop import ControlLoop
     from gpufleet.sim.decisions import DecisionLog
     from gpufleet.sim.engine import EventQueue
+    from gpufleet.sim.fleet import PoolRuntime
     from gpufleet.sim.metrics import Metrics
     from gpufleet.sim.pods import PodTable, WorkQueues
     from gpufleet.sim.scheduling import Scheduling
@@ -72,6 +73,7 @@ class FleetRuntime:
     parts: list[PeriodServed] = field(default_factory=list)  # the current period's parts served before an observation
     observe_at: int = -1  # the pending queue-growth observation (-1: none)
     index: int = -1  # the fleet's index in the world (the observation event's argument)
+    sku_pools: list[PoolRuntime] = field(default_factory=list)  # the pools of the fleet's SKU (their stock is observed)
     # called when a replica stops serving (``ServingFleets.watch``: is the queue growing now?)
     on_drop: Callable[[FleetRuntime, int], None] | None = None
 
@@ -171,6 +173,7 @@ class ServingFleets:
         self.victim_reasons: dict[str, int] = {}  # the scale-down rule's choices by reason code
         for i, fr in enumerate(fleets):
             fr.index = i
+            fr.sku_pools = [pr for pr in scheduling.fleet.pools if pr.sku_idx == fr.sku_idx]
             fr.on_drop = self.watch
             fr.queue.shed_wait_s = loop.queue_wait_limit_s(fr.spec.slo_s)  # the loop's admission control
 
@@ -378,4 +381,5 @@ def _signals(fr: FleetRuntime, now: int, window_s: int, rps: float, served: Peri
         load_replicas=served.load_replicas,
         peak_concurrency=served.peak_concurrency if fr.spec.queue == "exclusive" else None,
         slo_misses=served.missed,
+        stocked_out=any(not pr.in_stock for pr in fr.sku_pools),
     )
