@@ -20,6 +20,10 @@ tick. The tick then serves the rest of the period and ``decide`` sees the whole 
 cannot carry the arrivals is observed again after another delay; one that declined is asked again at the next
 growth (tick or lost replica). Observations happen only while a queue grows, so a well-sized fleet costs none.
 
+The world also observes, for the policy, whether a pool of the fleet's SKU is out of stock
+(``ReplicaSignals.stocked_out``), and for the run summary, why requests missed: each served window's misses go to
+one cause of :data:`MISS_CAUSES` (:meth:`ServingFleets.account_misses`; observation only, no decision reads it).
+
 A part of :class:`~gpufleet.sim.world.World` (:class:`ServingFleets`); replicas are pods of the shared pod table,
 placed and released by the scheduling part like any other pod.
 """
