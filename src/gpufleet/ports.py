@@ -177,6 +177,9 @@ class ReplicaSignals:
       gateway's in-flight gauge; None when the caller does not measure it).
     slo_misses: requests whose wait in the queue passed the latency SLO during the period (a gateway sees a
       queued request's age cross it; each request counts once; None when the caller does not measure it).
+    stocked_out: a pool of the workload's GPU type is out of stock now (the provider refuses launches there; the
+      simulator's on-demand stock-outs, a cloud adapter's stockout signal): room let go or taken now cannot be
+      had back from that pool until it returns. False when the caller does not observe it.
     """
 
     now_s: float
@@ -190,6 +193,7 @@ class ReplicaSignals:
     peak_work: tuple[tuple[float, float], ...] = ()
     peak_concurrency: float | None = None
     slo_misses: float | None = None
+    stocked_out: bool = False
 
     @property
     def total(self) -> int:

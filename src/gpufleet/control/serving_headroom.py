@@ -74,6 +74,10 @@ class SpareReplicas(RatePolicy):
     # no scale-down at a step slot: while the step pre-warm is on, the fleet keeps at least its ready replicas (a
     # replica let go just before a step that outgrows the pre-warm is a cold start short when it comes)
     step_hold: bool = True
+    # the step pre-warm of a fleet that shares its GPU type with another declared fleet, during a stock-out
+    # (``ReplicaSignals.stocked_out``): sized for the median of the slot's jumps, not their largest or tail
+    # (:func:`stockout_jump`; False: as in stock)
+    stockout_median: bool = True
     # noise floor and step tail (:meth:`_noise_floor`, :func:`newsvendor_z`): a missed request costs this much
     # (0 = off; the replica autoscaler's ``slo_breach_cost_usd`` is 0.01); sigma is measured over ``noise_days``
     # days. On since session 10 with ``step_sd_outlier`` on and ``step_min_days`` 4 (chosen on the default
@@ -84,6 +88,7 @@ class SpareReplicas(RatePolicy):
     noise_base_periods: int = 3
     noise_spare: bool = True  # the spare is added over the noise floor too (False: the floor is the whole fleet)
     price_usd_per_replica_h: dict[ServingScaling, float] = field(default_factory=dict)
+    gpu_type: dict[ServingScaling, str] = field(default_factory=dict)  # declared per fleet (:meth:`declare_fleet`)
     name: str = "gpufleet"
     _asks: dict[ServingScaling, deque[int]] = field(default_factory=dict)
     _jumps: dict[ServingScaling, dict[int, deque[float]]] = field(default_factory=dict)
@@ -111,11 +116,15 @@ class SpareReplicas(RatePolicy):
         slo_s: float | None,
         max_concurrency: int | None,
         price_usd_per_replica_h: float | None = None,
+        gpu_type: str | None = None,
     ) -> None:
         """What the world declares of one fleet: its replica size (the spare's GPUs), the price of one more replica
         (the noise floor's newsvendor, the inner policy's scale-to-zero rule and budget; None: no noise floor) and, for gpufleet's inner policy, its latency
-        SLO on queue wait and the requests one replica serves at once (None: batching)."""
+        SLO on queue wait and the requests one replica serves at once (None: batching); the GPU type its replicas
+        run on (fleets of one type compete for its room during a stock-out, :func:`stockout_jump`; None: unknown)."""
         self.gpus_per_replica[scaling] = gpus_per_replica
+        if gpu_type is not None:
+            self.gpu_type[scaling] = gpu_type
         if price_usd_per_replica_h is not None:
             self.price_usd_per_replica_h[scaling] = price_usd_per_replica_h
         if isinstance(self.inner, PredictiveReplicas):
@@ -148,6 +157,7 @@ class SpareReplicas(RatePolicy):
             s.peak_work,
             s.peak_concurrency,
             s.slo_misses,
+            s.stocked_out,
         )
 
     def decide(self, signals: ReplicaSignals, scaling: ServingScaling) -> ReplicaDecision:
@@ -165,7 +175,7 @@ class SpareReplicas(RatePolicy):
             want, reason = floor, "daily_peak_floor"
         step = self._step_floor(signals, scaling)
         if step > want:
-            want, reason = step, "step_prewarm"
+            want, reason = step, "stockout_prewarm" if self._stockout_shared(signals, scaling) else "step_prewarm"
         spare = self._spare(scaling)
         want += spare
         noise = self._noise_floor(signals, scaling)
@@ -205,6 +215,13 @@ class SpareReplicas(RatePolicy):
             return None
         want = min(d.desired + self._spare(scaling), scaling.max_replicas)
         return replace(d, desired=want) if want > signals.total else None
+
+    def _stockout_shared(self, s: ReplicaSignals, scaling: ServingScaling) -> bool:
+        """The fleet's GPU type is out of stock and another declared fleet runs on it (:func:`stockout_jump`)."""
+        if not (s.stocked_out and self.stockout_median):
+            return False
+        mine = self.gpu_type.get(scaling)
+        return mine is not None and sum(1 for t in self.gpu_type.values() if t == mine) > 1
 
     def _step_floor(self, s: ReplicaSignals, scaling: ServingScaling) -> int:
         """Replicas (at 100% busy) for a step that recurs at this time of day, over the next two periods, so
@@ -286,7 +303,10 @@ class SpareReplicas(RatePolicy):
             step = max(sds[k % n], sds[(k + 1) % n]) >= self.step_outlier * typical_sd > 0
         if not step:
             return 0
-        j = max(j, _slot_tail(tails, tail_args, k % n), _slot_tail(tails, tail_args, (k + 1) % n))
+        if self._stockout_shared(s, scaling):  # the slots' median jump (:func:`stockout_jump`)
+            j = max(stockout_jump(slot_logs, jumps, k % n), stockout_jump(slot_logs, jumps, (k + 1) % n))
+        else:
+            j = max(j, _slot_tail(tails, tail_args, k % n), _slot_tail(tails, tail_args, (k + 1) % n))
         return math.ceil(s.load_replicas * j - 1e-9)
 
     def _z(self, scaling: ServingScaling, sigma: float) -> float:
@@ -364,6 +384,23 @@ class SpareReplicas(RatePolicy):
             return 0
         base_rps = math.exp(sum(logs) / len(logs))
         return math.ceil(base_rps / scaling.target_rps_per_replica * math.exp(m + z * sigma) - 1e-9)
+
+
+def stockout_jump(slot_logs: dict[int, np.ndarray], jumps: dict[int, deque[float]], slot: int) -> float:
+    """The step pre-warm's jump at ``slot`` while the fleet's GPU type is out of stock: the median of the slot's
+    jumps (0 for a slot with none), the newsvendor's quantile at z = 0.
+
+    In stock, a pre-warm replica costs its price and the pre-warm holds the slot's largest jump, or the tail
+    the newsvendor's z reaches (:meth:`SpareReplicas._step_floor`). Out of stock, the room a pre-warm takes cannot
+    be replaced: a replica held for a step that does not come is room a sibling fleet of the same GPU type (whose
+    step does come: default seed 19, docs/benchmarks/loop.md session 15) cannot have, and serving replicas do not
+    preempt each other, so an extra replica costs about what it saves (a missed request either way): critical
+    ratio 1/2, the median. A fleet alone on its GPU type keeps the in-stock sizing: its pre-warm takes room only
+    from work it may preempt, or from idle nodes."""
+    h = jumps.get(slot)
+    if not h:
+        return 0.0
+    return math.exp(float(np.median(slot_logs[slot][: len(h)])))
 
 
 def _t_tail(df: int, z: float, mean: float, sd: float) -> float:

@@ -17,6 +17,7 @@ from gpufleet.domain.reservations import ReservationStatus
 from gpufleet.domain.workloads import ServingScaling
 from gpufleet.sim.kinds import PARKED
 from gpufleet.sim.scenario import Scenario
+from gpufleet.sim.serving import FleetRuntime
 from gpufleet.sim.world import World
 
 HOUR_S = 3600
@@ -65,6 +66,7 @@ def gpufleet_loop(sc: Scenario, seed: int) -> ControlLoop:
                 slo_s=s.slo_s,
                 max_concurrency=1 if s.queue == "exclusive" else None,
                 price_usd_per_replica_h=on_demand_usd_h(s.sku) * s.gpus_per_replica,
+                gpu_type=s.sku,
             )
     return loop
 
@@ -80,6 +82,15 @@ LOOPS = {"gpufleet": gpufleet_loop, "common_practice": common_practice_loop, "ba
 
 def _r(x: float, nd: int = 4) -> float:
     return float(round(x, nd))
+
+
+def _misses_by_cause(fleets: list[FleetRuntime]) -> dict[str, float]:
+    """Missed serving requests summed over the fleets, by cause (sim/serving.py, ``MISS_CAUSES``)."""
+    out: dict[str, float] = {}
+    for fr in fleets:
+        for k, v in fr.misses_by_cause.items():
+            out[k] = out.get(k, 0.0) + v
+    return {k: _r(v, 1) for k, v in sorted(out.items())}
 
 
 def summarize(w: World) -> dict[str, Any]:
@@ -168,10 +179,12 @@ def summarize(w: World) -> dict[str, Any]:
         "p50_queue_wait_s": _r(float(np.percentile(all_waits, 50)) if len(all_waits) else 0.0, 1),
         "p99_queue_wait_s": _r(float(np.percentile(all_waits, 99)) if len(all_waits) else 0.0, 1),
         "serving_slo_attainment": _r(served / total_req if total_req else 1.0, 6),
+        "serving_misses_by_cause": _misses_by_cause(w.fleets),  # sim/serving.py, ServingFleets.account_misses
         "serving": {
             fr.spec.name: {
                 "slo_attainment": _r(fr.served_req / fr.total_req if fr.total_req else 1.0, 6),
                 "cold_starts": fr.cold_starts,
+                "misses_by_cause": {k: _r(v, 1) for k, v in sorted(fr.misses_by_cause.items())},
             }
             for fr in w.fleets
         },

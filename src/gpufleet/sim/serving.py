@@ -20,6 +20,10 @@ tick. The tick then serves the rest of the period and ``decide`` sees the whole 
 cannot carry the arrivals is observed again after another delay; one that declined is asked again at the next
 growth (tick or lost replica). Observations happen only while a queue grows, so a well-sized fleet costs none.
 
+The world also observes, for the policy, whether a pool of the fleet's SKU is out of stock
+(``ReplicaSignals.stocked_out``), and for the run summary, why requests missed: each served window's misses go to
+one cause of :data:`MISS_CAUSES` (:meth:`ServingFleets.account_misses`; observation only, no decision reads it).
+
 A part of :class:`~gpufleet.sim.world.World` (:class:`ServingFleets`); replicas are pods of the shared pod table,
 placed and released by the scheduling part like any other pod.
 """
@@ -44,6 +48,7 @@ if TYPE_CHECKING:
     from gpufleet.control.loop import ControlLoop
     from gpufleet.sim.decisions import DecisionLog
     from gpufleet.sim.engine import EventQueue
+    from gpufleet.sim.fleet import PoolRuntime
     from gpufleet.sim.metrics import Metrics
     from gpufleet.sim.pods import PodTable, WorkQueues
     from gpufleet.sim.scheduling import Scheduling
@@ -63,12 +68,16 @@ class FleetRuntime:
     total_req: float = 0.0
     shed_req: float = 0.0  # requests the gateway rejected at arrival (admission control; counted as missed)
     cold_starts: int = 0
+    # missed requests by cause (:meth:`ServingFleets.account_misses`, :data:`MISS_CAUSES`): observation only
+    misses_by_cause: dict[str, float] = field(default_factory=dict)
+    last_loss_s: int = -(10**12)  # the last time a ready replica stopped serving other than by a scale-down
     ready_at_tick: int = 0  # ready replicas when the queue was last served (a tick or an observation)
     ready_log: list[tuple[int, int]] = field(default_factory=list)  # (time, ready after the change) since then
     served_to: int = 0  # the queue has served the traffic up to this time
     parts: list[PeriodServed] = field(default_factory=list)  # the current period's parts served before an observation
     observe_at: int = -1  # the pending queue-growth observation (-1: none)
     index: int = -1  # the fleet's index in the world (the observation event's argument)
+    sku_pools: list[PoolRuntime] = field(default_factory=list)  # the pools of the fleet's SKU (their stock is observed)
     # called when a replica stops serving (``ServingFleets.watch``: is the queue growing now?)
     on_drop: Callable[[FleetRuntime, int], None] | None = None
 
@@ -76,6 +85,8 @@ class FleetRuntime:
         """A replica became ready (+1) or stopped serving (-1)."""
         self.ready += delta
         self.ready_log.append((now, self.ready))
+        if delta < 0 and now != self.last_scale_down_s:  # not the autoscaler's own scale-down: a lost replica
+            self.last_loss_s = now
         if delta < 0 and self.on_drop is not None:
             self.on_drop(self, now)
 
@@ -166,6 +177,7 @@ class ServingFleets:
         self.victim_reasons: dict[str, int] = {}  # the scale-down rule's choices by reason code
         for i, fr in enumerate(fleets):
             fr.index = i
+            fr.sku_pools = [pr for pr in scheduling.fleet.pools if pr.sku_idx == fr.sku_idx]
             fr.on_drop = self.watch
             fr.queue.shed_wait_s = loop.queue_wait_limit_s(fr.spec.slo_s)  # the loop's admission control
 
@@ -182,7 +194,11 @@ class ServingFleets:
         period = self.period_s
         if k > 0:
             rps = float(fr.rps[k - 1])
-            fr.parts.append(fr.serve_to(rps, now))
+            start = fr.served_to
+            got = fr.serve_to(rps, now)
+            if got.missed > 0:
+                self.account_misses(fr, start, now, got.missed)
+            fr.parts.append(got)
             served = combine(fr.parts)
             fr.parts.clear()
         else:  # nothing served yet: the rate known from before the horizon, an empty queue
@@ -248,6 +264,8 @@ class ServingFleets:
         start = fr.served_to
         rps = float(fr.rps[now // self.period_s])
         part = fr.serve_to(rps, now)
+        if part.missed > 0:
+            self.account_misses(fr, start, now, part.missed)
         fr.parts.append(part)
         cur = len(fr.pods)
         decision = self.loop.autoscaler.react(_signals(fr, now, now - start, rps, part), fr.scaling)
@@ -257,6 +275,39 @@ class ServingFleets:
         self.apply(i, fr, now, decision)
         if part.load_replicas > len(fr.pods):  # the fleet, once up, still cannot carry the arrivals: look again
             self.watch(fr, now)
+
+    def account_misses(self, fr: FleetRuntime, start: int, now: int, missed: float) -> None:
+        """Attribute the requests missed over ``[start, now)`` to one cause (:data:`MISS_CAUSES`, first that holds):
+        a replica of the fleet waited for a node in the window (``no_capacity``); a replica was lost within a
+        cold start and a period before it (``replica_lost``); a replica was cold-starting in the window, added
+        within two periods of a scale-down (``cold_start_after_scale_down``) or not (``cold_start``); every
+        replica was up, the last decision scaled the fleet down (``all_up_after_scale_down``) or not (``all_up``).
+        Observation only: nothing here feeds a decision."""
+        p = self.pods
+        cold = fr.spec.cold_start_s
+        waited = starting = False
+        added = -(10**12)
+        for pod in fr.pods:
+            st = p.state[pod]
+            if st != RUNNING:  # queued or parked: no node for it
+                waited = True
+                break
+            if not p.ready[pod] or p.start[pod] + cold > start:  # cold-starting in the window
+                if p.start[pod] > p.arrival[pod]:  # it was placed after it was asked for: it waited for a node
+                    waited = True
+                    break
+                starting = True
+                added = max(added, p.arrival[pod])
+        if waited:
+            cause = "no_capacity"
+        elif fr.last_loss_s > start - cold - self.period_s:
+            cause = "replica_lost"
+        elif starting:
+            recent = 0 <= added - fr.last_scale_down_s <= 2 * self.period_s
+            cause = "cold_start_after_scale_down" if recent else "cold_start"
+        else:
+            cause = "all_up_after_scale_down" if fr.last_scale_down_s >= start else "all_up"
+        fr.misses_by_cause[cause] = fr.misses_by_cause.get(cause, 0.0) + missed
 
     def add_replica(self, i: int, fr: FleetRuntime, now: int) -> None:
         pod = self.pods.add_replica(i, fr.spec, fr.sku_idx, now)
@@ -308,7 +359,16 @@ class ServingFleets:
         self.pods.ready[pod] = True
 
 
-_UNPLACED = (ReplicaView(False), ReplicaView(True))  # a replica without a node, by its readiness
+_UNPLACED = (ReplicaView(False), ReplicaView(True))
+# the causes :meth:`ServingFleets.account_misses` attributes missed requests to, in the order it tests them
+MISS_CAUSES = (
+    "no_capacity",
+    "replica_lost",
+    "cold_start_after_scale_down",
+    "cold_start",
+    "all_up_after_scale_down",
+    "all_up",
+)  # a replica without a node, by its readiness
 
 
 def _signals(fr: FleetRuntime, now: int, window_s: int, rps: float, served: PeriodServed) -> ReplicaSignals:
@@ -325,4 +385,5 @@ def _signals(fr: FleetRuntime, now: int, window_s: int, rps: float, served: Peri
         load_replicas=served.load_replicas,
         peak_concurrency=served.peak_concurrency if fr.spec.queue == "exclusive" else None,
         slo_misses=served.missed,
+        stocked_out=any(not pr.in_stock for pr in fr.sku_pools),
     )
