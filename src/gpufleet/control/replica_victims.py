@@ -123,6 +123,49 @@ def deletion_costs(replicas: Sequence[ReplicaView]) -> list[int]:
     return costs
 
 
+class FleetDigest(NamedTuple):
+    """A fleet's replicas as the world keeps them between scale-downs: what :meth:`VictimRule.choose_one` reads to
+    stop one replica, the same choice as the rule over every :class:`ReplicaView` (``choose(views, 1)``) without
+    describing every replica. Indices are into the fleet's replicas, oldest first, as for the views.
+
+    ``count``: replicas; ``newest_not_ready``: the newest replica not ready (-1: every one is ready);
+    ``dear``: (saving per GPU-hour, index) of each ready replica whose removal saves more than 0
+    (:func:`saving_usd_h`), in any order; ``alone``: whether replica ``index`` is alone on its node(s)."""
+
+    count: int
+    newest_not_ready: int
+    dear: Sequence[tuple[float, int]]
+    alone: Callable[[int], bool]
+
+
+def newest_one(d: FleetDigest) -> VictimChoice:
+    """:func:`newest_first` for one replica, from a digest."""
+    if d.count <= 0:
+        raise ValueError(f"cannot stop 1 of {d.count} replicas")
+    if d.newest_not_ready >= 0:
+        return VictimChoice(d.newest_not_ready, NOT_READY)
+    return VictimChoice(d.count - 1, NEWEST)
+
+
+def dearest_one(d: FleetDigest) -> VictimChoice:
+    """:func:`dearest_first` for one replica, from a digest: the newest replica not ready, else the largest key
+    (saving, alone, index) among the ready ones: the dear replicas' best saving if any saves (alone first, then
+    the newest), else every ready replica saves 0 and the newest alone one goes (else the newest)."""
+    n = d.count
+    if n <= 0:
+        raise ValueError(f"cannot stop 1 of {n} replicas")
+    if d.newest_not_ready >= 0:
+        return VictimChoice(d.newest_not_ready, NOT_READY)
+    alone = d.alone
+    if d.dear:
+        top = max(d.dear)[0]
+        tied = sorted((j for saving, j in d.dear if saving == top), reverse=True)
+    else:
+        tied = range(n - 1, -1, -1)  # every key's saving is 0: the newest alone replica, else the newest
+    j = next((i for i in tied if alone(i)), tied[0])
+    return VictimChoice(j, NEWEST if j == n - 1 else DEAREST_EMPTIES_NODE if alone(j) else DEAREST)
+
+
 @dataclass(frozen=True, slots=True)
 class VictimRule:
     """A loop's scale-down rule: ``cost_aware`` (:func:`dearest_first`) or Kubernetes' default
@@ -134,6 +177,10 @@ class VictimRule:
         """The ``k`` replicas to stop, ranked once on one observation (as Kubernetes' ReplicaSet controller ranks
         its pods once per sync and deletes the lowest ranked)."""
         return dearest_first(replicas, k) if self.cost_aware else newest_first(replicas, k)
+
+    def choose_one(self, fleet: FleetDigest) -> VictimChoice:
+        """The one replica to stop, read off the fleet's digest: ``choose(views, 1)[0]`` on the same fleet."""
+        return dearest_one(fleet) if self.cost_aware else newest_one(fleet)
 
 
 KUBERNETES_DEFAULT = VictimRule(cost_aware=False)
