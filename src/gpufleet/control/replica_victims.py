@@ -15,7 +15,9 @@ newest (Kubernetes' own tie-break). Placement takes the cheapest running room fi
 on-demand nodes empty.
 
 The world describes each replica as a :class:`ReplicaView` (oldest first, the fleet's order) and applies the
-choice; it never decides. In Kubernetes the same choice is expressed by the
+choice; it never decides. To stop one replica (the usual scale-down) it gives a :class:`FleetDigest` instead,
+kept as replicas are placed and released (the replicas whose removal saves, the newest not ready, and whether a
+replica is alone on its node(s)), and :meth:`VictimRule.choose_one` makes the same choice from it. In Kubernetes the same choice is expressed by the
 ``controller.kubernetes.io/pod-deletion-cost`` annotation (the ReplicaSet controller deletes a not-ready pod
 first, then the lowest cost): :func:`deletion_costs` gives each replica its cost in the rule's order, and
 :func:`deletion_cost_plan` turns an observed cluster into the annotations to write before a Deployment scales
