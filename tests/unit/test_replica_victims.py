@@ -256,7 +256,7 @@ def test_the_worlds_replica_views_and_digest_are_the_plain_ones_over_a_run() -> 
             rs = w.serving.replica_views(fr)  # the plain views (checked above)
             got = fast_digest(fr)
             ref = digest_of(rs)
-            assert (got.count, got.newest_not_ready) == (ref.count, ref.newest_not_ready)
+            assert (got.size, got.newest_not_ready) == (ref.size, ref.newest_not_ready)
             if ref.newest_not_ready < 0:
                 assert sorted(got.dear) == sorted(ref.dear)
             assert [got.alone(j) for j in range(len(rs))] == [r.alone for r in rs]

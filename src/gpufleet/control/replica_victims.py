@@ -130,11 +130,11 @@ class FleetDigest(NamedTuple):
     stop one replica, the same choice as the rule over every :class:`ReplicaView` (``choose(views, 1)``) without
     describing every replica. Indices are into the fleet's replicas, oldest first, as for the views.
 
-    ``count``: replicas; ``newest_not_ready``: the newest replica not ready (-1: every one is ready);
+    ``size``: replicas; ``newest_not_ready``: the newest replica not ready (-1: every one is ready);
     ``dear``: (saving per GPU-hour, index) of each ready replica whose removal saves more than 0
     (:func:`saving_usd_h`), in any order; ``alone``: whether replica ``index`` is alone on its node(s)."""
 
-    count: int
+    size: int
     newest_not_ready: int
     dear: Sequence[tuple[float, int]]
     alone: Callable[[int], bool]
@@ -142,23 +142,24 @@ class FleetDigest(NamedTuple):
 
 def newest_one(d: FleetDigest) -> VictimChoice:
     """:func:`newest_first` for one replica, from a digest."""
-    if d.count <= 0:
-        raise ValueError(f"cannot stop 1 of {d.count} replicas")
+    if d.size <= 0:
+        raise ValueError(f"cannot stop 1 of {d.size} replicas")
     if d.newest_not_ready >= 0:
         return VictimChoice(d.newest_not_ready, NOT_READY)
-    return VictimChoice(d.count - 1, NEWEST)
+    return VictimChoice(d.size - 1, NEWEST)
 
 
 def dearest_one(d: FleetDigest) -> VictimChoice:
     """:func:`dearest_first` for one replica, from a digest: the newest replica not ready, else the largest key
     (saving, alone, index) among the ready ones: the dear replicas' best saving if any saves (alone first, then
     the newest), else every ready replica saves 0 and the newest alone one goes (else the newest)."""
-    n = d.count
+    n = d.size
     if n <= 0:
         raise ValueError(f"cannot stop 1 of {n} replicas")
     if d.newest_not_ready >= 0:
         return VictimChoice(d.newest_not_ready, NOT_READY)
     alone = d.alone
+    tied: Sequence[int]
     if d.dear:
         top = max(d.dear)[0]
         tied = sorted((j for saving, j in d.dear if saving == top), reverse=True)
