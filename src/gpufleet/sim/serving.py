@@ -220,13 +220,9 @@ class ServingFleets:
                 self.add_replica(i, fr, now)
         elif want < cur:
             fr.last_scale_down_s = now
-            # the loop's rule (control/replica_victims.py) ranks the fleet once for the batch; one replica is
-            # chosen off the fleet's digest (the same choice, without describing every replica)
-            rule = self.loop.replica_victims
-            if cur - want == 1:
-                choices = [rule.choose_one(self.digest(fr))]
-            else:
-                choices = rule.choose(self.replica_views(fr), cur - want)
+            # the loop's rule (control/replica_victims.py) ranks the fleet once for the batch, off the fleet's
+            # digest (the choice over every replica's view, without describing every replica)
+            choices = self.loop.replica_victims.choose_digest(self.digest(fr), cur - want)
             victims = [fr.pods[c.index] for c in choices]
             for c, victim in zip(choices, victims, strict=True):
                 self.victim_reasons[c.reason] = self.victim_reasons.get(c.reason, 0) + 1
@@ -309,28 +305,25 @@ class ServingFleets:
         return views
 
     def digest(self, fr: FleetRuntime) -> FleetDigest:
-        """The fleet's replicas as the one-replica scale-down reads them (control/replica_victims.FleetDigest):
-        the newest not ready, the placed replicas whose removal saves (kept in ``fr.dear``, the ready ones: a
-        fleet with one not ready stops that one), whether a replica is alone on its node(s)."""
+        """The fleet's replicas as the scale-down rule reads them (control/replica_victims.FleetDigest): those not
+        ready (a scan only when some is), the ready replicas whose removal saves (kept in ``fr.dear``), whether a
+        replica is alone on its node(s) (asked only of the replicas the rule looks at)."""
         pods = fr.pods
         ready = self.pods.ready
-        newest_not_ready = -1
+        not_ready: list[int] = []
         if fr.ready != len(pods):
-            for j in range(len(pods) - 1, -1, -1):
-                if not ready[pods[j]]:
-                    newest_not_ready = j
-                    break
+            not_ready = [j for j in range(len(pods) - 1, -1, -1) if not ready[pods[j]]]
         dear: list[tuple[float, int]] = []
-        if fr.dear and newest_not_ready < 0:
+        if fr.dear:
             index = pods.index
-            dear = [(saving, index(pod)) for pod, saving in fr.dear.items()]
+            dear = [(saving, index(pod)) for pod, saving in fr.dear.items() if ready[pod]]
         pod_nodes, n_pods = self.pods.nodes, self.scheduling.fleet.n_pods
 
         def alone(j: int) -> bool:
             nodes = pod_nodes[pods[j]]
             return bool(nodes) and all(len(n_pods[n]) == 1 for n in nodes)
 
-        return FleetDigest(len(pods), newest_not_ready, dear, alone)
+        return FleetDigest(len(pods), not_ready, dear, alone)
 
     def on_ready(self, now: int, pod: int, epoch: int) -> None:
         if self.pods.epoch[pod] != epoch or self.pods.state[pod] != RUNNING:
