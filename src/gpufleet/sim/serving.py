@@ -133,8 +133,6 @@ def build_fleets(
 # Fixed, not tuned (docs/scenario.md, "Serving physics").
 METRICS_DELAY_S = 45
 
-DEAR_BY_SEARCH = 8  # a fleet digest locates up to this many dear replicas by list search, more through a dict
-
 
 class ServingFleets:
     """Serves each fleet's traffic through its queue every control tick and applies the replica autoscaler's
@@ -223,13 +221,8 @@ class ServingFleets:
         elif want < cur:
             fr.last_scale_down_s = now
             # the loop's rule (control/replica_victims.py) ranks the fleet once for the batch, off the fleet's
-            # digest (the choice over every replica's view, without describing every replica) unless most of
-            # its replicas save when stopped (the digest would describe those anyway)
-            rule = self.loop.replica_victims
-            if 2 * len(fr.dear) > cur:  # most replicas save: describing each costs no more than the digest
-                choices = rule.choose(self.replica_views(fr), cur - want)
-            else:
-                choices = rule.choose_digest(self.digest(fr), cur - want)
+            # digest (the choice over every replica's view, without describing every replica)
+            choices = self.loop.replica_victims.choose_digest(self.digest(fr), cur - want)
             victims = [fr.pods[c.index] for c in choices]
             for c, victim in zip(choices, victims, strict=True):
                 self.victim_reasons[c.reason] = self.victim_reasons.get(c.reason, 0) + 1
@@ -322,12 +315,8 @@ class ServingFleets:
             not_ready = [j for j in range(len(pods) - 1, -1, -1) if not ready[pods[j]]]
         dear: list[tuple[float, int]] = []
         if fr.dear:
-            if len(fr.dear) <= DEAR_BY_SEARCH:  # a few: each found by list.index (C)
-                index = pods.index
-                dear = [(saving, index(pod)) for pod, saving in fr.dear.items() if ready[pod]]
-            else:
-                at = {pod: j for j, pod in enumerate(pods)}
-                dear = [(saving, at[pod]) for pod, saving in fr.dear.items() if ready[pod]]
+            index = pods.index
+            dear = [(saving, index(pod)) for pod, saving in fr.dear.items() if ready[pod]]
         pod_nodes, n_pods = self.pods.nodes, self.scheduling.fleet.n_pods
 
         def alone(j: int) -> bool:
