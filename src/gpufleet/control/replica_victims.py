@@ -15,9 +15,9 @@ newest (Kubernetes' own tie-break). Placement takes the cheapest running room fi
 on-demand nodes empty.
 
 The world describes each replica as a :class:`ReplicaView` (oldest first, the fleet's order) and applies the
-choice; it never decides. To stop replicas it gives a :class:`FleetDigest` instead,
+choice; it never decides. To stop one replica (the usual scale-down) it gives a :class:`FleetDigest` instead,
 kept as replicas are placed and released (the replicas whose removal saves, the newest not ready, and whether a
-replica is alone on its node(s)), and :meth:`VictimRule.choose_digest` makes the same choice from it. In Kubernetes the same choice is expressed by the
+replica is alone on its node(s)), and :meth:`VictimRule.choose_one` makes the same choice from it. In Kubernetes the same choice is expressed by the
 ``controller.kubernetes.io/pod-deletion-cost`` annotation (the ReplicaSet controller deletes a not-ready pod
 first, then the lowest cost): :func:`deletion_costs` gives each replica its cost in the rule's order, and
 :func:`deletion_cost_plan` turns an observed cluster into the annotations to write before a Deployment scales
@@ -126,62 +126,47 @@ def deletion_costs(replicas: Sequence[ReplicaView]) -> list[int]:
 
 
 class FleetDigest(NamedTuple):
-    """A fleet's replicas as the world keeps them between scale-downs: what :meth:`VictimRule.choose_digest`
-    reads, the same choice as the rule over every :class:`ReplicaView` (:meth:`VictimRule.choose`) without
+    """A fleet's replicas as the world keeps them between scale-downs: what :meth:`VictimRule.choose_one` reads to
+    stop one replica, the same choice as the rule over every :class:`ReplicaView` (``choose(views, 1)``) without
     describing every replica. Indices are into the fleet's replicas, oldest first, as for the views.
 
-    ``size``: replicas; ``not_ready``: the replicas not ready, newest first; ``dear``: (saving per GPU-hour,
-    index) of each ready replica whose removal saves more than 0 (:func:`saving_usd_h`), in any order;
-    ``alone``: whether replica ``index`` is alone on its node(s)."""
+    ``size``: replicas; ``newest_not_ready``: the newest replica not ready (-1: every one is ready);
+    ``dear``: (saving per GPU-hour, index) of each ready replica whose removal saves more than 0
+    (:func:`saving_usd_h`), in any order; ``alone``: whether replica ``index`` is alone on its node(s)."""
 
     size: int
-    not_ready: Sequence[int]
+    newest_not_ready: int
     dear: Sequence[tuple[float, int]]
     alone: Callable[[int], bool]
 
 
-def digest_ranked(d: FleetDigest, k: int, cost_aware: bool) -> list[VictimChoice]:
-    """:func:`dearest_first` (``cost_aware``) or :func:`newest_first` for ``k`` replicas, from a digest: the
-    replicas not ready (newest first), then the ready ones by the largest keys (saving, alone, index): the dear
-    replicas by their keys, then those that save 0 (every other ready replica), alone ones newest first, then the
-    rest newest first; only as many as asked are looked at."""
+def newest_one(d: FleetDigest) -> VictimChoice:
+    """:func:`newest_first` for one replica, from a digest."""
+    if d.size <= 0:
+        raise ValueError(f"cannot stop 1 of {d.size} replicas")
+    if d.newest_not_ready >= 0:
+        return VictimChoice(d.newest_not_ready, NOT_READY)
+    return VictimChoice(d.size - 1, NEWEST)
+
+
+def dearest_one(d: FleetDigest) -> VictimChoice:
+    """:func:`dearest_first` for one replica, from a digest: the newest replica not ready, else the largest key
+    (saving, alone, index) among the ready ones: the dear replicas' best saving if any saves (alone first, then
+    the newest), else every ready replica saves 0 and the newest alone one goes (else the newest)."""
     n = d.size
-    if not 0 <= k <= n:
-        raise ValueError(f"cannot stop {k} of {n} replicas")
-    out = [VictimChoice(i, NOT_READY) for i in d.not_ready[:k]]
-    m = k - len(out)
-    if m <= 0:
-        return out
-    skip = set(d.not_ready)
-    newest: list[int] = []  # the m newest ready replicas: what Kubernetes' default would stop
-    j = n - 1
-    while len(newest) < m:
-        if j not in skip:
-            newest.append(j)
-        j -= 1
-    if not cost_aware:
-        return out + [VictimChoice(i, NEWEST) for i in newest]
+    if n <= 0:
+        raise ValueError(f"cannot stop 1 of {n} replicas")
+    if d.newest_not_ready >= 0:
+        return VictimChoice(d.newest_not_ready, NOT_READY)
     alone = d.alone
-    top = sorted([(saving, alone(i), i) for saving, i in d.dear], reverse=True)[:m]
-    want = m - len(top)
-    if want > 0:  # every other ready replica saves 0: alone first, each group newest first
-        skip.update(i for _saving, i in d.dear)
-        lone: list[int] = []
-        shared: list[int] = []
-        for i in range(n - 1, -1, -1):
-            if i in skip:
-                continue
-            if alone(i):
-                lone.append(i)
-                if len(lone) == want:
-                    break
-            elif len(shared) < want:
-                shared.append(i)
-        top += [(0.0, i in lone, i) for i in (lone + shared)[:want]]
-    picked = set(newest)
-    for _saving, lone_i, i in top:
-        out.append(VictimChoice(i, NEWEST if i in picked else DEAREST_EMPTIES_NODE if lone_i else DEAREST))
-    return out
+    tied: Sequence[int]
+    if d.dear:
+        top = max(d.dear)[0]
+        tied = sorted((j for saving, j in d.dear if saving == top), reverse=True)
+    else:
+        tied = range(n - 1, -1, -1)  # every key's saving is 0: the newest alone replica, else the newest
+    j = next((i for i in tied if alone(i)), tied[0])
+    return VictimChoice(j, NEWEST if j == n - 1 else DEAREST_EMPTIES_NODE if alone(j) else DEAREST)
 
 
 @dataclass(frozen=True, slots=True)
@@ -196,9 +181,9 @@ class VictimRule:
         its pods once per sync and deletes the lowest ranked)."""
         return dearest_first(replicas, k) if self.cost_aware else newest_first(replicas, k)
 
-    def choose_digest(self, fleet: FleetDigest, k: int = 1) -> list[VictimChoice]:
-        """The ``k`` replicas to stop, read off the fleet's digest: ``choose(views, k)`` on the same fleet."""
-        return digest_ranked(fleet, k, self.cost_aware)
+    def choose_one(self, fleet: FleetDigest) -> VictimChoice:
+        """The one replica to stop, read off the fleet's digest: ``choose(views, 1)[0]`` on the same fleet."""
+        return dearest_one(fleet) if self.cost_aware else newest_one(fleet)
 
 
 KUBERNETES_DEFAULT = VictimRule(cost_aware=False)

@@ -220,9 +220,13 @@ class ServingFleets:
                 self.add_replica(i, fr, now)
         elif want < cur:
             fr.last_scale_down_s = now
-            # the loop's rule (control/replica_victims.py) ranks the fleet once for the batch, off the fleet's
-            # digest (the choice over every replica's view, without describing every replica)
-            choices = self.loop.replica_victims.choose_digest(self.digest(fr), cur - want)
+            # the loop's rule (control/replica_victims.py) ranks the fleet once for the batch; one replica is
+            # chosen off the fleet's digest (the same choice, without describing every replica)
+            rule = self.loop.replica_victims
+            if cur - want == 1:
+                choices = [rule.choose_one(self.digest(fr))]
+            else:
+                choices = rule.choose(self.replica_views(fr), cur - want)
             victims = [fr.pods[c.index] for c in choices]
             for c, victim in zip(choices, victims, strict=True):
                 self.victim_reasons[c.reason] = self.victim_reasons.get(c.reason, 0) + 1
@@ -305,25 +309,28 @@ class ServingFleets:
         return views
 
     def digest(self, fr: FleetRuntime) -> FleetDigest:
-        """The fleet's replicas as the scale-down rule reads them (control/replica_victims.FleetDigest): those not
-        ready (a scan only when some is), the ready replicas whose removal saves (kept in ``fr.dear``), whether a
-        replica is alone on its node(s) (asked only of the replicas the rule looks at)."""
+        """The fleet's replicas as the one-replica scale-down reads them (control/replica_victims.FleetDigest):
+        the newest not ready, the placed replicas whose removal saves (kept in ``fr.dear``, the ready ones: a
+        fleet with one not ready stops that one), whether a replica is alone on its node(s)."""
         pods = fr.pods
         ready = self.pods.ready
-        not_ready: list[int] = []
+        newest_not_ready = -1
         if fr.ready != len(pods):
-            not_ready = [j for j in range(len(pods) - 1, -1, -1) if not ready[pods[j]]]
+            for j in range(len(pods) - 1, -1, -1):
+                if not ready[pods[j]]:
+                    newest_not_ready = j
+                    break
         dear: list[tuple[float, int]] = []
-        if fr.dear:
+        if fr.dear and newest_not_ready < 0:
             index = pods.index
-            dear = [(saving, index(pod)) for pod, saving in fr.dear.items() if ready[pod]]
+            dear = [(saving, index(pod)) for pod, saving in fr.dear.items()]
         pod_nodes, n_pods = self.pods.nodes, self.scheduling.fleet.n_pods
 
         def alone(j: int) -> bool:
             nodes = pod_nodes[pods[j]]
             return bool(nodes) and all(len(n_pods[n]) == 1 for n in nodes)
 
-        return FleetDigest(len(pods), not_ready, dear, alone)
+        return FleetDigest(len(pods), newest_not_ready, dear, alone)
 
     def on_ready(self, now: int, pod: int, epoch: int) -> None:
         if self.pods.epoch[pod] != epoch or self.pods.state[pod] != RUNNING:
