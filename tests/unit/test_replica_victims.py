@@ -4,8 +4,6 @@ gpufleet's."""
 
 from __future__ import annotations
 
-import random
-
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -18,7 +16,6 @@ from gpufleet.control.replica_victims import (
     KUBERNETES_DEFAULT,
     NEWEST,
     NOT_READY,
-    FleetDigest,
     ReplicaView,
     dearest_first,
     deletion_costs,
@@ -199,90 +196,36 @@ def test_the_ranking_of_sorted_keys_is_the_key_function_ranking(rs: list[Replica
     assert deletion_costs(rs) == [full.index(j) for j in range(len(rs))]
 
 
-def digest_of(rs: list[ReplicaView]) -> FleetDigest:
-    """The digest the world keeps, written from the views (the plain definition of each field)."""
-    not_ready = [j for j, r in enumerate(rs) if not r.ready]
-    dear = [(saving_usd_h(r), j) for j, r in enumerate(rs) if r.ready and saving_usd_h(r) > 0]
-    return FleetDigest(len(rs), not_ready[-1] if not_ready else -1, dear, lambda j: rs[j].alone)
-
-
-@given(st.lists(views, min_size=1, max_size=40), st.randoms())
-def test_one_replica_chosen_off_the_digest_is_the_rules_choice_over_the_views(
-    rs: list[ReplicaView], rnd: random.Random
-) -> None:
-    """VictimRule.choose_one (what the world asks when one replica goes) = choose(views, 1), choice and reason,
-    under both rules, whatever the order of the digest's dear replicas."""
-    d = digest_of(rs)
-    shuffled = list(d.dear)
-    rnd.shuffle(shuffled)
-    d = d._replace(dear=shuffled)
-    for rule in (COST_AWARE, KUBERNETES_DEFAULT):
-        assert rule.choose_one(d) == rule.choose(rs, 1)[0]
-
-
-def test_the_worlds_replica_views_and_digest_are_the_plain_ones_over_a_run() -> None:
+def test_the_worlds_replica_views_are_the_plain_views_over_a_run() -> None:
     """sim/serving.replica_views (named tuples built without their __new__ frame, shared views of replicas
-    without a node) equals building each ReplicaView plainly, and the fleet's digest kept as replicas are placed,
-    released and repriced (sim/serving.digest, FleetRuntime.dear) is the plain digest of those views and gives
-    both rules' choice over them, at every scale-down of runs (one with reservations that end)."""
+    without a node) equals building each ReplicaView plainly, at every scale-down of a run."""
     from gpufleet.sim.builtin import default_scenario
     from gpufleet.sim.run import gpufleet_loop
 
-    checked: list[int] = []
-    digests: list[int] = []
-    for sc in (default_scenario().model_copy(update={"days": 3}), _expiring_scenario()):
-        w = World(sc, gpufleet_loop(sc, sc.seed), seed=sc.seed)
-        fast, fast_digest = w.serving.replica_views, w.serving.digest
-
-        def plain(fr, w=w, fast=fast):  # type: ignore[no-untyped-def]
-            f = w.scheduling.fleet
-            out = []
-            for pod in fr.pods:
-                nodes = w.pods.nodes[pod]
-                if not nodes:
-                    out.append(ReplicaView(bool(w.pods.ready[pod])))
-                    continue
-                n = nodes[0]
-                alone = all(len(f.n_pods[m]) == 1 for m in nodes)
-                out.append(
-                    ReplicaView(bool(w.pods.ready[pod]), n, f.pools[f.n_pool[n]].price_usd, f.n_res[n] >= 0, alone)
-                )
-            got = fast(fr)
-            assert got == out and all(type(v) is ReplicaView for v in got)
-            checked.append(len(got))
-            return got
-
-        def digest(fr, w=w, fast_digest=fast_digest):  # type: ignore[no-untyped-def]
-            rs = w.serving.replica_views(fr)  # the plain views (checked above)
-            got = fast_digest(fr)
-            ref = digest_of(rs)
-            assert (got.size, got.newest_not_ready) == (ref.size, ref.newest_not_ready)
-            if ref.newest_not_ready < 0:
-                assert sorted(got.dear) == sorted(ref.dear)
-            assert [got.alone(j) for j in range(len(rs))] == [r.alone for r in rs]
-            for rule in (COST_AWARE, KUBERNETES_DEFAULT):
-                assert rule.choose_one(got) == rule.choose(rs, 1)[0]
-            digests.append(len(ref.dear))
-            return got
-
-        w.serving.replica_views = plain  # type: ignore[method-assign]
-        w.serving.digest = digest  # type: ignore[method-assign]
-        w.run()
-        w.check_invariants()
-    assert len(digests) > 10 and sum(checked) > 100
-    assert sum(1 for d in digests if d) > 3  # scale-downs with replicas on dear nodes
-
-
-def _expiring_scenario():  # type: ignore[no-untyped-def]
-    """A short default run whose initial reservations end mid-run (their nodes then bill on demand)."""
-    from gpufleet.sim.builtin import default_scenario
-
     sc = default_scenario().model_copy(update={"days": 3})
-    pools = [
-        p.model_copy(update={"reservations": [r.model_copy(update={"remaining_months": 0.05}) for r in p.reservations]})
-        for p in sc.pools
-    ]
-    return sc.model_copy(update={"pools": pools})
+    w = World(sc, gpufleet_loop(sc, sc.seed), seed=sc.seed)
+    fast = w.serving.replica_views
+    checked = []
+
+    def plain(fr):  # type: ignore[no-untyped-def]
+        f = w.scheduling.fleet
+        out = []
+        for pod in fr.pods:
+            nodes = w.pods.nodes[pod]
+            if not nodes:
+                out.append(ReplicaView(bool(w.pods.ready[pod])))
+                continue
+            n = nodes[0]
+            alone = all(len(f.n_pods[m]) == 1 for m in nodes)
+            out.append(ReplicaView(bool(w.pods.ready[pod]), n, f.pools[f.n_pool[n]].price_usd, f.n_res[n] >= 0, alone))
+        got = fast(fr)
+        assert got == out and all(type(v) is ReplicaView for v in got)
+        checked.append(len(got))
+        return got
+
+    w.serving.replica_views = plain  # type: ignore[method-assign]
+    w.run()
+    assert len(checked) > 10 and sum(checked) > 100
 
 
 # --- the same rule on an observed Kubernetes cluster (control/replica_victims.deletion_cost_plan) -----------------

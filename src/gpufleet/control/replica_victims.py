@@ -15,9 +15,7 @@ newest (Kubernetes' own tie-break). Placement takes the cheapest running room fi
 on-demand nodes empty.
 
 The world describes each replica as a :class:`ReplicaView` (oldest first, the fleet's order) and applies the
-choice; it never decides. To stop one replica (the usual scale-down) it gives a :class:`FleetDigest` instead,
-kept as replicas are placed and released (the replicas whose removal saves, the newest not ready, and whether a
-replica is alone on its node(s)), and :meth:`VictimRule.choose_one` makes the same choice from it. In Kubernetes the same choice is expressed by the
+choice; it never decides. In Kubernetes the same choice is expressed by the
 ``controller.kubernetes.io/pod-deletion-cost`` annotation (the ReplicaSet controller deletes a not-ready pod
 first, then the lowest cost): :func:`deletion_costs` gives each replica its cost in the rule's order, and
 :func:`deletion_cost_plan` turns an observed cluster into the annotations to write before a Deployment scales
@@ -125,50 +123,6 @@ def deletion_costs(replicas: Sequence[ReplicaView]) -> list[int]:
     return costs
 
 
-class FleetDigest(NamedTuple):
-    """A fleet's replicas as the world keeps them between scale-downs: what :meth:`VictimRule.choose_one` reads to
-    stop one replica, the same choice as the rule over every :class:`ReplicaView` (``choose(views, 1)``) without
-    describing every replica. Indices are into the fleet's replicas, oldest first, as for the views.
-
-    ``size``: replicas; ``newest_not_ready``: the newest replica not ready (-1: every one is ready);
-    ``dear``: (saving per GPU-hour, index) of each ready replica whose removal saves more than 0
-    (:func:`saving_usd_h`), in any order; ``alone``: whether replica ``index`` is alone on its node(s)."""
-
-    size: int
-    newest_not_ready: int
-    dear: Sequence[tuple[float, int]]
-    alone: Callable[[int], bool]
-
-
-def newest_one(d: FleetDigest) -> VictimChoice:
-    """:func:`newest_first` for one replica, from a digest."""
-    if d.size <= 0:
-        raise ValueError(f"cannot stop 1 of {d.size} replicas")
-    if d.newest_not_ready >= 0:
-        return VictimChoice(d.newest_not_ready, NOT_READY)
-    return VictimChoice(d.size - 1, NEWEST)
-
-
-def dearest_one(d: FleetDigest) -> VictimChoice:
-    """:func:`dearest_first` for one replica, from a digest: the newest replica not ready, else the largest key
-    (saving, alone, index) among the ready ones: the dear replicas' best saving if any saves (alone first, then
-    the newest), else every ready replica saves 0 and the newest alone one goes (else the newest)."""
-    n = d.size
-    if n <= 0:
-        raise ValueError(f"cannot stop 1 of {n} replicas")
-    if d.newest_not_ready >= 0:
-        return VictimChoice(d.newest_not_ready, NOT_READY)
-    alone = d.alone
-    tied: Sequence[int]
-    if d.dear:
-        top = max(d.dear)[0]
-        tied = sorted((j for saving, j in d.dear if saving == top), reverse=True)
-    else:
-        tied = range(n - 1, -1, -1)  # every key's saving is 0: the newest alone replica, else the newest
-    j = next((i for i in tied if alone(i)), tied[0])
-    return VictimChoice(j, NEWEST if j == n - 1 else DEAREST_EMPTIES_NODE if alone(j) else DEAREST)
-
-
 @dataclass(frozen=True, slots=True)
 class VictimRule:
     """A loop's scale-down rule: ``cost_aware`` (:func:`dearest_first`) or Kubernetes' default
@@ -180,10 +134,6 @@ class VictimRule:
         """The ``k`` replicas to stop, ranked once on one observation (as Kubernetes' ReplicaSet controller ranks
         its pods once per sync and deletes the lowest ranked)."""
         return dearest_first(replicas, k) if self.cost_aware else newest_first(replicas, k)
-
-    def choose_one(self, fleet: FleetDigest) -> VictimChoice:
-        """The one replica to stop, read off the fleet's digest: ``choose(views, 1)[0]`` on the same fleet."""
-        return dearest_one(fleet) if self.cost_aware else newest_one(fleet)
 
 
 KUBERNETES_DEFAULT = VictimRule(cost_aware=False)

@@ -209,6 +209,5 @@ class ReservationDesk:
                 for pod in self.fleet.n_pods[node]:
                     self.billing.charge(pod, now)  # close the segment billed at the reserved price
                 self.fleet.move_to_pool(node, od, now)
-                self.scheduling.repriced(node)  # replicas on it now save its on-demand price when stopped
                 if self.fleet.n_state[node] == NodeState.UP and self.fleet.n_free[node] == self.fleet.n_total[node]:
                     self.fleet.n_idle_since[node] = now

@@ -291,13 +291,7 @@ class Scheduling:
         p.epoch[pod] = epoch
         fl = p.serving[pod]
         if fl >= 0:
-            fr = self.fleets[fl]
-            first = nodes[0]
-            if f.n_res[first] < 0:  # not held under a reservation: stopping the replica saves its tier's price
-                saving = f.pools[f.n_pool[first]].price_usd
-                if saving > 0:
-                    fr.dear[pod] = saving
-            cold = fr.spec.cold_start_s
+            cold = self.fleets[fl].spec.cold_start_s
             self.q.schedule(now + self.provisioner.start_delay_s(cold, now), READY, pod, epoch)
         else:
             if p.first_start[pod] < 0:
@@ -317,26 +311,11 @@ class Scheduling:
         for node in p.nodes[pod]:
             release(node, pod, gpn, now)
         p.nodes[pod] = ()
-        fl = p.serving[pod]
-        if fl >= 0:
-            self.fleets[fl].dear.pop(pod, None)
         p.epoch[pod] += 1
         self._run_ended(pod, None)  # the next run draws its own ETA factor
         self.admission.release(pod)
         if drain and self.queues.pending_gpus[s] > 0:
             self.drain_queue(s, now)
-
-    def repriced(self, node: int) -> None:
-        """``node`` bills at another price (its reservation ended): what stopping each replica on it saves."""
-        f, p = self.fleet, self.pods
-        saving = -1.0 if f.n_res[node] >= 0 else f.pools[f.n_pool[node]].price_usd
-        for pod in f.n_pods[node]:
-            fl = p.serving[pod]
-            if fl >= 0 and p.nodes[pod][0] == node:
-                if saving > 0:
-                    self.fleets[fl].dear[pod] = saving
-                else:
-                    self.fleets[fl].dear.pop(pod, None)
 
     def enqueue(self, pod: int, now: int) -> None:
         p = self.pods

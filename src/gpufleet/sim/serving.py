@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from gpufleet.control.replica_victims import FleetDigest, ReplicaView
+from gpufleet.control.replica_victims import ReplicaView
 from gpufleet.domain.workloads import ServingScaling
 from gpufleet.ports import ReplicaDecision, ReplicaSignals
 from gpufleet.sim import demand
@@ -68,10 +68,6 @@ class FleetRuntime:
     served_to: int = 0  # the queue has served the traffic up to this time
     parts: list[PeriodServed] = field(default_factory=list)  # the current period's parts served before an observation
     observe_at: int = -1  # the pending queue-growth observation (-1: none)
-    # replica pod -> what stopping it saves per GPU-hour (its first node's tier price), for each replica placed on
-    # a node not held under a reservation: kept as replicas are placed and released (Scheduling.try_place,
-    # .release) and as a node's reservation ends (.repriced), read by a one-replica scale-down (FleetDigest)
-    dear: dict[int, float] = field(default_factory=dict)
     index: int = -1  # the fleet's index in the world (the observation event's argument)
     # called when a replica stops serving (``ServingFleets.watch``: is the queue growing now?)
     on_drop: Callable[[FleetRuntime, int], None] | None = None
@@ -220,13 +216,8 @@ class ServingFleets:
                 self.add_replica(i, fr, now)
         elif want < cur:
             fr.last_scale_down_s = now
-            # the loop's rule (control/replica_victims.py) ranks the fleet once for the batch; one replica is
-            # chosen off the fleet's digest (the same choice, without describing every replica)
-            rule = self.loop.replica_victims
-            if cur - want == 1:
-                choices = [rule.choose_one(self.digest(fr))]
-            else:
-                choices = rule.choose(self.replica_views(fr), cur - want)
+            # the loop's rule (control/replica_victims.py) ranks the fleet once for the batch
+            choices = self.loop.replica_victims.choose(self.replica_views(fr), cur - want)
             victims = [fr.pods[c.index] for c in choices]
             for c, victim in zip(choices, victims, strict=True):
                 self.victim_reasons[c.reason] = self.victim_reasons.get(c.reason, 0) + 1
@@ -307,30 +298,6 @@ class ServingFleets:
             alone = len(n_pods[n]) == 1 and (len(nodes) == 1 or all(len(n_pods[m]) == 1 for m in nodes))
             add(new(ReplicaView, (ready[pod], n, price[n_pool[n]], n_res[n] >= 0, alone)))
         return views
-
-    def digest(self, fr: FleetRuntime) -> FleetDigest:
-        """The fleet's replicas as the one-replica scale-down reads them (control/replica_victims.FleetDigest):
-        the newest not ready, the placed replicas whose removal saves (kept in ``fr.dear``, the ready ones: a
-        fleet with one not ready stops that one), whether a replica is alone on its node(s)."""
-        pods = fr.pods
-        ready = self.pods.ready
-        newest_not_ready = -1
-        if fr.ready != len(pods):
-            for j in range(len(pods) - 1, -1, -1):
-                if not ready[pods[j]]:
-                    newest_not_ready = j
-                    break
-        dear: list[tuple[float, int]] = []
-        if fr.dear and newest_not_ready < 0:
-            index = pods.index
-            dear = [(saving, index(pod)) for pod, saving in fr.dear.items()]
-        pod_nodes, n_pods = self.pods.nodes, self.scheduling.fleet.n_pods
-
-        def alone(j: int) -> bool:
-            nodes = pod_nodes[pods[j]]
-            return bool(nodes) and all(len(n_pods[n]) == 1 for n in nodes)
-
-        return FleetDigest(len(pods), newest_not_ready, dear, alone)
 
     def on_ready(self, now: int, pod: int, epoch: int) -> None:
         if self.pods.epoch[pod] != epoch or self.pods.state[pod] != RUNNING:
