@@ -8,6 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from gpufleet.autoscale.idle_spells import IdleSpells
 from gpufleet.autoscale.nodes_baseline import IdleTimeoutScaleDown
 from gpufleet.autoscale.nodes_payoff import NeedCounts, PayoffAwareNodes
 from gpufleet.ports import IdleNode, MoveContext, RunningOnLaunched, ScaleDownContext, ScaleUpContext
@@ -265,3 +266,74 @@ def test_need_counts_are_the_needs_of_the_span(events: list[tuple[int, int]], sp
         seen.append((t, k))
         want = None if t < span else sum(k for u, k in seen if u > t - span)
         assert nc.within(t, span) == want
+
+
+class _Recorded(IdleSpells):
+    """Idle spells that also keep every spell added, in order."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.log: list[tuple[float, bool]] = []
+
+    def add(self, duration_s: float, reused: bool) -> None:
+        super().add(duration_s, reused)
+        self.log.append((duration_s, reused))
+
+
+def _spells_as_first_written(calls: list[tuple[int, str, list[IdleNode]]]) -> dict[str, list[tuple[float, bool]]]:
+    """The node scaler's watch of idle spells as first written: one dict of open spells over every SKU, scanned
+    whole at each call (the reference for the per-SKU dicts)."""
+    opened: dict[int, list] = {}  # node id -> [sku, pool, start, last seen]
+    last: dict[str, int] = {}
+    period_s: dict[str, int] = {}
+    out: dict[str, list[tuple[float, bool]]] = {}
+    for now, sku, nodes in calls:
+        if sku in last and now > last[sku]:
+            period_s[sku] = min(period_s.get(sku, now - last[sku]), now - last[sku])
+        last[sku] = now
+        period = period_s.get(sku, 0)
+        here = {n.node_id: n for n in nodes}
+        for node_id, (o_sku, pool, start, seen) in list(opened.items()):
+            n = here.get(node_id)
+            if o_sku != sku or (n is not None and now - n.idle_for_s == start):
+                continue
+            out.setdefault(pool, []).append((seen + min(now - seen, period) / 2 - start, True))
+            del opened[node_id]
+        for n in nodes:
+            if n.node_id in opened:
+                opened[n.node_id][3] = now
+            else:
+                opened[n.node_id] = [sku, n.pool_id, now - n.idle_for_s, now]
+    return out
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from(["h100_80gb", "l40s"]), st.sets(st.integers(0, 5))), max_size=25), st.data())
+def test_idle_spells_watched_per_sku_are_the_spells_watched_over_every_sku(
+    looks: list[tuple[str, set[int]]], data: st.DataObject
+) -> None:
+    """PayoffAwareNodes keeps each SKU's open idle spells apart (a look reads only its SKU's): the spells it
+    records (pool, length, reused), in order, are those of the watch over one dict of every SKU's spells."""
+    ns = PayoffAwareNodes.default()
+    since: dict[int, int] = {}  # node id -> idle since (kept while it stays in its SKU's idle list)
+    calls: list[tuple[int, str, list[IdleNode]]] = []
+    now = 0
+    for sku, ids in looks:
+        now += data.draw(st.integers(0, 600))
+        base = 0 if sku == "h100_80gb" else 100  # node ids are unique across SKUs
+        nodes = []
+        for i in sorted(ids):
+            node_id = base + i
+            if node_id not in since or data.draw(st.booleans()):  # a new spell (or a reuse in between)
+                since[node_id] = now - data.draw(st.integers(0, 300))
+            pool = f"aws/us-east-1/{sku}/" + ("on_demand" if i % 2 else "spot")
+            nodes.append(IdleNode(node_id, pool, sku, "on_demand", 8, now - since[node_id], 9999, 600, 6.88))
+        calls.append((now, sku, nodes))
+    for _now, _sku, nodes in calls:
+        for n in nodes:
+            ns.spells.setdefault(n.pool_id, _Recorded())
+    for now, sku, nodes in calls:
+        ctx_ = ScaleDownContext(now, sku, nodes, 8, 0, 640, None, 0.0, 0.0)  # work pending: only the watch runs
+        assert ns.scale_down(ctx_) == []
+    got = {pool: s.log for pool, s in ns.spells.items() if isinstance(s, _Recorded) and s.log}
+    assert got == _spells_as_first_written(calls)

@@ -1,7 +1,7 @@
 """The scheduling core's fast paths of session 13 give the very decisions of the plain computations (bench sim speed).
 
 Each is checked against the code it replaced, kept here as the reference: a failed preemption plan answered again
-from its first answer at the same (time, index version) (sim/scheduling.Scheduling.try_preempt) against scanning and
+from its first answer at the same (time, index version) (sim/preempting.Preemption.try_preempt) against scanning and
 planning again, over whole runs; the ETA factor drawn from the run's mixed key prefix (sim/freeing.py) against
 ``keyed_uniform``; the quota book's check that records an admit in the same pass against check then add_usage; the
 scheduler's observe of an arrival against the class scheduler's; a gang's nodes over the fewest racks read off the
@@ -16,7 +16,7 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import gpufleet.sim.scheduling as sim_scheduling
+import gpufleet.sim.preempting as sim_preempting
 from gpufleet.control.scheduling import FleetScheduler, FreeGpuIndex, PodAsk, RunningJob, TeamQuota
 from gpufleet.schedule.gang import plan_whole_nodes
 from gpufleet.schedule.quota import QuotaBook
@@ -30,7 +30,7 @@ from gpufleet.sim.world import World
 
 # ---------------------------------------------------------------- preemption: a failed plan is not asked again
 def plain_plan(w: World, pod: int, now: int) -> object:
-    """The scan and the plan of ``Scheduling.try_preempt`` as written before the memo of failed plans (a copy that
+    """The scan and the plan of ``Preemption.try_preempt`` as written before the memo of failed plans (a copy that
     changes nothing: the running jobs are built afresh, not read from the scheduling part's memo)."""
     sch, p, f = w.scheduling, w.pods, w.fleet
     s, g = p.sku[pod], p.gpus[pod]
@@ -42,7 +42,7 @@ def plain_plan(w: World, pod: int, now: int) -> object:
     for t in p.tiers(pod):
         for free in range(g - 1, -1, -1):
             for node in f.index.iter_with_free(s, t, free):
-                if offered >= sim_scheduling.PREEMPT_SCAN_NODES:
+                if offered >= sim_preempting.PREEMPT_SCAN_NODES:
                     break
                 offered += 1
                 free_by_node[node] = free
@@ -53,7 +53,7 @@ def plain_plan(w: World, pod: int, now: int) -> object:
                         running.append(
                             RunningJob(
                                 str(q),
-                                sch.running_job(q, node, now).kind,
+                                sch.preemption.running_job(q, node, now).kind,
                                 PRIO_SERVING if serving else p.prio[q],
                                 node,
                                 p.gpus[q],
@@ -64,7 +64,8 @@ def plain_plan(w: World, pod: int, now: int) -> object:
                         )
     assert running  # the memo of failed plans is asked only after a scan that offered victims
     wait_s = w.pool_specs[s].node_start_s
-    return sch.sched.preempt(sch.ask(pod), running, free_by_node, now, wait_s, sch.missed_while_waiting(pod, wait_s))
+    missed = sch.preemption.missed_while_waiting(pod, wait_s)
+    return sch.sched.preempt(sch.ask(pod), running, free_by_node, now, wait_s, missed)
 
 
 def test_a_failed_plan_answered_again_is_the_plan_asked_again() -> None:
@@ -75,33 +76,28 @@ def test_a_failed_plan_answered_again_is_the_plan_asked_again() -> None:
     sc = sc.model_copy(update={"failures": sc.failures.model_copy(update={"node_mtbf_days": 20.0})})
     w = World(sc, gpufleet_loop(sc, 3))
     sch = w.scheduling
-    try_preempt = sch.try_preempt
+    pre = sch.preemption
+    try_preempt = pre.try_preempt
     answered = 0
 
     def checked(pod: int, now: int) -> bool:
         nonlocal answered
-        p, f = w.pods, w.fleet
-        s, g = p.sku[pod], p.gpus[pod]
-        prio = PRIO_SERVING if p.serving[pod] >= 0 else p.prio[pod]
-        wait_s = w.pool_specs[s].node_start_s
-        key = (s, g, prio, p.tiers(pod), p.serving[pod] >= 0, sch.missed_while_waiting(pod, wait_s))
-        stamp = (now, f.index.version)
-        skipped = sch._no_victims_at == f.index.version and (s, g, prio, p.tiers(pod)) in sch._no_victims
-        hit = not skipped and sch._no_plan_at == stamp and key in sch._no_plan
-        if hit:
+        ask = sch.ask(pod)
+        why = None if pre.scan_skipped(ask) else pre.known_failure(ask, now)
+        if why is not None:
             plan = plain_plan(w, pod, now)
             assert not hasattr(plan, "evictions"), (pod, now, plan)
-            assert f"preempt_{plan.reason}" == sch._no_plan[key]  # type: ignore[attr-defined]
+            assert f"preempt_{plan.reason}" == why  # type: ignore[attr-defined]
             answered += 1
         before = dict(sch.sched_reasons)
         out = try_preempt(pod, now)
-        if hit:
+        if why is not None:
             assert not out
             changed = {k: v - before.get(k, 0) for k, v in sch.sched_reasons.items() if v != before.get(k, 0)}
-            assert changed == {sch._no_plan[key]: 1}  # the same reason counted once more
+            assert changed == {why: 1}  # the same reason counted once more
         return out
 
-    sch.try_preempt = checked  # type: ignore[method-assign]
+    pre.try_preempt = checked  # type: ignore[method-assign]
     w.run()
     w.check_invariants()
     assert answered > 20, answered  # 77 with session 12's loop, 48 with the cost-aware replica scale-down

@@ -4,7 +4,7 @@ Whole runs with gangs, quotas, preemption and node failures, checked call by cal
 (sim/freeing.py, its heap compacted often) against a scan of every busy node, and its memo per (time, index version) against computing
 again; the scheduler's bit-set and per-rack reads (control/scheduling.FleetScheduler.place) against the candidate
 tuple and the rack grouping built from the index; the queue pass's skipped pods (sim/scheduling.NoRoom) against
-asking the scheduler; the preemption scans skipped at an unchanged index (sim/scheduling.Scheduling.try_preempt)
+asking the scheduler; the preemption scans skipped at an unchanged index (sim/preempting.Preemption.try_preempt)
 against scanning; the quota book's running pool use against the sum over the cohort; and the scale-down
 context's free and schedulable GPUs read off the index's buckets against its per-class counts. Property tests: the
 engine's dispatch loop against popping one event at a time, the fused quota check-and-hold against check then hold.
@@ -21,6 +21,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import gpufleet.sim.freeing as sim_freeing
+import gpufleet.sim.preempting as sim_preempting
 import gpufleet.sim.scheduling as sim_scheduling
 from gpufleet.control.loop import ControlLoop
 from gpufleet.control.scheduling import Bind, FleetScheduler, FreeGpuIndex, PodAsk, QuotaAdmission, TeamQuota, Wait
@@ -141,18 +142,17 @@ def checked_world(sc: Scenario, loop: ControlLoop) -> World:
         CALLS["quota"] += 1
         return out
 
-    try_preempt = sch.try_preempt
+    try_preempt = sch.preemption.try_preempt
 
     def preempt(pod: int, now: int) -> bool:
         s, g = pods.sku[pod], pods.gpus[pod]
         prio = PRIO_SERVING if pods.serving[pod] >= 0 else pods.prio[pod]
-        key = (s, g, prio, pods.tiers(pod))
-        if sch._no_victims_at == f.index.version and key in sch._no_victims:  # the memo skips the scan
+        if sch.preemption.scan_skipped(sch.ask(pod)):  # the memo skips the scan
             per, offered = w.per_node[s], 0
             for t in pods.tiers(pod):  # the scan as written: the first PREEMPT_SCAN_NODES busy nodes
                 for free in range(g - 1, -1, -1):
                     for node in f.index.iter_with_free(s, t, free):
-                        if offered < sim_scheduling.PREEMPT_SCAN_NODES:
+                        if offered < sim_preempting.PREEMPT_SCAN_NODES:
                             offered += 1
                             assert not [p for p in f.n_pods[node] if pods.gpus[p] <= per and pods.prio[p] < prio]
             CALLS["no_victims"] += 1
@@ -180,7 +180,7 @@ def checked_world(sc: Scenario, loop: ControlLoop) -> World:
     freeing.freeing_times = memoised  # type: ignore[method-assign]
     sch.try_place = place  # type: ignore[method-assign]
     sch.admit = quota  # type: ignore[method-assign]
-    sch.try_preempt = preempt  # type: ignore[method-assign]
+    sch.preemption.try_preempt = preempt  # type: ignore[method-assign]
     return w
 
 

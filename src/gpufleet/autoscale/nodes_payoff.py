@@ -161,7 +161,7 @@ class PayoffAwareNodes:
         self.needs: dict[str, NeedCounts] = {}  # SKU -> recent fresh-node needs (with ``count_needs``)
         self.spells: dict[str, IdleSpells] = {}  # pool id -> recent idle spells
         self.held: dict[str, int] = {}  # reason -> hold decisions (for reports)
-        self._open: dict[int, _Open] = {}
+        self._open: dict[str, dict[int, _Open]] = {}  # per SKU: node id -> its open idle spell
         self._last_call: dict[str, int] = {}
         self._period_s: dict[str, int] = {}  # shortest interval seen between calls, per SKU
 
@@ -203,8 +203,9 @@ class PayoffAwareNodes:
         if not past:
             return []
         out = self._rules_scale_down(replace(ctx, idle=past))
+        spells = self._open.get(ctx.sku_id, {})
         for node_id, _ in out:
-            o = self._open.pop(node_id, None)
+            o = spells.pop(node_id, None)
             if o is not None:
                 self._pool(o.pool_id).add(ctx.now_s - o.start_s, reused=False)
         return out
@@ -288,19 +289,22 @@ class PayoffAwareNodes:
         if need is not None:
             need.watch(now)
         here = {n.node_id: n for n in ctx.idle}
-        for node_id, o in list(self._open.items()):
+        spells = self._open.get(sku)
+        if spells is None:
+            spells = self._open[sku] = {}
+        for node_id, o in list(spells.items()):  # this SKU's spells only, in the order they opened
             n = here.get(node_id)
-            if o.sku_id != sku or (n is not None and now - n.idle_for_s == o.start_s):
+            if n is not None and now - n.idle_for_s == o.start_s:
                 continue
             end = o.last_seen_s + min(now - o.last_seen_s, period) / 2  # reused between two looks
             self._pool(o.pool_id).add(end - o.start_s, reused=True)
-            del self._open[node_id]
+            del spells[node_id]
             if need is not None:
                 need.add(now, 1)
         for n in ctx.idle:
-            seen = self._open.get(n.node_id)
+            seen = spells.get(n.node_id)
             if seen is None:
-                self._open[n.node_id] = _Open(sku, n.pool_id, now - n.idle_for_s, now)
+                spells[n.node_id] = _Open(sku, n.pool_id, now - n.idle_for_s, now)
             else:
                 seen.last_seen_s = now
 
