@@ -111,7 +111,8 @@ class NeedCounts:
 
 @dataclass(slots=True)
 class _Open:
-    sku_id: str
+    """An idle spell being watched (kept under its SKU in ``PayoffAwareNodes._open``)."""
+
     pool_id: str
     start_s: int
     last_seen_s: int
@@ -304,7 +305,7 @@ class PayoffAwareNodes:
         for n in ctx.idle:
             seen = spells.get(n.node_id)
             if seen is None:
-                spells[n.node_id] = _Open(sku, n.pool_id, now - n.idle_for_s, now)
+                spells[n.node_id] = _Open(n.pool_id, now - n.idle_for_s, now)
             else:
                 seen.last_seen_s = now
 
