@@ -86,18 +86,49 @@ def expected_use_holds(nodes: Sequence[HoldCandidate]) -> list[bool]:
     if any(n.idle_for_s < 0 or n.buy_s < 0 or (n.expected_needs or 0.0) < 0 for n in nodes):
         raise ValueError("idle_for_s, buy_s and expected_needs must be >= 0")
     keep = [n.idle_for_s < n.buy_s for n in nodes]
-    order = sorted(range(len(nodes)), key=lambda i: (nodes[i].price_usd_per_gpu_h, nodes[i].idle_for_s, i))
+    held = [i for i, k in enumerate(keep) if k]
+    capped = capped_holds(
+        [nodes[i].price_usd_per_gpu_h for i in held],
+        [nodes[i].idle_for_s for i in held],
+        [nodes[i].checkpointed_only for i in held],
+        [nodes[i].expected_needs for i in held],
+    )
+    for i, k in zip(held, capped, strict=True):
+        keep[i] = k
+    return keep
+
+
+def cap_can_bind(held: int, lowest_need: float | None) -> bool:
+    """Whether the cap of :func:`capped_holds` can let go any of ``held`` nodes whose smallest expected need is
+    ``lowest_need`` (None: none has one). A node is let go only if at least its need of held nodes come before it,
+    and at most ``held - 1`` do."""
+    return lowest_need is not None and held - 1 >= lowest_need
+
+
+def capped_holds(
+    prices: Sequence[float],
+    idle_for_s: Sequence[float],
+    checkpointed_only: Sequence[bool],
+    expected_needs: Sequence[float | None],
+) -> list[bool]:
+    """The need cap of :func:`expected_use_holds` on nodes that all pass their break-even (parallel sequences, one
+    entry per node): which to keep. When no cap can bind (:func:`cap_can_bind`: fewer nodes than the smallest need
+    plus one) every node stays and nothing is ranked; otherwise one pass over the nodes cheapest first, then the
+    most recently idle (ties: the given order)."""
+    n = len(prices)
+    lowest = min((e for e in expected_needs if e is not None), default=None)
+    if not cap_can_bind(n, lowest):
+        return [True] * n
+    keep = [True] * n
     held_any = 0  # held nodes so far that host any pod
     held_ckpt = 0  # held nodes so far that host checkpointed training only
-    for i in order:
-        n = nodes[i]
-        if not keep[i]:
-            continue
-        ahead = held_any + held_ckpt if n.checkpointed_only else held_any
-        if n.expected_needs is not None and ahead >= n.expected_needs:
+    for i in sorted(range(n), key=lambda i: (prices[i], idle_for_s[i], i)):
+        ckpt = checkpointed_only[i]
+        ahead = held_any + held_ckpt if ckpt else held_any
+        e = expected_needs[i]
+        if e is not None and ahead >= e:
             keep[i] = False
-            continue
-        if n.checkpointed_only:
+        elif ckpt:
             held_ckpt += 1
         else:
             held_any += 1

@@ -44,8 +44,8 @@ from gpufleet.autoscale.cluster import (
 )
 from gpufleet.autoscale.idle_spells import IdleSpells, keep_idle_node
 from gpufleet.autoscale.node_rules import (
-    HoldCandidate,
-    expected_use_holds,
+    cap_can_bind,
+    capped_holds,
     moves_to_reserved,
     rent_or_buy_hold_s,
     shortfall_nodes,
@@ -126,7 +126,7 @@ class PayoffAwareNodes:
     ``wait_for_freeing``: count busy nodes whose work reports it ends before a launch would be ready
     (``ScaleUpContext.freeing_nodes``) as capacity on its way. ``move_to_reserved``: consolidation
     (:func:`moves_to_reserved`). ``count_needs``: hold no more idle nodes than the fresh nodes the SKU needed over
-    each node's break-even time (:func:`expected_use_holds`; no setting; on in :meth:`default` since session 15,
+    each node's break-even time (:func:`~gpufleet.autoscale.node_rules.expected_use_holds`; no setting; on in :meth:`default` since session 15,
     measured on the default scenario's tuning seeds 11-16, docs/benchmarks/loop.md)."""
 
     @classmethod
@@ -190,16 +190,7 @@ class PayoffAwareNodes:
         if need is None or self.learn_gaps:
             past = [n for n in idle if not self._keep(n, ctx.wait_price_usd_per_gpu_h, holds)]
         else:
-            cands = []
-            seen: dict[float, int | None] = {}  # needs within a buy time, per buy time
-            for n in idle:
-                buy = self._buy(n, ctx.wait_price_usd_per_gpu_h, holds)
-                if buy not in seen:
-                    seen[buy] = need.within(ctx.now_s, buy)
-                spot = n.tier == SPOT
-                cands.append(HoldCandidate(n.price_usd_per_gpu_h, n.idle_for_s, buy, spot, seen[buy]))
-            keep = expected_use_holds(cands)
-            past = [n for n, k in zip(idle, keep, strict=True) if not k]
+            past = self._capped_past(idle, need, ctx.now_s, ctx.wait_price_usd_per_gpu_h, holds)
         self._count("rent_or_buy_hold", len(idle) - len(past))
         if not past:
             return []
@@ -210,6 +201,48 @@ class PayoffAwareNodes:
             if o is not None:
                 self._pool(o.pool_id).add(ctx.now_s - o.start_s, reused=False)
         return out
+
+    def _capped_past(
+        self,
+        idle: list[IdleNode],
+        need: NeedCounts,
+        now_s: int,
+        wait_price_usd_per_gpu_h: float,
+        holds: dict[tuple[int, float], float],
+    ) -> list[IdleNode]:
+        """The idle nodes :func:`~gpufleet.autoscale.node_rules.expected_use_holds` lets go (in the given order), without building a candidate per
+        node: the nodes past their break-even go; the need cap is ranked (:func:`capped_holds`) only if it can bind
+        (:func:`cap_can_bind`), i.e. if more nodes are within their break-even than the smallest need among them."""
+        past: list[IdleNode] = []
+        held: list[int] = []  # positions in ``idle`` of the nodes within their break-even
+        held_needs: list[int | None] = []
+        seen: dict[float, int | None] = {}  # needs within a buy time, per buy time
+        lowest: int | None = None  # the smallest need among the held nodes
+        for i, n in enumerate(idle):
+            buy = self._buy(n, wait_price_usd_per_gpu_h, holds)
+            if n.idle_for_s >= buy:
+                past.append(n)
+                continue
+            if buy in seen:
+                e = seen[buy]
+            else:
+                e = seen[buy] = need.within(now_s, buy)
+            held.append(i)
+            held_needs.append(e)
+            if e is not None and (lowest is None or e < lowest):
+                lowest = e
+        if not cap_can_bind(len(held), lowest):
+            return past
+        capped = capped_holds(
+            [idle[i].price_usd_per_gpu_h for i in held],
+            [idle[i].idle_for_s for i in held],
+            [idle[i].tier == SPOT for i in held],
+            held_needs,
+        )
+        keep = [False] * len(idle)
+        for i, k in zip(held, capped, strict=True):
+            keep[i] = k
+        return [n for n, k in zip(idle, keep, strict=True) if not k]
 
     def _rules_scale_down(self, ctx: ScaleDownContext) -> list[tuple[int, str]]:
         """The scale-down rules on the offered idle nodes (the SKU's other capacity as one undisruptable node)."""
