@@ -34,6 +34,47 @@ def _instr(on: bool) -> None:
     )
 
 
+class _Sampler:
+    """A ``setitimer(ITIMER_PROF)`` stack sampler: self and inclusive counts per Python function."""
+
+    def __init__(self, every_us: int) -> None:
+        import collections
+        import signal
+
+        self.self_n: collections.Counter[str] = collections.Counter()
+        self.incl_n: collections.Counter[str] = collections.Counter()
+        self.n = 0
+        signal.signal(signal.SIGPROF, self._on)
+        signal.setitimer(signal.ITIMER_PROF, every_us / 1e6, every_us / 1e6)
+
+    def _on(self, _sig: int, frame: object) -> None:
+        self.n += 1
+        seen = set()
+        f = frame
+        first = True
+        while f is not None:
+            co = f.f_code  # type: ignore[attr-defined]
+            name = f"{co.co_filename.rsplit('/src/', 1)[-1]}:{co.co_name}"
+            if first:
+                self.self_n[name] += 1
+                first = False
+            if name not in seen:
+                seen.add(name)
+                self.incl_n[name] += 1
+            f = f.f_back  # type: ignore[attr-defined]
+
+    def stop(self) -> None:
+        import signal
+
+        signal.setitimer(signal.ITIMER_PROF, 0, 0)
+        print(f"{self.n} samples; self:")
+        for k, v in self.self_n.most_common(45):
+            print(f"  {100 * v / self.n:5.1f}%  {k}")
+        print("inclusive:")
+        for k, v in self.incl_n.most_common(70):
+            print(f"  {100 * v / self.n:5.1f}%  {k}")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("start", type=float, help="first day of the window")
@@ -41,17 +82,23 @@ def main() -> None:
     ap.add_argument("--gpus", type=int, default=10_000)
     ap.add_argument("--days", type=int, default=365, help="the scenario's horizon (the year)")
     ap.add_argument("--plain", action="store_true", help="no callgrind: time the window (CPU s)")
+    ap.add_argument("--sample", type=int, default=0, help="no callgrind: sample the stack every N us, print the top")
     a = ap.parse_args()
     per_day = max(350.0 * a.gpus / 1024, math.ceil(MIN_JOBS * 1.02 / a.days))
     sc = steady_scenario(gpus=a.gpus, days=a.days, seed=7, jobs_per_day=per_day)
     world = World(sc, gpufleet_loop(sc, sc.seed), seed=sc.seed)
     world.run(until_s=int(a.start * DAY_S))
     e0 = world.q.processed
+    if a.sample:
+        a.plain = True
+        prof = _Sampler(a.sample)
     if not a.plain:
         _instr(True)
     c0 = time.process_time()
     world.run(until_s=int(a.end * DAY_S))
     cpu = time.process_time() - c0
+    if a.sample:
+        prof.stop()
     if not a.plain:
         _instr(False)
     print(f"window days {a.start}-{a.end}: {world.q.processed - e0} events, {cpu:.2f} CPU s", flush=True)
