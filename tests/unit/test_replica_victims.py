@@ -17,6 +17,7 @@ from gpufleet.control.replica_victims import (
     NEWEST,
     NOT_READY,
     ReplicaView,
+    _rank_keys,
     dearest_first,
     deletion_costs,
     newest_first,
@@ -198,13 +199,15 @@ def test_the_ranking_of_sorted_keys_is_the_key_function_ranking(rs: list[Replica
 
 def test_the_worlds_replica_views_are_the_plain_views_over_a_run() -> None:
     """sim/serving.replica_views (named tuples built without their __new__ frame, shared views of replicas
-    without a node) equals building each ReplicaView plainly, at every scale-down of a run."""
+    without a node) equals building each ReplicaView plainly, at every scale-down of a run; so do the rank keys
+    the world writes for the cost-aware rule (replica_keys, what the run ranks)."""
     from gpufleet.sim.builtin import default_scenario
     from gpufleet.sim.run import gpufleet_loop
 
     sc = default_scenario().model_copy(update={"days": 3})
     w = World(sc, gpufleet_loop(sc, sc.seed), seed=sc.seed)
     fast = w.serving.replica_views
+    keyed = w.serving.replica_keys
     checked = []
 
     def plain(fr):  # type: ignore[no-untyped-def]
@@ -220,10 +223,12 @@ def test_the_worlds_replica_views_are_the_plain_views_over_a_run() -> None:
             out.append(ReplicaView(bool(w.pods.ready[pod]), n, f.pools[f.n_pool[n]].price_usd, f.n_res[n] >= 0, alone))
         got = fast(fr)
         assert got == out and all(type(v) is ReplicaView for v in got)
+        keys, not_ready = keyed(fr)
+        assert keys == _rank_keys(out) and not_ready == [i for i, v in enumerate(out) if not v.ready]
         checked.append(len(got))
-        return got
+        return keys, not_ready
 
-    w.serving.replica_views = plain  # type: ignore[method-assign]
+    w.serving.replica_keys = plain  # type: ignore[method-assign]
     w.run()
     assert len(checked) > 10 and sum(checked) > 100
 

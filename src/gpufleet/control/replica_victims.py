@@ -80,18 +80,27 @@ def _ranked(replicas: Sequence[ReplicaView], k: int, cost_aware: bool) -> list[V
     n = len(replicas)
     if not 0 <= k <= n:
         raise ValueError(f"cannot stop {k} of {n} replicas")
-    keys = _rank_keys(replicas) if cost_aware else None
-    if keys is not None and len(keys) == n:  # every replica ready (the usual case): none to look for
-        out: list[VictimChoice] = []
-    else:
-        starting = [i for i in range(n - 1, -1, -1) if not replicas[i].ready][:k]
-        out = [VictimChoice(i, NOT_READY) for i in starting]
+    if cost_aware:
+        keys = _rank_keys(replicas)
+        not_ready = [] if len(keys) == n else [i for i in range(n) if not replicas[i].ready]
+        return dearest_first_keys(keys, not_ready, k)
+    starting = [i for i in range(n - 1, -1, -1) if not replicas[i].ready][:k]
+    out = [VictimChoice(i, NOT_READY) for i in starting]
     m = k - len(out)
     if m <= 0:
         return out
-    if keys is None:
-        ready = [i for i in range(n) if replicas[i].ready]
-        return out + [VictimChoice(i, NEWEST) for i in reversed(ready[-m:])]
+    ready = [i for i in range(n) if replicas[i].ready]
+    return out + [VictimChoice(i, NEWEST) for i in reversed(ready[-m:])]
+
+
+def dearest_first_keys(keys: list[tuple[float, bool, int]], not_ready: list[int], k: int) -> list[VictimChoice]:
+    """:func:`dearest_first` from what it ranks, for a world that writes the keys itself (no
+    :class:`ReplicaView` per replica): ``keys`` the :func:`_rank_keys` of the ready replicas (oldest first),
+    ``not_ready`` the indices of the others, ascending; ``k`` at most the replicas in all."""
+    out = [VictimChoice(i, NOT_READY) for i in reversed(not_ready[-k:])] if not_ready and k > 0 else []
+    m = k - len(out)
+    if m <= 0:
+        return out
     newest = {key[2] for key in keys[-m:]}  # what Kubernetes' default would stop
     # the m largest keys, largest first (heapq.nlargest's answer: keys are distinct), sorted in C
     top = [max(keys)] if m == 1 else sorted(keys, reverse=True)[:m]

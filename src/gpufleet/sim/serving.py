@@ -36,7 +36,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from gpufleet.control.replica_victims import ReplicaView
+from gpufleet.control.replica_victims import ReplicaView, dearest_first_keys
 from gpufleet.domain.workloads import ServingScaling
 from gpufleet.ports import ReplicaDecision, ReplicaSignals
 from gpufleet.sim import demand
@@ -232,8 +232,14 @@ class ServingFleets:
                 self.add_replica(i, fr, now)
         elif want < cur:
             fr.last_scale_down_s = now
-            # the loop's rule (control/replica_victims.py) ranks the fleet once for the batch
-            choices = self.loop.replica_victims.choose(self.replica_views(fr), cur - want)
+            # the loop's rule (control/replica_victims.py) ranks the fleet once for the batch; the cost-aware rule
+            # from its keys written here (no view per replica: the same ranking, dearest_first_keys)
+            rule = self.loop.replica_victims
+            if rule.cost_aware:
+                keys, not_ready = self.replica_keys(fr)
+                choices = dearest_first_keys(keys, not_ready, cur - want)
+            else:
+                choices = rule.choose(self.replica_views(fr), cur - want)
             victims = [fr.pods[c.index] for c in choices]
             for c, victim in zip(choices, victims, strict=True):
                 self.victim_reasons[c.reason] = self.victim_reasons.get(c.reason, 0) + 1
@@ -349,6 +355,30 @@ class ServingFleets:
             alone = len(n_pods[n]) == 1 and (len(nodes) == 1 or all(len(n_pods[m]) == 1 for m in nodes))
             add(new(ReplicaView, (ready[pod], n, price[n_pool[n]], n_res[n] >= 0, alone)))
         return views
+
+    def replica_keys(self, fr: FleetRuntime) -> tuple[list[tuple[float, bool, int]], list[int]]:
+        """What the cost-aware rule ranks, without the views: the rank key ``(saving per GPU-hour, alone, index)``
+        of each ready replica and the indices of the others, oldest first (exactly ``_rank_keys`` of
+        :meth:`replica_views`: a ready replica without a node saves 0.0 and is not alone)."""
+        ready, pod_nodes = self.pods.ready, self.pods.nodes
+        f = self.scheduling.fleet
+        n_pool, n_res, n_pods = f.n_pool, f.n_res, f.n_pods
+        price = [pr.price_usd for pr in f.pools]  # per pool
+        keys: list[tuple[float, bool, int]] = []
+        not_ready: list[int] = []
+        add = keys.append
+        for j, pod in enumerate(fr.pods):
+            if not ready[pod]:
+                not_ready.append(j)
+                continue
+            nodes = pod_nodes[pod]
+            if not nodes:
+                add((0.0, False, j))
+                continue
+            n = nodes[0]
+            alone = len(n_pods[n]) == 1 and (len(nodes) == 1 or all(len(n_pods[m]) == 1 for m in nodes))
+            add((0.0 if n_res[n] >= 0 else price[n_pool[n]], alone, j))
+        return keys, not_ready
 
     def on_ready(self, now: int, pod: int, epoch: int) -> None:
         if self.pods.epoch[pod] != epoch or self.pods.state[pod] != RUNNING:
