@@ -29,6 +29,7 @@
 from __future__ import annotations
 
 from bisect import bisect_right
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 import numpy as np
@@ -204,7 +205,7 @@ class PayoffAwareNodes:
 
     def _capped_past(
         self,
-        idle: list[IdleNode],
+        idle: Sequence[IdleNode],
         need: NeedCounts,
         now_s: int,
         wait_price_usd_per_gpu_h: float,
