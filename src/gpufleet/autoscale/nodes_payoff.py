@@ -15,7 +15,8 @@
   With ``count_needs`` (on in :meth:`PayoffAwareNodes.default`) the holds are also capped by the SKU's recent
   need for fresh nodes (:func:`~gpufleet.autoscale.node_rules.expected_use_holds`): an idle node is held only while
   fewer held nodes come before it than the nodes the SKU's work needed (launched, or idle ones reused:
-  :class:`NeedCounts`) over the last break-even time of that node.
+  :class:`NeedCounts`) per break-even time of that node, averaged over the last :data:`NEED_SPANS` of them
+  (:meth:`NeedCounts.expected`; one span until session 17).
   The nodes it lets go then pass the scale-down rules of :mod:`gpufleet.autoscale.cluster` (minimum billing,
   forecast need before a relaunch pays off, disruption budget). The world offers only idle launched nodes; the rest
   of the SKU's schedulable capacity enters those rules as one node that may not be disrupted, so the forecast rule
