@@ -76,13 +76,13 @@ def test_when_no_cap_can_bind_the_full_ranking_keeps_every_node_within_its_break
 def _past_as_first_written(
     ns: PayoffAwareNodes, idle: list[IdleNode], need: NeedCounts, now: int, wait_price: float
 ) -> list[IdleNode]:
-    """Session 15's scale-down path: a HoldCandidate per idle node, the full ranking."""
+    """Session 15's scale-down path: a HoldCandidate per idle node, the full ranking (with the need expectation)."""
     cands = []
     seen: dict[float, int | None] = {}
     for n in idle:
         buy = ns.hold_s(n, wait_price)
         if buy not in seen:
-            seen[buy] = need.within(now, buy)
+            seen[buy] = need.expected(now, buy)
         cands.append(HoldCandidate(n.price_usd_per_gpu_h, n.idle_for_s, buy, n.tier == SPOT, seen[buy]))
     keep = full_ranking(cands)
     return [n for n, k in zip(idle, keep, strict=True) if not k]

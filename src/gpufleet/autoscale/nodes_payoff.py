@@ -15,7 +15,8 @@
   With ``count_needs`` (on in :meth:`PayoffAwareNodes.default`) the holds are also capped by the SKU's recent
   need for fresh nodes (:func:`~gpufleet.autoscale.node_rules.expected_use_holds`): an idle node is held only while
   fewer held nodes come before it than the nodes the SKU's work needed (launched, or idle ones reused:
-  :class:`NeedCounts`) over the last break-even time of that node.
+  :class:`NeedCounts`) per break-even time of that node, averaged over the last :data:`NEED_SPANS` of them
+  (:meth:`NeedCounts.expected`; one span until session 17).
   The nodes it lets go then pass the scale-down rules of :mod:`gpufleet.autoscale.cluster` (minimum billing,
   forecast need before a relaunch pays off, disruption budget). The world offers only idle launched nodes; the rest
   of the SKU's schedulable capacity enters those rules as one node that may not be disrupted, so the forecast rule
@@ -65,12 +66,18 @@ HOUR_S = 3600
 
 
 KEEP_NEEDS_S = 7 * 24 * HOUR_S  # needs kept at least this long (longer if a break-even asks for it)
+# break-even spans over which a SKU's recent need for fresh nodes is averaged (:meth:`NeedCounts.expected`): the
+# mean of the needs of each of the last NEED_SPANS spans, so that one burst does not decide a hold alone (1: session
+# 15's count within one span; 3 chosen in session 17 on the default scenario's tuning seeds 11-16 against 1 and
+# the mean of the rates over the nested 1, 2 (and 3) spans back: docs/benchmarks/cluster-autoscale.md, "Session 17")
+NEED_SPANS = 3
 SPOT = Tier.SPOT.value  # IdleNode.tier of a spot node (hosts checkpointed training only)
 
 
 class NeedCounts:
     """Fresh whole nodes one SKU's work needed recently: nodes launched for it and idle launched nodes it reused.
-    :meth:`within` counts those of the last ``span_s`` (None until that long has been watched)."""
+    :meth:`within` counts those of the last ``span_s`` (None until that long has been watched); :meth:`expected`
+    averages the rate over several spans back."""
 
     __slots__ = ("_base", "_cum", "_first_s", "_keep_s", "_lo", "_times", "_total")
 
@@ -108,6 +115,21 @@ class NeedCounts:
         i = bisect_right(times, now_s - span_s, lo)
         before = cum[i - 1] if i > 0 else self._base
         return self._total - before
+
+    def expected(self, now_s: int, span_s: float, spans: int = NEED_SPANS) -> float | None:
+        """Fresh nodes expected to be needed within ``span_s``: the mean of the needs of each of the last ``spans``
+        spans of ``span_s`` (the needs of the last ``spans`` x ``span_s`` over ``spans``; fewer spans while the SKU
+        has been watched for less; None until one span has been)."""
+        if spans < 1:
+            raise ValueError("spans must be >= 1")
+        one = self.within(now_s, span_s)
+        if one is None:
+            return None
+        for k in range(spans, 1, -1):  # the most spans already watched
+            c = self.within(now_s, k * span_s)
+            if c is not None:
+                return c / k
+        return float(one)
 
 
 @dataclass(slots=True)
@@ -216,9 +238,9 @@ class PayoffAwareNodes:
         (:func:`cap_can_bind`), i.e. if more nodes are within their break-even than the smallest need among them."""
         past: list[IdleNode] = []
         held: list[int] = []  # positions in ``idle`` of the nodes within their break-even
-        held_needs: list[int | None] = []
-        seen: dict[float, int | None] = {}  # needs within a buy time, per buy time
-        lowest: int | None = None  # the smallest need among the held nodes
+        held_needs: list[float | None] = []
+        seen: dict[float, float | None] = {}  # needs expected within a buy time, per buy time
+        lowest: float | None = None  # the smallest need among the held nodes
         for i, n in enumerate(idle):
             buy = self._buy(n, wait_price_usd_per_gpu_h, holds)
             if n.idle_for_s >= buy:
@@ -227,7 +249,7 @@ class PayoffAwareNodes:
             if buy in seen:
                 e = seen[buy]
             else:
-                e = seen[buy] = need.within(now_s, buy)
+                e = seen[buy] = need.expected(now_s, buy)
             held.append(i)
             held_needs.append(e)
             if e is not None and (lowest is None or e < lowest):
