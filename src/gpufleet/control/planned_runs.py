@@ -117,7 +117,7 @@ class PlannedRunReserve:
     """The ``planned_run_reserve`` decision (module docstring). ``shortage_weight``: a GPU-hour of demand above
     every tier's ceiling, in on-demand GPU-hours; ``review_gap_h``: the time between procurement reviews."""
 
-    shortage_weight: float = 2.0
+    shortage_weight: float = 20.0
     review_gap_h: int = 7 * 24
 
     def nodes(
