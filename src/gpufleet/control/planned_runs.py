@@ -112,6 +112,13 @@ def expected_saving_usd(demand: FloatArray, weights: FloatArray, level: float, p
     return float((save.sum(axis=1) * weights).sum())
 
 
+def _label(r: PlannedRunRegistration) -> str:
+    """A registration as the reason shows it (braces doubled: the reason is a format string with ``{gpus}``)."""
+    name = r.name.replace("{", "{{").replace("}", "}}")
+    days = f"from day {r.start_s / 86400:.0f} for {r.duration_s / 86400:.0f} days"
+    return f"{name} ({r.gpus} GPUs {days}, p={r.probability:.2f})"
+
+
 @dataclass(frozen=True, slots=True)
 class PlannedRunReserve:
     """The ``planned_run_reserve`` decision (module docstring). ``shortage_weight``: a GPU-hour of demand above
@@ -163,11 +170,7 @@ class PlannedRunReserve:
                 hi = mid
         if lo == 0:
             return 0, ""
-        names = ", ".join(
-            f"{r.name} ({r.gpus} GPUs from day {r.start_s / 86400:.0f} for {r.duration_s / 86400:.0f} days, "
-            f"p={r.probability:.2f})"
-            for r in due
-        )
+        names = ", ".join(_label(r) for r in due)
         return lo, (
             f"{REASON}: {{gpus}} GPUs above {have:.0f} committed ahead of the registered run(s) {names}: expected to "
             f"save more than they cost over the term on the projected demand plus the registered runs, a GPU-hour "
