@@ -89,6 +89,26 @@ class Forecaster(Protocol):
 
 
 @dataclass(frozen=True, slots=True)
+class PlannedRunRegistration:
+    """A large training run a team registered ahead of time: what its user typed into the planned-run calendar
+    (name, team, SKU, GPUs, start, duration and how likely it is to go ahead), never whether it will happen. The
+    control plane learns that at ``start_s``: the run's pods arrive or they do not."""
+
+    name: str
+    team: str
+    sku_id: str
+    gpus: int
+    start_s: int
+    duration_s: int
+    probability: float = 1.0
+    registered_s: int = 0  # when the registration was made (the control plane sees it from then on)
+
+    @property
+    def end_s(self) -> int:
+        return self.start_s + self.duration_s
+
+
+@dataclass(frozen=True, slots=True)
 class ProcurementContext:
     """What the procurer sees for one SKU-region: measured demand and the commitments already made."""
 
@@ -100,6 +120,8 @@ class ProcurementContext:
     committed_gpus_at_lead: int  # reserved GPUs active (or on order) when a new order would land
     gpus_per_node: int
     term_h: int | None = None  # the term in hours where it is not the pool's whole months (bench replays' 1-week terms)
+    # the planned-run calendar as registered so far (every SKU; the procurer keeps its own): control/planned_runs.py
+    planned_runs: tuple[PlannedRunRegistration, ...] = ()
 
     @property
     def commitment_term_h(self) -> int:

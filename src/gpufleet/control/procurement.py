@@ -38,6 +38,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from gpufleet.control.commitments import FloatArray
+from gpufleet.control.planned_runs import PlannedRunReserve, TierPrices
 from gpufleet.domain.catalog import BUILTIN_PRICE_CATALOG
 from gpufleet.domain.reservations import term_seconds
 from gpufleet.ports import PriceCatalog, ProcurementContext, ReservationProposal
@@ -58,6 +59,7 @@ class TierLimits:
 
     spot_capacity_gpus: float = 0.0
     secondary_capacity_gpus: float = 0.0
+    on_demand_quota_gpus: float = math.inf  # the on-demand quota (only the planned-run decision reads it)
 
 
 def _theil_sen_per_day(daily: FloatArray) -> float:
@@ -322,6 +324,7 @@ class ForecastLedProcurer:
     level_prior_days: float = 3.0
     hedge: Hedge | None = field(default_factory=Hedge)
     fresh: FreshDaysRule | None = field(default_factory=FreshDaysRule)  # the second forecast rule (hedge only)
+    planned: PlannedRunReserve | None = field(default_factory=PlannedRunReserve)  # ahead of registered runs
     books_: dict[tuple[str, str, int, int, int], ShadowBook] = field(default_factory=dict, repr=False, compare=False)
 
     def _market(self, sku_id: str, reserved: float) -> _Market:
@@ -447,18 +450,32 @@ class ForecastLedProcurer:
             if capped:
                 nodes = min(nodes, max(0, math.floor((target - have) / per + 1e-9)))
                 why += f"; {capped}"
-        if nodes <= 0:
-            return []
+        extra, why_run = self._planned_run_nodes(ctx, hist, have + max(nodes, 0) * per, term_h, lead_h, m)
         return [
             ReservationProposal(
                 sku_id=ctx.sku_id,
                 pool_id=pool.id,
-                units=nodes * per,
+                units=n * per,
                 start_s=ctx.now_s + pool.lead_time_s,
                 term_months=pool.term_months or 12,
-                reason="forecast_led: " + why.format(gpus=nodes * per),
+                reason=reason.format(gpus=n * per),
             )
+            for n, reason in ((nodes, "forecast_led: " + why), (extra, why_run))
+            if n > 0
         ]
+
+    def _planned_run_nodes(
+        self, ctx: ProcurementContext, hist: FloatArray, have: int, term_h: int, lead_h: int, m: _Market
+    ) -> tuple[int, str]:
+        """Nodes to reserve ahead of registered planned runs (control/planned_runs.py) above ``have`` GPUs."""
+        if self.planned is None or not any(r.sku_id == ctx.sku_id for r in ctx.planned_runs):
+            return 0, ""
+        path = project(hist, lead_h + term_h, self.lookback_h, self.max_growth, self.profile, self.level_weight)
+        lim = m.limits
+        prices = TierPrices(m.reserved, m.on_demand, m.spot, m.secondary, m.spot_share, lim.spot_capacity_gpus,
+                            lim.secondary_capacity_gpus, lim.on_demand_quota_gpus)  # fmt: skip
+        return self.planned.nodes(ctx.planned_runs, sku_id=ctx.sku_id, now_s=ctx.now_s, path=path[lead_h:],
+                                  have=have, per=ctx.gpus_per_node, lead_h=lead_h, prices=prices)  # fmt: skip
 
     def _hedged_target(
         self, hist: FloatArray, target: float, per: int, term_h: int, lead_h: int, m: _Market, ctx: ProcurementContext

@@ -13,7 +13,7 @@ import numpy as np
 
 from gpufleet.domain.pools import Tier
 from gpufleet.domain.reservations import Reservation, ReservationStatus, term_seconds
-from gpufleet.ports import DemandForecast, ProcurementContext
+from gpufleet.ports import DemandForecast, PlannedRunRegistration, ProcurementContext
 from gpufleet.sim.kinds import DAILY, DAY_S, HOUR_S, RES_EVENT
 from gpufleet.sim.lifecycle import NodeState
 
@@ -26,8 +26,30 @@ if TYPE_CHECKING:
     from gpufleet.sim.metrics import Metrics
     from gpufleet.sim.nodes import NodeEvents
     from gpufleet.sim.pods import Billing
-    from gpufleet.sim.scenario import ControlSpec, PoolSpec
+    from gpufleet.sim.scenario import ControlSpec, PlannedRun, PoolSpec
     from gpufleet.sim.scheduling import Scheduling
+
+
+#: how long before its start a planned run is registered (None: from day 0, the scenario's whole calendar is known)
+REGISTRATION_LEAD_S: int | None = None
+
+
+def registrations(runs: list[PlannedRun]) -> tuple[PlannedRunRegistration, ...]:
+    """The scenario's planned runs as their teams registered them: what a user types (name, team, SKU, GPUs,
+    start, duration, probability), never the world's draw of whether a run happens (sim/demand.planned)."""
+    return tuple(
+        PlannedRunRegistration(
+            name=r.name,
+            team=r.team,
+            sku_id=r.sku,
+            gpus=r.gpus,
+            start_s=int(r.start_day * DAY_S),
+            duration_s=int(r.duration_days * DAY_S),
+            probability=r.probability,
+            registered_s=0 if REGISTRATION_LEAD_S is None else max(int(r.start_day * DAY_S) - REGISTRATION_LEAD_S, 0),
+        )
+        for r in runs
+    )
 
 
 class ReservationDesk:
@@ -51,6 +73,7 @@ class ReservationDesk:
         per_node: list[int],
         pool_specs: dict[int, PoolSpec],
         horizon_s: int,
+        planned_runs: tuple[PlannedRunRegistration, ...] = (),
     ) -> None:
         self.fleet = fleet
         self.q = q
@@ -67,6 +90,7 @@ class ReservationDesk:
         self.per_node = per_node
         self.pool_specs = pool_specs
         self.horizon_s = horizon_s
+        self.planned_runs = planned_runs  # the calendar users registered (not whether the runs happen)
         self.reservations: list[Reservation] = []
         self.res_nodes: list[list[int]] = []  # per reservation: its nodes
         self.res_pool: list[int] = []  # per reservation: its pool index
@@ -132,7 +156,14 @@ class ReservationDesk:
         pidx = self.fleet.pool_of(s, Tier.RESERVED)
         pool = self.fleet.pools[pidx].pool
         ctx = ProcurementContext(
-            now, self.sku_ids[s], pool, hist, fc, self._committed_at(s, now + pool.lead_time_s), self.per_node[s]
+            now,
+            self.sku_ids[s],
+            pool,
+            hist,
+            fc,
+            self._committed_at(s, now + pool.lead_time_s),
+            self.per_node[s],
+            planned_runs=self.planned_runs,
         )
         props = self.loop.procurer.propose(ctx)
         self.decisions.reviewed(now, pool, props)

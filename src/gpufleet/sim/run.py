@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from typing import Any
 
@@ -53,7 +54,14 @@ def gpufleet_loop(sc: Scenario, seed: int) -> ControlLoop:
         sc.control.control_period_s,
         scheduler_policy=sc.control.scheduler_policy,
         preemption=sc.control.preemption,
-        tier_limits={p.sku: TierLimits(p.spot_capacity_gpus, p.secondary_capacity_gpus) for p in sc.pools},
+        tier_limits={
+            p.sku: TierLimits(
+                p.spot_capacity_gpus,
+                p.secondary_capacity_gpus,
+                math.inf if p.on_demand_quota_gpus is None else p.on_demand_quota_gpus,
+            )
+            for p in sc.pools
+        },
     )
     loop.preempt_grace_s = sc.control.preempt_grace_s
     if isinstance(loop.autoscaler, SpareReplicas):  # the fleets as the world keys them: size, SLO, queue kind

@@ -37,7 +37,7 @@ from gpufleet.domain.pools import Tier
 from gpufleet.domain.skus import SKUS_BY_ID
 from gpufleet.sim import demand
 from gpufleet.sim.decisions import DecisionLog
-from gpufleet.sim.desk import ReservationDesk
+from gpufleet.sim.desk import ReservationDesk, registrations
 from gpufleet.sim.engine import EventQueue
 from gpufleet.sim.fleet import Fleet
 from gpufleet.sim.forecasts import ForecastBook
@@ -182,6 +182,7 @@ class World:
             fleet=fleet,
             metrics=metrics,
             decisions=decisions,
+            planned_runs=registrations(sc.planned_runs),
         )
         self.closed = False
 

@@ -1,0 +1,178 @@
+"""Reserved capacity ahead of registered planned runs: the ``planned_run_reserve`` decision (issue 16).
+
+A large pre-training run is registered ahead of time (:class:`~gpufleet.ports.PlannedRunRegistration`: name,
+team, SKU, GPUs, start, duration, probability). Procurement that follows the GPUs in use cannot see it coming: the
+run lands on the pay-per-use tiers, which have ceilings (spot and secondary capacity, the on-demand quota), and the
+experiment stream queues behind it. This decision reads the calendar, never the world's draw of whether a run
+happens (the loop learns that at the start, when the run's pods arrive or not, and from then on the run is in the
+demand history the forecast-led rule reads).
+
+At a procurement review, for one SKU-region: when a registered run of that SKU starts within ``review_gap_h`` after
+the earliest landing of an order placed now (``now + lead``; the last review whose order still lands before the
+start, or the first one after registration if it is already too late to land before it), weigh whole reserved nodes
+above ``have`` (the committed capacity at the lead time plus what the forecast-led rule buys now) over the hours a
+commitment made now would cover (``lead .. lead + term``):
+
+- demand scenarios: the projected demand path (the forecast-led rule's projection of the observed demand) plus every
+  registered, not yet started run of the SKU that overlaps those hours, each going ahead with its probability
+  (independently; all 2^k combinations, weighted);
+- each hour, the GPU above a capacity level is served by the cheapest tier with room: spot (``spot_share`` of demand
+  within the spot capacity), the secondary provider, on demand within the quota, and past those ceilings it is not
+  served at all: work queues. A queued GPU-hour is priced at ``shortage_weight`` on-demand GPU-hours (the
+  experiments displaced by the run at the ceiling: their wait, not only their GPUs);
+- a reserved GPU at a level saves the price of the tier it replaces in the hours demand reaches it and costs the
+  reserved price in every hour of its term; a node is bought when its expected saving over the term is positive.
+  The saving never grows with the level, so the worthwhile nodes are a prefix, found by bisection.
+
+The capacity bought outlasts the run (a term of months against a run of weeks) and then serves experiments and
+serving like any commitment; that later use is in the weighing through the projected path. Settings chosen on the
+default scenario's tuning seeds 11-16 (docs/benchmarks/loop.md, "Session 17, planned runs").
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from gpufleet.ports import FloatArray, PlannedRunRegistration
+
+HOUR_S = 3600
+REASON = "planned_run_reserve"
+
+
+@dataclass(frozen=True, slots=True)
+class TierPrices:
+    """One SKU-region's prices (USD per GPU-hour) and what its pay-per-use tiers hold (GPUs)."""
+
+    reserved: float
+    on_demand: float
+    spot: float
+    secondary: float
+    spot_share: float = 0.0  # share of demand that may ride spot
+    spot_capacity_gpus: float = 0.0
+    secondary_capacity_gpus: float = 0.0
+    on_demand_quota_gpus: float = math.inf
+
+
+def due_runs(
+    runs: Sequence[PlannedRunRegistration], sku_id: str, now_s: int, lead_s: int, review_gap_s: int
+) -> list[PlannedRunRegistration]:
+    """The registered runs of ``sku_id`` a review at ``now_s`` orders for, once per run: registered and not started,
+    at the last review whose order lands by the start (the next one's, ``review_gap_s`` later, would land after
+    it), or, when no order can land by the start any more, at the first review after the registration."""
+    land = now_s + lead_s
+    return [
+        r
+        for r in runs
+        if r.sku_id == sku_id
+        and r.registered_s <= now_s < r.start_s
+        and r.probability > 0
+        and (land <= r.start_s < land + review_gap_s or (r.start_s < land and r.registered_s > now_s - review_gap_s))
+    ]
+
+
+def run_scenarios(runs: Sequence[PlannedRunRegistration], start_h: float, hours: int) -> tuple[FloatArray, FloatArray]:
+    """Every combination of the runs going ahead: their GPUs per covered hour (rows; hour 0 = ``start_h`` hours
+    after the epoch) and each row's probability."""
+    k = len(runs)
+    rows = np.zeros((2**k, hours))
+    weights = np.ones(2**k)
+    for i, go in enumerate(itertools.product((True, False), repeat=k)):
+        for r, g in zip(runs, go, strict=True):
+            weights[i] *= r.probability if g else 1.0 - r.probability
+            if g:
+                a = max(math.floor(r.start_s / HOUR_S - start_h), 0)
+                b = min(math.ceil(r.end_s / HOUR_S - start_h), hours)
+                if b > a:
+                    rows[i, a:b] += r.gpus
+    return rows, weights
+
+
+def expected_saving_usd(demand: FloatArray, weights: FloatArray, level: float, p: TierPrices, shortage: float) -> float:
+    """Expected saving over the covered hours of one more reserved GPU at ``level`` (scenarios ``demand``: rows
+    weighted by ``weights``): the price of the tier its GPU replaces in each hour, less the reserved price."""
+    over = demand - level
+    spot_room = np.minimum(p.spot_share * demand, p.spot_capacity_gpus)
+    tiers = sorted(
+        [(p.spot, spot_room), (p.secondary, np.full_like(demand, p.secondary_capacity_gpus))], key=lambda x: x[0]
+    )
+    edge1 = tiers[0][1]
+    edge2 = edge1 + tiers[1][1]
+    edge3 = edge2 + p.on_demand_quota_gpus
+    price = np.where(
+        over > edge3,
+        shortage,
+        np.where(over > edge2, p.on_demand, np.where(over > edge1, min(tiers[1][0], p.on_demand), tiers[0][0])),
+    )
+    save = np.where(over > 0, price, 0.0) - p.reserved
+    return float((save.sum(axis=1) * weights).sum())
+
+
+def _label(r: PlannedRunRegistration) -> str:
+    """A registration as the reason shows it (braces doubled: the reason is a format string with ``{gpus}``)."""
+    name = r.name.replace("{", "{{").replace("}", "}}")
+    days = f"from day {r.start_s / 86400:.0f} for {r.duration_s / 86400:.0f} days"
+    return f"{name} ({r.gpus} GPUs {days}, p={r.probability:.2f})"
+
+
+@dataclass(frozen=True, slots=True)
+class PlannedRunReserve:
+    """The ``planned_run_reserve`` decision (module docstring). ``shortage_weight``: a GPU-hour of demand above
+    every tier's ceiling, in on-demand GPU-hours; ``review_gap_h``: the time between procurement reviews."""
+
+    shortage_weight: float = 20.0
+    review_gap_h: int = 7 * 24
+
+    def nodes(
+        self,
+        runs: Sequence[PlannedRunRegistration],
+        *,
+        sku_id: str,
+        now_s: int,
+        path: FloatArray,
+        have: float,
+        per: int,
+        lead_h: int,
+        prices: TierPrices,
+    ) -> tuple[int, str]:
+        """Whole nodes of ``per`` GPUs to reserve above ``have`` GPUs now, and why ('' when none).
+
+        ``path`` is the projected demand over the hours a commitment made now covers (its length is the term)."""
+        due = due_runs(runs, sku_id, now_s, lead_h * HOUR_S, self.review_gap_h * HOUR_S)
+        if not due:
+            return 0, ""
+        term_h = len(path)
+        start_h = now_s / HOUR_S + lead_h
+        end_s = (start_h + term_h) * HOUR_S
+        overlap = [
+            r
+            for r in runs
+            if r.sku_id == sku_id
+            and r.registered_s <= now_s < r.start_s
+            and r.probability > 0
+            and r.end_s > start_h * HOUR_S
+            and r.start_s < end_s
+        ]
+        extra, weights = run_scenarios(overlap, start_h, term_h)
+        demand = np.asarray(path, dtype=np.float64)[None, :] + extra
+        shortage = self.shortage_weight * prices.on_demand
+        top = max(0, math.ceil((float(demand.max()) - have) / per))
+        lo, hi = 0, top  # nodes[:lo] are worth it, nodes[hi:] are not
+        while lo < hi:
+            mid = (lo + hi) // 2
+            if expected_saving_usd(demand, weights, have + per * mid + per / 2, prices, shortage) > 0:
+                lo = mid + 1
+            else:
+                hi = mid
+        if lo == 0:
+            return 0, ""
+        names = ", ".join(_label(r) for r in due)
+        return lo, (
+            f"{REASON}: {{gpus}} GPUs above {have:.0f} committed ahead of the registered run(s) {names}: expected to "
+            f"save more than they cost over the term on the projected demand plus the registered runs, a GPU-hour "
+            f"queued past the tiers' ceilings priced at {self.shortage_weight:g} on-demand GPU-hours"
+        )
