@@ -100,6 +100,9 @@ class ProcurementContext:
     committed_gpus_at_lead: int  # reserved GPUs active (or on order) when a new order would land
     gpus_per_node: int
     term_h: int | None = None  # the term in hours where it is not the pool's whole months (bench replays' 1-week terms)
+    # hourly GPUs the SKU's serving replicas were asked for (replicas wanted x GPUs each, placed or not), oldest
+    # first; None where the caller does not observe serving (control/stockout_cover.py)
+    serving_asks_gpus: FloatArray | None = None
 
     @property
     def commitment_term_h(self) -> int:

@@ -38,6 +38,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from gpufleet.control.commitments import FloatArray
+from gpufleet.control.stockout_cover import StockoutCover
 from gpufleet.domain.catalog import BUILTIN_PRICE_CATALOG
 from gpufleet.domain.reservations import term_seconds
 from gpufleet.ports import PriceCatalog, ProcurementContext, ReservationProposal
@@ -307,7 +308,8 @@ def whole_nodes(gpus: float, per: int) -> int:
 class ForecastLedProcurer:
     """gpufleet's procurer: model-predictive commitments (module docstring), hedged by shadows of the simple rules
     on the observed demand (``hedge``; None = the forecast-led rule alone). Never proposes before
-    ``min_history_h`` hours, never more than the forecast-led rule would."""
+    ``min_history_h`` hours, never more than the forecast-led rule would, but for serving's stock-out cover
+    (``stockout_cover``: reserved + secondary capacity for the serving asks' upper quantile; None = off)."""
 
     limits: dict[str, TierLimits] = field(default_factory=dict)  # by SKU id; a missing SKU: no cheaper tiers
     prices: PriceCatalog = BUILTIN_PRICE_CATALOG
@@ -322,6 +324,8 @@ class ForecastLedProcurer:
     level_prior_days: float = 3.0
     hedge: Hedge | None = field(default_factory=Hedge)
     fresh: FreshDaysRule | None = field(default_factory=FreshDaysRule)  # the second forecast rule (hedge only)
+    # serving's stock-out cover (control/stockout_cover.py), asked after the rule above; None = off
+    stockout_cover: StockoutCover | None = field(default_factory=StockoutCover)
     books_: dict[tuple[str, str, int, int, int], ShadowBook] = field(default_factory=dict, repr=False, compare=False)
 
     def _market(self, sku_id: str, reserved: float) -> _Market:
@@ -448,7 +452,7 @@ class ForecastLedProcurer:
                 nodes = min(nodes, max(0, math.floor((target - have) / per + 1e-9)))
                 why += f"; {capped}"
         if nodes <= 0:
-            return []
+            return self._stockout_cover(ctx, have)
         return [
             ReservationProposal(
                 sku_id=ctx.sku_id,
@@ -457,6 +461,23 @@ class ForecastLedProcurer:
                 start_s=ctx.now_s + pool.lead_time_s,
                 term_months=pool.term_months or 12,
                 reason="forecast_led: " + why.format(gpus=nodes * per),
+            ),
+            *self._stockout_cover(ctx, have + nodes * per),
+        ]
+
+    def _stockout_cover(self, ctx: ProcurementContext, committed: int) -> list[ReservationProposal]:
+        """Serving's stock-out cover (control/stockout_cover.py) over ``committed`` reserved GPUs (what the
+        forecast-led rule buys in this call included): one more proposal, or none."""
+        cover = self.stockout_cover
+        if cover is None or ctx.serving_asks_gpus is None:
+            return []
+        d = cover.decide(ctx.serving_asks_gpus, committed, self.limits.get(ctx.sku_id, TierLimits()), ctx.gpus_per_node)
+        if d.gpus <= 0:
+            return []
+        pool = ctx.pool
+        return [
+            ReservationProposal(
+                ctx.sku_id, pool.id, d.gpus, ctx.now_s + pool.lead_time_s, pool.term_months or 12, d.reason
             )
         ]
 
