@@ -308,8 +308,9 @@ def whole_nodes(gpus: float, per: int) -> int:
 class ForecastLedProcurer:
     """gpufleet's procurer: model-predictive commitments (module docstring), hedged by shadows of the simple rules
     on the observed demand (``hedge``; None = the forecast-led rule alone). Never proposes before
-    ``min_history_h`` hours, never more than the forecast-led rule would, but for serving's stock-out cover
-    (``stockout_cover``: reserved + secondary capacity for the serving asks' upper quantile; None = off)."""
+    ``min_history_h`` hours; never more than the forecast-led rule would, except serving's stock-out cover
+    (``stockout_cover``, a separate proposal: reserved + secondary capacity for the serving asks' upper quantile;
+    None = off)."""
 
     limits: dict[str, TierLimits] = field(default_factory=dict)  # by SKU id; a missing SKU: no cheaper tiers
     prices: PriceCatalog = BUILTIN_PRICE_CATALOG
