@@ -122,6 +122,9 @@ class ProcurementContext:
     term_h: int | None = None  # the term in hours where it is not the pool's whole months (bench replays' 1-week terms)
     # the planned-run calendar as registered so far (every SKU; the procurer keeps its own): control/planned_runs.py
     planned_runs: tuple[PlannedRunRegistration, ...] = ()
+    # hourly GPUs the SKU's serving replicas were asked for (replicas wanted x GPUs each, placed or not), oldest
+    # first; None where the caller does not observe serving (control/stockout_cover.py)
+    serving_asks_gpus: FloatArray | None = None
 
     @property
     def commitment_term_h(self) -> int:

@@ -39,6 +39,7 @@ import numpy as np
 
 from gpufleet.control.commitments import FloatArray
 from gpufleet.control.planned_runs import PlannedRunReserve, TierPrices
+from gpufleet.control.stockout_cover import StockoutCover
 from gpufleet.domain.catalog import BUILTIN_PRICE_CATALOG
 from gpufleet.domain.reservations import term_seconds
 from gpufleet.ports import PriceCatalog, ProcurementContext, ReservationProposal
@@ -309,7 +310,9 @@ def whole_nodes(gpus: float, per: int) -> int:
 class ForecastLedProcurer:
     """gpufleet's procurer: model-predictive commitments (module docstring), hedged by shadows of the simple rules
     on the observed demand (``hedge``; None = the forecast-led rule alone). Never proposes before
-    ``min_history_h`` hours, never more than the forecast-led rule would."""
+    ``min_history_h`` hours; never more than the forecast-led rule would, except serving's stock-out cover
+    (``stockout_cover``, a separate proposal: reserved + secondary capacity for the serving asks' upper quantile;
+    None = off)."""
 
     limits: dict[str, TierLimits] = field(default_factory=dict)  # by SKU id; a missing SKU: no cheaper tiers
     prices: PriceCatalog = BUILTIN_PRICE_CATALOG
@@ -325,6 +328,8 @@ class ForecastLedProcurer:
     hedge: Hedge | None = field(default_factory=Hedge)
     fresh: FreshDaysRule | None = field(default_factory=FreshDaysRule)  # the second forecast rule (hedge only)
     planned: PlannedRunReserve | None = field(default_factory=PlannedRunReserve)  # ahead of registered runs
+    # serving's stock-out cover (control/stockout_cover.py), asked after the rules above; None = off
+    stockout_cover: StockoutCover | None = field(default_factory=StockoutCover)
     books_: dict[tuple[str, str, int, int, int], ShadowBook] = field(default_factory=dict, repr=False, compare=False)
 
     def _market(self, sku_id: str, reserved: float) -> _Market:
@@ -451,7 +456,7 @@ class ForecastLedProcurer:
                 nodes = min(nodes, max(0, math.floor((target - have) / per + 1e-9)))
                 why += f"; {capped}"
         extra, why_run = self._planned_run_nodes(ctx, hist, have + max(nodes, 0) * per, term_h, lead_h, m)
-        return [
+        bought = [
             ReservationProposal(
                 sku_id=ctx.sku_id,
                 pool_id=pool.id,
@@ -462,6 +467,23 @@ class ForecastLedProcurer:
             )
             for n, reason in ((nodes, "forecast_led: " + why), (extra, why_run))
             if n > 0
+        ]
+        return bought + self._stockout_cover(ctx, have + sum(p.units for p in bought))
+
+    def _stockout_cover(self, ctx: ProcurementContext, committed: int) -> list[ReservationProposal]:
+        """Serving's stock-out cover (control/stockout_cover.py) over ``committed`` reserved GPUs (what the
+        rules above buy in this call included): one more proposal, or none."""
+        cover = self.stockout_cover
+        if cover is None or ctx.serving_asks_gpus is None:
+            return []
+        d = cover.decide(ctx.serving_asks_gpus, committed, self.limits.get(ctx.sku_id, TierLimits()), ctx.gpus_per_node)
+        if d.gpus <= 0:
+            return []
+        pool = ctx.pool
+        return [
+            ReservationProposal(
+                ctx.sku_id, pool.id, d.gpus, ctx.now_s + pool.lead_time_s, pool.term_months or 12, d.reason
+            )
         ]
 
     def _planned_run_nodes(

@@ -164,6 +164,7 @@ class ReservationDesk:
             self._committed_at(s, now + pool.lead_time_s),
             self.per_node[s],
             planned_runs=self.planned_runs,
+            serving_asks_gpus=self._serving_asks(s, now // HOUR_S),
         )
         props = self.loop.procurer.propose(ctx)
         self.decisions.reviewed(now, pool, props)
@@ -182,6 +183,15 @@ class ReservationDesk:
                 res.transition(ReservationStatus.PENDING_APPROVAL, at_s=now, actor="procurement", reason=prop.reason)
                 self.approvals_pending[ridx] = (dec.approved, ",".join(dec.approver_ids))
                 self.q.schedule(now + dec.delay_s, RES_EVENT, ridx, 0)
+
+    def _serving_asks(self, s: int, hour: int) -> np.ndarray | None:
+        """GPUs the serving replicas of SKU ``s`` were asked for at each hour before ``hour`` (replicas wanted,
+        placed or not, x GPUs each; observation only); None when no fleet serves on it."""
+        fleets = [(i, fr.spec.gpus_per_replica) for i, fr in enumerate(self.scheduling.fleets) if fr.sku_idx == s]
+        if not fleets:
+            return None
+        reps = self.metrics.replicas
+        return np.asarray(sum(reps[i, :hour] * g for i, g in fleets), dtype=np.float64)
 
     def _submit(self, ridx: int, now: int) -> None:
         res = self.reservations[ridx]
