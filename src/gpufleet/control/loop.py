@@ -13,7 +13,7 @@ from gpufleet.autoscale.nodes_baseline import IdleTimeoutScaleDown
 from gpufleet.autoscale.nodes_payoff import PayoffAwareNodes
 from gpufleet.control.approval import SimulatedApprovers
 from gpufleet.control.common_practice import PeakSizedReplicas, QuarterlyPeakProcurer
-from gpufleet.control.placement import SpotFirstForCheckpointed, running_tier_order
+from gpufleet.control.placement import ReplicaSpread, SpotFirstForCheckpointed, running_tier_order
 from gpufleet.control.procurement import ForecastLedProcurer, TierLimits
 from gpufleet.control.replica_victims import COST_AWARE, KUBERNETES_DEFAULT, VictimRule
 from gpufleet.control.replicas import gpufleet_replica_policy
@@ -65,6 +65,8 @@ class ControlLoop:
     # the procurer's demand history: GPUs in use + pending (True), or in use only (False: a queue is work deferred,
     # not a level that lasts a commitment's term; counted hourly while it waits it would be counted again when it runs)
     procure_on_pending: bool = True
+    # a serving replica prefers nodes holding fewer of its fleet's replicas (control/placement.ReplicaSpread; None: off)
+    replica_spread: ReplicaSpread | None = None
 
     def queue_wait_limit_s(self, slo_s: float) -> float | None:
         """The admission limit on a fleet's expected queue wait (s) for its latency SLO; None: no limit."""
@@ -87,6 +89,7 @@ class ControlLoop:
             breach_cost_usd=self.serving_breach_cost_usd,
             gpu_usd_h=[on_demand_usd_h(s) for s in sku_ids] if self.serving_breach_cost_usd > 0 else (),
             gang_preemption=self.gang_preemption,
+            spread=self.replica_spread,
         )
 
     @staticmethod
@@ -150,4 +153,5 @@ class ControlLoop:
         base.queue_limit_slo = 1.0  # shed a request that would wait past its SLO rather than delay later ones
         base.replica_victims = COST_AWARE  # scale down the replicas on dear on-demand nodes first
         base.procure_on_pending = False  # commitments follow the GPUs in use, not the queue (session 14)
+        base.replica_spread = ReplicaSpread(0.25)  # one node's failure takes at most ~a quarter of a fleet (session 17)
         return base

@@ -9,13 +9,20 @@ tier, and otherwise takes the inner chain's decision. Serving and uncheckpointed
 On nodes already running (:func:`running_tier_order`) gpufleet takes the cheapest room first: a pod takes room on a
 running spot (checkpointed training only) or secondary node before room on an on-demand node when those are
 cheaper, so the cheap nodes stay busy and the dear on-demand nodes are the ones that empty and are scaled down.
+
+A serving replica is spread over nodes (:class:`ReplicaSpread`, the soft form of Kubernetes'
+``topologySpreadConstraints`` on ``kubernetes.io/hostname`` with ``whenUnsatisfiable: ScheduleAnyway``): among the
+nodes of the tier the placement chose, a node holding fewer than a cap of its fleet's replicas is preferred, so that
+one node's failure takes at most about that share of the fleet. A preference only: when every fitting node of the
+tier is at the cap the replica goes where it would have gone; it never waits and never launches a node for it.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from decimal import Decimal
+from math import ceil
 
 from gpufleet.domain.allocations import Allocation
 from gpufleet.domain.pools import Tier
@@ -59,3 +66,28 @@ class SpotFirstForCheckpointed:
                     part = room // per * per
                     return Allocation(request.workload_id, st.pool.id, Tier.SPOT, part, "placed_spot_split")
         return self.inner.choose(request, pools)
+
+
+@dataclass(frozen=True, slots=True)
+class ReplicaSpread:
+    """A serving fleet's replicas per node, kept under a cap (a preference, never a filter that refuses).
+
+    ``share``: the cap is ``max(1, ceil(share * replicas))`` of a fleet of ``replicas`` (those it runs or asked
+    for, the one being placed included): with 0.25 one node's failure takes at most about a quarter of the fleet."""
+
+    share: float = 0.25
+
+    def cap(self, replicas: int) -> int:
+        return max(1, ceil(self.share * replicas))
+
+    @staticmethod
+    def pick(classes: Iterable[Iterable[int]], crowd: Mapping[int, int], cap: int) -> int | None:
+        """The first node, over ``classes`` (fitting nodes grouped in the policy's order of preference, each group in
+        its tie order), holding fewer than ``cap`` replicas of the fleet (``crowd``: node -> replicas on it; a node
+        not in it holds none); None when every node offered holds ``cap`` or more (the caller keeps its choice)."""
+        get = crowd.get
+        for nodes in classes:
+            for n in nodes:
+                if get(n, 0) < cap:
+                    return n
+        return None

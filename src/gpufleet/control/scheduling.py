@@ -22,7 +22,7 @@ decides. The stage runs the schedule package:
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from itertools import islice
 from typing import NamedTuple
@@ -30,6 +30,7 @@ from typing import NamedTuple
 import numpy as np
 import numpy.typing as npt
 
+from gpufleet.control.placement import ReplicaSpread
 from gpufleet.domain.workloads import WorkloadKind
 from gpufleet.schedule.bestfit import FreeGpuIndex
 from gpufleet.schedule.classes import CLASS_POLICIES, ClassScheduler
@@ -130,13 +131,16 @@ class FleetScheduler:
         breach_cost_usd: float = 0.0,
         gpu_usd_h: Sequence[float] = (),
         gang_preemption: bool = False,
+        spread: ReplicaSpread | None = None,
     ) -> None:
         """``table``: the node table :meth:`place_request` places on (None: no table view); ``target``: the
         workload distribution ``fgd`` needs; ``tie_rank``: a node order for ties on the table (None: the policy's);
         ``breach_cost_usd``: what a serving request missed while a replica waits costs, and ``gpu_usd_h`` one GPU
         per SKU index (the preemption gate, :meth:`preempt`; 0 or no price: waiting counts idle GPUs only);
-        ``gang_preemption``: gangs may preempt too (:meth:`preempt_gang`; needs ``preemption``)."""
+        ``gang_preemption``: gangs may preempt too (:meth:`preempt_gang`; needs ``preemption``); ``spread``: a
+        serving replica prefers nodes holding fewer of its fleet's replicas (:meth:`place`'s ``crowd``; None: off)."""
         self.policy = policy
+        self.spread = spread
         self.preemption = preemption
         self.gang_preemption = gang_preemption
         self.grace_s = grace_s
@@ -193,8 +197,20 @@ class FleetScheduler:
         if g < ask.per_node:  # ClassScheduler.observe(g), read off its requests (two calls less per arrival)
             self._observe[ask.sku](self._requests[ask.sku][g])
 
-    def place(self, ask: PodAsk, index: FreeGpuIndex, rack_of: Sequence[int]) -> Bind | Wait:
-        """Where ``ask`` runs now, or why it waits. Reads the index; changes nothing."""
+    def place(
+        self,
+        ask: PodAsk,
+        index: FreeGpuIndex,
+        rack_of: Sequence[int],
+        crowd: Mapping[int, int] | None = None,
+        replicas: int = 0,
+    ) -> Bind | Wait:
+        """Where ``ask`` runs now, or why it waits. Reads the index; changes nothing.
+
+        ``crowd``: for a serving replica, node -> replicas of its fleet running there, and ``replicas`` the fleet's
+        size; with ``spread`` set, the tier the policy takes stays the same, and inside it the first node under the
+        spread's cap, over the classes in the policy's order, is taken (reason ``replica_spread`` when that is not
+        the node the policy alone would take); if none is under the cap, the policy's node."""
         s, g, per = ask.sku, ask.gpus, ask.per_node
         if g <= per:
             fit = ((1 << (per + 1)) - 1) >> g << g  # the classes g..per
@@ -203,6 +219,10 @@ class FleetScheduler:
                 bits = masks[t] & fit
                 if bits:
                     choice = self.classes[s].choose_bits(g, bits)
+                    if crowd and self.spread is not None:
+                        spread_bind = self._spread(ask, index, t, bits, choice.free_gpus, crowd, replicas)
+                        if spread_bind is not None:
+                            return spread_bind
                     # the node longest in the chosen class (index.first_with_free, read off the view)
                     key = (next(iter(index.buckets[s][t][choice.free_gpus])), choice.reason)
                     got = self._binds.get(key)
@@ -239,6 +259,28 @@ class FleetScheduler:
         racks = {rack_of[n] for n in nodes}
         level = "rack" if len(racks) == 1 else "cluster"
         return Bind(tuple(nodes), f"gang_{level}", level)
+
+    def _spread(
+        self, ask: PodAsk, index: FreeGpuIndex, t: int, bits: int, first: int, crowd: Mapping[int, int], replicas: int
+    ) -> Bind | None:
+        """The spread's node in tier ``t`` (``first``: the policy's class), or None to keep the policy's node."""
+        assert self.spread is not None
+        bucket = index.buckets[ask.sku][t]
+        head = next(iter(bucket[first]))
+        cap = self.spread.cap(replicas)
+        if crowd.get(head, 0) < cap:
+            return None  # the policy's node is under the cap: its decision stands
+
+        def by_preference() -> Iterator[Iterator[int]]:
+            yield iter(bucket[first])
+            rest = bits & ~(1 << first)
+            while rest:  # the policy's next choice among the classes left
+                k = self.classes[ask.sku].choose_bits(ask.gpus, rest).free_gpus
+                yield iter(bucket[k])
+                rest &= ~(1 << k)
+
+        node = self.spread.pick(by_preference(), crowd, cap)
+        return None if node is None else Bind((node,), "replica_spread")
 
     def preempt(
         self,

@@ -263,7 +263,16 @@ class Scheduling:
     def try_place(self, pod: int, now: int) -> bool:
         f = self.fleet
         ask = self.asks.get(pod) or self.ask(pod)
-        d = self.sched.place(ask, f.index, f.n_rack)
+        fl = self.pods.serving[pod]
+        if fl >= 0 and self.sched.spread is not None:  # the fleet's replicas per node, for the spread rule
+            nodes_of = self.pods.nodes
+            crowd: dict[int, int] = {}
+            for q in self.fleets[fl].pods:
+                for n in nodes_of[q]:
+                    crowd[n] = crowd.get(n, 0) + 1
+            d = self.sched.place(ask, f.index, f.n_rack, crowd, len(self.fleets[fl].pods))
+        else:
+            d = self.sched.place(ask, f.index, f.n_rack)
         if not isinstance(d, Bind):
             return False
         p = self.pods
