@@ -106,3 +106,19 @@ def test_a_packed_node_loses_the_next_replica_to_a_node_under_the_cap() -> None:
     s2.observe(ask2)
     stays = s2.place(ask2, index2, [0, 0], {0: 4}, 16)
     assert isinstance(stays, Bind) and stays.nodes == (0,)
+
+
+def test_a_spread_limited_to_reserved_leaves_other_tiers_to_the_policy() -> None:
+    from gpufleet.domain.pools import TIER_RANK, Tier
+
+    res, od = TIER_RANK[Tier.RESERVED], TIER_RANK[Tier.ON_DEMAND]
+    spread = ReplicaSpread(0.25, (Tier.RESERVED,))
+    assert spread.applies(res) and not spread.applies(od)
+    n_tiers = len(TIER_RANK)
+    for tier, moved in ((res, True), (od, False)):
+        index = _index([2, 6], [tier, tier], n_tiers)
+        s = _scheduler("bestfit", spread)
+        ask = PodAsk(0, 0, 1, PER, (tier,), 0, True)
+        s.observe(ask)
+        got = s.place(ask, index, [0, 0], {0: 4}, 16)
+        assert isinstance(got, Bind) and got.nodes == ((1,) if moved else (0,))

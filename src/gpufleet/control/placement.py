@@ -25,7 +25,7 @@ from decimal import Decimal
 from math import ceil
 
 from gpufleet.domain.allocations import Allocation
-from gpufleet.domain.pools import Tier
+from gpufleet.domain.pools import TIER_RANK, Tier
 from gpufleet.ports import PlacementRequest, Placer, PoolState
 
 RELIABILITY_ORDER = (Tier.RESERVED, Tier.ON_DEMAND, Tier.SPOT, Tier.SECONDARY)
@@ -76,6 +76,12 @@ class ReplicaSpread:
     for, the one being placed included): with 0.25 one node's failure takes at most about a quarter of the fleet."""
 
     share: float = 0.25
+    # the tiers whose nodes it spreads over (empty: all); on launched tiers spreading may keep a node from emptying
+    tiers: tuple[Tier, ...] = ()
+
+    def applies(self, tier_rank: int) -> bool:
+        """Whether a replica placed on the tier of this rank (``TIER_RANK``) is spread."""
+        return not self.tiers or any(TIER_RANK[t] == tier_rank for t in self.tiers)
 
     def cap(self, replicas: int) -> int:
         return max(1, ceil(self.share * replicas))

@@ -219,7 +219,7 @@ class FleetScheduler:
                 bits = masks[t] & fit
                 if bits:
                     choice = self.classes[s].choose_bits(g, bits)
-                    if crowd and self.spread is not None:
+                    if crowd and self.spread is not None and self.spread.applies(t):
                         spread_bind = self._spread(ask, index, t, bits, choice.free_gpus, crowd, replicas)
                         if spread_bind is not None:
                             return spread_bind
