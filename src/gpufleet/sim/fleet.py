@@ -77,6 +77,9 @@ class Fleet:
     n_lives: list[int] = field(default_factory=list)  # times the node came alive (up or repaired)
     n_change: list[int] = field(default_factory=list)  # bumped whenever the node's pods change (cache key)
     n_rack: list[int] = field(default_factory=list)  # topology: racks of NODES_PER_RACK nodes in launch order
+    # what stopping work on the node saves per GPU-hour: 0.0 on a reserved node (paid whether used or not), else
+    # its pool's price (``replica_victims.saving_usd_h`` of the node; kept with n_pool and n_res)
+    n_saving: list[float] = field(default_factory=list)
     changed: set[int] = field(default_factory=set)  # nodes whose pods changed since a reader last cleared it
     index: FreeGpuIndex = field(init=False)
 
@@ -114,6 +117,7 @@ class Fleet:
         self.n_idle_since.append(now_s)
         self.n_up_since.append(now_s)
         self.n_res.append(reservation)
+        self.n_saving.append(0.0 if reservation >= 0 else pr.price_usd)
         self.n_ordinal.append(pr.launched)
         self.n_lives.append(0)
         self.n_change.append(0)
@@ -171,6 +175,7 @@ class Fleet:
             self.index.add(node, new.sku_idx, new.tier_rank, self.n_free[node])
         self.n_pool[node] = pool_idx
         self.n_res[node] = -1
+        self.n_saving[node] = new.price_usd
 
     # --- allocation -------------------------------------------------------------------------------
     def allocate(self, node: int, pod: int, gpus: int, now_s: int) -> None:

@@ -73,6 +73,8 @@ class FreeingEstimates:
         self._eta_key = keyed_prefix(seed, ETA)
         self._bounds: dict[tuple[int, int], FreeingBounds] = {}  # (sku, window) -> bounds
         self._by_sku: dict[int, list[FreeingBounds]] = {}  # the same bounds by SKU (what a changed node dirties)
+        # node -> (its change counter, :meth:`_node_runs`): what a query reads of its pods, until the node changes
+        self._runs: dict[int, tuple[int, tuple[tuple[int, float, int], ...] | None]] = {}
         # per SKU: (now, index version) -> {(window, GPUs wanted, tiers): expected free times}
         self._memo: dict[int, tuple[tuple[int, int], dict[tuple[int, int, tuple[int, ...]], list[int]]]] = {}
 
@@ -143,35 +145,27 @@ class FreeingEstimates:
         st = self._state(s, within_s)
         self._refresh_bounds(st, now)
         times: list[int] = []
-        serving, state, start, remaining, gpus_of = (
-            self.pods.serving,
-            self.pods.state,
-            self.pods.start,
-            self.pods.remaining,
-            self.pods.gpus,
-        )
-        n_free, n_state, n_pool, n_pods, pools = f.n_free, f.n_state, f.n_pool, f.n_pods, f.pools
+        n_free, n_state, n_pool, pools, change = f.n_free, f.n_state, f.n_pool, f.pools, f.n_change
         up = NodeState.UP
-        memo, epoch = self.eta_memo, self.pods.epoch
+        runs_memo = self._runs
         for node in st.active:
             free = n_free[node]
             if free >= want or n_state[node] != up or pools[n_pool[node]].tier_rank not in tiers:
                 continue  # not one of the busy schedulable nodes the pod could use
+            ch = change[node]
+            hit = runs_memo.get(node)
+            if hit is None or hit[0] != ch:
+                hit = runs_memo[node] = (ch, self._node_runs(node, per))
+            runs = hit[1]
+            if runs is None:
+                continue  # a serving replica (or a pod not running) on it reports no end
             ends: list[tuple[int, int]] = []
-            for p in n_pods[node]:
-                if serving[p] >= 0 or state[p] != RUNNING:
-                    break  # a serving replica reports no end
-                left = start[p] + remaining[p] - now
-                if left > 0:
-                    hit = memo.get(p)
-                    mult = hit[1] if hit is not None and hit[0] == epoch[p] else self.eta_mult(p)
-                    eta = now + int(left * mult)
-                else:
-                    eta = now
+            for end, mult, gpus in runs:
+                left = end - now
+                eta = now + int(left * mult) if left > 0 else now
                 if eta > limit:
                     break
-                g = gpus_of[p]
-                ends.append((eta, g if g < per else per))
+                ends.append((eta, gpus))
             else:
                 ends.sort()
                 got = free
@@ -182,6 +176,24 @@ class FreeingEstimates:
                         break
         times.sort()
         return times
+
+    def _node_runs(self, node: int, per: int) -> tuple[tuple[int, float, int], ...] | None:
+        """What :meth:`expected_free_times` reads of each pod on ``node``: (end, ETA factor, GPUs it frees on one
+        node), in the node's pod order; None when a serving replica or a pod not running is on it. Kept per node
+        change (``Fleet.n_change``): a pod's end, run and state change only with a release or a placement, which
+        change its nodes."""
+        pods = self.pods
+        serving, state, start, remaining, gpus_of = pods.serving, pods.state, pods.start, pods.remaining, pods.gpus
+        memo, epoch = self.eta_memo, pods.epoch
+        out = []
+        for p in self.fleet.n_pods[node]:
+            if serving[p] >= 0 or state[p] != RUNNING:
+                return None
+            hit = memo.get(p)
+            mult = hit[1] if hit is not None and hit[0] == epoch[p] else self.eta_mult(p)
+            g = gpus_of[p]
+            out.append((start[p] + remaining[p], mult, g if g < per else per))
+        return tuple(out)
 
     def _state(self, s: int, within_s: int) -> FreeingBounds:
         """The bound heap of (SKU, window); a new one starts with every node of the SKU to compute."""

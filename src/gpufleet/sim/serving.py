@@ -362,8 +362,7 @@ class ServingFleets:
         :meth:`replica_views`: a ready replica without a node saves 0.0 and is not alone)."""
         ready, pod_nodes = self.pods.ready, self.pods.nodes
         f = self.scheduling.fleet
-        n_pool, n_res, n_pods = f.n_pool, f.n_res, f.n_pods
-        price = [pr.price_usd for pr in f.pools]  # per pool
+        n_saving, n_pods = f.n_saving, f.n_pods
         keys: list[tuple[float, bool, int]] = []
         not_ready: list[int] = []
         add = keys.append
@@ -377,7 +376,7 @@ class ServingFleets:
                 continue
             n = nodes[0]
             alone = len(n_pods[n]) == 1 and (len(nodes) == 1 or all(len(n_pods[m]) == 1 for m in nodes))
-            add((0.0 if n_res[n] >= 0 else price[n_pool[n]], alone, j))
+            add((n_saving[n], alone, j))
         return keys, not_ready
 
     def on_ready(self, now: int, pod: int, epoch: int) -> None:
