@@ -16,10 +16,9 @@
 - :func:`expected_use_holds` (scale-down, several idle nodes): the ski-rental hold above prices one idle node
   alone; with ``k`` idle nodes and fresh-node needs arriving at rate ``lambda``, the ``j``-th node to be reused
   waits ``j / lambda`` on average, so holding it pays only while ``j < lambda x buy`` (rent until use against the
-  relaunch it saves); ``lambda x buy`` is estimated by the caller from the needs seen lately (the node scaler: per ``buy`` seconds,
-  over the last few of them). The nodes are
-  ranked cheapest first, and a node counts ahead of another only if it can host every pod the other can (a spot
-  node hosts checkpointed training only).
+  relaunch it saves); ``lambda x buy`` is estimated by the caller from the needs seen lately (the node scaler:
+  per ``buy`` seconds, over the last few of them). The nodes are ranked cheapest first, and a node counts ahead of
+  another only if it can host every pod the other can (a spot node hosts checkpointed training only).
 - :func:`moves_to_reserved` (consolidation): restart a long checkpointed gang from its last checkpoint on whole
   reserved nodes that have stood idle, instead of paying its launched nodes for the rest of its run. A planned
   multi-week run that arrived when reserved capacity was short otherwise stays on on-demand nodes until a node

@@ -149,8 +149,9 @@ class PayoffAwareNodes:
     ``wait_for_freeing``: count busy nodes whose work reports it ends before a launch would be ready
     (``ScaleUpContext.freeing_nodes``) as capacity on its way. ``move_to_reserved``: consolidation
     (:func:`moves_to_reserved`). ``count_needs``: hold no more idle nodes than the fresh nodes the SKU needed over
-    each node's break-even time (:func:`~gpufleet.autoscale.node_rules.expected_use_holds`; no setting; on in :meth:`default` since session 15,
-    measured on the default scenario's tuning seeds 11-16, docs/benchmarks/loop.md)."""
+    each node's break-even time (:func:`~gpufleet.autoscale.node_rules.expected_use_holds`; no setting; on in
+    :meth:`default` since session 15, measured on the default scenario's tuning seeds 11-16,
+    docs/benchmarks/loop.md)."""
 
     @classmethod
     def default(cls, idle_node_timeout_s: int = 600, delay_weight: float = LOOP_DELAY_WEIGHT) -> PayoffAwareNodes:
@@ -233,9 +234,10 @@ class PayoffAwareNodes:
         wait_price_usd_per_gpu_h: float,
         holds: dict[tuple[int, float], float],
     ) -> list[IdleNode]:
-        """The idle nodes :func:`~gpufleet.autoscale.node_rules.expected_use_holds` lets go (in the given order), without building a candidate per
-        node: the nodes past their break-even go; the need cap is ranked (:func:`capped_holds`) only if it can bind
-        (:func:`cap_can_bind`), i.e. if more nodes are within their break-even than the smallest need among them."""
+        """The idle nodes :func:`~gpufleet.autoscale.node_rules.expected_use_holds` lets go (in the given order),
+        without building a candidate per node: the nodes past their break-even go; the need cap is ranked
+        (:func:`capped_holds`) only if it can bind (:func:`cap_can_bind`), i.e. if more nodes are within their
+        break-even than the smallest need among them."""
         past: list[IdleNode] = []
         held: list[int] = []  # positions in ``idle`` of the nodes within their break-even
         held_needs: list[float | None] = []

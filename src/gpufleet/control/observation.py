@@ -10,7 +10,6 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from gpufleet.domain.workloads import ServingScaling
-from gpufleet.ports import PlannedRunRegistration
 from gpufleet.schedule.table import NodeSpec, PodRequest
 
 
@@ -146,5 +145,3 @@ class Observation:
     deployments: tuple[ObservedDeployment, ...] = ()
     workloads: tuple[ObservedWorkload, ...] = ()
     resource_versions: dict[str, str] = field(default_factory=dict)
-    # the planned-run calendar (registrations, not outcomes) the world's users have filed: control/planned_runs.py
-    planned_runs: tuple[PlannedRunRegistration, ...] = ()

@@ -18,7 +18,10 @@ REASON_TEXT = {
     "breakeven": "the break-even test on forecast demand",
     "forecast_led": "the forecast-led commitment test",
     "planned_run_reserve": "a registered planned run would push work past the pay-per-use tiers' ceilings",
-    "serving_stockout_cover": "serving must not depend on on-demand capacity that can stock out: reserved and secondary capacity cover most of last week's serving asks",
+    "serving_stockout_cover": (
+        "serving must not depend on on-demand capacity that can stock out: reserved and secondary capacity cover "
+        "most of last week's serving asks"
+    ),
     "forecast_prewarm": "the request-rate forecast, with replicas started a cold start ahead of it",
     "step_prewarm": "this time of day has seen large traffic steps, so replicas were held warm ahead of it",
     "burst_floor": "recent request bursts needed them",

@@ -30,13 +30,10 @@ if TYPE_CHECKING:
     from gpufleet.sim.scheduling import Scheduling
 
 
-#: how long before its start a planned run is registered (None: from day 0, the scenario's whole calendar is known)
-REGISTRATION_LEAD_S: int | None = None
-
-
 def registrations(runs: list[PlannedRun]) -> tuple[PlannedRunRegistration, ...]:
     """The scenario's planned runs as their teams registered them: what a user types (name, team, SKU, GPUs,
-    start, duration, probability), never the world's draw of whether a run happens (sim/demand.planned)."""
+    start, duration, probability), never the world's draw of whether a run happens (sim/demand.planned). A
+    scenario's calendar is known from day 0."""
     return tuple(
         PlannedRunRegistration(
             name=r.name,
@@ -46,7 +43,7 @@ def registrations(runs: list[PlannedRun]) -> tuple[PlannedRunRegistration, ...]:
             start_s=int(r.start_day * DAY_S),
             duration_s=int(r.duration_days * DAY_S),
             probability=r.probability,
-            registered_s=0 if REGISTRATION_LEAD_S is None else max(int(r.start_day * DAY_S) - REGISTRATION_LEAD_S, 0),
+            registered_s=0,
         )
         for r in runs
     )
