@@ -6,7 +6,7 @@ the schema; these models must match them (a test compares the two).
 
 from __future__ import annotations
 
-from sqlalchemy import BigInteger, Boolean, Float, ForeignKey, Index, Integer, String, Text, UniqueConstraint
+from sqlalchemy import BigInteger, Boolean, Float, ForeignKey, Index, Integer, String, Text, UniqueConstraint, text
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
 
@@ -285,3 +285,35 @@ class BudgetCommitmentRow(Base):
     rate_uusd_per_h: Mapped[int] = mapped_column(BigInteger)
     action: Mapped[str] = mapped_column(String(16))
     pool_id: Mapped[str | None] = mapped_column(String(200), nullable=True)
+
+
+class PlannedRunRow(Base):
+    """A large training run registered ahead of time (migration 0010): the planned-run calendar the procurer
+    reserves ahead of (``control/planned_runs.py``). Cancelled runs (``cancelled_at_s`` set) stay for the record
+    and no longer count; a team's name is unique among its runs that are not cancelled."""
+
+    __tablename__ = "planned_runs"
+    __table_args__ = (
+        Index("ix_planned_runs_sku_region", "sku_id", "region_id"),
+        Index(
+            "uq_planned_runs_team_name_active",
+            "team_id",
+            "name",
+            unique=True,
+            sqlite_where=text("cancelled_at_s IS NULL"),
+            postgresql_where=text("cancelled_at_s IS NULL"),
+        ),
+    )
+    id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    name: Mapped[str] = mapped_column(String(200))
+    team_id: Mapped[str] = mapped_column(ForeignKey("teams.id"))
+    sku_id: Mapped[str] = mapped_column(ForeignKey("skus.id"))
+    region_id: Mapped[str] = mapped_column(ForeignKey("regions.id"))
+    gpus: Mapped[int] = mapped_column(Integer)
+    start_s: Mapped[int] = mapped_column(BigInteger)
+    duration_s: Mapped[int] = mapped_column(BigInteger)
+    probability: Mapped[float] = mapped_column(Float)
+    registered_s: Mapped[int] = mapped_column(BigInteger)  # the service clock when it was registered
+    created_by: Mapped[str] = mapped_column(String(128))
+    cancelled_at_s: Mapped[int | None] = mapped_column(BigInteger, nullable=True)  # NULL: active
+    cancelled_by: Mapped[str | None] = mapped_column(String(128), nullable=True)
