@@ -22,10 +22,21 @@ limits from the stored spot and secondary pools' quotas) asked through ``ports.P
 the simulator builds (:meth:`ProcurementService.context`: hourly demand of the last 28 days, the reserved pool,
 the loop's forecast, the units held or on order at lead time); its proposals become pending reservations through
 the reservation use case (the approval rules apply unchanged), each with a deterministic Idempotency-Key.
+
+**Planned runs** (the calendar of :mod:`gpufleet.service.planned_runs`): the context of a SKU-region carries the
+runs registered for that SKU in that region, not cancelled and not yet started, as ``ports.PlannedRunRegistration``
+(the simulator's desk passes its scenario's calendar the same way), so the procurer's ``planned_run_reserve``
+decision (``control/planned_runs.py``) reserves ahead of them. The context's ``now_s`` is the start of today, so a
+run registered later today counts as registered at that instant (every pass of the day sees the same calendar).
+The tier limits the loop is assembled with include the on-demand quota (:meth:`ProcurementService.tier_limits`),
+which only that decision reads. Each reservation a pass creates gets an audit event
+``reservation.proposed_by_loop`` with the proposal's reason and the planned runs it was bought ahead of.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import math
 from collections.abc import Sequence
 from decimal import Decimal
 from typing import Any
@@ -38,6 +49,7 @@ from gpufleet.adapters.aws.skus import gpus_from_vcpus, instance_type
 from gpufleet.adapters.sql.models import PoolRow, RegionRow, ReservationRow, SkuRow, UtilizationRow
 from gpufleet.control.cloud import draft_increase
 from gpufleet.control.loop import ControlLoop
+from gpufleet.control.planned_runs import REASON as PLANNED_RUN_REASON
 from gpufleet.control.procurement import TierLimits
 from gpufleet.control.proposing import (
     HeldCommitment,
@@ -49,11 +61,12 @@ from gpufleet.control.proposing import (
 from gpufleet.domain.errors import ValidationError
 from gpufleet.domain.pools import CapacityPool, Tier
 from gpufleet.domain.reservations import ReservationStatus, term_seconds
-from gpufleet.ports import ProcurementContext
+from gpufleet.ports import PlannedRunRegistration, ProcurementContext
 from gpufleet.service.auth import Actor, Role
 from gpufleet.service.capacity import CapacityService
 from gpufleet.service.clock import Clock
 from gpufleet.service.cloud_quotas import CloudQuotaService, ProviderQuota
+from gpufleet.service.planned_runs import active_runs, registration
 from gpufleet.service.reservations import ReservationService
 from gpufleet.service.uow import UnitOfWork
 
@@ -195,8 +208,8 @@ class ProcurementService:
 
     def tier_limits(self, skus: Sequence[str]) -> dict[str, TierLimits]:
         """For each SKU, what its spot and secondary-provider pools can absorb, from the stored pools' quotas
-        (:func:`gpufleet.control.proposing.tier_limits`: a pool without a quota counts for nothing). The limits
-        the loop is assembled with."""
+        (:func:`gpufleet.control.proposing.tier_limits`: a pool without a quota counts for nothing), and its
+        on-demand quota (:func:`on_demand_quota`). The limits the loop is assembled with."""
         with UnitOfWork(self._engine, write=False) as uow:
             rows = uow.session.execute(
                 select(PoolRow.sku_id, PoolRow.tier, PoolRow.quota_gpus).where(PoolRow.sku_id.in_(sorted(skus)))
@@ -204,7 +217,10 @@ class ProcurementService:
         by_sku: dict[str, list[tuple[str, int | None]]] = {sku: [] for sku in skus}
         for sku, tier, quota in rows:
             by_sku[sku].append((tier, quota))
-        return {sku: tier_limits(pools) for sku, pools in by_sku.items()}
+        return {
+            sku: dataclasses.replace(tier_limits(pools), on_demand_quota_gpus=on_demand_quota(pools))
+            for sku, pools in by_sku.items()
+        }
 
     def loop(self, skus: Sequence[str]) -> ControlLoop:
         """The control loop the service runs, from the one place it is assembled (``ControlLoop.gpufleet``),
@@ -212,12 +228,29 @@ class ProcurementService:
         (approvers, scheduler tie-breaks) is not used here."""
         return ControlLoop.gpufleet(0, tier_limits=self.tier_limits(skus))
 
+    def planned_runs(self, sku_id: str, region_id: str, today_s: int) -> list[tuple[str, PlannedRunRegistration]]:
+        """The SKU-region's registered runs the procurer reads at a pass of the day starting ``today_s``: not
+        cancelled and not started, as ``(id, ports.PlannedRunRegistration)``. A run registered after ``today_s``
+        counts as registered at ``today_s`` (the context's now: the pass happens after the registration)."""
+        with UnitOfWork(self._engine, write=False) as uow:
+            rows = active_runs(uow, sku_id, region_id, today_s)
+        return [
+            (r.id, dataclasses.replace(registration(r), registered_s=min(int(r.registered_s), today_s))) for r in rows
+        ]
+
     def context(
-        self, sku_id: str, region_id: str, loop: ControlLoop, *, forecast_h: int
+        self,
+        sku_id: str,
+        region_id: str,
+        loop: ControlLoop,
+        *,
+        forecast_h: int,
+        planned: Sequence[tuple[str, PlannedRunRegistration]] | None = None,
     ) -> tuple[ProcurementContext, list[HeldCommitment]]:
         """The loop's procurement context for the SKU planned in the region, from the store, and the
         reservations held or on their way that it counts. ``now_s`` is the start of today (the end of the
-        measured history), so every pass of the same day decides, and keys, the same orders."""
+        measured history), so every pass of the same day decides, and keys, the same orders. ``planned``: the
+        registered runs to pass (default: :meth:`planned_runs` of the SKU-region)."""
         now_s = self._clock.now_s()
         today_s = now_s // DAY_S * DAY_S
         hourly = self._history(sku_id, region_id, today_s - LOOKBACK_DAYS * DAY_S, today_s)
@@ -242,7 +275,9 @@ class ProcurementService:
             now_s=today_s, sku_id=sku_id, pool=pool, hourly_gpus=hourly, forecast=forecast,
             held=held, gpus_per_node=per_node,
         )  # fmt: skip
-        return ctx, held
+        if planned is None:
+            planned = self.planned_runs(sku_id, region_id, today_s)
+        return dataclasses.replace(ctx, planned_runs=tuple(reg for _, reg in planned)), held
 
     def commit(
         self, actor: Actor, *, sku_id: str, region_id: str, loop: ControlLoop | None = None, forecast_h: int = 7 * 24
@@ -258,7 +293,8 @@ class ProcurementService:
         if loop is None:
             loop = self.loop([sku_id])
         now_s = self._clock.now_s()
-        ctx, held = self.context(sku_id, region_id, loop, forecast_h=forecast_h)
+        planned = self.planned_runs(sku_id, region_id, now_s // DAY_S * DAY_S)
+        ctx, held = self.context(sku_id, region_id, loop, forecast_h=forecast_h, planned=planned)
         proposals = loop.procurer.propose(ctx)
         created = []
         for order in commitment_orders(proposals, region_id=region_id):
@@ -275,6 +311,12 @@ class ProcurementService:
                  "approvals_required": view.approvals_required, "idempotency_key": key, "pool": view.pool_id,
                  "tier": Tier.RESERVED.value, "reason": p.reason}
             )  # fmt: skip
+        self._record_reasons(actor, created, planned, now_s)
+        runs = [
+            {"id": rid, "name": r.name, "team": r.team, "gpus": r.gpus, "start_s": r.start_s,
+             "duration_s": r.duration_s, "probability": r.probability}
+            for rid, r in planned
+        ]  # fmt: skip
         return {
             "sku": sku_id,
             "region": region_id,
@@ -286,7 +328,9 @@ class ProcurementService:
                 "forecast": None if ctx.forecast is None else ctx.forecast.method,
                 "committed_gpus_at_lead": ctx.committed_gpus_at_lead,
                 "gpus_per_node": ctx.gpus_per_node,
+                "planned_runs": len(ctx.planned_runs),
             },
+            "planned_runs": runs,
             "proposals": [
                 {"units": p.units, "start_s": p.start_s, "term_months": p.term_months, "reason": p.reason}
                 for p in proposals
@@ -297,6 +341,37 @@ class ProcurementService:
             ],
             "created": created,
         }
+
+    def _record_reasons(
+        self,
+        actor: Actor,
+        created: Sequence[dict[str, Any]],
+        planned: Sequence[tuple[str, PlannedRunRegistration]],
+        now_s: int,
+    ) -> None:
+        """One audit event per reservation created by the loop, with the proposal's reason (and, for a
+        ``planned_run_reserve`` order, the planned runs of the context)."""
+        if not created:
+            return
+        with UnitOfWork(self._engine, write=True) as uow:
+            for c in created:
+                ahead = [rid for rid, _ in planned] if c["reason"].startswith(PLANNED_RUN_REASON) else []
+                uow.audit(at_s=now_s, actor=actor.user_id, action="reservation.proposed_by_loop",
+                          entity="reservation", entity_id=c["reservation_id"],
+                          detail={"reason": c["reason"], "planned_runs": ahead,
+                                  "idempotency_key": c["idempotency_key"]})  # fmt: skip
+            uow.commit()
+
+
+def on_demand_quota(pools: Sequence[tuple[str, int | None]]) -> float:
+    """A SKU's on-demand quota (GPUs) from its pools as ``(tier, quota_gpus)``: the sum over its on-demand pools
+    (every region: the limits are per SKU) when each of them states a quota; infinite (no known ceiling, as the
+    simulator's pool without ``on_demand_quota_gpus``) when one does not, or when none is stored. Only the
+    planned-run decision reads it."""
+    quotas = [q for tier, q in pools if tier == Tier.ON_DEMAND.value]
+    if not quotas or any(q is None for q in quotas):
+        return math.inf
+    return float(sum(q for q in quotas if q is not None))
 
 
 def _increase(o: Any, pq: ProviderQuota, sku: str, tier: str, now_s: int, lead_s: int) -> dict[str, Any]:
