@@ -123,6 +123,9 @@ def create_app(settings: Settings | None = None, *, services: Services | None = 
     from gpufleet.api.routes.cloud import router as cloud_router  # own line: merges with other routers
 
     app.include_router(cloud_router)
+    from gpufleet.api.routes.planned_runs import router as planned_runs_router  # own line: merges with others
+
+    app.include_router(planned_runs_router)
     for router in (health.router, reservations.router, workloads.router, fleet.router, registry.router, budgets.router):
         app.include_router(router)
     _add_problem_schema(app)

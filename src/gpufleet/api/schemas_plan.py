@@ -204,6 +204,22 @@ class PlanContext(BaseModel):
         description="GPUs held or on order (pending approval .. active) at now + the pool's lead time: not bought again"
     )
     gpus_per_node: int
+    planned_runs: int = Field(
+        default=0,
+        description="Registered runs of the SKU in the region (not cancelled, not started) the procurer read",
+    )
+
+
+class PlanPlannedRun(BaseModel):
+    """A registered run the procurer read (``GET /v1/planned-runs/{id}`` has the rest)."""
+
+    id: str
+    name: str
+    team: str
+    gpus: int
+    start_s: int
+    duration_s: int
+    probability: float
 
 
 class PlanProposal(BaseModel):
@@ -246,6 +262,9 @@ class PlanProposePublic(BaseModel):
     created: list[PlanReservation]
     held: list[HeldReservation] = Field(
         default_factory=list, description="Reservations of the SKU in the region held or pending, counted first"
+    )
+    planned_runs: list[PlanPlannedRun] = Field(
+        default_factory=list, description="The registered runs in the context (reason planned_run_reserve)"
     )
 
 
