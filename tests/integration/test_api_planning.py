@@ -169,7 +169,7 @@ def test_plans_propose_creates_what_the_loops_procurer_proposes_once(
         assert plan["procurer"] == type(loop.procurer).__name__
         assert plan["context"] == {
             "now_s": NOW_S, "pool": RESERVED, "history_hours": 28 * 24, "forecast": ctx.forecast.method,
-            "committed_gpus_at_lead": 0, "gpus_per_node": 8,
+            "committed_gpus_at_lead": 0, "gpus_per_node": 8, "planned_runs": 0,
         }  # fmt: skip
         assert plan["proposals"] == [
             {"units": p.units, "start_s": p.start_s, "term_months": p.term_months, "reason": p.reason} for p in expected

@@ -1,0 +1,221 @@
+"""The planned-run calendar over HTTP (``/v1/planned-runs``) against a live server on SQLite and on PostgreSQL:
+roles, refusals naming the field, idempotent cancel, and the procurer reserving ahead of a registered run that
+the pay-per-use tiers cannot carry (``POST /v1/plans:propose`` and the reconciler's pass), and not once the run
+is cancelled."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import httpx
+import pytest
+
+from gpufleet.control.loop import ControlLoop
+from gpufleet.control.planned_runs import REASON
+from tests.integration.conftest import NOW_S, Database, LiveServer, ServerFactory
+
+DAY = 86_400
+SKU = "h100_80gb"
+REGION = "us-east-1"
+OD = f"aws/{REGION}/{SKU}/on_demand"
+RESERVED = f"aws/{REGION}/{SKU}/reserved"
+PROBLEM = "application/problem+json"
+
+
+def _run(**change: Any) -> dict[str, Any]:
+    return {
+        "name": "pretrain-70b", "team": "team-p", "sku": SKU, "region": REGION, "gpus": 64,
+        "start_s": NOW_S + 15 * DAY + DAY // 2, "duration_s": 14 * DAY, "probability": 1.0, **change,
+    }  # fmt: skip
+
+
+def _teams(server: LiveServer) -> None:
+    with server.client("ml_platform_admin", "bob") as c:
+        for team in ("team-p", "team-q"):
+            assert c.post("/v1/teams", json={"id": team, "name": team}).status_code in (201, 409)
+
+
+def _problem(r: httpx.Response, status: int, field: str | None = None) -> None:
+    assert r.status_code == status, r.text
+    assert r.headers["content-type"].startswith(PROBLEM)
+    if field is not None:
+        assert r.json()["field"] == field, r.json()
+
+
+def test_roles_over_http(database: Database, make_server: ServerFactory) -> None:
+    """A viewer cannot register or cancel; a team member registers and cancels for its own team only and reads
+    only its own team's runs; admins act for any team; viewers read every run."""
+    s = make_server(database)
+    _teams(s)
+    with (
+        s.client("app_team", "ann", "team-p") as ann,
+        s.client("viewer", "vic") as vic,
+        s.client("finops_admin", "fay") as fay,
+        s.client("ml_platform_admin", "bob") as bob,
+    ):
+        _problem(vic.post("/v1/planned-runs", json=_run()), 403)
+        _problem(ann.post("/v1/planned-runs", json=_run(team="team-q")), 403)
+        assert vic.get("/v1/planned-runs").json() == []  # the refused requests stored nothing
+        own = ann.post("/v1/planned-runs", json=_run())
+        assert own.status_code == 201, own.text
+        mine = own.json()
+        assert mine["registered_s"] == NOW_S and mine["created_by"] == "ann" and mine["status"] == "scheduled"
+        other = fay.post("/v1/planned-runs", json=_run(team="team-q")).json()
+        assert bob.post("/v1/planned-runs", json=_run(team="team-q", name="b")).status_code == 201
+        assert [r["id"] for r in ann.get("/v1/planned-runs").json()] == [mine["id"]]
+        _problem(ann.get("/v1/planned-runs", params={"team": "team-q"}), 403)
+        _problem(ann.get(f"/v1/planned-runs/{other['id']}"), 403)
+        _problem(ann.delete(f"/v1/planned-runs/{other['id']}"), 403)
+        _problem(vic.delete(f"/v1/planned-runs/{mine['id']}"), 403)
+        assert vic.get(f"/v1/planned-runs/{other['id']}").json()["active"] is True  # nothing was cancelled
+        assert len(vic.get("/v1/planned-runs").json()) == 3
+        assert len(vic.get("/v1/planned-runs", params={"team": "team-q"}).json()) == 2
+        _problem(vic.get("/v1/planned-runs/run_nope"), 404)
+        _problem(bob.delete("/v1/planned-runs/run_nope"), 404)
+        with s.client() as anonymous:
+            _problem(anonymous.get("/v1/planned-runs"), 401)
+
+
+def test_cancel_twice_is_idempotent_and_audited_once(database: Database, make_server: ServerFactory) -> None:
+    s = make_server(database)
+    _teams(s)
+    with s.client("app_team", "ann", "team-p") as ann, s.client("ml_platform_admin", "bob") as bob:
+        run = ann.post("/v1/planned-runs", json=_run()).json()
+        first = ann.delete(f"/v1/planned-runs/{run['id']}")
+        assert first.status_code == 200 and first.json()["status"] == "cancelled"
+        assert first.json()["cancelled_by"] == "ann" and first.json()["active"] is False
+        second = bob.delete(f"/v1/planned-runs/{run['id']}")
+        assert second.status_code == 200 and second.json() == first.json()
+        events = bob.get("/v1/audit", params={"entity_id": run["id"]}).json()
+        assert [e["action"] for e in events] == ["planned_run.registered", "planned_run.cancelled"]
+        assert bob.get("/v1/planned-runs", params={"active": "true"}).json() == []
+        assert [r["id"] for r in bob.get("/v1/planned-runs", params={"active": "false"}).json()] == [run["id"]]
+        assert ann.post("/v1/planned-runs", json=_run()).status_code == 201  # the name is free again
+        _problem(ann.post("/v1/planned-runs", json=_run(gpus=8)), 422, "name")  # but not twice among active runs
+
+
+@pytest.mark.parametrize(
+    ("change", "field"),
+    [
+        ({"gpus": 0}, "gpus"),
+        ({"gpus": -1}, "gpus"),
+        ({"gpus": "64"}, "gpus"),
+        ({"gpus": 2.5}, "gpus"),
+        ({"duration_s": 0}, "duration_s"),
+        ({"probability": 0}, "probability"),
+        ({"probability": 1.01}, "probability"),
+        ({"probability": "0.5"}, "probability"),
+        ({"start_s": NOW_S}, "start_s"),
+        ({"start_s": NOW_S - DAY}, "start_s"),
+        ({"start_s": -1}, "start_s"),
+        ({"name": ""}, "name"),
+        ({"team": "nobody"}, "team"),
+        ({"team": "bad team"}, "team"),
+        ({"sku": "zz9"}, "sku"),
+        ({"region": "mars-1"}, "region"),
+        ({"region": "eu-north1"}, "region"),
+        ({"gpu_count": 8}, "gpu_count"),
+        ({"sku": None}, "sku"),
+    ],
+)
+def test_a_bad_field_is_a_problem_naming_it(shared_server: LiveServer, change: dict[str, Any], field: str) -> None:
+    _teams(shared_server)
+    body = {k: v for k, v in _run(**change).items() if v is not None}
+    with shared_server.client("ml_platform_admin", "bob") as c:
+        r = c.post("/v1/planned-runs", json=body)
+        _problem(r, 422, field)
+        assert c.get("/v1/planned-runs").json() == []
+
+
+def _hourly(days: int, gpus: float) -> list[dict[str, Any]]:
+    return [
+        {"source": "dcgm", "bucket_start_s": NOW_S - days * DAY + h * 3600, "bucket_s": 3600, "workload_id": "wl-base",
+         "team_id": "team-p", "sku_id": SKU, "gpus_allocated": gpus, "gpu_util": 0.6, "pool_id": RESERVED}
+        for h in range(days * 24)
+    ]  # fmt: skip
+
+
+def test_the_procurer_reserves_ahead_of_a_registered_run_and_not_of_a_cancelled_one(
+    database: Database, make_server: ServerFactory
+) -> None:
+    """8 GPUs in use for 28 days; the on-demand quota is 16 GPUs and no spot or secondary capacity is promised, so
+    a 64-GPU run starting after the reserved pool's 14-day lead time cannot be carried by the pay-per-use tiers.
+
+    1. The run registered, then cancelled before the pass: plans:propose reads no planned run and buys only what
+       the forecast-led rule does (no ``planned_run_reserve`` order).
+    2. Registered again: the reconciler's pass (what the service runs daily) asks the same procurer, which now
+       reserves ahead of the run: a pending reservation whose reason is ``planned_run_reserve``, exactly the
+       proposal the loop's procurer makes on the context with the registration (as the simulator passes it)."""
+    s = make_server(database)
+    _teams(s)
+    with (
+        s.client("ml_platform_admin", "bob") as bob,
+        s.client("finops_admin", "fay") as fay,
+        s.client("app_team", "ann", "team-p") as ann,
+        s.client("viewer", "vic") as vic,
+    ):
+        assert bob.post("/v1/utilization:ingest", json={"records": _hourly(28, 8.0)}).status_code == 200
+        assert bob.patch(f"/v1/pools/{OD}", json={"quota_gpus": 16}).status_code == 200
+        first = ann.post("/v1/planned-runs", json=_run()).json()
+        assert ann.delete(f"/v1/planned-runs/{first['id']}").status_code == 200
+        plan = fay.post("/v1/plans:propose", json={"sku": SKU, "region": REGION})
+        assert plan.status_code == 200, plan.text
+        body = plan.json()
+        assert body["context"]["planned_runs"] == 0 and body["planned_runs"] == []
+        assert not any(p["reason"].startswith(REASON) for p in body["proposals"])
+        assert not any(c["reason"].startswith(REASON) for c in body["created"])
+        base = {r["reservation_id"] for r in vic.get("/v1/reservations").json()}
+
+        run = ann.post("/v1/planned-runs", json=_run()).json()
+        procurement = s.services.procurement
+        loop = ControlLoop.gpufleet(0, tier_limits=procurement.tier_limits([SKU]))
+        assert loop.procurer.limits[SKU].on_demand_quota_gpus == 16.0  # type: ignore[attr-defined]
+        ctx, _held = procurement.context(SKU, REGION, loop, forecast_h=7 * 24)
+        assert [r.name for r in ctx.planned_runs] == ["pretrain-70b"] and ctx.planned_runs[0].gpus == 64
+        expected = [p for p in loop.procurer.propose(ctx) if p.reason.startswith(REASON)]
+        assert len(expected) == 1 and expected[0].units > 0, expected
+
+        (entry,) = s.services.reconciler.run_once().proposals
+        assert entry["region"] == REGION and entry["context"]["planned_runs"] == 1
+        reserve = [p for p in entry["proposed"] if p["reason"].startswith(REASON)]
+        assert [(p["units"], p["start_s"], p["term_months"], p["reason"]) for p in reserve] == [
+            (p.units, p.start_s, p.term_months, p.reason) for p in expected
+        ]
+        made = [r for r in vic.get("/v1/reservations").json() if r["reservation_id"] not in base]
+        assert [(r["units"], r["status"], r["pool"]) for r in made] == [
+            (expected[0].units, "pending_approval", RESERVED)
+        ]
+        rid = made[0]["reservation_id"]
+        assert rid in entry["created"]
+        events = bob.get("/v1/audit", params={"entity_id": rid, "action": "reservation.proposed_by_loop"}).json()
+        assert [e["detail"]["reason"] for e in events] == [expected[0].reason]
+        assert events[0]["detail"]["planned_runs"] == [run["id"]] and events[0]["actor"] == "reconciler"
+
+        # the next pass (same day: same context) buys nothing twice: the pending order is held
+        again = fay.post("/v1/plans:propose", json={"sku": SKU, "region": REGION}).json()
+        assert again["context"]["planned_runs"] == 1 and [r["id"] for r in again["planned_runs"]] == [run["id"]]
+        assert again["created"] == [] and rid in {h["reservation_id"] for h in again["held"]}
+
+
+def test_plans_propose_names_the_planned_run_reserve_in_what_it_creates(
+    database: Database, make_server: ServerFactory
+) -> None:
+    """Through POST /v1/plans:propose: the created reservation's reason is the proposal's ``planned_run_reserve``
+    and the response names the run it read."""
+    s = make_server(database)
+    _teams(s)
+    with s.client("ml_platform_admin", "bob") as bob, s.client("app_team", "ann", "team-p") as ann:
+        assert bob.post("/v1/utilization:ingest", json={"records": _hourly(28, 8.0)}).status_code == 200
+        assert bob.patch(f"/v1/pools/{OD}", json={"quota_gpus": 16}).status_code == 200
+        run = ann.post("/v1/planned-runs", json=_run(probability=0.9)).json()
+        plan = bob.post("/v1/plans:propose", json={"sku": SKU, "region": REGION}).json()
+        assert plan["context"]["planned_runs"] == 1
+        assert plan["planned_runs"] == [
+            {"id": run["id"], "name": "pretrain-70b", "team": "team-p", "gpus": 64, "start_s": run["start_s"],
+             "duration_s": 14 * DAY, "probability": 0.9}
+        ]  # fmt: skip
+        reserve = [c for c in plan["created"] if c["reason"].startswith(REASON)]
+        assert len(reserve) == 1 and reserve[0]["status"] == "pending_approval" and reserve[0]["pool"] == RESERVED
+        assert "pretrain-70b" in reserve[0]["reason"]
+        got = bob.get(f"/v1/reservations/{reserve[0]['reservation_id']}").json()
+        assert got["status"] == "pending_approval" and got["units"] == reserve[0]["units"]
