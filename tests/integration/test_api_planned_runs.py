@@ -219,3 +219,24 @@ def test_plans_propose_names_the_planned_run_reserve_in_what_it_creates(
         assert "pretrain-70b" in reserve[0]["reason"]
         got = bob.get(f"/v1/reservations/{reserve[0]['reservation_id']}").json()
         assert got["status"] == "pending_approval" and got["units"] == reserve[0]["units"]
+
+
+def test_the_reconciler_names_the_runs_its_pass_does_not_read(database: Database, make_server: ServerFactory) -> None:
+    """One region per SKU: a run registered in another region of the SKU, or of a SKU without utilization to plan
+    from, is named in the pass (not silently dropped) and no planned-run reserve is bought for it."""
+    s = make_server(database)
+    _teams(s)
+    with s.client("ml_platform_admin", "bob") as bob:
+        pool = {"id": f"aws/us-west-2/{SKU}/reserved", "provider_id": "aws", "region_id": "us-west-2", "sku_id": SKU,
+                "tier": "reserved", "price_usd_per_gpu_h": "4.3619", "term_months": 12}  # fmt: skip
+        assert bob.post("/v1/pools", json=pool).status_code == 201
+        assert bob.post("/v1/utilization:ingest", json={"records": _hourly(28, 8.0)}).status_code == 200
+        assert bob.patch(f"/v1/pools/{OD}", json={"quota_gpus": 16}).status_code == 200
+        west = bob.post("/v1/planned-runs", json=_run(region="us-west-2")).json()
+        a100 = bob.post("/v1/planned-runs", json=_run(name="a100-run", sku="a100_80gb")).json()
+    by_sku = {p["sku"]: p for p in s.services.reconciler.run_once().proposals}
+    assert by_sku[SKU]["region"] == REGION and by_sku[SKU]["planned_runs_elsewhere"] == [west["id"]]
+    assert by_sku[SKU]["context"]["planned_runs"] == 0
+    assert not any(p["reason"].startswith(REASON) for p in by_sku[SKU]["proposed"])
+    assert by_sku["a100_80gb"]["planned_runs_elsewhere"] == [a100["id"]] and by_sku["a100_80gb"]["created"] == []
+    assert "no utilization" in by_sku["a100_80gb"]["error"]

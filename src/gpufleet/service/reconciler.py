@@ -21,6 +21,10 @@ The background cadence (``gpufleet serve``, ``gpufleet reconcile``) runs a pass 
    approval workflow (:meth:`ProcurementService.commit`) as the ``reconciler`` (an ML-platform admin principal):
    pending reservations that need their approvals as usual (the reconciler never approves). Held and pending
    reservations count as committed, and idempotency keys make a re-run propose nothing twice;
+   The context carries the SKU-region's registered planned runs (:mod:`gpufleet.service.planned_runs`), so the
+   procurer reserves ahead of them (``planned_run_reserve``). A run registered in another region of the SKU is
+   not read by the pass (one region per SKU): the SKU's entry names it (``planned_runs_elsewhere``), and so does an
+   entry for a SKU with active runs but no utilization to plan from (``error``);
 4. **placements**: every cluster's placements are re-evaluated (:func:`gpufleet.control.packing.plan_repack`):
    the moves that would free whole nodes, recorded, not applied (no node actuator is wired to the store).
 
@@ -38,7 +42,14 @@ from typing import Any
 
 from sqlalchemy import Engine, func, select
 
-from gpufleet.adapters.sql.models import AuditEventRow, ClusterRow, PoolRow, ReservationRow, UtilizationRow
+from gpufleet.adapters.sql.models import (
+    AuditEventRow,
+    ClusterRow,
+    PlannedRunRow,
+    PoolRow,
+    ReservationRow,
+    UtilizationRow,
+)
 from gpufleet.control.proposing import choose_plan_region
 from gpufleet.domain.errors import GpufleetError
 from gpufleet.domain.pools import Tier
@@ -140,6 +151,12 @@ class Reconciler:
         }
         # the loop the simulator runs, assembled in its one place, with the stored pools' tier limits
         loop = self._procurement.loop([sku for sku, (r, _) in regions.items() if r is not None])
+        runs = self._planned_runs(now_s)
+        for sku in sorted(set(runs) - set(skus)):
+            ids = sorted(rid for rid, _ in runs[sku])
+            out.proposals.append({"sku": sku, "region": None, "created": [], "planned_runs_elsewhere": ids,
+                                  "error": f"no utilization of {sku!r} in the last {LOOKBACK_DAYS} days to plan "
+                                           "from: its planned runs are not reserved ahead of"})  # fmt: skip
         for sku in skus:
             try:
                 fc = self._capacity.forecast(RECONCILER, sku_id=sku, days=self.forecast_days)
@@ -150,6 +167,10 @@ class Reconciler:
                                   "gap_units": fc["gap_units"]})  # fmt: skip
             region, why = regions[sku]
             entry: dict[str, Any] = {"sku": sku, "region": region, "region_reason": why, "created": []}
+            elsewhere = sorted(rid for rid, r in runs.get(sku, []) if r != region)
+            if elsewhere:  # registered where this pass does not buy: said, not dropped silently
+                entry["planned_runs_elsewhere"] = elsewhere
+                log.warning("reconciler: planned runs of %s outside its plan region %s: %s", sku, region, elsewhere)
             if region is not None:
                 try:
                     got = self._procurement.commit(
@@ -211,6 +232,20 @@ class Reconciler:
         for sku, region, units in held:
             held_units.setdefault(sku, {})[region] = int(units or 0)
         return skus, used, regions, held_units
+
+    def _planned_runs(self, now_s: int) -> dict[str, list[tuple[str, str]]]:
+        """Registered runs not cancelled and not started, as ``(id, region)`` by SKU."""
+        today_s = now_s // DAY_S * DAY_S
+        with UnitOfWork(self._engine, write=False) as uow:
+            rows = uow.session.execute(
+                select(PlannedRunRow.sku_id, PlannedRunRow.id, PlannedRunRow.region_id).where(
+                    PlannedRunRow.cancelled_at_s.is_(None), PlannedRunRow.start_s > today_s
+                )
+            ).all()
+        out: dict[str, list[tuple[str, str]]] = {}
+        for sku, rid, region in rows:
+            out.setdefault(sku, []).append((rid, region))
+        return out
 
     def _clusters(self) -> list[str]:
         with UnitOfWork(self._engine, write=False) as uow:
