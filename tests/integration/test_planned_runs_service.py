@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import math
+import threading
 
 import pytest
 from sqlalchemy import select
@@ -201,3 +202,32 @@ def test_on_demand_quota_sums_stated_quotas_and_is_unbounded_when_one_is_unknown
     assert math.isinf(on_demand_quota([("on_demand", 16), ("on_demand", None)]))
     assert math.isinf(on_demand_quota([("spot", 8)]))
     assert on_demand_quota([("on_demand", 0)]) == 0.0
+
+
+@pytest.mark.parametrize("check", [True, False], ids=["checked", "index_only"])
+def test_concurrent_registrations_of_one_name_leave_one_active_run(
+    database: Database, calendar: tuple[PlannedRunService, FixedClock], check: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Eight registrations of the same team and name at once: one is stored, the others are refused naming
+    ``name`` (the check under the write transaction, and the partial unique index where the check races; with
+    the check switched off the index alone holds)."""
+    if not check:
+        monkeypatch.setattr(PlannedRunService, "_name_taken", staticmethod(lambda *_: False))
+    svc = PlannedRunService(database.engine, FixedClock(NOW_S))  # random ids: no shared sequence across threads
+    results: list[object] = []
+
+    def register(i: int) -> None:
+        try:
+            results.append(svc.register(ADMIN, _spec(gpus=8 * (i + 1))))
+        except ValidationError as exc:
+            results.append(exc)
+
+    threads = [threading.Thread(target=register, args=(i,)) for i in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=60)
+    stored = [r for r in results if isinstance(r, dict)]
+    refused = [r for r in results if isinstance(r, ValidationError)]
+    assert len(stored) == 1 and len(refused) == 7 and all(e.field == "name" for e in refused), results
+    assert [r["id"] for r in svc.list(ADMIN, active=True)] == [stored[0]["id"]]
