@@ -235,8 +235,8 @@ def test_the_reconciler_names_the_runs_its_pass_does_not_read(database: Database
         west = bob.post("/v1/planned-runs", json=_run(region="us-west-2")).json()
         a100 = bob.post("/v1/planned-runs", json=_run(name="a100-run", sku="a100_80gb")).json()
     by_sku = {p["sku"]: p for p in s.services.reconciler.run_once().proposals}
-    assert by_sku[SKU]["region"] == REGION and by_sku[SKU]["planned_runs_elsewhere"] == [west["id"]]
+    assert by_sku[SKU]["region"] == REGION and by_sku[SKU]["planned_runs_not_read"] == [west["id"]]
     assert by_sku[SKU]["context"]["planned_runs"] == 0
     assert not any(p["reason"].startswith(REASON) for p in by_sku[SKU]["proposed"])
-    assert by_sku["a100_80gb"]["planned_runs_elsewhere"] == [a100["id"]] and by_sku["a100_80gb"]["created"] == []
+    assert by_sku["a100_80gb"]["planned_runs_not_read"] == [a100["id"]] and by_sku["a100_80gb"]["created"] == []
     assert "no utilization" in by_sku["a100_80gb"]["error"]

@@ -20,11 +20,11 @@ The background cadence (``gpufleet serve``, ``gpufleet reconcile``) runs a pass 
    the units held or on order at lead time (:meth:`ProcurementService.context`). Its proposals go into the
    approval workflow (:meth:`ProcurementService.commit`) as the ``reconciler`` (an ML-platform admin principal):
    pending reservations that need their approvals as usual (the reconciler never approves). Held and pending
-   reservations count as committed, and idempotency keys make a re-run propose nothing twice;
+   reservations count as committed, and idempotency keys make a re-run propose nothing twice.
    The context carries the SKU-region's registered planned runs (:mod:`gpufleet.service.planned_runs`), so the
    procurer reserves ahead of them (``planned_run_reserve``). A run registered in another region of the SKU is
-   not read by the pass (one region per SKU): the SKU's entry names it (``planned_runs_elsewhere``), and so does an
-   entry for a SKU with active runs but no utilization to plan from (``error``);
+   not read by the pass (one region per SKU): the SKU's entry names it (``planned_runs_not_read``), and so does an
+   entry for a SKU with active runs but no utilization to plan from (with an ``error``);
 4. **placements**: every cluster's placements are re-evaluated (:func:`gpufleet.control.packing.plan_repack`):
    the moves that would free whole nodes, recorded, not applied (no node actuator is wired to the store).
 
@@ -154,7 +154,7 @@ class Reconciler:
         runs = self._planned_runs(now_s)
         for sku in sorted(set(runs) - set(skus)):
             ids = sorted(rid for rid, _ in runs[sku])
-            out.proposals.append({"sku": sku, "region": None, "created": [], "planned_runs_elsewhere": ids,
+            out.proposals.append({"sku": sku, "region": None, "created": [], "planned_runs_not_read": ids,
                                   "error": f"no utilization of {sku!r} in the last {LOOKBACK_DAYS} days to plan "
                                            "from: its planned runs are not reserved ahead of"})  # fmt: skip
         for sku in skus:
@@ -169,7 +169,7 @@ class Reconciler:
             entry: dict[str, Any] = {"sku": sku, "region": region, "region_reason": why, "created": []}
             elsewhere = sorted(rid for rid, r in runs.get(sku, []) if r != region)
             if elsewhere:  # registered where this pass does not buy: said, not dropped silently
-                entry["planned_runs_elsewhere"] = elsewhere
+                entry["planned_runs_not_read"] = elsewhere
                 log.warning("reconciler: planned runs of %s outside its plan region %s: %s", sku, region, elsewhere)
             if region is not None:
                 try:
