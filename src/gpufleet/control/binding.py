@@ -13,6 +13,16 @@ room on the nodes of the first capacity type of ``tier_order`` where it fits (th
 capacity, e.g. reserved -> spot -> on-demand: spot nodes are tainted, so only checkpointable pods reach them),
 the packing policy choosing among those nodes. A gang takes the first capacity type of ``tier_order`` that holds
 all of it (topology preference within it: ``schedule/gang.py``), else any mix of nodes.
+
+Replica spread (``spread``: the loop's :class:`~gpufleet.control.placement.ReplicaSpread`, the object
+``ControlLoop.replica_spread`` gives the simulator's scheduler; None: off): a single serving pod (``kind:
+serving``, not in a gang) that is a replica of a fleet (:func:`serving_fleet`: its Deployment, read off its owner
+ReplicaSet's name, or its other owner) prefers, among the fitting nodes of the capacity type the policy takes,
+the first node in the policy's order holding fewer than the spread's cap of its fleet's replicas (those the
+observation shows bound there, plus the ones this planner has in flight there). The fleet's size is its active
+pods (bound, in flight, pending: the one being placed included), or its Deployment's ``spec.replicas`` when larger.
+Bind reason ``replica_spread`` when that is not the node the policy alone would take. A preference only: when
+every fitting node of that type is at the cap the pod goes where the policy puts it; it never waits for the spread.
 Decisions are data: :class:`PodBind` and :class:`Unschedulable` carry reason codes; the world applies them.
 
 Priority preemption (:meth:`BindingPlanner.preempt`, the rules in ``control/preempting.py``): for pods and gangs the
@@ -26,12 +36,14 @@ Succeeded/Failed: a pod still terminating keeps its GPUs on the node), :meth:`pl
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 import numpy as np
 import numpy.typing as npt
 
 from gpufleet.control.observation import Observation, ObservedNode, ObservedPod
+from gpufleet.control.placement import ReplicaSpread
 from gpufleet.control.preempting import (
     NOT_PREEMPTIBLE,
     NoPreempt,
@@ -43,9 +55,10 @@ from gpufleet.control.preempting import (
     plan_single,
 )
 from gpufleet.control.scheduling import FleetScheduler, RunningJob
+from gpufleet.domain.pools import TIER_RANK, Tier
 from gpufleet.schedule.gang import GangInfeasible, GangPlacement, GangRequest, place_gang
 from gpufleet.schedule.policies import best_fit_gpus
-from gpufleet.schedule.scheduler import Placement, Scheduler, make_policy
+from gpufleet.schedule.scheduler import Infeasible, Placement, Scheduler, make_policy
 from gpufleet.schedule.table import NodeSpec, NodeTable, PodRequest
 
 
@@ -76,6 +89,28 @@ class BindingPlan:
 
 _Held = TableHold
 
+# karpenter.sh/capacity-type -> the loop's tier (ReplicaSpread.tiers names tiers)
+CAPACITY_TIER = {"reserved": Tier.RESERVED, "on-demand": Tier.ON_DEMAND, "spot": Tier.SPOT}
+REASON_SPREAD = "replica_spread"
+
+
+def serving_fleet(p: ObservedPod) -> str:
+    """The serving fleet ``p`` is a replica of, ``""`` for none: a ``kind: serving`` pod owned by a ReplicaSet is a
+    replica of its Deployment (the ReplicaSet is named ``<deployment>-<pod-template-hash>``, as
+    ``control/replica_victims.deployment_replicas`` reads it, so the old and new ReplicaSets of a rollout are one
+    fleet), one with another owner (a StatefulSet, say) of that owner; a pod without an owner is no fleet."""
+    if p.kind != "serving" or not p.owner_name:
+        return ""
+    if p.owner_kind == "ReplicaSet":
+        return f"{p.namespace}/Deployment/{p.owner_name.rpartition('-')[0] or p.owner_name}"
+    return f"{p.namespace}/{p.owner_kind}/{p.owner_name}"
+
+
+@dataclass(slots=True)
+class _Fleet:
+    replicas: int  # the fleet's size (the spread's cap is of it)
+    crowd: dict[int, int]  # table node -> replicas of the fleet bound or in flight there
+
 
 @dataclass(slots=True)
 class _Reservation:
@@ -103,6 +138,7 @@ class BindingPlanner:
     _reserved: dict[str, _Reservation] = field(default_factory=dict)  # decision key -> reservation
     _doomed: set[str] = field(default_factory=set)  # victim uids: hold nothing, their room is reserved
     dropped: list[tuple[str, str]] = field(default_factory=list)  # (decision key, reason) of dropped reservations
+    spread: ReplicaSpread | None = None  # the loop's replica spread (module docstring); None: off
 
     @property
     def table(self) -> NodeTable | None:
@@ -250,19 +286,101 @@ class BindingPlanner:
             remaining = len(units) - max_units
             units = units[:max_units]
         unsched: list[Unschedulable] = []
+        fleets = self._fleets(obs, [u[1][0] for u in units if not u[1][0].gang], sched.table)
         for _, members in units:
             if members[0].gang:
                 self._plan_gang(sched, members, binds, unsched)
                 continue
             p = members[0]
-            got = sched.place(self._request(p, sched.table), self._prefer)
+            fleet = fleets.get(serving_fleet(p)) if fleets else None
+            got = self._place(sched, self._request(p, sched.table), fleet)
             if isinstance(got, Placement):
-                binds.append(PodBind(p.key, p.uid, got.node_name, got.gpu_slots))
+                if fleet is not None:
+                    fleet.crowd[got.node] = fleet.crowd.get(got.node, 0) + 1
+                binds.append(PodBind(p.key, p.uid, got.node_name, got.gpu_slots, reason=got.reason))
                 self._held[p.uid] = _Held(got.node, got.request, got.gpu_slots)
                 self._in_flight.add(p.uid)
             else:
                 unsched.append(Unschedulable(p.key, got.reason))
         return BindingPlan(tuple(binds), tuple(unsched), tuple(over), remaining)
+
+    # -- replica spread (module docstring) --------------------------------------------------------------
+    def _fleets(self, obs: Observation, singles: list[ObservedPod], table: NodeTable) -> dict[str, _Fleet]:
+        """The fleets of the serving ``singles`` about to be placed: their sizes and replicas per node."""
+        if self.spread is None:
+            return {}
+        keys = {k for p in singles if (k := serving_fleet(p))}
+        if not keys:
+            return {}
+        out = {k: _Fleet(0, {}) for k in keys}
+        index = {n: i for i, n in enumerate(table.names)}
+        for p in obs.pods:
+            if not p.active or p.gang:
+                continue
+            f = out.get(serving_fleet(p))
+            if f is None:
+                continue
+            f.replicas += 1
+            h = self._held.get(p.uid)
+            node = h.node if h is not None else index.get(p.node) if p.node and p.uid not in self._doomed else None
+            if node is not None:
+                f.crowd[node] = f.crowd.get(node, 0) + 1
+        for d in obs.deployments:  # what the Deployment asks for, when more than its pods so far
+            f = out.get(f"{d.namespace}/Deployment/{d.name}")
+            if f is not None:
+                f.replicas = max(f.replicas, d.replicas)
+        return out
+
+    def _spread_applies(self, mask: int) -> bool:
+        """Whether the spread acts on the nodes of ``tier_order[mask]`` (-1: nodes of no listed capacity type)."""
+        assert self.spread is not None
+        if not self.spread.tiers:
+            return True
+        tier = CAPACITY_TIER.get(self.tier_order[mask]) if 0 <= mask < len(self.tier_order) else None
+        return tier is not None and self.spread.applies(TIER_RANK[tier])
+
+    def _place(self, sched: Scheduler, req: PodRequest, fleet: _Fleet | None) -> Placement | Infeasible:
+        """``sched.place(req, self._prefer)``; for a replica of ``fleet``, the same steps (the same policy calls on
+        the same candidates: the same node when the spread does not act), then the replica spread inside the
+        capacity type the policy took: the policy asked again without the nodes already offered, until a node
+        under the cap (reason ``replica_spread``) or none is left (the policy's node)."""
+        spread = self.spread
+        if fleet is None or spread is None:
+            return sched.place(req, self._prefer)
+        req.validate()
+        sched.policy.observe(req)
+        table = sched.table
+        fits = table.feasible(req)
+        cands = np.flatnonzero(fits)
+        if cands.size == 0:
+            return Infeasible(req, table.infeasible_reason(req))
+        mask = -1
+        for i, m in enumerate(self._prefer):
+            preferred = np.flatnonzero(fits & m)
+            if preferred.size:
+                cands, mask = preferred, i
+                break
+        node, slots = sched.policy.choose(table, req, cands, sched.rng)
+        reason = "placed"
+        cap = spread.cap(fleet.replicas)
+        if fleet.crowd.get(node, 0) >= cap and self._spread_applies(mask):
+            offered = {node: slots}
+
+            def by_preference() -> Iterator[tuple[int]]:
+                left, last = cands, node
+                while True:  # at most one call per node at the cap (about 1 / share of them) before one under it
+                    left = left[left != last]
+                    if not left.size:
+                        return
+                    last, got_slots = sched.policy.choose(table, req, left, sched.rng)
+                    offered[last] = got_slots
+                    yield (last,)
+
+            got = spread.pick(by_preference(), fleet.crowd, cap)
+            if got is not None:
+                node, slots, reason = got, offered[got], REASON_SPREAD
+        table.allocate(node, req, slots)
+        return Placement(req, node, table.names[node], slots, reason)
 
     def _plan_gang(
         self, sched: Scheduler, members: list[ObservedPod], binds: list[PodBind], unsched: list[Unschedulable]

@@ -1,7 +1,7 @@
 """``gpufleet controller``: the Kubernetes world of the loop. Observe -> decide (control/) -> act -> record.
 
 Each tick: the :class:`ClusterView` gives an Observation; :class:`BindingPlanner` (control/) returns binds
-with reason codes; the :class:`Actuator` sends them through the Binding API on a pool of ``bind_workers``
+with reason codes (serving replicas spread over nodes with the loop's ``ReplicaSpread``, ``replica_spread``); the :class:`Actuator` sends them through the Binding API on a pool of ``bind_workers``
 threads (one pooled HTTPS connection each). A refused bind (409: the pod was bound meanwhile; 404: deleted)
 gives its resources back to the planner, so nothing is double-booked; transient errors are retried by the
 Actuator. A gang whose binds partly fail is rolled back (its bound members deleted, reason
@@ -24,7 +24,7 @@ import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -38,12 +38,21 @@ from gpufleet.adapters.kubernetes.workloads import DEFAULT_RPS_QUERY, apply_scal
 from gpufleet.adapters.telemetry_prometheus import PrometheusTelemetry
 from gpufleet.control.binding import BindingPlan, BindingPlanner, PodBind, Unschedulable
 from gpufleet.control.observation import Observation, ObservedNode
+from gpufleet.control.placement import ReplicaSpread
 from gpufleet.control.preempting import PREEMPT_REASON, NoPreempt, PreemptConfig, PreemptDecision, Victim
 from gpufleet.control.reclaim import NodeDrain, plan_reclaim
 from gpufleet.control.replica_victims import node_price_usd_h
 from gpufleet.control.replicas import ReplicaScaler, ScalePlan
 from gpufleet.domain.catalog import BUILTIN_PRICE_CATALOG
 from gpufleet.domain.errors import ValidationError
+
+
+def loop_replica_spread() -> ReplicaSpread | None:
+    """The replica spread of gpufleet's control loop (``ControlLoop.gpufleet(...).replica_spread``), the object the
+    simulator's scheduler runs: the one place it is set."""
+    from gpufleet.control.loop import ControlLoop  # the whole loop's imports, only when a config is made
+
+    return ControlLoop.gpufleet(0).replica_spread
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,6 +94,8 @@ class ControllerConfig:
     max_preemptions_per_tick: int = 4
     preempt_grace_s: int = 120
     node_start_s: int = 600
+    # a serving pod prefers nodes holding fewer of its fleet's replicas (control/binding.py; None: off)
+    replica_spread: ReplicaSpread | None = field(default_factory=loop_replica_spread)
 
 
 class Controller:
@@ -100,7 +111,7 @@ class Controller:
             cfg.preemption, cfg.preempt_grace_s, cfg.node_start_s, hold_s, cfg.max_preemptions_per_tick
         )
         self.planner = BindingPlanner(scheduler_name=cfg.scheduler_name, policy=cfg.policy, tier_order=cfg.tier_order,
-                                      preempt_cfg=pcfg)  # fmt: skip
+                                      preempt_cfg=pcfg, spread=cfg.replica_spread)  # fmt: skip
         self.act = Actuator(kube, dry_run=cfg.dry_run, audit_path=cfg.audit_path, events=cfg.events, clock=clock)
         self.elector = LeaderElector(
             kube, cfg.namespace, cfg.lease_name, identity, lease_duration_s=cfg.lease_duration_s, renew_s=cfg.renew_s,
