@@ -9,6 +9,7 @@ from collections import Counter
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from gpufleet.adapters.kubernetes.controller import ControllerConfig
 from gpufleet.control.binding import REASON_SPREAD, BindingPlanner, serving_fleet
 from gpufleet.control.loop import ControlLoop
 from gpufleet.control.observation import Observation, ObservedDeployment, ObservedNode, ObservedPod
@@ -189,3 +190,8 @@ def test_property_binds_exactly_what_the_plain_binder_binds_where_it_fits(
         assert crowd[got.node] < cap and got.reason == REASON_SPREAD
     else:
         assert got == ref
+
+
+def test_the_controller_takes_the_loops_spread_by_default() -> None:
+    assert ControllerConfig().replica_spread == SPREAD  # the object ControlLoop.gpufleet sets, not a second default
+    assert ControllerConfig(replica_spread=None).replica_spread is None
