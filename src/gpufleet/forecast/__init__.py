@@ -17,7 +17,7 @@ from gpufleet.forecast.loop import forecast_demand, seasons_for_step
 from gpufleet.forecast.quantiles import DEFAULT_QUANTILES
 from gpufleet.forecast.serving import ServingForecaster
 from gpufleet.forecast.tracking import AccuracyRecord, AccuracyTracker, IssuedForecast
-from gpufleet.forecast.training import BacklogRequest, PlannedTrainingRun, TrainingForecaster
+from gpufleet.forecast.training import BacklogRequest, TrainingForecaster
 
 __all__ = [
     "DEFAULT_QUANTILES",
@@ -30,7 +30,6 @@ __all__ = [
     "GrowthScenario",
     "IntermittentForecaster",
     "IssuedForecast",
-    "PlannedTrainingRun",
     "ServingForecaster",
     "SkuThroughput",
     "TrainingForecaster",

@@ -12,7 +12,6 @@ from gpufleet.forecast import (
     BacklogRequest,
     CapacityPolicy,
     GrowthScenario,
-    PlannedTrainingRun,
     ServingForecaster,
     SkuThroughput,
     TrainingForecaster,
@@ -25,6 +24,7 @@ from gpufleet.forecast import (
 )
 from gpufleet.forecast.gaps import fill_gaps, mark_gaps, mark_outliers
 from gpufleet.forecast.intermittent import adida, croston, imapa, tsb
+from gpufleet.ports import PlannedRunRegistration
 
 
 def test_seasons_follow_the_grid() -> None:
@@ -131,12 +131,19 @@ def test_fill_gaps_uses_the_previous_season() -> None:
     assert filled[9:11] == pytest.approx(y[9:11])
 
 
+def _run(gpus: int, start_s: int, duration_s: int, probability: float = 1.0) -> PlannedRunRegistration:
+    return PlannedRunRegistration("pretrain", "research", "h100_80gb", gpus, start_s, duration_s, probability)
+
+
 def test_training_known_part_is_exact_and_quantiles_jump() -> None:
     rng = np.random.default_rng(5)
     hist = np.zeros(100)
+    origin = 1_000 * 3600
     m = TrainingForecaster(rng=rng).fit(
         hist,
-        planned_runs=[PlannedTrainingRun("pretrain", 512, 2, 2, 3, probability=0.5)],
+        planned_runs=[_run(512, origin + 2 * 3600, 3 * 3600, probability=0.5)],
+        origin_s=origin,
+        step_s=3600,
         backlog=[BacklogRequest(gpus=16, start_step=0, duration_steps=4)],
     )
     assert m.known_mean(6) == pytest.approx([16, 16, 16 + 256, 16 + 256, 256, 0])
@@ -144,9 +151,32 @@ def test_training_known_part_is_exact_and_quantiles_jump() -> None:
     assert fc.at(0.25)[2] == pytest.approx(16) and fc.at(0.75)[2] == pytest.approx(16 + 512)
 
 
-def test_planned_run_validation() -> None:
-    with pytest.raises(ValidationError):
-        PlannedTrainingRun("x", 8, 5, 2, 3)
+@pytest.mark.parametrize(
+    ("start_s", "duration_s", "active"),
+    [
+        (0, 3600, [1, 0, 0, 0]),  # exactly one step
+        (1800, 1, [1, 0, 0, 0]),  # start floors to its step; a short run takes at least one step
+        (3600, 3601, [0, 1, 1, 0]),  # duration ceils
+        (-7200, 3 * 3600, [1, 0, 0, 0]),  # started before the origin: the steps it still has
+        (-7200, 3600, [0, 0, 0, 0]),  # over before the origin
+        (5 * 3600, 3600, [0, 0, 0, 0]),  # after the horizon
+    ],
+)
+def test_planned_runs_are_laid_on_the_grid(start_s: int, duration_s: int, active: list[int]) -> None:
+    origin = 86_400
+    m = TrainingForecaster(rng=np.random.default_rng(0)).fit(
+        np.zeros(10), planned_runs=[_run(8, origin + start_s, duration_s)], origin_s=origin, step_s=3600
+    )
+    assert m.known_mean(4).tolist() == [8.0 * a for a in active]
+
+
+def test_planned_runs_need_the_time_axis() -> None:
+    fc = TrainingForecaster(rng=np.random.default_rng(0))
+    with pytest.raises(ValidationError, match="origin_s"):
+        fc.fit(np.zeros(10), planned_runs=[_run(8, 0, 3600)])
+    with pytest.raises(ValidationError, match="step_s"):
+        fc.fit(np.zeros(10), planned_runs=[_run(8, 0, 3600)], origin_s=0, step_s=0)
+    assert fc.fit(np.zeros(10)).known_mean(3).tolist() == [0.0, 0.0, 0.0]  # no runs, no axis needed
 
 
 def test_capacity_model_converts_traffic_quantiles_to_gpus() -> None:
@@ -177,7 +207,7 @@ def test_training_forecast_adds_known_runs_to_lumpy_experiments() -> None:
     hist = np.zeros(24 * 20)
     hist[::53] = 32.0  # an occasional 32-GPU experiment, whole days without one
     m = TrainingForecaster((24,), rng=np.random.default_rng(8)).fit(
-        hist, planned_runs=[PlannedTrainingRun("finetune", 64, 0, 0, 48)]
+        hist, planned_runs=[_run(64, 20 * 86_400, 48 * 3600)], origin_s=20 * 86_400, step_s=3600
     )
     fc = m.predict(48, (0.5, 0.99))
     assert "intermittent" in fc.method
