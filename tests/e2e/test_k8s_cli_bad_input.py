@@ -1,10 +1,29 @@
-"""Kubernetes commands on bad input: one clear line, exit 2, no traceback (no API server needed)."""
+"""Kubernetes commands on bad input: one clear line, exit 2, no traceback; their options reach the controller's
+config and the replay's planner (the loop's replica spread). No API server needed."""
 
 from __future__ import annotations
 
+import json
+import signal
 import subprocess
 import sys
+from collections import Counter
 from pathlib import Path
+from typing import Any, ClassVar
+
+import pytest
+from typer.testing import CliRunner
+
+from gpufleet.adapters.kubernetes import controller as controller_mod
+from gpufleet.adapters.kubernetes.controller import ControllerConfig, loop_replica_spread
+from gpufleet.adapters.kubernetes.export import to_json
+from gpufleet.adapters.kubernetes.rest import Kube, KubeConfig
+from gpufleet.cli import cmd_controller
+from gpufleet.cli.main import app
+from gpufleet.control import binding
+from gpufleet.control.binding import REASON_SPREAD, BindingPlan
+from gpufleet.control.observation import Observation, ObservedNode, ObservedPod
+from gpufleet.schedule.table import NodeSpec, PodRequest
 
 
 def _run(*args: str) -> subprocess.CompletedProcess[str]:
@@ -40,3 +59,83 @@ def test_k8s_sync_rejects_a_malformed_sku_pair(tmp_path: Path) -> None:
 def test_controller_rejects_a_zero_preemption_budget(tmp_path: Path) -> None:
     r = _run("controller", "--kubeconfig", str(tmp_path / "k"), "--no-preemption", "--max-preemptions-per-tick", "0")
     assert r.returncode == 2 and "--max-preemptions-per-tick" in r.stderr and "Traceback" not in r.stderr
+
+
+def test_controller_replica_spread_flag_takes_no_value(tmp_path: Path) -> None:
+    r = _run("controller", "--kubeconfig", str(tmp_path / "k"), "--no-replica-spread=yes")
+    assert r.returncode == 2 and "does not take a value" in r.stderr and "Traceback" not in r.stderr
+    r = _run("controller", "--kubeconfig", str(tmp_path / "k"), "--no-replica-spreads")
+    assert r.returncode == 2 and "No such option" in r.stderr and "--no-replica-spread," in r.stderr  # the options
+    r = _run("controller", "--kubeconfig", str(tmp_path / "missing"), "--no-replica-spread")
+    assert r.returncode == 2 and "file not found" in r.stderr  # the option parsed; the config is what fails
+
+
+class _Ctl:
+    """Stands in for the Controller: records its config, runs no loop."""
+
+    configs: ClassVar[list[ControllerConfig]] = []
+
+    def __init__(self, kube: Kube, cfg: ControllerConfig) -> None:
+        self.configs.append(cfg)
+        self.identity = "test"
+        self.act = type("Act", (), {"audit": []})()
+
+    def start(self) -> _Ctl:
+        return self
+
+    def run(self) -> None:
+        return None
+
+    def stop(self) -> None:
+        return None
+
+
+@pytest.mark.parametrize(("flags", "spread"), [((), loop_replica_spread()), (("--no-replica-spread",), None)])
+def test_controller_replica_spread_option_sets_the_config(
+    monkeypatch: pytest.MonkeyPatch, flags: tuple[str, ...], spread: object
+) -> None:
+    assert spread is None or spread == ControllerConfig().replica_spread  # the default is the loop's spread
+    monkeypatch.setattr(cmd_controller, "connect", lambda *a, **k: Kube(KubeConfig(server="http://127.0.0.1:1")))
+    monkeypatch.setattr(controller_mod, "Controller", _Ctl)
+    monkeypatch.setattr(signal, "signal", lambda *a: None)  # leave pytest's handlers alone
+    _Ctl.configs.clear()
+    r = CliRunner().invoke(app, ["controller", "--in-cluster", "--dry-run", *flags])
+    assert r.exit_code == 0, r.output
+    assert [c.replica_spread for c in _Ctl.configs] == [spread]
+
+
+def test_k8s_replay_spreads_replicas_with_the_loops_spread(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    nodes = tuple(ObservedNode(NodeSpec(f"n{i}", 64_000, 512 * 1024, 8, "H100"), sku="H100") for i in range(4))
+    pods = tuple(
+        ObservedPod(
+            PodRequest(f"ns/web-{i}", 1000, 1024, 1, 1000),
+            "ns",
+            f"web-{i}",
+            f"uid-{i}",
+            "Pending",
+            scheduler_name="gpufleet",
+            kind="serving",
+            owner_kind="ReplicaSet",
+            owner_name="web-5d8f",  # a replica of Deployment web
+            created="2026-01-01T00:00:00Z",
+        )
+        for i in range(8)
+    )
+    export = tmp_path / "cluster.json"
+    export.write_text(json.dumps(to_json(Observation(0.0, nodes, pods))))
+    made: list[tuple[binding.BindingPlanner, BindingPlan]] = []
+
+    class Recording(binding.BindingPlanner):
+        def plan(self, obs: Observation, *args: Any, **kw: Any) -> BindingPlan:
+            out = super().plan(obs, *args, **kw)
+            made.append((self, out))
+            return out
+
+    monkeypatch.setattr(binding, "BindingPlanner", Recording)
+    r = CliRunner().invoke(app, ["k8s", "replay", str(export)])
+    assert r.exit_code == 0, r.output
+    assert json.loads(r.stdout)["binds"] == 8
+    [(planner, plan)] = made
+    assert planner.spread is not None and planner.spread == loop_replica_spread()
+    assert sorted(Counter(b.node for b in plan.binds).values()) == [2, 2, 2, 2]  # cap = ceil(0.25 * 8)
+    assert any(b.reason == REASON_SPREAD for b in plan.binds)

@@ -60,6 +60,13 @@ def register(app: typer.Typer) -> None:
             ),
         ] = True,
         max_preemptions_per_tick: Annotated[int, typer.Option("--max-preemptions-per-tick", min=1)] = 4,
+        replica_spread: Annotated[
+            bool,
+            typer.Option(
+                "--replica-spread/--no-replica-spread",
+                help="spread a serving Deployment's replicas over nodes with the control loop's replica spread",
+            ),
+        ] = True,
         db: Annotated[str, typer.Option("--db", help="store URL: sync node/pod inventory into it")] = "",
         cluster: Annotated[str, typer.Option("--cluster", help="cluster id in the store (with --db)")] = "",
         sync_every_s: Annotated[float, typer.Option("--sync-every-s", min=1)] = 60.0,
@@ -77,7 +84,7 @@ def register(app: typer.Typer) -> None:
         ] = "",
     ) -> None:
         """Observe the cluster, bind pods with schedulerName=gpufleet, act only while holding the Lease."""
-        from gpufleet.adapters.kubernetes.controller import Controller, ControllerConfig
+        from gpufleet.adapters.kubernetes.controller import Controller, ControllerConfig, loop_replica_spread
         from gpufleet.adapters.kubernetes.rest import Kube
         from gpufleet.adapters.kubernetes.workloads import DEFAULT_RPS_QUERY
 
@@ -98,6 +105,7 @@ def register(app: typer.Typer) -> None:
             dry_run=dry_run, events=events, audit_path=audit, bind_workers=bind_workers,
             consolidate_every_s=consolidate_every_s, max_moves_per_hour=max_moves_per_hour,
             preemption=preemption, max_preemptions_per_tick=max_preemptions_per_tick,
+            replica_spread=loop_replica_spread() if replica_spread else None,
             store_url=db, inventory_cluster=cluster, sync_every_s=sync_every_s,
             scale_every_s=scale_every_s, prometheus_url=prometheus, rps_query=rps_query or DEFAULT_RPS_QUERY,
         )  # fmt: skip

@@ -119,7 +119,9 @@ def register(app: typer.Typer) -> None:
         policy: Annotated[str, typer.Option("--policy")] = "gpufleet",
         from_scratch: Annotated[bool, typer.Option("--from-scratch", help="re-place bound pods too")] = False,
     ) -> None:
-        """What-if: decide the recorded pods with ``--policy`` in-process; print the unallocated GPUs."""
+        """What-if: decide the recorded pods with ``--policy`` in-process, serving replicas spread over nodes with the
+        loop's replica spread as the controller does; print the unallocated GPUs."""
+        from gpufleet.adapters.kubernetes.controller import loop_replica_spread
         from gpufleet.adapters.kubernetes.export import load_export
         from gpufleet.control.binding import BindingPlanner
 
@@ -130,7 +132,7 @@ def register(app: typer.Typer) -> None:
             if p.active
         )
         pods = tuple(dataclasses.replace(p, scheduler_name="replay") if not p.node else p for p in pods)
-        planner = BindingPlanner(scheduler_name="replay", policy=policy)
+        planner = BindingPlanner(scheduler_name="replay", policy=policy, spread=loop_replica_spread())
         plan = planner.plan(dataclasses.replace(obs, pods=pods))
         result = {
             "policy": policy,
