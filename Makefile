@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: run test test-unit test-integration test-e2e test-deploy lint fmt bench clean setup image
+.PHONY: run test test-unit test-integration test-e2e test-deploy lint fmt bench clean setup image native
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -13,9 +13,14 @@ $(STAMP): pyproject.toml
 	bash scripts/install-system-deps.sh
 	touch $(STAMP)
 
-setup: $(STAMP)
+# The simulator's hot path compiled with mypyc beside its sources (src/gpufleet/_native.py says what and when it is
+# used): rebuilt when a compiled source changed, else nothing to do. GPUFLEET_NATIVE_BUILD=0 skips it.
+native: $(STAMP)
+	$(BIN)/python scripts/build_native.py
 
-run: $(STAMP)
+setup: $(STAMP) native
+
+run: $(STAMP) native
 	mkdir -p out
 	$(BIN)/gpufleet simulate --scenario default --report out/report.html --json out/summary.json
 
@@ -29,20 +34,20 @@ PYTEST := $(BIN)/python -m pytest -q -p no:cacheprovider -n $(TEST_WORKERS) --di
 # Lanes: unit (pure, seconds), integration (HTTP on SQLite + PostgreSQL, real servers on loopback: the API,
 # kube-apiserver, moto), e2e (the CLI and the browser as a user runs them), deploy (below). `make test` runs all
 # four in one pytest run.
-test: $(STAMP)
+test: $(STAMP) native
 	$(PYTEST)
 
-test-unit: $(STAMP)
+test-unit: $(STAMP) native
 	$(PYTEST) tests/unit
 
-test-integration: $(STAMP)
+test-integration: $(STAMP) native
 	$(PYTEST) tests/integration
 
-test-e2e: $(STAMP)
+test-e2e: $(STAMP) native
 	$(PYTEST) tests/e2e
 
 # deploy: the container image (podman), the manifests on a real API server, several API processes on PostgreSQL.
-test-deploy: $(STAMP)
+test-deploy: $(STAMP) native
 	$(PYTEST) tests/deploy
 
 lint: $(STAMP)
@@ -61,4 +66,5 @@ image:
 	bash scripts/image.sh build
 
 clean:
+	test ! -x $(BIN)/python || $(BIN)/python scripts/build_native.py --clean
 	rm -rf $(VENV) out .pytest_cache .mypy_cache .ruff_cache
