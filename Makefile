@@ -31,14 +31,21 @@ run: $(STAMP) native
 TEST_WORKERS ?= logical
 PYTEST := $(BIN)/python -m pytest -q -p no:cacheprovider -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder
 
+# With the native build in use, the tests marked source_only (they patch or subclass the source's internals) run
+# after the others, in one more pytest run on the pure-Python modules (tests/conftest.py deselects them above).
+SOURCE_LANE = if $(BIN)/python scripts/build_native.py --status | grep -q '^used'; then \
+	GPUFLEET_NATIVE=0 $(PYTEST) -m source_only $(1); fi
+
 # Lanes: unit (pure, seconds), integration (HTTP on SQLite + PostgreSQL, real servers on loopback: the API,
 # kube-apiserver, moto), e2e (the CLI and the browser as a user runs them), deploy (below). `make test` runs all
-# four in one pytest run.
+# four in one pytest run (and the source-only tests in a second).
 test: $(STAMP) native
 	$(PYTEST)
+	$(call SOURCE_LANE,tests/unit)
 
 test-unit: $(STAMP) native
 	$(PYTEST) tests/unit
+	$(call SOURCE_LANE,tests/unit)
 
 test-integration: $(STAMP) native
 	$(PYTEST) tests/integration
