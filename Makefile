@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: run test test-unit test-integration test-e2e test-deploy lint fmt bench clean setup image
+.PHONY: run test test-unit test-integration test-e2e test-deploy lint fmt bench clean setup image native
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -13,9 +13,14 @@ $(STAMP): pyproject.toml
 	bash scripts/install-system-deps.sh
 	touch $(STAMP)
 
-setup: $(STAMP)
+# The simulator's hot path compiled with mypyc beside its sources (src/gpufleet/_native.py says what and when it is
+# used): rebuilt when a compiled source changed, else nothing to do. GPUFLEET_NATIVE_BUILD=0 skips it.
+native: $(STAMP)
+	$(BIN)/python scripts/build_native.py
 
-run: $(STAMP)
+setup: $(STAMP) native
+
+run: $(STAMP) native
 	mkdir -p out
 	$(BIN)/gpufleet simulate --scenario default --report out/report.html --json out/summary.json
 
@@ -26,23 +31,30 @@ run: $(STAMP)
 TEST_WORKERS ?= logical
 PYTEST := $(BIN)/python -m pytest -q -p no:cacheprovider -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder
 
+# With the native build in use, the tests marked source_only (they patch or subclass the source's internals) run
+# after the others, in one more pytest run on the pure-Python modules (tests/conftest.py deselects them above).
+SOURCE_LANE = if $(BIN)/python scripts/build_native.py --status | grep -q '^used'; then \
+	GPUFLEET_NATIVE=0 $(PYTEST) -m source_only $(1); fi
+
 # Lanes: unit (pure, seconds), integration (HTTP on SQLite + PostgreSQL, real servers on loopback: the API,
 # kube-apiserver, moto), e2e (the CLI and the browser as a user runs them), deploy (below). `make test` runs all
-# four in one pytest run.
-test: $(STAMP)
+# four in one pytest run (and the source-only tests in a second).
+test: $(STAMP) native
 	$(PYTEST)
+	$(call SOURCE_LANE,tests/unit)
 
-test-unit: $(STAMP)
+test-unit: $(STAMP) native
 	$(PYTEST) tests/unit
+	$(call SOURCE_LANE,tests/unit)
 
-test-integration: $(STAMP)
+test-integration: $(STAMP) native
 	$(PYTEST) tests/integration
 
-test-e2e: $(STAMP)
+test-e2e: $(STAMP) native
 	$(PYTEST) tests/e2e
 
 # deploy: the container image (podman), the manifests on a real API server, several API processes on PostgreSQL.
-test-deploy: $(STAMP)
+test-deploy: $(STAMP) native
 	$(PYTEST) tests/deploy
 
 lint: $(STAMP)
@@ -61,4 +73,5 @@ image:
 	bash scripts/image.sh build
 
 clean:
+	test ! -x $(BIN)/python || $(BIN)/python scripts/build_native.py --clean
 	rm -rf $(VENV) out .pytest_cache .mypy_cache .ruff_cache

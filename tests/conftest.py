@@ -25,6 +25,22 @@ SHARED_SESSION_UNITS = ("tests/integration/k8s/", "tests/integration/aws/")
 
 
 @pytest.hookimpl(optionalhook=True)
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """With the native build in use (src/gpufleet/_native.py), the tests marked ``source_only`` (they patch or
+    subclass the pure-Python source's internals) are deselected here and run in the source-only lane
+    (``GPUFLEET_NATIVE=0 ... -m source_only``, Makefile), which every ``make test*`` runs after this one."""
+    from gpufleet import _native
+
+    if not _native.status()["active"]:
+        return
+    keep, drop = [], []
+    for item in items:
+        (drop if item.get_closest_marker("source_only") else keep).append(item)
+    if drop:
+        config.hook.pytest_deselected(items=drop)
+        items[:] = keep
+
+
 def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
     """``--dist loadfile``, except that the files under each SHARED_SESSION_UNITS folder form one unit."""
     if config.option.dist != "loadfile":

@@ -8,4 +8,9 @@ Capability packages (forecast, procure, place, schedule, autoscale, cost) hold p
 the simulator and the service call the same code against different worlds.
 """
 
+from gpufleet import _native
+
 __version__ = "0.1.0"
+
+# Before any other module of the package is imported: use the compiled hot path only if it matches the source.
+_native.guard()

@@ -79,7 +79,7 @@ def _toy_world_launches(ca: ScaleDownRules, *, use_forecast: bool) -> tuple[int,
     t_grid = np.arange(0.0, 6 * 3_600 + 1, 60.0)
     demand = np.where((t_grid // 1_200) % 2 == 0, 8, 2)
     fc = DemandCeiling("h100_80gb", t_grid, demand * 8.0)
-    for t, pods in zip(t_grid, demand, strict=True):
+    for t, pods in zip(t_grid.tolist(), demand.tolist(), strict=True):  # Python ints, as the port types
         ready = sorted(i for i, (_, r) in nodes.items() if r <= t)
         placed = min(int(pods), len(ready))
         pending_min += int(pods) - placed

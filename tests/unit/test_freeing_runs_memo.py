@@ -3,9 +3,14 @@ the plain per-pod reading gives, at every query of a run."""
 
 from __future__ import annotations
 
+import pytest
+
 from gpufleet.sim.freeing import FreeingEstimates
 from gpufleet.sim.kinds import RUNNING
 from gpufleet.sim.lifecycle import NodeState
+
+# patches or subclasses the simulator's internals: the source-only lane (tests/conftest.py)
+pytestmark = pytest.mark.source_only
 
 
 def _plain(fe: FreeingEstimates, s: int, now: int, within_s: int, want: int, tiers: tuple[int, ...]) -> list[int]:

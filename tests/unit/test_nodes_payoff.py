@@ -118,6 +118,7 @@ def _reserved_failures(w: World) -> list[tuple[int, int]]:
     return seen
 
 
+@pytest.mark.source_only  # patches the world's internals (tests/conftest.py)
 def test_reserved_nodes_fail_at_the_same_times_under_two_node_scalers() -> None:
     """Common random numbers: the node scaler changes which nodes are launched, not when reserved ones fail."""
     sc = steady_scenario(gpus=256, days=20, seed=5)
@@ -176,6 +177,7 @@ def _watch_moves(w: World) -> World:
     return w
 
 
+@pytest.mark.source_only  # patches the world's internals (tests/conftest.py)
 @given(seed=st.integers(0, 10_000), mtbf=st.sampled_from([5.0, 250.0]))
 @settings(max_examples=10, deadline=None)
 def test_moves_keep_the_books_and_only_the_gpufleet_scaler_makes_them(seed: int, mtbf: float) -> None:
@@ -195,6 +197,7 @@ def test_moves_keep_the_books_and_only_the_gpufleet_scaler_makes_them(seed: int,
     assert base.consolidation.moves == 0
 
 
+@pytest.mark.source_only  # patches the world's internals (tests/conftest.py)
 def test_a_long_gang_on_launched_nodes_moves_to_idle_reserved_ones() -> None:
     sc = steady_scenario(gpus=256, days=10, seed=4)
     loop = baseline_loop(sc, 4)
@@ -307,6 +310,7 @@ def _spells_as_first_written(calls: list[tuple[int, str, list[IdleNode]]]) -> di
     return out
 
 
+@pytest.mark.source_only  # patches the world's internals (tests/conftest.py)
 @settings(max_examples=60, deadline=None)
 @given(st.lists(st.tuples(st.sampled_from(["h100_80gb", "l40s"]), st.sets(st.integers(0, 5))), max_size=25), st.data())
 def test_idle_spells_watched_per_sku_are_the_spells_watched_over_every_sku(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -12,6 +13,9 @@ from gpufleet.control.replica_victims import (
     dearest_first,
     dearest_first_keys,
 )
+
+# patches or subclasses the simulator's internals: the source-only lane (tests/conftest.py)
+pytestmark = pytest.mark.source_only
 
 
 def _plain_dearest_first(replicas: list[ReplicaView], k: int) -> list[VictimChoice]:

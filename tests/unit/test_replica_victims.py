@@ -197,6 +197,7 @@ def test_the_ranking_of_sorted_keys_is_the_key_function_ranking(rs: list[Replica
     assert deletion_costs(rs) == [full.index(j) for j in range(len(rs))]
 
 
+@pytest.mark.source_only  # patches the world's internals (tests/conftest.py)
 def test_the_worlds_replica_views_are_the_plain_views_over_a_run() -> None:
     """sim/serving.replica_views (named tuples built without their __new__ frame, shared views of replicas
     without a node) equals building each ReplicaView plainly, at every scale-down of a run; so do the rank keys

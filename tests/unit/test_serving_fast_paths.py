@@ -26,6 +26,9 @@ from gpufleet.domain.workloads import ServingScaling
 from gpufleet.forecast.components import SES_SMALL, _ses_levels_small
 from gpufleet.ports import ReplicaDecision, ReplicaSignals
 
+# patches or subclasses the simulator's internals: the source-only lane (tests/conftest.py)
+pytestmark = pytest.mark.source_only
+
 PERIOD = 900.0
 FLEET = ServingScaling(min_replicas=1, max_replicas=500, target_rps_per_replica=10.0)
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 from types import SimpleNamespace
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -13,6 +14,9 @@ from gpufleet.sim.builtin import default_scenario
 from gpufleet.sim.kinds import QUEUED, RUNNING
 from gpufleet.sim.run import simulate
 from gpufleet.sim.serving import MISS_CAUSES, FleetRuntime, ServingFleets
+
+# patches or subclasses the simulator's internals: the source-only lane (tests/conftest.py)
+pytestmark = pytest.mark.source_only
 
 
 @settings(max_examples=6, deadline=None, suppress_health_check=[HealthCheck.too_slow])

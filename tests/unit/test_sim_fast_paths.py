@@ -34,6 +34,9 @@ from gpufleet.sim.run import gpufleet_loop
 from gpufleet.sim.scenario import Scenario
 from gpufleet.sim.world import World
 
+# patches or subclasses the simulator's internals: the source-only lane (tests/conftest.py)
+pytestmark = pytest.mark.source_only
+
 
 def reference_place(sched: FleetScheduler, ask: PodAsk, index: FreeGpuIndex, rack_of: Sequence[int]) -> Bind | Wait:
     """FleetScheduler.place as first written: candidate tuples and a rack grouping of the bucket's nodes."""

@@ -54,6 +54,7 @@ def _placements(sc: Scenario) -> list[tuple[int, tuple[int, ...]]]:
     return out
 
 
+@pytest.mark.source_only  # patches the world's internals (tests/conftest.py)
 def test_the_scenarios_scheduler_policy_changes_placements_and_the_json_names_it() -> None:
     sc = steady_scenario(gpus=256, days=3, seed=5)
     a = _with(sc, scheduler_policy="gpufleet", preemption=False)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -13,6 +14,9 @@ from gpufleet.ports import PlacementRequest, PoolState
 from gpufleet.sim.builtin import default_scenario
 from gpufleet.sim.run import gpufleet_loop
 from gpufleet.sim.world import World
+
+# patches or subclasses the simulator's internals: the source-only lane (tests/conftest.py)
+pytestmark = pytest.mark.source_only
 
 
 def _states(spot_used: int, spot_cap: int = 64, spot_in_stock: bool = True) -> list[PoolState]:

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+from mypy_extensions import mypyc_attr
+
 from gpufleet.ports import MoveContext, ScaleDownContext, ScaleUpContext
 
 
+@mypyc_attr(allow_interpreted_subclasses=True)  # an extension point: a user's node scaler may start from it
 class IdleTimeoutScaleDown:
     """Terminate launched nodes that have been idle for ``unneeded_s`` (CA's scale-down-unneeded-time, 10 min),
     unless work is queued for the SKU (it may want the node)."""

@@ -3,10 +3,13 @@ fast path's default (no reaction)."""
 
 from __future__ import annotations
 
+from mypy_extensions import mypyc_attr
+
 from gpufleet.domain.workloads import ServingScaling
 from gpufleet.ports import ReplicaDecision, ReplicaSignals, rate_signals
 
 
+@mypyc_attr(allow_interpreted_subclasses=True)  # an extension point: a user's replica policy subclasses it
 class RatePolicy:
     """Gives a policy that implements ``decide`` the port's ``desired`` (a world that observes only the rate) and a
     ``react`` that does nothing (a policy with a fast path overrides it)."""

@@ -8,6 +8,7 @@ import time
 from datetime import UTC, datetime
 from typing import Any
 
+from gpufleet import _native
 from gpufleet.sim.builtin import steady_scenario
 from gpufleet.sim.run import simulate
 
@@ -43,4 +44,7 @@ def bench_sim(gpus: int, days: int, seed: int = 7, min_jobs: int = MIN_JOBS) -> 
         "jobs_per_s": round(result["jobs"]["generated"] / wall),
         "gpu_utilization": result["gpu_utilization"],
         "cost_conserved": result["cost_conserved"],
+        # the compiled hot path (scripts/build_native.py) or, if not built or stale, the same modules from source
+        "native": bool(_native.status()["active"]),
+        "native_status": str(_native.status()["reason"]),
     }
