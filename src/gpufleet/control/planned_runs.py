@@ -128,6 +128,18 @@ class PlannedRunReserve:
 
     shortage_weight: float = 20.0
     review_gap_h: int = 7 * 24
+    # the order starts this long before the earliest due run instead of at the lead time (a future-dated reservation;
+    # None = at the lead time, before session 18): capacity that would stand mostly idle for days before the run
+    # covers days at the end of the term instead
+    start_margin_h: float | None = None
+
+    def start_s(self, due: Sequence[PlannedRunRegistration], now_s: int, lead_h: int) -> int:
+        """When an order placed at ``now_s`` for the ``due`` runs starts: at the lead time, or with
+        ``start_margin_h`` the margin before the earliest due run's start, never before the lead time."""
+        land = now_s + lead_h * HOUR_S
+        if self.start_margin_h is None or not due:
+            return land
+        return max(land, min(r.start_s for r in due) - round(self.start_margin_h * HOUR_S))
 
     def nodes(
         self,
@@ -140,15 +152,23 @@ class PlannedRunReserve:
         per: int,
         lead_h: int,
         prices: TierPrices,
+        term_h: int | None = None,
     ) -> tuple[int, str]:
-        """Whole nodes of ``per`` GPUs to reserve above ``have`` GPUs now, and why ('' when none).
+        """Whole nodes of ``per`` GPUs to reserve above ``have`` GPUs now, and why ('' when none); the order starts
+        at :meth:`start_s`.
 
-        ``path`` is the projected demand over the hours a commitment made now covers (its length is the term)."""
+        ``path`` is the projected demand from the lead time on; the commitment covers its first ``term_h`` hours
+        from the order's start (None: the whole path is the term)."""
         due = due_runs(runs, sku_id, now_s, lead_h * HOUR_S, self.review_gap_h * HOUR_S)
         if not due:
             return 0, ""
-        term_h = len(path)
-        start_h = now_s / HOUR_S + lead_h
+        start_s = self.start_s(due, now_s, lead_h)
+        delay_h = (start_s - now_s) // HOUR_S - lead_h
+        term_h = len(path) if term_h is None else term_h
+        path = np.asarray(path, dtype=np.float64)[delay_h : delay_h + term_h]
+        if len(path) < term_h:  # a path shorter than the delayed term: its last hour stands for the rest
+            path = np.concatenate([path, np.full(term_h - len(path), path[-1] if len(path) else 0.0)])
+        start_h = start_s / HOUR_S
         end_s = (start_h + term_h) * HOUR_S
         overlap = [
             r

@@ -38,7 +38,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from gpufleet.control.commitments import FloatArray
-from gpufleet.control.planned_runs import PlannedRunReserve, TierPrices
+from gpufleet.control.planned_runs import PlannedRunReserve, TierPrices, due_runs
 from gpufleet.control.stockout_cover import StockoutCover
 from gpufleet.domain.catalog import BUILTIN_PRICE_CATALOG
 from gpufleet.domain.reservations import term_seconds
@@ -333,6 +333,13 @@ class ForecastLedProcurer:
     # an order an approver rejected is reviewed again at the world's next daily pass (reason code
     # ``retry_after_rejection``), not left until the next procurement period (session 18)
     retry_rejected: bool = True
+    # a SKU is reviewed again on the first day whose order lands after the expiry of one of its reservations, not
+    # only at the next procurement period (up to a period later; reason code ``review_before_expiry``; session 18)
+    review_before_expiry: bool = False
+    # the secondary provider's nodes, once launched, are held for days (their relaunch takes hours): a reserved GPU
+    # in the band they serve saves nothing (they are paid anyway); False = priced as pay-per-use (before session 18)
+    secondary_held: bool = False
+    reserved_premium: float = 1.0  # scratch knob: the reserved price the forecast-led rule weighs, x this
     books_: dict[tuple[str, str, int, int, int], ShadowBook] = field(default_factory=dict, repr=False, compare=False)
 
     def _market(self, sku_id: str, reserved: float) -> _Market:
@@ -368,9 +375,9 @@ class ForecastLedProcurer:
             self.first_window_h,
             spot_gpus=np.minimum(m.spot_share * cover, m.limits.spot_capacity_gpus),
             secondary_gpus=m.limits.secondary_capacity_gpus,
-            reserved=m.reserved,
+            reserved=m.reserved * self.reserved_premium,
             spot=m.spot,
-            secondary=m.secondary,
+            secondary=0.0 if self.secondary_held else m.secondary,
             on_demand=m.on_demand,
         )
         recent = hist[-WEEK_H:]
@@ -458,17 +465,20 @@ class ForecastLedProcurer:
             if capped:
                 nodes = min(nodes, max(0, math.floor((target - have) / per + 1e-9)))
                 why += f"; {capped}"
-        extra, why_run = self._planned_run_nodes(ctx, hist, have + max(nodes, 0) * per, term_h, lead_h, m)
+        extra, why_run, run_start_s = self._planned_run_nodes(ctx, hist, have + max(nodes, 0) * per, term_h, lead_h, m)
         bought = [
             ReservationProposal(
                 sku_id=ctx.sku_id,
                 pool_id=pool.id,
                 units=n * per,
-                start_s=ctx.now_s + pool.lead_time_s,
+                start_s=start_s,
                 term_months=pool.term_months or 12,
                 reason=reason.format(gpus=n * per),
             )
-            for n, reason in ((nodes, "forecast_led: " + why), (extra, why_run))
+            for n, reason, start_s in (
+                (nodes, "forecast_led: " + why, ctx.now_s + pool.lead_time_s),
+                (extra, why_run, run_start_s),
+            )
             if n > 0
         ]
         return bought + self._stockout_cover(ctx, have + sum(p.units for p in bought))
@@ -491,16 +501,23 @@ class ForecastLedProcurer:
 
     def _planned_run_nodes(
         self, ctx: ProcurementContext, hist: FloatArray, have: int, term_h: int, lead_h: int, m: _Market
-    ) -> tuple[int, str]:
-        """Nodes to reserve ahead of registered planned runs (control/planned_runs.py) above ``have`` GPUs."""
+    ) -> tuple[int, str, int]:
+        """Nodes to reserve ahead of registered planned runs (control/planned_runs.py) above ``have`` GPUs, why,
+        and when the order starts."""
+        land = ctx.now_s + lead_h * HOUR_S
         if self.planned is None or not any(r.sku_id == ctx.sku_id for r in ctx.planned_runs):
-            return 0, ""
-        path = project(hist, lead_h + term_h, self.lookback_h, self.max_growth, self.profile, self.level_weight)
+            return 0, "", land
+        # a future-dated order starts up to a review gap after the lead time: project that much further
+        ahead = lead_h + term_h + (self.planned.review_gap_h if self.planned.start_margin_h is not None else 0)
+        path = project(hist, ahead, self.lookback_h, self.max_growth, self.profile, self.level_weight)
         lim = m.limits
         prices = TierPrices(m.reserved, m.on_demand, m.spot, m.secondary, m.spot_share, lim.spot_capacity_gpus,
                             lim.secondary_capacity_gpus, lim.on_demand_quota_gpus)  # fmt: skip
-        return self.planned.nodes(ctx.planned_runs, sku_id=ctx.sku_id, now_s=ctx.now_s, path=path[lead_h:],
-                                  have=have, per=ctx.gpus_per_node, lead_h=lead_h, prices=prices)  # fmt: skip
+        n, why = self.planned.nodes(ctx.planned_runs, sku_id=ctx.sku_id, now_s=ctx.now_s, path=path[lead_h:],
+                                    have=have, per=ctx.gpus_per_node, lead_h=lead_h, prices=prices,
+                                    term_h=term_h)  # fmt: skip
+        due = due_runs(ctx.planned_runs, ctx.sku_id, ctx.now_s, lead_h * HOUR_S, self.planned.review_gap_h * HOUR_S)
+        return n, why, self.planned.start_s(due, ctx.now_s, lead_h)
 
     def _hedged_target(
         self, hist: FloatArray, target: float, per: int, term_h: int, lead_h: int, m: _Market, ctx: ProcurementContext
