@@ -164,3 +164,23 @@ def test_the_procurer_dates_a_planned_run_order_and_leaves_its_own_at_the_lead_t
     run_orders = [p for p in props if p.reason.startswith("planned_run_reserve")]
     assert len(run_orders) == 1 and run_orders[0].start_s == int((14 + lead_d + 3) * DAY)
     assert all(p.start_s == 14 * DAY + pool.lead_time_s for p in props if p not in run_orders)
+
+
+def test_a_run_that_went_ahead_is_taken_out_of_the_history_and_one_that_did_not_leaves_it() -> None:
+    from gpufleet.control.planned_runs import without_runs
+
+    rng = np.random.default_rng(0)
+    base = 200 + 20 * rng.standard_normal(60 * 24)
+    r = run(start_d=25, gpus=128, days=21)
+    ran = base.copy()
+    ran[25 * 24 : 46 * 24] += 128
+    out = without_runs(ran, [r], "h100_80gb", 60 * DAY)
+    assert out[25 * 24 : 46 * 24].mean() == pytest.approx(base[25 * 24 : 46 * 24].mean(), rel=0.02)
+    assert np.array_equal(out[: 25 * 24], ran[: 25 * 24]) and np.array_equal(out[46 * 24 :], ran[46 * 24 :])
+    # a run that did not come, another SKU's, or one not started: the history as it was
+    assert np.array_equal(without_runs(base, [r], "h100_80gb", 60 * DAY), base)
+    assert np.array_equal(without_runs(ran, [r], "l40s", 60 * DAY), ran)
+    assert np.array_equal(without_runs(ran[: 20 * 24], [r], "h100_80gb", 20 * DAY), ran[: 20 * 24])
+    # still running: its hours so far come out
+    now = without_runs(ran[: 30 * 24], [r], "h100_80gb", 30 * DAY)
+    assert now[25 * 24 :].mean() == pytest.approx(base[25 * 24 : 30 * 24].mean(), rel=0.02)

@@ -41,6 +41,7 @@ import numpy as np
 from gpufleet.ports import FloatArray, PlannedRunRegistration
 
 HOUR_S = 3600
+WEEK_H = 7 * 24
 REASON = "planned_run_reserve"
 
 
@@ -112,6 +113,71 @@ def expected_saving_usd(demand: FloatArray, weights: FloatArray, level: float, p
     )
     save = np.where(over > 0, price, 0.0) - p.reserved
     return float((save.sum(axis=1) * weights).sum())
+
+
+def without_runs(
+    history: FloatArray,
+    runs: Sequence[PlannedRunRegistration],
+    sku_id: str,
+    now_s: int,
+    share: float = 0.5,
+    ended_only: bool = False,
+) -> FloatArray:
+    """The hourly demand history (its last hour ends at ``now_s``) with the registered runs of ``sku_id`` that went
+    ahead taken out: the demand the commitments carry after the runs, which the planned-run decision weighs on its
+    own. A run went ahead when the median demand over its hours so far is above the median of the week before its
+    start by at least ``share`` x its GPUs (the loop learns at the start whether its pods came; a run that did not
+    come leaves the history as it was). Over its hours, each hour loses the run's GPUs, but never below the
+    week before's 10 % quantile (a run that started late or ran narrower is not taken out twice)."""
+    return without_runs_and_ahead(history, runs, sku_id, now_s, share, ended_only)[0]
+
+
+def without_runs_and_ahead(
+    history: FloatArray,
+    runs: Sequence[PlannedRunRegistration],
+    sku_id: str,
+    now_s: int,
+    share: float = 0.5,
+    ended_only: bool = False,
+    profile_floor: bool = False,
+) -> tuple[FloatArray, list[PlannedRunRegistration]]:
+    """:func:`without_runs`, and the runs it took out (those that went ahead)."""
+    h = np.asarray(history, dtype=np.float64)
+    out = h.copy()
+    went: list[PlannedRunRegistration] = []
+    first_h = now_s // HOUR_S - len(h)  # the absolute hour of history[0]
+    for r in runs:
+        if r.sku_id != sku_id or r.start_s >= now_s or (ended_only and r.end_s > now_s):
+            continue
+        a = r.start_s // HOUR_S - first_h
+        b = min(math.ceil(r.end_s / HOUR_S), now_s // HOUR_S) - first_h
+        pre = h[max(a - 7 * 24, 0) : max(a, 0)]
+        if a < 24 or b <= a or len(pre) < 24:
+            continue
+        if float(np.median(h[a:b])) - float(np.median(pre)) < share * r.gpus:
+            continue  # it did not go ahead (or not at its size): nothing to take out
+        seg = h[a:b]
+        if profile_floor and len(pre) >= WEEK_H:
+            # the week before the run at the same hour of the week: the demand the run displaced is not seen (the
+            # history is what ran; a queue behind the run is not in it), so the run's hours never read below it
+            floor: FloatArray | float = pre[-WEEK_H:][np.arange(b - a) % WEEK_H]
+        else:
+            floor = float(np.quantile(pre, 0.1))
+        out[a:b] = np.minimum(out[a:b], np.maximum(seg - r.gpus, np.minimum(seg, floor)))
+        went.append(r)
+    return out, went
+
+
+def remaining_gpus(runs: Sequence[PlannedRunRegistration], now_s: int, hours: int) -> FloatArray:
+    """GPUs the runs (that went ahead) hold over the next ``hours`` hours from ``now_s``, to their registered end."""
+    out = np.zeros(hours)
+    now_h = now_s / HOUR_S
+    for r in runs:
+        a = max(math.floor(r.start_s / HOUR_S - now_h), 0)
+        b = min(math.ceil(r.end_s / HOUR_S - now_h), hours)
+        if b > a:
+            out[a:b] += r.gpus
+    return out
 
 
 def _label(r: PlannedRunRegistration) -> str:
