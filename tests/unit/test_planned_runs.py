@@ -37,7 +37,7 @@ def test_a_run_is_due_once_at_the_last_review_whose_order_lands_by_its_start() -
     lead, gap = 7 * DAY, 7 * DAY
     due_days = [d for d in range(0, 40) if due_runs([r], "h100_80gb", d * DAY, lead, gap)]
     # reviews fall on the 7-day grid: the one on day 14 orders for it, and so does a review asked again before the
-    # next one (its order rejected), never one before day 14
+    # next one (its order rejected: sim/desk.py), never one before day 14
     assert due_days == [14, 15, 16, 17, 18, 19, 20]
     assert [d for d in range(0, 40, 7) if due_runs([r], "h100_80gb", d * DAY, lead, gap)] == [14]
     assert not due_runs([r], "l40s", 14 * DAY, lead, gap)  # another SKU
@@ -130,57 +130,3 @@ def test_the_procurer_proposes_a_planned_run_reserve_with_its_reason() -> None:
     extra = [p for p in props if p.reason.startswith("planned_run_reserve")]
     assert len(extra) == 1 and extra[0].units > 0 and "pretrain" in extra[0].reason
     assert ForecastLedProcurer(limits, planned=None).propose(registered) == plain
-
-
-def test_a_future_dated_order_starts_a_margin_before_the_run_and_weighs_its_own_term() -> None:
-    """With ``start_margin_h`` the order for a run starts a day before it instead of at the lead time (day 21 for a
-    review on day 14), never before the lead time; the term it weighs starts there too."""
-    r = run(start_d=27, gpus=256, days=14)
-    lead_h = 7 * 24
-    at_lead = PlannedRunReserve(shortage_weight=10.0)
-    dated = PlannedRunReserve(shortage_weight=10.0, start_margin_h=24)
-    assert at_lead.start_s([r], 14 * DAY, lead_h) == 21 * DAY
-    assert dated.start_s([r], 14 * DAY, lead_h) == 26 * DAY
-    assert dated.start_s([run(start_d=21.5)], 14 * DAY, lead_h) == 21 * DAY  # never before the lead time
-    assert dated.start_s([], 14 * DAY, lead_h) == 21 * DAY
-    # demand that falls 5 days into the term: the dated order's term covers 5 fewer low days and 5 more high ones
-    path = np.concatenate([np.full(5 * 24, 100.0), np.full(91 * 24 + 7 * 24, 300.0)])
-    n0 = at_lead.nodes([r], sku_id="h100_80gb", now_s=14 * DAY, path=path[: 91 * 24], have=176.0, per=8,
-                       lead_h=lead_h, prices=PRICES)[0]  # fmt: skip
-    n1 = dated.nodes([r], sku_id="h100_80gb", now_s=14 * DAY, path=path, have=176.0, per=8, lead_h=lead_h,
-                     prices=PRICES, term_h=91 * 24)[0]  # fmt: skip
-    assert n1 >= n0 > 0
-
-
-def test_the_procurer_dates_a_planned_run_order_and_leaves_its_own_at_the_lead_time() -> None:
-    pool = next(p for p in default_pools("h100_80gb", "us-east-1") if p.tier is Tier.RESERVED)
-    hist = np.full(14 * 24, 300.0)
-    limits = {"h100_80gb": TierLimits(64, 64, 192)}
-    lead_d = pool.lead_time_s / DAY
-    ctx = ProcurementContext(14 * DAY, "h100_80gb", pool, hist, None, 0, 8,
-                             planned_runs=(run(start_d=14 + lead_d + 4, gpus=256),))  # fmt: skip
-    rule = PlannedRunReserve(shortage_weight=10.0, start_margin_h=24)
-    props = ForecastLedProcurer(limits, planned=rule).propose(ctx)
-    run_orders = [p for p in props if p.reason.startswith("planned_run_reserve")]
-    assert len(run_orders) == 1 and run_orders[0].start_s == int((14 + lead_d + 3) * DAY)
-    assert all(p.start_s == 14 * DAY + pool.lead_time_s for p in props if p not in run_orders)
-
-
-def test_a_run_that_went_ahead_is_taken_out_of_the_history_and_one_that_did_not_leaves_it() -> None:
-    from gpufleet.control.planned_runs import without_runs
-
-    rng = np.random.default_rng(0)
-    base = 200 + 20 * rng.standard_normal(60 * 24)
-    r = run(start_d=25, gpus=128, days=21)
-    ran = base.copy()
-    ran[25 * 24 : 46 * 24] += 128
-    out = without_runs(ran, [r], "h100_80gb", 60 * DAY)
-    assert out[25 * 24 : 46 * 24].mean() == pytest.approx(base[25 * 24 : 46 * 24].mean(), rel=0.02)
-    assert np.array_equal(out[: 25 * 24], ran[: 25 * 24]) and np.array_equal(out[46 * 24 :], ran[46 * 24 :])
-    # a run that did not come, another SKU's, or one not started: the history as it was
-    assert np.array_equal(without_runs(base, [r], "h100_80gb", 60 * DAY), base)
-    assert np.array_equal(without_runs(ran, [r], "l40s", 60 * DAY), ran)
-    assert np.array_equal(without_runs(ran[: 20 * 24], [r], "h100_80gb", 20 * DAY), ran[: 20 * 24])
-    # still running: its hours so far come out
-    now = without_runs(ran[: 30 * 24], [r], "h100_80gb", 30 * DAY)
-    assert now[25 * 24 :].mean() == pytest.approx(base[25 * 24 : 30 * 24].mean(), rel=0.02)

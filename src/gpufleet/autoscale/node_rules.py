@@ -141,11 +141,10 @@ def moves_to_reserved(
     min_left_s: int = 86_400,
     min_idle_s: int = 3_600,
     max_redo_s: int = 900,
-    gangs_only: bool = True,
 ) -> list[tuple[int, str]]:
     """Runs to restart on free reserved nodes, longest-paying first, as ``(pod id, reason)``.
 
-    A run qualifies if it is a gang (``gangs_only``; else any run holding whole launched nodes), reports at least ``min_left_s`` left (the launched nodes it frees would have
+    A run qualifies if it is a gang, reports at least ``min_left_s`` left (the launched nodes it frees would have
     billed that long) and redoes at most ``max_redo_s`` of work (it moves just after a checkpoint). Only
     reserved nodes idle for at least ``min_idle_s`` count (slack, not the gap between two jobs), and a run moves
     only if all of its launched nodes fit on them; the runs chosen never need more nodes than that count.
@@ -155,7 +154,7 @@ def moves_to_reserved(
     slack = sum(1 for s in reserved_idle_s if s >= min_idle_s)
     out: list[tuple[int, str]] = []
     for r in sorted(running, key=lambda r: (-r.reported_left_s * r.launched_nodes, r.pod_id)):
-        if (gangs_only and not r.gang) or r.launched_nodes <= 0 or r.launched_nodes > slack:
+        if not r.gang or r.launched_nodes <= 0 or r.launched_nodes > slack:
             continue
         if r.reported_left_s < min_left_s or r.redo_s > max_redo_s:
             continue

@@ -183,10 +183,6 @@ class PayoffAwareNodes:
         self.delay_weight = delay_weight
         self.learn_gaps = learn_gaps
         self.count_needs = count_needs
-        # consolidation onto free reserved nodes (moves_to_reserved): which runs, how long left, how idle the nodes
-        self.move_gangs_only = True
-        self.move_min_left_s = 86_400
-        self.move_min_idle_s = 3_600
         self.needs: dict[str, NeedCounts] = {}  # SKU -> recent fresh-node needs (with ``count_needs``)
         self.spells: dict[str, IdleSpells] = {}  # pool id -> recent idle spells
         self.held: dict[str, int] = {}  # reason -> hold decisions (for reports)
@@ -300,9 +296,7 @@ class PayoffAwareNodes:
     def moves(self, ctx: MoveContext) -> list[tuple[int, str]]:
         if not self.move_to_reserved:
             return []
-        out = moves_to_reserved(
-            ctx.running, ctx.reserved_idle_s, self.move_min_left_s, self.move_min_idle_s, gangs_only=self.move_gangs_only
-        )
+        out = moves_to_reserved(ctx.running, ctx.reserved_idle_s)
         self._count("moved_to_reserved", len(out))
         return out
 

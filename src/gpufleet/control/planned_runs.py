@@ -41,7 +41,6 @@ import numpy as np
 from gpufleet.ports import FloatArray, PlannedRunRegistration
 
 HOUR_S = 3600
-WEEK_H = 7 * 24
 REASON = "planned_run_reserve"
 
 
@@ -115,71 +114,6 @@ def expected_saving_usd(demand: FloatArray, weights: FloatArray, level: float, p
     return float((save.sum(axis=1) * weights).sum())
 
 
-def without_runs(
-    history: FloatArray,
-    runs: Sequence[PlannedRunRegistration],
-    sku_id: str,
-    now_s: int,
-    share: float = 0.5,
-    ended_only: bool = False,
-) -> FloatArray:
-    """The hourly demand history (its last hour ends at ``now_s``) with the registered runs of ``sku_id`` that went
-    ahead taken out: the demand the commitments carry after the runs, which the planned-run decision weighs on its
-    own. A run went ahead when the median demand over its hours so far is above the median of the week before its
-    start by at least ``share`` x its GPUs (the loop learns at the start whether its pods came; a run that did not
-    come leaves the history as it was). Over its hours, each hour loses the run's GPUs, but never below the
-    week before's 10 % quantile (a run that started late or ran narrower is not taken out twice)."""
-    return without_runs_and_ahead(history, runs, sku_id, now_s, share, ended_only)[0]
-
-
-def without_runs_and_ahead(
-    history: FloatArray,
-    runs: Sequence[PlannedRunRegistration],
-    sku_id: str,
-    now_s: int,
-    share: float = 0.5,
-    ended_only: bool = False,
-    profile_floor: bool = False,
-) -> tuple[FloatArray, list[PlannedRunRegistration]]:
-    """:func:`without_runs`, and the runs it took out (those that went ahead)."""
-    h = np.asarray(history, dtype=np.float64)
-    out = h.copy()
-    went: list[PlannedRunRegistration] = []
-    first_h = now_s // HOUR_S - len(h)  # the absolute hour of history[0]
-    for r in runs:
-        if r.sku_id != sku_id or r.start_s >= now_s or (ended_only and r.end_s > now_s):
-            continue
-        a = r.start_s // HOUR_S - first_h
-        b = min(math.ceil(r.end_s / HOUR_S), now_s // HOUR_S) - first_h
-        pre = h[max(a - 7 * 24, 0) : max(a, 0)]
-        if a < 24 or b <= a or len(pre) < 24:
-            continue
-        if float(np.median(h[a:b])) - float(np.median(pre)) < share * r.gpus:
-            continue  # it did not go ahead (or not at its size): nothing to take out
-        seg = h[a:b]
-        if profile_floor and len(pre) >= WEEK_H:
-            # the week before the run at the same hour of the week: the demand the run displaced is not seen (the
-            # history is what ran; a queue behind the run is not in it), so the run's hours never read below it
-            floor: FloatArray | float = pre[-WEEK_H:][np.arange(b - a) % WEEK_H]
-        else:
-            floor = float(np.quantile(pre, 0.1))
-        out[a:b] = np.minimum(out[a:b], np.maximum(seg - r.gpus, np.minimum(seg, floor)))
-        went.append(r)
-    return out, went
-
-
-def remaining_gpus(runs: Sequence[PlannedRunRegistration], now_s: int, hours: int) -> FloatArray:
-    """GPUs the runs (that went ahead) hold over the next ``hours`` hours from ``now_s``, to their registered end."""
-    out = np.zeros(hours)
-    now_h = now_s / HOUR_S
-    for r in runs:
-        a = max(math.floor(r.start_s / HOUR_S - now_h), 0)
-        b = min(math.ceil(r.end_s / HOUR_S - now_h), hours)
-        if b > a:
-            out[a:b] += r.gpus
-    return out
-
-
 def _label(r: PlannedRunRegistration) -> str:
     """A registration as the reason shows it (braces doubled: the reason is a format string with ``{gpus}``)."""
     name = r.name.replace("{", "{{").replace("}", "}}")
@@ -194,18 +128,6 @@ class PlannedRunReserve:
 
     shortage_weight: float = 20.0
     review_gap_h: int = 7 * 24
-    # the order starts this long before the earliest due run instead of at the lead time (a future-dated reservation;
-    # None = at the lead time, before session 18): capacity that would stand mostly idle for days before the run
-    # covers days at the end of the term instead
-    start_margin_h: float | None = None
-
-    def start_s(self, due: Sequence[PlannedRunRegistration], now_s: int, lead_h: int) -> int:
-        """When an order placed at ``now_s`` for the ``due`` runs starts: at the lead time, or with
-        ``start_margin_h`` the margin before the earliest due run's start, never before the lead time."""
-        land = now_s + lead_h * HOUR_S
-        if self.start_margin_h is None or not due:
-            return land
-        return max(land, min(r.start_s for r in due) - round(self.start_margin_h * HOUR_S))
 
     def nodes(
         self,
@@ -218,23 +140,15 @@ class PlannedRunReserve:
         per: int,
         lead_h: int,
         prices: TierPrices,
-        term_h: int | None = None,
     ) -> tuple[int, str]:
-        """Whole nodes of ``per`` GPUs to reserve above ``have`` GPUs now, and why ('' when none); the order starts
-        at :meth:`start_s`.
+        """Whole nodes of ``per`` GPUs to reserve above ``have`` GPUs now, and why ('' when none).
 
-        ``path`` is the projected demand from the lead time on; the commitment covers its first ``term_h`` hours
-        from the order's start (None: the whole path is the term)."""
+        ``path`` is the projected demand over the hours a commitment made now covers (its length is the term)."""
         due = due_runs(runs, sku_id, now_s, lead_h * HOUR_S, self.review_gap_h * HOUR_S)
         if not due:
             return 0, ""
-        start_s = self.start_s(due, now_s, lead_h)
-        delay_h = (start_s - now_s) // HOUR_S - lead_h
-        term_h = len(path) if term_h is None else term_h
-        path = np.asarray(path, dtype=np.float64)[delay_h : delay_h + term_h]
-        if len(path) < term_h:  # a path shorter than the delayed term: its last hour stands for the rest
-            path = np.concatenate([path, np.full(term_h - len(path), path[-1] if len(path) else 0.0)])
-        start_h = start_s / HOUR_S
+        term_h = len(path)
+        start_h = now_s / HOUR_S + lead_h
         end_s = (start_h + term_h) * HOUR_S
         overlap = [
             r

@@ -38,13 +38,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from gpufleet.control.commitments import FloatArray
-from gpufleet.control.planned_runs import (
-    PlannedRunReserve,
-    TierPrices,
-    due_runs,
-    remaining_gpus,
-    without_runs_and_ahead,
-)
+from gpufleet.control.planned_runs import PlannedRunReserve, TierPrices
 from gpufleet.control.stockout_cover import StockoutCover
 from gpufleet.domain.catalog import BUILTIN_PRICE_CATALOG
 from gpufleet.domain.reservations import term_seconds
@@ -148,8 +142,6 @@ def marginal_saving_usd(
     spot: float,
     secondary: float,
     on_demand: float,
-    quota_gpus: float = math.inf,
-    shortage: float | None = None,
 ) -> FloatArray:
     """Saving per hour of the next reserved GPU at each capacity level (rows) in each hour (columns).
 
@@ -162,10 +154,7 @@ def marginal_saving_usd(
     edge1 = tiers[0][1][None, :]
     edge2 = edge1 + tiers[1][1][None, :]
     price = np.where(over > edge2, on_demand, np.where(over > edge1, tiers[1][0], tiers[0][0]))
-    price = np.where(over > 0, np.minimum(price, on_demand), 0.0)
-    if shortage is not None and math.isfinite(quota_gpus):  # past the on-demand quota the work queues
-        price = np.where(over > edge2 + quota_gpus, shortage, price)
-    return np.asarray(price - reserved, dtype=np.float64)
+    return np.asarray(np.where(over > 0, np.minimum(price, on_demand), 0.0) - reserved, dtype=np.float64)
 
 
 def worthwhile_nodes(
@@ -179,8 +168,6 @@ def worthwhile_nodes(
     spot: float,
     secondary: float,
     on_demand: float,
-    quota_gpus: float = math.inf,
-    shortage: float | None = None,
 ) -> int:
     """How many of the candidate nodes (``levels``: the middle GPU of each, ascending) are worth committing now.
 
@@ -206,8 +193,6 @@ def worthwhile_nodes(
             spot=spot,
             secondary=secondary,
             on_demand=on_demand,
-            quota_gpus=quota_gpus,
-            shortage=shortage,
         )[0]
         return bool(save.sum() > 0 and save[first].sum() > 0)
 
@@ -348,22 +333,6 @@ class ForecastLedProcurer:
     # an order an approver rejected is reviewed again at the world's next daily pass (reason code
     # ``retry_after_rejection``), not left until the next procurement period (session 18)
     retry_rejected: bool = True
-    # a SKU is reviewed again on the first day whose order lands after the expiry of one of its reservations, not
-    # only at the next procurement period (up to a period later; reason code ``review_before_expiry``; session 18)
-    review_before_expiry: bool = False
-    # the secondary provider's nodes, once launched, are held for days (their relaunch takes hours): a reserved GPU
-    # in the band they serve saves nothing (they are paid anyway); False = priced as pay-per-use (before session 18)
-    secondary_held: bool = False
-    reserved_premium: float = 1.0  # scratch knob: the reserved price the forecast-led rule weighs, x this
-    # the registered runs that went ahead are taken out of the history the forecast-led rule and the planned-run
-    # decision project (control/planned_runs.py ``without_runs``): a three-week run is the hour-of-week median of
-    # four weeks and would be bought for a quarter just as it ends (session 18)
-    runs_out_of_history: bool = False
-    runs_out_ended_only: bool = False  # scratch: only runs that have ended
-    runs_out_planned_path: bool = True  # scratch: the planned-run decision's path without them too
-    runs_out_add_remaining: bool = False  # scratch: a run taken out is added back to its registered end
-    runs_out_profile_floor: bool = False  # scratch: a run's hours never below the week before's same hours
-    queue_weight: float | None = None  # scratch: a GPU-hour past the on-demand quota priced at this many on-demand
     books_: dict[tuple[str, str, int, int, int], ShadowBook] = field(default_factory=dict, repr=False, compare=False)
 
     def _market(self, sku_id: str, reserved: float) -> _Market:
@@ -380,13 +349,11 @@ class ForecastLedProcurer:
         )
 
     def forecast_led_nodes(
-        self, hist: FloatArray, have: int, per: int, term_h: int, lead_h: int, m: _Market, ahead: FloatArray | None = None
+        self, hist: FloatArray, have: int, per: int, term_h: int, lead_h: int, m: _Market
     ) -> tuple[int, float]:
-        """Nodes worth committing above ``have`` GPUs on the projected demand (plus ``ahead``: demand known to come,
-        per hour from now), and the term mean's growth over the last week's mean."""
+        """Nodes worth committing above ``have`` GPUs on the projected demand, and the term mean's growth over
+        the last week's mean."""
         demand = project(hist, lead_h + term_h, self.lookback_h, self.max_growth, self.profile, self.level_weight)
-        if ahead is not None:
-            demand = demand + ahead[: len(demand)]
         path = demand[lead_h : lead_h + term_h]  # the hours a commitment made now would cover
         rows = path[None, :]
         # the level hedge: the path at the downside levels today's level may be at, given the days observed (a
@@ -401,12 +368,10 @@ class ForecastLedProcurer:
             self.first_window_h,
             spot_gpus=np.minimum(m.spot_share * cover, m.limits.spot_capacity_gpus),
             secondary_gpus=m.limits.secondary_capacity_gpus,
-            reserved=m.reserved * self.reserved_premium,
+            reserved=m.reserved,
             spot=m.spot,
-            secondary=0.0 if self.secondary_held else m.secondary,
+            secondary=m.secondary,
             on_demand=m.on_demand,
-            quota_gpus=m.limits.on_demand_quota_gpus,
-            shortage=None if self.queue_weight is None else self.queue_weight * m.on_demand,
         )
         recent = hist[-WEEK_H:]
         return nodes, float(path.mean() / max(float(np.mean(recent)) if len(recent) else 0.0, 1e-9))
@@ -463,15 +428,7 @@ class ForecastLedProcurer:
         return self._book(hist, per, term_h, lead_h, m, key).forecast_rule
 
     def unhedged_nodes(
-        self,
-        hist: FloatArray,
-        have: int,
-        per: int,
-        term_h: int,
-        lead_h: int,
-        m: _Market,
-        rule: str,
-        ahead: FloatArray | None = None,
+        self, hist: FloatArray, have: int, per: int, term_h: int, lead_h: int, m: _Market, rule: str
     ) -> tuple[int, str]:
         """Nodes the forecast rule ``rule`` would commit above ``have`` GPUs before the hedge, and why."""
         if rule == FRESH_RULE and self.fresh is not None:
@@ -481,7 +438,7 @@ class ForecastLedProcurer:
                 "demand at the same hour, and the first covered hour needs them (the fresh-days rule has cost less "
                 "than the weekly profile on the observed demand)"
             )
-        nodes, growth = self.forecast_led_nodes(hist, have, per, term_h, lead_h, m, ahead)
+        nodes, growth = self.forecast_led_nodes(hist, have, per, term_h, lead_h, m)
         return nodes, (
             f"{{gpus}} GPUs above {have} committed save more than they cost over the term on the projected "
             f"demand (term mean {growth:.2f}x last week's), after spot and the secondary provider take what they can"
@@ -495,36 +452,23 @@ class ForecastLedProcurer:
         pool = ctx.pool
         have, per = int(ctx.committed_gpus_at_lead), ctx.gpus_per_node
         rule = self._followed_rule(hist, per, term_h, lead_h, m, _book_key(ctx))
-        base = hist
-        ahead: FloatArray | None = None
-        if self.runs_out_of_history and ctx.planned_runs:
-            base, went = without_runs_and_ahead(
-                hist, ctx.planned_runs, ctx.sku_id, ctx.now_s, ended_only=self.runs_out_ended_only,
-                profile_floor=self.runs_out_profile_floor,
-            )
-            if self.runs_out_add_remaining and went:
-                ahead = remaining_gpus(went, ctx.now_s, lead_h + term_h)
-        nodes, why = self.unhedged_nodes(base, have, per, term_h, lead_h, m, rule, ahead)
+        nodes, why = self.unhedged_nodes(hist, have, per, term_h, lead_h, m, rule)
         if self.hedge is not None and nodes > 0:
             target, capped = self._hedged_target(hist, have + nodes * per, per, term_h, lead_h, m, ctx)
             if capped:
                 nodes = min(nodes, max(0, math.floor((target - have) / per + 1e-9)))
                 why += f"; {capped}"
-        ppath = base if self.runs_out_planned_path else hist
-        extra, why_run, run_start_s = self._planned_run_nodes(ctx, ppath, have + max(nodes, 0) * per, term_h, lead_h, m)
+        extra, why_run = self._planned_run_nodes(ctx, hist, have + max(nodes, 0) * per, term_h, lead_h, m)
         bought = [
             ReservationProposal(
                 sku_id=ctx.sku_id,
                 pool_id=pool.id,
                 units=n * per,
-                start_s=start_s,
+                start_s=ctx.now_s + pool.lead_time_s,
                 term_months=pool.term_months or 12,
                 reason=reason.format(gpus=n * per),
             )
-            for n, reason, start_s in (
-                (nodes, "forecast_led: " + why, ctx.now_s + pool.lead_time_s),
-                (extra, why_run, run_start_s),
-            )
+            for n, reason in ((nodes, "forecast_led: " + why), (extra, why_run))
             if n > 0
         ]
         return bought + self._stockout_cover(ctx, have + sum(p.units for p in bought))
@@ -547,23 +491,16 @@ class ForecastLedProcurer:
 
     def _planned_run_nodes(
         self, ctx: ProcurementContext, hist: FloatArray, have: int, term_h: int, lead_h: int, m: _Market
-    ) -> tuple[int, str, int]:
-        """Nodes to reserve ahead of registered planned runs (control/planned_runs.py) above ``have`` GPUs, why,
-        and when the order starts."""
-        land = ctx.now_s + lead_h * HOUR_S
+    ) -> tuple[int, str]:
+        """Nodes to reserve ahead of registered planned runs (control/planned_runs.py) above ``have`` GPUs."""
         if self.planned is None or not any(r.sku_id == ctx.sku_id for r in ctx.planned_runs):
-            return 0, "", land
-        # a future-dated order starts up to a review gap after the lead time: project that much further
-        ahead = lead_h + term_h + (self.planned.review_gap_h if self.planned.start_margin_h is not None else 0)
-        path = project(hist, ahead, self.lookback_h, self.max_growth, self.profile, self.level_weight)
+            return 0, ""
+        path = project(hist, lead_h + term_h, self.lookback_h, self.max_growth, self.profile, self.level_weight)
         lim = m.limits
         prices = TierPrices(m.reserved, m.on_demand, m.spot, m.secondary, m.spot_share, lim.spot_capacity_gpus,
                             lim.secondary_capacity_gpus, lim.on_demand_quota_gpus)  # fmt: skip
-        n, why = self.planned.nodes(ctx.planned_runs, sku_id=ctx.sku_id, now_s=ctx.now_s, path=path[lead_h:],
-                                    have=have, per=ctx.gpus_per_node, lead_h=lead_h, prices=prices,
-                                    term_h=term_h)  # fmt: skip
-        due = due_runs(ctx.planned_runs, ctx.sku_id, ctx.now_s, lead_h * HOUR_S, self.planned.review_gap_h * HOUR_S)
-        return n, why, self.planned.start_s(due, ctx.now_s, lead_h)
+        return self.planned.nodes(ctx.planned_runs, sku_id=ctx.sku_id, now_s=ctx.now_s, path=path[lead_h:],
+                                  have=have, per=ctx.gpus_per_node, lead_h=lead_h, prices=prices)  # fmt: skip
 
     def _hedged_target(
         self, hist: FloatArray, target: float, per: int, term_h: int, lead_h: int, m: _Market, ctx: ProcurementContext

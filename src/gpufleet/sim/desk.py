@@ -137,19 +137,13 @@ class ReservationDesk:
                 if day > 0:
                     seen = hist if self.loop.procure_on_pending else self.metrics.in_use_history(s, hour)
                     self._procure(s, now, seen, fc)
-        elif day > 0:
-            # off the procurement period, a SKU is reviewed again when the loop's procurer asks for it: after an
-            # approver rejected its order (``retry_rejected``), or when one of its reservations expires before the
-            # next period's order could land (``review_before_expiry``); with today's observations (the forecast
-            # issued at the last period stands: the forecast-led procurer does not read it)
-            again = {s: "retry_after_rejection" for s in self.retry_skus}
-            if getattr(self.loop.procurer, "review_before_expiry", False):
-                for s in self._expiring(now):
-                    again.setdefault(s, "review_before_expiry")
-            for s in sorted(again):
+        elif self.retry_skus:
+            # a review whose order was rejected, asked again with today's observations (the forecast issued at the
+            # last period stands; the forecast-led procurer does not read it)
+            for s in sorted(self.retry_skus):
                 pending = self.loop.procure_on_pending
                 seen = self.metrics.demand_history(s, hour) if pending else self.metrics.in_use_history(s, hour)
-                self._procure(s, now, seen, None, why=again[s])
+                self._procure(s, now, seen, None, retry=True)
             self.retry_skus.clear()
         if now + DAY_S <= self.horizon_s:
             self.q.schedule(now + DAY_S, DAILY, priority=0)
@@ -167,22 +161,7 @@ class ReservationDesk:
                 total += r.units
         return total
 
-    def _expiring(self, now: int) -> list[int]:
-        """SKUs with a reservation that expired at most a day before an order placed now would land (the first daily
-        pass that no longer counts it as committed at the lead time; a period's review lands up to a period late)."""
-        out: set[int] = set()
-        for i, r in enumerate(self.reservations):
-            if r.status is not ReservationStatus.ACTIVE:
-                continue
-            pidx = self.res_pool[i]
-            lead = self.fleet.pools[pidx].pool.lead_time_s
-            if r.end_s <= now + lead < r.end_s + DAY_S:
-                out.add(self.fleet.pools[pidx].sku_idx)
-        return sorted(out)
-
-    def _procure(
-        self, s: int, now: int, hist: np.ndarray, fc: DemandForecast | None, why: str | None = None
-    ) -> None:
+    def _procure(self, s: int, now: int, hist: np.ndarray, fc: DemandForecast | None, retry: bool = False) -> None:
         pidx = self.fleet.pool_of(s, Tier.RESERVED)
         pool = self.fleet.pools[pidx].pool
         ctx = ProcurementContext(
@@ -199,14 +178,12 @@ class ReservationDesk:
         props = self.loop.procurer.propose(ctx)
         self.decisions.reviewed(now, pool, props)
         for prop in props:
-            reason = f"{why}: {prop.reason}" if why else prop.reason
+            reason = f"retry_after_rejection: {prop.reason}" if retry else prop.reason
             res = self._new_reservation(pidx, prop.units, prop.start_s, prop.term_months)
             dec = self.loop.approver.decide(res.est_cost_usd, self.approval_threshold_usd, res.id)
             ridx = len(self.reservations) - 1
             self.metrics.reservation_proposed(res.units, float(res.est_cost_usd), dec.approvals_required)
-            self.decisions.reservation(
-                now, "bought" if dec.approvals_required == 1 else "ordered", res, pool, reason
-            )
+            self.decisions.reservation(now, "bought" if dec.approvals_required == 1 else "ordered", res, pool, reason)
             if dec.approvals_required == 1:
                 res.transition(ReservationStatus.APPROVED, at_s=now, actor="auto", reason=dec.reason)
                 self._submit(ridx, now)
