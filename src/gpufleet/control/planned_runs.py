@@ -63,8 +63,10 @@ def due_runs(
 ) -> list[PlannedRunRegistration]:
     """The registered runs of ``sku_id`` a review at ``now_s`` orders for, once per run: registered and not started,
     at the last review whose order lands by the start (the next one's, ``review_gap_s`` later, would land after
-    it), or, when no order can land by the start any more, at the first review after the registration."""
-    land = now_s + lead_s
+    it), or, when no order can land by the start any more, at the first review after the registration. Reviews
+    fall on the ``review_gap_s`` grid from time 0; a call between two (a review asked again after an approver
+    rejected its order) orders for the runs the last review on the grid ordered for."""
+    land = now_s - now_s % review_gap_s + lead_s
     return [
         r
         for r in runs

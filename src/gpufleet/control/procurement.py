@@ -330,6 +330,9 @@ class ForecastLedProcurer:
     planned: PlannedRunReserve | None = field(default_factory=PlannedRunReserve)  # ahead of registered runs
     # serving's stock-out cover (control/stockout_cover.py), asked after the rules above; None = off
     stockout_cover: StockoutCover | None = field(default_factory=StockoutCover)
+    # an order an approver rejected is reviewed again at the world's next daily pass (reason code
+    # ``retry_after_rejection``), not left until the next procurement period (session 18)
+    retry_rejected: bool = True
     books_: dict[tuple[str, str, int, int, int], ShadowBook] = field(default_factory=dict, repr=False, compare=False)
 
     def _market(self, sku_id: str, reserved: float) -> _Market:

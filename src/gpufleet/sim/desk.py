@@ -92,6 +92,9 @@ class ReservationDesk:
         self.res_nodes: list[list[int]] = []  # per reservation: its nodes
         self.res_pool: list[int] = []  # per reservation: its pool index
         self.approvals_pending: dict[int, tuple[bool, str]] = {}  # reservation -> (approved, approvers)
+        # SKUs whose order an approver rejected: reviewed again at the next daily pass when the loop's procurer asks
+        # for it (``retry_rejected``; control/procurement.py), not only at the next procurement period
+        self.retry_skus: set[int] = set()
 
     def initial_reservations(self) -> None:
         for s, spec in self.pool_specs.items():
@@ -127,12 +130,21 @@ class ReservationDesk:
         hour = now // HOUR_S
         period_d = self.procurement_period_days
         if day % period_d == 0:
+            self.retry_skus.clear()  # the review below asks again anyway
             for s in range(len(self.sku_ids)):
                 hist = self.metrics.demand_history(s, hour)
                 fc = self.forecasts.score_and_issue(s, hist, hour, period_d * 24)
                 if day > 0:
                     seen = hist if self.loop.procure_on_pending else self.metrics.in_use_history(s, hour)
                     self._procure(s, now, seen, fc)
+        elif self.retry_skus:
+            # a review whose order was rejected, asked again with today's observations (the forecast issued at the
+            # last period stands; the forecast-led procurer does not read it)
+            for s in sorted(self.retry_skus):
+                pending = self.loop.procure_on_pending
+                seen = self.metrics.demand_history(s, hour) if pending else self.metrics.in_use_history(s, hour)
+                self._procure(s, now, seen, None, retry=True)
+            self.retry_skus.clear()
         if now + DAY_S <= self.horizon_s:
             self.q.schedule(now + DAY_S, DAILY, priority=0)
 
@@ -149,7 +161,7 @@ class ReservationDesk:
                 total += r.units
         return total
 
-    def _procure(self, s: int, now: int, hist: np.ndarray, fc: DemandForecast | None) -> None:
+    def _procure(self, s: int, now: int, hist: np.ndarray, fc: DemandForecast | None, retry: bool = False) -> None:
         pidx = self.fleet.pool_of(s, Tier.RESERVED)
         pool = self.fleet.pools[pidx].pool
         ctx = ProcurementContext(
@@ -166,18 +178,17 @@ class ReservationDesk:
         props = self.loop.procurer.propose(ctx)
         self.decisions.reviewed(now, pool, props)
         for prop in props:
+            reason = f"retry_after_rejection: {prop.reason}" if retry else prop.reason
             res = self._new_reservation(pidx, prop.units, prop.start_s, prop.term_months)
             dec = self.loop.approver.decide(res.est_cost_usd, self.approval_threshold_usd, res.id)
             ridx = len(self.reservations) - 1
             self.metrics.reservation_proposed(res.units, float(res.est_cost_usd), dec.approvals_required)
-            self.decisions.reservation(
-                now, "bought" if dec.approvals_required == 1 else "ordered", res, pool, prop.reason
-            )
+            self.decisions.reservation(now, "bought" if dec.approvals_required == 1 else "ordered", res, pool, reason)
             if dec.approvals_required == 1:
                 res.transition(ReservationStatus.APPROVED, at_s=now, actor="auto", reason=dec.reason)
                 self._submit(ridx, now)
             else:
-                res.transition(ReservationStatus.PENDING_APPROVAL, at_s=now, actor="procurement", reason=prop.reason)
+                res.transition(ReservationStatus.PENDING_APPROVAL, at_s=now, actor="procurement", reason=reason)
                 self.approvals_pending[ridx] = (dec.approved, ",".join(dec.approver_ids))
                 self.q.schedule(now + dec.delay_s, RES_EVENT, ridx, 0)
 
@@ -210,6 +221,8 @@ class ReservationDesk:
             else:
                 res.transition(ReservationStatus.REJECTED, at_s=now, actor=who, reason="rejected by an approver")
                 self.decisions.reservation(now, "rejected", res, self.fleet.pools[self.res_pool[ridx]].pool, "rejected")
+                if getattr(self.loop.procurer, "retry_rejected", False):
+                    self.retry_skus.add(self.fleet.pools[self.res_pool[ridx]].sku_idx)
         elif what == 1 and res.status is ReservationStatus.SUBMITTED:
             self._activate(ridx)
         elif what == 2 and res.status is ReservationStatus.ACTIVE:
