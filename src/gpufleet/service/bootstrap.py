@@ -22,6 +22,7 @@ from gpufleet.service.clock import Clock, IdGenerator, RandomIds, SystemClock
 from gpufleet.service.ingest import IngestService
 from gpufleet.service.leader import Leadership, election_for
 from gpufleet.service.placement_chain import ChainPlacementService
+from gpufleet.service.planned_runs import PlannedRunService
 from gpufleet.service.procurement import ProcurementService
 from gpufleet.service.reconciler import Reconciler
 from gpufleet.service.registry import RegistryService
@@ -58,6 +59,7 @@ class Services:
     procurement: ProcurementService
     autoscaling: AutoscalingService
     budgets: BudgetService
+    planned_runs: PlannedRunService
     leader: Leadership
     reconciler: Reconciler
     # with ``provider = aws`` (None with the simulated provider)
@@ -138,6 +140,7 @@ def build_services(
         procurement=procurement,
         autoscaling=AutoscalingService(engine, workloads),
         budgets=budgets,
+        planned_runs=PlannedRunService(engine, clock),
         **cloud,
         leader=leader,
         reconciler=reconciler,

@@ -12,22 +12,16 @@ from gpufleet.api.deps import CurrentActor, ServicesDep
 from gpufleet.api.problems import PROBLEM_RESPONSES
 from gpufleet.api.schemas_planned import PlannedRunCreate, PlannedRunPublic
 from gpufleet.api.types import ID_PATTERN, SKU_PATTERN, IdPath, Limit, Offset
-from gpufleet.service.bootstrap import Services
-from gpufleet.service.planned_runs import PlannedRunService, PlannedRunSpec
+from gpufleet.service.planned_runs import PlannedRunSpec
 
 router = APIRouter(prefix="/v1/planned-runs", tags=["planned-runs"], responses=PROBLEM_RESPONSES)
-
-
-def _calendar(services: Services) -> PlannedRunService:
-    """The use case over the wired engine and clock (it holds no state of its own)."""
-    return PlannedRunService(services.engine, services.clock)
 
 
 @router.post("", status_code=201, response_model=PlannedRunPublic)
 def register_planned_run(body: PlannedRunCreate, services: ServicesDep, actor: CurrentActor) -> Any:
     """Register a run: 422 naming the field for a start not in the future, an unknown team, SKU or region, a
     region without a reserved pool of the SKU, or a name the team already uses for a run not cancelled."""
-    return _calendar(services).register(actor, PlannedRunSpec(**body.model_dump()))
+    return services.planned_runs.register(actor, PlannedRunSpec(**body.model_dump()))
 
 
 @router.get("", response_model=list[PlannedRunPublic])
@@ -41,16 +35,16 @@ def list_planned_runs(
     offset: Offset = 0,
 ) -> Any:
     """Registered runs by start time. An app_team token sees only its own team's."""
-    return _calendar(services).list(actor, team=team, sku=sku, active=active, limit=limit, offset=offset)
+    return services.planned_runs.list(actor, team=team, sku=sku, active=active, limit=limit, offset=offset)
 
 
 @router.get("/{run_id}", response_model=PlannedRunPublic)
 def get_planned_run(run_id: IdPath, services: ServicesDep, actor: CurrentActor) -> Any:
-    return _calendar(services).get(actor, run_id)
+    return services.planned_runs.get(actor, run_id)
 
 
 @router.delete("/{run_id}", response_model=PlannedRunPublic)
 def cancel_planned_run(run_id: IdPath, services: ServicesDep, actor: CurrentActor) -> Any:
     """Cancel the run (the row stays, ``status: cancelled``): from the next procurement decision on it no longer
     counts. Cancelling a cancelled run returns it unchanged."""
-    return _calendar(services).cancel(actor, run_id)
+    return services.planned_runs.cancel(actor, run_id)
