@@ -8,7 +8,8 @@
 What is compiled and how the package decides to use it: ``src/gpufleet/_native.py``. The build type-checks the
 modules again (mypyc needs the types) with the project's mypy settings minus the pydantic plugin (no compiled
 module defines a pydantic model). It takes a few minutes on two cores; a failed build leaves no manifest, so the
-package runs from source. ``GPUFLEET_NATIVE_BUILD=0`` skips the build (e.g. on a machine without a C compiler).
+package runs from source (the script still exits 0 unless ``GPUFLEET_NATIVE_STRICT=1``; `make test` fails on a
+missing build anyway). ``GPUFLEET_NATIVE_BUILD=0`` skips the build (e.g. on a machine without a C compiler).
 """
 
 from __future__ import annotations
@@ -80,7 +81,9 @@ def build() -> int:
         clean()
         sys.stderr.write(proc.stdout[-4000:] + proc.stderr[-4000:])
         sys.stderr.write("native build failed: the package runs from source (slower, same decisions)\n")
-        return 1
+        # not an error for `make run` (the source is the same program); `make test` fails on it
+        # (tests/integration/test_native_build.py asserts the build is in use)
+        return 1 if os.environ.get("GPUFLEET_NATIVE_STRICT") == "1" else 0
     doc = {
         "interpreter": _native.interpreter_tag(),
         "built_s": round(time.monotonic() - t0, 1),

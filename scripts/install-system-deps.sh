@@ -16,6 +16,12 @@ command -v xz >/dev/null 2>&1 || need+=(xz-utils)
 command -v podman >/dev/null 2>&1 || need+=(podman)
 command -v mmdebstrap >/dev/null 2>&1 || need+=(mmdebstrap)
 command -v runc >/dev/null 2>&1 || need+=(runc)
+# the native build (scripts/build_native.py): a C compiler and the headers of the Python the venv runs
+command -v gcc >/dev/null 2>&1 || need+=(gcc)
+py=${PYTHON:-.venv/bin/python}
+[ -x "$py" ] || py=python3
+inc=$("$py" -c 'import sysconfig; print(sysconfig.get_paths()["include"])' 2>/dev/null || true)
+[ -n "$inc" ] && [ ! -f "$inc/Python.h" ] && need+=(python3-dev)
 command -v kubectl >/dev/null 2>&1 || echo "note: kubectl >= 1.27 is not on PATH; tests/deploy/test_manifests.py \
 will skip (Debian's kubernetes-client 1.20 bundles a kustomize too old for deploy/kustomize)" >&2
 [ ${#need[@]} -eq 0 ] && exit 0
