@@ -340,30 +340,20 @@ class BindingPlanner:
         return tier is not None and self.spread.applies(TIER_RANK[tier])
 
     def _place(self, sched: Scheduler, req: PodRequest, fleet: _Fleet | None) -> Placement | Infeasible:
-        """``sched.place(req, self._prefer)``; for a replica of ``fleet``, the same steps (the same policy calls on
-        the same candidates: the same node when the spread does not act), then the replica spread inside the
-        capacity type the policy took: the policy asked again without the nodes already offered, until a node
-        under the cap (reason ``replica_spread``) or none is left (the policy's node)."""
+        """``sched.place(req, self._prefer)``; for a replica of ``fleet``, the replica spread is its redirect inside
+        the capacity type the policy took: when the policy's node holds the cap, the policy is asked again without
+        the nodes already offered, until a node under the cap (reason ``replica_spread``) or none is left (the
+        policy's node stands)."""
         spread = self.spread
         if fleet is None or spread is None:
             return sched.place(req, self._prefer)
-        req.validate()
-        sched.policy.observe(req)
-        table = sched.table
-        fits = table.feasible(req)
-        cands = np.flatnonzero(fits)
-        if cands.size == 0:
-            return Infeasible(req, table.infeasible_reason(req))
-        mask = -1
-        for i, m in enumerate(self._prefer):
-            preferred = np.flatnonzero(fits & m)
-            if preferred.size:
-                cands, mask = preferred, i
-                break
-        node, slots = sched.policy.choose(table, req, cands, sched.rng)
-        reason = "placed"
         cap = spread.cap(fleet.replicas)
-        if fleet.crowd.get(node, 0) >= cap and self._spread_applies(mask):
+
+        def redirect(
+            mask: int, cands: npt.NDArray[np.intp], node: int, slots: tuple[int, ...]
+        ) -> tuple[int, tuple[int, ...], str] | None:
+            if fleet.crowd.get(node, 0) < cap or not self._spread_applies(mask):
+                return None
             offered = {node: slots}
 
             def by_preference() -> Iterator[tuple[int]]:
@@ -372,15 +362,14 @@ class BindingPlanner:
                     left = left[left != last]
                     if not left.size:
                         return
-                    last, got_slots = sched.policy.choose(table, req, left, sched.rng)
+                    last, got_slots = sched.policy.choose(sched.table, req, left, sched.rng)
                     offered[last] = got_slots
                     yield (last,)
 
             got = spread.pick(by_preference(), fleet.crowd, cap)
-            if got is not None:
-                node, slots, reason = got, offered[got], REASON_SPREAD
-        table.allocate(node, req, slots)
-        return Placement(req, node, table.names[node], slots, reason)
+            return None if got is None else (got, offered[got], REASON_SPREAD)
+
+        return sched.place(req, self._prefer, redirect)
 
     def _plan_gang(
         self, sched: Scheduler, members: list[ObservedPod], binds: list[PodBind], unsched: list[Unschedulable]

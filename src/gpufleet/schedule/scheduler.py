@@ -7,7 +7,7 @@ fits nowhere is returned as :class:`Infeasible` with a reason code (and the tabl
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -41,6 +41,12 @@ class Infeasible:
     reason: str
 
 
+# A placement's second opinion (``Scheduler.place``): given the index of the ``prefer`` mask the candidates came from
+# (-1: none), the candidate nodes and the policy's (node, GPU slots), another (node, slots, reason) among the
+# candidates, or None to keep the policy's.
+Redirect = Callable[[int, npt.NDArray[np.intp], int, tuple[int, ...]], tuple[int, tuple[int, ...], str] | None]
+
+
 def make_policy(name: str, table: NodeTable, target: WorkloadDistribution | None = None) -> Policy:
     """Build a policy by name. ``fgd`` needs ``target`` (the workload distribution it optimises for)."""
     if name in BASELINES:
@@ -62,25 +68,32 @@ class Scheduler:
         self.policy = policy
         self.rng = rng
 
-    def place(self, request: PodRequest, prefer: Sequence[npt.NDArray[np.bool_]] = ()) -> Placement | Infeasible:
+    def place(
+        self, request: PodRequest, prefer: Sequence[npt.NDArray[np.bool_]] = (), redirect: Redirect | None = None
+    ) -> Placement | Infeasible:
         """Filter, score, commit. Returns what was decided; never raises for a pod that does not fit.
 
         ``prefer``: node masks in order of preference (capacity tiers, say): the policy chooses among the nodes
-        that fit in the first mask that has any; nodes in no mask come last."""
+        that fit in the first mask that has any; nodes in no mask come last. ``redirect``: asked with the policy's
+        choice before it is committed (:data:`Redirect`); what it returns, if anything, is committed instead."""
         request.validate()
         self.policy.observe(request)
         fits = self.table.feasible(request)
         candidates = np.flatnonzero(fits)
         if candidates.size == 0:
             return Infeasible(request, self.table.infeasible_reason(request))
-        for mask in prefer:
+        mask_index = -1
+        for i, mask in enumerate(prefer):
             preferred = np.flatnonzero(fits & mask)
             if preferred.size:
-                candidates = preferred
+                candidates, mask_index = preferred, i
                 break
         node, gpus = self.policy.choose(self.table, request, candidates, self.rng)
+        reason = "placed"
+        if redirect is not None and (other := redirect(mask_index, candidates, node, gpus)) is not None:
+            node, gpus, reason = other
         self.table.allocate(node, request, gpus)
-        return Placement(request, node, self.table.names[node], gpus)
+        return Placement(request, node, self.table.names[node], gpus, reason)
 
     def release(self, placement: Placement) -> None:
         """Free what ``placement`` took (a pod finished, was preempted or moved)."""

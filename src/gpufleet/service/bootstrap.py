@@ -140,7 +140,7 @@ def build_services(
         procurement=procurement,
         autoscaling=AutoscalingService(engine, workloads),
         budgets=budgets,
-        planned_runs=PlannedRunService(engine, clock),
+        planned_runs=PlannedRunService(engine, clock, ids),
         **cloud,
         leader=leader,
         reconciler=reconciler,

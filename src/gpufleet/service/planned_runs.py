@@ -20,7 +20,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import Engine, select
+from sqlalchemy import ColumnElement, Engine, and_, select
 from sqlalchemy.exc import IntegrityError
 
 from gpufleet.adapters.sql.models import PlannedRunRow, PoolRow, RegionRow, SkuRow, TeamRow
@@ -95,16 +95,16 @@ def registration(row: PlannedRunRow) -> PlannedRunRegistration:
     )
 
 
+def to_come(after_s: int) -> ColumnElement[bool]:
+    """The runs a procurement pass reads: not cancelled and starting after ``after_s``."""
+    return and_(PlannedRunRow.cancelled_at_s.is_(None), PlannedRunRow.start_s > after_s)
+
+
 def active_runs(uow: UnitOfWork, sku_id: str, region_id: str, after_s: int) -> Sequence[PlannedRunRow]:
-    """The SKU-region's runs that are not cancelled and start after ``after_s``, by start then id."""
+    """The SKU-region's runs :func:`to_come` after ``after_s``, by start then id."""
     return uow.session.scalars(
         select(PlannedRunRow)
-        .where(
-            PlannedRunRow.sku_id == sku_id,
-            PlannedRunRow.region_id == region_id,
-            PlannedRunRow.cancelled_at_s.is_(None),
-            PlannedRunRow.start_s > after_s,
-        )
+        .where(PlannedRunRow.sku_id == sku_id, PlannedRunRow.region_id == region_id, to_come(after_s))
         .order_by(PlannedRunRow.start_s, PlannedRunRow.id)
     ).all()
 

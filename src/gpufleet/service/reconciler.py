@@ -57,6 +57,7 @@ from gpufleet.service.auth import Actor, Role
 from gpufleet.service.binpack import BinpackService
 from gpufleet.service.capacity import CapacityService
 from gpufleet.service.clock import Clock
+from gpufleet.service.planned_runs import to_come
 from gpufleet.service.procurement import HELD_STATUSES, LOOKBACK_DAYS, ProcurementService
 from gpufleet.service.reservations import ReservationService
 from gpufleet.service.uow import UnitOfWork
@@ -234,13 +235,11 @@ class Reconciler:
         return skus, used, regions, held_units
 
     def _planned_runs(self, now_s: int) -> dict[str, list[tuple[str, str]]]:
-        """Registered runs not cancelled and not started, as ``(id, region)`` by SKU."""
+        """Registered runs to come (:func:`~gpufleet.service.planned_runs.to_come`), as ``(id, region)`` by SKU."""
         today_s = now_s // DAY_S * DAY_S
         with UnitOfWork(self._engine, write=False) as uow:
             rows = uow.session.execute(
-                select(PlannedRunRow.sku_id, PlannedRunRow.id, PlannedRunRow.region_id).where(
-                    PlannedRunRow.cancelled_at_s.is_(None), PlannedRunRow.start_s > today_s
-                )
+                select(PlannedRunRow.sku_id, PlannedRunRow.id, PlannedRunRow.region_id).where(to_come(today_s))
             ).all()
         out: dict[str, list[tuple[str, str]]] = {}
         for sku, rid, region in rows:
