@@ -247,3 +247,47 @@ def test_shadows_decide_every_hour_up_to_a_month(n: int) -> None:
         assert book.step_h == step
         if step == 1:
             assert book.capacity_at("lookback_p50", n + 168) == np.floor(np.median(hist))
+
+
+def test_exponential_weights_favour_the_cheaper_rules_and_skip_unfollowed_forecast_rules() -> None:
+    """ShadowBook.weights (session 19's variant): a simple rule dearer by the temperature's share of the followed
+    forecast rule's cost weighs 1/e as much as an equally priced one; the simple rules' prior gap divides their weight
+    by e per unit; a forecast rule not followed weighs nothing; the weights sum to 1."""
+    cfg = ReplayConfig.from_catalog("h100_80gb", prices=BUILTIN_PRICE_CATALOG, term_h=48, lead_h=2)
+    book = ShadowBook(cfg, [AllOnDemand(), lookback_p50(), AllOnDemand(), lookback_p50()], forecast_rules=2)
+    book.costs_ = np.array([100.0, 50.0, 101.0, 100.0])  # the followed forecast rule: rule 0
+    w = book.weights(0.01)
+    assert w.sum() == pytest.approx(1.0) and w[1] == 0.0
+    assert w[2] / w[3] == pytest.approx(np.exp(-1.0)) and w[0] == pytest.approx(w[3])
+    assert book.weights(0.01, prior_gap=2.0)[3] / book.weights(0.01, prior_gap=2.0)[0] == pytest.approx(np.exp(-2.0))
+
+
+def _halving_then_recovering() -> np.ndarray:
+    t = np.arange(40 * 24)
+    return np.where((t >= 14 * 24) & (t < 30 * 24), 120.0, 400.0) + 40 * (np.sin(2 * np.pi * t / 24) > 0.9)
+
+
+@pytest.mark.parametrize("variant", [{"follow_up": True}, {"weights_temperature": 0.01}])
+def test_the_session_19_hedge_variants_decide_in_whole_nodes_and_from_the_book(variant: dict[str, object]) -> None:
+    """The two variants of issue 21's hedge directions (bench generalize candidates): whole nodes, never negative; the
+    exponential-weights cap never above the forecast rule's amount; following the cheapest shadow upward may exceed it
+    only once a term of hours is observed, and then only up to the leader's shadow capacity (whole nodes)."""
+    from gpufleet.control.procurement import Hedge
+
+    base = ForecastLedProcurer()
+    assert base.hedge is not None
+    p = dataclasses.replace(base, hedge=dataclasses.replace(base.hedge, **variant))  # type: ignore[arg-type]
+    assert isinstance(p.hedge, Hedge)
+    hist = _halving_then_recovering()
+    committed = 0
+    for n in range(24, len(hist), 24):
+        ctx = _ctx(hist[:n], committed=committed, per=8)
+        u = _units(p, ctx)
+        h, term_h, lead_h, m = p.context_view(ctx)
+        forecast = p.unhedged_nodes(h, committed, 8, term_h, lead_h, m, p.forecast_rule(ctx))[0] * 8
+        assert u >= 0 and u % 8 == 0
+        if u > forecast:
+            (book,) = p.books_.values()
+            assert variant.get("follow_up") and n >= book.evidence_h and book.leader != book.forecast_rule
+            assert committed + u <= book.capacity_at(book.leader, n + lead_h) + 4
+        committed = min(committed + u, 2000)
