@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from gpufleet.control.loop import ControlLoop
-from gpufleet.control.procurement import ForecastLedProcurer, TierLimits, project
+from gpufleet.control.procurement import ForecastLedProcurer, TierLimits, project, whole_nodes
 from gpufleet.domain.catalog import BUILTIN_PRICE_CATALOG, default_pools
 from gpufleet.ports import ProcurementContext
 from gpufleet.procure.freshdays import FreshDaysRule, units_worth_committing_tiered
@@ -57,7 +57,16 @@ def test_whole_nodes_never_negative_never_above_the_unhedged_forecast_rule(
         assert prop.units > 0 and prop.units % per == 0
         assert prop.start_s == ctx.now_s + POOL.lead_time_s
         assert prop.reason.startswith("forecast_led: ")
-    assert sum(prop.units for prop in props) <= alone  # the hedge only ever lowers the commitment
+    # the hedge lowers the commitment, or raises it to the cheaper rules' consensus: at most what each of them held
+    # through the last week observed (once a term of hours is observed)
+    bound = alone
+    if len(hist) >= p.books_[next(iter(p.books_))].evidence_h and p.hedge is not None:
+        (book,) = p.books_.values()
+        cheaper = book.cheaper_rules()
+        if cheaper:
+            held = min(book.held_at_least(i, len(hist) - p.hedge.consensus_tested_h, len(hist)) for i in cheaper)
+            bound = max(alone, per * whole_nodes(held - committed, per))
+    assert sum(prop.units for prop in props) <= bound
 
 
 @settings(max_examples=30, deadline=None)
@@ -90,20 +99,31 @@ def test_project_is_hour_of_day_aligned_under_a_week() -> None:
     assert project(hist[:10], 5, 28 * 24, 1.3) == pytest.approx(np.full(5, hist[:10].mean()))  # under a day: the level
 
 
-def test_the_hedge_caps_at_a_cheaper_leaner_rule() -> None:
+@pytest.mark.parametrize("consensus", [False, True])
+def test_the_hedge_caps_at_a_cheaper_leaner_rule(consensus: bool) -> None:
     """A series whose level halves after two weeks: the forecast-led rule's commitments made on the high level go
     idle, the lookback median (and all on-demand) cost less on what was observed, so the hedged procurer proposes
-    no more than the leader's capacity; without the hedge it proposes the forecast-led amount."""
+    no more than the leader's capacity (session 10's leader cap); under the consensus (the default since session 19)
+    no more than that or the last day's break-even quantile (never the stale high level); without the hedge it
+    proposes the forecast-led amount."""
+    from gpufleet.control.procurement import Hedge
+
     t = np.arange(40 * 24)
     hist = np.where(t < 14 * 24, 400.0, 120.0) + 40 * (np.sin(2 * np.pi * t / 24) > 0.9)
-    hedged = ForecastLedProcurer()
+    hedged = ForecastLedProcurer(hedge=Hedge(consensus=consensus))
+    alpha = 0.0
     for n in range(24, len(hist), 24):
         ctx = _ctx(hist[:n], per=1)
         u_h = _units(hedged, ctx)
         h, term_h, lead_h, m = hedged.context_view(ctx)
-        assert u_h <= hedged.unhedged_nodes(h, 0, 1, term_h, lead_h, m, hedged.forecast_rule(ctx))[0]
+        alone = hedged.unhedged_nodes(h, 0, 1, term_h, lead_h, m, hedged.forecast_rule(ctx))[0]
+        alpha = m.reserved / m.on_demand
+        day = np.floor(np.quantile(h[-24:], 1 - alpha) + 1e-9) if consensus else 0
+        assert u_h <= max(alone, day)
+        if n > 15 * 24:
+            assert u_h <= 160  # never the level before the halving
     (book,) = hedged.books_.values()
-    assert book.costs_.shape == (6,) and np.all(book.costs_ > 0)
+    assert book.costs_.shape == (6,) and np.all(book.costs_ > 0) and 0.5 < alpha < 0.7
 
 
 def test_the_shadow_book_is_a_memo_of_the_history() -> None:
@@ -249,45 +269,76 @@ def test_shadows_decide_every_hour_up_to_a_month(n: int) -> None:
             assert book.capacity_at("lookback_p50", n + 168) == np.floor(np.median(hist))
 
 
-def test_exponential_weights_favour_the_cheaper_rules_and_skip_unfollowed_forecast_rules() -> None:
-    """ShadowBook.weights (session 19's variant): a simple rule dearer by the temperature's share of the followed
-    forecast rule's cost weighs 1/e as much as an equally priced one; the simple rules' prior gap divides their weight
-    by e per unit; a forecast rule not followed weighs nothing; the weights sum to 1."""
+
+def test_the_cheaper_rules_and_what_they_held() -> None:
+    """ShadowBook.cheaper_rules: the simple rules cheaper than the followed forecast rule by more than the margin
+    (not the other forecast rule); held_at_least: the least shadow capacity over a span of hours."""
     cfg = ReplayConfig.from_catalog("h100_80gb", prices=BUILTIN_PRICE_CATALOG, term_h=48, lead_h=2)
     book = ShadowBook(cfg, [AllOnDemand(), lookback_p50(), AllOnDemand(), lookback_p50()], forecast_rules=2)
-    book.costs_ = np.array([100.0, 50.0, 101.0, 100.0])  # the followed forecast rule: rule 0
-    w = book.weights(0.01)
-    assert w.sum() == pytest.approx(1.0) and w[1] == 0.0
-    assert w[2] / w[3] == pytest.approx(np.exp(-1.0)) and w[0] == pytest.approx(w[3])
-    assert book.weights(0.01, prior_gap=2.0)[3] / book.weights(0.01, prior_gap=2.0)[0] == pytest.approx(np.exp(-2.0))
+    book.costs_ = np.array([100.0, 50.0, 99.5, 98.0])  # the followed forecast rule: rule 0; margin 1 %
+    assert book.cheaper_rules() == [3]
+    book.caps_[3, 10:20] = np.arange(10, 20)
+    assert book.held_at_least(3, 12, 20) == 12.0 and book.held_at_least(3, 20, 20) == 0.0
+    assert book.held_at_least(3, -5, 11) == 0.0
 
 
-def _halving_then_recovering() -> np.ndarray:
-    t = np.arange(40 * 24)
-    return np.where((t >= 14 * 24) & (t < 30 * 24), 120.0, 400.0) + 40 * (np.sin(2 * np.pi * t / 24) > 0.9)
+def _flat_then_step_and_back() -> np.ndarray:
+    """Two weeks at 100 GPUs, a two-day burst to 400, then 100 again, with a small daily wave."""
+    t = np.arange(30 * 24)
+    return np.where((t >= 14 * 24) & (t < 16 * 24), 400.0, 100.0) + 10 * np.sin(2 * np.pi * t / 24)
 
 
-@pytest.mark.parametrize("variant", [{"follow_up": True}, {"weights_temperature": 0.01}])
-def test_the_session_19_hedge_variants_decide_in_whole_nodes_and_from_the_book(variant: dict[str, object]) -> None:
-    """The two variants of issue 21's hedge directions (bench generalize candidates): whole nodes, never negative; the
-    exponential-weights cap never above the forecast rule's amount; following the cheapest shadow upward may exceed it
-    only once a term of hours is observed, and then only up to the leader's shadow capacity (whole nodes)."""
+@pytest.mark.parametrize("consensus", [True, False])
+def test_the_consensus_raises_only_to_what_the_cheaper_rules_held(consensus: bool) -> None:
+    """With the consensus (the default since session 19) a commitment may exceed the forecast rule's amount, but
+    only once a term of hours is observed and only up to the least capacity the cheaper rules held through the last
+    week; with session 10's leader cap (``consensus=False``) never. A burst the lookback peak jumps to is not
+    followed: reserve-peak held far less through the week before it."""
     from gpufleet.control.procurement import Hedge
 
-    base = ForecastLedProcurer()
-    assert base.hedge is not None
-    p = dataclasses.replace(base, hedge=dataclasses.replace(base.hedge, **variant))  # type: ignore[arg-type]
-    assert isinstance(p.hedge, Hedge)
-    hist = _halving_then_recovering()
+    p = ForecastLedProcurer(hedge=Hedge(consensus=consensus))
+    hist = _flat_then_step_and_back()
     committed = 0
-    for n in range(24, len(hist), 24):
+    for n in range(24, len(hist), 6):
         ctx = _ctx(hist[:n], committed=committed, per=8)
-        u = _units(p, ctx)
+        props = p.propose(ctx)
+        u = sum(x.units for x in props)
         h, term_h, lead_h, m = p.context_view(ctx)
-        forecast = p.unhedged_nodes(h, committed, 8, term_h, lead_h, m, p.forecast_rule(ctx))[0] * 8
+        alone = 8 * p.unhedged_nodes(h, committed, 8, term_h, lead_h, m, p.forecast_rule(ctx))[0]
         assert u >= 0 and u % 8 == 0
-        if u > forecast:
+        if u > alone:
             (book,) = p.books_.values()
-            assert variant.get("follow_up") and n >= book.evidence_h and book.leader != book.forecast_rule
-            assert committed + u <= book.capacity_at(book.leader, n + lead_h) + 4
-        committed = min(committed + u, 2000)
+            assert consensus and n >= book.evidence_h
+            held = min(book.held_at_least(i, n - WEEK, n) for i in book.cheaper_rules())
+            assert committed + u <= held + 4
+            assert "raised to" in props[0].reason
+        committed = max(committed, committed + u)
+    assert committed <= 8 * 20  # never followed the burst (400 GPUs) into a week's term
+
+
+def test_the_consensus_raise_on_bursty_demand_stays_within_what_the_cheaper_rules_held() -> None:
+    """Bursty demand (lognormal hours) replayed hour by hour with 1-week terms: the forecast rules under-commit
+    against the lookback median, which costs less, so the procurer is raised above its forecast rule's amount; each
+    raise is after a term of observed hours and within the least capacity the cheaper rules held through the last
+    week and the last day's break-even quantile."""
+    rng = np.random.default_rng(2)
+    hist = np.round(60 * rng.lognormal(0, 0.8, 28 * 24))
+    p = ForecastLedProcurer()
+    assert p.hedge is not None
+    committed = np.zeros(len(hist) + 200)
+    raised = 0
+    for n in range(1, len(hist)):
+        have = int(committed[n + 24])
+        ctx = _ctx(hist[:n], committed=have, per=1)
+        props = p.propose(ctx)
+        u = sum(x.units for x in props)
+        h, term_h, lead_h, m = p.context_view(ctx)
+        if u > p.unhedged_nodes(h, have, 1, term_h, lead_h, m, p.forecast_rule(ctx))[0]:
+            raised += 1
+            (book,) = p.books_.values()
+            assert n >= book.evidence_h == WEEK and "raised to" in props[0].reason
+            held = min(book.held_at_least(i, n - WEEK, n) for i in book.cheaper_rules())
+            day = np.quantile(h[-24:], 1 - m.reserved / m.on_demand)
+            assert have + u <= min(held, day) + 1e-9
+        committed[n + 24 : n + 24 + WEEK] += u
+    assert raised > 0

@@ -318,13 +318,10 @@ GPUFLEET_VARIANTS: dict[str, dict[str, Any]] = {
     "weekly_only": {"fresh": None},  # the weekly-profile rule alone: session 8's procurer, deciding from 1 h
     # session 9's hysteresis between the two forecast rules (the leader's 1 %; the default is 2 %)
     "forecast_margin_0.01": {"hedge": {"forecast_margin": 0.01}},
-    # session 19, issue 21's hedge directions (not the default): follow the cheapest shadow both ways (the leader's
-    # capacity also above the forecast rule's), and a cap at the shadows' capacities under exponential weights
-    "follow_cheapest": {"hedge": {"follow_up": True}},
-    "exp_weights_0.01": {"hedge": {"weights_temperature": 0.01}},
-    "least": {"hedge": {"follow_up_least": True}},
-    "least_tested": {"hedge": {"follow_up_least": True, "follow_up_tested_h": 168}},
-    "least_tested_ev0.5": {"hedge": {"follow_up_least": True, "follow_up_tested_h": 168, "evidence_terms": 0.5}},
+    # session 10's hedge: capped at the leader's capacity, never above the forecast rule's target (the default holds
+    # the cheaper rules' consensus since session 19)
+    "leader_cap": {"hedge": {"consensus": False}},
+    "consensus_no_day": {"hedge": {"consensus_day_guard": False}},
 }
 GPUFLEET_SETTINGS = tuple(GPUFLEET_VARIANTS)
 

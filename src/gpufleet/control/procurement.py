@@ -240,18 +240,14 @@ class Hedge:
     # of ``margin`` the book moved between the two on three replay rows and each lost 0.2-0.7 points, commitments of
     # one rule running on under the other; from 0.02 it never moved on the 30 rows)
     forecast_margin: float = 0.02
-    # session 19 variants (issue 21's directions; bench generalize candidates, not the default, docs/benchmarks/
-    # generalize.md "Procurement, session 19"). ``follow_up``: once ``evidence_terms`` of observed hours, hold the
-    # leader's shadow capacity also where it is above the forecast rule's target (follow the cheapest shadow both
-    # ways; the default only caps). ``weights_temperature``: instead of the leader's cap, once ``evidence_terms`` of
-    # observed hours, cap at the shadows' capacities averaged with exponential weights of their realised cost
-    # (ShadowBook.weights: a rule dearer by that share of the forecast rule's cost weighs 1/e; the simple rules' prior
-    # weight exp(-weights_prior_gap) of the forecast rule's); None = off.
-    follow_up: bool = False
-    follow_up_least: bool = False  # (variant) raise only to the least capacity among the rules cheaper by the margin
-    follow_up_tested_h: int = 0  # (variant) ... and above the target only to what they held over these last hours
-    weights_temperature: float | None = None
-    weights_prior_gap: float = 3.0
+    # once ``evidence_terms`` of observed hours, hold the least shadow capacity of the simple rules that have cost less
+    # than the forecast rule by ``margin`` (ShadowBook.cheaper_rules; none: the forecast rule's target), above the
+    # forecast rule's target only as far as each of them held through the last ``consensus_tested_h`` observed hours
+    # (what their realised cost vouches for) and as the last day's demand used a GPU at least the break-even share
+    # (1 - reserved / on-demand) of its hours; False = session 10's leader cap (never above the forecast rule's target)
+    consensus: bool = True
+    consensus_tested_h: int = WEEK_H
+    consensus_day_guard: bool = True  # the last day's break-even quantile bounds a raise (False: not)
 
 
 @dataclass(frozen=True, slots=True)
@@ -465,13 +461,13 @@ class ForecastLedProcurer:
         have, per = int(ctx.committed_gpus_at_lead), ctx.gpus_per_node
         rule = self._followed_rule(hist, per, term_h, lead_h, m, _book_key(ctx))
         nodes, why = self.unhedged_nodes(hist, have, per, term_h, lead_h, m, rule)
-        if self.hedge is not None and (nodes > 0 or self.hedge.follow_up or self.hedge.follow_up_least):
+        if self.hedge is not None and (nodes > 0 or self.hedge.consensus):
             target, capped = self._hedged_target(hist, have + nodes * per, per, term_h, lead_h, m, ctx)
-            if capped:
-                if target > have + nodes * per:  # follow_up: a fuller leader
-                    nodes = whole_nodes(target - have, per)
-                else:
-                    nodes = min(nodes, max(0, math.floor((target - have) / per + 1e-9)))
+            if capped and target > have + nodes * per:  # the cheaper rules' consensus holds more
+                nodes = whole_nodes(target - have, per)
+                why += f"; {capped}"
+            elif capped:
+                nodes = min(nodes, max(0, math.floor((target - have) / per + 1e-9)))
                 why += f"; {capped}"
         extra, why_run = self._planned_run_nodes(ctx, hist, have + max(nodes, 0) * per, term_h, lead_h, m)
         bought = [
@@ -521,40 +517,38 @@ class ForecastLedProcurer:
         self, hist: FloatArray, target: float, per: int, term_h: int, lead_h: int, m: _Market, ctx: ProcurementContext
     ) -> tuple[float, str]:
         """The capacity to hold at the lead time under the hedge, and why it differs from the forecast-led ``target``
-        ('' when it does not; above it only with ``Hedge.follow_up``)."""
+        ('' when it does not; above it only under ``Hedge.consensus``)."""
         hg = self.hedge
         assert hg is not None
         book = self._book(hist, per, term_h, lead_h, m, _book_key(ctx))
-        at, full = len(hist) + lead_h, target
+        n = len(hist)
+        at, full = n + lead_h, target
         why = ""
-        if hg.weights_temperature is not None and len(hist) >= max(book.evidence_h, book.min_history_h):
-            w = book.weights(hg.weights_temperature, hg.weights_prior_gap)
-            caps = np.array([book.capacity_at(n, at) for n in book.names])
-            caps[book.names.index(book.forecast_rule)] = full
-            mixed = float(w @ caps)
-            if mixed < target:
-                target = mixed
-                why = f"capped at {mixed:.0f} GPUs: the shadows' capacities weighted by their realised cost"
-        elif hg.follow_up_least and len(hist) >= max(book.evidence_h, book.min_history_h):
-            f = book.names.index(book.forecast_rule)
-            cheaper = [i for i in range(book.forecast_rules, len(book.names))
-                       if book.costs_[i] < (1 - book.margin) * book.costs_[f]]  # fmt: skip
+        if hg.consensus and n >= max(book.evidence_h, book.min_history_h):
+            cheaper = book.cheaper_rules()
             if cheaper:
                 least = min(book.capacity_at(book.names[i], at) for i in cheaper)
-                if hg.follow_up_tested_h > 0 and least > target:
-                    n = len(hist)
-                    held = min(float(book.caps_[i, max(n - hg.follow_up_tested_h, 0) : n].min()) for i in cheaper)
-                    least = max(min(least, held), target)
+                if least > target:
+                    # only what each held through the last week (what its realised cost vouches for), and only as
+                    # far as the last day's demand used a GPU at least the break-even share of its hours
+                    tested = min(book.held_at_least(i, n - hg.consensus_tested_h, n) for i in cheaper)
+                    used = float(np.quantile(hist[-24:], 1.0 - m.reserved / m.on_demand))
+                    day = math.floor(used + 1e-9) if hg.consensus_day_guard else math.inf
+                    least = max(min(least, tested, day), target)
                 if least != target:
-                    verb = "capped at" if least < target else "raised to"
+                    names = ", ".join(book.names[i] for i in cheaper)
+                    why = (
+                        f"{'capped at' if least < target else 'raised to'} {least:.0f} GPUs: the least capacity of "
+                        f"the rules that have cost less on the observed demand ({names})"
+                    )
                     target = least
-                    why = f"{verb} {least:.0f} GPUs: the least capacity of the rules that have cost less"
         elif book.leader != book.forecast_rule:
             lead_cap = book.capacity_at(book.leader, at)
-            if lead_cap < target or (hg.follow_up and lead_cap > target and len(hist) >= book.evidence_h):
-                verb = "capped at" if lead_cap < target else "raised to"
+            if lead_cap < target:
                 target = lead_cap
-                why = f"{verb} {book.leader}'s capacity ({lead_cap:.0f} GPUs): it has cost less on the observed demand"
+                why = (
+                    f"capped at {book.leader}'s capacity ({lead_cap:.0f} GPUs): it has cost less on the observed demand"
+                )
         if hg.idle_gate is not None:
             recent = hist[-hg.idle_lookback_h :]
             level = float(np.quantile(recent, 1.0 - m.reserved / m.on_demand))

@@ -91,21 +91,17 @@ class ShadowBook:
         i = self.names.index(rule)
         return float(self.caps_[i, hour]) if hour < self.caps_.shape[1] else 0.0
 
-    def weights(self, temperature: float, prior_gap: float = 0.0) -> FloatArray:
-        """Exponential weights (Hedge) of the followed forecast rule and the simple rules by their realised cost so
-        far: proportional to ``exp(-C_i / (temperature x C_f) - prior_i)``, ``C_f`` the followed forecast rule's cost
-        (a rule dearer by ``temperature`` of it weighs 1/e as much), ``prior_i`` 0 for the forecast rule and
-        ``prior_gap`` for each simple rule; the forecast rules not followed weigh nothing."""
-        k = self.forecast_rules
-        live = np.ones(len(self.rules), dtype=bool)
-        live[:k] = False
-        live[self.forecast_] = True
-        c = self.costs_
-        scale = max(float(temperature) * float(c[self.forecast_]), 1e-9)
-        gap = (c - float(c[live].min())) / scale + np.where(np.arange(len(c)) == self.forecast_, 0.0, prior_gap)
-        gap = gap - float(gap[live].min())
-        w = np.where(live, np.exp(-np.minimum(gap, 700.0)), 0.0)
-        return np.asarray(w / w.sum(), dtype=np.float64)
+    def cheaper_rules(self) -> list[int]:
+        """The simple rules whose realised cost so far is below the followed forecast rule's by more than ``margin``
+        of it (no hysteresis: recomputed at every call)."""
+        c, f = self.costs_, self.forecast_
+        return [i for i in range(self.forecast_rules, len(self.rules)) if c[i] < (1 - self.margin) * c[f]]
+
+    def held_at_least(self, rule: int, lo: int, hi: int) -> float:
+        """The least shadow capacity of rule ``rule`` over the hours ``[lo, hi)`` (what its realised cost there was
+        paid at; 0 over an empty span)."""
+        span = self.caps_[rule, max(lo, 0) : max(hi, 0)]
+        return float(span.min()) if len(span) else 0.0
 
     @property
     def leader(self) -> str:
