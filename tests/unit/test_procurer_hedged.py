@@ -269,7 +269,6 @@ def test_shadows_decide_every_hour_up_to_a_month(n: int) -> None:
             assert book.capacity_at("lookback_p50", n + 168) == np.floor(np.median(hist))
 
 
-
 def test_the_cheaper_rules_and_what_they_held() -> None:
     """ShadowBook.cheaper_rules: the simple rules cheaper than the followed forecast rule by more than the margin
     (not the other forecast rule); held_at_least: the least shadow capacity over a span of hours."""

@@ -321,7 +321,6 @@ GPUFLEET_VARIANTS: dict[str, dict[str, Any]] = {
     # session 10's hedge: capped at the leader's capacity, never above the forecast rule's target (the default holds
     # the cheaper rules' consensus since session 19)
     "leader_cap": {"hedge": {"consensus": False}},
-    "consensus_no_day": {"hedge": {"consensus_day_guard": False}},
 }
 GPUFLEET_SETTINGS = tuple(GPUFLEET_VARIANTS)
 

@@ -18,16 +18,20 @@ The simulator and the service's reconciler run it (``ControlLoop.gpufleet(...).p
    needs; a candidate for terms up to a month) and the simple rules run in shadow on the observed demand (deciding
    every hour for terms up to a month, every term/168 hours beyond). The
    forecast rule followed is the fresh-days rule for the first 48 h, then the cheaper of the two forecast rules;
-   once a term of hours is observed, while a simple rule has cost measurably less, the commitment is capped at that
-   rule's capacity; where most observed hours are idle, the idle gate holds at most the break-even quantile of
-   demand (at least online break-even's capacity). The hedge only ever lowers the forecast rule's commitment.
+   once a term of hours is observed, while simple rules have cost measurably less (1 % of the forecast rule's cost),
+   the commitment holds the least capacity among them (their consensus, session 19): below the forecast rule's
+   amount, or above it only as far as each of them held through the last week observed (what its realised cost
+   vouches for) and the last day's demand used a GPU at least the break-even share of its hours; where most observed
+   hours are idle, the idle gate holds at most the break-even quantile of demand (at least online break-even's
+   capacity), never above the forecast rule's amount.
 
 A commitment whose demand went away is simply not renewed when its term ends. Settings: the projection, level
 hedge and hedge were set on the public traces (docs/benchmarks/procure.md) and checked in the closed loop on the
 default scenario's seeds 11-16; the trend clip, growth cap, spot share and first window on seeds 11-20
 (docs/scenario.md); the fresh-days rule's one-month limit on tuning seeds 11, 13 and 14 (session 9); hourly shadows
 and the forecast rules' 2 % hysteresis up to a month on the replay's 30 rows, the latter chosen leave-one-trace-out
-(session 10, docs/benchmarks/procure.md).
+(session 10, docs/benchmarks/procure.md); the cheaper rules' consensus on the replay's 30 rows, chosen
+leave-one-trace-out against session 10's leader cap, and checked in the closed loop on seeds 11-16 (session 19).
 """
 
 from __future__ import annotations
@@ -247,7 +251,6 @@ class Hedge:
     # (1 - reserved / on-demand) of its hours; False = session 10's leader cap (never above the forecast rule's target)
     consensus: bool = True
     consensus_tested_h: int = WEEK_H
-    consensus_day_guard: bool = True  # the last day's break-even quantile bounds a raise (False: not)
 
 
 @dataclass(frozen=True, slots=True)
@@ -318,7 +321,8 @@ def whole_nodes(gpus: float, per: int) -> int:
 class ForecastLedProcurer:
     """gpufleet's procurer: model-predictive commitments (module docstring), hedged by shadows of the simple rules
     on the observed demand (``hedge``; None = the forecast-led rule alone). Never proposes before
-    ``min_history_h`` hours; never more than the forecast-led rule would, except serving's stock-out cover
+    ``min_history_h`` hours; never more than the forecast-led rule would, except the cheaper rules' consensus (within
+    what they held, :meth:`_hedged_target`) and serving's stock-out cover
     (``stockout_cover``, a separate proposal: reserved + secondary capacity for the serving asks' upper quantile;
     None = off)."""
 
@@ -533,8 +537,7 @@ class ForecastLedProcurer:
                     # far as the last day's demand used a GPU at least the break-even share of its hours
                     tested = min(book.held_at_least(i, n - hg.consensus_tested_h, n) for i in cheaper)
                     used = float(np.quantile(hist[-24:], 1.0 - m.reserved / m.on_demand))
-                    day = math.floor(used + 1e-9) if hg.consensus_day_guard else math.inf
-                    least = max(min(least, tested, day), target)
+                    least = max(min(least, tested, math.floor(used + 1e-9)), target)
                 if least != target:
                     names = ", ".join(book.names[i] for i in cheaper)
                     why = (

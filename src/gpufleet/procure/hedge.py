@@ -15,8 +15,10 @@ forecast rule unless another rule is cheaper than the current leader by more tha
 rule's cost so far); the lead changes only at a step and only after
 ``min_history_h`` observed hours (before that the leader is ``prior``). Realised cost says little while the
 commitments it prices are young (a rule that buys ahead of growth pays for idle hours first and is repaid later in
-the term), so until ``evidence_h`` observed hours (the procurer sets a share of the term) the forecast rule leads. The procurer caps its commitment at the
-leader's capacity (a leaner leader lowers it; a fuller one never raises it above the forecast-led rule's).
+the term), so until ``evidence_h`` observed hours (the procurer sets a share of the term) the forecast rule leads. Before
+session 19 the procurer capped its commitment at the leader's capacity (a leaner leader lowered it; a fuller one
+never raised it above the forecast-led rule's); since then, after ``evidence_h`` hours, it holds the least capacity
+of :meth:`ShadowBook.cheaper_rules` (above the forecast rule's only within what they held, :meth:`held_at_least`).
 
 Everything here is a function of the observed history: the book is advanced over the new hours when the history
 it saw is a prefix of the new one, and rebuilt otherwise (a memo, never a second source of truth).
