@@ -17,6 +17,7 @@ from gpufleet.control.placement import ReplicaSpread, SpotFirstForCheckpointed, 
 from gpufleet.control.procurement import ForecastLedProcurer, TierLimits
 from gpufleet.control.replica_victims import COST_AWARE, KUBERNETES_DEFAULT, VictimRule
 from gpufleet.control.replicas import gpufleet_replica_policy
+from gpufleet.control.secondary_base import SecondaryBase
 from gpufleet.control.scheduling import FleetScheduler, QuotaAdmission, TeamQuota
 from gpufleet.domain.catalog import on_demand_usd_h
 from gpufleet.domain.pools import Tier
@@ -67,6 +68,11 @@ class ControlLoop:
     procure_on_pending: bool = True
     # a serving replica prefers nodes holding fewer of its fleet's replicas (control/placement.ReplicaSpread; None: off)
     replica_spread: ReplicaSpread | None = None
+    # checkpointed training larger than this many GPUs never rides spot (one preempted spot node restarts the whole
+    # gang and its other nodes wait idle for a replacement); None: any size
+    spot_max_gpus: int | None = None
+    # hold secondary-provider nodes under the GPUs rented on demand (control/secondary_base.py; None: off)
+    secondary_base: SecondaryBase | None = None
 
     def queue_wait_limit_s(self, slo_s: float) -> float | None:
         """The admission limit on a fleet's expected queue wait (s) for its latency SLO; None: no limit."""

@@ -79,6 +79,11 @@ class Provisioner:
         self.per_node = per_node
         self.pool_specs = pool_specs
         self.inflight_gpus = [0] * len(sku_ids)  # GPUs on nodes still provisioning
+        # the secondary base (ControlLoop.secondary_base): GPUs in use on on-demand + secondary per hour, the nodes
+        # held per SKU, and the base's nodes still provisioning (not capacity on its way for queued work)
+        self.launched_in_use: list[list[float]] = [[] for _ in sku_ids]
+        self.base_nodes = [0] * len(sku_ids)
+        self.base_starting: set[int] = set()
 
     def pool_states(self, s: int) -> list[PoolState]:
         return [
@@ -120,7 +125,7 @@ class Provisioner:
                 sku_id=self.sku_ids[s],
                 gpus=nodes * per,
                 serving=self.pods.serving[pod] >= 0,
-                checkpointable=self.pods.ckpt[pod] > 0,
+                checkpointable=self.pods.spot_ok(pod),
                 gpus_per_node=per,
             )
             alloc = self.loop.placer.choose(req, self.pool_states(s))
@@ -134,13 +139,47 @@ class Provisioner:
             nodes -= k
         return True
 
-    def launch(self, pidx: int, nodes: int, now: int) -> None:
+    def launch(self, pidx: int, nodes: int, now: int, *, for_queue: bool = True) -> None:
+        """Launch nodes in a pool; ``for_queue``: they count as capacity on its way for queued work."""
         f = self.fleet
         pr = f.pools[pidx]
         for _ in range(nodes):
             node = f.launch(pidx, now, up=False)
-            self.inflight_gpus[pr.sku_idx] += f.n_total[node]
+            if for_queue:
+                self.inflight_gpus[pr.sku_idx] += f.n_total[node]
+            else:
+                self.base_starting.add(node)
             self.q.schedule(now + self.start_delay_s(pr.pool.node_start_s, now), NODE_UP, node, f.n_epoch[node])
+
+    def hold_base(self, s: int, now: int) -> None:
+        """Hourly: record the SKU's GPUs in use on on-demand and secondary nodes and, with the loop's secondary
+        base, launch the secondary nodes it holds that are missing (within the provider's room, in stock)."""
+        rule = self.loop.secondary_base
+        if rule is None:
+            return
+        f = self.fleet
+        used = 0
+        for pr in f.pools:
+            if pr.sku_idx == s and pr.pool.tier in (Tier.ON_DEMAND, Tier.SECONDARY):
+                used += pr.alloc_gpus
+        hist = self.launched_in_use[s]
+        hist.append(float(used))
+        if len(hist) > rule.window_h:
+            del hist[: len(hist) - rule.window_h]
+        sec = f.pool_of(s, Tier.SECONDARY)
+        if sec < 0:
+            return
+        pr = f.pools[sec]
+        per = self.per_node[s]
+        cap_nodes = (pr.capacity_gpus if pr.capacity_gpus is not None else pr.paid_gpus) // per
+        want = rule.nodes(
+            hist, per, secondary_usd=pr.price_usd, on_demand_usd=self.on_demand_price(s), max_nodes=cap_nodes
+        )
+        self.base_nodes[s] = want
+        k = want - pr.paid_gpus // per
+        if k > 0 and pr.in_stock:
+            self.launch(sec, k, now, for_queue=False)
+            self.decisions.add(now, "node_scaler", "scale_up", "secondary_base", pr.pool, k * per, count=k)
 
     def start_delay_s(self, start_s: int, now: int) -> int:
         """``start_s`` (a node's start or a replica's cold start), or 0 for day 0's fleet: what starts at time 0 in
@@ -175,6 +214,13 @@ class Provisioner:
                         (n, pool_id, sku_id, tier_name, per, idle_s, now - up_since[n], node_start_s, price),
                     )
                 )
+        base = self.base_nodes[s]
+        if base > 0 and idle:  # the secondary base's nodes are not offered (the longest idle beyond it are)
+            sec = f.pool_of(s, Tier.SECONDARY)
+            may_go = max(0, f.pools[sec].paid_gpus // per - base)
+            offered = sorted((n for n in idle if n.tier == Tier.SECONDARY.value), key=lambda n: -n.idle_for_s)
+            kept = {n.node_id for n in offered[may_go:]}
+            idle = [n for n in idle if n.node_id not in kept]
         if not idle:
             return
         ctx = ScaleDownContext(
@@ -272,7 +318,10 @@ class NodeEvents:
         if f.n_epoch[node] != epoch or f.n_state[node] != NodeState.PROVISIONING:
             return
         s = f.n_sku[node]
-        self.provisioner.inflight_gpus[s] -= f.n_total[node]
+        if node in self.provisioner.base_starting:
+            self.provisioner.base_starting.discard(node)
+        else:
+            self.provisioner.inflight_gpus[s] -= f.n_total[node]
         f.node_up(node, now)
         self.node_alive(node, now)
         self.scheduling.drain_queue(s, now)

@@ -86,7 +86,7 @@ class World:
         batches.append(demand.planned(sc.planned_runs, r_plan))
         jobs = demand.merge(batches)
         index = {k: i for i, k in enumerate(sku_ids)}
-        self.pods = pods = PodTable(jobs, [index[k] for k in jobs.sku], self._tier_orders())
+        self.pods = pods = PodTable(jobs, [index[k] for k in jobs.sku], self._tier_orders(), loop.spot_max_gpus)
         q.add_stream(jobs.arrival_s.tolist(), ARRIVE, priority=4)
         self.fleets = fleets = build_fleets(sc.serving, sku_ids, horizon, period, r_serving)
 
@@ -315,6 +315,7 @@ class World:
                     paid[pr.pool.tier.value] += pr.paid_gpus
                     alloc += pr.alloc_gpus
             self.metrics.hourly(now, s, alloc, pending[s], paid)
+            self.provisioner.hold_base(s, now)
         for pr in f.pools:
             pr.touch(now)  # integrals are exact at any split: this only reads the cost so far
         self.metrics.cost_so_far(now, sum(pr.price_uusd * pr.paid_gpu_s for pr in f.pools))
