@@ -17,8 +17,8 @@ from gpufleet.control.placement import ReplicaSpread, SpotFirstForCheckpointed, 
 from gpufleet.control.procurement import ForecastLedProcurer, TierLimits
 from gpufleet.control.replica_victims import COST_AWARE, KUBERNETES_DEFAULT, VictimRule
 from gpufleet.control.replicas import gpufleet_replica_policy
-from gpufleet.control.secondary_base import SecondaryBase
 from gpufleet.control.scheduling import FleetScheduler, QuotaAdmission, TeamQuota
+from gpufleet.control.secondary_base import SecondaryBase
 from gpufleet.domain.catalog import on_demand_usd_h
 from gpufleet.domain.pools import Tier
 from gpufleet.forecast.engine import GpufleetForecaster
@@ -68,9 +68,6 @@ class ControlLoop:
     procure_on_pending: bool = True
     # a serving replica prefers nodes holding fewer of its fleet's replicas (control/placement.ReplicaSpread; None: off)
     replica_spread: ReplicaSpread | None = None
-    # checkpointed training larger than this many GPUs never rides spot (one preempted spot node restarts the whole
-    # gang and its other nodes wait idle for a replacement); None: any size
-    spot_max_gpus: int | None = None
     # hold secondary-provider nodes under the GPUs rented on demand (control/secondary_base.py; None: off)
     secondary_base: SecondaryBase | None = None
 
@@ -160,4 +157,6 @@ class ControlLoop:
         base.replica_victims = COST_AWARE  # scale down the replicas on dear on-demand nodes first
         base.procure_on_pending = False  # commitments follow the GPUs in use, not the queue (session 14)
         base.replica_spread = ReplicaSpread(0.25)  # one node's failure takes at most ~a quarter of a fleet (session 17)
+        # secondary nodes held under the GPUs rented on demand where the provider is cheaper (session 19)
+        base.secondary_base = SecondaryBase()
         return base

@@ -79,10 +79,9 @@ class Provisioner:
         self.per_node = per_node
         self.pool_specs = pool_specs
         self.inflight_gpus = [0] * len(sku_ids)  # GPUs on nodes still provisioning
-        # the secondary base (ControlLoop.secondary_base): GPUs in use on on-demand + secondary per hour, the nodes
-        # held per SKU, and the base's nodes still provisioning (not capacity on its way for queued work)
+        # the secondary base (ControlLoop.secondary_base): GPUs in use on on-demand + secondary nodes per hour (the
+        # last window), and the base's nodes still provisioning (not capacity on its way for queued work)
         self.launched_in_use: list[list[float]] = [[] for _ in sku_ids]
-        self.base_nodes = [0] * len(sku_ids)
         self.base_starting: set[int] = set()
 
     def pool_states(self, s: int) -> list[PoolState]:
@@ -125,7 +124,7 @@ class Provisioner:
                 sku_id=self.sku_ids[s],
                 gpus=nodes * per,
                 serving=self.pods.serving[pod] >= 0,
-                checkpointable=self.pods.spot_ok(pod),
+                checkpointable=self.pods.ckpt[pod] > 0,
                 gpus_per_node=per,
             )
             alloc = self.loop.placer.choose(req, self.pool_states(s))
@@ -152,8 +151,10 @@ class Provisioner:
             self.q.schedule(now + self.start_delay_s(pr.pool.node_start_s, now), NODE_UP, node, f.n_epoch[node])
 
     def hold_base(self, s: int, now: int) -> None:
-        """Hourly: record the SKU's GPUs in use on on-demand and secondary nodes and, with the loop's secondary
-        base, launch the secondary nodes it holds that are missing (within the provider's room, in stock)."""
+        """Hourly, with the loop's secondary base: record the SKU's GPUs in use on on-demand and secondary nodes
+        and launch the secondary nodes the base holds that are missing (within the provider's room, in stock). The
+        base's nodes are not kept from scale-down: an idle one goes by the node scaler's rent-or-buy hold like any
+        other (keeping them measured worse on default, docs/benchmarks/loop.md "Session 19")."""
         rule = self.loop.secondary_base
         if rule is None:
             return
@@ -175,7 +176,6 @@ class Provisioner:
         want = rule.nodes(
             hist, per, secondary_usd=pr.price_usd, on_demand_usd=self.on_demand_price(s), max_nodes=cap_nodes
         )
-        self.base_nodes[s] = want
         k = want - pr.paid_gpus // per
         if k > 0 and pr.in_stock:
             self.launch(sec, k, now, for_queue=False)
@@ -214,13 +214,6 @@ class Provisioner:
                         (n, pool_id, sku_id, tier_name, per, idle_s, now - up_since[n], node_start_s, price),
                     )
                 )
-        base = self.base_nodes[s]
-        if base > 0 and idle:  # the secondary base's nodes are not offered (the longest idle beyond it are)
-            sec = f.pool_of(s, Tier.SECONDARY)
-            may_go = max(0, f.pools[sec].paid_gpus // per - base)
-            offered = sorted((n for n in idle if n.tier == Tier.SECONDARY.value), key=lambda n: -n.idle_for_s)
-            kept = {n.node_id for n in offered[may_go:]}
-            idle = [n for n in idle if n.node_id not in kept]
         if not idle:
             return
         ctx = ScaleDownContext(

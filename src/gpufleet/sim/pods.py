@@ -41,7 +41,6 @@ class PodTable:
         "remaining",
         "seg",
         "serving",
-        "spot_max_gpus",
         "sku",
         "start",
         "state",
@@ -56,14 +55,11 @@ class PodTable:
         jobs: JobBatch,
         sku_of_job: list[int],
         tier_orders: Sequence[tuple[tuple[int, ...], tuple[int, ...]]] | None = None,
-        spot_max_gpus: int | None = None,
     ) -> None:
         """``tier_orders``: per SKU, the tier ranks (any other pod, checkpointed training) may use, in the loop's
         order on running nodes (default: the order of reliability, spot only for checkpointed training)."""
         n = len(jobs.arrival_s)
         self.tier_orders: list[tuple[tuple[int, ...], tuple[int, ...]]] = list(tier_orders or [])
-        # training larger than this may not ride spot although checkpointed (ControlLoop.spot_max_gpus; None: any)
-        self.spot_max_gpus = spot_max_gpus
         self.n_jobs = n
         self.gpus: list[int] = jobs.gpus.tolist()
         self.sku: list[int] = sku_of_job
@@ -99,14 +95,9 @@ class PodTable:
             for memo in self._end_memos:
                 memo.pop(pod, None)
 
-    def spot_ok(self, pod: int) -> bool:
-        """Whether the pod may ride spot: checkpointed training within the loop's size cap."""
-        cap = self.spot_max_gpus
-        return self.ckpt[pod] > 0 and self.serving[pod] < 0 and (cap is None or self.gpus[pod] <= cap)
-
     def tiers(self, pod: int) -> tuple[int, ...]:
         """Tier ranks the pod may use, in the order placement tries them: spot only for checkpointable training."""
-        ckpt = self.spot_ok(pod)
+        ckpt = self.ckpt[pod] > 0 and self.serving[pod] < 0
         if self.tier_orders:
             return self.tier_orders[self.sku[pod]][ckpt]
         return TIERS_ALL if ckpt else TIERS_NO_SPOT

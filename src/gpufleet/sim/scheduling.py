@@ -176,8 +176,6 @@ class Scheduling:
             s = p.sku[pod]
             serving = p.serving[pod] >= 0
             ckpt = p.ckpt[pod] > 0 and not serving  # p.tiers(pod), inlined
-            if ckpt and p.spot_max_gpus is not None and p.gpus[pod] > p.spot_max_gpus:
-                ckpt = False
             got = self.asks[pod] = tuple.__new__(  # the named tuple, built without its Python-level __new__ frame
                 PodAsk,
                 (

@@ -86,7 +86,7 @@ class World:
         batches.append(demand.planned(sc.planned_runs, r_plan))
         jobs = demand.merge(batches)
         index = {k: i for i, k in enumerate(sku_ids)}
-        self.pods = pods = PodTable(jobs, [index[k] for k in jobs.sku], self._tier_orders(), loop.spot_max_gpus)
+        self.pods = pods = PodTable(jobs, [index[k] for k in jobs.sku], self._tier_orders())
         q.add_stream(jobs.arrival_s.tolist(), ARRIVE, priority=4)
         self.fleets = fleets = build_fleets(sc.serving, sku_ids, horizon, period, r_serving)
 
