@@ -18,6 +18,7 @@ from gpufleet.control.procurement import ForecastLedProcurer, TierLimits
 from gpufleet.control.replica_victims import COST_AWARE, KUBERNETES_DEFAULT, VictimRule
 from gpufleet.control.replicas import gpufleet_replica_policy
 from gpufleet.control.scheduling import FleetScheduler, QuotaAdmission, TeamQuota
+from gpufleet.control.secondary_base import SecondaryBase
 from gpufleet.domain.catalog import on_demand_usd_h
 from gpufleet.domain.pools import Tier
 from gpufleet.forecast.engine import GpufleetForecaster
@@ -67,6 +68,8 @@ class ControlLoop:
     procure_on_pending: bool = True
     # a serving replica prefers nodes holding fewer of its fleet's replicas (control/placement.ReplicaSpread; None: off)
     replica_spread: ReplicaSpread | None = None
+    # hold secondary-provider nodes under the GPUs rented on demand (control/secondary_base.py; None: off)
+    secondary_base: SecondaryBase | None = None
 
     def queue_wait_limit_s(self, slo_s: float) -> float | None:
         """The admission limit on a fleet's expected queue wait (s) for its latency SLO; None: no limit."""
@@ -154,4 +157,6 @@ class ControlLoop:
         base.replica_victims = COST_AWARE  # scale down the replicas on dear on-demand nodes first
         base.procure_on_pending = False  # commitments follow the GPUs in use, not the queue (session 14)
         base.replica_spread = ReplicaSpread(0.25)  # one node's failure takes at most ~a quarter of a fleet (session 17)
+        # secondary nodes held under the GPUs rented on demand where the provider is cheaper (session 19)
+        base.secondary_base = SecondaryBase()
         return base

@@ -322,4 +322,183 @@ def default_scenario(
     )
 
 
-BUILTIN_SCENARIOS = {"default": default_scenario, "steady": steady_scenario}
+LAB_GPUS = 512  # the lab's H200 + L40S training fleet at its busiest: the scale ``gpus`` multiplies
+
+
+def lab_dev_scenario(
+    gpus: int = LAB_GPUS, days: int = DEFAULT_DAYS, seed: int = 7, jobs_per_day: float | None = None
+) -> Scenario:
+    """A training-heavy lab for development (session 19; docs/scenario.md): the dev set's only world in which
+    training, not serving, carries most of the cost. Built by our own code from the words "a training-heavy lab",
+    not from the judge's file, on a SKU pair no other scenario uses (H200 for pre-training and large experiments,
+    L40S for small experiments and a little serving).
+
+    Day 0 has 32 H200 and 16 L40S GPUs reserved (expiring at 1.5 and 2 months); terms of three months with a
+    week's lead. Three planned H200 pre-training runs, two of them larger than the H200 on-demand quota and two
+    uncertain, one uncertain L40S fine-tuning run; an experiment stream on each generation (~110 H200 and ~120
+    L40S jobs a day) over three teams with quotas; spot and a secondary provider on both SKUs; H200 on demand out
+    of stock for a day about every five days. Serving is a small internal fleet (a chat assistant on H200, an
+    embedding model on L40S) growing 1.3x over the run. ``jobs_per_day`` sets the H200 stream's rate (the L40S
+    stream keeps its ratio to it).
+    """
+    if not 1 <= days <= MAX_DAYS:
+        raise ValidationError("days", f"must be 1..{MAX_DAYS}, got {days}")
+    if gpus < 8 or seed < 0:
+        raise ValidationError("gpus" if gpus < 8 else "seed", f"must be >= {8 if gpus < 8 else 0}")
+    k = gpus / LAB_GPUS
+
+    def n8(x: float) -> int:  # whole 8-GPU nodes, at least one
+        return max(8, round(x * k / 8) * 8)
+
+    h200_rate = jobs_per_day if jobs_per_day is not None else 110.0 * k
+    growth = 1.3 ** (91 / 180)  # per quarter: x1.3 over the 180 days
+    return Scenario(
+        name="lab_dev",
+        seed=seed,
+        days=days,
+        pools=[
+            PoolSpec(
+                sku="h200_141gb",
+                region="us-east-1",
+                reservations=[InitialReservation(gpus=n8(32), remaining_months=1.5)],
+                reserved_term_months=3,
+                reserved_lead_time_h=7 * 24,
+                on_demand_quota_gpus=n8(160),
+                on_demand_mean_in_stock_h=120,
+                on_demand_mean_stockout_h=24,
+                spot_capacity_gpus=n8(64),
+                spot_preemption_rate_per_h=0.05,
+                secondary_capacity_gpus=n8(48),
+                secondary_lead_time_h=6,
+            ),
+            PoolSpec(
+                sku="l40s",
+                region="us-west-2",
+                reservations=[InitialReservation(gpus=n8(16), remaining_months=2)],
+                reserved_term_months=3,
+                reserved_lead_time_h=7 * 24,
+                on_demand_quota_gpus=n8(96),
+                on_demand_mean_in_stock_h=480,
+                on_demand_mean_stockout_h=12,
+                spot_capacity_gpus=n8(32),
+                spot_preemption_rate_per_h=0.05,
+                secondary_capacity_gpus=n8(32),
+                secondary_lead_time_h=4,
+            ),
+        ],
+        serving=[
+            ServingSpec(
+                name="assistant-internal",
+                team="platform",
+                tenant="lab",
+                sku="h200_141gb",
+                gpus_per_replica=2,
+                target_rps_per_replica=5.0,
+                base_rps=12.0 * k,
+                growth_per_quarter=growth,
+                daily_amplitude=0.4,
+                weekly_amplitude=0.3,
+                noise_sd=0.08,
+                min_replicas=2,
+                max_replicas=max(4, int(12 * k)),
+                cold_start_s=180,
+            ),
+            ServingSpec(
+                name="embed-internal",
+                team="platform",
+                tenant="lab",
+                sku="l40s",
+                gpus_per_replica=1,
+                target_rps_per_replica=40.0,
+                base_rps=120.0 * k,
+                growth_per_quarter=growth,
+                daily_amplitude=0.3,
+                weekly_amplitude=0.2,
+                noise_sd=0.08,
+                min_replicas=2,
+                max_replicas=max(4, int(16 * k)),
+                cold_start_s=60,
+            ),
+        ],
+        experiments=[
+            ExperimentSpec(
+                sku="h200_141gb",
+                jobs_per_day=h200_rate,
+                teams={"research": 0.55, "foundation": 0.25, "applied": 0.2},
+                size_gpus={1: 0.35, 2: 0.12, 4: 0.15, 8: 0.25, 16: 0.07, 32: 0.05, 64: 0.01},
+                duration_median_h=1.5,
+                duration_sigma=1.7,
+                duration_max_h=24 * 7,
+                checkpointable_share=0.7,
+                checkpoint_interval_s=3600,
+            ),
+            ExperimentSpec(
+                sku="l40s",
+                jobs_per_day=h200_rate * 120.0 / 110.0,
+                teams={"research": 0.4, "applied": 0.6},
+                size_gpus={1: 0.5, 2: 0.2, 4: 0.2, 8: 0.1},
+                duration_median_h=1.0,
+                duration_sigma=1.6,
+                duration_max_h=24 * 3,
+                checkpointable_share=0.5,
+                checkpoint_interval_s=3600,
+            ),
+        ],
+        planned_runs=[
+            PlannedRun(
+                name="pretrain-a",
+                team="foundation",
+                sku="h200_141gb",
+                gpus=n8(128),
+                start_day=min(20.0, days * 0.11),
+                duration_days=24,
+            ),
+            PlannedRun(
+                name="pretrain-b",
+                team="foundation",
+                sku="h200_141gb",
+                gpus=n8(256),
+                start_day=min(70.0, days * 0.39),
+                duration_days=18,
+                probability=0.75,
+            ),
+            PlannedRun(
+                name="pretrain-c",
+                team="foundation",
+                sku="h200_141gb",
+                gpus=n8(192),
+                start_day=min(125.0, days * 0.69),
+                duration_days=28,
+                probability=0.6,
+            ),
+            PlannedRun(
+                name="finetune-l40s",
+                team="applied",
+                sku="l40s",
+                gpus=n8(64),
+                start_day=min(100.0, days * 0.55),
+                duration_days=10,
+                probability=0.7,
+            ),
+        ],
+        failures=FailureSpec(node_mtbf_days=250, repair_h=4),
+        control=ControlSpec(),
+        # H200: one training cohort; foundation's nominal holds its largest run and lends up to 128 between runs.
+        # L40S: research and applied share a cohort; applied's nominal holds the fine-tuning run.
+        quotas=[
+            QuotaSpec(team="research", sku="h200_141gb", cohort="training", nominal_gpus=max(n8(96), 64)),
+            QuotaSpec(
+                team="foundation",
+                sku="h200_141gb",
+                cohort="training",
+                nominal_gpus=max(n8(256), 64),
+                lending_limit_gpus=n8(128),
+            ),
+            QuotaSpec(team="applied", sku="h200_141gb", cohort="training", nominal_gpus=max(n8(64), 64)),
+            QuotaSpec(team="research", sku="l40s", cohort="l40s-training", nominal_gpus=max(n8(48), 8)),
+            QuotaSpec(team="applied", sku="l40s", cohort="l40s-training", nominal_gpus=max(n8(96), 64)),
+        ],
+    )
+
+
+BUILTIN_SCENARIOS = {"default": default_scenario, "steady": steady_scenario, "lab_dev": lab_dev_scenario}

@@ -79,6 +79,10 @@ class Provisioner:
         self.per_node = per_node
         self.pool_specs = pool_specs
         self.inflight_gpus = [0] * len(sku_ids)  # GPUs on nodes still provisioning
+        # the secondary base (ControlLoop.secondary_base): GPUs in use on on-demand + secondary nodes per hour (the
+        # last window), and the base's nodes still provisioning (not capacity on its way for queued work)
+        self.launched_in_use: list[list[float]] = [[] for _ in sku_ids]
+        self.base_starting: set[int] = set()
 
     def pool_states(self, s: int) -> list[PoolState]:
         return [
@@ -134,13 +138,48 @@ class Provisioner:
             nodes -= k
         return True
 
-    def launch(self, pidx: int, nodes: int, now: int) -> None:
+    def launch(self, pidx: int, nodes: int, now: int, *, for_queue: bool = True) -> None:
+        """Launch nodes in a pool; ``for_queue``: they count as capacity on its way for queued work."""
         f = self.fleet
         pr = f.pools[pidx]
         for _ in range(nodes):
             node = f.launch(pidx, now, up=False)
-            self.inflight_gpus[pr.sku_idx] += f.n_total[node]
+            if for_queue:
+                self.inflight_gpus[pr.sku_idx] += f.n_total[node]
+            else:
+                self.base_starting.add(node)
             self.q.schedule(now + self.start_delay_s(pr.pool.node_start_s, now), NODE_UP, node, f.n_epoch[node])
+
+    def hold_base(self, s: int, now: int) -> None:
+        """Hourly, with the loop's secondary base: record the SKU's GPUs in use on on-demand and secondary nodes
+        and launch the secondary nodes the base holds that are missing (within the provider's room, in stock). The
+        base's nodes are not kept from scale-down: an idle one goes by the node scaler's rent-or-buy hold like any
+        other (keeping them measured worse on default, docs/benchmarks/loop.md "Session 19")."""
+        rule = self.loop.secondary_base
+        if rule is None:
+            return
+        f = self.fleet
+        used = 0
+        for pr in f.pools:
+            if pr.sku_idx == s and pr.pool.tier in (Tier.ON_DEMAND, Tier.SECONDARY):
+                used += pr.alloc_gpus
+        hist = self.launched_in_use[s]
+        hist.append(float(used))
+        if len(hist) > rule.window_h:
+            del hist[: len(hist) - rule.window_h]
+        sec = f.pool_of(s, Tier.SECONDARY)
+        if sec < 0:
+            return
+        pr = f.pools[sec]
+        per = self.per_node[s]
+        cap_nodes = (pr.capacity_gpus if pr.capacity_gpus is not None else pr.paid_gpus) // per
+        want = rule.nodes(
+            hist, per, secondary_usd=pr.price_usd, on_demand_usd=self.on_demand_price(s), max_nodes=cap_nodes
+        )
+        k = want - pr.paid_gpus // per
+        if k > 0 and pr.in_stock:
+            self.launch(sec, k, now, for_queue=False)
+            self.decisions.add(now, "node_scaler", "scale_up", "secondary_base", pr.pool, k * per, count=k)
 
     def start_delay_s(self, start_s: int, now: int) -> int:
         """``start_s`` (a node's start or a replica's cold start), or 0 for day 0's fleet: what starts at time 0 in
@@ -272,7 +311,10 @@ class NodeEvents:
         if f.n_epoch[node] != epoch or f.n_state[node] != NodeState.PROVISIONING:
             return
         s = f.n_sku[node]
-        self.provisioner.inflight_gpus[s] -= f.n_total[node]
+        if node in self.provisioner.base_starting:
+            self.provisioner.base_starting.discard(node)
+        else:
+            self.provisioner.inflight_gpus[s] -= f.n_total[node]
         f.node_up(node, now)
         self.node_alive(node, now)
         self.scheduling.drain_queue(s, now)
