@@ -32,7 +32,15 @@ def test_bench_loop_prints_every_loop_and_writes_the_means(tmp_path: Path) -> No
         costs = [row["loops"][name]["total_cost_usd"] for row in data["rows"]]
         assert abs(e["cost_usd_mean"] - sum(costs) / 2) < 0.01
         assert e["ratio_to_bound_mean"] >= 1.0  # the bound is below every loop
+        # the same work as the bound's: the bill plus the training backlog at the horizon, never below the bill
+        assert e["backlog_gpu_hours_mean"] >= 0.0
+        assert e["work_equal_cost_usd_mean"] >= e["cost_usd_mean"] - 0.01
+        assert e["work_equal_ratio_to_bound_mean"] >= e["ratio_to_bound_mean"] - 1e-4
     assert set(data["targets"]) == {"common_practice", "baseline", "ratio_to_bound"}
+    for other in ("common_practice", "baseline"):
+        tg = data["targets"][other]
+        assert isinstance(tg["work_equal_cost_ratio_of_means"], float) and isinstance(tg["work_equal_cost_met"], bool)
+    assert "for the same work" in text
 
 
 def test_bench_loop_takes_a_scenario_file_and_refuses_a_bad_one(tmp_path: Path) -> None:

@@ -74,6 +74,8 @@ def rows(doc: dict[str, Any]) -> list[Row]:
         out.append(("cost / common practice", r("to_common_practice"), None))
     if "baseline" in doc["loops"]:
         out.append(("cost / baseline", r("to_baseline"), None))
+    if any(v.get("work_equal_to_common_practice") is not None for v in ratios.values()):
+        out.append(("same-work cost / common practice", r("work_equal_to_common_practice"), None))
     tiers = list(next(iter(doc["loops"].values()))["cost_by_tier_usd"])
     for t in tiers:
         out.append((f"  {tier_label(t)}", _tier_cell(t), _tier_bound(t)))
@@ -84,6 +86,12 @@ def rows(doc: dict[str, Any]) -> list[Row]:
             None,
         ),
         ("lost work (redone)", lambda _n, s: _lost(s), None),
+        (
+            "training backlog at the end (vs the bound's work)",
+            lambda _n, s: f"{count(s.get('backlog_gpu_hours', 0))} GPU-h, {usd(s.get('backlog_usd', 0))}",
+            None,
+        ),
+        ("cost for the same work (bill + backlog)", lambda _n, s: usd(s.get("work_equal_cost_usd")), None),
         ("GPU utilization", lambda _n, s: pct(s["gpu_utilization"]), None),
         ("p95 training queue wait", lambda _n, s: duration(s["p95_queue_wait_s"]), None),
         ("serving SLO attainment", lambda _n, s: attainment(s["serving_slo_attainment"]), None),

@@ -24,6 +24,8 @@ KEY_FIGURES: tuple[str, ...] = (
     "node_launches",
     "lost_gpu_hours",
     "moved_redo_gpu_hours",
+    "backlog_gpu_hours",
+    "work_equal_cost_usd",
     "scheduler_policy",
 )
 
@@ -102,6 +104,9 @@ def comparison_document(
     bound_usd = float(bound["total_cost_usd"]) if bound is not None else None
     base = loops.get("baseline", {}).get("total_cost_usd")
     common = loops.get("common_practice", {}).get("total_cost_usd")
+    # the same work: each bill with the training backlog at the horizon priced in (sim/backlog.py)
+    base_we = loops.get("baseline", {}).get("work_equal_cost_usd")
+    common_we = loops.get("common_practice", {}).get("work_equal_cost_usd")
     doc: dict[str, Any] = {"schema": SCHEMA, "scenario": sc.name, "seed": seed, "days": sc.days}
     doc["primary"] = PRIMARY if PRIMARY in loops else next(iter(loops))
     doc["loops"] = loops
@@ -112,6 +117,9 @@ def comparison_document(
             "to_bound": ratio(r["total_cost_usd"], bound_usd),
             "to_baseline": ratio(r["total_cost_usd"], base),
             "to_common_practice": ratio(r["total_cost_usd"], common),
+            "work_equal_to_bound": ratio(r["work_equal_cost_usd"], bound_usd),
+            "work_equal_to_baseline": ratio(r["work_equal_cost_usd"], base_we),
+            "work_equal_to_common_practice": ratio(r["work_equal_cost_usd"], common_we),
         }
         for n, r in loops.items()
     }

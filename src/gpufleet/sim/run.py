@@ -16,6 +16,7 @@ from gpufleet.domain.money import usd_float
 from gpufleet.domain.pools import TIER_ORDER, Tier
 from gpufleet.domain.reservations import ReservationStatus
 from gpufleet.domain.workloads import ServingScaling
+from gpufleet.sim.backlog import backlog_gpu_s, backlog_price_usd_h
 from gpufleet.sim.kinds import PARKED
 from gpufleet.sim.scenario import Scenario
 from gpufleet.sim.serving import FleetRuntime
@@ -101,6 +102,33 @@ def _misses_by_cause(fleets: list[FleetRuntime]) -> dict[str, float]:
     return {k: _r(v, 1) for k, v in sorted(out.items())}
 
 
+def _backlog(w: World) -> dict[str, dict[str, float]]:
+    """Per SKU: the backlog at the horizon (GPU-hours), its price per GPU-hour and its value (sim/backlog.py)."""
+    p, f = w.pods, w.fleet
+    n = p.n_jobs
+    gpu_s = backlog_gpu_s(
+        work_s=p.work[:n],
+        arrival_s=p.arrival[:n],
+        state=p.state[:n],
+        start_s=p.start[:n],
+        remaining_s=p.remaining[:n],
+        gpus=p.gpus[:n],
+        serving=p.serving[:n],
+        sku=p.sku[:n],
+        horizon_s=w.horizon_s,
+        n_skus=len(w.sku_ids),
+    )
+    out: dict[str, dict[str, float]] = {}
+    for s, sku_id in enumerate(w.sku_ids):
+        billed = sum(usd_float(pr.price_uusd * pr.paid_gpu_s) for pr in f.pools if pr.sku_idx == s)
+        alloc_h = sum(pr.alloc_gpu_s for pr in f.pools if pr.sku_idx == s) / HOUR_S
+        od = f.pool_of(s, Tier.ON_DEMAND)
+        price = backlog_price_usd_h(f.pools[od].price_usd if od >= 0 else None, billed, alloc_h)
+        hours = gpu_s[s] / HOUR_S
+        out[sku_id] = {"gpu_hours": _r(hours, 1), "usd_per_gpu_h": _r(price, 4), "usd": _r(hours * price, 2)}
+    return out
+
+
 def summarize(w: World) -> dict[str, Any]:
     f = w.fleet
     total_units = 0
@@ -130,6 +158,8 @@ def summarize(w: World) -> dict[str, Any]:
     all_waits = np.where(first >= 0, first - arrival, w.horizon_s - arrival)[arrived_mask].astype(np.float64)
     arrived = int(arrived_mask.sum())
     completed = w.metrics.completed
+
+    backlog = _backlog(w)
 
     served = sum(fr.served_req for fr in w.fleets)
     total_req = sum(fr.total_req for fr in w.fleets)
@@ -176,6 +206,12 @@ def summarize(w: World) -> dict[str, Any]:
         "total_cost_usd": usd_float(total_units),
         "cost_by_tier_usd": {k: usd_float(v) for k, v in by_tier.items()},
         "cost_by_team_usd": team_cost,
+        # the training work the hindsight bound had done by the horizon that this loop had not, and the bill with it
+        # priced in (sim/backlog.py): the cost of the same work as the bound's, comparable across loops
+        "backlog_gpu_hours": _r(sum(b["gpu_hours"] for b in backlog.values()), 1),
+        "backlog_by_sku": backlog,
+        "backlog_usd": _r(sum(b["usd"] for b in backlog.values()), 2),
+        "work_equal_cost_usd": _r(usd_float(total_units) + sum(b["usd"] for b in backlog.values()), 2),
         "idle_cost_usd": usd_float(idle_units),
         "idle_cost_by_tier_usd": {k: usd_float(v) for k, v in idle_by_tier.items()},
         "idle_reserved_cost_usd": usd_float(idle_by_tier[Tier.RESERVED.value]),
