@@ -178,8 +178,6 @@ class PlacementRequest:
     checkpointable: bool
     launchable_tiers_only: bool = True  # reserved capacity is bought by procurement, not launched per pod
     gpus_per_node: int = 0  # the SKU's node size (0: unknown); a placer may then answer with fewer whole nodes
-    # training: the run time the job reports it still needs (its ETA, with the report's error); None: unknown
-    expected_run_s: float | None = None
 
 
 class Placer(Protocol):

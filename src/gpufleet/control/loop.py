@@ -13,12 +13,7 @@ from gpufleet.autoscale.nodes_baseline import IdleTimeoutScaleDown
 from gpufleet.autoscale.nodes_payoff import PayoffAwareNodes
 from gpufleet.control.approval import SimulatedApprovers
 from gpufleet.control.common_practice import PeakSizedReplicas, QuarterlyPeakProcurer
-from gpufleet.control.placement import (
-    ReplicaSpread,
-    SecondaryForLongRuns,
-    SpotFirstForCheckpointed,
-    running_tier_order,
-)
+from gpufleet.control.placement import ReplicaSpread, SpotFirstForCheckpointed, running_tier_order
 from gpufleet.control.procurement import ForecastLedProcurer, TierLimits
 from gpufleet.control.replica_victims import COST_AWARE, KUBERNETES_DEFAULT, VictimRule
 from gpufleet.control.replicas import gpufleet_replica_policy
@@ -147,14 +142,13 @@ class ControlLoop:
         base.name = "gpufleet"
         base.forecaster = GpufleetForecaster()
         base.procurer = ForecastLedProcurer(tier_limits or {})
+        # a checkpointed launch larger than the spot room: its whole nodes that fit go to spot (session 14)
+        base.placer = SpotFirstForCheckpointed(DegradingChain(), split=True)
         base.cheapest_running_first = True
         base.autoscaler = spare = gpufleet_replica_policy(control_period_s)
         base.serving_breach_cost_usd = spare.breach_cost_usd  # the same price of a missed request
         # idle launched nodes held while a relaunch's wait (LOOP_DELAY_WEIGHT = 4 node starts at on-demand) costs more
-        base.node_scaler = nodes = PayoffAwareNodes.default(idle_node_timeout_s)
-        # a checkpointed launch larger than the spot room: its whole nodes that fit go to spot (session 14); training
-        # whose reported run pays for the secondary's wait launches there before on demand (session 19)
-        base.placer = SpotFirstForCheckpointed(SecondaryForLongRuns(DegradingChain(), nodes.delay_weight), split=True)
+        base.node_scaler = PayoffAwareNodes.default(idle_node_timeout_s)
         base.scheduler_policy = scheduler_policy
         base.preemption = preemption
         base.gang_preemption = preemption  # gangs preempt lower-priority work too (schedule/preemption.py)

@@ -10,12 +10,6 @@ On nodes already running (:func:`running_tier_order`) gpufleet takes the cheapes
 running spot (checkpointed training only) or secondary node before room on an on-demand node when those are
 cheaper, so the cheap nodes stay busy and the dear on-demand nodes are the ones that empty and are scaled down.
 
-Training that cannot ride spot launches on the secondary provider instead of on demand when its run is long enough
-(:class:`SecondaryForLongRuns`): the secondary's nodes take hours to arrive (billed from the order) but cost less per
-GPU-hour, so the saving over the run the job reports it still needs, ``(on_demand - secondary) x run``, is weighed
-against the extra wait priced as the node scaler prices a wait, ``delay_weight x on_demand x (secondary start -
-on-demand start)`` (per GPU, both sides; :func:`secondary_pays_for_wait`).
-
 A serving replica is spread over nodes (:class:`ReplicaSpread`, the soft form of Kubernetes'
 ``topologySpreadConstraints`` on ``kubernetes.io/hostname`` with ``whenUnsatisfiable: ScheduleAnyway``): among the
 nodes of the tier the placement chose, a node holding fewer than a cap of its fleet's replicas is preferred, so that
@@ -71,51 +65,6 @@ class SpotFirstForCheckpointed:
                 if self.split and cheaper and st.in_stock and room is not None and per > 0 and room >= per:
                     part = room // per * per
                     return Allocation(request.workload_id, st.pool.id, Tier.SPOT, part, "placed_spot_split")
-        return self.inner.choose(request, pools)
-
-
-def secondary_pays_for_wait(
-    on_demand_usd: float, secondary_usd: float, run_s: float, extra_start_s: float, delay_weight: float
-) -> bool:
-    """Whether a run of ``run_s`` seconds is cheaper on the secondary provider than on demand, its extra wait
-    ``extra_start_s`` (secondary node start minus on-demand node start) priced at ``delay_weight`` x the on-demand
-    price: ``(on_demand - secondary) x run > delay_weight x on_demand x extra_start`` (per GPU-hour prices)."""
-    saving = (on_demand_usd - secondary_usd) * run_s
-    return saving > 0 and saving > delay_weight * on_demand_usd * max(0.0, extra_start_s)
-
-
-@dataclass(slots=True)
-class SecondaryForLongRuns:
-    """A launch for training with a reported run long enough (:func:`secondary_pays_for_wait`) goes to the SKU's
-    secondary pool (in stock, with room for the whole launch), reason ``placed_secondary_long_run``; any other
-    request (serving, no reported run, short runs, no room) takes the inner chain's decision. ``delay_weight``: the
-    node scaler's (``PayoffAwareNodes.delay_weight``)."""
-
-    inner: Placer
-    delay_weight: float
-
-    def choose(self, request: PlacementRequest, pools: Sequence[PoolState]) -> Allocation:
-        run_s = request.expected_run_s
-        if not request.serving and run_s is not None and run_s > 0:
-            mine = [p for p in pools if p.pool.sku_id == request.sku_id]
-            od = [p.pool for p in mine if p.pool.tier is Tier.ON_DEMAND]
-            for st in mine:
-                if st.pool.tier is not Tier.SECONDARY or not st.in_stock or not od:
-                    continue
-                room = None if st.capacity_gpus is None else st.capacity_gpus - st.gpus_in_use
-                if room is not None and room < request.gpus:
-                    continue
-                ref = min(od, key=lambda p: p.price_usd_per_gpu_h)
-                if secondary_pays_for_wait(
-                    float(ref.price_usd_per_gpu_h),
-                    float(st.pool.price_usd_per_gpu_h),
-                    run_s,
-                    st.pool.node_start_s - ref.node_start_s,
-                    self.delay_weight,
-                ):
-                    return Allocation(
-                        request.workload_id, st.pool.id, Tier.SECONDARY, request.gpus, "placed_secondary_long_run"
-                    )
         return self.inner.choose(request, pools)
 
 

@@ -31,7 +31,6 @@ REASON_TEXT = {
     "static_floor": "SLO misses: holding the static fleet the observed traffic needed",
     "placed_spot_cheapest": "spot was the cheapest tier that could take the work",
     "term_ended": "the term ended",
-    "placed_secondary_long_run": "training whose reported run saves more on the secondary provider than its wait costs",
     "placed_on_demand": "queued work had no free capacity and on-demand was the first tier with room",
     "placed_spot": "queued work had no free capacity and spot was the first tier with room",
     "placed_secondary": "queued work had no free capacity and the secondary provider was the first with room",

@@ -107,13 +107,6 @@ class FreeingEstimates:
             return now
         return now + int(left * self.eta_mult(pod))
 
-    def reported_run_s(self, pod: int) -> float | None:
-        """The run time queued training ``pod`` reports it still needs (its remaining work times its ETA factor, the
-        same error model as :meth:`eta_s`); None for serving replicas."""
-        if self.pods.serving[pod] >= 0:
-            return None
-        return self.pods.remaining[pod] * self.eta_mult(pod)
-
     def freeing_times(self, s: int, pod: int, now: int, within_s: int) -> list[int]:
         """Sorted times (up to ``now + within_s``) at which busy nodes of SKU ``s`` are expected to fit ``pod``,
         one per node, after the nodes claimed by other waiting pods (the earliest ones)."""

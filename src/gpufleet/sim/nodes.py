@@ -126,7 +126,6 @@ class Provisioner:
                 serving=self.pods.serving[pod] >= 0,
                 checkpointable=self.pods.ckpt[pod] > 0,
                 gpus_per_node=per,
-                expected_run_s=self.freeing.reported_run_s(pod),
             )
             alloc = self.loop.placer.choose(req, self.pool_states(s))
             self.metrics.placement(alloc.reason)
