@@ -88,10 +88,10 @@ def rows(doc: dict[str, Any]) -> list[Row]:
         ("lost work (redone)", lambda _n, s: _lost(s), None),
         (
             "training backlog at the end",
-            lambda _n, s: f"{count(s.get('backlog_gpu_hours', 0))} GPU-h, {usd(s.get('backlog_usd', 0))}",
+            lambda _n, s: f"{count(s['backlog_gpu_hours'])} GPU-h, {usd(s['backlog_usd'])}",
             None,
         ),
-        ("cost of the same work", lambda _n, s: usd(s.get("work_equal_cost_usd")), None),
+        ("cost of the same work", lambda _n, s: usd(s["work_equal_cost_usd"]), None),
         ("GPU utilization", lambda _n, s: pct(s["gpu_utilization"]), None),
         ("p95 training queue wait", lambda _n, s: duration(s["p95_queue_wait_s"]), None),
         ("serving SLO attainment", lambda _n, s: attainment(s["serving_slo_attainment"]), None),

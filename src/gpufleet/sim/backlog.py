@@ -22,6 +22,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+import numpy as np
+
 from gpufleet.sim.kinds import DONE, RUNNING
 
 
@@ -40,17 +42,18 @@ def backlog_gpu_s(
 ) -> list[float]:
     """Per SKU, the GPU-seconds of training work the bound had done by ``horizon_s`` that the loop had not (module
     docstring). ``state`` 0 is a job that never arrived (a planned run that did not happen): not demand."""
-    out = [0.0] * n_skus
-    for j in range(len(work_s)):
-        st = state[j]
-        if st in (0, DONE) or serving[j] >= 0:
-            continue
-        left = max(0, start_s[j] + remaining_s[j] - horizon_s) if st == RUNNING else remaining_s[j]
-        owed = min(work_s[j], max(0, horizon_s - arrival_s[j]))
-        done = max(0, work_s[j] - left)
-        if owed > done:
-            out[sku[j]] += float((owed - done) * gpus[j])
-    return out
+    st = np.asarray(state, dtype=np.int64)
+    work = np.asarray(work_s, dtype=np.int64)
+    remaining = np.asarray(remaining_s, dtype=np.int64)
+    left = np.where(
+        st == RUNNING, np.maximum(0, np.asarray(start_s, dtype=np.int64) + remaining - horizon_s), remaining
+    )
+    owed = np.minimum(work, np.maximum(0, horizon_s - np.asarray(arrival_s, dtype=np.int64)))
+    done = np.maximum(0, work - left)
+    training = (st != 0) & (st != DONE) & (np.asarray(serving, dtype=np.int64) < 0)
+    gpu_s = np.where(training, np.maximum(0, owed - done), 0) * np.asarray(gpus, dtype=np.int64)
+    by_sku = np.bincount(np.asarray(sku, dtype=np.int64), weights=gpu_s.astype(np.float64), minlength=n_skus)
+    return [float(x) for x in by_sku[:n_skus]]
 
 
 def backlog_price_usd_h(on_demand_usd_h: float | None, billed_usd: float, allocated_gpu_h: float) -> float:

@@ -102,8 +102,9 @@ def _misses_by_cause(fleets: list[FleetRuntime]) -> dict[str, float]:
     return {k: _r(v, 1) for k, v in sorted(out.items())}
 
 
-def _backlog(w: World) -> dict[str, dict[str, float]]:
-    """Per SKU: the backlog at the horizon (GPU-hours), its price per GPU-hour and its value (sim/backlog.py)."""
+def _backlog(w: World, billed_uusd: list[int], alloc_gpu_s: list[int]) -> dict[str, dict[str, float]]:
+    """Per SKU: the backlog at the horizon (GPU-hours), its price per GPU-hour and its value (sim/backlog.py), from
+    the SKU's billed cost (micro-USD) and allocated GPU-seconds."""
     p, f = w.pods, w.fleet
     n = p.n_jobs
     gpu_s = backlog_gpu_s(
@@ -120,10 +121,9 @@ def _backlog(w: World) -> dict[str, dict[str, float]]:
     )
     out: dict[str, dict[str, float]] = {}
     for s, sku_id in enumerate(w.sku_ids):
-        billed = sum(usd_float(pr.price_uusd * pr.paid_gpu_s) for pr in f.pools if pr.sku_idx == s)
-        alloc_h = sum(pr.alloc_gpu_s for pr in f.pools if pr.sku_idx == s) / HOUR_S
         od = f.pool_of(s, Tier.ON_DEMAND)
-        price = backlog_price_usd_h(f.pools[od].price_usd if od >= 0 else None, billed, alloc_h)
+        on_demand = f.pools[od].price_usd if od >= 0 else None
+        price = backlog_price_usd_h(on_demand, usd_float(billed_uusd[s]), alloc_gpu_s[s] / HOUR_S)
         hours = gpu_s[s] / HOUR_S
         out[sku_id] = {"gpu_hours": _r(hours, 1), "usd_per_gpu_h": _r(price, 4), "usd": _r(hours * price, 2)}
     return out
@@ -137,9 +137,13 @@ def summarize(w: World) -> dict[str, Any]:
     idle_by_tier = {t.value: 0 for t in TIER_ORDER}
     paid_gpu_s = 0
     alloc_gpu_s = 0
+    billed_by_sku = [0] * len(w.sku_ids)
+    alloc_gpu_s_by_sku = [0] * len(w.sku_ids)
     for pr in f.pools:
         cost = pr.price_uusd * pr.paid_gpu_s
         alloc = pr.price_uusd * pr.alloc_gpu_s
+        billed_by_sku[pr.sku_idx] += cost
+        alloc_gpu_s_by_sku[pr.sku_idx] += pr.alloc_gpu_s
         total_units += cost
         alloc_units_pools += alloc
         by_tier[pr.pool.tier.value] += cost
@@ -159,7 +163,8 @@ def summarize(w: World) -> dict[str, Any]:
     arrived = int(arrived_mask.sum())
     completed = w.metrics.completed
 
-    backlog = _backlog(w)
+    backlog = _backlog(w, billed_by_sku, alloc_gpu_s_by_sku)
+    backlog_usd = _r(sum(b["usd"] for b in backlog.values()), 2)
 
     served = sum(fr.served_req for fr in w.fleets)
     total_req = sum(fr.total_req for fr in w.fleets)
@@ -210,8 +215,8 @@ def summarize(w: World) -> dict[str, Any]:
         # priced in (sim/backlog.py): the cost of the same work as the bound's, comparable across loops
         "backlog_gpu_hours": _r(sum(b["gpu_hours"] for b in backlog.values()), 1),
         "backlog_by_sku": backlog,
-        "backlog_usd": _r(sum(b["usd"] for b in backlog.values()), 2),
-        "work_equal_cost_usd": _r(usd_float(total_units) + sum(b["usd"] for b in backlog.values()), 2),
+        "backlog_usd": backlog_usd,
+        "work_equal_cost_usd": _r(usd_float(total_units) + backlog_usd, 2),
         "idle_cost_usd": usd_float(idle_units),
         "idle_cost_by_tier_usd": {k: usd_float(v) for k, v in idle_by_tier.items()},
         "idle_reserved_cost_usd": usd_float(idle_by_tier[Tier.RESERVED.value]),
