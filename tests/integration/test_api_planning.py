@@ -14,6 +14,7 @@ from tests.integration.conftest import NOW_S, Database, LiveServer, ServerFactor
 
 DAY = 86400
 SKU = "h100_80gb"
+SERVING_GPUS = 64.0
 OD = f"aws/us-east-1/{SKU}/on_demand"
 RESERVED = f"aws/us-east-1/{SKU}/reserved"
 
@@ -169,7 +170,7 @@ def test_plans_propose_creates_what_the_loops_procurer_proposes_once(
         assert plan["procurer"] == type(loop.procurer).__name__
         assert plan["context"] == {
             "now_s": NOW_S, "pool": RESERVED, "history_hours": 28 * 24, "forecast": ctx.forecast.method,
-            "committed_gpus_at_lead": 0, "gpus_per_node": 8, "planned_runs": 0,
+            "committed_gpus_at_lead": 0, "gpus_per_node": 8, "planned_runs": 0, "serving_history_hours": None,
         }  # fmt: skip
         assert plan["proposals"] == [
             {"units": p.units, "start_s": p.start_s, "term_months": p.term_months, "reason": p.reason} for p in expected
@@ -347,3 +348,41 @@ def test_autoscaling_slo_and_one_request_per_replica_drive_the_decision(
         # clearing the optional fields (a PUT) returns to the batching policy without an SLO
         assert app.put(path, json={"min": 0, "max": 20, "target_rps": 0.04, "version": 2}).json()["version"] == 3
         assert app.get(f"/v1/workloads/{wid}").json()["slo_s"] is None
+
+
+def test_plans_propose_covers_serving_from_the_records_of_serving_workloads(
+    database: Database, make_server: ServerFactory
+) -> None:
+    """The procurer's serving stock-out cover reads the hourly GPUs of the workloads registered as serving (the
+    simulator's desk passes its fleets' asks the same way): training records are not in it, and a serving fleet
+    that outgrew reserved + secondary capacity gets its cover reserved, with the reason code, through the API."""
+    s = make_server(database)
+    with s.client("ml_platform_admin", "bob") as c:
+        c.post("/v1/teams", json={"id": "team-p", "name": "P"})
+        c.post("/v1/tenants", json={"id": "team-p-prod", "name": "prod", "team_id": "team-p"})
+        base = {"image": "registry.example/llm:1", "cpu": 8, "mem_gb": 64, "gpus": 8, "gpu_sku": SKU,
+                "min_replicas": 1, "max_replicas": 8, "scale_metric": "rps", "team": "team-p",
+                "tenant": "team-p-prod", "priority": "critical"}  # fmt: skip
+        chat = c.post("/v1/workloads", json={**base, "name": "chat"}).json()["workload_id"]
+        train = c.post("/v1/workloads", json={**base, "name": "pretrain", "kind": "training",
+                                              "priority": "normal"}).json()["workload_id"]  # fmt: skip
+    serving = [0.0] * 21 + [SERVING_GPUS] * 7  # a serving product launched a week ago
+    _ingest(
+        s, _hourly(NOW_S - 28 * DAY, 28, serving, workload=chat) + _hourly(NOW_S - 28 * DAY, 28, 16, workload=train)
+    )
+    procurement = s.services.procurement
+    loop = ControlLoop.gpufleet(0, tier_limits=procurement.tier_limits([SKU]))
+    ctx, _ = procurement.context(SKU, "us-east-1", loop, forecast_h=7 * 24)
+    np.testing.assert_array_equal(ctx.demand_history_gpus, np.repeat(np.add(serving, 16.0), 24))
+    assert ctx.serving_asks_gpus is not None
+    np.testing.assert_array_equal(ctx.serving_asks_gpus, np.repeat(serving, 24))  # serving only
+    expected = loop.procurer.propose(ctx)
+    (cover,) = [p for p in expected if p.reason.startswith("serving_stockout_cover")]
+    # the cover tops reserved up to the serving quantile: what the forecast-led rule bought counts as held
+    assert sum(p.units for p in expected) == SERVING_GPUS, expected
+    with s.client("finops_admin", "fay") as planner:
+        plan = planner.post("/v1/plans:propose", json={"sku": SKU, "region": "us-east-1"}).json()
+    assert plan["context"]["serving_history_hours"] == 28 * 24
+    assert [(p["units"], p["reason"]) for p in plan["proposals"]] == [(p.units, p.reason) for p in expected]
+    assert {(c["units"], c["reason"]) for c in plan["created"]} == {(p.units, p.reason) for p in expected}
+    assert cover.units in {c["units"] for c in plan["created"] if c["reason"] == cover.reason}

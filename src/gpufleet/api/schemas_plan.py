@@ -208,6 +208,11 @@ class PlanContext(BaseModel):
         default=0,
         description="Registered runs of the SKU in the region (not cancelled, not started) the procurer read",
     )
+    serving_history_hours: int | None = Field(
+        default=None,
+        description="Hours of the SKU's serving GPUs (records of workloads registered as serving) the stock-out "
+        "cover read; null when no serving workload has a record in the history (reason serving_stockout_cover)",
+    )
 
 
 class PlanPlannedRun(BaseModel):

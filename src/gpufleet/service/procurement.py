@@ -46,7 +46,7 @@ import numpy.typing as npt
 from sqlalchemy import Engine, String, bindparam, func, select
 
 from gpufleet.adapters.aws.skus import gpus_from_vcpus, instance_type
-from gpufleet.adapters.sql.models import PoolRow, RegionRow, ReservationRow, SkuRow, UtilizationRow
+from gpufleet.adapters.sql.models import PoolRow, RegionRow, ReservationRow, SkuRow, UtilizationRow, WorkloadRow
 from gpufleet.control.cloud import draft_increase
 from gpufleet.control.loop import ControlLoop
 from gpufleet.control.planned_runs import REASON as PLANNED_RUN_REASON
@@ -61,6 +61,7 @@ from gpufleet.control.proposing import (
 from gpufleet.domain.errors import ValidationError
 from gpufleet.domain.pools import CapacityPool, Tier
 from gpufleet.domain.reservations import ReservationStatus, term_seconds
+from gpufleet.domain.workloads import WorkloadKind
 from gpufleet.ports import PlannedRunRegistration, ProcurementContext
 from gpufleet.service.auth import Actor, Role
 from gpufleet.service.capacity import CapacityService
@@ -105,6 +106,10 @@ class ProcurementService:
                 UtilizationRow.bucket_start_s < bindparam("until_s"),
             )
             .group_by(hour)
+        )
+        # the same hours, only the records of workloads registered as serving (the stock-out cover's observation)
+        self._serving_hourly = self._hourly.join(WorkloadRow, WorkloadRow.id == UtilizationRow.workload_id).where(
+            WorkloadRow.kind == WorkloadKind.SERVING.value
         )
 
     def quota_outlook(self, actor: Actor, *, sku_id: str | None, days: int, increase_lead_days: int) -> dict[str, Any]:
@@ -200,11 +205,17 @@ class ProcurementService:
             rows = uow.session.execute(self._hourly, {"sku": sku_id, "since_s": since_s, "until_s": today_s}).all()
         if not rows:
             raise ValidationError("sku", f"no utilization records for {sku_id!r} in the last {LOOKBACK_DAYS} days")
-        first = min(int(h) for h, _ in rows)
-        hourly = np.zeros(today_s // HOUR_S - first)
-        for h, gpu_s in rows:
-            hourly[int(h) - first] = float(gpu_s) / HOUR_S
-        return hourly
+        return _by_hour(rows, min(int(h) for h, _ in rows), today_s)
+
+    def _serving_history(self, sku_id: str, first_h: int, today_s: int) -> npt.NDArray[np.float64] | None:
+        """The SKU's hourly GPUs in use by workloads registered as serving, over the hours of its demand history
+        (from hour ``first_h`` up to ``today_s``; hours without a record are 0), or None when no serving workload
+        has a record there (the simulator's desk: None when no fleet serves on the SKU)."""
+        with UnitOfWork(self._engine, write=False) as uow:
+            rows = uow.session.execute(
+                self._serving_hourly, {"sku": sku_id, "since_s": first_h * HOUR_S, "until_s": today_s}
+            ).all()
+        return _by_hour(rows, first_h, today_s) if rows else None
 
     def tier_limits(self, skus: Sequence[str]) -> dict[str, TierLimits]:
         """For each SKU, what its spot and secondary-provider pools can absorb, from the stored pools' quotas
@@ -277,7 +288,8 @@ class ProcurementService:
         )  # fmt: skip
         if planned is None:
             planned = self.planned_runs(sku_id, region_id, today_s)
-        return dataclasses.replace(ctx, planned_runs=tuple(reg for _, reg in planned)), held
+        serving = self._serving_history(sku_id, today_s // HOUR_S - hourly.size, today_s)
+        return dataclasses.replace(ctx, planned_runs=tuple(reg for _, reg in planned), serving_asks_gpus=serving), held
 
     def commit(
         self, actor: Actor, *, sku_id: str, region_id: str, loop: ControlLoop | None = None, forecast_h: int = 7 * 24
@@ -329,6 +341,7 @@ class ProcurementService:
                 "committed_gpus_at_lead": ctx.committed_gpus_at_lead,
                 "gpus_per_node": ctx.gpus_per_node,
                 "planned_runs": len(ctx.planned_runs),
+                "serving_history_hours": None if ctx.serving_asks_gpus is None else int(ctx.serving_asks_gpus.size),
             },
             "planned_runs": runs,
             "proposals": [
@@ -361,6 +374,14 @@ class ProcurementService:
                           detail={"reason": c["reason"], "planned_runs": ahead,
                                   "idempotency_key": c["idempotency_key"]})  # fmt: skip
             uow.commit()
+
+
+def _by_hour(rows: Sequence[Any], first_h: int, today_s: int) -> npt.NDArray[np.float64]:
+    """``(hour, GPU-seconds)`` rows as GPUs per hour from hour ``first_h`` up to ``today_s`` (0 without a row)."""
+    hourly = np.zeros(today_s // HOUR_S - first_h)
+    for h, gpu_s in rows:
+        hourly[int(h) - first_h] = float(gpu_s) / HOUR_S
+    return hourly
 
 
 def on_demand_quota(pools: Sequence[tuple[str, int | None]]) -> float:
