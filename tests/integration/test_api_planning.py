@@ -386,3 +386,35 @@ def test_plans_propose_covers_serving_from_the_records_of_serving_workloads(
     assert [(p["units"], p["reason"]) for p in plan["proposals"]] == [(p.units, p.reason) for p in expected]
     assert {(c["units"], c["reason"]) for c in plan["created"]} == {(p.units, p.reason) for p in expected}
     assert cover.units in {c["units"] for c in plan["created"] if c["reason"] == cover.reason}
+
+
+def test_plans_propose_reports_the_loops_secondary_base_from_launched_use(
+    database: Database, make_server: ServerFactory
+) -> None:
+    """The secondary base (control/secondary_base.py) the simulator launches is decided by the service on what its
+    records measured: 40 GPUs ran on demand every hour for 4 weeks, the secondary provider (Nebius, $2.95 against
+    $6.88 on demand) promises 32 GPUs, so every node it has room for pays: 4 nodes, the loop's own count on that
+    week of use. Without a promised quota there is no base; records that name no pool are not launched use."""
+    s = make_server(database)
+    secondary = f"nebius/eu-north1/{SKU}/secondary"
+    records = _hourly(NOW_S - 28 * DAY, 28, 40)
+    with s.client("finops_admin", "fay") as planner, s.client("ml_platform_admin", "bob") as bob:
+        _ingest(s, records)  # no pool named: demand, but not use of a launched tier
+        plan = planner.post("/v1/plans:propose", json={"sku": SKU, "region": "us-east-1"}).json()
+        assert plan["secondary_base"] is None  # no secondary quota stored: nothing promised
+        assert bob.patch(f"/v1/pools/{secondary}", json={"quota_gpus": 32}).status_code == 200
+        plan = planner.post("/v1/plans:propose", json={"sku": SKU, "region": "us-east-1"}).json()
+        assert plan["secondary_base"]["nodes"] == 0 and plan["secondary_base"]["hours_read"] == 7 * 24
+        _ingest(s, [{**r, "source": "dcgm-od", "workload_id": "wl-od", "pool_id": OD} for r in records])
+        plan = planner.post("/v1/plans:propose", json={"sku": SKU, "region": "us-east-1"}).json()
+    rule = ControlLoop.gpufleet(0).secondary_base
+    assert rule is not None
+    expected = rule.decide([40.0] * 168, 8, secondary_usd=2.95, on_demand_usd=6.88, max_nodes=4)
+    assert expected.nodes == 4
+    assert plan["secondary_base"] == {
+        "pool": secondary, "nodes": 4, "gpus": 32, "hours_read": 7 * 24, "reason": expected.reason
+    }  # fmt: skip
+    assert plan["secondary_base"]["reason"].startswith("secondary_base: hold 4 secondary nodes")
+    # the reconciler's pass reports the same decision
+    (entry,) = s.services.reconciler.run_once().proposals
+    assert entry["secondary_base"] == plan["secondary_base"]

@@ -75,3 +75,14 @@ def test_the_world_launches_the_base_outside_the_queue_and_its_books_balance() -
     w2.run()
     assert not [e for e in w2.decisions.entries() if e["reason"] == REASON]
     assert w2.provisioner.launched_in_use == [[] for _ in w2.sku_ids]
+
+
+def test_the_decision_says_why_with_the_same_count() -> None:
+    u = [20.0, 0.0] * 12
+    d = RULE.decide(u, 8, secondary_usd=0.4, on_demand_usd=1.0, max_nodes=8)
+    assert d.nodes == RULE.nodes(u, 8, secondary_usd=0.4, on_demand_usd=1.0, max_nodes=8) == 2
+    assert d.need_gpus == 8 * 0.4
+    assert d.reason.startswith(f"{REASON}: hold 2 secondary nodes: ") and "3.20 of its 8 GPUs" in d.reason
+    assert "23 of the 24 hours" in RULE.decide(u[:23], 8, secondary_usd=0.4, on_demand_usd=1.0, max_nodes=8).reason
+    assert "not cheaper" in RULE.decide(u, 8, secondary_usd=1.0, on_demand_usd=1.0, max_nodes=8).reason
+    assert "no room" in RULE.decide(u, 8, secondary_usd=0.4, on_demand_usd=1.0, max_nodes=0).reason

@@ -258,6 +258,16 @@ class PlanReservation(BaseModel):
     reason: str
 
 
+class PlanSecondaryBase(BaseModel):
+    """The loop's secondary base for the SKU (``control/secondary_base.py``): reported, not rented."""
+
+    pool: str = Field(description="The cheapest secondary-provider pool of the SKU with a stored quota")
+    nodes: int = Field(description="Secondary nodes to hold (the simulator launches the missing ones)")
+    gpus: int
+    hours_read: int = Field(description="Hours of on-demand + secondary use read (the rule reads a week)")
+    reason: str
+
+
 class PlanProposePublic(BaseModel):
     sku: str
     region: str
@@ -270,6 +280,12 @@ class PlanProposePublic(BaseModel):
     )
     planned_runs: list[PlanPlannedRun] = Field(
         default_factory=list, description="The registered runs in the context (reason planned_run_reserve)"
+    )
+    secondary_base: PlanSecondaryBase | None = Field(
+        default=None,
+        description="Secondary-provider nodes the loop would hold under the GPUs rented on demand (reason "
+        "secondary_base); null without a secondary pool with a quota. The service has no secondary provider's API: "
+        "it reports the decision, it does not rent the nodes",
     )
 
 

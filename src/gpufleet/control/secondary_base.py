@@ -21,6 +21,16 @@ REASON = "secondary_base"
 
 
 @dataclass(frozen=True, slots=True)
+class BaseDecision:
+    """Secondary nodes to hold (0 = none) and why; ``need_gpus``: the expected use, in GPUs over the window, the
+    last node held had to reach (``per x secondary / on-demand``)."""
+
+    nodes: int
+    need_gpus: float
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
 class SecondaryBase:
     """The ``secondary_base`` decision (module docstring); ``window_h``: the hours of use it reads."""
 
@@ -48,3 +58,29 @@ class SecondaryBase:
         while n < max_nodes and float(np.clip(u - per * n, 0.0, per).mean()) >= need:
             n += 1
         return n
+
+    def decide(
+        self,
+        in_use_gpus: Sequence[float],
+        per: int,
+        *,
+        secondary_usd: float,
+        on_demand_usd: float,
+        max_nodes: int,
+    ) -> BaseDecision:
+        """:meth:`nodes` with its reason (the service reports it, ``ProcurementService.secondary_base``)."""
+        n = self.nodes(in_use_gpus, per, secondary_usd=secondary_usd, on_demand_usd=on_demand_usd, max_nodes=max_nodes)
+        need = per * secondary_usd / on_demand_usd if on_demand_usd > 0 and per > 0 else 0.0
+        if len(in_use_gpus) < self.window_h:
+            why = f"{len(in_use_gpus)} of the {self.window_h} hours of launched use it reads are observed"
+        elif not 0 < secondary_usd < on_demand_usd:
+            why = f"the secondary provider (${secondary_usd:.2f}/GPU-h) is not cheaper than on demand"
+        elif max_nodes <= 0:
+            why = "the secondary provider has no room (no quota stored)"
+        else:
+            why = (
+                f"each of them was in use for at least {need:.2f} of its {per} GPUs on average over the last "
+                f"{self.window_h} hours of on-demand + secondary use (break-even at ${secondary_usd:.2f} / "
+                f"${on_demand_usd:.2f} per GPU-hour); room for {max_nodes}"
+            )
+        return BaseDecision(n, need, f"{REASON}: hold {n} secondary nodes: {why}")

@@ -69,6 +69,7 @@ from gpufleet.service.clock import Clock
 from gpufleet.service.cloud_quotas import CloudQuotaService, ProviderQuota
 from gpufleet.service.planned_runs import active_runs, registration
 from gpufleet.service.reservations import ReservationService
+from gpufleet.service.secondary_base import secondary_base
 from gpufleet.service.uow import UnitOfWork
 
 DAY_S = 86400
@@ -308,6 +309,9 @@ class ProcurementService:
         planned = self.planned_runs(sku_id, region_id, now_s // DAY_S * DAY_S)
         ctx, held = self.context(sku_id, region_id, loop, forecast_h=forecast_h, planned=planned)
         proposals = loop.procurer.propose(ctx)
+        with UnitOfWork(self._engine, write=False) as uow:
+            base = secondary_base(uow.session, loop.secondary_base, sku_id=sku_id, per=ctx.gpus_per_node,
+                                  today_s=ctx.now_s, first_h=ctx.now_s // HOUR_S - ctx.demand_history_gpus.size)  # fmt: skip
         created = []
         for order in commitment_orders(proposals, region_id=region_id):
             p, key = order.proposal, order.idempotency_key
@@ -353,6 +357,7 @@ class ProcurementService:
                 for h in held
             ],
             "created": created,
+            "secondary_base": base,
         }
 
     def _record_reasons(

@@ -181,6 +181,7 @@ class Reconciler:
                     entry["procurer"] = got["procurer"]
                     entry["context"] = got["context"]
                     entry["proposed"] = got["proposals"]
+                    entry["secondary_base"] = got["secondary_base"]
                 except GpufleetError as exc:
                     entry["error"] = str(exc)
             out.proposals.append(entry)
