@@ -327,6 +327,10 @@ class ScaleDownContext:
     # pools of this SKU out of stock right now: a node of one of them, once terminated, cannot be launched again
     # until stock returns (hours), however short its node start
     out_of_stock_pools: frozenset[str] = frozenset()
+    # launched nodes of this SKU that joined since the last call without this scaler being asked for them (a world
+    # where another component launches, Kubernetes' Karpenter): the SKU's need for fresh nodes; 0 where the scaler
+    # decides every launch (the simulator)
+    fresh_nodes: int = 0
 
 
 @dataclass(frozen=True, slots=True)

@@ -203,6 +203,9 @@ class PayoffAwareNodes:
 
     def scale_down(self, ctx: ScaleDownContext) -> list[tuple[int, str]]:
         self._watch(ctx)
+        need = self._need(ctx.sku_id)
+        if need is not None and ctx.fresh_nodes > 0:  # launched by another component: needs all the same
+            need.add(ctx.now_s, ctx.fresh_nodes)
         if ctx.pending_gpus > 0:
             self._count("needed_by_pending_work", len(ctx.idle))
             return []
@@ -210,7 +213,6 @@ class PayoffAwareNodes:
         idle = [n for n in ctx.idle if n.pool_id not in gone] if gone else ctx.idle
         self._count("out_of_stock_hold", len(ctx.idle) - len(idle))
         holds: dict[tuple[int, float], float] = {}  # hold_s per (node start, price): per pool, not per idle node
-        need = self._need(ctx.sku_id)
         if need is None or self.learn_gaps:
             past = [n for n in idle if not self._keep(n, ctx.wait_price_usd_per_gpu_h, holds)]
         else:

@@ -52,6 +52,17 @@ def register(app: typer.Typer) -> None:
             float, typer.Option("--consolidate-every-s", min=0, help="drain underused nodes this often (0 = off)")
         ] = 0.0,
         max_moves_per_hour: Annotated[int, typer.Option("--max-moves-per-hour", min=0)] = 10,
+        release_every_s: Annotated[
+            float,
+            typer.Option(
+                "--release-every-s",
+                min=0,
+                help="release idle launched GPU nodes the loop's node scaler lets go, this often (0 = off)",
+            ),
+        ] = 0.0,
+        node_start_s: Annotated[
+            int, typer.Option("--node-start-s", min=0, help="seconds a launched GPU node takes to join")
+        ] = 600,
         preemption: Annotated[
             bool,
             typer.Option(
@@ -104,6 +115,7 @@ def register(app: typer.Typer) -> None:
             identity=identity, lease_duration_s=lease_duration_s, renew_s=max(1.0, lease_duration_s / 5),
             dry_run=dry_run, events=events, audit_path=audit, bind_workers=bind_workers,
             consolidate_every_s=consolidate_every_s, max_moves_per_hour=max_moves_per_hour,
+            release_every_s=release_every_s, node_start_s=node_start_s,
             preemption=preemption, max_preemptions_per_tick=max_preemptions_per_tick,
             replica_spread=loop_replica_spread() if replica_spread else None,
             store_url=db, inventory_cluster=cluster, sync_every_s=sync_every_s,

@@ -27,6 +27,7 @@ class ObservedNode:
     mig: tuple[tuple[str, int], ...] = ()  # (profile, allocatable count), e.g. ("1g.10gb", 7)
     ready: bool = True
     unschedulable: bool = False
+    created_s: float | None = None  # metadata.creationTimestamp in Unix seconds (None: unknown)
 
     @property
     def name(self) -> str:

@@ -128,3 +128,35 @@ def test_quotas_cli_applies_a_fleet_spec_and_rejects_bad_ones(
     spec.write_text(SPEC.replace("SUFFIX", ns).replace("NS", ns).replace("nominal_gpus: 64", "nominal_gpus: -1"))
     r = subprocess.run(run, check=False, capture_output=True, text=True, timeout=120)
     assert r.returncode == 2 and "quotas[1].nominal_gpus" in r.stderr and "Traceback" not in r.stderr
+
+
+def test_where_gpufleet_releases_nodes_karpenter_never_empties_the_launched_tiers(
+    kube: Kube, ns: str, kubeconfig: Path, tmp_path: Path
+) -> None:
+    """``release: gpufleet`` (the controller's --release-every-s releases idle launched nodes with the loop's node
+    scaler): the on-demand and spot NodePools carry consolidateAfter Never (valid for the CRD, offline and on the
+    API server), reserved keeps Karpenter's WhenEmpty; a release value that means nothing is refused by name."""
+    import subprocess
+    import sys
+
+    tiers = [TierCapacity(H100, "reserved", 64), TierCapacity(H100, "on-demand", 128), TierCapacity(H100, "spot", 256)]
+    pools = {p["metadata"]["name"]: p for p in karpenter_objects(tiers, gpufleet_releases=True)}  # type: ignore[index]
+    after = {name: p["spec"]["disruption"]["consolidateAfter"] for name, p in pools.items()}  # type: ignore[index]
+    assert after == {flavor_name(H100, "reserved"): "300s", flavor_name(H100, "on-demand"): "Never",
+                     flavor_name(H100, "spot"): "Never"}  # fmt: skip
+    for p in pools.values():
+        rep = check(p, _crd("NodePool"))
+        assert rep.ok, rep.errors
+    spec = tmp_path / "fleet.yaml"
+    spec.write_text(SPEC.replace("SUFFIX", ns).replace("NS", ns) + "release: gpufleet\n")
+    run = [sys.executable, "-m", "gpufleet", "k8s", "quotas", str(spec)]
+    r = subprocess.run(
+        [*run, "--apply", "--kubeconfig", str(kubeconfig)], check=False, capture_output=True, text=True, timeout=120
+    )
+    assert r.returncode == 0, r.stdout + r.stderr
+    got = kube.get(f"/apis/karpenter.sh/v1/nodepools/{flavor_name(H100, 'spot')}")
+    disruption = got["spec"]["disruption"]  # the API server adds the CRD's default budget
+    assert (disruption["consolidationPolicy"], disruption["consolidateAfter"]) == ("WhenEmpty", "Never")
+    spec.write_text(SPEC.replace("SUFFIX", ns).replace("NS", ns) + "release: sometimes\n")
+    r = subprocess.run(run, check=False, capture_output=True, text=True, timeout=120)
+    assert r.returncode == 2 and "release" in r.stderr and "Traceback" not in r.stderr

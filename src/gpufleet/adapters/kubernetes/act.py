@@ -119,6 +119,10 @@ class Actuator:
         act = "cordon" if on else "uncordon"
         return self._do(act, node, reason, lambda: self.kube.patch(f"/api/v1/nodes/{node}", body))
 
+    def delete_node(self, node: str, reason: str) -> str:
+        """Delete a Node object (Karpenter's termination finalizer then terminates its instance)."""
+        return self._do("delete_node", node, reason, lambda: self.kube.delete(f"/api/v1/nodes/{node}"))
+
     def evict(self, namespace: str, name: str, reason: str, grace_s: int = 30) -> str:
         body = {"apiVersion": "policy/v1beta1", "kind": "Eviction",
                 "metadata": {"name": name, "namespace": namespace},

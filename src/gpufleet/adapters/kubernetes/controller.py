@@ -9,7 +9,8 @@ Actuator. A gang whose binds partly fail is rolled back (its bound members delet
 (``consolidate_every_s``), preempts lower-priority work for pods and gangs that do not fit (``preemption``,
 :meth:`Controller._preempt`), syncs inventory into the store (``sync_every_s``) and scales opted-in serving
 Deployments with gpufleet's replica policy from their Prometheus request rates (``scale_every_s``,
-:meth:`Controller.maybe_scale`).
+:meth:`Controller.maybe_scale`) and releases the idle launched GPU nodes the loop's node scaler lets go
+(``release_every_s``, :meth:`Controller.maybe_release`).
 
 Only the Lease holder acts (:class:`LeaderElector`); a dry-run controller never takes the Lease and writes
 nothing. :meth:`Controller.stop` (SIGTERM/SIGINT in the CLI) ends the loop after the current tick, waits for
@@ -31,12 +32,13 @@ from typing import Any
 from gpufleet.adapters.kubernetes.act import Actuator
 from gpufleet.adapters.kubernetes.fleetobjects import CHAIN
 from gpufleet.adapters.kubernetes.lease import LeaderElector
-from gpufleet.adapters.kubernetes.reclaim import apply_drain, apply_reclaim
+from gpufleet.adapters.kubernetes.reclaim import apply_drain, apply_reclaim, apply_release
 from gpufleet.adapters.kubernetes.rest import Kube
 from gpufleet.adapters.kubernetes.view import ClusterView
 from gpufleet.adapters.kubernetes.workloads import DEFAULT_RPS_QUERY, apply_scale, deployment_rates, order_replicas
 from gpufleet.adapters.telemetry_prometheus import PrometheusTelemetry
 from gpufleet.control.binding import BindingPlan, BindingPlanner, PodBind, Unschedulable
+from gpufleet.control.node_release import NodeRelease, NodeReleasePlanner
 from gpufleet.control.observation import Observation, ObservedNode
 from gpufleet.control.placement import ReplicaSpread
 from gpufleet.control.preempting import PREEMPT_REASON, NoPreempt, PreemptConfig, PreemptDecision, Victim
@@ -45,6 +47,15 @@ from gpufleet.control.replica_victims import node_price_usd_h
 from gpufleet.control.replicas import ReplicaScaler, ScalePlan
 from gpufleet.domain.catalog import BUILTIN_PRICE_CATALOG
 from gpufleet.domain.errors import ValidationError
+from gpufleet.ports import NodeScaler
+
+
+def loop_node_scaler() -> NodeScaler:
+    """The node scaler of gpufleet's control loop (``ControlLoop.gpufleet(...).node_scaler``), the object the
+    simulator scales nodes with: the one place it is set."""
+    from gpufleet.control.loop import ControlLoop  # the whole loop's imports, only when the release is on
+
+    return ControlLoop.gpufleet(0).node_scaler
 
 
 def loop_replica_spread() -> ReplicaSpread | None:
@@ -96,6 +107,10 @@ class ControllerConfig:
     node_start_s: int = 600
     # a serving pod prefers nodes holding fewer of its fleet's replicas (control/binding.py; None: off)
     replica_spread: ReplicaSpread | None = field(default_factory=loop_replica_spread)
+    # node release: every release_every_s (0 = off) the loop's node scaler picks idle launched GPU nodes to
+    # release (control/node_release.py; node_start_s prices a relaunch); each is cordoned, checked empty and deleted.
+    # Karpenter must not empty them first: its launched NodePools' consolidateAfter Never (fleet spec release)
+    release_every_s: float = 0.0
 
 
 class Controller:
@@ -139,6 +154,12 @@ class Controller:
         self._prom: PrometheusTelemetry | None = None
         self._next_scale = 0.0
         self.last_scale: ScalePlan | None = None
+        self.releaser: NodeReleasePlanner | None = None
+        self._next_release = 0.0
+        self.release_results: list[tuple[NodeRelease, str]] = []
+        if cfg.release_every_s > 0:
+            self.releaser = NodeReleasePlanner(loop_node_scaler(), BUILTIN_PRICE_CATALOG, cfg.node_start_s,
+                                               schedulers=frozenset({cfg.scheduler_name, "default-scheduler"}))  # fmt: skip
         if cfg.scale_every_s > 0:
             if not cfg.prometheus_url:
                 raise ValidationError("--prometheus", "replica scaling (--scale-every-s) reads request rates from it")
@@ -175,6 +196,7 @@ class Controller:
                 if self.leading():
                     self.tick()
                     self._maybe_consolidate()
+                    self.maybe_release()
                     self._maybe_sync()
                     self.maybe_scale()
                 self.view.changed.wait(self.cfg.tick_s)
@@ -308,6 +330,20 @@ class Controller:
             apply_scale(self.act, d)
         self.last_scale = plan
         return plan
+
+    def maybe_release(self) -> list[tuple[NodeRelease, str]]:
+        """Every ``release_every_s``: the loop's node scaler on the observation (control/node_release.py) picks
+        idle launched GPU nodes; each is released (:func:`apply_release`: cordon, check empty, delete) and recorded
+        with the scaler's reason. Returns this round's (release, outcome) pairs."""
+        if self.releaser is None:
+            return []
+        now = self.clock()
+        if now < self._next_release:
+            return []
+        self._next_release = now + self.cfg.release_every_s
+        done = [(r, apply_release(self.act, r)) for r in self.releaser.plan(self.view.observation())]
+        self.release_results += done
+        return done
 
     def _node_price(self, node: ObservedNode) -> tuple[float, bool]:
         return node_price_usd_h(node, BUILTIN_PRICE_CATALOG)

@@ -15,7 +15,9 @@ before on demand, and work that does not tolerate spot skips it: ``reserved -> o
   namespace pointing at its team's ClusterQueue.
 - Karpenter (v1): one NodePool per (SKU, tier) with ``limits`` = the GPUs procurement decided for that tier,
   ``weight`` = chain order (reserved highest), requirements on capacity type and instance families.
-  Where Karpenter can launch nodes, gpufleet does not launch them itself.
+  Where Karpenter can launch nodes, gpufleet does not launch them itself; with ``release: gpufleet`` in the fleet
+  spec the launched tiers' NodePools never consolidate (``consolidateAfter: Never``) and the controller releases
+  their idle nodes with the loop's node scaler instead (control/node_release.py).
 
 Pure functions: they return dicts; :meth:`Actuator.apply_object` sends them.
 """
@@ -202,8 +204,14 @@ def tiers_from_pools(
     return out, skipped
 
 
-def karpenter_objects(tiers: Iterable[TierCapacity]) -> list[JSON]:
-    return [node_pool(t) for t in tiers]
+def karpenter_objects(tiers: Iterable[TierCapacity], *, gpufleet_releases: bool = False) -> list[JSON]:
+    """One NodePool per tier. ``gpufleet_releases``: the controller releases idle launched nodes with the loop's
+    node scaler (``gpufleet controller --release-every-s``), so Karpenter does not empty the launched tiers' nodes
+    itself (``consolidateAfter: Never`` on on-demand and spot; reserved keeps Karpenter's WhenEmpty)."""
+    return [
+        node_pool(t, consolidate_after="Never") if gpufleet_releases and t.tier != "reserved" else node_pool(t)
+        for t in tiers
+    ]
 
 
 def collection_path(obj: JSON) -> str:

@@ -7,6 +7,7 @@ quotas:       # team quotas (schedule.quota.TeamQuota), per tier flavor
   - {team: research, cohort: ml, sku: NVIDIA-H100-80GB-HBM3, tier: reserved, nominal_gpus: 32,
      borrowing_limit_gpus: 16, lending_limit_gpus: 8}
 namespaces: {research-jobs: research}   # namespace -> team (one LocalQueue each)
+release: karpenter   # or gpufleet: the controller releases idle launched nodes (--release-every-s), Karpenter never
 ```
 Errors name the entry and field (``quotas[2].nominal_gpus``) and the file.
 """
@@ -63,7 +64,12 @@ def load_fleet_spec(path: Path) -> list[JSON]:
     namespaces = doc.get("namespaces") or {}
     if not isinstance(namespaces, dict):
         raise ValidationError("namespaces", "must map namespace -> team", str(path))
+    release = doc.get("release", "karpenter")
+    if release not in ("karpenter", "gpufleet"):
+        raise ValidationError("release", f"must be karpenter or gpufleet, got {release!r}", str(path))
     try:
-        return kueue_objects(quotas, tiers, namespaces) + karpenter_objects(tiers)
+        return kueue_objects(quotas, tiers, namespaces) + karpenter_objects(
+            tiers, gpufleet_releases=release == "gpufleet"
+        )
     except ValidationError as exc:
         raise ValidationError(exc.field, exc.message, str(path)) from None

@@ -204,6 +204,7 @@ def node_from_json(obj: dict[str, Any], topo: TopologyIds) -> ObservedNode:
         mig=mig,
         ready=ready,
         unschedulable=bool(obj.get("spec", {}).get("unschedulable", False)),
+        created_s=unix_s(meta.get("creationTimestamp")),
     )
 
 

@@ -18,6 +18,7 @@ from collections.abc import Callable
 
 from gpufleet.adapters.kubernetes.act import Actuator
 from gpufleet.adapters.kubernetes.rest import ApiError, Kube
+from gpufleet.control.node_release import NodeRelease
 from gpufleet.control.reclaim import NodeDrain, ReclaimPlan
 
 A_CKPT_REQUESTED = "gpufleet.io/checkpoint-requested"
@@ -81,3 +82,26 @@ def apply_drain(
 
 def apply_reclaim(act: Actuator, plan: ReclaimPlan, **kw: float) -> dict[str, str]:
     return {d.node: apply_drain(act, d, **kw) for d in plan.drains}  # type: ignore[arg-type]
+
+
+def apply_release(act: Actuator, release: NodeRelease) -> str:
+    """Release an idle launched node (control/node_release.py): cordon it, check on the API server that no pod
+    not finished is bound to it (a bind may have landed since the observation), then delete the Node. Returns
+    ``released`` | ``dry_run`` | ``node_busy`` (uncordoned, nothing deleted) | ``failed``."""
+    if act.cordon(release.node, release.reason) not in ("applied", "dry_run"):
+        return "failed"
+    if not act.dry_run:
+        try:
+            pods = act.kube.get("/api/v1/pods", fieldSelector=f"spec.nodeName={release.node}").get("items") or []
+        except ApiError:
+            act.cordon(release.node, "release_check_failed", on=False)
+            return "failed"
+        live = [p for p in pods if (p.get("status") or {}).get("phase") not in ("Succeeded", "Failed")]
+        if live:
+            act.record("release", release.node, "node_busy", "stopped", pods=len(live))
+            act.cordon(release.node, "node_busy", on=False)
+            return "node_busy"
+    out = act.delete_node(release.node, release.reason)
+    if out == "dry_run":
+        return "dry_run"
+    return "released" if out in ("applied", "not_found") else "failed"
