@@ -37,6 +37,11 @@ def _exists(kube: Kube, node: str) -> bool:
     return True
 
 
+def _decided(node: str) -> NodeRelease:
+    """A release as the planner would decide it (the node scaler's reason code for a node it lets go)."""
+    return NodeRelease(node, "NVIDIA-H100-80GB-HBM3", "unneeded_below_threshold", 3600)
+
+
 def _setup(kube: Kube, kubelet: FakeKubelet, ns: str) -> tuple[str, str, str]:
     p = f"rel{uuid.uuid4().hex[:5]}"
     idle, busy, reserved = f"{p}-idle", f"{p}-busy", f"{p}-res"
@@ -82,11 +87,11 @@ def test_a_node_that_took_a_pod_since_the_decision_is_uncordoned_and_kept(
 ) -> None:
     _idle, busy, _reserved = _setup(kube, kubelet, ns)
     act = Actuator(kube)
-    assert apply_release(act, NodeRelease(busy, "NVIDIA-H100-80GB-HBM3", "unneeded_below_threshold", 3600)) == "node_busy"
+    assert apply_release(act, _decided(busy)) == "node_busy"
     assert _exists(kube, busy) and not kube.get(f"/api/v1/nodes/{busy}")["spec"].get("unschedulable", False)
     assert [(a["action"], a["outcome"]) for a in act.audit] == [
         ("cordon", "applied"), ("release", "stopped"), ("uncordon", "applied")
     ]  # fmt: skip
     dry = Actuator(kube, dry_run=True)
-    assert apply_release(dry, NodeRelease(_idle, "NVIDIA-H100-80GB-HBM3", "unneeded_below_threshold", 3600)) == "dry_run"
+    assert apply_release(dry, _decided(_idle)) == "dry_run"
     assert _exists(kube, _idle) and not kube.get(f"/api/v1/nodes/{_idle}")["spec"].get("unschedulable", False)
