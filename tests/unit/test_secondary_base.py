@@ -15,26 +15,31 @@ from gpufleet.sim.world import World
 RULE = SecondaryBase(window_h=24)
 
 
+def nodes(u: list[float], per: int, **prices: float) -> int:
+    return RULE.decide(u, per, secondary_usd=prices["secondary_usd"], on_demand_usd=prices["on_demand_usd"],
+                       max_nodes=int(prices["max_nodes"])).nodes  # fmt: skip
+
+
 def test_nothing_before_a_window_is_observed_or_when_the_provider_is_not_cheaper() -> None:
     busy = [64.0] * 24
-    assert RULE.nodes(busy[:23], 8, secondary_usd=1.0, on_demand_usd=4.0, max_nodes=8) == 0
-    assert RULE.nodes(busy, 8, secondary_usd=4.0, on_demand_usd=4.0, max_nodes=8) == 0
-    assert RULE.nodes(busy, 8, secondary_usd=5.0, on_demand_usd=4.0, max_nodes=8) == 0
-    assert RULE.nodes(busy, 8, secondary_usd=1.0, on_demand_usd=4.0, max_nodes=0) == 0
-    assert RULE.nodes(busy, 8, secondary_usd=1.0, on_demand_usd=4.0, max_nodes=8) == 8
+    assert nodes(busy[:23], 8, secondary_usd=1.0, on_demand_usd=4.0, max_nodes=8) == 0
+    assert nodes(busy, 8, secondary_usd=4.0, on_demand_usd=4.0, max_nodes=8) == 0
+    assert nodes(busy, 8, secondary_usd=5.0, on_demand_usd=4.0, max_nodes=8) == 0
+    assert nodes(busy, 8, secondary_usd=1.0, on_demand_usd=4.0, max_nodes=0) == 0
+    assert nodes(busy, 8, secondary_usd=1.0, on_demand_usd=4.0, max_nodes=8) == 8
 
 
 def test_the_nth_node_is_held_while_its_expected_use_reaches_the_price_ratio() -> None:
     # 20 GPUs in use half of the hours, 0 the other half; secondary at 40 % of on demand (3.2 of 8 GPUs)
     u = [20.0, 0.0] * 12
     # node 1: E[min(8, U)] = 4 >= 3.2; node 2: E[min(8, U - 8)] = 4 >= 3.2; node 3: E[U - 16] = 2 < 3.2
-    assert RULE.nodes(u, 8, secondary_usd=0.4, on_demand_usd=1.0, max_nodes=8) == 2
+    assert nodes(u, 8, secondary_usd=0.4, on_demand_usd=1.0, max_nodes=8) == 2
     # at 20 % the third node (2 GPUs expected) pays too (1.6)
-    assert RULE.nodes(u, 8, secondary_usd=0.2, on_demand_usd=1.0, max_nodes=8) == 3
+    assert nodes(u, 8, secondary_usd=0.2, on_demand_usd=1.0, max_nodes=8) == 3
     # capped by the provider's room
-    assert RULE.nodes(u, 8, secondary_usd=0.2, on_demand_usd=1.0, max_nodes=1) == 1
+    assert nodes(u, 8, secondary_usd=0.2, on_demand_usd=1.0, max_nodes=1) == 1
     # only the last window counts
-    assert RULE.nodes([100.0] * 50 + [0.0] * 24, 8, secondary_usd=0.1, on_demand_usd=1.0, max_nodes=8) == 0
+    assert nodes([100.0] * 50 + [0.0] * 24, 8, secondary_usd=0.1, on_demand_usd=1.0, max_nodes=8) == 0
 
 
 @settings(max_examples=60, deadline=None)
@@ -44,10 +49,10 @@ def test_the_nth_node_is_held_while_its_expected_use_reaches_the_price_ratio() -
     cap=st.integers(0, 20),
 )
 def test_the_count_is_within_the_room_and_never_grows_with_the_price(u: list[float], ratio: float, cap: int) -> None:
-    n = RULE.nodes(u, 8, secondary_usd=ratio, on_demand_usd=1.0, max_nodes=cap)
+    n = nodes(u, 8, secondary_usd=ratio, on_demand_usd=1.0, max_nodes=cap)
     assert 0 <= n <= cap
     assert n <= int(np.ceil(max(u[-24:]) / 8))  # never more nodes than the peak in use fills
-    assert RULE.nodes(u, 8, secondary_usd=min(ratio * 1.5, 0.99), on_demand_usd=1.0, max_nodes=cap) <= n
+    assert nodes(u, 8, secondary_usd=min(ratio * 1.5, 0.99), on_demand_usd=1.0, max_nodes=cap) <= n
 
 
 def test_the_world_launches_the_base_outside_the_queue_and_its_books_balance() -> None:
@@ -80,7 +85,7 @@ def test_the_world_launches_the_base_outside_the_queue_and_its_books_balance() -
 def test_the_decision_says_why_with_the_same_count() -> None:
     u = [20.0, 0.0] * 12
     d = RULE.decide(u, 8, secondary_usd=0.4, on_demand_usd=1.0, max_nodes=8)
-    assert d.nodes == RULE.nodes(u, 8, secondary_usd=0.4, on_demand_usd=1.0, max_nodes=8) == 2
+    assert d.nodes == 2
     assert d.need_gpus == 8 * 0.4
     assert d.reason.startswith(f"{REASON}: hold 2 secondary nodes: ") and "3.20 of its 8 GPUs" in d.reason
     assert "23 of the 24 hours" in RULE.decide(u[:23], 8, secondary_usd=0.4, on_demand_usd=1.0, max_nodes=8).reason

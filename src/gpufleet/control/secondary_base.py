@@ -36,29 +36,6 @@ class SecondaryBase:
 
     window_h: int = 7 * 24
 
-    def nodes(
-        self,
-        in_use_gpus: Sequence[float],
-        per: int,
-        *,
-        secondary_usd: float,
-        on_demand_usd: float,
-        max_nodes: int,
-    ) -> int:
-        """Secondary nodes to hold: 0 before ``window_h`` hours are observed, when the secondary provider is not
-        cheaper than on demand, or when it has no room; else the largest ``n <= max_nodes`` whose n-th node's
-        expected use over the last ``window_h`` hours reaches ``per x secondary / on-demand`` GPUs."""
-        if len(in_use_gpus) < self.window_h or per <= 0 or max_nodes <= 0:
-            return 0
-        if not 0 < secondary_usd < on_demand_usd:
-            return 0
-        u = np.asarray(in_use_gpus[-self.window_h :], dtype=np.float64)
-        need = per * secondary_usd / on_demand_usd
-        n = 0
-        while n < max_nodes and float(np.clip(u - per * n, 0.0, per).mean()) >= need:
-            n += 1
-        return n
-
     def decide(
         self,
         in_use_gpus: Sequence[float],
@@ -68,16 +45,22 @@ class SecondaryBase:
         on_demand_usd: float,
         max_nodes: int,
     ) -> BaseDecision:
-        """:meth:`nodes` with its reason (the service reports it, ``ProcurementService.secondary_base``)."""
-        n = self.nodes(in_use_gpus, per, secondary_usd=secondary_usd, on_demand_usd=on_demand_usd, max_nodes=max_nodes)
+        """Secondary nodes to hold, with the reason (the simulator launches the missing ones, the service reports
+        it): 0 before ``window_h`` hours are observed, when the secondary provider is not cheaper than on demand, or
+        when it has no room; else the largest ``n <= max_nodes`` whose n-th node's expected use over the last
+        ``window_h`` hours reaches ``per x secondary / on-demand`` GPUs."""
         need = per * secondary_usd / on_demand_usd if on_demand_usd > 0 and per > 0 else 0.0
-        if len(in_use_gpus) < self.window_h:
+        n = 0
+        if len(in_use_gpus) < self.window_h or per <= 0:
             why = f"{len(in_use_gpus)} of the {self.window_h} hours of launched use it reads are observed"
         elif not 0 < secondary_usd < on_demand_usd:
             why = f"the secondary provider (${secondary_usd:.2f}/GPU-h) is not cheaper than on demand"
         elif max_nodes <= 0:
             why = "the secondary provider has no room (no quota stored)"
         else:
+            u = np.asarray(in_use_gpus[-self.window_h :], dtype=np.float64)
+            while n < max_nodes and float(np.clip(u - per * n, 0.0, per).mean()) >= need:
+                n += 1
             why = (
                 f"each of them was in use for at least {need:.2f} of its {per} GPUs on average over the last "
                 f"{self.window_h} hours of on-demand + secondary use (break-even at ${secondary_usd:.2f} / "

@@ -173,9 +173,9 @@ class Provisioner:
         pr = f.pools[sec]
         per = self.per_node[s]
         cap_nodes = (pr.capacity_gpus if pr.capacity_gpus is not None else pr.paid_gpus) // per
-        want = rule.nodes(
+        want = rule.decide(
             hist, per, secondary_usd=pr.price_usd, on_demand_usd=self.on_demand_price(s), max_nodes=cap_nodes
-        )
+        ).nodes
         k = want - pr.paid_gpus // per
         if k > 0 and pr.in_stock:
             self.launch(sec, k, now, for_queue=False)
