@@ -8,6 +8,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from gpufleet.autoscale.node_rules import rent_or_buy_hold_s
 from gpufleet.autoscale.nodes_payoff import PayoffAwareNodes
@@ -155,3 +157,39 @@ def test_karpenters_launches_keep_the_scalers_holds_where_nodes_are_needed() -> 
     same node is held to its break-even."""
     assert _first_release_s(None) < 700
     assert _first_release_s(1800) >= 3000
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    kinds=st.lists(st.sampled_from(["on-demand", "spot", "reserved", "cordoned"]), min_size=1, max_size=6),
+    looks=st.lists(
+        st.tuples(
+            st.sampled_from([(), (), (), (0,), (1, 2)]),  # nodes (by index) with a running pod (mostly none)
+            st.sampled_from([0, 0, 0, 1, 2]),  # pending pods of gpufleet's scheduler (mostly none)
+            st.integers(300, 3600),  # seconds since the previous look
+        ),
+        min_size=1,
+        max_size=20,
+    ),
+)
+def test_the_loops_scaler_never_releases_a_busy_reserved_or_cordoned_node_nor_with_work_pending(
+    kinds: list[str], looks: list[tuple[tuple[int, ...], int, int]]
+) -> None:
+    planner = NodeReleasePlanner(ControlLoop.gpufleet(0).node_scaler, BUILTIN_PRICE_CATALOG)
+    fleet = [
+        node(f"n{i}", "on-demand" if k == "cordoned" else k, cordoned=k == "cordoned") for i, k in enumerate(kinds)
+    ]
+    by_name = {n.name: n for n in fleet}
+    t = 0.0
+    for busy_at, pending, dt in looks:
+        t += dt
+        running = [pod(f"r{i}", 1, on=f"n{i}") for i in busy_at if i < len(kinds)]
+        waiting = [pod(f"w{j}", 1) for j in range(pending)]
+        released = planner.plan(obs(t, [n for n in fleet if n.name in by_name], running + waiting))
+        for r in released:
+            n = by_name.pop(r.node)  # a released node is gone from the next looks
+            assert n.capacity_type in ("on-demand", "spot") and n.schedulable
+            assert all(p.node != r.node for p in running)
+            assert r.idle_for_s >= planner.scaler.min_idle_s
+        if waiting:
+            assert released == ()
