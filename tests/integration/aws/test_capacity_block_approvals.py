@@ -20,7 +20,7 @@ pytestmark = pytest.mark.aws
 DAY = 86_400
 PROBLEM = "application/problem+json"
 # 4 x p5.48xlarge for 14 days: ~85 k$ upfront, above the 10,000 USD threshold these tests serve with
-SEARCH = {"region": "us-east-1", "sku": "h100_80gb", "gpus": 32, "duration_h": 14 * 24, "start_after_s": NOW_S,
+SEARCH: dict[str, Any] = {"region": "us-east-1", "sku": "h100_80gb", "gpus": 32, "duration_h": 14 * 24, "start_after_s": NOW_S,
           "end_before_s": NOW_S + 30 * DAY}  # fmt: skip
 BASE = "/v1/capacity-blocks/purchases"
 

@@ -129,7 +129,11 @@ def capacity_block_offerings(
     ]
 
 
-@router.post("/v1/capacity-blocks:purchase", status_code=201)
+@router.post(
+    "/v1/capacity-blocks:purchase",
+    status_code=201,
+    responses={202: {"description": "Above the spend threshold: recorded for two approvers (pending_approval)"}},
+)
 def capacity_block_purchase(
     body: BlockPurchaseIn, response: Response, services: ServicesDep, actor: CurrentActor
 ) -> Any:
