@@ -346,7 +346,9 @@ class CapacityBlockService:
                     if offer is None
                     else f"listed at {offer.upfront_fee_usd} USD, not the approved {uusd_to_usd(fee_uusd)} USD"
                 )
-                self._finish(purchase_id, B.OFFERING_GONE, actor.user_id, f"offering {offering_id} {why}")
+                after = self._finish(purchase_id, B.OFFERING_GONE, actor.user_id, f"offering {offering_id} {why}")
+                if after["status"] == B.PURCHASED.value:  # a concurrent submit bought it first
+                    return after
                 raise ConflictError(f"capacity block offering {offering_id} is {why}; nothing was bought")
             try:
                 bought = self._world.blocks.purchase(search.region, key=key, offering_id=offering_id)
