@@ -119,7 +119,13 @@ def build_services(
     binpack = BinpackService(engine, clock)
     procurement = ProcurementService(engine, clock, capacity, reservations, quotas=cloud.get("cloud_quotas"))
     reconciler = Reconciler(
-        engine, clock, reservations=reservations, capacity=capacity, procurement=procurement, binpack=binpack
+        engine,
+        clock,
+        reservations=reservations,
+        capacity=capacity,
+        procurement=procurement,
+        binpack=binpack,
+        capacity_blocks=cloud.get("capacity_blocks"),
     )
     return Services(
         settings=settings,

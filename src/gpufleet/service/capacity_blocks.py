@@ -10,8 +10,8 @@ conditional ``UPDATE ... WHERE version = :seen`` under the row lock, so of concu
 and only that caller buys: it re-lists the offering under the same search (no longer listed, or listed at
 another fee: ``offering_gone``, 409) and buys it. Every purchase is idempotent per offering (key
 ``gpufleet-cb-<offering id>``, a tag looked up at the provider before buying): a lost answer or a crash leaves the
-request ``approved``, and ``POST /v1/capacity-blocks/purchases/{id}/submit`` finds the first purchase by its key
-instead of buying again. Every request, approval and status change is audited.
+request ``approved``, and ``POST /v1/capacity-blocks/purchases/{id}/submit`` or the reconciler's next pass
+(:meth:`CapacityBlockService.reconcile`) finds the first purchase by its key instead of buying again. Every request, approval and status change is audited.
 
 Not covered: two ``submit`` retries of one approved request racing each other both look the key up before either
 purchase is tagged; the provider then sells the offering once and refuses the second (an offering is one block).
@@ -19,6 +19,7 @@ purchase is tagged; the provider then sells the offering once and refuses the se
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any
@@ -28,7 +29,14 @@ from sqlalchemy.exc import IntegrityError
 
 from gpufleet.adapters.providers import ProviderRefused, ProviderTimeout
 from gpufleet.adapters.sql.models import CapacityBlockApprovalRow, CapacityBlockPurchaseRow, SkuRow
-from gpufleet.domain.errors import ConflictError, InvalidTransition, NotFoundError, PermissionDenied, ValidationError
+from gpufleet.domain.errors import (
+    ConflictError,
+    GpufleetError,
+    InvalidTransition,
+    NotFoundError,
+    PermissionDenied,
+    ValidationError,
+)
 from gpufleet.domain.money import price_to_uusd, uusd_to_usd
 from gpufleet.service.auth import APPROVER_ROLES, Actor, Role
 from gpufleet.service.capacity_block_requests import (
@@ -46,6 +54,7 @@ if TYPE_CHECKING:
     from gpufleet.adapters.aws.capacity_blocks import CapacityBlockOffering
     from gpufleet.adapters.aws.world import AwsWorld
 
+log = logging.getLogger("gpufleet.capacity_blocks")
 MAX_DURATION_H = 182 * 24
 B = BlockStatus
 READERS = (Role.FINOPS_ADMIN, Role.ML_PLATFORM_ADMIN, Role.VIEWER)
@@ -366,6 +375,29 @@ class CapacityBlockService:
             reason = "bought" if bought.created else "found by key"
         return self._finish(purchase_id, B.PURCHASED, actor.user_id, reason, capacity_reservation_id=cr_id,
                             provider_state=state)  # fmt: skip
+
+    def reconcile(self, actor: Actor) -> dict[str, list[str]]:
+        """Buy every request left ``approved`` (a crash between the approval and the purchase, a lost answer, a
+        capacity refusal): :meth:`submit` each, oldest first, under its key. Run by the reconciler's pass."""
+        with UnitOfWork(self._engine, write=False) as uow:
+            ids = list(
+                uow.session.scalars(
+                    select(CapacityBlockPurchaseRow.id)
+                    .where(CapacityBlockPurchaseRow.status == B.APPROVED.value)
+                    .order_by(CapacityBlockPurchaseRow.created_at_s, CapacityBlockPurchaseRow.id)
+                )
+            )
+        out: dict[str, list[str]] = {"purchased": [], "offering_gone": [], "failed": [], "still_approved": []}
+        for purchase_id in ids:
+            try:
+                status = self.submit(actor, purchase_id)["status"]
+            except ConflictError:
+                status = self.get(actor, purchase_id)["status"]
+            except GpufleetError as exc:  # a timeout or a refusal: audited by submit
+                log.warning("capacity block purchase %s not bought this pass: %s", purchase_id, exc)
+                status = self.get(actor, purchase_id)["status"]
+            out.setdefault("still_approved" if status == B.APPROVED.value else status, []).append(purchase_id)
+        return out
 
     def _finish(
         self,

@@ -221,6 +221,32 @@ def test_a_lost_purchase_answer_is_found_by_its_key(aws_server: Start, fake: Fak
     assert len(unconfirmed.json()) == 1
 
 
+def test_the_reconciler_pass_buys_what_was_left_approved_once(aws_server: Start, fake: FakeAws) -> None:
+    """Two requests left ``approved``: one whose completing approval got no answer before buying (the key lookup
+    timed out: nothing bought), one whose purchase answer was lost (bought, not recorded). The reconciler's pass
+    buys the first and finds the second by its key: two purchases at the provider in all, a second pass does
+    nothing."""
+    server = aws_server(approval_threshold_usd="10000", provider_timeout_s=1.0, aws_max_attempts=1)
+    unbought, lost = (_pending(server, _offer(server, i)) for i in (0, 1))
+    for pid, action in ((unbought, "DescribeCapacityReservations"), (lost, "PurchaseCapacityBlock")):
+        assert _approve(server, pid, "finops_admin", "alice").status_code == 200
+        fake.delay_next(action, 2.0)
+        assert _approve(server, pid, "ml_platform_admin", "bob").status_code == 504
+        assert _get(server, pid)["status"] == "approved"
+    assert fake.calls["PurchaseCapacityBlock"] == 1 and len(fake.reservations) == 1
+    first = server.services.reconciler.run_once().as_dict()["capacity_blocks"]
+    assert sorted(first.pop("purchased")) == sorted([unbought, lost])
+    assert first == {"offering_gone": [], "failed": [], "still_approved": []}
+    assert fake.calls["PurchaseCapacityBlock"] == 2 and len(fake.reservations) == 2
+    assert {_get(server, p)["capacity_reservation_id"] for p in (unbought, lost)} == set(fake.reservations)
+    second = server.services.reconciler.run_once().as_dict()["capacity_blocks"]
+    assert second == {"purchased": [], "offering_gone": [], "failed": [], "still_approved": []}
+    assert fake.calls["PurchaseCapacityBlock"] == 2
+    with server.client("viewer", "vic") as v:
+        events = v.get("/v1/audit", params={"entity_id": lost, "action": "capacity_block.status_changed"}).json()
+    assert events[-1]["actor"] == "reconciler" and events[-1]["detail"]["reason"] == "found by key"
+
+
 def test_the_service_role_may_write_the_new_tables(aws_server: Start, fake: FakeAws, database: Database) -> None:
     """PostgreSQL: served as a login in the store's service group only (as a deployment serves), the whole story
     works: migration 0011's tables get the group's grants from the default privileges migration 0009 set."""
