@@ -13,8 +13,9 @@ another fee: ``offering_gone``, 409) and buys it. Every purchase is idempotent p
 request ``approved``, and ``POST /v1/capacity-blocks/purchases/{id}/submit`` or the reconciler's next pass
 (:meth:`CapacityBlockService.reconcile`) finds the first purchase by its key instead of buying again. Every request, approval and status change is audited.
 
-Not covered: two ``submit`` retries of one approved request racing each other both look the key up before either
-purchase is tagged; the provider then sells the offering once and refuses the second (an offering is one block).
+Not covered: two buys of one approved request racing each other (two ``submit`` calls, or one and a reconciler
+pass) both look the key up before either purchase is tagged; the second purchase then rests on the provider
+selling an offering once (an offering is one block).
 """
 
 from __future__ import annotations
