@@ -97,7 +97,7 @@ def build_services(
     ids = ids or RandomIds()
     cloud: dict[str, Any] = {}
     if settings.provider == "aws":
-        cloud = _aws(settings, engine, clock, on_dry_run)
+        cloud = _aws(settings, engine, clock, ids, on_dry_run)
         provider = provider or cloud["aws"].reservations
     provider = provider or SimulatedProvider(engine, latency_s=settings.sim_provider_latency_s)
     leader = leader or election_for(engine, poll_s=settings.leader_poll_s)
@@ -119,7 +119,13 @@ def build_services(
     binpack = BinpackService(engine, clock)
     procurement = ProcurementService(engine, clock, capacity, reservations, quotas=cloud.get("cloud_quotas"))
     reconciler = Reconciler(
-        engine, clock, reservations=reservations, capacity=capacity, procurement=procurement, binpack=binpack
+        engine,
+        clock,
+        reservations=reservations,
+        capacity=capacity,
+        procurement=procurement,
+        binpack=binpack,
+        capacity_blocks=cloud.get("capacity_blocks"),
     )
     return Services(
         settings=settings,
@@ -147,7 +153,9 @@ def build_services(
     )
 
 
-def _aws(settings: Settings, engine: Engine, clock: Clock, on_dry_run: Callable[[Any], None] | None) -> dict[str, Any]:
+def _aws(
+    settings: Settings, engine: Engine, clock: Clock, ids: IdGenerator, on_dry_run: Callable[[Any], None] | None
+) -> dict[str, Any]:
     from gpufleet.adapters.aws.session import AwsConfig
     from gpufleet.adapters.aws.world import aws_world
     from gpufleet.service.capacity_blocks import CapacityBlockService
@@ -170,6 +178,8 @@ def _aws(settings: Settings, engine: Engine, clock: Clock, on_dry_run: Callable[
     return {
         "aws": world,
         "cloud_quotas": CloudQuotaService(engine, clock, world, cache_s=settings.aws_quota_cache_s),
-        "capacity_blocks": CapacityBlockService(engine, clock, world, threshold_usd=settings.approval_threshold_usd),
+        "capacity_blocks": CapacityBlockService(
+            engine, clock, world, threshold_usd=settings.approval_threshold_usd, ids=ids
+        ),
         "cloud_catalog": CloudCatalogService(engine, clock, world),
     }

@@ -7,7 +7,9 @@ The background cadence (``gpufleet serve``, ``gpufleet reconcile``) runs a pass 
 ``gpufleet reconcile --once`` runs one now.
 
 1. **provider**: bring reservations in line with the provider (:meth:`ReservationService.reconcile`: submit the
-   approved, activate and expire commitments);
+   approved, activate and expire commitments); with the AWS provider, buy the Capacity Block purchases left
+   ``approved`` (:meth:`CapacityBlockService.reconcile`, under each one's purchase key: a crash or a lost answer
+   between the approval and the purchase is bought once);
 2. **forecast**: each SKU with utilization ingested in the last 28 days gets its daily demand forecast
    (:class:`CapacityService`, i.e. :func:`gpufleet.control.forecasting.demand_quantiles`), recorded for
    accuracy tracking like every served forecast;
@@ -38,7 +40,7 @@ import logging
 import os
 import socket
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import Engine, func, select
 
@@ -62,6 +64,9 @@ from gpufleet.service.procurement import HELD_STATUSES, LOOKBACK_DAYS, Procureme
 from gpufleet.service.reservations import ReservationService
 from gpufleet.service.uow import UnitOfWork
 
+if TYPE_CHECKING:
+    from gpufleet.service.capacity_blocks import CapacityBlockService
+
 log = logging.getLogger("gpufleet.reconciler")
 
 DAY_S = 86_400
@@ -80,6 +85,7 @@ class ReconcilePass:
     at_s: int
     process: str
     provider: dict[str, list[str]] = field(default_factory=dict)
+    capacity_blocks: dict[str, list[str]] | None = None  # None: no AWS provider, no Capacity Blocks
     forecasts: list[dict[str, Any]] = field(default_factory=list)
     proposals: list[dict[str, Any]] = field(default_factory=list)
     placements: list[dict[str, Any]] = field(default_factory=list)
@@ -89,6 +95,7 @@ class ReconcilePass:
             "at_s": self.at_s,
             "process": self.process,
             "provider": self.provider,
+            **({} if self.capacity_blocks is None else {"capacity_blocks": self.capacity_blocks}),
             "forecasts": self.forecasts,
             "proposals": self.proposals,
             "placements": self.placements,
@@ -111,7 +118,9 @@ class Reconciler:
         binpack: BinpackService,
         within_days: int = 7,
         forecast_days: int = 30,
+        capacity_blocks: CapacityBlockService | None = None,
     ) -> None:
+        self._blocks = capacity_blocks
         self._engine = engine
         self._clock = clock
         self._reservations = reservations
@@ -143,6 +152,8 @@ class Reconciler:
         r = self._reservations.reconcile()
         out.provider = {"submitted": r.submitted, "activated": r.activated, "expired": r.expired,
                         "cancelled": r.cancelled, "still_pending": r.still_pending}  # fmt: skip
+        if self._blocks is not None:
+            out.capacity_blocks = self._blocks.reconcile(RECONCILER)
         skus, used_by_region, reserved_regions, held_by_region = self._observe(now_s)
         regions = {
             sku: choose_plan_region(

@@ -9,14 +9,21 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
 
 from gpufleet.adapters.aws.session import AwsClients, AwsConfig
+from gpufleet.service.bootstrap import build_services
+from gpufleet.service.clock import FixedClock
+from gpufleet.service.settings import Settings
 from tests.integration.aws.fake_aws import FakeAws
+from tests.integration.conftest import NOW_S, Database, LiveServer
+
+Start = Callable[..., LiveServer]
 
 
 def _free_port() -> int:
@@ -92,3 +99,30 @@ def clients_for(url: str, **config: object) -> AwsClients:
     config.setdefault("read_timeout_s", 5.0)
     config.setdefault("connect_timeout_s", 2.0)
     return AwsClients(AwsConfig(endpoint_url=url, **config))  # type: ignore[arg-type]
+
+
+@pytest.fixture
+def aws_server(database: Database, fake: FakeAws) -> Iterator[Start]:
+    started: list[LiveServer] = []
+
+    def start(db: Database | None = None, **settings: Any) -> LiveServer:
+        """A server on the fake with these settings, on ``db`` (default: the test's database)."""
+        db = db or database
+        settings.setdefault("provider_timeout_s", 5.0)
+        s = Settings(
+            db_url=db.url,
+            reconcile_interval_s=0,
+            token_cache_s=0,
+            provider="aws",
+            aws_endpoint_url=fake.url,
+            aws_regions=["us-east-1"],
+            **settings,
+        )
+        services = build_services(s, engine=db.engine, clock=FixedClock(NOW_S))
+        server = LiveServer(services).start()
+        started.append(server)
+        return server
+
+    yield start
+    for server in started:
+        server.stop()

@@ -71,6 +71,7 @@ class FakeAws:
         self.reservations: dict[str, dict[str, Any]] = {}
         self.tokens: dict[str, str] = {}
         self.offerings: dict[str, dict[str, Any]] = {}
+        self.withdrawn: set[str] = set()  # Capacity Block offerings no longer listed
         self.quotas: dict[tuple[str, str], float] = {}
         self.quota_requests: dict[str, dict[str, Any]] = {}
         self.no_capacity: set[tuple[str, str | None]] = set()
@@ -87,6 +88,11 @@ class FakeAws:
 
     def _refused(self, instance_type: str | None, region: str) -> bool:
         return (instance_type, None) in self.no_capacity or (instance_type, region) in self.no_capacity
+
+    def withdraw(self, offering_id: str) -> None:
+        """Stop listing a Capacity Block offering (someone else bought it, or AWS took it back)."""
+        with self.lock:
+            self.withdrawn.add(offering_id)
 
     def delay_next(self, action: str, seconds: float) -> None:
         self.delays[action] = seconds
@@ -113,6 +119,7 @@ class FakeAws:
             self.reservations.clear()
             self.tokens.clear()
             self.offerings.clear()
+            self.withdrawn.clear()
             self.quotas.clear()
             self.quota_requests.clear()
             self.no_capacity.clear()
@@ -350,7 +357,8 @@ class FakeAws:
                 "Tenancy": "default",
             }
             self.offerings.setdefault(oid, {**o, "_region": region})
-            out.append(o)
+            if oid not in self.withdrawn:
+                out.append(o)
         return {"CapacityBlockOfferings": out}
 
     def _purchase_capacity_block(self, region: str, p: dict[str, Any]) -> dict[str, Any]:

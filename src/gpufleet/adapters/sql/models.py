@@ -317,3 +317,54 @@ class PlannedRunRow(Base):
     created_by: Mapped[str] = mapped_column(String(128))
     cancelled_at_s: Mapped[int | None] = mapped_column(BigInteger, nullable=True)  # NULL: active
     cancelled_by: Mapped[str | None] = mapped_column(String(128), nullable=True)
+
+
+class CapacityBlockPurchaseRow(Base):
+    """A Capacity Block purchase above the spend threshold, waiting for or past its two approvals (migration
+    0011; ``service/capacity_blocks.py``). ``version`` guards every status change (a conditional UPDATE)."""
+
+    __tablename__ = "capacity_block_purchases"
+    __table_args__ = (
+        Index("ix_cb_purchases_status", "status"),
+        Index(
+            "uq_cb_purchases_offering_open",
+            "offering_id",
+            unique=True,
+            sqlite_where=text("status IN ('pending_approval', 'approved')"),
+            postgresql_where=text("status IN ('pending_approval', 'approved')"),
+        ),
+    )
+    id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    offering_id: Mapped[str] = mapped_column(String(64))
+    region_id: Mapped[str] = mapped_column(String(64))
+    sku_id: Mapped[str] = mapped_column(ForeignKey("skus.id"))
+    gpus: Mapped[int] = mapped_column(Integer)  # the search the offering was listed under
+    duration_h: Mapped[int] = mapped_column(Integer)
+    start_after_s: Mapped[int] = mapped_column(BigInteger)
+    end_before_s: Mapped[int] = mapped_column(BigInteger)
+    instance_type: Mapped[str] = mapped_column(String(64))  # the offering as listed at the request
+    availability_zone: Mapped[str] = mapped_column(String(64))
+    instance_count: Mapped[int] = mapped_column(Integer)
+    start_s: Mapped[int] = mapped_column(BigInteger)
+    end_s: Mapped[int] = mapped_column(BigInteger)
+    upfront_fee_uusd: Mapped[int] = mapped_column(BigInteger)
+    currency: Mapped[str] = mapped_column(String(8))
+    budget_code: Mapped[str] = mapped_column(String(64))
+    status: Mapped[str] = mapped_column(String(32))
+    version: Mapped[int] = mapped_column(Integer)
+    approvals_required: Mapped[int] = mapped_column(Integer)
+    created_by: Mapped[str] = mapped_column(String(128))
+    created_at_s: Mapped[int] = mapped_column(BigInteger)
+    purchase_key: Mapped[str] = mapped_column(String(128))  # gpufleet-cb-<offering id>
+    capacity_reservation_id: Mapped[str | None] = mapped_column(String(128), nullable=True)
+
+
+class CapacityBlockApprovalRow(Base):
+    """One approval of a Capacity Block purchase; the primary key makes a double approval impossible."""
+
+    __tablename__ = "capacity_block_approvals"
+    purchase_id: Mapped[str] = mapped_column(ForeignKey("capacity_block_purchases.id"), primary_key=True)
+    user_id: Mapped[str] = mapped_column(String(128), primary_key=True)
+    role: Mapped[str] = mapped_column(String(32))
+    budget_code: Mapped[str] = mapped_column(String(64))
+    at_s: Mapped[int] = mapped_column(BigInteger)

@@ -5,13 +5,15 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal, TypeVar
 
-from fastapi import APIRouter, Query
+from fastapi import APIRouter, Query, Response
+from pydantic import Field
 
 from gpufleet.api.deps import CurrentActor, ServicesDep
 from gpufleet.api.problems import PROBLEM_RESPONSES
 from gpufleet.api.schemas import Strict
-from gpufleet.api.types import ID_PATTERN, SKU_PATTERN, Id, PositiveCount, Seconds, SkuId
+from gpufleet.api.types import ID_PATTERN, SKU_PATTERN, Id, IdPath, Limit, PositiveCount, Seconds, SkuId
 from gpufleet.domain.errors import ConflictError
+from gpufleet.service.capacity_block_requests import BlockStatus
 
 router = APIRouter(tags=["cloud"], responses=PROBLEM_RESPONSES)
 Region = Annotated[str, Query(pattern=ID_PATTERN, examples=["us-east-1"])]
@@ -40,6 +42,14 @@ class BlockPurchaseIn(Strict):
     start_after_s: Seconds
     end_before_s: Seconds
     budget_code: Id
+
+
+class BlockApprovalIn(Strict):
+    budget_code: Annotated[str, Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$", examples=["ML-2026-Q1"])]
+
+
+class BlockRejectIn(Strict):
+    reason: Annotated[str, Field(pattern=r"^[^\x00-\x1f]{0,500}$")] = ""
 
 
 @router.get("/v1/quotas")
@@ -119,10 +129,17 @@ def capacity_block_offerings(
     ]
 
 
-@router.post("/v1/capacity-blocks:purchase", status_code=201)
-def capacity_block_purchase(body: BlockPurchaseIn, services: ServicesDep, actor: CurrentActor) -> Any:
-    """Buy a listed offering (finops_admin; upfront fee within the single-approver threshold; idempotent)."""
-    return _need(services.capacity_blocks).purchase(
+@router.post(
+    "/v1/capacity-blocks:purchase",
+    status_code=201,
+    responses={202: {"description": "Above the spend threshold: recorded for two approvers (pending_approval)"}},
+)
+def capacity_block_purchase(
+    body: BlockPurchaseIn, response: Response, services: ServicesDep, actor: CurrentActor
+) -> Any:
+    """Buy a listed offering (finops_admin; idempotent): within the single-approver threshold at once (201),
+    above it recorded for two approvers, a finops_admin and an ml_platform_admin other than the requester (202)."""
+    outcome = _need(services.capacity_blocks).purchase(
         actor,
         offering_id=body.offering_id,
         region=body.region,
@@ -133,6 +150,47 @@ def capacity_block_purchase(body: BlockPurchaseIn, services: ServicesDep, actor:
         end_before_s=body.end_before_s,
         budget_code=body.budget_code,
     )
+    if outcome.pending:
+        response.status_code = 202
+    return outcome.body
+
+
+@router.get("/v1/capacity-blocks/purchases")
+def capacity_block_purchases(
+    services: ServicesDep,
+    actor: CurrentActor,
+    status: Annotated[BlockStatus | None, Query()] = None,
+    limit: Limit = 100,
+) -> Any:
+    """Capacity Block purchase requests above the threshold (admins, viewer), oldest first."""
+    return _need(services.capacity_blocks).list(actor, status=status, limit=limit)
+
+
+@router.get("/v1/capacity-blocks/purchases/{purchase_id}")
+def capacity_block_purchase_get(purchase_id: IdPath, services: ServicesDep, actor: CurrentActor) -> Any:
+    return _need(services.capacity_blocks).get(actor, purchase_id)
+
+
+@router.post("/v1/capacity-blocks/purchases/{purchase_id}/approve")
+def capacity_block_purchase_approve(
+    purchase_id: IdPath, body: BlockApprovalIn, services: ServicesDep, actor: CurrentActor
+) -> Any:
+    """Approve (finops_admin or ml_platform_admin, not the requester). The second distinct approval (one of each
+    role) re-lists the offering and buys it: ``purchased`` with ``capacity_reservation_id``, or 409 if it is gone."""
+    return _need(services.capacity_blocks).approve(actor, purchase_id, budget_code=body.budget_code)
+
+
+@router.post("/v1/capacity-blocks/purchases/{purchase_id}/reject")
+def capacity_block_purchase_reject(
+    purchase_id: IdPath, body: BlockRejectIn, services: ServicesDep, actor: CurrentActor
+) -> Any:
+    return _need(services.capacity_blocks).reject(actor, purchase_id, body.reason)
+
+
+@router.post("/v1/capacity-blocks/purchases/{purchase_id}/submit")
+def capacity_block_purchase_submit(purchase_id: IdPath, services: ServicesDep, actor: CurrentActor) -> Any:
+    """Buy an approved request again after a lost answer or a crash: the purchase key finds the first purchase."""
+    return _need(services.capacity_blocks).submit(actor, purchase_id)
 
 
 @router.post("/v1/catalog/prices:sync")
