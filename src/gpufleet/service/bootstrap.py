@@ -179,7 +179,12 @@ def _aws(
         "aws": world,
         "cloud_quotas": CloudQuotaService(engine, clock, world, cache_s=settings.aws_quota_cache_s),
         "capacity_blocks": CapacityBlockService(
-            engine, clock, world, threshold_usd=settings.approval_threshold_usd, ids=ids
+            engine,
+            clock,
+            world,
+            threshold_usd=settings.approval_threshold_usd,
+            ids=ids,
+            window_s=settings.approval_window_days * 86_400,
         ),
         "cloud_catalog": CloudCatalogService(engine, clock, world),
     }

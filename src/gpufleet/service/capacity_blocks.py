@@ -5,7 +5,10 @@ search sent with it. At or below the single-approver spend threshold (``approval
 call buys it at once (201). Above it the request is recorded (``capacity_block_purchases``, status
 ``pending_approval``, 202) and needs two distinct approvers who are not the requester: one ``finops_admin`` and
 one ``ml_platform_admin`` (the same user twice is impossible by the approvals' primary key; a second approver of
-the same role is refused, 409). The approval that completes the set moves the request to ``approved`` with a
+the same role is refused, 409). The threshold is cumulative, as for reservations: the blocks the requester bought
+at once in the approval window (``approval_window_days``) count with this one, so a purchase split into blocks
+under the threshold still goes to two approvers once their sum passes it (two such purchases sent at the same
+instant may both read the sum before either is recorded: not covered). The approval that completes the set moves the request to ``approved`` with a
 conditional ``UPDATE ... WHERE version = :seen`` under the row lock, so of concurrent approvals exactly one does,
 and only that caller buys: it re-lists the offering under the same search (no longer listed, or listed at
 another fee: ``offering_gone``, 409) and buys it. Every purchase is idempotent per offering (key
@@ -20,6 +23,7 @@ selling an offering once (an offering is one block).
 
 from __future__ import annotations
 
+import json
 import logging
 from dataclasses import dataclass
 from decimal import Decimal
@@ -29,7 +33,7 @@ from sqlalchemy import Engine, select
 from sqlalchemy.exc import IntegrityError
 
 from gpufleet.adapters.providers import ProviderRefused, ProviderTimeout
-from gpufleet.adapters.sql.models import CapacityBlockApprovalRow, CapacityBlockPurchaseRow, SkuRow
+from gpufleet.adapters.sql.models import AuditEventRow, CapacityBlockApprovalRow, CapacityBlockPurchaseRow, SkuRow
 from gpufleet.domain.errors import (
     ConflictError,
     GpufleetError,
@@ -90,11 +94,15 @@ class CapacityBlockService:
         *,
         threshold_usd: Decimal,
         ids: IdGenerator | None = None,
+        window_s: int = 30 * 86_400,
     ) -> None:
+        """``window_s``: the requester's blocks bought at once in this window count towards the threshold (the
+        reservations' ``approval_window_days``), so splitting a purchase into blocks under it does not help."""
         self._engine = engine
         self._clock = clock
         self._world = world
         self._threshold_usd = threshold_usd
+        self._window_s = window_s
         self._ids = ids or RandomIds()
 
     def offerings(
@@ -143,7 +151,7 @@ class CapacityBlockService:
         offer = next((o for o in self._list(search) if o.offering_id == offering_id), None)
         if offer is None:
             raise NotFoundError("capacity block offering", offering_id)
-        if offer.upfront_fee_usd > self._threshold_usd:
+        if offer.upfront_fee_usd + self._bought_at_once_usd(actor) > self._threshold_usd:
             return PurchaseOutcome(True, self._request(actor, search, offer, budget_code))
         bought = self._world.blocks.purchase(region, key=purchase_key(offering_id), offering_id=offering_id)
         out = {
@@ -172,6 +180,22 @@ class CapacityBlockService:
                 )
                 uow.commit()
         return PurchaseOutcome(False, out)
+
+    def _bought_at_once_usd(self, actor: Actor) -> Decimal:
+        """Upfront fees of the blocks ``actor`` bought at once (single approver) within the window, from the
+        audit log (each purchase's ``capacity_block.purchased`` event carries its fee; a purchase two approvers
+        completed names its request and is not counted: it had its approvals)."""
+        since = self._clock.now_s() - self._window_s
+        with UnitOfWork(self._engine, write=False) as uow:
+            rows = uow.session.scalars(
+                select(AuditEventRow.detail_json).where(
+                    AuditEventRow.action == "capacity_block.purchased",
+                    AuditEventRow.actor == actor.user_id,
+                    AuditEventRow.at_s >= since,
+                )
+            ).all()
+        details = [json.loads(d) for d in rows]  # a dual-approved purchase's event names its request: not counted
+        return sum((Decimal(str(d.get("upfront_fee_usd", "0"))) for d in details if "purchase_id" not in d), Decimal(0))
 
     def _request(self, actor: Actor, q: BlockSearch, offer: CapacityBlockOffering, budget_code: str) -> dict[str, Any]:
         """Record a purchase above the threshold for dual approval. The requester's retry (same offering, same

@@ -249,12 +249,12 @@ def test_the_reconciler_pass_buys_what_was_left_approved_once(aws_server: Start,
 
 def test_the_service_role_may_write_the_new_tables(aws_server: Start, fake: FakeAws, database: Database) -> None:
     """PostgreSQL: served as a login in the store's service group only (as a deployment serves), the whole story
-    works: migration 0011's tables get the group's grants from the default privileges migration 0009 set."""
-    if database.backend != "postgres":
-        pytest.skip("grants are PostgreSQL's")
-    served = _service_login(database)
-    with served.engine.connect() as conn:
-        assert str(conn.execute(text("SELECT current_user")).scalar_one()).endswith("_service_login")
+    works: migration 0011's tables get the group's grants from the default privileges migration 0009 set. SQLite has
+    no roles: the same story on its one file (as test_hardening_db does)."""
+    served = database if database.backend == "sqlite" else _service_login(database)
+    if database.backend == "postgres":
+        with served.engine.connect() as conn:
+            assert str(conn.execute(text("SELECT current_user")).scalar_one()).endswith("_service_login")
     try:
         server = aws_server(db=served, approval_threshold_usd="10000")
         pid = _pending(server, _offer(server))
@@ -263,4 +263,33 @@ def test_the_service_role_may_write_the_new_tables(aws_server: Start, fake: Fake
         assert done.status_code == 200 and done.json()["status"] == "purchased", done.text
         server.stop()
     finally:
-        served.engine.dispose()
+        if served is not database:
+            served.engine.dispose()
+
+
+def test_blocks_split_under_the_threshold_go_to_two_approvers_once_their_sum_passes_it(
+    aws_server: Start, fake: FakeAws
+) -> None:
+    """A lying admin splits a purchase into blocks each under the threshold: the first is bought at once, the one
+    that takes the requester's at-once purchases of the approval window past the threshold is recorded for two
+    approvers (202), nothing bought; another finops admin's own first block is still bought at once."""
+    server = aws_server(approval_threshold_usd="10000")
+    small = {**SEARCH, "gpus": 8, "duration_h": 7 * 24}
+    with server.client("viewer", "vic") as v:
+        offers = v.get("/v1/capacity-blocks/offerings", params=small).json()
+    fees = [float(o["upfront_fee_usd"]) for o in offers[:3]]
+    assert len(offers) >= 3 and all(f < 10_000 for f in fees) and fees[0] + fees[1] > 10_000, fees
+
+    def buy(user: str, offer: dict[str, Any]) -> httpx.Response:
+        with server.client("finops_admin", user) as c:
+            body = {**small, "offering_id": offer["offering_id"], "budget_code": "ML-2026"}
+            return c.post("/v1/capacity-blocks:purchase", json=body)
+
+    first = buy("fiona", offers[0])
+    assert first.status_code == 201 and first.json()["created"] is True, first.text
+    second = buy("fiona", offers[1])
+    assert second.status_code == 202 and second.json()["status"] == "pending_approval", second.text
+    assert fake.calls["PurchaseCapacityBlock"] == 1
+    other = buy("fred", offers[2])
+    assert other.status_code == 201, other.text
+    assert fake.calls["PurchaseCapacityBlock"] == 2
