@@ -16,17 +16,20 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from decimal import Decimal
+from typing import Protocol
 
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from gpufleet.adapters.sql.models import PoolRow, ReservationRow
 from gpufleet.domain.catalog import PRICES_BY_SKU
+from gpufleet.domain.errors import ConflictError
 from gpufleet.domain.money import price_to_uusd
 from gpufleet.domain.reservations import ReservationStatus, approvals_required, term_seconds
+from gpufleet.service.auth import APPROVER_ROLES
 
 S = ReservationStatus
 NOT_COMMITTED = (S.REJECTED.value, S.CANCELLED.value)
@@ -114,3 +117,20 @@ def split_units(units: int, parts: int) -> list[int]:
     """``units`` split as evenly as possible over ``parts`` regions, the remainder to the first ones."""
     base, extra = divmod(units, parts)
     return [base + (1 if i < extra else 0) for i in range(parts)]
+
+
+class _Approval(Protocol):
+    user_id: str
+    role: str
+
+
+def check_next_approver(what: str, seen: Sequence[_Approval], user_id: str, role: str, *, two: bool) -> None:
+    """The rule on who may add an approval to ``what`` (a reservation, a capacity block purchase), given the
+    approvals already ``seen`` (the requester's never counted): never the same user twice; with ``two`` approvals
+    needed, one ``finops_admin`` and one ``ml_platform_admin`` (the second of a role already seen is refused).
+    Raises ConflictError (409) naming ``what``."""
+    if any(a.user_id == user_id for a in seen):
+        raise ConflictError(f"user {user_id!r} has already approved {what}")
+    if two and any(a.role == role for a in seen):
+        other = next(r.value for r in APPROVER_ROLES if r.value != role)
+        raise ConflictError(f"a {role} has already approved {what}; the second approval must come from a {other}")

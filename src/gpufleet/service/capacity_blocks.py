@@ -43,6 +43,7 @@ from gpufleet.domain.errors import (
     ValidationError,
 )
 from gpufleet.domain.money import price_to_uusd, uusd_to_usd
+from gpufleet.service.approval_rules import check_next_approver
 from gpufleet.service.auth import APPROVER_ROLES, Actor, Role
 from gpufleet.service.capacity_block_requests import (
     OPEN,
@@ -296,14 +297,8 @@ class CapacityBlockService:
                 if row.status != B.PENDING_APPROVAL.value:
                     raise InvalidTransition(f"capacity block purchase {row.id}", row.status, B.APPROVED.value)
                 seen = [a for a in approvals_of(uow, row.id) if a.user_id != row.created_by]
-                if any(a.user_id == actor.user_id for a in seen):
-                    raise ConflictError(f"user {actor.user_id!r} has already approved capacity block purchase {row.id}")
-                if any(a.role == actor.role.value for a in seen):
-                    other = next(iter(APPROVER_ROLES - {actor.role}))
-                    raise ConflictError(
-                        f"a {actor.role.value} has already approved capacity block purchase {row.id}; "
-                        f"the second approval must come from a {other.value}"
-                    )
+                check_next_approver(f"capacity block purchase {row.id}", seen, actor.user_id, actor.role.value,
+                                    two=True)  # fmt: skip
                 uow.session.add(
                     CapacityBlockApprovalRow(
                         purchase_id=row.id,

@@ -229,14 +229,8 @@ class ReservationService:
                     for a in uow.session.scalars(select(ApprovalRow).where(ApprovalRow.reservation_id == row.id))
                     if a.user_id != row.created_by  # the requester's approval never counts
                 ]
-                if any(a.user_id == actor.user_id for a in seen):
-                    raise ConflictError(f"user {actor.user_id!r} has already approved reservation {row.id}")
-                if needed >= 2 and any(a.role == actor.role.value for a in seen):
-                    other = next(iter(APPROVER_ROLES - {actor.role}))
-                    raise ConflictError(
-                        f"a {actor.role.value} has already approved reservation {row.id}; "
-                        f"the second approval must come from a {other.value}"
-                    )
+                rules.check_next_approver(f"reservation {row.id}", seen, actor.user_id, actor.role.value,
+                                          two=needed >= 2)  # fmt: skip
                 if needed != row.approvals_required:
                     for g in group:
                         g.approvals_required = needed
