@@ -149,6 +149,9 @@ class CapacityBlockService:
         actor.require(Role.FINOPS_ADMIN)
         search = BlockSearch(region, sku_id, gpus, duration_h, start_after_s, end_before_s)
         self._check(search)
+        earlier = self._bought_at_once(region, offering_id)
+        if earlier is not None:  # a retry: AWS no longer lists an offering once it is sold
+            return PurchaseOutcome(False, {**earlier, "created": False})
         offer = next((o for o in self._list(search) if o.offering_id == offering_id), None)
         if offer is None:
             raise NotFoundError("capacity block offering", offering_id)
@@ -181,6 +184,23 @@ class CapacityBlockService:
                 )
                 uow.commit()
         return PurchaseOutcome(False, out)
+
+    def _bought_at_once(self, region: str, offering_id: str) -> dict[str, Any] | None:
+        """The answer of an earlier at-once purchase of the offering (its ``capacity_block.purchased`` event), if
+        the provider holds a block under its purchase key; None otherwise (never bought, or bought through dual
+        approval: that one is its request's)."""
+        prior = self._world.blocks.find(region, purchase_key(offering_id))
+        if prior is None:
+            return None
+        with UnitOfWork(self._engine, write=False) as uow:
+            rows = uow.session.scalars(
+                select(AuditEventRow.detail_json).where(
+                    AuditEventRow.action == "capacity_block.purchased",
+                    AuditEventRow.entity_id == str(prior["CapacityReservationId"]),
+                )
+            ).all()
+        details = [json.loads(d) for d in rows]
+        return next((d for d in details if "purchase_id" not in d), None)
 
     def _bought_at_once_usd(self, actor: Actor) -> Decimal:
         """Upfront fees of the blocks ``actor`` bought at once (single approver) within the window, from the

@@ -138,6 +138,10 @@ def test_a_capacity_block_purchase(aws_server: Start, fake: FakeAws) -> None:
         again = c.post("/v1/capacity-blocks:purchase", json=body)
     cr_id = bought.json()["capacity_reservation_id"]
     assert bought.json()["created"] is True and again.json() == {**bought.json(), "created": False}
+    fake.withdraw(offer["offering_id"])  # AWS no longer lists a sold offering: a retry still finds the purchase
+    with server.client("finops_admin", "fiona") as c:
+        retried = c.post("/v1/capacity-blocks:purchase", json=body)
+    assert retried.status_code == 201 and retried.json() == again.json(), retried.text
     assert fake.calls["PurchaseCapacityBlock"] == 1 and fake.reservations[cr_id]["ReservationType"] == "capacity-block"
     # a 4-instance, 14-day block costs more than the 10,000 USD single-approver threshold: recorded for two
     # approvers, nothing bought (test_capacity_block_approvals.py has the rest of that story)
