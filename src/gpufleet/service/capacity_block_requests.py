@@ -12,10 +12,10 @@ from __future__ import annotations
 from enum import StrEnum
 from typing import Any
 
-from sqlalchemy import select, update
+from sqlalchemy import select
 
 from gpufleet.adapters.sql.models import CapacityBlockApprovalRow, CapacityBlockPurchaseRow
-from gpufleet.domain.errors import ConflictError, InvalidTransition, NotFoundError
+from gpufleet.domain.errors import InvalidTransition, NotFoundError
 from gpufleet.domain.money import CENT, uusd_to_usd
 from gpufleet.service.uow import UnitOfWork
 
@@ -66,17 +66,10 @@ def persist_status(
     source = B(row.status)
     if target not in ALLOWED.get(source, frozenset()):
         raise InvalidTransition(f"capacity block purchase {row.id}", source.value, target.value)
-    values: dict[str, object] = {"status": target.value, "version": row.version + 1}
+    values: dict[str, object] = {"status": target.value}
     if capacity_reservation_id is not None:
         values["capacity_reservation_id"] = capacity_reservation_id
-    result = uow.session.execute(
-        update(CapacityBlockPurchaseRow)
-        .where(CapacityBlockPurchaseRow.id == row.id, CapacityBlockPurchaseRow.version == row.version)
-        .values(**values)
-        .execution_options(synchronize_session=False)
-    )
-    if result.rowcount != 1:  # type: ignore[attr-defined]
-        raise ConflictError(f"capacity block purchase {row.id} changed concurrently; retry")
+    uow.update_versioned(CapacityBlockPurchaseRow, row, values, f"capacity block purchase {row.id}")
     uow.audit(
         at_s=now_s,
         actor=actor_id,

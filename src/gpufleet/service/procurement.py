@@ -69,7 +69,7 @@ from gpufleet.service.clock import Clock
 from gpufleet.service.cloud_quotas import CloudQuotaService, ProviderQuota
 from gpufleet.service.planned_runs import active_runs, registration
 from gpufleet.service.reservations import ReservationService
-from gpufleet.service.secondary_base import secondary_base
+from gpufleet.service.secondary_base import secondary_base, secondary_market
 from gpufleet.service.uow import UnitOfWork
 
 DAY_S = 86400
@@ -108,6 +108,8 @@ class ProcurementService:
             )
             .group_by(hour)
         )
+        # the same hours on some pools only (the secondary base's launched use)
+        self._pools_hourly = self._hourly.where(UtilizationRow.pool_id.in_(bindparam("pools", expanding=True)))
         # the same hours, only the records of workloads registered as serving (the stock-out cover's observation)
         self._serving_hourly = self._hourly.join(WorkloadRow, WorkloadRow.id == UtilizationRow.workload_id).where(
             WorkloadRow.kind == WorkloadKind.SERVING.value
@@ -218,6 +220,23 @@ class ProcurementService:
             ).all()
         return _by_hour(rows, first_h, today_s) if rows else None
 
+    def _secondary_base(self, loop: ControlLoop, ctx: ProcurementContext) -> dict[str, Any] | None:
+        """The loop's secondary base for the context's SKU (service/secondary_base.py) on the GPUs in use per hour
+        on its on-demand and secondary pools over the rule's window (from the SKU's first measured hour at most);
+        None when the loop holds none or the SKU has no secondary pool with a quota."""
+        rule = loop.secondary_base
+        if rule is None:
+            return None
+        with UnitOfWork(self._engine, write=False) as uow:
+            market = secondary_market(uow.session, ctx.sku_id)
+            if market is None:
+                return None
+            today_h = ctx.now_s // HOUR_S
+            since_h = max(today_h - ctx.demand_history_gpus.size, today_h - rule.window_h)
+            rows = uow.session.execute(self._pools_hourly, {"sku": ctx.sku_id, "pools": list(market.launched_pools),
+                                                            "since_s": since_h * HOUR_S, "until_s": ctx.now_s}).all()  # fmt: skip
+        return secondary_base(rule, market, _by_hour(rows, since_h, ctx.now_s), ctx.gpus_per_node)
+
     def tier_limits(self, skus: Sequence[str]) -> dict[str, TierLimits]:
         """For each SKU, what its spot and secondary-provider pools can absorb, from the stored pools' quotas
         (:func:`gpufleet.control.proposing.tier_limits`: a pool without a quota counts for nothing), and its
@@ -309,9 +328,7 @@ class ProcurementService:
         planned = self.planned_runs(sku_id, region_id, now_s // DAY_S * DAY_S)
         ctx, held = self.context(sku_id, region_id, loop, forecast_h=forecast_h, planned=planned)
         proposals = loop.procurer.propose(ctx)
-        with UnitOfWork(self._engine, write=False) as uow:
-            base = secondary_base(uow.session, loop.secondary_base, sku_id=sku_id, per=ctx.gpus_per_node,
-                                  today_s=ctx.now_s, first_h=ctx.now_s // HOUR_S - ctx.demand_history_gpus.size)  # fmt: skip
+        base = self._secondary_base(loop, ctx)
         created = []
         for order in commitment_orders(proposals, region_id=region_id):
             p, key = order.proposal, order.idempotency_key

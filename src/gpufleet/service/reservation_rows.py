@@ -10,10 +10,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from decimal import Decimal
 
-from sqlalchemy import select, update
+from sqlalchemy import select
 
 from gpufleet.adapters.sql.models import ApprovalRow, ReservationRow
-from gpufleet.domain.errors import ConflictError, NotFoundError
+from gpufleet.domain.errors import NotFoundError
 from gpufleet.domain.money import uusd_to_usd
 from gpufleet.domain.reservations import Reservation, ReservationStatus
 from gpufleet.service.uow import UnitOfWork
@@ -99,19 +99,12 @@ def persist_status(
 ) -> None:
     """Write the status the domain gate accepted, only if nobody changed the row since we read it."""
     change = res.history[-1]
-    values: dict[str, object] = {"status": res.status.value, "version": row.version + 1}
+    values: dict[str, object] = {"status": res.status.value}
     if budget_code is not None:
         values["budget_code"] = budget_code
     if provider_order_id is not None:
         values["provider_order_id"] = provider_order_id
-    result = uow.session.execute(
-        update(ReservationRow)
-        .where(ReservationRow.id == row.id, ReservationRow.version == row.version)
-        .values(**values)
-        .execution_options(synchronize_session=False)
-    )
-    if result.rowcount != 1:  # type: ignore[attr-defined]
-        raise ConflictError(f"reservation {row.id} changed concurrently; retry")
+    uow.update_versioned(ReservationRow, row, values, f"reservation {row.id}")
     uow.audit(
         at_s=now_s,
         actor=actor_id,

@@ -11,61 +11,61 @@ reconciler's pass) for whoever rents them.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-from sqlalchemy import func, select
+import numpy.typing as npt
+from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from gpufleet.adapters.sql.models import PoolRow, UtilizationRow
+from gpufleet.adapters.sql.models import PoolRow
 from gpufleet.control.secondary_base import SecondaryBase
 from gpufleet.domain.pools import Tier
 
-HOUR_S = 3600
+
+@dataclass(frozen=True, slots=True)
+class SecondaryMarket:
+    """What the base is weighed against for one SKU: its cheapest secondary pool with a stored quota and the
+    cheapest on-demand price; ``launched_pools``: the SKU's on-demand and secondary pools (whose use it reads)."""
+
+    pool_id: str
+    secondary_usd: float
+    quota_gpus: int
+    on_demand_usd: float
+    launched_pools: tuple[str, ...]
 
 
-def secondary_base(
-    session: Session, rule: SecondaryBase | None, *, sku_id: str, per: int, today_s: int, first_h: int
-) -> dict[str, Any] | None:
-    """The secondary base of ``sku_id`` at the start of today (``today_s``), or None when the loop holds none
-    (``rule`` None) or the SKU has no secondary pool with a quota or no on-demand pool. ``first_h``: the first
-    hour of the SKU's measured history (fewer hours than the rule's window: it holds nothing yet)."""
-    if rule is None:
-        return None
+def secondary_market(session: Session, sku_id: str) -> SecondaryMarket | None:
+    """The SKU's :class:`SecondaryMarket`, or None without a secondary pool with a quota or an on-demand pool."""
     pools = session.execute(
         select(PoolRow.id, PoolRow.tier, PoolRow.price_uusd_per_gpu_h, PoolRow.quota_gpus).where(
             PoolRow.sku_id == sku_id, PoolRow.tier.in_((Tier.ON_DEMAND.value, Tier.SECONDARY.value))
         )
     ).all()
     secondary = sorted(
-        (p for p in pools if p.tier == Tier.SECONDARY.value and p.quota_gpus), key=lambda p: (p[2], p[0])
+        (p for p in pools if p.tier == Tier.SECONDARY.value and p.quota_gpus),
+        key=lambda p: (p.price_uusd_per_gpu_h, p.id),
     )
-    on_demand = [p[2] for p in pools if p.tier == Tier.ON_DEMAND.value]
+    on_demand = [p.price_uusd_per_gpu_h for p in pools if p.tier == Tier.ON_DEMAND.value]
     if not secondary or not on_demand:
         return None
     pool = secondary[0]
-    today_h = today_s // HOUR_S
-    since_h = max(first_h, today_h - rule.window_h)
-    hour = UtilizationRow.bucket_start_s // HOUR_S
-    rows = session.execute(
-        select(hour, func.sum(UtilizationRow.gpus_allocated * UtilizationRow.bucket_s))
-        .where(
-            UtilizationRow.sku_id == sku_id,
-            UtilizationRow.pool_id.in_([p.id for p in pools]),
-            UtilizationRow.bucket_start_s >= since_h * HOUR_S,
-            UtilizationRow.bucket_start_s < today_s,
-        )
-        .group_by(hour)
-    ).all()
-    in_use = np.zeros(max(0, today_h - since_h))
-    for h, gpu_s in rows:
-        in_use[int(h) - since_h] = float(gpu_s) / HOUR_S
+    return SecondaryMarket(pool.id, pool.price_uusd_per_gpu_h / 1e6, int(pool.quota_gpus or 0), min(on_demand) / 1e6,
+                           tuple(p.id for p in pools))  # fmt: skip
+
+
+def secondary_base(
+    rule: SecondaryBase, market: SecondaryMarket, in_use_gpus: npt.NDArray[np.float64], per: int
+) -> dict[str, Any]:
+    """The loop's decision on the GPUs in use per hour on ``market.launched_pools`` (oldest first, the rule reads
+    its last window), as the API reports it."""
     d = rule.decide(
-        in_use.tolist(),
+        in_use_gpus.tolist(),
         per,
-        secondary_usd=pool.price_uusd_per_gpu_h / 1e6,
-        on_demand_usd=min(on_demand) / 1e6,
-        max_nodes=int(pool.quota_gpus or 0) // per if per > 0 else 0,
+        secondary_usd=market.secondary_usd,
+        on_demand_usd=market.on_demand_usd,
+        max_nodes=market.quota_gpus // per if per > 0 else 0,
     )
-    return {"pool": pool.id, "nodes": d.nodes, "gpus": d.nodes * per, "hours_read": int(in_use.size),
+    return {"pool": market.pool_id, "nodes": d.nodes, "gpus": d.nodes * per, "hours_read": int(in_use_gpus.size),
             "reason": d.reason}  # fmt: skip

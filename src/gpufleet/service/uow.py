@@ -12,11 +12,12 @@ import json
 from types import TracebackType
 from typing import Any, TypeVar
 
-from sqlalchemy import Engine, Select
+from sqlalchemy import Engine, Select, update
 from sqlalchemy.orm import Session
 
 from gpufleet.adapters.sql.engine import writer
 from gpufleet.adapters.sql.models import AuditEventRow
+from gpufleet.domain.errors import ConflictError
 
 SelectT = TypeVar("SelectT", bound=Select[Any])
 
@@ -57,6 +58,20 @@ class UnitOfWork:
 
     def lock(self, stmt: SelectT) -> SelectT:
         return stmt.with_for_update() if self._postgres else stmt
+
+    def update_versioned(self, model: Any, row: Any, values: dict[str, object], what: str) -> None:
+        """``UPDATE model SET values, version = version + 1 WHERE id = row.id AND version = row.version``: the
+        one write of a status change, so of two transactions that read the same version exactly one writes
+        (ConflictError naming ``what`` for the other). ``values`` gains the new version."""
+        values["version"] = row.version + 1
+        result = self.session.execute(
+            update(model)
+            .where(model.id == row.id, model.version == row.version)
+            .values(**values)
+            .execution_options(synchronize_session=False)
+        )
+        if result.rowcount != 1:  # type: ignore[attr-defined]
+            raise ConflictError(f"{what} changed concurrently; retry")
 
     def audit(
         self, *, at_s: int, actor: str, action: str, entity: str, entity_id: str, detail: dict[str, Any] | None = None
