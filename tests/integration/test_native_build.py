@@ -113,3 +113,50 @@ def test_the_source_only_finder_loads_the_py_beside_an_extension(tmp_path: Path)
     )
     assert out.returncode == 0, out.stderr[-2000:]
     assert out.stdout.strip() == "source"
+
+
+def _dispatched_features() -> list[str]:
+    """The CPU features above numpy's baseline that its dispatch uses on this machine (AVX2, AVX-512 ...)."""
+    try:
+        from numpy._core import _multiarray_umath as umath  # numpy 2
+    except ImportError:  # pragma: no cover - numpy 1
+        from numpy.core import _multiarray_umath as umath  # type: ignore[no-redef]
+    found = umath.__cpu_features__
+    return [f for f in umath.__cpu_dispatch__ if found.get(f)]
+
+
+@pytest.mark.slow
+def test_a_seeded_run_is_the_same_on_every_cpu(tmp_path: Path) -> None:
+    """numpy's exp, log and power give other last bits with AVX-512 (or AVX2) than without; a seeded run must not
+    depend on the CPU it runs on. The same simulated month with numpy's SIMD dispatch on and off (down to its
+    baseline) gives byte-identical figures."""
+    feats = _dispatched_features()
+    assert feats, "numpy dispatches nothing above its baseline on this CPU: nothing to compare"
+    digests = []
+    for disabled in ("", " ".join(feats)):
+        out = tmp_path / f"run{len(digests)}.json"
+        env = dict(os.environ, GPUFLEET_NATIVE="0", PYTHONPATH=str(ROOT / "src"), NPY_DISABLE_CPU_FEATURES=disabled)
+        r = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "gpufleet",
+                "simulate",
+                "--scenario",
+                "default",
+                "--seed",
+                "3",
+                "--days",
+                "12",
+                "--json",
+                str(out),
+            ],
+            cwd=tmp_path,
+            env=env,
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        assert r.returncode == 0, r.stderr[-2000:]
+        digests.append(hashlib.sha256(out.read_bytes()).hexdigest())
+    assert digests[0] == digests[1]

@@ -270,7 +270,9 @@ def summarize(w: World) -> dict[str, Any]:
             "paid_gpus_by_tier": {k: v.tolist() for k, v in m.paid.items()},
             "serving": {
                 name: {
-                    "rps": m.rps[i].tolist(),
+                    # rounded: numpy's transcendental functions differ in the last bits between CPUs (AVX-512 or
+                    # not), which only the world's demand series carries (docs/design.md, "Reproducibility")
+                    "rps": np.round(m.rps[i], 6).tolist(),
                     "replicas": m.replicas[i].tolist(),
                     "ready": m.ready[i].tolist(),
                     "need": np.ceil(m.rps[i] / w.fleets[i].spec.target_rps_per_replica).tolist(),  # at target load
