@@ -331,6 +331,11 @@ class ScaleDownContext:
     # where another component launches, Kubernetes' Karpenter): the SKU's need for fresh nodes; 0 where the scaler
     # decides every launch (the simulator)
     fresh_nodes: int = 0
+    # GPUs of queued gangs (pods over whole nodes) that cannot complete from what is at hand: fewer whole nodes
+    # free, starting and still launchable in their pools (quota, stock) than they need; reported only when every
+    # queued pod of the SKU is such a gang (else 0: some queued work could take an idle node). They wait for
+    # running work to free nodes; an idle node held for them saves at most a node start then. 0 = not observed
+    unreachable_gang_gpus: int = 0
 
 
 @dataclass(frozen=True, slots=True)

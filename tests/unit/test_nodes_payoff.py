@@ -66,6 +66,46 @@ def test_nothing_goes_while_work_is_pending() -> None:
     assert ns.held == {"needed_by_pending_work": 1}
 
 
+def test_gangs_out_of_reach_do_not_hold_idle_nodes_beyond_their_break_even() -> None:
+    """Queued gangs that cannot complete from what is at hand wait for running work to free nodes; an idle node
+    held for them does not hasten that, so it goes by the ordinary holds. Any other queued work still holds."""
+    ns = PayoffAwareNodes.default()  # break-even 3,060 s
+    gangs = replace(ctx(9000, [idle(1, 9000)], pending=64), unreachable_gang_gpus=64)
+    assert ns.scale_down(gangs) == [(1, "unneeded_below_threshold")]
+    assert ns.held == {"pending_gang_out_of_reach": 1}
+    ns = PayoffAwareNodes.default()
+    within = replace(ctx(3000, [idle(1, 3000)], pending=64), unreachable_gang_gpus=64)
+    assert ns.scale_down(within) == []  # within its break-even: held as with nothing queued
+    assert ns.held == {"pending_gang_out_of_reach": 1, "rent_or_buy_hold": 1}
+    ns = PayoffAwareNodes.default()
+    mixed = replace(ctx(9000, [idle(1, 9000)], pending=72), unreachable_gang_gpus=64)  # 8 GPUs of other work
+    assert ns.scale_down(mixed) == []
+    assert ns.held == {"needed_by_pending_work": 1}
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    pending=st.integers(0, 512),
+    unreachable=st.integers(0, 512),
+    idle_for=st.lists(st.integers(600, 20_000), min_size=1, max_size=6),
+)
+def test_pending_work_an_idle_node_could_serve_always_holds_every_idle_node(
+    pending: int, unreachable: int, idle_for: list[int]
+) -> None:
+    """Invariant: while some queued work is not an out-of-reach gang, nothing goes; otherwise what goes is what
+    goes with nothing queued (the same nodes, the same reasons)."""
+    unreachable = min(unreachable, pending)
+    nodes = [idle(i, t) for i, t in enumerate(idle_for)]
+    now = max(idle_for)
+    out = PayoffAwareNodes.default().scale_down(
+        replace(ctx(now, nodes, pending=pending), unreachable_gang_gpus=unreachable)
+    )
+    if pending > unreachable:
+        assert out == []
+    else:
+        assert out == PayoffAwareNodes.default().scale_down(ctx(now, nodes))
+
+
 def test_no_idle_node_of_an_out_of_stock_pool_is_let_go() -> None:
     ns = PayoffAwareNodes.default()
     nodes = [idle(1, 9000), idle(2, 9000, tier="spot", price=1.25)]

@@ -206,9 +206,11 @@ class PayoffAwareNodes:
         need = self._need(ctx.sku_id)
         if need is not None and ctx.fresh_nodes > 0:  # launched by another component: needs all the same
             need.add(ctx.now_s, ctx.fresh_nodes)
-        if ctx.pending_gpus > 0:
+        if ctx.pending_gpus > ctx.unreachable_gang_gpus:
             self._count("needed_by_pending_work", len(ctx.idle))
             return []
+        if ctx.pending_gpus > 0:  # only gangs out of reach wait: idle nodes go by the ordinary holds below
+            self._count("pending_gang_out_of_reach", len(ctx.idle))
         gone = ctx.out_of_stock_pools
         idle = [n for n in ctx.idle if n.pool_id not in gone] if gone else ctx.idle
         self._count("out_of_stock_hold", len(ctx.idle) - len(idle))

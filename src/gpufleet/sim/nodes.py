@@ -23,7 +23,9 @@ from gpufleet.sim.kinds import (
     NODE_FAIL,
     NODE_REPAIR,
     NODE_UP,
+    QUEUED,
     RECHECK,
+    RESERVED_RANK,
     SPOT_PREEMPT,
     STOCK,
     TIERS_ALL,
@@ -90,6 +92,41 @@ class Provisioner:
             for pr in self.fleet.pools
             if pr.sku_idx == s
         ]
+
+    def gang_reach_nodes(self, s: int, pod: int) -> int:
+        """Whole nodes gang ``pod`` could have without running work ending: free on the tiers it may use, starting,
+        and still launchable in those tiers' launched pools that are in stock (their quota or provider ceiling
+        less what is paid; an unbounded pool: as many as it needs)."""
+        per = self.per_node[s]
+        tiers = self.pods.tiers(pod)
+        f = self.fleet
+        reach = sum(f.index.free_nodes(s, t, per) for t in tiers) + self.inflight_gpus[s] // per
+        for pr in f.pools:
+            if pr.sku_idx != s or pr.tier_rank not in tiers or pr.tier_rank == RESERVED_RANK or not pr.in_stock:
+                continue
+            room = pr.headroom_gpus
+            if room is None:
+                return self.pods.gpus[pod] // per
+            reach += max(0, room) // per
+        return reach
+
+    def unreachable_gang_gpus(self, s: int) -> int:
+        """``ScaleDownContext.unreachable_gang_gpus``: the GPUs of the queued gangs of SKU ``s`` that cannot
+        complete from what is at hand (:meth:`gang_reach_nodes`), when every queued pod is such a gang; else 0."""
+        per = self.per_node[s]
+        p = self.pods
+        out = 0
+        seen: set[int] = set()
+        for prio in (3, 2, 1, 0):
+            for q in self.queues.queue[s][prio]:
+                if p.state[q] != QUEUED or q in seen:
+                    continue  # removed while queued, or queued again behind an entry not yet dropped
+                seen.add(q)
+                g = p.gpus[q]
+                if g <= per or self.gang_reach_nodes(s, q) >= g // per:
+                    return 0  # work an idle node can serve, or a gang that can complete
+                out += g
+        return out
 
     def provision(self, s: int, now: int, pod: int) -> bool:
         """If queued demand exceeds capacity on its way, launch nodes for ``pod`` along the fallback chain."""
@@ -227,6 +264,8 @@ class Provisioner:
             self.demand_now(s),
             self.on_demand_price(s),
             frozenset(pr.pool.id for pr in f.pools if pr.sku_idx == s and not pr.in_stock),
+            0,
+            self.unreachable_gang_gpus(s) if self.queues.pending_gpus[s] > 0 else 0,
         )
         for node, reason in self.loop.node_scaler.scale_down(ctx):
             pool = f.pools[f.n_pool[node]].pool
