@@ -264,8 +264,7 @@ class Provisioner:
             self.demand_now(s),
             self.on_demand_price(s),
             frozenset(pr.pool.id for pr in f.pools if pr.sku_idx == s and not pr.in_stock),
-            0,
-            self.unreachable_gang_gpus(s) if self.queues.pending_gpus[s] > 0 else 0,
+            unreachable_gang_gpus=self.unreachable_gang_gpus(s) if self.queues.pending_gpus[s] > 0 else 0,
         )
         for node, reason in self.loop.node_scaler.scale_down(ctx):
             pool = f.pools[f.n_pool[node]].pool
