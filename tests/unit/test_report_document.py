@@ -13,7 +13,7 @@ import pytest
 from rich.console import Console
 
 from gpufleet.cli.cmd_simulate import write_json
-from gpufleet.report.changes import what_changed
+from gpufleet.report.changes import REASON_TEXT, what_changed
 from gpufleet.report.html import charts, render_html
 from gpufleet.report.summary import print_report
 from gpufleet.sim.builtin import default_scenario
@@ -118,6 +118,14 @@ def test_what_changed_comes_from_reason_codes(doc: dict[str, Any]) -> None:
         if line.startswith(("reserved nothing", "reservations: ")):
             continue
         assert any(f"({c}" in line for c in codes), line
+
+
+def test_every_reason_code_the_loops_log_reads_as_words(doc: dict[str, Any]) -> None:
+    """No sentence of 'what changed' falls back to the bare code ("because noise floor (noise_floor)")."""
+    for name, loop in doc["loops"].items():
+        codes = {d["reason"] for d in loop["decisions"]}
+        assert codes, name
+        assert codes <= set(REASON_TEXT), (name, sorted(codes - set(REASON_TEXT)))
 
 
 def _d(day_: float, action: str, gpus: int, reason: str = "forecast_led", sku: str = "h100_80gb") -> dict[str, Any]:

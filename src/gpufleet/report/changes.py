@@ -22,7 +22,7 @@ REASON_TEXT = {
         "serving must not depend on on-demand capacity that can stock out: reserved and secondary capacity cover "
         "most of last week's serving asks"
     ),
-    "forecast_prewarm": "the request-rate forecast, with replicas started a cold start ahead of it",
+    "forecast_prewarm": "of the request-rate forecast one cold start ahead",
     "step_prewarm": "this time of day has seen large traffic steps, so replicas were held warm ahead of it",
     "burst_floor": "recent request bursts needed them",
     "queue_drain": "requests were queued",
@@ -40,6 +40,34 @@ REASON_TEXT = {
     "long_run_to_idle_reserved": "long runs on paid-by-the-hour nodes while reserved nodes sat idle",
     "drain_pays": "emptying part-used launched nodes saves more than the restarts cost",
     "no_proposal": "procurement saw no commitment worth buying",
+    "dual_approval": "two distinct approvers approved it",
+    "lookback_p50": "the lookback recommender commits to the median of recent demand",
+    "quarterly_peak": "the quarterly review reserves for the forecast peak",
+    "gang_lowest_loss": "a waiting gang needed whole nodes and emptying these loses the least work",
+    "placed_spot_split": "spot had room for part of the work, which took it; the rest went to the next tier",
+    "secondary_base": (
+        "the secondary provider, cheaper than on demand, was in use enough over the last week to hold a base of its "
+        "nodes"
+    ),
+    "noise_floor": "of the noise floor (the replicas the traffic's recent noise needs at the SLO)",
+    "step_hold": "of a traffic step due soon (replicas held warm)",
+    "daily_peak_floor": "of the day's peak ask",
+    "stockout_prewarm": "a traffic step is due while on-demand capacity is out of stock",
+    "current_load": "of the current load",
+    "queue_growth": "requests queued faster than the replicas drain them",
+    "utilization": "of GPU utilization against the target (HPA's rule)",
+    "utilization_sync": "of GPU utilization against the target, between two control periods (HPA's syncs)",
+    "min_replicas": "of the fleet's minimum replica count",
+    "clamped_min": "of the fleet's minimum replica count",
+    "clamped_max": "of the fleet's maximum replica count",
+    "budget_capped": "the fleet's daily budget capped it",
+    "activate_held_requests": "requests were held while the fleet was at zero",
+    "scale_up_stabilized": "load stayed high for the scale-up window",
+    "panic": "of a burst (KPA's panic window)",
+    "stable": "of the load over KPA's stable window",
+    "static_peak_size": "the fleet is sized for its peak and left alone",
+    "weekly_peak_review": "the weekly review sizes the fleet for last week's peak",
+    "bumped_over_peak": "traffic ate into the peak headroom",
 }
 _COUNT = re.compile(r"^([\d,]+) ")
 _VERBS = {
