@@ -210,7 +210,11 @@ class NodeReleasePlanner:
             if p.node and p.active:  # a GPU share holds its GPU
                 used[p.node] = used.get(p.node, 0) + p.request.num_gpu
         bound = [p for p in obs.pods if p.node and p.active]
-        out_of_reach = unreachable_gangs(pending, bound, self._reach(obs, gpu_nodes, pending, used))
+        out_of_reach = (
+            unreachable_gangs(pending, bound, self._reach(obs, gpu_nodes, pending, used))
+            if any(p.gang for p in pending)
+            else frozenset()
+        )
         out: list[NodeRelease] = []
         for sku in sorted({n.sku for n in gpu_nodes}):
             mine = [n for n in gpu_nodes if n.sku == sku and n.schedulable]
