@@ -104,6 +104,7 @@ class ClusterView:
             pods=tuple(p for p in pods if p is not None),
             deployments=tuple(d for d in deps if d is not None),
             workloads=tuple(w for w in wls if w is not None),
-            node_pools=tuple(p for p in nps if p is not None) if nps is not None else None,
+            # a NodePool it cannot read could launch anything: then no NodePool bound is known (None)
+            node_pools=tuple(nps) if nps is not None and None not in nps else None,
             resource_versions={i.path: i.resource_version for i in self.informers()},
         )
