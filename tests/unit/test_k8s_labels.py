@@ -6,14 +6,17 @@ from decimal import Decimal
 
 import pytest
 
+from gpufleet.adapters.kubernetes.fleetobjects import TierCapacity, node_pool
 from gpufleet.adapters.kubernetes.labels import (
     TopologyIds,
     capacity_type,
     node_from_json,
+    node_pool_from_json,
     parse_quantity,
     pod_from_json,
     pod_request,
 )
+from gpufleet.control.observation import ObservedNodePool
 from gpufleet.domain.errors import ValidationError
 
 
@@ -114,3 +117,26 @@ def test_pod_start_time_preemption_policy_and_checkpoint_annotations() -> None:
     pod["spec"] = {"containers": []}
     p = pod_from_json(pod)
     assert p.started_s == 1796223600.0 and p.preempts  # creation time stands in; PreemptLowerPriority by default
+
+
+def test_karpenter_nodepools_gpu_limit_product_and_capacity_type() -> None:
+    """The NodePools gpufleet emits read back (product from the template label), and a hand-written one pinned by
+    requirements; a CPU NodePool shows no GPU sign."""
+    mine = node_pool(TierCapacity("NVIDIA-H100-80GB-HBM3", "spot", 64))
+    assert node_pool_from_json(mine) == ObservedNodePool(
+        mine["metadata"]["name"], 64, ("NVIDIA-H100-80GB-HBM3",), ("spot",), gpu=True
+    )
+    assert node_pool_from_json(node_pool(TierCapacity("NVIDIA-H100-80GB-HBM3", "on-demand", None))).gpu_limit is None
+    theirs = {"metadata": {"name": "gpu"}, "spec": {"limits": {"cpu": "1000", "nvidia.com/gpu": "1k"}, "template": {
+        "spec": {"requirements": [
+            {"key": "karpenter.k8s.aws/instance-gpu-name", "operator": "In", "values": ["h100", "a100"]},
+            {"key": "karpenter.sh/capacity-type", "operator": "In", "values": ["spot", "on-demand"]}]}}}}  # fmt: skip
+    assert node_pool_from_json(theirs) == ObservedNodePool("gpu", 1000, ("a100", "h100"), ("on-demand", "spot"), True)
+    counted = {"metadata": {"name": "g"}, "spec": {"template": {"spec": {"requirements": [
+        {"key": "karpenter.k8s.aws/instance-gpu-count", "operator": "Gt", "values": ["0"]}]}}}}  # fmt: skip
+    assert node_pool_from_json(counted) == ObservedNodePool("g", None, gpu=True)
+    cpu = {"metadata": {"name": "cpu"}, "spec": {"template": {"spec": {"requirements": [
+        {"key": "karpenter.k8s.aws/instance-gpu-count", "operator": "DoesNotExist"}]}}}}  # fmt: skip
+    assert node_pool_from_json(cpu) == ObservedNodePool("cpu", None)
+    with pytest.raises(ValidationError, match=r"nodepool\[x\]\.spec\.limits"):
+        node_pool_from_json({"metadata": {"name": "x"}, "spec": {"limits": {"nvidia.com/gpu": "lots"}}})

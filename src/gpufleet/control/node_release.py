@@ -15,7 +15,23 @@ nodes). In a cluster where Karpenter launches the nodes, :class:`NodeReleasePlan
   may run on the product (no GPU model asked, or this one);
 - the wait a relaunch causes is priced at the product's on-demand price, as in the simulator;
 - ``fresh_nodes``: launched nodes of the product that joined since the last plan (Karpenter's launches for
-  pending work), the need the scaler's hold cap counts; the first observation counts none.
+  pending work), the need the scaler's hold cap counts; the first observation counts none;
+- ``unreachable_gang_gpus`` (as the simulator's ``Provisioner.unreachable_gang_gpus``): the GPUs of the product's
+  pending pods when every one of them is in a gang (``ObservedPod.gang``, per namespace) that cannot complete from
+  what is at hand (:func:`unreachable_gangs`); the scaler then lets idle nodes go by its rent-or-buy holds
+  (``pending_gang_out_of_reach``) instead of holding all of them. A gang needs ``gang_min`` members (else the
+  members seen) less those bound; its reach is the pods of its smallest member's GPUs that fit on the free GPUs of
+  the uncordoned nodes of the products it may run on (its request's models or nodeSelector
+  ``nvidia.com/gpu.product``; none: every product), Ready or still starting, plus the whole nodes their Karpenter
+  NodePools may still launch: each NodePool's ``spec.limits["nvidia.com/gpu"]`` less the GPUs of its nodes
+  (:func:`launch_room_gpus`, read from the API server, :class:`~gpufleet.control.observation.ObservedNodePool`).
+  Unbounded (so nothing is out of reach, 0 as before) when a NodePool that may launch the product has no GPU
+  limit, or when NodePools are not observed (no Karpenter). Every doubt counts as reach: an unpinned GPU NodePool
+  counts for every product, taints and other limits (``cpu``, ``nodes``) are not read, nodes Karpenter has
+  claimed but not yet registered leave their GPUs in the room. Not observable: stock-outs (a NodePool within its
+  limit whose instances the provider cannot supply still counts as room, so such a gang holds nodes as before)
+  and a GPU NodePool that shows no GPU sign (no product pin, GPU limit or ``instance-gpu-*`` requirement: it is
+  taken for a CPU NodePool).
 
 Node start (``node_start_s``) is one setting for the cluster, the controller's (the simulator reads it per pool).
 Decisions are data (:class:`NodeRelease`, with the scaler's reason code); the controller cordons, checks that the
@@ -24,15 +40,126 @@ node is still empty and deletes it (``adapters/kubernetes/controller.py``).
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from gpufleet.control.observation import Observation, ObservedNode
+from gpufleet.control.observation import Observation, ObservedNode, ObservedNodePool, ObservedPod
 from gpufleet.control.replica_victims import node_price_usd_h
 from gpufleet.domain.catalog import sku_for
 from gpufleet.domain.pools import Tier
 from gpufleet.ports import IdleNode, NodeScaler, PriceCatalog, ScaleDownContext
 
 LAUNCHED = {"on-demand": Tier.ON_DEMAND, "spot": Tier.SPOT}
+PRODUCT_SELECTOR = "nvidia.com/gpu.product="  # a pod's nodeSelector entry pinning its GPU product
+
+
+@dataclass(frozen=True, slots=True)
+class ProductReach:
+    """What one GPU product has at hand for a pending gang: the free GPUs of each uncordoned node (Ready or still
+    starting), the GPUs per node (0: none observed) and the GPUs its NodePools may still launch (None: no bound)."""
+
+    per_node: int
+    free_gpus: tuple[int, ...]
+    launch_gpus: int | None
+
+    def slots(self, gpus: int) -> int | None:
+        """How many pods of ``gpus`` GPUs fit on its nodes and on the whole nodes it may still launch (None: no
+        bound). With no node observed, a launched node is taken to fit one such pod per ``gpus`` GPUs of room."""
+        if self.launch_gpus is None:
+            return None
+        g = max(1, gpus)
+        launch = self.launch_gpus // self.per_node * (self.per_node // g) if self.per_node else self.launch_gpus // g
+        return sum(f // g for f in self.free_gpus) + launch
+
+
+def launch_room_gpus(
+    product: str, pools: Sequence[ObservedNodePool] | None, nodes: Iterable[ObservedNode]
+) -> int | None:
+    """The GPUs Karpenter may still launch for ``product``: over the NodePools that may launch it (pinned to it,
+    holding nodes of it, or GPU NodePools pinned to no product), each one's ``nvidia.com/gpu`` limit less the GPUs
+    of its nodes (all its observed nodes, cordoned ones too: they count until deleted). None (no bound) when one of
+    them has no GPU limit, or when NodePools are not observed (no Karpenter: launches are not ours to read)."""
+    if pools is None:
+        return None
+    used: dict[str, int] = {}
+    seen: dict[str, set[str]] = {}
+    for n in nodes:
+        if n.node_pool:
+            used[n.node_pool] = used.get(n.node_pool, 0) + n.spec.gpu_count
+            seen.setdefault(n.node_pool, set()).add(n.sku)
+    room = 0
+    for p in pools:
+        if product in seen.get(p.name, ()):
+            pass
+        elif p.products:  # a product pin (a GPU name like "h100" matches the products that contain it)
+            if not any(v == product or v.lower() in product.lower() for v in p.products):
+                continue
+        elif not p.gpu:
+            continue  # no sign it launches GPU nodes (a CPU NodePool)
+        if p.gpu_limit is None:
+            return None
+        room += max(0, p.gpu_limit - used.get(p.name, 0))
+    return room
+
+
+def pod_products(p: ObservedPod) -> tuple[str, ...]:
+    """The GPU products a pod may run on: its request's models, else its nodeSelector's product; () = any."""
+    if p.request.gpu_models:
+        return p.request.gpu_models
+    return tuple(s.removeprefix(PRODUCT_SELECTOR) for s in p.request.node_selector if s.startswith(PRODUCT_SELECTOR))
+
+
+def unreachable_gangs(
+    pending: Iterable[ObservedPod], bound: Iterable[ObservedPod], reach: Mapping[str, ProductReach]
+) -> frozenset[tuple[str, str]]:
+    """The pending gangs ((namespace, gang)) that cannot complete from what is at hand: fewer pods of their
+    smallest member's GPUs fit on the products they may run on (:meth:`ProductReach.slots`, summed over them;
+    a product without a ``reach`` entry counts nothing) than members they still need (``gang_min``, else the
+    members seen, less the members already bound). Pods not in a gang are never out of reach."""
+    groups: dict[tuple[str, str], list[ObservedPod]] = {}
+    for p in pending:
+        if p.gang:
+            groups.setdefault((p.namespace, p.gang), []).append(p)
+    placed: dict[tuple[str, str], int] = {}
+    for p in bound:
+        if p.gang:
+            placed[(p.namespace, p.gang)] = placed.get((p.namespace, p.gang), 0) + 1
+    out: set[tuple[str, str]] = set()
+    for key, members in groups.items():
+        size = max(m.gang_min for m in members) or len(members) + placed.get(key, 0)
+        need = size - placed.get(key, 0)
+        if need <= 0:
+            continue
+        gpus = min(m.request.num_gpu for m in members)
+        products: set[str] = set()
+        for m in members:
+            mine = pod_products(m)
+            if not mine:
+                products = set(reach)
+                break
+            products.update(mine)
+        slots = 0
+        for product in sorted(products):
+            r = reach.get(product)
+            s = r.slots(gpus) if r is not None else 0
+            if s is None:
+                break
+            slots += s
+        else:
+            if slots < need:
+                out.add(key)
+    return frozenset(out)
+
+
+def unreachable_gang_gpus(pending: Iterable[ObservedPod], unreachable: frozenset[tuple[str, str]]) -> int:
+    """``ScaleDownContext.unreachable_gang_gpus`` of one product: the GPUs of its pending pods (each once) when every
+    one of them is in an unreachable gang, else 0."""
+    total = 0
+    for p in pending:
+        if (p.namespace, p.gang) not in unreachable or not p.gang:
+            return 0
+        total += p.request.num_gpu
+    return total
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,24 +209,32 @@ class NodeReleasePlanner:
         for p in obs.pods:
             if p.node and p.active:  # a GPU share holds its GPU
                 used[p.node] = used.get(p.node, 0) + p.request.num_gpu
+        bound = [p for p in obs.pods if p.node and p.active]
+        out_of_reach = (
+            unreachable_gangs(pending, bound, self._reach(obs, gpu_nodes, pending, used))
+            if any(p.gang for p in pending)
+            else frozenset()
+        )
         out: list[NodeRelease] = []
         for sku in sorted({n.sku for n in gpu_nodes}):
             mine = [n for n in gpu_nodes if n.sku == sku and n.schedulable]
             idle = [self._idle(n, now) for n in mine if n.capacity_type in LAUNCHED and n.name in self._idle_since]
             offered = [i for i in idle if i.idle_for_s >= self.scaler.min_idle_s]
+            mine_pending = [p for p in pending if self._may_run(p.request.gpu_models, sku)]
             capacity = sum(n.spec.gpu_count for n in mine)
             in_use = sum(min(used.get(n.name, 0), n.spec.gpu_count) for n in mine)
             ctx = ScaleDownContext(
                 now_s=int(now),
                 sku_id=sku,
                 idle=offered,
-                pending_gpus=sum(p.request.num_gpu for p in pending if self._may_run(p.request.gpu_models, sku)),
+                pending_gpus=sum(p.request.num_gpu for p in mine_pending),
                 free_gpus=capacity - in_use,
                 capacity_gpus=capacity,
                 forecast_gpus=None,
                 demand_now_gpus=float(in_use),
                 wait_price_usd_per_gpu_h=self._on_demand_usd(sku),
                 fresh_nodes=fresh.get(sku, 0),
+                unreachable_gang_gpus=unreachable_gang_gpus(mine_pending, out_of_reach),
             )
             names_by_id = {i.node_id: i for i in offered}
             for node_id, reason in self.scaler.scale_down(ctx):
@@ -107,6 +242,30 @@ class NodeReleasePlanner:
                 if i is not None:
                     out.append(NodeRelease(self._names[node_id], sku, reason, i.idle_for_s))
         return tuple(out)
+
+    @staticmethod
+    def _reach(
+        obs: Observation, gpu_nodes: list[ObservedNode], pending: list[ObservedPod], used: dict[str, int]
+    ) -> dict[str, ProductReach]:
+        """Per GPU product (of the nodes, of the pending pods' pins and of the NodePools' pins): free GPUs of its uncordoned nodes, Ready
+        or starting (a starting node whose GPUs are not yet allocatable counts whole), and its launch room."""
+        per: dict[str, int] = {}
+        for n in gpu_nodes:
+            per[n.sku] = max(per.get(n.sku, 0), n.spec.gpu_count)
+        free: dict[str, list[int]] = {}
+        for n in obs.nodes:
+            if not n.sku or n.unschedulable:
+                continue
+            if n.spec.gpu_count > 0:
+                free.setdefault(n.sku, []).append(max(0, n.spec.gpu_count - used.get(n.name, 0)))
+            elif not n.ready and per.get(n.sku):
+                free.setdefault(n.sku, []).append(per[n.sku])
+        products = set(per) | {m for p in pending for m in pod_products(p)}
+        products |= {m for np in obs.node_pools or () for m in np.products}  # a product Karpenter may launch
+        return {
+            s: ProductReach(per.get(s, 0), tuple(free.get(s, ())), launch_room_gpus(s, obs.node_pools, obs.nodes))
+            for s in products
+        }
 
     def _fresh(self, gpu_nodes: list[ObservedNode]) -> dict[str, int]:
         """Launched GPU nodes per product that joined since the last plan (none on the first)."""

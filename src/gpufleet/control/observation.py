@@ -137,6 +137,22 @@ class ObservedWorkload:
 
 
 @dataclass(frozen=True, slots=True)
+class ObservedNodePool:
+    """A Karpenter NodePool (``karpenter.sh/v1``): what it may launch and its GPU limit.
+
+    ``products`` / ``capacity_types``: the GPU products (``nvidia.com/gpu.product`` or
+    ``karpenter.k8s.aws/instance-gpu-name`` values) and capacity types its template pins with labels or ``In``
+    requirements, ``()`` = not pinned. ``gpu``: it shows it launches GPU nodes (pins a product, limits
+    ``nvidia.com/gpu`` or requires an ``instance-gpu-*`` / ``nvidia.com/*`` label)."""
+
+    name: str
+    gpu_limit: int | None  # spec.limits["nvidia.com/gpu"]; None = no GPU limit
+    products: tuple[str, ...] = ()
+    capacity_types: tuple[str, ...] = ()
+    gpu: bool = False
+
+
+@dataclass(frozen=True, slots=True)
 class Observation:
     """A consistent-enough snapshot of one world at ``now_s`` (informer caches, not one transaction)."""
 
@@ -145,4 +161,5 @@ class Observation:
     pods: tuple[ObservedPod, ...]
     deployments: tuple[ObservedDeployment, ...] = ()
     workloads: tuple[ObservedWorkload, ...] = ()
+    node_pools: tuple[ObservedNodePool, ...] | None = None  # Karpenter NodePools; None = not observed (not served)
     resource_versions: dict[str, str] = field(default_factory=dict)

@@ -14,7 +14,9 @@ before on demand, and work that does not tolerate spot skips it: ``reserved -> o
   borrowing and lending limits from :class:`~gpufleet.schedule.quota.TeamQuota`); one LocalQueue per
   namespace pointing at its team's ClusterQueue.
 - Karpenter (v1): one NodePool per (SKU, tier) with ``limits`` = the GPUs procurement decided for that tier,
-  ``weight`` = chain order (reserved highest), requirements on capacity type and instance families.
+  ``weight`` = chain order (reserved highest), requirements on capacity type and instance families, and the
+  template label ``nvidia.com/gpu.product`` (Karpenter then knows its nodes carry the product a Kueue flavor's
+  ``nodeLabels`` select, and the controller reads which product the NodePool's ``limits`` bound).
   Where Karpenter can launch nodes, gpufleet does not launch them itself; with ``release: gpufleet`` in the fleet
   spec the launched tiers' NodePools never consolidate (``consolidateAfter: Never``) and the controller releases
   their idle nodes with the loop's node scaler instead (control/node_release.py).
@@ -145,7 +147,7 @@ def node_pool(t: TierCapacity, gpus_per_node: int = 8, consolidate_after: str = 
         "weight": WEIGHTS[_position(t)],
         "disruption": {"consolidationPolicy": "WhenEmpty", "consolidateAfter": consolidate_after},
         "template": {
-            "metadata": {"labels": {"gpufleet.io/tier": t.tier}},
+            "metadata": {"labels": {"gpufleet.io/tier": t.tier, L_PRODUCT: t.sku}},
             "spec": {
                 "nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": t.node_class},
                 "requirements": [

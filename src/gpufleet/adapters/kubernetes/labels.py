@@ -40,6 +40,11 @@ Deployments opt in to gpufleet's replica policy with annotations (:class:`Declar
 serves at once; none: batching) and ``gpufleet.io/rps-query`` (PromQL for the Deployment's request rate; default:
 the controller's ``--rps-query``). GPUs per replica: the pod template's ``nvidia.com/gpu`` requests; its product:
 the template's ``nodeSelector`` ``nvidia.com/gpu.product`` (the replica's price from the catalog).
+Karpenter NodePools (``karpenter.sh/v1``, :class:`ObservedNodePool`): ``spec.limits["nvidia.com/gpu"]`` (the GPUs
+its nodes may hold; absent = no limit) and, from ``spec.template`` (``metadata.labels`` and ``spec.requirements``
+with operator ``In``), the GPU products (``nvidia.com/gpu.product`` or ``karpenter.k8s.aws/instance-gpu-name``)
+and capacity types (``karpenter.sh/capacity-type``) it is pinned to; a requirement on ``karpenter.k8s.aws/
+instance-gpu-*`` or ``nvidia.com/*`` (other than ``DoesNotExist``) marks it a GPU NodePool.
 A pod's ``Ready`` condition is read (a serving replica that answers), and of the annotations outside
 ``gpufleet.io/`` only ``controller.kubernetes.io/pod-deletion-cost`` (written by gpufleet before a scale-down).
 """
@@ -55,6 +60,7 @@ from gpufleet.control.observation import (
     DeclaredServing,
     ObservedDeployment,
     ObservedNode,
+    ObservedNodePool,
     ObservedPod,
     ObservedWorkload,
 )
@@ -394,4 +400,37 @@ def workload_from_json(obj: dict[str, Any]) -> ObservedWorkload:
         queue=str(spec.get("queueName", "")),
         pod_sets=tuple((str(p.get("name", "")), int(p.get("count", 0))) for p in spec.get("podSets") or []),
         admitted=any(c.get("type") == "Admitted" and c.get("status") == "True" for c in conds),
+    )
+
+
+def _pinned(labels: dict[str, str], reqs: list[dict[str, Any]], keys: tuple[str, ...]) -> tuple[str, ...]:
+    vals = {labels[k] for k in keys if labels.get(k)}
+    for r in reqs:
+        if r.get("key") in keys and r.get("operator") == "In":
+            vals.update(str(v) for v in r.get("values") or [])
+    return tuple(sorted(vals))
+
+
+def node_pool_from_json(obj: dict[str, Any]) -> ObservedNodePool:
+    """A Karpenter v1 NodePool (see the module docstring)."""
+    meta = obj.get("metadata", {})
+    name = str(meta.get("name", ""))
+    spec = obj.get("spec") or {}
+    limits: dict[str, Any] = spec.get("limits") or {}
+    tmpl = spec.get("template") or {}
+    labels: dict[str, str] = (tmpl.get("metadata") or {}).get("labels") or {}
+    reqs: list[dict[str, Any]] = (tmpl.get("spec") or {}).get("requirements") or []
+    limit = int(parse_quantity(limits[GPU], f"nodepool[{name}].spec.limits.{GPU}")) if GPU in limits else None
+    products = _pinned(labels, reqs, (L_PRODUCT, L_GPU_NAME))
+    gpu_req = any(
+        str(r.get("key", "")).startswith(("karpenter.k8s.aws/instance-gpu", "nvidia.com/"))
+        and r.get("operator") != "DoesNotExist"
+        for r in reqs
+    )
+    return ObservedNodePool(
+        name=name,
+        gpu_limit=limit,
+        products=products,
+        capacity_types=_pinned(labels, reqs, (L_CAPACITY,)),
+        gpu=bool(products) or limit is not None or gpu_req,
     )

@@ -1,6 +1,8 @@
-"""The cluster as the loop's observation: informers on Nodes, Pods, Deployments and Kueue Workloads.
+"""The cluster as the loop's observation: informers on Nodes, Pods, Deployments, Kueue Workloads and Karpenter
+NodePools.
 
-:class:`ClusterView` starts one :class:`Informer` per kind (Workloads only when the Kueue CRD is served) and
+:class:`ClusterView` starts one :class:`Informer` per kind (Workloads only when the Kueue CRD is served, NodePools
+only when Karpenter's v1 CRD is) and
 turns the caches into an :class:`~gpufleet.control.observation.Observation`. Converted objects are cached per
 ``resourceVersion``, so a tick over thousands of unchanged pods costs a dictionary lookup each.
 An object gpufleet cannot read (a bad quantity, say) is left out and counted in ``bad_objects`` with the error.
@@ -18,6 +20,7 @@ from gpufleet.adapters.kubernetes.labels import (
     TopologyIds,
     deployment_from_json,
     node_from_json,
+    node_pool_from_json,
     pod_from_json,
     workload_from_json,
 )
@@ -26,6 +29,7 @@ from gpufleet.control.observation import Observation
 from gpufleet.domain.errors import ValidationError
 
 WORKLOADS = "/apis/kueue.x-k8s.io/v1beta2/workloads"
+NODEPOOLS = "/apis/karpenter.sh/v1/nodepools"
 
 
 def served(kube: Kube, path: str) -> bool:
@@ -48,12 +52,13 @@ class ClusterView:
         self.pods = Informer(kube, "/api/v1/pods", **kw)
         self.deployments = Informer(kube, "/apis/apps/v1/deployments", **kw)
         self.workloads: Informer | None = Informer(kube, WORKLOADS, **kw) if served(kube, WORKLOADS) else None
+        self.node_pools: Informer | None = Informer(kube, NODEPOOLS, **kw) if served(kube, NODEPOOLS) else None
         self._topo = TopologyIds()
         self._cache: dict[tuple[str, str], Any] = {}
         self.bad_objects: dict[str, str] = {}
 
     def informers(self) -> list[Informer]:
-        return [i for i in (self.nodes, self.pods, self.deployments, self.workloads) if i is not None]
+        return [i for i in (self.nodes, self.pods, self.deployments, self.workloads, self.node_pools) if i is not None]
 
     def start(self, timeout_s: float = 30.0) -> ClusterView:
         for inf in self.informers():
@@ -86,7 +91,12 @@ class ClusterView:
         pods = [self._convert("pod", o, pod_from_json) for o in self.pods.snapshot()]
         deps = [self._convert("deploy", o, deployment_from_json) for o in self.deployments.snapshot()]
         wls = [self._convert("wl", o, workload_from_json) for o in self.workloads.snapshot()] if self.workloads else []
-        if len(self._cache) > 4 * (len(nodes) + len(pods) + len(deps) + len(wls)) + 1000:
+        nps = (
+            [self._convert("np", o, node_pool_from_json) for o in self.node_pools.snapshot()]
+            if self.node_pools
+            else None
+        )
+        if len(self._cache) > 4 * (len(nodes) + len(pods) + len(deps) + len(wls) + len(nps or ())) + 1000:
             self._cache.clear()  # drop versions that are gone
         return Observation(
             now_s=self.clock(),
@@ -94,5 +104,7 @@ class ClusterView:
             pods=tuple(p for p in pods if p is not None),
             deployments=tuple(d for d in deps if d is not None),
             workloads=tuple(w for w in wls if w is not None),
+            # a NodePool it cannot read could launch anything: then no NodePool bound is known (None)
+            node_pools=tuple(nps) if nps is not None and None not in nps else None,
             resource_versions={i.path: i.resource_version for i in self.informers()},
         )
