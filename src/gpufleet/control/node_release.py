@@ -188,7 +188,21 @@ class NodeReleasePlanner:
     _seen: set[str] | None = None
 
     def plan(self, obs: Observation) -> tuple[NodeRelease, ...]:
+        out: list[NodeRelease] = []
+        for ctx in self.contexts(obs):
+            names_by_id = {i.node_id: i for i in ctx.idle}
+            for node_id, reason in self.scaler.scale_down(ctx):
+                i = names_by_id.get(node_id)
+                if i is not None:
+                    out.append(NodeRelease(self._names[node_id], ctx.sku_id, reason, i.idle_for_s))
+        return tuple(out)
+
+    def contexts(self, obs: Observation, min_idle_s: int | None = None) -> tuple[ScaleDownContext, ...]:
+        """What :meth:`plan` asks the scaler, one context per GPU product (sorted), without asking it: the watch
+        (idle spells, joins) advances as in a plan. ``min_idle_s``: offer nodes idle at least this long by the
+        watch (None: the scaler's ``min_idle_s``, as :meth:`plan`; 0: every idle launched node)."""
         now = obs.now_s
+        least = self.scaler.min_idle_s if min_idle_s is None else min_idle_s
         busy = {p.node for p in obs.pods if p.node and p.active}
         gpu_nodes = [n for n in obs.nodes if n.sku and n.spec.gpu_count > 0]
         fresh = self._fresh(gpu_nodes)
@@ -215,11 +229,11 @@ class NodeReleasePlanner:
             if any(p.gang for p in pending)
             else frozenset()
         )
-        out: list[NodeRelease] = []
+        out: list[ScaleDownContext] = []
         for sku in sorted({n.sku for n in gpu_nodes}):
             mine = [n for n in gpu_nodes if n.sku == sku and n.schedulable]
             idle = [self._idle(n, now) for n in mine if n.capacity_type in LAUNCHED and n.name in self._idle_since]
-            offered = [i for i in idle if i.idle_for_s >= self.scaler.min_idle_s]
+            offered = [i for i in idle if i.idle_for_s >= least]
             mine_pending = [p for p in pending if self._may_run(p.request.gpu_models, sku)]
             capacity = sum(n.spec.gpu_count for n in mine)
             in_use = sum(min(used.get(n.name, 0), n.spec.gpu_count) for n in mine)
@@ -236,12 +250,12 @@ class NodeReleasePlanner:
                 fresh_nodes=fresh.get(sku, 0),
                 unreachable_gang_gpus=unreachable_gang_gpus(mine_pending, out_of_reach),
             )
-            names_by_id = {i.node_id: i for i in offered}
-            for node_id, reason in self.scaler.scale_down(ctx):
-                i = names_by_id.get(node_id)
-                if i is not None:
-                    out.append(NodeRelease(self._names[node_id], sku, reason, i.idle_for_s))
+            out.append(ctx)
         return tuple(out)
+
+    def node_name(self, node_id: int) -> str:
+        """The name of the node behind ``IdleNode.node_id`` of a context of this planner."""
+        return self._names[node_id]
 
     @staticmethod
     def _reach(
