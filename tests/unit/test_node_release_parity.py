@@ -65,6 +65,7 @@ class Tick:
     capacity: int
     unreachable: int  # the simulator's rule (Provisioner.unreachable_gang_gpus)
     k8s_view_unreachable: int  # the same rule on what Kubernetes sees (kubernetes_view_unreachable)
+    starting: int  # nodes of the SKU starting
 
 
 def kubernetes_view_unreachable(w: World, s: int) -> int:
@@ -144,19 +145,25 @@ def run_parity(days: int = DAYS, seed: int = 11, *, gpus_while_starting: bool = 
         scale_down_idle(s, now)
         sim = seen[-1] if len(seen) > before else None
         names = {i.node_id: planner.node_name(i.node_id) for i in k8s.idle} if k8s is not None else {}
-        ticks.append(Tick(now, sku, sim, k8s, names, idle, pending, free, capacity, unreachable, k8s_view))
+        starting = sum(1 for n in range(len(f.n_sku)) if f.n_sku[n] == s and f.n_state[n] == NodeState.PROVISIONING)
+        ticks.append(Tick(now, sku, sim, k8s, names, idle, pending, free, capacity, unreachable, k8s_view, starting))
 
     prov.scale_down_idle = observed  # type: ignore[method-assign]
     w.run()
     return w, ticks
 
 
-def test_the_kubernetes_node_release_sees_what_the_simulator_sees() -> None:
-    w, ticks = run_parity()
+@pytest.mark.parametrize("gpus_while_starting", [True, False], ids=["starting-with-gpus", "starting-no-gpus-yet"])
+def test_the_kubernetes_node_release_sees_what_the_simulator_sees(gpus_while_starting: bool) -> None:
+    """``gpus_while_starting`` False: a starting node shows no GPUs until its device plugin advertises them; it
+    must count once in a gang's reach (as a starting node, not also as NodePool room)."""
+    w, ticks = run_parity(gpus_while_starting=gpus_while_starting)
     with_ctx = [t for t in ticks if t.sim is not None]
     assert len(with_ctx) > 100, "the simulator asked its scaler too rarely: the test checks little"
     gangs_out = [t for t in ticks if t.unreachable > 0]
     assert gangs_out, "no gang out of reach: unreachable_gang_gpus is not exercised"
+    assert any(t.starting and t.k8s_view_unreachable for t in ticks), "no starting node while a gang is out of reach"
+    assert sum(1 for t in gangs_out if t.k8s_view_unreachable == t.unreachable) > len(gangs_out) // 2
     for t in ticks:
         k = t.k8s
         assert k is not None  # the product has nodes in both worlds

@@ -28,7 +28,8 @@ nodes). In a cluster where Karpenter launches the nodes, :class:`NodeReleasePlan
   Unbounded (so nothing is out of reach, 0 as before) when a NodePool that may launch the product has no GPU
   limit, or when NodePools are not observed (no Karpenter). Every doubt counts as reach: an unpinned GPU NodePool
   counts for every product, taints and other limits (``cpu``, ``nodes``) are not read, nodes Karpenter has
-  claimed but not yet registered leave their GPUs in the room. Not observable: stock-outs (a NodePool within its
+  claimed but not yet registered leave their GPUs in the room; a starting node that shows no GPUs yet counts once
+  (whole among the free nodes, at its product's GPUs per node against its NodePool's limit). Not observable: stock-outs (a NodePool within its
   limit whose instances the provider cannot supply still counts as room, so such a gang holds nodes as before)
   and a GPU NodePool that shows no GPU sign (no product pin, GPU limit or ``instance-gpu-*`` requirement: it is
   taken for a CPU NodePool).
@@ -73,19 +74,25 @@ class ProductReach:
 
 
 def launch_room_gpus(
-    product: str, pools: Sequence[ObservedNodePool] | None, nodes: Iterable[ObservedNode]
+    product: str,
+    pools: Sequence[ObservedNodePool] | None,
+    nodes: Iterable[ObservedNode],
+    per_node: Mapping[str, int] | None = None,
 ) -> int | None:
     """The GPUs Karpenter may still launch for ``product``: over the NodePools that may launch it (pinned to it,
     holding nodes of it, or GPU NodePools pinned to no product), each one's ``nvidia.com/gpu`` limit less the GPUs
-    of its nodes (all its observed nodes, cordoned ones too: they count until deleted). None (no bound) when one of
-    them has no GPU limit, or when NodePools are not observed (no Karpenter: launches are not ours to read)."""
+    of its nodes (all its observed nodes, cordoned ones too: they count until deleted; a node of a GPU product
+    that shows no GPUs yet, a starting one, counts the product's GPUs per node of ``per_node``, as Karpenter
+    counts its claim against the limit). None (no bound) when one of them has no GPU limit, or when NodePools are
+    not observed (no Karpenter: launches are not ours to read)."""
     if pools is None:
         return None
     used: dict[str, int] = {}
     seen: dict[str, set[str]] = {}
     for n in nodes:
         if n.node_pool:
-            used[n.node_pool] = used.get(n.node_pool, 0) + n.spec.gpu_count
+            gpus = n.spec.gpu_count or (per_node or {}).get(n.sku, 0)
+            used[n.node_pool] = used.get(n.node_pool, 0) + gpus
             seen.setdefault(n.node_pool, set()).add(n.sku)
     room = 0
     for p in pools:
@@ -277,7 +284,7 @@ class NodeReleasePlanner:
         products = set(per) | {m for p in pending for m in pod_products(p)}
         products |= {m for np in obs.node_pools or () for m in np.products}  # a product Karpenter may launch
         return {
-            s: ProductReach(per.get(s, 0), tuple(free.get(s, ())), launch_room_gpus(s, obs.node_pools, obs.nodes))
+            s: ProductReach(per.get(s, 0), tuple(free.get(s, ())), launch_room_gpus(s, obs.node_pools, obs.nodes, per))
             for s in products
         }
 
