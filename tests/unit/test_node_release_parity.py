@@ -31,12 +31,12 @@ pytestmark = pytest.mark.source_only  # patches the world's internals (tests/con
 DAYS = 20
 
 COMPARED = (
-    "idle launched nodes (by name, with pool, SKU and GPUs)",
+    "idle launched nodes (by name; with pool, SKU and GPUs for those the simulator offers)",
     "pending_gpus",
     "free_gpus",
     "capacity_gpus",
     "unreachable_gang_gpus (against the simulator's rule on what Kubernetes sees: kubernetes_view_unreachable)",
-    "wait_price_usd_per_gpu_h, and tier and price of idle reserved/on-demand/spot nodes (catalog_of)",
+    "wait_price_usd_per_gpu_h, and tier and price of the idle on-demand and spot nodes offered (catalog_of)",
 )
 BY_DESIGN = {
     "forecast_gpus": "Kubernetes has no demand forecast: None",
