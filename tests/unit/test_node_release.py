@@ -244,6 +244,9 @@ def test_launch_room_is_each_nodepools_gpu_limit_less_its_nodes_gpus() -> None:
     cpu = ObservedNodePool("cpu", None)  # no GPU sign: a CPU NodePool, no bound on GPU launches
     assert launch_room_gpus(H100, [*by_name, cpu], nodes) == 64
     assert launch_room_gpus(H100, [ObservedNodePool("any-gpu", None, gpu=True)], nodes) is None
+    starting = replace(node("s"), spec=replace(node("s").spec, gpu_count=0), ready=False)  # no GPUs shown yet
+    assert launch_room_gpus(H100, [limit("on-demand", 40)], [node("a"), starting], {H100: 8}) == 24  # it counts 8
+    assert launch_room_gpus(H100, [limit("on-demand", 40)], [node("a"), starting]) == 32  # GPUs per node unknown
 
 
 def test_the_planner_reports_the_gpus_of_pending_gangs_only_when_all_are_out_of_reach() -> None:
@@ -264,6 +267,8 @@ def test_the_planner_reports_the_gpus_of_pending_gangs_only_when_all_are_out_of_
     assert report([*big, pod("solo", 1)]) == 0  # work an idle node could serve
     assert report(big, None) == 0  # no NodePools observed: room unknown
     assert report(big, (limit("on-demand", None),)) == 0
+    fleet[2] = replace(fleet[2], spec=replace(fleet[2].spec, gpu_count=0))  # its GPUs not yet allocatable
+    assert report(big) == 48 and report(big + small) == 0  # the same reach: it counts once, as a starting node
 
 
 def test_an_idle_node_goes_at_its_break_even_while_only_a_gang_out_of_reach_is_pending() -> None:

@@ -28,7 +28,8 @@ nodes). In a cluster where Karpenter launches the nodes, :class:`NodeReleasePlan
   Unbounded (so nothing is out of reach, 0 as before) when a NodePool that may launch the product has no GPU
   limit, or when NodePools are not observed (no Karpenter). Every doubt counts as reach: an unpinned GPU NodePool
   counts for every product, taints and other limits (``cpu``, ``nodes``) are not read, nodes Karpenter has
-  claimed but not yet registered leave their GPUs in the room. Not observable: stock-outs (a NodePool within its
+  claimed but not yet registered leave their GPUs in the room; a starting node that shows no GPUs yet counts once
+  (whole among the free nodes, at its product's GPUs per node against its NodePool's limit). Not observable: stock-outs (a NodePool within its
   limit whose instances the provider cannot supply still counts as room, so such a gang holds nodes as before)
   and a GPU NodePool that shows no GPU sign (no product pin, GPU limit or ``instance-gpu-*`` requirement: it is
   taken for a CPU NodePool).
@@ -73,19 +74,25 @@ class ProductReach:
 
 
 def launch_room_gpus(
-    product: str, pools: Sequence[ObservedNodePool] | None, nodes: Iterable[ObservedNode]
+    product: str,
+    pools: Sequence[ObservedNodePool] | None,
+    nodes: Iterable[ObservedNode],
+    per_node: Mapping[str, int] | None = None,
 ) -> int | None:
     """The GPUs Karpenter may still launch for ``product``: over the NodePools that may launch it (pinned to it,
     holding nodes of it, or GPU NodePools pinned to no product), each one's ``nvidia.com/gpu`` limit less the GPUs
-    of its nodes (all its observed nodes, cordoned ones too: they count until deleted). None (no bound) when one of
-    them has no GPU limit, or when NodePools are not observed (no Karpenter: launches are not ours to read)."""
+    of its nodes (all its observed nodes, cordoned ones too: they count until deleted; a node of a GPU product
+    that shows no GPUs yet, a starting one, counts the product's GPUs per node of ``per_node``, as Karpenter
+    counts its claim against the limit). None (no bound) when one of them has no GPU limit, or when NodePools are
+    not observed (no Karpenter: launches are not ours to read)."""
     if pools is None:
         return None
     used: dict[str, int] = {}
     seen: dict[str, set[str]] = {}
     for n in nodes:
         if n.node_pool:
-            used[n.node_pool] = used.get(n.node_pool, 0) + n.spec.gpu_count
+            gpus = n.spec.gpu_count or (per_node or {}).get(n.sku, 0)
+            used[n.node_pool] = used.get(n.node_pool, 0) + gpus
             seen.setdefault(n.node_pool, set()).add(n.sku)
     room = 0
     for p in pools:
@@ -188,7 +195,21 @@ class NodeReleasePlanner:
     _seen: set[str] | None = None
 
     def plan(self, obs: Observation) -> tuple[NodeRelease, ...]:
+        out: list[NodeRelease] = []
+        for ctx in self.contexts(obs):
+            names_by_id = {i.node_id: i for i in ctx.idle}
+            for node_id, reason in self.scaler.scale_down(ctx):
+                i = names_by_id.get(node_id)
+                if i is not None:
+                    out.append(NodeRelease(self._names[node_id], ctx.sku_id, reason, i.idle_for_s))
+        return tuple(out)
+
+    def contexts(self, obs: Observation, min_idle_s: int | None = None) -> tuple[ScaleDownContext, ...]:
+        """What :meth:`plan` asks the scaler, one context per GPU product (sorted), without asking it: the watch
+        (idle spells, joins) advances as in a plan. ``min_idle_s``: offer nodes idle at least this long by the
+        watch (None: the scaler's ``min_idle_s``, as :meth:`plan`; 0: every idle launched node)."""
         now = obs.now_s
+        least = self.scaler.min_idle_s if min_idle_s is None else min_idle_s
         busy = {p.node for p in obs.pods if p.node and p.active}
         gpu_nodes = [n for n in obs.nodes if n.sku and n.spec.gpu_count > 0]
         fresh = self._fresh(gpu_nodes)
@@ -215,11 +236,11 @@ class NodeReleasePlanner:
             if any(p.gang for p in pending)
             else frozenset()
         )
-        out: list[NodeRelease] = []
+        out: list[ScaleDownContext] = []
         for sku in sorted({n.sku for n in gpu_nodes}):
             mine = [n for n in gpu_nodes if n.sku == sku and n.schedulable]
             idle = [self._idle(n, now) for n in mine if n.capacity_type in LAUNCHED and n.name in self._idle_since]
-            offered = [i for i in idle if i.idle_for_s >= self.scaler.min_idle_s]
+            offered = [i for i in idle if i.idle_for_s >= least]
             mine_pending = [p for p in pending if self._may_run(p.request.gpu_models, sku)]
             capacity = sum(n.spec.gpu_count for n in mine)
             in_use = sum(min(used.get(n.name, 0), n.spec.gpu_count) for n in mine)
@@ -236,12 +257,12 @@ class NodeReleasePlanner:
                 fresh_nodes=fresh.get(sku, 0),
                 unreachable_gang_gpus=unreachable_gang_gpus(mine_pending, out_of_reach),
             )
-            names_by_id = {i.node_id: i for i in offered}
-            for node_id, reason in self.scaler.scale_down(ctx):
-                i = names_by_id.get(node_id)
-                if i is not None:
-                    out.append(NodeRelease(self._names[node_id], sku, reason, i.idle_for_s))
+            out.append(ctx)
         return tuple(out)
+
+    def node_name(self, node_id: int) -> str:
+        """The name of the node behind ``IdleNode.node_id`` of a context of this planner."""
+        return self._names[node_id]
 
     @staticmethod
     def _reach(
@@ -263,7 +284,7 @@ class NodeReleasePlanner:
         products = set(per) | {m for p in pending for m in pod_products(p)}
         products |= {m for np in obs.node_pools or () for m in np.products}  # a product Karpenter may launch
         return {
-            s: ProductReach(per.get(s, 0), tuple(free.get(s, ())), launch_room_gpus(s, obs.node_pools, obs.nodes))
+            s: ProductReach(per.get(s, 0), tuple(free.get(s, ())), launch_room_gpus(s, obs.node_pools, obs.nodes, per))
             for s in products
         }
 

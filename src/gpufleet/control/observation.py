@@ -12,6 +12,18 @@ from dataclasses import dataclass, field
 from gpufleet.domain.workloads import ServingScaling
 from gpufleet.schedule.table import NodeSpec, PodRequest
 
+__all__ = [  # NodeSpec and PodRequest too: a world fills an observation with them (sim/observe.py)
+    "DeclaredServing",
+    "NodeSpec",
+    "Observation",
+    "ObservedDeployment",
+    "ObservedNode",
+    "ObservedNodePool",
+    "ObservedPod",
+    "ObservedWorkload",
+    "PodRequest",
+]
+
 
 @dataclass(frozen=True, slots=True)
 class ObservedNode:
