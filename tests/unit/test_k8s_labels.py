@@ -124,8 +124,9 @@ def test_karpenter_nodepools_gpu_limit_product_and_capacity_type() -> None:
     requirements; a CPU NodePool shows no GPU sign."""
     mine = node_pool(TierCapacity("NVIDIA-H100-80GB-HBM3", "spot", 64))
     assert node_pool_from_json(mine) == ObservedNodePool(
-        mine["metadata"]["name"], 64, ("NVIDIA-H100-80GB-HBM3",), ("spot",), gpu=True
-    )
+        mine["metadata"]["name"], 64, ("NVIDIA-H100-80GB-HBM3",), ("spot",), gpu=True,
+        taints=("gpufleet.io/spot=true:NoSchedule",),  # checkpointable work only: its nodes carry it
+    )  # fmt: skip
     assert node_pool_from_json(node_pool(TierCapacity("NVIDIA-H100-80GB-HBM3", "on-demand", None))).gpu_limit is None
     theirs = {"metadata": {"name": "gpu"}, "spec": {"limits": {"cpu": "1000", "nvidia.com/gpu": "1k"}, "template": {
         "spec": {"requirements": [
@@ -138,5 +139,10 @@ def test_karpenter_nodepools_gpu_limit_product_and_capacity_type() -> None:
     cpu = {"metadata": {"name": "cpu"}, "spec": {"template": {"spec": {"requirements": [
         {"key": "karpenter.k8s.aws/instance-gpu-count", "operator": "DoesNotExist"}]}}}}  # fmt: skip
     assert node_pool_from_json(cpu) == ObservedNodePool("cpu", None)
+    assert node_pool_from_json(node_pool(TierCapacity("NVIDIA-H100-80GB-HBM3", "on-demand", 8))).taints == ()
+    tainted = {"metadata": {"name": "t"}, "spec": {"template": {"spec": {"taints": [
+        {"key": "a", "value": "1", "effect": "NoSchedule"}, {"key": "b", "effect": "NoExecute"},
+        {"key": "c", "value": "x", "effect": "PreferNoSchedule"}]}}}}  # fmt: skip
+    assert node_pool_from_json(tainted).taints == ("a=1:NoSchedule", "b=:NoExecute")  # as a node's: no preference
     with pytest.raises(ValidationError, match=r"nodepool\[x\]\.spec\.limits"):
         node_pool_from_json({"metadata": {"name": "x"}, "spec": {"limits": {"nvidia.com/gpu": "lots"}}})

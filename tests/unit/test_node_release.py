@@ -5,7 +5,7 @@ rent-or-buy hold deciding when an idle node goes."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 
 import pytest
@@ -18,6 +18,7 @@ from gpufleet.control.loop import ControlLoop
 from gpufleet.control.node_release import (
     NodeReleasePlanner,
     ProductReach,
+    admits,
     launch_room_gpus,
     unreachable_gangs,
 )
@@ -210,8 +211,9 @@ def limit(name: str, gpus: int | None, product: str = H100) -> ObservedNodePool:
     return ObservedNodePool(name, gpus, products=(product,), capacity_types=(name,), gpu=True)
 
 
-def reach(free: Sequence[int], launch: int | None, per: int = 8) -> dict[str, ProductReach]:
-    return {H100: ProductReach(per, tuple(free), launch)}
+def reach(free: Sequence[int], launch: int | None, per: int = 8) -> Callable[[object], dict[str, ProductReach]]:
+    """The same reach for every gang, whatever its pods tolerate."""
+    return lambda _members: {H100: ProductReach(per, tuple(free), launch)}
 
 
 def test_a_gang_is_out_of_reach_when_free_starting_and_launchable_nodes_are_fewer_than_it_needs() -> None:
@@ -228,8 +230,8 @@ def test_a_gang_is_out_of_reach_when_free_starting_and_launchable_nodes_are_fewe
     assert unreachable_gangs([pod("solo", 8)], [], reach([], 0)) == frozenset()  # not a gang: never out of reach
     l40s = replace(gang[0], request=replace(gang[0].request, gpu_models=("NVIDIA-L40S",)))
     assert unreachable_gangs([l40s], [], reach([8] * 9, None)) == {key}  # its product has nothing at hand
-    other = {**reach([], 0), "NVIDIA-L40S": ProductReach(8, (), None)}
-    assert unreachable_gangs(gang, [], other) == frozenset()  # unpinned: another product could launch for it
+    other = {H100: ProductReach(8, (), 0), "NVIDIA-L40S": ProductReach(8, (), None)}
+    assert unreachable_gangs(gang, [], lambda _: other) == frozenset()  # unpinned: another product could launch for it
 
 
 def test_launch_room_is_each_nodepools_gpu_limit_less_its_nodes_gpus() -> None:
@@ -247,6 +249,50 @@ def test_launch_room_is_each_nodepools_gpu_limit_less_its_nodes_gpus() -> None:
     starting = replace(node("s"), spec=replace(node("s").spec, gpu_count=0), ready=False)  # no GPUs shown yet
     assert launch_room_gpus(H100, [limit("on-demand", 40)], [node("a"), starting], {H100: 8}) == 24  # it counts 8
     assert launch_room_gpus(H100, [limit("on-demand", 40)], [node("a"), starting]) == 32  # GPUs per node unknown
+
+
+SPOT_TAINT = "gpufleet.io/spot=true:NoSchedule"  # gpufleet's spot NodePool and its nodes (fleetobjects.py)
+TOLERATES_SPOT = (("gpufleet.io/spot", "Equal", "true", "NoSchedule"),)  # a checkpointable pod's toleration
+
+
+def spot_node(name: str) -> ObservedNode:
+    n = node(name, "spot")
+    return replace(n, spec=replace(n.spec, taints=(SPOT_TAINT,)))
+
+
+def test_a_node_or_nodepool_counts_for_a_gang_only_if_one_of_its_pods_tolerates_its_taints() -> None:
+    plain, tolerant = member("g", 0), replace(member("g", 1), tolerations=TOLERATES_SPOT)
+    assert not admits([plain], [SPOT_TAINT]) and admits([plain, tolerant], [SPOT_TAINT]) and admits([plain], [])
+    assert admits(None, [SPOT_TAINT])  # no pods said: any pod
+    # a starting or unwell node's condition and lifecycle taints pass: it counts as it did (a doubt: reach)
+    assert admits([plain], ["node.kubernetes.io/not-ready=:NoSchedule", "karpenter.sh/unregistered=:NoExecute"])
+    nodes = [node("a"), spot_node("s")]
+    pools = [limit("on-demand", 16), replace(limit("spot", 24), taints=(SPOT_TAINT,))]
+    assert launch_room_gpus(H100, pools, nodes) == 8 + 16  # any pod
+    assert launch_room_gpus(H100, pools, nodes, pods=[plain]) == 8  # the spot NodePool is not its room
+    assert launch_room_gpus(H100, pools, nodes, pods=[tolerant]) == 24
+    unbounded = [pools[0], replace(limit("spot", None), taints=(SPOT_TAINT,))]
+    assert launch_room_gpus(H100, unbounded, nodes, pods=[plain]) == 8  # nor its missing limit
+    assert launch_room_gpus(H100, unbounded, nodes, pods=[tolerant]) is None
+
+
+def test_a_gang_that_does_not_tolerate_spot_is_out_of_reach_with_only_spot_room() -> None:
+    rec = Recorder()
+    planner = NodeReleasePlanner(rec, BUILTIN_PRICE_CATALOG)
+    fleet = (node("od"), spot_node("s1"), spot_node("s2"))  # all idle
+    full = limit("on-demand", 8)  # its one node: no more on-demand room
+    gang = [member("g", i, gang_min=4) for i in range(4)]
+    tolerant = [replace(m, tolerations=TOLERATES_SPOT) for m in gang]
+
+    def report(pods: Sequence[ObservedPod], spot_limit: int | None) -> int:
+        pools = (full, replace(limit("spot", spot_limit), taints=(SPOT_TAINT,)))
+        planner.plan(Observation(T0, fleet, tuple(pods), node_pools=pools))
+        return rec.asked[-1].unreachable_gang_gpus
+
+    assert report(gang, 64) == 32  # 1 free on-demand node; 2 free spot nodes and room for 6 more are not its
+    assert report(tolerant, 64) == 0  # 1 + 2 + 6 nodes: it can complete
+    assert report(gang, None) == 32 and report(tolerant, None) == 0  # an unbounded spot NodePool: the same
+    assert report(gang[:1] + tolerant[1:], 64) == 0  # one member tolerates spot: a doubt, reach
 
 
 def test_the_planner_reports_the_gpus_of_pending_gangs_only_when_all_are_out_of_reach() -> None:

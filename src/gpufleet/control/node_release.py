@@ -41,7 +41,7 @@ node is still empty and deletes it (``adapters/kubernetes/controller.py``).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from gpufleet.control.observation import Observation, ObservedNode, ObservedNodePool, ObservedPod
@@ -52,6 +52,9 @@ from gpufleet.ports import IdleNode, NodeScaler, PriceCatalog, ScaleDownContext
 
 LAUNCHED = {"on-demand": Tier.ON_DEMAND, "spot": Tier.SPOT}
 PRODUCT_SELECTOR = "nvidia.com/gpu.product="  # a pod's nodeSelector entry pinning its GPU product
+# taints a node carries while it starts or is unwell, gone once it is up (Kubernetes' condition taints, the cloud
+# provider's and Karpenter's until the node is initialised and registered): a doubt, they do not keep a pod off
+PASSING_TAINTS = ("node.kubernetes.io/", "node.cloudprovider.kubernetes.io/uninitialized", "karpenter.sh/unregistered")
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,13 +76,22 @@ class ProductReach:
         return sum(f // g for f in self.free_gpus) + launch
 
 
+def admits(pods: Sequence[ObservedPod] | None, taints: Iterable[str]) -> bool:
+    """Whether a node (or a NodePool's nodes) with ``taints`` (NoSchedule, NoExecute) may take one of ``pods``:
+    one of them tolerates each of its taints but the passing ones (:data:`PASSING_TAINTS`). None: any pod."""
+    lasting = [t for t in taints if not t.startswith(PASSING_TAINTS)]
+    return pods is None or not lasting or any(all(p.tolerates(t) for t in lasting) for p in pods)
+
+
 def launch_room_gpus(
     product: str,
     pools: Sequence[ObservedNodePool] | None,
     nodes: Iterable[ObservedNode],
     per_node: Mapping[str, int] | None = None,
+    pods: Sequence[ObservedPod] | None = None,
 ) -> int | None:
-    """The GPUs Karpenter may still launch for ``product``: over the NodePools that may launch it (pinned to it,
+    """The GPUs Karpenter may still launch for ``product`` (for one of ``pods``: its NodePools whose template taints
+    one of them tolerates, :func:`admits`; None: for any pod): over the NodePools that may launch it (pinned to it,
     holding nodes of it, or GPU NodePools pinned to no product), each one's ``nvidia.com/gpu`` limit less the GPUs
     of its nodes (all its observed nodes, cordoned ones too: they count until deleted; a node of a GPU product
     that shows no GPUs yet, a starting one, counts the product's GPUs per node of ``per_node``, as Karpenter
@@ -103,6 +115,8 @@ def launch_room_gpus(
                 continue
         elif not p.gpu:
             continue  # no sign it launches GPU nodes (a CPU NodePool)
+        if not admits(pods, p.taints):
+            continue
         if p.gpu_limit is None:
             return None
         room += max(0, p.gpu_limit - used.get(p.name, 0))
@@ -117,12 +131,15 @@ def pod_products(p: ObservedPod) -> tuple[str, ...]:
 
 
 def unreachable_gangs(
-    pending: Iterable[ObservedPod], bound: Iterable[ObservedPod], reach: Mapping[str, ProductReach]
+    pending: Iterable[ObservedPod],
+    bound: Iterable[ObservedPod],
+    reach: Callable[[Sequence[ObservedPod]], Mapping[str, ProductReach]],
 ) -> frozenset[tuple[str, str]]:
     """The pending gangs ((namespace, gang)) that cannot complete from what is at hand: fewer pods of their
-    smallest member's GPUs fit on the products they may run on (:meth:`ProductReach.slots`, summed over them;
-    a product without a ``reach`` entry counts nothing) than members they still need (``gang_min``, else the
-    members seen, less the members already bound). Pods not in a gang are never out of reach."""
+    smallest member's GPUs fit on the products they may run on (:meth:`ProductReach.slots`, summed over them,
+    of ``reach(members)``: what the gang's pods tolerate; a product without an entry counts nothing) than members
+    they still need (``gang_min``, else the members seen, less the members already bound). Pods not in a gang are
+    never out of reach."""
     groups: dict[tuple[str, str], list[ObservedPod]] = {}
     for p in pending:
         if p.gang:
@@ -138,16 +155,17 @@ def unreachable_gangs(
         if need <= 0:
             continue
         gpus = min(m.request.num_gpu for m in members)
+        at_hand = reach(members)
         products: set[str] = set()
         for m in members:
             mine = pod_products(m)
             if not mine:
-                products = set(reach)
+                products = set(at_hand)
                 break
             products.update(mine)
         slots = 0
         for product in sorted(products):
-            r = reach.get(product)
+            r = at_hand.get(product)
             s = r.slots(gpus) if r is not None else 0
             if s is None:
                 break
@@ -231,11 +249,15 @@ class NodeReleasePlanner:
             if p.node and p.active:  # a GPU share holds its GPU
                 used[p.node] = used.get(p.node, 0) + p.request.num_gpu
         bound = [p for p in obs.pods if p.node and p.active]
-        out_of_reach = (
-            unreachable_gangs(pending, bound, self._reach(obs, gpu_nodes, pending, used))
-            if any(p.gang for p in pending)
-            else frozenset()
-        )
+        reaches: dict[frozenset[tuple[tuple[str, str, str, str], ...]], dict[str, ProductReach]] = {}
+
+        def reach(members: Sequence[ObservedPod]) -> dict[str, ProductReach]:  # by the members' tolerations
+            key = frozenset(m.tolerations for m in members)
+            if key not in reaches:
+                reaches[key] = self._reach(obs, gpu_nodes, pending, used, members)
+            return reaches[key]
+
+        out_of_reach = unreachable_gangs(pending, bound, reach) if any(p.gang for p in pending) else frozenset()
         out: list[ScaleDownContext] = []
         for sku in sorted({n.sku for n in gpu_nodes}):
             mine = [n for n in gpu_nodes if n.sku == sku and n.schedulable]
@@ -266,16 +288,21 @@ class NodeReleasePlanner:
 
     @staticmethod
     def _reach(
-        obs: Observation, gpu_nodes: list[ObservedNode], pending: list[ObservedPod], used: dict[str, int]
+        obs: Observation,
+        gpu_nodes: list[ObservedNode],
+        pending: list[ObservedPod],
+        used: dict[str, int],
+        members: Sequence[ObservedPod],
     ) -> dict[str, ProductReach]:
-        """Per GPU product (of the nodes, of the pending pods' pins and of the NodePools' pins): free GPUs of its uncordoned nodes, Ready
-        or starting (a starting node whose GPUs are not yet allocatable counts whole), and its launch room."""
+        """For a gang's ``members``, per GPU product (of the nodes, of the pending pods' pins and of the NodePools'
+        pins): free GPUs of its uncordoned nodes, Ready or starting (a starting node whose GPUs are not yet
+        allocatable counts whole), and its launch room, both only where one member tolerates the taints."""
         per: dict[str, int] = {}
         for n in gpu_nodes:
             per[n.sku] = max(per.get(n.sku, 0), n.spec.gpu_count)
         free: dict[str, list[int]] = {}
         for n in obs.nodes:
-            if not n.sku or n.unschedulable:
+            if not n.sku or n.unschedulable or not admits(members, n.spec.taints):
                 continue
             if n.spec.gpu_count > 0:
                 free.setdefault(n.sku, []).append(max(0, n.spec.gpu_count - used.get(n.name, 0)))
@@ -284,7 +311,9 @@ class NodeReleasePlanner:
         products = set(per) | {m for p in pending for m in pod_products(p)}
         products |= {m for np in obs.node_pools or () for m in np.products}  # a product Karpenter may launch
         return {
-            s: ProductReach(per.get(s, 0), tuple(free.get(s, ())), launch_room_gpus(s, obs.node_pools, obs.nodes, per))
+            s: ProductReach(
+                per.get(s, 0), tuple(free.get(s, ())), launch_room_gpus(s, obs.node_pools, obs.nodes, per, members)
+            )
             for s in products
         }
 

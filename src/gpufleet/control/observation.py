@@ -155,13 +155,15 @@ class ObservedNodePool:
     ``products`` / ``capacity_types``: the GPU products (``nvidia.com/gpu.product`` or
     ``karpenter.k8s.aws/instance-gpu-name`` values) and capacity types its template pins with labels or ``In``
     requirements, ``()`` = not pinned. ``gpu``: it shows it launches GPU nodes (pins a product, limits
-    ``nvidia.com/gpu`` or requires an ``instance-gpu-*`` / ``nvidia.com/*`` label)."""
+    ``nvidia.com/gpu`` or requires an ``instance-gpu-*`` / ``nvidia.com/*`` label). ``taints``: its template's
+    NoSchedule and NoExecute taints (``key=value:Effect``, as ``NodeSpec.taints``), which its nodes carry."""
 
     name: str
     gpu_limit: int | None  # spec.limits["nvidia.com/gpu"]; None = no GPU limit
     products: tuple[str, ...] = ()
     capacity_types: tuple[str, ...] = ()
     gpu: bool = False
+    taints: tuple[str, ...] = ()  # spec.template.spec.taints
 
 
 @dataclass(frozen=True, slots=True)

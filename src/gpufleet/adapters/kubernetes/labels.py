@@ -44,7 +44,8 @@ Karpenter NodePools (``karpenter.sh/v1``, :class:`ObservedNodePool`): ``spec.lim
 its nodes may hold; absent = no limit) and, from ``spec.template`` (``metadata.labels`` and ``spec.requirements``
 with operator ``In``), the GPU products (``nvidia.com/gpu.product`` or ``karpenter.k8s.aws/instance-gpu-name``)
 and capacity types (``karpenter.sh/capacity-type``) it is pinned to; a requirement on ``karpenter.k8s.aws/
-instance-gpu-*`` or ``nvidia.com/*`` (other than ``DoesNotExist``) marks it a GPU NodePool.
+instance-gpu-*`` or ``nvidia.com/*`` (other than ``DoesNotExist``) marks it a GPU NodePool; the template's
+``spec.taints`` with effect NoSchedule or NoExecute are kept as a node's are (``key=value:Effect``).
 A pod's ``Ready`` condition is read (a serving replica that answers), and of the annotations outside
 ``gpufleet.io/`` only ``controller.kubernetes.io/pod-deletion-cost`` (written by gpufleet before a scale-down).
 """
@@ -163,6 +164,15 @@ def capacity_type(labels: dict[str, str]) -> str:
     return ""
 
 
+def scheduling_taints(raw: list[dict[str, Any]] | None) -> tuple[str, ...]:
+    """The taints that keep pods off a node (effect NoSchedule or NoExecute) as ``key=value:Effect`` strings."""
+    return tuple(
+        f"{t.get('key', '')}={t.get('value', '')}:{t.get('effect', '')}"
+        for t in raw or []
+        if t.get("effect") in ("NoSchedule", "NoExecute")
+    )
+
+
 def node_from_json(obj: dict[str, Any], topo: TopologyIds) -> ObservedNode:
     meta = obj.get("metadata", {})
     name = str(meta.get("name", ""))
@@ -179,11 +189,7 @@ def node_from_json(obj: dict[str, Any], topo: TopologyIds) -> ObservedNode:
         )
     )
     sku = labels.get(L_PRODUCT) or labels.get(L_GPU_NAME, "")
-    taints = tuple(
-        f"{t.get('key', '')}={t.get('value', '')}:{t.get('effect', '')}"
-        for t in (obj.get("spec", {}).get("taints") or [])
-        if t.get("effect") in ("NoSchedule", "NoExecute")
-    )
+    taints = scheduling_taints(obj.get("spec", {}).get("taints"))
     conds = status.get("conditions") or []
     ready = any(c.get("type") == "Ready" and c.get("status") == "True" for c in conds)
     spec = NodeSpec(
@@ -419,7 +425,8 @@ def node_pool_from_json(obj: dict[str, Any]) -> ObservedNodePool:
     limits: dict[str, Any] = spec.get("limits") or {}
     tmpl = spec.get("template") or {}
     labels: dict[str, str] = (tmpl.get("metadata") or {}).get("labels") or {}
-    reqs: list[dict[str, Any]] = (tmpl.get("spec") or {}).get("requirements") or []
+    tspec: dict[str, Any] = tmpl.get("spec") or {}
+    reqs: list[dict[str, Any]] = tspec.get("requirements") or []
     limit = int(parse_quantity(limits[GPU], f"nodepool[{name}].spec.limits.{GPU}")) if GPU in limits else None
     products = _pinned(labels, reqs, (L_PRODUCT, L_GPU_NAME))
     gpu_req = any(
@@ -433,4 +440,5 @@ def node_pool_from_json(obj: dict[str, Any]) -> ObservedNodePool:
         products=products,
         capacity_types=_pinned(labels, reqs, (L_CAPACITY,)),
         gpu=bool(products) or limit is not None or gpu_req,
+        taints=scheduling_taints(tspec.get("taints")),
     )
