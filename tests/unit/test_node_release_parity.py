@@ -3,7 +3,8 @@ scaler agrees with what the simulator passes it (``Provisioner.scale_down_idle``
 
 lab_dev seed 11 runs; at every control tick, before the simulator asks its node scaler about a SKU, the world is
 observed as a Kubernetes cluster (sim/observe.py says how: secondary pools are ``on-demand`` nodes of their own
-NodePool, gangs are one pod per node, parked pods are gated) and a :class:`NodeReleasePlanner` builds its
+NodePool, gangs are one pod per node, parked pods are gated, spot nodes and NodePools carry gpufleet's spot taint
+and the pods that may use spot tolerate it) and a :class:`NodeReleasePlanner` builds its
 contexts on that observation. Per SKU, both must agree on what both can see (:data:`COMPARED`); the fields in
 :data:`BY_DESIGN` differ by design, for the reason given, and are not compared (docs/kubernetes.md, "Node release
 parity with the simulator")."""
@@ -20,7 +21,7 @@ from gpufleet.domain.catalog import ListPrice, ListPriceCatalog
 from gpufleet.domain.pools import TIER_RANK, Tier
 from gpufleet.ports import ScaleDownContext
 from gpufleet.sim.builtin import lab_dev_scenario
-from gpufleet.sim.kinds import LAUNCHED_TIERS, QUEUED, RESERVED_RANK, TIERS_ALL
+from gpufleet.sim.kinds import LAUNCHED_TIERS, QUEUED, RESERVED_RANK
 from gpufleet.sim.lifecycle import NodeState
 from gpufleet.sim.observe import node_name, observe
 from gpufleet.sim.run import gpufleet_loop
@@ -35,7 +36,9 @@ COMPARED = (
     "pending_gpus",
     "free_gpus",
     "capacity_gpus",
-    "unreachable_gang_gpus (against the simulator's rule on what Kubernetes sees: kubernetes_view_unreachable)",
+    "unreachable_gang_gpus (against the simulator's rule on what Kubernetes sees: kubernetes_view_unreachable; "
+    "where it differs from the simulator's, only by what a cluster does not see: not_seen_by_kubernetes, or "
+    "where the simulator counts a starting node the gang may not use: simulator_counts_untolerated)",
     "wait_price_usd_per_gpu_h, and tier and price of the idle on-demand and spot nodes offered (catalog_of)",
 )
 BY_DESIGN = {
@@ -66,26 +69,71 @@ class Tick:
     unreachable: int  # the simulator's rule (Provisioner.unreachable_gang_gpus)
     k8s_view_unreachable: int  # the same rule on what Kubernetes sees (kubernetes_view_unreachable)
     starting: int  # nodes of the SKU starting
+    unseen: bool  # a queued gang's tiers hold what a cluster does not see (not_seen_by_kubernetes)
+    lenient: bool  # the simulator counts a starting node a queued gang may not use (simulator_counts_untolerated)
+
+
+def kubernetes_view_reach(w: World, s: int, tiers: tuple[int, ...]) -> int | None:
+    """``Provisioner.gang_reach_nodes`` of a gang of SKU ``s`` that may use ``tiers`` (the taints it tolerates,
+    sim/observe.py) without what a Kubernetes cluster does not show: stock (every launched pool's room counts),
+    why a node is NotReady (a failed node counts as a starting one) and why a node starts (the starting nodes of
+    its tiers count, the simulator's launches in flight of every tier). None: unbounded."""
+    f = w.fleet
+    per = w.per_node[s]
+    reach = sum(f.index.free_nodes(s, t, per) for t in tiers)
+    reach += sum(1 for n in range(len(f.n_sku)) if f.n_sku[n] == s and f.pools[f.n_pool[n]].tier_rank in tiers
+                 and f.n_state[n] in (NodeState.PROVISIONING, NodeState.DOWN))  # fmt: skip
+    for pr in f.pools:
+        if pr.sku_idx != s or pr.tier_rank not in tiers or pr.tier_rank == RESERVED_RANK:
+            continue
+        if pr.headroom_gpus is None:
+            return None
+        reach += max(0, pr.headroom_gpus) // per
+    return reach
+
+
+def _gangs(w: World, s: int) -> list[int]:
+    """The queued gangs (pods of more GPUs than a node holds) of SKU ``s``."""
+    p, per = w.pods, w.per_node[s]
+    return [q for prio in (3, 2, 1, 0) for q in w.queues.queue[s][prio] if p.state[q] == QUEUED and p.gpus[q] > per]
+
+
+def _nodes_in(w: World, s: int, state: NodeState, tiers: tuple[int, ...], inside: bool = True) -> int:
+    f = w.fleet
+    return sum(1 for n in range(len(f.n_sku)) if f.n_sku[n] == s and f.n_state[n] == state
+               and (f.pools[f.n_pool[n]].tier_rank in tiers) == inside)  # fmt: skip
+
+
+def not_seen_by_kubernetes(w: World, s: int) -> bool:
+    """Whether a queued gang of SKU ``s`` has, on the tiers it may use, what a cluster does not show: a launched
+    pool out of stock, a failed node (NotReady: it counts as a starting one) or a starting node that is not one
+    of the simulator's launches in flight."""
+    f, p = w.fleet, w.pods
+    inflight = w.provisioner.inflight_gpus[s] // w.per_node[s]
+    for q in _gangs(w, s):
+        tiers = p.tiers(q)
+        if any(pr.sku_idx == s and pr.tier_rank in tiers and pr.tier_rank != RESERVED_RANK and not pr.in_stock
+               for pr in f.pools):  # fmt: skip
+            return True
+        if _nodes_in(w, s, NodeState.DOWN, tiers) or _nodes_in(w, s, NodeState.PROVISIONING, tiers) > inflight:
+            return True
+    return False
+
+
+def simulator_counts_untolerated(w: World, s: int) -> bool:
+    """Whether the simulator counts in a queued gang's reach a starting node of a tier the gang may not use
+    (``gang_reach_nodes`` counts the SKU's launches in flight, every tier: a spot node for a gang that may not
+    use spot); a cluster reads that node's spot taint."""
+    return any(_nodes_in(w, s, NodeState.PROVISIONING, w.pods.tiers(q), inside=False) for q in _gangs(w, s))
 
 
 def kubernetes_view_unreachable(w: World, s: int) -> int:
-    """``Provisioner.unreachable_gang_gpus`` of SKU ``s`` without what a Kubernetes cluster does not show: which
-    tiers a gang may use (no capacity-type selector: every tier counts, spot too), stock (every launched pool's
-    room counts), why a node is NotReady (a failed node counts as a starting one) and why a node starts (the
-    secondary base's starting nodes count too)."""
-    f, p = w.fleet, w.pods
+    """``Provisioner.unreachable_gang_gpus`` of SKU ``s`` with each gang's reach as Kubernetes sees it
+    (:func:`kubernetes_view_reach`)."""
+    p = w.pods
     per = w.per_node[s]
     if w.queues.pending_gpus[s] <= 0:
         return 0
-    reach = sum(f.index.free_nodes(s, t, per) for t in TIERS_ALL)
-    reach += sum(1 for n in range(len(f.n_sku)) if f.n_sku[n] == s and f.n_state[n] in (NodeState.PROVISIONING,
-                                                                                          NodeState.DOWN))  # fmt: skip
-    for pr in f.pools:
-        if pr.sku_idx != s or pr.tier_rank == RESERVED_RANK:
-            continue
-        if pr.headroom_gpus is None:
-            return 0
-        reach += max(0, pr.headroom_gpus) // per
     out = 0
     seen: set[int] = set()
     for prio in (3, 2, 1, 0):
@@ -94,7 +142,8 @@ def kubernetes_view_unreachable(w: World, s: int) -> int:
                 continue
             seen.add(q)
             g = p.gpus[q]
-            if g <= per or reach >= g // per:
+            reach = kubernetes_view_reach(w, s, p.tiers(q)) if g > per else None
+            if reach is None or reach >= g // per:
                 return 0
             out += g
     return out
@@ -146,7 +195,9 @@ def run_parity(days: int = DAYS, seed: int = 11, *, gpus_while_starting: bool = 
         sim = seen[-1] if len(seen) > before else None
         names = {i.node_id: planner.node_name(i.node_id) for i in k8s.idle} if k8s is not None else {}
         starting = sum(1 for n in range(len(f.n_sku)) if f.n_sku[n] == s and f.n_state[n] == NodeState.PROVISIONING)
-        ticks.append(Tick(now, sku, sim, k8s, names, idle, pending, free, capacity, unreachable, k8s_view, starting))
+        unseen, lenient = not_seen_by_kubernetes(w, s), simulator_counts_untolerated(w, s)
+        ticks.append(Tick(now, sku, sim, k8s, names, idle, pending, free, capacity, unreachable, k8s_view, starting,
+                          unseen, lenient))  # fmt: skip
 
     prov.scale_down_idle = observed  # type: ignore[method-assign]
     w.run()
@@ -163,7 +214,12 @@ def test_the_kubernetes_node_release_sees_what_the_simulator_sees(gpus_while_sta
     gangs_out = [t for t in ticks if t.unreachable > 0]
     assert gangs_out, "no gang out of reach: unreachable_gang_gpus is not exercised"
     assert any(t.starting and t.k8s_view_unreachable for t in ticks), "no starting node while a gang is out of reach"
-    assert sum(1 for t in gangs_out if t.k8s_view_unreachable == t.unreachable) > len(gangs_out) // 2
+    # the spot taint keeps a gang that may not use spot from counting spot nodes and room (590 of 701 on seed 11;
+    # without it, 507): the other ticks differ only by what a cluster cannot see
+    assert sum(1 for t in gangs_out if t.k8s_view_unreachable == t.unreachable) > len(gangs_out) * 3 // 4
+    assert all(t.unseen for t in gangs_out if t.k8s_view_unreachable != t.unreachable)
+    more = [t for t in ticks if t.k8s is not None and t.k8s.unreachable_gang_gpus not in (0, t.unreachable)]
+    assert len(more) < len(ticks) // 100, "the simulator's leniency (simulator_counts_untolerated) is no longer rare"
     for t in ticks:
         k = t.k8s
         assert k is not None  # the product has nodes in both worlds
@@ -171,7 +227,8 @@ def test_the_kubernetes_node_release_sees_what_the_simulator_sees(gpus_while_sta
         assert {t.names[i.node_id] for i in k.idle} == t.idle, t.now
         assert (k.pending_gpus, k.free_gpus, k.capacity_gpus) == (t.pending, t.free, t.capacity), t.now
         assert k.unreachable_gang_gpus == t.k8s_view_unreachable, t.now
-        assert k.unreachable_gang_gpus in (0, t.unreachable), t.now  # a doubt counts as reach: never more
+        # a doubt counts as reach: never more, but where the simulator counts a starting node the gang may not use
+        assert k.unreachable_gang_gpus in (0, t.unreachable) or t.lenient, t.now
         assert k.forecast_gpus is None and k.out_of_stock_pools == frozenset()  # BY_DESIGN
         if t.sim is None:
             continue

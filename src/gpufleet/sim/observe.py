@@ -15,8 +15,11 @@ the node scaler with what the simulator passes (``Provisioner.scale_down_idle``)
   pending, parked ones (waiting for their team's quota, not pending demand) pending with a scheduling gate (as
   Kueue holds a workload it has not admitted). A gang (a pod of more GPUs than a node holds, whole nodes) is
   ``GPUs / per node`` member pods of one node's GPUs each, ``gang_min`` all of them, bound one per node;
-- the tiers a pod may use (spot only for checkpointable training) are not shown: no node selector on the
-  capacity type (the node release reads none).
+- the tiers a pod may use (spot only for checkpointable training) as gpufleet's fleet objects show them
+  (``adapters/kubernetes/fleetobjects.py``): spot nodes and spot NodePools carry the taint
+  ``gpufleet.io/spot=true:NoSchedule`` and the pods that may use spot (``PodTable.tiers``: checkpointable training)
+  tolerate it and are annotated checkpointable; a starting node carries ``node.kubernetes.io/not-ready`` and a
+  failed one ``node.kubernetes.io/unreachable`` (NoSchedule), as the node lifecycle taints them.
 """
 
 from __future__ import annotations
@@ -32,7 +35,7 @@ from gpufleet.control.observation import (
     PodRequest,
 )
 from gpufleet.domain.pools import Tier
-from gpufleet.sim.kinds import PARKED, QUEUED, RUNNING
+from gpufleet.sim.kinds import PARKED, QUEUED, RUNNING, SPOT_RANK
 from gpufleet.sim.lifecycle import NodeState
 
 if TYPE_CHECKING:
@@ -45,6 +48,18 @@ CAPACITY_TYPE = {
     Tier.SPOT: "spot",
     Tier.SECONDARY: "on-demand",  # a neocloud's nodes: launched per use, their own NodePool
 }
+SPOT_TAINT = "gpufleet.io/spot=true:NoSchedule"  # fleetobjects.SPOT_TAINT (the adapters are not sim's to import)
+SPOT_TOLERATION = ("gpufleet.io/spot", "Equal", "true", "NoSchedule")
+CONDITION_TAINT: dict[int, str] = {
+    NodeState.PROVISIONING: "node.kubernetes.io/not-ready=:NoSchedule",
+    NodeState.DOWN: "node.kubernetes.io/unreachable=:NoSchedule",
+}
+
+
+def node_taints(tier: Tier, state: int) -> tuple[str, ...]:
+    """A node's NoSchedule taints: the spot taint on a spot node, the node lifecycle's while it is not up."""
+    spot = (SPOT_TAINT,) if tier is Tier.SPOT else ()
+    return spot + ((CONDITION_TAINT[state],) if state in CONDITION_TAINT else ())
 
 
 def node_name(node: int) -> str:
@@ -66,7 +81,7 @@ def observe(world: World, now: int, *, gpus_while_starting: bool = True) -> Obse
         gpus = f.n_total[n] if gpus_while_starting or state != NodeState.PROVISIONING else 0
         nodes.append(
             ObservedNode(
-                NodeSpec(node_name(n), 0, 0, gpus, gpu_model=sku),
+                NodeSpec(node_name(n), 0, 0, gpus, gpu_model=sku, taints=node_taints(tier, state)),
                 sku=sku,
                 capacity_type=CAPACITY_TYPE[tier],
                 node_pool="" if tier is Tier.RESERVED else pr.pool.id,
@@ -75,7 +90,12 @@ def observe(world: World, now: int, *, gpus_while_starting: bool = True) -> Obse
         )
     pools = tuple(
         ObservedNodePool(
-            pr.pool.id, pr.capacity_gpus, (f.sku_ids[pr.sku_idx],), (CAPACITY_TYPE[pr.pool.tier],), gpu=True
+            pr.pool.id,
+            pr.capacity_gpus,
+            (f.sku_ids[pr.sku_idx],),
+            (CAPACITY_TYPE[pr.pool.tier],),
+            gpu=True,
+            taints=(SPOT_TAINT,) if pr.pool.tier is Tier.SPOT else (),
         )
         for pr in f.pools
         if pr.pool.tier is not Tier.RESERVED
@@ -96,6 +116,7 @@ def observe(world: World, now: int, *, gpus_while_starting: bool = True) -> Obse
             k = g // per
             members = [(f"pod-{q}-{i}", per, f"pod-{q}", k) for i in range(k)]
         on = p.nodes[q] if st == RUNNING else ()
+        spot = SPOT_RANK in p.tiers(q)
         for i, (name, gpus, gang, gang_min) in enumerate(members):
             pods.append(
                 ObservedPod(
@@ -108,6 +129,8 @@ def observe(world: World, now: int, *, gpus_while_starting: bool = True) -> Obse
                     gang=gang,
                     gang_min=gang_min,
                     gated=st == PARKED,
+                    checkpointable=spot,
+                    tolerations=(SPOT_TOLERATION,) if spot else (),
                 )
             )
     return Observation(float(now), tuple(nodes), tuple(pods), node_pools=pools)
