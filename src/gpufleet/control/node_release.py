@@ -26,13 +26,19 @@ nodes). In a cluster where Karpenter launches the nodes, :class:`NodeReleasePlan
   NodePools may still launch: each NodePool's ``spec.limits["nvidia.com/gpu"]`` less the GPUs of its nodes
   (:func:`launch_room_gpus`, read from the API server, :class:`~gpufleet.control.observation.ObservedNodePool`).
   Unbounded (so nothing is out of reach, 0 as before) when a NodePool that may launch the product has no GPU
-  limit, or when NodePools are not observed (no Karpenter). Every doubt counts as reach: an unpinned GPU NodePool
-  counts for every product, taints and other limits (``cpu``, ``nodes``) are not read, nodes Karpenter has
-  claimed but not yet registered leave their GPUs in the room; a starting node that shows no GPUs yet counts once
-  (whole among the free nodes, at its product's GPUs per node against its NodePool's limit). Not observable: stock-outs (a NodePool within its
-  limit whose instances the provider cannot supply still counts as room, so such a gang holds nodes as before)
-  and a GPU NodePool that shows no GPU sign (no product pin, GPU limit or ``instance-gpu-*`` requirement: it is
-  taken for a CPU NodePool).
+  limit, or when NodePools are not observed (no Karpenter). Taints are honoured as Kubernetes scheduling does
+  (:func:`admits`): a node's free GPUs count for a gang only if one of its pods tolerates every NoSchedule and
+  NoExecute taint of the node, a NodePool (its room, or its missing limit) only if one of them tolerates its
+  template's taints (gpufleet's spot NodePool carries ``gpufleet.io/spot=true:NoSchedule``: a gang that may not
+  use spot counts no spot node or room); so the reach is per gang, by its pods' tolerations. The taints a node
+  carries while it starts or is unwell (:data:`PASSING_TAINTS`) pass. Every other doubt counts as reach: an
+  unpinned GPU NodePool counts for every product, other limits (``cpu``, ``nodes``) are not read, nodes
+  Karpenter has claimed but not yet registered leave their GPUs in the room; a starting node that shows no GPUs
+  yet counts once (whole among the free nodes, at its product's GPUs per node against its NodePool's limit).
+  Not observable: stock-outs (a NodePool within its limit whose instances the provider cannot supply still
+  counts as room, so such a gang holds nodes as before) and a GPU NodePool that shows no GPU sign (no product
+  pin, GPU limit or ``instance-gpu-*`` requirement: it is taken for a CPU NodePool). Not read: a NodePool's
+  ``startupTaints`` (a starting node that carries one does not count for a gang that does not tolerate it).
 
 Node start (``node_start_s``) is one setting for the cluster, the controller's (the simulator reads it per pool).
 Decisions are data (:class:`NodeRelease`, with the scaler's reason code); the controller cordons, checks that the
