@@ -37,8 +37,8 @@ COMPARED = (
     "free_gpus",
     "capacity_gpus",
     "unreachable_gang_gpus (against the simulator's rule on what Kubernetes sees: kubernetes_view_unreachable; "
-    "where it differs from the simulator's, only by what a cluster does not see: not_seen_by_kubernetes, or "
-    "where the simulator counts a starting node the gang may not use: simulator_counts_untolerated)",
+    "where it differs from the simulator's, only by what a cluster does not see: not_seen_by_kubernetes; never "
+    "more than the simulator's)",
     "wait_price_usd_per_gpu_h, and tier and price of the idle on-demand and spot nodes offered (catalog_of)",
 )
 BY_DESIGN = {
@@ -70,14 +70,13 @@ class Tick:
     k8s_view_unreachable: int  # the same rule on what Kubernetes sees (kubernetes_view_unreachable)
     starting: int  # nodes of the SKU starting
     unseen: bool  # a queued gang's tiers hold what a cluster does not see (not_seen_by_kubernetes)
-    lenient: bool  # the simulator counts a starting node a queued gang may not use (simulator_counts_untolerated)
 
 
 def kubernetes_view_reach(w: World, s: int, tiers: tuple[int, ...]) -> int | None:
     """``Provisioner.gang_reach_nodes`` of a gang of SKU ``s`` that may use ``tiers`` (the taints it tolerates,
     sim/observe.py) without what a Kubernetes cluster does not show: stock (every launched pool's room counts),
-    why a node is NotReady (a failed node counts as a starting one) and why a node starts (the starting nodes of
-    its tiers count, the simulator's launches in flight of every tier). None: unbounded."""
+    why a node is NotReady (a failed node counts as a starting one) and why a node starts (every starting node of
+    its tiers counts, the simulator's only its launches in flight on those tiers). None: unbounded."""
     f = w.fleet
     per = w.per_node[s]
     reach = sum(f.index.free_nodes(s, t, per) for t in tiers)
@@ -109,22 +108,15 @@ def not_seen_by_kubernetes(w: World, s: int) -> bool:
     pool out of stock, a failed node (NotReady: it counts as a starting one) or a starting node that is not one
     of the simulator's launches in flight."""
     f, p = w.fleet, w.pods
-    inflight = w.provisioner.inflight_gpus[s] // w.per_node[s]
     for q in _gangs(w, s):
         tiers = p.tiers(q)
+        inflight = sum(w.provisioner.inflight_tier_gpus[s][t] for t in tiers) // w.per_node[s]
         if any(pr.sku_idx == s and pr.tier_rank in tiers and pr.tier_rank != RESERVED_RANK and not pr.in_stock
                for pr in f.pools):  # fmt: skip
             return True
         if _nodes_in(w, s, NodeState.DOWN, tiers) or _nodes_in(w, s, NodeState.PROVISIONING, tiers) > inflight:
             return True
     return False
-
-
-def simulator_counts_untolerated(w: World, s: int) -> bool:
-    """Whether the simulator counts in a queued gang's reach a starting node of a tier the gang may not use
-    (``gang_reach_nodes`` counts the SKU's launches in flight, every tier: a spot node for a gang that may not
-    use spot); a cluster reads that node's spot taint."""
-    return any(_nodes_in(w, s, NodeState.PROVISIONING, w.pods.tiers(q), inside=False) for q in _gangs(w, s))
 
 
 def kubernetes_view_unreachable(w: World, s: int) -> int:
@@ -195,9 +187,9 @@ def run_parity(days: int = DAYS, seed: int = 11, *, gpus_while_starting: bool = 
         sim = seen[-1] if len(seen) > before else None
         names = {i.node_id: planner.node_name(i.node_id) for i in k8s.idle} if k8s is not None else {}
         starting = sum(1 for n in range(len(f.n_sku)) if f.n_sku[n] == s and f.n_state[n] == NodeState.PROVISIONING)
-        unseen, lenient = not_seen_by_kubernetes(w, s), simulator_counts_untolerated(w, s)
+        unseen = not_seen_by_kubernetes(w, s)
         ticks.append(Tick(now, sku, sim, k8s, names, idle, pending, free, capacity, unreachable, k8s_view, starting,
-                          unseen, lenient))  # fmt: skip
+                          unseen))  # fmt: skip
 
     prov.scale_down_idle = observed  # type: ignore[method-assign]
     w.run()
@@ -218,8 +210,6 @@ def test_the_kubernetes_node_release_sees_what_the_simulator_sees(gpus_while_sta
     # without it, 507): the other ticks differ only by what a cluster cannot see
     assert sum(1 for t in gangs_out if t.k8s_view_unreachable == t.unreachable) > len(gangs_out) * 3 // 4
     assert all(t.unseen for t in gangs_out if t.k8s_view_unreachable != t.unreachable)
-    more = [t for t in ticks if t.k8s is not None and t.k8s.unreachable_gang_gpus not in (0, t.unreachable)]
-    assert len(more) < len(ticks) // 100, "the simulator's leniency (simulator_counts_untolerated) is no longer rare"
     for t in ticks:
         k = t.k8s
         assert k is not None  # the product has nodes in both worlds
@@ -227,8 +217,8 @@ def test_the_kubernetes_node_release_sees_what_the_simulator_sees(gpus_while_sta
         assert {t.names[i.node_id] for i in k.idle} == t.idle, t.now
         assert (k.pending_gpus, k.free_gpus, k.capacity_gpus) == (t.pending, t.free, t.capacity), t.now
         assert k.unreachable_gang_gpus == t.k8s_view_unreachable, t.now
-        # a doubt counts as reach: never more, but where the simulator counts a starting node the gang may not use
-        assert k.unreachable_gang_gpus in (0, t.unreachable) or t.lenient, t.now
+        # a doubt counts as reach: never more than the simulator (whose starting nodes count on the gang's tiers only)
+        assert k.unreachable_gang_gpus in (0, t.unreachable), t.now
         assert k.forecast_gpus is None and k.out_of_stock_pools == frozenset()  # BY_DESIGN
         if t.sim is None:
             continue
