@@ -133,8 +133,12 @@ class Provisioner:
         return out
 
     def provision(self, s: int, now: int, pod: int) -> bool:
-        """If queued demand exceeds capacity on its way, launch nodes for ``pod`` along the fallback chain."""
-        if self.queues.pending_gpus[s] <= self.inflight_gpus[s]:
+        """If queued demand exceeds capacity on its way, launch nodes for ``pod`` along the fallback chain (the
+        capacity on its way for ``pod``: the nodes starting on the tiers it may use)."""
+        tiers = self.pods.tiers(pod)
+        starting = self.inflight_tier_gpus[s]
+        on_its_way = sum(starting[t] for t in tiers)
+        if self.queues.pending_gpus[s] <= on_its_way:
             return True
         per = self.per_node[s]
         g = self.pods.gpus[pod]
@@ -146,8 +150,8 @@ class Provisioner:
             self.sku_ids[s],
             need,
             g > per,
-            sum(self.fleet.index.free_nodes(s, t, per) for t in self.pods.tiers(pod)),
-            self.inflight_gpus[s] // per,
+            sum(self.fleet.index.free_nodes(s, t, per) for t in tiers),
+            on_its_way // per,
             len(freeing),
             lead,
         )
