@@ -63,7 +63,7 @@ def test_the_world_launches_the_base_outside_the_queue_and_its_books_balance() -
     for day in range(1, sc.days + 1):
         w.run(until_s=day * 86400 - 1)
         w.check_invariants()
-        assert all(g >= 0 for g in w.provisioner.inflight_gpus)
+        assert all(g >= 0 for tiers in w.provisioner.inflight_tier_gpus for g in tiers)
     w.run()
     w.check_invariants()
     launched = [e for e in w.decisions.entries() if e["reason"] == REASON]

@@ -234,7 +234,8 @@ class NodeReleasePlanner:
         watch (None: the scaler's ``min_idle_s``, as :meth:`plan`; 0: every idle launched node)."""
         now = obs.now_s
         least = self.scaler.min_idle_s if min_idle_s is None else min_idle_s
-        busy = {p.node for p in obs.pods if p.node and p.active}
+        bound = [p for p in obs.pods if p.node and p.active]
+        busy = {p.node for p in bound}
         gpu_nodes = [n for n in obs.nodes if n.sku and n.spec.gpu_count > 0]
         fresh = self._fresh(gpu_nodes)
         for n in gpu_nodes:
@@ -251,10 +252,8 @@ class NodeReleasePlanner:
             if not p.node and p.active and not p.gated and p.request.num_gpu > 0 and p.scheduler_name in self.schedulers
         ]
         used: dict[str, int] = {}
-        for p in obs.pods:
-            if p.node and p.active:  # a GPU share holds its GPU
-                used[p.node] = used.get(p.node, 0) + p.request.num_gpu
-        bound = [p for p in obs.pods if p.node and p.active]
+        for p in bound:  # a GPU share holds its GPU
+            used[p.node] = used.get(p.node, 0) + p.request.num_gpu
         reaches: dict[frozenset[tuple[tuple[str, str, str, str], ...]], dict[str, ProductReach]] = {}
 
         def reach(members: Sequence[ObservedPod]) -> dict[str, ProductReach]:  # by the members' tolerations

@@ -22,6 +22,9 @@ class Tier(StrEnum):
 
 TIER_ORDER: tuple[Tier, ...] = (Tier.RESERVED, Tier.ON_DEMAND, Tier.SPOT, Tier.SECONDARY)
 TIER_RANK: dict[Tier, int] = {t: i for i, t in enumerate(TIER_ORDER)}
+# the taint that keeps work off spot capacity unless it tolerates it (checkpointable training only): key, value,
+# effect. Kubernetes' fleet objects put it on spot NodePools and flavors; the simulator's cluster view shows it too
+SPOT_NODE_TAINT: tuple[str, str, str] = ("gpufleet.io/spot", "true", "NoSchedule")
 
 
 @dataclass(frozen=True, slots=True)

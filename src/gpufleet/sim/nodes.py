@@ -80,10 +80,9 @@ class Provisioner:
         self.sku_ids = sku_ids
         self.per_node = per_node
         self.pool_specs = pool_specs
-        self.inflight_gpus = [0] * len(sku_ids)  # GPUs on nodes still provisioning
-        # the same per tier rank (a gang's reach counts only the tiers it may use), and each such node's rank
+        # GPUs on nodes still provisioning for queued work, per SKU and tier rank (capacity on its way for a pod
+        # is what starts on the tiers it may use)
         self.inflight_tier_gpus = [[0] * len(TIER_RANK) for _ in sku_ids]
-        self.inflight_rank: dict[int, int] = {}
         # the secondary base (ControlLoop.secondary_base): GPUs in use on on-demand + secondary nodes per hour (the
         # last window), and the base's nodes still provisioning (not capacity on its way for queued work)
         self.launched_in_use: list[list[float]] = [[] for _ in sku_ids]
@@ -98,8 +97,9 @@ class Provisioner:
 
     def gang_reach_nodes(self, s: int, pod: int) -> int:
         """Whole nodes gang ``pod`` could have without running work ending: free on the tiers it may use, starting
-        on them (a launch in flight on a tier it may not use, e.g. spot, is not its), and still launchable in those tiers' launched pools that are in stock (their quota or provider ceiling
-        less what is paid; an unbounded pool: as many as it needs)."""
+        on them (a launch in flight on a tier it may not use, e.g. spot, is not its), and still launchable in those
+        tiers' launched pools that are in stock (their quota or provider ceiling less what is paid; an unbounded
+        pool: as many as it needs)."""
         per = self.per_node[s]
         tiers = self.pods.tiers(pod)
         f = self.fleet
@@ -190,9 +190,7 @@ class Provisioner:
         for _ in range(nodes):
             node = f.launch(pidx, now, up=False)
             if for_queue:
-                self.inflight_gpus[pr.sku_idx] += f.n_total[node]
                 self.inflight_tier_gpus[pr.sku_idx][pr.tier_rank] += f.n_total[node]
-                self.inflight_rank[node] = pr.tier_rank
             else:
                 self.base_starting.add(node)
             self.q.schedule(now + self.start_delay_s(pr.pool.node_start_s, now), NODE_UP, node, f.n_epoch[node])
@@ -362,9 +360,8 @@ class NodeEvents:
         if node in self.provisioner.base_starting:
             self.provisioner.base_starting.discard(node)
         else:
-            self.provisioner.inflight_gpus[s] -= f.n_total[node]
-            rank = self.provisioner.inflight_rank.pop(node)
-            self.provisioner.inflight_tier_gpus[s][rank] -= f.n_total[node]
+            # a launched node keeps its pool while it starts (only reserved nodes change pool, at their expiry)
+            self.provisioner.inflight_tier_gpus[s][f.pools[f.n_pool[node]].tier_rank] -= f.n_total[node]
         f.node_up(node, now)
         self.node_alive(node, now)
         self.scheduling.drain_queue(s, now)

@@ -34,7 +34,7 @@ from gpufleet.control.observation import (
     ObservedPod,
     PodRequest,
 )
-from gpufleet.domain.pools import Tier
+from gpufleet.domain.pools import SPOT_NODE_TAINT, Tier
 from gpufleet.sim.kinds import PARKED, QUEUED, RUNNING, SPOT_RANK
 from gpufleet.sim.lifecycle import NodeState
 
@@ -48,8 +48,9 @@ CAPACITY_TYPE = {
     Tier.SPOT: "spot",
     Tier.SECONDARY: "on-demand",  # a neocloud's nodes: launched per use, their own NodePool
 }
-SPOT_TAINT = "gpufleet.io/spot=true:NoSchedule"  # fleetobjects.SPOT_TAINT (the adapters are not sim's to import)
-SPOT_TOLERATION = ("gpufleet.io/spot", "Equal", "true", "NoSchedule")
+_KEY, _VALUE, _EFFECT = SPOT_NODE_TAINT  # as gpufleet's fleet objects taint spot capacity
+SPOT_TAINT = f"{_KEY}={_VALUE}:{_EFFECT}"
+SPOT_TOLERATION = (_KEY, "Equal", _VALUE, _EFFECT)
 CONDITION_TAINT: dict[int, str] = {
     NodeState.PROVISIONING: "node.kubernetes.io/not-ready=:NoSchedule",
     NodeState.DOWN: "node.kubernetes.io/unreachable=:NoSchedule",

@@ -34,7 +34,7 @@ from gpufleet.adapters.kubernetes.labels import GPU, L_CAPACITY, L_PRODUCT
 from gpufleet.adapters.kubernetes.rest import JSON
 from gpufleet.control.placement import running_tier_order
 from gpufleet.domain.errors import ValidationError
-from gpufleet.domain.pools import CapacityPool, Tier
+from gpufleet.domain.pools import SPOT_NODE_TAINT, CapacityPool, Tier
 from gpufleet.schedule.quota import TeamQuota
 
 CAPACITY_TYPE = {Tier.RESERVED: "reserved", Tier.ON_DEMAND: "on-demand", Tier.SPOT: "spot"}
@@ -48,7 +48,7 @@ def capacity_chain(prices: Mapping[Tier, Decimal]) -> tuple[str, ...]:
     return tuple(CAPACITY_TYPE[t] for t in running_tier_order(True, True, prices) if t in CAPACITY_TYPE)
 
 
-SPOT_TAINT = {"key": "gpufleet.io/spot", "value": "true", "effect": "NoSchedule"}
+SPOT_TAINT = dict(zip(("key", "value", "effect"), SPOT_NODE_TAINT, strict=True))
 KUEUE = "kueue.x-k8s.io/v1beta2"
 KARPENTER = "karpenter.sh/v1"
 PATHS = {
