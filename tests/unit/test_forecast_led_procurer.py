@@ -7,7 +7,7 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gpufleet.control.procurement import marginal_saving_usd, worthwhile_nodes
+from gpufleet.control.forecast_led import marginal_saving_usd, worthwhile_nodes
 
 
 def _exhaustive(cover: np.ndarray, levels: np.ndarray, first: int, **kw: float | np.ndarray) -> int:

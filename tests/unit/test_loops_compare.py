@@ -11,8 +11,9 @@ import pytest
 
 from gpufleet.cli.scenario_files import resolve_scenario
 from gpufleet.control.common_practice import PeakSizedReplicas, QuarterlyPeakProcurer
+from gpufleet.control.forecast_led import project, trend_per_day
 from gpufleet.control.placement import SpotFirstForCheckpointed, running_tier_order
-from gpufleet.control.procurement import ForecastLedProcurer, TierLimits, project, trend_per_day
+from gpufleet.control.procurement import ForecastLedProcurer, TierLimits
 from gpufleet.domain.catalog import default_pools
 from gpufleet.domain.errors import ValidationError
 from gpufleet.domain.pools import Tier

@@ -10,8 +10,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from gpufleet.control.forecast_led import project
 from gpufleet.control.loop import ControlLoop
-from gpufleet.control.procurement import ForecastLedProcurer, TierLimits, project, whole_nodes
+from gpufleet.control.procurement import ForecastLedProcurer, TierLimits, whole_nodes
 from gpufleet.domain.catalog import BUILTIN_PRICE_CATALOG, default_pools
 from gpufleet.ports import ProcurementContext
 from gpufleet.procure.freshdays import FreshDaysRule, units_worth_committing_tiered
