@@ -144,5 +144,8 @@ def test_karpenter_nodepools_gpu_limit_product_and_capacity_type() -> None:
         {"key": "a", "value": "1", "effect": "NoSchedule"}, {"key": "b", "effect": "NoExecute"},
         {"key": "c", "value": "x", "effect": "PreferNoSchedule"}]}}}}  # fmt: skip
     assert node_pool_from_json(tainted).taints == ("a=1:NoSchedule", "b=:NoExecute")  # as a node's: no preference
+    tainted["spec"]["template"]["spec"]["startupTaints"] = tainted["spec"]["template"]["spec"].pop("taints")
+    got = node_pool_from_json(tainted)
+    assert got.startup_taints == ("a=1:NoSchedule", "b=:NoExecute") and got.taints == ()  # read alike
     with pytest.raises(ValidationError, match=r"nodepool\[x\]\.spec\.limits"):
         node_pool_from_json({"metadata": {"name": "x"}, "spec": {"limits": {"nvidia.com/gpu": "lots"}}})

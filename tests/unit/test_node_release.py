@@ -295,6 +295,35 @@ def test_a_gang_that_does_not_tolerate_spot_is_out_of_reach_with_only_spot_room(
     assert report(gang[:1] + tolerant[1:], 64) == 0  # one member tolerates spot: a doubt, reach
 
 
+DRIVER_TAINT = "nvidia.com/gpu-driver=starting:NoSchedule"  # a GPU operator's readiness taint, removed when ready
+
+
+def test_a_starting_node_counts_for_a_gang_past_its_nodepools_startup_taints() -> None:
+    """Karpenter's startupTaints: pods need not tolerate them (Karpenter expects them removed), so a starting node
+    carrying its NodePool's counts for a gang; the same taint not listed as a startup taint, or back on a node
+    Karpenter has initialised, keeps it off as any taint; a node of no observed NodePool is read as before."""
+    rec = Recorder()
+    planner = NodeReleasePlanner(rec, BUILTIN_PRICE_CATALOG)
+    s = replace(node("s"), ready=False)
+    starting = replace(s, spec=replace(s.spec, taints=(DRIVER_TAINT,)))
+    full = limit("on-demand", 16)  # its 2 nodes: no room
+    startup = replace(full, startup_taints=(DRIVER_TAINT,))
+    gang = [member("g", i, gang_min=2) for i in range(2)]
+
+    def report(n: ObservedNode, pool: ObservedNodePool) -> int:
+        planner.plan(Observation(T0, (node("a"), n), tuple(gang), node_pools=(pool,)))
+        return rec.asked[-1].unreachable_gang_gpus
+
+    assert report(starting, startup) == 0  # idle a + starting s: it can complete
+    assert report(starting, full) == 16  # not a startup taint: s is not the gang's
+    initialised = replace(starting, spec=replace(starting.spec, labels=("karpenter.sh/initialized=true",)))
+    assert report(initialised, startup) == 16  # it came back once Karpenter saw it gone: it lasts
+    assert report(replace(starting, node_pool=""), replace(startup, gpu_limit=8)) == 16  # NodePool not known
+    assert admits(gang, [DRIVER_TAINT], (DRIVER_TAINT,)) and not admits(gang, [DRIVER_TAINT])
+    room = replace(startup, gpu_limit=24)  # startup taints do not narrow a NodePool's room: 24 - 16 GPUs
+    assert launch_room_gpus(H100, [room], [node("a"), starting], pods=gang) == 8
+
+
 def test_the_planner_reports_the_gpus_of_pending_gangs_only_when_all_are_out_of_reach() -> None:
     rec = Recorder()
     planner = NodeReleasePlanner(rec, BUILTIN_PRICE_CATALOG)
@@ -341,8 +370,13 @@ def test_an_idle_node_goes_at_its_break_even_while_only_a_gang_out_of_reach_is_p
 @settings(max_examples=100, deadline=None)
 @example(["on-demand", "spot"], [12], {"on-demand": 8, "spot": 0}, [((), True, 0, 600)] * 10)  # nodes go
 @example(["on-demand", "starting"], [3], {"on-demand": 16, "spot": None}, [((), True, 0, 600)] * 10)  # spot: no limit
+@example(["on-demand", "startup-tainted"], [2], {"on-demand": 16, "spot": 0}, [((), True, 0, 600)])  # it counts
 @given(
-    kinds=st.lists(st.sampled_from(["on-demand", "spot", "reserved", "cordoned", "starting"]), min_size=1, max_size=6),
+    kinds=st.lists(
+        st.sampled_from(["on-demand", "spot", "reserved", "cordoned", "starting", "startup-tainted"]),
+        min_size=1,
+        max_size=6,
+    ),
     gangs=st.lists(st.integers(1, 12), min_size=1, max_size=3),  # gangs of 8-GPU pods (their sizes)
     limits=st.one_of(
         st.none(),
@@ -368,7 +402,8 @@ def test_with_pending_work_that_is_not_a_gang_out_of_reach_nothing_is_released(
     looks: list[tuple[tuple[int, ...], bool, int, int]],
 ) -> None:
     """Invariant (as test_nodes_payoff's): the report equals a count done here by hand (8-GPU nodes and members:
-    reach = free uncordoned nodes + starting nodes + the NodePools' room in nodes), and while any pending pod is
+    reach = free uncordoned nodes + starting nodes, some carrying their NodePool's startup taint + the NodePools'
+    room in nodes), and while any pending pod is
     not in a gang out of reach, nothing is released (today's code, which never reports, holds everything then)."""
     asked: list[ScaleDownContext] = []
     scaler = ControlLoop.gpufleet(0).node_scaler
@@ -390,8 +425,13 @@ def test_with_pending_work_that_is_not_a_gang_out_of_reach_nothing_is_released(
     fleet = {}
     for i, k in enumerate(kinds):
         capacity = k if k in ("on-demand", "spot", "reserved") else "on-demand"
-        fleet[f"n{i}"] = replace(node(f"n{i}", capacity, cordoned=k == "cordoned"), ready=k != "starting")
-    pools = None if limits is None else tuple(limit(k, v) for k, v in limits.items())
+        n = replace(node(f"n{i}", capacity, cordoned=k == "cordoned"), ready=not k.startswith("start"))
+        fleet[f"n{i}"] = replace(n, spec=replace(n.spec, taints=(DRIVER_TAINT,))) if k == "startup-tainted" else n
+    pools = (
+        None
+        if limits is None
+        else tuple(replace(limit(k, v), startup_taints=(DRIVER_TAINT,)) for k, v in limits.items())
+    )
     t = 0.0
     for busy_at, queued, solo, dt in looks:
         t += dt

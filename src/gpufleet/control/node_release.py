@@ -31,14 +31,16 @@ nodes). In a cluster where Karpenter launches the nodes, :class:`NodeReleasePlan
   NoExecute taint of the node, a NodePool (its room, or its missing limit) only if one of them tolerates its
   template's taints (gpufleet's spot NodePool carries ``gpufleet.io/spot=true:NoSchedule``: a gang that may not
   use spot counts no spot node or room); so the reach is per gang, by its pods' tolerations. The taints a node
-  carries while it starts or is unwell (:data:`PASSING_TAINTS`) pass. Every other doubt counts as reach: an
+  carries while it starts or is unwell (:data:`PASSING_TAINTS`) pass, and so do its NodePool's ``startupTaints``
+  (``ObservedNodePool.startup_taints``, the NodePool by the node's ``karpenter.sh/nodepool`` label) until
+  Karpenter marks the node initialised (:data:`INITIALIZED`), as Karpenter's own scheduling reads them; a
+  NodePool's room is not narrowed by them. Every other doubt counts as reach: an
   unpinned GPU NodePool counts for every product, other limits (``cpu``, ``nodes``) are not read, nodes
   Karpenter has claimed but not yet registered leave their GPUs in the room; a starting node that shows no GPUs
   yet counts once (whole among the free nodes, at its product's GPUs per node against its NodePool's limit).
   Not observable: stock-outs (a NodePool within its limit whose instances the provider cannot supply still
   counts as room, so such a gang holds nodes as before) and a GPU NodePool that shows no GPU sign (no product
-  pin, GPU limit or ``instance-gpu-*`` requirement: it is taken for a CPU NodePool). Not read: a NodePool's
-  ``startupTaints`` (a starting node that carries one does not count for a gang that does not tolerate it).
+  pin, GPU limit or ``instance-gpu-*`` requirement: it is taken for a CPU NodePool).
 
 Node start (``node_start_s``) is one setting for the cluster, the controller's (the simulator reads it per pool).
 Decisions are data (:class:`NodeRelease`, with the scaler's reason code); the controller cordons, checks that the
@@ -47,7 +49,7 @@ node is still empty and deletes it (``adapters/kubernetes/controller.py``).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from gpufleet.control.observation import Observation, ObservedNode, ObservedNodePool, ObservedPod
@@ -61,6 +63,8 @@ PRODUCT_SELECTOR = "nvidia.com/gpu.product="  # a pod's nodeSelector entry pinni
 # taints a node carries while it starts or is unwell, gone once it is up (Kubernetes' condition taints, the cloud
 # provider's and Karpenter's until the node is initialised and registered): a doubt, they do not keep a pod off
 PASSING_TAINTS = ("node.kubernetes.io/", "node.cloudprovider.kubernetes.io/uninitialized", "karpenter.sh/unregistered")
+# Karpenter's node label once its NodePool's startup taints are gone: one that comes back after it lasts
+INITIALIZED = "karpenter.sh/initialized=true"
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,10 +86,11 @@ class ProductReach:
         return sum(f // g for f in self.free_gpus) + launch
 
 
-def admits(pods: Sequence[ObservedPod] | None, taints: Iterable[str]) -> bool:
+def admits(pods: Sequence[ObservedPod] | None, taints: Iterable[str], startup: Collection[str] = ()) -> bool:
     """Whether a node (or a NodePool's nodes) with ``taints`` (NoSchedule, NoExecute) may take one of ``pods``:
-    one of them tolerates each of its taints but the passing ones (:data:`PASSING_TAINTS`). None: any pod."""
-    lasting = [t for t in taints if not t.startswith(PASSING_TAINTS)]
+    one of them tolerates each of its taints but the passing ones (:data:`PASSING_TAINTS` and ``startup``, a
+    starting node's NodePool's startup taints). None: any pod."""
+    lasting = [t for t in taints if not t.startswith(PASSING_TAINTS) and t not in startup]
     return pods is None or not lasting or any(all(p.tolerates(t) for t in lasting) for p in pods)
 
 
@@ -301,13 +306,18 @@ class NodeReleasePlanner:
     ) -> dict[str, ProductReach]:
         """For a gang's ``members``, per GPU product (of the nodes, of the pending pods' pins and of the NodePools'
         pins): free GPUs of its uncordoned nodes, Ready or starting (a starting node whose GPUs are not yet
-        allocatable counts whole), and its launch room, both only where one member tolerates the taints."""
+        allocatable counts whole), and its launch room, both only where one member tolerates the taints (a node's
+        NodePool's startup taints pass until Karpenter has initialised it)."""
         per: dict[str, int] = {}
         for n in gpu_nodes:
             per[n.sku] = max(per.get(n.sku, 0), n.spec.gpu_count)
+        startup = {np.name: np.startup_taints for np in obs.node_pools or ()}
         free: dict[str, list[int]] = {}
         for n in obs.nodes:
-            if not n.sku or n.unschedulable or not admits(members, n.spec.taints):
+            if not n.sku or n.unschedulable:
+                continue
+            passing = () if INITIALIZED in n.spec.labels else startup.get(n.node_pool, ())
+            if not admits(members, n.spec.taints, passing):
                 continue
             if n.spec.gpu_count > 0:
                 free.setdefault(n.sku, []).append(max(0, n.spec.gpu_count - used.get(n.name, 0)))

@@ -156,7 +156,9 @@ class ObservedNodePool:
     ``karpenter.k8s.aws/instance-gpu-name`` values) and capacity types its template pins with labels or ``In``
     requirements, ``()`` = not pinned. ``gpu``: it shows it launches GPU nodes (pins a product, limits
     ``nvidia.com/gpu`` or requires an ``instance-gpu-*`` / ``nvidia.com/*`` label). ``taints``: its template's
-    NoSchedule and NoExecute taints (``key=value:Effect``, as ``NodeSpec.taints``), which its nodes carry."""
+    NoSchedule and NoExecute taints (``key=value:Effect``, as ``NodeSpec.taints``), which its nodes carry.
+    ``startup_taints``: its template's ``startupTaints`` in the same form, which its nodes carry as they start until
+    something (a DaemonSet such as a GPU operator's) removes them; pods need not tolerate them."""
 
     name: str
     gpu_limit: int | None  # spec.limits["nvidia.com/gpu"]; None = no GPU limit
@@ -164,6 +166,7 @@ class ObservedNodePool:
     capacity_types: tuple[str, ...] = ()
     gpu: bool = False
     taints: tuple[str, ...] = ()  # spec.template.spec.taints
+    startup_taints: tuple[str, ...] = ()  # spec.template.spec.startupTaints
 
 
 @dataclass(frozen=True, slots=True)

@@ -105,16 +105,21 @@ def test_a_gang_its_nodepools_limit_keeps_from_completing_does_not_hold_an_idle_
 ) -> None:
     """gpufleet's NodePool limits the product to 160 GPUs (20 nodes, one of them up and idle). A pending gang of 20
     whole-node pods can complete (the idle node + 19 launchable): the idle node is held however long it idles. A
-    gang of 32 cannot: the idle node goes at the rent-or-buy break-even it has long passed."""
+    gang of 32 cannot: the idle node goes at the rent-or-buy break-even it has long passed. The NodePool has a
+    startup taint (a GPU operator's readiness taint) that the idle node, not yet initialised by Karpenter, still
+    carries and the gang does not tolerate: the node counts for the gang all the same, as Karpenter counts it."""
     p = f"gang{uuid.uuid4().hex[:5]}"
     # its own product (priced as the H100 by the catalog's token match): the H100 NodePools other tests leave do
     # not launch it (a NodePool pinned to a product counts for the products whose name contains the pin)
     product = f"NVIDIA-H100-{p.upper()}-80GB-HBM3"
     pool = node_pool(TierCapacity(product, "on-demand", 160), consolidate_after="Never")
+    startup = {"key": "nvidia.com/gpu-driver", "value": "starting", "effect": "NoSchedule"}
+    pool["spec"]["template"]["spec"]["startupTaints"] = [startup]
     name = pool["metadata"]["name"]
     kube.post("/apis/karpenter.sh/v1/nodepools", pool)
     idle = f"{p}-idle"
     kubelet.register([FakeNode(idle, product=product, node_pool=name)])
+    kube.patch(f"/api/v1/nodes/{idle}", {"spec": {"taints": [startup]}})  # Karpenter's, until the operator is up
     kubelet.start()
     sched = f"gpufleet-{p}"
 
@@ -132,7 +137,9 @@ def test_a_gang_its_nodepools_limit_keeps_from_completing_does_not_hold_an_idle_
     try:
         assert wait_for(lambda: len([q for q in ctl.view.observation().pods if q.namespace == ns]) == 20, 30)
         seen = ctl.view.observation().node_pools or ()
-        assert ObservedNodePool(name, 160, (product,), ("on-demand",), gpu=True) in seen  # read from the API server
+        driver = "nvidia.com/gpu-driver=starting:NoSchedule"
+        assert ObservedNodePool(name, 160, (product,), ("on-demand",), gpu=True, startup_taints=(driver,)) in seen
+        assert [n.spec.taints for n in ctl.view.observation().nodes if n.name == idle] == [(driver,)]
         buy_s = rent_or_buy_hold_s(600, MIN_BILLING_S, LOOP_DELAY_WEIGHT, 1.0)
         released: list[tuple[NodeRelease, str]] = []
         start = clock.t

@@ -45,7 +45,8 @@ its nodes may hold; absent = no limit) and, from ``spec.template`` (``metadata.l
 with operator ``In``), the GPU products (``nvidia.com/gpu.product`` or ``karpenter.k8s.aws/instance-gpu-name``)
 and capacity types (``karpenter.sh/capacity-type``) it is pinned to; a requirement on ``karpenter.k8s.aws/
 instance-gpu-*`` or ``nvidia.com/*`` (other than ``DoesNotExist``) marks it a GPU NodePool; the template's
-``spec.taints`` with effect NoSchedule or NoExecute are kept as a node's are (``key=value:Effect``).
+``spec.taints`` and ``spec.startupTaints`` with effect NoSchedule or NoExecute are kept as a node's are
+(``key=value:Effect``).
 A pod's ``Ready`` condition is read (a serving replica that answers), and of the annotations outside
 ``gpufleet.io/`` only ``controller.kubernetes.io/pod-deletion-cost`` (written by gpufleet before a scale-down).
 """
@@ -441,4 +442,5 @@ def node_pool_from_json(obj: dict[str, Any]) -> ObservedNodePool:
         capacity_types=_pinned(labels, reqs, (L_CAPACITY,)),
         gpu=bool(products) or limit is not None or gpu_req,
         taints=scheduling_taints(tspec.get("taints")),
+        startup_taints=scheduling_taints(tspec.get("startupTaints")),
     )
