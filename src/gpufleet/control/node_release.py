@@ -311,7 +311,7 @@ class NodeReleasePlanner:
         per: dict[str, int] = {}
         for n in gpu_nodes:
             per[n.sku] = max(per.get(n.sku, 0), n.spec.gpu_count)
-        startup = {np.name: np.startup_taints for np in obs.node_pools or ()}
+        startup = {pool.name: pool.startup_taints for pool in obs.node_pools or ()}
         free: dict[str, list[int]] = {}
         for n in obs.nodes:
             if not n.sku or n.unschedulable:
