@@ -40,6 +40,12 @@ def test_bench_loop_prints_every_loop_and_writes_the_means(tmp_path: Path) -> No
     for other in ("common_practice", "baseline"):
         tg = data["targets"][other]
         assert isinstance(tg["work_equal_cost_ratio_of_means"], float) and isinstance(tg["work_equal_cost_met"], bool)
+        # the per-seed ratios' 95 % confidence interval holds their mean and their own rows
+        lo, hi = tg["cost_ratio_per_seed_ci95"]
+        per_seed = [row["loops"]["gpufleet"][f"ratio_to_{other}"] for row in data["rows"]]
+        assert lo <= tg["cost_ratio_per_seed_mean"] <= hi
+        assert abs(tg["cost_ratio_per_seed_mean"] - sum(per_seed) / 2) < 1e-4
+        assert f"95% CI {lo:.3f}-{hi:.3f}" in text
     assert "for the same work" in text
 
 

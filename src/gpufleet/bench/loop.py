@@ -4,14 +4,19 @@ One simulated world per seed; every loop of ``sim.run.LOOPS`` (gpufleet, common_
 scenario and seed, and the hindsight bound (sim/bound.py: a lower bound on the cost of the realized demand, not
 a policy) prices that seed's demand. Because a different decision changes which nodes exist and so which of them
 fail or are preempted, single-seed differences are noisy: the benchmark reports means with their spread (sample
-standard deviation, min and max over seeds) and each loop's per-seed cost ratios.
+standard deviation, min and max over seeds) and each loop's per-seed cost ratios, and for gpufleet's cost against
+each other loop a 95 % confidence interval of the mean per-seed ratio (paired by seed, Student's t over the seeds):
+how far the seeds at hand pin the ratio down, next to the target's ratio of means.
 """
 
 from __future__ import annotations
 
+import math
 import statistics
 from collections.abc import Callable
 from typing import Any
+
+from scipy import stats
 
 from gpufleet.sim.compare import run_loops
 from gpufleet.sim.scenario import Scenario
@@ -40,6 +45,16 @@ def _stat(xs: list[float]) -> dict[str, float]:
         "min": round(min(xs), 6),
         "max": round(max(xs), 6),
     }
+
+
+def mean_ci95(xs: list[float]) -> tuple[float, float] | None:
+    """The 95 % confidence interval of the mean of ``xs`` (Student's t, ``len(xs) - 1`` degrees of freedom); None
+    under two values."""
+    if len(xs) < 2:
+        return None
+    half = float(stats.t.ppf(0.975, len(xs) - 1)) * statistics.stdev(xs) / math.sqrt(len(xs))
+    m = statistics.fmean(xs)
+    return round(m - half, 4), round(m + half, 4)
 
 
 def bench_loop(
@@ -93,7 +108,8 @@ def aggregate(rows: list[dict[str, Any]]) -> dict[str, Any]:
         for other in ("baseline", "common_practice"):
             if other in names:
                 entry[f"ratio_to_{other}_mean"] = _stat(col(f"ratio_to_{other}"))["mean"]
-                entry[f"ratio_to_{other}"] = _stat(col(f"ratio_to_{other}"))
+                xs = col(f"ratio_to_{other}")
+                entry[f"ratio_to_{other}"] = {**_stat(xs), "ci95": mean_ci95(xs)}
         loops[n] = entry
     return {
         "seeds": [r["seed"] for r in rows],
@@ -116,9 +132,13 @@ def targets(loops: dict[str, dict[str, Any]]) -> dict[str, Any]:
             continue
         ratio = g["cost_usd_mean"] / o["cost_usd_mean"]
         same_work = g["work_equal_cost_usd_mean"] / o["work_equal_cost_usd_mean"]
+        per_seed = g.get(f"ratio_to_{other}")
         out[other] = {
             "cost_ratio_of_means": round(ratio, 4),
             "work_equal_cost_ratio_of_means": round(same_work, 4),
+            # the per-seed ratios (paired by seed): their mean and its 95 % confidence interval
+            "cost_ratio_per_seed_mean": per_seed["mean"] if per_seed else None,
+            "cost_ratio_per_seed_ci95": per_seed.get("ci95") if per_seed else None,
             "limit": limit,
             "cost_met": ratio <= limit,
             "work_equal_cost_met": same_work <= limit,

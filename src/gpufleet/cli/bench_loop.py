@@ -83,8 +83,14 @@ def register(app: typer.Typer) -> None:
                 )
             else:
                 service = tg["p95_wait_no_worse"] and tg["slo_no_worse"]
+                ci = tg["cost_ratio_per_seed_ci95"]
+                spread = (
+                    f" (per-seed ratios: mean {tg['cost_ratio_per_seed_mean']:.3f}, 95% CI {ci[0]:.3f}-{ci[1]:.3f})"
+                    if ci
+                    else ""
+                )
                 console.print(
-                    f"gpufleet vs {other}: mean cost ratio {tg['cost_ratio_of_means']:.3f} billed, "
+                    f"gpufleet vs {other}: mean cost ratio {tg['cost_ratio_of_means']:.3f} billed{spread}, "
                     f"{tg['work_equal_cost_ratio_of_means']:.3f} for the same work (target <= {tg['limit']}), "
                     f"p95 wait no worse: {tg['p95_wait_no_worse']}, SLO no worse: {tg['slo_no_worse']} -> billed "
                     f"{'met' if service and tg['cost_met'] else 'NOT met'}, same work "
