@@ -3,6 +3,7 @@ the comparison document every loop is run into (same world, same seed, with the 
 
 from __future__ import annotations
 
+import dataclasses
 from decimal import Decimal
 from pathlib import Path
 
@@ -48,6 +49,43 @@ def test_quarterly_peak_reserves_for_the_grown_peak_once_per_term() -> None:
     assert prop.units < 2.0 * p95 and prop.term_months == 3
     assert p.propose(_ctx(hist, now_h=len(hist) + 7 * DAY_H)) == []  # a week later: no review
     assert p.propose(_ctx(hist, now_h=len(hist) + 91 * DAY_H)) != []  # a quarter later: the next review
+
+
+def test_quarterly_peak_renews_what_ends_within_the_quarter_it_plans() -> None:
+    # 200 GPUs steady; 160 committed, still active when an order would land but ending within the coming quarter
+    # (the previous review's own commitment): the review renews the peak for the whole quarter
+    hist = np.full(28 * DAY_H, 200.0)
+    ending = dataclasses.replace(_ctx(hist, committed=160), committed_gpus_at_term_end=0)
+    (prop,) = QuarterlyPeakProcurer().propose(ending)
+    assert prop.units == 200 and "committed through the term 0" in prop.reason
+    # what lasts through the quarter is netted
+    lasting = dataclasses.replace(_ctx(hist, committed=160), committed_gpus_at_term_end=160)
+    (prop,) = QuarterlyPeakProcurer().propose(lasting)
+    assert prop.units == 40
+    # a caller that does not say what lasts (None): what is committed when the order lands, as before
+    (prop,) = QuarterlyPeakProcurer().propose(_ctx(hist, committed=160))
+    assert prop.units == 40
+
+
+def test_the_simulator_tells_the_procurer_what_lasts_through_the_term() -> None:
+    from gpufleet.sim.run import LOOPS, simulate
+
+    sc = default_scenario()
+    seen: list[ProcurementContext] = []
+    loop = LOOPS["common_practice"](sc, 11)
+    inner = loop.procurer
+
+    class Spy:
+        def propose(self, ctx: ProcurementContext) -> list[object]:
+            seen.append(ctx)
+            return inner.propose(ctx)  # type: ignore[no-any-return]
+
+    loop.procurer = Spy()  # type: ignore[assignment]
+    simulate(sc.model_copy(update={"days": 120}), seed=11, loop=loop)
+    assert seen and all(c.committed_gpus_at_term_end is not None for c in seen)
+    assert all(c.committed_gpus_at_term_end <= c.committed_gpus_at_lead for c in seen)  # type: ignore[operator]
+    # the day-0 commitments end within the first quarter: some review sees less lasting than landing
+    assert any(c.committed_gpus_at_term_end < c.committed_gpus_at_lead for c in seen)  # type: ignore[operator]
 
 
 def test_peak_sized_replicas_stay_static_between_weekly_reviews_and_only_bump_up() -> None:

@@ -164,6 +164,7 @@ class ReservationDesk:
     def _procure(self, s: int, now: int, hist: np.ndarray, fc: DemandForecast | None, retry: bool = False) -> None:
         pidx = self.fleet.pool_of(s, Tier.RESERVED)
         pool = self.fleet.pools[pidx].pool
+        term_end = now + pool.lead_time_s + term_seconds(pool.term_months or 12) - HOUR_S
         ctx = ProcurementContext(
             now,
             self.sku_ids[s],
@@ -174,6 +175,7 @@ class ReservationDesk:
             self.per_node[s],
             planned_runs=self.planned_runs,
             serving_asks_gpus=self._serving_asks(s, now // HOUR_S),
+            committed_gpus_at_term_end=self._committed_at(s, term_end),
         )
         props = self.loop.procurer.propose(ctx)
         self.decisions.reviewed(now, pool, props)
