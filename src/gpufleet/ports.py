@@ -125,9 +125,10 @@ class ProcurementContext:
     # hourly GPUs the SKU's serving replicas were asked for (replicas wanted x GPUs each, placed or not), oldest
     # first; None where the caller does not observe serving (control/stockout_cover.py)
     serving_asks_gpus: FloatArray | None = None
-    # reserved GPUs still active in the last hour of the term a commitment made now would cover (what lasts through
-    # it; a commitment that ends sooner is not counted); None where the caller does not say
-    committed_gpus_at_term_end: int | None = None
+    # the commitments counted in committed_gpus_at_lead that end before the term a commitment made now would cover
+    # does, as (GPUs, end_s), soonest first: what a review renews (common practice's quarterly review); () where
+    # none ends or the caller does not say
+    ending_commitments: tuple[tuple[int, int], ...] = ()
 
     @property
     def commitment_term_h(self) -> int:

@@ -51,23 +51,25 @@ def test_quarterly_peak_reserves_for_the_grown_peak_once_per_term() -> None:
     assert p.propose(_ctx(hist, now_h=len(hist) + 91 * DAY_H)) != []  # a quarter later: the next review
 
 
-def test_quarterly_peak_renews_what_ends_within_the_quarter_it_plans() -> None:
-    # 200 GPUs steady; 160 committed, still active when an order would land but ending within the coming quarter
-    # (the previous review's own commitment): the review renews the peak for the whole quarter
-    hist = np.full(28 * DAY_H, 200.0)
-    ending = dataclasses.replace(_ctx(hist, committed=160), committed_gpus_at_term_end=0)
-    (prop,) = QuarterlyPeakProcurer().propose(ending)
-    assert prop.units == 200 and "committed through the term 0" in prop.reason
-    # what lasts through the quarter is netted
-    lasting = dataclasses.replace(_ctx(hist, committed=160), committed_gpus_at_term_end=160)
-    (prop,) = QuarterlyPeakProcurer().propose(lasting)
-    assert prop.units == 40
-    # a caller that does not say what lasts (None): what is committed when the order lands, as before
+def test_quarterly_peak_holds_its_level_through_the_quarter_by_renewing_what_ends_within_it() -> None:
+    hist = np.full(28 * DAY_H, 200.0)  # the peak: 200 GPUs
+    now = len(hist) * 3600
+    end_a, end_b = now + 20 * 86400, now + 50 * 86400
+    # 160 committed when the order lands: 64 end on day +20, 64 on day +50, 32 last through the quarter
+    ctx = dataclasses.replace(_ctx(hist, committed=160), ending_commitments=((64, end_a), (64, end_b)))
+    props = QuarterlyPeakProcurer().propose(ctx)
+    assert [(p.units, p.start_s) for p in props] == [(40, now + 7 * 86400), (64, end_a), (64, end_b)]
+    assert all(p.term_months == 3 for p in props) and "renewing 64 GPUs" in props[1].reason
+    # over-committed now: only what the level needs is renewed, soonest first, in whole nodes
+    ctx = dataclasses.replace(_ctx(hist, committed=260), ending_commitments=((64, end_a), (64, end_b)))
+    props = QuarterlyPeakProcurer().propose(ctx)
+    assert [(p.units, p.start_s) for p in props] == [(64, end_a), (8, end_b)]  # 132 last: 200 needs 68 -> 72
+    # nothing ends within the quarter (or the caller does not say): what is committed when the order lands
     (prop,) = QuarterlyPeakProcurer().propose(_ctx(hist, committed=160))
     assert prop.units == 40
 
 
-def test_the_simulator_tells_the_procurer_what_lasts_through_the_term() -> None:
+def test_the_simulator_tells_the_procurer_what_ends_within_the_term() -> None:
     from gpufleet.sim.run import LOOPS, simulate
 
     sc = default_scenario()
@@ -82,10 +84,14 @@ def test_the_simulator_tells_the_procurer_what_lasts_through_the_term() -> None:
 
     loop.procurer = Spy()  # type: ignore[assignment]
     simulate(sc.model_copy(update={"days": 120}), seed=11, loop=loop)
-    assert seen and all(c.committed_gpus_at_term_end is not None for c in seen)
-    assert all(c.committed_gpus_at_term_end <= c.committed_gpus_at_lead for c in seen)  # type: ignore[operator]
-    # the day-0 commitments end within the first quarter: some review sees less lasting than landing
-    assert any(c.committed_gpus_at_term_end < c.committed_gpus_at_lead for c in seen)  # type: ignore[operator]
+    assert seen
+    for c in seen:
+        term_end = c.now_s + c.pool.lead_time_s + c.commitment_term_h * 3600
+        assert sum(u for u, _ in c.ending_commitments) <= c.committed_gpus_at_lead
+        assert all(c.now_s + c.pool.lead_time_s < e < term_end for _, e in c.ending_commitments)
+        assert [e for _, e in c.ending_commitments] == sorted(e for _, e in c.ending_commitments)
+    # the day-0 commitments end within the first quarter, and the first quarter's within the second
+    assert any(c.ending_commitments for c in seen)
 
 
 def test_peak_sized_replicas_stay_static_between_weekly_reviews_and_only_bump_up() -> None:

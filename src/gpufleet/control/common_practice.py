@@ -4,12 +4,13 @@
   first procurement epoch with a week of history, and then once per reservation term (a quarter when terms
   are three months), it takes the 95th percentile of the last four weeks of hourly demand, scales it by the
   growth seen over those weeks (last week's mean over the first week's, extrapolated to the middle of the
-  term the new commitment would cover, clipped to 0.8..1.3), and commits whole nodes up to that level above what
-  is committed through that term (``ProcurementContext.committed_gpus_at_term_end``: a commitment that ends
-  within the quarter is renewed at this review, not counted as covering it; before session 23 the review netted
-  what was committed when the order would land, so its own previous commitment, ending days after the review's
-  lead time, counted as covering the next quarter and the quarter went unreserved). This is the spreadsheet plan
-  a FinOps team makes each quarter: size the commitment for the busy hours, with growth, for the whole quarter.
+  term the new commitment would cover, clipped to 0.8..1.3), and holds that level for the quarter: whole nodes
+  up to it above what is committed when the order lands, and, for each commitment that ends within the quarter
+  (``ProcurementContext.ending_commitments``), a renewal starting when it ends, as far as the level needs it (a
+  queued renewal, as cloud consoles offer). Before session 23 the review netted only what was committed when the
+  order would land, so its own previous commitment, ending days after the review's lead time, counted as
+  covering the next quarter and that quarter went unreserved. This is the spreadsheet plan a FinOps team makes
+  each quarter: size the commitment for the busy hours, with growth, for the whole quarter.
 - :class:`PeakSizedReplicas`: serving replicas sized for the peak and left alone. Once a week the count is set
   to the week's peak request rate times a 20% headroom over what one replica sustains at the SLO; between
   reviews it only grows, when traffic eats into the headroom (the on-call engineer's bump, at the next control
@@ -67,16 +68,30 @@ class QuarterlyPeakProcurer:
             ahead_h = (ctx.pool.lead_time_s + term_s / 2) / HOUR_S + week / 2
             growth = min(max(per_h**ahead_h, self.growth_clip[0]), self.growth_clip[1])
         target = peak * growth
-        # what covers the whole quarter: a commitment ending within it is renewed now (the quarter's only review)
-        have = ctx.committed_gpus_at_term_end
-        held = ctx.committed_gpus_at_lead if have is None else have
-        return whole_node_proposal(
-            ctx,
-            target - held,
-            f"quarterly_peak: p{self.percentile:g} of 28 days {peak:.0f} GPUs x growth {growth:.2f} = "
-            f"{target:.0f}, committed through the term {held}",
-            round_up=True,
+        why = f"quarterly_peak: p{self.percentile:g} of 28 days {peak:.0f} GPUs x growth {growth:.2f} = {target:.0f}"
+        now = whole_node_proposal(
+            ctx, target - ctx.committed_gpus_at_lead, f"{why}, committed {ctx.committed_gpus_at_lead}", round_up=True
         )
+        return now + self._renewals(ctx, target, why, sum(p.units for p in now))
+
+    @staticmethod
+    def _renewals(ctx: ProcurementContext, target: float, why: str, bought: int) -> list[ReservationProposal]:
+        """The level held through the quarter (the quarter's only review): each commitment that ends within it is
+        renewed from its end, soonest first, in whole nodes, while what is left (lasting commitments, this review's
+        order, the renewals so far) is below ``target``."""
+        per = ctx.gpus_per_node
+        level = ctx.committed_gpus_at_lead + bought - sum(u for u, _ in ctx.ending_commitments)
+        out: list[ReservationProposal] = []
+        for units, end_s in ctx.ending_commitments:
+            nodes = min(units // per, max(0, math.ceil((target - level) / per - 1e-9)))
+            if nodes <= 0:
+                break
+            level += nodes * per
+            renew = f"{why}, renewing {units} GPUs that end on day {end_s / DAY_S:.0f}"
+            out.append(
+                ReservationProposal(ctx.sku_id, ctx.pool.id, nodes * per, end_s, ctx.pool.term_months or 12, renew)
+            )
+        return out
 
 
 @dataclass(slots=True)

@@ -30,6 +30,15 @@ if TYPE_CHECKING:
     from gpufleet.sim.scheduling import Scheduling
 
 
+# a commitment that holds or will hold capacity: counted as committed
+LIVE = (
+    ReservationStatus.PENDING_APPROVAL,
+    ReservationStatus.APPROVED,
+    ReservationStatus.SUBMITTED,
+    ReservationStatus.ACTIVE,
+)
+
+
 def registrations(runs: list[PlannedRun]) -> tuple[PlannedRunRegistration, ...]:
     """The scenario's planned runs as their teams registered them: what a user types (name, team, SKU, GPUs,
     start, duration, probability), never the world's draw of whether a run happens (sim/demand.planned). A
@@ -150,16 +159,20 @@ class ReservationDesk:
 
     def _committed_at(self, s: int, t: int) -> int:
         total = 0
-        live = (
-            ReservationStatus.PENDING_APPROVAL,
-            ReservationStatus.APPROVED,
-            ReservationStatus.SUBMITTED,
-            ReservationStatus.ACTIVE,
-        )
         for i, r in enumerate(self.reservations):
-            if self.fleet.pools[self.res_pool[i]].sku_idx == s and r.status in live and r.end_s > t:
+            if self.fleet.pools[self.res_pool[i]].sku_idx == s and r.status in LIVE and r.end_s > t:
                 total += r.units
         return total
+
+    def _ending(self, s: int, at: int, until: int) -> tuple[tuple[int, int], ...]:
+        """The live commitments of SKU ``s`` counted at ``at`` (:meth:`_committed_at`) that end by ``until``, as
+        ``(units, end_s)``, soonest first."""
+        ending = [
+            (r.units, r.end_s)
+            for i, r in enumerate(self.reservations)
+            if self.fleet.pools[self.res_pool[i]].sku_idx == s and r.status in LIVE and at < r.end_s <= until
+        ]
+        return tuple(sorted(ending, key=lambda c: (c[1], c[0])))
 
     def _procure(self, s: int, now: int, hist: np.ndarray, fc: DemandForecast | None, retry: bool = False) -> None:
         pidx = self.fleet.pool_of(s, Tier.RESERVED)
@@ -175,7 +188,7 @@ class ReservationDesk:
             self.per_node[s],
             planned_runs=self.planned_runs,
             serving_asks_gpus=self._serving_asks(s, now // HOUR_S),
-            committed_gpus_at_term_end=self._committed_at(s, term_end),
+            ending_commitments=self._ending(s, now + pool.lead_time_s, term_end),
         )
         props = self.loop.procurer.propose(ctx)
         self.decisions.reviewed(now, pool, props)
