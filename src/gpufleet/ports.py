@@ -340,6 +340,28 @@ class ScaleDownContext:
     # queued pod of the SKU is such a gang (else 0: some queued work could take an idle node). They wait for
     # running work to free nodes; an idle node held for them saves at most a node start then. 0 = not observed
     unreachable_gang_gpus: int = 0
+    # GPUs to keep free on this SKU's nodes of the tiers every job may use, all but spot (the loop's start buffer,
+    # control/start_buffer.py), and the GPUs free on them now: a node of those tiers goes only while the free GPUs
+    # left reach ``keep_free_gpus``; 0 = none asked
+    keep_free_gpus: int = 0
+    buffer_free_gpus: int = 0
+
+
+def within_buffer(ctx: ScaleDownContext, releases: list[tuple[int, str]]) -> list[tuple[int, str]]:
+    """``releases`` (in the scaler's order) cut to those that leave ``ctx.keep_free_gpus`` GPUs free: what every
+    node scaler returns for a context that asks for a buffer."""
+    if ctx.keep_free_gpus <= 0 or not releases:
+        return releases
+    gpus = {n.node_id: n.gpus for n in ctx.idle if n.tier != "spot"}
+    free = ctx.buffer_free_gpus
+    out: list[tuple[int, str]] = []
+    for node_id, reason in releases:
+        g = gpus.get(node_id, 0)
+        if g and free - g < ctx.keep_free_gpus:
+            continue
+        free -= g
+        out.append((node_id, reason))
+    return out
 
 
 @dataclass(frozen=True, slots=True)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from mypy_extensions import mypyc_attr
 
-from gpufleet.ports import MoveContext, ScaleDownContext, ScaleUpContext
+from gpufleet.ports import MoveContext, ScaleDownContext, ScaleUpContext, within_buffer
 
 
 @mypyc_attr(allow_interpreted_subclasses=True)  # an extension point: a user's node scaler may start from it
@@ -23,7 +23,9 @@ class IdleTimeoutScaleDown:
     def scale_down(self, ctx: ScaleDownContext) -> list[tuple[int, str]]:
         if ctx.pending_gpus > 0:
             return []
-        return [(n.node_id, "idle_past_unneeded_time") for n in ctx.idle if n.idle_for_s >= self.unneeded_s]
+        return within_buffer(
+            ctx, [(n.node_id, "idle_past_unneeded_time") for n in ctx.idle if n.idle_for_s >= self.unneeded_s]
+        )
 
     def moves(self, ctx: MoveContext) -> list[tuple[int, str]]:
         """Cluster Autoscaler moves pods only off under-utilized nodes it removes; a gang's full nodes stay."""

@@ -53,7 +53,7 @@ from gpufleet.autoscale.node_rules import (
     shortfall_nodes,
 )
 from gpufleet.domain.pools import Tier
-from gpufleet.ports import IdleNode, MoveContext, ScaleDownContext, ScaleUpContext
+from gpufleet.ports import IdleNode, MoveContext, ScaleDownContext, ScaleUpContext, within_buffer
 
 MIN_BILLING_S = 60.0  # per-second billing with a one-minute minimum (AWS, GCP Linux instances)
 # the gpufleet loop's weight of the wait a relaunch causes: 4 node starts of the work's GPUs at on-demand (2 before
@@ -223,6 +223,9 @@ class PayoffAwareNodes:
         if not past:
             return []
         out = self._rules_scale_down(replace(ctx, idle=past))
+        kept = within_buffer(ctx, out)
+        self._count("start_buffer_hold", len(out) - len(kept))
+        out = kept
         spells = self._open.get(ctx.sku_id, {})
         for node_id, _ in out:
             o = spells.pop(node_id, None)

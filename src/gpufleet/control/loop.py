@@ -19,6 +19,7 @@ from gpufleet.control.replica_victims import COST_AWARE, KUBERNETES_DEFAULT, Vic
 from gpufleet.control.replicas import gpufleet_replica_policy
 from gpufleet.control.scheduling import FleetScheduler, QuotaAdmission, TeamQuota
 from gpufleet.control.secondary_base import SecondaryBase
+from gpufleet.control.start_buffer import StartBuffer
 from gpufleet.domain.catalog import on_demand_usd_h
 from gpufleet.domain.pools import Tier
 from gpufleet.forecast.engine import GpufleetForecaster
@@ -70,6 +71,8 @@ class ControlLoop:
     replica_spread: ReplicaSpread | None = None
     # hold secondary-provider nodes under the GPUs rented on demand (control/secondary_base.py; None: off)
     secondary_base: SecondaryBase | None = None
+    # hold whole nodes free while training starts late against its objective (control/start_buffer.py; None: off)
+    start_buffer: StartBuffer | None = None
 
     def queue_wait_limit_s(self, slo_s: float) -> float | None:
         """The admission limit on a fleet's expected queue wait (s) for its latency SLO; None: no limit."""

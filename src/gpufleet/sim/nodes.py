@@ -29,6 +29,7 @@ from gpufleet.sim.kinds import (
     SPOT_PREEMPT,
     STOCK,
     TIERS_ALL,
+    TIERS_NO_SPOT,
 )
 from gpufleet.sim.lifecycle import NodeState
 
@@ -87,6 +88,8 @@ class Provisioner:
         # last window), and the base's nodes still provisioning (not capacity on its way for queued work)
         self.launched_in_use: list[list[float]] = [[] for _ in sku_ids]
         self.base_starting: set[int] = set()
+        # the start buffer (ControlLoop.start_buffer): whole nodes of free GPUs held per SKU, decided hourly
+        self.buffer_nodes = [0] * len(sku_ids)
 
     def pool_states(self, s: int) -> list[PoolState]:
         return [
@@ -226,6 +229,47 @@ class Provisioner:
             self.launch(sec, k, now, for_queue=False)
             self.decisions.add(now, "node_scaler", "scale_up", "secondary_base", pr.pool, k * per, count=k)
 
+    def hold_buffer(self, s: int, now: int) -> None:
+        """Hourly, with the loop's start buffer: decide the SKU's buffer from the jobs of its window that started
+        late (control/start_buffer.py)."""
+        rule = self.loop.start_buffer
+        if rule is None:
+            return
+        arrived, late = self.pods.late_starts(s, now, rule.window_h * HOUR_S, rule.within_s)
+        d = rule.decide(self.sku_ids[s], arrived, late)
+        if d.nodes != self.buffer_nodes[s]:
+            self.decisions.add(now, "node_scaler", "start_buffer", d.reason, None, d.nodes * self.per_node[s],
+                               count=d.nodes, sku=self.sku_ids[s])  # fmt: skip
+        self.buffer_nodes[s] = d.nodes
+
+    def buffer_free_gpus(self, s: int) -> int:
+        """Free GPUs on the SKU's schedulable nodes of the tiers every job may use (all but spot)."""
+        buckets = self.fleet.index.buckets[s]
+        return sum([free * len(buckets[t][free]) for t in TIERS_NO_SPOT for free in range(1, self.per_node[s] + 1)])
+
+    def top_up_buffer(self, s: int, now: int) -> None:
+        """Launch the whole nodes the SKU's start buffer misses (free GPUs on tiers every job may use, and nodes
+        launched outside the queue still starting, count), along the placer's chain for a job that may not use
+        spot; nothing while work of the SKU is queued (its launches are the queue's)."""
+        want = self.buffer_nodes[s]
+        if want <= 0 or self.queues.pending_gpus[s] > 0:
+            return
+        per = self.per_node[s]
+        f = self.fleet
+        starting = sum(1 for n in self.base_starting if f.pools[f.n_pool[n]].sku_idx == s)
+        short = want - self.buffer_free_gpus(s) // per - starting
+        while short > 0:
+            req = PlacementRequest(workload_id="start_buffer", sku_id=self.sku_ids[s], gpus=short * per,
+                                   serving=False, checkpointable=False, gpus_per_node=per)  # fmt: skip
+            alloc = self.loop.placer.choose(req, self.pool_states(s))
+            if alloc.pool_id is None:
+                return
+            pidx = next(i for i, pr in enumerate(f.pools) if pr.pool.id == alloc.pool_id)
+            k = min(short, max(1, alloc.gpus // per))
+            self.launch(pidx, k, now, for_queue=False)
+            self.decisions.add(now, "node_scaler", "scale_up", "start_buffer", f.pools[pidx].pool, k * per, count=k)
+            short -= k
+
     def start_delay_s(self, start_s: int, now: int) -> int:
         """``start_s`` (a node's start or a replica's cold start), or 0 for day 0's fleet: what starts at time 0 in
         a warm start (``Scenario.warm_start``) is up at time 0."""
@@ -273,6 +317,8 @@ class Provisioner:
             self.on_demand_price(s),
             frozenset(pr.pool.id for pr in f.pools if pr.sku_idx == s and not pr.in_stock),
             unreachable_gang_gpus=self.unreachable_gang_gpus(s) if self.queues.pending_gpus[s] > 0 else 0,
+            keep_free_gpus=self.buffer_nodes[s] * per,
+            buffer_free_gpus=self.buffer_free_gpus(s) if self.buffer_nodes[s] else 0,
         )
         for node, reason in self.loop.node_scaler.scale_down(ctx):
             pool = f.pools[f.n_pool[node]].pool

@@ -8,6 +8,7 @@ it (scheduling, serving, consolidation) is the part's business. Every pod state 
 
 from __future__ import annotations
 
+from bisect import bisect_right
 from collections import deque
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
@@ -101,6 +102,21 @@ class PodTable:
         if self.tier_orders:
             return self.tier_orders[self.sku[pod]][ckpt]
         return TIERS_ALL if ckpt else TIERS_NO_SPOT
+
+    def late_starts(self, sku: int, now: int, window_s: int, within_s: int) -> tuple[int, int]:
+        """Training jobs of ``sku`` that arrived within ``window_s`` before ``now``, and those of them that started
+        more than ``within_s`` after arriving or still wait past it (the start buffer's reading)."""
+        arrival, n = self.arrival, self.n_jobs
+        hi = bisect_right(arrival, now, 0, n)  # jobs are in arrival order
+        arrived = late = 0
+        for j in range(bisect_right(arrival, now - window_s, 0, hi), hi):
+            if self.sku[j] != sku or self.state[j] == 0:
+                continue
+            arrived += 1
+            first = self.first_start[j]
+            if (first if first >= 0 else now) - arrival[j] > within_s:
+                late += 1
+        return arrived, late
 
     def add_replica(self, fleet: int, spec: ServingSpec, sku: int, now: int) -> int:
         """A new serving replica of fleet ``fleet``, not arrived yet (state NEW): its pod id."""
