@@ -40,7 +40,8 @@ class StartBuffer:
     objective: float = 0.95
     setpoint: float = 0.8
     window_h: int = 6
-    max_nodes: int = 4
+    max_nodes: int = 1
+    top_up_at: float = 0.5
     _nodes: dict[str, int] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -48,8 +49,8 @@ class StartBuffer:
             raise ValueError("objective must be in (0, 1)")
         if not 0.0 < self.setpoint <= 1.0:
             raise ValueError("setpoint must be in (0, 1]")
-        if self.within_s < 0 or self.window_h < 1 or self.max_nodes < 0:
-            raise ValueError("within_s >= 0, window_h >= 1 and max_nodes >= 0 are required")
+        if self.within_s < 0 or self.window_h < 1 or self.max_nodes < 0 or not 0.0 < self.top_up_at <= 1.0:
+            raise ValueError("within_s >= 0, window_h >= 1, max_nodes >= 0 and 0 < top_up_at <= 1 are required")
 
     @property
     def aim(self) -> float:
@@ -75,6 +76,16 @@ class StartBuffer:
             f"{'hold' if now else 'no'} {now} node(s) free (was {was})"
         )
         return BufferDecision(now, share, f"{REASON}: {why}")
+
+    def launch_nodes(self, want_nodes: int, per: int, free_gpus: int, starting_nodes: int) -> int:
+        """Whole nodes to launch for a buffer of ``want_nodes`` nodes of ``per`` GPUs when ``free_gpus`` are free on
+        the tiers it counts and ``starting_nodes`` launched for it still start: none until at least ``top_up_at``
+        of a node's GPUs are missing (a node that a one-GPU job took is still most of a buffer), then the missing
+        GPUs in whole nodes."""
+        missing = want_nodes * per - free_gpus - starting_nodes * per
+        if per <= 0 or missing <= 0 or missing < self.top_up_at * per:
+            return 0
+        return -(-missing // per)
 
     def nodes(self, sku_id: str) -> int:
         """The buffer last decided for ``sku_id`` (0 before the first decision)."""

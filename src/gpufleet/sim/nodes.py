@@ -248,16 +248,17 @@ class Provisioner:
         return sum([free * len(buckets[t][free]) for t in TIERS_NO_SPOT for free in range(1, self.per_node[s] + 1)])
 
     def top_up_buffer(self, s: int, now: int) -> None:
-        """Launch the whole nodes the SKU's start buffer misses (free GPUs on tiers every job may use, and nodes
-        launched outside the queue still starting, count), along the placer's chain for a job that may not use
+        """Launch the whole nodes the SKU's start buffer misses (``StartBuffer.launch_nodes``: free GPUs on tiers
+        every job may use, and nodes launched outside the queue still starting, count), along the placer's chain for a job that may not use
         spot; nothing while work of the SKU is queued (its launches are the queue's)."""
         want = self.buffer_nodes[s]
-        if want <= 0 or self.queues.pending_gpus[s] > 0:
+        rule = self.loop.start_buffer
+        if want <= 0 or rule is None or self.queues.pending_gpus[s] > 0:
             return
         per = self.per_node[s]
         f = self.fleet
         starting = sum(1 for n in self.base_starting if f.pools[f.n_pool[n]].sku_idx == s)
-        short = want - self.buffer_free_gpus(s) // per - starting
+        short = rule.launch_nodes(want, per, self.buffer_free_gpus(s), starting)
         while short > 0:
             req = PlacementRequest(workload_id="start_buffer", sku_id=self.sku_ids[s], gpus=short * per,
                                    serving=False, checkpointable=False, gpus_per_node=per)  # fmt: skip
