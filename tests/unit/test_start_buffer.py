@@ -1,0 +1,105 @@
+"""The start buffer: its hourly step on the late share, its top-up, the scalers' hold, and the simulator's wiring."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from gpufleet.autoscale.nodes_baseline import IdleTimeoutScaleDown
+from gpufleet.autoscale.nodes_payoff import PayoffAwareNodes
+from gpufleet.control.start_buffer import StartBuffer
+from gpufleet.ports import IdleNode, ScaleDownContext, within_buffer
+from gpufleet.sim.builtin import lab_dev_scenario
+from gpufleet.sim.run import gpufleet_loop, simulate
+
+
+def idle(node_id: int, tier: str = "on_demand", idle_for_s: int = 7200) -> IdleNode:
+    return IdleNode(node_id, f"h100/{tier}", "h100_80gb", tier, 8, idle_for_s, idle_for_s + 3600, 600, 6.88)
+
+
+def down_ctx(nodes: list[IdleNode], free: int, keep: int, buffer_free: int | None = None) -> ScaleDownContext:
+    return ScaleDownContext(
+        86_400, "h100_80gb", nodes, 0, free, 64, None, 0.0, 6.88,
+        keep_free_gpus=keep, buffer_free_gpus=free if buffer_free is None else buffer_free,
+    )  # fmt: skip
+
+
+def test_the_buffer_steps_up_while_jobs_start_late_and_down_when_they_do_not() -> None:
+    b = StartBuffer(setpoint=1.0, max_nodes=2)  # aim: 5 % of the jobs late
+    assert b.decide("h100", 100, 6).nodes == 1
+    assert b.decide("h100", 100, 9).nodes == 2
+    assert b.decide("h100", 100, 9).nodes == 2  # never above max_nodes
+    assert b.decide("h100", 100, 4).nodes == 2  # within the band: held
+    d = b.decide("h100", 100, 2)
+    assert d.nodes == 1 and d.reason.startswith("start_buffer: 2 of 100 jobs")
+    assert b.decide("other", 0, 0).nodes == 0  # per SKU, and no jobs is no late share
+    assert b.nodes("h100") == 1
+
+
+@pytest.mark.parametrize("bad", [{"objective": 1.0}, {"setpoint": 0.0}, {"window_h": 0}, {"top_up_at": 1.5}])
+def test_a_meaningless_setting_is_refused(bad: dict[str, float]) -> None:
+    with pytest.raises(ValueError):
+        StartBuffer(**bad)  # type: ignore[arg-type]
+
+
+def test_late_share_out_of_range_is_refused() -> None:
+    with pytest.raises(ValueError):
+        StartBuffer().decide("h100", 3, 4)
+
+
+def test_the_top_up_launches_the_missing_whole_nodes_only_past_its_threshold() -> None:
+    eager, half = StartBuffer(), StartBuffer(top_up_at=0.5)
+    assert eager.launch_nodes(1, 8, 7, 0) == 1  # one GPU taken: a node starts at once
+    assert half.launch_nodes(1, 8, 7, 0) == 0 and half.launch_nodes(1, 8, 4, 0) == 1
+    assert eager.launch_nodes(2, 8, 3, 0) == 2 and eager.launch_nodes(2, 8, 3, 1) == 1
+    assert eager.launch_nodes(1, 8, 12, 0) == 0 and eager.launch_nodes(0, 8, 0, 0) == 0
+
+
+def test_scalers_keep_the_buffers_gpus_free() -> None:
+    nodes = [idle(1), idle(2), idle(3, tier="spot")]
+    c = down_ctx(nodes, free=24, keep=8, buffer_free=16)
+    assert IdleTimeoutScaleDown(unneeded_s=600).scale_down(c) == [(1, "idle_past_unneeded_time"),
+                                                                   (3, "idle_past_unneeded_time")]  # fmt: skip
+    assert [n for n, _ in IdleTimeoutScaleDown(unneeded_s=600).scale_down(replace(c, keep_free_gpus=0))] == [1, 2, 3]
+    payoff = PayoffAwareNodes(delay_weight=0.0)  # no rent-or-buy hold: every idle node past its time would go
+    got = [n for n, _ in payoff.scale_down(c)]
+    assert 3 in got and len([n for n in got if n in (1, 2)]) == 1
+    assert payoff.held.get("start_buffer_hold") == 1
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.lists(st.sampled_from(["on_demand", "spot", "secondary"]), min_size=0, max_size=8),
+    st.integers(0, 64),
+    st.integers(0, 40),
+)
+def test_releases_never_take_the_buffers_free_gpus_below_what_it_keeps(tiers: list[str], keep: int, extra: int) -> None:
+    nodes = [idle(i, tier=t) for i, t in enumerate(tiers)]
+    counted = 8 * sum(t != "spot" for t in tiers) + extra
+    c = down_ctx(nodes, free=counted + 8 * tiers.count("spot"), keep=keep, buffer_free=counted)
+    asked = [(n.node_id, "r") for n in nodes]
+    kept = within_buffer(c, asked)
+    left = counted - 8 * sum(nodes[i].tier != "spot" for i, _ in kept)
+    assert left >= min(keep, counted)  # never below the buffer (nor below what was free to begin with)
+    if keep == 0:
+        assert kept == asked
+    assert {i for i, _ in kept if nodes[i].tier == "spot"} == {i for i, t in enumerate(tiers) if t == "spot"}
+
+
+def test_the_simulator_holds_and_launches_the_buffer() -> None:
+    sc = lab_dev_scenario(gpus=128, days=12)
+    on = gpufleet_loop(sc, 3)
+    assert on.start_buffer is not None
+    off = gpufleet_loop(sc, 3)
+    off.start_buffer = None
+    w_on, s_on = simulate(sc, seed=3, loop=on)
+    _, s_off = simulate(sc, seed=3, loop=off)
+    launched = sum(v[0] for k, v in w_on.decisions.sums.items() if k[2] == "scale_up" and k[3] == "start_buffer")
+    decided = [k for k in w_on.decisions.sums if k[2] == "start_buffer"]
+    assert decided, "the hourly decision is logged when the buffer changes"
+    assert launched > 0
+    assert s_on["p50_queue_wait_s"] <= s_off["p50_queue_wait_s"]
+    assert s_on["cost_conserved"] and s_off["cost_conserved"]
