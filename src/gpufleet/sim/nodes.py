@@ -90,6 +90,7 @@ class Provisioner:
         self.base_starting: set[int] = set()
         # the start buffer (ControlLoop.start_buffer): whole nodes of free GPUs held per SKU, decided hourly
         self.buffer_nodes = [0] * len(sku_ids)
+        self.buffer_reasons = ["start_buffer"] * len(sku_ids)
 
     def pool_states(self, s: int) -> list[PoolState]:
         return [
@@ -237,10 +238,8 @@ class Provisioner:
             return
         arrived, late = self.pods.late_starts(s, now, rule.window_h * HOUR_S, rule.within_s)
         d = rule.decide(self.sku_ids[s], arrived, late)
-        if d.nodes != self.buffer_nodes[s]:
-            self.decisions.add(now, "node_scaler", "start_buffer", d.reason, None, d.nodes * self.per_node[s],
-                               count=d.nodes, sku=self.sku_ids[s])  # fmt: skip
         self.buffer_nodes[s] = d.nodes
+        self.buffer_reasons[s] = d.reason  # the launches it makes carry it
 
     def buffer_free_gpus(self, s: int) -> int:
         """Free GPUs on the SKU's schedulable nodes of the tiers every job may use (all but spot)."""
@@ -268,7 +267,9 @@ class Provisioner:
             pidx = next(i for i, pr in enumerate(f.pools) if pr.pool.id == alloc.pool_id)
             k = min(short, max(1, alloc.gpus // per))
             self.launch(pidx, k, now, for_queue=False)
-            self.decisions.add(now, "node_scaler", "scale_up", "start_buffer", f.pools[pidx].pool, k * per, count=k)
+            self.decisions.add(
+                now, "node_scaler", "scale_up", self.buffer_reasons[s], f.pools[pidx].pool, k * per, count=k
+            )
             short -= k
 
     def start_delay_s(self, start_s: int, now: int) -> int:
