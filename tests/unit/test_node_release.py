@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import replace
+from datetime import UTC, datetime
 
 import pytest
 from hypothesis import example, given, settings
@@ -19,10 +20,13 @@ from gpufleet.control.node_release import (
     NodeReleasePlanner,
     ProductReach,
     admits,
+    late_starts,
     launch_room_gpus,
+    rfc3339_s,
     unreachable_gangs,
 )
 from gpufleet.control.observation import Observation, ObservedNode, ObservedNodePool, ObservedPod
+from gpufleet.control.start_buffer import StartBuffer
 from gpufleet.domain.catalog import BUILTIN_PRICE_CATALOG
 from gpufleet.ports import IdleNode, MoveContext, ScaleDownContext, ScaleUpContext
 from gpufleet.schedule.table import NodeSpec, PodRequest
@@ -457,3 +461,106 @@ def test_with_pending_work_that_is_not_a_gang_out_of_reach_nothing_is_released(
         for r in released:
             n = fleet.pop(r.node)
             assert n.capacity_type in ("on-demand", "spot") and n.schedulable and r.node not in busy
+
+
+# -- the start buffer's hold (control/start_buffer.py) on a cluster ------------------------------------------------
+
+
+def stamp(t: float) -> str:
+    """``T0 + t`` as Kubernetes writes a creationTimestamp."""
+    return datetime.fromtimestamp(T0 + t, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def job(name: str, created: float | str, started: float | None = None, on: str = "", *, kind: str = "training",
+        gpus: int = 8, models: tuple[str, ...] = (), gang: str = "", phase: str = "") -> ObservedPod:  # fmt: skip
+    """A pod created at ``T0 + created`` (or a raw timestamp), started (``status.startTime``) at ``T0 + started``;
+    ``started`` None: as the adapter reads a pod without startTime, ``started_s`` falls back to the creation."""
+    raw = stamp(created) if isinstance(created, float | int) else created
+    fallback = rfc3339_s(raw)
+    req = PodRequest(f"ml/{name}", 1000, 1024, gpus, 1000, gpu_models=models)
+    return ObservedPod(req, "ml", name, f"uid-{name}", phase or ("Running" if on else "Pending"), node=on,
+                       kind=kind, gang=gang, created=raw,
+                       started_s=T0 + started if started is not None else fallback)  # fmt: skip
+
+
+def test_rfc3339_times_are_read_robustly() -> None:
+    assert rfc3339_s("2027-01-15T08:00:00Z") == datetime(2027, 1, 15, 8, tzinfo=UTC).timestamp()
+    assert rfc3339_s("2027-01-15T08:00:00.5z") == datetime(2027, 1, 15, 8, tzinfo=UTC).timestamp() + 0.5
+    assert rfc3339_s("2027-01-15T10:00:00+02:00") == datetime(2027, 1, 15, 8, tzinfo=UTC).timestamp()
+    assert rfc3339_s("2027-01-15T08:00:00") == datetime(2027, 1, 15, 8, tzinfo=UTC).timestamp()  # no zone: UTC
+    assert rfc3339_s("") is None and rfc3339_s("yesterday") is None and rfc3339_s("2027-13-45T99:00:00Z") is None
+
+
+def test_late_starts_reads_training_jobs_of_the_window_by_creation_and_start() -> None:
+    pods = [
+        job("on-time", -1000.0, -990.0, on="a"),  # started 10 s after arriving
+        job("late", -2000.0, -1900.0, on="a"),  # 100 s > 60 s
+        job("waiting", -120.0),  # not bound, waits 120 s: late
+        job("just-arrived", -30.0),  # not bound, 30 s: not yet late
+        job("no-start-time", -300.0),  # not bound, started_s fell back to its creation: late by now - created
+        job("unparsable", "yesterday"),  # skipped
+        job("serving", -500.0, kind="serving"),  # not training
+        job("old", -7 * 3600.0, -6 * 3600.0, on="a"),  # arrived before the window
+        job("l40s", -200.0, models=("NVIDIA-L40S",)),  # may not run on the H100
+        job("elsewhere", -200.0, -50.0, on="l40s-node"),  # bound to a node of another product
+        job("cpu", -200.0, gpus=0),
+        job("gone", -400.0, phase="Failed"),  # left without a start: when is not seen
+        job("g-0", -900.0, -890.0, on="a", gang="g"),  # a gang is one job, late when a member is
+        job("g-1", -900.0, -700.0, on="b", gang="g"),
+    ]
+    on = {"a": H100, "b": H100, "l40s-node": "NVIDIA-L40S"}
+    assert late_starts(pods, H100, T0, 6 * 3600, 60, on) == (6, 4)  # on-time, late, 3 unbound, the gang
+    assert late_starts(pods, H100, T0, 6 * 3600, 600, on) == (6, 0)  # nobody waited 10 min
+    assert late_starts(pods, "NVIDIA-L40S", T0, 6 * 3600, 60, on) == (5, 4)  # the unbound pods that may run there
+    assert late_starts([job("w", -300.0)], H100, T0, 6 * 3600, 60) == (1, 1)  # no node map: unbound pods only
+
+
+def _held(buffer: StartBuffer | None, started_after_s: float) -> tuple[NodeReleasePlanner, float | None]:
+    """An H100 on-demand node busy with a training job that started ``started_after_s`` after arriving, beside an
+    idle on-demand node, under the loop's node scaler: when (seconds) the idle node is released within 3 h."""
+    planner = NodeReleasePlanner(ControlLoop.gpufleet(0).node_scaler, BUILTIN_PRICE_CATALOG, buffer=buffer)
+    fleet = [node("busy"), node("idle")]
+    running = [job("train", -1800.0, -1800.0 + started_after_s, on="busy")]
+    t = 0.0
+    while t < 3 * 3600:
+        if planner.plan(obs(t, fleet, running)):
+            return planner, t
+        t += 60
+    return planner, None
+
+
+def test_the_start_buffer_keeps_an_idle_on_demand_node_while_training_starts_late() -> None:
+    """The loop's start buffer (setpoint 1.0, one node) asks for a node when the one job of the window started late:
+    the idle on-demand node that the loop's scaler would release at its break-even (3,060 s) is kept; with the job
+    on time (or no buffer) the buffer is 0 and the node goes as before."""
+    buffer = ControlLoop.gpufleet(0).start_buffer
+    assert buffer is not None
+    held, at = _held(buffer, 300.0)
+    assert at is None
+    d = held.buffer_decisions[H100]
+    assert d.nodes == 1 and d.late_share == 1.0 and d.reason.startswith("start_buffer")
+    released, at = _held(StartBuffer(setpoint=1.0, max_nodes=1), 10.0)
+    assert at is not None and 3000 <= at <= 3120 and released.buffer_decisions[H100].nodes == 0
+    _, unbuffered = _held(None, 300.0)
+    assert unbuffered == at
+
+
+def test_the_buffer_is_stepped_hourly_and_counts_free_gpus_of_every_tier_but_spot() -> None:
+    rec = Recorder()
+    planner = NodeReleasePlanner(rec, BUILTIN_PRICE_CATALOG, buffer=StartBuffer(setpoint=1.0, max_nodes=1))
+    fleet = [node("busy"), node("idle"), node("spot-idle", "spot"), node("res-idle", "reserved"),
+             node("cordoned", cordoned=True), node("l40s", product="NVIDIA-L40S")]  # fmt: skip
+    late = [job("late", -600.0, -400.0, on="busy", gpus=6)]
+    planner.plan(obs(0, fleet, late))  # the first plan decides at once
+    by_sku = {c.sku_id: c for c in rec.asked}
+    assert by_sku[H100].keep_free_gpus == 8 and by_sku[H100].buffer_free_gpus == 2 + 8 + 8  # busy, idle, reserved
+    assert by_sku["NVIDIA-L40S"].keep_free_gpus == 0 and by_sku["NVIDIA-L40S"].buffer_free_gpus == 0
+    assert planner.buffer_decisions["NVIDIA-L40S"].nodes == 0  # the job ran on an H100 node
+    on_time = late + [job(f"ok-{i}", 1000.0 + i, 1010.0 + i, on="busy", gpus=0 if i else 1) for i in range(60)]
+    planner.plan(obs(1800, fleet, on_time))
+    assert rec.asked[-2].keep_free_gpus == 8  # H100 (sorted first): not stepped within the hour
+    planner.plan(obs(3600, fleet, on_time))  # stepped: 1 late of 2 GPU jobs (the CPU pods do not count)
+    assert planner.buffer_decisions[H100].nodes == 1
+    many = late + [job(f"ok-{i}", 1000.0 + i, 1010.0 + i, on="busy", gpus=1) for i in range(60)]
+    planner.plan(obs(7200, fleet, many))  # 1 late of 61 (1.6 % < half the 5 % aim): one node down
+    assert planner.buffer_decisions[H100].nodes == 0 and rec.asked[-2].keep_free_gpus == 0

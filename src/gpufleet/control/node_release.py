@@ -42,6 +42,17 @@ nodes). In a cluster where Karpenter launches the nodes, :class:`NodeReleasePlan
   counts as room, so such a gang holds nodes as before) and a GPU NodePool that shows no GPU sign (no product
   pin, GPU limit or ``instance-gpu-*`` requirement: it is taken for a CPU NodePool).
 
+The hold half of the loop's start buffer (``buffer``, ``ControlLoop.gpufleet(...).start_buffer``,
+:class:`~gpufleet.control.start_buffer.StartBuffer`): hourly by the observation's clock (the first plan at once),
+per product, the buffer decides on the training jobs of the planner's schedulers that arrived in its window and
+those that started late (:func:`late_starts`: creation time against ``status.startTime``, or against now while
+unbound); each context then asks ``keep_free_gpus`` = its nodes x the product's GPUs per node, with
+``buffer_free_gpus`` the free GPUs on the product's uncordoned nodes that are not spot (reserved and on-demand), so
+the scaler keeps idle nodes that hold the buffer (``ports.within_buffer``). The last decision per product is kept
+in ``buffer_decisions``. The top-up half (the simulator's ``Provisioner.top_up_buffer``; in a cluster, placeholder
+pods of a negative PriorityClass that make Karpenter launch the missing nodes) is not built: a buffer here only
+keeps nodes from release.
+
 Node start (``node_start_s``) is one setting for the cluster, the controller's (the simulator reads it per pool).
 Decisions are data (:class:`NodeRelease`, with the scaler's reason code); the controller cordons, checks that the
 node is still empty and deletes it (``adapters/kubernetes/controller.py``).
@@ -51,9 +62,11 @@ from __future__ import annotations
 
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 
 from gpufleet.control.observation import Observation, ObservedNode, ObservedNodePool, ObservedPod
 from gpufleet.control.replica_victims import node_price_usd_h
+from gpufleet.control.start_buffer import BufferDecision, StartBuffer
 from gpufleet.domain.catalog import sku_for
 from gpufleet.domain.pools import Tier
 from gpufleet.ports import IdleNode, NodeScaler, PriceCatalog, ScaleDownContext
@@ -65,6 +78,7 @@ PRODUCT_SELECTOR = "nvidia.com/gpu.product="  # a pod's nodeSelector entry pinni
 PASSING_TAINTS = ("node.kubernetes.io/", "node.cloudprovider.kubernetes.io/uninitialized", "karpenter.sh/unregistered")
 # Karpenter's node label once its NodePool's startup taints are gone: one that comes back after it lasts
 INITIALIZED = "karpenter.sh/initialized=true"
+BUFFER_EVERY_S = 3600  # the start buffer is stepped hourly, as in the simulator (Provisioner.hold_buffer)
 
 
 @dataclass(frozen=True, slots=True)
@@ -198,6 +212,63 @@ def unreachable_gang_gpus(pending: Iterable[ObservedPod], unreachable: frozenset
     return total
 
 
+def rfc3339_s(raw: str) -> float | None:
+    """An RFC 3339 timestamp (``2026-12-02T16:00:00Z``, an offset, fractions; no zone read as UTC) in Unix seconds;
+    None if absent or unreadable."""
+    text = raw.strip()
+    if not text:
+        return None
+    if text[-1] in "Zz":
+        text = text[:-1] + "+00:00"
+    try:
+        t = datetime.fromisoformat(text)
+    except ValueError:
+        return None
+    return (t if t.tzinfo is not None else t.replace(tzinfo=UTC)).timestamp()
+
+
+def late_starts(
+    pods: Iterable[ObservedPod],
+    product: str,
+    now_s: float,
+    window_s: int,
+    within_s: int,
+    node_products: Mapping[str, str] | None = None,
+) -> tuple[int, int]:
+    """The start buffer's reading for ``product`` (as the simulator's ``PodTable.late_starts``): the training jobs
+    among ``pods`` (GPU pods not of kind ``serving``) that arrived (``created``) in the ``window_s`` before
+    ``now_s``, and those of them that started (``started_s``: ``status.startTime``, the kubelet taking the bound
+    pod) more than ``within_s`` after arriving or, not bound yet, still wait past it. A pod counts for ``product``
+    when bound to a node of it (``node_products``: node name -> product), else, unbound or on a node not given,
+    when it may run on it (no GPU model asked, or this one: the pending work's filter). A gang
+    (``ObservedPod.gang``, per namespace) is one job, late when a member is. Skipped: pods whose creation time is
+    unreadable, and pods that left unbound (finished or being deleted before a start: when they left is not
+    seen). A bound pod without ``startTime`` (its ``started_s`` then falls back to the creation) reads as
+    started at creation: the kubelet acknowledges a bound pod within moments."""
+    jobs: dict[tuple[str, str], bool] = {}
+    for p in pods:
+        if p.kind == "serving" or p.request.num_gpu <= 0:
+            continue
+        created = rfc3339_s(p.created)
+        if created is None or not now_s - window_s < created <= now_s:
+            continue
+        on = (node_products or {}).get(p.node) if p.node else None
+        if on is not None and on != product:
+            continue
+        if on is None and p.request.gpu_models and product not in p.request.gpu_models:
+            continue
+        if p.node:
+            started = p.started_s if p.started_s is not None else created
+            late = started - created > within_s
+        elif p.active:
+            late = now_s - created > within_s
+        else:
+            continue
+        key = (p.namespace, f"gang/{p.gang}") if p.gang else (p.namespace, p.name)
+        jobs[key] = jobs.get(key, False) or late
+    return len(jobs), sum(jobs.values())
+
+
 @dataclass(frozen=True, slots=True)
 class NodeRelease:
     """An idle launched node to release, with the node scaler's reason code."""
@@ -211,13 +282,18 @@ class NodeRelease:
 @dataclass(slots=True)
 class NodeReleasePlanner:
     """The loop's node scaler asked on observations (module docstring). Keeps, across plans, when each node was
-    first seen idle, a stable id per node name (the scaler follows idle spells by id) and the nodes already seen."""
+    first seen idle, a stable id per node name (the scaler follows idle spells by id) and the nodes already seen.
+    With the loop's start buffer (``buffer``), the last decision per product (``buffer_decisions``) and when the
+    buffer was last stepped."""
 
     scaler: NodeScaler
     catalog: PriceCatalog
     node_start_s: int = 600
     sku_map: dict[str, str] = field(default_factory=dict)  # GPU product -> catalog SKU where names do not say
     schedulers: frozenset[str] = frozenset({"gpufleet", "default-scheduler"})  # whose pending pods hold nodes
+    buffer: StartBuffer | None = None  # the loop's start buffer (ControlLoop.gpufleet(...).start_buffer); None: off
+    buffer_decisions: dict[str, BufferDecision] = field(default_factory=dict)  # the last one per GPU product
+    _buffer_at: float | None = None
     _idle_since: dict[str, float] = field(default_factory=dict)
     _ids: dict[str, int] = field(default_factory=dict)
     _names: list[str] = field(default_factory=list)
@@ -268,14 +344,30 @@ class NodeReleasePlanner:
             return reaches[key]
 
         out_of_reach = unreachable_gangs(pending, bound, reach) if any(p.gang for p in pending) else frozenset()
+        products = sorted({n.sku for n in gpu_nodes})
+        self._step_buffer(obs, gpu_nodes, products)
+        per_node: dict[str, int] = {}
+        for n in gpu_nodes:
+            per_node[n.sku] = max(per_node.get(n.sku, 0), n.spec.gpu_count)
         out: list[ScaleDownContext] = []
-        for sku in sorted({n.sku for n in gpu_nodes}):
+        for sku in products:
             mine = [n for n in gpu_nodes if n.sku == sku and n.schedulable]
             idle = [self._idle(n, now) for n in mine if n.capacity_type in LAUNCHED and n.name in self._idle_since]
             offered = [i for i in idle if i.idle_for_s >= least]
             mine_pending = [p for p in pending if self._may_run(p.request.gpu_models, sku)]
             capacity = sum(n.spec.gpu_count for n in mine)
             in_use = sum(min(used.get(n.name, 0), n.spec.gpu_count) for n in mine)
+            decided = self.buffer_decisions.get(sku) if self.buffer is not None else None
+            keep = decided.nodes * per_node[sku] if decided is not None else 0
+            buffer_free = (
+                sum(
+                    n.spec.gpu_count - min(used.get(n.name, 0), n.spec.gpu_count)
+                    for n in mine
+                    if n.capacity_type != "spot"
+                )
+                if keep
+                else 0
+            )
             ctx = ScaleDownContext(
                 now_s=int(now),
                 sku_id=sku,
@@ -288,9 +380,25 @@ class NodeReleasePlanner:
                 wait_price_usd_per_gpu_h=self._on_demand_usd(sku),
                 fresh_nodes=fresh.get(sku, 0),
                 unreachable_gang_gpus=unreachable_gang_gpus(mine_pending, out_of_reach),
+                keep_free_gpus=keep,
+                buffer_free_gpus=buffer_free,
             )
             out.append(ctx)
         return tuple(out)
+
+    def _step_buffer(self, obs: Observation, gpu_nodes: list[ObservedNode], products: list[str]) -> None:
+        """Hourly by the observation's clock (the first call at once): the start buffer's decision per product on
+        the late starts of the pods of this planner's schedulers (:func:`late_starts`), kept in
+        ``buffer_decisions``. The decision is the buffer's; this only reads and passes."""
+        rule = self.buffer
+        if rule is None or (self._buffer_at is not None and obs.now_s - self._buffer_at < BUFFER_EVERY_S):
+            return
+        self._buffer_at = obs.now_s
+        ours = [p for p in obs.pods if p.scheduler_name in self.schedulers]
+        on = {n.name: n.sku for n in gpu_nodes}
+        for sku in products:
+            arrived, late = late_starts(ours, sku, obs.now_s, rule.window_h * 3600, rule.within_s, on)
+            self.buffer_decisions[sku] = rule.decide(sku, arrived, late)
 
     def node_name(self, node_id: int) -> str:
         """The name of the node behind ``IdleNode.node_id`` of a context of this planner."""

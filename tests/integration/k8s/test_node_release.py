@@ -2,7 +2,8 @@
 on-demand node is held to the scaler's rent-or-buy break-even and then cordoned and deleted; a node with a pod
 and a reserved node stay; a node that took a pod after the decision is uncordoned, not deleted; a dry run
 writes nothing. A pending gang that its NodePool's GPU limit keeps from completing does not hold an idle node past
-its break-even; a gang that can complete holds it."""
+its break-even; a gang that can complete holds it; while training starts late the loop's start buffer keeps an idle
+on-demand node."""
 
 from __future__ import annotations
 
@@ -105,9 +106,11 @@ def test_a_gang_its_nodepools_limit_keeps_from_completing_does_not_hold_an_idle_
 ) -> None:
     """gpufleet's NodePool limits the product to 160 GPUs (20 nodes, one of them up and idle). A pending gang of 20
     whole-node pods can complete (the idle node + 19 launchable): the idle node is held however long it idles. A
-    gang of 32 cannot: the idle node goes at the rent-or-buy break-even it has long passed. The NodePool has a
-    startup taint (a GPU operator's readiness taint) that the idle node, not yet initialised by Karpenter, still
-    carries and the gang does not tolerate: the node counts for the gang all the same, as Karpenter counts it."""
+    gang of 32 cannot: it does not hold the idle node, which goes at the rent-or-buy break-even it has long passed
+    once the loop's start buffer no longer asks for it (the gang waits, a late start: the buffer holds one node free
+    first, as the simulator's would). The NodePool has a startup taint (a GPU operator's readiness taint) that the
+    idle node, not yet initialised by Karpenter, still carries and the gang does not tolerate: the node counts for
+    the gang all the same, as Karpenter counts it."""
     p = f"gang{uuid.uuid4().hex[:5]}"
     # its own product (priced as the H100 by the catalog's token match): the H100 NodePools other tests leave do
     # not launch it (a NodePool pinned to a product counts for the products whose name contains the pin)
@@ -155,7 +158,15 @@ def test_a_gang_its_nodepools_limit_keeps_from_completing_does_not_hold_an_idle_
         gang("too-big", 32)
         assert wait_for(lambda: len([q for q in ctl.view.observation().pods if q.namespace == ns]) == 32, 30)
         assert all(q.gang == "too-big" for q in ctl.view.observation().pods if q.namespace == ns)
-        while clock.t - start < 4 * buy_s and not any(r.node == idle for r, _ in released):
+        while clock.t - start < 4 * buy_s:
+            released += ctl.maybe_release()
+            clock.t += 60
+        # the gang waits past a minute: the loop's start buffer asks for one node free, the idle on-demand node
+        assert [r.node for r, _ in released if r.node == idle] == []
+        assert ctl.releaser.buffer_decisions[product].nodes == 1
+        assert ctl.releaser.scaler.held.get("start_buffer_hold", 0) > 0
+        ctl.releaser.buffer = None  # without it the gang out of reach does not hold the node
+        while clock.t - start < 5 * buy_s and not any(r.node == idle for r, _ in released):
             released += ctl.maybe_release()
             clock.t += 60
         mine = [(r, out) for r, out in released if r.node == idle]

@@ -45,6 +45,7 @@ from gpufleet.control.preempting import PREEMPT_REASON, NoPreempt, PreemptConfig
 from gpufleet.control.reclaim import NodeDrain, plan_reclaim
 from gpufleet.control.replica_victims import node_price_usd_h
 from gpufleet.control.replicas import ReplicaScaler, ScalePlan
+from gpufleet.control.start_buffer import StartBuffer
 from gpufleet.domain.catalog import BUILTIN_PRICE_CATALOG
 from gpufleet.domain.errors import ValidationError
 from gpufleet.ports import NodeScaler
@@ -56,6 +57,14 @@ def loop_node_scaler() -> NodeScaler:
     from gpufleet.control.loop import ControlLoop  # the whole loop's imports, only when the release is on
 
     return ControlLoop.gpufleet(0).node_scaler
+
+
+def loop_start_buffer() -> StartBuffer | None:
+    """The start buffer of gpufleet's control loop (``ControlLoop.gpufleet(...).start_buffer``), the object the
+    simulator holds free nodes with: the one place it is set. The node release honours its hold half."""
+    from gpufleet.control.loop import ControlLoop  # the whole loop's imports, only when the release is on
+
+    return ControlLoop.gpufleet(0).start_buffer
 
 
 def loop_replica_spread() -> ReplicaSpread | None:
@@ -159,7 +168,8 @@ class Controller:
         self.release_results: list[tuple[NodeRelease, str]] = []
         if cfg.release_every_s > 0:
             self.releaser = NodeReleasePlanner(loop_node_scaler(), BUILTIN_PRICE_CATALOG, cfg.node_start_s,
-                                               schedulers=frozenset({cfg.scheduler_name, "default-scheduler"}))  # fmt: skip
+                                               schedulers=frozenset({cfg.scheduler_name, "default-scheduler"}),
+                                               buffer=loop_start_buffer())  # fmt: skip
         if cfg.scale_every_s > 0:
             if not cfg.prometheus_url:
                 raise ValidationError("--prometheus", "replica scaling (--scale-every-s) reads request rates from it")
@@ -333,8 +343,9 @@ class Controller:
 
     def maybe_release(self) -> list[tuple[NodeRelease, str]]:
         """Every ``release_every_s``: the loop's node scaler on the observation (control/node_release.py) picks
-        idle launched GPU nodes; each is released (:func:`apply_release`: cordon, check empty, delete) and recorded
-        with the scaler's reason. Returns this round's (release, outcome) pairs."""
+        idle launched GPU nodes, keeping those the loop's start buffer holds (``releaser.buffer_decisions``: the
+        last decision per product); each is released (:func:`apply_release`: cordon, check empty, delete) and
+        recorded with the scaler's reason. Returns this round's (release, outcome) pairs."""
         if self.releaser is None:
             return []
         now = self.clock()
