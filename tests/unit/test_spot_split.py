@@ -72,8 +72,8 @@ def test_the_world_launches_the_rest_down_the_chain_and_never_past_the_spot_capa
     launch = prov.launch
     seen: list[int] = []
 
-    def checked(pidx: int, nodes: int, now: int) -> None:
-        launch(pidx, nodes, now)
+    def checked(pidx: int, nodes: int, now: int, *, for_queue: bool = True) -> None:
+        launch(pidx, nodes, now, for_queue=for_queue)
         pr = fleet.pools[pidx]
         assert pr.capacity_gpus is None or pr.paid_gpus <= pr.capacity_gpus
         seen.append(pidx)
