@@ -160,9 +160,24 @@ class Actuator:
             "patch_requests", f"{namespace}/{name}", reason, lambda: self.kube.patch(path, body, STRATEGIC_PATCH)
         )
 
-    def create(self, path: str, obj: JSON, action: str, target: str, reason: str, **extra: Any) -> str:
-        """Create ``obj`` in collection ``path`` (outcome ``conflict`` if it exists)."""
-        return self._do(action, target, reason, lambda: self.kube.post(path, obj), **extra)
+    def create(
+        self, path: str, obj: JSON, action: str, target: str, reason: str, *, class_wait_s: float = 0.0, **extra: Any
+    ) -> str:
+        """Create ``obj`` in collection ``path`` (outcome ``conflict`` if it exists). ``class_wait_s``: retry for
+        that long a 403 naming a PriorityClass (the API server's admission reads classes from a cache that lags
+        one just created)."""
+
+        def go() -> JSON:
+            deadline = time.monotonic() + class_wait_s
+            while True:
+                try:
+                    return self.kube.post(path, obj)
+                except ApiError as exc:
+                    if exc.status != 403 or "PriorityClass" not in exc.message or time.monotonic() >= deadline:
+                        raise
+                    self.sleep(0.2)
+
+        return self._do(action, target, reason, go, **extra)
 
     def apply_object(self, path: str, obj: JSON, reason: str) -> str:
         """Create ``obj`` in collection ``path``, or replace it (keeping its resourceVersion) if it exists."""

@@ -48,17 +48,18 @@ def placeholder(product: str, gpus: int, namespace: str, scheduler: str, image: 
     }  # fmt: skip
 
 
-def ensure_priority_class(act: Actuator) -> bool:
-    """Create the placeholders' PriorityClass unless it exists; True when it is there (or a dry run)."""
+def ensure_priority_class(act: Actuator) -> str:
+    """Create the placeholders' PriorityClass unless it exists: ``exists``, ``created`` (or a dry run) or
+    ``failed``."""
     if not act.dry_run:
         try:
             act.kube.get(f"{PC_PATH}/{PRIORITY_CLASS}")
-            return True
+            return "exists"
         except ApiError as exc:
             if exc.status != 404:
-                return False
+                return "failed"
     out = act.create(PC_PATH, priority_class(), "priority_class", PRIORITY_CLASS, "start_buffer_top_up")
-    return out in ("applied", "dry_run", "conflict")
+    return "created" if out in ("applied", "dry_run", "conflict") else "failed"
 
 
 def apply_buffer_pods(
@@ -71,12 +72,14 @@ def apply_buffer_pods(
         for key in plan.delete:
             ns, name = key.split("/", 1)
             done.append(("delete", key, act.delete_pod(ns, name, plan.reason)))
-    if any(p.create for p in plans) and not ensure_priority_class(act):
+    klass = ensure_priority_class(act) if any(p.create for p in plans) else "exists"
+    if klass == "failed":
         return done + [("create", p.product, "no_priority_class") for p in plans if p.create]
+    wait_s = 10.0 if klass == "created" else 0.0  # admission may not see a class just created yet
     for plan in plans:
         for _ in range(plan.create):
             body = placeholder(plan.product, plan.per_node, namespace, scheduler, image)
             out = act.create(f"/api/v1/namespaces/{namespace}/pods", body, "buffer_pod_create", plan.product,
-                             plan.reason, gpus=plan.per_node)  # fmt: skip
+                             plan.reason, class_wait_s=wait_s, gpus=plan.per_node)  # fmt: skip
             done.append(("create", plan.product, out))
     return done
