@@ -10,7 +10,8 @@ Actuator. A gang whose binds partly fail is rolled back (its bound members delet
 :meth:`Controller._preempt`), syncs inventory into the store (``sync_every_s``) and scales opted-in serving
 Deployments with gpufleet's replica policy from their Prometheus request rates (``scale_every_s``,
 :meth:`Controller.maybe_scale`) and releases the idle launched GPU nodes the loop's node scaler lets go
-(``release_every_s``, :meth:`Controller.maybe_release`).
+(``release_every_s``, :meth:`Controller.maybe_release`), topping up the loop's start buffer with placeholder
+pods there (``buffer_pods``, control/buffer_pods.py).
 
 Only the Lease holder acts (:class:`LeaderElector`); a dry-run controller never takes the Lease and writes
 nothing. :meth:`Controller.stop` (SIGTERM/SIGINT in the CLI) ends the loop after the current tick, waits for
