@@ -63,6 +63,17 @@ def register(app: typer.Typer) -> None:
         node_start_s: Annotated[
             int, typer.Option("--node-start-s", min=0, help="seconds a launched GPU node takes to join")
         ] = 600,
+        buffer_pods: Annotated[
+            bool,
+            typer.Option(
+                "--buffer-pods/--no-buffer-pods",
+                help="with --release-every-s: top up the loop's start buffer with placeholder pods Karpenter "
+                "launches nodes for (in --lease-namespace)",
+            ),
+        ] = True,
+        buffer_image: Annotated[
+            str, typer.Option("--buffer-image", help="the placeholder pods' pause image")
+        ] = "registry.k8s.io/pause:3.9",
         preemption: Annotated[
             bool,
             typer.Option(
@@ -115,7 +126,8 @@ def register(app: typer.Typer) -> None:
             identity=identity, lease_duration_s=lease_duration_s, renew_s=max(1.0, lease_duration_s / 5),
             dry_run=dry_run, events=events, audit_path=audit, bind_workers=bind_workers,
             consolidate_every_s=consolidate_every_s, max_moves_per_hour=max_moves_per_hour,
-            release_every_s=release_every_s, node_start_s=node_start_s,
+            release_every_s=release_every_s, node_start_s=node_start_s, buffer_pods=buffer_pods,
+            buffer_image=buffer_image,
             preemption=preemption, max_preemptions_per_tick=max_preemptions_per_tick,
             replica_spread=loop_replica_spread() if replica_spread else None,
             store_url=db, inventory_cluster=cluster, sync_every_s=sync_every_s,

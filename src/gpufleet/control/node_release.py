@@ -49,9 +49,11 @@ those that started late (:func:`late_starts`: creation time against ``status.sta
 unbound); each context then asks ``keep_free_gpus`` = its nodes x the product's GPUs per node, with
 ``buffer_free_gpus`` the free GPUs on the product's uncordoned nodes that are not spot (reserved and on-demand), so
 the scaler keeps idle nodes that hold the buffer (``ports.within_buffer``). The last decision per product is kept
-in ``buffer_decisions``. The top-up half (the simulator's ``Provisioner.top_up_buffer``; in a cluster, placeholder
-pods of a negative PriorityClass that make Karpenter launch the missing nodes) is not built: a buffer here only
-keeps nodes from release.
+in ``buffer_decisions``. The top-up half (the simulator's ``Provisioner.top_up_buffer``) is
+:mod:`gpufleet.control.buffer_pods`: placeholder pods (``ObservedPod.buffer``) of a negative PriorityClass that
+make Karpenter launch the missing nodes. Here a placeholder is no training job for ``late_starts``, no pending work
+(``pending_gpus``, gangs' reach) and its GPUs count as free (``free_gpus``, ``buffer_free_gpus``, a gang's reach:
+any real pod may preempt it), but its node is busy: never offered for release while it holds one.
 
 Node start (``node_start_s``) is one setting for the cluster, the controller's (the simulator reads it per pool).
 Decisions are data (:class:`NodeRelease`, with the scaler's reason code); the controller cordons, checks that the
@@ -64,6 +66,7 @@ from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
+from gpufleet.control.buffer_pods import buffer_free_gpus, real_used_gpus
 from gpufleet.control.observation import Observation, ObservedNode, ObservedNodePool, ObservedPod
 from gpufleet.control.replica_victims import node_price_usd_h
 from gpufleet.control.start_buffer import BufferDecision, StartBuffer
@@ -247,7 +250,7 @@ def late_starts(
     started at creation: the kubelet acknowledges a bound pod within moments."""
     jobs: dict[tuple[str, str], bool] = {}
     for p in pods:
-        if p.kind == "serving" or p.request.num_gpu <= 0:
+        if p.kind == "serving" or p.buffer or p.request.num_gpu <= 0:
             continue
         created = rfc3339_s(p.created)
         if created is None or not now_s - window_s < created <= now_s:
@@ -330,11 +333,14 @@ class NodeReleasePlanner:
         pending = [
             p
             for p in obs.pods
-            if not p.node and p.active and not p.gated and p.request.num_gpu > 0 and p.scheduler_name in self.schedulers
+            if not p.node
+            and p.active
+            and not p.gated
+            and p.request.num_gpu > 0
+            and p.scheduler_name in self.schedulers
+            and not p.buffer  # a pending placeholder is the buffer's own request for a node, not work that waits
         ]
-        used: dict[str, int] = {}
-        for p in bound:  # a GPU share holds its GPU
-            used[p.node] = used.get(p.node, 0) + p.request.num_gpu
+        used = real_used_gpus(bound)  # a GPU share holds its GPU; a placeholder's GPUs are free (it yields them)
         reaches: dict[frozenset[tuple[tuple[str, str, str, str], ...]], dict[str, ProductReach]] = {}
 
         def reach(members: Sequence[ObservedPod]) -> dict[str, ProductReach]:  # by the members' tolerations
@@ -359,15 +365,7 @@ class NodeReleasePlanner:
             in_use = sum(min(used.get(n.name, 0), n.spec.gpu_count) for n in mine)
             decided = self.buffer_decisions.get(sku) if self.buffer is not None else None
             keep = decided.nodes * per_node[sku] if decided is not None else 0
-            buffer_free = (
-                sum(
-                    n.spec.gpu_count - min(used.get(n.name, 0), n.spec.gpu_count)
-                    for n in mine
-                    if n.capacity_type != "spot"
-                )
-                if keep
-                else 0
-            )
+            buffer_free = buffer_free_gpus(mine, sku, used) if keep else 0
             ctx = ScaleDownContext(
                 now_s=int(now),
                 sku_id=sku,
@@ -394,7 +392,7 @@ class NodeReleasePlanner:
         if rule is None or (self._buffer_at is not None and obs.now_s - self._buffer_at < BUFFER_EVERY_S):
             return
         self._buffer_at = obs.now_s
-        ours = [p for p in obs.pods if p.scheduler_name in self.schedulers]
+        ours = [p for p in obs.pods if p.scheduler_name in self.schedulers and not p.buffer]
         on = {n.name: n.sku for n in gpu_nodes}
         for sku in products:
             arrived, late = late_starts(ours, sku, obs.now_s, rule.window_h * 3600, rule.within_s, on)

@@ -81,6 +81,7 @@ class ObservedPod:
     ready: bool = False  # status.conditions Ready=True (a serving replica that answers requests)
     started_s: float | None = None  # status.startTime (else creationTimestamp) in Unix seconds; None: unknown
     preempts: bool = True  # False: spec.preemptionPolicy Never (its PriorityClass's), it waits instead of preempting
+    buffer: bool = False  # a start-buffer placeholder (label gpufleet.io/buffer=true, control/buffer_pods.py)
 
     @property
     def key(self) -> str:

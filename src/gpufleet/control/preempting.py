@@ -17,7 +17,8 @@ Victims offered (:func:`offerable`): bound, active, whole-GPU pods that are not 
 worker stops its gang) and not node-bound (DaemonSet, static pods). What the planner reads of a victim
 (:func:`running_job`): ``priority``, ``kind`` (label ``gpufleet.io/kind``), ``checkpointable``, its start
 (``status.startTime``) and the annotations ``gpufleet.io/last-checkpoint-s`` (Unix time of its last checkpoint),
-``gpufleet.io/min-runtime-s`` and ``gpufleet.io/restart-s`` (unreadable values count as absent).
+``gpufleet.io/min-runtime-s`` and ``gpufleet.io/restart-s`` (unreadable values count as absent). A start-buffer
+placeholder (``control/buffer_pods.py``, priority below every real pod) is a victim whose eviction loses nothing.
 
 These functions work on the binding planner's node table: they release the victims' holdings, check that the
 preemptor then fits the node (CPU, memory, GPUs, selector, taints: the table's own feasibility) and allocate the
@@ -143,8 +144,11 @@ def offerable(p: ObservedPod) -> bool:
 
 
 def running_job(p: ObservedPod, node: int, now_s: int) -> RunningJob:
-    """The bound pod as the preemption planner sees it (module docstring); an unknown start counts as now."""
+    """The bound pod as the preemption planner sees it (module docstring); an unknown start counts as now. A
+    start-buffer placeholder (``ObservedPod.buffer``) loses nothing: checkpointed now, stopped at once."""
     started = int(p.started_s) if p.started_s is not None else now_s
+    if p.buffer:
+        return RunningJob(p.uid, kind_of(p), p.priority, node, p.request.num_gpu, started, last_checkpoint_s=now_s)
     return RunningJob(
         p.uid, kind_of(p), p.priority, node, p.request.num_gpu, started,
         last_checkpoint_s=_ann_int(p, A_LAST_CHECKPOINT), checkpointable=p.checkpointable,

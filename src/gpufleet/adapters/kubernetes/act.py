@@ -7,7 +7,8 @@ dicts (``action``, ``target``, ``reason``, ``outcome``, ``dry_run``, ``at_s``) a
 JSON lines in that file; with ``events=True`` each applied action also becomes a core/v1 Event on its object.
 
 Writes used (the ClusterRole in docs/kubernetes.md lists exactly these): pods/binding create, pods/eviction
-create, pods patch (checkpoint annotation), pods delete (gang rollback), nodes patch (cordon),
+create, pods patch (checkpoint annotation), pods create and delete (start-buffer placeholders; delete also for
+gang rollback), priorityclasses create (the placeholders' class), nodes patch (cordon),
 deployments/scale patch, deployments patch (rightsizing), events create, leases get/create/update,
 and create/update of Kueue and Karpenter objects.
 """
@@ -158,6 +159,25 @@ class Actuator:
         return self._do(
             "patch_requests", f"{namespace}/{name}", reason, lambda: self.kube.patch(path, body, STRATEGIC_PATCH)
         )
+
+    def create(
+        self, path: str, obj: JSON, action: str, target: str, reason: str, *, class_wait_s: float = 0.0, **extra: Any
+    ) -> str:
+        """Create ``obj`` in collection ``path`` (outcome ``conflict`` if it exists). ``class_wait_s``: retry for
+        that long a 403 naming a PriorityClass (the API server's admission reads classes from a cache that lags
+        one just created)."""
+
+        def go() -> JSON:
+            deadline = time.monotonic() + class_wait_s
+            while True:
+                try:
+                    return self.kube.post(path, obj)
+                except ApiError as exc:
+                    if exc.status != 403 or "PriorityClass" not in exc.message or time.monotonic() >= deadline:
+                        raise
+                    self.sleep(0.2)
+
+        return self._do(action, target, reason, go, **extra)
 
     def apply_object(self, path: str, obj: JSON, reason: str) -> str:
         """Create ``obj`` in collection ``path``, or replace it (keeping its resourceVersion) if it exists."""

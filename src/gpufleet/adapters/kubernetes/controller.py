@@ -10,7 +10,8 @@ Actuator. A gang whose binds partly fail is rolled back (its bound members delet
 :meth:`Controller._preempt`), syncs inventory into the store (``sync_every_s``) and scales opted-in serving
 Deployments with gpufleet's replica policy from their Prometheus request rates (``scale_every_s``,
 :meth:`Controller.maybe_scale`) and releases the idle launched GPU nodes the loop's node scaler lets go
-(``release_every_s``, :meth:`Controller.maybe_release`).
+(``release_every_s``, :meth:`Controller.maybe_release`), topping up the loop's start buffer with placeholder
+pods there (``buffer_pods``, control/buffer_pods.py).
 
 Only the Lease holder acts (:class:`LeaderElector`); a dry-run controller never takes the Lease and writes
 nothing. :meth:`Controller.stop` (SIGTERM/SIGINT in the CLI) ends the loop after the current tick, waits for
@@ -30,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from gpufleet.adapters.kubernetes.act import Actuator
+from gpufleet.adapters.kubernetes.bufferpods import PAUSE_IMAGE, apply_buffer_pods
 from gpufleet.adapters.kubernetes.fleetobjects import CHAIN
 from gpufleet.adapters.kubernetes.lease import LeaderElector
 from gpufleet.adapters.kubernetes.reclaim import apply_drain, apply_reclaim, apply_release
@@ -38,6 +40,7 @@ from gpufleet.adapters.kubernetes.view import ClusterView
 from gpufleet.adapters.kubernetes.workloads import DEFAULT_RPS_QUERY, apply_scale, deployment_rates, order_replicas
 from gpufleet.adapters.telemetry_prometheus import PrometheusTelemetry
 from gpufleet.control.binding import BindingPlan, BindingPlanner, PodBind, Unschedulable
+from gpufleet.control.buffer_pods import BufferPods, plan_buffer_pods
 from gpufleet.control.node_release import NodeRelease, NodeReleasePlanner
 from gpufleet.control.observation import Observation, ObservedNode
 from gpufleet.control.placement import ReplicaSpread
@@ -120,6 +123,11 @@ class ControllerConfig:
     # release (control/node_release.py; node_start_s prices a relaunch); each is cordoned, checked empty and deleted.
     # Karpenter must not empty them first: its launched NodePools' consolidateAfter Never (fleet spec release)
     release_every_s: float = 0.0
+    # the start buffer's top-up, with the release (control/buffer_pods.py): placeholder pods of the PriorityClass
+    # gpufleet-buffer (created if missing) in buffer_namespace ("": namespace) that Karpenter launches nodes for
+    buffer_pods: bool = True
+    buffer_namespace: str = ""
+    buffer_image: str = PAUSE_IMAGE
 
 
 class Controller:
@@ -166,6 +174,7 @@ class Controller:
         self.releaser: NodeReleasePlanner | None = None
         self._next_release = 0.0
         self.release_results: list[tuple[NodeRelease, str]] = []
+        self.buffer_plans: list[BufferPods] = []  # the start buffer's top-up decisions, every round's
         if cfg.release_every_s > 0:
             self.releaser = NodeReleasePlanner(loop_node_scaler(), BUILTIN_PRICE_CATALOG, cfg.node_start_s,
                                                schedulers=frozenset({cfg.scheduler_name, "default-scheduler"}),
@@ -345,15 +354,24 @@ class Controller:
         """Every ``release_every_s``: the loop's node scaler on the observation (control/node_release.py) picks
         idle launched GPU nodes, keeping those the loop's start buffer holds (``releaser.buffer_decisions``: the
         last decision per product); each is released (:func:`apply_release`: cordon, check empty, delete) and
-        recorded with the scaler's reason. Returns this round's (release, outcome) pairs."""
+        recorded with the scaler's reason. Then the buffer's top-up (``buffer_pods``, control/buffer_pods.py): on the
+        same observation, placeholder pods created for the missing buffer nodes and deleted beyond it (kept in
+        ``buffer_plans``). Returns this round's (release, outcome) pairs."""
         if self.releaser is None:
             return []
         now = self.clock()
         if now < self._next_release:
             return []
         self._next_release = now + self.cfg.release_every_s
-        done = [(r, apply_release(self.act, r)) for r in self.releaser.plan(self.view.observation())]
+        obs = self.view.observation()
+        done = [(r, apply_release(self.act, r)) for r in self.releaser.plan(obs)]
         self.release_results += done
+        buffer = self.releaser.buffer
+        if self.cfg.buffer_pods and buffer is not None:
+            plans = plan_buffer_pods(obs, self.releaser.buffer_decisions, buffer)
+            self.buffer_plans += plans
+            apply_buffer_pods(self.act, plans, self.cfg.buffer_namespace or self.cfg.namespace,
+                              self.cfg.scheduler_name, self.cfg.buffer_image)  # fmt: skip
         return done
 
     def _node_price(self, node: ObservedNode) -> tuple[float, bool]:

@@ -26,7 +26,8 @@ that many thousandths). Labels ``gpufleet.io/team`` (default: the namespace), ``
 moved); annotation ``gpufleet.io/checkpointable: "true"``. For priority preemption (control/preempting.py):
 ``spec.priority``, ``spec.preemptionPolicy`` (``Never``: the pod never preempts), ``status.startTime`` (else
 ``creationTimestamp``) and the annotations ``gpufleet.io/last-checkpoint-s`` (Unix time of the last checkpoint,
-written by the trainer), ``gpufleet.io/min-runtime-s`` and ``gpufleet.io/restart-s``. Gangs: label ``gpufleet.io/pod-group: NAME`` and
+written by the trainer), ``gpufleet.io/min-runtime-s`` and ``gpufleet.io/restart-s``. Label ``gpufleet.io/buffer: "true"``: a
+start-buffer placeholder (control/buffer_pods.py). Gangs: label ``gpufleet.io/pod-group: NAME`` and
 annotation ``gpufleet.io/pod-group-min: N`` (Kueue's ``kueue.x-k8s.io/pod-group-name`` label with the
 ``kueue.x-k8s.io/pod-group-total-count`` annotation, and the coscheduling label ``scheduling.x-k8s.io/pod-group``,
 are read too). A pod with ``spec.schedulingGates`` (e.g. Kueue's admission gate) is not scheduled. At bind time gpufleet records the GPU slots it chose in the
@@ -89,6 +90,7 @@ L_TEAM = "gpufleet.io/team"
 L_TENANT = "gpufleet.io/tenant"
 L_FEATURE = "gpufleet.io/feature"
 L_KIND = "gpufleet.io/kind"
+L_BUFFER = "gpufleet.io/buffer"  # "true": a start-buffer placeholder pod (control/buffer_pods.py)
 L_GANG = "gpufleet.io/pod-group"
 L_QUEUE = "kueue.x-k8s.io/queue-name"
 L_KUEUE_GROUP = "kueue.x-k8s.io/pod-group-name"  # Kueue plain-pod groups
@@ -312,6 +314,7 @@ def pod_from_json(obj: dict[str, Any]) -> ObservedPod:
         ready=any(c.get("type") == "Ready" and c.get("status") == "True" for c in status.get("conditions") or []),
         started_s=unix_s(status.get("startTime")) or unix_s(meta.get("creationTimestamp")),
         preempts=spec.get("preemptionPolicy") != "Never",
+        buffer=labels.get(L_BUFFER) == "true",
     )
 
 

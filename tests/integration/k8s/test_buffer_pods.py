@@ -1,0 +1,137 @@
+"""The start buffer's top-up on the real API server (control/buffer_pods.py, adapters/kubernetes/bufferpods.py):
+with a buffer of one node and none free, the controller creates the gpufleet-buffer PriorityClass and one
+placeholder pod (a whole node's GPUs of the product, its nodeSelector, priority -10, preemption policy Never, the
+controller's scheduler); a pending placeholder counts as the node starting (no second one); once a node joins
+gpufleet's binder binds the placeholder there and a real pod that needs the node preempts it (eviction) and
+binds; the buffer tops up again, and when it goes to 0 the placeholder is deleted."""
+
+from __future__ import annotations
+
+import threading
+import time
+import uuid
+from typing import Any
+
+from gpufleet.adapters.kubernetes.bufferpods import PRIORITY, PRIORITY_CLASS
+from gpufleet.adapters.kubernetes.controller import Controller, ControllerConfig
+from gpufleet.adapters.kubernetes.fakekubelet import FakeKubelet, FakeNode
+from gpufleet.adapters.kubernetes.rest import Kube
+from gpufleet.control.start_buffer import BufferDecision, StartBuffer
+from gpufleet.schedule.table import PodRequest
+from tests.integration.k8s.helpers import create_pod, pod_body, pods_in, wait_for
+
+
+class FixedBuffer(StartBuffer):
+    """The loop's start buffer with its decision set by the test (``want`` nodes); its launch rule unchanged."""
+
+    want = 1
+
+    def decide(self, sku_id: str, arrived: int, late: int) -> BufferDecision:
+        return BufferDecision(self.want, 0.5, f"start_buffer: test, {self.want} node(s)")
+
+
+class FakeClock:
+    def __init__(self) -> None:
+        self.t = time.time()
+
+    def __call__(self) -> float:
+        return self.t
+
+
+def _controller(kube: Kube, cfg: ControllerConfig, clock: FakeClock, want: int) -> tuple[Controller, FixedBuffer]:
+    ctl = Controller(kube, cfg, clock=clock).start()
+    buffer = FixedBuffer()
+    buffer.want = want
+    assert ctl.releaser is not None
+    ctl.releaser.buffer = buffer
+    return ctl, buffer
+
+
+def _round(ctl: Controller, clock: FakeClock) -> None:
+    assert ctl.releaser is not None
+    ctl.releaser._buffer_at = None  # step the buffer this round
+    ctl.maybe_release()
+    clock.t += 60
+
+
+def _seen(ctl: Controller, node: str) -> bool:
+    """The controller sees ``node`` with its GPUs and a pod bound to it."""
+    o = ctl.view.observation()
+    return any(n.name == node and n.spec.gpu_count for n in o.nodes) and any(p.node == node for p in o.pods)
+
+
+def _holders(kube: Kube, ns: str) -> list[dict[str, Any]]:
+    return [p for p in pods_in(kube, ns) if (p["metadata"].get("labels") or {}).get("gpufleet.io/buffer") == "true"
+            and not p["metadata"].get("deletionTimestamp")]  # fmt: skip
+
+
+def test_the_controller_tops_up_the_buffer_with_a_placeholder_a_real_pod_preempts(
+    kube: Kube, kubelet: FakeKubelet, ns: str
+) -> None:
+    suffix = uuid.uuid4().hex[:5]
+    product = f"TEST-GPU-{suffix}"  # a product of this test's nodes only
+    busy, fresh = f"buf{suffix}-busy", f"buf{suffix}-new"
+    kubelet.register([FakeNode(busy, product=product)])
+    kubelet.start()
+    body = pod_body("train", PodRequest("x", 1000, 1024, 8, 1000), "none", labels={"gpufleet.io/kind": "training"})
+    body["spec"]["nodeName"] = busy
+    create_pod(kube, ns, body)
+    sched = f"gpufleet-{suffix}"
+    cfg = ControllerConfig(scheduler_name=sched, namespace=ns, lease_name=f"l-{sched}", release_every_s=60,
+                           node_start_s=600, preempt_grace_s=0)  # fmt: skip
+    clock = FakeClock()
+    ctl, _ = _controller(kube, cfg, clock, want=1)
+    try:
+        assert wait_for(lambda: _seen(ctl, busy), 30)
+        _round(ctl, clock)
+        pc = kube.get(f"/apis/scheduling.k8s.io/v1/priorityclasses/{PRIORITY_CLASS}")
+        assert pc["value"] == PRIORITY and pc["preemptionPolicy"] == "Never" and not pc.get("globalDefault")
+        (ph,) = _holders(kube, ns)
+        spec = ph["spec"]
+        assert spec["priority"] == PRIORITY and spec["preemptionPolicy"] == "Never"
+        assert spec["priorityClassName"] == PRIORITY_CLASS and spec["schedulerName"] == sched
+        assert spec["nodeSelector"] == {"nvidia.com/gpu.product": product}
+        assert not [t for t in spec.get("tolerations") or [] if t.get("key") == "gpufleet.io/spot"]  # not spot
+        res = spec["containers"][0]["resources"]
+        assert res["requests"]["nvidia.com/gpu"] == res["limits"]["nvidia.com/gpu"] == "8"
+        assert ph["metadata"]["labels"]["gpufleet.io/product"] == product
+        assert wait_for(lambda: any(p.buffer for p in ctl.view.observation().pods), 30)
+        _round(ctl, clock)  # pending: its node is starting, no second placeholder
+        assert len(_holders(kube, ns)) == 1
+    finally:
+        ctl.stop()
+        ctl.view.stop()
+
+    # Karpenter's node for the placeholder joins; gpufleet's binder binds the placeholder there; a real pod takes it
+    kubelet.register([FakeNode(fresh, product=product)])
+    run_cfg = ControllerConfig(scheduler_name=sched, namespace=ns, lease_name=f"l-{sched}", preempt_grace_s=0)
+    runner = Controller(kube, run_cfg).start()
+    t = threading.Thread(target=runner.run, daemon=True)
+    t.start()
+    try:
+        assert wait_for(lambda: [p["spec"].get("nodeName") for p in _holders(kube, ns)] == [fresh], 30)
+        create_pod(kube, ns, pod_body("real", PodRequest("x", 1000, 1024, 8, 1000), sched))
+        real = f"/api/v1/namespaces/{ns}/pods/real"
+        assert wait_for(lambda: kube.get(real)["spec"].get("nodeName") == fresh, 60), runner.act.audit
+        assert _holders(kube, ns) == []
+        (d,) = runner.preemptions
+        assert [v.pod for v in d.victims] == [f"{ns}/{ph['metadata']['name']}"] and d.lost_gpu_h == 0
+    finally:
+        runner.stop()
+        t.join(timeout=30)
+
+    # the buffer is used up: it tops up again; at 0 nodes the placeholder goes
+    ctl, buffer = _controller(kube, cfg, clock, want=1)
+    try:
+        assert wait_for(lambda: _seen(ctl, fresh), 30)
+        _round(ctl, clock)
+        assert len(_holders(kube, ns)) == 1
+        assert wait_for(lambda: any(p.buffer for p in ctl.view.observation().pods), 30)
+        buffer.want = 0
+        _round(ctl, clock)
+        assert wait_for(lambda: _holders(kube, ns) == [], 30)
+        acts = [(a["action"], a["outcome"]) for a in ctl.act.audit if a["reason"].startswith("start_buffer_top_up")]
+        assert acts == [("buffer_pod_create", "applied"), ("delete_pod", "applied")]
+    finally:
+        ctl.stop()
+        ctl.view.stop()
