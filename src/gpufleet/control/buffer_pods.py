@@ -35,7 +35,7 @@ from gpufleet.control.observation import Observation, ObservedNode, ObservedPod
 from gpufleet.control.start_buffer import BufferDecision, StartBuffer
 
 REASON = "start_buffer_top_up"
-PRODUCT_SELECTOR = "nvidia.com/gpu.product="
+PRODUCT_SELECTOR = "nvidia.com/gpu.product="  # a pod's nodeSelector entry pinning its GPU product
 
 
 @dataclass(frozen=True, slots=True)

@@ -66,7 +66,7 @@ from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
-from gpufleet.control.buffer_pods import buffer_free_gpus, real_used_gpus
+from gpufleet.control.buffer_pods import PRODUCT_SELECTOR, buffer_free_gpus, real_used_gpus
 from gpufleet.control.observation import Observation, ObservedNode, ObservedNodePool, ObservedPod
 from gpufleet.control.replica_victims import node_price_usd_h
 from gpufleet.control.start_buffer import BufferDecision, StartBuffer
@@ -75,7 +75,6 @@ from gpufleet.domain.pools import Tier
 from gpufleet.ports import IdleNode, NodeScaler, PriceCatalog, ScaleDownContext
 
 LAUNCHED = {"on-demand": Tier.ON_DEMAND, "spot": Tier.SPOT}
-PRODUCT_SELECTOR = "nvidia.com/gpu.product="  # a pod's nodeSelector entry pinning its GPU product
 # taints a node carries while it starts or is unwell, gone once it is up (Kubernetes' condition taints, the cloud
 # provider's and Karpenter's until the node is initialised and registered): a doubt, they do not keep a pod off
 PASSING_TAINTS = ("node.kubernetes.io/", "node.cloudprovider.kubernetes.io/uninitialized", "karpenter.sh/unregistered")
