@@ -21,13 +21,12 @@ from gpufleet.schedule.table import PodRequest
 from tests.integration.k8s.helpers import create_pod, pod_body, pods_in, wait_for
 
 
-class FixedBuffer(StartBuffer):
-    """The loop's start buffer with its decision set by the test (``want`` nodes); its launch rule unchanged."""
+class Want:
+    """The start buffer's decision, set by the test: ``want`` nodes of ``product`` (the loop's own StartBuffer keeps
+    its launch rule; a subclass of it cannot be made where it is compiled)."""
 
-    want = 1
-
-    def decide(self, sku_id: str, arrived: int, late: int) -> BufferDecision:
-        return BufferDecision(self.want, 0.5, f"start_buffer: test, {self.want} node(s)")
+    def __init__(self, product: str, want: int) -> None:
+        self.product, self.want = product, want
 
 
 class FakeClock:
@@ -38,18 +37,20 @@ class FakeClock:
         return self.t
 
 
-def _controller(kube: Kube, cfg: ControllerConfig, clock: FakeClock, want: int) -> tuple[Controller, FixedBuffer]:
+def _controller(
+    kube: Kube, cfg: ControllerConfig, clock: FakeClock, product: str, want: int
+) -> tuple[Controller, Want]:
     ctl = Controller(kube, cfg, clock=clock).start()
-    buffer = FixedBuffer()
-    buffer.want = want
-    assert ctl.releaser is not None
-    ctl.releaser.buffer = buffer
-    return ctl, buffer
+    assert ctl.releaser is not None and isinstance(ctl.releaser.buffer, StartBuffer)  # the loop's start buffer
+    return ctl, Want(product, want)
 
 
-def _round(ctl: Controller, clock: FakeClock) -> None:
-    assert ctl.releaser is not None
-    ctl.releaser._buffer_at = None  # step the buffer this round
+def _round(ctl: Controller, clock: FakeClock, w: Want) -> None:
+    """One release round with the test's decision (the buffer does not step on its own this round)."""
+    r = ctl.releaser
+    assert r is not None
+    r._buffer_at = clock()
+    r.buffer_decisions[w.product] = BufferDecision(w.want, 0.5, f"start_buffer: test, {w.want} node(s)")
     ctl.maybe_release()
     clock.t += 60
 
@@ -80,10 +81,10 @@ def test_the_controller_tops_up_the_buffer_with_a_placeholder_a_real_pod_preempt
     cfg = ControllerConfig(scheduler_name=sched, namespace=ns, lease_name=f"l-{sched}", release_every_s=60,
                            node_start_s=600, preempt_grace_s=0)  # fmt: skip
     clock = FakeClock()
-    ctl, _ = _controller(kube, cfg, clock, want=1)
+    ctl, w = _controller(kube, cfg, clock, product, want=1)
     try:
         assert wait_for(lambda: _seen(ctl, busy), 30)
-        _round(ctl, clock)
+        _round(ctl, clock, w)
         pc = kube.get(f"/apis/scheduling.k8s.io/v1/priorityclasses/{PRIORITY_CLASS}")
         assert pc["value"] == PRIORITY and pc["preemptionPolicy"] == "Never" and not pc.get("globalDefault")
         (ph,) = _holders(kube, ns)
@@ -96,7 +97,7 @@ def test_the_controller_tops_up_the_buffer_with_a_placeholder_a_real_pod_preempt
         assert res["requests"]["nvidia.com/gpu"] == res["limits"]["nvidia.com/gpu"] == "8"
         assert ph["metadata"]["labels"]["gpufleet.io/product"] == product
         assert wait_for(lambda: any(p.buffer for p in ctl.view.observation().pods), 30)
-        _round(ctl, clock)  # pending: its node is starting, no second placeholder
+        _round(ctl, clock, w)  # pending: its node is starting, no second placeholder
         assert len(_holders(kube, ns)) == 1
     finally:
         ctl.stop()
@@ -121,14 +122,14 @@ def test_the_controller_tops_up_the_buffer_with_a_placeholder_a_real_pod_preempt
         t.join(timeout=30)
 
     # the buffer is used up: it tops up again; at 0 nodes the placeholder goes
-    ctl, buffer = _controller(kube, cfg, clock, want=1)
+    ctl, w = _controller(kube, cfg, clock, product, want=1)
     try:
         assert wait_for(lambda: _seen(ctl, fresh), 30)
-        _round(ctl, clock)
+        _round(ctl, clock, w)
         assert len(_holders(kube, ns)) == 1
         assert wait_for(lambda: any(p.buffer for p in ctl.view.observation().pods), 30)
-        buffer.want = 0
-        _round(ctl, clock)
+        w.want = 0
+        _round(ctl, clock, w)
         assert wait_for(lambda: _holders(kube, ns) == [], 30)
         acts = [(a["action"], a["outcome"]) for a in ctl.act.audit if a["reason"].startswith("start_buffer_top_up")]
         assert acts == [("buffer_pod_create", "applied"), ("delete_pod", "applied")]
