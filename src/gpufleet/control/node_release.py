@@ -64,10 +64,9 @@ from __future__ import annotations
 
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 
 from gpufleet.control.buffer_pods import PRODUCT_SELECTOR, buffer_free_gpus, real_used_gpus
-from gpufleet.control.observation import Observation, ObservedNode, ObservedNodePool, ObservedPod
+from gpufleet.control.observation import Observation, ObservedNode, ObservedNodePool, ObservedPod, rfc3339_s
 from gpufleet.control.replica_victims import node_price_usd_h
 from gpufleet.control.start_buffer import BufferDecision, StartBuffer
 from gpufleet.domain.catalog import sku_for
@@ -212,21 +211,6 @@ def unreachable_gang_gpus(pending: Iterable[ObservedPod], unreachable: frozenset
             return 0
         total += p.request.num_gpu
     return total
-
-
-def rfc3339_s(raw: str) -> float | None:
-    """An RFC 3339 timestamp (``2026-12-02T16:00:00Z``, an offset, fractions; no zone read as UTC) in Unix seconds;
-    None if absent or unreadable."""
-    text = raw.strip()
-    if not text:
-        return None
-    if text[-1] in "Zz":
-        text = text[:-1] + "+00:00"
-    try:
-        t = datetime.fromisoformat(text)
-    except ValueError:
-        return None
-    return (t if t.tzinfo is not None else t.replace(tzinfo=UTC)).timestamp()
 
 
 def late_starts(

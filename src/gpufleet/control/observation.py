@@ -8,6 +8,7 @@ pod's demand a :class:`PodRequest` (the scheduler's own types), plus what the wo
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 
 from gpufleet.domain.workloads import ServingScaling
 from gpufleet.schedule.table import NodeSpec, PodRequest
@@ -181,3 +182,18 @@ class Observation:
     workloads: tuple[ObservedWorkload, ...] = ()
     node_pools: tuple[ObservedNodePool, ...] | None = None  # Karpenter NodePools; None = not observed (not served)
     resource_versions: dict[str, str] = field(default_factory=dict)
+
+
+def rfc3339_s(raw: object) -> float | None:
+    """An RFC 3339 timestamp as the API server writes it (``2026-12-02T16:00:00Z``; an offset, fractions, no zone
+    read as UTC) in Unix seconds; None if absent or unreadable."""
+    text = str(raw).strip() if raw else ""
+    if not text:
+        return None
+    if text[-1] in "Zz":
+        text = text[:-1] + "+00:00"
+    try:
+        t = datetime.fromisoformat(text)
+    except ValueError:
+        return None
+    return (t if t.tzinfo is not None else t.replace(tzinfo=UTC)).timestamp()

@@ -34,7 +34,8 @@ class BufferDecision:
 
 @dataclass(slots=True)
 class StartBuffer:
-    """The ``start_buffer`` decision (module docstring). It keeps each SKU's buffer between calls (the step)."""
+    """The ``start_buffer`` decision (module docstring). It keeps each SKU's last decision between calls (the step
+    starts from it; :meth:`nodes` and :meth:`last` read it)."""
 
     within_s: int = 60
     objective: float = 0.95
@@ -42,7 +43,7 @@ class StartBuffer:
     window_h: int = 6
     max_nodes: int = 1
     top_up_at: float = 0.0
-    _nodes: dict[str, int] = field(default_factory=dict)
+    _last: dict[str, BufferDecision] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if not 0.0 < self.objective < 1.0:
@@ -63,19 +64,19 @@ class StartBuffer:
         if arrived < 0 or not 0 <= late <= arrived:
             raise ValueError("need 0 <= late <= arrived")
         share = late / arrived if arrived else 0.0
-        was = self._nodes.get(sku_id, 0)
+        was = self.nodes(sku_id)
         now = was
         if share > self.aim:
             now = min(self.max_nodes, was + 1)
         elif share < self.aim / 2:
             now = max(0, was - 1)
-        self._nodes[sku_id] = now
         why = (
             f"{late} of {arrived} jobs of the last {self.window_h} h started more than {self.within_s} s after arriving "
             f"({share:.1%}; aim {self.aim:.1%}, for {self.objective:.0%} within {self.within_s} s): "
             f"{'hold' if now else 'no'} {now} node(s) free (was {was})"
         )
-        return BufferDecision(now, share, f"{REASON}: {why}")
+        d = self._last[sku_id] = BufferDecision(now, share, f"{REASON}: {why}")
+        return d
 
     def launch_nodes(self, want_nodes: int, per: int, free_gpus: int, starting_nodes: int) -> int:
         """Whole nodes to launch for a buffer of ``want_nodes`` nodes of ``per`` GPUs when ``free_gpus`` are free on
@@ -88,6 +89,11 @@ class StartBuffer:
             return 0
         return -(-missing // per)
 
+    def last(self, sku_id: str) -> BufferDecision | None:
+        """The last decision for ``sku_id`` (None before the first)."""
+        return self._last.get(sku_id)
+
     def nodes(self, sku_id: str) -> int:
         """The buffer last decided for ``sku_id`` (0 before the first decision)."""
-        return self._nodes.get(sku_id, 0)
+        d = self._last.get(sku_id)
+        return d.nodes if d is not None else 0

@@ -88,9 +88,6 @@ class Provisioner:
         # last window), and the base's nodes still provisioning (not capacity on its way for queued work)
         self.launched_in_use: list[list[float]] = [[] for _ in sku_ids]
         self.base_starting: set[int] = set()
-        # the start buffer (ControlLoop.start_buffer): whole nodes of free GPUs held per SKU, decided hourly
-        self.buffer_nodes = [0] * len(sku_ids)
-        self.buffer_reasons = ["start_buffer"] * len(sku_ids)
 
     def pool_states(self, s: int) -> list[PoolState]:
         return [
@@ -237,27 +234,26 @@ class Provisioner:
         if rule is None:
             return
         arrived, late = self.pods.late_starts(s, now, rule.window_h * HOUR_S, rule.within_s)
-        d = rule.decide(self.sku_ids[s], arrived, late)
-        self.buffer_nodes[s] = d.nodes
-        self.buffer_reasons[s] = d.reason  # the launches it makes carry it
+        rule.decide(self.sku_ids[s], arrived, late)  # kept by the rule: buffer_nodes and the launches read it
 
-    def buffer_free_gpus(self, s: int) -> int:
-        """Free GPUs on the SKU's schedulable nodes of the tiers every job may use (all but spot)."""
-        buckets = self.fleet.index.buckets[s]
-        return sum([free * len(buckets[t][free]) for t in TIERS_NO_SPOT for free in range(1, self.per_node[s] + 1)])
+    def buffer_nodes(self, s: int) -> int:
+        """Whole nodes of free GPUs the loop's start buffer last asked for SKU ``s`` (0 without one)."""
+        rule = self.loop.start_buffer
+        return rule.nodes(self.sku_ids[s]) if rule is not None else 0
 
     def top_up_buffer(self, s: int, now: int) -> None:
         """Launch the whole nodes the SKU's start buffer misses (``StartBuffer.launch_nodes``: free GPUs on tiers
         every job may use, and nodes launched outside the queue still starting, count), along the placer's chain for a job that may not use
         spot; nothing while work of the SKU is queued (its launches are the queue's)."""
-        want = self.buffer_nodes[s]
         rule = self.loop.start_buffer
-        if want <= 0 or rule is None or self.queues.pending_gpus[s] > 0:
+        d = rule.last(self.sku_ids[s]) if rule is not None else None
+        if rule is None or d is None or d.nodes <= 0 or self.queues.pending_gpus[s] > 0:
             return
+        want = d.nodes
         per = self.per_node[s]
         f = self.fleet
         starting = sum(1 for n in self.base_starting if f.pools[f.n_pool[n]].sku_idx == s)
-        short = rule.launch_nodes(want, per, self.buffer_free_gpus(s), starting)
+        short = rule.launch_nodes(want, per, self.free_gpus(s, TIERS_NO_SPOT), starting)
         while short > 0:
             req = PlacementRequest(workload_id="start_buffer", sku_id=self.sku_ids[s], gpus=short * per,
                                    serving=False, checkpointable=False, gpus_per_node=per)  # fmt: skip
@@ -267,9 +263,7 @@ class Provisioner:
             pidx = next(i for i, pr in enumerate(f.pools) if pr.pool.id == alloc.pool_id)
             k = min(short, max(1, alloc.gpus // per))
             self.launch(pidx, k, now, for_queue=False)
-            self.decisions.add(
-                now, "node_scaler", "scale_up", self.buffer_reasons[s], f.pools[pidx].pool, k * per, count=k
-            )
+            self.decisions.add(now, "node_scaler", "scale_up", d.reason, f.pools[pidx].pool, k * per, count=k)
             short -= k
 
     def start_delay_s(self, start_s: int, now: int) -> int:
@@ -307,6 +301,7 @@ class Provisioner:
                 )
         if not idle:
             return
+        keep = self.buffer_nodes(s)
         ctx = ScaleDownContext(
             now,
             self.sku_ids[s],
@@ -319,8 +314,8 @@ class Provisioner:
             self.on_demand_price(s),
             frozenset(pr.pool.id for pr in f.pools if pr.sku_idx == s and not pr.in_stock),
             unreachable_gang_gpus=self.unreachable_gang_gpus(s) if self.queues.pending_gpus[s] > 0 else 0,
-            keep_free_gpus=self.buffer_nodes[s] * per,
-            buffer_free_gpus=self.buffer_free_gpus(s) if self.buffer_nodes[s] else 0,
+            keep_free_gpus=keep * per,
+            buffer_free_gpus=self.free_gpus(s, TIERS_NO_SPOT) if keep else 0,
         )
         for node, reason in self.loop.node_scaler.scale_down(ctx):
             pool = f.pools[f.n_pool[node]].pool
@@ -341,11 +336,12 @@ class Provisioner:
         buckets = self.fleet.index.buckets[s]
         return per * sum([len(b) for t in TIERS_ALL for b in buckets[t][: per + 1]])
 
-    def free_gpus(self, s: int) -> int:
-        """Free GPUs on the SKU's schedulable nodes."""
+    def free_gpus(self, s: int, tiers: tuple[int, ...] = TIERS_ALL) -> int:
+        """Free GPUs on the SKU's schedulable nodes of ``tiers`` (tier ranks; the start buffer counts
+        ``TIERS_NO_SPOT``, the tiers every job may use)."""
         per = self.per_node[s]
         buckets = self.fleet.index.buckets[s]
-        return sum([free * len(buckets[t][free]) for t in TIERS_ALL for free in range(1, per + 1)])
+        return sum([free * len(buckets[t][free]) for t in tiers for free in range(1, per + 1)])
 
     def demand_now(self, s: int) -> float:
         return float(sum(pr.alloc_gpus for pr in self.fleet.pools if pr.sku_idx == s) + self.queues.pending_gpus[s])

@@ -55,7 +55,6 @@ A pod's ``Ready`` condition is read (a serving replica that answers), and of the
 from __future__ import annotations
 
 import math
-from datetime import datetime
 from decimal import Decimal
 from typing import Any
 
@@ -66,6 +65,7 @@ from gpufleet.control.observation import (
     ObservedNodePool,
     ObservedPod,
     ObservedWorkload,
+    rfc3339_s,
 )
 from gpufleet.control.replica_victims import DELETION_COST
 from gpufleet.domain.errors import ValidationError
@@ -219,7 +219,7 @@ def node_from_json(obj: dict[str, Any], topo: TopologyIds) -> ObservedNode:
         mig=mig,
         ready=ready,
         unschedulable=bool(obj.get("spec", {}).get("unschedulable", False)),
-        created_s=unix_s(meta.get("creationTimestamp")),
+        created_s=rfc3339_s(meta.get("creationTimestamp")),
     )
 
 
@@ -312,20 +312,10 @@ def pod_from_json(obj: dict[str, Any]) -> ObservedPod:
             for t in spec.get("tolerations") or []
         ),
         ready=any(c.get("type") == "Ready" and c.get("status") == "True" for c in status.get("conditions") or []),
-        started_s=unix_s(status.get("startTime")) or unix_s(meta.get("creationTimestamp")),
+        started_s=rfc3339_s(status.get("startTime")) or rfc3339_s(meta.get("creationTimestamp")),
         preempts=spec.get("preemptionPolicy") != "Never",
         buffer=labels.get(L_BUFFER) == "true",
     )
-
-
-def unix_s(raw: object) -> float | None:
-    """An RFC 3339 timestamp (``2026-12-02T16:00:00Z``) in Unix seconds; None if absent or unreadable."""
-    if not raw:
-        return None
-    try:
-        return datetime.fromisoformat(str(raw).replace("Z", "+00:00")).timestamp()
-    except ValueError:
-        return None
 
 
 def deployment_from_json(obj: dict[str, Any]) -> ObservedDeployment:
