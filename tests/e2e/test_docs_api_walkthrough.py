@@ -58,7 +58,7 @@ def test_reservation_walkthrough_runs_as_written(tmp_path: Path) -> None:
     assert any(re.fullmatch(r"pending_approval [1-9]\d* 12 2", line) for line in lines)
     # section 8: a registered run the pay-per-use tiers cannot carry is reserved ahead of; cancelled, it is not read
     assert "scheduled 256 0.8 1209600" in lines and "cancelled" in lines
-    assert "runs read: 1 ['planned_run_reserve']" in lines and "runs read: 0" in lines
+    assert "runs read: 1 ['planned_run_reserve'] True" in lines and "runs read: 0" in lines
     assert any('"status":409' in line for line in lines)
     assert any('"field":"units"' in line for line in lines)
     bad_json = "body: invalid JSON at character 19: Expecting property name enclosed in double quotes"

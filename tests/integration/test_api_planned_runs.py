@@ -211,14 +211,40 @@ def test_plans_propose_names_the_planned_run_reserve_in_what_it_creates(
         plan = bob.post("/v1/plans:propose", json={"sku": SKU, "region": REGION}).json()
         assert plan["context"]["planned_runs"] == 1
         assert plan["planned_runs"] == [
-            {"id": run["id"], "name": "pretrain-70b", "team": "team-p", "gpus": 64, "start_s": run["start_s"],
-             "duration_s": 14 * DAY, "probability": 0.9}
-        ]  # fmt: skip
+            {
+                "id": run["id"],
+                "name": "pretrain-70b",
+                "team": "team-p",
+                "gpus": 64,
+                "start_s": run["start_s"],
+                "duration_s": 14 * DAY,
+                "probability": 0.9,
+                "order_from_s": plan["context"]["now_s"],
+            }
+        ]  # fmt: skip  (this week's review, on the grid today, is the last whose order lands by the start)
         reserve = [c for c in plan["created"] if c["reason"].startswith(REASON)]
         assert len(reserve) == 1 and reserve[0]["status"] == "pending_approval" and reserve[0]["pool"] == RESERVED
         assert "pretrain-70b" in reserve[0]["reason"]
         got = bob.get(f"/v1/reservations/{reserve[0]['reservation_id']}").json()
         assert got["status"] == "pending_approval" and got["units"] == reserve[0]["units"]
+
+
+def test_a_run_a_later_review_still_orders_for_in_time_is_read_but_not_ordered_yet(
+    database: Database, make_server: ServerFactory
+) -> None:
+    """A run whose order can wait for a later weekly review (that one still lands by the start) is listed with
+    ``order_from_s`` after the pass's now, and nothing is reserved ahead of it yet."""
+    s = make_server(database)
+    _teams(s)
+    with s.client("ml_platform_admin", "bob") as bob, s.client("app_team", "ann", "team-p") as ann:
+        assert bob.post("/v1/utilization:ingest", json={"records": _hourly(28, 8.0)}).status_code == 200
+        assert bob.patch(f"/v1/pools/{OD}", json={"quota_gpus": 16}).status_code == 200
+        assert ann.post("/v1/planned-runs", json=_run(start_s=NOW_S + 40 * DAY)).status_code == 201
+        plan = bob.post("/v1/plans:propose", json={"sku": SKU, "region": REGION}).json()
+        (listed,) = plan["planned_runs"]
+        # the reserved pool's lead is 14 days: the review 3 weeks on (day 21, landing day 35) is the last in time
+        assert listed["order_from_s"] == NOW_S // (7 * DAY) * (7 * DAY) + 21 * DAY > plan["context"]["now_s"]
+        assert not [c for c in plan["created"] if c["reason"].startswith(REASON)]
 
 
 def test_the_reconciler_names_the_runs_its_pass_does_not_read(database: Database, make_server: ServerFactory) -> None:

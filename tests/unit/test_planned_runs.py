@@ -5,12 +5,15 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from gpufleet.control.planned_runs import (
     PlannedRunReserve,
     TierPrices,
     due_runs,
     expected_saving_usd,
+    order_from_s,
     run_scenarios,
 )
 from gpufleet.control.procurement import ForecastLedProcurer, TierLimits
@@ -50,6 +53,24 @@ def test_a_late_registration_is_due_at_the_first_review_after_it() -> None:
     assert not due_runs([r], "h100_80gb", 14 * DAY, lead, gap)  # not registered yet
     assert due_runs([r], "h100_80gb", 21 * DAY, lead, gap)
     assert not due_runs([r], "h100_80gb", 28 * DAY, lead, gap)  # started: the loop knows whether it came
+
+
+@given(
+    reg_h=st.integers(0, 60 * 24), ahead_h=st.integers(1, 90 * 24), lead_d=st.integers(0, 30), gap_d=st.integers(1, 14)
+)
+def test_order_from_is_when_the_run_becomes_due_for_one_review_gap(
+    reg_h: int, ahead_h: int, lead_d: int, gap_d: int
+) -> None:
+    """``order_from_s`` (what the service reports per run) is when ``due_runs`` starts ordering for the run, at any
+    pass time: due from then for one review gap, never after the start; reviews on the grid order once."""
+    r = run(start_d=(reg_h + ahead_h) / 24, reg_d=reg_h / 24)
+    lead, gap = lead_d * DAY, gap_d * DAY
+    at = order_from_s(r, lead, gap)
+    for t in range(max(at - 2 * gap, 0), r.start_s + gap, 6 * H):
+        assert bool(due_runs([r], "h100_80gb", t, lead, gap)) == (at <= t < min(at + gap, r.start_s)), t
+    on_grid = [t for t in range(0, r.start_s + gap, gap) if due_runs([r], "h100_80gb", t, lead, gap)]
+    assert on_grid == [t for t in [-(-at // gap) * gap] if t < r.start_s]
+    assert PlannedRunReserve(review_gap_h=gap_d * 24).order_from_s(r, lead_d * 24) == at
 
 
 def test_scenarios_weigh_every_combination() -> None:

@@ -225,6 +225,14 @@ class PlanPlannedRun(BaseModel):
     start_s: int
     duration_s: int
     probability: float
+    order_from_s: int | None = Field(
+        default=None,
+        description="From when the loop's passes weigh reserving ahead of the run: the last weekly procurement review "
+        "(on a grid from the UTC epoch) whose order lands by the start (the reserved pool's lead time), or the "
+        "registration (counted from the start of its day) when it comes after that review. The run is weighed by the "
+        "passes of the week from then while it has not started; a pass before it orders nothing for the run yet. "
+        "Null when the loop's procurer has no planned-run rule",
+    )
 
 
 class PlanProposal(BaseModel):

@@ -77,6 +77,14 @@ def due_runs(
     ]
 
 
+def order_from_s(run: PlannedRunRegistration, lead_s: int, review_gap_s: int) -> int:
+    """From when :func:`due_runs` orders for ``run``: the last review on the ``review_gap_s`` grid whose order
+    (``lead_s``) lands by the start, or the registration when it comes after that review. The run is due from
+    then for ``review_gap_s`` (and while it has not started); a pass asked between reviews orders as the last review
+    would have, for a run registered since as well. Reviews only on the grid order at the first one at or after it."""
+    return max((run.start_s - lead_s) // review_gap_s * review_gap_s, run.registered_s)
+
+
 def run_scenarios(runs: Sequence[PlannedRunRegistration], start_h: float, hours: int) -> tuple[FloatArray, FloatArray]:
     """Every combination of the runs going ahead: their GPUs per covered hour (rows; hour 0 = ``start_h`` hours
     after the epoch) and each row's probability."""
@@ -128,6 +136,10 @@ class PlannedRunReserve:
 
     shortage_weight: float = 20.0
     review_gap_h: int = 7 * 24
+
+    def order_from_s(self, run: PlannedRunRegistration, lead_h: int) -> int:
+        """From when this rule orders ahead of ``run`` (:func:`order_from_s` on its review grid)."""
+        return order_from_s(run, lead_h * HOUR_S, self.review_gap_h * HOUR_S)
 
     def nodes(
         self,

@@ -50,7 +50,7 @@ from gpufleet.adapters.sql.models import PoolRow, RegionRow, ReservationRow, Sku
 from gpufleet.control.cloud import draft_increase
 from gpufleet.control.loop import ControlLoop
 from gpufleet.control.planned_runs import REASON as PLANNED_RUN_REASON
-from gpufleet.control.procurement import TierLimits
+from gpufleet.control.procurement import ForecastLedProcurer, TierLimits
 from gpufleet.control.proposing import (
     HeldCommitment,
     commitment_orders,
@@ -345,9 +345,12 @@ class ProcurementService:
                  "tier": Tier.RESERVED.value, "reason": p.reason}
             )  # fmt: skip
         self._record_reasons(actor, created, planned, now_s)
+        rule = loop.procurer.planned if isinstance(loop.procurer, ForecastLedProcurer) else None
+        lead_h = ctx.pool.lead_time_s // HOUR_S  # as the procurer reads it
         runs = [
             {"id": rid, "name": r.name, "team": r.team, "gpus": r.gpus, "start_s": r.start_s,
-             "duration_s": r.duration_s, "probability": r.probability}
+             "duration_s": r.duration_s, "probability": r.probability,
+             "order_from_s": None if rule is None else rule.order_from_s(r, lead_h)}
             for rid, r in planned
         ]  # fmt: skip
         return {
