@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 from gpufleet.autoscale.nodes_baseline import IdleTimeoutScaleDown
 from gpufleet.autoscale.nodes_payoff import PayoffAwareNodes
-from gpufleet.control.start_buffer import StartBuffer
+from gpufleet.control.start_buffer import LateReading, StartBuffer
 from gpufleet.ports import IdleNode, ScaleDownContext, within_buffer
 from gpufleet.sim.builtin import lab_dev_scenario
 from gpufleet.sim.run import gpufleet_loop, simulate
@@ -27,16 +27,54 @@ def down_ctx(nodes: list[IdleNode], free: int, keep: int, buffer_free: int | Non
     )  # fmt: skip
 
 
+def one(b: StartBuffer, arrived: int, late: int, sku: str = "h100") -> int:
+    return b.decide({sku: LateReading(arrived, late, 55.0)})[sku].nodes
+
+
 def test_the_buffer_steps_up_while_jobs_start_late_and_down_when_they_do_not() -> None:
     b = StartBuffer(setpoint=1.0, max_nodes=2)  # aim: 5 % of the jobs late
-    assert b.decide("h100", 100, 6).nodes == 1
-    assert b.decide("h100", 100, 9).nodes == 2
-    assert b.decide("h100", 100, 9).nodes == 2  # never above max_nodes
-    assert b.decide("h100", 100, 4).nodes == 2  # within the band: held
-    d = b.decide("h100", 100, 2)
-    assert d.nodes == 1 and d.reason.startswith("start_buffer: 2 of 100 jobs")
-    assert b.decide("other", 0, 0).nodes == 0  # per SKU, and no jobs is no late share
-    assert b.nodes("h100") == 1
+    assert one(b, 100, 6) == 1
+    assert one(b, 100, 9) == 2
+    assert one(b, 100, 9) == 2  # never above max_nodes
+    assert one(b, 100, 4) == 2  # within the band: held
+    d = b.decide({"h100": LateReading(100, 2, 55.0)})["h100"]
+    assert d.nodes == 1 and d.reason.startswith("start_buffer: 2 of 100 training jobs")
+    assert b.decide({})["h100"].nodes == 0  # a SKU with a buffer and no reading: no jobs, no late share
+    assert b.nodes("h100") == 0
+
+
+def test_the_fleet_share_steps_the_sku_where_a_node_meets_the_most_late_starts_per_dollar() -> None:
+    """The objective is over every training job of the fleet: one node in all per hour, up on the SKU whose late
+    jobs per node-dollar are the most (a cheap SKU's many small late jobs before an expensive SKU's few), down on
+    the one where they are the fewest; a SKU within its own aim may still be warmed for the fleet's."""
+    b = StartBuffer(setpoint=1.0, max_nodes=2)
+    cheap, dear = LateReading(200, 12, 15.0), LateReading(100, 6, 60.0)  # 6 %; 12/15 > 6/60 per node-dollar
+    got = b.decide({"l40s": cheap, "h200": dear})
+    assert (got["l40s"].nodes, got["h200"].nodes) == (1, 0) and "l40s: 12 of 200 late" in got["l40s"].reason
+    got = b.decide({"l40s": cheap, "h200": dear})
+    assert (got["l40s"].nodes, got["h200"].nodes) == (2, 0)
+    got = b.decide({"l40s": cheap, "h200": dear})  # the cheap SKU at max_nodes: the next one warms
+    assert (got["l40s"].nodes, got["h200"].nodes) == (2, 1)
+    got = b.decide({"l40s": LateReading(200, 3, 15.0), "h200": LateReading(100, 1, 60.0)})  # 1.3 %: below half
+    assert (got["l40s"].nodes, got["h200"].nodes) == (2, 0)  # the fewest late starts per node-dollar goes first
+    got = b.decide({"l40s": LateReading(200, 0, 15.0), "h200": LateReading(100, 30, 60.0)})  # 10 %
+    assert (got["l40s"].nodes, got["h200"].nodes) == (2, 1)  # only a SKU with late jobs is stepped up
+
+
+@settings(max_examples=80, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 50), st.integers(0, 50), st.floats(1.0, 100.0)), min_size=1, max_size=4),
+       st.integers(0, 3), st.integers(1, 12))  # fmt: skip
+def test_one_node_in_all_per_hour_and_never_above_max_nodes(
+    rows: list[tuple[int, int, float]], max_nodes: int, hours: int
+) -> None:
+    b = StartBuffer(max_nodes=max_nodes)
+    readings = {f"sku{i}": LateReading(a + l, l, p) for i, (a, l, p) in enumerate(rows)}
+    before = {k: 0 for k in readings}
+    for _ in range(hours):
+        got = b.decide(readings)
+        assert sum(abs(got[k].nodes - before[k]) for k in readings) <= 1
+        assert all(0 <= d.nodes <= max_nodes for d in got.values())
+        before = {k: got[k].nodes for k in readings}
 
 
 @pytest.mark.parametrize("bad", [{"objective": 1.0}, {"setpoint": 0.0}, {"window_h": 0}, {"top_up_at": 1.5}])
@@ -45,9 +83,10 @@ def test_a_meaningless_setting_is_refused(bad: dict[str, float]) -> None:
         StartBuffer(**bad)  # type: ignore[arg-type]
 
 
-def test_late_share_out_of_range_is_refused() -> None:
-    with pytest.raises(ValueError):
-        StartBuffer().decide("h100", 3, 4)
+@pytest.mark.parametrize("bad", [LateReading(3, 4, 55.0), LateReading(-1, 0, 55.0), LateReading(3, 1, 0.0)])
+def test_a_reading_out_of_range_is_refused_naming_the_sku(bad: LateReading) -> None:
+    with pytest.raises(ValueError, match="h100"):
+        StartBuffer().decide({"h100": bad})
 
 
 def test_the_top_up_launches_the_missing_whole_nodes_only_past_its_threshold() -> None:

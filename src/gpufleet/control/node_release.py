@@ -44,9 +44,9 @@ nodes). In a cluster where Karpenter launches the nodes, :class:`NodeReleasePlan
 
 The hold half of the loop's start buffer (``buffer``, ``ControlLoop.gpufleet(...).start_buffer``,
 :class:`~gpufleet.control.start_buffer.StartBuffer`): hourly by the observation's clock (the first plan at once),
-per product, the buffer decides on the training jobs of the planner's schedulers that arrived in its window and
-those that started late (:func:`late_starts`: creation time against ``status.startTime``, or against now while
-unbound); each context then asks ``keep_free_gpus`` = its nodes x the product's GPUs per node, with
+over the products, the buffer decides on the training jobs of the planner's schedulers that arrived in its window
+and those that started late (:func:`late_starts`: creation time against ``status.startTime``, or against now while
+unbound), each product priced at its on-demand list price x its GPUs per node; each context then asks ``keep_free_gpus`` = its nodes x the product's GPUs per node, with
 ``buffer_free_gpus`` the free GPUs on the product's uncordoned nodes that are not spot (reserved and on-demand), so
 the scaler keeps idle nodes that hold the buffer (``ports.within_buffer``). The last decision per product is kept
 in ``buffer_decisions``. The top-up half (the simulator's ``Provisioner.top_up_buffer``) is
@@ -68,7 +68,7 @@ from dataclasses import dataclass, field
 from gpufleet.control.buffer_pods import PRODUCT_SELECTOR, buffer_free_gpus, real_used_gpus
 from gpufleet.control.observation import Observation, ObservedNode, ObservedNodePool, ObservedPod, rfc3339_s
 from gpufleet.control.replica_victims import node_price_usd_h
-from gpufleet.control.start_buffer import BufferDecision, StartBuffer
+from gpufleet.control.start_buffer import BufferDecision, LateReading, StartBuffer
 from gpufleet.domain.catalog import sku_for
 from gpufleet.domain.pools import Tier
 from gpufleet.ports import IdleNode, NodeScaler, PriceCatalog, ScaleDownContext
@@ -334,10 +334,10 @@ class NodeReleasePlanner:
 
         out_of_reach = unreachable_gangs(pending, bound, reach) if any(p.gang for p in pending) else frozenset()
         products = sorted({n.sku for n in gpu_nodes})
-        self._step_buffer(obs, gpu_nodes, products)
         per_node: dict[str, int] = {}
         for n in gpu_nodes:
             per_node[n.sku] = max(per_node.get(n.sku, 0), n.spec.gpu_count)
+        self._step_buffer(obs, gpu_nodes, per_node)
         out: list[ScaleDownContext] = []
         for sku in products:
             mine = [n for n in gpu_nodes if n.sku == sku and n.schedulable]
@@ -367,19 +367,23 @@ class NodeReleasePlanner:
             out.append(ctx)
         return tuple(out)
 
-    def _step_buffer(self, obs: Observation, gpu_nodes: list[ObservedNode], products: list[str]) -> None:
-        """Hourly by the observation's clock (the first call at once): the start buffer's decision per product on
-        the late starts of the pods of this planner's schedulers (:func:`late_starts`), kept in
-        ``buffer_decisions``. The decision is the buffer's; this only reads and passes."""
+    def _step_buffer(self, obs: Observation, gpu_nodes: list[ObservedNode], per_node: dict[str, int]) -> None:
+        """Hourly by the observation's clock (the first call at once): the start buffer's decision over the
+        products (``per_node``: their GPUs per node) on the late starts of the pods of this planner's schedulers
+        (:func:`late_starts`) and what a node of each costs on demand, kept in ``buffer_decisions``. The decision is
+        the buffer's; this only reads and passes."""
         rule = self.buffer
         if rule is None or (self._buffer_at is not None and obs.now_s - self._buffer_at < BUFFER_EVERY_S):
             return
         self._buffer_at = obs.now_s
         ours = [p for p in obs.pods if p.scheduler_name in self.schedulers and not p.buffer]
         on = {n.name: n.sku for n in gpu_nodes}
-        for sku in products:
+        readings = {}
+        for sku, per in sorted(per_node.items()):
             arrived, late = late_starts(ours, sku, obs.now_s, rule.window_h * 3600, rule.within_s, on)
-            self.buffer_decisions[sku] = rule.decide(sku, arrived, late)
+            # a product without a list price: priced at 1 USD per GPU-hour, so it ranks by its late jobs alone
+            readings[sku] = LateReading(arrived, late, (self._on_demand_usd(sku) or 1.0) * per)
+        self.buffer_decisions.update(rule.decide(readings))
 
     def node_name(self, node_id: int) -> str:
         """The name of the node behind ``IdleNode.node_id`` of a context of this planner."""

@@ -7,17 +7,21 @@ that real pods preempt them and start at once while the autoscaler brings up the
 and Karpenter's documented pattern). Held always it pays idle nodes for every hour; this rule holds them only while
 the objective is at risk.
 
-The objective is the user's: ``objective`` of the training jobs start within ``within_s`` seconds of arriving (by
-default 95 % within a minute, a p95 wait of at most 60 s). Each hour the rule reads, per SKU, the jobs that arrived
-over the last ``window_h`` hours and those of them that started later than ``within_s`` (or still wait past it),
-and steps its buffer (whole nodes of free GPUs, on tiers every job may use) by one node: up while the late share is
-above ``setpoint`` x the share the objective allows, down while it is below half of that, never above
-``max_nodes``. The world holds that many nodes' GPUs free: it keeps idle nodes from scale-down and launches the
-missing ones.
+The objective is the user's and the fleet's: ``objective`` of the training jobs start within ``within_s`` seconds
+of arriving (by default 95 % within a minute: a p95 training queue wait of at most 60 s over every job of the
+fleet, as the loop's report reads it). Each hour the rule reads, per SKU, the jobs that arrived over the last
+``window_h`` hours and those of them that started later than ``within_s`` (or still wait past it), and steps its
+buffers (whole nodes of free GPUs, on tiers every job may use) by one node in all: up while the fleet's late share
+is above ``setpoint`` x the share the objective allows, on the SKU where a node buys the most late starts per
+dollar (its late jobs over what one of its nodes costs an hour, below ``max_nodes``), down while the share is below
+half of that, on the SKU where a node buys the fewest. A cheap SKU with many small late jobs is thus warmed before
+an expensive one whose late jobs are few. The world holds that many nodes' GPUs free per SKU: it keeps idle nodes
+from scale-down and launches the missing ones.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 REASON = "start_buffer"
@@ -30,6 +34,16 @@ class BufferDecision:
     nodes: int
     late_share: float
     reason: str
+
+
+@dataclass(frozen=True, slots=True)
+class LateReading:
+    """One SKU's hour for the rule: training jobs of the window, those that started late, and what a node of the
+    SKU costs an hour (on demand: the price of holding one free)."""
+
+    arrived: int
+    late: int
+    node_usd_h: float
 
 
 @dataclass(slots=True)
@@ -58,25 +72,46 @@ class StartBuffer:
         """The late share the rule steers under: ``setpoint`` x the share the objective allows."""
         return self.setpoint * (1.0 - self.objective)
 
-    def decide(self, sku_id: str, arrived: int, late: int) -> BufferDecision:
-        """The buffer for ``sku_id`` after an hour in which ``late`` of the ``arrived`` jobs of the last
-        ``window_h`` hours started later than ``within_s`` (or still wait past it)."""
-        if arrived < 0 or not 0 <= late <= arrived:
-            raise ValueError("need 0 <= late <= arrived")
+    def decide(self, readings: Mapping[str, LateReading]) -> dict[str, BufferDecision]:
+        """The buffers after an hour, from each SKU's reading (a SKU with a buffer and no reading counts as one
+        without jobs): one node more or less in all (module docstring), the decision per SKU kept and returned."""
+        for sku_id, r in readings.items():
+            if r.arrived < 0 or not 0 <= r.late <= r.arrived or not r.node_usd_h > 0:
+                raise ValueError(f"{sku_id}: need 0 <= late <= arrived and a positive node price")
+        skus = sorted(set(readings) | set(self._last))
+        got = {k: readings.get(k, LateReading(0, 0, 1.0)) for k in skus}
+        arrived = sum(r.arrived for r in got.values())
+        late = sum(r.late for r in got.values())
         share = late / arrived if arrived else 0.0
-        was = self.nodes(sku_id)
-        now = was
+        now = {k: self.nodes(k) for k in skus}
+        worth = {k: got[k].late / got[k].node_usd_h for k in skus}  # late starts a node-dollar of the SKU meets
+        step = ""
         if share > self.aim:
-            now = min(self.max_nodes, was + 1)
+            up = [k for k in skus if now[k] < self.max_nodes and got[k].late > 0]
+            if up:
+                step = max(up, key=lambda k: (worth[k], k))
+                now[step] += 1
         elif share < self.aim / 2:
-            now = max(0, was - 1)
-        why = (
-            f"{late} of {arrived} jobs of the last {self.window_h} h started more than {self.within_s} s after arriving "
-            f"({share:.1%}; aim {self.aim:.1%}, for {self.objective:.0%} within {self.within_s} s): "
-            f"{'hold' if now else 'no'} {now} node(s) free (was {was})"
+            down = [k for k in skus if now[k] > 0]
+            if down:
+                step = min(down, key=lambda k: (worth[k], k))
+                now[step] -= 1
+        fleet = (
+            f"{late} of {arrived} training jobs of the last {self.window_h} h started more than {self.within_s} s "
+            f"after arriving ({share:.1%}; aim {self.aim:.1%}, for {self.objective:.0%} within {self.within_s} s)"
         )
-        d = self._last[sku_id] = BufferDecision(now, share, f"{REASON}: {why}")
-        return d
+        out = {}
+        for k in skus:
+            r, was = got[k], self.nodes(k)
+            why = (
+                f"{fleet}; {k}: {r.late} of {r.arrived} late, {r.late / r.node_usd_h if r.late else 0:.2f} per "
+                f"node-dollar: {'hold' if now[k] else 'no'} {now[k]} node(s) free (was {was}"
+                f"{', the step' if k == step else ''})"
+            )
+            out[k] = self._last[k] = BufferDecision(
+                now[k], r.late / r.arrived if r.arrived else 0.0, f"{REASON}: {why}"
+            )
+        return out
 
     def launch_nodes(self, want_nodes: int, per: int, free_gpus: int, starting_nodes: int) -> int:
         """Whole nodes to launch for a buffer of ``want_nodes`` nodes of ``per`` GPUs when ``free_gpus`` are free on

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from gpufleet.domain.pools import TIER_RANK, Tier
+from gpufleet.control.start_buffer import LateReading
 from gpufleet.ports import IdleNode, PlacementRequest, PoolState, ScaleDownContext, ScaleUpContext
 from gpufleet.sim.crn import FAIL, PREEMPT, keyed_exponential
 from gpufleet.sim.kinds import (
@@ -227,14 +228,25 @@ class Provisioner:
             self.launch(sec, k, now, for_queue=False)
             self.decisions.add(now, "node_scaler", "scale_up", "secondary_base", pr.pool, k * per, count=k)
 
-    def hold_buffer(self, s: int, now: int) -> None:
-        """Hourly, with the loop's start buffer: decide the SKU's buffer from the jobs of its window that started
-        late (control/start_buffer.py)."""
+    def hold_buffer(self, now: int) -> None:
+        """Hourly, with the loop's start buffer: decide the SKUs' buffers from the jobs of the window that started
+        late and what a node of each costs on demand (control/start_buffer.py)."""
         rule = self.loop.start_buffer
         if rule is None:
             return
-        arrived, late = self.pods.late_starts(s, now, rule.window_h * HOUR_S, rule.within_s)
-        rule.decide(self.sku_ids[s], arrived, late)  # kept by the rule: buffer_nodes and the launches read it
+        readings = {}
+        for s, sku_id in enumerate(self.sku_ids):
+            arrived, late = self.pods.late_starts(s, now, rule.window_h * HOUR_S, rule.within_s)
+            readings[sku_id] = LateReading(arrived, late, self.node_usd_h(s))
+        rule.decide(readings)  # kept by the rule: buffer_nodes and the launches read it
+
+    def node_usd_h(self, s: int) -> float:
+        """What a node of SKU ``s`` costs an hour on demand (the cheapest tier every job may use without a
+        commitment when the SKU has no on-demand pool)."""
+        prices = [pr.price_usd for pr in self.fleet.pools if pr.sku_idx == s and pr.pool.tier is Tier.ON_DEMAND]
+        if not prices:
+            prices = [pr.price_usd for pr in self.fleet.pools if pr.sku_idx == s and pr.pool.tier is not Tier.SPOT]
+        return self.per_node[s] * min(prices, default=1.0)
 
     def buffer_nodes(self, s: int) -> int:
         """Whole nodes of free GPUs the loop's start buffer last asked for SKU ``s`` (0 without one)."""

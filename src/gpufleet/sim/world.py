@@ -317,7 +317,7 @@ class World:
                     alloc += pr.alloc_gpus
             self.metrics.hourly(now, s, alloc, pending[s], paid)
             self.provisioner.hold_base(s, now)
-            self.provisioner.hold_buffer(s, now)
+        self.provisioner.hold_buffer(now)
         for pr in f.pools:
             pr.touch(now)  # integrals are exact at any split: this only reads the cost so far
         self.metrics.cost_so_far(now, sum(pr.price_uusd * pr.paid_gpu_s for pr in f.pools))
