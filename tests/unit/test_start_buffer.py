@@ -68,7 +68,7 @@ def test_one_node_in_all_per_hour_and_never_above_max_nodes(
     rows: list[tuple[int, int, float]], max_nodes: int, hours: int
 ) -> None:
     b = StartBuffer(max_nodes=max_nodes)
-    readings = {f"sku{i}": LateReading(a + l, l, p) for i, (a, l, p) in enumerate(rows)}
+    readings = {f"sku{i}": LateReading(a + late, late, p) for i, (a, late, p) in enumerate(rows)}
     before = {k: 0 for k in readings}
     for _ in range(hours):
         got = b.decide(readings)

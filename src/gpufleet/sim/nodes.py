@@ -13,8 +13,8 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from gpufleet.domain.pools import TIER_RANK, Tier
 from gpufleet.control.start_buffer import LateReading
+from gpufleet.domain.pools import TIER_RANK, Tier
 from gpufleet.ports import IdleNode, PlacementRequest, PoolState, ScaleDownContext, ScaleUpContext
 from gpufleet.sim.crn import FAIL, PREEMPT, keyed_exponential
 from gpufleet.sim.kinds import (
