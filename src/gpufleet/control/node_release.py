@@ -46,7 +46,8 @@ The hold half of the loop's start buffer (``buffer``, ``ControlLoop.gpufleet(...
 :class:`~gpufleet.control.start_buffer.StartBuffer`): hourly by the observation's clock (the first plan at once),
 over the products, the buffer decides on the training jobs of the planner's schedulers that arrived in its window
 and those that started late (:func:`late_starts`: creation time against ``status.startTime``, or against now while
-unbound), each product priced at its on-demand list price x its GPUs per node; each context then asks ``keep_free_gpus`` = its nodes x the product's GPUs per node, with
+unbound), each product priced at its on-demand list price x its GPUs per node; each context then asks
+``keep_free_gpus`` = its nodes x the product's GPUs per node, with
 ``buffer_free_gpus`` the free GPUs on the product's uncordoned nodes that are not spot (reserved and on-demand), so
 the scaler keeps idle nodes that hold the buffer (``ports.within_buffer``). The last decision per product is kept
 in ``buffer_decisions``. The top-up half (the simulator's ``Provisioner.top_up_buffer``) is

@@ -49,7 +49,7 @@ REASON_TEXT = {
         "the secondary provider, cheaper than on demand, was in use enough over the last week to hold a base of its "
         "nodes"
     ),
-    "start_buffer": "training jobs were starting late against 95% within a minute, so a node was kept free for them",
+    "start_buffer": "the fleet's training jobs were starting late against 95% within a minute, so nodes were kept free for them",
     "noise_floor": "of the noise floor (the replicas the traffic's recent noise needs at the SLO)",
     "step_hold": "of a traffic step due soon (replicas held warm)",
     "daily_peak_floor": "of the day's peak ask",
