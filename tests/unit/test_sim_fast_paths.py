@@ -28,7 +28,7 @@ from gpufleet.control.scheduling import Bind, FleetScheduler, FreeGpuIndex, PodA
 from gpufleet.schedule.gang import plan_whole_nodes
 from gpufleet.sim.builtin import default_scenario
 from gpufleet.sim.engine import EventQueue
-from gpufleet.sim.kinds import PRIO_SERVING, RUNNING
+from gpufleet.sim.kinds import PRIO_SERVING, RUNNING, TIERS_ALL
 from gpufleet.sim.pods import Billing
 from gpufleet.sim.run import gpufleet_loop
 from gpufleet.sim.scenario import Scenario
@@ -164,10 +164,10 @@ def checked_world(sc: Scenario, loop: ControlLoop) -> World:
     prov = w.provisioner
     free_gpus, capacity_gpus = prov.free_gpus, prov.capacity_gpus
 
-    def free_plain(s: int) -> int:
-        got = free_gpus(s)
+    def free_plain(s: int, tiers: tuple[int, ...] = TIERS_ALL) -> int:
+        got = free_gpus(s, tiers)
         per = w.per_node[s]
-        assert got == sum(k * f.index.free_nodes(s, t, k) for t in range(f.index.n_tiers) for k in range(1, per + 1))
+        assert got == sum(k * f.index.free_nodes(s, t, k) for t in tiers for k in range(1, per + 1))
         CALLS["sums"] += 1
         return got
 
