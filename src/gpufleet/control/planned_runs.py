@@ -58,31 +58,28 @@ class TierPrices:
     on_demand_quota_gpus: float = math.inf
 
 
+def order_from_s(run: PlannedRunRegistration, lead_s: int, review_gap_s: int) -> int:
+    """From when a review orders for ``run`` (:func:`due_runs`): the last review on the ``review_gap_s`` grid from
+    time 0 whose order (``lead_s``) lands by the start, or the registration when it comes after that review (an order
+    that may land after the start)."""
+    return max((run.start_s - lead_s) // review_gap_s * review_gap_s, run.registered_s)
+
+
 def due_runs(
     runs: Sequence[PlannedRunRegistration], sku_id: str, now_s: int, lead_s: int, review_gap_s: int
 ) -> list[PlannedRunRegistration]:
-    """The registered runs of ``sku_id`` a review at ``now_s`` orders for, once per run: registered and not started,
-    at the last review whose order lands by the start (the next one's, ``review_gap_s`` later, would land after
-    it), or, when no order can land by the start any more, at the first review after the registration. Reviews
-    fall on the ``review_gap_s`` grid from time 0; a call between two (a review asked again after an approver
-    rejected its order) orders for the runs the last review on the grid ordered for."""
-    land = now_s - now_s % review_gap_s + lead_s
-    return [
-        r
-        for r in runs
-        if r.sku_id == sku_id
-        and r.registered_s <= now_s < r.start_s
-        and r.probability > 0
-        and (land <= r.start_s < land + review_gap_s or (r.start_s < land and r.registered_s > now_s - review_gap_s))
-    ]
-
-
-def order_from_s(run: PlannedRunRegistration, lead_s: int, review_gap_s: int) -> int:
-    """From when :func:`due_runs` orders for ``run``: the last review on the ``review_gap_s`` grid whose order
-    (``lead_s``) lands by the start, or the registration when it comes after that review. The run is due from
-    then for ``review_gap_s`` (and while it has not started); a pass asked between reviews orders as the last review
-    would have, for a run registered since as well. Reviews only on the grid order at the first one at or after it."""
-    return max((run.start_s - lead_s) // review_gap_s * review_gap_s, run.registered_s)
+    """The registered runs of ``sku_id`` a review at ``now_s`` orders for, once per run on the grid: from
+    :func:`order_from_s` for one ``review_gap_s`` and while the run has not started. Reviews on the grid order at
+    the first one at or after it; a call between two (a review asked again after an approver rejected its order, or
+    the service's daily pass) orders as the last review on the grid would have, for a run registered since too."""
+    due = []
+    for r in runs:
+        if r.sku_id != sku_id or r.probability <= 0:
+            continue
+        at = order_from_s(r, lead_s, review_gap_s)
+        if at <= now_s < min(at + review_gap_s, r.start_s):
+            due.append(r)
+    return due
 
 
 def run_scenarios(runs: Sequence[PlannedRunRegistration], start_h: float, hours: int) -> tuple[FloatArray, FloatArray]:

@@ -237,16 +237,9 @@ class Provisioner:
         readings = {}
         for s, sku_id in enumerate(self.sku_ids):
             arrived, late = self.pods.late_starts(s, now, rule.window_h * HOUR_S, rule.within_s)
-            readings[sku_id] = LateReading(arrived, late, self.node_usd_h(s))
+            # a node's on-demand price; a SKU without an on-demand pool at 1 USD per GPU-hour (as node_release's)
+            readings[sku_id] = LateReading(arrived, late, self.per_node[s] * (self.on_demand_price(s) or 1.0))
         rule.decide(readings)  # kept by the rule: buffer_nodes and the launches read it
-
-    def node_usd_h(self, s: int) -> float:
-        """What a node of SKU ``s`` costs an hour on demand (the cheapest tier every job may use without a
-        commitment when the SKU has no on-demand pool)."""
-        prices = [pr.price_usd for pr in self.fleet.pools if pr.sku_idx == s and pr.pool.tier is Tier.ON_DEMAND]
-        if not prices:
-            prices = [pr.price_usd for pr in self.fleet.pools if pr.sku_idx == s and pr.pool.tier is not Tier.SPOT]
-        return self.per_node[s] * min(prices, default=1.0)
 
     def buffer_nodes(self, s: int) -> int:
         """Whole nodes of free GPUs the loop's start buffer last asked for SKU ``s`` (0 without one)."""
