@@ -345,21 +345,28 @@ class ScaleDownContext:
     # left reach ``keep_free_gpus``; 0 = none asked
     keep_free_gpus: int = 0
     buffer_free_gpus: int = 0
+    # the same for the buffer's spot lane (checkpointed training's, control/start_buffer.py): GPUs to keep free on
+    # the SKU's spot nodes, and the GPUs free on them now; 0 = none asked
+    keep_free_spot_gpus: int = 0
+    spot_free_gpus: int = 0
 
 
 def within_buffer(ctx: ScaleDownContext, releases: list[tuple[int, str]]) -> list[tuple[int, str]]:
-    """``releases`` (in the scaler's order) cut to those that leave ``ctx.keep_free_gpus`` GPUs free: what every
-    node scaler returns for a context that asks for a buffer."""
-    if ctx.keep_free_gpus <= 0 or not releases:
+    """``releases`` (in the scaler's order) cut to those that leave ``ctx.keep_free_gpus`` GPUs free on the nodes
+    that are not spot and ``ctx.keep_free_spot_gpus`` on spot nodes: what every node scaler returns for a context
+    that asks for a buffer."""
+    if (ctx.keep_free_gpus <= 0 and ctx.keep_free_spot_gpus <= 0) or not releases:
         return releases
-    gpus = {n.node_id: n.gpus for n in ctx.idle if n.tier != "spot"}
-    free = ctx.buffer_free_gpus
+    spot = {n.node_id: n.tier == "spot" for n in ctx.idle}
+    gpus = {n.node_id: n.gpus for n in ctx.idle}
+    free = {False: ctx.buffer_free_gpus, True: ctx.spot_free_gpus}
+    keep = {False: ctx.keep_free_gpus, True: ctx.keep_free_spot_gpus}
     out: list[tuple[int, str]] = []
     for node_id, reason in releases:
-        g = gpus.get(node_id, 0)
-        if g and free - g < ctx.keep_free_gpus:
+        g, lane = gpus.get(node_id, 0), spot.get(node_id, False)
+        if g and keep[lane] > 0 and free[lane] - g < keep[lane]:
             continue
-        free -= g
+        free[lane] -= g
         out.append((node_id, reason))
     return out
 

@@ -17,6 +17,12 @@ dollar (its late jobs over what one of its nodes costs an hour, below ``max_node
 half of that, on the SKU where a node buys the fewest. A cheap SKU with many small late jobs is thus warmed before
 an expensive one whose late jobs are few. The world holds that many nodes' GPUs free per SKU: it keeps idle nodes
 from scale-down and launches the missing ones.
+
+With ``spot`` (gpufleet's loop), a SKU that has spot capacity is read as two lanes (keys :func:`spot_lane`): the
+jobs that may not use spot, whose buffer is held on the tiers every job may use and priced on demand, and
+checkpointed training (the jobs that may use spot, which placement sends to spot first), whose buffer is held on
+spot nodes and priced at spot. Each job counts once, in its lane; the fleet's late share is the same. A spot node
+costs a fifth to a third of an on-demand one, so the same late starts per node-dollar warm the spot lane first.
 """
 
 from __future__ import annotations
@@ -25,6 +31,17 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 REASON = "start_buffer"
+SPOT_LANE = "@spot"  # the suffix of a SKU's spot lane among the rule's keys
+
+
+def spot_lane(sku_id: str) -> str:
+    """The key of ``sku_id``'s spot lane (its checkpointed training, held on spot nodes)."""
+    return sku_id + SPOT_LANE
+
+
+def lane_sku(key: str) -> tuple[str, bool]:
+    """The SKU of a key of the rule, and whether it is the SKU's spot lane."""
+    return (key.removesuffix(SPOT_LANE), True) if key.endswith(SPOT_LANE) else (key, False)
 
 
 @dataclass(frozen=True, slots=True)
@@ -38,8 +55,9 @@ class BufferDecision:
 
 @dataclass(frozen=True, slots=True)
 class LateReading:
-    """One SKU's hour for the rule: training jobs of the window, those that started late, and what a node of the
-    SKU costs an hour (on demand: the price of holding one free)."""
+    """One lane's hour for the rule (a SKU, or its spot lane): training jobs of the window, those that started
+    late, and what a node of the lane costs an hour (on demand, or spot for a spot lane: the price of holding one
+    free)."""
 
     arrived: int
     late: int
@@ -57,6 +75,7 @@ class StartBuffer:
     window_h: int = 6
     max_nodes: int = 1
     top_up_at: float = 0.0
+    spot: bool = False  # read a SKU with spot capacity as two lanes (module docstring)
     _last: dict[str, BufferDecision] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
