@@ -47,14 +47,21 @@ The hold half of the loop's start buffer (``buffer``, ``ControlLoop.gpufleet(...
 over the products, the buffer decides on the training jobs of the planner's schedulers that arrived in its window
 and those that started late (:func:`late_starts`: creation time against ``status.startTime``, or against now while
 unbound), each product priced at its on-demand list price x its GPUs per node; each context then asks
-``keep_free_gpus`` = its nodes x the product's GPUs per node, with
-``buffer_free_gpus`` the free GPUs on the product's uncordoned nodes that are not spot (reserved and on-demand), so
-the scaler keeps idle nodes that hold the buffer (``ports.within_buffer``). The last decision per product is kept
-in ``buffer_decisions``. The top-up half (the simulator's ``Provisioner.top_up_buffer``) is
-:mod:`gpufleet.control.buffer_pods`: placeholder pods (``ObservedPod.buffer``) of a negative PriorityClass that
-make Karpenter launch the missing nodes. Here a placeholder is no training job for ``late_starts``, no pending work
-(``pending_gpus``, gangs' reach) and its GPUs count as free (``free_gpus``, ``buffer_free_gpus``, a gang's reach:
-any real pod may preempt it), but its node is busy: never offered for release while it holds one.
+``keep_free_gpus`` = its nodes x the product's GPUs per node, with ``buffer_free_gpus`` the free GPUs on the
+product's uncordoned nodes that are not spot (reserved and on-demand), so the scaler keeps idle nodes that hold the
+buffer (``ports.within_buffer``). With ``StartBuffer.spot``, a product with spot capacity (a spot list price in the
+catalog, and a spot node of it or, NodePools observed, a NodePool that may launch it on spot:
+:func:`spot_capacity`) is read as two lanes: the product over the pods that do not tolerate gpufleet's spot taint
+(:data:`~gpufleet.control.buffer_pods.SPOT_TAINT`), its spot lane (``spot_lane(product)``, checkpointed training)
+over those that do (a gang by its pods: in the spot lane if a member tolerates it), priced at the spot list price
+x its GPUs per node; its context asks ``keep_free_spot_gpus`` = the spot lane's nodes x GPUs per node, with
+``spot_free_gpus`` the free GPUs on the product's uncordoned spot nodes, so the scaler keeps idle spot nodes for
+it. The last decision per key (product or spot lane) is kept in ``buffer_decisions``. The top-up half (the
+simulator's ``Provisioner.top_up_buffer``) is :mod:`gpufleet.control.buffer_pods`: placeholder pods
+(``ObservedPod.buffer``) of a negative PriorityClass that make Karpenter launch the missing nodes. Here a
+placeholder is no training job for ``late_starts``, no pending work (``pending_gpus``, gangs' reach) and its GPUs
+count as free (``free_gpus``, ``buffer_free_gpus``, ``spot_free_gpus``, a gang's reach: any real pod may preempt
+it), but its node is busy: never offered for release while it holds one.
 
 Node start (``node_start_s``) is one setting for the cluster, the controller's (the simulator reads it per pool).
 Decisions are data (:class:`NodeRelease`, with the scaler's reason code); the controller cordons, checks that the
@@ -66,10 +73,10 @@ from __future__ import annotations
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from gpufleet.control.buffer_pods import PRODUCT_SELECTOR, buffer_free_gpus, real_used_gpus
+from gpufleet.control.buffer_pods import PRODUCT_SELECTOR, SPOT_TAINT, buffer_free_gpus, real_used_gpus
 from gpufleet.control.observation import Observation, ObservedNode, ObservedNodePool, ObservedPod, rfc3339_s
 from gpufleet.control.replica_victims import node_price_usd_h
-from gpufleet.control.start_buffer import BufferDecision, LateReading, StartBuffer
+from gpufleet.control.start_buffer import BufferDecision, LateReading, StartBuffer, spot_lane
 from gpufleet.domain.catalog import sku_for
 from gpufleet.domain.pools import Tier
 from gpufleet.ports import IdleNode, NodeScaler, PriceCatalog, ScaleDownContext
@@ -135,19 +142,40 @@ def launch_room_gpus(
             seen.setdefault(n.node_pool, set()).add(n.sku)
     room = 0
     for p in pools:
-        if product in seen.get(p.name, ()):
-            pass
-        elif p.products:  # a product pin (a GPU name like "h100" matches the products that contain it)
-            if not any(v == product or v.lower() in product.lower() for v in p.products):
-                continue
-        elif not p.gpu:
-            continue  # no sign it launches GPU nodes (a CPU NodePool)
+        if not _launches(p, product, seen.get(p.name, ())):
+            continue
         if not admits(pods, p.taints):
             continue
         if p.gpu_limit is None:
             return None
         room += max(0, p.gpu_limit - used.get(p.name, 0))
     return room
+
+
+def _launches(pool: ObservedNodePool, product: str, holds: Collection[str]) -> bool:
+    """Whether ``pool`` may launch ``product``: it holds nodes of it (``holds``: its nodes' products), pins it (a GPU
+    name like "h100" matches the products that contain it) or, pinned to no product, shows it launches GPU nodes."""
+    if product in holds:
+        return True
+    if pool.products:
+        return any(v == product or v.lower() in product.lower() for v in pool.products)
+    return pool.gpu
+
+
+def spot_capacity(product: str, pools: Sequence[ObservedNodePool] | None, nodes: Iterable[ObservedNode]) -> bool:
+    """Whether the cluster has spot capacity of ``product`` for the start buffer's spot lane: a spot node of it,
+    or (NodePools observed) a NodePool that may launch it (as :func:`launch_room_gpus` reads it) pinned to the
+    ``spot`` capacity type. NodePools not observed (no Karpenter): yes, as the catalog says."""
+    nodes = list(nodes)
+    if any(n.sku == product and n.capacity_type == "spot" for n in nodes):
+        return True
+    if pools is None:
+        return True
+    holds: dict[str, set[str]] = {}
+    for n in nodes:
+        if n.node_pool:
+            holds.setdefault(n.node_pool, set()).add(n.sku)
+    return any("spot" in p.capacity_types and _launches(p, product, holds.get(p.name, ())) for p in pools)
 
 
 def pod_products(p: ObservedPod) -> tuple[str, ...]:
@@ -221,6 +249,7 @@ def late_starts(
     window_s: int,
     within_s: int,
     node_products: Mapping[str, str] | None = None,
+    may_use_spot: bool | None = None,
 ) -> tuple[int, int]:
     """The start buffer's reading for ``product`` (as the simulator's ``PodTable.late_starts``): the training jobs
     among ``pods`` (GPU pods not of kind ``serving``) that arrived (``created``) in the ``window_s`` before
@@ -231,8 +260,11 @@ def late_starts(
     (``ObservedPod.gang``, per namespace) is one job, late when a member is. Skipped: pods whose creation time is
     unreadable, and pods that left unbound (finished or being deleted before a start: when they left is not
     seen). A bound pod without ``startTime`` (its ``started_s`` then falls back to the creation) reads as
-    started at creation: the kubelet acknowledges a bound pod within moments."""
+    started at creation: the kubelet acknowledges a bound pod within moments. ``may_use_spot`` (None: every job)
+    reads one lane of the start buffer: the jobs that tolerate gpufleet's spot taint (True) or those that do not
+    (False); a gang is in the spot lane when one of its counted members tolerates it."""
     jobs: dict[tuple[str, str], bool] = {}
+    spot: dict[tuple[str, str], bool] = {}
     for p in pods:
         if p.kind == "serving" or p.buffer or p.request.num_gpu <= 0:
             continue
@@ -253,6 +285,9 @@ def late_starts(
             continue
         key = (p.namespace, f"gang/{p.gang}") if p.gang else (p.namespace, p.name)
         jobs[key] = jobs.get(key, False) or late
+        spot[key] = spot.get(key, False) or (may_use_spot is not None and p.tolerates(SPOT_TAINT))
+    if may_use_spot is not None:
+        jobs = {k: v for k, v in jobs.items() if spot[k] == may_use_spot}
     return len(jobs), sum(jobs.values())
 
 
@@ -347,9 +382,8 @@ class NodeReleasePlanner:
             mine_pending = [p for p in pending if self._may_run(p.request.gpu_models, sku)]
             capacity = sum(n.spec.gpu_count for n in mine)
             in_use = sum(min(used.get(n.name, 0), n.spec.gpu_count) for n in mine)
-            decided = self.buffer_decisions.get(sku) if self.buffer is not None else None
-            keep = decided.nodes * per_node[sku] if decided is not None else 0
-            buffer_free = buffer_free_gpus(mine, sku, used) if keep else 0
+            keep = self._keep_nodes(sku) * per_node[sku]
+            keep_spot = self._keep_nodes(spot_lane(sku)) * per_node[sku]
             ctx = ScaleDownContext(
                 now_s=int(now),
                 sku_id=sku,
@@ -363,7 +397,9 @@ class NodeReleasePlanner:
                 fresh_nodes=fresh.get(sku, 0),
                 unreachable_gang_gpus=unreachable_gang_gpus(mine_pending, out_of_reach),
                 keep_free_gpus=keep,
-                buffer_free_gpus=buffer_free,
+                buffer_free_gpus=buffer_free_gpus(mine, sku, used) if keep else 0,
+                keep_free_spot_gpus=keep_spot,
+                spot_free_gpus=buffer_free_gpus(mine, sku, used, spot=True) if keep_spot else 0,
             )
             out.append(ctx)
         return tuple(out)
@@ -371,8 +407,9 @@ class NodeReleasePlanner:
     def _step_buffer(self, obs: Observation, gpu_nodes: list[ObservedNode], per_node: dict[str, int]) -> None:
         """Hourly by the observation's clock (the first call at once): the start buffer's decision over the
         products (``per_node``: their GPUs per node) on the late starts of the pods of this planner's schedulers
-        (:func:`late_starts`) and what a node of each costs on demand, kept in ``buffer_decisions``. The decision is
-        the buffer's; this only reads and passes."""
+        (:func:`late_starts`) and what a node of each costs on demand; with ``StartBuffer.spot``, a product with spot
+        capacity (:func:`spot_capacity`) and a spot list price as two lanes (module docstring), its spot lane priced
+        at spot. Kept in ``buffer_decisions``. The decision is the buffer's; this only reads and passes."""
         rule = self.buffer
         if rule is None or (self._buffer_at is not None and obs.now_s - self._buffer_at < BUFFER_EVERY_S):
             return
@@ -380,11 +417,23 @@ class NodeReleasePlanner:
         ours = [p for p in obs.pods if p.scheduler_name in self.schedulers and not p.buffer]
         on = {n.name: n.sku for n in gpu_nodes}
         readings = {}
+        window_s = rule.window_h * 3600
         for sku, per in sorted(per_node.items()):
-            arrived, late = late_starts(ours, sku, obs.now_s, rule.window_h * 3600, rule.within_s, on)
+            spot_usd = self._spot_usd(sku) if rule.spot else 0.0
+            lanes = spot_usd > 0 and spot_capacity(sku, obs.node_pools, obs.nodes)
+            lane = False if lanes else None  # the product's key reads the jobs that may not use spot, or all
+            arrived, late = late_starts(ours, sku, obs.now_s, window_s, rule.within_s, on, may_use_spot=lane)
             # a product without a list price: priced at 1 USD per GPU-hour, so it ranks by its late jobs alone
             readings[sku] = LateReading(arrived, late, (self._on_demand_usd(sku) or 1.0) * per)
+            if lanes:
+                arrived, late = late_starts(ours, sku, obs.now_s, window_s, rule.within_s, on, may_use_spot=True)
+                readings[spot_lane(sku)] = LateReading(arrived, late, spot_usd * per)
         self.buffer_decisions.update(rule.decide(readings))
+
+    def _keep_nodes(self, key: str) -> int:
+        """The nodes the start buffer last decided for ``key`` (a product or its spot lane; 0 without a buffer)."""
+        decided = self.buffer_decisions.get(key) if self.buffer is not None else None
+        return decided.nodes if decided is not None else 0
 
     def node_name(self, node_id: int) -> str:
         """The name of the node behind ``IdleNode.node_id`` of a context of this planner."""
@@ -449,6 +498,12 @@ class NodeReleasePlanner:
         sku = sku_for(product, self.catalog.sku_ids(), self.sku_map)
         lp = self.catalog.list_price(sku) if sku is not None else None
         return float(lp.on_demand) if lp is not None else 0.0
+
+    def _spot_usd(self, product: str) -> float:
+        """The product's spot list price per GPU-hour (0: not in the catalog)."""
+        sku = sku_for(product, self.catalog.sku_ids(), self.sku_map)
+        lp = self.catalog.list_price(sku) if sku is not None else None
+        return float(lp.spot) if lp is not None else 0.0
 
     @staticmethod
     def _may_run(models: tuple[str, ...], sku: str) -> bool:

@@ -6,10 +6,13 @@ not the global default): below every pod of the default priority 0, so any real 
 :func:`placeholder` is one pod of that class holding a whole node's GPUs of a product: a pause container
 (``image``, default ``registry.k8s.io/pause:3.9``) with ``nvidia.com/gpu`` requests and limits of the node's GPUs,
 nodeSelector ``nvidia.com/gpu.product``, labels ``gpufleet.io/buffer=true`` and ``gpufleet.io/product``, the
-controller's ``schedulerName``, grace 0 and no toleration (gpufleet's only
-taint is spot's, which the buffer must not use). :func:`apply_buffer_pods` creates the class if missing, then
-creates and deletes placeholders; each write is an audit record (actions ``priority_class``, ``buffer_pod_create``,
-``delete_pod``, with the plan's reason).
+controller's ``schedulerName``, grace 0 and no toleration (gpufleet's only taint is spot's, which the buffer of the
+jobs that may not use spot must not use). A placeholder of the product's spot lane (``spot``: the start buffer's
+spot lane, checkpointed training's) also selects ``karpenter.sh/capacity-type: spot``, tolerates the spot taint
+(``gpufleet.io/spot=true:NoSchedule``, operator Equal), carries label ``gpufleet.io/buffer-lane=spot`` and is named
+``gpufleet-buffer-spot-*``. :func:`apply_buffer_pods` creates the class if missing, then creates and deletes
+placeholders; each write is an audit record (actions ``priority_class``, ``buffer_pod_create``, ``delete_pod``,
+with the plan's reason).
 """
 
 from __future__ import annotations
@@ -17,14 +20,18 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from gpufleet.adapters.kubernetes.act import Actuator
-from gpufleet.adapters.kubernetes.labels import L_BUFFER, L_PRODUCT
+from gpufleet.adapters.kubernetes.labels import L_BUFFER, L_CAPACITY, L_PRODUCT
 from gpufleet.adapters.kubernetes.rest import JSON, ApiError
 from gpufleet.control.buffer_pods import BufferPods
+from gpufleet.domain.pools import SPOT_NODE_TAINT
 
 PRIORITY_CLASS = "gpufleet-buffer"
 PRIORITY = -10
 PAUSE_IMAGE = "registry.k8s.io/pause:3.9"
 L_BUFFER_PRODUCT = "gpufleet.io/product"
+L_BUFFER_LANE = "gpufleet.io/buffer-lane"  # "spot" on a spot-lane placeholder
+SPOT_TOLERATION = {"key": SPOT_NODE_TAINT[0], "operator": "Equal", "value": SPOT_NODE_TAINT[1],
+                   "effect": SPOT_NODE_TAINT[2]}  # fmt: skip
 PC_PATH = "/apis/scheduling.k8s.io/v1/priorityclasses"
 
 
@@ -34,10 +41,13 @@ def priority_class() -> JSON:
             "description": "gpufleet start-buffer placeholders: hold a free GPU node; any real pod preempts them"}  # fmt: skip
 
 
-def placeholder(product: str, gpus: int, namespace: str, scheduler: str, image: str = PAUSE_IMAGE) -> JSON:
-    """One placeholder pod holding ``gpus`` GPUs (a whole node) of ``product`` (module docstring)."""
+def placeholder(
+    product: str, gpus: int, namespace: str, scheduler: str, image: str = PAUSE_IMAGE, spot: bool = False
+) -> JSON:
+    """One placeholder pod holding ``gpus`` GPUs (a whole node) of ``product``, on a spot node if ``spot`` (module
+    docstring)."""
     gpu = {"nvidia.com/gpu": str(gpus)}
-    return {
+    body: JSON = {
         "apiVersion": "v1", "kind": "Pod",
         "metadata": {"generateName": "gpufleet-buffer-", "namespace": namespace,
                      "labels": {L_BUFFER: "true", L_BUFFER_PRODUCT: product}},
@@ -46,6 +56,12 @@ def placeholder(product: str, gpus: int, namespace: str, scheduler: str, image: 
                  "automountServiceAccountToken": False,
                  "containers": [{"name": "pause", "image": image, "resources": {"requests": gpu, "limits": gpu}}]},
     }  # fmt: skip
+    if spot:
+        body["metadata"]["generateName"] = "gpufleet-buffer-spot-"
+        body["metadata"]["labels"][L_BUFFER_LANE] = "spot"
+        body["spec"]["nodeSelector"][L_CAPACITY] = "spot"
+        body["spec"]["tolerations"] = [dict(SPOT_TOLERATION)]
+    return body
 
 
 def ensure_priority_class(act: Actuator) -> str:
@@ -66,7 +82,8 @@ def apply_buffer_pods(
     act: Actuator, plans: Sequence[BufferPods], namespace: str, scheduler: str, image: str = PAUSE_IMAGE
 ) -> list[tuple[str, str, str]]:
     """Delete, then create the placeholders of ``plans`` (the class first, if any is created). Returns
-    (action, target, outcome) per write: ``delete`` with the pod, ``create`` with the product."""
+    (action, target, outcome) per write: ``delete`` with the pod, ``create`` with the lane (``BufferPods.lane``: the
+    product, or its spot lane)."""
     done: list[tuple[str, str, str]] = []
     for plan in plans:
         for key in plan.delete:
@@ -74,12 +91,12 @@ def apply_buffer_pods(
             done.append(("delete", key, act.delete_pod(ns, name, plan.reason)))
     klass = ensure_priority_class(act) if any(p.create for p in plans) else "exists"
     if klass == "failed":
-        return done + [("create", p.product, "no_priority_class") for p in plans if p.create]
+        return done + [("create", p.lane, "no_priority_class") for p in plans if p.create]
     wait_s = 10.0 if klass == "created" else 0.0  # admission may not see a class just created yet
     for plan in plans:
         for _ in range(plan.create):
-            body = placeholder(plan.product, plan.per_node, namespace, scheduler, image)
-            out = act.create(f"/api/v1/namespaces/{namespace}/pods", body, "buffer_pod_create", plan.product,
+            body = placeholder(plan.product, plan.per_node, namespace, scheduler, image, spot=plan.spot)
+            out = act.create(f"/api/v1/namespaces/{namespace}/pods", body, "buffer_pod_create", plan.lane,
                              plan.reason, class_wait_s=wait_s, gpus=plan.per_node)  # fmt: skip
-            done.append(("create", plan.product, out))
+            done.append(("create", plan.lane, out))
     return done
