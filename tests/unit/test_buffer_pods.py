@@ -5,18 +5,27 @@ no pending work, their GPUs free for the scaler and the binder's preemption, the
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 
 from gpufleet.adapters.kubernetes.bufferpods import PRIORITY, PRIORITY_CLASS, placeholder, priority_class
 from gpufleet.adapters.kubernetes.labels import pod_from_json
 from gpufleet.control.binding import BindingPlanner
-from gpufleet.control.buffer_pods import BufferPods, plan_buffer_pods
-from gpufleet.control.node_release import NodeReleasePlanner, late_starts
-from gpufleet.control.observation import Observation, ObservedNode, ObservedPod
+from gpufleet.control.buffer_pods import (
+    SPOT_SELECTOR,
+    SPOT_TAINT,
+    BufferPods,
+    placeholder_lane,
+    placeholder_product,
+    plan_buffer_pods,
+)
+from gpufleet.control.loop import ControlLoop
+from gpufleet.control.node_release import NodeReleasePlanner, late_starts, spot_capacity
+from gpufleet.control.observation import Observation, ObservedNode, ObservedNodePool, ObservedPod
 from gpufleet.control.preempting import running_job
-from gpufleet.control.start_buffer import BufferDecision, StartBuffer
+from gpufleet.control.start_buffer import BufferDecision, StartBuffer, spot_lane
 from gpufleet.domain.catalog import BUILTIN_PRICE_CATALOG
 from gpufleet.schedule.table import NodeSpec, PodRequest
-from tests.unit.test_node_release import Recorder
+from tests.unit.test_node_release import Recorder, job, obs
 
 H100 = "NVIDIA-H100-80GB-HBM3"
 T0 = 1_800_000_000.0
@@ -27,9 +36,10 @@ def node(name: str, capacity: str = "on-demand") -> ObservedNode:
     return ObservedNode(spec, sku=H100, capacity_type=capacity, node_pool=capacity, created_s=T0 - 3600)
 
 
-def holder(name: str, on: str = "", created: str = "2027-01-15T08:00:00Z") -> ObservedPod:
-    """A placeholder as the controller creates it, read back as the informer reads it."""
-    body = placeholder(H100, 8, "kube-system", "gpufleet")
+def holder(name: str, on: str = "", created: str = "2027-01-15T08:00:00Z", spot: bool = False) -> ObservedPod:
+    """A placeholder as the controller creates it (of the spot lane if ``spot``), read back as the informer reads
+    it."""
+    body = placeholder(H100, 8, "kube-system", "gpufleet", spot=spot)
     body["metadata"].update(name=name, uid=f"uid-{name}", creationTimestamp=created)
     body["spec"].update(priority=PRIORITY, preemptionPolicy="Never")  # the API server's Priority admission fills them
     if on:
@@ -119,3 +129,121 @@ def test_a_real_pod_preempts_a_placeholder_through_gpufleets_preemption_at_no_lo
     (d,) = decisions
     assert d.nodes == ("a",) and [v.pod for v in d.victims] == ["kube-system/b"] and d.lost_gpu_h == 0
     assert d.victims[0].action == "stop"  # no checkpoint handshake to wait for
+
+
+# -- the start buffer's spot lane (StartBuffer.spot) on a cluster ---------------------------------------------------
+
+SPOT = spot_lane(H100)
+
+
+def tolerant(name: str, created: float, started: float | None = None, on: str = "", gang: str = "") -> ObservedPod:
+    """A training pod that tolerates gpufleet's spot taint (checkpointed training: the spot lane's)."""
+    p = job(name, created, started, on=on, gang=gang)
+    return replace(p, tolerations=(("gpufleet.io/spot", "Equal", "true", "NoSchedule"),))
+
+
+def lanes(nodes: Sequence[ObservedNode], pods: Sequence[ObservedPod], **want: int) -> dict[str, BufferPods]:
+    decided = {H100 if k == "od" else SPOT: BufferDecision(n, 0.5, "start_buffer: test") for k, n in want.items()}
+    got = plan_buffer_pods(Observation(T0, tuple(nodes), tuple(pods)), decided, StartBuffer(max_nodes=2))
+    return {p.lane: p for p in got}
+
+
+def test_a_spot_placeholder_selects_spot_nodes_tolerates_the_spot_taint_and_reads_back_in_the_spot_lane() -> None:
+    body = placeholder(H100, 8, "kube-system", "gpufleet", spot=True)
+    assert body["spec"]["nodeSelector"] == {"nvidia.com/gpu.product": H100, "karpenter.sh/capacity-type": "spot"}
+    assert body["spec"]["tolerations"] == [
+        {"key": "gpufleet.io/spot", "operator": "Equal", "value": "true", "effect": "NoSchedule"}
+    ]
+    assert body["metadata"]["labels"]["gpufleet.io/buffer-lane"] == "spot"
+    assert body["spec"]["priorityClassName"] == PRIORITY_CLASS
+    p = holder("s1", spot=True)
+    assert p.buffer and p.tolerates(SPOT_TAINT) and SPOT_SELECTOR in p.request.node_selector
+    assert placeholder_product(p) == H100 and placeholder_lane(p) == SPOT
+    plain = placeholder(H100, 8, "kube-system", "gpufleet")
+    assert "tolerations" not in plain["spec"] and "gpufleet.io/buffer-lane" not in plain["metadata"]["labels"]
+    assert placeholder_lane(holder("b1")) == H100 and not holder("b1").tolerates(SPOT_TAINT)
+
+
+def test_each_lane_counts_its_own_free_gpus_and_creates_and_deletes_only_its_own_placeholders() -> None:
+    busy = [node("a")], [real("t", 8, on="a")]
+    got = lanes(*busy, spot=1)
+    assert list(got) == [SPOT] and got[SPOT].spot and got[SPOT].create == 1 and got[SPOT].per_node == 8
+    assert lanes([*busy[0], node("c")], busy[1], spot=1)[SPOT].create == 1  # free on-demand GPUs do not count
+    assert lanes([*busy[0], node("s", "spot")], busy[1], spot=1) == {}  # a free spot node holds the spot lane
+    got = lanes([*busy[0], node("s", "spot")], busy[1], od=1, spot=1)
+    assert list(got) == [H100] and not got[H100].spot and got[H100].create == 1  # free spot GPUs: not for jobs off spot
+    pods = [*busy[1], holder("p"), holder("ps", spot=True)]  # one pending placeholder in each lane
+    assert lanes(busy[0], pods, od=1, spot=1) == {}  # each lane's pending placeholder is its node starting
+    got = lanes(busy[0], pods, od=0, spot=1)
+    assert list(got) == [H100] and got[H100].delete == ("kube-system/p",)  # the spot one stays
+    got = lanes(busy[0], pods, od=1, spot=0)
+    assert list(got) == [SPOT] and got[SPOT].delete == ("kube-system/ps",)  # the one off spot stays
+    got = lanes(busy[0], pods, od=1)  # no decision for the spot lane (StartBuffer.spot off): its placeholders go
+    assert list(got) == [SPOT] and got[SPOT].delete == ("kube-system/ps",)
+
+
+def test_late_starts_splits_the_jobs_by_their_toleration_of_the_spot_taint_a_gang_by_any_member() -> None:
+    pods = [
+        job("plain-late", -600.0, -400.0, on="a"),
+        job("plain-ok", -600.0, -595.0, on="a"),
+        tolerant("ckpt-late", -600.0, -300.0, on="s"),
+        job("g-0", -900.0, -890.0, on="a", gang="g"),  # a gang with one tolerating member: the spot lane's
+        tolerant("g-1", -900.0, -700.0, on="s", gang="g"),
+    ]
+    on = {"a": H100, "s": H100}
+    assert late_starts(pods, H100, T0, 6 * 3600, 60, on) == (4, 3)
+    assert late_starts(pods, H100, T0, 6 * 3600, 60, on, may_use_spot=False) == (2, 1)
+    assert late_starts(pods, H100, T0, 6 * 3600, 60, on, may_use_spot=True) == (2, 2)
+
+
+def _released(
+    buffer: StartBuffer | None, fleet: Sequence[ObservedNode], pods: Sequence[ObservedPod]
+) -> dict[str, float]:
+    """The nodes the loop's node scaler releases within 5 h (planned each minute), and when."""
+    planner = NodeReleasePlanner(ControlLoop.gpufleet(0).node_scaler, BUILTIN_PRICE_CATALOG, buffer=buffer)
+    gone: dict[str, float] = {}
+    t = 0.0
+    while t < 5 * 3600:
+        for r in planner.plan(obs(t, [n for n in fleet if n.name not in gone], pods)):
+            gone[r.node] = t
+        t += 60
+    return gone
+
+
+def test_the_spot_lane_is_read_priced_at_spot_and_keeps_an_idle_spot_node_under_the_loops_scaler() -> None:
+    """A checkpointed job started late: the spot lane steps to a node; under the loop's node scaler the idle spot
+    node (released after 3.9 h without a buffer) is kept for it (``keep_free_spot_gpus``) while the idle on-demand
+    nodes go at their break-even. With the lanes off the same job asks for a node off spot: one on-demand node is
+    kept."""
+    scaler = Recorder()
+    planner = NodeReleasePlanner(scaler, BUILTIN_PRICE_CATALOG, buffer=StartBuffer(setpoint=1.0, spot=True))
+    fleet = [node("busy"), node("idle"), node("spot-idle", "spot"), node("spot-busy", "spot")]
+    late = [tolerant("ckpt", -1800.0, -1500.0, on="spot-busy")]
+    planner.plan(obs(0, fleet, late))
+    assert planner.buffer_decisions[SPOT].nodes == 1 and planner.buffer_decisions[H100].nodes == 0
+    (ctx,) = scaler.asked
+    assert (ctx.keep_free_gpus, ctx.buffer_free_gpus, ctx.keep_free_spot_gpus, ctx.spot_free_gpus) == (0, 0, 8, 8)
+    price = BUILTIN_PRICE_CATALOG.list_price("h100_80gb")
+    assert price is not None and planner._spot_usd(H100) == float(price.spot) < planner._on_demand_usd(H100)
+    assert _released(None, fleet, late) == {"busy": 3060, "idle": 3060, "spot-idle": 13920}
+    assert _released(StartBuffer(setpoint=1.0, spot=True), fleet, late) == {"busy": 3060, "idle": 3060}
+    assert _released(StartBuffer(setpoint=1.0), fleet, late) == {"busy": 3060}
+    both = [*late, job("plain", -1800.0, -1500.0, on="busy")]  # one late job in each lane: spot is cheaper
+    planner = NodeReleasePlanner(Recorder(), BUILTIN_PRICE_CATALOG, buffer=StartBuffer(setpoint=1.0, spot=True))
+    planner.plan(obs(0, fleet, both))
+    assert planner.buffer_decisions[SPOT].nodes == 1 and planner.buffer_decisions[H100].nodes == 0
+
+
+def test_without_spot_capacity_or_with_spot_off_the_buffer_reads_one_key_per_product_as_before() -> None:
+    fleet = [node("busy"), node("idle")]
+    late = [tolerant("ckpt", -600.0, -400.0, on="busy")]
+    for buffer, pools in ((StartBuffer(setpoint=1.0), None), (StartBuffer(setpoint=1.0, spot=True), ())):
+        rec = Recorder()
+        planner = NodeReleasePlanner(rec, BUILTIN_PRICE_CATALOG, buffer=buffer)
+        planner.plan(Observation(T0, tuple(fleet), tuple(late), node_pools=pools))  # no NodePool launches spot
+        assert list(planner.buffer_decisions) == [H100] and planner.buffer_decisions[H100].nodes == 1
+        assert rec.asked[-1].keep_free_gpus == 8 and rec.asked[-1].keep_free_spot_gpus == 0
+    spot_pool = ObservedNodePool("spot", 64, products=(H100,), capacity_types=("spot",), gpu=True)
+    assert spot_capacity(H100, (spot_pool,), fleet) and not spot_capacity("NVIDIA-L40S", (spot_pool,), fleet)
+    assert spot_capacity(H100, None, fleet)  # no Karpenter observed: the catalog's spot price decides
+    assert spot_capacity(H100, (), [*fleet, node("s", "spot")])  # a spot node of the product
