@@ -3,7 +3,9 @@ with a buffer of one node and none free, the controller creates the gpufleet-buf
 placeholder pod (a whole node's GPUs of the product, its nodeSelector, priority -10, preemption policy Never, the
 controller's scheduler); a pending placeholder counts as the node starting (no second one); once a node joins
 gpufleet's binder binds the placeholder there and a real pod that needs the node preempts it (eviction) and
-binds; the buffer tops up again, and when it goes to 0 the placeholder is deleted."""
+binds; the buffer tops up again, and when it goes to 0 the placeholder is deleted. A placeholder of the product's
+spot lane (``spot_lane(product)``) selects spot nodes and tolerates the spot taint: it reads back so, and the binder
+binds it on the spot node, not on a free on-demand one."""
 
 from __future__ import annotations
 
@@ -12,11 +14,13 @@ import time
 import uuid
 from typing import Any
 
-from gpufleet.adapters.kubernetes.bufferpods import PRIORITY, PRIORITY_CLASS
+from gpufleet.adapters.kubernetes.bufferpods import PRIORITY, PRIORITY_CLASS, SPOT_TOLERATION
 from gpufleet.adapters.kubernetes.controller import Controller, ControllerConfig
 from gpufleet.adapters.kubernetes.fakekubelet import FakeKubelet, FakeNode
+from gpufleet.adapters.kubernetes.fleetobjects import SPOT_TAINT
 from gpufleet.adapters.kubernetes.rest import Kube
-from gpufleet.control.start_buffer import BufferDecision, StartBuffer
+from gpufleet.control.buffer_pods import placeholder_lane
+from gpufleet.control.start_buffer import BufferDecision, StartBuffer, spot_lane
 from gpufleet.schedule.table import PodRequest
 from tests.integration.k8s.helpers import create_pod, pod_body, pods_in, wait_for
 
@@ -133,6 +137,67 @@ def test_the_controller_tops_up_the_buffer_with_a_placeholder_a_real_pod_preempt
         assert wait_for(lambda: _holders(kube, ns) == [], 30)
         acts = [(a["action"], a["outcome"]) for a in ctl.act.audit if a["reason"].startswith("start_buffer_top_up")]
         assert acts == [("buffer_pod_create", "applied"), ("delete_pod", "applied")]
+    finally:
+        ctl.stop()
+        ctl.view.stop()
+
+
+def test_a_spot_lane_placeholder_selects_spot_tolerates_its_taint_and_binds_on_the_spot_node(
+    kube: Kube, kubelet: FakeKubelet, ns: str
+) -> None:
+    suffix = uuid.uuid4().hex[:5]
+    product = f"TEST-GPU-{suffix}"
+    busy, od, spot = f"bsp{suffix}-busy", f"bsp{suffix}-od", f"bsp{suffix}-spot"
+    kubelet.register([FakeNode(busy, product=product)])
+    kubelet.start()
+    body = pod_body("train", PodRequest("x", 1000, 1024, 8, 1000), "none", labels={"gpufleet.io/kind": "training"})
+    body["spec"]["nodeName"] = busy
+    create_pod(kube, ns, body)
+    sched = f"gpufleet-{suffix}"
+    cfg = ControllerConfig(scheduler_name=sched, namespace=ns, lease_name=f"l-{sched}", release_every_s=60,
+                           node_start_s=600, preempt_grace_s=0)  # fmt: skip
+    clock = FakeClock()
+    ctl, w = _controller(kube, cfg, clock, spot_lane(product), want=1)  # the decision of the spot lane's key
+    try:
+        assert wait_for(lambda: _seen(ctl, busy), 30)
+        _round(ctl, clock, w)
+        (ph,) = _holders(kube, ns)
+        spec, meta = ph["spec"], ph["metadata"]
+        assert spec["nodeSelector"] == {"nvidia.com/gpu.product": product, "karpenter.sh/capacity-type": "spot"}
+        assert SPOT_TOLERATION in spec["tolerations"]
+        assert spec["priority"] == PRIORITY and spec["preemptionPolicy"] == "Never"
+        assert spec["priorityClassName"] == PRIORITY_CLASS and spec["schedulerName"] == sched
+        assert meta["labels"]["gpufleet.io/buffer-lane"] == "spot" and meta["name"].startswith("gpufleet-buffer-spot-")
+        assert wait_for(lambda: any(p.buffer for p in ctl.view.observation().pods), 30)
+        (seen,) = [p for p in ctl.view.observation().pods if p.buffer]
+        assert placeholder_lane(seen) == spot_lane(product) and seen.tolerates("gpufleet.io/spot=true:NoSchedule")
+        _round(ctl, clock, w)  # pending: its spot node is starting, no second placeholder
+        assert len(_holders(kube, ns)) == 1
+        acts = [a["target"] for a in ctl.act.audit if a["action"] == "buffer_pod_create"]
+        assert acts == [spot_lane(product)]
+    finally:
+        ctl.stop()
+        ctl.view.stop()
+
+    # a free on-demand node and Karpenter's spot node (tainted as gpufleet's spot NodePool taints it) join
+    kubelet.register([FakeNode(od, product=product), FakeNode(spot, product=product, capacity_type="spot",
+                                                              node_pool="spot")])  # fmt: skip
+    kube.patch(f"/api/v1/nodes/{spot}", {"spec": {"taints": [SPOT_TAINT]}})
+    run_cfg = ControllerConfig(scheduler_name=sched, namespace=ns, lease_name=f"l-{sched}", preempt_grace_s=0)
+    runner = Controller(kube, run_cfg).start()
+    t = threading.Thread(target=runner.run, daemon=True)
+    t.start()
+    try:
+        assert wait_for(lambda: [p["spec"].get("nodeName") for p in _holders(kube, ns)] == [spot], 30)
+    finally:
+        runner.stop()
+        t.join(timeout=30)
+
+    ctl, w = _controller(kube, cfg, clock, spot_lane(product), want=0)
+    try:
+        assert wait_for(lambda: _seen(ctl, spot), 30)
+        _round(ctl, clock, w)
+        assert wait_for(lambda: _holders(kube, ns) == [], 30)
     finally:
         ctl.stop()
         ctl.view.stop()
