@@ -10,10 +10,12 @@ from hypothesis import strategies as st
 
 from gpufleet.autoscale.nodes_baseline import IdleTimeoutScaleDown
 from gpufleet.autoscale.nodes_payoff import PayoffAwareNodes
-from gpufleet.control.start_buffer import LateReading, StartBuffer
+from gpufleet.control.start_buffer import LateReading, StartBuffer, lane_sku, spot_lane
 from gpufleet.ports import IdleNode, ScaleDownContext, within_buffer
 from gpufleet.sim.builtin import lab_dev_scenario
-from gpufleet.sim.run import gpufleet_loop, simulate
+from gpufleet.sim.kinds import SPOT_RANK
+from gpufleet.sim.run import gpufleet_loop, simulate, summarize
+from gpufleet.sim.world import World
 
 
 def idle(node_id: int, tier: str = "on_demand", idle_for_s: int = 7200) -> IdleNode:
@@ -141,3 +143,74 @@ def test_the_simulator_holds_and_launches_the_buffer() -> None:
     assert launched > 0 and all("jobs of the last 6 h started more than 60 s" in t for t in details)
     assert s_on["p50_queue_wait_s"] <= s_off["p50_queue_wait_s"]
     assert s_on["cost_conserved"] and s_off["cost_conserved"]
+
+
+def test_a_spot_lane_key_names_its_sku() -> None:
+    assert spot_lane("h100_80gb") == "h100_80gb@spot"
+    assert lane_sku(spot_lane("h100_80gb")) == ("h100_80gb", True)
+    assert lane_sku("h100_80gb") == ("h100_80gb", False)
+
+
+def test_the_spot_lane_is_warmed_first_at_the_same_late_starts_for_its_cheaper_node() -> None:
+    """A SKU read as two lanes: its checkpointed jobs' late starts met by a spot node (a fifth of the price) rank
+    above the same count on demand; the fleet's share is over both lanes, each job counted once."""
+    b = StartBuffer(setpoint=1.0, max_nodes=1, spot=True)
+    readings = {"h100_80gb": LateReading(100, 6, 8 * 6.88), spot_lane("h100_80gb"): LateReading(100, 6, 8 * 1.25)}
+    got = b.decide(readings)
+    assert (got["h100_80gb"].nodes, got[spot_lane("h100_80gb")].nodes) == (0, 1)
+    assert "12 of 200 training jobs" in got["h100_80gb"].reason
+    got = b.decide(readings)
+    assert (got["h100_80gb"].nodes, got[spot_lane("h100_80gb")].nodes) == (1, 1)
+
+
+@settings(max_examples=80, deadline=None)
+@given(
+    st.lists(st.sampled_from(["on_demand", "spot", "secondary"]), min_size=0, max_size=8),
+    st.integers(0, 40),
+    st.integers(0, 40),
+    st.integers(0, 16),
+)
+def test_releases_keep_the_spot_lanes_gpus_free_on_spot_nodes(
+    tiers: list[str], keep: int, keep_spot: int, extra: int
+) -> None:
+    nodes = [idle(i, tier=t) for i, t in enumerate(tiers)]
+    off_spot = 8 * sum(t != "spot" for t in tiers) + extra
+    on_spot = 8 * tiers.count("spot") + extra
+    c = replace(
+        down_ctx(nodes, free=off_spot + on_spot, keep=keep, buffer_free=off_spot),
+        keep_free_spot_gpus=keep_spot,
+        spot_free_gpus=on_spot,
+    )
+    asked = [(n.node_id, "r") for n in nodes]
+    kept = within_buffer(c, asked)
+    gone_spot = 8 * sum(nodes[i].tier == "spot" for i, _ in kept)
+    gone_off = 8 * sum(nodes[i].tier != "spot" for i, _ in kept)
+    assert on_spot - gone_spot >= min(keep_spot, on_spot) and off_spot - gone_off >= min(keep, off_spot)
+    if keep_spot == 0:  # no spot lane: every spot node asked goes, as before lanes
+        assert {i for i, _ in kept if nodes[i].tier == "spot"} == {i for i, t in enumerate(tiers) if t == "spot"}
+
+
+def test_the_simulator_reads_each_job_in_one_lane_and_holds_the_spot_lane_on_spot() -> None:
+    """Hourly, each training job counts in one lane (checkpointed: the spot lane); while the spot lane holds
+    nodes, the world keeps spot GPUs free for it (launched, and kept from scale-down) within the spot room."""
+    sc = lab_dev_scenario(gpus=128, days=12)
+    loop = gpufleet_loop(sc, 3)
+    rule = loop.start_buffer
+    assert rule is not None and rule.spot
+    w = World(sc, loop, seed=3)
+    prov, held, held_free = w.provisioner, 0, 0
+    for hour in range(1, 12 * 24):
+        w.run(until_s=hour * 3600 + 1)  # just past the hourly decision and the tick at the hour
+        for s, sku in enumerate(w.sku_ids):
+            both = w.pods.late_starts(s, hour * 3600, 6 * 3600, 60)
+            ckpt = w.pods.late_starts(s, hour * 3600, 6 * 3600, 60, True)
+            rest = w.pods.late_starts(s, hour * 3600, 6 * 3600, 60, False)
+            assert (ckpt[0] + rest[0], ckpt[1] + rest[1]) == both
+            want = rule.nodes(spot_lane(sku)) * prov.per_node[s]
+            assert want == prov.spot_buffer_gpus(s)
+            if want and w.queues.pending_gpus[s] == 0:
+                held += 1
+                held_free += prov.free_gpus(s, (SPOT_RANK,)) > 0 or prov.spot_lane_pool(s) < 0
+    w.run()
+    assert held > 0 and held_free > 0
+    assert summarize(w)["cost_conserved"]

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from gpufleet.control.start_buffer import LateReading
+from gpufleet.control.start_buffer import LateReading, StartBuffer, spot_lane
 from gpufleet.domain.pools import TIER_RANK, Tier
 from gpufleet.ports import IdleNode, PlacementRequest, PoolState, ScaleDownContext, ScaleUpContext
 from gpufleet.sim.crn import FAIL, PREEMPT, keyed_exponential
@@ -28,6 +28,7 @@ from gpufleet.sim.kinds import (
     RECHECK,
     RESERVED_RANK,
     SPOT_PREEMPT,
+    SPOT_RANK,
     STOCK,
     TIERS_ALL,
     TIERS_NO_SPOT,
@@ -230,16 +231,43 @@ class Provisioner:
 
     def hold_buffer(self, now: int) -> None:
         """Hourly, with the loop's start buffer: decide the SKUs' buffers from the jobs of the window that started
-        late and what a node of each costs on demand (control/start_buffer.py)."""
+        late and what a node of each costs on demand (control/start_buffer.py). With the rule's spot lanes, a SKU
+        with spot capacity is read as two lanes: its jobs that may not use spot (priced on demand) and its
+        checkpointed jobs (priced at spot)."""
         rule = self.loop.start_buffer
         if rule is None:
             return
         readings = {}
+        window = rule.window_h * HOUR_S
         for s, sku_id in enumerate(self.sku_ids):
-            arrived, late = self.pods.late_starts(s, now, rule.window_h * HOUR_S, rule.within_s)
             # a node's on-demand price; a SKU without an on-demand pool at 1 USD per GPU-hour (as node_release's)
-            readings[sku_id] = LateReading(arrived, late, self.per_node[s] * (self.on_demand_price(s) or 1.0))
+            node_usd_h = self.per_node[s] * (self.on_demand_price(s) or 1.0)
+            spot = self.spot_lane_pool(s)
+            if spot < 0:
+                readings[sku_id] = LateReading(*self.pods.late_starts(s, now, window, rule.within_s), node_usd_h)
+                continue
+            readings[sku_id] = LateReading(*self.pods.late_starts(s, now, window, rule.within_s, False), node_usd_h)
+            spot_usd_h = self.per_node[s] * self.fleet.pools[spot].price_usd
+            late = self.pods.late_starts(s, now, window, rule.within_s, True)
+            readings[spot_lane(sku_id)] = LateReading(*late, spot_usd_h)
         rule.decide(readings)  # kept by the rule: buffer_nodes and the launches read it
+
+    def spot_lane_pool(self, s: int) -> int:
+        """The SKU's spot pool when the loop's start buffer holds a spot lane for it (the rule's ``spot`` and a
+        spot pool with room to launch into), else -1."""
+        rule = self.loop.start_buffer
+        if rule is None or not rule.spot:
+            return -1
+        i = self.fleet.pool_of(s, Tier.SPOT)
+        cap = self.fleet.pools[i].capacity_gpus if i >= 0 else 0
+        return i if cap is None or cap >= self.per_node[s] else -1
+
+    def spot_buffer_gpus(self, s: int) -> int:
+        """GPUs the start buffer's spot lane asks to keep free on the SKU's spot nodes (0 without one)."""
+        rule = self.loop.start_buffer
+        if rule is None or self.spot_lane_pool(s) < 0:
+            return 0
+        return rule.nodes(spot_lane(self.sku_ids[s])) * self.per_node[s]
 
     def buffer_nodes(self, s: int) -> int:
         """Whole nodes of free GPUs the loop's start buffer last asked for SKU ``s`` (0 without one)."""
@@ -248,16 +276,23 @@ class Provisioner:
 
     def top_up_buffer(self, s: int, now: int) -> None:
         """Launch the whole nodes the SKU's start buffer misses (``StartBuffer.launch_nodes``: free GPUs on tiers
-        every job may use, and nodes launched outside the queue still starting, count), along the placer's chain for a job that may not use
-        spot; nothing while work of the SKU is queued (its launches are the queue's)."""
+        every job may use, and nodes launched outside the queue still starting, count), along the placer's chain for
+        a job that may not use spot, and those of its spot lane on spot; nothing while work of the SKU is queued
+        (its launches are the queue's)."""
         rule = self.loop.start_buffer
-        d = rule.last(self.sku_ids[s]) if rule is not None else None
-        if rule is None or d is None or d.nodes <= 0 or self.queues.pending_gpus[s] > 0:
+        if rule is None or self.queues.pending_gpus[s] > 0:
+            return
+        self._top_up_spot(s, now, rule)
+        d = rule.last(self.sku_ids[s])
+        if d is None or d.nodes <= 0:
             return
         want = d.nodes
         per = self.per_node[s]
         f = self.fleet
-        starting = sum(1 for n in self.base_starting if f.pools[f.n_pool[n]].sku_idx == s)
+        pools, n_pool = f.pools, f.n_pool  # nodes launched for the spot lane are not this buffer's
+        starting = sum(
+            1 for n in self.base_starting if pools[n_pool[n]].sku_idx == s and pools[n_pool[n]].tier_rank != SPOT_RANK
+        )
         short = rule.launch_nodes(want, per, self.free_gpus(s, TIERS_NO_SPOT), starting)
         while short > 0:
             req = PlacementRequest(workload_id="start_buffer", sku_id=self.sku_ids[s], gpus=short * per,
@@ -270,6 +305,24 @@ class Provisioner:
             self.launch(pidx, k, now, for_queue=False)
             self.decisions.add(now, "node_scaler", "scale_up", d.reason, f.pools[pidx].pool, k * per, count=k)
             short -= k
+
+    def _top_up_spot(self, s: int, now: int, rule: StartBuffer) -> None:
+        """Launch the spot nodes the SKU's spot lane misses (free GPUs on spot nodes and spot nodes launched
+        outside the queue still starting count), within the spot pool's room."""
+        spot = self.spot_lane_pool(s)
+        d = rule.last(spot_lane(self.sku_ids[s])) if spot >= 0 else None
+        if d is None or d.nodes <= 0:
+            return
+        f = self.fleet
+        pr = f.pools[spot]
+        per = self.per_node[s]
+        starting = sum(1 for n in self.base_starting if f.n_pool[n] == spot)
+        short = rule.launch_nodes(d.nodes, per, self.free_gpus(s, (SPOT_RANK,)), starting)
+        room = short if pr.capacity_gpus is None else (pr.capacity_gpus - pr.paid_gpus) // per
+        k = min(short, room)
+        if k > 0 and pr.in_stock:
+            self.launch(spot, k, now, for_queue=False)
+            self.decisions.add(now, "node_scaler", "scale_up", d.reason, pr.pool, k * per, count=k)
 
     def start_delay_s(self, start_s: int, now: int) -> int:
         """``start_s`` (a node's start or a replica's cold start), or 0 for day 0's fleet: what starts at time 0 in
@@ -307,6 +360,7 @@ class Provisioner:
         if not idle:
             return
         keep = self.buffer_nodes(s)
+        keep_spot = self.spot_buffer_gpus(s)
         ctx = ScaleDownContext(
             now,
             self.sku_ids[s],
@@ -321,6 +375,8 @@ class Provisioner:
             unreachable_gang_gpus=self.unreachable_gang_gpus(s) if self.queues.pending_gpus[s] > 0 else 0,
             keep_free_gpus=keep * per,
             buffer_free_gpus=self.free_gpus(s, TIERS_NO_SPOT) if keep else 0,
+            keep_free_spot_gpus=keep_spot,
+            spot_free_gpus=self.free_gpus(s, (SPOT_RANK,)) if keep_spot else 0,
         )
         for node, reason in self.loop.node_scaler.scale_down(ctx):
             pool = f.pools[f.n_pool[node]].pool

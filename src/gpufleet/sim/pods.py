@@ -103,14 +103,19 @@ class PodTable:
             return self.tier_orders[self.sku[pod]][ckpt]
         return TIERS_ALL if ckpt else TIERS_NO_SPOT
 
-    def late_starts(self, sku: int, now: int, window_s: int, within_s: int) -> tuple[int, int]:
+    def late_starts(
+        self, sku: int, now: int, window_s: int, within_s: int, may_use_spot: bool | None = None
+    ) -> tuple[int, int]:
         """Training jobs of ``sku`` that arrived within ``window_s`` before ``now``, and those of them that started
-        more than ``within_s`` after arriving or still wait past it (the start buffer's reading)."""
+        more than ``within_s`` after arriving or still wait past it (the start buffer's reading). ``may_use_spot``:
+        only the checkpointed jobs (True: those that may use spot) or only the others (False); None: all."""
         arrival, n = self.arrival, self.n_jobs
         hi = bisect_right(arrival, now, 0, n)  # jobs are in arrival order
         arrived = late = 0
         for j in range(bisect_right(arrival, now - window_s, 0, hi), hi):
             if self.sku[j] != sku or self.state[j] == 0:
+                continue
+            if may_use_spot is not None and (self.ckpt[j] > 0) != may_use_spot:
                 continue
             arrived += 1
             first = self.first_start[j]
