@@ -70,12 +70,12 @@ def _holders(kube: Kube, ns: str) -> list[dict[str, Any]]:
             and not p["metadata"].get("deletionTimestamp")]  # fmt: skip
 
 
-def test_the_controller_tops_up_the_buffer_with_a_placeholder_a_real_pod_preempts(
-    kube: Kube, kubelet: FakeKubelet, ns: str
-) -> None:
+def _busy_node(kube: Kube, kubelet: FakeKubelet, ns: str, prefix: str) -> tuple[str, str, str, str, ControllerConfig]:
+    """A node of a product of this test's own, busy with a training pod, and the controller's config: (suffix,
+    product, node, scheduler name, config)."""
     suffix = uuid.uuid4().hex[:5]
     product = f"TEST-GPU-{suffix}"  # a product of this test's nodes only
-    busy, fresh = f"buf{suffix}-busy", f"buf{suffix}-new"
+    busy = f"{prefix}{suffix}-busy"
     kubelet.register([FakeNode(busy, product=product)])
     kubelet.start()
     body = pod_body("train", PodRequest("x", 1000, 1024, 8, 1000), "none", labels={"gpufleet.io/kind": "training"})
@@ -84,6 +84,14 @@ def test_the_controller_tops_up_the_buffer_with_a_placeholder_a_real_pod_preempt
     sched = f"gpufleet-{suffix}"
     cfg = ControllerConfig(scheduler_name=sched, namespace=ns, lease_name=f"l-{sched}", release_every_s=60,
                            node_start_s=600, preempt_grace_s=0)  # fmt: skip
+    return suffix, product, busy, sched, cfg
+
+
+def test_the_controller_tops_up_the_buffer_with_a_placeholder_a_real_pod_preempts(
+    kube: Kube, kubelet: FakeKubelet, ns: str
+) -> None:
+    suffix, product, busy, sched, cfg = _busy_node(kube, kubelet, ns, "buf")
+    fresh = f"buf{suffix}-new"
     clock = FakeClock()
     ctl, w = _controller(kube, cfg, clock, product, want=1)
     try:
@@ -145,17 +153,8 @@ def test_the_controller_tops_up_the_buffer_with_a_placeholder_a_real_pod_preempt
 def test_a_spot_lane_placeholder_selects_spot_tolerates_its_taint_and_binds_on_the_spot_node(
     kube: Kube, kubelet: FakeKubelet, ns: str
 ) -> None:
-    suffix = uuid.uuid4().hex[:5]
-    product = f"TEST-GPU-{suffix}"
-    busy, od, spot = f"bsp{suffix}-busy", f"bsp{suffix}-od", f"bsp{suffix}-spot"
-    kubelet.register([FakeNode(busy, product=product)])
-    kubelet.start()
-    body = pod_body("train", PodRequest("x", 1000, 1024, 8, 1000), "none", labels={"gpufleet.io/kind": "training"})
-    body["spec"]["nodeName"] = busy
-    create_pod(kube, ns, body)
-    sched = f"gpufleet-{suffix}"
-    cfg = ControllerConfig(scheduler_name=sched, namespace=ns, lease_name=f"l-{sched}", release_every_s=60,
-                           node_start_s=600, preempt_grace_s=0)  # fmt: skip
+    suffix, product, busy, sched, cfg = _busy_node(kube, kubelet, ns, "bsp")
+    od, spot = f"bsp{suffix}-od", f"bsp{suffix}-spot"
     clock = FakeClock()
     ctl, w = _controller(kube, cfg, clock, spot_lane(product), want=1)  # the decision of the spot lane's key
     try:
