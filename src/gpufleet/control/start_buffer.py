@@ -22,7 +22,8 @@ With ``spot`` (gpufleet's loop), a SKU that has spot capacity is read as two lan
 jobs that may not use spot, whose buffer is held on the tiers every job may use and priced on demand, and
 checkpointed training (the jobs that may use spot, which placement sends to spot first), whose buffer is held on
 spot nodes and priced at spot. Each job counts once, in its lane; the fleet's late share is the same. A spot node
-costs a fifth to a third of an on-demand one, so the same late starts per node-dollar warm the spot lane first.
+costs a fifth (H100, H200) to two fifths (A100, L40S) of an on-demand one in the catalog, so the same late
+starts per node-dollar warm the spot lane first.
 """
 
 from __future__ import annotations
