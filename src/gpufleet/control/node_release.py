@@ -495,15 +495,16 @@ class NodeReleasePlanner:
                         self.node_start_s, price)  # fmt: skip
 
     def _on_demand_usd(self, product: str) -> float:
-        sku = sku_for(product, self.catalog.sku_ids(), self.sku_map)
-        lp = self.catalog.list_price(sku) if sku is not None else None
-        return float(lp.on_demand) if lp is not None else 0.0
+        return self._list_usd(product, spot=False)
 
     def _spot_usd(self, product: str) -> float:
-        """The product's spot list price per GPU-hour (0: not in the catalog)."""
+        return self._list_usd(product, spot=True)
+
+    def _list_usd(self, product: str, *, spot: bool) -> float:
+        """The product's on-demand (or spot) list price per GPU-hour (0: not in the catalog)."""
         sku = sku_for(product, self.catalog.sku_ids(), self.sku_map)
         lp = self.catalog.list_price(sku) if sku is not None else None
-        return float(lp.spot) if lp is not None else 0.0
+        return 0.0 if lp is None else float(lp.spot if spot else lp.on_demand)
 
     @staticmethod
     def _may_run(models: tuple[str, ...], sku: str) -> bool:

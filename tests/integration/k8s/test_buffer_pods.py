@@ -12,6 +12,8 @@ from __future__ import annotations
 import threading
 import time
 import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 from gpufleet.adapters.kubernetes.bufferpods import PRIORITY, PRIORITY_CLASS, SPOT_TOLERATION
@@ -70,6 +72,20 @@ def _holders(kube: Kube, ns: str) -> list[dict[str, Any]]:
             and not p["metadata"].get("deletionTimestamp")]  # fmt: skip
 
 
+@contextmanager
+def _running(kube: Kube, sched: str, ns: str) -> Iterator[Controller]:
+    """gpufleet's controller running in a thread (binding, preempting) while the block runs."""
+    cfg = ControllerConfig(scheduler_name=sched, namespace=ns, lease_name=f"l-{sched}", preempt_grace_s=0)
+    runner = Controller(kube, cfg).start()
+    t = threading.Thread(target=runner.run, daemon=True)
+    t.start()
+    try:
+        yield runner
+    finally:
+        runner.stop()
+        t.join(timeout=30)
+
+
 def _busy_node(kube: Kube, kubelet: FakeKubelet, ns: str, prefix: str) -> tuple[str, str, str, str, ControllerConfig]:
     """A node of a product of this test's own, busy with a training pod, and the controller's config: (suffix,
     product, node, scheduler name, config)."""
@@ -117,11 +133,7 @@ def test_the_controller_tops_up_the_buffer_with_a_placeholder_a_real_pod_preempt
 
     # Karpenter's node for the placeholder joins; gpufleet's binder binds the placeholder there; a real pod takes it
     kubelet.register([FakeNode(fresh, product=product)])
-    run_cfg = ControllerConfig(scheduler_name=sched, namespace=ns, lease_name=f"l-{sched}", preempt_grace_s=0)
-    runner = Controller(kube, run_cfg).start()
-    t = threading.Thread(target=runner.run, daemon=True)
-    t.start()
-    try:
+    with _running(kube, sched, ns) as runner:
         assert wait_for(lambda: [p["spec"].get("nodeName") for p in _holders(kube, ns)] == [fresh], 30)
         create_pod(kube, ns, pod_body("real", PodRequest("x", 1000, 1024, 8, 1000), sched))
         real = f"/api/v1/namespaces/{ns}/pods/real"
@@ -129,9 +141,6 @@ def test_the_controller_tops_up_the_buffer_with_a_placeholder_a_real_pod_preempt
         assert _holders(kube, ns) == []
         (d,) = runner.preemptions
         assert [v.pod for v in d.victims] == [f"{ns}/{ph['metadata']['name']}"] and d.lost_gpu_h == 0
-    finally:
-        runner.stop()
-        t.join(timeout=30)
 
     # the buffer is used up: it tops up again; at 0 nodes the placeholder goes
     ctl, w = _controller(kube, cfg, clock, product, want=1)
@@ -182,15 +191,8 @@ def test_a_spot_lane_placeholder_selects_spot_tolerates_its_taint_and_binds_on_t
     kubelet.register([FakeNode(od, product=product), FakeNode(spot, product=product, capacity_type="spot",
                                                               node_pool="spot")])  # fmt: skip
     kube.patch(f"/api/v1/nodes/{spot}", {"spec": {"taints": [SPOT_TAINT]}})
-    run_cfg = ControllerConfig(scheduler_name=sched, namespace=ns, lease_name=f"l-{sched}", preempt_grace_s=0)
-    runner = Controller(kube, run_cfg).start()
-    t = threading.Thread(target=runner.run, daemon=True)
-    t.start()
-    try:
+    with _running(kube, sched, ns):
         assert wait_for(lambda: [p["spec"].get("nodeName") for p in _holders(kube, ns)] == [spot], 30)
-    finally:
-        runner.stop()
-        t.join(timeout=30)
 
     ctl, w = _controller(kube, cfg, clock, spot_lane(product), want=0)
     try:

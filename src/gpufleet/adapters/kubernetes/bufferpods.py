@@ -20,18 +20,17 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from gpufleet.adapters.kubernetes.act import Actuator
+from gpufleet.adapters.kubernetes.fleetobjects import SPOT_TAINT
 from gpufleet.adapters.kubernetes.labels import L_BUFFER, L_CAPACITY, L_PRODUCT
 from gpufleet.adapters.kubernetes.rest import JSON, ApiError
 from gpufleet.control.buffer_pods import BufferPods
-from gpufleet.domain.pools import SPOT_NODE_TAINT
 
 PRIORITY_CLASS = "gpufleet-buffer"
 PRIORITY = -10
 PAUSE_IMAGE = "registry.k8s.io/pause:3.9"
 L_BUFFER_PRODUCT = "gpufleet.io/product"
 L_BUFFER_LANE = "gpufleet.io/buffer-lane"  # "spot" on a spot-lane placeholder
-SPOT_TOLERATION = {"key": SPOT_NODE_TAINT[0], "operator": "Equal", "value": SPOT_NODE_TAINT[1],
-                   "effect": SPOT_NODE_TAINT[2]}  # fmt: skip
+SPOT_TOLERATION = {**SPOT_TAINT, "operator": "Equal"}  # tolerates the taint gpufleet's spot NodePools carry
 PC_PATH = "/apis/scheduling.k8s.io/v1/priorityclasses"
 
 
