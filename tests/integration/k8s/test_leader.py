@@ -60,6 +60,8 @@ def test_two_controllers_one_acts_and_failover_within_lease(
         for i in range(20):
             create_pod(kube, ns, pod_body(f"first-{i}", one, sched))
         assert wait_for(lambda: all(p["spec"].get("nodeName") for p in pods_in(kube, ns)), 60)
+        # a bind's audit line is written after the API call returns: wait for the line, not only the binding
+        assert wait_for(lambda: len(_binds(audits[leader])) >= 20, 10)
         assert len(_binds(audits[leader])) == 20 and _binds(audits[other]) == []
         procs[leader].send_signal(signal.SIGKILL)  # no graceful release: the Lease must expire
         procs[leader].wait()
@@ -79,6 +81,7 @@ def test_two_controllers_one_acts_and_failover_within_lease(
         # the new leader binds on its first ticks after the takeover; the slack is for a loaded 2-core machine
         # (8.25 s after the kill once at load ~10 with the lease 6 s, where 2 s of slack were allowed)
         assert took_s <= handover_s + 5.0, (handover_s, took_s)
+        assert wait_for(lambda: len(_binds(audits["a"]) + _binds(audits["b"])) >= 40, 10)  # the audit lines too
         rows = _binds(audits["a"]) + _binds(audits["b"])
         applied = [r["target"] for r in rows if r["outcome"] == "applied"]
         assert sorted(applied) == sorted(f"{ns}/{p['metadata']['name']}" for p in pods_in(kube, ns))
