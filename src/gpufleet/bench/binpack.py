@@ -22,6 +22,7 @@ from pathlib import Path
 import numpy as np
 
 from gpufleet.adapters.inputs import read_input_text
+from gpufleet.bench.binpack_pins import PinVariant, pin_models
 from gpufleet.control.scheduling import FleetScheduler, Placement
 from gpufleet.domain.errors import ValidationError
 from gpufleet.schedule.frag import fgd_typical_pods
@@ -188,10 +189,16 @@ def run_bench(
     seeds: Sequence[int],
     policies: Sequence[str],
     progress: Callable[[RunResult], None] | None = None,
+    pin: PinVariant | None = None,
 ) -> dict[str, object]:
-    """Every policy on every seed over the same arrival sequences; returns the JSON-ready summary."""
+    """Every policy on every seed over the same arrival sequences; returns the JSON-ready summary.
+
+    ``pin`` rewrites the pod list first (a share of GPU pods pinned to GPU models, see
+    :mod:`gpufleet.bench.binpack_pins`); the trace is then named after the variant."""
     nodes = read_openb_nodes(nodes_path)
     pods = read_openb_pods(pods_path)
+    if pin is not None:
+        pods = pin_models(pods, nodes, pin)
     results: list[RunResult] = []
     for policy in policies:
         for seed in seeds:
@@ -199,4 +206,5 @@ def run_bench(
             results.append(r)
             if progress is not None:
                 progress(r)
-    return {"trace": pods_path.stem, "seeds": list(seeds), "policies": summarize(results)}
+    trace = pods_path.stem if pin is None else f"openb_pod_list_{pin.name}"
+    return {"trace": trace, "seeds": list(seeds), "policies": summarize(results)}

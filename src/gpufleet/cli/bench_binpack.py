@@ -11,6 +11,7 @@ from rich.console import Console
 from rich.table import Table
 
 from gpufleet.bench.binpack import RunResult, run_bench
+from gpufleet.bench.binpack_pins import SPREADS, PinVariant
 from gpufleet.bench.seeds import parse_seeds
 from gpufleet.cli.errors import user_errors
 from gpufleet.cli.paths import output_file
@@ -29,8 +30,19 @@ def register(app: typer.Typer) -> None:
         json_path: Annotated[
             Path | None, typer.Option("--json", callback=output_file, help="write the summary as JSON here")
         ] = None,
+        pin_share: Annotated[
+            float | None,
+            typer.Option("--pin-share", help="pin this share of GPU pods to GPU models first (0-1]; derived list"),
+        ] = None,
+        pin_spread: Annotated[
+            str, typer.Option("--pin-spread", help=f"how pinned pods pick models: {', '.join(SPREADS)}")
+        ] = "capacity",
+        pin_seed: Annotated[int, typer.Option("--pin-seed", help="seed of the pinning draw")] = 0,
     ) -> None:
-        """Unallocated GPU % when arrived GPU demand reaches 100 % of capacity (FGD, ATC'23 protocol)."""
+        """Unallocated GPU % when arrived GPU demand reaches 100 % of capacity (FGD, ATC'23 protocol).
+
+        With ``--pin-share`` the pod list is first rewritten so that that share of its GPU pods names GPU
+        models (:mod:`gpufleet.bench.binpack_pins`); FGD's target distribution is the rewritten list."""
         names = list(POLICY_NAMES) if policy == "all" else [p.strip() for p in policy.split(",")]
         for n in names:
             if n not in POLICY_NAMES:
@@ -44,7 +56,11 @@ def register(app: typer.Typer) -> None:
                 highlight=False,
             )
 
-        summary = run_bench(nodes, pods, parse_seeds(seeds), names, progress)
+        pin = None
+        if pin_share is not None:
+            pin = PinVariant(pods.stem.removeprefix("openb_pod_list_"), pin_share, pin_spread, pin_seed)
+            pin.validate()
+        summary = run_bench(nodes, pods, parse_seeds(seeds), names, progress, pin=pin)
         table = Table(title=f"binpack {summary['trace']} (seeds {seeds})")
         for col in ("policy", "unallocated % @100 (mean)", "sd", "final allocation %"):
             table.add_column(col)

@@ -7,6 +7,13 @@ For a node state and one task shape ``m`` of the target workload, the node's GPU
 - otherwise the milli left on GPUs that individually have less than ``m.gpu_milli`` left.
 The expected fragment is ``sum_m p_m F_n(m)``. FGD places a task where it increases that the least.
 
+``model_access="neutral"`` (gpufleet) weighs, on each node, only the shapes whose GPU-model constraint allows
+the node's model; FGD (``"fragment"``) counts a GPU that a shape may not use as fragmented for that shape.
+Under FGD's reading, consuming a GPU of a model that many pinned shapes exclude "removes fragment", so
+unconstrained pods are pulled onto the scarce models that their own pinned pods need (on the default pod
+list with a third of GPU pods pinned to one model, FGD left 6.5 % unallocated and gpufleet with FGD's
+reading 6.8 %; see docs/benchmarks/sched.md, "GPU-type constraints"). With no constraints the two agree.
+
 ``capacity="ratio"`` (gpufleet) adds the GPU milli that the fragment calls usable but that the node's CPU
 (and memory) cannot feed at the workload's average CPU-per-GPU (memory-per-GPU) ratio:
 ``p_gpu * max(0, usable - cpu_left / cpu_per_gpu_milli)``. FGD asks only whether ONE more task fits, so
@@ -93,6 +100,7 @@ class FragModel:
     use_memory: bool
     include_cpu_shapes: bool
     capacity: str  # "none" (FGD) | "ratio" (add GPU the node's CPU/memory cannot feed)
+    model_access: str  # "fragment" (FGD) | "neutral" (shapes barred from a node's model do not weigh there)
     levels: I64  # distinct gpu_milli of GPU shapes
     t_level: I64  # index into levels per GPU shape
     t_num: I64
@@ -101,6 +109,8 @@ class FragModel:
     t_prob: F64
     p_cpu_shapes: float
     access: BOOL  # (N, T_gpu)
+    node_share: F64  # (N,) probability of the GPU shapes allowed on each node
+    every_node_allowed: bool  # no shape's GPU-model constraint bars any GPU node
     cpu_per_milli: float  # workload's CPU milli per GPU milli (GPU shapes, probability weighted)
     mem_per_milli: float
 
@@ -113,6 +123,7 @@ class FragModel:
         use_memory: bool = False,
         include_cpu_shapes: bool = True,
         capacity: str = "none",
+        model_access: str = "fragment",
     ) -> FragModel:
         gpu = dist.gpu_milli > 0
         idx = np.flatnonzero(gpu)
@@ -125,6 +136,7 @@ class FragModel:
             use_memory=use_memory,
             include_cpu_shapes=include_cpu_shapes,
             capacity=capacity,
+            model_access=model_access,
             levels=levels.astype(np.int64),
             t_level=np.searchsorted(levels, dist.gpu_milli[idx]).astype(np.int64),
             t_num=dist.num_gpu[idx],
@@ -133,6 +145,8 @@ class FragModel:
             t_prob=dist.prob[idx],
             p_cpu_shapes=float(dist.prob[~gpu].sum()) if include_cpu_shapes else 0.0,
             access=access,
+            node_share=access @ dist.prob[idx],
+            every_node_allowed=bool(access[table.gpu_count > 0].all()),
             cpu_per_milli=_ratio(dist, idx, dist.cpu_milli),
             mem_per_milli=_ratio(dist, idx, dist.mem_mib),
         )
@@ -150,14 +164,20 @@ class FragModel:
         ok &= cpu_left[:, None] >= self.t_cpu[None, :]
         if self.use_memory:
             ok &= mem_left[:, None] >= self.t_mem[None, :]
-        ok &= self.access[nodes]
-        frag = np.where(ok, small[:, self.t_level], total[:, None])
-        out: F64 = frag @ self.t_prob + total * self.p_cpu_shapes
+        gpu_share: F64 | float = float(self.t_prob.sum())
+        if self.model_access == "neutral" and not self.every_node_allowed:
+            frag = np.where(ok, small[:, self.t_level], total[:, None])
+            frag = np.where(self.access[nodes], frag, 0.0)  # a shape barred from the node's model: no weight
+            gpu_share = self.node_share[nodes]
+        else:  # FGD: a GPU a shape may not use is that shape's fragment (the same as neutral when all may)
+            ok &= self.access[nodes]  # in place: ``frag`` keeps its memory order, so sums stay bit-identical
+            frag = np.where(ok, small[:, self.t_level], total[:, None])
+        gpu_frag = frag @ self.t_prob
+        out: F64 = gpu_frag + total * self.p_cpu_shapes
         if self.capacity == "ratio":
             # GPU the fragment calls usable but the node's CPU / memory cannot feed at the workload's
-            # average CPU-per-GPU and memory-per-GPU ratios
-            gpu_share = self.t_prob.sum()
-            expected = frag @ self.t_prob / gpu_share
+            # average CPU-per-GPU and memory-per-GPU ratios (over the shapes that weigh on the node)
+            expected = gpu_frag / np.maximum(gpu_share, 1e-12)
             usable = total - expected
             feedable = cpu_left / self.cpu_per_milli
             if self.use_memory:

@@ -15,7 +15,9 @@ fractional pod takes the GPU slot with the best (integer) score, first index on 
    rebuilt on a doubling schedule (1, 2, 4, ... requests) and, after 1,024, only on real drift;
 2. fit checks in the fragment include memory, which FGD ignores although the filter enforces it;
 3. the fragment adds GPUs the node's CPU/memory cannot feed at the workload's CPU-per-GPU ratio
-   (``capacity="ratio"`` in :mod:`gpufleet.schedule.frag`): FGD only asks whether ONE more task fits.
+   (``capacity="ratio"`` in :mod:`gpufleet.schedule.frag`): FGD only asks whether ONE more task fits;
+4. a shape pinned to other GPU models does not weigh on a node (``model_access="neutral"``): FGD counts
+   that node's free GPUs as that shape's fragment, which draws unconstrained pods onto scarce models.
 Measured ablations (online FGD without 2-3, exact deltas with best-fit ties, GPU-weighted shapes,
 scarcity weighting, per-shape caps) are in docs/benchmarks/sched.md; the defaults are the winners.
 """
@@ -25,6 +27,7 @@ from __future__ import annotations
 import numpy as np
 
 from gpufleet.schedule.frag import FragModel, WorkloadDistribution, after_states
+from gpufleet.schedule.pin_pressure import PinPressure
 from gpufleet.schedule.policies import best_fit_gpus, pick_max
 from gpufleet.schedule.table import I64, NodeTable, PodRequest
 
@@ -45,6 +48,7 @@ class _CachedFragPolicy:
         self._score = np.zeros((self._cap, n), dtype=np.float64)
         self._slot_left = np.full((self._cap, n), -1, dtype=np.int16)  # milli left on the chosen GPU
         self._ver = np.full((self._cap, n), -1, dtype=np.int64)
+        self._delta = np.zeros((self._cap, n), dtype=np.float64)  # fragment removed by the chosen option
         self._before = np.zeros(n, dtype=np.float64)
         self._before_ver = np.full(n, -1, dtype=np.int64)
 
@@ -70,6 +74,7 @@ class _CachedFragPolicy:
                 self._score = np.vstack([self._score, np.zeros((grow, n))])
                 self._slot_left = np.vstack([self._slot_left, np.full((grow, n), -1, dtype=np.int16)])
                 self._ver = np.vstack([self._ver, np.full((grow, n), -1, dtype=np.int64)])
+                self._delta = np.vstack([self._delta, np.zeros((grow, n))])
                 self._cap += grow
         return sid
 
@@ -83,30 +88,36 @@ class _CachedFragPolicy:
             self._before_ver[stale] = table.version[stale]
         return self._before[nodes]
 
-    def _evaluate(self, table: NodeTable, req: PodRequest, nodes: I64) -> tuple[np.ndarray, np.ndarray]:
-        """Score (higher is better) and chosen GPU slot (or -1) per node."""
+    def _evaluate(self, table: NodeTable, req: PodRequest, nodes: I64) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Score (higher is better), milli left on the chosen GPU slot (or -1) and the chosen option's
+        fragment reduction, per node."""
         assert self.model is not None
         before = self._frag_before(table, nodes)
         states, cpu, mem, of, slot, valid = after_states(table, nodes, req)
         per = valid.size // nodes.size
         vi = np.flatnonzero(valid)
         flat = np.full(valid.size, -np.inf)
+        raw = np.full(valid.size, -np.inf)
         if vi.size:
             after = self.model.amount(states[vi], cpu[vi], mem[vi], of[vi])
-            delta = np.repeat(before, per)[vi] - after
-            flat[vi] = self._option_score(delta, states[vi], cpu[vi], mem[vi], table.gpu_left_milli.shape[1])
+            raw[vi] = np.repeat(before, per)[vi] - after
+            flat[vi] = self._option_score(raw[vi], states[vi], cpu[vi], mem[vi], table.gpu_left_milli.shape[1])
         score = flat.reshape(nodes.size, per)
         best = np.argmax(score, axis=1)  # first index among equal scores
         rows = np.arange(nodes.size)
         chosen = slot.reshape(nodes.size, per)[rows, best]
         left = np.where(chosen >= 0, table.gpu_left_milli[nodes, np.maximum(chosen, 0)], -1)
-        return score[rows, best], left
+        return score[rows, best], left, raw.reshape(nodes.size, per)[rows, best]
 
     def _option_score(self, delta: np.ndarray, states: np.ndarray, cpu: I64, mem: I64, g: int) -> np.ndarray:
         raise NotImplementedError
 
     def _pick(self, scores: np.ndarray, candidates: I64, table: NodeTable, rng: np.random.Generator) -> int:
         return pick_max(scores, candidates, self.rank, rng)
+
+    def _scores(self, table: NodeTable, req: PodRequest, sid: int, candidates: I64) -> np.ndarray:
+        cached: np.ndarray = self._score[sid, candidates]
+        return cached
 
     def choose(
         self, table: NodeTable, req: PodRequest, candidates: I64, rng: np.random.Generator
@@ -116,15 +127,16 @@ class _CachedFragPolicy:
         stale = candidates[ver[candidates] != table.version[candidates]]
         if stale.size > 32:  # nodes in the same state score the same: evaluate one of each
             _, first, inv = np.unique(table.state_hash[stale], return_index=True, return_inverse=True)
-            sc, sl = self._evaluate(table, req, stale[first])
-            sc, sl = sc[inv], sl[inv]
+            sc, sl, dl = self._evaluate(table, req, stale[first])
+            sc, sl, dl = sc[inv], sl[inv], dl[inv]
         elif stale.size:
-            sc, sl = self._evaluate(table, req, stale)
+            sc, sl, dl = self._evaluate(table, req, stale)
         if stale.size:
             self._score[sid, stale] = sc
             self._slot_left[sid, stale] = sl
+            self._delta[sid, stale] = dl
             ver[stale] = table.version[stale]
-        node = self._pick(self._score[sid, candidates], candidates, table, rng)
+        node = self._pick(self._scores(table, req, sid, candidates), candidates, table, rng)
         if req.is_share:
             left = table.gpu_left_milli[node]
             return node, (int(np.flatnonzero(left == self._slot_left[sid, node])[0]),)
@@ -144,7 +156,8 @@ class GpufleetPolicy(_CachedFragPolicy):
     """Ours: online distribution, memory-aware fragment, CPU/memory feed cap. See the module docstring.
 
     Options exist for the ablation in docs/benchmarks/sched.md; the defaults are the policy.
-    ``capacity="none"`` drops the CPU/memory feed cap (FGD's fragment learned online).
+    ``capacity="none"`` drops the CPU/memory feed cap (FGD's fragment learned online);
+    ``model_access="fragment"`` reads GPU-model constraints as FGD does.
     """
 
     name = "gpufleet"
@@ -157,8 +170,12 @@ class GpufleetPolicy(_CachedFragPolicy):
         capacity: str = "ratio",
         max_shapes: int = 64,
         drift_tv: float = 0.05,
+        model_access: str = "neutral",
+        pin_pressure: bool = True,
     ) -> None:
         super().__init__(table, None)
+        self.model_access = model_access
+        self.pins = PinPressure(table) if pin_pressure else None
         self._table = table
         self.use_memory = use_memory
         self.capacity = capacity
@@ -170,6 +187,8 @@ class GpufleetPolicy(_CachedFragPolicy):
         self._next_refresh = 1
 
     def observe(self, req: PodRequest) -> None:
+        if self.pins is not None:
+            self.pins.observe(req)
         if req.num_gpu == 0:
             return  # a CPU-only task is never blocked by GPU fragments (its CPU is in the node state)
         mem = req.memory_mib if self.use_memory else 0
@@ -197,7 +216,12 @@ class GpufleetPolicy(_CachedFragPolicy):
         dist = WorkloadDistribution.from_counts(top)
         self.set_model(
             FragModel.build(
-                dist, self._table, use_memory=self.use_memory, include_cpu_shapes=False, capacity=self.capacity
+                dist,
+                self._table,
+                use_memory=self.use_memory,
+                include_cpu_shapes=False,
+                capacity=self.capacity,
+                model_access=self.model_access,
             )
         )
 
@@ -215,6 +239,16 @@ class GpufleetPolicy(_CachedFragPolicy):
         if self.rank is not None and best.size > 1:
             return int(candidates[best[np.argmin(self.rank[candidates[best]])]])
         return int(candidates[best[0]])  # no tie order given: the node table's order (deterministic)
+
+    def _scores(self, table: NodeTable, req: PodRequest, sid: int, candidates: I64) -> np.ndarray:
+        """FGD's integer score, less the pinned demand a flexible request would displace (see
+        :mod:`gpufleet.schedule.pin_pressure`): ``claim`` of the node's model per GPU milli placed."""
+        if self.pins is None or not self.pins.active or len(req.gpu_models) == 1 or req.total_gpu_milli == 0:
+            return super()._scores(table, req, sid, candidates)
+        claim = self.pins.claims(table)[np.maximum(table.gpu_model[candidates], 0)]
+        delta = self._delta[sid, candidates] - req.total_gpu_milli * claim
+        score: np.ndarray = np.floor(100.0 / (1.0 + np.exp(-delta / 1000.0)))
+        return score
 
     def _option_score(self, delta: np.ndarray, states: np.ndarray, cpu: I64, mem: I64, g: int) -> np.ndarray:
         # FGD's score form: int(sigmoid(delta / 1000) * 100); equal scores go to the earliest node in the
