@@ -65,3 +65,30 @@ def test_sched_throughput_reports_rate_and_latency(tmp_path: Path) -> None:
     assert res.exit_code == 0, res.output
     r = json.loads(out.read_text())
     assert r["pods"] == 2000 and r["decisions_per_s"] > 0 and r["p99_ms"] >= r["p50_ms"]
+
+
+def test_binpack_pins_a_share_of_gpu_pods_and_names_the_derived_list(tmp_path: Path) -> None:
+    nodes, pods = _write(tmp_path)
+    out = tmp_path / "pin.json"
+    res = CliRunner().invoke(
+        app,
+        [
+            *("bench", "binpack", "--nodes", str(nodes), "--pods", str(pods), "--seeds", "1"),
+            *("--policy", "gpufleet,fgd", "--pin-share", "0.5", "--pin-spread", "uniform", "--json", str(out)),
+        ],
+    )
+    assert res.exit_code == 0, res.output
+    doc = json.loads(out.read_text())
+    assert doc["trace"] == "pods+pin50-uniform" and set(doc["policies"]) == {"gpufleet", "fgd"}
+
+
+def test_binpack_refuses_a_pin_share_outside_0_1_naming_the_option(tmp_path: Path) -> None:
+    nodes, pods = _write(tmp_path)
+    res = CliRunner().invoke(
+        app, ["bench", "binpack", "--nodes", str(nodes), "--pods", str(pods), "--pin-share", "1.5"]
+    )
+    assert res.exit_code == 2 and "share" in res.output and "Traceback" not in res.output
+    res = CliRunner().invoke(
+        app, ["bench", "binpack", "--nodes", str(nodes), "--pods", str(pods), "--pin-share", "0.2", "--pin-spread", "x"]
+    )
+    assert res.exit_code == 2 and "spread" in res.output

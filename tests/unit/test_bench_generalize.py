@@ -94,3 +94,22 @@ def test_cli_writes_json_for_one_stage(tmp_path: Path) -> None:
     assert res.exit_code == 0, res.output
     doc = json.loads(out.read_text())
     assert doc["binpack"]["total"] == 1 and "| binpack |" in res.output
+
+
+def test_the_binpack_stage_also_packs_the_derived_pinned_lists_of_each_base_it_finds(tmp_path: Path) -> None:
+    _write_data(tmp_path)
+    nodes = ["sn,cpu_milli,memory_mib,gpu,model"] + [
+        f"n{i},64000,262144,{8 if i % 2 else 2},{'G2' if i % 2 else 'T4'}" for i in range(8)
+    ]
+    (tmp_path / "openb" / "openb_node_list_gpu_node.csv").write_text("\n".join(nodes) + "\n")
+    doc = run_generalize(tmp_path, GeneralizeSettings(quick=False, seeds=(42,)), stages=("binpack",))
+    names = [r["trace"] for r in doc["binpack"]["rows"]]
+    # the public list, then the variants built on "default" (no gpushare list here)
+    assert names == [
+        "openb_pod_list_default",
+        "openb_pod_list_default+pin10",
+        "openb_pod_list_default+pin33",
+        "openb_pod_list_default+pin20-uniform",
+        "openb_pod_list_default+pin33-family",
+    ]
+    assert doc["binpack"]["total"] == 5

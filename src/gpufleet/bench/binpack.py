@@ -206,5 +206,5 @@ def run_bench(
             results.append(r)
             if progress is not None:
                 progress(r)
-    trace = pods_path.stem if pin is None else f"openb_pod_list_{pin.name}"
+    trace = pods_path.stem + ("" if pin is None else pin.suffix)
     return {"trace": trace, "seeds": list(seeds), "policies": summarize(results)}

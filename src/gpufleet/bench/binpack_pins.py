@@ -37,8 +37,12 @@ class PinVariant:
     seed: int = 0
 
     @property
+    def suffix(self) -> str:
+        return f"+pin{round(100 * self.share)}{'' if self.spread == 'capacity' else '-' + self.spread}"
+
+    @property
     def name(self) -> str:
-        return f"{self.base}+pin{round(100 * self.share)}{'' if self.spread == 'capacity' else '-' + self.spread}"
+        return self.base + self.suffix
 
     def validate(self) -> None:
         if not 0.0 < self.share <= 1.0:
