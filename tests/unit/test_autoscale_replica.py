@@ -173,3 +173,17 @@ def test_forecaster_spreads_a_long_observation_over_its_buckets() -> None:
     for i in range(1, 31):
         fc.observe(30.0 * i, 12.0, 30.0)  # each observation covers three 10 s buckets
     assert fc.level() == 12.0
+
+
+def test_a_quiet_fleet_is_not_asked_for_a_second_replica_while_the_forecaster_warms_up() -> None:
+    """Before its residuals exist the forecaster's upper is ``warmup_ratio`` times the level: at 0.5 rps, with
+    a replica carrying 5 rps, 1 rps, not ``(0.5 + 5) * 2 - 5 = 6`` rps (a second replica on every quiet start:
+    issue 21's held-out low-traffic trace paid 1.12x static peak)."""
+    fc = OnlineQuantileForecaster(horizon_s=125.0, floor=5.0, bucket_s=60.0)
+    for i in range(10 * 12):  # ten minutes of 5 s periods
+        fc.observe(5.0 * (i + 1), 0.5, 5.0)
+    assert fc.upper() == pytest.approx(1.0)
+    cfg = ReplicaAutoscalerConfig(min_replicas=1, max_replicas=10, target_per_replica=5.0, cold_start_s=120, slo_s=2.0)
+    pol = PredictiveReplicaAutoscaler(cfg)
+    desired = [pol.decide(_sig(5.0 * (i + 1), 0.5)).desired for i in range(10 * 12)]
+    assert max(desired) == 1

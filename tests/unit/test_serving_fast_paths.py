@@ -209,10 +209,12 @@ class ReferenceForecaster(OnlineQuantileForecaster):
             if mature[pi]:
                 self._pending[c].append((n + self.horizon_b, p, b, up))
         usable = [c for c, (pi, _) in enumerate(CANDIDATES) if mature[pi] and self._resid[c].n >= self.min_residuals]
-        if not usable:
-            usable = [0]
-        self.chosen = min(usable, key=lambda c: self._loss[c])
-        self._upper = max(uppers[self.chosen], points[1] if growth > 1.0 else 0.0)
+        if usable:
+            self.chosen = min(usable, key=lambda c: self._loss[c])
+            best_up = uppers[self.chosen]
+        else:  # warm-up: the level times the warm-up ratio
+            self.chosen, best_up = 0, self._warm_ratio * level
+        self._upper = max(best_up, points[1] if growth > 1.0 else 0.0)
 
     def _seasonal_growth(self, n: int) -> float:
         s, lb, hb = self.season_b, self.level_b, self.horizon_b

@@ -21,7 +21,9 @@ Model (online, O(1) amortized per bucket, nothing fitted offline):
   * a recurring ramp is never ignored: when the seasonal growth is above 1, the upper forecast is at least
     the seasonal point forecast.
 ``floor`` keeps residuals scale-free at high load and additive near 0. Before ``min_residuals`` residuals
-exist a conservative ratio ``warmup_ratio`` is used.
+exist, the upper forecast is ``warmup_ratio`` times the level (the ratio applies to the load only: on
+``(level + floor)`` it would ask a quiet fleet for a whole replica more than its load, for the first
+``min_residuals`` buckets of every trace).
 """
 
 from __future__ import annotations
@@ -125,6 +127,7 @@ class OnlineQuantileForecaster:
         self._alpha = 1.0 - 0.5 ** (1.0 / loss_halflife_buckets)
         self.max_seasons = max_seasons
         self._warm_log = math.log(warmup_ratio)
+        self._warm_ratio = warmup_ratio
         self._hist: list[float] = []  # completed bucket means
         self._acc_value_s = 0.0
         self._acc_s = 0.0
@@ -252,21 +255,18 @@ class OnlineQuantileForecaster:
         min_residuals = self.min_residuals
         due = n + hb
         best, best_loss, best_up = -1, 0.0, 0.0  # min(usable, key=loss.__getitem__): the first lowest loss
-        first_up = 0.0
         for c, pend, ring, _bins, additive, pi in self._cands:
             p = points[pi]
             q = q_bin[c][b]
             up = p + q * f if additive else (p + f) * math.exp(q) - f
             if not up > 0.0:  # max(0.0, up)
                 up = 0.0
-            if c == 0:
-                first_up = up
             if mature[pi]:
                 pend.append((due, p, b, up))
                 if ring.n >= min_residuals and (best < 0 or loss[c] < best_loss):
                     best, best_loss, best_up = c, loss[c], up
-        if best < 0:  # none usable: the level
-            best, best_up = 0, first_up
+        if best < 0:  # none usable yet: the level, times the warm-up ratio (of the load, not of load + floor)
+            best, best_up = 0, self._warm_ratio * level
         self.chosen = best
         floor_up = points[1] if growth > 1.0 else 0.0
         self._upper = floor_up if floor_up > best_up else best_up  # max(best_up, floor_up), NaN and all

@@ -20,6 +20,7 @@ Traces are read by :mod:`gpufleet.bench.generalize_data`; files that are missing
 from __future__ import annotations
 
 import math
+import tempfile
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -200,6 +201,7 @@ def autoscale_stage(root: Path, st: GeneralizeSettings, progress: Progress | Non
     from gpufleet.bench.autoscale import BenchSettings, TraceRun
     from gpufleet.bench.autoscale import run as run_autoscale
     from gpufleet.bench.autoscale_requests import RequestColumns
+    from gpufleet.bench.autoscale_thin import GENERALIZE_THINNING, thin_requests
 
     names = list(AS_SETTINGS)
     first, rest = AS_SETTINGS[names[0]], {n: AS_SETTINGS[n] for n in names[1:]}
@@ -208,6 +210,10 @@ def autoscale_stage(root: Path, st: GeneralizeSettings, progress: Progress | Non
     runs: list[TraceRun] = []
     if (root / gd.AZURE).exists():
         runs += run_autoscale(root / gd.AZURE, st=batched, **kw)
+        if not st.quick:  # the same bursts at a tenth and a quarter of the rate (bench/autoscale_thin.py)
+            with tempfile.TemporaryDirectory() as tmp:
+                for thin in GENERALIZE_THINNING:
+                    runs += run_autoscale(thin_requests(root / gd.AZURE, thin, Path(tmp)), st=batched, **kw)
     if (root / gd.SERVEGEN).exists() and not st.quick:
         runs += run_autoscale(root / gd.SERVEGEN, st=batched, **kw)
     if (root / gd.SD).exists():
