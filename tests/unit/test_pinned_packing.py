@@ -186,3 +186,13 @@ def test_the_same_pods_are_pinned_whatever_the_spread_and_bad_variants_are_refus
         pin_models(pods, nodes, PinVariant("x", 1.5, "capacity"))
     with pytest.raises(ValidationError, match="spread"):
         pin_models(pods, nodes, PinVariant("x", 0.5, "round-robin"))
+
+
+def test_pin_pressure_never_changes_a_choice_among_nodes_of_one_model() -> None:
+    """The simulator's class schedulers hold one GPU model; pinned requests there must place as without pins."""
+    specs = _nodes({"H100": (6, 8)})
+    pods = [PodRequest(f"p{i}", 4000, 8192, 1 + i % 3, 1000, ("H100",) if i % 2 else ()) for i in range(30)]
+    t_on, t_off = NodeTable.from_specs(specs), NodeTable.from_specs(specs)
+    assert _place_all(GpufleetPolicy(t_on), t_on, pods) == _place_all(
+        GpufleetPolicy(t_off, pin_pressure=False), t_off, pods
+    )

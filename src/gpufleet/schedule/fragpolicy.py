@@ -245,7 +245,10 @@ class GpufleetPolicy(_CachedFragPolicy):
         :mod:`gpufleet.schedule.pin_pressure`): ``claim`` of the node's model per GPU milli placed."""
         if self.pins is None or not self.pins.active or len(req.gpu_models) == 1 or req.total_gpu_milli == 0:
             return super()._scores(table, req, sid, candidates)
-        claim = self.pins.claims(table)[np.maximum(table.gpu_model[candidates], 0)]
+        models = table.gpu_model[candidates]
+        if (models == models[0]).all():  # one model among the candidates: a constant charge changes nothing
+            return super()._scores(table, req, sid, candidates)
+        claim = self.pins.claims(table)[np.maximum(models, 0)]
         delta = self._delta[sid, candidates] - req.total_gpu_milli * claim
         score: np.ndarray = np.floor(100.0 / (1.0 + np.exp(-delta / 1000.0)))
         return score
