@@ -91,7 +91,10 @@ def test_sign_in_with_an_app_team_token_shows_only_that_team(seeded: tuple[Seede
         page.wait_for_selector("#login:not([hidden])", timeout=15_000)  # no token: the data routes said 401
         page.fill("#token", team_a)
         page.click("#login-form button")
-        page.wait_for_function("document.getElementById('scope').textContent.includes('team-a')", timeout=15_000)
+        # signing in reloads the page (location.search = ""): while the new document loads there is no #scope yet
+        page.wait_for_function(
+            "(document.getElementById('scope')?.textContent ?? '').includes('team-a')", timeout=15_000
+        )
         keys = page.eval_on_selector_all("tbody tr td:first-child", "tds => tds.map(t => t.textContent)")
         assert keys == ["team-a"]
         html = page.content()
