@@ -57,9 +57,8 @@ def register(app: typer.Typer) -> None:
             )
 
         pin = None
-        if pin_share is not None:
+        if pin_share is not None:  # checked by pin_models (field named in the error)
             pin = PinVariant(pods.stem.removeprefix("openb_pod_list_"), pin_share, pin_spread, pin_seed)
-            pin.validate()
         summary = run_bench(nodes, pods, parse_seeds(seeds), names, progress, pin=pin)
         table = Table(title=f"binpack {summary['trace']} (seeds {seeds})")
         for col in ("policy", "unallocated % @100 (mean)", "sd", "final allocation %"):

@@ -34,6 +34,12 @@ from gpufleet.schedule.table import I64, NodeTable, PodRequest
 _ShapeKey = tuple[int, int, int, int, tuple[str, ...]]
 
 
+def _fgd_score(delta: np.ndarray) -> np.ndarray:
+    """FGD's score form: ``int(sigmoid(delta / 1000) * 100)``."""
+    score: np.ndarray = np.floor(100.0 / (1.0 + np.exp(-delta / 1000.0)))
+    return score
+
+
 class _CachedFragPolicy:
     name = "frag"
     rank: I64 | None = None
@@ -149,7 +155,7 @@ class FgdPolicy(_CachedFragPolicy):
     name = "fgd"
 
     def _option_score(self, delta: np.ndarray, states: np.ndarray, cpu: I64, mem: I64, g: int) -> np.ndarray:
-        return np.floor(100.0 / (1.0 + np.exp(-delta / 1000.0)))
+        return _fgd_score(delta)
 
 
 class GpufleetPolicy(_CachedFragPolicy):
@@ -243,17 +249,15 @@ class GpufleetPolicy(_CachedFragPolicy):
     def _scores(self, table: NodeTable, req: PodRequest, sid: int, candidates: I64) -> np.ndarray:
         """FGD's integer score, less the pinned demand a flexible request would displace (see
         :mod:`gpufleet.schedule.pin_pressure`): ``claim`` of the node's model per GPU milli placed."""
-        if self.pins is None or not self.pins.active or len(req.gpu_models) == 1 or req.total_gpu_milli == 0:
-            return super()._scores(table, req, sid, candidates)
         models = table.gpu_model[candidates]
-        if (models == models[0]).all():  # one model among the candidates: a constant charge changes nothing
+        # nothing pinned yet, a CPU-only request, or one model among the candidates (a pinned request's, or a
+        # one-model table's): no charge, or a constant one that changes no choice
+        if self.pins is None or not self.pins.active or req.total_gpu_milli == 0 or (models == models[0]).all():
             return super()._scores(table, req, sid, candidates)
         claim = self.pins.claims(table)[np.maximum(models, 0)]
-        delta = self._delta[sid, candidates] - req.total_gpu_milli * claim
-        score: np.ndarray = np.floor(100.0 / (1.0 + np.exp(-delta / 1000.0)))
-        return score
+        return _fgd_score(self._delta[sid, candidates] - req.total_gpu_milli * claim)
 
     def _option_score(self, delta: np.ndarray, states: np.ndarray, cpu: I64, mem: I64, g: int) -> np.ndarray:
-        # FGD's score form: int(sigmoid(delta / 1000) * 100); equal scores go to the earliest node in the
-        # tie order, which keeps filling the same nodes (a measured win over exact deltas, see docs)
-        return np.floor(100.0 / (1.0 + np.exp(-delta / 1000.0)))
+        # FGD's score form; equal scores go to the earliest node in the tie order, which keeps filling the
+        # same nodes (a measured win over exact deltas, see docs)
+        return _fgd_score(delta)
