@@ -113,3 +113,17 @@ def test_the_binpack_stage_also_packs_the_derived_pinned_lists_of_each_base_it_f
         "openb_pod_list_default+pin33-family",
     ]
     assert doc["binpack"]["total"] == 5
+
+
+def test_the_binpack_stage_packs_the_public_lists_onto_each_inventory_it_finds(tmp_path: Path) -> None:
+    _write_data(tmp_path)
+    (tmp_path / "inventory").mkdir()
+    spot = ["gpu_model,gpu_capacity_num,cpu_num,node_name"] + [f"A10,1,128,{i}" for i in range(20)] + ["H800,8,192,20"]
+    (tmp_path / "inventory" / "alibaba_spot_gpu_nodes.csv").write_text("\n".join(spot) + "\n")
+    doc = run_generalize(tmp_path, GeneralizeSettings(quick=False, seeds=(42,)), stages=("binpack",))
+    rows = {r["trace"]: r for r in doc["binpack"]["rows"]}
+    assert "openb_pod_list_default@spot" in rows and "openb_pod_list_default@pai2020" not in rows  # absent: skipped
+    inv = rows["openb_pod_list_default@spot"]
+    assert inv["pass"] == (inv["gpufleet"] < inv["fgd"]) and 0 <= inv["fgd"] < 100
+    quick = run_generalize(tmp_path, GeneralizeSettings(quick=True, seeds=(42,)), stages=("binpack",))
+    assert [r["trace"] for r in quick["binpack"]["rows"]] == ["openb_pod_list_default"]

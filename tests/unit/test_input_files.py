@@ -23,6 +23,7 @@ from gpufleet.adapters.traces import read_series_csv
 from gpufleet.autoscale.throughput import ReplicaThroughputModel
 from gpufleet.bench.autoscale_traces import load_traces
 from gpufleet.bench.binpack import read_openb_nodes, read_openb_pods
+from gpufleet.bench.binpack_inventory import read_nodes
 from gpufleet.bench.forecast import load_regular
 from gpufleet.bench.procure import load_demand
 from gpufleet.bench.seeds import MAX_SEEDS, parse_seeds
@@ -39,6 +40,8 @@ HEADERS = {
     "allocations": "id,workload_id,team_id,tenant_id,namespace,feature,pool_id,sku_id,gpus,start,end",
     "telemetry": "timestamp,metric,namespace,pod,device,value",
     "nodes": "sn,cpu_milli,memory_mib,gpu,model",
+    "pai2020": "machine,gpu_type,cap_cpu,cap_mem,cap_gpu",
+    "spot-nodes": "gpu_model,gpu_capacity_num,cpu_num,node_name",
     "pods": "name,cpu_milli,memory_mib,num_gpu,gpu_milli,gpu_spec,creation_time,deletion_time",
 }
 
@@ -53,6 +56,9 @@ READERS: dict[str, tuple[str, Callable[[Path], Any]]] = {
     "allocations": ("allocations", read_allocations_csv),
     "telemetry": ("telemetry", read_file),
     "nodes": ("nodes", read_openb_nodes),
+    "nodes-any": ("nodes", read_nodes),
+    "pai2020": ("pai2020", read_nodes),
+    "spot-nodes": ("spot-nodes", read_nodes),
     "pods": ("pods", read_openb_pods),
 }
 

@@ -22,6 +22,7 @@ from pathlib import Path
 import numpy as np
 
 from gpufleet.adapters.inputs import read_input_text
+from gpufleet.bench.binpack_inventory import read_nodes
 from gpufleet.bench.binpack_pins import PinVariant, pin_models
 from gpufleet.control.scheduling import FleetScheduler, Placement
 from gpufleet.domain.errors import ValidationError
@@ -193,9 +194,10 @@ def run_bench(
 ) -> dict[str, object]:
     """Every policy on every seed over the same arrival sequences; returns the JSON-ready summary.
 
+    ``nodes_path`` is the openb node list or one of the inventories of :mod:`gpufleet.bench.binpack_inventory`.
     ``pin`` rewrites the pod list first (a share of GPU pods pinned to GPU models, see
     :mod:`gpufleet.bench.binpack_pins`); the trace is then named after the variant."""
-    nodes = read_openb_nodes(nodes_path)
+    nodes = read_nodes(nodes_path)
     pods = read_openb_pods(pods_path)
     if pin is not None:
         pods = pin_models(pods, nodes, pin)

@@ -258,6 +258,7 @@ def autoscale_stage(root: Path, st: GeneralizeSettings, progress: Progress | Non
 
 def binpack_stage(root: Path, st: GeneralizeSettings, progress: Progress | None) -> dict[str, Any]:
     from gpufleet.bench.binpack import read_openb_nodes, read_openb_pods, run_once
+    from gpufleet.bench.binpack_inventory import INVENTORIES, read_nodes
     from gpufleet.bench.binpack_pins import GENERALIZE_VARIANTS, pin_models
 
     rows: list[dict[str, Any]] = []
@@ -268,16 +269,23 @@ def binpack_stage(root: Path, st: GeneralizeSettings, progress: Progress | None)
     if st.quick:
         lists = [p for p in lists if p.stem.endswith("default")] or lists[:1]
     seeds = st.seeds[:1] if st.quick else st.seeds
-    work = [(p.stem, read_openb_pods(p)) for p in lists]
-    if not st.quick:  # pods pinned to GPU models: none of the public lists has any (bench/binpack_pins.py)
-        by_base = {stem.removeprefix("openb_pod_list_"): pods for stem, pods in work}
+    public = [(p.stem, read_openb_pods(p)) for p in lists]
+    work = [(stem, nodes, pods) for stem, pods in public]
+    if not st.quick:
+        # pods pinned to GPU models: none of the public lists has any (bench/binpack_pins.py)
+        by_base = {stem.removeprefix("openb_pod_list_"): pods for stem, pods in public}
         for v in GENERALIZE_VARIANTS:
             if v.base in by_base:
-                work.append((f"openb_pod_list_{v.name}", pin_models(by_base[v.base], nodes, v)))
-    for name, pods in work:
+                work.append((f"openb_pod_list_{v.name}", nodes, pin_models(by_base[v.base], nodes, v)))
+        # the public lists on the other real clusters' node inventories (bench/binpack_inventory.py)
+        for inv, rel in INVENTORIES.items():
+            if (root / rel).exists():
+                inv_nodes = read_nodes(root / rel)
+                work += [(f"{stem}@{inv}", inv_nodes, pods) for stem, pods in public]
+    for name, on, pods in work:
         means = {}
         for policy in ("gpufleet", "fgd"):
-            vals = [run_once(nodes, pods, policy, seed).unallocated_gpu_pct_at_100 for seed in seeds]
+            vals = [run_once(on, pods, policy, seed).unallocated_gpu_pct_at_100 for seed in seeds]
             means[policy] = round(float(np.mean(vals)), 3)
         row = {"trace": name, "seeds": list(seeds), **means, "pass": means["gpufleet"] < means["fgd"]}
         rows.append(row)

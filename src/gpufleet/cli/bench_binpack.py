@@ -23,7 +23,9 @@ def register(app: typer.Typer) -> None:
     @app.command("binpack")
     @user_errors
     def binpack(
-        nodes: Annotated[Path, typer.Option("--nodes", help="openb node list CSV (sn,cpu_milli,memory_mib,gpu,model)")],
+        nodes: Annotated[
+            Path, typer.Option("--nodes", help="node list CSV: openb, PAI 2020 machines or spot GPU nodes")
+        ],
         pods: Annotated[Path, typer.Option("--pods", help="openb pod list CSV")],
         seeds: Annotated[str, typer.Option("--seeds", help="'42-51' or '42,43'")] = "42-51",
         policy: Annotated[str, typer.Option("--policy", help=f"one of {', '.join(POLICY_NAMES)} or 'all'")] = "all",
