@@ -62,7 +62,7 @@ def test_generalize_quick_on_a_tiny_trace_directory(tmp_path: Path) -> None:
     _write_data(tmp_path)
     doc = run_generalize(tmp_path, GeneralizeSettings(quick=True))
     fc = doc["forecast"]["rows"]
-    assert {r["series"] for r in fc} == {"servegen:m-a", "servegen:m-b"}
+    assert {r["series"] for r in fc} == {"servegen:m-a", "servegen:m-b", "openb:default"}
     for r in fc:
         assert r["setting"] in doc["forecast"]["settings"]
         assert 0.0 <= r["coverage_80"] <= 1.0 and r["pinball_ratio"] > 0

@@ -85,6 +85,8 @@ def _r(x: float | None, nd: int = 4) -> float | None:
 
 def forecast_stage(root: Path, st: GeneralizeSettings, progress: Progress | None) -> dict[str, Any]:
     series = gd.forecast_series(root, st.groups)
+    if st.quick:
+        series = {k: v for k, v in series.items() if not k.startswith("openb:") or k == "openb:default"}
     results: dict[str, dict[str, dict[str, Any]]] = {}
     per: dict[str, dict[str, tuple[int, float]]] = {}
     for sid, s in series.items():

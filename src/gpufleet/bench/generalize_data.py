@@ -5,8 +5,8 @@ reason, so the command also runs on a directory holding only some of them (the t
 
 * forecast (hourly means, horizon 1 day): ServeGen ``m-large`` and ``m-mid`` (rps), every numeric column of
   Helios Earth (``helios:COLUMN``) and its demand series, Alibaba GenAI SD request rate (``sd:all`` and per
-  checkpoint model, the ``top_groups`` busiest); OpenB GPUs held by pods (``openb:VARIANT``) only with
-  ``openb=True`` (the pod lists are the bin-packing and procurement traces; left out of the default run for time);
+  checkpoint model, the ``top_groups`` busiest), OpenB GPUs held by pods per hour (``openb:VARIANT``, every pod
+  list; ``openb=False`` leaves them out);
 * procure (hourly GPUs): ServeGen at 2 rps per 8-GPU replica, Helios demand and its GPU columns, SD GPU-busy
   hours x100 (whole and per model), every OpenB pod-list variant;
 * autoscale: the Azure code trace, ServeGen ``m-large``/``m-mid``, SD (whole and per model; measured
@@ -73,7 +73,7 @@ def _sd_top_models(df: pd.DataFrame, top_groups: int) -> list[str]:
     return [str(m) for m in counts.index[:top_groups]]
 
 
-def forecast_series(root: Path, top_groups: int = 3, openb: bool = False) -> dict[str, Series]:
+def forecast_series(root: Path, top_groups: int = 3, openb: bool = True) -> dict[str, Series]:
     """Hourly series of every forecastable trace (see module docstring)."""
     out: dict[str, Series] = {}
     if (root / SERVEGEN).exists():
