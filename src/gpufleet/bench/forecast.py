@@ -161,17 +161,20 @@ def prophet_available() -> bool:
     return True
 
 
-#: ``gpufleet`` settings: ``calibrated`` (default: the loop's forecaster, model choice on 5 tracked windows and
-#: adaptive conformal tails, :mod:`gpufleet.forecast.engine`), ``calibrated_w4`` (the same choosing on 4 windows:
-#: session 10's default), ``calibrated_margin10`` (4 windows, another model replaces the ensemble only if 10%
-#: better), ``calibrated_conformal`` (the band's tails from weighted split conformal over 16 tracked windows, decay
-#: 0.85 per window, :func:`gpufleet.forecast.aci.conformal_tail_factors`) or ``raw`` (the auto-routed ensemble alone).
-GPUFLEET_SETTINGS = ("calibrated", "calibrated_w4", "calibrated_margin10", "calibrated_conformal", "raw")
+#: ``gpufleet`` settings: ``calibrated`` (default: the loop's forecaster, model choice on 4 tracked windows with a
+#: 10% margin and adaptive conformal tails, :mod:`gpufleet.forecast.engine`), ``calibrated_margin0`` (another model
+#: replaces the ensemble as soon as it is lower on 5 windows: the default of sessions 11-27), ``calibrated_margin0_w4``
+#: (the same on 4 windows: session 10's), ``calibrated_conformal`` (margin 0 on 5 windows, the band's tails from
+#: weighted split conformal over 16 tracked windows, decay 0.85 per window,
+#: :func:`gpufleet.forecast.aci.conformal_tail_factors`) or ``raw`` (the auto-routed ensemble alone).
+GPUFLEET_SETTINGS = ("calibrated", "calibrated_margin0", "calibrated_margin0_w4", "calibrated_conformal", "raw")
 _LOOP_OPTIONS: dict[str, dict[str, Any]] = {
     "calibrated": {},
-    "calibrated_w4": {"choice_windows": 4},
-    "calibrated_margin10": {"choice_windows": 4, "switch_margin": 0.1},
+    "calibrated_margin0": {"choice_windows": 5, "switch_margin": 0.0},
+    "calibrated_margin0_w4": {"choice_windows": 4, "switch_margin": 0.0},
     "calibrated_conformal": {
+        "choice_windows": 5,
+        "switch_margin": 0.0,
         "interval": "conformal",
         "aci": AciSettings(windows=16, decay=0.85, target=0.875),
     },

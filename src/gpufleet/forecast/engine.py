@@ -59,7 +59,7 @@ class GpufleetForecaster:
     one-off call: with a memo every candidate is also forecast at the forecast origin, for the next call).
     ``interval`` / ``switch_margin`` / ``choice_windows`` / ``aci``: the recalibration rule, the model-choice margin,
     the tracked windows that choose the model and the recalibration's settings (defaults: adaptive conformal tails,
-    margin 0, 5 windows; the benchmarks' other settings pass others). After a call, ``last_`` is the
+    a 10% margin, 4 windows; the benchmarks' other settings pass others). After a call, ``last_`` is the
     calibrated forecaster that made it (``chosen_``, ``reason_``, ``factors_``, ``tail_factors_``: the decision
     and its reason code).
     """

@@ -9,7 +9,7 @@ import pytest
 from gpufleet.bench.forecast import GPUFLEET_SETTINGS, model_factories
 from gpufleet.domain.errors import ValidationError
 from gpufleet.forecast.aci import AciSettings, conformal_tail_factors
-from gpufleet.forecast.conformal import CHOICE_WINDOWS, CalibratedForecaster
+from gpufleet.forecast.conformal import CHOICE_WINDOWS, SWITCH_MARGIN, CalibratedForecaster
 from gpufleet.forecast.engine import GpufleetForecaster
 
 QS = (0.1, 0.5, 0.9)
@@ -64,13 +64,14 @@ def test_settings_and_choice_windows_are_checked() -> None:
         GpufleetForecaster(choice_windows=0)
 
 
-def test_the_loop_forecaster_chooses_on_five_windows_and_the_bench_settings_reach_it() -> None:
+def test_the_loop_forecaster_chooses_on_four_windows_with_a_margin_and_the_bench_settings_reach_it() -> None:
     rng = np.random.default_rng(5)
     k = np.arange(24 * 21)
     y = 100 + 30 * np.sin(2 * np.pi * k / 24) + rng.normal(0, 5.0, k.size)
     g = GpufleetForecaster()
     g.forecast(y, 3600, 24)
-    assert CHOICE_WINDOWS == 5 and g.last_ is not None and g.last_.windows == 5
+    assert CHOICE_WINDOWS == 4 and g.last_ is not None and g.last_.windows == 4
+    assert SWITCH_MARGIN == 0.1 and g.last_.switch_margin == 0.1
     conformal = GpufleetForecaster(interval="conformal", aci=AciSettings(windows=16, decay=0.85))
     fc = conformal.forecast(y, 3600, 24)
     cal = conformal.last_

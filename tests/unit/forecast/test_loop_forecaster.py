@@ -45,10 +45,10 @@ def test_weekly_calls_reuse_earlier_fits_and_forecast_exactly_as_a_fresh_forecas
         g.forecast(y[: week * 168], 3600, 168)
     before = (memo.hits, memo.misses)
     fc = g.forecast(y, 3600, 168)
-    # one new fit per candidate (3) at the new origin; the 5 tracked windows of each candidate are memo hits, and
-    # so are the 2 older windows (of 8; the 8th would start before two days of history) of the chosen model that
+    # one new fit per candidate (3) at the new origin; the 4 tracked windows of each candidate are memo hits, and
+    # so are the 3 older windows (of 8; the 8th would start before two days of history) of the chosen model that
     # the adaptive conformal tails also read
-    assert memo.misses - before[1] == 3 and memo.hits - before[0] == 15 + 2
+    assert memo.misses - before[1] == 3 and memo.hits - before[0] == 12 + 3
     fresh = GpufleetForecaster(memo_size=0).forecast(y, 3600, 168)  # no reuse: every fit made afresh
     assert fresh.method == fc.method
     np.testing.assert_allclose(fc.values, fresh.values)
