@@ -50,7 +50,7 @@ class GeneralizeSettings:
     (the slowest), one bin-packing seed; the full run takes minutes (docs/benchmarks/generalize.md)."""
 
     quick: bool = False
-    top_groups: int = 3
+    top_groups: int = gd.SD_MODELS
     seeds: tuple[int, ...] = (42, 43, 44)
     cold_start_s: float = 120.0
     slo_s: float = 2.0
