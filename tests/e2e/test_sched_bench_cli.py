@@ -92,3 +92,21 @@ def test_binpack_refuses_a_pin_share_outside_0_1_naming_the_option(tmp_path: Pat
         app, ["bench", "binpack", "--nodes", str(nodes), "--pods", str(pods), "--pin-share", "0.2", "--pin-spread", "x"]
     )
     assert res.exit_code == 2 and "spread" in res.output
+
+
+def test_binpack_packs_onto_an_inventory_file_and_names_its_bad_line(tmp_path: Path) -> None:
+    _, pods = _write(tmp_path)
+    spot = tmp_path / "alibaba_spot_gpu_nodes.csv"
+    spot.write_text(
+        "gpu_model,gpu_capacity_num,cpu_num,node_name\n"
+        + "".join(f"{'A10,1' if i % 3 else 'V100,8'},128,{i}\n" for i in range(12))
+    )
+    out = tmp_path / "r.json"
+    args = ["bench", "binpack", "--nodes", str(spot), "--pods", str(pods), "--policy", "gpufleet,fgd"]
+    res = CliRunner().invoke(app, [*args, "--seeds", "1", "--json", str(out)])
+    assert res.exit_code == 0, res.output
+    got = json.loads(out.read_text())["policies"]
+    assert set(got) == {"gpufleet", "fgd"} and all(r["final_allocation_pct"] > 0 for r in got.values())
+    spot.write_text(spot.read_text().replace("A10,1,128,2", "A10,one,128,2"))
+    res = CliRunner().invoke(app, args)
+    assert res.exit_code == 2 and "alibaba_spot_gpu_nodes.csv:4" in res.output and "Traceback" not in res.output

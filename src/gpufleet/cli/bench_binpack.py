@@ -1,4 +1,5 @@
-"""``gpufleet bench binpack``: the FGD bin-packing protocol on openb CSVs, every policy on the same seeds."""
+"""``gpufleet bench binpack``: the FGD bin-packing protocol on openb pod lists (onto the openb node list or a node
+inventory), every policy on the same seeds."""
 
 from __future__ import annotations
 
