@@ -11,7 +11,8 @@ reason, so the command also runs on a directory holding only some of them (the t
   hours x100 (whole and per model), every OpenB pod-list variant;
 * autoscale: the Azure code trace, ServeGen ``m-large``/``m-mid``, SD (whole and per model; measured
   ``exec_time_seconds``, one GPU per replica, one request per replica);
-* binpack: every OpenB pod list against the GPU node list.
+* binpack: every OpenB pod list against the GPU node list, derived pinned lists (``bench/binpack_pins.py``), and
+  every OpenB pod list against each node inventory of ``inventory/`` (``bench/binpack_inventory.py``).
 """
 
 from __future__ import annotations
