@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from gpufleet.bench.binpack import read_openb_pods, run_once
-from gpufleet.bench.binpack_inventory import UNKNOWN_MEMORY_MIB, read_nodes
+from gpufleet.bench.binpack import read_nodes, read_openb_pods, run_once
+from gpufleet.bench.binpack_inventory import UNKNOWN_MEMORY_MIB
 from gpufleet.domain.errors import ValidationError
 
 

@@ -22,8 +22,7 @@ from gpufleet.adapters.telemetry_files import parse_time, read_file
 from gpufleet.adapters.traces import read_series_csv
 from gpufleet.autoscale.throughput import ReplicaThroughputModel
 from gpufleet.bench.autoscale_traces import load_traces
-from gpufleet.bench.binpack import read_openb_nodes, read_openb_pods
-from gpufleet.bench.binpack_inventory import read_nodes
+from gpufleet.bench.binpack import read_nodes, read_openb_nodes, read_openb_pods
 from gpufleet.bench.forecast import load_regular
 from gpufleet.bench.procure import load_demand
 from gpufleet.bench.seeds import MAX_SEEDS, parse_seeds

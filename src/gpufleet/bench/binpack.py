@@ -22,7 +22,7 @@ from pathlib import Path
 import numpy as np
 
 from gpufleet.adapters.inputs import read_input_text
-from gpufleet.bench.binpack_inventory import read_nodes
+from gpufleet.bench.binpack_inventory import read_pai2020_machines, read_spot_gpu_nodes
 from gpufleet.bench.binpack_pins import PinVariant, pin_models
 from gpufleet.control.scheduling import FleetScheduler, Placement
 from gpufleet.domain.errors import ValidationError
@@ -68,6 +68,18 @@ def read_openb_nodes(path: Path) -> list[NodeSpec]:
     if not any(n.gpu_count > 0 for n in out):
         raise ValidationError("gpu", "no node has a GPU", str(path))
     return out
+
+
+def read_nodes(path: Path) -> list[NodeSpec]:
+    """A node list in any of the three layouts, told apart by the header: the openb node list
+    (``sn, cpu_milli, ...``), the PAI 2020 machines or the spot GPU nodes (:mod:`gpufleet.bench.binpack_inventory`)."""
+    with io.StringIO(read_input_text(path, "nodes"), newline="") as f:
+        header = set(next(csv.reader(f), []))
+    if {"machine", "cap_gpu"} <= header:
+        return read_pai2020_machines(path)
+    if {"gpu_capacity_num", "node_name"} <= header:
+        return read_spot_gpu_nodes(path)
+    return read_openb_nodes(path)
 
 
 def read_openb_pods(path: Path) -> list[PodRequest]:
@@ -194,7 +206,7 @@ def run_bench(
 ) -> dict[str, object]:
     """Every policy on every seed over the same arrival sequences; returns the JSON-ready summary.
 
-    ``nodes_path`` is the openb node list or one of the inventories of :mod:`gpufleet.bench.binpack_inventory`.
+    ``nodes_path`` is the openb node list or one of the inventories (:func:`read_nodes`).
     ``pin`` rewrites the pod list first (a share of GPU pods pinned to GPU models, see
     :mod:`gpufleet.bench.binpack_pins`); the trace is then named after the variant."""
     nodes = read_nodes(nodes_path)

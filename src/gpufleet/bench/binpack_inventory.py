@@ -13,7 +13,7 @@ whether a packer's advantage holds on a fleet it was not designed on (issue 21):
   either (:func:`gpufleet.schedule.frag.fgd_typical_pods`).
 
 Both read into :class:`~gpufleet.schedule.table.NodeSpec` lists like ``read_openb_nodes``; a bad cell is an
-error naming file, line and column.
+error naming file, line and column. :func:`gpufleet.bench.binpack.read_nodes` reads any of the three layouts.
 """
 
 from __future__ import annotations
@@ -104,17 +104,3 @@ def read_spot_gpu_nodes(path: Path) -> list[NodeSpec]:
 
 #: name -> path under the data directory: the inventories the bin-packing stage packs onto.
 INVENTORIES = {"pai2020": PAI2020, "spot": SPOT_NODES}
-
-
-def read_nodes(path: Path) -> list[NodeSpec]:
-    """A node list in any of the three layouts, told apart by the header: the openb node list
-    (``sn, cpu_milli, ...``), the PAI 2020 machines or the spot GPU nodes."""
-    from gpufleet.bench.binpack import read_openb_nodes
-
-    with io.StringIO(read_input_text(path, "nodes"), newline="") as f:
-        header = set(next(csv.reader(f), []))
-    if {"machine", "cap_gpu"} <= header:
-        return read_pai2020_machines(path)
-    if {"gpu_capacity_num", "node_name"} <= header:
-        return read_spot_gpu_nodes(path)
-    return read_openb_nodes(path)

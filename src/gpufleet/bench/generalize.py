@@ -83,10 +83,13 @@ def _r(x: float | None, nd: int = 4) -> float | None:
     return None if x is None or not math.isfinite(x) else round(x, nd)
 
 
+def _quick_openb(traces: dict[str, Any], st: GeneralizeSettings) -> dict[str, Any]:
+    """``--quick`` keeps one OpenB pod list, the default one."""
+    return {k: v for k, v in traces.items() if not st.quick or not k.startswith("openb:") or k == "openb:default"}
+
+
 def forecast_stage(root: Path, st: GeneralizeSettings, progress: Progress | None) -> dict[str, Any]:
-    series = gd.forecast_series(root, st.groups)
-    if st.quick:
-        series = {k: v for k, v in series.items() if not k.startswith("openb:") or k == "openb:default"}
+    series = _quick_openb(gd.forecast_series(root, st.groups), st)
     results: dict[str, dict[str, dict[str, Any]]] = {}
     per: dict[str, dict[str, tuple[int, float]]] = {}
     for sid, s in series.items():
@@ -138,9 +141,7 @@ def _loto_rows(
 
 
 def procure_stage(root: Path, st: GeneralizeSettings, progress: Progress | None) -> dict[str, Any]:
-    demand = gd.procure_series(root, st.groups)
-    if st.quick:
-        demand = {k: v for k, v in demand.items() if not k.startswith("openb:") or k == "openb:default"}
+    demand = _quick_openb(gd.procure_series(root, st.groups), st)
     results: dict[str, dict[str, dict[str, Any]]] = {}
     per: dict[str, dict[str, tuple[int, float]]] = {}
     for sid, d in demand.items():
@@ -259,8 +260,8 @@ def autoscale_stage(root: Path, st: GeneralizeSettings, progress: Progress | Non
 
 
 def binpack_stage(root: Path, st: GeneralizeSettings, progress: Progress | None) -> dict[str, Any]:
-    from gpufleet.bench.binpack import read_openb_nodes, read_openb_pods, run_once
-    from gpufleet.bench.binpack_inventory import INVENTORIES, read_nodes
+    from gpufleet.bench.binpack import read_nodes, read_openb_nodes, read_openb_pods, run_once
+    from gpufleet.bench.binpack_inventory import INVENTORIES
     from gpufleet.bench.binpack_pins import GENERALIZE_VARIANTS, pin_models
 
     rows: list[dict[str, Any]] = []

@@ -6,7 +6,7 @@ reason, so the command also runs on a directory holding only some of them (the t
 * forecast (hourly means, horizon 1 day): ServeGen ``m-large`` and ``m-mid`` (rps), every numeric column of
   Helios Earth (``helios:COLUMN``) and its demand series, Alibaba GenAI SD request rate (``sd:all`` and per
   checkpoint model, the ``top_groups`` busiest), OpenB GPUs held by pods per hour (``openb:VARIANT``, every pod
-  list; ``openb=False`` leaves them out);
+  list);
 * procure (hourly GPUs): ServeGen at 2 rps per 8-GPU replica, Helios demand and its GPU columns, SD GPU-busy
   hours x100 (whole and per model), every OpenB pod-list variant;
 * autoscale: the Azure code trace, ServeGen ``m-large``/``m-mid``, SD (whole and per model; measured
@@ -77,7 +77,7 @@ def _sd_top_models(df: pd.DataFrame, top_groups: int) -> list[str]:
     return [str(m) for m in counts.index[:top_groups]]
 
 
-def forecast_series(root: Path, top_groups: int = SD_MODELS, openb: bool = True) -> dict[str, Series]:
+def forecast_series(root: Path, top_groups: int = SD_MODELS) -> dict[str, Series]:
     """Hourly series of every forecastable trace (see module docstring)."""
     out: dict[str, Series] = {}
     if (root / SERVEGEN).exists():
@@ -97,7 +97,7 @@ def forecast_series(root: Path, top_groups: int = SD_MODELS, openb: bool = True)
         rates = request_rate_series(root / SD, "gmt_create", HOUR_S, "checkpoint_model_version_id", top_groups)
         for key, s in rates.items():
             out[f"sd:{key.split('=')[-1]}"] = s
-    for p in openb_pod_lists(root) if openb else []:
+    for p in openb_pod_lists(root):
         g = pods_hourly_demand(p)
         out[f"openb:{p.stem.removeprefix('openb_pod_list_')}"] = Series(
             p.stem, HOUR_S * np.arange(len(g), dtype=np.int64), g
