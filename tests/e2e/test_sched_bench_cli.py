@@ -110,3 +110,15 @@ def test_binpack_packs_onto_an_inventory_file_and_names_its_bad_line(tmp_path: P
     spot.write_text(spot.read_text().replace("A10,1,128,2", "A10,one,128,2"))
     res = CliRunner().invoke(app, args)
     assert res.exit_code == 2 and "alibaba_spot_gpu_nodes.csv:4" in res.output and "Traceback" not in res.output
+
+
+def test_binpack_changes_the_workload_mix_and_refuses_a_bad_mix_naming_the_option(tmp_path: Path) -> None:
+    nodes, pods = _write(tmp_path)
+    out = tmp_path / "mix.json"
+    args = ["bench", "binpack", "--nodes", str(nodes), "--pods", str(pods), "--policy", "gpufleet,fgd"]
+    res = CliRunner().invoke(app, [*args, "--seeds", "1", "--mix", "multigpu:0.5", "--json", str(out)])
+    assert res.exit_code == 0, res.output
+    assert json.loads(out.read_text())["trace"] == "pods+multigpu50"
+    for bad, word in (("multigpu", "--mix"), ("cpu:x", "--mix"), ("gpus:2", "kind"), ("multigpu:1.5", "level")):
+        res = CliRunner().invoke(app, [*args, "--mix", bad])
+        assert res.exit_code == 2 and word in res.output and "Traceback" not in res.output, (bad, res.output)

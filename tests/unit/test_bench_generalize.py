@@ -96,7 +96,7 @@ def test_cli_writes_json_for_one_stage(tmp_path: Path) -> None:
     assert doc["binpack"]["total"] == 1 and "| binpack |" in res.output
 
 
-def test_the_binpack_stage_also_packs_the_derived_pinned_lists_of_each_base_it_finds(tmp_path: Path) -> None:
+def test_the_binpack_stage_also_packs_the_derived_pinned_and_mixed_lists_of_each_base_it_finds(tmp_path: Path) -> None:
     _write_data(tmp_path)
     nodes = ["sn,cpu_milli,memory_mib,gpu,model"] + [
         f"n{i},64000,262144,{8 if i % 2 else 2},{'G2' if i % 2 else 'T4'}" for i in range(8)
@@ -111,8 +111,10 @@ def test_the_binpack_stage_also_packs_the_derived_pinned_lists_of_each_base_it_f
         "openb_pod_list_default+pin33",
         "openb_pod_list_default+pin20-uniform",
         "openb_pod_list_default+pin33-family",
+        "openb_pod_list_default+multigpu20",  # no CPU-only pod here: no +cpu list
+        "openb_pod_list_default+multigpu50",
     ]
-    assert doc["binpack"]["total"] == 5
+    assert doc["binpack"]["total"] == 7
 
 
 def test_the_binpack_stage_packs_the_public_lists_onto_each_inventory_it_finds(tmp_path: Path) -> None:

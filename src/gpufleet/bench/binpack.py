@@ -23,6 +23,7 @@ import numpy as np
 
 from gpufleet.adapters.inputs import read_input_text
 from gpufleet.bench.binpack_inventory import read_pai2020_machines, read_spot_gpu_nodes
+from gpufleet.bench.binpack_mix import MixVariant, mix_pods
 from gpufleet.bench.binpack_pins import PinVariant, pin_models
 from gpufleet.control.scheduling import FleetScheduler, Placement
 from gpufleet.domain.errors import ValidationError
@@ -203,16 +204,20 @@ def run_bench(
     policies: Sequence[str],
     progress: Callable[[RunResult], None] | None = None,
     pin: PinVariant | None = None,
+    mix: MixVariant | None = None,
 ) -> dict[str, object]:
     """Every policy on every seed over the same arrival sequences; returns the JSON-ready summary.
 
     ``nodes_path`` is the openb node list or one of the inventories (:func:`read_nodes`).
     ``pin`` rewrites the pod list first (a share of GPU pods pinned to GPU models, see
-    :mod:`gpufleet.bench.binpack_pins`); the trace is then named after the variant."""
+    :mod:`gpufleet.bench.binpack_pins`) and ``mix`` changes its workload mix (more multi-GPU or CPU-only pods,
+    :mod:`gpufleet.bench.binpack_mix`), in that order; the trace is then named after the variants."""
     nodes = read_nodes(nodes_path)
     pods = read_openb_pods(pods_path)
     if pin is not None:
         pods = pin_models(pods, nodes, pin)
+    if mix is not None:
+        pods = mix_pods(pods, mix)
     results: list[RunResult] = []
     for policy in policies:
         for seed in seeds:
@@ -220,5 +225,5 @@ def run_bench(
             results.append(r)
             if progress is not None:
                 progress(r)
-    trace = pods_path.stem + ("" if pin is None else pin.suffix)
+    trace = pods_path.stem + ("" if pin is None else pin.suffix) + ("" if mix is None else mix.suffix)
     return {"trace": trace, "seeds": list(seeds), "policies": summarize(results)}

@@ -262,6 +262,7 @@ def autoscale_stage(root: Path, st: GeneralizeSettings, progress: Progress | Non
 def binpack_stage(root: Path, st: GeneralizeSettings, progress: Progress | None) -> dict[str, Any]:
     from gpufleet.bench.binpack import read_nodes, read_openb_nodes, read_openb_pods, run_once
     from gpufleet.bench.binpack_inventory import INVENTORIES
+    from gpufleet.bench.binpack_mix import GENERALIZE_MIXES, applies, mix_pods
     from gpufleet.bench.binpack_pins import GENERALIZE_VARIANTS, pin_models
 
     rows: list[dict[str, Any]] = []
@@ -280,6 +281,10 @@ def binpack_stage(root: Path, st: GeneralizeSettings, progress: Progress | None)
         for v in GENERALIZE_VARIANTS:
             if v.base in by_base:
                 work.append((f"openb_pod_list_{v.name}", nodes, pin_models(by_base[v.base], nodes, v)))
+        # other workload mixes: more multi-GPU pods, more CPU-only pods (bench/binpack_mix.py)
+        for m in GENERALIZE_MIXES:
+            if m.base in by_base and applies(by_base[m.base], m.kind):
+                work.append((f"openb_pod_list_{m.name}", nodes, mix_pods(by_base[m.base], m)))
         # the public lists on the other real clusters' node inventories (bench/binpack_inventory.py)
         for inv, rel in INVENTORIES.items():
             if (root / rel).exists():

@@ -12,6 +12,7 @@ from rich.console import Console
 from rich.table import Table
 
 from gpufleet.bench.binpack import RunResult, run_bench
+from gpufleet.bench.binpack_mix import KINDS, MixVariant
 from gpufleet.bench.binpack_pins import SPREADS, PinVariant
 from gpufleet.bench.seeds import parse_seeds
 from gpufleet.cli.errors import user_errors
@@ -41,11 +42,21 @@ def register(app: typer.Typer) -> None:
             str, typer.Option("--pin-spread", help=f"how pinned pods pick models: {', '.join(SPREADS)}")
         ] = "capacity",
         pin_seed: Annotated[int, typer.Option("--pin-seed", help="seed of the pinning draw")] = 0,
+        mix: Annotated[
+            str | None,
+            typer.Option(
+                "--mix",
+                help=f"change the workload mix first, KIND:LEVEL with KIND one of {', '.join(KINDS)} "
+                "(multigpu:0.5 = multi-GPU pods ask for half the GPUs; cpu:2 = twice the CPU-only pods)",
+            ),
+        ] = None,
+        mix_seed: Annotated[int, typer.Option("--mix-seed", help="seed of the mix draw")] = 0,
     ) -> None:
         """Unallocated GPU % when arrived GPU demand reaches 100 % of capacity (FGD, ATC'23 protocol).
 
         With ``--pin-share`` the pod list is first rewritten so that that share of its GPU pods names GPU
-        models (:mod:`gpufleet.bench.binpack_pins`); FGD's target distribution is the rewritten list."""
+        models (:mod:`gpufleet.bench.binpack_pins`); with ``--mix`` its mix of multi-GPU or CPU-only pods changes
+        (:mod:`gpufleet.bench.binpack_mix`). FGD's target distribution is the rewritten list."""
         names = list(POLICY_NAMES) if policy == "all" else [p.strip() for p in policy.split(",")]
         for n in names:
             if n not in POLICY_NAMES:
@@ -62,7 +73,7 @@ def register(app: typer.Typer) -> None:
         pin = None
         if pin_share is not None:  # checked by pin_models (field named in the error)
             pin = PinVariant(pods.stem.removeprefix("openb_pod_list_"), pin_share, pin_spread, pin_seed)
-        summary = run_bench(nodes, pods, parse_seeds(seeds), names, progress, pin=pin)
+        summary = run_bench(nodes, pods, parse_seeds(seeds), names, progress, pin=pin, mix=_mix(pods, mix, mix_seed))
         table = Table(title=f"binpack {summary['trace']} (seeds {seeds})")
         for col in ("policy", "unallocated % @100 (mean)", "sd", "final allocation %"):
             table.add_column(col)
@@ -74,3 +85,15 @@ def register(app: typer.Typer) -> None:
         Console().print(table)
         if json_path is not None:
             json_path.write_text(json.dumps(summary, indent=2) + "\n")
+
+
+def _mix(pods: Path, spec: str | None, seed: int) -> MixVariant | None:
+    """``--mix KIND:LEVEL`` as a variant of the list ``pods`` (the kind and level are checked by ``mix_pods``)."""
+    if spec is None:
+        return None
+    kind, _, level = spec.partition(":")
+    try:
+        value = float(level)
+    except ValueError:
+        raise ValidationError("--mix", f"expected KIND:LEVEL such as multigpu:0.5 or cpu:2, got {spec!r}") from None
+    return MixVariant(pods.stem.removeprefix("openb_pod_list_"), kind.strip(), value, seed)
