@@ -129,3 +129,47 @@ def test_the_binpack_stage_packs_the_public_lists_onto_each_inventory_it_finds(t
     assert inv["pass"] == (inv["gpufleet"] < inv["fgd"]) and 0 <= inv["fgd"] < 100
     quick = run_generalize(tmp_path, GeneralizeSettings(quick=True, seeds=(42,)), stages=("binpack",))
     assert [r["trace"] for r in quick["binpack"]["rows"]] == ["openb_pod_list_default"]
+
+
+def _write_prices(root: Path, rows: list[str]) -> None:
+    (root / "prices").mkdir(parents=True, exist_ok=True)
+    head = "instance_type,gpu,region,on_demand_usd_hr,reserved_1yr_noupfront_usd_hr,spot_min_usd_hr"
+    (root / "prices" / "aws_gpu_instance_prices.csv").write_text("\n".join([head, *rows]) + "\n")
+
+
+def test_reserved_ratios_come_from_the_rows_that_list_both_prices(tmp_path: Path) -> None:
+    from gpufleet.bench.generalize_data import reserved_ratio, reserved_ratios
+    from gpufleet.domain.errors import ValidationError
+
+    _write_prices(
+        tmp_path, ["a,H100,us,10,6,", "b,H100,eu,10,,3", "c,A10,us,n/a,1,", "d,L4,us,4,2.8,1", "e,T4,us,2,1.3,"]
+    )
+    assert reserved_ratios(tmp_path) == pytest.approx([0.6, 0.7, 0.65])
+    assert [reserved_ratio(tmp_path, w) for w in ("min", "median", "max")] == pytest.approx([0.6, 0.65, 0.7])
+    (tmp_path / "prices" / "aws_gpu_instance_prices.csv").write_text("instance_type,on_demand_usd_hr\na,1\n")
+    with pytest.raises(ValidationError, match="reserved_1yr_noupfront_usd_hr"):
+        reserved_ratios(tmp_path)
+    with pytest.raises(ValidationError, match="no price file"):
+        reserved_ratios(tmp_path / "nowhere")
+
+
+def test_cli_prices_procurement_at_a_reserved_ratio_and_refuses_a_bad_one(tmp_path: Path) -> None:
+    _write_data(tmp_path / "d")
+    args = ["bench", "generalize", "--data", str(tmp_path / "d"), "--quick", "--stages", "procure"]
+    for bad in ("1.5", "cheap", "nan", "max"):  # "max": no price file in this directory
+        res = CliRunner().invoke(app, [*args, "--reserved-ratio", bad])
+        assert res.exit_code == 2 and "Traceback" not in res.output, (bad, res.output)
+        assert ("--reserved-ratio" if bad != "max" else "no price file") in res.output
+    _write_prices(tmp_path / "d", ["a,H100,us,10,9,"])
+    docs = {}
+    for ratio in ("catalog", "max"):
+        out = tmp_path / f"{ratio}.json"
+        res = CliRunner().invoke(app, [*args, "--reserved-ratio", ratio, "--json", str(out)])
+        assert res.exit_code == 0, res.output
+        assert ("reserved price 0.9000 x on-demand" in res.output) == (ratio == "max")
+        docs[ratio] = json.loads(out.read_text())
+    assert docs["catalog"]["config"]["reserved_ratio"] is None
+    assert docs["max"]["config"]["reserved_ratio"] == pytest.approx(0.9)
+    # at 0.9 of on-demand a reservation rarely pays: the hindsight bill is dearer than at the catalog's 0.634
+    hind = {k: [r["hindsight_usd"] for r in d["procure"]["rows"]] for k, d in docs.items()}
+    assert all(m > c for m, c in zip(hind["max"], hind["catalog"], strict=True))

@@ -23,7 +23,7 @@ import math
 import tempfile
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -54,6 +54,7 @@ class GeneralizeSettings:
     seeds: tuple[int, ...] = (42, 43, 44)
     cold_start_s: float = 120.0
     slo_s: float = 2.0
+    reserved_ratio: float | None = None  # procurement: reserved price / on-demand (None: the catalog's h100 prices)
 
     @property
     def groups(self) -> int:
@@ -148,6 +149,8 @@ def procure_stage(root: Path, st: GeneralizeSettings, progress: Progress | None)
         for term_h, lead_h in TERM_LEAD_H:
             tid = f"{sid} {term_h}/{lead_h}"
             cfg = ReplayConfig.from_catalog("h100_80gb", prices=BUILTIN_PRICE_CATALOG, term_h=term_h, lead_h=lead_h)
+            if st.reserved_ratio is not None:
+                cfg = replace(cfg, reserved_usd_per_gpu_h=st.reserved_ratio * cfg.on_demand_usd_per_gpu_h)
             results[tid], per[tid] = {}, {}
             first = run_series(cfg, d, PR_SETTINGS[0])
             for setting in PR_SETTINGS:
@@ -312,7 +315,13 @@ def run_generalize(
     """The JSON document: ``{"config", "<stage>": {"rows", "passed", "total", ...}, "seconds"}``."""
     fns = {"forecast": forecast_stage, "procure": procure_stage, "autoscale": autoscale_stage, "binpack": binpack_stage}
     doc: dict[str, Any] = {
-        "config": {"data": str(root), "quick": st.quick, "top_groups": st.groups, "seeds": list(st.seeds)},
+        "config": {
+            "data": str(root),
+            "quick": st.quick,
+            "top_groups": st.groups,
+            "seeds": list(st.seeds),
+            "reserved_ratio": st.reserved_ratio,
+        },
         "seconds": {},
     }
     for stage in stages:
@@ -359,5 +368,8 @@ def markdown(doc: dict[str, Any]) -> str:
         if stage in doc:
             d = doc[stage]
             extra = f"; chosen on all traces: {d['chosen_on_all_traces']}" if "chosen_on_all_traces" in d else ""
+            ratio = doc.get("config", {}).get("reserved_ratio")
+            if stage == "procure" and ratio is not None:
+                extra += f"; reserved price {ratio:.4f} x on-demand"
             lines.append(f"{stage}: {d['passed']}/{d['total']} pass ({doc['seconds'][stage]} s){extra}")
     return "\n".join(lines)

@@ -11,17 +11,25 @@ reason, so the command also runs on a directory holding only some of them (the t
   hours x100 (whole and per model), every OpenB pod-list variant;
 * autoscale: the Azure code trace, ServeGen ``m-large``/``m-mid``, SD (whole and per model; measured
   ``exec_time_seconds``, one GPU per replica, one request per replica);
-* binpack: every OpenB pod list against the GPU node list, derived pinned lists (``bench/binpack_pins.py``), and
-  every OpenB pod list against each node inventory of ``inventory/`` (``bench/binpack_inventory.py``).
+* binpack: every OpenB pod list against the GPU node list, derived pinned lists (``bench/binpack_pins.py``) and
+  mixes (``bench/binpack_mix.py``), and every OpenB pod list against each node inventory of ``inventory/``
+  (``bench/binpack_inventory.py``);
+* prices: the reserved / on-demand ratios of the AWS price file (:func:`reserved_ratios`), for the procurement
+  stage's ``--reserved-ratio min|median|max``.
 """
 
 from __future__ import annotations
 
+import csv
+import io
+import math
+import statistics
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
+from gpufleet.adapters.inputs import read_input_text
 from gpufleet.adapters.traces import Series, read_series_csv
 from gpufleet.bench.forecast import load_regular, request_rate_series
 from gpufleet.bench.procure import RpsToGpus, hourly_demand, load_demand, pods_hourly_demand
@@ -34,6 +42,7 @@ SD = "serving/alibaba_genai_sd_request_trace.csv"
 HELIOS = "training/helios_earth_minutely.csv"
 HELIOS_DEMAND = "training/helios_earth_gpu_demand_minutely.csv"
 OPENB_NODES = "openb/openb_node_list_gpu_node.csv"
+AWS_PRICES = "prices/aws_gpu_instance_prices.csv"
 #: Helios columns that are not demand: capacity (constant per day) and a ratio derived from the others.
 HELIOS_SKIP = ("total_gpu_num",)
 #: Alibaba SD checkpoint models scored on their own: the busiest five, every model with at least 2,000 of the
@@ -143,3 +152,35 @@ def servegen_ids(root: Path) -> list[str]:
 def sd_models(root: Path, top_groups: int = SD_MODELS) -> list[str]:
     df = _sd_frame(root)
     return [] if df is None else _sd_top_models(df, top_groups)
+
+
+def reserved_ratios(root: Path) -> list[float]:
+    """Reserved (1 year, no upfront) / on-demand price of every row of the AWS price file that lists both
+    (rows with an empty or non-numeric price are skipped; a file without the two columns is refused)."""
+    path = root / AWS_PRICES
+    if not path.exists():
+        raise ValidationError("prices", f"no price file at {path}")
+    need = ("on_demand_usd_hr", "reserved_1yr_noupfront_usd_hr")
+    out: list[float] = []
+    with io.StringIO(read_input_text(path, "prices"), newline="") as f:
+        reader = csv.DictReader(f)
+        if not set(need) <= set(reader.fieldnames or ()):
+            raise ValidationError("header", f"need columns {list(need)}", str(path))
+        for row in reader:
+            try:
+                od, rs = (float(row[k] or "nan") for k in need)
+            except ValueError:
+                continue
+            if math.isfinite(od) and math.isfinite(rs) and od > 0 and rs > 0:
+                out.append(rs / od)
+    if not out:
+        raise ValidationError("prices", f"no row lists both prices in {path}")
+    return out
+
+
+def reserved_ratio(root: Path, which: str) -> float:
+    """``min``, ``median`` or ``max`` of :func:`reserved_ratios`."""
+    if which not in ("min", "median", "max"):
+        raise ValidationError("reserved_ratio", f"choose min, median or max; got {which!r}")
+    ratios = reserved_ratios(root)
+    return float(min(ratios) if which == "min" else max(ratios) if which == "max" else statistics.median(ratios))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import platform
 from datetime import UTC, datetime
 from pathlib import Path
@@ -34,6 +35,14 @@ def register(app: typer.Typer) -> None:
         stages: Annotated[
             str, typer.Option("--stages", help="comma-separated subset of forecast,procure,autoscale,binpack")
         ] = "forecast,procure,autoscale,binpack",
+        reserved_ratio: Annotated[
+            str,
+            typer.Option(
+                "--reserved-ratio",
+                help="procurement prices: 'catalog' (h100 list prices), 'min', 'median' or 'max' of the reserved / "
+                "on-demand ratios in DATA/prices/aws_gpu_instance_prices.csv, or a number in (0, 1)",
+            ),
+        ] = "catalog",
     ) -> None:
         """Forecast, procurement, autoscaling and bin-packing vs their baselines on every trace; a setting is
         never judged on a trace that chose it (leave-one-trace-out)."""
@@ -47,7 +56,8 @@ def register(app: typer.Typer) -> None:
             raise ValidationError("data", f"not a directory: {data}")
         stamp = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
         typer.echo(f"{stamp} on {platform.node()} ({platform.machine()}, Python {platform.python_version()})")
-        doc = run_generalize(data, GeneralizeSettings(quick=quick), chosen, progress=typer.echo)
+        settings = GeneralizeSettings(quick=quick, reserved_ratio=_ratio(data, reserved_ratio))
+        doc = run_generalize(data, settings, chosen, progress=typer.echo)
         doc["config"]["started"] = stamp
         table = markdown(doc)
         typer.echo(table)
@@ -56,3 +66,22 @@ def register(app: typer.Typer) -> None:
         if json_path:
             json_path.write_text(json.dumps(doc, indent=2, default=float) + "\n")
             typer.echo(f"wrote {json_path}")
+
+
+def _ratio(data: Path, text: str) -> float | None:
+    """``--reserved-ratio``: None for the catalog's prices, else the reserved / on-demand price ratio."""
+    from gpufleet.bench.generalize_data import reserved_ratio
+
+    if text == "catalog":
+        return None
+    if text in ("min", "median", "max"):
+        return reserved_ratio(data, text)
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not 0.0 < value < 1.0:  # also NaN
+        raise ValidationError(
+            "--reserved-ratio", f"expected catalog, min, median, max or a number in (0, 1); got {text!r}"
+        )
+    return value
