@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 from collections import Counter
+from pathlib import Path
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from gpufleet.bench.binpack import read_openb_pods
 from gpufleet.bench.binpack_mix import GENERALIZE_MIXES, MixVariant, applies, mix_pods, replace_probability
 from gpufleet.domain.errors import ValidationError
 from gpufleet.schedule.table import PodRequest
@@ -99,3 +101,12 @@ def test_the_generalize_mixes_are_named_after_their_base_and_level() -> None:
         "gpushare60+cpu3x",
         "gpushare100+cpu2x",
     ]
+
+
+def test_a_pod_lists_gpu_spec_is_read_as_a_set_of_model_names(tmp_path: Path) -> None:
+    f = tmp_path / "openb_pod_list_x.csv"
+    f.write_text(
+        "name,cpu_milli,memory_mib,num_gpu,gpu_milli,gpu_spec\na,1000,1024,1,500, G2 | T4|G2||\nb,1000,1024,1,1000,\n"
+    )
+    a, b = read_openb_pods(f)
+    assert a.gpu_models == ("G2", "T4") and b.gpu_models == ()

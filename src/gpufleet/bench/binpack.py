@@ -93,7 +93,7 @@ def read_openb_pods(path: Path) -> list[PodRequest]:
             raise ValidationError("header", f"need columns {sorted(need)}", str(path))
         for i, row in enumerate(reader, start=2):
             where = f"{path}:{i}"
-            spec = tuple(sorted(s for s in (row.get("gpu_spec") or "").split("|") if s.strip()))
+            spec = tuple(sorted({s.strip() for s in (row.get("gpu_spec") or "").split("|")} - {""}))
             num = _int(row, "num_gpu", where)
             milli = _int(row, "gpu_milli", where) if num > 0 else 0
             pod = PodRequest(
