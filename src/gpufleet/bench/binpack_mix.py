@@ -93,7 +93,9 @@ def mix_pods(pods: Sequence[PodRequest], variant: MixVariant) -> list[PodRequest
     rng = np.random.default_rng([variant.seed, 2])
     if variant.kind == "multigpu":
         if not applies(pods, "multigpu"):
-            raise ValidationError("pods", "the list needs pods with one GPU (or less) and pods with several GPUs")
+            raise ValidationError(
+                "pods", f"list {variant.base!r} needs pods with one GPU (or less) and pods with several GPUs"
+            )
         multi = [p for p in pods if p.num_gpu > 1]
         prob = replace_probability([p for p in pods if p.num_gpu == 1], multi, variant.level)
         out: list[PodRequest] = []
@@ -105,7 +107,7 @@ def mix_pods(pods: Sequence[PodRequest], variant: MixVariant) -> list[PodRequest
                 out.append(pod)
         return out
     if not applies(pods, "cpu"):
-        raise ValidationError("pods", "the list has no pod without GPUs to copy")
+        raise ValidationError("pods", f"list {variant.base!r} has no pod without GPUs to copy")
     cpu_only = [p for p in pods if p.num_gpu == 0]
     extra = round((variant.level - 1.0) * len(cpu_only))
     picks = rng.integers(len(cpu_only), size=extra)
