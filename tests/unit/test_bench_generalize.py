@@ -173,3 +173,26 @@ def test_cli_prices_procurement_at_a_reserved_ratio_and_refuses_a_bad_one(tmp_pa
     # at 0.9 of on-demand a reservation rarely pays: the hindsight bill is dearer than at the catalog's 0.634
     hind = {k: [r["hindsight_usd"] for r in d["procure"]["rows"]] for k, d in docs.items()}
     assert all(m > c for m, c in zip(hind["max"], hind["catalog"], strict=True))
+
+
+def test_every_helios_cluster_and_azure_trace_in_the_directory_is_a_trace(tmp_path: Path) -> None:
+    from gpufleet.bench.generalize_data import forecast_series, procure_series
+
+    _write_data(tmp_path)
+    (tmp_path / "training").mkdir()
+    t0 = datetime(2024, 1, 1, tzinfo=UTC)
+    for cluster in ("earth", "saturn"):
+        rows = ["time,running_gpu_num,pending_gpu_num,total_gpu_num"]
+        rows += [f"{(t0 + timedelta(minutes=10 * k)).isoformat()},{100 + k % 7},{k % 3},512" for k in range(6 * 24 * 9)]
+        (tmp_path / "training" / f"helios_{cluster}_minutely.csv").write_text("\n".join(rows) + "\n")
+    fc, pr = forecast_series(tmp_path), procure_series(tmp_path)
+    for prefix in ("helios", "helios-saturn"):  # Earth keeps the row names of the first runs
+        assert {f"{prefix}:running_gpu_num", f"{prefix}:pending_gpu_num"} <= set(fc) & set(pr)
+        assert f"{prefix}:total_gpu_num" not in fc  # capacity, not demand
+    serving = tmp_path / "serving"
+    (serving / "AzureLLMInferenceTrace_conv.csv").write_text((serving / "AzureLLMInferenceTrace_code.csv").read_text())
+    doc = run_generalize(tmp_path, GeneralizeSettings(quick=True), stages=("autoscale",))
+    assert sorted(r["trace"] for r in doc["autoscale"]["rows"]) == [
+        "AzureLLMInferenceTrace_code.csv",
+        "AzureLLMInferenceTrace_conv.csv",
+    ]

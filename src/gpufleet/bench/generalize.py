@@ -214,12 +214,12 @@ def autoscale_stage(root: Path, st: GeneralizeSettings, progress: Progress | Non
     batched = BenchSettings(cold_start_s=st.cold_start_s, slo_s=st.slo_s, oracle=False)
     kw: dict[str, Any] = {"options": first, "settings": rest}
     runs: list[TraceRun] = []
-    if (root / gd.AZURE).exists():
-        runs += run_autoscale(root / gd.AZURE, st=batched, **kw)
-        if not st.quick:  # the same bursts at a tenth and a quarter of the rate (bench/autoscale_thin.py)
-            with tempfile.TemporaryDirectory() as tmp:
+    for azure in gd.azure_traces(root):
+        runs += run_autoscale(azure, st=batched, **kw)
+        if azure == root / gd.AZURE and not st.quick:  # the same bursts at a tenth and a quarter of the rate
+            with tempfile.TemporaryDirectory() as tmp:  # (bench/autoscale_thin.py)
                 for thin in GENERALIZE_THINNING:
-                    runs += run_autoscale(thin_requests(root / gd.AZURE, thin, Path(tmp)), st=batched, **kw)
+                    runs += run_autoscale(thin_requests(azure, thin, Path(tmp)), st=batched, **kw)
     if (root / gd.SERVEGEN).exists() and not st.quick:
         runs += run_autoscale(root / gd.SERVEGEN, st=batched, **kw)
     if (root / gd.SD).exists():

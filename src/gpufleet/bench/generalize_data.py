@@ -4,12 +4,13 @@ Layout (the one of ``../shared/data``, see its README); a file that is absent is
 reason, so the command also runs on a directory holding only some of them (the tests' tiny generated trace):
 
 * forecast (hourly means, horizon 1 day): ServeGen ``m-large`` and ``m-mid`` (rps), every numeric column of
-  Helios Earth (``helios:COLUMN``) and its demand series, Alibaba GenAI SD request rate (``sd:all`` and per
+  Helios Earth (``helios:COLUMN``; any other cluster's ``training/helios_CLUSTER_minutely.csv`` as
+  ``helios-CLUSTER:COLUMN``) and every ``training/helios_*_gpu_demand_minutely.csv`` series, Alibaba GenAI SD request rate (``sd:all`` and per
   checkpoint model, the ``top_groups`` busiest), OpenB GPUs held by pods per hour (``openb:VARIANT``, every pod
   list);
 * procure (hourly GPUs): ServeGen at 2 rps per 8-GPU replica, Helios demand and its GPU columns, SD GPU-busy
   hours x100 (whole and per model), every OpenB pod-list variant;
-* autoscale: the Azure code trace, ServeGen ``m-large``/``m-mid``, SD (whole and per model; measured
+* autoscale: every ``serving/AzureLLMInferenceTrace_*.csv`` (the code trace also thinned), ServeGen ``m-large``/``m-mid``, SD (whole and per model; measured
   ``exec_time_seconds``, one GPU per replica, one request per replica);
 * binpack: every OpenB pod list against the GPU node list, derived pinned lists (``bench/binpack_pins.py``) and
   mixes (``bench/binpack_mix.py``), and every OpenB pod list against each node inventory of ``inventory/``
@@ -37,10 +38,11 @@ from gpufleet.domain.errors import ValidationError
 
 HOUR_S = 3600
 SERVEGEN = "serving/servegen_rate_10min.csv"
-AZURE = "serving/AzureLLMInferenceTrace_code.csv"
+AZURE = "serving/AzureLLMInferenceTrace_code.csv"  # the one also thinned for the autoscaling stage
+AZURE_GLOB = "serving/AzureLLMInferenceTrace_*.csv"  # every Azure LLM trace (code, conversation, ...)
 SD = "serving/alibaba_genai_sd_request_trace.csv"
-HELIOS = "training/helios_earth_minutely.csv"
-HELIOS_DEMAND = "training/helios_earth_gpu_demand_minutely.csv"
+HELIOS_GLOB = "training/helios_*_minutely.csv"  # one per cluster (earth, ...); the demand files are apart
+HELIOS_DEMAND_SUFFIX = "_gpu_demand_minutely.csv"
 OPENB_NODES = "openb/openb_node_list_gpu_node.csv"
 AWS_PRICES = "prices/aws_gpu_instance_prices.csv"
 #: Helios columns that are not demand: capacity (constant per day) and a ratio derived from the others.
@@ -56,10 +58,28 @@ def openb_pod_lists(root: Path) -> list[Path]:
     return sorted((root / "openb").glob("openb_pod_list_*.csv"))
 
 
-def _helios_frame(root: Path) -> pd.DataFrame | None:
-    p = root / HELIOS
-    if not p.exists():
-        return None
+def azure_traces(root: Path) -> list[Path]:
+    """Every Azure LLM inference trace under ``serving/`` (the code trace, and any other of the same format)."""
+    return sorted(root.glob(AZURE_GLOB))
+
+
+def helios_demand_files(root: Path) -> list[Path]:
+    return sorted(root.glob("training/helios_*" + HELIOS_DEMAND_SUFFIX))
+
+
+def helios_column_files(root: Path) -> list[tuple[str, Path]]:
+    """``(prefix, path)`` of every Helios cluster's minutely file: ``helios`` for Earth (the row names of the
+    first runs), ``helios-CLUSTER`` for any other cluster's file of the same format."""
+    out = []
+    for p in sorted(root.glob(HELIOS_GLOB)):
+        if p.name.endswith(HELIOS_DEMAND_SUFFIX):
+            continue
+        cluster = p.name.removeprefix("helios_").removesuffix("_minutely.csv")
+        out.append(("helios" if cluster == "earth" else f"helios-{cluster}", p))
+    return out
+
+
+def _helios_frame(p: Path) -> pd.DataFrame:
     df = pd.read_csv(p)
     if "time" not in df.columns:
         raise ValidationError("time", "Helios file has no time column", str(p))
@@ -92,14 +112,14 @@ def forecast_series(root: Path, top_groups: int = SD_MODELS) -> dict[str, Series
     if (root / SERVEGEN).exists():
         for sid, s in load_regular(root / SERVEGEN, HOUR_S).items():
             out[f"servegen:{sid}"] = s
-    if (root / HELIOS_DEMAND).exists():
-        for sid, s in load_regular(root / HELIOS_DEMAND, HOUR_S).items():
+    for path in helios_demand_files(root):
+        for sid, s in load_regular(path, HOUR_S).items():
             out[f"helios:{sid}"] = s
-    hel = _helios_frame(root)
-    if hel is not None:
+    for prefix, path in helios_column_files(root):
+        hel = _helios_frame(path)
         for col in hel.columns:
             if col not in HELIOS_SKIP:
-                out[f"helios:{col}"] = _frame_series(f"helios:{col}", hel[col])
+                out[f"{prefix}:{col}"] = _frame_series(f"{prefix}:{col}", hel[col])
     if (root / SD).exists():
         df = _sd_frame(root)
         assert df is not None
@@ -120,14 +140,14 @@ def procure_series(root: Path, top_groups: int = SD_MODELS, sd_scale: float = 10
     if (root / SERVEGEN).exists():
         for sid, d in load_demand(root / SERVEGEN, convert=RpsToGpus(2.0, 8)).items():
             out[f"servegen:{sid}"] = d
-    if (root / HELIOS_DEMAND).exists():
-        for sid, d in load_demand(root / HELIOS_DEMAND).items():
+    for path in helios_demand_files(root):
+        for sid, d in load_demand(path).items():
             out[f"helios:{sid}"] = d
-    hel = _helios_frame(root)
-    if hel is not None:
+    for prefix, path in helios_column_files(root):
+        hel = _helios_frame(path)
         for col in HELIOS_GPU_COLUMNS:
             if col in hel.columns:
-                out[f"helios:{col}"] = hourly_demand(_frame_series(col, hel[col]))
+                out[f"{prefix}:{col}"] = hourly_demand(_frame_series(col, hel[col]))
     df = _sd_frame(root)
     if df is not None:
         groups: list[tuple[str, pd.DataFrame]] = [("all", df)]
