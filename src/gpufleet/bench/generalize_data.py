@@ -31,7 +31,7 @@ import numpy as np
 import pandas as pd
 
 from gpufleet.adapters.inputs import read_input_text
-from gpufleet.adapters.traces import Series, read_series_csv
+from gpufleet.adapters.traces import Series
 from gpufleet.bench.forecast import load_regular, request_rate_series
 from gpufleet.bench.procure import RpsToGpus, hourly_demand, load_demand, pods_hourly_demand
 from gpufleet.domain.errors import ValidationError
@@ -161,17 +161,6 @@ def procure_series(root: Path, top_groups: int = SD_MODELS, sd_scale: float = 10
     for p in openb_pod_lists(root):
         out[f"openb:{p.stem.removeprefix('openb_pod_list_')}"] = pods_hourly_demand(p)
     return out
-
-
-def servegen_ids(root: Path) -> list[str]:
-    if not (root / SERVEGEN).exists():
-        return []
-    return sorted(read_series_csv(root / SERVEGEN))
-
-
-def sd_models(root: Path, top_groups: int = SD_MODELS) -> list[str]:
-    df = _sd_frame(root)
-    return [] if df is None else _sd_top_models(df, top_groups)
 
 
 def reserved_ratios(root: Path) -> list[float]:
