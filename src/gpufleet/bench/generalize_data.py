@@ -3,15 +3,16 @@
 Layout (the one of ``../shared/data``, see its README); a file that is absent is skipped and listed with its
 reason, so the command also runs on a directory holding only some of them (the tests' tiny generated trace):
 
-* forecast (hourly means, horizon 1 day): ServeGen ``m-large`` and ``m-mid`` (rps), every numeric column of
+* forecast (hourly means, horizon 1 day): ServeGen ``m-large`` and ``m-mid`` (rps); every numeric column of
   Helios Earth (``helios:COLUMN``; any other cluster's ``training/helios_CLUSTER_minutely.csv`` as
-  ``helios-CLUSTER:COLUMN``) and every ``training/helios_*_gpu_demand_minutely.csv`` series, Alibaba GenAI SD request rate (``sd:all`` and per
-  checkpoint model, the ``top_groups`` busiest), OpenB GPUs held by pods per hour (``openb:VARIANT``, every pod
-  list);
+  ``helios-CLUSTER:COLUMN``) and every ``training/helios_*_gpu_demand_minutely.csv`` series; Alibaba GenAI SD
+  request rate (``sd:all`` and per checkpoint model, the ``top_groups`` busiest); OpenB GPUs held by pods per hour
+  (``openb:VARIANT``, every pod list);
 * procure (hourly GPUs): ServeGen at 2 rps per 8-GPU replica, Helios demand and its GPU columns, SD GPU-busy
   hours x100 (whole and per model), every OpenB pod-list variant;
-* autoscale: every ``serving/AzureLLMInferenceTrace_*.csv`` (the code trace also thinned), ServeGen ``m-large``/``m-mid``, SD (whole and per model; measured
-  ``exec_time_seconds``, one GPU per replica, one request per replica);
+* autoscale: every ``serving/AzureLLMInferenceTrace_*.csv`` (the code trace also thinned), ServeGen
+  ``m-large``/``m-mid``, SD (whole and per model; measured ``exec_time_seconds``, one GPU per replica, one request
+  per replica);
 * binpack: every OpenB pod list against the GPU node list, derived pinned lists (``bench/binpack_pins.py``) and
   mixes (``bench/binpack_mix.py``), and every OpenB pod list against each node inventory of ``inventory/``
   (``bench/binpack_inventory.py``);
