@@ -196,3 +196,28 @@ def test_every_helios_cluster_and_azure_trace_in_the_directory_is_a_trace(tmp_pa
         "AzureLLMInferenceTrace_code.csv",
         "AzureLLMInferenceTrace_conv.csv",
     ]
+
+
+@pytest.mark.parametrize(
+    ("body", "named"),
+    [
+        ('time,running_gpu_num\n2024-01-01,1\n"unterminated,2\n', "cannot read the CSV"),
+        ("when,running_gpu_num\n2024-01-01,1\n", "no time column"),
+        ("time,running_gpu_num\nyesterday,1\n", "time: not a timestamp"),
+        ("time,running_gpu_num\n2024-01-01 00:00,many\n", "running_gpu_num: not a numeric column"),
+    ],
+)
+def test_a_broken_trace_file_exits_2_naming_file_and_field(tmp_path: Path, body: str, named: str) -> None:
+    (tmp_path / "training").mkdir()
+    bad = tmp_path / "training" / "helios_earth_minutely.csv"
+    bad.write_text(body)
+    res = CliRunner().invoke(app, ["bench", "generalize", "--data", str(tmp_path), "--quick", "--stages", "procure"])
+    assert res.exit_code == 2 and "Traceback" not in res.output, res.output
+    assert str(bad) in res.output and named in res.output
+
+
+def test_an_sd_trace_without_its_model_column_exits_2_naming_it(tmp_path: Path) -> None:
+    (tmp_path / "serving").mkdir()
+    (tmp_path / "serving" / "alibaba_genai_sd_request_trace.csv").write_text("gmt_create,exec_time_seconds\n1,2\n")
+    res = CliRunner().invoke(app, ["bench", "generalize", "--data", str(tmp_path), "--quick", "--stages", "procure"])
+    assert res.exit_code == 2 and "checkpoint_model_version_id" in res.output and "Traceback" not in res.output

@@ -80,11 +80,29 @@ def helios_column_files(root: Path) -> list[tuple[str, Path]]:
     return out
 
 
+def _read_csv(p: Path, what: str, usecols: list[str] | None = None) -> pd.DataFrame:
+    """``pd.read_csv`` with a file that pandas cannot parse (or lacks a ``usecols`` column) refused by name."""
+    try:
+        return pd.read_csv(p, usecols=usecols)
+    except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError, ValueError) as e:
+        raise ValidationError(what, f"cannot read the CSV: {str(e).splitlines()[0]}", str(p)) from None
+
+
+def _times(df: pd.DataFrame, col: str, p: Path) -> pd.Series:
+    try:
+        return pd.to_datetime(df[col], utc=True)
+    except (ValueError, TypeError) as e:
+        raise ValidationError(col, f"not a timestamp: {str(e).splitlines()[0]}", str(p)) from None
+
+
 def _helios_frame(p: Path) -> pd.DataFrame:
-    df = pd.read_csv(p)
+    df = _read_csv(p, "helios")
     if "time" not in df.columns:
         raise ValidationError("time", "Helios file has no time column", str(p))
-    df["time"] = pd.to_datetime(df["time"], utc=True)
+    df["time"] = _times(df, "time", p)
+    bad = [c for c in df.columns if c != "time" and not pd.api.types.is_numeric_dtype(df[c])]
+    if bad:
+        raise ValidationError(bad[0], "not a numeric column", str(p))
     return df.set_index("time").resample("1h").mean()
 
 
@@ -97,8 +115,8 @@ def _sd_frame(root: Path) -> pd.DataFrame | None:
     p = root / SD
     if not p.exists():
         return None
-    df = pd.read_csv(p, usecols=["gmt_create", "exec_time_seconds", "checkpoint_model_version_id"])
-    df["gmt_create"] = pd.to_datetime(df["gmt_create"], utc=True)
+    df = _read_csv(p, "sd", usecols=["gmt_create", "exec_time_seconds", "checkpoint_model_version_id"])
+    df["gmt_create"] = _times(df, "gmt_create", p)
     return df
 
 
