@@ -175,7 +175,7 @@ def test_cli_prices_procurement_at_a_reserved_ratio_and_refuses_a_bad_one(tmp_pa
     assert all(m > c for m, c in zip(hind["max"], hind["catalog"], strict=True))
 
 
-def test_every_helios_cluster_and_azure_trace_in_the_directory_is_a_trace(tmp_path: Path) -> None:
+def test_every_helios_cluster_servegen_file_and_azure_trace_in_the_directory_is_a_trace(tmp_path: Path) -> None:
     from gpufleet.bench.generalize_data import forecast_series, procure_series
 
     _write_data(tmp_path)
@@ -190,6 +190,10 @@ def test_every_helios_cluster_and_azure_trace_in_the_directory_is_a_trace(tmp_pa
         assert {f"{prefix}:running_gpu_num", f"{prefix}:pending_gpu_num"} <= set(fc) & set(pr)
         assert f"{prefix}:total_gpu_num" not in fc  # capacity, not demand
     serving = tmp_path / "serving"
+    (serving / "servegen_rate_1h.csv").write_text((serving / "servegen_rate_10min.csv").read_text())
+    fc, pr = forecast_series(tmp_path), procure_series(tmp_path)
+    for prefix in ("servegen", "servegen-rate_1h"):  # the same series ids in two files stay apart
+        assert {f"{prefix}:m-a", f"{prefix}:m-b"} <= set(fc) & set(pr)
     (serving / "AzureLLMInferenceTrace_conv.csv").write_text((serving / "AzureLLMInferenceTrace_code.csv").read_text())
     doc = run_generalize(tmp_path, GeneralizeSettings(quick=True), stages=("autoscale",))
     assert sorted(r["trace"] for r in doc["autoscale"]["rows"]) == [

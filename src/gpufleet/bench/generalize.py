@@ -220,8 +220,9 @@ def autoscale_stage(root: Path, st: GeneralizeSettings, progress: Progress | Non
             with tempfile.TemporaryDirectory() as tmp:  # (bench/autoscale_thin.py)
                 for thin in GENERALIZE_THINNING:
                     runs += run_autoscale(thin_requests(azure, thin, Path(tmp)), st=batched, **kw)
-    if (root / gd.SERVEGEN).exists() and not st.quick:
-        runs += run_autoscale(root / gd.SERVEGEN, st=batched, **kw)
+    if not st.quick:  # ServeGen's replay is the slowest
+        for _, servegen in gd.servegen_files(root):
+            runs += run_autoscale(servegen, st=batched, **kw)
     if (root / gd.SD).exists():
         excl = BenchSettings(cold_start_s=st.cold_start_s, slo_s=st.slo_s, oracle=False, queue="exclusive")
         one = ReplicaThroughputModel(gpus_per_replica=1)

@@ -3,15 +3,16 @@
 Layout (the one of ``../shared/data``, see its README); a file that is absent is skipped and listed with its
 reason, so the command also runs on a directory holding only some of them (the tests' tiny generated trace):
 
-* forecast (hourly means, horizon 1 day): ServeGen ``m-large`` and ``m-mid`` (rps); every numeric column of
+* forecast (hourly means, horizon 1 day): every series of ServeGen's file (``m-large`` and ``m-mid``, rps; any
+  other ``serving/servegen_REST.csv`` as ``servegen-REST:SERIES``); every numeric column of
   Helios Earth (``helios:COLUMN``; any other cluster's ``training/helios_CLUSTER_minutely.csv`` as
   ``helios-CLUSTER:COLUMN``) and every ``training/helios_*_gpu_demand_minutely.csv`` series; Alibaba GenAI SD
   request rate (``sd:all`` and per checkpoint model, the ``top_groups`` busiest); OpenB GPUs held by pods per hour
   (``openb:VARIANT``, every pod list);
 * procure (hourly GPUs): ServeGen at 2 rps per 8-GPU replica, Helios demand and its GPU columns, SD GPU-busy
   hours x100 (whole and per model), every OpenB pod-list variant;
-* autoscale: every ``serving/AzureLLMInferenceTrace_*.csv`` (the code trace also thinned), ServeGen
-  ``m-large``/``m-mid``, SD (whole and per model; measured ``exec_time_seconds``, one GPU per replica, one request
+* autoscale: every ``serving/AzureLLMInferenceTrace_*.csv`` (the code trace also thinned), every ServeGen file's
+  series, SD (whole and per model; measured ``exec_time_seconds``, one GPU per replica, one request
   per replica);
 * binpack: every OpenB pod list against the GPU node list, derived pinned lists (``bench/binpack_pins.py``) and
   mixes (``bench/binpack_mix.py``), and every OpenB pod list against each node inventory of ``inventory/``
@@ -39,6 +40,7 @@ from gpufleet.domain.errors import ValidationError
 
 HOUR_S = 3600
 SERVEGEN = "serving/servegen_rate_10min.csv"
+SERVEGEN_GLOB = "serving/servegen_*.csv"  # every file of ServeGen's format (timestamp, series_id, value)
 AZURE = "serving/AzureLLMInferenceTrace_code.csv"  # the one also thinned for the autoscaling stage
 AZURE_GLOB = "serving/AzureLLMInferenceTrace_*.csv"  # every Azure LLM trace (code, conversation, ...)
 SD = "serving/alibaba_genai_sd_request_trace.csv"
@@ -57,6 +59,15 @@ HELIOS_GPU_COLUMNS = ("running_gpu_num", "pending_gpu_num")
 
 def openb_pod_lists(root: Path) -> list[Path]:
     return sorted((root / "openb").glob("openb_pod_list_*.csv"))
+
+
+def servegen_files(root: Path) -> list[tuple[str, Path]]:
+    """``(prefix, path)`` of every ServeGen-format file: ``servegen`` for ``servegen_rate_10min.csv`` (the row
+    names of the first runs), ``servegen-REST`` for any other ``servegen_REST.csv``."""
+    return [
+        ("servegen" if p.name == Path(SERVEGEN).name else f"servegen-{p.stem.removeprefix('servegen_')}", p)
+        for p in sorted(root.glob(SERVEGEN_GLOB))
+    ]
 
 
 def azure_traces(root: Path) -> list[Path]:
@@ -128,9 +139,9 @@ def _sd_top_models(df: pd.DataFrame, top_groups: int) -> list[str]:
 def forecast_series(root: Path, top_groups: int = SD_MODELS) -> dict[str, Series]:
     """Hourly series of every forecastable trace (see module docstring)."""
     out: dict[str, Series] = {}
-    if (root / SERVEGEN).exists():
-        for sid, s in load_regular(root / SERVEGEN, HOUR_S).items():
-            out[f"servegen:{sid}"] = s
+    for prefix, path in servegen_files(root):
+        for sid, s in load_regular(path, HOUR_S).items():
+            out[f"{prefix}:{sid}"] = s
     for path in helios_demand_files(root):
         for sid, s in load_regular(path, HOUR_S).items():
             out[f"helios:{sid}"] = s
@@ -156,9 +167,9 @@ def forecast_series(root: Path, top_groups: int = SD_MODELS) -> dict[str, Series
 def procure_series(root: Path, top_groups: int = SD_MODELS, sd_scale: float = 100.0) -> dict[str, np.ndarray]:
     """Hourly GPU demand of every procurement trace (see module docstring)."""
     out: dict[str, np.ndarray] = {}
-    if (root / SERVEGEN).exists():
-        for sid, d in load_demand(root / SERVEGEN, convert=RpsToGpus(2.0, 8)).items():
-            out[f"servegen:{sid}"] = d
+    for prefix, path in servegen_files(root):
+        for sid, d in load_demand(path, convert=RpsToGpus(2.0, 8)).items():
+            out[f"{prefix}:{sid}"] = d
     for path in helios_demand_files(root):
         for sid, d in load_demand(path).items():
             out[f"helios:{sid}"] = d
