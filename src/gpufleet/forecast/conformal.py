@@ -9,8 +9,9 @@ the data before the origin and its forecast is scored against what followed (the
 1. **Model choice per series**: the candidate with the lowest *recalibrated* pinball loss on the ``windows``
    most recent tracked windows, each window scored with the pinball factor learnt on the other windows
    (leave-one-window-out, so a model is not rewarded for fitting its own calibration data); another candidate
-   replaces the first (gpufleet's own ensemble) if it is better by ``switch_margin`` (``calibrated_forecaster``:
-   margin 0 since session 10, 5 windows since session 11).
+   replaces the first (gpufleet's own ensemble) if it is better by ``switch_margin`` (default
+   :data:`SWITCH_MARGIN`, 10% on :data:`CHOICE_WINDOWS` = 4 windows since session 28; margin 0 in sessions 10-27,
+   with 5 windows in sessions 11-27).
 2. **Intervals per series** (``interval="aci"``, the default): adaptive conformal multipliers of the chosen
    model's band, one per tail, run over its most recent ``aci.windows`` tracked windows
    (:func:`gpufleet.forecast.aci.aci_tail_factors`): narrowing as well as widening. ``interval="conformal"``:
@@ -60,6 +61,17 @@ from gpufleet.ports import DemandForecast
 #: the last days narrowed bands that the next day broke (coverage 0.57-0.63 instead of 0.77-0.80), while the
 #: held-out failures of issue 21 were mostly bands too narrow (coverage 0.55-0.70).
 FACTORS: tuple[float, ...] = tuple(float(x) for x in np.round(np.exp(np.linspace(0.0, np.log(4.0), 15)), 4))
+
+
+#: The default model-choice margin: another candidate replaces the ensemble only if its recalibrated tracked
+#: pinball is 10% lower. Since session 28 (0 in sessions 10-27, the bench settings ``calibrated_margin0`` and
+#: ``calibrated_margin0_w4``): with the OpenB series in, ``bench generalize``'s forecast stage chooses it on all
+#: 23 series (19 passes each, mean pinball ratio 0.848 against margin 0's 0.867; docs/benchmarks/generalize.md).
+SWITCH_MARGIN = 0.1
+
+#: Tracked windows that choose the model (4; 5 in sessions 11-27 with margin 0, where 4 let one day decide
+#: ServeGen m-mid's first test day: seasonal naive 5.6% ahead on 4 windows, which the 10% margin does not follow).
+CHOICE_WINDOWS = 4
 
 
 def block_edges(h: int, blocks: int) -> list[tuple[int, int]]:
@@ -134,10 +146,10 @@ class CalibratedForecaster:
         candidates: Mapping[str, Callable[[], ForecastModel]],
         *,
         season: int = 0,
-        windows: int = 4,
+        windows: int = CHOICE_WINDOWS,
         min_windows: int = 2,
         blocks: int = 1,
-        switch_margin: float = 0.1,
+        switch_margin: float = SWITCH_MARGIN,
         factors: Sequence[float] = FACTORS,
         max_history: int | None = None,
         memo: ForecastMemo | None = None,
@@ -347,17 +359,6 @@ def default_candidates(seasons: Sequence[int]) -> dict[str, Callable[[], Forecas
         "seasonal_naive": lambda: baselines.seasonal_naive(base),
         "naive": baselines.naive,
     }
-
-
-#: The default model-choice margin: another candidate replaces the ensemble only if its recalibrated tracked
-#: pinball is 10% lower. Since session 28 (0 in sessions 10-27, the bench settings ``calibrated_margin0`` and
-#: ``calibrated_margin0_w4``): with the OpenB series in, ``bench generalize``'s forecast stage chooses it on all
-#: 23 series (19 passes each, mean pinball ratio 0.848 against margin 0's 0.867; docs/benchmarks/generalize.md).
-SWITCH_MARGIN = 0.1
-
-#: Tracked windows that choose the model (4; 5 in sessions 11-27 with margin 0, where 4 let one day decide
-#: ServeGen m-mid's first test day: seasonal naive 5.6% ahead on 4 windows, which the 10% margin does not follow).
-CHOICE_WINDOWS = 4
 
 
 def calibrated_forecaster(
