@@ -225,3 +225,35 @@ def test_an_sd_trace_without_its_model_column_exits_2_naming_it(tmp_path: Path) 
     (tmp_path / "serving" / "alibaba_genai_sd_request_trace.csv").write_text("gmt_create,exec_time_seconds\n1,2\n")
     res = CliRunner().invoke(app, ["bench", "generalize", "--data", str(tmp_path), "--quick", "--stages", "procure"])
     assert res.exit_code == 2 and "checkpoint_model_version_id" in res.output and "Traceback" not in res.output
+
+
+def test_the_forecast_stage_runs_on_a_finer_step_and_refuses_a_bad_one(tmp_path: Path) -> None:
+    from gpufleet.bench.generalize_data import forecast_series
+    from gpufleet.bench.procure import pods_hourly_demand
+
+    _write_data(tmp_path)
+    (tmp_path / "training").mkdir()
+    t0 = datetime(2024, 1, 1, tzinfo=UTC)
+    rows = ["time,running_gpu_num,pending_gpu_num,total_gpu_num"]
+    rows += [f"{(t0 + timedelta(minutes=k)).isoformat()},{100 + k % 7},{k % 3},512" for k in range(60 * 24 * 9)]
+    (tmp_path / "training" / "helios_earth_minutely.csv").write_text("\n".join(rows) + "\n")
+    hourly, fine = forecast_series(tmp_path), forecast_series(tmp_path, step_s=600)
+    assert set(hourly) == set(fine)
+    for sid in ("helios:running_gpu_num", "openb:default"):
+        n = len(hourly[sid].values) - 1  # whole hours (the last may be cut short)
+        assert fine[sid].step_s == 600 and 6 * n < len(fine[sid].values) <= 6 * (n + 1)
+        # the same demand: each hour is the mean of its six 10-minute steps
+        assert fine[sid].values[: 6 * n].reshape(-1, 6).mean(axis=1) == pytest.approx(hourly[sid].values[:n])
+    assert fine["servegen:m-a"].step_s == 3600  # an hourly file keeps its own step
+    pods = tmp_path / "openb" / "openb_pod_list_default.csv"
+    assert pods_hourly_demand(pods, 600).sum() * 600 == pytest.approx(pods_hourly_demand(pods).sum() * 3600)
+    args = ["bench", "generalize", "--data", str(tmp_path), "--quick", "--stages", "forecast"]
+    for bad in ("7min", "2h", "5min", "soon"):
+        res = CliRunner().invoke(app, [*args, "--forecast-step", bad])
+        assert res.exit_code == 2 and "--forecast-step" in res.output and "Traceback" not in res.output, bad
+    out = tmp_path / "f.json"
+    res = CliRunner().invoke(app, [*args, "--forecast-step", "30min", "--json", str(out)])
+    assert res.exit_code == 0, res.output
+    doc = json.loads(out.read_text())
+    assert doc["config"]["forecast_step_s"] == 1800 and "means over 1800 s steps" in res.output
+    assert {r["series"] for r in doc["forecast"]["rows"]} >= {"helios:running_gpu_num", "openb:default"}

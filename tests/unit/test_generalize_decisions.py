@@ -6,6 +6,7 @@ from collections.abc import Sequence
 from typing import Self
 
 import numpy as np
+import pytest
 
 from gpufleet.bench.procure import ProcurerPolicy
 from gpufleet.control.procurement import ForecastLedProcurer, Hedge
@@ -42,6 +43,9 @@ def test_bands_widen_when_the_tracked_errors_are_larger_than_the_model_says() ->
         fc = cf.predict(24, (0.1, 0.5, 0.9))
         outer = cf.factors_[[0, -1]]  # the multipliers of the 0.1 and 0.9 rows (the median's is 1)
         assert cf.reason_ == "default_most_accurate" and outer.min() > (1.5 if interval == "widen" else 1.2), interval
+        # the decision's data: each tracked window's recalibrated loss, whose mean is the candidate's score
+        assert len(cf.window_scores_["narrow"]) == cf.windows
+        assert cf.scores_["narrow"] == pytest.approx(np.mean(cf.window_scores_["narrow"]))
         assert np.all(fc.at(0.9) - fc.at(0.1) > raw.at(0.9) - raw.at(0.1))
         assert np.all(np.diff(fc.values, axis=0) >= 0)  # quantiles never cross
 

@@ -7,7 +7,7 @@ the lowest mean cost ratio), so a setting is never judged on a trace that chose 
 that was and whether it is the default (autoscaling's candidates: ``AS_SETTINGS``, scored as GPU-hours over static
 peak's). Done-when per row (issue 21):
 
-* forecast (hourly, horizon 1 day, 4 origins): 80% coverage in 0.75-0.90 and pinball <= the best baseline's;
+* forecast (hourly unless ``forecast_step_s`` says otherwise, horizon 1 day, 4 origins): 80% coverage in 0.75-0.90 and pinball <= the best baseline's;
 * procurement (1-week term / 1-day lead and 1-month / 1-week): gpufleet <= every baseline and <= 1.10x hindsight;
 * autoscaling (120 s cold start, 2 s SLO): where static peak reaches 99%, gpufleet >= 99% with GPU-hours <= static
   peak's and <= every baseline's that also reaches 99%; traces under ``SHORT_TRACE_S`` are scored after a warm-up
@@ -55,6 +55,7 @@ class GeneralizeSettings:
     cold_start_s: float = 120.0
     slo_s: float = 2.0
     reserved_ratio: float | None = None  # procurement: reserved price / on-demand (None: the catalog's h100 prices)
+    forecast_step_s: int = gd.HOUR_S  # forecast: the series' step (means over it), horizon 1 day at that step
 
     @property
     def groups(self) -> int:
@@ -90,7 +91,7 @@ def _quick_openb(traces: dict[str, Any], st: GeneralizeSettings) -> dict[str, An
 
 
 def forecast_stage(root: Path, st: GeneralizeSettings, progress: Progress | None) -> dict[str, Any]:
-    series = _quick_openb(gd.forecast_series(root, st.groups), st)
+    series = _quick_openb(gd.forecast_series(root, st.groups, st.forecast_step_s), st)
     results: dict[str, dict[str, dict[str, Any]]] = {}
     per: dict[str, dict[str, tuple[int, float]]] = {}
     for sid, s in series.items():
@@ -322,6 +323,7 @@ def run_generalize(
             "top_groups": st.groups,
             "seeds": list(st.seeds),
             "reserved_ratio": st.reserved_ratio,
+            "forecast_step_s": st.forecast_step_s,
         },
         "seconds": {},
     }
@@ -372,5 +374,8 @@ def markdown(doc: dict[str, Any]) -> str:
             ratio = doc.get("config", {}).get("reserved_ratio")
             if stage == "procure" and ratio is not None:
                 extra += f"; reserved price {ratio:.4f} x on-demand"
+            step = doc.get("config", {}).get("forecast_step_s", gd.HOUR_S)
+            if stage == "forecast" and step != gd.HOUR_S:
+                extra += f"; means over {step} s steps"
             lines.append(f"{stage}: {d['passed']}/{d['total']} pass ({doc['seconds'][stage]} s){extra}")
     return "\n".join(lines)

@@ -3,7 +3,7 @@
 Layout (the one of ``../shared/data``, see its README); a file that is absent is skipped and listed with its
 reason, so the command also runs on a directory holding only some of them (the tests' tiny generated trace):
 
-* forecast (hourly means, horizon 1 day): every series of ServeGen's file (``m-large`` and ``m-mid``, rps; any
+* forecast (hourly means, or ``step_s``, horizon 1 day): every series of ServeGen's file (``m-large`` and ``m-mid``, rps; any
   other ``serving/servegen_REST.csv`` as ``servegen-REST:SERIES``); every numeric column of
   Helios Earth (``helios:COLUMN``; any other cluster's ``training/helios_CLUSTER_minutely.csv`` as
   ``helios-CLUSTER:COLUMN``) and every ``training/helios_*_gpu_demand_minutely.csv`` series; Alibaba GenAI SD
@@ -33,7 +33,7 @@ import numpy as np
 import pandas as pd
 
 from gpufleet.adapters.inputs import read_input_text
-from gpufleet.adapters.traces import Series
+from gpufleet.adapters.traces import Series, resample_mean
 from gpufleet.bench.forecast import load_regular, request_rate_series
 from gpufleet.bench.procure import RpsToGpus, hourly_demand, load_demand, pods_hourly_demand
 from gpufleet.domain.errors import ValidationError
@@ -106,7 +106,7 @@ def _times(df: pd.DataFrame, col: str, p: Path) -> pd.Series:
         raise ValidationError(col, f"not a timestamp: {str(e).splitlines()[0]}", str(p)) from None
 
 
-def _helios_frame(p: Path) -> pd.DataFrame:
+def _helios_frame(p: Path, step_s: int = HOUR_S) -> pd.DataFrame:
     df = _read_csv(p, "helios")
     if "time" not in df.columns:
         raise ValidationError("time", "Helios file has no time column", str(p))
@@ -114,7 +114,7 @@ def _helios_frame(p: Path) -> pd.DataFrame:
     bad = [c for c in df.columns if c != "time" and not pd.api.types.is_numeric_dtype(df[c])]
     if bad:
         raise ValidationError(bad[0], "not a numeric column", str(p))
-    return df.set_index("time").resample("1h").mean()
+    return df.set_index("time").resample(pd.Timedelta(seconds=step_s)).mean()
 
 
 def _frame_series(sid: str, col: pd.Series) -> Series:
@@ -136,30 +136,31 @@ def _sd_top_models(df: pd.DataFrame, top_groups: int) -> list[str]:
     return [str(m) for m in counts.index[:top_groups]]
 
 
-def forecast_series(root: Path, top_groups: int = SD_MODELS) -> dict[str, Series]:
-    """Hourly series of every forecastable trace (see module docstring)."""
+def forecast_series(root: Path, top_groups: int = SD_MODELS, step_s: int = HOUR_S) -> dict[str, Series]:
+    """Series of every forecastable trace (see module docstring), as means over ``step_s`` (hourly by default; a
+    file whose own step is coarser keeps its own)."""
     out: dict[str, Series] = {}
     for prefix, path in servegen_files(root):
-        for sid, s in load_regular(path, HOUR_S).items():
-            out[f"{prefix}:{sid}"] = s
+        for sid, s in load_regular(path).items():
+            out[f"{prefix}:{sid}"] = resample_mean(s, max(step_s, s.step_s))
     for path in helios_demand_files(root):
-        for sid, s in load_regular(path, HOUR_S).items():
-            out[f"helios:{sid}"] = s
+        for sid, s in load_regular(path).items():
+            out[f"helios:{sid}"] = resample_mean(s, max(step_s, s.step_s))
     for prefix, path in helios_column_files(root):
-        hel = _helios_frame(path)
+        hel = _helios_frame(path, step_s)
         for col in hel.columns:
             if col not in HELIOS_SKIP:
                 out[f"{prefix}:{col}"] = _frame_series(f"{prefix}:{col}", hel[col])
     if (root / SD).exists():
         df = _sd_frame(root)
         assert df is not None
-        rates = request_rate_series(root / SD, "gmt_create", HOUR_S, "checkpoint_model_version_id", top_groups)
+        rates = request_rate_series(root / SD, "gmt_create", step_s, "checkpoint_model_version_id", top_groups)
         for key, s in rates.items():
             out[f"sd:{key.split('=')[-1]}"] = s
     for p in openb_pod_lists(root):
-        g = pods_hourly_demand(p)
+        g = pods_hourly_demand(p, step_s)
         out[f"openb:{p.stem.removeprefix('openb_pod_list_')}"] = Series(
-            p.stem, HOUR_S * np.arange(len(g), dtype=np.int64), g
+            p.stem, step_s * np.arange(len(g), dtype=np.int64), g
         )
     return out
 

@@ -111,11 +111,12 @@ def hourly_demand(s: Series) -> FloatArray:
 MAX_POD_TRACE_H = 1_000_000  # ~114 years of hours: a longer pod trace is a bad timestamp
 
 
-def pods_hourly_demand(path: str | Path) -> FloatArray:
-    """Hourly mean GPUs held by the pods of an OpenB pod list (creation/deletion seconds, num_gpu, gpu_milli).
+def pods_hourly_demand(path: str | Path, step_s: int = HOUR_S) -> FloatArray:
+    """Hourly mean GPUs held by the pods of an OpenB pod list (creation/deletion seconds, num_gpu, gpu_milli);
+    ``step_s``: the mean over steps of that many seconds instead (``bench generalize --forecast-step``).
 
     A single-GPU pod holds ``gpu_milli / 1000`` of a GPU; a multi-GPU pod holds ``num_gpu`` whole GPUs.
-    Pods without a deletion time or GPUs are skipped. Hour 0 is the trace's time 0.
+    Pods without a deletion time or GPUs are skipped. Step 0 starts at the trace's time 0.
     """
     rows = list(csv.DictReader(io.StringIO(read_input_text(path, "demand"), newline="")))
     try:
@@ -130,11 +131,13 @@ def pods_hourly_demand(path: str | Path) -> FloatArray:
     c, d, g = c[ok], d[ok], g[ok]
     if len(c) and (c.min() < 0 or d.max() > MAX_POD_TRACE_H * HOUR_S):
         raise ValidationError("creation_time", f"pod times must be seconds in 0..{MAX_POD_TRACE_H:,} h", str(path))
-    n_h = int(np.ceil(d.max() / HOUR_S)) if len(d) else 0
+    if step_s < 1:
+        raise ValidationError("step_s", f"must be >= 1 s, got {step_s}")
+    n_h = int(np.ceil(d.max() / step_s)) if len(d) else 0
     if n_h == 0:
         raise ValidationError("pods", "no pod holds a GPU", str(path))
-    # GPU-seconds by hour from piecewise-linear cumulative usage: a pod adds g per second on [c, d)
-    edges = np.arange(n_h + 1, dtype=np.float64) * HOUR_S
+    # GPU-seconds by step from piecewise-linear cumulative usage: a pod adds g per second on [c, d)
+    edges = np.arange(n_h + 1, dtype=np.float64) * step_s
     # cumulative GPU-seconds up to each edge = sum g * clip(edge - c, 0, d - c); evaluated with sorted events
     order_c, order_d = np.argsort(c), np.argsort(d)
     cs, gc = c[order_c], g[order_c]
@@ -144,7 +147,7 @@ def pods_hourly_demand(path: str | Path) -> FloatArray:
     ic, id_ = np.searchsorted(cs, edges, "right"), np.searchsorted(ds, edges, "right")
     # started pods contribute g*(edge - c); finished pods give back g*(edge - d)
     used = (cum_g_c[ic] * edges - cum_gc_c[ic]) - (cum_g_d[id_] * edges - cum_gd_d[id_])
-    out: FloatArray = np.diff(used) / HOUR_S
+    out: FloatArray = np.diff(used) / step_s
     return out
 
 

@@ -43,6 +43,14 @@ def register(app: typer.Typer) -> None:
                 "on-demand ratios in DATA/prices/aws_gpu_instance_prices.csv, or a number in (0, 1)",
             ),
         ] = "catalog",
+        forecast_step: Annotated[
+            str,
+            typer.Option(
+                "--forecast-step",
+                help="forecast stage: the series' step, a divisor of an hour from 10min to 1h (e.g. 10min; "
+                "default 1h); a file with a coarser step keeps its own",
+            ),
+        ] = "1h",
     ) -> None:
         """Forecast, procurement, autoscaling and bin-packing vs their baselines on every trace; a setting is
         never judged on a trace that chose it (leave-one-trace-out)."""
@@ -56,7 +64,9 @@ def register(app: typer.Typer) -> None:
             raise ValidationError("data", f"not a directory: {data}")
         stamp = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
         typer.echo(f"{stamp} on {platform.node()} ({platform.machine()}, Python {platform.python_version()})")
-        settings = GeneralizeSettings(quick=quick, reserved_ratio=_ratio(data, reserved_ratio))
+        settings = GeneralizeSettings(
+            quick=quick, reserved_ratio=_ratio(data, reserved_ratio), forecast_step_s=_forecast_step(forecast_step)
+        )
         doc = run_generalize(data, settings, chosen, progress=typer.echo)
         doc["config"]["started"] = stamp
         table = markdown(doc)
@@ -85,3 +95,13 @@ def _ratio(data: Path, text: str) -> float | None:
             "--reserved-ratio", f"expected catalog, min, median, max or a number in (0, 1); got {text!r}"
         )
     return value
+
+
+def _forecast_step(text: str) -> int:
+    """``--forecast-step``: seconds, a divisor of an hour and at least 10 minutes (the finest public series)."""
+    from gpufleet.bench.forecast import parse_duration_s
+
+    step = parse_duration_s(text, "--forecast-step")
+    if step < 600 or 3600 % step:
+        raise ValidationError("--forecast-step", f"must divide an hour and be at least 10min; got {text!r}")
+    return step

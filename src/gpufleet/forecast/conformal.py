@@ -25,7 +25,8 @@ the data before the origin and its forecast is scored against what followed (the
 
 With fewer than ``min_windows`` windows that fit in the history (at least two shortest seasons of training
 data before each origin), the first candidate is used as it is (reason ``too_little_history``). The choice and
-multipliers are kept as data (``chosen_``, ``reason_``, ``factors_`` per quantile row and step,
+multipliers are kept as data (``chosen_``, ``reason_``, ``scores_`` and ``window_scores_``: each candidate's
+recalibrated pinball, mean and per tracked window, newest first; ``factors_`` per quantile row and step,
 ``tail_factors_``). One setting for every series; the traces that chose it are listed in
 docs/benchmarks/generalize.md.
 
@@ -229,6 +230,7 @@ class CalibratedForecaster:
             self.chosen_, self.reason_ = first, "calibration_failed"
             return self._final(first, h, qs, None)
         scores = {}
+        window_scores: dict[str, list[float]] = {}
         tables_of: dict[str, list[FloatArray]] = {}
         for name, rows in tracked.items():
             tables = tables_of[name] = [window_losses(rows, qs, lo, hi, self.factors) for lo, hi in edges]
@@ -240,6 +242,7 @@ class CalibratedForecaster:
                 c, sp, a = rows[j]
                 losses.append(_pinball(a, c[None, :] + lam[None, :] * sp, qs))
             scores[name] = _nanmean(losses) if np.isfinite(losses).any() else np.inf
+            window_scores[name] = losses
         best = first
         for name in tracked:  # another model must beat the default by the margin (its lead is measured on few days)
             if scores[name] < (1.0 - self.switch_margin) * scores[first] and scores[name] < scores[best]:
@@ -247,6 +250,7 @@ class CalibratedForecaster:
         self.chosen_ = best
         self.reason_ = "lowest_tracked_pinball" if best != first else "default_most_accurate"
         self.scores_ = scores
+        self.window_scores_ = window_scores
         if self.interval in ("aci", "conformal"):
             more = [n - k * h for k in range(1, self.aci.windows + 1) if n - k * h >= min_train]
             rows = (tracked[best] + self._tracked(best, more[len(origins) :], h, qs))[: self.aci.windows]
