@@ -66,6 +66,9 @@ def test_generalize_quick_on_a_tiny_trace_directory(tmp_path: Path) -> None:
     for r in fc:
         assert r["setting"] in doc["forecast"]["settings"]
         assert 0.0 <= r["coverage_80"] <= 1.0 and r["pinball_ratio"] > 0
+        # the default's band is also scored on the days before the four test days (8 days of ServeGen: 2 fit)
+        before = doc["forecast"]["coverage_before"][r["series"]]
+        assert before["days"] >= 2 and 0.0 <= before["coverage_80"] <= 1.0
     pr = doc["procure"]["rows"]
     assert {r["series"].split(" ")[1] for r in pr} == {"168/24", "720/168"}
     for r in pr:

@@ -284,6 +284,23 @@ def run_forecast_bench(
     return result
 
 
+def coverage_before(series: Series, horizon: str, n_test: int = 4, days: int = 20) -> tuple[float, int]:
+    """(80% coverage, windows) of gpufleet's default setting over up to ``days`` windows of ``horizon`` just
+    before the ``n_test`` test windows, scored as the test windows are: the same band judged on more days. A
+    coverage test on 4 windows is noisy (docs/benchmarks/generalize.md, "How noisy is the coverage test");
+    this is the longer look. (nan, 0) when no window fits."""
+    step_s = series.step_s
+    h = horizon_steps(horizon, step_s)
+    daily = DAY_S // step_s if DAY_S % step_s == 0 and DAY_S // step_s >= 2 else 1
+    y = np.asarray(series.values, dtype=np.float64)[: len(series.values) - n_test * h]
+    k = min(days, (len(y) - max(2 * daily, 3)) // h)
+    if k < 1:
+        return float("nan"), 0
+    make = model_factories(step_s, int(series.t_s[0]), ("gpufleet",))["gpufleet"]
+    score = backtest(y, make, h, daily, time.perf_counter, k)
+    return score.coverage_80, k
+
+
 EXACT = 1e-9  # a scaled error below this is rounding: the model is exact
 
 

@@ -113,3 +113,23 @@ def test_a_band_equal_to_the_truth_up_to_rounding_covers_it() -> None:
     flat = np.full(24 * 10, 100.0)
     score = backtest(flat, lambda: seasonal_naive(24), 24, 24, time.perf_counter, n_origins=2)
     assert score.coverage_80 == 1.0
+
+
+def test_coverage_before_scores_the_days_before_the_test_days_only() -> None:
+    from gpufleet.adapters.traces import Series
+    from gpufleet.bench.forecast import coverage_before
+
+    rng = np.random.default_rng(5)
+    n = 24 * 12
+    y = 50 + 20 * np.sin(2 * np.pi * np.arange(n) / 24) + rng.normal(0, 2, n)
+    s = Series("s", 3600 * np.arange(n, dtype=np.int64), y)
+    cov, days = coverage_before(s, "1d", days=3)
+    assert days == 3 and 0.0 <= cov <= 1.0
+    # 12 days: 4 test days, 2 of training at least, so at most 6 days before the test days
+    assert coverage_before(s, "1d", days=20)[1] == 6
+    # the test days' values never enter: wrecking them leaves the figure as it was
+    wrecked = Series("s", s.t_s, np.concatenate([y[: n - 96], np.full(96, 1e6)]))
+    assert coverage_before(wrecked, "1d", days=3) == (cov, days)
+    short = Series("s", s.t_s[:100], y[:100])
+    cov_short, days_short = coverage_before(short, "1d")
+    assert days_short == 0 and np.isnan(cov_short)
