@@ -31,19 +31,24 @@ import numpy as np
 
 from gpufleet.bench.forecast import model_factories
 from gpufleet.bench.generalize_data import HOUR_S, forecast_series
+from gpufleet.forecast.backtest import SCORED_QUANTILES
 from gpufleet.forecast.base import ForecastModel
+from gpufleet.forecast.gaps import mark_gaps
 
 TARGET = 0.825
 LOW, HIGH = 0.75, 0.90
 
 
 def scores(y: np.ndarray, origins: list[int], h: int, make: Callable[[], ForecastModel]) -> np.ndarray:
-    """``(days, h)``: each forecast hour's score (see module docstring); NaN where the actual is a gap."""
+    """``(days, h)``: each forecast hour's score (see module docstring); NaN where the actual is a gap (missing, or
+    a data outage's zeros: the bench's rule, so the coverage is the one ``bench forecast`` reports)."""
     out = np.full((len(origins), h), np.nan)
+    actual = np.where(mark_gaps(y, h), np.nan, y)  # gaps as the bench marks them (forecast.backtest)
     for i, o in enumerate(origins):
-        fc = make().fit(y[:o]).predict(h, (0.1, 0.5, 0.9))
-        lo, mid, hi = fc.values
-        a = y[o : o + h]
+        hist = np.where(mark_gaps(y[:o], h), np.nan, y[:o])
+        fc = make().fit(hist).predict(h, SCORED_QUANTILES)  # the levels the bench scores (they steer the model choice)
+        lo, mid, hi = fc.at(0.1), fc.at(0.5), fc.at(0.9)
+        a = actual[o : o + h]
         up = np.maximum(hi - mid, 1e-9)
         down = np.maximum(mid - lo, 1e-9)
         out[i] = np.where(a >= mid, (a - mid) / up, (mid - a) / down)
