@@ -62,11 +62,11 @@ def register(app: typer.Typer) -> None:
             raise ValidationError("stages", f"choose from {', '.join(STAGES)}; got {stages!r}")
         if not data.is_dir():
             raise ValidationError("data", f"not a directory: {data}")
-        stamp = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
-        typer.echo(f"{stamp} on {platform.node()} ({platform.machine()}, Python {platform.python_version()})")
         settings = GeneralizeSettings(
             quick=quick, reserved_ratio=_ratio(data, reserved_ratio), forecast_step_s=_forecast_step(forecast_step)
         )
+        stamp = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
+        typer.echo(f"{stamp} on {platform.node()} ({platform.machine()}, Python {platform.python_version()})")
         doc = run_generalize(data, settings, chosen, progress=typer.echo)
         doc["config"]["started"] = stamp
         table = markdown(doc)
