@@ -260,3 +260,21 @@ def test_the_forecast_stage_runs_on_a_finer_step_and_refuses_a_bad_one(tmp_path:
     doc = json.loads(out.read_text())
     assert doc["config"]["forecast_step_s"] == 1800 and "means over 1800 s steps" in res.output
     assert {r["series"] for r in doc["forecast"]["rows"]} >= {"helios:running_gpu_num", "openb:default"}
+
+
+def test_a_series_too_short_for_the_forecast_protocol_is_listed_not_fatal(tmp_path: Path) -> None:
+    _write_data(tmp_path)
+    (tmp_path / "training").mkdir()
+    t0 = datetime(2024, 1, 1, tzinfo=UTC)
+    rows = ["time,running_gpu_num,pending_gpu_num,total_gpu_num"]
+    rows += [f"{(t0 + timedelta(minutes=k)).isoformat()},{100 + k % 7},{k % 3},512" for k in range(60 * 24 * 3)]
+    (tmp_path / "training" / "helios_mars_minutely.csv").write_text("\n".join(rows) + "\n")
+    out = tmp_path / "f.json"
+    args = ["bench", "generalize", "--data", str(tmp_path), "--quick", "--stages", "forecast", "--json", str(out)]
+    res = CliRunner().invoke(app, args)
+    assert res.exit_code == 0, res.output
+    doc = json.loads(out.read_text())["forecast"]
+    assert set(doc["skipped"]) == {"helios-mars:running_gpu_num", "helios-mars:pending_gpu_num"}
+    assert "72 steps of 3600 s" in doc["skipped"]["helios-mars:running_gpu_num"]
+    assert "forecast skipped helios-mars:running_gpu_num" in res.output
+    assert {r["series"] for r in doc["rows"]} == {"servegen:m-a", "servegen:m-b", "openb:default"}

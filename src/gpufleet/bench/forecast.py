@@ -284,6 +284,13 @@ def run_forecast_bench(
     return result
 
 
+def protocol_points(step_s: int, horizon: str, n_origins: int = 4) -> int:
+    """The fewest points a series on a ``step_s`` grid needs for ``n_origins`` windows of ``horizon`` after the
+    training a backtest asks for (two daily seasons, :func:`gpufleet.forecast.backtest.rolling_origins`)."""
+    daily = DAY_S // step_s if DAY_S % step_s == 0 and DAY_S // step_s >= 2 else 1
+    return n_origins * horizon_steps(horizon, step_s) + max(2 * daily, 3)
+
+
 def coverage_before(series: Series, horizon: str, n_test: int = 4, days: int = 20) -> tuple[float, int]:
     """(80% coverage, windows) of gpufleet's default setting over up to ``days`` windows of ``horizon`` just
     before the ``n_test`` test windows, scored as the test windows are: the same band judged on more days. A

@@ -14,7 +14,8 @@ peak's). Done-when per row (issue 21):
   equal to the cold start, the same for every policy;
 * bin-packing (FGD protocol): gpufleet's mean unallocated % below the same-run FGD's.
 
-Traces are read by :mod:`gpufleet.bench.generalize_data`; files that are missing are skipped.
+Traces are read by :mod:`gpufleet.bench.generalize_data`; files that are missing are skipped, and so are forecast
+series too short for the protocol (listed under ``skipped`` with the reason).
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ import numpy as np
 
 from gpufleet.bench import generalize_data as gd
 from gpufleet.bench.forecast import GPUFLEET_SETTINGS as FC_SETTINGS
-from gpufleet.bench.forecast import coverage_before, run_forecast_bench, verdict
+from gpufleet.bench.forecast import coverage_before, protocol_points, run_forecast_bench, verdict
 from gpufleet.bench.procure import GPUFLEET_SETTINGS as PR_SETTINGS
 from gpufleet.bench.procure import gpufleet_policy, run_series
 from gpufleet.domain.catalog import BUILTIN_PRICE_CATALOG
@@ -95,7 +96,12 @@ def forecast_stage(root: Path, st: GeneralizeSettings, progress: Progress | None
     results: dict[str, dict[str, dict[str, Any]]] = {}
     per: dict[str, dict[str, tuple[int, float]]] = {}
     before: dict[str, dict[str, Any]] = {}
+    skipped: dict[str, str] = {}
     for sid, s in series.items():
+        need = protocol_points(s.step_s, "1d")
+        if len(s.values) < need:  # a short trace of a known format: listed, not fatal for the other series
+            skipped[sid] = f"{len(s.values):,} steps of {s.step_s} s; 4 test days after 2 of training need {need:,}"
+            continue
         cov, days = coverage_before(s, "1d")
         before[sid] = {"coverage_80": _r(cov), "days": days}
         base = run_forecast_bench({sid: s}, "1d", models=("gpufleet", *FORECAST_BASELINES), gpufleet=FC_SETTINGS[0])
@@ -120,7 +126,7 @@ def forecast_stage(root: Path, st: GeneralizeSettings, progress: Progress | None
         if progress:
             progress(f"forecast {sid}: " + ", ".join(f"{k}={v}" for k, v in results[sid].items()))
     # the default's band over the days before the test days: the coverage test on 4 days is noisy
-    return {**_loto_rows(results, per, FC_SETTINGS, "series"), "coverage_before": before}
+    return {**_loto_rows(results, per, FC_SETTINGS, "series"), "coverage_before": before, "skipped": skipped}
 
 
 def _loto_rows(
@@ -374,6 +380,8 @@ def markdown(doc: dict[str, Any]) -> str:
             f"{'PASS' if r['pass'] else 'FAIL'} |"
         )
     lines.append("")
+    for sid, why in doc.get("forecast", {}).get("skipped", {}).items():
+        lines.append(f"forecast skipped {sid}: {why}")
     for stage in STAGES:
         if stage in doc:
             d = doc[stage]

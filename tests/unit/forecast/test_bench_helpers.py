@@ -133,3 +133,14 @@ def test_coverage_before_scores_the_days_before_the_test_days_only() -> None:
     short = Series("s", s.t_s[:100], y[:100])
     cov_short, days_short = coverage_before(short, "1d")
     assert days_short == 0 and np.isnan(cov_short)
+
+
+def test_protocol_points_are_the_test_windows_and_two_days_of_training() -> None:
+    from gpufleet.bench.forecast import protocol_points
+
+    assert protocol_points(3600, "1d") == 4 * 24 + 2 * 24
+    assert protocol_points(600, "1d", n_origins=5) == 5 * 144 + 2 * 144
+    y = np.arange(protocol_points(3600, "1d"), dtype=float)
+    assert rolling_origins(len(y), 24, 4, min_train=48)[0] == 48  # exactly enough
+    with pytest.raises(ValidationError):
+        rolling_origins(len(y) - 1, 24, 4, min_train=48)
