@@ -181,13 +181,19 @@ _LOOP_OPTIONS: dict[str, dict[str, Any]] = {
 }
 
 
+def daily_season(step_s: int) -> int:
+    """Steps in a day on a ``step_s`` grid (the baselines' season and the backtest's); 1 when a day is not a whole
+    number of at least two steps."""
+    return DAY_S // step_s if DAY_S % step_s == 0 and DAY_S // step_s >= 2 else 1
+
+
 def model_factories(
     step_s: int, t0_s: int, models: tuple[str, ...], gpufleet: str = "calibrated"
 ) -> dict[str, Callable[[], ForecastModel]]:
     if gpufleet not in GPUFLEET_SETTINGS:
         raise ValidationError("gpufleet", f"choose from {', '.join(GPUFLEET_SETTINGS)}; got {gpufleet!r}")
     seasons = seasons_for_step(step_s)
-    daily = DAY_S // step_s if DAY_S % step_s == 0 and DAY_S // step_s >= 2 else 1
+    daily = daily_season(step_s)
     # one per call (per series in the bench): its memo reuses fits across origins
     loop = GpufleetForecaster(**_LOOP_OPTIONS[gpufleet]) if gpufleet in _LOOP_OPTIONS else None
     table: dict[str, Callable[[], ForecastModel]] = {
@@ -258,7 +264,7 @@ def run_forecast_bench(
         raise ValidationError("series", f"all series must share one step, found {sorted(steps)}")
     step_s = steps.pop()
     h = horizon_steps(horizon, step_s)
-    daily = DAY_S // step_s if DAY_S % step_s == 0 and DAY_S // step_s >= 2 else 1
+    daily = daily_season(step_s)
     wanted = tuple(models)
     skipped = {}
     if "prophet" in wanted and not prophet_available():
@@ -287,8 +293,7 @@ def run_forecast_bench(
 def protocol_points(step_s: int, horizon: str, n_origins: int = 4) -> int:
     """The fewest points a series on a ``step_s`` grid needs for ``n_origins`` windows of ``horizon`` after the
     training a backtest asks for (two daily seasons, :func:`gpufleet.forecast.backtest.rolling_origins`)."""
-    daily = DAY_S // step_s if DAY_S % step_s == 0 and DAY_S // step_s >= 2 else 1
-    return n_origins * horizon_steps(horizon, step_s) + max(2 * daily, 3)
+    return n_origins * horizon_steps(horizon, step_s) + max(2 * daily_season(step_s), 3)
 
 
 def coverage_before(series: Series, horizon: str, n_test: int = 4, days: int = 20) -> tuple[float, int]:
@@ -298,7 +303,7 @@ def coverage_before(series: Series, horizon: str, n_test: int = 4, days: int = 2
     this is the longer look. (nan, 0) when no window fits."""
     step_s = series.step_s
     h = horizon_steps(horizon, step_s)
-    daily = DAY_S // step_s if DAY_S % step_s == 0 and DAY_S // step_s >= 2 else 1
+    daily = daily_season(step_s)
     y = np.asarray(series.values, dtype=np.float64)[: len(series.values) - n_test * h]
     k = min(days, (len(y) - max(2 * daily, 3)) // h)
     if k < 1:

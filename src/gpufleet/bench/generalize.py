@@ -7,7 +7,8 @@ the lowest mean cost ratio), so a setting is never judged on a trace that chose 
 that was and whether it is the default (autoscaling's candidates: ``AS_SETTINGS``, scored as GPU-hours over static
 peak's). Done-when per row (issue 21):
 
-* forecast (hourly unless ``forecast_step_s`` says otherwise, horizon 1 day, 4 origins): 80% coverage in 0.75-0.90 and pinball <= the best baseline's;
+* forecast (hourly unless ``forecast_step_s`` says otherwise, horizon 1 day, 4 origins): 80% coverage in
+  0.75-0.90 and pinball <= the best baseline's;
 * procurement (1-week term / 1-day lead and 1-month / 1-week): gpufleet <= every baseline and <= 1.10x hindsight;
 * autoscaling (120 s cold start, 2 s SLO): where static peak reaches 99%, gpufleet >= 99% with GPU-hours <= static
   peak's and <= every baseline's that also reaches 99%; traces under ``SHORT_TRACE_S`` are scored after a warm-up

@@ -3,8 +3,8 @@
 Layout (the one of ``../shared/data``, see its README); a file that is absent is skipped and listed with its
 reason, so the command also runs on a directory holding only some of them (the tests' tiny generated trace):
 
-* forecast (hourly means, or ``step_s``, horizon 1 day): every series of ServeGen's file (``m-large`` and ``m-mid``, rps; any
-  other ``serving/servegen_REST.csv`` as ``servegen-REST:SERIES``); every numeric column of
+* forecast (hourly means, or means over ``step_s``; horizon 1 day): every series of ServeGen's file (``m-large``
+  and ``m-mid``, rps; any other ``serving/servegen_REST.csv`` as ``servegen-REST:SERIES``); every numeric column of
   Helios Earth (``helios:COLUMN``; any other cluster's ``training/helios_CLUSTER_minutely.csv`` as
   ``helios-CLUSTER:COLUMN``) and every ``training/helios_*_gpu_demand_minutely.csv`` series; Alibaba GenAI SD
   request rate (``sd:all`` and per checkpoint model, the ``top_groups`` busiest); OpenB GPUs held by pods per hour
