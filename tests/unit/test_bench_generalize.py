@@ -44,6 +44,18 @@ def _write_data(root: Path) -> None:
     (root / "openb" / "openb_pod_list_default.csv").write_text("\n".join(pods) + "\n")
 
 
+def _write_helios(root: Path, cluster: str, days: int, every_min: int = 1) -> None:
+    """A Helios-format file (two GPU columns and the capacity) of ``days`` days, a row every ``every_min`` minutes."""
+    (root / "training").mkdir(exist_ok=True)
+    t0 = datetime(2024, 1, 1, tzinfo=UTC)
+    rows = ["time,running_gpu_num,pending_gpu_num,total_gpu_num"]
+    rows += [
+        f"{(t0 + timedelta(minutes=every_min * k)).isoformat()},{100 + k % 7},{k % 3},512"
+        for k in range(days * 24 * 60 // every_min)
+    ]
+    (root / "training" / f"helios_{cluster}_minutely.csv").write_text("\n".join(rows) + "\n")
+
+
 def test_loto_never_scores_a_trace_with_the_setting_it_chose() -> None:
     # "b" is best only on trace z: z alone would choose b, the others choose a; z is scored with a
     per = {
@@ -182,12 +194,8 @@ def test_every_helios_cluster_servegen_file_and_azure_trace_in_the_directory_is_
     from gpufleet.bench.generalize_data import forecast_series, procure_series
 
     _write_data(tmp_path)
-    (tmp_path / "training").mkdir()
-    t0 = datetime(2024, 1, 1, tzinfo=UTC)
     for cluster in ("earth", "saturn"):
-        rows = ["time,running_gpu_num,pending_gpu_num,total_gpu_num"]
-        rows += [f"{(t0 + timedelta(minutes=10 * k)).isoformat()},{100 + k % 7},{k % 3},512" for k in range(6 * 24 * 9)]
-        (tmp_path / "training" / f"helios_{cluster}_minutely.csv").write_text("\n".join(rows) + "\n")
+        _write_helios(tmp_path, cluster, days=9, every_min=10)
     fc, pr = forecast_series(tmp_path), procure_series(tmp_path)
     for prefix in ("helios", "helios-saturn"):  # Earth keeps the row names of the first runs
         assert {f"{prefix}:running_gpu_num", f"{prefix}:pending_gpu_num"} <= set(fc) & set(pr)
@@ -235,11 +243,7 @@ def test_the_forecast_stage_runs_on_a_finer_step_and_refuses_a_bad_one(tmp_path:
     from gpufleet.bench.procure import pods_hourly_demand
 
     _write_data(tmp_path)
-    (tmp_path / "training").mkdir()
-    t0 = datetime(2024, 1, 1, tzinfo=UTC)
-    rows = ["time,running_gpu_num,pending_gpu_num,total_gpu_num"]
-    rows += [f"{(t0 + timedelta(minutes=k)).isoformat()},{100 + k % 7},{k % 3},512" for k in range(60 * 24 * 9)]
-    (tmp_path / "training" / "helios_earth_minutely.csv").write_text("\n".join(rows) + "\n")
+    _write_helios(tmp_path, "earth", days=9)
     hourly, fine = forecast_series(tmp_path), forecast_series(tmp_path, step_s=600)
     assert set(hourly) == set(fine)
     for sid in ("helios:running_gpu_num", "openb:default"):
@@ -264,11 +268,7 @@ def test_the_forecast_stage_runs_on_a_finer_step_and_refuses_a_bad_one(tmp_path:
 
 def test_a_series_too_short_for_the_forecast_protocol_is_listed_not_fatal(tmp_path: Path) -> None:
     _write_data(tmp_path)
-    (tmp_path / "training").mkdir()
-    t0 = datetime(2024, 1, 1, tzinfo=UTC)
-    rows = ["time,running_gpu_num,pending_gpu_num,total_gpu_num"]
-    rows += [f"{(t0 + timedelta(minutes=k)).isoformat()},{100 + k % 7},{k % 3},512" for k in range(60 * 24 * 3)]
-    (tmp_path / "training" / "helios_mars_minutely.csv").write_text("\n".join(rows) + "\n")
+    _write_helios(tmp_path, "mars", days=3)
     out = tmp_path / "f.json"
     args = ["bench", "generalize", "--data", str(tmp_path), "--quick", "--stages", "forecast", "--json", str(out)]
     res = CliRunner().invoke(app, args)
