@@ -200,8 +200,8 @@ class ReplicaSignals:
     queue_depth: requests waiting for a replica at ``now_s`` (held requests when at zero replicas).
     load_replicas: replicas the arrivals would keep 100% busy (token-weighted work rate); never capped.
     peak_work: ``(window_s, work)`` pairs: the replica-seconds of work that arrived in the densest
-      ``window_s`` inside the period, for a few short windows (what a gateway's per-second counters show;
-      empty when the caller does not measure it).
+      ``window_s`` ending inside the period (it may begin in the period before), for a few short windows (what a
+      gateway's per-second counters show; empty when the caller does not measure it).
     peak_concurrency: the most requests in flight (queued + in service) at any instant of the period (a
       gateway's in-flight gauge; None when the caller does not measure it).
     slo_misses: requests whose wait in the queue passed the latency SLO during the period (a gateway sees a

@@ -7,7 +7,7 @@ held. So the policy keeps a *burst floor*: the replicas that the recent bursts n
 A fleet of ``n`` replicas (a fluid server of ``n`` replica-seconds per second) keeps every wait within
 ``slo_s`` iff every interval of length ``tau`` brings at most ``n * (tau + slo_s)`` replica-seconds of work.
 So the *requirement* of a decision period is the largest ``work(tau) / (tau + slo_s)`` over the intervals that
-end with it: ``tau`` = 1, 2, ... whole periods back (up to ``span_s``), and the densest short windows inside
+end with it: ``tau`` = 1, 2, ... whole periods back (up to ``span_s``), and the densest short windows ending in
 it (``ReplicaSignals.peak_work``, a gateway's per-second counters).
 
 The floor is the request-weighted ``quantile`` of the requirement over the last ``memory_s`` seconds: the

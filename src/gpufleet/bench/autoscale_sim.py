@@ -105,7 +105,8 @@ def simulate(
     changes: list[tuple[int, int]] = [(0, ready)]  # (step, replicas billed from that step on)
     drains: list[tuple[float, float]] = []  # spans billed for removed replicas finishing a request
     rec_p = max(1, round(record_every_s / dt)) if record_every_s > 0 else 0
-    # densest window_s of arrivals inside each decision period (a gateway's per-second counters)
+    # densest window_s of arrivals ending inside each decision period (a gateway's per-second counters); a window
+    # may begin in the period before, so a burst at a period boundary shows in both periods' peaks
     a0 = np.concatenate([[0.0], a_cum])
     peaks: list[tuple[float, list[float]]] = []
     starts = np.arange(0, n_steps, p)
