@@ -13,7 +13,14 @@ it (``ReplicaSignals.peak_work``, a gateway's per-second counters).
 The floor is the request-weighted ``quantile`` of the requirement over the last ``memory_s`` seconds: the
 fewest replicas that would have served that share of the recent requests in time. Bursts are heavy: one
 burst period holds more than 1 - quantile of a window's requests, so in practice this is the largest recent
-requirement. A held replica is released ``memory_s`` after the last burst that needed it: rent or buy - a
+requirement. A period does not delay all of its requests, though: with ``n`` replicas the densest interval
+(``work`` in ``tau``) keeps the work ahead of an arrival above ``n * slo_s`` for about ``work / n - tau -
+slo_s`` seconds, and only the requests arriving then wait too long. So the floor then goes down whole replicas
+while the requests delayed that way (the period's rate times that time, at most its requests) stay within
+the same ``1 - quantile`` of the recent requests (session 31: in light traffic one long request was a
+period's worth of requests and held a replica more for the whole memory). Periods recorded without their
+densest interval (``in_flight`` replicas, or :meth:`BurstFloor.record` alone) count all their requests, as
+before. A held replica is released ``memory_s`` after the last burst that needed it: rent or buy - a
 replica released between bursts is not back before the next one (no warning, cold start >> SLO), so it is
 kept while bursts that need it recur within ``memory_s`` (a multiple of the cold start: releasing and
 relaunching it costs at least one cold start of GPU time plus the burst it misses).
@@ -28,6 +35,7 @@ flight at once, over the concurrency (``in_flight`` of :meth:`BurstFloor.observe
 
 from __future__ import annotations
 
+import math
 from collections import deque
 
 from gpufleet.domain.errors import ValidationError
@@ -52,7 +60,8 @@ class BurstFloor:
         # mean request) is taken off each interval's work; matters when a request is long against the SLO
         self.net_own_work = net_own_work
         self._recent: deque[tuple[float, float, float]] = deque()  # (end time, duration, work) of periods
-        self._obs: deque[tuple[float, float, float]] = deque()  # (time, requirement, requests)
+        # (time, requirement, requests, requests per second, densest interval's length and work; -1: unknown)
+        self._obs: deque[tuple[float, float, float, float, float, float]] = deque()
         self._requests = 0.0
         # while True nothing is forgotten (the SLO error budget of autoscale/replica.py burns); set by the caller
         self.keep_all = False
@@ -67,17 +76,25 @@ class BurstFloor:
     ) -> float:
         """Replicas needed for the intervals ending now (uses the periods already recorded); ``own_work``
         (replica-seconds) is taken off each interval's work (0 unless ``net_own_work``)."""
+        return self._densest(period_s, load_replicas, peak_work, own_work)[0]
+
+    def _densest(
+        self, period_s: float, load_replicas: float, peak_work: tuple[tuple[float, float], ...], own_work: float
+    ) -> tuple[float, float, float]:
+        """(requirement, length and work of the interval that sets it)."""
         own = own_work if self.net_own_work else 0.0
         work = load_replicas * period_s
         tau = period_s
-        req = (work - own) / (tau + self.slo_s)
+        best = ((work - own) / (tau + self.slo_s), tau, work - own)
         for win_s, w in peak_work:
-            req = max(req, (w - own) / (win_s + self.slo_s))
+            if (w - own) / (win_s + self.slo_s) > best[0]:
+                best = ((w - own) / (win_s + self.slo_s), win_s, w - own)
         for _, d, w in reversed(self._recent):
             work += w
             tau += d
-            req = max(req, (work - own) / (tau + self.slo_s))
-        return max(0.0, req)
+            if (work - own) / (tau + self.slo_s) > best[0]:
+                best = ((work - own) / (tau + self.slo_s), tau, work - own)
+        return max(0.0, best[0]), best[1], best[2]
 
     def observe(
         self,
@@ -100,21 +117,25 @@ class BurstFloor:
         Returns the period's requirement (replicas).
         """
         own = load_replicas * period_s / requests if requests > 0 else 0.0
-        req = self.requirement(period_s, load_replicas, peak_work, own)
-        if in_flight is not None:
-            req = min(in_flight, req + 1.0) / per_replica
+        req, tau, work = self._densest(period_s, load_replicas, peak_work, own)
+        if in_flight is not None:  # one-request slots: the fluid delay below does not apply
+            req, tau, work = min(in_flight, req + 1.0) / per_replica, -1.0, -1.0
         self._recent.append((now_s, period_s, max(0.0, load_replicas * period_s)))
         while self._recent and self._recent[0][0] <= now_s - self.span_s + 1e-9:
             self._recent.popleft()
-        self.record(now_s, req, requests)
+        self._record(now_s, req, requests, requests / period_s, tau, work)
         return req
 
     def record(self, now_s: float, requirement: float, requests: float) -> None:
-        """Record a period's requirement (replicas) directly, weighted by the requests it brought."""
+        """Record a period's requirement (replicas) directly, weighted by the requests it brought (all of them
+        count as delayed below it)."""
+        self._record(now_s, requirement, requests, 0.0, -1.0, -1.0)
+
+    def _record(self, now_s: float, requirement: float, requests: float, rate: float, tau: float, work: float) -> None:
         req = max(0.0, requirement)
         if requests > 0:
             self.peak = max(self.peak, req)
-            self._obs.append((now_s, req, requests))
+            self._obs.append((now_s, req, requests, rate, tau, work))
             self._requests += requests
         while not self.keep_all and self._obs and self._obs[0][0] <= now_s - self.memory_s:
             self._requests -= self._obs.popleft()[2]
@@ -126,8 +147,28 @@ class BurstFloor:
         items = sorted(self._obs, key=lambda o: o[1])
         need = self.quantile * self._requests
         acc = 0.0
-        for _, r, n in items:
-            acc += n
+        level = items[-1][1]
+        for o in items:
+            acc += o[2]
             if acc >= need - 1e-9:
-                return r
-        return items[-1][1]
+                level = o[1]
+                break
+        budget = (1.0 - self.quantile) * self._requests + 1e-9
+        n = math.ceil(level - 1e-9) - 1
+        best = level
+        while n >= 1 and self._delayed(items, n) <= budget:  # delayed requests only shrink as n grows
+            best, n = float(n), n - 1
+        return best
+
+    def _delayed(self, items: list[tuple[float, float, float, float, float, float]], n: int) -> float:
+        """Requests that ``n`` replicas would have served late: per period above ``n``, those arriving while its
+        densest interval's work keeps more than ``n * slo_s`` ahead of them (all of a period without one)."""
+        out = 0.0
+        for _, req, requests, rate, tau, work in reversed(items):  # highest requirement first
+            if req <= n:
+                break
+            if tau < 0:
+                out += requests
+            else:
+                out += min(requests, rate * max(0.0, work / n - tau - self.slo_s))
+        return out
