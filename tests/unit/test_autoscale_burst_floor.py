@@ -70,13 +70,19 @@ def test_floor_is_at_most_the_quantile_of_the_recent_requirements_and_grows_with
         assert hi.level() == pytest.approx(recent[-1][0])  # q = 1: no request may wait too long
 
 
-def test_one_long_request_in_light_traffic_does_not_hold_a_replica_more() -> None:
-    # 100 periods of 12 requests (2.4 rps, 0.2 replicas of load), then one with a 4 replica-second request in
-    # its densest second: it needs 4 / (1 + 2) = 1.33 replicas to delay nobody, and its 12 requests are more
-    # than 0.5 % of the 1,212 seen, so the request-weighted quantile alone would hold 2 replicas
+def _light_traffic() -> BurstFloor:
+    """A floor that has seen 100 periods of 12 requests (2.4 rps, 0.2 replicas of load)."""
     f = BurstFloor(slo_s=2.0, memory_s=1_200.0, quantile=0.995)
     for i in range(100):
         f.observe(5.0 * (i + 1), 5.0, 0.2, 12.0)
+    return f
+
+
+def test_one_long_request_in_light_traffic_does_not_hold_a_replica_more() -> None:
+    # light traffic, then a period with a 4 replica-second request in its densest second: it needs 4 / (1 + 2)
+    # = 1.33 replicas to delay nobody, and its 12 requests are more than 0.5 % of the 1,212 seen, so the
+    # request-weighted quantile alone would hold 2 replicas
+    f = _light_traffic()
     f.observe(505.0, 5.0, 1.0, 12.0, ((1.0, 4.0),))
     # with one replica the work ahead stays above 2 s for about 4 - 1 - 2 = 1 s: 2.4 requests wait too long,
     # within the 6.06 that 0.5 % allows
@@ -89,10 +95,8 @@ def test_one_long_request_in_light_traffic_does_not_hold_a_replica_more() -> Non
 
 
 def test_a_burst_that_delays_many_requests_is_still_held() -> None:
-    # the same light traffic, then 60 requests of 0.5 replica-s within one second: 30 / 3 = 10 replicas
-    f = BurstFloor(slo_s=2.0, memory_s=1_200.0, quantile=0.995)
-    for i in range(100):
-        f.observe(5.0 * (i + 1), 5.0, 0.2, 12.0)
+    # light traffic, then 60 requests of 0.5 replica-s within one second: 30 / 3 = 10 replicas
+    f = _light_traffic()
     f.observe(505.0, 5.0, 6.0, 60.0, ((1.0, 30.0),))
     # 9 replicas delay 12 rps x (30 / 9 - 3) s = 4 of them (within 0.5 % of 1,260: 6.3); 8 would delay 9
     assert f.level() == 9.0
