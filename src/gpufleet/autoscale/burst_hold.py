@@ -85,16 +85,17 @@ class BurstFloor:
         own = own_work if self.net_own_work else 0.0
         work = load_replicas * period_s
         tau = period_s
-        best = ((work - own) / (tau + self.slo_s), tau, work - own)
-        for win_s, w in peak_work:
-            if (w - own) / (win_s + self.slo_s) > best[0]:
-                best = ((w - own) / (win_s + self.slo_s), win_s, w - own)
+        intervals = [(tau, work), *peak_work]
         for _, d, w in reversed(self._recent):
             work += w
             tau += d
-            if (work - own) / (tau + self.slo_s) > best[0]:
-                best = ((work - own) / (tau + self.slo_s), tau, work - own)
-        return max(0.0, best[0]), best[1], best[2]
+            intervals.append((tau, work))
+        req, best_tau, best_work = -math.inf, period_s, 0.0
+        for t, w in intervals:
+            r = (w - own) / (t + self.slo_s)
+            if r > req:
+                req, best_tau, best_work = r, t, w - own
+        return max(0.0, req), best_tau, best_work
 
     def observe(
         self,

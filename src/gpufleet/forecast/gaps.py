@@ -59,8 +59,8 @@ def mark_outliers(y: FloatArray, k: float = 12.0) -> BoolArray:
     On a series whose steps are mostly unchanged (Alibaba SD's hourly request rates: 26-79 % of steps flat) the
     robust spread is near zero, so ordinary busy hours are flagged too (7 % of sd:all's last 28 days) and the
     serving model fits the series with them filled. Kept on purpose, as measured in ``bench generalize``: without
-    the flags the pinball loss rises on 5 of the 6 SD series (sd:all 0.829x -> 0.862x the best baseline), with the
-    spread floored at the mean absolute change on 3 and falls on 1 (docs/forecast.md, "Session 31")."""
+    the flags the pinball loss rises on 5 of the 6 SD series (sd:all 0.829x -> 0.862x the best baseline); with the
+    spread floored at the mean absolute change it rises on 3 and falls on 1 (docs/forecast.md, "Session 31")."""
     y = np.asarray(y, dtype=np.float64)
     out = np.zeros(y.size, dtype=bool)
     if y.size < 5:
