@@ -23,7 +23,8 @@ Model (online, O(1) amortized per bucket, nothing fitted offline):
 ``floor`` keeps residuals scale-free at high load and additive near 0. Before ``min_residuals`` residuals
 exist, the upper forecast is ``warmup_ratio`` times the level (the ratio applies to the load only: on
 ``(level + floor)`` it would ask a quiet fleet for a whole replica more than its load, for the first
-``min_residuals`` buckets of every trace).
+``min_residuals`` buckets of every trace). The replica autoscaler passes its ``peak_headroom`` (1.2): sized at its
+hot utilization, that is the level at the target utilization until the forecast's errors are measured.
 """
 
 from __future__ import annotations

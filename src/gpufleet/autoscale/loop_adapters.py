@@ -102,6 +102,7 @@ class PredictiveReplicas(RatePolicy):
                     residual_window=7 * 96,
                     refresh_buckets=24,  # every 6 h at 15 min: residual quantiles over a week move slowly
                     loss_halflife_buckets=96.0,
+                    warmup_ratio=cfg.peak_headroom,
                 )
             p = self._by_fleet[scaling] = PredictiveReplicaAutoscaler(cfg, fc)
         return p

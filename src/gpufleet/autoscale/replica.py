@@ -53,6 +53,9 @@ class ReplicaAutoscalerConfig:
     peak_headroom: the upper forecast may load replicas up to ``peak_headroom * target`` (the fleet is sized
       for the forecast's upper quantile at a hot but safe utilization, e.g. 0.8 * 1.2 = 96%, instead of for
       the current load at the target utilization: the forecast, not a fixed margin, provides the headroom).
+      It is also the forecaster's warm-up ratio: until the forecast's own errors are measured (its first 30
+      buckets) the upper forecast is ``peak_headroom`` times the level, so the fleet is the level at the target
+      utilization, the reactive baseline's sizing, and claims no headroom it has not measured a need for.
     scale_down_deadband: scale down only when the recommendation is at least this fraction (and one replica)
       below the current fleet: a flap of one replica costs a whole cold start.
     size_on_level: also keep ``level / target`` replicas (the reactive target-tracking floor); off by default.
@@ -179,6 +182,7 @@ class PredictiveReplicaAutoscaler(RatePolicy):
             floor=config.target_per_replica,
             quantile=config.quantile,
             bucket_s=config.forecast_bucket_s or (60.0 if config.slo_s is not None else 10.0),
+            warmup_ratio=config.peak_headroom,
         )
         self._recs: deque[tuple[float, int]] = deque()
         self._last_arrival_s: float | None = None
