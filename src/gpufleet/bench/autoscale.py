@@ -323,7 +323,8 @@ def verdict(run_: TraceRun, min_attainment: float = 0.99, min_saving: float = 0.
     beaten = all(g.gpu_hours < x.gpu_hours for _, x in others)
     ok = g.slo_attainment >= min_attainment and saving >= min_saving and beaten
     why = (
-        f"attainment {g.slo_attainment:.4f}, {saving:.1%} fewer GPU-h than static_peak, "
+        f"attainment {g.slo_attainment:.4f}, {abs(saving):.1%} {'fewer' if saving >= 0 else 'more'} GPU-h than "
+        "static_peak, "
         f"cheaper than every baseline at >= {min_attainment:.0%}: {beaten}"
     )
     return ok, why
