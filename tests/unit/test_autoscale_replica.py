@@ -192,7 +192,7 @@ def test_a_quiet_fleet_is_not_asked_for_a_second_replica_while_the_forecaster_wa
 def test_before_its_errors_are_measured_the_fleet_is_sized_at_the_target_utilization() -> None:
     """The autoscaler's forecaster warms up at ``peak_headroom`` times the level: sized at the hot utilization,
     that is the level at the target utilization (HPA's rule). At 4 rps, exactly one replica's target load, one
-    replica; a warm-up ratio of 2 asked for two for the first half hour (``ceil(8 / 6)``): a smooth trace one
+    replica; a warm-up ratio of 2 asked for two for the first half hour (``ceil(8 / 4.8)``): a smooth trace one
     replica serves paid 1.5x static peak (docs/autoscale.md, step 2)."""
     cfg = ReplicaAutoscalerConfig(min_replicas=1, max_replicas=10, target_per_replica=4.0, cold_start_s=120, slo_s=2.0)
     pol = PredictiveReplicaAutoscaler(cfg)
