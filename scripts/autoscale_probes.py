@@ -11,8 +11,8 @@ times), and output / prompt tokens drawn log-normal around the published medians
   convb_*  3x bursts of 30 s, 6-12 an hour     convm_*  mild bursts, 1.6-2.2x for 10-20 s, 4-12 an hour
 
 ``--run`` also replays each file as ``gpufleet bench autoscale --trace F --no-oracle`` does (the whole hour scored) and prints
-gpufleet's GPU-hours and attainment, the baselines', and the verdict of issue 21 (>= 99 % where static peak
-reaches it, GPU-hours <= static peak's and <= those of hpa / kpa where they reach 99 %).
+gpufleet's GPU-hours and attainment, the baselines', and the verdict of issue 21 as ``bench generalize`` judges
+it (``generalize.autoscale_passes``; here the whole hour is scored).
 
     python scripts/autoscale_probes.py OUT_DIR [--run] [--json F]
 """
@@ -95,28 +95,16 @@ def write_all(out_dir: Path) -> list[Path]:
     return paths
 
 
-def passes(policies: dict[str, dict[str, float]]) -> bool:
-    """Issue 21's autoscaling verdict on one trace (the whole hour scored)."""
-    g, s = policies["gpufleet"], policies["static_peak"]
-    if s["slo_attainment"] >= 0.99 and g["slo_attainment"] < 0.99:
-        return False
-    if g["gpu_hours"] > s["gpu_hours"] + 1e-9:
-        return False
-    return all(
-        not (policies[b]["slo_attainment"] >= 0.99 and g["gpu_hours"] > policies[b]["gpu_hours"] + 1e-9)
-        for b in ("hpa", "kpa")
-    )
-
-
 def run(paths: list[Path]) -> dict[str, Any]:
     from gpufleet.bench.autoscale import BenchSettings, to_json
     from gpufleet.bench.autoscale import run as bench_run
+    from gpufleet.bench.generalize import autoscale_passes
 
     rows: dict[str, Any] = {}
     for p in paths:
         (res,) = bench_run(p, st=BenchSettings(oracle=False))  # `gpufleet bench autoscale --trace P --no-oracle`
         pol = to_json(res)["policies"]
-        rows[p.stem] = {"policies": pol, "pass": passes(pol)}
+        rows[p.stem] = {"policies": pol, "pass": autoscale_passes(pol)}
         cells = "  ".join(
             f"{k} {v['gpu_hours']:.2f} @ {v['slo_attainment']:.4f}" for k, v in pol.items() if k != "gpufleet"
         )

@@ -214,6 +214,22 @@ def _autoscale_scored(r: Any, st: GeneralizeSettings) -> tuple[float, dict[str, 
     return warm, {n: score(x) for n, x in r.results.items()}, {n: score(x) for n, x in r.settings.items()}
 
 
+def autoscale_passes(policies: dict[str, dict[str, Any]], gpufleet: dict[str, Any] | None = None) -> bool:
+    """Issue 21's autoscaling verdict on one trace's scored rows (``gpu_hours``, ``slo_attainment`` per policy):
+    where static peak reaches 99 %, gpufleet (``gpufleet``, else ``policies["gpufleet"]``) reaches it too with no
+    more GPU-hours than static peak's or than those of hpa / kpa where they reach 99 %."""
+    g = policies["gpufleet"] if gpufleet is None else gpufleet
+    s = policies["static_peak"]
+    if s["slo_attainment"] < 0.99:
+        return True
+    rivals = [v for n, v in policies.items() if n in ("hpa", "kpa") and v["slo_attainment"] >= 0.99]
+    return (
+        g["slo_attainment"] >= 0.99
+        and g["gpu_hours"] <= s["gpu_hours"] + 1e-9
+        and all(g["gpu_hours"] <= v["gpu_hours"] + 1e-9 for v in rivals)
+    )
+
+
 def autoscale_stage(root: Path, st: GeneralizeSettings, progress: Progress | None) -> dict[str, Any]:
     from gpufleet.autoscale.throughput import ReplicaThroughputModel
     from gpufleet.bench.autoscale import BenchSettings, TraceRun
@@ -250,16 +266,10 @@ def autoscale_stage(root: Path, st: GeneralizeSettings, progress: Progress | Non
         tid = r.trace.trace_id
         warm, scored, variants = _autoscale_scored(r, st)
         s = scored["static_peak"]
-        reach = s["slo_attainment"] >= 0.99
-        rivals = {n: v for n, v in scored.items() if n in ("hpa", "kpa") and v["slo_attainment"] >= 0.99}
         results[tid], per[tid] = {}, {}
         for name in names:
             g = scored["gpufleet"] if name == names[0] else variants[name]
-            ok = (not reach) or (
-                g["slo_attainment"] >= 0.99
-                and g["gpu_hours"] <= s["gpu_hours"] + 1e-9
-                and all(g["gpu_hours"] <= v["gpu_hours"] + 1e-9 for v in rivals.values())
-            )
+            ok = autoscale_passes(scored, g)
             ratio = g["gpu_hours"] / s["gpu_hours"] if s["gpu_hours"] else math.inf
             results[tid][name] = {
                 "warmup_s": warm,
