@@ -10,7 +10,9 @@ from typing import Any
 import pytest
 
 from gpufleet.adapters.kubernetes.controller import Controller, ControllerConfig
+from gpufleet.adapters.kubernetes.labels import deployment_from_json
 from gpufleet.adapters.kubernetes.rest import Kube
+from gpufleet.adapters.kubernetes.workloads import read_own_writes
 from gpufleet.domain.errors import ValidationError
 from tests.integration import promserver
 from tests.integration.k8s.helpers import wait_for
@@ -129,3 +131,21 @@ def test_an_unreachable_prometheus_leaves_every_deployment_alone(kube: Kube, ns:
 def test_scaling_without_a_prometheus_url_is_refused(kube: Kube, ns: str) -> None:
     with pytest.raises(ValidationError, match="prometheus"):
         Controller(kube, ControllerConfig(namespace=ns, scale_every_s=60.0))
+
+
+def test_a_view_behind_the_controllers_own_scale_write_is_read_again_from_the_api_server(kube: Kube, ns: str) -> None:
+    _setup(kube, ns)
+    path = f"/apis/apps/v1/namespaces/{ns}/deployments"
+    before = [deployment_from_json(kube.get(f"{path}/{n}")) for n in ("llm", "plain")]  # the view, before the write
+    kube.patch(f"{path}/llm/scale", {"spec": {"replicas": 6}})
+    written = {(ns, "llm"): 6, (ns, "gone"): 4}
+    got = read_own_writes(kube, before, written)
+    assert [(d.name, d.replicas) for d in got] == [("llm", 6), ("plain", 2)] and written == {}
+    # someone else's later change is what the policy sees, not what the controller wrote
+    kube.patch(f"{path}/llm/scale", {"spec": {"replicas": 3}})
+    written = {(ns, "llm"): 6}
+    assert [d.replicas for d in read_own_writes(kube, before[:1], written)] == [3]
+    # a Deployment deleted since keeps the view's object (nothing to decide from the server), and the write is dropped
+    kube.delete(f"{path}/llm")
+    written = {(ns, "llm"): 6}
+    assert read_own_writes(kube, before[:1], written) == before[:1] and written == {}

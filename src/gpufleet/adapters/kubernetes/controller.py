@@ -37,7 +37,13 @@ from gpufleet.adapters.kubernetes.lease import LeaderElector
 from gpufleet.adapters.kubernetes.reclaim import apply_drain, apply_reclaim, apply_release
 from gpufleet.adapters.kubernetes.rest import Kube
 from gpufleet.adapters.kubernetes.view import ClusterView
-from gpufleet.adapters.kubernetes.workloads import DEFAULT_RPS_QUERY, apply_scale, deployment_rates, order_replicas
+from gpufleet.adapters.kubernetes.workloads import (
+    DEFAULT_RPS_QUERY,
+    apply_scale,
+    deployment_rates,
+    order_replicas,
+    read_own_writes,
+)
 from gpufleet.adapters.telemetry_prometheus import PrometheusTelemetry
 from gpufleet.control.binding import BindingPlan, BindingPlanner, PodBind, Unschedulable
 from gpufleet.control.buffer_pods import BufferPods, plan_buffer_pods
@@ -170,6 +176,7 @@ class Controller:
         self.scaler: ReplicaScaler | None = None
         self._prom: PrometheusTelemetry | None = None
         self._next_scale = 0.0
+        self._scaled: dict[tuple[str, str], int] = {}  # replicas this controller last wrote, until the view shows them
         self.last_scale: ScalePlan | None = None
         self.releaser: NodeReleasePlanner | None = None
         self._next_release = 0.0
@@ -328,7 +335,9 @@ class Controller:
         (dry run: recorded only). Before a scale-down the Deployment's pods get their
         ``controller.kubernetes.io/pod-deletion-cost`` in gpufleet's scale-down order (``cost_aware_scale_down``).
         A Deployment whose rate could not be read is left alone and recorded as ``skipped``
-        (``telemetry_unavailable`` or ``no_rate``): nothing is scaled on missing data."""
+        (``telemetry_unavailable`` or ``no_rate``): nothing is scaled on missing data. A Deployment this controller
+        scaled last period and the view still shows at other replicas is read again from the API server
+        (``read_own_writes``): the policy never decides from the fleet before its own write."""
         if self.scaler is None or self._prom is None:
             return None
         now = self.clock()
@@ -336,7 +345,7 @@ class Controller:
             return None
         self._next_scale = now + self.cfg.scale_every_s
         obs = self.view.observation()
-        deployments = obs.deployments
+        deployments = read_own_writes(self.kube, obs.deployments, self._scaled)
         rates, errors = deployment_rates(self._prom, deployments, now, self.cfg.rps_query)
         plan = self.scaler.plan(deployments, rates, now)
         for ns, name, reason in plan.skipped:
@@ -346,7 +355,8 @@ class Controller:
         for d in plan.decisions:
             if self.cfg.cost_aware_scale_down and d.desired < d.current:
                 order_replicas(self.act, obs, d.namespace, d.name, self._node_price)
-            apply_scale(self.act, d)
+            if apply_scale(self.act, d) == "applied":
+                self._scaled[(d.namespace, d.name)] = d.desired
         self.last_scale = plan
         return plan
 

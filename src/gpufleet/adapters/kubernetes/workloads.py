@@ -20,6 +20,8 @@ from collections.abc import Callable, Sequence
 from string import Template
 
 from gpufleet.adapters.kubernetes.act import Actuator
+from gpufleet.adapters.kubernetes.labels import deployment_from_json
+from gpufleet.adapters.kubernetes.rest import ApiError, Kube
 from gpufleet.adapters.telemetry_prometheus import PrometheusTelemetry, TelemetryUnavailable
 from gpufleet.control.observation import Observation, ObservedDeployment, ObservedNode
 from gpufleet.control.replica_victims import DELETION_COST, REASON_DELETION_COST, deletion_cost_plan
@@ -63,6 +65,28 @@ def apply_scale(act: Actuator, d: ScaleDecision) -> str:
         act.record("scale", f"{d.namespace}/{d.name}", d.reason, "unchanged", replicas=d.current)
         return "unchanged"
     return act.scale(d.namespace, d.name, d.desired, d.reason)
+
+
+def read_own_writes(
+    kube: Kube, deployments: Sequence[ObservedDeployment], written: dict[tuple[str, str], int]
+) -> list[ObservedDeployment]:
+    """The view's informer can lag the controller's own scale writes by a few milliseconds to seconds; a policy
+    handed the replica count from before its own write would decide again from the old fleet (and scale the new one
+    down). ``written`` maps (namespace, name) to the replicas this controller last wrote; a Deployment whose observed
+    replicas differ is read again from the API server, which is authoritative (someone else's later change is then
+    what the policy sees). ``written`` is emptied: each write is checked once, and a failed read keeps the view's
+    object (the view has caught up long before the next period)."""
+    out: list[ObservedDeployment] = []
+    for dep in deployments:
+        want = written.get((dep.namespace, dep.name))
+        if want is not None and dep.replicas != want:
+            try:
+                dep = deployment_from_json(kube.get(f"/apis/apps/v1/namespaces/{dep.namespace}/deployments/{dep.name}"))
+            except (ApiError, ValidationError):
+                pass
+        out.append(dep)
+    written.clear()
+    return out
 
 
 def order_replicas(
