@@ -15,6 +15,7 @@ and ``$deployment`` substituted, summed over the series it matches at the decisi
 
 from __future__ import annotations
 
+import contextlib
 import json
 from collections.abc import Callable, Sequence
 from string import Template
@@ -80,10 +81,8 @@ def read_own_writes(
     for dep in deployments:
         want = written.get((dep.namespace, dep.name))
         if want is not None and dep.replicas != want:
-            try:
+            with contextlib.suppress(ApiError, ValidationError):
                 dep = deployment_from_json(kube.get(f"/apis/apps/v1/namespaces/{dep.namespace}/deployments/{dep.name}"))
-            except (ApiError, ValidationError):
-                pass
         out.append(dep)
     written.clear()
     return out
