@@ -18,6 +18,7 @@ from gpufleet.adapters.kubernetes import controller as controller_mod
 from gpufleet.adapters.kubernetes.controller import ControllerConfig, loop_replica_spread
 from gpufleet.adapters.kubernetes.export import to_json
 from gpufleet.adapters.kubernetes.rest import Kube, KubeConfig
+from gpufleet.adapters.kubernetes.workloads import DEFAULT_QUEUE_QUERY, DEFAULT_RUNNING_QUERY
 from gpufleet.cli import cmd_controller
 from gpufleet.cli.main import app
 from gpufleet.control import binding
@@ -102,6 +103,25 @@ def test_controller_replica_spread_option_sets_the_config(
     r = CliRunner().invoke(app, ["controller", "--in-cluster", "--dry-run", *flags])
     assert r.exit_code == 0, r.output
     assert [c.replica_spread for c in _Ctl.configs] == [spread]
+
+
+@pytest.mark.parametrize(
+    ("flags", "queue", "running"),
+    [
+        ((), DEFAULT_QUEUE_QUERY, DEFAULT_RUNNING_QUERY),
+        (("--queue-query", "sum(q)", "--running-query", "OFF"), "sum(q)", ""),
+    ],
+)
+def test_controller_gauge_queries_reach_the_config(
+    monkeypatch: pytest.MonkeyPatch, flags: tuple[str, ...], queue: str, running: str
+) -> None:
+    monkeypatch.setattr(cmd_controller, "connect", lambda *a, **k: Kube(KubeConfig(server="http://127.0.0.1:1")))
+    monkeypatch.setattr(controller_mod, "Controller", _Ctl)
+    monkeypatch.setattr(signal, "signal", lambda *a: None)
+    _Ctl.configs.clear()
+    r = CliRunner().invoke(app, ["controller", "--in-cluster", "--dry-run", *flags])
+    assert r.exit_code == 0, r.output
+    assert [(c.queue_query, c.running_query) for c in _Ctl.configs] == [(queue, running)]
 
 
 def test_k8s_replay_spreads_replicas_with_the_loops_spread(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:

@@ -87,3 +87,27 @@ def test_a_replica_is_priced_from_the_catalog_by_its_gpu_product() -> None:
     assert scaler.price_usd_per_replica_h(d) == pytest.approx(4 * float(PRICES_BY_SKU["h100_80gb"].on_demand))
     with pytest.raises(ValidationError):
         ReplicaScaler(0, BUILTIN_PRICE_CATALOG)
+
+
+def test_queued_requests_reach_the_policy_and_an_unobserved_or_bad_gauge_is_no_queue() -> None:
+    """The controller's queue signal is the simulator gateway's: a backlog asks for replicas that drain it."""
+    scaler = ReplicaScaler(PERIOD, BUILTIN_PRICE_CATALOG)
+    deps = [deployment_from_json(_dep(n, 4, ANN)) for n in ("calm", "backlog", "unread", "bad")]
+    rates = {("web", d.name): 30.0 for d in deps}
+    queued = {("web", "backlog"): 600.0, ("web", "bad"): float("nan")}
+    running = {("web", "backlog"): 40.0, ("web", "calm"): 40.0, ("web", "bad"): -3.0}
+    plan = scaler.plan(deps, rates, PERIOD, queued, running)
+    got = {d.name: d for d in plan.decisions}
+    assert got["backlog"].desired > got["calm"].desired and got["backlog"].reason == "queue_drain"
+    # no gauge, or a gauge that is not a count, decides as no queue does
+    assert (got["unread"].desired, got["unread"].reason) == (got["calm"].desired, got["calm"].reason)
+    assert (got["bad"].desired, got["bad"].reason) == (got["calm"].desired, got["calm"].reason)
+
+
+def test_queue_and_running_queries_are_declared_per_deployment() -> None:
+    d = declared_serving(
+        _dep("llm", 2, {**ANN, "gpufleet.io/queue-query": " sum(q) ", "gpufleet.io/running-query": "sum(r)"})
+    )
+    assert d is not None and (d.queue_query, d.running_query) == ("sum(q)", "sum(r)")
+    plain = declared_serving(_dep("llm", 2, ANN))
+    assert plain is not None and (plain.queue_query, plain.running_query) == ("", "")

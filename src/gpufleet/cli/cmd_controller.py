@@ -32,6 +32,11 @@ def connect(kubeconfig: Path | None, in_cluster: bool, pool_size: int = 32) -> o
     return kube
 
 
+def _gauge_query(given: str, default: str) -> str:
+    """``--queue-query`` / ``--running-query``: empty is the default, ``off`` is not read."""
+    return "" if given.strip().lower() == "off" else (given or default)
+
+
 def register(app: typer.Typer) -> None:
     @app.command("controller")
     @user_errors
@@ -104,11 +109,23 @@ def register(app: typer.Typer) -> None:
                 "--rps-query", help="default PromQL for a Deployment's request rate ($namespace, $deployment)"
             ),
         ] = "",
+        queue_query: Annotated[
+            str,
+            typer.Option("--queue-query", help="default PromQL for its requests waiting now ('off': not read)"),
+        ] = "",
+        running_query: Annotated[
+            str,
+            typer.Option("--running-query", help="default PromQL for its requests in service now ('off': not read)"),
+        ] = "",
     ) -> None:
         """Observe the cluster, bind pods with schedulerName=gpufleet, act only while holding the Lease."""
         from gpufleet.adapters.kubernetes.controller import Controller, ControllerConfig, loop_replica_spread
         from gpufleet.adapters.kubernetes.rest import Kube
-        from gpufleet.adapters.kubernetes.workloads import DEFAULT_RPS_QUERY
+        from gpufleet.adapters.kubernetes.workloads import (
+            DEFAULT_QUEUE_QUERY,
+            DEFAULT_RPS_QUERY,
+            DEFAULT_RUNNING_QUERY,
+        )
 
         if scale_every_s > 0 and not prometheus:
             raise ValidationError("--prometheus", "replica scaling (--scale-every-s) reads request rates from it")
@@ -132,6 +149,8 @@ def register(app: typer.Typer) -> None:
             replica_spread=loop_replica_spread() if replica_spread else None,
             store_url=db, inventory_cluster=cluster, sync_every_s=sync_every_s,
             scale_every_s=scale_every_s, prometheus_url=prometheus, rps_query=rps_query or DEFAULT_RPS_QUERY,
+            queue_query=_gauge_query(queue_query, DEFAULT_QUEUE_QUERY),
+            running_query=_gauge_query(running_query, DEFAULT_RUNNING_QUERY),
         )  # fmt: skip
         ctl = Controller(kube, cfg).start()
         out = Console(stderr=True)

@@ -63,6 +63,11 @@ def decide_scale(
     return _bounded(dep, want, reason, scaling)
 
 
+def _count(v: float | None) -> int:
+    """A gauge of requests as a whole count (unobserved or not a finite count >= 0: none)."""
+    return round(v) if v is not None and math.isfinite(v) and v >= 0 else 0
+
+
 def _bounded(dep: ObservedDeployment, want: int, reason: str, scaling: ServingScaling) -> ScaleDecision:
     floor = max(0, scaling.min_replicas)
     if want < floor:
@@ -118,10 +123,17 @@ class ReplicaScaler:
         return policy
 
     def plan(
-        self, deployments: Sequence[ObservedDeployment], rates: Mapping[tuple[str, str], float], now_s: float
+        self,
+        deployments: Sequence[ObservedDeployment],
+        rates: Mapping[tuple[str, str], float],
+        now_s: float,
+        queued: Mapping[tuple[str, str], float] | None = None,
+        running: Mapping[tuple[str, str], float] | None = None,
     ) -> ScalePlan:
         """Decide every Deployment that declares serving; ``rates`` maps (namespace, name) to its request rate
-        over the last period (absent: not observed)."""
+        over the last period (absent: not observed); ``queued`` and ``running`` to its requests waiting and in
+        service now (absent: not observed, taken as none, so the queue-drain rule and the in-flight burst
+        requirement of one-request replicas see nothing rather than a guess)."""
         decisions: list[ScaleDecision] = []
         skipped: list[tuple[str, str, str]] = []
         seen: set[tuple[str, str]] = set()
@@ -136,14 +148,15 @@ class ReplicaScaler:
                 skipped.append((dep.namespace, dep.name, "no_rate"))
                 continue
             ready = min(dep.ready_replicas, dep.replicas)
+            waiting = _count((queued or {}).get(key))
             signals = ReplicaSignals(
                 now_s=float(now_s),
                 ready=ready,
                 starting=max(dep.replicas - ready, 0),
                 period_s=self.period_s,
                 arrival_rps=rps,
-                concurrency=0.0,
-                queue_depth=0,
+                concurrency=float(waiting + _count((running or {}).get(key))),
+                queue_depth=waiting,
                 load_replicas=rps / d.scaling.target_rps_per_replica,
             )
             got = self._policy(dep, d).decide(signals, d.scaling)

@@ -24,11 +24,23 @@ RPS = 40.0  # the llm Deployment's request rate
 METRIC = "vllm:request_success_total"
 
 
+WAITING = 300  # requests queued on each of the busy Deployment's two replicas
+
+
 def _openmetrics(ns: str) -> str:
     lines = [f"# TYPE {METRIC} counter"]
-    for pod in ("llm-5d8f-abcde", "llm-5d8f-fghij"):  # two replicas, each serving half
+    pods = ("llm-5d8f-abcde", "llm-5d8f-fghij", "busy-7c9d-abcde", "busy-7c9d-fghij")
+    for pod in pods:  # two replicas each, each serving half of the Deployment's rate
         for k in range(SPAN_S // SCRAPE_S + 1):
             lines.append(f'{METRIC}{{namespace="{ns}",pod="{pod}"}} {RPS / 2 * k * SCRAPE_S} {T0 + k * SCRAPE_S}')
+    for gauge, value in (("vllm:num_requests_waiting", WAITING), ("vllm:num_requests_running", 16)):
+        lines.append(f"# TYPE {gauge} gauge")
+        for pod in pods:
+            v = value if pod.startswith("busy") or gauge.endswith("running") else 0
+            lines += [
+                f'{gauge}{{namespace="{ns}",pod="{pod}"}} {v} {T0 + k * SCRAPE_S}'
+                for k in range(SPAN_S // SCRAPE_S + 1)
+            ]
     return "\n".join([*lines, "# EOF", ""])
 
 
@@ -60,10 +72,12 @@ def _replicas(kube: Kube, ns: str, name: str) -> int:
 OPT_IN = {"gpufleet.io/target-rps": "10", "gpufleet.io/max-replicas": "20", "gpufleet.io/min-replicas": "1"}
 
 
-def _controller(kube: Kube, ns: str, url: str, clock: list[float], **kw: Any) -> Controller:
+def _controller(kube: Kube, ns: str, url: str, clock: list[float], deployments: int = 3, **kw: Any) -> Controller:
     cfg = ControllerConfig(namespace=ns, lease_name=f"lease-{ns}", scale_every_s=60.0, prometheus_url=url, **kw)
     ctl = Controller(kube, cfg, clock=lambda: clock[0]).start()
-    assert wait_for(lambda: len([d for d in ctl.view.observation().deployments if d.namespace == ns]) == 3, 10)
+    assert wait_for(
+        lambda: len([d for d in ctl.view.observation().deployments if d.namespace == ns]) == deployments, 10
+    )
     return ctl
 
 
@@ -112,6 +126,27 @@ def test_request_rate_from_prometheus_scales_the_deployment_and_missing_data_sca
         ctl.view.stop()
 
 
+def test_requests_waiting_in_prometheus_reach_the_policy_and_without_the_gauges_none_are_seen(
+    kube: Kube, ns: str, prometheus_url: str
+) -> None:
+    _setup(kube, ns)
+    _deployment(kube, ns, "busy", 2, OPT_IN)  # llm's rate, with 600 requests waiting
+    decided: list[dict[str, Any]] = []
+    for gauges in ({}, {"queue_query": "", "running_query": ""}):
+        ctl = _controller(kube, ns, prometheus_url, [float(T0 + SPAN_S)], deployments=4, dry_run=True, **gauges)
+        try:
+            plan = ctl.maybe_scale()
+            assert plan is not None
+            decided.append({d.name: (d.desired, d.reason) for d in plan.decisions if d.namespace == ns})
+        finally:
+            ctl.stop()
+            ctl.view.stop()
+    read, off = decided
+    assert read["busy"][0] > read["llm"][0] and read["busy"][1] == "queue_drain"
+    assert read["llm"] == off["llm"] == off["busy"]  # llm's queue is 0; off, busy's backlog is not seen
+    assert _replicas(kube, ns, "busy") == 2  # a dry run
+
+
 def test_an_unreachable_prometheus_leaves_every_deployment_alone(kube: Kube, ns: str) -> None:
     _setup(kube, ns)
     clock = [float(T0 + SPAN_S)]
@@ -119,7 +154,7 @@ def test_an_unreachable_prometheus_leaves_every_deployment_alone(kube: Kube, ns:
     try:
         plan = ctl.maybe_scale()
         assert plan is not None and plan.decisions == ()
-        assert {s[1] for s in plan.skipped} == {"llm", "quiet"}
+        assert {s[1] for s in plan.skipped if s[0] == ns} == {"llm", "quiet"}  # other tests' namespaces too
         reasons = {a["reason"] for a in ctl.act.audit if a["action"] == "scale"}
         assert reasons == {"telemetry_unavailable"}
         assert _replicas(kube, ns, "llm") == 2 and _replicas(kube, ns, "quiet") == 3

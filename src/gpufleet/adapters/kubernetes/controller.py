@@ -38,8 +38,11 @@ from gpufleet.adapters.kubernetes.reclaim import apply_drain, apply_reclaim, app
 from gpufleet.adapters.kubernetes.rest import Kube
 from gpufleet.adapters.kubernetes.view import ClusterView
 from gpufleet.adapters.kubernetes.workloads import (
+    DEFAULT_QUEUE_QUERY,
     DEFAULT_RPS_QUERY,
+    DEFAULT_RUNNING_QUERY,
     apply_scale,
+    deployment_gauges,
     deployment_rates,
     order_replicas,
     read_own_writes,
@@ -112,6 +115,9 @@ class ControllerConfig:
     scale_every_s: float = 0.0
     prometheus_url: str = ""
     rps_query: str = DEFAULT_RPS_QUERY
+    # requests waiting and in service now (gauges; "" = not read): the policy's queue and in-flight signals
+    queue_query: str = DEFAULT_QUEUE_QUERY
+    running_query: str = DEFAULT_RUNNING_QUERY
     # before a scale-down, write controller.kubernetes.io/pod-deletion-cost on the Deployment's pods so that the
     # ReplicaSet controller stops the replicas gpufleet's scale-down rule would (control/replica_victims.py);
     # False: Kubernetes' own order (not ready first, then newest)
@@ -335,7 +341,9 @@ class Controller:
         (dry run: recorded only). Before a scale-down the Deployment's pods get their
         ``controller.kubernetes.io/pod-deletion-cost`` in gpufleet's scale-down order (``cost_aware_scale_down``).
         A Deployment whose rate could not be read is left alone and recorded as ``skipped``
-        (``telemetry_unavailable`` or ``no_rate``): nothing is scaled on missing data. A Deployment this controller
+        (``telemetry_unavailable`` or ``no_rate``): nothing is scaled on missing data. The requests waiting and
+        in service (``queue_query``, ``running_query``) are read for the Deployments with a rate; a gauge that
+        cannot be read counts as no queue. A Deployment this controller
         scaled last period and the view still shows at other replicas is read again from the API server
         (``read_own_writes``): the policy never decides from the fleet before its own write."""
         if self.scaler is None or self._prom is None:
@@ -347,7 +355,10 @@ class Controller:
         obs = self.view.observation()
         deployments = read_own_writes(self.kube, obs.deployments, self._scaled)
         rates, errors = deployment_rates(self._prom, deployments, now, self.cfg.rps_query)
-        plan = self.scaler.plan(deployments, rates, now)
+        rated = [d for d in deployments if (d.namespace, d.name) in rates]
+        queued, running = deployment_gauges(self._prom, rated, now, queue_query=self.cfg.queue_query,
+                                            running_query=self.cfg.running_query)  # fmt: skip
+        plan = self.scaler.plan(deployments, rates, now, queued, running)
         for ns, name, reason in plan.skipped:
             why = errors.get((ns, name))
             self.act.record("scale", f"{ns}/{name}", "telemetry_unavailable" if why else reason, "skipped",

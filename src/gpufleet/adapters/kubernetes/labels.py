@@ -38,8 +38,9 @@ Deployments opt in to gpufleet's replica policy with annotations (:class:`Declar
 (required with it), ``gpufleet.io/min-replicas`` (default 1; 0 allows scale to zero),
 ``gpufleet.io/cold-start-s`` (default 210), ``gpufleet.io/scale-down-delay-s`` (default 300),
 ``gpufleet.io/budget-usd-day``, ``gpufleet.io/slo-s``, ``gpufleet.io/max-concurrency`` (requests one replica
-serves at once; none: batching) and ``gpufleet.io/rps-query`` (PromQL for the Deployment's request rate; default:
-the controller's ``--rps-query``). GPUs per replica: the pod template's ``nvidia.com/gpu`` requests; its product:
+serves at once; none: batching), ``gpufleet.io/rps-query`` (PromQL for the Deployment's request rate; default:
+the controller's ``--rps-query``), ``gpufleet.io/queue-query`` and ``gpufleet.io/running-query`` (its requests
+waiting and in service now; defaults: ``--queue-query``, ``--running-query``). GPUs per replica: the pod template's ``nvidia.com/gpu`` requests; its product:
 the template's ``nodeSelector`` ``nvidia.com/gpu.product`` (the replica's price from the catalog).
 Karpenter NodePools (``karpenter.sh/v1``, :class:`ObservedNodePool`): ``spec.limits["nvidia.com/gpu"]`` (the GPUs
 its nodes may hold; absent = no limit) and, from ``spec.template`` (``metadata.labels`` and ``spec.requirements``
@@ -113,6 +114,8 @@ A_BUDGET = "gpufleet.io/budget-usd-day"
 A_SLO = "gpufleet.io/slo-s"
 A_MAX_CONCURRENCY = "gpufleet.io/max-concurrency"
 A_RPS_QUERY = "gpufleet.io/rps-query"
+A_QUEUE_QUERY = "gpufleet.io/queue-query"
+A_RUNNING_QUERY = "gpufleet.io/running-query"
 
 _SUFFIX = {
     "Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50, "Ei": 2**60,
@@ -387,6 +390,8 @@ def declared_serving(obj: dict[str, Any]) -> DeclaredServing | None:
         slo_s=slo if slo > 0 else None,
         max_concurrency=conc or None,
         rps_query=str(ann.get(A_RPS_QUERY, "")).strip(),
+        queue_query=str(ann.get(A_QUEUE_QUERY, "")).strip(),
+        running_query=str(ann.get(A_RUNNING_QUERY, "")).strip(),
     )
 
 

@@ -11,6 +11,9 @@ dearest nodes first (gpufleet's scale-down rule, the simulator's; honoured by Ku
 :func:`deployment_rates` observes the request rate of every opted-in Deployment (adapters/kubernetes/labels.py)
 from Prometheus: its ``gpufleet.io/rps-query`` annotation or the controller's default query, with ``$namespace``
 and ``$deployment`` substituted, summed over the series it matches at the decision time.
+:func:`deployment_gauges` reads the requests waiting and in service the same way (``gpufleet.io/queue-query``,
+``gpufleet.io/running-query``; vLLM's scheduler gauges by default), the queue and in-flight signals the
+simulator's gateway gives the same policy.
 """
 
 from __future__ import annotations
@@ -32,12 +35,47 @@ from gpufleet.domain.errors import ValidationError
 A_PREVIOUS = "gpufleet.io/rightsizing-previous"
 # vLLM's finished-request counter over the Deployment's pods (pods are named <deployment>-<hash>-<id>)
 DEFAULT_RPS_QUERY = 'sum(rate(vllm:request_success_total{namespace="$namespace",pod=~"$deployment-.*"}[2m]))'
+# vLLM's scheduler gauges: requests waiting for a batch slot, and requests being served
+DEFAULT_QUEUE_QUERY = 'sum(vllm:num_requests_waiting{namespace="$namespace",pod=~"$deployment-.*"})'
+DEFAULT_RUNNING_QUERY = 'sum(vllm:num_requests_running{namespace="$namespace",pod=~"$deployment-.*"})'
+
+
+def _promql(dep: ObservedDeployment, own: str, default: str) -> str:
+    return Template(own or default).safe_substitute(namespace=dep.namespace, deployment=dep.name)
 
 
 def rps_query(dep: ObservedDeployment, default: str) -> str:
     """The PromQL for ``dep``'s request rate (its annotation, else ``default``) with its namespace and name."""
-    raw = (dep.serving.rps_query if dep.serving is not None else "") or default
-    return Template(raw).safe_substitute(namespace=dep.namespace, deployment=dep.name)
+    return _promql(dep, dep.serving.rps_query if dep.serving is not None else "", default)
+
+
+def deployment_gauges(
+    prom: PrometheusTelemetry,
+    deployments: Sequence[ObservedDeployment],
+    at_s: float,
+    *,
+    queue_query: str,
+    running_query: str,
+) -> tuple[dict[tuple[str, str], float], dict[tuple[str, str], float]]:
+    """Requests waiting and requests in service at ``at_s`` per opted-in Deployment (its annotations, else these
+    defaults; an empty query is not read). A Deployment whose gauge matches no series or cannot be read is left
+    out of that map: the policy then sees no queue (as before the gauges were read), never a made-up one."""
+    out: tuple[dict[tuple[str, str], float], dict[tuple[str, str], float]] = ({}, {})
+    for dep in deployments:
+        if dep.serving is None:
+            continue
+        pairs = ((dep.serving.queue_query, queue_query), (dep.serving.running_query, running_query))
+        for got, (own, default) in zip(out, pairs, strict=True):
+            query = _promql(dep, own, default)
+            if not query:
+                continue
+            try:
+                v = prom.sum_at(query, at_s)
+            except TelemetryUnavailable:
+                continue
+            if v is not None:
+                got[(dep.namespace, dep.name)] = v
+    return out
 
 
 def deployment_rates(
