@@ -106,14 +106,14 @@ def test_controller_replica_spread_option_sets_the_config(
 
 
 @pytest.mark.parametrize(
-    ("flags", "queue", "running"),
+    ("flags", "queries"),
     [
-        ((), DEFAULT_QUEUE_QUERY, DEFAULT_RUNNING_QUERY),
-        (("--queue-query", "sum(q)", "--running-query", "OFF"), "sum(q)", ""),
+        ((), (DEFAULT_QUEUE_QUERY, DEFAULT_RUNNING_QUERY, "")),
+        (("--queue-query", "sum(q)", "--running-query", "OFF", "--slo-miss-query", "sum(m)"), ("sum(q)", "", "sum(m)")),
     ],
 )
 def test_controller_gauge_queries_reach_the_config(
-    monkeypatch: pytest.MonkeyPatch, flags: tuple[str, ...], queue: str, running: str
+    monkeypatch: pytest.MonkeyPatch, flags: tuple[str, ...], queries: tuple[str, str, str]
 ) -> None:
     monkeypatch.setattr(cmd_controller, "connect", lambda *a, **k: Kube(KubeConfig(server="http://127.0.0.1:1")))
     monkeypatch.setattr(controller_mod, "Controller", _Ctl)
@@ -121,7 +121,7 @@ def test_controller_gauge_queries_reach_the_config(
     _Ctl.configs.clear()
     r = CliRunner().invoke(app, ["controller", "--in-cluster", "--dry-run", *flags])
     assert r.exit_code == 0, r.output
-    assert [(c.queue_query, c.running_query) for c in _Ctl.configs] == [(queue, running)]
+    assert [(c.queue_query, c.running_query, c.slo_miss_query) for c in _Ctl.configs] == [queries]
 
 
 def test_k8s_replay_spreads_replicas_with_the_loops_spread(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:

@@ -96,7 +96,8 @@ def test_queued_requests_reach_the_policy_and_an_unobserved_or_bad_gauge_is_no_q
     rates = {("web", d.name): 30.0 for d in deps}
     queued = {("web", "backlog"): 600.0, ("web", "bad"): float("nan")}
     running = {("web", "backlog"): 40.0, ("web", "calm"): 40.0, ("web", "bad"): -3.0}
-    plan = scaler.plan(deps, rates, PERIOD, queued, running)
+    misses = {("web", "bad"): float("inf")}  # not a count: not measured
+    plan = scaler.plan(deps, rates, PERIOD, queued, running, misses)
     got = {d.name: d for d in plan.decisions}
     assert got["backlog"].desired > got["calm"].desired and got["backlog"].reason == "queue_drain"
     # no gauge, or a gauge that is not a count, decides as no queue does
@@ -104,10 +105,29 @@ def test_queued_requests_reach_the_policy_and_an_unobserved_or_bad_gauge_is_no_q
     assert (got["bad"].desired, got["bad"].reason) == (got["calm"].desired, got["calm"].reason)
 
 
-def test_queue_and_running_queries_are_declared_per_deployment() -> None:
-    d = declared_serving(
-        _dep("llm", 2, {**ANN, "gpufleet.io/queue-query": " sum(q) ", "gpufleet.io/running-query": "sum(r)"})
-    )
-    assert d is not None and (d.queue_query, d.running_query) == ("sum(q)", "sum(r)")
+def test_gauge_queries_are_declared_per_deployment() -> None:
+    ann = {**ANN, "gpufleet.io/queue-query": " sum(q) ", "gpufleet.io/running-query": "sum(r)",
+           "gpufleet.io/slo-miss-query": "sum(m)"}  # fmt: skip
+    d = declared_serving(_dep("llm", 2, ann))
+    assert d is not None and (d.queue_query, d.running_query, d.slo_miss_query) == ("sum(q)", "sum(r)", "sum(m)")
     plain = declared_serving(_dep("llm", 2, ANN))
-    assert plain is not None and (plain.queue_query, plain.running_query) == ("", "")
+    assert plain is not None and (plain.queue_query, plain.running_query, plain.slo_miss_query) == ("", "", "")
+
+
+def test_measured_slo_misses_bring_the_static_floor_in_and_unmeasured_ones_do_not() -> None:
+    """A burst hour, then quiet for longer than the burst floor remembers; 200 SLO misses in one quiet period burn
+    the error budget, and the fleet goes back to what the burst hour needed (the static floor)."""
+    ann = {**ANN, "gpufleet.io/slo-s": "2", "gpufleet.io/max-replicas": "60"}
+    runs: list[list[tuple[int, str]]] = []
+    for measured in (False, True):
+        scaler, current, out = ReplicaScaler(PERIOD, BUILTIN_PRICE_CATALOG), 4, []
+        for k in range(1, 58):
+            dep = deployment_from_json(_dep("llm", current, ann))
+            misses = {("web", "llm"): 200.0 if k == 55 else 0.0} if measured else None
+            d = scaler.plan([dep], {("web", "llm"): 300.0 if k <= 3 else 20.0}, PERIOD * k, slo_misses=misses)
+            current = d.decisions[0].desired
+            out.append((current, d.decisions[0].reason))
+        runs.append(out)
+    unmeasured, measured_run = runs
+    assert unmeasured[:54] == measured_run[:54] and unmeasured[53][0] < 10  # the same until the misses; quiet
+    assert measured_run[54][1] == "static_floor" and measured_run[54][0] >= 30 > unmeasured[54][0]

@@ -117,6 +117,12 @@ def register(app: typer.Typer) -> None:
             str,
             typer.Option("--running-query", help="default PromQL for its requests in service now ('off': not read)"),
         ] = "",
+        slo_miss_query: Annotated[
+            str,
+            typer.Option(
+                "--slo-miss-query", help="default PromQL for its requests past the SLO over a scale period (none)"
+            ),
+        ] = "",
     ) -> None:
         """Observe the cluster, bind pods with schedulerName=gpufleet, act only while holding the Lease."""
         from gpufleet.adapters.kubernetes.controller import Controller, ControllerConfig, loop_replica_spread
@@ -151,6 +157,7 @@ def register(app: typer.Typer) -> None:
             scale_every_s=scale_every_s, prometheus_url=prometheus, rps_query=rps_query or DEFAULT_RPS_QUERY,
             queue_query=_gauge_query(queue_query, DEFAULT_QUEUE_QUERY),
             running_query=_gauge_query(running_query, DEFAULT_RUNNING_QUERY),
+            slo_miss_query=_gauge_query(slo_miss_query, ""),
         )  # fmt: skip
         ctl = Controller(kube, cfg).start()
         out = Console(stderr=True)

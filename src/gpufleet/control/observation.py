@@ -118,8 +118,8 @@ class ObservedPod:
 class DeclaredServing:
     """What a serving Deployment declares for gpufleet's replica policy (its annotations: see
     adapters/kubernetes/labels.py): its scaling, the GPUs of one replica and their product (the replica's price),
-    the latency SLO and per-replica concurrency if any, and the PromQL of its request rate, queued requests and
-    requests in service (``""``: the controller's)."""
+    the latency SLO and per-replica concurrency if any, and the PromQL of its request rate, queued requests,
+    requests in service and SLO misses over a period (``""``: the controller's)."""
 
     scaling: ServingScaling
     gpus_per_replica: int = 0
@@ -129,6 +129,7 @@ class DeclaredServing:
     rps_query: str = ""
     queue_query: str = ""
     running_query: str = ""
+    slo_miss_query: str = ""
 
 
 @dataclass(frozen=True, slots=True)

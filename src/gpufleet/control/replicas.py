@@ -68,6 +68,11 @@ def _count(v: float | None) -> int:
     return round(v) if v is not None and math.isfinite(v) and v >= 0 else 0
 
 
+def _misses(v: float | None) -> float | None:
+    """A count of SLO misses over a period (unobserved or not a finite count >= 0: not measured)."""
+    return float(v) if v is not None and math.isfinite(v) and v >= 0 else None
+
+
 def _bounded(dep: ObservedDeployment, want: int, reason: str, scaling: ServingScaling) -> ScaleDecision:
     floor = max(0, scaling.min_replicas)
     if want < floor:
@@ -129,11 +134,14 @@ class ReplicaScaler:
         now_s: float,
         queued: Mapping[tuple[str, str], float] | None = None,
         running: Mapping[tuple[str, str], float] | None = None,
+        slo_misses: Mapping[tuple[str, str], float] | None = None,
     ) -> ScalePlan:
         """Decide every Deployment that declares serving; ``rates`` maps (namespace, name) to its request rate
         over the last period (absent: not observed); ``queued`` and ``running`` to its requests waiting and in
         service now (absent: not observed, taken as none, so the queue-drain rule and the in-flight burst
-        requirement of one-request replicas see nothing rather than a guess)."""
+        requirement of one-request replicas see nothing rather than a guess); ``slo_misses`` to its requests whose
+        queue wait passed the SLO over the last period (absent: not measured, so the static floor's error budget
+        is not read)."""
         decisions: list[ScaleDecision] = []
         skipped: list[tuple[str, str, str]] = []
         seen: set[tuple[str, str]] = set()
@@ -158,6 +166,7 @@ class ReplicaScaler:
                 concurrency=float(waiting + _count((running or {}).get(key))),
                 queue_depth=waiting,
                 load_replicas=rps / d.scaling.target_rps_per_replica,
+                slo_misses=_misses((slo_misses or {}).get(key)),
             )
             got = self._policy(dep, d).decide(signals, d.scaling)
             decisions.append(_bounded(dep, got.desired, got.reason, d.scaling))

@@ -12,7 +12,13 @@ import pytest
 from gpufleet.adapters.kubernetes.controller import Controller, ControllerConfig
 from gpufleet.adapters.kubernetes.labels import deployment_from_json
 from gpufleet.adapters.kubernetes.rest import Kube
-from gpufleet.adapters.kubernetes.workloads import read_own_writes
+from gpufleet.adapters.kubernetes.workloads import (
+    DEFAULT_QUEUE_QUERY,
+    DEFAULT_RUNNING_QUERY,
+    deployment_gauges,
+    read_own_writes,
+)
+from gpufleet.adapters.telemetry_prometheus import PrometheusTelemetry
 from gpufleet.domain.errors import ValidationError
 from tests.integration import promserver
 from tests.integration.k8s.helpers import wait_for
@@ -145,6 +151,23 @@ def test_requests_waiting_in_prometheus_reach_the_policy_and_without_the_gauges_
     assert read["busy"][0] > read["llm"][0] and read["busy"][1] == "queue_drain"
     assert read["llm"] == off["llm"] == off["busy"]  # llm's queue is 0; off, busy's backlog is not seen
     assert _replicas(kube, ns, "busy") == 2  # a dry run
+
+
+def test_gauge_queries_are_each_deployments_own_or_the_default_and_no_series_is_no_value(
+    kube: Kube, ns: str, prometheus_url: str
+) -> None:
+    own = 'sum(vllm:num_requests_running{namespace="$namespace",pod=~"$deployment-.*"}) * 0 + 7'
+    _deployment(kube, ns, "busy", 2, {**OPT_IN, "gpufleet.io/slo-miss-query": own})
+    _deployment(kube, ns, "llm", 2, OPT_IN)
+    _deployment(kube, ns, "quiet", 2, OPT_IN)  # no series of its pods
+    deps = [deployment_from_json(kube.get(f"/apis/apps/v1/namespaces/{ns}/deployments/{n}"))
+            for n in ("busy", "llm", "quiet")]  # fmt: skip
+    defaults = {"queue": DEFAULT_QUEUE_QUERY, "running": DEFAULT_RUNNING_QUERY, "slo_misses": ""}
+    with PrometheusTelemetry(prometheus_url) as prom:
+        g = deployment_gauges(prom, deps, T0 + SPAN_S, defaults)
+    assert g["queue"] == {(ns, "busy"): 2 * WAITING, (ns, "llm"): 0.0}
+    assert g["running"] == {(ns, "busy"): 32.0, (ns, "llm"): 32.0}
+    assert g["slo_misses"] == {(ns, "busy"): 7.0}  # its own query; the others have none (no default)
 
 
 def test_an_unreachable_prometheus_leaves_every_deployment_alone(kube: Kube, ns: str) -> None:

@@ -115,9 +115,12 @@ class ControllerConfig:
     scale_every_s: float = 0.0
     prometheus_url: str = ""
     rps_query: str = DEFAULT_RPS_QUERY
-    # requests waiting and in service now (gauges; "" = not read): the policy's queue and in-flight signals
+    # requests waiting and in service now (gauges; "" = not read): the policy's queue and in-flight signals; and
+    # the requests whose queue wait passed the SLO over the last scale period (no default: the serving stack's
+    # queue-time histogram needs a bucket at the SLO): the static floor's error budget
     queue_query: str = DEFAULT_QUEUE_QUERY
     running_query: str = DEFAULT_RUNNING_QUERY
+    slo_miss_query: str = ""
     # before a scale-down, write controller.kubernetes.io/pod-deletion-cost on the Deployment's pods so that the
     # ReplicaSet controller stops the replicas gpufleet's scale-down rule would (control/replica_victims.py);
     # False: Kubernetes' own order (not ready first, then newest)
@@ -342,8 +345,8 @@ class Controller:
         ``controller.kubernetes.io/pod-deletion-cost`` in gpufleet's scale-down order (``cost_aware_scale_down``).
         A Deployment whose rate could not be read is left alone and recorded as ``skipped``
         (``telemetry_unavailable`` or ``no_rate``): nothing is scaled on missing data. The requests waiting and
-        in service (``queue_query``, ``running_query``) are read for the Deployments with a rate; a gauge that
-        cannot be read counts as no queue. A Deployment this controller
+        in service (``queue_query``, ``running_query``) and the SLO misses (``slo_miss_query``) are read for the
+        Deployments with a rate; one that cannot be read counts as no queue / not measured. A Deployment this controller
         scaled last period and the view still shows at other replicas is read again from the API server
         (``read_own_writes``): the policy never decides from the fleet before its own write."""
         if self.scaler is None or self._prom is None:
@@ -356,9 +359,10 @@ class Controller:
         deployments = read_own_writes(self.kube, obs.deployments, self._scaled)
         rates, errors = deployment_rates(self._prom, deployments, now, self.cfg.rps_query)
         rated = [d for d in deployments if (d.namespace, d.name) in rates]
-        queued, running = deployment_gauges(self._prom, rated, now, queue_query=self.cfg.queue_query,
-                                            running_query=self.cfg.running_query)  # fmt: skip
-        plan = self.scaler.plan(deployments, rates, now, queued, running)
+        defaults = {"queue": self.cfg.queue_query, "running": self.cfg.running_query,
+                    "slo_misses": self.cfg.slo_miss_query}  # fmt: skip
+        g = deployment_gauges(self._prom, rated, now, defaults)
+        plan = self.scaler.plan(deployments, rates, now, g["queue"], g["running"], g["slo_misses"])
         for ns, name, reason in plan.skipped:
             why = errors.get((ns, name))
             self.act.record("scale", f"{ns}/{name}", "telemetry_unavailable" if why else reason, "skipped",

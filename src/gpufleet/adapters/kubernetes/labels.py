@@ -40,7 +40,8 @@ Deployments opt in to gpufleet's replica policy with annotations (:class:`Declar
 ``gpufleet.io/budget-usd-day``, ``gpufleet.io/slo-s``, ``gpufleet.io/max-concurrency`` (requests one replica
 serves at once; none: batching), ``gpufleet.io/rps-query`` (PromQL for the Deployment's request rate; default:
 the controller's ``--rps-query``), ``gpufleet.io/queue-query`` and ``gpufleet.io/running-query`` (its requests
-waiting and in service now; defaults: ``--queue-query``, ``--running-query``). GPUs per replica: the pod template's ``nvidia.com/gpu`` requests; its product:
+waiting and in service now; defaults: ``--queue-query``, ``--running-query``) and ``gpufleet.io/slo-miss-query``
+(its requests whose queue wait passed the SLO over the last period; default ``--slo-miss-query``, none). GPUs per replica: the pod template's ``nvidia.com/gpu`` requests; its product:
 the template's ``nodeSelector`` ``nvidia.com/gpu.product`` (the replica's price from the catalog).
 Karpenter NodePools (``karpenter.sh/v1``, :class:`ObservedNodePool`): ``spec.limits["nvidia.com/gpu"]`` (the GPUs
 its nodes may hold; absent = no limit) and, from ``spec.template`` (``metadata.labels`` and ``spec.requirements``
@@ -116,6 +117,7 @@ A_MAX_CONCURRENCY = "gpufleet.io/max-concurrency"
 A_RPS_QUERY = "gpufleet.io/rps-query"
 A_QUEUE_QUERY = "gpufleet.io/queue-query"
 A_RUNNING_QUERY = "gpufleet.io/running-query"
+A_SLO_MISS_QUERY = "gpufleet.io/slo-miss-query"
 
 _SUFFIX = {
     "Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50, "Ei": 2**60,
@@ -392,6 +394,7 @@ def declared_serving(obj: dict[str, Any]) -> DeclaredServing | None:
         rps_query=str(ann.get(A_RPS_QUERY, "")).strip(),
         queue_query=str(ann.get(A_QUEUE_QUERY, "")).strip(),
         running_query=str(ann.get(A_RUNNING_QUERY, "")).strip(),
+        slo_miss_query=str(ann.get(A_SLO_MISS_QUERY, "")).strip(),
     )
 
 

@@ -12,15 +12,16 @@ dearest nodes first (gpufleet's scale-down rule, the simulator's; honoured by Ku
 from Prometheus: its ``gpufleet.io/rps-query`` annotation or the controller's default query, with ``$namespace``
 and ``$deployment`` substituted, summed over the series it matches at the decision time.
 :func:`deployment_gauges` reads the requests waiting and in service the same way (``gpufleet.io/queue-query``,
-``gpufleet.io/running-query``; vLLM's scheduler gauges by default), the queue and in-flight signals the
-simulator's gateway gives the same policy.
+``gpufleet.io/running-query``; vLLM's scheduler gauges by default) and, when a query is given, the requests
+whose queue wait passed the SLO over the last period (``gpufleet.io/slo-miss-query``): the queue, in-flight and
+SLO-miss signals the simulator's gateway gives the same policy.
 """
 
 from __future__ import annotations
 
 import contextlib
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from string import Template
 
 from gpufleet.adapters.kubernetes.act import Actuator
@@ -49,24 +50,27 @@ def rps_query(dep: ObservedDeployment, default: str) -> str:
     return _promql(dep, dep.serving.rps_query if dep.serving is not None else "", default)
 
 
+GAUGES = ("queue", "running", "slo_misses")
+
+
 def deployment_gauges(
     prom: PrometheusTelemetry,
     deployments: Sequence[ObservedDeployment],
     at_s: float,
-    *,
-    queue_query: str,
-    running_query: str,
-) -> tuple[dict[tuple[str, str], float], dict[tuple[str, str], float]]:
-    """Requests waiting and requests in service at ``at_s`` per opted-in Deployment (its annotations, else these
-    defaults; an empty query is not read). A Deployment whose gauge matches no series or cannot be read is left
-    out of that map: the policy then sees no queue (as before the gauges were read), never a made-up one."""
-    out: tuple[dict[tuple[str, str], float], dict[tuple[str, str], float]] = ({}, {})
+    defaults: Mapping[str, str],
+) -> dict[str, dict[tuple[str, str], float]]:
+    """Per opted-in Deployment at ``at_s``, each of :data:`GAUGES`: its requests waiting, its requests in service
+    and its requests whose queue wait passed the SLO over the last period. The query is the Deployment's
+    annotation, else ``defaults[name]``; an empty one is not read. A Deployment whose query matches no series or
+    cannot be read is left out of that map: the policy then sees no queue and no misses, never made-up ones."""
+    out: dict[str, dict[tuple[str, str], float]] = {name: {} for name in GAUGES}
     for dep in deployments:
-        if dep.serving is None:
+        s = dep.serving
+        if s is None:
             continue
-        pairs = ((dep.serving.queue_query, queue_query), (dep.serving.running_query, running_query))
-        for got, (own, default) in zip(out, pairs, strict=True):
-            query = _promql(dep, own, default)
+        own = {"queue": s.queue_query, "running": s.running_query, "slo_misses": s.slo_miss_query}
+        for name in GAUGES:
+            query = _promql(dep, own[name], defaults.get(name, ""))
             if not query:
                 continue
             try:
@@ -74,7 +78,7 @@ def deployment_gauges(
             except TelemetryUnavailable:
                 continue
             if v is not None:
-                got[(dep.namespace, dep.name)] = v
+                out[name][(dep.namespace, dep.name)] = v
     return out
 
 
