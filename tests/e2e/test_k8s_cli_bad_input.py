@@ -108,12 +108,24 @@ def test_controller_replica_spread_option_sets_the_config(
 @pytest.mark.parametrize(
     ("flags", "queries"),
     [
-        ((), (DEFAULT_QUEUE_QUERY, DEFAULT_RUNNING_QUERY, "")),
-        (("--queue-query", "sum(q)", "--running-query", "OFF", "--slo-miss-query", "sum(m)"), ("sum(q)", "", "sum(m)")),
+        ((), (DEFAULT_QUEUE_QUERY, DEFAULT_RUNNING_QUERY, "", 86_400.0)),
+        (
+            (
+                "--queue-query",
+                "sum(q)",
+                "--running-query",
+                "OFF",
+                "--slo-miss-query",
+                "sum(m)",
+                "--scale-history-s",
+                "0",
+            ),
+            ("sum(q)", "", "sum(m)", 0.0),
+        ),
     ],
 )
 def test_controller_gauge_queries_reach_the_config(
-    monkeypatch: pytest.MonkeyPatch, flags: tuple[str, ...], queries: tuple[str, str, str]
+    monkeypatch: pytest.MonkeyPatch, flags: tuple[str, ...], queries: tuple[str, str, str, float]
 ) -> None:
     monkeypatch.setattr(cmd_controller, "connect", lambda *a, **k: Kube(KubeConfig(server="http://127.0.0.1:1")))
     monkeypatch.setattr(controller_mod, "Controller", _Ctl)
@@ -121,7 +133,7 @@ def test_controller_gauge_queries_reach_the_config(
     _Ctl.configs.clear()
     r = CliRunner().invoke(app, ["controller", "--in-cluster", "--dry-run", *flags])
     assert r.exit_code == 0, r.output
-    assert [(c.queue_query, c.running_query, c.slo_miss_query) for c in _Ctl.configs] == [queries]
+    assert [(c.queue_query, c.running_query, c.slo_miss_query, c.scale_history_s) for c in _Ctl.configs] == [queries]
 
 
 def test_k8s_replay_spreads_replicas_with_the_loops_spread(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:

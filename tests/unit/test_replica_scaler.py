@@ -131,3 +131,19 @@ def test_measured_slo_misses_bring_the_static_floor_in_and_unmeasured_ones_do_no
     unmeasured, measured_run = runs
     assert unmeasured[:54] == measured_run[:54] and unmeasured[53][0] < 10  # the same until the misses; quiet
     assert measured_run[54][1] == "static_floor" and measured_run[54][0] >= 30 > unmeasured[54][0]
+
+
+def test_a_policy_warmed_from_the_rate_history_decides_as_one_that_ran_through_it() -> None:
+    """A new leader replays the history: its first decision is the one a controller deciding all along makes."""
+    ann = {**ANN, "gpufleet.io/slo-s": "2", "gpufleet.io/max-replicas": "60"}
+    history = [(PERIOD * k, 300.0 if 20 <= k <= 22 else 20.0) for k in range(1, 40)]  # a burst 18-20 periods ago
+    dep = deployment_from_json(_dep("llm", 4, ann))
+    ran = ReplicaScaler(PERIOD, BUILTIN_PRICE_CATALOG)
+    for t, rps in history:
+        ran.plan([dep], {("web", "llm"): rps}, t)
+    warmed, cold = ReplicaScaler(PERIOD, BUILTIN_PRICE_CATALOG), ReplicaScaler(PERIOD, BUILTIN_PRICE_CATALOG)
+    assert not warmed.knows(dep) and warmed.warm(dep, [*history, (PERIOD * 41, float("nan"))]) == len(history)
+    assert warmed.knows(dep) and warmed.warm(dep, history) == 0  # a running policy is not replayed twice
+    now = {("web", "llm"): 20.0}
+    first = [s.plan([dep], now, PERIOD * 40).decisions[0] for s in (ran, warmed, cold)]
+    assert first[0] == first[1] and first[1].desired > first[2].desired, first  # the burst is remembered

@@ -104,6 +104,25 @@ class PrometheusTelemetry:
             raise TelemetryUnavailable(f"expected a {result_type} result, got {data.get('resultType')!r}")
         return list(data.get("result", []))
 
+    def sum_range(self, query: str, start_s: int, end_s: int, step_s: int) -> list[tuple[float, float]]:
+        """``(time, value)``: the sum over a range query's series at each step (a step no series has a value at is
+        left out), at most ``MAX_POINTS`` steps, the latest kept. A value that is not finite and >= 0 raises
+        TelemetryUnavailable (a rate or a count)."""
+        if step_s <= 0 or end_s < start_s:
+            raise ValidationError("range", "need step_s > 0 and end_s >= start_s")
+        start_s = max(start_s, end_s - (MAX_POINTS - 1) * step_s)
+        totals: dict[float, float] = {}
+        for r in self.query_range(query, start_s, end_s, step_s):
+            for point in r.get("values") or []:
+                try:
+                    t, v = float(point[0]), float(point[1])
+                except (IndexError, TypeError, ValueError):
+                    raise TelemetryUnavailable(f"malformed sample in the answer to {query!r}") from None
+                if not math.isfinite(v) or v < 0:
+                    raise TelemetryUnavailable(f"{query!r} gave {v} (need a finite value >= 0)")
+                totals[t] = totals.get(t, 0.0) + v
+        return sorted(totals.items())
+
     def sum_at(self, query: str, at_s: float) -> float | None:
         """The sum of an instant vector's values at ``at_s`` (e.g. a request rate); None when no series matched
         (no data is not zero). A non-finite or negative value raises TelemetryUnavailable."""

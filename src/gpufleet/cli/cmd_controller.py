@@ -117,6 +117,12 @@ def register(app: typer.Typer) -> None:
             str,
             typer.Option("--running-query", help="default PromQL for its requests in service now ('off': not read)"),
         ] = "",
+        scale_history_s: Annotated[
+            float,
+            typer.Option(
+                "--scale-history-s", min=0, help="a Deployment's policy starts from this much rate history (0: none)"
+            ),
+        ] = 86_400.0,
         slo_miss_query: Annotated[
             str,
             typer.Option(
@@ -157,7 +163,7 @@ def register(app: typer.Typer) -> None:
             scale_every_s=scale_every_s, prometheus_url=prometheus, rps_query=rps_query or DEFAULT_RPS_QUERY,
             queue_query=_gauge_query(queue_query, DEFAULT_QUEUE_QUERY),
             running_query=_gauge_query(running_query, DEFAULT_RUNNING_QUERY),
-            slo_miss_query=_gauge_query(slo_miss_query, ""),
+            slo_miss_query=_gauge_query(slo_miss_query, ""), scale_history_s=scale_history_s,
         )  # fmt: skip
         ctl = Controller(kube, cfg).start()
         out = Console(stderr=True)

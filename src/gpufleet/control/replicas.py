@@ -127,6 +127,45 @@ class ReplicaScaler:
         self._policies[key] = (d, policy)
         return policy
 
+    def knows(self, dep: ObservedDeployment) -> bool:
+        """True when ``dep`` has a running policy for its current declaration."""
+        held = self._policies.get((dep.namespace, dep.name))
+        return held is not None and held[0] == dep.serving
+
+    def warm(self, dep: ObservedDeployment, history: Sequence[tuple[float, float]]) -> int:
+        """Start ``dep``'s policy from its request-rate history, ``(time, rps)`` points one period apart (a new
+        leader, or a Deployment seen for the first time): each point is decided as a period and the decision
+        dropped, so the forecaster, floors and windows hold what they would had this world been decided all along
+        (as the simulator's policy has). Its replicas are taken as they are now. Returns the periods replayed (0:
+        the policy already runs, or ``dep`` declares no serving); points that are not a rate >= 0 are skipped."""
+        d = dep.serving
+        if d is None or self.knows(dep):
+            return 0
+        policy = self._policy(dep, d)
+        n = 0
+        for t, rps in sorted(history):
+            if math.isfinite(t) and math.isfinite(rps) and rps >= 0:
+                policy.decide(self._signals(dep, d, t, rps, 0, 0, None), d.scaling)
+                n += 1
+        return n
+
+    def _signals(
+        self, dep: ObservedDeployment, d: DeclaredServing, now_s: float, rps: float, waiting: int, running: int,
+        misses: float | None,
+    ) -> ReplicaSignals:  # fmt: skip
+        ready = min(dep.ready_replicas, dep.replicas)
+        return ReplicaSignals(
+            now_s=float(now_s),
+            ready=ready,
+            starting=max(dep.replicas - ready, 0),
+            period_s=self.period_s,
+            arrival_rps=rps,
+            concurrency=float(waiting + running),
+            queue_depth=waiting,
+            load_replicas=rps / d.scaling.target_rps_per_replica,
+            slo_misses=misses,
+        )
+
     def plan(
         self,
         deployments: Sequence[ObservedDeployment],
@@ -155,19 +194,10 @@ class ReplicaScaler:
             if rps is None or not math.isfinite(rps) or rps < 0:
                 skipped.append((dep.namespace, dep.name, "no_rate"))
                 continue
-            ready = min(dep.ready_replicas, dep.replicas)
-            waiting = _count((queued or {}).get(key))
-            signals = ReplicaSignals(
-                now_s=float(now_s),
-                ready=ready,
-                starting=max(dep.replicas - ready, 0),
-                period_s=self.period_s,
-                arrival_rps=rps,
-                concurrency=float(waiting + _count((running or {}).get(key))),
-                queue_depth=waiting,
-                load_replicas=rps / d.scaling.target_rps_per_replica,
-                slo_misses=_misses((slo_misses or {}).get(key)),
-            )
+            signals = self._signals(
+                dep, d, now_s, rps, _count((queued or {}).get(key)), _count((running or {}).get(key)),
+                _misses((slo_misses or {}).get(key)),
+            )  # fmt: skip
             got = self._policy(dep, d).decide(signals, d.scaling)
             decisions.append(_bounded(dep, got.desired, got.reason, d.scaling))
         for gone in set(self._policies) - seen:  # deleted, or no longer opted in

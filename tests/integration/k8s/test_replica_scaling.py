@@ -104,7 +104,12 @@ def test_request_rate_from_prometheus_scales_the_deployment_and_missing_data_sca
         assert plan is not None and {d.name for d in plan.decisions} == {"llm"}
         assert dry.maybe_scale() is None  # not due again within the period
         assert _replicas(kube, ns, "llm") == 2  # a dry run changes nothing
-        assert [a["outcome"] for a in dry.act.audit if a["target"] == f"{ns}/llm"] == ["dry_run"]
+        assert [a["outcome"] for a in dry.act.audit if a["target"] == f"{ns}/llm" and a["action"] == "scale"] == [
+            "dry_run"
+        ]
+        # its policy started from the hour of rate history Prometheus holds, one point a scale period
+        (warm,) = [a for a in dry.act.audit if a["action"] == "scale_warm" and a["target"] == f"{ns}/llm"]
+        assert warm["outcome"] == "replayed" and 55 <= warm["periods"] <= 60
     finally:
         dry.stop()
         dry.view.stop()

@@ -46,12 +46,13 @@ from gpufleet.adapters.kubernetes.workloads import (
     deployment_rates,
     order_replicas,
     read_own_writes,
+    rps_query,
 )
-from gpufleet.adapters.telemetry_prometheus import PrometheusTelemetry
+from gpufleet.adapters.telemetry_prometheus import PrometheusTelemetry, TelemetryUnavailable
 from gpufleet.control.binding import BindingPlan, BindingPlanner, PodBind, Unschedulable
 from gpufleet.control.buffer_pods import BufferPods, plan_buffer_pods
 from gpufleet.control.node_release import NodeRelease, NodeReleasePlanner
-from gpufleet.control.observation import Observation, ObservedNode
+from gpufleet.control.observation import Observation, ObservedDeployment, ObservedNode
 from gpufleet.control.placement import ReplicaSpread
 from gpufleet.control.preempting import PREEMPT_REASON, NoPreempt, PreemptConfig, PreemptDecision, Victim
 from gpufleet.control.reclaim import NodeDrain, plan_reclaim
@@ -121,6 +122,9 @@ class ControllerConfig:
     queue_query: str = DEFAULT_QUEUE_QUERY
     running_query: str = DEFAULT_RUNNING_QUERY
     slo_miss_query: str = ""
+    # a Deployment's policy first decided by this leader starts from this much of its request-rate history (0: from
+    # nothing), replayed at the scale period: its forecaster, floors and windows as if it had decided all along
+    scale_history_s: float = 86_400.0
     # before a scale-down, write controller.kubernetes.io/pod-deletion-cost on the Deployment's pods so that the
     # ReplicaSet controller stops the replicas gpufleet's scale-down rule would (control/replica_victims.py);
     # False: Kubernetes' own order (not ready first, then newest)
@@ -359,6 +363,7 @@ class Controller:
         deployments = read_own_writes(self.kube, obs.deployments, self._scaled)
         rates, errors = deployment_rates(self._prom, deployments, now, self.cfg.rps_query)
         rated = [d for d in deployments if (d.namespace, d.name) in rates]
+        self._warm_new_policies(rated, now)
         defaults = {"queue": self.cfg.queue_query, "running": self.cfg.running_query,
                     "slo_misses": self.cfg.slo_miss_query}  # fmt: skip
         g = deployment_gauges(self._prom, rated, now, defaults)
@@ -374,6 +379,27 @@ class Controller:
                 self._scaled[(d.namespace, d.name)] = d.desired
         self.last_scale = plan
         return plan
+
+    def _warm_new_policies(self, deployments: list[ObservedDeployment], now: float) -> None:
+        """Replay the request-rate history of each Deployment whose policy this leader has not run yet
+        (``scale_history_s`` of it, at the scale period; ``ReplicaScaler.warm``). Audited as ``scale_warm``; a
+        history that cannot be read leaves the policy to start from nothing, as it did before."""
+        assert self.scaler is not None and self._prom is not None
+        step = max(1, round(self.cfg.scale_every_s))
+        if self.cfg.scale_history_s < step:
+            return
+        for dep in deployments:
+            if dep.serving is None or self.scaler.knows(dep):
+                continue
+            target = f"{dep.namespace}/{dep.name}"
+            query = rps_query(dep, self.cfg.rps_query)
+            try:
+                history = self._prom.sum_range(query, int(now - self.cfg.scale_history_s), int(now) - step, step)
+            except TelemetryUnavailable as exc:
+                self.act.record("scale_warm", target, "telemetry_unavailable", "skipped", error=str(exc))
+                continue
+            n = self.scaler.warm(dep, history)
+            self.act.record("scale_warm", target, "rate_history", "replayed", periods=n)
 
     def maybe_release(self) -> list[tuple[NodeRelease, str]]:
         """Every ``release_every_s``: the loop's node scaler on the observation (control/node_release.py) picks
