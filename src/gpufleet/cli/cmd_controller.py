@@ -33,7 +33,7 @@ def connect(kubeconfig: Path | None, in_cluster: bool, pool_size: int = 32) -> o
 
 
 def _gauge_query(given: str, default: str) -> str:
-    """``--queue-query`` / ``--running-query``: empty is the default, ``off`` is not read."""
+    """``--queue-query`` / ``--running-query`` / ``--slo-miss-query``: empty is the default, ``off`` is not read."""
     return "" if given.strip().lower() == "off" else (given or default)
 
 

@@ -41,8 +41,9 @@ Deployments opt in to gpufleet's replica policy with annotations (:class:`Declar
 serves at once; none: batching), ``gpufleet.io/rps-query`` (PromQL for the Deployment's request rate; default:
 the controller's ``--rps-query``), ``gpufleet.io/queue-query`` and ``gpufleet.io/running-query`` (its requests
 waiting and in service now; defaults: ``--queue-query``, ``--running-query``) and ``gpufleet.io/slo-miss-query``
-(its requests whose queue wait passed the SLO over the last period; default ``--slo-miss-query``, none). GPUs per replica: the pod template's ``nvidia.com/gpu`` requests; its product:
-the template's ``nodeSelector`` ``nvidia.com/gpu.product`` (the replica's price from the catalog).
+(its requests whose queue wait passed the SLO over the last period; default ``--slo-miss-query``, none). GPUs
+per replica: the pod template's ``nvidia.com/gpu`` requests; its product: the template's ``nodeSelector``
+``nvidia.com/gpu.product`` (the replica's price from the catalog).
 Karpenter NodePools (``karpenter.sh/v1``, :class:`ObservedNodePool`): ``spec.limits["nvidia.com/gpu"]`` (the GPUs
 its nodes may hold; absent = no limit) and, from ``spec.template`` (``metadata.labels`` and ``spec.requirements``
 with operator ``In``), the GPU products (``nvidia.com/gpu.product`` or ``karpenter.k8s.aws/instance-gpu-name``)
