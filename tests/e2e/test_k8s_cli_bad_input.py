@@ -108,7 +108,7 @@ def test_controller_replica_spread_option_sets_the_config(
 @pytest.mark.parametrize(
     ("flags", "queries"),
     [
-        ((), (DEFAULT_QUEUE_QUERY, DEFAULT_RUNNING_QUERY, "", 86_400.0)),
+        ((), (DEFAULT_QUEUE_QUERY, DEFAULT_RUNNING_QUERY, "", 86_400.0, 15.0)),
         (
             (
                 "--queue-query",
@@ -119,13 +119,15 @@ def test_controller_replica_spread_option_sets_the_config(
                 "sum(m)",
                 "--scale-history-s",
                 "0",
+                "--react-every-s",
+                "0",
             ),
-            ("sum(q)", "", "sum(m)", 0.0),
+            ("sum(q)", "", "sum(m)", 0.0, 0.0),
         ),
     ],
 )
 def test_controller_gauge_queries_reach_the_config(
-    monkeypatch: pytest.MonkeyPatch, flags: tuple[str, ...], queries: tuple[str, str, str, float]
+    monkeypatch: pytest.MonkeyPatch, flags: tuple[str, ...], queries: tuple[str, str, str, float, float]
 ) -> None:
     monkeypatch.setattr(cmd_controller, "connect", lambda *a, **k: Kube(KubeConfig(server="http://127.0.0.1:1")))
     monkeypatch.setattr(controller_mod, "Controller", _Ctl)
@@ -133,7 +135,8 @@ def test_controller_gauge_queries_reach_the_config(
     _Ctl.configs.clear()
     r = CliRunner().invoke(app, ["controller", "--in-cluster", "--dry-run", *flags])
     assert r.exit_code == 0, r.output
-    assert [(c.queue_query, c.running_query, c.slo_miss_query, c.scale_history_s) for c in _Ctl.configs] == [queries]
+    got = [(c.queue_query, c.running_query, c.slo_miss_query, c.scale_history_s, c.react_every_s) for c in _Ctl.configs]
+    assert got == [queries]  # fmt: skip
 
 
 def test_k8s_replay_spreads_replicas_with_the_loops_spread(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:

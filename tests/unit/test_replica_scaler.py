@@ -147,3 +147,25 @@ def test_a_policy_warmed_from_the_rate_history_decides_as_one_that_ran_through_i
     now = {("web", "llm"): 20.0}
     first = [s.plan([dep], now, PERIOD * 40).decisions[0] for s in (ran, warmed, cold)]
     assert first[0] == first[1] and first[1].desired > first[2].desired, first  # the burst is remembered
+
+
+def test_the_fast_path_scales_up_on_a_growing_queue_only_and_only_a_running_policy() -> None:
+    scaler = ReplicaScaler(PERIOD, BUILTIN_PRICE_CATALOG)
+    dep = deployment_from_json(_dep("llm", 4, ANN))
+    new = deployment_from_json(_dep("new", 4, ANN))
+    key = ("web", "llm")
+    assert scaler.react([dep], {key: 300.0}, 10.0).decisions == ()  # no period decided yet: left to the period
+    for k in range(1, 6):
+        scaler.plan([dep], {key: 20.0}, PERIOD * k)
+    at = PERIOD * 5 + 15
+    assert scaler.react([dep], {key: 20.0}, at).decisions == ()  # nothing grew
+    surge = scaler.react([dep, new], {key: 300.0, ("web", "new"): 300.0}, at, {key: 800.0})
+    (d,) = surge.decisions
+    assert d.name == "llm" and d.reason == "queue_growth" and 30 <= d.desired <= 40 and d.current == 4
+    big = deployment_from_json(_dep("llm", 39, ANN))  # already above what the surge needs: never a scale-down
+    assert scaler.react([big], {key: 20.0}, at, {key: 0.0}).decisions == ()
+    # the fast path taught the policy nothing: the next period decides as a scaler that never reacted
+    twin = ReplicaScaler(PERIOD, BUILTIN_PRICE_CATALOG)
+    for k in range(1, 6):
+        twin.plan([dep], {key: 20.0}, PERIOD * k)
+    assert scaler.plan([dep], {key: 20.0}, PERIOD * 6) == twin.plan([dep], {key: 20.0}, PERIOD * 6)

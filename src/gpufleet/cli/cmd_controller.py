@@ -123,6 +123,12 @@ def register(app: typer.Typer) -> None:
                 "--scale-history-s", min=0, help="a Deployment's policy starts from this much rate history (0: none)"
             ),
         ] = 86_400.0,
+        react_every_s: Annotated[
+            float,
+            typer.Option(
+                "--react-every-s", min=0, help="between scale periods, scale up on a growing queue this often (0: off)"
+            ),
+        ] = 15.0,
         slo_miss_query: Annotated[
             str,
             typer.Option(
@@ -164,6 +170,7 @@ def register(app: typer.Typer) -> None:
             queue_query=_gauge_query(queue_query, DEFAULT_QUEUE_QUERY),
             running_query=_gauge_query(running_query, DEFAULT_RUNNING_QUERY),
             slo_miss_query=_gauge_query(slo_miss_query, ""), scale_history_s=scale_history_s,
+            react_every_s=react_every_s,
         )  # fmt: skip
         ctl = Controller(kube, cfg).start()
         out = Console(stderr=True)

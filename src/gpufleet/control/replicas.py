@@ -103,6 +103,7 @@ class ReplicaScaler:
         self.catalog = catalog
         self.sku_map = dict(sku_map or {})
         self._policies: dict[tuple[str, str], tuple[DeclaredServing, SpareReplicas]] = {}
+        self._decided_s: dict[tuple[str, str], float] = {}  # when each policy last decided a period
 
     def price_usd_per_replica_h(self, d: DeclaredServing) -> float | None:
         if not d.gpu_product or d.gpus_per_replica <= 0:
@@ -125,6 +126,7 @@ class ReplicaScaler:
             price_usd_per_replica_h=self.price_usd_per_replica_h(d),
         )
         self._policies[key] = (d, policy)
+        self._decided_s.pop(key, None)  # a fresh policy reacts only once it has decided a period
         return policy
 
     def knows(self, dep: ObservedDeployment) -> bool:
@@ -149,16 +151,46 @@ class ReplicaScaler:
                 n += 1
         return n
 
+    def react(
+        self,
+        deployments: Sequence[ObservedDeployment],
+        rates: Mapping[tuple[str, str], float],
+        now_s: float,
+        queued: Mapping[tuple[str, str], float] | None = None,
+        running: Mapping[tuple[str, str], float] | None = None,
+    ) -> ScalePlan:
+        """The fast path between two periods (the simulator's, when its gateway sees the queue grow): each
+        Deployment whose policy runs is asked ``react`` on what was observed since its last period; scale-up only
+        (``queue_growth``), within ``max_replicas``. A Deployment without a rate, or whose policy has not decided a
+        period yet, is left to the next period. Changes no policy state: the floors and forecasts learn only from
+        :meth:`plan`."""
+        decisions: list[ScaleDecision] = []
+        for dep in deployments:
+            key = (dep.namespace, dep.name)
+            d = dep.serving
+            rps = rates.get(key)
+            since = now_s - self._decided_s.get(key, math.inf)
+            if d is None or not self.knows(dep) or rps is None or not math.isfinite(rps) or rps < 0 or since <= 0:
+                continue
+            signals = self._signals(
+                dep, d, now_s, rps, _count((queued or {}).get(key)), _count((running or {}).get(key)), None,
+                period_s=since,
+            )  # fmt: skip
+            got = self._policies[key][1].react(signals, d.scaling)
+            if got is not None and got.desired > dep.replicas:
+                decisions.append(_bounded(dep, got.desired, got.reason, d.scaling))
+        return ScalePlan(tuple(decisions), ())
+
     def _signals(
         self, dep: ObservedDeployment, d: DeclaredServing, now_s: float, rps: float, waiting: int, running: int,
-        misses: float | None,
+        misses: float | None, period_s: float | None = None,
     ) -> ReplicaSignals:  # fmt: skip
         ready = min(dep.ready_replicas, dep.replicas)
         return ReplicaSignals(
             now_s=float(now_s),
             ready=ready,
             starting=max(dep.replicas - ready, 0),
-            period_s=self.period_s,
+            period_s=self.period_s if period_s is None else period_s,
             arrival_rps=rps,
             concurrency=float(waiting + running),
             queue_depth=waiting,
@@ -199,7 +231,9 @@ class ReplicaScaler:
                 _misses((slo_misses or {}).get(key)),
             )  # fmt: skip
             got = self._policy(dep, d).decide(signals, d.scaling)
+            self._decided_s[key] = float(now_s)
             decisions.append(_bounded(dep, got.desired, got.reason, d.scaling))
         for gone in set(self._policies) - seen:  # deleted, or no longer opted in
             del self._policies[gone]
+            self._decided_s.pop(gone, None)
         return ScalePlan(tuple(decisions), tuple(skipped))

@@ -31,22 +31,23 @@ METRIC = "vllm:request_success_total"
 
 
 WAITING = 300  # requests queued on each of the busy Deployment's two replicas
+SURGE_AT = T0 + SPAN_S // 2  # from then on the surge Deployment's one pod has WAITING requests queued
 
 
 def _openmetrics(ns: str) -> str:
     lines = [f"# TYPE {METRIC} counter"]
-    pods = ("llm-5d8f-abcde", "llm-5d8f-fghij", "busy-7c9d-abcde", "busy-7c9d-fghij")
-    for pod in pods:  # two replicas each, each serving half of the Deployment's rate
+    pods = ("llm-5d8f-abcde", "llm-5d8f-fghij", "busy-7c9d-abcde", "busy-7c9d-fghij", "surge-6b2f-abcde")
+    for pod in pods:  # llm and busy: two replicas each serving half of RPS; surge: one serving half
         for k in range(SPAN_S // SCRAPE_S + 1):
             lines.append(f'{METRIC}{{namespace="{ns}",pod="{pod}"}} {RPS / 2 * k * SCRAPE_S} {T0 + k * SCRAPE_S}')
     for gauge, value in (("vllm:num_requests_waiting", WAITING), ("vllm:num_requests_running", 16)):
         lines.append(f"# TYPE {gauge} gauge")
         for pod in pods:
-            v = value if pod.startswith("busy") or gauge.endswith("running") else 0
-            lines += [
-                f'{gauge}{{namespace="{ns}",pod="{pod}"}} {v} {T0 + k * SCRAPE_S}'
-                for k in range(SPAN_S // SCRAPE_S + 1)
-            ]
+            for k in range(SPAN_S // SCRAPE_S + 1):
+                t = T0 + k * SCRAPE_S
+                waits = pod.startswith("busy") or (pod.startswith("surge") and t >= SURGE_AT)
+                v = value if waits or gauge.endswith("running") else 0
+                lines.append(f'{gauge}{{namespace="{ns}",pod="{pod}"}} {v} {t}')
     return "\n".join([*lines, "# EOF", ""])
 
 
@@ -173,6 +174,35 @@ def test_gauge_queries_are_each_deployments_own_or_the_default_and_no_series_is_
     assert g["queue"] == {(ns, "busy"): 2 * WAITING, (ns, "llm"): 0.0}
     assert g["running"] == {(ns, "busy"): 32.0, (ns, "llm"): 32.0}
     assert g["slo_misses"] == {(ns, "busy"): 7.0}  # its own query; the others have none (no default)
+
+
+def test_between_two_periods_a_queue_that_grows_scales_the_deployment_up_at_once(
+    kube: Kube, ns: str, prometheus_url: str
+) -> None:
+    _deployment(kube, ns, "surge", 1, OPT_IN)  # 20 rps on one replica, no queue until SURGE_AT
+    clock = [float(SURGE_AT - 10)]
+    ctl = _controller(kube, ns, prometheus_url, clock, deployments=1)
+    try:
+        assert ctl.maybe_react() is None  # no period decided yet
+        period = ctl.maybe_scale()
+        assert period is not None
+        (first,) = [d for d in period.decisions if d.namespace == ns]
+        assert first.reason != "queue_drain" and _replicas(kube, ns, "surge") == first.desired
+        clock[0] = SURGE_AT - 5.0  # still no queue: the fast path asks for nothing
+        quiet = ctl.maybe_react()
+        assert quiet is not None and [d for d in quiet.decisions if d.namespace == ns] == []
+        clock[0] = SURGE_AT + 20.0  # the queue has grown; the next period is 30 s away
+        reacted = ctl.maybe_react()
+        assert reacted is not None
+        (up,) = [d for d in reacted.decisions if d.namespace == ns]
+        assert up.reason == "queue_growth" and up.desired > first.desired == up.current
+        assert _replicas(kube, ns, "surge") == up.desired
+        assert ctl.maybe_react() is None  # not due again within react_every_s
+        clock[0] = SURGE_AT + 50.0
+        assert ctl.maybe_react() is None  # the period decision is due: left to it
+    finally:
+        ctl.stop()
+        ctl.view.stop()
 
 
 def test_an_unreachable_prometheus_leaves_every_deployment_alone(kube: Kube, ns: str) -> None:

@@ -125,6 +125,9 @@ class ControllerConfig:
     # a Deployment's policy first decided by this leader starts from this much of its request-rate history (0: from
     # nothing), replayed at the scale period: its forecaster, floors and windows as if it had decided all along
     scale_history_s: float = 86_400.0
+    # between two scale periods, every react_every_s (0 = off) the policy's fast path sees the rate and the queue:
+    # scale-up only, as the simulator's gateway asks it when the queue grows (ReplicaScaler.react)
+    react_every_s: float = 15.0
     # before a scale-down, write controller.kubernetes.io/pod-deletion-cost on the Deployment's pods so that the
     # ReplicaSet controller stops the replicas gpufleet's scale-down rule would (control/replica_victims.py);
     # False: Kubernetes' own order (not ready first, then newest)
@@ -190,6 +193,8 @@ class Controller:
         self._prom: PrometheusTelemetry | None = None
         self._next_scale = 0.0
         self._scaled: dict[tuple[str, str], int] = {}  # replicas this controller last wrote, until the view shows them
+        self._next_react = 0.0
+        self.last_react: ScalePlan | None = None
         self.last_scale: ScalePlan | None = None
         self.releaser: NodeReleasePlanner | None = None
         self._next_release = 0.0
@@ -238,6 +243,7 @@ class Controller:
                     self.maybe_release()
                     self._maybe_sync()
                     self.maybe_scale()
+                    self.maybe_react()
                 self.view.changed.wait(self.cfg.tick_s)
         except BaseException as exc:
             self.error = repr(exc)
@@ -378,6 +384,30 @@ class Controller:
             if apply_scale(self.act, d) == "applied":
                 self._scaled[(d.namespace, d.name)] = d.desired
         self.last_scale = plan
+        return plan
+
+    def maybe_react(self) -> ScalePlan | None:
+        """Every ``react_every_s`` between two scale periods: the rate and the queue of each Deployment whose policy
+        runs, and the policy's fast path (``ReplicaScaler.react``: scale-up only, reason ``queue_growth``), applied
+        through the scale subresource. None when it is not due (or a period decision is)."""
+        if self.scaler is None or self._prom is None or self.cfg.react_every_s <= 0:
+            return None
+        now = self.clock()
+        if now < self._next_react or now >= self._next_scale:
+            return None
+        self._next_react = now + self.cfg.react_every_s
+        deployments = read_own_writes(self.kube, self.view.observation().deployments, self._scaled)
+        running = [d for d in deployments if self.scaler.knows(d)]
+        rates, _ = deployment_rates(self._prom, running, now, self.cfg.rps_query)
+        rated = [d for d in running if (d.namespace, d.name) in rates]
+        g = deployment_gauges(
+            self._prom, rated, now, {"queue": self.cfg.queue_query, "running": self.cfg.running_query}
+        )
+        plan = self.scaler.react(rated, rates, now, g["queue"], g["running"])
+        for d in plan.decisions:
+            if apply_scale(self.act, d) == "applied":
+                self._scaled[(d.namespace, d.name)] = d.desired
+        self.last_react = plan
         return plan
 
     def _warm_new_policies(self, deployments: list[ObservedDeployment], now: float) -> None:
