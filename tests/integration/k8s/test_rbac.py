@@ -11,7 +11,9 @@ import yaml
 
 from gpufleet.adapters.kubernetes.controller import ControllerConfig
 from gpufleet.adapters.kubernetes.fakekubelet import FakeKubelet, FakeNode
+from gpufleet.adapters.kubernetes.labels import deployment_from_json
 from gpufleet.adapters.kubernetes.rest import ApiError, Kube, KubeConfig
+from gpufleet.adapters.kubernetes.workloads import read_own_writes
 from gpufleet.schedule.table import PodRequest
 from tests.integration.k8s.helpers import create_pod, pod_body, pods_in, running_controller, wait_for
 
@@ -43,4 +45,12 @@ def test_controller_runs_with_the_documented_cluster_role(kube: Kube, kubelet: F
     with pytest.raises(ApiError) as err:
         create_pod(sa_kube, ns, pod_body("nope", PodRequest("x", 1000, 1024), sched))
     assert err.value.status == 403
+    # replica scaling: patch the scale subresource, then read its own write back (the view may lag it)
+    deps = f"/apis/apps/v1/namespaces/{ns}/deployments"
+    kube.post(deps, {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "web"},
+                     "spec": {"replicas": 1, "selector": {"matchLabels": {"app": "web"}}, "template": {
+                         "metadata": {"labels": {"app": "web"}}, "spec": {"containers": [{"name": "c", "image": "x"}]}}}})  # fmt: skip
+    stale = deployment_from_json(kube.get(f"{deps}/web"))
+    sa_kube.patch(f"{deps}/web/scale", {"spec": {"replicas": 3}})
+    assert [d.replicas for d in read_own_writes(sa_kube, [stale], {(ns, "web"): 3})] == [3]
     sa_kube.close()
