@@ -6,8 +6,8 @@ the predictive autoscaler under the spare replica, the step pre-warm and the noi
 workload's bounds, target, price and budget replays the series (oldest first, one point per ``period_s``) and the
 decision for the last point is returned: desired replicas (always within [min, max]) with its reason code, the
 load it provisions for and the budget effect (the spare and the floors never spend above the budget; a fleet the
-policy scales to zero gets no spare). With a short series the autoscaler's forecaster is still warming up and
-sizes for up to twice the observed rate.
+policy scales to zero gets no spare). With a short series (fewer than about 30 forecaster buckets) the
+autoscaler's forecaster is still warming up and sizes for the observed rate at the target utilization.
 """
 
 from __future__ import annotations

@@ -11,7 +11,8 @@ replica price, whether the budget bound the decision or had to be exceeded to ho
 
 Replica price = on-demand catalog price of the workload's SKU x its GPUs per replica; cold start = the
 domain default for serving (210 s). With a short series the autoscaler's forecaster is still warming up and
-sizes for up to twice the observed rate; it sharpens as the series grows (up to 1,440 points).
+sizes for the observed rate at the target utilization; it learns its own errors as the series grows (up to 1,440
+points).
 """
 
 from __future__ import annotations
