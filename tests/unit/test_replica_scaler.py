@@ -169,3 +169,24 @@ def test_the_fast_path_scales_up_on_a_growing_queue_only_and_only_a_running_poli
     for k in range(1, 6):
         twin.plan([dep], {key: 20.0}, PERIOD * k)
     assert scaler.plan([dep], {key: 20.0}, PERIOD * 6) == twin.plan([dep], {key: 20.0}, PERIOD * 6)
+
+
+def test_a_warm_start_replays_the_queue_and_the_slo_misses_too() -> None:
+    """Misses measured before a new leader took over still hold the static floor after it (as they would have)."""
+    ann = {**ANN, "gpufleet.io/slo-s": "2", "gpufleet.io/max-replicas": "60"}
+    dep = deployment_from_json(_dep("llm", 4, ann))
+    key = ("web", "llm")
+    times = [PERIOD * k for k in range(1, 56)]
+    rates = {t: 300.0 if t <= PERIOD * 3 else 20.0 for t in times}
+    misses = {t: 200.0 if t == PERIOD * 55 else 0.0 for t in times}
+    queue = {t: 50.0 if t == PERIOD * 2 else 0.0 for t in times}
+    ran = ReplicaScaler(PERIOD, BUILTIN_PRICE_CATALOG)
+    for t in times:
+        ran.plan([dep], {key: rates[t]}, t, {key: queue[t]}, None, {key: misses[t]})
+    warmed, rate_only = ReplicaScaler(PERIOD, BUILTIN_PRICE_CATALOG), ReplicaScaler(PERIOD, BUILTIN_PRICE_CATALOG)
+    assert warmed.warm(dep, sorted(rates.items()), queue, None, misses) == len(times)
+    rate_only.warm(dep, sorted(rates.items()))
+    first = [
+        s.plan([dep], {key: 20.0}, PERIOD * 56, None, None, {key: 0.0}).decisions[0] for s in (ran, warmed, rate_only)
+    ]
+    assert first[0] == first[1] and first[1].reason == "static_floor" and first[2].desired < first[1].desired

@@ -134,12 +134,20 @@ class ReplicaScaler:
         held = self._policies.get((dep.namespace, dep.name))
         return held is not None and held[0] == dep.serving
 
-    def warm(self, dep: ObservedDeployment, history: Sequence[tuple[float, float]]) -> int:
+    def warm(
+        self,
+        dep: ObservedDeployment,
+        history: Sequence[tuple[float, float]],
+        queued: Mapping[float, float] | None = None,
+        running: Mapping[float, float] | None = None,
+        slo_misses: Mapping[float, float] | None = None,
+    ) -> int:
         """Start ``dep``'s policy from its request-rate history, ``(time, rps)`` points one period apart (a new
         leader, or a Deployment seen for the first time): each point is decided as a period and the decision
         dropped, so the forecaster, floors and windows hold what they would had this world been decided all along
-        (as the simulator's policy has). Its replicas are taken as they are now. Returns the periods replayed (0:
-        the policy already runs, or ``dep`` declares no serving); points that are not a rate >= 0 are skipped."""
+        (as the simulator's policy has). ``queued``, ``running`` and ``slo_misses`` map the same times to those
+        signals (absent: as in :meth:`plan`). Its replicas are taken as they are now. Returns the periods replayed
+        (0: the policy already runs, or ``dep`` declares no serving); points that are not a rate >= 0 are skipped."""
         d = dep.serving
         if d is None or self.knows(dep):
             return 0
@@ -147,7 +155,9 @@ class ReplicaScaler:
         n = 0
         for t, rps in sorted(history):
             if math.isfinite(t) and math.isfinite(rps) and rps >= 0:
-                policy.decide(self._signals(dep, d, t, rps, 0, 0, None), d.scaling)
+                misses = _misses(slo_misses.get(t)) if slo_misses is not None else None
+                waiting, busy = _count((queued or {}).get(t)), _count((running or {}).get(t))
+                policy.decide(self._signals(dep, d, t, rps, waiting, busy, misses), d.scaling)
                 n += 1
         return n
 

@@ -111,6 +111,7 @@ def test_request_rate_from_prometheus_scales_the_deployment_and_missing_data_sca
         # its policy started from the hour of rate history Prometheus holds, one point a scale period
         (warm,) = [a for a in dry.act.audit if a["action"] == "scale_warm" and a["target"] == f"{ns}/llm"]
         assert warm["outcome"] == "replayed" and 55 <= warm["periods"] <= 60
+        assert warm["gauges"] == ["queue", "running"]  # the default gauges' histories; no SLO-miss query given
     finally:
         dry.stop()
         dry.view.stop()

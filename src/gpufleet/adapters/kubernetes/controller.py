@@ -44,6 +44,7 @@ from gpufleet.adapters.kubernetes.workloads import (
     apply_scale,
     deployment_gauges,
     deployment_rates,
+    gauge_queries,
     order_replicas,
     read_own_writes,
     rps_query,
@@ -418,18 +419,27 @@ class Controller:
         step = max(1, round(self.cfg.scale_every_s))
         if self.cfg.scale_history_s < step:
             return
+        start, end = int(now - self.cfg.scale_history_s), int(now) - step
+        defaults = {"queue": self.cfg.queue_query, "running": self.cfg.running_query,
+                    "slo_misses": self.cfg.slo_miss_query}  # fmt: skip
         for dep in deployments:
             if dep.serving is None or self.scaler.knows(dep):
                 continue
             target = f"{dep.namespace}/{dep.name}"
-            query = rps_query(dep, self.cfg.rps_query)
             try:
-                history = self._prom.sum_range(query, int(now - self.cfg.scale_history_s), int(now) - step, step)
+                history = self._prom.sum_range(rps_query(dep, self.cfg.rps_query), start, end, step)
             except TelemetryUnavailable as exc:
                 self.act.record("scale_warm", target, "telemetry_unavailable", "skipped", error=str(exc))
                 continue
-            n = self.scaler.warm(dep, history)
-            self.act.record("scale_warm", target, "rate_history", "replayed", periods=n)
+            gauges: dict[str, dict[float, float] | None] = {}
+            for name, query in gauge_queries(dep, defaults).items():
+                try:  # a gauge's history that cannot be read is replayed as not observed
+                    gauges[name] = dict(self._prom.sum_range(query, start, end, step)) if query else None
+                except TelemetryUnavailable:
+                    gauges[name] = None
+            n = self.scaler.warm(dep, history, gauges["queue"], gauges["running"], gauges["slo_misses"])
+            read = sorted(k for k, v in gauges.items() if v is not None)
+            self.act.record("scale_warm", target, "rate_history", "replayed", periods=n, gauges=read)
 
     def maybe_release(self) -> list[tuple[NodeRelease, str]]:
         """Every ``release_every_s``: the loop's node scaler on the observation (control/node_release.py) picks

@@ -53,6 +53,16 @@ def rps_query(dep: ObservedDeployment, default: str) -> str:
 GAUGES = ("queue", "running", "slo_misses")
 
 
+def gauge_queries(dep: ObservedDeployment, defaults: Mapping[str, str]) -> dict[str, str]:
+    """The PromQL of each of :data:`GAUGES` for ``dep`` (its annotation, else ``defaults[name]``; ``""``: not
+    read; every one ``""`` when ``dep`` declares no serving)."""
+    s = dep.serving
+    if s is None:
+        return dict.fromkeys(GAUGES, "")
+    own = {"queue": s.queue_query, "running": s.running_query, "slo_misses": s.slo_miss_query}
+    return {name: _promql(dep, own[name], defaults.get(name, "")) for name in GAUGES}
+
+
 def deployment_gauges(
     prom: PrometheusTelemetry,
     deployments: Sequence[ObservedDeployment],
@@ -65,12 +75,7 @@ def deployment_gauges(
     cannot be read is left out of that map: the policy then sees no queue and no misses, never made-up ones."""
     out: dict[str, dict[tuple[str, str], float]] = {name: {} for name in GAUGES}
     for dep in deployments:
-        s = dep.serving
-        if s is None:
-            continue
-        own = {"queue": s.queue_query, "running": s.running_query, "slo_misses": s.slo_miss_query}
-        for name in GAUGES:
-            query = _promql(dep, own[name], defaults.get(name, ""))
+        for name, query in gauge_queries(dep, defaults).items():
             if not query:
                 continue
             try:
