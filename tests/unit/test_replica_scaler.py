@@ -6,6 +6,8 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from gpufleet.adapters.kubernetes.labels import declared_serving, deployment_from_json
 from gpufleet.control.replicas import ReplicaScaler
@@ -190,3 +192,35 @@ def test_a_warm_start_replays_the_queue_and_the_slo_misses_too() -> None:
         s.plan([dep], {key: 20.0}, PERIOD * 56, None, None, {key: 0.0}).decisions[0] for s in (ran, warmed, rate_only)
     ]
     assert first[0] == first[1] and first[1].reason == "static_floor" and first[2].desired < first[1].desired
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    st.lists(
+        st.tuples(
+            st.floats(0, 2_000, allow_nan=False),
+            st.one_of(st.none(), st.floats(-10, 5_000), st.sampled_from([float("nan"), float("inf"), -float("inf")])),
+            st.integers(0, 45),
+        ),
+        min_size=1,
+        max_size=25,
+    )
+)
+def test_decisions_stay_within_the_declared_bounds_and_the_fast_path_only_scales_up(
+    steps: list[tuple[float, float | None, int]],
+) -> None:
+    """Whatever the rates, gauges (missing, negative, NaN, infinite) and replica counts, plan and react decide
+    within [min, max], and react never asks for fewer replicas than there are."""
+    ann = {**ANN, "gpufleet.io/min-replicas": "2", "gpufleet.io/max-replicas": "30", "gpufleet.io/slo-s": "2"}
+    scaler = ReplicaScaler(PERIOD, BUILTIN_PRICE_CATALOG)
+    key = ("web", "llm")
+    for k, (rps, gauge, replicas) in enumerate(steps, start=1):
+        dep = deployment_from_json(_dep("llm", replicas, ann))
+        g = None if gauge is None else {key: gauge}
+        for plan in (
+            scaler.plan([dep], {key: rps}, PERIOD * k, g, g, g),
+            scaler.react([dep], {key: rps}, PERIOD * k + 15, g, g),
+        ):
+            for d in plan.decisions:
+                assert 2 <= d.desired <= 30 and d.current == replicas
+        assert all(d.desired > replicas for d in scaler.react([dep], {key: rps}, PERIOD * k + 30, g, g).decisions)
