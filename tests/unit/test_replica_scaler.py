@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from gpufleet.adapters.kubernetes.labels import declared_serving, deployment_from_json
-from gpufleet.control.replicas import ReplicaScaler
+from gpufleet.control.replicas import NO_GAUGES, ReplicaScaler, ServingGauges
 from gpufleet.domain.catalog import BUILTIN_PRICE_CATALOG, PRICES_BY_SKU
 from gpufleet.domain.errors import ValidationError
 
@@ -99,7 +99,7 @@ def test_queued_requests_reach_the_policy_and_an_unobserved_or_bad_gauge_is_no_q
     queued = {("web", "backlog"): 600.0, ("web", "bad"): float("nan")}
     running = {("web", "backlog"): 40.0, ("web", "calm"): 40.0, ("web", "bad"): -3.0}
     misses = {("web", "bad"): float("inf")}  # not a count: not measured
-    plan = scaler.plan(deps, rates, PERIOD, queued, running, misses)
+    plan = scaler.plan(deps, rates, PERIOD, ServingGauges(queued, running, misses))
     got = {d.name: d for d in plan.decisions}
     assert got["backlog"].desired > got["calm"].desired and got["backlog"].reason == "queue_drain"
     # no gauge, or a gauge that is not a count, decides as no queue does
@@ -126,7 +126,8 @@ def test_measured_slo_misses_bring_the_static_floor_in_and_unmeasured_ones_do_no
         for k in range(1, 58):
             dep = deployment_from_json(_dep("llm", current, ann))
             misses = {("web", "llm"): 200.0 if k == 55 else 0.0} if measured else None
-            d = scaler.plan([dep], {("web", "llm"): 300.0 if k <= 3 else 20.0}, PERIOD * k, slo_misses=misses)
+            gauges = ServingGauges(slo_misses=misses) if misses is not None else NO_GAUGES
+            d = scaler.plan([dep], {("web", "llm"): 300.0 if k <= 3 else 20.0}, PERIOD * k, gauges)
             current = d.decisions[0].desired
             out.append((current, d.decisions[0].reason))
         runs.append(out)
@@ -161,11 +162,11 @@ def test_the_fast_path_scales_up_on_a_growing_queue_only_and_only_a_running_poli
         scaler.plan([dep], {key: 20.0}, PERIOD * k)
     at = PERIOD * 5 + 15
     assert scaler.react([dep], {key: 20.0}, at).decisions == ()  # nothing grew
-    surge = scaler.react([dep, new], {key: 300.0, ("web", "new"): 300.0}, at, {key: 800.0})
+    surge = scaler.react([dep, new], {key: 300.0, ("web", "new"): 300.0}, at, ServingGauges(queued={key: 800.0}))
     (d,) = surge.decisions
     assert d.name == "llm" and d.reason == "queue_growth" and 30 <= d.desired <= 40 and d.current == 4
     big = deployment_from_json(_dep("llm", 39, ANN))  # already above what the surge needs: never a scale-down
-    assert scaler.react([big], {key: 20.0}, at, {key: 0.0}).decisions == ()
+    assert scaler.react([big], {key: 20.0}, at, ServingGauges(queued={key: 0.0})).decisions == ()
     # the fast path taught the policy nothing: the next period decides as a scaler that never reacted
     twin = ReplicaScaler(PERIOD, BUILTIN_PRICE_CATALOG)
     for k in range(1, 6):
@@ -184,12 +185,13 @@ def test_a_warm_start_replays_the_queue_and_the_slo_misses_too() -> None:
     queue = {t: 50.0 if t == PERIOD * 2 else 0.0 for t in times}
     ran = ReplicaScaler(PERIOD, BUILTIN_PRICE_CATALOG)
     for t in times:
-        ran.plan([dep], {key: rates[t]}, t, {key: queue[t]}, None, {key: misses[t]})
+        ran.plan([dep], {key: rates[t]}, t, ServingGauges(queued={key: queue[t]}, slo_misses={key: misses[t]}))
     warmed, rate_only = ReplicaScaler(PERIOD, BUILTIN_PRICE_CATALOG), ReplicaScaler(PERIOD, BUILTIN_PRICE_CATALOG)
     assert warmed.warm(dep, sorted(rates.items()), queue, None, misses) == len(times)
     rate_only.warm(dep, sorted(rates.items()))
     first = [
-        s.plan([dep], {key: 20.0}, PERIOD * 56, None, None, {key: 0.0}).decisions[0] for s in (ran, warmed, rate_only)
+        s.plan([dep], {key: 20.0}, PERIOD * 56, ServingGauges(slo_misses={key: 0.0})).decisions[0]
+        for s in (ran, warmed, rate_only)
     ]
     assert first[0] == first[1] and first[1].reason == "static_floor" and first[2].desired < first[1].desired
 
@@ -216,11 +218,11 @@ def test_decisions_stay_within_the_declared_bounds_and_the_fast_path_only_scales
     key = ("web", "llm")
     for k, (rps, gauge, replicas) in enumerate(steps, start=1):
         dep = deployment_from_json(_dep("llm", replicas, ann))
-        g = None if gauge is None else {key: gauge}
+        g = NO_GAUGES if gauge is None else ServingGauges({key: gauge}, {key: gauge}, {key: gauge})
         for plan in (
-            scaler.plan([dep], {key: rps}, PERIOD * k, g, g, g),
-            scaler.react([dep], {key: rps}, PERIOD * k + 15, g, g),
+            scaler.plan([dep], {key: rps}, PERIOD * k, g),
+            scaler.react([dep], {key: rps}, PERIOD * k + 15, g),
         ):
             for d in plan.decisions:
                 assert 2 <= d.desired <= 30 and d.current == replicas
-        assert all(d.desired > replicas for d in scaler.react([dep], {key: rps}, PERIOD * k + 30, g, g).decisions)
+        assert all(d.desired > replicas for d in scaler.react([dep], {key: rps}, PERIOD * k + 30, g).decisions)

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from gpufleet.autoscale.loop_adapters import PredictiveReplicas
 from gpufleet.control.observation import DeclaredServing, ObservedDeployment
@@ -78,6 +78,23 @@ def _bounded(dep: ObservedDeployment, want: int, reason: str, scaling: ServingSc
     if want < floor:
         want, reason = floor, "min_replicas_floor"
     return ScaleDecision(dep.namespace, dep.name, dep.replicas, min(want, scaling.max_replicas), reason)
+
+
+Key = tuple[str, str]  # (namespace, name) of a Deployment
+
+
+@dataclass(frozen=True, slots=True)
+class ServingGauges:
+    """What a world measured of its serving Deployments besides their request rate, per :data:`Key`: requests
+    waiting and requests in service now, and requests whose queue wait passed the SLO over the last period. A
+    Deployment absent from a map was not observed there (no queue / not measured), never a guess."""
+
+    queued: Mapping[Key, float] = field(default_factory=dict)
+    running: Mapping[Key, float] = field(default_factory=dict)
+    slo_misses: Mapping[Key, float] = field(default_factory=dict)
+
+
+NO_GAUGES = ServingGauges()
 
 
 @dataclass(frozen=True, slots=True)
@@ -162,13 +179,9 @@ class ReplicaScaler:
         return n
 
     def react(
-        self,
-        deployments: Sequence[ObservedDeployment],
-        rates: Mapping[tuple[str, str], float],
-        now_s: float,
-        queued: Mapping[tuple[str, str], float] | None = None,
-        running: Mapping[tuple[str, str], float] | None = None,
-    ) -> ScalePlan:
+        self, deployments: Sequence[ObservedDeployment], rates: Mapping[Key, float], now_s: float,
+        gauges: ServingGauges = NO_GAUGES,
+    ) -> ScalePlan:  # fmt: skip
         """The fast path between two periods (the simulator's, when its gateway sees the queue grow): each
         Deployment whose policy runs is asked ``react`` on what was observed since its last period; scale-up only
         (``queue_growth``), within ``max_replicas``. A Deployment without a rate, or whose policy has not decided a
@@ -182,10 +195,8 @@ class ReplicaScaler:
             since = now_s - self._decided_s.get(key, math.inf)
             if d is None or not self.knows(dep) or rps is None or not math.isfinite(rps) or rps < 0 or since <= 0:
                 continue
-            signals = self._signals(
-                dep, d, now_s, rps, _count((queued or {}).get(key)), _count((running or {}).get(key)), None,
-                period_s=since,
-            )  # fmt: skip
+            waiting, busy = _count(gauges.queued.get(key)), _count(gauges.running.get(key))
+            signals = self._signals(dep, d, now_s, rps, waiting, busy, None, period_s=since)
             got = self._policies[key][1].react(signals, d.scaling)
             if got is not None and got.desired > dep.replicas:
                 decisions.append(_bounded(dep, got.desired, got.reason, d.scaling))
@@ -209,20 +220,13 @@ class ReplicaScaler:
         )
 
     def plan(
-        self,
-        deployments: Sequence[ObservedDeployment],
-        rates: Mapping[tuple[str, str], float],
-        now_s: float,
-        queued: Mapping[tuple[str, str], float] | None = None,
-        running: Mapping[tuple[str, str], float] | None = None,
-        slo_misses: Mapping[tuple[str, str], float] | None = None,
-    ) -> ScalePlan:
+        self, deployments: Sequence[ObservedDeployment], rates: Mapping[Key, float], now_s: float,
+        gauges: ServingGauges = NO_GAUGES,
+    ) -> ScalePlan:  # fmt: skip
         """Decide every Deployment that declares serving; ``rates`` maps (namespace, name) to its request rate
-        over the last period (absent: not observed); ``queued`` and ``running`` to its requests waiting and in
-        service now (absent: not observed, taken as none, so the queue-drain rule and the in-flight burst
-        requirement of one-request replicas see nothing rather than a guess); ``slo_misses`` to its requests whose
-        queue wait passed the SLO over the last period (absent: not measured, so the static floor's error budget
-        is not read)."""
+        over the last period (absent: not observed). ``gauges``: a queue or in-flight count not observed is taken
+        as none (the queue-drain rule and the in-flight burst requirement of one-request replicas see nothing
+        rather than a guess); SLO misses not measured leave the static floor's error budget unread."""
         decisions: list[ScaleDecision] = []
         skipped: list[tuple[str, str, str]] = []
         seen: set[tuple[str, str]] = set()
@@ -236,10 +240,8 @@ class ReplicaScaler:
             if rps is None or not math.isfinite(rps) or rps < 0:
                 skipped.append((dep.namespace, dep.name, "no_rate"))
                 continue
-            signals = self._signals(
-                dep, d, now_s, rps, _count((queued or {}).get(key)), _count((running or {}).get(key)),
-                _misses((slo_misses or {}).get(key)),
-            )  # fmt: skip
+            waiting, busy = _count(gauges.queued.get(key)), _count(gauges.running.get(key))
+            signals = self._signals(dep, d, now_s, rps, waiting, busy, _misses(gauges.slo_misses.get(key)))
             got = self._policy(dep, d).decide(signals, d.scaling)
             self._decided_s[key] = float(now_s)
             decisions.append(_bounded(dep, got.desired, got.reason, d.scaling))

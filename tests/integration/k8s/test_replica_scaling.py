@@ -172,9 +172,9 @@ def test_gauge_queries_are_each_deployments_own_or_the_default_and_no_series_is_
     defaults = {"queue": DEFAULT_QUEUE_QUERY, "running": DEFAULT_RUNNING_QUERY, "slo_misses": ""}
     with PrometheusTelemetry(prometheus_url) as prom:
         g = deployment_gauges(prom, deps, T0 + SPAN_S, defaults)
-    assert g["queue"] == {(ns, "busy"): 2 * WAITING, (ns, "llm"): 0.0}
-    assert g["running"] == {(ns, "busy"): 32.0, (ns, "llm"): 32.0}
-    assert g["slo_misses"] == {(ns, "busy"): 7.0}  # its own query; the others have none (no default)
+    assert g.queued == {(ns, "busy"): 2 * WAITING, (ns, "llm"): 0.0}
+    assert g.running == {(ns, "busy"): 32.0, (ns, "llm"): 32.0}
+    assert g.slo_misses == {(ns, "busy"): 7.0}  # its own query; the others have none (no default)
 
 
 def test_between_two_periods_a_queue_that_grows_scales_the_deployment_up_at_once(

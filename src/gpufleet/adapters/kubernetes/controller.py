@@ -374,7 +374,7 @@ class Controller:
         defaults = {"queue": self.cfg.queue_query, "running": self.cfg.running_query,
                     "slo_misses": self.cfg.slo_miss_query}  # fmt: skip
         g = deployment_gauges(self._prom, rated, now, defaults)
-        plan = self.scaler.plan(deployments, rates, now, g["queue"], g["running"], g["slo_misses"])
+        plan = self.scaler.plan(deployments, rates, now, g)
         for ns, name, reason in plan.skipped:
             why = errors.get((ns, name))
             self.act.record("scale", f"{ns}/{name}", "telemetry_unavailable" if why else reason, "skipped",
@@ -404,7 +404,7 @@ class Controller:
         g = deployment_gauges(
             self._prom, rated, now, {"queue": self.cfg.queue_query, "running": self.cfg.running_query}
         )
-        plan = self.scaler.react(rated, rates, now, g["queue"], g["running"])
+        plan = self.scaler.react(rated, rates, now, g)
         for d in plan.decisions:
             if apply_scale(self.act, d) == "applied":
                 self._scaled[(d.namespace, d.name)] = d.desired

@@ -30,7 +30,7 @@ from gpufleet.adapters.kubernetes.rest import ApiError, Kube
 from gpufleet.adapters.telemetry_prometheus import PrometheusTelemetry, TelemetryUnavailable
 from gpufleet.control.observation import Observation, ObservedDeployment, ObservedNode
 from gpufleet.control.replica_victims import DELETION_COST, REASON_DELETION_COST, deletion_cost_plan
-from gpufleet.control.replicas import ScaleDecision
+from gpufleet.control.replicas import ScaleDecision, ServingGauges
 from gpufleet.domain.errors import ValidationError
 
 A_PREVIOUS = "gpufleet.io/rightsizing-previous"
@@ -68,7 +68,7 @@ def deployment_gauges(
     deployments: Sequence[ObservedDeployment],
     at_s: float,
     defaults: Mapping[str, str],
-) -> dict[str, dict[tuple[str, str], float]]:
+) -> ServingGauges:
     """Per opted-in Deployment at ``at_s``, each of :data:`GAUGES`: its requests waiting, its requests in service
     and its requests whose queue wait passed the SLO over the last period. The query is the Deployment's
     annotation, else ``defaults[name]``; an empty one is not read. A Deployment whose query matches no series or
@@ -84,7 +84,7 @@ def deployment_gauges(
                 continue
             if v is not None:
                 out[name][(dep.namespace, dep.name)] = v
-    return out
+    return ServingGauges(out["queue"], out["running"], out["slo_misses"])
 
 
 def deployment_rates(
