@@ -58,7 +58,7 @@ from gpufleet.control.placement import ReplicaSpread
 from gpufleet.control.preempting import PREEMPT_REASON, NoPreempt, PreemptConfig, PreemptDecision, Victim
 from gpufleet.control.reclaim import NodeDrain, plan_reclaim
 from gpufleet.control.replica_victims import node_price_usd_h
-from gpufleet.control.replicas import ReplicaScaler, ScalePlan
+from gpufleet.control.replicas import ReplicaScaler, ScaleDecision, ScalePlan
 from gpufleet.control.start_buffer import StartBuffer
 from gpufleet.domain.catalog import BUILTIN_PRICE_CATALOG
 from gpufleet.domain.errors import ValidationError
@@ -194,6 +194,8 @@ class Controller:
         self._prom: PrometheusTelemetry | None = None
         self._next_scale = 0.0
         self._scaled: dict[tuple[str, str], int] = {}  # replicas this controller last wrote, until the view shows them
+        # the default PromQL of each gauge (workloads.GAUGES); a Deployment's annotation overrides it
+        self._gauges = {"queue": cfg.queue_query, "running": cfg.running_query, "slo_misses": cfg.slo_miss_query}
         self._next_react = 0.0
         self.last_react: ScalePlan | None = None
         self.last_scale: ScalePlan | None = None
@@ -357,9 +359,9 @@ class Controller:
         A Deployment whose rate could not be read is left alone and recorded as ``skipped``
         (``telemetry_unavailable`` or ``no_rate``): nothing is scaled on missing data. The requests waiting and
         in service (``queue_query``, ``running_query``) and the SLO misses (``slo_miss_query``) are read for the
-        Deployments with a rate; one that cannot be read counts as no queue / not measured. A Deployment this controller
-        scaled last period and the view still shows at other replicas is read again from the API server
-        (``read_own_writes``): the policy never decides from the fleet before its own write."""
+        Deployments with a rate; one that cannot be read counts as no queue / not measured. A Deployment this
+        controller scaled last period and the view still shows at other replicas is read again from the API
+        server (``read_own_writes``): the policy never decides from the fleet before its own write."""
         if self.scaler is None or self._prom is None:
             return None
         now = self.clock()
@@ -371,10 +373,7 @@ class Controller:
         rates, errors = deployment_rates(self._prom, deployments, now, self.cfg.rps_query)
         rated = [d for d in deployments if (d.namespace, d.name) in rates]
         self._warm_new_policies(rated, now)
-        defaults = {"queue": self.cfg.queue_query, "running": self.cfg.running_query,
-                    "slo_misses": self.cfg.slo_miss_query}  # fmt: skip
-        g = deployment_gauges(self._prom, rated, now, defaults)
-        plan = self.scaler.plan(deployments, rates, now, g)
+        plan = self.scaler.plan(deployments, rates, now, deployment_gauges(self._prom, rated, now, self._gauges))
         for ns, name, reason in plan.skipped:
             why = errors.get((ns, name))
             self.act.record("scale", f"{ns}/{name}", "telemetry_unavailable" if why else reason, "skipped",
@@ -382,8 +381,7 @@ class Controller:
         for d in plan.decisions:
             if self.cfg.cost_aware_scale_down and d.desired < d.current:
                 order_replicas(self.act, obs, d.namespace, d.name, self._node_price)
-            if apply_scale(self.act, d) == "applied":
-                self._scaled[(d.namespace, d.name)] = d.desired
+            self._apply_scale(d)
         self.last_scale = plan
         return plan
 
@@ -401,27 +399,28 @@ class Controller:
         running = [d for d in deployments if self.scaler.knows(d)]
         rates, _ = deployment_rates(self._prom, running, now, self.cfg.rps_query)
         rated = [d for d in running if (d.namespace, d.name) in rates]
-        g = deployment_gauges(
-            self._prom, rated, now, {"queue": self.cfg.queue_query, "running": self.cfg.running_query}
-        )
+        g = deployment_gauges(self._prom, rated, now, {**self._gauges, "slo_misses": ""})  # react reads no misses
         plan = self.scaler.react(rated, rates, now, g)
         for d in plan.decisions:
-            if apply_scale(self.act, d) == "applied":
-                self._scaled[(d.namespace, d.name)] = d.desired
+            self._apply_scale(d)
         self.last_react = plan
         return plan
 
+    def _apply_scale(self, d: ScaleDecision) -> None:
+        """Patch the scale subresource; a write applied is remembered until the view shows it
+        (``read_own_writes``)."""
+        if apply_scale(self.act, d) == "applied":
+            self._scaled[(d.namespace, d.name)] = d.desired
+
     def _warm_new_policies(self, deployments: list[ObservedDeployment], now: float) -> None:
-        """Replay the request-rate history of each Deployment whose policy this leader has not run yet
-        (``scale_history_s`` of it, at the scale period; ``ReplicaScaler.warm``). Audited as ``scale_warm``; a
-        history that cannot be read leaves the policy to start from nothing, as it did before."""
+        """Replay the request-rate history (and the gauges' histories) of each Deployment whose policy this leader
+        has not run yet (``scale_history_s`` of it, at the scale period; ``ReplicaScaler.warm``). Audited as
+        ``scale_warm``; a rate history that cannot be read leaves the policy to start from nothing, as before."""
         assert self.scaler is not None and self._prom is not None
         step = max(1, round(self.cfg.scale_every_s))
         if self.cfg.scale_history_s < step:
             return
         start, end = int(now - self.cfg.scale_history_s), int(now) - step
-        defaults = {"queue": self.cfg.queue_query, "running": self.cfg.running_query,
-                    "slo_misses": self.cfg.slo_miss_query}  # fmt: skip
         for dep in deployments:
             if dep.serving is None or self.scaler.knows(dep):
                 continue
@@ -432,7 +431,7 @@ class Controller:
                 self.act.record("scale_warm", target, "telemetry_unavailable", "skipped", error=str(exc))
                 continue
             gauges: dict[str, dict[float, float] | None] = {}
-            for name, query in gauge_queries(dep, defaults).items():
+            for name, query in gauge_queries(dep, self._gauges).items():
                 try:  # a gauge's history that cannot be read is replayed as not observed
                     gauges[name] = dict(self._prom.sum_range(query, start, end, step)) if query else None
                 except TelemetryUnavailable:
