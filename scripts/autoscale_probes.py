@@ -5,10 +5,11 @@ Every public serving trace here is busy or bursty, and issue 21's held-out failu
 These files are Azure-format hours (``TIMESTAMP,ContextTokens,GeneratedTokens``) with Poisson arrivals whose rate
 varies sinusoidally over 20 minutes, optionally with bursts (a multiple of the rate for some seconds, at Poisson
 times), and output / prompt tokens drawn log-normal around the published medians of the Azure conversation trace
-(129 and 1,020 tokens; log spreads 0.99 and 0.5, outputs capped at 4,096). Four families:
+(129 and 1,020 tokens; log spreads 0.99 and 0.5, outputs capped at 4,096). Five families:
 
   conv_*   smooth, 4-8 rps, +-20-30 %          convr_*  smooth, 6-7.5 rps, +-10-35 %
   convb_*  3x bursts of 30 s, 6-12 an hour     convm_*  mild bursts, 1.6-2.2x for 10-20 s, 4-12 an hour
+  shift_*  3-6 rps ramping to 11-15 rps over 2-15 minutes at minute 30-50 (+-10 %; session 34)
 
 ``--run`` also replays each file as ``gpufleet bench autoscale --trace F --no-oracle`` does (the whole hour scored) and prints
 gpufleet's GPU-hours and attainment, the baselines', and the verdict of issue 21 as ``bench generalize`` judges
@@ -42,17 +43,24 @@ def write_hour(
     burst_s: float = 0.0,
     phase: float | None = None,
     period_s: float = 1_200.0,
+    shift: tuple[float, float, float] | None = None,
 ) -> int:
     """One hour of requests in the Azure format; returns the number of requests. ``phase`` None: drawn (the
-    smooth families), else fixed (the burst families)."""
+    smooth families), else fixed (the burst families). ``shift`` (start s, ramp s, rps after): the rate ramps
+    linearly from ``rps`` to the new level and stays there (the level-shift family)."""
     rng = np.random.default_rng(seed)
     horizon = 3_600.0
     starts = rng.uniform(0, horizon, rng.poisson(bursts_per_h)) if bursts_per_h > 0 else np.zeros(0)
-    lam_max = rps * (1 + mod) * max(1.0, burst_mult)
+    top = max(rps, shift[2]) if shift else rps
+    lam_max = top * (1 + mod) * max(1.0, burst_mult)
     n = rng.poisson(lam_max * horizon)
     t = np.sort(rng.uniform(0, horizon, n))
     ph = rng.uniform(0, 6.28) if phase is None else phase
-    lam = rps * (1 + mod * np.sin(2 * np.pi * t / period_s + ph))
+    level = np.full_like(t, rps)
+    if shift is not None:
+        t0, ramp_s, after = shift
+        level = rps + (after - rps) * np.clip((t - t0) / ramp_s, 0.0, 1.0)
+    lam = level * (1 + mod * np.sin(2 * np.pi * t / period_s + ph))
     for s in starts:
         lam = np.where((t >= s) & (t < s + burst_s), lam * burst_mult, lam)
     t = t[rng.uniform(0, lam_max, n) < lam]
@@ -68,7 +76,7 @@ def write_hour(
 
 
 def write_all(out_dir: Path) -> list[Path]:
-    """The 23 probe files, with the seeds the docs' table used."""
+    """The 29 probe files, with the seeds the docs' table used."""
     out_dir.mkdir(parents=True, exist_ok=True)
     files: list[tuple[str, dict[str, Any]]] = [
         ("conv_s1", {"rps": 5.38, "seed": 1, "mod": 0.2}),
@@ -87,6 +95,12 @@ def write_all(out_dir: Path) -> list[Path]:
     for i, (rps, nb, mult, length) in enumerate(mild):
         kw = {"mod": 0.15, "bursts_per_h": nb, "burst_mult": mult, "burst_s": length, "phase": 1.0}
         files.append((f"convm_{i}", {"rps": rps, "seed": 300 + i, **kw}))
+    shifts = np.random.default_rng(500)
+    for i in range(6):  # level shifts: 3-6 rps, ramping to 11-15 rps over 2-15 minutes at minute 30-50
+        before, after = float(shifts.uniform(3, 6)), float(shifts.uniform(11, 15))
+        t0, ramp_s = float(shifts.uniform(1_800, 3_000)), float(shifts.uniform(120, 900))
+        kw = {"rps": before, "seed": 500 + i, "mod": 0.1, "shift": (t0, ramp_s, after)}
+        files.append((f"shift_{i}", kw))
     paths = []
     for name, kw in files:
         p = out_dir / f"{name}.csv"
