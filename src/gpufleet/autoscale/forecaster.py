@@ -18,6 +18,9 @@ Model (online, O(1) amortized per bucket, nothing fitted offline):
     model (``(future_max - point) / floor``, upper ``point + q * floor``), which fits on/off bursty traffic
     whose bursts do not scale with the level; the forecaster reports the candidate with the lowest recent
     quantile (pinball) loss at level ``quantile`` (EWMA, in log space), a proper score for an upper quantile;
+    the EWMA is read as a mean (divided by the same EWMA of 1, as Adam corrects its moments): started at 0, it
+    is otherwise about a sum for a candidate scored for less than its half-life, and a candidate that matures
+    late (the seasonal one, after a day) would win on having fewer scores;
   * a recurring ramp is never ignored: when the seasonal growth is above 1, the upper forecast is at least
     the seasonal point forecast.
 ``floor`` keeps residuals scale-free at high load and additive near 0. Before ``min_residuals`` residuals
@@ -145,7 +148,8 @@ class OnlineQuantileForecaster:
         )
         self._q_log = [self._warm_log] * nc
         self._q_bin = [[self._warm_log] * nbins for _ in range(nc)]
-        self._loss = [0.0] * nc  # EWMA of the pinball loss of each candidate's upper forecast
+        self._loss = [0.0] * nc  # EWMA of the pinball loss of each candidate's upper forecast, started at 0
+        self._loss_w = [0.0] * nc  # the same EWMA of 1: the loss's weight, to read it as a mean (bias-corrected)
         self._sum_level = 0.0
         self._sum_slow = 0.0
         self._peak: deque[tuple[int, float]] = deque()  # monotonic deque for the recent-peak candidate
@@ -193,6 +197,7 @@ class OnlineQuantileForecaster:
         below = quantile - 1.0
         alpha = self._alpha
         loss = self._loss
+        loss_w = self._loss_w
         log = math.log
         last_due, fut, y = -1, 0.0, 0.0  # the future window's max and its log, shared by the candidates due at once
         for c, pend, ring, bins, additive, _pi in self._cands:  # residuals of forecasts whose window just completed
@@ -224,6 +229,7 @@ class OnlineQuantileForecaster:
                 miss = y - log(up + f)
                 pin = quantile * miss if miss > 0 else below * miss
                 loss[c] += alpha * (pin - loss[c])
+                loss_w[c] += alpha * (1.0 - loss_w[c])
         self._since_refresh += 1
         if self._since_refresh >= self.refresh_buckets or n <= self.min_residuals + hb:
             self._refresh_quantiles()
@@ -264,8 +270,10 @@ class OnlineQuantileForecaster:
                 up = 0.0
             if mature[pi]:
                 pend.append((due, p, b, up))
-                if ring.n >= min_residuals and (best < 0 or loss[c] < best_loss):
-                    best, best_loss, best_up = c, loss[c], up
+                if ring.n >= min_residuals:
+                    mean_loss = loss[c] / loss_w[c] if loss_w[c] > 0.0 else 0.0
+                    if best < 0 or mean_loss < best_loss:
+                        best, best_loss, best_up = c, mean_loss, up
         if best < 0:  # none usable yet: the level, times the warm-up ratio (of the load, not of load + floor)
             best, best_up = 0, self._warm_ratio * level
         self.chosen = best
