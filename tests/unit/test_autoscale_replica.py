@@ -199,7 +199,11 @@ def test_a_candidate_that_matures_late_is_not_chosen_for_having_fewer_scores(see
     rng = np.random.default_rng(seed)
     series = 10.0 * np.exp(rng.normal(0.0, 0.15, 144 * 3))
     fc = OnlineQuantileForecaster(
-        horizon_s=1_200.0, floor=5.0, bucket_s=600.0, level_window_s=600.0, slow_window_s=4_800.0,
+        horizon_s=1_200.0,
+        floor=5.0,
+        bucket_s=600.0,
+        level_window_s=600.0,
+        slow_window_s=4_800.0,
         loss_halflife_buckets=144.0,
     )
     chosen = []
