@@ -183,6 +183,7 @@ class ReferenceForecaster(OnlineQuantileForecaster):
                 miss = y - math.log(up + f)
                 pin = self.quantile * miss if miss > 0 else (self.quantile - 1.0) * miss
                 self._loss[c] += self._alpha * (pin - self._loss[c])
+                self._loss_w[c] += self._alpha * (1.0 - self._loss_w[c])
         self._since_refresh += 1
         if self._since_refresh >= self.refresh_buckets or n <= self.min_residuals + self.horizon_b:
             self._refresh_quantiles()
@@ -210,7 +211,8 @@ class ReferenceForecaster(OnlineQuantileForecaster):
                 self._pending[c].append((n + self.horizon_b, p, b, up))
         usable = [c for c, (pi, _) in enumerate(CANDIDATES) if mature[pi] and self._resid[c].n >= self.min_residuals]
         if usable:
-            self.chosen = min(usable, key=lambda c: self._loss[c])
+            # the lowest mean loss: each EWMA divided by the EWMA of 1 (its weight; session 34's bias correction)
+            self.chosen = min(usable, key=lambda c: self._loss[c] / self._loss_w[c] if self._loss_w[c] > 0 else 0.0)
             best_up = uppers[self.chosen]
         else:  # warm-up: the level times the warm-up ratio
             self.chosen, best_up = 0, self._warm_ratio * level
@@ -268,7 +270,7 @@ def test_bucket_close_matches_the_plain_computation(
         fast.observe(t, v, span * bucket)
         ref.observe(t, v, span * bucket)
         assert (fast.upper(), fast.level(), fast.chosen) == (ref.upper(), ref.level(), ref.chosen)
-    assert fast._loss == ref._loss and fast._q_bin == ref._q_bin
+    assert fast._loss == ref._loss and fast._loss_w == ref._loss_w and fast._q_bin == ref._q_bin
 
 
 def test_bucket_close_matches_over_weeks_of_a_daily_cycle() -> None:
