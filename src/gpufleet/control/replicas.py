@@ -119,8 +119,8 @@ class ReplicaScaler:
         self.period_s = float(period_s)
         self.catalog = catalog
         self.sku_map = dict(sku_map or {})
-        self._policies: dict[tuple[str, str], tuple[DeclaredServing, SpareReplicas]] = {}
-        self._decided_s: dict[tuple[str, str], float] = {}  # when each policy last decided a period
+        self._policies: dict[Key, tuple[DeclaredServing, SpareReplicas]] = {}
+        self._decided_s: dict[Key, float] = {}  # when each policy last decided a period
 
     def price_usd_per_replica_h(self, d: DeclaredServing) -> float | None:
         if not d.gpu_product or d.gpus_per_replica <= 0:
@@ -172,8 +172,8 @@ class ReplicaScaler:
         n = 0
         for t, rps in sorted(history):
             if math.isfinite(t) and math.isfinite(rps) and rps >= 0:
-                misses = _misses(slo_misses.get(t)) if slo_misses is not None else None
                 waiting, busy = _count((queued or {}).get(t)), _count((running or {}).get(t))
+                misses = _misses((slo_misses or {}).get(t))
                 policy.decide(self._signals(dep, d, t, rps, waiting, busy, misses), d.scaling)
                 n += 1
         return n
