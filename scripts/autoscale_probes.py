@@ -15,7 +15,9 @@ times), and output / prompt tokens drawn log-normal around the published medians
 gpufleet's GPU-hours and attainment, the baselines', and the verdict of issue 21 as ``bench generalize`` judges
 it (``generalize.autoscale_passes``; here the whole hour is scored).
 
-    python scripts/autoscale_probes.py OUT_DIR [--run] [--json F]
+``--decline`` adds a tenth-of-the-launch rate series over 10 days (:func:`write_decline`; minutes to replay).
+
+    python scripts/autoscale_probes.py OUT_DIR [--run] [--json F] [--decline]
 """
 
 from __future__ import annotations
@@ -109,6 +111,24 @@ def write_all(out_dir: Path) -> list[Path]:
     return paths
 
 
+def write_decline(out: Path, seed: int = 7, days: int = 10) -> None:
+    """A rate series (``timestamp,series_id,value``, 1-minute steps) of a fleet whose traffic falls after its
+    launch: two days at 60 rps, then 6 rps, both +-30 % over the day, and after the launch a 3x minute at Poisson
+    times about every 3 hours (docs/autoscale.md, "A week's memory", session 35)."""
+    rng = np.random.default_rng(seed)
+    n = days * 24 * 60
+    minute = np.arange(n)
+    tod = (minute % 1440) / 1440.0
+    rate = np.where(minute < 2 * 1440, 60.0, 6.0) * (1 + 0.3 * np.sin(2 * np.pi * (tod - 0.25)))
+    burst = (rng.uniform(size=n) < 1 / 180) & (minute >= 2 * 1440)
+    rate = np.where(burst, 3.0 * rate, rate)
+    t = pd.date_range("2024-03-01", periods=n, freq="1min")
+    frame = pd.DataFrame(
+        {"timestamp": t.strftime("%Y-%m-%dT%H:%M:%SZ"), "series_id": "decline", "value": rate.round(3)}
+    )
+    frame.to_csv(out, index=False)
+
+
 def run(paths: list[Path]) -> dict[str, Any]:
     from gpufleet.bench.autoscale import BenchSettings, to_json
     from gpufleet.bench.autoscale import run as bench_run
@@ -134,8 +154,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("out_dir", type=Path, help="where the probe CSVs are written")
     ap.add_argument("--run", action="store_true", help="replay each through `gpufleet bench autoscale`")
     ap.add_argument("--json", type=Path, help="with --run: write the rows here")
+    ap.add_argument("--decline", action="store_true", help="also write (and with --run replay) decline.csv")
     a = ap.parse_args(argv)
     paths = write_all(a.out_dir)
+    if a.decline:
+        write_decline(a.out_dir / "decline.csv")
+        paths.append(a.out_dir / "decline.csv")
     print(f"wrote {len(paths)} files to {a.out_dir}")
     if a.run:
         rows = run(paths)

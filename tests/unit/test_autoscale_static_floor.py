@@ -51,6 +51,39 @@ def test_static_estimate_is_the_static_fleet_of_the_hours_seen_and_never_decreas
             assert lvl == _brute_static(seen)
 
 
+def _brute_static_recent(reqs: list[tuple[float, float, float]], now_s: float, memory_h: int) -> float:
+    """The same, over the hours that began at most ``memory_h`` whole hours before the current one (which counts)."""
+    hour = int(now_s // 3600.0)
+    return _brute_static([x for x in reqs if int(x[0] // 3600.0) >= hour - memory_h])
+
+
+def test_static_estimate_with_a_memory_forgets_hours_older_than_it() -> None:
+    """A launch day, then a tenth of its traffic: with a memory the estimate is the static fleet of the recent
+    hours (the fallback of a fleet whose traffic has fallen is not the launch's fleet); without one it keeps the
+    launch's for ever."""
+    rng = np.random.default_rng(11)
+    memory_h = 3
+    est = StaticFleetEstimate(attainment=0.99, refresh_s=0.0, memory_hours=memory_h)
+    forever = StaticFleetEstimate(attainment=0.99, refresh_s=0.0)
+    seen: list[tuple[float, float, float]] = []
+    for k in range(10 * 720):  # ten hours of 5 s periods: two at the launch's level, then a tenth of it
+        t = 5.0 * k
+        scale = 10.0 if k < 2 * 720 else 1.0
+        r = scale * float(rng.choice([1.0, 2.0, 3.0, 9.0], p=[0.6, 0.3, 0.095, 0.005]))
+        n = float(rng.integers(0, 4))
+        est.record(t, r, n)
+        forever.record(t, r, n)
+        if n > 0:
+            seen.append((t, r, n))
+        if k % 360 == 359 or k % 720 == 0:
+            assert est.level(t) == _brute_static_recent(seen, t, memory_h)
+            assert est.level(t) <= forever.level(t)
+    assert forever.level(t) >= 20.0  # the launch hours' static fleet, kept
+    assert est.level(t) <= 3.0  # the recent hours'
+    with pytest.raises(ValidationError, match="static_memory_hours"):
+        StaticFleetEstimate(memory_hours=0)
+
+
 def test_static_floor_holds_the_static_fleet_only_while_misses_exceed_the_budget() -> None:
     base = {"min_replicas": 0, "max_replicas": 100, "target_per_replica": 1.0, "cold_start_s": 120.0, "slo_s": 2.0}
     pol = PredictiveReplicaAutoscaler(ReplicaAutoscalerConfig(**base, static_floor_budget=0.01))  # type: ignore[arg-type]
@@ -97,3 +130,27 @@ def test_windowed_budget_lets_the_static_floor_go_once_the_misses_leave_the_wind
     assert ReplicaAutoscalerConfig(**base).static_floor_window == 20_000.0  # type: ignore[arg-type]
     with pytest.raises(ValidationError, match="static_floor_window"):
         ReplicaAutoscalerConfig(**base, static_floor_window=0.0)  # type: ignore[arg-type]
+
+
+def test_static_floor_with_a_memory_holds_the_recent_hours_fleet_not_a_launchs() -> None:
+    """A fleet whose traffic fell to a tenth after its first hours: a burst's misses make the static floor hold a
+    fixed fleet; with a memory of 2 hours that is the recent hours' fleet, without one the launch's (the
+    all-time peak hour, held while the misses stay in the budget's window)."""
+    base = {"min_replicas": 0, "max_replicas": 100, "target_per_replica": 1.0, "cold_start_s": 120.0, "slo_s": 2.0}
+
+    def replay(memory: int | None) -> tuple[int, str]:
+        pol = PredictiveReplicaAutoscaler(
+            ReplicaAutoscalerConfig(**base, static_memory_hours=memory)  # type: ignore[arg-type]
+        )
+        ready = 1
+        for k in range(1, 6 * 720 + 1):  # two hours at 20 rps, then four at 2 rps; requests of one replica-second
+            rps = 20.0 if k <= 2 * 720 else 2.0
+            misses = 200.0 if k == 6 * 720 else 0.0  # a burst's misses, 1% of the last 20,000 requests: it burns
+            s = ReplicaSignals(5.0 * k, ready, 0, 5.0, rps, rps, 0, rps, slo_misses=misses)
+            d = pol.decide(s)
+            ready = d.desired
+        return d.desired, d.reason
+
+    launch, recent = replay(None), replay(2)
+    assert launch[1] == "static_floor" and launch[0] >= 18  # the launch hours' fleet (20 replica-loads)
+    assert recent[0] <= 3  # the recent hours' fleet (2 replica-loads; the burst floor's as much), not the launch's

@@ -105,6 +105,10 @@ class ReplicaAutoscalerConfig:
       budget): weeks of a sparse trace (SD: 17 days), minutes of a busy one (ServeGen: 1-7 min), so a busy fleet that
       misses at a step change does not hold its daily peak for days. Set by judgment after the cumulative budget's
       table, chosen leave-one-trace-out with it (docs/benchmarks/generalize.md).
+    static_memory_hours: the static estimate is the static fleet of the hours of the last this many hours (and the
+      current one); None = every hour seen. 168 (a week, the forecaster's seasonal memory): a fleet whose traffic
+      has fallen since its busiest hours falls back, while it misses its SLO, to the fleet of its recent traffic,
+      not to that of a launch months ago (docs/autoscale.md, "Static floor"; measured in session 35).
     """
 
     min_replicas: int
@@ -139,6 +143,7 @@ class ReplicaAutoscalerConfig:
     static_floor_cap: bool = False
     static_attainment: float = 0.99
     static_floor_window: float | None = 20_000.0
+    static_memory_hours: int | None = 168
 
     def __post_init__(self) -> None:
         if self.min_replicas < 0 or self.max_replicas < max(1, self.min_replicas):
@@ -161,6 +166,8 @@ class ReplicaAutoscalerConfig:
             raise ValidationError("static_floor_budget", f"must be in [0, 1), got {self.static_floor_budget}")
         if self.static_floor_window is not None and not self.static_floor_window > 0:
             raise ValidationError("static_floor_window", f"must be > 0 requests, got {self.static_floor_window}")
+        if self.static_memory_hours is not None and self.static_memory_hours < 1:
+            raise ValidationError("static_memory_hours", f"must be >= 1 hour or None, got {self.static_memory_hours}")
         if self.budget_usd_day is not None and self.budget_usd_day < 0:
             raise ValidationError("budget_usd_day", f"must be >= 0, got {self.budget_usd_day}")
 
@@ -198,7 +205,9 @@ class PredictiveReplicaAutoscaler(RatePolicy):
             )
         self._static: StaticFleetEstimate | None = None
         if config.slo_s is not None and (config.static_floor_budget is not None or config.static_floor_cap):
-            self._static = StaticFleetEstimate(attainment=config.static_attainment)
+            self._static = StaticFleetEstimate(
+                attainment=config.static_attainment, memory_hours=config.static_memory_hours
+            )
         self._misses_seen = 0.0  # SLO misses reported since the start (the static floor's error budget)
         # the static floor's window: (requests, misses) of the periods holding the last static_floor_window requests
         self._sf_win: deque[tuple[float, float]] = deque()

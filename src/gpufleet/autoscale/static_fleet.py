@@ -7,7 +7,9 @@ quantity over the hours seen so far, from what the autoscaler observes: each dec
 :meth:`gpufleet.autoscale.burst_hold.BurstFloor.observe`) and a number of requests. An hour's static fleet is
 the request-weighted ``attainment`` quantile of its periods' requirements (the fewest replicas at which that share
 of the hour's requests would have met the SLO); the estimate is the largest over the hours seen, the current
-partial hour included. It never decreases, and it never exceeds the hindsight static fleet by more than the
+partial hour included, or with ``memory_hours`` over the hours that began at most that many hours before the current
+one (a sliding maximum: a fleet whose traffic has fallen is not held to the fleet of its launch). Without a memory
+it never decreases; it never exceeds the hindsight static fleet of the hours it covers by more than the
 requirement arithmetic's own error (the fluid bound of a period; for one-request replicas, at most one slot).
 
 Cost: O(periods of the current hour) per refresh; the current hour is re-read at most once per ``refresh_s``.
@@ -16,6 +18,7 @@ Cost: O(periods of the current hour) per refresh; the current hour is re-read at
 from __future__ import annotations
 
 from bisect import bisect_left
+from collections import deque
 
 import numpy as np
 
@@ -25,21 +28,33 @@ _SMALL_HOUR = 32  # periods in an hour up to which :meth:`StaticFleetEstimate._q
 
 
 class StaticFleetEstimate:
-    """Running max over hours of the request-weighted ``attainment`` quantile of the period requirement."""
+    """Running (or, with ``memory_hours``, sliding) max over hours of the request-weighted ``attainment`` quantile
+    of the period requirement."""
 
-    def __init__(self, attainment: float = 0.99, hour_s: float = 3600.0, refresh_s: float = 60.0) -> None:
+    def __init__(
+        self,
+        attainment: float = 0.99,
+        hour_s: float = 3600.0,
+        refresh_s: float = 60.0,
+        memory_hours: int | None = None,
+    ) -> None:
         if not 0.5 <= attainment <= 1.0:
             raise ValidationError("static_attainment", f"must be in [0.5, 1], got {attainment}")
         if hour_s <= 0 or refresh_s < 0:
             raise ValidationError("static_hour_s", "hour_s must be > 0 and refresh_s >= 0")
+        if memory_hours is not None and memory_hours < 1:
+            raise ValidationError("static_memory_hours", f"must be >= 1 hour or None, got {memory_hours}")
         self.attainment = attainment
         self.hour_s = hour_s
         self.refresh_s = refresh_s
+        self.memory_hours = memory_hours
         self._origin: float | None = None
         self._hour = -1
         self._req: list[float] = []
         self._n: list[float] = []
-        self._best = 0.0  # the largest static fleet of a finished hour
+        self._best = 0.0  # the largest static fleet of a finished hour (within the memory)
+        # with a memory: the finished hours that can still be the largest, (hour, static fleet), values decreasing
+        self._hours: deque[tuple[int, float]] = deque()
         self._cur = 0.0  # the current hour's, as of ``_cur_at``
         self._cur_at = -np.inf
         self._cur_max = 0.0  # the largest requirement of the current hour (the estimate's ceiling)
@@ -51,9 +66,10 @@ class StaticFleetEstimate:
         hour = int((now_s - self._origin) // self.hour_s)
         if hour != self._hour:
             if self._req:
-                self._best = max(self._best, self._quantile())
+                self._finish(self._hour, self._quantile())
             self._hour, self._req, self._n = hour, [], []
             self._cur, self._cur_at, self._cur_max = 0.0, -np.inf, 0.0
+            self._forget(hour)
         if requests > 0:
             r = max(0.0, requirement)
             self._req.append(r)
@@ -61,6 +77,26 @@ class StaticFleetEstimate:
             if r > self._cur_max:
                 self._cur_max = r
                 self._cur_at = -np.inf  # a new high of the hour: re-read it now
+
+    def _finish(self, hour: int, value: float) -> None:
+        """A finished hour's static fleet: the running max, or (with a memory) a sliding max over hours."""
+        if self.memory_hours is None:
+            self._best = max(self._best, value)
+            return
+        hours = self._hours
+        while hours and hours[-1][1] <= value:
+            hours.pop()
+        hours.append((hour, value))
+        self._best = hours[0][1]
+
+    def _forget(self, hour: int) -> None:
+        """Drop the finished hours older than the memory (the current hour is ``hour``)."""
+        if self.memory_hours is None:
+            return
+        hours = self._hours
+        while hours and hours[0][0] < hour - self.memory_hours:
+            hours.popleft()
+        self._best = hours[0][1] if hours else 0.0
 
     def level(self, now_s: float) -> float:
         """Replicas of the static fleet the traffic seen so far needs (0 before any request)."""

@@ -193,12 +193,22 @@ def procure_stage(root: Path, st: GeneralizeSettings, progress: Progress | None)
 #: the autoscaling candidates (gpufleet replica-policy options, explicit so a row does not depend on the code's
 #: defaults); the first is the shipped default. ``static_floor_B``: hold the static fleet the SLO needed for the
 #: traffic seen so far while the SLO misses exceed the share B of the requests seen (all, or the last 20,000:
-#: ``_last20k``; autoscale/replica.py).
+#: ``_last20k``), the static fleet of the hours of the last week (``_mem168h``) or of every hour seen
+#: (autoscale/replica.py, autoscale/static_fleet.py).
 AS_SETTINGS: dict[str, dict[str, Any]] = {
-    "static_floor_0.005_last20k": {"static_floor_budget": 0.005, "static_floor_window": 20_000.0},
-    "static_floor_0.005": {"static_floor_budget": 0.005, "static_floor_window": None},
+    "static_floor_0.005_last20k_mem168h": {
+        "static_floor_budget": 0.005,
+        "static_floor_window": 20_000.0,
+        "static_memory_hours": 168,
+    },
+    "static_floor_0.005_last20k": {
+        "static_floor_budget": 0.005,
+        "static_floor_window": 20_000.0,
+        "static_memory_hours": None,
+    },
+    "static_floor_0.005": {"static_floor_budget": 0.005, "static_floor_window": None, "static_memory_hours": None},
     "no_static_floor": {"static_floor_budget": None},
-    "static_floor_0": {"static_floor_budget": 0.0, "static_floor_window": None},
+    "static_floor_0": {"static_floor_budget": 0.0, "static_floor_window": None, "static_memory_hours": None},
 }
 
 
