@@ -7,6 +7,8 @@ import math
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from gpufleet.autoscale.replica import PredictiveReplicaAutoscaler, ReplicaAutoscalerConfig
 from gpufleet.autoscale.static_fleet import StaticFleetEstimate
@@ -82,6 +84,35 @@ def test_static_estimate_with_a_memory_forgets_hours_older_than_it() -> None:
     assert est.level(t) <= 3.0  # the recent hours'
     with pytest.raises(ValidationError, match="static_memory_hours"):
         StaticFleetEstimate(memory_hours=0)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    periods=st.lists(
+        st.tuples(st.floats(1.0, 9_000.0), st.sampled_from([0.0, 0.5, 1.0, 2.0, 7.0]), st.floats(0.0, 50.0)),
+        min_size=1,
+        max_size=80,
+    ),
+    memory=st.integers(1, 6),
+)
+def test_static_estimate_memory_is_a_sliding_max_that_never_exceeds_the_running_one(
+    periods: list[tuple[float, float, float]], memory: int
+) -> None:
+    """Periods at random gaps (hours skipped, silences): with a memory the estimate is the brute-force static fleet
+    of the remembered hours, never above the estimate without one; a memory longer than the run is no memory."""
+    t = 0.0
+    short = StaticFleetEstimate(refresh_s=0.0, memory_hours=memory)
+    forever = StaticFleetEstimate(refresh_s=0.0)
+    long = StaticFleetEstimate(refresh_s=0.0, memory_hours=10**6)
+    seen: list[tuple[float, float, float]] = []
+    for gap, r, n in periods:  # the first period at t = 0, the origin of the estimate's hours (and of the count's)
+        for est in (short, forever, long):
+            est.record(t, r, n)
+        if n > 0:
+            seen.append((t, r, n))
+        assert short.level(t) == _brute_static_recent(seen, t, memory)
+        assert short.level(t) <= forever.level(t) == long.level(t)
+        t += gap
 
 
 def test_static_floor_holds_the_static_fleet_only_while_misses_exceed_the_budget() -> None:

@@ -99,7 +99,7 @@ class StaticFleetEstimate:
         self._best = hours[0][1] if hours else 0.0
 
     def level(self, now_s: float) -> float:
-        """Replicas of the static fleet the traffic seen so far needs (0 before any request)."""
+        """Replicas of the static fleet the traffic seen so far (within the memory) needs (0 before any request)."""
         if self._req and now_s - self._cur_at >= self.refresh_s:
             self._cur, self._cur_at = self._quantile(), now_s
         return max(self._best, self._cur)
