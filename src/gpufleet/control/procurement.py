@@ -25,9 +25,7 @@ The simulator and the service's reconciler run it (``ControlLoop.gpufleet(...).p
    hours are idle, the idle gate holds at most the break-even quantile of demand (at least online break-even's
    capacity), never above the forecast rule's amount.
 
-A commitment whose demand went away is simply not renewed when its term ends, and while each of the last three
-hours is below the same hour on every one of the five days before it (a step down, ``drop_hold_h``) nothing new is
-committed: the forecast rules read days of history and would renew into the drop (session 35). Settings: the projection, level
+A commitment whose demand went away is simply not renewed when its term ends. Settings: the projection, level
 hedge and hedge were set on the public traces (docs/benchmarks/procure.md) and checked in the closed loop on the
 default scenario's seeds 11-16; the trend clip, growth cap, spot share and first window on seeds 11-20
 (docs/scenario.md); the fresh-days rule's one-month limit on tuning seeds 11, 13 and 14 (session 9); hourly shadows
@@ -204,9 +202,6 @@ class ForecastLedProcurer:
     # an order an approver rejected is reviewed again at the world's next daily pass (reason code
     # ``retry_after_rejection``), not left until the next procurement period (session 18)
     retry_rejected: bool = True
-    # no new commitment while each of the last this many hours is below the same hour on every one of the five days
-    # before it (a step down: under exchangeable days (1/6)^3 < 0.005, the policy's error budget; None: off)
-    drop_hold_h: int | None = 3
     books_: dict[tuple[str, str, int, int, int], ShadowBook] = field(default_factory=dict, repr=False, compare=False)
 
     def _market(self, sku_id: str, reserved: float) -> _Market:
@@ -335,8 +330,6 @@ class ForecastLedProcurer:
             elif capped:
                 nodes = min(nodes, max(0, math.floor((target - have) / per + 1e-9)))
                 why += f"; {capped}"
-        if self.drop_hold_h and nodes > 0 and _dropped(hist, self.drop_hold_h):
-            nodes = 0
         extra, why_run = self._planned_run_nodes(ctx, hist, have + max(nodes, 0) * per, term_h, lead_h, m)
         bought = [
             ReservationProposal(
@@ -428,17 +421,3 @@ class ForecastLedProcurer:
                 else:
                     target, why = full, ""
         return target, why
-
-
-def _dropped(hist: FloatArray, k: int, days: int = 5) -> bool:
-    """True when each of the last ``k`` hours is below the same hour on every one of the ``days`` days before (the
-    fresh-days rule's five): demand has stepped down. Deferring a renewal by an hour costs at most that hour at the
-    on-demand premium if the drop was a dip; renewing into a lasting drop pays a whole term of idle capacity."""
-    n = len(hist)
-    if n < k + days * 24:
-        return False
-    for j in range(n - k, n):
-        past = hist[[j - 24 * d for d in range(1, days + 1)]]
-        if not hist[j] < float(np.min(past)):
-            return False
-    return True
