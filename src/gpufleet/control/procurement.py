@@ -25,13 +25,19 @@ The simulator and the service's reconciler run it (``ControlLoop.gpufleet(...).p
    hours are idle, the idle gate holds at most the break-even quantile of demand (at least online break-even's
    capacity), never above the forecast rule's amount.
 
-A commitment whose demand went away is simply not renewed when its term ends. Settings: the projection, level
+A commitment whose demand went away is simply not renewed when its term ends, and while the last hour's demand is
+below the break-even share (reserved / on-demand) of the lowest demand at the same hour on the five days before, no
+new commitment is made (a step down, ``step_down_h``: the forecast rules read days of history and would renew into
+it; session 36). Settings: the projection, level
 hedge and hedge were set on the public traces (docs/benchmarks/procure.md) and checked in the closed loop on the
 default scenario's seeds 11-16; the trend clip, growth cap, spot share and first window on seeds 11-20
 (docs/scenario.md); the fresh-days rule's one-month limit on tuning seeds 11, 13 and 14 (session 9); hourly shadows
 and the forecast rules' 2 % hysteresis up to a month on the replay's 30 rows, the latter chosen leave-one-trace-out
 (session 10, docs/benchmarks/procure.md); the cheaper rules' consensus on the replay's 30 rows, chosen
-leave-one-trace-out against session 10's leader cap, and checked in the closed loop on seeds 11-16 (session 19).
+leave-one-trace-out against session 10's leader cap, and checked in the closed loop on seeds 11-16 (session 19);
+the step-down hold's threshold is the break-even share and its five days the fresh-days rule's; its one hour was
+chosen on a derived step-down series of our own (the renewals come in the first hours after the drop) against two
+and three; it changes no row of the public-trace replay (session 36).
 """
 
 from __future__ import annotations
@@ -202,6 +208,9 @@ class ForecastLedProcurer:
     # an order an approver rejected is reviewed again at the world's next daily pass (reason code
     # ``retry_after_rejection``), not left until the next procurement period (session 18)
     retry_rejected: bool = True
+    # no new commitment while each of the last this many hours is below the break-even share (reserved / on-demand)
+    # of the same hour's lowest demand over the five days before (a step down; None: off); see :func:`_stepped_down`
+    step_down_h: int | None = 1
     books_: dict[tuple[str, str, int, int, int], ShadowBook] = field(default_factory=dict, repr=False, compare=False)
 
     def _market(self, sku_id: str, reserved: float) -> _Market:
@@ -330,6 +339,8 @@ class ForecastLedProcurer:
             elif capped:
                 nodes = min(nodes, max(0, math.floor((target - have) / per + 1e-9)))
                 why += f"; {capped}"
+        if self.step_down_h and nodes > 0 and _stepped_down(hist, self.step_down_h, m.reserved / m.on_demand):
+            nodes = 0
         extra, why_run = self._planned_run_nodes(ctx, hist, have + max(nodes, 0) * per, term_h, lead_h, m)
         bought = [
             ReservationProposal(
@@ -421,3 +432,19 @@ class ForecastLedProcurer:
                 else:
                     target, why = full, ""
         return target, why
+
+
+def _stepped_down(hist: FloatArray, k: int, share: float, days: int = 5) -> bool:
+    """True when each of the last ``k`` hours is below ``share`` (the break-even share, reserved / on-demand) of the
+    lowest demand at the same hour on the ``days`` days before (the fresh-days rule's five): demand has stepped down
+    so far that a GPU bought at the old level would be used less than the share of hours that pays for it. The
+    forecast rules read days of history and would renew into such a drop; holding an hour costs at most that hour at
+    the on-demand premium if the drop was a dip."""
+    n = len(hist)
+    if n < k + days * 24:
+        return False
+    for j in range(n - k, n):
+        past = hist[[j - 24 * d for d in range(1, days + 1)]]
+        if not hist[j] < share * float(np.min(past)):
+            return False
+    return True
