@@ -25,19 +25,19 @@ The simulator and the service's reconciler run it (``ControlLoop.gpufleet(...).p
    hours are idle, the idle gate holds at most the break-even quantile of demand (at least online break-even's
    capacity), never above the forecast rule's amount.
 
-A commitment whose demand went away is simply not renewed when its term ends, and while the last hour's demand is
-below the break-even share (reserved / on-demand) of the lowest demand at the same hour on the five days before, no
-new commitment is made (a step down, ``step_down_h``: the forecast rules read days of history and would renew into
-it; session 36). Settings: the projection, level
-hedge and hedge were set on the public traces (docs/benchmarks/procure.md) and checked in the closed loop on the
-default scenario's seeds 11-16; the trend clip, growth cap, spot share and first window on seeds 11-20
-(docs/scenario.md); the fresh-days rule's one-month limit on tuning seeds 11, 13 and 14 (session 9); hourly shadows
-and the forecast rules' 2 % hysteresis up to a month on the replay's 30 rows, the latter chosen leave-one-trace-out
-(session 10, docs/benchmarks/procure.md); the cheaper rules' consensus on the replay's 30 rows, chosen
-leave-one-trace-out against session 10's leader cap, and checked in the closed loop on seeds 11-16 (session 19);
-the step-down hold's threshold is the break-even share and its five days the fresh-days rule's; its one hour was
-chosen on a derived step-down series of our own (the renewals come in the first hours after the drop) against two
-and three; it changes no row of the public-trace replay (session 36).
+A commitment whose demand went away is simply not renewed when its term ends, and while each of the last two hours'
+demand is below the break-even share (reserved / on-demand) of the lowest demand at the same hour on the five days
+before, no new commitment is made (a step down, ``step_down_h``: the forecast rules read days of history and would
+renew into it; session 36). Settings: the projection, level hedge and hedge were set on the public traces
+(docs/benchmarks/procure.md) and checked in the closed loop on the default scenario's seeds 11-16; the trend clip,
+growth cap, spot share and first window on seeds 11-20 (docs/scenario.md); the fresh-days rule's one-month limit on
+tuning seeds 11, 13 and 14 (session 9); hourly shadows and the forecast rules' 2 % hysteresis up to a month on the
+replay's 30 rows, the latter chosen leave-one-trace-out (session 10, docs/benchmarks/procure.md); the cheaper rules'
+consensus on the replay's 30 rows, chosen leave-one-trace-out against session 10's leader cap, and checked in the
+closed loop on seeds 11-16 (session 19); the step-down hold's threshold is the break-even share and its five days the
+fresh-days rule's; two hours rather than one because the service plans from hours whose last one may be only partly
+ingested (one hour responds an hour sooner on a derived step-down series of our own; three hours were measured too);
+it changes no row of the public-trace replay (session 36).
 """
 
 from __future__ import annotations
@@ -210,7 +210,7 @@ class ForecastLedProcurer:
     retry_rejected: bool = True
     # no new commitment while each of the last this many hours is below the break-even share (reserved / on-demand)
     # of the same hour's lowest demand over the five days before (a step down; None: off); see :func:`_stepped_down`
-    step_down_h: int | None = 1
+    step_down_h: int | None = 2
     books_: dict[tuple[str, str, int, int, int], ShadowBook] = field(default_factory=dict, repr=False, compare=False)
 
     def _market(self, sku_id: str, reserved: float) -> _Market:
