@@ -97,6 +97,26 @@ def test_a_pass_proposes_from_ingested_utilization_and_the_proposal_needs_two_ap
         assert done_.status_code == 200 and done_.json()["status"] == "submitted_to_cloud"
 
 
+@pytest.mark.parametrize("low_hours", [1, 2])
+def test_a_last_hour_ingested_late_does_not_hold_the_days_buying(
+    database: Database, make_server: ServerFactory, low_hours: int
+) -> None:
+    """The pass plans from the hours up to midnight. When the last hour's utilization is only partly ingested it reads
+    low (5 of 24 GPUs here); the procurer's step-down hold (docs/procure.md step 6) needs the last two hours below
+    the break-even share of the days before, so one such hour still lets the pass buy, and two hold it."""
+    s = make_server(database)
+    records = _records(NOW_S - 28 * DAY, 28, 24)
+    for r in records[-low_hours:]:
+        r["gpus_allocated"] = 5.0
+    _ingest(s, records)
+    (prop,) = s.services.reconciler.run_once().proposals
+    bought = sum(p["units"] for p in prop["proposed"])
+    if low_hours == 1:
+        assert bought == 24 and prop["created"], prop  # three nodes, as with the whole last hour
+    else:
+        assert bought == 0 and prop["created"] == [], prop  # a step down: nothing new is committed
+
+
 def test_reconcile_once_from_the_cli_prints_the_pass(tmp_path: Path, sqlite_template: Path) -> None:
     gen = _make_database("sqlite", tmp_path, None, sqlite_template)
     db = next(gen)
