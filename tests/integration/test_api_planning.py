@@ -169,7 +169,7 @@ def test_plans_propose_creates_what_the_loops_procurer_proposes_once(
         plan = first.json()
         assert plan["procurer"] == type(loop.procurer).__name__
         assert plan["context"] == {
-            "now_s": NOW_S, "pool": RESERVED, "history_hours": 28 * 24, "forecast": ctx.forecast.method,
+            "now_s": NOW_S, "pool": RESERVED, "history_hours": 28 * 24, "late_hours_filled": 0, "forecast": ctx.forecast.method,
             "committed_gpus_at_lead": 0, "gpus_per_node": 8, "planned_runs": 0, "serving_history_hours": None,
         }  # fmt: skip
         assert plan["proposals"] == [

@@ -117,6 +117,29 @@ def test_a_last_hour_ingested_late_does_not_hold_the_days_buying(
         assert bought == 0 and prop["created"] == [], prop  # a step down: nothing new is committed
 
 
+@pytest.mark.parametrize("grace_h", [3, 0])
+def test_hours_still_being_ingested_take_the_day_befores(
+    database: Database, make_server: ServerFactory, grace_h: int
+) -> None:
+    """The source delivers 10-minute buckets and, when the pass runs at midnight, has sent the last two hours only up
+    to 22:20 (service/late_hours.py). Summed, hours 22 and 23 read 8 and 0 of 24 GPUs: with the default grace they
+    take the same hours of the day before and the pass buys its three nodes; read as they are, they are two low
+    hours and the step-down hold buys nothing. Complete low hours still hold (the test above)."""
+    s = make_server(database, ingest_grace_h=grace_h)
+    records = _records(NOW_S - 28 * DAY, 28, 24)[:-2]  # hourly buckets up to 22:00
+    records += [
+        {**records[-1], "bucket_start_s": NOW_S - 2 * 3600 + k * 600, "bucket_s": 600} for k in range(2)
+    ]  # 22:00-22:20 arrived; 22:20-24:00 not yet
+    _ingest(s, records)
+    (prop,) = s.services.reconciler.run_once().proposals
+    bought = sum(p["units"] for p in prop["proposed"])
+    late = s.services.procurement.late_hours(SKU, NOW_S)
+    if grace_h:
+        assert late == 2 and bought == 24 and prop["created"], prop
+    else:
+        assert late == 0 and bought == 0 and prop["created"] == [], prop
+
+
 def test_reconcile_once_from_the_cli_prints_the_pass(tmp_path: Path, sqlite_template: Path) -> None:
     gen = _make_database("sqlite", tmp_path, None, sqlite_template)
     db = next(gen)

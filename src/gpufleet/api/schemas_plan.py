@@ -199,6 +199,12 @@ class PlanContext(BaseModel):
     now_s: int = Field(description="The start of today (UTC): the end of the measured history")
     pool: str = Field(description="The reserved pool the procurer buys from")
     history_hours: int
+    late_hours_filled: int = Field(
+        default=0,
+        description="Last hours before midnight not yet fully ingested (a source that reported in the day before "
+        "had not delivered past them), read as the same hours of the day before; at most the setting "
+        "ingest_grace_h",
+    )
     forecast: str | None = Field(description="The loop's forecast method (null with less than a day of history)")
     committed_gpus_at_lead: int = Field(
         description="GPUs held or on order (pending approval .. active) at now + the pool's lead time: not bought again"

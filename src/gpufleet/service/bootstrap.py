@@ -117,7 +117,9 @@ def build_services(
         approval_window_s=settings.approval_window_days * 86_400,
     )
     binpack = BinpackService(engine, clock)
-    procurement = ProcurementService(engine, clock, capacity, reservations, quotas=cloud.get("cloud_quotas"))
+    procurement = ProcurementService(
+        engine, clock, capacity, reservations, quotas=cloud.get("cloud_quotas"), ingest_grace_h=settings.ingest_grace_h
+    )
     reconciler = Reconciler(
         engine,
         clock,

@@ -67,6 +67,7 @@ from gpufleet.service.auth import Actor, Role
 from gpufleet.service.capacity import CapacityService
 from gpufleet.service.clock import Clock
 from gpufleet.service.cloud_quotas import CloudQuotaService, ProviderQuota
+from gpufleet.service.late_hours import fill_late_hours, late_hours
 from gpufleet.service.planned_runs import active_runs, registration
 from gpufleet.service.reservations import ReservationService
 from gpufleet.service.secondary_base import secondary_base, secondary_market
@@ -92,8 +93,10 @@ class ProcurementService:
         reservations: ReservationService,
         *,
         quotas: CloudQuotaService | None = None,
+        ingest_grace_h: int = 3,
     ) -> None:
         self._quotas = quotas
+        self._grace_h = ingest_grace_h
         self._engine = engine
         self._clock = clock
         self._capacity = capacity
@@ -107,6 +110,16 @@ class ProcurementService:
                 UtilizationRow.bucket_start_s < bindparam("until_s"),
             )
             .group_by(hour)
+        )
+        # each source's last ingested instant for the SKU over a window (service/late_hours.py)
+        self._watermarks = (
+            select(UtilizationRow.source, func.max(UtilizationRow.bucket_start_s + UtilizationRow.bucket_s))
+            .where(
+                UtilizationRow.sku_id == bindparam("sku", type_=String()),
+                UtilizationRow.bucket_start_s >= bindparam("since_s"),
+                UtilizationRow.bucket_start_s < bindparam("until_s"),
+            )
+            .group_by(UtilizationRow.source)
         )
         # the same hours on some pools only (the secondary base's launched use)
         self._pools_hourly = self._hourly.where(UtilizationRow.pool_id.in_(bindparam("pools", expanding=True)))
@@ -210,6 +223,15 @@ class ProcurementService:
             raise ValidationError("sku", f"no utilization records for {sku_id!r} in the last {LOOKBACK_DAYS} days")
         return _by_hour(rows, min(int(h) for h, _ in rows), today_s)
 
+    def late_hours(self, sku_id: str, today_s: int) -> int:
+        """How many of the SKU's last hours before ``today_s`` are not yet fully ingested (service/late_hours.py:
+        before the earliest watermark of the sources that reported for it in the day before, at most the grace)."""
+        with UnitOfWork(self._engine, write=False) as uow:
+            rows = uow.session.execute(
+                self._watermarks, {"sku": sku_id, "since_s": today_s - DAY_S, "until_s": today_s}
+            ).all()
+        return late_hours((int(w) for _, w in rows), today_s, self._grace_h)
+
     def _serving_history(self, sku_id: str, first_h: int, today_s: int) -> npt.NDArray[np.float64] | None:
         """The SKU's hourly GPUs in use by workloads registered as serving, over the hours of its demand history
         (from hour ``first_h`` up to ``today_s``; hours without a record are 0), or None when no serving workload
@@ -235,7 +257,8 @@ class ProcurementService:
             since_h = max(today_h - ctx.demand_history_gpus.size, today_h - rule.window_h)
             rows = uow.session.execute(self._pools_hourly, {"sku": ctx.sku_id, "pools": list(market.launched_pools),
                                                             "since_s": since_h * HOUR_S, "until_s": ctx.now_s}).all()  # fmt: skip
-        return secondary_base(rule, market, _by_hour(rows, since_h, ctx.now_s), ctx.gpus_per_node)
+        used = fill_late_hours(_by_hour(rows, since_h, ctx.now_s), self.late_hours(ctx.sku_id, ctx.now_s))
+        return secondary_base(rule, market, used, ctx.gpus_per_node)
 
     def tier_limits(self, skus: Sequence[str]) -> dict[str, TierLimits]:
         """For each SKU, what its spot and secondary-provider pools can absorb, from the stored pools' quotas
@@ -284,7 +307,8 @@ class ProcurementService:
         registered runs to pass (default: :meth:`planned_runs` of the SKU-region)."""
         now_s = self._clock.now_s()
         today_s = now_s // DAY_S * DAY_S
-        hourly = self._history(sku_id, region_id, today_s - LOOKBACK_DAYS * DAY_S, today_s)
+        late = self.late_hours(sku_id, today_s)  # hours still being ingested take the day before's
+        hourly = fill_late_hours(self._history(sku_id, region_id, today_s - LOOKBACK_DAYS * DAY_S, today_s), late)
         with UnitOfWork(self._engine, write=False) as uow:
             row = uow.session.scalars(
                 select(PoolRow)
@@ -309,6 +333,8 @@ class ProcurementService:
         if planned is None:
             planned = self.planned_runs(sku_id, region_id, today_s)
         serving = self._serving_history(sku_id, today_s // HOUR_S - hourly.size, today_s)
+        if serving is not None:
+            serving = fill_late_hours(serving, late)
         return dataclasses.replace(ctx, planned_runs=tuple(reg for _, reg in planned), serving_asks_gpus=serving), held
 
     def commit(
@@ -361,6 +387,7 @@ class ProcurementService:
                 "now_s": ctx.now_s,
                 "pool": ctx.pool.id,
                 "history_hours": int(ctx.demand_history_gpus.size),
+                "late_hours_filled": self.late_hours(sku_id, ctx.now_s),
                 "forecast": None if ctx.forecast is None else ctx.forecast.method,
                 "committed_gpus_at_lead": ctx.committed_gpus_at_lead,
                 "gpus_per_node": ctx.gpus_per_node,

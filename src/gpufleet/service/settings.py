@@ -70,6 +70,16 @@ class Settings(BaseSettings):
         "one period after its leader took the lead). Runs only while the reconciler runs periodically "
         "(reconcile_interval_s > 0).",
     )
+    ingest_grace_h: int = Field(
+        default=3,
+        ge=0,
+        le=24,
+        description="Hours a planning pass waits for utilization still being ingested: the last hours before "
+        "midnight that a source which reported in the day before has not delivered yet take the same hour of the "
+        "day before, at most this many (a source silent for longer is read as stopped; 0 = read them as they are). "
+        "Summed while their records arrive they read low, and two low hours hold the procurer's buying "
+        "(service/late_hours.py).",
+    )
     leader_poll_s: float = Field(
         default=1.0,
         gt=0,
