@@ -248,8 +248,9 @@ def test_a_run_a_later_review_still_orders_for_in_time_is_read_but_not_ordered_y
 
 
 def test_the_reconciler_names_the_runs_its_pass_does_not_read(database: Database, make_server: ServerFactory) -> None:
-    """One region per SKU: a run registered in another region of the SKU, or of a SKU without utilization to plan
-    from, is named in the pass (not silently dropped) and no planned-run reserve is bought for it."""
+    """One region per SKU: a run registered in another region of the SKU is named in the pass (not silently
+    dropped) and no planned-run reserve is bought for it. A SKU not used yet is planned in its runs' region from
+    zeros."""
     s = make_server(database)
     _teams(s)
     with s.client("ml_platform_admin", "bob") as bob:
@@ -260,9 +261,48 @@ def test_the_reconciler_names_the_runs_its_pass_does_not_read(database: Database
         assert bob.patch(f"/v1/pools/{OD}", json={"quota_gpus": 16}).status_code == 200
         west = bob.post("/v1/planned-runs", json=_run(region="us-west-2")).json()
         a100 = bob.post("/v1/planned-runs", json=_run(name="a100-run", sku="a100_80gb")).json()
-    by_sku = {p["sku"]: p for p in s.services.reconciler.run_once().proposals}
+    entries = s.services.reconciler.run_once().proposals
+    by_sku = {p["sku"]: p for p in entries if p["sku"] == SKU}
     assert by_sku[SKU]["region"] == REGION and by_sku[SKU]["planned_runs_not_read"] == [west["id"]]
     assert by_sku[SKU]["context"]["planned_runs"] == 0
     assert not any(p["reason"].startswith(REASON) for p in by_sku[SKU]["proposed"])
-    assert by_sku["a100_80gb"]["planned_runs_not_read"] == [a100["id"]] and by_sku["a100_80gb"]["created"] == []
-    assert "no utilization" in by_sku["a100_80gb"]["error"]
+    (east,) = [p for p in entries if p["sku"] == "a100_80gb"]  # read from 28 days of zeros
+    assert east["region"] == REGION
+    assert east["region_reason"] == "planned_runs_region" and "error" not in east, east
+    assert east["context"]["planned_runs"] == 1 and east["context"]["history_hours"] == 28 * 24
+    assert east["created"] == [] and east["proposed"] == []  # its on-demand pool has no quota: it carries the run
+    assert a100["id"] not in str(by_sku[SKU])
+
+
+def test_the_first_run_on_a_sku_not_used_yet_is_reserved_ahead_of(
+    database: Database, make_server: ServerFactory
+) -> None:
+    """No utilization of the SKU at all; its on-demand quota is 16 GPUs and a 64-GPU run is registered after the
+    reserved pool's lead time. Before the run, plans:propose refuses the SKU (nothing to plan from); with the run
+    registered, the reconciler's pass plans it from 28 days of zeros, as the simulator sees a SKU nobody runs on,
+    and reserves ahead of the run: exactly the loop's procurer's proposal on that context."""
+    s = make_server(database)
+    _teams(s)
+    sku, od = "a100_80gb", f"aws/{REGION}/a100_80gb/on_demand"
+    with s.client("ml_platform_admin", "bob") as bob, s.client("finops_admin", "fay") as fay:
+        assert bob.patch(f"/v1/pools/{od}", json={"quota_gpus": 16}).status_code == 200
+        _problem(fay.post("/v1/plans:propose", json={"sku": sku, "region": REGION}), 422, "sku")
+        run = bob.post("/v1/planned-runs", json=_run(sku=sku)).json()
+        procurement = s.services.procurement
+        loop = ControlLoop.gpufleet(0, tier_limits=procurement.tier_limits([sku]))
+        ctx, _held = procurement.context(sku, REGION, loop, forecast_h=7 * 24)
+        assert ctx.demand_history_gpus.tolist() == [0.0] * (28 * 24) and len(ctx.planned_runs) == 1
+        expected = loop.procurer.propose(ctx)
+        assert [p.reason.startswith(REASON) for p in expected] == [True] and expected[0].units >= 48, expected
+        (entry,) = [p for p in s.services.reconciler.run_once().proposals if p["sku"] == sku]
+        assert entry["region"] == REGION and entry["region_reason"] == "planned_runs_region"
+        assert [(p["units"], p["start_s"], p["term_months"], p["reason"]) for p in entry["proposed"]] == [
+            (p.units, p.start_s, p.term_months, p.reason) for p in expected
+        ]
+        (rid,) = entry["created"]
+        got = bob.get(f"/v1/reservations/{rid}").json()
+        assert got["status"] == "pending_approval" and got["units"] == expected[0].units
+        events = bob.get("/v1/audit", params={"entity_id": rid, "action": "reservation.proposed_by_loop"}).json()
+        assert events[0]["detail"]["planned_runs"] == [run["id"]]
+        again = fay.post("/v1/plans:propose", json={"sku": sku, "region": REGION})
+        assert again.status_code == 200 and again.json()["created"] == []  # held now: nothing bought twice

@@ -26,7 +26,8 @@ the reservation use case (the approval rules apply unchanged), each with a deter
 **Planned runs** (the calendar of :mod:`gpufleet.service.planned_runs`): the context of a SKU-region carries the
 runs registered for that SKU in that region, not cancelled and not yet started, as ``ports.PlannedRunRegistration``
 (the simulator's desk passes its scenario's calendar the same way), so the procurer's ``planned_run_reserve``
-decision (``control/planned_runs.py``) reserves ahead of them. The context's ``now_s`` is the start of today, so a
+decision (``control/planned_runs.py``) reserves ahead of them. A SKU with runs registered and no utilization in the
+lookback (a SKU not used yet) is planned from 28 days of zeros, as the simulator sees a SKU nobody runs on. The context's ``now_s`` is the start of today, so a
 run registered later today counts as registered at that instant (every pass of the day sees the same calendar).
 The tier limits the loop is assembled with include the on-demand quota (:meth:`ProcurementService.tier_limits`),
 which only that decision reads. Each reservation a pass creates gets an audit event
@@ -210,15 +211,20 @@ class ProcurementService:
         ]
         return [h for h in out if h.end_s > now_s]
 
-    def _history(self, sku_id: str, region_id: str, since_s: int, today_s: int) -> npt.NDArray[np.float64]:
+    def _history(
+        self, sku_id: str, region_id: str, since_s: int, today_s: int, *, none_is_zero: bool = False
+    ) -> npt.NDArray[np.float64]:
         """The SKU's hourly GPUs in use (all its pools), from its first record since ``since_s`` up to
-        ``today_s``, oldest first; hours without a record are 0."""
+        ``today_s``, oldest first; hours without a record are 0. Without any record: every hour since ``since_s`` at
+        0 with ``none_is_zero`` (a SKU not used yet, as the simulator sees a SKU nobody runs on), else an error."""
         with UnitOfWork(self._engine, write=False) as uow:
             if uow.session.get(SkuRow, sku_id) is None:
                 raise ValidationError("sku", f"unknown SKU {sku_id!r}")
             if uow.session.get(RegionRow, region_id) is None:
                 raise ValidationError("region", f"unknown region {region_id!r}")
             rows = uow.session.execute(self._hourly, {"sku": sku_id, "since_s": since_s, "until_s": today_s}).all()
+        if not rows and none_is_zero:
+            return np.zeros((today_s - since_s) // HOUR_S)
         if not rows:
             raise ValidationError("sku", f"no utilization records for {sku_id!r} in the last {LOOKBACK_DAYS} days")
         return _by_hour(rows, min(int(h) for h, _ in rows), today_s)
@@ -307,8 +313,12 @@ class ProcurementService:
         registered runs to pass (default: :meth:`planned_runs` of the SKU-region)."""
         now_s = self._clock.now_s()
         today_s = now_s // DAY_S * DAY_S
+        if planned is None:
+            planned = self.planned_runs(sku_id, region_id, today_s)
         late = self.late_hours(sku_id, today_s)  # hours still being ingested take the day before's
-        hourly = fill_late_hours(self._history(sku_id, region_id, today_s - LOOKBACK_DAYS * DAY_S, today_s), late)
+        # a SKU not used yet is planned from zeros when runs are registered for it (ahead of its first run)
+        since_s = today_s - LOOKBACK_DAYS * DAY_S
+        hourly = fill_late_hours(self._history(sku_id, region_id, since_s, today_s, none_is_zero=bool(planned)), late)
         with UnitOfWork(self._engine, write=False) as uow:
             row = uow.session.scalars(
                 select(PoolRow)
@@ -330,8 +340,6 @@ class ProcurementService:
             now_s=today_s, sku_id=sku_id, pool=pool, hourly_gpus=hourly, forecast=forecast,
             held=held, gpus_per_node=per_node,
         )  # fmt: skip
-        if planned is None:
-            planned = self.planned_runs(sku_id, region_id, today_s)
         serving = self._serving_history(sku_id, today_s // HOUR_S - hourly.size, today_s)
         if serving is not None:
             serving = fill_late_hours(serving, late)

@@ -25,8 +25,10 @@ The background cadence (``gpufleet serve``, ``gpufleet reconcile``) runs a pass 
    reservations count as committed, and idempotency keys make a re-run propose nothing twice.
    The context carries the SKU-region's registered planned runs (:mod:`gpufleet.service.planned_runs`), so the
    procurer reserves ahead of them (``planned_run_reserve``). A run registered in another region of the SKU is
-   not read by the pass (one region per SKU): the SKU's entry names it (``planned_runs_not_read``), and so does an
-   entry for a SKU with active runs but no utilization to plan from (with an ``error``);
+   not read by the pass (one region per SKU): the SKU's entry names it (``planned_runs_not_read``). A SKU with
+   runs registered but no utilization in the lookback (not used yet) is planned from 28 days of zeros in each
+   region its runs are registered in (``region_reason`` ``planned_runs_region``), so its first runs are reserved
+   ahead of;
 4. **placements**: every cluster's placements are re-evaluated (:func:`gpufleet.control.packing.plan_repack`):
    the moves that would free whole nodes, recorded, not applied (no node actuator is wired to the store).
 
@@ -65,6 +67,7 @@ from gpufleet.service.reservations import ReservationService
 from gpufleet.service.uow import UnitOfWork
 
 if TYPE_CHECKING:
+    from gpufleet.control.loop import ControlLoop
     from gpufleet.service.capacity_blocks import CapacityBlockService
 
 log = logging.getLogger("gpufleet.reconciler")
@@ -161,14 +164,12 @@ class Reconciler:
             )
             for sku in skus
         }
-        # the loop the simulator runs, assembled in its one place, with the stored pools' tier limits
-        loop = self._procurement.loop([sku for sku, (r, _) in regions.items() if r is not None])
         runs = self._planned_runs(now_s)
-        for sku in sorted(set(runs) - set(skus)):
-            ids = sorted(rid for rid, _ in runs[sku])
-            out.proposals.append({"sku": sku, "region": None, "created": [], "planned_runs_not_read": ids,
-                                  "error": f"no utilization of {sku!r} in the last {LOOKBACK_DAYS} days to plan "
-                                           "from: its planned runs are not reserved ahead of"})  # fmt: skip
+        unused = sorted(set(runs) - set(skus))  # SKUs not used yet with runs registered: planned from zeros
+        # the loop the simulator runs, assembled in its one place, with the stored pools' tier limits
+        loop = self._procurement.loop([sku for sku, (r, _) in regions.items() if r is not None] + unused)
+        for sku in unused:
+            out.proposals.extend(self._plan_unused(sku, runs[sku], loop))
         for sku in skus:
             try:
                 fc = self._capacity.forecast(RECONCILER, sku_id=sku, days=self.forecast_days)
@@ -245,6 +246,26 @@ class Reconciler:
         for sku, region, units in held:
             held_units.setdefault(sku, {})[region] = int(units or 0)
         return skus, used, regions, held_units
+
+    def _plan_unused(self, sku: str, runs: list[tuple[str, str]], loop: ControlLoop) -> list[dict[str, Any]]:
+        """A SKU with runs registered but no utilization in the lookback: each region its runs are registered in
+        (registration asks for a reserved pool there) is planned from 28 days of zeros, so only the runs can ask
+        for a reservation."""
+        entries: list[dict[str, Any]] = []
+        for region in sorted({r for _, r in runs}):
+            entry: dict[str, Any] = {"sku": sku, "region": region, "region_reason": "planned_runs_region",
+                                     "created": []}  # fmt: skip
+            try:
+                got = self._procurement.commit(
+                    RECONCILER, sku_id=sku, region_id=region, loop=loop, forecast_h=self.within_days * 24
+                )
+                entry.update(created=[c["reservation_id"] for c in got["created"]], procurer=got["procurer"],
+                             context=got["context"], proposed=got["proposals"], secondary_base=got["secondary_base"])  # fmt: skip
+            except GpufleetError as exc:  # e.g. its reserved pool was removed since: said, not dropped
+                entry["planned_runs_not_read"] = sorted(rid for rid, r in runs if r == region)
+                entry["error"] = str(exc)
+            entries.append(entry)
+        return entries
 
     def _planned_runs(self, now_s: int) -> dict[str, list[tuple[str, str]]]:
         """Registered runs to come (:func:`~gpufleet.service.planned_runs.to_come`), as ``(id, region)`` by SKU."""
