@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 from sqlalchemy import select
 
-from gpufleet.adapters.sql.models import AuditEventRow, ForecastIssueRow, ReservationRow
+from gpufleet.adapters.sql.models import AuditEventRow, ForecastIssueRow, ReservationRow, UtilizationRow
 from gpufleet.control.loop import ControlLoop
 from gpufleet.service.auth import Actor, Role
 from gpufleet.service.bootstrap import build_services
@@ -138,6 +138,30 @@ def test_hours_still_being_ingested_take_the_day_befores(
         assert late == 2 and bought == 24 and prop["created"], prop
     else:
         assert late == 0 and bought == 0 and prop["created"] == [], prop
+
+
+def test_the_capacity_forecast_fills_the_same_late_hours(database: Database, make_server: ServerFactory) -> None:
+    """The daily forecast the pass records (GET /v1/capacity/forecast) reads the last day with its late hours filled
+    the same way. The use grows a GPU a day, so the forecast follows the last day: filled from the day before, its
+    two late hours are one GPU low, read as they are about 25 and 37 GPUs low, and the forecast is that much further
+    from the complete day's."""
+    whole = [r for d in range(28) for r in _records(NOW_S - (28 - d) * DAY, 1, 10.0 + d)]
+    late = whole[:-2] + [
+        {**whole[-3], "bucket_start_s": NOW_S - 2 * 3600 + k * 600, "bucket_s": 600} for k in range(2)
+    ]  # 22:00-22:20 arrived
+    got = {}
+    for name, records, grace in (("whole", whole, 3), ("filled", late, 3), ("as_read", late, 0)):
+        s = make_server(database, ingest_grace_h=grace)
+        with database.engine.begin() as conn:  # one store, refilled per case
+            conn.execute(UtilizationRow.__table__.delete())
+        _ingest(s, records)
+        with s.client("viewer", "vic") as v:
+            got[name] = v.get("/v1/capacity/forecast", params={"sku": SKU, "days": 3}).json()["demand"]
+
+    def off(name: str) -> float:
+        return sum(abs(a["p50"] - b["p50"]) for a, b in zip(got[name], got["whole"], strict=True))
+
+    assert 0 < off("filled") < off("as_read") / 10, got
 
 
 def test_reconcile_once_from_the_cli_prints_the_pass(tmp_path: Path, sqlite_template: Path) -> None:

@@ -104,7 +104,7 @@ def build_services(
     workloads = WorkloadService(engine, clock, ids)
     budgets = BudgetService(engine, clock)
     accuracy = ForecastAccuracyService(engine, clock)
-    capacity = CapacityService(engine, clock, recorder=accuracy.record)
+    capacity = CapacityService(engine, clock, recorder=accuracy.record, ingest_grace_h=settings.ingest_grace_h)
     reservations = ReservationService(
         engine,
         clock,

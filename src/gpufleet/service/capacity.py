@@ -30,6 +30,7 @@ from gpufleet.domain.pools import Tier
 from gpufleet.domain.reservations import ReservationStatus, term_seconds
 from gpufleet.service.auth import Actor, Role
 from gpufleet.service.clock import Clock
+from gpufleet.service.late_hours import HOUR_S, fill_late_hours, late_hours, watermarks_statement
 
 DAY_S = 86400
 HISTORY_DAYS = 56
@@ -50,8 +51,11 @@ ForecastRecorder = Callable[[str, int, np.ndarray, np.ndarray, str], None]
 
 
 class CapacityService:
-    def __init__(self, engine: Engine, clock: Clock, recorder: ForecastRecorder | None = None) -> None:
+    def __init__(
+        self, engine: Engine, clock: Clock, recorder: ForecastRecorder | None = None, *, ingest_grace_h: int = 3
+    ) -> None:
         self._recorder = recorder
+        self._grace_h = ingest_grace_h
         # plain reads, statements built once with bound parameters (see placement.py for why)
         self._engine = (
             engine.execution_options(isolation_level="AUTOCOMMIT") if engine.dialect.name == ("postgresql") else engine
@@ -69,6 +73,17 @@ class CapacityService:
             )
             .group_by(day)
         )
+        hour = UtilizationRow.bucket_start_s // HOUR_S
+        self._hourly = (  # the last two days by hour: the last day's hours still being ingested are filled
+            select(hour, func.sum(UtilizationRow.gpus_allocated * UtilizationRow.bucket_s))
+            .where(
+                UtilizationRow.sku_id == sku,
+                UtilizationRow.bucket_start_s >= bindparam("since_s"),
+                UtilizationRow.bucket_start_s < bindparam("until_s"),
+            )
+            .group_by(hour)
+        )
+        self._watermarks = watermarks_statement()
         self._reservations = select(
             ReservationRow.units, ReservationRow.start_s, ReservationRow.term_months, ReservationRow.status
         ).where(ReservationRow.sku_id == sku, ReservationRow.status.in_(COMMITTED + PENDING))
@@ -91,15 +106,22 @@ class CapacityService:
         with self._engine.connect() as conn:
             if conn.execute(self._sku_exists, {"sku": sku_id}).first() is None:
                 raise ValidationError("sku", f"unknown SKU {sku_id!r}")
-            daily, reservations, quota_stmt = self._daily, self._reservations, self._quotas
+            daily, hourly, marks = self._daily, self._hourly, self._watermarks
+            reservations, quota_stmt = self._reservations, self._quotas
             if region is not None:
                 if conn.execute(select(RegionRow.id).where(RegionRow.id == region)).first() is None:
                     raise ValidationError("region", f"unknown region {region!r}")
                 pools = select(PoolRow.id).where(PoolRow.region_id == region)
                 daily = daily.where(UtilizationRow.pool_id.in_(pools))
+                hourly = hourly.where(UtilizationRow.pool_id.in_(pools))
+                marks = marks.where(UtilizationRow.pool_id.in_(pools))
                 reservations = reservations.where(ReservationRow.region_id == region)
                 quota_stmt = quota_stmt.where(PoolRow.region_id == region)
             rows = conn.execute(daily, {"sku": sku_id, "since_s": hist_start_s, "until_s": today_s}).all()
+            last_day = {"sku": sku_id, "since_s": today_s - DAY_S, "until_s": today_s}
+            late = late_hours((int(w) for _, w in conn.execute(marks, last_day)), today_s, self._grace_h)
+            if late:
+                two_days = conn.execute(hourly, {**last_day, "since_s": today_s - 2 * DAY_S}).all()
             res = conn.execute(reservations, {"sku": sku_id}).all()
             quotas = conn.execute(quota_stmt, {"sku": sku_id}).scalars().all()
         arr = np.array(rows, dtype=np.float64).reshape(-1, 2)
@@ -109,6 +131,11 @@ class CapacityService:
             n_days = today_s // DAY_S - first_day
             y = np.zeros(n_days)
             y[arr[:, 0].astype(np.int64) - first_day] = arr[:, 1] / DAY_S
+            if late:  # the last day's hours still being ingested read as the same hours the day before
+                h = np.zeros(48)
+                for hr, gpu_s in two_days:
+                    h[int(hr) - (today_s // HOUR_S - 48)] = float(gpu_s) / HOUR_S
+                y[-1] += float(np.sum(fill_late_hours(h, late)[-24:] - h[-24:])) / 24
         band, method, confidence = _memo(np.ascontiguousarray(y, dtype=np.float64).tobytes(), days)
         if (
             self._recorder is not None and region is None

@@ -17,10 +17,27 @@ from collections.abc import Iterable
 
 import numpy as np
 import numpy.typing as npt
+from sqlalchemy import Select, String, bindparam, func, select
+
+from gpufleet.adapters.sql.models import UtilizationRow
 
 HOUR_S = 3600
 
 FloatArray = npt.NDArray[np.float64]
+
+
+def watermarks_statement() -> Select[str, int]:
+    """Each source's last ingested instant (its last bucket's end) for the SKU ``sku``, over the records whose
+    bucket starts in ``[since_s, until_s)``; one row ``(source, end_s)`` per source."""
+    return (
+        select(UtilizationRow.source, func.max(UtilizationRow.bucket_start_s + UtilizationRow.bucket_s))
+        .where(
+            UtilizationRow.sku_id == bindparam("sku", type_=String()),
+            UtilizationRow.bucket_start_s >= bindparam("since_s"),
+            UtilizationRow.bucket_start_s < bindparam("until_s"),
+        )
+        .group_by(UtilizationRow.source)
+    )
 
 
 def late_hours(watermarks_s: Iterable[int], today_s: int, grace_h: int) -> int:

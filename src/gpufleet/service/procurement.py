@@ -68,7 +68,7 @@ from gpufleet.service.auth import Actor, Role
 from gpufleet.service.capacity import CapacityService
 from gpufleet.service.clock import Clock
 from gpufleet.service.cloud_quotas import CloudQuotaService, ProviderQuota
-from gpufleet.service.late_hours import fill_late_hours, late_hours
+from gpufleet.service.late_hours import fill_late_hours, late_hours, watermarks_statement
 from gpufleet.service.planned_runs import active_runs, registration
 from gpufleet.service.reservations import ReservationService
 from gpufleet.service.secondary_base import secondary_base, secondary_market
@@ -112,16 +112,7 @@ class ProcurementService:
             )
             .group_by(hour)
         )
-        # each source's last ingested instant for the SKU over a window (service/late_hours.py)
-        self._watermarks = (
-            select(UtilizationRow.source, func.max(UtilizationRow.bucket_start_s + UtilizationRow.bucket_s))
-            .where(
-                UtilizationRow.sku_id == bindparam("sku", type_=String()),
-                UtilizationRow.bucket_start_s >= bindparam("since_s"),
-                UtilizationRow.bucket_start_s < bindparam("until_s"),
-            )
-            .group_by(UtilizationRow.source)
-        )
+        self._watermarks = watermarks_statement()  # each source's last ingested instant (service/late_hours.py)
         # the same hours on some pools only (the secondary base's launched use)
         self._pools_hourly = self._hourly.where(UtilizationRow.pool_id.in_(bindparam("pools", expanding=True)))
         # the same hours, only the records of workloads registered as serving (the stock-out cover's observation)
