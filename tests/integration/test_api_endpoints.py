@@ -316,6 +316,14 @@ def test_reservation_validation_names_the_field(server: LiveServer) -> None:
 
 
 def test_audit_log_is_ordered_and_pages(server: LiveServer) -> None:
+    with server.client("ml_platform_admin", "bob") as admin:  # its own events: the test runs alone too
+        r = admin.post("/v1/workloads", json=_workload("team-b", name="audited"))
+        assert r.status_code == 201, r.text
+        wid = r.json()["workload_id"]
+        assert (
+            admin.post("/v1/utilization:ingest", json={"records": _records(wid, "team-b", 1, 1.0, 0.5)}).status_code
+            == 200
+        )
     with server.client("finops_admin", "fiona") as c:
         first = c.get("/v1/audit", params={"limit": 3}).json()
         assert len(first) == 3 and [e["id"] for e in first] == sorted(e["id"] for e in first)
