@@ -24,14 +24,15 @@ from collections import OrderedDict
 from typing import Any
 
 import numpy as np
-from sqlalchemy import Engine, String, bindparam, func, select
+from sqlalchemy import Engine, select
 
-from gpufleet.adapters.sql.models import ForecastIssueRow, SkuRow, UtilizationRow
+from gpufleet.adapters.sql.models import ForecastIssueRow, SkuRow
 from gpufleet.control.forecasting import LEVELS, IssuedForecast, mase_scale, score_forecasts
 from gpufleet.domain.errors import PermissionDenied, ValidationError
 from gpufleet.service.auth import Actor, Role
 from gpufleet.service.clock import Clock
 from gpufleet.service.uow import UnitOfWork
+from gpufleet.service.utilization_reads import gpu_seconds_statement
 
 DAY_S = 86400
 _SEEN_MAX = 1024
@@ -47,16 +48,7 @@ class ForecastAccuracyService:
         self._clock = clock
         self._seen: OrderedDict[bytes, None] = OrderedDict()
         self._lock = threading.Lock()
-        day = UtilizationRow.bucket_start_s // DAY_S
-        self._daily = (
-            select(day, func.sum(UtilizationRow.gpus_allocated * UtilizationRow.bucket_s))
-            .where(
-                UtilizationRow.sku_id == bindparam("sku", type_=String()),
-                UtilizationRow.bucket_start_s >= bindparam("since_s"),
-                UtilizationRow.bucket_start_s < bindparam("until_s"),
-            )
-            .group_by(day)
-        )
+        self._daily = gpu_seconds_statement(DAY_S)
 
     # ---- recording ---------------------------------------------------------------------------------------
     def record(self, sku_id: str, start_s: int, history: np.ndarray, band: np.ndarray, method: str) -> None:

@@ -21,7 +21,7 @@ from functools import lru_cache
 from typing import Any
 
 import numpy as np
-from sqlalchemy import Engine, String, bindparam, func, select
+from sqlalchemy import Engine, String, bindparam, select
 
 from gpufleet.adapters.sql.models import PoolRow, RegionRow, ReservationRow, SkuRow, UtilizationRow
 from gpufleet.control.forecasting import band_coverage, demand_quantiles
@@ -30,7 +30,8 @@ from gpufleet.domain.pools import Tier
 from gpufleet.domain.reservations import ReservationStatus, term_seconds
 from gpufleet.service.auth import Actor, Role
 from gpufleet.service.clock import Clock
-from gpufleet.service.late_hours import HOUR_S, fill_late_hours, late_hours, watermarks_statement
+from gpufleet.service.late_hours import HOUR_S, fill_late_hours, late_hours
+from gpufleet.service.utilization_reads import gpu_seconds_statement, watermarks_statement
 
 DAY_S = 86400
 HISTORY_DAYS = 56
@@ -62,27 +63,9 @@ class CapacityService:
         )
         self._clock = clock
         sku = bindparam("sku", type_=String())
-        day = UtilizationRow.bucket_start_s // DAY_S
         self._sku_exists = select(SkuRow.id).where(SkuRow.id == sku)
-        self._daily = (  # aggregated in the database: one row per day, not one per bucket
-            select(day, func.sum(UtilizationRow.gpus_allocated * UtilizationRow.bucket_s))
-            .where(
-                UtilizationRow.sku_id == sku,
-                UtilizationRow.bucket_start_s >= bindparam("since_s"),
-                UtilizationRow.bucket_start_s < bindparam("until_s"),
-            )
-            .group_by(day)
-        )
-        hour = UtilizationRow.bucket_start_s // HOUR_S
-        self._hourly = (  # the last two days by hour: the last day's hours still being ingested are filled
-            select(hour, func.sum(UtilizationRow.gpus_allocated * UtilizationRow.bucket_s))
-            .where(
-                UtilizationRow.sku_id == sku,
-                UtilizationRow.bucket_start_s >= bindparam("since_s"),
-                UtilizationRow.bucket_start_s < bindparam("until_s"),
-            )
-            .group_by(hour)
-        )
+        self._daily = gpu_seconds_statement(DAY_S)
+        self._hourly = gpu_seconds_statement(HOUR_S)  # the last day's hours still being ingested are filled
         self._watermarks = watermarks_statement()
         self._reservations = select(
             ReservationRow.units, ReservationRow.start_s, ReservationRow.term_months, ReservationRow.status

@@ -5,7 +5,8 @@ source's buckets some minutes after they end, so the last hours may be only part
 runs: summed, they read low, and the procurer would read a fall in demand (its step-down hold, docs/procure.md
 step 6, holds a day's buying on two low hours).
 
-Each source's *watermark* is the end of its last bucket ingested for the SKU. An hour is complete when every source
+Each source's *watermark* is the end of its last bucket ingested for the SKU (read by
+:func:`gpufleet.service.utilization_reads.watermarks_statement`). An hour is complete when every source
 that reported for the SKU in the day before the pass has delivered past its end. Incomplete hours take the same hour
 of the day before (a seasonal-naive fill), at most the last ``grace_h`` hours; hours before those are read as they
 are, whatever the watermarks: an idle or removed cluster sends no records either, so silence is not lateness.
@@ -17,27 +18,10 @@ from collections.abc import Iterable
 
 import numpy as np
 import numpy.typing as npt
-from sqlalchemy import Select, String, bindparam, func, select
-
-from gpufleet.adapters.sql.models import UtilizationRow
 
 HOUR_S = 3600
 
 FloatArray = npt.NDArray[np.float64]
-
-
-def watermarks_statement() -> Select[str, int]:
-    """Each source's last ingested instant (its last bucket's end) for the SKU ``sku``, over the records whose
-    bucket starts in ``[since_s, until_s)``; one row ``(source, end_s)`` per source."""
-    return (
-        select(UtilizationRow.source, func.max(UtilizationRow.bucket_start_s + UtilizationRow.bucket_s))
-        .where(
-            UtilizationRow.sku_id == bindparam("sku", type_=String()),
-            UtilizationRow.bucket_start_s >= bindparam("since_s"),
-            UtilizationRow.bucket_start_s < bindparam("until_s"),
-        )
-        .group_by(UtilizationRow.source)
-    )
 
 
 def late_hours(watermarks_s: Iterable[int], today_s: int, grace_h: int) -> int:

@@ -44,7 +44,7 @@ from typing import Any
 
 import numpy as np
 import numpy.typing as npt
-from sqlalchemy import Engine, String, bindparam, func, select
+from sqlalchemy import Engine, bindparam, select
 
 from gpufleet.adapters.aws.skus import gpus_from_vcpus, instance_type
 from gpufleet.adapters.sql.models import PoolRow, RegionRow, ReservationRow, SkuRow, UtilizationRow, WorkloadRow
@@ -68,11 +68,12 @@ from gpufleet.service.auth import Actor, Role
 from gpufleet.service.capacity import CapacityService
 from gpufleet.service.clock import Clock
 from gpufleet.service.cloud_quotas import CloudQuotaService, ProviderQuota
-from gpufleet.service.late_hours import fill_late_hours, late_hours, watermarks_statement
+from gpufleet.service.late_hours import fill_late_hours, late_hours
 from gpufleet.service.planned_runs import active_runs, registration
 from gpufleet.service.reservations import ReservationService
 from gpufleet.service.secondary_base import secondary_base, secondary_market
 from gpufleet.service.uow import UnitOfWork
+from gpufleet.service.utilization_reads import gpu_seconds_statement, watermarks_statement
 
 DAY_S = 86400
 HOUR_S = 3600
@@ -102,16 +103,7 @@ class ProcurementService:
         self._clock = clock
         self._capacity = capacity
         self._reservations = reservations
-        hour = UtilizationRow.bucket_start_s // HOUR_S
-        self._hourly = (
-            select(hour, func.sum(UtilizationRow.gpus_allocated * UtilizationRow.bucket_s))
-            .where(
-                UtilizationRow.sku_id == bindparam("sku", type_=String()),
-                UtilizationRow.bucket_start_s >= bindparam("since_s"),
-                UtilizationRow.bucket_start_s < bindparam("until_s"),
-            )
-            .group_by(hour)
-        )
+        self._hourly = gpu_seconds_statement(HOUR_S)
         self._watermarks = watermarks_statement()  # each source's last ingested instant (service/late_hours.py)
         # the same hours on some pools only (the secondary base's launched use)
         self._pools_hourly = self._hourly.where(UtilizationRow.pool_id.in_(bindparam("pools", expanding=True)))
