@@ -59,6 +59,7 @@ def test_reservation_walkthrough_runs_as_written(tmp_path: Path) -> None:
     # section 8: a registered run the pay-per-use tiers cannot carry is reserved ahead of; cancelled, it is not read
     assert "scheduled 256 0.8 1209600" in lines and "cancelled" in lines
     assert "runs read: 1 ['planned_run_reserve'] True" in lines and "runs read: 0" in lines
+    assert "['pending_approval']" in lines  # the run lists the reservation bought ahead of it
     assert any('"status":409' in line for line in lines)
     assert any('"field":"units"' in line for line in lines)
     bad_json = "body: invalid JSON at character 19: Expecting property name enclosed in double quotes"

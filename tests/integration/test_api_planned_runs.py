@@ -190,11 +190,19 @@ def test_the_procurer_reserves_ahead_of_a_registered_run_and_not_of_a_cancelled_
         events = bob.get("/v1/audit", params={"entity_id": rid, "action": "reservation.proposed_by_loop"}).json()
         assert [e["detail"]["reason"] for e in events] == [expected[0].reason]
         assert events[0]["detail"]["planned_runs"] == [run["id"]] and events[0]["actor"] == "reconciler"
+        # the team sees what was bought ahead of its run, as it stands now, and still sees it once cancelled
+        bought = [{"reservation_id": rid, "units": expected[0].units, "start_s": made[0]["start_s"],
+                   "status": "pending_approval"}]  # fmt: skip
+        assert ann.get(f"/v1/planned-runs/{run['id']}").json()["reserved_ahead"] == bought
+        assert [r["reserved_ahead"] for r in ann.get("/v1/planned-runs").json() if r["id"] == run["id"]] == [bought]
+        assert ann.get(f"/v1/planned-runs/{first['id']}").json()["reserved_ahead"] == []  # cancelled before the pass
 
         # the next pass (same day: same context) buys nothing twice: the pending order is held
         again = fay.post("/v1/plans:propose", json={"sku": SKU, "region": REGION}).json()
         assert again["context"]["planned_runs"] == 1 and [r["id"] for r in again["planned_runs"]] == [run["id"]]
         assert again["created"] == [] and rid in {h["reservation_id"] for h in again["held"]}
+        gone = ann.delete(f"/v1/planned-runs/{run['id']}").json()  # the reservation is not cancelled with the run
+        assert gone["status"] == "cancelled" and gone["reserved_ahead"] == bought
 
 
 def test_plans_propose_names_the_planned_run_reserve_in_what_it_creates(
@@ -304,5 +312,7 @@ def test_the_first_run_on_a_sku_not_used_yet_is_reserved_ahead_of(
         assert got["status"] == "pending_approval" and got["units"] == expected[0].units
         events = bob.get("/v1/audit", params={"entity_id": rid, "action": "reservation.proposed_by_loop"}).json()
         assert events[0]["detail"]["planned_runs"] == [run["id"]]
+        (ahead,) = bob.get(f"/v1/planned-runs/{run['id']}").json()["reserved_ahead"]
+        assert ahead["reservation_id"] == rid and ahead["status"] == "pending_approval"
         again = fay.post("/v1/plans:propose", json={"sku": sku, "region": REGION})
         assert again.status_code == 200 and again.json()["created"] == []  # held now: nothing bought twice

@@ -64,7 +64,7 @@ def test_register_stores_the_run_as_sent_with_the_server_clock_and_audits_it(
         "id": "run_000001", "name": "pretrain-7b", "team": "team-p", "sku": SKU, "region": REGION, "gpus": 64,
         "start_s": NOW_S + 20 * DAY, "duration_s": 14 * DAY, "end_s": NOW_S + 34 * DAY, "probability": 0.8,
         "registered_s": NOW_S, "created_by": "ann", "status": "scheduled", "active": True,
-        "cancelled_at_s": None, "cancelled_by": None,
+        "cancelled_at_s": None, "cancelled_by": None, "reserved_ahead": [],
     }  # fmt: skip
     assert svc.get(VIC, run["id"]) == run
     ((action, actor, detail),) = _events(database, run["id"])

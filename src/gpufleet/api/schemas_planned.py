@@ -35,6 +35,15 @@ class PlannedRunCreate(Strict):
     probability: Probability = Field(default=1.0, description="How likely it is to go ahead, in (0, 1]")
 
 
+class ReservedAhead(BaseModel):
+    """A reservation the loop's procurer bought ahead of the run, as it stands now."""
+
+    reservation_id: str
+    units: int
+    start_s: int
+    status: str = Field(description="The reservation's status now (as GET /v1/reservations/{id} names it)")
+
+
 class PlannedRunPublic(BaseModel):
     id: str
     name: str
@@ -52,3 +61,8 @@ class PlannedRunPublic(BaseModel):
     active: bool = Field(description="Not cancelled (a cancelled run no longer counts for procurement)")
     cancelled_at_s: int | None
     cancelled_by: str | None
+    reserved_ahead: list[ReservedAhead] = Field(
+        default_factory=list,
+        description="Reservations the loop's procurer bought ahead of this run (planned_run_reserve), oldest first; "
+        "cancelling the run does not cancel them",
+    )

@@ -11,19 +11,33 @@ Rules (each refusal names its field): ``gpus`` > 0, ``duration_s`` > 0, 0 < ``pr
 the service clock's now, a known team, SKU and region, a reserved pool of the SKU in the region (where the
 procurer would buy), and a name unique among the team's runs that are not cancelled. Cancelling keeps the row
 (``cancelled_at_s``); a cancelled run no longer counts. Cancelling a cancelled run changes nothing (idempotent).
+
+Whether a run was covered: each reservation the loop's procurer bought ahead of runs is linked to each of them by an
+audit event ``planned_run.reserved_ahead`` (entity the run, written with the reservation,
+``ProcurementService.commit``), and every view of a run lists them as ``reserved_ahead`` with the reservation's status
+now. Cancelling a run does not cancel them: they stay listed, for an admin to decide.
 """
 
 from __future__ import annotations
 
+import json
 import math
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from sqlalchemy import ColumnElement, Engine, and_, select
 from sqlalchemy.exc import IntegrityError
 
-from gpufleet.adapters.sql.models import PlannedRunRow, PoolRow, RegionRow, SkuRow, TeamRow
+from gpufleet.adapters.sql.models import (
+    AuditEventRow,
+    PlannedRunRow,
+    PoolRow,
+    RegionRow,
+    ReservationRow,
+    SkuRow,
+    TeamRow,
+)
 from gpufleet.domain.errors import NotFoundError, ValidationError
 from gpufleet.domain.pools import Tier
 from gpufleet.ports import PlannedRunRegistration
@@ -35,6 +49,7 @@ WRITERS = (*ADMINS, Role.APP_TEAM)
 READERS = (*ADMINS, Role.APP_TEAM, Role.VIEWER)
 MAX_GPUS = 1_000_000
 MAX_DURATION_S = 5 * 366 * 86_400
+RESERVED_AHEAD = "planned_run.reserved_ahead"  # audit action linking a run to a reservation bought ahead of it
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,7 +75,39 @@ def run_status(row: PlannedRunRow, now_s: int) -> str:
     return "running" if now_s < row.start_s + row.duration_s else "ended"
 
 
-def planned_run_dict(row: PlannedRunRow, now_s: int) -> dict[str, Any]:
+def public_status(status: str) -> str:
+    """A reservation's status as the API names it (``submitted`` is ``submitted_to_cloud``)."""
+    return "submitted_to_cloud" if status == "submitted" else status
+
+
+def reserved_ahead(uow: UnitOfWork, run_ids: Iterable[str]) -> dict[str, list[dict[str, Any]]]:
+    """The reservations bought ahead of each run (audit events :data:`RESERVED_AHEAD`, oldest first), each with its
+    units, start and status now; runs with none are absent."""
+    ids = sorted(set(run_ids))
+    if not ids:
+        return {}
+    links = [
+        (run_id, str(json.loads(detail)["reservation_id"]))
+        for run_id, detail in uow.session.execute(
+            select(AuditEventRow.entity_id, AuditEventRow.detail_json)
+            .where(AuditEventRow.action == RESERVED_AHEAD, AuditEventRow.entity_id.in_(ids))
+            .order_by(AuditEventRow.id)
+        ).all()
+    ]
+    rows = {
+        r.id: r
+        for r in uow.session.scalars(select(ReservationRow).where(ReservationRow.id.in_({res for _, res in links})))
+    }
+    out: dict[str, list[dict[str, Any]]] = {}
+    for run_id, res in links:
+        if (r := rows.get(res)) is not None:
+            out.setdefault(run_id, []).append(
+                {"reservation_id": r.id, "units": r.units, "start_s": r.start_s, "status": public_status(r.status)}
+            )
+    return out
+
+
+def planned_run_dict(row: PlannedRunRow, now_s: int, ahead: Sequence[dict[str, Any]] = ()) -> dict[str, Any]:
     return {
         "id": row.id,
         "name": row.name,
@@ -78,6 +125,7 @@ def planned_run_dict(row: PlannedRunRow, now_s: int) -> dict[str, Any]:
         "active": row.cancelled_at_s is None,
         "cancelled_at_s": row.cancelled_at_s,
         "cancelled_by": row.cancelled_by,
+        "reserved_ahead": list(ahead),
     }
 
 
@@ -215,7 +263,8 @@ class PlannedRunService:
     def get(self, actor: Actor, run_id: str) -> dict[str, Any]:
         actor.require(*READERS)
         with UnitOfWork(self._engine, write=False) as uow:
-            return planned_run_dict(self._row(uow, actor, run_id), self._clock.now_s())
+            row = self._row(uow, actor, run_id)
+            return planned_run_dict(row, self._clock.now_s(), reserved_ahead(uow, [run_id]).get(run_id, ()))
 
     def list(
         self,
@@ -245,7 +294,9 @@ class PlannedRunService:
             stmt = stmt.where(PlannedRunRow.cancelled_at_s.is_not(None))
         now_s = self._clock.now_s()
         with UnitOfWork(self._engine, write=False) as uow:
-            return [planned_run_dict(r, now_s) for r in uow.session.scalars(stmt).all()]
+            rows = uow.session.scalars(stmt).all()
+            ahead = reserved_ahead(uow, (r.id for r in rows))
+            return [planned_run_dict(r, now_s, ahead.get(r.id, ())) for r in rows]
 
     def cancel(self, actor: Actor, run_id: str) -> dict[str, Any]:
         """Cancel a run: it no longer counts from the next procurement decision on. Cancelling a cancelled run
@@ -257,8 +308,9 @@ class PlannedRunService:
             if row is None:
                 raise NotFoundError("planned run", run_id)
             actor.require_team(row.team_id)
+            ahead = reserved_ahead(uow, [run_id]).get(run_id, ())
             if row.cancelled_at_s is not None:
-                return planned_run_dict(row, now_s)
+                return planned_run_dict(row, now_s, ahead)
             before = run_status(row, now_s)
             row.cancelled_at_s = now_s
             row.cancelled_by = actor.user_id
@@ -271,4 +323,4 @@ class PlannedRunService:
                 detail={"team": row.team_id, "name": row.name, "status_before": before},
             )
             uow.commit()
-            return planned_run_dict(row, now_s)
+            return planned_run_dict(row, now_s, ahead)

@@ -69,7 +69,7 @@ from gpufleet.service.capacity import CapacityService
 from gpufleet.service.clock import Clock
 from gpufleet.service.cloud_quotas import CloudQuotaService, ProviderQuota
 from gpufleet.service.late_hours import fill_late_hours, late_hours
-from gpufleet.service.planned_runs import active_runs, registration
+from gpufleet.service.planned_runs import RESERVED_AHEAD, active_runs, public_status, registration
 from gpufleet.service.reservations import ReservationService
 from gpufleet.service.secondary_base import secondary_base, secondary_market
 from gpufleet.service.uow import UnitOfWork
@@ -355,7 +355,7 @@ class ProcurementService:
             )  # fmt: skip
             created.append(
                 {"reservation_id": view.id,
-                 "status": "submitted_to_cloud" if view.status.value == "submitted" else view.status.value,
+                 "status": public_status(view.status.value),
                  "units": view.units,
                  "start_s": view.start_s, "term_months": view.term_months, "est_cost_usd": view.est_cost_usd,
                  "approvals_required": view.approvals_required, "idempotency_key": key, "pool": view.pool_id,
@@ -416,6 +416,9 @@ class ProcurementService:
                           entity="reservation", entity_id=c["reservation_id"],
                           detail={"reason": c["reason"], "planned_runs": ahead,
                                   "idempotency_key": c["idempotency_key"]})  # fmt: skip
+                for run_id in ahead:  # each run lists what was bought ahead of it (service/planned_runs.py)
+                    uow.audit(at_s=now_s, actor=actor.user_id, action=RESERVED_AHEAD, entity="planned_run",
+                              entity_id=run_id, detail={"reservation_id": c["reservation_id"], "units": c["units"]})  # fmt: skip
             uow.commit()
 
 
