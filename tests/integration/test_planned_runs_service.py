@@ -10,13 +10,13 @@ import threading
 import pytest
 from sqlalchemy import select
 
-from gpufleet.adapters.sql.models import AuditEventRow, PoolRow, TeamRow
+from gpufleet.adapters.sql.models import AuditEventRow, PoolRow, ReservationRow, TeamRow
 from gpufleet.domain.errors import NotFoundError, PermissionDenied, ValidationError
 from gpufleet.ports import PlannedRunRegistration
 from gpufleet.service.auth import Actor, Role
 from gpufleet.service.capacity import CapacityService
 from gpufleet.service.clock import FixedClock, SequentialIds
-from gpufleet.service.planned_runs import PlannedRunService, PlannedRunSpec
+from gpufleet.service.planned_runs import RESERVED_AHEAD, PlannedRunService, PlannedRunSpec
 from gpufleet.service.procurement import ProcurementService, on_demand_quota
 from gpufleet.service.uow import UnitOfWork
 from tests.integration.conftest import NOW_S, Database
@@ -231,3 +231,39 @@ def test_concurrent_registrations_of_one_name_leave_one_active_run(
     refused = [r for r in results if isinstance(r, ValidationError)]
     assert len(stored) == 1 and len(refused) == 7 and all(e.field == "name" for e in refused), results
     assert [r["id"] for r in svc.list(ADMIN, active=True)] == [stored[0]["id"]]
+
+
+def test_a_reservation_bought_ahead_twice_is_listed_once(
+    database: Database, calendar: tuple[PlannedRunService, FixedClock]
+) -> None:
+    """Two passes that replay one idempotent order each link it to the run (two audit events): the run lists the
+    reservation once, with its status now, and a link to a reservation that does not exist is not listed."""
+    svc, _clock = calendar
+    run = svc.register(ANN, _spec())
+    with UnitOfWork(database.engine, write=True) as uow:
+        uow.session.add(
+            ReservationRow(
+                id="res_a",
+                pool_id=f"aws/{REGION}/{SKU}/reserved",
+                sku_id=SKU,
+                region_id=REGION,
+                units=64,
+                start_s=NOW_S + 14 * DAY,
+                term_months=12,
+                price_uusd_per_gpu_h=4_361_900,
+                est_cost_cents=1,
+                status="submitted",
+                approvals_required=2,
+                created_by="reconciler",
+                created_at_s=NOW_S,
+                idempotency_key="k-a",
+            )
+        )
+        for res in ("res_a", "res_a", "res_gone"):
+            uow.audit(at_s=NOW_S, actor="reconciler", action=RESERVED_AHEAD, entity="planned_run",
+                      entity_id=run["id"], detail={"reservation_id": res, "units": 64})  # fmt: skip
+        uow.commit()
+    ahead = [{"reservation_id": "res_a", "units": 64, "start_s": NOW_S + 14 * DAY, "status": "submitted_to_cloud"}]
+    assert svc.get(ANN, run["id"])["reserved_ahead"] == ahead
+    assert [r["reserved_ahead"] for r in svc.list(VIC)] == [ahead]
+    assert svc.cancel(ANN, run["id"])["reserved_ahead"] == ahead

@@ -99,7 +99,7 @@ def reserved_ahead(uow: UnitOfWork, run_ids: Iterable[str]) -> dict[str, list[di
         for r in uow.session.scalars(select(ReservationRow).where(ReservationRow.id.in_({res for _, res in links})))
     }
     out: dict[str, list[dict[str, Any]]] = {}
-    for run_id, res in links:
+    for run_id, res in dict.fromkeys(links):  # once each: two passes may both replay one idempotent order
         if (r := rows.get(res)) is not None:
             out.setdefault(run_id, []).append(
                 {"reservation_id": r.id, "units": r.units, "start_s": r.start_s, "status": public_status(r.status)}
