@@ -27,8 +27,9 @@ the reservation use case (the approval rules apply unchanged), each with a deter
 runs registered for that SKU in that region, not cancelled and not yet started, as ``ports.PlannedRunRegistration``
 (the simulator's desk passes its scenario's calendar the same way), so the procurer's ``planned_run_reserve``
 decision (``control/planned_runs.py``) reserves ahead of them. A SKU with runs registered and no utilization in the
-lookback (a SKU not used yet) is planned from 28 days of zeros, as the simulator sees a SKU nobody runs on. The context's ``now_s`` is the start of today, so a
-run registered later today counts as registered at that instant (every pass of the day sees the same calendar).
+lookback (a SKU not used yet) is planned from 28 days of zeros, as the simulator sees a SKU nobody runs on. The
+context's ``now_s`` is the start of today, so a run registered later today counts as registered at that instant
+(every pass of the day sees the same calendar).
 The tier limits the loop is assembled with include the on-demand quota (:meth:`ProcurementService.tier_limits`),
 which only that decision reads. Each reservation a pass creates gets an audit event
 ``reservation.proposed_by_loop`` with the proposal's reason and the planned runs it was bought ahead of.
@@ -416,9 +417,10 @@ class ProcurementService:
                           entity="reservation", entity_id=c["reservation_id"],
                           detail={"reason": c["reason"], "planned_runs": ahead,
                                   "idempotency_key": c["idempotency_key"]})  # fmt: skip
+                link = {"reservation_id": c["reservation_id"], "units": c["units"]}
                 for run_id in ahead:  # each run lists what was bought ahead of it (service/planned_runs.py)
                     uow.audit(at_s=now_s, actor=actor.user_id, action=RESERVED_AHEAD, entity="planned_run",
-                              entity_id=run_id, detail={"reservation_id": c["reservation_id"], "units": c["units"]})  # fmt: skip
+                              entity_id=run_id, detail=link)  # fmt: skip
             uow.commit()
 
 

@@ -260,7 +260,8 @@ class Reconciler:
                     RECONCILER, sku_id=sku, region_id=region, loop=loop, forecast_h=self.within_days * 24
                 )
                 entry.update(created=[c["reservation_id"] for c in got["created"]], procurer=got["procurer"],
-                             context=got["context"], proposed=got["proposals"], secondary_base=got["secondary_base"])  # fmt: skip
+                             context=got["context"], proposed=got["proposals"],
+                             secondary_base=got["secondary_base"])  # fmt: skip
             except GpufleetError as exc:  # e.g. its reserved pool was removed since: said, not dropped
                 entry["planned_runs_not_read"] = sorted(rid for rid, r in runs if r == region)
                 entry["error"] = str(exc)
