@@ -30,7 +30,7 @@ from gpufleet.domain.pools import Tier
 from gpufleet.domain.reservations import ReservationStatus, term_seconds
 from gpufleet.service.auth import Actor, Role
 from gpufleet.service.clock import Clock
-from gpufleet.service.late_hours import HOUR_S, fill_late_hours, late_hours
+from gpufleet.service.late_hours import HOUR_S, fill_late_hours, hourly_gpus, late_hours
 from gpufleet.service.utilization_reads import gpu_seconds_statement, watermarks_statement
 
 DAY_S = 86400
@@ -115,9 +115,7 @@ class CapacityService:
             y = np.zeros(n_days)
             y[arr[:, 0].astype(np.int64) - first_day] = arr[:, 1] / DAY_S
             if late:  # the last day's hours still being ingested read as the same hours the day before
-                h = np.zeros(48)
-                for hr, gpu_s in two_days:
-                    h[int(hr) - (today_s // HOUR_S - 48)] = float(gpu_s) / HOUR_S
+                h = hourly_gpus(two_days, today_s // HOUR_S - 48, today_s)
                 y[-1] += float(np.sum(fill_late_hours(h, late)[-24:] - h[-24:])) / 24
         band, method, confidence = _memo(np.ascontiguousarray(y, dtype=np.float64).tobytes(), days)
         if (

@@ -14,7 +14,8 @@ are, whatever the watermarks: an idle or removed cluster sends no records either
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -22,6 +23,14 @@ import numpy.typing as npt
 HOUR_S = 3600
 
 FloatArray = npt.NDArray[np.float64]
+
+
+def hourly_gpus(rows: Sequence[Any], first_h: int, until_s: int) -> FloatArray:
+    """``(hour, GPU-seconds)`` rows as GPUs per hour from hour ``first_h`` up to ``until_s`` (0 without a row)."""
+    hourly = np.zeros(until_s // HOUR_S - first_h)
+    for h, gpu_s in rows:
+        hourly[int(h) - first_h] = float(gpu_s) / HOUR_S
+    return hourly
 
 
 def late_hours(watermarks_s: Iterable[int], today_s: int, grace_h: int) -> int:

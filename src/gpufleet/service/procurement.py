@@ -69,7 +69,7 @@ from gpufleet.service.auth import Actor, Role
 from gpufleet.service.capacity import CapacityService
 from gpufleet.service.clock import Clock
 from gpufleet.service.cloud_quotas import CloudQuotaService, ProviderQuota
-from gpufleet.service.late_hours import fill_late_hours, late_hours
+from gpufleet.service.late_hours import fill_late_hours, hourly_gpus, late_hours
 from gpufleet.service.planned_runs import RESERVED_AHEAD, active_runs, public_status, registration
 from gpufleet.service.reservations import ReservationService
 from gpufleet.service.secondary_base import secondary_base, secondary_market
@@ -211,7 +211,7 @@ class ProcurementService:
             return np.zeros((today_s - since_s) // HOUR_S)
         if not rows:
             raise ValidationError("sku", f"no utilization records for {sku_id!r} in the last {LOOKBACK_DAYS} days")
-        return _by_hour(rows, min(int(h) for h, _ in rows), today_s)
+        return hourly_gpus(rows, min(int(h) for h, _ in rows), today_s)
 
     def late_hours(self, sku_id: str, today_s: int) -> int:
         """How many of the SKU's last hours before ``today_s`` are not yet fully ingested (service/late_hours.py:
@@ -230,9 +230,9 @@ class ProcurementService:
             rows = uow.session.execute(
                 self._serving_hourly, {"sku": sku_id, "since_s": first_h * HOUR_S, "until_s": today_s}
             ).all()
-        return _by_hour(rows, first_h, today_s) if rows else None
+        return hourly_gpus(rows, first_h, today_s) if rows else None
 
-    def _secondary_base(self, loop: ControlLoop, ctx: ProcurementContext) -> dict[str, Any] | None:
+    def _secondary_base(self, loop: ControlLoop, ctx: ProcurementContext, late: int) -> dict[str, Any] | None:
         """The loop's secondary base for the context's SKU (service/secondary_base.py) on the GPUs in use per hour
         on its on-demand and secondary pools over the rule's window (from the SKU's first measured hour at most);
         None when the loop holds none or the SKU has no secondary pool with a quota."""
@@ -247,7 +247,7 @@ class ProcurementService:
             since_h = max(today_h - ctx.demand_history_gpus.size, today_h - rule.window_h)
             rows = uow.session.execute(self._pools_hourly, {"sku": ctx.sku_id, "pools": list(market.launched_pools),
                                                             "since_s": since_h * HOUR_S, "until_s": ctx.now_s}).all()  # fmt: skip
-        used = fill_late_hours(_by_hour(rows, since_h, ctx.now_s), self.late_hours(ctx.sku_id, ctx.now_s))
+        used = fill_late_hours(hourly_gpus(rows, since_h, ctx.now_s), late)  # the context's late hours
         return secondary_base(rule, market, used, ctx.gpus_per_node)
 
     def tier_limits(self, skus: Sequence[str]) -> dict[str, TierLimits]:
@@ -290,16 +290,19 @@ class ProcurementService:
         *,
         forecast_h: int,
         planned: Sequence[tuple[str, PlannedRunRegistration]] | None = None,
+        late: int | None = None,
     ) -> tuple[ProcurementContext, list[HeldCommitment]]:
         """The loop's procurement context for the SKU planned in the region, from the store, and the
         reservations held or on their way that it counts. ``now_s`` is the start of today (the end of the
         measured history), so every pass of the same day decides, and keys, the same orders. ``planned``: the
-        registered runs to pass (default: :meth:`planned_runs` of the SKU-region)."""
+        registered runs to pass (default: :meth:`planned_runs` of the SKU-region); ``late``: the hours still being
+        ingested (default: :meth:`late_hours`)."""
         now_s = self._clock.now_s()
         today_s = now_s // DAY_S * DAY_S
         if planned is None:
             planned = self.planned_runs(sku_id, region_id, today_s)
-        late = self.late_hours(sku_id, today_s)  # hours still being ingested take the day before's
+        if late is None:  # hours still being ingested take the day before's
+            late = self.late_hours(sku_id, today_s)
         # a SKU not used yet is planned from zeros when runs are registered for it (ahead of its first run)
         since_s = today_s - LOOKBACK_DAYS * DAY_S
         hourly = fill_late_hours(self._history(sku_id, region_id, since_s, today_s, none_is_zero=bool(planned)), late)
@@ -344,9 +347,10 @@ class ProcurementService:
             loop = self.loop([sku_id])
         now_s = self._clock.now_s()
         planned = self.planned_runs(sku_id, region_id, now_s // DAY_S * DAY_S)
-        ctx, held = self.context(sku_id, region_id, loop, forecast_h=forecast_h, planned=planned)
+        late = self.late_hours(sku_id, now_s // DAY_S * DAY_S)
+        ctx, held = self.context(sku_id, region_id, loop, forecast_h=forecast_h, planned=planned, late=late)
         proposals = loop.procurer.propose(ctx)
-        base = self._secondary_base(loop, ctx)
+        base = self._secondary_base(loop, ctx, late)
         created = []
         for order in commitment_orders(proposals, region_id=region_id):
             p, key = order.proposal, order.idempotency_key
@@ -379,7 +383,7 @@ class ProcurementService:
                 "now_s": ctx.now_s,
                 "pool": ctx.pool.id,
                 "history_hours": int(ctx.demand_history_gpus.size),
-                "late_hours_filled": self.late_hours(sku_id, ctx.now_s),
+                "late_hours_filled": late,
                 "forecast": None if ctx.forecast is None else ctx.forecast.method,
                 "committed_gpus_at_lead": ctx.committed_gpus_at_lead,
                 "gpus_per_node": ctx.gpus_per_node,
@@ -422,14 +426,6 @@ class ProcurementService:
                     uow.audit(at_s=now_s, actor=actor.user_id, action=RESERVED_AHEAD, entity="planned_run",
                               entity_id=run_id, detail=link)  # fmt: skip
             uow.commit()
-
-
-def _by_hour(rows: Sequence[Any], first_h: int, today_s: int) -> npt.NDArray[np.float64]:
-    """``(hour, GPU-seconds)`` rows as GPUs per hour from hour ``first_h`` up to ``today_s`` (0 without a row)."""
-    hourly = np.zeros(today_s // HOUR_S - first_h)
-    for h, gpu_s in rows:
-        hourly[int(h) - first_h] = float(gpu_s) / HOUR_S
-    return hourly
 
 
 def on_demand_quota(pools: Sequence[tuple[str, int | None]]) -> float:

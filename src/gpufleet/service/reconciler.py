@@ -185,17 +185,7 @@ class Reconciler:
                 entry["planned_runs_not_read"] = elsewhere
                 log.warning("reconciler: planned runs of %s outside its plan region %s: %s", sku, region, elsewhere)
             if region is not None:
-                try:
-                    got = self._procurement.commit(
-                        RECONCILER, sku_id=sku, region_id=region, loop=loop, forecast_h=self.within_days * 24
-                    )
-                    entry["created"] = [c["reservation_id"] for c in got["created"]]
-                    entry["procurer"] = got["procurer"]
-                    entry["context"] = got["context"]
-                    entry["proposed"] = got["proposals"]
-                    entry["secondary_base"] = got["secondary_base"]
-                except GpufleetError as exc:
-                    entry["error"] = str(exc)
+                self._commit_into(entry, loop)
             out.proposals.append(entry)
         for cluster in self._clusters():
             rep = self._binpack.report(RECONCILER, cluster)
@@ -247,6 +237,22 @@ class Reconciler:
             held_units.setdefault(sku, {})[region] = int(units or 0)
         return skus, used, regions, held_units
 
+    def _commit_into(self, entry: dict[str, Any], loop: ControlLoop) -> bool:
+        """The loop's procurement stage for the entry's SKU and region (``ProcurementService.commit``), its answer
+        written into the entry, or its error; True when it ran."""
+        try:
+            got = self._procurement.commit(
+                RECONCILER, sku_id=entry["sku"], region_id=entry["region"], loop=loop,
+                forecast_h=self.within_days * 24,
+            )  # fmt: skip
+        except GpufleetError as exc:
+            entry["error"] = str(exc)
+            return False
+        entry.update(created=[c["reservation_id"] for c in got["created"]], procurer=got["procurer"],
+                     context=got["context"], proposed=got["proposals"],
+                     secondary_base=got["secondary_base"])  # fmt: skip
+        return True
+
     def _plan_unused(self, sku: str, runs: list[tuple[str, str]], loop: ControlLoop) -> list[dict[str, Any]]:
         """A SKU with runs registered but no utilization in the lookback: each region its runs are registered in
         (registration asks for a reserved pool there) is planned from 28 days of zeros, so only the runs can ask
@@ -255,16 +261,8 @@ class Reconciler:
         for region in sorted({r for _, r in runs}):
             entry: dict[str, Any] = {"sku": sku, "region": region, "region_reason": "planned_runs_region",
                                      "created": []}  # fmt: skip
-            try:
-                got = self._procurement.commit(
-                    RECONCILER, sku_id=sku, region_id=region, loop=loop, forecast_h=self.within_days * 24
-                )
-                entry.update(created=[c["reservation_id"] for c in got["created"]], procurer=got["procurer"],
-                             context=got["context"], proposed=got["proposals"],
-                             secondary_base=got["secondary_base"])  # fmt: skip
-            except GpufleetError as exc:  # e.g. its reserved pool was removed since: said, not dropped
+            if not self._commit_into(entry, loop):  # e.g. its reserved pool was removed since: said, not dropped
                 entry["planned_runs_not_read"] = sorted(rid for rid, r in runs if r == region)
-                entry["error"] = str(exc)
             entries.append(entry)
         return entries
 
