@@ -96,7 +96,7 @@ def fake(fake_server: FakeAws) -> Iterator[FakeAws]:
 
 def clients_for(url: str, **config: object) -> AwsClients:
     config.setdefault("regions", ("us-east-1",))
-    config.setdefault("read_timeout_s", 5.0)
+    config.setdefault("read_timeout_s", 15.0)  # a local fake, but the 2-core machine runs two workers beside it
     config.setdefault("connect_timeout_s", 2.0)
     return AwsClients(AwsConfig(endpoint_url=url, **config))  # type: ignore[arg-type]
 
@@ -108,7 +108,7 @@ def aws_server(database: Database, fake: FakeAws) -> Iterator[Start]:
     def start(db: Database | None = None, **settings: Any) -> LiveServer:
         """A server on the fake with these settings, on ``db`` (default: the test's database)."""
         db = db or database
-        settings.setdefault("provider_timeout_s", 5.0)
+        settings.setdefault("provider_timeout_s", 15.0)  # once 5 s timed out under load (session 37's CI)
         s = Settings(
             db_url=db.url,
             reconcile_interval_s=0,
