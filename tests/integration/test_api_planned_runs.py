@@ -255,31 +255,54 @@ def test_a_run_a_later_review_still_orders_for_in_time_is_read_but_not_ordered_y
         assert not [c for c in plan["created"] if c["reason"].startswith(REASON)]
 
 
-def test_the_reconciler_names_the_runs_its_pass_does_not_read(database: Database, make_server: ServerFactory) -> None:
-    """One region per SKU: a run registered in another region of the SKU is named in the pass (not silently
-    dropped) and no planned-run reserve is bought for it. A SKU not used yet is planned in its runs' region from
-    zeros."""
+def test_a_run_in_another_region_is_planned_there_and_one_without_a_reserved_pool_is_named(
+    database: Database, make_server: ServerFactory
+) -> None:
+    """A run registered in another region with a reserved pool of the SKU is planned there, from that region's own
+    use (none here: 28 days of zeros), and the SKU's main region does not read it. A run whose region has lost its
+    reserved pool since registration is named in the pass (not silently dropped). A SKU not used yet is planned in
+    its runs' region from zeros. (Before regions were split, the west run was only named, never reserved ahead of.)"""
     s = make_server(database)
     _teams(s)
     with s.client("ml_platform_admin", "bob") as bob:
-        pool = {"id": f"aws/us-west-2/{SKU}/reserved", "provider_id": "aws", "region_id": "us-west-2", "sku_id": SKU,
-                "tier": "reserved", "price_usd_per_gpu_h": "4.3619", "term_months": 12}  # fmt: skip
+        pool = {"id": f"aws/us-west-2/{SKU}/reserved", "provider_id": "aws", "region_id": "us-west-2", "sku_id": SKU, "tier": "reserved",
+                "price_usd_per_gpu_h": "4.3619", "term_months": 12, "lead_time_s": 14 * DAY}  # fmt: skip
         assert bob.post("/v1/pools", json=pool).status_code == 201
+        west_od = {**pool, "id": f"aws/us-west-2/{SKU}/on_demand", "tier": "on_demand", "quota_gpus": 16}
+        del west_od["term_months"], west_od["lead_time_s"]
+        assert bob.post("/v1/pools", json={**west_od, "price_usd_per_gpu_h": "6.88"}).status_code == 201
         assert bob.post("/v1/utilization:ingest", json={"records": _hourly(28, 8.0)}).status_code == 200
         assert bob.patch(f"/v1/pools/{OD}", json={"quota_gpus": 16}).status_code == 200
         west = bob.post("/v1/planned-runs", json=_run(region="us-west-2")).json()
         a100 = bob.post("/v1/planned-runs", json=_run(name="a100-run", sku="a100_80gb")).json()
+        # a third region's reserved pool is removed after a run was registered there (nothing was ordered from it)
+        central_pool = {**pool, "id": f"nebius/us-central1/{SKU}/reserved", "provider_id": "nebius",
+                        "region_id": "us-central1"}  # fmt: skip
+        assert bob.post("/v1/pools", json=central_pool).status_code == 201
+        central = bob.post("/v1/planned-runs", json=_run(name="c", region="us-central1")).json()
+        assert bob.delete(f"/v1/pools/{central_pool['id']}").status_code == 204
     entries = s.services.reconciler.run_once().proposals
-    by_sku = {p["sku"]: p for p in entries if p["sku"] == SKU}
-    assert by_sku[SKU]["region"] == REGION and by_sku[SKU]["planned_runs_not_read"] == [west["id"]]
-    assert by_sku[SKU]["context"]["planned_runs"] == 0
-    assert not any(p["reason"].startswith(REASON) for p in by_sku[SKU]["proposed"])
+    main, there = [p for p in entries if p["sku"] == SKU]
+    assert (main["region"], there["region"]) == (REGION, "us-west-2")
+    assert main["context"]["planned_runs"] == 0 and main["planned_runs_not_read"] == [central["id"]]
+    assert main["context"]["use_read"] == {"own_region": False, "excluded_regions": ["us-west-2"]}
+    assert not any(p["reason"].startswith(REASON) for p in main["proposed"])
+    assert there["region_reason"] == "planned_runs_region" and there["context"]["planned_runs"] == 1
+    assert there["context"]["history_hours"] == 28 * 24 and there["context"]["use_read"]["own_region"] is True
+    # 64 GPUs, 16 of the west's on-demand quota; the pool's lead is 14 days, as east's: this week's review orders it
+    (ahead,) = [p for p in there["proposed"] if p["reason"].startswith(REASON)]
+    assert ahead["units"] >= 48 and there["created"], there
     (east,) = [p for p in entries if p["sku"] == "a100_80gb"]  # read from 28 days of zeros
     assert east["region"] == REGION
     assert east["region_reason"] == "planned_runs_region" and "error" not in east, east
     assert east["context"]["planned_runs"] == 1 and east["context"]["history_hours"] == 28 * 24
     assert east["created"] == [] and east["proposed"] == []  # its on-demand pool has no quota: it carries the run
-    assert a100["id"] not in str(by_sku[SKU])
+    assert a100["id"] not in str(main) + str(there) and "planned_runs_not_read" not in there
+    with s.client("viewer", "vic") as vic:  # the run lists what was bought ahead of it, in its region
+        listed = vic.get(f"/v1/planned-runs/{west['id']}").json()["reserved_ahead"]
+        got = {r["reservation_id"]: r for r in vic.get("/v1/reservations").json()}
+    assert [r["reservation_id"] for r in listed] == there["created"]
+    assert {got[i]["region"] for i in there["created"]} == {"us-west-2"}
 
 
 def test_the_first_run_on_a_sku_not_used_yet_is_reserved_ahead_of(

@@ -171,6 +171,7 @@ def test_plans_propose_creates_what_the_loops_procurer_proposes_once(
         assert plan["context"] == {
             "now_s": NOW_S, "pool": RESERVED, "history_hours": 28 * 24, "late_hours_filled": 0, "forecast": ctx.forecast.method,
             "committed_gpus_at_lead": 0, "gpus_per_node": 8, "planned_runs": 0, "serving_history_hours": None,
+            "use_read": {"own_region": False, "excluded_regions": []},  # one region planned: all of its use
         }  # fmt: skip
         assert plan["proposals"] == [
             {"units": p.units, "start_s": p.start_s, "term_months": p.term_months, "reason": p.reason} for p in expected

@@ -193,6 +193,16 @@ class PlanProposeIn(Strict):
     )
 
 
+class UseRead(BaseModel):
+    """Which utilization records the SKU-region's plan read (service/plan_regions.py)."""
+
+    own_region: bool = Field(
+        description="True: only the records naming a pool of this region (the SKU is planned in several regions, "
+        "this is not its main one). False: every record of the SKU but those naming a pool of excluded_regions"
+    )
+    excluded_regions: list[str] = Field(description="The SKU's other plan regions, whose use they plan themselves")
+
+
 class PlanContext(BaseModel):
     """What the procurer saw: the context's summary (``ports.ProcurementContext``)."""
 
@@ -219,6 +229,7 @@ class PlanContext(BaseModel):
         description="Hours of the SKU's serving GPUs (records of workloads registered as serving) the stock-out "
         "cover read; null when no serving workload has a record in the history (reason serving_stockout_cover)",
     )
+    use_read: UseRead | None = Field(default=None, description="Which of the SKU's utilization records the plan read")
 
 
 class PlanPlannedRun(BaseModel):

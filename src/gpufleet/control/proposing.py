@@ -8,8 +8,9 @@ the loop's procurer (``ControlLoop.gpufleet(...).procurer``, tier limits from :f
 ``ports.Procurer.propose``, and :func:`commitment_orders` turns its proposals into orders, each with a
 deterministic idempotency key (:func:`order_key`: the same order proposed twice is one order).
 :func:`pool_outlook` is the quota outlook of one pool against the spill-over of a demand forecast above
-what is committed. :func:`choose_plan_region` says where the reconciler plans a SKU. Decisions are data; the
-caller creates the reservations through its approval workflow.
+what is committed. :func:`plan_regions` says in which regions a SKU is planned, and which of its measured use each
+plan reads (:func:`choose_plan_region`: its main region). Decisions are data; the caller creates the reservations
+through its approval workflow.
 """
 
 from __future__ import annotations
@@ -64,8 +65,8 @@ def committed_at(held: Sequence[HeldCommitment], at_s: int) -> int:
 
 def tier_limits(pools: Sequence[tuple[str, int | None]]) -> TierLimits:
     """What the pay-per-use tiers of one SKU can absorb, from its pools as ``(tier, quota_gpus)``: the quotas of
-    its spot pools and of its secondary-provider pools, in any region (its demand is measured, and planned,
-    fleet-wide; the simulator's limits are per SKU too). A pool whose quota is not known (None) counts for
+    its spot pools and of its secondary-provider pools given (the service passes those of the regions a plan reads,
+    :func:`plan_regions`; the simulator's limits are per SKU). A pool whose quota is not known (None) counts for
     nothing, so the procurer never leans on capacity nobody has promised."""
     spot = sum(q for tier, q in pools if tier == Tier.SPOT.value and q)
     secondary = sum(q for tier, q in pools if tier == Tier.SECONDARY.value and q)
@@ -133,8 +134,8 @@ def choose_plan_region(
     reserved_regions: Sequence[str],
     held_units_by_region: Mapping[str, int] | None = None,
 ) -> tuple[str | None, str]:
-    """Where to plan a SKU's reservations (its demand is measured fleet-wide, so it is planned in one region, or
-    the same demand would be bought once per region), among the regions with a reserved pool: where most of its
+    """A SKU's main plan region (:func:`plan_regions`: the one that reads its use not attributed to another plan
+    region), among the regions with a reserved pool: where most of its
     measured use ran (``most_used_region``), else where most of its reservations are held or on their way (so
     they are netted: ``held_region``), else the first (``first_reserved_region``); none without a reserved pool
     (``no_reserved_pool``). Ties go to the region named first in sorted order."""
@@ -146,3 +147,56 @@ def choose_plan_region(
         if ranked:
             return min(ranked, key=lambda x: (-x[0], x[1]))[1], reason
     return regions[0], "first_reserved_region"
+
+
+@dataclass(frozen=True, slots=True)
+class PlanRegion:
+    """One region a SKU is planned in, and the use that plan reads. ``own_only``: the records naming a pool of this
+    region; otherwise (the SKU's main region) every record of the SKU but those naming a pool of an ``excluded``
+    region, so the use no other plan reads (records naming no pool, a pool of a region without a reserved pool, or
+    an unknown pool) is planned here, and each record is read by exactly one plan."""
+
+    region: str
+    reason: str
+    own_only: bool = False
+    excluded: tuple[str, ...] = ()
+
+    def reads(self, record_region: str | None) -> bool:
+        """Whether this plan reads a record whose pool is in ``record_region`` (None: no pool, or an unknown one)."""
+        if self.own_only:
+            return record_region == self.region
+        return record_region not in self.excluded
+
+
+def plan_regions(
+    measured: bool,
+    used_gpu_s_by_region: Mapping[str, float],
+    reserved_regions: Sequence[str],
+    held_units_by_region: Mapping[str, int] | None = None,
+    run_regions: Sequence[str] = (),
+) -> tuple[PlanRegion, ...]:
+    """Where a SKU's reservations are planned, and which use each plan reads (reservations are regional: capacity
+    bought in one region does not serve use measured in another, and the same use read by two plans would be
+    bought twice).
+
+    * The main region (:func:`choose_plan_region`) reads all the use no other plan region reads. A SKU used in one
+      region, or whose records name no pool, is planned there alone on all its use.
+    * Each other region with a reserved pool where the SKU was used (records naming a pool there:
+      ``used_region``) or where runs are registered (``planned_runs_region``) is planned on its own records only.
+    * ``measured`` False (no use at all in the lookback): only the regions with a reserved pool where runs are
+      registered, each from its own (absent) records, so only the runs can ask for a reservation.
+
+    Empty when no plan is possible (no reserved pool; or not measured and no run in a reserved region)."""
+    reserved = sorted(set(reserved_regions))
+    with_runs = set(run_regions)
+    if not measured:
+        return tuple(PlanRegion(r, "planned_runs_region", own_only=True) for r in reserved if r in with_runs)
+    main, why = choose_plan_region(used_gpu_s_by_region, reserved, held_units_by_region)
+    if main is None:
+        return ()
+    used = {r: float(v) for r, v in used_gpu_s_by_region.items() if v > 0}
+    others = [r for r in reserved if r != main and (r in used or r in with_runs)]
+    return (
+        PlanRegion(main, why, excluded=tuple(others)),
+        *(PlanRegion(r, "used_region" if r in used else "planned_runs_region", own_only=True) for r in others),
+    )

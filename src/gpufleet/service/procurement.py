@@ -39,7 +39,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from decimal import Decimal
 from typing import Any
 
@@ -55,6 +55,7 @@ from gpufleet.control.planned_runs import REASON as PLANNED_RUN_REASON
 from gpufleet.control.procurement import ForecastLedProcurer, TierLimits
 from gpufleet.control.proposing import (
     HeldCommitment,
+    PlanRegion,
     commitment_orders,
     pool_outlook,
     procurement_context,
@@ -70,6 +71,7 @@ from gpufleet.service.capacity import CapacityService
 from gpufleet.service.clock import Clock
 from gpufleet.service.cloud_quotas import CloudQuotaService, ProviderQuota
 from gpufleet.service.late_hours import fill_late_hours, hourly_gpus, late_hours
+from gpufleet.service.plan_regions import PlanMap, read_plan_map, scoped
 from gpufleet.service.planned_runs import RESERVED_AHEAD, active_runs, public_status, registration
 from gpufleet.service.reservations import ReservationService
 from gpufleet.service.secondary_base import secondary_base, secondary_market
@@ -196,19 +198,32 @@ class ProcurementService:
         return [h for h in out if h.end_s > now_s]
 
     def _history(
-        self, sku_id: str, region_id: str, since_s: int, today_s: int, *, none_is_zero: bool = False
+        self,
+        sku_id: str,
+        region_id: str,
+        since_s: int,
+        today_s: int,
+        plan: PlanRegion | None,
+        *,
+        none_is_zero: bool = False,
     ) -> npt.NDArray[np.float64]:
-        """The SKU's hourly GPUs in use (all its pools), from its first record since ``since_s`` up to
-        ``today_s``, oldest first; hours without a record are 0. Without any record: every hour since ``since_s`` at
-        0 with ``none_is_zero`` (a SKU not used yet, as the simulator sees a SKU nobody runs on), else an error."""
+        """The SKU's hourly GPUs in use (the records ``plan`` reads; None: all of them), from its first record
+        since ``since_s`` up to ``today_s``, oldest first; hours without a record are 0. Without any record: every
+        hour since ``since_s`` at 0 with ``none_is_zero`` (a SKU not used yet, as the simulator sees a SKU nobody
+        runs on), else an error."""
         with UnitOfWork(self._engine, write=False) as uow:
             if uow.session.get(SkuRow, sku_id) is None:
                 raise ValidationError("sku", f"unknown SKU {sku_id!r}")
             if uow.session.get(RegionRow, region_id) is None:
                 raise ValidationError("region", f"unknown region {region_id!r}")
-            rows = uow.session.execute(self._hourly, {"sku": sku_id, "since_s": since_s, "until_s": today_s}).all()
+            rows = uow.session.execute(
+                scoped(self._hourly, plan), {"sku": sku_id, "since_s": since_s, "until_s": today_s}
+            ).all()
         if not rows and none_is_zero:
             return np.zeros((today_s - since_s) // HOUR_S)
+        if not rows and plan is not None and plan.own_only:
+            raise ValidationError("region", f"no utilization records for {sku_id!r} in {region_id!r} in the last "
+                                            f"{LOOKBACK_DAYS} days")  # fmt: skip
         if not rows:
             raise ValidationError("sku", f"no utilization records for {sku_id!r} in the last {LOOKBACK_DAYS} days")
         return hourly_gpus(rows, min(int(h) for h, _ in rows), today_s)
@@ -222,20 +237,23 @@ class ProcurementService:
             ).all()
         return late_hours((int(w) for _, w in rows), today_s, self._grace_h)
 
-    def _serving_history(self, sku_id: str, first_h: int, today_s: int) -> npt.NDArray[np.float64] | None:
-        """The SKU's hourly GPUs in use by workloads registered as serving, over the hours of its demand history
-        (from hour ``first_h`` up to ``today_s``; hours without a record are 0), or None when no serving workload
-        has a record there (the simulator's desk: None when no fleet serves on the SKU)."""
+    def _serving_history(
+        self, sku_id: str, first_h: int, today_s: int, plan: PlanRegion | None
+    ) -> npt.NDArray[np.float64] | None:
+        """The SKU's hourly GPUs in use by workloads registered as serving (the records ``plan`` reads), over the
+        hours of its demand history (from hour ``first_h`` up to ``today_s``; hours without a record are 0), or None
+        when no serving workload has a record there (the simulator's desk: None when no fleet serves on the SKU)."""
         with UnitOfWork(self._engine, write=False) as uow:
             rows = uow.session.execute(
-                self._serving_hourly, {"sku": sku_id, "since_s": first_h * HOUR_S, "until_s": today_s}
+                scoped(self._serving_hourly, plan), {"sku": sku_id, "since_s": first_h * HOUR_S, "until_s": today_s}
             ).all()
         return hourly_gpus(rows, first_h, today_s) if rows else None
 
     def _secondary_base(self, loop: ControlLoop, ctx: ProcurementContext, late: int) -> dict[str, Any] | None:
         """The loop's secondary base for the context's SKU (service/secondary_base.py) on the GPUs in use per hour
         on its on-demand and secondary pools over the rule's window (from the SKU's first measured hour at most);
-        None when the loop holds none or the SKU has no secondary pool with a quota."""
+        None when the loop holds none or the SKU has no secondary pool with a quota. Reported on the SKU's main
+        plan region only (:meth:`commit`), as it reads the SKU's pools in every region."""
         rule = loop.secondary_base
         if rule is None:
             return None
@@ -250,27 +268,59 @@ class ProcurementService:
         used = fill_late_hours(hourly_gpus(rows, since_h, ctx.now_s), late)  # the context's late hours
         return secondary_base(rule, market, used, ctx.gpus_per_node)
 
-    def tier_limits(self, skus: Sequence[str]) -> dict[str, TierLimits]:
+    def tier_limits(self, skus: Sequence[str], plans: Mapping[str, PlanRegion] | None = None) -> dict[str, TierLimits]:
         """For each SKU, what its spot and secondary-provider pools can absorb, from the stored pools' quotas
         (:func:`gpufleet.control.proposing.tier_limits`: a pool without a quota counts for nothing), and its
-        on-demand quota (:func:`on_demand_quota`). The limits the loop is assembled with."""
+        on-demand quota (:func:`on_demand_quota`). The limits the loop is assembled with. ``plans``: a SKU planned
+        in several regions counts, in each plan, the pools of the regions that plan reads (quotas are regional:
+        each is counted by one plan); without it, every pool of the SKU."""
         with UnitOfWork(self._engine, write=False) as uow:
             rows = uow.session.execute(
-                select(PoolRow.sku_id, PoolRow.tier, PoolRow.quota_gpus).where(PoolRow.sku_id.in_(sorted(skus)))
+                select(PoolRow.sku_id, PoolRow.region_id, PoolRow.tier, PoolRow.quota_gpus).where(
+                    PoolRow.sku_id.in_(sorted(skus))
+                )
             ).all()
         by_sku: dict[str, list[tuple[str, int | None]]] = {sku: [] for sku in skus}
-        for sku, tier, quota in rows:
-            by_sku[sku].append((tier, quota))
+        for sku, region, tier, quota in rows:
+            plan = None if plans is None else plans.get(sku)
+            if plan is None or plan.reads(region):
+                by_sku[sku].append((tier, quota))
         return {
             sku: dataclasses.replace(tier_limits(pools), on_demand_quota_gpus=on_demand_quota(pools))
             for sku, pools in by_sku.items()
         }
 
-    def loop(self, skus: Sequence[str]) -> ControlLoop:
+    def loop(self, skus: Sequence[str], plans: Mapping[str, PlanRegion] | None = None) -> ControlLoop:
         """The control loop the service runs, from the one place it is assembled (``ControlLoop.gpufleet``),
-        with the tier limits of the stored pools of ``skus``. Its procurer is the simulator's; its randomness
-        (approvers, scheduler tie-breaks) is not used here."""
-        return ControlLoop.gpufleet(0, tier_limits=self.tier_limits(skus))
+        with the tier limits of the stored pools of ``skus`` (of the regions each SKU's plan reads, with
+        ``plans``). Its procurer is the simulator's; its randomness (approvers, scheduler tie-breaks) is not used
+        here."""
+        return ControlLoop.gpufleet(0, tier_limits=self.tier_limits(skus, plans))
+
+    def plan_map(self, today_s: int, skus: Sequence[str] | None = None) -> PlanMap:
+        """Where each SKU (or only ``skus``) is planned on the day starting ``today_s``, and which use each plan
+        reads (service/plan_regions.py: one region per region of use with a reserved pool, the main one reading
+        the rest)."""
+        with UnitOfWork(self._engine, write=False) as uow:
+            return read_plan_map(uow.session, today_s, LOOKBACK_DAYS, HELD_STATUSES, skus)
+
+    def plan_region(self, sku_id: str, region_id: str, today_s: int) -> PlanRegion | None:
+        """The SKU-region's plan in :meth:`plan_map`; None when the SKU has no plan anywhere or the region has no
+        reserved pool of it (the context's own errors then name what is missing). A region with a reserved pool
+        that is not planned (no use of the SKU there and no run registered, while it is planned elsewhere) is a
+        :class:`ValidationError` naming ``region``: planning it would buy again what the plans elsewhere buy."""
+        m = self.plan_map(today_s, [sku_id])
+        plans = m.regions.get(sku_id, ())
+        for p in plans:
+            if p.region == region_id:
+                return p
+        if not plans or region_id not in m.reserved.get(sku_id, []):
+            return None
+        raise ValidationError(
+            "region",
+            f"{sku_id!r} is planned in {', '.join(p.region for p in plans)}: no use of it in {region_id!r} in the "
+            f"last {LOOKBACK_DAYS} days and no planned run there",
+        )
 
     def planned_runs(self, sku_id: str, region_id: str, today_s: int) -> list[tuple[str, PlannedRunRegistration]]:
         """The SKU-region's registered runs the procurer reads at a pass of the day starting ``today_s``: not
@@ -291,21 +341,27 @@ class ProcurementService:
         forecast_h: int,
         planned: Sequence[tuple[str, PlannedRunRegistration]] | None = None,
         late: int | None = None,
+        plan: PlanRegion | None = None,
     ) -> tuple[ProcurementContext, list[HeldCommitment]]:
         """The loop's procurement context for the SKU planned in the region, from the store, and the
         reservations held or on their way that it counts. ``now_s`` is the start of today (the end of the
         measured history), so every pass of the same day decides, and keys, the same orders. ``planned``: the
         registered runs to pass (default: :meth:`planned_runs` of the SKU-region); ``late``: the hours still being
-        ingested (default: :meth:`late_hours`)."""
+        ingested (default: :meth:`late_hours`); ``plan``: which use the SKU-region's plan reads (default:
+        :meth:`plan_region`)."""
         now_s = self._clock.now_s()
         today_s = now_s // DAY_S * DAY_S
         if planned is None:
             planned = self.planned_runs(sku_id, region_id, today_s)
         if late is None:  # hours still being ingested take the day before's
             late = self.late_hours(sku_id, today_s)
+        if plan is None:
+            plan = self.plan_region(sku_id, region_id, today_s)
         # a SKU not used yet is planned from zeros when runs are registered for it (ahead of its first run)
         since_s = today_s - LOOKBACK_DAYS * DAY_S
-        hourly = fill_late_hours(self._history(sku_id, region_id, since_s, today_s, none_is_zero=bool(planned)), late)
+        hourly = fill_late_hours(
+            self._history(sku_id, region_id, since_s, today_s, plan, none_is_zero=bool(planned)), late
+        )
         with UnitOfWork(self._engine, write=False) as uow:
             row = uow.session.scalars(
                 select(PoolRow)
@@ -327,30 +383,40 @@ class ProcurementService:
             now_s=today_s, sku_id=sku_id, pool=pool, hourly_gpus=hourly, forecast=forecast,
             held=held, gpus_per_node=per_node,
         )  # fmt: skip
-        serving = self._serving_history(sku_id, today_s // HOUR_S - hourly.size, today_s)
+        serving = self._serving_history(sku_id, today_s // HOUR_S - hourly.size, today_s, plan)
         if serving is not None:
             serving = fill_late_hours(serving, late)
         return dataclasses.replace(ctx, planned_runs=tuple(reg for _, reg in planned), serving_asks_gpus=serving), held
 
     def commit(
-        self, actor: Actor, *, sku_id: str, region_id: str, loop: ControlLoop | None = None, forecast_h: int = 7 * 24
+        self,
+        actor: Actor,
+        *,
+        sku_id: str,
+        region_id: str,
+        loop: ControlLoop | None = None,
+        forecast_h: int = 7 * 24,
+        plan: PlanRegion | None = None,
     ) -> dict[str, Any]:
         """The loop's procurement stage on the store: the SKU-region's context (:meth:`context`), the loop's
         procurer decides (``ports.Procurer.propose``), and its proposals become pending reservations through the
         reservation use case (the approval rules apply unchanged), each with its deterministic Idempotency-Key.
         What is held or on order at lead time is counted in the context, so it is not bought again. ``loop``:
-        the pass's loop (the reconciler assembles one per pass); None assembles it for this SKU
-        (:meth:`loop`), as ``POST /v1/plans:propose`` does. ``forecast_h``: the hours the loop's forecaster
-        forecasts for the procurer (the procurement period)."""
+        the pass's loop (the reconciler assembles one per SKU-region plan); None assembles it for this SKU-region
+        (:meth:`loop` with its plan), as ``POST /v1/plans:propose`` does. ``forecast_h``: the hours the loop's forecaster
+        forecasts for the procurer (the procurement period). ``plan``: which use the SKU-region's plan reads (the
+        pass's plan map; None: :meth:`plan_region`)."""
         actor.require(Role.FINOPS_ADMIN, Role.ML_PLATFORM_ADMIN)
-        if loop is None:
-            loop = self.loop([sku_id])
         now_s = self._clock.now_s()
+        if plan is None:
+            plan = self.plan_region(sku_id, region_id, now_s // DAY_S * DAY_S)
+        if loop is None:
+            loop = self.loop([sku_id], None if plan is None else {sku_id: plan})
         planned = self.planned_runs(sku_id, region_id, now_s // DAY_S * DAY_S)
         late = self.late_hours(sku_id, now_s // DAY_S * DAY_S)
-        ctx, held = self.context(sku_id, region_id, loop, forecast_h=forecast_h, planned=planned, late=late)
+        ctx, held = self.context(sku_id, region_id, loop, forecast_h=forecast_h, planned=planned, late=late, plan=plan)
         proposals = loop.procurer.propose(ctx)
-        base = self._secondary_base(loop, ctx, late)
+        base = None if plan is not None and plan.own_only else self._secondary_base(loop, ctx, late)
         created = []
         for order in commitment_orders(proposals, region_id=region_id):
             p, key = order.proposal, order.idempotency_key
@@ -389,6 +455,7 @@ class ProcurementService:
                 "gpus_per_node": ctx.gpus_per_node,
                 "planned_runs": len(ctx.planned_runs),
                 "serving_history_hours": None if ctx.serving_asks_gpus is None else int(ctx.serving_asks_gpus.size),
+                "use_read": _use_read(plan),
             },
             "planned_runs": runs,
             "proposals": [
@@ -428,11 +495,19 @@ class ProcurementService:
             uow.commit()
 
 
+def _use_read(plan: PlanRegion | None) -> dict[str, Any]:
+    """Which utilization records a plan read: ``own_region`` (records naming a pool of the plan's region), or
+    every record of the SKU but those of ``excluded_regions``' pools (none excluded: all of its use)."""
+    if plan is not None and plan.own_only:
+        return {"own_region": True, "excluded_regions": []}
+    return {"own_region": False, "excluded_regions": [] if plan is None else list(plan.excluded)}
+
+
 def on_demand_quota(pools: Sequence[tuple[str, int | None]]) -> float:
-    """A SKU's on-demand quota (GPUs) from its pools as ``(tier, quota_gpus)``: the sum over its on-demand pools
-    (every region: the limits are per SKU) when each of them states a quota; infinite (no known ceiling, as the
-    simulator's pool without ``on_demand_quota_gpus``) when one does not, or when none is stored. Only the
-    planned-run decision reads it."""
+    """A SKU's on-demand quota (GPUs) from its pools as ``(tier, quota_gpus)`` (those of the regions its plan reads,
+    :meth:`ProcurementService.tier_limits`): the sum over its on-demand pools when each of them states a quota;
+    infinite (no known ceiling, as the simulator's pool without ``on_demand_quota_gpus``) when one does not, or
+    when none is stored. Only the planned-run decision reads it."""
     quotas = [q for tier, q in pools if tier == Tier.ON_DEMAND.value]
     if not quotas or any(q is None for q in quotas):
         return math.inf

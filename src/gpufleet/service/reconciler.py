@@ -13,22 +13,24 @@ The background cadence (``gpufleet serve``, ``gpufleet reconcile``) runs a pass 
 2. **forecast**: each SKU with utilization ingested in the last 28 days gets its daily demand forecast
    (:class:`CapacityService`, i.e. :func:`gpufleet.control.forecasting.demand_quantiles`), recorded for
    accuracy tracking like every served forecast;
-3. **procure**: for each such SKU, one region is chosen (:func:`gpufleet.control.proposing.choose_plan_region`:
-   where most of its measured use ran among the regions with a reserved pool, else where its reservations are
-   held) and the loop's procurer decides, the same object the simulator runs
-   (``ControlLoop.gpufleet(...).procurer``, the forecast-led commitment LP, assembled once per pass by
-   :meth:`ProcurementService.loop`, the quotas of the SKU's stored spot and secondary pools as tier limits). Its
-   context is the SKU's hourly demand of the last 28 days, the region's reserved pool, the loop's forecast and
-   the units held or on order at lead time (:meth:`ProcurementService.context`). Its proposals go into the
-   approval workflow (:meth:`ProcurementService.commit`) as the ``reconciler`` (an ML-platform admin principal):
-   pending reservations that need their approvals as usual (the reconciler never approves). Held and pending
-   reservations count as committed, and idempotency keys make a re-run propose nothing twice.
+3. **procure**: each SKU is planned in the regions :func:`gpufleet.control.proposing.plan_regions` names
+   (:mod:`gpufleet.service.plan_regions`): every region with a reserved pool where it ran (records naming a pool
+   there) or where runs are registered, each on its own use, and its main region
+   (:func:`~gpufleet.control.proposing.choose_plan_region`: where most of its measured use ran among the regions
+   with a reserved pool, else where its reservations are held) on the rest (records naming no pool, or a pool of a
+   region without a reserved pool), so no use is bought twice. In each, the loop's procurer decides, the same
+   object the simulator runs (``ControlLoop.gpufleet(...).procurer``, the forecast-led commitment LP, assembled
+   by :meth:`ProcurementService.loop` for each plan, the quotas of the SKU's stored on-demand, spot and secondary
+   pools in the regions that plan reads as tier limits: a regional quota is counted by one plan). Its context is that use per hour over the last 28 days, the region's reserved pool, the loop's
+   forecast and the units held or on order at lead time (:meth:`ProcurementService.context`). Its proposals go
+   into the approval workflow (:meth:`ProcurementService.commit`) as the ``reconciler`` (an ML-platform admin
+   principal): pending reservations that need their approvals as usual (the reconciler never approves). Held and
+   pending reservations count as committed, and idempotency keys make a re-run propose nothing twice.
    The context carries the SKU-region's registered planned runs (:mod:`gpufleet.service.planned_runs`), so the
-   procurer reserves ahead of them (``planned_run_reserve``). A run registered in another region of the SKU is
-   not read by the pass (one region per SKU): the SKU's entry names it (``planned_runs_not_read``). A SKU with
-   runs registered but no utilization in the lookback (not used yet) is planned from 28 days of zeros in each
-   region its runs are registered in (``region_reason`` ``planned_runs_region``), so its first runs are reserved
-   ahead of;
+   procurer reserves ahead of them (``planned_run_reserve``). A run in a region without a reserved pool of the
+   SKU is not read: the SKU's entry names it (``planned_runs_not_read``). A SKU with runs registered but no
+   utilization in the lookback (not used yet) is planned from 28 days of zeros in each region its runs are
+   registered in (``region_reason`` ``planned_runs_region``), so its first runs are reserved ahead of;
 4. **placements**: every cluster's placements are re-evaluated (:func:`gpufleet.control.packing.plan_repack`):
    the moves that would free whole nodes, recorded, not applied (no node actuator is wired to the store).
 
@@ -46,28 +48,19 @@ from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import Engine, func, select
 
-from gpufleet.adapters.sql.models import (
-    AuditEventRow,
-    ClusterRow,
-    PlannedRunRow,
-    PoolRow,
-    ReservationRow,
-    UtilizationRow,
-)
-from gpufleet.control.proposing import choose_plan_region
+from gpufleet.adapters.sql.models import AuditEventRow, ClusterRow
+from gpufleet.control.proposing import PlanRegion
 from gpufleet.domain.errors import GpufleetError
-from gpufleet.domain.pools import Tier
 from gpufleet.service.auth import Actor, Role
 from gpufleet.service.binpack import BinpackService
 from gpufleet.service.capacity import CapacityService
 from gpufleet.service.clock import Clock
-from gpufleet.service.planned_runs import to_come
-from gpufleet.service.procurement import HELD_STATUSES, LOOKBACK_DAYS, ProcurementService
+from gpufleet.service.plan_regions import PlanMap
+from gpufleet.service.procurement import ProcurementService
 from gpufleet.service.reservations import ReservationService
 from gpufleet.service.uow import UnitOfWork
 
 if TYPE_CHECKING:
-    from gpufleet.control.loop import ControlLoop
     from gpufleet.service.capacity_blocks import CapacityBlockService
 
 log = logging.getLogger("gpufleet.reconciler")
@@ -157,36 +150,19 @@ class Reconciler:
                         "cancelled": r.cancelled, "still_pending": r.still_pending}  # fmt: skip
         if self._blocks is not None:
             out.capacity_blocks = self._blocks.reconcile(RECONCILER)
-        skus, used_by_region, reserved_regions, held_by_region = self._observe(now_s)
-        regions = {
-            sku: choose_plan_region(
-                used_by_region.get(sku, {}), reserved_regions.get(sku, []), held_by_region.get(sku, {})
-            )
-            for sku in skus
-        }
-        runs = self._planned_runs(now_s)
-        unused = sorted(set(runs) - set(skus))  # SKUs not used yet with runs registered: planned from zeros
-        # the loop the simulator runs, assembled in its one place, with the stored pools' tier limits
-        loop = self._procurement.loop([sku for sku, (r, _) in regions.items() if r is not None] + unused)
-        for sku in unused:
-            out.proposals.extend(self._plan_unused(sku, runs[sku], loop))
-        for sku in skus:
+        plans = self._procurement.plan_map(now_s // DAY_S * DAY_S)  # where each SKU is planned, on which use
+        forecast_ok = set(plans.regions) - set(plans.measured)  # a SKU not used yet has no forecast to make
+        for sku in plans.measured:
             try:
                 fc = self._capacity.forecast(RECONCILER, sku_id=sku, days=self.forecast_days)
             except GpufleetError as exc:
                 out.forecasts.append({"sku": sku, "error": str(exc)})
                 continue
+            forecast_ok.add(sku)
             out.forecasts.append({"sku": sku, "method": fc["method"], "history_days": fc["history_days"],
                                   "gap_units": fc["gap_units"]})  # fmt: skip
-            region, why = regions[sku]
-            entry: dict[str, Any] = {"sku": sku, "region": region, "region_reason": why, "created": []}
-            elsewhere = sorted(rid for rid, r in runs.get(sku, []) if r != region)
-            if elsewhere:  # registered where this pass does not buy: said, not dropped silently
-                entry["planned_runs_not_read"] = elsewhere
-                log.warning("reconciler: planned runs of %s outside its plan region %s: %s", sku, region, elsewhere)
-            if region is not None:
-                self._commit_into(entry, loop)
-            out.proposals.append(entry)
+        for sku in sorted(forecast_ok):
+            out.proposals.extend(self._plan_sku(sku, plans))
         for cluster in self._clusters():
             rep = self._binpack.report(RECONCILER, cluster)
             out.placements.append({"cluster": cluster, "fragmentation": rep["fragmentation"],
@@ -200,50 +176,16 @@ class Reconciler:
         log.info("reconciler pass: %d SKUs forecast, %d reservations proposed", len(out.forecasts), created)
         return out
 
-    def _observe(
-        self, now_s: int
-    ) -> tuple[list[str], dict[str, dict[str, float]], dict[str, list[str]], dict[str, dict[str, int]]]:
-        """SKUs with utilization in the planning lookback; their GPU-seconds by region (records naming a pool);
-        the regions with a reserved pool, per SKU; units of reservations held or on their way, by region."""
-        today_s = now_s // DAY_S * DAY_S
-        since_s = today_s - LOOKBACK_DAYS * DAY_S
-        window = (UtilizationRow.bucket_start_s >= since_s, UtilizationRow.bucket_start_s < today_s)
-        with UnitOfWork(self._engine, write=False) as uow:
-            s = uow.session
-            skus = sorted(s.scalars(select(UtilizationRow.sku_id).where(*window).distinct()).all())
-            by_region = s.execute(
-                select(UtilizationRow.sku_id, PoolRow.region_id,
-                       func.sum(UtilizationRow.gpus_allocated * UtilizationRow.bucket_s))
-                .join(PoolRow, PoolRow.id == UtilizationRow.pool_id)
-                .where(*window)
-                .group_by(UtilizationRow.sku_id, PoolRow.region_id)
-            ).all()  # fmt: skip
-            reserved = s.execute(
-                select(PoolRow.sku_id, PoolRow.region_id).where(PoolRow.tier == Tier.RESERVED.value)
-            ).all()
-            held = s.execute(
-                select(ReservationRow.sku_id, ReservationRow.region_id, func.sum(ReservationRow.units))
-                .where(ReservationRow.status.in_(HELD_STATUSES))
-                .group_by(ReservationRow.sku_id, ReservationRow.region_id)
-            ).all()
-        used: dict[str, dict[str, float]] = {}
-        for sku, region, gpu_s in by_region:
-            used.setdefault(sku, {})[region] = float(gpu_s or 0)
-        regions: dict[str, list[str]] = {}
-        for sku, region in reserved:
-            regions.setdefault(sku, []).append(region)
-        held_units: dict[str, dict[str, int]] = {}
-        for sku, region, units in held:
-            held_units.setdefault(sku, {})[region] = int(units or 0)
-        return skus, used, regions, held_units
-
-    def _commit_into(self, entry: dict[str, Any], loop: ControlLoop) -> bool:
-        """The loop's procurement stage for the entry's SKU and region (``ProcurementService.commit``), its answer
-        written into the entry, or its error; True when it ran."""
+    def _commit_into(self, entry: dict[str, Any], plan: PlanRegion) -> bool:
+        """The loop's procurement stage for the entry's SKU and region on the use ``plan`` reads
+        (``ProcurementService.commit``), its answer written into the entry, or its error; True when it ran. The
+        loop the simulator runs is assembled in its one place (``ProcurementService.loop``), with the tier limits
+        of the stored pools of the regions the plan reads."""
         try:
+            loop = self._procurement.loop([entry["sku"]], {entry["sku"]: plan})
             got = self._procurement.commit(
                 RECONCILER, sku_id=entry["sku"], region_id=entry["region"], loop=loop,
-                forecast_h=self.within_days * 24,
+                forecast_h=self.within_days * 24, plan=plan,
             )  # fmt: skip
         except GpufleetError as exc:
             entry["error"] = str(exc)
@@ -253,30 +195,30 @@ class Reconciler:
                      secondary_base=got["secondary_base"])  # fmt: skip
         return True
 
-    def _plan_unused(self, sku: str, runs: list[tuple[str, str]], loop: ControlLoop) -> list[dict[str, Any]]:
-        """A SKU with runs registered but no utilization in the lookback: each region its runs are registered in
-        (registration asks for a reserved pool there) is planned from 28 days of zeros, so only the runs can ask
-        for a reservation."""
+    def _plan_sku(self, sku: str, plans: PlanMap) -> list[dict[str, Any]]:
+        """One entry per region the SKU is planned in (main region first), each the loop's procurement stage on the
+        use its plan reads; one entry with region None when it is planned nowhere (no reserved pool). The runs no
+        plan reads, or whose plan failed, are named (``planned_runs_not_read``), not dropped silently."""
+        where = plans.regions.get(sku, ())
+        if not where:
+            entry: dict[str, Any] = {"sku": sku, "region": None, "region_reason": "no_reserved_pool", "created": []}
+            where_not = plans.not_read(sku)
+            if where_not:
+                entry["planned_runs_not_read"] = where_not
+            return [entry]
         entries: list[dict[str, Any]] = []
-        for region in sorted({r for _, r in runs}):
-            entry: dict[str, Any] = {"sku": sku, "region": region, "region_reason": "planned_runs_region",
-                                     "created": []}  # fmt: skip
-            if not self._commit_into(entry, loop):  # e.g. its reserved pool was removed since: said, not dropped
-                entry["planned_runs_not_read"] = sorted(rid for rid, r in runs if r == region)
+        for plan in where:
+            entry = {"sku": sku, "region": plan.region, "region_reason": plan.reason, "created": []}
+            failed = not self._commit_into(entry, plan)
+            # the runs this entry was to read when its plan failed (e.g. its reserved pool was removed since), and
+            # on the main entry those of regions no plan reads
+            not_read = [rid for rid, r in plans.runs.get(sku, []) if failed and r == plan.region]
+            not_read += plans.not_read(sku) if not entries else []
+            if not_read:
+                entry["planned_runs_not_read"] = sorted(not_read)
+                log.warning("reconciler: planned runs of %s not read in %s: %s", sku, plan.region, sorted(not_read))
             entries.append(entry)
         return entries
-
-    def _planned_runs(self, now_s: int) -> dict[str, list[tuple[str, str]]]:
-        """Registered runs to come (:func:`~gpufleet.service.planned_runs.to_come`), as ``(id, region)`` by SKU."""
-        today_s = now_s // DAY_S * DAY_S
-        with UnitOfWork(self._engine, write=False) as uow:
-            rows = uow.session.execute(
-                select(PlannedRunRow.sku_id, PlannedRunRow.id, PlannedRunRow.region_id).where(to_come(today_s))
-            ).all()
-        out: dict[str, list[tuple[str, str]]] = {}
-        for sku, rid, region in rows:
-            out.setdefault(sku, []).append((rid, region))
-        return out
 
     def _clusters(self) -> list[str]:
         with UnitOfWork(self._engine, write=False) as uow:
