@@ -24,6 +24,7 @@ from gpufleet.service.leader import Leadership, election_for
 from gpufleet.service.placement_chain import ChainPlacementService
 from gpufleet.service.planned_runs import PlannedRunService
 from gpufleet.service.procurement import ProcurementService
+from gpufleet.service.quota_outlook import QuotaOutlookService
 from gpufleet.service.reconciler import Reconciler
 from gpufleet.service.registry import RegistryService
 from gpufleet.service.reservation_orders import CrashHook
@@ -57,6 +58,7 @@ class Services:
     audit: AuditService
     accuracy: ForecastAccuracyService
     procurement: ProcurementService
+    quota_outlook: QuotaOutlookService
     autoscaling: AutoscalingService
     budgets: BudgetService
     planned_runs: PlannedRunService
@@ -117,9 +119,7 @@ def build_services(
         approval_window_s=settings.approval_window_days * 86_400,
     )
     binpack = BinpackService(engine, clock)
-    procurement = ProcurementService(
-        engine, clock, capacity, reservations, quotas=cloud.get("cloud_quotas"), ingest_grace_h=settings.ingest_grace_h
-    )
+    procurement = ProcurementService(engine, clock, capacity, reservations, ingest_grace_h=settings.ingest_grace_h)
     reconciler = Reconciler(
         engine,
         clock,
@@ -146,6 +146,7 @@ def build_services(
         audit=AuditService(engine),
         accuracy=accuracy,
         procurement=procurement,
+        quota_outlook=QuotaOutlookService(engine, clock, capacity, quotas=cloud.get("cloud_quotas")),
         autoscaling=AutoscalingService(engine, workloads),
         budgets=budgets,
         planned_runs=PlannedRunService(engine, clock, ids),

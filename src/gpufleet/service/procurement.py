@@ -1,20 +1,5 @@
-"""Quota outlook and the loop's commitments over stored data, decided through control/.
-
-**Quota outlook** (:func:`gpufleet.control.proposing.pool_outlook` over the procurement package's
-``quota_outlook``, per provider/region/SKU pool of the
-on-demand, spot and secondary tiers): the demand a pool must absorb is the capacity forecast's daily p90
-(the same forecast ``GET /v1/capacity/forecast`` serves) above the SKU's committed reservations
-(active + submitted). Utilization records carry no region, so each pool is checked against the whole
-spill-over of its SKU (conservative: the case where it all lands in that pool). ``exhausts_at_s`` is the
-first day that spill-over exceeds the pool's quota; ``request_by_s`` is that day minus the quota-increase
-lead time (``increase_lead_days``, default 14).
-
-With the AWS provider configured (``quotas``: :class:`~gpufleet.service.cloud_quotas.CloudQuotaService`), the
-quota of an AWS on-demand or spot pool in a configured region is the one read from Service Quotas
-(``quota_source: service_quotas``), the lead time is the quota's usual turnaround when past requests show one,
-and each such pool carries ``increase``: the request drafted by
-:func:`gpufleet.procure.quota_increase.draft_increase` (due before the exhaustion date minus the turnaround)
-and any open request at the provider.
+"""The loop's commitments over stored data, decided through control/ (the quota outlook:
+:mod:`gpufleet.service.quota_outlook`).
 
 **Commitments** (:meth:`ProcurementService.commit`: ``POST /v1/plans:propose`` and the reconciler's pass, one
 rule): the loop's own procurer (``ControlLoop.gpufleet(...).procurer``, :meth:`ProcurementService.loop`, tier
@@ -47,9 +32,7 @@ import numpy as np
 import numpy.typing as npt
 from sqlalchemy import Engine, bindparam, select
 
-from gpufleet.adapters.aws.skus import gpus_from_vcpus, instance_type
 from gpufleet.adapters.sql.models import PoolRow, RegionRow, ReservationRow, SkuRow, UtilizationRow, WorkloadRow
-from gpufleet.control.cloud import draft_increase
 from gpufleet.control.loop import ControlLoop
 from gpufleet.control.planned_runs import REASON as PLANNED_RUN_REASON
 from gpufleet.control.procurement import ForecastLedProcurer, TierLimits
@@ -57,7 +40,6 @@ from gpufleet.control.proposing import (
     HeldCommitment,
     PlanRegion,
     commitment_orders,
-    pool_outlook,
     procurement_context,
     tier_limits,
 )
@@ -69,7 +51,6 @@ from gpufleet.ports import PlannedRunRegistration, ProcurementContext
 from gpufleet.service.auth import Actor, Role
 from gpufleet.service.capacity import CapacityService
 from gpufleet.service.clock import Clock
-from gpufleet.service.cloud_quotas import CloudQuotaService, ProviderQuota
 from gpufleet.service.late_hours import fill_late_hours, hourly_gpus, late_hours
 from gpufleet.service.plan_regions import PlanMap, read_plan_map, scoped
 from gpufleet.service.planned_runs import RESERVED_AHEAD, active_runs, public_status, registration
@@ -81,7 +62,6 @@ from gpufleet.service.utilization_reads import gpu_seconds_statement, watermarks
 DAY_S = 86400
 HOUR_S = 3600
 LOOKBACK_DAYS = 28
-_QUOTA_TIERS = (Tier.ON_DEMAND.value, Tier.SPOT.value, Tier.SECONDARY.value)
 HELD_STATUSES = tuple(
     s.value
     for s in (ReservationStatus.PENDING_APPROVAL, ReservationStatus.APPROVED, ReservationStatus.SUBMITTED,
@@ -97,10 +77,8 @@ class ProcurementService:
         capacity: CapacityService,
         reservations: ReservationService,
         *,
-        quotas: CloudQuotaService | None = None,
         ingest_grace_h: int = 3,
     ) -> None:
-        self._quotas = quotas
         self._grace_h = ingest_grace_h
         self._engine = engine
         self._clock = clock
@@ -114,63 +92,6 @@ class ProcurementService:
         self._serving_hourly = self._hourly.join(WorkloadRow, WorkloadRow.id == UtilizationRow.workload_id).where(
             WorkloadRow.kind == WorkloadKind.SERVING.value
         )
-
-    def quota_outlook(self, actor: Actor, *, sku_id: str | None, days: int, increase_lead_days: int) -> dict[str, Any]:
-        if not 0 <= increase_lead_days <= 365:
-            raise ValidationError("increase_lead_days", "must be in 0..365")
-        now_s = self._clock.now_s()
-        with UnitOfWork(self._engine, write=False) as uow:
-            stmt = select(PoolRow).where(PoolRow.tier.in_(_QUOTA_TIERS)).order_by(PoolRow.id)
-            if sku_id is not None:
-                if uow.session.get(SkuRow, sku_id) is None:
-                    raise ValidationError("sku", f"unknown SKU {sku_id!r}")
-                stmt = stmt.where(PoolRow.sku_id == sku_id)
-            pools = [
-                (p.id, p.provider_id, p.region_id, p.sku_id, p.tier, p.quota_gpus) for p in uow.session.scalars(stmt)
-            ]
-        forecasts: dict[str, dict[str, Any]] = {}
-        out = []
-        for pool_id, provider_id, region_id, sku, tier, quota in pools:
-            if sku not in forecasts:
-                forecasts[sku] = self._capacity.forecast(actor, sku_id=sku, days=days)
-            fc = forecasts[sku]
-            p90 = np.array([d["p90"] for d in fc["demand"]])
-            committed = np.array([s["committed_units"] for s in fc["supply"]], dtype=np.float64)
-            start_s = int(fc["demand"][0]["day_start_s"])
-            pq = None if self._quotas is None else self._quotas.pool_quota(provider_id, region_id, sku, tier)
-            lead_s = increase_lead_days * DAY_S
-            if pq is not None:
-                quota = pq.quota_gpus
-                lead_s = pq.turnaround_s if pq.turnaround_s is not None else lead_s
-            o = pool_outlook(
-                pool_id,
-                p90,
-                committed,
-                start_s=start_s,
-                quota_gpus=None if quota is None else float(quota),
-                increase_lead_s=lead_s,
-                now_s=now_s,
-            )
-            extra: dict[str, Any] = {"quota_source": "stored", "increase": None}
-            if pq is not None:
-                extra = {"quota_source": "service_quotas", "increase": _increase(o, pq, sku, tier, now_s, lead_s)}
-            out.append(
-                {
-                    **extra,
-                    "pool": pool_id,
-                    "provider": provider_id,
-                    "region": region_id,
-                    "sku": sku,
-                    "tier": tier,
-                    "quota_gpus": quota,
-                    "peak_demand_gpus": round(o.peak_forecast_gpus, 3),
-                    "headroom_gpus_now": None if o.headroom_gpus_now is None else round(o.headroom_gpus_now, 3),
-                    "exhausts_at_s": o.exhausts_at_s,
-                    "request_by_s": o.request_by_s,
-                    "reason": o.reason,
-                }
-            )
-        return {"now_s": now_s, "days": days, "increase_lead_days": increase_lead_days, "pools": out}
 
     def _held(self, sku_id: str, region_id: str, now_s: int) -> list[HeldCommitment]:
         """Reservations of the SKU in the region held or on their way (pending approval, approved, submitted,
@@ -512,30 +433,3 @@ def on_demand_quota(pools: Sequence[tuple[str, int | None]]) -> float:
     if not quotas or any(q is None for q in quotas):
         return math.inf
     return float(sum(q for q in quotas if q is not None))
-
-
-def _increase(o: Any, pq: ProviderQuota, sku: str, tier: str, now_s: int, lead_s: int) -> dict[str, Any]:
-    per_instance = instance_type(sku).gpus
-    open_gpus = None if pq.open_request is None else float(gpus_from_vcpus(sku, pq.open_request.desired_vcpus))
-    d = draft_increase(o, now_s=now_s, turnaround_s=lead_s, gpus_per_instance=per_instance, open_request_gpus=open_gpus)
-    return {
-        "quota_code": pq.code,
-        "quota_name": pq.name,
-        "region": pq.region,
-        "tier": tier,
-        "current_vcpus": pq.value_vcpus,
-        "desired_gpus": d.desired_gpus,
-        "desired_vcpus": d.desired_gpus * instance_type(sku).vcpus_per_gpu,
-        "file_by_s": d.file_by_s,
-        "turnaround_s": d.turnaround_s,
-        "turnaround_source": "provider_history" if pq.turnaround_s is not None else "increase_lead_days",
-        "due": d.due,
-        "reason": d.reason,
-        "open_request": None
-        if pq.open_request is None
-        else {
-            "request_id": pq.open_request.request_id,
-            "status": pq.open_request.status,
-            "desired_vcpus": pq.open_request.desired_vcpus,
-        },
-    }

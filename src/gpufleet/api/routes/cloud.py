@@ -81,7 +81,7 @@ def quotas_file_due(
             "filing drafted quota increases is off (GPUFLEET_AWS_FILE_QUOTA_INCREASES=false); "
             "file one with POST /v1/quotas/increases"
         )
-    outlook = services.procurement.quota_outlook(actor, sku_id=None, days=days, increase_lead_days=increase_lead_days)
+    outlook = services.quota_outlook.outlook(actor, sku_id=None, days=days, increase_lead_days=increase_lead_days)
     return {"filed": quotas.file_due(actor, outlook)}
 
 

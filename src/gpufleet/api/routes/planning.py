@@ -79,7 +79,7 @@ def quotas_outlook(
 ) -> Any:
     """Per provider/region/SKU pool: when forecast demand exhausts the quota, and the date by which an
     increase must be requested given its lead time."""
-    return services.procurement.quota_outlook(actor, sku_id=sku, days=days, increase_lead_days=increase_lead_days)
+    return services.quota_outlook.outlook(actor, sku_id=sku, days=days, increase_lead_days=increase_lead_days)
 
 
 @router.post("/v1/plans:propose", response_model=PlanProposePublic)
