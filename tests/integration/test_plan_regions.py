@@ -9,6 +9,7 @@ import math
 from typing import Any
 
 import numpy as np
+import pytest
 
 from gpufleet.control.loop import ControlLoop
 from gpufleet.control.proposing import PlanRegion
@@ -125,3 +126,29 @@ def test_a_region_where_nothing_of_the_sku_is_planned_is_refused_by_name(
         assert ok.status_code == 200 and ok.json()["context"]["use_read"]["excluded_regions"] == []
     (entry,) = s.services.reconciler.run_once().proposals
     assert entry["region"] == EAST and entry["created"] == []  # the request's orders are held: none again
+
+
+def test_the_quota_outlook_checks_each_pool_against_its_plans_use(
+    database: Database, make_server: ServerFactory
+) -> None:
+    """Quotas are regional: with the SKU planned in two regions, the west's on-demand pool (quota 8) is checked
+    against the west's 16 GPUs, and the east's (quota 40) against the 32 the east plans, not both against the 48
+    of the whole fleet (which would draft an increase in every region for the fleet's whole spill-over)."""
+    s = make_server(database)
+    _two_regions(s)
+    with s.client("ml_platform_admin", "bob") as bob:
+        assert bob.patch(f"/v1/pools/aws/{EAST}/{SKU}/on_demand", json={"quota_gpus": 40}).status_code == 200
+    with s.client("viewer", "vic") as vic:
+        r = vic.get("/v1/quotas/outlook", params={"sku": SKU, "days": 30})
+        assert r.status_code == 200, r.text
+        pools = {p["pool"]: p for p in r.json()["pools"]}
+    east, west = pools[f"aws/{EAST}/{SKU}/on_demand"], pools[f"aws/{WEST}/{SKU}/on_demand"]
+    assert (east["plan_region"], west["plan_region"]) == (EAST, WEST)
+    assert east["peak_demand_gpus"] == pytest.approx(32, abs=0.5) and east["exhausts_at_s"] is None
+    assert west["peak_demand_gpus"] == pytest.approx(16, abs=0.5) and west["exhausts_at_s"] == NOW_S
+    # the secondary provider's pool is in a region no other plan reads: the main plan's
+    (secondary,) = [p for p in pools.values() if p["tier"] == "secondary"]
+    assert secondary["plan_region"] == EAST
+    with s.client("viewer", "vic") as vic:  # a SKU planned in one region (or none) reads its whole use
+        others = vic.get("/v1/quotas/outlook", params={"sku": "a100_80gb", "days": 30}).json()["pools"]
+    assert others and all(p["plan_region"] is None for p in others)

@@ -159,6 +159,11 @@ class PoolSignalPublic(BaseModel):
 
 class QuotaOutlookPool(BaseModel):
     pool: str
+    plan_region: str | None = Field(
+        default=None,
+        description="A SKU planned in several regions: the plan region whose use and reservations this pool was "
+        "checked against (docs/service.md, 'Several regions'); null: the SKU's whole use and reservations",
+    )
     provider: str
     region: str
     sku: str

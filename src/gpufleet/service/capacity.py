@@ -25,12 +25,14 @@ from sqlalchemy import Engine, String, bindparam, select
 
 from gpufleet.adapters.sql.models import PoolRow, RegionRow, ReservationRow, SkuRow, UtilizationRow
 from gpufleet.control.forecasting import band_coverage, demand_quantiles
+from gpufleet.control.proposing import PlanRegion
 from gpufleet.domain.errors import PermissionDenied, ValidationError
 from gpufleet.domain.pools import Tier
 from gpufleet.domain.reservations import ReservationStatus, term_seconds
 from gpufleet.service.auth import Actor, Role
 from gpufleet.service.clock import Clock
 from gpufleet.service.late_hours import HOUR_S, fill_late_hours, hourly_gpus, late_hours
+from gpufleet.service.plan_regions import pools_read, scoped
 from gpufleet.service.utilization_reads import gpu_seconds_statement, watermarks_statement
 
 DAY_S = 86400
@@ -76,10 +78,16 @@ class CapacityService:
             PoolRow.quota_gpus.is_not(None),
         )
 
-    def forecast(self, actor: Actor, *, sku_id: str, days: int, region: str | None = None) -> dict[str, Any]:
+    def forecast(
+        self, actor: Actor, *, sku_id: str, days: int, region: str | None = None, plan: PlanRegion | None = None
+    ) -> dict[str, Any]:
         """Daily demand quantiles of ``sku_id`` against supply; with ``region``, demand from the utilization
         records whose pool is in the region and supply from its reservations and quotas only (records that name
-        no pool belong to no region). Only fleet-wide forecasts are recorded for accuracy tracking."""
+        no pool belong to no region); with ``plan`` (a SKU planned in several regions, service/plan_regions.py),
+        demand from the records the plan reads and supply from the plan region's reservations and the quotas of
+        the regions it reads. Only fleet-wide forecasts are recorded for accuracy tracking."""
+        if region is not None and plan is not None:
+            raise ValueError("a forecast is scoped by region or by plan, not both")
         if actor.role is Role.APP_TEAM:
             raise PermissionDenied("app_team tokens do not read fleet capacity plans")
         if not 1 <= days <= 730:
@@ -100,6 +108,10 @@ class CapacityService:
                 marks = marks.where(UtilizationRow.pool_id.in_(pools))
                 reservations = reservations.where(ReservationRow.region_id == region)
                 quota_stmt = quota_stmt.where(PoolRow.region_id == region)
+            if plan is not None:
+                daily, hourly, marks = scoped(daily, plan), scoped(hourly, plan), scoped(marks, plan)
+                reservations = reservations.where(ReservationRow.region_id == plan.region)
+                quota_stmt = quota_stmt.where(pools_read(plan))
             rows = conn.execute(daily, {"sku": sku_id, "since_s": hist_start_s, "until_s": today_s}).all()
             last_day = {"sku": sku_id, "since_s": today_s - DAY_S, "until_s": today_s}
             late = late_hours((int(w) for _, w in conn.execute(marks, last_day)), today_s, self._grace_h)
@@ -119,7 +131,7 @@ class CapacityService:
                 y[-1] += float(np.sum(fill_late_hours(h, late)[-24:] - h[-24:])) / 24
         band, method, confidence = _memo(np.ascontiguousarray(y, dtype=np.float64).tobytes(), days)
         if (
-            self._recorder is not None and region is None
+            self._recorder is not None and region is None and plan is None
         ):  # every served fleet-wide forecast is kept with its issue time (accuracy tracking)
             self._recorder(sku_id, today_s, y, band, method)
         day_starts = today_s + DAY_S * np.arange(days)
@@ -153,7 +165,7 @@ class CapacityService:
         ]
         return {
             "sku": sku_id,
-            "region": region,
+            "region": region if plan is None else plan.region,
             "days": days,
             "demand": demand,
             "supply": supply,

@@ -103,3 +103,10 @@ def scoped(stmt: Select, plan: PlanRegion | None) -> Select:  # type: ignore[typ
     if plan.own_only:
         return stmt.where(UtilizationRow.pool_id.in_(pools))
     return stmt.where(or_(UtilizationRow.pool_id.is_(None), UtilizationRow.pool_id.not_in(pools)))
+
+
+def pools_read(plan: PlanRegion) -> ColumnElement[bool]:
+    """The pools (rows of ``pools``) in the regions ``plan`` reads: its quotas."""
+    if plan.own_only:
+        return PoolRow.region_id == plan.region
+    return PoolRow.region_id.not_in(list(plan.excluded)) if plan.excluded else true()

@@ -2,7 +2,10 @@
 ``quota_outlook``, per provider/region/SKU pool of the on-demand, spot and secondary tiers): the demand a pool
 must absorb is the capacity forecast's daily p90 (the same fleet-wide forecast ``GET /v1/capacity/forecast``
 serves) above the SKU's committed reservations (active + submitted). Each pool is checked against the whole
-spill-over of its SKU (conservative: the case where it all lands in that pool). ``exhausts_at_s`` is the
+spill-over of its SKU (conservative: the case where it all lands in that pool). A SKU planned in several regions
+(:mod:`gpufleet.service.plan_regions`) is forecast per plan: each pool against the spill-over of the use of the
+plan that reads its region, above that plan region's reservations (``plan_region``; null for a SKU planned in one
+region). ``exhausts_at_s`` is the
 first day that spill-over exceeds the pool's quota; ``request_by_s`` is that day minus the quota-increase
 lead time (``increase_lead_days``, default 14).
 
@@ -16,6 +19,7 @@ and any open request at the provider.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -24,13 +28,15 @@ from sqlalchemy import Engine, select
 from gpufleet.adapters.aws.skus import gpus_from_vcpus, instance_type
 from gpufleet.adapters.sql.models import PoolRow, SkuRow
 from gpufleet.control.cloud import draft_increase
-from gpufleet.control.proposing import pool_outlook
+from gpufleet.control.proposing import PlanRegion, pool_outlook
 from gpufleet.domain.errors import ValidationError
 from gpufleet.domain.pools import Tier
 from gpufleet.service.auth import Actor
 from gpufleet.service.capacity import CapacityService
 from gpufleet.service.clock import Clock
 from gpufleet.service.cloud_quotas import CloudQuotaService, ProviderQuota
+from gpufleet.service.plan_regions import read_plan_map
+from gpufleet.service.procurement import HELD_STATUSES, LOOKBACK_DAYS
 from gpufleet.service.uow import UnitOfWork
 
 DAY_S = 86400
@@ -63,12 +69,16 @@ class QuotaOutlookService:
             pools = [
                 (p.id, p.provider_id, p.region_id, p.sku_id, p.tier, p.quota_gpus) for p in uow.session.scalars(stmt)
             ]
-        forecasts: dict[str, dict[str, Any]] = {}
+            skus = sorted({p[3] for p in pools})
+            plans = read_plan_map(uow.session, now_s // DAY_S * DAY_S, LOOKBACK_DAYS, HELD_STATUSES, skus).regions
+        forecasts: dict[tuple[str, str | None], dict[str, Any]] = {}
         out = []
         for pool_id, provider_id, region_id, sku, tier, quota in pools:
-            if sku not in forecasts:
-                forecasts[sku] = self._capacity.forecast(actor, sku_id=sku, days=days)
-            fc = forecasts[sku]
+            plan = _plan_of(plans.get(sku, ()), region_id)
+            key = (sku, None if plan is None else plan.region)
+            if key not in forecasts:
+                forecasts[key] = self._capacity.forecast(actor, sku_id=sku, days=days, plan=plan)
+            fc = forecasts[key]
             p90 = np.array([d["p90"] for d in fc["demand"]])
             committed = np.array([s["committed_units"] for s in fc["supply"]], dtype=np.float64)
             start_s = int(fc["demand"][0]["day_start_s"])
@@ -93,6 +103,7 @@ class QuotaOutlookService:
                 {
                     **extra,
                     "pool": pool_id,
+                    "plan_region": key[1],
                     "provider": provider_id,
                     "region": region_id,
                     "sku": sku,
@@ -106,6 +117,14 @@ class QuotaOutlookService:
                 }
             )
         return {"now_s": now_s, "days": days, "increase_lead_days": increase_lead_days, "pools": out}
+
+
+def _plan_of(plans: Sequence[PlanRegion], region: str) -> PlanRegion | None:
+    """The plan of a SKU planned in several regions that reads the use of ``region`` (exactly one does); None when
+    the SKU is planned in one region or none (its whole use then)."""
+    if len(plans) < 2:
+        return None
+    return next(p for p in plans if p.reads(region))
 
 
 def _increase(o: Any, pq: ProviderQuota, sku: str, tier: str, now_s: int, lead_s: int) -> dict[str, Any]:
