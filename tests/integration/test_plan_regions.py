@@ -152,3 +152,29 @@ def test_the_quota_outlook_checks_each_pool_against_its_plans_use(
     with s.client("viewer", "vic") as vic:  # a SKU planned in one region (or none) reads its whole use
         others = vic.get("/v1/quotas/outlook", params={"sku": "a100_80gb", "days": 30}).json()["pools"]
     assert others and all(p["plan_region"] is None for p in others)
+
+
+def test_the_plan_map_is_readable_before_the_pass(database: Database, make_server: ServerFactory) -> None:
+    """``GET /v1/plans/regions``: where today's pass will plan the SKU, which records each plan reads and how much
+    of the use names no region; admins and viewers read it, an app_team token does not, a bad SKU is a 422."""
+    s = make_server(database)
+    _two_regions(s)
+    with s.client("viewer", "vic") as vic, s.client("app_team", "ann", "team-r") as ann:
+        r = vic.get("/v1/plans/regions", params={"sku": SKU})
+        assert r.status_code == 200, r.text
+        body = r.json()
+        assert body["now_s"] == NOW_S and body["lookback_days"] == 28
+        (view,) = body["skus"]
+        assert [(p["region"], p["reason"], p["own_region"], p["excluded_regions"]) for p in view["plans"]] == [
+            (EAST, "most_used_region", False, [WEST]),
+            (WEST, "used_region", True, []),
+        ]
+        hours = 28 * 24
+        assert view["used_gpu_h_by_region"] == {EAST: 24 * hours, WEST: 16 * hours}
+        assert view["unattributed_gpu_h"] == 8 * hours and view["planned_runs_not_read"] == []
+        assert [v["sku"] for v in vic.get("/v1/plans/regions").json()["skus"]] == [SKU]  # the only SKU in use
+        bad = vic.get("/v1/plans/regions", params={"sku": "nope_sku"})
+        assert bad.status_code == 422 and bad.headers["content-type"].startswith("application/problem+json")
+        assert bad.json()["field"] == "sku", bad.json()
+        denied = ann.get("/v1/plans/regions")
+        assert denied.status_code == 403 and denied.headers["content-type"].startswith("application/problem+json")

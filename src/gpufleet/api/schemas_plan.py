@@ -198,6 +198,38 @@ class PlanProposeIn(Strict):
     )
 
 
+class PlanRegionPublic(BaseModel):
+    """One region a SKU is planned in (control.proposing.plan_regions)."""
+
+    region: str
+    reason: str = Field(
+        description="most_used_region | held_region | first_reserved_region (the main region), used_region, "
+        "planned_runs_region"
+    )
+    own_region: bool = Field(description="True: reads only the records naming a pool of this region")
+    excluded_regions: list[str] = Field(description="The main region reads every record but those of these regions")
+    planned_runs: list[str] = Field(description="The runs to come registered in this region (ids)")
+
+
+class SkuPlanRegions(BaseModel):
+    sku: str
+    plans: list[PlanRegionPublic] = Field(description="Main region first; empty: planned nowhere (no reserved pool)")
+    planned_runs_not_read: list[str] = Field(description="Runs to come in a region without a reserved pool of the SKU")
+    used_gpu_h_by_region: dict[str, float] = Field(
+        description="GPU-hours of the lookback in records naming a stored pool of the region"
+    )
+    unattributed_gpu_h: float = Field(
+        description="GPU-hours of the lookback in records naming no pool, or a pool not stored: planned in the main "
+        "region"
+    )
+
+
+class PlanRegionsPublic(BaseModel):
+    now_s: int = Field(description="The start of today (UTC): the day whose pass this map is")
+    lookback_days: int
+    skus: list[SkuPlanRegions]
+
+
 class UseRead(BaseModel):
     """Which utilization records the SKU-region's plan read (service/plan_regions.py)."""
 

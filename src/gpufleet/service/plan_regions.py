@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from sqlalchemy import ColumnElement, Select, func, or_, select, true
 from sqlalchemy.orm import InstrumentedAttribute, Session
@@ -28,12 +29,16 @@ DAY_S = 86_400
 class PlanMap:
     """``measured``: the SKUs with use in the lookback; ``regions``: where each SKU (measured, or with runs to
     come) is planned, main region first (empty: nowhere, e.g. no reserved pool); ``runs``: the runs to come, as
-    ``(id, region)`` by SKU; ``reserved``: the regions with a reserved pool, by SKU."""
+    ``(id, region)`` by SKU; ``reserved``: the regions with a reserved pool, by SKU; ``used_gpu_s``: the SKU's
+    GPU-seconds in the lookback attributed to each region (records naming a stored pool there);
+    ``total_gpu_s``: all of them."""
 
     measured: tuple[str, ...]
     regions: dict[str, tuple[PlanRegion, ...]]
     runs: dict[str, list[tuple[str, str]]]
     reserved: dict[str, list[str]]
+    used_gpu_s: dict[str, dict[str, float]]
+    total_gpu_s: dict[str, float]
 
     def not_read(self, sku: str) -> list[str]:
         """The SKU's runs to come in a region no plan of it reads (no reserved pool there), by id."""
@@ -52,9 +57,16 @@ def read_plan_map(
         return true() if skus is None else col.in_(list(skus))
 
     s = session
-    measured = sorted(s.scalars(select(UtilizationRow.sku_id).where(*window, only(UtilizationRow.sku_id)).distinct()))
+    summed = func.sum(UtilizationRow.gpus_allocated * UtilizationRow.bucket_s)
+    totals = s.execute(
+        select(UtilizationRow.sku_id, summed)
+        .where(*window, only(UtilizationRow.sku_id))
+        .group_by(UtilizationRow.sku_id)
+    ).all()
+    total = {sku: float(v or 0) for sku, v in totals}
+    measured = sorted(total)
     by_region = s.execute(
-        select(UtilizationRow.sku_id, PoolRow.region_id, func.sum(UtilizationRow.gpus_allocated * UtilizationRow.bucket_s))
+        select(UtilizationRow.sku_id, PoolRow.region_id, summed)
         .join(PoolRow, PoolRow.id == UtilizationRow.pool_id)
         .where(*window, only(UtilizationRow.sku_id))
         .group_by(UtilizationRow.sku_id, PoolRow.region_id)
@@ -92,7 +104,7 @@ def read_plan_map(
         )
         for sku in sorted(is_measured | set(runs))
     }  # fmt: skip
-    return PlanMap(tuple(measured), regions, runs, reserved)
+    return PlanMap(tuple(measured), regions, runs, reserved, used, total)
 
 
 def scoped(stmt: Select, plan: PlanRegion | None) -> Select:  # type: ignore[type-arg]
@@ -110,3 +122,29 @@ def pools_read(plan: PlanRegion) -> ColumnElement[bool]:
     if plan.own_only:
         return PoolRow.region_id == plan.region
     return PoolRow.region_id.not_in(list(plan.excluded)) if plan.excluded else true()
+
+
+def plan_view(m: PlanMap) -> list[dict[str, Any]]:
+    """The map as ``GET /v1/plans/regions`` shows it: per SKU, where it is planned and why, which records each plan
+    reads, the runs each plan reads and those none reads, and how much of its use names a region (the rest is
+    planned in its main region)."""
+    out = []
+    for sku, plans in sorted(m.regions.items()):
+        used = m.used_gpu_s.get(sku, {})
+        total = m.total_gpu_s.get(sku, 0.0)
+        runs = m.runs.get(sku, [])
+        out.append(
+            {
+                "sku": sku,
+                "plans": [
+                    {"region": p.region, "reason": p.reason, "own_region": p.own_only,
+                     "excluded_regions": list(p.excluded),
+                     "planned_runs": sorted(rid for rid, r in runs if r == p.region)}
+                    for p in plans
+                ],
+                "planned_runs_not_read": m.not_read(sku),
+                "used_gpu_h_by_region": {r: round(v / 3600, 3) for r, v in sorted(used.items())},
+                "unattributed_gpu_h": round(max(total - sum(used.values()), 0.0) / 3600, 3),
+            }
+        )  # fmt: skip
+    return out

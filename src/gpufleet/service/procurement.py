@@ -52,7 +52,7 @@ from gpufleet.service.auth import Actor, Role
 from gpufleet.service.capacity import CapacityService
 from gpufleet.service.clock import Clock
 from gpufleet.service.late_hours import fill_late_hours, hourly_gpus, late_hours
-from gpufleet.service.plan_regions import PlanMap, read_plan_map, scoped
+from gpufleet.service.plan_regions import PlanMap, plan_view, read_plan_map, scoped
 from gpufleet.service.planned_runs import RESERVED_AHEAD, active_runs, public_status, registration
 from gpufleet.service.reservations import ReservationService
 from gpufleet.service.secondary_base import secondary_base, secondary_market
@@ -224,6 +224,18 @@ class ProcurementService:
         the rest)."""
         with UnitOfWork(self._engine, write=False) as uow:
             return read_plan_map(uow.session, today_s, LOOKBACK_DAYS, HELD_STATUSES, skus)
+
+    def plan_regions_view(self, actor: Actor, sku_id: str | None = None) -> dict[str, Any]:
+        """Where the pass of today plans each SKU (or only ``sku_id``), and on which use (:func:`plan_view`):
+        admins and viewers; an app_team token reads no fleet plan."""
+        actor.require(Role.FINOPS_ADMIN, Role.ML_PLATFORM_ADMIN, Role.VIEWER)
+        today_s = self._clock.now_s() // DAY_S * DAY_S
+        if sku_id is not None:
+            with UnitOfWork(self._engine, write=False) as uow:
+                if uow.session.get(SkuRow, sku_id) is None:
+                    raise ValidationError("sku", f"unknown SKU {sku_id!r}")
+        m = self.plan_map(today_s, None if sku_id is None else [sku_id])
+        return {"now_s": today_s, "lookback_days": LOOKBACK_DAYS, "skus": plan_view(m)}
 
     def plan_region(self, sku_id: str, region_id: str, today_s: int) -> PlanRegion | None:
         """The SKU-region's plan in :meth:`plan_map`; None when the SKU has no plan anywhere or the region has no

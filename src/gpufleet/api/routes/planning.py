@@ -17,6 +17,7 @@ from gpufleet.api.schemas_plan import (
     PlacementRequestCreate,
     PlanProposeIn,
     PlanProposePublic,
+    PlanRegionsPublic,
     PoolSignalIn,
     PoolSignalPublic,
     QuotaOutlookPublic,
@@ -80,6 +81,14 @@ def quotas_outlook(
     """Per provider/region/SKU pool: when forecast demand exhausts the quota, and the date by which an
     increase must be requested given its lead time."""
     return services.quota_outlook.outlook(actor, sku_id=sku, days=days, increase_lead_days=increase_lead_days)
+
+
+@router.get("/v1/plans/regions", response_model=PlanRegionsPublic)
+def plan_regions(services: ServicesDep, actor: CurrentActor, sku: OptionalSku = None) -> Any:
+    """Where today's planning pass plans each SKU (with utilization in the last 28 days or planned runs to come):
+    each region with a reserved pool where it ran or where runs are registered, on that region's records, and its
+    main region on the rest; the runs each plan reads; how much of its use names no region."""
+    return services.procurement.plan_regions_view(actor, sku)
 
 
 @router.post("/v1/plans:propose", response_model=PlanProposePublic)
