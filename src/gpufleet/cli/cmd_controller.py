@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import signal
 import threading
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Annotated
 
@@ -97,6 +98,15 @@ def register(app: typer.Typer) -> None:
         db: Annotated[str, typer.Option("--db", help="store URL: sync node/pod inventory into it")] = "",
         cluster: Annotated[str, typer.Option("--cluster", help="cluster id in the store (with --db)")] = "",
         sync_every_s: Annotated[float, typer.Option("--sync-every-s", min=1)] = 60.0,
+        meter_every_s: Annotated[
+            float,
+            typer.Option(
+                "--meter-every-s",
+                min=0,
+                help="meter each workload's GPUs into the store's hourly utilization records this often (needs "
+                "--db, --cluster and --prometheus for DCGM utilization; 0 = off)",
+            ),
+        ] = 0.0,
         run_for_s: Annotated[float, typer.Option("--run-for-s", help="stop after this long (0 = until signal)")] = 0,
         scale_every_s: Annotated[
             float,
@@ -149,6 +159,10 @@ def register(app: typer.Typer) -> None:
             raise ValidationError("--prometheus", "replica scaling (--scale-every-s) reads request rates from it")
         if bool(db) != bool(cluster):
             raise ValidationError("--db/--cluster", "give both to sync inventory into the store, or neither")
+        if meter_every_s > 0 and not db:
+            raise ValidationError("--db/--cluster", "usage metering (--meter-every-s) writes into the store's cluster")
+        if meter_every_s > 0 and not prometheus:
+            raise ValidationError("--prometheus", "usage metering (--meter-every-s) reads DCGM utilization from it")
         if db:
             from gpufleet.adapters.sql.engine import make_engine
             from gpufleet.adapters.sql.migrate import ensure_migrated
@@ -170,9 +184,9 @@ def register(app: typer.Typer) -> None:
             queue_query=_gauge_query(queue_query, DEFAULT_QUEUE_QUERY),
             running_query=_gauge_query(running_query, DEFAULT_RUNNING_QUERY),
             slo_miss_query=_gauge_query(slo_miss_query, ""), scale_history_s=scale_history_s,
-            react_every_s=react_every_s,
+            react_every_s=react_every_s, meter_every_s=meter_every_s,
         )  # fmt: skip
-        ctl = Controller(kube, cfg).start()
+        ctl = Controller(kube, cfg, usage_sink=_usage_sink(db) if meter_every_s > 0 else None).start()
         out = Console(stderr=True)
         out.print(f"gpufleet controller {ctl.identity}: scheduler {scheduler_name}, dry-run {dry_run}", highlight=False)
         for sig in (signal.SIGTERM, signal.SIGINT):
@@ -185,3 +199,16 @@ def register(app: typer.Typer) -> None:
         if dry_run:
             for a in ctl.act.audit:
                 typer.echo(f"would {a['action']} {a['target']} ({a['reason']}) {a.get('node', '')}".rstrip())
+
+
+def _usage_sink(db: str) -> Callable[[Sequence[dict[str, object]]], tuple[int, list[str]]]:
+    """The controller's usage records into the store through the ingest use case (its checks, its idempotent
+    upsert, its audit event), as the principal ``controller`` (an ML-platform admin)."""
+    from gpufleet.adapters.sql.engine import make_engine
+    from gpufleet.service.auth import Actor, Role
+    from gpufleet.service.clock import SystemClock
+    from gpufleet.service.ingest import IngestService
+
+    ingest = IngestService(make_engine(db), SystemClock())
+    actor = Actor("controller", Role.ML_PLATFORM_ADMIN, None)
+    return lambda records: ingest.ingest_leaving_out(actor, records)

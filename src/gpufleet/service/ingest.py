@@ -135,6 +135,29 @@ class IngestService:
                     "one team's workload cannot be billed to another",
                 )
 
+    def ingest_leaving_out(self, actor: Actor, records: Sequence[dict[str, Any]]) -> tuple[int, list[str]]:
+        """:meth:`ingest` in chunks of ``MAX_RECORDS``, for a machine source (the Kubernetes controller's usage
+        meter): a record the store refuses (e.g. a workload registered to another team) is left out, with the
+        reason, and the rest written. Returns (records written, refusals)."""
+        todo = list(records)
+        refused: list[str] = []
+        written = 0
+        while todo:
+            chunk = todo[:MAX_RECORDS]
+            try:
+                self.ingest(actor, chunk)
+            except ValidationError as exc:
+                m = re.match(r"records\[(\d+)\]", exc.field)
+                if m is None or int(m.group(1)) >= len(chunk):
+                    raise
+                bad = chunk[int(m.group(1))]
+                refused.append(f"{bad['source']}/{bad['workload_id']}@{bad['bucket_start_s']}: {exc}")
+                todo.remove(bad)
+                continue
+            written += len(chunk)
+            todo = todo[MAX_RECORDS:]
+        return written, refused
+
     def ingest(self, actor: Actor, records: Sequence[dict[str, Any]]) -> IngestResult:
         actor.require(*ADMINS)
         validate(records)

@@ -36,6 +36,7 @@ from gpufleet.adapters.kubernetes.fleetobjects import CHAIN
 from gpufleet.adapters.kubernetes.lease import LeaderElector
 from gpufleet.adapters.kubernetes.reclaim import apply_drain, apply_reclaim, apply_release
 from gpufleet.adapters.kubernetes.rest import Kube
+from gpufleet.adapters.kubernetes.usage import HourWritten, MeterLoop, UsageSink, store_pools
 from gpufleet.adapters.kubernetes.view import ClusterView
 from gpufleet.adapters.kubernetes.workloads import (
     DEFAULT_QUEUE_QUERY,
@@ -112,6 +113,10 @@ class ControllerConfig:
     store_url: str = ""  # with inventory_cluster: sync nodes and pods into the store every sync_every_s
     inventory_cluster: str = ""
     sync_every_s: float = 60.0
+    # usage metering (adapters/kubernetes/usage.py): every meter_every_s (0 = off) the GPUs each workload holds,
+    # written per hour into the store's utilization records through the usage sink, with DCGM utilization read
+    # from prometheus_url; needs store_url and inventory_cluster
+    meter_every_s: float = 0.0
     # replica scaling: every scale_every_s (0 = off) gpufleet's replica policy decides each opted-in Deployment
     # (annotations: adapters/kubernetes/labels.py) from its request rate read from Prometheus at prometheus_url
     scale_every_s: float = 0.0
@@ -154,7 +159,14 @@ class ControllerConfig:
 
 
 class Controller:
-    def __init__(self, kube: Kube, cfg: ControllerConfig, *, clock: Callable[[], float] = time.time) -> None:
+    def __init__(
+        self,
+        kube: Kube,
+        cfg: ControllerConfig,
+        *,
+        clock: Callable[[], float] = time.time,
+        usage_sink: UsageSink | None = None,
+    ) -> None:
         self.kube = kube
         self.cfg = cfg
         self.clock = clock
@@ -212,6 +224,9 @@ class Controller:
                 raise ValidationError("--prometheus", "replica scaling (--scale-every-s) reads request rates from it")
             self.scaler = ReplicaScaler(cfg.scale_every_s, BUILTIN_PRICE_CATALOG)
             self._prom = PrometheusTelemetry(cfg.prometheus_url)
+        self.metering: MeterLoop | None = None
+        if cfg.meter_every_s > 0:
+            self.metering = self._meter_loop(usage_sink)
 
     # -- lifecycle ---------------------------------------------------------------------------------------
     def start(self) -> Controller:
@@ -245,6 +260,7 @@ class Controller:
                     self._maybe_consolidate()
                     self.maybe_release()
                     self._maybe_sync()
+                    self.maybe_meter()
                     self.maybe_scale()
                     self.maybe_react()
                 self.view.changed.wait(self.cfg.tick_s)
@@ -333,6 +349,44 @@ class Controller:
             if any(o not in ("drained", "dry_run") for o in got.values()):
                 self._preempt_failed.append(d)
 
+    def _meter_loop(self, sink: UsageSink | None) -> MeterLoop:
+        cfg = self.cfg
+        if not cfg.store_url or not cfg.inventory_cluster:
+            raise ValidationError("--db/--cluster", "usage metering (--meter-every-s) writes into the store's cluster")
+        if not cfg.prometheus_url:
+            raise ValidationError("--prometheus", "usage metering (--meter-every-s) reads DCGM utilization from it")
+        if sink is None:
+            raise ValidationError("usage_sink", "usage metering needs a sink for its records")
+        prom = self._prom or PrometheusTelemetry(cfg.prometheus_url)
+        return MeterLoop(cfg.inventory_cluster, self._store_pools,
+                         prom.gpu_utilization, sink,
+                         every_s=cfg.meter_every_s)  # fmt: skip
+
+    def _store(self) -> Any:
+        if self._engine is None:
+            from gpufleet.adapters.sql.engine import make_engine
+
+            self._engine = make_engine(self.cfg.store_url)
+        return self._engine
+
+    def _store_pools(self) -> tuple[list[str], dict[tuple[str, str, str], str]]:
+        from sqlalchemy.orm import Session
+
+        with Session(self._store()) as s:
+            return store_pools(s)
+
+    def maybe_meter(self) -> list[HourWritten]:
+        """Usage metering on its cadence (adapters/kubernetes/usage.py), leader only; each hour written is one
+        audit record ``usage_metered``. A dry run meters nothing (it writes nothing)."""
+        if self.metering is None or self.cfg.dry_run:
+            return []
+        done = self.metering.step(self.clock(), self.view.observation)
+        for h in done:
+            self.act.record("usage_metered", self.cfg.inventory_cluster, "hour", "applied", hour=h.start_s,
+                            records=h.records, unmetered_gpu_h=round(h.unmetered_gpu_h, 3),
+                            undercovered=h.undercovered, refused=len(h.refused))  # fmt: skip
+        return done
+
     def _maybe_sync(self) -> None:
         """Inventory into the store (adapters/kubernetes/inventory.py) on its cadence, leader only."""
         if not self.cfg.store_url or not self.cfg.inventory_cluster or self.cfg.dry_run:
@@ -342,11 +396,8 @@ class Controller:
             return
         self._next_sync = now + self.cfg.sync_every_s
         from gpufleet.adapters.kubernetes.inventory import sync_inventory
-        from gpufleet.adapters.sql.engine import make_engine
 
-        if self._engine is None:
-            self._engine = make_engine(self.cfg.store_url)
-        r = sync_inventory(self._engine, self.cfg.inventory_cluster, self.view.observation(), now_s=int(now))
+        r = sync_inventory(self._store(), self.cfg.inventory_cluster, self.view.observation(), now_s=int(now))
         self.act.record("inventory_sync", self.cfg.inventory_cluster, "cadence", "applied",
                         nodes=r.nodes_written, deleted=r.nodes_deleted, pods=r.pods_allocated)  # fmt: skip
         self.syncs += 1

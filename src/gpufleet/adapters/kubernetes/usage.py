@@ -1,0 +1,300 @@
+"""GPU usage metered from the cluster into the store's utilization records (what the planning pass reads).
+
+The controller observes its cluster every few seconds. :class:`UsageMeter` integrates, between two observations,
+the GPUs each pod holds, per hour bucket and per :class:`UsageKey` (workload, team, SKU, pool). An hour is
+*closed* once the clock has passed its end; :func:`usage_records` turns it into ingest records
+(``POST /v1/utilization:ingest``'s shape; the controller hands them to its usage sink, which the CLI makes
+:meth:`gpufleet.service.ingest.IngestService.ingest_leaving_out`):
+
+* ``gpus_allocated``: the key's GPU-seconds over the seconds of the hour the meter observed (a controller that
+  started, or led, for part of the hour measures that part; an hour observed less than half is not written);
+* ``gpu_util``: the mean DCGM utilization of the key's pods over the hour, weighted by their GPU-seconds
+  (dcgm-exporter with pod attribution, read from Prometheus). A key none of whose pods has a DCGM sample is not
+  written (reported as unmetered): the records require a measured utilization and none is made up;
+* ``pool_id``: the store's pool of the node's region, SKU and tier (``karpenter.sh/capacity-type``: on-demand,
+  spot, reserved), so the planning pass plans the use where it ran (docs/service.md, "Several regions"); none
+  when the node's region, product or capacity type is unknown, or no such pool is stored;
+* ``source``: ``k8s:<cluster>:<region>:<sku>:<tier>`` (``k8s:<cluster>:<sku>`` without a pool): one record per
+  workload, pool and hour; re-writing an hour replaces it (the ingest key is source, bucket, workload).
+
+A gap between two observations longer than ``max_gap_s`` (the controller was down, or another replica led) is not
+integrated: what the pods held then is unknown, not assumed.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from gpufleet.adapters.sql.models import PoolRow, SkuRow
+from gpufleet.control.observation import Observation
+from gpufleet.cost.telemetry import TelemetryBatch
+from gpufleet.domain.catalog import sku_for
+
+TIERS = {"on-demand": "on_demand", "spot": "spot", "reserved": "reserved"}
+_ID = re.compile(r"[A-Za-z0-9_.:-]{1,64}")
+
+
+def safe_id(raw: str) -> str:
+    """``raw`` as a store id (1..64 of letters, digits and ``_ . : -``): other characters become ``-``, and a
+    longer one keeps its first 55 characters and a hash of the whole."""
+    s = re.sub(r"[^A-Za-z0-9_.:-]", "-", raw) or "-"
+    if _ID.fullmatch(s):
+        return s
+    return f"{s[:55]}.{hashlib.sha256(raw.encode()).hexdigest()[:8]}"
+
+
+@dataclass(frozen=True, slots=True)
+class UsageKey:
+    workload_id: str
+    team_id: str
+    sku_id: str
+    pool_id: str | None
+    source: str
+
+
+@dataclass(frozen=True, slots=True)
+class Holdings:
+    """What the pods hold at one observation: ``(namespace, pod) -> (key, GPUs)``, and the GPU pods not metered
+    with the reason (``unknown_sku``: the node's product maps to no SKU)."""
+
+    pods: dict[tuple[str, str], tuple[UsageKey, float]]
+    skipped: tuple[tuple[str, str], ...] = ()
+
+
+def holdings(
+    obs: Observation,
+    cluster: str,
+    sku_ids: Sequence[str],
+    pools: Mapping[tuple[str, str, str], str],
+    sku_map: Mapping[str, str] | None = None,
+) -> Holdings:
+    """The GPUs each active pod bound to a GPU node holds (a share: its fraction of one GPU), keyed by its workload
+    (the pod's owner, else the pod), team (label ``gpufleet.io/team``, default the namespace), SKU and pool
+    (``pools``: ``(region, sku, tier) -> pool id`` of the store)."""
+    nodes = {n.name: n for n in obs.nodes}
+    out: dict[tuple[str, str], tuple[UsageKey, float]] = {}
+    skipped: list[tuple[str, str]] = []
+    for p in obs.pods:
+        node = nodes.get(p.node)
+        if not p.active or node is None or p.request.num_gpu <= 0:
+            continue
+        sku = sku_for(node.sku, sku_ids, sku_map or {})
+        if sku is None:
+            skipped.append((p.key, "unknown_sku"))
+            continue
+        tier = TIERS.get(node.capacity_type, "")
+        pool = pools.get((node.region, sku, tier)) if node.region and tier else None
+        source = f"k8s:{cluster}:{node.region}:{sku}:{tier}" if pool else f"k8s:{cluster}:{sku}"
+        key = UsageKey(
+            safe_id(f"{p.namespace}:{p.owner_name or p.name}"), safe_id(p.team or p.namespace), sku, pool,
+            safe_id(source),
+        )  # fmt: skip
+        out[(p.namespace, p.name)] = (key, p.request.num_gpu * p.request.gpu_milli / 1000)
+    return Holdings(out, tuple(skipped))
+
+
+@dataclass(slots=True)
+class ClosedHour:
+    """One hour the meter has finished: the seconds of it observed, and the GPU-seconds each pod held, by key."""
+
+    start_s: int
+    covered_s: float
+    pod_gpu_s: dict[tuple[str, str], tuple[UsageKey, float]]
+
+
+@dataclass(slots=True)
+class UsageMeter:
+    """Integrates the observed holdings per hour bucket (module docstring)."""
+
+    bucket_s: int = 3600
+    max_gap_s: float = 300.0
+    _at_s: float | None = None
+    _held: dict[tuple[str, str], tuple[UsageKey, float]] = field(default_factory=dict)
+    _open: dict[int, ClosedHour] = field(default_factory=dict)
+
+    def observe(self, at_s: float, held: Mapping[tuple[str, str], tuple[UsageKey, float]]) -> None:
+        """The holdings seen at ``at_s``: what was held since the last observation is integrated up to ``at_s``
+        (unless the gap exceeds ``max_gap_s``, or the clock went back), then ``held`` is what is held from now."""
+        if self._at_s is not None and 0 < at_s - self._at_s <= self.max_gap_s:
+            self._integrate(self._at_s, at_s)
+        if self._at_s is None or at_s > self._at_s:
+            self._at_s = at_s
+            self._held = dict(held)
+
+    def _integrate(self, t0: float, t1: float) -> None:
+        t = t0
+        while t < t1:
+            start = int(t // self.bucket_s * self.bucket_s)
+            end = min(t1, start + self.bucket_s)
+            hour = self._open.setdefault(start, ClosedHour(start, 0.0, {}))
+            dt = end - t
+            hour.covered_s += dt
+            for pod, (key, gpus) in self._held.items():
+                k, got = hour.pod_gpu_s.get(pod, (key, 0.0))
+                hour.pod_gpu_s[pod] = (k, got + gpus * dt)
+            t = end
+
+    def closed(self, before_s: float) -> list[ClosedHour]:
+        """The hours ending at or before ``before_s``, oldest first; the meter forgets them."""
+        done = sorted(s for s in self._open if s + self.bucket_s <= before_s)
+        return [self._open.pop(s) for s in done]
+
+    def waiting(self) -> list[int]:
+        """The starts of the hours not yet taken by :meth:`closed` (the one being observed included), oldest first."""
+        return sorted(self._open)
+
+    def drop(self, start_s: int) -> None:
+        """Forget an hour (it will not be written)."""
+        self._open.pop(start_s, None)
+
+    def reopen(self, hours: Iterable[ClosedHour]) -> None:
+        """Hours taken by :meth:`closed` that could not be written (e.g. Prometheus did not answer): kept to try
+        again."""
+        for h in hours:
+            self._open.setdefault(h.start_s, h)
+
+
+@dataclass(frozen=True, slots=True)
+class MeteredHour:
+    """The records of one closed hour, and what was not written: ``unmetered_gpu_h`` (keys without a DCGM sample);
+    ``undercovered``: the whole hour was observed less than half."""
+
+    records: list[dict[str, object]]
+    unmetered_gpu_h: float
+    undercovered: bool
+
+
+def usage_records(hour: ClosedHour, pod_util: Mapping[tuple[str, str], float], bucket_s: int) -> MeteredHour:
+    """The ingest records of a closed hour (module docstring): per key, GPUs over the observed seconds and the
+    GPU-seconds-weighted mean utilization of its pods with a DCGM reading (``pod_util``, 0..1)."""
+    if hour.covered_s < bucket_s / 2:
+        gpu_h = sum(g for _, g in hour.pod_gpu_s.values()) / 3600
+        return MeteredHour([], gpu_h, True)
+    gpu_s: dict[UsageKey, float] = {}
+    util_w: dict[UsageKey, tuple[float, float]] = {}  # (sum of util x GPU-s, GPU-s with a reading)
+    for pod, (key, g) in hour.pod_gpu_s.items():
+        gpu_s[key] = gpu_s.get(key, 0.0) + g
+        if pod in pod_util and g > 0:
+            w, n = util_w.get(key, (0.0, 0.0))
+            util_w[key] = (w + min(max(pod_util[pod], 0.0), 1.0) * g, n + g)
+    records: list[dict[str, object]] = []
+    unmetered = 0.0
+    for key in sorted(gpu_s, key=lambda k: (k.source, k.workload_id)):
+        if key not in util_w or gpu_s[key] <= 0:
+            unmetered += gpu_s[key] / 3600
+            continue
+        w, n = util_w[key]
+        records.append(
+            {"source": key.source, "bucket_start_s": hour.start_s, "bucket_s": bucket_s,
+             "workload_id": key.workload_id, "team_id": key.team_id, "sku_id": key.sku_id, "pool_id": key.pool_id,
+             "gpus_allocated": round(gpu_s[key] / hour.covered_s, 6), "gpu_util": round(w / n, 6)}
+        )  # fmt: skip
+    return MeteredHour(records, unmetered, False)
+
+
+def pod_utilization(batch: TelemetryBatch) -> dict[tuple[str, str], float]:
+    """The mean utilization (0..1) of each pod's GPU samples in a DCGM batch (every device and step of the pod)."""
+    if len(batch) == 0:
+        return {}
+    ok = ~np.isnan(batch.util)
+    pods = [(k.namespace, k.pod) for k in batch.series]
+    names = sorted(set(pods))
+    index = {p: i for i, p in enumerate(names)}
+    of_series = np.array([index[p] for p in pods], dtype=np.int64)
+    which = of_series[batch.series_idx[ok]]
+    total = np.bincount(which, weights=batch.util[ok], minlength=len(names))
+    count = np.bincount(which, minlength=len(names))
+    return {p: float(total[i] / count[i]) for i, p in enumerate(names) if count[i] > 0}
+
+
+def store_pools(session: Session) -> tuple[list[str], dict[tuple[str, str, str], str]]:
+    """The store's SKU ids, and its pools as ``(region, sku, tier) -> pool id`` (the first by id where several)."""
+    sku_ids = list(session.scalars(select(SkuRow.id)).all())
+    pools: dict[tuple[str, str, str], str] = {}
+    for pid, region, sku, tier in session.execute(
+        select(PoolRow.id, PoolRow.region_id, PoolRow.sku_id, PoolRow.tier).order_by(PoolRow.id)
+    ).all():
+        pools.setdefault((region, sku, tier), pid)
+    return sku_ids, pools
+
+
+# the usage sink: ingest records, return (written, refusals); the CLI gives IngestService.ingest_leaving_out
+UsageSink = Callable[[Sequence[dict[str, object]]], tuple[int, list[str]]]
+
+
+@dataclass(frozen=True, slots=True)
+class HourWritten:
+    start_s: int
+    records: int
+    unmetered_gpu_h: float
+    undercovered: bool
+    refused: tuple[str, ...]
+
+
+class MeterLoop:
+    """The controller's usage metering on its cadence (leader only): observe every ``every_s``, and write each
+    hour once ``util_delay_s`` have passed its end (the last DCGM scrapes are in). When Prometheus or the store does
+    not answer, the hour is kept and tried again; more than ``keep_hours`` waiting drops the oldest (reported)."""
+
+    def __init__(
+        self,
+        cluster: str,
+        pools: Callable[[], tuple[list[str], dict[tuple[str, str, str], str]]],
+        utilization: Callable[[int, int, int], TelemetryBatch],
+        sink: UsageSink,
+        *,
+        every_s: float = 30.0,
+        bucket_s: int = 3600,
+        util_delay_s: float = 120.0,
+        step_s: int = 60,
+        keep_hours: int = 48,
+        sku_map: Mapping[str, str] | None = None,
+    ) -> None:
+        self.cluster = cluster
+        self._pools = pools
+        self._utilization = utilization
+        self._sink = sink
+        self.every_s = every_s
+        self.util_delay_s = util_delay_s
+        self.step_s = step_s
+        self.keep_hours = keep_hours
+        self._sku_map = dict(sku_map or {})
+        self.meter = UsageMeter(bucket_s=bucket_s, max_gap_s=max(300.0, 3 * every_s))
+        self._next_s = 0.0
+        self.written: list[HourWritten] = []
+        self.failures: list[str] = []
+        self.dropped_hours: list[int] = []
+
+    def step(self, now_s: float, observe: Callable[[], Observation]) -> list[HourWritten]:
+        """Observe (on the cadence) and write the hours that are due; returns the hours written now."""
+        if now_s < self._next_s:
+            return []
+        self._next_s = now_s + self.every_s
+        sku_ids, pools = self._pools()
+        self.meter.observe(now_s, holdings(observe(), self.cluster, sku_ids, pools, self._sku_map).pods)
+        hours = self.meter.closed(now_s - self.util_delay_s)
+        done: list[HourWritten] = []
+        for i, hour in enumerate(hours):
+            b = self.meter.bucket_s
+            try:
+                util = pod_utilization(self._utilization(hour.start_s, hour.start_s + b - self.step_s, self.step_s))
+                m = usage_records(hour, util, b)
+                written, refused = self._sink(m.records) if m.records else (0, [])
+            except Exception as exc:  # Prometheus or the store did not answer: keep the hours, try again
+                self.failures.append(f"{hour.start_s}: {exc}")
+                self.meter.reopen(hours[i:])
+                break
+            done.append(HourWritten(hour.start_s, written, m.unmetered_gpu_h, m.undercovered, tuple(refused)))
+        waiting = self.meter.waiting()
+        for oldest in waiting[: max(0, len(waiting) - self.keep_hours - 1)]:  # the open hour and keep_hours waiting
+            self.meter.drop(oldest)
+            self.dropped_hours.append(oldest)
+        self.written.extend(done)
+        return done
