@@ -150,3 +150,29 @@ def test_the_loop_keeps_an_hour_it_could_not_write_and_tries_again() -> None:
     assert done.start_s == T0 and done.records == 1
     (rec,) = written[0]
     assert rec["gpus_allocated"] == 8.0 and rec["gpu_util"] == 0.75 and rec["bucket_start_s"] == T0
+
+
+def test_a_store_that_does_not_answer_costs_readings_not_the_controller() -> None:
+    """The pools are read again every ten minutes; when the store does not answer the last read serves, and before
+    any read the reading is skipped (nothing raises into the controller's loop)."""
+    obs = Observation(T0, (_node("e", "us-east-1", "on-demand"),), (_pod("t-0", "e", 8),))
+    pools = {("us-east-1", "h100_80gb", "on_demand"): "aws/us-east-1/h100_80gb/on_demand"}
+    up = [False]
+
+    def read() -> tuple[list[str], dict[tuple[str, str, str], str]]:
+        if not up[0]:
+            raise OSError("store down")
+        return ["h100_80gb"], pools
+
+    loop = MeterLoop("prod", read, lambda *a: TelemetryBatch((), np.zeros(0, np.int32), np.zeros(0, np.int64),
+                                                             np.zeros(0)), lambda r: (0, []), every_s=60)  # fmt: skip
+    assert loop.step(T0, lambda: obs) == [] and loop.meter.waiting() == [] and len(loop.failures) == 1
+    up[0] = True
+    loop.step(T0 + 60, lambda: obs)
+    up[0] = False
+    for k in range(2, 30):  # the store goes down again: the pools read at T0 + 60 serve
+        loop.step(T0 + 60 * k, lambda: obs)
+    (hour,) = loop.meter.closed(T0 + H)
+    assert hour.covered_s == 60 * 28 and hour.pod_gpu_s[("ns", "t-0")][1] == 8 * 60 * 28
+    # one failed read at T0; from T0 + 660 (ten minutes after the read) one at every reading, 19 of them
+    assert len(loop.failures) == 20

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import hashlib
 import re
+from collections import deque
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
@@ -38,6 +39,7 @@ from gpufleet.cost.telemetry import TelemetryBatch
 from gpufleet.domain.catalog import sku_for
 
 TIERS = {"on-demand": "on_demand", "spot": "spot", "reserved": "reserved"}
+POOLS_EVERY_S = 600.0  # how often the meter reads the store's pools again
 _ID = re.compile(r"[A-Za-z0-9_.:-]{1,64}")
 
 
@@ -268,16 +270,32 @@ class MeterLoop:
         self._sku_map = dict(sku_map or {})
         self.meter = UsageMeter(bucket_s=bucket_s, max_gap_s=max(300.0, 3 * every_s))
         self._next_s = 0.0
+        self._pools_read: tuple[list[str], dict[tuple[str, str, str], str]] | None = None
+        self._pools_at_s = 0.0
         self.written: list[HourWritten] = []
-        self.failures: list[str] = []
+        self.failures: deque[str] = deque(maxlen=100)  # the last failures (Prometheus, the store)
         self.dropped_hours: list[int] = []
+
+    def _store_pools(self, now_s: float) -> tuple[list[str], dict[tuple[str, str, str], str]] | None:
+        """The store's SKUs and pools, read again every ``POOLS_EVERY_S``; when the store does not answer, the last
+        read (None before the first), and the read is tried again at the next reading."""
+        if self._pools_read is None or now_s >= self._pools_at_s + POOLS_EVERY_S:
+            try:
+                self._pools_read = self._pools()
+                self._pools_at_s = now_s
+            except Exception as exc:  # the store did not answer: the last read serves
+                self.failures.append(f"pools at {now_s:.0f}: {exc}")
+        return self._pools_read
 
     def step(self, now_s: float, observe: Callable[[], Observation]) -> list[HourWritten]:
         """Observe (on the cadence) and write the hours that are due; returns the hours written now."""
         if now_s < self._next_s:
             return []
         self._next_s = now_s + self.every_s
-        sku_ids, pools = self._pools()
+        store = self._store_pools(now_s)
+        if store is None:  # never read yet and the store does not answer: no reading this time
+            return []
+        sku_ids, pools = store
         self.meter.observe(now_s, holdings(observe(), self.cluster, sku_ids, pools, self._sku_map).pods)
         hours = self.meter.closed(now_s - self.util_delay_s)
         done: list[HourWritten] = []
