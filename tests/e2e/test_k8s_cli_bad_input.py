@@ -19,6 +19,8 @@ from gpufleet.adapters.kubernetes.controller import ControllerConfig, loop_repli
 from gpufleet.adapters.kubernetes.export import to_json
 from gpufleet.adapters.kubernetes.rest import Kube, KubeConfig
 from gpufleet.adapters.kubernetes.workloads import DEFAULT_QUEUE_QUERY, DEFAULT_RUNNING_QUERY
+from gpufleet.adapters.sql import migrate
+from gpufleet.adapters.sql.engine import make_engine
 from gpufleet.cli import cmd_controller
 from gpufleet.cli.main import app
 from gpufleet.control import binding
@@ -62,6 +64,35 @@ def test_controller_rejects_a_zero_preemption_budget(tmp_path: Path) -> None:
     assert r.returncode == 2 and "--max-preemptions-per-tick" in r.stderr and "Traceback" not in r.stderr
 
 
+def test_controller_usage_metering_needs_the_store_and_prometheus(tmp_path: Path) -> None:
+    k = str(tmp_path / "k")
+    r = _run("controller", "--kubeconfig", k, "--meter-every-s", "30", "--prometheus", "http://127.0.0.1:1")
+    assert r.returncode == 2 and "--db/--cluster" in r.stderr and "Traceback" not in r.stderr
+    db = f"sqlite:///{tmp_path / 'x.db'}"
+    r = _run("controller", "--kubeconfig", k, "--meter-every-s", "30", "--db", db, "--cluster", "c")
+    assert r.returncode == 2 and "--prometheus" in r.stderr and "DCGM" in r.stderr and "Traceback" not in r.stderr
+    r = _run("controller", "--kubeconfig", k, "--meter-every-s", "-1")
+    assert r.returncode == 2 and "--meter-every-s" in r.stderr and "Traceback" not in r.stderr
+
+
+def test_controller_usage_metering_reaches_the_config_with_a_sink(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.setattr(cmd_controller, "connect", lambda *a, **k: Kube(KubeConfig(server="http://127.0.0.1:1")))
+    monkeypatch.setattr(controller_mod, "Controller", _Ctl)
+    monkeypatch.setattr(signal, "signal", lambda *a: None)
+    _Ctl.configs.clear()
+    _Ctl.sinks.clear()
+    db = f"sqlite:///{tmp_path / 'x.db'}"
+    migrate.upgrade(make_engine(db))
+    flags = ["--db", db, "--cluster", "c", "--prometheus", "http://127.0.0.1:1", "--meter-every-s", "30"]
+    r = CliRunner().invoke(app, ["controller", "--in-cluster", *flags])
+    assert r.exit_code == 0, r.output
+    assert [c.meter_every_s for c in _Ctl.configs] == [30.0] and callable(_Ctl.sinks[0])
+    r = CliRunner().invoke(app, ["controller", "--in-cluster", "--dry-run"])
+    assert r.exit_code == 0 and _Ctl.configs[-1].meter_every_s == 0 and _Ctl.sinks[-1] is None
+
+
 def test_controller_replica_spread_flag_takes_no_value(tmp_path: Path) -> None:
     r = _run("controller", "--kubeconfig", str(tmp_path / "k"), "--no-replica-spread=yes")
     assert r.returncode == 2 and "does not take a value" in r.stderr and "Traceback" not in r.stderr
@@ -75,9 +106,11 @@ class _Ctl:
     """Stands in for the Controller: records its config, runs no loop."""
 
     configs: ClassVar[list[ControllerConfig]] = []
+    sinks: ClassVar[list[object]] = []
 
-    def __init__(self, kube: Kube, cfg: ControllerConfig) -> None:
+    def __init__(self, kube: Kube, cfg: ControllerConfig, *, usage_sink: object = None) -> None:
         self.configs.append(cfg)
+        self.sinks.append(usage_sink)
         self.identity = "test"
         self.act = type("Act", (), {"audit": []})()
 
