@@ -91,6 +91,20 @@ def test_controller_usage_metering_reaches_the_config_with_a_sink(
     assert [c.meter_every_s for c in _Ctl.configs] == [30.0] and callable(_Ctl.sinks[0])
     r = CliRunner().invoke(app, ["controller", "--in-cluster", "--dry-run"])
     assert r.exit_code == 0 and _Ctl.configs[-1].meter_every_s == 0 and _Ctl.sinks[-1] is None
+    # a GPU product the name tokens do not map: --sku names its SKU for the sync and the meter alike
+    r = CliRunner().invoke(app, ["controller", "--in-cluster", *flags, "--sku", "NVIDIA-H200=h200_141gb"])
+    assert r.exit_code == 0, r.output
+    assert _Ctl.configs[-1].sku_map == (("NVIDIA-H200", "h200_141gb"),)
+
+
+def test_controller_sku_options_are_checked_against_the_store(tmp_path: Path) -> None:
+    db = f"sqlite:///{tmp_path / 'x.db'}"
+    migrate.upgrade(make_engine(db))
+    k = str(tmp_path / "k")
+    r = _run("controller", "--kubeconfig", k, "--db", db, "--cluster", "c", "--sku", "NVIDIA-H200=h201_nope")
+    assert r.returncode == 2 and "--sku" in r.stderr and "h201_nope" in r.stderr and "Traceback" not in r.stderr
+    r = _run("controller", "--kubeconfig", k, "--sku", "nonsense")
+    assert r.returncode == 2 and "PRODUCT=SKU_ID" in r.stderr and "Traceback" not in r.stderr
 
 
 def test_controller_replica_spread_flag_takes_no_value(tmp_path: Path) -> None:

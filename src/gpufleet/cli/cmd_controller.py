@@ -6,7 +6,7 @@ import signal
 import threading
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 from rich.console import Console
@@ -98,6 +98,14 @@ def register(app: typer.Typer) -> None:
         db: Annotated[str, typer.Option("--db", help="store URL: sync node/pod inventory into it")] = "",
         cluster: Annotated[str, typer.Option("--cluster", help="cluster id in the store (with --db)")] = "",
         sync_every_s: Annotated[float, typer.Option("--sync-every-s", min=1)] = 60.0,
+        sku: Annotated[
+            list[str] | None,
+            typer.Option(
+                "--sku",
+                help="PRODUCT=SKU_ID (repeatable): a GPU product's catalog SKU, for the inventory sync and "
+                "the usage metering (default: by name tokens)",
+            ),
+        ] = None,
         meter_every_s: Annotated[
             float,
             typer.Option(
@@ -163,11 +171,14 @@ def register(app: typer.Typer) -> None:
             raise ValidationError("--db/--cluster", "usage metering (--meter-every-s) writes into the store's cluster")
         if meter_every_s > 0 and not prometheus:
             raise ValidationError("--prometheus", "usage metering (--meter-every-s) reads DCGM utilization from it")
+        pairs = sku_pairs(sku)
         if db:
             from gpufleet.adapters.sql.engine import make_engine
             from gpufleet.adapters.sql.migrate import ensure_migrated
 
-            ensure_migrated(make_engine(db), safe_url=db.split("@")[-1])
+            engine = make_engine(db)
+            ensure_migrated(engine, safe_url=db.split("@")[-1])
+            _check_skus(engine, pairs)
         kube = connect(kubeconfig, in_cluster, pool_size=bind_workers + 8)
         assert isinstance(kube, Kube)
         cfg = ControllerConfig(
@@ -184,7 +195,7 @@ def register(app: typer.Typer) -> None:
             queue_query=_gauge_query(queue_query, DEFAULT_QUEUE_QUERY),
             running_query=_gauge_query(running_query, DEFAULT_RUNNING_QUERY),
             slo_miss_query=_gauge_query(slo_miss_query, ""), scale_history_s=scale_history_s,
-            react_every_s=react_every_s, meter_every_s=meter_every_s,
+            react_every_s=react_every_s, meter_every_s=meter_every_s, sku_map=tuple(sorted(pairs.items())),
         )  # fmt: skip
         ctl = Controller(kube, cfg, usage_sink=_usage_sink(db) if meter_every_s > 0 else None).start()
         out = Console(stderr=True)
@@ -212,3 +223,29 @@ def _usage_sink(db: str) -> Callable[[Sequence[dict[str, object]]], tuple[int, l
     ingest = IngestService(make_engine(db), SystemClock())
     actor = Actor("controller", Role.ML_PLATFORM_ADMIN, None)
     return lambda records: ingest.ingest_leaving_out(actor, records)
+
+
+def sku_pairs(items: Sequence[str] | None) -> dict[str, str]:
+    """``--sku PRODUCT=SKU_ID`` options as a map (a malformed one is a ValidationError naming ``--sku``)."""
+    pairs: dict[str, str] = {}
+    for item in items or []:
+        product, eq, sku_id = item.partition("=")
+        if not eq or not product or not sku_id:
+            raise ValidationError("--sku", f"{item!r}: expected PRODUCT=SKU_ID")
+        pairs[product] = sku_id
+    return pairs
+
+
+def _check_skus(engine: Any, pairs: dict[str, str]) -> None:
+    """Every mapped SKU id is in the store's catalog (else a ValidationError naming ``--sku``)."""
+    if not pairs:
+        return
+    from sqlalchemy import select
+
+    from gpufleet.adapters.sql.models import SkuRow
+
+    with engine.connect() as c:
+        known = set(c.execute(select(SkuRow.id)).scalars())
+    for product, sku_id in pairs.items():
+        if sku_id not in known:
+            raise ValidationError("--sku", f"{product}={sku_id}: no SKU {sku_id!r} in the catalog")

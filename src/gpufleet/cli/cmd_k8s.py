@@ -56,15 +56,9 @@ def register(app: typer.Typer) -> None:
         from gpufleet.adapters.kubernetes.view import ClusterView
         from gpufleet.adapters.sql.engine import make_engine
         from gpufleet.adapters.sql.migrate import ensure_migrated
-        from gpufleet.cli.cmd_controller import connect
-        from gpufleet.domain.errors import ValidationError
+        from gpufleet.cli.cmd_controller import connect, sku_pairs
 
-        pairs = {}
-        for item in sku or []:
-            product, eq, sku_id = item.partition("=")
-            if not eq or not product or not sku_id:
-                raise ValidationError("--sku", f"{item!r}: expected PRODUCT=SKU_ID")
-            pairs[product] = sku_id
+        pairs = sku_pairs(sku)
         engine = make_engine(db)
         ensure_migrated(engine, safe_url=db.split("@")[-1])
         kube = connect(kubeconfig, in_cluster)

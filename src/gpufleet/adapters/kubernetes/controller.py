@@ -117,6 +117,7 @@ class ControllerConfig:
     # written per hour into the store's utilization records through the usage sink, with DCGM utilization read
     # from prometheus_url; needs store_url and inventory_cluster
     meter_every_s: float = 0.0
+    sku_map: tuple[tuple[str, str], ...] = ()  # (GPU product, catalog SKU id): the sync's and the meter's mapping
     # replica scaling: every scale_every_s (0 = off) gpufleet's replica policy decides each opted-in Deployment
     # (annotations: adapters/kubernetes/labels.py) from its request rate read from Prometheus at prometheus_url
     scale_every_s: float = 0.0
@@ -360,7 +361,7 @@ class Controller:
         prom = self._prom or PrometheusTelemetry(cfg.prometheus_url)
         return MeterLoop(cfg.inventory_cluster, self._store_pools,
                          prom.gpu_utilization, sink,
-                         every_s=cfg.meter_every_s)  # fmt: skip
+                         every_s=cfg.meter_every_s, sku_map=dict(cfg.sku_map))  # fmt: skip
 
     def _store(self) -> Any:
         if self._engine is None:
@@ -397,7 +398,8 @@ class Controller:
         self._next_sync = now + self.cfg.sync_every_s
         from gpufleet.adapters.kubernetes.inventory import sync_inventory
 
-        r = sync_inventory(self._store(), self.cfg.inventory_cluster, self.view.observation(), now_s=int(now))
+        r = sync_inventory(self._store(), self.cfg.inventory_cluster, self.view.observation(),
+                           sku_map=dict(self.cfg.sku_map), now_s=int(now))  # fmt: skip
         self.act.record("inventory_sync", self.cfg.inventory_cluster, "cadence", "applied",
                         nodes=r.nodes_written, deleted=r.nodes_deleted, pods=r.pods_allocated)  # fmt: skip
         self.syncs += 1
