@@ -17,14 +17,17 @@ from gpufleet.adapters.kubernetes.fakekubelet import FakeKubelet, FakeNode
 from gpufleet.adapters.kubernetes.rest import Kube
 from gpufleet.adapters.sql import migrate
 from gpufleet.adapters.sql.engine import make_engine
-from gpufleet.adapters.sql.models import PoolRow, UtilizationRow
+from gpufleet.adapters.sql.models import PoolRow, TeamRow, TenantRow, UtilizationRow, WorkloadRow
+from gpufleet.control.loop import ControlLoop
 from gpufleet.control.proposing import PlanRegion
 from gpufleet.domain.errors import ValidationError
 from gpufleet.schedule.table import PodRequest
 from gpufleet.service.auth import Actor, Role
+from gpufleet.service.capacity import CapacityService
 from gpufleet.service.clock import FixedClock
 from gpufleet.service.ingest import IngestService
 from gpufleet.service.plan_regions import read_plan_map
+from gpufleet.service.procurement import ProcurementService
 from tests.integration import promserver
 from tests.integration.k8s.helpers import create_pod, pod_body, wait_for
 
@@ -70,12 +73,25 @@ def test_the_controller_meters_each_workloads_gpus_per_hour_into_the_store(
         FakeNode(f"{p}-spot", zone="us-west-2b", capacity_type="spot"),  # no spot pool stored: no pool
     ])  # fmt: skip
     placed = {"train-e": (f"{p}-east", 4, 60.0), "serve-w": (f"{p}-west", 2, 30.0), "spot-w": (f"{p}-spot", 1, 90.0),
-              "dark-e": (f"{p}-east", 2, -1.0)}  # dark-e: no DCGM series  # fmt: skip
+              "dark-e": (f"{p}-east", 2, -1.0), "theirs-e": (f"{p}-east", 1, 50.0)}  # fmt: skip
+    # serve-w is the service's registered serving workload wl-serve (team ml); theirs-e names wl-other, registered
+    # to another team: the store refuses that record (one team's workload is not billed to another), the rest land
+    ids = {"serve-w": "wl-serve", "theirs-e": "wl-other"}
     for name, (node, gpus, _) in placed.items():
-        body = pod_body(name, PodRequest("x", 1000, 1024, gpus, 1000), "none", labels={"gpufleet.io/team": "ml"})
+        ann = {"gpufleet.io/workload-id": ids[name]} if name in ids else {}
+        body = pod_body(name, PodRequest("x", 1000, 1024, gpus, 1000), "none", labels={"gpufleet.io/team": "ml"},
+                        annotations=ann)  # fmt: skip
         body["spec"]["nodeName"] = node
         create_pod(kube, ns, body)
     engine = make_engine(store)
+    with Session(engine) as s, s.begin():
+        for team in ("ml", "other"):
+            s.add(TeamRow(id=team, name=team))
+            s.add(TenantRow(id=f"{team}-t", name=team, team_id=team))
+        for wid, team in (("wl-serve", "ml"), ("wl-other", "other")):
+            s.add(WorkloadRow(id=wid, name=wid, image="x", kind="serving", cpu=1.0, mem_gb=1.0, gpus=1, gpu_sku=SKU,
+                              min_replicas=1, max_replicas=4, scale_metric="rps", team_id=team,
+                              tenant_id=f"{team}-t", priority="normal", created_at_s=T0))  # fmt: skip
     ingest = IngestService(engine, FixedClock(T0 + 2 * H))
     calls: list[int] = []
 
@@ -90,7 +106,7 @@ def test_the_controller_meters_each_workloads_gpus_per_hour_into_the_store(
                                inventory_cluster="k3", prometheus_url=url, meter_every_s=60)  # fmt: skip
         ctl = Controller(kube, cfg, clock=lambda: clock[0], usage_sink=sink).start()
         try:
-            assert wait_for(lambda: len([q for q in ctl.view.observation().pods if q.namespace == ns]) == 4, 20)
+            assert wait_for(lambda: len([q for q in ctl.view.observation().pods if q.namespace == ns]) == 5, 20)
             for k in range(H // 60 + 3):  # a reading a minute for the hour, then two more minutes: the hour is due
                 clock[0] = T0 + 60 * k
                 ctl.maybe_meter()
@@ -99,11 +115,13 @@ def test_the_controller_meters_each_workloads_gpus_per_hour_into_the_store(
     assert calls and ctl.metering is not None and not ctl.metering.failures
     (hour,) = ctl.metering.written
     assert hour.start_s == T0 and hour.unmetered_gpu_h == pytest.approx(2.0, abs=0.1)  # dark-e: 2 GPUs, no DCGM
+    (refused,) = hour.refused
+    assert "wl-other" in refused and "belongs to team 'other'" in refused
     with Session(engine) as s:
         rows = {r.workload_id: r for r in s.scalars(select(UtilizationRow).where(UtilizationRow.bucket_start_s == T0))}
     mine = {w.split(":", 1)[1]: r for w, r in rows.items() if w.startswith(f"{ns}:")}
-    assert set(mine) == {"train-e", "serve-w", "spot-w"}
-    e, w, sp = mine["train-e"], mine["serve-w"], mine["spot-w"]
+    assert set(mine) == {"train-e", "spot-w"} and "wl-other" not in rows
+    e, w, sp = mine["train-e"], rows["wl-serve"], mine["spot-w"]
     assert (e.pool_id, e.gpus_allocated, e.gpu_util, e.bucket_s) == (f"aws/us-east-1/{SKU}/on_demand", 4.0, 0.6, H)
     assert (w.pool_id, w.gpus_allocated, w.gpu_util) == (f"aws/us-west-2/{SKU}/on_demand", 2.0, 0.3)
     assert (sp.pool_id, sp.source, sp.gpus_allocated) == (None, f"k8s:k3:{SKU}", 1.0)
@@ -115,6 +133,12 @@ def test_the_controller_meters_each_workloads_gpus_per_hour_into_the_store(
         PlanRegion("us-east-1", "most_used_region", excluded=("us-west-2",)),
         PlanRegion("us-west-2", "used_region", own_only=True),
     )
+    # and the west's context carries the registered serving workload's GPUs for the stock-out cover
+    day = FixedClock(T0 + 86_400)
+    procurement = ProcurementService(engine, day, CapacityService(engine, day), None)  # type: ignore[arg-type]
+    ctx, _ = procurement.context(SKU, "us-west-2", ControlLoop.gpufleet(0), forecast_h=24)
+    assert ctx.serving_asks_gpus is not None and list(ctx.serving_asks_gpus) == [2.0] + [0.0] * 23
+    assert list(ctx.demand_history_gpus) == [2.0] + [0.0] * 23  # the west reads its own use only
 
 
 def test_metering_needs_the_store_and_prometheus(kube: Kube, ns: str) -> None:

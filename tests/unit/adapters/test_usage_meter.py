@@ -98,7 +98,8 @@ def test_holdings_name_the_pool_of_the_nodes_region_sku_and_tier() -> None:
         nodes=(_node("e", "us-east-1", "on-demand"), _node("w", "us-west-2", "spot"), _node("x", "us-east-1", ""),
                _node("m", "us-east-1", "on-demand", "Mystery-GPU")),
         pods=(_pod("t-0", "e", 4, owner_name="train", team="research"), _pod("s-0", "w", 1, 500),
-              _pod("u-0", "x", 2), _pod("q-0", "m", 1), _pod("cpu", "e", 0), _pod("idle", "", 2)),
+              _pod("u-0", "x", 2), _pod("q-0", "m", 1), _pod("cpu", "e", 0), _pod("idle", "", 2),
+              _pod("r-0", "e", 1, owner_name="chat", annotations=(("gpufleet.io/workload-id", "wl-chat"),))),
     )  # fmt: skip
     pools = {("us-east-1", "h100_80gb", "on_demand"): "aws/us-east-1/h100_80gb/on_demand"}
     got = holdings(obs, "prod", ["h100_80gb", "a100_80gb"], pools)
@@ -110,7 +111,8 @@ def test_holdings_name_the_pool_of_the_nodes_region_sku_and_tier() -> None:
     spot, share = got.pods[("ns", "s-0")]
     assert spot.pool_id is None and spot.source == "k8s:prod:h100_80gb" and share == 0.5  # no spot pool stored
     assert got.pods[("ns", "u-0")][0].pool_id is None  # capacity type unknown: no pool
-    assert set(got.pods) == {("ns", "t-0"), ("ns", "s-0"), ("ns", "u-0")}
+    assert got.pods[("ns", "r-0")][0].workload_id == "wl-chat"  # a workload registered in the service
+    assert set(got.pods) == {("ns", "t-0"), ("ns", "s-0"), ("ns", "u-0"), ("ns", "r-0")}
     mapped = holdings(obs, "prod", ["h100_80gb"], pools, {"Mystery-GPU": "h100_80gb"})  # --sku PRODUCT=SKU_ID
     assert mapped.skipped == () and mapped.pods[("ns", "q-0")][0].pool_id == pools[("us-east-1", "h100_80gb",
                                                                                     "on_demand")]  # fmt: skip

@@ -32,6 +32,8 @@ annotation ``gpufleet.io/pod-group-min: N`` (Kueue's ``kueue.x-k8s.io/pod-group-
 ``kueue.x-k8s.io/pod-group-total-count`` annotation, and the coscheduling label ``scheduling.x-k8s.io/pod-group``,
 are read too). A pod with ``spec.schedulingGates`` (e.g. Kueue's admission gate) is not scheduled. At bind time gpufleet records the GPU slots it chose in the
 annotation ``gpufleet.io/gpu-slots: "0,1"`` (the Binding carries it; the API server copies it to the pod).
+Annotation ``gpufleet.io/workload-id``: the id the usage meter writes the pod's GPUs under (adapters/kubernetes/usage.py;
+default ``namespace:owner``), e.g. a workload registered in the service.
 
 Deployments opt in to gpufleet's replica policy with annotations (:class:`DeclaredServing`):
 ``gpufleet.io/target-rps`` (requests/s one replica sustains at its SLO; required), ``gpufleet.io/max-replicas``
@@ -102,6 +104,7 @@ L_COSCHED_GROUP = "scheduling.x-k8s.io/pod-group"  # scheduler-plugins coschedul
 A_GANG_MIN = "gpufleet.io/pod-group-min"
 A_GPU_MILLI = "gpufleet.io/gpu-milli"
 A_GPU_SLOTS = "gpufleet.io/gpu-slots"
+A_WORKLOAD_ID = "gpufleet.io/workload-id"  # the usage meter's workload id (a workload registered in the service)
 # observed besides gpufleet.io/*: the pod-deletion-cost gpufleet writes before a scale-down (Kubernetes' ReplicaSet
 # controller deletes the lowest first; beta, on by default, since 1.22: an API server of 1.20 stores it only)
 KEPT_ANNOTATIONS = frozenset({DELETION_COST})

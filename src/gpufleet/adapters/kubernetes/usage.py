@@ -14,6 +14,8 @@ the GPUs each pod holds, per hour bucket and per :class:`UsageKey` (workload, te
 * ``pool_id``: the store's pool of the node's region, SKU and tier (``karpenter.sh/capacity-type``: on-demand,
   spot, reserved), so the planning pass plans the use where it ran (docs/service.md, "Several regions"); none
   when the node's region, product or capacity type is unknown, or no such pool is stored;
+* ``workload_id``: the pod's annotation ``gpufleet.io/workload-id`` (a workload registered in the service, whose
+  kind the planning pass reads: a serving workload's records feed the stock-out cover), else ``namespace:owner``;
 * ``source``: ``k8s:<cluster>:<region>:<sku>:<tier>`` (``k8s:<cluster>:<sku>`` without a pool): one record per
   workload, pool and hour; re-writing an hour replaces it (the ingest key is source, bucket, workload).
 
@@ -33,6 +35,7 @@ import numpy as np
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
+from gpufleet.adapters.kubernetes.labels import A_WORKLOAD_ID
 from gpufleet.adapters.sql.models import PoolRow, SkuRow
 from gpufleet.control.observation import Observation
 from gpufleet.cost.telemetry import TelemetryBatch
@@ -78,7 +81,7 @@ def holdings(
     sku_map: Mapping[str, str] | None = None,
 ) -> Holdings:
     """The GPUs each active pod bound to a GPU node holds (a share: its fraction of one GPU), keyed by its workload
-    (the pod's owner, else the pod), team (label ``gpufleet.io/team``, default the namespace), SKU and pool
+    (annotation ``gpufleet.io/workload-id``, else ``namespace:owner``, else ``namespace:pod``), team (label ``gpufleet.io/team``, default the namespace), SKU and pool
     (``pools``: ``(region, sku, tier) -> pool id`` of the store)."""
     nodes = {n.name: n for n in obs.nodes}
     out: dict[tuple[str, str], tuple[UsageKey, float]] = {}
@@ -94,10 +97,8 @@ def holdings(
         tier = TIERS.get(node.capacity_type, "")
         pool = pools.get((node.region, sku, tier)) if node.region and tier else None
         source = f"k8s:{cluster}:{node.region}:{sku}:{tier}" if pool else f"k8s:{cluster}:{sku}"
-        key = UsageKey(
-            safe_id(f"{p.namespace}:{p.owner_name or p.name}"), safe_id(p.team or p.namespace), sku, pool,
-            safe_id(source),
-        )  # fmt: skip
+        workload = p.annotation(A_WORKLOAD_ID) or f"{p.namespace}:{p.owner_name or p.name}"
+        key = UsageKey(safe_id(workload), safe_id(p.team or p.namespace), sku, pool, safe_id(source))
         out[(p.namespace, p.name)] = (key, p.request.num_gpu * p.request.gpu_milli / 1000)
     return Holdings(out, tuple(skipped))
 
