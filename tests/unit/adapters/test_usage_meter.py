@@ -24,6 +24,7 @@ from gpufleet.adapters.kubernetes.usage import (
 from gpufleet.control.observation import Observation, ObservedNode, ObservedPod
 from gpufleet.cost.telemetry import SeriesKey, TelemetryBatch
 from gpufleet.schedule.table import NodeSpec, PodRequest
+from gpufleet.service.ingest import _ID as INGEST_ID
 
 H = 3600
 T0 = 1_764_547_200  # an hour's start
@@ -118,8 +119,16 @@ def test_holdings_name_the_pool_of_the_nodes_region_sku_and_tier() -> None:
                                                                                     "on_demand")]  # fmt: skip
 
 
+@given(st.text(max_size=300))
+def test_any_text_becomes_an_id_the_store_takes(raw: str) -> None:
+    got = safe_id(raw)
+    assert INGEST_ID.fullmatch(got), (raw, got)
+    assert safe_id(raw) == got  # the same workload maps to the same id every hour
+
+
 def test_ids_are_store_ids() -> None:
-    assert safe_id("ns:train") == "ns:train" and safe_id("a/b c") == "a-b-c"
+    assert safe_id("ns:train") == "ns:train" and safe_id("a/b c") == "a-b-c" and safe_id("") == "x"
+    assert safe_id("_w") == "x_w"
     long = safe_id("n" * 63 + ":" + "x" * 40)
     assert len(long) <= 64 and long != safe_id("n" * 63 + ":" + "y" * 40)
 

@@ -43,13 +43,16 @@ from gpufleet.domain.catalog import sku_for
 
 TIERS = {"on-demand": "on_demand", "spot": "spot", "reserved": "reserved"}
 POOLS_EVERY_S = 600.0  # how often the meter reads the store's pools again
-_ID = re.compile(r"[A-Za-z0-9_.:-]{1,64}")
+_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.:-]{0,63}")  # the store's ids (service/ingest.py)
 
 
 def safe_id(raw: str) -> str:
-    """``raw`` as a store id (1..64 of letters, digits and ``_ . : -``): other characters become ``-``, and a
-    longer one keeps its first 55 characters and a hash of the whole."""
-    s = re.sub(r"[^A-Za-z0-9_.:-]", "-", raw) or "-"
+    """``raw`` as a store id (a letter or digit, then up to 63 of letters, digits and ``_ . : -``): other
+    characters become ``-``, one that does not start with a letter or digit gets an ``x`` in front, and a longer
+    one keeps its first 55 characters and a hash of the whole."""
+    s = re.sub(r"[^A-Za-z0-9_.:-]", "-", raw)
+    if not s[:1].isalnum():
+        s = "x" + s
     if _ID.fullmatch(s):
         return s
     return f"{s[:55]}.{hashlib.sha256(raw.encode()).hexdigest()[:8]}"
