@@ -178,3 +178,23 @@ def test_the_plan_map_is_readable_before_the_pass(database: Database, make_serve
         assert bad.json()["field"] == "sku", bad.json()
         denied = ann.get("/v1/plans/regions")
         assert denied.status_code == 403 and denied.headers["content-type"].startswith("application/problem+json")
+
+
+def test_a_regions_late_telemetry_fills_only_its_own_plan(database: Database, make_server: ServerFactory) -> None:
+    """The west's source has not delivered the day's last hour yet (its watermark is 23:00); the east's has. The
+    west's plan fills that hour from the day before (service/late_hours.py); the east's reads its hours as they are,
+    where a watermark over the SKU's records would have filled the east too."""
+    s = make_server(database)
+    with s.client("ml_platform_admin", "bob") as bob:
+        for tier, extra in (("reserved", {"term_months": 12, "lead_time_s": 14 * DAY}), ("on_demand", {})):
+            pool = {"id": f"aws/{WEST}/{SKU}/{tier}", "provider_id": "aws", "region_id": WEST, "sku_id": SKU,
+                    "tier": tier, "price_usd_per_gpu_h": "4.3619" if tier == "reserved" else "6.88", **extra}  # fmt: skip
+            assert bob.post("/v1/pools", json=pool).status_code == 201
+        west = _hours(16, f"aws/{WEST}/{SKU}/on_demand", "dcgm-west")[:-1]  # 23:00-24:00 not in yet
+        records = _hours(24, f"aws/{EAST}/{SKU}/on_demand", "dcgm-east") + west
+        assert bob.post("/v1/utilization:ingest", json={"records": records}).status_code == 200
+    entries = {e["region"]: e for e in s.services.reconciler.run_once().proposals}
+    assert entries[EAST]["context"]["late_hours_filled"] == 0
+    assert entries[WEST]["context"]["late_hours_filled"] == 1
+    procurement = s.services.procurement
+    assert procurement.late_hours(SKU, NOW_S) == 1  # over every record of the SKU: the west's hour counts

@@ -149,12 +149,13 @@ class ProcurementService:
             raise ValidationError("sku", f"no utilization records for {sku_id!r} in the last {LOOKBACK_DAYS} days")
         return hourly_gpus(rows, min(int(h) for h, _ in rows), today_s)
 
-    def late_hours(self, sku_id: str, today_s: int) -> int:
+    def late_hours(self, sku_id: str, today_s: int, plan: PlanRegion | None = None) -> int:
         """How many of the SKU's last hours before ``today_s`` are not yet fully ingested (service/late_hours.py:
-        before the earliest watermark of the sources that reported for it in the day before, at most the grace)."""
+        before the earliest watermark of the sources that reported for it in the day before, at most the grace),
+        over the records ``plan`` reads (None: all of them; a region's late telemetry fills only its own plan)."""
         with UnitOfWork(self._engine, write=False) as uow:
             rows = uow.session.execute(
-                self._watermarks, {"sku": sku_id, "since_s": today_s - DAY_S, "until_s": today_s}
+                scoped(self._watermarks, plan), {"sku": sku_id, "since_s": today_s - DAY_S, "until_s": today_s}
             ).all()
         return late_hours((int(w) for _, w in rows), today_s, self._grace_h)
 
@@ -286,10 +287,10 @@ class ProcurementService:
         today_s = now_s // DAY_S * DAY_S
         if planned is None:
             planned = self.planned_runs(sku_id, region_id, today_s)
-        if late is None:  # hours still being ingested take the day before's
-            late = self.late_hours(sku_id, today_s)
         if plan is None:
             plan = self.plan_region(sku_id, region_id, today_s)
+        if late is None:  # hours still being ingested take the day before's
+            late = self.late_hours(sku_id, today_s, plan)
         # a SKU not used yet is planned from zeros when runs are registered for it (ahead of its first run)
         since_s = today_s - LOOKBACK_DAYS * DAY_S
         hourly = fill_late_hours(
@@ -346,7 +347,7 @@ class ProcurementService:
         if loop is None:
             loop = self.loop([sku_id], None if plan is None else {sku_id: plan})
         planned = self.planned_runs(sku_id, region_id, now_s // DAY_S * DAY_S)
-        late = self.late_hours(sku_id, now_s // DAY_S * DAY_S)
+        late = self.late_hours(sku_id, now_s // DAY_S * DAY_S, plan)
         ctx, held = self.context(sku_id, region_id, loop, forecast_h=forecast_h, planned=planned, late=late, plan=plan)
         proposals = loop.procurer.propose(ctx)
         base = None if plan is not None and plan.own_only else self._secondary_base(loop, ctx, late)
