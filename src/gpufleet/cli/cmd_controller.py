@@ -237,15 +237,13 @@ def sku_pairs(items: Sequence[str] | None) -> dict[str, str]:
 
 
 def _check_skus(engine: Any, pairs: dict[str, str]) -> None:
-    """Every mapped SKU id is in the store's catalog (else a ValidationError naming ``--sku``)."""
+    """Every mapped SKU id is in the store's catalog (``inventory.check_sku_map``), before the controller starts."""
     if not pairs:
         return
     from sqlalchemy import select
 
+    from gpufleet.adapters.kubernetes.inventory import check_sku_map
     from gpufleet.adapters.sql.models import SkuRow
 
     with engine.connect() as c:
-        known = set(c.execute(select(SkuRow.id)).scalars())
-    for product, sku_id in pairs.items():
-        if sku_id not in known:
-            raise ValidationError("--sku", f"{product}={sku_id}: no SKU {sku_id!r} in the catalog")
+        check_sku_map(pairs, list(c.execute(select(SkuRow.id)).scalars()))

@@ -328,24 +328,21 @@ class ProcurementService:
         *,
         sku_id: str,
         region_id: str,
-        loop: ControlLoop | None = None,
         forecast_h: int = 7 * 24,
         plan: PlanRegion | None = None,
     ) -> dict[str, Any]:
         """The loop's procurement stage on the store: the SKU-region's context (:meth:`context`), the loop's
         procurer decides (``ports.Procurer.propose``), and its proposals become pending reservations through the
         reservation use case (the approval rules apply unchanged), each with its deterministic Idempotency-Key.
-        What is held or on order at lead time is counted in the context, so it is not bought again. ``loop``:
-        the pass's loop (the reconciler assembles one per SKU-region plan); None assembles it for this SKU-region
-        (:meth:`loop` with its plan), as ``POST /v1/plans:propose`` does. ``forecast_h``: the hours the loop's forecaster
-        forecasts for the procurer (the procurement period). ``plan``: which use the SKU-region's plan reads (the
-        pass's plan map; None: :meth:`plan_region`)."""
+        What is held or on order at lead time is counted in the context, so it is not bought again. The loop is
+        assembled for the SKU-region's plan (:meth:`loop`: the tier limits of the regions it reads).
+        ``forecast_h``: the hours the loop's forecaster forecasts for the procurer (the procurement period).
+        ``plan``: which use the SKU-region's plan reads (the pass's plan map; None: :meth:`plan_region`)."""
         actor.require(Role.FINOPS_ADMIN, Role.ML_PLATFORM_ADMIN)
         now_s = self._clock.now_s()
         if plan is None:
             plan = self.plan_region(sku_id, region_id, now_s // DAY_S * DAY_S)
-        if loop is None:
-            loop = self.loop([sku_id], None if plan is None else {sku_id: plan})
+        loop = self.loop([sku_id], None if plan is None else {sku_id: plan})
         planned = self.planned_runs(sku_id, region_id, now_s // DAY_S * DAY_S)
         late = self.late_hours(sku_id, now_s // DAY_S * DAY_S, plan)
         ctx, held = self.context(sku_id, region_id, loop, forecast_h=forecast_h, planned=planned, late=late, plan=plan)

@@ -21,8 +21,9 @@ The background cadence (``gpufleet serve``, ``gpufleet reconcile``) runs a pass 
    region without a reserved pool), so no use is bought twice. In each, the loop's procurer decides, the same
    object the simulator runs (``ControlLoop.gpufleet(...).procurer``, the forecast-led commitment LP, assembled
    by :meth:`ProcurementService.loop` for each plan, the quotas of the SKU's stored on-demand, spot and secondary
-   pools in the regions that plan reads as tier limits: a regional quota is counted by one plan). Its context is that use per hour over the last 28 days, the region's reserved pool, the loop's
-   forecast and the units held or on order at lead time (:meth:`ProcurementService.context`). Its proposals go
+   pools in the regions that plan reads as tier limits: a regional quota is counted by one plan). Its context is
+   that use per hour over the last 28 days, the region's reserved pool, the loop's forecast and the units held or
+   on order at lead time (:meth:`ProcurementService.context`). Its proposals go
    into the approval workflow (:meth:`ProcurementService.commit`) as the ``reconciler`` (an ML-platform admin
    principal): pending reservations that need their approvals as usual (the reconciler never approves). Held and
    pending reservations count as committed, and idempotency keys make a re-run propose nothing twice.
@@ -178,14 +179,12 @@ class Reconciler:
 
     def _commit_into(self, entry: dict[str, Any], plan: PlanRegion) -> bool:
         """The loop's procurement stage for the entry's SKU and region on the use ``plan`` reads
-        (``ProcurementService.commit``), its answer written into the entry, or its error; True when it ran. The
-        loop the simulator runs is assembled in its one place (``ProcurementService.loop``), with the tier limits
-        of the stored pools of the regions the plan reads."""
+        (``ProcurementService.commit``, which assembles the loop for the plan), its answer written into the entry,
+        or its error; True when it ran."""
         try:
-            loop = self._procurement.loop([entry["sku"]], {entry["sku"]: plan})
             got = self._procurement.commit(
-                RECONCILER, sku_id=entry["sku"], region_id=entry["region"], loop=loop,
-                forecast_h=self.within_days * 24, plan=plan,
+                RECONCILER, sku_id=entry["sku"], region_id=entry["region"], forecast_h=self.within_days * 24,
+                plan=plan,
             )  # fmt: skip
         except GpufleetError as exc:
             entry["error"] = str(exc)

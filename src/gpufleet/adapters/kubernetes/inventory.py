@@ -15,7 +15,7 @@ No schema change: the existing tables hold it.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from sqlalchemy import Engine, delete, select
@@ -36,6 +36,14 @@ class InventorySync:
     skipped: tuple[tuple[str, str], ...]  # (node, reason code)
 
 
+def check_sku_map(sku_map: Mapping[str, str], sku_ids: Sequence[str]) -> None:
+    """Every SKU id ``sku_map`` (``--sku PRODUCT=SKU_ID``) names is in the catalog (else a ValidationError naming
+    ``--sku``)."""
+    for product, wanted in sku_map.items():
+        if wanted not in sku_ids:
+            raise ValidationError("--sku", f"{product}={wanted}: no SKU {wanted!r} in the catalog")
+
+
 def sync_inventory(
     engine: Engine, cluster_id: str, obs: Observation, *, sku_map: Mapping[str, str] | None = None, now_s: int = 0
 ) -> InventorySync:
@@ -44,9 +52,7 @@ def sync_inventory(
         if s.get(ClusterRow, cluster_id) is None:
             raise ValidationError("--cluster", f"cluster {cluster_id!r} is not in the store (create it first)")
         sku_ids = list(s.scalars(select(SkuRow.id)).all())
-        for product, wanted in sku_map.items():
-            if wanted not in sku_ids:
-                raise ValidationError("--sku", f"{product}={wanted}: no SKU {wanted!r} in the catalog")
+        check_sku_map(sku_map, sku_ids)
         allocs: dict[str, list[dict[str, object]]] = {}
         pods = 0
         for p in obs.pods:
