@@ -300,6 +300,9 @@ class WorkloadCostPublic(BaseModel):
     rightsizing: Rightsizing
     allocated_gpu_h: float | None = None
     used_gpu_h: float | None = None
+    measured_gpu_h: float | None = Field(
+        default=None, description="GPU-hours held with a measured utilization (utilization = used / measured)"
+    )
     utilization: float | None = None
     direct_usd: UsdOut | None = None
     idle_usd: UsdOut | None = None
@@ -438,6 +441,9 @@ class FleetUtilization(BaseModel):
     idle_unbusy_usd: UsdOut | None = Field(default=None, description="held GPUs not busy, at the price paid")
     idle_unallocated_usd: UsdOut | None = Field(default=None, description="paid capacity nobody held")
     gpu_hours: float
+    util_measured_gpu_hours: float = Field(
+        description="the GPU-hours whose utilization was measured (avg_util is over these; the rest is unknown)"
+    )
     records: int
     price_basis: str
 
@@ -482,7 +488,10 @@ class UtilizationRecordIn(Strict):
     team_id: Id
     sku_id: SkuId
     gpus_allocated: Annotated[float, Field(ge=0, le=1e6, allow_inf_nan=False, strict=True)]
-    gpu_util: Fraction
+    gpu_util: Fraction | None = Field(
+        description="The mean busy share (0..1) of the GPUs held. null: not measured (no DCGM reading); the GPUs "
+        "held still count for planning and cost, and that time is neither busy nor idle in the books.",
+    )
     queue_wait_s: NonNegFloat | None = None
     pool_id: PoolId | None = Field(
         default=None,

@@ -112,7 +112,8 @@ def register(app: typer.Typer) -> None:
                 "--meter-every-s",
                 min=0,
                 help="meter each workload's GPUs into the store's hourly utilization records this often (needs "
-                "--db, --cluster and --prometheus for DCGM utilization; 0 = off)",
+                "--db and --cluster; with --prometheus the records carry DCGM utilization, without it their "
+                "utilization is not measured; 0 = off)",
             ),
         ] = 0.0,
         run_for_s: Annotated[float, typer.Option("--run-for-s", help="stop after this long (0 = until signal)")] = 0,
@@ -120,7 +121,9 @@ def register(app: typer.Typer) -> None:
             float,
             typer.Option("--scale-every-s", min=0, help="scale opted-in serving Deployments this often (0 = off)"),
         ] = 0.0,
-        prometheus: Annotated[str, typer.Option("--prometheus", help="Prometheus URL for request rates")] = "",
+        prometheus: Annotated[
+            str, typer.Option("--prometheus", help="Prometheus URL: request rates, and DCGM utilization for metering")
+        ] = "",
         rps_query: Annotated[
             str,
             typer.Option(
@@ -169,8 +172,6 @@ def register(app: typer.Typer) -> None:
             raise ValidationError("--db/--cluster", "give both to sync inventory into the store, or neither")
         if meter_every_s > 0 and not db:
             raise ValidationError("--db/--cluster", "usage metering (--meter-every-s) writes into the store's cluster")
-        if meter_every_s > 0 and not prometheus:
-            raise ValidationError("--prometheus", "usage metering (--meter-every-s) reads DCGM utilization from it")
         pairs = sku_pairs(sku)
         if db:
             from gpufleet.adapters.sql.engine import make_engine

@@ -64,12 +64,14 @@ DAY_S = 86_400
 
 @dataclass(frozen=True, slots=True)
 class DailyUsage:
-    """GPU-hours per day: ``capacity`` is the fleet's (only shown fleet-wide), the others per scope."""
+    """GPU-hours per day: ``capacity`` is the fleet's (only shown fleet-wide), the others per scope; ``unmeasured``:
+    allocated GPU-hours whose utilization was not measured (neither in ``used`` nor idle)."""
 
     day_start_s: list[int]
     capacity_gpu_h: list[float]
     allocated_gpu_h: list[float]
     used_gpu_h: list[float]
+    unmeasured_gpu_h: list[float]
 
 
 @dataclass(frozen=True, slots=True)
@@ -233,18 +235,23 @@ def _daily(ld: MeterInputs, recs: list[UtilRec], team: str | None, t0_s: int, t1
     days = max(1, -(-(t1_s - t0_s) // DAY_S))
     alloc = np.zeros(days)
     used = np.zeros(days)
+    unmeasured = np.zeros(days)
     for r in recs:
         if team is None or r.team_id == team:
             d = (r.start_s - t0_s) // DAY_S
             alloc[d] += r.gpus * r.bucket_s / 3600
-            used[d] += r.gpus * r.util * r.bucket_s / 3600
+            if r.util == r.util:
+                used[d] += r.gpus * r.util * r.bucket_s / 3600
+            else:  # NaN: held, how busy not measured
+                unmeasured[d] += r.gpus * r.bucket_s / 3600
     cap = np.zeros(days)
     for b in ld.reservations:
         for d in range(days):
             s0, s1 = t0_s + d * DAY_S, min(t1_s, t0_s + (d + 1) * DAY_S)
             cap[d] += b.units * max(0, min(b.end_s, s1) - max(b.start_s, s0)) / 3600
     cap = np.maximum(cap, alloc) if team is None else cap  # on-demand capacity is what was used
-    return DailyUsage([t0_s + d * DAY_S for d in range(days)], cap.tolist(), alloc.tolist(), used.tolist())
+    return DailyUsage([t0_s + d * DAY_S for d in range(days)], cap.tolist(), alloc.tolist(), used.tolist(),
+                      unmeasured.tolist())  # fmt: skip
 
 
 def _forecast(recs: list[UtilRec], team: str, t0_s: int, t1_s: int) -> ForecastSeries | None:

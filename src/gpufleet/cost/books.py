@@ -35,7 +35,7 @@ class UtilRec:
     start_s: int
     bucket_s: int
     gpus: float
-    util: float
+    util: float  # 0..1; NaN: not measured (the GPUs held count, the time is neither busy nor idle)
     pool_id: str | None = None  # the pool the GPUs ran in, when the telemetry says
 
 
@@ -79,9 +79,10 @@ class _Piece:
     end_s: int
     on_demand_price: int | None  # None for a reservation's pool
     tier: Tier  # pay-per-use pools: the tier of the block; RESERVED for a reservation piece
-    samples: int
+    samples: int  # buckets with a measured utilization
     util_sum: float
     used_gpu_s: float
+    sampled_gpu_s: float  # GPU-seconds of the buckets with a measured utilization
 
 
 def build_books(
@@ -108,19 +109,22 @@ def build_books(
     tail: dict[tuple[str, str, int], int] = {}  # (workload, pool, parts) -> index of its latest piece
 
     def add(r: UtilRec, pool_id: str, parts: int, s0: int, s1: int, price: int | None, tier: Tier) -> None:
-        used = min(max(r.util, 0.0), 1.0)
+        measured = not math.isnan(r.util)
+        used = min(max(r.util, 0.0), 1.0) if measured else 0.0
+        gpu_s = (s1 - s0) * parts / PARTS_PER_GPU if measured else 0.0
         key = (r.workload_id, pool_id, parts)
         i = tail.get(key)
         if i is not None and pieces[i].end_s == s0:
             p = pieces[i]
             p.end_s = s1
-            p.samples += 1
+            p.samples += int(measured)
             p.util_sum += used
-            p.used_gpu_s += used * (s1 - s0) * parts / PARTS_PER_GPU
+            p.used_gpu_s += used * gpu_s
+            p.sampled_gpu_s += gpu_s
             return
         tail[key] = len(pieces)
-        pieces.append(_Piece(r.workload_id, r.team_id, pool_id, r.sku_id, parts, s0, s1, price, tier, 1, used,
-                             used * (s1 - s0) * parts / PARTS_PER_GPU))  # fmt: skip
+        pieces.append(_Piece(r.workload_id, r.team_id, pool_id, r.sku_id, parts, s0, s1, price, tier, int(measured),
+                             used, used * gpu_s, gpu_s))  # fmt: skip
 
     for (sku, start), rows in sorted(by_bucket.items()):
         rows.sort(key=lambda r: (r.pool_id is None or r.pool_id not in known, r.workload_id))
@@ -162,13 +166,11 @@ def build_books(
             capacity.append(
                 CapacityBlock(aid, p.pool_id, p.tier, p.sku_id, gpus, p.start_s, p.end_s, p.on_demand_price)
             )
-    dur = np.array([p.end_s - p.start_s for p in pieces], dtype=np.float64)
-    gpus_arr = np.array([p.parts / PARTS_PER_GPU for p in pieces], dtype=np.float64)
     usage = UsageTotals(
         np.array([p.samples for p in pieces], dtype=np.int64),
         np.array([p.util_sum for p in pieces], dtype=np.float64),
         np.array([p.used_gpu_s for p in pieces], dtype=np.float64),
-        dur * gpus_arr,
+        np.array([p.sampled_gpu_s for p in pieces], dtype=np.float64),
     )
     return Books(capacity, allocs, usage)
 

@@ -1,4 +1,5 @@
-"""Chargeback and showback: cost lines grouped by a label, with GPU-hours held and used, as rows and CSV.
+"""Chargeback and showback: cost lines grouped by a label, with GPU-hours held, used and measured (held with a
+utilization reading: utilization is used over measured), as rows and CSV.
 
 Label cells of the CSV are neutralised against spreadsheet formula injection (:func:`csv_text_cell`).
 Money stays in integer ledger units until it is shown; the TOTAL row is computed from units, so it equals the
@@ -40,6 +41,7 @@ class ChargebackRow:
     direct_units: int
     idle_units: int
     shared_units: int
+    measured_gpu_h: float = 0.0  # the GPU-hours held whose utilization was measured
 
     @property
     def total_units(self) -> int:
@@ -47,7 +49,8 @@ class ChargebackRow:
 
     @property
     def utilization(self) -> float | None:
-        return self.used_gpu_h / self.allocated_gpu_h if self.allocated_gpu_h > 0 else None
+        """Used over measured GPU-hours (None where nothing was measured): time without telemetry is unknown."""
+        return self.used_gpu_h / self.measured_gpu_h if self.measured_gpu_h > 0 else None
 
     @property
     def total_usd(self) -> Decimal:
@@ -74,6 +77,7 @@ class ChargebackReport:
                 "allocated_gpu_h",
                 "used_gpu_h",
                 "utilization",
+                "measured_gpu_h",
                 "direct_usd",
                 "idle_usd",
                 "shared_usd",
@@ -83,13 +87,16 @@ class ChargebackReport:
         for r in self.rows:
             util = "" if r.utilization is None else f"{r.utilization:.4f}"
             w.writerow(
-                [csv_text_cell(r.key), f"{r.allocated_gpu_h:.4f}", f"{r.used_gpu_h:.4f}", util, units_to_cents(r.direct_units),
-                 units_to_cents(r.idle_units), units_to_cents(r.shared_units), r.total_usd]
+                [csv_text_cell(r.key), f"{r.allocated_gpu_h:.4f}", f"{r.used_gpu_h:.4f}", util, f"{r.measured_gpu_h:.4f}",
+                 units_to_cents(r.direct_units), units_to_cents(r.idle_units), units_to_cents(r.shared_units),
+                 r.total_usd]
             )  # fmt: skip
         alloc_h = sum(r.allocated_gpu_h for r in self.rows)
         used_h = sum(r.used_gpu_h for r in self.rows)
+        measured_h = sum(r.measured_gpu_h for r in self.rows)
         w.writerow(
-            ["TOTAL", f"{alloc_h:.4f}", f"{used_h:.4f}", f"{used_h / alloc_h:.4f}" if alloc_h else "",
+            ["TOTAL", f"{alloc_h:.4f}", f"{used_h:.4f}", f"{used_h / measured_h:.4f}" if measured_h else "",
+             f"{measured_h:.4f}",
              units_to_cents(sum(r.direct_units for r in self.rows)),
              units_to_cents(sum(r.idle_units for r in self.rows)),
              units_to_cents(sum(r.shared_units for r in self.rows)), units_to_cents(self.fleet_units)]
@@ -114,6 +121,7 @@ def chargeback(
         units[ln.label(dim)][ln.kind] += ln.units
     held_h: dict[str, float] = defaultdict(float)
     used_h: dict[str, float] = defaultdict(float)
+    measured_h: dict[str, float] = defaultdict(float)
     if dim not in ("kind",):
         for j, a in enumerate(allocations):
             ps = result.part_s_by_allocation.get(a.id, 0)
@@ -123,6 +131,7 @@ def chargeback(
             held_h[key] += ps / PARTS_PER_GPU / 3600
             if usage is not None:
                 used_h[key] += float(usage.used_gpu_s[j]) / 3600
+                measured_h[key] += min(float(usage.sampled_gpu_s[j]), ps / PARTS_PER_GPU) / 3600
     rows = [
         ChargebackRow(
             key,
@@ -131,6 +140,7 @@ def chargeback(
             units[key][LineKind.DIRECT],
             units[key][LineKind.IDLE],
             units[key][LineKind.SHARED],
+            measured_h.get(key, 0.0),
         )
         for key in set(units) | set(held_h)
     ]

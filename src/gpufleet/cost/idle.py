@@ -95,9 +95,9 @@ def _trailing_idle_runs(
             a = usage.alloc_idx[start : start + CHUNK]
             keep = (a >= lo) & (a < hi)
             flat = (a[keep].astype(np.int64) - lo) * n_b + (usage.bucket_idx[start : start + CHUNK][keep] - b_min)
-            present[flat] = True
             u = usage.util[start : start + CHUNK][keep]
-            busy[flat[u >= threshold]] = True  # NaN compares False: missing is never busy
+            present[flat[~np.isnan(u)]] = True  # a NaN sample (not measured) is missing: never idle evidence
+            busy[flat[u >= threshold]] = True  # NaN compares False: missing is never busy either
         pm = present.reshape(hi - lo, n_b)
         bm = busy.reshape(hi - lo, n_b)
         seen = pm.any(axis=1)
@@ -114,10 +114,10 @@ def _trailing_idle_runs(
         a = usage.alloc_idx[start : start + CHUNK]
         keep = a >= 0
         a = a[keep]
-        in_run = usage.bucket_idx[start : start + CHUNK][keep] >= run_start[a]
-        u = np.nan_to_num(usage.util[start : start + CHUNK][keep][in_run], nan=0.0)
+        u = usage.util[start : start + CHUNK][keep]
+        in_run = (usage.bucket_idx[start : start + CHUNK][keep] >= run_start[a]) & ~np.isnan(u)
         run_samples += np.bincount(a[in_run], minlength=n)
-        run_util += np.bincount(a[in_run], weights=u, minlength=n)
+        run_util += np.bincount(a[in_run], weights=u[in_run], minlength=n)
     return last_seen, run_start, run_present, run_samples, run_util
 
 

@@ -3,9 +3,10 @@
 Idle waste is the cost of paid GPU time that did no work, priced at what that time cost (the price of the pool
 it was bought in: a reservation's amortized rate, the on-demand or spot price):
 
-* **unbusy**: GPUs held by an allocation but not busy: each allocation's direct cost x (1 - its utilization),
-  utilization = used GPU-seconds / held GPU-seconds (an allocation without telemetry counts as fully busy:
-  missing data is never waste);
+* **unbusy**: GPUs held by an allocation but not busy, over the time its utilization was measured: each
+  allocation's direct cost x (measured GPU-seconds - used GPU-seconds) / held GPU-seconds. Time without telemetry
+  (an allocation without any, a gap, a record whose utilization was not measured) counts as busy: missing data is
+  never waste. With telemetry throughout this is direct cost x (1 - used / held);
 * **unallocated**: paid capacity nobody held: the cost package's idle lines (unused reservations, the unused
   share of whole on-demand GPUs).
 
@@ -51,7 +52,7 @@ def idle_waste(
         held_gpu_s = result.part_s_by_allocation.get(a.id, 0) / PARTS_PER_GPU
         if direct <= 0 or held_gpu_s <= 0 or usage is None or usage.samples[j] == 0:
             continue
-        busy = min(1.0, max(0.0, float(usage.used_gpu_s[j]) / held_gpu_s))
-        unbusy += direct * (1.0 - busy)
+        measured = min(float(usage.sampled_gpu_s[j]), held_gpu_s)
+        unbusy += direct * max(0.0, measured - float(usage.used_gpu_s[j])) / held_gpu_s
     unallocated = sum(ln.units for ln in result.lines if ln.kind is LineKind.IDLE and keep_idle_line(ln))
     return IdleWaste(round(unbusy), unallocated)

@@ -25,6 +25,7 @@ class WorkloadCost:
     t1_s: int
     allocated_gpu_h: float
     used_gpu_h: float | None  # None without telemetry
+    measured_gpu_h: float | None  # the GPU-hours held with a utilization reading (None without telemetry)
     direct_usd: Decimal
     idle_usd: Decimal
     shared_usd: Decimal
@@ -38,9 +39,10 @@ class WorkloadCost:
 
     @property
     def utilization(self) -> float | None:
-        if self.used_gpu_h is None or self.allocated_gpu_h <= 0:
+        """Used over measured GPU-hours: None without telemetry or where nothing was measured."""
+        if self.used_gpu_h is None or not self.measured_gpu_h:
             return None
-        return self.used_gpu_h / self.allocated_gpu_h
+        return self.used_gpu_h / self.measured_gpu_h
 
 
 def workload_cost(
@@ -65,6 +67,7 @@ def workload_cost(
             tiers[ln.tier] = tiers.get(ln.tier, 0) + ln.units
     held = sum(result.part_s_by_allocation.get(allocations[j].id, 0) for j in idx) / PARTS_PER_GPU / 3600
     used = None if usage is None else float(sum(usage.used_gpu_s[j] for j in idx)) / 3600
+    measured = None if usage is None else min(held, float(sum(usage.sampled_gpu_s[j] for j in idx)) / 3600)
     return WorkloadCost(
         workload_id=workload_id,
         team_id=allocations[idx[0]].team_id,
@@ -72,6 +75,7 @@ def workload_cost(
         t1_s=result.t1_s,
         allocated_gpu_h=held,
         used_gpu_h=used,
+        measured_gpu_h=measured,
         direct_usd=units_to_cents(kinds[LineKind.DIRECT]),
         idle_usd=units_to_cents(kinds[LineKind.IDLE]),
         shared_usd=units_to_cents(kinds[LineKind.SHARED]),

@@ -46,7 +46,7 @@ class UtilizationRecord:
     team_id: str
     sku_id: str
     gpus_allocated: float
-    gpu_util: float  # 0..1, mean SM activity of the allocated GPUs
+    gpu_util: float | None  # 0..1, mean SM activity of the allocated GPUs; None: not measured
 
     @property
     def key(self) -> tuple[str, int, str]:

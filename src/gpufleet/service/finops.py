@@ -106,7 +106,9 @@ class FinOpsService:
         for p in sorted(pools.values(), key=lambda p: (p.price_uusd_per_gpu_h, p.id)):
             if p.tier == Tier.ON_DEMAND.value:
                 on_demand.setdefault(p.sku_id, (p.id, p.price_uusd_per_gpu_h))
-        recs = [UtilRec(r[0], r[1], r[2], int(r[3]), int(r[4]), float(r[5]), float(r[6]), r[7]) for r in rows]
+        nan = math.nan  # a record whose utilization was not measured
+        recs = [UtilRec(r[0], r[1], r[2], int(r[3]), int(r[4]), float(r[5]), nan if r[6] is None else float(r[6]), r[7])
+                for r in rows]  # fmt: skip
         for r in recs:  # a SKU without an on-demand pool still needs a price: a visible zero-priced pool
             on_demand.setdefault(r.sku_id, (f"{r.sku_id}-unpriced", 0))
         blocks = [
@@ -150,7 +152,7 @@ class FinOpsService:
         """The cost package's numbers for one workload (access is checked by the caller)."""
         data = self.snapshot(window_s)
         if not any(a.workload_id == workload_id for a in data.allocations):
-            return {"allocated_gpu_h": 0.0, "used_gpu_h": 0.0, "direct_usd": Decimal("0.00"),
+            return {"allocated_gpu_h": 0.0, "used_gpu_h": 0.0, "measured_gpu_h": 0.0, "direct_usd": Decimal("0.00"),
                     "idle_usd": Decimal("0.00"), "shared_usd": Decimal("0.00"), "total_usd": Decimal("0.00"),
                     "by_tier_usd": {}, "utilization": None, "recommendation": None}  # fmt: skip
         wc = self.meter.workload_cost(workload_id, data.result, data.allocations, data.usage, data.recommendations)
@@ -158,6 +160,7 @@ class FinOpsService:
         return {
             "allocated_gpu_h": round(wc.allocated_gpu_h, 6),
             "used_gpu_h": None if wc.used_gpu_h is None else round(wc.used_gpu_h, 6),
+            "measured_gpu_h": None if wc.measured_gpu_h is None else round(wc.measured_gpu_h, 6),
             "direct_usd": wc.direct_usd,
             "idle_usd": wc.idle_usd,
             "shared_usd": wc.shared_usd,

@@ -68,7 +68,7 @@ def parse_csv(text: str) -> list[dict[str, Any]]:
                 "bucket_start_s": int(raw["bucket_start_s"]),
                 "bucket_s": int(raw["bucket_s"]),
                 "gpus_allocated": float(raw["gpus_allocated"]),
-                "gpu_util": float(raw["gpu_util"]),
+                "gpu_util": float(raw["gpu_util"]) if raw["gpu_util"] not in ("", None) else None,
                 "queue_wait_s": float(raw["queue_wait_s"]) if raw.get("queue_wait_s") else None,
                 "pool_id": raw.get("pool_id") or None,
             }
@@ -94,8 +94,9 @@ def validate(records: Sequence[dict[str, Any]]) -> None:
             raise ValidationError(f"records[{i}].gpus_allocated", "must be <= 1e6")
         if not math.isfinite(r["gpus_allocated"]) or r["gpus_allocated"] < 0:
             raise ValidationError(f"records[{i}].gpus_allocated", "must be a finite number >= 0")
-        if not math.isfinite(r["gpu_util"]) or not 0.0 <= r["gpu_util"] <= 1.0:
-            raise ValidationError(f"records[{i}].gpu_util", "must be in [0, 1]")
+        u = r["gpu_util"]
+        if u is not None and (not math.isfinite(u) or not 0.0 <= u <= 1.0):
+            raise ValidationError(f"records[{i}].gpu_util", "must be in [0, 1], or empty (not measured)")
         pool = r.get("pool_id")
         if pool is not None and (not isinstance(pool, str) or _POOL_ID.fullmatch(pool) is None):
             raise ValidationError(f"records[{i}].pool_id", "must be a pool id like aws/us-east-1/h100_80gb/reserved")

@@ -4,7 +4,9 @@ Utilization figures come from the stored records (a record may name its pool, he
 from the FinOps books (the cost package, each record charged to the pool it ran in): the routes add idle waste
 (``cost/waste.py``, the one definition) and a workload's cost from there. The baseline here prices GPU-hours at
 the SKU's on-demand list price only where the books have nothing (a workload with no allocation in the window);
-rightsizing sizes to the p95 of busy GPUs at a target utilization.
+rightsizing sizes to the p95 of busy GPUs at a target utilization. A record whose utilization was not measured
+(``gpu_util`` NULL: the Kubernetes meter without DCGM) counts its GPU-hours and cost, and is left out of every busy
+or idle figure.
 """
 
 from __future__ import annotations
@@ -34,7 +36,7 @@ CENT = Decimal("0.01")
 @dataclass(frozen=True, slots=True)
 class Usage:
     gpus: np.ndarray  # gpus allocated per bucket
-    util: np.ndarray  # 0..1
+    util: np.ndarray  # 0..1, NaN where not measured
     bucket_s: np.ndarray
     queue_wait_s: np.ndarray  # NaN where absent
 
@@ -64,10 +66,22 @@ def _load(uow: UnitOfWork, *conds: Any) -> Usage:
             UtilizationRow.queue_wait_s,
         ).where(*conds)
     ).all()
-    arr = np.array([(r[0], r[1], r[2], math.nan if r[3] is None else r[3]) for r in rows], dtype=np.float64).reshape(
-        -1, 4
-    )
+    arr = np.array(
+        [(r[0], math.nan if r[1] is None else r[1], r[2], math.nan if r[3] is None else r[3]) for r in rows],
+        dtype=np.float64,
+    ).reshape(-1, 4)
     return Usage(arr[:, 0], arr[:, 1], arr[:, 2], arr[:, 3])
+
+
+def _busy_share(u: Usage) -> tuple[float | None, float]:
+    """The GPU-seconds-weighted busy share of the measured records (None without any) and their GPU-hours: a record
+    whose utilization was not measured is neither busy nor idle."""
+    gpu_s = u.gpus * u.bucket_s
+    measured = ~np.isnan(u.util)
+    measured_gpu_s = float(gpu_s[measured].sum())
+    if measured_gpu_s <= 0:
+        return None, 0.0
+    return float((gpu_s[measured] * u.util[measured]).sum() / measured_gpu_s), measured_gpu_s / 3600.0
 
 
 class UsageService:
@@ -100,16 +114,17 @@ class UsageService:
                 pool_ids = frozenset(uow.session.scalars(select(PoolRow.id).where(PoolRow.region_id == region)))
                 conds.append(UtilizationRow.pool_id.in_(pool_ids))
             u = _load(uow, *conds)
-        gpu_s = u.gpus * u.bucket_s
-        total_gpu_s = float(gpu_s.sum())
+        total_gpu_s = float((u.gpus * u.bucket_s).sum())
+        avg_util, measured_gpu_h = _busy_share(u)
         waits = u.queue_wait_s[~np.isnan(u.queue_wait_s)]
         out = {
             "sku": sku_id,
             "region": region,
             "window_s": window_s,
-            "avg_util": float((gpu_s * u.util).sum() / total_gpu_s) if total_gpu_s > 0 else None,
+            "avg_util": avg_util,
             "p95_queue_wait_sec": float(np.percentile(waits, 95)) if waits.size else None,
             "gpu_hours": round(total_gpu_s / 3600.0, 3),
+            "util_measured_gpu_hours": round(measured_gpu_h, 3),
             "records": int(u.gpus.size),
             "price_basis": "cost_package",
         }
@@ -126,11 +141,10 @@ class UsageService:
                 UtilizationRow.bucket_start_s < now_s,
             )
             price = on_demand_uusd(uow, wl.gpu_sku) / 1e6
-        gpu_s = u.gpus * u.bucket_s
-        total_gpu_s = float(gpu_s.sum())
-        busy_gpu_s = float((gpu_s * u.util).sum())
+        total_gpu_s = float((u.gpus * u.bucket_s).sum())
+        busy, _ = _busy_share(u)
         cost = total_gpu_s / 3600.0 * price
-        idle_pct = 1.0 - busy_gpu_s / total_gpu_s if total_gpu_s > 0 else None  # a fraction, as the design has it
+        idle_pct = None if busy is None else 1.0 - busy  # a fraction, as the design has it; None: never measured
         return {
             "workload_id": workload_id,
             "window_s": window_s,
@@ -151,9 +165,18 @@ def _rightsizing(u: Usage, price_usd_per_gpu_h: float, window_s: int) -> dict[st
             "target_util": RIGHTSIZE_TARGET_UTIL,
             "est_savings_usd_per_day": Decimal("0.00"),
         }
-    busy = u.gpus * u.util
-    p95_busy = float(np.percentile(busy, 95))
+    measured = ~np.isnan(u.util)
     current = float(np.average(u.gpus, weights=u.bucket_s))
+    if not measured.any():  # GPUs held, but how busy never measured: nothing to size to
+        return {
+            "reason": "no_utilization",
+            "current_gpus": round(current, 3),
+            "p95_busy_gpus": None,
+            "recommended_gpus": None,
+            "target_util": RIGHTSIZE_TARGET_UTIL,
+            "est_savings_usd_per_day": Decimal("0.00"),
+        }
+    p95_busy = float(np.percentile(u.gpus[measured] * u.util[measured], 95))
     recommended = max(1, math.ceil(p95_busy / RIGHTSIZE_TARGET_UTIL - 1e-9))
     delta = current - recommended
     if delta >= 1:

@@ -88,6 +88,7 @@ class CostDashboardData:
         team_rows = chargeback(res, allocs, "team", usage).rows
         alloc_h = sum(r.allocated_gpu_h for r in team_rows)
         used_h = sum(r.used_gpu_h for r in team_rows)
+        measured_h = sum(r.measured_gpu_h for r in team_rows)
         daily = self.snapshot.daily.get(scope.team_id or "*")
         waste = idle_waste(res, allocs, usage)  # the one idle-waste definition (cost/waste.py)
         return {
@@ -103,7 +104,8 @@ class CostDashboardData:
                 "idle_waste_fraction": waste.total_units / total if total else 0.0,
                 "allocated_gpu_h": alloc_h,
                 "used_gpu_h": used_h,
-                "utilization": used_h / alloc_h if alloc_h else 0.0,
+                "measured_gpu_h": measured_h,
+                "utilization": used_h / measured_h if measured_h else None,
                 "conserved": self.snapshot.result.conserved if scope.team_id is None else None,
             },
             "cost_by_tier": [{"tier": t.value, "usd": usd_float(by_tier.get(t.value, 0))} for t in Tier],
@@ -126,6 +128,7 @@ class CostDashboardData:
                     "unallocated": r.key in (IDLE_OWNER, SHARED_OWNER),
                     "allocated_gpu_h": r.allocated_gpu_h,
                     "used_gpu_h": r.used_gpu_h,
+                    "measured_gpu_h": r.measured_gpu_h,
                     "utilization": r.utilization,
                     "direct_usd": usd_float(r.direct_units),
                     "idle_usd": usd_float(r.idle_units),

@@ -68,7 +68,8 @@ def demo_data(gpus: int = 256, days: int = 14, seed: int = 3) -> CostDashboardDa
     def daily(rows: slice | list[int]) -> DailyUsage:
         a = alloc_h[rows].sum(axis=0).reshape(days, 24).sum(axis=1)
         u = used_h[rows].sum(axis=0).reshape(days, 24).sum(axis=1)
-        return DailyUsage([fleet.t0_s + d * DAY_S for d in range(days)], [gpus * 24.0] * days, a.tolist(), u.tolist())
+        return DailyUsage([fleet.t0_s + d * DAY_S for d in range(days)], [gpus * 24.0] * days, a.tolist(), u.tolist(),
+                          [0.0] * days)  # fmt: skip
 
     def forecast(rows: slice | list[int]) -> ForecastSeries:
         gpus_in_use = alloc_h[rows].sum(axis=0)  # GPU-hours in an hour = GPUs held on average

@@ -75,13 +75,16 @@ def test_records_average_over_the_observed_seconds_and_weight_utilization_by_gpu
         ("ns", "a-1"): (KEY_A, 8.0 * 1800), ("ns", "a-2"): (KEY_A, 4.0 * 900), ("ns", "b-1"): (KEY_B, 2.0 * 1800),
     })  # fmt: skip
     got = usage_records(hour, {("ns", "a-1"): 0.5, ("ns", "a-2"): 1.0}, H)
-    (rec,) = got.records  # b has no DCGM reading: not written, its GPU-hours reported
+    # b has no DCGM reading: written with its utilization not measured, and reported
+    rec, dark = sorted(got.records, key=lambda r: str(r["workload_id"]))
     assert rec["workload_id"] == "ns:a" and rec["pool_id"] == KEY_A.pool_id and rec["bucket_s"] == H
     assert rec["gpus_allocated"] == (8.0 * 1800 + 4.0 * 900) / 1800  # 10 GPUs on average while watched
     assert rec["gpu_util"] == round((0.5 * 8 * 1800 + 1.0 * 4 * 900) / (8 * 1800 + 4 * 900), 6)
-    assert got.unmetered_gpu_h == 1.0 and not got.undercovered
+    assert (dark["workload_id"], dark["gpus_allocated"], dark["gpu_util"]) == ("ns:b", 2.0, None)
+    assert got.util_unmeasured_gpu_h == 1.0 and not got.undercovered and got.unwritten_gpu_h == 0
     short = usage_records(ClosedHour(T0, 1000.0, hour.pod_gpu_s), {("ns", "a-1"): 0.5}, H)
     assert short.records == [] and short.undercovered  # watched less than half the hour: not written
+    assert short.unwritten_gpu_h == (8.0 * 1800 + 4.0 * 900 + 2.0 * 1800) / 3600
 
 
 def _node(name: str, region: str, capacity: str, product: str = "NVIDIA-H100-80GB-HBM3") -> ObservedNode:
@@ -165,6 +168,23 @@ def test_the_loop_keeps_an_hour_it_could_not_write_and_tries_again() -> None:
     assert done.start_s == T0 and done.records == 1
     (rec,) = written[0]
     assert rec["gpus_allocated"] == 8.0 and rec["gpu_util"] == 0.75 and rec["bucket_start_s"] == T0
+
+
+def test_without_prometheus_every_record_is_written_with_its_utilization_not_measured() -> None:
+    obs = Observation(T0, (_node("e", "us-east-1", "on-demand"),), (_pod("t-0", "e", 8, owner_name="train"),))
+    pools = {("us-east-1", "h100_80gb", "on_demand"): "aws/us-east-1/h100_80gb/on_demand"}
+    written: list[dict[str, object]] = []
+
+    def sink(records: Sequence[dict[str, object]]) -> tuple[int, list[str]]:
+        written.extend(records)
+        return len(records), []
+
+    loop = MeterLoop("prod", lambda: (["h100_80gb"], pools), None, sink, every_s=60, util_delay_s=120)
+    done = [h for k in range(H // 60 + 3) for h in loop.step(T0 + 60 * k, lambda: obs)]
+    assert [(h.start_s, h.records, h.util_unmeasured_gpu_h) for h in done] == [(T0, 1, 8.0)] and not loop.failures
+    (rec,) = written
+    assert (rec["workload_id"], rec["gpus_allocated"], rec["gpu_util"]) == ("ns:train", 8.0, None)
+    assert rec["pool_id"] == "aws/us-east-1/h100_80gb/on_demand"
 
 
 def test_a_store_that_does_not_answer_costs_readings_not_the_controller() -> None:

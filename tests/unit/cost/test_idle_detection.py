@@ -83,3 +83,25 @@ def test_findings_do_not_depend_on_how_many_passes_bound_memory(monkeypatch: pyt
     monkeypatch.setattr("gpufleet.cost.idle.MATRIX_CELLS", 2 * N)  # two allocations per pass
     monkeypatch.setattr("gpufleet.cost.idle.CHUNK", 50)
     assert detect_idle(_usage(), ALLOCS, WORKLOADS, now_s=N * STEP) == whole
+
+
+def test_samples_whose_utilization_was_not_measured_are_missing_not_idle() -> None:
+    """NaN samples (the store's records without a measured utilization) are no idle evidence: a run made of them is
+    not judged, and the ones inside an idle run count against its coverage and not in its mean."""
+    base = _usage()
+    nan_all = np.where(base.alloc_idx == 1, np.nan, base.util).astype(np.float32)  # train-nockpt: none measured
+    found = detect_idle(UsageColumns(0, STEP, base.bucket_idx, base.alloc_idx, nan_all), ALLOCS, WORKLOADS,
+                        now_s=N * STEP)  # fmt: skip
+    assert "train-nockpt" not in {f.workload_id for f in found} and "train-ckpt" in {f.workload_id for f in found}
+    # train-ckpt: 36 idle buckets; a third of them not measured leaves 24 of 36 measured, below 0.8 coverage
+    gaps = (base.alloc_idx == 0) & (base.bucket_idx >= 12) & (base.bucket_idx % 3 == 0)
+    third = np.where(gaps, np.nan, base.util).astype(np.float32)
+    found = detect_idle(UsageColumns(0, STEP, base.bucket_idx, base.alloc_idx, third), ALLOCS, WORKLOADS,
+                        now_s=N * STEP)  # fmt: skip
+    assert "train-ckpt" not in {f.workload_id for f in found}
+    # a few (3 of 36) not measured: still idle, the mean over the measured samples
+    few = (base.alloc_idx == 0) & np.isin(base.bucket_idx, [20, 30, 40])
+    sparse = np.where(few, np.nan, base.util).astype(np.float32)
+    by = {f.workload_id: f for f in detect_idle(UsageColumns(0, STEP, base.bucket_idx, base.alloc_idx, sparse),
+                                                ALLOCS, WORKLOADS, now_s=N * STEP)}  # fmt: skip
+    assert by["train-ckpt"].idle_s == 36 * STEP and by["train-ckpt"].mean_util == pytest.approx(0.01)

@@ -115,7 +115,7 @@ class ControllerConfig:
     sync_every_s: float = 60.0
     # usage metering (adapters/kubernetes/usage.py): every meter_every_s (0 = off) the GPUs each workload holds,
     # written per hour into the store's utilization records through the usage sink, with DCGM utilization read
-    # from prometheus_url; needs store_url and inventory_cluster
+    # from prometheus_url (without it: not measured); needs store_url and inventory_cluster
     meter_every_s: float = 0.0
     sku_map: tuple[tuple[str, str], ...] = ()  # (GPU product, catalog SKU id): the sync's and the meter's mapping
     # replica scaling: every scale_every_s (0 = off) gpufleet's replica policy decides each opted-in Deployment
@@ -354,13 +354,11 @@ class Controller:
         cfg = self.cfg
         if not cfg.store_url or not cfg.inventory_cluster:
             raise ValidationError("--db/--cluster", "usage metering (--meter-every-s) writes into the store's cluster")
-        if not cfg.prometheus_url:
-            raise ValidationError("--prometheus", "usage metering (--meter-every-s) reads DCGM utilization from it")
         if sink is None:
             raise ValidationError("usage_sink", "usage metering needs a sink for its records")
-        prom = self._prom or PrometheusTelemetry(cfg.prometheus_url)
+        prom = self._prom or (PrometheusTelemetry(cfg.prometheus_url) if cfg.prometheus_url else None)
         return MeterLoop(cfg.inventory_cluster, self._store_pools,
-                         prom.gpu_utilization, sink,
+                         prom.gpu_utilization if prom is not None else None, sink,
                          every_s=cfg.meter_every_s, sku_map=dict(cfg.sku_map))  # fmt: skip
 
     def _store(self) -> Any:
@@ -384,8 +382,9 @@ class Controller:
         done = self.metering.step(self.clock(), self.view.observation)
         for h in done:
             self.act.record("usage_metered", self.cfg.inventory_cluster, "hour", "applied", hour=h.start_s,
-                            records=h.records, unmetered_gpu_h=round(h.unmetered_gpu_h, 3),
-                            undercovered=h.undercovered, refused=len(h.refused))  # fmt: skip
+                            records=h.records, util_unmeasured_gpu_h=round(h.util_unmeasured_gpu_h, 3),
+                            undercovered=h.undercovered, unwritten_gpu_h=round(h.unwritten_gpu_h, 3),
+                            refused=len(h.refused))  # fmt: skip
         return done
 
     def _maybe_sync(self) -> None:

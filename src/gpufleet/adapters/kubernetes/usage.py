@@ -9,8 +9,10 @@ the GPUs each pod holds, per hour bucket and per :class:`UsageKey` (workload, te
 * ``gpus_allocated``: the key's GPU-seconds over the seconds of the hour the meter observed (a controller that
   started, or led, for part of the hour measures that part; an hour observed less than half is not written);
 * ``gpu_util``: the mean DCGM utilization of the key's pods over the hour, weighted by their GPU-seconds
-  (dcgm-exporter with pod attribution, read from Prometheus). A key none of whose pods has a DCGM sample is not
-  written (reported as unmetered): the records require a measured utilization and none is made up;
+  (dcgm-exporter with pod attribution, read from Prometheus). A key none of whose pods has a DCGM sample (or a
+  controller run without Prometheus) is written with ``gpu_util`` None, not measured: its GPUs count for planning
+  and cost, its time is neither busy nor idle in the books, and none is made up (reported per hour as
+  ``util_unmeasured_gpu_h``);
 * ``pool_id``: the store's pool of the node's region, SKU and tier (``karpenter.sh/capacity-type``: on-demand,
   spot, reserved), so the planning pass plans the use where it ran (docs/service.md, "Several regions"); none
   when the node's region, product or capacity type is unknown, or no such pool is stored;
@@ -169,20 +171,23 @@ class UsageMeter:
 
 @dataclass(frozen=True, slots=True)
 class MeteredHour:
-    """The records of one closed hour, and what was not written: ``unmetered_gpu_h`` (keys without a DCGM sample);
-    ``undercovered``: the whole hour was observed less than half."""
+    """The records of one closed hour; ``util_unmeasured_gpu_h``: the GPU-hours written without a utilization (keys
+    without a DCGM sample); ``undercovered``: the hour was observed less than half, and its ``unwritten_gpu_h`` are
+    not written."""
 
     records: list[dict[str, object]]
-    unmetered_gpu_h: float
-    undercovered: bool
+    util_unmeasured_gpu_h: float
+    undercovered: bool = False
+    unwritten_gpu_h: float = 0.0
 
 
 def usage_records(hour: ClosedHour, pod_util: Mapping[tuple[str, str], float], bucket_s: int) -> MeteredHour:
     """The ingest records of a closed hour (module docstring): per key, GPUs over the observed seconds and the
-    GPU-seconds-weighted mean utilization of its pods with a DCGM reading (``pod_util``, 0..1)."""
+    GPU-seconds-weighted mean utilization of its pods with a DCGM reading (``pod_util``, 0..1; None where none of
+    its pods has one)."""
     if hour.covered_s < bucket_s / 2:
         gpu_h = sum(g for _, g in hour.pod_gpu_s.values()) / 3600
-        return MeteredHour([], gpu_h, True)
+        return MeteredHour([], 0.0, True, gpu_h)
     gpu_s: dict[UsageKey, float] = {}
     util_w: dict[UsageKey, tuple[float, float]] = {}  # (sum of util x GPU-s, GPU-s with a reading)
     for pod, (key, g) in hour.pod_gpu_s.items():
@@ -191,18 +196,22 @@ def usage_records(hour: ClosedHour, pod_util: Mapping[tuple[str, str], float], b
             w, n = util_w.get(key, (0.0, 0.0))
             util_w[key] = (w + min(max(pod_util[pod], 0.0), 1.0) * g, n + g)
     records: list[dict[str, object]] = []
-    unmetered = 0.0
+    unmeasured = 0.0
     for key in sorted(gpu_s, key=lambda k: (k.source, k.workload_id)):
-        if key not in util_w or gpu_s[key] <= 0:
-            unmetered += gpu_s[key] / 3600
+        if gpu_s[key] <= 0:
             continue
-        w, n = util_w[key]
+        util: float | None = None
+        if key in util_w:
+            w, n = util_w[key]
+            util = round(w / n, 6)
+        else:
+            unmeasured += gpu_s[key] / 3600
         records.append(
             {"source": key.source, "bucket_start_s": hour.start_s, "bucket_s": bucket_s,
              "workload_id": key.workload_id, "team_id": key.team_id, "sku_id": key.sku_id, "pool_id": key.pool_id,
-             "gpus_allocated": round(gpu_s[key] / hour.covered_s, 6), "gpu_util": round(w / n, 6)}
+             "gpus_allocated": round(gpu_s[key] / hour.covered_s, 6), "gpu_util": util}
         )  # fmt: skip
-    return MeteredHour(records, unmetered, False)
+    return MeteredHour(records, unmeasured)
 
 
 def pod_utilization(batch: TelemetryBatch) -> dict[tuple[str, str], float]:
@@ -239,21 +248,23 @@ UsageSink = Callable[[Sequence[dict[str, object]]], tuple[int, list[str]]]
 class HourWritten:
     start_s: int
     records: int
-    unmetered_gpu_h: float
+    util_unmeasured_gpu_h: float
     undercovered: bool
+    unwritten_gpu_h: float
     refused: tuple[str, ...]
 
 
 class MeterLoop:
     """The controller's usage metering on its cadence (leader only): observe every ``every_s``, and write each
     hour once ``util_delay_s`` have passed its end (the last DCGM scrapes are in). When Prometheus or the store does
-    not answer, the hour is kept and tried again; more than ``keep_hours`` waiting drops the oldest (reported)."""
+    not answer, the hour is kept and tried again; more than ``keep_hours`` waiting drops the oldest (reported).
+    ``utilization`` None (no Prometheus): every record's utilization is not measured."""
 
     def __init__(
         self,
         cluster: str,
         pools: Callable[[], tuple[list[str], dict[tuple[str, str, str], str]]],
-        utilization: Callable[[int, int, int], TelemetryBatch],
+        utilization: Callable[[int, int, int], TelemetryBatch] | None,
         sink: UsageSink,
         *,
         every_s: float = 30.0,
@@ -279,6 +290,11 @@ class MeterLoop:
         self.written: list[HourWritten] = []
         self.failures: deque[str] = deque(maxlen=100)  # the last failures (Prometheus, the store)
         self.dropped_hours: list[int] = []
+
+    @property
+    def measures_utilization(self) -> bool:
+        """Whether the records carry a DCGM utilization (a Prometheus to read it from)."""
+        return self._utilization is not None
 
     def _store_pools(self, now_s: float) -> tuple[list[str], dict[tuple[str, str, str], str]] | None:
         """The store's SKUs and pools, read again every ``POOLS_EVERY_S``; when the store does not answer, the last
@@ -306,14 +322,19 @@ class MeterLoop:
         for i, hour in enumerate(hours):
             b = self.meter.bucket_s
             try:
-                util = pod_utilization(self._utilization(hour.start_s, hour.start_s + b - self.step_s, self.step_s))
+                util = (
+                    {}
+                    if self._utilization is None
+                    else pod_utilization(self._utilization(hour.start_s, hour.start_s + b - self.step_s, self.step_s))
+                )
                 m = usage_records(hour, util, b)
                 written, refused = self._sink(m.records) if m.records else (0, [])
             except Exception as exc:  # Prometheus or the store did not answer: keep the hours, try again
                 self.failures.append(f"{hour.start_s}: {exc}")
                 self.meter.reopen(hours[i:])
                 break
-            done.append(HourWritten(hour.start_s, written, m.unmetered_gpu_h, m.undercovered, tuple(refused)))
+            done.append(HourWritten(hour.start_s, written, m.util_unmeasured_gpu_h, m.undercovered, m.unwritten_gpu_h,
+                                    tuple(refused)))  # fmt: skip
         waiting = self.meter.waiting()
         for oldest in waiting[: max(0, len(waiting) - self.keep_hours - 1)]:  # the open hour and keep_hours waiting
             self.meter.drop(oldest)

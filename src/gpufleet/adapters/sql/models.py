@@ -141,7 +141,7 @@ class UtilizationRow(Base):
     team_id: Mapped[str] = mapped_column(String(64))
     sku_id: Mapped[str] = mapped_column(String(64))
     gpus_allocated: Mapped[float] = mapped_column(Float)
-    gpu_util: Mapped[float] = mapped_column(Float)
+    gpu_util: Mapped[float | None] = mapped_column(Float, nullable=True)  # None: held GPUs measured, busy share not
     queue_wait_s: Mapped[float | None] = mapped_column(Float, nullable=True)
     pool_id: Mapped[str | None] = mapped_column(String(200), nullable=True)  # the pool the GPUs ran in (None: unknown)
 

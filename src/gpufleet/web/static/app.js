@@ -106,6 +106,7 @@
         { label: "allocated GPU-h", data: d.daily.allocated_gpu_h, borderColor: COLORS[0] },
         { label: "used GPU-h", data: d.daily.used_gpu_h, borderColor: COLORS[2] },
       ];
+      if (d.daily.unmeasured_gpu_h.some((x) => x > 0)) ds.push({ label: "GPU-h not measured", data: d.daily.unmeasured_gpu_h, borderColor: COLORS[4], borderDash: [2, 2] });
       if (d.scope === "fleet") ds.unshift({ label: "capacity GPU-h", data: d.daily.capacity_gpu_h, borderColor: COLORS[7], borderDash: [4, 4] });
       grid.append(chartCard("Utilization per day", "daily-usage", { type: "line", data: { labels: d.daily.day_start_s.map(day), datasets: ds } }));
     }
