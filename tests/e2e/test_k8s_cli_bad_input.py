@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 import pytest
+from sqlalchemy import text
 from typer.testing import CliRunner
 
 from gpufleet.adapters.kubernetes import controller as controller_mod
@@ -80,8 +81,7 @@ def test_controller_usage_metering_reaches_the_config_with_a_sink(
     monkeypatch.setattr(signal, "signal", lambda *a: None)
     _Ctl.configs.clear()
     _Ctl.sinks.clear()
-    db = f"sqlite:///{tmp_path / 'x.db'}"
-    migrate.upgrade(make_engine(db))
+    db = _store_with_cluster(tmp_path)
     flags = ["--db", db, "--cluster", "c", "--prometheus", "http://127.0.0.1:1", "--meter-every-s", "30"]
     r = CliRunner().invoke(app, ["controller", "--in-cluster", *flags])
     assert r.exit_code == 0, r.output
@@ -98,9 +98,26 @@ def test_controller_usage_metering_reaches_the_config_with_a_sink(
     assert _Ctl.configs[-1].sku_map == (("NVIDIA-H200", "h200_141gb"),)
 
 
-def test_controller_sku_options_are_checked_against_the_store(tmp_path: Path) -> None:
+def _store_with_cluster(tmp_path: Path) -> str:
+    """A migrated SQLite store with cluster ``c`` registered."""
     db = f"sqlite:///{tmp_path / 'x.db'}"
-    migrate.upgrade(make_engine(db))
+    engine = make_engine(db)
+    migrate.upgrade(engine)
+    with engine.begin() as c:
+        c.execute(text("insert into clusters (id, name, region_id) values ('c', 'c', 'us-east-1')"))
+    engine.dispose()
+    return db
+
+
+def test_controller_refuses_a_cluster_the_store_does_not_have(tmp_path: Path) -> None:
+    db = _store_with_cluster(tmp_path)
+    r = _run("controller", "--kubeconfig", str(tmp_path / "k"), "--db", db, "--cluster", "prod-9")
+    assert r.returncode == 2 and "--cluster" in r.stderr and "'prod-9' is not in the store" in r.stderr
+    assert "POST /v1/clusters" in r.stderr and "Traceback" not in r.stderr
+
+
+def test_controller_sku_options_are_checked_against_the_store(tmp_path: Path) -> None:
+    db = _store_with_cluster(tmp_path)
     k = str(tmp_path / "k")
     r = _run("controller", "--kubeconfig", k, "--db", db, "--cluster", "c", "--sku", "NVIDIA-H200=h201_nope")
     assert r.returncode == 2 and "--sku" in r.stderr and "h201_nope" in r.stderr and "Traceback" not in r.stderr

@@ -179,7 +179,7 @@ def register(app: typer.Typer) -> None:
 
             engine = make_engine(db)
             ensure_migrated(engine, safe_url=db.split("@")[-1])
-            _check_skus(engine, pairs)
+            _check_store(engine, cluster, pairs)
         kube = connect(kubeconfig, in_cluster, pool_size=bind_workers + 8)
         assert isinstance(kube, Kube)
         cfg = ControllerConfig(
@@ -237,14 +237,17 @@ def sku_pairs(items: Sequence[str] | None) -> dict[str, str]:
     return pairs
 
 
-def _check_skus(engine: Any, pairs: dict[str, str]) -> None:
-    """Every mapped SKU id is in the store's catalog (``inventory.check_sku_map``), before the controller starts."""
-    if not pairs:
-        return
+def _check_store(engine: Any, cluster: str, pairs: dict[str, str]) -> None:
+    """Before the controller starts: the cluster is registered in the store (its inventory is written under it) and
+    every mapped SKU id is in the store's catalog (``inventory.check_sku_map``)."""
     from sqlalchemy import select
 
     from gpufleet.adapters.kubernetes.inventory import check_sku_map
-    from gpufleet.adapters.sql.models import SkuRow
+    from gpufleet.adapters.sql.models import ClusterRow, SkuRow
 
     with engine.connect() as c:
+        if c.execute(select(ClusterRow.id).where(ClusterRow.id == cluster)).first() is None:
+            raise ValidationError(
+                "--cluster", f"cluster {cluster!r} is not in the store; register it first (POST /v1/clusters)"
+            )
         check_sku_map(pairs, list(c.execute(select(SkuRow.id)).scalars()))

@@ -71,3 +71,58 @@ def test_controller_syncs_inventory_on_its_cadence(kube: Kube, kubelet: FakeKube
         assert wait_for(lambda: ctl.syncs >= 2, 30)
     with Session(engine) as s:
         assert f"k2:{p}-0" in {r.id for r in s.scalars(select(NodeRow)).all()}
+
+
+def test_the_controller_binds_while_the_store_hangs_or_fails(
+    kube: Kube, kubelet: FakeKubelet, ns: str, tmp_path: Path
+) -> None:
+    """The store's work runs on its own thread (adapters/kubernetes/store_link.py): while another process holds the
+    store's write lock (a sync waits up to the 30 s busy timeout) pods still bind at once, and a sync that fails (the
+    cluster deleted from the store) is recorded and retried while binding goes on."""
+    import sqlite3
+    import time
+
+    from gpufleet.adapters.kubernetes.controller import ControllerConfig
+    from tests.integration.k8s.helpers import pods_in, running_controller, wait_for
+
+    path = tmp_path / "store.db"
+    engine = make_engine(f"sqlite:///{path}")
+    migrate.upgrade(engine)
+    with engine.begin() as c:
+        c.execute(text("insert into clusters (id, name, region_id) values ('k4', 'k4', 'us-east-1')"))
+    p = f"h{uuid.uuid4().hex[:5]}"
+    kubelet.register([FakeNode(f"{p}-0", gpus=8)])
+    sched = f"s-{p}"
+    cfg = ControllerConfig(scheduler_name=sched, namespace=ns, lease_name=f"l-{p}", store_url=f"sqlite:///{path}",
+                           inventory_cluster="k4", sync_every_s=1)  # fmt: skip
+
+    def bound(*names: str) -> bool:
+        return all(q["spec"].get("nodeName") for q in pods_in(kube, ns) if q["metadata"]["name"] in names)
+
+    locker = sqlite3.connect(path, timeout=0, isolation_level=None)
+    locker.execute("BEGIN EXCLUSIVE")  # another writer holds the store: every write of the sync waits on it
+    try:
+        with running_controller(kube, cfg) as ctl:
+            assert ctl.store is not None
+            names = [f"a{i}" for i in range(3)]
+            t0 = time.monotonic()
+            for n in names:
+                create_pod(kube, ns, pod_body(n, PodRequest(n, 1000, 1024, 1, 1000), sched))
+            assert wait_for(lambda: bound(*names), 10)
+            took = time.monotonic() - t0
+            assert ctl.syncs == 0 and ctl.store.worker.busy("inventory_sync"), ctl.act.audit  # waits on the lock
+            locker.execute("ROLLBACK")
+            assert wait_for(lambda: ctl.syncs >= 1, 40)
+            with engine.begin() as c:  # the cluster leaves the store: each sync now fails
+                c.execute(text("delete from nodes where cluster_id = 'k4'"))
+                c.execute(text("delete from clusters where id = 'k4'"))
+            assert wait_for(
+                lambda: any(a["action"] == "inventory_sync" and a["outcome"] == "failed" for a in ctl.act.audit), 10
+            )
+            create_pod(kube, ns, pod_body("late", PodRequest("late", 1000, 1024, 1, 1000), sched))
+            assert wait_for(lambda: bound("late"), 10)
+    finally:
+        locker.close()
+    failed = [a for a in ctl.act.audit if a["action"] == "inventory_sync" and a["outcome"] == "failed"]
+    assert failed[0]["reason"] == "store_unavailable" and "'k4' is not in the store" in failed[0]["error"]
+    assert took < 10  # bound while the store was held (before this, the loop waited out the sync's busy timeout)

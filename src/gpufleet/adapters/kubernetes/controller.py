@@ -28,7 +28,6 @@ from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from gpufleet.adapters.kubernetes.act import Actuator
 from gpufleet.adapters.kubernetes.bufferpods import PAUSE_IMAGE, apply_buffer_pods
@@ -36,7 +35,8 @@ from gpufleet.adapters.kubernetes.fleetobjects import CHAIN
 from gpufleet.adapters.kubernetes.lease import LeaderElector
 from gpufleet.adapters.kubernetes.reclaim import apply_drain, apply_reclaim, apply_release
 from gpufleet.adapters.kubernetes.rest import Kube
-from gpufleet.adapters.kubernetes.usage import HourWritten, MeterLoop, UsageSink, store_pools
+from gpufleet.adapters.kubernetes.store_link import StoreLink
+from gpufleet.adapters.kubernetes.usage import HourWritten, MeterLoop, UsageSink
 from gpufleet.adapters.kubernetes.view import ClusterView
 from gpufleet.adapters.kubernetes.workloads import (
     DEFAULT_QUEUE_QUERY,
@@ -192,9 +192,6 @@ class Controller:
         self.last_plan: BindingPlan | None = None
         self.error = ""
         self._next_consolidation = 0.0
-        self._next_sync = 0.0
-        self.syncs = 0
-        self._engine: Any = None
         self._reclaim: threading.Thread | None = None
         self.reclaim_results: list[dict[str, str]] = []
         self._lock = threading.Lock()
@@ -225,9 +222,17 @@ class Controller:
                 raise ValidationError("--prometheus", "replica scaling (--scale-every-s) reads request rates from it")
             self.scaler = ReplicaScaler(cfg.scale_every_s, BUILTIN_PRICE_CATALOG)
             self._prom = PrometheusTelemetry(cfg.prometheus_url)
-        self.metering: MeterLoop | None = None
-        if cfg.meter_every_s > 0:
-            self.metering = self._meter_loop(usage_sink)
+        self.store: StoreLink | None = None  # the inventory sync and usage metering, off the binding thread
+        if cfg.meter_every_s > 0 and (not cfg.store_url or not cfg.inventory_cluster):
+            raise ValidationError("--db/--cluster", "usage metering (--meter-every-s) writes into the store's cluster")
+        if cfg.store_url and cfg.inventory_cluster:
+            if cfg.meter_every_s > 0 and cfg.prometheus_url and self._prom is None:
+                self._prom = PrometheusTelemetry(cfg.prometheus_url)  # DCGM utilization (without it: not measured)
+            dcgm = self._prom.gpu_utilization if self._prom is not None and cfg.meter_every_s > 0 else None
+            self.store = StoreLink(self.act, cfg.store_url, cfg.inventory_cluster, sync_every_s=cfg.sync_every_s,
+                                   sku_map=dict(cfg.sku_map), meter_every_s=cfg.meter_every_s, utilization=dcgm,
+                                   usage_sink=usage_sink)  # fmt: skip
+        self.metering: MeterLoop | None = self.store.metering if self.store is not None else None
 
     # -- lifecycle ---------------------------------------------------------------------------------------
     def start(self) -> Controller:
@@ -260,8 +265,8 @@ class Controller:
                     self.tick()
                     self._maybe_consolidate()
                     self.maybe_release()
-                    self._maybe_sync()
-                    self.maybe_meter()
+                    if self.store is not None and not self.cfg.dry_run:
+                        self.store.tick(self.clock(), self.view.observation)
                     self.maybe_scale()
                     self.maybe_react()
                 self.view.changed.wait(self.cfg.tick_s)
@@ -278,6 +283,8 @@ class Controller:
                 elector.join()
             if not self.cfg.dry_run:
                 self.elector.release()
+            if self.store is not None:
+                self.store.stop()
             if self._prom is not None:
                 self._prom.close()
             self.view.stop()
@@ -350,58 +357,20 @@ class Controller:
             if any(o not in ("drained", "dry_run") for o in got.values()):
                 self._preempt_failed.append(d)
 
-    def _meter_loop(self, sink: UsageSink | None) -> MeterLoop:
-        cfg = self.cfg
-        if not cfg.store_url or not cfg.inventory_cluster:
-            raise ValidationError("--db/--cluster", "usage metering (--meter-every-s) writes into the store's cluster")
-        if sink is None:
-            raise ValidationError("usage_sink", "usage metering needs a sink for its records")
-        prom = self._prom or (PrometheusTelemetry(cfg.prometheus_url) if cfg.prometheus_url else None)
-        return MeterLoop(cfg.inventory_cluster, self._store_pools,
-                         prom.gpu_utilization if prom is not None else None, sink,
-                         every_s=cfg.meter_every_s, sku_map=dict(cfg.sku_map))  # fmt: skip
-
-    def _store(self) -> Any:
-        if self._engine is None:
-            from gpufleet.adapters.sql.engine import make_engine
-
-            self._engine = make_engine(self.cfg.store_url)
-        return self._engine
-
-    def _store_pools(self) -> tuple[list[str], dict[tuple[str, str, str], str]]:
-        from sqlalchemy.orm import Session
-
-        with Session(self._store()) as s:
-            return store_pools(s)
+    @property
+    def syncs(self) -> int:
+        """Inventory syncs written into the store so far."""
+        return self.store.syncs if self.store is not None else 0
 
     def maybe_meter(self) -> list[HourWritten]:
-        """Usage metering on its cadence (adapters/kubernetes/usage.py), leader only; each hour written is one
-        audit record ``usage_metered``. A dry run meters nothing (it writes nothing)."""
-        if self.metering is None or self.cfg.dry_run:
+        """Usage metering on its cadence, on the caller's thread (the loop instead reads on its own thread and
+        writes on the store's, :class:`StoreLink`); each hour written is one audit record ``usage_metered``. A dry
+        run meters nothing (it writes nothing)."""
+        if self.store is None or self.store.metering is None or self.cfg.dry_run:
             return []
-        done = self.metering.step(self.clock(), self.view.observation)
-        for h in done:
-            self.act.record("usage_metered", self.cfg.inventory_cluster, "hour", "applied", hour=h.start_s,
-                            records=h.records, util_unmeasured_gpu_h=round(h.util_unmeasured_gpu_h, 3),
-                            undercovered=h.undercovered, unwritten_gpu_h=round(h.unwritten_gpu_h, 3),
-                            refused=len(h.refused))  # fmt: skip
+        done = self.store.metering.step(self.clock(), self.view.observation)
+        self.store.record_hours(done)
         return done
-
-    def _maybe_sync(self) -> None:
-        """Inventory into the store (adapters/kubernetes/inventory.py) on its cadence, leader only."""
-        if not self.cfg.store_url or not self.cfg.inventory_cluster or self.cfg.dry_run:
-            return
-        now = self.clock()
-        if now < self._next_sync:
-            return
-        self._next_sync = now + self.cfg.sync_every_s
-        from gpufleet.adapters.kubernetes.inventory import sync_inventory
-
-        r = sync_inventory(self._store(), self.cfg.inventory_cluster, self.view.observation(),
-                           sku_map=dict(self.cfg.sku_map), now_s=int(now))  # fmt: skip
-        self.act.record("inventory_sync", self.cfg.inventory_cluster, "cadence", "applied",
-                        nodes=r.nodes_written, deleted=r.nodes_deleted, pods=r.pods_allocated)  # fmt: skip
-        self.syncs += 1
 
     def maybe_scale(self) -> ScalePlan | None:
         """Every ``scale_every_s``: read each opted-in Deployment's request rate, ask the replica policy

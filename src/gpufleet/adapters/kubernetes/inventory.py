@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from sqlalchemy import Engine, delete, select
 from sqlalchemy.orm import Session
 
+from gpufleet.adapters.sql.engine import writer
 from gpufleet.adapters.sql.models import AuditEventRow, ClusterRow, NodeRow, SkuRow
 from gpufleet.control.observation import Observation
 from gpufleet.domain.catalog import sku_for
@@ -48,7 +49,7 @@ def sync_inventory(
     engine: Engine, cluster_id: str, obs: Observation, *, sku_map: Mapping[str, str] | None = None, now_s: int = 0
 ) -> InventorySync:
     sku_map = dict(sku_map or {})
-    with Session(engine) as s, s.begin():
+    with Session(writer(engine)) as s, s.begin():  # the write lock at BEGIN (SQLite): no lock upgrade to lose
         if s.get(ClusterRow, cluster_id) is None:
             raise ValidationError("--cluster", f"cluster {cluster_id!r} is not in the store (create it first)")
         sku_ids = list(s.scalars(select(SkuRow.id)).all())

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import hashlib
 import re
+import threading
 from collections import deque
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -290,6 +291,7 @@ class MeterLoop:
         self.written: list[HourWritten] = []
         self.failures: deque[str] = deque(maxlen=100)  # the last failures (Prometheus, the store)
         self.dropped_hours: list[int] = []
+        self._lock = threading.Lock()  # the meter's hours: read on the controller's loop, written on its store worker
 
     @property
     def measures_utilization(self) -> bool:
@@ -308,16 +310,38 @@ class MeterLoop:
         return self._pools_read
 
     def step(self, now_s: float, observe: Callable[[], Observation]) -> list[HourWritten]:
-        """Observe (on the cadence) and write the hours that are due; returns the hours written now."""
+        """Read (on the cadence) and write the hours that are due, on the caller's thread; returns the hours written
+        now. The controller's loop instead calls :meth:`read` and has its store worker call :meth:`write_due`."""
         if now_s < self._next_s:
             return []
-        self._next_s = now_s + self.every_s
-        store = self._store_pools(now_s)
-        if store is None:  # never read yet and the store does not answer: no reading this time
+        self._store_pools(now_s)
+        if not self.read(now_s, observe):
             return []
+        return self.write_due(now_s, refresh_pools=False)
+
+    def read(self, now_s: float, observe: Callable[[], Observation]) -> bool:
+        """On the cadence, what the pods hold now, in memory (no store, no Prometheus): the pools last read from the
+        store name them; before any read of the store, nothing is read. True when the cadence fell due (the hours
+        due are then :meth:`write_due`'s)."""
+        if now_s < self._next_s:
+            return False
+        self._next_s = now_s + self.every_s
+        store = self._pools_read
+        if store is None:  # the store's pools never read yet: no reading this time
+            return True
         sku_ids, pools = store
-        self.meter.observe(now_s, holdings(observe(), self.cluster, sku_ids, pools, self._sku_map).pods)
-        hours = self.meter.closed(now_s - self.util_delay_s)
+        held = holdings(observe(), self.cluster, sku_ids, pools, self._sku_map).pods
+        with self._lock:
+            self.meter.observe(now_s, held)
+        return True
+
+    def write_due(self, now_s: float, *, refresh_pools: bool = True) -> list[HourWritten]:
+        """The store's pools read again when due, and the hours closed ``util_delay_s`` before ``now_s`` written
+        (Prometheus, then the sink); an hour that could not be written is kept for the next call."""
+        if refresh_pools:
+            self._store_pools(now_s)
+        with self._lock:
+            hours = self.meter.closed(now_s - self.util_delay_s)
         done: list[HourWritten] = []
         for i, hour in enumerate(hours):
             b = self.meter.bucket_s
@@ -331,13 +355,15 @@ class MeterLoop:
                 written, refused = self._sink(m.records) if m.records else (0, [])
             except Exception as exc:  # Prometheus or the store did not answer: keep the hours, try again
                 self.failures.append(f"{hour.start_s}: {exc}")
-                self.meter.reopen(hours[i:])
+                with self._lock:
+                    self.meter.reopen(hours[i:])
                 break
             done.append(HourWritten(hour.start_s, written, m.util_unmeasured_gpu_h, m.undercovered, m.unwritten_gpu_h,
                                     tuple(refused)))  # fmt: skip
-        waiting = self.meter.waiting()
-        for oldest in waiting[: max(0, len(waiting) - self.keep_hours - 1)]:  # the open hour and keep_hours waiting
-            self.meter.drop(oldest)
-            self.dropped_hours.append(oldest)
+        with self._lock:
+            waiting = self.meter.waiting()
+            for oldest in waiting[: max(0, len(waiting) - self.keep_hours - 1)]:  # the open hour and keep_hours
+                self.meter.drop(oldest)
+                self.dropped_hours.append(oldest)
         self.written.extend(done)
         return done
