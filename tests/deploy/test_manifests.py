@@ -32,9 +32,9 @@ NS = "gpufleet"
 needs_kubectl = pytest.mark.skipif(KUBECTL is None, reason="kubectl (which bundles kustomize) is not installed")
 
 
-def _render() -> list[dict[str, Any]]:
+def _render(overlay: Path = OVERLAY) -> list[dict[str, Any]]:
     assert KUBECTL is not None
-    out = subprocess.run([KUBECTL, "kustomize", str(OVERLAY)], capture_output=True, text=True, check=True)
+    out = subprocess.run([KUBECTL, "kustomize", str(overlay)], capture_output=True, text=True, check=True)
     return [d for d in yaml.safe_load_all(out.stdout) if d]
 
 
@@ -88,6 +88,29 @@ def test_manifests_say_what_a_production_install_needs() -> None:
     assert ctl["spec"]["template"]["spec"]["serviceAccountName"] == "gpufleet-controller"
     text = yaml.safe_dump_all(docs)
     assert "password" not in text.lower() and "kind: Secret" not in text  # no secret shipped in the manifests
+
+
+@needs_kubectl
+def test_the_store_linked_overlay_gives_the_controller_the_store_from_the_secret() -> None:
+    """overlays/store-linked: the example, with the controller syncing inventory and metering usage into the store;
+    the store's URL comes from the API's Secret as an env var (the CLI reads GPUFLEET_DB_URL with --cluster), never
+    on the command line."""
+    import kubernetes_validate
+
+    docs = _render(OVERLAY.parent / "store-linked")
+    for doc in docs:
+        kubernetes_validate.validate(doc, "1.25.0", strict=True)
+    assert sorted(f"{d['kind']}/{d['metadata']['name']}" for d in docs) == sorted(
+        f"{d['kind']}/{d['metadata']['name']}" for d in _render()
+    )
+    (c,) = _by_kind(docs, "Deployment", "gpufleet-controller")["spec"]["template"]["spec"]["containers"]
+    args = c["args"]
+    assert args[:2] == ["controller", "--in-cluster"] and "--lease-name" in args and "--identity" in args
+    assert args[args.index("--cluster") + 1] == "prod-1" and args[args.index("--meter-every-s") + 1] == "30"
+    assert "--db" not in args and not any("postgresql" in a for a in args)
+    env = {e["name"]: e for e in c["env"]}
+    assert env["GPUFLEET_DB_URL"]["valueFrom"]["secretKeyRef"] == {"name": "gpufleet-db", "key": "url"}
+    assert {"POD_NAMESPACE", "POD_NAME"} <= set(env)
 
 
 # ---- a real API server ------------------------------------------------------------------------------------------

@@ -88,6 +88,14 @@ def test_controller_usage_metering_reaches_the_config_with_a_sink(
     assert [c.meter_every_s for c in _Ctl.configs] == [30.0] and callable(_Ctl.sinks[0])
     r = CliRunner().invoke(app, ["controller", "--in-cluster", "--dry-run"])
     assert r.exit_code == 0 and _Ctl.configs[-1].meter_every_s == 0 and _Ctl.sinks[-1] is None
+    # with --cluster the store's URL defaults to GPUFLEET_DB_URL (the Secret's env var in the store-linked overlay)
+    monkeypatch.setenv("GPUFLEET_DB_URL", db)
+    r = CliRunner().invoke(app, ["controller", "--in-cluster", "--cluster", "c", "--meter-every-s", "30"])
+    assert r.exit_code == 0, r.output
+    assert (_Ctl.configs[-1].store_url, _Ctl.configs[-1].inventory_cluster) == (db, "c")
+    monkeypatch.delenv("GPUFLEET_DB_URL")
+    r = CliRunner().invoke(app, ["controller", "--in-cluster", "--cluster", "c"])
+    assert r.exit_code == 2 and "--db/--cluster" in r.output
     # without Prometheus the meter runs too (its records' utilization not measured)
     r = CliRunner().invoke(app, ["controller", "--in-cluster", "--db", db, "--cluster", "c", "--meter-every-s", "30"])
     assert r.exit_code == 0, r.output

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import signal
 import threading
 from collections.abc import Callable, Sequence
@@ -95,7 +96,12 @@ def register(app: typer.Typer) -> None:
                 help="spread a serving Deployment's replicas over nodes with the control loop's replica spread",
             ),
         ] = True,
-        db: Annotated[str, typer.Option("--db", help="store URL: sync node/pod inventory into it")] = "",
+        db: Annotated[
+            str,
+            typer.Option(
+                "--db", help="store URL: sync node/pod inventory into it (default with --cluster: GPUFLEET_DB_URL)"
+            ),
+        ] = "",
         cluster: Annotated[str, typer.Option("--cluster", help="cluster id in the store (with --db)")] = "",
         sync_every_s: Annotated[float, typer.Option("--sync-every-s", min=1)] = 60.0,
         sku: Annotated[
@@ -168,6 +174,8 @@ def register(app: typer.Typer) -> None:
 
         if scale_every_s > 0 and not prometheus:
             raise ValidationError("--prometheus", "replica scaling (--scale-every-s) reads request rates from it")
+        if cluster and not db:  # the store's URL as the API reads it (a Secret's env var: not on the command line)
+            db = os.environ.get("GPUFLEET_DB_URL", "")
         if bool(db) != bool(cluster):
             raise ValidationError("--db/--cluster", "give both to sync inventory into the store, or neither")
         if meter_every_s > 0 and not db:
