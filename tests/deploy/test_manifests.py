@@ -113,6 +113,21 @@ def test_the_store_linked_overlay_gives_the_controller_the_store_from_the_secret
     assert {"POD_NAMESPACE", "POD_NAME"} <= set(env)
 
 
+@needs_kubectl
+def test_the_documented_copies_render(tmp_path: Path) -> None:
+    """docs/deploy.md's steps: copy the example next to it as ``mine``, copy store-linked as ``mine-linked`` and point
+    it at ``mine``; both render (the base is two levels up from an overlay)."""
+    tree = tmp_path / "kustomize"
+    shutil.copytree(OVERLAY.parents[1], tree)
+    overlays = tree / "overlays"
+    shutil.copytree(overlays / "example", overlays / "mine")
+    shutil.copytree(overlays / "store-linked", overlays / "mine-linked")
+    k = overlays / "mine-linked" / "kustomization.yaml"
+    k.write_text(k.read_text().replace("../example", "../mine"))
+    assert _render(overlays / "mine") == _render()
+    assert _render(overlays / "mine-linked") == _render(OVERLAY.parent / "store-linked")
+
+
 # ---- a real API server ------------------------------------------------------------------------------------------
 def _free_port() -> int:
     with socket.socket() as s:
