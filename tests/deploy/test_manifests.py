@@ -56,8 +56,9 @@ def test_manifests_validate_offline_against_the_kubernetes_schemas() -> None:
     assert kinds == [
         "ClusterRole/gpufleet-controller", "ClusterRoleBinding/gpufleet-controller", "ConfigMap/gpufleet-config",
         "Deployment/gpufleet-api", "Deployment/gpufleet-controller", "HorizontalPodAutoscaler/gpufleet-api",
-        "Job/gpufleet-migrate", "Namespace/gpufleet", "Role/gpufleet-controller-lease",
-        "RoleBinding/gpufleet-controller-lease", "Service/gpufleet-api", "ServiceAccount/gpufleet-api",
+        "Job/gpufleet-migrate", "Namespace/gpufleet", "Role/gpufleet-buffer", "Role/gpufleet-controller-lease",
+        "RoleBinding/gpufleet-buffer", "RoleBinding/gpufleet-controller-lease", "Service/gpufleet-api",
+        "ServiceAccount/gpufleet-api",
         "ServiceAccount/gpufleet-controller",
     ]  # fmt: skip
     monitor = yaml.safe_load((EXTRAS / "servicemonitor.yaml").read_text())
@@ -88,6 +89,23 @@ def test_manifests_say_what_a_production_install_needs() -> None:
     assert ctl["spec"]["template"]["spec"]["serviceAccountName"] == "gpufleet-controller"
     text = yaml.safe_dump_all(docs)
     assert "password" not in text.lower() and "kind: Secret" not in text  # no secret shipped in the manifests
+
+
+def test_the_kustomize_cluster_role_is_the_documented_one_but_the_lease() -> None:
+    """One RBAC definition: the kustomize base's ClusterRole has deploy/kubernetes/rbac.yaml's rules (the ones the
+    controller is run with in tests/integration/k8s/test_rbac.py) except the Lease, which the base grants in its own
+    namespace only (a Role, with the start buffer's pod creation)."""
+    documented = next(
+        d for d in yaml.safe_load_all((REPO / "deploy" / "kubernetes" / "rbac.yaml").read_text())
+        if d["kind"] == "ClusterRole"
+    )  # fmt: skip
+    base = [d for d in yaml.safe_load_all((OVERLAY.parents[1] / "base" / "rbac.yaml").read_text()) if d]
+    role = next(d for d in base if d["kind"] == "ClusterRole")
+    want = [r for r in documented["rules"] if r["apiGroups"] != ["coordination.k8s.io"]]
+    assert role["rules"] == want
+    roles = {d["metadata"]["name"]: d["rules"] for d in base if d["kind"] == "Role"}
+    assert roles["gpufleet-buffer"] == [{"apiGroups": [""], "resources": ["pods"], "verbs": ["create"]}]
+    assert {v for r in roles["gpufleet-controller-lease"] for v in r["verbs"]} == {"create", "get", "update"}
 
 
 @needs_kubectl
@@ -259,7 +277,12 @@ def test_manifests_apply_to_a_real_api_server_with_least_privilege(kubeconfig: P
     assert can("gpufleet-controller", "create", "pods", "--subresource=eviction") == "yes"
     assert can("gpufleet-controller", "update", "leases/gpufleet-controller") == "yes"
     assert can("gpufleet-controller", "update", "leases/someone-else") == "no"
-    assert can("gpufleet-controller", "delete", "pods") == "no"
+    assert can("gpufleet-controller", "delete", "pods") == "yes"  # a gang's rollback (docs/kubernetes.md, RBAC)
+    assert can("gpufleet-controller", "create", "pods") == "yes"  # the start buffer's placeholders, here only
+    r = _kubectl(kubeconfig, "auth", "can-i", "create", "pods", f"--as=system:serviceaccount:{NS}:gpufleet-controller",
+                 "-n", "default")  # fmt: skip
+    assert r.stdout.strip() == "no"
+    assert can("gpufleet-controller", "create", "secrets") == "no"
     assert can("gpufleet-controller", "get", "secrets") == "no"
     # the API and the migration Job need no Kubernetes permission at all
     assert can("gpufleet-api", "get", "pods") == "no"

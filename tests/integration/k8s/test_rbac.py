@@ -1,8 +1,11 @@
 """The ClusterRole in deploy/kubernetes/rbac.yaml is enough for the controller and no more: a controller
-authenticated as the ServiceAccount (TokenRequest) binds pods; the same token cannot create pods."""
+authenticated as the ServiceAccount (TokenRequest) binds pods; the same token cannot create pods. The kustomize
+install's roles are enough too."""
 
 from __future__ import annotations
 
+import shutil
+import subprocess
 import uuid
 from pathlib import Path
 
@@ -18,6 +21,8 @@ from gpufleet.schedule.table import PodRequest
 from tests.integration.k8s.helpers import create_pod, pod_body, pods_in, running_controller, wait_for
 
 RBAC = Path(__file__).resolve().parents[3] / "deploy" / "kubernetes" / "rbac.yaml"
+KUSTOMIZE_EXAMPLE = Path(__file__).resolve().parents[3] / "deploy" / "kustomize" / "overlays" / "example"
+RBAC_KINDS = ("ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding")
 
 
 def test_controller_runs_with_the_documented_cluster_role(kube: Kube, kubelet: FakeKubelet, ns: str) -> None:
@@ -53,4 +58,47 @@ def test_controller_runs_with_the_documented_cluster_role(kube: Kube, kubelet: F
     stale = deployment_from_json(kube.get(f"{deps}/web"))
     sa_kube.patch(f"{deps}/web/scale", {"spec": {"replicas": 3}})
     assert [d.replicas for d in read_own_writes(sa_kube, [stale], {(ns, "web"): 3})] == [3]
+    sa_kube.close()
+
+
+def test_controller_runs_with_the_kustomize_installs_roles(kube: Kube, kubelet: FakeKubelet, ns: str) -> None:
+    """The ServiceAccount, ClusterRole and Roles `kubectl apply -k deploy/kustomize/overlays/example` creates (rendered
+    here, moved to the test's namespace): the controller starts with them (its informers list and watch nodes, pods,
+    Deployments, Kueue Workloads and Karpenter NodePools) and binds pods."""
+    kubectl = shutil.which("kubectl")
+    if kubectl is None:
+        pytest.skip("kubectl (which bundles kustomize) is not installed")
+    out = subprocess.run([kubectl, "kustomize", str(KUSTOMIZE_EXAMPLE)], capture_output=True, text=True, check=True)
+    suffix = uuid.uuid4().hex[:5]
+    objs = [d for d in yaml.safe_load_all(out.stdout) if d and d["kind"] in RBAC_KINDS]
+    for d in objs:
+        if d["kind"] in ("ClusterRole", "ClusterRoleBinding"):
+            d["metadata"]["name"] = f"gpufleet-controller-{suffix}"
+        if d["kind"] == "ClusterRoleBinding":
+            d["roleRef"]["name"] = f"gpufleet-controller-{suffix}"
+        for subject in d.get("subjects", []):
+            subject["namespace"] = ns
+        d["metadata"].pop("namespace", None)
+        d["metadata"].pop("labels", None)
+    paths = {"ServiceAccount": f"/api/v1/namespaces/{ns}/serviceaccounts",
+             "Role": f"/apis/rbac.authorization.k8s.io/v1/namespaces/{ns}/roles",
+             "RoleBinding": f"/apis/rbac.authorization.k8s.io/v1/namespaces/{ns}/rolebindings",
+             "ClusterRole": "/apis/rbac.authorization.k8s.io/v1/clusterroles",
+             "ClusterRoleBinding": "/apis/rbac.authorization.k8s.io/v1/clusterrolebindings"}  # fmt: skip
+    for d in objs:
+        kube.post(paths[d["kind"]], d)
+    tr = kube.post(f"/api/v1/namespaces/{ns}/serviceaccounts/gpufleet-controller/token",
+                   {"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest", "spec": {"expirationSeconds": 3600}})  # fmt: skip
+    sa_kube = Kube(KubeConfig(kube.cfg.server, tr["status"]["token"], verify_tls=False))
+    prefix = f"kz{suffix}"
+    kubelet.register([FakeNode(f"{prefix}-0", gpus=8)])
+    kubelet.start()
+    sched = f"gpufleet-{prefix}"
+    for i in range(3):
+        create_pod(kube, ns, pod_body(f"p{i}", PodRequest("x", 1000, 1024, 1, 1000), sched))
+    cfg = ControllerConfig(scheduler_name=sched, namespace=ns, lease_name="gpufleet-controller", events=True)
+    with running_controller(sa_kube, cfg) as ctl:
+        assert ctl.view.workloads is not None and ctl.view.node_pools is not None  # the CRDs are served and read
+        assert wait_for(lambda: all(p["spec"].get("nodeName") for p in pods_in(kube, ns)), 30), ctl.act.audit
+    assert not ctl.error
     sa_kube.close()
