@@ -3,6 +3,9 @@ request rates read out of a real Prometheus, through the scale subresource of a 
 
 from __future__ import annotations
 
+import socket
+import time
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -10,6 +13,7 @@ from typing import Any
 import pytest
 
 from gpufleet.adapters.kubernetes.controller import Controller, ControllerConfig
+from gpufleet.adapters.kubernetes.fakekubelet import FakeKubelet, FakeNode
 from gpufleet.adapters.kubernetes.labels import deployment_from_json
 from gpufleet.adapters.kubernetes.rest import Kube
 from gpufleet.adapters.kubernetes.workloads import (
@@ -20,8 +24,9 @@ from gpufleet.adapters.kubernetes.workloads import (
 )
 from gpufleet.adapters.telemetry_prometheus import PrometheusTelemetry
 from gpufleet.domain.errors import ValidationError
+from gpufleet.schedule.table import PodRequest
 from tests.integration import promserver
-from tests.integration.k8s.helpers import wait_for
+from tests.integration.k8s.helpers import create_pod, pod_body, pods_in, running_controller, wait_for
 
 T0 = 1_764_547_200  # 2025-12-01T00:00Z
 SPAN_S = 3600
@@ -243,3 +248,30 @@ def test_a_view_behind_the_controllers_own_scale_write_is_read_again_from_the_ap
     kube.delete(f"{path}/llm")
     written = {(ns, "llm"): 6}
     assert read_own_writes(kube, before[:1], written) == before[:1] and written == {}
+
+
+def test_pods_bind_while_prometheus_hangs(kube: Kube, kubelet: FakeKubelet, ns: str) -> None:
+    """Replica scaling reads Prometheus on its own thread (adapters/kubernetes/side_worker.py): a Prometheus that
+    accepts connections and never answers (10 s a query) costs scaling rounds, not binds."""
+    silent = socket.socket()
+    silent.bind(("127.0.0.1", 0))
+    silent.listen(64)  # connections complete in the kernel's backlog; nothing is ever read or answered
+    url = f"http://127.0.0.1:{silent.getsockname()[1]}"
+    _deployment(kube, ns, "llm", 2, OPT_IN)
+    p = f"hp{uuid.uuid4().hex[:5]}"
+    kubelet.register([FakeNode(f"{p}-0", gpus=8)])
+    sched = f"s-{p}"
+    cfg = ControllerConfig(scheduler_name=sched, namespace=ns, lease_name=f"l-{p}", scale_every_s=1.0,
+                           prometheus_url=url)  # fmt: skip
+    try:
+        with running_controller(kube, cfg) as ctl:
+            assert ctl.scaling is not None and wait_for(lambda: ctl.scaling.worker.busy("scale"), 10)  # a round hangs
+            t0 = time.monotonic()
+            for i in range(3):
+                create_pod(kube, ns, pod_body(f"a{i}", PodRequest(f"a{i}", 1000, 1024, 1, 1000), sched))
+            assert wait_for(lambda: all(q["spec"].get("nodeName") for q in pods_in(kube, ns)), 10)
+            took = time.monotonic() - t0
+            assert ctl.scaling.worker.busy("scale")  # still waiting on Prometheus
+    finally:
+        silent.close()
+    assert took < 5  # with the reads on the binding loop, each pod waited out the queries' 10 s timeouts

@@ -1,6 +1,6 @@
-"""The controller's store work on its own thread (adapters/kubernetes/store_link.py): one job per kind at a time, a
-failing job reported and the next one run, and the usage meter reading on the caller's thread while its write
-hangs on the store."""
+"""The controller's work off its binding loop (adapters/kubernetes/side_worker.py, store_link.py): one job per kind
+at a time, a failing job reported and the next one run, and the usage meter reading on the caller's thread while
+its write hangs on the store."""
 
 from __future__ import annotations
 
@@ -9,7 +9,8 @@ import time
 from collections.abc import Sequence
 
 from gpufleet.adapters.kubernetes.act import Actuator
-from gpufleet.adapters.kubernetes.store_link import StoreLink, StoreWorker
+from gpufleet.adapters.kubernetes.side_worker import SideWorker
+from gpufleet.adapters.kubernetes.store_link import StoreLink
 from gpufleet.adapters.kubernetes.usage import MeterLoop
 from gpufleet.control.observation import Observation, ObservedNode, ObservedPod
 from gpufleet.schedule.table import NodeSpec, PodRequest
@@ -21,7 +22,7 @@ POOLS = {("us-east-1", "h100_80gb", "on_demand"): "aws/us-east-1/h100_80gb/on_de
 
 def test_a_kind_waiting_or_running_is_not_queued_again_and_a_failure_does_not_stop_the_worker() -> None:
     errors: list[tuple[str, str]] = []
-    worker = StoreWorker(lambda kind, exc: errors.append((kind, str(exc))))
+    worker = SideWorker("test", lambda kind, exc: errors.append((kind, str(exc))))
     gate = threading.Event()
     ran: list[str] = []
 

@@ -35,6 +35,7 @@ from gpufleet.adapters.kubernetes.fleetobjects import CHAIN
 from gpufleet.adapters.kubernetes.lease import LeaderElector
 from gpufleet.adapters.kubernetes.reclaim import apply_drain, apply_reclaim, apply_release
 from gpufleet.adapters.kubernetes.rest import Kube
+from gpufleet.adapters.kubernetes.scaling import DeploymentScaling
 from gpufleet.adapters.kubernetes.store_link import StoreLink
 from gpufleet.adapters.kubernetes.usage import HourWritten, MeterLoop, UsageSink
 from gpufleet.adapters.kubernetes.view import ClusterView
@@ -42,24 +43,16 @@ from gpufleet.adapters.kubernetes.workloads import (
     DEFAULT_QUEUE_QUERY,
     DEFAULT_RPS_QUERY,
     DEFAULT_RUNNING_QUERY,
-    apply_scale,
-    deployment_gauges,
-    deployment_rates,
-    gauge_queries,
-    order_replicas,
-    read_own_writes,
-    rps_query,
 )
-from gpufleet.adapters.telemetry_prometheus import PrometheusTelemetry, TelemetryUnavailable
+from gpufleet.adapters.telemetry_prometheus import PrometheusTelemetry
 from gpufleet.control.binding import BindingPlan, BindingPlanner, PodBind, Unschedulable
 from gpufleet.control.buffer_pods import BufferPods, plan_buffer_pods
 from gpufleet.control.node_release import NodeRelease, NodeReleasePlanner
-from gpufleet.control.observation import Observation, ObservedDeployment, ObservedNode
+from gpufleet.control.observation import Observation
 from gpufleet.control.placement import ReplicaSpread
 from gpufleet.control.preempting import PREEMPT_REASON, NoPreempt, PreemptConfig, PreemptDecision, Victim
 from gpufleet.control.reclaim import NodeDrain, plan_reclaim
-from gpufleet.control.replica_victims import node_price_usd_h
-from gpufleet.control.replicas import ReplicaScaler, ScaleDecision, ScalePlan
+from gpufleet.control.replicas import ScalePlan
 from gpufleet.control.start_buffer import StartBuffer
 from gpufleet.domain.catalog import BUILTIN_PRICE_CATALOG
 from gpufleet.domain.errors import ValidationError
@@ -200,15 +193,8 @@ class Controller:
         self.preempt_results: list[tuple[str, dict[str, str]]] = []  # (decision key, node -> apply_drain outcome)
         self._preempt_failed: list[PreemptDecision] = []
         self._preempting: list[threading.Thread] = []
-        self.scaler: ReplicaScaler | None = None
+        self.scaling: DeploymentScaling | None = None  # replica scaling, off the binding loop
         self._prom: PrometheusTelemetry | None = None
-        self._next_scale = 0.0
-        self._scaled: dict[tuple[str, str], int] = {}  # replicas this controller last wrote, until the view shows them
-        # the default PromQL of each gauge (workloads.GAUGES); a Deployment's annotation overrides it
-        self._gauges = {"queue": cfg.queue_query, "running": cfg.running_query, "slo_misses": cfg.slo_miss_query}
-        self._next_react = 0.0
-        self.last_react: ScalePlan | None = None
-        self.last_scale: ScalePlan | None = None
         self.releaser: NodeReleasePlanner | None = None
         self._next_release = 0.0
         self.release_results: list[tuple[NodeRelease, str]] = []
@@ -220,8 +206,8 @@ class Controller:
         if cfg.scale_every_s > 0:
             if not cfg.prometheus_url:
                 raise ValidationError("--prometheus", "replica scaling (--scale-every-s) reads request rates from it")
-            self.scaler = ReplicaScaler(cfg.scale_every_s, BUILTIN_PRICE_CATALOG)
             self._prom = PrometheusTelemetry(cfg.prometheus_url)
+            self.scaling = DeploymentScaling(kube, cfg, self.act, self.view, self._prom, clock)
         self.store: StoreLink | None = None  # the inventory sync and usage metering, off the binding thread
         if cfg.meter_every_s > 0 and (not cfg.store_url or not cfg.inventory_cluster):
             raise ValidationError("--db/--cluster", "usage metering (--meter-every-s) writes into the store's cluster")
@@ -267,8 +253,8 @@ class Controller:
                     self.maybe_release()
                     if self.store is not None and not self.cfg.dry_run:
                         self.store.tick(self.clock(), self.view.observation)
-                    self.maybe_scale()
-                    self.maybe_react()
+                    if self.scaling is not None and self.scaling.due():
+                        self.scaling.worker.submit("scale", self.scaling.round)
                 self.view.changed.wait(self.cfg.tick_s)
         except BaseException as exc:
             self.error = repr(exc)
@@ -283,6 +269,8 @@ class Controller:
                 elector.join()
             if not self.cfg.dry_run:
                 self.elector.release()
+            if self.scaling is not None:
+                self.scaling.worker.stop(5.0)
             if self.store is not None:
                 self.store.stop()
             if self._prom is not None:
@@ -357,6 +345,14 @@ class Controller:
             if any(o not in ("drained", "dry_run") for o in got.values()):
                 self._preempt_failed.append(d)
 
+    def maybe_scale(self) -> ScalePlan | None:
+        """The replica scaling's period decision now, on the caller's thread (scaling.py); None when off or not due."""
+        return self.scaling.maybe_scale() if self.scaling is not None else None
+
+    def maybe_react(self) -> ScalePlan | None:
+        """The replica scaling's fast path now, on the caller's thread (scaling.py); None when off or not due."""
+        return self.scaling.maybe_react() if self.scaling is not None else None
+
     @property
     def syncs(self) -> int:
         """Inventory syncs written into the store so far."""
@@ -371,95 +367,6 @@ class Controller:
         done = self.store.metering.step(self.clock(), self.view.observation)
         self.store.record_hours(done)
         return done
-
-    def maybe_scale(self) -> ScalePlan | None:
-        """Every ``scale_every_s``: read each opted-in Deployment's request rate, ask the replica policy
-        (control/replicas.py :class:`ReplicaScaler`, the simulator loop's policy) and patch the scale subresource
-        (dry run: recorded only). Before a scale-down the Deployment's pods get their
-        ``controller.kubernetes.io/pod-deletion-cost`` in gpufleet's scale-down order (``cost_aware_scale_down``).
-        A Deployment whose rate could not be read is left alone and recorded as ``skipped``
-        (``telemetry_unavailable`` or ``no_rate``): nothing is scaled on missing data. The requests waiting and
-        in service (``queue_query``, ``running_query``) and the SLO misses (``slo_miss_query``) are read for the
-        Deployments with a rate; one that cannot be read counts as no queue / not measured. A Deployment this
-        controller scaled last period and the view still shows at other replicas is read again from the API
-        server (``read_own_writes``): the policy never decides from the fleet before its own write."""
-        if self.scaler is None or self._prom is None:
-            return None
-        now = self.clock()
-        if now < self._next_scale:
-            return None
-        self._next_scale = now + self.cfg.scale_every_s
-        obs = self.view.observation()
-        deployments = read_own_writes(self.kube, obs.deployments, self._scaled)
-        rates, errors = deployment_rates(self._prom, deployments, now, self.cfg.rps_query)
-        rated = [d for d in deployments if (d.namespace, d.name) in rates]
-        self._warm_new_policies(rated, now)
-        plan = self.scaler.plan(deployments, rates, now, deployment_gauges(self._prom, rated, now, self._gauges))
-        for ns, name, reason in plan.skipped:
-            why = errors.get((ns, name))
-            self.act.record("scale", f"{ns}/{name}", "telemetry_unavailable" if why else reason, "skipped",
-                            **({"error": why} if why else {}))  # fmt: skip
-        for d in plan.decisions:
-            if self.cfg.cost_aware_scale_down and d.desired < d.current:
-                order_replicas(self.act, obs, d.namespace, d.name, self._node_price)
-            self._apply_scale(d)
-        self.last_scale = plan
-        return plan
-
-    def maybe_react(self) -> ScalePlan | None:
-        """Every ``react_every_s`` between two scale periods: the rate and the queue of each Deployment whose policy
-        runs, and the policy's fast path (``ReplicaScaler.react``: scale-up only, reason ``queue_growth``), applied
-        through the scale subresource. None when it is not due (or a period decision is)."""
-        if self.scaler is None or self._prom is None or self.cfg.react_every_s <= 0:
-            return None
-        now = self.clock()
-        if now < self._next_react or now >= self._next_scale:
-            return None
-        self._next_react = now + self.cfg.react_every_s
-        deployments = read_own_writes(self.kube, self.view.observation().deployments, self._scaled)
-        running = [d for d in deployments if self.scaler.knows(d)]
-        rates, _ = deployment_rates(self._prom, running, now, self.cfg.rps_query)
-        rated = [d for d in running if (d.namespace, d.name) in rates]
-        g = deployment_gauges(self._prom, rated, now, {**self._gauges, "slo_misses": ""})  # react reads no misses
-        plan = self.scaler.react(rated, rates, now, g)
-        for d in plan.decisions:
-            self._apply_scale(d)
-        self.last_react = plan
-        return plan
-
-    def _apply_scale(self, d: ScaleDecision) -> None:
-        """Patch the scale subresource; a write applied is remembered until the view shows it
-        (``read_own_writes``)."""
-        if apply_scale(self.act, d) == "applied":
-            self._scaled[(d.namespace, d.name)] = d.desired
-
-    def _warm_new_policies(self, deployments: list[ObservedDeployment], now: float) -> None:
-        """Replay the request-rate history (and the gauges' histories) of each Deployment whose policy this leader
-        has not run yet (``scale_history_s`` of it, at the scale period; ``ReplicaScaler.warm``). Audited as
-        ``scale_warm``; a rate history that cannot be read leaves the policy to start from nothing, as before."""
-        assert self.scaler is not None and self._prom is not None
-        step = max(1, round(self.cfg.scale_every_s))
-        if self.cfg.scale_history_s < step:
-            return
-        start, end = int(now - self.cfg.scale_history_s), int(now) - step
-        for dep in deployments:
-            if dep.serving is None or self.scaler.knows(dep):
-                continue
-            target = f"{dep.namespace}/{dep.name}"
-            try:
-                history = self._prom.sum_range(rps_query(dep, self.cfg.rps_query), start, end, step)
-            except TelemetryUnavailable as exc:
-                self.act.record("scale_warm", target, "telemetry_unavailable", "skipped", error=str(exc))
-                continue
-            gauges: dict[str, dict[float, float] | None] = {}
-            for name, query in gauge_queries(dep, self._gauges).items():
-                try:  # a gauge's history that cannot be read is replayed as not observed
-                    gauges[name] = dict(self._prom.sum_range(query, start, end, step)) if query else None
-                except TelemetryUnavailable:
-                    gauges[name] = None
-            n = self.scaler.warm(dep, history, gauges["queue"], gauges["running"], gauges["slo_misses"])
-            read = sorted(k for k, v in gauges.items() if v is not None)
-            self.act.record("scale_warm", target, "rate_history", "replayed", periods=n, gauges=read)
 
     def maybe_release(self) -> list[tuple[NodeRelease, str]]:
         """Every ``release_every_s``: the loop's node scaler on the observation (control/node_release.py) picks
@@ -484,9 +391,6 @@ class Controller:
             apply_buffer_pods(self.act, plans, self.cfg.buffer_namespace or self.cfg.namespace,
                               self.cfg.scheduler_name, self.cfg.buffer_image)  # fmt: skip
         return done
-
-    def _node_price(self, node: ObservedNode) -> tuple[float, bool]:
-        return node_price_usd_h(node, BUILTIN_PRICE_CATALOG)
 
     def _maybe_consolidate(self) -> None:
         """Every ``consolidate_every_s``: plan (control/reclaim.py) and apply drains in a background thread,

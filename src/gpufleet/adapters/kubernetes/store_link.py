@@ -4,7 +4,7 @@ their own, so that binding pods never waits on the store.
 A store that hangs runs each statement up to its timeout (30 s by default, ``adapters/sql/engine.py``), and one
 that is down fails each call: on the binding loop's thread either would stall or stop binding. :class:`StoreLink`
 takes what it needs from the loop (an observation; the meter's reading, which is in memory) and hands the store's
-work to :class:`StoreWorker`: at most one job of each kind waiting or running, so a sync that falls due while the
+work to a :class:`SideWorker`: at most one job of each kind waiting or running, so a sync that falls due while the
 last one still hangs is not queued twice. A job that fails is recorded in the controller's audit (``inventory_sync``
 or ``usage_metered``, outcome ``failed``, with the error) and the next cadence tries again; the meter keeps the hours
 it could not write (``usage.py``: :class:`MeterLoop`).
@@ -12,90 +12,23 @@ it could not write (``usage.py``: :class:`MeterLoop`).
 
 from __future__ import annotations
 
-import threading
-import time
 from collections.abc import Callable, Mapping
 
 from sqlalchemy import Engine
 from sqlalchemy.orm import Session
 
 from gpufleet.adapters.kubernetes.act import Actuator
+from gpufleet.adapters.kubernetes.side_worker import SideWorker
 from gpufleet.adapters.kubernetes.usage import HourWritten, MeterLoop, UsageSink, store_pools
 from gpufleet.control.observation import Observation
 from gpufleet.cost.telemetry import TelemetryBatch
 from gpufleet.domain.errors import ValidationError
 
 
-class StoreWorker:
-    """One daemon thread running store jobs, one job per kind at a time (a kind waiting or running is not queued
-    again). ``on_error(kind, exc)`` is told of a job that raised; the worker goes on."""
-
-    def __init__(self, on_error: Callable[[str, BaseException], None]) -> None:
-        self._on_error = on_error
-        self._jobs: dict[str, Callable[[], None]] = {}
-        self._busy: set[str] = set()  # kinds waiting or running
-        self._cv = threading.Condition()
-        self._stopping = False
-        self._thread = threading.Thread(target=self._run, name="store", daemon=True)
-        self._thread.start()
-
-    def submit(self, kind: str, job: Callable[[], None]) -> bool:
-        """Queue ``job`` unless a job of its kind is waiting or running (or the worker stops); True when queued."""
-        with self._cv:
-            if kind in self._busy or self._stopping:
-                return False
-            self._busy.add(kind)
-            self._jobs[kind] = job
-            self._cv.notify_all()
-            return True
-
-    def busy(self, kind: str) -> bool:
-        with self._cv:
-            return kind in self._busy
-
-    def wait_idle(self, timeout_s: float) -> bool:
-        """Wait until no job waits or runs (at most ``timeout_s``); True when idle."""
-        deadline = time.monotonic() + timeout_s
-        with self._cv:
-            while self._busy:
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    return False
-                self._cv.wait(left)
-            return True
-
-    def stop(self, timeout_s: float) -> bool:
-        """Run what is queued, then end; a job still hanging after ``timeout_s`` is left to its daemon thread (its
-        statement timeout ends it). True when the thread ended."""
-        with self._cv:
-            self._stopping = True
-            self._cv.notify_all()
-        self._thread.join(timeout_s)
-        return not self._thread.is_alive()
-
-    def _run(self) -> None:
-        while True:
-            with self._cv:
-                while not self._jobs and not self._stopping:
-                    self._cv.wait()
-                if not self._jobs:
-                    return
-                kind = next(iter(self._jobs))
-                job = self._jobs.pop(kind)
-            try:
-                job()
-            except Exception as exc:  # a store or Prometheus that failed: reported, the next cadence tries again
-                self._on_error(kind, exc)
-            finally:
-                with self._cv:
-                    self._busy.discard(kind)
-                    self._cv.notify_all()
-
-
 class StoreLink:
     """The leader's inventory sync (every ``sync_every_s``) and usage metering (every ``meter_every_s``, 0 = off;
     ``utilization`` reads DCGM from Prometheus, None: not measured; ``usage_sink`` writes the records) for one
-    cluster of the store at ``store_url``, their store work on a :class:`StoreWorker`."""
+    cluster of the store at ``store_url``, their store work on a :class:`SideWorker`."""
 
     def __init__(
         self,
@@ -123,7 +56,7 @@ class StoreLink:
                 raise ValidationError("usage_sink", "usage metering needs a sink for its records")
             self.metering = MeterLoop(cluster, self.pools, utilization, usage_sink, every_s=meter_every_s,
                                       sku_map=self.sku_map)  # fmt: skip
-        self.worker = StoreWorker(self._failed)
+        self.worker = SideWorker("store", self._failed)
 
     def engine(self) -> Engine:
         if self._engine is None:

@@ -1,0 +1,170 @@
+"""Replica scaling of opted-in serving Deployments, as the controller runs it (leader only, off its binding loop).
+
+Every ``scale_every_s`` the request rate of each opted-in Deployment is read from Prometheus and gpufleet's replica
+policy (``control/replicas.py``: :class:`ReplicaScaler`, the simulator loop's policy) decides its replicas, applied
+through the scale subresource; every ``react_every_s`` between two periods the queue's fast path may scale up. The
+reads go to Prometheus (up to 10 s a query, several queries a Deployment), so the controller runs a round on a
+:class:`SideWorker` of its own: a Prometheus that hangs costs scaling rounds, never binds. A round that raises is
+recorded (audit ``scale``, outcome ``failed``) and the next one runs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from gpufleet.adapters.kubernetes.act import Actuator
+from gpufleet.adapters.kubernetes.rest import Kube
+from gpufleet.adapters.kubernetes.side_worker import SideWorker
+from gpufleet.adapters.kubernetes.view import ClusterView
+from gpufleet.adapters.kubernetes.workloads import (
+    apply_scale,
+    deployment_gauges,
+    deployment_rates,
+    gauge_queries,
+    order_replicas,
+    read_own_writes,
+    rps_query,
+)
+from gpufleet.adapters.telemetry_prometheus import PrometheusTelemetry, TelemetryUnavailable
+from gpufleet.control.observation import ObservedDeployment, ObservedNode
+from gpufleet.control.replica_victims import node_price_usd_h
+from gpufleet.control.replicas import ReplicaScaler, ScaleDecision, ScalePlan
+from gpufleet.domain.catalog import BUILTIN_PRICE_CATALOG
+
+if TYPE_CHECKING:
+    from gpufleet.adapters.kubernetes.controller import ControllerConfig
+
+
+class DeploymentScaling:
+    """The controller's replica scaling: its policy's state, the replicas it last wrote, and its worker."""
+
+    def __init__(
+        self,
+        kube: Kube,
+        cfg: ControllerConfig,
+        act: Actuator,
+        view: ClusterView,
+        prom: PrometheusTelemetry,
+        clock: Callable[[], float],
+    ) -> None:
+        self.kube = kube
+        self.cfg = cfg
+        self.act = act
+        self.view = view
+        self._prom = prom
+        self.clock = clock
+        self.scaler = ReplicaScaler(cfg.scale_every_s, BUILTIN_PRICE_CATALOG)
+        self._next_scale = 0.0
+        self._next_react = 0.0
+        self._scaled: dict[tuple[str, str], int] = {}  # replicas last written here, until the view shows them
+        # the default PromQL of each gauge (workloads.GAUGES); a Deployment's annotation overrides it
+        self._gauges = {"queue": cfg.queue_query, "running": cfg.running_query, "slo_misses": cfg.slo_miss_query}
+        self.last_react: ScalePlan | None = None
+        self.last_scale: ScalePlan | None = None
+        self.worker = SideWorker("scaling", self._failed)
+
+    def due(self) -> bool:
+        """A period decision or the fast path is due (the controller then queues :meth:`round` on the worker)."""
+        now = self.clock()
+        return now >= self._next_scale or (self.cfg.react_every_s > 0 and now >= self._next_react)
+
+    def round(self) -> None:
+        """On the scaling worker: the period's decision when due, else the fast path's."""
+        self.maybe_scale()
+        self.maybe_react()
+
+    def _failed(self, kind: str, exc: BaseException) -> None:
+        self.act.record(
+            kind, "deployments", "scaling_round_failed", "failed", error=f"{type(exc).__name__}: {exc}"[:500]
+        )
+
+    def maybe_scale(self) -> ScalePlan | None:
+        """Every ``scale_every_s``: read each opted-in Deployment's request rate, ask the replica policy
+        (control/replicas.py :class:`ReplicaScaler`, the simulator loop's policy) and patch the scale subresource
+        (dry run: recorded only). Before a scale-down the Deployment's pods get their
+        ``controller.kubernetes.io/pod-deletion-cost`` in gpufleet's scale-down order (``cost_aware_scale_down``).
+        A Deployment whose rate could not be read is left alone and recorded as ``skipped``
+        (``telemetry_unavailable`` or ``no_rate``): nothing is scaled on missing data. The requests waiting and
+        in service (``queue_query``, ``running_query``) and the SLO misses (``slo_miss_query``) are read for the
+        Deployments with a rate; one that cannot be read counts as no queue / not measured. A Deployment this
+        controller scaled last period and the view still shows at other replicas is read again from the API
+        server (``read_own_writes``): the policy never decides from the fleet before its own write."""
+        now = self.clock()
+        if now < self._next_scale:
+            return None
+        self._next_scale = now + self.cfg.scale_every_s
+        obs = self.view.observation()
+        deployments = read_own_writes(self.kube, obs.deployments, self._scaled)
+        rates, errors = deployment_rates(self._prom, deployments, now, self.cfg.rps_query)
+        rated = [d for d in deployments if (d.namespace, d.name) in rates]
+        self._warm(rated, now)
+        plan = self.scaler.plan(deployments, rates, now, deployment_gauges(self._prom, rated, now, self._gauges))
+        for ns, name, reason in plan.skipped:
+            why = errors.get((ns, name))
+            self.act.record("scale", f"{ns}/{name}", "telemetry_unavailable" if why else reason, "skipped",
+                            **({"error": why} if why else {}))  # fmt: skip
+        for d in plan.decisions:
+            if self.cfg.cost_aware_scale_down and d.desired < d.current:
+                order_replicas(self.act, obs, d.namespace, d.name, self._node_price)
+            self._apply(d)
+        self.last_scale = plan
+        return plan
+
+    def maybe_react(self) -> ScalePlan | None:
+        """Every ``react_every_s`` between two scale periods: the rate and the queue of each Deployment whose policy
+        runs, and the policy's fast path (``ReplicaScaler.react``: scale-up only, reason ``queue_growth``), applied
+        through the scale subresource. None when it is not due (or a period decision is)."""
+        if self.cfg.react_every_s <= 0:
+            return None
+        now = self.clock()
+        if now < self._next_react or now >= self._next_scale:
+            return None
+        self._next_react = now + self.cfg.react_every_s
+        deployments = read_own_writes(self.kube, self.view.observation().deployments, self._scaled)
+        running = [d for d in deployments if self.scaler.knows(d)]
+        rates, _ = deployment_rates(self._prom, running, now, self.cfg.rps_query)
+        rated = [d for d in running if (d.namespace, d.name) in rates]
+        g = deployment_gauges(self._prom, rated, now, {**self._gauges, "slo_misses": ""})  # react reads no misses
+        plan = self.scaler.react(rated, rates, now, g)
+        for d in plan.decisions:
+            self._apply(d)
+        self.last_react = plan
+        return plan
+
+    def _apply(self, d: ScaleDecision) -> None:
+        """Patch the scale subresource; a write applied is remembered until the view shows it
+        (``read_own_writes``)."""
+        if apply_scale(self.act, d) == "applied":
+            self._scaled[(d.namespace, d.name)] = d.desired
+
+    def _warm(self, deployments: list[ObservedDeployment], now: float) -> None:
+        """Replay the request-rate history (and the gauges' histories) of each Deployment whose policy this leader
+        has not run yet (``scale_history_s`` of it, at the scale period; ``ReplicaScaler.warm``). Audited as
+        ``scale_warm``; a rate history that cannot be read leaves the policy to start from nothing, as before."""
+        step = max(1, round(self.cfg.scale_every_s))
+        if self.cfg.scale_history_s < step:
+            return
+        start, end = int(now - self.cfg.scale_history_s), int(now) - step
+        for dep in deployments:
+            if dep.serving is None or self.scaler.knows(dep):
+                continue
+            target = f"{dep.namespace}/{dep.name}"
+            try:
+                history = self._prom.sum_range(rps_query(dep, self.cfg.rps_query), start, end, step)
+            except TelemetryUnavailable as exc:
+                self.act.record("scale_warm", target, "telemetry_unavailable", "skipped", error=str(exc))
+                continue
+            gauges: dict[str, dict[float, float] | None] = {}
+            for name, query in gauge_queries(dep, self._gauges).items():
+                try:  # a gauge's history that cannot be read is replayed as not observed
+                    gauges[name] = dict(self._prom.sum_range(query, start, end, step)) if query else None
+                except TelemetryUnavailable:
+                    gauges[name] = None
+            n = self.scaler.warm(dep, history, gauges["queue"], gauges["running"], gauges["slo_misses"])
+            read = sorted(k for k, v in gauges.items() if v is not None)
+            self.act.record("scale_warm", target, "rate_history", "replayed", periods=n, gauges=read)
+
+    @staticmethod
+    def _node_price(node: ObservedNode) -> tuple[float, bool]:
+        return node_price_usd_h(node, BUILTIN_PRICE_CATALOG)
