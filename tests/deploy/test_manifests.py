@@ -84,8 +84,16 @@ def test_manifests_say_what_a_production_install_needs() -> None:
     job = _by_kind(docs, "Job", "gpufleet-migrate")
     assert job["spec"]["template"]["spec"]["containers"][0]["args"] == ["db", "upgrade"]
     ctl = _by_kind(docs, "Deployment", "gpufleet-controller")
-    args = ctl["spec"]["template"]["spec"]["containers"][0]["args"]
+    (cc,) = ctl["spec"]["template"]["spec"]["containers"]
+    args = cc["args"]
     assert args[0] == "controller" and "--lease-name" in args
+    # the controller's liveness: /healthz on the port its --health-port opens, which the PodMonitor scrapes too
+    port = int(args[args.index("--health-port") + 1])
+    assert cc["ports"] == [{"name": "health", "containerPort": port}]
+    assert cc["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "health"}
+    monitor = yaml.safe_load((EXTRAS / "podmonitor-controller.yaml").read_text())
+    assert monitor["spec"]["podMetricsEndpoints"] == [{"port": "health", "path": "/metrics", "interval": "30s"}]
+    assert monitor["spec"]["selector"]["matchLabels"] == ctl["spec"]["selector"]["matchLabels"]
     assert ctl["spec"]["template"]["spec"]["serviceAccountName"] == "gpufleet-controller"
     text = yaml.safe_dump_all(docs)
     assert "password" not in text.lower() and "kind: Secret" not in text  # no secret shipped in the manifests
@@ -125,6 +133,7 @@ def test_the_store_linked_overlay_gives_the_controller_the_store_from_the_secret
     args = c["args"]
     assert args[:2] == ["controller", "--in-cluster"] and "--lease-name" in args and "--identity" in args
     assert args[args.index("--cluster") + 1] == "prod-1" and args[args.index("--meter-every-s") + 1] == "30"
+    assert args[args.index("--health-port") + 1] == "8081"  # the patch replaces the args: the probe's port stays
     assert "--db" not in args and not any("postgresql" in a for a in args)
     env = {e["name"]: e for e in c["env"]}
     assert env["GPUFLEET_DB_URL"]["valueFrom"]["secretKeyRef"] == {"name": "gpufleet-db", "key": "url"}

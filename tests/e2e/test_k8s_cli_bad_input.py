@@ -60,6 +60,11 @@ def test_k8s_sync_rejects_a_malformed_sku_pair(tmp_path: Path) -> None:
     assert r.returncode == 2 and "PRODUCT=SKU_ID" in r.stderr and "Traceback" not in r.stderr
 
 
+def test_controller_refuses_a_health_port_out_of_range(tmp_path: Path) -> None:
+    r = _run("controller", "--kubeconfig", str(tmp_path / "k"), "--health-port", "70000")
+    assert r.returncode == 2 and "--health-port" in r.stderr and "Traceback" not in r.stderr
+
+
 def test_controller_rejects_a_zero_preemption_budget(tmp_path: Path) -> None:
     r = _run("controller", "--kubeconfig", str(tmp_path / "k"), "--no-preemption", "--max-preemptions-per-tick", "0")
     assert r.returncode == 2 and "--max-preemptions-per-tick" in r.stderr and "Traceback" not in r.stderr

@@ -123,6 +123,14 @@ def register(app: typer.Typer) -> None:
             ),
         ] = 0.0,
         run_for_s: Annotated[float, typer.Option("--run-for-s", help="stop after this long (0 = until signal)")] = 0,
+        health_port: Annotated[
+            int,
+            typer.Option("--health-port", min=0, max=65535, help="serve /healthz and /metrics on this port (0 = off)"),
+        ] = 0,
+        health_stale_s: Annotated[
+            float,
+            typer.Option("--health-stale-s", min=1, help="/healthz fails when the loop has not turned for this long"),
+        ] = 120.0,
         scale_every_s: Annotated[
             float,
             typer.Option("--scale-every-s", min=0, help="scale opted-in serving Deployments this often (0 = off)"),
@@ -205,6 +213,7 @@ def register(app: typer.Typer) -> None:
             running_query=_gauge_query(running_query, DEFAULT_RUNNING_QUERY),
             slo_miss_query=_gauge_query(slo_miss_query, ""), scale_history_s=scale_history_s,
             react_every_s=react_every_s, meter_every_s=meter_every_s, sku_map=tuple(sorted(pairs.items())),
+            health_port=health_port, health_stale_s=health_stale_s,
         )  # fmt: skip
         ctl = Controller(kube, cfg, usage_sink=_usage_sink(db) if meter_every_s > 0 else None).start()
         out = Console(stderr=True)

@@ -25,6 +25,23 @@ KUSTOMIZE_EXAMPLE = Path(__file__).resolve().parents[3] / "deploy" / "kustomize"
 RBAC_KINDS = ("ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding")
 
 
+def _as_service_account(kube: Kube, ns: str, sa: str) -> Kube:
+    """A client authenticated as the ServiceAccount (a TokenRequest)."""
+    tr = kube.post(f"/api/v1/namespaces/{ns}/serviceaccounts/{sa}/token",
+                   {"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest", "spec": {"expirationSeconds": 3600}})  # fmt: skip
+    return Kube(KubeConfig(kube.cfg.server, tr["status"]["token"], verify_tls=False))
+
+
+def _three_pods(kube: Kube, kubelet: FakeKubelet, ns: str, prefix: str) -> str:
+    """An 8-GPU node and three 1-GPU pods for scheduler ``gpufleet-<prefix>`` (returned)."""
+    kubelet.register([FakeNode(f"{prefix}-0", gpus=8)])
+    kubelet.start()
+    sched = f"gpufleet-{prefix}"
+    for i in range(3):
+        create_pod(kube, ns, pod_body(f"p{i}", PodRequest("x", 1000, 1024, 1, 1000), sched))
+    return sched
+
+
 def test_controller_runs_with_the_documented_cluster_role(kube: Kube, kubelet: FakeKubelet, ns: str) -> None:
     suffix = uuid.uuid4().hex[:5]
     docs = list(yaml.safe_load_all(RBAC.read_text()))
@@ -35,15 +52,8 @@ def test_controller_runs_with_the_documented_cluster_role(kube: Kube, kubelet: F
     kube.post(f"/api/v1/namespaces/{ns}/serviceaccounts", sa)
     kube.post("/apis/rbac.authorization.k8s.io/v1/clusterroles", role)
     kube.post("/apis/rbac.authorization.k8s.io/v1/clusterrolebindings", binding)
-    tr = kube.post(f"/api/v1/namespaces/{ns}/serviceaccounts/gpufleet/token",
-                   {"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest", "spec": {"expirationSeconds": 3600}})  # fmt: skip
-    sa_kube = Kube(KubeConfig(kube.cfg.server, tr["status"]["token"], verify_tls=False))
-    prefix = f"rb{suffix}"
-    kubelet.register([FakeNode(f"{prefix}-0", gpus=8)])
-    kubelet.start()
-    sched = f"gpufleet-{prefix}"
-    for i in range(3):
-        create_pod(kube, ns, pod_body(f"p{i}", PodRequest("x", 1000, 1024, 1, 1000), sched))
+    sa_kube = _as_service_account(kube, ns, "gpufleet")
+    sched = _three_pods(kube, kubelet, ns, f"rb{suffix}")
     cfg = ControllerConfig(scheduler_name=sched, namespace=ns, lease_name=f"l-{sched}", events=True)
     with running_controller(sa_kube, cfg) as ctl:
         assert wait_for(lambda: all(p["spec"].get("nodeName") for p in pods_in(kube, ns)), 30), ctl.act.audit
@@ -87,15 +97,8 @@ def test_controller_runs_with_the_kustomize_installs_roles(kube: Kube, kubelet: 
              "ClusterRoleBinding": "/apis/rbac.authorization.k8s.io/v1/clusterrolebindings"}  # fmt: skip
     for d in objs:
         kube.post(paths[d["kind"]], d)
-    tr = kube.post(f"/api/v1/namespaces/{ns}/serviceaccounts/gpufleet-controller/token",
-                   {"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest", "spec": {"expirationSeconds": 3600}})  # fmt: skip
-    sa_kube = Kube(KubeConfig(kube.cfg.server, tr["status"]["token"], verify_tls=False))
-    prefix = f"kz{suffix}"
-    kubelet.register([FakeNode(f"{prefix}-0", gpus=8)])
-    kubelet.start()
-    sched = f"gpufleet-{prefix}"
-    for i in range(3):
-        create_pod(kube, ns, pod_body(f"p{i}", PodRequest("x", 1000, 1024, 1, 1000), sched))
+    sa_kube = _as_service_account(kube, ns, "gpufleet-controller")
+    sched = _three_pods(kube, kubelet, ns, f"kz{suffix}")
     cfg = ControllerConfig(scheduler_name=sched, namespace=ns, lease_name="gpufleet-controller", events=True)
     with running_controller(sa_kube, cfg) as ctl:
         assert ctl.view.workloads is not None and ctl.view.node_pools is not None  # the CRDs are served and read

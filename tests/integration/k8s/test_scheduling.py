@@ -9,11 +9,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from gpufleet.adapters.kubernetes.controller import ControllerConfig
+from gpufleet.adapters.kubernetes.controller import Controller, ControllerConfig
 from gpufleet.adapters.kubernetes.fakekubelet import FakeKubelet, FakeNode
 from gpufleet.adapters.kubernetes.labels import pod_request
 from gpufleet.adapters.kubernetes.rest import Kube
 from gpufleet.bench.binpack import read_openb_pods
+from gpufleet.domain.errors import ValidationError
 from gpufleet.schedule.scheduler import Placement, Scheduler, make_policy
 from gpufleet.schedule.table import NodeSpec, NodeTable, PodRequest
 from tests.integration.k8s.helpers import create_pod, pod_body, pods_in, running_controller, wait_for
@@ -195,3 +196,45 @@ def test_gang_member_vanishing_mid_bind_rolls_the_gang_back(kube: Kube, kubelet:
     outcomes = [(a["action"], a["outcome"]) for a in ctl.act.audit]
     assert outcomes.count(("bind", "applied")) == 3 and ("bind", "not_found") in outcomes
     assert outcomes.count(("delete_pod", "applied")) == 3
+
+
+def test_the_controller_serves_its_health_and_metrics(kube: Kube, kubelet: FakeKubelet, ns: str) -> None:
+    """``--health-port``: /healthz answers 200 while the loop turns; /metrics counts the binds and shows the Lease
+    held and the pods the last plan left pending, by reason (health.py)."""
+    import socket
+    import urllib.request
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    prefix = f"m{uuid.uuid4().hex[:5]}"
+    kubelet.register([FakeNode(f"{prefix}-0", gpus=8)])
+    sched = f"gpufleet-{prefix}"
+    for i in range(3):
+        create_pod(kube, ns, pod_body(f"p{i}", PodRequest("x", 1000, 1024, 2, 1000), sched))
+    create_pod(kube, ns, pod_body("huge", PodRequest("h", 1000, 1024, 16, 1000), sched))  # no node has 16 GPUs
+
+    def get(path: str) -> tuple[int, str]:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=5) as r:
+            return r.status, r.read().decode()
+
+    cfg = _cfg(ns, sched, health_port=port)
+    with running_controller(kube, cfg) as ctl:
+        assert wait_for(lambda: len([p for p in pods_in(kube, ns) if p["spec"].get("nodeName")]) == 3, 30)
+        assert wait_for(lambda: 'reason="' in get("/metrics")[1].split("gpufleet_controller_unschedulable_pods")[-1])
+        assert get("/healthz")[0] == 200
+        text = get("/metrics")[1]
+    assert 'gpufleet_controller_actions_total{action="bind",outcome="applied"} 3.0' in text
+    assert "gpufleet_controller_leader 1.0" in text
+    (line,) = [x for x in text.splitlines() if x.startswith("gpufleet_controller_unschedulable_pods{")]
+    assert line.endswith(" 1.0")  # the 16-GPU pod
+    assert ctl.health_server is not None
+    # a port another process holds: refused at start, naming the option
+    with socket.socket() as taken:
+        taken.bind(("0.0.0.0", 0))
+        taken.listen(1)
+        other = Controller(kube, _cfg(ns, sched, health_port=taken.getsockname()[1]))
+        with pytest.raises(ValidationError) as err:
+            other.start()
+    assert err.value.field == "--health-port"
+    other.view.stop()

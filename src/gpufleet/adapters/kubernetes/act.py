@@ -3,8 +3,8 @@
 Every action goes through :class:`Actuator`. In dry-run mode it records (and logs) what it would do and sends
 nothing: not even a Lease or an Event. Otherwise it sends the request, retrying transient failures (429,
 5xx, no answer) up to ``retries`` times with backoff, and records the outcome. The audit trail is a list of
-dicts (``action``, ``target``, ``reason``, ``outcome``, ``dry_run``, ``at_s``) and, when ``audit_path`` is set,
-JSON lines in that file; with ``events=True`` each applied action also becomes a core/v1 Event on its object.
+dicts (``action``, ``target``, ``reason``, ``outcome``, ``dry_run``, ``at_s``; the last ``AUDIT_KEEP`` in memory,
+so a long-running controller does not grow) and, when ``audit_path`` is set, all of them as JSON lines in that file; with ``events=True`` each applied action also becomes a core/v1 Event on its object.
 
 Writes used (the ClusterRole in docs/kubernetes.md lists exactly these): pods/binding create, pods/eviction
 create, pods patch (checkpoint annotation), pods create and delete (start-buffer placeholders; delete also for
@@ -19,6 +19,7 @@ import contextlib
 import json
 import threading
 import time
+from collections import deque
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -27,6 +28,7 @@ from gpufleet.adapters.kubernetes.labels import A_GPU_SLOTS
 from gpufleet.adapters.kubernetes.rest import JSON, MERGE_PATCH, STRATEGIC_PATCH, ApiError, Kube
 
 TRANSIENT = {0, 429, 500, 502, 503, 504}
+AUDIT_KEEP = 100_000  # audit records kept in memory
 
 
 class Actuator:
@@ -48,7 +50,9 @@ class Actuator:
         self.retries = retries
         self.clock = clock
         self.sleep = sleep
-        self.audit: list[dict[str, Any]] = []
+        # the last audit records in memory (the file, ``audit_path``, keeps them all); ``on_record`` sees each one
+        self.audit: deque[dict[str, Any]] = deque(maxlen=AUDIT_KEEP)
+        self.on_record: Callable[[dict[str, Any]], None] | None = None
         self._lock = threading.Lock()
 
     # -- audit -------------------------------------------------------------------------------------------
@@ -60,6 +64,8 @@ class Actuator:
             if self.audit_path is not None:
                 with self.audit_path.open("a") as f:
                     f.write(json.dumps(ev, sort_keys=True) + "\n")
+        if self.on_record is not None:
+            self.on_record(ev)
         return ev
 
     def _event(self, namespace: str, kind: str, name: str, reason: str, message: str) -> None:

@@ -24,14 +24,17 @@ import os
 import socket
 import threading
 import time
+from collections import Counter
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from gpufleet.adapters.kubernetes.act import Actuator
 from gpufleet.adapters.kubernetes.bufferpods import PAUSE_IMAGE, apply_buffer_pods
 from gpufleet.adapters.kubernetes.fleetobjects import CHAIN
+from gpufleet.adapters.kubernetes.health import DEFAULT_STALE_S, ControllerHealth, HealthServer
 from gpufleet.adapters.kubernetes.lease import LeaderElector
 from gpufleet.adapters.kubernetes.reclaim import apply_drain, apply_reclaim, apply_release
 from gpufleet.adapters.kubernetes.rest import Kube
@@ -103,6 +106,8 @@ class ControllerConfig:
     consolidate_every_s: float = 0.0  # 0 = off; else plan + apply consolidation this often (leader only)
     max_moves_per_hour: int = 10
     checkpoint_timeout_s: float = 120.0
+    health_port: int = 0  # 0 = off; else /healthz and /metrics on this port (adapters/kubernetes/health.py)
+    health_stale_s: float = DEFAULT_STALE_S  # /healthz fails when the loop has not turned for this long
     store_url: str = ""  # with inventory_cluster: sync nodes and pods into the store every sync_every_s
     inventory_cluster: str = ""
     sync_every_s: float = 60.0
@@ -174,6 +179,9 @@ class Controller:
         self.planner = BindingPlanner(scheduler_name=cfg.scheduler_name, policy=cfg.policy, tier_order=cfg.tier_order,
                                       preempt_cfg=pcfg, spread=cfg.replica_spread)  # fmt: skip
         self.act = Actuator(kube, dry_run=cfg.dry_run, audit_path=cfg.audit_path, events=cfg.events, clock=clock)
+        self.health = ControllerHealth(self._health_probe, stale_s=cfg.health_stale_s)  # served by start() on a port
+        self.health_server: HealthServer | None = None
+        self.act.on_record = self.health.record
         self.elector = LeaderElector(
             kube, cfg.namespace, cfg.lease_name, identity, lease_duration_s=cfg.lease_duration_s, renew_s=cfg.renew_s,
             clock=clock,
@@ -222,8 +230,24 @@ class Controller:
 
     # -- lifecycle ---------------------------------------------------------------------------------------
     def start(self) -> Controller:
+        if self.cfg.health_port > 0:
+            try:
+                self.health_server = HealthServer(self.health, self.cfg.health_port).start()
+            except OSError as exc:  # the port is taken, or not ours to open
+                raise ValidationError("--health-port", f"cannot listen on {self.cfg.health_port}: {exc}") from None
         self.view.start()
         return self
+
+    def _health_probe(self) -> dict[str, Any]:
+        """What /healthz and /metrics read at scrape time (health.py)."""
+        plan = self.last_plan
+        busy: dict[str, bool] = {}
+        if self.store is not None:
+            busy |= {k: self.store.worker.busy(k) for k in ("inventory_sync", "usage_metered")}
+        if self.scaling is not None:
+            busy["scale"] = self.scaling.worker.busy("scale")
+        return {"leader": self.leading(), "error": self.error, "busy": busy,
+                "unschedulable": Counter(u.reason for u in plan.unschedulable) if plan is not None else {}}  # fmt: skip
 
     def stop(self) -> None:
         self._stop.set()
@@ -247,6 +271,7 @@ class Controller:
             elector.start()
         try:
             while not self._stop.is_set():
+                self.health.turned()
                 if self.leading():
                     self.tick()
                     self._maybe_consolidate()
@@ -269,6 +294,8 @@ class Controller:
                 elector.join()
             if not self.cfg.dry_run:
                 self.elector.release()
+            if self.health_server is not None:
+                self.health_server.stop()
             if self.scaling is not None:
                 self.scaling.worker.stop(5.0)
             if self.store is not None:
