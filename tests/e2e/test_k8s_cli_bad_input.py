@@ -122,6 +122,21 @@ def _store_with_cluster(tmp_path: Path) -> str:
     return db
 
 
+def test_controller_starts_when_the_store_does_not_answer(tmp_path: Path) -> None:
+    """A store that is down at start is a warning, not an exit: binding must not wait for it (its syncs and metered
+    hours are retried). Here the run then stops at the next step, the API server, which is not there either."""
+    kubeconfig = tmp_path / "k"
+    kubeconfig.write_text(
+        "apiVersion: v1\nkind: Config\nclusters: [{name: c, cluster: {server: 'http://127.0.0.1:1'}}]\n"
+        "users: [{name: u, user: {token: t}}]\ncontexts: [{name: x, context: {cluster: c, user: u}}]\n"
+        "current-context: x\n"
+    )
+    down = "postgresql+psycopg://gpufleet@127.0.0.1:1/nowhere"
+    r = _run("controller", "--kubeconfig", str(kubeconfig), "--db", down, "--cluster", "c", "--meter-every-s", "30")
+    assert "warning: the store does not answer" in r.stderr and "retried" in r.stderr, r.stderr
+    assert r.returncode == 2 and "--kubeconfig" in r.stderr and "Traceback" not in r.stderr  # it went on to connect
+
+
 def test_controller_refuses_a_cluster_the_store_does_not_have(tmp_path: Path) -> None:
     db = _store_with_cluster(tmp_path)
     r = _run("controller", "--kubeconfig", str(tmp_path / "k"), "--db", db, "--cluster", "prod-9")

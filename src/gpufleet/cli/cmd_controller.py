@@ -190,12 +190,19 @@ def register(app: typer.Typer) -> None:
             raise ValidationError("--db/--cluster", "usage metering (--meter-every-s) writes into the store's cluster")
         pairs = sku_pairs(sku)
         if db:
+            from sqlalchemy.exc import DBAPIError
+
             from gpufleet.adapters.sql.engine import make_engine
-            from gpufleet.adapters.sql.migrate import ensure_migrated
+            from gpufleet.adapters.sql.migrate import DatabaseUnavailable, ensure_migrated
 
             engine = make_engine(db)
-            ensure_migrated(engine, safe_url=db.split("@")[-1])
-            _check_store(engine, cluster, pairs)
+            try:
+                ensure_migrated(engine, safe_url=db.split("@")[-1])
+                _check_store(engine, cluster, pairs)
+            except (DatabaseUnavailable, DBAPIError) as exc:  # down now: binding must not wait for it
+                why = str(exc).splitlines()[0]
+                Console(stderr=True).print(f"warning: the store does not answer ({why}); the controller starts, "
+                                           "its inventory syncs and metered hours are retried", highlight=False)  # fmt: skip
         kube = connect(kubeconfig, in_cluster, pool_size=bind_workers + 8)
         assert isinstance(kube, Kube)
         cfg = ControllerConfig(

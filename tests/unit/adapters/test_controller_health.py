@@ -64,3 +64,25 @@ def test_a_port_that_is_taken_is_an_os_error() -> None:
             HealthServer(health, first.port, host="127.0.0.1")
     finally:
         first.stop()
+
+
+def test_a_failed_action_is_a_json_line_on_stderr_and_the_memory_is_bounded(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import json
+
+    from gpufleet.adapters.kubernetes import act as act_mod
+
+    monkeypatch.setattr(act_mod, "AUDIT_KEEP", 3)
+    act = act_mod.Actuator(None, dry_run=False)  # type: ignore[arg-type]  # records only: no API server here
+    seen: list[str] = []
+    act.on_record = lambda ev: seen.append(ev["outcome"])
+    act.record("bind", "ns/p", "fit", "applied")
+    act.record("inventory_sync", "prod", "store_unavailable", "failed", error="OperationalError: down")
+    (line,) = capsys.readouterr().err.splitlines()  # the applied bind is not logged, the failure is
+    assert json.loads(line) | {"at_s": 0} == {"action": "inventory_sync", "target": "prod", "at_s": 0,
+                                              "reason": "store_unavailable", "outcome": "failed", "dry_run": False,
+                                              "error": "OperationalError: down"}  # fmt: skip
+    for i in range(5):
+        act.record("bind", f"ns/q{i}", "fit", "applied")
+    assert [a["target"] for a in act.audit] == ["ns/q2", "ns/q3", "ns/q4"] and len(seen) == 7

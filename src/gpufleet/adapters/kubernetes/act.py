@@ -4,7 +4,9 @@ Every action goes through :class:`Actuator`. In dry-run mode it records (and log
 nothing: not even a Lease or an Event. Otherwise it sends the request, retrying transient failures (429,
 5xx, no answer) up to ``retries`` times with backoff, and records the outcome. The audit trail is a list of
 dicts (``action``, ``target``, ``reason``, ``outcome``, ``dry_run``, ``at_s``; the last ``AUDIT_KEEP`` in memory,
-so a long-running controller does not grow) and, when ``audit_path`` is set, all of them as JSON lines in that file; with ``events=True`` each applied action also becomes a core/v1 Event on its object.
+so a long-running controller does not grow) and, when ``audit_path`` is set, all of them as JSON lines in that
+file. A record whose outcome is ``failed`` is also a JSON line on stderr (the container's log). With
+``events=True`` each applied action also becomes a core/v1 Event on its object.
 
 Writes used (the ClusterRole in docs/kubernetes.md lists exactly these): pods/binding create, pods/eviction
 create, pods patch (checkpoint annotation), pods create and delete (start-buffer placeholders; delete also for
@@ -17,6 +19,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import sys
 import threading
 import time
 from collections import deque
@@ -64,6 +67,8 @@ class Actuator:
             if self.audit_path is not None:
                 with self.audit_path.open("a") as f:
                     f.write(json.dumps(ev, sort_keys=True) + "\n")
+        if outcome == "failed":  # what an operator reads in the container's log
+            print(json.dumps(ev, sort_keys=True, default=str), file=sys.stderr, flush=True)
         if self.on_record is not None:
             self.on_record(ev)
         return ev
