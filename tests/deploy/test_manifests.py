@@ -134,6 +134,7 @@ def test_the_store_linked_overlay_gives_the_controller_the_store_from_the_secret
     assert args[:2] == ["controller", "--in-cluster"] and "--lease-name" in args and "--identity" in args
     assert args[args.index("--cluster") + 1] == "prod-1" and args[args.index("--meter-every-s") + 1] == "30"
     assert args[args.index("--health-port") + 1] == "8081"  # the patch replaces the args: the probe's port stays
+    assert args[args.index("--node-limits-every-s") + 1] == "300"
     assert "--db" not in args and not any("postgresql" in a for a in args)
     env = {e["name"]: e for e in c["env"]}
     assert env["GPUFLEET_DB_URL"]["valueFrom"]["secretKeyRef"] == {"name": "gpufleet-db", "key": "url"}

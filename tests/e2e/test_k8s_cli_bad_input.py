@@ -74,6 +74,8 @@ def test_controller_usage_metering_needs_the_store(tmp_path: Path) -> None:
     k = str(tmp_path / "k")
     r = _run("controller", "--kubeconfig", k, "--meter-every-s", "30", "--prometheus", "http://127.0.0.1:1")
     assert r.returncode == 2 and "--db/--cluster" in r.stderr and "Traceback" not in r.stderr
+    r = _run("controller", "--kubeconfig", k, "--node-limits-every-s", "300")
+    assert r.returncode == 2 and "--db/--cluster" in r.stderr and "NodePool limits" in r.stderr
     r = _run("controller", "--kubeconfig", k, "--meter-every-s", "-1")
     assert r.returncode == 2 and "--meter-every-s" in r.stderr and "Traceback" not in r.stderr
 

@@ -122,6 +122,15 @@ def register(app: typer.Typer) -> None:
                 "utilization is not measured; 0 = off)",
             ),
         ] = 0.0,
+        node_limits_every_s: Annotated[
+            float,
+            typer.Option(
+                "--node-limits-every-s",
+                min=0,
+                help="set the GPU limits of gpufleet's Karpenter NodePools from the store's active reservations and "
+                "quotas this often (needs --db and --cluster; 0 = off)",
+            ),
+        ] = 0.0,
         run_for_s: Annotated[float, typer.Option("--run-for-s", help="stop after this long (0 = until signal)")] = 0,
         health_port: Annotated[
             int,
@@ -188,6 +197,8 @@ def register(app: typer.Typer) -> None:
             raise ValidationError("--db/--cluster", "give both to sync inventory into the store, or neither")
         if meter_every_s > 0 and not db:
             raise ValidationError("--db/--cluster", "usage metering (--meter-every-s) writes into the store's cluster")
+        if node_limits_every_s > 0 and not db:
+            raise ValidationError("--db/--cluster", "NodePool limits (--node-limits-every-s) read the store's cluster")
         pairs = sku_pairs(sku)
         if db:
             from sqlalchemy.exc import DBAPIError
@@ -220,7 +231,7 @@ def register(app: typer.Typer) -> None:
             running_query=_gauge_query(running_query, DEFAULT_RUNNING_QUERY),
             slo_miss_query=_gauge_query(slo_miss_query, ""), scale_history_s=scale_history_s,
             react_every_s=react_every_s, meter_every_s=meter_every_s, sku_map=tuple(sorted(pairs.items())),
-            health_port=health_port, health_stale_s=health_stale_s,
+            health_port=health_port, health_stale_s=health_stale_s, node_limits_every_s=node_limits_every_s,
         )  # fmt: skip
         ctl = Controller(kube, cfg, usage_sink=_usage_sink(db) if meter_every_s > 0 else None).start()
         out = Console(stderr=True)

@@ -211,5 +211,5 @@ class Actuator:
             "rollback_requests", target, "rightsizing_rollback", lambda: self.kube.patch(path, body, STRATEGIC_PATCH)
         )
 
-    def merge_patch(self, path: str, body: JSON, action: str, target: str, reason: str) -> str:
-        return self._do(action, target, reason, lambda: self.kube.patch(path, body, MERGE_PATCH))
+    def merge_patch(self, path: str, body: JSON, action: str, target: str, reason: str, **extra: Any) -> str:
+        return self._do(action, target, reason, lambda: self.kube.patch(path, body, MERGE_PATCH), **extra)

@@ -116,6 +116,9 @@ class ControllerConfig:
     # from prometheus_url (without it: not measured); needs store_url and inventory_cluster
     meter_every_s: float = 0.0
     sku_map: tuple[tuple[str, str], ...] = ()  # (GPU product, catalog SKU id): the sync's and the meter's mapping
+    # every node_limits_every_s (0 = off) the GPU limits of the NodePools `gpufleet k8s quotas` emitted follow the
+    # store's reservations and quotas for the cluster's region (adapters/kubernetes/node_limits.py)
+    node_limits_every_s: float = 0.0
     # replica scaling: every scale_every_s (0 = off) gpufleet's replica policy decides each opted-in Deployment
     # (annotations: adapters/kubernetes/labels.py) from its request rate read from Prometheus at prometheus_url
     scale_every_s: float = 0.0
@@ -219,13 +222,15 @@ class Controller:
         self.store: StoreLink | None = None  # the inventory sync and usage metering, off the binding thread
         if cfg.meter_every_s > 0 and (not cfg.store_url or not cfg.inventory_cluster):
             raise ValidationError("--db/--cluster", "usage metering (--meter-every-s) writes into the store's cluster")
+        if cfg.node_limits_every_s > 0 and (not cfg.store_url or not cfg.inventory_cluster):
+            raise ValidationError("--db/--cluster", "NodePool limits (--node-limits-every-s) read the store's cluster")
         if cfg.store_url and cfg.inventory_cluster:
             if cfg.meter_every_s > 0 and cfg.prometheus_url and self._prom is None:
                 self._prom = PrometheusTelemetry(cfg.prometheus_url)  # DCGM utilization (without it: not measured)
             dcgm = self._prom.gpu_utilization if self._prom is not None and cfg.meter_every_s > 0 else None
             self.store = StoreLink(self.act, cfg.store_url, cfg.inventory_cluster, sync_every_s=cfg.sync_every_s,
                                    sku_map=dict(cfg.sku_map), meter_every_s=cfg.meter_every_s, utilization=dcgm,
-                                   usage_sink=usage_sink)  # fmt: skip
+                                   usage_sink=usage_sink, node_limits_every_s=cfg.node_limits_every_s)  # fmt: skip
         self.metering: MeterLoop | None = self.store.metering if self.store is not None else None
 
     # -- lifecycle ---------------------------------------------------------------------------------------
@@ -243,7 +248,7 @@ class Controller:
         plan = self.last_plan
         busy: dict[str, bool] = {}
         if self.store is not None:
-            busy |= {k: self.store.worker.busy(k) for k in ("inventory_sync", "usage_metered")}
+            busy |= {k: self.store.worker.busy(k) for k in ("inventory_sync", "usage_metered", "node_pool_limits")}
         if self.scaling is not None:
             busy["scale"] = self.scaling.worker.busy("scale")
         return {"leader": self.leading(), "error": self.error, "busy": busy,

@@ -21,14 +21,14 @@ class SideWorker:
 
     def __init__(self, name: str, on_error: Callable[[str, BaseException], None]) -> None:
         self._on_error = on_error
-        self._jobs: dict[str, Callable[[], None]] = {}
+        self._jobs: dict[str, Callable[[], object]] = {}
         self._busy: set[str] = set()  # kinds waiting or running
         self._cv = threading.Condition()
         self._stopping = False
         self._thread = threading.Thread(target=self._run, name=name, daemon=True)
         self._thread.start()
 
-    def submit(self, kind: str, job: Callable[[], None]) -> bool:
+    def submit(self, kind: str, job: Callable[[], object]) -> bool:
         """Queue ``job`` unless a job of its kind is waiting or running (or the worker stops); True when queued."""
         with self._cv:
             if kind in self._busy or self._stopping:

@@ -12,23 +12,25 @@ it could not write (``usage.py``: :class:`MeterLoop`).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 
 from sqlalchemy import Engine
 from sqlalchemy.orm import Session
 
 from gpufleet.adapters.kubernetes.act import Actuator
+from gpufleet.adapters.kubernetes.node_limits import LimitChange, apply_limits, limit_changes, store_capacity
 from gpufleet.adapters.kubernetes.side_worker import SideWorker
 from gpufleet.adapters.kubernetes.usage import HourWritten, MeterLoop, UsageSink, store_pools
-from gpufleet.control.observation import Observation
+from gpufleet.control.observation import Observation, ObservedNodePool
 from gpufleet.cost.telemetry import TelemetryBatch
 from gpufleet.domain.errors import ValidationError
 
 
 class StoreLink:
-    """The leader's inventory sync (every ``sync_every_s``) and usage metering (every ``meter_every_s``, 0 = off;
-    ``utilization`` reads DCGM from Prometheus, None: not measured; ``usage_sink`` writes the records) for one
-    cluster of the store at ``store_url``, their store work on a :class:`SideWorker`."""
+    """The leader's inventory sync (every ``sync_every_s``), usage metering (every ``meter_every_s``, 0 = off;
+    ``utilization`` reads DCGM from Prometheus, None: not measured; ``usage_sink`` writes the records) and
+    NodePool limits (every ``node_limits_every_s``, 0 = off; node_limits.py) for one cluster of the store at
+    ``store_url``, their store work on a :class:`SideWorker`."""
 
     def __init__(
         self,
@@ -41,6 +43,7 @@ class StoreLink:
         meter_every_s: float = 0.0,
         utilization: Callable[[int, int, int], TelemetryBatch] | None = None,
         usage_sink: UsageSink | None = None,
+        node_limits_every_s: float = 0.0,
     ) -> None:
         self.act = act
         self.store_url = store_url
@@ -49,6 +52,9 @@ class StoreLink:
         self.sku_map = dict(sku_map or {})
         self.syncs = 0
         self._next_sync_s = 0.0
+        self.node_limits_every_s = node_limits_every_s
+        self._next_limits_s = 0.0
+        self._limits_written: dict[str, tuple[int | None, int]] = {}  # NodePool -> (limit seen, limit written)
         self._engine: Engine | None = None
         self.metering: MeterLoop | None = None
         if meter_every_s > 0:
@@ -76,6 +82,11 @@ class StoreLink:
             self._next_sync_s = now_s + self.sync_every_s
             obs = observe()
             self.worker.submit("inventory_sync", lambda: self.sync(obs, now_s))
+        if self.node_limits_every_s > 0 and now_s >= self._next_limits_s:
+            self._next_limits_s = now_s + self.node_limits_every_s
+            pools = observe().node_pools
+            if pools is not None:  # Karpenter's NodePools served and read
+                self.worker.submit("node_pool_limits", lambda: self.node_limits(pools, now_s))
         meter = self.metering
         if meter is not None and meter.read(now_s, observe):  # on its cadence (its first pools read by the job)
             self.worker.submit("usage_metered", lambda: self.record_hours(meter.write_due(now_s)))
@@ -88,6 +99,21 @@ class StoreLink:
         self.act.record("inventory_sync", self.cluster, "cadence", "applied", nodes=r.nodes_written,
                         deleted=r.nodes_deleted, pods=r.pods_allocated)  # fmt: skip
         self.syncs += 1
+
+    def node_limits(self, node_pools: Sequence[ObservedNodePool], now_s: float) -> list[LimitChange]:
+        """The gpufleet NodePools' GPU limits set to what the store says for the cluster's region
+        (node_limits.py); one audit record ``node_pool_limits`` with what changed and what was left alone."""
+        with Session(self.engine()) as s:
+            cap = store_capacity(s, self.cluster, now_s)
+        changes, skipped = limit_changes(node_pools, cap, self.sku_map)
+        # a write the view does not show yet (it still shows the limit before it) is not made again
+        changes = [c for c in changes if self._limits_written.get(c.node_pool) != (c.current, c.desired)]
+        for c, outcome in zip(changes, apply_limits(self.act, changes), strict=True):
+            if outcome == "applied":
+                self._limits_written[c.node_pool] = (c.current, c.desired)
+        self.act.record("node_pool_limits", self.cluster, "cadence", "applied", changed=len(changes),
+                        skipped=dict(skipped))  # fmt: skip
+        return changes
 
     def record_hours(self, hours: list[HourWritten]) -> None:
         """One audit record ``usage_metered`` per hour written."""
