@@ -131,6 +131,12 @@ def register(app: typer.Typer) -> None:
                 "quotas this often (needs --db and --cluster; 0 = off)",
             ),
         ] = 0.0,
+        node_limits_selector: Annotated[
+            str,
+            typer.Option(
+                "--node-limits-selector", help="label selector of the NodePools whose limits follow the store"
+            ),
+        ] = "app.kubernetes.io/managed-by=gpufleet",
         run_for_s: Annotated[float, typer.Option("--run-for-s", help="stop after this long (0 = until signal)")] = 0,
         health_port: Annotated[
             int,
@@ -232,6 +238,7 @@ def register(app: typer.Typer) -> None:
             slo_miss_query=_gauge_query(slo_miss_query, ""), scale_history_s=scale_history_s,
             react_every_s=react_every_s, meter_every_s=meter_every_s, sku_map=tuple(sorted(pairs.items())),
             health_port=health_port, health_stale_s=health_stale_s, node_limits_every_s=node_limits_every_s,
+            node_limits_selector=node_limits_selector,
         )  # fmt: skip
         ctl = Controller(kube, cfg, usage_sink=_usage_sink(db) if meter_every_s > 0 else None).start()
         out = Console(stderr=True)

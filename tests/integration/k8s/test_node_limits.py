@@ -1,7 +1,7 @@
 """NodePool limits that follow procurement, against the real API server with the Karpenter CRDs and a SQLite store:
 the store-linked controller (``--node-limits-every-s``) sets the GPU limit of the NodePools `gpufleet k8s quotas`
-emitted to the reservations active in the cluster's region (reserved) and the pool's quota (on-demand), and leaves
-the operator's own NodePool alone."""
+emitted (selected by label) to the reservations active in the cluster's region (reserved) and the pool's quota
+(on-demand), and leaves a NodePool the selector does not select alone."""
 
 from __future__ import annotations
 
@@ -44,15 +44,19 @@ def test_the_controller_keeps_nodepool_limits_at_what_procurement_bought(kube: K
                                           ("r-ordered", 32, now + 7 * DAY, "submitted")):  # fmt: skip
             c.execute(RESERVATION, {"id": rid, "units": units, "start": int(start), "status": status})
     suffix = uuid.uuid4().hex[:5]
-    product = f"NVIDIA-H100-T{suffix}"  # a product of this test's own: NodePools are cluster-wide
+    product = f"NVIDIA-H100-T{suffix}"  # a product of this test's own
     ours = karpenter_objects([TierCapacity(product, "reserved", 0), TierCapacity(product, "on-demand", None)])
+    for obj in ours:  # NodePools are cluster-wide: this test's controller selects only its own
+        obj["metadata"]["labels"]["gpufleet.io/test"] = suffix
     operators = node_pool(TierCapacity(product, "reserved", 5))
-    operators["metadata"]["name"] = f"ops-{suffix}"  # pins the same product and tier, but not gpufleet's name
+    operators["metadata"] = {"name": f"ops-{suffix}", "labels": {"gpufleet.io/test": f"not-{suffix}"}}
     for obj in [*ours, operators]:
         kube.post(PATHS["NodePool"], obj)
     reserved, on_demand = flavor_name(product, "reserved"), flavor_name(product, "on-demand")
+    selector = f"app.kubernetes.io/managed-by=gpufleet,gpufleet.io/test={suffix}"
     cfg = ControllerConfig(scheduler_name=f"s-{suffix}", namespace=ns, lease_name=f"l-{suffix}", store_url=url,
-                           inventory_cluster="k5", node_limits_every_s=1, sku_map=((product, "h100_80gb"),))  # fmt: skip
+                           inventory_cluster="k5", node_limits_every_s=1, node_limits_selector=selector,
+                           sku_map=((product, "h100_80gb"),))  # fmt: skip
     try:
         with running_controller(kube, cfg) as ctl:
             assert wait_for(lambda: _limit(kube, reserved) == "16" and _limit(kube, on_demand) == "96", 30), [
@@ -61,9 +65,9 @@ def test_the_controller_keeps_nodepool_limits_at_what_procurement_bought(kube: K
             with engine.begin() as c:  # another order becomes active: the reserved tier may launch 8 GPUs more
                 c.execute(RESERVATION, {"id": "r-more", "units": 8, "start": int(now - 60), "status": "active"})
             assert wait_for(lambda: _limit(kube, reserved) == "24", 30)
-        assert _limit(kube, f"ops-{suffix}") == "5"  # the operator's NodePool is left alone
+        assert _limit(kube, f"ops-{suffix}") == "5"  # the operator's NodePool (not selected) is left alone
         writes = [(a["target"], a["before"], a["after"]) for a in ctl.act.audit if a["action"] == "node_pool_limit"]
-        # each limit written once (a write the view has not shown yet is not made again)
+        # each limit written once: the NodePools are read afresh each round
         assert sorted(writes[:2]) == [(on_demand, None, 96), (reserved, 0, 16)] and writes[2:] == [(reserved, 16, 24)]
         assert all(a["outcome"] == "applied" for a in ctl.act.audit if a["action"] == "node_pool_limit")
     finally:

@@ -1,4 +1,5 @@
-"""NodePool limits that follow procurement (adapters/kubernetes/node_limits.py): which NodePools, which limit."""
+"""NodePool limits that follow procurement (adapters/kubernetes/node_limits.py): which limit for each NodePool the
+selector selected (which ones it selects is the API server's: tests/integration/k8s/test_node_limits.py)."""
 
 from __future__ import annotations
 
@@ -30,7 +31,6 @@ def test_reserved_follows_the_active_reservations_and_launched_tiers_the_quotas(
         _np(H100, "spot", 10),  # no spot pool in the region: left alone
         _np(L40S, "reserved", 8),  # nothing active any more: 0
         _np(L40S, "on-demand", 32),  # no quota stated: left alone
-        _np(H100, "reserved", 5, name="team-a-h100"),  # the operator's own NodePool: not ours to change
         _np("Mystery-GPU", "reserved", 1),  # no SKU for its product
         ObservedNodePool("cpu", None),  # no GPU product
     ]
@@ -41,7 +41,7 @@ def test_reserved_follows_the_active_reservations_and_launched_tiers_the_quotas(
         LimitChange("nvidia-l40s-reserved", "l40s", "reserved", 8, 0, "reserved_active"),
     ]
     assert skipped == [("nvidia-h100-80gb-hbm3-spot", "no_pool"), ("nvidia-l40s-on-demand", "no_quota_stated"),
-                       ("mystery-gpu-reserved", "no_sku")]  # fmt: skip
+                       ("mystery-gpu-reserved", "no_sku"), ("cpu", "not_one_product_and_tier")]  # fmt: skip
     # a limit already right is not written again; --sku maps a product the name tokens do not
     again, _ = limit_changes([_np(H100, "reserved", 48), _np("NVIDIA-H100-NVL", "reserved", 2)], CAP,
                              {"NVIDIA-H100-NVL": "h100_80gb"})  # fmt: skip

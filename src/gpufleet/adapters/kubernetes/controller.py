@@ -36,6 +36,8 @@ from gpufleet.adapters.kubernetes.bufferpods import PAUSE_IMAGE, apply_buffer_po
 from gpufleet.adapters.kubernetes.fleetobjects import CHAIN
 from gpufleet.adapters.kubernetes.health import DEFAULT_STALE_S, ControllerHealth, HealthServer
 from gpufleet.adapters.kubernetes.lease import LeaderElector
+from gpufleet.adapters.kubernetes.node_limits import DEFAULT_SELECTOR as NODE_LIMITS_SELECTOR
+from gpufleet.adapters.kubernetes.node_limits import selected_node_pools
 from gpufleet.adapters.kubernetes.reclaim import apply_drain, apply_reclaim, apply_release
 from gpufleet.adapters.kubernetes.rest import Kube
 from gpufleet.adapters.kubernetes.scaling import DeploymentScaling
@@ -119,6 +121,7 @@ class ControllerConfig:
     # every node_limits_every_s (0 = off) the GPU limits of the NodePools `gpufleet k8s quotas` emitted follow the
     # store's reservations and quotas for the cluster's region (adapters/kubernetes/node_limits.py)
     node_limits_every_s: float = 0.0
+    node_limits_selector: str = NODE_LIMITS_SELECTOR  # which NodePools: those gpufleet emitted
     # replica scaling: every scale_every_s (0 = off) gpufleet's replica policy decides each opted-in Deployment
     # (annotations: adapters/kubernetes/labels.py) from its request rate read from Prometheus at prometheus_url
     scale_every_s: float = 0.0
@@ -230,7 +233,8 @@ class Controller:
             dcgm = self._prom.gpu_utilization if self._prom is not None and cfg.meter_every_s > 0 else None
             self.store = StoreLink(self.act, cfg.store_url, cfg.inventory_cluster, sync_every_s=cfg.sync_every_s,
                                    sku_map=dict(cfg.sku_map), meter_every_s=cfg.meter_every_s, utilization=dcgm,
-                                   usage_sink=usage_sink, node_limits_every_s=cfg.node_limits_every_s)  # fmt: skip
+                                   usage_sink=usage_sink, node_limits_every_s=cfg.node_limits_every_s,
+                                   node_pools=lambda: selected_node_pools(kube, cfg.node_limits_selector))  # fmt: skip
         self.metering: MeterLoop | None = self.store.metering if self.store is not None else None
 
     # -- lifecycle ---------------------------------------------------------------------------------------

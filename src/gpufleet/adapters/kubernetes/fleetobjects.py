@@ -51,6 +51,7 @@ def capacity_chain(prices: Mapping[Tier, Decimal]) -> tuple[str, ...]:
 SPOT_TAINT = dict(zip(("key", "value", "effect"), SPOT_NODE_TAINT, strict=True))
 KUEUE = "kueue.x-k8s.io/v1beta2"
 KARPENTER = "karpenter.sh/v1"
+MANAGED_BY = "app.kubernetes.io/managed-by"
 PATHS = {
     "ResourceFlavor": "/apis/kueue.x-k8s.io/v1beta2/resourceflavors",
     "Cohort": "/apis/kueue.x-k8s.io/v1beta2/cohorts",
@@ -167,7 +168,8 @@ def node_pool(t: TierCapacity, gpus_per_node: int = 8, consolidate_after: str = 
         spec["limits"] = {GPU: str(t.gpus)}
     if t.tier == "spot":
         spec["template"]["spec"]["taints"] = [dict(SPOT_TAINT)]
-    return {"apiVersion": KARPENTER, "kind": "NodePool", "metadata": {"name": t.flavor}, "spec": spec}
+    meta = {"name": t.flavor, "labels": {MANAGED_BY: "gpufleet"}}  # whose limits follow procurement (node_limits.py)
+    return {"apiVersion": KARPENTER, "kind": "NodePool", "metadata": meta, "spec": spec}
 
 
 def tiers_from_pools(

@@ -2,8 +2,8 @@
 
 The service buys reserved capacity (``POST /v1/plans:propose``, the reconciler, the approvals); the cluster launches
 nodes through Karpenter NodePools. With this, the store-linked controller keeps the GPU limit of each NodePool that
-``gpufleet k8s quotas`` emitted (one per GPU product and capacity type, named ``<product>-<tier>``:
-``fleetobjects.flavor_name``) equal to what the store says for the cluster's region:
+``gpufleet k8s quotas`` emitted (label ``app.kubernetes.io/managed-by=gpufleet``, or another selector: ``--node-limits-
+selector``; each pins one GPU product and one capacity type) equal to what the store says for the cluster's region:
 
 * ``reserved``: the GPUs of the SKU's reservations active now in the region (status ``active``, within their term):
   Karpenter launches on reserved capacity up to what is bought, no further;
@@ -11,7 +11,7 @@ nodes through Karpenter NodePools. With this, the store-linked controller keeps 
   limit alone.
 
 Only ``spec.limits["nvidia.com/gpu"]`` is written (a merge patch), and only where it differs; the rest of each
-NodePool, and every NodePool not named that way, is the operator's. A NodePool whose product maps to no SKU (``--sku``
+NodePool, and every NodePool the selector does not select, is the operator's. A NodePool whose product maps to no SKU (``--sku``
 or the name tokens), or whose SKU has no pool of its tier in the region, is left alone and reported.
 """
 
@@ -24,7 +24,9 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from gpufleet.adapters.kubernetes.act import Actuator
-from gpufleet.adapters.kubernetes.fleetobjects import PATHS, flavor_name
+from gpufleet.adapters.kubernetes.fleetobjects import MANAGED_BY, PATHS
+from gpufleet.adapters.kubernetes.labels import node_pool_from_json
+from gpufleet.adapters.kubernetes.rest import Kube
 from gpufleet.adapters.kubernetes.usage import TIERS
 from gpufleet.adapters.sql.models import ClusterRow, PoolRow, ReservationRow, SkuRow
 from gpufleet.control.observation import ObservedNodePool
@@ -33,6 +35,7 @@ from gpufleet.domain.errors import ValidationError
 from gpufleet.domain.reservations import term_seconds
 
 GPU = "nvidia.com/gpu"
+DEFAULT_SELECTOR = f"{MANAGED_BY}=gpufleet"  # the NodePools `gpufleet k8s quotas` emitted
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,10 +95,11 @@ def limit_changes(
     skipped: list[tuple[str, str]] = []
     for np_ in node_pools:
         if len(np_.products) != 1 or len(np_.capacity_types) != 1:
+            skipped.append((np_.name, "not_one_product_and_tier"))
             continue
         product, ctype = np_.products[0], np_.capacity_types[0]
-        if ctype not in TIERS or np_.name != flavor_name(product, ctype):
-            continue  # not a NodePool gpufleet emitted: the operator's
+        if ctype not in TIERS:
+            continue
         sku = sku_for(product, list(cap.sku_ids), sku_map or {})
         if sku is None:
             skipped.append((np_.name, "no_sku"))
@@ -126,3 +130,9 @@ def apply_limits(act: Actuator, changes: Sequence[LimitChange]) -> list[str]:
         out.append(act.merge_patch(path, body, "node_pool_limit", c.node_pool, c.reason, sku=c.sku, before=c.current,
                                    after=c.desired))  # fmt: skip
     return out
+
+
+def selected_node_pools(kube: Kube, selector: str) -> list[ObservedNodePool]:
+    """The NodePools the label selector selects, read from the API server now."""
+    body = kube.get(PATHS["NodePool"], labelSelector=selector)
+    return [node_pool_from_json(o) for o in body.get("items", [])]

@@ -44,6 +44,7 @@ class StoreLink:
         utilization: Callable[[int, int, int], TelemetryBatch] | None = None,
         usage_sink: UsageSink | None = None,
         node_limits_every_s: float = 0.0,
+        node_pools: Callable[[], Sequence[ObservedNodePool]] | None = None,
     ) -> None:
         self.act = act
         self.store_url = store_url
@@ -52,9 +53,9 @@ class StoreLink:
         self.sku_map = dict(sku_map or {})
         self.syncs = 0
         self._next_sync_s = 0.0
-        self.node_limits_every_s = node_limits_every_s
+        self.node_limits_every_s = node_limits_every_s if node_pools is not None else 0.0
+        self._node_pools = node_pools  # the NodePools whose limits follow the store (their selector's)
         self._next_limits_s = 0.0
-        self._limits_written: dict[str, tuple[int | None, int]] = {}  # NodePool -> (limit seen, limit written)
         self._engine: Engine | None = None
         self.metering: MeterLoop | None = None
         if meter_every_s > 0:
@@ -84,9 +85,7 @@ class StoreLink:
             self.worker.submit("inventory_sync", lambda: self.sync(obs, now_s))
         if self.node_limits_every_s > 0 and now_s >= self._next_limits_s:
             self._next_limits_s = now_s + self.node_limits_every_s
-            pools = observe().node_pools
-            if pools is not None:  # Karpenter's NodePools served and read
-                self.worker.submit("node_pool_limits", lambda: self.node_limits(pools, now_s))
+            self.worker.submit("node_pool_limits", lambda: self.node_limits(now_s))
         meter = self.metering
         if meter is not None and meter.read(now_s, observe):  # on its cadence (its first pools read by the job)
             self.worker.submit("usage_metered", lambda: self.record_hours(meter.write_due(now_s)))
@@ -100,17 +99,16 @@ class StoreLink:
                         deleted=r.nodes_deleted, pods=r.pods_allocated)  # fmt: skip
         self.syncs += 1
 
-    def node_limits(self, node_pools: Sequence[ObservedNodePool], now_s: float) -> list[LimitChange]:
-        """The gpufleet NodePools' GPU limits set to what the store says for the cluster's region
-        (node_limits.py); one audit record ``node_pool_limits`` with what changed and what was left alone."""
+    def node_limits(self, now_s: float) -> list[LimitChange]:
+        """The selected NodePools' GPU limits, read from the API server now, set to what the store says for the
+        cluster's region (node_limits.py); one audit record ``node_pool_limits`` with what changed and what was left
+        alone."""
+        assert self._node_pools is not None
+        node_pools = self._node_pools()
         with Session(self.engine()) as s:
             cap = store_capacity(s, self.cluster, now_s)
         changes, skipped = limit_changes(node_pools, cap, self.sku_map)
-        # a write the view does not show yet (it still shows the limit before it) is not made again
-        changes = [c for c in changes if self._limits_written.get(c.node_pool) != (c.current, c.desired)]
-        for c, outcome in zip(changes, apply_limits(self.act, changes), strict=True):
-            if outcome == "applied":
-                self._limits_written[c.node_pool] = (c.current, c.desired)
+        apply_limits(self.act, changes)
         self.act.record("node_pool_limits", self.cluster, "cadence", "applied", changed=len(changes),
                         skipped=dict(skipped))  # fmt: skip
         return changes
