@@ -59,6 +59,7 @@ def test_consolidation_evicts_after_checkpoint_and_never_serving(kube: Kube, kub
     assert apply_reclaim(act, plan, checkpoint_timeout_s=20) == {names[0]: "drained"}
     actions = [(a["action"], a["outcome"]) for a in act.audit]
     assert actions == [("cordon", "applied"), ("annotate", "applied"), ("evict", "applied")]
+    assert act.eviction_api() == "policy/v1beta1"  # what 1.20's discovery serves (1.22+ serve policy/v1 too)
     assert kube.get(f"/api/v1/nodes/{names[0]}")["spec"].get("unschedulable") is True
     assert wait_for(lambda: "small-train" not in {p["metadata"]["name"] for p in pods_in(kube, ns)}, 20)
     assert "idle-serving" in {p["metadata"]["name"] for p in pods_in(kube, ns)}

@@ -86,3 +86,17 @@ def test_a_failed_action_is_a_json_line_on_stderr_and_the_memory_is_bounded(
     for i in range(5):
         act.record("bind", f"ns/q{i}", "fit", "applied")
     assert [a["target"] for a in act.audit] == ["ns/q2", "ns/q3", "ns/q4"] and len(seen) == 7
+
+
+def test_the_eviction_version_is_the_newest_the_policy_group_serves() -> None:
+    from gpufleet.adapters.kubernetes.act import eviction_api_version
+
+    v120 = {
+        "kind": "APIGroup",
+        "name": "policy",
+        "versions": [{"groupVersion": "policy/v1beta1", "version": "v1beta1"}],
+    }
+    v125 = {"kind": "APIGroup", "name": "policy", "versions": [{"groupVersion": "policy/v1", "version": "v1"},
+                                                               {"groupVersion": "policy/v1beta1", "version": "v1beta1"}]}  # fmt: skip
+    assert eviction_api_version(v120) == "policy/v1beta1" and eviction_api_version(v125) == "policy/v1"
+    assert eviction_api_version({}) == "policy/v1beta1"

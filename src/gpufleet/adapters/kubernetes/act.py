@@ -34,6 +34,12 @@ TRANSIENT = {0, 429, 500, 502, 503, 504}
 AUDIT_KEEP = 100_000  # audit records kept in memory
 
 
+def eviction_api_version(discovery: JSON) -> str:
+    """``policy/v1`` when the ``policy`` group's discovery document lists ``v1``, else ``policy/v1beta1``."""
+    served = {str(v.get("version", "")) for v in discovery.get("versions") or []}
+    return "policy/v1" if "v1" in served else "policy/v1beta1"
+
+
 class Actuator:
     def __init__(
         self,
@@ -56,6 +62,7 @@ class Actuator:
         # the last audit records in memory (the file, ``audit_path``, keeps them all); ``on_record`` sees each one
         self.audit: deque[dict[str, Any]] = deque(maxlen=AUDIT_KEEP)
         self.on_record: Callable[[dict[str, Any]], None] | None = None
+        self._eviction_api: str | None = None
         self._lock = threading.Lock()
 
     # -- audit -------------------------------------------------------------------------------------------
@@ -135,8 +142,19 @@ class Actuator:
         """Delete a Node object (Karpenter's termination finalizer then terminates its instance)."""
         return self._do("delete_node", node, reason, lambda: self.kube.delete(f"/api/v1/nodes/{node}"))
 
+    def eviction_api(self) -> str:
+        """The Eviction version to send: ``policy/v1`` where the API server serves it (1.22+), else
+        ``policy/v1beta1`` (1.20, 1.21), asked once by discovery, as kubectl does; a discovery that fails is asked
+        again next time (``policy/v1beta1`` meanwhile)."""
+        if self._eviction_api is None:
+            try:
+                self._eviction_api = eviction_api_version(self.kube.get("/apis/policy"))
+            except ApiError:
+                return "policy/v1beta1"
+        return self._eviction_api
+
     def evict(self, namespace: str, name: str, reason: str, grace_s: int = 30) -> str:
-        body = {"apiVersion": "policy/v1beta1", "kind": "Eviction",
+        body = {"apiVersion": self.eviction_api(), "kind": "Eviction",
                 "metadata": {"name": name, "namespace": namespace},
                 "deleteOptions": {"gracePeriodSeconds": grace_s}}  # fmt: skip
         path = f"/api/v1/namespaces/{namespace}/pods/{name}/eviction"

@@ -3,8 +3,8 @@
 For each drain: cordon the node; for each checkpointable training pod, set the annotation
 ``gpufleet.io/checkpoint-requested: <token>`` and wait (up to ``checkpoint_timeout_s``) for the workload to
 answer ``gpufleet.io/checkpoint-done: <same token>`` after it has written its checkpoint; then evict every
-pod through the Eviction API (``policy/v1beta1`` on 1.20; the API server enforces PodDisruptionBudgets and
-answers 429 when a budget allows no disruption). If a checkpoint is not confirmed in time or an eviction is
+pod through the Eviction API (``policy/v1`` where served, else ``policy/v1beta1``: ``Actuator.eviction_api``; the
+API server enforces PodDisruptionBudgets and answers 429 when a budget allows no disruption). If a checkpoint is not confirmed in time or an eviction is
 refused, the drain stops there and the node is uncordoned (reason ``checkpoint_timeout`` /
 ``blocked_by_pdb``); pods already evicted are recreated by their owners and scheduled again.
 Priority preemption (the controller) uses the same path without the cordon (``cordon=False``): the node keeps
