@@ -468,6 +468,31 @@ class SkippedNode(BaseModel):
     reason: str
 
 
+class InventoryFeed(BaseModel):
+    status: str = Field(description="ok | stale (last sync older than 10 minutes) | never")
+    last_synced_s: int | None
+    nodes: int | None
+    pods: int | None
+    syncs_last_day: int
+
+
+class UsageFeed(BaseModel):
+    status: str = Field(description="ok | stale (last hour written started over 3 hours ago) | never")
+    last_hour_s: int | None
+    records_last_hour: int
+    gpu_hours_last_day: float
+    util_unmeasured_share_last_day: float | None = Field(
+        description="the share of the day's GPU-hours whose utilization was not measured (no DCGM reading)"
+    )
+
+
+class ClusterFeed(BaseModel):
+    cluster: str
+    now_s: int
+    inventory: InventoryFeed
+    usage: UsageFeed
+
+
 class BinpackReport(BaseModel):
     cluster: str
     nodes: int

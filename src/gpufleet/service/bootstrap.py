@@ -19,6 +19,7 @@ from gpufleet.service.binpack import BinpackService
 from gpufleet.service.budgets import BudgetService
 from gpufleet.service.capacity import CapacityService
 from gpufleet.service.clock import Clock, IdGenerator, RandomIds, SystemClock
+from gpufleet.service.cluster_feed import ClusterFeedService
 from gpufleet.service.ingest import IngestService
 from gpufleet.service.leader import Leadership, election_for
 from gpufleet.service.placement_chain import ChainPlacementService
@@ -54,6 +55,7 @@ class Services:
     capacity: CapacityService
     placement: ChainPlacementService
     binpack: BinpackService
+    cluster_feed: ClusterFeedService
     ingest: IngestService
     audit: AuditService
     accuracy: ForecastAccuracyService
@@ -142,6 +144,7 @@ def build_services(
         capacity=capacity,
         placement=ChainPlacementService(engine, clock, budgets),
         binpack=binpack,
+        cluster_feed=ClusterFeedService(engine, clock),
         ingest=IngestService(engine, clock),
         audit=AuditService(engine),
         accuracy=accuracy,

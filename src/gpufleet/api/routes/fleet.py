@@ -14,6 +14,7 @@ from gpufleet.api.schemas import (
     AuditEventPublic,
     BinpackReport,
     CapacityForecast,
+    ClusterFeed,
     FleetUtilization,
     IngestResultPublic,
     UtilizationIngest,
@@ -72,6 +73,13 @@ def fleet_utilization(
     out, pool_ids = services.usage.fleet_utilization(actor, sku_id=sku, window_s=window_s, region=region)
     out.update(request.app.state.finops.idle_waste(window_s, sku_id=sku, pool_ids=pool_ids))
     return out
+
+
+@router.get("/v1/clusters/{cluster}/feed", response_model=ClusterFeed)
+def cluster_feed(cluster: IdPath, services: ServicesDep, actor: CurrentActor) -> Any:
+    """What the cluster's controller has fed the store: its last inventory sync and its last metered hour, each ok,
+    stale or never (service/cluster_feed.py)."""
+    return services.cluster_feed.feed(actor, cluster)
 
 
 @router.get("/v1/clusters/{cluster}/binpack", response_model=BinpackReport)
