@@ -1,6 +1,7 @@
 """The container image, built here from Debian packages only (``make image`` = scripts/image.sh build), runs:
-it serves /healthz on the port PORT names, as a non-root user, and `gpufleet db upgrade` from the image
-migrates the host's PostgreSQL (a fresh schema). Both run with a read-only root filesystem (``--read-only``,
+it serves /healthz on the port PORT names, as a non-root user, `gpufleet db upgrade` from the image
+migrates the host's PostgreSQL (a fresh schema), and `gpufleet controller` from the image takes its Lease on a real
+API server with the kustomize install's ServiceAccount. Both run with a read-only root filesystem (``--read-only``,
 podman's tmpfs on /tmp), as the Kubernetes manifests' ``readOnlyRootFilesystem: true`` does.
 
 The base tarball is cached outside the repository (~/.cache/gpufleet-image) and podman caches the dependency
@@ -8,21 +9,28 @@ layer, so after the first run a rebuild only reinstalls the package (tens of sec
 
 from __future__ import annotations
 
+import contextlib
 import json
+import secrets
 import shutil
 import subprocess
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
 import pytest
+import yaml
 from sqlalchemy import create_engine, text
 
+from tests.deploy.apiserver import KUBECTL, kubectl, start_apiserver
 from tests.deploy.conftest import PgSchema
 
 REPO = Path(__file__).resolve().parents[2]
 IMAGE = "localhost/gpufleet:test"
 PORT = 9123
+CONTROLLER_PORT = 9124
+OVERLAY = REPO / "deploy" / "kustomize" / "overlays" / "example"
 
 pytestmark = [
     # the first test's setup builds the image (_image_sh's own limit: 900 s; the first build on a fresh machine
@@ -107,5 +115,57 @@ def test_db_upgrade_from_the_image_then_serve_on_port_from_env(image: str, pg_sc
         assert uid.stdout.strip() == "10001"
         top = subprocess.run(["podman", "top", name, "user", "args"], capture_output=True, text=True, check=True)
         assert "gpufleet serve" in top.stdout and "root" not in top.stdout
+    finally:
+        subprocess.run(["podman", "rm", "-f", name], capture_output=True, check=False)
+
+
+@pytest.fixture(scope="module")
+def kubeconfig(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    yield from start_apiserver(tmp_path_factory)
+
+
+def test_the_controller_runs_from_the_image_with_the_installs_service_account(
+    image: str, kubeconfig: Path, tmp_path: Path
+) -> None:
+    """The image runs `gpufleet controller` as the kustomize Deployment does, with a token of the
+    `gpufleet-controller` ServiceAccount the manifests create (their roles, nothing more), read-only root: it takes
+    the Lease and its /healthz and /metrics answer on --health-port."""
+    assert KUBECTL is not None
+    rendered = subprocess.run([KUBECTL, "kustomize", str(OVERLAY)], capture_output=True, text=True, check=True)
+    applied = kubectl(kubeconfig, "apply", "-f", "-", stdin=rendered.stdout)
+    assert applied.returncode == 0, applied.stderr
+    token = kubectl(kubeconfig, "-n", "gpufleet", "create", "token", "gpufleet-controller")
+    assert token.returncode == 0, token.stderr
+    server = yaml.safe_load(kubeconfig.read_text())["clusters"][0]["cluster"]["server"]
+    mount = tmp_path / "kube"
+    mount.mkdir()
+    (mount / "config").write_text(yaml.safe_dump({
+        "apiVersion": "v1", "kind": "Config", "current-context": "sa",
+        "clusters": [{"name": "t", "cluster": {"server": server, "insecure-skip-tls-verify": True}}],
+        "users": [{"name": "sa", "user": {"token": token.stdout.strip()}}],
+        "contexts": [{"name": "sa", "context": {"cluster": "t", "user": "sa"}}],
+    }))  # fmt: skip
+    mount.chmod(0o755)  # the image's user (10001) reads it
+    (mount / "config").chmod(0o644)
+    name = f"gpufleet-ctl-{secrets.token_hex(3)}"
+    started = _image_sh(
+        "run", "-d", "--read-only", "--name", name, "--network", "host", "-v", f"{mount}:/kube:ro", image,
+        "controller", "--kubeconfig", "/kube/config", "--lease-namespace", "gpufleet", "--lease-name",
+        "gpufleet-controller", "--identity", "from-image", "--health-port", str(CONTROLLER_PORT),
+    )  # fmt: skip
+    assert started.returncode == 0, started.stderr[-2000:]
+    try:
+        deadline = time.monotonic() + 90
+        metrics = ""
+        while time.monotonic() < deadline and "gpufleet_controller_leader 1.0" not in metrics:
+            with contextlib.suppress(httpx.TransportError):
+                metrics = httpx.get(f"http://127.0.0.1:{CONTROLLER_PORT}/metrics", timeout=2).text
+            time.sleep(0.5)
+        logs = subprocess.run(["podman", "logs", name], capture_output=True, text=True, check=False)
+        assert "gpufleet_controller_leader 1.0" in metrics, logs.stdout[-1500:] + logs.stderr[-1500:]
+        assert httpx.get(f"http://127.0.0.1:{CONTROLLER_PORT}/healthz", timeout=5).status_code == 200
+        lease = kubectl(kubeconfig, "-n", "gpufleet", "get", "lease", "gpufleet-controller", "-o", "json")
+        assert json.loads(lease.stdout)["spec"]["holderIdentity"] == "from-image"
+        assert '"outcome": "failed"' not in logs.stderr  # nothing it did was refused (RBAC included)
     finally:
         subprocess.run(["podman", "rm", "-f", name], capture_output=True, check=False)

@@ -7,13 +7,8 @@ ServiceAccounts hold exactly the permissions meant for them."""
 from __future__ import annotations
 
 import json
-import lzma
-import os
-import secrets
 import shutil
-import socket
 import subprocess
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -21,12 +16,11 @@ from typing import Any
 import pytest
 import yaml
 
+from tests.deploy.apiserver import KUBECTL, kubectl, start_apiserver
+
 REPO = Path(__file__).resolve().parents[2]
 OVERLAY = REPO / "deploy" / "kustomize" / "overlays" / "example"
 EXTRAS = REPO / "deploy" / "kustomize" / "extras"
-APISERVER_XZ = REPO.parent / "shared" / "k8s" / "kube-apiserver-v1.20.2.xz"
-CACHE = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "gpufleet-k8s"
-KUBECTL = shutil.which("kubectl")
 NS = "gpufleet"
 
 needs_kubectl = pytest.mark.skipif(KUBECTL is None, reason="kubectl (which bundles kustomize) is not installed")
@@ -157,112 +151,18 @@ def test_the_documented_copies_render(tmp_path: Path) -> None:
 
 
 # ---- a real API server ------------------------------------------------------------------------------------------
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
-
-
-def _wait(check: Any, what: str, timeout_s: float, procs: list[subprocess.Popen[bytes]], log: Path) -> None:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if any(p.poll() is not None for p in procs):
-            raise RuntimeError(f"{what}: a process exited: {log.read_text()[-2000:]}")
-        if check():
-            return
-        time.sleep(0.25)
-    raise RuntimeError(f"{what} not ready in {timeout_s} s: {log.read_text()[-2000:]}")
-
-
 @pytest.fixture(scope="module")
 def kubeconfig(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
-    """etcd + kube-apiserver on loopback (flags of ../shared/k8s/README.md); yields an admin kubeconfig."""
-    etcd = shutil.which("etcd")
-    if not APISERVER_XZ.is_file() or etcd is None or KUBECTL is None or shutil.which("openssl") is None:
-        pytest.skip("needs ../shared/k8s/kube-apiserver-v1.20.2.xz, etcd (etcd-server), kubectl and openssl")
-    CACHE.mkdir(parents=True, exist_ok=True)
-    binary = CACHE / "kube-apiserver-v1.20.2"
-    if not binary.exists():
-        part = binary.with_suffix(".part")
-        part.write_bytes(lzma.decompress(APISERVER_XZ.read_bytes()))
-        part.chmod(0o755)
-        part.rename(binary)
-    d = tmp_path_factory.mktemp("k8s")
-    pki = d / "pki"
-    pki.mkdir()
-    token = secrets.token_hex(16)
-    (pki / "tokens.csv").write_text(f"{token},admin,admin,system:masters\n")
-    subprocess.run(["openssl", "genrsa", "-out", str(pki / "sa.key"), "2048"], capture_output=True, check=True)
-    p1, p2, p3 = _free_port(), _free_port(), _free_port()
-    log = d / "k8s.log"
-    out = log.open("ab")
-    procs = [
-        subprocess.Popen(
-            [etcd, "--name", "t", "--data-dir", str(d / "etcd"),
-             "--listen-client-urls", f"http://127.0.0.1:{p1}", "--advertise-client-urls", f"http://127.0.0.1:{p1}",
-             "--listen-peer-urls", f"http://127.0.0.1:{p2}", "--initial-advertise-peer-urls", f"http://127.0.0.1:{p2}",
-             "--initial-cluster", f"t=http://127.0.0.1:{p2}"],
-            stdout=out, stderr=subprocess.STDOUT,
-        )
-    ]  # fmt: skip
-    try:
-        procs.append(
-            subprocess.Popen(
-                [str(binary), f"--etcd-servers=http://127.0.0.1:{p1}", "--bind-address=127.0.0.1",
-                 f"--secure-port={p3}", f"--cert-dir={pki}", f"--token-auth-file={pki / 'tokens.csv'}",
-                 "--authorization-mode=RBAC", "--service-account-issuer=https://kubernetes.default.svc",
-                 f"--service-account-key-file={pki / 'sa.key'}", f"--service-account-signing-key-file={pki / 'sa.key'}",
-                 "--api-audiences=https://kubernetes.default.svc", "--service-cluster-ip-range=10.96.0.0/16",
-                 "--advertise-address=127.0.0.1", "--disable-admission-plugins=ServiceAccount"],
-                stdout=out, stderr=subprocess.STDOUT,
-            )
-        )  # fmt: skip
-        config = d / "kubeconfig"
-        config.write_text(
-            yaml.safe_dump(
-                {
-                    "apiVersion": "v1", "kind": "Config", "current-context": "t",
-                    "clusters": [{"name": "t", "cluster": {"server": f"https://127.0.0.1:{p3}",
-                                                           "insecure-skip-tls-verify": True}}],
-                    "users": [{"name": "admin", "user": {"token": token}}],
-                    "contexts": [{"name": "t", "context": {"cluster": "t", "user": "admin"}}],
-                }
-            )
-        )  # fmt: skip
-
-        def ready() -> bool:
-            r = subprocess.run(
-                [KUBECTL, "--kubeconfig", str(config), "get", "--raw", "/readyz"], capture_output=True, check=False
-            )
-            return r.returncode == 0
-
-        _wait(ready, "kube-apiserver", 90, procs, log)
-        yield config
-    finally:
-        for p in reversed(procs):
-            p.terminate()
-            try:
-                p.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                p.kill()
-        out.close()
-
-
-def _kubectl(config: Path, *args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
-    assert KUBECTL is not None
-    return subprocess.run(
-        [KUBECTL, "--kubeconfig", str(config), *args], input=stdin, capture_output=True, text=True, check=False
-    )
+    yield from start_apiserver(tmp_path_factory)
 
 
 @pytest.mark.k8s
 @pytest.mark.slow
 def test_manifests_apply_to_a_real_api_server_with_least_privilege(kubeconfig: Path) -> None:
     rendered = yaml.safe_dump_all(_render())
-    applied = _kubectl(kubeconfig, "apply", "-f", "-", stdin=rendered)
+    applied = kubectl(kubeconfig, "apply", "-f", "-", stdin=rendered)
     assert applied.returncode == 0, applied.stderr
-    got = _kubectl(kubeconfig, "-n", NS, "get", "deployments,jobs,services,serviceaccounts,roles,rolebindings,"
+    got = kubectl(kubeconfig, "-n", NS, "get", "deployments,jobs,services,serviceaccounts,roles,rolebindings,"
                    "horizontalpodautoscalers,configmaps", "-o", "json")  # fmt: skip
     assert got.returncode == 0, got.stderr
     names = {f"{i['kind']}/{i['metadata']['name']}" for i in json.loads(got.stdout)["items"]}
@@ -272,14 +172,14 @@ def test_manifests_apply_to_a_real_api_server_with_least_privilege(kubeconfig: P
         "RoleBinding/gpufleet-controller-lease", "HorizontalPodAutoscaler/gpufleet-api",
     ):  # fmt: skip
         assert want in names, (want, sorted(names))
-    cluster = _kubectl(kubeconfig, "get", "clusterroles,clusterrolebindings", "-o", "json")
+    cluster = kubectl(kubeconfig, "get", "clusterroles,clusterrolebindings", "-o", "json")
     cluster_names = {f"{i['kind']}/{i['metadata']['name']}" for i in json.loads(cluster.stdout)["items"]}
     assert {"ClusterRole/gpufleet-controller", "ClusterRoleBinding/gpufleet-controller"} <= cluster_names
-    api = json.loads(_kubectl(kubeconfig, "-n", NS, "get", "deployment", "gpufleet-api", "-o", "json").stdout)
+    api = json.loads(kubectl(kubeconfig, "-n", NS, "get", "deployment", "gpufleet-api", "-o", "json").stdout)
     assert api["spec"]["replicas"] == 3  # the overlay's value over the base's 2
 
     def can(sa: str, *what: str) -> str:
-        r = _kubectl(kubeconfig, "auth", "can-i", *what, f"--as=system:serviceaccount:{NS}:{sa}", "-n", NS)
+        r = kubectl(kubeconfig, "auth", "can-i", *what, f"--as=system:serviceaccount:{NS}:{sa}", "-n", NS)
         return r.stdout.strip()
 
     # the controller may bind and evict pods and hold its Lease; nothing else
@@ -289,7 +189,7 @@ def test_manifests_apply_to_a_real_api_server_with_least_privilege(kubeconfig: P
     assert can("gpufleet-controller", "update", "leases/someone-else") == "no"
     assert can("gpufleet-controller", "delete", "pods") == "yes"  # a gang's rollback (docs/kubernetes.md, RBAC)
     assert can("gpufleet-controller", "create", "pods") == "yes"  # the start buffer's placeholders, here only
-    r = _kubectl(kubeconfig, "auth", "can-i", "create", "pods", f"--as=system:serviceaccount:{NS}:gpufleet-controller",
+    r = kubectl(kubeconfig, "auth", "can-i", "create", "pods", f"--as=system:serviceaccount:{NS}:gpufleet-controller",
                  "-n", "default")  # fmt: skip
     assert r.stdout.strip() == "no"
     assert can("gpufleet-controller", "create", "secrets") == "no"
