@@ -120,8 +120,8 @@ def test_db_upgrade_from_the_image_then_serve_on_port_from_env(image: str, pg_sc
 
 
 @pytest.fixture(scope="module")
-def kubeconfig(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
-    yield from start_apiserver(tmp_path_factory)
+def kubeconfig() -> Iterator[Path]:
+    yield from start_apiserver()
 
 
 def test_the_controller_runs_from_the_image_with_the_installs_service_account(

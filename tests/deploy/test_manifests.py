@@ -152,8 +152,8 @@ def test_the_documented_copies_render(tmp_path: Path) -> None:
 
 # ---- a real API server ------------------------------------------------------------------------------------------
 @pytest.fixture(scope="module")
-def kubeconfig(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
-    yield from start_apiserver(tmp_path_factory)
+def kubeconfig() -> Iterator[Path]:
+    yield from start_apiserver()
 
 
 @pytest.mark.k8s

@@ -235,7 +235,6 @@ class Controller:
                                    sku_map=dict(cfg.sku_map), meter_every_s=cfg.meter_every_s, utilization=dcgm,
                                    usage_sink=usage_sink, node_limits_every_s=cfg.node_limits_every_s,
                                    node_pools=lambda: selected_node_pools(kube, cfg.node_limits_selector))  # fmt: skip
-        self.metering: MeterLoop | None = self.store.metering if self.store is not None else None
 
     # -- lifecycle ---------------------------------------------------------------------------------------
     def start(self) -> Controller:
@@ -252,7 +251,7 @@ class Controller:
         plan = self.last_plan
         busy: dict[str, bool] = {}
         if self.store is not None:
-            busy |= {k: self.store.worker.busy(k) for k in ("inventory_sync", "usage_metered", "node_pool_limits")}
+            busy |= self.store.busy()
         if self.scaling is not None:
             busy["scale"] = self.scaling.worker.busy("scale")
         return {"leader": self.leading(), "error": self.error, "busy": busy,
@@ -388,6 +387,11 @@ class Controller:
     def maybe_react(self) -> ScalePlan | None:
         """The replica scaling's fast path now, on the caller's thread (scaling.py); None when off or not due."""
         return self.scaling.maybe_react() if self.scaling is not None else None
+
+    @property
+    def metering(self) -> MeterLoop | None:
+        """The usage meter (the store link's), None when off."""
+        return self.store.metering if self.store is not None else None
 
     @property
     def syncs(self) -> int:

@@ -113,6 +113,10 @@ class StoreLink:
                         skipped=dict(skipped))  # fmt: skip
         return changes
 
+    def busy(self) -> dict[str, bool]:
+        """Each of the link's job kinds: waiting or running now."""
+        return {k: self.worker.busy(k) for k in ("inventory_sync", "usage_metered", "node_pool_limits")}
+
     def record_hours(self, hours: list[HourWritten]) -> None:
         """One audit record ``usage_metered`` per hour written."""
         for h in hours:
