@@ -70,6 +70,13 @@ def test_controller_rejects_a_zero_preemption_budget(tmp_path: Path) -> None:
     assert r.returncode == 2 and "--max-preemptions-per-tick" in r.stderr and "Traceback" not in r.stderr
 
 
+def test_controller_rejects_a_negative_eviction_grace_or_checkpoint_wait(tmp_path: Path) -> None:
+    k = str(tmp_path / "k")
+    for opt, value in (("--eviction-grace-s", "-1"), ("--eviction-grace-s", "soon"), ("--checkpoint-timeout-s", "-5")):
+        r = _run("controller", "--kubeconfig", k, opt, value)
+        assert r.returncode == 2 and opt in r.stderr and "Traceback" not in r.stderr, (opt, value, r.stderr)
+
+
 def test_controller_usage_metering_needs_the_store(tmp_path: Path) -> None:
     k = str(tmp_path / "k")
     r = _run("controller", "--kubeconfig", k, "--meter-every-s", "30", "--prometheus", "http://127.0.0.1:1")

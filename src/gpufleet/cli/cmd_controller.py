@@ -89,6 +89,24 @@ def register(app: typer.Typer) -> None:
             ),
         ] = True,
         max_preemptions_per_tick: Annotated[int, typer.Option("--max-preemptions-per-tick", min=1)] = 4,
+        checkpoint_timeout_s: Annotated[
+            float,
+            typer.Option(
+                "--checkpoint-timeout-s",
+                min=0,
+                help="how long a checkpointable pod has to answer the checkpoint handshake before consolidation "
+                "or preemption gives up on evicting it",
+            ),
+        ] = 120.0,
+        eviction_grace_s: Annotated[
+            int | None,
+            typer.Option(
+                "--eviction-grace-s",
+                min=0,
+                help="termination grace of the pods consolidation and preemption evict (default: each pod's own "
+                "terminationGracePeriodSeconds)",
+            ),
+        ] = None,
         replica_spread: Annotated[
             bool,
             typer.Option(
@@ -230,6 +248,7 @@ def register(app: typer.Typer) -> None:
             release_every_s=release_every_s, node_start_s=node_start_s, buffer_pods=buffer_pods,
             buffer_image=buffer_image,
             preemption=preemption, max_preemptions_per_tick=max_preemptions_per_tick,
+            checkpoint_timeout_s=checkpoint_timeout_s, eviction_grace_s=eviction_grace_s,
             replica_spread=loop_replica_spread() if replica_spread else None,
             store_url=db, inventory_cluster=cluster, sync_every_s=sync_every_s,
             scale_every_s=scale_every_s, prometheus_url=prometheus, rps_query=rps_query or DEFAULT_RPS_QUERY,

@@ -9,10 +9,10 @@ from typing import Any
 
 from gpufleet.adapters.kubernetes.act import Actuator
 from gpufleet.adapters.kubernetes.fakekubelet import FakeKubelet, FakeNode
-from gpufleet.adapters.kubernetes.reclaim import apply_reclaim
+from gpufleet.adapters.kubernetes.reclaim import apply_drain, apply_reclaim
 from gpufleet.adapters.kubernetes.rest import Kube
 from gpufleet.adapters.kubernetes.view import ClusterView
-from gpufleet.control.reclaim import plan_reclaim
+from gpufleet.control.reclaim import NodeDrain, plan_reclaim
 from gpufleet.schedule.table import PodRequest
 from tests.integration.k8s.helpers import create_pod, pod_body, pods_in, wait_for
 
@@ -84,6 +84,27 @@ def test_pdb_with_zero_disruptions_stops_the_drain(kube: Kube, kubelet: FakeKube
     assert ev and ev[0]["outcome"] == "refused_429"
     assert kube.get(f"/api/v1/nodes/{names[0]}")["spec"].get("unschedulable") in (None, False)
     assert "small-train" in {p["metadata"]["name"] for p in pods_in(kube, ns)}
+
+
+def test_evicted_pods_keep_their_own_termination_grace(kube: Kube, kubelet: FakeKubelet, ns: str) -> None:
+    """An eviction leaves a pod its own terminationGracePeriodSeconds (a serving pod draining its requests, a trainer
+    flushing its state), as kubectl drain does; until session 40 every eviction cut it to 30 s. ``grace_s`` overrides
+    it (the controller's ``--eviction-grace-s``)."""
+    node = f"g{uuid.uuid4().hex[:5]}"
+    kubelet.register([FakeNode(node, gpus=8)])
+    kubelet.start()
+    for name in ("slow", "capped"):
+        body = pod_body(name, PodRequest("x", 1000, 1024, 1, 1000), "none", labels={"gpufleet.io/kind": "training"})
+        body["spec"] |= {"nodeName": node, "terminationGracePeriodSeconds": 300}
+        create_pod(kube, ns, body)
+    assert wait_for(lambda: all(x["status"].get("phase") == "Running" for x in pods_in(kube, ns)), 30)
+    kubelet.stop()  # no kubelet to finish the deletions: the pods stay Terminating with the grace they were given
+    act = Actuator(kube)
+    assert apply_drain(act, NodeDrain(node, (f"{ns}/slow",), (), 1, "test"), cordon=False) == "drained"
+    assert apply_drain(act, NodeDrain(node, (f"{ns}/capped",), (), 1, "test"), cordon=False, grace_s=5) == "drained"
+    meta = {p["metadata"]["name"]: p["metadata"] for p in pods_in(kube, ns)}
+    assert meta["slow"]["deletionTimestamp"] and meta["slow"]["deletionGracePeriodSeconds"] == 300
+    assert meta["capped"]["deletionTimestamp"] and meta["capped"]["deletionGracePeriodSeconds"] == 5
 
 
 def test_reclaim_dry_run_changes_nothing(kube: Kube, kubelet: FakeKubelet, ns: str) -> None:

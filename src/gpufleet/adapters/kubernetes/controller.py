@@ -108,6 +108,9 @@ class ControllerConfig:
     consolidate_every_s: float = 0.0  # 0 = off; else plan + apply consolidation this often (leader only)
     max_moves_per_hour: int = 10
     checkpoint_timeout_s: float = 120.0
+    # the termination grace of the pods consolidation and preemption evict (None: each pod's own
+    # terminationGracePeriodSeconds, as kubectl drain and kube-scheduler's preemption leave it)
+    eviction_grace_s: int | None = None
     health_port: int = 0  # 0 = off; else /healthz and /metrics on this port (adapters/kubernetes/health.py)
     health_stale_s: float = DEFAULT_STALE_S  # /healthz fails when the loop has not turned for this long
     store_url: str = ""  # with inventory_cluster: sync nodes and pods into the store every sync_every_s
@@ -372,7 +375,8 @@ class Controller:
         for node, vs in sorted(by_node.items()):
             drain = NodeDrain(node, tuple(v.pod for v in vs), tuple(v.pod for v in vs if v.action == "checkpoint_then_stop"),
                               0, d.reason)  # fmt: skip
-            got[node] = apply_drain(self.act, drain, checkpoint_timeout_s=self.cfg.checkpoint_timeout_s, cordon=False)
+            got[node] = apply_drain(self.act, drain, checkpoint_timeout_s=self.cfg.checkpoint_timeout_s, cordon=False,
+                                    grace_s=self.cfg.eviction_grace_s)  # fmt: skip
             if got[node] not in ("drained", "dry_run"):
                 break
         with self._lock:
@@ -447,7 +451,8 @@ class Controller:
             return
 
         def work() -> None:
-            got = apply_reclaim(self.act, plan, checkpoint_timeout_s=self.cfg.checkpoint_timeout_s)
+            got = apply_reclaim(self.act, plan, checkpoint_timeout_s=self.cfg.checkpoint_timeout_s,
+                                grace_s=self.cfg.eviction_grace_s)  # fmt: skip
             with self._lock:
                 self.reclaim_results.append(got)
 

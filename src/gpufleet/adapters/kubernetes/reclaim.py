@@ -4,8 +4,9 @@ For each drain: cordon the node; for each checkpointable training pod, set the a
 ``gpufleet.io/checkpoint-requested: <token>`` and wait (up to ``checkpoint_timeout_s``) for the workload to
 answer ``gpufleet.io/checkpoint-done: <same token>`` after it has written its checkpoint; then evict every
 pod through the Eviction API (``policy/v1`` where served, else ``policy/v1beta1``: ``Actuator.eviction_api``; the
-API server enforces PodDisruptionBudgets and answers 429 when a budget allows no disruption). If a checkpoint is not confirmed in time or an eviction is
-refused, the drain stops there and the node is uncordoned (reason ``checkpoint_timeout`` /
+API server enforces PodDisruptionBudgets and answers 429 when a budget allows no disruption), each pod with its own
+``terminationGracePeriodSeconds`` unless ``grace_s`` says otherwise. If a checkpoint is not confirmed in time or an
+eviction is refused, the drain stops there and the node is uncordoned (reason ``checkpoint_timeout`` /
 ``blocked_by_pdb``); pods already evicted are recreated by their owners and scheduled again.
 Priority preemption (the controller) uses the same path without the cordon (``cordon=False``): the node keeps
 its other pods and takes the preemptor.
@@ -43,9 +44,11 @@ def apply_drain(
     clock: Callable[[], float] = time.monotonic,
     sleep: Callable[[float], None] = time.sleep,
     cordon: bool = True,
+    grace_s: int | None = None,
 ) -> str:
     """Returns ``drained`` | ``dry_run`` | ``checkpoint_timeout`` | ``blocked_by_pdb`` | ``failed``.
-    ``cordon=False``: evict without cordoning the node first (nor uncordoning it after a failure)."""
+    ``cordon=False``: evict without cordoning the node first (nor uncordoning it after a failure).
+    ``grace_s``: the evicted pods' termination grace (None: each pod's own ``terminationGracePeriodSeconds``)."""
     if cordon and act.cordon(drain.node, drain.reason) not in ("applied", "dry_run"):
         return "failed"
 
@@ -70,7 +73,7 @@ def apply_drain(
             return "checkpoint_timeout"
     for key in drain.evict:
         ns, name = key.split("/", 1)
-        out = act.evict(ns, name, drain.reason)
+        out = act.evict(ns, name, drain.reason, grace_s)
         if out == "refused_429":
             uncordon("blocked_by_pdb")
             return "blocked_by_pdb"
@@ -80,7 +83,7 @@ def apply_drain(
     return "dry_run" if act.dry_run else "drained"
 
 
-def apply_reclaim(act: Actuator, plan: ReclaimPlan, **kw: float) -> dict[str, str]:
+def apply_reclaim(act: Actuator, plan: ReclaimPlan, **kw: float | None) -> dict[str, str]:
     return {d.node: apply_drain(act, d, **kw) for d in plan.drains}  # type: ignore[arg-type]
 
 
