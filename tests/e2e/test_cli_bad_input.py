@@ -7,6 +7,7 @@ also run as a user does, ``python -m gpufleet`` in a subprocess, to check the ex
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from collections.abc import Callable
@@ -281,3 +282,22 @@ def test_as_a_user_runs_it_a_mistyped_sqlite_path_is_refused_and_no_empty_file_i
             assert not path.exists()  # was an empty .db file (or an "unable to open" error for a missing folder)
     assert not (tmp_path / "nosuchdir").exists()
     assert _run("token", "create", "--role", "viewer", "--user", "vic", "--db", f"sqlite:///{made}").returncode == 0
+
+
+def test_as_a_user_runs_it_serve_on_gcp_names_the_missing_setting(tmp_path: Path) -> None:
+    """`serve --provider gcp` stops at start, naming the setting: no project; no credentials to be found (a key file
+    that is not there; gcloud's and the metadata server's lookups kept out); no credentials against Google."""
+    url = f"sqlite:///{tmp_path / 'g.db'}"
+    assert _run("db", "upgrade", "--db", url).returncode == 0
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("GPUFLEET_", "GOOGLE_", "CLOUDSDK_"))}
+    env |= {"HOME": str(tmp_path), "NO_GCE_CHECK": "True"}
+    cases = (
+        ({}, "error: gcp_project: name the project"),
+        ({"GPUFLEET_GCP_PROJECT": "p", "GOOGLE_APPLICATION_CREDENTIALS": str(tmp_path / "nokey.json")},
+         "error: gcp_credentials: no Application Default Credentials"),
+        ({"GPUFLEET_GCP_PROJECT": "p", "GPUFLEET_GCP_CREDENTIALS": "none"}, "'none' only with gcp_endpoint_url"),
+    )  # fmt: skip
+    for extra, message in cases:
+        r = subprocess.run([sys.executable, "-m", "gpufleet", "serve", "--db", url, "--provider", "gcp", "--port",
+                            "58732"], capture_output=True, text=True, timeout=120, check=False, env=env | extra)  # fmt: skip
+        assert r.returncode == 2 and message in r.stderr and "Traceback" not in r.stderr, (extra, r.stderr)

@@ -20,6 +20,7 @@ if TYPE_CHECKING:
 class ProviderChoice(StrEnum):
     simulated = "simulated"
     aws = "aws"
+    gcp = "gcp"
 
 
 class LogLevel(StrEnum):

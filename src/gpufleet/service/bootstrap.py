@@ -87,7 +87,8 @@ def build_services(
     """Wire everything; raises DatabaseNotMigrated (with the fixing command) on an unmigrated database.
 
     ``settings.provider == "aws"`` wires the AWS adapters (the provider port over EC2 capacity reservations,
-    Service Quotas for the quota outlook, Capacity Blocks, prices); ``on_dry_run`` receives each AWS call a dry
+    Service Quotas for the quota outlook, Capacity Blocks, prices), ``"gcp"`` the provider port over Compute Engine
+    reservations (adapters/gcp); ``on_dry_run`` receives each AWS call a dry
     run would have made (``settings.aws_dry_run``). ``leader``: who may submit to the provider (default: the
     advisory lock on PostgreSQL, this process on SQLite)."""
     engine = engine or make_engine(
@@ -103,6 +104,8 @@ def build_services(
     if settings.provider == "aws":
         cloud = _aws(settings, engine, clock, ids, on_dry_run)
         provider = provider or cloud["aws"].reservations
+    elif settings.provider == "gcp":
+        provider = provider or _gcp(settings, clock)
     provider = provider or SimulatedProvider(engine, latency_s=settings.sim_provider_latency_s)
     leader = leader or election_for(engine, poll_s=settings.leader_poll_s)
     workloads = WorkloadService(engine, clock, ids)
@@ -156,6 +159,27 @@ def build_services(
         **cloud,
         leader=leader,
         reconciler=reconciler,
+    )
+
+
+def _gcp(settings: Settings, clock: Clock) -> ProviderPort:
+    from gpufleet.adapters.gcp.reservations import GcpReservations
+    from gpufleet.adapters.gcp.session import ComputeApi, GcpConfig
+
+    config = GcpConfig(
+        project=settings.gcp_project or "",
+        regions=tuple(settings.gcp_regions),
+        zones=dict(settings.gcp_zones),
+        endpoint_url=settings.gcp_endpoint_url,
+        credentials=settings.gcp_credentials,
+        read_timeout_s=settings.provider_timeout_s,
+        max_attempts=settings.gcp_max_attempts,
+    )
+    return GcpReservations(
+        ComputeApi(config),
+        now_s=clock.now_s,
+        specific_reservation_required=settings.gcp_specific_reservation_required,
+        op_wait_s=settings.gcp_operation_wait_s,
     )
 
 

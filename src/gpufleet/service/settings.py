@@ -142,10 +142,11 @@ class Settings(BaseSettings):
         "long a revoked token keeps working.",
     )
 
-    provider: Literal["simulated", "aws"] = Field(
+    provider: Literal["simulated", "aws", "gcp"] = Field(
         default="simulated",
-        description="Where reservations are bought: 'simulated' (a table in this database; zero setup) or 'aws' "
-        "(EC2 capacity reservations, Capacity Blocks, Service Quotas, prices; the standard AWS credential chain).",
+        description="Where reservations are bought: 'simulated' (a table in this database; zero setup), 'aws' "
+        "(EC2 capacity reservations, Capacity Blocks, Service Quotas, prices; the standard AWS credential chain) "
+        "or 'gcp' (Compute Engine reservations and future reservations; Application Default Credentials).",
     )
     aws_regions: list[str] = Field(
         default_factory=lambda: ["us-east-1"],
@@ -186,7 +187,41 @@ class Settings(BaseSettings):
         default=300.0, ge=0, le=86400, description="Seconds quota readings from Service Quotas are reused."
     )
 
-    @field_validator("aws_endpoint_url")
+    gcp_project: str | None = Field(
+        default=None, description="With provider 'gcp': the Google Cloud project that holds the reservations."
+    )
+    gcp_regions: list[str] = Field(
+        default_factory=lambda: ["us-central1"],
+        description="GCP regions the fleet uses (JSON list in GPUFLEET_GCP_REGIONS); a reservation is looked up in "
+        "each region's zone.",
+    )
+    gcp_zones: dict[str, str] = Field(
+        default_factory=dict, description="Zone per GCP region for reservations (default: '<region>-a')."
+    )
+    gcp_endpoint_url: str | None = Field(
+        default=None, description="Another Compute Engine API root (an emulator); None = Google."
+    )
+    gcp_credentials: Literal["adc", "none"] = Field(
+        default="adc",
+        description="'adc': Application Default Credentials (GKE Workload Identity, the VM's service account, "
+        "GOOGLE_APPLICATION_CREDENTIALS); 'none': no credentials, only with gcp_endpoint_url (an emulator). No "
+        "Google secret is ever a gpufleet setting.",
+    )
+    gcp_max_attempts: int = Field(
+        default=3, ge=1, le=10, description="Attempts per Compute Engine call on no answer, 429 or 5xx (backoff)."
+    )
+    gcp_specific_reservation_required: bool = Field(
+        default=False,
+        description="Reservations consumed only by VMs that name them (true) or by any matching VM (false).",
+    )
+    gcp_operation_wait_s: float = Field(
+        default=20.0,
+        ge=0,
+        le=600,
+        description="Seconds a submission follows GCP's insert operation before answering it pending.",
+    )
+
+    @field_validator("aws_endpoint_url", "gcp_endpoint_url")
     @classmethod
     def _endpoint_is_http(cls, value: str | None) -> str | None:
         if value is not None and not value.startswith(("http://", "https://")):

@@ -1,0 +1,250 @@
+"""Compute Engine reservations behind the provider port.
+
+Contract (the port's): ``submit(key, order)`` first looks the order up, then creates it. The resource's *name* is
+derived from the key (``resource_name``): a retry after an unknown outcome finds the first order by name, and an
+insert answered ``alreadyExists`` is looked up, never bought twice. Each mutation carries a fresh ``requestId``,
+which the HTTP retries of that one call reuse (GCP runs a request id once); it is not derived from the key because
+GCP answers a request id it has seen with its first operation, a failed one included, so a key refused for lack of
+capacity could not be tried again.
+
+- A start in the future is a **future reservation** (``futureReservations.insert``: ``timeWindow`` from start to
+  start + term, submitted for GCP's approval, its auto-created reservations deleted at the end); a start now or
+  past is a **reservation** (``reservations.insert``: ``specificReservation`` of whole machines, deleted by GCP at
+  ``deleteAtTime`` = start + term).
+- The insert's zonal operation is followed for up to ``op_wait_s``: an operation that ends in an error is a
+  refusal (``ZONE_RESOURCE_POOL_EXHAUSTED`` is retryable: no capacity now); one still running returns the order
+  as pending and ``describe`` follows it.
+- ``describe`` maps GCP's states onto the lifecycle: a reservation CREATING -> pending, READY / UPDATING -> active,
+  DELETING / INVALID -> cancelled; a future reservation DRAFTING / PENDING_APPROVAL / APPROVED / COMMITTED /
+  PROCURING / PROVISIONING / PENDING_AMENDMENT_APPROVAL -> pending, FULFILLED / FAILED_PARTIALLY_FULFILLED ->
+  active (expired once its window has ended), DECLINED / CANCELLED / FAILED -> cancelled. A resource that no longer
+  exists (GCP deleted it at its end, someone deleted it, or its creation failed) is ``cancelled`` with provider
+  state ``NOT_FOUND``; the service ends an *active* reservation so reported as expired.
+
+Units are GPUs; GCP reserves whole machines, so ``ceil(units / GPUs per machine)`` are reserved. The order id is
+``ZONE/reservations/NAME`` or ``ZONE/futureReservations/NAME``. Not bought here: committed use discounts (the
+price side of a commitment); a reservation alone is billed at on-demand rates (docs/providers.md).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import time
+import uuid
+from collections.abc import Callable, Sequence
+from datetime import UTC, datetime
+from typing import Any
+
+from gpufleet.adapters.gcp.machines import machine_type, machines_for
+from gpufleet.adapters.gcp.session import ComputeApi
+from gpufleet.adapters.providers import LifecycleState, OrderRequest, OrderState, ProviderOrder, ProviderRefused
+from gpufleet.domain.reservations import term_seconds
+
+CAPACITY_CODES = frozenset({"ZONE_RESOURCE_POOL_EXHAUSTED", "ZONE_RESOURCE_POOL_EXHAUSTED_WITH_DETAILS"})
+KINDS = ("reservations", "futureReservations")
+_NAME = re.compile(r"[a-z]([-a-z0-9]{0,61}[a-z0-9])?")
+_RESERVATION: dict[str, LifecycleState] = {
+    "CREATING": "pending",
+    "READY": "active",
+    "UPDATING": "active",
+    "DELETING": "cancelled",
+    "INVALID": "cancelled",
+}
+_FUTURE: dict[str, LifecycleState] = {
+    **dict.fromkeys(
+        ("DRAFTING", "PENDING_APPROVAL", "APPROVED", "COMMITTED", "PROCURING", "PROVISIONING",
+         "PENDING_AMENDMENT_APPROVAL"),
+        "pending",
+    ),
+    **dict.fromkeys(("FULFILLED", "FAILED_PARTIALLY_FULFILLED"), "active"),
+    **dict.fromkeys(("DECLINED", "CANCELLED", "FAILED"), "cancelled"),
+}  # fmt: skip
+
+
+def resource_name(key: str) -> str:
+    """A valid, stable GCP resource name for an idempotency key: the key made legal, plus 8 hex of its hash (two
+    keys that read alike never share a name)."""
+    legal = re.sub(r"[^a-z0-9-]+", "-", key.lower()).strip("-")
+    if not legal or not legal[0].isalpha():
+        legal = "gpufleet-" + legal
+    name = f"{legal[:50].rstrip('-')}-{hashlib.sha256(key.encode()).hexdigest()[:8]}"
+    assert _NAME.fullmatch(name), name
+    return name
+
+
+def request_id() -> str:
+    """A new request id: one per mutation, reused only by that call's own HTTP retries."""
+    return str(uuid.uuid4())
+
+
+def rfc3339(seconds: int) -> str:
+    return datetime.fromtimestamp(seconds, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def epoch_s(text: str) -> int:
+    return int(datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp())
+
+
+class GcpReservations:
+    """The provider port (and its lifecycle) over Compute Engine reservations and future reservations."""
+
+    def __init__(
+        self,
+        api: ComputeApi,
+        *,
+        now_s: Callable[[], int],
+        specific_reservation_required: bool = False,
+        op_wait_s: float = 20.0,
+        poll_s: float = 0.5,
+        sleep: Callable[[float], None] = time.sleep,
+        monotonic: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._api = api
+        self._now_s = now_s
+        self._specific = specific_reservation_required
+        self._op_wait_s = op_wait_s
+        self._poll_s = poll_s
+        self._sleep = sleep
+        self._monotonic = monotonic
+
+    # ---- the port -----------------------------------------------------------------------------------------
+    def submit(self, key: str, order: OrderRequest) -> ProviderOrder:
+        found = self.find(key)
+        if found is not None:
+            return found
+        return self.create(key, order)
+
+    def create(self, key: str, order: OrderRequest) -> ProviderOrder:
+        """Insert the reservation (or future reservation) under its name and request id; no lookup first."""
+        kind = "futureReservations" if order.start_s > self._now_s() else "reservations"
+        zone = self._api.config.zone(order.region_id)
+        name = resource_name(key)
+        body = self._body(kind, name, key, order)
+        path = f"zones/{zone}/{kind}"
+        try:
+            op = self._api.call(f"{kind}.insert", "POST", path, params={"requestId": request_id()}, body=body)
+        except ProviderRefused as exc:
+            if exc.code != "alreadyExists":
+                raise
+            found = self.find(key)
+            if found is None:  # exists, but not as an order of this key
+                raise
+            return found
+        self._follow(zone, op, f"{kind}.insert")
+        return ProviderOrder(
+            f"{zone}/{kind}/{name}", key, order.sku_id, order.region_id, order.units, order.term_months, order.start_s
+        )
+
+    def find(self, key: str) -> ProviderOrder | None:
+        name = resource_name(key)
+        for region in self._api.config.regions:
+            zone = self._api.config.zone(region)
+            for kind in KINDS:
+                got = self._api.get(f"{kind}.get", f"zones/{zone}/{kind}/{name}")
+                if got is None:
+                    continue
+                meta = _meta(got)
+                if meta.get("key") != key:
+                    raise ProviderRefused(
+                        "alreadyExists", f"{zone}/{kind}/{name} exists but gpufleet did not create it for {key}"
+                    )
+                return _order(meta, f"{zone}/{kind}/{name}", region)
+        return None
+
+    def describe(self, order_ids: Sequence[str]) -> dict[str, OrderState]:
+        out: dict[str, OrderState] = {}
+        for oid in order_ids:
+            parts = oid.split("/")
+            if len(parts) != 3 or parts[1] not in KINDS:
+                continue  # not an order of this provider: unknown
+            zone, kind, name = parts
+            got = self._api.get(f"{kind}.get", f"zones/{zone}/{kind}/{name}")
+            if got is None:
+                out[oid] = OrderState(oid, "cancelled", "NOT_FOUND", "the resource no longer exists at GCP")
+            elif kind == "reservations":
+                word = str(got.get("status") or "CREATING")
+                out[oid] = OrderState(oid, _RESERVATION.get(word, "pending"), word)
+            else:
+                word = str((got.get("status") or {}).get("procurementStatus") or "DRAFTING")
+                state = _FUTURE.get(word, "pending")
+                end = (got.get("timeWindow") or {}).get("endTime")
+                if state == "active" and end and self._now_s() >= epoch_s(str(end)):
+                    state = "expired"
+                out[oid] = OrderState(oid, state, word)
+        return out
+
+    # ---- beyond the port ----------------------------------------------------------------------------------
+    def resize(self, order_id: str, machines: int) -> None:
+        """Resize a reservation to ``machines`` VMs (``reservations.resize``)."""
+        zone, kind, name = order_id.split("/")
+        if kind != "reservations":
+            raise ProviderRefused("invalid", f"{order_id}: only a reservation can be resized")
+        op = self._api.call("reservations.resize", "POST", f"zones/{zone}/reservations/{name}/resize",
+                            params={"requestId": request_id()}, body={"specificSkuCount": str(machines)})  # fmt: skip
+        self._follow(zone, op, "reservations.resize")
+
+    def cancel(self, order_id: str) -> None:
+        """Delete a reservation, or cancel a future reservation."""
+        zone, kind, name = order_id.split("/")
+        rid = request_id()
+        if kind == "reservations":
+            op = self._api.call("reservations.delete", "DELETE", f"zones/{zone}/reservations/{name}",
+                                params={"requestId": rid})  # fmt: skip
+        else:
+            op = self._api.call("futureReservations.cancel", "POST", f"zones/{zone}/futureReservations/{name}/cancel",
+                                params={"requestId": rid})  # fmt: skip
+        self._follow(zone, op, f"{kind}.cancel")
+
+    # ---- helpers ------------------------------------------------------------------------------------------
+    def _body(self, kind: str, name: str, key: str, order: OrderRequest) -> dict[str, Any]:
+        machines = str(machines_for(order.sku_id, order.units))
+        props = {"machineType": machine_type(order.sku_id).name}
+        end = rfc3339(order.start_s + term_seconds(order.term_months))
+        meta = {"key": key, "sku": order.sku_id, "gpus": order.units, "term_months": order.term_months,
+                "start_s": order.start_s}  # fmt: skip
+        common = {"name": name, "description": json.dumps({"gpufleet": meta}, sort_keys=True),
+                  "specificReservationRequired": self._specific}  # fmt: skip
+        if kind == "reservations":
+            return {**common, "specificReservation": {"count": machines, "instanceProperties": props},
+                    "deleteAtTime": end}  # fmt: skip
+        return {
+            **common,
+            "specificSkuProperties": {"instanceProperties": props, "totalCount": machines},
+            "timeWindow": {"startTime": rfc3339(order.start_s), "endTime": end},
+            "planningStatus": "SUBMITTED",
+            "autoDeleteAutoCreatedReservations": True,
+            "autoCreatedReservationsDeleteTime": end,
+        }
+
+    def _follow(self, zone: str, op: dict[str, Any], what: str) -> None:
+        """Wait up to ``op_wait_s`` for the operation; raise its error as a refusal; return when done or waited."""
+        deadline = self._monotonic() + self._op_wait_s
+        while op.get("status") != "DONE" and self._monotonic() < deadline:
+            self._sleep(self._poll_s)
+            op = self._api.call("zoneOperations.get", "GET", f"zones/{zone}/operations/{op.get('name', '')}")
+        errors = (op.get("error") or {}).get("errors") or []
+        if op.get("status") == "DONE" and errors:
+            code = str(errors[0].get("code") or "OPERATION_FAILED")
+            raise ProviderRefused(code, f"{what}: {errors[0].get('message', '')}", retryable=code in CAPACITY_CODES)
+
+
+def _meta(resource: dict[str, Any]) -> dict[str, Any]:
+    try:
+        meta = json.loads(str(resource.get("description") or "{}")).get("gpufleet")
+    except (ValueError, AttributeError):
+        return {}
+    return meta if isinstance(meta, dict) else {}
+
+
+def _order(meta: dict[str, Any], order_id: str, region: str) -> ProviderOrder:
+    return ProviderOrder(
+        order_id,
+        str(meta.get("key", "")),
+        str(meta.get("sku", "")),
+        region,
+        int(meta.get("gpus") or 0),
+        int(meta.get("term_months") or 0),
+        int(meta.get("start_s") or 0),
+    )

@@ -1,0 +1,170 @@
+"""One Compute Engine API client: credentials, timeouts, retries with backoff, and GCP's errors mapped onto the
+provider port's outcomes.
+
+Contract:
+- credentials come only from Application Default Credentials (``google.auth.default``: the metadata server of
+  GKE Workload Identity or a GCE VM, ``GOOGLE_APPLICATION_CREDENTIALS``, gcloud's user credentials), resolved when
+  the client is built (none found: a :class:`ValidationError` naming ``gcp_credentials``); nothing here stores or
+  logs them. A token that cannot be refreshed is a retryable refusal (nothing was sent). ``credentials="none"`` sends a placeholder token and is allowed only with an
+  ``endpoint_url`` of our own (an emulator or the tests' fake), never against Google.
+- a call that gets no answer (connect/read timeout, a dropped connection), or an answer of 429 or 5xx after
+  ``max_attempts`` attempts (exponential backoff with full jitter between them), raises
+  :class:`~gpufleet.adapters.providers.ProviderTimeout`: its outcome is unknown. Retrying a mutation is safe
+  because every mutation carries a ``requestId`` (GCP runs a request id once).
+- any other error answer raises :class:`~gpufleet.adapters.providers.ProviderRefused` with GCP's ``reason``
+  (``alreadyExists``, ``invalid``, ``notFound``, ...); :meth:`ComputeApi.get` answers None for ``notFound``.
+"""
+
+from __future__ import annotations
+
+import random
+import threading
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import httpx
+
+from gpufleet.adapters.providers import ProviderRefused, ProviderTimeout
+from gpufleet.domain.errors import ValidationError
+
+COMPUTE_URL = "https://compute.googleapis.com/compute/v1/"
+SCOPE = "https://www.googleapis.com/auth/cloud-platform"
+RETRY_STATUS = frozenset({429, 500, 502, 503, 504})
+
+
+@dataclass(frozen=True, slots=True)
+class GcpConfig:
+    """Where and how to call Compute Engine.
+
+    ``project``: the project that holds the reservations. ``regions``: the regions the fleet uses (a reservation is
+    looked up in each region's zone). ``zones``: the zone per region where reservations are placed (default
+    ``<region>-a``). ``endpoint_url``: another Compute API root (an emulator); None = Google.
+    ``max_attempts``: attempts per call on no answer, 429 or 5xx (1 = no retry).
+    """
+
+    project: str
+    regions: tuple[str, ...] = ("us-central1",)
+    zones: Mapping[str, str] = field(default_factory=dict)
+    endpoint_url: str | None = None
+    credentials: str = "adc"  # "adc" | "none" (only with endpoint_url)
+    connect_timeout_s: float = 5.0
+    read_timeout_s: float = 10.0
+    max_attempts: int = 3
+    backoff_s: float = 0.5  # first backoff; doubles each attempt, capped at 8 s, full jitter
+
+    def __post_init__(self) -> None:
+        if not self.project:
+            raise ValidationError("gcp_project", "name the project that holds the reservations")
+        if not self.regions:
+            raise ValidationError("gcp_regions", "name at least one region")
+        if not 1 <= self.max_attempts <= 10:
+            raise ValidationError("gcp_max_attempts", f"must be in 1..10, got {self.max_attempts}")
+        if self.credentials not in ("adc", "none"):
+            raise ValidationError("gcp_credentials", f"must be 'adc' or 'none', got {self.credentials!r}")
+        if self.credentials == "none" and not self.endpoint_url:
+            raise ValidationError("gcp_credentials", "'none' only with gcp_endpoint_url (an emulator), never Google")
+
+    def zone(self, region: str) -> str:
+        return self.zones.get(region, f"{region}-a")
+
+
+class _AdcToken:
+    """An access token from Application Default Credentials, refreshed when it is about to expire."""
+
+    def __init__(self) -> None:
+        import google.auth
+        import google.auth.exceptions
+        import google.auth.transport.urllib3
+        import urllib3
+
+        try:
+            self._creds, _ = google.auth.default(scopes=[SCOPE])
+        except google.auth.exceptions.GoogleAuthError as exc:
+            raise ValidationError("gcp_credentials", f"no Application Default Credentials here: {exc}") from None
+        self._errors = google.auth.exceptions.GoogleAuthError
+        self._request = google.auth.transport.urllib3.Request(urllib3.PoolManager())  # type: ignore[no-untyped-call]
+        self._lock = threading.Lock()
+
+    def __call__(self) -> str:
+        with self._lock:
+            if not self._creds.valid:
+                try:
+                    self._creds.refresh(self._request)  # type: ignore[no-untyped-call]
+                except self._errors as exc:  # nothing was sent: the order is tried again later, not cancelled
+                    raise ProviderRefused("credentials_unavailable", f"token refresh: {exc}", retryable=True) from None
+            return str(self._creds.token)
+
+
+class ComputeApi:
+    """JSON over HTTPS to the Compute Engine API of one project; thread-safe."""
+
+    def __init__(
+        self,
+        config: GcpConfig,
+        *,
+        token: Callable[[], str] | None = None,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> None:
+        self.config = config
+        # credentials are resolved now, so that a server without them stops at start naming the setting
+        self._token = token or ((lambda: "emulator") if config.credentials == "none" else _AdcToken())
+        self._sleep = sleep
+        base = (config.endpoint_url or COMPUTE_URL).rstrip("/") + "/"
+        timeout = httpx.Timeout(config.read_timeout_s, connect=config.connect_timeout_s)
+        self._http = httpx.Client(base_url=base, timeout=timeout)
+
+    def close(self) -> None:
+        self._http.close()
+
+    def project_path(self, rest: str) -> str:
+        return f"projects/{self.config.project}/{rest}"
+
+    def get(self, what: str, path: str) -> dict[str, Any] | None:
+        """GET a resource; None when GCP answers ``notFound``."""
+        try:
+            return self.call(what, "GET", path)
+        except ProviderRefused as exc:
+            if exc.code == "notFound":
+                return None
+            raise
+
+    def call(
+        self, what: str, method: str, path: str, *, params: Mapping[str, str] | None = None, body: Any = None
+    ) -> dict[str, Any]:
+        """One call, retried on no answer, 429 and 5xx; raises the port's outcome on failure, never httpx's."""
+        attempt = 0
+        while True:
+            attempt += 1
+            try:
+                headers = {"Authorization": f"Bearer {self._token()}"}
+                r = self._http.request(method, self.project_path(path), params=params, json=body, headers=headers)
+            except httpx.TransportError as exc:
+                if attempt < self.config.max_attempts:
+                    self._backoff(attempt)
+                    continue
+                raise ProviderTimeout(f"{what}: no answer ({type(exc).__name__})") from None
+            if r.status_code < 400:
+                out: dict[str, Any] = r.json() if r.content else {}
+                return out
+            if r.status_code in RETRY_STATUS and attempt < self.config.max_attempts:
+                self._backoff(attempt)
+                continue
+            reason, message = _error(r)
+            if r.status_code in RETRY_STATUS:
+                raise ProviderTimeout(f"{what}: {r.status_code} {reason} after {attempt} attempts: {message}")
+            raise ProviderRefused(reason, f"{what}: {message}", retryable=False)
+
+    def _backoff(self, attempt: int) -> None:
+        self._sleep(random.uniform(0, min(8.0, self.config.backoff_s * 2 ** (attempt - 1))))
+
+
+def _error(r: httpx.Response) -> tuple[str, str]:
+    """GCP's error answer: ``{"error": {"code", "message", "errors": [{"reason", "message"}]}}``."""
+    try:
+        err = r.json().get("error") or {}
+    except ValueError:
+        return f"http{r.status_code}", r.text[:200]
+    errors = err.get("errors") or [{}]
+    return str(errors[0].get("reason") or f"http{r.status_code}"), str(err.get("message") or "")

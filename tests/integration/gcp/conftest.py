@@ -1,0 +1,67 @@
+"""The GCP test world: the discovery-validated Compute Engine fake (tests/integration/gcp/fake_gcp.py), started once
+per session on loopback. Every test here carries the ``gcp`` marker and fails if a request or a response broke the
+discovery document."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+
+from gpufleet.service.bootstrap import build_services
+from gpufleet.service.clock import FixedClock
+from gpufleet.service.settings import Settings
+from tests.integration.conftest import NOW_S, Database, LiveServer
+from tests.integration.gcp.fake_gcp import FakeGcp
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if "tests/integration/gcp/" in str(item.fspath).replace("\\", "/"):
+            item.add_marker(pytest.mark.gcp)
+
+
+@pytest.fixture(scope="session")
+def fake_gcp_server() -> Iterator[FakeGcp]:
+    fake = FakeGcp().start()
+    yield fake
+    fake.stop()
+
+
+@pytest.fixture
+def fake_gcp(fake_gcp_server: FakeGcp) -> Iterator[FakeGcp]:
+    """The fake, emptied for the test; the test fails if any request or response broke the discovery document."""
+    fake_gcp_server.reset()
+    yield fake_gcp_server
+    assert fake_gcp_server.violations == [], fake_gcp_server.violations
+
+
+Start = Callable[..., LiveServer]
+
+
+@pytest.fixture
+def gcp_server(database: Database, fake_gcp: FakeGcp) -> Iterator[Start]:
+    """A live API server with ``provider = gcp`` on the fake, on the test's database (SQLite and PostgreSQL)."""
+    started: list[LiveServer] = []
+
+    def start(**settings: Any) -> LiveServer:
+        settings.setdefault("provider_timeout_s", 15.0)
+        s = Settings(
+            db_url=database.url,
+            reconcile_interval_s=0,
+            token_cache_s=0,
+            provider="gcp",
+            gcp_project="fleet-prod",
+            gcp_regions=["us-east-1"],  # the test store's region; its zone is us-east-1-a
+            gcp_endpoint_url=f"{fake_gcp.url}/compute/v1/",
+            gcp_credentials="none",
+            **settings,
+        )
+        server = LiveServer(build_services(s, engine=database.engine, clock=FixedClock(NOW_S))).start()
+        started.append(server)
+        return server
+
+    yield start
+    for server in started:
+        server.stop()
