@@ -31,6 +31,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qsl, urlsplit
 
+from tests import loopback
 from tests.integration.aws import wire
 
 EC2_ACTIONS = frozenset(
@@ -152,16 +153,11 @@ class FakeAws:
             def log_message(self, *_: Any) -> None:
                 pass
 
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self._server.daemon_threads = True
-        threading.Thread(target=self._server.serve_forever, daemon=True).start()
-        self.url = f"http://127.0.0.1:{self._server.server_address[1]}"
+        self._server, self.url = loopback.serve(Handler)
         return self
 
     def stop(self) -> None:
-        if self._server is not None:
-            self._server.shutdown()
-            self._server.server_close()
+        loopback.stop(self._server)
 
     # ---- dispatch -----------------------------------------------------------------------------------------
     def handle(self, path: str, headers: dict[str, str], body: bytes) -> tuple[int, dict[str, str], bytes]:

@@ -4,35 +4,16 @@ read, the outlook on Service Quotas' numbers and an increase request."""
 
 from __future__ import annotations
 
-from typing import Any
-
 import pytest
 
 from tests.integration.aws.conftest import Start
 from tests.integration.aws.fake_aws import FakeAws
-from tests.integration.conftest import NOW_S, LiveServer
+from tests.integration.conftest import NOW_S
+from tests.integration.reservation_flow import approve, reconcile, status
 from tests.integration.test_api_planning import DAY, SKU, _hourly, _ingest
 
 pytestmark = pytest.mark.aws
 BIG = {"sku": "h100_80gb", "units": 16, "start": "2026-02-01T00:00:00Z", "term_months": 12, "regions": ["us-east-1"]}
-
-
-def _approve(server: LiveServer, rid: str, role: str, user: str) -> Any:
-    with server.client(role, user) as c:
-        return c.post(f"/v1/reservations/{rid}/approve", json={"budget_code": "ML-2026"})
-
-
-def _reconcile(server: LiveServer) -> dict[str, Any]:
-    with server.client("finops_admin", "alice") as c:
-        r = c.post("/v1/reservations:reconcile")
-        assert r.status_code == 200, r.text
-        out: dict[str, Any] = r.json()
-        return out
-
-
-def _status(server: LiveServer, rid: str) -> str:
-    with server.client("viewer", "vic") as c:
-        return str(c.get(f"/v1/reservations/{rid}").json()["status"])
 
 
 def test_the_reservation_lifecycle_follows_the_provider(aws_server: Start, fake: FakeAws) -> None:
@@ -42,9 +23,9 @@ def test_the_reservation_lifecycle_follows_the_provider(aws_server: Start, fake:
     assert created.status_code == 201, created.text
     rid = created.json()["reservation_id"]
     assert created.json()["approvals_required"] == 2
-    assert _approve(server, rid, "finops_admin", "alice").json()["status"] == "pending_approval"
+    assert approve(server, rid, "finops_admin", "alice").json()["status"] == "pending_approval"
     assert fake.calls["CreateCapacityReservation"] == 0  # nothing bought on one approval
-    second = _approve(server, rid, "ml_platform_admin", "bob")
+    second = approve(server, rid, "ml_platform_admin", "bob")
     assert second.status_code == 200 and second.json()["status"] == "submitted_to_cloud"
     cr_id = second.json()["provider_order_id"]
     # CreateCapacityReservation carried the reservation's own key as its ClientToken
@@ -54,17 +35,17 @@ def test_the_reservation_lifecycle_follows_the_provider(aws_server: Start, fake:
 
     # the clock passes the start, but the provider still assesses: the reservation stays submitted
     server.services.clock.advance(40 * DAY)  # type: ignore[attr-defined]
-    assert _reconcile(server)["activated"] == []
-    assert _status(server, rid) == "submitted_to_cloud"
+    assert reconcile(server)["activated"] == []
+    assert status(server, rid) == "submitted_to_cloud"
     fake.set_state(cr_id, "scheduled")
-    assert _reconcile(server)["activated"] == [] and _status(server, rid) == "submitted_to_cloud"
+    assert reconcile(server)["activated"] == [] and status(server, rid) == "submitted_to_cloud"
     fake.set_state(cr_id, "active")
-    assert _reconcile(server)["activated"] == [rid]
-    assert _status(server, rid) == "active"
+    assert reconcile(server)["activated"] == [rid]
+    assert status(server, rid) == "active"
     # the term has not ended by the clock, but the provider says expired: expired it is
     fake.set_state(cr_id, "expired")
-    assert _reconcile(server)["expired"] == [rid]
-    assert _status(server, rid) == "expired"
+    assert reconcile(server)["expired"] == [rid]
+    assert status(server, rid) == "expired"
     with server.client("viewer", "vic") as c:
         events = c.get("/v1/audit", params={"entity_id": rid, "action": "reservation.status_changed"}).json()
     assert [(e["detail"]["to"], e["detail"]["reason"]) for e in events][-2:] == [
@@ -78,10 +59,10 @@ def test_a_provider_cancellation_before_activation_cancels_the_reservation(aws_s
     server = aws_server()
     with server.client("finops_admin", "fiona") as c:
         rid = c.post("/v1/reservations", json={**BIG, "units": 1, "term_months": 1}).json()["reservation_id"]
-    cr_id = _approve(server, rid, "finops_admin", "alice").json()["provider_order_id"]
+    cr_id = approve(server, rid, "finops_admin", "alice").json()["provider_order_id"]
     fake.set_state(cr_id, "failed")
-    assert _reconcile(server)["cancelled"] == [rid]
-    assert _status(server, rid) == "cancelled"
+    assert reconcile(server)["cancelled"] == [rid]
+    assert status(server, rid) == "cancelled"
 
 
 def test_a_retry_after_a_timeout_creates_exactly_one_reservation(aws_server: Start, fake: FakeAws) -> None:
@@ -90,7 +71,7 @@ def test_a_retry_after_a_timeout_creates_exactly_one_reservation(aws_server: Sta
     with server.client("finops_admin", "fiona") as c:
         rid = c.post("/v1/reservations", json={**BIG, "units": 8, "term_months": 1}).json()["reservation_id"]
     fake.delay_next("CreateCapacityReservation", 2.0)  # placed at the provider, answer lost
-    r = _approve(server, rid, "finops_admin", "alice")
+    r = approve(server, rid, "finops_admin", "alice")
     assert r.status_code == 200 and r.json()["status"] == "submitted_to_cloud"
     assert fake.calls["CreateCapacityReservation"] == 1  # the retry looked the key up and found it
     assert len(fake.reservations) == 1 and list(fake.tokens) == [f"gpufleet-{rid}"]
@@ -105,12 +86,12 @@ def test_no_capacity_keeps_the_reservation_approved_for_the_reconciler(aws_serve
     with server.client("finops_admin", "fiona") as c:
         rid = c.post("/v1/reservations", json={**BIG, "units": 8, "term_months": 1}).json()["reservation_id"]
     fake.refuse_capacity("p5.48xlarge")
-    assert _approve(server, rid, "finops_admin", "alice").json()["status"] == "approved"
+    assert approve(server, rid, "finops_admin", "alice").json()["status"] == "approved"
     with server.client("viewer", "vic") as c:
         refused = c.get("/v1/audit", params={"entity_id": rid, "action": "reservation.submission_refused"}).json()
     assert refused[0]["detail"]["code"] == "InsufficientInstanceCapacity" and refused[0]["detail"]["retryable"]
     fake.no_capacity.clear()  # capacity is back: the next reconciler pass buys it, once
-    assert _reconcile(server)["submitted"] == [rid]
+    assert reconcile(server)["submitted"] == [rid]
     assert len(fake.reservations) == 1
 
 

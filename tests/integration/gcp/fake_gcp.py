@@ -32,6 +32,8 @@ from urllib.parse import parse_qsl, unquote, urlsplit
 
 import googleapiclient
 
+from tests import loopback
+
 DISCOVERY: dict[str, Any] = json.loads(
     (Path(googleapiclient.__file__).parent / "discovery_cache/documents/compute.v1.json").read_text()
 )
@@ -289,16 +291,11 @@ class FakeGcp:
             def log_message(self, *_: Any) -> None:
                 pass
 
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self._server.daemon_threads = True
-        threading.Thread(target=self._server.serve_forever, daemon=True).start()
-        self.url = f"http://127.0.0.1:{self._server.server_address[1]}"
+        self._server, self.url = loopback.serve(Handler)
         return self
 
     def stop(self) -> None:
-        if self._server is not None:
-            self._server.shutdown()
-            self._server.server_close()
+        loopback.stop(self._server)
 
     # ---- dispatch -------------------------------------------------------------------------------------------------
     def handle(self, verb: str, target: str, auth: str | None, raw: bytes) -> tuple[int, Res, float]:

@@ -10,28 +10,11 @@ from gpufleet.adapters.gcp.reservations import resource_name
 from tests.integration.conftest import LiveServer
 from tests.integration.gcp.conftest import Start
 from tests.integration.gcp.fake_gcp import FakeGcp
+from tests.integration.reservation_flow import approve, reconcile, status
 
 ZONE = "us-east-1-a"  # the test store's region, zone "-a"
 DAY = 86_400
 BIG = {"sku": "h100_80gb", "units": 16, "start": "2026-02-01T00:00:00Z", "term_months": 12, "regions": ["us-east-1"]}
-
-
-def _approve(server: LiveServer, rid: str, role: str, user: str) -> Any:
-    with server.client(role, user) as c:
-        return c.post(f"/v1/reservations/{rid}/approve", json={"budget_code": "ML-2026"})
-
-
-def _reconcile(server: LiveServer) -> dict[str, Any]:
-    with server.client("finops_admin", "alice") as c:
-        r = c.post("/v1/reservations:reconcile")
-        assert r.status_code == 200, r.text
-        out: dict[str, Any] = r.json()
-        return out
-
-
-def _status(server: LiveServer, rid: str) -> str:
-    with server.client("viewer", "vic") as c:
-        return str(c.get(f"/v1/reservations/{rid}").json()["status"])
 
 
 def _create(server: LiveServer, **change: Any) -> str:
@@ -44,20 +27,20 @@ def _create(server: LiveServer, **change: Any) -> str:
 def test_a_reservation_follows_gcp_from_two_approvals_to_its_end(gcp_server: Start, fake_gcp: FakeGcp) -> None:
     server = gcp_server()
     rid = _create(server)
-    assert _approve(server, rid, "finops_admin", "alice").json()["status"] == "pending_approval"
+    assert approve(server, rid, "finops_admin", "alice").json()["status"] == "pending_approval"
     assert fake_gcp.calls["reservations.insert"] == 0  # nothing bought on one approval
     server.services.clock.advance(40 * DAY)  # type: ignore[attr-defined]  # the start has come: a reservation now
-    second = _approve(server, rid, "ml_platform_admin", "bob")
+    second = approve(server, rid, "ml_platform_admin", "bob")
     assert second.status_code == 200 and second.json()["status"] == "submitted_to_cloud"
     name = resource_name(f"gpufleet-{rid}")
     assert second.json()["provider_order_id"] == f"{ZONE}/reservations/{name}"
     sent = fake_gcp.reservation(ZONE, name)
     assert sent["specificReservation"]["count"] == "2" and sent["status"] == "CREATING"
-    assert _reconcile(server)["activated"] == [] and _status(server, rid) == "submitted_to_cloud"
+    assert reconcile(server)["activated"] == [] and status(server, rid) == "submitted_to_cloud"
     fake_gcp.set_status(ZONE, name, "READY")
-    assert _reconcile(server)["activated"] == [rid] and _status(server, rid) == "active"
+    assert reconcile(server)["activated"] == [rid] and status(server, rid) == "active"
     fake_gcp.delete(ZONE, name)  # GCP deletes it at its deleteAtTime
-    assert _reconcile(server)["expired"] == [rid] and _status(server, rid) == "expired"
+    assert reconcile(server)["expired"] == [rid] and status(server, rid) == "expired"
     with server.client("viewer", "vic") as c:
         events = c.get("/v1/audit", params={"entity_id": rid, "action": "reservation.status_changed"}).json()
     assert [(e["detail"]["to"], e["detail"]["reason"]) for e in events][-2:] == [
@@ -70,18 +53,18 @@ def test_a_reservation_follows_gcp_from_two_approvals_to_its_end(gcp_server: Sta
 def test_a_future_start_is_a_future_reservation_gcp_approves(gcp_server: Start, fake_gcp: FakeGcp) -> None:
     server = gcp_server()
     rid = _create(server, units=8, term_months=1)
-    _approve(server, rid, "finops_admin", "alice")
+    approve(server, rid, "finops_admin", "alice")
     name = resource_name(f"gpufleet-{rid}")
     assert fake_gcp.future_reservation(ZONE, name)["timeWindow"]["startTime"] == "2026-02-01T00:00:00Z"
     fake_gcp.set_procurement_status(ZONE, name, "DECLINED")
-    assert _reconcile(server)["cancelled"] == [rid] and _status(server, rid) == "cancelled"
+    assert reconcile(server)["cancelled"] == [rid] and status(server, rid) == "cancelled"
 
 
 def test_a_lost_answer_is_retried_into_one_reservation(gcp_server: Start, fake_gcp: FakeGcp) -> None:
     server = gcp_server(provider_timeout_s=1.0, gcp_max_attempts=1, provider_max_attempts=3)
     rid = _create(server, units=8, term_months=1)
     fake_gcp.delay_next("futureReservations.insert", 2.0)  # placed at GCP, the answer lost
-    r = _approve(server, rid, "finops_admin", "alice")
+    r = approve(server, rid, "finops_admin", "alice")
     assert r.status_code == 200 and r.json()["status"] == "submitted_to_cloud"
     assert fake_gcp.calls["futureReservations.insert"] == 1 and len(fake_gcp.future_reservations) == 1
     with server.client("ml_platform_admin", "bob") as c:  # and retrying by hand buys nothing more
@@ -93,10 +76,10 @@ def test_no_capacity_keeps_the_reservation_approved_for_the_reconciler(gcp_serve
     server = gcp_server()
     rid = _create(server, units=8, term_months=1)
     fake_gcp.refuse_capacity(ZONE)
-    assert _approve(server, rid, "finops_admin", "alice").json()["status"] == "approved"
+    assert approve(server, rid, "finops_admin", "alice").json()["status"] == "approved"
     with server.client("viewer", "vic") as c:
         refused = c.get("/v1/audit", params={"entity_id": rid, "action": "reservation.submission_refused"}).json()
     assert refused[0]["detail"]["code"] == "ZONE_RESOURCE_POOL_EXHAUSTED" and refused[0]["detail"]["retryable"]
     fake_gcp.no_capacity.clear()  # capacity is back: the next reconciler pass buys it, once
-    assert _reconcile(server)["submitted"] == [rid]
+    assert reconcile(server)["submitted"] == [rid]
     assert len(fake_gcp.future_reservations) == 1
