@@ -266,6 +266,9 @@ def test_a_bad_environment_variable_is_named(tmp_path: Path) -> None:
     assert res.exit_code == 2 and "GPUFLEET_TOKEN_CACHE_S: Input should be a valid number" in res.output, res.output
     res = runner.invoke(app, ["serve", "--db", url, "--port", "70000"])
     assert res.exit_code == 2 and "error: port: " in res.output  # an option keeps its own name
+    for var in ("GPUFLEET_AWS_REGIONS", "GPUFLEET_GCP_ZONES"):  # a list or map setting that is not JSON: no traceback
+        res = runner.invoke(app, ["token", "list", "--db", url], env={var: "us-east-1"})
+        assert res.exit_code == 2 and f"error: {var}: not valid JSON" in res.output, res.output
 
 
 def test_as_a_user_runs_it_a_mistyped_sqlite_path_is_refused_and_no_empty_file_is_left(tmp_path: Path) -> None:

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import pydantic
+from pydantic_settings import SettingsError
 
 from gpufleet.domain.errors import ValidationError
 from gpufleet.service.settings import Settings
@@ -15,6 +17,10 @@ def load_settings(**overrides: Any) -> Settings:
     given = {k: v for k, v in overrides.items() if v is not None}
     try:
         return Settings(**given)
+    except SettingsError as exc:  # a list or map setting whose environment variable is not JSON
+        m = re.search(r'field "(\w+)"', str(exc))
+        field = f"GPUFLEET_{m.group(1).upper()}" if m else "settings"
+        raise ValidationError(field, "not valid JSON (a list or map setting: e.g. '[\"us-east-1\"]')") from None
     except pydantic.ValidationError as exc:
         err = exc.errors()[0]
         field = ".".join(str(p) for p in err["loc"]) or "settings"
