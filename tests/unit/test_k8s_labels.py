@@ -78,6 +78,7 @@ def test_capacity_type_fallbacks() -> None:
     assert capacity_type({"eks.amazonaws.com/capacityType": "ON_DEMAND"}) == "on-demand"
     assert capacity_type({"eks.amazonaws.com/capacityType": "CAPACITY_BLOCK"}) == "reserved"
     assert capacity_type({"cloud.google.com/gke-spot": "true"}) == "spot"
+    assert capacity_type({"cloud.google.com/gke-preemptible": "true"}) == "spot"
     assert capacity_type({}) == ""
 
 
@@ -149,3 +150,24 @@ def test_karpenter_nodepools_gpu_limit_product_and_capacity_type() -> None:
     assert got.startup_taints == ("a=1:NoSchedule", "b=:NoExecute") and got.taints == ()  # read alike
     with pytest.raises(ValidationError, match=r"nodepool\[x\]\.spec\.limits"):
         node_pool_from_json({"metadata": {"name": "x"}, "spec": {"limits": {"nvidia.com/gpu": "lots"}}})
+
+
+def test_a_gke_node_without_feature_discovery_is_known_by_its_accelerator_label() -> None:
+    """GKE installs the driver itself and puts no ``nvidia.com/gpu.product`` on a node; its accelerator label names the
+    GPU, and the catalog's token rule maps it to the SKU (the inventory sync and the usage meter use this)."""
+    from gpufleet.domain.catalog import PRICES_BY_SKU, sku_for
+
+    labels = {"cloud.google.com/gke-accelerator": "nvidia-h100-80gb", "cloud.google.com/gke-spot": "true",
+              "cloud.google.com/gke-nodepool": "a3-spot", "topology.kubernetes.io/region": "us-central1"}  # fmt: skip
+    node = {"metadata": {"name": "gke-a3-1", "labels": labels},
+            "status": {"allocatable": {"cpu": "208", "memory": "1843Gi", "nvidia.com/gpu": "8"},
+                       "conditions": [{"type": "Ready", "status": "True"}]}}  # fmt: skip
+    n = node_from_json(node, TopologyIds())
+    assert (n.sku, n.spec.gpu_model, n.capacity_type, n.region) == ("nvidia-h100-80gb", "nvidia-h100-80gb", "spot",
+                                                                    "us-central1")  # fmt: skip
+    assert n.node_pool == ""  # a GKE node pool is not a Karpenter NodePool
+    skus = list(PRICES_BY_SKU)
+    assert sku_for(n.sku, skus, {}) == "h100_80gb"
+    assert [sku_for(a, skus, {}) for a in ("nvidia-l4", "nvidia-h200-141gb", "nvidia-b200", "nvidia-tesla-a100")] == [
+        "l4", "h200_141gb", "b200", None  # the 40 GB A100 is no catalog SKU
+    ]  # fmt: skip

@@ -7,11 +7,14 @@ Nodes (well-known labels set by the GPU operator's feature discovery, Karpenter 
                                        ``nvidia.com/gpu`` -> gpu_count, ``nvidia.com/mig-<p>`` -> mig
 ``nvidia.com/gpu.product``             sku and NodeSpec.gpu_model (e.g. ``NVIDIA-H100-80GB-HBM3``)
 ``karpenter.k8s.aws/instance-gpu-name`` sku fallback (e.g. ``h100``)
+``cloud.google.com/gke-accelerator``    sku fallback on GKE, whose nodes carry no feature discovery labels by
+                                       default (e.g. ``nvidia-h100-80gb``)
 ``topology.kubernetes.io/zone``        zone (and ``.../region`` -> region)
 ``node.kubernetes.io/instance-type``   instance_type
 ``karpenter.sh/capacity-type``         capacity_type (``on-demand``/``spot``/``reserved``); fallbacks
-                                       ``eks.amazonaws.com/capacityType`` (ON_DEMAND/SPOT) and
-                                       ``cloud.google.com/gke-spot=true``
+                                       ``eks.amazonaws.com/capacityType`` (ON_DEMAND/SPOT),
+                                       ``cloud.google.com/gke-spot=true`` and
+                                       ``cloud.google.com/gke-preemptible=true`` (spot)
 ``karpenter.sh/nodepool``              node_pool
 ``topology.gpufleet.io/rack``          NodeSpec.rack (any string; numbered in first-seen order)
 ``nvidia.com/gpu.clique`` or           NodeSpec.nvlink_domain (numbered likewise)
@@ -87,6 +90,8 @@ L_INSTANCE = "node.kubernetes.io/instance-type"
 L_CAPACITY = "karpenter.sh/capacity-type"
 L_EKS_CAPACITY = "eks.amazonaws.com/capacityType"
 L_GKE_SPOT = "cloud.google.com/gke-spot"
+L_GKE_PREEMPTIBLE = "cloud.google.com/gke-preemptible"
+L_GKE_ACCELERATOR = "cloud.google.com/gke-accelerator"
 L_NODEPOOL = "karpenter.sh/nodepool"
 L_RACK = "topology.gpufleet.io/rack"
 L_CLIQUE = "nvidia.com/gpu.clique"
@@ -171,7 +176,7 @@ def capacity_type(labels: dict[str, str]) -> str:
     eks = labels.get(L_EKS_CAPACITY, "")
     if eks:
         return {"ON_DEMAND": "on-demand", "SPOT": "spot", "CAPACITY_BLOCK": "reserved"}.get(eks, eks.lower())
-    if labels.get(L_GKE_SPOT) == "true":
+    if labels.get(L_GKE_SPOT) == "true" or labels.get(L_GKE_PREEMPTIBLE) == "true":
         return "spot"
     return ""
 
@@ -200,7 +205,7 @@ def node_from_json(obj: dict[str, Any], topo: TopologyIds) -> ObservedNode:
             if k.startswith(MIG_PREFIX)
         )
     )
-    sku = labels.get(L_PRODUCT) or labels.get(L_GPU_NAME, "")
+    sku = labels.get(L_PRODUCT) or labels.get(L_GPU_NAME) or labels.get(L_GKE_ACCELERATOR, "")
     taints = scheduling_taints(obj.get("spec", {}).get("taints"))
     conds = status.get("conditions") or []
     ready = any(c.get("type") == "Ready" and c.get("status") == "True" for c in conds)
