@@ -3,10 +3,13 @@ request rates read out of a real Prometheus, through the scale subresource of a 
 
 from __future__ import annotations
 
+import json
 import socket
+import threading
 import time
 import uuid
 from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +28,7 @@ from gpufleet.adapters.kubernetes.workloads import (
 from gpufleet.adapters.telemetry_prometheus import PrometheusTelemetry
 from gpufleet.domain.errors import ValidationError
 from gpufleet.schedule.table import PodRequest
+from tests import loopback
 from tests.integration import promserver
 from tests.integration.k8s.helpers import create_pod, pod_body, pods_in, running_controller, wait_for
 
@@ -275,3 +279,52 @@ def test_pods_bind_while_prometheus_hangs(kube: Kube, kubelet: FakeKubelet, ns: 
     finally:
         silent.close()
     assert took < 5  # with the reads on the binding loop, each pod waited out the queries' 10 s timeouts
+
+
+class _SlowFirstAnswer(BaseHTTPRequestHandler):
+    """A Prometheus stand-in whose first answer takes 9 s (longer than the controller's 5 s for a round at shutdown,
+    shorter than a query's 10 s timeout); every answer is an empty result, as a Prometheus with no series gives."""
+
+    answered = 0
+    lock = threading.Lock()
+
+    def do_GET(self) -> None:
+        with self.lock:
+            type(self).answered += 1
+            first = type(self).answered == 1
+        if first:
+            time.sleep(9.0)
+        kind = "matrix" if "query_range" in self.path else "vector"
+        body = json.dumps({"status": "success", "data": {"resultType": kind, "result": []}}).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    do_POST = do_GET  # noqa: N815
+
+    def log_message(self, *_: Any) -> None:
+        pass
+
+
+def test_a_round_cut_off_at_shutdown_is_not_reported_as_a_failure(kube: Kube, ns: str) -> None:
+    """The controller stops while a scaling round waits on Prometheus: after 5 s it closes the Prometheus client; the
+    waiting query then fails (that Deployment is skipped, telemetry unavailable) and the next Deployment's query finds
+    the client closed. That is recorded as cut at shutdown (``cancelled``),
+    not as a failed round on stderr, which every clean shutdown with a slow Prometheus printed until session 40."""
+    server, url = loopback.serve(_SlowFirstAnswer)
+    _deployment(kube, ns, "llm", 2, OPT_IN)
+    _deployment(kube, ns, "llm2", 2, OPT_IN)  # its query comes after the client is closed
+    p = f"sd{uuid.uuid4().hex[:5]}"
+    cfg = ControllerConfig(scheduler_name=f"s-{p}", namespace=ns, lease_name=f"l-{p}", scale_every_s=1.0,
+                           prometheus_url=url)  # fmt: skip
+    try:
+        with running_controller(kube, cfg) as ctl:
+            assert ctl.scaling is not None and wait_for(lambda: ctl.scaling.worker.busy("scale"), 10)
+        assert wait_for(lambda: not ctl.scaling.worker.busy("scale"), 20)  # the round has ended, after the stop
+    finally:
+        loopback.stop(server)
+    ends = [(a["reason"], a["outcome"]) for a in ctl.act.audit if a["target"] == "deployments"]
+    assert ("scaling_round_cut_at_shutdown", "cancelled") in ends, ends
+    assert ("scaling_round_failed", "failed") not in ends

@@ -10,6 +10,7 @@ recorded (audit ``scale``, outcome ``failed``) and the next one runs.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
@@ -63,6 +64,13 @@ class DeploymentScaling:
         self.last_react: ScalePlan | None = None
         self.last_scale: ScalePlan | None = None
         self.worker = SideWorker("scaling", self._failed)
+        self.stopping = threading.Event()  # set when the controller shuts down: a round cut off then is no fault
+
+    def stop(self, timeout_s: float) -> bool:
+        """Let a round in flight finish for up to ``timeout_s``; one still waiting (a hung Prometheus) ends when its
+        query times out or finds the client closed, and is recorded as cut at shutdown, not as a failure."""
+        self.stopping.set()
+        return self.worker.stop(timeout_s)
 
     def due(self) -> bool:
         """A period decision or the fast path is due (the controller then queues :meth:`round` on the worker)."""
@@ -75,9 +83,11 @@ class DeploymentScaling:
         self.maybe_react()
 
     def _failed(self, kind: str, exc: BaseException) -> None:
-        self.act.record(
-            kind, "deployments", "scaling_round_failed", "failed", error=f"{type(exc).__name__}: {exc}"[:500]
-        )
+        error = f"{type(exc).__name__}: {exc}"[:500]
+        if self.stopping.is_set():
+            self.act.record(kind, "deployments", "scaling_round_cut_at_shutdown", "cancelled", error=error)
+        else:
+            self.act.record(kind, "deployments", "scaling_round_failed", "failed", error=error)
 
     def maybe_scale(self) -> ScalePlan | None:
         """Every ``scale_every_s``: read each opted-in Deployment's request rate, ask the replica policy
