@@ -115,12 +115,6 @@ class ComputeApi:
         timeout = httpx.Timeout(config.read_timeout_s, connect=config.connect_timeout_s)
         self._http = httpx.Client(base_url=base, timeout=timeout)
 
-    def close(self) -> None:
-        self._http.close()
-
-    def project_path(self, rest: str) -> str:
-        return f"projects/{self.config.project}/{rest}"
-
     def get(self, what: str, path: str) -> dict[str, Any] | None:
         """GET a resource; None when GCP answers ``notFound``."""
         try:
@@ -139,7 +133,9 @@ class ComputeApi:
             attempt += 1
             try:
                 headers = {"Authorization": f"Bearer {self._token()}"}
-                r = self._http.request(method, self.project_path(path), params=params, json=body, headers=headers)
+                r = self._http.request(
+                    method, f"projects/{self.config.project}/{path}", params=params, json=body, headers=headers
+                )
             except httpx.TransportError as exc:
                 if attempt < self.config.max_attempts:
                     self._backoff(attempt)

@@ -308,7 +308,7 @@ class Controller:
             if self.health_server is not None:
                 self.health_server.stop()
             if self.scaling is not None:
-                self.scaling.stop(5.0)
+                self.scaling.worker.stop(5.0)
             if self.store is not None:
                 self.store.stop()
             if self._prom is not None:

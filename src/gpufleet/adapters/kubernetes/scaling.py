@@ -10,7 +10,6 @@ recorded (audit ``scale``, outcome ``failed``) and the next one runs.
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
@@ -64,13 +63,6 @@ class DeploymentScaling:
         self.last_react: ScalePlan | None = None
         self.last_scale: ScalePlan | None = None
         self.worker = SideWorker("scaling", self._failed)
-        self.stopping = threading.Event()  # set when the controller shuts down: a round cut off then is no fault
-
-    def stop(self, timeout_s: float) -> bool:
-        """Let a round in flight finish for up to ``timeout_s``; one still waiting (a hung Prometheus) ends when its
-        query times out or finds the client closed, and is recorded as cut at shutdown, not as a failure."""
-        self.stopping.set()
-        return self.worker.stop(timeout_s)
 
     def due(self) -> bool:
         """A period decision or the fast path is due (the controller then queues :meth:`round` on the worker)."""
@@ -84,7 +76,7 @@ class DeploymentScaling:
 
     def _failed(self, kind: str, exc: BaseException) -> None:
         error = f"{type(exc).__name__}: {exc}"[:500]
-        if self.stopping.is_set():
+        if self.worker.stopping:  # the controller shut down under the round (its Prometheus client closed): no fault
             self.act.record(kind, "deployments", "scaling_round_cut_at_shutdown", "cancelled", error=error)
         else:
             self.act.record(kind, "deployments", "scaling_round_failed", "failed", error=error)

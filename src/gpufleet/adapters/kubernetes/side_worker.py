@@ -42,6 +42,12 @@ class SideWorker:
         with self._cv:
             return kind in self._busy
 
+    @property
+    def stopping(self) -> bool:
+        """:meth:`stop` has been called (a job failing now may be one its owner's shutdown cut off)."""
+        with self._cv:
+            return self._stopping
+
     def wait_idle(self, timeout_s: float) -> bool:
         """Wait until no job waits or runs (at most ``timeout_s``); True when idle."""
         deadline = time.monotonic() + timeout_s
