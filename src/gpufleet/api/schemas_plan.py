@@ -174,8 +174,8 @@ class QuotaOutlookPool(BaseModel):
     exhausts_at_s: int | None
     request_by_s: int | None
     reason: str
-    quota_source: str = "stored"  # "service_quotas": read from the provider (AWS), not typed in
-    increase: dict[str, Any] | None = None  # the drafted increase request and any open one (AWS pools)
+    quota_source: str = "stored"  # read from the provider, not typed in: "service_quotas" (AWS), "cloud_quotas" (GCP)
+    increase: dict[str, Any] | None = None  # the drafted increase request and any open one (AWS and GCP pools)
 
 
 class QuotaOutlookPublic(BaseModel):

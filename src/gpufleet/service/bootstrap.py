@@ -88,7 +88,7 @@ def build_services(
 
     ``settings.provider == "aws"`` wires the AWS adapters (the provider port over EC2 capacity reservations,
     Service Quotas for the quota outlook, Capacity Blocks, prices), ``"gcp"`` the provider port over Compute Engine
-    reservations (adapters/gcp); ``on_dry_run`` receives each AWS call a dry
+    reservations and Cloud Quotas for the quota outlook (adapters/gcp); ``on_dry_run`` receives each AWS call a dry
     run would have made (``settings.aws_dry_run``). ``leader``: who may submit to the provider (default: the
     advisory lock on PostgreSQL, this process on SQLite)."""
     engine = engine or make_engine(
@@ -105,7 +105,9 @@ def build_services(
         cloud = _aws(settings, engine, clock, ids, on_dry_run)
         provider = provider or cloud["aws"].reservations
     elif settings.provider == "gcp":
-        provider = provider or _gcp(settings, clock)
+        cloud = _gcp(settings, engine, clock)
+        gcp_reservations = cloud.pop("gcp_reservations")
+        provider = provider or gcp_reservations
     provider = provider or SimulatedProvider(engine, latency_s=settings.sim_provider_latency_s)
     leader = leader or election_for(engine, poll_s=settings.leader_poll_s)
     workloads = WorkloadService(engine, clock, ids)
@@ -162,25 +164,38 @@ def build_services(
     )
 
 
-def _gcp(settings: Settings, clock: Clock) -> ProviderPort:
+def _gcp(settings: Settings, engine: Engine, clock: Clock) -> dict[str, Any]:
+    from gpufleet.adapters.gcp.quotas import GcpCloudQuotas
     from gpufleet.adapters.gcp.reservations import GcpReservations
-    from gpufleet.adapters.gcp.session import ComputeApi, GcpConfig
+    from gpufleet.adapters.gcp.session import QUOTAS_URL, GcpConfig, GoogleApi, token_source
+    from gpufleet.service.cloud_quotas import CloudQuotaService
 
     config = GcpConfig(
         project=settings.gcp_project or "",
         regions=tuple(settings.gcp_regions),
         zones=dict(settings.gcp_zones),
         endpoint_url=settings.gcp_endpoint_url,
+        quotas_endpoint_url=settings.gcp_quotas_endpoint_url,
         credentials=settings.gcp_credentials,
         read_timeout_s=settings.provider_timeout_s,
         max_attempts=settings.gcp_max_attempts,
     )
-    return GcpReservations(
-        ComputeApi(config),
-        now_s=clock.now_s,
-        specific_reservation_required=settings.gcp_specific_reservation_required,
-        op_wait_s=settings.gcp_operation_wait_s,
-    )
+    token = token_source(config)
+    out: dict[str, Any] = {
+        "gcp_reservations": GcpReservations(
+            GoogleApi(config, token=token),
+            now_s=clock.now_s,
+            specific_reservation_required=settings.gcp_specific_reservation_required,
+            op_wait_s=settings.gcp_operation_wait_s,
+        )
+    }
+    if config.credentials == "adc" or config.quotas_endpoint_url:  # never Google without credentials
+        quotas = GcpCloudQuotas(
+            GoogleApi(config, root=config.quotas_endpoint_url or QUOTAS_URL, token=token),
+            contact_email=settings.gcp_quota_contact_email,
+        )
+        out["cloud_quotas"] = CloudQuotaService(engine, clock, quotas, cache_s=settings.gcp_quota_cache_s)
+    return out
 
 
 def _aws(
@@ -207,7 +222,7 @@ def _aws(
     )
     return {
         "aws": world,
-        "cloud_quotas": CloudQuotaService(engine, clock, world, cache_s=settings.aws_quota_cache_s),
+        "cloud_quotas": CloudQuotaService(engine, clock, world.quotas, cache_s=settings.aws_quota_cache_s),
         "capacity_blocks": CapacityBlockService(
             engine,
             clock,

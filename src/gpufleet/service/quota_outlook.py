@@ -9,10 +9,10 @@ region). ``exhausts_at_s`` is the
 first day that spill-over exceeds the pool's quota; ``request_by_s`` is that day minus the quota-increase
 lead time (``increase_lead_days``, default 14).
 
-With the AWS provider configured (``quotas``: :class:`~gpufleet.service.cloud_quotas.CloudQuotaService`), the
-quota of an AWS on-demand or spot pool in a configured region is the one read from Service Quotas
-(``quota_source: service_quotas``), the lead time is the quota's usual turnaround when past requests show one,
-and each such pool carries ``increase``: the request drafted by
+With the AWS or GCP provider configured (``quotas``: :class:`~gpufleet.service.cloud_quotas.CloudQuotaService`),
+the quota of that provider's on-demand or spot pool in a configured region is the one read from the provider
+(``quota_source``: ``service_quotas`` for AWS, ``cloud_quotas`` for GCP), the lead time is the quota's usual
+turnaround when past requests show one, and each such pool carries ``increase``: the request drafted by
 :func:`gpufleet.procure.quota_increase.draft_increase` (due before the exhaustion date minus the turnaround)
 and any open request at the provider.
 """
@@ -25,7 +25,6 @@ from typing import Any
 import numpy as np
 from sqlalchemy import Engine, select
 
-from gpufleet.adapters.aws.skus import gpus_from_vcpus, instance_type
 from gpufleet.adapters.sql.models import PoolRow, SkuRow
 from gpufleet.control.cloud import draft_increase
 from gpufleet.control.proposing import PlanRegion, pool_outlook
@@ -41,6 +40,7 @@ from gpufleet.service.uow import UnitOfWork
 
 DAY_S = 86400
 _QUOTA_TIERS = (Tier.ON_DEMAND.value, Tier.SPOT.value, Tier.SECONDARY.value)
+_SOURCE = {"aws": "service_quotas", "gcp": "cloud_quotas"}  # quota_source of a quota read from the provider
 
 
 class QuotaOutlookService:
@@ -98,7 +98,7 @@ class QuotaOutlookService:
             )
             extra: dict[str, Any] = {"quota_source": "stored", "increase": None}
             if pq is not None:
-                extra = {"quota_source": "service_quotas", "increase": _increase(o, pq, sku, tier, now_s, lead_s)}
+                extra = {"quota_source": _SOURCE[provider_id], "increase": _increase(o, pq, tier, now_s, lead_s)}
             out.append(
                 {
                     **extra,
@@ -127,18 +127,21 @@ def _plan_of(plans: Sequence[PlanRegion], region: str) -> PlanRegion | None:
     return next(p for p in plans if p.reads(region))
 
 
-def _increase(o: Any, pq: ProviderQuota, sku: str, tier: str, now_s: int, lead_s: int) -> dict[str, Any]:
-    per_instance = instance_type(sku).gpus
-    open_gpus = None if pq.open_request is None else float(gpus_from_vcpus(sku, pq.open_request.desired_vcpus))
-    d = draft_increase(o, now_s=now_s, turnaround_s=lead_s, gpus_per_instance=per_instance, open_request_gpus=open_gpus)
+def _increase(o: Any, pq: ProviderQuota, tier: str, now_s: int, lead_s: int) -> dict[str, Any]:
+    ref = pq.ref
+    open_gpus = None if pq.open_request is None else float(ref.gpus(pq.open_request.desired_value))
+    d = draft_increase(
+        o, now_s=now_s, turnaround_s=lead_s, gpus_per_instance=ref.gpus_per_machine, open_request_gpus=open_gpus
+    )
     return {
-        "quota_code": pq.code,
-        "quota_name": pq.name,
+        "quota_code": ref.code,
+        "quota_name": ref.name,
         "region": pq.region,
         "tier": tier,
-        "current_vcpus": pq.value_vcpus,
+        "unit": ref.unit,
+        "current_value": pq.value,
         "desired_gpus": d.desired_gpus,
-        "desired_vcpus": d.desired_gpus * instance_type(sku).vcpus_per_gpu,
+        "desired_value": d.desired_gpus * ref.units_per_gpu,
         "file_by_s": d.file_by_s,
         "turnaround_s": d.turnaround_s,
         "turnaround_source": "provider_history" if pq.turnaround_s is not None else "increase_lead_days",
@@ -149,6 +152,6 @@ def _increase(o: Any, pq: ProviderQuota, sku: str, tier: str, now_s: int, lead_s
         else {
             "request_id": pq.open_request.request_id,
             "status": pq.open_request.status,
-            "desired_vcpus": pq.open_request.desired_vcpus,
+            "desired_value": pq.open_request.desired_value,
         },
     }

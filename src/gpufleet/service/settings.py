@@ -220,8 +220,26 @@ class Settings(BaseSettings):
         le=600,
         description="Seconds a submission follows GCP's insert operation before answering it pending.",
     )
+    gcp_quotas_endpoint_url: str | None = Field(
+        default=None,
+        description="Another Cloud Quotas API root (an emulator); None = Google. With gcp_credentials 'none' and no "
+        "such endpoint, GPU quotas are not read from GCP (the stored quotas apply).",
+    )
+    gcp_quota_contact_email: str | None = Field(
+        default=None,
+        pattern=r"^[^@\s]+@[^@\s]+$",
+        description="The contact email Google requires on a quota increase request (without it none is filed).",
+    )
+    gcp_file_quota_increases: bool = Field(
+        default=False,
+        description="File the drafted GPU quota increases (Cloud Quotas preferences) when the outlook says to "
+        "(false: draft only; a person files them with POST /v1/quotas/increases).",
+    )
+    gcp_quota_cache_s: float = Field(
+        default=300.0, ge=0, le=86400, description="Seconds GPU quota readings from Cloud Quotas are reused."
+    )
 
-    @field_validator("aws_endpoint_url", "gcp_endpoint_url")
+    @field_validator("aws_endpoint_url", "gcp_endpoint_url", "gcp_quotas_endpoint_url")
     @classmethod
     def _endpoint_is_http(cls, value: str | None) -> str | None:
         if value is not None and not value.startswith(("http://", "https://")):

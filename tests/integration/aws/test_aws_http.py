@@ -145,7 +145,7 @@ def test_quota_read_outlook_and_increase_request(aws_server: Start, fake: FakeAw
         read = v.get("/v1/quotas", params={"region": "us-east-1"})
         assert read.status_code == 200, read.text
         p_od = next(q for q in read.json()["quotas"] if q["code"] == "L-417A185B")
-        assert p_od["value_vcpus"] == 384.0 and p_od["open_request"] is None
+        assert p_od["unit"] == "vCPU" and p_od["value"] == 384.0 and p_od["open_request"] is None
         out = v.get("/v1/quotas/outlook", params={"sku": SKU, "days": 60}).json()
     pool = next(p for p in out["pools"] if p["pool"] == od)
     # 384 vCPUs of the P family / 24 vCPUs per H100 on p5.48xlarge = 16 GPUs, read, not typed in
@@ -166,7 +166,7 @@ def test_quota_read_outlook_and_increase_request(aws_server: Start, fake: FakeAw
         assert filed.status_code == 201, filed.text
         assert c.post("/v1/quotas/increases:file-due").status_code == 409  # filing drafts is off by default
     req = filed.json()
-    assert req["status"] == "PENDING" and req["desired_vcpus"] == inc["desired_gpus"] * 24
+    assert req["status"] == "PENDING" and req["desired_value"] == inc["desired_gpus"] * 24 == inc["desired_value"]
     assert fake.quota_requests[req["request_id"]]["DesiredValue"] == inc["desired_gpus"] * 24
     with server.client("viewer", "vic") as v:
         pending = next(

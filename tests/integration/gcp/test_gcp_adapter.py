@@ -10,7 +10,7 @@ import httpx
 import pytest
 
 from gpufleet.adapters.gcp.reservations import GcpReservations, resource_name
-from gpufleet.adapters.gcp.session import ComputeApi, GcpConfig
+from gpufleet.adapters.gcp.session import GoogleApi, GcpConfig
 from gpufleet.adapters.providers import OrderRequest, ProviderRefused, ProviderTimeout
 from tests.integration.gcp.fake_gcp import FakeGcp
 
@@ -35,7 +35,7 @@ def clock() -> Clock:
 def _port(fake: FakeGcp, clock: Clock, **config: object) -> GcpReservations:
     op_wait_s = float(config.pop("op_wait_s", 5.0))  # type: ignore[arg-type]
     config.setdefault("read_timeout_s", 15.0)
-    api = ComputeApi(
+    api = GoogleApi(
         GcpConfig(project="fleet-prod", endpoint_url=f"{fake.url}/compute/v1/", credentials="none", backoff_s=0.01,
                   **config),  # type: ignore[arg-type]
     )  # fmt: skip

@@ -1,50 +1,37 @@
-"""Service Quotas for the GPU instance families: read the running-instance quotas per region, request an
-increase, follow its status. Values are vCPUs (what EC2's running-instance quotas count)."""
+"""Service Quotas for the GPU instance families (the cloud quota port, ``adapters/quota_port.py``): read the
+running-instance quotas per region, request an increase, follow its status. Values are vCPUs (what EC2's
+running-instance quotas count), shared by every SKU of a family."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
 from gpufleet.adapters.aws.errors import call
 from gpufleet.adapters.aws.reservations import epoch_s
 from gpufleet.adapters.aws.session import AwsClients
-from gpufleet.adapters.aws.skus import QUOTA_BY_CODE, QUOTA_CODES
+from gpufleet.adapters.aws.skus import INSTANCE_TYPES, QUOTA_BY_CODE, QUOTA_CODES, instance_type, quota_code
+from gpufleet.adapters.quota_port import IncreaseRequest, QuotaReading, QuotaRef
 
 OPEN_STATUSES = frozenset({"PENDING", "CASE_OPENED"})
-
-
-@dataclass(frozen=True, slots=True)
-class QuotaReading:
-    region: str
-    code: str
-    name: str
-    family: str
-    tier: str
-    value_vcpus: float
-
-
-@dataclass(frozen=True, slots=True)
-class IncreaseRequest:
-    request_id: str
-    region: str
-    code: str
-    desired_vcpus: float
-    status: str
-    created_s: int | None
-    updated_s: int | None
-
-    @property
-    def open(self) -> bool:
-        return self.status in OPEN_STATUSES
+DECIDED_STATUSES = frozenset({"APPROVED", "CASE_CLOSED"})  # their created -> last update is the turnaround
 
 
 class AwsServiceQuotas:
+    provider = "aws"
+    unit = "vCPU"
+
     def __init__(self, clients: AwsClients) -> None:
         self._clients = clients
+        self.regions = clients.config.regions
 
     def _sq(self, region: str) -> Any:
         return self._clients.client("service-quotas", region)
+
+    def quota_for(self, sku_id: str, tier: str) -> QuotaRef | None:
+        if sku_id not in INSTANCE_TYPES or tier not in ("on_demand", "spot"):
+            return None
+        q, it = quota_code(sku_id, tier), instance_type(sku_id)
+        return QuotaRef(q.code, q.name, tier, self.unit, it.vcpus_per_gpu, it.gpus)
 
     def read(self, region: str) -> list[QuotaReading]:
         """The four running-instance quotas (On-Demand and Spot, P and G families) of one region."""
@@ -56,7 +43,7 @@ class AwsServiceQuotas:
             out.append(QuotaReading(region, q.code, q.name, q.family, q.tier, float(quota.get("Value", 0.0))))
         return out
 
-    def request_increase(self, region: str, code: str, desired_vcpus: float) -> IncreaseRequest:
+    def request_increase(self, region: str, code: str, desired_value: float, *, reason: str) -> IncreaseRequest:
         if code not in QUOTA_BY_CODE:
             raise ValueError(f"unknown quota code {code!r}")
         sq = self._sq(region)
@@ -65,7 +52,7 @@ class AwsServiceQuotas:
             sq.request_service_quota_increase,
             ServiceCode="ec2",
             QuotaCode=code,
-            DesiredValue=desired_vcpus,
+            DesiredValue=desired_value,
         )
         return _request(got.get("RequestedQuota", {}), region)
 
@@ -95,14 +82,19 @@ class AwsServiceQuotas:
 
 
 def _request(r: dict[str, Any], region: str) -> IncreaseRequest:
-    created = r.get("Created")
-    updated = r.get("LastUpdated")
+    created = None if r.get("Created") is None else epoch_s(r["Created"])
+    updated = None if r.get("LastUpdated") is None else epoch_s(r["LastUpdated"])
+    status = str(r.get("Status", ""))
+    decided = status in DECIDED_STATUSES
+    turnaround = updated - created if decided and updated is not None and created is not None else None
     return IncreaseRequest(
         str(r.get("Id", "")),
         region,
         str(r.get("QuotaCode", "")),
         float(r.get("DesiredValue", 0.0)),
-        str(r.get("Status", "")),
-        None if created is None else epoch_s(created),
-        None if updated is None else epoch_s(updated),
+        status,
+        status in OPEN_STATUSES,
+        created,
+        updated,
+        turnaround,
     )

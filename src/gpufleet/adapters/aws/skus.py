@@ -71,7 +71,3 @@ def quota_code(sku_id: str, tier: str) -> QuotaCode:
         if q.family == fam and q.tier == tier:
             return q
     raise ValidationError("tier", f"no running-instance quota for tier {tier!r}")
-
-
-def gpus_from_vcpus(sku_id: str, vcpus: float) -> int:
-    return int(vcpus // instance_type(sku_id).vcpus_per_gpu)

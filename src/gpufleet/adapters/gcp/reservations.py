@@ -38,7 +38,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from gpufleet.adapters.gcp.machines import machine_type, machines_for
-from gpufleet.adapters.gcp.session import ComputeApi
+from gpufleet.adapters.gcp.session import GoogleApi
 from gpufleet.adapters.providers import LifecycleState, OrderRequest, OrderState, ProviderOrder, ProviderRefused
 from gpufleet.domain.reservations import term_seconds
 
@@ -92,7 +92,7 @@ class GcpReservations:
 
     def __init__(
         self,
-        api: ComputeApi,
+        api: GoogleApi,
         *,
         now_s: Callable[[], int],
         specific_reservation_required: bool = False,

@@ -1,4 +1,4 @@
-"""One Compute Engine API client: credentials, timeouts, retries with backoff, and GCP's errors mapped onto the
+"""One client of a Google Cloud API (Compute Engine, Cloud Quotas): credentials, timeouts, retries with backoff, and GCP's errors mapped onto the
 provider port's outcomes.
 
 Contract:
@@ -12,7 +12,9 @@ Contract:
   :class:`~gpufleet.adapters.providers.ProviderTimeout`: its outcome is unknown. Retrying a mutation is safe
   because every mutation carries a ``requestId`` (GCP runs a request id once).
 - any other error answer raises :class:`~gpufleet.adapters.providers.ProviderRefused` with GCP's ``reason``
-  (``alreadyExists``, ``invalid``, ``notFound``, ...); :meth:`ComputeApi.get` answers None for ``notFound``.
+  (Compute Engine's ``alreadyExists``, ``invalid``, ``notFound``, ...; the newer APIs' ``status`` such as
+  ``ALREADY_EXISTS``, ``ABORTED``, ``NOT_FOUND`` when the error names no reason); :meth:`GoogleApi.get` answers
+  None for a resource that does not exist.
 """
 
 from __future__ import annotations
@@ -30,6 +32,8 @@ from gpufleet.adapters.providers import ProviderRefused, ProviderTimeout
 from gpufleet.domain.errors import ValidationError
 
 COMPUTE_URL = "https://compute.googleapis.com/compute/v1/"
+QUOTAS_URL = "https://cloudquotas.googleapis.com/v1/"
+NOT_FOUND = frozenset({"notFound", "NOT_FOUND"})
 SCOPE = "https://www.googleapis.com/auth/cloud-platform"
 RETRY_STATUS = frozenset({429, 500, 502, 503, 504})
 
@@ -41,6 +45,7 @@ class GcpConfig:
     ``project``: the project that holds the reservations. ``regions``: the regions the fleet uses (a reservation is
     looked up in each region's zone). ``zones``: the zone per region where reservations are placed (default
     ``<region>-a``). ``endpoint_url``: another Compute API root (an emulator); None = Google.
+    ``quotas_endpoint_url``: another Cloud Quotas API root (an emulator); None = Google.
     ``max_attempts``: attempts per call on no answer, 429 or 5xx (1 = no retry).
     """
 
@@ -48,6 +53,7 @@ class GcpConfig:
     regions: tuple[str, ...] = ("us-central1",)
     zones: Mapping[str, str] = field(default_factory=dict)
     endpoint_url: str | None = None
+    quotas_endpoint_url: str | None = None
     credentials: str = "adc"  # "adc" | "none" (only with endpoint_url)
     connect_timeout_s: float = 5.0
     read_timeout_s: float = 10.0
@@ -70,7 +76,7 @@ class GcpConfig:
         return self.zones.get(region, f"{region}-a")
 
 
-class _AdcToken:
+class AdcToken:
     """An access token from Application Default Credentials, refreshed when it is about to expire."""
 
     def __init__(self) -> None:
@@ -97,21 +103,28 @@ class _AdcToken:
             return str(self._creds.token)
 
 
-class ComputeApi:
-    """JSON over HTTPS to the Compute Engine API of one project; thread-safe."""
+def token_source(config: GcpConfig) -> Callable[[], str]:
+    """The bearer token of every call: ADC, resolved now (a server without them stops at start naming the
+    setting), or the emulator placeholder."""
+    return (lambda: "emulator") if config.credentials == "none" else AdcToken()
+
+
+class GoogleApi:
+    """JSON over HTTPS to one Google Cloud API of one project (paths under ``projects/{project}/``); thread-safe.
+    ``root``: the API's root (default Compute Engine, or the config's emulator endpoint)."""
 
     def __init__(
         self,
         config: GcpConfig,
         *,
+        root: str | None = None,
         token: Callable[[], str] | None = None,
         sleep: Callable[[float], None] = time.sleep,
     ) -> None:
         self.config = config
-        # credentials are resolved now, so that a server without them stops at start naming the setting
-        self._token = token or ((lambda: "emulator") if config.credentials == "none" else _AdcToken())
+        self._token = token or token_source(config)
         self._sleep = sleep
-        base = (config.endpoint_url or COMPUTE_URL).rstrip("/") + "/"
+        base = (root or config.endpoint_url or COMPUTE_URL).rstrip("/") + "/"
         timeout = httpx.Timeout(config.read_timeout_s, connect=config.connect_timeout_s)
         self._http = httpx.Client(base_url=base, timeout=timeout)
 
@@ -120,7 +133,7 @@ class ComputeApi:
         try:
             return self.call(what, "GET", path)
         except ProviderRefused as exc:
-            if exc.code == "notFound":
+            if exc.code in NOT_FOUND:
                 return None
             raise
 
@@ -157,10 +170,12 @@ class ComputeApi:
 
 
 def _error(r: httpx.Response) -> tuple[str, str]:
-    """GCP's error answer: ``{"error": {"code", "message", "errors": [{"reason", "message"}]}}``."""
+    """GCP's error answer: ``{"error": {"code", "message", "status", "errors": [{"reason", "message"}]}}``
+    (Compute Engine's carries ``errors``; the newer APIs' only ``status``)."""
     try:
         err = r.json().get("error") or {}
-    except ValueError:
+    except (ValueError, AttributeError):
         return f"http{r.status_code}", r.text[:200]
     errors = err.get("errors") or [{}]
-    return str(errors[0].get("reason") or f"http{r.status_code}"), str(err.get("message") or "")
+    reason = errors[0].get("reason") if isinstance(errors[0], dict) else None
+    return str(reason or err.get("status") or f"http{r.status_code}"), str(err.get("message") or "")

@@ -1,5 +1,6 @@
-"""Cloud routes (AWS provider): quotas read from Service Quotas and increase requests, Capacity Blocks for ML,
-and the price sync into the catalog. With the simulated provider they answer 409 naming the setting."""
+"""Cloud routes: GPU quotas read from the provider and increase requests (AWS Service Quotas, GCP Cloud Quotas);
+Capacity Blocks for ML and the price sync into the catalog (AWS). Without such a provider they answer 409 naming
+the setting."""
 
 from __future__ import annotations
 
@@ -13,7 +14,9 @@ from gpufleet.api.problems import PROBLEM_RESPONSES
 from gpufleet.api.schemas import Strict
 from gpufleet.api.types import ID_PATTERN, SKU_PATTERN, Id, IdPath, Limit, PositiveCount, Seconds, SkuId
 from gpufleet.domain.errors import ConflictError
+from gpufleet.service.bootstrap import Services
 from gpufleet.service.capacity_block_requests import BlockStatus
+from gpufleet.service.cloud_quotas import CloudQuotaService
 
 router = APIRouter(tags=["cloud"], responses=PROBLEM_RESPONSES)
 Region = Annotated[str, Query(pattern=ID_PATTERN, examples=["us-east-1"])]
@@ -24,6 +27,15 @@ def _need(service: T | None) -> T:
     if service is None:
         raise ConflictError("the AWS provider is not configured (serve with --provider aws / GPUFLEET_PROVIDER=aws)")
     return service
+
+
+def _quotas(services: Services) -> CloudQuotaService:
+    if services.cloud_quotas is None:
+        raise ConflictError(
+            "no provider quotas are configured (serve with --provider aws or gcp; GCP with credentials 'none' also "
+            "needs GPUFLEET_GCP_QUOTAS_ENDPOINT_URL)"
+        )
+    return services.cloud_quotas
 
 
 class IncreaseIn(Strict):
@@ -54,15 +66,16 @@ class BlockRejectIn(Strict):
 
 @router.get("/v1/quotas")
 def quotas_read(services: ServicesDep, actor: CurrentActor, region: Region) -> Any:
-    """The GPU families' running-instance quotas (vCPUs) of a region as Service Quotas reports them, with any
-    open increase request."""
-    return _need(services.cloud_quotas).read(actor, region)
+    """The GPU quotas of a region as the provider reports them (AWS: the families' running-instance quotas in
+    vCPUs; GCP: GPUs per model), with any open increase request."""
+    return _quotas(services).read(actor, region)
 
 
 @router.post("/v1/quotas/increases", status_code=201)
 def quotas_increase(body: IncreaseIn, services: ServicesDep, actor: CurrentActor) -> Any:
-    """File a Service Quotas increase that covers ``desired_gpus`` GPUs of the SKU (converted to vCPUs)."""
-    return _need(services.cloud_quotas).request_increase(
+    """File an increase that covers ``desired_gpus`` GPUs of the SKU (AWS: converted to vCPUs; GCP: a quota
+    preference in GPUs)."""
+    return _quotas(services).request_increase(
         actor, region=body.region, sku_id=body.sku, tier=body.tier, desired_gpus=body.desired_gpus
     )
 
@@ -74,11 +87,13 @@ def quotas_file_due(
     days: Annotated[int, Query(ge=1, le=730)] = 90,
     increase_lead_days: Annotated[int, Query(ge=0, le=365)] = 14,
 ) -> Any:
-    """File the increase requests the quota outlook drafted and marked due (needs GPUFLEET_AWS_FILE_QUOTA_INCREASES)."""
-    quotas = _need(services.cloud_quotas)
-    if not services.settings.aws_file_quota_increases:
+    """File the increase requests the quota outlook drafted and marked due (needs
+    GPUFLEET_AWS_FILE_QUOTA_INCREASES or GPUFLEET_GCP_FILE_QUOTA_INCREASES)."""
+    quotas = _quotas(services)
+    setting = f"{quotas.provider}_file_quota_increases"
+    if not getattr(services.settings, setting):
         raise ConflictError(
-            "filing drafted quota increases is off (GPUFLEET_AWS_FILE_QUOTA_INCREASES=false); "
+            f"filing drafted quota increases is off (GPUFLEET_{setting.upper()}=false); "
             "file one with POST /v1/quotas/increases"
         )
     outlook = services.quota_outlook.outlook(actor, sku_id=None, days=days, increase_lead_days=increase_lead_days)
@@ -87,8 +102,9 @@ def quotas_file_due(
 
 @router.get("/v1/quotas/increases/{request_id}")
 def quotas_increase_status(request_id: str, services: ServicesDep, actor: CurrentActor, region: Region) -> Any:
-    """The status of an increase request at Service Quotas (PENDING, CASE_OPENED, APPROVED, DENIED, ...)."""
-    return _need(services.cloud_quotas).increase_status(actor, region, request_id[:128])
+    """The status of an increase request at the provider (AWS: PENDING, CASE_OPENED, APPROVED, DENIED, ...; GCP:
+    RECONCILING, GRANTED, NOT_GRANTED)."""
+    return _quotas(services).increase_status(actor, region, request_id[:128])
 
 
 @router.get("/v1/capacity-blocks/offerings")
