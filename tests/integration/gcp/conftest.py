@@ -1,6 +1,7 @@
-"""The GCP test world: the discovery-validated Compute Engine fake (tests/integration/gcp/fake_gcp.py), started once
-per session on loopback. Every test here carries the ``gcp`` marker and fails if a request or a response broke the
-discovery document."""
+"""The GCP test world: the discovery-validated Compute Engine fake (tests/integration/gcp/fake_gcp.py) and the Cloud
+Quotas fake validated by Google's client library types (fake_quotas.py), each started once per session on loopback.
+Every test here carries the ``gcp`` marker and fails if a request or a response broke the discovery document or the
+Cloud Quotas types."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from gpufleet.service.clock import FixedClock
 from gpufleet.service.settings import Settings
 from tests.integration.conftest import NOW_S, Database, LiveServer
 from tests.integration.gcp.fake_gcp import FakeGcp
+from tests.integration.gcp.fake_quotas import FakeQuotas
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -35,6 +37,21 @@ def fake_gcp(fake_gcp_server: FakeGcp) -> Iterator[FakeGcp]:
     fake_gcp_server.reset()
     yield fake_gcp_server
     assert fake_gcp_server.violations == [], fake_gcp_server.violations
+
+
+@pytest.fixture(scope="session")
+def fake_quotas_server() -> Iterator[FakeQuotas]:
+    fake = FakeQuotas().start()
+    yield fake
+    fake.stop()
+
+
+@pytest.fixture
+def fake_quotas(fake_quotas_server: FakeQuotas) -> Iterator[FakeQuotas]:
+    """The Cloud Quotas fake, emptied for the test; the test fails if any request or response broke the types."""
+    fake_quotas_server.reset()
+    yield fake_quotas_server
+    assert fake_quotas_server.violations == [], fake_quotas_server.violations
 
 
 Start = Callable[..., LiveServer]
