@@ -10,7 +10,7 @@ import httpx
 import pytest
 
 from gpufleet.adapters.gcp.reservations import GcpReservations, resource_name
-from gpufleet.adapters.gcp.session import GoogleApi, GcpConfig
+from gpufleet.adapters.gcp.session import GcpConfig, GoogleApi
 from gpufleet.adapters.providers import OrderRequest, ProviderRefused, ProviderTimeout
 from tests.integration.gcp.fake_gcp import FakeGcp
 

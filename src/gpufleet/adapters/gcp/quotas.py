@@ -182,7 +182,8 @@ class GcpCloudQuotas:
                 return _request(pref, region, code)  # it already asks for as much: never lower a preference
             name = str(pref["name"]).rsplit("/", 1)[-1]
             patch = {k: body[k] for k in ("quotaConfig", "justification", "contactEmail")}
-            patch |= {k: pref[k] for k in ("name", "service", "quotaId", "dimensions", "etag") if k in pref}
+            # the path names it (Google answers names with the project number; the path has our project id)
+            patch |= {k: pref[k] for k in ("service", "quotaId", "dimensions", "etag") if k in pref}
             try:
                 got = self._api.call(
                     "quotaPreferences.patch",
