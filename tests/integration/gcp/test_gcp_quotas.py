@@ -118,6 +118,44 @@ def test_a_console_preference_is_patched_not_duplicated(fake_quotas: FakeQuotas)
     assert fake_quotas.calls["quotaPreferences.patch"] == 1
 
 
+class _Racing(GoogleApi):
+    """A client whose first patch meets a preference someone changed since it was read (the console raised it)."""
+
+    def __init__(self, *args: Any, fake: FakeQuotas, to: int, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._fake, self._to = fake, to
+
+    def call(self, what: str, method: str, path: str, **kw: Any) -> dict[str, Any]:
+        if what == "quotaPreferences.patch" and self._to:
+            raised, self._to = {"quotaConfig": {"preferredValue": str(self._to)}, "contactEmail": "x@example.com"}, 0
+            r = httpx.patch(
+                f"{self._fake.url}/v1/projects/{PROJECT}/{path}",
+                params={"updateMask": "quotaConfig.preferredValue,contactEmail"},
+                json=raised,
+                headers={"Authorization": "Bearer console"},
+            )
+            assert r.status_code == 200, r.text
+        return super().call(what, method, path, **kw)
+
+
+@pytest.mark.parametrize(("console", "patches"), [(24, 2), (128, 1)])
+def test_a_preference_changed_under_the_patch_is_read_again(
+    fake_quotas: FakeQuotas, console: int, patches: int
+) -> None:
+    """Refused ABORTED (a stale etag), the preference is read again: still below the need, patched with the new
+    etag; already above it (someone asked for more), left alone."""
+    _seed(fake_quotas)
+    q = _quotas(fake_quotas)
+    pid = preference_id("l4", "on_demand", REGION, L4.code)
+    q.request_increase(REGION, L4.code, 8, reason="outlook")
+    cfg = GcpConfig(project=PROJECT, regions=tuple(WHERE), endpoint_url=fake_quotas.url, credentials="none")
+    racing = _Racing(cfg, root=f"{fake_quotas.url}/v1/", fake=fake_quotas, to=console)
+    filed = GcpCloudQuotas(racing, contact_email=EMAIL).request_increase(REGION, L4.code, 64, reason="outlook")
+    assert filed.request_id == pid and filed.desired_value == max(64, console)
+    assert fake_quotas.preference(pid).quota_config.preferred_value == max(64, console)
+    assert fake_quotas.calls["quotaPreferences.patch"] == 1 + patches  # the console's, then ours
+
+
 def test_a_lost_answer_is_retried_into_one_preference(fake_quotas: FakeQuotas) -> None:
     _seed(fake_quotas)
     fake_quotas.delay_next("quotaPreferences.create", 1.5)  # performed; its answer comes after our read timeout

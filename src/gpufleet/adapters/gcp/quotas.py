@@ -177,7 +177,9 @@ class GcpCloudQuotas:
             pref = self._preference_of(q, region)
             if pref is None:
                 raise ProviderRefused("ALREADY_EXISTS", f"quota preference of {code} in {region}", retryable=True)
-        for attempt in (1, 2):
+        attempt = 0
+        while True:  # a patch refused ABORTED (changed since read) is read and tried once more
+            attempt += 1
             if float((pref.get("quotaConfig") or {}).get("preferredValue", 0)) >= desired_value:
                 return _request(pref, region, code)  # it already asks for as much: never lower a preference
             name = str(pref["name"]).rsplit("/", 1)[-1]
@@ -197,7 +199,6 @@ class GcpCloudQuotas:
                 if exc.code != "ABORTED" or attempt == 2:
                     raise
                 pref = self._api.get("quotaPreferences.get", f"{prefs}/{name}") or pref
-        raise AssertionError("unreachable")
 
     def request_status(self, region: str, request_id: str) -> IncreaseRequest:
         pref = self._api.get("quotaPreferences.get", f"locations/global/quotaPreferences/{request_id}")
