@@ -289,7 +289,8 @@ def test_as_a_user_runs_it_a_mistyped_sqlite_path_is_refused_and_no_empty_file_i
 
 def test_as_a_user_runs_it_serve_on_gcp_names_the_missing_setting(tmp_path: Path) -> None:
     """`serve --provider gcp` stops at start, naming the setting: no project; no credentials to be found (a key file
-    that is not there; gcloud's and the metadata server's lookups kept out); no credentials against Google."""
+    that is not there; gcloud's and the metadata server's lookups kept out); no credentials against Google; a quota
+    contact that is no email address; a Cloud Quotas endpoint that is no URL."""
     url = f"sqlite:///{tmp_path / 'g.db'}"
     assert _run("db", "upgrade", "--db", url).returncode == 0
     env = {k: v for k, v in os.environ.items() if not k.startswith(("GPUFLEET_", "GOOGLE_", "CLOUDSDK_"))}
@@ -299,6 +300,8 @@ def test_as_a_user_runs_it_serve_on_gcp_names_the_missing_setting(tmp_path: Path
         ({"GPUFLEET_GCP_PROJECT": "p", "GOOGLE_APPLICATION_CREDENTIALS": str(tmp_path / "nokey.json")},
          "error: gcp_credentials: no Application Default Credentials"),
         ({"GPUFLEET_GCP_PROJECT": "p", "GPUFLEET_GCP_CREDENTIALS": "none"}, "'none' only with gcp_endpoint_url"),
+        ({"GPUFLEET_GCP_PROJECT": "p", "GPUFLEET_GCP_QUOTA_CONTACT_EMAIL": "oncall"}, "error: GPUFLEET_GCP_QUOTA_CONTACT_EMAIL"),
+        ({"GPUFLEET_GCP_PROJECT": "p", "GPUFLEET_GCP_QUOTAS_ENDPOINT_URL": "localhost:9"}, "GPUFLEET_GCP_QUOTAS_ENDPOINT_URL"),
     )  # fmt: skip
     for extra, message in cases:
         r = subprocess.run([sys.executable, "-m", "gpufleet", "serve", "--db", url, "--provider", "gcp", "--port",
