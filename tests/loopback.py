@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import json
 import threading
+import time
+from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
 
 
 def serve(handler: type[BaseHTTPRequestHandler]) -> tuple[ThreadingHTTPServer, str]:
@@ -18,3 +22,36 @@ def stop(server: ThreadingHTTPServer | None) -> None:
     if server is not None:
         server.shutdown()
         server.server_close()
+
+
+JsonHandle = Callable[[str, str, str | None, bytes], tuple[int, Any, float]]
+
+
+def serve_json(handle: JsonHandle) -> tuple[ThreadingHTTPServer, str]:
+    """Serve every HTTP method with ``handle(verb, target, authorization, body) -> (status, JSON, delay_s)``: the
+    answer is sent after ``delay_s`` seconds (a late answer; a client gone meanwhile is ignored)."""
+
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def _any(self) -> None:
+            raw = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+            status, out, delay = handle(self.command, self.path, self.headers.get("Authorization"), raw)
+            if delay:
+                time.sleep(delay)
+            data = json.dumps(out).encode()
+            try:
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json; charset=UTF-8")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+            except (BrokenPipeError, ConnectionResetError):
+                pass
+
+        do_GET = do_POST = do_DELETE = do_PATCH = do_PUT = _any  # noqa: N815
+
+        def log_message(self, *_: Any) -> None:
+            pass
+
+    return serve(Handler)

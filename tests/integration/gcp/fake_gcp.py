@@ -25,7 +25,7 @@ import time
 from collections import Counter
 from collections.abc import Callable
 from datetime import datetime, timedelta, timezone
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qsl, unquote, urlsplit
@@ -266,32 +266,7 @@ class FakeGcp:
 
     # ---- server ---------------------------------------------------------------------------------------------------
     def start(self) -> FakeGcp:
-        fake = self
-
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-
-            def _any(self) -> None:
-                raw = self.rfile.read(int(self.headers.get("Content-Length") or 0))
-                status, out, delay = fake.handle(self.command, self.path, self.headers.get("Authorization"), raw)
-                if delay:
-                    time.sleep(delay)
-                data = json.dumps(out).encode()
-                try:
-                    self.send_response(status)
-                    self.send_header("Content-Type", "application/json; charset=UTF-8")
-                    self.send_header("Content-Length", str(len(data)))
-                    self.end_headers()
-                    self.wfile.write(data)
-                except (BrokenPipeError, ConnectionResetError):
-                    pass
-
-            do_GET = do_POST = do_DELETE = do_PATCH = do_PUT = _any  # noqa: N815
-
-            def log_message(self, *_: Any) -> None:
-                pass
-
-        self._server, self.url = loopback.serve(Handler)
+        self._server, self.url = loopback.serve_json(self.handle)
         return self
 
     def stop(self) -> None:
