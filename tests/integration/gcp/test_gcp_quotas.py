@@ -184,6 +184,9 @@ def test_no_contact_email_no_increase_and_throttling_is_retried(fake_quotas: Fak
     with pytest.raises(ValidationError) as unknown:
         _quotas(fake_quotas).request_status(REGION, "nobody-made-this")
     assert unknown.value.field == "request_id"
+    with pytest.raises(ValidationError) as walking:  # never a path of its own at the provider
+        _quotas(fake_quotas).request_status(REGION, "../services/x")
+    assert walking.value.field == "request_id" and fake_quotas.calls["quotaPreferences.get"] == 1
 
 
 # ---- over HTTP, on SQLite and PostgreSQL ------------------------------------------------------------------------
@@ -293,3 +296,8 @@ def test_without_a_contact_email_an_increase_is_refused_naming_the_setting(
         r = c.post("/v1/quotas/increases", json={"region": REGION, "sku": SKU, "desired_gpus": 64})
     assert r.status_code == 422 and r.json()["field"] == "gcp_quota_contact_email", r.text
     assert fake_quotas.calls["quotaPreferences.create"] == 0
+    with server.client("viewer", "vic") as v:  # a request id that would walk the provider's URL: refused here
+        for rid in ("..%2F..%2Fservices%2Fx", "a%3Fkey%3Dv", "x" * 65):
+            bad = v.get(f"/v1/quotas/increases/{rid}", params={"region": REGION})
+            assert bad.status_code in (404, 422) and "Traceback" not in bad.text, (rid, bad.text)
+    assert fake_quotas.calls["quotaPreferences.get"] == 0

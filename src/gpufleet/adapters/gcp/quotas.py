@@ -27,6 +27,7 @@ its times do not tell how long one request took: ``turnaround_s`` is None and th
 from __future__ import annotations
 
 import hashlib
+import re
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -40,6 +41,7 @@ from gpufleet.domain.errors import ValidationError
 SERVICE = "compute.googleapis.com"
 FAMILY_QUOTA = "GPUS-PER-GPU-FAMILY-per-project-region"
 TIERS = ("on_demand", "spot")
+PREFERENCE_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.~-]{0,62}")
 
 
 @dataclass(frozen=True, slots=True)
@@ -201,6 +203,8 @@ class GcpCloudQuotas:
                 pref = self._api.get("quotaPreferences.get", f"{prefs}/{name}") or pref
 
     def request_status(self, region: str, request_id: str) -> IncreaseRequest:
+        if not PREFERENCE_ID.fullmatch(request_id):  # it becomes a path segment
+            raise ValidationError("request_id", f"not a quota preference id: {request_id!r}")
         pref = self._api.get("quotaPreferences.get", f"locations/global/quotaPreferences/{request_id}")
         if pref is None:
             raise ValidationError("request_id", f"no quota preference {request_id!r} in the project")

@@ -101,10 +101,10 @@ def quotas_file_due(
 
 
 @router.get("/v1/quotas/increases/{request_id}")
-def quotas_increase_status(request_id: str, services: ServicesDep, actor: CurrentActor, region: Region) -> Any:
+def quotas_increase_status(request_id: IdPath, services: ServicesDep, actor: CurrentActor, region: Region) -> Any:
     """The status of an increase request at the provider (AWS: PENDING, CASE_OPENED, APPROVED, DENIED, ...; GCP:
     RECONCILING, GRANTED, NOT_GRANTED)."""
-    return _quotas(services).increase_status(actor, region, request_id[:128])
+    return _quotas(services).increase_status(actor, region, request_id)
 
 
 @router.get("/v1/capacity-blocks/offerings")
