@@ -287,6 +287,28 @@ def test_as_a_user_runs_it_a_mistyped_sqlite_path_is_refused_and_no_empty_file_i
     assert _run("token", "create", "--role", "viewer", "--user", "vic", "--db", f"sqlite:///{made}").returncode == 0
 
 
+def test_as_a_user_runs_it_serve_on_azure_names_the_missing_setting(tmp_path: Path) -> None:
+    """`serve --provider azure` stops at start, naming the setting: no subscription; no resource group; no credentials
+    to be found (none in the environment, no Azure CLI); no credentials against Azure."""
+    url = f"sqlite:///{tmp_path / 'z.db'}"
+    assert _run("db", "upgrade", "--db", url).returncode == 0
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("GPUFLEET_", "AZURE_", "MSI_", "IDENTITY_"))}
+    env |= {"HOME": str(tmp_path), "PATH": "/usr/bin:/bin"}
+    sub = {"GPUFLEET_AZURE_SUBSCRIPTION_ID": "00000000-0000-0000-0000-000000000001"}
+    both = sub | {"GPUFLEET_AZURE_RESOURCE_GROUP": "gpu-fleet"}
+    cases = (
+        ({}, "error: azure_subscription_id: name the subscription"),
+        (sub, "error: azure_resource_group: name the resource group"),
+        (both, "error: azure_credentials: no Azure credentials here"),
+        (both | {"GPUFLEET_AZURE_CREDENTIALS": "none"}, "'none' only with azure_endpoint_url"),
+        (both | {"GPUFLEET_AZURE_REGIONS": "eastus"}, "error: GPUFLEET_AZURE_REGIONS"),
+    )
+    for extra, message in cases:
+        r = subprocess.run([sys.executable, "-m", "gpufleet", "serve", "--db", url, "--provider", "azure", "--port",
+                            "58733"], capture_output=True, text=True, timeout=120, check=False, env=env | extra)  # fmt: skip
+        assert r.returncode == 2 and message in r.stderr and "Traceback" not in r.stderr, (extra, r.stderr)
+
+
 def test_as_a_user_runs_it_serve_on_gcp_names_the_missing_setting(tmp_path: Path) -> None:
     """`serve --provider gcp` stops at start, naming the setting: no project; no credentials to be found (a key file
     that is not there; gcloud's and the metadata server's lookups kept out); no credentials against Google; a quota

@@ -21,6 +21,7 @@ class ProviderChoice(StrEnum):
     simulated = "simulated"
     aws = "aws"
     gcp = "gcp"
+    azure = "azure"
 
 
 class LogLevel(StrEnum):

@@ -88,7 +88,8 @@ def build_services(
 
     ``settings.provider == "aws"`` wires the AWS adapters (the provider port over EC2 capacity reservations,
     Service Quotas for the quota outlook, Capacity Blocks, prices), ``"gcp"`` the provider port over Compute Engine
-    reservations and Cloud Quotas for the quota outlook (adapters/gcp); ``on_dry_run`` receives each AWS call a dry
+    reservations and Cloud Quotas for the quota outlook (adapters/gcp), ``"azure"`` the provider port over capacity
+    reservations (adapters/azure); ``on_dry_run`` receives each AWS call a dry
     run would have made (``settings.aws_dry_run``). ``leader``: who may submit to the provider (default: the
     advisory lock on PostgreSQL, this process on SQLite)."""
     engine = engine or make_engine(
@@ -104,6 +105,8 @@ def build_services(
     if settings.provider == "aws":
         cloud = _aws(settings, engine, clock, ids, on_dry_run)
         provider = provider or cloud["aws"].reservations
+    elif settings.provider == "azure":
+        provider = provider or _azure(settings, clock)
     elif settings.provider == "gcp":
         cloud = _gcp(settings, engine, clock)
         gcp_reservations = cloud.pop("gcp_reservations")
@@ -196,6 +199,23 @@ def _gcp(settings: Settings, engine: Engine, clock: Clock) -> dict[str, Any]:
         )
         out["cloud_quotas"] = CloudQuotaService(engine, clock, quotas, cache_s=settings.gcp_quota_cache_s)
     return out
+
+
+def _azure(settings: Settings, clock: Clock) -> ProviderPort:
+    from gpufleet.adapters.azure.reservations import AzureCapacityReservations
+    from gpufleet.adapters.azure.session import ArmApi, AzureConfig
+
+    config = AzureConfig(
+        subscription_id=settings.azure_subscription_id or "",
+        resource_group=settings.azure_resource_group or "",
+        regions=tuple(settings.azure_regions),
+        zones=dict(settings.azure_zones),
+        endpoint_url=settings.azure_endpoint_url,
+        credentials=settings.azure_credentials,
+        read_timeout_s=settings.provider_timeout_s,
+        max_attempts=settings.azure_max_attempts,
+    )
+    return AzureCapacityReservations(ArmApi(config), now_s=clock.now_s)
 
 
 def _aws(

@@ -142,11 +142,12 @@ class Settings(BaseSettings):
         "long a revoked token keeps working.",
     )
 
-    provider: Literal["simulated", "aws", "gcp"] = Field(
+    provider: Literal["simulated", "aws", "gcp", "azure"] = Field(
         default="simulated",
         description="Where reservations are bought: 'simulated' (a table in this database; zero setup), 'aws' "
-        "(EC2 capacity reservations, Capacity Blocks, Service Quotas, prices; the standard AWS credential chain) "
-        "or 'gcp' (Compute Engine reservations and future reservations; Application Default Credentials).",
+        "(EC2 capacity reservations, Capacity Blocks, Service Quotas, prices; the standard AWS credential chain), "
+        "'gcp' (Compute Engine reservations and future reservations, Cloud Quotas; Application Default "
+        "Credentials) or 'azure' (capacity reservations and future capacity reservations; DefaultAzureCredential).",
     )
     aws_regions: list[str] = Field(
         default_factory=lambda: ["us-east-1"],
@@ -239,7 +240,35 @@ class Settings(BaseSettings):
         default=300.0, ge=0, le=86400, description="Seconds GPU quota readings from Cloud Quotas are reused."
     )
 
-    @field_validator("aws_endpoint_url", "gcp_endpoint_url", "gcp_quotas_endpoint_url")
+    azure_subscription_id: str | None = Field(
+        default=None, description="With provider 'azure': the subscription that holds the capacity reservations."
+    )
+    azure_resource_group: str | None = Field(
+        default=None, description="With provider 'azure': the resource group gpufleet creates its reservations in."
+    )
+    azure_regions: list[str] = Field(
+        default_factory=lambda: ["eastus"],
+        description="Azure locations the fleet uses (JSON list in GPUFLEET_AZURE_REGIONS); orders elsewhere are "
+        "refused.",
+    )
+    azure_zones: dict[str, str] = Field(
+        default_factory=dict,
+        description="Availability zone per Azure location for reservations ('1'; none: a regional reservation).",
+    )
+    azure_endpoint_url: str | None = Field(
+        default=None, description="Another Azure Resource Manager root (an emulator); None = Azure."
+    )
+    azure_credentials: Literal["default", "none"] = Field(
+        default="default",
+        description="'default': DefaultAzureCredential (AKS workload identity, a managed identity, the environment's "
+        "service principal, the Azure CLI login); 'none': no credentials, only with azure_endpoint_url (an "
+        "emulator). No Azure secret is ever a gpufleet setting.",
+    )
+    azure_max_attempts: int = Field(
+        default=3, ge=1, le=10, description="Attempts per Azure call on no answer, 429 or 5xx (Retry-After or backoff)."
+    )
+
+    @field_validator("aws_endpoint_url", "gcp_endpoint_url", "gcp_quotas_endpoint_url", "azure_endpoint_url")
     @classmethod
     def _endpoint_is_http(cls, value: str | None) -> str | None:
         if value is not None and not value.startswith(("http://", "https://")):

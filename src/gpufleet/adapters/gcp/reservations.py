@@ -28,23 +28,21 @@ price side of a commitment); a reservation alone is billed at on-demand rates (d
 
 from __future__ import annotations
 
-import hashlib
 import json
-import re
 import time
 import uuid
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
-from gpufleet.adapters.gcp.machines import machine_type, machines_for
+from gpufleet.adapters.gcp.machines import MACHINE_TYPES, machine_type, machines_for
 from gpufleet.adapters.gcp.session import GoogleApi
 from gpufleet.adapters.providers import LifecycleState, OrderRequest, OrderState, ProviderOrder, ProviderRefused
+from gpufleet.adapters.resource_names import resource_name
 from gpufleet.domain.reservations import term_seconds
 
 CAPACITY_CODES = frozenset({"ZONE_RESOURCE_POOL_EXHAUSTED", "ZONE_RESOURCE_POOL_EXHAUSTED_WITH_DETAILS"})
 KINDS = ("reservations", "futureReservations")
-_NAME = re.compile(r"[a-z]([-a-z0-9]{0,61}[a-z0-9])?")
 _RESERVATION: dict[str, LifecycleState] = {
     "CREATING": "pending",
     "READY": "active",
@@ -61,17 +59,6 @@ _FUTURE: dict[str, LifecycleState] = {
     **dict.fromkeys(("FULFILLED", "FAILED_PARTIALLY_FULFILLED"), "active"),
     **dict.fromkeys(("DECLINED", "CANCELLED", "FAILED"), "cancelled"),
 }  # fmt: skip
-
-
-def resource_name(key: str) -> str:
-    """A valid, stable GCP resource name for an idempotency key: the key made legal, plus 8 hex of its hash (two
-    keys that read alike never share a name)."""
-    legal = re.sub(r"[^a-z0-9-]+", "-", key.lower()).strip("-")
-    if not legal or not legal[0].isalpha():
-        legal = "gpufleet-" + legal
-    name = f"{legal[:50].rstrip('-')}-{hashlib.sha256(key.encode()).hexdigest()[:8]}"
-    assert _NAME.fullmatch(name), name
-    return name
 
 
 def request_id() -> str:
@@ -111,6 +98,8 @@ class GcpReservations:
 
     # ---- the port -----------------------------------------------------------------------------------------
     def submit(self, key: str, order: OrderRequest) -> ProviderOrder:
+        if order.sku_id not in MACHINE_TYPES:  # refused before any call: the reservation is cancelled with the reason
+            raise ProviderRefused("sku_not_offered", f"GCP sells no machine type mapped for {order.sku_id}")
         found = self.find(key)
         if found is not None:
             return found

@@ -8,7 +8,8 @@ Contract:
   logs them. A token that cannot be refreshed is a retryable refusal (nothing was sent). ``credentials="none"`` sends a placeholder token and is allowed only with an
   ``endpoint_url`` of our own (an emulator or the tests' fake), never against Google.
 - a call that gets no answer (connect/read timeout, a dropped connection), or an answer of 429 or 5xx after
-  ``max_attempts`` attempts (exponential backoff with full jitter between them), raises
+  ``max_attempts`` attempts (``Retry-After`` or exponential backoff with full jitter between them:
+  :mod:`gpufleet.adapters.http_retry`), raises
   :class:`~gpufleet.adapters.providers.ProviderTimeout`: its outcome is unknown. Retrying a mutation is safe
   because every mutation carries a ``requestId`` (GCP runs a request id once).
 - any other error answer raises :class:`~gpufleet.adapters.providers.ProviderRefused` with GCP's ``reason``
@@ -19,7 +20,6 @@ Contract:
 
 from __future__ import annotations
 
-import random
 import threading
 import time
 from collections.abc import Callable, Mapping
@@ -28,6 +28,7 @@ from typing import Any
 
 import httpx
 
+from gpufleet.adapters.http_retry import RETRY_STATUS, send_with_retries
 from gpufleet.adapters.providers import ProviderRefused, ProviderTimeout
 from gpufleet.domain.errors import ValidationError
 
@@ -35,7 +36,6 @@ COMPUTE_URL = "https://compute.googleapis.com/compute/v1/"
 QUOTAS_URL = "https://cloudquotas.googleapis.com/v1/"
 NOT_FOUND = frozenset({"notFound", "NOT_FOUND"})
 SCOPE = "https://www.googleapis.com/auth/cloud-platform"
-RETRY_STATUS = frozenset({429, 500, 502, 503, 504})
 
 
 @dataclass(frozen=True, slots=True)
@@ -141,32 +141,23 @@ class GoogleApi:
         self, what: str, method: str, path: str, *, params: Mapping[str, str] | None = None, body: Any = None
     ) -> dict[str, Any]:
         """One call, retried on no answer, 429 and 5xx; raises the port's outcome on failure, never httpx's."""
-        attempt = 0
-        while True:
-            attempt += 1
-            try:
-                headers = {"Authorization": f"Bearer {self._token()}"}
-                r = self._http.request(
-                    method, f"projects/{self.config.project}/{path}", params=params, json=body, headers=headers
-                )
-            except httpx.TransportError as exc:
-                if attempt < self.config.max_attempts:
-                    self._backoff(attempt)
-                    continue
-                raise ProviderTimeout(f"{what}: no answer ({type(exc).__name__})") from None
-            if r.status_code < 400:
-                out: dict[str, Any] = r.json() if r.content else {}
-                return out
-            if r.status_code in RETRY_STATUS and attempt < self.config.max_attempts:
-                self._backoff(attempt)
-                continue
-            reason, message = _error(r)
-            if r.status_code in RETRY_STATUS:
-                raise ProviderTimeout(f"{what}: {r.status_code} {reason} after {attempt} attempts: {message}")
-            raise ProviderRefused(reason, f"{what}: {message}", retryable=False)
 
-    def _backoff(self, attempt: int) -> None:
-        self._sleep(random.uniform(0, min(8.0, self.config.backoff_s * 2 ** (attempt - 1))))
+        def send() -> httpx.Response:
+            headers = {"Authorization": f"Bearer {self._token()}"}
+            return self._http.request(
+                method, f"projects/{self.config.project}/{path}", params=params, json=body, headers=headers
+            )
+
+        r, attempts = send_with_retries(
+            send, what=what, max_attempts=self.config.max_attempts, backoff_s=self.config.backoff_s, sleep=self._sleep
+        )
+        if r.status_code < 400:
+            out: dict[str, Any] = r.json() if r.content else {}
+            return out
+        reason, message = _error(r)
+        if r.status_code in RETRY_STATUS:
+            raise ProviderTimeout(f"{what}: {r.status_code} {reason} after {attempts} attempts: {message}")
+        raise ProviderRefused(reason, f"{what}: {message}", retryable=False)
 
 
 def _error(r: httpx.Response) -> tuple[str, str]:

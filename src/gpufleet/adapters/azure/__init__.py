@@ -1,0 +1,1 @@
+"""Azure: capacity reservations behind the provider port (docs/providers.md, "The Azure adapter")."""

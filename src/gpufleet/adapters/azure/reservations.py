@@ -1,0 +1,183 @@
+"""Azure capacity reservations behind the provider port.
+
+Contract (the port's): ``submit(key, order)`` looks the order up, then creates it. Azure holds exactly one
+reservation per VM size in a capacity reservation group, so each order gets a group of its own; both are named
+from the key (``resource_name``), and ARM's PUT is idempotent by name: a retry after an unknown outcome finds or
+re-puts the same resources, never a second reservation. The key, SKU, GPUs, term and start are tags of the
+reservation (``gpufleet-key``, ...); a reservation of that name without this key is a refusal, not an order.
+
+- A start at least :data:`FUTURE_MIN_DAYS` days ahead (and at most :data:`FUTURE_MAX_DAYS`) is a **future capacity
+  reservation** (``properties.scheduleProfile.start``, the start date; Azure evaluates it: Pending, Approved,
+  Committed, then Live or PartiallyFulfilled; Declined or FulfillmentFailed). A start sooner than that, now or
+  past, is a capacity reservation from now: Azure takes no start date under a week ahead, so the days before the
+  start are paid for (at most :data:`FUTURE_MIN_DAYS`).
+- A capacity reservation has no end at Azure (it is billed until deleted). gpufleet ends it: ``describe`` of a
+  reservation whose term (its ``gpufleet-end-s`` tag) has passed deletes the reservation and its group and reports
+  ``expired``; a delete Azure refuses (a future reservation still inside its minimum commitment) leaves it
+  ``active``, with the refusal as the reason, and is tried again on the next pass.
+- ``describe`` maps Azure's states onto the lifecycle: ``provisioningState`` Creating -> pending, Succeeded /
+  Updating -> active, Failed / Canceled / Deleting -> cancelled; a future reservation
+  follows ``instanceView.reservationStateInfo.reservationState`` (Pending / Approved / Committed -> pending, Live /
+  PartiallyFulfilled -> active, Declined / FulfillmentFailed -> cancelled). A reservation that no longer exists is
+  ``cancelled`` with provider state ``NotFound`` (the service ends an active one as expired).
+
+Units are GPUs; Azure reserves whole VMs, ``ceil(units / 8)``. The order id is ``REGION/NAME`` (group and
+reservation share the name). Not bought here: reserved instances or savings plans, the price side; a capacity
+reservation alone is billed at pay-as-you-go rates from its creation (docs/providers.md).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from datetime import UTC, datetime
+from typing import Any
+
+from gpufleet.adapters.azure.session import ArmApi
+from gpufleet.adapters.azure.vm_sizes import VM_SIZES, vm_size, vms_for
+from gpufleet.adapters.providers import LifecycleState, OrderRequest, OrderState, ProviderOrder, ProviderRefused
+from gpufleet.adapters.resource_names import resource_name
+from gpufleet.domain.reservations import term_seconds
+
+DAY_S = 86_400
+FUTURE_MIN_DAYS = 7  # Azure's rule for a future capacity reservation's start (the SDK's ScheduleProfile)
+FUTURE_MAX_DAYS = 182
+GROUPS = "capacityReservationGroups"
+_PROVISIONING: dict[str, LifecycleState] = {
+    "Creating": "pending",
+    "Updating": "active",  # a change to a reservation that exists
+    "Succeeded": "active",
+    "Failed": "cancelled",
+    "Canceled": "cancelled",
+    "Deleting": "cancelled",
+}
+_FUTURE: dict[str, LifecycleState] = {
+    **dict.fromkeys(("Pending", "Approved", "Committed"), "pending"),
+    **dict.fromkeys(("Live", "PartiallyFulfilled"), "active"),
+    **dict.fromkeys(("Declined", "FulfillmentFailed"), "cancelled"),
+}
+
+
+class AzureCapacityReservations:
+    """The provider port (and its lifecycle) over Azure capacity reservations and future capacity reservations."""
+
+    def __init__(self, api: ArmApi, *, now_s: Callable[[], int]) -> None:
+        self._api = api
+        self._now_s = now_s
+
+    # ---- the port -----------------------------------------------------------------------------------------
+    def submit(self, key: str, order: OrderRequest) -> ProviderOrder:
+        if order.sku_id not in VM_SIZES:  # refused before any call: the reservation is cancelled with the reason
+            raise ProviderRefused("sku_not_offered", f"Azure sells no VM size mapped for {order.sku_id}")
+        if order.region_id not in self._api.config.regions:
+            raise ProviderRefused("region_not_configured", f"{order.region_id} is not in azure_regions")
+        found = self.find(key)
+        if found is not None:
+            return found
+        return self.create(key, order)
+
+    def create(self, key: str, order: OrderRequest) -> ProviderOrder:
+        """PUT the order's group, then its reservation (both idempotent by name); no lookup first."""
+        name, region = resource_name(key), order.region_id
+        zone = self._api.config.zones.get(region)
+        zones = {"zones": [zone]} if zone else {}
+        self._api.call(f"{GROUPS}.createOrUpdate", "PUT", f"{GROUPS}/{name}", body={"location": region, **zones})
+        self._api.call(
+            "capacityReservations.createOrUpdate",
+            "PUT",
+            f"{GROUPS}/{name}/capacityReservations/{name}",
+            body=self._body(key, order, zones),
+        )
+        return ProviderOrder(
+            f"{region}/{name}", key, order.sku_id, region, order.units, order.term_months, order.start_s
+        )
+
+    def find(self, key: str) -> ProviderOrder | None:
+        name = resource_name(key)
+        got = self._api.get("capacityReservations.get", f"{GROUPS}/{name}/capacityReservations/{name}")
+        if got is None:
+            return None
+        tags = got.get("tags") or {}
+        if tags.get("gpufleet-key") != key:
+            raise ProviderRefused("name_taken", f"capacity reservation {name} exists but gpufleet did not create it")
+        return ProviderOrder(
+            f"{got.get('location', '')}/{name}",
+            key,
+            str(tags.get("gpufleet-sku", "")),
+            str(got.get("location", "")),
+            int(tags.get("gpufleet-gpus") or 0),
+            int(tags.get("gpufleet-term-months") or 0),
+            int(tags.get("gpufleet-start-s") or 0),
+        )
+
+    def describe(self, order_ids: Sequence[str]) -> dict[str, OrderState]:
+        out: dict[str, OrderState] = {}
+        for oid in order_ids:
+            parts = oid.split("/")
+            if len(parts) != 2 or not parts[1].startswith("gpufleet"):
+                continue  # not an order of this provider: unknown
+            name = parts[1]
+            got = self._api.get(
+                "capacityReservations.get",
+                f"{GROUPS}/{name}/capacityReservations/{name}",
+                params={"$expand": "instanceView"},
+            )
+            if got is None:
+                out[oid] = OrderState(oid, "cancelled", "NotFound", "the reservation no longer exists at Azure")
+                continue
+            state, word = _state(got)
+            end_s = int((got.get("tags") or {}).get("gpufleet-end-s") or 0)
+            if state == "active" and end_s and self._now_s() >= end_s:
+                try:
+                    self.cancel(oid)  # Azure bills it until deleted: its term is over
+                except ProviderRefused as exc:
+                    out[oid] = OrderState(oid, "active", word, f"term over, delete refused: {exc.code}")
+                    continue
+                state = "expired"
+            out[oid] = OrderState(oid, state, word)
+        return out
+
+    # ---- beyond the port ----------------------------------------------------------------------------------
+    def cancel(self, order_id: str) -> None:
+        """Delete the reservation, then its group (both gone when already gone)."""
+        name = order_id.rsplit("/", maxsplit=1)[-1]
+        for what, path in (
+            ("capacityReservations.delete", f"{GROUPS}/{name}/capacityReservations/{name}"),
+            (f"{GROUPS}.delete", f"{GROUPS}/{name}"),
+        ):
+            try:
+                self._api.call(what, "DELETE", path)
+            except ProviderRefused as exc:
+                if exc.code not in ("ResourceNotFound", "NotFound", "ParentResourceNotFound"):
+                    raise
+
+    # ---- helpers ------------------------------------------------------------------------------------------
+    def _body(self, key: str, order: OrderRequest, zones: dict[str, Any]) -> dict[str, Any]:
+        end_s = order.start_s + term_seconds(order.term_months)
+        tags = {
+            "gpufleet-key": key,
+            "gpufleet-sku": order.sku_id,
+            "gpufleet-gpus": str(order.units),
+            "gpufleet-term-months": str(order.term_months),
+            "gpufleet-start-s": str(order.start_s),
+            "gpufleet-end-s": str(end_s),
+        }
+        body: dict[str, Any] = {
+            "location": order.region_id,
+            "sku": {"name": vm_size(order.sku_id).name, "capacity": vms_for(order.sku_id, order.units)},
+            "tags": tags,
+            **zones,
+        }
+        ahead_days = (order.start_s - self._now_s()) / DAY_S
+        if FUTURE_MIN_DAYS <= ahead_days <= FUTURE_MAX_DAYS:
+            start = datetime.fromtimestamp(order.start_s, UTC).strftime("%Y-%m-%d")
+            body["properties"] = {"scheduleProfile": {"start": start}}
+        return body
+
+
+def _state(got: dict[str, Any]) -> tuple[LifecycleState, str]:
+    props = got.get("properties") or {}
+    future = ((props.get("instanceView") or {}).get("reservationStateInfo") or {}).get("reservationState")
+    if (props.get("scheduleProfile") or {}).get("start") and future:
+        return _FUTURE.get(str(future), "pending"), str(future)
+    word = str(props.get("provisioningState") or "Creating")
+    return _PROVISIONING.get(word, "pending"), word

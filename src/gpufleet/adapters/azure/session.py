@@ -1,0 +1,170 @@
+"""One Azure Resource Manager client (Microsoft.Compute in one subscription and resource group): credentials,
+timeouts, retries, and ARM's errors mapped onto the provider port's outcomes.
+
+Contract:
+- credentials come only from azure-identity's ``DefaultAzureCredential`` (AKS workload identity, a managed identity,
+  the environment's service principal, the Azure CLI's login), resolved when the client is built and asked for a
+  token there, so a server without them stops at start naming ``azure_credentials``; nothing here stores or logs
+  them. A token that cannot be refreshed later is a retryable refusal (nothing was sent). ``credentials="none"``
+  sends a placeholder token and is allowed only with an ``endpoint_url`` of our own (an emulator, the tests' fake).
+- every call carries ``api-version`` :data:`API_VERSION` (the version of azure-mgmt-compute's models the tests
+  validate against: the first with future capacity reservations).
+- no answer, or 429/5xx after ``max_attempts`` attempts (``Retry-After`` or backoff between them), raises
+  :class:`~gpufleet.adapters.providers.ProviderTimeout` (unknown outcome; ARM's PUT is idempotent by name, so a
+  retry is safe); any other error answer raises :class:`~gpufleet.adapters.providers.ProviderRefused` with ARM's
+  ``error.code``, retryable for the capacity codes (:data:`CAPACITY_CODES`); :meth:`ArmApi.get` answers None for a
+  resource that does not exist.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import threading
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import httpx
+
+from gpufleet.adapters.http_retry import RETRY_STATUS, send_with_retries
+from gpufleet.adapters.providers import ProviderRefused, ProviderTimeout
+from gpufleet.domain.errors import ValidationError
+
+ARM_URL = "https://management.azure.com/"
+SCOPE = "https://management.azure.com/.default"
+API_VERSION = "2026-04-01"
+NOT_FOUND = frozenset({"ResourceNotFound", "NotFound", "ParentResourceNotFound", "ResourceGroupNotFound"})
+# Azure's answers when it has no hardware for the size now (a refusal about the moment, not the order)
+CAPACITY_CODES = frozenset(
+    {"AllocationFailed", "ZonalAllocationFailed", "OverconstrainedAllocationRequest",
+     "OverconstrainedZonalAllocationRequest", "SkuNotAvailable"}
+)  # fmt: skip
+
+
+@dataclass(frozen=True, slots=True)
+class AzureConfig:
+    """Where and how to call ARM. ``regions``: Azure locations the fleet uses (``eastus``, ...); ``zones``: the
+    availability zone per region a reservation is placed in (``"1"``; none: a regional reservation)."""
+
+    subscription_id: str
+    resource_group: str
+    regions: tuple[str, ...] = ("eastus",)
+    zones: Mapping[str, str] = field(default_factory=dict)
+    endpoint_url: str | None = None
+    credentials: str = "default"  # "default" | "none" (only with endpoint_url)
+    connect_timeout_s: float = 5.0
+    read_timeout_s: float = 10.0
+    max_attempts: int = 3
+    backoff_s: float = 0.5
+
+    def __post_init__(self) -> None:
+        if not self.subscription_id:
+            raise ValidationError("azure_subscription_id", "name the subscription that holds the reservations")
+        if not self.resource_group:
+            raise ValidationError("azure_resource_group", "name the resource group that holds the reservations")
+        if not self.regions:
+            raise ValidationError("azure_regions", "name at least one region")
+        if not 1 <= self.max_attempts <= 10:
+            raise ValidationError("azure_max_attempts", f"must be in 1..10, got {self.max_attempts}")
+        if self.credentials not in ("default", "none"):
+            raise ValidationError("azure_credentials", f"must be 'default' or 'none', got {self.credentials!r}")
+        if self.credentials == "none" and not self.endpoint_url:
+            raise ValidationError("azure_credentials", "'none' only with azure_endpoint_url (an emulator), never Azure")
+
+
+class DefaultToken:
+    """A bearer token for ARM from ``DefaultAzureCredential``, refreshed five minutes before it expires."""
+
+    def __init__(self) -> None:
+        from azure.core.exceptions import ClientAuthenticationError
+        from azure.identity import CredentialUnavailableError, DefaultAzureCredential
+
+        self._errors = (ClientAuthenticationError, CredentialUnavailableError)
+        self._cred = DefaultAzureCredential()
+        self._lock = threading.Lock()
+        quiet = logging.getLogger("azure.identity")
+        level = quiet.level
+        quiet.setLevel(logging.CRITICAL)  # the chain's own report of each failed try: the error below says it
+        try:
+            self._token = self._cred.get_token(SCOPE)
+        except self._errors as exc:
+            tried = re.findall(r"^\s+(\w+Credential):", str(exc), flags=re.M)
+            raise ValidationError(
+                "azure_credentials",
+                f"no Azure credentials here (DefaultAzureCredential tried {', '.join(tried) or 'its chain'})",
+            ) from None
+        finally:
+            quiet.setLevel(level)
+
+    def __call__(self) -> str:
+        with self._lock:
+            if self._token.expires_on - 300 < time.time():
+                try:
+                    self._token = self._cred.get_token(SCOPE)
+                except self._errors as exc:  # nothing was sent: the order is tried again later, not cancelled
+                    raise ProviderRefused("credentials_unavailable", f"token: {exc}", retryable=True) from None
+            return str(self._token.token)
+
+
+class ArmApi:
+    """JSON over HTTPS to Microsoft.Compute in one resource group (paths under ``.../providers/Microsoft.Compute/``);
+    thread-safe."""
+
+    def __init__(
+        self,
+        config: AzureConfig,
+        *,
+        token: Callable[[], str] | None = None,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> None:
+        self.config = config
+        self._token = token or ((lambda: "emulator") if config.credentials == "none" else DefaultToken())
+        self._sleep = sleep
+        base = (config.endpoint_url or ARM_URL).rstrip("/") + "/"
+        self._prefix = (
+            f"subscriptions/{config.subscription_id}/resourceGroups/{config.resource_group}"
+            "/providers/Microsoft.Compute/"
+        )
+        timeout = httpx.Timeout(config.read_timeout_s, connect=config.connect_timeout_s)
+        self._http = httpx.Client(base_url=base, timeout=timeout)
+
+    def get(self, what: str, path: str, *, params: Mapping[str, str] | None = None) -> dict[str, Any] | None:
+        """GET a resource; None when ARM says it does not exist."""
+        try:
+            return self.call(what, "GET", path, params=params)
+        except ProviderRefused as exc:
+            if exc.code in NOT_FOUND:
+                return None
+            raise
+
+    def call(
+        self, what: str, method: str, path: str, *, params: Mapping[str, str] | None = None, body: Any = None
+    ) -> dict[str, Any]:
+        """One call, retried on no answer, 429 and 5xx; raises the port's outcome on failure, never httpx's."""
+        query = {"api-version": API_VERSION, **(params or {})}
+
+        def send() -> httpx.Response:
+            headers = {"Authorization": f"Bearer {self._token()}"}
+            return self._http.request(method, self._prefix + path, params=query, json=body, headers=headers)
+
+        r, attempts = send_with_retries(
+            send, what=what, max_attempts=self.config.max_attempts, backoff_s=self.config.backoff_s, sleep=self._sleep
+        )
+        if r.status_code < 400:
+            out: dict[str, Any] = r.json() if r.content else {}
+            return out
+        code, message = _error(r)
+        if r.status_code in RETRY_STATUS:
+            raise ProviderTimeout(f"{what}: {r.status_code} {code} after {attempts} attempts: {message}")
+        raise ProviderRefused(code, f"{what}: {message}", retryable=code in CAPACITY_CODES)
+
+
+def _error(r: httpx.Response) -> tuple[str, str]:
+    """ARM's error answer: ``{"error": {"code", "message", "details": [...]}}``."""
+    try:
+        err = r.json().get("error") or {}
+    except (ValueError, AttributeError):
+        return f"http{r.status_code}", r.text[:200]
+    return str(err.get("code") or f"http{r.status_code}"), str(err.get("message") or "")[:500]
