@@ -29,10 +29,10 @@ from __future__ import annotations
 import hashlib
 import re
 from dataclasses import dataclass
-from datetime import datetime
 from typing import Any
 
 from gpufleet.adapters.gcp.machines import MACHINE_TYPES
+from gpufleet.adapters.gcp.reservations import epoch_s
 from gpufleet.adapters.gcp.session import GoogleApi
 from gpufleet.adapters.providers import ProviderRefused
 from gpufleet.adapters.quota_port import IncreaseRequest, QuotaReading, QuotaRef
@@ -243,9 +243,7 @@ def _quota_of(pref: dict[str, Any]) -> GpuQuota | None:
 
 
 def _epoch_s(stamp: Any) -> int | None:
-    if not stamp:
-        return None
-    return int(datetime.fromisoformat(str(stamp).replace("Z", "+00:00")).timestamp())
+    return epoch_s(str(stamp)) if stamp else None
 
 
 def _request(pref: dict[str, Any], region: str, code: str) -> IncreaseRequest:

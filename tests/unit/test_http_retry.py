@@ -1,0 +1,45 @@
+"""The cloud adapters' one retry loop: no answer and 429/5xx are retried, the server's Retry-After is honoured (and
+capped), a refusal is returned at once, and no answer after the last attempt is an unknown outcome."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import httpx
+import pytest
+
+from gpufleet.adapters.http_retry import MAX_RETRY_AFTER_S, send_with_retries
+from gpufleet.adapters.providers import ProviderTimeout
+
+
+def _answers(*items: int | str | Exception) -> tuple[list[float], Callable[[], httpx.Response]]:
+    slept: list[float] = []
+    queue = list(items)
+
+    def send() -> httpx.Response:
+        item = queue.pop(0)
+        if isinstance(item, Exception):
+            raise item
+        status, _, after = str(item).partition("/")
+        return httpx.Response(int(status), headers={"Retry-After": after} if after else {})
+
+    return slept, send
+
+
+def test_throttling_is_retried_after_the_servers_wait_and_a_refusal_is_returned_at_once() -> None:
+    slept, send = _answers("429/2", "503/7200", 200)
+    r, attempts = send_with_retries(send, what="x", max_attempts=3, backoff_s=0.5, sleep=slept.append)
+    assert (r.status_code, attempts) == (200, 3) and slept == [2.0, MAX_RETRY_AFTER_S]
+    slept, send = _answers(400, 200)
+    r, attempts = send_with_retries(send, what="x", max_attempts=3, backoff_s=0.5, sleep=slept.append)
+    assert (r.status_code, attempts, slept) == (400, 1, [])
+
+
+def test_no_answer_is_retried_with_backoff_then_an_unknown_outcome() -> None:
+    slept, send = _answers(httpx.ReadTimeout("t"), 500, httpx.ConnectError("c"))
+    with pytest.raises(ProviderTimeout, match="no answer"):
+        send_with_retries(send, what="x", max_attempts=3, backoff_s=0.5, sleep=slept.append)
+    assert len(slept) == 2 and 0 <= slept[0] <= 0.5 and 0 <= slept[1] <= 1.0
+    slept, send = _answers(503, 503)  # the retries ran out: the last answer, for the caller to read
+    r, attempts = send_with_retries(send, what="x", max_attempts=2, backoff_s=0.5, sleep=slept.append)
+    assert (r.status_code, attempts) == (503, 2)
