@@ -25,24 +25,36 @@ def stop(server: ThreadingHTTPServer | None) -> None:
 
 
 JsonHandle = Callable[[str, str, str | None, bytes], tuple[int, Any, float]]
+NO_BODY = object()  # an answer without a body (``Content-Length: 0``), e.g. ARM's 200 to a DELETE
+JsonAnswer = tuple[int, Any, float, dict[str, str]]  # (status, JSON or NO_BODY, delay_s, extra response headers)
+JsonHeadersHandle = Callable[[str, str, str | None, bytes], JsonAnswer]
 
 
 def serve_json(handle: JsonHandle) -> tuple[ThreadingHTTPServer, str]:
     """Serve every HTTP method with ``handle(verb, target, authorization, body) -> (status, JSON, delay_s)``: the
     answer is sent after ``delay_s`` seconds (a late answer; a client gone meanwhile is ignored)."""
+    return serve_json_headers(lambda verb, target, auth, raw: (*handle(verb, target, auth, raw), {}))
+
+
+def serve_json_headers(handle: JsonHeadersHandle) -> tuple[ThreadingHTTPServer, str]:
+    """As ``serve_json``, with ``handle(...) -> (status, JSON or NO_BODY, delay_s, headers)``: the headers (e.g.
+    ``Retry-After``, ``Azure-AsyncOperation``) are added to the answer."""
 
     class Handler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
 
         def _any(self) -> None:
             raw = self.rfile.read(int(self.headers.get("Content-Length") or 0))
-            status, out, delay = handle(self.command, self.path, self.headers.get("Authorization"), raw)
+            status, out, delay, headers = handle(self.command, self.path, self.headers.get("Authorization"), raw)
             if delay:
                 time.sleep(delay)
-            data = json.dumps(out).encode()
+            data = b"" if out is NO_BODY else json.dumps(out).encode()
             try:
                 self.send_response(status)
-                self.send_header("Content-Type", "application/json; charset=UTF-8")
+                if out is not NO_BODY:
+                    self.send_header("Content-Type", "application/json; charset=UTF-8")
+                for name, value in headers.items():
+                    self.send_header(name, value)
                 self.send_header("Content-Length", str(len(data)))
                 self.end_headers()
                 self.wfile.write(data)
