@@ -1,0 +1,133 @@
+"""The Azure provider over HTTP, on SQLite and PostgreSQL, against the ARM fake checked by azure-mgmt-compute: dual
+approval then one future capacity reservation, followed from Azure's states to gpufleet's delete at the term's end;
+a start under a week ahead bought from now; no capacity left to the reconciler; a lost answer found by name, one
+reservation; a SKU Azure does not sell cancelled with the reason."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from typing import Any
+
+import pytest
+
+from gpufleet.adapters.resource_names import resource_name
+from gpufleet.domain.reservations import term_seconds
+from gpufleet.service.bootstrap import build_services
+from gpufleet.service.clock import FixedClock
+from gpufleet.service.settings import Settings
+from tests.integration.azure.fake_azure import FakeAzure
+from tests.integration.conftest import NOW_S, Database, LiveServer
+from tests.integration.reservation_flow import approve, reconcile, status
+
+DAY = 86_400
+H100 = "Standard_ND96isr_H100_v5"
+BIG = {"sku": "h100_80gb", "units": 16, "start": "2026-02-01T00:00:00Z", "term_months": 12, "regions": ["eastus"]}
+
+
+@pytest.fixture
+def azure_server(database: Database, fake_azure: FakeAzure) -> Iterator[Any]:
+    """A live API server with ``provider = azure`` on the fake, on the test's database, with Azure's eastus and its
+    reserved pools in the store; the fake's clock is the server's."""
+    started: list[LiveServer] = []
+    fake_azure.set_now(datetime.fromtimestamp(NOW_S, UTC))
+
+    def start(**settings: Any) -> LiveServer:
+        settings.setdefault("provider_timeout_s", 15.0)
+        s = Settings(
+            db_url=database.url,
+            reconcile_interval_s=0,
+            token_cache_s=0,
+            provider="azure",
+            azure_subscription_id="00000000-0000-0000-0000-0000000000aa",
+            azure_resource_group="gpu-fleet",
+            azure_regions=["eastus"],
+            azure_zones={"eastus": "2"},
+            azure_endpoint_url=fake_azure.url,
+            azure_credentials="none",
+            **settings,
+        )
+        server = LiveServer(build_services(s, engine=database.engine, clock=FixedClock(NOW_S))).start()
+        started.append(server)
+        with server.client("ml_platform_admin", "bob") as c:
+            for path, body in (
+                ("/v1/providers", {"id": "azure", "name": "Microsoft Azure", "kind": "hyperscaler"}),
+                ("/v1/regions", {"id": "eastus", "provider_id": "azure", "geo": "us"}),
+            ):
+                assert c.post(path, json=body).status_code in (201, 409)
+            for sku in ("h100_80gb", "l40s"):
+                pool = {"id": f"azure/eastus/{sku}/reserved", "provider_id": "azure", "region_id": "eastus",
+                        "sku_id": sku, "tier": "reserved", "price_usd_per_gpu_h": "6.98", "term_months": 12}  # fmt: skip
+                assert c.post("/v1/pools", json=pool).status_code in (201, 409)
+        return server
+
+    yield start
+    for server in started:
+        server.stop()
+
+
+def _advance(server: LiveServer, fake: FakeAzure, seconds: int) -> None:
+    clock = server.services.clock
+    clock.advance(seconds)  # type: ignore[attr-defined]
+    fake.set_now(datetime.fromtimestamp(clock.now_s(), UTC))
+    server.tokens.clear()  # a year on, the test's tokens have expired: new ones
+
+
+def _create(server: LiveServer, **change: Any) -> str:
+    with server.client("finops_admin", "fiona") as c:
+        r = c.post("/v1/reservations", json={**BIG, **change})
+    assert r.status_code == 201, r.text
+    return str(r.json()["reservation_id"])
+
+
+def test_a_future_reservation_from_two_approvals_to_gpufleets_delete(azure_server: Any, fake_azure: FakeAzure) -> None:
+    server = azure_server()
+    rid = _create(server)
+    assert approve(server, rid, "finops_admin", "alice").json()["status"] == "pending_approval"
+    assert fake_azure.calls["capacityReservations.createOrUpdate"] == 0  # nothing bought on one approval
+    second = approve(server, rid, "ml_platform_admin", "bob")
+    name = resource_name(f"gpufleet-{rid}")
+    assert second.status_code == 200 and second.json()["status"] == "submitted_to_cloud"
+    assert second.json()["provider_order_id"] == f"eastus/{name}"
+    sent = fake_azure.reservation(name, name)
+    assert sent["properties"]["scheduleProfile"]["start"] == "2026-02-01" and sent["sku"]["capacity"] == 2
+    assert sent["zones"] == ["2"]
+    assert reconcile(server)["activated"] == [] and status(server, rid) == "submitted_to_cloud"  # Pending
+    fake_azure.set_reservation_state(name, name, "Live")
+    assert reconcile(server)["activated"] == [rid] and status(server, rid) == "active"
+    _advance(server, fake_azure, 31 * DAY + term_seconds(12))  # its term is over: gpufleet deletes it
+    assert reconcile(server)["expired"] == [rid] and status(server, rid) == "expired"
+    assert fake_azure.calls["capacityReservations.delete"] == 1
+    with server.client("viewer", "vic") as c:
+        events = c.get("/v1/audit", params={"entity_id": rid, "action": "reservation.status_changed"}).json()
+    assert [(e["detail"]["to"], e["detail"]["reason"]) for e in events][-2:] == [
+        ("active", "provider state Live"),
+        ("expired", "provider state Live"),
+    ]
+
+
+def test_no_capacity_then_bought_once_and_a_lost_answer_put_again(azure_server: Any, fake_azure: FakeAzure) -> None:
+    server = azure_server(provider_timeout_s=1.0, azure_max_attempts=1, provider_max_attempts=3)
+    rid = _create(server, units=8, term_months=1, start="2026-01-03T00:00:00Z")  # under a week: from now
+    fake_azure.refuse_capacity(H100)
+    assert approve(server, rid, "finops_admin", "alice").json()["status"] == "approved"
+    with server.client("viewer", "vic") as c:
+        refused = c.get("/v1/audit", params={"entity_id": rid, "action": "reservation.submission_refused"}).json()
+    assert refused[0]["detail"]["code"] == "ZonalAllocationFailed" and refused[0]["detail"]["retryable"]
+    fake_azure.allow_capacity(H100)
+    fake_azure.delay_next("capacityReservations.createOrUpdate", 2.0)  # placed at Azure, the answer lost
+    assert reconcile(server)["submitted"] == [rid]  # the service's retry finds it by name
+    name = resource_name(f"gpufleet-{rid}")
+    assert "scheduleProfile" not in fake_azure.reservation(name, name)["properties"]
+    assert fake_azure.calls["capacityReservations.createOrUpdate"] == 2  # refused, then placed with its answer lost
+    fake_azure.set_provisioning_state(name, name, "Succeeded")
+    assert reconcile(server)["activated"] == [rid]
+
+
+def test_a_sku_azure_does_not_sell_is_cancelled_with_the_reason(azure_server: Any, fake_azure: FakeAzure) -> None:
+    server = azure_server()
+    rid = _create(server, sku="l40s", units=8, term_months=1)
+    assert approve(server, rid, "finops_admin", "alice").json()["status"] == "cancelled"
+    with server.client("viewer", "vic") as c:
+        refused = c.get("/v1/audit", params={"entity_id": rid, "action": "reservation.submission_refused"}).json()
+    assert refused[0]["detail"]["code"] == "sku_not_offered" and not fake_azure.calls
