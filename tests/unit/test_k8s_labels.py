@@ -171,3 +171,26 @@ def test_a_gke_node_without_feature_discovery_is_known_by_its_accelerator_label(
     assert [sku_for(a, skus, {}) for a in ("nvidia-l4", "nvidia-h200-141gb", "nvidia-b200", "nvidia-tesla-a100")] == [
         "l4", "h200_141gb", "b200", None  # the 40 GB A100 is no catalog SKU
     ]  # fmt: skip
+
+
+def test_an_aks_node_without_feature_discovery_is_known_by_its_vm_size() -> None:
+    """AKS's own GPU node pools carry no ``nvidia.com/gpu.product`` either, only the VM size as the instance type;
+    a mapped GPU instance type of any of the three clouds names its SKU, and the scale set's spot priority is spot.
+    An instance type gpufleet does not map gets no SKU."""
+    from gpufleet.domain.catalog import PRICES_BY_SKU, sku_for
+
+    def node(instance_type: str, gpus: str = "8", **labels: str) -> dict[str, object]:
+        return {"metadata": {"name": "aks-nd-1", "labels": {"node.kubernetes.io/instance-type": instance_type,
+                                                             "kubernetes.azure.com/accelerator": "nvidia", **labels}},
+                "status": {"allocatable": {"cpu": "96", "memory": "1800Gi", "nvidia.com/gpu": gpus}}}  # fmt: skip
+
+    aks = node_from_json(node("Standard_ND96isr_H100_v5", **{"kubernetes.azure.com/scalesetpriority": "spot"}),
+                         TopologyIds())  # fmt: skip
+    skus = list(PRICES_BY_SKU)
+    assert (sku_for(aks.sku, skus, {}), aks.capacity_type, aks.spec.gpu_count) == ("h100_80gb", "spot", 8)
+    assert [sku_for(node_from_json(node(t), TopologyIds()).sku, skus, {}) for t in
+            ("p5en.48xlarge", "a2-ultragpu-8g", "Standard_ND96amsr_A100_v4")] == ["h200_141gb", "a100_80gb",
+                                                                                  "a100_80gb"]  # fmt: skip
+    assert node_from_json(node("Standard_D4s_v5"), TopologyIds()).sku == ""  # not a GPU size gpufleet maps
+    labelled = node_from_json(node("p5.48xlarge", **{"nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3"}), TopologyIds())
+    assert labelled.sku == "NVIDIA-H100-80GB-HBM3"  # feature discovery's label comes first

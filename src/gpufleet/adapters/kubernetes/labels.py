@@ -10,11 +10,14 @@ Nodes (well-known labels set by the GPU operator's feature discovery, Karpenter 
 ``cloud.google.com/gke-accelerator``    sku fallback on GKE, whose nodes carry no feature discovery labels by
                                        default (e.g. ``nvidia-h100-80gb``)
 ``topology.kubernetes.io/zone``        zone (and ``.../region`` -> region)
-``node.kubernetes.io/instance-type``   instance_type
+``node.kubernetes.io/instance-type``   instance_type; the last sku fallback when it is a GPU instance type of AWS,
+                                       GCP or Azure that gpufleet maps (``p5.48xlarge``, ``a3-highgpu-8g``,
+                                       ``Standard_ND96isr_H100_v5``: AKS nodes without feature discovery)
 ``karpenter.sh/capacity-type``         capacity_type (``on-demand``/``spot``/``reserved``); fallbacks
                                        ``eks.amazonaws.com/capacityType`` (ON_DEMAND/SPOT),
-                                       ``cloud.google.com/gke-spot=true`` and
-                                       ``cloud.google.com/gke-preemptible=true`` (spot)
+                                       ``cloud.google.com/gke-spot=true``,
+                                       ``cloud.google.com/gke-preemptible=true`` and
+                                       ``kubernetes.azure.com/scalesetpriority=spot`` (spot)
 ``karpenter.sh/nodepool``              node_pool
 ``topology.gpufleet.io/rack``          NodeSpec.rack (any string; numbered in first-seen order)
 ``nvidia.com/gpu.clique`` or           NodeSpec.nvlink_domain (numbered likewise)
@@ -66,6 +69,9 @@ import math
 from decimal import Decimal
 from typing import Any
 
+from gpufleet.adapters.aws.skus import INSTANCE_TYPES
+from gpufleet.adapters.azure.vm_sizes import VM_SIZES
+from gpufleet.adapters.gcp.machines import MACHINE_TYPES
 from gpufleet.control.observation import (
     DeclaredServing,
     ObservedDeployment,
@@ -92,6 +98,13 @@ L_EKS_CAPACITY = "eks.amazonaws.com/capacityType"
 L_GKE_SPOT = "cloud.google.com/gke-spot"
 L_GKE_PREEMPTIBLE = "cloud.google.com/gke-preemptible"
 L_GKE_ACCELERATOR = "cloud.google.com/gke-accelerator"
+L_AKS_PRIORITY = "kubernetes.azure.com/scalesetpriority"
+#: a cloud's GPU instance type -> a product name the catalog's token rule maps to its SKU (``nvidia-h100-80gb``)
+INSTANCE_PRODUCTS: dict[str, str] = {
+    t.name: "nvidia-" + sku.replace("_", "-")
+    for table in (INSTANCE_TYPES, MACHINE_TYPES, VM_SIZES)
+    for sku, t in table.items()
+}
 L_NODEPOOL = "karpenter.sh/nodepool"
 L_RACK = "topology.gpufleet.io/rack"
 L_CLIQUE = "nvidia.com/gpu.clique"
@@ -178,6 +191,8 @@ def capacity_type(labels: dict[str, str]) -> str:
         return {"ON_DEMAND": "on-demand", "SPOT": "spot", "CAPACITY_BLOCK": "reserved"}.get(eks, eks.lower())
     if labels.get(L_GKE_SPOT) == "true" or labels.get(L_GKE_PREEMPTIBLE) == "true":
         return "spot"
+    if labels.get(L_AKS_PRIORITY) == "spot":
+        return "spot"
     return ""
 
 
@@ -205,7 +220,12 @@ def node_from_json(obj: dict[str, Any], topo: TopologyIds) -> ObservedNode:
             if k.startswith(MIG_PREFIX)
         )
     )
-    sku = labels.get(L_PRODUCT) or labels.get(L_GPU_NAME) or labels.get(L_GKE_ACCELERATOR, "")
+    sku = (
+        labels.get(L_PRODUCT)
+        or labels.get(L_GPU_NAME)
+        or labels.get(L_GKE_ACCELERATOR)
+        or INSTANCE_PRODUCTS.get(labels.get(L_INSTANCE, ""), "")
+    )
     taints = scheduling_taints(obj.get("spec", {}).get("taints"))
     conds = status.get("conditions") or []
     ready = any(c.get("type") == "Ready" and c.get("status") == "True" for c in conds)
