@@ -4,8 +4,8 @@ requests filed with the provider.
 Each provider counts in its own unit: AWS's running-instance quotas count vCPUs per instance family (shared by
 every SKU of the family), GCP's GPU quotas count GPUs per GPU model. A :class:`QuotaRef` says which quota a SKU's
 tier counts against and how many of its units one GPU takes, so the service converts without knowing the
-provider. Implementations: ``adapters/aws/quotas.py`` (Service Quotas) and ``adapters/gcp/quotas.py`` (Cloud
-Quotas). Errors are the provider port's (:class:`~gpufleet.adapters.providers.ProviderTimeout`, ``ProviderRefused``).
+provider. Implementations: ``adapters/aws/quotas.py`` (Service Quotas), ``adapters/gcp/quotas.py`` (Cloud
+Quotas) and ``adapters/azure/quotas.py`` (Microsoft.Compute usages, read only). Errors are the provider port's (:class:`~gpufleet.adapters.providers.ProviderTimeout`, ``ProviderRefused``).
 """
 
 from __future__ import annotations
@@ -59,6 +59,7 @@ class CloudQuotas(Protocol):
     provider: str
     unit: str
     regions: tuple[str, ...]
+    files_increases: bool  # False: increases are drafted only (request_increase and request_status refuse)
 
     def quota_for(self, sku_id: str, tier: str) -> QuotaRef | None:
         """The quota the SKU's tier counts against (None: the provider sells the SKU on no such quota)."""

@@ -89,7 +89,7 @@ def build_services(
     ``settings.provider == "aws"`` wires the AWS adapters (the provider port over EC2 capacity reservations,
     Service Quotas for the quota outlook, Capacity Blocks, prices), ``"gcp"`` the provider port over Compute Engine
     reservations and Cloud Quotas for the quota outlook (adapters/gcp), ``"azure"`` the provider port over capacity
-    reservations (adapters/azure); ``on_dry_run`` receives each AWS call a dry
+    reservations and its compute quotas for the quota outlook (adapters/azure); ``on_dry_run`` receives each AWS call a dry
     run would have made (``settings.aws_dry_run``). ``leader``: who may submit to the provider (default: the
     advisory lock on PostgreSQL, this process on SQLite)."""
     engine = engine or make_engine(
@@ -106,7 +106,9 @@ def build_services(
         cloud = _aws(settings, engine, clock, ids, on_dry_run)
         provider = provider or cloud["aws"].reservations
     elif settings.provider == "azure":
-        provider = provider or _azure(settings, clock)
+        cloud = _azure(settings, engine, clock)
+        azure_reservations = cloud.pop("azure_reservations")
+        provider = provider or azure_reservations
     elif settings.provider == "gcp":
         cloud = _gcp(settings, engine, clock)
         gcp_reservations = cloud.pop("gcp_reservations")
@@ -201,9 +203,11 @@ def _gcp(settings: Settings, engine: Engine, clock: Clock) -> dict[str, Any]:
     return out
 
 
-def _azure(settings: Settings, clock: Clock) -> ProviderPort:
+def _azure(settings: Settings, engine: Engine, clock: Clock) -> dict[str, Any]:
+    from gpufleet.adapters.azure.quotas import AzureComputeQuotas
     from gpufleet.adapters.azure.reservations import AzureCapacityReservations
     from gpufleet.adapters.azure.session import ArmApi, AzureConfig
+    from gpufleet.service.cloud_quotas import CloudQuotaService
 
     config = AzureConfig(
         subscription_id=settings.azure_subscription_id or "",
@@ -215,7 +219,12 @@ def _azure(settings: Settings, clock: Clock) -> ProviderPort:
         read_timeout_s=settings.provider_timeout_s,
         max_attempts=settings.azure_max_attempts,
     )
-    return AzureCapacityReservations(ArmApi(config), now_s=clock.now_s)
+    api = ArmApi(config)
+    quotas = AzureComputeQuotas(api)
+    return {
+        "azure_reservations": AzureCapacityReservations(api, now_s=clock.now_s),
+        "cloud_quotas": CloudQuotaService(engine, clock, quotas, cache_s=settings.azure_quota_cache_s),
+    }
 
 
 def _aws(

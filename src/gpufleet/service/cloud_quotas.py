@@ -20,7 +20,7 @@ from sqlalchemy import Engine
 from gpufleet.adapters.quota_port import CloudQuotas, IncreaseRequest, QuotaReading, QuotaRef
 from gpufleet.adapters.sql.models import SkuRow
 from gpufleet.control.cloud import usual_turnaround_s
-from gpufleet.domain.errors import ValidationError
+from gpufleet.domain.errors import ConflictError, ValidationError
 from gpufleet.service.auth import Actor, Role
 from gpufleet.service.clock import Clock
 from gpufleet.service.uow import UnitOfWork
@@ -142,6 +142,7 @@ class CloudQuotaService:
     ) -> dict[str, Any]:
         """File an increase that covers ``desired_gpus`` of the SKU (in the quota's unit: AWS vCPUs, GCP GPUs)."""
         actor.require(Role.FINOPS_ADMIN, Role.ML_PLATFORM_ADMIN)
+        self.require_filing()
         self._region(region)
         with UnitOfWork(self._engine, write=False) as uow:
             if uow.session.get(SkuRow, sku_id) is None:
@@ -186,6 +187,7 @@ class CloudQuotaService:
 
     def increase_status(self, actor: Actor, region: str, request_id: str) -> dict[str, Any]:
         actor.require(Role.FINOPS_ADMIN, Role.ML_PLATFORM_ADMIN, Role.VIEWER)
+        self.require_filing()
         self._region(region)
         got = self._source.request_status(region, request_id)
         with self._lock:
@@ -193,6 +195,13 @@ class CloudQuotaService:
             if not got.open:
                 self._readings.pop(region, None)
         return self._request(got)
+
+    def require_filing(self) -> None:
+        if not self._source.files_increases:
+            raise ConflictError(
+                f"quota increases are not filed through gpufleet for {self.provider}: the outlook drafts them "
+                "(GET /v1/quotas/outlook); file them with the provider"
+            )
 
     def _region(self, region: str) -> None:
         if region not in self.regions:

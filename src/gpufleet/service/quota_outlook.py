@@ -9,9 +9,9 @@ region). ``exhausts_at_s`` is the
 first day that spill-over exceeds the pool's quota; ``request_by_s`` is that day minus the quota-increase
 lead time (``increase_lead_days``, default 14).
 
-With the AWS or GCP provider configured (``quotas``: :class:`~gpufleet.service.cloud_quotas.CloudQuotaService`),
+With the AWS, GCP or Azure provider configured (``quotas``: :class:`~gpufleet.service.cloud_quotas.CloudQuotaService`),
 the quota of that provider's on-demand or spot pool in a configured region is the one read from the provider
-(``quota_source``: ``service_quotas`` for AWS, ``cloud_quotas`` for GCP), the lead time is the quota's usual
+(``quota_source``: ``service_quotas`` for AWS, ``cloud_quotas`` for GCP, ``compute_usages`` for Azure), the lead time is the quota's usual
 turnaround when past requests show one, and each such pool carries ``increase``: the request drafted by
 :func:`gpufleet.procure.quota_increase.draft_increase` (due before the exhaustion date minus the turnaround)
 and any open request at the provider.
@@ -40,7 +40,11 @@ from gpufleet.service.uow import UnitOfWork
 
 DAY_S = 86400
 _QUOTA_TIERS = (Tier.ON_DEMAND.value, Tier.SPOT.value, Tier.SECONDARY.value)
-_SOURCE = {"aws": "service_quotas", "gcp": "cloud_quotas"}  # quota_source of a quota read from the provider
+_SOURCE = {
+    "aws": "service_quotas",
+    "gcp": "cloud_quotas",
+    "azure": "compute_usages",
+}  # quota_source of a quota read from the provider
 
 
 class QuotaOutlookService:

@@ -264,6 +264,9 @@ class Settings(BaseSettings):
         "service principal, the Azure CLI login); 'none': no credentials, only with azure_endpoint_url (an "
         "emulator). No Azure secret is ever a gpufleet setting.",
     )
+    azure_quota_cache_s: float = Field(
+        default=300.0, ge=0, le=86400, description="Seconds compute quota readings from Azure are reused."
+    )
     azure_max_attempts: int = Field(
         default=3, ge=1, le=10, description="Attempts per Azure call on no answer, 429 or 5xx (Retry-After or backoff)."
     )

@@ -205,6 +205,8 @@ def _value(v: Any, t: Any, f: Field, at: str, response: bool) -> list[str]:
         if not isinstance(v, dict):
             return [f"{at}: expected a JSON object (a map), {got}"]
         return [p for k, item in v.items() for p in _value(item, args[1], f, f"{at}[{k!r}]", response)]
+    if origin is typing.Literal:  # a constant (Usage.unit: "Count")
+        return [] if v in args else [f"{at}: expected one of {list(args)}, {got}"]
     if origin in (typing.Union, types.UnionType):  # Union[str, SomeEnum]: an extensible enum
         known = _enum_values(t)
         if not isinstance(v, str):
@@ -262,6 +264,8 @@ def _read(obj: Any, t: Any, at: str) -> list[str]:
         return [p for i, item in enumerate(obj) for p in _read(item, args[0], f"{at}[{i}]")]
     if origin is dict:
         return [p for k, item in obj.items() for p in _read(item, args[1], f"{at}[{k!r}]")]
+    if origin is typing.Literal:
+        return [] if obj in args else [f"{at}: the SDK read {obj!r}, not one of {list(args)}"]
     want = str if origin in (typing.Union, types.UnionType) else t
     ok = isinstance(obj, want) and not (want is int and isinstance(obj, bool))
     return [] if ok else [f"{at}: the SDK read {obj!r}, not a {getattr(want, '__name__', want)}"]

@@ -2,8 +2,9 @@
 checked against Microsoft's own SDK (azure-mgmt-compute: its request builders and models, read by arm_models.py).
 
 Served under ``/subscriptions/{sub}/resourceGroups/{rg}/providers/Microsoft.Compute/``: capacityReservationGroups
-createOrUpdate/get/delete, capacityReservations createOrUpdate/get/delete/listByCapacityReservationGroup. A route is
-found by (HTTP method, URL template) among the SDK's request builders; a path of another SDK route (not faked) or of
+createOrUpdate/get/delete, capacityReservations createOrUpdate/get/delete/listByCapacityReservationGroup; and under
+``/subscriptions/{sub}/providers/Microsoft.Compute/locations/{location}/``, usages (usage.list: the compute quotas a
+test seeds with ``set_usage``). A route is found by (HTTP method, URL template) among the SDK's request builders; a path of another SDK route (not faked) or of
 none is a violation, answered 404. Every request must carry the builders' default ``api-version`` and only the query
 parameters the builder sends (an enum-typed one, ``$expand``, one of its known values); ``$skiptoken`` is accepted
 where the fake put it in a ``nextLink`` (the SDK follows nextLink verbatim). Request bodies and every response
@@ -72,6 +73,7 @@ from tests.integration.azure.arm_rules import (
 FAKED = frozenset(
     [f"capacityReservationGroups.{m}" for m in ("createOrUpdate", "get", "delete")]
     + [f"capacityReservations.{m}" for m in ("createOrUpdate", "get", "delete", "listByCapacityReservationGroup")]
+    + ["usage.list"]
 )
 GROUP_TYPE = "Microsoft.Compute/capacityReservationGroups"
 RESERVATION_TYPE = f"{GROUP_TYPE}/capacityReservations"
@@ -93,6 +95,7 @@ class FakeAzure:
         self.throttles: Counter[str] = Counter()
         self.delays: dict[str, float] = {}
         self.pages: dict[str, tuple[str, int]] = {}  # $skiptoken -> (the list's path, offset)
+        self.usages: dict[tuple[str, str], dict[str, Res]] = {}  # (subscription or "*", location) -> name -> usage
         self.page_size = 100
         self.instant = False
         self.now = datetime.now(UTC)
@@ -134,6 +137,22 @@ class FakeAzure:
         """The next call of ``method_key`` is performed, then answered ``seconds`` late."""
         self.delays[_faked(method_key)] = seconds
 
+    def set_usage(
+        self,
+        location: str,
+        name: str,
+        limit: int,
+        *,
+        current: int = 0,
+        localized: str | None = None,
+        subscription: str = "*",
+    ) -> None:
+        """A compute quota of a location as ``usage.list`` reports it (``name.value``, its vCPU ``limit``)."""
+        with self.lock:
+            row = {"unit": "Count", "currentValue": current, "limit": limit,
+                   "name": {"value": name, "localizedValue": localized or name}}  # fmt: skip
+            self.usages.setdefault((subscription.lower(), location.lower()), {})[name] = row
+
     def set_page_size(self, size: int) -> None:
         self.page_size = size
 
@@ -158,6 +177,7 @@ class FakeAzure:
         with self.lock:
             for c in (self.calls, self.requests, self.violations, self.groups, self.reservations, self.refused):
                 c.clear()
+            self.usages.clear()
             self.throttles.clear()
             self.delays.clear()
             self.pages.clear()
@@ -270,6 +290,10 @@ class FakeAzure:
         return check(out, route.response, where, response=True) + sdk_reads(out, route.response, where)
 
     def _dispatch(self, route: Route, path: dict[str, str], q: dict[str, str], body: Res, url_path: str) -> Any:
+        if route.key == "usage.list":
+            sub, where = path["subscriptionId"].lower(), path["location"].lower()
+            rows = {**self.usages.get(("*", where), {}), **self.usages.get((sub, where), {})}
+            return self._page(list(rows.values()), q, url_path)
         sub, rg = path["subscriptionId"], path["resourceGroupName"]
         gname = path["capacityReservationGroupName"]
         gkey = (sub.lower(), rg.lower(), gname.lower())
@@ -419,10 +443,14 @@ class FakeAzure:
         return 200, loopback.NO_BODY
 
     def _list(self, gkey: tuple[str, str, str], q: dict[str, str], url_path: str) -> Any:
-        held = [r for k, r in self.reservations.items() if k[:3] == gkey]
+        held = [self._reservation_json(r, expand=False) for k, r in self.reservations.items() if k[:3] == gkey]
+        return self._page(held, q, url_path)
+
+    def _page(self, rows: list[Res], q: dict[str, str], url_path: str) -> Any:
+        """One page of a list, with a ``nextLink`` carrying a ``$skiptoken`` of the fake's while more remain."""
         start = self.pages.pop(q["$skiptoken"])[1] if "$skiptoken" in q else 0
-        out: Res = {"value": [self._reservation_json(r, expand=False) for r in held[start : start + self.page_size]]}
-        if start + self.page_size < len(held):
+        out: Res = {"value": copy.deepcopy(rows[start : start + self.page_size])}
+        if start + self.page_size < len(rows):
             token = secrets.token_urlsafe(12)
             self.pages[token] = (url_path, start + self.page_size)
             nxt = {k: v for k, v in q.items() if k != "$skiptoken"} | {"$skiptoken": token}

@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from gpufleet.adapters.azure.quotas import AzureComputeQuotas
 from gpufleet.adapters.azure.reservations import AzureCapacityReservations
 from gpufleet.adapters.azure.session import ArmApi, AzureConfig
 from gpufleet.adapters.providers import OrderRequest, ProviderRefused
@@ -172,3 +173,30 @@ def test_a_name_gpufleet_did_not_create_is_a_refusal_not_an_order(fake_azure: Fa
     with pytest.raises(ProviderRefused) as taken:
         port.submit(key, _order())
     assert taken.value.code == "name_taken"
+
+
+def test_compute_quotas_are_read_from_the_locations_usages(fake_azure: FakeAzure) -> None:
+    """The GPU families' vCPU quotas and the one spot bucket, matched without case or spaces, over every page; a
+    family the location does not list gives no reading."""
+    clock = Clock(fake_azure)
+    port = _port(fake_azure, clock)
+    fake_azure.set_usage("eastus", "standardDSv5Family", 100)
+    fake_azure.set_usage(
+        "eastus", "StandardNDSH100v5Family", 192, current=96, localized="Standard NDSH100v5 Family vCPUs"
+    )
+    fake_azure.set_usage("eastus", "standard NDISRH200V5 Family", 96)  # spelled another way: still its family
+    fake_azure.set_usage("eastus", "lowPriorityCores", 480)
+    fake_azure.set_page_size(2)
+    quotas = AzureComputeQuotas(port._api)
+    got = {r.code: (r.value, r.tier) for r in quotas.read("eastus")}
+    assert got == {
+        "standardNDSH100v5Family": (192.0, "on_demand"),
+        "standardNDISRH200V5Family": (96.0, "on_demand"),
+        "lowPriorityCores": (480.0, "spot"),
+    }  # no A100 family listed there: the stored quota applies
+    assert fake_azure.calls["usage.list"] == 2  # two pages
+    ref = quotas.quota_for("h100_80gb", "spot")
+    assert ref is not None and (ref.code, ref.units_per_gpu, ref.gpus(480.0)) == ("lowPriorityCores", 12, 40)
+    assert quotas.quota_for("l40s", "on_demand") is None and quotas.read("westus3") == []
+    with pytest.raises(ProviderRefused):  # filing is not built for Azure: drafted only
+        quotas.request_increase("eastus", "standardNDSH100v5Family", 384.0, reason="outlook")

@@ -19,6 +19,7 @@ from gpufleet.service.settings import Settings
 from tests.integration.azure.fake_azure import FakeAzure
 from tests.integration.conftest import NOW_S, Database, LiveServer
 from tests.integration.reservation_flow import approve, reconcile, status
+from tests.integration.test_api_planning import SKU, _hourly, _ingest
 
 DAY = 86_400
 H100 = "Standard_ND96isr_H100_v5"
@@ -131,3 +132,32 @@ def test_a_sku_azure_does_not_sell_is_cancelled_with_the_reason(azure_server: An
     with server.client("viewer", "vic") as c:
         refused = c.get("/v1/audit", params={"entity_id": rid, "action": "reservation.submission_refused"}).json()
     assert refused[0]["detail"]["code"] == "sku_not_offered" and not fake_azure.calls
+
+
+def test_the_outlook_reads_azure_quotas_and_drafts_what_a_person_files(
+    azure_server: Any, fake_azure: FakeAzure
+) -> None:
+    """An Azure on-demand pool's quota is its VM family's vCPUs from the location's usages (192 / 12 = 16 H100s, not
+    the stored 4); the outlook drafts the increase in vCPUs; filing it through gpufleet is refused (not built for
+    Azure), naming where to file it."""
+    server = azure_server()
+    fake_azure.set_usage("eastus", "standardNDSH100v5Family", 192)
+    with server.client("ml_platform_admin", "bob") as c:
+        pool = {"id": f"azure/eastus/{SKU}/on_demand", "provider_id": "azure", "region_id": "eastus", "sku_id": SKU,
+                "tier": "on_demand", "price_usd_per_gpu_h": "12.29", "quota_gpus": 4}  # fmt: skip
+        assert c.post("/v1/pools", json=pool).status_code in (201, 409)
+    _ingest(server, _hourly(NOW_S - 28 * DAY, 28, [4 + 0.5 * d for d in range(28)]))
+    with server.client("viewer", "vic") as v:
+        out = v.get("/v1/quotas/outlook", params={"sku": SKU, "days": 60}).json()
+        read = v.get("/v1/quotas", params={"region": "eastus"}).json()
+    od = next(p for p in out["pools"] if p["pool"] == f"azure/eastus/{SKU}/on_demand")
+    assert od["quota_source"] == "compute_usages" and od["quota_gpus"] == 16 and od["exhausts_at_s"] is not None
+    inc = od["increase"]
+    assert inc["unit"] == "vCPU" and inc["current_value"] == 192.0 and inc["desired_value"] == inc["desired_gpus"] * 12
+    assert inc["due"] is True and inc["turnaround_source"] == "increase_lead_days"
+    assert read["provider"] == "azure" and [q["code"] for q in read["quotas"]] == ["standardNDSH100v5Family"]
+    with server.client("finops_admin", "fiona") as c:
+        filed = c.post("/v1/quotas/increases", json={"region": "eastus", "sku": SKU, "desired_gpus": 64})
+        due = c.post("/v1/quotas/increases:file-due")
+    assert filed.status_code == 409 and "not filed through gpufleet for azure" in filed.json()["detail"]
+    assert due.status_code == 409

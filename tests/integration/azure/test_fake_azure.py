@@ -358,6 +358,7 @@ def test_the_checker_reads_the_sdk() -> None:
         "capacityReservations.get": ("GET", f"{GROUP_TEMPLATE}/{{capacityReservationName}}"),
         "capacityReservations.delete": ("DELETE", f"{GROUP_TEMPLATE}/{{capacityReservationName}}"),
         "capacityReservations.listByCapacityReservationGroup": ("GET", GROUP_TEMPLATE),
+        "usage.list": ("GET", "locations/{location}/usages"),
     }
     assert {r.api_version for r in ROUTES if r.key in FAKED} == {VERSION}
     bad = {"name": "x", "properties": {"timeCreated": "2026-05-01 12:00:00", "provisioningTime": None}}
@@ -368,3 +369,20 @@ def test_the_checker_reads_the_sdk() -> None:
     ]
     read = sdk_reads({"properties": {"timeCreated": "yesterday"}}, models.CapacityReservation, "r")
     assert read == ["r.properties.timeCreated: the SDK read 'yesterday', not a datetime"]
+
+
+def test_usages_are_checked_and_paged(fake_azure: FakeAzure) -> None:
+    """The compute usages of a location (``usage.list``): seeded rows answered in pages the SDK reads; a constant the
+    SDK fixes (``unit: "Count"``) is checked like any field."""
+    from tests.integration.azure.arm_models import check
+
+    fake_azure.set_usage("eastus", "standardNDSH100v5Family", 192, current=96)
+    fake_azure.set_usage("eastus", "lowPriorityCores", 480)
+    fake_azure.set_page_size(1)
+    url = f"{fake_azure.url}/subscriptions/{SUB}/providers/Microsoft.Compute/locations/eastus/usages"
+    first = httpx.get(url, params={"api-version": VERSION}, headers=AUTH).json()
+    assert [u["name"]["value"] for u in first["value"]] == ["standardNDSH100v5Family"] and "nextLink" in first
+    second = httpx.get(first["nextLink"], headers=AUTH).json()
+    assert [u["limit"] for u in second["value"]] == [480] and "nextLink" not in second
+    assert check({"unit": "Bytes", "currentValue": 1, "limit": 2, "name": {"value": "x"}}, models.Usage, "u",
+                 response=True) == ["u.unit: expected one of ['Count'], got str 'Bytes'"]  # fmt: skip

@@ -19,6 +19,7 @@ DECIDED_STATUSES = frozenset({"APPROVED", "CASE_CLOSED"})  # their created -> la
 class AwsServiceQuotas:
     provider = "aws"
     unit = "vCPU"
+    files_increases = True
 
     def __init__(self, clients: AwsClients) -> None:
         self._clients = clients

@@ -127,6 +127,7 @@ class ArmApi:
             f"subscriptions/{config.subscription_id}/resourceGroups/{config.resource_group}"
             "/providers/Microsoft.Compute/"
         )
+        self._sub_prefix = f"subscriptions/{config.subscription_id}/providers/Microsoft.Compute/"
         timeout = httpx.Timeout(config.read_timeout_s, connect=config.connect_timeout_s)
         self._http = httpx.Client(base_url=base, timeout=timeout)
 
@@ -140,14 +141,36 @@ class ArmApi:
             raise
 
     def call(
-        self, what: str, method: str, path: str, *, params: Mapping[str, str] | None = None, body: Any = None
+        self,
+        what: str,
+        method: str,
+        path: str,
+        *,
+        params: Mapping[str, str] | None = None,
+        body: Any = None,
+        scope: str = "group",
     ) -> dict[str, Any]:
-        """One call, retried on no answer, 429 and 5xx; raises the port's outcome on failure, never httpx's."""
-        query = {"api-version": API_VERSION, **(params or {})}
+        """One call under the resource group's Microsoft.Compute (``scope="subscription"``: the subscription's),
+        retried on no answer, 429 and 5xx; raises the port's outcome on failure, never httpx's."""
+        prefix = self._prefix if scope == "group" else self._sub_prefix
+        return self._send(what, method, prefix + path, {"api-version": API_VERSION, **(params or {})}, body)
 
+    def pages(self, what: str, path: str, *, scope: str = "group") -> list[dict[str, Any]]:
+        """Every item of a list, following ARM's ``nextLink`` (which carries its own query)."""
+        page = self.call(what, "GET", path, scope=scope)
+        items = list(page.get("value") or [])
+        while page.get("nextLink"):
+            link = str(page["nextLink"])
+            if httpx.URL(link).host != self._http.base_url.host:  # our token goes only to ARM
+                raise ProviderRefused("bad_next_link", f"{what}: a nextLink to another host: {link[:100]}")
+            page = self._send(what, "GET", link, None, None)
+            items += page.get("value") or []
+        return items
+
+    def _send(self, what: str, method: str, url: str, query: Mapping[str, str] | None, body: Any) -> dict[str, Any]:
         def send() -> httpx.Response:
             headers = {"Authorization": f"Bearer {self._token()}"}
-            return self._http.request(method, self._prefix + path, params=query, json=body, headers=headers)
+            return self._http.request(method, url, params=query, json=body, headers=headers)
 
         r, attempts = send_with_retries(
             send, what=what, max_attempts=self.config.max_attempts, backoff_s=self.config.backoff_s, sleep=self._sleep

@@ -116,6 +116,7 @@ def preference_id(sku_id: str, tier: str, region: str, code: str) -> str:
 class GcpCloudQuotas:
     provider = "gcp"
     unit = "GPU"
+    files_increases = True
 
     def __init__(self, api: GoogleApi, *, contact_email: str | None) -> None:
         self._api = api

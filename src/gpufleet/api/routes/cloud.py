@@ -32,8 +32,8 @@ def _need(service: T | None) -> T:
 def _quotas(services: Services) -> CloudQuotaService:
     if services.cloud_quotas is None:
         raise ConflictError(
-            "no provider quotas are configured (serve with --provider aws or gcp; GCP with credentials 'none' also "
-            "needs GPUFLEET_GCP_QUOTAS_ENDPOINT_URL)"
+            "no provider quotas are configured (serve with --provider aws, gcp or azure; GCP with credentials 'none' "
+            "also needs GPUFLEET_GCP_QUOTAS_ENDPOINT_URL)"
         )
     return services.cloud_quotas
 
@@ -90,6 +90,7 @@ def quotas_file_due(
     """File the increase requests the quota outlook drafted and marked due (needs
     GPUFLEET_AWS_FILE_QUOTA_INCREASES or GPUFLEET_GCP_FILE_QUOTA_INCREASES)."""
     quotas = _quotas(services)
+    quotas.require_filing()
     setting = f"{quotas.provider}_file_quota_increases"
     if not getattr(services.settings, setting):
         raise ConflictError(
