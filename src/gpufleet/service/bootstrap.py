@@ -89,7 +89,7 @@ def build_services(
     ``settings.provider == "aws"`` wires the AWS adapters (the provider port over EC2 capacity reservations,
     Service Quotas for the quota outlook, Capacity Blocks, prices), ``"gcp"`` the provider port over Compute Engine
     reservations and Cloud Quotas for the quota outlook (adapters/gcp), ``"azure"`` the provider port over capacity
-    reservations and its compute quotas for the quota outlook (adapters/azure); ``on_dry_run`` receives each AWS call a dry
+    reservations, its compute quotas for the quota outlook and its retail prices (adapters/azure); ``on_dry_run`` receives each AWS call a dry
     run would have made (``settings.aws_dry_run``). ``leader``: who may submit to the provider (default: the
     advisory lock on PostgreSQL, this process on SQLite)."""
     engine = engine or make_engine(
@@ -204,9 +204,11 @@ def _gcp(settings: Settings, engine: Engine, clock: Clock) -> dict[str, Any]:
 
 
 def _azure(settings: Settings, engine: Engine, clock: Clock) -> dict[str, Any]:
+    from gpufleet.adapters.azure.prices import AzureRetailPrices
     from gpufleet.adapters.azure.quotas import AzureComputeQuotas
     from gpufleet.adapters.azure.reservations import AzureCapacityReservations
     from gpufleet.adapters.azure.session import ArmApi, AzureConfig
+    from gpufleet.service.cloud_catalog import CloudCatalogService
     from gpufleet.service.cloud_quotas import CloudQuotaService
 
     config = AzureConfig(
@@ -221,9 +223,16 @@ def _azure(settings: Settings, engine: Engine, clock: Clock) -> dict[str, Any]:
     )
     api = ArmApi(config)
     quotas = AzureComputeQuotas(api)
+    prices = AzureRetailPrices(
+        config.regions,
+        url=settings.azure_prices_url,
+        timeout_s=settings.provider_timeout_s,
+        max_attempts=settings.azure_max_attempts,
+    )
     return {
         "azure_reservations": AzureCapacityReservations(api, now_s=clock.now_s),
         "cloud_quotas": CloudQuotaService(engine, clock, quotas, cache_s=settings.azure_quota_cache_s),
+        "cloud_catalog": CloudCatalogService(engine, clock, prices),
     }
 
 
@@ -260,5 +269,5 @@ def _aws(
             ids=ids,
             window_s=settings.approval_window_days * 86_400,
         ),
-        "cloud_catalog": CloudCatalogService(engine, clock, world),
+        "cloud_catalog": CloudCatalogService(engine, clock, world.prices),
     }

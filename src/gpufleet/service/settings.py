@@ -264,6 +264,10 @@ class Settings(BaseSettings):
         "service principal, the Azure CLI login); 'none': no credentials, only with azure_endpoint_url (an "
         "emulator). No Azure secret is ever a gpufleet setting.",
     )
+    azure_prices_url: str = Field(
+        default="https://prices.azure.com/api/retail/prices",
+        description="The Retail Prices API (public, no credentials) the price sync reads; another for an emulator.",
+    )
     azure_quota_cache_s: float = Field(
         default=300.0, ge=0, le=86400, description="Seconds compute quota readings from Azure are reused."
     )
@@ -271,7 +275,9 @@ class Settings(BaseSettings):
         default=3, ge=1, le=10, description="Attempts per Azure call on no answer, 429 or 5xx (Retry-After or backoff)."
     )
 
-    @field_validator("aws_endpoint_url", "gcp_endpoint_url", "gcp_quotas_endpoint_url", "azure_endpoint_url")
+    @field_validator(
+        "aws_endpoint_url", "gcp_endpoint_url", "gcp_quotas_endpoint_url", "azure_endpoint_url", "azure_prices_url"
+    )
     @classmethod
     def _endpoint_is_http(cls, value: str | None) -> str | None:
         if value is not None and not value.startswith(("http://", "https://")):

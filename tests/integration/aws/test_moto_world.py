@@ -48,7 +48,7 @@ def test_prices_and_spot_history_fill_the_catalog(fake: FakeAws, moto_url: str, 
         stale.price_uusd_per_gpu_h = price_to_uusd("7.50")
         s.commit()
 
-    out = CloudCatalogService(engine, FixedClock(NOW_S), world).sync(ADMIN, sku_id="h100_80gb")
+    out = CloudCatalogService(engine, FixedClock(NOW_S), world.prices).sync(ADMIN, sku_id="h100_80gb")
 
     assert fake.calls["GetProducts"] == 1  # the Price List API: the validated fake
     assert "DescribeSpotPriceHistory" not in fake.calls  # forwarded to moto untouched
@@ -68,7 +68,7 @@ def test_prices_and_spot_history_fill_the_catalog(fake: FakeAws, moto_url: str, 
         "ec2:DescribeSpotPriceHistory",
     }
     # a second sync with unchanged prices changes nothing
-    again = CloudCatalogService(engine, FixedClock(NOW_S), world).sync(ADMIN, sku_id="h100_80gb")
+    again = CloudCatalogService(engine, FixedClock(NOW_S), world.prices).sync(ADMIN, sku_id="h100_80gb")
     assert again["changed"] == []
     engine.dispose()
 

@@ -1,9 +1,12 @@
-"""Prices from AWS: on-demand list prices (the Price List API, GetProducts) and spot price history (EC2
-DescribeSpotPriceHistory), per instance type and region, converted to USD per GPU-hour."""
+"""Prices from AWS (the cloud price port, ``adapters/price_port.py``): on-demand list prices (the Price List API,
+GetProducts) and spot price history (EC2 DescribeSpotPriceHistory), per instance type and region, converted to USD
+per GPU-hour. The spot quote is the median over availability zones of each zone's latest price of the last 7 days."""
 
 from __future__ import annotations
 
 import json
+import statistics
+from collections.abc import Collection
 from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
@@ -11,7 +14,8 @@ from typing import Any
 from gpufleet.adapters.aws.errors import call
 from gpufleet.adapters.aws.reservations import epoch_s, ts
 from gpufleet.adapters.aws.session import AwsClients
-from gpufleet.adapters.aws.skus import instance_type
+from gpufleet.adapters.aws.skus import INSTANCE_TYPES, instance_type
+from gpufleet.adapters.price_port import PriceQuote
 
 
 @dataclass(frozen=True, slots=True)
@@ -21,9 +25,29 @@ class SpotPrice:
     at_s: int
 
 
+SPOT_LOOKBACK_S = 7 * 86400
+
+
 class AwsPrices:
+    provider = "aws"
+
     def __init__(self, clients: AwsClients) -> None:
         self._clients = clients
+        self.regions = clients.config.regions
+
+    def skus(self) -> Collection[str]:
+        return INSTANCE_TYPES.keys()
+
+    def quotes(self, region: str, sku_id: str, *, now_s: int) -> list[PriceQuote]:
+        out = []
+        od = self.on_demand_usd_per_gpu_h(region, sku_id)
+        if od is not None:
+            out.append(PriceQuote("on_demand", od, "pricing:GetProducts"))
+        spot = self.spot_usd_per_gpu_h(region, sku_id, since_s=now_s - SPOT_LOOKBACK_S)
+        if spot:
+            median = Decimal(str(statistics.median(p.usd_per_gpu_h for p in spot)))
+            out.append(PriceQuote("spot", median, f"ec2:DescribeSpotPriceHistory ({len(spot)} AZs)"))
+        return out
 
     def on_demand_usd_per_gpu_h(self, region: str, sku_id: str) -> Decimal | None:
         """The Linux, shared-tenancy on-demand price of the SKU's instance type / its GPUs (None: not listed)."""

@@ -1,6 +1,6 @@
-"""Cloud routes: GPU quotas read from the provider and increase requests (AWS Service Quotas, GCP Cloud Quotas);
-Capacity Blocks for ML and the price sync into the catalog (AWS). Without such a provider they answer 409 naming
-the setting."""
+"""Cloud routes: GPU quotas read from the provider and increase requests (AWS Service Quotas, GCP Cloud Quotas,
+Azure's compute usages), the price sync into the catalog (AWS, Azure), Capacity Blocks for ML (AWS). Without such a
+provider they answer 409 naming the setting."""
 
 from __future__ import annotations
 
@@ -214,5 +214,8 @@ def capacity_block_purchase_submit(purchase_id: IdPath, services: ServicesDep, a
 def catalog_prices_sync(
     services: ServicesDep, actor: CurrentActor, sku: Annotated[str | None, Query(pattern=SKU_PATTERN)] = None
 ) -> Any:
-    """Read on-demand list prices and spot price history from AWS into the catalog's pools."""
-    return _need(services.cloud_catalog).sync(actor, sku_id=sku)
+    """Read on-demand and spot prices from the provider into the catalog's pools (AWS: the Price List API and spot
+    price history; Azure: the Retail Prices API)."""
+    if services.cloud_catalog is None:
+        raise ConflictError("no provider prices are configured (serve with --provider aws or azure)")
+    return services.cloud_catalog.sync(actor, sku_id=sku)
