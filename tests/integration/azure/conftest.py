@@ -10,6 +10,7 @@ from collections.abc import Iterator
 import pytest
 
 from tests.integration.azure.fake_azure import FakeAzure
+from tests.integration.azure.fake_prices import FakeRetailPrices
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -31,3 +32,18 @@ def fake_azure(fake_azure_server: FakeAzure) -> Iterator[FakeAzure]:
     fake_azure_server.reset()
     yield fake_azure_server
     assert fake_azure_server.violations == [], fake_azure_server.violations
+
+
+@pytest.fixture(scope="session")
+def fake_prices_server() -> Iterator[FakeRetailPrices]:
+    fake = FakeRetailPrices().start()
+    yield fake
+    fake.stop()
+
+
+@pytest.fixture
+def fake_prices(fake_prices_server: FakeRetailPrices) -> Iterator[FakeRetailPrices]:
+    """The Retail Prices fake, emptied for the test; the test fails if a request or an answer broke its checks."""
+    fake_prices_server.reset()
+    yield fake_prices_server
+    assert fake_prices_server.violations == [], fake_prices_server.violations

@@ -46,12 +46,13 @@ class AzureRetailPrices:
         timeout_s: float = 10.0,
         max_attempts: int = 3,
         sleep: Callable[[float], None] = time.sleep,
+        client: httpx.Client | None = None,
     ) -> None:
         self.regions = regions
         self._url = url
         self._max_attempts = max_attempts
         self._sleep = sleep
-        self._http = httpx.Client(timeout=httpx.Timeout(timeout_s, connect=5.0))
+        self._http = client or httpx.Client(timeout=httpx.Timeout(timeout_s, connect=5.0))
 
     def skus(self) -> Collection[str]:
         return VM_SIZES.keys()
