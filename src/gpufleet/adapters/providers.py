@@ -95,6 +95,14 @@ class ProviderLifecycle(Protocol):
         ...
 
 
+@runtime_checkable
+class SubmitWindow(Protocol):
+    def earliest_submit_s(self, order: OrderRequest) -> int:
+        """The first moment the provider can take the order (e.g. Azure takes a future start at most about six
+        months ahead); before it, the order stays approved and is submitted by a later reconciler pass."""
+        ...
+
+
 Fault = Literal["timeout_before_order", "timeout_after_order"]
 
 

@@ -22,6 +22,7 @@ from gpufleet.adapters.providers import (
     ProviderPort,
     ProviderRefused,
     ProviderTimeout,
+    SubmitWindow,
 )
 from gpufleet.adapters.sql.models import ReservationRow
 from gpufleet.domain.errors import NotFoundError
@@ -70,7 +71,8 @@ class ProviderOrders:
         """Send an approved reservation to the provider under its idempotency key and record the order.
 
         Safe to call any number of times, concurrently, before or after a crash: the provider dedups on the
-        key and the final conditional update records the order once. Timeouts are retried up to
+        key and the final conditional update records the order once. A provider with a :class:`SubmitWindow` is not
+        called before the order's earliest moment: the reservation stays ``approved`` for a later pass. Timeouts are retried up to
         ``provider_max_attempts``; if all time out the reservation stays ``approved`` for the reconciler.
         """
         with UnitOfWork(self._engine, write=False) as uow:
@@ -83,6 +85,8 @@ class ProviderOrders:
                 return view_of(uow, row)
             key = row.idempotency_key
             req = OrderRequest(row.sku_id, row.region_id, row.units, row.term_months, row.start_s)
+            if isinstance(self._provider, SubmitWindow) and self._provider.earliest_submit_s(req) > self._clock.now_s():
+                return view_of(uow, row)  # too early for the provider: a later reconciler pass submits it
         order = self._call_provider(key, req)
         if self._crash_hook is not None:
             self._crash_hook("after_provider_call")

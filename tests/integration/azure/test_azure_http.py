@@ -161,3 +161,20 @@ def test_the_outlook_reads_azure_quotas_and_drafts_what_a_person_files(
         due = c.post("/v1/quotas/increases:file-due")
     assert filed.status_code == 409 and "not filed through gpufleet for azure" in filed.json()["detail"]
     assert due.status_code == 409
+
+
+def test_a_start_beyond_azures_window_waits_approved_then_is_bought_ahead(
+    azure_server: Any, fake_azure: FakeAzure
+) -> None:
+    """A start ten months out is more than Azure's six months for a future reservation: nothing is bought from now;
+    the reservation stays approved through the passes until the window opens, then becomes a future reservation."""
+    server = azure_server()
+    rid = _create(server, units=8, term_months=1, start="2026-11-01T00:00:00Z")
+    assert approve(server, rid, "finops_admin", "alice").json()["status"] == "approved"
+    assert reconcile(server)["still_pending"] == [rid] and not fake_azure.calls  # no call, no refusal in the audit
+    with server.client("viewer", "vic") as c:
+        assert c.get("/v1/audit", params={"entity_id": rid, "action": "reservation.submission_refused"}).json() == []
+    _advance(server, fake_azure, 130 * DAY)  # 2026-05-11: 174 days before the start
+    assert reconcile(server)["submitted"] == [rid] and status(server, rid) == "submitted_to_cloud"
+    name = resource_name(f"gpufleet-{rid}")
+    assert fake_azure.reservation(name, name)["properties"]["scheduleProfile"]["start"] == "2026-11-01"

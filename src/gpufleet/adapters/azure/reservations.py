@@ -6,7 +6,8 @@ from the key (``resource_name``), and ARM's PUT is idempotent by name: a retry a
 re-puts the same resources, never a second reservation. The key, SKU, GPUs, term and start are tags of the
 reservation (``gpufleet-key``, ...); a reservation of that name without this key is a refusal, not an order.
 
-- A start at least :data:`FUTURE_MIN_DAYS` days ahead (and at most :data:`FUTURE_MAX_DAYS`) is a **future capacity
+- A start more than :data:`FUTURE_MAX_DAYS` days ahead is not submitted yet (``earliest_submit_s``: the service keeps
+  it approved until then). A start at least :data:`FUTURE_MIN_DAYS` days ahead is a **future capacity
   reservation** (``properties.scheduleProfile.start``, the start date; Azure evaluates it: Pending, Approved,
   Committed, then Live or PartiallyFulfilled; Declined or FulfillmentFailed). A start sooner than that, now or
   past, is a capacity reservation from now: Azure takes no start date under a week ahead, so the days before the
@@ -65,6 +66,11 @@ class AzureCapacityReservations:
         self._now_s = now_s
 
     # ---- the port -----------------------------------------------------------------------------------------
+    def earliest_submit_s(self, order: OrderRequest) -> int:
+        """A future capacity reservation starts at most :data:`FUTURE_MAX_DAYS` ahead: an order further out waits
+        (approved) until then, rather than being bought from now."""
+        return order.start_s - FUTURE_MAX_DAYS * DAY_S
+
     def submit(self, key: str, order: OrderRequest) -> ProviderOrder:
         if order.sku_id not in VM_SIZES:  # refused before any call: the reservation is cancelled with the reason
             raise ProviderRefused("sku_not_offered", f"Azure sells no VM size mapped for {order.sku_id}")
