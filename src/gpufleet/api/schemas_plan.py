@@ -174,7 +174,12 @@ class QuotaOutlookPool(BaseModel):
     exhausts_at_s: int | None
     request_by_s: int | None
     reason: str
-    quota_source: str = "stored"  # read from the provider, not typed in: "service_quotas" (AWS), "cloud_quotas" (GCP)
+    quota_source: str = (
+        "stored"  # read from the provider: "service_quotas" (AWS), "cloud_quotas" (GCP), "compute_usages"
+    )
+    quota_unread: str | None = Field(
+        default=None, description="The provider's quota could not be read (its refusal or no answer): the stored one"
+    )
     increase: dict[str, Any] | None = None  # the drafted increase request and any open one (AWS and GCP pools)
 
 

@@ -17,6 +17,7 @@ from typing import Any
 
 from sqlalchemy import Engine
 
+from gpufleet.adapters.providers import ProviderRefused, ProviderTimeout
 from gpufleet.adapters.quota_port import CloudQuotas, IncreaseRequest, QuotaReading, QuotaRef
 from gpufleet.adapters.sql.models import SkuRow
 from gpufleet.control.cloud import usual_turnaround_s
@@ -49,7 +50,7 @@ class CloudQuotaService:
         self._source = source
         self._cache_s = cache_s
         self._lock = threading.Lock()
-        self._readings: dict[str, tuple[int, dict[str, QuotaReading]]] = {}
+        self._readings: dict[str, tuple[int, dict[str, QuotaReading] | ProviderRefused | ProviderTimeout]] = {}
         self._requests: dict[tuple[str, str], tuple[int, list[IncreaseRequest]]] = {}
 
     @property
@@ -64,11 +65,20 @@ class CloudQuotaService:
         return self._clock.now_s() - at_s < self._cache_s
 
     def readings(self, region: str) -> dict[str, QuotaReading]:
+        """The region's readings, reused for ``cache_s``; a failed read is remembered as long (each pool of an
+        outlook would otherwise wait out the provider's timeouts again) and raised again."""
         with self._lock:
             hit = self._readings.get(region)
             if hit is not None and self._fresh(hit[0]):
+                if isinstance(hit[1], Exception):
+                    raise hit[1]
                 return hit[1]
-        got = {q.code: q for q in self._source.read(region)}
+        try:
+            got = {q.code: q for q in self._source.read(region)}
+        except (ProviderRefused, ProviderTimeout) as exc:
+            with self._lock:
+                self._readings[region] = (self._clock.now_s(), exc)
+            raise
         with self._lock:
             self._readings[region] = (self._clock.now_s(), got)
         return got

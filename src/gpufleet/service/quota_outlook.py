@@ -14,7 +14,8 @@ the quota of that provider's on-demand or spot pool in a configured region is th
 (``quota_source``: ``service_quotas`` for AWS, ``cloud_quotas`` for GCP, ``compute_usages`` for Azure), the lead time is the quota's usual
 turnaround when past requests show one, and each such pool carries ``increase``: the request drafted by
 :func:`gpufleet.procure.quota_increase.draft_increase` (due before the exhaustion date minus the turnaround)
-and any open request at the provider.
+and any open request at the provider. A provider that cannot be read (refused, no answer) leaves the pool on its
+stored quota with ``quota_unread`` saying why; the outlook is still answered.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from typing import Any
 import numpy as np
 from sqlalchemy import Engine, select
 
+from gpufleet.adapters.providers import ProviderRefused, ProviderTimeout
 from gpufleet.adapters.sql.models import PoolRow, SkuRow
 from gpufleet.control.cloud import draft_increase
 from gpufleet.control.proposing import PlanRegion, pool_outlook
@@ -86,7 +88,12 @@ class QuotaOutlookService:
             p90 = np.array([d["p90"] for d in fc["demand"]])
             committed = np.array([s["committed_units"] for s in fc["supply"]], dtype=np.float64)
             start_s = int(fc["demand"][0]["day_start_s"])
-            pq = None if self._quotas is None else self._quotas.pool_quota(provider_id, region_id, sku, tier)
+            pq, unread = None, None
+            if self._quotas is not None:
+                try:
+                    pq = self._quotas.pool_quota(provider_id, region_id, sku, tier)
+                except (ProviderRefused, ProviderTimeout) as exc:  # a report: the stored quota, and why
+                    unread = str(exc)[:300]
             lead_s = increase_lead_days * DAY_S
             if pq is not None:
                 quota = pq.quota_gpus
@@ -101,6 +108,8 @@ class QuotaOutlookService:
                 now_s=now_s,
             )
             extra: dict[str, Any] = {"quota_source": "stored", "increase": None}
+            if unread is not None:
+                extra["quota_unread"] = unread
             if pq is not None:
                 extra = {"quota_source": _SOURCE[provider_id], "increase": _increase(o, pq, tier, now_s, lead_s)}
             out.append(

@@ -178,3 +178,24 @@ def test_a_start_beyond_azures_window_waits_approved_then_is_bought_ahead(
     assert reconcile(server)["submitted"] == [rid] and status(server, rid) == "submitted_to_cloud"
     name = resource_name(f"gpufleet-{rid}")
     assert fake_azure.reservation(name, name)["properties"]["scheduleProfile"]["start"] == "2026-11-01"
+
+
+def test_an_unreadable_quota_leaves_the_stored_one_and_says_why(azure_server: Any, fake_azure: FakeAzure) -> None:
+    """The usages answer only throttling: the outlook is answered all the same, the pool on its stored quota with the
+    reason, and the failed read is not tried again for every pool nor within the cache's time."""
+    server = azure_server(azure_max_attempts=2)
+    with server.client("ml_platform_admin", "bob") as c:
+        for tier in ("on_demand", "spot"):
+            pool = {"id": f"azure/eastus/{SKU}/{tier}", "provider_id": "azure", "region_id": "eastus",
+                    "sku_id": SKU, "tier": tier, "price_usd_per_gpu_h": "12.29", "quota_gpus": 4}  # fmt: skip
+            assert c.post("/v1/pools", json=pool).status_code in (201, 409)
+    _ingest(server, _hourly(NOW_S - 28 * DAY, 28, 6.0))
+    fake_azure.throttle_next("usage.list", 10)
+    for _ in range(2):
+        with server.client("viewer", "vic") as v:
+            r = v.get("/v1/quotas/outlook", params={"sku": SKU, "days": 30})
+        assert r.status_code == 200, r.text
+        pools = [p for p in r.json()["pools"] if p["provider"] == "azure"]
+        assert [(p["quota_source"], p["quota_gpus"]) for p in pools] == [("stored", 4), ("stored", 4)]
+        assert all("429" in p["quota_unread"] for p in pools)
+    assert fake_azure.calls["usage.list"] == 2  # one read of two attempts, remembered for both pools and both asks
