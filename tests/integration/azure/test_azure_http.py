@@ -5,66 +5,19 @@ reservation; a SKU Azure does not sell cancelled with the reason."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from datetime import UTC, datetime
 from typing import Any
 
-import pytest
-
 from gpufleet.adapters.resource_names import resource_name
 from gpufleet.domain.reservations import term_seconds
-from gpufleet.service.bootstrap import build_services
-from gpufleet.service.clock import FixedClock
-from gpufleet.service.settings import Settings
 from tests.integration.azure.fake_azure import FakeAzure
-from tests.integration.conftest import NOW_S, Database, LiveServer
+from tests.integration.conftest import NOW_S, LiveServer
 from tests.integration.reservation_flow import approve, reconcile, status
 from tests.integration.test_api_planning import SKU, _hourly, _ingest
 
 DAY = 86_400
 H100 = "Standard_ND96isr_H100_v5"
 BIG = {"sku": "h100_80gb", "units": 16, "start": "2026-02-01T00:00:00Z", "term_months": 12, "regions": ["eastus"]}
-
-
-@pytest.fixture
-def azure_server(database: Database, fake_azure: FakeAzure) -> Iterator[Any]:
-    """A live API server with ``provider = azure`` on the fake, on the test's database, with Azure's eastus and its
-    reserved pools in the store; the fake's clock is the server's."""
-    started: list[LiveServer] = []
-    fake_azure.set_now(datetime.fromtimestamp(NOW_S, UTC))
-
-    def start(**settings: Any) -> LiveServer:
-        settings.setdefault("provider_timeout_s", 15.0)
-        s = Settings(
-            db_url=database.url,
-            reconcile_interval_s=0,
-            token_cache_s=0,
-            provider="azure",
-            azure_subscription_id="00000000-0000-0000-0000-0000000000aa",
-            azure_resource_group="gpu-fleet",
-            azure_regions=["eastus"],
-            azure_zones={"eastus": "2"},
-            azure_endpoint_url=fake_azure.url,
-            azure_credentials="none",
-            **settings,
-        )
-        server = LiveServer(build_services(s, engine=database.engine, clock=FixedClock(NOW_S))).start()
-        started.append(server)
-        with server.client("ml_platform_admin", "bob") as c:
-            for path, body in (
-                ("/v1/providers", {"id": "azure", "name": "Microsoft Azure", "kind": "hyperscaler"}),
-                ("/v1/regions", {"id": "eastus", "provider_id": "azure", "geo": "us"}),
-            ):
-                assert c.post(path, json=body).status_code in (201, 409)
-            for sku in ("h100_80gb", "l40s"):
-                pool = {"id": f"azure/eastus/{sku}/reserved", "provider_id": "azure", "region_id": "eastus",
-                        "sku_id": sku, "tier": "reserved", "price_usd_per_gpu_h": "6.98", "term_months": 12}  # fmt: skip
-                assert c.post("/v1/pools", json=pool).status_code in (201, 409)
-        return server
-
-    yield start
-    for server in started:
-        server.stop()
 
 
 def _advance(server: LiveServer, fake: FakeAzure, seconds: int) -> None:

@@ -6,9 +6,9 @@ from the key (``resource_name``), and ARM's PUT is idempotent by name: a retry a
 re-puts the same resources, never a second reservation. The key, SKU, GPUs, term and start are tags of the
 reservation (``gpufleet-key``, ...); a reservation of that name without this key is a refusal, not an order.
 
-- A start more than :data:`FUTURE_MAX_DAYS` days ahead is not submitted yet (``earliest_submit_s``: the service keeps
-  it approved until then). A start at least :data:`FUTURE_MIN_DAYS` days ahead is a **future capacity
-  reservation** (``properties.scheduleProfile.start``, the start date; Azure evaluates it: Pending, Approved,
+- A start more than six calendar months ahead (:data:`FUTURE_MAX_MONTHS`) is not submitted yet (``earliest_submit_s``:
+  the service keeps it approved until a day after its window opens). A start at least :data:`FUTURE_MIN_DAYS` days
+  ahead is a **future capacity reservation** (``properties.scheduleProfile.start``, the start date; Azure evaluates it: Pending, Approved,
   Committed, then Live or PartiallyFulfilled; Declined or FulfillmentFailed). A start sooner than that, now or
   past, is a capacity reservation from now: Azure takes no start date under a week ahead, so the days before the
   start are paid for (at most :data:`FUTURE_MIN_DAYS`).
@@ -29,8 +29,9 @@ reservation alone is billed at pay-as-you-go rates from its creation (docs/provi
 
 from __future__ import annotations
 
+import calendar
 from collections.abc import Callable, Sequence
-from datetime import UTC, datetime
+from datetime import UTC, date, datetime, timedelta
 from typing import Any
 
 from gpufleet.adapters.azure.session import ArmApi
@@ -40,8 +41,8 @@ from gpufleet.adapters.resource_names import resource_name
 from gpufleet.domain.reservations import term_seconds
 
 DAY_S = 86_400
-FUTURE_MIN_DAYS = 7  # Azure's rule for a future capacity reservation's start (the SDK's ScheduleProfile)
-FUTURE_MAX_DAYS = 182
+FUTURE_MIN_DAYS = 7  # Azure's rules for a future capacity reservation's start (the SDK's ScheduleProfile):
+FUTURE_MAX_MONTHS = 6  # at least 7 days and at most 6 months ahead
 GROUPS = "capacityReservationGroups"
 _PROVISIONING: dict[str, LifecycleState] = {
     "Creating": "pending",
@@ -67,9 +68,13 @@ class AzureCapacityReservations:
 
     # ---- the port -----------------------------------------------------------------------------------------
     def earliest_submit_s(self, order: OrderRequest) -> int:
-        """A future capacity reservation starts at most :data:`FUTURE_MAX_DAYS` ahead: an order further out waits
-        (approved) until then, rather than being bought from now."""
-        return order.start_s - FUTURE_MAX_DAYS * DAY_S
+        """A future capacity reservation starts at most six calendar months ahead (Azure's rule): an order further
+        out waits (approved) until a day after its window opens, rather than being bought from now."""
+        start = _date(order.start_s)
+        day = _add_months(start, -FUTURE_MAX_MONTHS)
+        while _add_months(day, FUTURE_MAX_MONTHS) < start:
+            day += timedelta(days=1)
+        return _midnight_s(day + timedelta(days=1))  # a day's margin for Azure's own "today"
 
     def submit(self, key: str, order: OrderRequest) -> ProviderOrder:
         if order.sku_id not in VM_SIZES:  # refused before any call: the reservation is cancelled with the reason
@@ -173,11 +178,27 @@ class AzureCapacityReservations:
             "tags": tags,
             **zones,
         }
-        ahead_days = (order.start_s - self._now_s()) / DAY_S
-        if FUTURE_MIN_DAYS <= ahead_days <= FUTURE_MAX_DAYS:
-            start = datetime.fromtimestamp(order.start_s, UTC).strftime("%Y-%m-%d")
-            body["properties"] = {"scheduleProfile": {"start": start}}
+        now_s = self._now_s()
+        if _date(order.start_s) > _add_months(_date(now_s), FUTURE_MAX_MONTHS):
+            raise ProviderRefused("start_too_far", "Azure takes a start at most six months ahead", retryable=True)
+        if order.start_s - now_s >= FUTURE_MIN_DAYS * DAY_S:
+            body["properties"] = {"scheduleProfile": {"start": _date(order.start_s).isoformat()}}
         return body
+
+
+def _date(seconds: int) -> date:
+    return datetime.fromtimestamp(seconds, UTC).date()
+
+
+def _midnight_s(day: date) -> int:
+    return int(datetime(day.year, day.month, day.day, tzinfo=UTC).timestamp())
+
+
+def _add_months(day: date, months: int) -> date:
+    """The same day ``months`` calendar months later (earlier when negative), the month's last day if shorter."""
+    year, month0 = divmod(day.month - 1 + months, 12)
+    year += day.year
+    return date(year, month0 + 1, min(day.day, calendar.monthrange(year, month0 + 1)[1]))
 
 
 def _state(got: dict[str, Any]) -> tuple[LifecycleState, str]:
