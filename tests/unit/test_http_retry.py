@@ -43,3 +43,19 @@ def test_no_answer_is_retried_with_backoff_then_an_unknown_outcome() -> None:
     slept, send = _answers(503, 503)  # the retries ran out: the last answer, for the caller to read
     r, attempts = send_with_retries(send, what="x", max_attempts=2, backoff_s=0.5, sleep=slept.append)
     assert (r.status_code, attempts) == (503, 2)
+
+
+def test_pages_stop_on_a_repeat_and_stay_on_the_first_origin() -> None:
+    from gpufleet.adapters.http_retry import Pages
+    from gpufleet.adapters.providers import ProviderRefused
+
+    pages = Pages("list", httpx.URL("https://prices.azure.com/api/retail/prices"))
+    assert pages.next("https://prices.azure.com:443/api/retail/prices?$skip=100")  # the default port is the origin's
+    for link, code in (
+        ("https://prices.azure.com:443/api/retail/prices?$skip=100", "pagination_runaway"),  # the same page again
+        ("http://prices.azure.com/api/retail/prices?$skip=200", "bad_next_link"),  # not https
+        ("https://prices.azure.com:8443/api/retail/prices?$skip=200", "bad_next_link"),  # another port
+    ):
+        with pytest.raises(ProviderRefused) as refused:
+            pages.next(link)
+        assert refused.value.code == code

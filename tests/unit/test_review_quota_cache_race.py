@@ -1,7 +1,7 @@
-"""Review: CloudQuotaService drops a region's cached readings (and a quota's requests) when an increase is filed or
-closes, but a read that was already in flight stores its older answer afterwards: the drop is lost and the stale
-answer is served for ``cache_s`` (the outlook keeps the old quota, or shows no open request and drafts the filed
-increase as due again)."""
+"""Review (fixed), the defect: CloudQuotaService drops a region's cached readings (and a quota's requests) when an
+increase is filed or closes, but a read that was already in flight stores its older answer afterwards: the drop is
+lost and the stale answer is served for ``cache_s`` (the outlook keeps the old quota, or shows no open request and
+drafts the filed increase as due again)."""
 
 from __future__ import annotations
 
@@ -57,4 +57,4 @@ def test_review_a_read_in_flight_does_not_undo_the_drop_of_a_closed_increase() -
     assert got["open"] is False
     source.release.set()
     reader.join(5)
-    assert service.readings("us-east-1")[CODE].value == 192.0  # fails: 96.0, stored after the drop, kept 300 s
+    assert service.readings("us-east-1")[CODE].value == 192.0  # before the fix: 96.0, stored after the drop, kept 300 s

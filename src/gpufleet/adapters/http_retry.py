@@ -7,16 +7,20 @@ at most 8 s). No answer after the last attempt raises :class:`~gpufleet.adapters
 (unknown outcome); otherwise the last response is returned with the number of attempts, for the caller to read
 (a 429/5xx then means the retries ran out). Retrying a mutation is safe only when the API makes it idempotent
 (a request id, or a name the resource is created under).
+
+``json_object`` reads a successful answer (not JSON: a refusal, ``bad_answer``); ``Pages`` guards a list's paging
+(a bounded number of pages, none twice, links on the first request's origin only).
 """
 
 from __future__ import annotations
 
 import random
 from collections.abc import Callable
+from typing import Any
 
 import httpx
 
-from gpufleet.adapters.providers import ProviderTimeout
+from gpufleet.adapters.providers import ProviderRefused, ProviderTimeout
 
 RETRY_STATUS = frozenset({429, 500, 502, 503, 504})
 MAX_RETRY_AFTER_S = 30.0
@@ -55,3 +59,40 @@ def _retry_after(r: httpx.Response) -> float | None:
         return min(MAX_RETRY_AFTER_S, max(0.0, float(r.headers.get("Retry-After", ""))))
     except ValueError:
         return None
+
+
+MAX_PAGES = 100
+
+
+def json_object(r: httpx.Response, what: str) -> dict[str, Any]:
+    """A successful answer's JSON object; an empty body is ``{}``; anything else (a proxy's HTML page, a truncated
+    body, a JSON array) is a refusal the caller can report, never a decoder's exception."""
+    if not r.content:
+        return {}
+    try:
+        out = r.json()
+    except ValueError:
+        raise ProviderRefused("bad_answer", f"{what}: {r.status_code} answer is not JSON: {r.text[:100]!r}") from None
+    if not isinstance(out, dict):
+        raise ProviderRefused("bad_answer", f"{what}: the answer is not a JSON object: {str(out)[:100]}")
+    return out
+
+
+class Pages:
+    """Guards a list's paging: at most :data:`MAX_PAGES` pages, no page link or token twice, and (for links) the
+    same origin (scheme, host, port) as the first request, so a credential never follows a link elsewhere."""
+
+    def __init__(self, what: str, origin: httpx.URL | None = None) -> None:
+        self._what = what
+        self._origin = origin
+        self._seen: set[str] = set()
+
+    def next(self, link_or_token: str) -> str:
+        if link_or_token in self._seen or len(self._seen) + 1 >= MAX_PAGES:
+            raise ProviderRefused("pagination_runaway", f"{self._what}: a page seen before, or over {MAX_PAGES} pages")
+        self._seen.add(link_or_token)
+        if self._origin is not None:
+            url = httpx.URL(link_or_token)
+            if (url.scheme, url.host, url.port) != (self._origin.scheme, self._origin.host, self._origin.port):
+                raise ProviderRefused("bad_next_link", f"{self._what}: a next page elsewhere: {link_or_token[:100]}")
+        return link_or_token

@@ -12,6 +12,7 @@ the quota's past requests (AWS: created -> last update of approved or closed one
 from __future__ import annotations
 
 import threading
+from collections import Counter
 from dataclasses import dataclass
 from typing import Any
 
@@ -52,6 +53,7 @@ class CloudQuotaService:
         self._lock = threading.Lock()
         self._readings: dict[str, tuple[int, dict[str, QuotaReading] | ProviderRefused | ProviderTimeout]] = {}
         self._requests: dict[tuple[str, str], tuple[int, list[IncreaseRequest]]] = {}
+        self._gen: Counter[Any] = Counter()  # per region and per (region, code): bumped by every drop
 
     @property
     def provider(self) -> str:
@@ -66,21 +68,21 @@ class CloudQuotaService:
 
     def readings(self, region: str) -> dict[str, QuotaReading]:
         """The region's readings, reused for ``cache_s``; a failed read is remembered as long (each pool of an
-        outlook would otherwise wait out the provider's timeouts again) and raised again."""
+        outlook would otherwise wait out the provider's timeouts again) and raised again. A read that was under way
+        when the region's cache was dropped (an increase filed or closed) is answered but not kept."""
         with self._lock:
             hit = self._readings.get(region)
             if hit is not None and self._fresh(hit[0]):
                 if isinstance(hit[1], Exception):
                     raise hit[1]
                 return hit[1]
+            gen = self._gen[region]
         try:
             got = {q.code: q for q in self._source.read(region)}
         except (ProviderRefused, ProviderTimeout) as exc:
-            with self._lock:
-                self._readings[region] = (self._clock.now_s(), exc)
+            self._keep(self._readings, region, (self._clock.now_s(), exc), gen)
             raise
-        with self._lock:
-            self._readings[region] = (self._clock.now_s(), got)
+        self._keep(self._readings, region, (self._clock.now_s(), got), gen)
         return got
 
     def requests(self, region: str, code: str) -> list[IncreaseRequest]:
@@ -88,10 +90,23 @@ class CloudQuotaService:
             hit = self._requests.get((region, code))
             if hit is not None and self._fresh(hit[0]):
                 return hit[1]
+            gen = self._gen[(region, code)]
         got = self._source.requests(region, code)
-        with self._lock:
-            self._requests[(region, code)] = (self._clock.now_s(), got)
+        self._keep(self._requests, (region, code), (self._clock.now_s(), got), gen)
         return got
+
+    def _keep(self, cache: dict[Any, Any], key: Any, value: Any, gen: int) -> None:
+        with self._lock:
+            if self._gen[key] == gen:  # not dropped while it was being read
+                cache[key] = value
+
+    def _drop(self, region: str, code: str, *, readings: bool) -> None:
+        with self._lock:
+            self._requests.pop((region, code), None)
+            self._gen[(region, code)] += 1
+            if readings:
+                self._readings.pop(region, None)
+                self._gen[region] += 1
 
     def pool_quota(self, provider_id: str, region: str, sku_id: str, tier: str) -> ProviderQuota | None:
         if provider_id != self.provider or tier not in _TIERS or region not in self.regions:
@@ -173,9 +188,7 @@ class CloudQuotaService:
                 f"of {current.value:g} {ref.unit} ({ref.code})",
             )
         filed = self._source.request_increase(region, ref.code, desired, reason=reason)
-        with self._lock:
-            self._readings.pop(region, None)
-            self._requests.pop((region, ref.code), None)
+        self._drop(region, ref.code, readings=True)
         now_s = self._clock.now_s()
         with UnitOfWork(self._engine, write=True) as uow:
             uow.audit(
@@ -200,10 +213,7 @@ class CloudQuotaService:
         self.require_filing()
         self._region(region)
         got = self._source.request_status(region, request_id)
-        with self._lock:
-            self._requests.pop((region, got.code), None)
-            if not got.open:
-                self._readings.pop(region, None)
+        self._drop(got.region, got.code, readings=not got.open)
         return self._request(got)
 
     def require_filing(self) -> None:

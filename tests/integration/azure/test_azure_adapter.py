@@ -147,15 +147,17 @@ def test_refusals_no_capacity_then_bought_and_orders_azure_cannot_take(fake_azur
     assert none_now.value.code == "ZonalAllocationFailed" and none_now.value.retryable
     fake_azure.allow_capacity(H100)
     assert port.submit("gpufleet-res_r1", _order()).units == 16  # the reconciler's next try buys it
-    for order, code in (
-        (_order(sku="l40s"), "sku_not_offered"),
-        (_order(region="brazilsouth"), "region_not_configured"),
+    # nothing bought: an unsold SKU refused before any call; a region left out of the settings after looking the order
+    # up (one placed there before would still be found)
+    for order, code, calls in (
+        (_order(sku="l40s"), "sku_not_offered", {}),
+        (_order(region="brazilsouth"), "region_not_configured", {"capacityReservations.get": 1}),
     ):
-        before = sum(fake_azure.calls.values())
+        before = fake_azure.calls.copy()
         with pytest.raises(ProviderRefused) as refused:
             port.submit("gpufleet-res_r2", order)
         assert refused.value.code == code and not refused.value.retryable
-        assert sum(fake_azure.calls.values()) == before  # refused before any call
+        assert fake_azure.calls - before == calls
     fake_azure.throttle_next("capacityReservations.get")
     assert port.find("gpufleet-res_r1") is not None and slept == [1.0]  # ARM's Retry-After, not a guess
 

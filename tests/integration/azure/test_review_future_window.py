@@ -1,6 +1,6 @@
 """Review (fixed): Azure takes a future capacity reservation's start at most *six months* ahead (azure-mgmt-compute's
-ScheduleProfile.start docstring, modelled by the fake); the adapter used 182 days, which is more than six months from a
-third of the calendar's dates (2026-01-01 among them), so an order submitted when its window opened was refused
+ScheduleProfile.start docstring, modelled by the fake); the adapter used 182 days, which is more than six months from
+a third of the calendar's dates (2026-01-01 among them), so an order submitted when its window opened was refused
 (InvalidParameter, not retryable) and the reservation cancelled. The window is now six calendar months, plus a day."""
 
 from __future__ import annotations
@@ -11,6 +11,7 @@ from typing import Any
 from gpufleet.adapters.azure.reservations import AzureCapacityReservations
 from gpufleet.adapters.azure.session import ArmApi, AzureConfig
 from gpufleet.adapters.providers import OrderRequest
+from gpufleet.service.clock import FixedClock
 from tests.integration.azure.fake_azure import FakeAzure
 from tests.integration.azure.test_azure_http import _advance, _create
 from tests.integration.reservation_flow import approve, reconcile, status
@@ -27,7 +28,8 @@ def test_review_whenever_the_window_says_submit_azure_takes_the_start(fake_azure
     taken = 0
     for now in (NOW, NOW + 58 * DAY, NOW + 150 * DAY, NOW + 242 * DAY):  # Jan 1, Feb 28, May 31, Aug 31
         fake_azure.set_now(datetime.fromtimestamp(now, UTC))
-        port = AzureCapacityReservations(ArmApi(cfg, sleep=lambda _s: None), now_s=lambda now=now: now)  # type: ignore[misc]
+        clock = FixedClock(now)
+        port = AzureCapacityReservations(ArmApi(cfg, sleep=lambda _s: None), now_s=clock.now_s)
         for ahead in range(150, 200, 3):
             order = OrderRequest("h100_80gb", "eastus", 8, 1, now + ahead * DAY)
             if port.earliest_submit_s(order) <= now:

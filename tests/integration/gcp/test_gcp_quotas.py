@@ -5,7 +5,6 @@ the outlook reads the quota, drafts the increase, files it, and reads the grante
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
 import httpx
@@ -15,17 +14,12 @@ from gpufleet.adapters.gcp.quotas import FAMILY_QUOTA, SERVICE, GcpCloudQuotas, 
 from gpufleet.adapters.gcp.session import GcpConfig, GoogleApi
 from gpufleet.adapters.providers import ProviderTimeout
 from gpufleet.domain.errors import ValidationError
-from gpufleet.service.bootstrap import build_services
-from gpufleet.service.clock import FixedClock
-from gpufleet.service.settings import Settings
-from tests.integration.conftest import NOW_S, Database, LiveServer
-from tests.integration.gcp.conftest import Start
-from tests.integration.gcp.fake_gcp import FakeGcp
+from tests.integration.conftest import NOW_S, LiveServer
+from tests.integration.gcp.conftest import PROJECT, QUOTA_REGION, Start
 from tests.integration.gcp.fake_quotas import FakeQuotas
 from tests.integration.test_api_planning import DAY, SKU, _hourly, _ingest
 
-PROJECT = "fleet-prod"
-REGION = "europe-west4"
+REGION = QUOTA_REGION
 WHERE = [REGION, "us-central1"]
 H100 = gpu_quota("h100_80gb", "on_demand")
 H100_SPOT = gpu_quota("h100_80gb", "spot")
@@ -190,42 +184,6 @@ def test_no_contact_email_no_increase_and_throttling_is_retried(fake_quotas: Fak
 
 
 # ---- over HTTP, on SQLite and PostgreSQL ------------------------------------------------------------------------
-@pytest.fixture
-def quota_server(database: Database, fake_gcp: FakeGcp, fake_quotas: FakeQuotas) -> Iterator[Start]:
-    started: list[LiveServer] = []
-
-    def start(**settings: Any) -> LiveServer:
-        s = Settings(
-            db_url=database.url,
-            reconcile_interval_s=0,
-            token_cache_s=0,
-            provider="gcp",
-            gcp_project=PROJECT,
-            gcp_regions=[REGION],
-            gcp_endpoint_url=f"{fake_gcp.url}/compute/v1/",
-            gcp_quotas_endpoint_url=f"{fake_quotas.url}/v1/",
-            gcp_credentials="none",
-            **settings,
-        )
-        server = LiveServer(build_services(s, engine=database.engine, clock=FixedClock(NOW_S))).start()
-        started.append(server)
-        with server.client("ml_platform_admin", "bob") as c:
-            for path, body in (
-                ("/v1/providers", {"id": "gcp", "name": "Google Cloud", "kind": "hyperscaler"}),
-                ("/v1/regions", {"id": REGION, "provider_id": "gcp", "geo": "eu"}),
-            ):
-                assert c.post(path, json=body).status_code in (201, 409)
-            for tier, price in (("on_demand", "11.06"), ("spot", "3.50")):
-                pool = {"id": f"gcp/{REGION}/{SKU}/{tier}", "provider_id": "gcp", "region_id": REGION,
-                        "sku_id": SKU, "tier": tier, "price_usd_per_gpu_h": price, "quota_gpus": 4}  # fmt: skip
-                assert c.post("/v1/pools", json=pool).status_code in (201, 409)
-        return server
-
-    yield start
-    for server in started:
-        server.stop()
-
-
 def _pool(server: LiveServer, tier: str) -> dict[str, Any]:
     with server.client("viewer", "vic") as v:
         out = v.get("/v1/quotas/outlook", params={"sku": SKU, "days": 60})

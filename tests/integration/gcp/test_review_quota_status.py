@@ -1,6 +1,7 @@
-"""Review: a GCP quota preference is global (its region is a dimension), but ``request_status`` answers any preference
-under whatever ``region`` the caller passes: the answer names the wrong region, and the service drops the cache of
-that region instead of the preference's, so a granted increase stays invisible to the outlook for ``cache_s``."""
+"""Review (fixed), the defect: a GCP quota preference is global (its region is a dimension), but ``request_status``
+answers any preference under whatever ``region`` the caller passes: the answer names the wrong region, and the
+service drops the cache of that region instead of the preference's, so a granted increase stays invisible to the
+outlook for ``cache_s``."""
 
 from __future__ import annotations
 
@@ -24,7 +25,7 @@ def test_review_status_under_another_region_names_the_preferences_region(fake_qu
     pid = preference_id("h100_80gb", "on_demand", REGION, H100.code)
     fake_quotas.decide(pid, 64)  # Google grants it
     got = service.increase_status(VIEWER, "us-central1", pid)  # a configured region, not the preference's
-    assert got["region"] == REGION  # fails: "us-central1"
+    assert got["region"] == REGION  # before the fix: "us-central1"
 
 
 def test_review_a_closed_preference_drops_its_own_regions_readings(fake_quotas: FakeQuotas) -> None:
@@ -36,4 +37,4 @@ def test_review_a_closed_preference_drops_its_own_regions_readings(fake_quotas: 
     pid = preference_id("h100_80gb", "on_demand", REGION, H100.code)
     fake_quotas.decide(pid, 64)
     assert service.increase_status(VIEWER, "us-central1", pid)["open"] is False  # closed: "readings dropped"
-    assert service.readings(REGION)[H100.code].value == 64.0  # fails: 16.0, the stale reading for 300 s
+    assert service.readings(REGION)[H100.code].value == 64.0  # before the fix: 16.0, the stale reading for 300 s

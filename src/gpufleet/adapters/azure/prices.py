@@ -19,7 +19,7 @@ from typing import Any
 import httpx
 
 from gpufleet.adapters.azure.vm_sizes import VM_SIZES, vm_size
-from gpufleet.adapters.http_retry import RETRY_STATUS, send_with_retries
+from gpufleet.adapters.http_retry import RETRY_STATUS, Pages, json_object, send_with_retries
 from gpufleet.adapters.price_port import PriceQuote
 from gpufleet.adapters.providers import ProviderRefused, ProviderTimeout
 
@@ -74,14 +74,11 @@ class AzureRetailPrices:
         return [PriceQuote(t, best[t], SOURCE) for t in ("on_demand", "spot") if t in best]
 
     def _items(self, params: dict[str, str]) -> list[dict[str, Any]]:
-        host = httpx.URL(self._url).host
         page = self._get(self._url, params)
         items = list(page.get("Items") or [])
+        guard = Pages("Retail Prices", httpx.URL(self._url))
         while page.get("NextPageLink"):
-            link = str(page["NextPageLink"])
-            if httpx.URL(link).host != host:
-                raise ProviderRefused("bad_next_link", f"Retail Prices: a NextPageLink to another host: {link[:100]}")
-            page = self._get(link, None)
+            page = self._get(guard.next(str(page["NextPageLink"])), None)
             items += page.get("Items") or []
         return items
 
@@ -97,5 +94,4 @@ class AzureRetailPrices:
             raise ProviderTimeout(f"Retail Prices: {r.status_code} after {attempts} attempts")
         if r.status_code >= 400:
             raise ProviderRefused(f"http{r.status_code}", f"Retail Prices: {r.text[:200]}")
-        out: dict[str, Any] = r.json()
-        return out
+        return json_object(r, "Retail Prices")

@@ -79,11 +79,11 @@ class AzureCapacityReservations:
     def submit(self, key: str, order: OrderRequest) -> ProviderOrder:
         if order.sku_id not in VM_SIZES:  # refused before any call: the reservation is cancelled with the reason
             raise ProviderRefused("sku_not_offered", f"Azure sells no VM size mapped for {order.sku_id}")
-        if order.region_id not in self._api.config.regions:
-            raise ProviderRefused("region_not_configured", f"{order.region_id} is not in azure_regions")
-        found = self.find(key)
+        found = self.find(key)  # first: an order placed before its region left the settings is still found
         if found is not None:
             return found
+        if order.region_id not in self._api.config.regions:
+            raise ProviderRefused("region_not_configured", f"{order.region_id} is not in azure_regions")
         return self.create(key, order)
 
     def create(self, key: str, order: OrderRequest) -> ProviderOrder:

@@ -28,7 +28,7 @@ from typing import Any
 
 import httpx
 
-from gpufleet.adapters.http_retry import RETRY_STATUS, send_with_retries
+from gpufleet.adapters.http_retry import RETRY_STATUS, Pages, json_object, send_with_retries
 from gpufleet.adapters.providers import ProviderRefused, ProviderTimeout
 from gpufleet.domain.errors import ValidationError
 
@@ -156,14 +156,12 @@ class ArmApi:
         return self._send(what, method, prefix + path, {"api-version": API_VERSION, **(params or {})}, body)
 
     def pages(self, what: str, path: str, *, scope: str = "group") -> list[dict[str, Any]]:
-        """Every item of a list, following ARM's ``nextLink`` (which carries its own query)."""
+        """Every item of a list, following ARM's ``nextLink`` (which carries its own query) on ARM's own origin."""
         page = self.call(what, "GET", path, scope=scope)
         items = list(page.get("value") or [])
+        guard = Pages(what, self._http.base_url)
         while page.get("nextLink"):
-            link = str(page["nextLink"])
-            if httpx.URL(link).host != self._http.base_url.host:  # our token goes only to ARM
-                raise ProviderRefused("bad_next_link", f"{what}: a nextLink to another host: {link[:100]}")
-            page = self._send(what, "GET", link, None, None)
+            page = self._send(what, "GET", guard.next(str(page["nextLink"])), None, None)
             items += page.get("value") or []
         return items
 
@@ -176,8 +174,7 @@ class ArmApi:
             send, what=what, max_attempts=self.config.max_attempts, backoff_s=self.config.backoff_s, sleep=self._sleep
         )
         if r.status_code < 400:
-            out: dict[str, Any] = r.json() if r.content else {}
-            return out
+            return json_object(r, what)
         code, message = _error(r)
         if r.status_code in RETRY_STATUS:
             raise ProviderTimeout(f"{what}: {r.status_code} {code} after {attempts} attempts: {message}")

@@ -14,7 +14,9 @@ dimension absent from a row means every value without a row of its own, and a ro
 the regions in its ``applicableLocations``. The value of a region (and GPU family) is the matching row that names
 the most dimensions. A value of -1 (unlimited) gives no reading.
 
-Increases are quota preferences (``quotaPreferences``): one preference per quota and set of dimensions, declarative
+Increases are quota preferences (``quotaPreferences``): filed only when the quota, read at that moment (not from a
+cache), is limited and below the desired value (an unlimited quota, -1, is never turned into a limit); one preference
+per quota and set of dimensions, declarative
 (the preferred value, then Google's decision: ``reconciling`` until decided, then ``grantedValue``). Filing one
 gets gpufleet's preference by its id (``gpufleet-<sku>-<tier>-<region>-<6 hex>``) and patches it with its etag, or
 creates it; a preference of the same quota and dimensions made elsewhere (the console) is found by listing and
@@ -34,6 +36,7 @@ from typing import Any
 from gpufleet.adapters.gcp.machines import MACHINE_TYPES
 from gpufleet.adapters.gcp.reservations import epoch_s
 from gpufleet.adapters.gcp.session import GoogleApi
+from gpufleet.adapters.http_retry import Pages
 from gpufleet.adapters.providers import ProviderRefused
 from gpufleet.adapters.quota_port import IncreaseRequest, QuotaReading, QuotaRef
 from gpufleet.domain.errors import ValidationError
@@ -90,7 +93,14 @@ QUOTA_BY_CODE: dict[str, tuple[str, GpuQuota]] = {
 
 
 def region_value(info: dict[str, Any], region: str, family: str | None) -> int | None:
-    """The quota's value for ``region`` (and ``family``) from its dimensionsInfos (module docstring)."""
+    """The quota's value for ``region`` (and ``family``) from its dimensionsInfos (module docstring); None when no
+    row applies or the quota is unlimited (-1)."""
+    value = _row_value(info, region, family)
+    return None if value is None or value < 0 else value
+
+
+def _row_value(info: dict[str, Any], region: str, family: str | None) -> int | None:
+    """The value of the most specific matching row, -1 (unlimited) included; None when no row applies."""
     want = {"region": region} | ({} if family is None else {"gpu_family": family})
     best: tuple[int, int] | None = None
     for row in info.get("dimensionsInfos") or []:
@@ -103,9 +113,7 @@ def region_value(info: dict[str, Any], region: str, family: str | None) -> int |
         value = int((row.get("details") or {}).get("value", 0))
         if best is None or len(dims) > best[0]:
             best = (len(dims), value)
-    if best is None or best[1] < 0:
-        return None
-    return best[1]
+    return None if best is None else best[1]
 
 
 def preference_id(sku_id: str, tier: str, region: str, code: str) -> str:
@@ -155,6 +163,11 @@ class GcpCloudQuotas:
             raise ValidationError(
                 "gcp_quota_contact_email", "Google requires a contact email on a quota increase; set it to file one"
             )
+        info = self._api.get("quotaInfos.get", f"locations/global/services/{SERVICE}/quotaInfos/{q.quota_id}")
+        now = None if info is None else _row_value(info, region, q.family)
+        if now is None or now < 0 or now >= desired_value:  # read now, not from a cache: never lower a quota
+            what = "no such quota here" if now is None else "unlimited" if now < 0 else f"already {now}"
+            raise ValidationError("desired_gpus", f"{code} in {region}: {what}; {desired_value:g} would not raise it")
         sku = next(s for s in MODELS if gpu_quota(s, tier) == q)
         pid = preference_id(sku, tier, region, code)
         prefs = "locations/global/quotaPreferences"
@@ -209,15 +222,16 @@ class GcpCloudQuotas:
         pref = self._api.get("quotaPreferences.get", f"locations/global/quotaPreferences/{request_id}")
         if pref is None:
             raise ValidationError("request_id", f"no quota preference {request_id!r} in the project")
-        q = _quota_of(pref)
-        return _request(pref, region, "" if q is None else q.code)
+        q = _quota_of(pref)  # the preference's own region, whichever configured region was asked
+        return _request(pref, str((pref.get("dimensions") or {}).get("region") or region), "" if q is None else q.code)
 
     def _preference_of(self, q: GpuQuota, region: str) -> dict[str, Any] | None:
         """The preference of quota ``q`` with exactly the dimensions of ``region`` (list, every page)."""
         want = q.dimensions(region)
         token = ""
+        guard = Pages("quotaPreferences.list")
         while True:
-            params = {"pageSize": "100"} | ({"pageToken": token} if token else {})
+            params = {"pageSize": "100"} | ({"pageToken": guard.next(token)} if token else {})
             page = self._api.call("quotaPreferences.list", "GET", "locations/global/quotaPreferences", params=params)
             for pref in page.get("quotaPreferences") or []:
                 same = pref.get("service") == SERVICE and pref.get("quotaId") == q.quota_id

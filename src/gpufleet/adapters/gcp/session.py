@@ -28,7 +28,7 @@ from typing import Any
 
 import httpx
 
-from gpufleet.adapters.http_retry import RETRY_STATUS, send_with_retries
+from gpufleet.adapters.http_retry import RETRY_STATUS, json_object, send_with_retries
 from gpufleet.adapters.providers import ProviderRefused, ProviderTimeout
 from gpufleet.domain.errors import ValidationError
 
@@ -152,8 +152,7 @@ class GoogleApi:
             send, what=what, max_attempts=self.config.max_attempts, backoff_s=self.config.backoff_s, sleep=self._sleep
         )
         if r.status_code < 400:
-            out: dict[str, Any] = r.json() if r.content else {}
-            return out
+            return json_object(r, what)
         reason, message = _error(r)
         if r.status_code in RETRY_STATUS:
             raise ProviderTimeout(f"{what}: {r.status_code} {reason} after {attempts} attempts: {message}")

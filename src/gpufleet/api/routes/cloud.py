@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal, TypeVar
 
-from fastapi import APIRouter, Query, Response
+from fastapi import APIRouter, Path, Query, Response
 from pydantic import Field
 
 from gpufleet.api.deps import CurrentActor, ServicesDep
@@ -20,6 +20,8 @@ from gpufleet.service.cloud_quotas import CloudQuotaService
 
 router = APIRouter(tags=["cloud"], responses=PROBLEM_RESPONSES)
 Region = Annotated[str, Query(pattern=ID_PATTERN, examples=["us-east-1"])]
+# a provider's request id (AWS: up to 128 characters): one URL segment, never a path of its own
+RequestId = Annotated[str, Path(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.~:-]{0,127}$")]
 T = TypeVar("T")
 
 
@@ -102,7 +104,7 @@ def quotas_file_due(
 
 
 @router.get("/v1/quotas/increases/{request_id}")
-def quotas_increase_status(request_id: IdPath, services: ServicesDep, actor: CurrentActor, region: Region) -> Any:
+def quotas_increase_status(request_id: RequestId, services: ServicesDep, actor: CurrentActor, region: Region) -> Any:
     """The status of an increase request at the provider (AWS: PENDING, CASE_OPENED, APPROVED, DENIED, ...; GCP:
     RECONCILING, GRANTED, NOT_GRANTED)."""
     return _quotas(services).increase_status(actor, region, request_id)
