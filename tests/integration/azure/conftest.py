@@ -14,6 +14,7 @@ import pytest
 from gpufleet.service.bootstrap import build_services
 from gpufleet.service.clock import FixedClock
 from gpufleet.service.settings import Settings
+from tests.fake_fixtures import fake_fixtures
 from tests.integration.azure.fake_azure import FakeAzure
 from tests.integration.azure.fake_prices import FakeRetailPrices
 from tests.integration.conftest import NOW_S, Database, LiveServer
@@ -25,34 +26,10 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             item.add_marker(pytest.mark.azure)
 
 
-@pytest.fixture(scope="session")
-def fake_azure_server() -> Iterator[FakeAzure]:
-    fake = FakeAzure().start()
-    yield fake
-    fake.stop()
+fake_azure_server, fake_azure = fake_fixtures("fake_azure", FakeAzure)
 
 
-@pytest.fixture
-def fake_azure(fake_azure_server: FakeAzure) -> Iterator[FakeAzure]:
-    """The fake, emptied for the test; the test fails if any request or response broke the SDK's routes or models."""
-    fake_azure_server.reset()
-    yield fake_azure_server
-    assert fake_azure_server.violations == [], fake_azure_server.violations
-
-
-@pytest.fixture(scope="session")
-def fake_prices_server() -> Iterator[FakeRetailPrices]:
-    fake = FakeRetailPrices().start()
-    yield fake
-    fake.stop()
-
-
-@pytest.fixture
-def fake_prices(fake_prices_server: FakeRetailPrices) -> Iterator[FakeRetailPrices]:
-    """The Retail Prices fake, emptied for the test; the test fails if a request or an answer broke its checks."""
-    fake_prices_server.reset()
-    yield fake_prices_server
-    assert fake_prices_server.violations == [], fake_prices_server.violations
+fake_prices_server, fake_prices = fake_fixtures("fake_prices", FakeRetailPrices)
 
 
 @pytest.fixture

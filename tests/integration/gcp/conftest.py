@@ -13,6 +13,7 @@ import pytest
 from gpufleet.service.bootstrap import build_services
 from gpufleet.service.clock import FixedClock
 from gpufleet.service.settings import Settings
+from tests.fake_fixtures import fake_fixtures
 from tests.integration.conftest import NOW_S, Database, LiveServer
 from tests.integration.gcp.fake_gcp import FakeGcp
 from tests.integration.gcp.fake_quotas import FakeQuotas
@@ -28,34 +29,10 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             item.add_marker(pytest.mark.gcp)
 
 
-@pytest.fixture(scope="session")
-def fake_gcp_server() -> Iterator[FakeGcp]:
-    fake = FakeGcp().start()
-    yield fake
-    fake.stop()
+fake_gcp_server, fake_gcp = fake_fixtures("fake_gcp", FakeGcp)
 
 
-@pytest.fixture
-def fake_gcp(fake_gcp_server: FakeGcp) -> Iterator[FakeGcp]:
-    """The fake, emptied for the test; the test fails if any request or response broke the discovery document."""
-    fake_gcp_server.reset()
-    yield fake_gcp_server
-    assert fake_gcp_server.violations == [], fake_gcp_server.violations
-
-
-@pytest.fixture(scope="session")
-def fake_quotas_server() -> Iterator[FakeQuotas]:
-    fake = FakeQuotas().start()
-    yield fake
-    fake.stop()
-
-
-@pytest.fixture
-def fake_quotas(fake_quotas_server: FakeQuotas) -> Iterator[FakeQuotas]:
-    """The Cloud Quotas fake, emptied for the test; the test fails if any request or response broke the types."""
-    fake_quotas_server.reset()
-    yield fake_quotas_server
-    assert fake_quotas_server.violations == [], fake_quotas_server.violations
+fake_quotas_server, fake_quotas = fake_fixtures("fake_quotas", FakeQuotas)
 
 
 Start = Callable[..., LiveServer]
