@@ -202,3 +202,15 @@ def test_compute_quotas_are_read_from_the_locations_usages(fake_azure: FakeAzure
     assert quotas.quota_for("l40s", "on_demand") is None and quotas.read("westus3") == []
     with pytest.raises(ProviderRefused):  # filing is not built for Azure: drafted only
         quotas.request_increase("eastus", "standardNDSH100v5Family", 384.0, reason="outlook")
+
+
+def test_an_order_without_an_answer_leaves_the_others_described(fake_azure: FakeAzure) -> None:
+    """One order's read gets no answer (throttled past its attempts): it is absent from this pass (unknown, left
+    alone by the service), and the other orders are still described."""
+    clock = Clock(fake_azure)
+    port = _port(fake_azure, clock, max_attempts=1)
+    first = port.submit("gpufleet-res_d1", _order())
+    second = port.submit("gpufleet-res_d2", _order())
+    fake_azure.throttle_next("capacityReservations.get")
+    seen = port.describe([first.order_id, second.order_id])
+    assert list(seen) == [second.order_id] and seen[second.order_id].state == "pending"

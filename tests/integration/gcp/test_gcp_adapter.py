@@ -181,3 +181,13 @@ def test_an_sku_gcp_does_not_sell_is_refused_before_any_call(fake_gcp: FakeGcp, 
     with pytest.raises(ValidationError, match="l40s"):
         port.create("gpufleet-res_l1", OrderRequest("l40s", "us-central1", 8, 1, NOW))
     assert fake_gcp.calls["reservations.insert"] == 0
+
+
+def test_an_order_without_an_answer_leaves_the_others_described(fake_gcp: FakeGcp, clock: Clock) -> None:
+    """One order's read gets no answer: absent from this pass (unknown), the other order still described."""
+    port = _port(fake_gcp, clock, max_attempts=1)
+    first = port.submit("gpufleet-res_d1", _now(units=8))
+    second = port.submit("gpufleet-res_d2", _now(units=8))
+    fake_gcp.throttle_next("reservations.get")
+    seen = port.describe([first.order_id, second.order_id])
+    assert list(seen) == [second.order_id]

@@ -36,7 +36,14 @@ from typing import Any
 
 from gpufleet.adapters.azure.session import ArmApi
 from gpufleet.adapters.azure.vm_sizes import VM_SIZES, vm_size, vms_for
-from gpufleet.adapters.providers import LifecycleState, OrderRequest, OrderState, ProviderOrder, ProviderRefused
+from gpufleet.adapters.providers import (
+    LifecycleState,
+    OrderRequest,
+    OrderState,
+    ProviderOrder,
+    ProviderRefused,
+    ProviderTimeout,
+)
 from gpufleet.adapters.resource_names import resource_name
 from gpufleet.domain.reservations import term_seconds
 
@@ -127,11 +134,14 @@ class AzureCapacityReservations:
             if len(parts) != 2 or not parts[1].startswith("gpufleet"):
                 continue  # not an order of this provider: unknown
             name = parts[1]
-            got = self._api.get(
-                "capacityReservations.get",
-                f"{GROUPS}/{name}/capacityReservations/{name}",
-                params={"$expand": "instanceView"},
-            )
+            try:
+                got = self._api.get(
+                    "capacityReservations.get",
+                    f"{GROUPS}/{name}/capacityReservations/{name}",
+                    params={"$expand": "instanceView"},
+                )
+            except ProviderTimeout:
+                continue  # no answer for this one: unknown this pass (absent), the others still described
             if got is None:
                 out[oid] = OrderState(oid, "cancelled", "NotFound", "the reservation no longer exists at Azure")
                 continue
@@ -142,6 +152,9 @@ class AzureCapacityReservations:
                     self.cancel(oid)  # Azure bills it until deleted: its term is over
                 except ProviderRefused as exc:
                     out[oid] = OrderState(oid, "active", word, f"term over, delete refused: {exc.code}")
+                    continue
+                except ProviderTimeout:
+                    out[oid] = OrderState(oid, "active", word, "term over, delete unanswered: tried again")
                     continue
                 state = "expired"
             out[oid] = OrderState(oid, state, word)

@@ -37,7 +37,14 @@ from typing import Any
 
 from gpufleet.adapters.gcp.machines import MACHINE_TYPES, machine_type, machines_for
 from gpufleet.adapters.gcp.session import GoogleApi
-from gpufleet.adapters.providers import LifecycleState, OrderRequest, OrderState, ProviderOrder, ProviderRefused
+from gpufleet.adapters.providers import (
+    LifecycleState,
+    OrderRequest,
+    OrderState,
+    ProviderOrder,
+    ProviderRefused,
+    ProviderTimeout,
+)
 from gpufleet.adapters.resource_names import resource_name
 from gpufleet.domain.reservations import term_seconds
 
@@ -149,7 +156,10 @@ class GcpReservations:
             if len(parts) != 3 or parts[1] not in KINDS:
                 continue  # not an order of this provider: unknown
             zone, kind, name = parts
-            got = self._api.get(f"{kind}.get", f"zones/{zone}/{kind}/{name}")
+            try:
+                got = self._api.get(f"{kind}.get", f"zones/{zone}/{kind}/{name}")
+            except ProviderTimeout:
+                continue  # no answer for this one: unknown this pass, the others still described
             if got is None:
                 out[oid] = OrderState(oid, "cancelled", "NOT_FOUND", "the resource no longer exists at GCP")
             elif kind == "reservations":
