@@ -93,3 +93,22 @@ def test_a_preference_reads_as_a_request() -> None:
     assert (granted.status, granted.open) == ("GRANTED", False)
     short = _request(base | {"quotaConfig": {"preferredValue": "64", "grantedValue": "16"}}, "us-central1", "c")
     assert (short.status, short.open) == ("NOT_GRANTED", False)
+
+
+def test_user_credentials_name_their_quota_project() -> None:
+    """gcloud's user credentials carry the project Google bills an API's quota to; Cloud Quotas refuses user
+    credentials without the ``x-goog-user-project`` header. A service account's carry none: no header."""
+    from gpufleet.adapters.gcp.session import GcpConfig, GoogleApi
+
+    class UserToken:
+        quota_project_id = "fleet-billing"
+
+        def __call__(self) -> str:
+            return "ya29.user"
+
+    cfg = GcpConfig(project="fleet-prod", endpoint_url="http://127.0.0.1:9/", credentials="none")
+    assert GoogleApi(cfg, token=UserToken()).headers() == {
+        "Authorization": "Bearer ya29.user",
+        "x-goog-user-project": "fleet-billing",
+    }
+    assert GoogleApi(cfg, token=lambda: "ya29.sa").headers() == {"Authorization": "Bearer ya29.sa"}

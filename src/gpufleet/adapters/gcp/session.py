@@ -90,6 +90,9 @@ class AdcToken:
         except google.auth.exceptions.GoogleAuthError as exc:
             raise ValidationError("gcp_credentials", f"no Application Default Credentials here: {exc}") from None
         self._errors = google.auth.exceptions.GoogleAuthError
+        # user credentials (gcloud's ADC) name the project Google bills an API's quota to; APIs such as Cloud Quotas
+        # refuse user credentials without it (``gcloud auth application-default set-quota-project``)
+        self.quota_project_id: str | None = getattr(self._creds, "quota_project_id", None)
         self._request = google.auth.transport.urllib3.Request(urllib3.PoolManager())  # type: ignore[no-untyped-call]
         self._lock = threading.Lock()
 
@@ -128,6 +131,14 @@ class GoogleApi:
         timeout = httpx.Timeout(config.read_timeout_s, connect=config.connect_timeout_s)
         self._http = httpx.Client(base_url=base, timeout=timeout)
 
+    def headers(self) -> dict[str, str]:
+        """A call's credentials: the bearer token, and the quota project of user credentials when they name one."""
+        out = {"Authorization": f"Bearer {self._token()}"}
+        project = getattr(self._token, "quota_project_id", None)
+        if project:
+            out["x-goog-user-project"] = str(project)
+        return out
+
     def get(self, what: str, path: str) -> dict[str, Any] | None:
         """GET a resource; None when GCP answers ``notFound``."""
         try:
@@ -143,7 +154,7 @@ class GoogleApi:
         """One call, retried on no answer, 429 and 5xx; raises the port's outcome on failure, never httpx's."""
 
         def send() -> httpx.Response:
-            headers = {"Authorization": f"Bearer {self._token()}"}
+            headers = self.headers()
             return self._http.request(
                 method, f"projects/{self.config.project}/{path}", params=params, json=body, headers=headers
             )
