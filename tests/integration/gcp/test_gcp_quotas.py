@@ -10,7 +10,7 @@ from typing import Any
 import httpx
 import pytest
 
-from gpufleet.adapters.gcp.quotas import FAMILY_QUOTA, SERVICE, GcpCloudQuotas, gpu_quota, preference_id
+from gpufleet.adapters.gcp.quotas import FAMILY_QUOTA, GLOBAL_QUOTA, SERVICE, GcpCloudQuotas, gpu_quota, preference_id
 from gpufleet.adapters.gcp.session import GcpConfig, GoogleApi
 from gpufleet.adapters.providers import ProviderTimeout
 from gpufleet.domain.errors import ValidationError
@@ -40,6 +40,8 @@ def _seed(fake: FakeQuotas, h100: int = 16) -> None:
     )
     fake.set_quota(SERVICE, H100_SPOT.quota_id, [{"dimensions": {}, "value": 8, "applicable_locations": WHERE}],
                    dimensions=["region"])  # fmt: skip
+    fake.set_quota(SERVICE, GLOBAL_QUOTA, [{"dimensions": {}, "value": 32, "applicable_locations": ["global"]}],
+                   dimensions=[])  # fmt: skip  # the project's ceiling over every region and model
     fake.set_quota(
         SERVICE,
         L4.quota_id,
@@ -66,9 +68,10 @@ def test_each_skus_quota_is_read_for_the_region(fake_quotas: FakeQuotas) -> None
         f"{FAMILY_QUOTA}:NVIDIA_B200": 0.0,
         L4.code: 1.0,
         H100_SPOT.code: 8.0,
+        GLOBAL_QUOTA: 32.0,  # listed (tier "all"), applied to no pool
     }  # the A100 and the other spot quotas are not in the project: no reading, the stored quota applies
     assert {r.code: r.value for r in q.read("us-central1")}[L4.code] == 4.0
-    assert fake_quotas.calls["quotaInfos.get"] == 2 * 8  # one per quota id (the family's shared by three SKUs)
+    assert fake_quotas.calls["quotaInfos.get"] == 2 * 9  # one per quota id (the family's shared by three SKUs)
     ref = q.quota_for("h100_80gb", "on_demand")
     assert ref is not None and (ref.unit, ref.units_per_gpu, ref.gpus_per_machine, ref.gpus(16.0)) == ("GPU", 1, 8, 16)
 
@@ -171,7 +174,7 @@ def test_no_contact_email_no_increase_and_throttling_is_retried(fake_quotas: Fak
         _quotas(fake_quotas, email=None).request_increase(REGION, H100.code, 64, reason="outlook")
     assert err.value.field == "gcp_quota_contact_email" and not fake_quotas.calls
     fake_quotas.throttle_next("quotaInfos.get", 2)
-    assert len(_quotas(fake_quotas).read(REGION)) == 5
+    assert len(_quotas(fake_quotas).read(REGION)) == 6
     fake_quotas.throttle_next("quotaInfos.get", 3)
     with pytest.raises(ProviderTimeout):  # every attempt throttled: the outcome of a read is unknown
         _quotas(fake_quotas).read(REGION)
@@ -197,10 +200,9 @@ def test_the_outlook_reads_gcp_quotas_and_files_the_increase(quota_server: Start
     _ingest(server, _hourly(NOW_S - 28 * DAY, 28, [4 + 0.5 * d for d in range(28)]))
     with server.client("viewer", "vic") as v:
         read = v.get("/v1/quotas", params={"region": REGION}).json()
-    assert read["provider"] == "gcp" and {q["code"]: (q["unit"], q["value"]) for q in read["quotas"]}[H100.code] == (
-        "GPU",
-        16.0,
-    )
+    listed = {q["code"]: (q["tier"], q["unit"], q["value"]) for q in read["quotas"]}
+    assert read["provider"] == "gcp" and listed[H100.code] == ("on_demand", "GPU", 16.0)
+    assert listed[GLOBAL_QUOTA] == ("all", "GPU", 32.0)  # the project's ceiling, listed as a warning
     pool = _pool(server, "on_demand")
     assert pool["quota_source"] == "cloud_quotas" and pool["quota_gpus"] == 16  # read, not the stored 4
     assert _pool(server, "spot")["quota_gpus"] == 8

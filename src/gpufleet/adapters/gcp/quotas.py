@@ -7,7 +7,9 @@ Which quota bounds a SKU (counted in GPUs, per project and region):
   ``NVIDIA-L4-GPUS-per-project-region``;
 - spot (preemptible): ``PREEMPTIBLE-NVIDIA-<MODEL>-GPUS-per-project-region``.
 A quota the project does not show (``quotaInfos.get`` answers NOT_FOUND) gives no reading: the stored quota
-applies to that pool.
+applies to that pool. The project-wide ceiling ``GPUS-ALL-REGIONS-per-project`` (GPUs in use in every region and of
+every model) is read too and listed (tier ``all``) by ``GET /v1/quotas``, as a warning; it is not applied to a pool
+(which GPUs count against it, spot among them or not, is not confirmed here).
 
 Reading (``quotaInfos.get``): a quota's ``dimensionsInfos`` rows each hold the value for a set of dimensions; a
 dimension absent from a row means every value without a row of its own, and a row without ``region`` applies to
@@ -43,6 +45,7 @@ from gpufleet.domain.errors import ValidationError
 
 SERVICE = "compute.googleapis.com"
 FAMILY_QUOTA = "GPUS-PER-GPU-FAMILY-per-project-region"
+GLOBAL_QUOTA = "GPUS-ALL-REGIONS-per-project"  # every GPU VM of the project, every region and model
 TIERS = ("on_demand", "spot")
 PREFERENCE_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.~-]{0,62}")
 
@@ -116,6 +119,13 @@ def _row_value(info: dict[str, Any], region: str, family: str | None) -> int | N
     return None if best is None else best[1]
 
 
+def _global_value(info: dict[str, Any]) -> int | None:
+    """The project-wide quota's value: its row without dimensions; None when it has none or is unlimited."""
+    rows = [r for r in info.get("dimensionsInfos") or [] if not r.get("dimensions")]
+    value = int((rows[0].get("details") or {}).get("value", 0)) if rows else None
+    return None if value is None or value < 0 else value
+
+
 def preference_id(sku_id: str, tier: str, region: str, code: str) -> str:
     digest = hashlib.sha256(code.encode()).hexdigest()[:6]
     return f"gpufleet-{sku_id.replace('_', '-')}-{tier.replace('_', '-')}-{region}-{digest}"
@@ -149,10 +159,17 @@ class GcpCloudQuotas:
             if value is not None:
                 family = q.family or q.quota_id.removeprefix("PREEMPTIBLE-").removesuffix("-GPUS-per-project-region")
                 out.append(QuotaReading(region, code, q.quota_id, family, tier, float(value)))
+        info = self._api.get("quotaInfos.get", f"locations/global/services/{SERVICE}/quotaInfos/{GLOBAL_QUOTA}")
+        total = None if info is None else _global_value(info)
+        if total is not None:  # the project's ceiling over every region and model: listed, not applied to a pool
+            out.append(QuotaReading(region, GLOBAL_QUOTA, GLOBAL_QUOTA, "every GPU, every region", "all", float(total)))
         return out
 
     def requests(self, region: str, code: str) -> list[IncreaseRequest]:
-        """The one preference of this quota in this region, if any (a preference is the quota's only request)."""
+        """The one preference of this quota in this region, if any (a preference is the quota's only request); none
+        for the project-wide ceiling, which gpufleet lists but does not file for."""
+        if code not in QUOTA_BY_CODE:
+            return []
         q = _known(code)[1]
         pref = self._preference_of(q, region)
         return [] if pref is None else [_request(pref, region, code)]
