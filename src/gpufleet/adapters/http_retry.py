@@ -8,7 +8,7 @@ at most 8 s). No answer after the last attempt raises :class:`~gpufleet.adapters
 (a 429/5xx then means the retries ran out). Retrying a mutation is safe only when the API makes it idempotent
 (a request id, or a name the resource is created under).
 
-``json_object`` reads a successful answer (not JSON: a refusal, ``bad_answer``); ``Pages`` guards a list's paging
+``request_json`` reads one call's answer as the port's outcomes; ``json_object`` reads a successful answer (not JSON: a refusal, ``bad_answer``); ``Pages`` guards a list's paging
 (a bounded number of pages, none twice, links on the first request's origin only).
 """
 
@@ -48,6 +48,28 @@ def send_with_retries(
             sleep(_retry_after(r) or _backoff(backoff_s, attempt))
             continue
         return r, attempt
+
+
+def request_json(
+    send: Callable[[], httpx.Response],
+    *,
+    what: str,
+    max_attempts: int,
+    backoff_s: float,
+    sleep: Callable[[float], None],
+    error: Callable[[httpx.Response], tuple[str, str]],
+    retryable: frozenset[str] = frozenset(),
+) -> dict[str, Any]:
+    """One call through :func:`send_with_retries`, read as the port's outcomes: a success's JSON object; 429/5xx
+    after the last attempt -> ``ProviderTimeout``; any other error -> ``ProviderRefused`` with the code ``error``
+    reads from the answer (retryable when it is one of ``retryable``)."""
+    r, attempts = send_with_retries(send, what=what, max_attempts=max_attempts, backoff_s=backoff_s, sleep=sleep)
+    if r.status_code < 400:
+        return json_object(r, what)
+    code, message = error(r)
+    if r.status_code in RETRY_STATUS:
+        raise ProviderTimeout(f"{what}: {r.status_code} {code} after {attempts} attempts: {message}")
+    raise ProviderRefused(code, f"{what}: {message}", retryable=code in retryable)
 
 
 def _backoff(backoff_s: float, attempt: int) -> float:

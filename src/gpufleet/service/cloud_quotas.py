@@ -39,10 +39,6 @@ class ProviderQuota:
     open_request: IncreaseRequest | None
     turnaround_s: int | None
 
-    @property
-    def code(self) -> str:
-        return self.ref.code
-
 
 class CloudQuotaService:
     def __init__(self, engine: Engine, clock: Clock, source: CloudQuotas, *, cache_s: float) -> None:

@@ -19,9 +19,8 @@ from typing import Any
 import httpx
 
 from gpufleet.adapters.azure.vm_sizes import VM_SIZES, vm_size
-from gpufleet.adapters.http_retry import RETRY_STATUS, Pages, json_object, send_with_retries
+from gpufleet.adapters.http_retry import Pages, request_json
 from gpufleet.adapters.price_port import PriceQuote
-from gpufleet.adapters.providers import ProviderRefused, ProviderTimeout
 
 PRICES_URL = "https://prices.azure.com/api/retail/prices"
 SOURCE = "azure:RetailPrices"
@@ -83,15 +82,11 @@ class AzureRetailPrices:
         return items
 
     def _get(self, url: str, params: dict[str, str] | None) -> dict[str, Any]:
-        r, attempts = send_with_retries(
+        return request_json(
             lambda: self._http.get(url, params=params),
             what="Retail Prices",
             max_attempts=self._max_attempts,
             backoff_s=0.5,
             sleep=self._sleep,
+            error=lambda r: (f"http{r.status_code}", r.text[:200]),
         )
-        if r.status_code in RETRY_STATUS:
-            raise ProviderTimeout(f"Retail Prices: {r.status_code} after {attempts} attempts")
-        if r.status_code >= 400:
-            raise ProviderRefused(f"http{r.status_code}", f"Retail Prices: {r.text[:200]}")
-        return json_object(r, "Retail Prices")

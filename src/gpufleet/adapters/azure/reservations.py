@@ -34,7 +34,7 @@ from collections.abc import Callable, Sequence
 from datetime import UTC, date, datetime, timedelta
 from typing import Any
 
-from gpufleet.adapters.azure.session import ArmApi
+from gpufleet.adapters.azure.session import NOT_FOUND, ArmApi
 from gpufleet.adapters.azure.vm_sizes import VM_SIZES, vm_size, vms_for
 from gpufleet.adapters.providers import (
     LifecycleState,
@@ -171,7 +171,7 @@ class AzureCapacityReservations:
             try:
                 self._api.call(what, "DELETE", path)
             except ProviderRefused as exc:
-                if exc.code not in ("ResourceNotFound", "NotFound", "ParentResourceNotFound"):
+                if exc.code not in NOT_FOUND:
                     raise
 
     # ---- helpers ------------------------------------------------------------------------------------------

@@ -28,8 +28,8 @@ from typing import Any
 
 import httpx
 
-from gpufleet.adapters.http_retry import RETRY_STATUS, Pages, json_object, send_with_retries
-from gpufleet.adapters.providers import ProviderRefused, ProviderTimeout
+from gpufleet.adapters.http_retry import Pages, request_json
+from gpufleet.adapters.providers import ProviderRefused
 from gpufleet.domain.errors import ValidationError
 
 ARM_URL = "https://management.azure.com/"
@@ -170,15 +170,16 @@ class ArmApi:
             headers = {"Authorization": f"Bearer {self._token()}"}
             return self._http.request(method, url, params=query, json=body, headers=headers)
 
-        r, attempts = send_with_retries(
-            send, what=what, max_attempts=self.config.max_attempts, backoff_s=self.config.backoff_s, sleep=self._sleep
+        c = self.config
+        return request_json(
+            send,
+            what=what,
+            max_attempts=c.max_attempts,
+            backoff_s=c.backoff_s,
+            sleep=self._sleep,
+            error=_error,
+            retryable=CAPACITY_CODES,
         )
-        if r.status_code < 400:
-            return json_object(r, what)
-        code, message = _error(r)
-        if r.status_code in RETRY_STATUS:
-            raise ProviderTimeout(f"{what}: {r.status_code} {code} after {attempts} attempts: {message}")
-        raise ProviderRefused(code, f"{what}: {message}", retryable=code in CAPACITY_CODES)
 
 
 def _error(r: httpx.Response) -> tuple[str, str]:

@@ -28,8 +28,8 @@ from typing import Any
 
 import httpx
 
-from gpufleet.adapters.http_retry import RETRY_STATUS, json_object, send_with_retries
-from gpufleet.adapters.providers import ProviderRefused, ProviderTimeout
+from gpufleet.adapters.http_retry import request_json
+from gpufleet.adapters.providers import ProviderRefused
 from gpufleet.domain.errors import ValidationError
 
 COMPUTE_URL = "https://compute.googleapis.com/compute/v1/"
@@ -159,15 +159,10 @@ class GoogleApi:
                 method, f"projects/{self.config.project}/{path}", params=params, json=body, headers=headers
             )
 
-        r, attempts = send_with_retries(
-            send, what=what, max_attempts=self.config.max_attempts, backoff_s=self.config.backoff_s, sleep=self._sleep
+        c = self.config
+        return request_json(
+            send, what=what, max_attempts=c.max_attempts, backoff_s=c.backoff_s, sleep=self._sleep, error=_error
         )
-        if r.status_code < 400:
-            return json_object(r, what)
-        reason, message = _error(r)
-        if r.status_code in RETRY_STATUS:
-            raise ProviderTimeout(f"{what}: {r.status_code} {reason} after {attempts} attempts: {message}")
-        raise ProviderRefused(reason, f"{what}: {message}", retryable=False)
 
 
 def _error(r: httpx.Response) -> tuple[str, str]:
