@@ -59,6 +59,18 @@ def test_an_increase_is_drafted_before_exhaustion_minus_the_turnaround() -> None
     assert draft_increase(_outlook(None), now_s=now, turnaround_s=0, gpus_per_instance=8).reason == "not_exhausted"
 
 
+def test_a_declined_request_for_as_much_is_not_filed_again_by_itself() -> None:
+    now = 1000 * DAY
+    ex = now + 30 * DAY
+    kw = {"now_s": now, "turnaround_s": 40 * DAY, "gpus_per_instance": 8}
+    declined = draft_increase(_outlook(ex), **kw, declined_request_gpus=40)
+    assert (declined.due, declined.reason, declined.desired_gpus) == (False, "declined", 40)
+    bigger_need = draft_increase(_outlook(ex), **kw, declined_request_gpus=24)  # asked less than is needed now
+    assert (bigger_need.due, bigger_need.reason) == (True, "late")
+    reopened = draft_increase(_outlook(ex), **kw, open_request_gpus=24, declined_request_gpus=40)
+    assert (reopened.due, reopened.reason) == (True, "late")  # a person asked again (open), for too little
+
+
 def test_usual_turnaround_is_the_median_of_closed_requests() -> None:
     assert usual_turnaround_s([], 14 * DAY) == 14 * DAY
     assert usual_turnaround_s([3 * DAY, 1 * DAY, 9 * DAY], 0) == 3 * DAY

@@ -42,7 +42,8 @@ class QuotaReading:
 @dataclass(frozen=True, slots=True)
 class IncreaseRequest:
     """An increase filed with the provider. ``open``: still being decided. ``turnaround_s``: how long the provider
-    took to decide it, when it is decided and the provider says when (None otherwise)."""
+    took to decide it, when it is decided and the provider says when (None otherwise). ``declined``: decided, and
+    the provider granted less than asked (AWS DENIED or NOT_APPROVED, GCP a granted value below the preferred)."""
 
     request_id: str
     region: str
@@ -53,6 +54,7 @@ class IncreaseRequest:
     created_s: int | None
     updated_s: int | None
     turnaround_s: int | None = None
+    declined: bool = False
 
 
 class CloudQuotas(Protocol):

@@ -5,7 +5,9 @@ provider's closed requests when there are some, else the configured lead time). 
 ``now_s`` is within ``warn_s`` of that date (or past it). The desired value covers the forecast peak plus
 ``headroom`` (a fraction), in whole instances. Reason codes: ``not_exhausted`` (no draft needed),
 ``request_open`` (an open request already covers the need), ``later`` (not due yet), ``draft`` (due now),
-``late`` (past ``file_by_s``: the increase may not arrive before exhaustion, ask anyway).
+``late`` (past ``file_by_s``: the increase may not arrive before exhaustion, ask anyway), ``declined`` (the
+provider's last decision refused a request for at least as much: gpufleet does not ask again by itself, a person
+does, with the provider's answer in hand; a larger need is drafted again).
 """
 
 from __future__ import annotations
@@ -34,16 +36,20 @@ def draft_increase(
     turnaround_s: int,
     gpus_per_instance: int,
     open_request_gpus: float | None = None,
+    declined_request_gpus: float | None = None,
     headroom: float = 0.1,
     warn_s: int = 7 * 86400,
 ) -> IncreaseDraft:
-    """The increase request to draft for one pool (``due`` says whether to draft it now)."""
+    """The increase request to draft for one pool (``due`` says whether to draft it now). ``open_request_gpus``: what
+    the open request asks; ``declined_request_gpus``: what the last decided request asked, when it was declined."""
     need = math.ceil(outlook.peak_forecast_gpus * (1.0 + headroom) / gpus_per_instance) * gpus_per_instance
     if outlook.exhausts_at_s is None or outlook.quota_gpus is None:
         return IncreaseDraft(outlook.pool_id, outlook.quota_gpus, need, None, turnaround_s, False, "not_exhausted")
     file_by = outlook.exhausts_at_s - turnaround_s
     if open_request_gpus is not None and open_request_gpus >= need:
         return IncreaseDraft(outlook.pool_id, outlook.quota_gpus, need, file_by, turnaround_s, False, "request_open")
+    if open_request_gpus is None and declined_request_gpus is not None and declined_request_gpus >= need:
+        return IncreaseDraft(outlook.pool_id, outlook.quota_gpus, need, file_by, turnaround_s, False, "declined")
     if now_s < file_by - warn_s:
         return IncreaseDraft(outlook.pool_id, outlook.quota_gpus, need, file_by, turnaround_s, False, "later")
     reason = "late" if now_s > file_by else "draft"

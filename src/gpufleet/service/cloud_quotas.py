@@ -38,6 +38,7 @@ class ProviderQuota:
     quota_gpus: int
     open_request: IncreaseRequest | None
     turnaround_s: int | None
+    declined_request: IncreaseRequest | None = None  # the last decided request, when the provider declined it
 
 
 class CloudQuotaService:
@@ -113,6 +114,7 @@ class CloudQuotaService:
             return None
         history = self.requests(region, ref.code)
         open_requests = [r for r in history if r.open]
+        decided = [r for r in history if not r.open]
         took = [r.turnaround_s for r in history if r.turnaround_s is not None]
         return ProviderQuota(
             region,
@@ -121,6 +123,7 @@ class CloudQuotaService:
             ref.gpus(reading.value),
             open_requests[-1] if open_requests else None,
             usual_turnaround_s(took, -1) if took else None,
+            decided[-1] if decided and decided[-1].declined else None,
         )
 
     # ---- the API's use cases ------------------------------------------------------------------------------

@@ -27,6 +27,7 @@ import numpy as np
 from sqlalchemy import Engine, select
 
 from gpufleet.adapters.providers import ProviderRefused, ProviderTimeout
+from gpufleet.adapters.quota_port import IncreaseRequest
 from gpufleet.adapters.sql.models import PoolRow, SkuRow
 from gpufleet.control.cloud import draft_increase
 from gpufleet.control.proposing import PlanRegion, pool_outlook
@@ -143,8 +144,14 @@ def _plan_of(plans: Sequence[PlanRegion], region: str) -> PlanRegion | None:
 def _increase(o: Any, pq: ProviderQuota, tier: str, now_s: int, lead_s: int) -> dict[str, Any]:
     ref = pq.ref
     open_gpus = None if pq.open_request is None else float(ref.gpus(pq.open_request.desired_value))
+    declined = pq.declined_request
     d = draft_increase(
-        o, now_s=now_s, turnaround_s=lead_s, gpus_per_instance=ref.gpus_per_machine, open_request_gpus=open_gpus
+        o,
+        now_s=now_s,
+        turnaround_s=lead_s,
+        gpus_per_instance=ref.gpus_per_machine,
+        open_request_gpus=open_gpus,
+        declined_request_gpus=None if declined is None else float(ref.gpus(declined.desired_value)),
     )
     return {
         "quota_code": ref.code,
@@ -160,11 +167,10 @@ def _increase(o: Any, pq: ProviderQuota, tier: str, now_s: int, lead_s: int) -> 
         "turnaround_source": "provider_history" if pq.turnaround_s is not None else "increase_lead_days",
         "due": d.due,
         "reason": d.reason,
-        "open_request": None
-        if pq.open_request is None
-        else {
-            "request_id": pq.open_request.request_id,
-            "status": pq.open_request.status,
-            "desired_value": pq.open_request.desired_value,
-        },
+        "open_request": _request_of(pq.open_request),
+        "declined_request": _request_of(declined),
     }
+
+
+def _request_of(r: IncreaseRequest | None) -> dict[str, Any] | None:
+    return None if r is None else {"request_id": r.request_id, "status": r.status, "desired_value": r.desired_value}

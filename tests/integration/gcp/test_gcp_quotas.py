@@ -261,3 +261,41 @@ def test_without_a_contact_email_an_increase_is_refused_naming_the_setting(
             bad = v.get(f"/v1/quotas/increases/{rid}", params={"region": REGION})
             assert bad.status_code in (404, 422) and "Traceback" not in bad.text, (rid, bad.text)
     assert fake_quotas.calls["quotaPreferences.get"] == 0
+
+
+def test_a_declined_preference_is_not_filed_again_by_itself_but_a_person_asks_again(
+    quota_server: Start, fake_quotas: FakeQuotas
+) -> None:
+    _seed(fake_quotas)
+    server = quota_server(gcp_quota_contact_email=EMAIL, gcp_file_quota_increases=True)
+    _ingest(server, _hourly(NOW_S - 28 * DAY, 28, [4 + 0.5 * d for d in range(28)]))
+    with server.client("finops_admin", "fiona") as c:
+        filed = c.post("/v1/quotas/increases:file-due", params={"days": 60}).json()["filed"]
+    asked = next(f for f in filed if f["code"] == H100.code)
+    fake_quotas.decide(asked["request_id"], 16)  # Google keeps the quota where it was: declined
+    with server.client("viewer", "vic") as v:
+        seen = v.get(f"/v1/quotas/increases/{asked['request_id']}", params={"region": REGION}).json()
+    assert (seen["status"], seen["open"]) == ("NOT_GRANTED", False)
+    inc = _pool(server, "on_demand")["increase"]
+    assert (inc["due"], inc["reason"], inc["open_request"]) == (False, "declined", None)
+    assert inc["declined_request"] == {
+        "request_id": asked["request_id"],
+        "status": "NOT_GRANTED",
+        "desired_value": asked["desired_value"],
+    }
+    patches = fake_quotas.calls["quotaPreferences.patch"]
+    with server.client("finops_admin", "fiona") as c:
+        again = c.post("/v1/quotas/increases:file-due", params={"days": 60}).json()["filed"]
+        assert H100.code not in {f["code"] for f in again}  # not asked again by itself
+        assert fake_quotas.calls["quotaPreferences.patch"] == patches
+        same = c.post("/v1/quotas/increases", json={"region": REGION, "sku": SKU, "desired_gpus": inc["desired_gpus"]})
+        # the fake treats the same value as no new request (Google's behaviour there is not documented): said so
+        assert same.status_code == 409 and "declined" in same.json()["detail"], same.text
+        more = inc["desired_gpus"] + 8
+        by_hand = c.post("/v1/quotas/increases", json={"region": REGION, "sku": SKU, "desired_gpus": more})
+    assert by_hand.status_code == 201, by_hand.text
+    assert (by_hand.json()["request_id"], by_hand.json()["status"]) == (asked["request_id"], "RECONCILING")
+    assert fake_quotas.calls["quotaPreferences.patch"] == patches + 2  # the preference asked anew
+    assert fake_quotas.preference(asked["request_id"]).reconciling
+    reopened = _pool(server, "on_demand")["increase"]
+    assert (reopened["reason"], reopened["declined_request"]) == ("request_open", None)

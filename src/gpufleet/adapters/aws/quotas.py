@@ -14,6 +14,7 @@ from gpufleet.adapters.quota_port import IncreaseRequest, QuotaReading, QuotaRef
 
 OPEN_STATUSES = frozenset({"PENDING", "CASE_OPENED"})
 DECIDED_STATUSES = frozenset({"APPROVED", "CASE_CLOSED"})  # their created -> last update is the turnaround
+DECLINED_STATUSES = frozenset({"DENIED", "NOT_APPROVED"})
 
 
 class AwsServiceQuotas:
@@ -98,4 +99,5 @@ def _request(r: dict[str, Any], region: str) -> IncreaseRequest:
         created,
         updated,
         turnaround,
+        status in DECLINED_STATUSES,
     )

@@ -22,7 +22,10 @@ per quota and set of dimensions, declarative
 (the preferred value, then Google's decision: ``reconciling`` until decided, then ``grantedValue``). Filing one
 gets gpufleet's preference by its id (``gpufleet-<sku>-<tier>-<region>-<6 hex>``) and patches it with its etag, or
 creates it; a preference of the same quota and dimensions made elsewhere (the console) is found by listing and
-patched instead. Filing is idempotent (the same value again changes nothing). Google requires a contact email on an
+patched instead. Filing is idempotent (the same value again changes nothing), except after Google declined the
+preference (granted less than preferred): filing then asks again, the preference patched to the value asked (the
+outlook never does this by itself, a person does: reason ``declined``). Whether Google evaluates the very value it
+declined anew is not documented; if the answer is still declined, filing is a conflict (409) saying so. Google requires a contact email on an
 increase (``GPUFLEET_GCP_QUOTA_CONTACT_EMAIL``); without it nothing is sent. A preference is updated in place, so
 its times do not tell how long one request took: ``turnaround_s`` is None and the outlook uses
 ``increase_lead_days``.
@@ -41,7 +44,7 @@ from gpufleet.adapters.gcp.session import GoogleApi
 from gpufleet.adapters.http_retry import Pages
 from gpufleet.adapters.providers import ProviderRefused
 from gpufleet.adapters.quota_port import IncreaseRequest, QuotaReading, QuotaRef
-from gpufleet.domain.errors import ValidationError
+from gpufleet.domain.errors import ConflictError, ValidationError
 
 SERVICE = "compute.googleapis.com"
 FAMILY_QUOTA = "GPUS-PER-GPU-FAMILY-per-project-region"
@@ -213,7 +216,8 @@ class GcpCloudQuotas:
         attempt = 0
         while True:  # a patch refused ABORTED (changed since read) is read and tried once more
             attempt += 1
-            if float((pref.get("quotaConfig") or {}).get("preferredValue", 0)) >= desired_value:
+            asks = float((pref.get("quotaConfig") or {}).get("preferredValue", 0))
+            if asks >= desired_value and not _request(pref, region, code).declined:
                 return _request(pref, region, code)  # it already asks for as much: never lower a preference
             name = str(pref["name"]).rsplit("/", 1)[-1]
             patch = {k: body[k] for k in ("quotaConfig", "justification", "contactEmail")}
@@ -227,7 +231,13 @@ class GcpCloudQuotas:
                     params={"updateMask": "quotaConfig.preferredValue,justification,contactEmail"},
                     body=patch,
                 )
-                return _request(got, region, code)
+                filed = _request(got, region, code)
+                if filed.declined:  # Google took the patch but not as a new request (the same value again)
+                    raise ConflictError(
+                        f"Google declined {code} in {region} at {filed.desired_value:g} and did not take the same "
+                        "value as a new request: ask a different value, or ask Google in the console"
+                    )
+                return filed
             except ProviderRefused as exc:  # ABORTED: changed since it was read (or our lost answer): read again
                 if exc.code != "ABORTED" or attempt == 2:
                     raise
@@ -297,4 +307,5 @@ def _request(pref: dict[str, Any], region: str, code: str) -> IncreaseRequest:
         status == "RECONCILING",
         _epoch_s(pref.get("createTime")),
         _epoch_s(pref.get("updateTime")),
+        declined=status == "NOT_GRANTED",
     )
