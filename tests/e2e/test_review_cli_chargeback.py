@@ -26,7 +26,7 @@ def _chargeback(tmp_path: Path, cap: str, alloc: str, *extra: str, window: tuple
     return runner.invoke(app, args)
 
 
-def _clean_exit_2(res) -> str:  # noqa: ANN001
+def _clean_exit_2(res) -> str:
     assert res.exception is None or isinstance(res.exception, SystemExit), repr(res.exception)
     assert res.exit_code == 2, res.output
     assert "Traceback" not in res.output
@@ -42,7 +42,9 @@ def test_a_huge_negative_price_is_one_clear_line_not_a_decimal_traceback(tmp_pat
     """Defect: a price such as ``-1e30`` passes the ``usd > MAX_PRICE_USD`` check (only an upper bound), then
     ``price_to_uusd`` quantizes a 37-digit Decimal and raises ``decimal.InvalidOperation``, which nothing catches:
     a traceback instead of "price_usd_per_gpu_h must be >= 0" naming cap.csv:2."""
-    res = _chargeback(tmp_path, "c1,p1,on_demand,h100_80gb,1,0,7200,-1e30\n", "a1,w1,t1,ten,ns,f,p1,h100_80gb,1,0,3600\n")
+    res = _chargeback(
+        tmp_path, "c1,p1,on_demand,h100_80gb,1,0,7200,-1e30\n", "a1,w1,t1,ten,ns,f,p1,h100_80gb,1,0,3600\n"
+    )
     text = _clean_exit_2(res)
     assert "cap.csv:2" in text and "price_usd_per_gpu_h" in text
 
@@ -105,7 +107,9 @@ def test_a_huge_bucket_is_refused_cleanly(tmp_path: Path) -> None:
     """Defect: ``--bucket-s`` has ``min=1`` but no maximum; 99999999999999999999 reaches numpy in
     ``to_usage_columns`` (cost/telemetry.py) and raises OverflowError ("Python int too large to convert to C long"):
     a traceback instead of a clear error naming --bucket-s."""
-    (tmp_path / "tel.csv").write_text("timestamp,metric,namespace,pod,device,value\n0,DCGM_FI_DEV_GPU_UTIL,ns,w1,n/0,50\n")
+    (tmp_path / "tel.csv").write_text(
+        "timestamp,metric,namespace,pod,device,value\n0,DCGM_FI_DEV_GPU_UTIL,ns,w1,n/0,50\n"
+    )
     res = _chargeback(
         tmp_path,
         "c1,p1,on_demand,h100_80gb,1,0,7200,2\n",

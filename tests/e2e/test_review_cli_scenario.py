@@ -63,7 +63,9 @@ def test_the_same_pool_listed_twice_is_refused(tmp_path: Path) -> None:
     """Defect: two ``pools`` entries for the same SKU and region validate (quotas get a duplicate check, pools do
     not), and the simulation then depends on their order: quota 16 then 0 and quota 0 then 16 give different costs
     and node launches. It should be refused, naming ``pools[1]``."""
-    text = BASE.replace("  on_demand_quota_gpus: 16\n", "  on_demand_quota_gpus: 16\n- sku: h100_80gb\n  on_demand_quota_gpus: 0\n")
+    text = BASE.replace(
+        "  on_demand_quota_gpus: 16\n", "  on_demand_quota_gpus: 16\n- sku: h100_80gb\n  on_demand_quota_gpus: 0\n"
+    )
     with pytest.raises(ValidationError) as exc:
         load_scenario(_write(tmp_path, text))
     assert "pools" in str(exc.value)
@@ -74,7 +76,7 @@ def test_a_planned_run_that_no_set_of_whole_nodes_fits_is_refused(tmp_path: Path
     (``size 12 GPUs: must be <= 8 or a multiple of 8``), ``PlannedRun.gpus`` has no such check. A 12-GPU planned
     run on 8-GPU H100 nodes validates, and the simulation runs it on one 8-GPU node: gpufleet's cost comes out at
     0.674x the "hindsight bound", a lower bound it can never beat."""
-    text = BASE.split("experiments:")[0] + (
+    text = BASE.split("experiments:", maxsplit=1)[0] + (
         "planned_runs:\n- name: big\n  team: a\n  sku: h100_80gb\n  gpus: 12\n  start_day: 0\n  duration_days: 1\n"
     )
     with pytest.raises(ValidationError) as exc:
