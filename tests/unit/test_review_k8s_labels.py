@@ -25,3 +25,17 @@ def test_init_container_requests_count_toward_the_pods_effective_request() -> No
     r = pod_request(_pod("8", "1"))
     assert r.num_gpu == 8, f"effective GPU request is 8 (the init container's), read {r.num_gpu}"
     assert r.memory_mib >= 64 * 1024, f"effective memory request is 64Gi, read {r.memory_mib} MiB"
+
+
+def test_sidecar_init_containers_and_overhead_add_to_the_request() -> None:
+    """Kubernetes' rule: a sidecar (init container with restartPolicy Always) runs beside everything after it."""
+    pod = _pod("2", "1")
+    spec = pod["spec"]
+    assert isinstance(spec, dict)
+    sidecar = {"name": "proxy", "image": "x", "restartPolicy": "Always", "resources": {"requests": {"cpu": "500m"}}}
+    spec["initContainers"] = [sidecar, *spec["initContainers"]]
+    spec["overhead"] = {"cpu": "250m", "memory": "128Mi"}
+    r = pod_request(pod)
+    assert r.num_gpu == 2  # the init container's 2 GPUs (it runs beside the sidecar, before the main's 1)
+    assert r.cpu_milli == 1000 + 500 + 250  # max(main 1000 + sidecar 500, init 1000 + sidecar 500) + overhead
+    assert r.memory_mib == 64 * 1024 + 128

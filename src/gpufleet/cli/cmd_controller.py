@@ -56,7 +56,8 @@ def register(app: typer.Typer) -> None:
         events: Annotated[bool, typer.Option("--events", help="also write core/v1 Events")] = False,
         bind_workers: Annotated[int, typer.Option("--bind-workers", min=1, max=256)] = 16,
         consolidate_every_s: Annotated[
-            float, typer.Option("--consolidate-every-s", min=0, help="drain underused nodes this often (0 = off)")
+            float,
+            typer.Option("--consolidate-every-s", min=0, max=86_400, help="drain underused nodes this often (0 = off)"),
         ] = 0.0,
         max_moves_per_hour: Annotated[int, typer.Option("--max-moves-per-hour", min=0)] = 10,
         release_every_s: Annotated[
@@ -64,6 +65,7 @@ def register(app: typer.Typer) -> None:
             typer.Option(
                 "--release-every-s",
                 min=0,
+                max=86_400,
                 help="release idle launched GPU nodes the loop's node scaler lets go, this often (0 = off)",
             ),
         ] = 0.0,
@@ -121,7 +123,7 @@ def register(app: typer.Typer) -> None:
             ),
         ] = "",
         cluster: Annotated[str, typer.Option("--cluster", help="cluster id in the store (with --db)")] = "",
-        sync_every_s: Annotated[float, typer.Option("--sync-every-s", min=1)] = 60.0,
+        sync_every_s: Annotated[float, typer.Option("--sync-every-s", min=1, max=86_400)] = 60.0,
         sku: Annotated[
             list[str] | None,
             typer.Option(
@@ -155,7 +157,9 @@ def register(app: typer.Typer) -> None:
                 "--node-limits-selector", help="label selector of the NodePools whose limits follow the store"
             ),
         ] = "app.kubernetes.io/managed-by=gpufleet",
-        run_for_s: Annotated[float, typer.Option("--run-for-s", help="stop after this long (0 = until signal)")] = 0,
+        run_for_s: Annotated[
+            float, typer.Option("--run-for-s", min=0, max=315_360_000, help="stop after this long (0 = until signal)")
+        ] = 0,
         health_port: Annotated[
             int,
             typer.Option("--health-port", min=0, max=65535, help="serve /healthz and /metrics on this port (0 = off)"),

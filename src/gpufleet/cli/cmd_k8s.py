@@ -10,6 +10,7 @@ from typing import Annotated
 import typer
 
 from gpufleet.cli.errors import user_errors
+from gpufleet.cli.paths import output_file
 
 
 def register(app: typer.Typer) -> None:
@@ -19,7 +20,7 @@ def register(app: typer.Typer) -> None:
     @k8s.command("export")
     @user_errors
     def export(
-        out: Annotated[Path, typer.Option("--out", help="JSON file to write")],
+        out: Annotated[Path, typer.Option("--out", callback=output_file, help="JSON file to write")],
         kubeconfig: Annotated[Path | None, typer.Option("--kubeconfig")] = None,
         in_cluster: Annotated[bool, typer.Option("--in-cluster")] = False,
     ) -> None:
@@ -73,7 +74,9 @@ def register(app: typer.Typer) -> None:
     @user_errors
     def quotas(
         spec: Annotated[Path, typer.Argument(help="fleet spec YAML: tiers, quotas, namespaces")],
-        out: Annotated[Path | None, typer.Option("--out", help="write the objects as YAML here")] = None,
+        out: Annotated[
+            Path | None, typer.Option("--out", callback=output_file, help="write the objects as YAML here")
+        ] = None,
         apply: Annotated[bool, typer.Option("--apply", help="create/replace them in the cluster")] = False,
         kubeconfig: Annotated[Path | None, typer.Option("--kubeconfig")] = None,
         in_cluster: Annotated[bool, typer.Option("--in-cluster")] = False,

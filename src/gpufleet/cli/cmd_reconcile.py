@@ -26,7 +26,10 @@ def register(app: typer.Typer) -> None:
         ] = None,
         once: Annotated[bool, typer.Option("--once", help="One pass now (if this process leads), then exit")] = False,
         interval_s: Annotated[
-            float, typer.Option("--interval-s", min=0.05, help="Seconds between leadership checks (without --once)")
+            float,
+            typer.Option(
+                "--interval-s", min=0.05, max=86_400, help="Seconds between leadership checks (without --once)"
+            ),
         ] = 1.0,
         passes: Annotated[int, typer.Option("--passes", min=0, help="Stop after this many checks (0 = never)")] = 0,
     ) -> None:

@@ -2,9 +2,9 @@
 
 :class:`BindingPlanner` keeps one :class:`~gpufleet.schedule.Scheduler` (node table + packing policy) across
 ticks and reconciles it with every :class:`Observation`: pods the world shows bound (by anyone) hold their
-resources; finished or deleted pods release them; pods this planner decided to bind but the world does not
-show bound yet are *in flight* and keep theirs until :meth:`BindingPlanner.confirm` / :meth:`abort` or until
-they appear bound. So a node is never booked twice by this planner, and capacity another actor took is seen
+resources, a pod still terminating too; finished pods and pods gone release them; pods this planner decided to
+bind but the world does not show bound yet are *in flight* and keep theirs until :meth:`BindingPlanner.confirm` /
+:meth:`abort` or until they appear bound. So a node is never booked twice by this planner, and capacity another actor took is seen
 on the next observation.
 
 Order: singles and gangs by (priority desc, creation time, name). A gang (pods sharing a pod-group) is
@@ -201,7 +201,9 @@ class BindingPlanner:
     def _reconcile(self, obs: Observation, sched: Scheduler) -> list[str]:
         table = sched.table
         index = {n: i for i, n in enumerate(table.names)}
-        bound = {p.uid: p for p in obs.pods if p.active and p.node}
+        # a bound pod holds its node's resources until it is finished or gone, terminating included (its GPUs are
+        # still allocated on the node: kube-scheduler counts them too)
+        bound = {p.uid: p for p in obs.pods if p.node and p.phase not in ("Succeeded", "Failed")}
         seen = {p.uid for p in obs.pods if p.active}
         self._in_flight -= set(bound)  # the world shows them bound: no longer in flight
         self._in_flight &= seen  # deleted / finished meanwhile

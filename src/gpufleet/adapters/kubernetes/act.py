@@ -153,14 +153,22 @@ class Actuator:
                 return "policy/v1beta1"
         return self._eviction_api
 
-    def evict(self, namespace: str, name: str, reason: str, grace_s: int | None = None) -> str:
+    def evict(
+        self, namespace: str, name: str, reason: str, grace_s: int | None = None, *, uid: str | None = None
+    ) -> str:
         """Evict through the Eviction API (PodDisruptionBudgets apply). ``grace_s`` None: the pod's own
         ``terminationGracePeriodSeconds``, as ``kubectl drain`` and kube-scheduler's preemption leave it (a serving
-        pod that drains its requests for five minutes keeps its five minutes); else that many seconds."""
+        pod that drains its requests for five minutes keeps its five minutes); else that many seconds. ``uid``: only
+        that very pod (a precondition: another pod under the name since is a ``conflict``, not evicted)."""
         body: JSON = {"apiVersion": self.eviction_api(), "kind": "Eviction",
                       "metadata": {"name": name, "namespace": namespace}}  # fmt: skip
+        options: JSON = {}
         if grace_s is not None:
-            body["deleteOptions"] = {"gracePeriodSeconds": grace_s}
+            options["gracePeriodSeconds"] = grace_s
+        if uid:
+            options["preconditions"] = {"uid": uid}
+        if options:
+            body["deleteOptions"] = options
         path = f"/api/v1/namespaces/{namespace}/pods/{name}/eviction"
         out = self._do("evict", f"{namespace}/{name}", reason, lambda: self.kube.post(path, body))
         if out == "applied":

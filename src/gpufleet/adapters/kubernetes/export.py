@@ -11,9 +11,11 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 from pathlib import Path
 from typing import Any
 
+from gpufleet.adapters.inputs import read_input_text
 from gpufleet.control.observation import Observation, ObservedNode, ObservedPod
 from gpufleet.domain.errors import ValidationError
 from gpufleet.schedule.table import NodeSpec, PodRequest
@@ -36,8 +38,8 @@ def _tuples(v: Any) -> Any:
 
 def load_export(path: Path) -> Observation:
     try:
-        doc = json.loads(path.read_text())
-    except json.JSONDecodeError as exc:
+        doc = json.loads(read_input_text(path))
+    except (ValueError, RecursionError) as exc:
         raise ValidationError("export", f"not JSON: {exc}", str(path)) from None
     if not isinstance(doc, dict) or doc.get("format") != FORMAT:
         raise ValidationError("format", f"expected {FORMAT!r}", str(path))
@@ -52,6 +54,9 @@ def load_export(path: Path) -> Observation:
             where = f"pods[{i}]"
             req = PodRequest(**{k: _tuples(v) for k, v in p.pop("request").items()})
             pods.append(ObservedPod(request=req, **{k: _tuples(v) for k, v in p.items()}))
-    except (KeyError, TypeError) as exc:
+    except (KeyError, TypeError, AttributeError, ValueError) as exc:
         raise ValidationError(where, f"malformed entry: {exc}", str(path)) from None
-    return Observation(float(doc.get("now_s", 0.0)), tuple(nodes), tuple(pods))
+    now_s = doc.get("now_s", 0.0)
+    if isinstance(now_s, bool) or not isinstance(now_s, int | float) or not math.isfinite(now_s):
+        raise ValidationError("now_s", f"must be a number of seconds, got {now_s!r}", str(path))
+    return Observation(float(now_s), tuple(nodes), tuple(pods))

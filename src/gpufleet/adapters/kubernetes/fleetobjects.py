@@ -26,6 +26,8 @@ Pure functions: they return dicts; :meth:`Actuator.apply_object` sends them.
 
 from __future__ import annotations
 
+import hashlib
+import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from decimal import Decimal
@@ -77,7 +79,13 @@ class TierCapacity:
 
 
 def flavor_name(sku: str, tier: str) -> str:
-    return f"{sku.lower().replace('_', '-').replace('.', '-')}-{tier}"[:63].strip("-")
+    """The ResourceFlavor and NodePool name of a (SKU, tier): at most 63 characters, the tier always kept; a SKU too
+    long for it is cut and told apart by 6 hex of its SHA-256."""
+    base = re.sub(r"[^a-z0-9-]", "-", sku.lower()).strip("-")
+    room = 63 - len(tier) - 1
+    if len(base) > room:
+        base = f"{base[: room - 7].rstrip('-')}-{hashlib.sha256(sku.encode()).hexdigest()[:6]}"
+    return f"{base}-{tier}"
 
 
 def _position(t: TierCapacity) -> int:

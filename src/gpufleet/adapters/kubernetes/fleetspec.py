@@ -9,20 +9,51 @@ quotas:       # team quotas (schedule.quota.TeamQuota), per tier flavor
 namespaces: {research-jobs: research}   # namespace -> team (one LocalQueue each)
 release: karpenter   # or gpufleet: the controller releases idle launched nodes (--release-every-s), Karpenter never
 ```
-Errors name the entry and field (``quotas[2].nominal_gpus``) and the file.
+Errors name the entry and field (``quotas[2].nominal_gpus``) and the file, and come before anything is applied:
+teams and cohorts become object names (DNS-1123 subdomains), namespaces must be DNS-1123 labels, a SKU a label
+value (``nvidia.com/gpu.product``).
 """
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
 import yaml
 
+from gpufleet.adapters.inputs import read_input_text
 from gpufleet.adapters.kubernetes.fleetobjects import TierCapacity, flavor_name, karpenter_objects, kueue_objects
 from gpufleet.adapters.kubernetes.rest import JSON
 from gpufleet.domain.errors import ValidationError
 from gpufleet.schedule.quota import TeamQuota
+
+DNS_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")
+DNS_SUBDOMAIN = re.compile(r"(?=.{1,253}$)[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
+LABEL_VALUE = re.compile(r"([A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)?")
+NAME_RULES = {
+    "team": (DNS_SUBDOMAIN, "an object name: lower-case letters, digits, '-' and '.', at most 253"),
+    "cohort": (DNS_SUBDOMAIN, "an object name: lower-case letters, digits, '-' and '.', at most 253"),
+    "sku": (LABEL_VALUE, "a label value: letters, digits, '-', '_' and '.', at most 63, alphanumeric at both ends"),
+}
+
+
+def _name(entry: dict[str, Any], key: str, where: str, path: Path) -> str:
+    v: str = _get(entry, key, str, where, path)
+    rule, what = NAME_RULES[key]
+    if not rule.fullmatch(v):
+        raise ValidationError(f"{where}.{key}", f"{v!r} is not {what}", str(path))
+    return v
+
+
+def _entries(doc: dict[str, Any], key: str, path: Path) -> list[dict[str, Any]]:
+    got = doc.get(key) or []
+    if not isinstance(got, list):
+        raise ValidationError(key, "must be a list of mappings", str(path))
+    for i, e in enumerate(got):
+        if not isinstance(e, dict):
+            raise ValidationError(f"{key}[{i}]", f"must be a mapping, got {e!r}", str(path))
+    return got
 
 
 def _get(entry: dict[str, Any], key: str, kind: type, where: str, path: Path, default: Any = ...) -> Any:
@@ -39,31 +70,37 @@ def _get(entry: dict[str, Any], key: str, kind: type, where: str, path: Path, de
 
 
 def load_fleet_spec(path: Path) -> list[JSON]:
+    text = read_input_text(path)
     try:
-        doc = yaml.safe_load(path.read_text())
+        doc = yaml.safe_load(text)
     except yaml.YAMLError as exc:
         raise ValidationError("yaml", str(exc).splitlines()[0], str(path)) from None
     if not isinstance(doc, dict):
         raise ValidationError("<root>", "expected a mapping with tiers, quotas, namespaces", str(path))
     tiers = []
-    for i, t in enumerate(doc.get("tiers") or []):
+    for i, t in enumerate(_entries(doc, "tiers", path)):
         w = f"tiers[{i}]"
         fams = t.get("instance_families", ["p5"])
         if not isinstance(fams, list) or not all(isinstance(f, str) and f for f in fams):
             raise ValidationError(f"{w}.instance_families", "must be a list of names", str(path))
-        tiers.append(TierCapacity(_get(t, "sku", str, w, path), _get(t, "tier", str, w, path),
+        tiers.append(TierCapacity(_name(t, "sku", w, path), _get(t, "tier", str, w, path),
                                   _get(t, "gpus", int, w, path), tuple(fams)))  # fmt: skip
     quotas = []
-    for i, q in enumerate(doc.get("quotas") or []):
+    for i, q in enumerate(_entries(doc, "quotas", path)):
         w = f"quotas[{i}]"
-        flavor = flavor_name(_get(q, "sku", str, w, path), _get(q, "tier", str, w, path))
+        flavor = flavor_name(_name(q, "sku", w, path), _get(q, "tier", str, w, path))
         quotas.append(TeamQuota(
-            _get(q, "team", str, w, path), _get(q, "cohort", str, w, path), flavor, _get(q, "nominal_gpus", int, w, path),
+            _name(q, "team", w, path), _name(q, "cohort", w, path), flavor, _get(q, "nominal_gpus", int, w, path),
             _get(q, "borrowing_limit_gpus", int, w, path, None), _get(q, "lending_limit_gpus", int, w, path, None),
         ))  # fmt: skip
     namespaces = doc.get("namespaces") or {}
     if not isinstance(namespaces, dict):
         raise ValidationError("namespaces", "must map namespace -> team", str(path))
+    for ns, team in namespaces.items():
+        if not isinstance(ns, str) or not DNS_LABEL.fullmatch(ns):
+            raise ValidationError(f"namespaces[{ns}]", "a namespace is a DNS-1123 label (a-z, 0-9, '-', 63)", str(path))
+        if not isinstance(team, str):
+            raise ValidationError(f"namespaces[{ns}]", f"must name a team, got {team!r}", str(path))
     release = doc.get("release", "karpenter")
     if release not in ("karpenter", "gpufleet"):
         raise ValidationError("release", f"must be karpenter or gpufleet, got {release!r}", str(path))

@@ -25,7 +25,9 @@ Nodes (well-known labels set by the GPU operator's feature discovery, Karpenter 
 ``spec.unschedulable`` / Ready         unschedulable / ready
 =====================================  ==========================================================
 
-Pods: requests are summed over containers. ``nvidia.com/gpu: N`` -> ``num_gpu=N, gpu_milli=1000``; a GPU
+Pods: the request the kubelet admits a pod against (the containers' sum, or an init container's own when larger,
+sidecar init containers added, plus ``spec.overhead``). A node's ``nvidia.com/gpu`` above :data:`MAX_NODE_GPUS` is a
+bad object. ``nvidia.com/gpu: N`` -> ``num_gpu=N, gpu_milli=1000``; a GPU
 share is the annotation ``gpufleet.io/gpu-milli: "1".."999"`` with no ``nvidia.com/gpu`` request (one GPU,
 that many thousandths). Labels ``gpufleet.io/team`` (default: the namespace), ``gpufleet.io/tenant``,
 ``gpufleet.io/feature``, ``gpufleet.io/kind`` (serving/training/batch; serving is latency-sensitive, never
@@ -88,6 +90,9 @@ from gpufleet.schedule.table import NodeSpec, PodRequest
 
 GPU = "nvidia.com/gpu"
 MIG_PREFIX = "nvidia.com/mig-"
+UNREADABLE_SCHEDULER = "gpufleet.io/unreadable"  # pod_footprint: a pod held, never scheduled or moved by gpufleet
+UNREADABLE_PRIORITY = 2_000_000_000  # system-cluster-critical's: above every preemptor and the drain's gate
+MAX_NODE_GPUS = 1024  # nvidia.com/gpu of one node: 8-16 GPUs, MIG "single" or time-sliced shares a few hundred
 L_PRODUCT = "nvidia.com/gpu.product"
 L_GPU_NAME = "karpenter.k8s.aws/instance-gpu-name"
 L_ZONE = "topology.kubernetes.io/zone"
@@ -213,6 +218,8 @@ def node_from_json(obj: dict[str, Any], topo: TopologyIds) -> ObservedNode:
     alloc: dict[str, Any] = status.get("allocatable") or status.get("capacity") or {}
     where = f"node[{name}].status.allocatable"
     gpus = int(parse_quantity(alloc.get(GPU, 0), f"{where}.{GPU}"))
+    if not 0 <= gpus <= MAX_NODE_GPUS:  # a broken device plugin's count would size every GPU matrix by it
+        raise ValidationError(f"{where}.{GPU}", f"must be 0..{MAX_NODE_GPUS} (shared GPUs included), got {gpus}")
     mig = tuple(
         sorted(
             (k.removeprefix(MIG_PREFIX), int(parse_quantity(v, f"{where}.{k}")))
@@ -262,14 +269,7 @@ def pod_request(obj: dict[str, Any]) -> PodRequest:
     meta = obj.get("metadata", {})
     key = f"{meta.get('namespace', '')}/{meta.get('name', '')}"
     ann: dict[str, str] = meta.get("annotations") or {}
-    cpu = mem = gpus = 0
-    for i, c in enumerate(obj.get("spec", {}).get("containers") or []):
-        req: dict[str, Any] = (c.get("resources") or {}).get("requests") or {}
-        lim: dict[str, Any] = (c.get("resources") or {}).get("limits") or {}
-        where = f"pod[{key}].spec.containers[{i}].resources.requests"
-        cpu += _milli(req.get("cpu", 0), f"{where}.cpu")
-        mem += _mib(req.get("memory", 0), f"{where}.memory")
-        gpus += int(parse_quantity(req.get(GPU, lim.get(GPU, 0)), f"{where}.{GPU}"))
+    cpu, mem, gpus = _effective_request(obj.get("spec", {}), f"pod[{key}].spec")
     milli = 1000 if gpus else 0
     if A_GPU_MILLI in ann:
         try:
@@ -292,6 +292,50 @@ def pod_request(obj: dict[str, Any]) -> PodRequest:
     )
     r.validate()
     return r
+
+
+def _container_request(c: dict[str, Any], where: str) -> tuple[int, int, int]:
+    req: dict[str, Any] = (c.get("resources") or {}).get("requests") or {}
+    lim: dict[str, Any] = (c.get("resources") or {}).get("limits") or {}
+    where = f"{where}.resources.requests"
+    return (
+        _milli(req.get("cpu", 0), f"{where}.cpu"),
+        _mib(req.get("memory", 0), f"{where}.memory"),
+        int(parse_quantity(req.get(GPU, lim.get(GPU, 0)), f"{where}.{GPU}")),
+    )
+
+
+def _effective_request(spec: dict[str, Any], where: str) -> tuple[int, int, int]:
+    """CPU millicores, memory MiB and GPUs the kubelet admits the pod against (Kubernetes' rule, per resource):
+    the larger of the containers' sum and each init container's own request, sidecar init containers
+    (``restartPolicy: Always``) adding to both, plus the pod's ``overhead``."""
+
+    def add(a: tuple[int, int, int], b: tuple[int, int, int]) -> tuple[int, int, int]:
+        return (a[0] + b[0], a[1] + b[1], a[2] + b[2])
+
+    total = (0, 0, 0)
+    for i, c in enumerate(spec.get("containers") or []):
+        total = add(total, _container_request(c, f"{where}.containers[{i}]"))
+    sidecars, peak = (0, 0, 0), (0, 0, 0)
+    for i, c in enumerate(spec.get("initContainers") or []):
+        own = _container_request(c, f"{where}.initContainers[{i}]")
+        if c.get("restartPolicy") == "Always":  # a sidecar: runs on beside the later ones and the containers
+            sidecars = add(sidecars, own)
+            during = sidecars
+        else:
+            during = add(own, sidecars)
+        peak = (max(peak[0], during[0]), max(peak[1], during[1]), max(peak[2], during[2]))
+    total = add(total, sidecars)
+    total = (max(total[0], peak[0]), max(total[1], peak[1]), max(total[2], peak[2]))
+    overhead: dict[str, Any] = spec.get("overhead") or {}
+    return add(
+        total,
+        (
+            _milli(overhead.get("cpu", 0), f"{where}.overhead.cpu"),
+            _mib(overhead.get("memory", 0), f"{where}.overhead.memory"),
+            0,
+        ),
+    )
 
 
 def pod_from_json(obj: dict[str, Any]) -> ObservedPod:
@@ -349,6 +393,39 @@ def pod_from_json(obj: dict[str, Any]) -> ObservedPod:
         started_s=rfc3339_s(status.get("startTime")) or rfc3339_s(meta.get("creationTimestamp")),
         preempts=spec.get("preemptionPolicy") != "Never",
         buffer=labels.get(L_BUFFER) == "true",
+    )
+
+
+def pod_footprint(obj: dict[str, Any]) -> ObservedPod | None:
+    """What a bound, unfinished pod holds when :func:`pod_from_json` refuses it (a bad annotation): its request (a bad
+    GPU-share annotation read as whole GPUs), on its node, with a priority no preemption or drain goes past and no
+    scheduler of gpufleet's, so it is held and never decided on. None when it holds nothing or its requests
+    themselves cannot be read."""
+    meta = obj.get("metadata", {})
+    spec = obj.get("spec", {})
+    phase = str((obj.get("status") or {}).get("phase", "Pending"))
+    if not spec.get("nodeName") or phase in ("Succeeded", "Failed"):
+        return None
+    key = f"{meta.get('namespace', '')}/{meta.get('name', '')}"
+    try:
+        request = pod_request(obj)
+    except ValidationError:
+        try:
+            cpu, mem, gpus = _effective_request(spec, f"pod[{key}].spec")
+        except ValidationError:
+            return None
+        request = PodRequest(name=key, cpu_milli=cpu, memory_mib=mem, num_gpu=gpus, gpu_milli=1000 if gpus else 0)
+    return ObservedPod(
+        request=request,
+        namespace=str(meta.get("namespace", "")),
+        name=str(meta.get("name", "")),
+        uid=str(meta.get("uid", "")),
+        phase=phase,
+        node=str(spec["nodeName"]),
+        scheduler_name=UNREADABLE_SCHEDULER,
+        priority=UNREADABLE_PRIORITY,
+        created=str(meta.get("creationTimestamp", "")),
+        deleting=bool(meta.get("deletionTimestamp")),
     )
 
 

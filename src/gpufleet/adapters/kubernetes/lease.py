@@ -5,7 +5,8 @@ A candidate acquires the Lease when it does not exist, when it already holds it,
 read, so two candidates racing for an expired Lease cannot both win (the loser gets 409). The holder renews
 every ``renew_s``; :meth:`LeaderElector.is_leader` is true only while the last successful renewal is younger
 than ``lease_duration_s - safety_s`` by the local clock, so a holder that cannot renew stops acting before any
-other candidate may take over. :meth:`release` empties ``holderIdentity`` on graceful shutdown (the next
+other candidate may take over, and false at once when a round sees another holder's live Lease or loses a write
+race (409): with clocks that disagree, another candidate may rightly have taken it already. :meth:`release` empties ``holderIdentity`` on graceful shutdown (the next
 candidate takes over at once instead of waiting out the lease).
 """
 
@@ -88,7 +89,8 @@ class LeaderElector:
             duration = int(spec.get("leaseDurationSeconds") or self.lease_duration_s)
             mine = holder == self.identity
             if not mine and holder and now < renew + duration:
-                return False  # somebody else holds a live lease
+                self._renewed_at = -1e18  # somebody else holds a live lease: stop acting now (client-go's IsLeader)
+                return False
             trans = int(spec.get("leaseTransitions") or 0) + (0 if mine else 1)
             acquired = _parse(spec["acquireTime"]) if mine and spec.get("acquireTime") else now
             lease["spec"] = self._spec(now, acquired, trans)
@@ -97,7 +99,9 @@ class LeaderElector:
                 self.transitions += 1
             self._renewed_at = now
             return True
-        except ApiError:
+        except ApiError as exc:
+            if exc.status == 409:  # another candidate wrote the Lease since it was read: it is theirs now
+                self._renewed_at = -1e18
             return self.is_leader()  # a failed round keeps leadership only until the local deadline
 
     def release(self) -> None:

@@ -5,7 +5,9 @@ For each drain: cordon the node; for each checkpointable training pod, set the a
 answer ``gpufleet.io/checkpoint-done: <same token>`` after it has written its checkpoint; then evict every
 pod through the Eviction API (``policy/v1`` where served, else ``policy/v1beta1``: ``Actuator.eviction_api``; the
 API server enforces PodDisruptionBudgets and answers 429 when a budget allows no disruption), each pod with its own
-``terminationGracePeriodSeconds`` unless ``grace_s`` says otherwise. If a checkpoint is not confirmed in time or an
+``terminationGracePeriodSeconds`` unless ``grace_s`` says otherwise. Each pod is read first and evicted only if it is
+still on the drained node, with its uid as the eviction's precondition: a pod that ended, or another pod created
+under its name since the decision, is not evicted (recorded ``not_on_node``). If a checkpoint is not confirmed in time or an
 eviction is refused, the drain stops there and the node is uncordoned (reason ``checkpoint_timeout`` /
 ``blocked_by_pdb``); pods already evicted are recreated by their owners and scheduled again.
 Priority preemption (the controller) uses the same path without the cordon (``cordon=False``): the node keeps
@@ -33,6 +35,18 @@ def _checkpointed(kube: Kube, key: str, token: str) -> bool:
     except ApiError:
         return False
     return bool((pod["metadata"].get("annotations") or {}).get(A_CKPT_DONE) == token)
+
+
+def _on_node(act: Actuator, ns: str, name: str, node: str) -> tuple[str, str | None]:
+    """Whether the pod under that name is still on the drained node (``here`` and its uid), is ``elsewhere`` (gone,
+    finished, or another pod of that name on another node), or could not be ``unread``."""
+    try:
+        pod = act.kube.get(f"/api/v1/namespaces/{ns}/pods/{name}")
+    except ApiError as exc:
+        return ("elsewhere", None) if exc.status == 404 else ("unread", None)
+    same_node = (pod.get("spec") or {}).get("nodeName") == node
+    finished = (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed")
+    return ("here", str(pod["metadata"].get("uid") or "")) if same_node and not finished else ("elsewhere", None)
 
 
 def apply_drain(
@@ -73,7 +87,18 @@ def apply_drain(
             return "checkpoint_timeout"
     for key in drain.evict:
         ns, name = key.split("/", 1)
-        out = act.evict(ns, name, drain.reason, grace_s)
+        uid = None
+        if not act.dry_run:
+            where, uid = _on_node(act, ns, name, drain.node)
+            if where == "elsewhere":  # ended, or a new pod under its name since the decision: not the one decided on
+                act.record("evict", key, drain.reason, "not_on_node", node=drain.node)
+                continue
+            if where == "unread":
+                uncordon("eviction_failed")
+                return "failed"
+        out = act.evict(ns, name, drain.reason, grace_s, uid=uid)
+        if out == "conflict":  # replaced between the read and the eviction (the uid precondition): not ours
+            continue
         if out == "refused_429":
             uncordon("blocked_by_pdb")
             return "blocked_by_pdb"

@@ -6,7 +6,8 @@ thread-safe. Generated model classes are skipped on purpose: (de)serialising the
 request itself at hundreds of binds per second (docs/kubernetes.md, "Why this client").
 
 Errors: a non-2xx answer raises :class:`ApiError` carrying the HTTP status and the server's ``Status``
-message; transport errors raise :class:`ApiError` with status 0.
+message; transport errors and a watch line that is not JSON raise :class:`ApiError` with status 0; a 2xx answer
+that is not a JSON object (a proxy's HTML page) raises it with reason ``NotJSON``.
 """
 
 from __future__ import annotations
@@ -123,14 +124,17 @@ class Kube:
         except urllib3.exceptions.HTTPError as exc:
             raise ApiError(0, "Unreachable", str(exc)) from None
         raw = resp.data
+        try:
+            got = json.loads(raw) if raw else {}
+        except ValueError:
+            got = None
         if resp.status >= 300:
-            try:
-                st = json.loads(raw)
-                raise ApiError(resp.status, str(st.get("reason", "")), str(st.get("message", "")))
-            except ValueError:
-                raise ApiError(resp.status, "", raw[:300].decode(errors="replace")) from None
-        out: JSON = json.loads(raw) if raw else {}
-        return out
+            if isinstance(got, dict):
+                raise ApiError(resp.status, str(got.get("reason", "")), str(got.get("message", "")))
+            raise ApiError(resp.status, "", raw[:300].decode(errors="replace"))
+        if not isinstance(got, dict):  # a proxy's HTML page, a truncated body: never a half-read object
+            raise ApiError(resp.status, "NotJSON", raw[:300].decode(errors="replace"))
+        return got
 
     def get(self, path: str, **query: Any) -> JSON:
         return self.request("GET", path, query=query or None)
@@ -172,7 +176,11 @@ class Kube:
                 while b"\n" in buf:
                     line, buf = buf.split(b"\n", 1)
                     if line.strip():
-                        yield json.loads(line)
+                        try:
+                            event = json.loads(line)
+                        except ValueError:
+                            raise ApiError(0, "WatchBroken", line[:300].decode(errors="replace")) from None
+                        yield event
         except urllib3.exceptions.HTTPError as exc:
             raise ApiError(0, "WatchBroken", str(exc)) from None
         finally:

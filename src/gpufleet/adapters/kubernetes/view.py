@@ -21,6 +21,7 @@ from gpufleet.adapters.kubernetes.labels import (
     deployment_from_json,
     node_from_json,
     node_pool_from_json,
+    pod_footprint,
     pod_from_json,
     workload_from_json,
 )
@@ -72,23 +73,30 @@ class ClusterView:
         for inf in self.informers():
             inf.stop()
 
-    def _convert(self, kind: str, obj: JSON, fn: Callable[[JSON], Any]) -> Any:
+    def _convert(
+        self, kind: str, obj: JSON, fn: Callable[[JSON], Any], fallback: Callable[[JSON], Any] | None = None
+    ) -> Any:
+        """``fn(obj)``, cached by resource version; an object it refuses is a bad object (``fallback``'s reading, if
+        any, stands in for it: a pod's footprint on its node)."""
         meta = obj.get("metadata", {})
         key = (f"{kind}:{meta.get('namespace', '')}/{meta.get('name', '')}", str(meta.get("resourceVersion", "")))
         got = self._cache.get(key)
         if got is None:
             try:
                 got = fn(obj)
+                self.bad_objects.pop(key[0], None)
             except ValidationError as exc:
                 self.bad_objects[key[0]] = str(exc)
-                return None
+                got = None if fallback is None else fallback(obj)
+                if got is None:
+                    return None
             self._cache[key] = got
         return got
 
     def observation(self) -> Observation:
         self.changed.clear()
         nodes = [self._convert("node", o, lambda o: node_from_json(o, self._topo)) for o in self.nodes.snapshot()]
-        pods = [self._convert("pod", o, pod_from_json) for o in self.pods.snapshot()]
+        pods = [self._convert("pod", o, pod_from_json, pod_footprint) for o in self.pods.snapshot()]
         deps = [self._convert("deploy", o, deployment_from_json) for o in self.deployments.snapshot()]
         wls = [self._convert("wl", o, workload_from_json) for o in self.workloads.snapshot()] if self.workloads else []
         nps = (
