@@ -1,7 +1,7 @@
 """Review: the files ``gpufleet k8s quotas`` and ``gpufleet k8s replay`` read and write, and ``gpufleet reconcile``'s
 options (cli/cmd_k8s.py, cli/cmd_reconcile.py). No API server is needed.
 
-Each test fails today because of a defect in the product (see its docstring); none of them is fixed here.
+Each test failed before the fix because of a defect in the product (see its docstring); all are fixed now.
 """
 
 from __future__ import annotations
@@ -45,11 +45,11 @@ CASES: dict[str, tuple[Callable[[dict[str, Path]], list[str]], str]] = {
 
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_k8s_file_errors_are_one_clear_line(tmp_path: Path, name: str) -> None:
-    """Defect: ``k8s quotas`` (adapters/kubernetes/fleetspec.py ``load_fleet_spec``) and ``k8s replay``
-    (adapters/kubernetes/export.py ``load_export``) read with ``path.read_text()`` instead of the house reader
-    ``read_input_text`` (a directory: IsADirectoryError; latin-1: UnicodeDecodeError), call ``.get``/``.pop`` on
-    entries without checking they are mappings (AttributeError), and ``float(doc["now_s"])`` is unguarded
-    (ValueError); ``k8s quotas --out`` has no ``output_file`` check (IsADirectoryError). All are tracebacks."""
+    """Review (fixed), the defect: ``k8s quotas`` (adapters/kubernetes/fleetspec.py ``load_fleet_spec``) and ``k8s
+    replay`` (adapters/kubernetes/export.py ``load_export``) read with ``path.read_text()`` instead of the house reader
+    ``read_input_text`` (a directory: IsADirectoryError; latin-1: UnicodeDecodeError), call ``.get``/``.pop`` on entries
+    without checking they are mappings (AttributeError), and ``float(doc["now_s"])`` is unguarded (ValueError); ``k8s
+    quotas --out`` has no ``output_file`` check (IsADirectoryError). All are tracebacks."""
     args, where = CASES[name]
     res = runner.invoke(app, args(_files(tmp_path)))
     assert res.exception is None or isinstance(res.exception, SystemExit), repr(res.exception)
@@ -58,9 +58,9 @@ def test_k8s_file_errors_are_one_clear_line(tmp_path: Path, name: str) -> None:
 
 
 def test_reconcile_refuses_an_infinite_interval(tmp_path: Path) -> None:
-    """Defect: ``--interval-s`` is a FloatRange with only ``min=0.05``, so ``inf`` passes; after the first pass
-    ``time.sleep(inf)`` raises OverflowError ("timestamp out of range for platform time_t"): a traceback after
-    the work has begun, instead of refusing the option up front (``nan`` is refused, ``inf`` is not)."""
+    """Review (fixed), the defect: ``--interval-s`` is a FloatRange with only ``min=0.05``, so ``inf`` passes; after the
+    first pass ``time.sleep(inf)`` raises OverflowError ("timestamp out of range for platform time_t"): a traceback
+    after the work has begun, instead of refusing the option up front (``nan`` is refused, ``inf`` is not)."""
     url = f"sqlite:///{tmp_path / 'g.db'}"
     assert runner.invoke(app, ["db", "upgrade", "--db", url]).exit_code == 0
     res = runner.invoke(app, ["reconcile", "--db", url, "--interval-s", "inf", "--passes", "2"])

@@ -15,11 +15,11 @@ LONG_PRODUCT = "NVIDIA-H100-80GB-HBM3-MIG-1g.10gb-me-all-balanced-profile-x1234"
 
 
 def test_long_products_keep_one_flavor_and_one_nodepool_per_tier() -> None:
-    """Defect: flavor_name cuts ``<sku>-<tier>`` to 63 characters (fleetobjects.py flavor_name), which for a
-    product of 61-63 characters (still a valid label value) cuts the tier off: reserved, spot and on-demand get the SAME ResourceFlavor and
-    NodePool name. kueue_objects/karpenter_objects then emit three objects with one name; apply_object replaces
-    the reserved NodePool (limit: the GPUs bought) with the on-demand one (another limit, no reserved
-    capacity-type requirement), silently. Distinct (SKU, tier) pairs must get distinct, valid names (or a clear
+    """Review (fixed), the defect: flavor_name cuts ``<sku>-<tier>`` to 63 characters (fleetobjects.py flavor_name),
+    which for a product of 61-63 characters (still a valid label value) cuts the tier off: reserved, spot and on-demand
+    get the SAME ResourceFlavor and NodePool name. kueue_objects/karpenter_objects then emit three objects with one
+    name; apply_object replaces the reserved NodePool (limit: the GPUs bought) with the on-demand one (another limit, no
+    reserved capacity-type requirement), silently. Distinct (SKU, tier) pairs must get distinct, valid names (or a clear
     error naming the sku)."""
     assert len(LONG_PRODUCT) <= 63
     names = {flavor_name(LONG_PRODUCT, t) for t in ("reserved", "spot", "on-demand")}
@@ -32,11 +32,11 @@ def test_long_products_keep_one_flavor_and_one_nodepool_per_tier() -> None:
 
 
 def test_a_team_name_that_is_no_valid_object_name_is_refused_naming_the_field(tmp_path: Path) -> None:
-    """Defect: load_fleet_spec / kueue_objects put the team (and cohort) verbatim into ClusterQueue/Cohort
-    metadata.name without checking it is a DNS-1123 name. ``team: ML Research`` compiles into an object the API
-    server refuses (422); ``gpufleet k8s quotas --apply`` has by then already created the ResourceFlavors, the
-    Cohort and the NodePools, and creates a LocalQueue pointing at a ClusterQueue that does not exist: a half
-    applied fleet spec instead of a clear error naming quotas[0].team before anything is sent."""
+    """Review (fixed), the defect: load_fleet_spec / kueue_objects put the team (and cohort) verbatim into
+    ClusterQueue/Cohort metadata.name without checking it is a DNS-1123 name. ``team: ML Research`` compiles into an
+    object the API server refuses (422); ``gpufleet k8s quotas --apply`` has by then already created the
+    ResourceFlavors, the Cohort and the NodePools, and creates a LocalQueue pointing at a ClusterQueue that does not
+    exist: a half applied fleet spec instead of a clear error naming quotas[0].team before anything is sent."""
     spec = tmp_path / "fleet.yaml"
     spec.write_text(
         "tiers:\n"

@@ -17,10 +17,10 @@ def _pod(init_gpus: str, main_gpus: str) -> dict[str, object]:
 
 
 def test_init_container_requests_count_toward_the_pods_effective_request() -> None:
-    """Defect: labels.pod_request sums spec.containers only and ignores spec.initContainers. Kubernetes (kubelet
-    admission, kube-scheduler) uses the effective request max(sum(containers), max(initContainers)) per resource.
-    A pod whose init container checks all 8 GPUs (an NCCL/health check) and whose main container asks for 1 is
-    read as a 1-GPU, 1 GiB pod: gpufleet binds it to a node with 1 free GPU and the kubelet refuses it
+    """Review (fixed), the defect: labels.pod_request sums spec.containers only and ignores spec.initContainers.
+    Kubernetes (kubelet admission, kube-scheduler) uses the effective request max(sum(containers), max(initContainers))
+    per resource. A pod whose init container checks all 8 GPUs (an NCCL/health check) and whose main container asks for
+    1 is read as a 1-GPU, 1 GiB pod: gpufleet binds it to a node with 1 free GPU and the kubelet refuses it
     (OutOfnvidia.com/gpu), or it over-commits the node's memory."""
     r = pod_request(_pod("8", "1"))
     assert r.num_gpu == 8, f"effective GPU request is 8 (the init container's), read {r.num_gpu}"

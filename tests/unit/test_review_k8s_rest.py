@@ -45,17 +45,17 @@ def html_server() -> Iterator[str]:
 
 
 def test_a_2xx_answer_that_is_not_json_is_an_api_error(html_server: str) -> None:
-    """Defect: Kube.request json.loads() a 2xx body unguarded (rest.py, ``out: JSON = json.loads(raw)``): a
-    non-JSON answer raises a bare json.JSONDecodeError, not the documented ApiError."""
+    """Review (fixed), the defect: Kube.request json.loads() a 2xx body unguarded (rest.py, ``out: JSON =
+    json.loads(raw)``): a non-JSON answer raises a bare json.JSONDecodeError, not the documented ApiError."""
     kube = Kube(KubeConfig(server=html_server))
     with pytest.raises(ApiError):
         kube.get("/api/v1/nodes")
 
 
 def test_a_bind_answered_with_non_json_is_recorded_not_raised(html_server: str) -> None:
-    """Defect (consequence): Actuator._do only catches ApiError, so the JSONDecodeError escapes Actuator.bind; in
-    the controller it escapes the bind worker, tick()'s ``f.result()`` and run(): the controller exits with a
-    traceback instead of recording the failed write (outcome ``error``) and going on."""
+    """Review (fixed), the defect (a consequence): Actuator._do only catches ApiError, so the JSONDecodeError escapes
+    Actuator.bind; in the controller it escapes the bind worker, tick()'s ``f.result()`` and run(): the controller exits
+    with a traceback instead of recording the failed write (outcome ``error``) and going on."""
     act = Actuator(Kube(KubeConfig(server=html_server)), sleep=lambda s: None)
     out = act.bind("ns", "p", "uid-1", "node-1", (0,), "placed")
     assert out not in ("applied",)

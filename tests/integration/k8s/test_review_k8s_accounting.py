@@ -33,12 +33,12 @@ def _running(kube: Kube, ns: str, name: str) -> None:
 
 
 def test_a_terminating_pod_still_holds_its_gpus(kube: Kube, kubelet: FakeKubelet, ns: str) -> None:
-    """Defect: ObservedPod.active is False for a pod with a deletionTimestamp, and BindingPlanner._reconcile
-    only holds resources for active bound pods, so the 8 GPUs of a pod still terminating (a serving replica
-    draining requests in its 300 s grace period) count as free: the planner binds a new 8-GPU pod onto the
-    same node at once, which the kubelet's device manager refuses (the GPUs are still allocated). kube-scheduler
-    keeps a terminating pod's resources until the pod object is gone; so does gpufleet's own preemption path
-    ('a pod still terminating keeps its GPUs on the node', control/binding.py docstring)."""
+    """Review (fixed), the defect: ObservedPod.active is False for a pod with a deletionTimestamp, and
+    BindingPlanner._reconcile only holds resources for active bound pods, so the 8 GPUs of a pod still terminating (a
+    serving replica draining requests in its 300 s grace period) count as free: the planner binds a new 8-GPU pod onto
+    the same node at once, which the kubelet's device manager refuses (the GPUs are still allocated). kube-scheduler
+    keeps a terminating pod's resources until the pod object is gone; so does gpufleet's own preemption path ('a pod
+    still terminating keeps its GPUs on the node', control/binding.py docstring)."""
     p = f"t{uuid.uuid4().hex[:5]}"
     node = f"{p}-0"
     kubelet.register([FakeNode(node, gpus=8)])
@@ -61,11 +61,11 @@ def test_a_terminating_pod_still_holds_its_gpus(kube: Kube, kubelet: FakeKubelet
 def test_a_running_pod_with_a_malformed_annotation_still_holds_its_gpus(
     kube: Kube, kubelet: FakeKubelet, ns: str
 ) -> None:
-    """Defect: ClusterView._convert drops every object whose conversion raises ValidationError (view.py), pods
-    included. A running pod bound to a node, holding all 8 of its GPUs, whose gang annotation has a typo
-    (gpufleet.io/pod-group-min: "four") vanishes from the observation, so the planner sees its node empty and
-    binds another 8-GPU pod there: the node is double-booked (the controller docstring promises nothing is).
-    The bad pod should be left out of scheduling decisions but its node's resources must stay held."""
+    """Review (fixed), the defect: ClusterView._convert drops every object whose conversion raises ValidationError
+    (view.py), pods included. A running pod bound to a node, holding all 8 of its GPUs, whose gang annotation has a typo
+    (gpufleet.io/pod-group-min: "four") vanishes from the observation, so the planner sees its node empty and binds
+    another 8-GPU pod there: the node is double-booked (the controller docstring promises nothing is). The bad pod
+    should be left out of scheduling decisions but its node's resources must stay held."""
     p = f"b{uuid.uuid4().hex[:5]}"
     node = f"{p}-0"
     kubelet.register([FakeNode(node, gpus=8)])
@@ -85,10 +85,10 @@ def test_a_running_pod_with_a_malformed_annotation_still_holds_its_gpus(
 def test_one_node_reporting_an_absurd_gpu_count_does_not_crash_planning(
     kube: Kube, kubelet: FakeKubelet, ns: str
 ) -> None:
-    """Defect: node_from_json accepts any nvidia.com/gpu allocatable (a valid quantity such as 1P = 10^15 from a
-    broken device plugin), and NodeTable.from_specs builds a (nodes x max GPUs) int32 matrix from it, so planning
-    raises (MemoryError / ValueError / OverflowError from numpy). In the controller the exception escapes tick()
-    and run(): one bad Node stops scheduling for the whole cluster, with a traceback. Expected: the node is
+    """Review (fixed), the defect: node_from_json accepts any nvidia.com/gpu allocatable (a valid quantity such as 1P =
+    10^15 from a broken device plugin), and NodeTable.from_specs builds a (nodes x max GPUs) int32 matrix from it, so
+    planning raises (MemoryError / ValueError / OverflowError from numpy). In the controller the exception escapes
+    tick() and run(): one bad Node stops scheduling for the whole cluster, with a traceback. Expected: the node is
     refused as a bad object naming node[...].status.allocatable.nvidia.com/gpu and the rest is planned."""
     p = f"g{uuid.uuid4().hex[:5]}"
     good, bogus = f"{p}-0", f"{p}-1"

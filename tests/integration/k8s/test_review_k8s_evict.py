@@ -19,11 +19,11 @@ from tests.integration.k8s.helpers import create_pod, pod_body, pods_in, wait_fo
 def test_a_pod_recreated_under_the_same_name_elsewhere_is_not_evicted(
     kube: Kube, kubelet: FakeKubelet, ns: str
 ) -> None:
-    """Defect: NodeDrain carries pod keys only and Actuator.evict posts an Eviction by name, with no
-    deleteOptions.preconditions.uid (act.py evict). Between the observation that decided a drain and its
-    evictions (the checkpoint handshake alone may take checkpoint_timeout_s = 120 s) a StatefulSet-style pod
-    can end and be recreated under the same name on ANOTHER node; draining node A then evicts that new pod on
-    node B, a pod nobody decided to move (it is not on the drained node and was never checkpoint-asked)."""
+    """Review (fixed), the defect: NodeDrain carries pod keys only and Actuator.evict posts an Eviction by name, with no
+    deleteOptions.preconditions.uid (act.py evict). Between the observation that decided a drain and its evictions (the
+    checkpoint handshake alone may take checkpoint_timeout_s = 120 s) a StatefulSet-style pod can end and be recreated
+    under the same name on ANOTHER node; draining node A then evicts that new pod on node B, a pod nobody decided to
+    move (it is not on the drained node and was never checkpoint-asked)."""
     p = f"e{uuid.uuid4().hex[:5]}"
     a, b = f"{p}-a", f"{p}-b"
     kubelet.register([FakeNode(a, gpus=8), FakeNode(b, gpus=8)])

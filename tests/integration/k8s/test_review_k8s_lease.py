@@ -17,11 +17,11 @@ class Clock:
 
 
 def test_a_holder_that_sees_another_live_holder_stops_leading(kube: Kube, ns: str) -> None:
-    """Defect: LeaderElector.try_acquire_or_renew returns False when the GET shows another identity holding a
-    live Lease, but leaves ``_renewed_at`` as it was, so ``is_leader()`` (what Controller.leading() and _bind check
-    before every write) stays True for up to lease_duration - safety seconds. With clock skew between two
-    controllers (A's clock 20 s behind B's) B legitimately takes the Lease while A keeps binding/evicting:
-    both act at once (split brain). client-go's IsLeader() turns False as soon as it observes another holder."""
+    """Review (fixed), the defect: LeaderElector.try_acquire_or_renew returns False when the GET shows another identity
+    holding a live Lease, but leaves ``_renewed_at`` as it was, so ``is_leader()`` (what Controller.leading() and _bind
+    check before every write) stays True for up to lease_duration - safety seconds. With clock skew between two
+    controllers (A's clock 20 s behind B's) B legitimately takes the Lease while A keeps binding/evicting: both act at
+    once (split brain). client-go's IsLeader() turns False as soon as it observes another holder."""
     name = f"l-{uuid.uuid4().hex[:6]}"
     true_time = 1_700_000_000.0
     a_clock = Clock(true_time - 20.0)  # A's clock is 20 s behind
