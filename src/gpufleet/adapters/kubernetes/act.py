@@ -125,9 +125,20 @@ class Actuator:
                 "target": {"apiVersion": "v1", "kind": "Node", "name": node}}  # fmt: skip
         path = f"/api/v1/namespaces/{namespace}/pods/{name}/binding"
         out = self._do("bind", f"{namespace}/{name}", reason, lambda: self.kube.post(path, body), node=node)
+        if out == "conflict" and self._bound_to(namespace, name, uid, node):
+            # already bound there: our own earlier attempt, whose answer was lost and which a retry met (409)
+            self.record("bind", f"{namespace}/{name}", reason, "applied", node=node, found_bound=True)
+            out = "applied"
         if out == "applied":
             self._event(namespace, "Pod", name, "Scheduled", f"gpufleet bound {namespace}/{name} to {node} ({reason})")
         return out
+
+    def _bound_to(self, namespace: str, name: str, uid: str, node: str) -> bool:
+        try:
+            pod = self.kube.get(f"/api/v1/namespaces/{namespace}/pods/{name}")
+        except ApiError:
+            return False
+        return pod["metadata"].get("uid") == uid and (pod.get("spec") or {}).get("nodeName") == node
 
     def delete_pod(self, namespace: str, name: str, reason: str) -> str:
         path = f"/api/v1/namespaces/{namespace}/pods/{name}"

@@ -10,13 +10,16 @@ controller's ``schedulerName``, grace 0 and no toleration (gpufleet's only taint
 jobs that may not use spot must not use). A placeholder of the product's spot lane (``spot``: the start buffer's
 spot lane, checkpointed training's) also selects ``karpenter.sh/capacity-type: spot``, tolerates the spot taint
 (``gpufleet.io/spot=true:NoSchedule``, operator Equal), carries label ``gpufleet.io/buffer-lane=spot`` and is named
-``gpufleet-buffer-spot-*``. :func:`apply_buffer_pods` creates the class if missing, then creates and deletes
+``gpufleet-buffer-spot-*``. Names are chosen here (10 random hex), not by the API server's ``generateName``: a
+create retried after a lost answer then meets its own pod (409, outcome ``conflict``) instead of making a second
+placeholder, which would hold (and have Karpenter launch) a whole GPU node more. :func:`apply_buffer_pods` creates the class if missing, then creates and deletes
 placeholders; each write is an audit record (actions ``priority_class``, ``buffer_pod_create``, ``delete_pod``,
 with the plan's reason).
 """
 
 from __future__ import annotations
 
+import secrets
 from collections.abc import Sequence
 
 from gpufleet.adapters.kubernetes.act import Actuator
@@ -48,7 +51,7 @@ def placeholder(
     gpu = {"nvidia.com/gpu": str(gpus)}
     body: JSON = {
         "apiVersion": "v1", "kind": "Pod",
-        "metadata": {"generateName": "gpufleet-buffer-", "namespace": namespace,
+        "metadata": {"name": f"gpufleet-buffer-{secrets.token_hex(5)}", "namespace": namespace,
                      "labels": {L_BUFFER: "true", L_BUFFER_PRODUCT: product}},
         "spec": {"priorityClassName": PRIORITY_CLASS, "schedulerName": scheduler,
                  "nodeSelector": {L_PRODUCT: product}, "terminationGracePeriodSeconds": 0,
@@ -56,7 +59,7 @@ def placeholder(
                  "containers": [{"name": "pause", "image": image, "resources": {"requests": gpu, "limits": gpu}}]},
     }  # fmt: skip
     if spot:
-        body["metadata"]["generateName"] = "gpufleet-buffer-spot-"
+        body["metadata"]["name"] = body["metadata"]["name"].replace("gpufleet-buffer-", "gpufleet-buffer-spot-", 1)
         body["metadata"]["labels"][L_BUFFER_LANE] = "spot"
         body["spec"]["nodeSelector"][L_CAPACITY] = "spot"
         body["spec"]["tolerations"] = [dict(SPOT_TOLERATION)]
