@@ -94,7 +94,14 @@ def test_a_start_a_week_or_more_ahead_is_a_future_reservation(fake_azure: FakeAz
     assert "scheduleProfile" not in fake_azure.reservation(soon_name, soon_name)["properties"]
     declined = port.submit("gpufleet-res_f3", _order(NOW + 60 * DAY))
     fake_azure.set_reservation_state(resource_name("gpufleet-res_f3"), resource_name("gpufleet-res_f3"), "Declined")
-    assert port.describe([declined.order_id, soon.order_id])[declined.order_id].state == "cancelled"
+    seen = port.describe([declined.order_id, soon.order_id])[declined.order_id]
+    assert (seen.state, seen.reason) == ("cancelled", "failed at Azure; deleted")
+    assert fake_azure.calls["capacityReservationGroups.delete"] == 1  # nothing held: no litter left at Azure
+    fake_azure.set_provisioning_state(soon_name, soon_name, "Failed")  # a capacity failure after the PUT was taken
+    failed = port.describe([soon.order_id])[soon.order_id]
+    assert (failed.state, failed.provider_state) == ("cancelled", "Failed")
+    assert fake_azure.calls["capacityReservationGroups.delete"] == 2
+    assert port.describe([soon.order_id])[soon.order_id].provider_state == "NotFound"
 
 
 def test_a_live_future_reservation_inside_its_commitment_stays_active_until_azure_lets_it_go(

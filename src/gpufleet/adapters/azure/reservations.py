@@ -19,7 +19,8 @@ reservation (``gpufleet-key``, ...); a reservation of that name without this key
 - ``describe`` maps Azure's states onto the lifecycle: ``provisioningState`` Creating -> pending, Succeeded /
   Updating -> active, Failed / Canceled / Deleting -> cancelled; a future reservation
   follows ``instanceView.reservationStateInfo.reservationState`` (Pending / Approved / Committed -> pending, Live /
-  PartiallyFulfilled -> active, Declined / FulfillmentFailed -> cancelled). A reservation that no longer exists is
+  PartiallyFulfilled -> active, Declined / FulfillmentFailed -> cancelled). A failed, declined or unfulfilled one
+  holds nothing: it is deleted with its group (so no litter stays at Azure) and reported cancelled. A reservation that no longer exists is
   ``cancelled`` with provider state ``NotFound`` (the service ends an active one as expired).
 
 Units are GPUs; Azure reserves whole VMs, ``ceil(units / 8)``. The order id is ``REGION/NAME`` (group and
@@ -59,6 +60,7 @@ _PROVISIONING: dict[str, LifecycleState] = {
     "Canceled": "cancelled",
     "Deleting": "cancelled",
 }
+FAILED = frozenset({"Failed", "Declined", "FulfillmentFailed"})  # Azure's no: nothing is held
 _FUTURE: dict[str, LifecycleState] = {
     **dict.fromkeys(("Pending", "Approved", "Committed"), "pending"),
     **dict.fromkeys(("Live", "PartiallyFulfilled"), "active"),
@@ -146,6 +148,9 @@ class AzureCapacityReservations:
                 out[oid] = OrderState(oid, "cancelled", "NotFound", "the reservation no longer exists at Azure")
                 continue
             state, word = _state(got)
+            if word in FAILED:  # nothing held: its group and record would stay at Azure as litter; deleted
+                out[oid] = OrderState(oid, "cancelled", word, self._clear(oid))
+                continue
             end_s = int((got.get("tags") or {}).get("gpufleet-end-s") or 0)
             if state == "active" and end_s and self._now_s() >= end_s:
                 try:
@@ -173,6 +178,13 @@ class AzureCapacityReservations:
             except ProviderRefused as exc:
                 if exc.code not in NOT_FOUND:
                     raise
+
+    def _clear(self, order_id: str) -> str:
+        try:
+            self.cancel(order_id)
+        except (ProviderRefused, ProviderTimeout) as exc:
+            return f"failed at Azure; its delete did not go through ({exc}): delete the group by hand"
+        return "failed at Azure; deleted"
 
     # ---- helpers ------------------------------------------------------------------------------------------
     def _body(self, key: str, order: OrderRequest, zones: dict[str, Any]) -> dict[str, Any]:
