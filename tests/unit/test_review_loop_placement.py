@@ -13,9 +13,7 @@ RESERVED = POOLS[Tier.RESERVED]
 
 
 def _high_training() -> Workload:
-    return Workload(
-        "job", "urgent", WorkloadKind.TRAINING, "t", "tn", Priority.HIGH, ("h100_80gb",), 8, gang_size=2
-    )
+    return Workload("job", "urgent", WorkloadKind.TRAINING, "t", "tn", Priority.HIGH, ("h100_80gb",), 8, gang_size=2)
 
 
 def test_full_pool_still_preempts_strictly_lower_priority_work() -> None:
