@@ -9,12 +9,22 @@ from typing import Any
 
 import pytest
 
-from tests.integration.aws.conftest import Start
-from tests.integration.aws.fake_aws import FakeAws, _AwsError
+from gpufleet.adapters.aws.instances import AwsNodeTier
+from gpufleet.domain.pools import Tier
+from gpufleet.ports import PlacementRequest
+from gpufleet.service.node_tier import launch_with_fallback
+from tests.integration.aws import wire
+from tests.integration.aws.conftest import Start, clients_for
+from tests.integration.aws.fake_aws import FakeAws, _AwsError, _region
+from tests.integration.aws.test_moto_world import _image, _pool
 from tests.integration.aws.test_capacity_block_approvals import _approve, _get, _offer, _pending
 from tests.integration.reservation_flow import approve, reconcile, status
 
 pytestmark = pytest.mark.aws
+def _region_of(headers: dict[str, str]) -> str:
+    return _region(next((v for k, v in headers.items() if k.lower() == "authorization"), ""))
+
+
 ORDER = {"sku": "h100_80gb", "units": 8, "start": "2026-02-01T00:00:00Z", "term_months": 1, "regions": ["us-east-1"]}
 
 
@@ -66,3 +76,36 @@ def test_review_a_500_after_the_block_was_bought_does_not_fail_the_purchase(
     server.services.reconciler.run_once()
     after = _get(server, pid)
     assert after["status"] == "purchased" and after["capacity_reservation_id"] == next(iter(fake.reservations))
+
+
+def test_review_a_launch_answered_500_is_not_launched_again_in_the_next_pool(
+    fake: FakeAws, moto_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Defect: node_tier's contract is "a launch with an unknown outcome stops the walk: trying the next pool could
+    launch twice". RunInstances that EC2 performed but answered 500 InternalError comes back as ``refused`` (a
+    non-capacity refusal), so ``launch_with_fallback`` walks on and launches the same nodes again in the next pool:
+    two sets of GPU instances for one request. Expected: the 5xx is ``unknown`` and the walk stops."""
+    region_of = _region_of
+    original = fake.handle
+
+    def degraded(path: str, headers: dict[str, str], body: bytes) -> tuple[int, dict[str, str], bytes]:
+        status_code, out_headers, out = original(path, headers, body)
+        if b"Action=RunInstances" in body and region_of(headers) == "us-east-1":
+            return 500, {"Content-Type": "text/xml"}, wire.ec2_error("InternalError", "internal error", "req-x")
+        return status_code, out_headers, out
+
+    monkeypatch.setattr(fake, "handle", degraded)
+    clients = clients_for(fake.url, regions=("us-east-1", "us-west-2"), max_attempts=1)
+    tier = AwsNodeTier(clients, tier="serve-h100", image_id=_image(moto_url))
+    pools = [_pool("us-east-1", Tier.ON_DEMAND), _pool("us-west-2", Tier.ON_DEMAND)]
+    req = PlacementRequest("wl-review-500", "h100_80gb", 8, serving=True, checkpointable=False)
+    got = launch_with_fallback(tier, req, pools)
+    monkeypatch.undo()
+    launched_east = tier.running("us-east-1")
+    launched_west = tier.running("us-west-2")
+    tier.terminate("us-east-1", launched_east)
+    tier.terminate("us-west-2", launched_west)
+    assert launched_east, "EC2 launched in us-east-1 before answering 500"
+    assert got.attempts == [("aws/us-east-1/h100_80gb/on_demand", "unknown")], (
+        f"launched again after a 5xx: {got.attempts}; running east={launched_east} west={launched_west}"
+    )
