@@ -25,7 +25,7 @@ POOL = "aws/us-east-1/h100_80gb/on_demand"
 
 class _LyingPrices:
     provider = "aws"
-    regions = ("us-east-1",)
+    regions: tuple[str, ...] = ("us-east-1",)
 
     def __init__(self, usd: str) -> None:
         self._usd = Decimal(usd)

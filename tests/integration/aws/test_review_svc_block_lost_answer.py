@@ -15,12 +15,13 @@ import pytest
 from tests.integration.aws.conftest import Start
 from tests.integration.aws.fake_aws import FakeAws
 from tests.integration.aws.test_capacity_block_approvals import SEARCH
+from tests.integration.conftest import LiveServer
 
 pytestmark = pytest.mark.aws
 SMALL = {**SEARCH, "gpus": 8, "duration_h": 7 * 24}
 
 
-def _buy(server: Any, user: str, offer: dict[str, Any]) -> httpx.Response:
+def _buy(server: LiveServer, user: str, offer: dict[str, Any]) -> httpx.Response:
     with server.client("finops_admin", user) as c:
         body = {**SMALL, "offering_id": offer["offering_id"], "budget_code": "ML-2026"}
         return c.post("/v1/capacity-blocks:purchase", json=body)

@@ -16,11 +16,13 @@ from gpufleet.service.node_tier import launch_with_fallback
 from tests.integration.aws import wire
 from tests.integration.aws.conftest import Start, clients_for
 from tests.integration.aws.fake_aws import FakeAws, _AwsError, _region
-from tests.integration.aws.test_moto_world import _image, _pool
 from tests.integration.aws.test_capacity_block_approvals import _approve, _get, _offer, _pending
+from tests.integration.aws.test_moto_world import _image, _pool
 from tests.integration.reservation_flow import approve, reconcile, status
 
 pytestmark = pytest.mark.aws
+
+
 def _region_of(headers: dict[str, str]) -> str:
     return _region(next((v for k, v in headers.items() if k.lower() == "authorization"), ""))
 
