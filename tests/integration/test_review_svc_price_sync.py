@@ -1,8 +1,8 @@
-"""Review (open): ``CloudCatalogService.sync`` writes whatever the price port quotes into the catalog. The API refuses a
-pool price below 0 or above 1e12 USD (``api/types.UsdIn``) and the Azure adapter drops a quote <= 0, but the AWS
-adapter (``adapters/aws/prices.py``: ``_on_demand_usd`` and the spot history, ``SpotPrice`` defaulting to "0") passes
-0 and negative prices through, and the service checks nothing: one bad answer from the provider overwrites a good
-catalog price with 0 or a negative one (placement then ranks that pool cheapest, chargeback and cost go negative)."""
+"""Review (fixed): ``CloudCatalogService.sync`` writes whatever the price port quotes into the catalog. The API refuses
+a pool price below 0 or above 1e12 USD (``api/types.UsdIn``) and the Azure adapter drops a quote <= 0, but the AWS
+adapter (``adapters/aws/prices.py``: ``_on_demand_usd`` and the spot history, ``SpotPrice`` defaulting to "0") passes 0
+and negative prices through, and the service checks nothing: one bad answer from the provider overwrites a good catalog
+price with 0 or a negative one (placement then ranks that pool cheapest, chargeback and cost go negative)."""
 
 from __future__ import annotations
 
@@ -38,8 +38,8 @@ class _LyingPrices:
 
 
 def test_review_a_zero_or_negative_quote_does_not_overwrite_the_catalog_price(database: Database) -> None:
-    """Defect: a quote of 0 or -1.25 USD/GPU-h replaces the stored on-demand price (6.88) as is. Expected: a price the
-    API itself would refuse (< 0), or a zero price, is not written (left as it was, reported)."""
+    """Review (fixed), the defect: a quote of 0 or -1.25 USD/GPU-h replaces the stored on-demand price (6.88) as is.
+    Expected: a price the API itself would refuse (< 0), or a zero price, is not written (left as it was, reported)."""
     with Session(database.engine) as s:
         before = s.get(PoolRow, POOL)
         assert before is not None and before.price_uusd_per_gpu_h > 0

@@ -8,8 +8,9 @@ at most 8 s). No answer after the last attempt raises :class:`~gpufleet.adapters
 (a 429/5xx then means the retries ran out). Retrying a mutation is safe only when the API makes it idempotent
 (a request id, or a name the resource is created under).
 
-``request_json`` reads one call's answer as the port's outcomes; ``json_object`` reads a successful answer (not JSON: a refusal, ``bad_answer``); ``Pages`` guards a list's paging
-(a bounded number of pages, none twice, links on the first request's origin only).
+``request_json`` reads one call's answer as the port's outcomes; ``json_object`` reads a successful answer (not a
+JSON object: an unknown outcome); ``Pages`` guards a list's paging (a bounded number of pages, none twice, links on
+the first request's origin only).
 """
 
 from __future__ import annotations
@@ -88,15 +89,18 @@ MAX_PAGES = 100
 
 def json_object(r: httpx.Response, what: str) -> dict[str, Any]:
     """A successful answer's JSON object; an empty body is ``{}``; anything else (a proxy's HTML page, a truncated
-    body, a JSON array) is a refusal the caller can report, never a decoder's exception."""
+    body, a JSON array) is an unknown outcome (``ProviderTimeout``: a write may have been done, so the caller looks the
+    order up again rather than taking it for a refusal), never a decoder's exception."""
     if not r.content:
         return {}
     try:
         out = r.json()
     except ValueError:
-        raise ProviderRefused("bad_answer", f"{what}: {r.status_code} answer is not JSON: {r.text[:100]!r}") from None
+        raise ProviderTimeout(
+            f"{what}: {r.status_code} answer is not JSON (outcome unknown): {r.text[:100]!r}"
+        ) from None
     if not isinstance(out, dict):
-        raise ProviderRefused("bad_answer", f"{what}: the answer is not a JSON object: {str(out)[:100]}")
+        raise ProviderTimeout(f"{what}: the answer is not a JSON object (outcome unknown): {str(out)[:100]}")
     return out
 
 

@@ -88,7 +88,8 @@ class HpaPolicy(RatePolicy):
             if desired != rec:
                 reason = "scale_down_stabilized"
         elif rec > current:
-            desired = _scale_up_limit(current, rec, syncs)
+            # the rate limit, but never below min_replicas (Kubernetes sets a fleet under its minimum to it at once)
+            desired = max(_scale_up_limit(current, rec, syncs), lo)
         else:
             desired = rec
         return ReplicaDecision(desired, reason, forecast=usage)

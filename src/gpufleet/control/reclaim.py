@@ -3,8 +3,11 @@
 Built on :func:`gpufleet.schedule.plan_consolidation` over a node table of the schedulable nodes with every
 active bound pod allocated. A node is drained only if every pod on it fits elsewhere; serving pods
 (``kind=serving``) are latency-sensitive and never moved, so their nodes are skipped
-(``latency_sensitive``). Checkpointable training is listed in ``checkpoint_first``: the world must finish the
-checkpoint handshake before evicting it. Returns data; nothing is evicted here.
+(``latency_sensitive``); a gang member is not moved alone (a gang runs whole or not at all), so its node is skipped
+(``not_movable``). Room elsewhere counts only on nodes whose taints the pod tolerates and whose labels its node
+selector asks for (a pod that may not run on spot is never drained towards a spot node). Checkpointable training is
+listed in ``checkpoint_first``: the world must finish the checkpoint handshake before evicting it. Returns data;
+nothing is evicted here.
 """
 
 from __future__ import annotations
@@ -14,7 +17,7 @@ from dataclasses import dataclass
 from gpufleet.control.observation import Observation
 from gpufleet.schedule.consolidation import RunningPod, plan_consolidation
 from gpufleet.schedule.policies import best_fit_gpus
-from gpufleet.schedule.table import NodeSpec, NodeTable
+from gpufleet.schedule.table import NodeSpec, NodeTable, PodRequest
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,8 +47,14 @@ def plan_reclaim(
     nodes = sorted((n for n in obs.nodes if n.schedulable), key=lambda n: n.name)
     if not nodes:
         return ReclaimPlan((), ())
-    specs = [NodeSpec(n.name, n.spec.cpu_milli, n.spec.memory_mib, n.spec.gpu_count, n.spec.gpu_model) for n in nodes]
+    words = {w for p in obs.pods for w in p.request.node_selector}  # only labels a pod selects on
+    specs = [
+        NodeSpec(n.name, n.spec.cpu_milli, n.spec.memory_mib, n.spec.gpu_count, n.spec.gpu_model,
+                 labels=tuple(w for w in n.spec.labels if w in words), taints=n.spec.taints)
+        for n in nodes
+    ]  # fmt: skip
     table = NodeTable.from_specs(specs)
+    taints = {w for w in table.bit_of if ":" in w}
     index = {n: i for i, n in enumerate(table.names)}
     running: list[RunningPod] = []
     gated_nodes: set[int] = set()
@@ -54,17 +63,21 @@ def plan_reclaim(
         if not (p.active and p.node in index) or p.owner_kind in ("DaemonSet", "Node"):
             continue  # node-bound pods (daemons, static pods) stay with their node, as kubectl drain does
         node = index[p.node]
-        slots = best_fit_gpus(table, node, p.request)
-        if len(slots) != p.request.num_gpu:
+        r = p.request
+        tol = tuple(sorted(t for t in taints if p.tolerates(t)))
+        req = PodRequest(r.name, r.cpu_milli, r.memory_mib, r.num_gpu, r.gpu_milli, r.gpu_models, r.node_selector, tol)
+        slots = best_fit_gpus(table, node, req)
+        if len(slots) != req.num_gpu:
             continue  # cannot account for it; the planner then sees untracked usage and leaves the node alone
-        table.allocate(node, p.request, slots)
+        table.allocate(node, req, slots)
         pods[p.key] = p
         gated = p.priority >= priority_gate
         if gated:
             gated_nodes.add(node)
-        running.append(RunningPod(p.key, p.request, node, slots, latency_sensitive=p.latency_sensitive,
-                                  checkpointable=p.checkpointable and not gated,
-                                  restartable=p.kind != "serving" and not gated))  # fmt: skip
+        stays = gated or bool(p.gang)  # a gang member is not moved alone
+        running.append(RunningPod(p.key, req, node, slots, latency_sensitive=p.latency_sensitive,
+                                  checkpointable=p.checkpointable and not stays,
+                                  restartable=p.kind != "serving" and not stays))  # fmt: skip
     plan = plan_consolidation(table, running, now_s, max_moves_per_hour, moves_in_last_hour)
     drains = []
     for node in plan.nodes_freed:

@@ -182,10 +182,10 @@ def _decision(
 
 def _preempt(req: DegradeRequest, gpus: int, skus: tuple[str, ...]) -> tuple[PoolHeadroom, tuple[str, ...]] | None:
     w = req.workload
+    serving = w.kind is WorkloadKind.SERVING
     for ps in _candidates(req, skus):
-        trig = _trigger(req, ps, 0)
-        if trig is not None:
-            continue  # stockout or not allowed: freeing GPUs there does not help
+        if ps.stockout or not ps.pool.allows(checkpointable=w.checkpointable, serving=serving):
+            continue  # freeing GPUs there does not help (a full pool is what preemption is for: no utilization cap)
         victims = sorted(
             (
                 r

@@ -82,6 +82,16 @@ class PurchaseOutcome:
     body: dict[str, Any]
 
 
+STARTED = "capacity_block.purchase_started"  # an at-once purchase about to call the provider
+NOT_HELD = frozenset({"payment-failed", "failed", "cancelled"})  # EC2 states of a block that holds nothing
+
+
+def _held(cr_id: str, state: str) -> None:
+    """A block found in a state that holds nothing (its payment failed) is no purchase: a refusal."""
+    if state in NOT_HELD:
+        raise ProviderRefused(state, f"capacity block {cr_id} is {state}: nothing was bought")
+
+
 def purchase_key(offering_id: str) -> str:
     return f"gpufleet-cb-{offering_id}"
 
@@ -157,12 +167,8 @@ class CapacityBlockService:
             raise NotFoundError("capacity block offering", offering_id)
         if offer.upfront_fee_usd + self._bought_at_once_usd(actor) > self._threshold_usd:
             return PurchaseOutcome(True, self._request(actor, search, offer, budget_code))
-        bought = self._world.blocks.purchase(region, key=purchase_key(offering_id), offering_id=offering_id)
-        out = {
-            "capacity_reservation_id": bought.reservation_id,
+        what = {
             "offering_id": offering_id,
-            "state": bought.state,
-            "created": bought.created,
             "region": region,
             "availability_zone": offer.availability_zone,
             "instance_type": offer.instance_type,
@@ -172,18 +178,48 @@ class CapacityBlockService:
             "upfront_fee_usd": str(offer.upfront_fee_usd),
             "budget_code": budget_code,
         }
-        if bought.created:
-            with UnitOfWork(self._engine, write=True) as uow:
-                uow.audit(
-                    at_s=self._clock.now_s(),
-                    actor=actor.user_id,
-                    action="capacity_block.purchased",
-                    entity="capacity_block",
-                    entity_id=bought.reservation_id,
-                    detail=out,
-                )
-                uow.commit()
+        # written before the call: if its answer is lost, a retry or the reconciler records the block from it
+        self._audit(actor.user_id, STARTED, "capacity_block_offering", offering_id, what)
+        bought = self._world.blocks.purchase(region, key=purchase_key(offering_id), offering_id=offering_id)
+        _held(bought.reservation_id, bought.state)
+        out = {"capacity_reservation_id": bought.reservation_id, "state": bought.state, "created": bought.created,
+               **what}  # fmt: skip
+        if bought.created or self._purchased_event(bought.reservation_id) is None:
+            self._audit(actor.user_id, "capacity_block.purchased", "capacity_block", bought.reservation_id, out)
         return PurchaseOutcome(False, out)
+
+    def _audit(self, actor_id: str, action: str, entity: str, entity_id: str, detail: dict[str, Any]) -> None:
+        with UnitOfWork(self._engine, write=True) as uow:
+            uow.audit(at_s=self._clock.now_s(), actor=actor_id, action=action, entity=entity, entity_id=entity_id,
+                      detail=detail)  # fmt: skip
+            uow.commit()
+
+    def _events(self, action: str, entity_id: str) -> list[tuple[str, dict[str, Any]]]:
+        with UnitOfWork(self._engine, write=False) as uow:
+            rows = uow.session.execute(
+                select(AuditEventRow.actor, AuditEventRow.detail_json)
+                .where(AuditEventRow.action == action, AuditEventRow.entity_id == entity_id)
+                .order_by(AuditEventRow.at_s)
+            ).all()
+        return [(str(a), json.loads(d)) for a, d in rows]
+
+    def _purchased_event(self, reservation_id: str) -> dict[str, Any] | None:
+        """The ``capacity_block.purchased`` event of an at-once purchase of that block (a dual-approved one's names
+        its request: not this)."""
+        details = [d for _a, d in self._events("capacity_block.purchased", reservation_id)]
+        return next((d for d in details if "purchase_id" not in d), None)
+
+    def _record_lost(self, prior: dict[str, Any], offering_id: str) -> dict[str, Any] | None:
+        """A block the provider holds under an at-once purchase's key whose answer was lost: its purchase, recorded
+        now from the ``purchase_started`` event (fee and all, so it counts towards its buyer's threshold)."""
+        started = self._events(STARTED, offering_id)
+        if not started:
+            return None  # bought through dual approval (its request's), or not by gpufleet
+        actor_id, what = started[-1]
+        out = {"capacity_reservation_id": str(prior["CapacityReservationId"]), "state": str(prior.get("State", "")),
+               "created": False, "found_by_key": True, **what}  # fmt: skip
+        self._audit(actor_id, "capacity_block.purchased", "capacity_block", out["capacity_reservation_id"], out)
+        return out
 
     def _bought_at_once(self, region: str, offering_id: str) -> dict[str, Any] | None:
         """The answer of an earlier at-once purchase of the offering (its ``capacity_block.purchased`` event), if
@@ -192,15 +228,8 @@ class CapacityBlockService:
         prior = self._world.blocks.find(region, purchase_key(offering_id))
         if prior is None:
             return None
-        with UnitOfWork(self._engine, write=False) as uow:
-            rows = uow.session.scalars(
-                select(AuditEventRow.detail_json).where(
-                    AuditEventRow.action == "capacity_block.purchased",
-                    AuditEventRow.entity_id == str(prior["CapacityReservationId"]),
-                )
-            ).all()
-        details = [json.loads(d) for d in rows]
-        return next((d for d in details if "purchase_id" not in d), None)
+        _held(str(prior["CapacityReservationId"]), str(prior.get("State", "")))
+        return self._purchased_event(str(prior["CapacityReservationId"])) or self._record_lost(prior, offering_id)
 
     def _bought_at_once_usd(self, actor: Actor) -> Decimal:
         """Upfront fees of the blocks ``actor`` bought at once (single approver) within the window, from the
@@ -387,6 +416,8 @@ class CapacityBlockService:
         prior = self._world.blocks.find(search.region, key)
         if prior is not None:
             cr_id, state, reason = str(prior["CapacityReservationId"]), str(prior.get("State", "")), "found by key"
+            if state in NOT_HELD:
+                return self._finish(purchase_id, B.FAILED, actor.user_id, f"found by key {state}: nothing was bought")
         else:
             offer = next((o for o in self._list(search) if o.offering_id == offering_id), None)
             if offer is None or price_to_uusd(offer.upfront_fee_usd) != fee_uusd:
@@ -412,13 +443,17 @@ class CapacityBlockService:
                     self._finish(purchase_id, B.FAILED, actor.user_id, f"provider refused: {refused.code}")
                 raise
             cr_id, state = bought.reservation_id, bought.state
+            if state in NOT_HELD:
+                return self._finish(purchase_id, B.FAILED, actor.user_id, f"provider state {state}: nothing bought")
             reason = "bought" if bought.created else "found by key"
         return self._finish(purchase_id, B.PURCHASED, actor.user_id, reason, capacity_reservation_id=cr_id,
                             provider_state=state)  # fmt: skip
 
     def reconcile(self, actor: Actor) -> dict[str, list[str]]:
         """Buy every request left ``approved`` (a crash between the approval and the purchase, a lost answer, a
-        capacity refusal): :meth:`submit` each, oldest first, under its key. Run by the reconciler's pass."""
+        capacity refusal): :meth:`submit` each, oldest first, under its key; and record the at-once purchases of the
+        threshold's window whose answer was lost and that nobody retried (``recorded``). Run by the reconciler's
+        pass."""
         with UnitOfWork(self._engine, write=False) as uow:
             ids = list(
                 uow.session.scalars(
@@ -437,7 +472,28 @@ class CapacityBlockService:
                 log.warning("capacity block purchase %s not bought this pass: %s", purchase_id, exc)
                 status = self.get(actor, purchase_id)["status"]
             out.setdefault("still_approved" if status == B.APPROVED.value else status, []).append(purchase_id)
+        out["recorded"] = self._record_lost_purchases()
         return out
+
+    def _record_lost_purchases(self) -> list[str]:
+        since = self._clock.now_s() - self._window_s
+        with UnitOfWork(self._engine, write=False) as uow:
+            started = uow.session.execute(
+                select(AuditEventRow.entity_id, AuditEventRow.detail_json)
+                .where(AuditEventRow.action == STARTED, AuditEventRow.at_s >= since)
+                .order_by(AuditEventRow.at_s)
+            ).all()
+        recorded = []
+        for offering_id, detail in {str(o): d for o, d in started}.items():
+            try:
+                before = self._world.blocks.find(json.loads(detail)["region"], purchase_key(offering_id))
+                if before is None or self._purchased_event(str(before["CapacityReservationId"])) is not None:
+                    continue
+                if self._bought_at_once(json.loads(detail)["region"], offering_id) is not None:
+                    recorded.append(offering_id)
+            except GpufleetError as exc:  # no answer, or a block that holds nothing: nothing to record
+                log.warning("capacity block offering %s: lost purchase not recorded: %s", offering_id, exc)
+        return recorded
 
     def _finish(
         self,

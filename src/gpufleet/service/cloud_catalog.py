@@ -24,6 +24,8 @@ from gpufleet.service.uow import UnitOfWork
 
 SPOT_PREEMPTION_RATE_PER_H = 0.05  # the catalog's default (domain.catalog.default_pools)
 
+MAX_QUOTE_USD = Decimal(10_000)  # per GPU-hour: far above any GPU's price; above it a quote is a slip
+
 
 class CloudCatalogService:
     def __init__(self, engine: Engine, clock: Clock, prices: CloudPrices) -> None:
@@ -41,12 +43,16 @@ class CloudCatalogService:
             skus = [s for s in uow.session.scalars(select(SkuRow.id)).all() if s in priced]
         if sku_id is not None:
             skus = [s for s in skus if s == sku_id]
-        prices: list[tuple[str, str, Tier, Decimal, str]] = [
+        quoted = [
             (region, sku, Tier(q.tier), q.usd_per_gpu_h, q.source)
             for region in regions
             for sku in sorted(skus)
             for q in self._prices.quotes(region, sku, now_s=now_s)
         ]
+        # a provider's zero, negative or absurd quote (a free-tier row, a parse slip) never replaces a catalog price
+        prices = [p for p in quoted if p[3].is_finite() and 0 < p[3] <= MAX_QUOTE_USD]
+        skipped = [{"pool": f"{provider}/{r}/{s}/{t.value}", "usd_per_gpu_h": str(u), "source": src}
+                   for r, s, t, u, src in quoted if (r, s, t, u, src) not in prices]  # fmt: skip
         changed = []
         with UnitOfWork(self._engine, write=True) as uow:
             for region, sku, tier, usd, source in prices:
@@ -90,4 +96,4 @@ class CloudCatalogService:
                 )
                 changed.append(entry)
             uow.commit()
-        return {"regions": regions, "prices_read": len(prices), "changed": changed}
+        return {"regions": regions, "prices_read": len(quoted), "changed": changed, "skipped": skipped}

@@ -81,7 +81,7 @@ class ReconcilePass:
 
     at_s: int
     process: str
-    provider: dict[str, list[str]] = field(default_factory=dict)
+    provider: dict[str, list[Any]] = field(default_factory=dict)
     capacity_blocks: dict[str, list[str]] | None = None  # None: no AWS provider, no Capacity Blocks
     forecasts: list[dict[str, Any]] = field(default_factory=list)
     proposals: list[dict[str, Any]] = field(default_factory=list)
@@ -148,7 +148,7 @@ class Reconciler:
         out = ReconcilePass(now_s, process_name())
         r = self._reservations.reconcile()
         out.provider = {"submitted": r.submitted, "activated": r.activated, "expired": r.expired,
-                        "cancelled": r.cancelled, "still_pending": r.still_pending}  # fmt: skip
+                        "cancelled": r.cancelled, "still_pending": r.still_pending, "errors": r.errors}  # fmt: skip
         if self._blocks is not None:
             out.capacity_blocks = self._blocks.reconcile(RECONCILER)
         plans = self._procurement.plan_map(now_s // DAY_S * DAY_S)  # where each SKU is planned, on which use

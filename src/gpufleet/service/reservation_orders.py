@@ -9,6 +9,7 @@ the same key and records it, never buying twice. Status changes go through the d
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -25,13 +26,14 @@ from gpufleet.adapters.providers import (
     SubmitWindow,
 )
 from gpufleet.adapters.sql.models import ReservationRow
-from gpufleet.domain.errors import NotFoundError
+from gpufleet.domain.errors import GpufleetError, NotFoundError
 from gpufleet.domain.reservations import ReservationStatus, term_seconds
 from gpufleet.service.clock import Clock
 from gpufleet.service.reservation_rows import ReservationView, domain_of, lock_row, persist_status, view_of
 from gpufleet.service.uow import UnitOfWork
 
 S = ReservationStatus
+log = logging.getLogger(__name__)
 CrashHook = Callable[[str], None]
 
 
@@ -42,6 +44,7 @@ class ReconcileReport:
     activated: list[str] = field(default_factory=list)
     expired: list[str] = field(default_factory=list)
     cancelled: list[str] = field(default_factory=list)  # the provider reports the order cancelled or failed
+    errors: list[dict[str, str]] = field(default_factory=list)  # approved ones whose submission raised (left approved)
 
 
 class ProviderOrders:
@@ -159,7 +162,12 @@ class ProviderOrders:
                 select(ReservationRow.id).where(ReservationRow.status == S.APPROVED.value).order_by(ReservationRow.id)
             ).all()
         for rid in approved:
-            view = self.submit(rid, actor_id="reconciler")
+            try:
+                view = self.submit(rid, actor_id="reconciler")
+            except GpufleetError as exc:  # this one's error is its own: the others are still submitted and followed
+                log.warning("reservation %s not submitted: %s", rid, exc)
+                report.errors.append({"reservation_id": rid, "error": str(exc)[:300]})
+                continue
             (report.submitted if view.status is S.SUBMITTED else report.still_pending).append(rid)
         if isinstance(self._provider, ProviderLifecycle):
             self._follow_provider(self._provider, report)

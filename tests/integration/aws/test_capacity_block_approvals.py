@@ -236,11 +236,11 @@ def test_the_reconciler_pass_buys_what_was_left_approved_once(aws_server: Start,
     assert fake.calls["PurchaseCapacityBlock"] == 1 and len(fake.reservations) == 1
     first = server.services.reconciler.run_once().as_dict()["capacity_blocks"]
     assert sorted(first.pop("purchased")) == sorted([unbought, lost])
-    assert first == {"offering_gone": [], "failed": [], "still_approved": []}
+    assert first == {"offering_gone": [], "failed": [], "still_approved": [], "recorded": []}
     assert fake.calls["PurchaseCapacityBlock"] == 2 and len(fake.reservations) == 2
     assert {_get(server, p)["capacity_reservation_id"] for p in (unbought, lost)} == set(fake.reservations)
     second = server.services.reconciler.run_once().as_dict()["capacity_blocks"]
-    assert second == {"purchased": [], "offering_gone": [], "failed": [], "still_approved": []}
+    assert second == {"purchased": [], "offering_gone": [], "failed": [], "still_approved": [], "recorded": []}
     assert fake.calls["PurchaseCapacityBlock"] == 2
     with server.client("viewer", "vic") as v:
         events = v.get("/v1/audit", params={"entity_id": lost, "action": "capacity_block.status_changed"}).json()

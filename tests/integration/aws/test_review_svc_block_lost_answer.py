@@ -1,9 +1,9 @@
-"""Review (open): a Capacity Block bought at once (at or below the threshold) whose PurchaseCapacityBlock answer is lost
-is never recorded. ``CapacityBlockService.purchase`` audits ``capacity_block.purchased`` only when
+"""Review (fixed): a Capacity Block bought at once (at or below the threshold) whose PurchaseCapacityBlock answer is
+lost is never recorded. ``CapacityBlockService.purchase`` audits ``capacity_block.purchased`` only when
 ``bought.created`` is True; the requester's retry finds the block by its key (``created=False``) and records nothing.
-The cumulative threshold (``_bought_at_once_usd``) is read from those audit events, so the lost purchase is missing
-from the books and the requester's next block under the threshold is bought at once by one person, although the sum
-of the two is above it (the dual approval the threshold promises is skipped)."""
+The cumulative threshold (``_bought_at_once_usd``) is read from those audit events, so the lost purchase is missing from
+the books and the requester's next block under the threshold is bought at once by one person, although the sum of the
+two is above it (the dual approval the threshold promises is skipped)."""
 
 from __future__ import annotations
 
@@ -30,11 +30,11 @@ def _buy(server: LiveServer, user: str, offer: dict[str, Any]) -> httpx.Response
 def test_review_a_block_bought_at_once_with_a_lost_answer_still_counts_towards_the_threshold(
     aws_server: Start, fake: FakeAws
 ) -> None:
-    """Defect: the at-once purchase's answer is lost (504), the retry answers 201 ``created: false`` from the key
-    lookup, and no ``capacity_block.purchased`` event is ever written: the block is absent from the audit trail and
-    from the requester's window, so a second block (sum above 10,000 USD) is bought at once instead of going to two
-    approvers. Expected: the retry records the purchase (as the dual-approval path's ``_finish`` does when it finds
-    a block by key) and the second block is 202 pending approval."""
+    """Review (fixed), the defect: the at-once purchase's answer is lost (504), the retry answers 201 ``created: false``
+    from the key lookup, and no ``capacity_block.purchased`` event is ever written: the block is absent from the audit
+    trail and from the requester's window, so a second block (sum above 10,000 USD) is bought at once instead of going
+    to two approvers. Expected: the retry records the purchase (as the dual-approval path's ``_finish`` does when it
+    finds a block by key) and the second block is 202 pending approval."""
     server = aws_server(approval_threshold_usd="10000", provider_timeout_s=1.0, aws_max_attempts=1)
     with server.client("viewer", "vic") as v:
         offers = v.get("/v1/capacity-blocks/offerings", params=SMALL).json()
@@ -56,3 +56,19 @@ def test_review_a_block_bought_at_once_with_a_lost_answer_still_counts_towards_t
     second = _buy(server, "fiona", offers[1])
     assert second.status_code == 202, f"bought at once past the threshold: {second.status_code} {second.text}"
     assert fake.calls["PurchaseCapacityBlock"] == 1
+
+
+def test_a_lost_at_once_purchase_nobody_retries_is_recorded_by_the_reconciler(aws_server: Start, fake: FakeAws) -> None:
+    """The answer is lost and the requester never retries: the reconciler's pass finds the block by its key and
+    records the purchase (fee and buyer from the event written before the call), once."""
+    server = aws_server(approval_threshold_usd="10000", provider_timeout_s=1.0, aws_max_attempts=1)
+    with server.client("viewer", "vic") as v:
+        offer = v.get("/v1/capacity-blocks/offerings", params=SMALL).json()[0]
+    fake.delay_next("PurchaseCapacityBlock", 2.0)
+    assert _buy(server, "fiona", offer).status_code == 504
+    first = server.services.reconciler.run_once().as_dict()["capacity_blocks"]
+    assert first["recorded"] == [offer["offering_id"]]
+    assert server.services.reconciler.run_once().as_dict()["capacity_blocks"]["recorded"] == []
+    with server.client("viewer", "vic") as v:
+        bought = v.get("/v1/audit", params={"action": "capacity_block.purchased"}).json()
+    assert [(e["actor"], e["detail"]["upfront_fee_usd"]) for e in bought] == [("fiona", offer["upfront_fee_usd"])]

@@ -1,4 +1,4 @@
-"""Review (open): ``CapacityBlockService.submit`` records a request ``purchased`` whenever a capacity reservation is
+"""Review (fixed): ``CapacityBlockService.submit`` records a request ``purchased`` whenever a capacity reservation is
 found under its purchase key, whatever that reservation's state. A block whose payment failed (EC2 state
 ``payment-failed``: nothing was bought, the capacity is not held) is booked as purchased, with a
 ``capacity_block.purchased`` event, and nothing ever looks at it again (Capacity Block requests have no lifecycle
@@ -16,10 +16,10 @@ pytestmark = pytest.mark.aws
 
 
 def test_review_a_block_whose_payment_failed_is_not_booked_as_purchased(aws_server: Start, fake: FakeAws) -> None:
-    """Defect: the completing approval's purchase answer is lost; AWS then fails the payment (``payment-failed``). The
-    reconciler's pass finds the block by its key and books the request ``purchased`` ("found by key"). Expected: a
-    block found in a failed state is not a purchase (the request ends ``failed``, or stays approved), never
-    ``purchased``."""
+    """Review (fixed), the defect: the completing approval's purchase answer is lost; AWS then fails the payment
+    (``payment-failed``). The reconciler's pass finds the block by its key and books the request ``purchased`` ("found
+    by key"). Expected: a block found in a failed state is not a purchase (the request ends ``failed``, or stays
+    approved), never ``purchased``."""
     server = aws_server(approval_threshold_usd="10000", provider_timeout_s=1.0, aws_max_attempts=1)
     pid = _pending(server, _offer(server))
     assert _approve(server, pid, "finops_admin", "alice").status_code == 200

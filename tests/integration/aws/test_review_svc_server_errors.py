@@ -1,7 +1,7 @@
-"""Review (open): EC2 server errors (HTTP 500 ``InternalError`` / 503 ``Unavailable``) that outlive botocore's retries
+"""Review (fixed): EC2 server errors (HTTP 500 ``InternalError`` / 503 ``Unavailable``) that outlive botocore's retries
 are mapped by ``adapters/aws/errors.call`` onto a *non-retryable refusal* ("the provider answered no, nothing was
-bought"). A 5xx is an unknown outcome (the GCP and Azure clients map it to ``ProviderTimeout``), so the service
-cancels reservations, and fails Capacity Block purchases, that AWS has in fact created and bills."""
+bought"). A 5xx is an unknown outcome (the GCP and Azure clients map it to ``ProviderTimeout``), so the service cancels
+reservations, and fails Capacity Block purchases, that AWS has in fact created and bills."""
 
 from __future__ import annotations
 
@@ -45,10 +45,10 @@ def _internal_error_after(fake: FakeAws, action: str, monkeypatch: pytest.Monkey
 def test_review_a_500_after_the_reservation_was_created_does_not_cancel_it(
     aws_server: Start, fake: FakeAws, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Defect: CreateCapacityReservation answered 500 InternalError (the reservation exists at EC2) is recorded as a
-    non-retryable refusal: the approved reservation is cancelled in the store while AWS holds (and bills) the
-    capacity reservation; no reconciler pass ever looks at it again. Expected: unknown outcome, the reservation stays
-    approved and the next pass finds the order by its key."""
+    """Review (fixed), the defect: CreateCapacityReservation answered 500 InternalError (the reservation exists at EC2)
+    is recorded as a non-retryable refusal: the approved reservation is cancelled in the store while AWS holds (and
+    bills) the capacity reservation; no reconciler pass ever looks at it again. Expected: unknown outcome, the
+    reservation stays approved and the next pass finds the order by its key."""
     server = aws_server(aws_max_attempts=1)
     with server.client("finops_admin", "fiona") as c:
         rid = c.post("/v1/reservations", json=ORDER).json()["reservation_id"]
@@ -64,9 +64,10 @@ def test_review_a_500_after_the_reservation_was_created_does_not_cancel_it(
 def test_review_a_500_after_the_block_was_bought_does_not_fail_the_purchase(
     aws_server: Start, fake: FakeAws, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Defect: PurchaseCapacityBlock answered 500 InternalError after the block was bought is a non-retryable
-    refusal: the dual-approved request ends ``failed`` (terminal, never reconciled) while AWS sold the block (its
-    upfront fee charged). Expected: the request stays approved and the reconciler finds the block by its key."""
+    """Review (fixed), the defect: PurchaseCapacityBlock answered 500 InternalError after the block was bought is a
+    non-retryable refusal: the dual-approved request ends ``failed`` (terminal, never reconciled) while AWS sold the
+    block (its upfront fee charged). Expected: the request stays approved and the reconciler finds the block by its key.
+    """
     server = aws_server(approval_threshold_usd="10000", aws_max_attempts=1)
     pid = _pending(server, _offer(server))
     assert _approve(server, pid, "finops_admin", "alice").status_code == 200
@@ -83,10 +84,10 @@ def test_review_a_500_after_the_block_was_bought_does_not_fail_the_purchase(
 def test_review_a_launch_answered_500_is_not_launched_again_in_the_next_pool(
     fake: FakeAws, moto_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Defect: node_tier's contract is "a launch with an unknown outcome stops the walk: trying the next pool could
-    launch twice". RunInstances that EC2 performed but answered 500 InternalError comes back as ``refused`` (a
-    non-capacity refusal), so ``launch_with_fallback`` walks on and launches the same nodes again in the next pool:
-    two sets of GPU instances for one request. Expected: the 5xx is ``unknown`` and the walk stops."""
+    """Review (fixed), the defect: node_tier's contract is "a launch with an unknown outcome stops the walk: trying the
+    next pool could launch twice". RunInstances that EC2 performed but answered 500 InternalError comes back as
+    ``refused`` (a non-capacity refusal), so ``launch_with_fallback`` walks on and launches the same nodes again in the
+    next pool: two sets of GPU instances for one request. Expected: the 5xx is ``unknown`` and the walk stops."""
     region_of = _region_of
     original = fake.handle
 

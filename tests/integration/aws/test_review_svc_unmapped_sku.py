@@ -1,12 +1,11 @@
-"""Review (open): one approved reservation of a SKU the AWS adapter maps to no instance type wedges the reconciler.
-
-A SKU registered over the API (``POST /v1/skus``) with a reserved AWS pool (``POST /v1/pools``) takes reservations,
-but ``adapters/aws/skus.instance_type`` raises ``ValidationError`` for it (not a port outcome).
+"""Review (fixed): one approved reservation of a SKU the AWS adapter maps to no instance type wedges the reconciler.  A
+SKU registered over the API (``POST /v1/skus``) with a reserved AWS pool (``POST /v1/pools``) takes reservations, but
+``adapters/aws/skus.instance_type`` raises ``ValidationError`` for it (not a port outcome).
 ``ProviderOrders._call_provider`` catches only ``ProviderTimeout`` and ``ProviderRefused``, so the error escapes
 ``submit``, aborts ``ProviderOrders.reconcile`` before ``_follow_provider`` and aborts ``Reconciler.run_once`` before
 any other stage: no other reservation is ever activated or expired, no forecast or proposal is made, and no
-``reconciler.pass`` is recorded, on every pass, forever. (The GCP port refuses such a SKU before any call, which
-cancels the reservation with the reason.)"""
+``reconciler.pass`` is recorded, on every pass, forever. (The GCP port refuses such a SKU before any call, which cancels
+the reservation with the reason.)"""
 
 from __future__ import annotations
 
@@ -27,9 +26,10 @@ POOL = {"id": "aws/us-east-1/mi300x/reserved", "provider_id": "aws", "region_id"
 def test_review_a_reservation_aws_cannot_map_does_not_stop_the_others_from_following_aws(
     aws_server: Start, fake: FakeAws
 ) -> None:
-    """Defect: after an mi300x reservation is approved, every reconcile answers an error and the h100 reservation AWS
-    reports active stays ``submitted_to_cloud``; the reconciler's pass raises. Expected: the unmappable reservation
-    is refused (cancelled with the reason, or left approved and reported) and the others follow AWS."""
+    """Review (fixed), the defect: after an mi300x reservation is approved, every reconcile answers an error and the
+    h100 reservation AWS reports active stays ``submitted_to_cloud``; the reconciler's pass raises. Expected: the
+    unmappable reservation is refused (cancelled with the reason, or left approved and reported) and the others follow
+    AWS."""
     server = aws_server()
     with server.client("ml_platform_admin", "bob") as c:
         assert c.post("/v1/skus", json=SKU).status_code == 201

@@ -1,7 +1,7 @@
-"""Review (open): a 2xx answer to a mutation whose body cannot be read (a proxy's HTML page, a truncated body) is turned
-by ``adapters/http_retry.json_object`` into ``ProviderRefused("bad_answer")``, non-retryable. For
-``reservations.insert`` GCP *did* run the request (it answered 2xx), so the outcome is known-done or at worst
-unknown, never "refused, nothing bought": the service cancels a reservation that exists (and is billed) at GCP."""
+"""Review (fixed): a 2xx answer to a mutation whose body cannot be read (a proxy's HTML page, a truncated body) is
+turned by ``adapters/http_retry.json_object`` into ``ProviderRefused("bad_answer")``, non-retryable. For
+``reservations.insert`` GCP *did* run the request (it answered 2xx), so the outcome is known-done or at worst unknown,
+never "refused, nothing bought": the service cancels a reservation that exists (and is billed) at GCP."""
 
 from __future__ import annotations
 
@@ -33,9 +33,9 @@ class _GarbleInserts(httpx.BaseTransport):
 def test_review_a_garbled_2xx_insert_answer_does_not_cancel_what_gcp_created(
     gcp_server: Start, fake_gcp: FakeGcp
 ) -> None:
-    """Defect: the insert succeeded at GCP (2xx) but its body was unreadable; the port raises a non-retryable
-    refusal and ProviderOrders cancels the approved reservation, while GCP holds it. Expected: the reservation is not
-    cancelled (unknown outcome at worst) and the reconciler's next pass finds it by name."""
+    """Review (fixed), the defect: the insert succeeded at GCP (2xx) but its body was unreadable; the port raises a
+    non-retryable refusal and ProviderOrders cancels the approved reservation, while GCP holds it. Expected: the
+    reservation is not cancelled (unknown outcome at worst) and the reconciler's next pass finds it by name."""
     server = gcp_server()
     port = server.services.provider
     api = port._api  # type: ignore[attr-defined]

@@ -1,8 +1,9 @@
 """botocore failures mapped onto the provider port's outcomes.
 
 - an answer that says "no capacity / over a limit" -> :class:`ProviderRefused` (nothing was bought);
-- no answer (read or connect timeout, a dropped connection) and throttling that outlived botocore's standard
-  retries -> :class:`ProviderTimeout` (unknown outcome: look the order up by its token before retrying);
+- no answer (read or connect timeout, a dropped connection), throttling and server errors (an HTTP 5xx answer:
+  ``InternalError``, ``Unavailable``, ...) that outlived botocore's standard retries -> :class:`ProviderTimeout`
+  (unknown outcome: the order may exist; look it up by its token before retrying);
 - any other error answer -> :class:`ProviderRefused` with the provider's code (a bad request stays a refusal).
 """
 
@@ -26,6 +27,7 @@ T = TypeVar("T")
 CAPACITY_CODES = frozenset(
     {"InsufficientInstanceCapacity", "InsufficientCapacity", "ReservationCapacityExceeded", "InsufficientHostCapacity"}
 )
+SERVER_CODES = frozenset({"InternalError", "InternalFailure", "ServiceUnavailable", "Unavailable"})
 THROTTLE_CODES = frozenset({"Throttling", "ThrottlingException", "RequestLimitExceeded", "TooManyRequestsException"})
 
 
@@ -42,6 +44,9 @@ def call(what: str, fn: Callable[..., T], /, **kwargs: Any) -> T:
     except ClientError as exc:
         code = error_code(exc)
         message = str(exc.response.get("Error", {}).get("Message", ""))
+        status = int(exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode") or 0)
         if code in THROTTLE_CODES:
             raise ProviderTimeout(f"{what}: throttled after retries ({code})") from None
+        if code not in CAPACITY_CODES and (status >= 500 or code in SERVER_CODES):  # EC2 answers no capacity as 500
+            raise ProviderTimeout(f"{what}: server error after retries ({code}): the outcome is unknown") from None
         raise ProviderRefused(code, f"{what}: {message}", retryable=code in CAPACITY_CODES) from None

@@ -105,6 +105,6 @@ def _on_demand_usd(product: dict[str, Any]) -> Decimal | None:
     for term in product.get("terms", {}).get("OnDemand", {}).values():
         for dim in term.get("priceDimensions", {}).values():
             usd = dim.get("pricePerUnit", {}).get("USD")
-            if usd is not None and dim.get("unit", "Hrs") in ("Hrs", "Hours"):
-                return Decimal(str(usd))
+            if usd is not None and dim.get("unit", "Hrs") in ("Hrs", "Hours") and Decimal(str(usd)) > 0:
+                return Decimal(str(usd))  # the first positive hourly price (a 0.00 row is a reservation fee's)
     return None

@@ -16,8 +16,8 @@ from typing import Any
 
 from gpufleet.adapters.aws.errors import call
 from gpufleet.adapters.aws.session import AwsClients
-from gpufleet.adapters.aws.skus import instance_type, instances_for
-from gpufleet.adapters.providers import LifecycleState, OrderRequest, OrderState, ProviderOrder
+from gpufleet.adapters.aws.skus import INSTANCE_TYPES, instance_type, instances_for
+from gpufleet.adapters.providers import LifecycleState, OrderRequest, OrderState, ProviderOrder, ProviderRefused
 from gpufleet.domain.reservations import term_seconds
 
 KEY_TAG = "gpufleet:idempotency-key"
@@ -67,6 +67,8 @@ class AwsCapacityReservations:
 
     # ---- the port -----------------------------------------------------------------------------------------
     def submit(self, key: str, order: OrderRequest) -> ProviderOrder:
+        if order.sku_id not in INSTANCE_TYPES:  # refused before any call: the reservation is cancelled with the reason
+            raise ProviderRefused("sku_not_offered", f"no EC2 instance type is mapped for SKU {order.sku_id}")
         found = self.find(key)
         if found is not None:
             return found
