@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from tests.integration.conftest import Database, ServerFactory
+from gpufleet.service.clock import FixedClock
+from tests.integration.conftest import NOW_S, Database, ServerFactory
 
 
 def test_reservations_beyond_the_first_page_can_be_listed(database: Database, make_server: ServerFactory) -> None:
@@ -25,3 +26,26 @@ def test_reservations_beyond_the_first_page_can_be_listed(database: Database, ma
     assert first.status_code == 200 and second.status_code == 200
     seen = [x["reservation_id"] for x in first.json()] + [x["reservation_id"] for x in second.json()]
     assert sorted(set(seen)) == sorted(made), seen
+
+
+def test_an_approval_after_the_start_does_not_submit_an_order_that_starts_in_the_past(
+    database: Database, make_server: ServerFactory
+) -> None:
+    """Defect: creation refuses a start in the past (reservation_proposals.check_proposal), but approval does not
+    look at the start again (ReservationService.approve): a proposal left pending past its start is approved and
+    submitted to the provider as an order that started 19 days ago (the reconciler activates it at once, and the
+    books amortize a 1-month term of which two thirds passed before anything was bought). Expected: the late
+    approval is refused (409/422) and nothing reaches the provider."""
+    clock = FixedClock(NOW_S)
+    s = make_server(database, clock=clock)
+    body = {"sku": "h100_80gb", "units": 1, "start": "2026-01-02T00:00:00Z", "term_months": 1,
+            "regions": ["us-east-1"]}  # fmt: skip
+    with s.client("finops_admin", "fran") as fran, s.client("ml_platform_admin", "bob") as bob:
+        created = fran.post("/v1/reservations", json=body)
+        assert created.status_code == 201, created.text
+        rid = created.json()["reservation_id"]
+        clock.advance(20 * 86_400)  # the proposal waited; its start is 19 days gone
+        r = bob.post(f"/v1/reservations/{rid}/approve", json={"budget_code": "AI-2026"})
+    submitted = s.services.provider.find(f"gpufleet-{rid}")  # type: ignore[attr-defined]
+    assert r.status_code in (409, 422), (r.status_code, r.json().get("status"), r.json().get("start_s"), clock.now_s())
+    assert submitted is None
