@@ -55,7 +55,11 @@ def test_concurrent_batches_cannot_bill_one_workload_to_two_teams(
         for t in threads:
             t.join()
     with database.engine.connect() as conn:
-        split = conn.execute(
-            text("SELECT workload_id FROM utilization GROUP BY workload_id HAVING COUNT(DISTINCT team_id) > 1")
-        ).scalars().all()
+        split = (
+            conn.execute(
+                text("SELECT workload_id FROM utilization GROUP BY workload_id HAVING COUNT(DISTINCT team_id) > 1")
+            )
+            .scalars()
+            .all()
+        )
     assert split == [], f"workloads billed to two teams: {split}"

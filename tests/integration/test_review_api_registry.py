@@ -61,7 +61,9 @@ def test_a_node_update_can_allocate_more_gpus_than_the_node_has(database: Databa
     such validator (schemas.py NodeUpdate) and RegistryService.update checks nothing: a PATCH stores 120 GPUs
     allocated on an 8-GPU node (the same workload twice), and binpack then reports 120 of 8 GPUs used."""
     s = make_server(database)
-    assert _call(s, "POST", "/v1/clusters", json={"id": "c1", "name": "c1", "region_id": "us-east-1"}).status_code == 201
+    assert (
+        _call(s, "POST", "/v1/clusters", json={"id": "c1", "name": "c1", "region_id": "us-east-1"}).status_code == 201
+    )
     node = {"id": "n1", "cluster_id": "c1", "sku_id": H100, "gpus_total": 8}
     too_many = [{"workload_id": "w1", "gpus": 60}, {"workload_id": "w1", "gpus": 60}]
     created = _call(s, "POST", "/v1/nodes", json={**node, "allocations": too_many})
@@ -92,16 +94,46 @@ def test_a_pool_that_ever_had_a_signal_can_never_be_deleted(database: Database, 
 # bounds (types.py Name = 200 chars, Seconds <= 253_402_300_799) are wider than the migration's columns
 # (regions.geo VARCHAR(32), skus.interconnect VARCHAR(64), pools.lead_time_s INTEGER).
 WIDE = [
-    pytest.param("POST", "/v1/regions", {"id": "rg-long", "provider_id": "aws", "geo": "g" * 33}, "geo", id="region.geo"),
-    pytest.param("POST", "/v1/skus", {"id": "skux", "name": "x", "memory_gb": 80, "cpu_per_node": 96,
-                                      "mem_gb_per_node": 1000, "interconnect": "i" * 65, "relative_throughput": 1.0},
-                 "interconnect", id="sku.interconnect"),  # fmt: skip
-    pytest.param("POST", "/v1/pools", {"id": "aws/us-east-1/h100_80gb/od-lt", "provider_id": "aws",
-                                       "region_id": "us-east-1", "sku_id": H100, "tier": "on_demand",
-                                       "price_usd_per_gpu_h": "1", "lead_time_s": 2**31},
-                 "lead_time_s", id="pool.lead_time_s"),  # fmt: skip
-    pytest.param("PATCH", f"/v1/pools/aws/us-east-1/{H100}/on_demand", {"lead_time_s": 2**31}, "lead_time_s",
-                 id="pool.patch.lead_time_s"),
+    pytest.param(
+        "POST", "/v1/regions", {"id": "rg-long", "provider_id": "aws", "geo": "g" * 33}, "geo", id="region.geo"
+    ),
+    pytest.param(
+        "POST",
+        "/v1/skus",
+        {
+            "id": "skux",
+            "name": "x",
+            "memory_gb": 80,
+            "cpu_per_node": 96,
+            "mem_gb_per_node": 1000,
+            "interconnect": "i" * 65,
+            "relative_throughput": 1.0,
+        },
+        "interconnect",
+        id="sku.interconnect",
+    ),
+    pytest.param(
+        "POST",
+        "/v1/pools",
+        {
+            "id": "aws/us-east-1/h100_80gb/od-lt",
+            "provider_id": "aws",
+            "region_id": "us-east-1",
+            "sku_id": H100,
+            "tier": "on_demand",
+            "price_usd_per_gpu_h": "1",
+            "lead_time_s": 2**31,
+        },
+        "lead_time_s",
+        id="pool.lead_time_s",
+    ),
+    pytest.param(
+        "PATCH",
+        f"/v1/pools/aws/us-east-1/{H100}/on_demand",
+        {"lead_time_s": 2**31},
+        "lead_time_s",
+        id="pool.patch.lead_time_s",
+    ),
 ]
 
 

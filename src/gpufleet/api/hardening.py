@@ -11,6 +11,9 @@
   offline); ReDoc (CDN only) is off.
 * Database availability: a refused, timed-out or exhausted database is a 503 problem+json with ``Retry-After``
   and one log line without a traceback (:func:`gpufleet.adapters.sql.engine.unavailable_reason`).
+* A value the database refuses for its column (``DataError``: a string too long or a number out of range, which
+  the request schemas should have refused already) is a 422 problem+json naming the body, never a 500; the SQL
+  and the values stay in the server log.
 """
 
 from __future__ import annotations
@@ -29,7 +32,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from gpufleet.adapters.sql.engine import unavailable_reason
 from gpufleet.adapters.sql.migrate import DatabaseUnavailable
-from gpufleet.api.problems import PROBLEM_MEDIA_TYPE, problem
+from gpufleet.api.problems import PROBLEM_MEDIA_TYPE, field_problem, problem
 
 log = logging.getLogger("gpufleet.api")
 
@@ -163,8 +166,14 @@ def _install_db_handlers(app: FastAPI) -> None:
             headers={"Retry-After": str(RETRY_AFTER_S)},
         )
 
+    async def data_error(request: Request, error: Exception) -> JSONResponse:
+        # a schema bound wider than its column: worth fixing, but the client's answer is a 422 either way
+        log.warning("value refused by the database on %s %s: %s", request.method, request.url.path, error)
+        return field_problem(422, "body", "a value does not fit the database (too long or out of range)", request)
+
     for cls in (sa_exc.OperationalError, sa_exc.TimeoutError, DatabaseUnavailable):
         app.add_exception_handler(cls, unavailable)
+    app.add_exception_handler(sa_exc.DataError, data_error)
 
 
 def install(app: FastAPI, *, max_body_bytes: int, max_upload_bytes: int) -> None:

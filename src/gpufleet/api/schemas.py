@@ -6,12 +6,15 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from gpufleet.api.types import (
     Count,
     Fraction,
+    Geo,
     Id,
+    Interconnect,
+    LeadTimeS,
     Name,
     NonNegFloat,
     PoolId,
@@ -61,7 +64,7 @@ class SkuCreate(Strict):
     gpus_per_node: GpusPerNode = 8
     cpu_per_node: PositiveCount
     mem_gb_per_node: PositiveCount
-    interconnect: Name
+    interconnect: Interconnect
     relative_throughput: PositiveFloat
 
 
@@ -91,7 +94,7 @@ class ProviderPublic(BaseModel):
 class RegionCreate(Strict):
     id: Id
     provider_id: Id
-    geo: Name
+    geo: Geo
 
 
 class RegionPublic(BaseModel):
@@ -108,7 +111,7 @@ class PoolCreate(Strict):
     tier: TierName
     price_usd_per_gpu_h: UsdIn
     term_months: Annotated[int, Field(ge=0, le=60, strict=True)] = 0
-    lead_time_s: Seconds = 0
+    lead_time_s: LeadTimeS = 0
     quota_gpus: Count | None = None
     allocated_gpus: Count = 0
     preemption_rate_per_h: Fraction = 0.0
@@ -120,7 +123,7 @@ class PoolUpdate(Strict):
     price_usd_per_gpu_h: UsdIn | None = None
     quota_gpus: Count | None = None
     allocated_gpus: Count | None = None
-    lead_time_s: Seconds | None = None
+    lead_time_s: LeadTimeS | None = None
 
 
 class PoolPublic(BaseModel):
@@ -154,12 +157,25 @@ class NodeAllocation(Strict):
     gpus: Annotated[int, Field(ge=1, le=64, strict=True)]
 
 
+Allocations = Annotated[list[NodeAllocation], Field(max_length=64)]
+
+
+def _once_each(allocations: list[NodeAllocation]) -> list[NodeAllocation]:
+    ids = [a.workload_id for a in allocations]
+    twice = sorted({w for w in ids if ids.count(w) > 1})
+    if twice:
+        raise ValueError(f"each workload is allocated once; listed more than once: {', '.join(twice)}")
+    return allocations
+
+
 class NodeCreate(Strict):
     id: Id
     cluster_id: Id
     sku_id: SkuId
     gpus_total: GpusPerNode
-    allocations: Annotated[list[NodeAllocation], Field(max_length=64)] = Field(default_factory=list)
+    allocations: Allocations = Field(default_factory=list)
+
+    _allocations_once = field_validator("allocations")(_once_each)
 
     @model_validator(mode="after")
     def _fits(self) -> NodeCreate:
@@ -169,7 +185,11 @@ class NodeCreate(Strict):
 
 
 class NodeUpdate(Strict):
-    allocations: Annotated[list[NodeAllocation], Field(max_length=64)]
+    """New allocations; the service checks that they fit the node's stored ``gpus_total``."""
+
+    allocations: Allocations
+
+    _allocations_once = field_validator("allocations")(_once_each)
 
 
 class NodePublic(BaseModel):

@@ -117,7 +117,6 @@ class BudgetService:
         with UnitOfWork(self._engine, write=True) as uow:
             if uow.session.get(TeamRow, team_id) is None:
                 raise NotFoundError("team", team_id)
-            row = uow.session.execute(uow.lock(select(TeamBudgetRow).where(TeamBudgetRow.team_id == team_id))).scalar()
             values = {
                 "limit_cents": int((limit_usd * 100).to_integral_value()),
                 "period": period,
@@ -126,13 +125,12 @@ class BudgetService:
                 "updated_at_s": now_s,
                 "updated_by": actor.user_id,
             }
-            if row is None:
-                row = TeamBudgetRow(team_id=team_id, version=1, **values)
-                uow.session.add(row)
-            else:
-                for k, v in values.items():
-                    setattr(row, k, v)
-                row.version += 1
+            # one statement, so that concurrent first PUTs for a team cannot all INSERT: the last one wins
+            stmt = uow.insert(TeamBudgetRow).values(team_id=team_id, version=1, **values)
+            stmt = stmt.on_conflict_do_update(
+                index_elements=["team_id"], set_={**values, "version": TeamBudgetRow.version + 1}
+            )
+            uow.session.execute(stmt)
             uow.audit(
                 at_s=now_s,
                 actor=actor.user_id,

@@ -1,7 +1,9 @@
 """Bulk ingestion of utilization records, idempotent per (source, bucket start, workload).
 
 Re-sending a record with the same key replaces it (last write wins), so a telemetry pipeline may retry a
-whole batch after a timeout without double counting.
+whole batch after a timeout without double counting. A workload is billed to one team (:meth:`IngestService.
+_check_owners`); batches naming the same workload are checked and written one after the other (SQLite: one writer
+at a time; PostgreSQL: an advisory lock per workload id, held to commit).
 """
 
 from __future__ import annotations
@@ -51,31 +53,38 @@ class IngestResult:
 
 
 def parse_csv(text: str) -> list[dict[str, Any]]:
-    """CSV with a header naming at least the required columns; values are converted and range-checked."""
+    """CSV with a header naming at least the required columns; values are converted and range-checked. CSV the
+    csv module cannot read (e.g. a cell over its 128 KiB field limit) is a ValidationError naming the line."""
     reader = csv.DictReader(io.StringIO(text))
-    missing = [c for c in _REQUIRED if c not in (reader.fieldnames or [])]
-    if missing:
-        raise ValidationError("body", f"CSV header lacks column(s): {', '.join(missing)}", location="line 1")
     out: list[dict[str, Any]] = []
-    for i, raw in enumerate(reader):
-        line = f"line {i + 2}"
-        try:
-            rec: dict[str, Any] = {
-                "source": raw["source"],
-                "workload_id": raw["workload_id"],
-                "team_id": raw["team_id"],
-                "sku_id": raw["sku_id"],
-                "bucket_start_s": int(raw["bucket_start_s"]),
-                "bucket_s": int(raw["bucket_s"]),
-                "gpus_allocated": float(raw["gpus_allocated"]),
-                "gpu_util": float(raw["gpu_util"]) if raw["gpu_util"] not in ("", None) else None,
-                "queue_wait_s": float(raw["queue_wait_s"]) if raw.get("queue_wait_s") else None,
-                "pool_id": raw.get("pool_id") or None,
-            }
-        except (TypeError, ValueError) as exc:
-            raise ValidationError(f"records[{i}]", f"bad value: {exc}", location=line) from None
-        out.append(rec)
+    try:
+        missing = [c for c in _REQUIRED if c not in (reader.fieldnames or [])]
+        if missing:
+            raise ValidationError("body", f"CSV header lacks column(s): {', '.join(missing)}", location="line 1")
+        for i, raw in enumerate(reader):
+            out.append(_csv_record(i, raw))
+    except csv.Error as exc:
+        field = f"records[{len(out)}]" if reader.line_num > 1 else "body"
+        raise ValidationError(field, f"unreadable CSV: {exc}", location=f"line {reader.line_num}") from None
     return out
+
+
+def _csv_record(i: int, raw: dict[str, Any]) -> dict[str, Any]:
+    try:
+        return {
+            "source": raw["source"],
+            "workload_id": raw["workload_id"],
+            "team_id": raw["team_id"],
+            "sku_id": raw["sku_id"],
+            "bucket_start_s": int(raw["bucket_start_s"]),
+            "bucket_s": int(raw["bucket_s"]),
+            "gpus_allocated": float(raw["gpus_allocated"]),
+            "gpu_util": float(raw["gpu_util"]) if raw["gpu_util"] not in ("", None) else None,
+            "queue_wait_s": float(raw["queue_wait_s"]) if raw.get("queue_wait_s") else None,
+            "pool_id": raw.get("pool_id") or None,
+        }
+    except (TypeError, ValueError) as exc:
+        raise ValidationError(f"records[{i}]", f"bad value: {exc}", location=f"line {i + 2}") from None
 
 
 def validate(records: Sequence[dict[str, Any]]) -> None:
@@ -172,6 +181,14 @@ class IngestService:
         rows = list(latest.values())
         with UnitOfWork(self._engine, write=True) as uow:
             s = uow.session
+            # PostgreSQL: concurrent batches naming a workload are checked and written one after the other (else
+            # both find no owner and bill it to two teams), and a pool named here is not deleted before commit
+            uow.serialize("utilization.workload", (r["workload_id"] for r in records))
+            named = sorted({r["pool_id"] for r in records if r.get("pool_id") is not None})
+            for start in range(0, len(named), 500):
+                s.execute(
+                    uow.lock(select(PoolRow.id).where(PoolRow.id.in_(named[start : start + 500])), key_share=True)
+                )
             known = set(s.scalars(select(SkuRow.id)).all())
             pool_sku: dict[str, str] = {p: k for p, k in s.execute(select(PoolRow.id, PoolRow.sku_id)).all()}
             for i, r in enumerate(records):

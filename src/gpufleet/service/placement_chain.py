@@ -167,14 +167,13 @@ class ChainPlacementService:
         actor.require(Role.FINOPS_ADMIN, Role.ML_PLATFORM_ADMIN)
         now_s = self._clock.now_s()
         with UnitOfWork(self._raw, write=True) as uow:
-            if uow.session.get(PoolRow, pool_id) is None:
+            # FOR KEY SHARE: the pool cannot be deleted (with its signal) before this signal is written
+            if uow.session.scalar(uow.lock(select(PoolRow.id).where(PoolRow.id == pool_id), key_share=True)) is None:
                 raise NotFoundError("pool", pool_id)
-            row = uow.session.get(PoolSignalRow, pool_id)
-            if row is None:
-                row = PoolSignalRow(pool_id=pool_id, stockout=stockout, queue_wait_s=queue_wait_s, updated_at_s=now_s)
-                uow.session.add(row)
-            else:
-                row.stockout, row.queue_wait_s, row.updated_at_s = stockout, queue_wait_s, now_s
+            values = {"stockout": stockout, "queue_wait_s": queue_wait_s, "updated_at_s": now_s}
+            # one statement, so that concurrent first PUTs for a pool cannot all INSERT: the last one wins
+            stmt = uow.insert(PoolSignalRow).values(pool_id=pool_id, **values)
+            uow.session.execute(stmt.on_conflict_do_update(index_elements=["pool_id"], set_=values))
             uow.audit(
                 at_s=now_s,
                 actor=actor.user_id,

@@ -3,6 +3,10 @@
 Values arrive already shape-checked by the API schemas; this layer checks what needs the store: references
 exist (``ValidationError`` naming the field), ids are unique (``ConflictError``), nothing still referenced is
 deleted (``ConflictError``). Every write is audited. Admins write; every authenticated role reads.
+
+A node's allocations fit its ``gpus_total`` and name each workload once, after a PATCH as after a create. A pool
+is not deleted while utilization records (its past costs) or budget commitments that have not ended name it
+(no foreign key guards them); its placement signal, if any, is deleted with it.
 """
 
 from __future__ import annotations
@@ -13,19 +17,22 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
 
-from sqlalchemy import Engine, select
+from sqlalchemy import Engine, delete, func, select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import DeclarativeBase
 
 from gpufleet.adapters.sql.models import (
+    BudgetCommitmentRow,
     ClusterRow,
     NodeRow,
     PoolRow,
+    PoolSignalRow,
     ProviderRow,
     RegionRow,
     SkuRow,
     TeamRow,
     TenantRow,
+    UtilizationRow,
 )
 from gpufleet.domain.errors import ConflictError, NotFoundError, ValidationError
 from gpufleet.domain.money import price_to_uusd, uusd_to_usd
@@ -66,6 +73,22 @@ def _same(values: Row) -> Row:
     return dict(values)
 
 
+def _check_node(node: Row) -> None:
+    """A node's allocations (as stored, after the write) name each workload once and fit its GPUs."""
+    seen: set[str] = set()
+    for i, a in enumerate(node["allocations"]):
+        if a["workload_id"] in seen:
+            raise ValidationError(f"allocations[{i}].workload_id", f"workload {a['workload_id']!r} is listed twice")
+        seen.add(a["workload_id"])
+    used = sum(a["gpus"] for a in node["allocations"])
+    if used > node["gpus_total"]:
+        raise ValidationError("allocations", f"allocate {used} GPUs; node {node['id']!r} has {node['gpus_total']}")
+
+
+def _no_check(values: Row) -> None:
+    return None
+
+
 @dataclass(frozen=True, slots=True)
 class Kind:
     name: str
@@ -73,6 +96,7 @@ class Kind:
     refs: Mapping[str, type[DeclarativeBase]] = field(default_factory=dict)
     to_row: Callable[[Row], Row] = _same
     from_row: Callable[[Row], Row] = _same
+    check: Callable[[Row], None] = _no_check  # what the stored row must be after a create or an update
 
 
 KINDS: dict[str, Kind] = {
@@ -89,7 +113,7 @@ KINDS: dict[str, Kind] = {
             _pool_out,
         ),
         Kind("cluster", ClusterRow, {"region_id": RegionRow}),
-        Kind("node", NodeRow, {"cluster_id": ClusterRow, "sku_id": SkuRow}, _node_in, _node_out),
+        Kind("node", NodeRow, {"cluster_id": ClusterRow, "sku_id": SkuRow}, _node_in, _node_out, _check_node),
         Kind("team", TeamRow),
         Kind("tenant", TenantRow, {"team_id": TeamRow}),
     )
@@ -113,6 +137,7 @@ class RegistryService:
                 raise ConflictError(f"{kind} {values['id']!r} already exists")
             self._check_refs(uow, k, values)
             row = k.model(**k.to_row(values))
+            k.check(k.from_row(_columns(row)))
             uow.session.add(row)
             self._audit(uow, actor, f"{kind}.created", kind, values["id"], values)
             self._flush(uow, kind, values["id"])
@@ -130,6 +155,7 @@ class RegistryService:
             self._check_refs(uow, k, values)
             for key, value in k.to_row(values).items():
                 setattr(row, key, value)
+            k.check(k.from_row(_columns(row)))
             self._audit(uow, actor, f"{kind}.updated", kind, ident, values)
             self._flush(uow, kind, ident)
             out = k.from_row(_columns(row))
@@ -140,16 +166,43 @@ class RegistryService:
         actor.require(*ADMINS)
         k = KINDS[kind]
         with UnitOfWork(self._engine, write=True) as uow:
-            row = uow.session.get(k.model, ident)
+            # locked: a concurrent write naming the pool (ingest locks the pools it names) commits first or fails
+            row = uow.session.scalar(uow.lock(select(k.model).where(k.model.__table__.c.id == ident)))
             if row is None:
                 raise NotFoundError(kind, ident)
+            detail = self._delete_pool_dependents(uow, ident) if kind == "pool" else {}
             uow.session.delete(row)
-            self._audit(uow, actor, f"{kind}.deleted", kind, ident, {})
+            self._audit(uow, actor, f"{kind}.deleted", kind, ident, detail)
             try:
                 uow.session.flush()
             except IntegrityError:
                 raise ConflictError(f"{kind} {ident!r} is still referenced; delete its dependents first") from None
             uow.commit()
+
+    def _delete_pool_dependents(self, uow: UnitOfWork, pool_id: str) -> Row:
+        """Refuse (ConflictError) while records name the pool: utilization (deleting the pool would re-price the
+        costs already incurred in it) or a budget commitment that has not ended. Delete the pool's placement
+        signal, which is the pool's own state; returns it for the audit event."""
+        s = uow.session
+        used = s.scalar(select(func.count()).select_from(UtilizationRow).where(UtilizationRow.pool_id == pool_id))
+        committed = s.scalar(
+            select(func.count())
+            .select_from(BudgetCommitmentRow)
+            .where(BudgetCommitmentRow.pool_id == pool_id, BudgetCommitmentRow.end_s > self._clock.now_s())
+        )
+        refs = [
+            f"{n} {what}" for n, what in ((used, "utilization record(s)"), (committed, "budget commitment(s)")) if n
+        ]
+        if refs:
+            raise ConflictError(
+                f"pool {pool_id!r} is still named by {' and '.join(refs)}; deleting it would charge what was "
+                "recorded in it elsewhere"
+            )
+        signal = s.get(PoolSignalRow, pool_id)
+        if signal is None:
+            return {}
+        s.execute(delete(PoolSignalRow).where(PoolSignalRow.pool_id == pool_id))
+        return {"signal_deleted": {"stockout": signal.stockout, "queue_wait_s": signal.queue_wait_s}}
 
     def get(self, actor: Actor, kind: str, ident: str) -> Row:
         k = KINDS[kind]

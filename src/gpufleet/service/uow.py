@@ -3,16 +3,22 @@
 ``UnitOfWork(engine, write=True)`` begins a write transaction (on SQLite ``BEGIN IMMEDIATE``: writers are
 serialized); ``write=False`` a read. Leaving a write block without :meth:`commit` rolls back. ``lock(stmt)`` adds
 ``FOR UPDATE`` on PostgreSQL (row lock held to commit); on SQLite the immediate transaction already excludes
-other writers, so it is a no-op there.
+other writers, so it is a no-op there. ``insert(model)`` is the dialect's INSERT, whose ``on_conflict_do_update``
+makes "set or replace" one statement that concurrent first writers cannot both fail. ``serialize(names)`` takes a
+transaction-scoped advisory lock per name on PostgreSQL (SQLite: a no-op, writers are serialized already).
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
+from collections.abc import Iterable
 from types import TracebackType
 from typing import Any, TypeVar
 
-from sqlalchemy import Engine, Select, update
+from sqlalchemy import Engine, Select, text, update
+from sqlalchemy.dialects.postgresql import insert as pg_insert
+from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.orm import Session
 
 from gpufleet.adapters.sql.engine import writer
@@ -20,6 +26,11 @@ from gpufleet.adapters.sql.models import AuditEventRow
 from gpufleet.domain.errors import ConflictError
 
 SelectT = TypeVar("SelectT", bound=Select[Any])
+
+
+def _lock_key(name: str) -> int:
+    """A signed 64-bit advisory lock key for ``name`` (PostgreSQL's bigint)."""
+    return int.from_bytes(hashlib.blake2b(name.encode(), digest_size=8).digest(), "big", signed=True)
 
 
 class UnitOfWork:
@@ -56,8 +67,24 @@ class UnitOfWork:
     def commit(self) -> None:
         self.session.commit()
 
-    def lock(self, stmt: SelectT) -> SelectT:
-        return stmt.with_for_update() if self._postgres else stmt
+    def lock(self, stmt: SelectT, *, key_share: bool = False) -> SelectT:
+        """``FOR UPDATE`` (``key_share``: ``FOR KEY SHARE``, which only keeps the rows from being deleted or their
+        key changed) on PostgreSQL; the statement unchanged on SQLite."""
+        return stmt.with_for_update(key_share=key_share) if self._postgres else stmt
+
+    def insert(self, model: Any) -> Any:
+        """``INSERT INTO model`` of the dialect in use (both offer ``on_conflict_do_update``)."""
+        return (pg_insert if self._postgres else sqlite_insert)(model)
+
+    def serialize(self, kind: str, names: Iterable[str]) -> None:
+        """Hold a transaction-scoped advisory lock on each ``kind:name`` until commit or rollback, so writers of
+        the same names run one after the other. PostgreSQL only: SQLite's BEGIN IMMEDIATE serializes every writer.
+        The locks are taken in key order, so two transactions never wait on each other."""
+        if not self._postgres:
+            return
+        keys = sorted({_lock_key(f"{kind}:{name}") for name in names})
+        if keys:
+            self.session.execute(text("SELECT pg_advisory_xact_lock(:k)"), [{"k": k} for k in keys])
 
     def update_versioned(self, model: Any, row: Any, values: dict[str, object], what: str) -> None:
         """``UPDATE model SET values, version = version + 1 WHERE id = row.id AND version = row.version``: the
