@@ -34,6 +34,7 @@ from gpufleet.service.uow import UnitOfWork
 
 S = ReservationStatus
 log = logging.getLogger(__name__)
+START_PASSED = "start_passed"  # the code of the refusal gpufleet itself makes of an order whose start has passed
 CrashHook = Callable[[str], None]
 
 
@@ -74,9 +75,11 @@ class ProviderOrders:
         """Send an approved reservation to the provider under its idempotency key and record the order.
 
         Safe to call any number of times, concurrently, before or after a crash: the provider dedups on the
-        key and the final conditional update records the order once. A provider with a :class:`SubmitWindow` is not
-        called before the order's earliest moment: the reservation stays ``approved`` for a later pass. Timeouts are retried up to
-        ``provider_max_attempts``; if all time out the reservation stays ``approved`` for the reconciler.
+        key and the final conditional update records the order once. An order whose start has passed is not placed
+        (:meth:`_late_order`: the reservation is cancelled unless the order is there already). A provider with a
+        :class:`SubmitWindow` is not called before the order's earliest moment: the reservation stays ``approved``
+        for a later pass. Timeouts are retried up to ``provider_max_attempts``; if all time out the reservation
+        stays ``approved`` for the reconciler.
         """
         with UnitOfWork(self._engine, write=False) as uow:
             row = uow.session.get(ReservationRow, reservation_id)
@@ -88,9 +91,11 @@ class ProviderOrders:
                 return view_of(uow, row)
             key = row.idempotency_key
             req = OrderRequest(row.sku_id, row.region_id, row.units, row.term_months, row.start_s)
-            if isinstance(self._provider, SubmitWindow) and self._provider.earliest_submit_s(req) > self._clock.now_s():
+            now_s = self._clock.now_s()
+            late = row.start_s < now_s
+            if not late and isinstance(self._provider, SubmitWindow) and self._provider.earliest_submit_s(req) > now_s:
                 return view_of(uow, row)  # too early for the provider: a later reconciler pass submits it
-        order = self._call_provider(key, req)
+        order = self._late_order(key) if late else self._call_provider(key, req)
         if self._crash_hook is not None:
             self._crash_hook("after_provider_call")
         now_s = self._clock.now_s()
@@ -127,6 +132,21 @@ class ProviderOrders:
                 return refused
         return None
 
+    def _late_order(self, key: str) -> ProviderOrder | ProviderRefused | None:
+        """An order whose start has passed is not placed: the one already placed under the key (an answer lost
+        before the start) is recorded; without one the reservation is cancelled (a refusal, not retryable)."""
+        try:
+            found = self._provider.find(key)
+        except ProviderTimeout:
+            return None
+        except ProviderRefused as refused:
+            return refused
+        if found is not None:
+            return found
+        return ProviderRefused(
+            START_PASSED, "the start passed before the order was submitted; propose it again with a new start"
+        )
+
     def _refused(
         self, uow: UnitOfWork, row: ReservationRow, refused: ProviderRefused, now_s: int, actor_id: str
     ) -> None:
@@ -143,7 +163,8 @@ class ProviderOrders:
         )
         if not refused.retryable and row.status == S.APPROVED.value:
             res = domain_of(row)
-            res.transition(S.CANCELLED, at_s=now_s, actor=actor_id, reason=f"provider refused: {refused.code}")
+            why = f"provider refused: {refused.code}" if refused.code != START_PASSED else "start passed before submit"
+            res.transition(S.CANCELLED, at_s=now_s, actor=actor_id, reason=why)
             persist_status(uow, row, res, now_s, actor_id)
 
     def reconcile(self) -> ReconcileReport:

@@ -10,6 +10,7 @@ makes the transition, and only that caller submits to the provider. Submission a
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from datetime import UTC, datetime
 from decimal import Decimal
 
 from sqlalchemy import Engine, or_, select
@@ -35,6 +36,10 @@ from gpufleet.service.reservation_rows import ReservationView, domain_of, lock_g
 from gpufleet.service.uow import UnitOfWork
 
 S = ReservationStatus
+
+
+def _iso(at_s: int) -> str:
+    return datetime.fromtimestamp(at_s, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 class ReservationService:
@@ -219,6 +224,11 @@ class ReservationService:
                 res = domain_of(row)
                 if not res.can_transition(S.APPROVED) or res.status is not S.PENDING_APPROVAL:
                     raise InvalidTransition(f"reservation {row.id}", row.status, S.APPROVED.value)
+                if row.start_s < now_s:  # the order would start in the past: part of the term bought for nothing
+                    raise ConflictError(
+                        f"reservation {row.id} starts at {_iso(row.start_s)}, which has passed; it cannot be approved "
+                        "(reject it and propose it again with a new start)"
+                    )
                 group = lock_group(uow, row)
                 need = rules.requirement(uow.session, rules.valued_cents(uow.session, group),
                                          exclude_ids=[g.id for g in group], requester=row.created_by, now_s=now_s,
@@ -298,7 +308,9 @@ class ReservationService:
                 raise NotFoundError("reservation", reservation_id)
             return view_of(uow, row)
 
-    def list(self, actor: Actor, *, status: ReservationStatus | None, limit: int) -> list[ReservationView]:
+    def list(
+        self, actor: Actor, *, status: ReservationStatus | None, limit: int, offset: int = 0
+    ) -> list[ReservationView]:
         actor.require(Role.FINOPS_ADMIN, Role.ML_PLATFORM_ADMIN, Role.VIEWER)
         with UnitOfWork(self._engine, write=False) as uow:
             stmt = (
@@ -306,6 +318,7 @@ class ReservationService:
                 .where(or_(ReservationRow.group_id.is_(None), ReservationRow.group_id == ReservationRow.id))
                 .order_by(ReservationRow.created_at_s, ReservationRow.id)
                 .limit(limit)
+                .offset(offset)
             )  # the parts of a multi-region reservation are listed in its head's ``regions``
             if status is not None:
                 stmt = stmt.where(ReservationRow.status == status.value)

@@ -17,7 +17,7 @@ from gpufleet.api.schemas import (
     ReservationDecision,
     ReservationPublic,
 )
-from gpufleet.api.types import IdPath, Limit
+from gpufleet.api.types import IdPath, Limit, Offset
 from gpufleet.domain.reservations import ReservationStatus
 from gpufleet.service.auth import ADMINS
 from gpufleet.service.reservation_rows import ReservationView
@@ -85,9 +85,11 @@ def list_reservations(
         pattern=r"^(draft|pending_approval|approved|submitted_to_cloud|active|expired|rejected|cancelled)$",
     ),
     limit: Limit = 100,
+    offset: Offset = 0,
 ) -> Any:
+    """Oldest first; ``offset`` skips that many (page with ``limit`` and ``offset`` as on the other lists)."""
     parsed = None if status is None else STATUS_FROM_PUBLIC.get(status) or ReservationStatus(status)
-    return [public(v) for v in services.reservations.list(actor, status=parsed, limit=limit)]
+    return [public(v) for v in services.reservations.list(actor, status=parsed, limit=limit, offset=offset)]
 
 
 @router.get("/{reservation_id}", response_model=ReservationPublic)
