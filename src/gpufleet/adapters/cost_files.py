@@ -5,8 +5,8 @@ allocations.csv: id,workload_id,team_id,tenant_id,namespace,feature,pool_id,sku_
 
 Times are ISO-8601 with an offset (or ``Z``) or UNIX seconds. ``gpus`` in allocations may be a fraction such as
 ``0.5`` or a MIG share such as ``1/7`` (it must be a whole number of the 840 parts of a GPU). ``pod`` (default: the
-workload id) is how telemetry samples are matched to the allocation, with ``namespace``. Errors name file, line and
-field.
+workload id) is how telemetry samples are matched to the allocation, with ``namespace`` and the sample's time (a pod
+that ran twice has two allocations). Allocation ids are unique. Errors name file, line and field.
 """
 
 from __future__ import annotations
@@ -56,9 +56,9 @@ def _read(path: Path, need: tuple[str, ...], row_fn: Callable[[dict[str, str], s
             if c not in header:
                 raise ValidationError(c, f"missing column (header is {header})", f"{path}:1")
         out: list[T] = []
-        for i, raw in enumerate(reader, start=2):
+        for raw in reader:
             row = {k.strip(): (v or "").strip() for k, v in raw.items() if k}
-            where = f"{path}:{i}"
+            where = f"{path}:{reader.line_num}"  # the line the row ends on (blank lines are skipped, not counted)
             for c in need:
                 if not row.get(c):
                     raise ValidationError(c, "missing value", where)
@@ -90,9 +90,9 @@ def read_capacity_csv(path: str | Path) -> list[CapacityBlock]:
             usd = Decimal(raw_price)
         except ArithmeticError:
             raise ValidationError("price_usd_per_gpu_h", f"not a number: {raw_price!r}", where) from None
-        if not usd.is_finite() or usd > MAX_PRICE_USD:
+        if not usd.is_finite() or not 0 <= usd <= MAX_PRICE_USD:  # before price_to_uusd: -1e30 would not quantize
             raise ValidationError(
-                "price_usd_per_gpu_h", f"a finite price up to {MAX_PRICE_USD}, got {raw_price!r}", where
+                "price_usd_per_gpu_h", f"a finite price in 0..{MAX_PRICE_USD}, got {raw_price!r}", where
             )
         price = price_to_uusd(usd)
         start_s, end_s = parse_time(r["start"], where), parse_time(r["end"], where)
@@ -104,19 +104,28 @@ def read_capacity_csv(path: str | Path) -> list[CapacityBlock]:
     return _read(Path(path), CAPACITY_COLUMNS, row_fn)
 
 
-def read_allocations_csv(path: str | Path) -> tuple[list[AllocationSpan], dict[tuple[str, str], int]]:
-    """The allocations, and ``(namespace, pod) -> index`` for attributing telemetry."""
+def read_allocations_csv(path: str | Path) -> tuple[list[AllocationSpan], dict[tuple[str, str], list[int]]]:
+    """The allocations, and ``(namespace, pod) -> indexes`` (in file order) for attributing telemetry: a pod that
+    ran more than once has one allocation per run, and a sample goes to the one whose span holds its time.
+
+    An id given twice is refused (it would be charged twice), naming the file and both lines."""
 
     def flag(r: dict[str, str], key: str) -> bool:
         return r.get(key, "").lower() in ("1", "true", "yes")
 
-    def row_fn(r: dict[str, str], where: str) -> tuple[AllocationSpan, str]:
+    def row_fn(r: dict[str, str], where: str) -> tuple[AllocationSpan, str, str]:
         span = AllocationSpan(
             r["id"], r["workload_id"], r["team_id"], r["tenant_id"], r["namespace"], r["feature"], r["pool_id"],
             r["sku_id"], parse_parts(r["gpus"], where), parse_time(r["start"], where), parse_time(r["end"], where),
             shared=flag(r, "shared"), serving=flag(r, "serving"),
         )  # fmt: skip
-        return span, r.get("pod") or r["workload_id"]
+        return span, r.get("pod") or r["workload_id"], where
 
     rows = _read(Path(path), ALLOCATION_COLUMNS, row_fn)
-    return [s for s, _ in rows], {(s.namespace, pod): j for j, (s, pod) in enumerate(rows)}
+    first: dict[str, str] = {}
+    by_pod: dict[tuple[str, str], list[int]] = {}
+    for j, (s, pod, where) in enumerate(rows):
+        if first.setdefault(s.id, where) != where:
+            raise ValidationError("id", f"{s.id!r} was already the id at {first[s.id]}", where)
+        by_pod.setdefault((s.namespace, pod), []).append(j)
+    return [s for s, _, _ in rows], by_pod

@@ -47,6 +47,12 @@ def parse_time(raw: object, where: str) -> int:
     return int(dt.timestamp())
 
 
+def _clip(value: object, most: int = 60) -> str:
+    """``repr(value)`` cut to ``most`` characters (a 400-digit number in an error is noise)."""
+    text = repr(value)
+    return text if len(text) <= most else text[: most - 3] + "..."
+
+
 def _rows_to_batch(rows: list[tuple[str, dict[str, Any]]]) -> TelemetryBatch:
     grouped: dict[SeriesKey, tuple[list[int], list[float]]] = defaultdict(lambda: ([], []))
     for where, row in rows:
@@ -55,8 +61,8 @@ def _rows_to_batch(rows: list[tuple[str, dict[str, Any]]]) -> TelemetryBatch:
                 raise ValidationError(c, "missing", where)
         try:
             value = float(row["value"])
-        except (TypeError, ValueError):
-            raise ValidationError("value", f"not a number: {row['value']!r}", where) from None
+        except (TypeError, ValueError, OverflowError):  # OverflowError: a JSON integer beyond a float
+            raise ValidationError("value", f"not a number: {_clip(row['value'])}", where) from None
         key = SeriesKey(str(row["metric"]), str(row.get("namespace") or ""), str(row["pod"]), str(row["device"]))
         ts, vs = grouped[key]
         ts.append(parse_time(row["timestamp"], where))
@@ -83,6 +89,10 @@ def read_json_text(text: str, name: str = "<upload>") -> TelemetryBatch:
         body = json.loads(text)
     except json.JSONDecodeError as exc:
         raise ValidationError("json", exc.msg, f"{name}:{exc.lineno}") from None
+    except ValueError as exc:  # e.g. an integer of more than 4300 digits
+        raise ValidationError("json", str(exc), name) from None
+    except RecursionError:
+        raise ValidationError("json", "nested too deeply", name) from None
     if isinstance(body, dict) and "data" in body:  # a saved Prometheus query_range response
         data = body["data"]
         if not isinstance(data, dict) or data.get("resultType") != "matrix":

@@ -56,7 +56,7 @@ def add_matrix(builder: BatchBuilder, metric: str, result: Any, where: str = "re
         try:
             t = np.array([float(p[0]) for p in values], dtype=np.float64)
             v = np.array([float(p[1]) for p in values], dtype=np.float64)
-        except (TypeError, ValueError, IndexError, KeyError):
+        except (TypeError, ValueError, OverflowError, IndexError, KeyError):  # OverflowError: an int beyond a float
             raise ValidationError("values", "expected [[unix_seconds, 'value'], ...]", at) from None
         if not np.all(np.isfinite(t) & (t >= 0) & (t <= MAX_UNIX_S)):
             raise ValidationError("values", f"timestamps must be UNIX seconds in 0..{MAX_UNIX_S}", at)
@@ -94,7 +94,7 @@ class PrometheusTelemetry:
             raise TelemetryUnavailable(f"prometheus unreachable: {exc}") from None
         try:
             body = resp.json()
-        except ValueError:
+        except (ValueError, RecursionError):
             raise TelemetryUnavailable(f"prometheus answered {resp.status_code} with non-JSON") from None
         if resp.status_code != 200 or body.get("status") != "success":
             query = params["query"]
@@ -116,7 +116,7 @@ class PrometheusTelemetry:
             for point in r.get("values") or []:
                 try:
                     t, v = float(point[0]), float(point[1])
-                except (IndexError, TypeError, ValueError):
+                except (IndexError, TypeError, ValueError, OverflowError):
                     raise TelemetryUnavailable(f"malformed sample in the answer to {query!r}") from None
                 if not math.isfinite(v) or v < 0:
                     raise TelemetryUnavailable(f"{query!r} gave {v} (need a finite value >= 0)")
@@ -133,7 +133,7 @@ class PrometheusTelemetry:
         for r in result:
             try:
                 v = float(r["value"][1])
-            except (KeyError, IndexError, TypeError, ValueError):
+            except (KeyError, IndexError, TypeError, ValueError, OverflowError):
                 raise TelemetryUnavailable(f"malformed sample in the answer to {query!r}") from None
             if not math.isfinite(v) or v < 0:
                 raise TelemetryUnavailable(f"{query!r} gave {v} (need a finite value >= 0)")

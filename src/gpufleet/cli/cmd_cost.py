@@ -9,6 +9,7 @@ from typing import Annotated
 import numpy as np
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from gpufleet.adapters.cost_files import read_allocations_csv, read_capacity_csv
@@ -19,7 +20,7 @@ from gpufleet.cost.allocate import allocate_costs
 from gpufleet.cost.chargeback import DIMENSIONS, chargeback
 from gpufleet.cost.meter import UsageTotals, meter_usage
 from gpufleet.cost.model import PARTS_PER_GPU, DistributionRule
-from gpufleet.cost.telemetry import to_usage_columns
+from gpufleet.cost.telemetry import MAX_BUCKET_S, to_usage_columns
 from gpufleet.domain.errors import ValidationError
 from gpufleet.domain.money import units_to_cents
 
@@ -43,7 +44,9 @@ def chargeback_cmd(
     end: Annotated[str, typer.Option("--to", help="window end (exclusive)")],
     by: Annotated[str, typer.Option(help=f"group by: {', '.join(DIMENSIONS)}")] = "team",
     telemetry: Annotated[Path | None, typer.Option(help="utilization upload (.csv or .json)")] = None,
-    bucket_s: Annotated[int, typer.Option(min=1, help="telemetry bucket in seconds")] = 300,
+    bucket_s: Annotated[
+        int, typer.Option(min=1, max=MAX_BUCKET_S, help="telemetry bucket in seconds (at most a year)")
+    ] = 300,
     idle_rule: Annotated[DistributionRule, typer.Option(help="how idle capacity is charged")] = (
         DistributionRule.SEPARATE_LINE
     ),
@@ -65,22 +68,21 @@ def chargeback_cmd(
     usage: UsageTotals | None = None
     note = ""
     if telemetry is not None:
-        cols, unmatched = to_usage_columns(read_file(telemetry), by_pod, t0, bucket_s)
+        cols, unmatched = to_usage_columns(read_file(telemetry), by_pod, t0, bucket_s, allocs)
         per_sample = np.array([min(a.parts, PARTS_PER_GPU) for a in allocs], dtype=np.int64)  # samples are per device
         usage = meter_usage(cols, per_sample, t0, t1)
         note = f"; {unmatched} telemetry samples matched no allocation" if unmatched else ""
     rep = chargeback(result, allocs, by, usage, mode=mode)
+    if csv_path is not None:  # before the table: a failure to print must not lose the report
+        csv_path.parent.mkdir(parents=True, exist_ok=True)
+        csv_path.write_text(rep.to_csv())
     iso0, iso1 = datetime.fromtimestamp(t0, UTC).isoformat(), datetime.fromtimestamp(t1, UTC).isoformat()
     t = Table(title=f"{mode} by {by}, {iso0} .. {iso1}")
     for col in (by, "GPU-h held", "GPU-h used", "direct $", "idle $", "shared $", "total $"):
         t.add_column(col, justify="left" if col == by else "right")
     for r in rep.rows:
         used = f"{r.used_gpu_h:,.1f}" if usage is not None else "-"
-        t.add_row(r.key, f"{r.allocated_gpu_h:,.1f}", used, str(units_to_cents(r.direct_units)),
-                  str(units_to_cents(r.idle_units)), str(units_to_cents(r.shared_units)), str(r.total_usd))  # fmt: skip
+        t.add_row(escape(r.key), f"{r.allocated_gpu_h:,.1f}", used, *map(str, r.usd), str(r.total_usd))
     t.add_row("TOTAL", "", "", "", "", "", str(units_to_cents(result.fleet_units)))
     Console().print(t)
     Console(stderr=True).print(f"conserved: {result.conserved}{note}", highlight=False)
-    if csv_path is not None:
-        csv_path.parent.mkdir(parents=True, exist_ok=True)
-        csv_path.write_text(rep.to_csv())

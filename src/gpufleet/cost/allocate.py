@@ -14,6 +14,9 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
+from datetime import UTC, datetime
+
+import numpy as np
 
 from gpufleet.cost.model import (
     IDLE_OWNER,
@@ -150,6 +153,42 @@ def _pool_costs(blocks: Sequence[CapacityBlock], t0_s: int, t1_s: int) -> dict[s
     return {p: PoolCost(p, meta[p][0], meta[p][1], cost[p], cap[p], 0, 0) for p in meta}
 
 
+def _check_never_over(
+    capacity: Sequence[CapacityBlock],
+    by_pool: dict[str, list[tuple[AllocationSpan, int]]],
+    t0_s: int,
+    t1_s: int,
+) -> None:
+    """Refuse a pool that holds more GPUs than it paid for at some moment of [t0_s, t1_s), naming the allocation
+    that started last before that moment. A sweep over start/end events per pool: O(n log n)."""
+    blocks: dict[str, list[CapacityBlock]] = defaultdict(list)
+    for b in capacity:
+        blocks[b.pool_id].append(b)
+    for pid, held in by_pool.items():
+        spans = [(max(b.start_s, t0_s), min(b.end_s, t1_s), -b.gpus * PARTS_PER_GPU) for b in blocks[pid]]
+        spans += [(max(a.start_s, t0_s), min(a.end_s, t1_s), a.parts) for a, _ in held]
+        spans = [s for s in spans if s[0] < s[1]]
+        starts, ends, parts = (np.array(c, dtype=np.int64) for c in zip(*spans, strict=True))
+        times = np.concatenate([starts, ends])
+        order = np.argsort(times, kind="stable")
+        over = np.cumsum(np.concatenate([parts, -parts])[order])  # parts held minus parts paid for, after each event
+        t_sorted = times[order]
+        last_at_t = np.append(t_sorted[1:] != t_sorted[:-1], True)  # all events at one time apply together
+        bad = np.flatnonzero(last_at_t & (over > 0))
+        if len(bad) == 0:
+            continue
+        t = int(t_sorted[bad[0]])
+        holding = [a for a, _ in held if max(a.start_s, t0_s) <= t < min(a.end_s, t1_s)]
+        paid = sum(b.gpus for b in blocks[pid] if max(b.start_s, t0_s) <= t < min(b.end_s, t1_s))
+        culprit = max(holding, key=lambda a: a.start_s)
+        gpus = sum(a.parts for a in holding) / PARTS_PER_GPU
+        when = datetime.fromtimestamp(t, UTC).isoformat()
+        raise ValidationError(
+            f"allocation[{culprit.id}]",
+            f"pool {pid!r} holds {gpus:g} GPUs at {when} but paid for {paid}: over-allocated",
+        )
+
+
 def allocate_costs(
     capacity: Sequence[CapacityBlock],
     allocations: Sequence[AllocationSpan],
@@ -161,20 +200,25 @@ def allocate_costs(
 ) -> CostAllocation:
     """Charge the window [t0_s, t1_s) of every pool to its allocations, idle and shared lines.
 
-    Raises ValidationError when an allocation sits in a pool with no capacity or a pool is over-allocated
-    (more part-seconds held than paid for): the books would not balance, so they are refused.
+    Raises ValidationError when two allocations share an id, an allocation sits in a pool with no capacity or a
+    pool is over-allocated at any moment of the window (more GPUs held than paid for then): such books are refused.
     """
     if t1_s <= t0_s:
         raise ValidationError("window", "t1_s must be after t0_s")
     pools = _pool_costs(capacity, t0_s, t1_s)
     by_pool: dict[str, list[tuple[AllocationSpan, int]]] = defaultdict(list)
+    seen: set[str] = set()
     for a in allocations:
+        if a.id in seen:  # part-seconds and direct cost are keyed by id: a second one would be counted twice
+            raise ValidationError(f"allocation[{a.id}].id", "two allocations have this id")
+        seen.add(a.id)
         w = a.part_s(t0_s, t1_s)
         if w == 0:
             continue
         if a.pool_id not in pools:
             raise ValidationError(f"allocation[{a.id}].pool_id", f"pool {a.pool_id!r} has no capacity in the window")
         by_pool[a.pool_id].append((a, w))
+    _check_never_over(capacity, by_pool, t0_s, t1_s)
 
     direct: dict[str, int] = {}
     part_s: dict[str, int] = {}
@@ -184,11 +228,7 @@ def allocate_costs(
     receivers_by_pool: dict[str, list[tuple[AllocationSpan, PoolCost, int]]] = defaultdict(list)
     for pid, pool in pools.items():
         held = by_pool.get(pid, [])
-        held_part_s = sum(w for _, w in held)
-        if held_part_s > pool.capacity_part_s:
-            raise ValidationError(
-                f"pool[{pid}]", f"allocated {held_part_s} part-seconds but only {pool.capacity_part_s} paid for"
-            )
+        held_part_s = sum(w for _, w in held)  # <= capacity_part_s: never over at any moment (checked above)
         weights = [w for _, w in held] + [pool.capacity_part_s - held_part_s]
         shares = apportion(pool.cost_units, weights) if pool.capacity_part_s > 0 else [0] * len(weights)
         pool = PoolCost(pid, pool.tier, pool.sku_id, pool.cost_units, pool.capacity_part_s, held_part_s, shares[-1])

@@ -48,7 +48,9 @@ def meter_usage(
     t0_s: int | None = None,
     t1_s: int | None = None,
 ) -> UsageTotals:
-    """Sum utilization per allocation over the buckets that start in [t0_s, t1_s) (None = unbounded).
+    """Sum utilization per allocation over the buckets that start in [t0_s, t1_s) (None = unbounded). A bucket that
+    ends after ``t1_s`` counts only its seconds before ``t1_s`` in ``used_gpu_s`` and ``sampled_gpu_s``, so a window
+    shorter than a bucket is never credited with more GPU-seconds than it has.
 
     ``parts[j]`` is the share one sample of allocation j stands for, in parts (840 = one GPU): the whole allocation
     when telemetry is per allocation, one device (840, or a MIG slice's parts) when it is per GPU.
@@ -58,9 +60,16 @@ def meter_usage(
     if len(usage) and (int(usage.alloc_idx.max()) >= n_alloc or int(usage.alloc_idx.min()) < -1):
         raise ValidationError("usage.alloc_idx", f"must be in [-1, {n_alloc})")
     lo, hi = _bucket_range(usage, t0_s, t1_s)
+    cut: tuple[int, float] | None = None  # the last bucket when t1_s cuts it: its index, the share after t1_s
+    if t1_s is not None and hi is not None:
+        inside_s = t1_s - (usage.origin_s + (hi - 1) * usage.bucket_s)
+        if inside_s < usage.bucket_s:
+            cut = (hi - 1, 1.0 - inside_s / usage.bucket_s)
     # bin 0 collects alloc_idx == -1 (unattributed devices); allocation j is bin j + 1
     counts = np.zeros(n_alloc + 1, dtype=np.int64)
     sums = np.zeros(n_alloc + 1, dtype=np.float64)
+    cut_counts = np.zeros(n_alloc + 1, dtype=np.int64)  # samples in the cut bucket, and their utilization
+    cut_sums = np.zeros(n_alloc + 1, dtype=np.float64)
     for start in range(0, len(usage), CHUNK):
         sl = slice(start, start + CHUNK)
         a = usage.alloc_idx[sl]
@@ -76,17 +85,26 @@ def meter_usage(
         bad = np.isnan(u)
         if bad.any():
             mask = ~bad if mask is None else mask & ~bad
+        if cut is not None:
+            in_cut = usage.bucket_idx[sl] == cut[0]
+            if mask is not None:
+                in_cut = in_cut[mask]
         if mask is not None:
             a, u = a[mask], u[mask]
         a1 = a + np.int32(1)
+        u = np.clip(u, 0.0, 1.0)
         counts += np.bincount(a1, minlength=n_alloc + 1)
-        sums += np.bincount(a1, weights=np.clip(u, 0.0, 1.0), minlength=n_alloc + 1)
+        sums += np.bincount(a1, weights=u, minlength=n_alloc + 1)
+        if cut is not None:
+            cut_counts += np.bincount(a1[in_cut], minlength=n_alloc + 1)
+            cut_sums += np.bincount(a1[in_cut], weights=u[in_cut], minlength=n_alloc + 1)
     gpus = parts.astype(np.float64) / PARTS_PER_GPU
+    lost = 0.0 if cut is None else cut[1]
     return UsageTotals(
         samples=counts[1:],
         util_sum=sums[1:],
-        used_gpu_s=sums[1:] * usage.bucket_s * gpus,
-        sampled_gpu_s=counts[1:].astype(np.float64) * usage.bucket_s * gpus,
+        used_gpu_s=(sums[1:] - lost * cut_sums[1:]) * usage.bucket_s * gpus,
+        sampled_gpu_s=(counts[1:] - lost * cut_counts[1:]) * usage.bucket_s * gpus,
         unattributed_samples=int(counts[0]),
         unattributed_util_sum=float(sums[0]),
     )

@@ -8,18 +8,19 @@ normalized to 0..1 whatever the metric's native scale (``DCGM_FI_DEV_GPU_UTIL`` 
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
 import numpy.typing as npt
 
-from gpufleet.cost.model import UsageColumns
+from gpufleet.cost.model import AllocationSpan, UsageColumns
 from gpufleet.domain.errors import ValidationError
 
 GPU_UTIL = "DCGM_FI_DEV_GPU_UTIL"
 GR_ENGINE_ACTIVE = "DCGM_FI_PROF_GR_ENGINE_ACTIVE"
 SCALE_TO_RATIO: dict[str, float] = {GPU_UTIL: 0.01, GR_ENGINE_ACTIVE: 1.0}
+MAX_BUCKET_S = 366 * 86_400  # a telemetry bucket of more than a year is a typo
 
 
 @dataclass(frozen=True, slots=True)
@@ -102,29 +103,61 @@ class BatchBuilder:
 
 
 def to_usage_columns(
-    batch: TelemetryBatch, alloc_by_pod: Mapping[tuple[str, str], int], origin_s: int, bucket_s: int
+    batch: TelemetryBatch,
+    alloc_by_pod: Mapping[tuple[str, str], int | Sequence[int]],
+    origin_s: int,
+    bucket_s: int,
+    allocations: Sequence[AllocationSpan] | None = None,
 ) -> tuple[UsageColumns, int]:
     """Average each device series per bucket and attribute it to the allocation of its (namespace, pod).
 
-    Returns the usage (one sample per device per bucket) and how many samples matched no allocation (they are
-    reported, not silently charged to anyone). Samples before ``origin_s`` are dropped.
+    ``alloc_by_pod`` gives a pod's allocation index, or its indexes when it ran more than once. With
+    ``allocations`` (the spans those indexes point into), each sample goes to the pod's allocation whose
+    [start_s, end_s) holds the sample's time, and a sample outside all of them matches none; without them, to the
+    pod's last allocation. Returns the usage (one sample per device, allocation and bucket) and how many samples
+    matched no allocation (they are reported, not silently charged to anyone). Samples before ``origin_s`` are
+    dropped.
     """
-    if bucket_s <= 0:
-        raise ValidationError("bucket_s", f"must be > 0, got {bucket_s}")
-    series_alloc = np.array([alloc_by_pod.get((k.namespace, k.pod), -1) for k in batch.series], dtype=np.int64)
+    if not 0 < bucket_s <= MAX_BUCKET_S:
+        raise ValidationError("bucket_s", f"must be in 1..{MAX_BUCKET_S} seconds (a year), got {bucket_s}")
+    cands = [alloc_by_pod.get((k.namespace, k.pod), ()) for k in batch.series]
+    cands_of = [[c] if isinstance(c, int) else list(c) for c in cands]
     if len(batch) == 0:
         empty = UsageColumns(origin_s, bucket_s, np.zeros(0, np.int32), np.zeros(0, np.int32), np.zeros(0, np.float32))
         return empty, 0
-    alloc = series_alloc[batch.series_idx]
+    alloc = _sample_allocation(batch, cands_of, allocations)
     ok = (alloc >= 0) & (batch.t_s >= origin_s) & ~np.isnan(batch.util)
     unmatched = int(np.sum((alloc < 0) & (batch.t_s >= origin_s)))
+    ok &= (batch.t_s - origin_s) // bucket_s <= np.iinfo(np.int32).max  # bucket indexes are int32: no wrap-around
+    s, a, u = batch.series_idx[ok], alloc[ok], batch.util[ok]
     bucket = (batch.t_s[ok] - origin_s) // bucket_s
-    n_buckets = int(bucket.max()) + 1 if len(bucket) else 1
-    key = batch.series_idx[ok].astype(np.int64) * n_buckets + bucket
-    uniq, inv = np.unique(key, return_inverse=True)
-    mean = np.bincount(inv, weights=batch.util[ok]) / np.bincount(inv)
-    s_of, b_of = uniq // n_buckets, uniq % n_buckets
+    order = np.lexsort((bucket, a, s))  # group the samples by (series, allocation, bucket)
+    s, a, u, bucket = s[order], a[order], u[order], bucket[order]
+    new = np.ones(len(s), dtype=bool)
+    new[1:] = (s[1:] != s[:-1]) | (a[1:] != a[:-1]) | (bucket[1:] != bucket[:-1])
+    group = np.cumsum(new) - 1
+    mean = np.bincount(group, weights=u) / np.bincount(group) if len(group) else np.zeros(0)
+    first = np.flatnonzero(new)
     cols = UsageColumns(
-        origin_s, bucket_s, b_of.astype(np.int32), series_alloc[s_of].astype(np.int32), mean.astype(np.float32)
+        origin_s, bucket_s, bucket[first].astype(np.int32), a[first].astype(np.int32), mean.astype(np.float32)
     )
     return cols, unmatched
+
+
+def _sample_allocation(
+    batch: TelemetryBatch, cands_of: list[list[int]], allocations: Sequence[AllocationSpan] | None
+) -> npt.NDArray[np.int64]:
+    """The allocation index of every sample (-1: none), from its series' candidates (see to_usage_columns)."""
+    if allocations is None:
+        last = np.array([c[-1] if c else -1 for c in cands_of], dtype=np.int64)
+        return last[batch.series_idx] if len(cands_of) else np.full(len(batch), -1, dtype=np.int64)
+    alloc = np.full(len(batch), -1, dtype=np.int64)
+    order = np.lexsort((batch.t_s, batch.series_idx))  # by series, then time
+    t_sorted = batch.t_s[order]
+    bounds = np.searchsorted(batch.series_idx[order], np.arange(len(cands_of) + 1))
+    for sid, cands in enumerate(cands_of):
+        lo, hi = int(bounds[sid]), int(bounds[sid + 1])
+        for j in cands:  # in file order: where two spans of one pod overlap, the later one wins
+            a, b = np.searchsorted(t_sorted[lo:hi], [allocations[j].start_s, allocations[j].end_s])
+            alloc[order[lo + a : lo + b]] = j
+    return alloc

@@ -130,10 +130,10 @@ class CostDashboardData:
                     "used_gpu_h": r.used_gpu_h,
                     "measured_gpu_h": r.measured_gpu_h,
                     "utilization": r.utilization,
-                    "direct_usd": usd_float(r.direct_units),
-                    "idle_usd": usd_float(r.idle_units),
-                    "shared_usd": usd_float(r.shared_units),
-                    "total_usd": usd_float(r.total_units),
+                    "direct_usd": float(r.usd[0]),  # the apportioned cents: the rows add up to the fleet cost
+                    "idle_usd": float(r.usd[1]),
+                    "shared_usd": float(r.usd[2]),
+                    "total_usd": float(r.total_usd),
                 }
                 for r in rep.rows
             ],

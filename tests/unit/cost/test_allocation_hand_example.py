@@ -101,10 +101,13 @@ def test_proportional_spreads_pool_idle_and_shared_cost_to_the_cent() -> None:
                        shared_rule=DistributionRule.PROPORTIONAL)  # fmt: skip
     # search = 160 + 96 + 40.6780 + 6 + 4 + 1.5254 = 308.2034; ads = 40 + 24 + 10.1695 + 30 + 20 + 7.6271 = 131.7966
     assert _by(r, "team") == {"search": Decimal("308.20"), "ads": Decimal("131.80"), "platform": Decimal("0.00")}
+    # train-1 296.6780, train-2 74.1695, serve-ads 57.6271, nb-4 11.5254: each rounded alone they make $440.01, so
+    # the cents are apportioned by largest remainder (.95, .80, .71 get one; .54 does not) to add up to $440.00
     assert _by(r, "workload") == {
         "train-1": Decimal("296.68"), "train-2": Decimal("74.17"),
-        "serve-ads": Decimal("57.63"), "nb-4": Decimal("11.53"), "gateway": Decimal("0.00"),
+        "serve-ads": Decimal("57.63"), "nb-4": Decimal("11.52"), "gateway": Decimal("0.00"),
     }  # fmt: skip
+    assert sum(_by(r, "workload").values()) == Decimal("440.00")
     assert r.conserved
 
 
