@@ -7,6 +7,7 @@ from typing import Annotated, Any
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from gpufleet.bench.loop import bench_loop
@@ -56,7 +57,9 @@ def register(app: typer.Typer) -> None:
             console.print("; ".join(parts))
 
         r = bench_loop(sc, seed_list, progress=row_done)
-        t = Table(title=f"control loops on the {sc.name} scenario, {sc.days} days, seeds {seeds}")
+        if json_path is not None:  # before the tables: a failure to print must not lose the run
+            write_json(json_path, r)
+        t = Table(title=escape(f"control loops on the {sc.name} scenario, {sc.days} days, seeds {seeds}"))
         columns = ("loop", "cost (mean ± sd)", "backlog GPU-h", "same-work cost", "x bound", "x baseline")
         for c in (*columns, "x common practice", "p95 wait (s)", "SLO"):
             t.add_column(c, justify="right")
@@ -96,5 +99,3 @@ def register(app: typer.Typer) -> None:
                     f"{'met' if service and tg['cost_met'] else 'NOT met'}, same work "
                     f"{'met' if service and tg['work_equal_cost_met'] else 'NOT met'}"
                 )
-        if json_path is not None:
-            write_json(json_path, r)

@@ -15,6 +15,7 @@ from typing import Annotated, Any
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
 from gpufleet.cli.errors import user_errors
@@ -97,12 +98,14 @@ def register(app: typer.Typer) -> None:
             console=console,
             transient=True,
         ) as bar:
-            tasks = {n: bar.add_task(f"{sc.name}, {sc.days} days, {n} loop", total=1.0) for n in names}
+            tasks = {n: bar.add_task(escape(f"{sc.name}, {sc.days} days, {n} loop"), total=1.0) for n in names}
             doc = run_loops(sc, seed_, names, progress=lambda n, x: bar.update(tasks[n], completed=x))
-        print_report(doc, console)
-        if json_path is not None:
+        if json_path is not None:  # the files first: a failure to print must not lose the run
             write_json(json_path, doc)
-            console.print(f"figures written to {json_path}")
         if report is not None:
             write_html_report(doc, report)
-            console.print(f"report written to {report}")
+        print_report(doc, console)
+        if json_path is not None:
+            console.print(f"figures written to {escape(str(json_path))}")
+        if report is not None:
+            console.print(f"report written to {escape(str(report))}")

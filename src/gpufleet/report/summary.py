@@ -22,7 +22,9 @@ def print_report(doc: dict[str, Any], console: Console, *, most: int = 10) -> No
     names = loop_names(doc)
     header, body = table(doc)
     t = Table(
-        title=f"{', '.join(names)} on the same world: {doc['scenario']}, {doc['days']} days, seed {doc['seed']}",
+        title=escape(
+            f"{', '.join(names)} on the same world: {doc['scenario']}, {doc['days']} days, seed {doc['seed']}"
+        ),
         title_justify="left",
     )
     for i, h in enumerate(header):

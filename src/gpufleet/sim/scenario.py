@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Annotated, Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 from pydantic import ValidationError as PydanticValidationError
 
 from gpufleet.control.scheduling import CLASS_POLICIES
@@ -94,8 +94,8 @@ class ExperimentSpec(_M):
 
     sku: str
     jobs_per_day: Pos
-    teams: dict[str, Pos]
-    size_gpus: dict[int, Pos]  # GPUs per job -> relative frequency
+    teams: Annotated[dict[str, Pos], Field(min_length=1)]
+    size_gpus: Annotated[dict[int, Pos], Field(min_length=1)]  # GPUs per job -> relative frequency
     duration_median_h: Pos = 0.5
     duration_sigma: Pos = 1.8
     duration_max_h: Pos = 24 * 7
@@ -107,11 +107,16 @@ class ExperimentSpec(_M):
     def _check(self) -> ExperimentSpec:
         if self.sku not in SKUS_BY_ID:
             raise ValueError(f"unknown sku {self.sku!r}; known: {sorted(SKUS_BY_ID)}")
-        per_node = SKUS_BY_ID[self.sku].gpus_per_node
         for g in self.size_gpus:
-            if g <= 0 or (g > per_node and g % per_node):
-                raise ValueError(f"size {g} GPUs: must be <= {per_node} or a multiple of {per_node}")
+            _check_job_size(g, self.sku)
         return self
+
+
+def _check_job_size(gpus: int, sku: str) -> None:
+    """A job runs on one node or on whole nodes: at most a node's GPUs, or a multiple of them."""
+    per_node = SKUS_BY_ID[sku].gpus_per_node
+    if gpus <= 0 or (gpus > per_node and gpus % per_node):
+        raise ValueError(f"size {gpus} GPUs: must be <= {per_node} or a multiple of {per_node}")
 
 
 class PlannedRun(_M):
@@ -125,6 +130,14 @@ class PlannedRun(_M):
     duration_days: Pos
     checkpoint_interval_s: PosInt = 1800
     probability: Share = 1.0  # a big run either happens or not
+
+    @field_validator("gpus")
+    @classmethod
+    def _whole_nodes(cls, v: int, info: ValidationInfo) -> int:
+        sku = info.data.get("sku")
+        if sku in SKUS_BY_ID:  # an unknown sku is refused by Scenario (no pool offers it)
+            _check_job_size(v, sku)
+        return v
 
 
 class FailureSpec(_M):
@@ -207,6 +220,11 @@ class Scenario(_M):
 
     @model_validator(mode="after")
     def _pools_cover_demand(self) -> Scenario:
+        seen: set[tuple[str, str]] = set()
+        for i, p in enumerate(self.pools):
+            if (p.sku, p.region) in seen:  # the run would depend on the order of the two
+                raise ValueError(f"pools[{i}]: a second pool for {p.sku!r} in {p.region!r}")
+            seen.add((p.sku, p.region))
         have = {(p.sku) for p in self.pools}
         for i, s in enumerate(self.serving):
             if s.sku not in have:
@@ -261,16 +279,48 @@ def parse_scenario(data: Any, *, source: str = "<scenario>", yaml_root: yaml.Nod
         raise ValidationError(_field_path(loc), f"{err['msg']}{more}", where) from None
 
 
+class _ScenarioLoader(yaml.SafeLoader):
+    """Safe YAML that also refuses a key given twice in a mapping (plain YAML keeps the last silently) and anchors
+    and aliases (a few KB of nested aliases expand to millions of nodes; a scenario has no use for them)."""
+
+    def compose_node(self, parent: yaml.Node | None, index: int) -> yaml.Node | None:
+        event = self.peek_event()  # type: ignore[no-untyped-call]
+        if isinstance(event, yaml.AliasEvent) or getattr(event, "anchor", None) is not None:
+            raise yaml.composer.ComposerError(
+                None, None, "anchors and aliases (&name, *name) are not allowed in a scenario", event.start_mark
+            )
+        return super().compose_node(parent, index)
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+        first: dict[Any, int] = {}
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=deep)
+            try:
+                line = first.setdefault(key, key_node.start_mark.line + 1)
+            except TypeError:  # an unhashable key: the base class refuses it
+                continue
+            if line != key_node.start_mark.line + 1:
+                raise yaml.constructor.ConstructorError(
+                    None, None, f"key {key!r} given twice (first on line {line})", key_node.start_mark
+                )
+        return super().construct_mapping(node, deep)
+
+
 def parse_scenario_yaml(text: str, *, source: str = "<scenario>") -> Scenario:
     """A scenario from YAML text (the caller reads the file: :func:`gpufleet.cli.scenario_files.load_scenario`);
-    errors name the field, ``source`` and the line."""
+    errors name the field, ``source`` and the line. Keys given twice, anchors and aliases are refused."""
+    loader = _ScenarioLoader(text)
     try:
-        root = yaml.compose(text)
-        data = yaml.safe_load(text)
+        root = loader.get_single_node()
+        data = loader.construct_document(root) if root is not None else None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f"{source}:{mark.line + 1}" if mark is not None else source
         raise ValidationError("yaml", f"not valid YAML: {getattr(exc, 'problem', exc)}", where) from None
+    except RecursionError:
+        raise ValidationError("yaml", "nested too deeply", source) from None
+    finally:
+        loader.dispose()
     if not isinstance(data, dict):
         raise ValidationError("<root>", "a scenario must be a mapping", f"{source}:1")
     return parse_scenario(data, source=source, yaml_root=root)
