@@ -29,8 +29,8 @@ def test_a_reservation_follows_gcp_from_two_approvals_to_its_end(gcp_server: Sta
     rid = _create(server)
     assert approve(server, rid, "finops_admin", "alice").json()["status"] == "pending_approval"
     assert fake_gcp.calls["reservations.insert"] == 0  # nothing bought on one approval
-    server.services.clock.advance(40 * DAY)  # type: ignore[attr-defined]  # the start has come: a reservation now
-    second = approve(server, rid, "ml_platform_admin", "bob")
+    server.services.clock.advance(31 * DAY)  # type: ignore[attr-defined]  # the start has come: a reservation now
+    second = approve(server, rid, "ml_platform_admin", "bob")  # (a day later it could no longer be approved: 409)
     assert second.status_code == 200 and second.json()["status"] == "submitted_to_cloud"
     name = resource_name(f"gpufleet-{rid}")
     assert second.json()["provider_order_id"] == f"{ZONE}/reservations/{name}"
