@@ -1,7 +1,7 @@
 """Review: names from the user's files printed to the terminal as Rich markup (cli/cmd_cost.py,
 report/summary.py).
 
-Each test fails today because of a defect in the product (see its docstring); none of them is fixed here.
+Each test failed before its fix because of a defect in the product (see its docstring); all are fixed now.
 """
 
 from __future__ import annotations
@@ -19,9 +19,10 @@ ALLOC = "id,workload_id,team_id,tenant_id,namespace,feature,pool_id,sku_id,gpus,
 
 
 def test_a_team_name_with_brackets_is_printed_as_text_and_the_csv_is_written(tmp_path: Path) -> None:
-    """Defect: ``cost chargeback`` puts each row's label into the Rich table unescaped (cmd_cost.py, ``t.add_row(r.key,
-    ...)``), so a team id such as ``[/red]`` raises ``rich.errors.MarkupError`` (a traceback, and the ``--csv`` file,
-    written after the table, is never written), and ``[bold]ads`` is shown as ``ads``, i.e. as another team."""
+    """Review (fixed), the defect: ``cost chargeback`` puts each row's label into the Rich table unescaped (cmd_cost.py,
+    ``t.add_row(r.key, ...)``), so a team id such as ``[/red]`` raises ``rich.errors.MarkupError`` (a traceback, and the
+    ``--csv`` file, written after the table, is never written), and ``[bold]ads`` is shown as ``ads``, i.e. as another
+    team."""
     (tmp_path / "cap.csv").write_text(CAP)
     (tmp_path / "alloc.csv").write_text(
         ALLOC + "a1,w1,[/red],ten,ns,f,p1,h100_80gb,1,0,3600\na2,w2,[bold]ads,ten,ns,f,p1,h100_80gb,1,3600,7200\n"
@@ -38,9 +39,10 @@ def test_a_team_name_with_brackets_is_printed_as_text_and_the_csv_is_written(tmp
 
 
 def test_a_scenario_name_with_brackets_does_not_lose_the_run(tmp_path: Path) -> None:
-    """Defect: ``print_report`` (report/summary.py) builds the table title from ``doc['scenario']`` without
-    ``escape`` (it escapes every other cell), so a scenario named ``[/x]`` raises ``rich.errors.MarkupError`` after
-    the whole simulation ran: a traceback, and ``--json``/``--report`` (written after the terminal report) are lost."""
+    """Review (fixed), the defect: ``print_report`` (report/summary.py) builds the table title from ``doc['scenario']``
+    without ``escape`` (it escapes every other cell), so a scenario named ``[/x]`` raises ``rich.errors.MarkupError``
+    after the whole simulation ran: a traceback, and ``--json``/``--report`` (written after the terminal report) are
+    lost."""
     scenario = tmp_path / "s.yaml"
     scenario.write_text(
         'name: "[/x]"\nseed: 1\ndays: 1\npools:\n- sku: h100_80gb\n  on_demand_quota_gpus: 16\n'

@@ -1,7 +1,7 @@
 """Review: telemetry uploads read by ``gpufleet cost chargeback --telemetry`` (adapters/telemetry_files.py,
 adapters/telemetry_prometheus.py) and how samples become "GPU-h used" (cost/telemetry.py, cost/meter.py).
 
-Each test fails today because of a defect in the product (see its docstring); none of them is fixed here.
+Each test failed before its fix because of a defect in the product (see its docstring); all are fixed now.
 """
 
 from __future__ import annotations
@@ -43,21 +43,21 @@ BAD_JSON = {
 
 @pytest.mark.parametrize("case", sorted(BAD_JSON))
 def test_hostile_json_telemetry_is_one_clear_line(tmp_path: Path, case: str) -> None:
-    """Defect: ``read_json_text``/``_rows_to_batch``/``add_matrix`` only catch JSONDecodeError, TypeError and
-    ValueError around ``json.loads`` and ``float(...)``. A huge JSON integer makes ``float()`` raise OverflowError,
-    an integer over 4300 digits makes ``json.loads`` raise a plain ValueError (not JSONDecodeError), and deep
-    nesting raises RecursionError: each a traceback instead of an error naming the file and field."""
+    """Review (fixed), the defect: ``read_json_text``/``_rows_to_batch``/``add_matrix`` only catch JSONDecodeError,
+    TypeError and ValueError around ``json.loads`` and ``float(...)``. A huge JSON integer makes ``float()`` raise
+    OverflowError, an integer over 4300 digits makes ``json.loads`` raise a plain ValueError (not JSONDecodeError), and
+    deep nesting raises RecursionError: each a traceback instead of an error naming the file and field."""
     res = _invoke(tmp_path, "a1,w1,alpha,ten,ns,f,p1,h100_80gb,1,0,3600\n", "tel.json", BAD_JSON[case])
     assert res.exception is None or isinstance(res.exception, SystemExit), repr(res.exception)
     assert res.exit_code == 2 and "tel.json" in res.output, res.output
 
 
 def test_a_workload_that_ran_twice_gets_its_own_usage_in_each_allocation(tmp_path: Path) -> None:
-    """Defect: telemetry is matched to allocations by ``(namespace, pod)`` alone, with ``pod`` defaulting to the
-    workload id (adapters/cost_files.py, ``read_allocations_csv``: a dict, so the last allocation wins) and no look
-    at the sample's time (cost/telemetry.py ``to_usage_columns``). A workload held by team alpha in hour 1 and by
-    team beta in hour 2, busy 100 % throughout, is reported as alpha 0 GPU-h used and beta 2 GPU-h used of 1 GPU-h
-    held (200 % utilization)."""
+    """Review (fixed), the defect: telemetry is matched to allocations by ``(namespace, pod)`` alone, with ``pod``
+    defaulting to the workload id (adapters/cost_files.py, ``read_allocations_csv``: a dict, so the last allocation
+    wins) and no look at the sample's time (cost/telemetry.py ``to_usage_columns``). A workload held by team alpha in
+    hour 1 and by team beta in hour 2, busy 100 % throughout, is reported as alpha 0 GPU-h used and beta 2 GPU-h used of
+    1 GPU-h held (200 % utilization)."""
     alloc = "a1,w1,alpha,ten,ns,f,p1,h100_80gb,1,0,3600\na2,w1,beta,ten,ns,f,p1,h100_80gb,1,3600,7200\n"
     tel = TEL + "".join(f"{t},DCGM_FI_DEV_GPU_UTIL,ns,w1,n1/0,100\n" for t in range(0, 7200, 300))
     res = _invoke(tmp_path, alloc, "tel.csv", tel, "--csv", str(tmp_path / "out.csv"))
@@ -70,8 +70,8 @@ def test_a_workload_that_ran_twice_gets_its_own_usage_in_each_allocation(tmp_pat
 
 
 def test_used_gpu_hours_never_exceed_held_when_the_window_is_shorter_than_a_bucket(tmp_path: Path) -> None:
-    """Defect: ``meter_usage`` (cost/meter.py) credits every bucket that *starts* in the window with a full
-    ``bucket_s`` of use, even when the window ends inside it. A 60 s window with the default 300 s bucket and one
+    """Review (fixed), the defect: ``meter_usage`` (cost/meter.py) credits every bucket that *starts* in the window with
+    a full ``bucket_s`` of use, even when the window ends inside it. A 60 s window with the default 300 s bucket and one
     sample at 100 % reports 0.0833 GPU-h used on 0.0167 GPU-h held: utilization 500 %."""
     res = _invoke(
         tmp_path,

@@ -33,10 +33,10 @@ def _race(s: LiveServer, token: str, send: Callable[[httpx.Client], httpx.Respon
 
 
 def test_concurrent_first_budget_puts_are_never_a_500(database: Database, make_server: ServerFactory) -> None:
-    """Defect: BudgetService.set (service/budgets.py set: ``SELECT ... FOR UPDATE`` finds no row, then
-    ``uow.session.add(TeamBudgetRow(...))``) locks nothing when the team has no budget yet; concurrent first PUTs
-    on PostgreSQL each INSERT and all but one fail on the primary key with an unhandled IntegrityError: 500.
-    Expected: every PUT answers 200 (the budget is set; the last one wins)."""
+    """Review (fixed), the defect: BudgetService.set (service/budgets.py set: ``SELECT ... FOR UPDATE`` finds no row,
+    then ``uow.session.add(TeamBudgetRow(...))``) locks nothing when the team has no budget yet; concurrent first PUTs
+    on PostgreSQL each INSERT and all but one fail on the primary key with an unhandled IntegrityError: 500. Expected:
+    every PUT answers 200 (the budget is set; the last one wins)."""
     s = make_server(database)
     token = s.token("finops_admin", "fran")
     with s.client("ml_platform_admin", "adm") as c:
@@ -49,9 +49,10 @@ def test_concurrent_first_budget_puts_are_never_a_500(database: Database, make_s
 
 
 def test_concurrent_first_pool_signals_are_never_a_500(database: Database, make_server: ServerFactory) -> None:
-    """Defect: PlacementChainService.set_signal (service/placement_chain.py set_signal: ``session.get`` finds no
-    signal, then ``session.add``) takes no lock on PostgreSQL; concurrent first PUT /v1/placement/signals for a
-    pool each INSERT and the losers' primary-key violation is a 500. Expected: 200 for each (last write wins)."""
+    """Review (fixed), the defect: PlacementChainService.set_signal (service/placement_chain.py set_signal:
+    ``session.get`` finds no signal, then ``session.add``) takes no lock on PostgreSQL; concurrent first PUT
+    /v1/placement/signals for a pool each INSERT and the losers' primary-key violation is a 500. Expected: 200 for each
+    (last write wins)."""
     s = make_server(database)
     token = s.token("ml_platform_admin", "adm")
     with s.client("ml_platform_admin", "adm") as c:

@@ -15,9 +15,9 @@ HEADER = "source,bucket_start_s,bucket_s,workload_id,team_id,sku_id,gpus_allocat
 
 
 def test_a_csv_cell_over_128_kib_is_a_422_not_a_500(database: Database, make_server: ServerFactory) -> None:
-    """Defect: parse_csv (service/ingest.py parse_csv) iterates ``csv.DictReader`` outside its try block and
-    catches only TypeError/ValueError; a cell longer than the csv module's field limit (131,072 characters, well
-    under the 8 MiB upload limit) raises ``_csv.Error``, which no handler maps: 500. Expected: 422 problem+json
+    """Review (fixed), the defect: parse_csv (service/ingest.py parse_csv) iterates ``csv.DictReader`` outside its try
+    block and catches only TypeError/ValueError; a cell longer than the csv module's field limit (131,072 characters,
+    well under the 8 MiB upload limit) raises ``_csv.Error``, which no handler maps: 500. Expected: 422 problem+json
     naming the body (or the record)."""
     s = make_server(database)
     body = HEADER + f"k8s,{NOW_S - 3600},3600,wl-x,team-x,h100_80gb,1," + "9" * 200_000 + "\n"
@@ -30,11 +30,11 @@ def test_a_csv_cell_over_128_kib_is_a_422_not_a_500(database: Database, make_ser
 def test_concurrent_batches_cannot_bill_one_workload_to_two_teams(
     database: Database, make_server: ServerFactory
 ) -> None:
-    """Defect: IngestService._check_owners decides a workload's team from the records already stored, read
-    without a lock; on PostgreSQL (READ COMMITTED, no write lock at BEGIN as SQLite's BEGIN IMMEDIATE) two
-    concurrent batches for a new workload naming different teams both find no history and both commit. The
-    workload is then billed to two teams, the very thing the check refuses ("one team's workload cannot be billed
-    to another"). Expected: one batch is refused (422 naming records[i].team_id); the stored records name one team."""
+    """Review (fixed), the defect: IngestService._check_owners decides a workload's team from the records already
+    stored, read without a lock; on PostgreSQL (READ COMMITTED, no write lock at BEGIN as SQLite's BEGIN IMMEDIATE) two
+    concurrent batches for a new workload naming different teams both find no history and both commit. The workload is
+    then billed to two teams, the very thing the check refuses ("one team's workload cannot be billed to another").
+    Expected: one batch is refused (422 naming records[i].team_id); the stored records name one team."""
     s = make_server(database)
     token = s.token("ml_platform_admin", "adm")
     workloads = [f"ghost-{i}" for i in range(12)]

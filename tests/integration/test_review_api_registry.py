@@ -30,10 +30,10 @@ def _team_with_workload(s: LiveServer) -> str:
 
 
 def test_deleting_a_pool_rewrites_the_past_costs_charged_to_it(database: Database, make_server: ServerFactory) -> None:
-    """Defect: utilization records name the pool they ran in (ingest refuses an unknown pool id), but
-    ``DELETE /v1/pools/{id}`` does not check them (no FK, RegistryService.delete relies on IntegrityError only).
-    Deleting the pool silently re-prices the workload's PAST cost (charged to another pool now) and drops the
-    records from the region's utilization. Expected: 409 while records still reference the pool, books unchanged."""
+    """Review (fixed), the defect: utilization records name the pool they ran in (ingest refuses an unknown pool id),
+    but ``DELETE /v1/pools/{id}`` does not check them (no FK, RegistryService.delete relies on IntegrityError only).
+    Deleting the pool silently re-prices the workload's PAST cost (charged to another pool now) and drops the records
+    from the region's utilization. Expected: 409 while records still reference the pool, books unchanged."""
     s = make_server(database)
     pool = f"aws/us-east-1/{H100}/spot-review"
     r = _call(s, "POST", "/v1/pools", json={"id": pool, "provider_id": "aws", "region_id": "us-east-1",
@@ -57,9 +57,9 @@ def test_deleting_a_pool_rewrites_the_past_costs_charged_to_it(database: Databas
 
 
 def test_a_node_update_can_allocate_more_gpus_than_the_node_has(database: Database, make_server: ServerFactory) -> None:
-    """Defect: ``NodeCreate`` refuses allocations above ``gpus_total`` (422), but ``NodeUpdate`` (PATCH) has no
-    such validator (schemas.py NodeUpdate) and RegistryService.update checks nothing: a PATCH stores 120 GPUs
-    allocated on an 8-GPU node (the same workload twice), and binpack then reports 120 of 8 GPUs used."""
+    """Review (fixed), the defect: ``NodeCreate`` refuses allocations above ``gpus_total`` (422), but ``NodeUpdate``
+    (PATCH) has no such validator (schemas.py NodeUpdate) and RegistryService.update checks nothing: a PATCH stores 120
+    GPUs allocated on an 8-GPU node (the same workload twice), and binpack then reports 120 of 8 GPUs used."""
     s = make_server(database)
     assert (
         _call(s, "POST", "/v1/clusters", json={"id": "c1", "name": "c1", "region_id": "us-east-1"}).status_code == 201
@@ -76,9 +76,10 @@ def test_a_node_update_can_allocate_more_gpus_than_the_node_has(database: Databa
 
 
 def test_a_pool_that_ever_had_a_signal_can_never_be_deleted(database: Database, make_server: ServerFactory) -> None:
-    """Defect: ``PUT /v1/placement/signals`` stores a pool_signals row with a FK to the pool, and no route deletes
-    it. ``DELETE /v1/pools/{id}`` then answers 409 "still referenced; delete its dependents first" forever: there is
-    no dependent the API can delete. Expected: the pool's own signal goes with it (or a way to clear it)."""
+    """Review (fixed), the defect: ``PUT /v1/placement/signals`` stores a pool_signals row with a FK to the pool, and no
+    route deletes it. ``DELETE /v1/pools/{id}`` then answers 409 "still referenced; delete its dependents first"
+    forever: there is no dependent the API can delete. Expected: the pool's own signal goes with it (or a way to clear
+    it)."""
     s = make_server(database)
     pool = f"aws/us-east-1/{H100}/od-review"
     r = _call(s, "POST", "/v1/pools", json={"id": pool, "provider_id": "aws", "region_id": "us-east-1",
@@ -141,10 +142,10 @@ WIDE = [
 def test_values_the_schema_accepts_are_never_a_500(
     database: Database, make_server: ServerFactory, method: str, path: str, body: dict[str, Any], field: str
 ) -> None:
-    """Defect: on PostgreSQL these bodies pass validation and then fail in the database (DataError:
-    StringDataRightTruncation / NumericValueOutOfRange), which no handler maps: 500 "internal error" with a
-    traceback in the log, where SQLite stores the value. Expected: the same answer on both backends, never a 500;
-    if refused, a 422 problem+json naming the field."""
+    """Review (fixed), the defect: on PostgreSQL these bodies pass validation and then fail in the database (DataError:
+    StringDataRightTruncation / NumericValueOutOfRange), which no handler maps: 500 "internal error" with a traceback in
+    the log, where SQLite stores the value. Expected: the same answer on both backends, never a 500; if refused, a 422
+    problem+json naming the field."""
     s = make_server(database)
     r = _call(s, method, path, json=body)
     assert r.status_code < 500, (r.status_code, r.text)

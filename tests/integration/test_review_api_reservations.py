@@ -7,11 +7,12 @@ from tests.integration.conftest import NOW_S, Database, ServerFactory
 
 
 def test_reservations_beyond_the_first_page_can_be_listed(database: Database, make_server: ServerFactory) -> None:
-    """Defect: ``GET /v1/reservations`` (routes/reservations.py list_reservations, ReservationService.list) takes
-    ``limit`` (at most 1000) but no ``offset`` or cursor, unlike every other list (registries, workloads, planned
-    runs: ``offset``; audit: ``after_id``), and lists oldest first. An unknown ``offset`` is silently ignored, so a
-    client paging as elsewhere gets the first page again and never sees the newer reservations: past 1000 of
-    them, the newest (the ones waiting for approval) cannot be listed at all. Expected: paging reaches every one."""
+    """Review (fixed), the defect: ``GET /v1/reservations`` (routes/reservations.py list_reservations,
+    ReservationService.list) takes ``limit`` (at most 1000) but no ``offset`` or cursor, unlike every other list
+    (registries, workloads, planned runs: ``offset``; audit: ``after_id``), and lists oldest first. An unknown
+    ``offset`` is silently ignored, so a client paging as elsewhere gets the first page again and never sees the newer
+    reservations: past 1000 of them, the newest (the ones waiting for approval) cannot be listed at all. Expected:
+    paging reaches every one."""
     s = make_server(database)
     body = {"sku": "h100_80gb", "units": 1, "start": "2026-02-01T00:00:00Z", "term_months": 1,
             "regions": ["us-east-1"]}  # fmt: skip
@@ -31,10 +32,10 @@ def test_reservations_beyond_the_first_page_can_be_listed(database: Database, ma
 def test_an_approval_after_the_start_does_not_submit_an_order_that_starts_in_the_past(
     database: Database, make_server: ServerFactory
 ) -> None:
-    """Defect: creation refuses a start in the past (reservation_proposals.check_proposal), but approval does not
-    look at the start again (ReservationService.approve): a proposal left pending past its start is approved and
-    submitted to the provider as an order that started 19 days ago (the reconciler activates it at once, and the
-    books amortize a 1-month term of which two thirds passed before anything was bought). Expected: the late
+    """Review (fixed), the defect: creation refuses a start in the past (reservation_proposals.check_proposal), but
+    approval does not look at the start again (ReservationService.approve): a proposal left pending past its start is
+    approved and submitted to the provider as an order that started 19 days ago (the reconciler activates it at once,
+    and the books amortize a 1-month term of which two thirds passed before anything was bought). Expected: the late
     approval is refused (409/422) and nothing reaches the provider."""
     clock = FixedClock(NOW_S)
     s = make_server(database, clock=clock)

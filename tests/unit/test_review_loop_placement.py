@@ -17,11 +17,11 @@ def _high_training() -> Workload:
 
 
 def test_full_pool_still_preempts_strictly_lower_priority_work() -> None:
-    """Defect: ``place/degrade.py::_preempt`` asks ``_trigger(req, ps, 0)``, which skips a pool whose utilization is
-    at or above ``utilization_high`` (0.95 by default). A pool with no free GPUs is, by construction, at 100%
-    utilization, so preemption of strictly lower-priority work is never considered in exactly the pool that needs
-    it: a HIGH job facing a reserved pool filled by a LOW job is queued instead of preempting (the same request
-    with utilization reported as 0.9 preempts)."""
+    """Review (fixed), the defect: ``place/degrade.py::_preempt`` asks ``_trigger(req, ps, 0)``, which skips a pool
+    whose utilization is at or above ``utilization_high`` (0.95 by default). A pool with no free GPUs is, by
+    construction, at 100% utilization, so preemption of strictly lower-priority work is never considered in exactly the
+    pool that needs it: a HIGH job facing a reserved pool filled by a LOW job is queued instead of preempting (the same
+    request with utilization reported as 0.9 preempts)."""
     running = (RunningWork("low-job", RESERVED.id, 16, Priority.LOW, WorkloadKind.TRAINING),)
     full = PoolHeadroom(RESERVED, 0.0, utilization=1.0)  # no free GPUs: the pool is 100% used
     d = recommend(DegradeRequest(_high_training(), 0, (full,), running=running))
@@ -30,8 +30,8 @@ def test_full_pool_still_preempts_strictly_lower_priority_work() -> None:
 
 
 def test_service_admission_preempts_in_a_full_pool() -> None:
-    """Defect (same root cause, the service's path): the service derives utilization as allocated / capacity
-    (``service/placement_chain.py``), so a full pool always reads 1.0 and ``control/admission.place`` answers
+    """Review (fixed), the defect (same root cause, the service's path): the service derives utilization as allocated /
+    capacity (``service/placement_chain.py``), so a full pool always reads 1.0 and ``control/admission.place`` answers
     ``queue`` for a HIGH request whose 16 GPUs a LOW job holds, never ``preempt_lower_priority``."""
     running = (RunningWork("low-job", RESERVED.id, 16, Priority.LOW, WorkloadKind.TRAINING),)
     req = ChainPlacementRequest(

@@ -30,9 +30,9 @@ def _pod(
 
 
 def test_drain_never_evicts_one_member_of_a_gang() -> None:
-    """Defect: ``plan_reclaim`` (control/reclaim.py:53-66) offers every active bound pod to the consolidation
-    planner, gang members included, so it drains a node holding one worker of a running 2-member gang and evicts
-    that worker alone. Stopping one worker stops the gang (``control/preempting.offerable`` excludes gang members
+    """Review (fixed), the defect: ``plan_reclaim`` (control/reclaim.py:53-66) offers every active bound pod to the
+    consolidation planner, gang members included, so it drains a node holding one worker of a running 2-member gang and
+    evicts that worker alone. Stopping one worker stops the gang (``control/preempting.offerable`` excludes gang members
     for exactly that reason): gangs are all-or-nothing, a drain must not move a gang by one member."""
     obs = Observation(
         0.0,
@@ -49,10 +49,10 @@ def test_drain_never_evicts_one_member_of_a_gang() -> None:
 
 
 def test_drain_counts_no_room_on_nodes_whose_taints_the_pod_does_not_tolerate() -> None:
-    """Defect: ``plan_reclaim`` builds its node table as ``NodeSpec(name, cpu, memory, gpus, model)`` (control/
-    reclaim.py:47), dropping the nodes' taints, so the planner believes an untolerating pod fits on a spot node.
-    It drains the on-demand node of a non-checkpointed training pod whose only 'room elsewhere' is a spot node
-    tainted ``gpufleet.io/spot=true:NoSchedule``: the evicted pod loses its work and can go nowhere (and the plan
+    """Review (fixed), the defect: ``plan_reclaim`` builds its node table as ``NodeSpec(name, cpu, memory, gpus,
+    model)`` (control/ reclaim.py:47), dropping the nodes' taints, so the planner believes an untolerating pod fits on a
+    spot node. It drains the on-demand node of a non-checkpointed training pod whose only 'room elsewhere' is a spot
+    node tainted ``gpufleet.io/spot=true:NoSchedule``: the evicted pod loses its work and can go nowhere (and the plan
     implies uncheckpointed work on spot)."""
     obs = Observation(
         0.0,
