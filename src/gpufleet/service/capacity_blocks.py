@@ -568,7 +568,11 @@ class CapacityBlockService:
                 raise ValidationError("sku", f"unknown SKU {q.sku_id!r}")
         if q.gpus <= 0:
             raise ValidationError("gpus", f"must be > 0, got {q.gpus}")
-        if q.duration_h % 24 or not 24 <= q.duration_h <= MAX_DURATION_H:
-            raise ValidationError("duration_h", f"must be whole days from 24 to {MAX_DURATION_H}, got {q.duration_h}")
+        days = q.duration_h // 24
+        if q.duration_h % 24 or not 24 <= q.duration_h <= MAX_DURATION_H or (days > 14 and days % 7):
+            raise ValidationError(  # EC2's rule: 1-day steps up to 14 days, then 7-day steps up to 182
+                "duration_h",
+                f"must be 1-14 whole days or whole weeks up to {MAX_DURATION_H // 24} days, got {q.duration_h} h",
+            )
         if q.end_before_s <= q.start_after_s:
             raise ValidationError("end_before", "must be after start_after")

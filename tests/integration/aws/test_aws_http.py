@@ -110,6 +110,11 @@ def test_a_capacity_block_purchase(aws_server: Start, fake: FakeAws) -> None:
     assert offers.status_code == 200, offers.text
     offer = offers.json()[0]
     assert offer["instance_type"] == "p5.48xlarge" and offer["instance_count"] == 1 and offer["duration_h"] == 24
+    with server.client("viewer", "vic") as v:  # EC2 takes 1-14 days, then whole weeks: 15 days is refused here
+        odd = v.get("/v1/capacity-blocks/offerings", params={**search, "duration_h": 15 * 24})
+        weeks = v.get("/v1/capacity-blocks/offerings", params={**search, "duration_h": 21 * 24})
+    assert odd.status_code == 422 and odd.json()["field"] == "duration_h", odd.text
+    assert weeks.status_code == 200, weeks.text
     body = {**search, "offering_id": offer["offering_id"], "budget_code": "ML-2026"}
     with server.client("ml_platform_admin", "bob") as c:
         assert c.post("/v1/capacity-blocks:purchase", json=body).status_code == 403  # finops buys

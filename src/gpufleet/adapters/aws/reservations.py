@@ -17,7 +17,14 @@ from typing import Any
 from gpufleet.adapters.aws.errors import call
 from gpufleet.adapters.aws.session import AwsClients
 from gpufleet.adapters.aws.skus import INSTANCE_TYPES, instance_type, instances_for
-from gpufleet.adapters.providers import LifecycleState, OrderRequest, OrderState, ProviderOrder, ProviderRefused
+from gpufleet.adapters.providers import (
+    LifecycleState,
+    OrderRequest,
+    OrderState,
+    ProviderOrder,
+    ProviderRefused,
+    ProviderTimeout,
+)
 from gpufleet.domain.reservations import term_seconds
 
 KEY_TAG = "gpufleet:idempotency-key"
@@ -94,9 +101,11 @@ class AwsCapacityReservations:
             params["CommitmentDuration"] = term_seconds(order.term_months)
         ec2 = self._ec2(order.region_id)
         out = call("CreateCapacityReservation", ec2.create_capacity_reservation, **params)
-        cr = out.get("CapacityReservation", {})
+        cr = out.get("CapacityReservation") or {}
+        if not cr.get("CapacityReservationId"):  # an answer without the order: it may exist, look it up by the key
+            raise ProviderTimeout(f"CreateCapacityReservation answered no CapacityReservationId for {key}")
         return ProviderOrder(
-            str(cr.get("CapacityReservationId", "")),
+            str(cr["CapacityReservationId"]),
             key,
             order.sku_id,
             order.region_id,
