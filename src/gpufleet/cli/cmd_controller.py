@@ -39,6 +39,17 @@ def _gauge_query(given: str, default: str) -> str:
     return "" if given.strip().lower() == "off" else (given or default)
 
 
+def _controller_policy(value: str) -> str:
+    """Checked at start, not at the first tick after the Lease is taken: ``fgd`` needs a workload target the
+    controller does not have."""
+    from gpufleet.schedule import POLICY_NAMES
+
+    choices = [p for p in POLICY_NAMES if p != "fgd"]
+    if value not in choices:
+        raise typer.BadParameter(f"{value!r}: choose one of {', '.join(choices)}")
+    return value
+
+
 def register(app: typer.Typer) -> None:
     @app.command("controller")
     @user_errors
@@ -46,7 +57,9 @@ def register(app: typer.Typer) -> None:
         kubeconfig: Annotated[Path | None, typer.Option("--kubeconfig", help="kubeconfig file")] = None,
         in_cluster: Annotated[bool, typer.Option("--in-cluster", help="use the pod's service account")] = False,
         scheduler_name: Annotated[str, typer.Option("--scheduler-name")] = "gpufleet",
-        policy: Annotated[str, typer.Option("--policy", help="packing policy")] = "gpufleet",
+        policy: Annotated[
+            str, typer.Option("--policy", callback=_controller_policy, help="packing policy (not fgd: no target)")
+        ] = "gpufleet",
         lease_namespace: Annotated[str, typer.Option("--lease-namespace")] = "kube-system",
         lease_name: Annotated[str, typer.Option("--lease-name")] = "gpufleet-controller",
         lease_duration_s: Annotated[int, typer.Option("--lease-duration-s", min=3)] = 15,
