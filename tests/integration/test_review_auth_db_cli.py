@@ -1,7 +1,7 @@
 """Review (secrets, bad settings): the database URL's password is echoed when it is given as a query parameter,
 and ``gpufleet db upgrade`` turns a database refusal during the migration into a traceback.
 
-Each test fails today because of a defect in the product (see its docstring)."""
+Each test failed before its fix because of a defect in the product (see its docstring); all are fixed now."""
 
 from __future__ import annotations
 
@@ -22,12 +22,13 @@ REFUSED = f"postgresql+psycopg://postgres@127.0.0.1:1/test?password={SECRET}"  #
 
 @pytest.mark.parametrize("command", [["db", "upgrade"], ["token", "list"], ["serve"]])
 def test_a_password_given_as_a_url_query_parameter_is_never_echoed(command: list[str]) -> None:
-    """Defect: errors and messages name the database by ``engine.url.render_as_string(hide_password=True)``
-    (adapters/sql/migrate.py ``DatabaseUnavailable``, ``ensure_migrated``; engine.py ``safe_url``), which masks only
-    the ``user:password@`` part. libpq (and SQLAlchemy, which passes query arguments to psycopg) also take the
-    password as ``?password=...``; given that way it is printed in clear: ``error: cannot open database
-    postgresql+psycopg://postgres@127.0.0.1:1/test?password=s3cr3t-Pa55word: connection failed ...`` (and the same
-    text is logged by the API's 503 handler for ``DatabaseUnavailable``). Expected: the refusal without the secret."""
+    """Review (fixed), the defect: errors and messages name the database by
+    ``engine.url.render_as_string(hide_password=True)`` (adapters/sql/migrate.py ``DatabaseUnavailable``,
+    ``ensure_migrated``; engine.py ``safe_url``), which masks only the ``user:password@`` part. libpq (and SQLAlchemy,
+    which passes query arguments to psycopg) also take the password as ``?password=...``; given that way it is printed
+    in clear: ``error: cannot open database postgresql+psycopg://postgres@127.0.0.1:1/test?password=s3cr3t-Pa55word:
+    connection failed ...`` (and the same text is logged by the API's 503 handler for ``DatabaseUnavailable``).
+    Expected: the refusal without the secret."""
     r = runner.invoke(cli, [*command, "--db", REFUSED])
     assert r.exit_code == 2, r.output
     assert "cannot open database" in r.output
@@ -61,11 +62,11 @@ def readonly_login(pg_reachable: None) -> Iterator[str]:
 
 @pytest.mark.postgres
 def test_db_upgrade_without_the_right_to_create_tables_is_one_line_not_a_traceback(readonly_login: str) -> None:
-    """Defect: ``gpufleet db upgrade`` run with a login that may not create tables (e.g. the service's own login,
-    which deployments give DML rights only) dies with a ``sqlalchemy.exc.ProgrammingError`` traceback
-    (``InsufficientPrivilege: permission denied for schema ...``) and exit 1: ``migrate.upgrade`` wraps only the
-    revision read (``current_revision``) as ``DatabaseUnavailable``; the DDL of ``command.upgrade`` is not wrapped and
-    ``user_errors`` lets it through. Expected: one ``error: ...`` line saying the database refused the migration
+    """Review (fixed), the defect: ``gpufleet db upgrade`` run with a login that may not create tables (e.g. the
+    service's own login, which deployments give DML rights only) dies with a ``sqlalchemy.exc.ProgrammingError``
+    traceback (``InsufficientPrivilege: permission denied for schema ...``) and exit 1: ``migrate.upgrade`` wraps only
+    the revision read (``current_revision``) as ``DatabaseUnavailable``; the DDL of ``command.upgrade`` is not wrapped
+    and ``user_errors`` lets it through. Expected: one ``error: ...`` line saying the database refused the migration
     (and why), exit 2, no traceback."""
     r = runner.invoke(cli, ["db", "upgrade", "--db", readonly_login])
     assert r.exception is None or isinstance(r.exception, SystemExit), repr(r.exception)[:300]

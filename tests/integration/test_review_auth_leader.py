@@ -3,7 +3,7 @@ silent hangs the leader election -- and with it the requests that ask whether th
 shutdown -- forever, while every other database path gives up after ``db_connect_timeout_s`` /
 ``db_statement_timeout_s`` (503).
 
-Each test fails today because of a defect in the product (see its docstring)."""
+Each test failed before its fix because of a defect in the product (see its docstring); all are fixed now."""
 
 from __future__ import annotations
 
@@ -47,14 +47,14 @@ def _finishes_within(fn: Callable[[], Any], bound_s: float) -> tuple[bool, dict[
 
 @pytest.mark.postgres
 def test_a_silent_database_does_not_hang_the_leader_check(pg_database: Database) -> None:
-    """Defect: ``AdvisoryLockLeader`` (service/leader.py) opens its lock session with its own engine
-    (``create_engine(engine.url, poolclass=NullPool, connect_args={keepalives...})``) that has no
-    ``connect_timeout``, no ``tcp_user_timeout`` and no statement timeout. When the database stops answering
-    (the network path drops silently), ``refresh()`` -- ``SELECT 1`` on the held session, or ``pg_try_advisory_lock``
-    -- waits forever while holding ``self._mutex``; every request thread that then calls ``is_leader()`` (the
-    reservation service's ``may_submit`` hook, after ``leader_poll_s``) blocks on that mutex forever too. The API
-    then hangs instead of answering 503 within the configured timeouts. Expected: ``refresh()`` and
-    ``is_leader()`` answer (False, or raise) within a bounded time, like every other database access."""
+    """Review (fixed), the defect: ``AdvisoryLockLeader`` (service/leader.py) opens its lock session with its own engine
+    (``create_engine(engine.url, poolclass=NullPool, connect_args={keepalives...})``) that has no ``connect_timeout``,
+    no ``tcp_user_timeout`` and no statement timeout. When the database stops answering (the network path drops
+    silently), ``refresh()`` -- ``SELECT 1`` on the held session, or ``pg_try_advisory_lock`` -- waits forever while
+    holding ``self._mutex``; every request thread that then calls ``is_leader()`` (the reservation service's
+    ``may_submit`` hook, after ``leader_poll_s``) blocks on that mutex forever too. The API then hangs instead of
+    answering 503 within the configured timeouts. Expected: ``refresh()`` and ``is_leader()`` answer (False, or raise)
+    within a bounded time, like every other database access."""
     proxy = TcpProxy("127.0.0.1", 5432)
     url = pg_database.url.replace("127.0.0.1:5432", f"127.0.0.1:{proxy.port}")
     engine = make_engine(url, pool_size=2, connect_timeout_s=2.0, statement_timeout_s=2.0)

@@ -244,12 +244,12 @@ def register(app: typer.Typer) -> None:
         if db:
             from sqlalchemy.exc import DBAPIError
 
-            from gpufleet.adapters.sql.engine import make_engine
+            from gpufleet.adapters.sql.engine import make_engine, safe_url
             from gpufleet.adapters.sql.migrate import DatabaseUnavailable, ensure_migrated
 
             engine = make_engine(db)
             try:
-                ensure_migrated(engine, safe_url=db.split("@")[-1])
+                ensure_migrated(engine, safe_url=safe_url(engine))
                 _check_store(engine, cluster, pairs)
             except (DatabaseUnavailable, DBAPIError) as exc:  # down now: binding must not wait for it
                 why = str(exc).splitlines()[0]

@@ -55,13 +55,13 @@ def register(app: typer.Typer) -> None:
         from gpufleet.adapters.kubernetes.inventory import sync_inventory
         from gpufleet.adapters.kubernetes.rest import Kube
         from gpufleet.adapters.kubernetes.view import ClusterView
-        from gpufleet.adapters.sql.engine import make_engine
+        from gpufleet.adapters.sql.engine import make_engine, safe_url
         from gpufleet.adapters.sql.migrate import ensure_migrated
         from gpufleet.cli.cmd_controller import connect, sku_pairs
 
         pairs = sku_pairs(sku)
         engine = make_engine(db)
-        ensure_migrated(engine, safe_url=db.split("@")[-1])
+        ensure_migrated(engine, safe_url=safe_url(engine))
         kube = connect(kubeconfig, in_cluster)
         assert isinstance(kube, Kube)
         view = ClusterView(kube).start()

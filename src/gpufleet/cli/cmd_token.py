@@ -16,7 +16,7 @@ from gpufleet.cli.service_settings import load_settings
 if TYPE_CHECKING:
     from sqlalchemy import Engine
 
-_err = Console(stderr=True)
+_err = Console(stderr=True, markup=False)  # user and team names are text, never Rich markup
 
 
 @contextmanager
@@ -94,7 +94,7 @@ def register(app: typer.Typer) -> None:
             table.add_row(
                 t.token_id, t.user_id, t.role, t.team_id or "-", utc_iso(t.created_at_s), expires, t.status(now_s)
             )
-        Console(width=140).print(table)
+        Console(width=140, markup=False).print(table)
 
     @token_app.command("revoke")
     @user_errors

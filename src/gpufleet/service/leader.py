@@ -18,17 +18,19 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import math
 import os
 import socket
 import threading
 import time
 from collections.abc import Callable
-from typing import Protocol
+from typing import Any, Protocol
 
 from sqlalchemy import Connection, Engine, create_engine, select, text
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.pool import NullPool
 
+from gpufleet.adapters.sql.engine import timeouts_of
 from gpufleet.adapters.sql.models import ReservationRow
 from gpufleet.domain.reservations import ReservationStatus
 from gpufleet.service.reservations import ReservationService
@@ -80,10 +82,16 @@ class AdvisoryLockLeader:
     """
 
     def __init__(self, engine: Engine, *, poll_s: float = 1.0, clock_s: Callable[[], float] = time.monotonic) -> None:
+        connect_s, statement_s = timeouts_of(engine)  # the service's own: a silent database is an answer in time
+        self._statement_ms = int(statement_s * 1000)
+        self._statement_s = statement_s
+        self._wait_s = connect_s + statement_s
         self._engine = create_engine(
             engine.url,
             poolclass=NullPool,
             connect_args={
+                "connect_timeout": max(1, math.ceil(connect_s)),
+                "tcp_user_timeout": int(max(connect_s, statement_s) * 1000),
                 "keepalives": 1,
                 "keepalives_idle": KEEPALIVE_IDLE_S,
                 "keepalives_interval": KEEPALIVE_INTERVAL_S,
@@ -105,33 +113,45 @@ class AdvisoryLockLeader:
         return self._leader
 
     def refresh(self) -> bool:
-        with self._mutex:
-            was = self._leader
-            try:
-                conn = self._session()
-                if self._leader:
-                    conn.execute(text("SELECT 1"))  # the lock lives exactly as long as this session
-                else:
-                    got = conn.execute(
-                        text("SELECT pg_try_advisory_lock(hashtextextended(:name || current_schema(), 0))"),
-                        {"name": LOCK_NAME},
-                    ).scalar_one()
-                    self._leader = bool(got)
-            except SQLAlchemyError as exc:  # the session is gone, and the lock with it
-                log.warning("leader session lost: %s", type(exc).__name__)
-                self._drop()
-            self._checked_at_s = self._clock_s()
-            if self._leader != was:
-                log.info("leadership %s", "acquired" if self._leader else "lost")
-            return self._leader
+        """Bounded: the lock session has the service's connect and statement timeouts, and a caller that finds
+        another refresh under way waits at most those before answering "not leading" (never hangs a request)."""
+        if not self._mutex.acquire(timeout=self._wait_s):
+            return False
+        try:
+            return self._refresh()
+        finally:
+            self._mutex.release()
+
+    def _refresh(self) -> bool:
+        was = self._leader
+        try:
+            conn = self._session()
+            if self._leader:
+                self._bounded(conn, "SELECT 1")  # the lock lives exactly as long as this session
+            else:
+                got = self._bounded(
+                    conn, "SELECT pg_try_advisory_lock(hashtextextended(:name || current_schema(), 0))", name=LOCK_NAME
+                )
+                self._leader = bool(got)
+        except SQLAlchemyError as exc:  # the session is gone, and the lock with it
+            log.warning("leader session lost: %s", type(exc).__name__)
+            self._drop()
+        self._checked_at_s = self._clock_s()
+        if self._leader != was:
+            log.info("leadership %s", "acquired" if self._leader else "lost")
+        return self._leader
 
     def close(self) -> None:
-        with self._mutex:
+        got = self._mutex.acquire(timeout=self._wait_s)  # a refresh stuck on a silent database ends within this
+        try:
             if self._leader and self._conn is not None:
                 with contextlib.suppress(SQLAlchemyError):  # release now: the session ends asynchronously
-                    self._conn.execute(text("SELECT pg_advisory_unlock_all()"))
+                    self._bounded(self._conn, "SELECT pg_advisory_unlock_all()")
             self._drop()
             self._engine.dispose()
+        finally:
+            if got:
+                self._mutex.release()
 
     def _session(self) -> Connection:
         if self._conn is None:
@@ -139,8 +159,23 @@ class AdvisoryLockLeader:
             conn.execute(text(f"SET tcp_keepalives_idle = {KEEPALIVE_IDLE_S}"))
             conn.execute(text(f"SET tcp_keepalives_interval = {KEEPALIVE_INTERVAL_S}"))
             conn.execute(text(f"SET tcp_keepalives_count = {KEEPALIVE_COUNT}"))
+            conn.execute(text(f"SET statement_timeout = {self._statement_ms}"))
             self._conn = conn
         return self._conn
+
+    def _bounded(self, conn: Connection, sql: str, **params: Any) -> Any:
+        """One statement on the lock session, never longer than the statement timeout (+1 s): a database that
+        went silent never sees PostgreSQL's own ``statement_timeout``, and the socket still looks alive to the
+        client (nothing times out on its side), so a timer shuts the session's socket down; the statement then
+        fails, the session is dropped and with it the lead (it could not be confirmed)."""
+        fd = _socket_of(conn)
+        timer = threading.Timer(self._statement_s + 1.0, _shut, (fd,))
+        timer.daemon = True
+        timer.start()
+        try:
+            return conn.execute(text(sql), params).scalar_one()
+        finally:
+            timer.cancel()
 
     def _drop(self) -> None:
         self._leader = False
@@ -148,6 +183,22 @@ class AdvisoryLockLeader:
             with contextlib.suppress(SQLAlchemyError):
                 self._conn.close()  # closing the session releases the advisory lock
             self._conn = None
+
+
+def _socket_of(conn: Connection) -> int | None:
+    pgconn = getattr(conn.connection.dbapi_connection, "pgconn", None)  # psycopg 3's libpq connection
+    return None if pgconn is None else int(pgconn.socket)
+
+
+def _shut(fd: int | None) -> None:
+    if fd is None:
+        return
+    with contextlib.suppress(OSError):
+        s = socket.socket(fileno=os.dup(fd))
+        try:
+            s.shutdown(socket.SHUT_RDWR)
+        finally:
+            s.close()
 
 
 def leader_application_name() -> str:

@@ -290,7 +290,7 @@ class Settings(BaseSettings):
         scheme = value.split("://", 1)[0]
         if "://" not in value or scheme not in ALLOWED_DB_SCHEMES:
             raise ValueError(f"scheme must be one of {', '.join(ALLOWED_DB_SCHEMES)}, got {scheme!r}")
-        if scheme.startswith("sqlite") and (value.rstrip("/").endswith(":memory:") or value.endswith("://")):
+        if scheme.startswith("sqlite") and _in_memory(value):
             raise ValueError("in-memory SQLite loses every reservation on restart; give a file path")
         return value
 
@@ -316,3 +316,16 @@ class Settings(BaseSettings):
     @property
     def is_sqlite(self) -> bool:
         return self.db_url.startswith("sqlite")
+
+
+def _in_memory(url: str) -> bool:
+    """Whether a SQLite URL opens an in-memory database: no path (``sqlite:///``), ``:memory:`` (with a query or
+    not), or a ``file:`` URI with ``mode=memory``."""
+    from sqlalchemy.engine import make_url
+
+    try:
+        parsed = make_url(url)
+    except Exception:
+        return True
+    db = parsed.database or ""
+    return not db or db == ":memory:" or "mode=memory" in db or parsed.query.get("mode") == "memory"

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import math
 import time
+import weakref
 from typing import Any
 
 from sqlalchemy import Engine, create_engine, event, exc
@@ -26,6 +27,15 @@ WRITE_OPTION = "gpufleet_write"
 
 
 _STATEMENT_DEADLINE = "gpufleet_statement_deadline"
+
+
+# an engine's (connect, statement) timeouts, for a session opened beside its pool (the leader's lock session)
+TIMEOUTS: weakref.WeakKeyDictionary[Engine, tuple[float, float]] = weakref.WeakKeyDictionary()
+
+
+def timeouts_of(engine: Engine) -> tuple[float, float]:
+    """The (connect, statement) timeouts :func:`make_engine` gave ``engine`` (its defaults for any other)."""
+    return TIMEOUTS.get(engine, (5.0, 30.0))
 
 
 def make_engine(
@@ -52,6 +62,7 @@ def make_engine(
     engine = create_engine(
         url, pool_size=pool_size, max_overflow=2 * pool_size, pool_timeout=connect_timeout_s, connect_args=connect_args
     )
+    TIMEOUTS[engine] = (connect_timeout_s, statement_timeout_s)
     timeout_ms = int(statement_timeout_s * 1000)
 
     @event.listens_for(engine, "connect")
@@ -126,4 +137,10 @@ def _serialize_sqlite(engine: Engine, busy_timeout_s: float) -> None:
 
 
 def safe_url(engine: Engine) -> str:
-    return engine.url.render_as_string(hide_password=True)
+    """The engine's URL to show: the password masked, given as ``user:password@`` or as a ``password`` query
+    argument (libpq takes both)."""
+    url = engine.url
+    hidden = {k: "***" for k in url.query if k.lower() == "password"}
+    if hidden:
+        url = url.update_query_dict(hidden)
+    return url.render_as_string(hide_password=True)

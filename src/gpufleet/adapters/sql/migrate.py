@@ -12,6 +12,7 @@ from alembic.util.exc import CommandError
 from sqlalchemy import Engine
 from sqlalchemy.exc import DBAPIError
 
+from gpufleet.adapters.sql.engine import safe_url
 from gpufleet.domain.errors import GpufleetError, ValidationError
 
 SCRIPT_LOCATION = "gpufleet.adapters.sql:migrations"
@@ -27,7 +28,7 @@ class DatabaseUnavailable(GpufleetError):
 
     def __init__(self, engine: Engine, exc: DBAPIError) -> None:
         why = str(exc.orig).strip().splitlines()[0] if exc.orig is not None else type(exc).__name__
-        super().__init__(f"cannot open database {engine.url.render_as_string(hide_password=True)}: {why}")
+        super().__init__(f"cannot open database {safe_url(engine)}: {why}")
 
 
 def alembic_config(engine: Engine) -> Config:
@@ -60,10 +61,29 @@ def upgrade(engine: Engine, revision: str = "head") -> tuple[str | None, str]:
         ScriptDirectory.from_config(cfg).get_revisions(revision)
     except CommandError as exc:  # an unknown or ambiguous revision: refused before anything is written
         raise ValidationError("revision", str(exc)) from None
-    with engine.begin() as conn:
-        cfg.attributes["connection"] = conn
-        command.upgrade(cfg, revision)
+    _known(engine, before)
+    try:
+        with engine.begin() as conn:
+            cfg.attributes["connection"] = conn
+            command.upgrade(cfg, revision)
+    except DBAPIError as exc:  # the database refused the migration (no right to create tables, no such schema)
+        why = str(exc.orig).strip().splitlines()[0] if exc.orig is not None else type(exc).__name__
+        raise DatabaseNotMigrated(f"database {safe_url(engine)} refused the migration: {why}") from None
     return before, current_revision(engine) or ""
+
+
+def _known(engine: Engine, revision: str | None) -> None:
+    """Refuse a database at a revision this gpufleet does not ship (a newer release wrote it): nothing here can
+    migrate it, and ``db upgrade`` would not help."""
+    if revision is None:
+        return
+    try:
+        ScriptDirectory.from_config(alembic_config(engine)).get_revision(revision)
+    except CommandError:
+        raise DatabaseNotMigrated(
+            f"database {safe_url(engine)} is at revision {revision}, which this gpufleet does not know (a newer "
+            "release wrote it?): use a gpufleet that ships it"
+        ) from None
 
 
 def _missing_sqlite_file(engine: Engine) -> Path | None:
@@ -89,6 +109,7 @@ def ensure_migrated(engine: Engine, *, safe_url: str) -> None:
         )
     have = current_revision(engine)
     need = head_revision(engine)
+    _known(engine, have)
     if have != need:
         state = "has no gpufleet schema" if have is None else f"is at revision {have}"
         raise DatabaseNotMigrated(
