@@ -8,7 +8,7 @@ from decimal import Decimal
 from gpufleet.domain.money import units_to_cents
 from gpufleet.service.budgets import PricedOption
 from tests.integration.conftest import NOW_S, Database
-from tests.integration.review_books_helpers import ADMIN, DAY, H, OD_POOL, rec, services, team
+from tests.integration.review_books_helpers import ADMIN, DAY, OD_POOL, H, rec, services, team
 
 NOW = NOW_S + 10 * DAY  # 2026-01-11: the month window is January
 

@@ -13,7 +13,7 @@ BUCKET = 1800  # 336 buckets a week: more than rightsizing's minimum samples
 
 
 def _eight_busy_gpus_in_two_pools(database: Database):  # type: ignore[no-untyped-def]
-    svc, clock, finops = services(database, NOW)
+    svc, _clock, finops = services(database, NOW)
     team(svc, "t1")
     wid = svc.workloads.create(ADMIN, WorkloadSpec("llm-train", "img", 16, 128, 8, "h100_80gb", 1, 1, "rps", None,
                                                    "t1", None, "normal", "training"))  # fmt: skip

@@ -9,7 +9,7 @@ import numpy as np
 from gpufleet.cost.model import PARTS_PER_GPU
 from gpufleet.service.budgets import PricedOption
 from tests.integration.conftest import NOW_S, Database
-from tests.integration.review_books_helpers import ADMIN, DAY, H, OD_POOL, rec, services, team
+from tests.integration.review_books_helpers import ADMIN, DAY, OD_POOL, H, rec, services, team
 
 NOW = NOW_S + 10 * DAY  # 2026-01-11T00:00:00Z
 
