@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from decimal import Decimal
 
+import pytest
+
 from gpufleet.domain.money import units_to_cents
 from gpufleet.service.budgets import PricedOption
 from tests.integration.conftest import NOW_S, Database
@@ -19,6 +21,10 @@ def _two_days_ago(team_id: str) -> list[dict[str, object]]:
             for h in range(24)]  # fmt: skip
 
 
+@pytest.mark.xfail(
+    strict=True,
+    reason="not fixed: keeping the price an hour was incurred at needs price history (a design change)",
+)
 def test_a_pool_price_change_does_not_reprice_hours_already_used(database: Database) -> None:
     """Defect: a pool's price update (registry PUT, or the cloud price sync) re-prices every past hour in the
     FinOps books (``service/finops.py`` ``_load`` prices records at ``PoolRow.price_uusd_per_gpu_h`` now) and in the

@@ -5,6 +5,7 @@ from __future__ import annotations
 from decimal import Decimal
 
 import numpy as np
+import pytest
 
 from gpufleet.cost.model import PARTS_PER_GPU
 from gpufleet.service.budgets import PricedOption
@@ -53,6 +54,11 @@ def test_mixed_bucket_sizes_bill_each_workload_only_its_own_bucket(database: Dat
     assert _held_gpu_h(snap, "ns:five-min") == 1.0, "the 5-minute workload is billed more than it held"
 
 
+@pytest.mark.xfail(
+    strict=True,
+    reason="not fixed: admission checks only the current budget window; a run crossing into the next needs "
+    "admission to check every window it touches (a change of control/admission.py's budget rule)",
+)
 def test_a_day_budget_checks_the_spend_a_job_submitted_before_midnight_makes_after_it(database: Database) -> None:
     """Defect: admission prices a request only over the part of its run inside the CURRENT window
     (``control/admission.py`` ``decide_budget`` -> ``expected_units(..., window)``), but books the commitment to

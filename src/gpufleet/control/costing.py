@@ -5,6 +5,7 @@ rightsizing a workload from its measured utilization, and the rightsizing change
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 
 import numpy as np
@@ -31,12 +32,20 @@ SKU_CANDIDATES = ("h100_80gb", "h200_141gb", "a100_80gb", "l40s")
 
 def rightsize(workload_id: str, spec: ResourceSpec, recs: Sequence[UtilRec]) -> Recommendation | None:
     """A recommendation from the workload's GPU utilization records (GPU only: CPU and memory are not in the
-    stored telemetry, so their requests stay); the other listed SKUs are the candidates. None without records."""
-    rows = sorted(recs, key=lambda r: r.start_s)
-    if not rows:
+    stored telemetry, so their requests stay); the other listed SKUs are the candidates. None without records.
+
+    One sample per bucket start: the records of a bucket (one per pool, tier or source the workload held GPUs in)
+    are added up, their busy GPUs (``gpus x util`` of the measured ones) over the spec's GPUs; a bucket none of whose
+    records was measured is NaN (not a sample)."""
+    if not recs:
         return None
-    util = np.array([r.util * r.gpus / max(spec.gpus, 1) for r in rows], dtype=np.float64)
-    nan = np.full(len(rows), np.nan)
+    busy: dict[int, float] = {}
+    for r in sorted(recs, key=lambda r: r.start_s):
+        b = busy.setdefault(r.start_s, math.nan)
+        if not math.isnan(r.util):  # measured
+            busy[r.start_s] = r.util * r.gpus if math.isnan(b) else b + r.util * r.gpus
+    util = np.array([b / max(spec.gpus, 1) for b in busy.values()], dtype=np.float64)
+    nan = np.full(len(util), np.nan)
     cands = tuple(s for s in SKU_CANDIDATES if s != spec.sku_id)
     return recommend(workload_id, spec, UsageProfile(nan, nan, np.clip(util, 0, 1), nan), candidate_skus=cands)
 

@@ -194,7 +194,7 @@ class Meter:
         """The books of [t0_s, t1_s): allocation (idle and shared by this meter's rules), daily capacity and use,
         the hourly seasonal-naive forecast vs actual, idle findings (one allocation per registered workload,
         holding its peak GPUs) and rightsizing recommendations."""
-        in_window = [r for r in ld.recs if r.start_s >= t0_s]
+        in_window = [r for r in ld.recs if r.start_s + r.bucket_s > t0_s]  # a bucket begun before t0 is clipped
         books = self.books(in_window, ld.workloads, ld.reservations, ld.on_demand, t0_s, t1_s, ld.pools)
         result = self.allocate(books.capacity, books.allocations, t0_s, t1_s)
         teams = sorted({r.team_id for r in ld.recs})
@@ -238,12 +238,12 @@ def _daily(ld: MeterInputs, recs: list[UtilRec], team: str | None, t0_s: int, t1
     unmeasured = np.zeros(days)
     for r in recs:
         if team is None or r.team_id == team:
-            d = (r.start_s - t0_s) // DAY_S
-            alloc[d] += r.gpus * r.bucket_s / 3600
-            if r.util == r.util:
-                used[d] += r.gpus * r.util * r.bucket_s / 3600
-            else:  # NaN: held, how busy not measured
-                unmeasured[d] += r.gpus * r.bucket_s / 3600
+            for d, held_s in _day_parts(r.start_s, r.bucket_s, t0_s, t1_s, days):
+                alloc[d] += r.gpus * held_s / 3600
+                if r.util == r.util:
+                    used[d] += r.gpus * r.util * held_s / 3600
+                else:  # NaN: held, how busy not measured
+                    unmeasured[d] += r.gpus * held_s / 3600
     cap = np.zeros(days)
     for b in ld.reservations:
         for d in range(days):
@@ -252,6 +252,21 @@ def _daily(ld: MeterInputs, recs: list[UtilRec], team: str | None, t0_s: int, t1
     cap = np.maximum(cap, alloc) if team is None else cap  # on-demand capacity is what was used
     return DailyUsage([t0_s + d * DAY_S for d in range(days)], cap.tolist(), alloc.tolist(), used.tolist(),
                       unmeasured.tolist())  # fmt: skip
+
+
+def _day_parts(start_s: int, bucket_s: int, t0_s: int, t1_s: int, days: int) -> list[tuple[int, int]]:
+    """The days of the window a bucket falls in, each with its seconds there (the bucket clipped to [t0_s, t1_s)):
+    ``[(day, bucket_s)]`` for a bucket inside one day of the window, as before."""
+    d = (start_s - t0_s) // DAY_S
+    if start_s >= t0_s and start_s + bucket_s <= min(t1_s, t0_s + (d + 1) * DAY_S):
+        return [(d, bucket_s)]
+    s0, s1 = max(start_s, t0_s), min(start_s + bucket_s, t1_s)
+    out = []
+    for day in range(max(0, (s0 - t0_s) // DAY_S), min(days, -(-(s1 - t0_s) // DAY_S))):
+        part = min(s1, t0_s + (day + 1) * DAY_S) - max(s0, t0_s + day * DAY_S)
+        if part > 0:
+            out.append((day, part))
+    return out
 
 
 def _forecast(recs: list[UtilRec], team: str, t0_s: int, t1_s: int) -> ForecastSeries | None:

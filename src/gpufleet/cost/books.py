@@ -108,7 +108,10 @@ def build_books(
     pieces: list[_Piece] = []
     tail: dict[tuple[str, str, int], int] = {}  # (workload, pool, parts) -> index of its latest piece
 
-    def add(r: UtilRec, pool_id: str, parts: int, s0: int, s1: int, price: int | None, tier: Tier) -> None:
+    def add(
+        r: UtilRec, pool_id: str, parts: int, s0: int, s1: int, price: int | None, tier: Tier, sample: bool = True
+    ) -> None:
+        """``sample``: False for a later part of a record already counted as a sample of the piece it extends."""
         measured = not math.isnan(r.util)
         used = min(max(r.util, 0.0), 1.0) if measured else 0.0
         gpu_s = (s1 - s0) * parts / PARTS_PER_GPU if measured else 0.0
@@ -117,8 +120,8 @@ def build_books(
         if i is not None and pieces[i].end_s == s0:
             p = pieces[i]
             p.end_s = s1
-            p.samples += int(measured)
-            p.util_sum += used
+            p.samples += int(measured and sample)
+            p.util_sum += used if sample else 0.0
             p.used_gpu_s += used * gpu_s
             p.sampled_gpu_s += gpu_s
             return
@@ -128,31 +131,42 @@ def build_books(
 
     for (sku, start), rows in sorted(by_bucket.items()):
         rows.sort(key=lambda r: (r.pool_id is None or r.pool_id not in known, r.workload_id))
-        s0, s1 = max(start, t0_s), min(start + max(r.bucket_s for r in rows), t1_s)
-        if s1 <= s0:
-            continue
-        free = {
-            b.id: b.units * PARTS_PER_GPU for b in reservations if b.sku_id == sku and b.start_s <= s0 and b.end_s >= s1
-        }
-        for r in rows:
-            need = round(r.gpus * PARTS_PER_GPU)
-            named = known.get(r.pool_id) if r.pool_id is not None else None
-            if named is not None and named[0] is not Tier.RESERVED:
-                add(r, str(r.pool_id), need, s0, s1, named[1], named[0])  # pay per use where it ran
+        # each record holds its GPUs for its own bucket: records of one start with different bucket lengths (5-minute
+        # and hourly telemetry) are filled sub-interval by sub-interval, up to each distinct end
+        first_s = max(start, t0_s)
+        s0 = first_s
+        for end in sorted({min(start + r.bucket_s, t1_s) for r in rows}):
+            if end <= s0:
                 continue
-            for b in reservations:
-                if need <= 0:
-                    break
-                if named is not None and b.pool_id != r.pool_id:
-                    continue  # a row that names a reserved pool rides only that pool's reservations
-                take = min(need, free.get(b.id, 0))
-                if take > 0:
-                    free[b.id] -= take
-                    need -= take
-                    add(r, b.pool_id, take, s0, s1, None, Tier.RESERVED)
-            if need > 0:
-                pool_id, price = on_demand[sku]
-                add(r, pool_id, need, s0, s1, price, Tier.ON_DEMAND)
+            s1 = end
+            free = {
+                b.id: b.units * PARTS_PER_GPU
+                for b in reservations
+                if b.sku_id == sku and b.start_s <= s0 and b.end_s >= s1
+            }
+            for r in rows:
+                if min(start + r.bucket_s, t1_s) < s1:
+                    continue  # its bucket ended before this sub-interval
+                sample = s0 == first_s
+                need = round(r.gpus * PARTS_PER_GPU)
+                named = known.get(r.pool_id) if r.pool_id is not None else None
+                if named is not None and named[0] is not Tier.RESERVED:
+                    add(r, str(r.pool_id), need, s0, s1, named[1], named[0], sample)  # pay per use where it ran
+                    continue
+                for b in reservations:
+                    if need <= 0:
+                        break
+                    if named is not None and b.pool_id != r.pool_id:
+                        continue  # a row that names a reserved pool rides only that pool's reservations
+                    take = min(need, free.get(b.id, 0))
+                    if take > 0:
+                        free[b.id] -= take
+                        need -= take
+                        add(r, b.pool_id, take, s0, s1, None, Tier.RESERVED, sample)
+                if need > 0:
+                    pool_id, price = on_demand[sku]
+                    add(r, pool_id, need, s0, s1, price, Tier.ON_DEMAND, sample)
+            s0 = s1
 
     allocs: list[AllocationSpan] = []
     for p in pieces:

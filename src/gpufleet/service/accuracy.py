@@ -32,7 +32,7 @@ from gpufleet.domain.errors import PermissionDenied, ValidationError
 from gpufleet.service.auth import Actor, Role
 from gpufleet.service.clock import Clock
 from gpufleet.service.uow import UnitOfWork
-from gpufleet.service.utilization_reads import gpu_seconds_statement
+from gpufleet.service.utilization_reads import gpu_seconds_statement, per_period
 
 DAY_S = 86400
 _SEEN_MAX = 1024
@@ -97,7 +97,9 @@ class ForecastAccuracyService:
             actuals: dict[str, dict[int, float]] = {}
             for series in sorted({r.series_id for r in issues}):
                 first = min(r.start_s for r in issues if r.series_id == series)
-                rows = uow.session.execute(self._daily, {"sku": series, "since_s": first, "until_s": now_s}).all()
+                rows = per_period(
+                    uow.session.execute(self._daily, {"sku": series, "since_s": first, "until_s": now_s}), DAY_S, now_s
+                )
                 actuals[series] = {int(d) * DAY_S: float(v) / DAY_S for d, v in rows}
         stored = [
             IssuedForecast.of_quantiles(r.series_id, r.model, r.issued_at_s, r.start_s, r.step_s, r.scale,

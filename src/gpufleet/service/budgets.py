@@ -3,10 +3,12 @@
 A team has at most one budget: ``limit_usd`` per calendar ``period`` (UTC day, ISO week or month), ``enforce``
 and ``alert_at`` thresholds. What the team has spent in the current window is
 
-    metered   = GPU-hours held in the window (utilization rows, ``gpus_allocated x bucket_s``) priced at the SKU's
-                cheapest on-demand pool (``control.metering.Meter.held_units``): the same price basis as the on-demand part of the FinOps books. It
-                ignores reservations, so a team riding reserved capacity is charged more here than in its
-                chargeback: admission errs on the side of not overrunning.
+    metered   = GPU-hours held in the window (utilization rows, ``gpus_allocated x bucket_s``, every source's rows
+                added up: two sources are two holdings) priced (``control.metering.Meter.held_units``) at the
+                pay-per-use pool a row names (on-demand, spot, secondary), as the FinOps books charge it, and at the
+                SKU's cheapest on-demand pool when it names none, an unknown pool or a reserved one. It ignores
+                reservations, so a team riding reserved capacity is charged more here than in its chargeback:
+                admission errs on the side of not overrunning.
     committed = what work admitted earlier is still expected to spend in the window from now on (its rate x the
                 rest of its expected run inside the window; the part before now is metered, not committed).
 
@@ -28,6 +30,7 @@ from decimal import Decimal
 from typing import Any
 
 from sqlalchemy import BigInteger, Engine, bindparam, case, func, select
+from sqlalchemy.orm import aliased
 
 from gpufleet.adapters.sql.models import BudgetCommitmentRow, PoolRow, TeamBudgetRow, TeamRow, UtilizationRow
 from gpufleet.control.admission import (
@@ -77,18 +80,22 @@ class BudgetService:
             .where(PoolRow.tier == Tier.ON_DEMAND.value, PoolRow.sku_id == UtilizationRow.sku_id)
             .scalar_subquery()
         )
-        self._held = (  # GPU-seconds per SKU in [since, until) with the SKU's on-demand price: one round trip
-            select(
-                UtilizationRow.sku_id,
-                func.sum(UtilizationRow.gpus_allocated * UtilizationRow.bucket_s),
-                cheapest_on_demand,
-            )
+        # a record that names a pay-per-use pool is priced at that pool (what the books charge it); one that names
+        # none, an unknown pool or a reserved one (reservations are ignored here) at the SKU's cheapest on-demand
+        named = aliased(PoolRow)
+        price = case(
+            (named.tier.is_not(None) & (named.tier != Tier.RESERVED.value), named.price_uusd_per_gpu_h),
+            else_=cheapest_on_demand,
+        )
+        self._held = (  # GPU-seconds per (SKU, price) in [since, until): one round trip
+            select(UtilizationRow.sku_id, func.sum(UtilizationRow.gpus_allocated * UtilizationRow.bucket_s), price)
+            .outerjoin(named, named.id == UtilizationRow.pool_id)
             .where(
                 UtilizationRow.team_id == bindparam("team"),
                 UtilizationRow.bucket_start_s >= bindparam("since", type_=BigInteger),
                 UtilizationRow.bucket_start_s < bindparam("until", type_=BigInteger),
             )
-            .group_by(UtilizationRow.sku_id)
+            .group_by(UtilizationRow.sku_id, price)
         )
         # committed_units() in SQL: rate x the part of [max(start, now), end) inside the window, summed
         now, wend = bindparam("now", type_=BigInteger), bindparam("wend", type_=BigInteger)

@@ -33,7 +33,7 @@ from gpufleet.service.auth import Actor, Role
 from gpufleet.service.clock import Clock
 from gpufleet.service.late_hours import HOUR_S, fill_late_hours, hourly_gpus, late_hours
 from gpufleet.service.plan_regions import pools_read, scoped
-from gpufleet.service.utilization_reads import gpu_seconds_statement, watermarks_statement
+from gpufleet.service.utilization_reads import gpu_seconds_statement, per_period, watermarks_statement
 
 DAY_S = 86400
 HISTORY_DAYS = 56
@@ -112,11 +112,14 @@ class CapacityService:
                 daily, hourly, marks = scoped(daily, plan), scoped(hourly, plan), scoped(marks, plan)
                 reservations = reservations.where(ReservationRow.region_id == plan.region)
                 quota_stmt = quota_stmt.where(pools_read(plan))
-            rows = conn.execute(daily, {"sku": sku_id, "since_s": hist_start_s, "until_s": today_s}).all()
+            rows = per_period(conn.execute(daily, {"sku": sku_id, "since_s": hist_start_s, "until_s": today_s}), DAY_S,
+                              today_s)  # fmt: skip
             last_day = {"sku": sku_id, "since_s": today_s - DAY_S, "until_s": today_s}
             late = late_hours((int(w) for _, w in conn.execute(marks, last_day)), today_s, self._grace_h)
             if late:
-                two_days = conn.execute(hourly, {**last_day, "since_s": today_s - 2 * DAY_S}).all()
+                two_days = per_period(
+                    conn.execute(hourly, {**last_day, "since_s": today_s - 2 * DAY_S}), HOUR_S, today_s
+                )
             res = conn.execute(reservations, {"sku": sku_id}).all()
             quotas = conn.execute(quota_stmt, {"sku": sku_id}).scalars().all()
         arr = np.array(rows, dtype=np.float64).reshape(-1, 2)

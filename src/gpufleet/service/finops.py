@@ -15,7 +15,8 @@ import json
 import math
 import threading
 import time
-from collections.abc import Callable
+from collections import defaultdict
+from collections.abc import Callable, Sequence
 from decimal import Decimal
 from typing import Any
 
@@ -65,6 +66,35 @@ ROW_STATUS = {ChangeStatus.PROPOSED: "pending"}  # the API has always said "pend
 __all__ = ["FinOpsService", "FinOpsSnapshot", "change_dict", "recommendation_dict", "usd"]
 
 
+def _summed_over_sources(rows: Sequence[Any]) -> list[UtilRec]:
+    """One record per (workload, team, SKU, bucket start, bucket length, pool) from the stored rows ``(workload,
+    team, sku, start, bucket_s, gpus, util, pool)``: the GPUs of every source added up (two sources are two
+    holdings, e.g. the meters of two clusters; re-ingesting one source's bucket replaces its row, the primary key
+    being (source, bucket start, workload)), the utilization weighted by the GPUs of the sources that measured it
+    (NaN when none did). A group of one row is that row unchanged."""
+    groups: dict[tuple[Any, ...], list[Any]] = defaultdict(list)
+    for r in rows:
+        groups[(r[0], r[1], r[2], int(r[3]), int(r[4]), r[7])].append(r)
+    nan = math.nan  # a record whose utilization was not measured
+    out: list[UtilRec] = []
+    for (wl, team, sku, start, bucket_s, pool), grp in groups.items():
+        if len(grp) == 1:
+            g = grp[0]
+            out.append(UtilRec(wl, team, sku, start, bucket_s, float(g[5]), nan if g[6] is None else float(g[6]), pool))
+            continue
+        gpus = sum(float(g[5]) for g in grp)
+        measured = [(float(g[5]), float(g[6])) for g in grp if g[6] is not None]
+        held = sum(m[0] for m in measured)
+        if not measured:
+            util = nan
+        elif held > 0:
+            util = sum(m[0] * m[1] for m in measured) / held
+        else:
+            util = sum(m[1] for m in measured) / len(measured)
+        out.append(UtilRec(wl, team, sku, start, bucket_s, gpus, util, pool))
+    return out
+
+
 def _status_of(row_status: str) -> ChangeStatus:
     return ChangeStatus.PROPOSED if row_status == "pending" else ChangeStatus(row_status)
 
@@ -92,12 +122,10 @@ class FinOpsService:
             s = uow.session
             rows = s.execute(
                 select(UtilizationRow.workload_id, UtilizationRow.team_id, UtilizationRow.sku_id,
-                       UtilizationRow.bucket_start_s, UtilizationRow.bucket_s,
-                       func.max(UtilizationRow.gpus_allocated), func.avg(UtilizationRow.gpu_util),
-                       UtilizationRow.pool_id)
+                       UtilizationRow.bucket_start_s, UtilizationRow.bucket_s, UtilizationRow.gpus_allocated,
+                       UtilizationRow.gpu_util, UtilizationRow.pool_id)
                 .where(UtilizationRow.bucket_start_s >= t0_s - DAY_S, UtilizationRow.bucket_start_s < t1_s)
-                .group_by(UtilizationRow.workload_id, UtilizationRow.team_id, UtilizationRow.sku_id,
-                          UtilizationRow.bucket_start_s, UtilizationRow.bucket_s, UtilizationRow.pool_id)
+                .order_by(UtilizationRow.workload_id, UtilizationRow.bucket_start_s, UtilizationRow.source)
             ).all()  # fmt: skip
             wls = {w.id: w for w in s.scalars(select(WorkloadRow)).all()}
             pools = {p.id: p for p in s.scalars(select(PoolRow)).all()}
@@ -106,9 +134,7 @@ class FinOpsService:
         for p in sorted(pools.values(), key=lambda p: (p.price_uusd_per_gpu_h, p.id)):
             if p.tier == Tier.ON_DEMAND.value:
                 on_demand.setdefault(p.sku_id, (p.id, p.price_uusd_per_gpu_h))
-        nan = math.nan  # a record whose utilization was not measured
-        recs = [UtilRec(r[0], r[1], r[2], int(r[3]), int(r[4]), float(r[5]), nan if r[6] is None else float(r[6]), r[7])
-                for r in rows]  # fmt: skip
+        recs = _summed_over_sources(rows)
         for r in recs:  # a SKU without an on-demand pool still needs a price: a visible zero-priced pool
             on_demand.setdefault(r.sku_id, (f"{r.sku_id}-unpriced", 0))
         blocks = [

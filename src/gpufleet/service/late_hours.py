@@ -26,10 +26,13 @@ FloatArray = npt.NDArray[np.float64]
 
 
 def hourly_gpus(rows: Sequence[Any], first_h: int, until_s: int) -> FloatArray:
-    """``(hour, GPU-seconds)`` rows as GPUs per hour from hour ``first_h`` up to ``until_s`` (0 without a row)."""
+    """``(hour, GPU-seconds)`` rows (:func:`gpufleet.service.utilization_reads.per_period`: a long bucket already
+    spread over the hours it covers) as GPUs per hour from hour ``first_h`` up to ``until_s`` (0 without a row;
+    hours outside that range are not read)."""
     hourly = np.zeros(until_s // HOUR_S - first_h)
     for h, gpu_s in rows:
-        hourly[int(h) - first_h] = float(gpu_s) / HOUR_S
+        if 0 <= int(h) - first_h < hourly.size:
+            hourly[int(h) - first_h] = float(gpu_s) / HOUR_S
     return hourly
 
 

@@ -57,7 +57,7 @@ from gpufleet.service.planned_runs import RESERVED_AHEAD, active_runs, public_st
 from gpufleet.service.reservations import ReservationService
 from gpufleet.service.secondary_base import secondary_base, secondary_market
 from gpufleet.service.uow import UnitOfWork
-from gpufleet.service.utilization_reads import gpu_seconds_statement, watermarks_statement
+from gpufleet.service.utilization_reads import gpu_seconds_statement, per_period, watermarks_statement
 
 DAY_S = 86400
 HOUR_S = 3600
@@ -137,9 +137,13 @@ class ProcurementService:
                 raise ValidationError("sku", f"unknown SKU {sku_id!r}")
             if uow.session.get(RegionRow, region_id) is None:
                 raise ValidationError("region", f"unknown region {region_id!r}")
-            rows = uow.session.execute(
-                scoped(self._hourly, plan), {"sku": sku_id, "since_s": since_s, "until_s": today_s}
-            ).all()
+            rows = per_period(
+                uow.session.execute(
+                    scoped(self._hourly, plan), {"sku": sku_id, "since_s": since_s, "until_s": today_s}
+                ).all(),
+                HOUR_S,
+                today_s,
+            )
         if not rows and none_is_zero:
             return np.zeros((today_s - since_s) // HOUR_S)
         if not rows and plan is not None and plan.own_only:
@@ -166,9 +170,14 @@ class ProcurementService:
         hours of its demand history (from hour ``first_h`` up to ``today_s``; hours without a record are 0), or None
         when no serving workload has a record there (the simulator's desk: None when no fleet serves on the SKU)."""
         with UnitOfWork(self._engine, write=False) as uow:
-            rows = uow.session.execute(
-                scoped(self._serving_hourly, plan), {"sku": sku_id, "since_s": first_h * HOUR_S, "until_s": today_s}
-            ).all()
+            rows = per_period(
+                uow.session.execute(
+                    scoped(self._serving_hourly, plan),
+                    {"sku": sku_id, "since_s": first_h * HOUR_S, "until_s": today_s},
+                ).all(),
+                HOUR_S,
+                today_s,
+            )
         return hourly_gpus(rows, first_h, today_s) if rows else None
 
     def _secondary_base(self, loop: ControlLoop, ctx: ProcurementContext, late: int) -> dict[str, Any] | None:
@@ -185,8 +194,11 @@ class ProcurementService:
                 return None
             today_h = ctx.now_s // HOUR_S
             since_h = max(today_h - ctx.demand_history_gpus.size, today_h - rule.window_h)
-            rows = uow.session.execute(self._pools_hourly, {"sku": ctx.sku_id, "pools": list(market.launched_pools),
-                                                            "since_s": since_h * HOUR_S, "until_s": ctx.now_s}).all()  # fmt: skip
+            rows = per_period(uow.session.execute(self._pools_hourly, {"sku": ctx.sku_id,
+                                                                       "pools": list(market.launched_pools),
+                                                                       "since_s": since_h * HOUR_S,
+                                                                       "until_s": ctx.now_s}).all(),
+                              HOUR_S, ctx.now_s)  # fmt: skip
         used = fill_late_hours(hourly_gpus(rows, since_h, ctx.now_s), late)  # the context's late hours
         return secondary_base(rule, market, used, ctx.gpus_per_node)
 

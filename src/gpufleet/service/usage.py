@@ -39,6 +39,7 @@ class Usage:
     util: np.ndarray  # 0..1, NaN where not measured
     bucket_s: np.ndarray
     queue_wait_s: np.ndarray  # NaN where absent
+    start_s: np.ndarray  # the bucket's start
 
 
 def _usd(x: float) -> Decimal:
@@ -64,13 +65,14 @@ def _load(uow: UnitOfWork, *conds: Any) -> Usage:
             UtilizationRow.gpu_util,
             UtilizationRow.bucket_s,
             UtilizationRow.queue_wait_s,
+            UtilizationRow.bucket_start_s,
         ).where(*conds)
     ).all()
     arr = np.array(
-        [(r[0], math.nan if r[1] is None else r[1], r[2], math.nan if r[3] is None else r[3]) for r in rows],
+        [(r[0], math.nan if r[1] is None else r[1], r[2], math.nan if r[3] is None else r[3], r[4]) for r in rows],
         dtype=np.float64,
-    ).reshape(-1, 4)
-    return Usage(arr[:, 0], arr[:, 1], arr[:, 2], arr[:, 3])
+    ).reshape(-1, 5)
+    return Usage(arr[:, 0], arr[:, 1], arr[:, 2], arr[:, 3], arr[:, 4])
 
 
 def _busy_share(u: Usage) -> tuple[float | None, float]:
@@ -165,8 +167,15 @@ def _rightsizing(u: Usage, price_usd_per_gpu_h: float, window_s: int) -> dict[st
             "target_util": RIGHTSIZE_TARGET_UTIL,
             "est_savings_usd_per_day": Decimal("0.00"),
         }
-    measured = ~np.isnan(u.util)
-    current = float(np.average(u.gpus, weights=u.bucket_s))
+    # one bucket of the workload = every record starting then (one per pool, tier or source it held GPUs in), added up
+    starts, idx = np.unique(u.start_s, return_inverse=True)
+    held_s = np.bincount(idx, weights=u.gpus * u.bucket_s, minlength=starts.size)
+    bucket_s = np.zeros(starts.size)
+    np.maximum.at(bucket_s, idx, u.bucket_s)
+    measured_rec = ~np.isnan(u.util)
+    busy = np.bincount(idx[measured_rec], weights=(u.gpus * u.util)[measured_rec], minlength=starts.size)
+    measured = np.bincount(idx[measured_rec], minlength=starts.size) > 0
+    current = float(held_s.sum() / bucket_s.sum())
     if not measured.any():  # GPUs held, but how busy never measured: nothing to size to
         return {
             "reason": "no_utilization",
@@ -176,7 +185,7 @@ def _rightsizing(u: Usage, price_usd_per_gpu_h: float, window_s: int) -> dict[st
             "target_util": RIGHTSIZE_TARGET_UTIL,
             "est_savings_usd_per_day": Decimal("0.00"),
         }
-    p95_busy = float(np.percentile(u.gpus[measured] * u.util[measured], 95))
+    p95_busy = float(np.percentile(busy[measured], 95))
     recommended = max(1, math.ceil(p95_busy / RIGHTSIZE_TARGET_UTIL - 1e-9))
     delta = current - recommended
     if delta >= 1:
