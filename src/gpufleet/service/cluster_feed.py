@@ -56,6 +56,13 @@ class ClusterFeedService:
             ).first()
             syncs_day = s.scalar(select(func.count()).where(*synced, AuditEventRow.at_s >= now_s - DAY_S)) or 0
             ours = UtilizationRow.source.startswith(f"k8s:{cluster_id}:", autoescape=True)
+            # cluster ids with ':' are refused now (adapters/kubernetes/usage.py cluster_id_problem); one registered
+            # before, "prod:eu", writes sources that start with "k8s:prod:": they are its own, not "prod"'s
+            longer = s.scalars(
+                select(ClusterRow.id).where(ClusterRow.id.startswith(f"{cluster_id}:", autoescape=True))
+            ).all()
+            for other in longer:
+                ours = ours & ~UtilizationRow.source.startswith(f"k8s:{other}:", autoescape=True)
             last_hour = s.scalar(select(func.max(UtilizationRow.bucket_start_s)).where(ours))
             records = (
                 s.scalar(select(func.count()).where(ours, UtilizationRow.bucket_start_s == last_hour))

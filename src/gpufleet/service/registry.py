@@ -21,6 +21,7 @@ from sqlalchemy import Engine, delete, func, select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import DeclarativeBase
 
+from gpufleet.adapters.kubernetes.usage import cluster_id_problem
 from gpufleet.adapters.sql.models import (
     BudgetCommitmentRow,
     ClusterRow,
@@ -135,6 +136,8 @@ class RegistryService:
         with UnitOfWork(self._engine, write=True) as uow:
             if uow.session.get(k.model, values["id"]) is not None:
                 raise ConflictError(f"{kind} {values['id']!r} already exists")
+            if kind == "cluster" and (problem := cluster_id_problem(str(values["id"]))) is not None:
+                raise ValidationError("id", f"cluster id {values['id']!r} {problem}")
             self._check_refs(uow, k, values)
             row = k.model(**k.to_row(values))
             k.check(k.from_row(_columns(row)))

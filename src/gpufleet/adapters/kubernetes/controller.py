@@ -42,7 +42,7 @@ from gpufleet.adapters.kubernetes.reclaim import apply_drain, apply_reclaim, app
 from gpufleet.adapters.kubernetes.rest import Kube
 from gpufleet.adapters.kubernetes.scaling import DeploymentScaling
 from gpufleet.adapters.kubernetes.store_link import StoreLink
-from gpufleet.adapters.kubernetes.usage import HourWritten, MeterLoop, UsageSink
+from gpufleet.adapters.kubernetes.usage import HourWritten, MeterLoop, UsageSink, cluster_id_problem
 from gpufleet.adapters.kubernetes.view import ClusterView
 from gpufleet.adapters.kubernetes.workloads import (
     DEFAULT_QUEUE_QUERY,
@@ -228,6 +228,8 @@ class Controller:
         self.store: StoreLink | None = None  # the inventory sync and usage metering, off the binding thread
         if cfg.meter_every_s > 0 and (not cfg.store_url or not cfg.inventory_cluster):
             raise ValidationError("--db/--cluster", "usage metering (--meter-every-s) writes into the store's cluster")
+        if cfg.meter_every_s > 0 and (problem := cluster_id_problem(cfg.inventory_cluster)) is not None:
+            raise ValidationError("--cluster", f"{cfg.inventory_cluster!r} {problem}")
         if cfg.node_limits_every_s > 0 and (not cfg.store_url or not cfg.inventory_cluster):
             raise ValidationError("--db/--cluster", "NodePool limits (--node-limits-every-s) read the store's cluster")
         if cfg.store_url and cfg.inventory_cluster:

@@ -61,6 +61,39 @@ def safe_id(raw: str) -> str:
     return f"{s[:55]}.{hashlib.sha256(raw.encode()).hexdigest()[:8]}"
 
 
+SOURCE_HASH = 6  # hex digits of the hash that stands for the shortened rest of a long source
+MAX_CLUSTER_ID = 64 - len("k8s:") - len(":") - SOURCE_HASH  # 53: the source keeps "k8s:<cluster>:" whole
+
+
+def cluster_id_problem(cluster: str) -> str | None:
+    """Why ``cluster`` cannot be a metered cluster's id (None when it can): the meter's sources are
+    ``k8s:<cluster>:<region>:<sku>:<tier>`` and the cluster feed (``service/cluster_feed.py``) selects a cluster's
+    records by the prefix ``k8s:<cluster>:``, so a ``:`` in the id would make one cluster's prefix another's
+    (``prod`` and ``prod:eu``), and an id longer than :data:`MAX_CLUSTER_ID` leaves no room in a 64-character
+    source for anything after the prefix."""
+    if ":" in cluster:
+        return "must not contain ':' (the usage meter's sources are k8s:<cluster>:...)"
+    if len(cluster) > MAX_CLUSTER_ID:
+        return f"must be at most {MAX_CLUSTER_ID} characters (the usage meter's sources are k8s:<cluster>:...)"
+    return None
+
+
+def source_id(cluster: str, rest: str) -> str:
+    """The meter's source ``k8s:<cluster>:<rest>`` as a store id (:func:`safe_id`), shortened, when longer than 64
+    characters, in ``rest`` only (its start, then ``.`` and a hash of the whole): the prefix ``k8s:<cluster>:``
+    the cluster feed matches stays whole for any cluster id :func:`cluster_id_problem` accepts."""
+    raw = f"k8s:{cluster}:{rest}"
+    prefix = f"k8s:{cluster}:"
+    if len(raw) <= 64 or _ID.fullmatch(prefix) is None or len(prefix) + SOURCE_HASH > 64:
+        return safe_id(raw)  # fits as it is; or an id the feed cannot match exactly (refused where configured)
+    digest = hashlib.sha256(raw.encode()).hexdigest()
+    room = 64 - len(prefix)
+    tail = re.sub(r"[^A-Za-z0-9_.:-]", "-", rest)
+    if room >= 9 + 1:
+        return f"{prefix}{tail[: room - 9]}.{digest[:8]}"
+    return prefix + digest[:room]
+
+
 @dataclass(frozen=True, slots=True)
 class UsageKey:
     workload_id: str
@@ -102,9 +135,9 @@ def holdings(
             continue
         tier = TIERS.get(node.capacity_type, "")
         pool = pools.get((node.region, sku, tier)) if node.region and tier else None
-        source = f"k8s:{cluster}:{node.region}:{sku}:{tier}" if pool else f"k8s:{cluster}:{sku}"
+        source = source_id(cluster, f"{node.region}:{sku}:{tier}" if pool else sku)
         workload = p.annotation(A_WORKLOAD_ID) or f"{p.namespace}:{p.owner_name or p.name}"
-        key = UsageKey(safe_id(workload), safe_id(p.team or p.namespace), sku, pool, safe_id(source))
+        key = UsageKey(safe_id(workload), safe_id(p.team or p.namespace), sku, pool, source)
         out[(p.namespace, p.name)] = (key, p.request.num_gpu * p.request.gpu_milli / 1000)
     return Holdings(out, tuple(skipped))
 
