@@ -102,10 +102,11 @@ class AwsCapacityReservations:
         ec2 = self._ec2(order.region_id)
         out = call("CreateCapacityReservation", ec2.create_capacity_reservation, **params)
         cr = out.get("CapacityReservation") or {}
-        if not cr.get("CapacityReservationId"):  # an answer without the order: it may exist, look it up by the key
+        dry = bool((out.get("ResponseMetadata") or {}).get("DryRun"))  # a dry run's stand-in answer holds no order
+        if not cr.get("CapacityReservationId") and not dry:  # an answer without the order: it may exist, look it up
             raise ProviderTimeout(f"CreateCapacityReservation answered no CapacityReservationId for {key}")
         return ProviderOrder(
-            str(cr["CapacityReservationId"]),
+            str(cr.get("CapacityReservationId", "")),
             key,
             order.sku_id,
             order.region_id,
