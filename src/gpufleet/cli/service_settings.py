@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import os
 import re
+import sys
+from collections.abc import Mapping
 from typing import Any
 
 import pydantic
@@ -11,10 +14,23 @@ from pydantic_settings import SettingsError
 from gpufleet.domain.errors import ValidationError
 from gpufleet.service.settings import Settings
 
+# GPUFLEET_* variables that are not service settings: the build's and the tests' own
+NOT_SETTINGS = frozenset({"NATIVE", "NATIVE_BUILD", "NATIVE_STRICT", "FORBID_SKIPS", "IMAGE_CACHE", "DATA", "CACHE"})
+
+
+def unknown_variables(environ: Mapping[str, str]) -> list[str]:
+    """``GPUFLEET_*`` variables that name no setting (a misspelling such as ``GPUFLEET_DB_ULR`` would otherwise be
+    ignored without a word, and the service would run on its default)."""
+    known = {name.upper() for name in Settings.model_fields} | NOT_SETTINGS
+    return sorted(k for k in environ if k.startswith("GPUFLEET_") and k.removeprefix("GPUFLEET_") not in known)
+
 
 def load_settings(**overrides: Any) -> Settings:
-    """Environment (``GPUFLEET_*``) first, then the options that were given on the command line."""
+    """Environment (``GPUFLEET_*``) first, then the options that were given on the command line. A ``GPUFLEET_*``
+    variable that names no setting is warned about on stderr (it changes nothing)."""
     given = {k: v for k, v in overrides.items() if v is not None}
+    for name in unknown_variables(os.environ):
+        print(f"warning: {name} is not a gpufleet setting; it is ignored (a misspelling?)", file=sys.stderr)
     try:
         return Settings(**given)
     except SettingsError as exc:  # a list or map setting whose environment variable is not JSON
