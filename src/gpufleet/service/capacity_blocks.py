@@ -485,11 +485,12 @@ class CapacityBlockService:
             ).all()
         recorded = []
         for offering_id, detail in {str(o): d for o, d in started}.items():
-            try:
-                before = self._world.blocks.find(json.loads(detail)["region"], purchase_key(offering_id))
-                if before is None or self._purchased_event(str(before["CapacityReservationId"])) is not None:
+            try:  # one lookup at the provider per offering
+                prior = self._world.blocks.find(json.loads(detail)["region"], purchase_key(offering_id))
+                if prior is None or self._purchased_event(str(prior["CapacityReservationId"])) is not None:
                     continue
-                if self._bought_at_once(json.loads(detail)["region"], offering_id) is not None:
+                _held(str(prior["CapacityReservationId"]), str(prior.get("State", "")))
+                if self._record_lost(prior, offering_id) is not None:
                     recorded.append(offering_id)
             except GpufleetError as exc:  # no answer, or a block that holds nothing: nothing to record
                 log.warning("capacity block offering %s: lost purchase not recorded: %s", offering_id, exc)
@@ -528,16 +529,7 @@ class CapacityBlockService:
             return view
 
     def _note(self, purchase_id: str, actor_id: str, action: str, detail: dict[str, Any]) -> None:
-        with UnitOfWork(self._engine, write=True) as uow:
-            uow.audit(
-                at_s=self._clock.now_s(),
-                actor=actor_id,
-                action=action,
-                entity="capacity_block_purchase",
-                entity_id=purchase_id,
-                detail=detail,
-            )
-            uow.commit()
+        self._audit(actor_id, action, "capacity_block_purchase", purchase_id, detail)
 
     # ---- read ---------------------------------------------------------------------------------------------
     def get(self, actor: Actor, purchase_id: str) -> dict[str, Any]:
