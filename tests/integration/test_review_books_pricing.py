@@ -5,8 +5,6 @@ from __future__ import annotations
 
 from decimal import Decimal
 
-import pytest
-
 from gpufleet.domain.money import units_to_cents
 from gpufleet.service.budgets import PricedOption
 from tests.integration.conftest import NOW_S, Database
@@ -21,12 +19,8 @@ def _two_days_ago(team_id: str) -> list[dict[str, object]]:
             for h in range(24)]  # fmt: skip
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="not fixed: keeping the price an hour was incurred at needs price history (a design change)",
-)
 def test_a_pool_price_change_does_not_reprice_hours_already_used(database: Database) -> None:
-    """Defect: a pool's price update (registry PUT, or the cloud price sync) re-prices every past hour in the
+    """Review (fixed, session 43: ``pool_prices``, migration 0013), the defect: a pool's price update (registry PUT, or the cloud price sync) re-prices every past hour in the
     FinOps books (``service/finops.py`` ``_load`` prices records at ``PoolRow.price_uusd_per_gpu_h`` now) and in the
     budget's metered spend (``service/budgets.py`` ``_held``: the cheapest on-demand price now). The registry itself
     refuses deleting a pool because that "would re-price the costs already incurred in it"; changing its price

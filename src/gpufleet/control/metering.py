@@ -33,6 +33,7 @@ from gpufleet.cost.idle import IdleFinding, detect_idle
 from gpufleet.cost.meter import UsageTotals, meter_usage
 from gpufleet.cost.metering import Ledger
 from gpufleet.cost.model import PARTS_PER_GPU, AllocationSpan, CapacityBlock, DistributionRule, UsageColumns
+from gpufleet.cost.prices import PriceHistory
 from gpufleet.cost.rightsizing import Recommendation, ResourceSpec
 from gpufleet.cost.workload_cost import WorkloadCost, workload_cost
 from gpufleet.domain.pools import Tier
@@ -105,7 +106,9 @@ class FinOpsSnapshot:
 class MeterInputs:
     """What a world measured for a window: utilization records (the window and the day before it), the
     registered workloads (labels, the domain's view for idle detection, the current spec for rightsizing),
-    paid reservations, each SKU's on-demand (pool, price) and each pool's (tier, price)."""
+    paid reservations, each SKU's on-demand (pool, price) and each pool's (tier, price), and, where a world keeps
+    them, the pools' past prices (the books charge each hour at the price of its moment; idle findings, which are
+    about what to change now, are priced at the current prices)."""
 
     recs: list[UtilRec]
     workloads: dict[str, WorkloadInfo]
@@ -114,6 +117,7 @@ class MeterInputs:
     reservations: list[ReservedBlock]
     on_demand: dict[str, tuple[str, int]]
     pools: dict[str, tuple[Tier, int]]
+    history: PriceHistory | None = None
 
 
 @dataclass(slots=True)
@@ -149,8 +153,9 @@ class Meter:
         t0_s: int,
         t1_s: int,
         pools: Mapping[str, tuple[Tier, int]] | None = None,
+        history: PriceHistory | None = None,
     ) -> Books:
-        return build_books(recs, workloads, reservations, on_demand, t0_s, t1_s, pools)
+        return build_books(recs, workloads, reservations, on_demand, t0_s, t1_s, pools, history)
 
     @staticmethod
     def usage(
@@ -195,7 +200,7 @@ class Meter:
         the hourly seasonal-naive forecast vs actual, idle findings (one allocation per registered workload,
         holding its peak GPUs) and rightsizing recommendations."""
         in_window = [r for r in ld.recs if r.start_s + r.bucket_s > t0_s]  # a bucket begun before t0 is clipped
-        books = self.books(in_window, ld.workloads, ld.reservations, ld.on_demand, t0_s, t1_s, ld.pools)
+        books = self.books(in_window, ld.workloads, ld.reservations, ld.on_demand, t0_s, t1_s, ld.pools, ld.history)
         result = self.allocate(books.capacity, books.allocations, t0_s, t1_s)
         teams = sorted({r.team_id for r in ld.recs})
         daily = {"*": _daily(ld, in_window, None, t0_s, t1_s)} | {

@@ -24,6 +24,7 @@ import numpy as np
 
 from gpufleet.cost.meter import UsageTotals
 from gpufleet.cost.model import PARTS_PER_GPU, AllocationSpan, CapacityBlock, UsageColumns
+from gpufleet.cost.prices import PriceHistory
 from gpufleet.domain.pools import Tier
 
 
@@ -93,10 +94,15 @@ def build_books(
     t0_s: int,
     t1_s: int,
     pools: Mapping[str, tuple[Tier, int]] | None = None,  # pool id -> (tier, price uusd per GPU-hour)
+    history: PriceHistory | None = None,
 ) -> Books:
     """Allocation spans clipped to [t0_s, t1_s), split between reserved and on-demand bucket by bucket; consecutive
-    buckets where a workload held the same parts of the same pool are merged into one span (and one on-demand
-    block), so a steady fleet has few spans however fine its telemetry."""
+    buckets where a workload held the same parts of the same pool at the same price are merged into one span (and
+    one on-demand block), so a steady fleet has few spans however fine its telemetry.
+
+    ``history``: the pools' past prices (:mod:`gpufleet.cost.prices`); with it every sub-interval is charged at the
+    prices of its own moment (a bucket that spans a price change is split at the change), and ``pools`` /
+    ``on_demand`` give only the tiers and the fallback for a SKU without an on-demand pool."""
     capacity = [
         CapacityBlock(r.id, r.pool_id, Tier.RESERVED, r.sku_id, r.units, r.start_s, r.end_s, r.price_uusd_per_gpu_h)
         for r in reservations
@@ -106,7 +112,8 @@ def build_books(
     for r in recs:
         by_bucket[(r.sku_id, r.start_s)].append(r)
     pieces: list[_Piece] = []
-    tail: dict[tuple[str, str, int], int] = {}  # (workload, pool, parts) -> index of its latest piece
+    tail: dict[tuple[str, str, int, int | None], int] = {}  # (workload, pool, parts, price) -> its latest piece
+    priced = history if history is not None and history.changed else None
 
     def add(
         r: UtilRec, pool_id: str, parts: int, s0: int, s1: int, price: int | None, tier: Tier, sample: bool = True
@@ -115,7 +122,7 @@ def build_books(
         measured = not math.isnan(r.util)
         used = min(max(r.util, 0.0), 1.0) if measured else 0.0
         gpu_s = (s1 - s0) * parts / PARTS_PER_GPU if measured else 0.0
-        key = (r.workload_id, pool_id, parts)
+        key = (r.workload_id, pool_id, parts, price)
         i = tail.get(key)
         if i is not None and pieces[i].end_s == s0:
             p = pieces[i]
@@ -135,7 +142,10 @@ def build_books(
         # and hourly telemetry) are filled sub-interval by sub-interval, up to each distinct end
         first_s = max(start, t0_s)
         s0 = first_s
-        for end in sorted({min(start + r.bucket_s, t1_s) for r in rows}):
+        ends = {min(start + r.bucket_s, t1_s) for r in rows}
+        if priced is not None:  # a price that changed inside the bucket splits it
+            ends.update(priced.cuts(sku, first_s, max(ends)))
+        for end in sorted(ends):
             if end <= s0:
                 continue
             s1 = end
@@ -151,7 +161,8 @@ def build_books(
                 need = round(r.gpus * PARTS_PER_GPU)
                 named = known.get(r.pool_id) if r.pool_id is not None else None
                 if named is not None and named[0] is not Tier.RESERVED:
-                    add(r, str(r.pool_id), need, s0, s1, named[1], named[0], sample)  # pay per use where it ran
+                    price = named[1] if priced is None else priced.at(str(r.pool_id), s0)
+                    add(r, str(r.pool_id), need, s0, s1, named[1] if price is None else price, named[0], sample)
                     continue
                 for b in reservations:
                     if need <= 0:
@@ -164,7 +175,8 @@ def build_books(
                         need -= take
                         add(r, b.pool_id, take, s0, s1, None, Tier.RESERVED, sample)
                 if need > 0:
-                    pool_id, price = on_demand[sku]
+                    cheapest = None if priced is None else priced.cheapest_on_demand(sku, s0)
+                    pool_id, price = on_demand[sku] if cheapest is None else cheapest
                     add(r, pool_id, need, s0, s1, price, Tier.ON_DEMAND, sample)
             s0 = s1
 

@@ -6,7 +6,8 @@ and ``alert_at`` thresholds. What the team has spent in the current window is
     metered   = GPU-hours held in the window (utilization rows, ``gpus_allocated x bucket_s``, every source's rows
                 added up: two sources are two holdings) priced (``control.metering.Meter.held_units``) at the
                 pay-per-use pool a row names (on-demand, spot, secondary), as the FinOps books charge it, and at the
-                SKU's cheapest on-demand pool when it names none, an unknown pool or a reserved one. It ignores
+                SKU's cheapest on-demand pool when it names none, an unknown pool or a reserved one, each at the
+                price of its moment (``service/pool_prices.py``: a price change does not re-price the past). It ignores
                 reservations, so a team riding reserved capacity is charged more here than in its chargeback:
                 admission errs on the side of not overrunning.
     committed = what work admitted earlier is still expected to spend in the window from now on (its rate x the
@@ -23,7 +24,9 @@ write lock (SQLite), so concurrent requests cannot both take the last dollars.
 
 from __future__ import annotations
 
+import itertools
 import json
+from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
 from decimal import Decimal
@@ -32,7 +35,14 @@ from typing import Any
 from sqlalchemy import BigInteger, Engine, bindparam, case, func, select
 from sqlalchemy.orm import aliased
 
-from gpufleet.adapters.sql.models import BudgetCommitmentRow, PoolRow, TeamBudgetRow, TeamRow, UtilizationRow
+from gpufleet.adapters.sql.models import (
+    BudgetCommitmentRow,
+    PoolPriceRow,
+    PoolRow,
+    TeamBudgetRow,
+    TeamRow,
+    UtilizationRow,
+)
 from gpufleet.control.admission import (
     BUDGET_PERIODS,
     AdmissionOutcome,
@@ -49,6 +59,7 @@ from gpufleet.domain.pools import Tier
 from gpufleet.service.auth import ADMINS, Actor, Role
 from gpufleet.service.clock import Clock
 from gpufleet.service.group_commit import GroupCommit
+from gpufleet.service.pool_prices import price_history
 from gpufleet.service.uow import UnitOfWork
 
 DEFAULT_ALERT_AT = (0.5, 0.8, 1.0)
@@ -97,6 +108,7 @@ class BudgetService:
             )
             .group_by(UtilizationRow.sku_id, price)
         )
+        self._changed = select(PoolPriceRow.until_s).where(PoolPriceRow.until_s > bindparam("since")).limit(1)
         # committed_units() in SQL: rate x the part of [max(start, now), end) inside the window, summed
         now, wend = bindparam("now", type_=BigInteger), bindparam("wend", type_=BigInteger)
         c = BudgetCommitmentRow
@@ -263,10 +275,39 @@ class BudgetService:
                              alert_at=json.loads(row.alert_at_json), enforce=row.enforce, now_s=now_s)  # fmt: skip
         window = (budget.window_start_s, budget.window_end_s)
         s = uow.session
-        held = s.execute(self._held, {"team": row.team_id, "since": window[0], "until": min(now_s, window[1])})
-        metered = sum(Meter.held_units(gpu_s or 0, price or 0) for _sku, gpu_s, price in held.all())
+        since, until = window[0], min(now_s, window[1])
+        if s.scalar(self._changed, {"since": since}) is None:  # no price changed since: the one-statement sum
+            held = s.execute(self._held, {"team": row.team_id, "since": since, "until": until})
+            metered = sum(Meter.held_units(gpu_s or 0, price or 0) for _sku, gpu_s, price in held.all())
+        else:
+            metered = self._metered_at_past_prices(uow, row.team_id, since, until)
         committed = s.scalar(self._committed, {"team": row.team_id, "now": now_s, "wend": window[1]})
         return budget, metered, int(committed or 0)
+
+    @staticmethod
+    def _metered_at_past_prices(uow: UnitOfWork, team_id: str, since: int, until: int) -> int:
+        """What ``_held`` sums, with each record charged at the prices of its moment (a record that spans a price
+        change is split at it): a record naming a pay-per-use pool at that pool's price, any other at the SKU's
+        cheapest on-demand pool then (nothing when the SKU has none)."""
+        history = price_history(uow, since)
+        rows = uow.session.execute(
+            select(UtilizationRow.sku_id, UtilizationRow.pool_id, UtilizationRow.bucket_start_s,
+                   UtilizationRow.bucket_s, UtilizationRow.gpus_allocated)
+            .where(UtilizationRow.team_id == team_id, UtilizationRow.bucket_start_s >= since,
+                   UtilizationRow.bucket_start_s < until)
+        ).all()  # fmt: skip
+        gpu_s: dict[tuple[str, int], float] = defaultdict(float)
+        for sku, pool_id, start, length, gpus in rows:
+            pool = history.pools.get(pool_id) if pool_id is not None else None
+            edges = [start, *history.cuts(sku, start, start + length), start + length]
+            for a, b in itertools.pairwise(edges):
+                if pool is not None and pool.tier is not Tier.RESERVED:
+                    price = pool.at(a)
+                else:
+                    cheapest = history.cheapest_on_demand(sku, a)
+                    price = 0 if cheapest is None else cheapest[1]
+                gpu_s[(sku, price)] += gpus * (b - a)
+        return sum(Meter.held_units(v, price) for (_sku, price), v in gpu_s.items())
 
     @staticmethod
     def _body(row: TeamBudgetRow, budget: Budget, metered: int, committed: int, now_s: int) -> dict[str, Any]:

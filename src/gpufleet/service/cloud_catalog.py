@@ -20,6 +20,7 @@ from gpufleet.domain.money import price_to_uusd, uusd_to_usd
 from gpufleet.domain.pools import Tier
 from gpufleet.service.auth import Actor, Role
 from gpufleet.service.clock import Clock
+from gpufleet.service.pool_prices import record_price_change
 from gpufleet.service.uow import UnitOfWork
 
 SPOT_PREEMPTION_RATE_PER_H = 0.05  # the catalog's default (domain.catalog.default_pools)
@@ -57,7 +58,7 @@ class CloudCatalogService:
         with UnitOfWork(self._engine, write=True) as uow:
             for region, sku, tier, usd, source in prices:
                 pool_id = f"{provider}/{region}/{sku}/{tier.value}"
-                row = uow.session.get(PoolRow, pool_id)
+                row = uow.session.scalar(uow.lock(select(PoolRow).where(PoolRow.id == pool_id)))
                 new_uusd = price_to_uusd(usd)
                 old = None if row is None else uusd_to_usd(row.price_uusd_per_gpu_h)
                 if row is None:
@@ -77,7 +78,8 @@ class CloudCatalogService:
                     uow.session.add(row)
                 elif row.price_uusd_per_gpu_h == new_uusd:
                     continue
-                else:
+                else:  # the hours before now keep the old price (service/pool_prices.py)
+                    record_price_change(uow, pool_id, row.price_uusd_per_gpu_h, new_uusd, now_s)
                     row.price_uusd_per_gpu_h = new_uusd
                 entry = {
                     "pool": pool_id,

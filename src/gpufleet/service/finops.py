@@ -57,6 +57,7 @@ from gpufleet.domain.reservations import StatusChange, term_seconds
 from gpufleet.domain.workloads import Priority, ServingScaling, Workload, WorkloadKind
 from gpufleet.service.auth import Actor
 from gpufleet.service.clock import Clock, IdGenerator
+from gpufleet.service.pool_prices import price_history
 from gpufleet.service.uow import UnitOfWork
 from gpufleet.service.workloads import WRITERS
 
@@ -117,7 +118,8 @@ class FinOpsService:
     # ---- books ------------------------------------------------------------------------------------------------
     def _load(self, t0_s: int, t1_s: int) -> MeterInputs:
         """The stored data the meter reads for [t0_s, t1_s): utilization records (and the day before), every
-        registered workload, paid reservations, each SKU's cheapest on-demand pool and every pool's tier and price."""
+        registered workload, paid reservations, each SKU's cheapest on-demand pool, every pool's tier and price, and the
+        price changes since (an hour is charged at the price of its moment)."""
         with UnitOfWork(self._engine, write=False) as uow:
             s = uow.session
             rows = s.execute(
@@ -130,6 +132,7 @@ class FinOpsService:
             wls = {w.id: w for w in s.scalars(select(WorkloadRow)).all()}
             pools = {p.id: p for p in s.scalars(select(PoolRow)).all()}
             res = s.scalars(select(ReservationRow).where(ReservationRow.status.in_(PAID_STATUSES))).all()
+            history = price_history(uow, t0_s - DAY_S)
         on_demand: dict[str, tuple[str, int]] = {}
         for p in sorted(pools.values(), key=lambda p: (p.price_uusd_per_gpu_h, p.id)):
             if p.tier == Tier.ON_DEMAND.value:
@@ -152,6 +155,7 @@ class FinOpsService:
             blocks,
             on_demand,
             by_pool,
+            history if history.changed else None,
         )
 
     def snapshot(self, window_s: int = 7 * DAY_S) -> FinOpsSnapshot:

@@ -26,6 +26,7 @@ from gpufleet.adapters.sql.models import (
     BudgetCommitmentRow,
     ClusterRow,
     NodeRow,
+    PoolPriceRow,
     PoolRow,
     PoolSignalRow,
     ProviderRow,
@@ -39,6 +40,7 @@ from gpufleet.domain.errors import ConflictError, NotFoundError, ValidationError
 from gpufleet.domain.money import price_to_uusd, uusd_to_usd
 from gpufleet.service.auth import ADMINS, Actor
 from gpufleet.service.clock import Clock
+from gpufleet.service.pool_prices import record_price_change
 from gpufleet.service.uow import UnitOfWork
 
 Row = dict[str, Any]
@@ -152,11 +154,16 @@ class RegistryService:
         actor.require(*ADMINS)
         k = KINDS[kind]
         with UnitOfWork(self._engine, write=True) as uow:
-            row = uow.session.get(k.model, ident)
+            # locked: two price changes of one pool are kept one after the other in its price history
+            row = uow.session.scalar(uow.lock(select(k.model).where(k.model.__table__.c.id == ident)))
             if row is None:
                 raise NotFoundError(kind, ident)
             self._check_refs(uow, k, values)
-            for key, value in k.to_row(values).items():
+            new = k.to_row(values)
+            if isinstance(row, PoolRow) and "price_uusd_per_gpu_h" in new:
+                record_price_change(uow, ident, row.price_uusd_per_gpu_h, new["price_uusd_per_gpu_h"],
+                                    self._clock.now_s())  # fmt: skip
+            for key, value in new.items():
                 setattr(row, key, value)
             k.check(k.from_row(_columns(row)))
             self._audit(uow, actor, f"{kind}.updated", kind, ident, values)
@@ -201,6 +208,7 @@ class RegistryService:
                 f"pool {pool_id!r} is still named by {' and '.join(refs)}; deleting it would charge what was "
                 "recorded in it elsewhere"
             )
+        s.execute(delete(PoolPriceRow).where(PoolPriceRow.pool_id == pool_id))  # nothing is priced in it any more
         signal = s.get(PoolSignalRow, pool_id)
         if signal is None:
             return {}

@@ -56,6 +56,16 @@ class PoolRow(Base):
     preemption_rate_per_h: Mapped[float] = mapped_column(Float, default=0.0)
 
 
+class PoolPriceRow(Base):
+    """A pool's price before one change (migration 0013): the pool charged ``price_uusd_per_gpu_h`` up to
+    ``until_s`` (exclusive), from the previous change on. The current price is the pool's own."""
+
+    __tablename__ = "pool_prices"
+    pool_id: Mapped[str] = mapped_column(ForeignKey("pools.id"), primary_key=True)
+    until_s: Mapped[int] = mapped_column(BigInteger, primary_key=True)
+    price_uusd_per_gpu_h: Mapped[int] = mapped_column(BigInteger)
+
+
 class ClusterRow(Base):
     __tablename__ = "clusters"
     id: Mapped[str] = mapped_column(String(64), primary_key=True)
