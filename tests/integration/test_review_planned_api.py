@@ -41,7 +41,6 @@ def _setup(s: LiveServer) -> None:
 
 
 @pytest.mark.timeout(300)
-@pytest.mark.xfail(strict=True, reason="2^k scenarios: plans:propose is a 500 on 40 runs")
 def test_forty_registered_runs_do_not_break_the_procurement_pass(
     database: Database, make_server: ServerFactory
 ) -> None:

@@ -15,7 +15,11 @@ commitment made now would cover (``lead .. lead + term``):
 
 - demand scenarios: the projected demand path (the forecast-led rule's projection of the observed demand) plus every
   registered, not yet started run of the SKU that overlaps those hours, each going ahead with its probability
-  (independently; all 2^k combinations, weighted);
+  (independently: all 2^k combinations, weighted). They are weighed hour by hour, where only the runs of that hour
+  matter: the hours are cut where a run starts or ends, and in each piece the runs' total GPUs take their distinct
+  values with their probabilities (:func:`run_distributions`), so many registered runs cost their distinct totals,
+  not 2^k rows (a calendar is written by app_team tokens: 40 runs were petabytes). Past ``MAX_TOTALS`` distinct
+  totals in a piece, each run's GPUs there are rounded up to a coarser step (never less demand than registered);
 - each hour, the GPU above a capacity level is served by the cheapest tier with room: spot (``spot_share`` of demand
   within the spot capacity), the secondary provider, on demand within the quota, and past those ceilings it is not
   served at all: work queues. A queued GPU-hour is priced at ``shortage_weight`` on-demand GPU-hours (the
@@ -33,6 +37,7 @@ from __future__ import annotations
 
 import itertools
 import math
+from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -42,6 +47,7 @@ from gpufleet.ports import FloatArray, PlannedRunRegistration
 
 HOUR_S = 3600
 REASON = "planned_run_reserve"
+MAX_TOTALS = 1024  # distinct totals of the runs' GPUs weighed in one piece of the term (run_distributions)
 
 
 @dataclass(frozen=True, slots=True)
@@ -97,6 +103,49 @@ def run_scenarios(runs: Sequence[PlannedRunRegistration], start_h: float, hours:
                 if b > a:
                     rows[i, a:b] += r.gpus
     return rows, weights
+
+
+def _totals(runs: Sequence[PlannedRunRegistration], step: int) -> dict[int, float] | None:
+    """The distribution of the GPUs of ``runs`` going ahead independently, each run's GPUs rounded up to a
+    multiple of ``step``: {total: probability}; None past :data:`MAX_TOTALS` totals (or one more than the runs:
+    once ``step`` is at least every run's GPUs the totals are the multiples of it, and the caller stops doubling it)."""
+    cap = max(MAX_TOTALS, len(runs) + 1)
+    dist: dict[int, float] = {0: 1.0}
+    for r in runs:
+        g = -(-r.gpus // step) * step
+        nxt: defaultdict[int, float] = defaultdict(float)
+        for v, q in dist.items():
+            if r.probability < 1.0:
+                nxt[v] += q * (1.0 - r.probability)
+            nxt[v + g] += q * r.probability
+        if len(nxt) > cap:
+            return None
+        dist = nxt
+    return dist
+
+
+def run_distributions(
+    runs: Sequence[PlannedRunRegistration], start_h: float, hours: int
+) -> list[tuple[int, int, FloatArray, FloatArray]]:
+    """The covered hours (hour 0 = ``start_h`` hours after the epoch) cut where a run starts or ends, each piece
+    ``[a, b)`` with the distinct totals of the GPUs of the runs in it (:func:`run_scenarios`' rows there, equal ones
+    merged) and their probabilities. Past :data:`MAX_TOTALS` totals each run's GPUs in the piece are rounded up to
+    the least power-of-two step that keeps them within it."""
+    spans = []
+    for r in runs:
+        a = max(math.floor(r.start_s / HOUR_S - start_h), 0)
+        b = min(math.ceil(r.end_s / HOUR_S - start_h), hours)
+        if b > a:
+            spans.append((a, b, r))
+    cuts = sorted({0, hours, *(x for a, b, _ in spans for x in (a, b))})
+    out = []
+    for a, b in itertools.pairwise(cuts):
+        here = [r for x, y, r in spans if x <= a and b <= y]
+        step = 1
+        while (dist := _totals(here, step)) is None:
+            step *= 2
+        out.append((a, b, np.array(list(dist), dtype=np.float64), np.array(list(dist.values()))))
+    return out
 
 
 def expected_saving_usd(demand: FloatArray, weights: FloatArray, level: float, p: TierPrices, shortage: float) -> float:
@@ -168,14 +217,20 @@ class PlannedRunReserve:
             and r.end_s > start_h * HOUR_S
             and r.start_s < end_s
         ]
-        extra, weights = run_scenarios(overlap, start_h, term_h)
-        demand = np.asarray(path, dtype=np.float64)[None, :] + extra
+        base = np.asarray(path, dtype=np.float64)
+        pieces = [
+            (base[a:b][None, :] + totals[:, None], w) for a, b, totals, w in run_distributions(overlap, start_h, term_h)
+        ]
         shortage = self.shortage_weight * prices.on_demand
-        top = max(0, math.ceil((float(demand.max()) - have) / per))
+        top = max(0, math.ceil((max(float(d.max()) for d, _ in pieces) - have) / per))
+
+        def saving(level: float) -> float:
+            return sum(expected_saving_usd(d, w, level, prices, shortage) for d, w in pieces)
+
         lo, hi = 0, top  # nodes[:lo] are worth it, nodes[hi:] are not
         while lo < hi:
             mid = (lo + hi) // 2
-            if expected_saving_usd(demand, weights, have + per * mid + per / 2, prices, shortage) > 0:
+            if saving(have + per * mid + per / 2) > 0:
                 lo = mid + 1
             else:
                 hi = mid
