@@ -66,7 +66,6 @@ def test_forty_registered_runs_do_not_break_the_procurement_pass(
     assert "error" not in entry and entry["context"]["planned_runs"] == 40
 
 
-@pytest.mark.xfail(strict=True, reason="linked to every run of the calendar")
 def test_a_reservation_is_linked_only_to_the_runs_it_was_bought_ahead_of(
     database: Database, make_server: ServerFactory
 ) -> None:

@@ -35,6 +35,7 @@ from sqlalchemy import Engine, bindparam, select
 from gpufleet.adapters.sql.models import PoolRow, RegionRow, ReservationRow, SkuRow, UtilizationRow, WorkloadRow
 from gpufleet.control.loop import ControlLoop
 from gpufleet.control.planned_runs import REASON as PLANNED_RUN_REASON
+from gpufleet.control.planned_runs import due_runs
 from gpufleet.control.procurement import ForecastLedProcurer, TierLimits
 from gpufleet.control.proposing import (
     HeldCommitment,
@@ -375,9 +376,15 @@ class ProcurementService:
                  "approvals_required": view.approvals_required, "idempotency_key": key, "pool": view.pool_id,
                  "tier": Tier.RESERVED.value, "reason": p.reason}
             )  # fmt: skip
-        self._record_reasons(actor, created, planned, now_s)
         rule = loop.procurer.planned if isinstance(loop.procurer, ForecastLedProcurer) else None
         lead_h = ctx.pool.lead_time_s // HOUR_S  # as the procurer reads it
+        # a planned-run order is bought ahead of the runs due at this review (those its reason names), not of every
+        # run of the calendar (one starting after the term it covers was listed as reserved ahead of)
+        due = [] if rule is None else [
+            (rid, r) for rid, r in planned
+            if due_runs([r], sku_id, ctx.now_s, lead_h * HOUR_S, rule.review_gap_h * HOUR_S)
+        ]  # fmt: skip
+        self._record_reasons(actor, created, due, now_s)
         runs = [
             {"id": rid, "name": r.name, "team": r.team, "gpus": r.gpus, "start_s": r.start_s,
              "duration_s": r.duration_s, "probability": r.probability,
@@ -421,7 +428,7 @@ class ProcurementService:
         now_s: int,
     ) -> None:
         """One audit event per reservation created by the loop, with the proposal's reason (and, for a
-        ``planned_run_reserve`` order, the planned runs of the context)."""
+        ``planned_run_reserve`` order, ``planned``: the runs it was bought ahead of, those due at this review)."""
         if not created:
             return
         with UnitOfWork(self._engine, write=True) as uow:
