@@ -46,7 +46,6 @@ def _rows(database: Database) -> int:
         return int(conn.execute(select(func.count()).select_from(ForecastIssueRow)).scalar_one())
 
 
-@pytest.mark.xfail(strict=True, reason="record's 'stored once' is a per-process memory")
 def test_the_same_forecast_served_by_two_api_processes_is_stored_once(
     database: Database, make_server: ServerFactory
 ) -> None:
@@ -66,7 +65,6 @@ def test_the_same_forecast_served_by_two_api_processes_is_stored_once(
     assert acc["forecasts_pending"] == 1
 
 
-@pytest.mark.xfail(strict=True, reason="record checks its memory, then writes, holding nothing")
 def test_concurrent_reads_of_one_forecast_store_it_once(database: Database) -> None:
     """Review (fixed), the defect: ForecastAccuracyService.record checked its memory of stored forecasts, then wrote
     without holding anything, so concurrent requests serving the same forecast each stored a copy."""

@@ -4,7 +4,9 @@ and scored on request against the daily demand the utilization records report si
 Recording (``record``, the capacity service's recorder): one ``forecast_issues`` row per distinct forecast
 (series = SKU, model = the forecast's method, start = the first forecast day, step = 1 day, the quantile
 matrix, and the MASE scale fixed at issue time: the in-sample seasonal-naive (7-day) MAE of the history the
-forecast saw). The same forecast served again (same series, start, model and values) is stored once.
+forecast saw). The same forecast served again (same series, start, model and values) is stored once, by whichever
+process serves it: the store is checked under a lock per series (a process's memory of what it stored only spares it
+the round trip).
 
 Scoring (``accuracy``) is the control loop's :func:`gpufleet.control.forecasting.score_forecasts`: each stored forecast is cut to the days that
 have fully elapsed (``start + (k+1) * 1 day <= now``) and scored with ``tracking.score`` via an
@@ -60,20 +62,36 @@ class ForecastAccuracyService:
                 self._seen.move_to_end(key)
                 return
         scale = mase_scale(np.asarray(history, dtype=np.float64))
-        with UnitOfWork(self._engine, write=True) as uow:
-            uow.session.add(
-                ForecastIssueRow(
-                    series_id=sku_id,
-                    model=method[:128],
-                    issued_at_s=self._clock.now_s(),
-                    start_s=start_s,
-                    step_s=DAY_S,
-                    scale=float(scale),
-                    quantiles_json=json.dumps(list(LEVELS)),
-                    values_json=json.dumps(values.tolist()),
-                )
+        model, values_json = method[:128], json.dumps(values.tolist())
+        # the memory above only spares this process a write: the store decides, under a lock per series, so other
+        # replicas, a restarted process and concurrent requests serving the same forecast store it once
+        same = (
+            select(ForecastIssueRow.id)
+            .where(
+                ForecastIssueRow.series_id == sku_id,
+                ForecastIssueRow.start_s == start_s,
+                ForecastIssueRow.step_s == DAY_S,
+                ForecastIssueRow.model == model,
+                ForecastIssueRow.values_json == values_json,
             )
-            uow.commit()
+            .limit(1)
+        )
+        with UnitOfWork(self._engine, write=True) as uow:
+            uow.serialize("forecast_issue", [sku_id])
+            if uow.session.execute(same).first() is None:
+                uow.session.add(
+                    ForecastIssueRow(
+                        series_id=sku_id,
+                        model=model,
+                        issued_at_s=self._clock.now_s(),
+                        start_s=start_s,
+                        step_s=DAY_S,
+                        scale=float(scale),
+                        quantiles_json=json.dumps(list(LEVELS)),
+                        values_json=values_json,
+                    )
+                )
+                uow.commit()
         with self._lock:
             self._seen[key] = None
             while len(self._seen) > _SEEN_MAX:
