@@ -7,7 +7,6 @@ import threading
 from typing import Any
 
 import numpy as np
-import pytest
 from sqlalchemy import func, select
 
 from gpufleet.adapters.sql.models import ForecastIssueRow
@@ -91,7 +90,6 @@ def test_concurrent_reads_of_one_forecast_store_it_once(database: Database) -> N
     assert _rows(database) == 2
 
 
-@pytest.mark.xfail(strict=True, reason="accuracy scores a day as soon as it ends, late hours and all")
 def test_accuracy_waits_for_the_last_hours_of_a_day_still_being_ingested(
     database: Database, make_server: ServerFactory
 ) -> None:

@@ -12,7 +12,10 @@ Scoring (``accuracy``) is the control loop's :func:`gpufleet.control.forecasting
 have fully elapsed (``start + (k+1) * 1 day <= now``) and scored with ``tracking.score`` via an
 :class:`~gpufleet.forecast.tracking.AccuracyTracker`. The actual of a day is its GPU-seconds / 86400 summed
 over the utilization records of that SKU (the capacity forecast's own definition of demand). A day without
-any record counts as missing (not as zero demand): it is left out of the scores. MASE uses the p50 as the
+any record counts as missing (not as zero demand): it is left out of the scores, and so is the day that ended
+last while its last hours may still be arriving: less than ``ingest_grace_h`` (GPUFLEET_INGEST_GRACE_H) after its
+end, with a source that reported that day not yet delivered past it (service/late_hours.py, the rule the capacity
+forecast fills those hours by); summed, they would read as a fall in demand. MASE uses the p50 as the
 point forecast. A forecast with no elapsed day with actuals is reported as pending.
 """
 
@@ -33,8 +36,9 @@ from gpufleet.control.forecasting import LEVELS, IssuedForecast, mase_scale, sco
 from gpufleet.domain.errors import PermissionDenied, ValidationError
 from gpufleet.service.auth import Actor, Role
 from gpufleet.service.clock import Clock
+from gpufleet.service.late_hours import HOUR_S, late_hours
 from gpufleet.service.uow import UnitOfWork
-from gpufleet.service.utilization_reads import gpu_seconds_statement, per_period
+from gpufleet.service.utilization_reads import gpu_seconds_statement, per_period, watermarks_statement
 
 DAY_S = 86400
 _SEEN_MAX = 1024
@@ -45,9 +49,11 @@ def _finite(x: float) -> float | None:
 
 
 class ForecastAccuracyService:
-    def __init__(self, engine: Engine, clock: Clock) -> None:
+    def __init__(self, engine: Engine, clock: Clock, *, ingest_grace_h: int = 3) -> None:
         self._engine = engine
         self._clock = clock
+        self._grace_h = ingest_grace_h
+        self._watermarks = watermarks_statement()
         self._seen: OrderedDict[bytes, None] = OrderedDict()
         self._lock = threading.Lock()
         self._daily = gpu_seconds_statement(DAY_S)
@@ -105,6 +111,7 @@ class ForecastAccuracyService:
         if not 1 <= last <= 1000:
             raise ValidationError("last", "must be in 1..1000")
         now_s = self._clock.now_s()
+        today_s = now_s // DAY_S * DAY_S
         stmt = select(ForecastIssueRow).order_by(ForecastIssueRow.issued_at_s, ForecastIssueRow.id)
         with UnitOfWork(self._engine, write=False) as uow:
             if sku_id is not None:
@@ -119,6 +126,11 @@ class ForecastAccuracyService:
                     uow.session.execute(self._daily, {"sku": series, "since_s": first, "until_s": now_s}), DAY_S, now_s
                 )
                 actuals[series] = {int(d) * DAY_S: float(v) / DAY_S for d, v in rows}
+                if now_s - today_s < self._grace_h * HOUR_S:  # the day just ended may still be being ingested
+                    last_day = {"sku": series, "since_s": today_s - DAY_S, "until_s": today_s}
+                    marks = (int(w) for _, w in uow.session.execute(self._watermarks, last_day))
+                    if late_hours(marks, today_s, self._grace_h):
+                        actuals[series].pop(today_s - DAY_S, None)
         stored = [
             IssuedForecast.of_quantiles(r.series_id, r.model, r.issued_at_s, r.start_s, r.step_s, r.scale,
                                         tuple(json.loads(r.quantiles_json)),

@@ -117,7 +117,7 @@ def build_services(
     leader = leader or election_for(engine, poll_s=settings.leader_poll_s)
     workloads = WorkloadService(engine, clock, ids)
     budgets = BudgetService(engine, clock)
-    accuracy = ForecastAccuracyService(engine, clock)
+    accuracy = ForecastAccuracyService(engine, clock, ingest_grace_h=settings.ingest_grace_h)
     capacity = CapacityService(engine, clock, recorder=accuracy.record, ingest_grace_h=settings.ingest_grace_h)
     reservations = ReservationService(
         engine,
