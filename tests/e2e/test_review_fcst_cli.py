@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import pytest
 from typer.testing import CliRunner
 
 from gpufleet.cli.main import app
@@ -14,7 +13,6 @@ runner = CliRunner()
 HEADER = "timestamp,series_id,value\n"
 
 
-@pytest.mark.xfail(strict=True, reason="load_demand reads the file without refusing negative demand by line")
 def test_plan_names_the_line_of_a_negative_demand(tmp_path: Path) -> None:
     """Review (fixed), the defect: ``gpufleet plan --history`` refused a negative GPU demand without its line
     (``FILE: value: series ... has negative GPU demand``), where every other bad row of the file is named by line."""

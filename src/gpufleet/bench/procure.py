@@ -157,9 +157,11 @@ def load_demand(
     series_id: str | None = None,
     convert: RpsToGpus | None = None,
     check_id: Callable[[str], object] | None = None,
+    nonnegative: bool = False,
 ) -> dict[str, FloatArray]:
     """Read, optionally convert, and aggregate to hourly GPUs; one array per series. ``check_id`` refuses a
-    series id with its file and line (``gpufleet plan`` passes the planner's ``sku@region`` check).
+    series id with its file and line (``gpufleet plan`` passes the planner's ``sku@region`` check), and
+    ``nonnegative`` a negative value with its file and line (``gpufleet plan``: the file is GPU demand).
 
     A file whose header has ``creation_time`` and ``deletion_time`` is read as an OpenB pod list
     (series id ``pods``) with :func:`pods_hourly_demand`.
@@ -167,7 +169,7 @@ def load_demand(
     header = read_input_text(path, "demand").partition("\n")[0]
     if "creation_time" in header and "deletion_time" in header:
         return {"pods": pods_hourly_demand(path)}
-    all_series = read_series_csv(path, check_id=check_id)
+    all_series = read_series_csv(path, check_id=check_id, nonnegative=nonnegative)
     if series_id is not None:
         if series_id not in all_series:
             raise ValidationError("series", f"{series_id!r} not in file (has {sorted(all_series)})", str(path))

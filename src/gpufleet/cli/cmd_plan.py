@@ -64,7 +64,7 @@ def register(app: typer.Typer) -> None:
 
         days = _days(horizon)
         if history is not None:
-            demand = load_demand(history, check_id=builtin_pair_of)
+            demand = load_demand(history, check_id=builtin_pair_of, nonnegative=True)
             start_s = int(datetime.now(UTC).timestamp()) // 86400 * 86400
         else:
             rng = np.random.default_rng(0)
