@@ -40,11 +40,10 @@ def _steady(wl: str, team: str, gpus: float, bucket_s: int, start_s: int = T0 - 
     return [UtilRec(wl, team, SKU, s, bucket_s, gpus, 0.5) for s in range(start_s, T1, bucket_s)]
 
 
-@pytest.mark.xfail(strict=True, reason="the forecast puts a long bucket's GPU-hours in its first hour")
 @settings(max_examples=40, deadline=None)
 @given(bucket_s=st.sampled_from([300, 900, 3600, 5400, 7200, 4 * 3600, 86_400]), gpus=st.integers(1, 64))
 def test_forecast_shows_the_gpus_held_each_hour_whatever_the_bucket_length(bucket_s: int, gpus: int) -> None:
-    """Review, the defect: ``control/metering.py:_forecast`` put a record's GPU-hours all in the hour its
+    """Review (fixed), the defect: ``control/metering.py:_forecast`` put a record's GPU-hours all in the hour its
     bucket starts, so telemetry in buckets longer than an hour (2 h, a day: ingest takes up to 86,400 s) showed
     "GPUs held" as 2x, 0, 2x, 0 ... or 24x then 23 zeros on the forecast page, for a fleet holding the same GPUs
     throughout."""
@@ -63,9 +62,8 @@ def _two_reservations_and_an_expired_one() -> list[ReservedBlock]:
     ]
 
 
-@pytest.mark.xfail(strict=True, reason="every reservation of a pool shows the whole pool's idle; expired ones listed")
 def test_reservation_rows_split_their_pools_idle_cost_instead_of_repeating_it() -> None:
-    """Review, the defect: ``web/data.py:reservations`` gave every reservation of a pool the whole pool's
+    """Review (fixed), the defect: ``web/data.py:reservations`` gave every reservation of a pool the whole pool's
     idle cost (three reservations in one pool: three times the pool's idle, against the overview's idle once),
     and listed a reservation that ended a month before the window with the pool's utilization and idle cost
     though it cost nothing in the window."""
@@ -81,9 +79,8 @@ def test_reservation_rows_split_their_pools_idle_cost_instead_of_repeating_it() 
     assert by_id["r-a"]["idle_usd"] == pytest.approx(2 * by_id["r-b"]["idle_usd"], abs=0.01)  # 8 GPUs vs 4
 
 
-@pytest.mark.xfail(strict=True, reason="a reservation starting after the window shows its pool's utilization and idle")
 def test_a_future_reservation_is_listed_without_a_utilization_it_cannot_have() -> None:
-    """Review, the defect: a paid reservation that starts after the window (bought ahead) was shown with
+    """Review (fixed), the defect: a paid reservation that starts after the window (bought ahead) was shown with
     its pool's utilization and its pool's idle cost, though it held nothing and cost nothing in the window."""
     res = [*_two_reservations_and_an_expired_one(), ReservedBlock("r-next", RES_POOL, SKU, 8, T1 + DAY, T1 + 31 * DAY,
                                                                   RES_UUSD)]  # fmt: skip
@@ -93,9 +90,8 @@ def test_a_future_reservation_is_listed_without_a_utilization_it_cannot_have() -
     assert rows["r-next"]["days_to_expiry"] == pytest.approx(31.0)
 
 
-@pytest.mark.xfail(strict=True, reason="an app team's daily series carries the fleet's reserved capacity")
 def test_an_app_team_overview_carries_no_fleet_capacity() -> None:
-    """Review, the defect: ``web/data.py:overview`` sent an app team its team's daily series with
+    """Review (fixed), the defect: ``web/data.py:overview`` sent an app team its team's daily series with
     ``capacity_gpu_h`` = the whole fleet's reserved GPU-hours per day (the page hides it, the JSON carried it),
     fleet-wide figures the API refuses an app team (``/v1/fleet/utilization`` is a 403, reservations' coverage
     is null for a team)."""

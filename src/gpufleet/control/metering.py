@@ -275,12 +275,15 @@ def _day_parts(start_s: int, bucket_s: int, t0_s: int, t1_s: int, days: int) -> 
 
 
 def _forecast(recs: list[UtilRec], team: str, t0_s: int, t1_s: int) -> ForecastSeries | None:
-    """Seasonal naive (same hour yesterday) vs actual GPUs held per hour; None without a day of history."""
+    """Seasonal naive (same hour yesterday) vs actual GPUs held per hour; None without a day of history. A record
+    counts in every hour its bucket covers, for the seconds it covers there (a 2-hour or a daily bucket too)."""
     hours = (t1_s - t0_s) // 3600
     held: dict[int, float] = defaultdict(float)
     for r in recs:
         if team in ("*", r.team_id):
-            held[(r.start_s - t0_s) // 3600] += r.gpus * r.bucket_s / 3600
+            s0, s1 = r.start_s - t0_s, r.start_s - t0_s + r.bucket_s
+            for h in range(s0 // 3600, -(-s1 // 3600)):
+                held[h] += r.gpus * (min(s1, (h + 1) * 3600) - max(s0, h * 3600)) / 3600
     if not held or min(held) > hours - 24 - 1:
         return None
     first = max(min(held) + 24, 0)

@@ -14,8 +14,8 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from gpufleet.control.metering import FinOpsSnapshot
-from gpufleet.cost.allocate import CostAllocation
+from gpufleet.control.metering import DailyUsage, FinOpsSnapshot
+from gpufleet.cost.allocate import CostAllocation, apportion
 from gpufleet.cost.chargeback import chargeback
 from gpufleet.cost.meter import UsageTotals
 from gpufleet.cost.model import IDLE_OWNER, SHARED_OWNER, AllocationSpan, LineKind
@@ -111,7 +111,7 @@ class CostDashboardData:
             "cost_by_tier": [{"tier": t.value, "usd": usd_float(by_tier.get(t.value, 0))} for t in Tier],
             "cost_by_kind": [{"kind": k.value, "usd": usd_float(by_kind.get(k.value, 0))} for k in LineKind],
             "idle_by_pool": [{"pool": p, "usd": usd_float(u)} for p, u in sorted(idle_by_pool.items())],
-            "daily": dataclasses.asdict(daily) if daily else None,
+            "daily": _daily_dict(daily, scope),
         }
 
     def breakdown(self, dim: str, scope: Scope) -> dict[str, Any]:
@@ -146,20 +146,33 @@ class CostDashboardData:
         return chargeback(res, allocs, dim, usage, mode="showback").to_csv()
 
     def reservations(self, scope: Scope) -> dict[str, Any]:
+        """The reservations in force in the window or later (one that ended before the window cost nothing in it).
+        ``utilization`` is its pool's (the books fill a pool's reservations together; None for one not in force in
+        the window) and ``idle_usd`` its share of its pool's idle cost, split by the reservations' costs in the
+        window, so the rows' idle adds up to the pool's."""
         snap = self.snapshot
+        t0_s, t1_s = snap.result.t0_s, snap.result.t1_s
         pools = {p.pool_id: p for p in snap.result.pools}
+        blocks = [b for b in snap.capacity if b.tier is Tier.RESERVED and b.end_s > t0_s]
+        idle_units: dict[str, int] = {}
+        for pool_id in sorted({b.pool_id for b in blocks}):
+            mine = [b for b in blocks if b.pool_id == pool_id]
+            costs = [b.cost_units(t0_s, t1_s) for b in mine]
+            p = pools.get(pool_id)
+            if p is not None and sum(costs) > 0:
+                idle_units |= dict(zip((b.id for b in mine), apportion(max(p.idle_units, 0), costs), strict=True))
         rows = []
-        for b in snap.capacity:
-            if b.tier is not Tier.RESERVED or not scope.sees(b.owner_team_id or ""):
+        for b in blocks:
+            if not scope.sees(b.owner_team_id or ""):
                 continue
             p = pools.get(b.pool_id)
-            util = p.allocated_gpu_h / p.capacity_gpu_h if p and p.capacity_gpu_h else 0.0
+            util = p.allocated_gpu_h / p.capacity_gpu_h if p and p.capacity_gpu_h and b.start_s < t1_s else None
             rows.append(
                 {
                     "id": b.id, "pool": b.pool_id, "sku": b.sku_id, "gpus": b.gpus, "owner": b.owner_team_id,
                     "start_s": b.start_s, "end_s": b.end_s, "days_to_expiry": (b.end_s - snap.now_s) / 86_400,
-                    "utilization": util, "idle_usd": usd_float(p.idle_units) if p else 0.0,
-                    "window_cost_usd": usd_float(b.cost_units(snap.result.t0_s, snap.result.t1_s)),
+                    "utilization": util, "idle_usd": usd_float(idle_units.get(b.id, 0)),
+                    "window_cost_usd": usd_float(b.cost_units(t0_s, t1_s)),
                 }
             )  # fmt: skip
         reserved_h = sum(p.allocated_gpu_h for p in pools.values() if p.tier is Tier.RESERVED)
@@ -200,3 +213,13 @@ class CostDashboardData:
             if r.changed and scope.sees(team_of.get(r.workload_id, ""))
         ]  # fmt: skip
         return {"scope": scope.team_id or "fleet", "idle": idle, "rightsizing": rights}
+
+
+def _daily_dict(daily: DailyUsage | None, scope: Scope) -> dict[str, Any] | None:
+    """The daily series; the fleet's capacity only for a fleet-wide viewer (an app team's series carries none)."""
+    if daily is None:
+        return None
+    out = dataclasses.asdict(daily)
+    if scope.team_id is not None:
+        out["capacity_gpu_h"] = None
+    return out
