@@ -35,9 +35,8 @@ class _WriteDuringBuild(FinOpsService):
         return ld
 
 
-@pytest.mark.xfail(strict=True, reason="a snapshot built across a write is memoized and served stale")
 def test_a_snapshot_built_across_a_write_is_not_kept(seeded: Seeded, database: Database) -> None:
-    """Review, the defect: ``FinOpsService.snapshot`` memoized a snapshot whose build began before an
+    """Review (fixed), the defect: ``FinOpsService.snapshot`` memoized a snapshot whose build began before an
     ingest's ``invalidate`` (read the store, then the write and its invalidate, then the stale books stored), so
     the dashboard and the cost routes showed the books without the ingest for ``cache_s`` after it returned."""
     fin = _WriteDuringBuild(database.engine, FixedClock(NOW_S), RandomIds(), cache_s=3600)

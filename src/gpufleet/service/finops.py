@@ -111,6 +111,7 @@ class FinOpsService:
         self._ids = ids
         self._cache_s = cache_s
         self._cache: dict[int, tuple[float, int, FinOpsSnapshot]] = {}
+        self._generation = 0  # bumped by invalidate(): a snapshot built across a write is not memoized
         self._lock = threading.Lock()
         self.metrics = GpufleetMetrics()
         self.meter = Meter()  # the loop's one metering (idle as a separate line, shared proportional)
@@ -160,20 +161,24 @@ class FinOpsService:
 
     def snapshot(self, window_s: int = 7 * DAY_S) -> FinOpsSnapshot:
         """The cost package's view of [now - window_s, now), memoized for ``cache_s`` (wall and service clock);
-        every write through the API calls :meth:`invalidate`, so a read after a write sees it."""
+        every write through the API calls :meth:`invalidate`, so a read after a write sees it (a snapshot whose
+        build began before an invalidate is returned to its caller but not memoized)."""
         now_s = self._clock.now_s()
         with self._lock:
             hit = self._cache.get(window_s)
             if hit is not None and time.monotonic() - hit[0] < self._cache_s and abs(now_s - hit[1]) <= self._cache_s:
                 return hit[2]
+            generation = self._generation
         data = self._build(now_s - window_s, now_s)
         with self._lock:
-            self._cache[window_s] = (time.monotonic(), now_s, data)
+            if generation == self._generation:  # no write since the build began: its books are the store's
+                self._cache[window_s] = (time.monotonic(), now_s, data)
         return data
 
     def invalidate(self) -> None:
         with self._lock:
             self._cache.clear()
+            self._generation += 1
 
     def _build(self, t0_s: int, t1_s: int) -> FinOpsSnapshot:
         return self.meter.window(self._load(t0_s, t1_s), t0_s, t1_s)
