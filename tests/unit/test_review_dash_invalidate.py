@@ -11,10 +11,9 @@ from gpufleet.adapters.metrics import GpufleetMetrics
 from gpufleet.api.routes.finops import DecisionCounter
 
 
-@pytest.mark.xfail(strict=True, reason="the memo is dropped only after the response reached the client")
 @pytest.mark.parametrize("path", ["/v1/utilization:ingest", "/v1/reservations"])
 def test_the_books_are_dropped_before_the_client_hears_the_write_succeeded(path: str) -> None:
-    """Review, the defect: ``DecisionCounter`` dropped the memoized FinOps books after the whole response had
+    """Review (fixed), the defect: ``DecisionCounter`` dropped the memoized FinOps books after the whole response had
     been sent, so a client that read the dashboard as soon as its ingest returned 200 could be served the books
     without the ingest (for up to ``cache_s``) before the middleware got round to the invalidate."""
     dropped: list[bool] = []

@@ -144,7 +144,8 @@ def _decision(method: str, path: str, status: int, body: bytes) -> tuple[str, st
 
 class DecisionCounter:
     """ASGI middleware: count the decisions the handlers returned (never changes a response), and drop the
-    memoized FinOps books after any successful write (ingestion, reservations, workloads change the books)."""
+    memoized FinOps books after any successful write (ingestion, reservations, workloads change the books), before
+    the response starts: a client that reads right after its write returned never gets the books without it."""
 
     def __init__(self, app: ASGIApp, metrics: GpufleetMetrics, on_write: Callable[[], None]) -> None:
         self.app = app
@@ -161,13 +162,17 @@ class DecisionCounter:
         async def wrapped(msg: Message) -> None:
             if msg["type"] == "http.response.start":
                 seen["status"] = msg["status"]
+                if msg["status"] < 400:  # the handler committed: drop the books before the client hears of it
+                    self.on_write()
             elif msg["type"] == "http.response.body" and counted:
                 seen["body"].append(msg.get("body", b""))
             await send(msg)
 
-        await self.app(scope, receive, wrapped)
-        if seen["status"] < 400:
-            self.on_write()
+        try:
+            await self.app(scope, receive, wrapped)
+        finally:
+            if seen["status"] == 0:  # no response (the handler raised): it may have written; drop the books
+                self.on_write()
         if counted:
             d = _decision(scope["method"], scope["path"], seen["status"], b"".join(seen["body"]))
             if d is not None:
