@@ -24,6 +24,7 @@ SKU = "h100_80gb"
 OD_POOL, RES_POOL = "aws/us-east-1/h100_80gb/on_demand", "aws/us-east-1/h100_80gb/reserved"
 OD_UUSD, RES_UUSD = 2_000_000, 1_000_000
 POOLS = {OD_POOL: (Tier.ON_DEMAND, OD_UUSD), RES_POOL: (Tier.RESERVED, RES_UUSD)}
+USD = 3_600_000_000  # ledger units in a dollar (micro-dollars per GPU-hour x GPU-seconds)
 MAX_ROWS = 500  # rows of a list the dashboard's JSON carries at most (web/data.py)
 WLS = {
     "wa": WorkloadInfo("wa", "team-a", "team-a-prod", "training", "wa"),
@@ -104,9 +105,8 @@ def test_an_app_team_overview_carries_no_fleet_capacity() -> None:
     assert mine["capacity_gpu_h"] is None
 
 
-@pytest.mark.xfail(strict=True, reason="the opportunities and breakdown JSON hold one row per workload, unbounded")
 def test_a_huge_fleet_gives_bounded_pages_whose_totals_still_cover_everything() -> None:
-    """Review, the defect: ``web/data.py:opportunities`` and ``breakdown`` returned every idle finding,
+    """Review (fixed), the defect: ``web/data.py:opportunities`` and ``breakdown`` returned every idle finding,
     every rightsizing change and every label value (by feature: one row per workload name) and the page drew a
     table row for each, so a fleet of tens of thousands of workloads made megabytes of JSON and a page a browser
     chokes on; the page's totals were summed in the browser from those rows. Now the JSON carries the largest
@@ -119,7 +119,7 @@ def test_a_huge_fleet_gives_bounded_pages_whose_totals_still_cover_everything() 
     ]
     ld = MeterInputs(recs, wls, {}, {}, [], {SKU: (OD_POOL, OD_UUSD)}, POOLS)
     snap = Meter().window(ld, T0, T1)
-    idle = [IdleFinding(f"a{i}", w, "team-a", T1 - 7200, 7200, 2.0, 0.01, (i + 1) * 1_000_000, IdleAction.NOTIFY,
+    idle = [IdleFinding(f"a{i}", w, "team-a", T1 - 7200, 7200, 2.0, 0.01, (i + 1) * USD, IdleAction.NOTIFY,
                         "idle") for i, w in enumerate(wls)]  # fmt: skip
     spec, small = ResourceSpec(16.0, 128.0, 8, SKU), ResourceSpec(8.0, 64.0, 4, SKU)
     rights = [Recommendation(w, 1, spec, small, ("overprovisioned",), Decimal("20.00"), Decimal("10.00") - Decimal(i % 5))
@@ -128,11 +128,11 @@ def test_a_huge_fleet_gives_bounded_pages_whose_totals_still_cover_everything() 
     opp = d.opportunities(Scope(None))
     assert len(opp["idle"]) == MAX_ROWS and len(opp["rightsizing"]) == MAX_ROWS
     assert opp["idle_total"]["count"] == n
-    assert opp["idle_total"]["wasted_usd"] == pytest.approx(sum(f.wasted_units for f in idle) / 1_000_000)
+    assert opp["idle_total"]["wasted_usd"] == pytest.approx(sum(f.wasted_units for f in idle) / USD)
     assert opp["rightsizing_total"]["count"] == n
     assert opp["rightsizing_total"]["monthly_saving_usd"] == pytest.approx(sum(float(r.monthly_saving_usd)
                                                                                for r in rights))  # fmt: skip
-    wastes = sorted((f.wasted_units / 1e6 for f in idle), reverse=True)
+    wastes = sorted((f.wasted_units / USD for f in idle), reverse=True)
     assert sorted((f["wasted_usd"] for f in opp["idle"]), reverse=True) == pytest.approx(wastes[:MAX_ROWS])
     savings = sorted((float(r.monthly_saving_usd) for r in rights), reverse=True)
     assert sorted((r["monthly_saving_usd"] for r in opp["rightsizing"]), reverse=True) == savings[:MAX_ROWS]

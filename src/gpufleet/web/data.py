@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 from collections import defaultdict
 from dataclasses import dataclass
+from decimal import Decimal
 from typing import Any, Protocol
 
 import numpy as np
@@ -25,6 +26,7 @@ from gpufleet.domain.money import usd_float
 from gpufleet.domain.pools import Tier
 
 BREAKDOWN_DIMS = ("team", "tenant", "feature", "namespace")
+MAX_ROWS = 500  # rows of a list the JSON carries at most (the largest; its count and total cover all of them)
 
 
 @dataclass(frozen=True, slots=True)
@@ -122,6 +124,7 @@ class CostDashboardData:
         return {
             "scope": scope.team_id or "fleet",
             "dim": dim,
+            "rows_total": len(rep.rows),  # the rows below are the MAX_ROWS largest; the CSV export has every row
             "rows": [
                 {
                     "key": r.key,
@@ -135,7 +138,7 @@ class CostDashboardData:
                     "shared_usd": float(r.usd[2]),
                     "total_usd": float(r.total_usd),
                 }
-                for r in rep.rows
+                for r in rep.rows[:MAX_ROWS]
             ],
         }
 
@@ -193,15 +196,24 @@ class CostDashboardData:
         return {"scope": scope.team_id or "fleet", "series": dataclasses.asdict(f), "mape": mape}
 
     def opportunities(self, scope: Scope) -> dict[str, Any]:
+        """Idle findings (largest waste first) and rightsizing changes (largest saving first), at most
+        ``MAX_ROWS`` of each; ``idle_total`` and ``rightsizing_total`` count and add up all of them."""
         team_of = self._team_of_workload()
+        findings = sorted(
+            (f for f in self.snapshot.idle if scope.sees(f.team_id)),
+            key=lambda f: (-f.wasted_units, -f.idle_gpu_h, f.allocation_id),
+        )
+        changes = sorted(
+            (r for r in self.snapshot.recommendations if r.changed and scope.sees(team_of.get(r.workload_id, ""))),
+            key=lambda r: (-r.monthly_saving_usd, r.workload_id),
+        )
         idle = [
             {
                 "workload": f.workload_id, "team": f.team_id, "idle_h": f.idle_s / 3600, "idle_gpu_h": f.idle_gpu_h,
                 "mean_util": f.mean_util, "wasted_usd": usd_float(f.wasted_units), "action": f.action.value,
                 "reason": f.reason,
             }
-            for f in self.snapshot.idle
-            if scope.sees(f.team_id)
+            for f in findings[:MAX_ROWS]
         ]  # fmt: skip
         rights = [
             {
@@ -209,10 +221,18 @@ class CostDashboardData:
                 "current": dataclasses.asdict(r.current), "recommended": dataclasses.asdict(r.recommended),
                 "reasons": list(r.reasons), "monthly_saving_usd": float(r.monthly_saving_usd),
             }
-            for r in self.snapshot.recommendations
-            if r.changed and scope.sees(team_of.get(r.workload_id, ""))
+            for r in changes[:MAX_ROWS]
         ]  # fmt: skip
-        return {"scope": scope.team_id or "fleet", "idle": idle, "rightsizing": rights}
+        return {
+            "scope": scope.team_id or "fleet",
+            "idle": idle,
+            "idle_total": {"count": len(findings), "wasted_usd": usd_float(sum(f.wasted_units for f in findings))},
+            "rightsizing": rights,
+            "rightsizing_total": {
+                "count": len(changes),
+                "monthly_saving_usd": float(sum((r.monthly_saving_usd for r in changes), Decimal(0))),
+            },
+        }
 
 
 def _daily_dict(daily: DailyUsage | None, scope: Scope) -> dict[str, Any] | None:

@@ -148,7 +148,8 @@
       { key: "direct_usd", label: "direct", num: true, fmt: usd.format }, { key: "idle_usd", label: "idle", num: true, fmt: usd.format },
       { key: "shared_usd", label: "shared", num: true, fmt: usd.format }, { key: "total_usd", label: "total", num: true, fmt: usd.format },
     ], d.rows);
-    mount(tabs, el("div", { class: "grid" }, chart), el("p", {}, dl), card("Showback", t));
+    const more = d.rows.length < d.rows_total ? " (the " + d.rows.length + " largest of " + d.rows_total + "; the CSV has every row)" : "";
+    mount(tabs, el("div", { class: "grid" }, chart), el("p", {}, dl), card("Showback" + more, t));
   }
 
   async function reservations() {
@@ -185,24 +186,26 @@
 
   async function opportunities() {
     const d = await api("opportunities");
-    const saving = d.rightsizing.reduce((a, r) => a + r.monthly_saving_usd, 0);
-    const waste = d.idle.reduce((a, r) => a + r.wasted_usd, 0);
+    // the totals cover every finding and change; the tables hold the largest (the JSON caps its lists)
+    const saving = d.rightsizing_total.monthly_saving_usd;
+    const waste = d.idle_total.wasted_usd;
+    const shown = (rows, total) => (rows.length < total ? " (the " + rows.length + " largest of " + total + ")" : "");
     const top = [...d.rightsizing].sort((a, b) => b.monthly_saving_usd - a.monthly_saving_usd).slice(0, 12);
     const spec = (s) => s.gpus + "× " + s.sku_id + ", " + s.cpu + " CPU, " + s.mem_gb + " GB";
     mount(
-      kpis([["Idle findings", String(d.idle.length)], ["Reclaimable (idle findings)", usd.format(waste)], ["Rightsizing", String(d.rightsizing.length)], ["Saving / month", usd.format(saving)]]),
+      kpis([["Idle findings", String(d.idle_total.count)], ["Reclaimable (idle findings)", usd.format(waste)], ["Rightsizing", String(d.rightsizing_total.count)], ["Saving / month", usd.format(saving)]]),
       el("div", { class: "grid" }, chartCard("Expected monthly saving by workload", "saving-chart", {
         type: "bar",
         data: { labels: top.map((r) => r.workload), datasets: [{ label: "USD / month", data: top.map((r) => r.monthly_saving_usd), backgroundColor: COLORS[2] }] },
         options: { indexAxis: "y", plugins: { legend: { display: false } } },
       })),
-      card("Idle-allocated GPUs", table([
+      card("Idle-allocated GPUs" + shown(d.idle, d.idle_total.count), table([
         { key: "workload", label: "workload" }, { key: "team", label: "team" }, { key: "idle_h", label: "idle h", num: true, fmt: num.format },
         { key: "idle_gpu_h", label: "GPU-h", num: true, fmt: num.format }, { key: "mean_util", label: "util", num: true, fmt: pct },
         { key: "wasted_usd", label: "waste", num: true, fmt: usd.format }, { key: "action", label: "action", fmt: (v) => el("span", { class: "badge" }, v) },
         { key: "reason", label: "reason" },
       ], d.idle)),
-      card("Rightsizing", table([
+      card("Rightsizing" + shown(d.rightsizing, d.rightsizing_total.count), table([
         { key: "workload", label: "workload" }, { key: "team", label: "team" }, { key: "current", label: "current", fmt: spec },
         { key: "recommended", label: "recommended", fmt: spec }, { key: "reasons", label: "why", fmt: (v) => v.join(", ") },
         { key: "monthly_saving_usd", label: "saving / month", num: true, fmt: usd.format },
