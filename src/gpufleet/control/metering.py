@@ -53,6 +53,7 @@ __all__ = [
     "Ledger",
     "Meter",
     "MeterInputs",
+    "PriceHistory",
     "ReservedBlock",
     "UsageColumns",
     "UsageTotals",

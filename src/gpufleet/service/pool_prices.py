@@ -5,7 +5,7 @@ from __future__ import annotations
 from sqlalchemy import select
 
 from gpufleet.adapters.sql.models import PoolPriceRow, PoolRow
-from gpufleet.cost.prices import PriceHistory
+from gpufleet.control.metering import PriceHistory
 from gpufleet.domain.pools import Tier
 from gpufleet.service.uow import UnitOfWork
 
