@@ -13,7 +13,6 @@ from gpufleet.service.clock import FixedClock
 from tests.integration.conftest import NOW_S, Database, ServerFactory
 
 DAY = 86_400
-pytestmark = pytest.mark.xfail(strict=True, reason="review: user ids compared byte for byte; window by creation only")
 START = "2026-06-01T00:00:00Z"  # five months after NOW_S: still ahead after a month of waiting
 
 
@@ -36,7 +35,7 @@ def _created(c: httpx.Client, body: dict[str, Any]) -> str:
 def test_the_requester_under_another_spelling_of_their_name_may_not_approve(
     database: Database, make_server: ServerFactory, approver: str
 ) -> None:
-    """Review, the defect: the requester check compared user ids byte for byte, so a second token for the
+    """Review (fixed), the defect: the requester check compared user ids byte for byte, so a second token for the
     same person under ``Alice``, `` alice``, full-width ``ａlice`` or ``alice`` + a zero-width space approved
     ``alice``'s own reservation alone."""
     s = make_server(database)
@@ -52,7 +51,7 @@ def test_the_requester_under_another_spelling_of_their_name_may_not_approve(
 def test_one_approver_under_two_spellings_is_not_two_approvers(
     database: Database, make_server: ServerFactory, second: str
 ) -> None:
-    """Review, the defect: above the threshold the two approvals were compared by raw user id, so ``bob``
+    """Review (fixed), the defect: above the threshold the two approvals were compared by raw user id, so ``bob``
     (finops_admin) and ``BOB`` (ml_platform_admin), one person with two tokens, made the pair alone."""
     s = make_server(database)
     with s.client("finops_admin", "carol") as carol:
@@ -70,7 +69,7 @@ def test_one_approver_under_two_spellings_is_not_two_approvers(
 def test_a_split_purchase_under_two_spellings_of_the_requester_still_adds_up(
     database: Database, make_server: ServerFactory
 ) -> None:
-    """Review, the defect: the requester's window matched ``created_by`` byte for byte, so halves of one
+    """Review (fixed), the defect: the requester's window matched ``created_by`` byte for byte, so halves of one
     purchase created as ``sam`` and ``Sam`` were each valued alone and each approved by one person."""
     s = make_server(database)
     with s.client("finops_admin", "sam") as sam, s.client("finops_admin", "Sam") as sam2:
@@ -82,7 +81,7 @@ def test_a_split_purchase_under_two_spellings_of_the_requester_still_adds_up(
 def test_pending_halves_created_a_month_before_their_approval_still_add_up(
     database: Database, make_server: ServerFactory
 ) -> None:
-    """Review, the defect: the window counted the requester's reservations *created* in the last 30 days,
+    """Review (fixed), the defect: the window counted the requester's reservations *created* in the last 30 days,
     so five halves created together, left pending for 31 days (their start is months ahead) and then approved one by
     one were each valued alone: 382 k$ committed on one approver per order."""
     clock = FixedClock(NOW_S)
@@ -98,7 +97,7 @@ def test_pending_halves_created_a_month_before_their_approval_still_add_up(
 def test_an_order_approved_yesterday_counts_however_old_its_proposal(
     database: Database, make_server: ServerFactory
 ) -> None:
-    """Review, the defect: a reservation created 31 days ago and approved today was outside the requester's
+    """Review (fixed), the defect: a reservation created 31 days ago and approved today was outside the requester's
     window at once, so the next half created and approved the same day was valued alone (two halves of 76 k$
     each committed today, each on one approver)."""
     clock = FixedClock(NOW_S)

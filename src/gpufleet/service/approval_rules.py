@@ -6,25 +6,28 @@
   it again afterwards buys nothing: the approval requirement is taken from the list price. A SKU the built-in
   catalog does not list is valued at the larger of its pool price now and at creation.
 - **Cumulative**: what decides one or two approvals is the requester's cumulative commitments in a rolling
-  window (``approval_window_days``, default 30): every reservation the same requester created in the window
-  and that was not rejected or cancelled (pending ones included, so two approvals racing on two halves both
-  see each other), each valued as above, plus this one. Splitting an order under the threshold does not help.
+  window (``approval_window_days``, default 30): every reservation of the same requester that was not rejected or
+  cancelled and that was created or approved in the window, or is still pending approval with its start ahead
+  (however old: halves proposed together and approved a month later still see each other), each valued as above,
+  plus this one. Splitting an order under the threshold does not help.
 - **Who**: the requester never approves their own reservation (403; an approval they recorded before this rule
   does not count). Above the threshold two distinct people approve: one ``finops_admin`` and one
-  ``ml_platform_admin``.
+  ``ml_platform_admin``. People are compared by :func:`identity` (case, Unicode compatibility forms, zero-width
+  characters and spacing ignored): ``alice`` and ``Alice `` are one person here, for the requester's window too.
 """
 
 from __future__ import annotations
 
+import unicodedata
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from decimal import Decimal
 from typing import Protocol
 
-from sqlalchemy import select
+from sqlalchemy import func, or_, select
 from sqlalchemy.orm import Session
 
-from gpufleet.adapters.sql.models import PoolRow, ReservationRow
+from gpufleet.adapters.sql.models import ApprovalRow, PoolRow, ReservationRow
 from gpufleet.domain.catalog import PRICES_BY_SKU
 from gpufleet.domain.errors import ConflictError
 from gpufleet.domain.money import price_to_uusd
@@ -36,6 +39,18 @@ NOT_COMMITTED = (S.REJECTED.value, S.CANCELLED.value)
 # A proposal above these is a typo or an attack (2,147,483,647 GPUs; $246 trillion), not a plan.
 MAX_UNITS = 100_000
 MAX_EST_COST_USD = Decimal("1000000000")  # one billion USD over the term
+
+
+def identity(user_id: str) -> str:
+    """The person a user id names, for the rules that compare people (the requester, two approvers): NFKC
+    (full-width letters are letters), without format characters (zero-width spaces), case-folded, runs of spacing as
+    one space, trimmed. Tokens are issued per user id, so two spellings of one name must not make two people."""
+    text = "".join(ch for ch in unicodedata.normalize("NFKC", user_id) if unicodedata.category(ch) != "Cf")
+    return " ".join(text.casefold().split())
+
+
+def same_person(a: str, b: str) -> bool:
+    return identity(a) == identity(b)
 
 
 def list_price_uusd(sku_id: str) -> int | None:
@@ -99,16 +114,23 @@ def requirement(
     threshold_usd: Decimal,
 ) -> ApprovalRequirement:
     """One or two approvals for a reservation (or the rows of a multi-region one, ``exclude_ids``) valued at
-    ``this_cents``, decided now from the requester's other commitments in the window."""
-    others = s.scalars(
+    ``this_cents``, decided now from the requester's other commitments in the window: created or approved in it, or
+    pending approval with the start ahead (see the module docstring)."""
+    since = now_s - window_s
+    approved_since = select(ApprovalRow.reservation_id).where(ApprovalRow.at_s > since)  # a group's on its head
+    rows = s.scalars(
         select(ReservationRow).where(
-            ReservationRow.created_by == requester,
-            ReservationRow.created_at_s > now_s - window_s,
             ReservationRow.status.not_in(NOT_COMMITTED),
             ReservationRow.id.not_in(list(exclude_ids)),
+            or_(
+                ReservationRow.created_at_s > since,
+                (ReservationRow.status == S.PENDING_APPROVAL.value) & (ReservationRow.start_s > now_s),
+                func.coalesce(ReservationRow.group_id, ReservationRow.id).in_(approved_since),
+            ),
         )
     ).all()
-    window = valued_cents(s, others)
+    who = identity(requester)
+    window = valued_cents(s, (r for r in rows if identity(r.created_by) == who))
     needed = approvals_required(Decimal(this_cents + window) / 100, threshold_usd)
     return ApprovalRequirement(needed, this_cents, window, window_s)
 
@@ -128,8 +150,8 @@ def check_next_approver(what: str, seen: Sequence[_Approval], user_id: str, role
     """The rule on who may add an approval to ``what`` (a reservation, a capacity block purchase), given the
     approvals already ``seen`` (the requester's never counted): never the same user twice; with ``two`` approvals
     needed, one ``finops_admin`` and one ``ml_platform_admin`` (the second of a role already seen is refused).
-    Raises ConflictError (409) naming ``what``."""
-    if any(a.user_id == user_id for a in seen):
+    Users are compared by :func:`identity`. Raises ConflictError (409) naming ``what``."""
+    if any(same_person(a.user_id, user_id) for a in seen):
         raise ConflictError(f"user {user_id!r} has already approved {what}")
     if two and any(a.role == role for a in seen):
         other = next(r.value for r in APPROVER_ROLES if r.value != role)

@@ -216,7 +216,7 @@ class ReservationService:
                 row = lock_row(uow, reservation_id)
                 if row.group_id is not None and row.group_id != row.id:
                     raise ConflictError(f"reservation {row.id} is part of {row.group_id}; approve {row.group_id}")
-                if row.created_by == actor.user_id:
+                if rules.same_person(row.created_by, actor.user_id):  # under any spelling of the name
                     raise PermissionDenied(
                         f"{actor.user_id!r} requested reservation {row.id} and may not approve it; "
                         "another finops_admin or ml_platform_admin must"
@@ -237,7 +237,7 @@ class ReservationService:
                 seen = [
                     a
                     for a in uow.session.scalars(select(ApprovalRow).where(ApprovalRow.reservation_id == row.id))
-                    if a.user_id != row.created_by  # the requester's approval never counts
+                    if not rules.same_person(a.user_id, row.created_by)  # the requester's approval never counts
                 ]
                 rules.check_next_approver(f"reservation {row.id}", seen, actor.user_id, actor.role.value,
                                           two=needed >= 2)  # fmt: skip
