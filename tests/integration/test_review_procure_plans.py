@@ -14,12 +14,11 @@ RESERVED = "aws/us-east-1/h100_80gb/reserved"
 BODY = {"sku": "h100_80gb", "region": "us-east-1"}
 
 
-@pytest.mark.xfail(strict=True, reason="review: the clamped start changes the body bound to the order's key")
 @pytest.mark.parametrize("end", ["rejected", "cancelled"])
 def test_an_order_proposed_again_the_same_day_is_the_same_order(
     database: Database, make_server: ServerFactory, end: str
 ) -> None:
-    """Review, the defect: with a reserved pool whose lead time is shorter than the time since midnight (0, the
+    """Review (fixed), the defect: with a reserved pool whose lead time is shorter than the time since midnight (0, the
     API's default for a new pool), the loop's order starts at today's midnight and is created starting *now*, but
     its Idempotency-Key is derived from the midnight start; once the approvers reject (or cancel) it, the next
     pass of the day proposes the same order under the same key with a later now, and ``plans:propose`` answered

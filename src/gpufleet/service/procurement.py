@@ -364,7 +364,10 @@ class ProcurementService:
         created = []
         for order in commitment_orders(proposals, region_id=region_id):
             p, key = order.proposal, order.idempotency_key
-            view = self._reservations.create(
+            # the order's key is its identity (from the proposal's start); its start moved up to now differs at each
+            # pass of the day, so the order proposed earlier today (and since rejected or cancelled) is looked up by
+            # its key rather than sent again as a "different proposal" under the same key
+            view = self._reservations.by_client_key(actor, key) or self._reservations.create(
                 actor, sku_id=p.sku_id, units=p.units, start_s=max(p.start_s, now_s), term_months=p.term_months,
                 regions=[order.region_id], client_key=key,
             )  # fmt: skip

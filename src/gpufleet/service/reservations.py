@@ -183,6 +183,11 @@ class ReservationService:
             uow.commit()
             return view
 
+    def by_client_key(self, actor: Actor, client_key: str) -> ReservationView | None:
+        """The reservation ``actor`` proposed under ``client_key`` (the Idempotency-Key), if any."""
+        actor.require(Role.FINOPS_ADMIN, Role.ML_PLATFORM_ADMIN)
+        return self._by_client_key(actor, client_key)
+
     def _by_client_key(self, actor: Actor, client_key: str) -> ReservationView | None:
         with UnitOfWork(self._engine, write=False) as uow:
             row = uow.session.scalar(
