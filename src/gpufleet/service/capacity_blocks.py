@@ -43,7 +43,7 @@ from gpufleet.domain.errors import (
     ValidationError,
 )
 from gpufleet.domain.money import price_to_uusd, uusd_to_usd
-from gpufleet.service.approval_rules import check_next_approver
+from gpufleet.service.approval_rules import check_next_approver, same_person
 from gpufleet.service.auth import APPROVER_ROLES, Actor, Role
 from gpufleet.service.capacity_block_requests import (
     OPEN,
@@ -237,14 +237,13 @@ class CapacityBlockService:
         completed names its request and is not counted: it had its approvals)."""
         since = self._clock.now_s() - self._window_s
         with UnitOfWork(self._engine, write=False) as uow:
-            rows = uow.session.scalars(
-                select(AuditEventRow.detail_json).where(
-                    AuditEventRow.action == "capacity_block.purchased",
-                    AuditEventRow.actor == actor.user_id,
-                    AuditEventRow.at_s >= since,
+            rows = uow.session.execute(
+                select(AuditEventRow.actor, AuditEventRow.detail_json).where(
+                    AuditEventRow.action == "capacity_block.purchased", AuditEventRow.at_s >= since
                 )
             ).all()
-        details = [json.loads(d) for d in rows]  # a dual-approved purchase's event names its request: not counted
+        # the person, not the spelling: blocks bought under "sam" and "Sam" add up (approval_rules.identity)
+        details = [json.loads(d) for who, d in rows if same_person(who, actor.user_id)]  # a dual-approved purchase's event names its request: not counted
         return sum((Decimal(str(d.get("upfront_fee_usd", "0"))) for d in details if "purchase_id" not in d), Decimal(0))
 
     def _request(self, actor: Actor, q: BlockSearch, offer: CapacityBlockOffering, budget_code: str) -> dict[str, Any]:
@@ -338,14 +337,14 @@ class CapacityBlockService:
         try:
             with UnitOfWork(self._engine, write=True) as uow:
                 row = lock_request(uow, purchase_id)
-                if row.created_by == actor.user_id:
+                if same_person(row.created_by, actor.user_id):
                     raise PermissionDenied(
                         f"{actor.user_id!r} requested capacity block purchase {row.id} and may not approve it; "
                         "a finops_admin and an ml_platform_admin other than the requester must"
                     )
                 if row.status != B.PENDING_APPROVAL.value:
                     raise InvalidTransition(f"capacity block purchase {row.id}", row.status, B.APPROVED.value)
-                seen = [a for a in approvals_of(uow, row.id) if a.user_id != row.created_by]
+                seen = [a for a in approvals_of(uow, row.id) if not same_person(a.user_id, row.created_by)]
                 check_next_approver(f"capacity block purchase {row.id}", seen, actor.user_id, actor.role.value,
                                     two=True)  # fmt: skip
                 uow.session.add(
