@@ -103,6 +103,15 @@ class SubmitWindow(Protocol):
         ...
 
 
+@runtime_checkable
+class WholeMachines(Protocol):
+    def units_bought(self, sku_id: str, units: int) -> int:
+        """The GPUs an order of ``units`` GPUs reserves at the provider: clouds reserve whole machines (AWS
+        instances, GCP and Azure VMs), so 1 H100 is a whole 8-GPU machine. A SKU the provider does not map: ``units``
+        (its order is refused at submission anyway)."""
+        ...
+
+
 Fault = Literal["timeout_before_order", "timeout_after_order"]
 
 

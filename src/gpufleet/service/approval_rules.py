@@ -5,6 +5,9 @@
   be changed over the API, so lowering a pool's price with ``PATCH`` before creating a reservation and raising
   it again afterwards buys nothing: the approval requirement is taken from the list price. A SKU the built-in
   catalog does not list is valued at the larger of its pool price now and at creation.
+- **Quantity**: the GPUs the provider will reserve, not the GPUs proposed: clouds reserve whole machines, so 1 H100
+  proposed on AWS, GCP or Azure is valued as the 8-GPU machine bought (``adapters.providers.WholeMachines``; the
+  simulated provider reserves the GPUs proposed).
 - **Cumulative**: what decides one or two approvals is the requester's cumulative commitments in a rolling
   window (``approval_window_days``, default 30): every reservation of the same requester that was not rejected or
   cancelled and that was created or approved in the window, or is still pending approval with its start ahead
@@ -19,7 +22,7 @@
 from __future__ import annotations
 
 import unicodedata
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from decimal import Decimal
 from typing import Protocol
@@ -35,6 +38,7 @@ from gpufleet.domain.reservations import ReservationStatus, approvals_required, 
 from gpufleet.service.auth import APPROVER_ROLES
 
 S = ReservationStatus
+UnitsBought = Callable[[str, int], int]  # (sku, GPUs proposed) -> GPUs the provider reserves
 NOT_COMMITTED = (S.REJECTED.value, S.CANCELLED.value)
 # A proposal above these is a typo or an attack (2,147,483,647 GPUs; $246 trillion), not a plan.
 MAX_UNITS = 100_000
@@ -90,15 +94,20 @@ class ApprovalRequirement:
         }
 
 
-def valued_cents(s: Session, rows: Iterable[ReservationRow]) -> int:
-    """Reservations valued at approval prices (see the module docstring), in cents."""
+def valued_cents(s: Session, rows: Iterable[ReservationRow], bought: UnitsBought | None = None) -> int:
+    """Reservations valued at approval prices and at the GPUs ``bought`` says the provider reserves for each (see
+    the module docstring), in cents."""
     rows = list(rows)
     pool_ids = sorted({r.pool_id for r in rows})
     if not pool_ids:
         return 0
     prices = dict(s.execute(select(PoolRow.id, PoolRow.price_uusd_per_gpu_h).where(PoolRow.id.in_(pool_ids))).all())
     return sum(
-        cost_cents(r.units, r.term_months, approval_price_uusd(r.sku_id, prices.get(r.pool_id), r.price_uusd_per_gpu_h))
+        cost_cents(
+            r.units if bought is None else bought(r.sku_id, r.units),
+            r.term_months,
+            approval_price_uusd(r.sku_id, prices.get(r.pool_id), r.price_uusd_per_gpu_h),
+        )
         for r in rows
     )
 
@@ -112,6 +121,7 @@ def requirement(
     now_s: int,
     window_s: int,
     threshold_usd: Decimal,
+    bought: UnitsBought | None = None,
 ) -> ApprovalRequirement:
     """One or two approvals for a reservation (or the rows of a multi-region one, ``exclude_ids``) valued at
     ``this_cents``, decided now from the requester's other commitments in the window: created or approved in it, or
@@ -130,7 +140,7 @@ def requirement(
         )
     ).all()
     who = identity(requester)
-    window = valued_cents(s, (r for r in rows if identity(r.created_by) == who))
+    window = valued_cents(s, (r for r in rows if identity(r.created_by) == who), bought)
     needed = approvals_required(Decimal(this_cents + window) / 100, threshold_usd)
     return ApprovalRequirement(needed, this_cents, window, window_s)
 

@@ -242,8 +242,9 @@ class CapacityBlockService:
                     AuditEventRow.action == "capacity_block.purchased", AuditEventRow.at_s >= since
                 )
             ).all()
-        # the person, not the spelling: blocks bought under "sam" and "Sam" add up (approval_rules.identity)
-        details = [json.loads(d) for who, d in rows if same_person(who, actor.user_id)]  # a dual-approved purchase's event names its request: not counted
+        # the person, not the spelling: blocks bought under "sam" and "Sam" add up (approval_rules.identity); a
+        # dual-approved purchase's event names its request: not counted
+        details = [json.loads(d) for who, d in rows if same_person(who, actor.user_id)]
         return sum((Decimal(str(d.get("upfront_fee_usd", "0"))) for d in details if "purchase_id" not in d), Decimal(0))
 
     def _request(self, actor: Actor, q: BlockSearch, offer: CapacityBlockOffering, budget_code: str) -> dict[str, Any]:

@@ -16,7 +16,7 @@ from decimal import Decimal
 from sqlalchemy import Engine, or_, select
 from sqlalchemy.exc import IntegrityError
 
-from gpufleet.adapters.providers import ProviderPort
+from gpufleet.adapters.providers import ProviderPort, WholeMachines
 from gpufleet.adapters.sql.models import ApprovalRow, RegionRow, ReservationRow, SkuRow
 from gpufleet.domain.errors import ConflictError, InvalidTransition, NotFoundError, PermissionDenied, ValidationError
 from gpufleet.domain.money import uusd_to_usd
@@ -61,6 +61,8 @@ class ReservationService:
         the leader. None: always (one process). ``approval_window_s``: the requester's commitments over this
         window count towards the approval threshold."""
         self._window_s = approval_window_s
+        # the approval values the GPUs the provider reserves (whole machines), not the GPUs proposed
+        self._bought = provider.units_bought if isinstance(provider, WholeMachines) else None
         self._engine = engine
         self._clock = clock
         self._ids = ids
@@ -115,9 +117,10 @@ class ReservationService:
                 for pool, n in zip(pools, split_units(units, len(regions)), strict=True)
             ]  # fmt: skip
             this_cents = sum(
-                rules.cost_cents(r.units, term_months, rules.approval_price_uusd(sku_id, p.price_uusd_per_gpu_h, 0))
+                rules.cost_cents(r.units if self._bought is None else self._bought(sku_id, r.units), term_months,
+                                 rules.approval_price_uusd(sku_id, p.price_uusd_per_gpu_h, 0))
                 for r, p in zip(parts, pools, strict=True)
-            )
+            )  # fmt: skip
             if this_cents > rules.MAX_EST_COST_USD * 100:
                 raise ValidationError(
                     "units",
@@ -125,7 +128,8 @@ class ReservationService:
                     f"list price, above the sanity bound of {rules.MAX_EST_COST_USD:,.0f} USD (est_cost_usd)",
                 )
             need = rules.requirement(s, this_cents, exclude_ids=(), requester=actor.user_id, now_s=now_s,
-                                     window_s=self._window_s, threshold_usd=self._threshold_usd)  # fmt: skip
+                                     window_s=self._window_s, threshold_usd=self._threshold_usd,
+                                     bought=self._bought)  # fmt: skip
             head = parts[0].id
             group_id = head if len(parts) > 1 else None
             rows = []
@@ -235,9 +239,10 @@ class ReservationService:
                         "(reject it and propose it again with a new start)"
                     )
                 group = lock_group(uow, row)
-                need = rules.requirement(uow.session, rules.valued_cents(uow.session, group),
+                need = rules.requirement(uow.session, rules.valued_cents(uow.session, group, self._bought),
                                          exclude_ids=[g.id for g in group], requester=row.created_by, now_s=now_s,
-                                         window_s=self._window_s, threshold_usd=self._threshold_usd)  # fmt: skip
+                                         window_s=self._window_s, threshold_usd=self._threshold_usd,
+                                         bought=self._bought)  # fmt: skip
                 needed = max(need.approvals_required, row.approvals_required)
                 seen = [
                     a

@@ -17,15 +17,10 @@ pytestmark = pytest.mark.aws
 ONE_GPU = {"sku": "h100_80gb", "units": 1, "start": "2026-02-01T00:00:00Z", "term_months": 12, "regions": ["us-east-1"]}
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="design choice left open: the approval values the GPUs proposed (38 k$), the AWS and GCP ports reserve "
-    "whole machines (8 GPUs, 305 k$); valuing at whole machines (or refusing a count that is not one) depends on the "
-    "provider and changes the simulated provider's 2-GPU approvals the existing tests rely on",
-)
 def test_review_one_gpu_proposed_buys_a_whole_instance_on_one_approval(aws_server: Start, fake: FakeAws) -> None:
-    """The defect: 1 H100 for 12 months is valued at 38,210 $ (under the 100 k$ threshold) and approved by one
-    person; AWS is asked for one p5.48xlarge, 8 GPUs for 12 months, 305,682 $ at the same price."""
+    """Review (fixed, session 43: ``adapters.providers.WholeMachines``), the defect: 1 H100 for 12 months was valued
+    at 38,210 $ (under the 100 k$ threshold) and approved by one person; AWS is asked for one p5.48xlarge, 8 GPUs for
+    12 months, 305,682 $ at the same price. Now it is valued at the 8 GPUs bought: two approvers."""
     server = aws_server()
     with server.client("finops_admin", "fiona") as c:
         created = c.post("/v1/reservations", json=ONE_GPU)
@@ -33,8 +28,10 @@ def test_review_one_gpu_proposed_buys_a_whole_instance_on_one_approval(aws_serve
     rid = created.json()["reservation_id"]
     r = approve(server, rid, "ml_platform_admin", "bob")
     assert r.status_code == 200, r.text
+    assert r.json()["approvals_required"] == 2 and r.json()["status"] == "pending_approval", r.text
+    assert not fake.reservations  # nothing bought on one approval
+    r = approve(server, rid, "finops_admin", "frank")
+    assert r.status_code == 200 and r.json()["status"] == "submitted_to_cloud", r.text
     bought_gpus = 8 * sum(int(o["TotalInstanceCount"]) for o in fake.reservations.values())
     price = PRICES_BY_SKU["h100_80gb"].reserved_1y
-    bought_usd = Decimal(bought_gpus) * price * term_seconds(12) / 3600
-    assert bought_usd > Decimal(100_000)  # what was bought is above the threshold...
-    assert r.json()["approvals_required"] == 2  # ...so two people must have approved it
+    assert bought_gpus == 8 and Decimal(bought_gpus) * price * term_seconds(12) / 3600 > Decimal(100_000)

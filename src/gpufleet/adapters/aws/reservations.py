@@ -73,6 +73,11 @@ class AwsCapacityReservations:
         return self._clients.client("ec2", region)
 
     # ---- the port -----------------------------------------------------------------------------------------
+    def units_bought(self, sku_id: str, units: int) -> int:
+        """GPUs of the whole instances an order of ``units`` GPUs reserves (the approval values these)."""
+        it = INSTANCE_TYPES.get(sku_id)
+        return units if it is None else instances_for(sku_id, units) * it.gpus
+
     def submit(self, key: str, order: OrderRequest) -> ProviderOrder:
         if order.sku_id not in INSTANCE_TYPES:  # refused before any call: the reservation is cancelled with the reason
             raise ProviderRefused("sku_not_offered", f"no EC2 instance type is mapped for SKU {order.sku_id}")

@@ -85,6 +85,11 @@ class AzureCapacityReservations:
             day += timedelta(days=1)
         return _midnight_s(day + timedelta(days=1))  # a day's margin for Azure's own "today"
 
+    def units_bought(self, sku_id: str, units: int) -> int:
+        """GPUs of the whole VMs an order of ``units`` GPUs reserves (the approval values these)."""
+        size = VM_SIZES.get(sku_id)
+        return units if size is None else vms_for(sku_id, units) * size.gpus
+
     def submit(self, key: str, order: OrderRequest) -> ProviderOrder:
         if order.sku_id not in VM_SIZES:  # refused before any call: the reservation is cancelled with the reason
             raise ProviderRefused("sku_not_offered", f"Azure sells no VM size mapped for {order.sku_id}")

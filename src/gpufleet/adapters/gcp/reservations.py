@@ -104,6 +104,11 @@ class GcpReservations:
         self._monotonic = monotonic
 
     # ---- the port -----------------------------------------------------------------------------------------
+    def units_bought(self, sku_id: str, units: int) -> int:
+        """GPUs of the whole machines an order of ``units`` GPUs reserves (the approval values these)."""
+        mt = MACHINE_TYPES.get(sku_id)
+        return units if mt is None else machines_for(sku_id, units) * mt.gpus
+
     def submit(self, key: str, order: OrderRequest) -> ProviderOrder:
         if order.sku_id not in MACHINE_TYPES:  # refused before any call: the reservation is cancelled with the reason
             raise ProviderRefused("sku_not_offered", f"GCP sells no machine type mapped for {order.sku_id}")
