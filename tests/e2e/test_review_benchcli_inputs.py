@@ -53,9 +53,8 @@ def _hourly(tmp_path: Path, hours: int = 72, sid: str = "a") -> Path:
     return f
 
 
-@OPEN
 def test_a_repeated_seed_is_refused() -> None:
-    """Review (open), the defect: ``--seeds 1,1`` ran the same seed twice and reported a mean, an sd and a 95% CI
+    """Review (fixed), the defect: ``--seeds 1,1`` ran the same seed twice and reported a mean, an sd and a 95% CI
     over copies of one sample (``bench loop`` printed "95% CI 0.953-0.953") as if there were two seeds."""
     for spec in ("1,1", "3, 4,3", "7,7,7"):
         with pytest.raises(ValidationError, match="repeated"):
@@ -63,9 +62,8 @@ def test_a_repeated_seed_is_refused() -> None:
     assert parse_seeds("3,1") == [3, 1]
 
 
-@OPEN
 def test_bench_binpack_refuses_a_repeated_seed(tmp_path: Path) -> None:
-    """Review (open), the defect: see test_a_repeated_seed_is_refused; end to end on ``bench binpack``."""
+    """Review (fixed), the defect: see test_a_repeated_seed_is_refused; end to end on ``bench binpack``."""
     (tmp_path / "n.csv").write_text(NODES + "n1,64000,262144,8,V100M16\n")
     (tmp_path / "p.csv").write_text(PODS + "p1,1000,1024,1,500,\n")
     res = _bench("binpack", "--nodes", tmp_path / "n.csv", "--pods", tmp_path / "p.csv", "--seeds", "1,1",
@@ -73,10 +71,9 @@ def test_bench_binpack_refuses_a_repeated_seed(tmp_path: Path) -> None:
     _refused(res, "--seeds", "repeated")
 
 
-@OPEN
 @pytest.mark.parametrize("row", ["n1,1e30,262144,8,V100M16", "n1,64000,1e30,8,V100M16", "n1,64000,262144,3e9,V100M16"])
 def test_bench_binpack_refuses_a_huge_node_cell_with_its_line(tmp_path: Path, row: str) -> None:
-    """Review (open), the defect: a node list cell far past any real node (1e30 milli-CPUs, 3e9 GPUs) was read as
+    """Review (fixed), the defect: a node list cell far past any real node (1e30 milli-CPUs, 3e9 GPUs) was read as
     is and overflowed NumPy's integers when the node table was built (OverflowError traceback); the other two
     node inventories already bounded their cells."""
     nodes = tmp_path / "n.csv"
@@ -86,7 +83,6 @@ def test_bench_binpack_refuses_a_huge_node_cell_with_its_line(tmp_path: Path, ro
     _refused(res, f"{nodes}:3")
 
 
-@OPEN
 @pytest.mark.parametrize(
     ("name", "header", "good", "short"),
     [
@@ -95,7 +91,7 @@ def test_bench_binpack_refuses_a_huge_node_cell_with_its_line(tmp_path: Path, ro
     ],
 )
 def test_bench_binpack_refuses_a_truncated_row(tmp_path: Path, name: str, header: str, good: str, short: str) -> None:
-    """Review (open), the defect: a row cut short (a truncated file's last line) had its missing cells read as 0,
+    """Review (fixed), the defect: a row cut short (a truncated file's last line) had its missing cells read as 0,
     so ``p2,1000,1024`` became a CPU-only pod and ``n2,64000`` a node without GPUs or memory, silently."""
     files = {"nodes": NODES + "n1,64000,262144,8,V100M16\n", "pods": PODS + "p1,1000,1024,1,500,\n"}
     files[name] = header + good + "\n" + short + "\n"

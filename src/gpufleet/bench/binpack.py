@@ -22,7 +22,14 @@ from pathlib import Path
 import numpy as np
 
 from gpufleet.adapters.inputs import read_input_text
-from gpufleet.bench.binpack_inventory import read_pai2020_machines, read_spot_gpu_nodes
+from gpufleet.bench.binpack_inventory import (
+    MAX_CORES,
+    MAX_GIB,
+    MAX_GPUS,
+    check_row_width,
+    read_pai2020_machines,
+    read_spot_gpu_nodes,
+)
 from gpufleet.bench.binpack_mix import MixVariant, mix_pods
 from gpufleet.bench.binpack_pins import PinVariant, pin_models
 from gpufleet.control.scheduling import FleetScheduler, Placement
@@ -34,7 +41,7 @@ TUNE_RATIO = 1.3
 TIE_RANK = True
 
 
-def _int(row: dict[str, str], key: str, where: str) -> int:
+def _int(row: dict[str, str], key: str, where: str, most: float = math.inf) -> int:
     raw = (row.get(key) or "").strip()
     try:
         x = float(raw) if raw else 0.0
@@ -42,6 +49,8 @@ def _int(row: dict[str, str], key: str, where: str) -> int:
         raise ValidationError(key, f"not a number: {raw!r}", where) from None
     if not math.isfinite(x) or x < 0:
         raise ValidationError(key, f"must be a finite number >= 0, got {raw!r}", where)
+    if x > most:  # far past any real node: the node table's integers would overflow
+        raise ValidationError(key, f"must be at most {most:,.0f}, got {raw!r}", where)
     return int(x)
 
 
@@ -55,12 +64,13 @@ def read_openb_nodes(path: Path) -> list[NodeSpec]:
             raise ValidationError("header", f"need columns {sorted(need)}", str(path))
         for i, row in enumerate(reader, start=2):
             where = f"{path}:{i}"
+            check_row_width(row, reader.fieldnames, where)
             out.append(
                 NodeSpec(
                     name=row["sn"],
-                    cpu_milli=_int(row, "cpu_milli", where),
-                    memory_mib=_int(row, "memory_mib", where),
-                    gpu_count=_int(row, "gpu", where),
+                    cpu_milli=_int(row, "cpu_milli", where, 1000 * MAX_CORES),
+                    memory_mib=_int(row, "memory_mib", where, 1024 * MAX_GIB),
+                    gpu_count=_int(row, "gpu", where, MAX_GPUS),
                     gpu_model=(row.get("model") or "").strip(),
                 )
             )
@@ -93,6 +103,7 @@ def read_openb_pods(path: Path) -> list[PodRequest]:
             raise ValidationError("header", f"need columns {sorted(need)}", str(path))
         for i, row in enumerate(reader, start=2):
             where = f"{path}:{i}"
+            check_row_width(row, reader.fieldnames, where)
             spec = tuple(sorted({s.strip() for s in (row.get("gpu_spec") or "").split("|")} - {""}))
             num = _int(row, "num_gpu", where)
             milli = _int(row, "gpu_milli", where) if num > 0 else 0

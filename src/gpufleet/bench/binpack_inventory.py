@@ -21,7 +21,7 @@ from __future__ import annotations
 import csv
 import io
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from gpufleet.adapters.inputs import read_input_text
@@ -51,6 +51,14 @@ def _number(row: dict[str, str], key: str, where: str, most: int, whole: bool = 
     return x
 
 
+def check_row_width(row: dict[str, str], fieldnames: Sequence[str] | None, where: str) -> None:
+    """Refuse a row with fewer fields than the header (a file cut short): ``csv.DictReader`` fills the missing
+    cells with None, which the readers would otherwise take as empty cells (0)."""
+    if None in row.values():
+        got = sum(v is not None for k, v in row.items() if k is not None)
+        raise ValidationError("row", f"expected {len(fieldnames or ())} fields, got {got}", where)
+
+
 def _read(path: Path, need: set[str], node: Callable[[dict[str, str], str], NodeSpec | None]) -> list[NodeSpec]:
     out: list[NodeSpec] = []
     with io.StringIO(read_input_text(path, "nodes"), newline="") as f:
@@ -58,6 +66,7 @@ def _read(path: Path, need: set[str], node: Callable[[dict[str, str], str], Node
         if not need <= set(reader.fieldnames or ()):
             raise ValidationError("header", f"need columns {sorted(need)}", str(path))
         for i, row in enumerate(reader, start=2):
+            check_row_width(row, reader.fieldnames, f"{path}:{i}")
             spec = node(row, f"{path}:{i}")
             if spec is not None:
                 out.append(spec)

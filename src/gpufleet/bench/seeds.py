@@ -1,4 +1,4 @@
-"""The ``--seeds`` option of the benchmarks: ``A-B`` (inclusive) or a comma list of non-negative integers."""
+"""The ``--seeds`` option of the benchmarks: ``A-B`` (inclusive) or a comma list of distinct non-negative integers."""
 
 from __future__ import annotations
 
@@ -8,7 +8,8 @@ MAX_SEEDS = 1000
 
 
 def parse_seeds(spec: str) -> list[int]:
-    """``"42-51"`` or ``"42,43,50"`` -> the seeds; empty, reversed, negative or more than MAX_SEEDS is an error."""
+    """``"42-51"`` or ``"42,43,50"`` -> the seeds; empty, reversed, negative, repeated or more than MAX_SEEDS is an
+    error (a repeated seed would count one sample twice in the means, spreads and confidence intervals)."""
     text = spec.strip()
     try:
         if "-" in text:
@@ -22,4 +23,7 @@ def parse_seeds(spec: str) -> list[int]:
         raise ValidationError(
             "--seeds", f"expected A-B (A <= B) or a comma list of 1..{MAX_SEEDS} integers >= 0, got {spec!r}"
         )
+    repeated = sorted({s for s in seeds if seeds.count(s) > 1})
+    if repeated:
+        raise ValidationError("--seeds", f"seed {repeated[0]} is repeated in {spec!r}; each seed is one sample")
     return seeds
