@@ -24,7 +24,6 @@ OPENB_PODS = (
 )
 AZURE = "TIMESTAMP,ContextTokens,GeneratedTokens\n"
 SERIES = "timestamp,series_id,value\n"
-OPEN = pytest.mark.xfail(strict=True, reason="review: defect shown, not fixed yet")
 
 
 def _bench(*args: str | Path, stdout: int | None = subprocess.PIPE) -> subprocess.CompletedProcess[str]:
@@ -102,9 +101,8 @@ def test_bench_binpack_refuses_a_truncated_row(tmp_path: Path, name: str, header
     _refused(res, f"{tmp_path / f'{name}.csv'}:3", "fields")
 
 
-@OPEN
 def test_bench_autoscale_refuses_an_azure_row_with_an_extra_field(tmp_path: Path) -> None:
-    """Review (open), the defect: an Azure trace row with one field too many made pandas raise ParserError, a
+    """Review (fixed), the defect: an Azure trace row with one field too many made pandas raise ParserError, a
     traceback instead of an error naming the file and line."""
     trace = tmp_path / "az.csv"
     trace.write_text(AZURE + "2023-11-16 18:15:46.6,374,44\n2023-11-16 18:15:50.9,396,109,7\n")
@@ -112,9 +110,8 @@ def test_bench_autoscale_refuses_an_azure_row_with_an_extra_field(tmp_path: Path
     _refused(res, f"{trace}:3")
 
 
-@OPEN
 def test_bench_autoscale_refuses_series_on_a_file_without_series(tmp_path: Path) -> None:
-    """Review (open), the defect: ``--series`` (only this series_id of a series file) was silently ignored on an
+    """Review (fixed), the defect: ``--series`` (only this series_id of a series file) was silently ignored on an
     Azure request trace: the whole trace was replayed as if it had been filtered."""
     trace = tmp_path / "az.csv"
     trace.write_text(AZURE + "".join(f"2023-11-16 18:15:{s:02d}.0,300,20\n" for s in range(20)))
@@ -122,10 +119,9 @@ def test_bench_autoscale_refuses_series_on_a_file_without_series(tmp_path: Path)
     _refused(res, "series")
 
 
-@OPEN
 @pytest.mark.parametrize("group", [False, True])
 def test_bench_forecast_refuses_a_short_request_log_row(tmp_path: Path, group: bool) -> None:
-    """Review (open), the defect: a request log row without the time column's cell (``--time-column``) crashed
+    """Review (fixed), the defect: a request log row without the time column's cell (``--time-column``) crashed
     with AttributeError ('NoneType' object has no attribute 'strip') instead of naming the file and line."""
     log = tmp_path / "log.csv"
     log.write_text("id,ts,model\n1,2024-01-01T00:00:00Z,a\n2,2024-01-01T00:10:00Z,b\n3\n")
@@ -134,16 +130,14 @@ def test_bench_forecast_refuses_a_short_request_log_row(tmp_path: Path, group: b
     _refused(res, f"{log}:4")
 
 
-@OPEN
 def test_bench_forecast_refuses_group_column_without_time_column(tmp_path: Path) -> None:
-    """Review (open), the defect: ``--group-column`` (with --time-column: also one series per top group) was
+    """Review (fixed), the defect: ``--group-column`` (with --time-column: also one series per top group) was
     silently ignored without ``--time-column``."""
     res = _bench("forecast", "--series", _hourly(tmp_path), "--horizon", "4", "--models", "naive",
                  "--group-column", "model")  # fmt: skip
     _refused(res, "--group-column", "--time-column")
 
 
-@OPEN
 @pytest.mark.parametrize(
     ("row", "named"),
     [
@@ -152,7 +146,7 @@ def test_bench_forecast_refuses_group_column_without_time_column(tmp_path: Path)
     ],
 )
 def test_bench_procure_names_the_line_of_a_bad_pod_list_row(tmp_path: Path, row: str, named: str) -> None:
-    """Review (open), the defect: an OpenB pod list given to ``bench procure --demand`` (or found by ``bench
+    """Review (fixed), the defect: an OpenB pod list given to ``bench procure --demand`` (or found by ``bench
     generalize``) with a row cut short crashed with TypeError; a non-numeric time was refused without its line."""
     pods = tmp_path / "openb_pod_list_default.csv"
     body = "p1,4000,16384,1,500,,LS,Running,0,7200,0\np2,4000,16384,1,500,,LS,Running,100,90000,100\n"
@@ -161,9 +155,8 @@ def test_bench_procure_names_the_line_of_a_bad_pod_list_row(tmp_path: Path, row:
     _refused(res, f"{pods}{named}")
 
 
-@OPEN
 def test_bench_generalize_refuses_a_directory_without_any_trace(tmp_path: Path) -> None:
-    """Review (open), the defect: ``--data`` naming a directory that holds none of the traces (an empty folder,
+    """Review (fixed), the defect: ``--data`` naming a directory that holds none of the traces (an empty folder,
     or ``../shared`` for ``../shared/data``) ran every stage on nothing and exited 0 with ``0/0 pass``."""
     (tmp_path / "empty").mkdir()
     res = _bench("generalize", "--data", tmp_path / "empty", "--quick", "--json", tmp_path / "g.json")
@@ -171,9 +164,8 @@ def test_bench_generalize_refuses_a_directory_without_any_trace(tmp_path: Path) 
     assert not (tmp_path / "g.json").exists()
 
 
-@OPEN
 def test_bench_forecast_refuses_a_model_list_with_nothing_to_run(tmp_path: Path) -> None:
-    """Review (open), the defect: ``--models prophet`` without the prophet package ran nothing and exited 0 with
+    """Review (fixed), the defect: ``--models prophet`` without the prophet package ran nothing and exited 0 with
     empty tables."""
     from gpufleet.bench.forecast import prophet_available
 
@@ -183,10 +175,9 @@ def test_bench_forecast_refuses_a_model_list_with_nothing_to_run(tmp_path: Path)
     _refused(res, "models", "prophet")
 
 
-@OPEN
 @pytest.mark.parametrize("what", ["missing", "garbage"])
 def test_bench_k8s_refuses_a_bad_kubeconfig(tmp_path: Path, what: str) -> None:
-    """Review (open), the defect: ``--kubeconfig`` naming a missing file or a file that is not a kubeconfig
+    """Review (fixed), the defect: ``--kubeconfig`` naming a missing file or a file that is not a kubeconfig
     crashed in the Kubernetes client (ConfigException / TypeError traceback) instead of an error naming it."""
     cfg = tmp_path / "kubeconfig"
     if what == "garbage":
@@ -195,7 +186,6 @@ def test_bench_k8s_refuses_a_bad_kubeconfig(tmp_path: Path, what: str) -> None:
     _refused(res, "--kubeconfig")
 
 
-@OPEN
 @pytest.mark.parametrize(
     "args",
     [
@@ -209,7 +199,7 @@ def test_bench_k8s_refuses_a_bad_kubeconfig(tmp_path: Path, what: str) -> None:
     ids=lambda a: a[0],
 )
 def test_a_failure_to_print_the_tables_does_not_lose_the_json(tmp_path: Path, args: list[str]) -> None:
-    """Review (open), the defect: the ``--json`` file was written after the tables were printed, so when printing
+    """Review (fixed), the defect: the ``--json`` file was written after the tables were printed, so when printing
     failed (stdout a full disk or a closed pipe, ``| head``) the whole run was lost; ``bench loop`` already wrote
     first."""
     (tmp_path / "n.csv").write_text(NODES + "n1,64000,262144,8,V100M16\n")
@@ -220,3 +210,17 @@ def test_a_failure_to_print_the_tables_does_not_lose_the_json(tmp_path: Path, ar
         _bench(*[a.format(d=tmp_path) for a in args], "--json", out, stdout=full.fileno())
     assert out.exists(), "the run's JSON was lost"
     assert json.loads(out.read_text())
+
+
+@pytest.mark.parametrize("bench", ["forecast", "generalize"])
+def test_json_and_markdown_to_the_same_file_are_refused(tmp_path: Path, bench: str) -> None:
+    """Review (fixed), the defect: ``--json F --markdown F`` wrote one over the other after the whole run, so one of
+    the two results was lost without a word."""
+    out = tmp_path / "out.txt"
+    if bench == "forecast":
+        args: list[str | Path] = ["--series", _hourly(tmp_path), "--horizon", "4", "--models", "naive"]
+    else:
+        args = ["--data", tmp_path, "--quick"]
+    res = _bench(bench, *args, "--json", out, "--markdown", out)
+    _refused(res, "--markdown", "--json")
+    assert not out.exists()

@@ -277,6 +277,8 @@ def run(
     size, ``model.gpus_per_replica``); without it, the Azure request format or a rate series."""
     m = model or ReplicaThroughputModel()
     if requests is not None:
+        if series_id is not None:
+            raise ValidationError("series", "a per-request CSV has no series to choose (use --where or --group)")
         traces = load_request_csv(path, requests)
     else:
         traces = load_traces(path, model=m, seed=st.seed, series_id=series_id, impute_gaps=impute_gaps)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import csv
 import io
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -74,6 +75,8 @@ def load_traces(
     text = read_input_text(p, "trace")
     cols = _header(p, text)
     if all(c in cols for c in AZURE_COLUMNS):
+        if series_id is not None:  # not ignored: the whole trace would be replayed as if it had been filtered
+            raise ValidationError("series", f"{series_id!r}: an Azure request trace has no series to choose", str(p))
         return [_load_azure(p, text, model, 0.1 if step_s is None else step_s)]
     if all(c in cols for c in ("timestamp", "series_id", "value")):
         series = read_series_csv(p, nonnegative=True)  # a negative rate is refused with its file line
@@ -110,7 +113,12 @@ def _with_gaps(t: ArrivalTrace, gaps: int) -> ArrivalTrace:
 
 
 def _load_azure(p: Path, text: str, model: ReplicaThroughputModel, step_s: float) -> ArrivalTrace:
-    df = pd.read_csv(io.StringIO(text), dtype=str, keep_default_na=False)  # cells as text: no guessing
+    try:
+        df = pd.read_csv(io.StringIO(text), dtype=str, keep_default_na=False)  # cells as text: no guessing
+    except pd.errors.ParserError as exc:  # e.g. "Expected 3 fields in line 5, saw 4"
+        msg = str(exc).splitlines()[0].removeprefix("Error tokenizing data. C error: ")
+        at = re.search(r"line (\d+)", msg)
+        raise ValidationError("row", msg, f"{p}:{at.group(1)}" if at else str(p)) from None
     df.columns = [c.strip().lower() for c in df.columns]
     try:
         t = pd.to_datetime(df["timestamp"].str.strip(), utc=True, format="mixed")

@@ -101,6 +101,9 @@ def request_rate_series(
         if group_column and group_column not in reader.fieldnames:
             raise ValidationError(group_column, f"no such column (header is {reader.fieldnames})", str(p))
         for lineno, row in enumerate(reader, start=2):
+            if None in row.values():  # a row cut short: DictReader fills the missing cells with None
+                have = sum(v is not None for k, v in row.items() if k is not None)
+                raise ValidationError("row", f"expected {len(reader.fieldnames)} fields, got {have}", f"{p}:{lineno}")
             t = parse_ts(row[time_column], f"{p}:{lineno}")
             stamps["all"].append(t)
             if group_column:
@@ -270,6 +273,8 @@ def run_forecast_bench(
     if "prophet" in wanted and not prophet_available():
         wanted = tuple(m for m in wanted if m != "prophet")
         skipped["prophet"] = "package not importable (pip install prophet)"
+        if not wanted:  # nothing left to run: an empty table is not a result
+            raise ValidationError("models", "prophet is not importable (pip install prophet) and no other model given")
     first = next(iter(series.values()))
     result = ForecastBenchResult(horizon=h, step_s=step_s, n_origins=n_origins, skipped=skipped)
     # warm-up: pay JIT compilation once, on a synthetic series, and report it

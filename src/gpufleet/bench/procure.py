@@ -118,14 +118,36 @@ def pods_hourly_demand(path: str | Path, step_s: int = HOUR_S) -> FloatArray:
     A single-GPU pod holds ``gpu_milli / 1000`` of a GPU; a multi-GPU pod holds ``num_gpu`` whole GPUs.
     Pods without a deletion time or GPUs are skipped. Step 0 starts at the trace's time 0.
     """
-    rows = list(csv.DictReader(io.StringIO(read_input_text(path, "demand"), newline="")))
-    try:
-        c = np.array([float(r["creation_time"]) for r in rows])
-        d = np.array([float(r["deletion_time"] or "nan") for r in rows])
-        n = np.array([int(r["num_gpu"]) for r in rows])
-        milli = np.array([int(r["gpu_milli"] or 0) for r in rows])
-    except (KeyError, ValueError) as exc:
-        raise ValidationError("pods", f"not an OpenB pod list: {exc}", str(path)) from None
+    reader = csv.DictReader(io.StringIO(read_input_text(path, "demand"), newline=""))
+    need = ("creation_time", "deletion_time", "num_gpu", "gpu_milli")
+    missing = [k for k in need if k not in (reader.fieldnames or ())]
+    if missing:
+        raise ValidationError("pods", f"not an OpenB pod list: no column {missing[0]!r}", str(path))
+    cells: list[tuple[float, float, int, int]] = []
+    for lineno, r in enumerate(reader, start=2):
+        where = f"{path}:{lineno}"
+        if None in r.values():  # a row cut short: DictReader fills the missing cells with None
+            have = sum(v is not None for k, v in r.items() if k is not None)
+            raise ValidationError("row", f"expected {len(reader.fieldnames or ())} fields, got {have}", where)
+        key = "creation_time"
+        try:
+            c_i = float(r[key])
+            key = "deletion_time"
+            d_i = float(r[key] or "nan")
+            key = "num_gpu"
+            n_i = int(r[key])
+            key = "gpu_milli"
+            m_i = int(r[key] or 0)
+        except ValueError:
+            raise ValidationError(key, f"not a number: {r[key]!r}", where) from None
+        for key, v in (("num_gpu", n_i), ("gpu_milli", m_i)):
+            if abs(v) > 2**31 - 1:  # not a count of GPUs (and past NumPy's integers)
+                raise ValidationError(key, f"out of range: {r[key]!r}", where)
+        cells.append((c_i, d_i, n_i, m_i))
+    c = np.array([x[0] for x in cells], dtype=np.float64)
+    d = np.array([x[1] for x in cells], dtype=np.float64)
+    n = np.array([x[2] for x in cells], dtype=np.int64)
+    milli = np.array([x[3] for x in cells], dtype=np.int64)
     g = np.where(n == 1, milli / 1000.0, n.astype(np.float64))
     ok = np.isfinite(c) & np.isfinite(d) & (g > 0) & (d > c)
     c, d, g = c[ok], d[ok], g[ok]

@@ -47,6 +47,6 @@ def register(app: typer.Typer) -> None:
             saturation_s=saturation_s,
             processes=processes,
         )
-        typer.echo(bench.to_markdown(report))
-        if json_out is not None:
+        if json_out is not None:  # before the output: a failure to print must not lose the run
             bench.write_json(report, json_out)
+        typer.echo(bench.to_markdown(report))

@@ -119,6 +119,9 @@ def bench_autoscale(
         impute_gaps=not keep_zero_windows,
         requests=requests,
     )
+    if json_path is not None:  # before the output: a failure to print must not lose the run
+        payload = [to_json(r) for r in runs]
+        json_path.write_text(json.dumps(payload[0] if len(payload) == 1 else payload, indent=2) + "\n")
     con = Console(width=200)
     stamp = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
     con.print(f"{stamp} on {platform.node()} ({platform.machine()}, Python {platform.python_version()})")
@@ -182,8 +185,6 @@ def bench_autoscale(
         ok, why = verdict(r)
         con.print(f"done-when ({r.trace.trace_id}): {'PASS' if ok else 'FAIL'} — {why}")
     if json_path is not None:
-        payload = [to_json(r) for r in runs]
-        json_path.write_text(json.dumps(payload[0] if len(payload) == 1 else payload, indent=2) + "\n")
         con.print(f"wrote {json_path}")
 
 

@@ -74,6 +74,8 @@ def register(app: typer.Typer) -> None:
         if pin_share is not None:  # checked by pin_models (field named in the error)
             pin = PinVariant(pods.stem.removeprefix("openb_pod_list_"), pin_share, pin_spread, pin_seed)
         summary = run_bench(nodes, pods, parse_seeds(seeds), names, progress, pin=pin, mix=_mix(pods, mix, mix_seed))
+        if json_path is not None:  # before the output: a failure to print must not lose the run
+            json_path.write_text(json.dumps(summary, indent=2) + "\n")
         table = Table(title=f"binpack {summary['trace']} (seeds {seeds})")
         for col in ("policy", "unallocated % @100 (mean)", "sd", "final allocation %"):
             table.add_column(col)
@@ -83,8 +85,6 @@ def register(app: typer.Typer) -> None:
             u = row["unallocated_gpu_pct_at_100"]
             table.add_row(name, f"{u['mean']:.3f}", f"{u['sd']:.3f}", f"{row['final_allocation_pct']:.2f}")
         Console().print(table)
-        if json_path is not None:
-            json_path.write_text(json.dumps(summary, indent=2) + "\n")
 
 
 def _mix(pods: Path, spec: str | None, seed: int) -> MixVariant | None:

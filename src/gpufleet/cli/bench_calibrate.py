@@ -26,6 +26,8 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Measure the trace statistics that the built-in scenario is calibrated on."""
         r = calibrate(data)
+        if json_path is not None:  # before the output: a failure to print must not lose the run
+            write_json(json_path, r)
         con = Console()
         for kind, per in r.items():
             t = Table(title=f"{kind} traces")
@@ -36,5 +38,3 @@ def register(app: typer.Typer) -> None:
             for sid, stats in per.items():
                 t.add_row(sid, *(f"{stats[k]:.3g}" for k in keys))
             con.print(t)
-        if json_path is not None:
-            write_json(json_path, r)

@@ -27,6 +27,8 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Node launches, terminations, cost and pending time: gpufleet's node scaler vs a CA-like baseline."""
         r = bench_cluster_autoscale(parse_seeds(seeds), days, gpus)
+        if json_path is not None:  # before the output: a failure to print must not lose the run
+            write_json(json_path, r)
         t = Table(title=f"cluster autoscaler on the steady scenario ({gpus:,} GPUs, {days} days)")
         for c in ("seed", "policy", "launches", "terms", "cost USD", "p95 wait s", "p99 wait s", "GPU-h done"):
             t.add_column(c, justify="right")
@@ -48,5 +50,3 @@ def register(app: typer.Typer) -> None:
             f"mean launches ratio {r['launches_ratio_mean']}, mean cost ratio {r['cost_ratio_mean']}, "
             f"mean ratio of cost per allocated GPU-hour {r['cost_per_gpu_hour_ratio_mean']}"
         )
-        if json_path is not None:
-            write_json(json_path, r)

@@ -30,12 +30,11 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Meter a month of 5-minute per-GPU samples; columnar vs a naive per-record loop (same run)."""
         r = bench_cost(gpus, days, step_s, seed, baseline_samples)
+        if json_path is not None:  # before the output: a failure to print must not lose the run
+            json_path.write_text(json.dumps(r, indent=2) + "\n")
         t = Table(title=f"bench cost: {gpus:,} GPUs, {days} days, {step_s} s samples")
         t.add_column("measure")
         t.add_column("value", justify="right")
         for k, v in r.items():
             t.add_row(k, f"{v:,}" if isinstance(v, int) and not isinstance(v, bool) else str(v))
         Console().print(t)
-        if json_path is not None:
-            json_path.parent.mkdir(parents=True, exist_ok=True)
-            json_path.write_text(json.dumps(r, indent=2) + "\n")

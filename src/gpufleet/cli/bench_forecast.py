@@ -49,7 +49,12 @@ def register(app: typer.Typer) -> None:
             request_rate_series,
             run_forecast_bench,
         )
+        from gpufleet.domain.errors import ValidationError
 
+        if json_path and markdown and json_path.resolve() == markdown.resolve():  # one would overwrite the other
+            raise ValidationError("--markdown", f"{markdown} is also the --json file; give two files")
+        if group_column and not time_column:  # not ignored: it only means something for a request log
+            raise ValidationError("--group-column", "needs --time-column (it splits a request log by a column)")
         agg_s = parse_duration_s(aggregate, "aggregate") if aggregate else None
         if time_column:
             data = request_rate_series(series, time_column, agg_s or 3600, group_column)
@@ -60,9 +65,10 @@ def register(app: typer.Typer) -> None:
         table = markdown_table(result)
         if per_origin:
             table += "\n\n" + per_origin_table(result)
-        typer.echo(table)
+        if json_path:  # before the output: a failure to print must not lose the run
+            json_path.write_text(json.dumps(result.to_json(per_origin), indent=2) + "\n")
         if markdown:
             markdown.write_text(table + "\n")
+        typer.echo(table)
         if json_path:
-            json_path.write_text(json.dumps(result.to_json(per_origin), indent=2) + "\n")
             typer.echo(f"wrote {json_path}")

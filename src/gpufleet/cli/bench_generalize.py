@@ -56,6 +56,8 @@ def register(app: typer.Typer) -> None:
         never judged on a trace that chose it (leave-one-trace-out)."""
         from gpufleet.bench.generalize import STAGES, GeneralizeSettings, markdown, run_generalize
 
+        if json_path and markdown_path and json_path.resolve() == markdown_path.resolve():  # one overwrites the other
+            raise ValidationError("--markdown", f"{markdown_path} is also the --json file; give two files")
         chosen = tuple(s.strip() for s in stages.split(",") if s.strip())
         bad = [s for s in chosen if s not in STAGES]
         if bad or not chosen:
@@ -68,13 +70,18 @@ def register(app: typer.Typer) -> None:
         stamp = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
         typer.echo(f"{stamp} on {platform.node()} ({platform.machine()}, Python {platform.python_version()})")
         doc = run_generalize(data, settings, chosen, progress=typer.echo)
+        if not any(doc[s]["total"] or doc[s].get("skipped") for s in chosen):  # a wrong folder, not a result
+            raise ValidationError(
+                "data", f"no trace for {', '.join(chosen)} in {data} (laid out like ../shared/data: serving/, ...)"
+            )
         doc["config"]["started"] = stamp
         table = markdown(doc)
-        typer.echo(table)
+        if json_path:  # before the output: a failure to print must not lose the run
+            json_path.write_text(json.dumps(doc, indent=2, default=float) + "\n")
         if markdown_path:
             markdown_path.write_text(table + "\n")
+        typer.echo(table)
         if json_path:
-            json_path.write_text(json.dumps(doc, indent=2, default=float) + "\n")
             typer.echo(f"wrote {json_path}")
 
 

@@ -36,12 +36,16 @@ def register(app: typer.Typer) -> None:
 
         if kubeconfig is None and not apiserver.is_file():
             raise ValidationError("--apiserver", f"file not found: {apiserver} (or pass --kubeconfig)")
+        if kubeconfig is not None:  # a missing or broken file, or a server that does not answer: named, at once
+            from gpufleet.cli.cmd_controller import connect
+
+            connect(kubeconfig, in_cluster=False)
         r = run_k8s_bench(nodes, pods, kubeconfig=kubeconfig, apiserver_xz=apiserver, seed=seed, bind_workers=workers)
+        if json_path is not None:  # before the output: a failure to print must not lose the run
+            json_path.write_text(json.dumps(dataclasses.asdict(r), indent=2) + "\n")
         Console().print(
             f"{r.binds} binds in {r.tick_wall_s:.2f} s: {r.binds_per_s:,.0f} binds/s, p50 {r.p50_ms:.1f} ms, "
             f"p99 {r.p99_ms:.1f} ms ({r.bind_workers} workers, {r.api_server}); in-process "
             f"{r.in_process_decisions_per_s:,.0f} decisions/s",
             highlight=False,
         )
-        if json_path is not None:
-            json_path.write_text(json.dumps(dataclasses.asdict(r), indent=2) + "\n")

@@ -31,7 +31,6 @@ def register(app: typer.Typer) -> None:
         from gpufleet.bench.portfolio import run
 
         doc = run(n_pairs=pairs, n_days=days, n_scenarios=scenarios, share_cap=share_cap)
-        _out.print_json(json.dumps(doc))
-        if json_path is not None:
-            json_path.parent.mkdir(parents=True, exist_ok=True)
+        if json_path is not None:  # before the output: a failure to print must not lose the run
             json_path.write_text(json.dumps(doc, indent=2))
+        _out.print_json(json.dumps(doc))

@@ -56,6 +56,8 @@ def register(app: typer.Typer) -> None:
         conv = RpsToGpus(rps_per_replica, gpus_per_replica) if rps_per_replica is not None else None
         data = load_demand(demand, series_id=series, convert=conv)
         doc = run(cfg, data)
+        if json_path is not None:  # before the output: a failure to print must not lose the run
+            json_path.write_text(json.dumps(doc, indent=2))
         table = Table(title=f"bench procure: term {term_hours} h, lead {lead_hours} h, {sku}, alpha {cfg.alpha:.3f}")
         for col in ("series", "policy", "cost_usd", "ratio_to_optimal", "unmet_gpu_h", "reserved_util"):
             table.add_column(col, justify="left" if col in ("series", "policy") else "right")
@@ -73,9 +75,6 @@ def register(app: typer.Typer) -> None:
                     f"{r['reserved_utilization'] or 0.0:.3f}",
                 )
         _out.print(table)
-        if json_path is not None:
-            json_path.parent.mkdir(parents=True, exist_ok=True)
-            json_path.write_text(json.dumps(doc, indent=2))
 
     @app.command("procure-loop")
     @user_errors
@@ -94,6 +93,8 @@ def register(app: typer.Typer) -> None:
         from gpufleet.bench.seeds import parse_seeds
 
         doc = closed_loop(parse_seeds(seeds), days, gpus)
+        if json_path is not None:  # before the output: a failure to print must not lose the run
+            json_path.write_text(json.dumps(doc, indent=2))
         names = [k for k in doc["ratio_to_baseline_loop"]]
         table = Table(title=f"procurers in the closed loop: default scenario, {gpus:,} GPUs, {days} days")
         table.add_column("seed", justify="right")
@@ -112,6 +113,3 @@ def register(app: typer.Typer) -> None:
         summary = doc["ratio_to_baseline_loop"]
         table.add_row("mean (sd)", "", *[f"{summary[n]['mean']} ({summary[n]['sd']})" for n in names])
         _out.print(table)
-        if json_path is not None:
-            json_path.parent.mkdir(parents=True, exist_ok=True)
-            json_path.write_text(json.dumps(doc, indent=2))

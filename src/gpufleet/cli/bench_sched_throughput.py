@@ -34,6 +34,8 @@ def register(app: typer.Typer) -> None:
         if policy == "fgd":
             raise ValidationError("--policy", "fgd needs a trace distribution; use gpufleet or a baseline")
         r = run_throughput(nodes, pods, seed, policy)
+        if json_path is not None:  # before the output: a failure to print must not lose the run
+            json_path.write_text(json.dumps(dataclasses.asdict(r), indent=2) + "\n")
         Console().print(
             f"{r.policy}: wall {r.decisions_per_s:,.0f} decisions/s, p50 {r.p50_ms:.2f} ms, p99 {r.p99_ms:.2f} ms, "
             f"max {r.max_ms:.0f} ms | CPU time {r.cpu_decisions_per_s:,.0f} decisions/s, p50 {r.cpu_p50_ms:.2f} ms, "
@@ -41,5 +43,3 @@ def register(app: typer.Typer) -> None:
             f"(mean GPU allocation {r.mean_gpu_util_pct:.1f} %)",
             highlight=False,
         )
-        if json_path is not None:
-            json_path.write_text(json.dumps(dataclasses.asdict(r), indent=2) + "\n")

@@ -27,6 +27,8 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Simulate a large fleet for a long time; print jobs, events, wall seconds, events per second."""
         r = bench_sim(gpus, days, seed, min_jobs)
+        if json_path is not None:  # before the output: a failure to print must not lose the run
+            write_json(json_path, r)
         t = Table(title=f"bench sim: {gpus:,} GPUs, {days} days")
         for k in (
             "jobs",
@@ -41,5 +43,3 @@ def register(app: typer.Typer) -> None:
             v = r[k]
             t.add_row(k, str(v) if isinstance(v, bool) else f"{v:,}" if isinstance(v, int) else str(v))
         Console().print(t)
-        if json_path is not None:
-            write_json(json_path, r)
