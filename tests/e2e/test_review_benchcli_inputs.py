@@ -224,3 +224,15 @@ def test_json_and_markdown_to_the_same_file_are_refused(tmp_path: Path, bench: s
     res = _bench(bench, *args, "--json", out, "--markdown", out)
     _refused(res, "--markdown", "--json")
     assert not out.exists()
+
+
+def test_bench_binpack_runs_a_policy_named_twice_once(tmp_path: Path) -> None:
+    """Review (fixed), the defect: ``--policy bestfit,bestfit`` ran the policy twice per seed and summarised both
+    runs as one policy, so its mean and sd were over copies (the JSON listed each seed twice)."""
+    (tmp_path / "n.csv").write_text(NODES + "n1,64000,262144,8,V100M16\n")
+    (tmp_path / "p.csv").write_text(PODS + "p1,1000,1024,1,500,\n")
+    out = tmp_path / "b.json"
+    res = _bench("binpack", "--nodes", tmp_path / "n.csv", "--pods", tmp_path / "p.csv", "--seeds", "1,2",
+                 "--policy", "bestfit,bestfit", "--json", out)  # fmt: skip
+    assert res.returncode == 0, res.stderr[-2000:]
+    assert json.loads(out.read_text())["policies"]["bestfit"]["seeds"] == [1, 2]

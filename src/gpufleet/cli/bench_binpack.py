@@ -57,7 +57,7 @@ def register(app: typer.Typer) -> None:
         With ``--pin-share`` the pod list is first rewritten so that that share of its GPU pods names GPU
         models (:mod:`gpufleet.bench.binpack_pins`); with ``--mix`` its mix of multi-GPU or CPU-only pods changes
         (:mod:`gpufleet.bench.binpack_mix`). FGD's target distribution is the rewritten list."""
-        names = list(POLICY_NAMES) if policy == "all" else [p.strip() for p in policy.split(",")]
+        names = list(POLICY_NAMES) if policy == "all" else list(dict.fromkeys(p.strip() for p in policy.split(",")))
         for n in names:
             if n not in POLICY_NAMES:
                 raise ValidationError("--policy", f"unknown policy {n!r}; choose from {', '.join(POLICY_NAMES)} or all")
