@@ -6,8 +6,6 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-import pytest
-
 from gpufleet.control.binding import BindingPlanner
 from gpufleet.control.observation import ObservedPod
 from tests.unit.test_control_preempting import NOW, _node, _obs, _plan_and_preempt, _pod
@@ -17,7 +15,6 @@ def _gang(prios: tuple[int, ...]) -> list[ObservedPod]:
     return [_pod(f"w{i}", 8, prio=p, gang="g", gmin=len(prios)) for i, p in enumerate(prios)]
 
 
-@pytest.mark.xfail(strict=True, reason="plan_gang asks with the highest member's priority")
 def test_a_gang_member_never_displaces_work_of_its_own_priority_or_higher() -> None:
     """Review (fixed), the defect: plan_gang asked the planner with the highest member's priority, so a gang whose
     members were 100 and 1 evicted priority-50 pods for the priority-1 member too."""
@@ -35,7 +32,6 @@ def test_a_gang_member_never_displaces_work_of_its_own_priority_or_higher() -> N
     assert decisions[0].priority == 51  # the gang's priority: the one every member reaches
 
 
-@pytest.mark.xfail(strict=True, reason="only the first listed member's preemptionPolicy is read")
 def test_a_gang_with_a_member_that_may_not_preempt_waits_whichever_member_is_listed_first() -> None:
     """Review (fixed), the defect: only the first listed member's preemptionPolicy was read, so a gang preempted
     or not depending on which of its members sorted first by name."""

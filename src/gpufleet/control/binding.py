@@ -469,15 +469,17 @@ class BindingPlanner:
             if key in seen:
                 continue
             seen.add(key)
-            if not p.preempts:
-                none.append(NoPreempt(key, "preemption_policy_never"))
-                continue
-            if lowest is None or p.priority <= lowest:
-                none.append(NoPreempt(key, "no_eligible_victims"))  # nothing offered ranks below it
-                continue
+            members = [p]
             if p.gang:
                 members = sorted((m for m in obs.pods if m.gang == p.gang and m.namespace == p.namespace
                                   and m.active and not m.node), key=lambda m: m.key)  # fmt: skip
+            if not all(m.preempts for m in members):  # a gang: any member's Never holds the whole gang back
+                none.append(NoPreempt(key, "preemption_policy_never"))
+                continue
+            if lowest is None or min(m.priority for m in members) <= lowest:
+                none.append(NoPreempt(key, "no_eligible_victims"))  # nothing offered ranks below it
+                continue
+            if p.gang:
                 reqs = [self._request(m, table) for m in members]
                 gang_cands = {n: c for n, c in cands.items() if whole.get(n)}
                 got = plan_gang(table, key, members, reqs, gang_cands, now, cfg.node_start_s, cfg.grace_s, jobs,

@@ -11,7 +11,9 @@ a pod and :func:`plan_gang` for a gang that did not fit; both ask the schedule p
   ``waiting_is_cheaper``): :meth:`gpufleet.control.scheduling.FleetScheduler.preempt` for a single pod, the same
   gate as :meth:`~gpufleet.control.scheduling.FleetScheduler.preempt_gang` for a gang;
 - a single pod's victims sit on one node, cheapest GPU-hours first (:func:`plan_preemption`); a gang empties
-  whole nodes, cheapest first, as few as it needs (:func:`plan_gang_preemption`, tried with 1, 2, ... nodes).
+  whole nodes, cheapest first, as few as it needs (:func:`plan_gang_preemption`, tried with 1, 2, ... nodes). Any
+  member may land on an emptied node, so the gang's priority is its lowest member's (every victim is strictly
+  below every member) and a gang preempts only if none of its members has ``preemptionPolicy: Never``.
 
 Victims offered (:func:`offerable`): bound, active, whole-GPU pods that are not members of a gang (stopping one
 worker stops its gang) and not node-bound (DaemonSet, static pods). What the planner reads of a victim
@@ -277,7 +279,7 @@ def plan_gang(
     nodes the placement uses. On a decision the table holds the members; else it is unchanged."""
     if any(r.num_gpu <= 0 or r.gpu_milli != MILLI for r in reqs):
         return NoPreempt(key, "not_whole_gpus")
-    prio = max(m.priority for m in members)
+    prio = min(m.priority for m in members)  # each member takes a node its victims leave: it must outrank them
     kind = WorkloadKind.SERVING if any(kind_of(m) is WorkloadKind.SERVING for m in members) else WorkloadKind.TRAINING
     gpus = sum(r.num_gpu for r in reqs)
     fit = np.zeros(table.n_nodes, dtype=bool)
