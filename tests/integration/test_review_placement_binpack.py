@@ -6,8 +6,6 @@ from __future__ import annotations
 
 from typing import Any
 
-import pytest
-
 from tests.integration.conftest import Database, ServerFactory
 
 
@@ -18,7 +16,6 @@ def _node(c: Any, node_id: str, sku: str, allocs: list[tuple[str, int]]) -> None
     assert r.status_code == 201, r.text
 
 
-@pytest.mark.xfail(strict=True, reason="the bin-packing node table has no GPU model: moves cross SKUs")
 def test_binpack_never_moves_work_onto_a_node_of_another_gpu_model(
     database: Database, make_server: ServerFactory
 ) -> None:

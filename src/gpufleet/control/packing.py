@@ -31,6 +31,7 @@ class NodeLoad:
     node_id: str
     gpus_total: int
     allocations: list[tuple[str, int]]
+    sku: str = ""  # the node's GPU model: work moves only between nodes of the same one ("" = any)
 
     @property
     def used(self) -> int:
@@ -72,12 +73,13 @@ def suggest_moves(
 ) -> tuple[list[dict[str, Any]], list[str], list[dict[str, str]]]:
     """(moves, nodes freed, nodes skipped with a reason). Pure: delegates to the scheduler's planner.
 
-    Each allocation becomes a whole-GPU pod on a node table (GPUs only: the store keeps no CPU/memory per
-    node); only checkpointable training is movable, there is no disruption budget here.
+    Each allocation becomes a whole-GPU pod on a node table (GPUs and their model only: the store keeps no
+    CPU/memory per node), asking for the model of the node it runs on; only checkpointable training is movable,
+    there is no disruption budget here.
     """
     if not nodes:
         return [], [], []
-    table = NodeTable.from_specs([NodeSpec(n.node_id, 0, 0, n.gpus_total) for n in nodes])
+    table = NodeTable.from_specs([NodeSpec(n.node_id, 0, 0, n.gpus_total, n.sku) for n in nodes])
     running: list[RunningPod] = []
     wid_of: dict[str, str] = {}
     over: list[int] = []
@@ -87,7 +89,7 @@ def suggest_moves(
             continue
         t = table.gpu_left_milli[i]
         for j, (wid, g) in enumerate(n.allocations):
-            req = PodRequest(wid, 0, 0, g, 1000 if g else 0)
+            req = PodRequest(wid, 0, 0, g, 1000 if g else 0, (n.sku,) if n.sku else ())
             slots = tuple(int(x) for x in np.flatnonzero(t == 1000)[:g])
             table.allocate(i, req, slots)
             tr = traits.get(wid)
@@ -140,7 +142,7 @@ class RepackPlan:
 def plan_repack(nodes: list[NodeLoad], traits: dict[str, WorkloadTraits], now_s: int) -> RepackPlan:
     """The moves :func:`suggest_moves` proposes and the fleet's fragmentation before and after them."""
     moves, freed, skipped = suggest_moves(nodes, traits, now_s)
-    after = {n.node_id: NodeLoad(n.node_id, n.gpus_total, list(n.allocations)) for n in nodes}
+    after = {n.node_id: NodeLoad(n.node_id, n.gpus_total, list(n.allocations), n.sku) for n in nodes}
     for m in moves:
         src = after[m["from_node"]].allocations
         src.remove(next(a for a in src if a == (m["workload_id"], m["gpus"])))

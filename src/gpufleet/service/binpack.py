@@ -36,7 +36,10 @@ class BinpackService:
             ).all()
             nodes = [
                 NodeLoad(
-                    r.id, r.gpus_total, [(a["workload_id"], int(a["gpus"])) for a in json.loads(r.allocations_json)]
+                    r.id,
+                    r.gpus_total,
+                    [(a["workload_id"], int(a["gpus"])) for a in json.loads(r.allocations_json)],
+                    r.sku_id,
                 )
                 for r in rows
             ]
