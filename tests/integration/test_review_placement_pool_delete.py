@@ -57,7 +57,6 @@ def _team_with_budget(database: Database, clock: FixedClock) -> RegistryService:
     return registry
 
 
-@pytest.mark.xfail(strict=True, reason="the booking does not check that the placement's pool still exists")
 def test_a_booking_never_names_a_pool_deleted_after_the_placement_read_it(database: Database) -> None:
     """Review (fixed), the defect: BudgetService._decide booked the commitment for the pool the placement had read
     without checking the pool still existed, so a pool deleted in between left a commitment naming a deleted pool
@@ -79,7 +78,6 @@ def test_a_booking_never_names_a_pool_deleted_after_the_placement_read_it(databa
 
 @pytest.mark.postgres
 @pytest.mark.parametrize("database", ["postgres"], indirect=True)
-@pytest.mark.xfail(strict=True, reason="the booking does not check that the placement's pool still exists")
 def test_a_pool_delete_racing_a_booking_over_http_leaves_no_orphan(
     database: Database, make_server: ServerFactory
 ) -> None:

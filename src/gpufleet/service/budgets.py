@@ -54,7 +54,7 @@ from gpufleet.control.admission import (
     usd,
 )
 from gpufleet.control.metering import Meter
-from gpufleet.domain.errors import NotFoundError, ValidationError
+from gpufleet.domain.errors import ConflictError, NotFoundError, ValidationError
 from gpufleet.domain.pools import Tier
 from gpufleet.service.auth import ADMINS, Actor, Role
 from gpufleet.service.clock import Clock
@@ -236,11 +236,17 @@ class BudgetService:
             budget, metered, committed = self._figures(uow, row, now_s)
             window = (budget.window_start_s, budget.window_end_s)
             out: list[AdmissionOutcome | BaseException | None] = []
+            pools: dict[str, bool] = {}  # pool id -> it still exists (held against a delete until commit)
             for a in asks:
                 call = decide_budget(budget, metered + committed, a.preferred, a.degrade,
                                      expected_run_s=a.expected_run_s, workload_id=a.context.get("workload_id", "-"),
                                      now_s=now_s)  # fmt: skip
                 decision = call.decision
+                pool_id = call.chosen.pool_id if book and call.chosen is not None else None
+                if pool_id is not None and not self._pool_held(uow, pool_id, pools):
+                    # the placement read its pools before this transaction: one deleted since is not booked
+                    out.append(ConflictError(f"pool {pool_id!r} was deleted while the placement was decided; retry"))
+                    continue
                 body = self._body(row, budget, metered, committed, now_s)
                 body.update(
                     action=decision.action.value,
@@ -270,6 +276,16 @@ class BudgetService:
         return out
 
     # ---- helpers ------------------------------------------------------------------------------------------------
+    @staticmethod
+    def _pool_held(uow: UnitOfWork, pool_id: str, seen: dict[str, bool]) -> bool:
+        """Whether the pool a booking names still exists, holding it until commit (``FOR KEY SHARE`` on PostgreSQL:
+        a concurrent delete waits and then finds the commitment; SQLite's write lock serializes them already)."""
+        got = seen.get(pool_id)
+        if got is None:
+            stmt = uow.lock(select(PoolRow.id).where(PoolRow.id == pool_id), key_share=True)
+            got = seen[pool_id] = uow.session.scalar(stmt) is not None
+        return got
+
     def _figures(self, uow: UnitOfWork, row: TeamBudgetRow, now_s: int) -> tuple[Budget, int, int]:
         budget = team_budget(row.team_id, limit_cents=row.limit_cents, period=row.period,
                              alert_at=json.loads(row.alert_at_json), enforce=row.enforce, now_s=now_s)  # fmt: skip
