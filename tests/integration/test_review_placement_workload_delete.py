@@ -58,7 +58,6 @@ def _changes(database: Database, wid: str) -> int:
                                 {"w": wid}).scalar_one())  # fmt: skip
 
 
-@pytest.mark.xfail(strict=True, reason="delete does not lock the workload before listing its change requests: 500")
 def test_delete_waits_for_a_change_being_recorded_and_removes_it(
     database: Database, make_server: ServerFactory
 ) -> None:
@@ -79,9 +78,6 @@ def test_delete_waits_for_a_change_being_recorded_and_removes_it(
     assert _changes(database, wid) == 0
 
 
-@pytest.mark.xfail(
-    strict=True, reason="a rightsizing change does not hold the workload: a concurrent delete gives a 500"
-)
 def test_a_change_for_a_workload_being_deleted_is_a_404(database: Database, make_server: ServerFactory) -> None:
     """Review (fixed), the defect: recording a rightsizing change read the workload without holding it, so a delete
     committed meanwhile made the change's INSERT fail on the foreign key: a 500 instead of the workload's 404."""

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from decimal import Decimal
-from typing import Any
+from typing import Any, Literal
 
 from sqlalchemy import Engine, select, update
 from sqlalchemy.orm import Session
@@ -167,12 +167,25 @@ class WorkloadService:
             uow.commit()
         return wid
 
-    def get_row(self, uow: UnitOfWork, actor: Actor, workload_id: str) -> WorkloadRow:
-        row = uow.session.get(WorkloadRow, workload_id)
+    def get_row(
+        self, uow: UnitOfWork, actor: Actor, workload_id: str, *, lock: Literal["key_share", "update"] | None = None
+    ) -> WorkloadRow:
+        """The workload's row (404; 403 for another team's). ``lock`` (PostgreSQL; SQLite serializes writers): a
+        write that refers to the workload holds it until commit, ``key_share`` against a concurrent delete (which
+        then waits, or has deleted it: 404), ``update`` for the delete itself (it waits for such writes)."""
+        if lock is None:
+            row = uow.session.get(WorkloadRow, workload_id)
+        else:
+            stmt = uow.lock(select(WorkloadRow).where(WorkloadRow.id == workload_id), key_share=lock == "key_share")
+            row = uow.session.scalar(stmt)
         if row is None:
             raise NotFoundError("workload", workload_id)
         actor.require_team(row.team_id)
         return row
+
+    def get_row_held(self, uow: UnitOfWork, actor: Actor, workload_id: str) -> WorkloadRow:
+        """:meth:`get_row` held against a concurrent delete, for a write that refers to the workload."""
+        return self.get_row(uow, actor, workload_id, lock="key_share")
 
     def get(self, actor: Actor, workload_id: str) -> dict[str, Any]:
         with UnitOfWork(self._engine, write=False) as uow:
@@ -249,7 +262,8 @@ class WorkloadService:
         actor.require(*WRITERS)
         now_s = self._clock.now_s()
         with UnitOfWork(self._engine, write=True) as uow:
-            row = self.get_row(uow, actor, workload_id)
+            # locked first: a change request being recorded commits before its list is read (else its FK fails)
+            row = self.get_row(uow, actor, workload_id, lock="update")
             for change in uow.session.scalars(
                 select(RightsizingChangeRow).where(RightsizingChangeRow.workload_id == workload_id)
             ).all():
@@ -270,7 +284,7 @@ class WorkloadService:
         actor.require(*WRITERS)
         now_s = self._clock.now_s()
         with UnitOfWork(self._engine, write=True) as uow:
-            self.get_row(uow, actor, workload_id)
+            self.get_row_held(uow, actor, workload_id)
             cid = self._ids.new("chg")
             uow.session.add(
                 RightsizingChangeRow(

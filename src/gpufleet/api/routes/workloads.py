@@ -117,7 +117,7 @@ def apply_rightsizing(
     """Record a rightsizing change (status ``pending`` = proposed); apply it with ``POST /v1/changes/{id}:apply``
     and undo it with ``:rollback``. ``gpus``/``gpu_sku`` default to the workload's current ones."""
     cid = request.app.state.finops.request_change(
-        actor, services.workloads.get_row, workload_id, cpu=body.cpu, mem_gb=body.mem_gb, ticket=body.ticket,
+        actor, services.workloads.get_row_held, workload_id, cpu=body.cpu, mem_gb=body.mem_gb, ticket=body.ticket,
         gpus=body.gpus, gpu_sku=body.gpu_sku,
     )  # fmt: skip
     return {"change_id": cid, "status": "pending", "ticket": body.ticket, "href": f"/v1/changes/{cid}"}
