@@ -4,14 +4,11 @@ not a silently ignored part of the request."""
 
 from __future__ import annotations
 
-import pytest
-
 from tests.integration.conftest import LiveServer
 
 BODY = {"job_class": "training", "priority": "high", "sku": "h100_80gb", "gpus": 8}
 
 
-@pytest.mark.xfail(strict=True, reason="degrade option SKUs are not checked")
 def test_a_degrade_option_naming_an_unknown_sku_is_a_422(shared_server: LiveServer) -> None:
     """Review (fixed), the defect: ChainPlacementService.recommend checked the request's SKU only, so a degrade
     option with a mistyped SKU was never tried and the answer did not say why."""
@@ -24,7 +21,6 @@ def test_a_degrade_option_naming_an_unknown_sku_is_a_422(shared_server: LiveServ
         assert r.json()["field"] == "degrade_options[1].sku" and "a100_80g" in r.json()["detail"]
 
 
-@pytest.mark.xfail(strict=True, reason="running work pools are not checked")
 def test_running_work_in_an_unknown_pool_is_a_422(shared_server: LiveServer) -> None:
     """Review (fixed), the defect: running work naming a pool that does not exist (a typo) was silently never a
     preemption candidate, so a high-priority job queued instead of preempting, with no word about the pool."""

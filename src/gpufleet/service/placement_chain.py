@@ -87,7 +87,8 @@ class ChainPlacementService:
         )
         self._all_regions = base
         self._some_regions = base.where(PoolRow.region_id.in_(bindparam("regions", expanding=True)))
-        self._sku_exists = select(SkuRow.id).where(SkuRow.id == bindparam("sku"))
+        self._skus_exist = select(SkuRow.id).where(SkuRow.id.in_(bindparam("skus", expanding=True)))
+        self._pools_exist = select(PoolRow.id).where(PoolRow.id.in_(bindparam("pools", expanding=True)))
         self._regions_exist = select(RegionRow.id).where(RegionRow.id.in_(bindparam("regions", expanding=True)))
 
     def recommend(self, actor: Actor, req: ChainPlacementRequest) -> dict[str, Any]:
@@ -101,11 +102,20 @@ class ChainPlacementService:
             params["regions"] = list(req.regions)
         with self._engine.connect() as conn:  # a plain read: one round trip, no ORM session on the hot path
             rows = conn.execute(stmt, params).all()
-            if (
-                not any(r[2] == req.sku_id for r in rows)
-                and conn.execute(self._sku_exists, {"sku": req.sku_id}).first() is None
-            ):
-                raise ValidationError("sku", f"unknown SKU {req.sku_id!r}")
+            unseen_skus = sorted(set(skus) - {r[2] for r in rows})
+            if unseen_skus:  # a SKU without pools here: a typo is an error (the request's, or a degrade option's)
+                known_skus = set(conn.execute(self._skus_exist, {"skus": unseen_skus}).scalars())
+                if req.sku_id not in known_skus and req.sku_id in unseen_skus:
+                    raise ValidationError("sku", f"unknown SKU {req.sku_id!r}")
+                for i, o in enumerate(req.degrade_options):
+                    if o.sku_id is not None and o.sku_id in unseen_skus and o.sku_id not in known_skus:
+                        raise ValidationError(f"degrade_options[{i}].sku", f"unknown SKU {o.sku_id!r}")
+            unseen_pools = sorted({r.pool_id for r in req.running} - {r[0] for r in rows})
+            if unseen_pools:  # running work elsewhere (another region or SKU) is fine; in no pool at all, a typo
+                known_pools = set(conn.execute(self._pools_exist, {"pools": unseen_pools}).scalars())
+                for i, r in enumerate(req.running):
+                    if r.pool_id not in known_pools and r.pool_id in unseen_pools:
+                        raise ValidationError(f"running[{i}].pool", f"unknown pool {r.pool_id!r}")
             have = {row[1] for row in rows}
             unseen = [r for r in req.regions if r not in have]
             if unseen:  # a region without pools for these SKUs: a typo is an error, a real region just has none
