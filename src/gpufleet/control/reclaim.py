@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from gpufleet.control.observation import Observation
+from gpufleet.control.observation import Observation, ObservedPod
 from gpufleet.schedule.consolidation import RunningPod, plan_consolidation
 from gpufleet.schedule.policies import best_fit_gpus
 from gpufleet.schedule.table import NodeSpec, NodeTable, PodRequest
@@ -35,6 +35,11 @@ class ReclaimPlan:
     skipped: tuple[tuple[str, str], ...]  # (node, reason code)
 
 
+def _node_bound(p: ObservedPod) -> bool:
+    """A DaemonSet or static pod: it runs where it is, drain or not."""
+    return p.owner_kind in ("DaemonSet", "Node")
+
+
 def plan_reclaim(
     obs: Observation,
     now_s: int,
@@ -48,11 +53,22 @@ def plan_reclaim(
     if not nodes:
         return ReclaimPlan((), ())
     words = {w for p in obs.pods for w in p.request.node_selector}  # only labels a pod selects on
-    specs = [
-        NodeSpec(n.name, n.spec.cpu_milli, n.spec.memory_mib, n.spec.gpu_count, n.spec.gpu_model,
-                 labels=tuple(w for w in n.spec.labels if w in words), taints=n.spec.taints)
-        for n in nodes
-    ]  # fmt: skip
+    # node-bound pods (daemons, static pods) stay with their node, as kubectl drain leaves them, but the CPU and
+    # memory they request is no room for pods drained there: it comes off the node's capacity (never below what the
+    # node's other pods request); GPUs one holds are held in the table below (such a node is not drained)
+    pinned: dict[str, tuple[int, int]] = {}
+    others: dict[str, tuple[int, int]] = {}
+    for p in obs.pods:
+        if p.active and p.node:
+            into = pinned if _node_bound(p) else others
+            cpu, mem = into.get(p.node, (0, 0))
+            into[p.node] = (cpu + p.request.cpu_milli, mem + p.request.memory_mib)
+    specs = []
+    for n in nodes:
+        (pc, pm), (oc, om) = pinned.get(n.name, (0, 0)), others.get(n.name, (0, 0))
+        specs.append(NodeSpec(n.name, max(n.spec.cpu_milli - pc, oc), max(n.spec.memory_mib - pm, om),
+                              n.spec.gpu_count, n.spec.gpu_model, labels=tuple(w for w in n.spec.labels if w in words),
+                              taints=n.spec.taints))  # fmt: skip
     table = NodeTable.from_specs(specs)
     taints = {w for w in table.bit_of if ":" in w}
     index = {n: i for i, n in enumerate(table.names)}
@@ -60,9 +76,15 @@ def plan_reclaim(
     gated_nodes: set[int] = set()
     pods = {}
     for p in obs.pods:
-        if not (p.active and p.node in index) or p.owner_kind in ("DaemonSet", "Node"):
-            continue  # node-bound pods (daemons, static pods) stay with their node, as kubectl drain does
+        if not (p.active and p.node in index):
+            continue
         node = index[p.node]
+        if _node_bound(p):  # stays with its node; its GPUs are no room for others (its CPU and memory: above)
+            gpu = PodRequest(p.request.name, 0, 0, p.request.num_gpu, p.request.gpu_milli)
+            slots = best_fit_gpus(table, node, gpu) if gpu.num_gpu else ()
+            if gpu.num_gpu and len(slots) == gpu.num_gpu:
+                table.allocate(node, gpu, slots)
+            continue
         r = p.request
         tol = tuple(sorted(t for t in taints if p.tolerates(t)))
         req = PodRequest(r.name, r.cpu_milli, r.memory_mib, r.num_gpu, r.gpu_milli, r.gpu_models, r.node_selector, tol)
