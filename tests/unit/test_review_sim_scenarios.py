@@ -57,7 +57,6 @@ def _finite_and_non_negative(x: Any, path: str = "") -> list[str]:
     return []
 
 
-@pytest.mark.xfail(strict=True, reason="review: a reservation of part of a node is accepted and over-allocated")
 @settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(gpus=st.integers(1, 40))
 def test_an_initial_reservation_is_whole_nodes_or_refused(gpus: int) -> None:
@@ -72,7 +71,7 @@ def test_an_initial_reservation_is_whole_nodes_or_refused(gpus: int) -> None:
     try:
         sc = parse_scenario(d)
     except ValidationError as exc:
-        assert gpus % 8 and "pools[0].reservations[0].gpus" in str(exc), str(exc)
+        assert gpus % 8 and "pools[0]" in str(exc) and "reservations[0].gpus" in str(exc), str(exc)
         return
     w = World(sc, ControlLoop.baseline(sc.seed))
     w.run()
@@ -81,9 +80,6 @@ def test_an_initial_reservation_is_whole_nodes_or_refused(gpus: int) -> None:
     assert 0 <= r["gpu_utilization"] <= 1 and r["idle_cost_usd"] >= 0, (r["gpu_utilization"], r["idle_cost_usd"])
 
 
-@pytest.mark.xfail(
-    strict=True, reason="review: a control period that does not divide an hour leaves the hourly series empty"
-)
 @settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(period=st.sampled_from([300, 900, 1000, 1800, 2400, 3600, 5400, 7000, 7200]))
 def test_the_hourly_series_cover_every_hour_whatever_the_control_period(period: int) -> None:
@@ -105,7 +101,6 @@ def test_the_hourly_series_cover_every_hour_whatever_the_control_period(period: 
     assert all(p > 0 for p in paid), paid  # the serving fleet holds a node every hour
 
 
-@pytest.mark.xfail(strict=True, reason="review: slo_s 0 is accepted and crashes gpufleet's loop")
 def test_a_zero_serving_slo_is_refused_naming_the_field() -> None:
     """Review (fixed), the defect: ``ServingSpec.slo_s`` accepted 0, and the scenario then ran common practice and
     the baseline but gpufleet's loop died building its replica policy (``burst_floor: slo_s, memory_s and span_s must
@@ -115,7 +110,6 @@ def test_a_zero_serving_slo_is_refused_naming_the_field() -> None:
     assert "serving[0].slo_s" in str(exc.value)
 
 
-@pytest.mark.xfail(strict=True, reason="review: stockout_h 0 leaves the pool out of stock for good")
 def test_an_on_demand_pool_with_no_stockout_time_stays_in_stock() -> None:
     """Review (fixed), the defect: ``on_demand_mean_stockout_h: 0`` (a stock-out lasts no time) put the on-demand pool
     out of stock after its first in-stock spell and never back (``schedule_stock_toggle`` returns without a next
@@ -128,8 +122,9 @@ def test_an_on_demand_pool_with_no_stockout_time_stays_in_stock() -> None:
     w.check_invariants()
     assert w.metrics.stockouts == 0
     assert all(pr.in_stock for pr in w.fleet.pools)
-    n = w.pods.n_jobs
-    assert w.metrics.completed >= n - 5, (w.metrics.completed, n)
+    p = w.pods
+    never_started = [j for j in range(p.n_jobs) if p.first_start[j] < 0 and p.arrival[j] < w.horizon_s - 3600]
+    assert not never_started, f"{len(never_started)} of {p.n_jobs} jobs never started"
 
 
 HUGE: list[tuple[str, dict[str, Any]]] = [
@@ -150,17 +145,19 @@ HUGE: list[tuple[str, dict[str, Any]]] = [
                                                    "secondary_capacity_gpus": 8, "secondary_lead_time_h": 1e305}]}),
     ("pools[0].on_demand_mean_stockout_h", {"pools": [{"sku": H100, "on_demand_mean_in_stock_h": 0.5,
                                                        "on_demand_mean_stockout_h": 1e305}]}),
-    ("serving[0]", {"serving": [{**SERVING, "base_rps": 1e300, "target_rps_per_replica": 1e-300}]}),
+    ("serving[0].base_rps", {"serving": [{**SERVING, "base_rps": 1e300, "target_rps_per_replica": 1e-300}]}),
+    ("serving[0]", {"serving": [{**SERVING, "base_rps": 1e9, "target_rps_per_replica": 1e-6, "max_replicas": 10}]}),
 ]  # fmt: skip
 
 
-@pytest.mark.xfail(strict=True, reason="review: huge values validate and overflow in the run")
 @pytest.mark.parametrize(("field", "over"), HUGE, ids=[f for f, _ in HUGE])
 def test_a_huge_value_is_refused_or_runs_never_a_traceback(field: str, over: dict[str, Any]) -> None:
     """Review (fixed), the defect: the scenario's numbers had no upper bound, and a huge one (a run starting on day
     1e20, an MTBF of 1e305 days, a reservation term of 1e20 months, 1e20 jobs a day) validated and then killed the
     run with an ``OverflowError`` (``int(inf)``, an int64 array) or numpy's "negative dimensions are not allowed": a
-    traceback. Each is now refused naming its field (bounds far above any real fleet, docs/scenario.md)."""
+    traceback; a serving fleet needing 1e15 replicas at its base rate hung gpufleet's loop (its replica policy's
+    work grows with the replicas needed). Each is now refused naming its field (bounds far above any real fleet,
+    docs/scenario.md)."""
     try:
         sc = parse_scenario(_scenario(**over))
     except ValidationError as exc:

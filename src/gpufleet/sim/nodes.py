@@ -510,9 +510,9 @@ class NodeEvents:
     def schedule_stock_toggle(self, pidx: int, now: int) -> None:
         pr = self.fleet.pools[pidx]
         spec = self.pool_specs[pr.sku_idx]
-        mean_h = spec.on_demand_mean_in_stock_h if pr.in_stock else spec.on_demand_mean_stockout_h
-        if mean_h <= 0:
+        if spec.on_demand_mean_stockout_h <= 0:  # a stock-out lasts no time: the pool is never out of stock
             return
+        mean_h = spec.on_demand_mean_in_stock_h if pr.in_stock else spec.on_demand_mean_stockout_h
         t = now + int(self.rng_stock.exponential(mean_h * HOUR_S)) + 1
         if t <= self.horizon_s:
             self.q.schedule(t, STOCK, pidx)

@@ -18,11 +18,21 @@ from gpufleet.domain.errors import ValidationError
 from gpufleet.domain.skus import SKUS_BY_ID
 
 MAX_DAYS = 3650  # ten years of simulated time; more is a typo
+# Upper bounds far above any real fleet: a larger number is a typo, and it overflowed in the run (``int(inf)``, int64
+# arrays) with a traceback instead of an error naming the field.
+MAX_HOURS = MAX_DAYS * 24  # a time span given in hours (lead times, stock spells, durations, repairs)
+MAX_SECONDS = MAX_DAYS * 86400  # a time span given in seconds (checkpoint intervals)
+# replicas a serving fleet needs at its base rate: gpufleet's replica policy does work in proportion to it (a fleet
+# needing 1e15 replicas hung the run in BurstFloor.level)
+MAX_BASE_REPLICAS = 1e5
 Pos = Annotated[float, Field(gt=0)]
 NonNeg = Annotated[float, Field(ge=0)]
 PosInt = Annotated[int, Field(gt=0)]
 NonNegInt = Annotated[int, Field(ge=0)]
 Share = Annotated[float, Field(ge=0, le=1)]
+Hours = Annotated[float, Field(ge=0, le=MAX_HOURS)]
+PosHours = Annotated[float, Field(gt=0, le=MAX_HOURS)]
+Interval = Annotated[int, Field(gt=0, le=MAX_SECONDS)]
 
 
 class _M(BaseModel):
@@ -40,21 +50,27 @@ class PoolSpec(_M):
     sku: str
     region: str = "us-east-1"
     reservations: list[InitialReservation] = []
-    reserved_lead_time_h: NonNeg = 14 * 24
-    reserved_term_months: PosInt = 12
+    reserved_lead_time_h: Hours = 14 * 24
+    reserved_term_months: Annotated[int, Field(gt=0, le=120)] = 12
     on_demand_quota_gpus: NonNegInt | None = None
-    on_demand_mean_in_stock_h: Pos = 240.0
-    on_demand_mean_stockout_h: NonNeg = 12.0
+    on_demand_mean_in_stock_h: PosHours = 240.0
+    on_demand_mean_stockout_h: Hours = 12.0  # 0: a stock-out lasts no time, the pool is never out of stock
     spot_capacity_gpus: NonNegInt = 0
     spot_preemption_rate_per_h: NonNeg = 0.05
     secondary_capacity_gpus: NonNegInt = 0
-    secondary_lead_time_h: NonNeg = 6.0
+    secondary_lead_time_h: Hours = 6.0
     node_start_s: NonNegInt = 600
 
     @model_validator(mode="after")
     def _known_sku(self) -> PoolSpec:
         if self.sku not in SKUS_BY_ID:
             raise ValueError(f"unknown sku {self.sku!r}; known: {sorted(SKUS_BY_ID)}")
+        per_node = SKUS_BY_ID[self.sku].gpus_per_node
+        for i, r in enumerate(self.reservations):  # a reservation is whole instances (the desk activates nodes)
+            if r.gpus % per_node:
+                raise ValueError(
+                    f"reservations[{i}].gpus: {r.gpus} GPUs is not whole {self.sku} nodes ({per_node} GPUs each)"
+                )
         return self
 
 
@@ -65,8 +81,8 @@ class ServingSpec(_M):
     sku: str
     gpus_per_replica: Annotated[int, Field(ge=1, le=8)]
     target_rps_per_replica: Pos
-    base_rps: Pos
-    growth_per_quarter: Pos = 1.0
+    base_rps: Annotated[float, Field(gt=0, le=1e9)]
+    growth_per_quarter: Annotated[float, Field(gt=0, le=100)] = 1.0
     daily_amplitude: Share = 0.4
     weekly_amplitude: Share = 0.15
     noise_sd: Share = 0.05  # per control period, lognormal
@@ -78,7 +94,7 @@ class ServingSpec(_M):
     # the request queue (sim/queueing.py): ``batched`` (continuous batching) or ``exclusive`` (one request per
     # replica; a request holds it 1 / target_rps_per_replica s); attainment = requests waiting at most slo_s
     queue: Literal["batched", "exclusive"] = "batched"
-    slo_s: NonNeg = 2.0
+    slo_s: Pos = 2.0
 
     @model_validator(mode="after")
     def _check(self) -> ServingSpec:
@@ -86,6 +102,11 @@ class ServingSpec(_M):
             raise ValueError(f"unknown sku {self.sku!r}; known: {sorted(SKUS_BY_ID)}")
         if self.min_replicas > self.max_replicas:
             raise ValueError(f"min_replicas ({self.min_replicas}) > max_replicas ({self.max_replicas})")
+        if self.base_rps / self.target_rps_per_replica > MAX_BASE_REPLICAS:
+            raise ValueError(
+                f"base_rps / target_rps_per_replica is {self.base_rps / self.target_rps_per_replica:.3g} replicas at "
+                f"the base rate; at most {MAX_BASE_REPLICAS:.0e}"
+            )
         return self
 
 
@@ -93,14 +114,14 @@ class ExperimentSpec(_M):
     """Many small jobs: Poisson arrivals with a working-hours cycle, heavy-tailed sizes and durations."""
 
     sku: str
-    jobs_per_day: Pos
+    jobs_per_day: Annotated[float, Field(gt=0, le=1e6)]
     teams: Annotated[dict[str, Pos], Field(min_length=1)]
     size_gpus: Annotated[dict[int, Pos], Field(min_length=1)]  # GPUs per job -> relative frequency
-    duration_median_h: Pos = 0.5
-    duration_sigma: Pos = 1.8
-    duration_max_h: Pos = 24 * 7
+    duration_median_h: PosHours = 0.5
+    duration_sigma: Annotated[float, Field(gt=0, le=10)] = 1.8
+    duration_max_h: PosHours = 24 * 7
     checkpointable_share: Share = 0.6
-    checkpoint_interval_s: PosInt = 3600
+    checkpoint_interval_s: Interval = 3600
     daily_amplitude: Share = 0.5
 
     @model_validator(mode="after")
@@ -126,9 +147,9 @@ class PlannedRun(_M):
     team: str
     sku: str
     gpus: PosInt
-    start_day: NonNeg
-    duration_days: Pos
-    checkpoint_interval_s: PosInt = 1800
+    start_day: Annotated[float, Field(ge=0, le=MAX_DAYS)]
+    duration_days: Annotated[float, Field(gt=0, le=MAX_DAYS)]
+    checkpoint_interval_s: Interval = 1800
     probability: Share = 1.0  # a big run either happens or not
 
     @field_validator("gpus")
@@ -141,12 +162,12 @@ class PlannedRun(_M):
 
 
 class FailureSpec(_M):
-    node_mtbf_days: Pos = 250.0
-    repair_h: Pos = 4.0
+    node_mtbf_days: Annotated[float, Field(gt=0, le=1e9)] = 250.0  # 1e9 days: never, in effect
+    repair_h: PosHours = 4.0
 
 
 class ControlSpec(_M):
-    control_period_s: PosInt = 900
+    control_period_s: PosInt = 900  # divides an hour (the hourly series are sampled on the tick at the hour)
     procurement_period_days: PosInt = 7
     approval_threshold_usd: NonNeg = 500_000.0
     idle_node_timeout_s: NonNegInt = 600
@@ -157,6 +178,13 @@ class ControlSpec(_M):
     scheduler_policy: str = "gpufleet"
     preemption: bool = True  # checkpoint-aware priority preemption in gpufleet's loop
     preempt_grace_s: NonNegInt = 120
+
+    @field_validator("control_period_s")
+    @classmethod
+    def _divides_an_hour(cls, v: int) -> int:
+        if 3600 % v:
+            raise ValueError(f"{v} s does not divide an hour (3600 s): the hourly series are sampled on a tick")
+        return v
 
     @field_validator("scheduler_policy")
     @classmethod
