@@ -439,11 +439,12 @@ def test_step_floor_lazy_tails_over_weeks_of_noisy_steps() -> None:
 class ReferenceSignals(SpareReplicas):
     """SpareReplicas handing ``inner`` the fleet and returning its decision through ``dataclasses.replace``."""
 
-    def _without_spare(self, signals: ReplicaSignals) -> ReplicaSignals:
+    def _without_spare(self, signals: ReplicaSignals, scaling: ServingScaling) -> ReplicaSignals:
         from dataclasses import replace
 
-        off_starting = min(self.spare, signals.starting)
-        off_ready = min(self.spare - off_starting, signals.ready)
+        spare = self._spare(scaling)
+        off_starting = min(spare, signals.starting)
+        off_ready = min(spare - off_starting, signals.ready)
         return replace(signals, starting=signals.starting - off_starting, ready=signals.ready - off_ready)
 
 
@@ -473,7 +474,7 @@ def test_spare_signals_and_decision_are_replaces(
         slo_misses=misses,
     )
     fast, ref = SpareReplicas(Follows(), spare=spare), ReferenceSignals(Follows(), spare=spare)
-    assert fast._without_spare(sig) == ref._without_spare(sig)
+    assert fast._without_spare(sig, FLEET) == ref._without_spare(sig, FLEET)
     assert fast.decide(sig, FLEET) == ref.decide(sig, FLEET)
 
 

@@ -36,13 +36,17 @@ def wait_exceeds(servers: int, load: float, wait_s: float, mean_service_s: float
     return c * math.exp(-(servers - load) * wait_s / mean_service_s)
 
 
-def servers_for(load: float, wait_s: float, mean_service_s: float, budget: float) -> int:
-    """The fewest servers with P(wait > ``wait_s``) <= ``budget`` (0 when there is no load); one pass of the
-    Erlang B recursion, so O(answer)."""
+def servers_for(load: float, wait_s: float, mean_service_s: float, budget: float, limit: int = MAX_SERVERS) -> int:
+    """The fewest servers with P(wait > ``wait_s``) <= ``budget`` (0 when there is no load), or ``limit`` (at most
+    ``MAX_SERVERS``) when more are needed; one pass of the Erlang B recursion, so O(min(answer, limit)). A load of
+    ``limit`` or more needs more than ``limit`` servers (the answer exceeds the load): ``limit`` at once."""
     if load <= 0.0:
         return 0
+    limit = min(limit, MAX_SERVERS)
+    if not load < limit:
+        return limit
     b = 1.0
-    for n in range(1, MAX_SERVERS + 1):
+    for n in range(1, limit + 1):
         b = load * b / (n + load * b)
         if n <= load:
             continue
@@ -50,4 +54,4 @@ def servers_for(load: float, wait_s: float, mean_service_s: float, budget: float
         tail = c * math.exp(-(n - load) * wait_s / mean_service_s) if mean_service_s > 0 else 0.0
         if tail <= budget:
             return n
-    return MAX_SERVERS
+    return limit

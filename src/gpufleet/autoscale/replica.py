@@ -316,13 +316,15 @@ class PredictiveReplicaAutoscaler(RatePolicy):
         return self._slo_miss > b * max(self._slo_req, n) + 1e-9
 
     def _staffed(self, rate_rps: float) -> float:
-        """Replicas (of ``max_concurrency`` one-request servers) that Erlang C staffs for ``rate_rps``."""
+        """Replicas (of ``max_concurrency`` one-request servers) that Erlang C staffs for ``rate_rps``; past
+        ``max_replicas`` the staffing stops counting (more than the fleet may hold: the decision is clamped to it)."""
         c = self.config
         assert c.max_concurrency is not None and c.slo_s is not None
         if self._requests_seen <= 0 or self._work_seen_s <= 0:
             return 0.0
         service_s = self._work_seen_s / self._requests_seen
-        slots = servers_for(rate_rps * service_s, c.slo_s, service_s, c.wait_miss_budget)
+        limit = c.max_replicas * c.max_concurrency + 1
+        slots = servers_for(rate_rps * service_s, c.slo_s, service_s, c.wait_miss_budget, limit)
         return slots / c.max_concurrency
 
     def _burst_floor(self, s: ReplicaSignals) -> tuple[float, float]:

@@ -34,7 +34,9 @@ from gpufleet.autoscale.policy_base import RatePolicy
 from gpufleet.domain.workloads import ServingScaling
 from gpufleet.ports import ReplicaAutoscaler, ReplicaDecision, ReplicaSignals
 
-MAX_LOG_JUMP = 50.0  # a step tail above e^50 times the rate is "all replicas" (max_replicas) and stays finite
+MAX_LOG_JUMP = 50.0  # a step tail or jump above e^50 times the rate is "all replicas" (max_replicas) and stays finite
+_MAX_JUMP = math.exp(MAX_LOG_JUMP)  # a period-over-period ratio of the rate is kept within [1 / _MAX_JUMP, _MAX_JUMP]
+_MAX_COUNT = 1 << 62  # a need past any fleet (an overflowing load, inf included): ``decide`` caps it at max_replicas
 _ADD = np.add.reduce  # the pairwise sum np.mean and np.std use
 _TailArgs = tuple[int, float, float, float]  # what a slot's tail is computed from (:func:`_t_tail`)
 # a fleet's slot tables: jumps, maxima (and sorted), sds (and sorted), tails, tail arguments, log jumps
@@ -137,11 +139,13 @@ class SpareReplicas(RatePolicy):
         g = self.gpus_per_replica.get(scaling)
         return max(self.spare, self.spare_gpus // g) if g else self.spare
 
-    def _without_spare(self, signals: ReplicaSignals) -> ReplicaSignals:
-        """The fleet as the inner policy sees it: without its spare (taken from the replicas still starting first)."""
+    def _without_spare(self, signals: ReplicaSignals, scaling: ServingScaling) -> ReplicaSignals:
+        """The fleet as the inner policy sees it: without its spare (:meth:`_spare`; taken from the replicas still
+        starting first)."""
         s = signals
-        off_starting = min(self.spare, s.starting)
-        off_ready = min(self.spare - off_starting, s.ready)
+        spare = self._spare(scaling)
+        off_starting = min(spare, s.starting)
+        off_ready = min(spare - off_starting, s.ready)
         if off_starting == 0 and off_ready == 0:
             return s
         # ``replace(s, starting=..., ready=...)``, without its per-call field introspection
@@ -161,7 +165,7 @@ class SpareReplicas(RatePolicy):
         )
 
     def decide(self, signals: ReplicaSignals, scaling: ServingScaling) -> ReplicaDecision:
-        d = self.inner.decide(self._without_spare(signals), scaling)
+        d = self.inner.decide(self._without_spare(signals, scaling), scaling)
         want, reason = d.desired, d.reason
         asks = self._asks.get(scaling)
         if asks is None:
@@ -208,13 +212,16 @@ class SpareReplicas(RatePolicy):
     def react(self, signals: ReplicaSignals, scaling: ServingScaling) -> ReplicaDecision | None:
         """The fast path (a queue seen growing between two control periods): ``inner``'s reaction on the fleet
         without its spare, plus the spare; scale-up only. The floors are per-period forecasts: not applied here,
-        and their history is not touched (only :meth:`decide` feeds it). None when ``inner`` does not react or the
-        fleet already holds that many."""
-        d = self.inner.react(self._without_spare(signals), scaling)
+        and their history is not touched (only :meth:`decide` feeds it). The spare is priced as in :meth:`decide`:
+        nothing is added when ``inner``'s budget binds, and the spare stays within the fleet's budget. None when
+        ``inner`` does not react or the fleet already holds that many."""
+        d = self.inner.react(self._without_spare(signals, scaling), scaling)
         if d is None:
             return None
-        want = min(d.desired + self._spare(scaling), scaling.max_replicas)
-        return replace(d, desired=want) if want > signals.total else None
+        if not d.budget_bound:
+            want = min(d.desired + self._spare(scaling), scaling.max_replicas)
+            d = self._within_budget(d, want, d.reason, scaling)
+        return d if d.desired > signals.total else None
 
     def _stockout_shared(self, s: ReplicaSignals, scaling: ServingScaling) -> bool:
         """The fleet's GPU type is out of stock and another declared fleet runs on it (:func:`stockout_jump`)."""
@@ -259,7 +266,8 @@ class SpareReplicas(RatePolicy):
                 lg = slot_logs[slot] = np.empty(self.step_days)
             else:
                 lg = slot_logs[slot]
-            x = s.arrival_rps / prev
+            # within e^+-50 (no ratio overflows to inf or underflows to 0: the spread and the tail stay finite)
+            x = min(max(s.arrival_rps / prev, 1.0 / _MAX_JUMP), _MAX_JUMP)
             full = len(h) == h.maxlen
             evicted = h[0] if full else None
             h.append(x)
@@ -267,11 +275,7 @@ class SpareReplicas(RatePolicy):
             m = len(h)
             if full:
                 lg[:-1] = lg[1:]
-            if x > 0.0:
-                lg[m - 1] = np.log(x)
-            else:  # a ratio that underflowed to 0: log -inf, quietly here (the spread that reads it warns, as before)
-                with np.errstate(divide="ignore"):
-                    lg[m - 1] = np.log(x)
+            lg[m - 1] = np.log(x)
             if m >= self.step_min_days:
                 j_old = top.get(slot)
                 # max(h), from the last max when it stays valid: x reaches it, or the jump that left was below it
@@ -307,7 +311,7 @@ class SpareReplicas(RatePolicy):
             j = max(stockout_jump(slot_logs, jumps, k % n), stockout_jump(slot_logs, jumps, (k + 1) % n))
         else:
             j = max(j, _slot_tail(tails, tail_args, k % n), _slot_tail(tails, tail_args, (k + 1) % n))
-        return math.ceil(s.load_replicas * j - 1e-9)
+        return _replicas(s.load_replicas * j)
 
     def _z(self, scaling: ServingScaling, sigma: float) -> float:
         """The newsvendor's z of this fleet for a log-normal spread ``sigma`` (0 when off or the price unknown)."""
@@ -383,7 +387,13 @@ class SpareReplicas(RatePolicy):
         if z <= 0:
             return 0
         base_rps = math.exp(sum(logs) / len(logs))
-        return math.ceil(base_rps / scaling.target_rps_per_replica * math.exp(m + z * sigma) - 1e-9)
+        return _replicas(base_rps / scaling.target_rps_per_replica * math.exp(min(m + z * sigma, MAX_LOG_JUMP)))
+
+
+def _replicas(need: float) -> int:
+    """``need`` (replicas at 100% busy) as a whole count, 1e-9 of rounding forgiven; a need past ``_MAX_COUNT``
+    (an overflowing load, inf) is ``_MAX_COUNT``: "every replica", which ``decide`` caps at ``max_replicas``."""
+    return math.ceil(need - 1e-9) if need < _MAX_COUNT else _MAX_COUNT
 
 
 def stockout_jump(slot_logs: dict[int, np.ndarray], jumps: dict[int, deque[float]], slot: int) -> float:
