@@ -5,7 +5,6 @@ from __future__ import annotations
 from decimal import Decimal
 
 import numpy as np
-import pytest
 
 from gpufleet.cost.model import PARTS_PER_GPU
 from gpufleet.service.budgets import PricedOption
@@ -54,18 +53,13 @@ def test_mixed_bucket_sizes_bill_each_workload_only_its_own_bucket(database: Dat
     assert _held_gpu_h(snap, "ns:five-min") == 1.0, "the 5-minute workload is billed more than it held"
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="not fixed: admission checks only the current budget window; a run crossing into the next needs "
-    "admission to check every window it touches (a change of control/admission.py's budget rule)",
-)
 def test_a_day_budget_checks_the_spend_a_job_submitted_before_midnight_makes_after_it(database: Database) -> None:
-    """Defect: admission prices a request only over the part of its run inside the CURRENT window
-    (``control/admission.py`` ``decide_budget`` -> ``expected_units(..., window)``), but books the commitment to
-    its full end (``service/budgets.py`` ``_decide``: ``end_s=call.end_s``). With a 100 $ daily budget, 8 GPUs for
-    10 h (550.40 $) submitted at 23:00 is checked for its one hour today (55.04 $) and admitted; at 00:00 the
-    next day's window opens with 495.36 $ committed against its 100 $: a silent 5x overrun that no admission
-    ever refused, though the module promises "never a silent overrun"."""
+    """Review (fixed), the defect: admission priced a request only over the part of its run inside the CURRENT
+    window (``control/admission.py`` ``decide_budget`` -> ``expected_units(..., window)``), but booked the
+    commitment to its full end (``service/budgets.py`` ``_decide``: ``end_s=call.end_s``). With a 100 $ daily
+    budget, 8 GPUs for 10 h (550.40 $) submitted at 23:00 was checked for its one hour today (55.04 $) and admitted;
+    at 00:00 the next day's window opened with 495.36 $ committed against its 100 $: a silent 5x overrun. Now each
+    window the run reaches is checked (here the next day refuses: queued until that day ends)."""
     svc, clock, _finops = services(database, NOW - H)  # 2026-01-10T23:00Z
     team(svc, "t1")
     svc.budgets.set(ADMIN, "t1", limit_usd=Decimal(100), period="day", enforce=True)
@@ -74,6 +68,7 @@ def test_a_day_budget_checks_the_spend_a_job_submitted_before_midnight_makes_aft
         expected_run_s=10 * H, context={},
     )  # fmt: skip
     assert out is not None
+    assert (out.action.value, out.body["retry_at_s"]) == ("queue", NOW + DAY)
     clock.set(NOW)  # midnight: the next day's window
     st = svc.budgets.status(ADMIN, "t1")
     assert st["spent_usd"] <= st["limit_usd"], (

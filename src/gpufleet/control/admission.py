@@ -30,6 +30,7 @@ from typing import Any
 from gpufleet.control.scheduling import QuotaAdmission
 from gpufleet.cost.budgets import (
     BUDGET_PERIODS,
+    MAX_BUDGET_WINDOWS,
     AdmissionAction,
     AdmissionDecision,
     AdmissionRequest,
@@ -39,6 +40,7 @@ from gpufleet.cost.budgets import (
     Spend,
     admit,
     budget_window,
+    budget_windows,
     evaluate_budget,
     expected_units,
 )
@@ -51,6 +53,7 @@ from gpufleet.schedule.quota import Admission
 
 __all__ = [
     "BUDGET_PERIODS",
+    "MAX_BUDGET_WINDOWS",
     "Admission",
     "AdmissionAction",
     "AdmissionOutcome",
@@ -63,8 +66,11 @@ __all__ = [
     "PricedOption",
     "RunningWork",
     "budget_report",
+    "budget_windows",
     "decide_budget",
+    "expected_units",
     "place",
+    "run_end_s",
     "team_budget",
     "usd",
 ]
@@ -160,7 +166,7 @@ def budget_report(budget: Budget, metered_units: int, committed_units: int, now_
 @dataclass(frozen=True, slots=True)
 class BudgetCall:
     """:func:`decide_budget`'s answer. ``chosen`` is the option admitted (None when queued); ``admitted_units``
-    what it is expected to spend in the window (0 when queued); ``end_s`` when it is expected to stop."""
+    what it is expected to spend in the current window (0 when queued); ``end_s`` when it is expected to stop."""
 
     decision: AdmissionDecision
     chosen: PricedOption | None
@@ -173,6 +179,12 @@ class BudgetCall:
         return 0 if self.chosen is None else self.chosen.price_uusd_per_gpu_h * self.chosen.gpus
 
 
+def run_end_s(budget: Budget, expected_run_s: int, now_s: int) -> int:
+    """When a request admitted at ``now_s`` is expected to stop: ``expected_run_s`` later, or at the end of the
+    budget's current window when it is 0 (unknown)."""
+    return budget.window_end_s if expected_run_s <= 0 else now_s + expected_run_s
+
+
 def decide_budget(
     budget: Budget,
     spent_units: int,
@@ -182,25 +194,40 @@ def decide_budget(
     expected_run_s: int,
     workload_id: str,
     now_s: int,
+    later: Mapping[tuple[int, int], int] | None = None,
 ) -> BudgetCall:
     """Admit, degrade or queue one request against ``budget`` with ``spent_units`` already spent (metered +
-    committed) in its window. Each option's expected spend is its price x GPUs x its expected run inside the
-    window (``expected_run_s``; 0 = until the window ends)."""
+    committed) in its current window. Each option's expected spend is its price x GPUs x its expected run
+    (``expected_run_s``; 0 = until the current window ends) inside each window.
+
+    A run that goes on past the current window is checked in every later window it reaches too: ``later`` maps
+    each such window (start, end) to what admitted work is committed to spend in it (the caller's
+    :func:`budget_windows`; a window the run reaches but ``later`` does not name counts as nothing committed, so
+    pass them all: the caller caps them at :data:`MAX_BUDGET_WINDOWS`, and a run past the last is not checked
+    there). An option is admitted only if it fits in every window it touches; a queued request retries when the
+    first window that refuses its preferred option ends."""
     window = (budget.window_start_s, budget.window_end_s)
-    end_s = window[1] if expected_run_s <= 0 else now_s + expected_run_s
+    end_s = run_end_s(budget, expected_run_s, now_s)
+    later = later or {}
+    ahead = sorted(w for w in later if window[1] <= w[0] < end_s)
+    budgets = [budget, *(replace(budget, id=f"{budget.id}@{w[0]}", window_start_s=w[0], window_end_s=w[1])
+                         for w in ahead)]  # fmt: skip
+    spent = {budget.id: Spend(units=spent_units)}
+    spent.update({b.id: Spend(units=later[w]) for b, w in zip(budgets[1:], ahead, strict=True)})
 
-    def units(o: PricedOption) -> int:
-        return expected_units(o.price_uusd_per_gpu_h * o.gpus, now_s, end_s, window)
+    def units(o: PricedOption, w: tuple[int, int]) -> int:
+        return expected_units(o.price_uusd_per_gpu_h * o.gpus, now_s, end_s, w)
 
-    req = AdmissionRequest(
-        workload_id,
-        {budget.dim: budget.key},
-        CostOption(preferred.name, Spend(units=units(preferred))),
-        tuple(CostOption(o.name, Spend(units=units(o))) for o in degrade),
-    )
-    decision = admit([req], [budget], {budget.id: Spend(units=spent_units)}, now_s)[0]
+    def option(o: PricedOption) -> CostOption:
+        return CostOption(o.name, Spend(units=units(o, window)),
+                          {b.id: Spend(units=units(o, w)) for b, w in zip(budgets[1:], ahead, strict=True)})  # fmt: skip
+
+    req = AdmissionRequest(workload_id, {budget.dim: budget.key}, option(preferred), tuple(map(option, degrade)))
+    decision = admit([req], budgets, spent, now_s)[0]
+    if decision.budget_id is not None:
+        decision = replace(decision, budget_id=budget.id)  # the team's budget, whichever of its windows refused
     chosen = next((o for o in (preferred, *degrade) if o.name == decision.option), None)
-    return BudgetCall(decision, chosen, units(preferred), 0 if chosen is None else units(chosen), end_s)
+    return BudgetCall(decision, chosen, units(preferred, window), 0 if chosen is None else units(chosen, window), end_s)
 
 
 # ---- place ---------------------------------------------------------------------------------------------------------

@@ -114,10 +114,20 @@ class AdmissionAction(StrEnum):
 
 @dataclass(frozen=True, slots=True)
 class CostOption:
-    """A configuration a request can run in, with its estimated spend in the window."""
+    """A configuration a request can run in, with its estimated spend in the window (``est``: the budgets whose
+    window holds now) and, for a run that goes on past it, in later windows (``later``: by budget id; a budget
+    whose window starts after now is checked only when named here, i.e. when the run reaches into it)."""
 
     name: str
     est: Spend
+    later: Mapping[str, Spend] = field(default_factory=dict)
+
+    def est_in(self, b: Budget, now_s: int) -> Spend | None:
+        """The option's spend in ``b``'s window; None when ``b`` does not apply (its window is over, or starts
+        later and the option does not reach it)."""
+        if b.window_start_s <= now_s < b.window_end_s:
+            return self.est
+        return self.later.get(b.id) if now_s < b.window_start_s else None
 
 
 @dataclass(frozen=True, slots=True)
@@ -141,10 +151,12 @@ class AdmissionDecision:
 
 
 def _blocking(
-    budgets: Sequence[Budget], labels: Mapping[str, str], est: Spend, spent: Mapping[str, Spend], now_s: int
+    budgets: Sequence[Budget], labels: Mapping[str, str], opt: CostOption, spent: Mapping[str, Spend], now_s: int
 ) -> Budget | None:
+    """The first enforced budget, of the current window or a later one the option reaches, it would overrun."""
     for b in budgets:
-        if not b.enforce or labels.get(b.dim) != b.key or not (b.window_start_s <= now_s < b.window_end_s):
+        est = opt.est_in(b, now_s)
+        if not b.enforce or labels.get(b.dim) != b.key or est is None:
             continue
         after = spent.get(b.id, Spend()).plus(est)
         if after.amount(b.unit) > b.limit_amount:
@@ -157,21 +169,23 @@ def admit(
 ) -> list[AdmissionDecision]:
     """Decide each request in order; admitted work counts against the budgets for the requests after it.
 
-    ``spent`` maps budget id to what was already spent in its window. Over budget, the first degrade option that
-    fits is taken; if none fits, the request is queued until the blocking budget's window ends.
+    ``spent`` maps budget id to what was already spent in its window (for a later window: what admitted work is
+    committed to spend there). An option fits when it overruns no budget it touches: those whose window holds
+    ``now_s`` and the later ones its ``later`` names. Over budget, the first degrade option that fits is taken; if
+    none fits, the request is queued until the window of the preferred option's first refusing budget ends.
     """
     running = dict(spent)
     out: list[AdmissionDecision] = []
     for req in requests:
         decision: AdmissionDecision | None = None
-        blocker = _blocking(budgets, req.labels, req.preferred.est, running, now_s)
+        blocker = _blocking(budgets, req.labels, req.preferred, running, now_s)
         if blocker is None:
             decision = AdmissionDecision(req.workload_id, AdmissionAction.ADMIT, req.preferred.name, "within_budget")
             chosen = req.preferred
         else:
             chosen = None
             for opt in req.degrade_options:
-                if _blocking(budgets, req.labels, opt.est, running, now_s) is None:
+                if _blocking(budgets, req.labels, opt, running, now_s) is None:
                     chosen = opt
                     decision = AdmissionDecision(
                         req.workload_id, AdmissionAction.DEGRADE, opt.name, "over_budget_degraded", blocker.id
@@ -183,8 +197,9 @@ def admit(
                 )
         if chosen is not None:
             for b in budgets:
-                if req.labels.get(b.dim) == b.key and b.window_start_s <= now_s < b.window_end_s:
-                    running[b.id] = running.get(b.id, Spend()).plus(chosen.est)
+                est = chosen.est_in(b, now_s)
+                if req.labels.get(b.dim) == b.key and est is not None:
+                    running[b.id] = running.get(b.id, Spend()).plus(est)
         out.append(decision)
     return out
 
@@ -230,6 +245,18 @@ def budget_window(period: str, now_s: int) -> tuple[int, int]:
         end_dt = datetime(d.year + (d.month == 12), d.month % 12 + 1, 1, tzinfo=UTC)
         return int(start_dt.timestamp()), int(end_dt.timestamp())
     raise ValidationError("period", f"must be one of {', '.join(BUDGET_PERIODS)}, got {period!r}")
+
+
+MAX_BUDGET_WINDOWS = 62  # windows admission checks a run over: two months of day budgets, a year of week budgets
+
+
+def budget_windows(period: str, start_s: int, end_s: int, cap: int = MAX_BUDGET_WINDOWS) -> list[tuple[int, int]]:
+    """The calendar windows [start_s, end_s) touches, in time order: the one holding ``start_s`` and each after it
+    that starts before ``end_s``, at most ``cap`` of them (a run longer than that is not checked past the last)."""
+    out = [budget_window(period, start_s)]
+    while len(out) < cap and out[-1][1] < end_s:
+        out.append(budget_window(period, out[-1][1]))
+    return out
 
 
 @dataclass(frozen=True, slots=True)

@@ -14,9 +14,11 @@ and ``alert_at`` thresholds. What the team has spent in the current window is
                 rest of its expected run inside the window; the part before now is metered, not committed).
 
 A request's expected spend is its pool's price x GPUs x its expected run inside the window (``expected_run_s``;
-0 = until the window ends). The control loop's admission pipeline decides
-(:func:`gpufleet.control.admission.decide_budget`, over ``cost.budgets.admit``): admit, degrade (the request's first declared degrade
-option that fits, placed and priced) or queue until the window resets. Never a silent overrun, never a drop.
+0 = until the window ends). A run that goes on past the window is checked in each later window it reaches too (at
+most ``MAX_BUDGET_WINDOWS`` in all), against what admitted work is committed to spend there. The control loop's
+admission pipeline decides (:func:`gpufleet.control.admission.decide_budget`, over ``cost.budgets.admit``): admit,
+degrade (the request's first declared degrade option that fits in every window it touches, placed and priced) or
+queue until the first window that refuses ends. Never a silent overrun, never a drop.
 Each decision on a budgeted team is appended to the audit log (``budget.admission``) and admitted or degraded
 work is recorded as a commitment, in one transaction that holds the budget row's lock (PostgreSQL) or the
 write lock (SQLite), so concurrent requests cannot both take the last dollars.
@@ -49,7 +51,10 @@ from gpufleet.control.admission import (
     Budget,
     PricedOption,
     budget_report,
+    budget_windows,
     decide_budget,
+    expected_units,
+    run_end_s,
     team_budget,
     usd,
 )
@@ -109,13 +114,14 @@ class BudgetService:
             .group_by(UtilizationRow.sku_id, price)
         )
         self._changed = select(PoolPriceRow.until_s).where(PoolPriceRow.until_s > bindparam("since")).limit(1)
-        # committed_units() in SQL: rate x the part of [max(start, now), end) inside the window, summed
-        now, wend = bindparam("now", type_=BigInteger), bindparam("wend", type_=BigInteger)
+        # committed_units() in SQL: rate x the part of each commitment inside [ws, we), summed; the current
+        # window's committed spend is [now, window end) (the part before now is metered), a later window's all of it
+        ws, we = bindparam("ws", type_=BigInteger), bindparam("we", type_=BigInteger)
         c = BudgetCommitmentRow
-        lo = case((c.start_s > now, c.start_s), else_=now)
-        hi = case((c.end_s < wend, c.end_s), else_=wend)
+        lo = case((c.start_s > ws, c.start_s), else_=ws)
+        hi = case((c.end_s < we, c.end_s), else_=we)
         self._committed = select(func.sum(case((hi > lo, c.rate_uusd_per_h * (hi - lo)), else_=0))).where(
-            c.team_id == bindparam("team"), c.end_s > now
+            c.team_id == bindparam("team"), c.end_s > ws
         )
 
     # ---- the budget itself ----------------------------------------------------------------------------------
@@ -235,12 +241,15 @@ class BudgetService:
                         for a in asks]  # fmt: skip
             budget, metered, committed = self._figures(uow, row, now_s)
             window = (budget.window_start_s, budget.window_end_s)
+            # the later windows the asks' runs reach (at most MAX_BUDGET_WINDOWS in all) and what is committed there
+            last_end = max(run_end_s(budget, a.expected_run_s, now_s) for a in asks)
+            later = {w: self._committed_in(uow, team_id, w) for w in budget_windows(row.period, now_s, last_end)[1:]}
             out: list[AdmissionOutcome | BaseException | None] = []
             pools: dict[str, bool] = {}  # pool id -> it still exists (held against a delete until commit)
             for a in asks:
                 call = decide_budget(budget, metered + committed, a.preferred, a.degrade,
                                      expected_run_s=a.expected_run_s, workload_id=a.context.get("workload_id", "-"),
-                                     now_s=now_s)  # fmt: skip
+                                     now_s=now_s, later=later)  # fmt: skip
                 decision = call.decision
                 pool_id = call.chosen.pool_id if book and call.chosen is not None else None
                 if pool_id is not None and not self._pool_held(uow, pool_id, pools):
@@ -268,7 +277,9 @@ class BudgetService:
                                             rate_uusd_per_h=rate, action=decision.action.value,
                                             pool_id=call.chosen.pool_id)
                     )  # fmt: skip
-                    committed += call.admitted_units  # what the next decision sees
+                    committed += call.admitted_units  # what the next decision sees, in each window
+                    for w in later:
+                        later[w] += expected_units(rate, now_s, call.end_s, w)
                 uow.audit(at_s=now_s, actor=a.actor.user_id, action="budget.admission", entity="team",
                           entity_id=team_id, detail={**body, **a.context})  # fmt: skip
             if book:
@@ -297,8 +308,11 @@ class BudgetService:
             metered = sum(Meter.held_units(gpu_s or 0, price or 0) for _sku, gpu_s, price in held.all())
         else:
             metered = self._metered_at_past_prices(uow, row.team_id, since, until)
-        committed = s.scalar(self._committed, {"team": row.team_id, "now": now_s, "wend": window[1]})
-        return budget, metered, int(committed or 0)
+        return budget, metered, self._committed_in(uow, row.team_id, (now_s, window[1]))
+
+    def _committed_in(self, uow: UnitOfWork, team_id: str, span: tuple[int, int]) -> int:
+        """What admitted work is committed to spend in [span[0], span[1])."""
+        return int(uow.session.scalar(self._committed, {"team": team_id, "ws": span[0], "we": span[1]}) or 0)
 
     @staticmethod
     def _metered_at_past_prices(uow: UnitOfWork, team_id: str, since: int, until: int) -> int:
