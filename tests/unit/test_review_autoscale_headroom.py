@@ -163,14 +163,9 @@ def test_spare_wrapper_bounds_on_hand_computed_examples() -> None:
     assert math.isclose(d.spend_usd_day or 0.0, 480.0)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="design choice left open: a target_rps so small that rps / target_rps overflows (PUT .../autoscaling and "
-    "the target-rps annotation accept any value > 0) makes PredictiveReplicaAutoscaler.decide ceil an infinite "
-    "sizing; reject such targets at the API, or cap the sizing in the policy",
-)
 def test_a_tiny_stored_target_rps_gives_a_decision_not_an_overflow() -> None:
-    """A stored ``target_rps`` of 1e-300 (``NonNegFloat`` accepts it) and one rate of 1e9: the load is inf replicas and
-    ``math.ceil(raw)`` in ``PredictiveReplicaAutoscaler.decide`` raises OverflowError (a 500 over HTTP)."""
+    """Review (fixed, session 43: the sizing is bounded before it is rounded), the defect: a stored ``target_rps``
+    of 1e-300 (``NonNegFloat`` accepts it) and one rate of 1e9: the load is inf replicas and ``math.ceil(raw)`` in
+    ``PredictiveReplicaAutoscaler.decide`` raised OverflowError (a 500 over HTTP)."""
     d = decide_replicas(ReplicaBounds(0, 8, 1e-300, 27.52), rps=[1e9], current=0, queue_depth=0, period_s=60)
     assert d.desired == 8

@@ -25,6 +25,15 @@ from gpufleet.ports import ReplicaDecision, ReplicaSignals
 Metric = Literal["rps", "concurrency", "queue_depth"]
 
 
+_SIZING_CAP = float(2**62)  # replicas: far past any max_replicas, which every decision is clamped to
+
+
+def _bounded(raw: float) -> float:
+    """A sizing as a finite count: a load that overflows (a rate of 1e9 over a stored target of 1e-300 is inf
+    replicas, inf/inf is NaN) means every replica, which the caller clamps to ``max_replicas``."""
+    return raw if raw < _SIZING_CAP else _SIZING_CAP
+
+
 @dataclass(frozen=True, slots=True)
 class BudgetDegrade:
     """A declared cheaper way to run when ``budget_usd_day`` binds, tried in order.
@@ -260,7 +269,7 @@ class PredictiveReplicaAutoscaler(RatePolicy):
             if extra > 0:
                 raw += extra
                 reason = "queue_drain"
-        rec = math.ceil(raw - 1e-9)
+        rec = math.ceil(_bounded(raw) - 1e-9)
         desired = self._stabilize(s.now_s, rec, s.total)
         if desired < rec:
             reason = "scale_up_stabilized"
@@ -292,7 +301,7 @@ class PredictiveReplicaAutoscaler(RatePolicy):
             raw = max(raw, self._staffed(value))
         if c.metric == "rps" and s.queue_depth > 0:
             raw += self._drain_extra(s, value, hot)
-        desired = min(c.max_replicas, max(c.min_replicas, math.ceil(raw - 1e-9)))
+        desired = min(c.max_replicas, max(c.min_replicas, math.ceil(_bounded(raw) - 1e-9)))
         if desired <= s.total:
             return None
         d = self._apply_budget(desired, "queue_growth", value)
