@@ -10,12 +10,7 @@ import pytest
 
 from gpufleet.control.planned_runs import REASON
 from tests.integration.conftest import NOW_S, Database, LiveServer, ServerFactory
-
-DAY = 86_400
-SKU = "h100_80gb"
-REGION = "us-east-1"
-OD = f"aws/{REGION}/{SKU}/on_demand"
-RESERVED = f"aws/{REGION}/{SKU}/reserved"
+from tests.integration.test_api_planned_runs import DAY, OD, REGION, SKU, _hourly
 
 
 def _run(**change: Any) -> dict[str, Any]:
@@ -23,14 +18,6 @@ def _run(**change: Any) -> dict[str, Any]:
         "name": "pretrain-70b", "team": "team-p", "sku": SKU, "region": REGION, "gpus": 64,
         "start_s": NOW_S + 15 * DAY + DAY // 2, "duration_s": 14 * DAY, "probability": 1.0, **change,
     }  # fmt: skip
-
-
-def _hourly(days: int, gpus: float) -> list[dict[str, Any]]:
-    return [
-        {"source": "dcgm", "bucket_start_s": NOW_S - days * DAY + h * 3600, "bucket_s": 3600, "workload_id": "wl-base",
-         "team_id": "team-p", "sku_id": SKU, "gpus_allocated": gpus, "gpu_util": 0.6, "pool_id": RESERVED}
-        for h in range(days * 24)
-    ]  # fmt: skip
 
 
 def _setup(s: LiveServer) -> None:

@@ -12,28 +12,12 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from gpufleet.autoscale.erlang import MAX_SERVERS, servers_for
-from gpufleet.autoscale.policy_base import RatePolicy
 from gpufleet.control.replicas import gpufleet_replica_policy
 from gpufleet.control.serving import ReplicaBounds, decide_replicas
 from gpufleet.control.serving_headroom import SpareReplicas
 from gpufleet.domain.workloads import ServingScaling
 from gpufleet.ports import ReplicaDecision, ReplicaSignals
-
-PERIOD = 900.0
-
-
-class Follows(RatePolicy):
-    """An inner policy that asks for the last period's load (replicas at 100% busy) and records what it saw."""
-
-    name = "follows"
-    period_s = PERIOD
-
-    def __init__(self) -> None:
-        self.seen: list[ReplicaSignals] = []
-
-    def decide(self, signals: ReplicaSignals, scaling: ServingScaling) -> ReplicaDecision:
-        self.seen.append(signals)
-        return ReplicaDecision(max(1, round(signals.load_replicas)), "follows")
+from tests.unit.test_serving_headroom import PERIOD, Follows
 
 
 def test_the_inner_policy_sees_the_fleet_without_the_whole_spare_of_small_replicas() -> None:

@@ -133,7 +133,7 @@ class FinOpsService:
             wls = {w.id: w for w in s.scalars(select(WorkloadRow)).all()}
             pools = {p.id: p for p in s.scalars(select(PoolRow)).all()}
             res = s.scalars(select(ReservationRow).where(ReservationRow.status.in_(PAID_STATUSES))).all()
-            history = price_history(uow, t0_s - DAY_S)
+            history = price_history(uow, t0_s - DAY_S, pools.values())
         on_demand: dict[str, tuple[str, int]] = {}
         for p in sorted(pools.values(), key=lambda p: (p.price_uusd_per_gpu_h, p.id)):
             if p.tier == Tier.ON_DEMAND.value:

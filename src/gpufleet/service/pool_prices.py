@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 from sqlalchemy import select
 
 from gpufleet.adapters.sql.models import PoolPriceRow, PoolRow
@@ -22,14 +24,16 @@ def record_price_change(uow: UnitOfWork, pool_id: str, old_uusd: int, new_uusd: 
     uow.session.execute(stmt.on_conflict_do_nothing(index_elements=["pool_id", "until_s"]))
 
 
-def price_history(uow: UnitOfWork, since_s: int) -> PriceHistory:
-    """Every pool with its current price and the changes after ``since_s`` (earlier ones cannot price anything from
-    ``since_s`` on: an hour is charged at the first change after it, or the current price)."""
+def price_history(uow: UnitOfWork, since_s: int, pools: Iterable[PoolRow] | None = None) -> PriceHistory:
+    """Every pool (``pools`` when the caller has read them already) with its current price and the changes after
+    ``since_s`` (earlier ones cannot price anything from ``since_s`` on: an hour is charged at the first change
+    after it, or the current price)."""
     s = uow.session
-    pools = s.execute(select(PoolRow.id, PoolRow.tier, PoolRow.sku_id, PoolRow.price_uusd_per_gpu_h)).all()
+    if pools is None:
+        pools = s.scalars(select(PoolRow)).all()
     changes = s.execute(
         select(PoolPriceRow.pool_id, PoolPriceRow.until_s, PoolPriceRow.price_uusd_per_gpu_h).where(
             PoolPriceRow.until_s > since_s
         )
     ).all()
-    return PriceHistory.build(((p, Tier(t), k, int(pr)) for p, t, k, pr in pools), changes)
+    return PriceHistory.build(((p.id, Tier(p.tier), p.sku_id, int(p.price_uusd_per_gpu_h)) for p in pools), changes)
