@@ -114,12 +114,12 @@ def _open(browser: Any, url: str) -> tuple[Any, list[str]]:
     return page, errors
 
 
-@pytest.mark.xfail(strict=True, reason="pool labels drop the region")
 def test_two_pools_of_one_sku_and_tier_in_two_regions_get_two_labels(server: str, browser: Any) -> None:
-    """The defect: the overview's "Unallocated capacity by pool" chart labelled each pool with the last
+    """Review (fixed), the defect: the overview's "Unallocated capacity by pool" chart labelled each pool with the last
     two parts of its id (app.js, ``r.pool.split("/").slice(-2)``), and the service names pools
     ``provider/region/sku/tier``: the reserved H100 pools of us-east-1 and us-west-2 were two bars both labelled
-    ``h100_80gb/reserved``, so the reader could not tell which region's capacity sat idle."""
+    ``h100_80gb/reserved``, so the reader could not tell which region's capacity sat idle. Each bar now carries the
+    pool's whole id."""
     page, errors = _open(browser, f"{server}/ui/overview")
     try:
         labels = page.evaluate("Chart.getChart('idle-by-pool').data.labels")

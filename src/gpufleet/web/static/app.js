@@ -112,7 +112,7 @@
     }
     grid.append(chartCard("Unallocated capacity by pool", "idle-by-pool", {
       type: "bar",
-      data: { labels: d.idle_by_pool.map((r) => r.pool.split("/").slice(-2).join("/")), datasets: [{ label: "idle USD", data: d.idle_by_pool.map((r) => r.usd), backgroundColor: COLORS[1] }] },
+      data: { labels: d.idle_by_pool.map((r) => r.pool), datasets: [{ label: "idle USD", data: d.idle_by_pool.map((r) => r.usd), backgroundColor: COLORS[1] }] },
       options: { indexAxis: "y", plugins: { legend: { display: false } } },
     }));
     nodes.push(grid);
