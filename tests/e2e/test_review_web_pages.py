@@ -130,11 +130,10 @@ def test_two_pools_of_one_sku_and_tier_in_two_regions_get_two_labels(server: str
         page.close()
 
 
-@pytest.mark.xfail(strict=True, reason="a null utilization is drawn as 0 %")
 def test_a_reservation_bought_ahead_is_not_drawn_as_unused(server: str, browser: Any) -> None:
-    """The defect: the reservations page drew a reservation whose term starts after the window (its
+    """Review (fixed), the defect: the reservations page drew a reservation whose term starts after the window (its
     utilization is null in the JSON and "–" in the table) as a 0 % bar (app.js, ``100 * r.utilization`` with
-    ``null``), i.e. as a reservation paid for and entirely unused."""
+    ``null``), i.e. as a reservation paid for and entirely unused. A null utilization is now no bar."""
     page, errors = _open(browser, f"{server}/ui/reservations")
     try:
         chart = page.evaluate(

@@ -157,7 +157,7 @@
     const nodes = [kpis([["Reservations", String(d.rows.length)], ["Coverage of allocated GPU-h", pct(d.coverage)]])];
     nodes.push(el("div", { class: "grid" }, chartCard("Reservation utilization", "reservation-util", {
       type: "bar",
-      data: { labels: d.rows.map((r) => r.id), datasets: [{ label: "utilization %", data: d.rows.map((r) => 100 * r.utilization), backgroundColor: COLORS[0] }] },
+      data: { labels: d.rows.map((r) => r.id), datasets: [{ label: "utilization %", data: d.rows.map((r) => (r.utilization === null ? null : 100 * r.utilization)), backgroundColor: COLORS[0] }] },
       options: { scales: { y: { min: 0, max: 100 } } },
     })));
     nodes.push(card("Expiries", table([
