@@ -116,7 +116,7 @@ def test_each_page_loads_without_console_errors_and_draws_its_charts(server: str
 def test_an_app_team_sees_only_its_own_team_in_the_dashboard(server: str, browser: Any) -> None:
     page, errors, _ = _open(browser, f"{server}/ui/breakdown?dim=team&token=team3-token")
     try:
-        page.wait_for_function("document.getElementById('scope').textContent.includes('team-3')")
+        page.wait_for_function("() => document.getElementById('scope').textContent.includes('team-3')")
         keys = page.eval_on_selector_all("tbody tr td:first-child", "tds => tds.map(t => t.textContent)")
         assert keys == ["team-3"]
         assert "token" not in page.url and "dim=team" in page.url  # the token left the address bar

@@ -91,9 +91,10 @@ def test_sign_in_with_an_app_team_token_shows_only_that_team(seeded: tuple[Seede
         page.wait_for_selector("#login:not([hidden])", timeout=15_000)  # no token: the data routes said 401
         page.fill("#token", team_a)
         page.click("#login-form button")
-        # signing in reloads the page (location.search = ""): while the new document loads there is no #scope yet
+        # signing in reloads the page (location.search = ""): while the new document loads there is no #scope yet;
+        # a function, not an expression: Playwright polls an expression with eval, which the pages' CSP refuses
         page.wait_for_function(
-            "(document.getElementById('scope')?.textContent ?? '').includes('team-a')", timeout=15_000
+            "() => (document.getElementById('scope')?.textContent ?? '').includes('team-a')", timeout=15_000
         )
         keys = page.eval_on_selector_all("tbody tr td:first-child", "tds => tds.map(t => t.textContent)")
         assert keys == ["team-a"]

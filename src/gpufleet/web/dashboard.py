@@ -29,6 +29,16 @@ PAGES: dict[str, str] = {
 }
 
 
+# The pages load only their own files (two scripts, one stylesheet) and fetch their JSON from the same server: any
+# other script (inline, an event handler attribute, another origin) is refused, so markup that reached a page by
+# mistake could not run script and read the token in sessionStorage. The served app adds its own headers too (a
+# browser enforces every policy it is sent).
+PAGE_CSP = (
+    "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; "
+    "object-src 'none'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'"
+)
+
+
 def _fleet_scope() -> Scope:
     return Scope(None)
 
@@ -101,7 +111,7 @@ def mount_dashboard(
     def page(page: str) -> HTMLResponse:
         if page not in PAGES:
             raise HTTPException(404, detail=f"no dashboard page {page!r}")
-        return HTMLResponse(_page_html(prefix, page))
+        return HTMLResponse(_page_html(prefix, page), headers={"Content-Security-Policy": PAGE_CSP})
 
     static_dir = resources.files("gpufleet.web").joinpath("static")
     app.mount(f"{prefix}/static", StaticFiles(directory=str(static_dir)), name="gpufleet-dashboard-static")
