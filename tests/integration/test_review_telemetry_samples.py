@@ -80,13 +80,14 @@ def _meter_one_hour(tmp_path: Path, pods: dict[str, dict[int, str]]) -> tuple[Me
 
 
 @needs_prometheus
-@pytest.mark.xfail(strict=True, reason="one garbled DCGM sample decides the pod's hour")
 def test_one_garbled_dcgm_sample_neither_makes_an_idle_hour_busy_nor_loses_its_gpu_hours(tmp_path: Path) -> None:
-    """The defect: ``pod_utilization`` averages the raw samples of the hour and ``usage_records`` clamps only the
-    mean to [0, 1]. Pod ``spike`` is idle for the hour but one scrape exported 1e6 %: its hour is written 100 % busy
-    (the mean is 16,667 %, clamped to 1). Pod ``flip`` is idle but one scrape exported +Inf and one a minute later -Inf: its
-    mean is NaN, ``min(max(nan, 0), 1)`` stays NaN, the store refuses ``gpu_util`` NaN and the meter leaves the
-    record out: the hour's GPU-hours of that workload are lost to forecasts and cost."""
+    """Review (fixed), the defect: ``pod_utilization`` averages the raw samples of the hour and ``usage_records``
+    clamps only the mean to [0, 1]. Pod ``spike`` is idle for the hour but one scrape exported 1e6 %: its hour was
+    written 100 % busy (the mean 16,667 %, clamped to 1). Pod ``flip`` is idle but one scrape exported +Inf and one a
+    minute later -Inf: its mean was NaN, ``min(max(nan, 0), 1)`` stays NaN, the store refused ``gpu_util`` NaN and
+    the meter left the record out: the hour's GPU-hours of that workload were lost to forecasts and cost. Fixed in
+    cost/telemetry.py ``BatchBuilder.add`` (every adapter's batch): each sample is clipped to 0..1 and an infinite
+    one is no measurement (NaN)."""
     loop, rows = _meter_one_hour(tmp_path, {"spike": {100: "1e6"}, "flip": {100: "+Inf", 104: "-Inf"}, "calm": {}})
     assert not loop.failures, list(loop.failures)
     (hour,) = loop.written

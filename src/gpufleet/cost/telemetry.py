@@ -46,7 +46,8 @@ class GpuSample:
 
 @dataclass(frozen=True, slots=True)
 class TelemetryBatch:
-    """Samples in columns: sample i belongs to ``series[series_idx[i]]`` at ``t_s[i]`` with ``util[i]`` (0..1)."""
+    """Samples in columns: sample i belongs to ``series[series_idx[i]]`` at ``t_s[i]`` with ``util[i]`` (0..1, NaN:
+    not measured)."""
 
     series: tuple[SeriesKey, ...]
     series_idx: npt.NDArray[np.int32]
@@ -92,7 +93,11 @@ class BatchBuilder:
         i = self._index.setdefault(key, len(self._index))
         self._sidx.append(np.full(len(t_s), i, dtype=np.int32))
         self._t.append(t_s.astype(np.int64))
-        self._u.append(raw.astype(np.float64) * SCALE_TO_RATIO.get(key.metric, 1.0))
+        ratio = raw.astype(np.float64) * SCALE_TO_RATIO.get(key.metric, 1.0)
+        # a sample beyond 0..1 is a telemetry fault: clipped here, per sample, so one garbled scrape (1e6 %) cannot
+        # decide a bucket's mean; an infinite one is no measurement (NaN, as a missing one: +Inf and -Inf averaged
+        # were NaN and left the whole bucket unmeasured)
+        self._u.append(np.where(np.isinf(ratio), np.nan, np.clip(ratio, 0.0, 1.0)))
 
     def build(self) -> TelemetryBatch:
         if not self._t:
