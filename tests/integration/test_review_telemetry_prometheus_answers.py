@@ -148,3 +148,30 @@ def test_the_sum_of_finite_rates_that_overflows_is_refused() -> None:
         pytest.raises(TelemetryUnavailable, match="finite"),
     ):
         prom.sum_range("q", 0, 60, 60)
+
+
+@pytest.mark.xfail(strict=True, reason="the adapter reads an answer of any size into memory")
+def test_a_flood_of_an_answer_is_cut_at_a_size() -> None:
+    """The defect: ``_result`` reads the whole answer into memory (``resp.json()``) whatever its size: a server
+    that streams 1 GiB of whitespace without a Content-Length (a proxy's loop, a hostile upstream; over loopback
+    that is about a second) has the controller hold it all, then fail it as "non-JSON". Nothing Prometheus answers
+    to the adapter's queries is that big; past ``MAX_ANSWER_BYTES`` the answer is refused, naming the limit."""
+    block = b" " * (1 << 20)
+
+    def flood(h: BaseHTTPRequestHandler) -> None:
+        h.send_response(200)
+        h.send_header("Content-Type", "application/json")
+        h.send_header("Connection", "close")
+        h.end_headers()
+        for _ in range(1024):  # 1 GiB, then the server stops by itself
+            try:
+                h.wfile.write(block)
+            except OSError:  # the client gave up
+                return
+
+    with (
+        upstream(flood) as url,
+        PrometheusTelemetry(url, timeout_s=60.0) as prom,
+        pytest.raises(TelemetryUnavailable, match="bytes"),
+    ):
+        prom.sum_at("q", 100.0)
