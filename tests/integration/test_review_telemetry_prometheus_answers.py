@@ -64,13 +64,13 @@ def _vector(*values: str) -> dict[str, Any]:
     return {"status": "success", "data": {"resultType": "vector", "result": result}}
 
 
-@pytest.mark.xfail(strict=True, reason="httpx's timeout is per read: a trickling answer is never cut")
 def test_a_trickling_prometheus_is_cut_at_the_timeout() -> None:
-    """The defect: ``PrometheusTelemetry`` passes ``timeout_s`` to httpx, whose read timeout bounds each read of the
-    socket, not the answer. A Prometheus (or a proxy before it) that sends its answer a byte at a time, each byte
-    within the timeout, holds the caller for as long as it likes: with a 0.5 s timeout this answer of ~100 bytes at
-    one byte every 0.1 s takes 10 s. The scaling worker and the usage meter read Prometheus one query after another
-    (scaling.py: "up to 10 s a query"): such a server stalls them without bound."""
+    """Review (fixed), the defect: ``PrometheusTelemetry`` passes ``timeout_s`` to httpx, whose read timeout bounds
+    each read of the socket, not the answer. A Prometheus (or a proxy before it) that sends its answer a byte at a
+    time, each byte within the timeout, holds the caller for as long as it likes: with a 0.5 s timeout this answer of
+    ~100 bytes at one byte every 0.1 s takes 10 s. The scaling worker and the usage meter read Prometheus one query
+    after another (scaling.py: "up to 10 s a query"): such a server stalled them without bound. Fixed: the answer is
+    read against a deadline of ``timeout_s``, checked at every chunk."""
     raw = json.dumps(_vector("5")).encode()
 
     def trickle(h: BaseHTTPRequestHandler) -> None:
@@ -104,16 +104,14 @@ NOT_PROMETHEUS = {
 }
 
 
-@pytest.mark.xfail(
-    strict=True, reason="an answer of another shape raises AttributeError/TypeError, not TelemetryUnavailable"
-)
 @pytest.mark.parametrize("case", sorted(NOT_PROMETHEUS))
 def test_an_answer_of_another_shape_is_telemetry_unavailable(case: str) -> None:
-    """The defect: ``_result`` calls ``body.get`` and ``data.get`` and ``list(result)`` on whatever JSON came back
-    (and ``sum_range`` calls ``r.get`` on each series): a JSON list, a string, or a ``data`` that is not an object
-    raises AttributeError or TypeError instead of TelemetryUnavailable. ``deployment_rates`` catches only
-    TelemetryUnavailable, so the scaling round fails whole (every Deployment unscaled, audited as
-    ``scaling_round_failed``) instead of each Deployment being skipped as ``telemetry_unavailable``."""
+    """Review (fixed), the defect: ``_result`` calls ``body.get`` and ``data.get`` and ``list(result)`` on whatever
+    JSON came back (and ``sum_range`` calls ``r.get`` on each series): a JSON list, a string, or a ``data`` that is
+    not an object raises AttributeError or TypeError instead of TelemetryUnavailable. ``deployment_rates`` catches
+    only TelemetryUnavailable, so the scaling round fails whole (every Deployment unscaled, audited as
+    ``scaling_round_failed``) instead of each Deployment being skipped as ``telemetry_unavailable``. Fixed: an answer
+    that is not an object whose data holds a list of series is TelemetryUnavailable."""
     with upstream(json_answer(NOT_PROMETHEUS[case])) as url, PrometheusTelemetry(url) as prom:
         with pytest.raises(TelemetryUnavailable):
             prom.sum_at("q", 100.0)
@@ -124,11 +122,11 @@ def test_an_answer_of_another_shape_is_telemetry_unavailable(case: str) -> None:
         assert rates == {} and set(errors) == {("ns", "web")}
 
 
-@pytest.mark.xfail(strict=True, reason="each value is checked finite, their sum is not")
 def test_the_sum_of_finite_rates_that_overflows_is_refused() -> None:
-    """The defect: ``sum_at`` and ``sum_range`` check that each series' value is finite and >= 0, then add them:
-    two series of 1e308 requests/s sum to +Inf, handed to the replica policy as the Deployment's rate (the policy
-    then sizes for an infinite load: every replica up to max_replicas). A sum that is not finite is not a rate."""
+    """Review (fixed), the defect: ``sum_at`` and ``sum_range`` check that each series' value is finite and >= 0,
+    then add them: two series of 1e308 requests/s sum to +Inf, handed to the replica policy as the Deployment's rate
+    (the policy then sizes for an infinite load: every replica up to max_replicas). Fixed: a sum that is not finite
+    is TelemetryUnavailable, not a rate."""
     with (
         upstream(json_answer(_vector("1e308", "1e308"))) as url,
         PrometheusTelemetry(url) as prom,
@@ -150,12 +148,12 @@ def test_the_sum_of_finite_rates_that_overflows_is_refused() -> None:
         prom.sum_range("q", 0, 60, 60)
 
 
-@pytest.mark.xfail(strict=True, reason="the adapter reads an answer of any size into memory")
 def test_a_flood_of_an_answer_is_cut_at_a_size() -> None:
-    """The defect: ``_result`` reads the whole answer into memory (``resp.json()``) whatever its size: a server
-    that streams 1 GiB of whitespace without a Content-Length (a proxy's loop, a hostile upstream; over loopback
-    that is about a second) has the controller hold it all, then fail it as "non-JSON". Nothing Prometheus answers
-    to the adapter's queries is that big; past ``MAX_ANSWER_BYTES`` the answer is refused, naming the limit."""
+    """Review (fixed), the defect: ``_result`` reads the whole answer into memory (``resp.json()``) whatever its
+    size: a server that streams 1 GiB of whitespace without a Content-Length (a proxy's loop, a hostile upstream;
+    over loopback that is about a second) has the controller hold it all, then fail it as "non-JSON". Nothing
+    Prometheus answers to the adapter's queries is that big. Fixed: past ``MAX_ANSWER_BYTES`` the answer is refused,
+    naming the limit."""
     block = b" " * (1 << 20)
 
     def flood(h: BaseHTTPRequestHandler) -> None:

@@ -2,14 +2,18 @@
 queries (``query_at`` / ``sum_at``: a serving Deployment's request rate for the controller's replica policy).
 
 All network I/O goes through one ``httpx.Client``; pass ``transport=`` to test without a server. Long ranges are
-split so no request asks for more than ``MAX_POINTS`` points per series (Prometheus refuses > 11,000).
+split so no request asks for more than ``MAX_POINTS`` points per series (Prometheus refuses > 11,000). An answer is
+read within ``timeout_s`` (httpx bounds each read of the socket; a server that sends its answer a byte at a time is
+cut once the deadline has passed, so at most about twice ``timeout_s`` in all) and up to ``MAX_ANSWER_BYTES``.
 Labels read from dcgm-exporter series: ``namespace`` and ``pod`` (set when the exporter maps GPUs to pods),
 ``Hostname`` and ``gpu`` for the device, ``GPU_I_ID`` for a MIG instance.
 """
 
 from __future__ import annotations
 
+import json
 import math
+import time
 from typing import Any
 
 import httpx
@@ -20,6 +24,7 @@ from gpufleet.cost.telemetry import GPU_UTIL, BatchBuilder, SeriesKey, Telemetry
 from gpufleet.domain.errors import GpufleetError, ValidationError
 
 MAX_POINTS = 10_000
+MAX_ANSWER_BYTES = 256 * 1024 * 1024  # the meter's hour of DCGM at 60 s steps is about 2.5 KB a GPU
 
 
 class TelemetryUnavailable(GpufleetError):
@@ -68,6 +73,7 @@ class PrometheusTelemetry:
 
     def __init__(self, base_url: str, *, timeout_s: float = 10.0, transport: httpx.BaseTransport | None = None) -> None:
         self._client = httpx.Client(base_url=base_url.rstrip("/"), timeout=timeout_s, transport=transport)
+        self._timeout_s = timeout_s
 
     def close(self) -> None:
         self._client.close()
@@ -88,21 +94,42 @@ class PrometheusTelemetry:
         return self._result("/api/v1/query", {"query": query, "time": at_s}, "vector")
 
     def _result(self, path: str, params: dict[str, Any], result_type: str) -> list[dict[str, Any]]:
+        status, raw = self._get(path, params)
         try:
-            resp = self._client.get(path, params=params)
+            body = json.loads(raw)
+        except (ValueError, RecursionError):  # UnicodeDecodeError is a ValueError
+            raise TelemetryUnavailable(f"prometheus answered {status} with non-JSON") from None
+        if not isinstance(body, dict):
+            raise TelemetryUnavailable(f"prometheus answered {status} with JSON that is not an object")
+        if status != 200 or body.get("status") != "success":
+            query = params["query"]
+            raise TelemetryUnavailable(f"prometheus refused {query!r}: {body.get('error', status)}")
+        data = body.get("data", {})
+        if not isinstance(data, dict) or data.get("resultType") != result_type:
+            got = data.get("resultType") if isinstance(data, dict) else type(data).__name__
+            raise TelemetryUnavailable(f"expected a {result_type} result, got {got!r}")
+        result = data.get("result", [])
+        if not isinstance(result, list) or not all(isinstance(r, dict) for r in result):
+            raise TelemetryUnavailable(f"the {result_type} result is not a list of series")
+        return result
+
+    def _get(self, path: str, params: dict[str, Any]) -> tuple[int, bytes]:
+        """The status and body of one GET, read within the deadline and ``MAX_ANSWER_BYTES``."""
+        deadline = time.monotonic() + self._timeout_s
+        try:
+            with self._client.stream("GET", path, params=params) as resp:
+                chunks: list[bytes] = []
+                size = 0
+                for chunk in resp.iter_bytes():
+                    size += len(chunk)
+                    if size > MAX_ANSWER_BYTES:
+                        raise TelemetryUnavailable(f"prometheus answered more than {MAX_ANSWER_BYTES} bytes")
+                    if time.monotonic() > deadline:
+                        raise TelemetryUnavailable(f"prometheus did not answer within {self._timeout_s} s")
+                    chunks.append(chunk)
+                return resp.status_code, b"".join(chunks)
         except httpx.HTTPError as exc:
             raise TelemetryUnavailable(f"prometheus unreachable: {exc}") from None
-        try:
-            body = resp.json()
-        except (ValueError, RecursionError):
-            raise TelemetryUnavailable(f"prometheus answered {resp.status_code} with non-JSON") from None
-        if resp.status_code != 200 or body.get("status") != "success":
-            query = params["query"]
-            raise TelemetryUnavailable(f"prometheus refused {query!r}: {body.get('error', resp.status_code)}")
-        data = body.get("data", {})
-        if data.get("resultType") != result_type:
-            raise TelemetryUnavailable(f"expected a {result_type} result, got {data.get('resultType')!r}")
-        return list(data.get("result", []))
 
     def sum_range(self, query: str, start_s: int, end_s: int, step_s: int) -> list[tuple[float, float]]:
         """``(time, value)``: the sum over a range query's series at each step (a step no series has a value at is
@@ -121,6 +148,8 @@ class PrometheusTelemetry:
                 if not math.isfinite(v) or v < 0:
                     raise TelemetryUnavailable(f"{query!r} gave {v} (need a finite value >= 0)")
                 totals[t] = totals.get(t, 0.0) + v
+        if not all(math.isfinite(v) for v in totals.values()):  # finite values whose sum overflowed
+            raise TelemetryUnavailable(f"{query!r} summed to a value that is not finite")
         return sorted(totals.items())
 
     def sum_at(self, query: str, at_s: float) -> float | None:
@@ -138,6 +167,8 @@ class PrometheusTelemetry:
             if not math.isfinite(v) or v < 0:
                 raise TelemetryUnavailable(f"{query!r} gave {v} (need a finite value >= 0)")
             total += v
+        if not math.isfinite(total):  # finite values whose sum overflowed
+            raise TelemetryUnavailable(f"{query!r} summed to {total} (need a finite value >= 0)")
         return total
 
     def gpu_utilization(
