@@ -41,12 +41,12 @@ def _openmetrics() -> str:
 
 
 @pytest.mark.skipif(not promserver.available(), reason=promserver.SKIP_REASON)
-@pytest.mark.xfail(strict=True, reason='pod=~"$deployment-.*" matches the pods of every Deployment named after it')
 def test_a_deployments_default_queries_do_not_read_the_pods_of_another_named_after_it(tmp_path: Path) -> None:
-    """The defect: the default queries select a Deployment's pods with ``pod=~"$deployment-.*"``. Deployment
-    ``web``'s pods are ``web-<template hash>-<suffix>``, but so, as far as that regex goes, are the pods of
-    ``web-canary`` (``web-canary-<hash>-<suffix>``) in the same namespace: ``web`` is read at 100 requests/s (its own
-    10 plus the canary's 90) and 43 requests waiting, and its replica policy sizes it for ten times its load."""
+    """Review (fixed), the defect: the default queries select a Deployment's pods with ``pod=~"$deployment-.*"``.
+    Deployment ``web``'s pods are ``web-<template hash>-<suffix>``, but so, as far as that regex goes, are the pods
+    of ``web-canary`` (``web-canary-<hash>-<suffix>``) in the same namespace: ``web`` is read at 100 requests/s (its
+    own 10 plus the canary's 90) and 43 requests waiting, and its replica policy sizes it for ten times its load.
+    Fixed: the defaults select ``pod=~"$deployment-[a-z0-9]+(-[a-z0-9]+)?"`` (the hash and the id have no ``-``)."""
     scaling = ServingScaling(1, 20, 10.0)
     deps = [ObservedDeployment("ml", name, 1, 1, serving=DeclaredServing(scaling)) for name in ("web", "web-canary")]
     at = float(T0 + SPAN_S - 60)

@@ -34,11 +34,14 @@ from gpufleet.control.replicas import ScaleDecision, ServingGauges
 from gpufleet.domain.errors import ValidationError
 
 A_PREVIOUS = "gpufleet.io/rightsizing-previous"
-# vLLM's finished-request counter over the Deployment's pods (pods are named <deployment>-<hash>-<id>)
-DEFAULT_RPS_QUERY = 'sum(rate(vllm:request_success_total{namespace="$namespace",pod=~"$deployment-.*"}[2m]))'
+# The Deployment's pods: <deployment>-<template hash>-<id> (or <deployment>-<hash cut short><id> where the name is
+# long); not "$deployment-.*", which also matched the pods of Deployment web-canary for Deployment web
+PODS_OF_DEPLOYMENT = 'namespace="$namespace",pod=~"$deployment-[a-z0-9]+(-[a-z0-9]+)?"'
+# vLLM's finished-request counter over the Deployment's pods
+DEFAULT_RPS_QUERY = f"sum(rate(vllm:request_success_total{{{PODS_OF_DEPLOYMENT}}}[2m]))"
 # vLLM's scheduler gauges: requests waiting for a batch slot, and requests being served
-DEFAULT_QUEUE_QUERY = 'sum(vllm:num_requests_waiting{namespace="$namespace",pod=~"$deployment-.*"})'
-DEFAULT_RUNNING_QUERY = 'sum(vllm:num_requests_running{namespace="$namespace",pod=~"$deployment-.*"})'
+DEFAULT_QUEUE_QUERY = f"sum(vllm:num_requests_waiting{{{PODS_OF_DEPLOYMENT}}})"
+DEFAULT_RUNNING_QUERY = f"sum(vllm:num_requests_running{{{PODS_OF_DEPLOYMENT}}})"
 
 
 def _promql(dep: ObservedDeployment, own: str, default: str) -> str:
