@@ -133,8 +133,8 @@ class PrometheusTelemetry:
 
     def sum_range(self, query: str, start_s: int, end_s: int, step_s: int) -> list[tuple[float, float]]:
         """``(time, value)``: the sum over a range query's series at each step (a step no series has a value at is
-        left out), at most ``MAX_POINTS`` steps, the latest kept. A value that is not finite and >= 0 raises
-        TelemetryUnavailable (a rate or a count)."""
+        left out; a point outside the range is no step of it), at most ``MAX_POINTS`` steps, the latest kept. A value
+        that is not finite and >= 0 raises TelemetryUnavailable (a rate or a count)."""
         if step_s <= 0 or end_s < start_s:
             raise ValidationError("range", "need step_s > 0 and end_s >= start_s")
         start_s = max(start_s, end_s - (MAX_POINTS - 1) * step_s)
@@ -147,6 +147,8 @@ class PrometheusTelemetry:
                     raise TelemetryUnavailable(f"malformed sample in the answer to {query!r}") from None
                 if not math.isfinite(v) or v < 0:
                     raise TelemetryUnavailable(f"{query!r} gave {v} (need a finite value >= 0)")
+                if not start_s <= t <= end_s:  # not a step of this query (NaN included): no point of the range
+                    continue
                 totals[t] = totals.get(t, 0.0) + v
         if not all(math.isfinite(v) for v in totals.values()):  # finite values whose sum overflowed
             raise TelemetryUnavailable(f"{query!r} summed to a value that is not finite")
