@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import pytest
-
 from gpufleet.control.node_release import NodeReleasePlanner
 from gpufleet.control.observation import Observation, ObservedPod
 from gpufleet.domain.catalog import BUILTIN_PRICE_CATALOG
@@ -15,19 +13,20 @@ def _node_bound(name: str, on: str, owner_kind: str) -> ObservedPod:
     """A pod of a DaemonSet (a GPU device plugin, a DCGM exporter, kube-proxy) or a static pod (its mirror is owned
     by the Node), bound to ``on``, holding no GPU."""
     req = PodRequest(f"kube-system/{name}", 100, 64, 0, 0)
-    return ObservedPod(req, "kube-system", name, f"uid-{name}", "Running", node=on, scheduler_name="default-scheduler",
-                       owner_kind=owner_kind, owner_name=on if owner_kind == "Node" else "nvidia-device-plugin")  # fmt: skip
+    owner = on if owner_kind == "Node" else "nvidia-device-plugin"
+    return ObservedPod(req, "kube-system", name, f"uid-{name}", "Running", node=on, owner_kind=owner_kind,
+                       owner_name=owner)  # fmt: skip
 
 
-@pytest.mark.xfail(strict=True, reason="a DaemonSet or static pod makes its node busy: never released")
 def test_a_node_with_only_daemonset_and_static_pods_is_idle() -> None:
-    """The defect: NodeReleasePlanner.contexts counts every active bound pod as making its node busy, DaemonSet pods
-    and static (mirror) pods too. Every GPU node of a real cluster runs the GPU device plugin's DaemonSet pod (and
-    kube-proxy, a node exporter...), so no idle launched GPU node was ever offered to the node scaler: the release
-    (``--release-every-s``) released nothing and the fleet spec's ``release: gpufleet`` had turned Karpenter's own
-    consolidation off (consolidateAfter Never), so idle on-demand GPU nodes were paid for until someone noticed.
-    Cluster Autoscaler and Karpenter both leave DaemonSet and mirror pods out when they judge a node empty; so does
-    gpufleet's own consolidation (control/reclaim.py). A node with a real pod (no GPU) stays busy."""
+    """Review (fixed), the defect: NodeReleasePlanner.contexts counts every active bound pod as making its node busy,
+    DaemonSet pods and static (mirror) pods too. Every GPU node of a real cluster runs the GPU device plugin's
+    DaemonSet pod (and kube-proxy, a node exporter...), so no idle launched GPU node was ever offered to the node
+    scaler: the release (``--release-every-s``) released nothing and the fleet spec's ``release: gpufleet`` had
+    turned Karpenter's own consolidation off (consolidateAfter Never), so idle on-demand GPU nodes were paid for
+    until someone noticed. Cluster Autoscaler and Karpenter both leave DaemonSet and mirror pods out when they judge
+    a node empty; so does gpufleet's own consolidation (control/reclaim.py). A node with a real pod (no GPU) stays
+    busy."""
     rec = Recorder()
     planner = NodeReleasePlanner(rec, BUILTIN_PRICE_CATALOG)
     cpu_pod = ObservedPod(PodRequest("ml/web", 500, 64, 0, 0), "ml", "web", "uid-web", "Running", node="od-cpu-pod")

@@ -8,8 +8,10 @@ nodes). In a cluster where Karpenter launches the nodes, :class:`NodeReleasePlan
 :class:`~gpufleet.control.observation.Observation`:
 
 - idle nodes: Ready, uncordoned GPU nodes of a launched capacity type (``on-demand``, ``spot``; ``reserved`` is paid
-  whether used or not) with no active pod bound, idle at least the scaler's ``min_idle_s`` by this planner's
-  watch (a node first seen idle counts from then), priced at the catalog's price of its product and capacity type;
+  whether used or not) with no active pod bound but DaemonSet and static pods (:func:`node_bound`: they run on every
+  node and go with it, as Cluster Autoscaler and Karpenter read an empty node), idle at least the scaler's
+  ``min_idle_s`` by this planner's watch (a node first seen idle counts from then), priced at the catalog's price
+  of its product and capacity type;
 - pending work: GPU pods not bound, of a scheduler that places pods on these nodes (``schedulers``: the
   controller's and the default scheduler; a pod of a scheduler nobody runs would hold every node forever), that
   may run on the product (no GPU model asked, or this one);
@@ -88,6 +90,13 @@ PASSING_TAINTS = ("node.kubernetes.io/", "node.cloudprovider.kubernetes.io/unini
 # Karpenter's node label once its NodePool's startup taints are gone: one that comes back after it lasts
 INITIALIZED = "karpenter.sh/initialized=true"
 BUFFER_EVERY_S = 3600  # the start buffer is stepped hourly, as in the simulator (Provisioner.hold_buffer)
+NODE_BOUND_OWNERS = ("DaemonSet", "Node")  # a DaemonSet's pod; a static pod's mirror (owned by its Node)
+
+
+def node_bound(p: ObservedPod) -> bool:
+    """A DaemonSet or static pod: it runs on its node whatever runs there and goes with the node, so it does not
+    keep the node busy (a GPU device plugin's pod is on every GPU node)."""
+    return p.owner_kind in NODE_BOUND_OWNERS
 
 
 @dataclass(frozen=True, slots=True)
@@ -338,7 +347,7 @@ class NodeReleasePlanner:
         now = obs.now_s
         least = self.scaler.min_idle_s if min_idle_s is None else min_idle_s
         bound = [p for p in obs.pods if p.node and p.active]
-        busy = {p.node for p in bound}
+        busy = {p.node for p in bound if not node_bound(p)}
         gpu_nodes = [n for n in obs.nodes if n.sku and n.spec.gpu_count > 0]
         fresh = self._fresh(gpu_nodes)
         for n in gpu_nodes:

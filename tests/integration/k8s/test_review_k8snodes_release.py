@@ -7,8 +7,6 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
-import pytest
-
 from gpufleet.adapters.kubernetes.act import Actuator
 from gpufleet.adapters.kubernetes.controller import Controller, ControllerConfig
 from gpufleet.adapters.kubernetes.fakekubelet import FakeKubelet, FakeNode
@@ -45,16 +43,15 @@ def _daemon_pods(kube: Kube, ns: str, node: str) -> None:
         })  # fmt: skip
 
 
-@pytest.mark.xfail(strict=True, reason="DaemonSet and static pods make a node busy: the release never releases it")
 def test_an_idle_node_running_only_daemonset_and_static_pods_is_released(
     kube: Kube, kubelet: FakeKubelet, ns: str
 ) -> None:
-    """The defect: both the planner (every active bound pod makes its node busy) and ``apply_release`` (every pod
-    not finished on the node stops the release, ``node_busy``) count DaemonSet pods and static pods. Every GPU node
-    of a real cluster runs the GPU device plugin's DaemonSet pod, so the controller's release never released an
-    idle launched GPU node, while ``release: gpufleet`` had turned Karpenter's consolidation off for them: idle
-    on-demand GPU nodes paid for indefinitely. Cluster Autoscaler and Karpenter do not count DaemonSet and mirror
-    pods when they judge a node empty; deleting the node takes them with it."""
+    """Review (fixed), the defect: both the planner (every active bound pod makes its node busy) and ``apply_release``
+    (every pod not finished on the node stops the release, ``node_busy``) count DaemonSet pods and static pods.
+    Every GPU node of a real cluster runs the GPU device plugin's DaemonSet pod, so the controller's release never
+    released an idle launched GPU node, while ``release: gpufleet`` had turned Karpenter's consolidation off for
+    them: idle on-demand GPU nodes paid for indefinitely. Cluster Autoscaler and Karpenter do not count DaemonSet
+    and mirror pods when they judge a node empty; deleting the node takes them with it."""
     p = f"ds{uuid.uuid4().hex[:5]}"
     idle = f"{p}-idle"
     kubelet.register([FakeNode(idle)])
@@ -93,18 +90,17 @@ def _may_not_delete_nodes(kube: Kube, ns: str) -> Kube:
                "subjects": [{"kind": "ServiceAccount", "name": "rel", "namespace": ns}]}  # fmt: skip
     kube.post("/apis/rbac.authorization.k8s.io/v1/clusterroles", role)
     kube.post("/apis/rbac.authorization.k8s.io/v1/clusterrolebindings", binding)
-    tr = kube.post(f"/api/v1/namespaces/{ns}/serviceaccounts/rel/token",
-                   {"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest", "spec": {"expirationSeconds": 3600}})  # fmt: skip
+    request = {"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest", "spec": {"expirationSeconds": 3600}}
+    tr = kube.post(f"/api/v1/namespaces/{ns}/serviceaccounts/rel/token", request)
     return Kube(KubeConfig(kube.cfg.server, tr["status"]["token"], verify_tls=False))
 
 
-@pytest.mark.xfail(strict=True, reason="a refused delete leaves the node cordoned: stranded, never used nor released")
 def test_a_node_whose_delete_fails_is_not_left_cordoned(kube: Kube, kubelet: FakeKubelet, ns: str) -> None:
-    """The defect: ``apply_release`` cordons the node, finds it empty, and when the delete then fails (403, a 500,
-    a timeout after the retries) returns ``failed`` with the node still cordoned. The planner offers only
-    schedulable nodes, so it never retries that node, and no scheduler places on it: a paid GPU node nobody uses
-    and nobody releases, until an operator uncordons it by hand. A release that cannot delete must give the node
-    back (uncordon), as the ``node_busy`` path does."""
+    """Review (fixed), the defect: ``apply_release`` cordons the node, finds it empty, and when the delete then fails
+    (403, a 500, a timeout after the retries) returns ``failed`` with the node still cordoned. The planner offers
+    only schedulable nodes, so it never retries that node, and no scheduler places on it: a paid GPU node nobody
+    uses and nobody releases, until an operator uncordons it by hand. A release that cannot delete must give the
+    node back (uncordon), as the ``node_busy`` path does."""
     node = f"nd{uuid.uuid4().hex[:5]}-idle"
     kubelet.register([FakeNode(node)])
     limited = _may_not_delete_nodes(kube, ns)

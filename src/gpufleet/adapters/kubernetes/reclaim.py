@@ -20,8 +20,8 @@ import time
 from collections.abc import Callable
 
 from gpufleet.adapters.kubernetes.act import Actuator
-from gpufleet.adapters.kubernetes.rest import ApiError, Kube
-from gpufleet.control.node_release import NodeRelease
+from gpufleet.adapters.kubernetes.rest import JSON, ApiError, Kube
+from gpufleet.control.node_release import NODE_BOUND_OWNERS, NodeRelease
 from gpufleet.control.reclaim import NodeDrain, ReclaimPlan
 
 A_CKPT_REQUESTED = "gpufleet.io/checkpoint-requested"
@@ -112,10 +112,18 @@ def apply_reclaim(act: Actuator, plan: ReclaimPlan, **kw: float | None) -> dict[
     return {d.node: apply_drain(act, d, **kw) for d in plan.drains}  # type: ignore[arg-type]
 
 
+def _node_bound(pod: JSON) -> bool:
+    """A DaemonSet's pod or a static pod's mirror (its first owner's kind, as the observation reads it): it goes
+    with the node (``control/node_release.py``, :func:`~gpufleet.control.node_release.node_bound`)."""
+    owners = (pod.get("metadata") or {}).get("ownerReferences") or [{}]
+    return str(owners[0].get("kind", "")) in NODE_BOUND_OWNERS
+
+
 def apply_release(act: Actuator, release: NodeRelease) -> str:
     """Release an idle launched node (control/node_release.py): cordon it, check on the API server that no pod
-    not finished is bound to it (a bind may have landed since the observation), then delete the Node. Returns
-    ``released`` | ``dry_run`` | ``node_busy`` (uncordoned, nothing deleted) | ``failed``."""
+    not finished is bound to it but DaemonSet and static pods (a bind may have landed since the observation), then
+    delete the Node. Returns ``released`` | ``dry_run`` | ``node_busy`` (uncordoned, nothing deleted) | ``failed``
+    (uncordoned too when the delete failed: a cordoned node is offered for release no more, nor used)."""
     if act.cordon(release.node, release.reason) not in ("applied", "dry_run"):
         return "failed"
     if not act.dry_run:
@@ -124,7 +132,11 @@ def apply_release(act: Actuator, release: NodeRelease) -> str:
         except ApiError:
             act.cordon(release.node, "release_check_failed", on=False)
             return "failed"
-        live = [p for p in pods if (p.get("status") or {}).get("phase") not in ("Succeeded", "Failed")]
+        live = [
+            p
+            for p in pods
+            if (p.get("status") or {}).get("phase") not in ("Succeeded", "Failed") and not _node_bound(p)
+        ]
         if live:
             act.record("release", release.node, "node_busy", "stopped", pods=len(live))
             act.cordon(release.node, "node_busy", on=False)
@@ -132,4 +144,7 @@ def apply_release(act: Actuator, release: NodeRelease) -> str:
     out = act.delete_node(release.node, release.reason)
     if out == "dry_run":
         return "dry_run"
-    return "released" if out in ("applied", "not_found") else "failed"
+    if out in ("applied", "not_found"):
+        return "released"
+    act.cordon(release.node, "release_delete_failed", on=False)
+    return "failed"
