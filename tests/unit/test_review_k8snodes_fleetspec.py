@@ -26,7 +26,6 @@ def _refused(tmp_path: Path, text: str) -> ValidationError:
     return err.value
 
 
-@pytest.mark.xfail(strict=True, reason="two tiers of one NodePool name compile; the second silently replaces the first")
 @pytest.mark.parametrize(
     ("first", "second"),
     [
@@ -36,9 +35,9 @@ def _refused(tmp_path: Path, text: str) -> ValidationError:
     ],
 )
 def test_two_tiers_that_compile_to_one_nodepool_are_refused(tmp_path: Path, first: str, second: str) -> None:
-    """The defect: flavor_name lower-cases a product and turns what is not [a-z0-9-] into '-', so two tier entries
-    of one (SKU, tier), or of two products that differ only there, compile into two ResourceFlavors and two
-    NodePools of one name. ``k8s quotas --apply`` creates the first and replaces it with the second: a reserved
+    """Review (fixed), the defect: flavor_name lower-cases a product and turns what is not [a-z0-9-] into '-', so two
+    tier entries of one (SKU, tier), or of two products that differ only there, compile into two ResourceFlavors and
+    two NodePools of one name. ``k8s quotas --apply`` creates the first and replaces it with the second: a reserved
     NodePool limited to 64 GPUs bought silently becomes one of 8, or the first product's NodePool becomes the
     second's (its nodes' product pin changed: the first product cannot be launched at all). It must be refused,
     naming the second entry's sku."""
@@ -49,10 +48,10 @@ def test_two_tiers_that_compile_to_one_nodepool_are_refused(tmp_path: Path, firs
     assert err.field == "tiers[1].sku"
 
 
-@pytest.mark.xfail(strict=True, reason="an unknown tier is reported as field 'tier', not the entry")
 def test_an_unknown_tier_names_its_entry(tmp_path: Path) -> None:
-    """The defect: ``tier: ondemand`` in the second of several tiers is refused as field ``tier`` (the compiler's
-    check), not ``tiers[1].tier``: in a spec of dozens of tiers and quotas the operator is not told which."""
+    """Review (fixed), the defect: ``tier: ondemand`` in the second of several tiers is refused as field ``tier`` (the
+    compiler's check), not ``tiers[1].tier``: in a spec of dozens of tiers and quotas the operator is not told
+    which."""
     err = _refused(
         tmp_path,
         f"tiers:\n  - {{sku: {H100}, tier: reserved, gpus: 64}}\n  - {{sku: {H100}, tier: ondemand, gpus: 8}}\n",
@@ -66,9 +65,6 @@ def test_an_unknown_tier_names_its_entry(tmp_path: Path) -> None:
     assert err.field == "quotas[0].tier"
 
 
-@pytest.mark.xfail(
-    strict=True, reason="fields the compiler does not read are dropped silently (a typo changes meaning)"
-)
 @pytest.mark.parametrize(
     ("text", "field"),
     [
@@ -88,21 +84,19 @@ def test_an_unknown_tier_names_its_entry(tmp_path: Path) -> None:
     ],
 )
 def test_a_field_the_spec_does_not_know_is_refused(tmp_path: Path, text: str, field: str) -> None:
-    """The defect: load_fleet_spec reads the keys it knows and ignores the rest, so a misspelt optional field
-    changes what is applied without a word: ``instance_family: [p4d]`` leaves the default p5,
+    """Review (fixed), the defect: load_fleet_spec reads the keys it knows and ignores the rest, so a misspelt optional
+    field changes what is applied without a word: ``instance_family: [p4d]`` leaves the default p5,
     ``borrowing_limit: 0`` (for ``borrowing_limit_gpus``) lets the team borrow the whole cohort, ``tier:`` (for
     ``tiers:``) applies no NodePool. An unknown field must be refused, named."""
     assert _refused(tmp_path, text).field == field
 
 
-@pytest.mark.xfail(
-    strict=True, reason="one team's quota of one flavor twice compiles into a ClusterQueue listing it twice"
-)
 def test_a_teams_quota_of_one_flavor_twice_is_refused(tmp_path: Path) -> None:
-    """The defect: two quota entries of one team and one (SKU, tier) compile into a ClusterQueue whose resource
-    group lists the flavor twice (nominal 32 and 8). The API server refuses it at apply time (422, the CRD's
-    flavors are a list-map keyed by name: "Duplicate value", seen on the v1.20 fixture), after the ResourceFlavor
-    and the Cohort were applied and before the NodePool: a half-applied spec. Refused up front, named."""
+    """Review (fixed), the defect: two quota entries of one team and one (SKU, tier) compile into a ClusterQueue whose
+    resource group lists the flavor twice (nominal 32 and 8). The API server refuses it at apply time (422, the
+    CRD's flavors are a list-map keyed by name: "Duplicate value", seen on the v1.20 fixture), after the
+    ResourceFlavor and the Cohort were applied and before the NodePool: a half-applied spec. Refused up front,
+    named."""
     err = _refused(
         tmp_path,
         f"tiers:\n  - {{sku: {H100}, tier: reserved, gpus: 64}}\nquotas:\n"

@@ -11,7 +11,10 @@ release: karpenter   # or gpufleet: the controller releases idle launched nodes 
 ```
 Errors name the entry and field (``quotas[2].nominal_gpus``) and the file, and come before anything is applied:
 teams and cohorts become object names (DNS-1123 subdomains), namespaces must be DNS-1123 labels, a SKU a label
-value (``nvidia.com/gpu.product``).
+value (``nvidia.com/gpu.product``), a tier one of reserved, spot, on-demand. A field the spec does not know is refused
+(a misspelt optional field would else change what is applied without a word), and so are two tiers that compile to
+one ResourceFlavor and NodePool name (one (SKU, tier) twice, or two SKUs that differ only in case or in characters
+a name cannot hold: applying would replace the first by the second) and a team's quota of one (SKU, tier) twice.
 """
 
 from __future__ import annotations
@@ -23,7 +26,13 @@ from typing import Any
 import yaml
 
 from gpufleet.adapters.inputs import read_input_text
-from gpufleet.adapters.kubernetes.fleetobjects import TierCapacity, flavor_name, karpenter_objects, kueue_objects
+from gpufleet.adapters.kubernetes.fleetobjects import (
+    CHAIN,
+    TierCapacity,
+    flavor_name,
+    karpenter_objects,
+    kueue_objects,
+)
 from gpufleet.adapters.kubernetes.rest import JSON
 from gpufleet.domain.errors import ValidationError
 from gpufleet.schedule.quota import TeamQuota
@@ -46,6 +55,21 @@ def _name(entry: dict[str, Any], key: str, where: str, path: Path) -> str:
     return v
 
 
+FIELDS = {
+    "<root>": ("tiers", "quotas", "namespaces", "release"),
+    "tiers": ("sku", "tier", "gpus", "instance_families"),
+    "quotas": ("team", "cohort", "sku", "tier", "nominal_gpus", "borrowing_limit_gpus", "lending_limit_gpus"),
+}
+
+
+def _known(entry: dict[Any, Any], kind: str, where: str, path: Path) -> None:
+    """Refuse a field of ``entry`` that a ``kind`` entry does not have (``where``: the entry's name in errors)."""
+    for k in entry:
+        if k not in FIELDS[kind]:
+            field = str(k) if kind == "<root>" else f"{where}.{k}"
+            raise ValidationError(field, f"unknown field; {kind} fields: {', '.join(FIELDS[kind])}", str(path))
+
+
 def _entries(doc: dict[str, Any], key: str, path: Path) -> list[dict[str, Any]]:
     got = doc.get(key) or []
     if not isinstance(got, list):
@@ -53,7 +77,15 @@ def _entries(doc: dict[str, Any], key: str, path: Path) -> list[dict[str, Any]]:
     for i, e in enumerate(got):
         if not isinstance(e, dict):
             raise ValidationError(f"{key}[{i}]", f"must be a mapping, got {e!r}", str(path))
+        _known(e, key, f"{key}[{i}]", path)
     return got
+
+
+def _tier(entry: dict[str, Any], where: str, path: Path) -> str:
+    v: str = _get(entry, "tier", str, where, path)
+    if v not in CHAIN:
+        raise ValidationError(f"{where}.tier", f"{v!r}: choose one of {', '.join(CHAIN)}", str(path))
+    return v
 
 
 def _get(entry: dict[str, Any], key: str, kind: type, where: str, path: Path, default: Any = ...) -> Any:
@@ -77,20 +109,32 @@ def load_fleet_spec(path: Path) -> list[JSON]:
         raise ValidationError("yaml", str(exc).splitlines()[0], str(path)) from None
     if not isinstance(doc, dict):
         raise ValidationError("<root>", "expected a mapping with tiers, quotas, namespaces", str(path))
+    _known(doc, "<root>", "", path)
     tiers = []
+    named: dict[str, int] = {}  # flavor (ResourceFlavor and NodePool name) -> the tier entry that has it
     for i, t in enumerate(_entries(doc, "tiers", path)):
         w = f"tiers[{i}]"
         fams = t.get("instance_families", ["p5"])
-        if not isinstance(fams, list) or not all(isinstance(f, str) and f for f in fams):
-            raise ValidationError(f"{w}.instance_families", "must be a list of names", str(path))
-        tiers.append(TierCapacity(_name(t, "sku", w, path), _get(t, "tier", str, w, path),
-                                  _get(t, "gpus", int, w, path), tuple(fams)))  # fmt: skip
+        if not isinstance(fams, list) or not fams or not all(isinstance(f, str) and f for f in fams):
+            raise ValidationError(f"{w}.instance_families", "must be a non-empty list of names", str(path))
+        tier = TierCapacity(_name(t, "sku", w, path), _tier(t, w, path), _get(t, "gpus", int, w, path), tuple(fams))
+        if tier.flavor in named:
+            raise ValidationError(f"{w}.sku", f"{tier.sku!r} {tier.tier} compiles to the NodePool {tier.flavor!r} of "
+                                  f"tiers[{named[tier.flavor]}]: one entry per (sku, tier)", str(path))  # fmt: skip
+        named[tier.flavor] = i
+        tiers.append(tier)
     quotas = []
+    held: dict[tuple[str, str], int] = {}  # (team, flavor) -> the quota entry that has it
     for i, q in enumerate(_entries(doc, "quotas", path)):
         w = f"quotas[{i}]"
-        flavor = flavor_name(_name(q, "sku", w, path), _get(q, "tier", str, w, path))
+        flavor = flavor_name(_name(q, "sku", w, path), _tier(q, w, path))
+        team = _name(q, "team", w, path)
+        if (team, flavor) in held:
+            raise ValidationError(w, f"team {team!r} has a quota of {flavor!r} already (quotas[{held[team, flavor]}])",
+                                  str(path))  # fmt: skip
+        held[(team, flavor)] = i
         quotas.append(TeamQuota(
-            _name(q, "team", w, path), _name(q, "cohort", w, path), flavor, _get(q, "nominal_gpus", int, w, path),
+            team, _name(q, "cohort", w, path), flavor, _get(q, "nominal_gpus", int, w, path),
             _get(q, "borrowing_limit_gpus", int, w, path, None), _get(q, "lending_limit_gpus", int, w, path, None),
         ))  # fmt: skip
     namespaces = doc.get("namespaces") or {}
