@@ -104,3 +104,13 @@ def test_a_teams_quota_of_one_flavor_twice_is_refused(tmp_path: Path) -> None:
         f"  - {{team: a, cohort: ml, sku: {H100}, tier: reserved, nominal_gpus: 8}}\n",
     )
     assert err.field == "quotas[1]"
+
+
+def test_no_instance_family_is_refused(tmp_path: Path) -> None:
+    """Review (fixed), the defect: ``instance_families: []`` passed (every name of an empty list is a name) and
+    compiled a NodePool requirement ``karpenter.k8s.aws/instance-family In []``, which Karpenter v1's CRD refuses
+    ("requirements with operator 'In' must have a value defined", a CEL rule the v1.20 fixture does not run but a
+    current API server does, checked offline with tests/integration/k8s/crdcheck.py): the spec was refused halfway
+    through ``--apply``, after the Kueue objects. Refused up front, named."""
+    err = _refused(tmp_path, f"tiers:\n  - {{sku: {H100}, tier: reserved, gpus: 64, instance_families: []}}\n")
+    assert err.field == "tiers[0].instance_families"
