@@ -5,8 +5,6 @@ from __future__ import annotations
 
 from typing import Any
 
-import pytest
-
 from gpufleet.adapters.kubernetes.labels import pod_from_json
 from gpufleet.control.loop import ControlLoop
 from gpufleet.control.node_release import NodeReleasePlanner, late_starts
@@ -30,14 +28,13 @@ def _pinned(name: str, product: str, created: float = -3600.0) -> ObservedPod:
     return pod_from_json(body)
 
 
-@pytest.mark.xfail(strict=True, reason="a pod pinned by nodeSelector to another product holds every product's nodes")
 def test_a_pending_pod_pinned_to_another_product_does_not_hold_idle_nodes() -> None:
-    """The defect: the planner keeps a product's idle nodes for the pending pods that may run on it
+    """Review (fixed), the defect: the planner keeps a product's idle nodes for the pending pods that may run on it
     (``_may_run``), read from ``request.gpu_models`` only; the Kubernetes adapter never sets it (a pod pins its GPU
     product with a nodeSelector on ``nvidia.com/gpu.product``, read into ``request.node_selector``), so every
     pending GPU pod counted as pending work of every product. One A100 job that cannot start (no A100 capacity, a
-    quota) held every idle on-demand H100 node of the cluster (``needed_by_pending_work``) for as long as it
-    waited. The gang reach already reads the pin (``pod_products``)."""
+    quota) held every idle on-demand H100 node of the cluster (``needed_by_pending_work``) for as long as it waited.
+    The gang reach already reads the pin (``pod_products``)."""
     pending = _pinned("a100-job", A100)
     assert pending.request.gpu_models == () and f"nvidia.com/gpu.product={A100}" in pending.request.node_selector
     rec = Recorder()
@@ -52,12 +49,11 @@ def test_a_pending_pod_pinned_to_another_product_does_not_hold_idle_nodes() -> N
     assert released == ["idle"]
 
 
-@pytest.mark.xfail(strict=True, reason="the start buffer of a product counts jobs pinned to another product")
 def test_the_start_buffer_of_a_product_does_not_count_jobs_pinned_to_another() -> None:
-    """The defect: ``late_starts`` (the start buffer's reading per product) skips a waiting job only when its
-    ``request.gpu_models`` name another product; the adapter never sets them, so an A100 job waiting for an hour
-    counted as a late H100 start, and the H100 buffer grew for it: placeholder pods then had Karpenter launch idle
-    H100 nodes that the A100 job can never use."""
+    """Review (fixed), the defect: ``late_starts`` (the start buffer's reading per product) skips a waiting job only
+    when its ``request.gpu_models`` name another product; the adapter never sets them, so an A100 job waiting for an
+    hour counted as a late H100 start, and the H100 buffer grew for it: placeholder pods then had Karpenter launch
+    idle H100 nodes that the A100 job can never use."""
     waiting = _pinned("a100-job", A100)
     assert late_starts([waiting], H100, T0, 6 * 3600, 60) == (0, 0)
     assert late_starts([waiting], A100, T0, 6 * 3600, 60) == (1, 1)

@@ -14,7 +14,8 @@ nodes). In a cluster where Karpenter launches the nodes, :class:`NodeReleasePlan
   of its product and capacity type;
 - pending work: GPU pods not bound, of a scheduler that places pods on these nodes (``schedulers``: the
   controller's and the default scheduler; a pod of a scheduler nobody runs would hold every node forever), that
-  may run on the product (no GPU model asked, or this one);
+  may run on the product (:func:`pod_products`: no GPU model asked nor ``nvidia.com/gpu.product`` selected, or
+  this one);
 - the wait a relaunch causes is priced at the product's on-demand price, as in the simulator;
 - ``fresh_nodes``: launched nodes of the product that joined since the last plan (Karpenter's launches for
   pending work), the need the scaler's hold cap counts; the first observation counts none;
@@ -194,6 +195,11 @@ def pod_products(p: ObservedPod) -> tuple[str, ...]:
     return tuple(s.removeprefix(PRODUCT_SELECTOR) for s in p.request.node_selector if s.startswith(PRODUCT_SELECTOR))
 
 
+def _may_run(products: tuple[str, ...], sku: str) -> bool:
+    """Whether a pod that may run on ``products`` (:func:`pod_products`; () = any) may run on ``sku``."""
+    return not products or sku in products
+
+
 def unreachable_gangs(
     pending: Iterable[ObservedPod],
     bound: Iterable[ObservedPod],
@@ -265,7 +271,7 @@ def late_starts(
     ``now_s``, and those of them that started (``started_s``: ``status.startTime``, the kubelet taking the bound
     pod) more than ``within_s`` after arriving or, not bound yet, still wait past it. A pod counts for ``product``
     when bound to a node of it (``node_products``: node name -> product), else, unbound or on a node not given,
-    when it may run on it (no GPU model asked, or this one: the pending work's filter). A gang
+    when it may run on it (:func:`pod_products`: none pinned, or this one; the pending work's filter). A gang
     (``ObservedPod.gang``, per namespace) is one job, late when a member is. Skipped: pods whose creation time is
     unreadable, and pods that left unbound (finished or being deleted before a start: when they left is not
     seen). A bound pod without ``startTime`` (its ``started_s`` then falls back to the creation) reads as
@@ -283,7 +289,7 @@ def late_starts(
         on = (node_products or {}).get(p.node) if p.node else None
         if on is not None and on != product:
             continue
-        if on is None and p.request.gpu_models and product not in p.request.gpu_models:
+        if on is None and not _may_run(pod_products(p), product):
             continue
         if p.node:
             started = p.started_s if p.started_s is not None else created
@@ -388,7 +394,7 @@ class NodeReleasePlanner:
             mine = [n for n in gpu_nodes if n.sku == sku and n.schedulable]
             idle = [self._idle(n, now) for n in mine if n.capacity_type in LAUNCHED and n.name in self._idle_since]
             offered = [i for i in idle if i.idle_for_s >= least]
-            mine_pending = [p for p in pending if self._may_run(p.request.gpu_models, sku)]
+            mine_pending = [p for p in pending if _may_run(pod_products(p), sku)]
             capacity = sum(n.spec.gpu_count for n in mine)
             in_use = sum(min(used.get(n.name, 0), n.spec.gpu_count) for n in mine)
             keep = self._keep_nodes(sku) * per_node[sku]
@@ -514,10 +520,6 @@ class NodeReleasePlanner:
         sku = sku_for(product, self.catalog.sku_ids(), self.sku_map)
         lp = self.catalog.list_price(sku) if sku is not None else None
         return 0.0 if lp is None else float(lp.spot if spot else lp.on_demand)
-
-    @staticmethod
-    def _may_run(models: tuple[str, ...], sku: str) -> bool:
-        return not models or sku in models
 
     def _id(self, name: str) -> int:
         if name not in self._ids:
