@@ -12,7 +12,9 @@ selector``; each pins one GPU product and one capacity type) equal to what the s
 
 Only ``spec.limits["nvidia.com/gpu"]`` is written (a merge patch), and only where it differs; the rest of each
 NodePool, and every NodePool the selector does not select, is the operator's. A NodePool whose product maps to no SKU (``--sku``
-or the name tokens), or whose SKU has no pool of its tier in the region, is left alone and reported.
+or the name tokens), or whose SKU has no pool of its tier in the region, is left alone and reported. So are the
+NodePools of one SKU and launched tier when the selector selects several (per zone, say): each at the whole quota
+would let Karpenter launch that many times the quota, and how to split it between them is the operator's call.
 """
 
 from __future__ import annotations
@@ -90,9 +92,16 @@ def limit_changes(
     node_pools: Sequence[ObservedNodePool], cap: StoreCapacity, sku_map: Mapping[str, str] | None = None
 ) -> tuple[list[LimitChange], list[tuple[str, str]]]:
     """The limit each gpufleet NodePool should have (module docstring), where it differs from its current one; and
-    the NodePools left alone with why (``no_sku``, ``no_pool``, ``no_quota_stated``)."""
+    the NodePools left alone with why (``no_sku``, ``no_pool``, ``no_quota_stated``, ``quota_shared``: one of several
+    NodePools of a SKU's launched tier)."""
     changes: list[LimitChange] = []
     skipped: list[tuple[str, str]] = []
+    launched: dict[tuple[str, str], int] = {}  # (SKU, capacity type) -> NodePools of a launched tier selected
+    for np_ in node_pools:
+        if len(np_.products) == 1 and len(np_.capacity_types) == 1 and np_.capacity_types[0] in ("on-demand", "spot"):
+            sku = sku_for(np_.products[0], list(cap.sku_ids), sku_map or {})
+            if sku is not None:
+                launched[(sku, np_.capacity_types[0])] = launched.get((sku, np_.capacity_types[0]), 0) + 1
     for np_ in node_pools:
         if len(np_.products) != 1 or len(np_.capacity_types) != 1:
             skipped.append((np_.name, "not_one_product_and_tier"))
@@ -114,6 +123,9 @@ def limit_changes(
             quota = cap.pools[key]
             if quota is None:
                 skipped.append((np_.name, "no_quota_stated"))
+                continue
+            if launched.get((sku, ctype), 0) > 1:
+                skipped.append((np_.name, "quota_shared"))
                 continue
             desired, reason = quota, "pool_quota"
         if np_.gpu_limit != desired:
