@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import dataclasses
 
-import pytest
-
 from gpufleet.adapters.kubernetes.act import Actuator
 from gpufleet.adapters.kubernetes.bufferpods import ensure_priority_class, placeholder
 from gpufleet.adapters.kubernetes.controller import Controller
@@ -16,13 +14,12 @@ from tests.integration.k8s.helpers import create_pod, wait_for
 from tests.integration.k8s.test_buffer_pods import FakeClock, _busy_node, _holders
 
 
-@pytest.mark.xfail(strict=True, reason="with --no-buffer-pods the placeholders of an earlier run are never deleted")
 def test_placeholders_are_deleted_once_the_top_up_is_turned_off(kube: Kube, kubelet: FakeKubelet, ns: str) -> None:
-    """The defect: the controller deletes placeholders only in the top-up step, which ``--no-buffer-pods`` skips
-    entirely. Placeholders an earlier run created (the operator turns the top-up off after seeing what it costs)
-    stay bound forever: each holds a whole GPU node (8 GPUs here) that the node release never offers (a node with a
-    bound placeholder is busy) and Karpenter never empties. With the top-up off, gpufleet's own placeholders must go:
-    the release round deletes them (the top-up's rule with no buffer wanted)."""
+    """Review (fixed), the defect: the controller deletes placeholders only in the top-up step, which ``--no-buffer-
+    pods`` skips entirely. Placeholders an earlier run created (the operator turns the top-up off after seeing what
+    it costs) stay bound forever: each holds a whole GPU node (8 GPUs here) that the node release never offers (a
+    node with a bound placeholder is busy) and Karpenter never empties. With the top-up off, gpufleet's own
+    placeholders must go: the release round deletes them (the top-up's rule with no buffer wanted)."""
     _suffix, product, _busy, sched, cfg = _busy_node(kube, kubelet, ns, "off")
     assert ensure_priority_class(Actuator(kube)) in ("exists", "created")  # what an earlier run with the top-up on
     create_pod(kube, ns, placeholder(product, 8, ns, sched))  # created

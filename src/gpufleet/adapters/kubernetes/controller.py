@@ -420,7 +420,8 @@ class Controller:
         last decision per product); each is released (:func:`apply_release`: cordon, check empty, delete) and
         recorded with the scaler's reason. Then the buffer's top-up (``buffer_pods``, control/buffer_pods.py): on the
         same observation, placeholder pods created for the missing buffer nodes and deleted beyond it (kept in
-        ``buffer_plans``). Returns this round's (release, outcome) pairs."""
+        ``buffer_plans``); with the top-up off, the placeholders an earlier run left are deleted (no buffer wanted:
+        each would hold a whole GPU node for good). Returns this round's (release, outcome) pairs."""
         if self.releaser is None:
             return []
         now = self.clock()
@@ -431,8 +432,8 @@ class Controller:
         done = [(r, apply_release(self.act, r)) for r in self.releaser.plan(obs)]
         self.release_results += done
         buffer = self.releaser.buffer
-        if self.cfg.buffer_pods and buffer is not None:
-            plans = plan_buffer_pods(obs, self.releaser.buffer_decisions, buffer)
+        if buffer is not None:
+            plans = plan_buffer_pods(obs, self.releaser.buffer_decisions if self.cfg.buffer_pods else {}, buffer)
             self.buffer_plans += plans
             apply_buffer_pods(self.act, plans, self.cfg.buffer_namespace or self.cfg.namespace,
                               self.cfg.scheduler_name, self.cfg.buffer_image)  # fmt: skip
