@@ -1,0 +1,110 @@
+"""Review (authz): who may do what over the HTTP API, attacked through the real app on SQLite and PostgreSQL.
+
+The route x role matrix the review built from the code (every route and method against finops_admin,
+ml_platform_admin, an app_team token, a viewer, no token, an expired and a revoked token) holds where the earlier
+tests look; these are the holes found around it: a write a viewer makes with GETs, a query filter a list accepts and
+ignores, and an admin's action the audit log names someone else for."""
+
+from __future__ import annotations
+
+import pytest
+from sqlalchemy import func, select
+from sqlalchemy.orm import Session
+
+from gpufleet.adapters.providers import SimulatedProvider
+from gpufleet.adapters.sql.models import AuditEventRow, ForecastIssueRow
+from tests.integration.conftest import NOW_S, Database, ServerFactory
+
+DAY = 86_400
+SKU = "h100_80gb"
+SMALL = {"sku": SKU, "units": 1, "start": "2026-02-01T00:00:00Z", "term_months": 1, "regions": ["us-east-1"]}
+
+
+def _records(days: int) -> list[dict[str, object]]:
+    """A rising demand (a trend: the forecast of each horizon differs from the others' first days)."""
+    return [
+        {"source": "dcgm", "bucket_start_s": NOW_S - days * DAY + h * 3600, "bucket_s": 3600, "workload_id": "wl-t",
+         "team_id": "team-t", "sku_id": SKU, "gpus_allocated": 4.0 + h / 24, "gpu_util": 0.5}
+        for h in range(days * 24)
+    ]  # fmt: skip
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="design choice: which served forecasts accuracy tracking keeps (one per SKU, day and model, e.g. the "
+    "longest horizon served; or only the default horizon) changes what GET /v1/capacity/forecast/accuracy scores",
+)
+def test_a_viewer_cannot_grow_the_forecast_store_by_asking_for_every_horizon(
+    database: Database, make_server: ServerFactory
+) -> None:
+    """Defect (left open): ``GET /v1/capacity/forecast`` stores every fleet-wide forecast it serves for accuracy
+    tracking (service/capacity.py -> ForecastAccuracyService.record), once per distinct forecast. A forecast of
+    ``days=N`` is a different forecast for each N (the horizon chooses the model; with a trend the first days differ
+    too), so a viewer, a role that writes nothing, stores up to 730 forecasts per SKU per day with GETs alone (the
+    longest 730 x 3 quantiles each, about 6 MB per SKU and day), none of them in the audit log, and
+    ``GET /v1/capacity/forecast/accuracy`` then reads and scores all of them on every call (the store grows without
+    bound, and the figures are whatever horizons the viewer asked for)."""
+    s = make_server(database)
+    with s.client("ml_platform_admin", "bob") as admin:
+        assert admin.post("/v1/teams", json={"id": "team-t", "name": "T"}).status_code == 201
+        assert admin.post("/v1/utilization:ingest", json={"records": _records(28)}).status_code == 200
+    with s.client("viewer", "vic") as viewer:
+        for days in range(1, 61):
+            r = viewer.get("/v1/capacity/forecast", params={"sku": SKU, "days": days})
+            assert r.status_code == 200, r.text
+    with Session(database.engine) as session:
+        stored = session.scalar(select(func.count()).select_from(ForecastIssueRow))
+    assert stored is not None and stored <= 5, f"{stored} forecasts stored by one viewer's 60 GETs"
+
+
+@pytest.mark.xfail(strict=True, reason="the registry lists drop the filters they do not apply")
+def test_a_registry_list_refuses_a_filter_it_does_not_apply(database: Database, make_server: ServerFactory) -> None:
+    """Defect: the registry lists (routes/registry.py ``_crud``) declare the query filters
+    ``sku_id``, ``region_id``, ``cluster_id`` and ``team_id`` on every list (hidden from the schema where the list
+    does not offer them), validate them, and then drop those the list does not apply: ``GET /v1/nodes?sku_id=...``
+    answered 200 with every node of every SKU, so a script that meant to drain the A100 nodes read the H100 ones
+    too."""
+    s = make_server(database)
+    with s.client("ml_platform_admin", "bob") as admin:
+        assert admin.post("/v1/clusters", json={"id": "c-1", "name": "c1", "region_id": "us-east-1"}).status_code == 201
+        for node, sku in (("n-h100", SKU), ("n-a100", "a100_80gb")):
+            body = {"id": node, "cluster_id": "c-1", "sku_id": sku, "gpus_total": 8}
+            assert admin.post("/v1/nodes", json=body).status_code == 201, body
+        r = admin.get("/v1/nodes", params={"sku_id": "a100_80gb"})
+        assert r.status_code == 422, [n["id"] for n in r.json()]
+        assert r.json()["field"] == "sku_id" and "cluster_id" in r.json()["detail"]
+        r = admin.get("/v1/teams", params={"region_id": "us-east-1"})
+        assert r.status_code == 422 and r.json()["field"] == "region_id"
+        # the filters a list offers still work
+        assert [n["id"] for n in admin.get("/v1/nodes", params={"cluster_id": "c-1"}).json()] == ["n-a100", "n-h100"]
+        pools = admin.get("/v1/pools", params={"sku_id": "a100_80gb"}).json()
+        assert pools and {p["sku_id"] for p in pools} == {"a100_80gb"}
+
+
+@pytest.mark.xfail(strict=True, reason="reconcile audits an admin's submissions under 'reconciler'")
+def test_a_reconcile_pass_an_admin_asks_for_is_audited_under_the_admin(
+    database: Database, make_server: ServerFactory
+) -> None:
+    """Defect: ``POST /v1/reservations:reconcile`` submits every approved reservation to the
+    provider (it places orders: it spends) on an admin's request, but ``ProviderOrders.reconcile`` audits each
+    submission under the actor ``reconciler``, the leader's background pass: the audit log never named the admin
+    who sent the orders, and nothing else recorded the request."""
+    provider = SimulatedProvider(database.engine)
+    s = make_server(database, provider=provider, provider_max_attempts=1)
+    with s.client("finops_admin", "fiona") as fiona:
+        rid = fiona.post("/v1/reservations", json=SMALL).json()["reservation_id"]
+    provider.inject("timeout_before_order")  # the approval's submission gets no answer: the reservation stays approved
+    with s.client("ml_platform_admin", "alice") as alice:
+        r = alice.post(f"/v1/reservations/{rid}/approve", json={"budget_code": "ML-2026"})
+        assert r.status_code == 200 and r.json()["status"] == "approved", r.text
+    with s.client("finops_admin", "carol") as carol:
+        r = carol.post("/v1/reservations:reconcile")
+        assert r.status_code == 200 and r.json()["submitted"] == [rid], r.text
+    with Session(database.engine) as session:
+        events = session.execute(
+            select(AuditEventRow.actor, AuditEventRow.action, AuditEventRow.detail_json)
+            .where(AuditEventRow.entity_id == rid)
+            .order_by(AuditEventRow.id)
+        ).all()
+    submitted = [actor for actor, _action, detail in events if '"submitted"' in detail]
+    assert submitted == ["carol"], events
