@@ -32,6 +32,7 @@ from gpufleet.api.schemas import (
 from gpufleet.api.types import ID_PATTERN, Limit, Offset
 from gpufleet.api.types import IdPath as IdPathT
 from gpufleet.api.types import PoolIdPath as PoolIdPathT
+from gpufleet.domain.errors import ValidationError
 
 router = APIRouter(tags=["registries"], responses=PROBLEM_RESPONSES)
 
@@ -69,6 +70,10 @@ def _crud(
         team_id: str | None = Query(default=None, pattern=ID_PATTERN, include_in_schema="team_id" in filters),
     ) -> Any:
         given = {"sku_id": sku_id, "region_id": region_id, "cluster_id": cluster_id, "team_id": team_id}
+        for name, value in given.items():  # a filter this list does not apply is refused, never ignored
+            if value is not None and name not in filters:
+                offered = ", ".join(filters) or "none"
+                raise ValidationError(name, f"GET /v1/{plural} does not filter by {name} (its filters: {offered})")
         return services.registry.list(
             actor, kind, limit=limit, offset=offset, filters={k: v for k, v in given.items() if k in filters}
         )
