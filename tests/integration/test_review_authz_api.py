@@ -80,14 +80,14 @@ def test_a_registry_list_refuses_a_filter_it_does_not_apply(database: Database, 
         assert pools and {p["sku_id"] for p in pools} == {"a100_80gb"}
 
 
-@pytest.mark.xfail(strict=True, reason="reconcile audits an admin's submissions under 'reconciler'")
 def test_a_reconcile_pass_an_admin_asks_for_is_audited_under_the_admin(
     database: Database, make_server: ServerFactory
 ) -> None:
-    """Defect: ``POST /v1/reservations:reconcile`` submits every approved reservation to the
+    """Review (fixed), the defect: ``POST /v1/reservations:reconcile`` submits every approved reservation to the
     provider (it places orders: it spends) on an admin's request, but ``ProviderOrders.reconcile`` audits each
     submission under the actor ``reconciler``, the leader's background pass: the audit log never named the admin
-    who sent the orders, and nothing else recorded the request."""
+    who sent the orders, and nothing else recorded the request. Now a pass an admin asks for audits its submissions
+    under that admin (the leader's own passes stay ``reconciler``)."""
     provider = SimulatedProvider(database.engine)
     s = make_server(database, provider=provider, provider_max_attempts=1)
     with s.client("finops_admin", "fiona") as fiona:

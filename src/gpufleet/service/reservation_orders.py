@@ -167,8 +167,9 @@ class ProviderOrders:
             res.transition(S.CANCELLED, at_s=now_s, actor=actor_id, reason=why)
             persist_status(uow, row, res, now_s, actor_id)
 
-    def reconcile(self) -> ReconcileReport:
-        """Bring the store in line with the provider (run at startup and periodically).
+    def reconcile(self, *, actor_id: str = "reconciler") -> ReconcileReport:
+        """Bring the store in line with the provider (run at startup and periodically, or by an admin's request:
+        ``actor_id`` names who asked, and the submissions the pass makes are audited under it).
 
         approved -> submitted (finding or placing the order under the same key). Then, with a provider whose
         orders have a lifecycle of their own (:class:`ProviderLifecycle`, e.g. AWS), the provider's state decides
@@ -184,7 +185,7 @@ class ProviderOrders:
             ).all()
         for rid in approved:
             try:
-                view = self.submit(rid, actor_id="reconciler")
+                view = self.submit(rid, actor_id=actor_id)
             except GpufleetError as exc:  # this one's error is its own: the others are still submitted and followed
                 log.warning("reservation %s not submitted: %s", rid, exc)
                 report.errors.append({"reservation_id": rid, "error": str(exc)[:300]})

@@ -75,9 +75,10 @@ class ReservationService:
         """Send an approved reservation to the provider (:meth:`ProviderOrders.submit`)."""
         return self.orders.submit(reservation_id, actor_id=actor_id)
 
-    def reconcile(self) -> ReconcileReport:
-        """Bring the store in line with the provider (:meth:`ProviderOrders.reconcile`)."""
-        return self.orders.reconcile()
+    def reconcile(self, *, actor_id: str = "reconciler") -> ReconcileReport:
+        """Bring the store in line with the provider (:meth:`ProviderOrders.reconcile`); ``actor_id``: who asked
+        (the audit log names them for the submissions the pass makes; the leader's own passes are ``reconciler``)."""
+        return self.orders.reconcile(actor_id=actor_id)
 
     # ---- create -------------------------------------------------------------------------------------------
     def create(

@@ -136,9 +136,10 @@ def submit_reservation(reservation_id: IdPath, services: ServicesDep, actor: Cur
 
 @router.post(":reconcile", response_model=ReconcilePublic)
 def reconcile_reservations(services: ServicesDep, actor: CurrentActor) -> Any:
-    """Run one reconciler pass now (it also runs at startup and every ``reconcile_interval_s``)."""
+    """Run one reconciler pass now (it also runs at startup and every ``reconcile_interval_s``); the orders it
+    submits are audited under the caller."""
     actor.require(*ADMINS)
-    r = services.reservations.reconcile()
+    r = services.reservations.reconcile(actor_id=actor.user_id)
     return {
         "submitted": r.submitted,
         "still_pending": r.still_pending,
