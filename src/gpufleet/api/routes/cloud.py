@@ -14,6 +14,7 @@ from gpufleet.api.problems import PROBLEM_RESPONSES
 from gpufleet.api.schemas import Strict
 from gpufleet.api.types import ID_PATTERN, SKU_PATTERN, Id, IdPath, Limit, PositiveCount, Seconds, SkuId
 from gpufleet.domain.errors import ConflictError
+from gpufleet.service.auth import ADMINS
 from gpufleet.service.bootstrap import Services
 from gpufleet.service.capacity_block_requests import BlockStatus
 from gpufleet.service.cloud_quotas import CloudQuotaService
@@ -90,7 +91,9 @@ def quotas_file_due(
     increase_lead_days: Annotated[int, Query(ge=0, le=365)] = 14,
 ) -> Any:
     """File the increase requests the quota outlook drafted and marked due (needs
-    GPUFLEET_AWS_FILE_QUOTA_INCREASES or GPUFLEET_GCP_FILE_QUOTA_INCREASES)."""
+    GPUFLEET_AWS_FILE_QUOTA_INCREASES or GPUFLEET_GCP_FILE_QUOTA_INCREASES). Admins only, whether or not anything
+    is due."""
+    actor.require(*ADMINS)  # before the outlook: it reads the provider's quotas, and filing is an admin's write
     quotas = _quotas(services)
     quotas.require_filing()
     setting = f"{quotas.provider}_file_quota_increases"
