@@ -39,13 +39,13 @@ def _records(sku: str, start_s: int, days: int, gpus: float) -> list[dict[str, A
 
 
 @pytest.mark.postgres
-@pytest.mark.xfail(strict=True, reason="the pass catches only GpufleetError per SKU: a database error ends it")
 def test_a_sku_whose_order_cannot_be_written_does_not_stop_the_others(pg_database: Database) -> None:
-    """The defect: ``Reconciler.run_once`` reports a failing SKU only when it fails with a ``GpufleetError``. Another
-    session holds ``FOR UPDATE`` on the first SKU's reserved pool (an admin's open transaction), so the insert of its
-    order (whose foreign key takes ``FOR KEY SHARE`` on that row) times out: the OperationalError ends the whole pass.
-    The next SKU is never planned and the pass is not recorded, so ``due`` is true again at once: the background loop
-    re-runs the whole pass (every SKU's forecast) every leader poll, failing the same way each time."""
+    """Review (fixed), the defect: ``Reconciler.run_once`` reported a failing SKU only when it failed with a
+    ``GpufleetError``. Another session holds ``FOR UPDATE`` on the first SKU's reserved pool (an admin's open
+    transaction), so the insert of its order (whose foreign key takes ``FOR KEY SHARE`` on that row) times out: the
+    OperationalError ended the whole pass. The next SKU was never planned and the pass not recorded, so ``due`` was
+    true again at once: the background loop re-ran the whole pass (every SKU's forecast) every leader poll, failing
+    the same way each time. Now any error of one SKU (or cluster) is reported in its entry and the pass goes on."""
     engine: Engine = make_engine(pg_database.url, statement_timeout_s=2)
     services = build_services(Settings(db_url=pg_database.url, reconcile_interval_s=0), engine=engine,
                               clock=FixedClock(NOW_S))  # fmt: skip

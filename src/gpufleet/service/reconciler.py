@@ -36,7 +36,9 @@ The background cadence (``gpufleet serve``, ``gpufleet reconcile``) runs a pass 
    the moves that would free whole nodes, recorded, not applied (no node actuator is wired to the store).
 
 Each pass is one audit event ``reconciler.pass`` naming the process that ran it (``host:pid``) with what each
-stage decided. A failing SKU is reported with its reason and does not stop the others.
+stage decided. A failing SKU (or cluster) is reported with its reason and does not stop the others, whatever it
+failed on: a refused proposal, or a database error of its own (a row another session holds locked past the statement
+timeout); the pass is recorded, so the next one waits for its period instead of re-running every SKU at each poll.
 """
 
 from __future__ import annotations
@@ -49,6 +51,7 @@ from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import Engine, func, select
 
+from gpufleet.adapters.sql.engine import unavailable_reason
 from gpufleet.adapters.sql.models import AuditEventRow, ClusterRow
 from gpufleet.control.proposing import PlanRegion
 from gpufleet.domain.errors import GpufleetError
@@ -68,6 +71,18 @@ log = logging.getLogger("gpufleet.reconciler")
 
 DAY_S = 86_400
 RECONCILER = Actor("reconciler", Role.ML_PLATFORM_ADMIN, None)
+
+
+def failure_reason(exc: Exception) -> str:
+    """One line saying why a SKU's (or cluster's) stage failed: a refused request's own message, a database that
+    did not answer (:func:`unavailable_reason`), or the error's type and first line (logged with its traceback)."""
+    if isinstance(exc, GpufleetError):
+        return str(exc)
+    why = unavailable_reason(exc)
+    if why is None:
+        log.error("reconciler: unexpected error", exc_info=exc)
+        why = f"{type(exc).__name__}: {(str(exc).strip().splitlines() or [''])[0][:300]}"
+    return why
 
 
 def process_name() -> str:
@@ -156,8 +171,8 @@ class Reconciler:
         for sku in plans.measured:
             try:
                 fc = self._capacity.forecast(RECONCILER, sku_id=sku, days=self.forecast_days)
-            except GpufleetError as exc:
-                out.forecasts.append({"sku": sku, "error": str(exc)})
+            except Exception as exc:  # this SKU's failure, reported; the others still run
+                out.forecasts.append({"sku": sku, "error": failure_reason(exc)})
                 continue
             forecast_ok.add(sku)
             out.forecasts.append({"sku": sku, "method": fc["method"], "history_days": fc["history_days"],
@@ -165,7 +180,11 @@ class Reconciler:
         for sku in sorted(forecast_ok):
             out.proposals.extend(self._plan_sku(sku, plans))
         for cluster in self._clusters():
-            rep = self._binpack.report(RECONCILER, cluster)
+            try:
+                rep = self._binpack.report(RECONCILER, cluster)
+            except Exception as exc:  # e.g. removed since it was listed: reported, the others still run
+                out.placements.append({"cluster": cluster, "error": failure_reason(exc)})
+                continue
             out.placements.append({"cluster": cluster, "fragmentation": rep["fragmentation"],
                                    "moves": len(rep["suggested_moves"]), "nodes_freed": rep["nodes_freed"],
                                    "fragmentation_after": rep["fragmentation_after"]})  # fmt: skip
@@ -186,8 +205,8 @@ class Reconciler:
                 RECONCILER, sku_id=entry["sku"], region_id=entry["region"], forecast_h=self.within_days * 24,
                 plan=plan,
             )  # fmt: skip
-        except GpufleetError as exc:
-            entry["error"] = str(exc)
+        except Exception as exc:  # this SKU-region's failure, reported; the others still run
+            entry["error"] = failure_reason(exc)
             return False
         entry.update(created=[c["reservation_id"] for c in got["created"]], procurer=got["procurer"],
                      context=got["context"], proposed=got["proposals"],
