@@ -67,13 +67,13 @@ def _kill_lock_session(url: str) -> None:
 
 
 @pytest.mark.postgres
-@pytest.mark.xfail(strict=True, reason="a pass never re-checks the lead: it runs to the end after losing it")
 def test_a_leader_that_loses_its_lock_mid_pass_writes_no_more(pg_database: Database) -> None:
-    """The defect: ``Reconciler.run_once`` checks nothing once it has started (the caller checked the lead before the
-    pass; a pass forecasts and plans every SKU, minutes on a real catalog). Here the first process's lock session is
-    killed right after its first order commits, and the second process takes the lead: the first goes on and proposes
-    the next SKU's order and records its pass as if it still led, beside the new leader's own: two processes propose
-    at once, which the lock exists to prevent (service/leader.py: the reconciler runs in exactly one)."""
+    """Review (fixed), the defect: ``Reconciler.run_once`` checked nothing once it had started (the caller checked
+    the lead before the pass; a pass forecasts and plans every SKU, minutes on a real catalog). Here the first
+    process's lock session is killed right after its first order commits, and the second process takes the lead: the
+    first went on, proposed the next SKU's order and recorded its pass as if it still led, beside the new leader's
+    own: two processes proposing at once, which the lock exists to prevent (service/leader.py). Now the pass confirms
+    the lead before each SKU-region's proposals and before recording itself, and stops."""
     a, b = _process(pg_database), _process(pg_database)
     fired: list[bool] = []
 

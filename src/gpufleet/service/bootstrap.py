@@ -140,6 +140,7 @@ def build_services(
         procurement=procurement,
         binpack=binpack,
         capacity_blocks=cloud.get("capacity_blocks"),
+        leads=leader.refresh,
     )
     return Services(
         settings=settings,

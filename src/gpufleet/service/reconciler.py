@@ -39,6 +39,12 @@ Each pass is one audit event ``reconciler.pass`` naming the process that ran it 
 stage decided. A failing SKU (or cluster) is reported with its reason and does not stop the others, whatever it
 failed on: a refused proposal, or a database error of its own (a row another session holds locked past the statement
 timeout); the pass is recorded, so the next one waits for its period instead of re-running every SKU at each poll.
+
+A pass is long (every SKU forecast and planned) and the lead can be lost during it (the leader's lock session
+killed or cut, :mod:`gpufleet.service.leader`). Before each SKU-region's proposals and before recording itself, the
+pass confirms the lead (``leads``: the election's :meth:`~gpufleet.service.leader.Leadership.refresh`, one round
+trip); once it is lost the pass stops, writes nothing more and is not recorded (``stopped`` says where): the new
+leader runs its own.
 """
 
 from __future__ import annotations
@@ -46,6 +52,7 @@ from __future__ import annotations
 import logging
 import os
 import socket
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -101,9 +108,11 @@ class ReconcilePass:
     forecasts: list[dict[str, Any]] = field(default_factory=list)
     proposals: list[dict[str, Any]] = field(default_factory=list)
     placements: list[dict[str, Any]] = field(default_factory=list)
+    stopped: str | None = None  # the pass lost the lead and stopped here (not recorded)
 
     def as_dict(self) -> dict[str, Any]:
         return {
+            **({} if self.stopped is None else {"stopped": self.stopped}),
             "at_s": self.at_s,
             "process": self.process,
             "provider": self.provider,
@@ -117,7 +126,8 @@ class ReconcilePass:
 class Reconciler:
     """See the module docstring. ``within_days``: the hours ahead (x 24) the loop's forecaster forecasts for the
     procurer (the simulator forecasts its procurement period, 7 days by default); ``forecast_days``: the horizon
-    of the recorded daily capacity forecast."""
+    of the recorded daily capacity forecast; ``leads``: whether this process still leads, asked before each write
+    stage (default: always, the sole process)."""
 
     def __init__(
         self,
@@ -131,8 +141,10 @@ class Reconciler:
         within_days: int = 7,
         forecast_days: int = 30,
         capacity_blocks: CapacityBlockService | None = None,
+        leads: Callable[[], bool] = lambda: True,
     ) -> None:
         self._blocks = capacity_blocks
+        self._leads = leads
         self._engine = engine
         self._clock = clock
         self._reservations = reservations
@@ -178,7 +190,9 @@ class Reconciler:
             out.forecasts.append({"sku": sku, "method": fc["method"], "history_days": fc["history_days"],
                                   "gap_units": fc["gap_units"]})  # fmt: skip
         for sku in sorted(forecast_ok):
-            out.proposals.extend(self._plan_sku(sku, plans))
+            out.proposals.extend(self._plan_sku(sku, plans, out))
+            if out.stopped is not None:
+                return out
         for cluster in self._clusters():
             try:
                 rep = self._binpack.report(RECONCILER, cluster)
@@ -188,6 +202,8 @@ class Reconciler:
             out.placements.append({"cluster": cluster, "fragmentation": rep["fragmentation"],
                                    "moves": len(rep["suggested_moves"]), "nodes_freed": rep["nodes_freed"],
                                    "fragmentation_after": rep["fragmentation_after"]})  # fmt: skip
+        if self._lost_lead(out, "before recording the pass"):
+            return out
         with UnitOfWork(self._engine, write=True) as uow:
             uow.audit(at_s=now_s, actor=RECONCILER.user_id, action="reconciler.pass", entity="reconciler",
                       entity_id=out.process, detail=out.as_dict())  # fmt: skip
@@ -195,6 +211,14 @@ class Reconciler:
         created = sum(len(p["created"]) for p in out.proposals)
         log.info("reconciler pass: %d SKUs forecast, %d reservations proposed", len(out.forecasts), created)
         return out
+
+    def _lost_lead(self, out: ReconcilePass, where: str) -> bool:
+        """True (and ``out.stopped`` set) when this process no longer leads: the pass must write nothing more."""
+        if self._leads():
+            return False
+        out.stopped = f"lost the lead {where}"
+        log.warning("reconciler pass stopped: %s (another process leads now)", out.stopped)
+        return True
 
     def _commit_into(self, entry: dict[str, Any], plan: PlanRegion) -> bool:
         """The loop's procurement stage for the entry's SKU and region on the use ``plan`` reads
@@ -213,10 +237,11 @@ class Reconciler:
                      secondary_base=got["secondary_base"])  # fmt: skip
         return True
 
-    def _plan_sku(self, sku: str, plans: PlanMap) -> list[dict[str, Any]]:
+    def _plan_sku(self, sku: str, plans: PlanMap, out: ReconcilePass) -> list[dict[str, Any]]:
         """One entry per region the SKU is planned in (main region first), each the loop's procurement stage on the
         use its plan reads; one entry with region None when it is planned nowhere (no reserved pool). The runs no
-        plan reads, or whose plan failed, are named (``planned_runs_not_read``), not dropped silently."""
+        plan reads, or whose plan failed, are named (``planned_runs_not_read``), not dropped silently. Stops
+        (``out.stopped``) before a region when the lead is lost."""
         where = plans.regions.get(sku, ())
         if not where:
             entry: dict[str, Any] = {"sku": sku, "region": None, "region_reason": "no_reserved_pool", "created": []}
@@ -226,6 +251,8 @@ class Reconciler:
             return [entry]
         entries: list[dict[str, Any]] = []
         for plan in where:
+            if self._lost_lead(out, f"before planning {sku} in {plan.region}"):
+                break
             entry = {"sku": sku, "region": plan.region, "region_reason": plan.reason, "created": []}
             failed = not self._commit_into(entry, plan)
             # the runs this entry was to read when its plan failed (e.g. its reserved pool was removed since), and
