@@ -33,10 +33,10 @@ def _gpufleet(*args: str) -> list[str]:
     return [sys.executable, "-m", "gpufleet", *args]
 
 
-@pytest.mark.xfail(strict=True, reason="a database error in the pass escapes the CLI as a traceback")
 def test_reconcile_once_on_a_locked_store_is_one_clear_error(pg_database: Database) -> None:
-    """The defect: ``gpufleet reconcile --once`` lets the pass's OperationalError (statement timeout) escape: a
-    40-line SQLAlchemy traceback ending in the SQL text, exit 1, and no line saying what failed."""
+    """Review (fixed), the defect: ``gpufleet reconcile --once`` let the pass's OperationalError (statement timeout)
+    escape: a 40-line SQLAlchemy traceback ending in the SQL text, exit 1, and no line saying what failed. Now one line
+    ``error: reconciler pass failed: database unavailable: ...`` and exit 2."""
     holder = create_engine(pg_database.url)
     try:
         with holder.connect() as other:
@@ -52,12 +52,11 @@ def test_reconcile_once_on_a_locked_store_is_one_clear_error(pg_database: Databa
     assert last.startswith("error: ") and "statement timeout" in last, out.stderr[-3000:]
 
 
-@pytest.mark.xfail(strict=True, reason="a failed pass ends the reconcile loop with a traceback")
 def test_the_reconcile_loop_reports_a_failed_pass_and_goes_on(pg_database: Database, tmp_path: Path) -> None:
-    """The defect: without ``--once`` the loop is the leader's daemon (`gpufleet serve` runs the same loop and logs a
-    failed pass, then retries), but ``gpufleet reconcile`` dies on the first pass that meets a locked table: a
-    traceback, exit 1, and no reconciler until someone restarts it. Here the lock is held until the loop has met it,
-    then released: the loop must say the pass failed and run it at a later check."""
+    """Review (fixed), the defect: without ``--once`` the loop is the leader's daemon (`gpufleet serve` runs the same
+    loop and logs a failed pass, then retries), but ``gpufleet reconcile`` died on the first pass that met a locked
+    table: a traceback, exit 1, and no reconciler until someone restarted it. Here the lock is held until the loop has
+    met it, then released: the loop says the pass failed (a JSON line with ``error``) and runs it at a later check."""
     log = tmp_path / "reconcile.log"
     holder = create_engine(pg_database.url)
     try:

@@ -3,6 +3,10 @@
 ``--once`` runs one pass now if this process leads (the PostgreSQL advisory lock; on SQLite it always leads) and
 prints it as JSON. Without ``--once`` it keeps or takes the lead every ``--interval-s`` and, as leader, runs a pass
 when one is due (``plan_interval_s``), ``--passes`` times at most (0 = until interrupted).
+
+A pass the database fails (down, or a statement past ``db_statement_timeout_s``: a lock another session holds) is
+one line, never a traceback: with ``--once`` ``error: reconciler pass failed: ...`` and exit 2; in the loop a JSON
+line ``{"leader": true, "error": ...}``, and the loop goes on (as ``gpufleet serve`` does): the next check retries.
 """
 
 from __future__ import annotations
@@ -15,6 +19,11 @@ import typer
 
 from gpufleet.cli.errors import user_errors
 from gpufleet.cli.service_settings import load_settings
+from gpufleet.domain.errors import GpufleetError
+
+
+class PassFailed(GpufleetError):
+    """A reconciler pass the database failed (``--once``)."""
 
 
 def register(app: typer.Typer) -> None:
@@ -35,7 +44,10 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Forecast from ingested utilization, propose the reservations due into the approval workflow and
         re-evaluate placements, as the leader (`gpufleet serve` runs the same loop in the background)."""
+        from sqlalchemy.exc import SQLAlchemyError
+
         from gpufleet.service.bootstrap import build_services
+        from gpufleet.service.reconciler import failure_reason
 
         settings = load_settings(db_url=db)
         services = build_services(settings)
@@ -51,8 +63,17 @@ def register(app: typer.Typer) -> None:
                 else:
                     if leading_since_s is None:
                         leading_since_s = services.clock.now_s()
-                    if once or services.reconciler.due(settings.plan_interval_s, leading_since_s):
-                        typer.echo(json.dumps({"leader": True, **services.reconciler.run_once().as_dict()}))
+                    try:
+                        if once or services.reconciler.due(settings.plan_interval_s, leading_since_s):
+                            typer.echo(json.dumps({"leader": True, **services.reconciler.run_once().as_dict()}))
+                    except SQLAlchemyError as exc:
+                        if once:
+                            raise PassFailed(f"reconciler pass failed: {failure_reason(exc)}") from None
+                        typer.echo(json.dumps({"leader": True, "error": failure_reason(exc)}))
+                    except Exception as exc:  # the loop is the leader's daemon: reported, the next check retries
+                        if once:
+                            raise
+                        typer.echo(json.dumps({"leader": True, "error": failure_reason(exc)}))
                 if once or (passes and n >= passes):
                     break
                 time.sleep(interval_s)
