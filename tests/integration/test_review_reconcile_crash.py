@@ -12,7 +12,6 @@ import textwrap
 from pathlib import Path
 from typing import Any
 
-import pytest
 from sqlalchemy import func, select
 
 from gpufleet.adapters.sql.models import AuditEventRow, ReservationRow
@@ -65,16 +64,15 @@ def _records(start_s: int, days: int, gpus: float) -> list[dict[str, Any]]:
     ]  # fmt: skip
 
 
-@pytest.mark.xfail(strict=True, reason="the loop's reason is written in its own transaction after the reservation's")
 def test_a_pass_killed_after_its_first_order_finishes_the_job_once_with_the_orders_reason(
     database: Database, tmp_path: Path
 ) -> None:
-    """The defect: ``ProcurementService.commit`` creates each order (one transaction) and only after all of them
-    writes the audit event ``reservation.proposed_by_loop`` with the procurer's reason (and, for an order bought ahead
-    of planned runs, the ``planned_run.reserved_ahead`` links a run's ``reserved_ahead`` is read from) in another
-    transaction. A process killed between the two leaves a reservation the loop proposed with no reason; the next pass
-    counts the order as held, proposes nothing, and so never writes it: the reason (and a run's link) is lost for
-    good."""
+    """Review (fixed), the defect: ``ProcurementService.commit`` created each order (one transaction) and only after
+    all of them wrote the audit event ``reservation.proposed_by_loop`` with the procurer's reason (and, for an order
+    bought ahead of planned runs, the ``planned_run.reserved_ahead`` links a run's ``reserved_ahead`` is read from) in
+    another transaction. A process killed between the two left a reservation the loop proposed with no reason; the
+    next pass counts the order as held, proposes nothing, and so never wrote it: the reason (and a run's link) was
+    lost for good. Now they are written in the order's own transaction."""
     services = build_services(Settings(db_url=database.url, reconcile_interval_s=0), engine=database.engine,
                               clock=FixedClock(NOW_S))  # fmt: skip
     services.ingest.ingest(Actor("bob", Role.ML_PLATFORM_ADMIN, None), _records(NOW_S - 28 * DAY, 28, 24))

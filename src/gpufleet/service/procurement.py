@@ -17,12 +17,15 @@ context's ``now_s`` is the start of today, so a run registered later today count
 (every pass of the day sees the same calendar).
 The tier limits the loop is assembled with include the on-demand quota (:meth:`ProcurementService.tier_limits`),
 which only that decision reads. Each reservation a pass creates gets an audit event
-``reservation.proposed_by_loop`` with the proposal's reason and the planned runs it was bought ahead of.
+``reservation.proposed_by_loop`` with the proposal's reason and the planned runs it was bought ahead of, written in
+the transaction that creates it (a process killed between the two left the order without its reason for good: the
+next pass counts it as held and proposes nothing).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 from collections.abc import Mapping, Sequence
 from decimal import Decimal
@@ -55,6 +58,7 @@ from gpufleet.service.clock import Clock
 from gpufleet.service.late_hours import fill_late_hours, hourly_gpus, late_hours
 from gpufleet.service.plan_regions import PlanMap, plan_view, read_plan_map, scoped
 from gpufleet.service.planned_runs import RESERVED_AHEAD, active_runs, public_status, registration
+from gpufleet.service.reservation_rows import ReservationView
 from gpufleet.service.reservations import ReservationService
 from gpufleet.service.secondary_base import secondary_base, secondary_market
 from gpufleet.service.uow import UnitOfWork
@@ -361,15 +365,25 @@ class ProcurementService:
         ctx, held = self.context(sku_id, region_id, loop, forecast_h=forecast_h, planned=planned, late=late, plan=plan)
         proposals = loop.procurer.propose(ctx)
         base = None if plan is not None and plan.own_only else self._secondary_base(loop, ctx, late)
+        rule = loop.procurer.planned if isinstance(loop.procurer, ForecastLedProcurer) else None
+        lead_h = ctx.pool.lead_time_s // HOUR_S  # as the procurer reads it
+        # a planned-run order is bought ahead of the runs due at this review (those its reason names), not of every
+        # run of the calendar (one starting after the term it covers was listed as reserved ahead of)
+        due = [] if rule is None else [
+            (rid, r) for rid, r in planned
+            if due_runs([r], sku_id, ctx.now_s, lead_h * HOUR_S, rule.review_gap_h * HOUR_S)
+        ]  # fmt: skip
         created = []
         for order in commitment_orders(proposals, region_id=region_id):
             p, key = order.proposal, order.idempotency_key
             # the order's key is its identity (from the proposal's start); its start moved up to now differs at each
             # pass of the day, so the order proposed earlier today (and since rejected or cancelled) is looked up by
-            # its key rather than sent again as a "different proposal" under the same key
+            # its key rather than sent again as a "different proposal" under the same key. Its reason is written in
+            # the transaction that creates it, so a crash between the two cannot leave the order without it
+            reason = functools.partial(self._record_reason, actor, p.reason, key, due, now_s)
             view = self._reservations.by_client_key(actor, key) or self._reservations.create(
                 actor, sku_id=p.sku_id, units=p.units, start_s=max(p.start_s, now_s), term_months=p.term_months,
-                regions=[order.region_id], client_key=key,
+                regions=[order.region_id], client_key=key, on_created=reason,
             )  # fmt: skip
             created.append(
                 {"reservation_id": view.id,
@@ -379,15 +393,6 @@ class ProcurementService:
                  "approvals_required": view.approvals_required, "idempotency_key": key, "pool": view.pool_id,
                  "tier": Tier.RESERVED.value, "reason": p.reason}
             )  # fmt: skip
-        rule = loop.procurer.planned if isinstance(loop.procurer, ForecastLedProcurer) else None
-        lead_h = ctx.pool.lead_time_s // HOUR_S  # as the procurer reads it
-        # a planned-run order is bought ahead of the runs due at this review (those its reason names), not of every
-        # run of the calendar (one starting after the term it covers was listed as reserved ahead of)
-        due = [] if rule is None else [
-            (rid, r) for rid, r in planned
-            if due_runs([r], sku_id, ctx.now_s, lead_h * HOUR_S, rule.review_gap_h * HOUR_S)
-        ]  # fmt: skip
-        self._record_reasons(actor, created, due, now_s)
         runs = [
             {"id": rid, "name": r.name, "team": r.team, "gpus": r.gpus, "start_s": r.start_s,
              "duration_s": r.duration_s, "probability": r.probability,
@@ -423,29 +428,26 @@ class ProcurementService:
             "secondary_base": base,
         }
 
-    def _record_reasons(
-        self,
+    @staticmethod
+    def _record_reason(
         actor: Actor,
-        created: Sequence[dict[str, Any]],
+        reason: str,
+        key: str,
         planned: Sequence[tuple[str, PlannedRunRegistration]],
         now_s: int,
+        uow: UnitOfWork,
+        view: ReservationView,
     ) -> None:
-        """One audit event per reservation created by the loop, with the proposal's reason (and, for a
-        ``planned_run_reserve`` order, ``planned``: the runs it was bought ahead of, those due at this review)."""
-        if not created:
-            return
-        with UnitOfWork(self._engine, write=True) as uow:
-            for c in created:
-                ahead = [rid for rid, _ in planned] if c["reason"].startswith(PLANNED_RUN_REASON) else []
-                uow.audit(at_s=now_s, actor=actor.user_id, action="reservation.proposed_by_loop",
-                          entity="reservation", entity_id=c["reservation_id"],
-                          detail={"reason": c["reason"], "planned_runs": ahead,
-                                  "idempotency_key": c["idempotency_key"]})  # fmt: skip
-                link = {"reservation_id": c["reservation_id"], "units": c["units"]}
-                for run_id in ahead:  # each run lists what was bought ahead of it (service/planned_runs.py)
-                    uow.audit(at_s=now_s, actor=actor.user_id, action=RESERVED_AHEAD, entity="planned_run",
-                              entity_id=run_id, detail=link)  # fmt: skip
-            uow.commit()
+        """The audit event of a reservation the loop creates, in its creating transaction (``on_created`` of
+        :meth:`ReservationService.create`): the proposal's reason (and, for a ``planned_run_reserve`` order,
+        ``planned``: the runs it was bought ahead of, those due at this review, each linked to it)."""
+        ahead = [rid for rid, _ in planned] if reason.startswith(PLANNED_RUN_REASON) else []
+        uow.audit(at_s=now_s, actor=actor.user_id, action="reservation.proposed_by_loop", entity="reservation",
+                  entity_id=view.id, detail={"reason": reason, "planned_runs": ahead, "idempotency_key": key})  # fmt: skip
+        link = {"reservation_id": view.id, "units": view.units}
+        for run_id in ahead:  # each run lists what was bought ahead of it (service/planned_runs.py)
+            uow.audit(at_s=now_s, actor=actor.user_id, action=RESERVED_AHEAD, entity="planned_run",
+                      entity_id=run_id, detail=link)  # fmt: skip
 
 
 def _use_read(plan: PlanRegion | None) -> dict[str, Any]:

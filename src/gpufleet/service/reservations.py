@@ -91,11 +91,14 @@ class ReservationService:
         term_months: int,
         regions: Sequence[str],
         client_key: str | None = None,
+        on_created: Callable[[UnitOfWork, ReservationView], None] | None = None,
     ) -> ReservationView:
         """Propose a reservation. Several regions split the units across them (one row per region, as even as
         possible, the remainder to the first; approved and decided as one group through the head's id). With
         ``client_key`` (the Idempotency-Key header) a retried proposal returns the first one; the same key with
-        a different proposal (any field, regions included) is a ConflictError naming the key."""
+        a different proposal (any field, regions included) is a ConflictError naming the key. ``on_created`` writes
+        what goes with a new proposal (the loop's reason) in its transaction: both are committed, or neither; it is
+        not called when the key returns an earlier proposal."""
         actor.require(Role.FINOPS_ADMIN, Role.ML_PLATFORM_ADMIN)
         fingerprint = proposal_fingerprint(sku_id, units, start_s, term_months, regions)
         if client_key is not None:
@@ -185,6 +188,8 @@ class ReservationService:
                     raise
                 return same_proposal(prior, fingerprint, client_key or "")
             view = view_of(uow, rows[0])
+            if on_created is not None:
+                on_created(uow, view)
             uow.commit()
             return view
 
