@@ -6,8 +6,6 @@ from __future__ import annotations
 
 from typing import Any
 
-import pytest
-
 from gpufleet.adapters.resource_names import resource_name
 from tests.integration.azure.fake_azure import FakeAzure
 from tests.integration.conftest import LiveServer
@@ -23,9 +21,8 @@ def _submitted(server: LiveServer) -> tuple[str, str]:
     return rid, resource_name(f"gpufleet-{rid}")
 
 
-@pytest.mark.xfail(strict=True, reason="an unreadable gpufleet-end-s tag raises ValueError out of describe")
 def test_review_an_edited_end_tag_does_not_stop_every_reconciler_pass(azure_server: Any, fake_azure: FakeAzure) -> None:
-    """The defect: someone edits one reservation's ``gpufleet-end-s`` tag to a word; ``describe`` parses it with
+    """Review (fixed), the defect: someone edits one reservation's ``gpufleet-end-s`` tag to a word; ``describe`` parses it with
     ``int()`` and the ValueError leaves the whole reconciler pass: POST /v1/reservations:reconcile answers 500 on every
     pass, and no other Azure order is followed (activated, expired, deleted at its term's end) any more. Expected: the
     pass answers 200, the other order is activated, and the edited one is still followed (its end read from the
@@ -43,9 +40,8 @@ def test_review_an_edited_end_tag_does_not_stop_every_reconciler_pass(azure_serv
     assert status(server, other) == "active" and status(server, edited) == "active"
 
 
-@pytest.mark.xfail(strict=True, reason="an unreadable gpufleet-gpus tag raises ValueError out of find (a 500)")
 def test_review_an_edited_size_tag_is_not_a_server_error(azure_server: Any, fake_azure: FakeAzure) -> None:
-    """The defect: ``find`` (the port's lookup by key, run before every submission) parses the ``gpufleet-gpus``,
+    """Review (fixed), the defect: ``find`` (the port's lookup by key, run before every submission) parses the ``gpufleet-gpus``,
     ``gpufleet-term-months`` and ``gpufleet-start-s`` tags with ``int()``: after a lost answer, an edited tag makes
     the retry (POST .../submit) a 500 (ValueError). Expected: the order is found by its key (the size tag is only
     information), and recorded."""

@@ -13,9 +13,11 @@ reservation (``gpufleet-key``, ...); a reservation of that name without this key
   past, is a capacity reservation from now: Azure takes no start date under a week ahead, so the days before the
   start are paid for (at most :data:`FUTURE_MIN_DAYS`).
 - A capacity reservation has no end at Azure (it is billed until deleted). gpufleet ends it: ``describe`` of a
-  reservation whose term (its ``gpufleet-end-s`` tag) has passed deletes the reservation and its group and reports
-  ``expired``; a delete Azure refuses (a future reservation still inside its minimum commitment) leaves it
-  ``active``, with the refusal as the reason, and is tried again on the next pass.
+  reservation whose term (its ``gpufleet-end-s`` tag; edited into a non-number: its start and term tags) has
+  passed deletes the reservation and its group and reports ``expired``; a delete Azure refuses (a future
+  reservation still inside its minimum commitment) leaves it ``active``, with the refusal as the reason, and is
+  tried again on the next pass. Tags are editable at Azure: one that no longer reads as a number never stops a
+  pass or a lookup.
 - ``describe`` maps Azure's states onto the lifecycle: ``provisioningState`` Creating -> pending, Succeeded /
   Updating -> active, Failed / Canceled / Deleting -> cancelled; a future reservation
   follows ``instanceView.reservationStateInfo.reservationState`` (Pending / Approved / Committed -> pending, Live /
@@ -129,9 +131,9 @@ class AzureCapacityReservations:
             key,
             str(tags.get("gpufleet-sku", "")),
             str(got.get("location", "")),
-            int(tags.get("gpufleet-gpus") or 0),
-            int(tags.get("gpufleet-term-months") or 0),
-            int(tags.get("gpufleet-start-s") or 0),
+            _int_tag(tags, "gpufleet-gpus") or 0,
+            _int_tag(tags, "gpufleet-term-months") or 0,
+            _int_tag(tags, "gpufleet-start-s") or 0,
         )
 
     def describe(self, order_ids: Sequence[str]) -> dict[str, OrderState]:
@@ -156,7 +158,7 @@ class AzureCapacityReservations:
             if word in FAILED:  # nothing held: its group and record would stay at Azure as litter; deleted
                 out[oid] = OrderState(oid, "cancelled", word, self._clear(oid))
                 continue
-            end_s = int((got.get("tags") or {}).get("gpufleet-end-s") or 0)
+            end_s = _end_s(got.get("tags") or {})
             if state == "active" and end_s and self._now_s() >= end_s:
                 try:
                     self.cancel(oid)  # Azure bills it until deleted: its term is over
@@ -214,6 +216,25 @@ class AzureCapacityReservations:
         if order.start_s - now_s >= FUTURE_MIN_DAYS * DAY_S:
             body["properties"] = {"scheduleProfile": {"start": _date(order.start_s).isoformat()}}
         return body
+
+
+def _int_tag(tags: dict[str, Any], name: str) -> int | None:
+    """A tag gpufleet wrote as an integer; None when absent or no longer one (tags are editable at Azure by anyone
+    with tag rights: an edited tag must not break the lookup or the reconciler pass)."""
+    try:
+        return int(str(tags[name]))
+    except (KeyError, TypeError, ValueError):
+        return None
+
+
+def _end_s(tags: dict[str, Any]) -> int:
+    """When the term ends: the ``gpufleet-end-s`` tag, else (edited) the start and term tags it was derived from; 0
+    when none of them can be read (not ended by gpufleet)."""
+    end_s = _int_tag(tags, "gpufleet-end-s")
+    if end_s is not None:
+        return end_s
+    start_s, months = _int_tag(tags, "gpufleet-start-s"), _int_tag(tags, "gpufleet-term-months")
+    return 0 if start_s is None or months is None or months <= 0 else start_s + term_seconds(months)
 
 
 def _date(seconds: int) -> date:
