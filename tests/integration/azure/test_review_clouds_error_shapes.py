@@ -6,7 +6,6 @@ from __future__ import annotations
 from typing import Any
 
 import httpx
-import pytest
 
 from tests.integration.azure.fake_azure import FakeAzure
 from tests.integration.reservation_flow import approve, status
@@ -26,9 +25,8 @@ class _ProxyRefusesPuts(httpx.BaseTransport):
         return self._inner.handle_request(request)
 
 
-@pytest.mark.xfail(strict=True, reason="session._error calls .get on a string error: AttributeError, a 500")
 def test_review_a_string_error_is_a_refusal_not_a_server_error(azure_server: Any, fake_azure: FakeAzure) -> None:
-    """The defect: ``azure/session._error`` reads ``body["error"]`` as an object; a string there raises AttributeError
+    """Review (fixed), the defect: ``azure/session._error`` reads ``body["error"]`` as an object; a string there raises AttributeError
     out of the port, past ProviderOrders (which handles only the port's outcomes): the approval answers 500 and the
     audit says nothing. Expected: a refusal with the HTTP status as its code (403: not retryable, the reservation is
     cancelled with the reason)."""

@@ -4,7 +4,6 @@ the API: ``{"error": "Forbidden"}``, the OAuth-style ``{"error": "invalid_token"
 from __future__ import annotations
 
 import httpx
-import pytest
 
 from tests.integration.gcp.conftest import Start
 from tests.integration.gcp.fake_gcp import FakeGcp
@@ -25,9 +24,8 @@ class _ProxyRefusesInserts(httpx.BaseTransport):
         return self._inner.handle_request(request)
 
 
-@pytest.mark.xfail(strict=True, reason="session._error calls .get on a string error: AttributeError, a 500")
 def test_review_a_string_error_is_a_refusal_not_a_server_error(gcp_server: Start, fake_gcp: FakeGcp) -> None:
-    """The defect: ``gcp/session._error`` reads ``body["error"]`` as an object; a string there raises AttributeError
+    """Review (fixed), the defect: ``gcp/session._error`` reads ``body["error"]`` as an object; a string there raises AttributeError
     out of the port, past ProviderOrders (which handles only the port's outcomes): the approval answers 500 and the
     audit says nothing. Expected: a refusal with the HTTP status as its code (403: not retryable, the reservation is
     cancelled with the reason)."""

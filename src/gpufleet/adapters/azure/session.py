@@ -183,9 +183,12 @@ class ArmApi:
 
 
 def _error(r: httpx.Response) -> tuple[str, str]:
-    """ARM's error answer: ``{"error": {"code", "message", "details": [...]}}``."""
+    """ARM's error answer: ``{"error": {"code", "message", "details": [...]}}``; any other body (a proxy's page, an
+    ``error`` that is a string) is ``http<status>`` with the body's start as the message."""
     try:
-        err = r.json().get("error") or {}
+        err = r.json().get("error")
     except (ValueError, AttributeError):
+        err = None
+    if not isinstance(err, dict):
         return f"http{r.status_code}", r.text[:200]
     return str(err.get("code") or f"http{r.status_code}"), str(err.get("message") or "")[:500]

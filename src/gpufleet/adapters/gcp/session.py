@@ -167,11 +167,15 @@ class GoogleApi:
 
 def _error(r: httpx.Response) -> tuple[str, str]:
     """GCP's error answer: ``{"error": {"code", "message", "status", "errors": [{"reason", "message"}]}}``
-    (Compute Engine's carries ``errors``; the newer APIs' only ``status``)."""
+    (Compute Engine's carries ``errors``; the newer APIs' only ``status``). Any other body (a proxy's page, an
+    ``error`` that is a string) is ``http<status>`` with the body's start as the message."""
     try:
-        err = r.json().get("error") or {}
+        err = r.json().get("error")
     except (ValueError, AttributeError):
+        err = None
+    if not isinstance(err, dict):
         return f"http{r.status_code}", r.text[:200]
-    errors = err.get("errors") or [{}]
-    reason = errors[0].get("reason") if isinstance(errors[0], dict) else None
+    errors = err.get("errors")
+    first = errors[0] if isinstance(errors, list) and errors else None
+    reason = first.get("reason") if isinstance(first, dict) else None
     return str(reason or err.get("status") or f"http{r.status_code}"), str(err.get("message") or "")
