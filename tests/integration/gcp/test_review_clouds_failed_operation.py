@@ -6,7 +6,6 @@ from __future__ import annotations
 from datetime import UTC, datetime
 
 import httpx
-import pytest
 
 from tests.integration.gcp.conftest import Start
 from tests.integration.gcp.fake_gcp import FakeGcp
@@ -36,11 +35,10 @@ class _InsertsFailInternally(httpx.BaseTransport):
         return self._inner.handle_request(request)
 
 
-@pytest.mark.xfail(strict=True, reason="_follow makes every failed operation but no-capacity a non-retryable refusal")
 def test_review_an_operation_failed_by_gcp_itself_keeps_the_reservation_approved(
     gcp_server: Start, fake_gcp: FakeGcp
 ) -> None:
-    """The defect: ``GcpReservations._follow`` raises a failed operation's error as a refusal that is retryable only
+    """Review (fixed), the defect: ``GcpReservations._follow`` raises a failed operation's error as a refusal that is retryable only
     for ZONE_RESOURCE_POOL_EXHAUSTED; an operation GCP failed on its side (``httpErrorStatusCode`` 500,
     INTERNAL_ERROR: "please try again") cancels the approved reservation for good, as if the order itself were
     refused. Expected: a retryable refusal (5xx and 429 of an operation, as of a call): the reservation stays approved

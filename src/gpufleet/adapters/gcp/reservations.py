@@ -12,8 +12,9 @@ capacity could not be tried again.
   past is a **reservation** (``reservations.insert``: ``specificReservation`` of whole machines, deleted by GCP at
   ``deleteAtTime`` = start + term).
 - The insert's zonal operation is followed for up to ``op_wait_s``: an operation that ends in an error is a
-  refusal (``ZONE_RESOURCE_POOL_EXHAUSTED`` is retryable: no capacity now); one still running returns the order
-  as pending and ``describe`` follows it.
+  refusal (retryable when it is about the moment: ``ZONE_RESOURCE_POOL_EXHAUSTED``, no capacity now, or an
+  ``httpErrorStatusCode`` of 429 or 5xx, GCP's own failure); one still running returns the order as pending and
+  ``describe`` follows it.
 - ``describe`` maps GCP's states onto the lifecycle: a reservation CREATING -> pending, READY / UPDATING -> active,
   DELETING / INVALID -> cancelled; a future reservation DRAFTING / PENDING_APPROVAL / APPROVED / COMMITTED /
   PROCURING / PROVISIONING / PENDING_AMENDMENT_APPROVAL -> pending, FULFILLED / FAILED_PARTIALLY_FULFILLED ->
@@ -37,6 +38,7 @@ from typing import Any
 
 from gpufleet.adapters.gcp.machines import MACHINE_TYPES, machine_type, machines_for
 from gpufleet.adapters.gcp.session import GoogleApi
+from gpufleet.adapters.http_retry import RETRY_STATUS
 from gpufleet.adapters.providers import (
     LifecycleState,
     OrderRequest,
@@ -228,10 +230,21 @@ class GcpReservations:
         while op.get("status") != "DONE" and self._monotonic() < deadline:
             self._sleep(self._poll_s)
             op = self._api.call("zoneOperations.get", "GET", f"zones/{zone}/operations/{op.get('name', '')}")
-        errors = (op.get("error") or {}).get("errors") or []
+        error = op.get("error")
+        errors = error.get("errors") if isinstance(error, dict) else None
         if op.get("status") == "DONE" and errors:
-            code = str(errors[0].get("code") or "OPERATION_FAILED")
-            raise ProviderRefused(code, f"{what}: {errors[0].get('message', '')}", retryable=code in CAPACITY_CODES)
+            first = errors[0] if isinstance(errors, list) and isinstance(errors[0], dict) else {}
+            code = str(first.get("code") or "OPERATION_FAILED")
+            # an operation GCP failed on its side (5xx, 429: "try again") is about the moment, as no capacity is
+            moment = code in CAPACITY_CODES or _int(op.get("httpErrorStatusCode")) in RETRY_STATUS
+            raise ProviderRefused(code, f"{what}: {first.get('message', '')}", retryable=moment)
+
+
+def _int(value: Any) -> int | None:
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        return None
 
 
 def _meta(resource: dict[str, Any]) -> dict[str, Any]:
