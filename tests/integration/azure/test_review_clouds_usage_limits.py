@@ -6,7 +6,6 @@ from __future__ import annotations
 from typing import Any
 
 import httpx
-import pytest
 
 from tests.integration.azure.fake_azure import FakeAzure
 from tests.integration.conftest import NOW_S, LiveServer
@@ -44,9 +43,8 @@ def _outlook(server: LiveServer) -> dict[str, Any]:
     return next(p for p in r.json()["pools"] if p["pool"] == POOL)
 
 
-@pytest.mark.xfail(strict=True, reason="azure/quotas.read takes float(limit): -1 vCPUs becomes a quota of -1 GPUs")
 def test_review_a_negative_limit_is_no_quota_reading(azure_server: Any, fake_azure: FakeAzure) -> None:
-    """The defect: ``AzureComputeQuotas.read`` turns a usage's ``limit`` of -1 into a reading of -1 vCPUs, which the
+    """Review (fixed), the defect: ``AzureComputeQuotas.read`` turns a usage's ``limit`` of -1 into a reading of -1 vCPUs, which the
     outlook shows as a quota of -1 GPUs (-1 // 12), exhausted now, with an increase due. Expected: no reading; the
     stored quota (40) applies."""
     server = azure_server()
@@ -55,9 +53,8 @@ def test_review_a_negative_limit_is_no_quota_reading(azure_server: Any, fake_azu
     assert (pool["quota_source"], pool["quota_gpus"]) == ("stored", 40)
 
 
-@pytest.mark.xfail(strict=True, reason="azure/quotas.read reads a missing limit as 0: a quota of 0 GPUs")
 def test_review_a_missing_limit_is_no_quota_reading(azure_server: Any, fake_azure: FakeAzure) -> None:
-    """The defect: ``AzureComputeQuotas.read`` reads a usage without ``limit`` (a garbled answer: ARM's Usage requires
+    """Review (fixed), the defect: ``AzureComputeQuotas.read`` reads a usage without ``limit`` (a garbled answer: ARM's Usage requires
     it) as ``limit`` 0, so the outlook reports a quota of 0 GPUs, exhausted now, instead of the stored 40. Expected: no
     reading; the stored quota applies."""
     server = azure_server()

@@ -5,8 +5,8 @@ Which quota bounds a SKU: on-demand, its VM family's regional vCPU quota (``stan
 Standard_ND96isr_H100_v5, ``standardNDISRH200V5Family`` for the H200 size, ``standardNDAMSv4_A100Family`` for
 Standard_ND96amsr_A100_v4; the names as public notes of subscriptions show them, compared without case or spaces, not
 checked on a subscription here); spot, the location's one low-priority bucket ``lowPriorityCores``, shared by every
-spot VM of every family. A family the location does not list gives no reading: the stored quota applies to that
-pool. One GPU takes 12 vCPUs (96 per 8-GPU VM).
+spot VM of every family. A family the location does not list, or lists without a limit of zero or more (absent,
+negative: -1 is "unlimited" elsewhere), gives no reading: the stored quota applies to that pool. One GPU takes 12 vCPUs (96 per 8-GPU VM).
 
 Increases are not filed through gpufleet for Azure (Microsoft.Quota's request flow is not built): the outlook drafts
 them, and a person files them in the portal's Quotas page; ``request_increase`` and ``request_status`` refuse
@@ -14,6 +14,8 @@ them, and a person files them in the portal's Quotas page; ``request_increase`` 
 """
 
 from __future__ import annotations
+
+import math
 
 from gpufleet.adapters.azure.session import ArmApi
 from gpufleet.adapters.azure.vm_sizes import VM_SIZES
@@ -31,6 +33,13 @@ VCPUS_PER_GPU = 12  # the ND96 sizes: 96 vCPUs, 8 GPUs
 
 def _norm(name: str) -> str:
     return name.replace(" ", "").lower()
+
+
+def _limit(value: object) -> float | None:
+    """A usage's ``limit`` in vCPUs; None (no reading) when it is absent, not a number, or negative (-1: unlimited)."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    return float(value) if 0 <= value < math.inf else None
 
 
 class AzureComputeQuotas:
@@ -57,10 +66,11 @@ class AzureComputeQuotas:
         out = []
         for code, sku, tier in wanted:
             u = usages.get(_norm(code))
-            if u is not None:
+            limit = None if u is None else _limit(u.get("limit"))
+            if u is not None and limit is not None:
                 name = str((u.get("name") or {}).get("localizedValue") or code)
                 family = VM_SIZES[sku].name if sku else "all spot VMs"
-                out.append(QuotaReading(region, code, name, family, tier, float(u.get("limit", 0))))
+                out.append(QuotaReading(region, code, name, family, tier, limit))
         return out
 
     def requests(self, region: str, code: str) -> list[IncreaseRequest]:
