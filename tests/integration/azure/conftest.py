@@ -16,7 +16,7 @@ from gpufleet.service.clock import FixedClock
 from gpufleet.service.settings import Settings
 from tests.fake_fixtures import fake_fixtures
 from tests.integration.azure.fake_azure import FakeAzure
-from tests.integration.azure.fake_prices import FakeRetailPrices
+from tests.integration.azure.fake_prices import PATH, FakeRetailPrices
 from tests.integration.conftest import NOW_S, Database, LiveServer
 
 
@@ -66,6 +66,30 @@ def azure_server(database: Database, fake_azure: FakeAzure) -> Iterator[Any]:
                 pool = {"id": f"azure/eastus/{sku}/reserved", "provider_id": "azure", "region_id": "eastus",
                         "sku_id": sku, "tier": "reserved", "price_usd_per_gpu_h": "6.98", "term_months": 12}  # fmt: skip
                 assert c.post("/v1/pools", json=pool).status_code in (201, 409)
+        return server
+
+    yield start
+    for server in started:
+        server.stop()
+
+
+@pytest.fixture
+def price_server(database: Database, fake_azure: FakeAzure, fake_prices: FakeRetailPrices) -> Iterator[Any]:
+    started: list[LiveServer] = []
+
+    def start() -> LiveServer:
+        s = Settings(db_url=database.url, reconcile_interval_s=0, token_cache_s=0, provider="azure",
+                     azure_subscription_id="00000000-0000-0000-0000-0000000000aa", azure_resource_group="gpu-fleet",
+                     azure_regions=["eastus", "westus3"], azure_endpoint_url=fake_azure.url, azure_credentials="none",
+                     azure_prices_url=f"{fake_prices.url}{PATH}")  # fmt: skip
+        server = LiveServer(build_services(s, engine=database.engine, clock=FixedClock(NOW_S))).start()
+        started.append(server)
+        with server.client("ml_platform_admin", "bob") as c:
+            for path, body in (
+                ("/v1/providers", {"id": "azure", "name": "Azure", "kind": "hyperscaler"}),
+                ("/v1/regions", {"id": "eastus", "provider_id": "azure", "geo": "us"}),  # westus3: not in the store
+            ):
+                assert c.post(path, json=body).status_code in (201, 409)
         return server
 
     yield start

@@ -5,7 +5,6 @@ Azure pools, audited, and a second sync changes nothing; the fake's own checks."
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from decimal import Decimal
 from typing import Any
 
@@ -15,12 +14,8 @@ import pytest
 from gpufleet.adapters.azure.prices import AzureRetailPrices
 from gpufleet.adapters.price_port import PriceQuote
 from gpufleet.adapters.providers import ProviderRefused
-from gpufleet.service.bootstrap import build_services
-from gpufleet.service.clock import FixedClock
-from gpufleet.service.settings import Settings
-from tests.integration.azure.fake_azure import FakeAzure
 from tests.integration.azure.fake_prices import PATH, FakeRetailPrices
-from tests.integration.conftest import NOW_S, Database, LiveServer
+from tests.integration.conftest import NOW_S
 
 H100 = "Standard_ND96isr_H100_v5"
 
@@ -74,30 +69,6 @@ def test_the_fake_checks_the_query_and_its_answers(fake_prices: FakeRetailPrices
     assert httpx.get(f"{fake_prices.url}{PATH}").status_code == 500
     assert fake_prices.violations == ["Items[0].retailPrice: '98.32' is not of type ['int', 'float']"]
     fake_prices.violations.clear()
-
-
-@pytest.fixture
-def price_server(database: Database, fake_azure: FakeAzure, fake_prices: FakeRetailPrices) -> Iterator[Any]:
-    started: list[LiveServer] = []
-
-    def start() -> LiveServer:
-        s = Settings(db_url=database.url, reconcile_interval_s=0, token_cache_s=0, provider="azure",
-                     azure_subscription_id="00000000-0000-0000-0000-0000000000aa", azure_resource_group="gpu-fleet",
-                     azure_regions=["eastus", "westus3"], azure_endpoint_url=fake_azure.url, azure_credentials="none",
-                     azure_prices_url=f"{fake_prices.url}{PATH}")  # fmt: skip
-        server = LiveServer(build_services(s, engine=database.engine, clock=FixedClock(NOW_S))).start()
-        started.append(server)
-        with server.client("ml_platform_admin", "bob") as c:
-            for path, body in (
-                ("/v1/providers", {"id": "azure", "name": "Azure", "kind": "hyperscaler"}),
-                ("/v1/regions", {"id": "eastus", "provider_id": "azure", "geo": "us"}),  # westus3: not in the store
-            ):
-                assert c.post(path, json=body).status_code in (201, 409)
-        return server
-
-    yield start
-    for server in started:
-        server.stop()
 
 
 def test_the_sync_writes_azures_prices_into_the_catalog(price_server: Any, fake_prices: FakeRetailPrices) -> None:
