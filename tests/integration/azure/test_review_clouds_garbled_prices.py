@@ -43,12 +43,11 @@ def _string_price_and_a_null_item(page: dict[str, Any]) -> None:
     page["Items"].append(None)
 
 
-@pytest.mark.xfail(strict=True, reason="AzureRetailPrices.quotes compares Decimal('NaN') > 0: InvalidOperation, a 500")
 @pytest.mark.parametrize("garble", [_nan_on_demand, _string_price_and_a_null_item])
 def test_review_an_unreadable_price_item_is_skipped_not_a_server_error(
     price_server: Any, fake_prices: FakeRetailPrices, garble: Garble
 ) -> None:
-    """The defect: ``AzureRetailPrices.quotes`` takes ``Decimal(str(retailPrice))`` and compares it with 0: ``NaN``
+    """Review (fixed), the defect: ``AzureRetailPrices.quotes`` takes ``Decimal(str(retailPrice))`` and compares it with 0: ``NaN``
     raises decimal.InvalidOperation, a string ``decimal.InvalidOperation`` at the parse, an item that is not an object
     AttributeError; POST /v1/catalog/prices:sync answers 500 and no price is synced. Expected: the unreadable item is
     skipped like any item that is not a price gpufleet uses; the spot price is synced, the on-demand pool is left as

@@ -7,6 +7,7 @@ priceType eq 'Consumption'``, every page followed (``NextPageLink``, on the same
 priced per ``1 Hour`` and not for Windows (``productName`` without "Windows") count: a ``skuName`` ending in
 "Spot" is the spot price, one with "Low Priority" is skipped (the retired low-priority VMs), the rest is the
 on-demand price. A tier the API lists twice at different prices takes the lowest; a tier it does not list is absent.
+An item that is not an object, or whose ``retailPrice`` is not a finite number, is skipped.
 """
 
 from __future__ import annotations
@@ -32,6 +33,14 @@ def _tier(item: dict[str, Any]) -> str | None:
     if item.get("unitOfMeasure") != "1 Hour" or "Windows" in product or "Low Priority" in sku_name:
         return None
     return "spot" if sku_name.endswith("Spot") else "on_demand"
+
+
+def _price(value: Any) -> Decimal | None:
+    """An item's ``retailPrice``: a finite JSON number, else None (``NaN``, a string: an item gpufleet skips)."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    price = Decimal(str(value))
+    return price if price.is_finite() else None
 
 
 class AzureRetailPrices:
@@ -64,10 +73,13 @@ class AzureRetailPrices:
         )
         best: dict[str, Decimal] = {}
         for item in self._items({"$filter": odata}):
-            tier = _tier(item)
+            tier = _tier(item) if isinstance(item, dict) else None
             if tier is None or item.get("armSkuName") != size.name or item.get("currencyCode", "USD") != "USD":
                 continue
-            usd = Decimal(str(item.get("retailPrice", "0"))) / size.gpus
+            price = _price(item.get("retailPrice"))
+            if price is None:
+                continue
+            usd = price / size.gpus
             if usd > 0 and (tier not in best or usd < best[tier]):
                 best[tier] = usd
         return [PriceQuote(t, best[t], SOURCE) for t in ("on_demand", "spot") if t in best]
