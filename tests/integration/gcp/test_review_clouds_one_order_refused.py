@@ -4,7 +4,6 @@ of them (403 ``forbidden``: an IAM deny policy on one zone, a zone taken from th
 from __future__ import annotations
 
 import httpx
-import pytest
 
 from gpufleet.adapters.resource_names import resource_name
 from tests.integration.conftest import LiveServer
@@ -38,9 +37,8 @@ def _submitted(server: LiveServer) -> str:
     return rid
 
 
-@pytest.mark.xfail(strict=True, reason="GcpReservations.describe lets one order's ProviderRefused end the whole pass")
 def test_review_one_refused_read_leaves_the_other_orders_followed(gcp_server: Start, fake_gcp: FakeGcp) -> None:
-    """The defect: ``describe`` skips an order whose read got no answer (ProviderTimeout) but lets a refusal of one
+    """Review (fixed), the defect: ``describe`` skips an order whose read got no answer (ProviderTimeout) but lets a refusal of one
     read (403) out of the whole call: every reconciler pass ends in that error (POST /v1/reservations:reconcile
     answers 502), and no other GCP order is followed any more (activated, expired, cancelled). Expected: that order is
     unknown this pass (absent, left alone by the service), the others are followed."""

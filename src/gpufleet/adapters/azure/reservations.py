@@ -22,8 +22,10 @@ reservation (``gpufleet-key``, ...); a reservation of that name without this key
   Updating -> active, Failed / Canceled / Deleting -> cancelled; a future reservation
   follows ``instanceView.reservationStateInfo.reservationState`` (Pending / Approved / Committed -> pending, Live /
   PartiallyFulfilled -> active, Declined / FulfillmentFailed -> cancelled). A failed, declined or unfulfilled one
-  holds nothing: it is deleted with its group (so no litter stays at Azure) and reported cancelled. A reservation that no longer exists is
-  ``cancelled`` with provider state ``NotFound`` (the service ends an active one as expired).
+  holds nothing: it is deleted with its group (so no litter stays at Azure) and reported cancelled. A reservation
+  that no longer exists is ``cancelled`` with provider state ``NotFound`` (the service ends an active one as
+  expired). One whose read gets no answer, or a refusal (403), is absent from the answer (unknown this pass; the
+  others are still described).
 
 Units are GPUs; Azure reserves whole VMs, ``ceil(units / 8)``. The order id is ``REGION/NAME`` (group and
 reservation share the name). Not bought here: reserved instances or savings plans, the price side; a capacity
@@ -33,6 +35,7 @@ reservation alone is billed at pay-as-you-go rates from its creation (docs/provi
 from __future__ import annotations
 
 import calendar
+import logging
 from collections.abc import Callable, Sequence
 from datetime import UTC, date, datetime, timedelta
 from typing import Any
@@ -49,6 +52,8 @@ from gpufleet.adapters.providers import (
 )
 from gpufleet.adapters.resource_names import resource_name
 from gpufleet.domain.reservations import term_seconds
+
+log = logging.getLogger(__name__)
 
 DAY_S = 86_400
 FUTURE_MIN_DAYS = 7  # Azure's rules for a future capacity reservation's start (the SDK's ScheduleProfile):
@@ -151,6 +156,9 @@ class AzureCapacityReservations:
                 )
             except ProviderTimeout:
                 continue  # no answer for this one: unknown this pass (absent), the others still described
+            except ProviderRefused as exc:  # its read refused (403 on one group): unknown, the others still described
+                log.warning("Azure order %s not described: %s", oid, exc)
+                continue
             if got is None:
                 out[oid] = OrderState(oid, "cancelled", "NotFound", "the reservation no longer exists at Azure")
                 continue

@@ -20,7 +20,8 @@ capacity could not be tried again.
   PROCURING / PROVISIONING / PENDING_AMENDMENT_APPROVAL -> pending, FULFILLED / FAILED_PARTIALLY_FULFILLED ->
   active (expired once its window has ended), DECLINED / CANCELLED / FAILED -> cancelled. A resource that no longer
   exists (GCP deleted it at its end, someone deleted it, or its creation failed) is ``cancelled`` with provider
-  state ``NOT_FOUND``; the service ends an *active* reservation so reported as expired.
+  state ``NOT_FOUND``; the service ends an *active* reservation so reported as expired. An order whose read gets
+  no answer, or a refusal (403), is absent from the answer (unknown this pass; the others are still described).
 
 Units are GPUs; GCP reserves whole machines, so ``ceil(units / GPUs per machine)`` are reserved. The order id is
 ``ZONE/reservations/NAME`` or ``ZONE/futureReservations/NAME``. Not bought here: committed use discounts (the
@@ -30,6 +31,7 @@ price side of a commitment); a reservation alone is billed at on-demand rates (d
 from __future__ import annotations
 
 import json
+import logging
 import time
 import uuid
 from collections.abc import Callable, Sequence
@@ -49,6 +51,8 @@ from gpufleet.adapters.providers import (
 )
 from gpufleet.adapters.resource_names import resource_name
 from gpufleet.domain.reservations import term_seconds
+
+log = logging.getLogger(__name__)
 
 CAPACITY_CODES = frozenset({"ZONE_RESOURCE_POOL_EXHAUSTED", "ZONE_RESOURCE_POOL_EXHAUSTED_WITH_DETAILS"})
 KINDS = ("reservations", "futureReservations")
@@ -167,6 +171,9 @@ class GcpReservations:
                 got = self._api.get(f"{kind}.get", f"zones/{zone}/{kind}/{name}")
             except ProviderTimeout:
                 continue  # no answer for this one: unknown this pass, the others still described
+            except ProviderRefused as exc:  # its read refused (403 on one zone): unknown, the others still described
+                log.warning("GCP order %s not described: %s", oid, exc)
+                continue
             if got is None:
                 out[oid] = OrderState(oid, "cancelled", "NOT_FOUND", "the resource no longer exists at GCP")
             elif kind == "reservations":
