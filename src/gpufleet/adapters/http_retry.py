@@ -61,12 +61,16 @@ def request_json(
     error: Callable[[httpx.Response], tuple[str, str]],
     retryable: frozenset[str] = frozenset(),
 ) -> dict[str, Any]:
-    """One call through :func:`send_with_retries`, read as the port's outcomes: a success's JSON object; 429/5xx
+    """One call through :func:`send_with_retries`, read as the port's outcomes: a success's (2xx) JSON object; a
+    redirect (3xx: a proxy's login page, a moved endpoint; never followed, a credential would go with it) or 429/5xx
     after the last attempt -> ``ProviderTimeout``; any other error -> ``ProviderRefused`` with the code ``error``
     reads from the answer (retryable when it is one of ``retryable``)."""
     r, attempts = send_with_retries(send, what=what, max_attempts=max_attempts, backoff_s=backoff_s, sleep=sleep)
-    if r.status_code < 400:
+    if r.is_success:
         return json_object(r, what)
+    if r.status_code < 400:
+        where = r.headers.get("Location", "")[:100]
+        raise ProviderTimeout(f"{what}: {r.status_code} redirect to {where!r}, not followed (outcome unknown)")
     code, message = error(r)
     if r.status_code in RETRY_STATUS:
         raise ProviderTimeout(f"{what}: {r.status_code} {code} after {attempts} attempts: {message}")

@@ -4,7 +4,6 @@ the GCP client. httpx does not follow redirects, so the client gets the 302 itse
 from __future__ import annotations
 
 import httpx
-import pytest
 
 from tests.integration.gcp.conftest import Start
 from tests.integration.gcp.fake_gcp import FakeGcp
@@ -17,9 +16,8 @@ def _proxy_login(request: httpx.Request) -> httpx.Response:
     return httpx.Response(302, headers={"Location": "https://proxy.corp.example/login"})
 
 
-@pytest.mark.xfail(strict=True, reason="request_json reads any status below 400 as a success: a 302 is {}")
 def test_review_a_redirect_is_not_read_as_an_answer(gcp_server: Start, fake_gcp: FakeGcp) -> None:
-    """The defect: ``http_retry.request_json`` takes every status below 400 as a success and an empty body as ``{}``;
+    """Review (fixed), the defect: ``http_retry.request_json`` takes every status below 400 as a success and an empty body as ``{}``;
     the lookup by name reads the 302 as a reservation that exists without gpufleet's key ("exists but gpufleet did
     not create it"), a non-retryable refusal: the approved reservation is cancelled though nothing was asked of GCP.
     Expected: no answer from GCP (unknown outcome): the reservation stays approved, and the next pass, with the proxy
