@@ -6,7 +6,6 @@ from __future__ import annotations
 from typing import Any
 
 import httpx
-import pytest
 
 from tests.integration.azure.fake_azure import FakeAzure
 from tests.integration.reservation_flow import approve, reconcile, status
@@ -26,11 +25,10 @@ class _EmptyReads(httpx.BaseTransport):
         return self._inner.handle_request(request)
 
 
-@pytest.mark.xfail(strict=True, reason="an empty 200 is {} and find takes {} for a reservation gpufleet did not make")
 def test_review_an_empty_answer_to_a_read_is_not_a_foreign_reservation(
     azure_server: Any, fake_azure: FakeAzure
 ) -> None:
-    """The defect: ``json_object`` reads an empty 2xx body as ``{}`` (meant for a delete's empty answer); the lookup by
+    """Review (fixed), the defect: ``json_object`` reads an empty 2xx body as ``{}`` (meant for a delete's empty answer); the lookup by
     name (``ArmApi.get``) takes that ``{}`` for a reservation without gpufleet's key tag, a non-retryable refusal
     (``name_taken``): the approved reservation is cancelled, nothing having been read. Expected: a read answered with
     nothing is no answer (unknown outcome): the reservation stays approved and the next pass buys it."""

@@ -4,7 +4,6 @@ GCP client's read of a reservation."""
 from __future__ import annotations
 
 import httpx
-import pytest
 
 from tests.integration.gcp.conftest import Start
 from tests.integration.gcp.fake_gcp import FakeGcp
@@ -25,9 +24,8 @@ class _EmptyReads(httpx.BaseTransport):
         return self._inner.handle_request(request)
 
 
-@pytest.mark.xfail(strict=True, reason="an empty 200 is {} and find takes {} for a reservation gpufleet did not make")
 def test_review_an_empty_answer_to_a_read_is_not_a_foreign_reservation(gcp_server: Start, fake_gcp: FakeGcp) -> None:
-    """The defect: ``json_object`` reads an empty 2xx body as ``{}`` (meant for a delete's empty answer); the lookup by
+    """Review (fixed), the defect: ``json_object`` reads an empty 2xx body as ``{}`` (meant for a delete's empty answer); the lookup by
     name (``GoogleApi.get``) takes that ``{}`` for a reservation without gpufleet's key, a non-retryable refusal
     ("exists but gpufleet did not create it"): the approved reservation is cancelled, nothing having been read.
     Expected: a read answered with nothing is no answer (unknown outcome): the reservation stays approved and the

@@ -29,7 +29,7 @@ from typing import Any
 import httpx
 
 from gpufleet.adapters.http_retry import Pages, request_json
-from gpufleet.adapters.providers import ProviderRefused
+from gpufleet.adapters.providers import ProviderRefused, ProviderTimeout
 from gpufleet.domain.errors import ValidationError
 
 ARM_URL = "https://management.azure.com/"
@@ -132,13 +132,17 @@ class ArmApi:
         self._http = httpx.Client(base_url=base, timeout=timeout)
 
     def get(self, what: str, path: str, *, params: Mapping[str, str] | None = None) -> dict[str, Any] | None:
-        """GET a resource; None when ARM says it does not exist."""
+        """GET a resource; None when ARM says it does not exist; an empty answer (no resource is empty) is none at all
+        (``ProviderTimeout``), never a resource without fields."""
         try:
-            return self.call(what, "GET", path, params=params)
+            got = self.call(what, "GET", path, params=params)
         except ProviderRefused as exc:
             if exc.code in NOT_FOUND:
                 return None
             raise
+        if not got:
+            raise ProviderTimeout(f"{what}: an empty answer to a read (outcome unknown)")
+        return got
 
     def call(
         self,

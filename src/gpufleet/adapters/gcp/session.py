@@ -29,7 +29,7 @@ from typing import Any
 import httpx
 
 from gpufleet.adapters.http_retry import request_json
-from gpufleet.adapters.providers import ProviderRefused
+from gpufleet.adapters.providers import ProviderRefused, ProviderTimeout
 from gpufleet.domain.errors import ValidationError
 
 COMPUTE_URL = "https://compute.googleapis.com/compute/v1/"
@@ -140,13 +140,17 @@ class GoogleApi:
         return out
 
     def get(self, what: str, path: str) -> dict[str, Any] | None:
-        """GET a resource; None when GCP answers ``notFound``."""
+        """GET a resource; None when GCP answers ``notFound``; an empty answer (no resource is empty) is none at all
+        (``ProviderTimeout``), never a resource without fields."""
         try:
-            return self.call(what, "GET", path)
+            got = self.call(what, "GET", path)
         except ProviderRefused as exc:
             if exc.code in NOT_FOUND:
                 return None
             raise
+        if not got:
+            raise ProviderTimeout(f"{what}: an empty answer to a read (outcome unknown)")
+        return got
 
     def call(
         self, what: str, method: str, path: str, *, params: Mapping[str, str] | None = None, body: Any = None
