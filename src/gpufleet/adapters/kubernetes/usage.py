@@ -292,7 +292,10 @@ class MeterLoop:
     """The controller's usage metering on its cadence (leader only): observe every ``every_s``, and write each
     hour once ``util_delay_s`` have passed its end (the last DCGM scrapes are in). When Prometheus or the store does
     not answer, the hour is kept and tried again; more than ``keep_hours`` waiting drops the oldest (reported).
-    ``utilization`` None (no Prometheus): every record's utilization is not measured."""
+    An hour whose DCGM read still fails ``util_wait_s`` after its end is written with its utilization not measured:
+    the GPUs the pods held are known from the cluster, and a Prometheus that refuses the query for good (over its
+    sample limit, an answer over the adapter's cap) must not make them unknown. ``utilization`` None (no
+    Prometheus): every record's utilization is not measured."""
 
     def __init__(
         self,
@@ -306,6 +309,7 @@ class MeterLoop:
         util_delay_s: float = 120.0,
         step_s: int = 60,
         keep_hours: int = 48,
+        util_wait_s: float = 3 * 3600.0,
         sku_map: Mapping[str, str] | None = None,
     ) -> None:
         self.cluster = cluster
@@ -316,6 +320,7 @@ class MeterLoop:
         self.util_delay_s = util_delay_s
         self.step_s = step_s
         self.keep_hours = keep_hours
+        self.util_wait_s = util_wait_s
         self._sku_map = dict(sku_map or {})
         self.meter = UsageMeter(bucket_s=bucket_s, max_gap_s=max(300.0, 3 * every_s))
         self._next_s = 0.0
@@ -368,6 +373,21 @@ class MeterLoop:
             self.meter.observe(now_s, held)
         return True
 
+    def _hour_utilization(self, start_s: int, now_s: float) -> dict[str, float]:
+        """The pods' DCGM utilization over the hour from ``start_s``: none without Prometheus; when the read fails,
+        the failure is raised while the hour is younger than ``util_wait_s`` (tried again later), else reported and
+        the hour goes without it."""
+        if self._utilization is None:
+            return {}
+        b = self.meter.bucket_s
+        try:
+            return pod_utilization(self._utilization(start_s, start_s + b - self.step_s, self.step_s))
+        except Exception as exc:
+            if now_s < start_s + b + self.util_wait_s:
+                raise
+            self.failures.append(f"{start_s}: utilization not measured after {self.util_wait_s:.0f} s: {exc}")
+            return {}
+
     def write_due(self, now_s: float, *, refresh_pools: bool = True) -> list[HourWritten]:
         """The store's pools read again when due, and the hours closed ``util_delay_s`` before ``now_s`` written
         (Prometheus, then the sink); an hour that could not be written is kept for the next call."""
@@ -379,11 +399,7 @@ class MeterLoop:
         for i, hour in enumerate(hours):
             b = self.meter.bucket_s
             try:
-                util = (
-                    {}
-                    if self._utilization is None
-                    else pod_utilization(self._utilization(hour.start_s, hour.start_s + b - self.step_s, self.step_s))
-                )
+                util = self._hour_utilization(hour.start_s, now_s)
                 m = usage_records(hour, util, b)
                 written, refused = self._sink(m.records) if m.records else (0, [])
             except Exception as exc:  # Prometheus or the store did not answer: keep the hours, try again
