@@ -168,11 +168,11 @@ def test_hostile_names_are_shown_as_text_on_every_page(server: str, browser: Any
 
 
 def test_markup_injected_into_a_served_page_cannot_run_script(served: tuple[Seeded, str], browser: Any) -> None:
-    """Review (fixed), the defect: the served app's Content-Security-Policy on the dashboard pages (api/hardening.py, ``frame-ancestors
-    'none'; object-src 'none'; base-uri 'none'``) has no ``script-src`` nor ``default-src``, so any markup that reaches
-    a page (a future ``innerHTML``, a library's tooltip) runs inline script and can read the API token from
-    ``sessionStorage``, though the pages need only their own two script files. The pages now send a policy that
-    allows only the server's own scripts (web/dashboard.py, ``PAGE_CSP``)."""
+    """Review (fixed), the defect: the served app's Content-Security-Policy on the dashboard pages (api/hardening.py,
+    ``frame-ancestors 'none'; object-src 'none'; base-uri 'none'``) has no ``script-src`` nor ``default-src``, so any
+    markup that reaches a page (a future ``innerHTML``, a library's tooltip) runs inline script and can read the API
+    token from ``sessionStorage``, though the pages need only their own two script files. The pages now send a policy
+    that allows only the server's own scripts (web/dashboard.py, ``PAGE_CSP``)."""
     sd, admin = served
     page, _ = _open(browser, f"{sd.server.base_url}/ui/overview?token={admin}")
     try:

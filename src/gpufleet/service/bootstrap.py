@@ -89,9 +89,9 @@ def build_services(
     ``settings.provider == "aws"`` wires the AWS adapters (the provider port over EC2 capacity reservations,
     Service Quotas for the quota outlook, Capacity Blocks, prices), ``"gcp"`` the provider port over Compute Engine
     reservations and Cloud Quotas for the quota outlook (adapters/gcp), ``"azure"`` the provider port over capacity
-    reservations, its compute quotas for the quota outlook and its retail prices (adapters/azure); ``on_dry_run`` receives each AWS call a dry
-    run would have made (``settings.aws_dry_run``). ``leader``: who may submit to the provider (default: the
-    advisory lock on PostgreSQL, this process on SQLite)."""
+    reservations, its compute quotas for the quota outlook and its retail prices (adapters/azure); ``on_dry_run``
+    receives each AWS call a dry run would have made (``settings.aws_dry_run``). ``leader``: who may submit to the
+    provider (default: the advisory lock on PostgreSQL, this process on SQLite)."""
     engine = engine or make_engine(
         settings.db_url,
         busy_timeout_s=settings.sqlite_busy_timeout_s,

@@ -22,11 +22,11 @@ def _submitted(server: LiveServer) -> tuple[str, str]:
 
 
 def test_review_an_edited_end_tag_does_not_stop_every_reconciler_pass(azure_server: Any, fake_azure: FakeAzure) -> None:
-    """Review (fixed), the defect: someone edits one reservation's ``gpufleet-end-s`` tag to a word; ``describe`` parses it with
-    ``int()`` and the ValueError leaves the whole reconciler pass: POST /v1/reservations:reconcile answers 500 on every
-    pass, and no other Azure order is followed (activated, expired, deleted at its term's end) any more. Expected: the
-    pass answers 200, the other order is activated, and the edited one is still followed (its end read from the
-    start and term tags it was derived from)."""
+    """Review (fixed), the defect: someone edits one reservation's ``gpufleet-end-s`` tag to a word; ``describe`` parses
+    it with ``int()`` and the ValueError leaves the whole reconciler pass: POST /v1/reservations:reconcile answers 500
+    on every pass, and no other Azure order is followed (activated, expired, deleted at its term's end) any more.
+    Expected: the pass answers 200, the other order is activated, and the edited one is still followed (its end read
+    from the start and term tags it was derived from)."""
     server = azure_server()
     edited, edited_name = _submitted(server)
     other, other_name = _submitted(server)

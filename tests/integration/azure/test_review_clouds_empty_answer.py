@@ -28,10 +28,11 @@ class _EmptyReads(httpx.BaseTransport):
 def test_review_an_empty_answer_to_a_read_is_not_a_foreign_reservation(
     azure_server: Any, fake_azure: FakeAzure
 ) -> None:
-    """Review (fixed), the defect: ``json_object`` reads an empty 2xx body as ``{}`` (meant for a delete's empty answer); the lookup by
-    name (``ArmApi.get``) takes that ``{}`` for a reservation without gpufleet's key tag, a non-retryable refusal
-    (``name_taken``): the approved reservation is cancelled, nothing having been read. Expected: a read answered with
-    nothing is no answer (unknown outcome): the reservation stays approved and the next pass buys it."""
+    """Review (fixed), the defect: ``json_object`` reads an empty 2xx body as ``{}`` (meant for a delete's empty
+    answer); the lookup by name (``ArmApi.get``) takes that ``{}`` for a reservation without gpufleet's key tag, a
+    non-retryable refusal (``name_taken``): the approved reservation is cancelled, nothing having been read. Expected: a
+    read answered with nothing is no answer (unknown outcome): the reservation stays approved and the next pass buys
+    it."""
     server = azure_server()
     api = server.services.provider._api  # type: ignore[attr-defined]
     healthy = api._http

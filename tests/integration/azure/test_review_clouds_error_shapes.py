@@ -26,9 +26,9 @@ class _ProxyRefusesPuts(httpx.BaseTransport):
 
 
 def test_review_a_string_error_is_a_refusal_not_a_server_error(azure_server: Any, fake_azure: FakeAzure) -> None:
-    """Review (fixed), the defect: ``azure/session._error`` reads ``body["error"]`` as an object; a string there raises AttributeError
-    out of the port, past ProviderOrders (which handles only the port's outcomes): the approval answers 500 and the
-    audit says nothing. Expected: a refusal with the HTTP status as its code (403: not retryable, the reservation is
+    """Review (fixed), the defect: ``azure/session._error`` reads ``body["error"]`` as an object; a string there raises
+    AttributeError out of the port, past ProviderOrders (which handles only the port's outcomes): the approval answers
+    500 and the audit says nothing. Expected: a refusal with the HTTP status as its code (403: not retryable, the reservation is
     cancelled with the reason)."""
     server = azure_server()
     api = server.services.provider._api  # type: ignore[attr-defined]

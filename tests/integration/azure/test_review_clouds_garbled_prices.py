@@ -47,8 +47,8 @@ def _string_price_and_a_null_item(page: dict[str, Any]) -> None:
 def test_review_an_unreadable_price_item_is_skipped_not_a_server_error(
     price_server: Any, fake_prices: FakeRetailPrices, garble: Garble
 ) -> None:
-    """Review (fixed), the defect: ``AzureRetailPrices.quotes`` takes ``Decimal(str(retailPrice))`` and compares it with 0: ``NaN``
-    raises decimal.InvalidOperation, a string ``decimal.InvalidOperation`` at the parse, an item that is not an object
+    """Review (fixed), the defect: ``AzureRetailPrices.quotes`` takes ``Decimal(str(retailPrice))`` and compares it with
+    0: ``NaN`` raises decimal.InvalidOperation, a string ``decimal.InvalidOperation`` at the parse, an item that is not an object
     AttributeError; POST /v1/catalog/prices:sync answers 500 and no price is synced. Expected: the unreadable item is
     skipped like any item that is not a price gpufleet uses; the spot price is synced, the on-demand pool is left as
     it was."""

@@ -38,8 +38,8 @@ def _submitted(server: LiveServer) -> str:
 
 
 def test_review_one_refused_read_leaves_the_other_orders_followed(azure_server: Any, fake_azure: FakeAzure) -> None:
-    """Review (fixed), the defect: ``describe`` skips an order whose read got no answer (ProviderTimeout) but lets a refusal of one
-    read (403 AuthorizationFailed) out of the whole call: every reconciler pass ends in that error (POST
+    """Review (fixed), the defect: ``describe`` skips an order whose read got no answer (ProviderTimeout) but lets a
+    refusal of one read (403 AuthorizationFailed) out of the whole call: every reconciler pass ends in that error (POST
     /v1/reservations:reconcile answers 502), and no other Azure order is followed any more (activated, deleted at its
     term's end). Expected: that order is unknown this pass (absent, left alone), the others are followed."""
     server = azure_server()

@@ -44,9 +44,9 @@ def _outlook(server: LiveServer) -> dict[str, Any]:
 
 
 def test_review_a_negative_limit_is_no_quota_reading(azure_server: Any, fake_azure: FakeAzure) -> None:
-    """Review (fixed), the defect: ``AzureComputeQuotas.read`` turns a usage's ``limit`` of -1 into a reading of -1 vCPUs, which the
-    outlook shows as a quota of -1 GPUs (-1 // 12), exhausted now, with an increase due. Expected: no reading; the
-    stored quota (40) applies."""
+    """Review (fixed), the defect: ``AzureComputeQuotas.read`` turns a usage's ``limit`` of -1 into a reading of -1
+    vCPUs, which the outlook shows as a quota of -1 GPUs (-1 // 12), exhausted now, with an increase due. Expected: no
+    reading; the stored quota (40) applies."""
     server = azure_server()
     fake_azure.set_usage("eastus", "standardNDSH100v5Family", -1)
     pool = _outlook(server)
@@ -54,9 +54,9 @@ def test_review_a_negative_limit_is_no_quota_reading(azure_server: Any, fake_azu
 
 
 def test_review_a_missing_limit_is_no_quota_reading(azure_server: Any, fake_azure: FakeAzure) -> None:
-    """Review (fixed), the defect: ``AzureComputeQuotas.read`` reads a usage without ``limit`` (a garbled answer: ARM's Usage requires
-    it) as ``limit`` 0, so the outlook reports a quota of 0 GPUs, exhausted now, instead of the stored 40. Expected: no
-    reading; the stored quota applies."""
+    """Review (fixed), the defect: ``AzureComputeQuotas.read`` reads a usage without ``limit`` (a garbled answer: ARM's
+    Usage requires it) as ``limit`` 0, so the outlook reports a quota of 0 GPUs, exhausted now, instead of the stored
+    40. Expected: no reading; the stored quota applies."""
     server = azure_server()
     fake_azure.set_usage("eastus", "standardNDSH100v5Family", 192)
     api = server.services.cloud_quotas._source._api  # type: ignore[attr-defined]

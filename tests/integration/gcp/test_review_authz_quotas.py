@@ -9,10 +9,10 @@ from tests.integration.gcp.test_gcp_quotas import EMAIL, _seed
 
 
 def test_a_viewer_may_not_ask_to_file_the_drafted_increases(quota_server: Start, fake_quotas: FakeQuotas) -> None:
-    """Review (fixed), the defect: filing is an admin's write (docs/api.md: "read: admins, viewer; file: admins"), but the route ran the
-    outlook for any reader (it reads the provider's quotas) and the role was checked only by the first increase it
-    filed: with nothing due a viewer's request answered 200 ``{"filed": []}``, as if a viewer might file. Now
-    the route refuses every role but the admins first (403), before it reads anything."""
+    """Review (fixed), the defect: filing is an admin's write (docs/api.md: "read: admins, viewer; file: admins"), but
+    the route ran the outlook for any reader (it reads the provider's quotas) and the role was checked only by the first
+    increase it filed: with nothing due a viewer's request answered 200 ``{"filed": []}``, as if a viewer might file.
+    Now the route refuses every role but the admins first (403), before it reads anything."""
     _seed(fake_quotas)
     server = quota_server(gcp_quota_contact_email=EMAIL, gcp_file_quota_increases=True)
     with server.client("viewer", "vic") as viewer:

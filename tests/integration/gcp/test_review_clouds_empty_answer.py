@@ -25,11 +25,11 @@ class _EmptyReads(httpx.BaseTransport):
 
 
 def test_review_an_empty_answer_to_a_read_is_not_a_foreign_reservation(gcp_server: Start, fake_gcp: FakeGcp) -> None:
-    """Review (fixed), the defect: ``json_object`` reads an empty 2xx body as ``{}`` (meant for a delete's empty answer); the lookup by
-    name (``GoogleApi.get``) takes that ``{}`` for a reservation without gpufleet's key, a non-retryable refusal
-    ("exists but gpufleet did not create it"): the approved reservation is cancelled, nothing having been read.
-    Expected: a read answered with nothing is no answer (unknown outcome): the reservation stays approved and the
-    next pass buys it."""
+    """Review (fixed), the defect: ``json_object`` reads an empty 2xx body as ``{}`` (meant for a delete's empty
+    answer); the lookup by name (``GoogleApi.get``) takes that ``{}`` for a reservation without gpufleet's key, a
+    non-retryable refusal ("exists but gpufleet did not create it"): the approved reservation is cancelled, nothing
+    having been read. Expected: a read answered with nothing is no answer (unknown outcome): the reservation stays
+    approved and the next pass buys it."""
     server = gcp_server()
     api = server.services.provider._api  # type: ignore[attr-defined]
     healthy = api._http

@@ -25,9 +25,9 @@ class _ProxyRefusesInserts(httpx.BaseTransport):
 
 
 def test_review_a_string_error_is_a_refusal_not_a_server_error(gcp_server: Start, fake_gcp: FakeGcp) -> None:
-    """Review (fixed), the defect: ``gcp/session._error`` reads ``body["error"]`` as an object; a string there raises AttributeError
-    out of the port, past ProviderOrders (which handles only the port's outcomes): the approval answers 500 and the
-    audit says nothing. Expected: a refusal with the HTTP status as its code (403: not retryable, the reservation is
+    """Review (fixed), the defect: ``gcp/session._error`` reads ``body["error"]`` as an object; a string there raises
+    AttributeError out of the port, past ProviderOrders (which handles only the port's outcomes): the approval answers
+    500 and the audit says nothing. Expected: a refusal with the HTTP status as its code (403: not retryable, the reservation is
     cancelled with the reason)."""
     server = gcp_server()
     api = server.services.provider._api  # type: ignore[attr-defined]

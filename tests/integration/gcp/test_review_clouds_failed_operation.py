@@ -38,7 +38,8 @@ class _InsertsFailInternally(httpx.BaseTransport):
 def test_review_an_operation_failed_by_gcp_itself_keeps_the_reservation_approved(
     gcp_server: Start, fake_gcp: FakeGcp
 ) -> None:
-    """Review (fixed), the defect: ``GcpReservations._follow`` raises a failed operation's error as a refusal that is retryable only
+    """Review (fixed), the defect: ``GcpReservations._follow`` raises a failed operation's error as a refusal that is
+    retryable only
     for ZONE_RESOURCE_POOL_EXHAUSTED; an operation GCP failed on its side (``httpErrorStatusCode`` 500,
     INTERNAL_ERROR: "please try again") cancels the approved reservation for good, as if the order itself were
     refused. Expected: a retryable refusal (5xx and 429 of an operation, as of a call): the reservation stays approved

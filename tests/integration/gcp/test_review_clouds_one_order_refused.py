@@ -38,9 +38,9 @@ def _submitted(server: LiveServer) -> str:
 
 
 def test_review_one_refused_read_leaves_the_other_orders_followed(gcp_server: Start, fake_gcp: FakeGcp) -> None:
-    """Review (fixed), the defect: ``describe`` skips an order whose read got no answer (ProviderTimeout) but lets a refusal of one
-    read (403) out of the whole call: every reconciler pass ends in that error (POST /v1/reservations:reconcile
-    answers 502), and no other GCP order is followed any more (activated, expired, cancelled). Expected: that order is
+    """Review (fixed), the defect: ``describe`` skips an order whose read got no answer (ProviderTimeout) but lets a
+    refusal of one read (403) out of the whole call: every reconciler pass ends in that error (POST
+    /v1/reservations:reconcile answers 502), and no other GCP order is followed any more (activated, expired, cancelled). Expected: that order is
     unknown this pass (absent, left alone by the service), the others are followed."""
     server = gcp_server()
     refused, other = _submitted(server), _submitted(server)

@@ -17,11 +17,11 @@ def _proxy_login(request: httpx.Request) -> httpx.Response:
 
 
 def test_review_a_redirect_is_not_read_as_an_answer(gcp_server: Start, fake_gcp: FakeGcp) -> None:
-    """Review (fixed), the defect: ``http_retry.request_json`` takes every status below 400 as a success and an empty body as ``{}``;
-    the lookup by name reads the 302 as a reservation that exists without gpufleet's key ("exists but gpufleet did
-    not create it"), a non-retryable refusal: the approved reservation is cancelled though nothing was asked of GCP.
-    Expected: no answer from GCP (unknown outcome): the reservation stays approved, and the next pass, with the proxy
-    gone, buys it."""
+    """Review (fixed), the defect: ``http_retry.request_json`` takes every status below 400 as a success and an empty
+    body as ``{}``; the lookup by name reads the 302 as a reservation that exists without gpufleet's key ("exists but
+    gpufleet did not create it"), a non-retryable refusal: the approved reservation is cancelled though nothing was
+    asked of GCP. Expected: no answer from GCP (unknown outcome): the reservation stays approved, and the next pass,
+    with the proxy gone, buys it."""
     server = gcp_server()
     api = server.services.provider._api  # type: ignore[attr-defined]
     healthy = api._http

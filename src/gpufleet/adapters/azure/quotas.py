@@ -6,7 +6,8 @@ Standard_ND96isr_H100_v5, ``standardNDISRH200V5Family`` for the H200 size, ``sta
 Standard_ND96amsr_A100_v4; the names as public notes of subscriptions show them, compared without case or spaces, not
 checked on a subscription here); spot, the location's one low-priority bucket ``lowPriorityCores``, shared by every
 spot VM of every family. A family the location does not list, or lists without a limit of zero or more (absent,
-negative: -1 is "unlimited" elsewhere), gives no reading: the stored quota applies to that pool. One GPU takes 12 vCPUs (96 per 8-GPU VM).
+negative: -1 is "unlimited" elsewhere), gives no reading: the stored quota applies to that pool. One GPU takes 12 vCPUs
+(96 per 8-GPU VM).
 
 Increases are not filed through gpufleet for Azure (Microsoft.Quota's request flow is not built): the outlook drafts
 them, and a person files them in the portal's Quotas page; ``request_increase`` and ``request_status`` refuse

@@ -1,12 +1,13 @@
-"""One client of a Google Cloud API (Compute Engine, Cloud Quotas): credentials, timeouts, retries with backoff, and GCP's errors mapped onto the
-provider port's outcomes.
+"""One client of a Google Cloud API (Compute Engine, Cloud Quotas): credentials, timeouts, retries with backoff, and
+GCP's errors mapped onto the provider port's outcomes.
 
 Contract:
 - credentials come only from Application Default Credentials (``google.auth.default``: the metadata server of
   GKE Workload Identity or a GCE VM, ``GOOGLE_APPLICATION_CREDENTIALS``, gcloud's user credentials), resolved when
   the client is built (none found: a :class:`ValidationError` naming ``gcp_credentials``); nothing here stores or
-  logs them. A token that cannot be refreshed is a retryable refusal (nothing was sent). ``credentials="none"`` sends a placeholder token and is allowed only with an
-  ``endpoint_url`` of our own (an emulator or the tests' fake), never against Google.
+  logs them. A token that cannot be refreshed is a retryable refusal (nothing was sent). ``credentials="none"`` sends a
+  placeholder token and is allowed only with an ``endpoint_url`` of our own (an emulator or the tests' fake), never
+  against Google.
 - a call that gets no answer (connect/read timeout, a dropped connection), or an answer of 429 or 5xx after
   ``max_attempts`` attempts (``Retry-After`` or exponential backoff with full jitter between them:
   :mod:`gpufleet.adapters.http_retry`), raises

@@ -11,9 +11,9 @@ selector``; each pins one GPU product and one capacity type) equal to what the s
   limit alone.
 
 Only ``spec.limits["nvidia.com/gpu"]`` is written (a merge patch), and only where it differs; the rest of each
-NodePool, and every NodePool the selector does not select, is the operator's. A NodePool whose product maps to no SKU (``--sku``
-or the name tokens), or whose SKU has no pool of its tier in the region, is left alone and reported. So are the
-NodePools of one SKU and launched tier when the selector selects several (per zone, say): each at the whole quota
+NodePool, and every NodePool the selector does not select, is the operator's. A NodePool whose product maps to no SKU
+(``--sku`` or the name tokens), or whose SKU has no pool of its tier in the region, is left alone and reported. So are
+the NodePools of one SKU and launched tier when the selector selects several (per zone, say): each at the whole quota
 would let Karpenter launch that many times the quota, and how to split it between them is the operator's call.
 """
 

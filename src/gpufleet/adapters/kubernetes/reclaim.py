@@ -7,8 +7,8 @@ pod through the Eviction API (``policy/v1`` where served, else ``policy/v1beta1`
 API server enforces PodDisruptionBudgets and answers 429 when a budget allows no disruption), each pod with its own
 ``terminationGracePeriodSeconds`` unless ``grace_s`` says otherwise. Each pod is read first and evicted only if it is
 still on the drained node, with its uid as the eviction's precondition: a pod that ended, or another pod created
-under its name since the decision, is not evicted (recorded ``not_on_node``). If a checkpoint is not confirmed in time or an
-eviction is refused, the drain stops there and the node is uncordoned (reason ``checkpoint_timeout`` /
+under its name since the decision, is not evicted (recorded ``not_on_node``). If a checkpoint is not confirmed in time
+or an eviction is refused, the drain stops there and the node is uncordoned (reason ``checkpoint_timeout`` /
 ``blocked_by_pdb``); pods already evicted are recreated by their owners and scheduled again.
 Priority preemption (the controller) uses the same path without the cordon (``cordon=False``): the node keeps
 its other pods and takes the preemptor.

@@ -120,8 +120,9 @@ def holdings(
     sku_map: Mapping[str, str] | None = None,
 ) -> Holdings:
     """The GPUs each active pod bound to a GPU node holds (a share: its fraction of one GPU), keyed by its workload
-    (annotation ``gpufleet.io/workload-id``, else ``namespace:owner``, else ``namespace:pod``), team (label ``gpufleet.io/team``, default the namespace), SKU and pool
-    (``pools``: ``(region, sku, tier) -> pool id`` of the store)."""
+    (annotation ``gpufleet.io/workload-id``, else ``namespace:owner``, else ``namespace:pod``), team (label
+    ``gpufleet.io/team``, default the namespace), SKU and pool (``pools``: ``(region, sku, tier) -> pool id`` of the
+    store)."""
     nodes = {n.name: n for n in obs.nodes}
     out: dict[tuple[str, str], tuple[UsageKey, float]] = {}
     skipped: list[tuple[str, str]] = []
