@@ -106,7 +106,9 @@ def test_splitting_under_the_threshold_still_needs_two_approvals(
             outcomes.append((r.json()["status"], r.json()["approvals_required"]))
         assert outcomes == [("submitted_to_cloud", 1)] + [("pending_approval", 2)] * 4
         # created together first, then approved: each sees the others (no race between two halves)
-        clock.advance(31 * DAY)
+        # a second past the start of sam's four pending halves: they can no longer be approved (a start equal to now
+        # still can, and then they still count: tests/integration/test_review_susp_approval_window.py)
+        clock.advance(31 * DAY + 1)
         with s.client("finops_admin", "sue") as sue:
             pair = [_created(sue, {**_res(2, 12), "start": "2026-03-15T00:00:00Z"})["reservation_id"] for _ in "ab"]
             assert [_approve(bob, rid).json()["status"] for rid in pair] == ["pending_approval"] * 2

@@ -3,8 +3,6 @@ pending reservation starts, over HTTP on SQLite and PostgreSQL."""
 
 from __future__ import annotations
 
-import pytest
-
 from gpufleet.service.clock import FixedClock
 from tests.integration.conftest import NOW_S, Database, ServerFactory
 from tests.integration.test_review_procure_approval import DAY, _approve, _created, _res
@@ -12,9 +10,8 @@ from tests.integration.test_review_procure_approval import DAY, _approve, _creat
 STARTS_IN_31_DAYS = "2026-02-01T00:00:00Z"  # NOW_S + 31 days
 
 
-@pytest.mark.xfail(strict=True, reason="a pending reservation starting exactly now is outside the requester's window")
 def test_a_pending_half_that_starts_this_second_still_adds_up(database: Database, make_server: ServerFactory) -> None:
-    """Review (susp), the defect: the window counts a pending reservation of the requester created more than 30 days
+    """Review (fixed), the defect: the window counts a pending reservation of the requester created more than 30 days
     ago only while its start is ahead (``start_s > now``), but approval accepts a start equal to now; so at the
     second a pending half starts (created 31 days ago) it is in nobody's window, and the other half created now is
     valued alone: 76 k$ on one approval, and the first half can then be approved as well."""

@@ -10,9 +10,9 @@
   simulated provider reserves the GPUs proposed).
 - **Cumulative**: what decides one or two approvals is the requester's cumulative commitments in a rolling
   window (``approval_window_days``, default 30): every reservation of the same requester that was not rejected or
-  cancelled and that was created or approved in the window, or is still pending approval with its start ahead
-  (however old: halves proposed together and approved a month later still see each other), each valued as above,
-  plus this one. Splitting an order under the threshold does not help.
+  cancelled and that was created or approved in the window, or is still pending approval with its start not passed
+  (now or later: while it may still be approved; however old: halves proposed together and approved a month later
+  still see each other), each valued as above, plus this one. Splitting an order under the threshold does not help.
 - **Who**: the requester never approves their own reservation (403; an approval they recorded before this rule
   does not count). Above the threshold two distinct people approve: one ``finops_admin`` and one
   ``ml_platform_admin``. People are compared by :func:`identity` (case, Unicode compatibility forms, zero-width
@@ -125,7 +125,7 @@ def requirement(
 ) -> ApprovalRequirement:
     """One or two approvals for a reservation (or the rows of a multi-region one, ``exclude_ids``) valued at
     ``this_cents``, decided now from the requester's other commitments in the window: created or approved in it, or
-    pending approval with the start ahead (see the module docstring)."""
+    pending approval with the start not passed (see the module docstring)."""
     since = now_s - window_s
     approved_since = select(ApprovalRow.reservation_id).where(ApprovalRow.at_s > since)  # a group's on its head
     rows = s.scalars(
@@ -134,7 +134,8 @@ def requirement(
             ReservationRow.id.not_in(list(exclude_ids)),
             or_(
                 ReservationRow.created_at_s > since,
-                (ReservationRow.status == S.PENDING_APPROVAL.value) & (ReservationRow.start_s > now_s),
+                # a start equal to now may still be approved (only a start in the past is refused): it is still ahead here
+                (ReservationRow.status == S.PENDING_APPROVAL.value) & (ReservationRow.start_s >= now_s),
                 func.coalesce(ReservationRow.group_id, ReservationRow.id).in_(approved_since),
             ),
         )
