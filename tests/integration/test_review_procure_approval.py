@@ -4,16 +4,35 @@ they are approved (or approved long after they were created)."""
 
 from __future__ import annotations
 
+import secrets
+import unicodedata
 from typing import Any
 
 import httpx
 import pytest
+from sqlalchemy.orm import Session
 
+from gpufleet.adapters.sql.models import ApiTokenRow
+from gpufleet.service.auth import TOKEN_PREFIX, hash_token
 from gpufleet.service.clock import FixedClock
-from tests.integration.conftest import NOW_S, Database, ServerFactory
+from tests.integration.conftest import NOW_S, Database, LiveServer, ServerFactory
 
 DAY = 86_400
 START = "2026-06-01T00:00:00Z"  # five months after NOW_S: still ahead after a month of waiting
+
+
+def _client(s: LiveServer, role: str, user: str) -> httpx.Client:
+    """A client for ``user``; a name with a zero-width character is refused by ``token create`` since session 44
+    (tests/integration/test_review_susp_token_user.py), so its token is written as a store from before that rule
+    holds it: the approval rules still compare such names as the person they read as."""
+    if any(unicodedata.category(ch) == "Cf" for ch in user):
+        token = TOKEN_PREFIX + secrets.token_urlsafe(32)
+        with Session(s.services.engine) as db:
+            db.add(ApiTokenRow(id=f"tok_{secrets.token_hex(8)}", token_hash=hash_token(token), user_id=user, role=role,
+                               team_id=None, created_at_s=NOW_S, revoked=False, expires_at_s=None))  # fmt: skip
+            db.commit()
+        s.tokens[f"{role}:{user}:None"] = token
+    return s.client(role, user)
 
 
 def _res(units: int, term: int = 12, start: str = START) -> dict[str, Any]:
@@ -39,7 +58,7 @@ def test_the_requester_under_another_spelling_of_their_name_may_not_approve(
     same person under ``Alice``, `` alice``, full-width ``ａlice`` or ``alice`` + a zero-width space approved
     ``alice``'s own reservation alone."""
     s = make_server(database)
-    with s.client("finops_admin", "alice") as alice, s.client("ml_platform_admin", approver) as again:
+    with s.client("finops_admin", "alice") as alice, _client(s, "ml_platform_admin", approver) as again:
         rid = _created(alice, _res(1, 1))
         r = _approve(again, rid)
         assert r.status_code == 403, r.text
@@ -56,7 +75,7 @@ def test_one_approver_under_two_spellings_is_not_two_approvers(
     s = make_server(database)
     with s.client("finops_admin", "carol") as carol:
         rid = _created(carol, _res(8, 12))  # ~305 k$: two approvers
-    with s.client("finops_admin", "bob") as bob, s.client("ml_platform_admin", second) as bob2:
+    with s.client("finops_admin", "bob") as bob, _client(s, "ml_platform_admin", second) as bob2:
         first = _approve(bob, rid)
         assert first.status_code == 200 and first.json()["status"] == "pending_approval"
         again = _approve(bob2, rid)

@@ -47,10 +47,14 @@ def register(app: typer.Typer) -> None:
         db: Annotated[str | None, typer.Option("--db", help="SQLAlchemy URL (default: GPUFLEET_DB_URL)")] = None,
     ) -> None:
         """Create a token and print it on stdout (alone, so `TOKEN=$(gpufleet token create ...)` works)."""
-        from gpufleet.service.auth import issue_token, parse_ttl, team_exists, utc_iso
+        from gpufleet.service.auth import check_name, issue_token, parse_ttl, team_exists, utc_iso
         from gpufleet.service.clock import RandomIds, SystemClock
 
         ttl_s = parse_ttl(ttl)  # bad input fails before touching the database
+        user = user or getpass.getuser()
+        check_name("user", user)
+        if team is not None:
+            check_name("team", team)
         with _store(db) as engine:
             if team and not team_exists(engine, team):
                 _err.print(
@@ -63,7 +67,7 @@ def register(app: typer.Typer) -> None:
                 SystemClock(),
                 RandomIds(),
                 role=role,
-                user_id=user or getpass.getuser(),
+                user_id=user,
                 team_id=team,
                 ttl_s=ttl_s,
             )

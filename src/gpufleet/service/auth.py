@@ -18,6 +18,7 @@ import re
 import secrets
 import threading
 import time
+import unicodedata
 from dataclasses import dataclass
 from enum import StrEnum
 
@@ -31,6 +32,20 @@ from gpufleet.service.uow import UnitOfWork
 TOKEN_PREFIX = "gft_"
 DEFAULT_TTL = "90d"
 MAX_TTL_S = 10 * 366 * 86_400
+# characters a name may not hold: control (Cc), format (Cf: zero-width spaces and joiners, bidi overrides, BOM),
+# surrogates, line and paragraph separators; such a name prints as another name, or rewrites the terminal line
+_UNSEEN = frozenset({"Cc", "Cf", "Cs", "Zl", "Zp"})
+
+
+def check_name(field: str, value: str) -> None:
+    """ValidationError naming ``field`` when ``value`` holds a character that does not print as itself."""
+    for i, ch in enumerate(value):
+        if unicodedata.category(ch) in _UNSEEN:
+            raise ValidationError(
+                field, f"must not contain control or invisible characters (U+{ord(ch):04X} at position {i})"
+            )
+
+
 _TTL_UNITS = {"m": 60, "h": 3600, "d": 86_400, "w": 7 * 86_400}
 _TTL_RE = re.compile(r"^([0-9]{1,6})([mhdw])$")
 
@@ -116,6 +131,9 @@ def issue_token(
         raise ValidationError("team", "an app_team token must name its team (--team)")
     if not user_id or len(user_id) > 128:
         raise ValidationError("user", "must be 1..128 characters")
+    check_name("user", user_id)
+    if team_id is not None:
+        check_name("team", team_id)
     if ttl_s is not None and not 0 < ttl_s <= MAX_TTL_S:
         raise ValidationError("ttl", "must be between 1 second and 10 years")
     token = TOKEN_PREFIX + secrets.token_urlsafe(32)
