@@ -17,6 +17,7 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 import numpy.typing as npt
 
+from gpufleet.forecast.engine import check_no_infinity
 from gpufleet.forecast.loop import forecast_demand
 from gpufleet.forecast.metrics import seasonal_naive_scale
 from gpufleet.forecast.seasonal_naive import SeasonalNaive
@@ -41,7 +42,9 @@ _BASELINE = SeasonalNaive(season_s=SEASON_DAYS * DAY_S, quantiles=LEVELS)
 
 
 def demand_quantiles(y: npt.NDArray[np.float64], h: int) -> tuple[npt.NDArray[np.float64], str]:
-    """Forecast ``h`` days of the daily series ``y``: array (h, 3) of the p10, p50, p90, and the method."""
+    """Forecast ``h`` days of the daily series ``y``: array (h, 3) of the p10, p50, p90, and the method. NaN is a
+    missing day; an infinite one is refused (ValidationError naming ``history``)."""
+    check_no_infinity(np.asarray(y, dtype=np.float64).ravel())
     if int(np.isfinite(y).sum()) >= MIN_FIT_DAYS:
         fc = forecast_demand(y, h, step_s=DAY_S, quantiles=LEVELS)
         band = np.stack([fc.at(q) for q in LEVELS], axis=1)

@@ -38,9 +38,19 @@ DAY_S = 86_400
 MIN_HISTORY_STEPS = 366
 
 
+def check_no_infinity(y: FloatArray, field: str = "history") -> None:
+    """ValidationError naming ``field`` and the first index when ``y`` holds +inf or -inf."""
+    bad = np.flatnonzero(np.isinf(y))
+    if bad.size:
+        i = int(bad[0])
+        raise ValidationError(field, f"demand must be finite ({y[i]:+} at index {i}; NaN marks a missing value)")
+
+
 def check_history(history: FloatArray, field: str = "history") -> FloatArray:
-    """The history as a float array, or ValidationError: fewer than 3 known points, or negative demand."""
+    """The history as a float array, or ValidationError: an infinite value (NaN is the gap marker; an infinity is
+    a broken reading, not a missing one), fewer than 3 known points, or negative demand."""
     y = np.asarray(history, dtype=np.float64).ravel()
+    check_no_infinity(y, field)
     known = y[np.isfinite(y)]
     if known.size < 3:
         raise ValidationError(field, f"need at least 3 known points, got {known.size}")

@@ -41,7 +41,7 @@ def forecast_demand(
     history (oldest first; NaN = missing). Seasons follow from ``step_s``; the model is the loop's forecaster,
     :class:`~gpufleet.forecast.engine.GpufleetForecaster` (calibrated from the series' own tracked errors).
 
-    Raises ValidationError for fewer than 3 non-missing points, negative demand, or ``steps < 1``.
+    Raises ValidationError for an infinite value, fewer than 3 non-missing points, negative demand, or ``steps < 1``.
     """
     from gpufleet.forecast.engine import GpufleetForecaster, check_history  # engine builds on this module
 
