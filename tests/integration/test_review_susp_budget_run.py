@@ -20,10 +20,9 @@ ADMIN = Actor("bob", Role.ML_PLATFORM_ADMIN, None)
 POOL = "aws/us-east-1/h100_80gb/on_demand"
 
 
-@pytest.mark.xfail(strict=True, reason="an expected run past int64 seconds overflows the commitment's end column")
 @pytest.mark.parametrize("run_s", [10**19, 2**62, -1])
 def test_an_unbounded_expected_run_is_refused_naming_the_field(database: Database, run_s: int) -> None:
-    """Review (susp), the defect: ``admit_placement`` took any ``expected_run_s`` and booked a commitment ending at
+    """Review (fixed), the defect: ``admit_placement`` took any ``expected_run_s`` and booked a commitment ending at
     ``now + expected_run_s``: 10^19 s is an OverflowError from the driver (SQLite) or a DataError (PostgreSQL), and
     2^62 s is booked as a commitment that counts in every later window of the team for 146 billion years. The HTTP
     schema's bound (0..366 days) belongs to the service, where every caller meets it."""

@@ -14,10 +14,10 @@ and ``alert_at`` thresholds. What the team has spent in the current window is
                 rest of its expected run inside the window; the part before now is metered, not committed).
 
 A request's expected spend is its pool's price x GPUs x its expected run inside the window (``expected_run_s``;
-0 = until the window ends). A run that goes on past the window is checked in each later window it reaches too (at
-most ``MAX_BUDGET_WINDOWS`` in all), against what admitted work is committed to spend there. The control loop's
-admission pipeline decides (:func:`gpufleet.control.admission.decide_budget`, over ``cost.budgets.admit``): admit,
-degrade (the request's first declared degrade option that fits in every window it touches, placed and priced) or
+0 = until the window ends; at most ``MAX_EXPECTED_RUN_S``, 366 days, else a ValidationError naming it). A run that
+goes on past the window is checked in each later window it reaches too (at most ``MAX_BUDGET_WINDOWS`` in all),
+against what admitted work is committed to spend there. The control loop's admission pipeline decides
+(:func:`gpufleet.control.admission.decide_budget`, over ``cost.budgets.admit``): admit, degrade (the request's first declared degrade option that fits in every window it touches, placed and priced) or
 queue until the first window that refuses ends. Never a silent overrun, never a drop.
 Each decision on a budgeted team is appended to the audit log (``budget.admission``) and admitted or degraded
 work is recorded as a commitment, in one transaction that holds the budget row's lock (PostgreSQL) or the
@@ -70,6 +70,7 @@ from gpufleet.service.uow import UnitOfWork
 DEFAULT_ALERT_AT = (0.5, 0.8, 1.0)
 READERS = (*ADMINS, Role.VIEWER, Role.APP_TEAM)
 SUBMITTERS = (*ADMINS, Role.APP_TEAM)  # roles that may submit work, and so book spend against a budget
+MAX_EXPECTED_RUN_S = 366 * 86_400  # the longest expected run admission books (0 = until the window ends)
 
 
 __all__ = ["AdmissionOutcome", "BudgetService", "PricedOption", "usd"]
@@ -218,6 +219,10 @@ class BudgetService:
         per transaction. Without ``book`` the decision is a preview: read-only, nothing recorded, so a viewer (or
         anyone asking for a recommendation) cannot spend a budget."""
         actor.require_team(team_id)
+        if isinstance(expected_run_s, bool) or not 0 <= expected_run_s <= MAX_EXPECTED_RUN_S:
+            raise ValidationError(
+                "expected_run_s", f"must be in 0..{MAX_EXPECTED_RUN_S} seconds (366 days), got {expected_run_s}"
+            )
         ask = _Ask(actor, preferred, tuple(degrade), expected_run_s, context, named)
         if book:
             actor.require(*SUBMITTERS)
