@@ -17,8 +17,9 @@ A request's expected spend is its pool's price x GPUs x its expected run inside 
 0 = until the window ends; at most ``MAX_EXPECTED_RUN_S``, 366 days, else a ValidationError naming it). A run that
 goes on past the window is checked in each later window it reaches too (at most ``MAX_BUDGET_WINDOWS`` in all),
 against what admitted work is committed to spend there. The control loop's admission pipeline decides
-(:func:`gpufleet.control.admission.decide_budget`, over ``cost.budgets.admit``): admit, degrade (the request's first declared degrade option that fits in every window it touches, placed and priced) or
-queue until the first window that refuses ends. Never a silent overrun, never a drop.
+(:func:`gpufleet.control.admission.decide_budget`, over ``cost.budgets.admit``): admit, degrade (the request's first
+declared degrade option that fits in every window it touches, placed and priced) or queue until the first window
+that refuses ends. Never a silent overrun, never a drop.
 Each decision on a budgeted team is appended to the audit log (``budget.admission``) and admitted or degraded
 work is recorded as a commitment, in one transaction that holds the budget row's lock (PostgreSQL) or the
 write lock (SQLite), so concurrent requests cannot both take the last dollars.
