@@ -31,10 +31,9 @@ def _binpack_inputs(tmp_path: Path) -> tuple[Path, Path]:
     return nodes, pods
 
 
-@pytest.mark.xfail(strict=True, reason="bench --json F overwrites the input file F")
 @pytest.mark.parametrize("bench", ["forecast", "binpack-nodes", "binpack-pods"])
 def test_a_json_output_that_is_an_input_file_is_refused(tmp_path: Path, bench: str) -> None:
-    """Review (susp), the defect: ``bench forecast --series F --json F`` (or ``bench binpack --nodes F --json F``)
+    """Review (fixed), the defect: ``bench forecast --series F --json F`` (or ``bench binpack --nodes F --json F``)
     read F, then replaced the user's data with the benchmark's JSON: the input is lost, silently (exit 0). Expected:
     refused before the run (exit 2, one ``error:`` line naming ``--json`` and the input option), the input intact."""
     if bench == "forecast":
@@ -52,9 +51,8 @@ def test_a_json_output_that_is_an_input_file_is_refused(tmp_path: Path, bench: s
     assert "Traceback" not in res.stderr and "error:" in res.stderr and "--json" in res.stderr and option in res.stderr
 
 
-@pytest.mark.xfail(strict=True, reason="the --json write truncates the previous file before a write that fails")
 def test_a_json_write_that_fails_keeps_the_previous_file(tmp_path: Path) -> None:
-    """Review (susp), the defect: the JSON was written in place (``Path.write_text``): a write that fails half-way
+    """Review (fixed), the defect: the JSON was written in place (``Path.write_text``): a write that fails half-way
     (disk full, quota, a file-size limit) left the previous run's file truncated, neither the old result nor the
     new, and the command ended with an ``OSError`` traceback. Expected: the new file is written beside and renamed
     over the old one (atomic), a failed write leaves the old file whole, the error is one line naming ``--json``."""

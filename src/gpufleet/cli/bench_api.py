@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
 from gpufleet.cli.errors import user_errors
-from gpufleet.cli.paths import output_file
+from gpufleet.cli.paths import output_file, write_output
 
 
 def register(app: typer.Typer) -> None:
@@ -48,5 +49,5 @@ def register(app: typer.Typer) -> None:
             processes=processes,
         )
         if json_out is not None:  # before the output: a failure to print must not lose the run
-            bench.write_json(report, json_out)
+            write_output(json_out, json.dumps(report, indent=2), "--json")
         typer.echo(bench.to_markdown(report))

@@ -17,7 +17,7 @@ from gpufleet.autoscale.throughput import ReplicaThroughputModel
 from gpufleet.bench.autoscale import EARLY_S, BenchSettings, run, to_json, verdict
 from gpufleet.bench.autoscale_requests import RequestColumns, parse_where
 from gpufleet.cli.errors import user_errors
-from gpufleet.cli.paths import output_file
+from gpufleet.cli.paths import output_file, write_output
 from gpufleet.domain.errors import ValidationError
 
 
@@ -121,7 +121,7 @@ def bench_autoscale(
     )
     if json_path is not None:  # before the output: a failure to print must not lose the run
         payload = [to_json(r) for r in runs]
-        json_path.write_text(json.dumps(payload[0] if len(payload) == 1 else payload, indent=2) + "\n")
+        write_output(json_path, json.dumps(payload[0] if len(payload) == 1 else payload, indent=2) + "\n", "--json")
     con = Console(width=200)
     stamp = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
     con.print(f"{stamp} on {platform.node()} ({platform.machine()}, Python {platform.python_version()})")

@@ -16,7 +16,7 @@ from gpufleet.bench.binpack_mix import KINDS, MixVariant
 from gpufleet.bench.binpack_pins import SPREADS, PinVariant
 from gpufleet.bench.seeds import parse_seeds
 from gpufleet.cli.errors import user_errors
-from gpufleet.cli.paths import output_file
+from gpufleet.cli.paths import output_file, write_output
 from gpufleet.domain.errors import ValidationError
 from gpufleet.schedule.scheduler import POLICY_NAMES
 
@@ -75,7 +75,7 @@ def register(app: typer.Typer) -> None:
             pin = PinVariant(pods.stem.removeprefix("openb_pod_list_"), pin_share, pin_spread, pin_seed)
         summary = run_bench(nodes, pods, parse_seeds(seeds), names, progress, pin=pin, mix=_mix(pods, mix, mix_seed))
         if json_path is not None:  # before the output: a failure to print must not lose the run
-            json_path.write_text(json.dumps(summary, indent=2) + "\n")
+            write_output(json_path, json.dumps(summary, indent=2) + "\n", "--json")
         table = Table(title=f"binpack {summary['trace']} (seeds {seeds})")
         for col in ("policy", "unallocated % @100 (mean)", "sd", "final allocation %"):
             table.add_column(col)

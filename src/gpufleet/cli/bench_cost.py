@@ -12,7 +12,7 @@ from rich.table import Table
 
 from gpufleet.bench.cost import bench_cost
 from gpufleet.cli.errors import user_errors
-from gpufleet.cli.paths import output_file
+from gpufleet.cli.paths import output_file, write_output
 
 
 def register(app: typer.Typer) -> None:
@@ -31,7 +31,7 @@ def register(app: typer.Typer) -> None:
         """Meter a month of 5-minute per-GPU samples; columnar vs a naive per-record loop (same run)."""
         r = bench_cost(gpus, days, step_s, seed, baseline_samples)
         if json_path is not None:  # before the output: a failure to print must not lose the run
-            json_path.write_text(json.dumps(r, indent=2) + "\n")
+            write_output(json_path, json.dumps(r, indent=2) + "\n", "--json")
         t = Table(title=f"bench cost: {gpus:,} GPUs, {days} days, {step_s} s samples")
         t.add_column("measure")
         t.add_column("value", justify="right")

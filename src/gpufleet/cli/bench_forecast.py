@@ -9,7 +9,7 @@ from typing import Annotated
 import typer
 
 from gpufleet.cli.errors import user_errors
-from gpufleet.cli.paths import output_file
+from gpufleet.cli.paths import output_file, write_output
 
 
 def register(app: typer.Typer) -> None:
@@ -66,9 +66,9 @@ def register(app: typer.Typer) -> None:
         if per_origin:
             table += "\n\n" + per_origin_table(result)
         if json_path:  # before the output: a failure to print must not lose the run
-            json_path.write_text(json.dumps(result.to_json(per_origin), indent=2) + "\n")
+            write_output(json_path, json.dumps(result.to_json(per_origin), indent=2) + "\n", "--json")
         if markdown:
-            markdown.write_text(table + "\n")
+            write_output(markdown, table + "\n", "--markdown")
         typer.echo(table)
         if json_path:
             typer.echo(f"wrote {json_path}")

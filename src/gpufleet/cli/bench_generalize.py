@@ -12,7 +12,7 @@ from typing import Annotated
 import typer
 
 from gpufleet.cli.errors import user_errors
-from gpufleet.cli.paths import output_file
+from gpufleet.cli.paths import output_file, write_output
 from gpufleet.domain.errors import ValidationError
 
 
@@ -77,9 +77,9 @@ def register(app: typer.Typer) -> None:
         doc["config"]["started"] = stamp
         table = markdown(doc)
         if json_path:  # before the output: a failure to print must not lose the run
-            json_path.write_text(json.dumps(doc, indent=2, default=float) + "\n")
+            write_output(json_path, json.dumps(doc, indent=2, default=float) + "\n", "--json")
         if markdown_path:
-            markdown_path.write_text(table + "\n")
+            write_output(markdown_path, table + "\n", "--markdown")
         typer.echo(table)
         if json_path:
             typer.echo(f"wrote {json_path}")

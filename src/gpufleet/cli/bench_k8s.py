@@ -11,7 +11,7 @@ import typer
 from rich.console import Console
 
 from gpufleet.cli.errors import user_errors
-from gpufleet.cli.paths import output_file
+from gpufleet.cli.paths import output_file, write_output
 from gpufleet.domain.errors import ValidationError
 
 
@@ -42,7 +42,7 @@ def register(app: typer.Typer) -> None:
             connect(kubeconfig, in_cluster=False)
         r = run_k8s_bench(nodes, pods, kubeconfig=kubeconfig, apiserver_xz=apiserver, seed=seed, bind_workers=workers)
         if json_path is not None:  # before the output: a failure to print must not lose the run
-            json_path.write_text(json.dumps(dataclasses.asdict(r), indent=2) + "\n")
+            write_output(json_path, json.dumps(dataclasses.asdict(r), indent=2) + "\n", "--json")
         Console().print(
             f"{r.binds} binds in {r.tick_wall_s:.2f} s: {r.binds_per_s:,.0f} binds/s, p50 {r.p50_ms:.1f} ms, "
             f"p99 {r.p99_ms:.1f} ms ({r.bind_workers} workers, {r.api_server}); in-process "

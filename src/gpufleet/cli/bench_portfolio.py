@@ -10,7 +10,7 @@ import typer
 from rich.console import Console
 
 from gpufleet.cli.errors import user_errors
-from gpufleet.cli.paths import output_file
+from gpufleet.cli.paths import output_file, write_output
 
 _out = Console(width=130)
 
@@ -32,5 +32,5 @@ def register(app: typer.Typer) -> None:
 
         doc = run(n_pairs=pairs, n_days=days, n_scenarios=scenarios, share_cap=share_cap)
         if json_path is not None:  # before the output: a failure to print must not lose the run
-            json_path.write_text(json.dumps(doc, indent=2))
+            write_output(json_path, json.dumps(doc, indent=2), "--json")
         _out.print_json(json.dumps(doc))

@@ -12,7 +12,7 @@ from rich.console import Console
 from rich.table import Table
 
 from gpufleet.cli.errors import user_errors
-from gpufleet.cli.paths import output_file
+from gpufleet.cli.paths import output_file, write_output
 
 _out = Console(width=130)
 
@@ -57,7 +57,7 @@ def register(app: typer.Typer) -> None:
         data = load_demand(demand, series_id=series, convert=conv)
         doc = run(cfg, data)
         if json_path is not None:  # before the output: a failure to print must not lose the run
-            json_path.write_text(json.dumps(doc, indent=2))
+            write_output(json_path, json.dumps(doc, indent=2), "--json")
         table = Table(title=f"bench procure: term {term_hours} h, lead {lead_hours} h, {sku}, alpha {cfg.alpha:.3f}")
         for col in ("series", "policy", "cost_usd", "ratio_to_optimal", "unmet_gpu_h", "reserved_util"):
             table.add_column(col, justify="left" if col in ("series", "policy") else "right")
@@ -94,7 +94,7 @@ def register(app: typer.Typer) -> None:
 
         doc = closed_loop(parse_seeds(seeds), days, gpus)
         if json_path is not None:  # before the output: a failure to print must not lose the run
-            json_path.write_text(json.dumps(doc, indent=2))
+            write_output(json_path, json.dumps(doc, indent=2), "--json")
         names = [k for k in doc["ratio_to_baseline_loop"]]
         table = Table(title=f"procurers in the closed loop: default scenario, {gpus:,} GPUs, {days} days")
         table.add_column("seed", justify="right")

@@ -12,7 +12,7 @@ from rich.console import Console
 
 from gpufleet.bench.sched_throughput import run_throughput
 from gpufleet.cli.errors import user_errors
-from gpufleet.cli.paths import output_file
+from gpufleet.cli.paths import output_file, write_output
 from gpufleet.domain.errors import ValidationError
 
 
@@ -35,7 +35,7 @@ def register(app: typer.Typer) -> None:
             raise ValidationError("--policy", "fgd needs a trace distribution; use gpufleet or a baseline")
         r = run_throughput(nodes, pods, seed, policy)
         if json_path is not None:  # before the output: a failure to print must not lose the run
-            json_path.write_text(json.dumps(dataclasses.asdict(r), indent=2) + "\n")
+            write_output(json_path, json.dumps(dataclasses.asdict(r), indent=2) + "\n", "--json")
         Console().print(
             f"{r.policy}: wall {r.decisions_per_s:,.0f} decisions/s, p50 {r.p50_ms:.2f} ms, p99 {r.p99_ms:.2f} ms, "
             f"max {r.max_ms:.0f} ms | CPU time {r.cpu_decisions_per_s:,.0f} decisions/s, p50 {r.cpu_p50_ms:.2f} ms, "

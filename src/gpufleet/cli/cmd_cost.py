@@ -15,7 +15,7 @@ from rich.table import Table
 from gpufleet.adapters.cost_files import read_allocations_csv, read_capacity_csv
 from gpufleet.adapters.telemetry_files import parse_time, read_file
 from gpufleet.cli.errors import user_errors
-from gpufleet.cli.paths import output_file
+from gpufleet.cli.paths import output_file, write_output
 from gpufleet.cost.allocate import allocate_costs
 from gpufleet.cost.chargeback import DIMENSIONS, chargeback
 from gpufleet.cost.meter import UsageTotals, meter_usage
@@ -74,8 +74,7 @@ def chargeback_cmd(
         note = f"; {unmatched} telemetry samples matched no allocation" if unmatched else ""
     rep = chargeback(result, allocs, by, usage, mode=mode)
     if csv_path is not None:  # before the table: a failure to print must not lose the report
-        csv_path.parent.mkdir(parents=True, exist_ok=True)
-        csv_path.write_text(rep.to_csv())
+        write_output(csv_path, rep.to_csv(), "--csv")
     iso0, iso1 = datetime.fromtimestamp(t0, UTC).isoformat(), datetime.fromtimestamp(t1, UTC).isoformat()
     t = Table(title=f"{mode} by {by}, {iso0} .. {iso1}")
     for col in (by, "GPU-h held", "GPU-h used", "direct $", "idle $", "shared $", "total $"):

@@ -11,7 +11,7 @@ import typer
 
 from gpufleet.adapters.inputs import MAX_UNIX_S
 from gpufleet.cli.errors import user_errors
-from gpufleet.cli.paths import output_file
+from gpufleet.cli.paths import output_file, write_output
 from gpufleet.domain.errors import ValidationError
 
 
@@ -63,5 +63,5 @@ def register(app: typer.Typer) -> None:
             for k in show:
                 typer.echo(f"  {stamps[k]}  p10={fc.at(0.1)[k]:.3f}  p50={fc.at(0.5)[k]:.3f}  p90={fc.at(0.9)[k]:.3f}")
         if json_path:
-            json_path.write_text(json.dumps({"series": out}, indent=2) + "\n")
+            write_output(json_path, json.dumps({"series": out}, indent=2) + "\n", "--json")
             typer.echo(f"wrote {json_path}")

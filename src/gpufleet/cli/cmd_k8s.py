@@ -10,7 +10,7 @@ from typing import Annotated
 import typer
 
 from gpufleet.cli.errors import user_errors
-from gpufleet.cli.paths import output_file
+from gpufleet.cli.paths import output_file, write_output
 
 
 def register(app: typer.Typer) -> None:
@@ -35,7 +35,7 @@ def register(app: typer.Typer) -> None:
         view = ClusterView(kube).start()
         obs = view.observation()
         view.stop()
-        out.write_text(json.dumps(to_json(obs), indent=1) + "\n")
+        write_output(out, json.dumps(to_json(obs), indent=1) + "\n", "--out")
         typer.echo(f"{len(obs.nodes)} nodes, {len(obs.pods)} pods -> {out}")
         for key, err in sorted(view.bad_objects.items()):
             typer.echo(f"skipped {key}: {err}", err=True)
@@ -94,7 +94,7 @@ def register(app: typer.Typer) -> None:
         objs = load_fleet_spec(spec)
         text = yaml.safe_dump_all(objs, sort_keys=False)
         if out is not None:
-            out.write_text(text)
+            write_output(out, text, "--out")
         if not apply:
             if out is None:
                 typer.echo(text, nl=False)

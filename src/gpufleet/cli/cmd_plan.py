@@ -16,7 +16,7 @@ from rich.console import Console
 from rich.table import Table
 
 from gpufleet.cli.errors import user_errors
-from gpufleet.cli.paths import output_file
+from gpufleet.cli.paths import output_file, write_output
 from gpufleet.domain.catalog import BUILTIN_PRICE_CATALOG
 from gpufleet.domain.errors import ValidationError
 
@@ -116,4 +116,4 @@ def register(app: typer.Typer) -> None:
                 "provider_share": report.plan.provider_share,
             }
             json_path.parent.mkdir(parents=True, exist_ok=True)
-            json_path.write_text(json.dumps(doc, indent=2))
+            write_output(json_path, json.dumps(doc, indent=2), "--json")

@@ -19,7 +19,7 @@ from rich.markup import escape
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
 from gpufleet.cli.errors import user_errors
-from gpufleet.cli.paths import output_file
+from gpufleet.cli.paths import output_file, write_output
 from gpufleet.cli.scenario_files import resolve_scenario
 from gpufleet.domain.errors import ValidationError
 from gpufleet.report.html import write_html_report
@@ -40,9 +40,9 @@ def json_safe(x: Any) -> Any:
     return x
 
 
-def write_json(path: Path, data: dict[str, Any]) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(json_safe(data), indent=1, sort_keys=True, allow_nan=False) + "\n")
+def write_json(path: Path, data: dict[str, Any], option: str = "--json") -> None:
+    """The figures as JSON, written atomically (``cli.paths.write_output``)."""
+    write_output(path, json.dumps(json_safe(data), indent=1, sort_keys=True, allow_nan=False) + "\n", option)
 
 
 def parse_loops(text: str | None) -> list[str] | None:
