@@ -10,7 +10,6 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
-import pytest
 from sqlalchemy import event, func, select, text
 from sqlalchemy.orm import Session
 
@@ -26,9 +25,8 @@ DAY = 86400
 VIEWER = Actor("vic", Role.VIEWER, None)
 
 
-@pytest.mark.xfail(strict=True, reason="every horizon a viewer asks for is stored: 730 rows per SKU per day")
 def test_a_viewer_cannot_store_one_forecast_per_horizon(database: Database, make_server: ServerFactory) -> None:
-    """Review (susp), the defect: each distinct ``days`` (1..730) of GET /v1/capacity/forecast is a distinct
+    """Review (fixed), the defect: each distinct ``days`` (1..730) of GET /v1/capacity/forecast is a distinct
     forecast, stored: one viewer token storing 730 forecasts per SKU per day (16 MB a SKU a day on SQLite; 2,920 rows
     in four days made the accuracy endpoint read 66 MB). Expected: a bounded number per SKU and issue day (8), the
     forecast still served; the control loop's own forecast (the reconciler's pass) is stored even past it."""
@@ -66,9 +64,8 @@ def _write_lock(database: Database) -> Iterator[None]:
             conn.rollback()
 
 
-@pytest.mark.xfail(strict=True, reason="a failing forecast write fails the viewer's GET (503)")
 def test_a_forecast_whose_recording_fails_is_still_served(database: Database, make_server: ServerFactory) -> None:
-    """Review (susp), the defect: the capacity forecast records what it serves in the same request; when that write
+    """Review (fixed), the defect: the capacity forecast records what it serves in the same request; when that write
     fails (the store's write lock held past the busy timeout, a lock or statement timeout, a read-only replica) the
     viewer's read fails with it (503), though nothing the viewer asked for needs the write. Expected: the forecast
     is served; the recording is skipped (and logged)."""
@@ -96,9 +93,8 @@ def _past_forecasts(database: Database, n: int) -> None:
         db.commit()
 
 
-@pytest.mark.xfail(strict=True, reason="the accuracy endpoint loads every stored forecast whatever `last` asks for")
 def test_accuracy_reads_only_the_forecasts_it_reports(database: Database, make_server: ServerFactory) -> None:
-    """Review (susp), the defect: ``accuracy`` loaded every stored forecast of every series (and the actuals since
+    """Review (fixed), the defect: ``accuracy`` loaded every stored forecast of every series (and the actuals since
     the oldest) to report the last ``last`` of each: its work grew with everything ever stored, by anyone. Expected:
     per series, only the most recent ``last`` forecasts with an elapsed day are read (and counted by SQL, the ones
     not elapsed yet)."""

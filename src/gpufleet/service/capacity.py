@@ -15,10 +15,10 @@ model (None with fewer than 21 days of history).
 
 from __future__ import annotations
 
+import logging
 import math
-from collections.abc import Callable
 from functools import lru_cache
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 from sqlalchemy import Engine, String, bindparam, select
@@ -49,8 +49,16 @@ def _memo(y_bytes: bytes, h: int) -> tuple[np.ndarray, str, float | None]:
     return band, method, band_coverage(y)
 
 
-# (sku_id, start_s, daily history, band (h, 3) of LEVELS, method): called with every served forecast
-ForecastRecorder = Callable[[str, int, np.ndarray, np.ndarray, str], None]
+log = logging.getLogger(__name__)
+
+
+class ForecastRecorder(Protocol):
+    """Called with every served fleet-wide forecast: (SKU, start, daily history, band (h, 3) of LEVELS, method);
+    ``loop``: the control loop's own forecast (the reconciler's pass), which a cap on stored forecasts never skips."""
+
+    def __call__(
+        self, sku_id: str, start_s: int, history: np.ndarray, band: np.ndarray, method: str, *, loop: bool = False
+    ) -> None: ...
 
 
 class CapacityService:
@@ -79,13 +87,21 @@ class CapacityService:
         )
 
     def forecast(
-        self, actor: Actor, *, sku_id: str, days: int, region: str | None = None, plan: PlanRegion | None = None
+        self,
+        actor: Actor,
+        *,
+        sku_id: str,
+        days: int,
+        region: str | None = None,
+        plan: PlanRegion | None = None,
+        loop: bool = False,
     ) -> dict[str, Any]:
         """Daily demand quantiles of ``sku_id`` against supply; with ``region``, demand from the utilization
         records whose pool is in the region and supply from its reservations and quotas only (records that name
         no pool belong to no region); with ``plan`` (a SKU planned in several regions, service/plan_regions.py),
         demand from the records the plan reads and supply from the plan region's reservations and the quotas of
-        the regions it reads. Only fleet-wide forecasts are recorded for accuracy tracking."""
+        the regions it reads. Only fleet-wide forecasts are recorded for accuracy tracking (``loop``: the control loop's
+        own, see :class:`ForecastRecorder`); a recording that fails is logged and skipped: the forecast is served."""
         if region is not None and plan is not None:
             raise ValueError("a forecast is scoped by region or by plan, not both")
         if actor.role is Role.APP_TEAM:
@@ -135,8 +151,11 @@ class CapacityService:
         band, method, confidence = _memo(np.ascontiguousarray(y, dtype=np.float64).tobytes(), days)
         if (
             self._recorder is not None and region is None and plan is None
-        ):  # every served fleet-wide forecast is kept with its issue time (accuracy tracking)
-            self._recorder(sku_id, today_s, y, band, method)
+        ):  # served fleet-wide forecasts are kept with their issue time (accuracy tracking, service/accuracy.py)
+            try:
+                self._recorder(sku_id, today_s, y, band, method, loop=loop)
+            except Exception:  # a side effect of the read: its failure (a busy or read-only store) is not the reader's
+                log.warning("forecast of %s not recorded for accuracy tracking", sku_id, exc_info=True)
         day_starts = today_s + DAY_S * np.arange(days)
         committed = np.zeros(days)
         pending = np.zeros(days)

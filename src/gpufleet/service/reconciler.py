@@ -182,7 +182,7 @@ class Reconciler:
         forecast_ok = set(plans.regions) - set(plans.measured)  # a SKU not used yet has no forecast to make
         for sku in plans.measured:
             try:
-                fc = self._capacity.forecast(RECONCILER, sku_id=sku, days=self.forecast_days)
+                fc = self._capacity.forecast(RECONCILER, sku_id=sku, days=self.forecast_days, loop=True)
             except Exception as exc:  # this SKU's failure, reported; the others still run
                 out.forecasts.append({"sku": sku, "error": failure_reason(exc)})
                 continue
