@@ -6,15 +6,12 @@ app_team token could make every ``plans:propose`` and the reconciler's pass of t
 
 from __future__ import annotations
 
-import pytest
-
 from tests.integration.conftest import NOW_S, Database, ServerFactory
 from tests.integration.test_review_planned_api import DAY, _run, _setup
 
 
-@pytest.mark.xfail(strict=True, reason="no cap on the planned runs a team registers")
 def test_a_team_registers_at_most_fifty_runs_to_come(database: Database, make_server: ServerFactory) -> None:
-    """Review (susp), the defect: a team could register any number of runs (each name unique), and the pass weighs
+    """Review (fixed), the defect: a team could register any number of runs (each name unique), and the pass weighs
     them all. Expected: at most 50 runs to come per team (not cancelled, not started); the 51st is a 422
     problem+json naming ``team``; a cancelled run frees its place, and other teams are not affected."""
     s = make_server(database)
