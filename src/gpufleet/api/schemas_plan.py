@@ -314,10 +314,16 @@ class HeldReservation(BaseModel):
 class PlanReservation(BaseModel):
     reservation_id: str
     status: str
-    units: int
+    units: int = Field(description="GPUs proposed")
+    units_bought: int = Field(
+        description="GPUs the provider reserves for them: whole machines on AWS, GCP and Azure (8 for 1 H100)"
+    )
     start_s: int
     term_months: int
-    est_cost_usd: UsdOut
+    est_cost_usd: UsdOut = Field(
+        description="What will be charged: the GPUs bought x the reservation's price x its term (the approval "
+        "threshold values the same GPUs, at the larger of this price and the catalog's list price)"
+    )
     approvals_required: int
     idempotency_key: str
     pool: str

@@ -388,7 +388,7 @@ class ProcurementService:
             created.append(
                 {"reservation_id": view.id,
                  "status": public_status(view.status.value),
-                 "units": view.units,
+                 "units": view.units, "units_bought": self._reservations.units_bought(view.sku_id, view.units),
                  "start_s": view.start_s, "term_months": view.term_months, "est_cost_usd": view.est_cost_usd,
                  "approvals_required": view.approvals_required, "idempotency_key": key, "pool": view.pool_id,
                  "tier": Tier.RESERVED.value, "reason": p.reason}

@@ -10,6 +10,7 @@ makes the transition, and only that caller submits to the provider. Submission a
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from datetime import UTC, datetime
 from decimal import Decimal
 
@@ -71,6 +72,11 @@ class ReservationService:
             engine, clock, provider, max_attempts=provider_max_attempts, crash_hook=crash_hook, may_submit=may_submit
         )
 
+    def units_bought(self, sku_id: str, units: int) -> int:
+        """The GPUs the provider reserves for an order of ``units`` GPUs (whole machines; the simulated provider:
+        ``units``)."""
+        return units if self._bought is None else self._bought(sku_id, units)
+
     def submit(self, reservation_id: str, *, actor_id: str) -> ReservationView:
         """Send an approved reservation to the provider (:meth:`ProviderOrders.submit`)."""
         return self.orders.submit(reservation_id, actor_id=actor_id)
@@ -121,7 +127,7 @@ class ReservationService:
                 for pool, n in zip(pools, split_units(units, len(regions)), strict=True)
             ]  # fmt: skip
             this_cents = sum(
-                rules.cost_cents(r.units if self._bought is None else self._bought(sku_id, r.units), term_months,
+                rules.cost_cents(self.units_bought(sku_id, r.units), term_months,
                                  rules.approval_price_uusd(sku_id, p.price_uusd_per_gpu_h, 0))
                 for r, p in zip(parts, pools, strict=True)
             )  # fmt: skip
@@ -134,6 +140,10 @@ class ReservationService:
             need = rules.requirement(s, this_cents, exclude_ids=(), requester=actor.user_id, now_s=now_s,
                                      window_s=self._window_s, threshold_usd=self._threshold_usd,
                                      bought=self._bought)  # fmt: skip
+
+            def charged(r: Reservation) -> Decimal:  # the machines bought at the price of creation (est_cost_usd)
+                return replace(r, units=self.units_bought(sku_id, r.units)).est_cost_usd
+
             head = parts[0].id
             group_id = head if len(parts) > 1 else None
             rows = []
@@ -148,7 +158,7 @@ class ReservationService:
                     start_s=start_s,
                     term_months=term_months,
                     price_uusd_per_gpu_h=pool.price_uusd_per_gpu_h,
-                    est_cost_cents=int(res.est_cost_usd * 100),
+                    est_cost_cents=int(charged(res) * 100),
                     status=res.status.value,
                     version=1,
                     approvals_required=need.approvals_required,
@@ -174,7 +184,8 @@ class ReservationService:
                         "pool_id": pool.id,
                         "units": res.units,
                         "term_months": term_months,
-                        "est_cost_usd": str(res.est_cost_usd),
+                        "est_cost_usd": str(charged(res)),
+                        "units_bought": self.units_bought(sku_id, res.units),
                         "group_id": group_id,
                         **need.detail(),
                     },
