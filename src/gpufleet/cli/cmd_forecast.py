@@ -34,6 +34,7 @@ def register(app: typer.Typer) -> None:
 
         data = load_regular(series, parse_duration_s(aggregate, "aggregate") if aggregate else None)
         out: dict[str, object] = {}
+        lines: list[str] = []  # printed after the JSON is written: a failure to print must not lose the run
         for sid, s in data.items():
             h = horizon_steps(horizon, s.step_s)
             if int(s.t_s[-1]) + h * s.step_s > MAX_UNIX_S:
@@ -58,10 +59,15 @@ def register(app: typer.Typer) -> None:
                 "mean": fc.mean.round(6).tolist(),
                 "quantiles": {f"{q:g}": fc.values[i].round(6).tolist() for i, q in enumerate(fc.levels)},
             }
-            typer.echo(f"{sid}: {h} steps of {s.step_s}s, method {fc.method} ({reason})")
+            lines.append(f"{sid}: {h} steps of {s.step_s}s, method {fc.method} ({reason})")
             show = range(h) if h <= 12 else [*range(3), *range(h - 3, h)]
             for k in show:
-                typer.echo(f"  {stamps[k]}  p10={fc.at(0.1)[k]:.3f}  p50={fc.at(0.5)[k]:.3f}  p90={fc.at(0.9)[k]:.3f}")
+                lines.append(
+                    f"  {stamps[k]}  p10={fc.at(0.1)[k]:.3f}  p50={fc.at(0.5)[k]:.3f}  p90={fc.at(0.9)[k]:.3f}"
+                )
         if json_path:
             write_output(json_path, json.dumps({"series": out}, indent=2) + "\n", "--json")
+        for line in lines:
+            typer.echo(line)
+        if json_path:
             typer.echo(f"wrote {json_path}")

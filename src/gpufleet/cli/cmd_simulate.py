@@ -100,10 +100,11 @@ def register(app: typer.Typer) -> None:
         ) as bar:
             tasks = {n: bar.add_task(escape(f"{sc.name}, {sc.days} days, {n} loop"), total=1.0) for n in names}
             doc = run_loops(sc, seed_, names, progress=lambda n, x: bar.update(tasks[n], completed=x))
-        if json_path is not None:  # the files first: a failure to print must not lose the run
-            write_json(json_path, doc)
-        if report is not None:
-            write_html_report(doc, report)
+            # the files first, before the bar's last line: a failure to print (a closed stdout) must not lose the run
+            if json_path is not None:
+                write_json(json_path, doc)
+            if report is not None:
+                write_html_report(doc, report)
         print_report(doc, console)
         if json_path is not None:
             console.print(f"figures written to {escape(str(json_path))}")
