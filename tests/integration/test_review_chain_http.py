@@ -29,7 +29,6 @@ def test_checkpointed_training_is_recommended_the_cheaper_spot_pool(shared_serve
         assert (r.json()["pool"], r.json()["tier"]) == ("aws/us-east-1/h200_141gb/on_demand", "on_demand")
 
 
-@pytest.mark.xfail(strict=True, reason="service: pool_utilization skips a pool with room")
 def test_on_demand_with_room_is_not_passed_over_for_a_dearer_secondary(shared_server: LiveServer) -> None:
     """Review (fixed), the defect: an on-demand pool at 96 of its 100 GPUs of quota was skipped
     (``pool_utilization``) for a 4-GPU serving replica that fits in it, and the replica recommended on the secondary

@@ -77,7 +77,6 @@ def test_spot_never_reaches_serving_or_uncheckpointed_training(serving: bool) ->
     assert svc == POOLS[Tier.ON_DEMAND].id
 
 
-@pytest.mark.xfail(strict=True, reason="service: pool_utilization skips a pool with room")
 def test_a_nearly_full_on_demand_pool_with_room_is_not_passed_over_for_a_dearer_secondary() -> None:
     """Review (fixed), the defect: the service's chain skipped a pool at 95 % utilization or more
     (``pool_utilization``) even when the request fits in it, while the simulator's chain has that trigger off: an
@@ -92,7 +91,6 @@ def test_a_nearly_full_on_demand_pool_with_room_is_not_passed_over_for_a_dearer_
     assert svc == sim
 
 
-@pytest.mark.xfail(strict=True, reason="service: pool_utilization skips reserved room")
 def test_a_reserved_pool_with_room_is_used_before_on_demand() -> None:
     """Review (fixed), the defect (same trigger): a reserved pool at 96 of 100 GPUs was skipped with
     ``pool_utilization`` and a 4-GPU job sent to on-demand at $6.88 per GPU-hour while 4 reserved GPUs, paid

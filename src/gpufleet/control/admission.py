@@ -241,7 +241,9 @@ def _step(step: FallbackStep, region_of: dict[str, str]) -> dict[str, Any]:
 
 
 def place(req: ChainPlacementRequest, states: Sequence[PoolHeadroom], *, now_s: int) -> dict[str, Any]:
-    """The placement stage: withhold pools a ``low`` priority may not buy, then the shared degrade decision.
+    """The placement stage: withhold pools a ``low`` priority may not buy, then the shared degrade decision (with
+    the simulator's settings: no ``pool_utilization`` trigger, a pool is passed over only when it cannot take the
+    request).
 
     The answer: ``{region, pool, tier, price_usd_per_gpu_h, reason, action, sku, gpus, fallback, skipped,
     degrade, victims, expected_start_s}``; ``fallback`` is the chain after the chosen pool, ending with the queue.
@@ -277,6 +279,9 @@ def place(req: ChainPlacementRequest, states: Sequence[PoolHeadroom], *, now_s: 
             pools=tuple(eligible),
             expected_run_s=req.expected_run_s,
             running=req.running,
+            # as the simulator's chain (place/chain.py): a pool that can take the request is never passed over for
+            # being nearly full, which sent work from paid reserved room to on-demand, or from on-demand to a dearer tier
+            utilization_high=math.inf,
         )
     )
     price = next((st.pool.price_usd_per_gpu_h for st in states if st.pool.id == d.pool_id), None)
