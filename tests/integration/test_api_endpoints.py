@@ -241,10 +241,14 @@ def test_fleet_utilization_forecast_placement_and_binpack(server: LiveServer) ->
 
         body = {"job_class": "training", "priority": "high", "sku": "h100_80gb", "gpus": 16, "checkpointable": True}
         rec = v.post("/v1/placement/recommendations", json=body).json()
-        # no active reservation yet: reserved is skipped, unbounded on-demand wins
-        assert rec["pool"] == "aws/us-east-1/h100_80gb/on_demand" and rec["region"] == "us-east-1"
+        # no active reservation yet: reserved is skipped; checkpointed training takes spot, cheaper than on-demand
+        assert rec["pool"] == "nebius/eu-north1/h100_80gb/spot" and rec["region"] == "eu-north1"
         assert rec["skipped"][0]["trigger"] == "quota_headroom" and rec["action"] == "place"
-        assert [f["tier"] for f in rec["fallback"]] == ["spot", "secondary", None]
+        assert [f["tier"] for f in rec["fallback"]] == ["on_demand", "secondary", None]
+        # without checkpoints: unbounded on-demand wins
+        rec = v.post("/v1/placement/recommendations", json={**body, "checkpointable": False}).json()
+        assert rec["pool"] == "aws/us-east-1/h100_80gb/on_demand" and rec["region"] == "us-east-1"
+        assert [f["tier"] for f in rec["fallback"]] == ["secondary", None]
         c.patch("/v1/pools/aws/us-east-1/h100_80gb/on_demand", json={"quota_gpus": 8})
         rec = v.post("/v1/placement/recommendations", json=body).json()
         assert rec["tier"] == "spot"

@@ -4,14 +4,11 @@ training's, and an exhausted chain is a queue decision with its reasons, never a
 
 from __future__ import annotations
 
-import pytest
-
 from tests.integration.conftest import NOW_S, LiveServer
 
 URL = "/v1/placement/recommendations"
 
 
-@pytest.mark.xfail(strict=True, reason="service: on-demand before a cheaper spot for checkpointed training")
 def test_checkpointed_training_is_recommended_the_cheaper_spot_pool(shared_server: LiveServer) -> None:
     """Review (fixed), the defect: with the seeded H200 pools (no reservation, on-demand $7.91, spot $1.45, both
     unbounded and in stock) a checkpointed training job was recommended on-demand; the simulator's loop launches

@@ -47,7 +47,6 @@ def _both(states: list[PoolState], *, serving: bool, checkpointable: bool, gpus:
     return sim.pool_id, svc["pool"]
 
 
-@pytest.mark.xfail(strict=True, reason="service: on-demand before a cheaper spot for checkpointed training")
 def test_checkpointed_training_is_placed_on_cheaper_spot_as_the_simulator_does() -> None:
     """Review (fixed), the defect: the service walked reserved -> on-demand -> spot for checkpointed training, so
     with spot in stock at $1.25 it recommended on-demand at $6.88 per GPU-hour, 5.5 times the price, where the

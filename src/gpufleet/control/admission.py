@@ -243,7 +243,7 @@ def _step(step: FallbackStep, region_of: dict[str, str]) -> dict[str, Any]:
 def place(req: ChainPlacementRequest, states: Sequence[PoolHeadroom], *, now_s: int) -> dict[str, Any]:
     """The placement stage: withhold pools a ``low`` priority may not buy, then the shared degrade decision (with
     the simulator's settings: no ``pool_utilization`` trigger, a pool is passed over only when it cannot take the
-    request).
+    request; checkpointed training tries spot pools cheaper than on-demand right after reserved).
 
     The answer: ``{region, pool, tier, price_usd_per_gpu_h, reason, action, sku, gpus, fallback, skipped,
     degrade, victims, expected_start_s}``; ``fallback`` is the chain after the chosen pool, ending with the queue.
@@ -280,8 +280,11 @@ def place(req: ChainPlacementRequest, states: Sequence[PoolHeadroom], *, now_s: 
             expected_run_s=req.expected_run_s,
             running=req.running,
             # as the simulator's chain (place/chain.py): a pool that can take the request is never passed over for
-            # being nearly full, which sent work from paid reserved room to on-demand, or from on-demand to a dearer tier
+            # being nearly full (that sent work from paid reserved room to on-demand, from on-demand to a dearer tier)
             utilization_high=math.inf,
+            # checkpointed training on spot first where spot is cheaper, as the loop launches it (the simulator's
+            # SpotFirstForCheckpointed): the service recommended on-demand at several times spot's price
+            spot_first=True,
         )
     )
     price = next((st.pool.price_usd_per_gpu_h for st in states if st.pool.id == d.pool_id), None)

@@ -1,8 +1,9 @@
 """Placement with graceful degradation: pool, region, fallback chain, degrade / preempt / queue.
 
 ``recommend(request) -> PlacementDecision`` never raises for an exhausted pool. It walks the candidate
-pools (acceptable SKUs; tiers in chain order reserved -> on_demand -> spot -> secondary, then price) and
-skips each with an explicit trigger:
+pools (acceptable SKUs; tiers in chain order reserved -> on_demand -> spot -> secondary, then price; with
+``spot_first``, checkpointed training tries the spot pools cheaper than on-demand before on-demand) and skips
+each with an explicit trigger:
 
   ``serving_never_spot`` / ``not_checkpointable``  spot carries checkpointable training only
   ``stockout``                   the provider signals no capacity
@@ -24,7 +25,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from gpufleet.domain.allocations import FallbackStep
-from gpufleet.domain.pools import TIER_RANK, CapacityPool
+from gpufleet.domain.pools import TIER_RANK, CapacityPool, Tier
 from gpufleet.domain.workloads import DegradeOption, Priority, Workload, WorkloadKind
 
 
@@ -66,6 +67,9 @@ class DegradeRequest:
     provider_gpus_in_use: dict[str, float] = field(default_factory=dict)
     max_provider_share: float = 1.0
     utilization_high: float = 0.95
+    # checkpointed training tries a spot pool cheaper than every on-demand pool of its SKU right after reserved (as
+    # the loop's ``control/placement.py: SpotFirstForCheckpointed`` launches); off: the order of reliability
+    spot_first: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -102,6 +106,15 @@ def _need(req: DegradeRequest, opt: DegradeOption | None) -> tuple[int, tuple[st
 
 def _candidates(req: DegradeRequest, skus: tuple[str, ...]) -> list[PoolHeadroom]:
     c = [p for p in req.pools if p.pool.sku_id in skus]
+    if req.spot_first and req.workload.checkpointable:  # spot cheaper than on-demand goes just before on-demand
+        od = [p.pool.price_usd_per_gpu_h for p in c if p.pool.tier is Tier.ON_DEMAND]
+        least = min(od) if od else None
+
+        def rank(p: PoolHeadroom) -> float:
+            cheap = p.pool.tier is Tier.SPOT and (least is None or p.pool.price_usd_per_gpu_h < least)
+            return TIER_RANK[Tier.ON_DEMAND] - 0.5 if cheap else TIER_RANK[p.pool.tier]
+
+        return sorted(c, key=lambda p: (rank(p), p.pool.price_usd_per_gpu_h, p.pool.id))
     return sorted(c, key=lambda p: (TIER_RANK[p.pool.tier], p.pool.price_usd_per_gpu_h, p.pool.id))
 
 
