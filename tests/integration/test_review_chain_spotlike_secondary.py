@@ -6,7 +6,6 @@ not count them as capacity serving can lean on."""
 from __future__ import annotations
 
 import numpy as np
-import pytest
 
 from gpufleet.adapters.sql.models import PoolRow
 from gpufleet.control.stockout_cover import StockoutCover
@@ -28,7 +27,6 @@ def _spot_like_secondary(database: Database, quota: int) -> None:
         uow.commit()
 
 
-@pytest.mark.xfail(strict=True, reason="tier_limits counts a preemptible secondary pool as secondary capacity")
 def test_a_spot_like_secondary_is_not_counted_in_servings_stockout_cover(database: Database) -> None:
     """Review (fixed), the defect: ``ProcurementService.tier_limits`` counted a secondary pool's quota as secondary
     capacity whatever its preemption rate, and serving's stock-out cover (``control/stockout_cover.py``: reserved +
@@ -44,7 +42,6 @@ def test_a_spot_like_secondary_is_not_counted_in_servings_stockout_cover(databas
     assert cover.gpus == 64 and cover.reason.startswith("serving_stockout_cover")
 
 
-@pytest.mark.xfail(strict=True, reason="secondary_market picks a preemptible secondary pool for the base")
 def test_the_secondary_base_is_never_held_on_a_spot_like_secondary(database: Database) -> None:
     """Review (fixed), the defect: ``secondary_market`` chose the SKU's cheapest secondary pool with a quota, spot-like
     or not, so the loop's secondary base (nodes held under the GPUs rented on demand, serving's included) was

@@ -209,21 +209,25 @@ class ProcurementService:
 
     def tier_limits(self, skus: Sequence[str], plans: Mapping[str, PlanRegion] | None = None) -> dict[str, TierLimits]:
         """For each SKU, what its spot and secondary-provider pools can absorb, from the stored pools' quotas
-        (:func:`gpufleet.control.proposing.tier_limits`: a pool without a quota counts for nothing), and its
+        (:func:`gpufleet.control.proposing.tier_limits`: a pool without a quota counts for nothing; a secondary pool
+        with a preemption rate counts as spot), and its
         on-demand quota (:func:`on_demand_quota`). The limits the loop is assembled with. ``plans``: a SKU planned
         in several regions counts, in each plan, the pools of the regions that plan reads (quotas are regional:
         each is counted by one plan); without it, every pool of the SKU."""
         with UnitOfWork(self._engine, write=False) as uow:
             rows = uow.session.execute(
-                select(PoolRow.sku_id, PoolRow.region_id, PoolRow.tier, PoolRow.quota_gpus).where(
-                    PoolRow.sku_id.in_(sorted(skus))
-                )
+                select(
+                    PoolRow.sku_id, PoolRow.region_id, PoolRow.tier, PoolRow.quota_gpus, PoolRow.preemption_rate_per_h
+                ).where(PoolRow.sku_id.in_(sorted(skus)))
             ).all()
         by_sku: dict[str, list[tuple[str, int | None]]] = {sku: [] for sku in skus}
-        for sku, region, tier, quota in rows:
+        for sku, region, tier, quota, preempt in rows:
             plan = None if plans is None else plans.get(sku)
             if plan is None or plan.reads(region):
-                by_sku[sku].append((tier, quota))
+                # a spot-like secondary pool (preemptible) takes checkpointed training only, as spot: never counted
+                # as capacity serving leans on (placement never gives serving preemptible nodes)
+                spot_like = tier == Tier.SECONDARY.value and (preempt or 0.0) > 0.0
+                by_sku[sku].append((Tier.SPOT.value if spot_like else tier, quota))
         return {
             sku: dataclasses.replace(tier_limits(pools), on_demand_quota_gpus=on_demand_quota(pools))
             for sku, pools in by_sku.items()

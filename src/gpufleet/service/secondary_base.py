@@ -3,10 +3,10 @@
 The decision is the simulator's (:class:`gpufleet.control.secondary_base.SecondaryBase`, ``ControlLoop.gpufleet``'s
 ``secondary_base``, reason ``secondary_base``), asked on what the store measured: the SKU's GPUs in use on its
 on-demand and secondary-provider pools per hour (utilization records naming a pool of those tiers; hours without a
-record 0) over the rule's window, the cheapest secondary pool with a stored quota (its room, in whole nodes) and
-the cheapest on-demand price of the SKU. The simulator launches the nodes it decides; the service has no
-secondary provider's API to rent nodes through, so it reports the decision (``POST /v1/plans:propose``, the
-reconciler's pass) for whoever rents them.
+record 0) over the rule's window, the cheapest secondary pool with a stored quota and no preemption rate (its room,
+in whole nodes; a spot-like one takes checkpointed training only, no base) and the cheapest on-demand price of the
+SKU. The simulator launches the nodes it decides; the service has no secondary provider's API to rent nodes
+through, so it reports the decision (``POST /v1/plans:propose``, the reconciler's pass) for whoever rents them.
 """
 
 from __future__ import annotations
@@ -37,14 +37,21 @@ class SecondaryMarket:
 
 
 def secondary_market(session: Session, sku_id: str) -> SecondaryMarket | None:
-    """The SKU's :class:`SecondaryMarket`, or None without a secondary pool with a quota or an on-demand pool."""
+    """The SKU's :class:`SecondaryMarket`, or None without a secondary pool with a quota (and no preemption rate)
+    or an on-demand pool."""
     pools = session.execute(
-        select(PoolRow.id, PoolRow.tier, PoolRow.price_uusd_per_gpu_h, PoolRow.quota_gpus).where(
-            PoolRow.sku_id == sku_id, PoolRow.tier.in_((Tier.ON_DEMAND.value, Tier.SECONDARY.value))
-        )
+        select(
+            PoolRow.id, PoolRow.tier, PoolRow.price_uusd_per_gpu_h, PoolRow.quota_gpus, PoolRow.preemption_rate_per_h
+        ).where(PoolRow.sku_id == sku_id, PoolRow.tier.in_((Tier.ON_DEMAND.value, Tier.SECONDARY.value)))
     ).all()
+    # a spot-like (preemptible) secondary pool is no base: its nodes take checkpointed training only, not the
+    # on-demand GPUs (serving's among them) the base stands in for
     secondary = sorted(
-        (p for p in pools if p.tier == Tier.SECONDARY.value and p.quota_gpus),
+        (
+            p
+            for p in pools
+            if p.tier == Tier.SECONDARY.value and p.quota_gpus and not (p.preemption_rate_per_h or 0) > 0
+        ),
         key=lambda p: (p.price_uusd_per_gpu_h, p.id),
     )
     on_demand = [p.price_uusd_per_gpu_h for p in pools if p.tier == Tier.ON_DEMAND.value]
