@@ -220,7 +220,6 @@ running_work = st.lists(
 )
 
 
-@pytest.mark.xfail(strict=True, reason="degrade._preempt never drops a victim a later one made useless")
 @settings(max_examples=300, deadline=None)
 @given(
     running=running_work,
@@ -232,8 +231,9 @@ running_work = st.lists(
 def test_placement_advice_preempts_only_lower_priority_and_names_no_victim_it_does_not_need(
     running: list[RunningWork], prio: Priority, kind: WorkloadKind, gpus: int, free: int
 ) -> None:
-    """POST /v1/placement/recommendations (place/degrade.py::recommend): a ``preempt`` answer names victims in the
-    chosen pool, strictly lower priority, never serving for training, enough for the request, none superfluous."""
+    """Review (fixed), the defect: POST /v1/placement/recommendations (place/degrade.py::recommend) named victims
+    lowest priority first and kept every one, also those a later, bigger victim made useless. A ``preempt`` answer
+    names victims in the chosen pool, strictly lower priority, never serving for training, enough, none superfluous."""
     w = Workload("w", "w", kind, "t", "t", prio, ("h100",), gpus)
     d = recommend(DegradeRequest(w, 0, (PoolHeadroom(_pool(), free),), running=tuple(running)))
     assert d.reason
@@ -250,9 +250,8 @@ def test_placement_advice_preempts_only_lower_priority_and_names_no_victim_it_do
         assert got - v.gpus < gpus, f"{v.workload_id} is not needed"
 
 
-@pytest.mark.xfail(strict=True, reason="degrade._preempt adds victims lowest priority first and never drops one")
 def test_placement_advice_does_not_preempt_a_low_job_the_normal_one_makes_useless() -> None:
-    """An 8-GPU HIGH job, a full pool running a 2-GPU LOW job and an 8-GPU NORMAL job: the advice named both as
+    """Review (fixed), the defect: an 8-GPU HIGH job, a full pool running a 2-GPU LOW job and an 8-GPU NORMAL job: the advice named both as
     victims; the NORMAL job alone frees the 8 GPUs, so the LOW job would be stopped for nothing."""
     w = Workload("w", "w", TRAIN, "t", "t", Priority.HIGH, ("h100",), 8)
     running = (

@@ -14,7 +14,8 @@ each with an explicit trigger:
 
 If no pool takes the workload at full size it tries, in order: each degrade option the workload declared
 (smaller GPU count or SKU, lower replica floor) -> ``degraded``; preempting strictly lower-priority work
-(never serving for training) -> ``preempt_lower_priority``; and finally a queue decision with the expected
+(never serving for training; the lowest priority first, and no victim the others make useless) ->
+``preempt_lower_priority``; and finally a queue decision with the expected
 start time (``queued_deadline_ok`` or ``queued_deadline_at_risk``; ``queued_no_capacity_signal`` when no
 pool gives a wait estimate). The decision also carries the ordered chain of the pools after the chosen one
 with the trigger that would move the workload there.
@@ -214,9 +215,14 @@ def _preempt(req: DegradeRequest, gpus: int, skus: tuple[str, ...]) -> tuple[Poo
             if freed >= gpus:
                 break
             freed += v.gpus
-            chosen.append(v.workload_id)
-        if freed >= gpus and chosen:
-            return ps, tuple(chosen)
+            chosen.append(v)
+        if freed < gpus or not chosen:
+            continue
+        for v in reversed(chosen[:-1]):  # spare a victim a later one made useless (highest priority first)
+            if freed - v.gpus >= gpus:
+                freed -= v.gpus
+                chosen.remove(v)
+        return ps, tuple(v.workload_id for v in chosen)
     return None
 
 
