@@ -107,8 +107,9 @@ def plan_preemption(
     """Choose victims on one node so that ``req.gpus`` whole GPUs become free, losing the fewest GPU-hours.
 
     ``free_gpus_by_node`` is the idle whole GPUs per node now. Within a node, victims are taken cheapest
-    GPU-hour-per-GPU first, then the set is pruned of victims not needed (largest loss dropped first)."""
-    if any(free >= req.gpus for free in free_gpus_by_node.values()):
+    GPU-hour-per-GPU first, then the set is pruned of victims not needed (largest loss dropped first). A request for
+    no GPUs needs no preemption (``fits_without_preemption``)."""
+    if req.gpus <= 0 or any(free >= req.gpus for free in free_gpus_by_node.values()):
         return NoPreemption(req.id, "fits_without_preemption")
     excluded: list[tuple[str, str]] = []
     by_node: dict[int, list[tuple[float, RunningJob]]] = {}  # node -> (GPU-hours its eviction loses, job)
