@@ -98,11 +98,12 @@ class Bind:
 
 @dataclass(frozen=True, slots=True)
 class Wait:
-    reason: str  # "no_fit" | "gang_no_fit"
+    reason: str  # "no_fit" | "gang_no_fit" | "gang_not_whole_nodes"
 
 
 WAIT_NO_FIT = Wait("no_fit")  # decisions are immutable: the hot path returns shared instances
 WAIT_GANG_NO_FIT = Wait("gang_no_fit")
+WAIT_GANG_NOT_WHOLE = Wait("gang_not_whole_nodes")  # more GPUs than a node, but not a multiple of a node's
 
 
 class FleetScheduler:
@@ -205,7 +206,8 @@ class FleetScheduler:
         crowd: Mapping[int, int] | None = None,
         replicas: int = 0,
     ) -> Bind | Wait:
-        """Where ``ask`` runs now, or why it waits. Reads the index; changes nothing.
+        """Where ``ask`` runs now, or why it waits. Reads the index; changes nothing. A pod of more GPUs than a node
+        is a gang of whole nodes: one that no whole number of nodes holds waits (``gang_not_whole_nodes``).
 
         ``crowd``: for a serving replica, node -> replicas of its fleet running there, and ``replicas`` the fleet's
         size; with ``spread`` set, the tier the policy takes stays the same, and inside it the first node under the
@@ -230,6 +232,8 @@ class FleetScheduler:
                         got = self._binds[key] = Bind((key[0],), key[1])
                     return got
             return WAIT_NO_FIT
+        if per <= 0 or g % per:  # a gang runs on whole nodes: no whole number of nodes holds it
+            return WAIT_GANG_NOT_WHOLE
         need = g // per
         whole = index.buckets[s]  # index.free_nodes(s, t, per) is len(whole[t][per])
         counts = [len(whole[t][per]) for t in ask.tiers]
@@ -323,6 +327,8 @@ class FleetScheduler:
             return NoPreemption(str(ask.pod), "preemption_disabled")
         if ask.gpus <= ask.per_node or ask.serving:
             return NoPreemption(str(ask.pod), "not_a_gang")
+        if ask.per_node <= 0 or ask.gpus % ask.per_node:
+            return NoPreemption(str(ask.pod), "gang_not_whole_nodes")
         req = PreemptRequest(str(ask.pod), WorkloadKind.TRAINING, ask.priority, ask.gpus)
         short = ask.gpus // ask.per_node - free_whole_nodes
         plan = plan_gang_preemption(req, short, pods_by_node, now_s, self.grace_s)
