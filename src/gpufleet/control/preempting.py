@@ -19,8 +19,9 @@ Victims offered (:func:`offerable`): bound, active, whole-GPU pods that are not 
 worker stops its gang) and not node-bound (DaemonSet, static pods). What the planner reads of a victim
 (:func:`running_job`): ``priority``, ``kind`` (label ``gpufleet.io/kind``), ``checkpointable``, its start
 (``status.startTime``) and the annotations ``gpufleet.io/last-checkpoint-s`` (Unix time of its last checkpoint),
-``gpufleet.io/min-runtime-s`` and ``gpufleet.io/restart-s`` (unreadable values count as absent). A start-buffer
-placeholder (``control/buffer_pods.py``, priority below every real pod) is a victim whose eviction loses nothing.
+``gpufleet.io/min-runtime-s`` and ``gpufleet.io/restart-s`` (unreadable, infinite or negative values count as
+absent). A start-buffer placeholder (``control/buffer_pods.py``, priority below every real pod) is a victim whose
+eviction loses nothing.
 
 These functions work on the binding planner's node table: they release the victims' holdings, check that the
 preemptor then fits the node (CPU, memory, GPUs, selector, taints: the table's own feasibility) and allocate the
@@ -29,6 +30,7 @@ preemptor there, or restore the table and answer :class:`NoPreempt` with a reaso
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence, Set
 from dataclasses import dataclass
 from typing import Literal
@@ -120,11 +122,14 @@ class NoPreempt:
 
 
 def _ann_int(p: ObservedPod, key: str) -> int | None:
+    """The annotation as whole seconds; None when absent or no reading: not a number, not finite, or negative (a
+    duration or a Unix time below zero would make an eviction look cheaper than free)."""
     raw = p.annotation(key)
     try:
-        return int(float(raw)) if raw else None
+        v = float(raw) if raw else math.nan
     except ValueError:
         return None
+    return int(v) if math.isfinite(v) and v >= 0 else None
 
 
 def kind_of(p: ObservedPod) -> WorkloadKind:
