@@ -177,7 +177,7 @@ def test_utilization_names_its_pool_and_costs_follow_it(seeded: Seeded) -> None:
     s = seeded.server
     spot = "nebius/eu-north1/h100_80gb/spot"
     with s.client("app_team", "cat", team="team-b") as b, s.client("ml_platform_admin", "bob") as admin:
-        pools = {p["id"]: p for p in admin.get("/v1/pools", params={"sku": "h100_80gb"}).json()}
+        pools = {p["id"]: p for p in admin.get("/v1/pools", params={"sku_id": "h100_80gb"}).json()}
         price = Decimal(str(pools[spot]["price_usd_per_gpu_h"]))
         wid = b.post("/v1/workloads", json=_workload("team-b", 2, kind="training", priority="normal")).json()
         wid = wid["workload_id"]

@@ -14,7 +14,7 @@ import time
 from collections.abc import AsyncIterator
 
 import anyio.to_thread
-from fastapi import FastAPI
+from fastapi import Depends, FastAPI
 from starlette.concurrency import run_in_threadpool
 
 import gpufleet
@@ -110,6 +110,7 @@ def create_app(settings: Settings | None = None, *, services: Services | None = 
         lifespan=lifespan,
         docs_url=None,  # /docs is served by hardening with local Swagger UI assets (no CDN)
         redoc_url=None,
+        dependencies=[Depends(hardening.refuse_unknown_query)],  # a /v1 query parameter no route declares: 422
     )
     app.state.services = services
     finops_routes.install(app)  # FinOps routes, /metrics, decision counters (app.state.finops)

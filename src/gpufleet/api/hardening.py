@@ -11,6 +11,9 @@
   offline); ReDoc (CDN only) is off.
 * Database availability: a refused, timed-out or exhausted database is a 503 problem+json with ``Retry-After``
   and one log line without a traceback (:func:`gpufleet.adapters.sql.engine.unavailable_reason`).
+* A query parameter a ``/v1`` route does not declare is a 422 problem+json naming it (:func:`refuse_unknown_query`),
+  as an unknown body field is: FastAPI drops it otherwise, so ``GET /v1/pools?sku=...`` (the registry's filter is
+  ``sku_id``) listed every SKU's pools and ``DELETE /v1/teams/{id}/budget?dry_run=true`` deleted the budget.
 * A value the database refuses for its column (``DataError``: a string too long or a number out of range, which
   the request schemas should have refused already) is a 422 problem+json naming the body, never a 500; the SQL
   and the values stay in the server log.
@@ -21,18 +24,21 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
+from typing import Any
 
 import swagger_ui_bundle  # type: ignore[import-untyped]
 from fastapi import FastAPI, Request
 from fastapi.openapi.docs import get_swagger_ui_html
 from fastapi.responses import HTMLResponse, JSONResponse
 from fastapi.staticfiles import StaticFiles
+from pydantic import BaseModel
 from sqlalchemy import exc as sa_exc
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from gpufleet.adapters.sql.engine import unavailable_reason
 from gpufleet.adapters.sql.migrate import DatabaseUnavailable
 from gpufleet.api.problems import PROBLEM_MEDIA_TYPE, field_problem, problem
+from gpufleet.domain.errors import ValidationError
 
 log = logging.getLogger("gpufleet.api")
 
@@ -41,6 +47,43 @@ UPLOAD_PATHS = frozenset({"/v1/utilization:ingest"})
 STATIC_PREFIXES = ("/ui/static/", "/docs/static/")
 DOCS_STATIC = "/docs/static"
 CSP = "frame-ancestors 'none'; object-src 'none'; base-uri 'none'"
+
+
+_DECLARED_QUERY: dict[int, frozenset[str]] = {}
+
+
+def _query_names(dependant: Any) -> set[str]:
+    """The query parameter names a route's dependant (and its sub-dependencies) declares (a parameter model: its
+    fields)."""
+    names: set[str] = set()
+    for field in dependant.query_params:
+        annotation = getattr(field.field_info, "annotation", None)
+        if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+            names |= {f.alias or n for n, f in annotation.model_fields.items()}
+        else:
+            names.add(field.alias)
+    for sub in dependant.dependencies:
+        names |= _query_names(sub)
+    return names
+
+
+def refuse_unknown_query(request: Request) -> None:
+    """An app-wide dependency: a query parameter the matched ``/v1`` route does not declare is a
+    :class:`ValidationError` (422) naming it and the parameters the route takes. Other paths (the dashboard's
+    ``?token=``, ``/docs``) are left alone."""
+    route = request.scope.get("route")
+    dependant = getattr(route, "dependant", None)
+    if dependant is None or not request.url.path.startswith("/v1/") or not request.query_params:
+        return
+    known = _DECLARED_QUERY.get(id(route))
+    if known is None:
+        known = _DECLARED_QUERY[id(route)] = frozenset(_query_names(dependant))
+    unknown = sorted(set(request.query_params.keys()) - known)
+    if unknown:
+        takes = ", ".join(sorted(known)) if known else "none"
+        raise ValidationError(
+            unknown[0], f"unknown query parameter of {request.method} {route.path} (it takes: {takes})"
+        )
 
 
 class BodyTooLarge(Exception):
