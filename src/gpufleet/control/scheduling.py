@@ -404,19 +404,26 @@ class QuotaAdmission:
     @staticmethod
     def reclaim_victims(reclaim: Reclaim, candidates: Sequence[RunningJob], now_s: int, grace_s: int) -> list[str]:
         """Running pods of the borrowing team to evict so that at least ``reclaim.gpus`` come back: the ones
-        that lose the fewest GPU-hours per GPU first (checkpoint-aware), serving never before training."""
+        that lose the fewest GPU-hours per GPU first (checkpoint-aware), serving never before training; then a pod
+        the later ones made useless is spared (the last taken first), so every pod named is needed."""
         ranked = sorted(
             candidates,
             key=lambda j: (j.kind is WorkloadKind.SERVING, eviction_cost(j, now_s, grace_s).lost_gpu_h / j.gpus, j.id),
         )
-        out: list[str] = []
+        out: list[RunningJob] = []
         got = 0
         for j in ranked:
             if got >= reclaim.gpus:
                 break
-            out.append(j.id)
+            out.append(j)
             got += j.gpus
-        return out if got >= reclaim.gpus else []
+        if got < reclaim.gpus:
+            return []
+        for j in reversed(out[:-1]):
+            if got - j.gpus >= reclaim.gpus:
+                got -= j.gpus
+                out.remove(j)
+        return [j.id for j in out]
 
 
 @dataclass(frozen=True, slots=True)
