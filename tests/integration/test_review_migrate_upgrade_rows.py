@@ -6,6 +6,7 @@ service reads them back over real HTTP (the token written at the old revision st
 from __future__ import annotations
 
 import json
+import sqlite3
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -349,15 +350,13 @@ def make_old_store(backend: str, tmp_path: Path, pg_reason: str | None) -> Itera
 
 @pytest.mark.parametrize("revision", OLDER)
 def test_a_store_filled_at_an_older_revision_upgrades_with_every_row_and_the_service_reads_them(
-    revision: str, backend: str, make_old_store: Any, make_server: ServerFactory, request: pytest.FixtureRequest
+    revision: str, make_old_store: Any, make_server: ServerFactory
 ) -> None:
-    """The defect: on SQLite a migration that rebuilds a table (``batch_alter_table`` copies it, drops the old one
-    and renames the copy: 0003 does so to ``reservations`` for its unique constraint) drops the old table while
-    ``PRAGMA foreign_keys`` is on (the engine turns it on for every connection), so a store at 0001 or 0002 holding a
-    reservation with an approval could never be upgraded: ``db upgrade`` failed with "FOREIGN KEY constraint failed"
-    and the store stayed at its old revision (PostgreSQL alters in place and was not affected)."""
-    if backend == "sqlite" and revision in ("0001", "0002"):
-        request.applymarker(pytest.mark.xfail(strict=True, reason="SQLite table rebuild under foreign_keys=ON"))
+    """Review (fixed), the defect: on SQLite a migration that rebuilds a table (``batch_alter_table`` copies it,
+    drops the old one and renames the copy: 0003 does so to ``reservations`` for its unique constraint) dropped the
+    old table while ``PRAGMA foreign_keys`` was on (the engine turns it on for every connection), so a store at 0001
+    or 0002 holding a reservation with an approval could never be upgraded: ``db upgrade`` failed with "FOREIGN KEY
+    constraint failed" and the store stayed at its old revision (PostgreSQL alters in place and was not affected)."""
     db = make_old_store(revision)
     assert migrate.current_revision(db.engine) == revision
     written = _write_rows(db)
@@ -385,3 +384,21 @@ def test_a_store_filled_at_an_older_revision_upgrades_with_every_row_and_the_ser
     old_token = {"Authorization": f"Bearer {TOKEN}"}  # a token from before 0005 has no expiry: it still signs in
     with server.client() as c:
         assert c.get("/v1/workloads/wl-rv", headers=old_token).status_code == 200
+
+
+def test_sqlite_upgrade_checks_every_reference_before_it_commits(tmp_path: Path, pg_reason: str | None) -> None:
+    """Foreign keys are not enforced while SQLite's migrations rebuild tables: a reference left broken (here one the
+    store already held, written without enforcement) refuses the upgrade with the table named, and nothing changes."""
+    gen = _make_database("sqlite", tmp_path, pg_reason, revision="0002")
+    db = next(gen)
+    raw = sqlite3.connect(tmp_path / "gpufleet.db")
+    raw.execute("PRAGMA foreign_keys=OFF")
+    raw.execute("INSERT INTO reservation_approvals VALUES ('no-such-reservation', 'bob', 'finops_admin', 'b', 0)")
+    raw.commit()
+    raw.close()
+    with pytest.raises(migrate.DatabaseNotMigrated, match="reservation_approvals"):
+        migrate.upgrade(db.engine)
+    assert migrate.current_revision(db.engine) == "0002"
+    assert "client_key" not in {c["name"] for c in inspect(db.engine).get_columns("reservations")}
+    for _ in gen:
+        pass

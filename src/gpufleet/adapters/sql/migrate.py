@@ -9,7 +9,7 @@ from alembic.config import Config
 from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
 from alembic.util.exc import CommandError
-from sqlalchemy import Engine
+from sqlalchemy import Connection, Engine
 from sqlalchemy.exc import DBAPIError
 
 from gpufleet.adapters.sql.engine import safe_url
@@ -63,13 +63,42 @@ def upgrade(engine: Engine, revision: str = "head") -> tuple[str | None, str]:
         raise ValidationError("revision", str(exc)) from None
     _known(engine, before)
     try:
-        with engine.begin() as conn:
-            cfg.attributes["connection"] = conn
-            command.upgrade(cfg, revision)
+        with engine.connect() as conn:
+            sqlite = conn.dialect.name == "sqlite"
+            if sqlite:  # see _sqlite_foreign_keys; a pragma, so before the transaction begins
+                _sqlite_foreign_keys(conn, on=False)
+            try:
+                with conn.begin():
+                    cfg.attributes["connection"] = conn
+                    command.upgrade(cfg, revision)
+                    if sqlite:
+                        _sqlite_check_foreign_keys(engine, conn)
+            finally:
+                if sqlite:
+                    _sqlite_foreign_keys(conn, on=True)
     except DBAPIError as exc:  # the database refused the migration (no right to create tables, no such schema)
         why = str(exc.orig).strip().splitlines()[0] if exc.orig is not None else type(exc).__name__
         raise DatabaseNotMigrated(f"database {safe_url(engine)} refused the migration: {why}") from None
     return before, current_revision(engine) or ""
+
+
+def _sqlite_foreign_keys(conn: Connection, *, on: bool) -> None:
+    """SQLite rebuilds a table to alter it (``batch_alter_table``: copy, drop the old table, rename the copy); with
+    foreign keys enforced, dropping a table that other rows reference fails ("FOREIGN KEY constraint failed"), so a
+    store holding, say, an approved reservation could not be upgraded. Enforcement is off while the migrations run
+    and :func:`_sqlite_check_foreign_keys` checks every reference before they commit. The pragma is a no-op inside a
+    transaction: it goes to the driver's connection directly (no SQLAlchemy autobegin)."""
+    conn.connection.dbapi_connection.execute(f"PRAGMA foreign_keys={'ON' if on else 'OFF'}")  # type: ignore[union-attr]
+
+
+def _sqlite_check_foreign_keys(engine: Engine, conn: Connection) -> None:
+    broken = conn.exec_driver_sql("PRAGMA foreign_key_check").all()
+    if broken:
+        first = broken[0]
+        raise DatabaseNotMigrated(
+            f"database {safe_url(engine)} refused the migration: {len(broken)} row(s) reference a missing row "
+            f"(first: table {first[0]} rowid {first[1]} -> {first[2]}); nothing was changed"
+        )
 
 
 def _known(engine: Engine, revision: str | None) -> None:
