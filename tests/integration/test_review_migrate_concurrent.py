@@ -92,9 +92,8 @@ CASES = [
 
 
 @pytest.mark.parametrize(("backend", "start"), CASES)
-@pytest.mark.xfail(strict=True, reason="no lock around the migration: the second process fails")
 def test_two_db_upgrades_at_once_both_succeed_and_the_store_is_at_head(store: Database, start: str) -> None:
-    """The defect: ``migrate.upgrade`` reads the revision and runs the migrations with no lock around them, so two
+    """Review (fixed), the defect: ``migrate.upgrade`` read the revision and runs the migrations with no lock around them, so two
     upgrades at once both run every step: on PostgreSQL the second fails (``trigger "audit_no_truncate" for relation
     "audit_events" already exists``, or from an empty schema ``duplicate key value violates unique constraint
     "pg_type_typname_nsp_index"``); on SQLite its deferred transaction cannot take the write lock its stale snapshot

@@ -9,10 +9,10 @@ from alembic.config import Config
 from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
 from alembic.util.exc import CommandError
-from sqlalchemy import Connection, Engine
+from sqlalchemy import Connection, Engine, text
 from sqlalchemy.exc import DBAPIError
 
-from gpufleet.adapters.sql.engine import safe_url
+from gpufleet.adapters.sql.engine import safe_url, writer
 from gpufleet.domain.errors import GpufleetError, ValidationError
 
 SCRIPT_LOCATION = "gpufleet.adapters.sql:migrations"
@@ -54,7 +54,11 @@ def current_revision(engine: Engine) -> str | None:
 
 
 def upgrade(engine: Engine, revision: str = "head") -> tuple[str | None, str]:
-    """Bring the schema to ``revision``; returns (revision before, revision after)."""
+    """Bring the schema to ``revision``; returns (revision before, revision after).
+
+    One upgrade at a time per store: the migration's transaction first takes SQLite's write lock (``BEGIN
+    IMMEDIATE``) or a PostgreSQL advisory lock keyed by the schema, and reads the revision under it, so a second
+    ``db upgrade`` started meanwhile waits for the first and finds nothing left to do."""
     before = current_revision(engine)
     cfg = alembic_config(engine)
     try:
@@ -63,12 +67,16 @@ def upgrade(engine: Engine, revision: str = "head") -> tuple[str | None, str]:
         raise ValidationError("revision", str(exc)) from None
     _known(engine, before)
     try:
-        with engine.connect() as conn:
+        with writer(engine).connect() as conn:
             sqlite = conn.dialect.name == "sqlite"
             if sqlite:  # see _sqlite_foreign_keys; a pragma, so before the transaction begins
                 _sqlite_foreign_keys(conn, on=False)
             try:
                 with conn.begin():
+                    if conn.dialect.name == "postgresql":
+                        conn.execute(text(_PG_MIGRATION_LOCK))
+                    before = MigrationContext.configure(conn).get_current_revision()
+                    _known(engine, before)
                     cfg.attributes["connection"] = conn
                     command.upgrade(cfg, revision)
                     if sqlite:
@@ -80,6 +88,10 @@ def upgrade(engine: Engine, revision: str = "head") -> tuple[str | None, str]:
         why = str(exc.orig).strip().splitlines()[0] if exc.orig is not None else type(exc).__name__
         raise DatabaseNotMigrated(f"database {safe_url(engine)} refused the migration: {why}") from None
     return before, current_revision(engine) or ""
+
+
+# held until the migration's transaction ends; the leader's lock (service/leader.py) is keyed by another name
+_PG_MIGRATION_LOCK = "SELECT pg_advisory_xact_lock(hashtextextended('gpufleet.migrate:' || current_schema(), 0))"
 
 
 def _sqlite_foreign_keys(conn: Connection, *, on: bool) -> None:
