@@ -49,9 +49,8 @@ def big_store(request: pytest.FixtureRequest, tmp_path: Path, pg_reason: str | N
         pass
 
 
-@pytest.mark.xfail(strict=True, reason="migrations run under the service's statement timeout")
 def test_a_migration_step_longer_than_the_statement_timeout_still_completes(big_store: Database) -> None:
-    """The defect: ``migrate.upgrade`` runs the migrations on the engine as the service uses it, statement timeout
+    """Review (fixed), the defect: ``migrate.upgrade`` ran the migrations on the engine as the service uses it, statement timeout
     included (PostgreSQL ``statement_timeout``, SQLite's progress-handler deadline): "refused the migration:
     canceling statement due to statement timeout" (PostgreSQL) / "interrupted" (SQLite), for ever."""
     engine = make_engine(big_store.url, statement_timeout_s=0.05)
@@ -61,3 +60,25 @@ def test_a_migration_step_longer_than_the_statement_timeout_still_completes(big_
         engine.dispose()
     with big_store.engine.connect() as conn:
         assert conn.execute(text("SELECT COUNT(*) FROM utilization")).scalar_one() == ROWS
+
+
+@pytest.mark.postgres
+def test_a_migration_waiting_for_a_busy_table_gives_up_and_leaves_the_old_revision(
+    tmp_path: Path, pg_reason: str | None
+) -> None:
+    """Without a statement timeout, a lock wait is still bounded (``lock_timeout``): an upgrade stuck behind a long
+    transaction fails with one line instead of queueing every query of the service behind its lock request."""
+    gen = _make_database("postgres", tmp_path, pg_reason, revision=START)
+    db = next(gen)
+    engine = make_engine(db.url, statement_timeout_s=1)
+    try:
+        with db.engine.connect() as holder:
+            holder.execute(text("LOCK TABLE utilization IN ACCESS SHARE MODE"))  # a long report, say
+            with pytest.raises(migrate.DatabaseNotMigrated, match="lock timeout"):
+                migrate.upgrade(engine)
+            holder.rollback()
+        assert migrate.current_revision(engine) == START
+    finally:
+        engine.dispose()
+        for _ in gen:
+            pass

@@ -24,6 +24,8 @@ from sqlalchemy import Engine, create_engine, event, exc
 from sqlalchemy.engine import Connection
 
 WRITE_OPTION = "gpufleet_write"
+# an execution option: statements on this connection run without the statement timeout (the schema migrations)
+UNBOUNDED_OPTION = "gpufleet_unbounded"
 
 
 _STATEMENT_DEADLINE = "gpufleet_statement_deadline"
@@ -88,7 +90,8 @@ def _sqlite_statement_timeout(engine: Engine, statement_timeout_s: float) -> Non
     def _arm(conn: Connection, *_args: Any) -> None:
         deadline = conn.info.get(_STATEMENT_DEADLINE)
         if deadline is not None:
-            deadline[0] = time.monotonic() + statement_timeout_s
+            unbounded = conn.get_execution_options().get(UNBOUNDED_OPTION)
+            deadline[0] = math.inf if unbounded else time.monotonic() + statement_timeout_s
 
 
 _SQLITE_UNAVAILABLE = ("database is locked", "unable to open database", "disk i/o error", "interrupted", "busy")

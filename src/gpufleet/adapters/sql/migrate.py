@@ -12,7 +12,7 @@ from alembic.util.exc import CommandError
 from sqlalchemy import Connection, Engine, text
 from sqlalchemy.exc import DBAPIError
 
-from gpufleet.adapters.sql.engine import safe_url, writer
+from gpufleet.adapters.sql.engine import UNBOUNDED_OPTION, safe_url, timeouts_of, writer
 from gpufleet.domain.errors import GpufleetError, ValidationError
 
 SCRIPT_LOCATION = "gpufleet.adapters.sql:migrations"
@@ -58,7 +58,12 @@ def upgrade(engine: Engine, revision: str = "head") -> tuple[str | None, str]:
 
     One upgrade at a time per store: the migration's transaction first takes SQLite's write lock (``BEGIN
     IMMEDIATE``) or a PostgreSQL advisory lock keyed by the schema, and reads the revision under it, so a second
-    ``db upgrade`` started meanwhile waits for the first and finds nothing left to do."""
+    ``db upgrade`` started meanwhile waits for the first and finds nothing left to do.
+
+    No statement timeout: one step may copy or index a table of tens of millions of rows, longer than the service's
+    bound on a statement, and a cancelled step would fail every re-run. Waiting for a lock stays bounded (SQLite's
+    busy timeout; PostgreSQL's ``lock_timeout``, set to the engine's statement timeout) so that an upgrade stuck
+    behind a long transaction fails instead of queueing every query of the service behind it."""
     before = current_revision(engine)
     cfg = alembic_config(engine)
     try:
@@ -67,14 +72,16 @@ def upgrade(engine: Engine, revision: str = "head") -> tuple[str | None, str]:
         raise ValidationError("revision", str(exc)) from None
     _known(engine, before)
     try:
-        with writer(engine).connect() as conn:
+        with writer(engine).execution_options(**{UNBOUNDED_OPTION: True}).connect() as conn:
             sqlite = conn.dialect.name == "sqlite"
             if sqlite:  # see _sqlite_foreign_keys; a pragma, so before the transaction begins
                 _sqlite_foreign_keys(conn, on=False)
             try:
                 with conn.begin():
                     if conn.dialect.name == "postgresql":
-                        conn.execute(text(_PG_MIGRATION_LOCK))
+                        conn.exec_driver_sql("SET LOCAL statement_timeout = 0")
+                        conn.execute(text(_PG_MIGRATION_LOCK))  # waits for another upgrade as long as it runs
+                        conn.exec_driver_sql(f"SET LOCAL lock_timeout = {int(timeouts_of(engine)[1] * 1000)}")
                     before = MigrationContext.configure(conn).get_current_revision()
                     _known(engine, before)
                     cfg.attributes["connection"] = conn
