@@ -85,7 +85,10 @@ def upgrade(engine: Engine, revision: str = "head") -> tuple[str | None, str]:
                     before = MigrationContext.configure(conn).get_current_revision()
                     _known(engine, before)
                     cfg.attributes["connection"] = conn
-                    command.upgrade(cfg, revision)
+                    try:
+                        command.upgrade(cfg, revision)
+                    except CommandError as exc:  # a target only the store's revision rules out ("-1": no upgrade)
+                        raise ValidationError("revision", f"{revision!r}: {exc}") from None
                     if sqlite:
                         _sqlite_check_foreign_keys(engine, conn)
             finally:
