@@ -1,6 +1,8 @@
 """Team budgets enforced at admission: ``team_budgets`` (one per team: limit, calendar period, enforce, alert
 thresholds) and ``budget_commitments`` (the expected spend of work admitted against a budget).
 
+Downgrading refuses while a team budget exists (it would vanish without a word); its commitments go with the table.
+
 Revision ID: 0006
 Revises: 0005
 """
@@ -43,6 +45,12 @@ def upgrade() -> None:
 
 
 def downgrade() -> None:
+    budgets = op.get_bind().execute(sa.text("SELECT COUNT(*) FROM team_budgets")).scalar_one()
+    if budgets:
+        raise RuntimeError(
+            f"{budgets} team budget(s) exist; revision 0005 has no budgets and would admit work unchecked. "
+            "Delete them (DELETE /v1/teams/{team}/budget), then downgrade."
+        )
     op.drop_index("ix_budget_commitments_team_end", table_name="budget_commitments")
     op.drop_table("budget_commitments")
     op.drop_table("team_budgets")

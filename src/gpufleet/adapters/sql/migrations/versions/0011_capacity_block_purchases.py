@@ -6,6 +6,8 @@ impossible even under races). An offering has at most one open request (``pendin
 partial unique index on both backends. On PostgreSQL the service role's grants on the new tables come from the
 default privileges migration 0009 set for tables the migrating owner creates (``adapters/sql/roles.py``).
 
+Downgrading refuses while a purchase request exists (the record of a bought block and its approvals would be lost).
+
 Revision ID: 0011_capacity_block_purchases
 Revises: 0010_planned_runs
 """
@@ -70,6 +72,12 @@ def upgrade() -> None:
 
 
 def downgrade() -> None:
+    purchases = op.get_bind().execute(sa.text("SELECT COUNT(*) FROM capacity_block_purchases")).scalar_one()
+    if purchases:
+        raise RuntimeError(
+            f"{purchases} Capacity Block purchase request(s) exist (with their fees, approvals and capacity "
+            "reservations); revision 0010 has nowhere to keep them. Export and delete them, then downgrade."
+        )
     op.drop_table("capacity_block_approvals")
     op.drop_index("uq_cb_purchases_offering_open", table_name="capacity_block_purchases")
     op.drop_index("ix_cb_purchases_status", table_name="capacity_block_purchases")
