@@ -81,9 +81,8 @@ def refuse_unknown_query(request: Request) -> None:
     unknown = sorted(set(request.query_params.keys()) - known)
     if unknown:
         takes = ", ".join(sorted(known)) if known else "none"
-        raise ValidationError(
-            unknown[0], f"unknown query parameter of {request.method} {route.path} (it takes: {takes})"
-        )
+        where = getattr(route, "path", request.url.path)
+        raise ValidationError(unknown[0], f"unknown query parameter of {request.method} {where} (it takes: {takes})")
 
 
 class BodyTooLarge(Exception):

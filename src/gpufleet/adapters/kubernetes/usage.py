@@ -374,7 +374,7 @@ class MeterLoop:
             self.meter.observe(now_s, held)
         return True
 
-    def _hour_utilization(self, start_s: int, now_s: float) -> dict[str, float]:
+    def _hour_utilization(self, start_s: int, now_s: float) -> dict[tuple[str, str], float]:
         """The pods' DCGM utilization over the hour from ``start_s``: none without Prometheus; when the read fails,
         the failure is raised while the hour is younger than ``util_wait_s`` (tried again later), else reported and
         the hour goes without it."""
