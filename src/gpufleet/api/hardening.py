@@ -67,10 +67,12 @@ def _query_names(dependant: Any) -> set[str]:
     return names
 
 
-def refuse_unknown_query(request: Request) -> None:
+async def refuse_unknown_query(request: Request) -> None:
     """An app-wide dependency: a query parameter the matched ``/v1`` route does not declare is a
     :class:`ValidationError` (422) naming it and the parameters the route takes. Other paths (the dashboard's
-    ``?token=``, ``/docs``) are left alone."""
+    ``?token=``, ``/docs``) are left alone. ``async`` so that it runs on the event loop: a sync dependency takes a
+    worker thread, and ``/healthz`` must answer while every worker thread waits on a locked database
+    (tests/integration/test_hardening_db.py)."""
     route = request.scope.get("route")
     dependant = getattr(route, "dependant", None)
     if dependant is None or not request.url.path.startswith("/v1/") or not request.query_params:
