@@ -282,8 +282,19 @@ def register(app: typer.Typer) -> None:
         for sig in (signal.SIGTERM, signal.SIGINT):
             signal.signal(sig, lambda *_: ctl.stop())
         if run_for_s > 0:
-            threading.Timer(run_for_s, ctl.stop).start()
-        ctl.run()
+            timer = threading.Timer(run_for_s, ctl.stop)
+            timer.daemon = True  # a loop ended early on an error must not wait for it to fire
+            timer.start()
+        try:
+            ctl.run()
+        except Exception as exc:  # the loop ended on an error (run() released the Lease): one line, not a traceback
+            out.print(
+                f"error: the controller stopped: {type(exc).__name__}: {exc}",
+                markup=False,
+                highlight=False,
+                soft_wrap=True,
+            )
+            raise typer.Exit(1) from None
         applied = sum(1 for a in ctl.act.audit if a["outcome"] in ("applied", "dry_run"))
         out.print(f"stopped: {applied} actions ({'recorded only' if dry_run else 'applied'})", highlight=False)
         if dry_run:

@@ -70,11 +70,11 @@ def _holder(kube: Kube, ns: str, name: str) -> str:
         return ""
 
 
-@pytest.mark.xfail(strict=True, reason="the elector thread dies on an error other than ApiError: never leads again")
 def test_the_elector_survives_an_unexpected_error_and_takes_the_lease(kube: Kube, ns: str) -> None:
-    """The defect: ``_elect`` calls ``try_acquire_or_renew`` with no guard; the round catches only ApiError, so one
+    """Review (fixed), the defect: ``_elect`` calls ``try_acquire_or_renew`` with no guard; the round catches only ApiError, so one
     other error (a client bug, a garbled answer, an SSL library error that escapes urllib3's wrapping) ends the
-    elector's daemon thread silently. The loop keeps turning as a follower forever: the Lease is never taken."""
+    elector's daemon thread silently. The loop keeps turning as a follower forever: the Lease is never taken. Now the
+    round's error is recorded and retried after a backoff."""
     cfg = _cfg(ns)
     ctl = Controller(kube, cfg).start()
     faulty = FaultyLeaseClient(kube, fails=1)
@@ -91,10 +91,10 @@ def test_the_elector_survives_an_unexpected_error_and_takes_the_lease(kube: Kube
     assert not t.is_alive()
 
 
-@pytest.mark.xfail(strict=True, reason="/healthz answers 200 while the elector cannot take the Lease")
 def test_healthz_fails_while_the_elector_keeps_failing(kube: Kube, ns: str) -> None:
-    """The defect: /healthz looks only at the binding loop's last turn, which a follower's loop keeps doing; with the
-    elector dead (or failing on every round) the replica answers 200 for good and the kubelet never restarts it."""
+    """Review (fixed), the defect: /healthz looks only at the binding loop's last turn, which a follower's loop keeps doing; with the
+    elector dead (or failing on every round) the replica answers 200 for good and the kubelet never restarts it. Now 503 naming the error once the elector has
+    failed for longer than ``health_stale_s``."""
     cfg = _cfg(ns, health_stale_s=1.0)
     ctl = Controller(kube, cfg).start()
     ctl.health_server = HealthServer(ctl.health, 0, host="127.0.0.1").start()
@@ -115,14 +115,14 @@ def test_healthz_fails_while_the_elector_keeps_failing(kube: Kube, ns: str) -> N
     assert not t.is_alive()
 
 
-@pytest.mark.xfail(strict=True, reason="an error ending Controller.run hangs the leader (the elector is never told)")
 def test_an_error_ending_the_run_exits_with_one_line(
     kube: Kube, kubelet: FakeKubelet, ns: str, kubeconfig: Path, tmp_path: Path
 ) -> None:
-    """The defect: an error ending ``Controller.run`` (here the audit file replaced by a directory while the leader
+    """Review (fixed), the defect: an error ending ``Controller.run`` (here the audit file replaced by a directory while the leader
     runs, so writing the next bind's record raises IsADirectoryError) was re-raised after ``finally`` joined the
     elector thread, which loops until ``stop()``: the leader hung for good, holding the Lease. And with the join
-    passed, ``user_errors`` catches only GpufleetError: the CLI ended on a traceback."""
+    passed, ``user_errors`` catches only GpufleetError: the CLI ended on a traceback. Now run() stops the elector
+    before joining it (the Lease is released) and the CLI prints one ``error:`` line and exits 1."""
     prefix = f"e{uuid.uuid4().hex[:5]}"
     kubelet.register([FakeNode(f"{prefix}-0", gpus=8)])
     kubelet.start()

@@ -201,6 +201,8 @@ class Controller:
         self.bind_latency_s: list[float] = []
         self.last_plan: BindingPlan | None = None
         self.error = ""
+        self.elect_error = ""  # the elector's last unexpected error while it lasts (_elect)
+        self._elect_failing_since: float | None = None  # time.monotonic() of the first round of that streak
         self._next_consolidation = 0.0
         self._reclaim: threading.Thread | None = None
         self.reclaim_results: list[dict[str, str]] = []
@@ -259,7 +261,10 @@ class Controller:
             busy |= self.store.busy()
         if self.scaling is not None:
             busy["scale"] = self.scaling.worker.busy("scale")
+        since = self._elect_failing_since
         return {"leader": self.leading(), "error": self.error, "busy": busy,
+                "elector_failing_s": 0.0 if since is None else time.monotonic() - since,
+                "elector_error": self.elect_error,
                 "unschedulable": Counter(u.reason for u in plan.unschedulable) if plan is not None else {}}  # fmt: skip
 
     def stop(self) -> None:
@@ -271,10 +276,44 @@ class Controller:
         return self.elector.is_leader()
 
     def _elect(self) -> None:
-        """Acquire or renew the Lease every ``renew_s`` on its own thread, so a long tick cannot starve it."""
-        while not self._stop.is_set():
-            self.elector.try_acquire_or_renew()
-            self._stop.wait(self.cfg.renew_s if self.elector.is_leader() else min(self.cfg.renew_s, 0.5))
+        """Acquire or renew the Lease every ``renew_s`` on its own thread, so a long tick cannot starve it.
+
+        A round that raises an error the Lease client does not wrap in ApiError (a client bug, a garbled answer)
+        does not end the thread: it is recorded (``lease`` ``failed``, on stderr; then at most once a minute while
+        it lasts), the next round comes after a backoff (doubling from the round's cadence up to 5 s), and
+        leadership lapses at the local deadline as after any failed round.
+        /healthz fails once the elector has failed for longer than ``health_stale_s`` (or its thread ended)."""
+        target = f"{self.cfg.namespace}/{self.cfg.lease_name}"
+        fails = 0
+        reported = 0.0
+        try:
+            while not self._stop.is_set():
+                cadence = self.cfg.renew_s if self.elector.is_leader() else min(self.cfg.renew_s, 0.5)
+                try:
+                    self.elector.try_acquire_or_renew()
+                except Exception as exc:
+                    fails += 1
+                    now = time.monotonic()
+                    error = f"{type(exc).__name__}: {exc}"
+                    if self._elect_failing_since is None:
+                        self._elect_failing_since = now
+                    self.elect_error = error
+                    if fails == 1 or now - reported >= 60.0:
+                        reported = now
+                        self.act.record("lease", target, "elector_error", "failed", error=error, rounds=fails)
+                    self._stop.wait(min(cadence * 2 ** min(fails - 1, 10), max(cadence, 5.0)))
+                    continue
+                if fails:
+                    self.act.record("lease", target, "elector_recovered", "recovered", rounds=fails)
+                fails = 0
+                self._elect_failing_since = None
+                self.elect_error = ""
+                self._stop.wait(self.cfg.renew_s if self.elector.is_leader() else min(self.cfg.renew_s, 0.5))
+        finally:
+            if not self._stop.is_set():  # ended by an error not even Exception: say so on /healthz
+                self.elect_error = self.elect_error or "the Lease elector's thread ended"
+                if self._elect_failing_since is None:
+                    self._elect_failing_since = time.monotonic()
 
     def run(self) -> None:
         """Loop until :meth:`stop`; then drain in-flight binds and release the Lease."""
@@ -298,6 +337,7 @@ class Controller:
             self.error = repr(exc)
             raise
         finally:
+            self._stop.set()  # an error ended the loop: the elector's thread must end too before the join below
             if self._reclaim is not None:
                 self._reclaim.join()
             for t in self._preempting:

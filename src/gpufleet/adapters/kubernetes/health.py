@@ -3,7 +3,8 @@ liveness probe and for Prometheus.
 
 * ``GET /healthz``: 200 while the controller's loop has turned within ``stale_s`` seconds (a follower's loop turns
   too: it waits for the Lease), else 503 saying how long ago; 503 once the loop has ended on an error (the process
-  is about to exit). The body is one line of text.
+  is about to exit), and while the Lease elector has failed on every round (an error the Lease client does not wrap)
+  for more than ``stale_s`` seconds. The body is one line of text.
 * ``GET /metrics``: the Prometheus exposition of the controller's own registry:
 
   ====================================================  =========  ============================================
@@ -38,7 +39,8 @@ DEFAULT_STALE_S = 120.0
 class ControllerHealth:
     """What ``/healthz`` and ``/metrics`` report: :meth:`turned` from the loop, :meth:`record` from every audit
     record; the rest (leader, the last plan, side work) is read at scrape time from ``probe``, a callable returning
-    ``{"leader": bool, "unschedulable": {reason: pods}, "busy": {kind: bool}, "error": str}``."""
+    ``{"leader": bool, "unschedulable": {reason: pods}, "busy": {kind: bool}, "error": str}`` and, optionally,
+    ``"elector_failing_s": float, "elector_error": str`` (how long the Lease elector has failed, and why)."""
 
     def __init__(self, probe: Callable[[], Mapping[str, Any]], *, stale_s: float = DEFAULT_STALE_S) -> None:
         self.stale_s = stale_s
@@ -65,9 +67,14 @@ class ControllerHealth:
         return self._probe()
 
     def healthz(self) -> tuple[int, str]:
-        error = str(self._probe().get("error", ""))
+        p = self._probe()
+        error = str(p.get("error", ""))
         if error:
             return 503, f"the controller's loop ended: {error}"
+        failing = float(p.get("elector_failing_s") or 0.0)
+        if failing > self.stale_s:
+            why = p.get("elector_error") or "unknown error"
+            return 503, f"the Lease elector has failed for {failing:.0f} s (more than {self.stale_s:.0f} s): {why}"
         age = self.age_s()
         if age > self.stale_s:
             return 503, f"the controller's loop last turned {age:.0f} s ago (more than {self.stale_s:.0f} s)"
