@@ -41,13 +41,13 @@ def azure_server(database: Database, fake_azure: FakeAzure) -> Iterator[Any]:
 
     def start(**settings: Any) -> LiveServer:
         settings.setdefault("provider_timeout_s", 15.0)
+        settings.setdefault("azure_resource_group", "gpu-fleet")
         s = Settings(
             db_url=database.url,
             reconcile_interval_s=0,
             token_cache_s=0,
             provider="azure",
             azure_subscription_id="00000000-0000-0000-0000-0000000000aa",
-            azure_resource_group="gpu-fleet",
             azure_regions=["eastus"],
             azure_zones={"eastus": "2"},
             azure_endpoint_url=fake_azure.url,

@@ -33,7 +33,9 @@ its PUT: a test declines it with ``set_reservation_state``); the default commitm
 ``modifiableUntil`` or while committed; a refused Future delete or update, a PUT changing capacity or schedule while
 provisioningState is not terminal, and deleting a group that holds reservations are 409 OperationNotAllowed (tags
 always change); DELETE answers 200 without a body and the resource is gone at once (no 202 + polling); a throttled
-call is 429 TooManyRequests with ``Retry-After: 1``; ARM names match case-insensitively; any resource group exists.
+call is 429 TooManyRequests with ``Retry-After: 1``; ARM names match case-insensitively; any resource group exists
+unless a test names those that do (``only_resource_groups``): a call under another answers 404 ResourceGroupNotFound,
+as ARM answers any call under a missing resource group.
 The PUT answers no Azure-AsyncOperation or Location header: the SDK's poller polls the resource itself until its
 provisioningState is terminal (``set_provisioning_state``, or ``provision_instantly()`` for a Succeeded answer).
 The fake's clock ``now`` is the real time at reset unless a test sets it; it never moves by itself.
@@ -99,6 +101,7 @@ class FakeAzure:
         self.page_size = 100
         self.instant = False
         self.now = datetime.now(UTC)
+        self.resource_groups: set[str] | None = None  # lower case; None: any resource group exists
         self._server: ThreadingHTTPServer | None = None
         self.url = ""
 
@@ -128,6 +131,10 @@ class FakeAzure:
 
     def allow_capacity(self, vm_size: str) -> None:
         self.refused.pop(vm_size.lower(), None)
+
+    def only_resource_groups(self, *names: str) -> None:
+        """Only these resource groups exist (until ``reset``): a call under another is 404 ResourceGroupNotFound."""
+        self.resource_groups = {n.lower() for n in names}
 
     def throttle_next(self, method_key: str, times: int = 1) -> None:
         """The next ``times`` calls of ``method_key`` answer 429 with ``Retry-After: 1`` (nothing performed)."""
@@ -182,6 +189,7 @@ class FakeAzure:
             self.delays.clear()
             self.pages.clear()
             self.page_size, self.instant, self.now = 100, False, datetime.now(UTC)
+            self.resource_groups = None
 
     def _find(self, group: str, name: str, resource_group: str | None) -> Res:
         hits = [
@@ -295,6 +303,8 @@ class FakeAzure:
             rows = {**self.usages.get(("*", where), {}), **self.usages.get((sub, where), {})}
             return self._page(list(rows.values()), q, url_path)
         sub, rg = path["subscriptionId"], path["resourceGroupName"]
+        if self.resource_groups is not None and rg.lower() not in self.resource_groups:
+            raise ArmError(404, "ResourceGroupNotFound", f"Resource group '{rg}' could not be found.")
         gname = path["capacityReservationGroupName"]
         gkey = (sub.lower(), rg.lower(), gname.lower())
         expand = q.get("$expand") == "instanceView"

@@ -45,12 +45,12 @@ def gcp_server(database: Database, fake_gcp: FakeGcp) -> Iterator[Start]:
 
     def start(**settings: Any) -> LiveServer:
         settings.setdefault("provider_timeout_s", 15.0)
+        settings.setdefault("gcp_project", "fleet-prod")
         s = Settings(
             db_url=database.url,
             reconcile_interval_s=0,
             token_cache_s=0,
             provider="gcp",
-            gcp_project="fleet-prod",
             gcp_regions=["us-east-1"],  # the test store's region; its zone is us-east-1-a
             gcp_endpoint_url=f"{fake_gcp.url}/compute/v1/",
             gcp_credentials="none",

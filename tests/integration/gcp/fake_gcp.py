@@ -10,7 +10,8 @@ with the same ``requestId`` gets the operation of the first call back and change
 Faults for tests: ``refuse_capacity(zone)`` (the insert's operation ends DONE with ZONE_RESOURCE_POOL_EXHAUSTED),
 ``delay_next(method_key, s)`` (performed, answered only after ``s`` seconds), ``throttle_next(method_key)`` (429),
 ``hold_operations(True)`` (operations stay RUNNING until ``finish_operations()``), ``forget_request_ids()`` (the
-retention of request ids has passed). The fake has no clock of its own:
+retention of request ids has passed), ``only_projects(...)`` (a call under another project answers 404 notFound naming
+the project, as Compute Engine answers for a project that does not exist). The fake has no clock of its own:
 lifecycles move when a test says so (``set_status``, ``set_procurement_status``, ``delete``).
 """
 
@@ -202,6 +203,7 @@ class FakeGcp:
         self.delays: dict[str, float] = {}
         self.throttles: Counter[str] = Counter()
         self.hold = False
+        self.projects: set[str] | None = None  # None: any project exists
         self._ids = itertools.count(1)
         self._server: ThreadingHTTPServer | None = None
         self.url = ""
@@ -215,6 +217,10 @@ class FakeGcp:
 
     def throttle_next(self, method_key: str, times: int = 1) -> None:
         self.throttles[method_key] += times
+
+    def only_projects(self, *projects: str) -> None:
+        """Only these projects exist (until ``reset``): a call under another is 404 notFound naming the project."""
+        self.projects = set(projects)
 
     def hold_operations(self, hold: bool = True) -> None:
         self.hold = hold
@@ -263,6 +269,7 @@ class FakeGcp:
             for d in (self.operations, self.request_ids, self.pending, self.no_capacity, self.delays, self.throttles):
                 d.clear()
             self.hold = False
+            self.projects = None
 
     # ---- server ---------------------------------------------------------------------------------------------------
     def start(self) -> FakeGcp:
@@ -313,6 +320,8 @@ class FakeGcp:
                     if spec.get("location") == "path" and not re.fullmatch(spec.get("pattern", ".*"), p[name]):
                         msg = f"Invalid value for field '{name}': '{p[name]}'. Must be a match of regex '{spec['pattern']}'"
                         raise GcpError(400, msg)
+                if self.projects is not None and p.get("project") not in self.projects:
+                    raise GcpError(404, f"The resource 'projects/{p.get('project')}' was not found")
                 if rid in self.request_ids:  # a retry: the first call's operation, as it is now; nothing changes
                     out = self.operations[self.request_ids[rid]]
                 else:
