@@ -6,8 +6,6 @@ from __future__ import annotations
 
 from typing import Any
 
-import pytest
-
 from gpufleet.adapters.resource_names import resource_name
 from tests.integration.azure.fake_azure import FakeAzure
 from tests.integration.conftest import LiveServer
@@ -21,11 +19,11 @@ def _proposed(server: LiveServer) -> str:
         return str(c.post("/v1/reservations", json=ORDER).json()["reservation_id"])
 
 
-@pytest.mark.xfail(strict=True, reason="ResourceGroupNotFound is read as the reservation gone: the order is expired")
 def test_a_wrong_resource_group_leaves_an_active_order_active(azure_server: Any, fake_azure: FakeAzure) -> None:
-    """The defect: ``ArmApi.get`` answers None (does not exist) for ResourceGroupNotFound as for ResourceNotFound, so
+    """Review (fixed), the defect: ``ArmApi.get`` answers None (does not exist) for ResourceGroupNotFound as for ResourceNotFound, so
     ``describe`` reports every order cancelled (``NotFound``) and the reconciler ends the active ones as expired in
-    gpufleet while they are still held and billed at Azure under the right resource group."""
+    gpufleet while they are still held and billed at Azure under the right resource group. Now the pass answers 502 naming ResourceGroupNotFound and the setting; no order
+    changes state."""
     fake_azure.only_resource_groups("gpu-fleet")
     server = azure_server()
     rid = _proposed(server)
@@ -38,16 +36,16 @@ def test_a_wrong_resource_group_leaves_an_active_order_active(azure_server: Any,
     with wrong.client("finops_admin", "alice") as c:
         r = c.post("/v1/reservations:reconcile")
     assert status(wrong, rid) == "active", "gpufleet ended an order that Azure still holds and bills"
-    assert fake_azure.reservation(name, name)["properties"]["provisioningState"] == "Succeeded"
+    held = fake_azure.reservation(name, name)["properties"]["instanceView"]["reservationStateInfo"]
+    assert held["reservationState"] == "Live" and fake_azure.calls["capacityReservations.delete"] == 0
     assert r.status_code == 502 and "ResourceGroupNotFound" in r.text and "azure_resource_group" in r.text, r.text
 
 
-@pytest.mark.xfail(strict=True, reason="ResourceGroupNotFound on submit is a final refusal: the order is cancelled")
 def test_a_wrong_resource_group_leaves_an_approved_order_approved(azure_server: Any, fake_azure: FakeAzure) -> None:
-    """The defect: with the resource group missing, ``submit`` finds no order (None), creates one, and ARM's
+    """Review (fixed), the defect: with the resource group missing, ``submit`` finds no order (None), creates one, and ARM's
     ResourceGroupNotFound on the group's PUT is a refusal of the order itself: the approved reservation is cancelled
     for a setting, not for anything about the order. Expected: a refusal about the moment (retryable), left approved
-    for the next pass once the setting is fixed."""
+    for the next pass once the setting is fixed (now so)."""
     fake_azure.only_resource_groups("gpu-fleet")
     server = azure_server(azure_resource_group="gpu-fleet-staging")
     rid = _proposed(server)

@@ -25,7 +25,10 @@ reservation (``gpufleet-key``, ...); a reservation of that name without this key
   holds nothing: it is deleted with its group (so no litter stays at Azure) and reported cancelled. A reservation
   that no longer exists is ``cancelled`` with provider state ``NotFound`` (the service ends an active one as
   expired). One whose read gets no answer, or a refusal (403), is absent from the answer (unknown this pass; the
-  others are still described).
+  others are still described). A resource group or subscription that does not exist (ARM's ResourceGroupNotFound,
+  SubscriptionNotFound: ``azure_resource_group`` is wrong) is not a reservation gone: ``describe`` raises that
+  refusal and no order changes state; ``submit`` is refused for the moment (the reservation stays approved), and
+  ``cancel`` fails rather than report a delete done.
 
 Units are GPUs; Azure reserves whole VMs, ``ceil(units / 8)``. The order id is ``REGION/NAME`` (group and
 reservation share the name). Not bought here: reserved instances or savings plans, the price side; a capacity
@@ -40,7 +43,7 @@ from collections.abc import Callable, Sequence
 from datetime import UTC, date, datetime, timedelta
 from typing import Any
 
-from gpufleet.adapters.azure.session import NOT_FOUND, ArmApi
+from gpufleet.adapters.azure.session import CONFIG_NOT_FOUND, NOT_FOUND, ArmApi
 from gpufleet.adapters.azure.vm_sizes import VM_SIZES, vm_size, vms_for
 from gpufleet.adapters.providers import (
     LifecycleState,
@@ -157,6 +160,8 @@ class AzureCapacityReservations:
             except ProviderTimeout:
                 continue  # no answer for this one: unknown this pass (absent), the others still described
             except ProviderRefused as exc:  # its read refused (403 on one group): unknown, the others still described
+                if exc.code in CONFIG_NOT_FOUND:  # the settings' resource group is not there: no order can be read
+                    raise
                 log.warning("Azure order %s not described: %s", oid, exc)
                 continue
             if got is None:

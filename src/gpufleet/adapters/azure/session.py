@@ -13,7 +13,9 @@ Contract:
   :class:`~gpufleet.adapters.providers.ProviderTimeout` (unknown outcome; ARM's PUT is idempotent by name, so a
   retry is safe); any other error answer raises :class:`~gpufleet.adapters.providers.ProviderRefused` with ARM's
   ``error.code``, retryable for the capacity codes (:data:`CAPACITY_CODES`); :meth:`ArmApi.get` answers None for a
-  resource that does not exist.
+  resource that does not exist. A resource group or subscription that does not exist (:data:`CONFIG_NOT_FOUND`:
+  ``azure_resource_group`` or ``azure_subscription_id`` is wrong) is a retryable refusal naming the setting, on
+  every call: never read as a resource that does not exist.
 """
 
 from __future__ import annotations
@@ -35,7 +37,10 @@ from gpufleet.domain.errors import ValidationError
 ARM_URL = "https://management.azure.com/"
 SCOPE = "https://management.azure.com/.default"
 API_VERSION = "2026-04-01"
-NOT_FOUND = frozenset({"ResourceNotFound", "NotFound", "ParentResourceNotFound", "ResourceGroupNotFound"})
+NOT_FOUND = frozenset({"ResourceNotFound", "NotFound", "ParentResourceNotFound"})
+# what the settings name does not exist: a configuration error (every call under it fails alike), never "the
+# reservation is gone"; a refusal about the moment, so nothing is cancelled or ended while the setting is wrong
+CONFIG_NOT_FOUND = frozenset({"ResourceGroupNotFound", "SubscriptionNotFound"})
 # Azure's answers when it has no hardware for the size now (a refusal about the moment, not the order)
 CAPACITY_CODES = frozenset(
     {"AllocationFailed", "ZonalAllocationFailed", "OverconstrainedAllocationRequest",
@@ -175,15 +180,21 @@ class ArmApi:
             return self._http.request(method, url, params=query, json=body, headers=headers)
 
         c = self.config
-        return request_json(
-            send,
-            what=what,
-            max_attempts=c.max_attempts,
-            backoff_s=c.backoff_s,
-            sleep=self._sleep,
-            error=_error,
-            retryable=CAPACITY_CODES,
-        )
+        try:
+            return request_json(
+                send,
+                what=what,
+                max_attempts=c.max_attempts,
+                backoff_s=c.backoff_s,
+                sleep=self._sleep,
+                error=_error,
+                retryable=CAPACITY_CODES,
+            )
+        except ProviderRefused as exc:
+            if exc.code not in CONFIG_NOT_FOUND:
+                raise
+            where = f"azure_resource_group {c.resource_group!r} or azure_subscription_id {c.subscription_id!r}"
+            raise ProviderRefused(exc.code, f"{what}: {exc.message} (check {where})", retryable=True) from None
 
 
 def _error(r: httpx.Response) -> tuple[str, str]:
