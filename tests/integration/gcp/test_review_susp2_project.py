@@ -4,8 +4,6 @@ every call under a project that does not exist 404 ``notFound`` naming the proje
 
 from __future__ import annotations
 
-import pytest
-
 from gpufleet.adapters.gcp.reservations import resource_name
 from tests.integration.conftest import LiveServer
 from tests.integration.gcp.conftest import Start
@@ -24,11 +22,11 @@ def _submitted(server: LiveServer) -> str:
     return rid
 
 
-@pytest.mark.xfail(strict=True, reason="a project-level notFound is read as the reservation gone: the order expires")
 def test_a_wrong_project_leaves_an_active_order_active(gcp_server: Start, fake_gcp: FakeGcp) -> None:
-    """The defect: ``GoogleApi.get`` answers None (does not exist) for any ``notFound``, the project's own included, so
+    """Review (fixed), the defect: ``GoogleApi.get`` answers None (does not exist) for any ``notFound``, the project's own included, so
     ``describe`` reports every order ``NOT_FOUND`` and the reconciler ends the active ones as expired in gpufleet
-    while GCP still holds and bills them in the right project."""
+    while GCP still holds and bills them in the right project. Now the pass answers 502 naming the project and the
+    setting; no order changes state."""
     fake_gcp.only_projects("fleet-prod")
     server = gcp_server()
     rid = _submitted(server)
@@ -47,11 +45,10 @@ def test_a_wrong_project_leaves_an_active_order_active(gcp_server: Start, fake_g
     assert r.status_code == 502 and "fleet-staging" in r.text and "gcp_project" in r.text, r.text
 
 
-@pytest.mark.xfail(strict=True, reason="a project-level notFound on submit is a final refusal: the order is cancelled")
 def test_a_wrong_project_leaves_an_approved_order_approved(gcp_server: Start, fake_gcp: FakeGcp) -> None:
-    """The defect: with the project missing, ``submit`` finds no order (None), inserts one, and the insert's notFound
+    """Review (fixed), the defect: with the project missing, ``submit`` finds no order (None), inserts one, and the insert's notFound
     (the project) is a refusal of the order itself: the approved reservation is cancelled for a setting. Expected: a
-    refusal about the moment (retryable), left approved for the next pass once the setting is fixed."""
+    refusal about the moment (retryable), left approved for the next pass once the setting is fixed (now so)."""
     fake_gcp.only_projects("fleet-prod")
     server = gcp_server(gcp_project="fleet-staging")
     rid = _submitted(server)

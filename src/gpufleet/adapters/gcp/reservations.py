@@ -21,7 +21,9 @@ capacity could not be tried again.
   active (expired once its window has ended), DECLINED / CANCELLED / FAILED -> cancelled. A resource that no longer
   exists (GCP deleted it at its end, someone deleted it, or its creation failed) is ``cancelled`` with provider
   state ``NOT_FOUND``; the service ends an *active* reservation so reported as expired. An order whose read gets
-  no answer, or a refusal (403), is absent from the answer (unknown this pass; the others are still described).
+  no answer, or a refusal (403), is absent from the answer (unknown this pass; the others are still described). A
+  ``notFound`` naming the project or the zone rather than the resource (``gcp_project`` is wrong) is not a resource
+  gone: ``describe`` raises that refusal and no order changes state; ``submit`` is refused for the moment.
 
 Units are GPUs; GCP reserves whole machines, so ``ceil(units / GPUs per machine)`` are reserved. The order id is
 ``ZONE/reservations/NAME`` or ``ZONE/futureReservations/NAME``. Not bought here: committed use discounts (the
@@ -39,7 +41,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from gpufleet.adapters.gcp.machines import MACHINE_TYPES, machine_type, machines_for
-from gpufleet.adapters.gcp.session import GoogleApi
+from gpufleet.adapters.gcp.session import CONFIG_NOT_FOUND, GoogleApi
 from gpufleet.adapters.http_retry import RETRY_STATUS
 from gpufleet.adapters.providers import (
     LifecycleState,
@@ -172,6 +174,8 @@ class GcpReservations:
             except ProviderTimeout:
                 continue  # no answer for this one: unknown this pass, the others still described
             except ProviderRefused as exc:  # its read refused (403 on one zone): unknown, the others still described
+                if exc.code in CONFIG_NOT_FOUND:  # the settings' project (or the order's zone) is not there
+                    raise
                 log.warning("GCP order %s not described: %s", oid, exc)
                 continue
             if got is None:

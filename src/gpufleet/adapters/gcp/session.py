@@ -16,11 +16,14 @@ Contract:
 - any other error answer raises :class:`~gpufleet.adapters.providers.ProviderRefused` with GCP's ``reason``
   (Compute Engine's ``alreadyExists``, ``invalid``, ``notFound``, ...; the newer APIs' ``status`` such as
   ``ALREADY_EXISTS``, ``ABORTED``, ``NOT_FOUND`` when the error names no reason); :meth:`GoogleApi.get` answers
-  None for a resource that does not exist.
+  None for a resource that does not exist. A ``notFound`` whose message names not the resource asked for but one
+  above it (``The resource 'projects/P' was not found``: ``gcp_project`` or a zone is wrong) is a retryable refusal
+  (:data:`CONFIG_NOT_FOUND`) naming the setting, on every call: never read as a resource that does not exist.
 """
 
 from __future__ import annotations
 
+import re
 import threading
 import time
 from collections.abc import Callable, Mapping
@@ -36,6 +39,10 @@ from gpufleet.domain.errors import ValidationError
 COMPUTE_URL = "https://compute.googleapis.com/compute/v1/"
 QUOTAS_URL = "https://cloudquotas.googleapis.com/v1/"
 NOT_FOUND = frozenset({"notFound", "NOT_FOUND"})
+# a notFound naming what the settings point at (the project, a zone), not the resource asked for: a configuration
+# error, a refusal about the moment, never "the resource is gone"
+CONFIG_NOT_FOUND = frozenset({"project_not_found", "parent_not_found"})
+_NAMED = re.compile(r"'(projects/[^'\s]+)'")
 SCOPE = "https://www.googleapis.com/auth/cloud-platform"
 
 
@@ -165,9 +172,21 @@ class GoogleApi:
             )
 
         c = self.config
-        return request_json(
-            send, what=what, max_attempts=c.max_attempts, backoff_s=c.backoff_s, sleep=self._sleep, error=_error
-        )
+        try:
+            return request_json(
+                send, what=what, max_attempts=c.max_attempts, backoff_s=c.backoff_s, sleep=self._sleep, error=_error
+            )
+        except ProviderRefused as exc:
+            if exc.code not in NOT_FOUND:
+                raise
+            asked = f"projects/{c.project}/{path}".rstrip("/")
+            named = _NAMED.search(exc.message)
+            if named is None or not asked.startswith(named.group(1).rstrip("/") + "/"):
+                raise  # the resource asked for (or one not named): it does not exist
+            above = named.group(1).rstrip("/")
+            code = "project_not_found" if above == f"projects/{c.project}" else "parent_not_found"
+            msg = f"{what}: {above} does not exist (check gcp_project {c.project!r} and gcp_zones): {exc.message}"
+            raise ProviderRefused(code, msg, retryable=True) from None
 
 
 def _error(r: httpx.Response) -> tuple[str, str]:
