@@ -14,7 +14,9 @@ every model) is read too and listed (tier ``all``) by ``GET /v1/quotas``, as a w
 Reading (``quotaInfos.get``): a quota's ``dimensionsInfos`` rows each hold the value for a set of dimensions; a
 dimension absent from a row means every value without a row of its own, and a row without ``region`` applies to
 the regions in its ``applicableLocations``. The value of a region (and GPU family) is the matching row that names
-the most dimensions. A value of -1 (unlimited) gives no reading.
+the most dimensions. A value of -1 (unlimited) gives no reading, nor does an answer that is not as documented (rows
+or dimensions that are not objects, a value that is not an integer, a row without ``details``): that quota keeps
+its stored value, and filing against it is refused (``bad_answer``, retryable).
 
 Increases are quota preferences (``quotaPreferences``): filed only when the quota, read at that moment (not from a
 cache), is limited and below the desired value (an unlimited quota, -1, is never turned into a limit); one preference
@@ -34,6 +36,7 @@ its times do not tell how long one request took: ``turnaround_s`` is None and th
 from __future__ import annotations
 
 import hashlib
+import logging
 import re
 from dataclasses import dataclass
 from typing import Any
@@ -45,6 +48,8 @@ from gpufleet.adapters.http_retry import Pages
 from gpufleet.adapters.providers import ProviderRefused
 from gpufleet.adapters.quota_port import IncreaseRequest, QuotaReading, QuotaRef
 from gpufleet.domain.errors import ConflictError, ValidationError
+
+log = logging.getLogger(__name__)
 
 SERVICE = "compute.googleapis.com"
 FAMILY_QUOTA = "GPUS-PER-GPU-FAMILY-per-project-region"
@@ -98,9 +103,46 @@ QUOTA_BY_CODE: dict[str, tuple[str, GpuQuota]] = {
 }
 
 
+class GarbledQuota(ValueError):
+    """A quotaInfos answer that is not as Cloud Quotas documents it (rows or dimensions that are not objects, a value
+    that is not an integer, a row without details): no reading is taken from it."""
+
+
+_INT = re.compile(r"-?[0-9]{1,18}")
+
+
+def _rows(info: dict[str, Any]) -> list[tuple[dict[str, str], list[str], int]]:
+    """The answer's dimensionsInfos as (dimensions, applicable locations, value); :class:`GarbledQuota` when a part
+    is not what Cloud Quotas sends. proto3 JSON leaves defaults out: no rows, no dimensions, a value of 0 (``details``
+    ``{}``); int64 values come as strings."""
+    rows = info.get("dimensionsInfos")
+    if rows is None:
+        return []
+    if not isinstance(rows, list):
+        raise GarbledQuota(f"dimensionsInfos is not a list: {str(rows)[:80]!r}")
+    out = []
+    for row in rows:
+        if not isinstance(row, dict):
+            raise GarbledQuota(f"a dimensionsInfos row is not an object: {str(row)[:80]!r}")
+        dims, where, details = row.get("dimensions") or {}, row.get("applicableLocations") or [], row.get("details")
+        if not isinstance(dims, dict) or not all(isinstance(v, str) for v in dims.values()):
+            raise GarbledQuota(f"dimensions is not an object of strings: {str(dims)[:80]!r}")
+        if not isinstance(where, list):
+            raise GarbledQuota(f"applicableLocations is not a list: {str(where)[:80]!r}")
+        if not isinstance(details, dict):
+            raise GarbledQuota(f"a row without details: {str(row)[:80]!r}")
+        value = details.get("value", 0)
+        if isinstance(value, str) and _INT.fullmatch(value.strip()):
+            value = int(value)
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise GarbledQuota(f"details.value is not an integer: {str(value)[:80]!r}")
+        out.append((dims, where, value))
+    return out
+
+
 def region_value(info: dict[str, Any], region: str, family: str | None) -> int | None:
     """The quota's value for ``region`` (and ``family``) from its dimensionsInfos (module docstring); None when no
-    row applies or the quota is unlimited (-1)."""
+    row applies or the quota is unlimited (-1); :class:`GarbledQuota` for an answer that cannot be read."""
     value = _row_value(info, region, family)
     return None if value is None or value < 0 else value
 
@@ -109,14 +151,11 @@ def _row_value(info: dict[str, Any], region: str, family: str | None) -> int | N
     """The value of the most specific matching row, -1 (unlimited) included; None when no row applies."""
     want = {"region": region} | ({} if family is None else {"gpu_family": family})
     best: tuple[int, int] | None = None
-    for row in info.get("dimensionsInfos") or []:
-        dims: dict[str, str] = row.get("dimensions") or {}
+    for dims, where, value in _rows(info):
         if any(want.get(k) != v for k, v in dims.items()):
             continue
-        where = row.get("applicableLocations") or []
         if "region" not in dims and where and region not in where:
             continue
-        value = int((row.get("details") or {}).get("value", 0))
         if best is None or len(dims) > best[0]:
             best = (len(dims), value)
     return None if best is None else best[1]
@@ -124,8 +163,8 @@ def _row_value(info: dict[str, Any], region: str, family: str | None) -> int | N
 
 def _global_value(info: dict[str, Any]) -> int | None:
     """The project-wide quota's value: its row without dimensions; None when it has none or is unlimited."""
-    rows = [r for r in info.get("dimensionsInfos") or [] if not r.get("dimensions")]
-    value = int((rows[0].get("details") or {}).get("value", 0)) if rows else None
+    rows = [value for dims, _where, value in _rows(info) if not dims]
+    value = rows[0] if rows else None
     return None if value is None or value < 0 else value
 
 
@@ -158,12 +197,20 @@ class GcpCloudQuotas:
                 path = f"locations/global/services/{SERVICE}/quotaInfos/{q.quota_id}"
                 infos[q.quota_id] = self._api.get("quotaInfos.get", path)
             info = infos[q.quota_id]
-            value = None if info is None else region_value(info, region, q.family)
+            try:
+                value = None if info is None else region_value(info, region, q.family)
+            except GarbledQuota as exc:  # that quota's answer cannot be read: no reading, the stored quota applies
+                log.warning("GCP quota %s in %s not read: %s", q.quota_id, region, exc)
+                value = None
             if value is not None:
                 family = q.family or q.quota_id.removeprefix("PREEMPTIBLE-").removesuffix("-GPUS-per-project-region")
                 out.append(QuotaReading(region, code, q.quota_id, family, tier, float(value)))
         info = self._api.get("quotaInfos.get", f"locations/global/services/{SERVICE}/quotaInfos/{GLOBAL_QUOTA}")
-        total = None if info is None else _global_value(info)
+        try:
+            total = None if info is None else _global_value(info)
+        except GarbledQuota as exc:
+            log.warning("GCP quota %s not read: %s", GLOBAL_QUOTA, exc)
+            total = None
         if total is not None:  # the project's ceiling over every region and model: listed, not applied to a pool
             out.append(QuotaReading(region, GLOBAL_QUOTA, GLOBAL_QUOTA, "every GPU, every region", "all", float(total)))
         return out
@@ -184,7 +231,10 @@ class GcpCloudQuotas:
                 "gcp_quota_contact_email", "Google requires a contact email on a quota increase; set it to file one"
             )
         info = self._api.get("quotaInfos.get", f"locations/global/services/{SERVICE}/quotaInfos/{q.quota_id}")
-        now = None if info is None else _row_value(info, region, q.family)
+        try:
+            now = None if info is None else _row_value(info, region, q.family)
+        except GarbledQuota as exc:  # never filed against a value that could not be read
+            raise ProviderRefused("bad_answer", f"quotaInfos.get {q.quota_id}: {exc}", retryable=True) from None
         if now is None or now < 0 or now >= desired_value:  # read now, not from a cache: never lower a quota
             what = "no such quota here" if now is None else "unlimited" if now < 0 else f"already {now}"
             raise ValidationError("desired_gpus", f"{code} in {region}: {what}; {desired_value:g} would not raise it")
