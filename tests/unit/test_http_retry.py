@@ -1,5 +1,6 @@
-"""The cloud adapters' one retry loop: no answer and 429/5xx are retried, the server's Retry-After is honoured (and
-capped), a refusal is returned at once, and no answer after the last attempt is an unknown outcome."""
+"""The cloud adapters' one retry loop: no answer and 429/5xx are retried, the server's Retry-After is honoured (a wait
+past the call's deadline ends the call instead: never retried sooner than asked), a refusal is returned at once, and
+no answer after the last attempt is an unknown outcome."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from collections.abc import Callable
 import httpx
 import pytest
 
-from gpufleet.adapters.http_retry import MAX_RETRY_AFTER_S, send_with_retries
+from gpufleet.adapters.http_retry import send_with_retries
 from gpufleet.adapters.providers import ProviderTimeout
 
 
@@ -27,9 +28,12 @@ def _answers(*items: int | str | Exception) -> tuple[list[float], Callable[[], h
 
 
 def test_throttling_is_retried_after_the_servers_wait_and_a_refusal_is_returned_at_once() -> None:
-    slept, send = _answers("429/2", "503/7200", 200)
+    slept, send = _answers("429/2", "503/7", 200)
     r, attempts = send_with_retries(send, what="x", max_attempts=3, backoff_s=0.5, sleep=slept.append)
-    assert (r.status_code, attempts) == (200, 3) and slept == [2.0, MAX_RETRY_AFTER_S]
+    assert (r.status_code, attempts) == (200, 3) and slept == [2.0, 7.0]
+    slept, send = _answers("429/2", "503/7200", 200)  # two hours: past the call's deadline, the 503 is the answer
+    r, attempts = send_with_retries(send, what="x", max_attempts=3, backoff_s=0.5, sleep=slept.append)
+    assert (r.status_code, attempts) == (503, 2) and slept == [2.0]
     slept, send = _answers(400, 200)
     r, attempts = send_with_retries(send, what="x", max_attempts=3, backoff_s=0.5, sleep=slept.append)
     assert (r.status_code, attempts, slept) == (400, 1, [])

@@ -7,7 +7,6 @@ import time
 from email.utils import formatdate
 
 import httpx
-import pytest
 
 from gpufleet.adapters.http_retry import send_with_retries
 
@@ -27,11 +26,11 @@ class Throttled:
         return httpx.Response(200, json={})
 
 
-@pytest.mark.xfail(strict=True, reason="Retry-After as an HTTP-date is ignored: the retry comes after a short backoff")
 def test_retry_after_as_an_http_date_is_honoured() -> None:
-    """The defect: ``_retry_after`` reads only ``float(...)``; an HTTP-date (``Retry-After: Wed, 21 Oct 2026 07:28:00
-    GMT``, which RFC 9110 allows and proxies and some APIs send) is ignored, and the retry comes after the jittered
-    backoff (here at most 0.5 s) instead of when the server asked: one more throttled call, the quota burned."""
+    """Review (fixed), the defect: ``_retry_after`` reads only ``float(...)``; an HTTP-date (``Retry-After: Wed, 21 Oct
+    2026 07:28:00 GMT``, which RFC 9110 allows and proxies and some APIs send) is ignored, and the retry comes after the
+    jittered backoff (here at most 0.5 s) instead of when the server asked: one more throttled call, the quota burned.
+    Now the date is waited for."""
     api = Throttled(formatdate(time.time() + 20, usegmt=True), times=1)
     waits: list[float] = []
     r, attempts = send_with_retries(api, what="t", max_attempts=3, backoff_s=0.5, sleep=waits.append)
@@ -43,12 +42,12 @@ def test_retry_after_as_an_http_date_is_honoured() -> None:
     assert past == [0.0]
 
 
-@pytest.mark.xfail(strict=True, reason="one call may wait ~270 s (9 x Retry-After capped at 30 s): no deadline")
 def test_one_calls_total_wait_is_bounded_by_its_deadline() -> None:
-    """The defect: each wait is capped at 30 s but nothing bounds their sum: with ``max_attempts`` 10 (the settings
-    allow it) and an API asking ``Retry-After: 30`` every time, one call sleeps 270 s, holding the API request that
-    made it (an approval submits at once). Expected: the call gives up once the next wait would pass its documented
-    deadline (``CALL_DEADLINE_S``); the caller sees the last answer (429: the retries ran out)."""
+    """Review (fixed), the defect: each wait is capped at 30 s but nothing bounds their sum: with ``max_attempts`` 10
+    (the settings allow it) and an API asking ``Retry-After: 30`` every time, one call sleeps 270 s, holding the API
+    request that made it (an approval submits at once). Expected: the call gives up once the next wait would pass its
+    documented deadline (``CALL_DEADLINE_S``, 60 s); the caller sees the last answer (429: the retries ran out).
+    Now so."""
     api = Throttled("30", times=100)
     waits: list[float] = []
     r, attempts = send_with_retries(api, what="t", max_attempts=10, backoff_s=0.5, sleep=waits.append)
@@ -57,11 +56,10 @@ def test_one_calls_total_wait_is_bounded_by_its_deadline() -> None:
     assert attempts == api.calls < 10
 
 
-@pytest.mark.xfail(strict=True, reason="a Retry-After past the cap is cut to 30 s: retried before the server asked")
 def test_a_retry_after_beyond_the_deadline_is_not_retried_early() -> None:
-    """The defect: ``Retry-After: 3600`` (come back in an hour) is cut to 30 s and the call retried then, against what
-    the server asked. Expected: no retry sooner than asked; the call ends with the 429 (the reconciler's next pass
-    tries again)."""
+    """Review (fixed), the defect: ``Retry-After: 3600`` (come back in an hour) is cut to 30 s and the call retried
+    then, against what the server asked. Expected: no retry sooner than asked; the call ends with the 429 (the
+    reconciler's next pass tries again). Now so."""
     api = Throttled("3600", times=100)
     waits: list[float] = []
     r, attempts = send_with_retries(api, what="t", max_attempts=3, backoff_s=0.5, sleep=waits.append)

@@ -1,12 +1,15 @@
 """One HTTP call to a cloud API, retried when no answer came or the answer was throttling or a server error.
 
 Contract: ``send`` makes the request once; it is retried up to ``max_attempts`` attempts in all on a transport
-error (no answer, a dropped connection) and on 429/5xx, waiting between attempts the server's ``Retry-After``
-seconds when it gives some (at most 30), else an exponential backoff with full jitter (``backoff_s`` doubling,
-at most 8 s). No answer after the last attempt raises :class:`~gpufleet.adapters.providers.ProviderTimeout`
-(unknown outcome); otherwise the last response is returned with the number of attempts, for the caller to read
-(a 429/5xx then means the retries ran out). Retrying a mutation is safe only when the API makes it idempotent
-(a request id, or a name the resource is created under).
+error (no answer, a dropped connection) and on 429/5xx, waiting between attempts what the server's ``Retry-After``
+asks (RFC 9110: delta-seconds, or an HTTP-date, a date already past being no wait), else an exponential backoff
+with full jitter (``backoff_s`` doubling, at most 8 s). One call's attempts and waits together stay within
+``deadline_s`` (:data:`CALL_DEADLINE_S`, 60 s): a retry whose wait would end past it is not made (never sooner
+than the server asked), so a call ends within the deadline plus one attempt's timeouts. No answer after the last
+attempt raises :class:`~gpufleet.adapters.providers.ProviderTimeout` (unknown outcome); otherwise the last response
+is returned with the number of attempts, for the caller to read (a 429/5xx then means the retries ran out).
+Retrying a mutation is safe only when the API makes it idempotent (a request id, or a name the resource is created
+under).
 
 ``request_json`` reads one call's answer as the port's outcomes; ``json_object`` reads a successful answer (not a
 JSON object: an unknown outcome); ``Pages`` guards a list's paging (a bounded number of pages, none twice, links on
@@ -16,7 +19,11 @@ the first request's origin only).
 from __future__ import annotations
 
 import random
+import re
+import time
 from collections.abc import Callable
+from datetime import UTC
+from email.utils import parsedate_to_datetime
 from typing import Any
 
 import httpx
@@ -24,7 +31,7 @@ import httpx
 from gpufleet.adapters.providers import ProviderRefused, ProviderTimeout
 
 RETRY_STATUS = frozenset({429, 500, 502, 503, 504})
-MAX_RETRY_AFTER_S = 30.0
+CALL_DEADLINE_S = 60.0  # one call's attempts and the waits between them; an API request waits on it
 
 
 def send_with_retries(
@@ -34,20 +41,31 @@ def send_with_retries(
     max_attempts: int,
     backoff_s: float,
     sleep: Callable[[float], None],
+    deadline_s: float = CALL_DEADLINE_S,
 ) -> tuple[httpx.Response, int]:
     attempt = 0
+    spent = 0.0  # the attempts' time (measured) and the waits' (as asked of ``sleep``)
     while True:
         attempt += 1
+        t0 = time.monotonic()
         try:
             r = send()
         except httpx.TransportError as exc:
-            if attempt < max_attempts:
-                sleep(_backoff(backoff_s, attempt))
+            spent += time.monotonic() - t0
+            wait = _backoff(backoff_s, attempt)
+            if attempt < max_attempts and spent + wait <= deadline_s:
+                sleep(wait)
+                spent += wait
                 continue
             raise ProviderTimeout(f"{what}: no answer ({type(exc).__name__})") from None
+        spent += time.monotonic() - t0
         if r.status_code in RETRY_STATUS and attempt < max_attempts:
-            sleep(_retry_after(r) or _backoff(backoff_s, attempt))
-            continue
+            asked = _retry_after(r)
+            wait = _backoff(backoff_s, attempt) if asked is None else asked
+            if spent + wait <= deadline_s:
+                sleep(wait)
+                spent += wait
+                continue
         return r, attempt
 
 
@@ -81,11 +99,22 @@ def _backoff(backoff_s: float, attempt: int) -> float:
     return random.uniform(0, min(8.0, backoff_s * 2 ** (attempt - 1)))
 
 
-def _retry_after(r: httpx.Response) -> float | None:
+_DELTA = re.compile(r"[0-9]{1,9}")
+
+
+def _retry_after(r: httpx.Response, now: Callable[[], float] = time.time) -> float | None:
+    """The seconds ``Retry-After`` asks to wait (RFC 9110 10.2.3: delta-seconds or an HTTP-date; a date already past:
+    0); None when absent or neither form."""
+    value = r.headers.get("Retry-After", "").strip()
+    if _DELTA.fullmatch(value):
+        return float(value)
     try:
-        return min(MAX_RETRY_AFTER_S, max(0.0, float(r.headers.get("Retry-After", ""))))
-    except ValueError:
+        when = parsedate_to_datetime(value)
+    except (TypeError, ValueError, IndexError):
         return None
+    if when.tzinfo is None:  # an HTTP-date is GMT; a zone-less date is read as such
+        when = when.replace(tzinfo=UTC)
+    return max(0.0, when.timestamp() - now())
 
 
 MAX_PAGES = 100
