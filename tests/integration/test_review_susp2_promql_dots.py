@@ -40,14 +40,13 @@ def _openmetrics() -> str:
     return "\n".join([*lines, "# EOF", ""])
 
 
-@pytest.mark.xfail(strict=True, reason="$deployment goes into the pod regex unescaped: api.v1 also reads api-v1's pods")
 @pytest.mark.skipif(not promserver.available(), reason=promserver.SKIP_REASON)
 def test_a_dotted_deployment_name_reads_only_its_own_pods(tmp_path: Path) -> None:
-    """The defect: the default queries put ``$deployment`` into ``pod=~"$deployment-[a-z0-9]+(-[a-z0-9]+)?"`` as it
+    """Review (fixed), the defect: the default queries put ``$deployment`` into ``pod=~"$deployment-[a-z0-9]+(-[a-z0-9]+)?"`` as it
     is; in a regex the dot of ``api.v1`` matches any character, so Deployment ``api.v1`` also reads the pods of
     ``api-v1`` in its namespace (100 requests/s instead of 10; 43 waiting instead of 3) and is sized for ten times its
     load. Expected: the name's regex metacharacters escaped in a regex matcher, as it is everywhere else (an
-    annotation's exact match ``deployment="$deployment"`` keeps the name as it is)."""
+    annotation's exact match ``deployment="$deployment"`` keeps the name as it is). Now so, for the defaults and an annotation's own regex alike."""
     scaling = ServingScaling(1, 20, 10.0)
     exact = 'sum(rate(vllm:request_success_total{namespace="$namespace",deployment="$deployment"}[2m]))'
     deps = [ObservedDeployment("ml", name, 1, 1, serving=DeclaredServing(scaling)) for name in ("api.v1", "api-v1")]

@@ -10,7 +10,8 @@ dearest nodes first (gpufleet's scale-down rule, the simulator's; honoured by Ku
 
 :func:`deployment_rates` observes the request rate of every opted-in Deployment (adapters/kubernetes/labels.py)
 from Prometheus: its ``gpufleet.io/rps-query`` annotation or the controller's default query, with ``$namespace``
-and ``$deployment`` substituted, summed over the series it matches at the decision time.
+and ``$deployment`` substituted (escaped for the regex inside a ``=~`` / ``!~`` matcher: a name may hold dots), summed
+over the series it matches at the decision time.
 :func:`deployment_gauges` reads the requests waiting and in service the same way (``gpufleet.io/queue-query``,
 ``gpufleet.io/running-query``; vLLM's scheduler gauges by default) and, when a query is given, the requests
 whose queue wait passed the SLO over the last period (``gpufleet.io/slo-miss-query``): the queue, in-flight and
@@ -21,6 +22,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import re
 from collections.abc import Callable, Mapping, Sequence
 from string import Template
 
@@ -44,8 +46,25 @@ DEFAULT_QUEUE_QUERY = f"sum(vllm:num_requests_waiting{{{PODS_OF_DEPLOYMENT}}})"
 DEFAULT_RUNNING_QUERY = f"sum(vllm:num_requests_running{{{PODS_OF_DEPLOYMENT}}})"
 
 
+# a regex matcher's string literal (=~ or !~): "..." or '...' with escapes, or `...` raw
+_REGEX_LITERAL = re.compile(r"""([=!]~\s*)("(?:[^"\\]|\\.)*"|'(?:[^'\\]|\\.)*'|`[^`]*`)""")
+_RE2_META = re.compile(r"([\\.+*?()|\[\]{}^$])")
+
+
 def _promql(dep: ObservedDeployment, own: str, default: str) -> str:
-    return Template(own or default).safe_substitute(namespace=dep.namespace, deployment=dep.name)
+    """``$namespace`` and ``$deployment`` substituted; inside a regex matcher's literal (``pod=~"$deployment-..."``)
+    with the regex metacharacters escaped (a Deployment name may hold dots: ``api.v1`` must not match ``api-v1``),
+    elsewhere (``deployment="$deployment"``) as they are."""
+    names = {"namespace": dep.namespace, "deployment": dep.name}
+
+    def in_regex(m: re.Match[str]) -> str:
+        literal = m.group(2)
+        escaped = {k: _RE2_META.sub(r"\\\1", v) for k, v in names.items()}
+        if literal[0] != "`":  # a quoted PromQL string: its backslashes are escapes themselves
+            escaped = {k: v.replace("\\", "\\\\") for k, v in escaped.items()}
+        return m.group(1) + Template(literal).safe_substitute(escaped)
+
+    return Template(_REGEX_LITERAL.sub(in_regex, own or default)).safe_substitute(names)
 
 
 def rps_query(dep: ObservedDeployment, default: str) -> str:
