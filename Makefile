@@ -24,11 +24,13 @@ run: $(STAMP) native
 	mkdir -p out
 	$(BIN)/gpufleet simulate --scenario default --report out/report.html --json out/summary.json
 
-# Every lane runs on all cores (pytest-xdist; TEST_WORKERS=0 runs in this process, e.g. to debug). Tests go to
+# Every lane runs on one worker more than the machine has cores (pytest-xdist; many tests wait on a server, a
+# subprocess or a lock, so a third worker on 2 cores took the first lane from ~800 s to ~600 s, session 44;
+# TEST_WORKERS=0 runs in this process, e.g. to debug). Tests go to
 # the workers file by file, in collection order (deploy's image build starts first, the many small unit files
 # fill in at the end), except that the files sharing one real kube-apiserver or moto server stay on one worker
 # (tests/conftest.py: pytest_xdist_make_scheduler).
-TEST_WORKERS ?= logical
+TEST_WORKERS ?= $(shell echo $$(( $$(nproc 2>/dev/null || echo 1) + 1 )))
 PYTEST := $(BIN)/python -m pytest -q -p no:cacheprovider -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder
 
 # With the native build in use, the tests marked source_only (they patch or subclass the source's internals) run
