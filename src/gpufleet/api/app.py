@@ -54,7 +54,7 @@ class _LeaderLoop:
             self._leading = True
             self._last_full_s = now_s
             report = s.reservations.reconcile()
-            if report.submitted or report.activated or report.expired or report.still_pending:
+            if report.submitted or report.activated or report.expired or report.still_pending or report.errors:
                 log.info("reconcile: %s", report)
         else:
             submit_approved(s.engine, s.reservations)

@@ -415,12 +415,18 @@ class ReservationDecision(Strict):
     reason: Annotated[str, Field(pattern=r"^[^\x00-\x1f]{0,500}$")] = ""
 
 
+class ReconcileError(BaseModel):
+    reservation_id: str
+    error: str  # the provider's code and message (a refusal for the moment: a permission denied, no capacity now)
+
+
 class ReconcilePublic(BaseModel):
     submitted: list[str]
     still_pending: list[str]
     activated: list[str]
     expired: list[str]
     cancelled: list[str] = []  # the provider reported the order cancelled or failed before it became active
+    errors: list[ReconcileError] = []  # approved ones left approved this pass, and why (a setting to fix, capacity)
 
 
 # ---- fleet ---------------------------------------------------------------------------------------------------

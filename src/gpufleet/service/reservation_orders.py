@@ -45,7 +45,9 @@ class ReconcileReport:
     activated: list[str] = field(default_factory=list)
     expired: list[str] = field(default_factory=list)
     cancelled: list[str] = field(default_factory=list)  # the provider reports the order cancelled or failed
-    errors: list[dict[str, str]] = field(default_factory=list)  # approved ones whose submission raised (left approved)
+    # approved ones whose submission raised or was refused for the moment (left approved), and why: a permission the
+    # provider denies, no capacity now
+    errors: list[dict[str, str]] = field(default_factory=list)
 
 
 class ProviderOrders:
@@ -81,20 +83,24 @@ class ProviderOrders:
         for a later pass. Timeouts are retried up to ``provider_max_attempts``; if all time out the reservation
         stays ``approved`` for the reconciler.
         """
+        return self._submit(reservation_id, actor_id=actor_id)[0]
+
+    def _submit(self, reservation_id: str, *, actor_id: str) -> tuple[ReservationView, ProviderRefused | None]:
+        """:meth:`submit`, and the provider's refusal when there was one (the reconciler reports it)."""
         with UnitOfWork(self._engine, write=False) as uow:
             row = uow.session.get(ReservationRow, reservation_id)
             if row is None:
                 raise NotFoundError("reservation", reservation_id)
             if row.status != S.APPROVED.value:
-                return view_of(uow, row)
+                return view_of(uow, row), None
             if self._may_submit is not None and not self._may_submit():  # a follower: the leader submits
-                return view_of(uow, row)
+                return view_of(uow, row), None
             key = row.idempotency_key
             req = OrderRequest(row.sku_id, row.region_id, row.units, row.term_months, row.start_s)
             now_s = self._clock.now_s()
             late = row.start_s < now_s
             if not late and isinstance(self._provider, SubmitWindow) and self._provider.earliest_submit_s(req) > now_s:
-                return view_of(uow, row)  # too early for the provider: a later reconciler pass submits it
+                return view_of(uow, row), None  # too early for the provider: a later reconciler pass submits it
         order = self._late_order(key) if late else self._call_provider(key, req)
         if self._crash_hook is not None:
             self._crash_hook("after_provider_call")
@@ -118,7 +124,7 @@ class ProviderOrders:
                 persist_status(uow, row, res, now_s, actor_id, provider_order_id=order.order_id)
             view = view_of(uow, row)
             uow.commit()
-            return view
+            return view, order if isinstance(order, ProviderRefused) else None
 
     def _call_provider(self, key: str, req: OrderRequest) -> ProviderOrder | ProviderRefused | None:
         """The order, the provider's refusal, or None when every attempt had an unknown outcome (each retry
@@ -150,8 +156,9 @@ class ProviderOrders:
     def _refused(
         self, uow: UnitOfWork, row: ReservationRow, refused: ProviderRefused, now_s: int, actor_id: str
     ) -> None:
-        """A refusal about the moment (no capacity now) leaves the reservation approved for the reconciler's next
-        pass; a refusal of the order itself cancels it. Either way the provider's code is in the audit log."""
+        """A refusal about the moment (no capacity now; a permission the provider denies, a setting to fix) leaves the
+        reservation approved for the reconciler's next pass; a refusal of the order itself cancels it. Either way the
+        provider's code is in the audit log."""
         detail = {"code": refused.code, "message": refused.message[:300], "retryable": refused.retryable}
         uow.audit(
             at_s=now_s,
@@ -185,11 +192,14 @@ class ProviderOrders:
             ).all()
         for rid in approved:
             try:
-                view = self.submit(rid, actor_id=actor_id)
+                view, refused = self._submit(rid, actor_id=actor_id)
             except GpufleetError as exc:  # this one's error is its own: the others are still submitted and followed
                 log.warning("reservation %s not submitted: %s", rid, exc)
                 report.errors.append({"reservation_id": rid, "error": str(exc)[:300]})
                 continue
+            if refused is not None and view.status is S.APPROVED:  # refused for the moment: say why it waits
+                log.warning("reservation %s not submitted: %s", rid, refused)
+                report.errors.append({"reservation_id": rid, "error": str(refused)[:300]})
             (report.submitted if view.status is S.SUBMITTED else report.still_pending).append(rid)
         if isinstance(self._provider, ProviderLifecycle):
             self._follow_provider(self._provider, report)

@@ -34,17 +34,15 @@ def _deny(fake: FakeAws, action: str, code: str, message: str, http: int, monkey
     monkeypatch.setattr(fake, attr, denied)
 
 
-@pytest.mark.xfail(
-    strict=True, reason="a permission error is a non-retryable refusal: the approved reservation is cancelled for good"
-)
 @pytest.mark.parametrize(("code", "message", "http"), DENIALS, ids=[d[0] for d in DENIALS])
 def test_review_a_permission_error_leaves_the_reservation_approved(
     aws_server: Start, fake: FakeAws, monkeypatch: pytest.MonkeyPatch, code: str, message: str, http: int
 ) -> None:
-    """Review (authgap), the defect: ``errors.call`` maps every error but capacity to a non-retryable refusal, so
+    """Review (fixed), the defect: ``errors.call`` maps every error but capacity to a non-retryable refusal, so
     ``UnauthorizedOperation`` on CreateCapacityReservation cancels the approved reservation for good: it has to be
     proposed and approved again after the IAM policy is fixed. Expected: a retryable refusal naming the permission,
-    the reservation left approved (audited, reported in the reconcile answer's errors), bought on the next pass."""
+    the reservation left approved (audited, reported in the reconcile answer's errors), bought on the next pass
+    (now so)."""
     server = aws_server(aws_max_attempts=1)
     with server.client("finops_admin", "fiona") as c:
         rid = c.post("/v1/reservations", json=ORDER).json()["reservation_id"]
@@ -64,13 +62,12 @@ def test_review_a_permission_error_leaves_the_reservation_approved(
     assert status(server, rid) == "submitted_to_cloud" and len(fake.reservations) == 1
 
 
-@pytest.mark.xfail(strict=True, reason="a permission error fails a dual-approved Capacity Block request for good")
 def test_review_a_permission_error_leaves_the_capacity_block_request_approved(
     aws_server: Start, fake: FakeAws, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Review (authgap), the defect: PurchaseCapacityBlock answered ``UnauthorizedOperation`` is a non-retryable
+    """Review (fixed), the defect: PurchaseCapacityBlock answered ``UnauthorizedOperation`` is a non-retryable
     refusal: the dual-approved request ends ``failed`` (terminal) for a missing IAM permission. Expected: it stays
-    approved and the reconciler buys it once the permission is there."""
+    approved and the reconciler buys it once the permission is there (now so)."""
     server = aws_server(approval_threshold_usd="10000", aws_max_attempts=1)
     pid = _pending(server, _offer(server))
     assert _approve(server, pid, "finops_admin", "alice").status_code == 200

@@ -43,17 +43,14 @@ def _route(server: LiveServer, transport: httpx.BaseTransport | None) -> None:
     api._http = httpx.Client(base_url=api._http.base_url, timeout=api._http.timeout, transport=transport)
 
 
-@pytest.mark.xfail(
-    strict=True, reason="a permission error is a non-retryable refusal: the approved reservation is cancelled for good"
-)
 @pytest.mark.parametrize("code", sorted(DENIALS))
 def test_review_a_permission_error_leaves_the_reservation_approved(
     azure_server: Any, fake_azure: FakeAzure, code: str
 ) -> None:
-    """Review (authgap), the defect: a 403 ``AuthorizationFailed`` / ``LinkedAuthorizationFailed`` on the PUT is a
+    """Review (fixed), the defect: a 403 ``AuthorizationFailed`` / ``LinkedAuthorizationFailed`` on the PUT is a
     non-retryable refusal, so the approved reservation is cancelled for good: it has to be proposed and approved
     again once the role is assigned. Expected: a retryable refusal naming the setting to check, the reservation left
-    approved (audited, reported in the reconcile answer's errors), bought on the next pass."""
+    approved (audited, reported in the reconcile answer's errors), bought on the next pass (now so)."""
     server = azure_server()
     _route(server, _Deny("PUT", code))
     with server.client("finops_admin", "fiona") as c:
@@ -65,7 +62,8 @@ def test_review_a_permission_error_leaves_the_reservation_approved(
         refused = c.get("/v1/audit", params={"entity_id": rid, "action": "reservation.submission_refused"}).json()
     detail = refused[0]["detail"]
     assert detail["code"] == code and detail["retryable"] is True, detail
-    assert ACTION in detail["message"] and "azure_credentials" in detail["message"], detail
+    denied = ACTION if code == "AuthorizationFailed" else "Microsoft.Compute/capacityReservationGroups/read"
+    assert f"permission denied for {denied}" in detail["message"] and "azure_credentials" in detail["message"], detail
     still = reconcile(server)
     assert still["still_pending"] == [rid] and status(server, rid) == "approved"
     assert [e["reservation_id"] for e in still["errors"]] == [rid] and code in still["errors"][0]["error"], still

@@ -45,17 +45,14 @@ def _route(server: LiveServer, transport: httpx.BaseTransport | None) -> None:
     api._http = httpx.Client(base_url=api._http.base_url, timeout=api._http.timeout, transport=transport)
 
 
-@pytest.mark.xfail(
-    strict=True, reason="a permission error is a non-retryable refusal: the approved reservation is cancelled for good"
-)
 @pytest.mark.parametrize("code", sorted(DENIALS))
 def test_review_a_permission_error_leaves_the_reservation_approved(
     gcp_server: Start, fake_gcp: FakeGcp, code: str
 ) -> None:
-    """Review (authgap), the defect: a 403 ``forbidden`` / ``PERMISSION_DENIED`` on the insert is a non-retryable
+    """Review (fixed), the defect: a 403 ``forbidden`` / ``PERMISSION_DENIED`` on the insert is a non-retryable
     refusal, so the approved reservation is cancelled for good: it has to be proposed and approved again once the
     IAM role is granted. Expected: a retryable refusal naming the permission, the reservation left approved (audited,
-    reported in the reconcile answer's errors), bought on the next pass."""
+    reported in the reconcile answer's errors), bought on the next pass (now so)."""
     server = gcp_server()
     _route(server, _Deny("POST", DENIALS[code]))
     with server.client("finops_admin", "fiona") as c:

@@ -4,6 +4,9 @@
 - no answer (read or connect timeout, a dropped connection), throttling and server errors (an HTTP 5xx answer:
   ``InternalError``, ``Unavailable``, ...) that outlived botocore's standard retries -> :class:`ProviderTimeout`
   (unknown outcome: the order may exist; look it up by its token before retrying);
+- a permission or authentication error (:data:`PERMISSION_CODES`: the IAM policy lacks the action, the credentials
+  are not valid, the account is blocked) -> a retryable :class:`ProviderRefused` naming the IAM action to allow: a
+  configuration error an operator fixes, not a refusal of the order (the reservation stays approved);
 - any other error answer -> :class:`ProviderRefused` with the provider's code (a bad request stays a refusal).
 """
 
@@ -29,6 +32,12 @@ CAPACITY_CODES = frozenset(
 )
 SERVER_CODES = frozenset({"InternalError", "InternalFailure", "ServiceUnavailable", "Unavailable"})
 THROTTLE_CODES = frozenset({"Throttling", "ThrottlingException", "RequestLimitExceeded", "TooManyRequestsException"})
+# not allowed / not authenticated: the settings (IAM policy, credentials, account) are wrong, not the order; a refusal
+# about the moment, so an approved order is never cancelled for it
+PERMISSION_CODES = frozenset(
+    {"UnauthorizedOperation", "AuthFailure", "Blocked", "AccessDenied", "AccessDeniedException", "OptInRequired",
+     "InvalidClientTokenId", "UnrecognizedClientException", "ExpiredToken", "RequestExpired", "SignatureDoesNotMatch"}
+)  # fmt: skip
 
 
 def error_code(exc: ClientError) -> str:
@@ -49,4 +58,14 @@ def call(what: str, fn: Callable[..., T], /, **kwargs: Any) -> T:
             raise ProviderTimeout(f"{what}: throttled after retries ({code})") from None
         if code not in CAPACITY_CODES and (status >= 500 or code in SERVER_CODES):  # EC2 answers no capacity as 500
             raise ProviderTimeout(f"{what}: server error after retries ({code}): the outcome is unknown") from None
+        if code in PERMISSION_CODES:
+            action = f"{_iam_prefix(fn)}:{what}"
+            hint = f"permission denied (allow {action} to gpufleet's AWS identity, or check its credentials)"
+            raise ProviderRefused(code, f"{what}: {hint}: {message}", retryable=True) from None
         raise ProviderRefused(code, f"{what}: {message}", retryable=code in CAPACITY_CODES) from None
+
+
+def _iam_prefix(fn: Callable[..., object]) -> str:
+    """The IAM action prefix of a boto3 client's method (``ec2``, ``servicequotas``, ``pricing``; else ``ec2``)."""
+    model = getattr(getattr(getattr(fn, "__self__", None), "meta", None), "service_model", None)
+    return str(getattr(model, "signing_name", None) or "ec2")

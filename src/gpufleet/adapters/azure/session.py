@@ -15,7 +15,10 @@ Contract:
   ``error.code``, retryable for the capacity codes (:data:`CAPACITY_CODES`); :meth:`ArmApi.get` answers None for a
   resource that does not exist. A resource group or subscription that does not exist (:data:`CONFIG_NOT_FOUND`:
   ``azure_resource_group`` or ``azure_subscription_id`` is wrong) is a retryable refusal naming the setting, on
-  every call: never read as a resource that does not exist.
+  every call: never read as a resource that does not exist. A permission or authentication error
+  (:data:`PERMISSION_CODES`: ``AuthorizationFailed``, ``LinkedAuthorizationFailed``, a token ARM does not take) is a
+  retryable refusal naming the settings to check (``azure_credentials``' role assignments; ARM's message names the
+  action): a configuration error an operator fixes, not a refusal of the order (the reservation stays approved).
 """
 
 from __future__ import annotations
@@ -41,6 +44,13 @@ NOT_FOUND = frozenset({"ResourceNotFound", "NotFound", "ParentResourceNotFound"}
 # what the settings name does not exist: a configuration error (every call under it fails alike), never "the
 # reservation is gone"; a refusal about the moment, so nothing is cancelled or ended while the setting is wrong
 CONFIG_NOT_FOUND = frozenset({"ResourceGroupNotFound", "SubscriptionNotFound"})
+# not allowed / not authenticated: the settings (role assignments, credentials, tenant) are wrong, not the order; a
+# refusal about the moment, so an approved order is never cancelled for it
+PERMISSION_CODES = frozenset(
+    {"AuthorizationFailed", "LinkedAuthorizationFailed", "InvalidAuthenticationToken",
+     "InvalidAuthenticationTokenTenant", "ExpiredAuthenticationToken", "AuthenticationFailed"}
+)  # fmt: skip
+_ACTION = re.compile(r"perform action '([^']{1,200})'")
 # Azure's answers when it has no hardware for the size now (a refusal about the moment, not the order)
 CAPACITY_CODES = frozenset(
     {"AllocationFailed", "ZonalAllocationFailed", "OverconstrainedAllocationRequest",
@@ -191,6 +201,12 @@ class ArmApi:
                 retryable=CAPACITY_CODES,
             )
         except ProviderRefused as exc:
+            if exc.code in PERMISSION_CODES:
+                said = exc.message.removeprefix(f"{what}: ")
+                actions = _ACTION.findall(said)  # the action denied (Linked...: the last named), before ARM's message
+                denied = f"permission denied for {actions[-1]}" if actions else "permission denied"
+                where = f"the roles of azure_credentials on azure_resource_group {c.resource_group!r}"
+                raise ProviderRefused(exc.code, f"{what}: {denied} (check {where}): {said}", retryable=True) from None
             if exc.code not in CONFIG_NOT_FOUND:
                 raise
             where = f"azure_resource_group {c.resource_group!r} or azure_subscription_id {c.subscription_id!r}"

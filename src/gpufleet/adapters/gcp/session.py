@@ -19,6 +19,10 @@ Contract:
   None for a resource that does not exist. A ``notFound`` whose message names not the resource asked for but one
   above it (``The resource 'projects/P' was not found``: ``gcp_project`` or a zone is wrong) is a retryable refusal
   (:data:`CONFIG_NOT_FOUND`) naming the setting, on every call: never read as a resource that does not exist.
+- a permission or authentication error (:data:`PERMISSION_CODES`: 403 ``forbidden`` / ``PERMISSION_DENIED``, the API
+  not enabled, 401) is a retryable refusal naming the settings to check (``gcp_credentials``' roles in
+  ``gcp_project``; GCP's message names the permission): a configuration error an operator fixes, not a refusal of the
+  order (the reservation stays approved).
 """
 
 from __future__ import annotations
@@ -42,6 +46,13 @@ NOT_FOUND = frozenset({"notFound", "NOT_FOUND"})
 # a notFound naming what the settings point at (the project, a zone), not the resource asked for: a configuration
 # error, a refusal about the moment, never "the resource is gone"
 CONFIG_NOT_FOUND = frozenset({"project_not_found", "parent_not_found"})
+# not allowed / not authenticated / the API not enabled: the settings (IAM roles, credentials, project) are wrong, not
+# the order; a refusal about the moment, so an approved order is never cancelled for it
+PERMISSION_CODES = frozenset(
+    {"forbidden", "PERMISSION_DENIED", "insufficientPermissions", "IAM_PERMISSION_DENIED", "accessNotConfigured",
+     "SERVICE_DISABLED", "authError", "UNAUTHENTICATED"}
+)  # fmt: skip
+_PERMISSION = re.compile(r"'([a-z][A-Za-z]*\.[A-Za-z.]{1,150})' permission")
 _NAMED = re.compile(r"'(projects/[^'\s]+)'")
 SCOPE = "https://www.googleapis.com/auth/cloud-platform"
 
@@ -177,6 +188,12 @@ class GoogleApi:
                 send, what=what, max_attempts=c.max_attempts, backoff_s=c.backoff_s, sleep=self._sleep, error=_error
             )
         except ProviderRefused as exc:
+            if exc.code in PERMISSION_CODES:
+                said = exc.message.removeprefix(f"{what}: ")
+                named = _PERMISSION.search(said)  # GCP names the permission missing: first, before its message
+                denied = f"permission denied: {named.group(1)}" if named else "permission denied"
+                where = f"the IAM roles of gcp_credentials in gcp_project {c.project!r}"
+                raise ProviderRefused(exc.code, f"{what}: {denied} (check {where}): {said}", retryable=True) from None
             if exc.code not in NOT_FOUND:
                 raise
             asked = f"projects/{c.project}/{path}".rstrip("/")

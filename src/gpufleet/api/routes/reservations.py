@@ -146,4 +146,5 @@ def reconcile_reservations(services: ServicesDep, actor: CurrentActor) -> Any:
         "activated": r.activated,
         "expired": r.expired,
         "cancelled": r.cancelled,
+        "errors": r.errors,
     }
