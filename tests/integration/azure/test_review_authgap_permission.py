@@ -11,7 +11,9 @@ import httpx
 import pytest
 
 from gpufleet.adapters.resource_names import resource_name
+from gpufleet.domain.reservations import term_seconds
 from tests.integration.azure.fake_azure import FakeAzure
+from tests.integration.azure.test_azure_adapter import DAY, NOW, Clock, _order, _port
 from tests.integration.conftest import LiveServer
 from tests.integration.reservation_flow import approve, reconcile, status
 
@@ -89,3 +91,25 @@ def test_review_a_permission_error_on_describe_changes_no_order(azure_server: An
     assert status(server, rid) == "submitted_to_cloud"
     _route(server, None)
     assert reconcile(server)["activated"] == [rid]
+
+
+def test_review_a_permission_error_on_the_term_end_delete_keeps_the_order_active(fake_azure: FakeAzure) -> None:
+    """Review (authgap): the reconciler's ``describe`` deletes a reservation whose term is over (Azure bills it until
+    deleted); a delete answered 403 ``AuthorizationFailed`` (the role lost its delete) is not reported done: the order
+    stays active with the refusal as the reason, and the pass after the fix ends it."""
+    clock = Clock(fake_azure)
+    port = _port(fake_azure, clock)
+    order = _order(NOW + 8 * DAY)  # a future reservation (Azure reports its Live state)
+    oid = port.submit("gpufleet-res_authgap", order).order_id
+    name = oid.split("/")[1]
+    fake_azure.set_reservation_state(name, name, "Live")
+    clock.advance(8 * DAY + term_seconds(order.term_months) + 2 * DAY)  # past its term and Azure's commitment
+    api = port._api
+    api._http = httpx.Client(
+        base_url=api._http.base_url, timeout=api._http.timeout, transport=_Deny("DELETE", "AuthorizationFailed")
+    )
+    held = port.describe([oid])[oid]
+    assert (held.state, held.provider_state) == ("active", "Live") and "AuthorizationFailed" in held.reason, held
+    assert fake_azure.reservation(name, name)
+    api._http = httpx.Client(base_url=api._http.base_url, timeout=api._http.timeout)
+    assert port.describe([oid])[oid].state == "expired"
