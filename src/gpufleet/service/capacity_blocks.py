@@ -540,13 +540,14 @@ class CapacityBlockService:
                 raise NotFoundError("capacity block purchase", purchase_id)
             return view_of(uow, row)
 
-    def list(self, actor: Actor, *, status: BlockStatus | None, limit: int) -> list[dict[str, Any]]:
+    def list(self, actor: Actor, *, status: BlockStatus | None, limit: int, offset: int = 0) -> list[dict[str, Any]]:
         actor.require(*READERS)
         with UnitOfWork(self._engine, write=False) as uow:
             stmt = (
                 select(CapacityBlockPurchaseRow)
                 .order_by(CapacityBlockPurchaseRow.created_at_s, CapacityBlockPurchaseRow.id)
                 .limit(limit)
+                .offset(offset)
             )
             if status is not None:
                 stmt = stmt.where(CapacityBlockPurchaseRow.status == status.value)

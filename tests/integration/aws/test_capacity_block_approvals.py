@@ -125,6 +125,23 @@ def test_a_block_above_the_threshold_needs_a_finops_and_an_ml_platform_approver(
         assert a.get(BASE).status_code == 403 and a.get(f"{BASE}/{pid}").status_code == 403
 
 
+def test_the_purchase_list_pages_with_limit_and_offset(aws_server: Start, fake: FakeAws) -> None:
+    """Review (fixed), the defect: ``GET /v1/capacity-blocks/purchases`` took ``limit`` (at most 1000) but no
+    ``offset``, so requests past the first 1000 could not be listed (an ``offset`` was silently ignored, and since
+    this session an undeclared parameter is a 422). Now it pages as the other lists do."""
+    server = aws_server(approval_threshold_usd="10000")
+    with server.client("viewer", "vic") as v:
+        offers = v.get("/v1/capacity-blocks/offerings", params=SEARCH).json()
+    assert len(offers) >= 2, offers
+    made = [_pending(server, offers[i]) for i in range(2)]
+    with server.client("viewer", "vic") as v:
+        whole = [p["id"] for p in v.get(BASE).json()]
+        pages = [v.get(BASE, params={"limit": 1, "offset": k}) for k in range(3)]
+        assert v.get(BASE, params={"offset": -1}).status_code == 422
+    assert sorted(whole) == sorted(made)  # oldest first, then by id (both made at the same second here)
+    assert [[p["id"] for p in r.json()] for r in pages] == [[whole[0]], [whole[1]], []]
+
+
 def test_unknown_ids_bad_bodies_and_rejected_requests(aws_server: Start, fake: FakeAws) -> None:
     server = aws_server(approval_threshold_usd="10000")
     offer = _offer(server)

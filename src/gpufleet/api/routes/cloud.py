@@ -12,7 +12,7 @@ from pydantic import Field
 from gpufleet.api.deps import CurrentActor, ServicesDep
 from gpufleet.api.problems import PROBLEM_RESPONSES
 from gpufleet.api.schemas import Strict
-from gpufleet.api.types import ID_PATTERN, SKU_PATTERN, Id, IdPath, Limit, PositiveCount, Seconds, SkuId
+from gpufleet.api.types import ID_PATTERN, SKU_PATTERN, Id, IdPath, Limit, Offset, PositiveCount, Seconds, SkuId
 from gpufleet.domain.errors import ConflictError
 from gpufleet.service.auth import ADMINS
 from gpufleet.service.bootstrap import Services
@@ -183,9 +183,11 @@ def capacity_block_purchases(
     actor: CurrentActor,
     status: Annotated[BlockStatus | None, Query()] = None,
     limit: Limit = 100,
+    offset: Offset = 0,
 ) -> Any:
-    """Capacity Block purchase requests above the threshold (admins, viewer), oldest first."""
-    return _need(services.capacity_blocks).list(actor, status=status, limit=limit)
+    """Capacity Block purchase requests above the threshold (admins, viewer), oldest first, a page of ``limit``
+    from ``offset``."""
+    return _need(services.capacity_blocks).list(actor, status=status, limit=limit, offset=offset)
 
 
 @router.get("/v1/capacity-blocks/purchases/{purchase_id}")
