@@ -210,7 +210,8 @@ class ArmApi:
             if exc.code not in CONFIG_NOT_FOUND:
                 raise
             where = f"azure_resource_group {c.resource_group!r} or azure_subscription_id {c.subscription_id!r}"
-            raise ProviderRefused(exc.code, f"{what}: {exc.message} (check {where})", retryable=True) from None
+            said = exc.message.removeprefix(f"{what}: ")  # the error reader already names the call
+            raise ProviderRefused(exc.code, f"{what}: {said} (check {where})", retryable=True) from None
 
 
 def _error(r: httpx.Response) -> tuple[str, str]:

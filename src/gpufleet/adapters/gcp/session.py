@@ -202,7 +202,8 @@ class GoogleApi:
                 raise  # the resource asked for (or one not named): it does not exist
             above = named.group(1).rstrip("/")
             code = "project_not_found" if above == f"projects/{c.project}" else "parent_not_found"
-            msg = f"{what}: {above} does not exist (check gcp_project {c.project!r} and gcp_zones): {exc.message}"
+            said = exc.message.removeprefix(f"{what}: ")  # the error reader already names the call
+            msg = f"{what}: {above} does not exist (check gcp_project {c.project!r} and gcp_zones): {said}"
             raise ProviderRefused(code, msg, retryable=True) from None
 
 
