@@ -194,14 +194,18 @@ def test_workloads_autoscaling_cost_and_rightsizing(server: LiveServer) -> None:
 def test_app_team_cannot_read_another_teams_workload_or_cost(server: LiveServer) -> None:
     with server.client("app_team", "ann", team="team-a") as a, server.client("app_team", "ben", team="team-b") as b:
         wid_b = b.post("/v1/workloads", json=_workload("team-b")).json()["workload_id"]
+        # Another team's workload by id answers exactly as an id that does not exist: no owner, no existence leak.
         for path in (f"/v1/workloads/{wid_b}", f"/v1/workloads/{wid_b}/cost"):
-            r = a.get(path)
-            assert r.status_code == 403 and r.headers["content-type"] == PROBLEM
+            r, missing = a.get(path), a.get(path.replace(wid_b, "wl_missing"))
+            assert r.status_code == 404 and r.headers["content-type"] == PROBLEM
+            assert "team-b" not in r.text
+            assert r.json()["detail"] == missing.json()["detail"].replace("wl_missing", wid_b)
         assert (
-            a.put(f"/v1/workloads/{wid_b}/autoscaling", json={"min": 0, "max": 1, "target_rps": 1}).status_code == 403
+            a.put(f"/v1/workloads/{wid_b}/autoscaling", json={"min": 0, "max": 1, "target_rps": 1}).status_code == 404
         )
-        assert a.get("/v1/workloads", params={"team": "team-b"}).status_code == 403
-        assert a.delete(f"/v1/workloads/{wid_b}").status_code == 403
+        assert a.get("/v1/workloads", params={"team": "team-b"}).status_code == 403  # naming the team: 403
+        assert a.delete(f"/v1/workloads/{wid_b}").status_code == 404
+        assert b.get(f"/v1/workloads/{wid_b}").status_code == 200  # untouched
         assert wid_b not in [w["workload_id"] for w in a.get("/v1/workloads").json()]
         assert a.post("/v1/workloads", json=_workload("team-b")).status_code == 403
         assert a.get("/v1/fleet/utilization", params={"sku": "h100_80gb"}).status_code == 403

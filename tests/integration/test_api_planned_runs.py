@@ -64,8 +64,8 @@ def test_roles_over_http(database: Database, make_server: ServerFactory) -> None
         assert bob.post("/v1/planned-runs", json=_run(team="team-q", name="b")).status_code == 201
         assert [r["id"] for r in ann.get("/v1/planned-runs").json()] == [mine["id"]]
         _problem(ann.get("/v1/planned-runs", params={"team": "team-q"}), 403)
-        _problem(ann.get(f"/v1/planned-runs/{other['id']}"), 403)
-        _problem(ann.delete(f"/v1/planned-runs/{other['id']}"), 403)
+        _problem(ann.get(f"/v1/planned-runs/{other['id']}"), 404)
+        _problem(ann.delete(f"/v1/planned-runs/{other['id']}"), 404)
         _problem(vic.delete(f"/v1/planned-runs/{mine['id']}"), 403)
         assert vic.get(f"/v1/planned-runs/{other['id']}").json()["active"] is True  # nothing was cancelled
         assert len(vic.get("/v1/planned-runs").json()) == 3

@@ -298,7 +298,7 @@ def test_autoscaling_decision_stays_in_bounds_and_reports_the_budget(
         assert surge["desired_replicas"] == 6 and surge["reason"] == "clamped_max"
         idle = app.get(url, params={"rps": [0.0] * 10, "replicas": 6}).json()
         assert idle["desired_replicas"] >= 2
-        assert other.get(url, params={"rps": 5}).status_code == 403
+        assert other.get(url, params={"rps": 5}).status_code == 404  # another team's id: as if it did not exist
         assert app.get("/v1/workloads/wl_nope/autoscaling/decision", params={"rps": 5}).status_code == 404
         assert app.get(url).status_code == 422
 

@@ -100,6 +100,12 @@ class Actor:
         if self.role is Role.APP_TEAM and self.team_id != team_id:
             raise PermissionDenied(f"team {self.team_id!r} may not access team {team_id!r}")
 
+    def require_owner(self, team_id: str, kind: str, ident: str) -> None:
+        """A thing read or changed by its id: an app_team actor gets exactly the 404 of an id that does not exist
+        for another team's (a 403 told it the id exists and which team owns it); every other role passes."""
+        if self.role is Role.APP_TEAM and self.team_id != team_id:
+            raise NotFoundError(kind, ident)
+
 
 def hash_token(token: str) -> str:
     return hashlib.sha256(token.encode()).hexdigest()

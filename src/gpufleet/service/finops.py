@@ -298,7 +298,7 @@ class FinOpsService:
             if row is None:
                 raise NotFoundError("change", change_id)
             w = uow.session.get(WorkloadRow, row.workload_id)
-            actor.require_team(w.team_id if w else "")
+            actor.require_owner(w.team_id if w else "", "change", change_id)
             return change_dict(self._change(uow, row), row)
 
     def transition(self, actor: Actor, change_id: str, target: ChangeStatus, reason: str) -> dict[str, Any]:
@@ -313,7 +313,7 @@ class FinOpsService:
             w = uow.session.scalar(uow.lock(select(WorkloadRow).where(WorkloadRow.id == row.workload_id)))
             if w is None:
                 raise NotFoundError("workload", row.workload_id)
-            actor.require_team(w.team_id)
+            actor.require_owner(w.team_id, "change", change_id)
             change = self._change(uow, row)
             spec = ResourceSpec(w.cpu, w.mem_gb, w.gpus, w.gpu_sku)
             source = change.status

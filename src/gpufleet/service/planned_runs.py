@@ -269,7 +269,7 @@ class PlannedRunService:
         row = uow.session.get(PlannedRunRow, run_id)
         if row is None:
             raise NotFoundError("planned run", run_id)
-        actor.require_team(row.team_id)
+        actor.require_owner(row.team_id, "planned run", run_id)
         return row
 
     def get(self, actor: Actor, run_id: str) -> dict[str, Any]:
@@ -319,7 +319,7 @@ class PlannedRunService:
             row = uow.session.execute(uow.lock(select(PlannedRunRow).where(PlannedRunRow.id == run_id))).scalar()
             if row is None:
                 raise NotFoundError("planned run", run_id)
-            actor.require_team(row.team_id)
+            actor.require_owner(row.team_id, "planned run", run_id)
             ahead = reserved_ahead(uow, [run_id]).get(run_id, ())
             if row.cancelled_at_s is not None:
                 return planned_run_dict(row, now_s, ahead)

@@ -170,9 +170,10 @@ class WorkloadService:
     def get_row(
         self, uow: UnitOfWork, actor: Actor, workload_id: str, *, lock: Literal["key_share", "update"] | None = None
     ) -> WorkloadRow:
-        """The workload's row (404; 403 for another team's). ``lock`` (PostgreSQL; SQLite serializes writers): a
-        write that refers to the workload holds it until commit, ``key_share`` against a concurrent delete (which
-        then waits, or has deleted it: 404), ``update`` for the delete itself (it waits for such writes)."""
+        """The workload's row (404, also for another team's to an app_team token). ``lock`` (PostgreSQL; SQLite
+        serializes writers): a write that refers to the workload holds it until commit, ``key_share`` against a
+        concurrent delete (which then waits, or has deleted it: 404), ``update`` for the delete itself (it waits for
+        such writes)."""
         if lock is None:
             row = uow.session.get(WorkloadRow, workload_id)
         else:
@@ -180,7 +181,7 @@ class WorkloadService:
             row = uow.session.scalar(stmt)
         if row is None:
             raise NotFoundError("workload", workload_id)
-        actor.require_team(row.team_id)
+        actor.require_owner(row.team_id, "workload", workload_id)
         return row
 
     def get_row_held(self, uow: UnitOfWork, actor: Actor, workload_id: str) -> WorkloadRow:
