@@ -1,0 +1,81 @@
+"""Review (telemetry2): the node release's cordon (adapters/kubernetes/reclaim.py ``apply_release``) against an
+administrator's own cordon, on the real API server (kube-apiserver v1.20.2 of the session's fixture)."""
+
+from __future__ import annotations
+
+import uuid
+
+import pytest
+
+from gpufleet.adapters.kubernetes.act import Actuator
+from gpufleet.adapters.kubernetes.fakekubelet import FakeKubelet, FakeNode
+from gpufleet.adapters.kubernetes.reclaim import apply_release
+from gpufleet.adapters.kubernetes.rest import Kube
+from gpufleet.schedule.table import PodRequest
+from tests.integration.k8s.helpers import create_pod, pod_body, pods_in, wait_for
+from tests.integration.k8s.test_node_release import _decided, _exists
+
+
+def _admin_cordons(kube: Kube, node: str) -> None:
+    """What ``kubectl cordon`` sends."""
+    kube.patch(f"/api/v1/nodes/{node}", {"spec": {"unschedulable": True}})
+
+
+def _unschedulable(kube: Kube, node: str) -> bool:
+    return bool(kube.get(f"/api/v1/nodes/{node}")["spec"].get("unschedulable", False))
+
+
+def _pod_on(kube: Kube, ns: str, node: str) -> None:
+    body = pod_body("late", PodRequest("x", 1000, 1024, 1, 1000), "none", labels={"gpufleet.io/kind": "training"})
+    body["spec"]["nodeName"] = node
+    create_pod(kube, ns, body)
+
+
+@pytest.mark.xfail(strict=True, reason="apply_release uncordons a node it did not cordon")
+def test_a_release_that_finds_the_node_busy_keeps_an_admins_cordon(kube: Kube, kubelet: FakeKubelet, ns: str) -> None:
+    """Review, the defect: between the planner's observation and ``apply_release`` an administrator cordoned the
+    node (to drain it for maintenance) and a pod was bound to it. ``apply_release`` sent its own cordon (a no-op:
+    already unschedulable), found the pod, and uncordoned the node (``node_busy``): the administrator's cordon was
+    undone and new pods landed on a node being taken out of service. A release now acts only on a node that is
+    schedulable when it comes to it, marks its cordon as gpufleet's (annotation ``gpufleet.io/cordoned-by``) and
+    undoes only a cordon that still carries its mark."""
+    node = f"cd{uuid.uuid4().hex[:5]}-idle"
+    kubelet.register([FakeNode(node)])
+    kubelet.start()
+    _pod_on(kube, ns, node)
+    assert wait_for(lambda: all(x["status"].get("phase") == "Running" for x in pods_in(kube, ns)), 30)
+    _admin_cordons(kube, node)
+    act = Actuator(kube)
+    out = apply_release(act, _decided(node))
+    assert _unschedulable(kube, node) and _exists(kube, node)  # the administrator's cordon stands
+    assert out == "cordoned_by_other"
+    assert not any(a["action"] == "uncordon" and a["outcome"] == "applied" for a in act.audit)
+
+
+@pytest.mark.xfail(strict=True, reason="apply_release deletes a node an administrator cordoned")
+def test_an_idle_node_an_admin_cordoned_is_not_released(kube: Kube, kubelet: FakeKubelet, ns: str) -> None:
+    """Review, the defect: the planner offers only schedulable nodes, but an administrator may cordon one after the
+    observation (to look at it, to keep it); ``apply_release`` cordoned it again and deleted it. A node cordoned by
+    someone else is not gpufleet's to release: ``cordoned_by_other``, nothing written."""
+    node = f"cd{uuid.uuid4().hex[:5]}-idle"
+    kubelet.register([FakeNode(node)])
+    _admin_cordons(kube, node)
+    act = Actuator(kube)
+    out = apply_release(act, _decided(node))
+    assert _exists(kube, node) and _unschedulable(kube, node)
+    assert out == "cordoned_by_other"
+
+
+def test_gpufleets_own_cordon_is_marked_and_undone_when_the_node_turns_out_busy(
+    kube: Kube, kubelet: FakeKubelet, ns: str
+) -> None:
+    node = f"cd{uuid.uuid4().hex[:5]}-busy"
+    kubelet.register([FakeNode(node)])
+    kubelet.start()
+    _pod_on(kube, ns, node)
+    assert wait_for(lambda: all(x["status"].get("phase") == "Running" for x in pods_in(kube, ns)), 30)
+    act = Actuator(kube)
+    assert apply_release(act, _decided(node)) == "node_busy"
+    got = kube.get(f"/api/v1/nodes/{node}")
+    assert not got["spec"].get("unschedulable", False)
+    assert "gpufleet.io/cordoned-by" not in (got["metadata"].get("annotations") or {})
