@@ -6,13 +6,17 @@ split so no request asks for more than ``MAX_POINTS`` points per series (Prometh
 read within ``timeout_s`` (httpx bounds each read of the socket; a server that sends its answer a byte at a time is
 cut once the deadline has passed, so at most about twice ``timeout_s`` in all) and up to ``MAX_ANSWER_BYTES``.
 Labels read from dcgm-exporter series: ``namespace`` and ``pod`` (set when the exporter maps GPUs to pods),
-``Hostname`` and ``gpu`` for the device, ``GPU_I_ID`` for a MIG instance.
+``Hostname`` and ``gpu`` for the device, ``GPU_I_ID`` for a MIG instance. A Prometheus that holds several clusters'
+series (federation, Thanos, Mimir) tells them apart by a cluster label its setup adds (external labels,
+relabelling); ``gpu_utilization(cluster=(label, value))`` reads the series of that cluster and those without the
+label (a Prometheus of one cluster), never another cluster's pods of the same name.
 """
 
 from __future__ import annotations
 
 import json
 import math
+import re
 import time
 from typing import Any
 
@@ -33,6 +37,28 @@ class TelemetryUnavailable(GpufleetError):
 
 def _label_value(v: str) -> str:
     return v.replace("\\", "\\\\").replace('"', '\\"')
+
+
+_RE2_META = re.compile(r"([\\.+*?()|\[\]{}^$])")
+_LABEL_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+def re2_escape(v: str) -> str:
+    """``v`` as a literal inside a PromQL regex (RE2): its metacharacters escaped (``api.v1`` matches only itself)."""
+    return _RE2_META.sub(r"\\\1", v)
+
+
+def valid_label_name(label: str) -> bool:
+    """Whether PromQL accepts ``label`` as a label name."""
+    return _LABEL_NAME.fullmatch(label) is not None
+
+
+def cluster_matcher(label: str, value: str) -> str:
+    """The matcher ``label=~"value|"``: the series of cluster ``value``, and those that carry no ``label`` (Prometheus
+    reads a missing label as ``""``). A label name PromQL does not accept is a ValidationError."""
+    if not valid_label_name(label):
+        raise ValidationError("cluster label", f"{label!r} is not a Prometheus label name")
+    return f'{label}=~"{_label_value(re2_escape(value))}|"'
 
 
 def series_key(metric: str, labels: dict[str, str]) -> SeriesKey:
@@ -181,11 +207,15 @@ class PrometheusTelemetry:
         *,
         metric: str = GPU_UTIL,
         namespace: str | None = None,
+        cluster: tuple[str, str] | None = None,
     ) -> TelemetryBatch:
-        """Utilization (0..1) of every pod-attributed GPU series of ``metric`` in [start_s, end_s] at ``step_s``."""
+        """Utilization (0..1) of every pod-attributed GPU series of ``metric`` in [start_s, end_s] at ``step_s``;
+        ``cluster`` (label, value): only that cluster's series and those without the label (:func:`cluster_matcher`)."""
         if step_s <= 0 or end_s < start_s:
             raise ValidationError("range", "need step_s > 0 and end_s >= start_s")
         selector = 'pod!=""' + (f',namespace="{_label_value(namespace)}"' if namespace else "")
+        if cluster is not None:
+            selector += "," + cluster_matcher(*cluster)
         query = f"{metric}{{{selector}}}"
         builder = BatchBuilder()
         chunk_s = MAX_POINTS * step_s

@@ -188,6 +188,18 @@ def register(app: typer.Typer) -> None:
         prometheus: Annotated[
             str, typer.Option("--prometheus", help="Prometheus URL: request rates, and DCGM utilization for metering")
         ] = "",
+        dcgm_cluster_label: Annotated[
+            str,
+            typer.Option(
+                "--dcgm-cluster-label",
+                help="metering reads the DCGM series whose label of this name is --dcgm-cluster, and those without "
+                "it (a Prometheus several clusters share; '' = every series)",
+            ),
+        ] = "cluster",
+        dcgm_cluster: Annotated[
+            str,
+            typer.Option("--dcgm-cluster", help="that label's value for this cluster (default: --cluster)"),
+        ] = "",
         rps_query: Annotated[
             str,
             typer.Option(
@@ -268,7 +280,8 @@ def register(app: typer.Typer) -> None:
             checkpoint_timeout_s=checkpoint_timeout_s, eviction_grace_s=eviction_grace_s,
             replica_spread=loop_replica_spread() if replica_spread else None,
             store_url=db, inventory_cluster=cluster, sync_every_s=sync_every_s,
-            scale_every_s=scale_every_s, prometheus_url=prometheus, rps_query=rps_query or DEFAULT_RPS_QUERY,
+            scale_every_s=scale_every_s, prometheus_url=prometheus, dcgm_cluster_label=dcgm_cluster_label,
+            dcgm_cluster=dcgm_cluster, rps_query=rps_query or DEFAULT_RPS_QUERY,
             queue_query=_gauge_query(queue_query, DEFAULT_QUEUE_QUERY),
             running_query=_gauge_query(running_query, DEFAULT_RUNNING_QUERY),
             slo_miss_query=_gauge_query(slo_miss_query, ""), scale_history_s=scale_history_s,

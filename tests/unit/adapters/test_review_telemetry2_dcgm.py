@@ -22,6 +22,7 @@ from gpufleet.adapters.sql import migrate
 from gpufleet.adapters.sql.engine import make_engine
 from gpufleet.adapters.telemetry_prometheus import PrometheusTelemetry
 from gpufleet.control.observation import Observation, ObservedNode, ObservedPod
+from gpufleet.domain.errors import ValidationError
 from gpufleet.schedule.table import NodeSpec, PodRequest
 from tests import loopback
 
@@ -105,16 +106,16 @@ def _meter_hour(loop: MeterLoop, obs: Observation) -> None:
         loop.step(T0 + 60.0 * k, lambda: obs)
 
 
-@pytest.mark.xfail(strict=True, reason="the DCGM query has no cluster matcher")
 def test_a_prometheus_shared_by_two_clusters_does_not_mix_their_same_named_pods(
     tmp_path: Path, prom_series: tuple[Series, list[str], str]
 ) -> None:
-    """Review, the defect: the controller's meter asks ``DCGM_FI_DEV_GPU_UTIL{pod!=""}`` and keys the answer by
+    """Review (fixed), the defect: the controller's meter asks ``DCGM_FI_DEV_GPU_UTIL{pod!=""}`` and keys the answer by
     (namespace, pod). A Prometheus (or Thanos / Mimir) that holds several clusters' dcgm-exporters tells them apart
     only by a cluster label (external labels, relabelling); pod ``ml/train-1`` of cluster ``a`` (90 % busy) and the
     pod of the same name in cluster ``b`` (10 %) were averaged into one figure, 50 %, written as cluster ``a``'s
-    record. The meter must read only its own cluster's series (``--cluster``, the store's cluster id) and still read
-    series that carry no cluster label at all (a Prometheus of one cluster)."""
+    record. The meter now reads only its own cluster's series (label ``cluster``, ``--dcgm-cluster-label``, equal to
+    ``--dcgm-cluster``, by default ``--cluster``: the store's cluster id) and still reads series that carry no
+    cluster label at all (a Prometheus of one cluster)."""
     series, queries, url = prom_series
     gpu0 = {"Hostname": "n1", "gpu": "0", "namespace": "ml", "pod": "train-1"}
     series += [({**gpu0, "cluster": "a"}, 90.0), ({**gpu0, "cluster": "b"}, 10.0)]
@@ -140,21 +141,24 @@ def test_a_prometheus_shared_by_two_clusters_does_not_mix_their_same_named_pods(
         loopback.stop(api)
     (rec,) = [r for r in written if r["workload_id"] == "ml:train-1"]
     assert rec["gpu_util"] == pytest.approx(0.9)  # cluster a's pod alone, not the mean with cluster b's
-    assert queries and all("cluster" in q for q in queries)
+    assert queries and all('cluster=~"a|"' in q for q in queries)
 
 
 def test_the_cluster_matcher_keeps_series_without_a_cluster_label(prom_series: tuple[Series, list[str], str]) -> None:
     """A Prometheus of one cluster has no cluster label: its series are read as before."""
-    series, _, url = prom_series
-    series += [({"Hostname": "n1", "gpu": "0", "namespace": "ml", "pod": "train-1"}, 70.0)]
+    series, queries, url = prom_series
+    series += [({"Hostname": "n1", "gpu": "0", "namespace": "ml", "pod": "train-1"}, 70.0),
+               ({"Hostname": "n1", "gpu": "0", "namespace": "ml", "pod": "train-1", "cluster": "eu.1"}, 10.0)]
     with PrometheusTelemetry(url) as prom:
-        batch = prom.gpu_utilization(T0, T0 + 600, 60)
-    assert len(batch) == 11 and float(batch.util.mean()) == pytest.approx(0.7)
+        batch = prom.gpu_utilization(T0, T0 + 600, 60, cluster=("cluster", "eu-1"))
+        assert len(batch) == 11 and float(batch.util.mean()) == pytest.approx(0.7)  # "eu.1" is another cluster
+        with pytest.raises(ValidationError):
+            prom.gpu_utilization(T0, T0 + 600, 60, cluster=("bad-label", "eu-1"))
+    assert queries == ['DCGM_FI_DEV_GPU_UTIL{pod!="",cluster=~"eu-1|"}']
 
 
-@pytest.mark.xfail(strict=True, reason="pods sharing one GPU each get the whole GPU's utilization")
 def test_pods_time_slicing_one_gpu_share_its_utilization(prom_series: tuple[Series, list[str], str]) -> None:
-    """Review, the defect: with GPU time-slicing (the device plugin advertises each GPU as several) two pods that
+    """Review (fixed), the defect: with GPU time-slicing (the device plugin advertises each GPU as several) two pods that
     each requested ``nvidia.com/gpu: 1`` run on the same physical GPU 0 of node ``n1``, and dcgm-exporter attributes
     that device to both: a series per pod, each with the whole GPU's 80 %. ``pod_utilization`` gave each pod 80 %,
     so the hour's records said 2 GPUs held at 80 % = 1.6 busy GPU-hours, from one GPU that was busy 0.8 of the

@@ -20,6 +20,7 @@ binds in flight, and releases the Lease.
 
 from __future__ import annotations
 
+import functools
 import os
 import socket
 import threading
@@ -49,7 +50,7 @@ from gpufleet.adapters.kubernetes.workloads import (
     DEFAULT_RPS_QUERY,
     DEFAULT_RUNNING_QUERY,
 )
-from gpufleet.adapters.telemetry_prometheus import PrometheusTelemetry
+from gpufleet.adapters.telemetry_prometheus import PrometheusTelemetry, valid_label_name
 from gpufleet.control.binding import BindingPlan, BindingPlanner, PodBind, Unschedulable
 from gpufleet.control.buffer_pods import BufferPods, plan_buffer_pods
 from gpufleet.control.node_release import NodeRelease, NodeReleasePlanner
@@ -120,6 +121,10 @@ class ControllerConfig:
     # written per hour into the store's utilization records through the usage sink, with DCGM utilization read
     # from prometheus_url (without it: not measured); needs store_url and inventory_cluster
     meter_every_s: float = 0.0
+    # the DCGM series of this cluster in a Prometheus several clusters share: those whose dcgm_cluster_label is
+    # dcgm_cluster ("": inventory_cluster), and those without the label (a Prometheus of one cluster); label "": off
+    dcgm_cluster_label: str = "cluster"
+    dcgm_cluster: str = ""
     sku_map: tuple[tuple[str, str], ...] = ()  # (GPU product, catalog SKU id): the sync's and the meter's mapping
     # every node_limits_every_s (0 = off) the GPU limits of the NodePools `gpufleet k8s quotas` emitted follow the
     # store's reservations and quotas for the cluster's region (adapters/kubernetes/node_limits.py)
@@ -237,7 +242,13 @@ class Controller:
         if cfg.store_url and cfg.inventory_cluster:
             if cfg.meter_every_s > 0 and cfg.prometheus_url and self._prom is None:
                 self._prom = PrometheusTelemetry(cfg.prometheus_url)  # DCGM utilization (without it: not measured)
-            dcgm = self._prom.gpu_utilization if self._prom is not None and cfg.meter_every_s > 0 else None
+            dcgm = None
+            if self._prom is not None and cfg.meter_every_s > 0:
+                label = cfg.dcgm_cluster_label
+                which = (label, cfg.dcgm_cluster or cfg.inventory_cluster) if label else None
+                if which is not None and not valid_label_name(label):  # refused here, not on every hour
+                    raise ValidationError("--dcgm-cluster-label", f"{label!r} is not a Prometheus label name")
+                dcgm = functools.partial(self._prom.gpu_utilization, cluster=which)
             self.store = StoreLink(self.act, cfg.store_url, cfg.inventory_cluster, sync_every_s=cfg.sync_every_s,
                                    sku_map=dict(cfg.sku_map), meter_every_s=cfg.meter_every_s, utilization=dcgm,
                                    usage_sink=usage_sink, node_limits_every_s=cfg.node_limits_every_s,

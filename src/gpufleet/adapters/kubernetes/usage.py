@@ -9,7 +9,11 @@ the GPUs each pod holds, per hour bucket and per :class:`UsageKey` (workload, te
 * ``gpus_allocated``: the key's GPU-seconds over the seconds of the hour the meter observed (a controller that
   started, or led, for part of the hour measures that part; an hour observed less than half is not written);
 * ``gpu_util``: the mean DCGM utilization of the key's pods over the hour, weighted by their GPU-seconds
-  (dcgm-exporter with pod attribution, read from Prometheus). A key none of whose pods has a DCGM sample (or a
+  (dcgm-exporter with pod attribution, read from Prometheus; the controller's cluster's series only,
+  ``ControllerConfig.dcgm_cluster_label``). Pods that share one GPU (time-slicing: dcgm-exporter attributes the
+  device, with its whole utilization, to each of them) and together hold more than that one GPU split its busy
+  time in proportion to the GPUs each holds (:func:`pod_utilization`), so no more busy GPU-time is written than
+  the device had. A key none of whose pods has a DCGM sample (or a
   controller run without Prometheus) is written with ``gpu_util`` None, not measured: its GPUs count for planning
   and cost, its time is neither busy nor idle in the books, and none is made up (reported per hour as
   ``util_unmeasured_gpu_h``);
@@ -35,6 +39,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
+import numpy.typing as npt
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
@@ -150,6 +155,7 @@ class ClosedHour:
     start_s: int
     covered_s: float
     pod_gpu_s: dict[tuple[str, str], tuple[UsageKey, float]]
+    pod_gpus: dict[tuple[str, str], float] = field(default_factory=dict)  # the most GPUs each pod held at once
 
 
 @dataclass(slots=True)
@@ -182,6 +188,7 @@ class UsageMeter:
             for pod, (key, gpus) in self._held.items():
                 k, got = hour.pod_gpu_s.get(pod, (key, 0.0))
                 hour.pod_gpu_s[pod] = (k, got + gpus * dt)
+                hour.pod_gpus[pod] = max(hour.pod_gpus.get(pod, 0.0), gpus)
             t = end
 
     def closed(self, before_s: float) -> list[ClosedHour]:
@@ -249,8 +256,17 @@ def usage_records(hour: ClosedHour, pod_util: Mapping[tuple[str, str], float], b
     return MeteredHour(records, unmeasured)
 
 
-def pod_utilization(batch: TelemetryBatch) -> dict[tuple[str, str], float]:
-    """The mean utilization (0..1) of each pod's GPU samples in a DCGM batch (every device and step of the pod)."""
+def pod_utilization(
+    batch: TelemetryBatch, held: Mapping[tuple[str, str], float] | None = None
+) -> dict[tuple[str, str], float]:
+    """The mean utilization (0..1) of each pod's GPU samples in a DCGM batch (every device and step of the pod).
+
+    ``held``: the GPUs each pod holds (a pod not in it: one GPU per device it is attributed). Where several pods are
+    attributed the same device at the same step (time-slicing, each pod's series carrying the whole device's
+    utilization) and together hold more than the one GPU it is, each pod's sample is the device's utilization over
+    the GPUs they hold together: their busy GPU-time adds up to the device's, split in proportion to what each holds
+    (a pod's GPUs spread evenly over the devices it is attributed, at most one on each). Pods that hold one GPU or less together (MIG
+    shares, ``gpufleet.io/gpu-milli`` shares that fit) each keep the device's utilization, as a pod alone on it."""
     if len(batch) == 0:
         return {}
     ok = ~np.isnan(batch.util)
@@ -259,9 +275,40 @@ def pod_utilization(batch: TelemetryBatch) -> dict[tuple[str, str], float]:
     index = {p: i for i, p in enumerate(names)}
     of_series = np.array([index[p] for p in pods], dtype=np.int64)
     which = of_series[batch.series_idx[ok]]
-    total = np.bincount(which, weights=batch.util[ok], minlength=len(names))
+    util = batch.util[ok]
+    if held is not None and which.size:
+        util = util / _sharers_gpus(batch, ok, names, of_series, held)
+    total = np.bincount(which, weights=util, minlength=len(names))
     count = np.bincount(which, minlength=len(names))
     return {p: float(total[i] / count[i]) for i, p in enumerate(names) if count[i] > 0}
+
+
+def _sharers_gpus(
+    batch: TelemetryBatch,
+    ok: npt.NDArray[np.bool_],
+    names: Sequence[tuple[str, str]],
+    of_series: npt.NDArray[np.int64],
+    held: Mapping[tuple[str, str], float],
+) -> npt.NDArray[np.float64]:
+    """For each measured sample (``ok``), the GPUs held together by the pods attributed its device at its step, at
+    least 1 (:func:`pod_utilization`)."""
+    devices = sorted({k.device for k in batch.series})
+    dev_index = {d: i for i, d in enumerate(devices)}
+    of_device = np.array([dev_index[k.device] for k in batch.series], dtype=np.int64)
+    pod_devices: dict[int, set[int]] = {}
+    for s_i, p_i in enumerate(of_series.tolist()):
+        pod_devices.setdefault(p_i, set()).add(int(of_device[s_i]))
+    per_device = np.array(
+        [min(1.0, held[p] / len(pod_devices[i])) if p in held else 1.0 for i, p in enumerate(names)], dtype=np.float64
+    )  # at most one GPU of a device per pod (a pod whose other devices have no series here)
+    sidx = batch.series_idx[ok]
+    pod_i, dev_i, t = of_series[sidx], of_device[sidx], batch.t_s[ok].astype(np.int64)
+    t0 = int(t.min())
+    cell = dev_i * (int(t.max()) - t0 + 1) + (t - t0)  # one device at one step
+    cells, cell_of = np.unique(cell, return_inverse=True)
+    _, first = np.unique(pod_i * len(cells) + cell_of, return_index=True)  # a pod counted once per cell
+    together = np.bincount(cell_of[first], weights=per_device[pod_i[first]], minlength=len(cells))
+    return np.asarray(np.maximum(1.0, together)[cell_of], dtype=np.float64)
 
 
 def store_pools(session: Session) -> tuple[list[str], dict[tuple[str, str, str], str]]:
@@ -374,15 +421,19 @@ class MeterLoop:
             self.meter.observe(now_s, held)
         return True
 
-    def _hour_utilization(self, start_s: int, now_s: float) -> dict[tuple[str, str], float]:
-        """The pods' DCGM utilization over the hour from ``start_s``: none without Prometheus; when the read fails,
+    def _hour_utilization(
+        self, start_s: int, now_s: float, held: Mapping[tuple[str, str], float] | None = None
+    ) -> dict[tuple[str, str], float]:
+        """The pods' DCGM utilization over the hour from ``start_s`` (``held``: the GPUs each pod held, to split a
+        shared GPU's, :func:`pod_utilization`): none without Prometheus; when the read fails,
         the failure is raised while the hour is younger than ``util_wait_s`` (tried again later), else reported and
         the hour goes without it."""
         if self._utilization is None:
             return {}
         b = self.meter.bucket_s
         try:
-            return pod_utilization(self._utilization(start_s, start_s + b - self.step_s, self.step_s))
+            batch = self._utilization(start_s, start_s + b - self.step_s, self.step_s)
+            return pod_utilization(batch, held)
         except Exception as exc:
             if now_s < start_s + b + self.util_wait_s:
                 raise
@@ -400,7 +451,7 @@ class MeterLoop:
         for i, hour in enumerate(hours):
             b = self.meter.bucket_s
             try:
-                util = self._hour_utilization(hour.start_s, now_s)
+                util = self._hour_utilization(hour.start_s, now_s, hour.pod_gpus)
                 m = usage_records(hour, util, b)
                 written, refused = self._sink(m.records) if m.records else (0, [])
             except Exception as exc:  # Prometheus or the store did not answer: keep the hours, try again

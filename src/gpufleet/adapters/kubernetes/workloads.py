@@ -29,7 +29,7 @@ from string import Template
 from gpufleet.adapters.kubernetes.act import Actuator
 from gpufleet.adapters.kubernetes.labels import deployment_from_json
 from gpufleet.adapters.kubernetes.rest import ApiError, Kube
-from gpufleet.adapters.telemetry_prometheus import PrometheusTelemetry, TelemetryUnavailable
+from gpufleet.adapters.telemetry_prometheus import PrometheusTelemetry, TelemetryUnavailable, re2_escape
 from gpufleet.control.observation import Observation, ObservedDeployment, ObservedNode
 from gpufleet.control.replica_victims import DELETION_COST, REASON_DELETION_COST, deletion_cost_plan
 from gpufleet.control.replicas import ScaleDecision, ServingGauges
@@ -48,7 +48,6 @@ DEFAULT_RUNNING_QUERY = f"sum(vllm:num_requests_running{{{PODS_OF_DEPLOYMENT}}})
 
 # a regex matcher's string literal (=~ or !~): "..." or '...' with escapes, or `...` raw
 _REGEX_LITERAL = re.compile(r"""([=!]~\s*)("(?:[^"\\]|\\.)*"|'(?:[^'\\]|\\.)*'|`[^`]*`)""")
-_RE2_META = re.compile(r"([\\.+*?()|\[\]{}^$])")
 
 
 def _promql(dep: ObservedDeployment, own: str, default: str) -> str:
@@ -59,7 +58,7 @@ def _promql(dep: ObservedDeployment, own: str, default: str) -> str:
 
     def in_regex(m: re.Match[str]) -> str:
         literal = m.group(2)
-        escaped = {k: _RE2_META.sub(r"\\\1", v) for k, v in names.items()}
+        escaped = {k: re2_escape(v) for k, v in names.items()}
         if literal[0] != "`":  # a quoted PromQL string: its backslashes are escapes themselves
             escaped = {k: v.replace("\\", "\\\\") for k, v in escaped.items()}
         return m.group(1) + Template(literal).safe_substitute(escaped)
