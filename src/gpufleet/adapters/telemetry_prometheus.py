@@ -5,6 +5,8 @@ All network I/O goes through one ``httpx.Client``; pass ``transport=`` to test w
 split so no request asks for more than ``MAX_POINTS`` points per series (Prometheus refuses > 11,000). An answer is
 read within ``timeout_s`` (httpx bounds each read of the socket; a server that sends its answer a byte at a time is
 cut once the deadline has passed, so at most about twice ``timeout_s`` in all) and up to ``MAX_ANSWER_BYTES``.
+The instant and range reads take a caller's ``deadline`` too (a ``time.monotonic()`` instant, e.g. the end of a
+scaling round): a read is not started past it (:class:`DeadlinePassed`) and waits no longer than it.
 Labels read from dcgm-exporter series: ``namespace`` and ``pod`` (set when the exporter maps GPUs to pods),
 ``Hostname`` and ``gpu`` for the device, ``GPU_I_ID`` for a MIG instance. A Prometheus that holds several clusters'
 series (federation, Thanos, Mimir) tells them apart by a cluster label its setup adds (external labels,
@@ -33,6 +35,10 @@ MAX_ANSWER_BYTES = 256 * 1024 * 1024  # the meter's hour of DCGM at 60 s steps i
 
 class TelemetryUnavailable(GpufleetError):
     """The telemetry source could not answer (down, refused the query, or answered nonsense)."""
+
+
+class DeadlinePassed(TelemetryUnavailable):
+    """The caller's deadline passed before the answer was read (or before the read was started)."""
 
 
 def _label_value(v: str) -> str:
@@ -110,17 +116,21 @@ class PrometheusTelemetry:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def query_range(self, query: str, start_s: int, end_s: int, step_s: int) -> list[dict[str, Any]]:
+    def query_range(
+        self, query: str, start_s: int, end_s: int, step_s: int, *, deadline: float | None = None
+    ) -> list[dict[str, Any]]:
         """One ``/api/v1/query_range`` call; returns the matrix result or raises TelemetryUnavailable."""
         params = {"query": query, "start": start_s, "end": end_s, "step": step_s}
-        return self._result("/api/v1/query_range", params, "matrix")
+        return self._result("/api/v1/query_range", params, "matrix", deadline)
 
-    def query_at(self, query: str, at_s: float) -> list[dict[str, Any]]:
+    def query_at(self, query: str, at_s: float, *, deadline: float | None = None) -> list[dict[str, Any]]:
         """One ``/api/v1/query`` (instant) call at ``at_s``; the vector result, or raises TelemetryUnavailable."""
-        return self._result("/api/v1/query", {"query": query, "time": at_s}, "vector")
+        return self._result("/api/v1/query", {"query": query, "time": at_s}, "vector", deadline)
 
-    def _result(self, path: str, params: dict[str, Any], result_type: str) -> list[dict[str, Any]]:
-        status, raw = self._get(path, params)
+    def _result(
+        self, path: str, params: dict[str, Any], result_type: str, deadline: float | None = None
+    ) -> list[dict[str, Any]]:
+        status, raw = self._get(path, params, deadline)
         try:
             body = json.loads(raw)
         except (ValueError, RecursionError):  # UnicodeDecodeError is a ValueError
@@ -139,11 +149,19 @@ class PrometheusTelemetry:
             raise TelemetryUnavailable(f"the {result_type} result is not a list of series")
         return result
 
-    def _get(self, path: str, params: dict[str, Any]) -> tuple[int, bytes]:
-        """The status and body of one GET, read within the deadline and ``MAX_ANSWER_BYTES``."""
-        deadline = time.monotonic() + self._timeout_s
+    def _get(self, path: str, params: dict[str, Any], until: float | None = None) -> tuple[int, bytes]:
+        """The status and body of one GET, read within the timeout (and the caller's deadline ``until``, a
+        ``time.monotonic()`` instant) and ``MAX_ANSWER_BYTES``."""
+        now = time.monotonic()
+        deadline = now + self._timeout_s
+        timeout = self._timeout_s
+        if until is not None:
+            if now >= until:
+                raise DeadlinePassed("the deadline passed before prometheus was asked")
+            deadline = min(deadline, until)
+            timeout = min(timeout, until - now)
         try:
-            with self._client.stream("GET", path, params=params) as resp:
+            with self._client.stream("GET", path, params=params, timeout=timeout) as resp:
                 chunks: list[bytes] = []
                 size = 0
                 for chunk in resp.iter_bytes():
@@ -151,13 +169,24 @@ class PrometheusTelemetry:
                     if size > MAX_ANSWER_BYTES:
                         raise TelemetryUnavailable(f"prometheus answered more than {MAX_ANSWER_BYTES} bytes")
                     if time.monotonic() > deadline:
-                        raise TelemetryUnavailable(f"prometheus did not answer within {self._timeout_s} s")
+                        raise self._late(until, deadline)
                     chunks.append(chunk)
                 return resp.status_code, b"".join(chunks)
+        except httpx.TimeoutException as exc:
+            if until is not None and time.monotonic() >= until - 1e-3:
+                raise DeadlinePassed(f"the deadline passed while prometheus was asked: {exc}") from None
+            raise TelemetryUnavailable(f"prometheus unreachable: {exc}") from None
         except httpx.HTTPError as exc:
             raise TelemetryUnavailable(f"prometheus unreachable: {exc}") from None
 
-    def sum_range(self, query: str, start_s: int, end_s: int, step_s: int) -> list[tuple[float, float]]:
+    def _late(self, until: float | None, deadline: float) -> TelemetryUnavailable:
+        if until is not None and deadline >= until:
+            return DeadlinePassed("the deadline passed while prometheus answered")
+        return TelemetryUnavailable(f"prometheus did not answer within {self._timeout_s} s")
+
+    def sum_range(
+        self, query: str, start_s: int, end_s: int, step_s: int, *, deadline: float | None = None
+    ) -> list[tuple[float, float]]:
         """``(time, value)``: the sum over a range query's series at each step (a step no series has a value at is
         left out; a point outside the range is no step of it), at most ``MAX_POINTS`` steps, the latest kept. A value
         that is not finite and >= 0 raises TelemetryUnavailable (a rate or a count)."""
@@ -165,7 +194,7 @@ class PrometheusTelemetry:
             raise ValidationError("range", "need step_s > 0 and end_s >= start_s")
         start_s = max(start_s, end_s - (MAX_POINTS - 1) * step_s)
         totals: dict[float, float] = {}
-        for r in self.query_range(query, start_s, end_s, step_s):
+        for r in self.query_range(query, start_s, end_s, step_s, deadline=deadline):
             for point in r.get("values") or []:
                 try:
                     t, v = float(point[0]), float(point[1])
@@ -180,10 +209,10 @@ class PrometheusTelemetry:
             raise TelemetryUnavailable(f"{query!r} summed to a value that is not finite")
         return sorted(totals.items())
 
-    def sum_at(self, query: str, at_s: float) -> float | None:
+    def sum_at(self, query: str, at_s: float, *, deadline: float | None = None) -> float | None:
         """The sum of an instant vector's values at ``at_s`` (e.g. a request rate); None when no series matched
         (no data is not zero). A non-finite or negative value raises TelemetryUnavailable."""
-        result = self.query_at(query, at_s)
+        result = self.query_at(query, at_s, deadline=deadline)
         if not result:
             return None
         total = 0.0

@@ -185,6 +185,12 @@ def register(app: typer.Typer) -> None:
             float,
             typer.Option("--scale-every-s", min=0, help="scale opted-in serving Deployments this often (0 = off)"),
         ] = 0.0,
+        scale_round_s: Annotated[
+            float,
+            typer.Option(
+                "--scale-round-s", min=0, help="a scaling round's Prometheus reads end by this long (0: its period)"
+            ),
+        ] = 0.0,
         prometheus: Annotated[
             str, typer.Option("--prometheus", help="Prometheus URL: request rates, and DCGM utilization for metering")
         ] = "",
@@ -280,7 +286,8 @@ def register(app: typer.Typer) -> None:
             checkpoint_timeout_s=checkpoint_timeout_s, eviction_grace_s=eviction_grace_s,
             replica_spread=loop_replica_spread() if replica_spread else None,
             store_url=db, inventory_cluster=cluster, sync_every_s=sync_every_s,
-            scale_every_s=scale_every_s, prometheus_url=prometheus, dcgm_cluster_label=dcgm_cluster_label,
+            scale_every_s=scale_every_s, scale_round_s=scale_round_s, prometheus_url=prometheus,
+            dcgm_cluster_label=dcgm_cluster_label,
             dcgm_cluster=dcgm_cluster, rps_query=rps_query or DEFAULT_RPS_QUERY,
             queue_query=_gauge_query(queue_query, DEFAULT_QUEUE_QUERY),
             running_query=_gauge_query(running_query, DEFAULT_RUNNING_QUERY),

@@ -317,8 +317,9 @@ def test_a_round_cut_off_at_shutdown_is_not_reported_as_a_failure(kube: Kube, ns
     _deployment(kube, ns, "llm", 2, OPT_IN)
     _deployment(kube, ns, "llm2", 2, OPT_IN)  # its query comes after the client is closed
     p = f"sd{uuid.uuid4().hex[:5]}"
+    # a round whose deadline (scale_round_s) is past the stop: it waits on the first answer when the controller stops
     cfg = ControllerConfig(scheduler_name=f"s-{p}", namespace=ns, lease_name=f"l-{p}", scale_every_s=1.0,
-                           prometheus_url=url)  # fmt: skip
+                           scale_round_s=60.0, prometheus_url=url)  # fmt: skip
     try:
         with running_controller(kube, cfg) as ctl:
             assert ctl.scaling is not None and wait_for(lambda: ctl.scaling.worker.busy("scale"), 10)

@@ -147,8 +147,10 @@ def test_a_prometheus_shared_by_two_clusters_does_not_mix_their_same_named_pods(
 def test_the_cluster_matcher_keeps_series_without_a_cluster_label(prom_series: tuple[Series, list[str], str]) -> None:
     """A Prometheus of one cluster has no cluster label: its series are read as before."""
     series, queries, url = prom_series
-    series += [({"Hostname": "n1", "gpu": "0", "namespace": "ml", "pod": "train-1"}, 70.0),
-               ({"Hostname": "n1", "gpu": "0", "namespace": "ml", "pod": "train-1", "cluster": "eu.1"}, 10.0)]
+    series += [
+        ({"Hostname": "n1", "gpu": "0", "namespace": "ml", "pod": "train-1"}, 70.0),
+        ({"Hostname": "n1", "gpu": "0", "namespace": "ml", "pod": "train-1", "cluster": "eu.1"}, 10.0),
+    ]
     with PrometheusTelemetry(url) as prom:
         batch = prom.gpu_utilization(T0, T0 + 600, 60, cluster=("cluster", "eu-1"))
         assert len(batch) == 11 and float(batch.util.mean()) == pytest.approx(0.7)  # "eu.1" is another cluster

@@ -133,6 +133,9 @@ class ControllerConfig:
     # replica scaling: every scale_every_s (0 = off) gpufleet's replica policy decides each opted-in Deployment
     # (annotations: adapters/kubernetes/labels.py) from its request rate read from Prometheus at prometheus_url
     scale_every_s: float = 0.0
+    # a scaling round's reads end by this many seconds (0: the round's period, scale_every_s or react_every_s): the
+    # Deployments a slow Prometheus leaves unread keep their replicas, recorded skipped (round_deadline)
+    scale_round_s: float = 0.0
     prometheus_url: str = ""
     rps_query: str = DEFAULT_RPS_QUERY
     # requests waiting and in service now (gauges; "" = not read): the policy's queue and in-flight signals; and

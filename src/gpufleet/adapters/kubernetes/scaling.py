@@ -4,12 +4,17 @@ Every ``scale_every_s`` the request rate of each opted-in Deployment is read fro
 policy (``control/replicas.py``: :class:`ReplicaScaler`, the simulator loop's policy) decides its replicas, applied
 through the scale subresource; every ``react_every_s`` between two periods the queue's fast path may scale up. The
 reads go to Prometheus (up to 10 s a query, several queries a Deployment), so the controller runs a round on a
-:class:`SideWorker` of its own: a Prometheus that hangs costs scaling rounds, never binds. A round that raises is
-recorded (audit ``scale``, outcome ``failed``) and the next one runs.
+:class:`SideWorker` of its own: a Prometheus that hangs costs scaling rounds, never binds. A round has one deadline
+(``scale_round_s``; 0: its period, ``scale_every_s`` or ``react_every_s``): no read is started past it and none
+waits beyond it, so a slow Prometheus costs a round at most that long, however many Deployments opted in; the
+Deployments whose rate it did not read keep their replicas (nothing is scaled on no data), each recorded ``skipped``
+with reason ``round_deadline``, and the round's record ``scale_round`` / ``round_deadline`` counts them. A round
+that raises is recorded (audit ``scale``, outcome ``failed``) and the next one runs.
 """
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
@@ -18,6 +23,7 @@ from gpufleet.adapters.kubernetes.rest import Kube
 from gpufleet.adapters.kubernetes.side_worker import SideWorker
 from gpufleet.adapters.kubernetes.view import ClusterView
 from gpufleet.adapters.kubernetes.workloads import (
+    ROUND_DEADLINE,
     apply_scale,
     deployment_gauges,
     deployment_rates,
@@ -96,16 +102,22 @@ class DeploymentScaling:
         if now < self._next_scale:
             return None
         self._next_scale = now + self.cfg.scale_every_s
+        deadline = self._deadline(self.cfg.scale_every_s)
         obs = self.view.observation()
         deployments = read_own_writes(self.kube, obs.deployments, self._scaled)
-        rates, errors = deployment_rates(self._prom, deployments, now, self.cfg.rps_query)
+        rates, errors = deployment_rates(self._prom, deployments, now, self.cfg.rps_query, deadline)
         rated = [d for d in deployments if (d.namespace, d.name) in rates]
-        self._warm(rated, now)
-        plan = self.scaler.plan(deployments, rates, now, deployment_gauges(self._prom, rated, now, self._gauges))
+        self._warm(rated, now, deadline)
+        gauges = deployment_gauges(self._prom, rated, now, self._gauges, deadline)
+        plan = self.scaler.plan(deployments, rates, now, gauges)
         for ns, name, reason in plan.skipped:
             why = errors.get((ns, name))
+            if why == ROUND_DEADLINE:
+                self.act.record("scale", f"{ns}/{name}", ROUND_DEADLINE, "skipped")
+                continue
             self.act.record("scale", f"{ns}/{name}", "telemetry_unavailable" if why else reason, "skipped",
                             **({"error": why} if why else {}))  # fmt: skip
+        self._report_cut("scale", errors)
         for d in plan.decisions:
             if self.cfg.cost_aware_scale_down and d.desired < d.current:
                 order_replicas(self.act, obs, d.namespace, d.name, self._node_price)
@@ -123,16 +135,28 @@ class DeploymentScaling:
         if now < self._next_react or now >= self._next_scale:
             return None
         self._next_react = now + self.cfg.react_every_s
+        deadline = self._deadline(self.cfg.react_every_s)
         deployments = read_own_writes(self.kube, self.view.observation().deployments, self._scaled)
         running = [d for d in deployments if self.scaler.knows(d)]
-        rates, _ = deployment_rates(self._prom, running, now, self.cfg.rps_query)
+        rates, errors = deployment_rates(self._prom, running, now, self.cfg.rps_query, deadline)
         rated = [d for d in running if (d.namespace, d.name) in rates]
-        g = deployment_gauges(self._prom, rated, now, {**self._gauges, "slo_misses": ""})  # react reads no misses
+        g = deployment_gauges(self._prom, rated, now, {**self._gauges, "slo_misses": ""}, deadline)  # no misses
+        self._report_cut("react", errors)
         plan = self.scaler.react(rated, rates, now, g)
         for d in plan.decisions:
             self._apply(d)
         self.last_react = plan
         return plan
+
+    def _deadline(self, period_s: float) -> float:
+        """The ``time.monotonic()`` instant the round's reads end by (``scale_round_s``, else its period)."""
+        return time.monotonic() + (self.cfg.scale_round_s or period_s)
+
+    def _report_cut(self, kind: str, errors: dict[tuple[str, str], str]) -> None:
+        """One record for a round its deadline cut short: how many Deployments' rates it did not read."""
+        cut = sorted(f"{ns}/{name}" for (ns, name), why in errors.items() if why == ROUND_DEADLINE)
+        if cut:
+            self.act.record("scale_round", kind, ROUND_DEADLINE, "cut", unread=len(cut), deployments=cut[:20])
 
     def _apply(self, d: ScaleDecision) -> None:
         """Patch the scale subresource; a write applied is remembered until the view shows it
@@ -140,7 +164,7 @@ class DeploymentScaling:
         if apply_scale(self.act, d) == "applied":
             self._scaled[(d.namespace, d.name)] = d.desired
 
-    def _warm(self, deployments: list[ObservedDeployment], now: float) -> None:
+    def _warm(self, deployments: list[ObservedDeployment], now: float, deadline: float | None = None) -> None:
         """Replay the request-rate history (and the gauges' histories) of each Deployment whose policy this leader
         has not run yet (``scale_history_s`` of it, at the scale period; ``ReplicaScaler.warm``). Audited as
         ``scale_warm``; a rate history that cannot be read leaves the policy to start from nothing, as before."""
@@ -153,14 +177,15 @@ class DeploymentScaling:
                 continue
             target = f"{dep.namespace}/{dep.name}"
             try:
-                history = self._prom.sum_range(rps_query(dep, self.cfg.rps_query), start, end, step)
+                history = self._prom.sum_range(rps_query(dep, self.cfg.rps_query), start, end, step, deadline=deadline)
             except TelemetryUnavailable as exc:
                 self.act.record("scale_warm", target, "telemetry_unavailable", "skipped", error=str(exc))
                 continue
             gauges: dict[str, dict[float, float] | None] = {}
             for name, query in gauge_queries(dep, self._gauges).items():
                 try:  # a gauge's history that cannot be read is replayed as not observed
-                    gauges[name] = dict(self._prom.sum_range(query, start, end, step)) if query else None
+                    got = self._prom.sum_range(query, start, end, step, deadline=deadline) if query else None
+                    gauges[name] = dict(got) if got is not None else None
                 except TelemetryUnavailable:
                     gauges[name] = None
             n = self.scaler.warm(dep, history, gauges["queue"], gauges["running"], gauges["slo_misses"])

@@ -29,7 +29,12 @@ from string import Template
 from gpufleet.adapters.kubernetes.act import Actuator
 from gpufleet.adapters.kubernetes.labels import deployment_from_json
 from gpufleet.adapters.kubernetes.rest import ApiError, Kube
-from gpufleet.adapters.telemetry_prometheus import PrometheusTelemetry, TelemetryUnavailable, re2_escape
+from gpufleet.adapters.telemetry_prometheus import (
+    DeadlinePassed,
+    PrometheusTelemetry,
+    TelemetryUnavailable,
+    re2_escape,
+)
 from gpufleet.control.observation import Observation, ObservedDeployment, ObservedNode
 from gpufleet.control.replica_victims import DELETION_COST, REASON_DELETION_COST, deletion_cost_plan
 from gpufleet.control.replicas import ScaleDecision, ServingGauges
@@ -89,18 +94,20 @@ def deployment_gauges(
     deployments: Sequence[ObservedDeployment],
     at_s: float,
     defaults: Mapping[str, str],
+    deadline: float | None = None,
 ) -> ServingGauges:
     """Per opted-in Deployment at ``at_s``, each of :data:`GAUGES`: its requests waiting, its requests in service
     and its requests whose queue wait passed the SLO over the last period. The query is the Deployment's
     annotation, else ``defaults[name]``; an empty one is not read. A Deployment whose query matches no series or
-    cannot be read is left out of that map: the policy then sees no queue and no misses, never made-up ones."""
+    cannot be read (or is not read by ``deadline``, a ``time.monotonic()`` instant) is left out of that map: the
+    policy then sees no queue and no misses, never made-up ones."""
     out: dict[str, dict[tuple[str, str], float]] = {name: {} for name in GAUGES}
     for dep in deployments:
         for name, query in gauge_queries(dep, defaults).items():
             if not query:
                 continue
             try:
-                v = prom.sum_at(query, at_s)
+                v = prom.sum_at(query, at_s, deadline=deadline)
             except TelemetryUnavailable:
                 continue
             if v is not None:
@@ -108,11 +115,19 @@ def deployment_gauges(
     return ServingGauges(out["queue"], out["running"], out["slo_misses"])
 
 
+ROUND_DEADLINE = "round_deadline"  # deployment_rates' error for a Deployment its deadline left unread
+
+
 def deployment_rates(
-    prom: PrometheusTelemetry, deployments: Sequence[ObservedDeployment], at_s: float, default_query: str
+    prom: PrometheusTelemetry,
+    deployments: Sequence[ObservedDeployment],
+    at_s: float,
+    default_query: str,
+    deadline: float | None = None,
 ) -> tuple[dict[tuple[str, str], float], dict[tuple[str, str], str]]:
-    """Request rate per opted-in Deployment at ``at_s``, and the ones Prometheus could not answer (with why).
-    A query that matches no series gives no rate (no data is not zero traffic)."""
+    """Request rate per opted-in Deployment at ``at_s``, and the ones Prometheus could not answer (with why:
+    :data:`ROUND_DEADLINE` for those not read by ``deadline``, a ``time.monotonic()`` instant). A query that matches
+    no series gives no rate (no data is not zero traffic)."""
     rates: dict[tuple[str, str], float] = {}
     errors: dict[tuple[str, str], str] = {}
     for dep in deployments:
@@ -120,7 +135,10 @@ def deployment_rates(
             continue
         key = (dep.namespace, dep.name)
         try:
-            v = prom.sum_at(rps_query(dep, default_query), at_s)
+            v = prom.sum_at(rps_query(dep, default_query), at_s, deadline=deadline)
+        except DeadlinePassed:
+            errors[key] = ROUND_DEADLINE
+            continue
         except TelemetryUnavailable as exc:
             errors[key] = str(exc)
             continue
