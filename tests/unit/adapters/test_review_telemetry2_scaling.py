@@ -97,14 +97,14 @@ def test_a_slow_prometheus_cannot_hold_a_scaling_round_past_its_deadline(
     assert cut["reason"] == "round_deadline" and cut["unread"] == len(skipped)
 
 
-@pytest.mark.xfail(strict=True, reason="the scale cadence is a wall-clock deadline")
 def test_a_clock_stepped_back_does_not_stop_scaling_for_the_size_of_the_step(
     slow_prometheus: tuple[str, list[float]],
 ) -> None:
-    """Review, the defect: the next period is ``now + scale_every_s`` by the wall clock, and a round runs when
+    """Review (fixed), the defect: the next period is ``now + scale_every_s`` by the wall clock, and a round runs when
     ``now >= next``. An NTP step back of an hour (a VM resumed, a clock fixed) made every round not due for that
     hour: no serving Deployment was scaled, up or down, for an hour of traffic. A next round more than one period
-    ahead of now can only come from a clock that went back: it is due now."""
+    ahead of now can only come from a clock that went back: it is due now (adapters/kubernetes/cadence.py, every
+    cadence of the controller: scaling, release, consolidation, the store's sync and limits, the informers' resync)."""
     url, _ = slow_prometheus
     clock = [T0]
     scaling, _ = _scaling(url, 1, clock)

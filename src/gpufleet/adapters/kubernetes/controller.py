@@ -34,6 +34,7 @@ from typing import Any
 
 from gpufleet.adapters.kubernetes.act import Actuator
 from gpufleet.adapters.kubernetes.bufferpods import PAUSE_IMAGE, apply_buffer_pods
+from gpufleet.adapters.kubernetes.cadence import due
 from gpufleet.adapters.kubernetes.fleetobjects import CHAIN
 from gpufleet.adapters.kubernetes.health import DEFAULT_STALE_S, ControllerHealth, HealthServer
 from gpufleet.adapters.kubernetes.lease import LeaderElector
@@ -479,7 +480,7 @@ class Controller:
         if self.releaser is None:
             return []
         now = self.clock()
-        if now < self._next_release:
+        if not due(now, self._next_release, self.cfg.release_every_s):
             return []
         self._next_release = now + self.cfg.release_every_s
         obs = self.view.observation()
@@ -498,7 +499,11 @@ class Controller:
         one round at a time, within ``max_moves_per_hour`` (evictions applied in the last hour count)."""
         every = self.cfg.consolidate_every_s
         now = self.clock()
-        if every <= 0 or now < self._next_consolidation or (self._reclaim is not None and self._reclaim.is_alive()):
+        if (
+            every <= 0
+            or not due(now, self._next_consolidation, every)
+            or (self._reclaim is not None and self._reclaim.is_alive())
+        ):
             return
         self._next_consolidation = now + every
         recent = sum(1 for a in self.act.audit if a["action"] == "evict" and a["outcome"] == "applied"

@@ -19,6 +19,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from gpufleet.adapters.kubernetes.act import Actuator
+from gpufleet.adapters.kubernetes.cadence import due
 from gpufleet.adapters.kubernetes.rest import Kube
 from gpufleet.adapters.kubernetes.side_worker import SideWorker
 from gpufleet.adapters.kubernetes.view import ClusterView
@@ -73,7 +74,8 @@ class DeploymentScaling:
     def due(self) -> bool:
         """A period decision or the fast path is due (the controller then queues :meth:`round` on the worker)."""
         now = self.clock()
-        return now >= self._next_scale or (self.cfg.react_every_s > 0 and now >= self._next_react)
+        every = self.cfg.react_every_s
+        return due(now, self._next_scale, self.cfg.scale_every_s) or (every > 0 and due(now, self._next_react, every))
 
     def round(self) -> None:
         """On the scaling worker: the period's decision when due, else the fast path's."""
@@ -99,7 +101,7 @@ class DeploymentScaling:
         controller scaled last period and the view still shows at other replicas is read again from the API
         server (``read_own_writes``): the policy never decides from the fleet before its own write."""
         now = self.clock()
-        if now < self._next_scale:
+        if not due(now, self._next_scale, self.cfg.scale_every_s):
             return None
         self._next_scale = now + self.cfg.scale_every_s
         deadline = self._deadline(self.cfg.scale_every_s)
@@ -132,7 +134,7 @@ class DeploymentScaling:
         if self.cfg.react_every_s <= 0:
             return None
         now = self.clock()
-        if now < self._next_react or now >= self._next_scale:
+        if not due(now, self._next_react, self.cfg.react_every_s) or due(now, self._next_scale, self.cfg.scale_every_s):
             return None
         self._next_react = now + self.cfg.react_every_s
         deadline = self._deadline(self.cfg.react_every_s)

@@ -18,6 +18,7 @@ from sqlalchemy import Engine
 from sqlalchemy.orm import Session
 
 from gpufleet.adapters.kubernetes.act import Actuator
+from gpufleet.adapters.kubernetes.cadence import due
 from gpufleet.adapters.kubernetes.node_limits import LimitChange, apply_limits, limit_changes, store_capacity
 from gpufleet.adapters.kubernetes.side_worker import SideWorker
 from gpufleet.adapters.kubernetes.usage import HourWritten, MeterLoop, UsageSink, store_pools
@@ -79,11 +80,11 @@ class StoreLink:
 
     def tick(self, now_s: float, observe: Callable[[], Observation]) -> None:
         """From the binding loop (leader only): the meter's reading in memory, and the store's work queued."""
-        if now_s >= self._next_sync_s:
+        if due(now_s, self._next_sync_s, self.sync_every_s):
             self._next_sync_s = now_s + self.sync_every_s
             obs = observe()
             self.worker.submit("inventory_sync", lambda: self.sync(obs, now_s))
-        if self.node_limits_every_s > 0 and now_s >= self._next_limits_s:
+        if self.node_limits_every_s > 0 and due(now_s, self._next_limits_s, self.node_limits_every_s):
             self._next_limits_s = now_s + self.node_limits_every_s
             self.worker.submit("node_pool_limits", lambda: self.node_limits(now_s))
         meter = self.metering
