@@ -95,7 +95,11 @@ class NeedCounts:
             self._first_s = now_s
 
     def add(self, now_s: int, nodes: int) -> None:
+        """``nodes`` needed at ``now_s``; a time before the last need's (a clock stepped back) counts at that one, so
+        the times stay in order for :meth:`within`'s bisection."""
         self.watch(now_s)
+        if self._times and now_s < self._times[-1]:
+            now_s = self._times[-1]
         if nodes > 0:
             self._total += nodes
             self._times.append(now_s)
@@ -230,7 +234,7 @@ class PayoffAwareNodes:
         for node_id, _ in out:
             o = spells.pop(node_id, None)
             if o is not None:
-                self._pool(o.pool_id).add(ctx.now_s - o.start_s, reused=False)
+                self._pool(o.pool_id).add(max(0, ctx.now_s - o.start_s), reused=False)
         return out
 
     def _capped_past(
@@ -362,8 +366,8 @@ class PayoffAwareNodes:
             n = here.get(node_id)
             if n is not None and now - n.idle_for_s == o.start_s:
                 continue
-            end = o.last_seen_s + min(now - o.last_seen_s, period) / 2  # reused between two looks
-            self._pool(o.pool_id).add(end - o.start_s, reused=True)
+            end = o.last_seen_s + max(0, min(now - o.last_seen_s, period)) / 2  # reused between two looks
+            self._pool(o.pool_id).add(max(0.0, end - o.start_s), reused=True)  # >= 0 on a clock stepped back
             del spells[node_id]
             if need is not None:
                 need.add(now, 1)

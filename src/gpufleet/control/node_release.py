@@ -91,6 +91,7 @@ PASSING_TAINTS = ("node.kubernetes.io/", "node.cloudprovider.kubernetes.io/unini
 # Karpenter's node label once its NodePool's startup taints are gone: one that comes back after it lasts
 INITIALIZED = "karpenter.sh/initialized=true"
 BUFFER_EVERY_S = 3600  # the start buffer is stepped hourly, as in the simulator (Provisioner.hold_buffer)
+FORGET_AFTER_S = 3600  # a node name not observed for this long is forgotten (its id, its join): names do not come back
 NODE_BOUND_OWNERS = ("DaemonSet", "Node")  # a DaemonSet's pod; a static pod's mirror (owned by its Node)
 
 
@@ -319,9 +320,17 @@ class NodeRelease:
 @dataclass(slots=True)
 class NodeReleasePlanner:
     """The loop's node scaler asked on observations (module docstring). Keeps, across plans, when each node was
-    first seen idle, a stable id per node name (the scaler follows idle spells by id) and the nodes already seen.
-    With the loop's start buffer (``buffer``), the last decision per product (``buffer_decisions``) and when the
-    buffer was last stepped."""
+    first seen idle, a stable id per node name (the scaler follows idle spells by id) and the nodes already seen,
+    each until the node has not been observed for ``FORGET_AFTER_S`` (Karpenter names every node anew: a memory of
+    every name ever seen grows for as long as the controller runs). With the loop's start buffer (``buffer``), the
+    last decision per product (``buffer_decisions``) and when the buffer was last stepped.
+
+    Durations (idle spells, the buffer's hour, the scaler's ``now_s``) run on the planner's own clock, which never
+    goes back: the observation's time advanced by ``steady_s`` (a ``time.monotonic()`` reading the controller passes
+    with each observation) where given, else the observation's time clamped to never go back. A wall clock stepped
+    back (NTP) then neither makes an idle time negative nor runs the scaler's records backwards; one stepped forward
+    does not age idle nodes with ``steady_s``. Times compared with the API server's timestamps (a node's creation, a
+    pod's) stay the observation's. Idle times and the context's ``now_s`` count whole seconds of the same instant."""
 
     scaler: NodeScaler
     catalog: PriceCatalog
@@ -331,14 +340,18 @@ class NodeReleasePlanner:
     buffer: StartBuffer | None = None  # the loop's start buffer (ControlLoop.gpufleet(...).start_buffer); None: off
     buffer_decisions: dict[str, BufferDecision] = field(default_factory=dict)  # the last one per GPU product
     _buffer_at: float | None = None
-    _idle_since: dict[str, float] = field(default_factory=dict)
+    _idle_since: dict[str, int] = field(default_factory=dict)
     _ids: dict[str, int] = field(default_factory=dict)
-    _names: list[str] = field(default_factory=list)
-    _seen: set[str] | None = None
+    _names: dict[int, str] = field(default_factory=dict)
+    _next_id: int = 0
+    _seen: dict[str, float] | None = None  # launched node -> when last observed (the planner's clock)
+    _observed: dict[str, float] = field(default_factory=dict)  # node with an id -> when last observed
+    _clock: tuple[float, float] | None = None  # (observation time, steady_s) of the first plan given steady_s
+    _now: float | None = None  # the planner's clock at the last plan
 
-    def plan(self, obs: Observation) -> tuple[NodeRelease, ...]:
+    def plan(self, obs: Observation, steady_s: float | None = None) -> tuple[NodeRelease, ...]:
         out: list[NodeRelease] = []
-        for ctx in self.contexts(obs):
+        for ctx in self.contexts(obs, steady_s=steady_s):
             names_by_id = {i.node_id: i for i in ctx.idle}
             for node_id, reason in self.scaler.scale_down(ctx):
                 i = names_by_id.get(node_id)
@@ -346,24 +359,28 @@ class NodeReleasePlanner:
                     out.append(NodeRelease(self._names[node_id], ctx.sku_id, reason, i.idle_for_s))
         return tuple(out)
 
-    def contexts(self, obs: Observation, min_idle_s: int | None = None) -> tuple[ScaleDownContext, ...]:
+    def contexts(
+        self, obs: Observation, min_idle_s: int | None = None, steady_s: float | None = None
+    ) -> tuple[ScaleDownContext, ...]:
         """What :meth:`plan` asks the scaler, one context per GPU product (sorted), without asking it: the watch
         (idle spells, joins) advances as in a plan. ``min_idle_s``: offer nodes idle at least this long by the
-        watch (None: the scaler's ``min_idle_s``, as :meth:`plan`; 0: every idle launched node)."""
-        now = obs.now_s
+        watch (None: the scaler's ``min_idle_s``, as :meth:`plan`; 0: every idle launched node). ``steady_s``: a
+        monotonic reading taken with the observation (the class docstring)."""
+        now = self._tick(obs.now_s, steady_s)
         least = self.scaler.min_idle_s if min_idle_s is None else min_idle_s
         bound = [p for p in obs.pods if p.node and p.active]
         busy = {p.node for p in bound if not node_bound(p)}
         gpu_nodes = [n for n in obs.nodes if n.sku and n.spec.gpu_count > 0]
-        fresh = self._fresh(gpu_nodes)
+        fresh = self._fresh(gpu_nodes, now)
         for n in gpu_nodes:
             if n.name in busy or not n.schedulable:
                 self._idle_since.pop(n.name, None)
             else:
-                self._idle_since.setdefault(n.name, now)
+                self._idle_since.setdefault(n.name, int(now))
         names = {n.name for n in gpu_nodes}
         for gone in [k for k in self._idle_since if k not in names]:
             del self._idle_since[gone]
+        self._forget(names, now)
         pending = [
             p
             for p in obs.pods
@@ -388,11 +405,15 @@ class NodeReleasePlanner:
         per_node: dict[str, int] = {}
         for n in gpu_nodes:
             per_node[n.sku] = max(per_node.get(n.sku, 0), n.spec.gpu_count)
-        self._step_buffer(obs, gpu_nodes, per_node)
+        self._step_buffer(obs, gpu_nodes, per_node, now)
         out: list[ScaleDownContext] = []
         for sku in products:
             mine = [n for n in gpu_nodes if n.sku == sku and n.schedulable]
-            idle = [self._idle(n, now) for n in mine if n.capacity_type in LAUNCHED and n.name in self._idle_since]
+            idle = [
+                self._idle(n, now, obs.now_s)
+                for n in mine
+                if n.capacity_type in LAUNCHED and n.name in self._idle_since
+            ]
             offered = [i for i in idle if i.idle_for_s >= least]
             mine_pending = [p for p in pending if _may_run(pod_products(p), sku)]
             capacity = sum(n.spec.gpu_count for n in mine)
@@ -419,16 +440,19 @@ class NodeReleasePlanner:
             out.append(ctx)
         return tuple(out)
 
-    def _step_buffer(self, obs: Observation, gpu_nodes: list[ObservedNode], per_node: dict[str, int]) -> None:
-        """Hourly by the observation's clock (the first call at once): the start buffer's decision over the
+    def _step_buffer(
+        self, obs: Observation, gpu_nodes: list[ObservedNode], per_node: dict[str, int], now: float
+    ) -> None:
+        """Hourly by the planner's clock (the first call at once): the start buffer's decision over the
         products (``per_node``: their GPUs per node) on the late starts of the pods of this planner's schedulers
         (:func:`late_starts`) and what a node of each costs on demand; with ``StartBuffer.spot``, a product with spot
         capacity (:func:`spot_capacity`) and a spot list price as two lanes (module docstring), its spot lane priced
-        at spot. Kept in ``buffer_decisions``. The decision is the buffer's; this only reads and passes."""
+        at spot. Kept in ``buffer_decisions``. The decision is the buffer's; this only reads and passes. ``now``: the
+        planner's clock (the hour); the late starts are read against the observation's time (pods' timestamps)."""
         rule = self.buffer
-        if rule is None or (self._buffer_at is not None and obs.now_s - self._buffer_at < BUFFER_EVERY_S):
+        if rule is None or (self._buffer_at is not None and now - self._buffer_at < BUFFER_EVERY_S):
             return
-        self._buffer_at = obs.now_s
+        self._buffer_at = now
         ours = [p for p in obs.pods if p.scheduler_name in self.schedulers and not p.buffer]
         on = {n.name: n.sku for n in gpu_nodes}
         readings = {}
@@ -453,6 +477,30 @@ class NodeReleasePlanner:
     def node_name(self, node_id: int) -> str:
         """The name of the node behind ``IdleNode.node_id`` of a context of this planner."""
         return self._names[node_id]
+
+    def _tick(self, obs_now: float, steady_s: float | None) -> float:
+        """The planner's clock for an observation at ``obs_now`` (the class docstring): never back."""
+        now = obs_now
+        if steady_s is not None:
+            if self._clock is None:
+                self._clock = (obs_now, steady_s)
+            now = self._clock[0] + (steady_s - self._clock[1])
+        if self._now is not None:
+            now = max(now, self._now)
+        self._now = now
+        return now
+
+    def _forget(self, observed: Collection[str], now: float) -> None:
+        """Note the GPU nodes observed now; forget the ids and joins of nodes not observed for ``FORGET_AFTER_S``."""
+        for name in observed:
+            if name in self._ids:
+                self._observed[name] = now
+        for name in [k for k, at in self._observed.items() if now - at > FORGET_AFTER_S]:
+            del self._observed[name]
+            self._names.pop(self._ids.pop(name), None)
+        if self._seen is not None:
+            for name in [k for k, at in self._seen.items() if now - at > FORGET_AFTER_S]:
+                del self._seen[name]
 
     @staticmethod
     def _reach(
@@ -490,23 +538,28 @@ class NodeReleasePlanner:
             for s in products
         }
 
-    def _fresh(self, gpu_nodes: list[ObservedNode]) -> dict[str, int]:
+    def _fresh(self, gpu_nodes: list[ObservedNode], now: float) -> dict[str, int]:
         """Launched GPU nodes per product that joined since the last plan (none on the first)."""
         launched = {n.name: n.sku for n in gpu_nodes if n.capacity_type in LAUNCHED}
-        seen, self._seen = self._seen, set(launched) | (self._seen or set())
+        first = self._seen is None
+        seen = self._seen if self._seen is not None else {}
         counts: dict[str, int] = {}
-        if seen is not None:
-            for name, sku in launched.items():
-                if name not in seen:
-                    counts[sku] = counts.get(sku, 0) + 1
+        for name, sku in launched.items():
+            if not first and name not in seen:
+                counts[sku] = counts.get(sku, 0) + 1
+            seen[name] = now
+        self._seen = seen
         return counts
 
-    def _idle(self, n: ObservedNode, now: float) -> IdleNode:
+    def _idle(self, n: ObservedNode, now: float, obs_now: float) -> IdleNode:
+        """``now``: the planner's clock, whose whole seconds the context's ``now_s`` and the idle time both count
+        (the scaler follows a spell by ``now_s - idle_for_s``); ``obs_now``: the observation's, against the node's
+        creation time."""
         since = self._idle_since[n.name]
         price, _ = node_price_usd_h(n, self.catalog, self.sku_map)
-        up = now - n.created_s if n.created_s is not None else now - since
+        up = obs_now - n.created_s if n.created_s is not None else now - since
         return IdleNode(self._id(n.name), n.node_pool or f"{n.sku}/{n.capacity_type}", n.sku,
-                        LAUNCHED[n.capacity_type].value, n.spec.gpu_count, int(now - since), int(max(up, 0.0)),
+                        LAUNCHED[n.capacity_type].value, n.spec.gpu_count, int(now) - since, int(max(up, 0.0)),
                         self.node_start_s, price)  # fmt: skip
 
     def _on_demand_usd(self, product: str) -> float:
@@ -523,6 +576,8 @@ class NodeReleasePlanner:
 
     def _id(self, name: str) -> int:
         if name not in self._ids:
-            self._ids[name] = len(self._names)
-            self._names.append(name)
+            self._ids[name] = self._next_id
+            self._names[self._next_id] = name
+            self._next_id += 1
+            self._observed[name] = self._now if self._now is not None else 0.0
         return self._ids[name]

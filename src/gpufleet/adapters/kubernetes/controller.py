@@ -484,7 +484,8 @@ class Controller:
             return []
         self._next_release = now + self.cfg.release_every_s
         obs = self.view.observation()
-        done = [(r, apply_release(self.act, r)) for r in self.releaser.plan(obs)]
+        steady = time.monotonic() if self.clock is time.time else None  # a test's own clock is its own steady one
+        done = [(r, apply_release(self.act, r)) for r in self.releaser.plan(obs, steady_s=steady)]
         self.release_results += done
         buffer = self.releaser.buffer
         if buffer is not None:
