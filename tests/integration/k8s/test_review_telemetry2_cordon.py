@@ -5,12 +5,11 @@ from __future__ import annotations
 
 import uuid
 
-import pytest
-
 from gpufleet.adapters.kubernetes.act import Actuator
 from gpufleet.adapters.kubernetes.fakekubelet import FakeKubelet, FakeNode
-from gpufleet.adapters.kubernetes.reclaim import apply_release
+from gpufleet.adapters.kubernetes.reclaim import apply_drain, apply_release
 from gpufleet.adapters.kubernetes.rest import Kube
+from gpufleet.control.reclaim import NodeDrain
 from gpufleet.schedule.table import PodRequest
 from tests.integration.k8s.helpers import create_pod, pod_body, pods_in, wait_for
 from tests.integration.k8s.test_node_release import _decided, _exists
@@ -31,9 +30,8 @@ def _pod_on(kube: Kube, ns: str, node: str) -> None:
     create_pod(kube, ns, body)
 
 
-@pytest.mark.xfail(strict=True, reason="apply_release uncordons a node it did not cordon")
 def test_a_release_that_finds_the_node_busy_keeps_an_admins_cordon(kube: Kube, kubelet: FakeKubelet, ns: str) -> None:
-    """Review, the defect: between the planner's observation and ``apply_release`` an administrator cordoned the
+    """Review (fixed), the defect: between the planner's observation and ``apply_release`` an administrator cordoned the
     node (to drain it for maintenance) and a pod was bound to it. ``apply_release`` sent its own cordon (a no-op:
     already unschedulable), found the pod, and uncordoned the node (``node_busy``): the administrator's cordon was
     undone and new pods landed on a node being taken out of service. A release now acts only on a node that is
@@ -52,9 +50,8 @@ def test_a_release_that_finds_the_node_busy_keeps_an_admins_cordon(kube: Kube, k
     assert not any(a["action"] == "uncordon" and a["outcome"] == "applied" for a in act.audit)
 
 
-@pytest.mark.xfail(strict=True, reason="apply_release deletes a node an administrator cordoned")
 def test_an_idle_node_an_admin_cordoned_is_not_released(kube: Kube, kubelet: FakeKubelet, ns: str) -> None:
-    """Review, the defect: the planner offers only schedulable nodes, but an administrator may cordon one after the
+    """Review (fixed), the defect: the planner offers only schedulable nodes, but an administrator may cordon one after the
     observation (to look at it, to keep it); ``apply_release`` cordoned it again and deleted it. A node cordoned by
     someone else is not gpufleet's to release: ``cordoned_by_other``, nothing written."""
     node = f"cd{uuid.uuid4().hex[:5]}-idle"
@@ -77,5 +74,31 @@ def test_gpufleets_own_cordon_is_marked_and_undone_when_the_node_turns_out_busy(
     act = Actuator(kube)
     assert apply_release(act, _decided(node)) == "node_busy"
     got = kube.get(f"/api/v1/nodes/{node}")
+    assert not got["spec"].get("unschedulable", False)
+    assert "gpufleet.io/cordoned-by" not in (got["metadata"].get("annotations") or {})
+
+
+def test_a_drain_that_stops_keeps_an_admins_cordon_and_undoes_its_own(
+    kube: Kube, kubelet: FakeKubelet, ns: str
+) -> None:
+    """Review (fixed), the defect, the same in the consolidation's drain (``apply_drain``): a drain whose checkpoint
+    is not confirmed in time uncordoned the node, an administrator's cordon included. Now the drain goes on over
+    a node someone else cordoned and leaves that cordon; its own cordon it undoes, mark and all."""
+    p = f"cd{uuid.uuid4().hex[:5]}"
+    admin, own = f"{p}-admin", f"{p}-own"
+    kubelet.register([FakeNode(admin), FakeNode(own)])
+    kubelet.start()
+    for node in (admin, own):
+        body = pod_body(f"ckpt-{node}", PodRequest("x", 1000, 1024, 1, 1000), "none")
+        body["spec"]["nodeName"] = node
+        create_pod(kube, ns, body)
+    assert wait_for(lambda: all(x["status"].get("phase") == "Running" for x in pods_in(kube, ns)), 30)
+    _admin_cordons(kube, admin)
+    act = Actuator(kube)
+    for node in (admin, own):
+        drain = NodeDrain(node, (f"{ns}/ckpt-{node}",), (f"{ns}/ckpt-{node}",), 1, "test")
+        assert apply_drain(act, drain, checkpoint_timeout_s=0.3, poll_s=0.1) == "checkpoint_timeout"
+    assert _unschedulable(kube, admin)
+    got = kube.get(f"/api/v1/nodes/{own}")
     assert not got["spec"].get("unschedulable", False)
     assert "gpufleet.io/cordoned-by" not in (got["metadata"].get("annotations") or {})

@@ -18,6 +18,7 @@ and create/update of Kueue and Karpenter objects.
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import sys
 import threading
@@ -31,6 +32,8 @@ from gpufleet.adapters.kubernetes.labels import A_GPU_SLOTS
 from gpufleet.adapters.kubernetes.rest import JSON, MERGE_PATCH, STRATEGIC_PATCH, ApiError, Kube
 
 TRANSIENT = {0, 429, 500, 502, 503, 504}
+A_CORDONED_BY = "gpufleet.io/cordoned-by"  # on a node gpufleet cordoned itself (the reason): the cordon it may undo
+OWN_CORDON_TRIES = 3  # read-then-patch rounds when the node changed in between (409)
 AUDIT_KEEP = 100_000  # audit records kept in memory
 
 
@@ -148,6 +151,70 @@ class Actuator:
         body = {"spec": {"unschedulable": on}}
         act = "cordon" if on else "uncordon"
         return self._do(act, node, reason, lambda: self.kube.patch(f"/api/v1/nodes/{node}", body))
+
+    def _read_node(self, node: str) -> JSON | None:
+        """The Node, by a list with a field selector (the ClusterRole lists nodes; it does not get them); None when
+        there is none of that name."""
+        items = self._send(lambda: self.kube.get("/api/v1/nodes", fieldSelector=f"metadata.name={node}"))
+        found = [n for n in items.get("items") or [] if (n.get("metadata") or {}).get("name") == node]
+        return found[0] if found else None
+
+    def _own_cordon(self, node: str, reason: str, on: bool) -> str:
+        """Cordon (``on``) a schedulable node as gpufleet's own, or undo a cordon that carries gpufleet's mark: read
+        the node, then one merge patch with the ``metadata.resourceVersion`` read (the API server answers 409 when
+        the node changed in between: read again, up to ``OWN_CORDON_TRIES``). A node already cordoned is
+        ``cordoned_by_other`` (not cordoned again); a cordon without the mark (an administrator's) or none at all
+        is ``not_ours`` (not undone)."""
+        action = "cordon" if on else "uncordon"
+        if self.dry_run:
+            self.record(action, node, reason, "dry_run")
+            return "dry_run"
+        outcome, extra = "conflict", {}
+        for _ in range(OWN_CORDON_TRIES):
+            try:
+                got = self._read_node(node)
+            except ApiError as exc:
+                outcome, extra = "error", {"status": exc.status, "message": exc.message[:300]}
+                break
+            if got is None:
+                outcome, extra = "not_found", {}
+                break
+            meta = got.get("metadata") or {}
+            cordoned = bool((got.get("spec") or {}).get("unschedulable", False))
+            mark = (meta.get("annotations") or {}).get(A_CORDONED_BY)
+            if on and cordoned:
+                outcome, extra = "cordoned_by_other", {"marked": mark is not None}
+                break
+            if not on and (not cordoned or mark is None):
+                outcome, extra = "not_ours", {"cordoned": cordoned}
+                break
+            body = {"metadata": {"resourceVersion": meta.get("resourceVersion"),
+                                 "annotations": {A_CORDONED_BY: reason if on else None}},
+                    "spec": {"unschedulable": on}}  # fmt: skip
+            try:
+                self._send(functools.partial(self.kube.patch, f"/api/v1/nodes/{node}", body))
+            except ApiError as exc:
+                if exc.status == 409:
+                    continue
+                outcome = {404: "not_found", 422: "invalid"}.get(exc.status, "error")
+                extra = {"status": exc.status, "message": exc.message[:300]}
+                break
+            outcome, extra = "applied", {}
+            break
+        self.record(action, node, reason, outcome, **extra)
+        return outcome
+
+    def cordon_own(self, node: str, reason: str) -> str:
+        """Cordon ``node`` if it is schedulable now, marked as gpufleet's (annotation ``gpufleet.io/cordoned-by``:
+        the reason), so that :meth:`uncordon_own` undoes only this cordon. Returns ``applied`` | ``dry_run`` |
+        ``cordoned_by_other`` (someone else's cordon: left as it is) | ``not_found`` | ``conflict`` | ``error``."""
+        return self._own_cordon(node, reason, True)
+
+    def uncordon_own(self, node: str, reason: str) -> str:
+        """Undo gpufleet's own cordon (:meth:`cordon_own`): only while the node is cordoned and carries the mark (an
+        administrator who wants it kept cordoned removes the annotation). Returns ``applied`` | ``dry_run`` |
+        ``not_ours`` (not cordoned, or not by gpufleet: left as it is) | ``not_found`` | ``conflict`` | ``error``."""
+        return self._own_cordon(node, reason, False)
 
     def delete_node(self, node: str, reason: str) -> str:
         """Delete a Node object (Karpenter's termination finalizer then terminates its instance)."""

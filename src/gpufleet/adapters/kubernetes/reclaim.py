@@ -9,7 +9,10 @@ API server enforces PodDisruptionBudgets and answers 429 when a budget allows no
 still on the drained node, with its uid as the eviction's precondition: a pod that ended, or another pod created
 under its name since the decision, is not evicted (recorded ``not_on_node``). If a checkpoint is not confirmed in time
 or an eviction is refused, the drain stops there and the node is uncordoned (reason ``checkpoint_timeout`` /
-``blocked_by_pdb``); pods already evicted are recreated by their owners and scheduled again.
+``blocked_by_pdb``); pods already evicted are recreated by their owners and scheduled again. The cordon is
+gpufleet's own (:meth:`Actuator.cordon_own`: marked with the annotation ``gpufleet.io/cordoned-by``) and only such a
+cordon is undone (:meth:`Actuator.uncordon_own`): a node an administrator had cordoned is drained but stays
+cordoned.
 Priority preemption (the controller) uses the same path without the cordon (``cordon=False``): the node keeps
 its other pods and takes the preemptor.
 """
@@ -63,12 +66,12 @@ def apply_drain(
     """Returns ``drained`` | ``dry_run`` | ``checkpoint_timeout`` | ``blocked_by_pdb`` | ``failed``.
     ``cordon=False``: evict without cordoning the node first (nor uncordoning it after a failure).
     ``grace_s``: the evicted pods' termination grace (None: each pod's own ``terminationGracePeriodSeconds``)."""
-    if cordon and act.cordon(drain.node, drain.reason) not in ("applied", "dry_run"):
+    if cordon and act.cordon_own(drain.node, drain.reason) not in ("applied", "dry_run", "cordoned_by_other"):
         return "failed"
 
-    def uncordon(reason: str) -> None:
+    def uncordon(reason: str) -> None:  # only gpufleet's own cordon: one an administrator placed stands
         if cordon:
-            act.cordon(drain.node, reason, on=False)
+            act.uncordon_own(drain.node, reason)
 
     token = f"{int(act.clock())}"
     for key in drain.checkpoint_first:
@@ -120,17 +123,24 @@ def _node_bound(pod: JSON) -> bool:
 
 
 def apply_release(act: Actuator, release: NodeRelease) -> str:
-    """Release an idle launched node (control/node_release.py): cordon it, check on the API server that no pod
-    not finished is bound to it but DaemonSet and static pods (a bind may have landed since the observation), then
-    delete the Node. Returns ``released`` | ``dry_run`` | ``node_busy`` (uncordoned, nothing deleted) | ``failed``
-    (uncordoned too when the delete failed: a cordoned node is offered for release no more, nor used)."""
-    if act.cordon(release.node, release.reason) not in ("applied", "dry_run"):
+    """Release an idle launched node (control/node_release.py): cordon it as gpufleet's own
+    (:meth:`Actuator.cordon_own`: only a node still schedulable, its cordon marked), check on the API server that no
+    pod not finished is bound to it but DaemonSet and static pods (a bind may have landed since the observation),
+    then delete the Node. Returns ``released`` | ``dry_run`` | ``cordoned_by_other`` (someone cordoned it since the
+    observation: nothing written, their cordon stands) | ``node_busy`` (uncordoned, nothing deleted) | ``failed``
+    (uncordoned too when the delete failed: a cordoned node is offered for release no more, nor used). Only
+    gpufleet's own cordon is undone (:meth:`Actuator.uncordon_own`): one an administrator placed is left."""
+    cordoned = act.cordon_own(release.node, release.reason)
+    if cordoned == "cordoned_by_other":
+        act.record("release", release.node, "cordoned_by_other", "stopped")
+        return "cordoned_by_other"
+    if cordoned not in ("applied", "dry_run"):
         return "failed"
     if not act.dry_run:
         try:
             pods = act.kube.get("/api/v1/pods", fieldSelector=f"spec.nodeName={release.node}").get("items") or []
         except ApiError:
-            act.cordon(release.node, "release_check_failed", on=False)
+            act.uncordon_own(release.node, "release_check_failed")
             return "failed"
         live = [
             p
@@ -139,12 +149,12 @@ def apply_release(act: Actuator, release: NodeRelease) -> str:
         ]
         if live:
             act.record("release", release.node, "node_busy", "stopped", pods=len(live))
-            act.cordon(release.node, "node_busy", on=False)
+            act.uncordon_own(release.node, "node_busy")
             return "node_busy"
     out = act.delete_node(release.node, release.reason)
     if out == "dry_run":
         return "dry_run"
     if out in ("applied", "not_found"):
         return "released"
-    act.cordon(release.node, "release_delete_failed", on=False)
+    act.uncordon_own(release.node, "release_delete_failed")
     return "failed"
