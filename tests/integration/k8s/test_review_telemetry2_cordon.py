@@ -5,14 +5,19 @@ from __future__ import annotations
 
 import uuid
 
+import pytest
+
 from gpufleet.adapters.kubernetes.act import Actuator
+from gpufleet.adapters.kubernetes.controller import Controller, ControllerConfig
 from gpufleet.adapters.kubernetes.fakekubelet import FakeKubelet, FakeNode
 from gpufleet.adapters.kubernetes.reclaim import apply_drain, apply_release
 from gpufleet.adapters.kubernetes.rest import Kube
+from gpufleet.autoscale.node_rules import rent_or_buy_hold_s
+from gpufleet.autoscale.nodes_payoff import LOOP_DELAY_WEIGHT, MIN_BILLING_S
 from gpufleet.control.reclaim import NodeDrain
 from gpufleet.schedule.table import PodRequest
 from tests.integration.k8s.helpers import create_pod, pod_body, pods_in, wait_for
-from tests.integration.k8s.test_node_release import _decided, _exists
+from tests.integration.k8s.test_node_release import FakeClock, _decided, _exists
 
 
 def _admin_cordons(kube: Kube, node: str) -> None:
@@ -102,3 +107,39 @@ def test_a_drain_that_stops_keeps_an_admins_cordon_and_undoes_its_own(
     got = kube.get(f"/api/v1/nodes/{own}")
     assert not got["spec"].get("unschedulable", False)
     assert "gpufleet.io/cordoned-by" not in (got["metadata"].get("annotations") or {})
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="design: a node the consolidation drained stays cordoned and the release offers only uncordoned nodes; "
+    "fixing it needs the observation to carry gpufleet's cordon mark and a rule for what a drained node becomes "
+    "(released by the scaler's rules, or uncordoned when it holds it), which the parity with the simulator must cover",
+)
+def test_a_node_the_consolidation_drained_is_released_in_the_end(kube: Kube, kubelet: FakeKubelet, ns: str) -> None:
+    """Review (not fixed), the defect: consolidation (``--consolidate-every-s``) cordons an underused node and evicts
+    its pods; on success it leaves the node cordoned and empty. The node release (``--release-every-s``) offers
+    only uncordoned nodes, and the fleet spec's ``release: gpufleet`` set Karpenter's ``consolidateAfter: Never``
+    on the launched NodePools: nobody ever deletes or uses the drained node, a paid GPU node for good (the same
+    for a node whose release was cut between its cordon and its delete: a crash, a lost Lease)."""
+    node = f"cd{uuid.uuid4().hex[:5]}-drained"
+    kubelet.register([FakeNode(node)])
+    kubelet.start()
+    _pod_on(kube, ns, node)
+    assert wait_for(lambda: all(x["status"].get("phase") == "Running" for x in pods_in(kube, ns)), 30)
+    act = Actuator(kube)
+    assert apply_drain(act, NodeDrain(node, (f"{ns}/late",), (), 1)) == "drained"
+    assert wait_for(lambda: not pods_in(kube, ns), 30)
+    clock = FakeClock()
+    ctl = Controller(kube, ControllerConfig(release_every_s=60, node_start_s=600), clock=clock).start()
+    try:
+        assert wait_for(lambda: node in {n.name for n in ctl.view.observation().nodes}, 30)
+        buy_s = rent_or_buy_hold_s(600, MIN_BILLING_S, LOOP_DELAY_WEIGHT, 1.0)
+        start = clock.t
+        released: list[str] = []
+        while node not in released and clock.t - start < 3 * buy_s:
+            released += [r.node for r, out in ctl.maybe_release() if out == "released"]
+            clock.t += 60
+    finally:
+        ctl.stop()
+        ctl.view.stop()
+    assert node in released or not _unschedulable(kube, node)
