@@ -104,7 +104,7 @@ def test_a_clock_stepped_back_does_not_stop_scaling_for_the_size_of_the_step(
     ``now >= next``. An NTP step back of an hour (a VM resumed, a clock fixed) made every round not due for that
     hour: no serving Deployment was scaled, up or down, for an hour of traffic. A next round more than one period
     ahead of now can only come from a clock that went back: it is due now (adapters/kubernetes/cadence.py, every
-    cadence of the controller: scaling, release, consolidation, the store's sync and limits, the informers' resync)."""
+    cadence of the controller on its wall clock: scaling, release, consolidation, the store's sync and limits)."""
     url, _ = slow_prometheus
     clock = [T0]
     scaling, _ = _scaling(url, 1, clock)

@@ -16,7 +16,6 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from gpufleet.adapters.kubernetes.cadence import due
 from gpufleet.adapters.kubernetes.rest import JSON, ApiError, Kube
 
 
@@ -123,7 +122,7 @@ class Informer:
 
         A 410 Gone (our version was compacted away) or any other failure marks the cache for a re-LIST."""
         try:
-            if self._need_list or due(self.clock(), self._next_resync, self.resync_s):
+            if self._need_list or self.clock() >= self._next_resync:
                 self.relist()
                 self._need_list = False
                 self._next_resync = self.clock() + self.resync_s
