@@ -159,6 +159,25 @@ def test_the_cluster_matcher_keeps_series_without_a_cluster_label(prom_series: t
     assert queries == ['DCGM_FI_DEV_GPU_UTIL{pod!="",cluster=~"eu-1|"}']
 
 
+def _shared_gpu_hour(
+    prom_series: tuple[Series, list[str], str], percent: float, obs: Observation
+) -> list[dict[str, object]]:
+    """Pods ``a-1`` and ``b-1`` attributed GPU 0 of node ``n1``, each series at ``percent``: the records of the
+    hour the meter writes for ``obs``."""
+    series, _, url = prom_series
+    dev = {"Hostname": "n1", "gpu": "0", "namespace": "ml"}
+    series += [({**dev, "pod": "a-1"}, percent), ({**dev, "pod": "b-1"}, percent)]
+    written: list[dict[str, object]] = []
+
+    def sink(records: Any) -> tuple[int, list[str]]:
+        written.extend(records)
+        return len(records), []
+
+    with PrometheusTelemetry(url) as prom:
+        _meter_hour(MeterLoop("k1", lambda: (["h100_80gb"], {}), prom.gpu_utilization, sink, every_s=60), obs)
+    return written
+
+
 def test_pods_time_slicing_one_gpu_share_its_utilization(prom_series: tuple[Series, list[str], str]) -> None:
     """Review (fixed), the defect: with GPU time-slicing (the device plugin advertises each GPU as several) two pods that
     each requested ``nvidia.com/gpu: 1`` run on the same physical GPU 0 of node ``n1``, and dcgm-exporter attributes
@@ -167,18 +186,7 @@ def test_pods_time_slicing_one_gpu_share_its_utilization(prom_series: tuple[Seri
     hour: busy time (and the cost books' used share) double-counted, idle waste hidden. The device's busy time is
     now split over the pods that share it in proportion to the GPUs they hold, when together they hold more than
     the one GPU it is (docs/kubernetes.md, "Usage metering")."""
-    series, _, url = prom_series
-    dev = {"Hostname": "n1", "gpu": "0", "namespace": "ml"}
-    series += [({**dev, "pod": "a-1"}, 80.0), ({**dev, "pod": "b-1"}, 80.0)]
-    written: list[dict[str, object]] = []
-
-    def sink(records: Any) -> tuple[int, list[str]]:
-        written.extend(records)
-        return len(records), []
-
-    with PrometheusTelemetry(url) as prom:
-        loop = MeterLoop("k1", lambda: (["h100_80gb"], {}), prom.gpu_utilization, sink, every_s=60)
-        _meter_hour(loop, _observation({"a-1": (1, 1000), "b-1": (1, 1000)}, gpus=4))
+    written = _shared_gpu_hour(prom_series, 80.0, _observation({"a-1": (1, 1000), "b-1": (1, 1000)}, gpus=4))
     busy_gpu_h = sum(float(r["gpus_allocated"]) * float(r["gpu_util"]) for r in written)  # type: ignore[arg-type]
     assert sum(float(r["gpus_allocated"]) for r in written) == pytest.approx(2.0)  # type: ignore[arg-type]
     assert busy_gpu_h == pytest.approx(0.8)  # one GPU 80 % busy for the hour
@@ -188,16 +196,5 @@ def test_pods_time_slicing_one_gpu_share_its_utilization(prom_series: tuple[Seri
 def test_fractional_shares_that_fit_one_gpu_keep_its_utilization(prom_series: tuple[Series, list[str], str]) -> None:
     """Two pods holding half a GPU each (``gpufleet.io/gpu-milli: 500``) on one GPU 60 % busy: together they hold one
     GPU, each keeps the device's 60 % (0.5 + 0.5 GPUs x 60 % = the device's 0.6 busy GPU-hours)."""
-    series, _, url = prom_series
-    dev = {"Hostname": "n1", "gpu": "0", "namespace": "ml"}
-    series += [({**dev, "pod": "a-1"}, 60.0), ({**dev, "pod": "b-1"}, 60.0)]
-    written: list[dict[str, object]] = []
-
-    def sink(records: Any) -> tuple[int, list[str]]:
-        written.extend(records)
-        return len(records), []
-
-    with PrometheusTelemetry(url) as prom:
-        loop = MeterLoop("k1", lambda: (["h100_80gb"], {}), prom.gpu_utilization, sink, every_s=60)
-        _meter_hour(loop, _observation({"a-1": (1, 500), "b-1": (1, 500)}))
+    written = _shared_gpu_hour(prom_series, 60.0, _observation({"a-1": (1, 500), "b-1": (1, 500)}))
     assert {r["workload_id"]: r["gpu_util"] for r in written} == {"ml:a-1": 0.6, "ml:b-1": 0.6}
