@@ -46,7 +46,7 @@ def test_on_demand_with_room_is_not_passed_over_for_a_dearer_secondary(shared_se
 def test_every_tier_exhausted_is_a_deadline_aware_queue_never_spot_for_serving(shared_server: LiveServer) -> None:
     """Serving on L4 with reserved empty, on-demand and the secondary provider stocked out, and spot the only pool
     in stock: a 200 queue decision (never spot), each pool skipped with its trigger, the expected start from the
-    shortest reported wait of a pool serving may use (not spot's), and a deadline already passed is at risk."""
+    shortest reported wait of a pool serving may use (not spot's), and a deadline already passed is missed."""
     with shared_server.client("ml_platform_admin", "ada") as a:
         for pool, wait in (("aws/us-east-1/l4/on_demand", 7200), ("nebius/eu-north1/l4/secondary", 3600)):
             r = a.put("/v1/placement/signals", json={"pool": pool, "stockout": True, "queue_wait_s": wait})
@@ -72,11 +72,11 @@ def test_every_tier_exhausted_is_a_deadline_aware_queue_never_spot_for_serving(s
         r = v.post(URL, json={**serving, "degrade_options": [{"min_replicas": 1}, {"sku": "l4", "gpus": 1}]})
         assert r.status_code == 200, r.text
         assert r.json()["action"] == "queue" and r.json()["pool"] is None
-        # uncheckpointed training with a deadline already passed: queued, at risk, with the expected start
+        # uncheckpointed training with a deadline already passed: queued, missed (not 'at risk'), with the expected start
         train = {"job_class": "training", "priority": "high", "sku": "l4", "gpus": 1, "deadline_s": NOW_S - 60,
                  "expected_run_s": 600}  # fmt: skip
         r = v.post(URL, json=train)
         assert r.status_code == 200, r.text
         d = r.json()
-        assert (d["action"], d["reason"], d["expected_start_s"]) == ("queue", "queued_deadline_at_risk", NOW_S + 3600)
+        assert (d["action"], d["reason"], d["expected_start_s"]) == ("queue", "queued_deadline_missed", NOW_S + 3600)
         assert [s["trigger"] for s in d["skipped"]] == ["quota_headroom", "stockout", "not_checkpointable", "stockout"]

@@ -33,9 +33,8 @@ def _training(deadline_s: int | None) -> Workload:
     return Workload("job", "job", WorkloadKind.TRAINING, "t", "tn", Priority.HIGH, (SKU,), 8, deadline_s=deadline_s)
 
 
-@pytest.mark.xfail(strict=True, reason="a deadline already passed is answered queued_deadline_at_risk")
 def test_a_deadline_already_passed_is_missed_not_at_risk() -> None:
-    """Review, the defect: place/degrade.py recommend queues a request whose deadline is already behind it (or that
+    """Review (fixed), the defect: place/degrade.py recommend queues a request whose deadline is already behind it (or that
     cannot finish by it even if it started now) with ``queued_deadline_at_risk``, the same answer as a request the
     queue might still serve in time: an operator cannot tell a lost cause from a tight one. Expected:
     ``queued_deadline_missed`` whatever the queue's estimate (with one, and without one); ``at_risk`` stays for a

@@ -16,8 +16,9 @@ If no pool takes the workload at full size it tries, in order: each degrade opti
 (smaller GPU count or SKU, lower replica floor) -> ``degraded``; preempting strictly lower-priority work
 (never serving for training; the lowest priority first, and no victim the others make useless) ->
 ``preempt_lower_priority``; and finally a queue decision with the expected
-start time (``queued_deadline_ok`` or ``queued_deadline_at_risk``; ``queued_no_capacity_signal`` when no
-pool gives a wait estimate). The decision also carries the ordered chain of the pools after the chosen one
+start time (``queued_deadline_ok`` or ``queued_deadline_at_risk``: the shortest wait makes it late;
+``queued_deadline_missed``: the deadline has passed, or the run would not finish by it even if it started now;
+``queued_no_capacity_signal`` when no pool gives a wait estimate). The decision also carries the ordered chain of the pools after the chosen one
 with the trigger that would move the workload there.
 """
 
@@ -247,9 +248,12 @@ def recommend(req: DegradeRequest) -> PlacementDecision:
         and p.pool.allows(checkpointable=req.workload.checkpointable, serving=req.workload.kind is WorkloadKind.SERVING)
     ]
     start = req.now_s + min(waits) if waits else None
-    if start is None:
+    deadline = req.workload.deadline_s
+    if deadline is not None and req.now_s + req.expected_run_s > deadline:
+        reason = "queued_deadline_missed"  # passed, or too close to finish even if it started now: no wait helps
+    elif start is None:
         reason = "queued_no_capacity_signal"
-    elif req.workload.deadline_s is None or start + req.expected_run_s <= req.workload.deadline_s:
+    elif deadline is None or start + req.expected_run_s <= deadline:
         reason = "queued_deadline_ok"
     else:
         reason = "queued_deadline_at_risk"
