@@ -8,8 +8,6 @@ from collections.abc import Sequence
 from decimal import Decimal
 from typing import Any
 
-import pytest
-
 from gpufleet.control.admission import (
     AdmissionOutcome,
     AdmissionPipeline,
@@ -57,11 +55,8 @@ def _pool(pool_id: str, tier: Tier, free: float, price: str) -> PoolHeadroom:
     return PoolHeadroom(CapacityPool(pool_id, "p", "r1", SKU, tier, Decimal(price)), free, 0.5)
 
 
-@pytest.mark.xfail(
-    strict=True, reason="a budget-queued request is promised a retry at the window's end after its deadline"
-)
 def test_a_budget_queue_past_the_deadline_says_it_will_miss() -> None:
-    """Review, the defect: control/admission.py AdmissionPipeline._budget queues a request the budget refuses with
+    """Review (fixed), the defect: control/admission.py AdmissionPipeline._budget queues a request the budget refuses with
     ``over_budget_queued`` and ``expected_start_s`` = the budget window's end whatever its deadline; when the window
     ends after the deadline (or after the deadline less the run) the retry is useless and the answer promises it
     anyway. Expected: ``over_budget_deadline_missed`` (the budget's ``retry_at_s`` is still reported); a deadline the

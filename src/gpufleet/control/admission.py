@@ -12,7 +12,8 @@ One request for GPUs (a workload's replicas or gang members on one SKU) goes thr
    ``low`` priority is opportunistic: on-demand and secondary pools are withheld (trigger ``low_priority``).
 3. **budget** (optional): the team's spending limit (:func:`gpufleet.cost.budgets.admit`): the placement is
    priced at its pool; over budget the first declared degrade option that is placed and fits is taken
-   (``over_budget_degraded``), else the request queues until the window resets (``over_budget_queued``). Never a
+   (``over_budget_degraded``), else the request queues until the window resets (``over_budget_queued``; when a
+   start at that reset cannot finish by the request's deadline, ``over_budget_deadline_missed``). Never a
    silent overrun. Which budget and what was spent are the world's (a store holds them under a lock); the world
    hands the pipeline a :data:`BudgetGate` that decides with :func:`decide_budget`.
 
@@ -412,6 +413,13 @@ class AdmissionPipeline:
                 "degrade": {"gpus": o.gpus_per_replica, "sku": o.sku_id, "min_replicas": o.min_replicas},
             }
         elif outcome.action is AdmissionAction.QUEUE:
-            decision = _queued(decision, "over_budget_queued", outcome.body["retry_at_s"])
+            retry_at_s = outcome.body["retry_at_s"]
+            # a retry at the window's end that cannot finish by the deadline is no promise: say it will miss
+            late = (
+                req.deadline_s is not None
+                and retry_at_s is not None
+                and retry_at_s + req.expected_run_s > req.deadline_s
+            )
+            decision = _queued(decision, "over_budget_deadline_missed" if late else "over_budget_queued", retry_at_s)
         decision["budget"] = outcome.body
         return decision
