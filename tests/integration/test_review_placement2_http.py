@@ -16,9 +16,8 @@ URL = "/v1/placement/recommendations"
 L40S_OD = "aws/us-east-1/l40s/on_demand"
 
 
-@pytest.mark.xfail(strict=True, reason="pool signals never expire: updated_at_s is stored and never read")
 def test_a_forgotten_stockout_signal_expires(database: Database, make_server: ServerFactory) -> None:
-    """Review, the defect: service/placement_chain.py joins ``pool_signals`` into every placement whatever its
+    """Review (fixed), the defect: service/placement_chain.py joins ``pool_signals`` into every placement whatever its
     ``updated_at_s``: a stockout reported once (and never cleared: the adapter died, the operator forgot) steers every
     placement away from the pool forever, and a queue wait reported a week ago still dates queued work. Expected: a
     signal older than ``placement_signal_max_age_s`` (default 6 hours) no longer counts, and ``GET

@@ -155,6 +155,10 @@ class PoolSignalPublic(BaseModel):
     stockout: bool
     queue_wait_s: int | None
     updated_at_s: int
+    expires_at_s: int = Field(
+        description="When placement stops counting this signal: updated_at_s + the setting placement_signal_max_age_s"
+    )
+    stale: bool = Field(description="True once expires_at_s has passed: placement ignores the signal")
 
 
 class QuotaOutlookPool(BaseModel):

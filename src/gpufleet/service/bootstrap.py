@@ -153,7 +153,7 @@ def build_services(
         workloads=workloads,
         usage=UsageService(engine, clock, workloads),
         capacity=capacity,
-        placement=ChainPlacementService(engine, clock, budgets),
+        placement=ChainPlacementService(engine, clock, budgets, signal_max_age_s=settings.placement_signal_max_age_s),
         binpack=binpack,
         cluster_feed=ClusterFeedService(engine, clock),
         ingest=IngestService(engine, clock),

@@ -8,7 +8,9 @@ This module turns stored rows into the pipeline's :class:`~gpufleet.control.admi
   quota for the others (no quota = unbounded); in use = the pool's ``allocated_gpus``;
   free = capacity - in use; utilization = in use / capacity (0 for an unbounded pool).
 - ``stockout`` and ``queue_wait_s`` come from ``pool_signals`` (``PUT /v1/placement/signals``: what a
-  provider adapter or an operator reports); a pool without a row has no stockout and no wait estimate.
+  provider adapter or an operator reports); a pool without a row has no stockout and no wait estimate, and so has
+  a pool whose signal is older than ``signal_max_age_s`` (the setting ``placement_signal_max_age_s``, 6 hours by
+  default): a reporter that stopped reporting leaves no stock-out flag steering placement forever.
 - preemption candidates are the running work the caller lists (the service does not yet track which pool
   each running workload sits in).
 - the budget stage is :meth:`gpufleet.service.budgets.BudgetService.admit_placement` (the team's budget row,
@@ -49,9 +51,20 @@ from gpufleet.service.uow import UnitOfWork
 __all__ = ["ChainPlacementRequest", "ChainPlacementService"]
 
 
+DEFAULT_SIGNAL_MAX_AGE_S = 6 * 3600
+
+
 class ChainPlacementService:
-    def __init__(self, engine: Engine, clock: Clock, budgets: BudgetService | None = None) -> None:
+    def __init__(
+        self,
+        engine: Engine,
+        clock: Clock,
+        budgets: BudgetService | None = None,
+        *,
+        signal_max_age_s: int = DEFAULT_SIGNAL_MAX_AGE_S,
+    ) -> None:
         self._budgets = budgets
+        self._signal_max_age_s = signal_max_age_s
         self._pipeline = AdmissionPipeline()
         # single-statement reads need no transaction: autocommit saves the BEGIN/ROLLBACK round trips
         self._engine = engine.execution_options(isolation_level="AUTOCOMMIT")
@@ -80,6 +93,7 @@ class ChainPlacementService:
                 PoolRow.preemption_rate_per_h,
                 PoolSignalRow.stockout,
                 PoolSignalRow.queue_wait_s,
+                PoolSignalRow.updated_at_s,
             )
             .outerjoin(active, active.c.pool_id == PoolRow.id)
             .outerjoin(PoolSignalRow, PoolSignalRow.pool_id == PoolRow.id)
@@ -123,6 +137,7 @@ class ChainPlacementService:
                 for i, region_id in enumerate(req.regions):
                     if region_id not in known and region_id in unseen:
                         raise ValidationError(f"regions[{i}]", f"unknown region {region_id!r}")
+        now_s = self._clock.now_s()
         states = []
         price_uusd: dict[str, int] = {}
         for (
@@ -138,7 +153,10 @@ class ChainPlacementService:
             preempt,
             stockout,
             wait_s,
+            signal_at_s,
         ) in rows:
+            if signal_at_s is not None and self._stale(signal_at_s, now_s):
+                stockout, wait_s = False, None  # an old report says nothing about now
             tier = Tier(tier_name)
             price_uusd[pool_id] = int(price)
             capacity: int | None = int(committed or 0) + (quota or 0) if tier is Tier.RESERVED else quota
@@ -154,7 +172,6 @@ class ChainPlacementService:
             free = math.inf if capacity is None else float(capacity - allocated)
             util = 0.0 if not capacity else min(1.0, allocated / capacity)
             states.append(PoolHeadroom(pool, free, util, stockout=bool(stockout), queue_wait_s=wait_s))
-        now_s = self._clock.now_s()
         team = req.team if req.team is not None else (actor.team_id if actor.role is Role.APP_TEAM else None)
         if req.admit:
             actor.require(Role.FINOPS_ADMIN, Role.ML_PLATFORM_ADMIN, Role.APP_TEAM)  # a viewer books nothing
@@ -193,4 +210,35 @@ class ChainPlacementService:
                 detail={"stockout": stockout, "queue_wait_s": queue_wait_s},
             )
             uow.commit()
-        return {"pool": pool_id, "stockout": stockout, "queue_wait_s": queue_wait_s, "updated_at_s": now_s}
+        return self._signal_out(pool_id, stockout, queue_wait_s, now_s, now_s)
+
+    def signals(self, actor: Actor, *, limit: int, offset: int) -> list[dict[str, Any]]:
+        """The pools' stored signals by pool id, each with ``expires_at_s`` (when placement stops counting it) and
+        ``stale`` (it no longer counts)."""
+        now_s = self._clock.now_s()
+        stmt = (
+            select(
+                PoolSignalRow.pool_id, PoolSignalRow.stockout, PoolSignalRow.queue_wait_s, PoolSignalRow.updated_at_s
+            )
+            .order_by(PoolSignalRow.pool_id)
+            .limit(limit)
+            .offset(offset)
+        )
+        with self._engine.connect() as conn:
+            rows = conn.execute(stmt).all()
+        return [self._signal_out(p, bool(s), w, at, now_s) for p, s, w, at in rows]
+
+    def _stale(self, updated_at_s: int, now_s: int) -> bool:
+        return now_s >= updated_at_s + self._signal_max_age_s
+
+    def _signal_out(
+        self, pool_id: str, stockout: bool, queue_wait_s: int | None, updated_at_s: int, now_s: int
+    ) -> dict[str, Any]:
+        return {
+            "pool": pool_id,
+            "stockout": stockout,
+            "queue_wait_s": queue_wait_s,
+            "updated_at_s": updated_at_s,
+            "expires_at_s": updated_at_s + self._signal_max_age_s,
+            "stale": self._stale(updated_at_s, now_s),
+        }

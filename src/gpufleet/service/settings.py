@@ -95,6 +95,15 @@ class Settings(BaseSettings):
         description="Seconds the simulated provider takes to answer an order (0 = instant). For demos and "
         "failover drills only; a real provider adapter ignores it.",
     )
+    placement_signal_max_age_s: int = Field(
+        default=21_600,
+        ge=60,
+        le=366 * 86_400,
+        description="Seconds a pool's placement signal (`PUT /v1/placement/signals`: stockout, queue wait) counts "
+        "after it was reported; older, placement ignores it (the reporter stopped reporting: a stock-out flag "
+        "nobody cleared must not steer placement forever) and `GET /v1/placement/signals` shows it `stale`. "
+        "Default 6 hours; a reporter repeats its signal within it.",
+    )
     sqlite_busy_timeout_s: float = Field(
         default=30.0, gt=0, le=600, description="How long a SQLite writer waits for the lock, seconds."
     )

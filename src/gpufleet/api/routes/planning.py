@@ -22,7 +22,7 @@ from gpufleet.api.schemas_plan import (
     PoolSignalPublic,
     QuotaOutlookPublic,
 )
-from gpufleet.api.types import SKU_PATTERN, IdPath
+from gpufleet.api.types import SKU_PATTERN, IdPath, Limit, Offset
 from gpufleet.domain.workloads import DegradeOption, Priority, WorkloadKind
 from gpufleet.place.degrade import RunningWork
 from gpufleet.service.placement_chain import ChainPlacementRequest
@@ -68,6 +68,13 @@ def set_pool_signal(body: PoolSignalIn, services: ServicesDep, actor: CurrentAct
     return services.placement.set_signal(
         actor, pool_id=body.pool, stockout=body.stockout, queue_wait_s=body.queue_wait_s
     )
+
+
+@router.get("/v1/placement/signals", response_model=list[PoolSignalPublic])
+def list_pool_signals(services: ServicesDep, actor: CurrentActor, limit: Limit = 1000, offset: Offset = 0) -> Any:
+    """The pools' reported signals by pool id, each with when it expires and whether it is ``stale`` (older than
+    the setting ``placement_signal_max_age_s``: placement no longer counts it)."""
+    return services.placement.signals(actor, limit=limit, offset=offset)
 
 
 @router.get("/v1/quotas/outlook", response_model=QuotaOutlookPublic)
