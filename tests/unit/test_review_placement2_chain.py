@@ -19,8 +19,8 @@ from gpufleet.control.admission import (
 )
 from gpufleet.domain.catalog import default_pools
 from gpufleet.domain.pools import CapacityPool, Tier
-from gpufleet.domain.workloads import Priority, Workload, WorkloadKind
-from gpufleet.place.degrade import DegradeRequest, recommend
+from gpufleet.domain.workloads import DegradeOption, Priority, Workload, WorkloadKind
+from gpufleet.place.degrade import DegradeRequest, RunningWork, recommend
 
 NOW_S = 1_767_225_600
 SKU = "h100_80gb"
@@ -82,3 +82,29 @@ def test_a_budget_queue_past_the_deadline_says_it_will_miss() -> None:
     # a deadline the retry still meets (the window's end + the hour's run)
     ok = ask(budget.window_end_s + 3600)
     assert (ok["reason"], ok["expected_start_s"]) == ("over_budget_queued", budget.window_end_s)
+
+
+def test_a_pool_whose_sku_cannot_hold_a_replica_is_never_chosen() -> None:
+    """Review (fixed), the defect: with ``replica_memory_gb`` (the replica's declared need) the chain still took a
+    declared degrade SKU whose GPUs cannot hold it. Expected: such pools are skipped (``gpu_memory``) for placing,
+    degrading, preempting and in the fallback chain; a SKU of unknown memory is not trusted either."""
+    l4 = {p.tier: p for p in default_pools("l4")}
+    w = Workload("svc", "svc", WorkloadKind.TRAINING, "t", "tn", Priority.HIGH, (SKU,), 8,
+                 degrade_options=(DegradeOption(sku_id="l4"),))  # fmt: skip
+    pools = (PoolHeadroom(POOLS[Tier.RESERVED], 0), PoolHeadroom(l4[Tier.ON_DEMAND], math.inf))
+    low = (RunningWork("low", POOLS[Tier.RESERVED].id, 8, Priority.LOW, WorkloadKind.TRAINING),)
+    mem = {SKU: 80, "l4": 24}
+    # 8 x 80 GB = 640 holds 600: the L4 option (192 GB) is passed over, the low-priority job preempted instead
+    d = recommend(DegradeRequest(w, NOW_S, pools, running=low, replica_memory_gb=600, sku_memory_gb=mem))
+    assert (d.action, d.pool_id, d.victims) == ("preempt", POOLS[Tier.RESERVED].id, ("low",))
+    # without the declaration the L4 option is taken, as before
+    assert recommend(DegradeRequest(w, NOW_S, pools, running=low)).sku_id == "l4"
+    # 700 GB: nothing holds it; no preemption for a pool that cannot hold it either
+    d = recommend(DegradeRequest(w, NOW_S, pools, running=low, replica_memory_gb=700, sku_memory_gb=mem))
+    assert d.action == "queue" and [s.trigger for s in d.skipped] == ["gpu_memory"]
+    # the fallback chain after a placement lists no pool that cannot hold it; an unknown SKU's memory is not trusted
+    roomy = (PoolHeadroom(POOLS[Tier.RESERVED], 64), PoolHeadroom(POOLS[Tier.ON_DEMAND], math.inf))
+    d = recommend(DegradeRequest(w, NOW_S, roomy, replica_memory_gb=600, sku_memory_gb=mem))
+    assert d.action == "place" and [s.pool_id for s in d.chain] == [POOLS[Tier.ON_DEMAND].id, None]
+    d = recommend(DegradeRequest(w, NOW_S, roomy, replica_memory_gb=600, sku_memory_gb={}))
+    assert d.action == "queue" and {s.trigger for s in d.skipped} == {"gpu_memory"}

@@ -60,6 +60,12 @@ class PlacementRequestCreate(Strict):
         description="Team whose budget pays; an app_team token defaults to (and may only name) its own team. "
         "Without a team, or for a team without a budget, no budget admission applies (`budget` is null).",
     )
+    replica_gpu_memory_gb: Annotated[int, Field(ge=1, le=10_000_000, strict=True)] | None = Field(
+        default=None,
+        description="GPU memory one replica (gang member) needs across its GPUs, GB (weights, activations, KV cache). "
+        "A pool whose SKU's memory (the SKU registry's memory_gb) x GPUs per replica is less is skipped (trigger "
+        "`gpu_memory`), for the request and for each degrade option. Omitted: not checked.",
+    )
     admit: StrictBool = Field(
         default=False,
         description="Book the placement against the team's budget (an admission). Only roles that may submit "

@@ -103,6 +103,8 @@ class ChainPlacementRequest:
     workload_id: str = "-"
     team: str | None = None  # whose budget pays (app_team tokens: their own team by default)
     admit: bool = False  # book the placement against the budget (an admission), not just recommend
+    # GPU memory a replica (gang member) needs across its GPUs, GB: pools whose SKU cannot hold it are skipped
+    replica_gpu_memory_gb: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -241,14 +243,22 @@ def _step(step: FallbackStep, region_of: dict[str, str]) -> dict[str, Any]:
     }
 
 
-def place(req: ChainPlacementRequest, states: Sequence[PoolHeadroom], *, now_s: int) -> dict[str, Any]:
+def place(
+    req: ChainPlacementRequest,
+    states: Sequence[PoolHeadroom],
+    *,
+    now_s: int,
+    sku_memory_gb: Mapping[str, int] | None = None,
+) -> dict[str, Any]:
     """The placement stage: withhold pools a ``low`` priority may not buy, then the shared degrade decision (with
     the simulator's settings: no ``pool_utilization`` trigger, a pool is passed over only when it cannot take the
     request; checkpointed training tries spot pools cheaper than on-demand right after reserved).
 
     The answer: ``{region, pool, tier, price_usd_per_gpu_h, reason, action, sku, gpus, fallback, skipped,
     degrade, victims, expected_start_s}``; ``fallback`` is the chain after the chosen pool, ending with the queue.
-    An exhausted pool is never an error: it is a skipped link with its trigger."""
+    An exhausted pool is never an error: it is a skipped link with its trigger. With ``req.replica_gpu_memory_gb``
+    a pool whose SKU's memory (``sku_memory_gb``: GB per GPU by SKU; a SKU it does not name counts as too small)
+    x GPUs per replica is below it is skipped (trigger ``gpu_memory``), for the request and each degrade option."""
     region_of = {st.pool.id: st.pool.region_id for st in states}
     withheld: list[dict[str, Any]] = []
     eligible: list[PoolHeadroom] = []
@@ -286,6 +296,8 @@ def place(req: ChainPlacementRequest, states: Sequence[PoolHeadroom], *, now_s: 
             # checkpointed training on spot first where spot is cheaper, as the loop launches it (the simulator's
             # SpotFirstForCheckpointed): the service recommended on-demand at several times spot's price
             spot_first=True,
+            replica_memory_gb=req.replica_gpu_memory_gb,
+            sku_memory_gb=dict(sku_memory_gb or {}),
         )
     )
     price = next((st.pool.price_usd_per_gpu_h for st in states if st.pool.id == d.pool_id), None)
@@ -351,17 +363,18 @@ class AdmissionPipeline:
         team: str | None = None,
         price_uusd: Mapping[str, int] | None = None,
         budget: BudgetGate | None = None,
+        sku_memory_gb: Mapping[str, int] | None = None,
     ) -> dict[str, Any]:
         """The decision for ``req`` over ``states`` (pool headroom); ``price_uusd``: each pool's price in
         micro-dollars per GPU-hour (what the budget stage charges). The answer is :func:`place`'s plus
         ``budget`` (the gate's ``budget`` object, None without one) and ``tiers_considered``."""
         quota = self.check_quota(team, req.sku_id, req.gpus * max(1, req.replicas))
-        decision = place(req, states, now_s=now_s)
+        decision = place(req, states, now_s=now_s, sku_memory_gb=sku_memory_gb)
         if quota is not None and quota.decision == "reject":
             decision = _queued(decision, f"quota_{quota.reason}", None)
             decision["budget"] = None
         elif budget is not None:
-            decision = self._budget(req, decision, states, price_uusd or {}, now_s, budget)
+            decision = self._budget(req, decision, states, price_uusd or {}, now_s, budget, sku_memory_gb)
         else:
             decision["budget"] = None
         decision["tiers_considered"] = [t.value for t in TIER_ORDER]
@@ -375,6 +388,7 @@ class AdmissionPipeline:
         price_uusd: Mapping[str, int],
         now_s: int,
         gate: BudgetGate,
+        sku_memory_gb: Mapping[str, int] | None = None,
     ) -> dict[str, Any]:
         """Price the placement and each declared degrade option that is placed, ask the gate, apply its answer."""
 
@@ -392,7 +406,7 @@ class AdmissionPipeline:
                 degrade_options=(),
                 running=(),
             )
-            d = place(sub, states, now_s=now_s)
+            d = place(sub, states, now_s=now_s, sku_memory_gb=sku_memory_gb)
             if d["action"] == "place":
                 alternatives[f"degrade_options[{i}]"] = (d, o)
         outcome = gate(

@@ -5,6 +5,8 @@ pools (acceptable SKUs; tiers in chain order reserved -> on_demand -> spot -> se
 ``spot_first``, checkpointed training tries the spot pools cheaper than on-demand before on-demand) and skips
 each with an explicit trigger:
 
+  ``gpu_memory``                 the pool's SKU cannot hold a replica: its memory x GPUs per replica is below
+                                 the replica's declared need (``replica_memory_gb``; a SKU of unknown memory too)
   ``serving_never_spot`` / ``not_checkpointable``  spot carries checkpointable training only
   ``stockout``                   the provider signals no capacity
   ``quota_headroom``             fewer free GPUs under quota than needed (and no deadline at stake)
@@ -72,6 +74,10 @@ class DegradeRequest:
     # checkpointed training tries a spot pool cheaper than every on-demand pool of its SKU right after reserved (as
     # the loop's ``control/placement.py: SpotFirstForCheckpointed`` launches); off: the order of reliability
     spot_first: bool = False
+    # GPU memory one replica (gang member) needs across its GPUs, GB (None: not declared, not checked), and each
+    # SKU's memory per GPU: a pool whose SKU cannot hold a replica is skipped, a degrade option onto one too
+    replica_memory_gb: int | None = None
+    sku_memory_gb: dict[str, int] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,7 +97,7 @@ class PlacementDecision:
     expected_start_s: int | None = None
 
 
-def _need(req: DegradeRequest, opt: DegradeOption | None) -> tuple[int, tuple[str, ...]]:
+def _need(req: DegradeRequest, opt: DegradeOption | None) -> tuple[int, tuple[str, ...], int]:
     w = req.workload
     per = w.gpus_per_replica if opt is None or opt.gpus_per_replica is None else opt.gpus_per_replica
     if req.replicas is not None:
@@ -103,7 +109,16 @@ def _need(req: DegradeRequest, opt: DegradeOption | None) -> tuple[int, tuple[st
     if opt is not None and opt.min_replicas is not None:
         n = min(n, opt.min_replicas)
     skus = w.acceptable_skus if opt is None or opt.sku_id is None else (opt.sku_id,)
-    return per * max(n, 1), skus
+    return per * max(n, 1), skus, per
+
+
+def _holds(req: DegradeRequest, sku_id: str, per: int) -> bool:
+    """Whether ``per`` GPUs of the SKU hold one replica's declared memory (True when none is declared)."""
+    need = req.replica_memory_gb
+    if need is None:
+        return True
+    mem = req.sku_memory_gb.get(sku_id)
+    return mem is not None and mem * per >= need
 
 
 def _candidates(req: DegradeRequest, skus: tuple[str, ...]) -> list[PoolHeadroom]:
@@ -120,9 +135,11 @@ def _candidates(req: DegradeRequest, skus: tuple[str, ...]) -> list[PoolHeadroom
     return sorted(c, key=lambda p: (TIER_RANK[p.pool.tier], p.pool.price_usd_per_gpu_h, p.pool.id))
 
 
-def _trigger(req: DegradeRequest, ps: PoolHeadroom, gpus: int) -> str | None:
-    """Why this pool cannot take ``gpus`` now (None = it can)."""
+def _trigger(req: DegradeRequest, ps: PoolHeadroom, gpus: int, per: int) -> str | None:
+    """Why this pool cannot take ``gpus`` (``per`` per replica) now (None = it can)."""
     w, pool = req.workload, ps.pool
+    if not _holds(req, pool.sku_id, per):
+        return "gpu_memory"
     if not pool.allows(checkpointable=w.checkpointable, serving=w.kind is WorkloadKind.SERVING):
         return "serving_never_spot" if w.kind is WorkloadKind.SERVING else "not_checkpointable"
     if ps.stockout:
@@ -146,24 +163,24 @@ def _trigger(req: DegradeRequest, ps: PoolHeadroom, gpus: int) -> str | None:
 
 
 def _search(
-    req: DegradeRequest, gpus: int, skus: tuple[str, ...]
+    req: DegradeRequest, gpus: int, skus: tuple[str, ...], per: int
 ) -> tuple[PoolHeadroom | None, list[FallbackStep], list[PoolHeadroom]]:
     skipped: list[FallbackStep] = []
     cands = _candidates(req, skus)
     for i, ps in enumerate(cands):
-        trig = _trigger(req, ps, gpus)
+        trig = _trigger(req, ps, gpus, per)
         if trig is None:
             return ps, skipped, cands[i + 1 :]
         skipped.append(FallbackStep(ps.pool.id, ps.pool.tier, trig))
     return None, skipped, []
 
 
-def _chain(req: DegradeRequest, rest: list[PoolHeadroom]) -> tuple[FallbackStep, ...]:
+def _chain(req: DegradeRequest, rest: list[PoolHeadroom], per: int) -> tuple[FallbackStep, ...]:
     steps = []
     for ps in rest:
         if ps.pool.allows(
             checkpointable=req.workload.checkpointable, serving=req.workload.kind is WorkloadKind.SERVING
-        ):
+        ) and _holds(req, ps.pool.sku_id, per):
             steps.append(FallbackStep(ps.pool.id, ps.pool.tier, "on_stockout_quota_or_utilization"))
     steps.append(FallbackStep(None, None, "queue_when_all_pools_exhausted"))
     return tuple(steps)
@@ -175,6 +192,7 @@ def _decision(
     reason: str,
     ps: PoolHeadroom,
     gpus: int,
+    per: int,
     skipped: list[FallbackStep],
     rest: list[PoolHeadroom],
     **kw: object,
@@ -188,18 +206,24 @@ def _decision(
         tier=ps.pool.tier.value,
         sku_id=ps.pool.sku_id,
         gpus=gpus,
-        chain=_chain(req, rest),
+        chain=_chain(req, rest, per),
         skipped=tuple(skipped),
         expected_start_s=req.now_s,
         **kw,  # type: ignore[arg-type]
     )
 
 
-def _preempt(req: DegradeRequest, gpus: int, skus: tuple[str, ...]) -> tuple[PoolHeadroom, tuple[str, ...]] | None:
+def _preempt(
+    req: DegradeRequest, gpus: int, skus: tuple[str, ...], per: int
+) -> tuple[PoolHeadroom, tuple[str, ...]] | None:
     w = req.workload
     serving = w.kind is WorkloadKind.SERVING
     for ps in _candidates(req, skus):
-        if ps.stockout or not ps.pool.allows(checkpointable=w.checkpointable, serving=serving):
+        if (
+            ps.stockout
+            or not ps.pool.allows(checkpointable=w.checkpointable, serving=serving)
+            or not _holds(req, ps.pool.sku_id, per)
+        ):
             continue  # freeing GPUs there does not help (a full pool is what preemption is for: no utilization cap)
         victims = sorted(
             (
@@ -229,23 +253,24 @@ def _preempt(req: DegradeRequest, gpus: int, skus: tuple[str, ...]) -> tuple[Poo
 
 def recommend(req: DegradeRequest) -> PlacementDecision:
     """Place, degrade, preempt or queue; every outcome is a decision with a reason code, never an error."""
-    gpus, skus = _need(req, None)
-    ps, skipped, rest = _search(req, gpus, skus)
+    gpus, skus, per = _need(req, None)
+    ps, skipped, rest = _search(req, gpus, skus, per)
     if ps is not None:
-        return _decision(req, "place", f"placed_{ps.pool.tier.value}", ps, gpus, skipped, rest)
+        return _decision(req, "place", f"placed_{ps.pool.tier.value}", ps, gpus, per, skipped, rest)
     for opt in req.workload.degrade_options:
-        g2, s2 = _need(req, opt)
-        ps2, skipped2, rest2 = _search(req, g2, s2)
+        g2, s2, per2 = _need(req, opt)
+        ps2, skipped2, rest2 = _search(req, g2, s2, per2)
         if ps2 is not None:
-            return _decision(req, "degrade", "degraded", ps2, g2, skipped + skipped2, rest2, degrade=opt)
-    pre = _preempt(req, gpus, skus)
+            return _decision(req, "degrade", "degraded", ps2, g2, per2, skipped + skipped2, rest2, degrade=opt)
+    pre = _preempt(req, gpus, skus, per)
     if pre is not None:
-        return _decision(req, "preempt", "preempt_lower_priority", pre[0], gpus, skipped, [], victims=pre[1])
+        return _decision(req, "preempt", "preempt_lower_priority", pre[0], gpus, per, skipped, [], victims=pre[1])
     waits = [
         p.queue_wait_s
         for p in _candidates(req, skus)
         if p.queue_wait_s is not None
         and p.pool.allows(checkpointable=req.workload.checkpointable, serving=req.workload.kind is WorkloadKind.SERVING)
+        and _holds(req, p.pool.sku_id, per)
     ]
     start = req.now_s + min(waits) if waits else None
     deadline = req.workload.deadline_s

@@ -102,6 +102,7 @@ class ChainPlacementService:
         self._all_regions = base
         self._some_regions = base.where(PoolRow.region_id.in_(bindparam("regions", expanding=True)))
         self._skus_exist = select(SkuRow.id).where(SkuRow.id.in_(bindparam("skus", expanding=True)))
+        self._sku_memory = select(SkuRow.id, SkuRow.memory_gb).where(SkuRow.id.in_(bindparam("skus", expanding=True)))
         self._pools_exist = select(PoolRow.id).where(PoolRow.id.in_(bindparam("pools", expanding=True)))
         self._regions_exist = select(RegionRow.id).where(RegionRow.id.in_(bindparam("regions", expanding=True)))
 
@@ -137,6 +138,9 @@ class ChainPlacementService:
                 for i, region_id in enumerate(req.regions):
                     if region_id not in known and region_id in unseen:
                         raise ValidationError(f"regions[{i}]", f"unknown region {region_id!r}")
+            memory: dict[str, int] | None = None
+            if req.replica_gpu_memory_gb is not None:  # what each SKU's GPU holds (the SKU registry's memory_gb)
+                memory = {sku: int(gb) for sku, gb in conn.execute(self._sku_memory, {"skus": skus}).all()}
         now_s = self._clock.now_s()
         states = []
         price_uusd: dict[str, int] = {}
@@ -187,7 +191,9 @@ class ChainPlacementService:
                                                expected_run_s=req.expected_run_s, context=context,
                                                named=req.team is not None, book=req.admit)  # fmt: skip
 
-        return self._pipeline.decide(req, states, now_s=now_s, team=team, price_uusd=price_uusd, budget=gate)
+        return self._pipeline.decide(
+            req, states, now_s=now_s, team=team, price_uusd=price_uusd, budget=gate, sku_memory_gb=memory
+        )
 
     def set_signal(self, actor: Actor, *, pool_id: str, stockout: bool, queue_wait_s: int | None) -> dict[str, Any]:
         """Record a pool's stockout signal and expected queue wait (replaces the previous one; audited)."""

@@ -58,6 +58,7 @@ def placement_recommendation(
         ),
         team=body.team,
         admit=body.admit,
+        replica_gpu_memory_gb=body.replica_gpu_memory_gb,
     )
     return services.placement.recommend(actor, req)
 
