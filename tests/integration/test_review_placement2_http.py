@@ -7,7 +7,6 @@ import threading
 from typing import Any
 
 import httpx
-import pytest
 
 from gpufleet.service.clock import FixedClock
 from tests.integration.conftest import NOW_S, Database, LiveServer, ServerFactory
@@ -97,11 +96,10 @@ def _race(s: LiveServer, token: str, body: dict[str, Any]) -> list[dict[str, Any
     return out
 
 
-@pytest.mark.xfail(strict=True, reason="an admitted placement holds no GPUs: concurrent admissions all take the last")
 def test_concurrent_admissions_cannot_all_take_a_pools_last_gpus(
     database: Database, make_server: ServerFactory
 ) -> None:
-    """Review, the defect: ``admit: true`` books the team's budget but never the pool's GPUs (the placement reads the
+    """Review (fixed), the defect: ``admit: true`` books the team's budget but never the pool's GPUs (the placement reads the
     pools with no lock and writes nothing to them), so concurrent admissions (and sequential ones too) are all placed
     in a pool that has room for one: 6 admissions of 8 GPUs into an on-demand pool with 8 GPUs of quota left are all
     answered ``place`` there. Expected: an admitted placement takes its GPUs (``allocated_gpus``) in the transaction
@@ -123,3 +121,16 @@ def test_concurrent_admissions_cannot_all_take_a_pools_last_gpus(
         # a recommendation (no admit) books nothing
         assert a.post(URL, json={**body, "admit": False}).json()["action"] == "queue"
         assert a.get(f"/v1/pools/{L40S_OD}").json()["allocated_gpus"] == 16
+        # a team with a budget: the GPUs are taken in the budget's booking transaction (group-committed batches)
+        assert a.post("/v1/teams", json={"id": "racers", "name": "Racers"}).status_code == 201
+        assert a.put("/v1/teams/racers/budget", json={"limit_usd": "1000000"}).status_code == 200
+        assert a.patch(f"/v1/pools/{L40S_OD}", json={"allocated_gpus": 8}).status_code == 200
+    got = _race(s, s.token("ml_platform_admin", "ada"), {**body, "team": "racers", "expected_run_s": 3600})
+    assert all(g["status"] == 200 for g in got), got
+    placed = [g for g in got if g["action"] == "place"]
+    assert [g["pool"] for g in placed] == [L40S_OD], [(g["action"], g["pool"]) for g in got]
+    assert placed[0]["budget"]["booked"] is True and placed[0]["budget"]["action"] == "admit"
+    with s.client("ml_platform_admin", "ada") as a:
+        assert a.get(f"/v1/pools/{L40S_OD}").json()["allocated_gpus"] == 16
+        budget = a.get("/v1/teams/racers/budget").json()
+        assert float(budget["committed_usd"]) == float(placed[0]["budget"]["request_usd"])  # one booking, not six

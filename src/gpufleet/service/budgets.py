@@ -22,7 +22,10 @@ declared degrade option that fits in every window it touches, placed and priced)
 that refuses ends. Never a silent overrun, never a drop.
 Each decision on a budgeted team is appended to the audit log (``budget.admission``) and admitted or degraded
 work is recorded as a commitment, in one transaction that holds the budget row's lock (PostgreSQL) or the
-write lock (SQLite), so concurrent requests cannot both take the last dollars.
+write lock (SQLite), so concurrent requests cannot both take the last dollars. A booking may carry a ``claim``
+(the placement's: take the GPUs of the option admitted in its pool, re-checking the pool's room) run in that same
+transaction; the pools the batch's claims may name are locked first, in id order. A claim that finds no room left
+answers :class:`CapacityTaken` for that request and books nothing for it.
 """
 
 from __future__ import annotations
@@ -30,7 +33,7 @@ from __future__ import annotations
 import itertools
 import json
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
@@ -74,7 +77,14 @@ SUBMITTERS = (*ADMINS, Role.APP_TEAM)  # roles that may submit work, and so book
 MAX_EXPECTED_RUN_S = 366 * 86_400  # the longest expected run admission books (0 = until the window ends)
 
 
-__all__ = ["AdmissionOutcome", "BudgetService", "PricedOption", "usd"]
+__all__ = ["AdmissionOutcome", "BudgetService", "CapacityTaken", "Claim", "PricedOption", "usd"]
+
+# (the booking's transaction, pool id, GPUs) -> whether the GPUs were taken in the pool (False: no room left)
+Claim = Callable[[UnitOfWork, str, int], bool]
+
+
+class CapacityTaken(ConflictError):
+    """The pool a placement chose has no room left for it any more (a concurrent admission took it): decide again."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,6 +95,7 @@ class _Ask:
     expected_run_s: int
     context: dict[str, Any]
     named: bool
+    claim: Claim | None = None
 
 
 class BudgetService:
@@ -210,6 +221,7 @@ class BudgetService:
         context: dict[str, Any],
         named: bool = True,
         book: bool = True,
+        claim: Claim | None = None,
     ) -> AdmissionOutcome | None:
         """Admission of one placement for a team; None when the team has no budget (nothing to enforce).
         A ``named`` team (in the request) must exist; a team taken from an app_team token need not.
@@ -218,13 +230,17 @@ class BudgetService:
         work (admins; app_team for its own team) may book. Bookings of one team are group-committed
         (:mod:`gpufleet.service.group_commit`): decided one after the other under the budget row's lock, several
         per transaction. Without ``book`` the decision is a preview: read-only, nothing recorded, so a viewer (or
-        anyone asking for a recommendation) cannot spend a budget."""
+        anyone asking for a recommendation) cannot spend a budget.
+
+        ``claim`` (booking only): called in the booking's transaction for the option admitted (its pool and GPUs)
+        before anything is recorded; when it returns False the request gets :class:`CapacityTaken` and nothing is
+        booked for it."""
         actor.require_team(team_id)
         if isinstance(expected_run_s, bool) or not 0 <= expected_run_s <= MAX_EXPECTED_RUN_S:
             raise ValidationError(
                 "expected_run_s", f"must be in 0..{MAX_EXPECTED_RUN_S} seconds (366 days), got {expected_run_s}"
             )
-        ask = _Ask(actor, preferred, tuple(degrade), expected_run_s, context, named)
+        ask = _Ask(actor, preferred, tuple(degrade), expected_run_s, context, named, claim if book else None)
         if book:
             actor.require(*SUBMITTERS)
             return self._bookings.submit(team_id, ask)
@@ -247,6 +263,10 @@ class BudgetService:
                         for a in asks]  # fmt: skip
             budget, metered, committed = self._figures(uow, row, now_s)
             window = (budget.window_start_s, budget.window_end_s)
+            claimable = sorted({o.pool_id for a in asks if a.claim is not None for o in (a.preferred, *a.degrade)
+                                if o.pool_id is not None})  # fmt: skip
+            if book and claimable:  # row locks in one order: two batches claiming the same pools cannot deadlock
+                uow.session.execute(uow.lock(select(PoolRow.id).where(PoolRow.id.in_(claimable)).order_by(PoolRow.id)))
             # the later windows the asks' runs reach (at most MAX_BUDGET_WINDOWS in all) and what is committed there
             last_end = max(run_end_s(budget, a.expected_run_s, now_s) for a in asks)
             later = {w: self._committed_in(uow, team_id, w) for w in budget_windows(row.period, now_s, last_end)[1:]}
@@ -261,6 +281,9 @@ class BudgetService:
                 if pool_id is not None and not self._pool_held(uow, pool_id, pools):
                     # the placement read its pools before this transaction: one deleted since is not booked
                     out.append(ConflictError(f"pool {pool_id!r} was deleted while the placement was decided; retry"))
+                    continue
+                if not self._claimed(uow, a, pool_id, call.chosen):  # the pool's room went to a concurrent admission
+                    out.append(CapacityTaken(f"pool {pool_id!r} has no room left for this placement; decide again"))
                     continue
                 body = self._body(row, budget, metered, committed, now_s)
                 body.update(
@@ -293,6 +316,13 @@ class BudgetService:
         return out
 
     # ---- helpers ------------------------------------------------------------------------------------------------
+    @staticmethod
+    def _claimed(uow: UnitOfWork, ask: _Ask, pool_id: str | None, chosen: PricedOption | None) -> bool:
+        """Whether the ask's claim took the admitted option's GPUs in its pool (True: nothing to claim)."""
+        if ask.claim is None or pool_id is None or chosen is None:
+            return True
+        return ask.claim(uow, pool_id, chosen.gpus)
+
     @staticmethod
     def _pool_held(uow: UnitOfWork, pool_id: str, seen: dict[str, bool]) -> bool:
         """Whether the pool a booking names still exists, holding it until commit (``FOR KEY SHARE`` on PostgreSQL:

@@ -30,7 +30,7 @@ from collections.abc import Sequence
 from decimal import Decimal
 from typing import Any
 
-from sqlalchemy import Engine, bindparam, func, select
+from sqlalchemy import Engine, Integer, and_, bindparam, func, or_, select, update
 
 from gpufleet.adapters.sql.models import PoolRow, PoolSignalRow, RegionRow, ReservationRow, SkuRow
 from gpufleet.control.admission import (
@@ -40,11 +40,11 @@ from gpufleet.control.admission import (
     PoolHeadroom,
     PricedOption,
 )
-from gpufleet.domain.errors import NotFoundError, ValidationError
+from gpufleet.domain.errors import ConflictError, NotFoundError, ValidationError
 from gpufleet.domain.pools import CapacityPool, Tier
 from gpufleet.domain.reservations import ReservationStatus
 from gpufleet.service.auth import Actor, Role
-from gpufleet.service.budgets import BudgetService
+from gpufleet.service.budgets import BudgetService, CapacityTaken
 from gpufleet.service.clock import Clock
 from gpufleet.service.uow import UnitOfWork
 
@@ -52,6 +52,7 @@ __all__ = ["ChainPlacementRequest", "ChainPlacementService"]
 
 
 DEFAULT_SIGNAL_MAX_AGE_S = 6 * 3600
+ADMIT_ATTEMPTS = 5  # decisions an admission makes before it gives up on pools that keep filling up (409)
 
 
 class ChainPlacementService:
@@ -105,10 +106,70 @@ class ChainPlacementService:
         self._sku_memory = select(SkuRow.id, SkuRow.memory_gb).where(SkuRow.id.in_(bindparam("skus", expanding=True)))
         self._pools_exist = select(PoolRow.id).where(PoolRow.id.in_(bindparam("pools", expanding=True)))
         self._regions_exist = select(RegionRow.id).where(RegionRow.id.in_(bindparam("regions", expanding=True)))
+        # an admission's claim: the GPUs fit in the pool's capacity as the read above counts it (reserved: its active
+        # reservations + its quota; other tiers: the quota, none = unbounded)
+        gpus = bindparam("gpus", type_=Integer)
+        reserved = (
+            select(func.coalesce(func.sum(ReservationRow.units), 0))
+            .where(
+                ReservationRow.pool_id == PoolRow.id,
+                ReservationRow.sku_id == PoolRow.sku_id,
+                ReservationRow.status == ReservationStatus.ACTIVE.value,
+            )
+            .scalar_subquery()
+        )
+        capacity = func.coalesce(PoolRow.quota_gpus, 0) + reserved
+        room = or_(
+            and_(PoolRow.tier == Tier.RESERVED.value, PoolRow.allocated_gpus + gpus <= capacity),
+            and_(
+                PoolRow.tier != Tier.RESERVED.value,
+                or_(PoolRow.quota_gpus.is_(None), PoolRow.allocated_gpus + gpus <= PoolRow.quota_gpus),
+            ),
+        )
+        self._claim_stmt = (
+            update(PoolRow)
+            .where(PoolRow.id == bindparam("pool"), room)
+            .values(allocated_gpus=PoolRow.allocated_gpus + gpus)
+            .execution_options(synchronize_session=False)
+        )
 
     def recommend(self, actor: Actor, req: ChainPlacementRequest) -> dict[str, Any]:
+        """The decision for ``req``; with ``req.admit`` the admission, which takes its GPUs in the pool chosen
+        (``allocated_gpus``) in a transaction that re-checks the pool's room under its row lock (PostgreSQL) or the
+        write lock (SQLite): with the budget's booking when the team has a budget, else on its own. When a
+        concurrent admission took the room first, the decision is made again on the pools as they are now."""
         if req.gpus <= 0:
             raise ValidationError("gpus", "must be > 0")
+        if req.admit:
+            actor.require(Role.FINOPS_ADMIN, Role.ML_PLATFORM_ADMIN, Role.APP_TEAM)  # a viewer books nothing
+        else:
+            return self._decide(actor, req, None)
+        for _ in range(ADMIT_ATTEMPTS):
+            claimed: list[tuple[str, int]] = []
+            try:
+                out = self._decide(actor, req, claimed)
+            except CapacityTaken:
+                continue  # the budget's transaction found the pool's room gone: decide on the pools as they are now
+            if claimed or out["action"] not in ("place", "degrade") or out["pool"] is None:
+                return out  # taken with the budget's booking, or nothing to take (queued; preemption frees its own)
+            with UnitOfWork(self._raw, write=True) as uow:  # no budget booked it: take the GPUs on their own
+                if self._claim(uow, out["pool"], int(out["gpus"])):
+                    uow.audit(at_s=self._clock.now_s(), actor=actor.user_id, action="placement.admitted",
+                              entity="pool", entity_id=out["pool"],
+                              detail={"gpus": out["gpus"], "action": out["action"], "workload_id": req.workload_id})  # fmt: skip
+                    uow.commit()
+                    return out
+        raise ConflictError(f"the pools chosen kept filling up concurrently ({ADMIT_ATTEMPTS} attempts); retry")
+
+    def _claim(self, uow: UnitOfWork, pool_id: str, gpus: int) -> bool:
+        """Take ``gpus`` in the pool (``allocated_gpus += gpus``) if its room still holds them: one conditional
+        UPDATE, which on PostgreSQL waits for a concurrent claim's row lock and re-checks on the row it committed."""
+        result = uow.session.execute(self._claim_stmt, {"pool": pool_id, "gpus": gpus})
+        return bool(result.rowcount == 1)  # type: ignore[attr-defined]
+
+    def _decide(
+        self, actor: Actor, req: ChainPlacementRequest, claimed: list[tuple[str, int]] | None
+    ) -> dict[str, Any]:
         skus = sorted({req.sku_id} | {o.sku_id for o in req.degrade_options if o.sku_id is not None})
         params: dict[str, Any] = {"skus": skus}
         stmt = self._all_regions
@@ -177,10 +238,18 @@ class ChainPlacementService:
             util = 0.0 if not capacity else min(1.0, allocated / capacity)
             states.append(PoolHeadroom(pool, free, util, stockout=bool(stockout), queue_wait_s=wait_s))
         team = req.team if req.team is not None else (actor.team_id if actor.role is Role.APP_TEAM else None)
-        if req.admit:
-            actor.require(Role.FINOPS_ADMIN, Role.ML_PLATFORM_ADMIN, Role.APP_TEAM)  # a viewer books nothing
         budgets = self._budgets
         gate = None
+        claim = None
+        if claimed is not None:
+
+            def claim(uow: UnitOfWork, pool_id: str, gpus: int) -> bool:
+                assert claimed is not None
+                ok = self._claim(uow, pool_id, gpus)
+                if ok:
+                    claimed.append((pool_id, gpus))
+                return ok
+
         if team is not None and budgets is not None:
 
             def gate(
@@ -189,7 +258,7 @@ class ChainPlacementService:
                 assert team is not None and budgets is not None
                 return budgets.admit_placement(actor, team, preferred=preferred, degrade=degrade,
                                                expected_run_s=req.expected_run_s, context=context,
-                                               named=req.team is not None, book=req.admit)  # fmt: skip
+                                               named=req.team is not None, book=req.admit, claim=claim)  # fmt: skip
 
         return self._pipeline.decide(
             req, states, now_s=now_s, team=team, price_uusd=price_uusd, budget=gate, sku_memory_gb=memory
