@@ -8,7 +8,10 @@ from collections.abc import Sequence
 from decimal import Decimal
 from typing import Any
 
+import pytest
+
 from gpufleet.control.admission import (
+    AdmissionAction,
     AdmissionOutcome,
     AdmissionPipeline,
     ChainPlacementRequest,
@@ -19,7 +22,7 @@ from gpufleet.control.admission import (
 )
 from gpufleet.domain.catalog import default_pools
 from gpufleet.domain.pools import CapacityPool, Tier
-from gpufleet.domain.workloads import DegradeOption, Priority, Workload, WorkloadKind
+from gpufleet.domain.workloads import DegradeOption, Priority, ServingScaling, Workload, WorkloadKind
 from gpufleet.place.degrade import DegradeRequest, RunningWork, recommend
 
 NOW_S = 1_767_225_600
@@ -108,3 +111,28 @@ def test_a_pool_whose_sku_cannot_hold_a_replica_is_never_chosen() -> None:
     assert d.action == "place" and [s.pool_id for s in d.chain] == [POOLS[Tier.ON_DEMAND].id, None]
     d = recommend(DegradeRequest(w, NOW_S, roomy, replica_memory_gb=600, sku_memory_gb={}))
     assert d.action == "queue" and {s.trigger for s in d.skipped} == {"gpu_memory"}
+
+
+@pytest.mark.xfail(strict=True, reason="the budget stage prices a degrade option's min_replicas above the request's")
+def test_an_over_budget_degrade_is_never_larger_than_the_chains_degrade_of_the_same_option() -> None:
+    """Review, the defect: control/admission.py AdmissionPipeline._budget places each degrade option with
+    ``replicas = o.min_replicas or req.replicas``, while the chain (place/degrade.py ``_need``) takes
+    ``min(replicas, o.min_replicas)``: an option ``{gpus: 1, min_replicas: 4}`` of a 2-replica request is 2 GPUs
+    for the chain but 4 for the budget stage, so an over-budget "degrade" books and answers twice the GPUs the
+    request asked replicas for. Expected: the budget stage prices and answers the chain's size (2 GPUs)."""
+    pools = [_pool("od", Tier.ON_DEMAND, math.inf, "4")]
+    asked: list[PricedOption] = []
+
+    def gate(p: PricedOption, d: Sequence[PricedOption], ctx: dict[str, Any]) -> AdmissionOutcome | None:
+        asked.extend(d)
+        return AdmissionOutcome(AdmissionAction.DEGRADE, "degrade_options[0]", {"retry_at_s": None})
+
+    req = ChainPlacementRequest(WorkloadKind.SERVING, Priority.CRITICAL, SKU, 8, replicas=2,
+                                degrade_options=(DegradeOption(gpus_per_replica=1, min_replicas=4),))  # fmt: skip
+    got = AdmissionPipeline().decide(req, pools, now_s=NOW_S, price_uusd={"od": 4_000_000}, budget=gate)
+    chain = recommend(DegradeRequest(
+        Workload("w", "w", WorkloadKind.SERVING, "-", "-", Priority.CRITICAL, (SKU,), 1,
+                 scaling=ServingScaling(2, 2, 1.0)), NOW_S, tuple(pools), replicas=None)).gpus  # fmt: skip
+    assert chain == 2
+    assert [o.gpus for o in asked] == [2]
+    assert (got["action"], got["gpus"]) == ("degrade", 2)
