@@ -8,8 +8,6 @@ from collections.abc import Sequence
 from decimal import Decimal
 from typing import Any
 
-import pytest
-
 from gpufleet.control.admission import (
     AdmissionAction,
     AdmissionOutcome,
@@ -113,9 +111,8 @@ def test_a_pool_whose_sku_cannot_hold_a_replica_is_never_chosen() -> None:
     assert d.action == "queue" and {s.trigger for s in d.skipped} == {"gpu_memory"}
 
 
-@pytest.mark.xfail(strict=True, reason="the budget stage prices a degrade option's min_replicas above the request's")
 def test_an_over_budget_degrade_is_never_larger_than_the_chains_degrade_of_the_same_option() -> None:
-    """Review, the defect: control/admission.py AdmissionPipeline._budget places each degrade option with
+    """Review (fixed), the defect: control/admission.py AdmissionPipeline._budget places each degrade option with
     ``replicas = o.min_replicas or req.replicas``, while the chain (place/degrade.py ``_need``) takes
     ``min(replicas, o.min_replicas)``: an option ``{gpus: 1, min_replicas: 4}`` of a 2-replica request is 2 GPUs
     for the chain but 4 for the budget stage, so an over-budget "degrade" books and answers twice the GPUs the

@@ -402,7 +402,8 @@ class AdmissionPipeline:
                 req,
                 sku_id=o.sku_id or req.sku_id,
                 gpus=o.gpus_per_replica or req.gpus,
-                replicas=o.min_replicas or req.replicas,
+                # the chain's size for the option (place/degrade.py _need): a replica floor never raises the count
+                replicas=req.replicas if o.min_replicas is None else min(req.replicas, o.min_replicas),
                 degrade_options=(),
                 running=(),
             )
