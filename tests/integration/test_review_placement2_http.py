@@ -134,3 +134,19 @@ def test_concurrent_admissions_cannot_all_take_a_pools_last_gpus(
         assert a.get(f"/v1/pools/{L40S_OD}").json()["allocated_gpus"] == 16
         budget = a.get("/v1/teams/racers/budget").json()
         assert float(budget["committed_usd"]) == float(placed[0]["budget"]["request_usd"])  # one booking, not six
+
+
+def test_an_admission_past_the_counts_range_is_a_conflict(database: Database, make_server: ServerFactory) -> None:
+    """Review (fixed), the defect (of the admission's claim as first written): an admission adds its GPUs to
+    ``allocated_gpus`` (a 32-bit column on PostgreSQL; ``PATCH`` accepts up to 2**31 - 1); on an unbounded pool nothing
+    stopped the sum there: SQLite stored a count no PATCH could set (200), PostgreSQL answered 422 blaming the request
+    body (``integer out of range``). Expected on both: 409, the count unchanged."""
+    s = make_server(database)
+    spot = "nebius/eu-north1/h100_80gb/spot"
+    with s.client("ml_platform_admin", "ada") as a:
+        assert a.patch(f"/v1/pools/{spot}", json={"allocated_gpus": 2**31 - 10}).status_code == 200
+        body = {"job_class": "training", "priority": "normal", "sku": "h100_80gb", "gpus": 16, "checkpointable": True,
+                "regions": ["eu-north1"], "admit": True}  # fmt: skip
+        r = a.post(URL, json=body)
+        assert r.status_code == 409, r.text
+        assert a.get(f"/v1/pools/{spot}").json()["allocated_gpus"] == 2**31 - 10

@@ -30,7 +30,7 @@ from collections.abc import Sequence
 from decimal import Decimal
 from typing import Any
 
-from sqlalchemy import Engine, Integer, and_, bindparam, func, or_, select, update
+from sqlalchemy import BigInteger, Engine, and_, bindparam, func, or_, select, update
 
 from gpufleet.adapters.sql.models import PoolRow, PoolSignalRow, RegionRow, ReservationRow, SkuRow
 from gpufleet.control.admission import (
@@ -53,6 +53,7 @@ __all__ = ["ChainPlacementRequest", "ChainPlacementService"]
 
 DEFAULT_SIGNAL_MAX_AGE_S = 6 * 3600
 ADMIT_ATTEMPTS = 5  # decisions an admission makes before it gives up on pools that keep filling up (409)
+MAX_ALLOCATED_GPUS = 2**31 - 1  # a pool's allocated_gpus column (and what PATCH accepts): an admission stops there
 
 
 class ChainPlacementService:
@@ -108,7 +109,7 @@ class ChainPlacementService:
         self._regions_exist = select(RegionRow.id).where(RegionRow.id.in_(bindparam("regions", expanding=True)))
         # an admission's claim: the GPUs fit in the pool's capacity as the read above counts it (reserved: its active
         # reservations + its quota; other tiers: the quota, none = unbounded)
-        gpus = bindparam("gpus", type_=Integer)
+        gpus = bindparam("gpus", type_=BigInteger)  # 64-bit: allocated_gpus + gpus never overflows on PostgreSQL
         reserved = (
             select(func.coalesce(func.sum(ReservationRow.units), 0))
             .where(
@@ -128,7 +129,7 @@ class ChainPlacementService:
         )
         self._claim_stmt = (
             update(PoolRow)
-            .where(PoolRow.id == bindparam("pool"), room)
+            .where(PoolRow.id == bindparam("pool"), room, PoolRow.allocated_gpus + gpus <= MAX_ALLOCATED_GPUS)
             .values(allocated_gpus=PoolRow.allocated_gpus + gpus)
             .execution_options(synchronize_session=False)
         )
@@ -159,7 +160,10 @@ class ChainPlacementService:
                               detail={"gpus": out["gpus"], "action": out["action"], "workload_id": req.workload_id})  # fmt: skip
                     uow.commit()
                     return out
-        raise ConflictError(f"the pools chosen kept filling up concurrently ({ADMIT_ATTEMPTS} attempts); retry")
+        raise ConflictError(
+            f"no pool chosen in {ADMIT_ATTEMPTS} decisions had room left for the admission (concurrent admissions "
+            "took it, or the pool's allocated_gpus is at its limit); retry"
+        )
 
     def _claim(self, uow: UnitOfWork, pool_id: str, gpus: int) -> bool:
         """Take ``gpus`` in the pool (``allocated_gpus += gpus``) if its room still holds them: one conditional
