@@ -250,8 +250,9 @@ def register(app: typer.Typer) -> None:
 
         if scale_every_s > 0 and not prometheus:
             raise ValidationError("--prometheus", "replica scaling (--scale-every-s) reads request rates from it")
+        db_option = "--db"
         if cluster and not db:  # the store's URL as the API reads it (a Secret's env var: not on the command line)
-            db = os.environ.get("GPUFLEET_DB_URL", "")
+            db, db_option = os.environ.get("GPUFLEET_DB_URL", ""), "GPUFLEET_DB_URL"
         if bool(db) != bool(cluster):
             raise ValidationError("--db/--cluster", "give both to sync inventory into the store, or neither")
         if meter_every_s > 0 and not db:
@@ -261,6 +262,13 @@ def register(app: typer.Typer) -> None:
         pairs = sku_pairs(sku)
         if db:
             from sqlalchemy.exc import DBAPIError
+
+            from gpufleet.service.settings import check_db_url
+
+            try:
+                check_db_url(db)  # as `serve` checks it: one line naming where it came from, never the URL
+            except ValueError as exc:
+                raise ValidationError(db_option, str(exc)) from None
 
             from gpufleet.adapters.sql.engine import make_engine, safe_url
             from gpufleet.adapters.sql.migrate import DatabaseUnavailable, ensure_migrated

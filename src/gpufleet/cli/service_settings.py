@@ -22,7 +22,10 @@ def unknown_variables(environ: Mapping[str, str]) -> list[str]:
     """``GPUFLEET_*`` variables that name no setting (a misspelling such as ``GPUFLEET_DB_ULR`` would otherwise be
     ignored without a word, and the service would run on its default)."""
     known = {name.upper() for name in Settings.model_fields} | NOT_SETTINGS
-    return sorted(k for k in environ if k.startswith("GPUFLEET_") and k.removeprefix("GPUFLEET_") not in known)
+    # the settings read the environment case-insensitively (gpufleet_port sets the port): so is the check
+    return sorted(
+        k for k in environ if k.upper().startswith("GPUFLEET_") and k.upper().removeprefix("GPUFLEET_") not in known
+    )
 
 
 def load_settings(**overrides: Any) -> Settings:

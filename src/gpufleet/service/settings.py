@@ -296,12 +296,7 @@ class Settings(BaseSettings):
     @field_validator("db_url")
     @classmethod
     def _db_url_is_supported(cls, value: str) -> str:
-        scheme = value.split("://", 1)[0]
-        if "://" not in value or scheme not in ALLOWED_DB_SCHEMES:
-            raise ValueError(f"scheme must be one of {', '.join(ALLOWED_DB_SCHEMES)}, got {scheme!r}")
-        if scheme.startswith("sqlite") and _in_memory(value):
-            raise ValueError("in-memory SQLite loses every reservation on restart; give a file path")
-        return value
+        return check_db_url(value)
 
     @field_validator("approval_threshold_usd")
     @classmethod
@@ -325,6 +320,28 @@ class Settings(BaseSettings):
     @property
     def is_sqlite(self) -> bool:
         return self.db_url.startswith("sqlite")
+
+
+def check_db_url(value: str) -> str:
+    """A database URL the service can open: a supported scheme, a URL SQLAlchemy parses (a port that is not a number
+    or a broken ``[IPv6]`` host fails there, later, as a traceback), not an in-memory SQLite. Raises ValueError with a
+    reason that never repeats the URL (it holds the password). Also the check of ``gpufleet controller``'s store."""
+    from sqlalchemy.engine import make_url
+    from sqlalchemy.exc import ArgumentError
+
+    scheme = value.split("://", 1)[0]
+    if "://" not in value or scheme not in ALLOWED_DB_SCHEMES:
+        raise ValueError(f"scheme must be one of {', '.join(ALLOWED_DB_SCHEMES)}, got {scheme!r}")
+    try:
+        make_url(value)
+    except (ValueError, ArgumentError):
+        raise ValueError(
+            "not a URL SQLAlchemy can parse (is the port a number, an IPv6 host in [brackets], a password with "
+            "@ / : % percent-encoded?); the form is postgresql+psycopg://USER:PASSWORD@HOST:5432/DB"
+        ) from None
+    if scheme.startswith("sqlite") and _in_memory(value):
+        raise ValueError("in-memory SQLite loses every reservation on restart; give a file path")
+    return value
 
 
 def _in_memory(url: str) -> bool:
