@@ -42,12 +42,12 @@ def _pid1_of(launcher: subprocess.Popen[bytes], deadline_s: float = 30.0) -> int
     raise AssertionError("the entrypoint's process did not start")
 
 
-@pytest.mark.xfail(strict=True, reason="no SIGTERM handler: PID 1 drops the signal, db upgrade waits out its lock")
 def test_sigterm_ends_db_upgrade_running_as_pid_1(pg_schema: PgSchema) -> None:
-    """The defect: ``gpufleet db upgrade`` (the migration Job) installs no SIGTERM handler. As PID 1, waiting for the
-    migration lock another upgrade holds, a SIGTERM was ignored: it ran on until its lock timeout (30 s), as a
-    Job being deleted or an upgrade being rolled back waits its grace period and is SIGKILLed. Expected: it ends at
-    once, exit 143 (128 + SIGTERM), its transaction rolled back."""
+    """Review (fixed), the defect: ``gpufleet db upgrade`` (the migration Job) installed no SIGTERM handler. As PID 1,
+    waiting for the migration lock another upgrade holds, a SIGTERM was ignored: it ran on until its lock timeout
+    (30 s), as a Job being deleted or an upgrade being rolled back waits its grace period and is SIGKILLed. Now
+    ``gpufleet``'s main turns SIGTERM into SystemExit(143) for every command that has no handler of its own: it
+    ends at once, its transaction rolled back."""
     holder = create_engine(pg_schema.url).connect()
     tx = holder.begin()
     holder.execute(text("SELECT pg_advisory_xact_lock(hashtextextended('gpufleet.migrate:' || current_schema(), 0))"))

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import importlib
 import pkgutil
+import signal
 import sys
 from collections.abc import Sequence
 
@@ -104,7 +105,16 @@ def __getattr__(name: str) -> typer.Typer:
     raise AttributeError(name)
 
 
+def _exit_on_sigterm(signum: int, frame: object) -> None:
+    raise SystemExit(128 + signum)
+
+
 def main() -> None:
+    # SIGTERM ends every command as an exception would (finally blocks run, transactions roll back), exit 143. Also
+    # what makes it end at all in a container: the entrypoint execs gpufleet as PID 1, and the kernel drops a signal
+    # PID 1 has no handler for. `serve` (uvicorn) and `controller` install their own graceful handlers over this.
+    if signal.getsignal(signal.SIGTERM) is signal.SIG_DFL:
+        signal.signal(signal.SIGTERM, _exit_on_sigterm)
     try:
         build_app(sys.argv[1:])(standalone_mode=True)
     except GpufleetError as exc:
