@@ -93,19 +93,17 @@ def test_manifests_say_what_a_production_install_needs() -> None:
     assert "password" not in text.lower() and "kind: Secret" not in text  # no secret shipped in the manifests
 
 
-def test_the_kustomize_cluster_role_is_the_documented_one_but_the_lease() -> None:
-    """One RBAC definition: the kustomize base's ClusterRole has deploy/kubernetes/rbac.yaml's rules (the ones the
-    controller is run with in tests/integration/k8s/test_rbac.py) except the Lease, which the base grants in its own
-    namespace only (a Role, with the start buffer's pod creation)."""
-    documented = next(
-        d for d in yaml.safe_load_all((REPO / "deploy" / "kubernetes" / "rbac.yaml").read_text())
-        if d["kind"] == "ClusterRole"
-    )  # fmt: skip
+def test_the_kustomize_roles_are_the_documented_ones() -> None:
+    """One RBAC definition: the kustomize base's ClusterRole and Roles have deploy/kubernetes/rbac.yaml's rules (the ones
+    the controller is run with in tests/integration/k8s/test_rbac.py); both grant the Lease (by name) and the start
+    buffer's pod creation in the controller's own namespace only."""
+    documented = [d for d in yaml.safe_load_all((REPO / "deploy" / "kubernetes" / "rbac.yaml").read_text()) if d]
     base = [d for d in yaml.safe_load_all((OVERLAY.parents[1] / "base" / "rbac.yaml").read_text()) if d]
     role = next(d for d in base if d["kind"] == "ClusterRole")
-    want = [r for r in documented["rules"] if r["apiGroups"] != ["coordination.k8s.io"]]
-    assert role["rules"] == want
+    assert role["rules"] == next(d for d in documented if d["kind"] == "ClusterRole")["rules"]
+    assert not any("coordination.k8s.io" in r["apiGroups"] for r in role["rules"])  # never every Lease of the cluster
     roles = {d["metadata"]["name"]: d["rules"] for d in base if d["kind"] == "Role"}
+    assert roles == {d["metadata"]["name"]: d["rules"] for d in documented if d["kind"] == "Role"}
     assert roles["gpufleet-buffer"] == [{"apiGroups": [""], "resources": ["pods"], "verbs": ["create"]}]
     assert {v for r in roles["gpufleet-controller-lease"] for v in r["verbs"]} == {"create", "get", "update"}
 

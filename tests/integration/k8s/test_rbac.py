@@ -45,15 +45,23 @@ def _three_pods(kube: Kube, kubelet: FakeKubelet, ns: str, prefix: str) -> str:
 def test_controller_runs_with_the_documented_cluster_role(kube: Kube, kubelet: FakeKubelet, ns: str) -> None:
     suffix = uuid.uuid4().hex[:5]
     docs = list(yaml.safe_load_all(RBAC.read_text()))
-    sa, role, binding = docs[:3]  # the rest: the start buffer's pod creation in kube-system only
+    sa, role, binding = docs[:3]  # the rest: the Lease and the start buffer's pods, in kube-system only
+    lease_role, lease_binding = (d for d in docs if d["metadata"]["name"] == "gpufleet-controller-lease")
     sa["metadata"]["namespace"] = ns
     role["metadata"]["name"] = binding["roleRef"]["name"] = binding["metadata"]["name"] = f"gpufleet-{suffix}"
     binding["subjects"][0]["namespace"] = ns
     kube.post(f"/api/v1/namespaces/{ns}/serviceaccounts", sa)
     kube.post("/apis/rbac.authorization.k8s.io/v1/clusterroles", role)
     kube.post("/apis/rbac.authorization.k8s.io/v1/clusterrolebindings", binding)
+    sched = f"gpufleet-rb{suffix}"
+    for d in (lease_role, lease_binding):  # the Lease Role, moved to the test's namespace and Lease name
+        d["metadata"]["namespace"] = ns
+    lease_role["rules"][1]["resourceNames"] = [f"l-{sched}"]
+    lease_binding["subjects"][0]["namespace"] = ns
+    kube.post(f"/apis/rbac.authorization.k8s.io/v1/namespaces/{ns}/roles", lease_role)
+    kube.post(f"/apis/rbac.authorization.k8s.io/v1/namespaces/{ns}/rolebindings", lease_binding)
     sa_kube = _as_service_account(kube, ns, "gpufleet")
-    sched = _three_pods(kube, kubelet, ns, f"rb{suffix}")
+    assert _three_pods(kube, kubelet, ns, f"rb{suffix}") == sched
     cfg = ControllerConfig(scheduler_name=sched, namespace=ns, lease_name=f"l-{sched}", events=True)
     with running_controller(sa_kube, cfg) as ctl:
         assert wait_for(lambda: all(p["spec"].get("nodeName") for p in pods_in(kube, ns)), 30), ctl.act.audit
