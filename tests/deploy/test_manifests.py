@@ -94,9 +94,9 @@ def test_manifests_say_what_a_production_install_needs() -> None:
 
 
 def test_the_kustomize_roles_are_the_documented_ones() -> None:
-    """One RBAC definition: the kustomize base's ClusterRole and Roles have deploy/kubernetes/rbac.yaml's rules (the ones
-    the controller is run with in tests/integration/k8s/test_rbac.py); both grant the Lease (by name) and the start
-    buffer's pod creation in the controller's own namespace only."""
+    """One RBAC definition: the kustomize base's ClusterRole and Roles have deploy/kubernetes/rbac.yaml's rules (the
+    ones the controller is run with in tests/integration/k8s/test_rbac.py); both grant the Lease (by name) and the
+    start buffer's pod creation in the controller's own namespace only."""
     documented = [d for d in yaml.safe_load_all((REPO / "deploy" / "kubernetes" / "rbac.yaml").read_text()) if d]
     base = [d for d in yaml.safe_load_all((OVERLAY.parents[1] / "base" / "rbac.yaml").read_text()) if d]
     role = next(d for d in base if d["kind"] == "ClusterRole")

@@ -28,12 +28,12 @@ def _can(config: Path, namespace: str, *what: str) -> str:
 @pytest.mark.k8s
 @pytest.mark.slow
 def test_the_controllers_service_account_holds_its_own_lease_only(kubeconfig: Path) -> None:
-    """Review (fixed), the defect: the ClusterRole granted ``leases: get, create, update`` cluster-wide, where the controller uses one
-    Lease (``--lease-name``, default ``gpufleet-controller``, in ``--lease-namespace``, default ``kube-system``). Its
-    token could rewrite ``kube-system/kube-scheduler`` and ``kube-controller-manager`` (take over their leader
-    election) and every node's heartbeat in ``kube-node-lease`` (make a dead node look alive, or a live one dead).
-    The kustomize install already granted the Lease in its own namespace only, by name. Now rbac.yaml does the same
-    (a Role in kube-system)."""
+    """Review (fixed), the defect: the ClusterRole granted ``leases: get, create, update`` cluster-wide, where the
+    controller uses one Lease (``--lease-name``, default ``gpufleet-controller``, in ``--lease-namespace``, default
+    ``kube-system``). Its token could rewrite ``kube-system/kube-scheduler`` and ``kube-controller-manager`` (take
+    over their leader election) and every node's heartbeat in ``kube-node-lease`` (make a dead node look alive, or a
+    live one dead). The kustomize install already granted the Lease in its own namespace only, by name. Now
+    rbac.yaml does the same (a Role in kube-system)."""
     applied = kubectl(kubeconfig, "apply", "-f", str(RBAC))
     assert applied.returncode == 0, applied.stderr
     # what the controller needs: its own Lease in its namespace (create cannot be limited by name)
