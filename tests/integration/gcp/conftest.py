@@ -1,7 +1,7 @@
-"""The GCP test world: the discovery-validated Compute Engine fake (tests/integration/gcp/fake_gcp.py) and the Cloud
-Quotas fake validated by Google's client library types (fake_quotas.py), each started once per session on loopback.
-Every test here carries the ``gcp`` marker and fails if a request or a response broke the discovery document or the
-Cloud Quotas types."""
+"""The GCP test world: the discovery-validated Compute Engine fake (tests/integration/gcp/fake_gcp.py), the Cloud
+Quotas fake validated by Google's client library types (fake_quotas.py) and the discovery-validated Cloud Billing
+Catalog fake (fake_billing.py), each started once per session on loopback. Every test here carries the ``gcp``
+marker and fails if a request or a response broke the discovery document or the Cloud Quotas types."""
 
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ from gpufleet.service.clock import FixedClock
 from gpufleet.service.settings import Settings
 from tests.fake_fixtures import fake_fixtures
 from tests.integration.conftest import NOW_S, Database, LiveServer
+from tests.integration.gcp.fake_billing import FakeBilling
 from tests.integration.gcp.fake_gcp import FakeGcp
 from tests.integration.gcp.fake_quotas import FakeQuotas
 from tests.integration.test_api_planning import SKU
@@ -33,6 +34,9 @@ fake_gcp_server, fake_gcp = fake_fixtures("fake_gcp", FakeGcp)
 
 
 fake_quotas_server, fake_quotas = fake_fixtures("fake_quotas", FakeQuotas)
+
+
+fake_billing_server, fake_billing = fake_fixtures("fake_billing", FakeBilling)
 
 
 Start = Callable[..., LiveServer]

@@ -74,13 +74,15 @@ ROUTES = _routes()
 
 
 # ---- the validator ------------------------------------------------------------------------------------------------
-def validate(value: Any, schema: Res | str, where: str, *, response: bool) -> list[str]:
+def validate(value: Any, schema: Res | str, where: str, *, response: bool, schemas: Res | None = None) -> list[str]:
     """Problems of ``value`` against a discovery schema (or a schema name). A request may not carry output-only
     fields; a response may not carry input-only fields or nulls. Both: no unknown fields, JSON types as the discovery
-    document says (int64/uint64 as strings of digits, int32 as numbers), enum members, RFC 3339 times."""
+    document says (int64/uint64 as strings of digits, int32 as numbers), enum members, RFC 3339 times. ``schemas``:
+    another discovery document's (default Compute Engine's)."""
+    schemas = SCHEMAS if schemas is None else schemas
     schema = {"$ref": schema} if isinstance(schema, str) else schema
     while "$ref" in schema:
-        schema = {**SCHEMAS[schema["$ref"]], **{k: v for k, v in schema.items() if k != "$ref"}}
+        schema = {**schemas[schema["$ref"]], **{k: v for k, v in schema.items() if k != "$ref"}}
     if value is None:
         return [f"{where}: null in a response"] if response else []
     typ, fmt, probs = schema.get("type"), schema.get("format"), []
@@ -100,13 +102,17 @@ def validate(value: Any, schema: Res | str, where: str, *, response: bool) -> li
                 probs.append(f"{where}.{k}: output-only field sent by the client")
             if response and INPUT_ONLY.match(desc):
                 probs.append(f"{where}.{k}: input-only field in a response")
-            probs += validate(v, sub, f"{where}.{k}", response=response)
+            probs += validate(v, sub, f"{where}.{k}", response=response, schemas=schemas)
         return probs
     if typ == "array":
         if not isinstance(value, list):
             return [f"{where}: expected an array, {got}"]
         items = schema.get("items", {})
-        return [p for i, v in enumerate(value) for p in validate(v, items, f"{where}[{i}]", response=response)]
+        return [
+            p
+            for i, v in enumerate(value)
+            for p in validate(v, items, f"{where}[{i}]", response=response, schemas=schemas)
+        ]
     if typ == "string":
         if not isinstance(value, str):
             return [f"{where}: expected a JSON string{f' ({fmt})' if fmt else ''}, {got}"]
@@ -129,10 +135,11 @@ def validate(value: Any, schema: Res | str, where: str, *, response: bool) -> li
     return probs
 
 
-def validate_query(method: Res, key: str, query: list[tuple[str, str]]) -> list[str]:
+def validate_query(method: Res, key: str, query: list[tuple[str, str]], *, discovery: Res | None = None) -> list[str]:
     """Problems of the query string: each parameter the method's (location query) or a global one, typed as the
-    discovery document says, required ones present; ``requestId`` a non-zero UUID."""
-    params, probs = {**DISCOVERY["parameters"], **method.get("parameters", {})}, []
+    discovery document says, required ones present; ``requestId`` a non-zero UUID. ``discovery``: another API's
+    document (default Compute Engine's), for its global parameters."""
+    params, probs = {**(discovery or DISCOVERY)["parameters"], **method.get("parameters", {})}, []
     for name, n in Counter(k for k, _ in query).items():
         if n > 1 and not params.get(name, {}).get("repeated"):
             probs.append(f"{key}: query parameter {name} given {n} times")
