@@ -1,6 +1,7 @@
 """The cloud price port: what a provider lists for a GPU SKU's on-demand and spot capacity in a region, in USD per
 GPU-hour (its instance's price divided by its GPUs). Implementations: ``adapters/aws/prices.py`` (the Price List API
-and spot price history) and ``adapters/azure/prices.py`` (the Retail Prices API). Errors are the provider port's."""
+and spot price history), ``adapters/azure/prices.py`` (the Retail Prices API) and ``adapters/gcp/prices.py`` (the
+Cloud Billing Catalog API). Errors are the provider port's."""
 
 from __future__ import annotations
 

@@ -88,7 +88,7 @@ def build_services(
 
     ``settings.provider == "aws"`` wires the AWS adapters (the provider port over EC2 capacity reservations,
     Service Quotas for the quota outlook, Capacity Blocks, prices), ``"gcp"`` the provider port over Compute Engine
-    reservations and Cloud Quotas for the quota outlook (adapters/gcp), ``"azure"`` the provider port over capacity
+    reservations, Cloud Quotas for the quota outlook and the Cloud Billing Catalog's prices (adapters/gcp), ``"azure"`` the provider port over capacity
     reservations, its compute quotas for the quota outlook and its retail prices (adapters/azure); ``on_dry_run``
     receives each AWS call a dry run would have made (``settings.aws_dry_run``). ``leader``: who may submit to the
     provider (default: the advisory lock on PostgreSQL, this process on SQLite)."""
@@ -171,9 +171,11 @@ def build_services(
 
 
 def _gcp(settings: Settings, engine: Engine, clock: Clock) -> dict[str, Any]:
+    from gpufleet.adapters.gcp.prices import GcpCatalogPrices
     from gpufleet.adapters.gcp.quotas import GcpCloudQuotas
     from gpufleet.adapters.gcp.reservations import GcpReservations
-    from gpufleet.adapters.gcp.session import QUOTAS_URL, GcpConfig, GoogleApi, token_source
+    from gpufleet.adapters.gcp.session import BILLING_URL, QUOTAS_URL, GcpConfig, GoogleApi, token_source
+    from gpufleet.service.cloud_catalog import CloudCatalogService
     from gpufleet.service.cloud_quotas import CloudQuotaService
 
     config = GcpConfig(
@@ -182,6 +184,7 @@ def _gcp(settings: Settings, engine: Engine, clock: Clock) -> dict[str, Any]:
         zones=dict(settings.gcp_zones),
         endpoint_url=settings.gcp_endpoint_url,
         quotas_endpoint_url=settings.gcp_quotas_endpoint_url,
+        billing_endpoint_url=settings.gcp_billing_endpoint_url,
         credentials=settings.gcp_credentials,
         read_timeout_s=settings.provider_timeout_s,
         max_attempts=settings.gcp_max_attempts,
@@ -201,6 +204,9 @@ def _gcp(settings: Settings, engine: Engine, clock: Clock) -> dict[str, Any]:
             contact_email=settings.gcp_quota_contact_email,
         )
         out["cloud_quotas"] = CloudQuotaService(engine, clock, quotas, cache_s=settings.gcp_quota_cache_s)
+    if config.credentials == "adc" or config.billing_endpoint_url:  # the Cloud Billing Catalog, same token
+        prices = GcpCatalogPrices(GoogleApi(config, root=config.billing_endpoint_url or BILLING_URL, token=token))
+        out["cloud_catalog"] = CloudCatalogService(engine, clock, prices)
     return out
 
 

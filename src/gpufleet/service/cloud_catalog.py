@@ -1,5 +1,6 @@
 """Prices from the provider into the catalog (the ``pools`` table), through the cloud price port
-(``adapters/price_port.py``: AWS's Price List API and spot price history, Azure's Retail Prices API).
+(``adapters/price_port.py``: AWS's Price List API and spot price history, Azure's Retail Prices API, GCP's Cloud
+Billing Catalog API).
 
 Contract: ``sync`` writes, for each configured region that exists in the regions table and each SKU the provider
 can price, the on-demand pool ``<provider>/<region>/<sku>/on_demand`` and the spot pool ``.../spot`` (created when

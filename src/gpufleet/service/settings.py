@@ -235,6 +235,12 @@ class Settings(BaseSettings):
         description="Another Cloud Quotas API root (an emulator); None = Google. With gcp_credentials 'none' and no "
         "such endpoint, GPU quotas are not read from GCP (the stored quotas apply).",
     )
+    gcp_billing_endpoint_url: str | None = Field(
+        default=None,
+        description="Another Cloud Billing API root (an emulator of its public SKU catalog); None = Google. With "
+        "gcp_credentials 'none' and no such endpoint, prices are not read from GCP (POST /v1/catalog/prices:sync "
+        "answers 409).",
+    )
     gcp_quota_contact_email: str | None = Field(
         default=None,
         pattern=r"^[^@\s]+@[^@\s]+$",
@@ -285,7 +291,12 @@ class Settings(BaseSettings):
     )
 
     @field_validator(
-        "aws_endpoint_url", "gcp_endpoint_url", "gcp_quotas_endpoint_url", "azure_endpoint_url", "azure_prices_url"
+        "aws_endpoint_url",
+        "gcp_endpoint_url",
+        "gcp_quotas_endpoint_url",
+        "gcp_billing_endpoint_url",
+        "azure_endpoint_url",
+        "azure_prices_url",
     )
     @classmethod
     def _endpoint_is_http(cls, value: str | None) -> str | None:

@@ -3,7 +3,8 @@ against Google's own discovery document (cloudbilling.v1.json, shipped in google
 
 Every request's query parameters are checked against the method's (and the API's global) parameters, every answer
 against ``ListSkusResponse``: a broken request is kept in ``violations`` and answered 400, a broken answer 500 (the
-fake's own bug). Pages: ``pageSize`` SKUs each (the request's, else :attr:`FakeBilling.page_size`), the next page
+fake's own bug). Pages: at most ``pageSize`` SKUs each (the request's, default 5000) and at most :attr:`FakeBilling.page_size`
+(Google may answer fewer than asked), the next page
 named by an opaque ``nextPageToken`` (none on the last page; an unknown token is Google's 400 INVALID_ARGUMENT, not a
 violation). The fake holds USD prices only: a ``currencyCode`` other than USD is answered 400.
 
@@ -191,7 +192,7 @@ class FakeBilling:
             raise GoogleError(404, f"Service services/{service} not found.")
         if q.get("currencyCode", "USD") != "USD":
             raise GoogleError(400, "the fake holds USD prices only")
-        size = int(q.get("pageSize") or self.page_size) or self.page_size
+        size = min(int(q.get("pageSize") or 5000) or 5000, self.page_size)  # a page size is a request, not a promise
         start, token = 0, q.get("pageToken")
         if token:
             if not re.fullmatch(r"p[0-9]+x", token):

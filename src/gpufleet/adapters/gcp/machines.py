@@ -18,14 +18,16 @@ class MachineType:
     name: str
     gpus: int
     accelerator: str  # the accelerator type GCP names (information; not sent)
+    vcpus: int  # the machine type's vCPUs and memory (GiB: GCP's "GB" of machine memory is 1024-based), as
+    memory_gib: int  # Compute Engine's machine type tables list them; they price its core and RAM SKUs (prices.py)
 
 
 MACHINE_TYPES: dict[str, MachineType] = {
-    "b200": MachineType("a4-highgpu-8g", 8, "nvidia-b200"),
-    "h200_141gb": MachineType("a3-ultragpu-8g", 8, "nvidia-h200-141gb"),
-    "h100_80gb": MachineType("a3-highgpu-8g", 8, "nvidia-h100-80gb"),
-    "a100_80gb": MachineType("a2-ultragpu-8g", 8, "nvidia-a100-80gb"),
-    "l4": MachineType("g2-standard-96", 8, "nvidia-l4"),
+    "b200": MachineType("a4-highgpu-8g", 8, "nvidia-b200", 224, 3968),
+    "h200_141gb": MachineType("a3-ultragpu-8g", 8, "nvidia-h200-141gb", 224, 2952),
+    "h100_80gb": MachineType("a3-highgpu-8g", 8, "nvidia-h100-80gb", 208, 1872),
+    "a100_80gb": MachineType("a2-ultragpu-8g", 8, "nvidia-a100-80gb", 96, 1360),
+    "l4": MachineType("g2-standard-96", 8, "nvidia-l4", 96, 384),
 }
 
 

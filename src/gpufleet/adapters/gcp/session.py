@@ -1,5 +1,5 @@
-"""One client of a Google Cloud API (Compute Engine, Cloud Quotas): credentials, timeouts, retries with backoff, and
-GCP's errors mapped onto the provider port's outcomes.
+"""One client of a Google Cloud API (Compute Engine, Cloud Quotas, the Cloud Billing Catalog): credentials, timeouts,
+retries with backoff, and GCP's errors mapped onto the provider port's outcomes.
 
 Contract:
 - credentials come only from Application Default Credentials (``google.auth.default``: the metadata server of
@@ -42,6 +42,7 @@ from gpufleet.domain.errors import ValidationError
 
 COMPUTE_URL = "https://compute.googleapis.com/compute/v1/"
 QUOTAS_URL = "https://cloudquotas.googleapis.com/v1/"
+BILLING_URL = "https://cloudbilling.googleapis.com/v1/"
 NOT_FOUND = frozenset({"notFound", "NOT_FOUND"})
 # a notFound naming what the settings point at (the project, a zone), not the resource asked for: a configuration
 # error, a refusal about the moment, never "the resource is gone"
@@ -65,6 +66,7 @@ class GcpConfig:
     looked up in each region's zone). ``zones``: the zone per region where reservations are placed (default
     ``<region>-a``). ``endpoint_url``: another Compute API root (an emulator); None = Google.
     ``quotas_endpoint_url``: another Cloud Quotas API root (an emulator); None = Google.
+    ``billing_endpoint_url``: another Cloud Billing API root (an emulator of its public catalog); None = Google.
     ``max_attempts``: attempts per call on no answer, 429 or 5xx (1 = no retry).
     """
 
@@ -73,6 +75,7 @@ class GcpConfig:
     zones: Mapping[str, str] = field(default_factory=dict)
     endpoint_url: str | None = None
     quotas_endpoint_url: str | None = None
+    billing_endpoint_url: str | None = None
     credentials: str = "adc"  # "adc" | "none" (only with endpoint_url)
     connect_timeout_s: float = 5.0
     read_timeout_s: float = 10.0
@@ -172,15 +175,23 @@ class GoogleApi:
         return got
 
     def call(
-        self, what: str, method: str, path: str, *, params: Mapping[str, str] | None = None, body: Any = None
+        self,
+        what: str,
+        method: str,
+        path: str,
+        *,
+        params: Mapping[str, str] | None = None,
+        body: Any = None,
+        in_project: bool = True,
     ) -> dict[str, Any]:
-        """One call, retried on no answer, 429 and 5xx; raises the port's outcome on failure, never httpx's."""
+        """One call, retried on no answer, 429 and 5xx; raises the port's outcome on failure, never httpx's.
+        ``in_project``: ``path`` is under ``projects/{project}/`` (False: under the API's root, as the Cloud Billing
+        Catalog's public ``services/{service}/skus``)."""
+        full = f"projects/{self.config.project}/{path}" if in_project else path
 
         def send() -> httpx.Response:
             headers = self.headers()
-            return self._http.request(
-                method, f"projects/{self.config.project}/{path}", params=params, json=body, headers=headers
-            )
+            return self._http.request(method, full, params=params, json=body, headers=headers)
 
         c = self.config
         try:
@@ -194,9 +205,9 @@ class GoogleApi:
                 denied = f"permission denied: {named.group(1)}" if named else "permission denied"
                 where = f"the IAM roles of gcp_credentials in gcp_project {c.project!r}"
                 raise ProviderRefused(exc.code, f"{what}: {denied} (check {where}): {said}", retryable=True) from None
-            if exc.code not in NOT_FOUND:
+            if exc.code not in NOT_FOUND or not in_project:
                 raise
-            asked = f"projects/{c.project}/{path}".rstrip("/")
+            asked = full.rstrip("/")
             named = _NAMED.search(exc.message)
             if named is None or not asked.startswith(named.group(1).rstrip("/") + "/"):
                 raise  # the resource asked for (or one not named): it does not exist

@@ -222,7 +222,10 @@ def catalog_prices_sync(
     services: ServicesDep, actor: CurrentActor, sku: Annotated[str | None, Query(pattern=SKU_PATTERN)] = None
 ) -> Any:
     """Read on-demand and spot prices from the provider into the catalog's pools (AWS: the Price List API and spot
-    price history; Azure: the Retail Prices API)."""
+    price history; Azure: the Retail Prices API; GCP: the Cloud Billing Catalog API)."""
     if services.cloud_catalog is None:
-        raise ConflictError("no provider prices are configured (serve with --provider aws or azure)")
+        raise ConflictError(
+            "no provider prices are configured (serve with --provider aws, azure or gcp; gcp reads them with "
+            "Application Default Credentials or from GPUFLEET_GCP_BILLING_ENDPOINT_URL)"
+        )
     return services.cloud_catalog.sync(actor, sku_id=sku)
