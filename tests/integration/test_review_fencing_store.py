@@ -106,11 +106,10 @@ def test_the_controllers_usage_sink_refuses_a_store_at_another_revision(tmp_path
     engine.dispose()
 
 
-@pytest.mark.xfail(strict=True, reason="INTEGER serial ids (and sequences) on PostgreSQL")
 @pytest.mark.postgres
 @pytest.mark.parametrize("table", ["audit_events", "forecast_issues", "budget_commitments"])
 def test_serial_ids_of_high_volume_tables_go_past_32_bits_on_postgres(pg_database: Database, table: str) -> None:
-    """Review, the defect: ``audit_events.id`` (one row per write of every use case, and every metered hour,
+    """Review (fixed), the defect: ``audit_events.id`` (one row per write of every use case, and every metered hour,
     inventory sync and reconciler pass), ``forecast_issues.id`` (every forecast served) and
     ``budget_commitments.id`` (every admission against a budget) were ``INTEGER`` serials on PostgreSQL: after 2^31 - 1
     rows every insert fails ("integer out of range" / the sequence's maximum), and with ``audit_events`` every write of

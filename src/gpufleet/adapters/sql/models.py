@@ -9,6 +9,10 @@ from __future__ import annotations
 from sqlalchemy import BigInteger, Boolean, Float, ForeignKey, Index, Integer, String, Text, UniqueConstraint, text
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
+# a serial id that outgrows 32 bits (migration 0014): BIGINT on PostgreSQL; on SQLite INTEGER, so that the column
+# stays the table's 64-bit rowid (a BIGINT PRIMARY KEY is not the rowid there and would not autoincrement)
+BigSerial = BigInteger().with_variant(Integer(), "sqlite")
+
 
 class Base(DeclarativeBase):
     pass
@@ -203,7 +207,7 @@ class AuditEventRow(Base):
 
     __tablename__ = "audit_events"
     __table_args__ = (Index("ix_audit_entity", "entity_id"),)
-    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    id: Mapped[int] = mapped_column(BigSerial, primary_key=True, autoincrement=True)
     at_s: Mapped[int] = mapped_column(BigInteger)
     actor: Mapped[str] = mapped_column(String(128))
     action: Mapped[str] = mapped_column(String(64))
@@ -257,7 +261,7 @@ class ForecastIssueRow(Base):
 
     __tablename__ = "forecast_issues"
     __table_args__ = (Index("ix_forecast_issues_series_time", "series_id", "issued_at_s"),)
-    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    id: Mapped[int] = mapped_column(BigSerial, primary_key=True, autoincrement=True)
     series_id: Mapped[str] = mapped_column(String(64))
     model: Mapped[str] = mapped_column(String(128))
     issued_at_s: Mapped[int] = mapped_column(BigInteger)
@@ -287,7 +291,7 @@ class BudgetCommitmentRow(Base):
 
     __tablename__ = "budget_commitments"
     __table_args__ = (Index("ix_budget_commitments_team_end", "team_id", "end_s"),)
-    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    id: Mapped[int] = mapped_column(BigSerial, primary_key=True, autoincrement=True)
     team_id: Mapped[str] = mapped_column(ForeignKey("teams.id"))
     created_at_s: Mapped[int] = mapped_column(BigInteger)
     start_s: Mapped[int] = mapped_column(BigInteger)
