@@ -58,11 +58,10 @@ class _BrokenBlocks:
         raise RuntimeError("DescribeCapacityBlockOfferings answered nonsense")
 
 
-@pytest.mark.xfail(strict=True, reason="the provider and Capacity Block stages fail the whole pass")
 def test_a_failing_provider_stage_or_capacity_blocks_stage_is_reported_and_the_pass_goes_on(
     database: Database, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Review, the defect: ``Reconciler.run_once`` called ``ReservationService.reconcile`` and
+    """Review (fixed), the defect: ``Reconciler.run_once`` called ``ReservationService.reconcile`` and
     ``CapacityBlockService.reconcile`` bare: either raising (a provider answer the adapter cannot read, a database
     error of its own) ended the whole pass, so no SKU was forecast or planned and no placement re-evaluated, at every
     pass, for as long as that one step failed. Each SKU and cluster already failed alone; now these two steps do
@@ -88,10 +87,9 @@ def test_a_failing_provider_stage_or_capacity_blocks_stage_is_reported_and_the_p
     assert len(recorded) == 1 and "error" in recorded[0]["provider"]
 
 
-@pytest.mark.xfail(strict=True, reason="one statement timeout per SKU when the store blocks every SKU")
 @pytest.mark.postgres
 def test_a_store_that_blocks_every_sku_stops_the_pass_after_a_few_timeouts(pg_database: Database) -> None:
-    """Review, the defect: a lock that blocks every SKU's write (here the SHARE lock an index build on
+    """Review (fixed), the defect: a lock that blocks every SKU's write (here the SHARE lock an index build on
     ``reservations`` holds, or an admin's ``LOCK TABLE`` left open) cost one statement timeout per SKU-region: the pass
     waited ``N x db_statement_timeout_s`` (minutes to hours on a real catalog, 30 s each) before reporting the same
     error N times. Now the pass notices the store is blocked (two SKU steps in a row failing on the store's

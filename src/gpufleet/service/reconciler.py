@@ -36,9 +36,14 @@ The background cadence (``gpufleet serve``, ``gpufleet reconcile``) runs a pass 
    the moves that would free whole nodes, recorded, not applied (no node actuator is wired to the store).
 
 Each pass is one audit event ``reconciler.pass`` naming the process that ran it (``host:pid``) with what each
-stage decided. A failing SKU (or cluster) is reported with its reason and does not stop the others, whatever it
-failed on: a refused proposal, or a database error of its own (a row another session holds locked past the statement
-timeout); the pass is recorded, so the next one waits for its period instead of re-running every SKU at each poll.
+stage decided. A failing step (a SKU, a SKU-region, a cluster, the provider stage, the Capacity Block purchases) is
+reported with its reason (``error``) and does not stop the others, whatever it failed on: a refused proposal, a
+provider answer the adapter cannot read, or a database error of its own (a row another session holds locked past the
+statement timeout); the pass is recorded, so the next one waits for its period instead of re-running every SKU at
+each poll. A store that blocks every step (a lock over a whole table: an index build, an admin's ``LOCK TABLE``; the
+connection lost) is noticed after ``BLOCKED_AFTER`` steps in a row fail on its availability: the pass stops there
+(``stopped``: ``store blocked: ...``), names the remaining SKUs and clusters as ``skipped`` instead of waiting a
+statement timeout for each, and is recorded (``gpufleet reconcile --once`` re-runs it once the store answers).
 
 A pass is long (every SKU forecast and planned) and the lead can be lost during it (the leader's lock session
 killed or cut, :mod:`gpufleet.service.leader`). Before each SKU-region's proposals and before recording itself, the
@@ -78,6 +83,10 @@ log = logging.getLogger("gpufleet.reconciler")
 
 DAY_S = 86_400
 RECONCILER = Actor("reconciler", Role.ML_PLATFORM_ADMIN, None)
+# steps in a row (SKUs, SKU-regions, clusters, the provider stages) failing on the store's availability (a statement
+# timeout: a lock held over every SKU's rows; the connection lost) after which the pass stops instead of waiting a
+# statement timeout for each of the rest
+BLOCKED_AFTER = 2
 
 
 def failure_reason(exc: Exception) -> str:
@@ -103,12 +112,16 @@ class ReconcilePass:
 
     at_s: int
     process: str
-    provider: dict[str, list[Any]] = field(default_factory=dict)
-    capacity_blocks: dict[str, list[str]] | None = None  # None: no AWS provider, no Capacity Blocks
+    provider: dict[str, Any] = field(default_factory=dict)  # {"error": why} when the stage failed
+    capacity_blocks: dict[str, Any] | None = None  # None: no AWS provider, no Capacity Blocks
     forecasts: list[dict[str, Any]] = field(default_factory=list)
     proposals: list[dict[str, Any]] = field(default_factory=list)
     placements: list[dict[str, Any]] = field(default_factory=list)
-    stopped: str | None = None  # the pass lost the lead and stopped here (not recorded)
+    # the pass stopped here: it lost the lead (``lead_lost``: not recorded, the new leader runs its own), or the store
+    # is blocked (recorded, the rest named as skipped)
+    stopped: str | None = None
+    lead_lost: bool = False
+    store_failures: int = 0  # steps in a row the store failed to answer (statement timeout, connection lost)
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -173,32 +186,53 @@ class Reconciler:
         """One pass of every stage (blocking: database and provider I/O). Call it on the leader only."""
         now_s = self._clock.now_s()
         out = ReconcilePass(now_s, process_name())
-        r = self._reservations.reconcile()
-        out.provider = {"submitted": r.submitted, "activated": r.activated, "expired": r.expired,
-                        "cancelled": r.cancelled, "still_pending": r.still_pending, "errors": r.errors}  # fmt: skip
+        try:
+            r = self._reservations.reconcile()
+        except Exception as exc:  # this step's failure, reported; the other stages still run
+            out.provider = {"error": self._failed(out, exc)}
+        else:
+            self._answered(out)
+            out.provider = {"submitted": r.submitted, "activated": r.activated, "expired": r.expired,
+                            "cancelled": r.cancelled, "still_pending": r.still_pending, "errors": r.errors}  # fmt: skip
         if self._blocks is not None:
-            out.capacity_blocks = self._blocks.reconcile(RECONCILER)
+            try:
+                out.capacity_blocks = self._blocks.reconcile(RECONCILER)
+            except Exception as exc:  # as the provider stage
+                out.capacity_blocks = {"error": self._failed(out, exc)}
+            else:
+                self._answered(out)
         plans = self._procurement.plan_map(now_s // DAY_S * DAY_S)  # where each SKU is planned, on which use
         forecast_ok = set(plans.regions) - set(plans.measured)  # a SKU not used yet has no forecast to make
         for sku in plans.measured:
+            if out.stopped is not None:  # the store is blocked: the rest is named, not waited for
+                out.forecasts.append({"sku": sku, "skipped": out.stopped})
+                continue
             try:
                 fc = self._capacity.forecast(RECONCILER, sku_id=sku, days=self.forecast_days, loop=True)
             except Exception as exc:  # this SKU's failure, reported; the others still run
-                out.forecasts.append({"sku": sku, "error": failure_reason(exc)})
+                out.forecasts.append({"sku": sku, "error": self._failed(out, exc)})
                 continue
+            self._answered(out)
             forecast_ok.add(sku)
             out.forecasts.append({"sku": sku, "method": fc["method"], "history_days": fc["history_days"],
                                   "gap_units": fc["gap_units"]})  # fmt: skip
         for sku in sorted(forecast_ok):
+            if out.stopped is not None and not out.lead_lost:
+                out.proposals.append({"sku": sku, "region": None, "skipped": out.stopped, "created": []})
+                continue
             out.proposals.extend(self._plan_sku(sku, plans, out))
-            if out.stopped is not None:
+            if out.lead_lost:
                 return out
         for cluster in self._clusters():
+            if out.stopped is not None:
+                out.placements.append({"cluster": cluster, "skipped": out.stopped})
+                continue
             try:
                 rep = self._binpack.report(RECONCILER, cluster)
             except Exception as exc:  # e.g. removed since it was listed: reported, the others still run
-                out.placements.append({"cluster": cluster, "error": failure_reason(exc)})
+                out.placements.append({"cluster": cluster, "error": self._failed(out, exc)})
                 continue
+            self._answered(out)
             out.placements.append({"cluster": cluster, "fragmentation": rep["fragmentation"],
                                    "moves": len(rep["suggested_moves"]), "nodes_freed": rep["nodes_freed"],
                                    "fragmentation_after": rep["fragmentation_after"]})  # fmt: skip
@@ -212,15 +246,34 @@ class Reconciler:
         log.info("reconciler pass: %d SKUs forecast, %d reservations proposed", len(out.forecasts), created)
         return out
 
+    def _failed(self, out: ReconcilePass, exc: Exception) -> str:
+        """The reason of a step's failure (:func:`failure_reason`); the store's availability failures in a row are
+        counted, and at ``BLOCKED_AFTER`` of them the pass is stopped (``out.stopped``): the store is blocked."""
+        why = failure_reason(exc)
+        if unavailable_reason(exc) is None:
+            out.store_failures = 0
+            return why
+        out.store_failures += 1
+        if out.store_failures >= BLOCKED_AFTER and out.stopped is None:
+            out.stopped = f"store blocked: {out.store_failures} steps in a row failed on the database ({why})"
+            log.warning("reconciler pass stopped: %s; the rest of the pass is skipped", out.stopped)
+        return why
+
+    @staticmethod
+    def _answered(out: ReconcilePass) -> None:
+        """A step the store answered: the run of availability failures is broken."""
+        out.store_failures = 0
+
     def _lost_lead(self, out: ReconcilePass, where: str) -> bool:
         """True (and ``out.stopped`` set) when this process no longer leads: the pass must write nothing more."""
         if self._leads():
             return False
         out.stopped = f"lost the lead {where}"
+        out.lead_lost = True
         log.warning("reconciler pass stopped: %s (another process leads now)", out.stopped)
         return True
 
-    def _commit_into(self, entry: dict[str, Any], plan: PlanRegion) -> bool:
+    def _commit_into(self, entry: dict[str, Any], plan: PlanRegion, out: ReconcilePass) -> bool:
         """The loop's procurement stage for the entry's SKU and region on the use ``plan`` reads
         (``ProcurementService.commit``, which assembles the loop for the plan), its answer written into the entry,
         or its error; True when it ran."""
@@ -230,8 +283,9 @@ class Reconciler:
                 plan=plan,
             )  # fmt: skip
         except Exception as exc:  # this SKU-region's failure, reported; the others still run
-            entry["error"] = failure_reason(exc)
+            entry["error"] = self._failed(out, exc)
             return False
+        self._answered(out)
         entry.update(created=[c["reservation_id"] for c in got["created"]], procurer=got["procurer"],
                      context=got["context"], proposed=got["proposals"],
                      secondary_base=got["secondary_base"])  # fmt: skip
@@ -254,7 +308,11 @@ class Reconciler:
             if self._lost_lead(out, f"before planning {sku} in {plan.region}"):
                 break
             entry = {"sku": sku, "region": plan.region, "region_reason": plan.reason, "created": []}
-            failed = not self._commit_into(entry, plan)
+            if out.stopped is not None:  # the store is blocked: named, not waited for
+                entry["skipped"] = out.stopped
+                entries.append(entry)
+                continue
+            failed = not self._commit_into(entry, plan, out)
             # the runs this entry was to read when its plan failed (e.g. its reserved pool was removed since), and
             # on the main entry those of regions no plan reads
             not_read = [rid for rid, r in plans.runs.get(sku, []) if failed and r == plan.region]
