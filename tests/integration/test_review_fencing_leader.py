@@ -46,10 +46,9 @@ def _process(db: Database, now_s: int) -> Services:
                                    db_statement_timeout_s=5), clock=FixedClock(now_s))  # fmt: skip
 
 
-@pytest.mark.xfail(strict=True, reason="no fencing: a stale leader's stuck write commits")
 @pytest.mark.postgres
 def test_a_leader_stuck_inside_a_write_does_not_commit_after_another_took_the_lead(pg_database: Database) -> None:
-    """Review, the defect: the pass confirmed the lead before each SKU-region (``Reconciler._lost_lead``) but
+    """Review (fixed), the defect: the pass confirmed the lead before each SKU-region (``Reconciler._lost_lead``) but
     not inside the write: a leader whose order transaction stalled after that check (here: stuck right after the
     order's INSERT) went on to commit after its lock session was killed and a second process had taken the lead and
     run its own pass (a day later by its clock, so its order has another key). Both orders landed: two leaders'

@@ -25,6 +25,7 @@ from gpufleet.api.schemas import Problem
 from gpufleet.service.bootstrap import Services, build_services
 from gpufleet.service.leader import SoleLeader, submit_approved
 from gpufleet.service.settings import Settings
+from gpufleet.service.uow import FencedOut, fenced
 
 log = logging.getLogger("gpufleet.api")
 
@@ -50,14 +51,21 @@ class _LeaderLoop:
             return
         now_s = time.monotonic()
         interval_s = s.settings.reconcile_interval_s
-        if not self._leading or (interval_s > 0 and now_s - self._last_full_s >= interval_s):
-            self._leading = True
-            self._last_full_s = now_s
-            report = s.reservations.reconcile()
-            if report.submitted or report.activated or report.expired or report.still_pending or report.errors:
-                log.info("reconcile: %s", report)
-        else:
-            submit_approved(s.engine, s.reservations)
+        try:
+            with fenced(s.leader.epoch()):  # its writes commit only while this process's lead holds (service/uow.py)
+                if not self._leading or (interval_s > 0 and now_s - self._last_full_s >= interval_s):
+                    self._leading = True
+                    self._last_full_s = now_s
+                    report = s.reservations.reconcile()
+                    if report.submitted or report.activated or report.expired or report.still_pending or report.errors:
+                        log.info("reconcile: %s", report)
+                else:
+                    submit_approved(s.engine, s.reservations)
+        except FencedOut as exc:  # another process leads now: this one's write rolled back; the next poll re-checks
+            log.warning("leader pass stopped: %s", exc)
+            self._leading = False
+            self._leading_since_s = None
+            return
         if self._leading_since_s is None:
             self._leading_since_s = s.clock.now_s()
         plan_s = s.settings.plan_interval_s

@@ -141,6 +141,7 @@ def build_services(
         binpack=binpack,
         capacity_blocks=cloud.get("capacity_blocks"),
         leads=leader.refresh,
+        epoch=leader.epoch,
     )
     return Services(
         settings=settings,

@@ -12,6 +12,13 @@ Contract: :meth:`is_leader` is cheap (cached, re-checked at most every ``poll_s`
 conditional update to record the order), so a stale leader overlapping its successor for one poll interval
 can at worst send the same key twice, which the provider deduplicates. The lock removes the duplicated work
 and the races, not the safety net.
+
+Fencing: the lock alone cannot stop a write already under way (a leader stuck on a row lock or paused inside a
+transaction commits whenever it resumes, whoever leads by then). Each process that takes the lock bumps the store's
+fencing epoch (``leader_fence``, migration 0015) on its lock session and keeps the value (:meth:`Leadership.epoch`);
+the reconciler's writes check it in their own transaction before committing (``fenced``, service/uow.py), so a
+stale leader's write rolls back instead of landing beside its successor's. Taking the lead fails (and is retried at
+the next poll) when the bump cannot be made within the statement timeout.
 """
 
 from __future__ import annotations
@@ -44,6 +51,10 @@ LOCK_NAME = "gpufleet-leader:"
 KEEPALIVE_IDLE_S = 10
 KEEPALIVE_INTERVAL_S = 5
 KEEPALIVE_COUNT = 3
+_BUMP_EPOCH = (
+    "INSERT INTO leader_fence (id, epoch, holder) VALUES (1, 1, :holder) ON CONFLICT (id) DO UPDATE "
+    "SET epoch = leader_fence.epoch + 1, holder = EXCLUDED.holder RETURNING epoch"
+)
 
 
 class Leadership(Protocol):
@@ -61,6 +72,11 @@ class Leadership(Protocol):
         """Give up the lead (if held) and release the session."""
         ...
 
+    def epoch(self) -> int | None:
+        """The fencing epoch this process took with its latest lead (kept once the lead is lost, so that a write
+        still under way is refused); None: no fencing (SQLite's sole process, a store without ``leader_fence``)."""
+        ...
+
 
 class SoleLeader:
     """The embedded default (SQLite, one process): this process always leads."""
@@ -72,6 +88,9 @@ class SoleLeader:
         return True
 
     def close(self) -> None:
+        return None
+
+    def epoch(self) -> int | None:
         return None
 
 
@@ -103,6 +122,7 @@ class AdvisoryLockLeader:
         self._clock_s = clock_s
         self._conn: Connection | None = None
         self._leader = False
+        self._epoch: int | None = None
         self._checked_at_s: float | None = None
         self._mutex = threading.Lock()
 
@@ -132,6 +152,8 @@ class AdvisoryLockLeader:
                 got = self._bounded(
                     conn, "SELECT pg_try_advisory_lock(hashtextextended(:name || current_schema(), 0))", name=LOCK_NAME
                 )
+                if got:  # a lead of its own: a new epoch, which fences out the writes of the previous leader
+                    self._epoch = self._take_epoch(conn)
                 self._leader = bool(got)
         except SQLAlchemyError as exc:  # the session is gone, and the lock with it
             log.warning("leader session lost: %s", type(exc).__name__)
@@ -140,6 +162,18 @@ class AdvisoryLockLeader:
         if self._leader != was:
             log.info("leadership %s", "acquired" if self._leader else "lost")
         return self._leader
+
+    def epoch(self) -> int | None:
+        return self._epoch
+
+    def _take_epoch(self, conn: Connection) -> int | None:
+        """Bump the store's fencing epoch (waits for a write that passed its check to commit: service/uow.py) and
+        return it; None on a store without ``leader_fence`` (not migrated: the service refuses it anyway)."""
+        if not self._bounded(conn, "SELECT to_regclass('leader_fence') IS NOT NULL"):
+            return None
+        epoch = int(self._bounded(conn, _BUMP_EPOCH, holder=leader_application_name()))
+        log.info("leader fencing epoch %d", epoch)
+        return epoch
 
     def close(self) -> None:
         got = self._mutex.acquire(timeout=self._wait_s)  # a refresh stuck on a silent database ends within this

@@ -49,7 +49,10 @@ A pass is long (every SKU forecast and planned) and the lead can be lost during 
 killed or cut, :mod:`gpufleet.service.leader`). Before each SKU-region's proposals and before recording itself, the
 pass confirms the lead (``leads``: the election's :meth:`~gpufleet.service.leader.Leadership.refresh`, one round
 trip); once it is lost the pass stops, writes nothing more and is not recorded (``stopped`` says where): the new
-leader runs its own.
+leader runs its own. A write already under way when the lead passes (stuck on a lock after that check) is fenced:
+every write of the pass re-checks the lead's fencing epoch in its own transaction before it commits
+(:func:`~gpufleet.service.uow.fenced`), rolls back when another process took the lead, and the pass stops there
+(``stopped``: ``fenced out: ...``, not recorded).
 """
 
 from __future__ import annotations
@@ -74,7 +77,7 @@ from gpufleet.service.clock import Clock
 from gpufleet.service.plan_regions import PlanMap
 from gpufleet.service.procurement import ProcurementService
 from gpufleet.service.reservations import ReservationService
-from gpufleet.service.uow import UnitOfWork
+from gpufleet.service.uow import FencedOut, UnitOfWork, fenced
 
 if TYPE_CHECKING:
     from gpufleet.service.capacity_blocks import CapacityBlockService
@@ -140,7 +143,9 @@ class Reconciler:
     """See the module docstring. ``within_days``: the hours ahead (x 24) the loop's forecaster forecasts for the
     procurer (the simulator forecasts its procurement period, 7 days by default); ``forecast_days``: the horizon
     of the recorded daily capacity forecast; ``leads``: whether this process still leads, asked before each write
-    stage (default: always, the sole process)."""
+    stage (default: always, the sole process); ``epoch``: the fencing epoch of this process's lead
+    (:meth:`~gpufleet.service.leader.Leadership.epoch`), which every write of the pass checks before it commits
+    (default None: not fenced)."""
 
     def __init__(
         self,
@@ -155,9 +160,11 @@ class Reconciler:
         forecast_days: int = 30,
         capacity_blocks: CapacityBlockService | None = None,
         leads: Callable[[], bool] = lambda: True,
+        epoch: Callable[[], int | None] = lambda: None,
     ) -> None:
         self._blocks = capacity_blocks
         self._leads = leads
+        self._epoch = epoch
         self._engine = engine
         self._clock = clock
         self._reservations = reservations
@@ -186,6 +193,15 @@ class Reconciler:
         """One pass of every stage (blocking: database and provider I/O). Call it on the leader only."""
         now_s = self._clock.now_s()
         out = ReconcilePass(now_s, process_name())
+        try:
+            with fenced(self._epoch()):  # every write of the pass commits only while this process's epoch holds
+                self._run(out, now_s)
+        except FencedOut as exc:
+            out.stopped, out.lead_lost = f"fenced out: {exc}", True
+            log.warning("reconciler pass stopped: %s (its write rolled back)", out.stopped)
+        return out
+
+    def _run(self, out: ReconcilePass, now_s: int) -> None:
         try:
             r = self._reservations.reconcile()
         except Exception as exc:  # this step's failure, reported; the other stages still run
@@ -222,7 +238,7 @@ class Reconciler:
                 continue
             out.proposals.extend(self._plan_sku(sku, plans, out))
             if out.lead_lost:
-                return out
+                return
         for cluster in self._clusters():
             if out.stopped is not None:
                 out.placements.append({"cluster": cluster, "skipped": out.stopped})
@@ -237,18 +253,19 @@ class Reconciler:
                                    "moves": len(rep["suggested_moves"]), "nodes_freed": rep["nodes_freed"],
                                    "fragmentation_after": rep["fragmentation_after"]})  # fmt: skip
         if self._lost_lead(out, "before recording the pass"):
-            return out
+            return
         with UnitOfWork(self._engine, write=True) as uow:
             uow.audit(at_s=now_s, actor=RECONCILER.user_id, action="reconciler.pass", entity="reconciler",
                       entity_id=out.process, detail=out.as_dict())  # fmt: skip
             uow.commit()
         created = sum(len(p["created"]) for p in out.proposals)
         log.info("reconciler pass: %d SKUs forecast, %d reservations proposed", len(out.forecasts), created)
-        return out
 
     def _failed(self, out: ReconcilePass, exc: Exception) -> str:
         """The reason of a step's failure (:func:`failure_reason`); the store's availability failures in a row are
         counted, and at ``BLOCKED_AFTER`` of them the pass is stopped (``out.stopped``): the store is blocked."""
+        if isinstance(exc, FencedOut):  # not this step's failure: the pass has no lead left to write under
+            raise exc
         why = failure_reason(exc)
         if unavailable_reason(exc) is None:
             out.store_failures = 0

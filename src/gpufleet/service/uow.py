@@ -6,26 +6,54 @@ serialized); ``write=False`` a read. Leaving a write block without :meth:`commit
 other writers, so it is a no-op there. ``insert(model)`` is the dialect's INSERT, whose ``on_conflict_do_update``
 makes "set or replace" one statement that concurrent first writers cannot both fail. ``serialize(names)`` takes a
 transaction-scoped advisory lock per name on PostgreSQL (SQLite: a no-op, writers are serialized already).
+
+Fencing (PostgreSQL): inside ``with fenced(epoch)`` (the leader's reconciler pass, service/reconciler.py) every write
+unit of work re-reads the leader's fencing epoch (``leader_fence``, bumped by each process that takes the lead:
+service/leader.py) ``FOR SHARE`` just before it commits, and rolls back with :class:`FencedOut` when it is no longer
+``epoch``. The share lock is held to the commit, so a new leader's bump waits for a write that passed the check:
+either the stale leader's write commits before the new leader's epoch exists (and the new leader, which reads after
+its bump, sees it), or it sees the new epoch and rolls back. A leader stuck on a lock inside a write can no longer
+commit after another process took the lead and decided without it.
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
+from contextvars import ContextVar
 from types import TracebackType
 from typing import Any, TypeVar
 
-from sqlalchemy import Engine, Select, text, update
+from sqlalchemy import Engine, Select, select, text, update
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.orm import Session
 
 from gpufleet.adapters.sql.engine import writer
-from gpufleet.adapters.sql.models import AuditEventRow
+from gpufleet.adapters.sql.models import AuditEventRow, LeaderFenceRow
 from gpufleet.domain.errors import ConflictError
 
 SelectT = TypeVar("SelectT", bound=Select[Any])
+
+# the fencing epoch the write units of work of this thread (context) check before committing; None: not fenced
+_FENCE: ContextVar[int | None] = ContextVar("gpufleet_fence", default=None)
+
+
+class FencedOut(Exception):
+    """A fenced write found a newer leader's epoch in the store: this process no longer leads; rolled back."""
+
+
+@contextlib.contextmanager
+def fenced(epoch: int | None) -> Iterator[None]:
+    """Every write :class:`UnitOfWork` opened inside commits only while the store's fencing epoch is ``epoch``
+    (PostgreSQL; None: no check, e.g. SQLite's sole process)."""
+    token = _FENCE.set(epoch)
+    try:
+        yield
+    finally:
+        _FENCE.reset(token)
 
 
 def _lock_key(name: str) -> int:
@@ -37,6 +65,7 @@ class UnitOfWork:
     def __init__(self, engine: Engine, *, write: bool) -> None:
         self._write = write
         self._postgres = engine.dialect.name == "postgresql"
+        self._fence = _FENCE.get() if write and self._postgres else None
         if write:
             self._engine = writer(engine)
         elif self._postgres:
@@ -65,7 +94,17 @@ class UnitOfWork:
             self.session.close()
 
     def commit(self) -> None:
+        if self._fence is not None:
+            self._check_fence(self._fence)
         self.session.commit()
+
+    def _check_fence(self, epoch: int) -> None:
+        """Roll back and raise :class:`FencedOut` unless the store's fencing epoch is still ``epoch`` (read FOR
+        SHARE: held to the commit that follows, so a new leader's bump waits for it)."""
+        now = self.session.scalar(select(LeaderFenceRow.epoch).where(LeaderFenceRow.id == 1).with_for_update(read=True))
+        if now != epoch:
+            self.session.rollback()
+            raise FencedOut(f"this process led at fencing epoch {epoch}, the store is at {now}: another process leads")
 
     def lock(self, stmt: SelectT, *, key_share: bool = False) -> SelectT:
         """``FOR UPDATE`` (``key_share``: ``FOR KEY SHARE``, which only keeps the rows from being deleted or their

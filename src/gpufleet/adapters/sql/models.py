@@ -216,6 +216,16 @@ class AuditEventRow(Base):
     detail_json: Mapped[str] = mapped_column(Text, default="{}")
 
 
+class LeaderFenceRow(Base):
+    """The leader's fencing epoch (migration 0015): one row, ``id`` 1, bumped by each process that takes the leader
+    lock (service/leader.py); the leader's write transactions check it before they commit (service/uow.py)."""
+
+    __tablename__ = "leader_fence"
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=False)
+    epoch: Mapped[int] = mapped_column(BigInteger)
+    holder: Mapped[str] = mapped_column(String(200))
+
+
 class ApiTokenRow(Base):
     __tablename__ = "api_tokens"
     id: Mapped[str] = mapped_column(String(64), primary_key=True)
