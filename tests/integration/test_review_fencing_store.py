@@ -58,10 +58,9 @@ def _nodes(engine: Engine) -> int:
         return int(s.scalar(select(func.count()).select_from(NodeRow)) or 0)
 
 
-@pytest.mark.xfail(strict=True, reason="the store link writes into a store at any revision")
 @pytest.mark.parametrize("revision", [OLD, NEWER])
 def test_the_controllers_store_link_checks_the_revision_once_the_store_answers(tmp_path: Path, revision: str) -> None:
-    """Review, the defect: ``gpufleet controller --db`` checks the store's revision at start only when the
+    """Review (fixed), the defect: ``gpufleet controller --db`` checks the store's revision at start only when the
     store answers then (cmd_controller.py: a store that is down is a warning, and binding starts). Its inventory sync,
     NodePool limits and usage meter (store_link.py, the ingest sink) then wrote into whatever answered later, at any
     revision: here the store is down at the first sync and comes back at an older revision (a restored backup) or
@@ -86,9 +85,8 @@ def test_the_controllers_store_link_checks_the_revision_once_the_store_answers(t
         link.stop()
 
 
-@pytest.mark.xfail(strict=True, reason="the usage sink writes into a store at any revision")
 def test_the_controllers_usage_sink_refuses_a_store_at_another_revision(tmp_path: Path) -> None:
-    """Review, the same defect on the meter's sink (``_usage_sink``, the ingest use case on its own engine):
+    """Review (fixed), the same defect on the meter's sink (``_usage_sink``, the ingest use case on its own engine):
     it wrote the metered hours into a store at a revision this gpufleet does not ship. Now it checks the revision
     the first time it writes and again after any failure, and refuses (the meter keeps the hours it could not
     write, usage.py)."""

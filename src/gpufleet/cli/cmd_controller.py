@@ -332,15 +332,29 @@ def register(app: typer.Typer) -> None:
 
 def _usage_sink(db: str) -> Callable[[Sequence[dict[str, object]]], tuple[int, list[str]]]:
     """The controller's usage records into the store through the ingest use case (its checks, its idempotent
-    upsert, its audit event), as the principal ``controller`` (an ML-platform admin)."""
+    upsert, its audit event), as the principal ``controller`` (an ML-platform admin); the store's schema revision
+    checked before the first write and again after a failed one (``RevisionGate``: the store may come back at
+    another revision), a mismatch refused (DatabaseNotMigrated; the meter keeps the hours)."""
     from gpufleet.adapters.sql.engine import make_engine
+    from gpufleet.adapters.sql.migrate import RevisionGate
     from gpufleet.service.auth import Actor, Role
     from gpufleet.service.clock import SystemClock
     from gpufleet.service.ingest import IngestService
 
-    ingest = IngestService(make_engine(db), SystemClock())
+    engine = make_engine(db)
+    gate = RevisionGate(engine)
+    ingest = IngestService(engine, SystemClock())
     actor = Actor("controller", Role.ML_PLATFORM_ADMIN, None)
-    return lambda records: ingest.ingest_leaving_out(actor, records)
+
+    def sink(records: Sequence[dict[str, object]]) -> tuple[int, list[str]]:
+        gate.check()
+        try:
+            return ingest.ingest_leaving_out(actor, records)
+        except Exception:
+            gate.reset()  # the store failed: check its revision again before the next write
+            raise
+
+    return sink
 
 
 def sku_pairs(items: Sequence[str] | None) -> dict[str, str]:

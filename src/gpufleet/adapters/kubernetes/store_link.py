@@ -8,6 +8,12 @@ work to a :class:`SideWorker`: at most one job of each kind waiting or running, 
 last one still hangs is not queued twice. A job that fails is recorded in the controller's audit (``inventory_sync``
 or ``usage_metered``, outcome ``failed``, with the error) and the next cadence tries again; the meter keeps the hours
 it could not write (``usage.py``: :class:`MeterLoop`).
+
+The store's schema revision is checked (``RevisionGate``, adapters/sql/migrate.py) before the link's first use of
+the store and again after each failed job: a controller started while the store was down, or one whose store went
+away and came back (restored from an older backup, upgraded by a newer release), refuses to touch a store at another
+revision than the one it ships (the job fails, recorded with the revision and the command that fixes it) instead of
+writing into it.
 """
 
 from __future__ import annotations
@@ -22,6 +28,7 @@ from gpufleet.adapters.kubernetes.cadence import due
 from gpufleet.adapters.kubernetes.node_limits import LimitChange, apply_limits, limit_changes, store_capacity
 from gpufleet.adapters.kubernetes.side_worker import SideWorker
 from gpufleet.adapters.kubernetes.usage import HourWritten, MeterLoop, UsageSink, store_pools
+from gpufleet.adapters.sql.migrate import RevisionGate
 from gpufleet.control.observation import Observation, ObservedNodePool
 from gpufleet.cost.telemetry import TelemetryBatch
 from gpufleet.domain.errors import ValidationError
@@ -58,6 +65,7 @@ class StoreLink:
         self._node_pools = node_pools  # the NodePools whose limits follow the store (their selector's)
         self._next_limits_s = 0.0
         self._engine: Engine | None = None
+        self._gate: RevisionGate | None = None
         self.metering: MeterLoop | None = None
         if meter_every_s > 0:
             if usage_sink is None:
@@ -73,9 +81,17 @@ class StoreLink:
             self._engine = make_engine(self.store_url)
         return self._engine
 
+    def store(self) -> Engine:
+        """The engine, once the store's schema revision is the one this gpufleet ships (checked at the first use
+        and after each failed job: DatabaseNotMigrated / DatabaseUnavailable otherwise)."""
+        if self._gate is None:
+            self._gate = RevisionGate(self.engine())
+        self._gate.check()
+        return self.engine()
+
     def pools(self) -> tuple[list[str], dict[tuple[str, str, str], str]]:
         """The store's SKU ids and pools (what the meter names its records' pools from)."""
-        with Session(self.engine()) as s:
+        with Session(self.store()) as s:
             return store_pools(s)
 
     def tick(self, now_s: float, observe: Callable[[], Observation]) -> None:
@@ -95,7 +111,7 @@ class StoreLink:
         """The cluster's inventory into the store now (adapters/kubernetes/inventory.py), one audit record."""
         from gpufleet.adapters.kubernetes.inventory import sync_inventory
 
-        r = sync_inventory(self.engine(), self.cluster, obs, sku_map=self.sku_map, now_s=int(now_s))
+        r = sync_inventory(self.store(), self.cluster, obs, sku_map=self.sku_map, now_s=int(now_s))
         self.act.record("inventory_sync", self.cluster, "cadence", "applied", nodes=r.nodes_written,
                         deleted=r.nodes_deleted, pods=r.pods_allocated)  # fmt: skip
         self.syncs += 1
@@ -106,7 +122,7 @@ class StoreLink:
         alone."""
         assert self._node_pools is not None
         node_pools = self._node_pools()
-        with Session(self.engine()) as s:
+        with Session(self.store()) as s:
             cap = store_capacity(s, self.cluster, now_s)
         changes, skipped = limit_changes(node_pools, cap, self.sku_map)
         apply_limits(self.act, changes)
@@ -127,6 +143,8 @@ class StoreLink:
                             refused=len(h.refused))  # fmt: skip
 
     def _failed(self, kind: str, exc: BaseException) -> None:
+        if self._gate is not None:
+            self._gate.reset()  # the store failed: check its revision again when it answers
         self.act.record(kind, self.cluster, "store_unavailable", "failed", error=f"{type(exc).__name__}: {exc}"[:500])
 
     def stop(self, timeout_s: float = 5.0) -> bool:

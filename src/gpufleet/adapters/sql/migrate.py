@@ -167,3 +167,23 @@ def ensure_migrated(engine: Engine, *, safe_url: str) -> None:
             f"database {safe_url} {state} but this gpufleet needs revision {need}; "
             f"run: gpufleet db upgrade --db '{safe_url}'"
         )
+
+
+class RevisionGate:
+    """For a process that writes into a store it could not check at start (``gpufleet controller``, started while
+    the store was down): :meth:`check` runs :func:`ensure_migrated` the first time and again after each
+    :meth:`reset` (call it when a use of the store failed: it may come back restored from an older backup, or
+    upgraded by a newer release), and raises :class:`DatabaseNotMigrated` (or :class:`DatabaseUnavailable`) instead
+    of letting the caller write into a schema it was not written for. Thread-safe enough: a race re-checks."""
+
+    def __init__(self, engine: Engine) -> None:
+        self._engine = engine
+        self._checked = False
+
+    def check(self) -> None:
+        if not self._checked:
+            ensure_migrated(self._engine, safe_url=safe_url(self._engine))
+            self._checked = True
+
+    def reset(self) -> None:
+        self._checked = False
