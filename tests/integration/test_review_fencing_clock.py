@@ -3,8 +3,6 @@
 
 from __future__ import annotations
 
-import pytest
-
 from gpufleet.service.bootstrap import build_services
 from gpufleet.service.clock import FixedClock
 from gpufleet.service.settings import Settings
@@ -14,9 +12,8 @@ from tests.integration.conftest import NOW_S, Database
 DAY = 86_400
 
 
-@pytest.mark.xfail(strict=True, reason="a pass recorded in the future stalls the cadence until the clock catches up")
 def test_a_pass_recorded_by_a_clock_far_ahead_does_not_stall_the_cadence(database: Database) -> None:
-    """Review, the defect: a leader whose clock ran a year ahead (a bad NTP answer, a VM restored with a wrong
+    """Review (fixed), the defect: a leader whose clock ran a year ahead (a bad NTP answer, a VM restored with a wrong
     RTC) recorded its ``reconciler.pass`` at that time. ``due`` took the latest recorded pass, so on every process
     with a correct clock ``now - last`` was negative: no planning pass for a year, silently (nothing fails, nothing is
     logged). Now a pass recorded after the reader's now is not taken as the last one: the cadence goes on from the

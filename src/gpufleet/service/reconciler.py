@@ -175,10 +175,15 @@ class Reconciler:
         self.forecast_days = forecast_days
 
     def last_pass_s(self) -> int | None:
-        """When the last pass (by any process) was recorded, by the service clock; None if never."""
+        """When the last pass (by any process) was recorded, by the service clock; None if never. A pass recorded
+        after this clock's now (by a process whose clock ran ahead) is not the last one: taken as such it would
+        stall the cadence of every process until their clocks caught up."""
+        now_s = self._clock.now_s()
         with UnitOfWork(self._engine, write=False) as uow:
             got = uow.session.scalar(
-                select(func.max(AuditEventRow.at_s)).where(AuditEventRow.action == "reconciler.pass")
+                select(func.max(AuditEventRow.at_s)).where(
+                    AuditEventRow.action == "reconciler.pass", AuditEventRow.at_s <= now_s
+                )
             )
         return None if got is None else int(got)
 
