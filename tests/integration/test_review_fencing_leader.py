@@ -5,19 +5,23 @@ must not commit: the new leader already decided without it."""
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from sqlalchemy import event, select
+from sqlalchemy import event, select, text
+from sqlalchemy.exc import DBAPIError
 from sqlalchemy.orm import Session
 
+from gpufleet.adapters.sql.engine import make_engine
 from gpufleet.adapters.sql.models import AuditEventRow, ReservationRow
 from gpufleet.service.auth import Actor, Role
 from gpufleet.service.bootstrap import Services, build_services
 from gpufleet.service.clock import FixedClock
 from gpufleet.service.settings import Settings
+from gpufleet.service.uow import UnitOfWork, fenced
 from tests.integration.conftest import NOW_S, Database, _make_database
 from tests.integration.test_review_reconcile_leader import _kill_lock_session
 
@@ -102,3 +106,45 @@ def test_a_leader_stuck_inside_a_write_does_not_commit_after_another_took_the_le
         for s in (a, b):
             s.leader.close()
             s.engine.dispose()
+
+
+@pytest.mark.postgres
+def test_a_leader_cut_off_between_its_fence_check_and_its_commit_does_not_hold_the_next_leader_off(
+    pg_database: Database,
+) -> None:
+    """Review (fixed, found with the fencing fix): the fence check holds a share lock on ``leader_fence`` until the
+    commit that follows, so a new leader's bump waits for a write that passed the check. A process cut off from the
+    database right there (a partition, a paused VM) leaves its transaction open on the server until the server's TCP
+    keepalive notices (two hours by default: the pool's connections set keepalives on the client side only), and no
+    process could take the lead meanwhile. Now the check also sets ``idle_in_transaction_session_timeout`` (the
+    statement timeout) for the rest of its transaction: the server ends the stalled session, the bump goes on, and
+    the stalled write never commits."""
+    engine = make_engine(pg_database.url, statement_timeout_s=1.0)
+    stall_s = 4.0
+    bumped: dict[str, float] = {}
+
+    def bump() -> None:
+        started = time.monotonic()
+        with pg_database.engine.begin() as c:  # what a new leader's bump does (statement timeout 30 s)
+            c.execute(text("UPDATE leader_fence SET epoch = epoch + 1 WHERE id = 1"))
+        bumped["after_s"] = time.monotonic() - started
+
+    def stall(session: Session) -> None:  # after the fence check, before the COMMIT reaches the server
+        t = threading.Thread(target=bump)
+        t.start()
+        time.sleep(stall_s)  # the process is cut off; the bump waits for its share lock...
+        t.join(30)
+
+    with pg_database.engine.connect() as c:
+        epoch = int(c.scalar(text("SELECT epoch FROM leader_fence WHERE id = 1")))
+    event.listen(Session, "before_commit", stall)
+    try:
+        with pytest.raises(DBAPIError), fenced(epoch), UnitOfWork(engine, write=True) as uow:
+            uow.audit(at_s=NOW_S, actor="stale", action="t.stalled", entity="t", entity_id="t")
+            uow.commit()
+    finally:
+        event.remove(Session, "before_commit", stall)
+        engine.dispose()
+    assert bumped["after_s"] < stall_s - 1, bumped  # ...only until the server ended the stalled session
+    with pg_database.engine.connect() as c:
+        assert c.scalar(text("SELECT count(*) FROM audit_events WHERE action = 't.stalled'")) == 0

@@ -26,12 +26,12 @@ from contextvars import ContextVar
 from types import TracebackType
 from typing import Any, TypeVar
 
-from sqlalchemy import Engine, Select, select, text, update
+from sqlalchemy import Engine, Select, func, select, text, update
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.orm import Session
 
-from gpufleet.adapters.sql.engine import writer
+from gpufleet.adapters.sql.engine import timeouts_of, writer
 from gpufleet.adapters.sql.models import AuditEventRow, LeaderFenceRow
 from gpufleet.domain.errors import ConflictError
 
@@ -66,6 +66,7 @@ class UnitOfWork:
         self._write = write
         self._postgres = engine.dialect.name == "postgresql"
         self._fence = _FENCE.get() if write and self._postgres else None
+        self._idle_ms = int(timeouts_of(engine)[1] * 1000)
         if write:
             self._engine = writer(engine)
         elif self._postgres:
@@ -100,11 +101,21 @@ class UnitOfWork:
 
     def _check_fence(self, epoch: int) -> None:
         """Roll back and raise :class:`FencedOut` unless the store's fencing epoch is still ``epoch`` (read FOR
-        SHARE: held to the commit that follows, so a new leader's bump waits for it)."""
-        now = self.session.scalar(select(LeaderFenceRow.epoch).where(LeaderFenceRow.id == 1).with_for_update(read=True))
-        if now != epoch:
+        SHARE: held to the commit that follows, so a new leader's bump waits for it). The same statement bounds how
+        long the transaction may then sit idle (``idle_in_transaction_session_timeout``, the statement timeout): a
+        process cut off between the check and its commit cannot hold every new leader's bump for the server's TCP
+        keepalive (hours); PostgreSQL ends its session and the share lock with it."""
+        now = self.session.execute(
+            select(
+                LeaderFenceRow.epoch, func.set_config("idle_in_transaction_session_timeout", str(self._idle_ms), True)
+            )
+            .where(LeaderFenceRow.id == 1)
+            .with_for_update(read=True)
+        ).first()
+        if now is None or now[0] != epoch:
             self.session.rollback()
-            raise FencedOut(f"this process led at fencing epoch {epoch}, the store is at {now}: another process leads")
+            got = None if now is None else now[0]
+            raise FencedOut(f"this process led at fencing epoch {epoch}, the store is at {got}: another process leads")
 
     def lock(self, stmt: SelectT, *, key_share: bool = False) -> SelectT:
         """``FOR UPDATE`` (``key_share``: ``FOR KEY SHARE``, which only keeps the rows from being deleted or their
