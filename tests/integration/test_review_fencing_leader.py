@@ -24,6 +24,7 @@ from gpufleet.service.settings import Settings
 from gpufleet.service.uow import UnitOfWork, fenced
 from tests.integration.conftest import NOW_S, Database, _make_database
 from tests.integration.test_review_reconcile_leader import _kill_lock_session
+from tests.integration.test_review_reconcile_pass import _records
 
 DAY = 86_400
 SKU = "h100_80gb"
@@ -32,16 +33,6 @@ SKU = "h100_80gb"
 @pytest.fixture
 def pg_database(tmp_path: Path, pg_reason: str | None) -> Iterator[Database]:
     yield from _make_database("postgres", tmp_path, pg_reason)
-
-
-def _records(start_s: int, days: int, gpus: float) -> list[dict[str, Any]]:
-    return [
-        {"source": "dcgm", "bucket_start_s": start_s + d * DAY + h * 3600, "bucket_s": 3600, "workload_id": "wl-f",
-         "team_id": "team-f", "sku_id": SKU, "pool_id": f"aws/us-east-1/{SKU}/on_demand", "gpus_allocated": gpus,
-         "gpu_util": 0.6}
-        for d in range(days)
-        for h in range(24)
-    ]  # fmt: skip
 
 
 def _process(db: Database, now_s: int) -> Services:
@@ -83,7 +74,7 @@ def test_a_leader_stuck_inside_a_write_does_not_commit_after_another_took_the_le
 
     try:
         admin = Actor("bob", Role.ML_PLATFORM_ADMIN, None)
-        b.ingest.ingest(admin, _records(NOW_S - 28 * DAY, 29, 24))  # up to B's day
+        b.ingest.ingest(admin, _records(SKU, NOW_S - 28 * DAY, 29, 24))  # up to B's day
         assert a.leader.refresh() and not b.leader.refresh()
         event.listen(Session, "after_flush", stall)
         try:

@@ -21,6 +21,7 @@ from gpufleet.service.clock import FixedClock
 from gpufleet.service.reconciler import Reconciler
 from gpufleet.service.settings import Settings
 from tests.integration.conftest import NOW_S, Database, _make_database
+from tests.integration.test_review_reconcile_pass import _records
 
 DAY = 86_400
 SKUS = ("a100_80gb", "h100_80gb", "h200_141gb", "l40s")  # planned in this order (sorted)
@@ -29,16 +30,6 @@ SKUS = ("a100_80gb", "h100_80gb", "h200_141gb", "l40s")  # planned in this order
 @pytest.fixture
 def pg_database(tmp_path: Path, pg_reason: str | None) -> Iterator[Database]:
     yield from _make_database("postgres", tmp_path, pg_reason)
-
-
-def _records(sku: str, start_s: int, days: int, gpus: float) -> list[dict[str, Any]]:
-    return [
-        {"source": "dcgm", "bucket_start_s": start_s + d * DAY + h * 3600, "bucket_s": 3600, "workload_id": f"wl-{sku}",
-         "team_id": "team-p", "sku_id": sku, "pool_id": f"aws/us-east-1/{sku}/on_demand", "gpus_allocated": gpus,
-         "gpu_util": 0.6}
-        for d in range(days)
-        for h in range(24)
-    ]  # fmt: skip
 
 
 def _services(db: Database, **kw: Any) -> Services:
