@@ -7,7 +7,10 @@ means the provider answered "no" (e.g. ``InsufficientInstanceCapacity``): nothin
 
 A provider whose orders have a lifecycle of their own (a real cloud) also implements :class:`ProviderLifecycle`:
 ``describe(order_ids)`` reports each order's state as the provider sees it, and the reconciler follows that
-state instead of the clock. The simulated provider does not, so its reservations follow the clock.
+state instead of the clock. The simulated provider does not, so its reservations follow the clock. ``describe`` is
+given gpufleet's own record of each order (:class:`OrderRecord`: the term's end, the provider operation still running
+when the order was submitted): the record decides what gpufleet does (when it ends an order the provider bills until
+deleted); the provider's own metadata (tags anyone may edit) is only cross-checked, a disagreement reported.
 """
 
 from __future__ import annotations
@@ -16,7 +19,7 @@ import hashlib
 import threading
 import time
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal, Protocol, runtime_checkable
 
@@ -37,14 +40,17 @@ class ProviderTimeout(GpufleetError):
 
 class ProviderRefused(GpufleetError):
     """The provider refused the order (nothing was bought). ``code`` is the provider's error code;
-    ``retryable``: the refusal is about the moment (no capacity now), not the order (a bad parameter)."""
+    ``retryable``: the refusal is about the moment (no capacity now), not the order (a bad parameter); ``blocked``: a
+    permission, a policy or an authentication on gpufleet's side refuses it (an operator fixes it: the order is held,
+    never cancelled for it, and tried again on each pass; implies ``retryable``)."""
 
     http_status = 502  # the API answers an upstream refusal as a bad gateway, with the provider's code
 
-    def __init__(self, code: str, message: str, *, retryable: bool = False) -> None:
+    def __init__(self, code: str, message: str, *, retryable: bool = False, blocked: bool = False) -> None:
         self.code = code
         self.message = message
-        self.retryable = retryable
+        self.retryable = retryable or blocked
+        self.blocked = blocked
         super().__init__(f"{code}: {message}")
 
 
@@ -66,6 +72,9 @@ class ProviderOrder:
     units: int
     term_months: int
     start_s: int
+    # the provider's operation still running when ``submit`` answered (GCP's zonal operation): its outcome is the
+    # order's until it ends (``describe`` is given it back through :class:`OrderRecord`)
+    operation_id: str | None = None
 
 
 class ProviderPort(Protocol):
@@ -74,24 +83,41 @@ class ProviderPort(Protocol):
     def find(self, key: str) -> ProviderOrder | None: ...
 
 
-LifecycleState = Literal["pending", "active", "expired", "cancelled"]
+LifecycleState = Literal["pending", "active", "expired", "cancelled", "failed"]
 
 
 @dataclass(frozen=True, slots=True)
 class OrderState:
     """An order's state at the provider: ``state`` is the lifecycle stage, ``provider_state`` the provider's own
-    word for it (e.g. EC2's ``payment-pending``), ``reason`` any explanation the provider gave."""
+    word for it (e.g. EC2's ``payment-pending``), ``reason`` any explanation the provider gave. ``failed``: the
+    order's operation failed after ``submit`` answered (nothing is held), ``refusal`` says why as a refusal at
+    submission would (about the moment, blocked, or of the order). ``warning``: what the provider's answer says
+    against gpufleet's record (reported, not obeyed)."""
 
     order_id: str
     state: LifecycleState
     provider_state: str
     reason: str = ""
+    refusal: ProviderRefused | None = None
+    warning: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class OrderRecord:
+    """gpufleet's own record of an order, given to ``describe``: when its term ends (the store's start + term), and
+    the provider operation still running when it was submitted (None: none)."""
+
+    end_s: int
+    operation_id: str | None = None
 
 
 @runtime_checkable
 class ProviderLifecycle(Protocol):
-    def describe(self, order_ids: Sequence[str]) -> dict[str, OrderState]:
-        """States of the given orders; an order the provider does not know is absent from the answer."""
+    def describe(
+        self, order_ids: Sequence[str], records: Mapping[str, OrderRecord] | None = None
+    ) -> dict[str, OrderState]:
+        """States of the given orders; an order the provider does not know is absent from the answer. ``records``:
+        gpufleet's record of each order (by order id), which decides over the provider's metadata."""
         ...
 
 

@@ -352,7 +352,15 @@ class RightsizingAccepted(BaseModel):
 
 # ---- reservations ------------------------------------------------------------------------------------------
 PublicStatus = Literal[
-    "draft", "pending_approval", "approved", "submitted_to_cloud", "active", "expired", "rejected", "cancelled"
+    "draft",
+    "pending_approval",
+    "approved",
+    "blocked",
+    "submitted_to_cloud",
+    "active",
+    "expired",
+    "rejected",
+    "cancelled",
 ]
 
 
@@ -401,6 +409,11 @@ class ReservationPublic(BaseModel):
     regions: list[ReservationRegion] = Field(default_factory=list, description="Units per region (all parts)")
     parts: list[str] = Field(default_factory=list, description="Reservation ids of a multi-region group's parts")
     part_of: str | None = Field(default=None, description="The group's head (approve and decide on it)")
+    status_reason: str | None = Field(
+        default=None,
+        description="The provider's reason for the status: the refusal a blocked reservation waits on (a permission "
+        "or policy to fix; it is tried on each pass), the code that cancelled it",
+    )
 
 
 class ReservationApprove(Strict):
@@ -426,7 +439,8 @@ class ReconcilePublic(BaseModel):
     activated: list[str]
     expired: list[str]
     cancelled: list[str] = []  # the provider reported the order cancelled or failed before it became active
-    errors: list[ReconcileError] = []  # approved ones left approved this pass, and why (a setting to fix, capacity)
+    errors: list[ReconcileError] = []  # approved ones left approved or blocked this pass, and why (a setting, capacity)
+    warnings: list[str] = []  # what a provider's answer says against gpufleet's record (an edited tag): not obeyed
 
 
 # ---- fleet ---------------------------------------------------------------------------------------------------

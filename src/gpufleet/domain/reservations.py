@@ -18,6 +18,7 @@ class ReservationStatus(StrEnum):
     DRAFT = "draft"
     PENDING_APPROVAL = "pending_approval"
     APPROVED = "approved"
+    BLOCKED = "blocked"
     SUBMITTED = "submitted"
     ACTIVE = "active"
     EXPIRED = "expired"
@@ -33,9 +34,12 @@ TRANSITIONS: dict[ReservationStatus, frozenset[ReservationStatus]] = {
     # approvers decide; under the spend threshold one approval suffices, above it two
     S.PENDING_APPROVAL: frozenset({S.APPROVED, S.REJECTED, S.CANCELLED}),
     # approved orders are sent to the provider (idempotently); still cancellable before submission
-    S.APPROVED: frozenset({S.SUBMITTED, S.CANCELLED}),
-    # the provider confirmed the order; capacity becomes usable after the lead time
-    S.SUBMITTED: frozenset({S.ACTIVE, S.CANCELLED}),
+    S.APPROVED: frozenset({S.SUBMITTED, S.BLOCKED, S.CANCELLED}),
+    # held: a permission or policy on our side refused the order; tried on each pass, resumed once it is fixed
+    S.BLOCKED: frozenset({S.SUBMITTED, S.APPROVED, S.CANCELLED}),
+    # the provider took the order (its operation may still run); capacity becomes usable after the lead time. An
+    # order whose operation then fails goes back to approved (about the moment: placed again) or blocked
+    S.SUBMITTED: frozenset({S.ACTIVE, S.APPROVED, S.BLOCKED, S.CANCELLED}),
     # a commitment runs for its term; it cannot be cancelled, only expire
     S.ACTIVE: frozenset({S.EXPIRED}),
     # terminal states

@@ -38,7 +38,7 @@ from gpufleet.service.utilization_reads import gpu_seconds_statement, per_period
 DAY_S = 86400
 HISTORY_DAYS = 56
 COMMITTED = (ReservationStatus.ACTIVE.value, ReservationStatus.SUBMITTED.value)
-PENDING = (ReservationStatus.APPROVED.value, ReservationStatus.PENDING_APPROVAL.value)
+PENDING = (ReservationStatus.APPROVED.value, ReservationStatus.BLOCKED.value, ReservationStatus.PENDING_APPROVAL.value)
 
 
 @lru_cache(maxsize=128)

@@ -25,14 +25,16 @@ def dry_run_startup(services: Services) -> int:
         raise ValueError("dry_run_startup needs the AWS provider in dry-run mode")
     with UnitOfWork(services.engine, write=False) as uow:
         rows = uow.session.scalars(
-            select(ReservationRow).where(ReservationRow.status.in_(["approved", "submitted", "active"]))
+            select(ReservationRow).where(ReservationRow.status.in_(["approved", "blocked", "submitted", "active"]))
         ).all()
         approved = [
             (r.idempotency_key, OrderRequest(r.sku_id, r.region_id, r.units, r.term_months, r.start_s))
             for r in rows
-            if r.status == "approved"
+            if r.status in ("approved", "blocked")
         ]
-        described = [str(r.provider_order_id) for r in rows if r.status != "approved" and r.provider_order_id]
+        described = [
+            str(r.provider_order_id) for r in rows if r.status in ("submitted", "active") and r.provider_order_id
+        ]
     for key, order in approved:
         services.provider.submit(key, order)
     if described and isinstance(services.provider, ProviderLifecycle):

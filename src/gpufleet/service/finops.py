@@ -354,7 +354,8 @@ class FinOpsService:
                 select(func.count()).select_from(RightsizingChangeRow).where(RightsizingChangeRow.status == "pending")
             )
         self.metrics.set_queue_length("reservations_pending_approval", int(counts.get("pending_approval", 0)))
-        self.metrics.set_queue_length("reservations_awaiting_submission", int(counts.get("approved", 0)))
+        waiting = int(counts.get("approved", 0)) + int(counts.get("blocked", 0))  # blocked: held by a permission
+        self.metrics.set_queue_length("reservations_awaiting_submission", waiting)
         self.metrics.set_queue_length("rightsizing_changes_pending", int(pending_changes or 0))
         data = self.snapshot()
         self.metrics.record_cost(data.result, self.meter.chargeback(data.result, data.allocations, "team", data.usage))

@@ -69,8 +69,8 @@ HOUR_S = 3600
 LOOKBACK_DAYS = 28
 HELD_STATUSES = tuple(
     s.value
-    for s in (ReservationStatus.PENDING_APPROVAL, ReservationStatus.APPROVED, ReservationStatus.SUBMITTED,
-              ReservationStatus.ACTIVE)
+    for s in (ReservationStatus.PENDING_APPROVAL, ReservationStatus.APPROVED, ReservationStatus.BLOCKED,
+              ReservationStatus.SUBMITTED, ReservationStatus.ACTIVE)
 )  # fmt: skip
 
 

@@ -214,7 +214,8 @@ class Reconciler:
         else:
             self._answered(out)
             out.provider = {"submitted": r.submitted, "activated": r.activated, "expired": r.expired,
-                            "cancelled": r.cancelled, "still_pending": r.still_pending, "errors": r.errors}  # fmt: skip
+                            "cancelled": r.cancelled, "still_pending": r.still_pending, "errors": r.errors,
+                            "warnings": r.warnings}  # fmt: skip
         if self._blocks is not None:
             try:
                 out.capacity_blocks = self._blocks.reconcile(RECONCILER)

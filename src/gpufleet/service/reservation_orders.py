@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from sqlalchemy import Engine, select
 
 from gpufleet.adapters.providers import (
+    OrderRecord,
     OrderRequest,
     OrderState,
     ProviderLifecycle,
@@ -35,6 +36,7 @@ from gpufleet.service.uow import UnitOfWork
 S = ReservationStatus
 log = logging.getLogger(__name__)
 START_PASSED = "start_passed"  # the code of the refusal gpufleet itself makes of an order whose start has passed
+WAITING = (S.APPROVED.value, S.BLOCKED.value)  # to be submitted: approved, or held by a permission or policy
 CrashHook = Callable[[str], None]
 
 
@@ -45,9 +47,11 @@ class ReconcileReport:
     activated: list[str] = field(default_factory=list)
     expired: list[str] = field(default_factory=list)
     cancelled: list[str] = field(default_factory=list)  # the provider reports the order cancelled or failed
-    # approved ones whose submission raised or was refused for the moment (left approved), and why: a permission the
-    # provider denies, no capacity now
+    # approved ones whose submission raised or was refused for the moment (left approved, or blocked), and why: a
+    # permission or a policy the provider enforces, no capacity now; and submitted ones whose operation failed so
     errors: list[dict[str, str]] = field(default_factory=list)
+    # what the provider's answers say against gpufleet's record (e.g. an edited end tag): reported, not obeyed
+    warnings: list[str] = field(default_factory=list)
 
 
 class ProviderOrders:
@@ -91,7 +95,7 @@ class ProviderOrders:
             row = uow.session.get(ReservationRow, reservation_id)
             if row is None:
                 raise NotFoundError("reservation", reservation_id)
-            if row.status != S.APPROVED.value:
+            if row.status not in WAITING:
                 return view_of(uow, row), None
             if self._may_submit is not None and not self._may_submit():  # a follower: the leader submits
                 return view_of(uow, row), None
@@ -118,10 +122,11 @@ class ProviderOrders:
                 )
             elif isinstance(order, ProviderRefused):
                 self._refused(uow, row, order, now_s, actor_id)
-            elif row.status == S.APPROVED.value:
+            elif row.status in WAITING:
                 res = domain_of(row)
                 res.transition(S.SUBMITTED, at_s=now_s, actor=actor_id, reason=f"provider order {order.order_id}")
-                persist_status(uow, row, res, now_s, actor_id, provider_order_id=order.order_id)
+                persist_status(uow, row, res, now_s, actor_id, provider_order_id=order.order_id,
+                               provider_operation_id=order.operation_id)  # fmt: skip
             view = view_of(uow, row)
             uow.commit()
             return view, order if isinstance(order, ProviderRefused) else None
@@ -154,12 +159,22 @@ class ProviderOrders:
         )
 
     def _refused(
-        self, uow: UnitOfWork, row: ReservationRow, refused: ProviderRefused, now_s: int, actor_id: str
+        self,
+        uow: UnitOfWork,
+        row: ReservationRow,
+        refused: ProviderRefused,
+        now_s: int,
+        actor_id: str,
+        *,
+        order_failed: bool = False,
     ) -> None:
-        """A refusal about the moment (no capacity now; a permission the provider denies, a setting to fix) leaves the
-        reservation approved for the reconciler's next pass; a refusal of the order itself cancels it. Either way the
-        provider's code is in the audit log."""
-        detail = {"code": refused.code, "message": refused.message[:300], "retryable": refused.retryable}
+        """A refusal about the moment (no capacity now) leaves the reservation approved for the reconciler's next pass;
+        one by a permission, a policy or an authentication on gpufleet's side (``blocked``) holds it as ``blocked``
+        with the provider's reason, tried on each pass until it is fixed; a refusal of the order itself cancels it.
+        Either way the provider's code is in the audit log. The same for a submitted order whose operation failed
+        (its order id is then cleared: the next submission places a new one under the same key)."""
+        detail = {"code": refused.code, "message": refused.message[:300], "retryable": refused.retryable,
+                  "blocked": refused.blocked}  # fmt: skip
         uow.audit(
             at_s=now_s,
             actor=actor_id,
@@ -168,27 +183,37 @@ class ProviderOrders:
             entity_id=row.id,
             detail=detail,
         )
-        if not refused.retryable and row.status == S.APPROVED.value:
-            res = domain_of(row)
-            why = f"provider refused: {refused.code}" if refused.code != START_PASSED else "start passed before submit"
-            res.transition(S.CANCELLED, at_s=now_s, actor=actor_id, reason=why)
-            persist_status(uow, row, res, now_s, actor_id)
+        status = S(row.status)
+        if status not in ((S.SUBMITTED,) if order_failed else (S.APPROVED, S.BLOCKED)):
+            return  # changed meanwhile (another process submitted it): this refusal is not its state
+        why = f"provider refused: {refused.code}" if refused.code != START_PASSED else "start passed before submit"
+        reason = f"{refused.code}: {refused.message}"[:500]
+        target = S.BLOCKED if refused.blocked else S.APPROVED if refused.retryable else S.CANCELLED
+        if target is status:
+            return  # still blocked (or approved): audited above, nothing to change
+        res = domain_of(row)
+        res.transition(target, at_s=now_s, actor=actor_id, reason=why)
+        persist_status(uow, row, res, now_s, actor_id, order_failed=order_failed,
+                       status_reason=None if target is S.APPROVED else reason)  # fmt: skip
 
     def reconcile(self, *, actor_id: str = "reconciler") -> ReconcileReport:
         """Bring the store in line with the provider (run at startup and periodically, or by an admin's request:
         ``actor_id`` names who asked, and the submissions the pass makes are audited under it).
 
-        approved -> submitted (finding or placing the order under the same key). Then, with a provider whose
+        approved / blocked -> submitted (finding or placing the order under the same key). Then, with a provider whose
         orders have a lifecycle of their own (:class:`ProviderLifecycle`, e.g. AWS), the provider's state decides
         and the clock does not: submitted -> active when it reports the order active, -> expired when expired,
-        -> cancelled when cancelled or failed; an active commitment the provider reports cancelled ends as
-        expired (the table allows no active -> cancelled). With the simulated provider, the clock decides:
-        submitted -> active once the start time has passed; active -> expired at the end of the term.
+        -> cancelled when cancelled; an active commitment the provider reports cancelled ends as expired (the table
+        allows no active -> cancelled). A submitted order whose operation failed after ``submit`` answered (GCP's
+        insert outliving ``op_wait_s``) is handled as that refusal at submission would be: back to approved (about the
+        moment: placed again by a later pass), blocked (a permission or policy), or cancelled with the provider's
+        code. With the simulated provider, the clock decides: submitted -> active once the start time has passed;
+        active -> expired at the end of the term.
         """
         report = ReconcileReport()
         with UnitOfWork(self._engine, write=False) as uow:
             approved = uow.session.scalars(
-                select(ReservationRow.id).where(ReservationRow.status == S.APPROVED.value).order_by(ReservationRow.id)
+                select(ReservationRow.id).where(ReservationRow.status.in_(WAITING)).order_by(ReservationRow.id)
             ).all()
         for rid in approved:
             try:
@@ -197,7 +222,7 @@ class ProviderOrders:
                 log.warning("reservation %s not submitted: %s", rid, exc)
                 report.errors.append({"reservation_id": rid, "error": str(exc)[:300]})
                 continue
-            if refused is not None and view.status is S.APPROVED:  # refused for the moment: say why it waits
+            if refused is not None and view.status in (S.APPROVED, S.BLOCKED):  # refused for now: say why it waits
                 log.warning("reservation %s not submitted: %s", rid, refused)
                 report.errors.append({"reservation_id": rid, "error": str(refused)[:300]})
             (report.submitted if view.status is S.SUBMITTED else report.still_pending).append(rid)
@@ -228,26 +253,30 @@ class ProviderOrders:
         return report
 
     def _follow_provider(self, provider: ProviderLifecycle, report: ReconcileReport) -> None:
-        """Describe the submitted and active orders (outside any transaction), then apply the states."""
+        """Describe the submitted and active orders (outside any transaction) with gpufleet's record of each (its
+        term's end, the operation still running when it was submitted), then apply the states."""
         with UnitOfWork(self._engine, write=False) as uow:
-            orders = {
-                rid: str(oid)
-                for rid, oid in uow.session.execute(
-                    select(ReservationRow.id, ReservationRow.provider_order_id).where(
-                        ReservationRow.status.in_([S.SUBMITTED.value, S.ACTIVE.value]),
-                        ReservationRow.provider_order_id.is_not(None),
-                    )
-                ).all()
-            }
+            rows = uow.session.execute(
+                select(ReservationRow.id, ReservationRow.provider_order_id, ReservationRow.start_s,
+                       ReservationRow.term_months, ReservationRow.provider_operation_id).where(
+                    ReservationRow.status.in_([S.SUBMITTED.value, S.ACTIVE.value]),
+                    ReservationRow.provider_order_id.is_not(None),
+                )
+            ).all()  # fmt: skip
+        orders = {rid: str(oid) for rid, oid, _, _, _ in rows}
+        records = {str(oid): OrderRecord(start_s + term_seconds(months), op) for _, oid, start_s, months, op in rows}
         if not orders:
             return
-        states = provider.describe(sorted(orders.values()))
+        states = provider.describe(sorted(orders.values()), records)
         now_s = self._clock.now_s()
         with UnitOfWork(self._engine, write=True) as uow:
             for rid in sorted(orders):
                 seen = states.get(orders[rid])
                 if seen is None:  # unknown to the provider (or another region): leave it, never guess
                     continue
+                if seen.warning:
+                    log.warning("reservation %s: %s", rid, seen.warning)
+                    report.warnings.append(f"{rid}: {seen.warning}"[:500])
                 row = lock_row(uow, rid)
                 if row.provider_order_id == orders[rid]:
                     self._apply_provider_state(uow, row, seen, now_s, report)
@@ -257,6 +286,15 @@ class ProviderOrders:
         self, uow: UnitOfWork, row: ReservationRow, seen: OrderState, now_s: int, report: ReconcileReport
     ) -> None:
         status = S(row.status)
+        if seen.state == "failed":
+            if status is S.SUBMITTED and seen.refusal is not None:  # its operation failed: as a refusal at submission
+                self._refused(uow, row, seen.refusal, now_s, "reconciler", order_failed=True)
+                after = S(row.status)
+                if after is S.CANCELLED:
+                    report.cancelled.append(row.id)
+                else:
+                    report.errors.append({"reservation_id": row.id, "error": str(seen.refusal)[:300]})
+            return
         why = f"provider state {seen.provider_state}"
         steps: list[tuple[ReservationStatus, list[str]]] = []
         if status is S.SUBMITTED and seen.state in ("active", "expired"):

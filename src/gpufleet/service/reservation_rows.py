@@ -51,6 +51,7 @@ class ReservationView:
     regions: tuple[tuple[str, int], ...] = ()  # (region, units) of every part; the head's view only
     parts: tuple[str, ...] = ()  # reservation ids of the group's parts (head first)
     request_fingerprint: str | None = None
+    status_reason: str | None = None  # the provider's why of the status (a blocked one's refusal), if it gave one
 
 
 def domain_of(row: ReservationRow) -> Reservation:
@@ -96,14 +97,25 @@ def persist_status(
     *,
     budget_code: str | None = None,
     provider_order_id: str | None = None,
+    provider_operation_id: str | None = None,
+    status_reason: str | None = None,
+    order_failed: bool = False,
 ) -> None:
-    """Write the status the domain gate accepted, only if nobody changed the row since we read it."""
+    """Write the status the domain gate accepted, only if nobody changed the row since we read it.
+
+    ``status_reason`` is the new status's (every change writes it: None clears the last one's); the provider
+    operation is written with the order and cleared by any other change; ``order_failed``: the provider's order is gone
+    (its operation failed), so its id is cleared for the next submission's."""
     change = res.history[-1]
     values: dict[str, object] = {"status": res.status.value}
+    if status_reason is not None or row.status_reason is not None:
+        values["status_reason"] = status_reason
     if budget_code is not None:
         values["budget_code"] = budget_code
-    if provider_order_id is not None:
+    if provider_order_id is not None or order_failed:
         values["provider_order_id"] = provider_order_id
+    if row.provider_operation_id is not None or provider_operation_id is not None:
+        values["provider_operation_id"] = provider_operation_id
     uow.update_versioned(ReservationRow, row, values, f"reservation {row.id}")
     uow.audit(
         at_s=now_s,
@@ -149,4 +161,5 @@ def view_of(uow: UnitOfWork, row: ReservationRow) -> ReservationView:
         regions=tuple((p.region_id, p.units) for p in parts),
         parts=tuple(p.id for p in parts),
         request_fingerprint=row.request_fingerprint,
+        status_reason=row.status_reason,
     )

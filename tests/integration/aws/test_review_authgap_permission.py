@@ -41,21 +41,22 @@ def test_review_a_permission_error_leaves_the_reservation_approved(
     """Review (fixed), the defect: ``errors.call`` maps every error but capacity to a non-retryable refusal, so
     ``UnauthorizedOperation`` on CreateCapacityReservation cancels the approved reservation for good: it has to be
     proposed and approved again after the IAM policy is fixed. Expected: a retryable refusal naming the permission,
-    the reservation left approved (audited, reported in the reconcile answer's errors), bought on the next pass
-    (now so)."""
+    the reservation held ``blocked`` (review(lifecycle): it was left approved; audited, reported in the reconcile
+    answer's errors), bought on the next pass (now so)."""
     server = aws_server(aws_max_attempts=1)
     with server.client("finops_admin", "fiona") as c:
         rid = c.post("/v1/reservations", json=ORDER).json()["reservation_id"]
     _deny(fake, "CreateCapacityReservation", code, message, http, monkeypatch)
     r = approve(server, rid, "finops_admin", "alice")
     assert r.status_code == 200, r.text
-    assert status(server, rid) == "approved", f"{code} cancelled an approved reservation"
+    assert status(server, rid) == "blocked", f"{code} did not hold the approved reservation"
     with server.client("viewer", "vic") as c:
         refused = c.get("/v1/audit", params={"entity_id": rid, "action": "reservation.submission_refused"}).json()
     assert refused[0]["detail"]["code"] == code and refused[0]["detail"]["retryable"] is True
+    assert refused[0]["detail"]["blocked"] is True
     assert "ec2:CreateCapacityReservation" in refused[0]["detail"]["message"], refused[0]["detail"]
     still = reconcile(server)
-    assert still["still_pending"] == [rid] and status(server, rid) == "approved"
+    assert still["still_pending"] == [rid] and status(server, rid) == "blocked"
     assert [e["reservation_id"] for e in still["errors"]] == [rid] and code in still["errors"][0]["error"], still
     monkeypatch.undo()  # the operator fixed the policy
     assert reconcile(server)["submitted"] == [rid]

@@ -12,7 +12,7 @@ import pytest
 from gpufleet.adapters.azure.quotas import AzureComputeQuotas
 from gpufleet.adapters.azure.reservations import AzureCapacityReservations
 from gpufleet.adapters.azure.session import ArmApi, AzureConfig
-from gpufleet.adapters.providers import OrderRequest, ProviderRefused
+from gpufleet.adapters.providers import OrderRecord, OrderRequest, ProviderRefused
 from gpufleet.adapters.resource_names import resource_name
 from gpufleet.domain.reservations import term_seconds
 from tests.integration.azure.fake_azure import FakeAzure
@@ -69,8 +69,10 @@ def test_an_order_is_one_group_and_one_reservation_followed_to_its_end(fake_azur
         "active",
         "Succeeded",
     )
-    clock.advance(term_seconds(1))  # the term is over: Azure would bill it on; gpufleet deletes it
-    assert port.describe([order.order_id])[order.order_id].state == "expired"
+    clock.advance(term_seconds(1))  # the term is over (gpufleet's record): Azure would bill it on; gpufleet deletes it
+    record = {order.order_id: OrderRecord(NOW + term_seconds(1))}
+    assert port.describe([order.order_id])[order.order_id].state == "active"  # no record: nothing is deleted
+    assert port.describe([order.order_id], record)[order.order_id].state == "expired"
     assert (
         fake_azure.calls["capacityReservations.delete"] == 1
         and fake_azure.calls["capacityReservationGroups.delete"] == 1
@@ -124,13 +126,14 @@ def test_a_live_future_reservation_inside_its_commitment_stays_active_until_azur
                    "properties": {"scheduleProfile": {"start": "2026-01-09"}}})  # fmt: skip
     fake_azure.set_reservation_state(name, name, "Live")
     clock.advance(10 * DAY)  # past its end, inside Azure's minimum commitment (30 days from the start)
-    held = port.describe([f"westus3/{name}"])[f"westus3/{name}"]
+    record = {f"westus3/{name}": OrderRecord(start + 2 * DAY)}  # gpufleet's record of the term (as the end tag)
+    held = port.describe([f"westus3/{name}"], record)[f"westus3/{name}"]
     assert (held.state, held.provider_state) == (
         "active",
         "Live",
     ) and "delete refused: OperationNotAllowed" in held.reason
     clock.advance(30 * DAY)
-    assert port.describe([f"westus3/{name}"])[f"westus3/{name}"].state == "expired"
+    assert port.describe([f"westus3/{name}"], record)[f"westus3/{name}"].state == "expired"
     assert fake_azure.calls["capacityReservations.delete"] == 2
 
 

@@ -10,6 +10,7 @@ from typing import Any
 import httpx
 import pytest
 
+from gpufleet.adapters.providers import OrderRecord
 from gpufleet.adapters.resource_names import resource_name
 from gpufleet.domain.reservations import term_seconds
 from tests.integration.azure.fake_azure import FakeAzure
@@ -51,23 +52,24 @@ def test_review_a_permission_error_leaves_the_reservation_approved(
 ) -> None:
     """Review (fixed), the defect: a 403 ``AuthorizationFailed`` / ``LinkedAuthorizationFailed`` on the PUT is a
     non-retryable refusal, so the approved reservation is cancelled for good: it has to be proposed and approved
-    again once the role is assigned. Expected: a retryable refusal naming the setting to check, the reservation left
-    approved (audited, reported in the reconcile answer's errors), bought on the next pass (now so)."""
+    again once the role is assigned. Expected: a retryable refusal naming the setting to check, the reservation held
+    ``blocked`` (review(lifecycle): it was left approved; audited, reported in the reconcile answer's errors), bought
+    on the next pass (now so)."""
     server = azure_server()
     _route(server, _Deny("PUT", code))
     with server.client("finops_admin", "fiona") as c:
         rid = c.post("/v1/reservations", json=ORDER).json()["reservation_id"]
     r = approve(server, rid, "finops_admin", "alice")
     assert r.status_code == 200, r.text
-    assert status(server, rid) == "approved", f"{code} cancelled an approved reservation"
+    assert status(server, rid) == "blocked", f"{code} did not hold the approved reservation"
     with server.client("viewer", "vic") as c:
         refused = c.get("/v1/audit", params={"entity_id": rid, "action": "reservation.submission_refused"}).json()
     detail = refused[0]["detail"]
-    assert detail["code"] == code and detail["retryable"] is True, detail
+    assert detail["code"] == code and detail["retryable"] is True and detail["blocked"] is True, detail
     denied = ACTION if code == "AuthorizationFailed" else "Microsoft.Compute/capacityReservationGroups/read"
     assert f"permission denied for {denied}" in detail["message"] and "azure_credentials" in detail["message"], detail
     still = reconcile(server)
-    assert still["still_pending"] == [rid] and status(server, rid) == "approved"
+    assert still["still_pending"] == [rid] and status(server, rid) == "blocked"
     assert [e["reservation_id"] for e in still["errors"]] == [rid] and code in still["errors"][0]["error"], still
     _route(server, None)  # the operator assigned the role
     assert reconcile(server)["submitted"] == [rid]
@@ -108,8 +110,9 @@ def test_review_a_permission_error_on_the_term_end_delete_keeps_the_order_active
     api._http = httpx.Client(
         base_url=api._http.base_url, timeout=api._http.timeout, transport=_Deny("DELETE", "AuthorizationFailed")
     )
-    held = port.describe([oid])[oid]
+    record = {oid: OrderRecord(order.start_s + term_seconds(order.term_months))}  # gpufleet's record of the term
+    held = port.describe([oid], record)[oid]
     assert (held.state, held.provider_state) == ("active", "Live") and "AuthorizationFailed" in held.reason, held
     assert fake_azure.reservation(name, name)
     api._http = httpx.Client(base_url=api._http.base_url, timeout=api._http.timeout)
-    assert port.describe([oid])[oid].state == "expired"
+    assert port.describe([oid], record)[oid].state == "expired"

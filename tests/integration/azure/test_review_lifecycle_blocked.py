@@ -6,7 +6,6 @@ from __future__ import annotations
 from typing import Any
 
 import httpx
-import pytest
 
 from tests.integration.azure.fake_azure import FakeAzure
 from tests.integration.conftest import LiveServer
@@ -33,9 +32,8 @@ def _route(server: LiveServer, transport: httpx.BaseTransport | None) -> None:
     api._http = httpx.Client(base_url=api._http.base_url, timeout=api._http.timeout, transport=transport)
 
 
-@pytest.mark.xfail(strict=True, reason="RequestDisallowedByPolicy is a non-retryable refusal: the order is cancelled")
 def test_review_a_policy_denial_holds_the_approved_reservation(azure_server: Any, fake_azure: FakeAzure) -> None:
-    """The defect: ``RequestDisallowedByPolicy`` is not among the permission codes, so the approved reservation is
+    """Review (fixed), the defect: ``RequestDisallowedByPolicy`` is not among the permission codes, so the approved reservation is
     cancelled for good. Expected: ``blocked`` with Azure's reason, submitted by the pass after the policy allows it."""
     server = azure_server()
     _route(server, _PolicyDeniesPuts())

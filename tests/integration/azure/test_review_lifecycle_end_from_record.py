@@ -8,8 +8,6 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
-import pytest
-
 from gpufleet.adapters.resource_names import resource_name
 from gpufleet.domain.reservations import term_seconds
 from tests.integration.azure.fake_azure import FakeAzure
@@ -38,9 +36,8 @@ def _at(server: LiveServer, fake: FakeAzure, now_s: int) -> None:
     fake.set_now(datetime.fromtimestamp(now_s, UTC))
 
 
-@pytest.mark.xfail(strict=True, reason="the end is read from the tags: an extended tag keeps the reservation billed")
 def test_review_an_extended_end_tag_does_not_keep_the_reservation(azure_server: Any, fake_azure: FakeAzure) -> None:
-    """The defect: someone moves ``gpufleet-end-s`` a year on (or strips the end, start and term tags): gpufleet
+    """Review (fixed), the defect: someone moves ``gpufleet-end-s`` a year on (or strips the end, start and term tags): gpufleet
     never deletes the reservation, Azure bills it on past its approved term. Expected: deleted at the term's end in
     gpufleet's record, the reservation expired, the tag's disagreement reported."""
     server, rid, name = _active(azure_server, fake_azure)
@@ -51,9 +48,8 @@ def test_review_an_extended_end_tag_does_not_keep_the_reservation(azure_server: 
     assert fake_azure.reservations == {}
 
 
-@pytest.mark.xfail(strict=True, reason="the end is read from the tags: stripped tags keep the reservation billed")
 def test_review_stripped_tags_do_not_keep_the_reservation(azure_server: Any, fake_azure: FakeAzure) -> None:
-    """The defect (as above) with the end, start and term tags removed: the end reads as 0 (never)."""
+    """Review (fixed), the defect (as above) with the end, start and term tags removed: the end reads as 0 (never)."""
     server, rid, name = _active(azure_server, fake_azure)
     tags = fake_azure._find(name, name, None)["tags"]
     for tag in ("gpufleet-end-s", "gpufleet-start-s", "gpufleet-term-months"):
@@ -62,9 +58,8 @@ def test_review_stripped_tags_do_not_keep_the_reservation(azure_server: Any, fak
     assert reconcile(server)["expired"] == [rid] and fake_azure.reservations == {}
 
 
-@pytest.mark.xfail(strict=True, reason="the end is read from the tags: an earlier end tag deletes it early")
 def test_review_an_earlier_end_tag_does_not_delete_it(azure_server: Any, fake_azure: FakeAzure) -> None:
-    """The defect: someone sets ``gpufleet-end-s`` to a moment already past: the next pass deletes the live
+    """Review (fixed), the defect: someone sets ``gpufleet-end-s`` to a moment already past: the next pass deletes the live
     reservation mid-term (capacity paid for and approved, gone). Expected: it stays active, the mismatch reported in
     the pass's answer."""
     server, rid, name = _active(azure_server, fake_azure)

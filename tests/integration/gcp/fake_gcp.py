@@ -2,7 +2,7 @@
 document (compute.v1.json, shipped in google-api-python-client).
 
 Served under ``/compute/v1/``: reservations insert/get/list/delete/resize, futureReservations insert/get/cancel,
-zoneOperations get/wait. A route is found by (HTTP method, path template) in the discovery document; every request
+zoneOperations get/wait/list (list's ``filter``: only ``field = "value"`` terms, ANDed). A route is found by (HTTP method, path template) in the discovery document; every request
 (query parameters, body) and every response is checked against the method's parameters and schemas. A broken request
 is kept in ``violations`` and answered 400 (a broken response: 500, the fake's own bug); GCP's own refusals (a bad
 resource name, an existing name, a missing resource) are answered in GCP's error format without a violation. A retry
@@ -44,7 +44,7 @@ LINK = "https://www.googleapis.com/compute/v1/"
 FAKED = frozenset(
     [f"reservations.{m}" for m in ("insert", "get", "list", "delete", "resize")]
     + [f"futureReservations.{m}" for m in ("insert", "get", "cancel")]
-    + ["zoneOperations.get", "zoneOperations.wait"]
+    + ["zoneOperations.get", "zoneOperations.wait", "zoneOperations.list"]
 )
 NAME_RE = re.compile(r"[a-z]([-a-z0-9]{0,61}[a-z0-9])?")
 UUID_RE = re.compile(r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}")
@@ -379,6 +379,21 @@ class FakeGcp:
         return self._get(self.operations, p, "operations", p["operation"])
 
     _zone_operations_wait = _zone_operations_get  # GCP's wait may return before DONE; this one returns at once
+
+    def _zone_operations_list(self, p: dict[str, str], q: dict[str, str], body: Any) -> Res:
+        """The zone's operations matching ``filter``'s ``field = "value"`` terms (all of them), oldest first; a
+        filter of another form is refused (the fake does not read it)."""
+        text = q.get("filter", "")
+        terms = re.findall(r'\(?\s*(\w+)\s*=\s*"([^"]*)"\s*\)?', text)
+        if re.sub(r'\(?\s*\w+\s*=\s*"[^"]*"\s*\)?', "", text).strip():
+            raise GcpError(400, f"Invalid value for field 'filter': '{text}'")
+        items = [op for k, op in self.operations.items() if k[:2] == (p["project"], p["zone"])
+                 and all(str(op.get(f)) == v for f, v in terms)]  # fmt: skip
+        coll = f"projects/{p['project']}/zones/{p['zone']}/operations"
+        out: Res = {"kind": "compute#operationList", "id": coll, "selfLink": LINK + coll}
+        if items:
+            out["items"] = items
+        return out
 
     # ---- reservations and future reservations ---------------------------------------------------------------------
     def _get(self, table: Table, p: dict[str, str], coll: str, name: str) -> Res:

@@ -27,8 +27,8 @@ class _ProxyRefusesInserts(httpx.BaseTransport):
 def test_review_a_string_error_is_a_refusal_not_a_server_error(gcp_server: Start, fake_gcp: FakeGcp) -> None:
     """Review (fixed), the defect: ``gcp/session._error`` reads ``body["error"]`` as an object; a string there raises
     AttributeError out of the port, past ProviderOrders (which handles only the port's outcomes): the approval answers
-    500 and the audit says nothing. Expected: a refusal with the HTTP status as its code (403: not retryable, the reservation is
-    cancelled with the reason)."""
+    500 and the audit says nothing. Expected: a refusal with the HTTP status as its code (403: a permission on our side, the
+    reservation held ``blocked`` with the reason; it was cancelled before review(lifecycle))."""
     server = gcp_server()
     api = server.services.provider._api  # type: ignore[attr-defined]
     api._http = httpx.Client(base_url=api._http.base_url, timeout=api._http.timeout, transport=_ProxyRefusesInserts())
@@ -39,4 +39,5 @@ def test_review_a_string_error_is_a_refusal_not_a_server_error(gcp_server: Start
     with server.client("viewer", "vic") as c:
         refused = c.get("/v1/audit", params={"entity_id": rid, "action": "reservation.submission_refused"}).json()
     assert refused[0]["detail"]["code"] == "http403" and "Forbidden" in refused[0]["detail"]["message"]
-    assert status(server, rid) == "cancelled" and fake_gcp.reservations == {} == fake_gcp.future_reservations
+    # a 403 is a permission on our side (review(lifecycle)): the approved reservation is held, not cancelled
+    assert status(server, rid) == "blocked" and fake_gcp.reservations == {} == fake_gcp.future_reservations

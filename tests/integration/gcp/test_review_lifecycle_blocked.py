@@ -55,12 +55,11 @@ def _route(server: LiveServer, transport: httpx.BaseTransport | None) -> None:
     api._http = httpx.Client(base_url=api._http.base_url, timeout=api._http.timeout, transport=transport)
 
 
-@pytest.mark.xfail(strict=True, reason="a proxy's 403 (http403) and a denied operation cancel the reservation")
 @pytest.mark.parametrize("transport", [_ProxyPage, _OperationDenied], ids=["proxy_page", "operation_denied"])
 def test_review_a_permission_refusal_holds_the_approved_reservation(
     gcp_server: Start, fake_gcp: FakeGcp, transport: type[httpx.BaseTransport]
 ) -> None:
-    """The defect: a 403 whose body is not Google's error (``http403``) and an operation failed with
+    """Review (fixed), the defect: a 403 whose body is not Google's error (``http403``) and an operation failed with
     PERMISSION_DENIED (``httpErrorStatusCode`` 403) are non-retryable refusals: the approved reservation is
     cancelled, and must be proposed and approved again. Expected: held as ``blocked`` with the provider's reason
     (in the API and the audit), tried on each pass, submitted once the permission is fixed."""

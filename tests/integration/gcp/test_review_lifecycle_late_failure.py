@@ -5,8 +5,6 @@ from __future__ import annotations
 
 from typing import Any
 
-import pytest
-
 from gpufleet.adapters.resource_names import resource_name
 from tests.integration.conftest import LiveServer
 from tests.integration.gcp.conftest import PROJECT, Start
@@ -48,9 +46,8 @@ def _changes(server: LiveServer, rid: str) -> list[dict[str, Any]]:
     return [e["detail"] for e in got]
 
 
-@pytest.mark.xfail(strict=True, reason="a late capacity failure reads as NOT_FOUND: the reservation is cancelled")
 def test_review_a_late_capacity_failure_is_tried_again(gcp_server: Start, fake_gcp: FakeGcp) -> None:
-    """The defect: the insert's operation outlives ``gcp_operation_wait_s`` (the reservation is recorded
+    """Review (fixed), the defect: the insert's operation outlives ``gcp_operation_wait_s`` (the reservation is recorded
     submitted_to_cloud), then fails with ZONE_RESOURCE_POOL_EXHAUSTED; the next pass describes the order, finds no
     resource (NOT_FOUND) and cancels the reservation for good, though the same failure inside ``op_wait_s`` keeps it
     approved. Expected: the pass reads the recorded operation, puts the reservation back to approved (audited with
@@ -65,9 +62,8 @@ def test_review_a_late_capacity_failure_is_tried_again(gcp_server: Start, fake_g
     assert (PROJECT, ZONE, name) in fake_gcp.future_reservations
 
 
-@pytest.mark.xfail(strict=True, reason="a late refusal of the order is cancelled as NOT_FOUND, its reason lost")
 def test_review_a_late_refusal_cancels_with_the_providers_reason(gcp_server: Start, fake_gcp: FakeGcp) -> None:
-    """The defect: an operation that fails late for the order itself (a bad field) cancels the reservation with
+    """Review (fixed), the defect: an operation that fails late for the order itself (a bad field) cancels the reservation with
     the reason "provider state NOT_FOUND", as if someone had deleted it; GCP's code is nowhere. Expected: cancelled,
     the status change naming GCP's code."""
     server, rid, name = _pending(gcp_server, fake_gcp)
@@ -77,9 +73,8 @@ def test_review_a_late_refusal_cancels_with_the_providers_reason(gcp_server: Sta
     assert "INVALID_FIELD_VALUE" in _changes(server, rid)[-1]["reason"]
 
 
-@pytest.mark.xfail(strict=True, reason="a late permission failure is cancelled as NOT_FOUND")
 def test_review_a_late_permission_failure_holds_the_reservation(gcp_server: Start, fake_gcp: FakeGcp) -> None:
-    """The defect: an operation that fails late with a permission error (403 inside the operation) cancels the
+    """Review (fixed), the defect: an operation that fails late with a permission error (403 inside the operation) cancels the
     approved reservation. Expected: held as ``blocked`` with GCP's reason, placed again once the permission is
     there."""
     server, rid, name = _pending(gcp_server, fake_gcp)
@@ -90,3 +85,21 @@ def test_review_a_late_permission_failure_holds_the_reservation(gcp_server: Star
     with server.client("viewer", "vic") as c:
         assert "PERMISSION_DENIED" in (c.get(f"/v1/reservations/{rid}").json()["status_reason"] or "")
     assert reconcile(server)["submitted"] == [rid] and status(server, rid) == "submitted_to_cloud"
+
+
+def test_review_a_late_failure_after_a_lost_answer_is_tried_again(gcp_server: Start, fake_gcp: FakeGcp) -> None:
+    """Review (fixed), the defect: the insert is performed but its answer lost (the reservation stays approved); the next pass finds
+    the order by its name (CREATING) and records it without the operation; the operation then fails for capacity:
+    the order reads NOT_FOUND and the reservation is cancelled. Expected: tried again, as when the answer came (the
+    found order's running insert is read from ``zoneOperations.list``)."""
+    server = gcp_server(provider_timeout_s=1.0, gcp_max_attempts=1, provider_max_attempts=1)
+    fake_gcp.hold_operations()
+    fake_gcp.delay_next("futureReservations.insert", 2.0)  # performed at GCP, the answer lost
+    with server.client("finops_admin", "fiona") as c:
+        rid = c.post("/v1/reservations", json=ORDER).json()["reservation_id"]
+    assert approve(server, rid, "finops_admin", "alice").json()["status"] == "approved"
+    assert reconcile(server)["submitted"] == [rid]  # found by its name
+    _fail_running_operations(fake_gcp, resource_name(f"gpufleet-{rid}"), CAPACITY, 503, "SERVICE UNAVAILABLE")
+    fake_gcp.hold_operations(False)
+    reconcile(server)
+    assert status(server, rid) == "approved"

@@ -5,8 +5,9 @@
   ``InternalError``, ``Unavailable``, ...) that outlived botocore's standard retries -> :class:`ProviderTimeout`
   (unknown outcome: the order may exist; look it up by its token before retrying);
 - a permission or authentication error (:data:`PERMISSION_CODES`: the IAM policy lacks the action, the credentials
-  are not valid, the account is blocked) -> a retryable :class:`ProviderRefused` naming the IAM action to allow: a
-  configuration error an operator fixes, not a refusal of the order (the reservation stays approved);
+  are not valid, the account is blocked) -> a ``blocked`` :class:`ProviderRefused` naming the IAM action to allow: a
+  configuration error an operator fixes, not a refusal of the order (the reservation is held ``blocked`` and tried on
+  each pass);
 - any other error answer -> :class:`ProviderRefused` with the provider's code (a bad request stays a refusal).
 """
 
@@ -61,7 +62,7 @@ def call(what: str, fn: Callable[..., T], /, **kwargs: Any) -> T:
         if code in PERMISSION_CODES:
             action = f"{_iam_prefix(fn)}:{what}"
             hint = f"permission denied (allow {action} to gpufleet's AWS identity, or check its credentials)"
-            raise ProviderRefused(code, f"{what}: {hint}: {message}", retryable=True) from None
+            raise ProviderRefused(code, f"{what}: {hint}: {message}", blocked=True) from None
         raise ProviderRefused(code, f"{what}: {message}", retryable=code in CAPACITY_CODES) from None
 
 

@@ -10,7 +10,7 @@ unsupported). Units are GPUs; AWS reserves whole instances, so ``ceil(units / GP
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
@@ -19,6 +19,7 @@ from gpufleet.adapters.aws.session import AwsClients
 from gpufleet.adapters.aws.skus import INSTANCE_TYPES, instance_type, instances_for
 from gpufleet.adapters.providers import (
     LifecycleState,
+    OrderRecord,
     OrderRequest,
     OrderState,
     ProviderOrder,
@@ -126,7 +127,11 @@ class AwsCapacityReservations:
                 return _order(cr, region)
         return None
 
-    def describe(self, order_ids: Sequence[str]) -> dict[str, OrderState]:
+    def describe(
+        self, order_ids: Sequence[str], records: Mapping[str, OrderRecord] | None = None
+    ) -> dict[str, OrderState]:
+        """EC2 ends a reservation at its own ``EndDate`` (sent at creation, from the record): ``records`` is not needed;
+        submission is synchronous (no operation to follow)."""
         wanted = set(order_ids)
         out: dict[str, OrderState] = {}
         for region in self._clients.config.regions:

@@ -13,10 +13,12 @@ reservation (``gpufleet-key``, ...); a reservation of that name without this key
   past, is a capacity reservation from now: Azure takes no start date under a week ahead, so the days before the
   start are paid for (at most :data:`FUTURE_MIN_DAYS`).
 - A capacity reservation has no end at Azure (it is billed until deleted). gpufleet ends it: ``describe`` of a
-  reservation whose term (its ``gpufleet-end-s`` tag; edited into a non-number: its start and term tags) has
-  passed deletes the reservation and its group and reports ``expired``; a delete Azure refuses (a future
-  reservation still inside its minimum commitment) leaves it ``active``, with the refusal as the reason, and is
-  tried again on the next pass. Tags are editable at Azure: one that no longer reads as a number never stops a
+  reservation whose term has passed by gpufleet's own record (``OrderRecord.end_s``: the store's start + term)
+  deletes the reservation and its group and reports ``expired``; a delete Azure refuses (a future reservation still
+  inside its minimum commitment) leaves it ``active``, with the refusal as the reason, and is tried again on the next
+  pass. Without a record nothing is deleted. Tags are editable at Azure by anyone with tag rights on the resource
+  group: the ``gpufleet-end-s`` tag is only a cross-check (one that disagrees with the record, or is gone, is
+  reported as the order state's ``warning``, never obeyed), and one that no longer reads as a number never stops a
   pass or a lookup.
 - ``describe`` maps Azure's states onto the lifecycle: ``provisioningState`` Creating -> pending, Succeeded /
   Updating -> active, Failed / Canceled / Deleting -> cancelled; a future reservation
@@ -39,7 +41,7 @@ from __future__ import annotations
 
 import calendar
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, date, datetime, timedelta
 from typing import Any
 
@@ -47,6 +49,7 @@ from gpufleet.adapters.azure.session import CONFIG_NOT_FOUND, NOT_FOUND, ArmApi
 from gpufleet.adapters.azure.vm_sizes import VM_SIZES, vm_size, vms_for
 from gpufleet.adapters.providers import (
     LifecycleState,
+    OrderRecord,
     OrderRequest,
     OrderState,
     ProviderOrder,
@@ -144,7 +147,9 @@ class AzureCapacityReservations:
             _int_tag(tags, "gpufleet-start-s") or 0,
         )
 
-    def describe(self, order_ids: Sequence[str]) -> dict[str, OrderState]:
+    def describe(
+        self, order_ids: Sequence[str], records: Mapping[str, OrderRecord] | None = None
+    ) -> dict[str, OrderState]:
         out: dict[str, OrderState] = {}
         for oid in order_ids:
             parts = oid.split("/")
@@ -171,18 +176,24 @@ class AzureCapacityReservations:
             if word in FAILED:  # nothing held: its group and record would stay at Azure as litter; deleted
                 out[oid] = OrderState(oid, "cancelled", word, self._clear(oid))
                 continue
-            end_s = _end_s(got.get("tags") or {})
+            record = (records or {}).get(oid)
+            end_s = None if record is None else record.end_s  # gpufleet's record decides, never the (editable) tags
+            warning = "" if end_s is None else _tag_mismatch(got.get("tags") or {}, end_s)
             if state == "active" and end_s and self._now_s() >= end_s:
                 try:
                     self.cancel(oid)  # Azure bills it until deleted: its term is over
                 except ProviderRefused as exc:
-                    out[oid] = OrderState(oid, "active", word, f"term over, delete refused: {exc.code}")
+                    out[oid] = OrderState(
+                        oid, "active", word, f"term over, delete refused: {exc.code}", warning=warning
+                    )
                     continue
                 except ProviderTimeout:
-                    out[oid] = OrderState(oid, "active", word, "term over, delete unanswered: tried again")
+                    out[oid] = OrderState(
+                        oid, "active", word, "term over, delete unanswered: tried again", warning=warning
+                    )
                     continue
                 state = "expired"
-            out[oid] = OrderState(oid, state, word)
+            out[oid] = OrderState(oid, state, word, warning=warning)
         return out
 
     # ---- beyond the port ----------------------------------------------------------------------------------
@@ -240,14 +251,13 @@ def _int_tag(tags: dict[str, Any], name: str) -> int | None:
         return None
 
 
-def _end_s(tags: dict[str, Any]) -> int:
-    """When the term ends: the ``gpufleet-end-s`` tag, else (edited) the start and term tags it was derived from; 0
-    when none of them can be read (not ended by gpufleet)."""
-    end_s = _int_tag(tags, "gpufleet-end-s")
-    if end_s is not None:
-        return end_s
-    start_s, months = _int_tag(tags, "gpufleet-start-s"), _int_tag(tags, "gpufleet-term-months")
-    return 0 if start_s is None or months is None or months <= 0 else start_s + term_seconds(months)
+def _tag_mismatch(tags: dict[str, Any], end_s: int) -> str:
+    """What the ``gpufleet-end-s`` tag says against gpufleet's record of the term's end ("" when they agree)."""
+    tagged = _int_tag(tags, "gpufleet-end-s")
+    if tagged == end_s:
+        return ""
+    said = "is gone" if "gpufleet-end-s" not in tags else f"says {str(tags['gpufleet-end-s'])[:40]!r}"
+    return f"tag gpufleet-end-s {said}, gpufleet's record ends the term at {end_s}: the record decides (tag edited?)"
 
 
 def _date(seconds: int) -> date:

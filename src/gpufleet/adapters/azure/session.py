@@ -18,7 +18,9 @@ Contract:
   every call: never read as a resource that does not exist. A permission or authentication error
   (:data:`PERMISSION_CODES`: ``AuthorizationFailed``, ``LinkedAuthorizationFailed``, a token ARM does not take) is a
   retryable refusal naming the settings to check (``azure_credentials``' role assignments; ARM's message names the
-  action): a configuration error an operator fixes, not a refusal of the order (the reservation stays approved).
+  action; a 401/403 whose body is not ARM's error, a proxy's page) and a denial by Azure Policy (:data:`POLICY_CODES`:
+``RequestDisallowedByPolicy``) are ``blocked`` refusals naming the settings to check: a configuration error an
+operator fixes, not a refusal of the order (the reservation is held ``blocked`` and tried on each pass).
 """
 
 from __future__ import annotations
@@ -45,11 +47,15 @@ NOT_FOUND = frozenset({"ResourceNotFound", "NotFound", "ParentResourceNotFound"}
 # reservation is gone"; a refusal about the moment, so nothing is cancelled or ended while the setting is wrong
 CONFIG_NOT_FOUND = frozenset({"ResourceGroupNotFound", "SubscriptionNotFound"})
 # not allowed / not authenticated: the settings (role assignments, credentials, tenant) are wrong, not the order; a
-# refusal about the moment, so an approved order is never cancelled for it
+# refusal that holds an approved order (blocked), never cancels it. http401/http403: a 401/403 whose body is not ARM's
+# error (a proxy's page in front of management.azure.com)
 PERMISSION_CODES = frozenset(
     {"AuthorizationFailed", "LinkedAuthorizationFailed", "InvalidAuthenticationToken",
-     "InvalidAuthenticationTokenTenant", "ExpiredAuthenticationToken", "AuthenticationFailed"}
+     "InvalidAuthenticationTokenTenant", "ExpiredAuthenticationToken", "AuthenticationFailed", "http401", "http403"}
 )  # fmt: skip
+# an Azure Policy assignment denies the request: a rule of the organisation's on gpufleet's side (an operator changes the
+# assignment or grants an exemption), not a refusal of the order; held blocked like a permission
+POLICY_CODES = frozenset({"RequestDisallowedByPolicy"})
 _ACTION = re.compile(r"perform action '([^']{1,200})'")
 # Azure's answers when it has no hardware for the size now (a refusal about the moment, not the order)
 CAPACITY_CODES = frozenset(
@@ -206,7 +212,12 @@ class ArmApi:
                 actions = _ACTION.findall(said)  # the action denied (Linked...: the last named), before ARM's message
                 denied = f"permission denied for {actions[-1]}" if actions else "permission denied"
                 where = f"the roles of azure_credentials on azure_resource_group {c.resource_group!r}"
-                raise ProviderRefused(exc.code, f"{what}: {denied} (check {where}): {said}", retryable=True) from None
+                raise ProviderRefused(exc.code, f"{what}: {denied} (check {where}): {said}", blocked=True) from None
+            if exc.code in POLICY_CODES:
+                said = exc.message.removeprefix(f"{what}: ")
+                where = f"the Azure Policy assignments on azure_resource_group {c.resource_group!r}"
+                msg = f"{what}: denied by policy (check {where}): {said}"
+                raise ProviderRefused(exc.code, msg, blocked=True) from None
             if exc.code not in CONFIG_NOT_FOUND:
                 raise
             where = f"azure_resource_group {c.resource_group!r} or azure_subscription_id {c.subscription_id!r}"

@@ -13,8 +13,12 @@ capacity could not be tried again.
   ``deleteAtTime`` = start + term).
 - The insert's zonal operation is followed for up to ``op_wait_s``: an operation that ends in an error is a
   refusal (retryable when it is about the moment: ``ZONE_RESOURCE_POOL_EXHAUSTED``, no capacity now, or an
-  ``httpErrorStatusCode`` of 429 or 5xx, GCP's own failure); one still running returns the order as pending and
-  ``describe`` follows it.
+  ``httpErrorStatusCode`` of 429 or 5xx, GCP's own failure; ``blocked`` for a permission: an ``httpErrorStatusCode``
+  of 401 or 403 or a permission code); one still running returns the order as pending with the operation's name
+  (``ProviderOrder.operation_id``), and ``describe``, given it back in the order's record, reads the operation first:
+  one that ended in an error is the order ``failed`` with that refusal (GCP removed the resource it was creating:
+  not an order someone deleted). An order found by its name after a lost answer gets its running insert from
+  ``zoneOperations.list`` (by ``targetLink``; a list refused or unanswered: none, the order followed by its resource).
 - ``describe`` maps GCP's states onto the lifecycle: a reservation CREATING -> pending, READY / UPDATING -> active,
   DELETING / INVALID -> cancelled; a future reservation DRAFTING / PENDING_APPROVAL / APPROVED / COMMITTED /
   PROCURING / PROVISIONING / PENDING_AMENDMENT_APPROVAL -> pending, FULFILLED / FAILED_PARTIALLY_FULFILLED ->
@@ -36,15 +40,16 @@ import json
 import logging
 import time
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
 from gpufleet.adapters.gcp.machines import MACHINE_TYPES, machine_type, machines_for
-from gpufleet.adapters.gcp.session import CONFIG_NOT_FOUND, GoogleApi
+from gpufleet.adapters.gcp.session import CONFIG_NOT_FOUND, PERMISSION_CODES, GoogleApi
 from gpufleet.adapters.http_retry import RETRY_STATUS
 from gpufleet.adapters.providers import (
     LifecycleState,
+    OrderRecord,
     OrderRequest,
     OrderState,
     ProviderOrder,
@@ -141,10 +146,10 @@ class GcpReservations:
             if found is None:  # exists, but not as an order of this key
                 raise
             return found
-        self._follow(zone, op, f"{kind}.insert")
-        return ProviderOrder(
-            f"{zone}/{kind}/{name}", key, order.sku_id, order.region_id, order.units, order.term_months, order.start_s
-        )
+        op = self._follow(zone, op, f"{kind}.insert")
+        running = None if op.get("status") == "DONE" else str(op.get("name") or "") or None
+        return ProviderOrder(f"{zone}/{kind}/{name}", key, order.sku_id, order.region_id, order.units,
+                             order.term_months, order.start_s, running)  # fmt: skip
 
     def find(self, key: str) -> ProviderOrder | None:
         name = resource_name(key)
@@ -159,17 +164,42 @@ class GcpReservations:
                     raise ProviderRefused(
                         "alreadyExists", f"{zone}/{kind}/{name} exists but gpufleet did not create it for {key}"
                     )
-                return _order(meta, f"{zone}/{kind}/{name}", region)
+                return _order(meta, f"{zone}/{kind}/{name}", region, self._running_insert(zone, got))
         return None
 
-    def describe(self, order_ids: Sequence[str]) -> dict[str, OrderState]:
+    def _running_insert(self, zone: str, resource: dict[str, Any]) -> str | None:
+        """The name of the insert operation still running on a resource found by its name (an answer lost: the order
+        is recorded from ``find``, and a later failure of that insert must read as the failure it is); None when none
+        runs, or when the operations cannot be listed (the order is then followed by its resource alone)."""
+        link = str(resource.get("selfLink") or "")
+        if not link:
+            return None
+        query = {"filter": f'(targetLink = "{link}") (operationType = "insert")'}
+        try:
+            ops = self._api.call("zoneOperations.list", "GET", f"zones/{zone}/operations", params=query)
+        except (ProviderRefused, ProviderTimeout) as exc:
+            log.warning("GCP operations on %s not listed: %s", link, exc)
+            return None
+        running = [op for op in ops.get("items") or [] if isinstance(op, dict) and op.get("status") != "DONE"]
+        return (str(running[-1].get("name") or "") or None) if running else None
+
+    def describe(
+        self, order_ids: Sequence[str], records: Mapping[str, OrderRecord] | None = None
+    ) -> dict[str, OrderState]:
         out: dict[str, OrderState] = {}
         for oid in order_ids:
             parts = oid.split("/")
             if len(parts) != 3 or parts[1] not in KINDS:
                 continue  # not an order of this provider: unknown
             zone, kind, name = parts
+            record = (records or {}).get(oid)
             try:
+                if record is not None and record.operation_id:  # the insert's outcome first: a failed one removed it
+                    op = self._api.get("zoneOperations.get", f"zones/{zone}/operations/{record.operation_id}")
+                    refusal = None if op is None else _op_refusal(op, f"{kind}.insert")
+                    if refusal is not None:
+                        out[oid] = OrderState(oid, "failed", refusal.code, refusal.message, refusal=refusal)
+                        continue
                 got = self._api.get(f"{kind}.get", f"zones/{zone}/{kind}/{name}")
             except ProviderTimeout:
                 continue  # no answer for this one: unknown this pass, the others still described
@@ -235,20 +265,32 @@ class GcpReservations:
             "autoCreatedReservationsDeleteTime": end,
         }
 
-    def _follow(self, zone: str, op: dict[str, Any], what: str) -> None:
-        """Wait up to ``op_wait_s`` for the operation; raise its error as a refusal; return when done or waited."""
+    def _follow(self, zone: str, op: dict[str, Any], what: str) -> dict[str, Any]:
+        """Wait up to ``op_wait_s`` for the operation; raise its error as a refusal; return it when done or waited."""
         deadline = self._monotonic() + self._op_wait_s
         while op.get("status") != "DONE" and self._monotonic() < deadline:
             self._sleep(self._poll_s)
             op = self._api.call("zoneOperations.get", "GET", f"zones/{zone}/operations/{op.get('name', '')}")
-        error = op.get("error")
-        errors = error.get("errors") if isinstance(error, dict) else None
-        if op.get("status") == "DONE" and errors:
-            first = errors[0] if isinstance(errors, list) and isinstance(errors[0], dict) else {}
-            code = str(first.get("code") or "OPERATION_FAILED")
-            # an operation GCP failed on its side (5xx, 429: "try again") is about the moment, as no capacity is
-            moment = code in CAPACITY_CODES or _int(op.get("httpErrorStatusCode")) in RETRY_STATUS
-            raise ProviderRefused(code, f"{what}: {first.get('message', '')}", retryable=moment)
+        refusal = _op_refusal(op, what)
+        if refusal is not None:
+            raise refusal
+        return op
+
+
+def _op_refusal(op: dict[str, Any], what: str) -> ProviderRefused | None:
+    """A done operation's error as the refusal it is; None while it runs or when it succeeded."""
+    error = op.get("error")
+    errors = error.get("errors") if isinstance(error, dict) else None
+    if op.get("status") != "DONE" or not errors:
+        return None
+    first = errors[0] if isinstance(errors, list) and isinstance(errors[0], dict) else {}
+    code = str(first.get("code") or "OPERATION_FAILED")
+    status = _int(op.get("httpErrorStatusCode"))
+    # a permission on our side (403 inside the operation: a role the service account lacks) holds the order
+    blocked = code in PERMISSION_CODES or status in (401, 403)
+    # an operation GCP failed on its side (5xx, 429: "try again") is about the moment, as no capacity is
+    moment = code in CAPACITY_CODES or status in RETRY_STATUS
+    return ProviderRefused(code, f"{what}: {first.get('message', '')}", retryable=moment, blocked=blocked)
 
 
 def _int(value: Any) -> int | None:
@@ -266,7 +308,7 @@ def _meta(resource: dict[str, Any]) -> dict[str, Any]:
     return meta if isinstance(meta, dict) else {}
 
 
-def _order(meta: dict[str, Any], order_id: str, region: str) -> ProviderOrder:
+def _order(meta: dict[str, Any], order_id: str, region: str, operation_id: str | None = None) -> ProviderOrder:
     return ProviderOrder(
         order_id,
         str(meta.get("key", "")),
@@ -275,4 +317,5 @@ def _order(meta: dict[str, Any], order_id: str, region: str) -> ProviderOrder:
         int(meta.get("gpus") or 0),
         int(meta.get("term_months") or 0),
         int(meta.get("start_s") or 0),
+        operation_id,
     )

@@ -20,9 +20,10 @@ Contract:
   above it (``The resource 'projects/P' was not found``: ``gcp_project`` or a zone is wrong) is a retryable refusal
   (:data:`CONFIG_NOT_FOUND`) naming the setting, on every call: never read as a resource that does not exist.
 - a permission or authentication error (:data:`PERMISSION_CODES`: 403 ``forbidden`` / ``PERMISSION_DENIED``, the API
-  not enabled, 401) is a retryable refusal naming the settings to check (``gcp_credentials``' roles in
-  ``gcp_project``; GCP's message names the permission): a configuration error an operator fixes, not a refusal of the
-  order (the reservation stays approved).
+  not enabled, 401, and a 401/403 whose body is not Google's error: a proxy's page) is a ``blocked`` refusal naming
+  the settings to check (``gcp_credentials``' roles in ``gcp_project``; GCP's message names the permission): a
+  configuration error an operator fixes, not a refusal of the order (the reservation is held ``blocked`` and tried
+  on each pass).
 """
 
 from __future__ import annotations
@@ -48,10 +49,11 @@ NOT_FOUND = frozenset({"notFound", "NOT_FOUND"})
 # error, a refusal about the moment, never "the resource is gone"
 CONFIG_NOT_FOUND = frozenset({"project_not_found", "parent_not_found"})
 # not allowed / not authenticated / the API not enabled: the settings (IAM roles, credentials, project) are wrong, not
-# the order; a refusal about the moment, so an approved order is never cancelled for it
+# the order; a refusal that holds an approved order (blocked), never cancels it. http401/http403: a 401/403 whose body
+# is not Google's error (a proxy's page in front of the API)
 PERMISSION_CODES = frozenset(
     {"forbidden", "PERMISSION_DENIED", "insufficientPermissions", "IAM_PERMISSION_DENIED", "accessNotConfigured",
-     "SERVICE_DISABLED", "authError", "UNAUTHENTICATED"}
+     "SERVICE_DISABLED", "authError", "UNAUTHENTICATED", "http401", "http403"}
 )  # fmt: skip
 _PERMISSION = re.compile(r"'([a-z][A-Za-z]*\.[A-Za-z.]{1,150})' permission")
 _NAMED = re.compile(r"'(projects/[^'\s]+)'")
@@ -204,7 +206,7 @@ class GoogleApi:
                 named = _PERMISSION.search(said)  # GCP names the permission missing: first, before its message
                 denied = f"permission denied: {named.group(1)}" if named else "permission denied"
                 where = f"the IAM roles of gcp_credentials in gcp_project {c.project!r}"
-                raise ProviderRefused(exc.code, f"{what}: {denied} (check {where}): {said}", retryable=True) from None
+                raise ProviderRefused(exc.code, f"{what}: {denied} (check {where}): {said}", blocked=True) from None
             if exc.code not in NOT_FOUND or not in_project:
                 raise
             asked = full.rstrip("/")

@@ -188,6 +188,9 @@ class ReservationRow(Base):
     client_key: Mapped[str | None] = mapped_column(String(64), nullable=True)  # the creator's Idempotency-Key
     request_fingerprint: Mapped[str | None] = mapped_column(String(64), nullable=True)  # what the key was used with
     group_id: Mapped[str | None] = mapped_column(String(64), nullable=True)  # head of a multi-region group
+    # the provider operation still running when the order was submitted (its outcome is the order's; migration 0016)
+    provider_operation_id: Mapped[str | None] = mapped_column(String(256), nullable=True)
+    status_reason: Mapped[str | None] = mapped_column(String(500), nullable=True)  # the provider's why of the status
 
 
 class ApprovalRow(Base):

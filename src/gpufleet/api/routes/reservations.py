@@ -51,6 +51,7 @@ def public(v: ReservationView) -> dict[str, Any]:
         "regions": [{"region": r, "units": u} for r, u in v.regions],
         "parts": list(v.parts),
         "part_of": v.group_id if v.group_id not in (None, v.id) else None,
+        "status_reason": v.status_reason,
     }
 
 
@@ -82,7 +83,7 @@ def list_reservations(
     actor: CurrentActor,
     status: str | None = Query(
         default=None,
-        pattern=r"^(draft|pending_approval|approved|submitted_to_cloud|active|expired|rejected|cancelled)$",
+        pattern=r"^(draft|pending_approval|approved|blocked|submitted_to_cloud|active|expired|rejected|cancelled)$",
     ),
     limit: Limit = 100,
     offset: Offset = 0,
@@ -128,7 +129,8 @@ def cancel_reservation(
 
 @router.post("/{reservation_id}/submit", response_model=ReservationPublic)
 def submit_reservation(reservation_id: IdPath, services: ServicesDep, actor: CurrentActor) -> Any:
-    """Retry the provider submission of an approved reservation (idempotent; a no-op in any other state)."""
+    """Retry the provider submission of an approved or blocked reservation (idempotent; a no-op in any other
+    state)."""
     actor.require(*ADMINS)
     services.reservations.get(actor, reservation_id)
     return public(services.reservations.submit(reservation_id, actor_id=actor.user_id))
@@ -147,4 +149,5 @@ def reconcile_reservations(services: ServicesDep, actor: CurrentActor) -> Any:
         "expired": r.expired,
         "cancelled": r.cancelled,
         "errors": r.errors,
+        "warnings": r.warnings,
     }
