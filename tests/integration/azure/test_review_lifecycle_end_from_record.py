@@ -72,17 +72,15 @@ def test_review_an_earlier_end_tag_does_not_delete_it(azure_server: Any, fake_az
     assert any("gpufleet-end-s" in w for w in out["warnings"]), out
 
 
-@pytest.mark.xfail(strict=True, reason="find reads a stripped key tag as a foreign resource: the order is cancelled")
 @pytest.mark.parametrize("edit", ["stripped", "rewritten"])
 def test_review_an_edited_key_tag_does_not_cancel_a_bought_order(
     azure_server: Any, fake_azure: FakeAzure, edit: str
 ) -> None:
-    """The defect: the PUT is performed but its answer lost (the reservation stays approved), then someone strips or
+    """Review (fixed), the defect: the PUT is performed but its answer lost (the reservation stays approved), then someone strips or
     rewrites the ``gpufleet-key`` tag: the retry's ``find`` refuses the reservation as not gpufleet's
     (``name_taken``, not retryable) and the reservation is cancelled, while the capacity reservation it bought stays
-    at Azure under gpufleet's own name, billed and followed by nobody. Expected: never cancelled for it (the name is
-    derived from the key with its hash: a stripped tag is recorded as ours with a warning; a tag naming another key
-    is held for a person, retried, not cancelled)."""
+    at Azure under gpufleet's own name, billed and followed by nobody. Expected: never cancelled for it: held
+    ``blocked`` with the reason (restore the tag), and recorded by the first pass after the tag is restored."""
     server = azure_server(provider_timeout_s=1.0, azure_max_attempts=1, provider_max_attempts=1)
     with server.client("finops_admin", "fiona") as c:
         rid = c.post("/v1/reservations", json=ORDER).json()["reservation_id"]
@@ -96,5 +94,8 @@ def test_review_an_edited_key_tag_does_not_cancel_a_bought_order(
         tags["gpufleet-key"] = "gpufleet-res_someone_else"
     reconcile(server)
     assert status(server, rid) != "cancelled" and len(fake_azure.reservations) == 1
-    if edit == "stripped":
-        assert status(server, rid) == "submitted_to_cloud"
+    assert status(server, rid) == "blocked"
+    with server.client("viewer", "vic") as c:
+        assert "restore the tag" in c.get(f"/v1/reservations/{rid}").json()["status_reason"]
+    tags["gpufleet-key"] = f"gpufleet-{rid}"  # a person restored it
+    assert reconcile(server)["submitted"] == [rid] and len(fake_azure.reservations) == 1

@@ -4,7 +4,9 @@ Contract (the port's): ``submit(key, order)`` looks the order up, then creates i
 reservation per VM size in a capacity reservation group, so each order gets a group of its own; both are named
 from the key (``resource_name``), and ARM's PUT is idempotent by name: a retry after an unknown outcome finds or
 re-puts the same resources, never a second reservation. The key, SKU, GPUs, term and start are tags of the
-reservation (``gpufleet-key``, ...); a reservation of that name without this key is a refusal, not an order.
+reservation (``gpufleet-key``, ...); a reservation of that name without this key (gpufleet did not create it, or its
+tag was stripped or edited at Azure) is a ``blocked`` refusal, not an order: held for a person, never cancelled (a
+reservation under gpufleet's name may be the order's, billed).
 
 - A start more than six calendar months ahead (:data:`FUTURE_MAX_MONTHS`) is not submitted yet (``earliest_submit_s``:
   the service keeps it approved until a day after its window opens). A start at least :data:`FUTURE_MIN_DAYS` days
@@ -135,8 +137,15 @@ class AzureCapacityReservations:
         if got is None:
             return None
         tags = got.get("tags") or {}
-        if tags.get("gpufleet-key") != key:
-            raise ProviderRefused("name_taken", f"capacity reservation {name} exists but gpufleet did not create it")
+        tagged = tags.get("gpufleet-key")
+        if tagged != key:  # held for a person, never cancelled: a reservation under gpufleet's name may be billed
+            said = "no gpufleet-key tag" if tagged is None else f"gpufleet-key {str(tagged)[:80]!r}"
+            raise ProviderRefused(
+                "name_taken",
+                f"capacity reservation {name} (gpufleet's name for {key}) carries {said}: gpufleet did not create "
+                "it, or its tag was edited at Azure; restore the tag (or delete the reservation) to resume",
+                blocked=True,
+            )
         return ProviderOrder(
             f"{got.get('location', '')}/{name}",
             key,
