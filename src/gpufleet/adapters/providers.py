@@ -104,11 +104,12 @@ class OrderState:
 
 @dataclass(frozen=True, slots=True)
 class OrderRecord:
-    """gpufleet's own record of an order, given to ``describe``: when its term ends (the store's start + term), and
-    the provider operation still running when it was submitted (None: none)."""
+    """gpufleet's own record of an order, given to ``describe``: when its term ends (the store's start + term), the
+    provider operation still running when it was submitted (None: none), and the region it was placed in."""
 
     end_s: int
     operation_id: str | None = None
+    region: str = ""
 
 
 @runtime_checkable

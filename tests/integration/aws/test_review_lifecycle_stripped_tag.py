@@ -3,8 +3,6 @@
 
 from __future__ import annotations
 
-import pytest
-
 from tests.integration.aws.conftest import Start
 from tests.integration.aws.fake_aws import FakeAws
 from tests.integration.reservation_flow import approve, reconcile, status
@@ -12,9 +10,8 @@ from tests.integration.reservation_flow import approve, reconcile, status
 ORDER = {"sku": "h100_80gb", "units": 8, "start": "2026-02-01T00:00:00Z", "term_months": 1, "regions": ["us-east-1"]}
 
 
-@pytest.mark.xfail(strict=True, reason="describe lists only tagged reservations: an untagged order is never followed")
 def test_review_a_stripped_key_tag_does_not_lose_the_order(aws_server: Start, fake: FakeAws) -> None:
-    """The defect: someone deletes the ``gpufleet:idempotency-key`` tag of an active capacity reservation, then it is
+    """Review (fixed), the defect: someone deletes the ``gpufleet:idempotency-key`` tag of an active capacity reservation, then it is
     cancelled at AWS: ``describe`` no longer lists it, the reconciler leaves it "unknown", and the reservation stays
     ``active`` in gpufleet for ever (counted as committed capacity, never expired). Expected: the order is followed by
     its id (gpufleet's record), the cancellation ends it as expired, the missing tag reported."""

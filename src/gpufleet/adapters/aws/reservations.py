@@ -10,6 +10,7 @@ unsupported). Units are GPUs; AWS reserves whole instances, so ``ceil(units / GP
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
@@ -27,6 +28,8 @@ from gpufleet.adapters.providers import (
     ProviderTimeout,
 )
 from gpufleet.domain.reservations import term_seconds
+
+log = logging.getLogger(__name__)
 
 KEY_TAG = "gpufleet:idempotency-key"
 _STATES: dict[str, LifecycleState] = {
@@ -130,8 +133,11 @@ class AwsCapacityReservations:
     def describe(
         self, order_ids: Sequence[str], records: Mapping[str, OrderRecord] | None = None
     ) -> dict[str, OrderState]:
-        """EC2 ends a reservation at its own ``EndDate`` (sent at creation, from the record): ``records`` is not needed;
-        submission is synchronous (no operation to follow)."""
+        """The fleet's reservations (listed by their key tag, one list per region); an order the list misses (its
+        ``gpufleet:idempotency-key`` tag deleted at AWS by anyone with ``ec2:DeleteTags``) is read by its id in the
+        region of gpufleet's record, with a warning: the tag never decides whether an order is followed. EC2 ends a
+        reservation at its own ``EndDate`` (sent at creation, from the record); submission is synchronous (no
+        operation to follow)."""
         wanted = set(order_ids)
         out: dict[str, OrderState] = {}
         for region in self._clients.config.regions:
@@ -140,6 +146,20 @@ class AwsCapacityReservations:
                 if cid in wanted:
                     state = str(cr.get("State", "pending"))
                     out[cid] = OrderState(cid, lifecycle(state), state)
+        for cid in sorted(wanted - set(out)):
+            record = (records or {}).get(cid)
+            if record is None or not record.region or not cid.startswith("cr-"):
+                continue  # no record of where it is: unknown, as before
+            try:
+                page = call("DescribeCapacityReservations", self._ec2(record.region).describe_capacity_reservations,
+                            CapacityReservationIds=[cid])  # fmt: skip
+            except ProviderRefused as exc:  # gone from AWS's answers (NotFound) or refused: unknown this pass
+                log.warning("capacity reservation %s not described by its id: %s", cid, exc)
+                continue
+            for cr in page.get("CapacityReservations", [])[:1]:
+                state = str(cr.get("State", "pending"))
+                warning = f"its {KEY_TAG} tag is gone (deleted at AWS?): followed by its id in gpufleet's record"
+                out[cid] = OrderState(cid, lifecycle(state), state, warning=warning)
         return out
 
     # ---- beyond the port ----------------------------------------------------------------------------------
