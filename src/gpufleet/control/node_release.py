@@ -11,7 +11,9 @@ nodes). In a cluster where Karpenter launches the nodes, :class:`NodeReleasePlan
   whether used or not) with no active pod bound but DaemonSet and static pods (:func:`node_bound`: they run on every
   node and go with it, as Cluster Autoscaler and Karpenter read an empty node), idle at least the scaler's
   ``min_idle_s`` by this planner's watch (a node first seen idle counts from then), priced at the catalog's price
-  of its product and capacity type;
+  of its product and capacity type; a parked node (gpufleet's own cordon, ``ObservedNode.own_cordon``: a node a
+  consolidation drained, or one a release cordoned and did not get to delete, a crash or a lost Lease between)
+  that is Ready, of a launched capacity type and empty counts as such an idle node (below);
 - pending work: GPU pods not bound, of a scheduler that places pods on these nodes (``schedulers``: the
   controller's and the default scheduler; a pod of a scheduler nobody runs would hold every node forever), that
   may run on the product (:func:`pod_products`: no GPU model asked nor ``nvidia.com/gpu.product`` selected, or
@@ -66,9 +68,24 @@ placeholder is no training job for ``late_starts``, no pending work (``pending_g
 count as free (``free_gpus``, ``buffer_free_gpus``, ``spot_free_gpus``, a gang's reach: any real pod may preempt
 it), but its node is busy: never offered for release while it holds one.
 
+Parked nodes (:meth:`NodeReleasePlanner.decide`). A node gpufleet cordoned is used by nothing (the scheduler skips
+it) and, with ``release: gpufleet``, emptied by no Karpenter: left alone it would be paid for good. So each round
+a parked node, but one a drain is emptying now (``draining``, the controller's consolidation in flight), is
+either released or uncordoned: empty (by the rule above: DaemonSet and static pods do not count), Ready and
+launched, it is an idle node by the same rules as any (idle from when the watch first saw it so, the scaler's
+``min_idle_s`` before it is offered, so pods just evicted from it find their new places first; the rent-or-buy
+hold; pending work; the start buffer): let go, it is released (``NodeRelease.parked``: deleted without a new
+cordon); kept, it is uncordoned (``held_by_node_scaler``: the scaler keeps it for work to come, which a
+cordoned node cannot take; from then on it is an ordinary idle node). A parked node that cannot be offered (it
+runs work, a drain cut short; not of a launched capacity type; not Ready; a CPU node, which consolidation drains
+too) is uncordoned once the watch has seen it parked ``own_cordon_grace_s`` (:data:`OWN_CORDON_GRACE_S`, 900 s;
+``own_cordon_expired``). Only gpufleet's own cordon is ever undone: an administrator's (no mark) is not a parked
+node, never offered nor uncordoned.
+
 Node start (``node_start_s``) is one setting for the cluster, the controller's (the simulator reads it per pool).
-Decisions are data (:class:`NodeRelease`, with the scaler's reason code); the controller cordons, checks that the
-node is still empty and deletes it (``adapters/kubernetes/controller.py``).
+Decisions are data (:class:`NodeRelease`, with the scaler's reason code; :class:`NodeUncordon`); the controller
+cordons, checks that the node is still empty and deletes it, or undoes its own cordon
+(``adapters/kubernetes/controller.py``).
 """
 
 from __future__ import annotations
@@ -93,12 +110,23 @@ INITIALIZED = "karpenter.sh/initialized=true"
 BUFFER_EVERY_S = 3600  # the start buffer is stepped hourly, as in the simulator (Provisioner.hold_buffer)
 FORGET_AFTER_S = 3600  # a node name not observed for this long is forgotten (its id, its join): names do not come back
 NODE_BOUND_OWNERS = ("DaemonSet", "Node")  # a DaemonSet's pod; a static pod's mirror (owned by its Node)
+# gpufleet's own cordon on a node that cannot be offered for release (it still runs work, is reserved or not Ready)
+# is undone after this long by the planner's watch (a drain or release cut short by a crash or a lost Lease)
+OWN_CORDON_GRACE_S = 900
+HELD_PARKED = "held_by_node_scaler"  # a parked node the scaler keeps: uncordoned, so that work can use it
+PARKED_EXPIRED = "own_cordon_expired"  # a parked node past the grace that cannot be released: uncordoned
 
 
 def node_bound(p: ObservedPod) -> bool:
     """A DaemonSet or static pod: it runs on its node whatever runs there and goes with the node, so it does not
     keep the node busy (a GPU device plugin's pod is on every GPU node)."""
     return p.owner_kind in NODE_BOUND_OWNERS
+
+
+def busy_nodes(pods: Iterable[ObservedPod]) -> set[str]:
+    """The nodes an active pod is bound to, DaemonSet and static pods aside (:func:`node_bound`): the others are
+    empty, as the release reads a node."""
+    return {p.node for p in pods if p.node and p.active and not node_bound(p)}
 
 
 @dataclass(frozen=True, slots=True)
@@ -247,6 +275,12 @@ def unreachable_gangs(
     return frozenset(out)
 
 
+def _offerable(n: ObservedNode, busy: Collection[str]) -> bool:
+    """Whether a parked node may be offered for release as an idle node: a GPU node, Ready, of a launched capacity
+    type, empty."""
+    return bool(n.sku) and n.spec.gpu_count > 0 and n.ready and n.capacity_type in LAUNCHED and n.name not in busy
+
+
 def unreachable_gang_gpus(pending: Iterable[ObservedPod], unreachable: frozenset[tuple[str, str]]) -> int:
     """``ScaleDownContext.unreachable_gang_gpus`` of one product: the GPUs of its pending pods (each once) when every
     one of them is in an unreachable gang, else 0."""
@@ -315,6 +349,27 @@ class NodeRelease:
     sku: str  # GPU product
     reason: str
     idle_for_s: int
+    parked: bool = False  # already cordoned by gpufleet (a drained node, a release cut short): delete, no cordon
+
+
+@dataclass(frozen=True, slots=True)
+class NodeUncordon:
+    """A node whose own cordon gpufleet undoes (a parked node: :attr:`ObservedNode.own_cordon`), with the reason:
+    ``held_by_node_scaler`` (empty, offered, and the scaler keeps it: kept capacity must take work) or
+    ``own_cordon_expired`` (parked ``OWN_CORDON_GRACE_S`` and not releasable: it runs work, is not of a launched
+    capacity type or is not Ready)."""
+
+    node: str
+    sku: str
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
+class ReleaseRound:
+    """One release round's decisions: the nodes to delete and the parked nodes to uncordon."""
+
+    releases: tuple[NodeRelease, ...]
+    uncordons: tuple[NodeUncordon, ...]
 
 
 @dataclass(slots=True)
@@ -348,38 +403,86 @@ class NodeReleasePlanner:
     _observed: dict[str, float] = field(default_factory=dict)  # node with an id -> when last observed
     _clock: tuple[float, float] | None = None  # (observation time, steady_s) of the first plan given steady_s
     _now: float | None = None  # the planner's clock at the last plan
+    own_cordon_grace_s: int = OWN_CORDON_GRACE_S  # a parked node that cannot be released is uncordoned after it
+    _parked_since: dict[str, int] = field(default_factory=dict)  # parked node -> first seen parked (not draining)
 
-    def plan(self, obs: Observation, steady_s: float | None = None) -> tuple[NodeRelease, ...]:
-        out: list[NodeRelease] = []
-        for ctx in self.contexts(obs, steady_s=steady_s):
+    def plan(
+        self, obs: Observation, steady_s: float | None = None, draining: Collection[str] = ()
+    ) -> tuple[NodeRelease, ...]:
+        """The nodes to release (:meth:`decide`'s releases)."""
+        return self.decide(obs, steady_s, draining).releases
+
+    def decide(self, obs: Observation, steady_s: float | None = None, draining: Collection[str] = ()) -> ReleaseRound:
+        """One round: the scaler on each product's context (:meth:`contexts`); the idle nodes it lets go are
+        released. Parked nodes (gpufleet's own cordon, :attr:`ObservedNode.own_cordon`; those in ``draining``,
+        a drain in flight, are left alone): an empty one is offered as an idle node; let go, it is released
+        (``parked``: already cordoned); kept, it is uncordoned (``held_by_node_scaler``). A parked node that
+        cannot be offered (it runs work, is not of a launched capacity type or is not Ready) is uncordoned once
+        parked ``own_cordon_grace_s`` by the planner's watch (``own_cordon_expired``)."""
+        releases: list[NodeRelease] = []
+        uncordons: list[NodeUncordon] = []
+        offered: set[str] = set()
+        for ctx in self.contexts(obs, steady_s=steady_s, draining=draining):
             names_by_id = {i.node_id: i for i in ctx.idle}
+            let_go: set[int] = set()
             for node_id, reason in self.scaler.scale_down(ctx):
                 i = names_by_id.get(node_id)
                 if i is not None:
-                    out.append(NodeRelease(self._names[node_id], ctx.sku_id, reason, i.idle_for_s))
-        return tuple(out)
+                    name = self._names[node_id]
+                    releases.append(NodeRelease(name, ctx.sku_id, reason, i.idle_for_s, name in self._parked_since))
+                    let_go.add(node_id)
+            for i in ctx.idle:
+                name = self._names[i.node_id]
+                if name in self._parked_since:
+                    offered.add(name)
+                    if i.node_id not in let_go:
+                        uncordons.append(NodeUncordon(name, ctx.sku_id, HELD_PARKED))
+        now = self._now if self._now is not None else obs.now_s
+        busy = busy_nodes(obs.pods)
+        by_name = {n.name: n for n in obs.nodes}
+        for name, since in sorted(self._parked_since.items()):
+            n = by_name.get(name)
+            if n is None or name in offered or _offerable(n, busy) or now - since < self.own_cordon_grace_s:
+                continue
+            uncordons.append(NodeUncordon(name, n.sku, PARKED_EXPIRED))
+        return ReleaseRound(tuple(releases), tuple(uncordons))
 
     def contexts(
-        self, obs: Observation, min_idle_s: int | None = None, steady_s: float | None = None
+        self,
+        obs: Observation,
+        min_idle_s: int | None = None,
+        steady_s: float | None = None,
+        draining: Collection[str] = (),
     ) -> tuple[ScaleDownContext, ...]:
         """What :meth:`plan` asks the scaler, one context per GPU product (sorted), without asking it: the watch
-        (idle spells, joins) advances as in a plan. ``min_idle_s``: offer nodes idle at least this long by the
-        watch (None: the scaler's ``min_idle_s``, as :meth:`plan`; 0: every idle launched node). ``steady_s``: a
-        monotonic reading taken with the observation (the class docstring)."""
+        (idle spells, joins, parked nodes) advances as in a plan. ``min_idle_s``: offer nodes idle at least this
+        long by the watch (None: the scaler's ``min_idle_s``, as :meth:`plan`; 0: every idle launched node).
+        ``steady_s``: a monotonic reading taken with the observation (the class docstring). ``draining``: nodes
+        a drain is emptying now (not parked, not offered). A parked node (:meth:`decide`) that is Ready and empty
+        counts as an idle node of its product, as if uncordoned (its idle spell, the capacity, the free GPUs)."""
         now = self._tick(obs.now_s, steady_s)
         least = self.scaler.min_idle_s if min_idle_s is None else min_idle_s
         bound = [p for p in obs.pods if p.node and p.active]
-        busy = {p.node for p in bound if not node_bound(p)}
+        busy = busy_nodes(bound)
         gpu_nodes = [n for n in obs.nodes if n.sku and n.spec.gpu_count > 0]
         fresh = self._fresh(gpu_nodes, now)
+        for n in obs.nodes:  # every node a drain may have cordoned: a CPU node too (uncordoned after the grace)
+            if n.own_cordon and n.name not in draining:
+                self._parked_since.setdefault(n.name, int(now))
+            else:
+                self._parked_since.pop(n.name, None)
+        parked = {n.name for n in gpu_nodes if n.name in self._parked_since and _offerable(n, busy)}
         for n in gpu_nodes:
-            if n.name in busy or not n.schedulable:
+            if n.name in busy or not (n.schedulable or n.name in parked):
                 self._idle_since.pop(n.name, None)
             else:
                 self._idle_since.setdefault(n.name, int(now))
         names = {n.name for n in gpu_nodes}
         for gone in [k for k in self._idle_since if k not in names]:
             del self._idle_since[gone]
+        observed = {n.name for n in obs.nodes}
+        for gone in [k for k in self._parked_since if k not in observed]:
+            del self._parked_since[gone]
         self._forget(names, now)
         pending = [
             p
@@ -408,7 +511,7 @@ class NodeReleasePlanner:
         self._step_buffer(obs, gpu_nodes, per_node, now)
         out: list[ScaleDownContext] = []
         for sku in products:
-            mine = [n for n in gpu_nodes if n.sku == sku and n.schedulable]
+            mine = [n for n in gpu_nodes if n.sku == sku and (n.schedulable or n.name in parked)]
             idle = [
                 self._idle(n, now, obs.now_s)
                 for n in mine

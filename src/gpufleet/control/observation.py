@@ -41,10 +41,18 @@ class ObservedNode:
     ready: bool = True
     unschedulable: bool = False
     created_s: float | None = None  # metadata.creationTimestamp in Unix seconds (None: unknown)
+    # gpufleet's own cordon: the reason in the annotation gpufleet.io/cordoned-by of a cordoned node ("": not
+    # cordoned, or cordoned by someone else, an administrator's kubectl cordon)
+    cordoned_by: str = ""
 
     @property
     def name(self) -> str:
         return self.spec.name
+
+    @property
+    def own_cordon(self) -> bool:
+        """Cordoned by gpufleet (a consolidation's drain, a node release): the cordon gpufleet may undo."""
+        return self.unschedulable and bool(self.cordoned_by)
 
     @property
     def schedulable(self) -> bool:

@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import uuid
 
-import pytest
-
 from gpufleet.adapters.kubernetes.act import Actuator
 from gpufleet.adapters.kubernetes.controller import Controller, ControllerConfig
 from gpufleet.adapters.kubernetes.fakekubelet import FakeKubelet, FakeNode
@@ -109,18 +107,15 @@ def test_a_drain_that_stops_keeps_an_admins_cordon_and_undoes_its_own(
     assert "gpufleet.io/cordoned-by" not in (got["metadata"].get("annotations") or {})
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="design: a node the consolidation drained stays cordoned and the release offers only uncordoned nodes; "
-    "fixing it needs the observation to carry gpufleet's cordon mark and a rule for what a drained node becomes "
-    "(released by the scaler's rules, or uncordoned when it holds it), which the parity with the simulator must cover",
-)
 def test_a_node_the_consolidation_drained_is_released_in_the_end(kube: Kube, kubelet: FakeKubelet, ns: str) -> None:
-    """Review (not fixed), the defect: consolidation (``--consolidate-every-s``) cordons an underused node and evicts
-    its pods; on success it leaves the node cordoned and empty. The node release (``--release-every-s``) offers
+    """Review (fixed), the defect: consolidation (``--consolidate-every-s``) cordons an underused node and evicts
+    its pods; on success it leaves the node cordoned and empty. The node release (``--release-every-s``) offered
     only uncordoned nodes, and the fleet spec's ``release: gpufleet`` set Karpenter's ``consolidateAfter: Never``
-    on the launched NodePools: nobody ever deletes or uses the drained node, a paid GPU node for good (the same
-    for a node whose release was cut between its cordon and its delete: a crash, a lost Lease)."""
+    on the launched NodePools: nobody ever deleted or used the drained node, a paid GPU node for good (the same
+    for a node whose release was cut between its cordon and its delete: a crash, a lost Lease). Now the
+    observation carries gpufleet's cordon mark (``ObservedNode.cordoned_by``) and the release round treats such a
+    parked node, empty, as an idle node: after the scaler's minimum idle time it is either released or, kept by
+    the scaler's rent-or-buy hold, uncordoned (then released at the break-even as any idle node)."""
     node = f"cd{uuid.uuid4().hex[:5]}-drained"
     kubelet.register([FakeNode(node)])
     kubelet.start()
@@ -142,4 +137,87 @@ def test_a_node_the_consolidation_drained_is_released_in_the_end(kube: Kube, kub
     finally:
         ctl.stop()
         ctl.view.stop()
-    assert node in released or not _unschedulable(kube, node)
+    assert node in released and not _exists(kube, node)
+    # first kept by the scaler's rent-or-buy hold: uncordoned (usable), then released as an ordinary idle node
+    assert [u.reason for u, out in ctl.uncordon_results if u.node == node and out == "applied"] == [
+        "held_by_node_scaler"
+    ]
+
+
+def _rounds(ctl: Controller, clock: FakeClock, span_s: float, step_s: float = 60) -> list[str]:
+    """Release rounds every ``step_s`` of the controller's clock for ``span_s``; the nodes released."""
+    released: list[str] = []
+    start = clock.t
+    while clock.t - start < span_s:
+        released += [r.node for r, out in ctl.maybe_release() if out == "released"]
+        clock.t += step_s
+    return released
+
+
+def test_a_release_cut_between_its_cordon_and_its_delete_is_finished_by_the_next_controller(
+    kube: Kube, kubelet: FakeKubelet, ns: str
+) -> None:
+    """Review (fixed), the defect: a release cordons the node (gpufleet's mark) and then deletes it; a controller that
+    crashed (or lost its Lease) in between left the node cordoned and idle, and the next controller never offered
+    it again (cordoned), nor did Karpenter (``consolidateAfter: Never``). Now the next controller reads the mark:
+    the parked, empty node is held no longer than any idle node (not before the scaler's minimum idle time:
+    no churn) and released in the end."""
+    node = f"cd{uuid.uuid4().hex[:5]}-cut"
+    kubelet.register([FakeNode(node)])
+    kubelet.start()
+    assert Actuator(kube).cordon_own(node, "unneeded_below_threshold") == "applied"  # the crashed release's cordon
+    clock = FakeClock()
+    ctl = Controller(kube, ControllerConfig(release_every_s=60, node_start_s=600), clock=clock).start()
+    try:
+        assert wait_for(lambda: node in {n.name for n in ctl.view.observation().nodes if n.own_cordon}, 30)
+        released = _rounds(ctl, clock, 540)  # within the minimum idle time (600 s): left as it is
+        assert node not in released and _unschedulable(kube, node)
+        buy_s = rent_or_buy_hold_s(600, MIN_BILLING_S, LOOP_DELAY_WEIGHT, 1.0)
+        released += _rounds(ctl, clock, 3 * buy_s)
+    finally:
+        ctl.stop()
+        ctl.view.stop()
+    assert node in released and not _exists(kube, node)
+
+
+def test_admin_cordons_are_never_touched_and_gpufleets_own_on_a_busy_node_expires(
+    kube: Kube, kubelet: FakeKubelet, ns: str
+) -> None:
+    """Review (fixed), the rule's other half: an administrator's cordon (no ``gpufleet.io/cordoned-by``), on an
+    empty node or a busy one, is never released nor undone, however long it stands; gpufleet's own cordon on a
+    node that still runs work (a drain cut short) is undone once parked ``OWN_CORDON_GRACE_S`` (900 s), not before."""
+    p = f"cd{uuid.uuid4().hex[:5]}"
+    idle_admin, busy_admin, busy_own = f"{p}-idle-admin", f"{p}-busy-admin", f"{p}-busy-own"
+    kubelet.register([FakeNode(idle_admin), FakeNode(busy_admin), FakeNode(busy_own)])
+    kubelet.start()
+    for node in (busy_admin, busy_own):
+        body = pod_body(f"w-{node}", PodRequest("x", 1000, 1024, 1, 1000), "none")
+        body["spec"]["nodeName"] = node
+        create_pod(kube, ns, body)
+    assert wait_for(lambda: all(x["status"].get("phase") == "Running" for x in pods_in(kube, ns)), 30)
+    _admin_cordons(kube, idle_admin)
+    _admin_cordons(kube, busy_admin)
+    assert Actuator(kube).cordon_own(busy_own, "test_drain") == "applied"  # a drain that crashed before evicting
+    clock = FakeClock()
+    ctl = Controller(kube, ControllerConfig(release_every_s=60, node_start_s=600), clock=clock).start()
+    try:
+        assert wait_for(lambda: busy_own in {n.name for n in ctl.view.observation().nodes if n.own_cordon}, 30)
+        released = _rounds(ctl, clock, 840)
+        assert _unschedulable(kube, busy_own)  # within the grace: a drain may still be at it
+        buy_s = rent_or_buy_hold_s(600, MIN_BILLING_S, LOOP_DELAY_WEIGHT, 1.0)
+        released += _rounds(ctl, clock, 3 * buy_s)
+    finally:
+        ctl.stop()
+        ctl.view.stop()
+    assert not {idle_admin, busy_admin, busy_own} & set(released)
+    for node in (idle_admin, busy_admin):
+        assert _exists(kube, node) and _unschedulable(kube, node)
+        assert "gpufleet.io/cordoned-by" not in (kube.get(f"/api/v1/nodes/{node}")["metadata"].get("annotations") or {})
+        assert not any(a["target"] == node for a in ctl.act.audit)
+    got = kube.get(f"/api/v1/nodes/{busy_own}")
+    assert not got["spec"].get("unschedulable", False)
+    assert "gpufleet.io/cordoned-by" not in (got["metadata"].get("annotations") or {})
+    mine = [(u.reason, out) for u, out in ctl.uncordon_results if u.node == busy_own]
+    assert [r for r, out in mine if out == "applied"] == ["own_cordon_expired"]
+    # a round whose observation lags the uncordon asks again: the mark is checked on the API server, nothing written
+    assert {out for _, out in mine} <= {"applied", "not_ours"}

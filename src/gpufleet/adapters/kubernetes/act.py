@@ -28,11 +28,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from gpufleet.adapters.kubernetes.labels import A_GPU_SLOTS
+from gpufleet.adapters.kubernetes.labels import A_CORDONED_BY, A_GPU_SLOTS
 from gpufleet.adapters.kubernetes.rest import JSON, MERGE_PATCH, STRATEGIC_PATCH, ApiError, Kube
 
 TRANSIENT = {0, 429, 500, 502, 503, 504}
-A_CORDONED_BY = "gpufleet.io/cordoned-by"  # on a node gpufleet cordoned itself (the reason): the cordon it may undo
 OWN_CORDON_TRIES = 3  # read-then-patch rounds when the node changed in between (409)
 AUDIT_KEEP = 100_000  # audit records kept in memory
 
@@ -215,6 +214,20 @@ class Actuator:
         administrator who wants it kept cordoned removes the annotation). Returns ``applied`` | ``dry_run`` |
         ``not_ours`` (not cordoned, or not by gpufleet: left as it is) | ``not_found`` | ``conflict`` | ``error``."""
         return self._own_cordon(node, reason, False)
+
+    def own_cordon_now(self, node: str) -> str:
+        """Whether ``node`` carries gpufleet's own cordon now (read from the API server, nothing written): ``ours``
+        (cordoned, with the mark) | ``not_ours`` (schedulable, or an administrator's cordon) | ``not_found`` |
+        ``error``."""
+        try:
+            got = self._read_node(node)
+        except ApiError:
+            return "error"
+        if got is None:
+            return "not_found"
+        cordoned = bool((got.get("spec") or {}).get("unschedulable", False))
+        mark = ((got.get("metadata") or {}).get("annotations") or {}).get(A_CORDONED_BY)
+        return "ours" if cordoned and mark is not None else "not_ours"
 
     def delete_node(self, node: str, reason: str) -> str:
         """Delete a Node object (Karpenter's termination finalizer then terminates its instance)."""

@@ -54,7 +54,7 @@ from gpufleet.adapters.kubernetes.workloads import (
 from gpufleet.adapters.telemetry_prometheus import PrometheusTelemetry, valid_label_name
 from gpufleet.control.binding import BindingPlan, BindingPlanner, PodBind, Unschedulable
 from gpufleet.control.buffer_pods import BufferPods, plan_buffer_pods
-from gpufleet.control.node_release import NodeRelease, NodeReleasePlanner
+from gpufleet.control.node_release import NodeRelease, NodeReleasePlanner, NodeUncordon
 from gpufleet.control.observation import Observation
 from gpufleet.control.placement import ReplicaSpread
 from gpufleet.control.preempting import PREEMPT_REASON, NoPreempt, PreemptConfig, PreemptDecision, Victim
@@ -214,6 +214,7 @@ class Controller:
         self._elect_failing_since: float | None = None  # time.monotonic() of the first round of that streak
         self._next_consolidation = 0.0
         self._reclaim: threading.Thread | None = None
+        self._draining: frozenset[str] = frozenset()  # the nodes of the consolidation round in flight
         self.reclaim_results: list[dict[str, str]] = []
         self._lock = threading.Lock()
         self.preemptions: list[PreemptDecision] = []
@@ -226,6 +227,7 @@ class Controller:
         self.releaser: NodeReleasePlanner | None = None
         self._next_release = 0.0
         self.release_results: list[tuple[NodeRelease, str]] = []
+        self.uncordon_results: list[tuple[NodeUncordon, str]] = []  # parked nodes whose own cordon was undone
         self.buffer_plans: list[BufferPods] = []  # the start buffer's top-up decisions, every round's
         if cfg.release_every_s > 0:
             self.releaser = NodeReleasePlanner(loop_node_scaler(), BUILTIN_PRICE_CATALOG, cfg.node_start_s,
@@ -473,7 +475,9 @@ class Controller:
         """Every ``release_every_s``: the loop's node scaler on the observation (control/node_release.py) picks
         idle launched GPU nodes, keeping those the loop's start buffer holds (``releaser.buffer_decisions``: the
         last decision per product); each is released (:func:`apply_release`: cordon, check empty, delete) and
-        recorded with the scaler's reason. Then the buffer's top-up (``buffer_pods``, control/buffer_pods.py): on the
+        recorded with the scaler's reason. Parked nodes (gpufleet's own cordon: drained by a consolidation, or a
+        release cut short) are released the same way or uncordoned (``releaser.decide``; the nodes of the
+        consolidation round in flight are left to it; ``uncordon_results``). Then the buffer's top-up (``buffer_pods``, control/buffer_pods.py): on the
         same observation, placeholder pods created for the missing buffer nodes and deleted beyond it (kept in
         ``buffer_plans``); with the top-up off, the placeholders an earlier run left are deleted (no buffer wanted:
         each would hold a whole GPU node for good). Returns this round's (release, outcome) pairs."""
@@ -485,8 +489,12 @@ class Controller:
         self._next_release = now + self.cfg.release_every_s
         obs = self.view.observation()
         steady = time.monotonic() if self.clock is time.time else None  # a test's own clock is its own steady one
-        done = [(r, apply_release(self.act, r)) for r in self.releaser.plan(obs, steady_s=steady)]
+        with self._lock:
+            draining = self._draining
+        decided = self.releaser.decide(obs, steady_s=steady, draining=draining)
+        done = [(r, apply_release(self.act, r)) for r in decided.releases]
         self.release_results += done
+        self.uncordon_results += [(u, self.act.uncordon_own(u.node, u.reason)) for u in decided.uncordons]
         buffer = self.releaser.buffer
         if buffer is not None:
             plans = plan_buffer_pods(obs, self.releaser.buffer_decisions if self.cfg.buffer_pods else {}, buffer)
@@ -514,11 +522,17 @@ class Controller:
             return
 
         def work() -> None:
-            got = apply_reclaim(self.act, plan, checkpoint_timeout_s=self.cfg.checkpoint_timeout_s,
-                                grace_s=self.cfg.eviction_grace_s)  # fmt: skip
+            try:
+                got = apply_reclaim(self.act, plan, checkpoint_timeout_s=self.cfg.checkpoint_timeout_s,
+                                    grace_s=self.cfg.eviction_grace_s)  # fmt: skip
+            finally:
+                with self._lock:
+                    self._draining = frozenset()
             with self._lock:
                 self.reclaim_results.append(got)
 
+        with self._lock:
+            self._draining = frozenset(d.node for d in plan.drains)
         self._reclaim = threading.Thread(target=work, name="reclaim", daemon=True)
         self._reclaim.start()
 

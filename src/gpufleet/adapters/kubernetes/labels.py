@@ -23,6 +23,7 @@ Nodes (well-known labels set by the GPU operator's feature discovery, Karpenter 
 ``nvidia.com/gpu.clique`` or           NodeSpec.nvlink_domain (numbered likewise)
 ``topology.gpufleet.io/nvlink-domain``
 ``spec.unschedulable`` / Ready         unschedulable / ready
+``gpufleet.io/cordoned-by`` annotation cordoned_by (only while ``spec.unschedulable``: gpufleet's own cordon)
 =====================================  ==========================================================
 
 Pods: the request the kubelet admits a pod against (the containers' sum, or an init container's own when larger,
@@ -127,6 +128,7 @@ L_COSCHED_GROUP = "scheduling.x-k8s.io/pod-group"  # scheduler-plugins coschedul
 A_GANG_MIN = "gpufleet.io/pod-group-min"
 A_GPU_MILLI = "gpufleet.io/gpu-milli"
 A_GPU_SLOTS = "gpufleet.io/gpu-slots"
+A_CORDONED_BY = "gpufleet.io/cordoned-by"  # on a node gpufleet cordoned itself (the reason): the cordon it may undo
 A_WORKLOAD_ID = "gpufleet.io/workload-id"  # the usage meter's workload id (a workload registered in the service)
 # observed besides gpufleet.io/*: the pod-deletion-cost gpufleet writes before a scale-down (Kubernetes' ReplicaSet
 # controller deletes the lowest first; beta, on by default, since 1.22: an API server of 1.20 stores it only)
@@ -236,6 +238,7 @@ def node_from_json(obj: dict[str, Any], topo: TopologyIds) -> ObservedNode:
     taints = scheduling_taints(obj.get("spec", {}).get("taints"))
     conds = status.get("conditions") or []
     ready = any(c.get("type") == "Ready" and c.get("status") == "True" for c in conds)
+    unschedulable = bool(obj.get("spec", {}).get("unschedulable", False))
     spec = NodeSpec(
         name=name,
         cpu_milli=_milli(alloc.get("cpu", 0), f"{where}.cpu"),
@@ -259,8 +262,9 @@ def node_from_json(obj: dict[str, Any], topo: TopologyIds) -> ObservedNode:
         node_pool=labels.get(L_NODEPOOL, ""),
         mig=mig,
         ready=ready,
-        unschedulable=bool(obj.get("spec", {}).get("unschedulable", False)),
+        unschedulable=unschedulable,
         created_s=rfc3339_s(meta.get("creationTimestamp")),
+        cordoned_by=str((meta.get("annotations") or {}).get(A_CORDONED_BY) or "") if unschedulable else "",
     )
 
 

@@ -129,7 +129,14 @@ def apply_release(act: Actuator, release: NodeRelease) -> str:
     then delete the Node. Returns ``released`` | ``dry_run`` | ``cordoned_by_other`` (someone cordoned it since the
     observation: nothing written, their cordon stands) | ``node_busy`` (uncordoned, nothing deleted) | ``failed``
     (uncordoned too when the delete failed: a cordoned node is offered for release no more, nor used). Only
-    gpufleet's own cordon is undone (:meth:`Actuator.uncordon_own`): one an administrator placed is left."""
+    gpufleet's own cordon is undone (:meth:`Actuator.uncordon_own`): one an administrator placed is left.
+
+    A parked node (``release.parked``: already under gpufleet's own cordon, a drained node or a release cut short)
+    is not cordoned again: it must still carry gpufleet's cordon (:meth:`Actuator.own_cordon_now`; else
+    ``cordoned_by_other``, or ``released`` when it is gone), and a pod found on it (an evicted pod still
+    terminating) leaves it parked as it is (``node_busy``, nothing undone: the next round looks again)."""
+    if release.parked:
+        return _release_parked(act, release)
     cordoned = act.cordon_own(release.node, release.reason)
     if cordoned == "cordoned_by_other":
         act.record("release", release.node, "cordoned_by_other", "stopped")
@@ -142,11 +149,7 @@ def apply_release(act: Actuator, release: NodeRelease) -> str:
         except ApiError:
             act.uncordon_own(release.node, "release_check_failed")
             return "failed"
-        live = [
-            p
-            for p in pods
-            if (p.get("status") or {}).get("phase") not in ("Succeeded", "Failed") and not _node_bound(p)
-        ]
+        live = _live(pods)
         if live:
             act.record("release", release.node, "node_busy", "stopped", pods=len(live))
             act.uncordon_own(release.node, "node_busy")
@@ -157,4 +160,38 @@ def apply_release(act: Actuator, release: NodeRelease) -> str:
     if out in ("applied", "not_found"):
         return "released"
     act.uncordon_own(release.node, "release_delete_failed")
+    return "failed"
+
+
+def _live(pods: list[JSON]) -> list[JSON]:
+    """The pods not finished, DaemonSet and static pods aside: what keeps a node from being released."""
+    return [
+        p for p in pods if (p.get("status") or {}).get("phase") not in ("Succeeded", "Failed") and not _node_bound(p)
+    ]
+
+
+def _release_parked(act: Actuator, release: NodeRelease) -> str:
+    """:func:`apply_release` of a node gpufleet has cordoned already: check the mark, the pods, then delete."""
+    if act.dry_run:
+        act.record("release", release.node, release.reason, "dry_run", parked=True)
+        return "dry_run"
+    mark = act.own_cordon_now(release.node)
+    if mark == "not_found":
+        return "released"
+    if mark == "not_ours":  # uncordoned, or the mark removed (an administrator keeps it): not ours to delete
+        act.record("release", release.node, "cordoned_by_other", "stopped", parked=True)
+        return "cordoned_by_other"
+    if mark != "ours":
+        return "failed"
+    try:
+        pods = act.kube.get("/api/v1/pods", fieldSelector=f"spec.nodeName={release.node}").get("items") or []
+    except ApiError:
+        return "failed"
+    live = _live(pods)
+    if live:
+        act.record("release", release.node, "node_busy", "stopped", pods=len(live), parked=True)
+        return "node_busy"
+    out = act.delete_node(release.node, release.reason)
+    if out in ("applied", "not_found"):
+        return "released"
     return "failed"
