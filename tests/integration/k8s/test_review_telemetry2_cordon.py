@@ -33,6 +33,15 @@ def _pod_on(kube: Kube, ns: str, node: str) -> None:
     create_pod(kube, ns, body)
 
 
+def _running_on(kube: Kube, ns: str, prefix: str, nodes: tuple[str, ...]) -> None:
+    """One pod ``{prefix}-{node}`` bound to each node, running."""
+    for node in nodes:
+        body = pod_body(f"{prefix}-{node}", PodRequest("x", 1000, 1024, 1, 1000), "none")
+        body["spec"]["nodeName"] = node
+        create_pod(kube, ns, body)
+    assert wait_for(lambda: all(x["status"].get("phase") == "Running" for x in pods_in(kube, ns)), 30)
+
+
 def test_a_release_that_finds_the_node_busy_keeps_an_admins_cordon(kube: Kube, kubelet: FakeKubelet, ns: str) -> None:
     """Review (fixed), the defect: between the planner's observation and ``apply_release`` an administrator cordoned the
     node (to drain it for maintenance) and a pod was bound to it. ``apply_release`` sent its own cordon (a no-op:
@@ -91,11 +100,7 @@ def test_a_drain_that_stops_keeps_an_admins_cordon_and_undoes_its_own(
     admin, own = f"{p}-admin", f"{p}-own"
     kubelet.register([FakeNode(admin), FakeNode(own)])
     kubelet.start()
-    for node in (admin, own):
-        body = pod_body(f"ckpt-{node}", PodRequest("x", 1000, 1024, 1, 1000), "none")
-        body["spec"]["nodeName"] = node
-        create_pod(kube, ns, body)
-    assert wait_for(lambda: all(x["status"].get("phase") == "Running" for x in pods_in(kube, ns)), 30)
+    _running_on(kube, ns, "ckpt", (admin, own))
     _admin_cordons(kube, admin)
     act = Actuator(kube)
     for node in (admin, own):
@@ -190,11 +195,7 @@ def test_admin_cordons_are_never_touched_and_gpufleets_own_on_a_busy_node_expire
     idle_admin, busy_admin, busy_own = f"{p}-idle-admin", f"{p}-busy-admin", f"{p}-busy-own"
     kubelet.register([FakeNode(idle_admin), FakeNode(busy_admin), FakeNode(busy_own)])
     kubelet.start()
-    for node in (busy_admin, busy_own):
-        body = pod_body(f"w-{node}", PodRequest("x", 1000, 1024, 1, 1000), "none")
-        body["spec"]["nodeName"] = node
-        create_pod(kube, ns, body)
-    assert wait_for(lambda: all(x["status"].get("phase") == "Running" for x in pods_in(kube, ns)), 30)
+    _running_on(kube, ns, "w", (busy_admin, busy_own))
     _admin_cordons(kube, idle_admin)
     _admin_cordons(kube, busy_admin)
     assert Actuator(kube).cordon_own(busy_own, "test_drain") == "applied"  # a drain that crashed before evicting
