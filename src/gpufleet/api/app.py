@@ -3,7 +3,12 @@ services (refusing an unmigrated database), and the lifespan runs the leader loo
 ``leader_poll_s`` (if ``reconcile_interval_s`` > 0) this process keeps or takes the lead (:mod:`gpufleet.service.leader`);
 the leader submits approved reservations and runs the full reconciler every ``reconcile_interval_s``, and the
 control loop's planning pass (forecast -> propose -> re-evaluate placements, :mod:`gpufleet.service.reconciler`)
-every ``plan_interval_s``."""
+every ``plan_interval_s``.
+
+The start-up pass (take the lead, reconcile with the provider) runs in the background: the lifespan waits for it at
+most ``STARTUP_RECONCILE_WAIT_S``, then the server listens whatever the provider does (a provider that hangs, 10 s x
+3 attempts per approved reservation, must not keep ``/healthz`` down past the startup probe). Its failure is logged,
+never fatal; the periodic passes start once it has ended."""
 
 from __future__ import annotations
 
@@ -73,6 +78,30 @@ class _LeaderLoop:
             s.reconciler.run_once()  # forecast -> propose -> re-evaluate placements (service/reconciler.py)
 
 
+# how long the lifespan waits for the start-up pass before serving (the API's startup probe allows 60 s in all)
+STARTUP_RECONCILE_WAIT_S = 3.0
+
+
+async def _start_up(loop: _LeaderLoop, done: asyncio.Event) -> None:
+    """The start-up pass: take the lead if free and, as leader, reconcile with the provider."""
+    started_s = time.monotonic()
+    try:
+        await run_in_threadpool(lambda: loop.step(periodic=False))
+    except Exception:  # a provider outage must not keep the API down; the periodic pass retries
+        log.exception("startup reconcile failed")
+    finally:
+        done.set()
+    if time.monotonic() - started_s > STARTUP_RECONCILE_WAIT_S:
+        log.info("startup reconcile ended after %.0f s, in the background", time.monotonic() - started_s)
+
+
+async def _background(loop: _LeaderLoop, poll_s: float | None, done: asyncio.Event) -> None:
+    """The start-up pass, then (``poll_s`` not None) the periodic passes: one after the other, never two at once."""
+    await _start_up(loop, done)
+    if poll_s is not None:
+        await _lead_forever(loop, poll_s)
+
+
 async def _lead_forever(loop: _LeaderLoop, poll_s: float) -> None:
     while True:
         await asyncio.sleep(poll_s)
@@ -91,23 +120,23 @@ def create_app(settings: Settings | None = None, *, services: Services | None = 
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         anyio.to_thread.current_default_thread_limiter().total_tokens = services.settings.worker_threads
         loop = _LeaderLoop(services)
-        try:  # at startup: take the lead if free and, as leader, reconcile
-            await run_in_threadpool(lambda: loop.step(periodic=False))
-        except Exception:  # a provider outage must not keep the API down; the periodic pass retries
-            log.exception("startup reconcile failed")
-        task = None
+        poll_s: float | None = None
         if services.settings.reconcile_interval_s > 0:
             # one process (SQLite): nobody else approves, so only the full pass, every reconcile_interval_s
             sole = isinstance(services.leader, SoleLeader)
             poll_s = services.settings.reconcile_interval_s if sole else services.settings.leader_poll_s
-            task = asyncio.create_task(_lead_forever(loop, poll_s))
+        started = asyncio.Event()
+        task = asyncio.create_task(_background(loop, poll_s, started))
+        try:  # a quick start-up pass ends before the first request; a hung provider does not hold the server
+            await asyncio.wait_for(started.wait(), STARTUP_RECONCILE_WAIT_S)
+        except TimeoutError:
+            log.warning("startup reconcile still running after %.0f s; serving meanwhile", STARTUP_RECONCILE_WAIT_S)
         try:
             yield
         finally:
-            if task is not None:
-                task.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await task
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
             await run_in_threadpool(services.leader.close)  # hand the lead over at once
 
     app = FastAPI(
