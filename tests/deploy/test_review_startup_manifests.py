@@ -10,9 +10,8 @@ from tests.deploy.test_manifests import _by_kind, _render, needs_kubectl
 
 
 @needs_kubectl
-@pytest.mark.xfail(strict=True, reason="readiness probe timeout 2 s < /readyz bound 6 s")
 def test_readiness_probe_waits_longer_than_the_route_bounds_itself() -> None:
-    """Review (startup), the defect: the readiness probe timed out at 2 s while ``/readyz`` waits for the database up
+    """Review (fixed), the defect: the readiness probe timed out at 2 s while ``/readyz`` waits for the database up
     to the connect timeout + 1 s (6 s with the shipped settings): a slow but working database read as not ready (a
     probe timeout) instead of the route's own answer. The route's bound, computed by the route's code from the
     shipped ConfigMap, must be below the probe's timeoutSeconds."""

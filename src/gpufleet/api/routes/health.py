@@ -17,6 +17,7 @@ from gpufleet.api.deps import ServicesDep
 from gpufleet.api.problems import PROBLEM_RESPONSES
 from gpufleet.api.schemas import Health, Ready
 from gpufleet.domain.errors import GpufleetError
+from gpufleet.service.settings import Settings
 
 router = APIRouter(tags=["health"], responses={500: PROBLEM_RESPONSES[500]})
 _READY_THREADS: list[anyio.CapacityLimiter] = []  # the probe's own 2 threads (built on first use, in the loop)
@@ -26,6 +27,13 @@ def _ready_threads() -> anyio.CapacityLimiter:
     if not _READY_THREADS:
         _READY_THREADS.append(anyio.CapacityLimiter(2))
     return _READY_THREADS[0]
+
+
+def ready_budget_s(settings: Settings) -> float:
+    """How long ``/readyz`` waits for the database before answering 503: the connect timeout plus one second. The
+    readiness probe's ``timeoutSeconds`` must exceed it (deploy/kustomize/base/api.yaml; tests/deploy check it), or a
+    slow but working database reads as a probe timeout instead of the route's answer."""
+    return settings.db_connect_timeout_s + 1.0
 
 
 class NotReady(GpufleetError):
@@ -43,7 +51,7 @@ async def healthz() -> Health:
 @router.get("/readyz", response_model=Ready, responses={503: PROBLEM_RESPONSES[503]})
 async def readyz(services: ServicesDep) -> Ready:
     """The database answers within the connect timeout and its schema is at the revision this code needs."""
-    budget_s = services.settings.db_connect_timeout_s + 1.0
+    budget_s = ready_budget_s(services.settings)
     have: str | None = None
     with anyio.move_on_after(budget_s) as scope:
         try:
