@@ -77,6 +77,9 @@ def test_manifests_say_what_a_production_install_needs() -> None:
     assert hpa["spec"]["minReplicas"] >= 2 and hpa["spec"]["scaleTargetRef"]["name"] == "gpufleet-api"
     job = _by_kind(docs, "Job", "gpufleet-migrate")
     assert job["spec"]["template"]["spec"]["containers"][0]["args"] == ["db", "upgrade"]
+    assert job["spec"]["activeDeadlineSeconds"] > 0 and job["spec"]["backoffLimit"] > 0  # never holds a rollout forever
+    # the readiness probe outwaits /readyz's own bound on the database (test_review_startup_manifests.py)
+    assert c["readinessProbe"]["timeoutSeconds"] > c["livenessProbe"]["timeoutSeconds"]
     ctl = _by_kind(docs, "Deployment", "gpufleet-controller")
     (cc,) = ctl["spec"]["template"]["spec"]["containers"]
     args = cc["args"]
