@@ -247,7 +247,9 @@ def register(app: typer.Typer) -> None:
             DEFAULT_RPS_QUERY,
             DEFAULT_RUNNING_QUERY,
         )
+        from gpufleet.cli.service_settings import warn_unknown_variables
 
+        warn_unknown_variables()  # as `serve` does: a misspelt GPUFLEET_DB_URL is not ignored without a word
         if scale_every_s > 0 and not prometheus:
             raise ValidationError("--prometheus", "replica scaling (--scale-every-s) reads request rates from it")
         db_option = "--db"

@@ -28,12 +28,18 @@ def unknown_variables(environ: Mapping[str, str]) -> list[str]:
     )
 
 
+def warn_unknown_variables() -> None:
+    """Warn on stderr about each ``GPUFLEET_*`` variable of this process that names no setting (it changes nothing):
+    every command that reads the settings or ``GPUFLEET_DB_URL`` (``serve``, ``db upgrade``, ``controller``)."""
+    for name in unknown_variables(os.environ):
+        print(f"warning: {name} is not a gpufleet setting; it is ignored (a misspelling?)", file=sys.stderr)
+
+
 def load_settings(**overrides: Any) -> Settings:
     """Environment (``GPUFLEET_*``) first, then the options that were given on the command line. A ``GPUFLEET_*``
     variable that names no setting is warned about on stderr (it changes nothing)."""
     given = {k: v for k, v in overrides.items() if v is not None}
-    for name in unknown_variables(os.environ):
-        print(f"warning: {name} is not a gpufleet setting; it is ignored (a misspelling?)", file=sys.stderr)
+    warn_unknown_variables()
     try:
         return Settings(**given)
     except SettingsError as exc:  # a list or map setting whose environment variable is not JSON
