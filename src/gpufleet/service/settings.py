@@ -56,14 +56,20 @@ class Settings(BaseSettings):
     reconcile_interval_s: float = Field(
         default=30.0,
         ge=0,
-        description="Seconds between reconciler passes while serving (0 = only at startup). The reconciler "
+        le=86_400,
+        allow_inf_nan=False,
+        description="Seconds between reconciler passes while serving (0 = only at startup; at most a day: a longer "
+        "or infinite interval would stop the periodic pass without a word). The reconciler "
         "submits approved reservations left behind by a crash and activates/expires commitments. With several "
         "processes on PostgreSQL keep it > 0: the same loop lets the leader submit approvals taken by followers.",
     )
     plan_interval_s: float = Field(
         default=86_400.0,
         ge=0,
-        description="Seconds between the leader's planning passes (0 = never in the background; `gpufleet "
+        le=366 * 86_400,
+        allow_inf_nan=False,
+        description="Seconds between the leader's planning passes (0 = never in the background, at most 366 days; "
+        "`gpufleet "
         "reconcile --once` still plans): forecast each SKU from the utilization ingested, propose the reservations "
         "due into the approval workflow and re-evaluate placements (service/reconciler.py). Daily by default: the "
         "procurement cadence, counted from the last pass any process recorded (a store with none is first planned "
