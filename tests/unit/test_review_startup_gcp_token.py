@@ -36,15 +36,14 @@ def silent_token_endpoint() -> Iterator[str]:
         s.close()
 
 
-@pytest.mark.xfail(strict=True, reason="the ADC token refresh has no timeout")
 def test_a_hung_token_endpoint_fails_the_call_instead_of_hanging_it_forever(
     silent_token_endpoint: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Review (startup), the defect: the ADC token refresh (google-auth over a urllib3 PoolManager built without a
+    """Review (fixed), the defect: the ADC token refresh (google-auth over a urllib3 PoolManager built without a
     timeout) waited forever on a token endpoint that accepts and never answers, holding the token's lock: the
     leader's start-up pass and every later GCP call (reconcile, quota reads, price sync) hung for good, and each
-    request that read GCP quotas kept a handler thread. Now the refresh is bounded by the provider's timeouts and
-    fails as a retryable refusal."""
+    request that read GCP quotas kept a handler thread. Now the refresh is bounded by the provider's timeouts
+    (connect and read, as the API calls) and fails as a retryable refusal."""
     from cryptography.hazmat.primitives import serialization
     from cryptography.hazmat.primitives.asymmetric import rsa
 

@@ -103,7 +103,7 @@ class GcpConfig:
 class AdcToken:
     """An access token from Application Default Credentials, refreshed when it is about to expire."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, connect_timeout_s: float = 5.0, read_timeout_s: float = 10.0) -> None:
         import google.auth
         import google.auth.exceptions
         import google.auth.transport.urllib3
@@ -117,7 +117,10 @@ class AdcToken:
         # user credentials (gcloud's ADC) name the project Google bills an API's quota to; APIs such as Cloud Quotas
         # refuse user credentials without it (``gcloud auth application-default set-quota-project``)
         self.quota_project_id: str | None = getattr(self._creds, "quota_project_id", None)
-        self._request = google.auth.transport.urllib3.Request(urllib3.PoolManager())  # type: ignore[no-untyped-call]
+        # bounded like the API calls: google-auth sends the token request with no timeout of its own, so a token
+        # endpoint that accepts and never answers would hold the lock below, and every GCP call, forever
+        timeout = urllib3.Timeout(connect=connect_timeout_s, read=read_timeout_s)
+        self._request = google.auth.transport.urllib3.Request(urllib3.PoolManager(timeout=timeout))  # type: ignore[no-untyped-call]
         self._lock = threading.Lock()
 
     def __call__(self) -> str:
@@ -133,7 +136,9 @@ class AdcToken:
 def token_source(config: GcpConfig) -> Callable[[], str]:
     """The bearer token of every call: ADC, resolved now (a server without them stops at start naming the
     setting), or the emulator placeholder."""
-    return (lambda: "emulator") if config.credentials == "none" else AdcToken()
+    if config.credentials == "none":
+        return lambda: "emulator"
+    return AdcToken(connect_timeout_s=config.connect_timeout_s, read_timeout_s=config.read_timeout_s)
 
 
 class GoogleApi:
