@@ -1,4 +1,4 @@
-"""Review (startup): the GCP adapters' token refresh against a token endpoint that hangs."""
+"""Review (startup): the cloud adapters' credential requests against a token endpoint that hangs."""
 
 from __future__ import annotations
 
@@ -73,3 +73,34 @@ def test_a_hung_token_endpoint_fails_the_call_instead_of_hanging_it_forever(
     assert not th.is_alive(), "the token refresh still hangs after 30 s"
     assert time.monotonic() - t0 < 30
     assert isinstance(out.get("error"), ProviderRefused), out
+
+
+@pytest.mark.xfail(strict=True, reason="the Azure token fetch at start has azure-core's 300 s timeouts")
+def test_a_hung_azure_identity_endpoint_does_not_hold_the_start(
+    silent_token_endpoint: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Review (startup), the defect: ``serve --provider azure`` fetches its first ARM token while building the
+    services, before uvicorn listens; DefaultAzureCredential's requests had azure-core's default timeouts (300 s to
+    connect, 300 s to read, with retries), so a managed-identity endpoint that accepts and never answers held the
+    start far past the 60 s startup probe: a restart loop with the API never up (and a later refresh held every ARM
+    call as long). Now the credential's requests carry the provider's connect and read timeouts."""
+    from gpufleet.adapters.azure.session import DefaultToken
+    from gpufleet.domain.errors import ValidationError
+
+    for name in ("AZURE_CLIENT_ID", "AZURE_TENANT_ID", "AZURE_CLIENT_SECRET", "AZURE_FEDERATED_TOKEN_FILE"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("IDENTITY_ENDPOINT", silent_token_endpoint)  # a managed identity (App Service style)
+    monkeypatch.setenv("IDENTITY_HEADER", "x")
+    out: dict[str, object] = {}
+
+    def fetch() -> None:
+        try:
+            out["token"] = DefaultToken(connect_timeout_s=1.0, read_timeout_s=1.0)
+        except Exception as exc:
+            out["error"] = exc
+
+    th = threading.Thread(target=fetch, daemon=True)
+    th.start()
+    th.join(30)
+    assert not th.is_alive(), "the token fetch still hangs after 30 s"
+    assert isinstance(out.get("error"), ValidationError) and "azure_credentials" in str(out["error"]), out
