@@ -75,11 +75,10 @@ def test_a_hung_token_endpoint_fails_the_call_instead_of_hanging_it_forever(
     assert isinstance(out.get("error"), ProviderRefused), out
 
 
-@pytest.mark.xfail(strict=True, reason="the Azure token fetch at start has azure-core's 300 s timeouts")
 def test_a_hung_azure_identity_endpoint_does_not_hold_the_start(
     silent_token_endpoint: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Review (startup), the defect: ``serve --provider azure`` fetches its first ARM token while building the
+    """Review (fixed), the defect: ``serve --provider azure`` fetches its first ARM token while building the
     services, before uvicorn listens; DefaultAzureCredential's requests had azure-core's default timeouts (300 s to
     connect, 300 s to read, with retries), so a managed-identity endpoint that accepts and never answers held the
     start far past the 60 s startup probe: a restart loop with the API never up (and a later refresh held every ARM

@@ -98,12 +98,14 @@ class AzureConfig:
 class DefaultToken:
     """A bearer token for ARM from ``DefaultAzureCredential``, refreshed five minutes before it expires."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, connect_timeout_s: float = 5.0, read_timeout_s: float = 10.0) -> None:
         from azure.core.exceptions import ClientAuthenticationError
         from azure.identity import CredentialUnavailableError, DefaultAzureCredential
 
         self._errors = (ClientAuthenticationError, CredentialUnavailableError)
-        self._cred = DefaultAzureCredential()
+        # bounded like the ARM calls (azure-core's own defaults are 300 s each): the first token is fetched while the
+        # server starts, before it listens, so an identity endpoint that hangs must not outlast the startup probe
+        self._cred = DefaultAzureCredential(connection_timeout=connect_timeout_s, read_timeout=read_timeout_s)
         self._lock = threading.Lock()
         quiet = logging.getLogger("azure.identity")
         level = quiet.level
@@ -141,7 +143,11 @@ class ArmApi:
         sleep: Callable[[float], None] = time.sleep,
     ) -> None:
         self.config = config
-        self._token = token or ((lambda: "emulator") if config.credentials == "none" else DefaultToken())
+        self._token = token or (
+            (lambda: "emulator")
+            if config.credentials == "none"
+            else DefaultToken(connect_timeout_s=config.connect_timeout_s, read_timeout_s=config.read_timeout_s)
+        )
         self._sleep = sleep
         base = (config.endpoint_url or ARM_URL).rstrip("/") + "/"
         self._prefix = (
