@@ -109,6 +109,7 @@ def register(app: typer.Typer) -> None:
             typer.Option(
                 "--checkpoint-timeout-s",
                 min=0,
+                max=86_400,
                 help="how long a checkpointable pod has to answer the checkpoint handshake before consolidation "
                 "or preemption gives up on evicting it",
             ),
@@ -150,6 +151,7 @@ def register(app: typer.Typer) -> None:
             typer.Option(
                 "--meter-every-s",
                 min=0,
+                max=86_400,
                 help="meter each workload's GPUs into the store's hourly utilization records this often (needs "
                 "--db and --cluster; with --prometheus the records carry DCGM utilization, without it their "
                 "utilization is not measured; 0 = off)",
@@ -160,6 +162,7 @@ def register(app: typer.Typer) -> None:
             typer.Option(
                 "--node-limits-every-s",
                 min=0,
+                max=86_400,
                 help="set the GPU limits of gpufleet's Karpenter NodePools from the store's active reservations and "
                 "quotas this often (needs --db and --cluster; 0 = off)",
             ),
@@ -179,16 +182,23 @@ def register(app: typer.Typer) -> None:
         ] = 0,
         health_stale_s: Annotated[
             float,
-            typer.Option("--health-stale-s", min=1, help="/healthz fails when the loop has not turned for this long"),
+            typer.Option(
+                "--health-stale-s", min=1, max=86_400, help="/healthz fails when the loop has not turned for this long"
+            ),
         ] = 120.0,
         scale_every_s: Annotated[
             float,
-            typer.Option("--scale-every-s", min=0, help="scale opted-in serving Deployments this often (0 = off)"),
+            typer.Option(
+                "--scale-every-s", min=0, max=86_400, help="scale opted-in serving Deployments this often (0 = off)"
+            ),
         ] = 0.0,
         scale_round_s: Annotated[
             float,
             typer.Option(
-                "--scale-round-s", min=0, help="a scaling round's Prometheus reads end by this long (0: its period)"
+                "--scale-round-s",
+                min=0,
+                max=86_400,
+                help="a scaling round's Prometheus reads end by this long (0: its period)",
             ),
         ] = 0.0,
         prometheus: Annotated[
@@ -223,13 +233,19 @@ def register(app: typer.Typer) -> None:
         scale_history_s: Annotated[
             float,
             typer.Option(
-                "--scale-history-s", min=0, help="a Deployment's policy starts from this much rate history (0: none)"
+                "--scale-history-s",
+                min=0,
+                max=366 * 86_400,
+                help="a Deployment's policy starts from this much rate history (0: none)",
             ),
         ] = 86_400.0,
         react_every_s: Annotated[
             float,
             typer.Option(
-                "--react-every-s", min=0, help="between scale periods, scale up on a growing queue this often (0: off)"
+                "--react-every-s",
+                min=0,
+                max=86_400,
+                help="between scale periods, scale up on a growing queue this often (0: off)",
             ),
         ] = 15.0,
         slo_miss_query: Annotated[
