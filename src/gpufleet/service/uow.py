@@ -66,7 +66,7 @@ class UnitOfWork:
         self._write = write
         self._postgres = engine.dialect.name == "postgresql"
         self._fence = _FENCE.get() if write and self._postgres else None
-        self._idle_ms = int(timeouts_of(engine)[1] * 1000)
+        self._idle_ms = 0 if self._fence is None else int(timeouts_of(engine)[1] * 1000)  # only a fenced write's
         if write:
             self._engine = writer(engine)
         elif self._postgres:
