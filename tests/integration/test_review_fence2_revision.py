@@ -5,6 +5,8 @@ which writes into the store and calls the provider with no one watching, must no
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from sqlalchemy import func, select, text
 
@@ -32,12 +34,13 @@ def _events(db: Database) -> int:
         return int(c.scalar(select(func.count()).select_from(AuditEventRow)) or 0)
 
 
-@pytest.mark.xfail(strict=True, reason="the leader loop does not re-check the store's schema revision")
 def test_the_leader_loop_does_not_act_on_a_store_moved_to_another_revision(database: Database) -> None:
-    """Review (holds or fixed, see the commit): the store's schema revision is checked at start only
-    (``build_services``); ``/readyz`` answers 503 once it moves, but the leader loop (``_LeaderLoop.step``: the
-    provider reconcile, the submissions, the planning pass) went on writing and ordering from the provider with the
-    model of the revision it started at."""
+    """Review (fixed), the defect: the store's schema revision was checked at start only (``build_services``);
+    ``/readyz`` answered 503 once it moved, but the leader loop (``_LeaderLoop.step``: the provider reconcile, the
+    submissions, the planning pass) went on writing and ordering from the provider with the model of the revision it
+    started at, and kept the lead from the processes at the store's revision. Now each step reads the revision first
+    (``RevisionWatch``): at another one the process gives up the lead and acts on nothing (a request's approval does
+    not submit either), and resumes once the store is back at its revision."""
     sim = SimulatedProvider(database.engine)
     s = build_services(Settings(db_url=database.url, reconcile_interval_s=30, leader_poll_s=0.05),
                        clock=FixedClock(NOW_S), provider=sim)  # fmt: skip
@@ -64,10 +67,33 @@ def test_the_leader_loop_does_not_act_on_a_store_moved_to_another_revision(datab
         _stamp(database, head_revision(database.engine))  # back at this code's revision: the loop resumes by itself
         loop.step()
         with database.engine.connect() as c:
-            assert c.scalar(select(ReservationRow.status).where(ReservationRow.id == res.id)) == "submitted_to_cloud"
+            assert c.scalar(select(ReservationRow.status).where(ReservationRow.id == res.id)) == "submitted"
         assert len(sim.orders()) == 1
     finally:
         if other is not None:
             other.close()
         s.leader.close()
         s.engine.dispose()
+
+
+def test_the_reconcile_loop_does_not_lead_on_a_store_moved_to_another_revision(
+    database: Database, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Review (fixed), the defect (as the leader loop's): ``gpufleet reconcile`` without ``--once`` checked the
+    revision at start only and led, and ran its passes, whatever revision the store was moved to afterwards. Now each
+    check reads it first: at another revision the loop does not lead and says why, then leads again once it is back."""
+    from typer.testing import CliRunner
+
+    from gpufleet.cli.main import app
+
+    moves = iter([FUTURE, head_revision(database.engine)])
+
+    def sleep(_s: float) -> None:  # between two checks, the store is moved to another revision, then back
+        _stamp(database, next(moves, head_revision(database.engine)))
+
+    monkeypatch.setattr("gpufleet.cli.cmd_reconcile.time.sleep", sleep)
+    got = CliRunner().invoke(app, ["reconcile", "--db", database.url, "--interval-s", "0.05", "--passes", "3"])
+    assert got.exit_code == 0, got.output
+    lines = [json.loads(line) for line in got.output.splitlines() if line.startswith("{")]
+    assert lines == [{"leader": False, "error": lines[0].get("error")}], got.output
+    assert FUTURE in lines[0]["error"], lines

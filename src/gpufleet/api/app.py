@@ -44,12 +44,20 @@ class _LeaderLoop:
         self._leading = False
         self._last_full_s = 0.0
         self._leading_since_s: int | None = None  # service clock: when this process took the lead
+        self._paused: str | None = None  # why the last pass did not act (the store at another schema revision)
 
     def step(self, *, periodic: bool = True) -> None:
         """One pass (blocking: database and provider I/O). ``periodic``: a pass of the background cadence (the
         startup pass only keeps or takes the lead and reconciles with the provider); the leader's planning pass
-        (``plan_interval_s``) runs on periodic passes when :meth:`Reconciler.due`."""
+        (``plan_interval_s``) runs on periodic passes when :meth:`Reconciler.due`. The store's schema revision is
+        read first (:class:`~gpufleet.adapters.sql.migrate.RevisionWatch`): at another one than this code's, the
+        process gives up the lead (a process at the store's revision takes it) and acts on nothing."""
         s = self._services
+        if not self._at_revision():
+            s.leader.close()  # hand the lead over (a no-op when not leading); requests do not submit meanwhile
+            self._leading = False
+            self._leading_since_s = None
+            return
         if not s.leader.refresh():
             self._leading = False
             self._leading_since_s = None
@@ -76,6 +84,17 @@ class _LeaderLoop:
         plan_s = s.settings.plan_interval_s
         if periodic and plan_s > 0 and s.reconciler.due(plan_s, self._leading_since_s):
             s.reconciler.run_once()  # forecast -> propose -> re-evaluate placements (service/reconciler.py)
+
+    def _at_revision(self) -> bool:
+        """Whether the store is at this code's schema revision; a change either way is logged once."""
+        why = self._services.revision.check()
+        if why != self._paused:
+            if why is None:
+                log.info("leader loop resumed: the store is at this gpufleet's schema revision again")
+            else:
+                log.warning("leader loop paused, not leading: %s", why)
+        self._paused = why
+        return why is None
 
 
 # how long the lifespan waits for the start-up pass before serving (the API's startup probe allows 60 s in all)

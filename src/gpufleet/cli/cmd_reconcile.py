@@ -7,6 +7,9 @@ when one is due (``plan_interval_s``), ``--passes`` times at most (0 = until int
 A pass the database fails (down, or a statement past ``db_statement_timeout_s``: a lock another session holds) is
 one line, never a traceback: with ``--once`` ``error: reconciler pass failed: ...`` and exit 2; in the loop a JSON
 line ``{"leader": true, "error": ...}``, and the loop goes on (as ``gpufleet serve`` does): the next check retries.
+The loop reads the store's schema revision before each check: at another revision than this gpufleet's (restored
+from an older backup, upgraded by a newer release) it does not lead (``{"leader": false, "error": ...}``) until the
+store is back at its revision.
 """
 
 from __future__ import annotations
@@ -56,10 +59,13 @@ def register(app: typer.Typer) -> None:
             leading_since_s: int | None = None
             while True:
                 n += 1
-                leader = services.leader.refresh()
+                off = services.revision.check()  # the store may have been moved to another schema revision since
+                if off is not None:
+                    services.leader.close()  # not leading at another revision: a process at the store's takes it
+                leader = off is None and services.leader.refresh()
                 if not leader:
                     leading_since_s = None
-                    typer.echo(json.dumps({"leader": False}))
+                    typer.echo(json.dumps({"leader": False, **({} if off is None else {"error": off})}))
                 else:
                     if leading_since_s is None:
                         leading_since_s = services.clock.now_s()

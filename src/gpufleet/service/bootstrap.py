@@ -10,7 +10,7 @@ from sqlalchemy import Engine
 
 from gpufleet.adapters.providers import ProviderPort, SimulatedProvider
 from gpufleet.adapters.sql.engine import make_engine, safe_url
-from gpufleet.adapters.sql.migrate import ensure_migrated
+from gpufleet.adapters.sql.migrate import RevisionWatch, ensure_migrated
 from gpufleet.service.accuracy import ForecastAccuracyService
 from gpufleet.service.audit import AuditService
 from gpufleet.service.auth import Authenticator
@@ -66,6 +66,8 @@ class Services:
     planned_runs: PlannedRunService
     leader: Leadership
     reconciler: Reconciler
+    # the store's schema revision, re-read by the leader loop before it acts (checked at start by build_services)
+    revision: RevisionWatch
     # with ``provider = aws`` (None with the simulated provider)
     aws: AwsWorld | None = None
     cloud_quotas: CloudQuotaService | None = None
@@ -115,6 +117,7 @@ def build_services(
         provider = provider or gcp_reservations
     provider = provider or SimulatedProvider(engine, latency_s=settings.sim_provider_latency_s)
     leader = leader or election_for(engine, poll_s=settings.leader_poll_s)
+    revision = RevisionWatch(engine)
     workloads = WorkloadService(engine, clock, ids)
     budgets = BudgetService(engine, clock)
     accuracy = ForecastAccuracyService(engine, clock, ingest_grace_h=settings.ingest_grace_h)
@@ -127,7 +130,8 @@ def build_services(
         approval_threshold_usd=settings.approval_threshold_usd,
         provider_max_attempts=settings.provider_max_attempts,
         crash_hook=crash_hook,
-        may_submit=leader.is_leader,
+        # not while the store was last seen at another schema revision: the leader loop has stepped down then
+        may_submit=lambda: revision.off is None and leader.is_leader(),
         approval_window_s=settings.approval_window_days * 86_400,
     )
     binpack = BinpackService(engine, clock)
@@ -168,6 +172,7 @@ def build_services(
         **cloud,
         leader=leader,
         reconciler=reconciler,
+        revision=revision,
     )
 
 

@@ -187,3 +187,32 @@ class RevisionGate:
 
     def reset(self) -> None:
         self._checked = False
+
+
+class RevisionWatch:
+    """For a long-running process that acts on the store on its own (``gpufleet serve``'s leader loop, ``gpufleet
+    reconcile``): :meth:`check` reads the store's schema revision again each time (one ``SELECT`` on
+    ``alembic_version``; the revision this code needs is read from the migration scripts once), since the store may be
+    moved to another revision under the running process (restored from an older backup, upgraded by a newer release's
+    ``gpufleet db upgrade``). :attr:`off` keeps the last answer for cheap callers (a request asking whether it may
+    submit to the provider)."""
+
+    def __init__(self, engine: Engine) -> None:
+        self._engine = engine
+        self._need = head_revision(engine)
+        self.off: str | None = None  # why the store was not usable at the last check; None: at this code's revision
+
+    def check(self) -> str | None:
+        """None when the store is at the revision this code needs, else why not (another revision, or unreachable)."""
+        try:
+            have = current_revision(self._engine)
+        except DatabaseUnavailable as exc:
+            why: str | None = str(exc)
+        else:
+            why = (
+                None
+                if have == self._need
+                else f"the store is at schema revision {have}, this gpufleet needs {self._need}"
+            )
+        self.off = why
+        return why
