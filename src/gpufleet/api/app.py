@@ -74,8 +74,9 @@ class _LeaderLoop:
                         log.info("reconcile: %s", report)
                 else:
                     submit_approved(s.engine, s.reservations)
-        except FencedOut as exc:  # another process leads now: this one's write rolled back; the next poll re-checks
-            log.warning("leader pass stopped: %s", exc)
+        except FencedOut as exc:  # another process leads now: this one's write rolled back
+            log.warning("leader pass stopped: %s; giving up the lead", exc)
+            s.leader.close()  # at once: requests no longer submit as leader; the next poll re-runs the election
             self._leading = False
             self._leading_since_s = None
             return
@@ -83,7 +84,11 @@ class _LeaderLoop:
             self._leading_since_s = s.clock.now_s()
         plan_s = s.settings.plan_interval_s
         if periodic and plan_s > 0 and s.reconciler.due(plan_s, self._leading_since_s):
-            s.reconciler.run_once()  # forecast -> propose -> re-evaluate placements (service/reconciler.py)
+            done = s.reconciler.run_once()  # forecast -> propose -> re-evaluate placements (service/reconciler.py)
+            if done.lead_lost:  # lost or fenced out during the pass: stop acting as leader, as above
+                s.leader.close()
+                self._leading = False
+                self._leading_since_s = None
 
     def _at_revision(self) -> bool:
         """Whether the store is at this code's schema revision; a change either way is logged once."""
