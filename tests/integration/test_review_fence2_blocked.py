@@ -28,9 +28,11 @@ def pg_database(tmp_path: Path, pg_reason: str | None) -> Iterator[Database]:
 
 
 @pytest.mark.postgres
-@pytest.mark.xfail(strict=True, reason="two rows locked by other sessions read as a blocked store")
 def test_two_skus_locked_by_other_sessions_do_not_stop_the_whole_pass(pg_database: Database) -> None:
-    """Review: the first two SKUs' rows are each held locked by another session (a catalog edit stalled before its
+    """Review (fixed), the defect: any two steps in a row failing on the store's availability stopped the pass as
+    "store blocked", so two unrelated locked rows skipped every other SKU and the placements for a day. Now, at
+    ``BLOCKED_AFTER``, PostgreSQL is asked whether a whole table is locked; only then does the pass stop. The attack:
+    the first two SKUs' rows are each held locked by another session (a catalog edit stalled before its
     commit) past the statement timeout, so their orders cannot be inserted (the foreign key's share lock waits); the
     rest of the store answers. The pass must still plan the other SKUs (and re-evaluate placements) rather than name
     them all as skipped behind ``store blocked`` and record the pass, which puts off their planning for a whole

@@ -41,7 +41,9 @@ reported with its reason (``error``) and does not stop the others, whatever it f
 provider answer the adapter cannot read, or a database error of its own (a row another session holds locked past the
 statement timeout); the pass is recorded, so the next one waits for its period instead of re-running every SKU at
 each poll. A store that blocks every step (a lock over a whole table: an index build, an admin's ``LOCK TABLE``; the
-connection lost) is noticed after ``BLOCKED_AFTER`` steps in a row fail on its availability: the pass stops there
+connection lost) is noticed after ``BLOCKED_AFTER`` steps in a row fail on its availability and, on PostgreSQL,
+another session holds or awaits a lock over one of the schema's tables (``pg_locks``; else the failures were rows
+other sessions hold, two SKUs each locked by a stalled request, and the pass goes on): the pass stops there
 (``stopped``: ``store blocked: ...``), names the remaining SKUs and clusters as ``skipped`` instead of waiting a
 statement timeout for each, and is recorded (``gpufleet reconcile --once`` re-runs it once the store answers).
 
@@ -64,7 +66,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from sqlalchemy import Engine, func, select
+from sqlalchemy import Engine, func, select, text
 
 from gpufleet.adapters.sql.engine import unavailable_reason
 from gpufleet.adapters.sql.models import AuditEventRow, ClusterRow
@@ -90,6 +92,15 @@ RECONCILER = Actor("reconciler", Role.ML_PLATFORM_ADMIN, None)
 # timeout: a lock held over every SKU's rows; the connection lost) after which the pass stops instead of waiting a
 # statement timeout for each of the rest
 BLOCKED_AFTER = 2
+
+
+# locks over a whole table of the schema that keep writes out, held or awaited (a waiting ALTER TABLE queues every
+# writer behind it) by another session
+_TABLE_LOCKS = (
+    "SELECT count(*) FROM pg_locks l JOIN pg_class c ON c.oid = l.relation WHERE l.locktype = 'relation' "
+    "AND l.pid <> pg_backend_pid() AND c.relnamespace = current_schema()::regnamespace AND l.mode IN "
+    "('ShareLock', 'ShareRowExclusiveLock', 'ExclusiveLock', 'AccessExclusiveLock')"
+)
 
 
 def failure_reason(exc: Exception) -> str:
@@ -278,9 +289,29 @@ class Reconciler:
             return why
         out.store_failures += 1
         if out.store_failures >= BLOCKED_AFTER and out.stopped is None:
+            if not self._tables_locked():
+                log.warning("reconciler: %d steps in a row failed on the database, but no table is locked: rows "
+                            "other sessions hold, the pass goes on (%s)", out.store_failures, why)  # fmt: skip
+                out.store_failures = 0
+                return why
             out.stopped = f"store blocked: {out.store_failures} steps in a row failed on the database ({why})"
             log.warning("reconciler pass stopped: %s; the rest of the pass is skipped", out.stopped)
         return why
+
+    def _tables_locked(self) -> bool:
+        """Whether the store is blocked as a whole: on PostgreSQL, another session holds or awaits a lock over one of
+        the schema's tables that keeps writes out (SHARE and up: an index build, ``LOCK TABLE``, ``ALTER TABLE``), or
+        the question itself fails (the connection lost). False there means the failures were rows other sessions
+        hold (two SKUs each locked by a stalled request): the pass goes on. SQLite: always True (its lock is the
+        whole database's)."""
+        if self._engine.dialect.name != "postgresql":
+            return True
+        try:
+            with self._engine.connect() as conn:
+                n = conn.execute(text(_TABLE_LOCKS)).scalar_one()
+        except Exception:  # the store does not answer even this: blocked
+            return True
+        return bool(n)
 
     @staticmethod
     def _answered(out: ReconcilePass) -> None:
