@@ -1,0 +1,104 @@
+"""Review (placement2, session 46) over HTTP on SQLite and PostgreSQL: what ``POST /v1/placement/recommendations``
+promises a victim's GPUs for, what its ``skipped`` says, and what it says of a deadline it cannot meet."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import httpx
+import pytest
+
+from gpufleet.service.clock import FixedClock
+from tests.integration.conftest import NOW_S, Database, ServerFactory
+
+URL = "/v1/placement/recommendations"
+OD = "aws/us-east-1/h100_80gb/on_demand"
+JOB = {"job_class": "training", "priority": "high", "sku": "h100_80gb", "gpus": 8, "regions": ["us-east-1"]}
+
+
+def _low(workload_id: str, gpus: int = 8, pool: str = OD) -> dict[str, Any]:
+    return {"workload_id": workload_id, "pool": pool, "gpus": gpus, "priority": "low"}
+
+
+def _ok(r: httpx.Response) -> dict[str, Any]:
+    assert r.status_code == 200, r.text
+    out: dict[str, Any] = r.json()
+    return out
+
+
+@pytest.mark.xfail(strict=True, reason="a victim is promised to every admission that lists it")
+def test_a_victims_gpus_are_promised_to_one_admission(database: Database, make_server: ServerFactory) -> None:
+    """Two admissions are told to preempt the same victim: the pool is full, low-priority job X runs on its 8 GPUs,
+    and two high-priority admissions each listing X are both answered ``preempt [X]``, each counting X's GPUs as
+    theirs (the service keeps no record of what an earlier answer promised)."""
+    s = make_server(database)
+    with s.client("ml_platform_admin", "ada") as a:
+        assert a.patch(f"/v1/pools/{OD}", json={"quota_gpus": 8, "allocated_gpus": 8}).status_code == 200
+        first = _ok(a.post(URL, json={**JOB, "admit": True, "running": [_low("x")]}))
+        assert (first["action"], first["victims"]) == ("preempt", ["x"]), first
+        second = _ok(a.post(URL, json={**JOB, "admit": True, "running": [_low("x")]}))
+        assert second["action"] == "queue" and second["victims"] == [], second
+        # a recommendation does not count them either; another victim still can be taken
+        preview = _ok(a.post(URL, json={**JOB, "running": [_low("x"), _low("y")]}))
+        assert (preview["action"], preview["victims"]) == ("preempt", ["y"]), preview
+
+
+@pytest.mark.xfail(strict=True, reason="a preempting admission of a team with a budget is always a 409")
+def test_a_preempting_admission_with_a_budget_is_admitted(database: Database, make_server: ServerFactory) -> None:
+    """With a budget, an admission whose placement preempts claims all its GPUs in the full pool it preempts in
+    (allocated_gpus + 8 > quota): the claim fails every time and the answer is 409 "retry", although the
+    recommendation says preempt and the budget admits it."""
+    s = make_server(database)
+    with s.client("ml_platform_admin", "ada") as a:
+        assert a.patch(f"/v1/pools/{OD}", json={"quota_gpus": 8, "allocated_gpus": 8}).status_code == 200
+        assert a.post("/v1/teams", json={"id": "vision", "name": "Vision"}).status_code == 201
+        assert a.put("/v1/teams/vision/budget", json={"limit_usd": "100000"}).status_code == 200
+        body = {**JOB, "team": "vision", "expected_run_s": 3600, "running": [_low("x")]}
+        assert _ok(a.post(URL, json=body))["action"] == "preempt"
+        got = _ok(a.post(URL, json={**body, "admit": True}))
+        assert (got["action"], got["victims"], got["budget"]["booked"]) == ("preempt", ["x"], True), got
+        assert a.get(f"/v1/pools/{OD}").json()["allocated_gpus"] == 8  # x's GPUs go to the admission
+
+
+@pytest.mark.xfail(strict=True, reason="running work listed twice frees its GPUs twice")
+def test_running_work_listed_twice_is_a_422(database: Database, make_server: ServerFactory) -> None:
+    """The same running workload listed twice in one pool is counted twice: 4 GPUs of job Y "free" 8, and the
+    answer is ``preempt ["y", "y"]``."""
+    s = make_server(database)
+    with s.client("ml_platform_admin", "ada") as a:
+        assert a.patch(f"/v1/pools/{OD}", json={"quota_gpus": 8, "allocated_gpus": 8}).status_code == 200
+        r = a.post(URL, json={**JOB, "running": [_low("y", 4), _low("y", 4)]})
+        assert r.status_code == 422, r.text
+        assert r.json()["field"] == "running[1].workload_id" and "y" in r.json()["detail"]
+
+
+@pytest.mark.xfail(strict=True, reason="skipped omits the degrade options tried and rejected")
+def test_skipped_names_every_option_tried(database: Database, make_server: ServerFactory) -> None:
+    """A degrade option that was tried and found no pool leaves no trace: a serving replica needing 600 GB that
+    declares a degrade onto L4 (8 x 24 GB) queues, and ``skipped`` lists only the H100 pools: nothing says the L4
+    option was tried and refused for its memory."""
+    s = make_server(database)
+    with s.client("ml_platform_admin", "ada") as a:
+        assert a.patch(f"/v1/pools/{OD}", json={"quota_gpus": 0}).status_code == 200
+        job = {"job_class": "serving", "priority": "critical", "sku": "h100_80gb", "gpus": 8, "regions": ["us-east-1"],
+               "replica_gpu_memory_gb": 600, "degrade_options": [{"sku": "l4"}, {"gpus": 4}]}  # fmt: skip
+        d = _ok(a.post(URL, json=job))
+        assert d["action"] == "queue", d
+        steps = {(x["pool"], x["option"]): x["trigger"] for x in d["skipped"]}
+        assert steps[(OD, None)] == "quota_headroom"
+        assert steps[("aws/us-east-1/l4/on_demand", "degrade_options[0]")] == "gpu_memory"
+        assert steps[(OD, "degrade_options[1]")] == "gpu_memory"
+
+
+@pytest.mark.xfail(strict=True, reason="a placement that cannot meet its deadline gets a plain placed_* reason")
+def test_a_placement_that_cannot_meet_its_deadline_says_so(database: Database, make_server: ServerFactory) -> None:
+    """A job whose deadline has passed (or whose run cannot end by it even if it starts now) is answered
+    ``placed_on_demand`` like any other: nothing tells the caller it will be late."""
+    s = make_server(database, clock=FixedClock(NOW_S))
+    with s.client("ml_platform_admin", "ada") as a:
+        fits = _ok(a.post(URL, json={**JOB, "deadline_s": NOW_S + 7200, "expected_run_s": 3600}))
+        assert fits["reason"] == "placed_on_demand", fits
+        for deadline in (NOW_S - 1, NOW_S + 1800):
+            late = _ok(a.post(URL, json={**JOB, "deadline_s": deadline, "expected_run_s": 3600}))
+            assert (late["action"], late["pool"]) == ("place", OD), late
+            assert late["reason"] == "placed_on_demand_deadline_missed", late
