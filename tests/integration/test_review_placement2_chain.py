@@ -60,10 +60,9 @@ def test_a_preempting_admission_with_a_budget_is_admitted(database: Database, ma
         assert a.get(f"/v1/pools/{OD}").json()["allocated_gpus"] == 8  # x's GPUs go to the admission
 
 
-@pytest.mark.xfail(strict=True, reason="running work listed twice frees its GPUs twice")
 def test_running_work_listed_twice_is_a_422(database: Database, make_server: ServerFactory) -> None:
-    """The same running workload listed twice in one pool is counted twice: 4 GPUs of job Y "free" 8, and the
-    answer is ``preempt ["y", "y"]``."""
+    """Review (fixed), the defect: the same running workload listed twice in one pool is counted twice: 4 GPUs of job Y "free" 8, and the
+    answer is ``preempt ["y", "y"]``. Expected: 422 naming ``running[1].workload_id``."""
     s = make_server(database)
     with s.client("ml_platform_admin", "ada") as a:
         assert a.patch(f"/v1/pools/{OD}", json={"quota_gpus": 8, "allocated_gpus": 8}).status_code == 200
@@ -72,11 +71,12 @@ def test_running_work_listed_twice_is_a_422(database: Database, make_server: Ser
         assert r.json()["field"] == "running[1].workload_id" and "y" in r.json()["detail"]
 
 
-@pytest.mark.xfail(strict=True, reason="skipped omits the degrade options tried and rejected")
 def test_skipped_names_every_option_tried(database: Database, make_server: ServerFactory) -> None:
-    """A degrade option that was tried and found no pool leaves no trace: a serving replica needing 600 GB that
+    """Review (fixed), the defect: a degrade option that was tried and found no pool leaves no trace: a serving replica needing 600 GB that
     declares a degrade onto L4 (8 x 24 GB) queues, and ``skipped`` lists only the H100 pools: nothing says the L4
-    option was tried and refused for its memory."""
+    option was tried and refused for its memory; over budget, nothing in ``skipped`` says the requested pool was passed
+    over for the budget. Expected: each step names the option it was tried for (``option``), the options that found
+    nothing included, and a placement over budget is a step with trigger ``over_budget``."""
     s = make_server(database)
     with s.client("ml_platform_admin", "ada") as a:
         assert a.patch(f"/v1/pools/{OD}", json={"quota_gpus": 0}).status_code == 200
@@ -88,12 +88,25 @@ def test_skipped_names_every_option_tried(database: Database, make_server: Serve
         assert steps[(OD, None)] == "quota_headroom"
         assert steps[("aws/us-east-1/l4/on_demand", "degrade_options[0]")] == "gpu_memory"
         assert steps[(OD, "degrade_options[1]")] == "gpu_memory"
+        # over budget: the requested pool is passed over for the budget, and the step says so
+        assert a.patch(f"/v1/pools/{OD}", json={"quota_gpus": None}).status_code == 200
+        assert a.post("/v1/teams", json={"id": "vision", "name": "Vision"}).status_code == 201
+        assert a.put("/v1/teams/vision/budget", json={"limit_usd": "500"}).status_code == 200
+        job = {**JOB, "team": "vision", "expected_run_s": 86400, "degrade_options": [{"gpus": 2}]}
+        d = _ok(a.post(URL, json=job))
+        assert (d["action"], d["reason"], d["pool"], d["gpus"]) == ("degrade", "over_budget_degraded", OD, 2), d
+        reserved = "aws/us-east-1/h100_80gb/reserved"
+        assert [(x["pool"], x["trigger"], x["option"]) for x in d["skipped"]] == [
+            (reserved, "quota_headroom", None),
+            (OD, "over_budget", None),
+            (reserved, "quota_headroom", "degrade_options[0]"),
+        ], d["skipped"]
 
 
-@pytest.mark.xfail(strict=True, reason="a placement that cannot meet its deadline gets a plain placed_* reason")
 def test_a_placement_that_cannot_meet_its_deadline_says_so(database: Database, make_server: ServerFactory) -> None:
-    """A job whose deadline has passed (or whose run cannot end by it even if it starts now) is answered
-    ``placed_on_demand`` like any other: nothing tells the caller it will be late."""
+    """Review (fixed), the defect: a job whose deadline has passed (or whose run cannot end by it even if it starts now) is answered
+    ``placed_on_demand`` like any other: nothing tells the caller it will be late. Expected: it is still placed (now is
+    the soonest it can start) with a reason ending in ``_deadline_missed``, like ``queued_deadline_missed``."""
     s = make_server(database, clock=FixedClock(NOW_S))
     with s.client("ml_platform_admin", "ada") as a:
         fits = _ok(a.post(URL, json={**JOB, "deadline_s": NOW_S + 7200, "expected_run_s": 3600}))

@@ -102,7 +102,10 @@ def test_a_pool_whose_sku_cannot_hold_a_replica_is_never_chosen() -> None:
     assert recommend(DegradeRequest(w, NOW_S, pools, running=low)).sku_id == "l4"
     # 700 GB: nothing holds it; no preemption for a pool that cannot hold it either
     d = recommend(DegradeRequest(w, NOW_S, pools, running=low, replica_memory_gb=700, sku_memory_gb=mem))
-    assert d.action == "queue" and [s.trigger for s in d.skipped] == ["gpu_memory"]
+    assert d.action == "queue" and [(s.trigger, s.option) for s in d.skipped] == [
+        ("gpu_memory", None),
+        ("gpu_memory", 0),
+    ]
     # the fallback chain after a placement lists no pool that cannot hold it; an unknown SKU's memory is not trusted
     roomy = (PoolHeadroom(POOLS[Tier.RESERVED], 64), PoolHeadroom(POOLS[Tier.ON_DEMAND], math.inf))
     d = recommend(DegradeRequest(w, NOW_S, roomy, replica_memory_gb=600, sku_memory_gb=mem))

@@ -495,6 +495,13 @@ class PlacementStep(BaseModel):
     trigger: str
 
 
+class SkippedStep(PlacementStep):
+    option: str | None = Field(
+        default=None,
+        description="The degrade option this pool was tried for (`degrade_options[i]`); null: the request as asked",
+    )
+
+
 class MovePublic(BaseModel):
     workload_id: str
     gpus: int

@@ -7,7 +7,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, Field, StrictBool, model_validator
 
-from gpufleet.api.schemas import JobClass, PlacementStep, PriorityName, Strict
+from gpufleet.api.schemas import JobClass, PlacementStep, PriorityName, SkippedStep, Strict
 from gpufleet.api.types import MAX_TIME_S, Fraction, Id, PoolId, SkuId, UsdIn, UsdOut
 
 DEFAULT_SKU = "h100_80gb"
@@ -137,7 +137,7 @@ class PlacementRecommendation(BaseModel):
     price_usd_per_gpu_h: UsdOut | None
     reason: str
     fallback: list[PlacementStep]
-    skipped: list[PlacementStep]
+    skipped: list[SkippedStep]
     tiers_considered: list[str]
     action: Literal["place", "degrade", "preempt", "queue"]
     sku: str | None

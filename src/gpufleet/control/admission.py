@@ -243,6 +243,11 @@ def _step(step: FallbackStep, region_of: dict[str, str]) -> dict[str, Any]:
     }
 
 
+def _skipped(step: FallbackStep, region_of: dict[str, str]) -> dict[str, Any]:
+    """A pool passed over, naming the degrade option it was tried for (None: the request as asked)."""
+    return {**_step(step, region_of), "option": None if step.option is None else f"degrade_options[{step.option}]"}
+
+
 def place(
     req: ChainPlacementRequest,
     states: Sequence[PoolHeadroom],
@@ -256,7 +261,9 @@ def place(
 
     The answer: ``{region, pool, tier, price_usd_per_gpu_h, reason, action, sku, gpus, fallback, skipped,
     degrade, victims, expected_start_s}``; ``fallback`` is the chain after the chosen pool, ending with the queue.
-    An exhausted pool is never an error: it is a skipped link with its trigger. With ``req.replica_gpu_memory_gb``
+    An exhausted pool is never an error: it is a skipped link with its trigger; ``skipped`` names every pool tried
+    and passed over, for the request (``option`` null) and for each degrade option tried (``option``
+    ``degrade_options[i]``). With ``req.replica_gpu_memory_gb``
     a pool whose SKU's memory (``sku_memory_gb``: GB per GPU by SKU; a SKU it does not name counts as too small)
     x GPUs per replica is below it is skipped (trigger ``gpu_memory``), for the request and each degrade option."""
     region_of = {st.pool.id: st.pool.region_id for st in states}
@@ -264,7 +271,7 @@ def place(
     eligible: list[PoolHeadroom] = []
     for st in states:
         if req.priority is Priority.LOW and st.pool.tier in _OPPORTUNISTIC_SKIP:
-            withheld.append(_step(FallbackStep(st.pool.id, st.pool.tier, "low_priority"), region_of))
+            withheld.append(_skipped(FallbackStep(st.pool.id, st.pool.tier, "low_priority"), region_of))
         else:
             eligible.append(st)
     training = req.job_class is WorkloadKind.TRAINING
@@ -312,7 +319,7 @@ def place(
         "sku": d.sku_id,
         "gpus": d.gpus,
         "fallback": [_step(s, region_of) for s in d.chain],
-        "skipped": withheld + [_step(s, region_of) for s in d.skipped],
+        "skipped": withheld + [_skipped(s, region_of) for s in d.skipped],
         "degrade": None
         if opt is None
         else {"gpus": opt.gpus_per_replica, "sku": opt.sku_id, "min_replicas": opt.min_replicas},
@@ -421,10 +428,17 @@ class AdmissionPipeline:
             return decision
         if outcome.action is AdmissionAction.DEGRADE and outcome.option in alternatives:
             d, o = alternatives[outcome.option]
+            missed = "_deadline_missed" if d["reason"].endswith("_deadline_missed") else ""
+            # what was passed over: the request's pools, its own placement (over budget), then the option's pools
+            refused = {"pool": decision["pool"], "region": decision["region"], "tier": decision["tier"],
+                       "trigger": "over_budget", "option": None}  # fmt: skip
+            ahead = [step for step in decision["skipped"] if step["option"] is None]
+            tried = [{**step, "option": outcome.option} for step in d["skipped"]]
             decision = {
                 **d,
                 "action": "degrade",
-                "reason": "over_budget_degraded",
+                "reason": f"over_budget_degraded{missed}",
+                "skipped": [*ahead, *([refused] if decision["pool"] is not None else []), *tried],
                 "degrade": {"gpus": o.gpus_per_replica, "sku": o.sku_id, "min_replicas": o.min_replicas},
             }
         elif outcome.action is AdmissionAction.QUEUE:

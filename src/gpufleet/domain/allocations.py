@@ -14,6 +14,7 @@ class FallbackStep:
     pool_id: str | None  # None = queue
     tier: Tier | None
     trigger: str  # reason code, e.g. "quota_exhausted", "stockout", "not_checkpointable"
+    option: int | None = None  # the degrade option (index in the workload's) tried here; None: the request as asked
 
 
 @dataclass(frozen=True, slots=True)

@@ -21,7 +21,13 @@ If no pool takes the workload at full size it tries, in order: each degrade opti
 start time (``queued_deadline_ok`` or ``queued_deadline_at_risk``: the shortest wait makes it late;
 ``queued_deadline_missed``: the deadline has passed, or the run would not finish by it even if it started now;
 ``queued_no_capacity_signal`` when no pool gives a wait estimate). The decision also carries the ordered chain of the pools after the chosen one
-with the trigger that would move the workload there.
+with the trigger that would move the workload there, and every pool tried and passed over (``skipped``: for the
+request as asked, then for each degrade option tried, the step naming the option's index).
+
+A placement, degrade or preemption whose run cannot finish by the workload's deadline even though it starts now
+(the deadline has passed, or ``expected_run_s`` no longer fits before it) keeps its action (starting now is the
+soonest it can) and says so: its reason ends in ``_deadline_missed`` (``placed_on_demand_deadline_missed``,
+``degraded_deadline_missed``, ``preempt_lower_priority_deadline_missed``).
 """
 
 from __future__ import annotations
@@ -163,7 +169,7 @@ def _trigger(req: DegradeRequest, ps: PoolHeadroom, gpus: int, per: int) -> str 
 
 
 def _search(
-    req: DegradeRequest, gpus: int, skus: tuple[str, ...], per: int
+    req: DegradeRequest, gpus: int, skus: tuple[str, ...], per: int, option: int | None = None
 ) -> tuple[PoolHeadroom | None, list[FallbackStep], list[PoolHeadroom]]:
     skipped: list[FallbackStep] = []
     cands = _candidates(req, skus)
@@ -171,7 +177,7 @@ def _search(
         trig = _trigger(req, ps, gpus, per)
         if trig is None:
             return ps, skipped, cands[i + 1 :]
-        skipped.append(FallbackStep(ps.pool.id, ps.pool.tier, trig))
+        skipped.append(FallbackStep(ps.pool.id, ps.pool.tier, trig, option))
     return None, skipped, []
 
 
@@ -251,20 +257,30 @@ def _preempt(
     return None
 
 
+def _misses_deadline(req: DegradeRequest) -> bool:
+    """Whether the run cannot finish by the deadline even if it starts now (the deadline passed, or is too close)."""
+    deadline = req.workload.deadline_s
+    return deadline is not None and req.now_s + req.expected_run_s > deadline
+
+
 def recommend(req: DegradeRequest) -> PlacementDecision:
     """Place, degrade, preempt or queue; every outcome is a decision with a reason code, never an error."""
     gpus, skus, per = _need(req, None)
     ps, skipped, rest = _search(req, gpus, skus, per)
+    late = "_deadline_missed" if _misses_deadline(req) else ""
     if ps is not None:
-        return _decision(req, "place", f"placed_{ps.pool.tier.value}", ps, gpus, per, skipped, rest)
-    for opt in req.workload.degrade_options:
+        return _decision(req, "place", f"placed_{ps.pool.tier.value}{late}", ps, gpus, per, skipped, rest)
+    for i, opt in enumerate(req.workload.degrade_options):
         g2, s2, per2 = _need(req, opt)
-        ps2, skipped2, rest2 = _search(req, g2, s2, per2)
+        ps2, skipped2, rest2 = _search(req, g2, s2, per2, i)
+        skipped += skipped2  # an option tried and refused is part of the answer too
         if ps2 is not None:
-            return _decision(req, "degrade", "degraded", ps2, g2, per2, skipped + skipped2, rest2, degrade=opt)
+            return _decision(req, "degrade", f"degraded{late}", ps2, g2, per2, skipped, rest2, degrade=opt)
     pre = _preempt(req, gpus, skus, per)
     if pre is not None:
-        return _decision(req, "preempt", "preempt_lower_priority", pre[0], gpus, per, skipped, [], victims=pre[1])
+        return _decision(
+            req, "preempt", f"preempt_lower_priority{late}", pre[0], gpus, per, skipped, [], victims=pre[1]
+        )
     waits = [
         p.queue_wait_s
         for p in _candidates(req, skus)
@@ -274,7 +290,7 @@ def recommend(req: DegradeRequest) -> PlacementDecision:
     ]
     start = req.now_s + min(waits) if waits else None
     deadline = req.workload.deadline_s
-    if deadline is not None and req.now_s + req.expected_run_s > deadline:
+    if _misses_deadline(req):
         reason = "queued_deadline_missed"  # passed, or too close to finish even if it started now: no wait helps
     elif start is None:
         reason = "queued_no_capacity_signal"

@@ -141,6 +141,13 @@ class ChainPlacementService:
         concurrent admission took the room first, the decision is made again on the pools as they are now."""
         if req.gpus <= 0:
             raise ValidationError("gpus", "must be > 0")
+        listed: set[tuple[str, str]] = set()
+        for i, r in enumerate(req.running):  # listed twice, a job's GPUs would be freed twice
+            if (r.pool_id, r.workload_id) in listed:
+                raise ValidationError(
+                    f"running[{i}].workload_id", f"{r.workload_id!r} is listed twice in {r.pool_id!r}"
+                )
+            listed.add((r.pool_id, r.workload_id))
         if req.admit:
             actor.require(Role.FINOPS_ADMIN, Role.ML_PLATFORM_ADMIN, Role.APP_TEAM)  # a viewer books nothing
         else:
