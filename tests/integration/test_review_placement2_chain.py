@@ -6,10 +6,10 @@ from __future__ import annotations
 from typing import Any
 
 import httpx
-import pytest
 
 from gpufleet.service.clock import FixedClock
 from tests.integration.conftest import NOW_S, Database, ServerFactory
+from tests.integration.test_review_placement2_http import RACERS, _race
 
 URL = "/v1/placement/recommendations"
 OD = "aws/us-east-1/h100_80gb/on_demand"
@@ -26,12 +26,14 @@ def _ok(r: httpx.Response) -> dict[str, Any]:
     return out
 
 
-@pytest.mark.xfail(strict=True, reason="a victim is promised to every admission that lists it")
 def test_a_victims_gpus_are_promised_to_one_admission(database: Database, make_server: ServerFactory) -> None:
-    """Two admissions are told to preempt the same victim: the pool is full, low-priority job X runs on its 8 GPUs,
-    and two high-priority admissions each listing X are both answered ``preempt [X]``, each counting X's GPUs as
-    theirs (the service keeps no record of what an earlier answer promised)."""
-    s = make_server(database)
+    """Review (fixed), the defect: two admissions are told to preempt the same victim: the pool is full, low-priority
+    job X runs on its 8 GPUs, and two high-priority admissions each listing X are both answered ``preempt [X]``, each
+    counting X's GPUs as theirs (the service keeps no record of what an earlier answer promised). Expected: an
+    admitted preemption promises its victims to itself for ``placement_preemption_hold_s``; meanwhile no other
+    answer counts them; after it, work still listed can be preempted again."""
+    clock = FixedClock(NOW_S)
+    s = make_server(database, clock=clock, placement_preemption_hold_s=600)
     with s.client("ml_platform_admin", "ada") as a:
         assert a.patch(f"/v1/pools/{OD}", json={"quota_gpus": 8, "allocated_gpus": 8}).status_code == 200
         first = _ok(a.post(URL, json={**JOB, "admit": True, "running": [_low("x")]}))
@@ -41,13 +43,25 @@ def test_a_victims_gpus_are_promised_to_one_admission(database: Database, make_s
         # a recommendation does not count them either; another victim still can be taken
         preview = _ok(a.post(URL, json={**JOB, "running": [_low("x"), _low("y")]}))
         assert (preview["action"], preview["victims"]) == ("preempt", ["y"]), preview
+        # the free GPUs a preemption counts on are taken with it: 4 free + y's 4 for 8, and nobody else gets the 4
+        assert a.patch(f"/v1/pools/{OD}", json={"quota_gpus": 12}).status_code == 200
+        got = _ok(a.post(URL, json={**JOB, "admit": True, "running": [_low("x"), _low("y", 4)]}))
+        assert (got["action"], got["victims"]) == ("preempt", ["y"]), got
+        assert a.get(f"/v1/pools/{OD}").json()["allocated_gpus"] == 12
+        small = _ok(a.post(URL, json={**JOB, "gpus": 4, "admit": True}))
+        assert small["action"] == "queue", small
+        audit = a.get("/v1/audit", params={"action": "placement.admitted"}).json()
+        assert sorted(tuple(e["detail"]["victims"]) for e in audit) == [("x",), ("y",)], audit
+        clock.advance(601)  # the promises lapsed (the preemptions did not happen): x is a candidate again
+        again = _ok(a.post(URL, json={**JOB, "admit": True, "running": [_low("x")]}))
+        assert (again["action"], again["victims"]) == ("preempt", ["x"]), again
 
 
-@pytest.mark.xfail(strict=True, reason="a preempting admission of a team with a budget is always a 409")
 def test_a_preempting_admission_with_a_budget_is_admitted(database: Database, make_server: ServerFactory) -> None:
-    """With a budget, an admission whose placement preempts claims all its GPUs in the full pool it preempts in
-    (allocated_gpus + 8 > quota): the claim fails every time and the answer is 409 "retry", although the
-    recommendation says preempt and the budget admits it."""
+    """Review (fixed), the defect: with a budget, an admission whose placement preempts claims all its GPUs in the
+    full pool it preempts in (allocated_gpus + 8 > quota): the claim fails every time and the answer is 409
+    "retry", although the recommendation says preempt and the budget admits it. Expected: admitted and booked, the
+    victim's GPUs passing to it (allocated_gpus unchanged), the victim promised to it."""
     s = make_server(database)
     with s.client("ml_platform_admin", "ada") as a:
         assert a.patch(f"/v1/pools/{OD}", json={"quota_gpus": 8, "allocated_gpus": 8}).status_code == 200
@@ -58,6 +72,7 @@ def test_a_preempting_admission_with_a_budget_is_admitted(database: Database, ma
         got = _ok(a.post(URL, json={**body, "admit": True}))
         assert (got["action"], got["victims"], got["budget"]["booked"]) == ("preempt", ["x"], True), got
         assert a.get(f"/v1/pools/{OD}").json()["allocated_gpus"] == 8  # x's GPUs go to the admission
+        assert _ok(a.post(URL, json=body))["action"] == "queue"  # x is promised: nothing else to preempt
 
 
 def test_running_work_listed_twice_is_a_422(database: Database, make_server: ServerFactory) -> None:
@@ -115,3 +130,17 @@ def test_a_placement_that_cannot_meet_its_deadline_says_so(database: Database, m
             late = _ok(a.post(URL, json={**JOB, "deadline_s": deadline, "expected_run_s": 3600}))
             assert (late["action"], late["pool"]) == ("place", OD), late
             assert late["reason"] == "placed_on_demand_deadline_missed", late
+
+
+def test_concurrent_admissions_promise_a_victim_once(database: Database, make_server: ServerFactory) -> None:
+    """Review (fixed), the defect (concurrent form of the promised victim above): six admissions at once, each
+    listing low-priority x in the full pool: each was answered ``preempt [x]``. Expected: exactly one is, the others
+    (no other victim) queue; the pool's count is unchanged (x's GPUs pass to the one admitted)."""
+    s = make_server(database)
+    with s.client("ml_platform_admin", "ada") as a:
+        assert a.patch(f"/v1/pools/{OD}", json={"quota_gpus": 8, "allocated_gpus": 8}).status_code == 200
+    got = _race(s, s.token("ml_platform_admin", "ada"), {**JOB, "admit": True, "running": [_low("x")]})
+    assert all(g["status"] == 200 for g in got), got
+    assert sorted(g["action"] for g in got) == ["preempt"] + ["queue"] * (RACERS - 1), got
+    with s.client("ml_platform_admin", "ada") as a:
+        assert a.get(f"/v1/pools/{OD}").json()["allocated_gpus"] == 8

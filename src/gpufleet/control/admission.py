@@ -109,12 +109,14 @@ class ChainPlacementRequest:
 
 @dataclass(frozen=True, slots=True)
 class PricedOption:
-    """A placement the request could run as: name, price (micro-dollars per GPU-hour), total GPUs."""
+    """A placement the request could run as: name, price (micro-dollars per GPU-hour), total GPUs; ``victims``: the
+    running work (in its pool) it preempts to get them."""
 
     name: str
     price_uusd_per_gpu_h: int
     gpus: int
     pool_id: str | None
+    victims: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -401,7 +403,8 @@ class AdmissionPipeline:
 
         def priced(name: str, d: dict[str, Any]) -> PricedOption:
             pool = d["pool"] if d["action"] != "queue" else None
-            return PricedOption(name, 0 if pool is None else price_uusd.get(pool, 0), int(d["gpus"]), pool)
+            price = 0 if pool is None else price_uusd.get(pool, 0)
+            return PricedOption(name, price, int(d["gpus"]), pool, tuple(d["victims"]))
 
         alternatives: dict[str, tuple[dict[str, Any], DegradeOption]] = {}
         for i, o in enumerate(req.degrade_options):
@@ -421,7 +424,7 @@ class AdmissionPipeline:
             priced("requested", decision),
             [priced(name, d) for name, (d, _) in alternatives.items()],
             {"pool": decision["pool"], "gpus": decision["gpus"], "sku": decision["sku"],
-             "placement_action": decision["action"], "workload_id": req.workload_id},
+             "placement_action": decision["action"], "victims": decision["victims"], "workload_id": req.workload_id},
         )  # fmt: skip
         if outcome is None:
             decision["budget"] = None

@@ -79,8 +79,9 @@ MAX_EXPECTED_RUN_S = 366 * 86_400  # the longest expected run admission books (0
 
 __all__ = ["AdmissionOutcome", "BudgetService", "CapacityTaken", "Claim", "PricedOption", "usd"]
 
-# (the booking's transaction, pool id, GPUs) -> whether the GPUs were taken in the pool (False: no room left)
-Claim = Callable[[UnitOfWork, str, int], bool]
+# (the booking's transaction, the option admitted) -> whether its GPUs were taken in its pool and its victims promised
+# to it (False: no room left, or a victim promised to another admission)
+Claim = Callable[[UnitOfWork, PricedOption], bool]
 
 
 class CapacityTaken(ConflictError):
@@ -321,7 +322,7 @@ class BudgetService:
         """Whether the ask's claim took the admitted option's GPUs in its pool (True: nothing to claim)."""
         if ask.claim is None or pool_id is None or chosen is None:
             return True
-        return ask.claim(uow, pool_id, chosen.gpus)
+        return ask.claim(uow, chosen)
 
     @staticmethod
     def _pool_held(uow: UnitOfWork, pool_id: str, seen: dict[str, bool]) -> bool:

@@ -12,7 +12,7 @@ This module turns stored rows into the pipeline's :class:`~gpufleet.control.admi
   a pool whose signal is older than ``signal_max_age_s`` (the setting ``placement_signal_max_age_s``, 6 hours by
   default): a reporter that stopped reporting leaves no stock-out flag steering placement forever.
 - preemption candidates are the running work the caller lists (the service does not yet track which pool
-  each running workload sits in).
+  each running workload sits in), less the work promised to an earlier admission (:mod:`placement_victims`).
 - the budget stage is :meth:`gpufleet.service.budgets.BudgetService.admit_placement` (the team's budget row,
   locked while booking), handed to the pipeline as its budget gate. The service keeps no team quotas, so the
   pipeline's quota stage passes (``no_quota``).
@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from dataclasses import replace
 from decimal import Decimal
 from typing import Any
 
@@ -46,6 +47,7 @@ from gpufleet.domain.reservations import ReservationStatus
 from gpufleet.service.auth import Actor, Role
 from gpufleet.service.budgets import BudgetService, CapacityTaken
 from gpufleet.service.clock import Clock
+from gpufleet.service.placement_victims import DEFAULT_HOLD_S, VictimPromises
 from gpufleet.service.uow import UnitOfWork
 
 __all__ = ["ChainPlacementRequest", "ChainPlacementService"]
@@ -64,8 +66,10 @@ class ChainPlacementService:
         budgets: BudgetService | None = None,
         *,
         signal_max_age_s: int = DEFAULT_SIGNAL_MAX_AGE_S,
+        preemption_hold_s: int = DEFAULT_HOLD_S,
     ) -> None:
         self._budgets = budgets
+        self._victims = VictimPromises(preemption_hold_s)
         self._signal_max_age_s = signal_max_age_s
         self._pipeline = AdmissionPipeline()
         # single-statement reads need no transaction: autocommit saves the BEGIN/ROLLBACK round trips
@@ -158,19 +162,35 @@ class ChainPlacementService:
                 out = self._decide(actor, req, claimed)
             except CapacityTaken:
                 continue  # the budget's transaction found the pool's room gone: decide on the pools as they are now
-            if claimed or out["action"] not in ("place", "degrade") or out["pool"] is None:
-                return out  # taken with the budget's booking, or nothing to take (queued; preemption frees its own)
+            if claimed or out["action"] == "queue" or out["pool"] is None:
+                return out  # taken with the budget's booking, or nothing to take (queued)
             with UnitOfWork(self._raw, write=True) as uow:  # no budget booked it: take the GPUs on their own
-                if self._claim(uow, out["pool"], int(out["gpus"])):
+                if self._take(uow, actor, req, out["pool"], int(out["gpus"]), tuple(out["victims"])) is not None:
                     uow.audit(at_s=self._clock.now_s(), actor=actor.user_id, action="placement.admitted",
                               entity="pool", entity_id=out["pool"],
-                              detail={"gpus": out["gpus"], "action": out["action"], "workload_id": req.workload_id})  # fmt: skip
+                              detail={"gpus": out["gpus"], "action": out["action"], "victims": out["victims"],
+                                      "workload_id": req.workload_id})  # fmt: skip
                     uow.commit()
                     return out
         raise ConflictError(
             f"no pool chosen in {ADMIT_ATTEMPTS} decisions had room left for the admission (concurrent admissions "
             "took it, or the pool's allocated_gpus is at its limit); retry"
         )
+
+    def _take(
+        self, uow: UnitOfWork, actor: Actor, req: ChainPlacementRequest, pool_id: str, gpus: int, victims: Sequence[str]
+    ) -> int | None:
+        """Take an admission's GPUs in its pool: the GPUs its victims do not free (``allocated_gpus`` grows by them,
+        re-checked under the pool's lock: a concurrent admission cannot take the free GPUs a preemption counted on),
+        and promise its victims to it. Returns the GPUs taken in ``allocated_gpus``, None when the room or a victim
+        is gone (nothing taken: the caller rolls back and decides again)."""
+        chosen = [r for r in req.running if r.pool_id == pool_id and r.workload_id in set(victims)]
+        need = gpus - sum(r.gpus for r in chosen)  # the victims' GPUs pass to the admission: no change in the count
+        if need > 0 and not self._claim(uow, pool_id, need):
+            return None
+        if chosen and not self._victims.promise(uow, pool_id, chosen, actor.user_id, self._clock.now_s()):
+            return None
+        return max(0, need)
 
     def _claim(self, uow: UnitOfWork, pool_id: str, gpus: int) -> bool:
         """Take ``gpus`` in the pool (``allocated_gpus += gpus``) if its room still holds them: one conditional
@@ -210,9 +230,12 @@ class ChainPlacementService:
                 for i, region_id in enumerate(req.regions):
                     if region_id not in known and region_id in unseen:
                         raise ValidationError(f"regions[{i}]", f"unknown region {region_id!r}")
+            held = self._victims.held(conn, req.running, self._clock.now_s())
             memory: dict[str, int] | None = None
             if req.replica_gpu_memory_gb is not None:  # what each SKU's GPU holds (the SKU registry's memory_gb)
                 memory = {sku: int(gb) for sku, gb in conn.execute(self._sku_memory, {"skus": skus}).all()}
+        if held:  # running work promised to an earlier admission frees nothing for this one
+            req = replace(req, running=tuple(r for r in req.running if (r.pool_id, r.workload_id) not in held))
         now_s = self._clock.now_s()
         states = []
         price_uusd: dict[str, int] = {}
@@ -254,12 +277,12 @@ class ChainPlacementService:
         claim = None
         if claimed is not None:
 
-            def claim(uow: UnitOfWork, pool_id: str, gpus: int) -> bool:
-                assert claimed is not None
-                ok = self._claim(uow, pool_id, gpus)
-                if ok:
-                    claimed.append((pool_id, gpus))
-                return ok
+            def claim(uow: UnitOfWork, option: PricedOption) -> bool:
+                assert claimed is not None and option.pool_id is not None
+                took = self._take(uow, actor, req, option.pool_id, option.gpus, option.victims)
+                if took is not None:
+                    claimed.append((option.pool_id, took))
+                return took is not None
 
         if team is not None and budgets is not None:
 

@@ -26,6 +26,7 @@ from gpufleet.adapters.sql.models import (
     BudgetCommitmentRow,
     ClusterRow,
     NodeRow,
+    PlacementVictimRow,
     PoolPriceRow,
     PoolRow,
     PoolSignalRow,
@@ -209,6 +210,7 @@ class RegistryService:
                 "recorded in it elsewhere"
             )
         s.execute(delete(PoolPriceRow).where(PoolPriceRow.pool_id == pool_id))  # nothing is priced in it any more
+        s.execute(delete(PlacementVictimRow).where(PlacementVictimRow.pool_id == pool_id))  # no work runs there now
         signal = s.get(PoolSignalRow, pool_id)
         if signal is None:
             return {}

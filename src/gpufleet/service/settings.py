@@ -101,6 +101,14 @@ class Settings(BaseSettings):
         description="Seconds the simulated provider takes to answer an order (0 = instant). For demos and "
         "failover drills only; a real provider adapter ignores it.",
     )
+    placement_preemption_hold_s: int = Field(
+        default=3600,
+        ge=60,
+        le=7 * 86_400,
+        description="Seconds running work an admitted placement was told to preempt stays promised to it: meanwhile "
+        "no other placement counts its GPUs as freed. Default 1 hour; after it, work still listed can be preempted "
+        "for another admission (the preemption did not happen).",
+    )
     placement_signal_max_age_s: int = Field(
         default=21_600,
         ge=60,

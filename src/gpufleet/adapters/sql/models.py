@@ -266,6 +266,19 @@ class PoolSignalRow(Base):
     updated_at_s: Mapped[int] = mapped_column(BigInteger)
 
 
+class PlacementVictimRow(Base):
+    """Running work an admitted placement was told to preempt (migration 0017), promised to that admission until
+    ``expires_at_s``: no other placement counts its GPUs as freed meanwhile."""
+
+    __tablename__ = "placement_victims"
+    pool_id: Mapped[str] = mapped_column(ForeignKey("pools.id"), primary_key=True)
+    workload_id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    admitted_by: Mapped[str] = mapped_column(String(200))  # the user whose admission it was promised to
+    gpus: Mapped[int] = mapped_column(Integer)
+    promised_at_s: Mapped[int] = mapped_column(BigInteger)
+    expires_at_s: Mapped[int] = mapped_column(BigInteger)
+
+
 class ForecastIssueRow(Base):
     """One served capacity forecast with its issue time (migration 0004), scored later against actuals.
 
