@@ -82,6 +82,12 @@ too) is uncordoned once the watch has seen it parked ``own_cordon_grace_s`` (:da
 ``own_cordon_expired``). Only gpufleet's own cordon is ever undone: an administrator's (no mark) is not a parked
 node, never offered nor uncordoned.
 
+Restarts: on its first round (a controller started, or took the Lease) the planner has no watch of its own, so
+it reads the one the last controller left on the nodes (:func:`marked_since`): an empty node's idle spell from
+``ObservedNode.idle_s`` (the controller writes :meth:`NodeReleasePlanner.idle_marks` on the nodes), else, parked,
+from ``parked_s`` (written with gpufleet's cordon), as does a parked node's grace; each held between the node's
+creation and now, and never for a busy node.
+
 Node start (``node_start_s``) is one setting for the cluster, the controller's (the simulator reads it per pool).
 Decisions are data (:class:`NodeRelease`, with the scaler's reason code; :class:`NodeUncordon`); the controller
 cordons, checks that the node is still empty and deletes it, or undoes its own cordon
@@ -275,6 +281,18 @@ def unreachable_gangs(
     return frozenset(out)
 
 
+def marked_since(mark: float | None, n: ObservedNode, now: float, obs_now: float) -> int:
+    """A time a node carries (``mark``: Unix seconds, ``ObservedNode.parked_s`` or ``idle_s``) on the planner's
+    clock (``now``; the observation's ``obs_now``), for a planner that has not watched the node (its first round: a
+    controller restarted, or a new Lease holder), held between the node's creation and now: a mark moved back
+    (anyone who may patch nodes can write it) counts no more than the node's age, one moved ahead no less than 0;
+    ``now`` without a readable mark or a creation time."""
+    if mark is None or n.created_s is None:
+        return int(now)
+    at = min(max(mark, n.created_s), obs_now)
+    return int(now - (obs_now - at))
+
+
 def _offerable(n: ObservedNode, busy: Collection[str]) -> bool:
     """Whether a parked node may be offered for release as an idle node: a GPU node, Ready, of a launched capacity
     type, empty."""
@@ -405,6 +423,15 @@ class NodeReleasePlanner:
     _now: float | None = None  # the planner's clock at the last plan
     own_cordon_grace_s: int = OWN_CORDON_GRACE_S  # a parked node that cannot be released is uncordoned after it
     _parked_since: dict[str, int] = field(default_factory=dict)  # parked node -> first seen parked (not draining)
+    _obs_now: float | None = None  # the last observation's time
+
+    def idle_marks(self) -> dict[str, int]:
+        """The idle spells this planner watches (GPU nodes, empty, schedulable or parked), each as the Unix time it
+        began (the last observation's time less the spell's length): what the controller writes on its node
+        (``gpufleet.io/idle-since``) for the next controller to read (:func:`marked_since`)."""
+        if self._now is None or self._obs_now is None:
+            return {}
+        return {name: int(self._obs_now - (self._now - since)) for name, since in self._idle_since.items()}
 
     def plan(
         self, obs: Observation, steady_s: float | None = None, draining: Collection[str] = ()
@@ -460,7 +487,9 @@ class NodeReleasePlanner:
         ``steady_s``: a monotonic reading taken with the observation (the class docstring). ``draining``: nodes
         a drain is emptying now (not parked, not offered). A parked node (:meth:`decide`) that is Ready and empty
         counts as an idle node of its product, as if uncordoned (its idle spell, the capacity, the free GPUs)."""
+        first = self._now is None  # a controller just started (or just took the Lease): no watch of its own yet
         now = self._tick(obs.now_s, steady_s)
+        self._obs_now = obs.now_s
         least = self.scaler.min_idle_s if min_idle_s is None else min_idle_s
         bound = [p for p in obs.pods if p.node and p.active]
         busy = busy_nodes(bound)
@@ -468,15 +497,17 @@ class NodeReleasePlanner:
         fresh = self._fresh(gpu_nodes, now)
         for n in obs.nodes:  # every node a drain may have cordoned: a CPU node too (uncordoned after the grace)
             if n.own_cordon and n.name not in draining:
-                self._parked_since.setdefault(n.name, int(now))
+                if n.name not in self._parked_since:
+                    self._parked_since[n.name] = marked_since(n.parked_s, n, now, obs.now_s) if first else int(now)
             else:
                 self._parked_since.pop(n.name, None)
         parked = {n.name for n in gpu_nodes if n.name in self._parked_since and _offerable(n, busy)}
         for n in gpu_nodes:
             if n.name in busy or not (n.schedulable or n.name in parked):
                 self._idle_since.pop(n.name, None)
-            else:
-                self._idle_since.setdefault(n.name, int(now))
+            elif n.name not in self._idle_since:  # at start: idle since its mark, a parked one at least since parked
+                mark = n.idle_s if n.idle_s is not None or n.name not in parked else n.parked_s
+                self._idle_since[n.name] = marked_since(mark, n, now, obs.now_s) if first else int(now)
         names = {n.name for n in gpu_nodes}
         for gone in [k for k in self._idle_since if k not in names]:
             del self._idle_since[gone]

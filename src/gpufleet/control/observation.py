@@ -44,6 +44,11 @@ class ObservedNode:
     # gpufleet's own cordon: the reason in the annotation gpufleet.io/cordoned-by of a cordoned node ("": not
     # cordoned, or cordoned by someone else, an administrator's kubectl cordon)
     cordoned_by: str = ""
+    # when gpufleet's own cordon was placed (the annotation gpufleet.io/parked-at, Unix seconds; None: no own cordon,
+    # or no readable time), and when gpufleet's node release saw the node's idle spell begin (gpufleet.io/idle-since):
+    # what a restarted controller reads instead of its lost memory (control/node_release.py)
+    parked_s: float | None = None
+    idle_s: float | None = None
 
     @property
     def name(self) -> str:

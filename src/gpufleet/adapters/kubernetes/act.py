@@ -10,7 +10,7 @@ file. A record whose outcome is ``failed`` is also a JSON line on stderr (the co
 
 Writes used (the ClusterRole in docs/kubernetes.md lists exactly these): pods/binding create, pods/eviction
 create, pods patch (checkpoint annotation), pods create and delete (start-buffer placeholders; delete also for
-gang rollback), priorityclasses create (the placeholders' class), nodes patch (cordon),
+gang rollback), priorityclasses create (the placeholders' class), nodes patch (cordon, idle marks),
 deployments/scale patch, deployments patch (rightsizing), events create, leases get/create/update,
 and create/update of Kueue and Karpenter objects.
 """
@@ -28,7 +28,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from gpufleet.adapters.kubernetes.labels import A_CORDONED_BY, A_GPU_SLOTS
+from gpufleet.adapters.kubernetes.labels import A_CORDONED_BY, A_GPU_SLOTS, A_PARKED_AT
 from gpufleet.adapters.kubernetes.rest import JSON, MERGE_PATCH, STRATEGIC_PATCH, ApiError, Kube
 
 TRANSIENT = {0, 429, 500, 502, 503, 504}
@@ -159,7 +159,8 @@ class Actuator:
         return found[0] if found else None
 
     def _own_cordon(self, node: str, reason: str, on: bool) -> str:
-        """Cordon (``on``) a schedulable node as gpufleet's own, or undo a cordon that carries gpufleet's mark: read
+        """Cordon (``on``) a schedulable node as gpufleet's own (the mark, and when: ``gpufleet.io/parked-at``, the
+        actuator's clock), or undo a cordon that carries gpufleet's mark (both annotations removed): read
         the node, then one merge patch with the ``metadata.resourceVersion`` read (the API server answers 409 when
         the node changed in between: read again, up to ``OWN_CORDON_TRIES``). A node already cordoned is
         ``cordoned_by_other`` (not cordoned again); a cordon without the mark (an administrator's) or none at all
@@ -187,8 +188,9 @@ class Actuator:
             if not on and (not cordoned or mark is None):
                 outcome, extra = "not_ours", {"cordoned": cordoned}
                 break
+            parked_at = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(self.clock())) if on else None
             body = {"metadata": {"resourceVersion": meta.get("resourceVersion"),
-                                 "annotations": {A_CORDONED_BY: reason if on else None}},
+                                 "annotations": {A_CORDONED_BY: reason if on else None, A_PARKED_AT: parked_at}},
                     "spec": {"unschedulable": on}}  # fmt: skip
             try:
                 self._send(functools.partial(self.kube.patch, f"/api/v1/nodes/{node}", body))

@@ -40,7 +40,7 @@ from gpufleet.adapters.kubernetes.health import DEFAULT_STALE_S, ControllerHealt
 from gpufleet.adapters.kubernetes.lease import LeaderElector
 from gpufleet.adapters.kubernetes.node_limits import DEFAULT_SELECTOR as NODE_LIMITS_SELECTOR
 from gpufleet.adapters.kubernetes.node_limits import selected_node_pools
-from gpufleet.adapters.kubernetes.reclaim import apply_drain, apply_reclaim, apply_release
+from gpufleet.adapters.kubernetes.reclaim import apply_drain, apply_reclaim, apply_release, mark_idle
 from gpufleet.adapters.kubernetes.rest import Kube
 from gpufleet.adapters.kubernetes.scaling import DeploymentScaling
 from gpufleet.adapters.kubernetes.store_link import StoreLink
@@ -480,7 +480,8 @@ class Controller:
         consolidation round in flight are left to it; ``uncordon_results``). Then the buffer's top-up (``buffer_pods``, control/buffer_pods.py): on the
         same observation, placeholder pods created for the missing buffer nodes and deleted beyond it (kept in
         ``buffer_plans``); with the top-up off, the placeholders an earlier run left are deleted (no buffer wanted:
-        each would hold a whole GPU node for good). Returns this round's (release, outcome) pairs."""
+        each would hold a whole GPU node for good). The idle spells the planner watches are written on their nodes
+        (:func:`mark_idle`) for the next controller. Returns this round's (release, outcome) pairs."""
         if self.releaser is None:
             return []
         now = self.clock()
@@ -495,6 +496,7 @@ class Controller:
         done = [(r, apply_release(self.act, r)) for r in decided.releases]
         self.release_results += done
         self.uncordon_results += [(u, self.act.uncordon_own(u.node, u.reason)) for u in decided.uncordons]
+        mark_idle(self.act, obs, self.releaser.idle_marks(), {r.node for r, out in done if out == "released"})
         buffer = self.releaser.buffer
         if buffer is not None:
             plans = plan_buffer_pods(obs, self.releaser.buffer_decisions if self.cfg.buffer_pods else {}, buffer)

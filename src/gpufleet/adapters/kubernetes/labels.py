@@ -24,6 +24,8 @@ Nodes (well-known labels set by the GPU operator's feature discovery, Karpenter 
 ``topology.gpufleet.io/nvlink-domain``
 ``spec.unschedulable`` / Ready         unschedulable / ready
 ``gpufleet.io/cordoned-by`` annotation cordoned_by (only while ``spec.unschedulable``: gpufleet's own cordon)
+``gpufleet.io/parked-at`` annotation   parked_s (RFC 3339; only with gpufleet's own cordon: when it was placed)
+``gpufleet.io/idle-since`` annotation  idle_s (RFC 3339; written by the node release: when it saw the node go idle)
 =====================================  ==========================================================
 
 Pods: the request the kubelet admits a pod against (the containers' sum, or an init container's own when larger,
@@ -129,6 +131,8 @@ A_GANG_MIN = "gpufleet.io/pod-group-min"
 A_GPU_MILLI = "gpufleet.io/gpu-milli"
 A_GPU_SLOTS = "gpufleet.io/gpu-slots"
 A_CORDONED_BY = "gpufleet.io/cordoned-by"  # on a node gpufleet cordoned itself (the reason): the cordon it may undo
+A_PARKED_AT = "gpufleet.io/parked-at"  # beside cordoned-by: when gpufleet cordoned the node (RFC 3339, UTC)
+A_IDLE_SINCE = "gpufleet.io/idle-since"  # on an idle launched GPU node: when the node release saw it go idle
 A_WORKLOAD_ID = "gpufleet.io/workload-id"  # the usage meter's workload id (a workload registered in the service)
 # observed besides gpufleet.io/*: the pod-deletion-cost gpufleet writes before a scale-down (Kubernetes' ReplicaSet
 # controller deletes the lowest first; beta, on by default, since 1.22: an API server of 1.20 stores it only)
@@ -239,6 +243,8 @@ def node_from_json(obj: dict[str, Any], topo: TopologyIds) -> ObservedNode:
     conds = status.get("conditions") or []
     ready = any(c.get("type") == "Ready" and c.get("status") == "True" for c in conds)
     unschedulable = bool(obj.get("spec", {}).get("unschedulable", False))
+    annotations: dict[str, Any] = meta.get("annotations") or {}
+    cordoned_by = str(annotations.get(A_CORDONED_BY) or "") if unschedulable else ""
     spec = NodeSpec(
         name=name,
         cpu_milli=_milli(alloc.get("cpu", 0), f"{where}.cpu"),
@@ -264,7 +270,9 @@ def node_from_json(obj: dict[str, Any], topo: TopologyIds) -> ObservedNode:
         ready=ready,
         unschedulable=unschedulable,
         created_s=rfc3339_s(meta.get("creationTimestamp")),
-        cordoned_by=str((meta.get("annotations") or {}).get(A_CORDONED_BY) or "") if unschedulable else "",
+        cordoned_by=cordoned_by,
+        parked_s=rfc3339_s(annotations.get(A_PARKED_AT)) if cordoned_by else None,
+        idle_s=rfc3339_s(annotations.get(A_IDLE_SINCE)),
     )
 
 

@@ -20,11 +20,13 @@ its other pods and takes the preemptor.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 
 from gpufleet.adapters.kubernetes.act import Actuator
+from gpufleet.adapters.kubernetes.labels import A_IDLE_SINCE
 from gpufleet.adapters.kubernetes.rest import JSON, ApiError, Kube
-from gpufleet.control.node_release import NODE_BOUND_OWNERS, NodeRelease
+from gpufleet.control.node_release import LAUNCHED, NODE_BOUND_OWNERS, NodeRelease
+from gpufleet.control.observation import Observation
 from gpufleet.control.reclaim import NodeDrain, ReclaimPlan
 
 A_CKPT_REQUESTED = "gpufleet.io/checkpoint-requested"
@@ -195,3 +197,22 @@ def _release_parked(act: Actuator, release: NodeRelease) -> str:
     if out in ("applied", "not_found"):
         return "released"
     return "failed"
+
+
+def mark_idle(act: Actuator, obs: Observation, marks: dict[str, int], gone: Collection[str] = ()) -> None:
+    """Keep the annotation ``gpufleet.io/idle-since`` of each launched GPU node of ``obs`` (but those in ``gone``,
+    released) in step with the release planner's idle spells (``marks``: node -> Unix time its spell began,
+    :meth:`~gpufleet.control.node_release.NodeReleasePlanner.idle_marks`): written when a spell begins (a merge patch
+    of the annotation alone, audit action ``mark_idle``), removed when the node is no longer idle (``unmark_idle``),
+    left as it is meanwhile. A controller that starts reads it for the nodes it finds idle, so a restart (a crash
+    loop, a new Lease holder) does not start their idle time again; a failed write is tried again next round."""
+    for n in obs.nodes:
+        if n.name in gone or not n.sku or n.capacity_type not in LAUNCHED:
+            continue
+        want = marks.get(n.name)
+        if (want is None) == (n.idle_s is None):
+            continue
+        value = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(want)) if want is not None else None
+        body: JSON = {"metadata": {"annotations": {A_IDLE_SINCE: value}}}
+        action = "mark_idle" if want is not None else "unmark_idle"
+        act.merge_patch(f"/api/v1/nodes/{n.name}", body, action, n.name, "idle_since")
