@@ -133,7 +133,8 @@ def test_a_prometheus_shared_by_two_clusters_does_not_mix_their_same_named_pods(
     kube = Kube(KubeConfig(api_url, "token"))
     cfg = ControllerConfig(store_url=db, inventory_cluster="a", meter_every_s=60, prometheus_url=url)
     try:
-        ctl = Controller(kube, cfg, usage_sink=sink)  # as the CLI builds it for `--cluster a --prometheus URL`
+        # as the CLI builds it for `--cluster a --prometheus URL`, on the test's clock (the meter's readings below)
+        ctl = Controller(kube, cfg, usage_sink=sink, clock=lambda: float(T0))
         assert ctl.store is not None and ctl.store.metering is not None
         _meter_hour(ctl.store.metering, _observation({"train-1": (1, 1000)}))
     finally:

@@ -258,7 +258,8 @@ class Controller:
             self.store = StoreLink(self.act, cfg.store_url, cfg.inventory_cluster, sync_every_s=cfg.sync_every_s,
                                    sku_map=dict(cfg.sku_map), meter_every_s=cfg.meter_every_s, utilization=dcgm,
                                    usage_sink=usage_sink, node_limits_every_s=cfg.node_limits_every_s,
-                                   node_pools=lambda: selected_node_pools(kube, cfg.node_limits_selector))  # fmt: skip
+                                   node_pools=lambda: selected_node_pools(kube, cfg.node_limits_selector),
+                                   steady=time.monotonic if clock is time.time else None)  # fmt: skip
 
     # -- lifecycle ---------------------------------------------------------------------------------------
     def start(self) -> Controller:

@@ -53,6 +53,7 @@ class StoreLink:
         usage_sink: UsageSink | None = None,
         node_limits_every_s: float = 0.0,
         node_pools: Callable[[], Sequence[ObservedNodePool]] | None = None,
+        steady: Callable[[], float] | None = None,
     ) -> None:
         self.act = act
         self.store_url = store_url
@@ -71,7 +72,7 @@ class StoreLink:
             if usage_sink is None:
                 raise ValidationError("usage_sink", "usage metering needs a sink for its records")
             self.metering = MeterLoop(cluster, self.pools, utilization, usage_sink, every_s=meter_every_s,
-                                      sku_map=self.sku_map)  # fmt: skip
+                                      sku_map=self.sku_map, steady=steady)  # fmt: skip
         self.worker = SideWorker("store", self._failed)
 
     def engine(self) -> Engine:

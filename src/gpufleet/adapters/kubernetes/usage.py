@@ -27,6 +27,15 @@ the GPUs each pod holds, per hour bucket and per :class:`UsageKey` (workload, te
 
 A gap between two observations longer than ``max_gap_s`` (the controller was down, or another replica led) is not
 integrated: what the pods held then is unknown, not assumed.
+
+The hours are the wall clock's; the time held between two readings is the steady clock's where the meter has one
+(``MeterLoop(steady=...)``, the controller's ``time.monotonic`` when it runs on ``time.time``). A wall clock stepped
+back (NTP correcting a clock that ran ahead, a VM resumed) then neither pauses the readings nor loses what the pods
+held while the wall clock was behind the meter's last reading: that time is added to the hour the meter had
+reached (open still), whose ``gpus_allocated`` then exceeds the GPUs held by as much (that wall hour held more real
+time); one stepped ahead is not counted as held. Until session 46 such readings were dropped: a step back of 20
+minutes lost 20 minutes of every pod's GPUs. Without a steady clock, as before: a reading not after the last one
+is dropped.
 """
 
 from __future__ import annotations
@@ -43,6 +52,7 @@ import numpy.typing as npt
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
+from gpufleet.adapters.kubernetes.cadence import due
 from gpufleet.adapters.kubernetes.labels import A_WORKLOAD_ID
 from gpufleet.adapters.sql.models import PoolRow, SkuRow
 from gpufleet.control.observation import Observation
@@ -167,15 +177,31 @@ class UsageMeter:
     _at_s: float | None = None
     _held: dict[tuple[str, str], tuple[UsageKey, float]] = field(default_factory=dict)
     _open: dict[int, ClosedHour] = field(default_factory=dict)
+    _steady_s: float | None = None  # the steady clock at the last observation given one
 
-    def observe(self, at_s: float, held: Mapping[tuple[str, str], tuple[UsageKey, float]]) -> None:
+    def observe(
+        self, at_s: float, held: Mapping[tuple[str, str], tuple[UsageKey, float]], steady_s: float | None = None
+    ) -> None:
         """The holdings seen at ``at_s``: what was held since the last observation is integrated up to ``at_s``
-        (unless the gap exceeds ``max_gap_s``, or the clock went back), then ``held`` is what is held from now."""
-        if self._at_s is not None and 0 < at_s - self._at_s <= self.max_gap_s:
-            self._integrate(self._at_s, at_s)
+        (unless the gap exceeds ``max_gap_s``), then ``held`` is what is held from now. ``steady_s``: a steady
+        clock's reading (``time.monotonic``) with it: the time held is the steady clock's, the wall clock's
+        advance (never back) the seconds of the hours it covers, the rest added to the hour at the meter's last
+        reading (module docstring). Without it a reading whose ``at_s`` is not after the last is dropped."""
+        span = at_s - self._at_s if self._at_s is not None else 0.0
+        real = span if steady_s is None or self._steady_s is None else steady_s - self._steady_s
+        if self._at_s is not None and 0 < real <= self.max_gap_s:
+            covered = min(max(span, 0.0), real)
+            if covered > 0:
+                self._integrate(self._at_s, self._at_s + covered)
+            if real > covered:  # the wall clock behind the last reading: held all the same
+                start = int(self._at_s // self.bucket_s * self.bucket_s)
+                self._hold(self._open.setdefault(start, ClosedHour(start, 0.0, {})), real - covered)
+        if steady_s is not None:
+            self._steady_s = steady_s
+        if self._at_s is None or at_s > self._at_s or (steady_s is not None and real > 0):
+            self._held = dict(held)
         if self._at_s is None or at_s > self._at_s:
             self._at_s = at_s
-            self._held = dict(held)
 
     def _integrate(self, t0: float, t1: float) -> None:
         t = t0
@@ -183,13 +209,16 @@ class UsageMeter:
             start = int(t // self.bucket_s * self.bucket_s)
             end = min(t1, start + self.bucket_s)
             hour = self._open.setdefault(start, ClosedHour(start, 0.0, {}))
-            dt = end - t
-            hour.covered_s += dt
-            for pod, (key, gpus) in self._held.items():
-                k, got = hour.pod_gpu_s.get(pod, (key, 0.0))
-                hour.pod_gpu_s[pod] = (k, got + gpus * dt)
-                hour.pod_gpus[pod] = max(hour.pod_gpus.get(pod, 0.0), gpus)
+            hour.covered_s += end - t
+            self._hold(hour, end - t)
             t = end
+
+    def _hold(self, hour: ClosedHour, dt: float) -> None:
+        """The holdings held ``dt`` seconds in ``hour``."""
+        for pod, (key, gpus) in self._held.items():
+            k, got = hour.pod_gpu_s.get(pod, (key, 0.0))
+            hour.pod_gpu_s[pod] = (k, got + gpus * dt)
+            hour.pod_gpus[pod] = max(hour.pod_gpus.get(pod, 0.0), gpus)
 
     def closed(self, before_s: float) -> list[ClosedHour]:
         """The hours ending at or before ``before_s``, oldest first; the meter forgets them."""
@@ -359,8 +388,10 @@ class MeterLoop:
         keep_hours: int = 48,
         util_wait_s: float = 3 * 3600.0,
         sku_map: Mapping[str, str] | None = None,
+        steady: Callable[[], float] | None = None,
     ) -> None:
         self.cluster = cluster
+        self._steady = steady  # the steady clock the time held is counted on (module docstring); None: the wall's
         self._pools = pools
         self._utilization = utilization
         self._sink = sink
@@ -398,7 +429,7 @@ class MeterLoop:
     def step(self, now_s: float, observe: Callable[[], Observation]) -> list[HourWritten]:
         """Read (on the cadence) and write the hours that are due, on the caller's thread; returns the hours written
         now. The controller's loop instead calls :meth:`read` and has its store worker call :meth:`write_due`."""
-        if now_s < self._next_s:
+        if not due(now_s, self._next_s, self.every_s):
             return []
         self._store_pools(now_s)
         if not self.read(now_s, observe):
@@ -409,7 +440,7 @@ class MeterLoop:
         """On the cadence, what the pods hold now, in memory (no store, no Prometheus): the pools last read from the
         store name them; before any read of the store, nothing is read. True when the cadence fell due (the hours
         due are then :meth:`write_due`'s)."""
-        if now_s < self._next_s:
+        if not due(now_s, self._next_s, self.every_s):  # a wall clock stepped back does not pause it
             return False
         self._next_s = now_s + self.every_s
         store = self._pools_read
@@ -418,7 +449,7 @@ class MeterLoop:
         sku_ids, pools = store
         held = holdings(observe(), self.cluster, sku_ids, pools, self._sku_map).pods
         with self._lock:
-            self.meter.observe(now_s, held)
+            self.meter.observe(now_s, held, self._steady() if self._steady is not None else None)
         return True
 
     def _hour_utilization(
