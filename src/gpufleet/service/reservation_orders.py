@@ -172,7 +172,17 @@ class ProviderOrders:
         one by a permission, a policy or an authentication on gpufleet's side (``blocked``) holds it as ``blocked``
         with the provider's reason, tried on each pass until it is fixed; a refusal of the order itself cancels it.
         Either way the provider's code is in the audit log. The same for a submitted order whose operation failed
-        (its order id is then cleared: the next submission places a new one under the same key)."""
+        (its order id is then cleared: the next submission places a new one under the same key).
+
+        A blocked reservation refused again is audited and its ``status_reason`` rewritten only when the refusal
+        differs from the one holding it (another permission, a policy): the reader sees the refusal that holds it
+        now, and a pass that finds nothing new writes nothing (the reconciler's answer still lists it)."""
+        status = S(row.status)
+        reason = f"{refused.code}: {refused.message}"[:500]
+        target = S.BLOCKED if refused.blocked else S.APPROVED if refused.retryable else S.CANCELLED
+        same = status is S.BLOCKED and target is S.BLOCKED and not order_failed
+        if same and row.status_reason == reason:
+            return  # still held by the same refusal: audited when it first held it
         detail = {"code": refused.code, "message": refused.message[:300], "retryable": refused.retryable,
                   "blocked": refused.blocked}  # fmt: skip
         uow.audit(
@@ -183,14 +193,15 @@ class ProviderOrders:
             entity_id=row.id,
             detail=detail,
         )
-        status = S(row.status)
         if status not in ((S.SUBMITTED,) if order_failed else (S.APPROVED, S.BLOCKED)):
             return  # changed meanwhile (another process submitted it): this refusal is not its state
+        if same:  # held by another refusal now: the reason the reader sees is this one
+            uow.update_versioned(ReservationRow, row, {"status_reason": reason}, f"reservation {row.id}")
+            uow.session.expire(row)
+            return
         why = f"provider refused: {refused.code}" if refused.code != START_PASSED else "start passed before submit"
-        reason = f"{refused.code}: {refused.message}"[:500]
-        target = S.BLOCKED if refused.blocked else S.APPROVED if refused.retryable else S.CANCELLED
         if target is status:
-            return  # still blocked (or approved): audited above, nothing to change
+            return  # still approved: audited above, nothing to change
         res = domain_of(row)
         res.transition(target, at_s=now_s, actor=actor_id, reason=why)
         persist_status(uow, row, res, now_s, actor_id, order_failed=order_failed,

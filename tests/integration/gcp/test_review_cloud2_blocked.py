@@ -7,7 +7,6 @@ from datetime import UTC, datetime
 from typing import Any
 
 import httpx
-import pytest
 
 from tests.integration.conftest import LiveServer
 from tests.integration.gcp.conftest import Start
@@ -59,11 +58,10 @@ def _blocked(gcp_server: Start, permission: str) -> tuple[LiveServer, str]:
     return server, rid
 
 
-@pytest.mark.xfail(strict=True, reason="a blocked order keeps its first refusal as status_reason")
 def test_review_a_later_different_refusal_replaces_the_blocked_reason(gcp_server: Start, fake_gcp: FakeGcp) -> None:
-    """Review, the defect: a reservation blocked for one permission keeps that refusal as its ``status_reason`` when
+    """Review (fixed), the defect: a reservation blocked for one permission keeps that refusal as its ``status_reason`` when
     a later pass is refused for another (``_refused`` returns early when the target status is the current one): the
-    operator fixes the first, and the reader still sees it, not the one now holding the order."""
+    operator fixes the first, and the reader still sees it, not the one now holding the order. Expected: the reason of the last refusal."""
     server, rid = _blocked(gcp_server, "compute.reservations.create")
     _route(server, _Denied("compute.futureReservations.create"))  # the first role granted, another one missing
     assert reconcile(server)["still_pending"] == [rid]
@@ -73,12 +71,13 @@ def test_review_a_later_different_refusal_replaces_the_blocked_reason(gcp_server
     assert "'compute.reservations.create'" not in reason, reason
 
 
-@pytest.mark.xfail(strict=True, reason="every pass audits the same refusal of a blocked order")
 def test_review_a_blocked_order_is_audited_once_per_refusal(gcp_server: Start, fake_gcp: FakeGcp) -> None:
-    """Review, the defect: each reconciler pass writes ``reservation.submission_refused`` for a reservation that
+    """Review (fixed), the defect: each reconciler pass writes ``reservation.submission_refused`` for a reservation that
     stays blocked for the same reason, so the audit log grows by one row per pass for as long as nobody fixes the
     permission (days at a short interval). Expected: the refusal audited when it holds the order, and again only when
-    it changes."""
+    it changes.
+    Fixed: ``ProviderOrders._refused`` skips a refusal equal to the one holding the order and rewrites
+    ``status_reason`` (audited) when a different one holds it."""
     server, rid = _blocked(gcp_server, "compute.reservations.create")
     for _ in range(3):
         assert reconcile(server)["still_pending"] == [rid]
