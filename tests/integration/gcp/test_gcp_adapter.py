@@ -155,7 +155,7 @@ def test_a_name_gpufleet_did_not_create_is_refused_not_taken(fake_gcp: FakeGcp, 
     assert r.status_code == 200, r.text
     with pytest.raises(ProviderRefused) as exc:
         port.submit("gpufleet-res_n1", _now())
-    assert exc.value.code == "alreadyExists" and not exc.value.retryable
+    assert exc.value.code == "name_taken" and exc.value.blocked  # held for a person: it may be the order, edited
     assert fake_gcp.calls["reservations.insert"] == 1  # only the hand-made one
 
 

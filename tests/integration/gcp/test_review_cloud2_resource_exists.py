@@ -7,7 +7,6 @@ import json
 from typing import Any
 
 import httpx
-import pytest
 
 from gpufleet.adapters.resource_names import resource_name
 from tests.integration.conftest import LiveServer
@@ -45,11 +44,10 @@ def _changes(server: LiveServer, rid: str) -> list[dict[str, Any]]:
     return [e["detail"] for e in got]
 
 
-@pytest.mark.xfail(strict=True, reason="an insert operation's error cancels an order whose reservation exists")
 def test_review_an_insert_error_with_the_reservation_created_records_the_order(
     gcp_server: Start, fake_gcp: FakeGcp
 ) -> None:
-    """Review, the defect: the insert's operation ends with an error of the order (INVALID_FIELD_VALUE), yet the
+    """Review (fixed), the defect: the insert's operation ends with an error of the order (INVALID_FIELD_VALUE), yet the
     future reservation under gpufleet's name, with its key, exists at GCP: ``create`` raises the operation's error,
     the reservation is cancelled, and the order GCP holds (and bills) is followed by nobody. Expected: the resource
     decides: the order is recorded (submitted_to_cloud), never cancelled while it exists."""
@@ -66,11 +64,10 @@ def test_review_an_insert_error_with_the_reservation_created_records_the_order(
         assert c.get(f"/v1/reservations/{rid}").json()["provider_order_id"] == f"{ZONE}/futureReservations/{name}"
 
 
-@pytest.mark.xfail(strict=True, reason="a late operation error cancels an order whose reservation exists")
 def test_review_a_late_operation_error_with_the_reservation_there_keeps_the_order(
     gcp_server: Start, fake_gcp: FakeGcp
 ) -> None:
-    """Review, the defect: the insert outlives ``gcp_operation_wait_s`` (recorded submitted_to_cloud with its
+    """Review (fixed), the defect: the insert outlives ``gcp_operation_wait_s`` (recorded submitted_to_cloud with its
     operation), then the operation ends with an error of the order while the future reservation stays at GCP
     (PENDING_APPROVAL, then FULFILLED): ``describe`` reads the operation alone, reports the order ``failed``, the
     reservation is cancelled and its order id cleared, so the reservation GCP fulfils and bills is lost to gpufleet.
@@ -95,11 +92,10 @@ def test_review_a_late_operation_error_with_the_reservation_there_keeps_the_orde
     assert reconcile(server)["activated"] == [rid] and status(server, rid) == "active"
 
 
-@pytest.mark.xfail(strict=True, reason="an edited description cancels the order found under gpufleet's name")
 def test_review_an_edited_description_holds_the_order_rather_than_cancel_it(
     gcp_server: Start, fake_gcp: FakeGcp
 ) -> None:
-    """Review, the defect: ``find`` identifies gpufleet's order by the key in the resource's ``description``, which
+    """Review (fixed), the defect: ``find`` identifies gpufleet's order by the key in the resource's ``description``, which
     anyone with ``compute.futureReservations.update`` edits; the insert's answer is lost, someone edits the
     description, and the next pass's ``find`` raises a non-retryable ``alreadyExists``: the approved reservation is
     cancelled while its future reservation, under gpufleet's name (derived from the key with its hash), is at GCP.
@@ -120,3 +116,27 @@ def test_review_an_edited_description_holds_the_order_rather_than_cancel_it(
     fr["description"] = written
     assert reconcile(server)["submitted"] == [rid] and status(server, rid) == "submitted_to_cloud"
     assert len(fake_gcp.future_reservations) == 1
+
+
+def test_review_a_late_capacity_error_with_the_resource_failing_is_tried_again(
+    gcp_server: Start, fake_gcp: FakeGcp
+) -> None:
+    """Review (holds): the resource decides only while it holds something. A late ZONE_RESOURCE_POOL_EXHAUSTED whose
+    future reservation GCP is still showing as FAILED (gone or going) is the operation's refusal, about the moment:
+    back to approved and placed again by a later pass, not cancelled as "provider state FAILED"."""
+    server = gcp_server(gcp_operation_wait_s=0.2)
+    fake_gcp.hold_operations()
+    with server.client("finops_admin", "fiona") as c:
+        rid = c.post("/v1/reservations", json=ORDER).json()["reservation_id"]
+    assert approve(server, rid, "finops_admin", "alice").json()["status"] == "submitted_to_cloud"
+    name = resource_name(f"gpufleet-{rid}")
+    with fake_gcp.lock:
+        for key, op in fake_gcp.operations.items():
+            if op["status"] != "DONE":
+                fake_gcp.pending.pop(key, None)
+                op.update(status="DONE", progress=100, httpErrorStatusCode=503, httpErrorMessage="SERVICE UNAVAILABLE",
+                          error={"errors": [{"code": "ZONE_RESOURCE_POOL_EXHAUSTED", "message": "no capacity"}]})  # fmt: skip
+    fake_gcp.set_procurement_status(ZONE, name, "FAILED")
+    fake_gcp.hold_operations(False)
+    reconcile(server)
+    assert status(server, rid) == "approved", _changes(server, rid)

@@ -5,7 +5,10 @@ derived from the key (``resource_name``): a retry after an unknown outcome finds
 insert answered ``alreadyExists`` is looked up, never bought twice. Each mutation carries a fresh ``requestId``,
 which the HTTP retries of that one call reuse (GCP runs a request id once); it is not derived from the key because
 GCP answers a request id it has seen with its first operation, a failed one included, so a key refused for lack of
-capacity could not be tried again.
+capacity could not be tried again. A resource of that name whose description does not carry the key (gpufleet did not
+create it, or its description was edited at GCP: anyone with the update permission can) is a ``blocked`` refusal
+(``name_taken``), held for a person and never cancelled, as Azure's edited tag: the name is derived from the key with
+its hash, so it may well be the order, billed.
 
 - A start in the future is a **future reservation** (``futureReservations.insert``: ``timeWindow`` from start to
   start + term, submitted for GCP's approval, its auto-created reservations deleted at the end); a start now or
@@ -14,10 +17,12 @@ capacity could not be tried again.
 - The insert's zonal operation is followed for up to ``op_wait_s``: an operation that ends in an error is a
   refusal (retryable when it is about the moment: ``ZONE_RESOURCE_POOL_EXHAUSTED``, no capacity now, or an
   ``httpErrorStatusCode`` of 429 or 5xx, GCP's own failure; ``blocked`` for a permission: an ``httpErrorStatusCode``
-  of 401 or 403 or a permission code); one still running returns the order as pending with the operation's name
+  of 401 or 403 or a permission code), unless the resource exists under its name with the key: GCP holds (and bills)
+  it whatever the operation said, so it is the order (no answer to that lookup: unknown outcome); one still running returns the order as pending with the operation's name
   (``ProviderOrder.operation_id``), and ``describe``, given it back in the order's record, reads the operation first:
-  one that ended in an error is the order ``failed`` with that refusal (GCP removed the resource it was creating:
-  not an order someone deleted). An order found by its name after a lost answer gets its running insert from
+  one that ended in an error is the order ``failed`` with that refusal when the resource is gone or going (GCP
+  removed the resource it was creating: not an order someone deleted); a resource still there is described by its
+  own state, the operation's error in the state's ``warning``. An order found by its name after a lost answer gets its running insert from
   ``zoneOperations.list`` (by ``targetLink``; a list refused or unanswered: none, the order followed by its resource).
 - ``describe`` maps GCP's states onto the lifecycle: a reservation CREATING -> pending, READY / UPDATING -> active,
   DELETING / INVALID -> cancelled; a future reservation DRAFTING / PENDING_APPROVAL / APPROVED / COMMITTED /
@@ -146,7 +151,13 @@ class GcpReservations:
             if found is None:  # exists, but not as an order of this key
                 raise
             return found
-        op = self._follow(zone, op, f"{kind}.insert")
+        try:
+            op = self._follow(zone, op, f"{kind}.insert")
+        except ProviderRefused as refused:  # the operation's error; the resource decides whether GCP holds the order
+            held = self._held(zone, kind, name, key, order.region_id, refused)
+            if held is None:
+                raise
+            return held
         running = None if op.get("status") == "DONE" else str(op.get("name") or "") or None
         return ProviderOrder(f"{zone}/{kind}/{name}", key, order.sku_id, order.region_id, order.units,
                              order.term_months, order.start_s, running)  # fmt: skip
@@ -160,12 +171,36 @@ class GcpReservations:
                 if got is None:
                     continue
                 meta = _meta(got)
-                if meta.get("key") != key:
+                if meta.get("key") != key:  # held for a person, never cancelled: it may be the order's, billed
                     raise ProviderRefused(
-                        "alreadyExists", f"{zone}/{kind}/{name} exists but gpufleet did not create it for {key}"
+                        "name_taken",
+                        f"{zone}/{kind}/{name} (gpufleet's name for {key}) does not carry this key in its description: "
+                        "gpufleet did not create it, or its description was edited at GCP; restore the description "
+                        "(or delete the resource) to resume",
+                        blocked=True,
                     )
                 return _order(meta, f"{zone}/{kind}/{name}", region, self._running_insert(zone, got))
         return None
+
+    def _held(
+        self, zone: str, kind: str, name: str, key: str, region: str, refused: ProviderRefused
+    ) -> ProviderOrder | None:
+        """The order under its name after its insert's operation ended in ``refused``: GCP holds (and bills) a
+        resource that exists whatever the operation said, so it is the order (a warning logged); None when it does
+        not exist. No answer: unknown (``ProviderTimeout``: the reservation waits for the next pass's ``find``)."""
+        try:
+            got = self._api.get(f"{kind}.get", f"zones/{zone}/{kind}/{name}")
+        except ProviderTimeout as exc:
+            raise ProviderTimeout(f"{kind}.insert failed ({refused}); whether {name} exists is unknown") from exc
+        if got is None:
+            return None
+        meta = _meta(got)
+        if meta.get("key") != key:
+            return None
+        log.warning(
+            "GCP %s/%s/%s exists though its insert failed (%s): recorded as the order", zone, kind, name, refused
+        )
+        return _order(meta, f"{zone}/{kind}/{name}", region)
 
     def _running_insert(self, zone: str, resource: dict[str, Any]) -> str | None:
         """The name of the insert operation still running on a resource found by its name (an answer lost: the order
@@ -193,13 +228,11 @@ class GcpReservations:
                 continue  # not an order of this provider: unknown
             zone, kind, name = parts
             record = (records or {}).get(oid)
+            refusal = None
             try:
-                if record is not None and record.operation_id:  # the insert's outcome first: a failed one removed it
+                if record is not None and record.operation_id:  # the insert's outcome: a failed one removed it ...
                     op = self._api.get("zoneOperations.get", f"zones/{zone}/operations/{record.operation_id}")
                     refusal = None if op is None else _op_refusal(op, f"{kind}.insert")
-                    if refusal is not None:
-                        out[oid] = OrderState(oid, "failed", refusal.code, refusal.message, refusal=refusal)
-                        continue
                 got = self._api.get(f"{kind}.get", f"zones/{zone}/{kind}/{name}")
             except ProviderTimeout:
                 continue  # no answer for this one: unknown this pass, the others still described
@@ -209,17 +242,23 @@ class GcpReservations:
                 log.warning("GCP order %s not described: %s", oid, exc)
                 continue
             if got is None:
-                out[oid] = OrderState(oid, "cancelled", "NOT_FOUND", "the resource no longer exists at GCP")
+                state: LifecycleState = "cancelled"
+                word, why = "NOT_FOUND", "the resource no longer exists at GCP"
             elif kind == "reservations":
-                word = str(got.get("status") or "CREATING")
-                out[oid] = OrderState(oid, _RESERVATION.get(word, "pending"), word)
+                word, why = str(got.get("status") or "CREATING"), ""
+                state = _RESERVATION.get(word, "pending")
             else:
-                word = str((got.get("status") or {}).get("procurementStatus") or "DRAFTING")
+                word, why = str((got.get("status") or {}).get("procurementStatus") or "DRAFTING"), ""
                 state = _FUTURE.get(word, "pending")
                 end = (got.get("timeWindow") or {}).get("endTime")
                 if state == "active" and end and self._now_s() >= epoch_s(str(end)):
                     state = "expired"
-                out[oid] = OrderState(oid, state, word)
+            if refusal is not None and state == "cancelled":  # gone or going: its failed operation says why
+                out[oid] = OrderState(oid, "failed", refusal.code, refusal.message, refusal=refusal)
+                continue
+            # ... unless the resource is there: GCP holds (and bills) it whatever its operation said
+            said = "" if refusal is None else f"its insert operation ended in {refusal}, yet it exists: followed by it"
+            out[oid] = OrderState(oid, state, word, why, warning=said)
         return out
 
     # ---- beyond the port ----------------------------------------------------------------------------------
