@@ -105,11 +105,14 @@ class OrderState:
 @dataclass(frozen=True, slots=True)
 class OrderRecord:
     """gpufleet's own record of an order, given to ``describe``: when its term ends (the store's start + term), the
-    provider operation still running when it was submitted (None: none), and the region it was placed in."""
+    provider operation still running when it was submitted (None: none), the region it was placed in, and what was
+    approved (the SKU and its GPUs; "" and 0: not known), which the provider's answer is checked against."""
 
     end_s: int
     operation_id: str | None = None
     region: str = ""
+    sku_id: str = ""
+    units: int = 0
 
 
 @runtime_checkable

@@ -270,14 +270,14 @@ class ProviderOrders:
             rows = uow.session.execute(
                 select(ReservationRow.id, ReservationRow.provider_order_id, ReservationRow.start_s,
                        ReservationRow.term_months, ReservationRow.provider_operation_id,
-                       ReservationRow.region_id).where(
+                       ReservationRow.region_id, ReservationRow.sku_id, ReservationRow.units).where(
                     ReservationRow.status.in_([S.SUBMITTED.value, S.ACTIVE.value]),
                     ReservationRow.provider_order_id.is_not(None),
                 )
             ).all()  # fmt: skip
         orders = {rid: str(oid) for rid, oid, *_ in rows}
-        records = {str(oid): OrderRecord(start_s + term_seconds(months), op, region)
-                   for _, oid, start_s, months, op, region in rows}  # fmt: skip
+        records = {str(oid): OrderRecord(start_s + term_seconds(months), op, region, sku, units)
+                   for _, oid, start_s, months, op, region, sku, units in rows}  # fmt: skip
         if not orders:
             return
         states = provider.describe(sorted(orders.values()), records)

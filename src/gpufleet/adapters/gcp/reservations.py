@@ -24,6 +24,8 @@ its hash, so it may well be the order, billed.
   removed the resource it was creating: not an order someone deleted); a resource still there is described by its
   own state, the operation's error in the state's ``warning``. An order found by its name after a lost answer gets its running insert from
   ``zoneOperations.list`` (by ``targetLink``; a list refused or unanswered: none, the order followed by its resource).
+  What GCP holds is checked against gpufleet's record (``OrderRecord``: machines approved, the term's end): a count or
+  an end that differs, or no end at all, is the state's ``warning`` (followed as GCP holds it, reported).
 - ``describe`` maps GCP's states onto the lifecycle: a reservation CREATING -> pending, READY / UPDATING -> active,
   DELETING / INVALID -> cancelled; a future reservation DRAFTING / PENDING_APPROVAL / APPROVED / COMMITTED /
   PROCURING / PROVISIONING / PENDING_AMENDMENT_APPROVAL -> pending, FULFILLED / FAILED_PARTIALLY_FULFILLED ->
@@ -257,8 +259,12 @@ class GcpReservations:
                 out[oid] = OrderState(oid, "failed", refusal.code, refusal.message, refusal=refusal)
                 continue
             # ... unless the resource is there: GCP holds (and bills) it whatever its operation said
-            said = "" if refusal is None else f"its insert operation ended in {refusal}, yet it exists: followed by it"
-            out[oid] = OrderState(oid, state, word, why, warning=said)
+            said = (
+                [] if refusal is None else [f"its insert operation ended in {refusal}, yet it exists: followed by it"]
+            )
+            if got is not None and record is not None:
+                said += _held_against_record(kind, got, record)
+            out[oid] = OrderState(oid, state, word, why, warning="; ".join(said))
         return out
 
     # ---- beyond the port ----------------------------------------------------------------------------------
@@ -330,6 +336,34 @@ def _op_refusal(op: dict[str, Any], what: str) -> ProviderRefused | None:
     # an operation GCP failed on its side (5xx, 429: "try again") is about the moment, as no capacity is
     moment = code in CAPACITY_CODES or status in RETRY_STATUS
     return ProviderRefused(code, f"{what}: {first.get('message', '')}", retryable=moment, blocked=blocked)
+
+
+def _held_against_record(kind: str, got: dict[str, Any], record: OrderRecord) -> list[str]:
+    """What GCP holds for an order against gpufleet's record of it (the machines approved, the term's end): a
+    resource resized or re-timed at GCP (an amendment, ``reservations.update``) bills what nobody approved. GCP's
+    answer is the truth the order is followed by; the difference is reported (``OrderState.warning``)."""
+    out: list[str] = []
+    if kind == "reservations":
+        count, end, end_field = (
+            (got.get("specificReservation") or {}).get("count"),
+            got.get("deleteAtTime"),
+            "deleteAtTime",
+        )
+    else:
+        count = (got.get("specificSkuProperties") or {}).get("totalCount")
+        end, end_field = (got.get("timeWindow") or {}).get("endTime"), "timeWindow.endTime"
+    if record.units > 0 and record.sku_id in MACHINE_TYPES:
+        approved = machines_for(record.sku_id, record.units)
+        if _int(count) != approved:
+            out.append(f"GCP holds {str(count)[:20]} machines, {approved} approved ({record.units} GPUs)")
+    try:
+        end_s = None if end is None else epoch_s(str(end))
+    except ValueError:
+        end_s = None
+    if end_s != record.end_s:
+        said = "is gone (billed until deleted)" if end is None else f"is {str(end)[:40]}"
+        out.append(f"its {end_field} {said}, gpufleet's record ends the term at {rfc3339(record.end_s)}")
+    return out
 
 
 def _int(value: Any) -> int | None:
