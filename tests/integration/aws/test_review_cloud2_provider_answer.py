@@ -14,10 +14,9 @@ from tests.integration.reservation_flow import approve, reconcile, status
 ORDER = {"sku": "h100_80gb", "units": 8, "start": "2026-02-01T00:00:00Z", "term_months": 1, "regions": ["us-east-1"]}
 
 
-@pytest.mark.xfail(strict=True, reason="a modified capacity reservation is followed without a word")
 @pytest.mark.parametrize("edit", ["count", "end", "unlimited"])
 def test_review_a_capacity_reservation_modified_at_aws_is_reported(aws_server: Start, fake: FakeAws, edit: str) -> None:
-    """Review, the defect: the capacity reservation of 1 instance approved for one month is modified at AWS (anyone
+    """Review (fixed), the defect: the capacity reservation of 1 instance approved for one month is modified at AWS (anyone
     with ``ec2:ModifyCapacityReservation``): 3 instances, an ``EndDate`` a month later, or no end at all (billed until
     cancelled); ``describe`` reads the state alone and the reconciler says nothing. Expected: followed as AWS holds
     it (active), with a warning naming what differs from gpufleet's record."""

@@ -5,7 +5,8 @@ Contract (the port's): ``submit(key, order)`` first looks the order up by its ke
 ``find(key)`` finds the reservation by the tag, so a retry after an unknown outcome never buys twice.
 ``describe`` maps EC2's states onto the lifecycle: pending (pending, assessing, scheduled, payment-pending,
 delayed), active (active, cancelling, unavailable), expired, cancelled (cancelled, failed, payment-failed,
-unsupported). Units are GPUs; AWS reserves whole instances, so ``ceil(units / GPUs per instance)`` are reserved.
+unsupported), with what EC2 holds checked against gpufleet's record (instances approved, the term's end: a difference
+is the state's ``warning``, reported, not obeyed). Units are GPUs; AWS reserves whole instances, so ``ceil(units / GPUs per instance)`` are reserved.
 """
 
 from __future__ import annotations
@@ -145,7 +146,8 @@ class AwsCapacityReservations:
                 cid = str(cr.get("CapacityReservationId", ""))
                 if cid in wanted:
                     state = str(cr.get("State", "pending"))
-                    out[cid] = OrderState(cid, lifecycle(state), state)
+                    said = _against_record(cr, (records or {}).get(cid))
+                    out[cid] = OrderState(cid, lifecycle(state), state, warning=said)
         for cid in sorted(wanted - set(out)):
             record = (records or {}).get(cid)
             if record is None or not record.region or not cid.startswith("cr-"):
@@ -159,7 +161,8 @@ class AwsCapacityReservations:
             for cr in page.get("CapacityReservations", [])[:1]:
                 state = str(cr.get("State", "pending"))
                 warning = f"its {KEY_TAG} tag is gone (deleted at AWS?): followed by its id in gpufleet's record"
-                out[cid] = OrderState(cid, lifecycle(state), state, warning=warning)
+                held = _against_record(cr, record)
+                out[cid] = OrderState(cid, lifecycle(state), state, warning=f"{warning}; {held}" if held else warning)
         return out
 
     # ---- beyond the port ----------------------------------------------------------------------------------
@@ -207,6 +210,29 @@ def _tags(key: str, order: OrderRequest) -> list[dict[str, str]]:
         {"Key": "gpufleet:term-months", "Value": str(order.term_months)},
         {"Key": "gpufleet:start-s", "Value": str(order.start_s)},
     ]
+
+
+def _against_record(cr: dict[str, Any], record: OrderRecord | None) -> str:
+    """What EC2 holds for an order against gpufleet's record (the instances approved, the term's end): a reservation
+    modified at AWS (``ModifyCapacityReservation``: more instances, a later end, or none: billed until cancelled) is
+    followed as AWS holds it, the difference reported ("" when they agree, or without a record)."""
+    if record is None:
+        return ""
+    out: list[str] = []
+    if record.units > 0 and record.sku_id in INSTANCE_TYPES:
+        approved = instances_for(record.sku_id, record.units)
+        held = cr.get("TotalInstanceCount")
+        if held != approved:
+            out.append(f"AWS holds {str(held)[:20]} instances, {approved} approved ({record.units} GPUs)")
+    end = cr.get("EndDate")
+    try:
+        end_s = None if end is None or cr.get("EndDateType") == "unlimited" else epoch_s(end)
+    except (TypeError, ValueError, OverflowError):
+        end_s = None
+    if end_s != record.end_s:
+        said = "no EndDate (billed until cancelled)" if end_s is None else f"EndDate {ts(end_s).isoformat()}"
+        out.append(f"it has {said}, gpufleet's record ends the term at {ts(record.end_s).isoformat()}")
+    return "; ".join(out)
 
 
 def _order(cr: dict[str, Any], region: str) -> ProviderOrder:
