@@ -5,8 +5,6 @@ from __future__ import annotations
 
 from typing import Any
 
-import pytest
-
 from gpufleet.adapters.resource_names import resource_name
 from tests.integration.azure.fake_azure import FakeAzure
 from tests.integration.reservation_flow import approve, reconcile, status
@@ -14,9 +12,8 @@ from tests.integration.reservation_flow import approve, reconcile, status
 ORDER = {"sku": "h100_80gb", "units": 8, "start": "2026-02-01T00:00:00Z", "term_months": 1, "regions": ["eastus"]}
 
 
-@pytest.mark.xfail(strict=True, reason="a resized capacity reservation is followed without a word")
 def test_review_a_reservation_resized_at_azure_is_reported(azure_server: Any, fake_azure: FakeAzure) -> None:
-    """Review, the defect: the capacity reservation of 1 VM approved is resized at Azure to 3 (a PUT of
+    """Review (fixed), the defect: the capacity reservation of 1 VM approved is resized at Azure to 3 (a PUT of
     ``sku.capacity`` by anyone with write rights on the resource group): the fleet is billed for 3 VMs, and the
     reconciler's answer says nothing (``describe`` checks only the end tag). Expected: followed (active), with a
     warning naming the VMs held against those approved."""

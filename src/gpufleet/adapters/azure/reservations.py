@@ -21,7 +21,7 @@ reservation under gpufleet's name may be the order's, billed).
   pass. Without a record nothing is deleted. Tags are editable at Azure by anyone with tag rights on the resource
   group: the ``gpufleet-end-s`` tag is only a cross-check (one that disagrees with the record, or is gone, is
   reported as the order state's ``warning``, never obeyed), and one that no longer reads as a number never stops a
-  pass or a lookup.
+  pass or a lookup. A ``sku.capacity`` other than the VMs approved (resized at Azure) is reported the same way.
 - ``describe`` maps Azure's states onto the lifecycle: ``provisioningState`` Creating -> pending, Succeeded /
   Updating -> active, Failed / Canceled / Deleting -> cancelled; a future reservation
   follows ``instanceView.reservationStateInfo.reservationState`` (Pending / Approved / Committed -> pending, Live /
@@ -188,6 +188,8 @@ class AzureCapacityReservations:
             record = (records or {}).get(oid)
             end_s = None if record is None else record.end_s  # gpufleet's record decides, never the (editable) tags
             warning = "" if end_s is None else _tag_mismatch(got.get("tags") or {}, end_s)
+            if record is not None:  # what Azure holds against what was approved (a PUT of sku.capacity by anyone)
+                warning = "; ".join(w for w in (warning, _capacity_mismatch(got, record)) if w)
             if state == "active" and end_s and self._now_s() >= end_s:
                 try:
                     self.cancel(oid)  # Azure bills it until deleted: its term is over
@@ -267,6 +269,18 @@ def _tag_mismatch(tags: dict[str, Any], end_s: int) -> str:
         return ""
     said = "is gone" if "gpufleet-end-s" not in tags else f"says {str(tags['gpufleet-end-s'])[:40]!r}"
     return f"tag gpufleet-end-s {said}, gpufleet's record ends the term at {end_s}: the record decides (tag edited?)"
+
+
+def _capacity_mismatch(got: dict[str, Any], record: OrderRecord) -> str:
+    """The VMs Azure holds (``sku.capacity``) against those approved in gpufleet's record ("" when they agree, or
+    when the record names no SKU Azure maps): reported, the reservation followed as Azure holds it."""
+    if record.units <= 0 or record.sku_id not in VM_SIZES:
+        return ""
+    approved = vms_for(record.sku_id, record.units)
+    held = (got.get("sku") or {}).get("capacity")
+    if held == approved:
+        return ""
+    return f"Azure holds {str(held)[:20]} VMs, {approved} approved ({record.units} GPUs): resized at Azure?"
 
 
 def _date(seconds: int) -> date:
