@@ -50,7 +50,8 @@ def test_placement_walks_the_chain_then_degrades_preempts_or_queues(
     s = make_server(database)
     with s.client("ml_platform_admin", "bob") as c, s.client("app_team", "ann", "team-p") as app:
         assert c.post("/v1/teams", json={"id": "team-p", "name": "P"}).status_code == 201  # a token's team exists
-        assert c.patch(f"/v1/pools/{OD}", json={"quota_gpus": 8}).status_code == 200
+        # 8 of 16 on-demand GPUs run (allocated_gpus): the running work listed below must fit in them
+        assert c.patch(f"/v1/pools/{OD}", json={"quota_gpus": 16, "allocated_gpus": 8}).status_code == 200
         serving = {"job_class": "serving", "priority": "critical", "sku": SKU, "gpus": 8, "replicas": 2}
         rec = app.post("/v1/placement/recommendations", json=serving).json()
         # reserved has no active reservation and on-demand only 8 free: both skipped; spot never for serving

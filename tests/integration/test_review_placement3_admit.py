@@ -121,9 +121,8 @@ def test_concurrent_retries_with_one_key_book_once(
         assert len(a.get("/v1/audit", params={"action": action}).json()) == 1
 
 
-@pytest.mark.xfail(strict=True, reason="running work is trusted as listed: more GPUs than the pool holds preempt")
 def test_running_work_cannot_exceed_the_pools_allocated_gpus(database: Database, make_server: ServerFactory) -> None:
-    """The defect: the running work a caller lists is trusted as listed: in an on-demand pool with 8 GPUs of quota
+    """Review (fixed), the defect: the running work a caller lists is trusted as listed: in an on-demand pool with 8 GPUs of quota
     and none allocated, a 16-GPU admission listing a (made up) low-priority job of 16 GPUs there is answered
     ``preempt`` and admitted, although the pool can never hold 16 GPUs (and nothing runs in it to preempt).
     Expected: the listed running GPUs in a pool may not exceed its ``allocated_gpus`` (less the GPUs of work already

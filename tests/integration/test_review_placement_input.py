@@ -25,6 +25,9 @@ def test_running_work_in_an_unknown_pool_is_a_422(shared_server: LiveServer) -> 
     """Review (fixed), the defect: running work naming a pool that does not exist (a typo) was silently never a
     preemption candidate, so a high-priority job queued instead of preempting, with no word about the pool."""
     running = {"workload_id": "w-low", "gpus": 8, "priority": "low"}
+    with shared_server.client("ml_platform_admin", "ada") as a:  # what runs in a pool fits in its allocated GPUs
+        r = a.patch("/v1/pools/aws/us-east-1/h100_80gb/reserved", json={"allocated_gpus": 8})
+        assert r.status_code == 200, r.text
     with shared_server.client("viewer", "vic") as v:
         good = [{**running, "pool": "aws/us-east-1/h100_80gb/reserved"}]
         assert v.post("/v1/placement/recommendations", json={**BODY, "running": good}).status_code == 200

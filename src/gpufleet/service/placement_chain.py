@@ -40,6 +40,7 @@ from gpufleet.control.admission import (
     ChainPlacementRequest,
     PoolHeadroom,
     PricedOption,
+    RunningWork,
 )
 from gpufleet.domain.errors import ConflictError, NotFoundError, ValidationError
 from gpufleet.domain.pools import CapacityPool, Tier
@@ -109,7 +110,9 @@ class ChainPlacementService:
         self._some_regions = base.where(PoolRow.region_id.in_(bindparam("regions", expanding=True)))
         self._skus_exist = select(SkuRow.id).where(SkuRow.id.in_(bindparam("skus", expanding=True)))
         self._sku_memory = select(SkuRow.id, SkuRow.memory_gb).where(SkuRow.id.in_(bindparam("skus", expanding=True)))
-        self._pools_exist = select(PoolRow.id).where(PoolRow.id.in_(bindparam("pools", expanding=True)))
+        self._pools_exist = select(PoolRow.id, PoolRow.allocated_gpus).where(
+            PoolRow.id.in_(bindparam("pools", expanding=True))
+        )
         self._regions_exist = select(RegionRow.id).where(RegionRow.id.in_(bindparam("regions", expanding=True)))
         # an admission's claim: the GPUs fit in the pool's capacity as the read above counts it (reserved: its active
         # reservations + its quota; other tiers: the quota, none = unbounded)
@@ -217,11 +220,12 @@ class ChainPlacementService:
                 for i, o in enumerate(req.degrade_options):
                     if o.sku_id is not None and o.sku_id in unseen_skus and o.sku_id not in known_skus:
                         raise ValidationError(f"degrade_options[{i}].sku", f"unknown SKU {o.sku_id!r}")
-            unseen_pools = sorted({r.pool_id for r in req.running} - {r[0] for r in rows})
+            allocated = {r[0]: int(r[6]) for r in rows}  # what each pool holds: running work listed must fit in it
+            unseen_pools = sorted({r.pool_id for r in req.running} - allocated.keys())
             if unseen_pools:  # running work elsewhere (another region or SKU) is fine; in no pool at all, a typo
-                known_pools = set(conn.execute(self._pools_exist, {"pools": unseen_pools}).scalars())
+                allocated.update((p, int(n)) for p, n in conn.execute(self._pools_exist, {"pools": unseen_pools}))
                 for i, r in enumerate(req.running):
-                    if r.pool_id not in known_pools and r.pool_id in unseen_pools:
+                    if r.pool_id not in allocated:
                         raise ValidationError(f"running[{i}].pool", f"unknown pool {r.pool_id!r}")
             have = {row[1] for row in rows}
             unseen = [r for r in req.regions if r not in have]
@@ -234,6 +238,7 @@ class ChainPlacementService:
             memory: dict[str, int] | None = None
             if req.replica_gpu_memory_gb is not None:  # what each SKU's GPU holds (the SKU registry's memory_gb)
                 memory = {sku: int(gb) for sku, gb in conn.execute(self._sku_memory, {"skus": skus}).all()}
+        _check_running(req.running, allocated, held)
         if held:  # running work promised to an earlier admission frees nothing for this one
             req = replace(req, running=tuple(r for r in req.running if (r.pool_id, r.workload_id) not in held))
         now_s = self._clock.now_s()
@@ -351,3 +356,22 @@ class ChainPlacementService:
             "expires_at_s": updated_at_s + self._signal_max_age_s,
             "stale": self._stale(updated_at_s, now_s),
         }
+
+
+def _check_running(running: Sequence[RunningWork], allocated: dict[str, int], held: set[tuple[str, str]]) -> None:
+    """The running work listed in each pool holds no more GPUs than the pool's ``allocated_gpus`` (the service's
+    count of what runs there): made-up work would free GPUs the pool never held, and a preemption would be promised
+    in a pool that cannot hold the request. Work promised to an earlier admission is left out: its GPUs are counted
+    for that admission already. ValidationError naming the entry at which a pool's sum passes its count."""
+    listed: dict[str, int] = {}
+    for i, r in enumerate(running):
+        if (r.pool_id, r.workload_id) in held:
+            continue
+        listed[r.pool_id] = listed.get(r.pool_id, 0) + r.gpus
+        if listed[r.pool_id] > allocated[r.pool_id]:
+            raise ValidationError(
+                f"running[{i}].gpus",
+                f"the running work listed in pool {r.pool_id!r} holds {listed[r.pool_id]} GPUs, more than the "
+                f"{allocated[r.pool_id]} it has allocated (allocated_gpus; work promised to an earlier admission not "
+                "counted): list only work that runs there",
+            )
