@@ -32,14 +32,14 @@ def _key(key: str) -> dict[str, str]:
     return {"Idempotency-Key": key}
 
 
-def _race(s: LiveServer, token: str, body: dict[str, Any], key: str) -> list[dict[str, Any]]:
+def _race(s: LiveServer, token: str, body: dict[str, Any], key: str | None = None) -> list[dict[str, Any]]:
     out: list[dict[str, Any]] = []
     gate = threading.Barrier(RACERS)
 
     def one() -> None:
         with httpx.Client(base_url=s.base_url, headers={"Authorization": f"Bearer {token}"}, timeout=60) as c:
             gate.wait()
-            r = c.post(URL, json=body, headers=_key(key))
+            r = c.post(URL, json=body, headers=None if key is None else _key(key))
             out.append({"status": r.status_code, **(r.json() if r.status_code == 200 else {"text": r.text})})
 
     threads = [threading.Thread(target=one) for _ in range(RACERS)]
@@ -149,3 +149,25 @@ def test_running_work_cannot_exceed_the_pools_allocated_gpus(database: Database,
         # running work in a pool the request does not read is checked against that pool's count too
         r = a.post(URL, json={**JOB, "running": [_low("z", 1, "aws/us-east-1/l4/on_demand")]})
         assert r.status_code == 422 and r.json()["field"] == "running[0].gpus", r.text
+
+
+@pytest.mark.xfail(strict=True, reason="a budgeted claim that loses its victim keeps the free GPUs it took")
+def test_a_budgeted_admission_that_loses_its_victim_takes_nothing(
+    database: Database, make_server: ServerFactory
+) -> None:
+    """The defect: with a budget, an admission's claim runs in the budget's (batched) transaction: it takes the free
+    GPUs it counts on (``allocated_gpus``) and then promises its victim; when a concurrent admission promised that
+    victim first, the claim answers "taken" and the request decides again, but the GPUs it took stay taken (the batch
+    commits the other requests' bookings with them). Six 12-GPU admissions at once in a pool with 8 GPUs free and
+    low-priority x on 8: one preempts x (takes 4 free GPUs), the others queue, yet ``allocated_gpus`` grew by 4 for
+    each that lost x. Expected: a claim that fails takes nothing (its writes roll back to a savepoint)."""
+    s = make_server(database)
+    with s.client("ml_platform_admin", "ada") as a:
+        assert a.patch(f"/v1/pools/{OD}", json={"quota_gpus": 16, "allocated_gpus": 8}).status_code == 200
+        _budget(a)
+    body = {**JOB, "gpus": 12, "team": "vision", "expected_run_s": 3600, "admit": True, "running": [_low("x")]}
+    out = _race(s, s.token("ml_platform_admin", "ada"), body)
+    assert all(g["status"] == 200 for g in out), out
+    assert sorted(g["action"] for g in out) == ["preempt"] + ["queue"] * (RACERS - 1), out
+    with s.client("ml_platform_admin", "ada") as a:
+        assert a.get(f"/v1/pools/{OD}").json()["allocated_gpus"] == 12
