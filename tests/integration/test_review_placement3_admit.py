@@ -151,11 +151,10 @@ def test_running_work_cannot_exceed_the_pools_allocated_gpus(database: Database,
         assert r.status_code == 422 and r.json()["field"] == "running[0].gpus", r.text
 
 
-@pytest.mark.xfail(strict=True, reason="a budgeted claim that loses its victim keeps the free GPUs it took")
 def test_a_budgeted_admission_that_loses_its_victim_takes_nothing(
     database: Database, make_server: ServerFactory
 ) -> None:
-    """The defect: with a budget, an admission's claim runs in the budget's (batched) transaction: it takes the free
+    """Review (fixed), the defect: with a budget, an admission's claim runs in the budget's (batched) transaction: it takes the free
     GPUs it counts on (``allocated_gpus``) and then promises its victim; when a concurrent admission promised that
     victim first, the claim answers "taken" and the request decides again, but the GPUs it took stay taken (the batch
     commits the other requests' bookings with them). Six 12-GPU admissions at once in a pool with 8 GPUs free and

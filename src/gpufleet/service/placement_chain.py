@@ -283,11 +283,17 @@ class ChainPlacementService:
         if claimed is not None:
 
             def claim(uow: UnitOfWork, option: PricedOption) -> bool:
+                """In the budget's batched transaction, which commits the other requests' bookings: a claim that
+                fails part way (its room taken, a victim promised) takes nothing (rolled back to a savepoint)."""
                 assert claimed is not None and option.pool_id is not None
+                savepoint = uow.session.begin_nested()
                 took = self._take(uow, actor, req, option.pool_id, option.gpus, option.victims)
-                if took is not None:
-                    claimed.append((option.pool_id, took))
-                return took is not None
+                if took is None:
+                    savepoint.rollback()
+                    return False
+                savepoint.commit()
+                claimed.append((option.pool_id, took))
+                return True
 
         if team is not None and budgets is not None:
 
