@@ -50,7 +50,7 @@ def test_reservation_walkthrough_runs_as_written(tmp_path: Path) -> None:
     out = proc.stdout
     assert proc.returncode == 0, f"stdout:\n{out}\nstderr:\n{proc.stderr}"
     lines = out.splitlines()
-    assert lines[0].endswith("-> 0017_placement_victims")  # gpufleet db upgrade
+    assert lines[0].endswith("-> 0018_placement_admissions")  # gpufleet db upgrade
     assert '"status":"ready"' in lines[1]
     assert lines.count("submitted_to_cloud") == 2
     assert "pending_approval" in lines
@@ -73,3 +73,6 @@ def test_reservation_walkthrough_runs_as_written(tmp_path: Path) -> None:
     assert any(line.startswith("queue over_budget_queued None ") and line.endswith(" True") for line in lines)
     assert "bob budget.admission queue over_budget_queued" in lines
     assert "exit 2" in lines
+    # section 8: an admission retried under its Idempotency-Key answers the same and books its 8 GPUs once
+    admitted = lines.index("admitted place aws/us-east-1/l40s/on_demand 8")
+    assert lines[admitted : admitted + 3] == [lines[admitted]] * 2 + ["8"]

@@ -55,9 +55,8 @@ def _budget(a: httpx.Client, limit_usd: str = "100000") -> None:
     assert a.put("/v1/teams/vision/budget", json={"limit_usd": limit_usd}).status_code == 200
 
 
-@pytest.mark.xfail(strict=True, reason="placement ignores Idempotency-Key: a retried admission books twice")
 def test_a_retried_admission_books_once(database: Database, make_server: ServerFactory) -> None:
-    """The defect: the placement route ignores ``Idempotency-Key``: an ``admit: true`` retried after a client timeout
+    """Review (fixed), the defect: the placement route ignores ``Idempotency-Key``: an ``admit: true`` retried after a client timeout
     books the pool's GPUs (``allocated_gpus``), the team's budget and its victims a second time. Expected: as
     reservations do, the same key (per caller) returns the first answer and books nothing again; the same key with
     another body is a 409 naming the header; a malformed key is a 422 naming it."""
@@ -96,12 +95,11 @@ def test_a_retried_admission_books_once(database: Database, make_server: ServerF
         assert b.get(f"/v1/pools/{OD}").json()["allocated_gpus"] == 24
 
 
-@pytest.mark.xfail(strict=True, reason="placement ignores Idempotency-Key: concurrent retries all book")
 @pytest.mark.parametrize("budget", [False, True], ids=["no_budget", "budget"])
 def test_concurrent_retries_with_one_key_book_once(
     database: Database, make_server: ServerFactory, budget: bool
 ) -> None:
-    """The defect (concurrent form): six admissions at once under one ``Idempotency-Key`` (a client that retried
+    """Review (fixed), the defect (concurrent form): six admissions at once under one ``Idempotency-Key`` (a client that retried
     while the first was still running) each book 8 GPUs in the pool. Expected: exactly one booking, every request
     answered with it."""
     s = make_server(database)

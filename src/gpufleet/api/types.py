@@ -12,6 +12,7 @@ ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,63}$"
 POOL_ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.:/-]{0,199}$"
 SKU_PATTERN = r"^[a-z0-9][a-z0-9_]{0,63}$"
 NAME_PATTERN = r"^[^\x00-\x1f\x7f]{1,200}$"
+IDEMPOTENCY_KEY_PATTERN = ID_PATTERN  # an Idempotency-Key header (reservations, admissions): like an id
 MAX_INT = 2**31 - 1
 MAX_TIME_S = 253_402_300_799  # 9999-12-31T23:59:59Z
 MAX_LEAD_TIME_S = 315_360_000  # ten years of 365 days: a duration the INTEGER column pools.lead_time_s holds

@@ -48,6 +48,7 @@ from gpufleet.domain.reservations import ReservationStatus
 from gpufleet.service.auth import Actor, Role
 from gpufleet.service.budgets import BudgetService, CapacityTaken
 from gpufleet.service.clock import Clock
+from gpufleet.service.placement_admissions import AdmissionKey, AdmissionKeys, fingerprint
 from gpufleet.service.placement_victims import DEFAULT_HOLD_S, VictimPromises
 from gpufleet.service.uow import UnitOfWork
 
@@ -71,6 +72,7 @@ class ChainPlacementService:
     ) -> None:
         self._budgets = budgets
         self._victims = VictimPromises(preemption_hold_s)
+        self._keys = AdmissionKeys(engine)
         self._signal_max_age_s = signal_max_age_s
         self._pipeline = AdmissionPipeline()
         # single-statement reads need no transaction: autocommit saves the BEGIN/ROLLBACK round trips
@@ -141,11 +143,15 @@ class ChainPlacementService:
             .execution_options(synchronize_session=False)
         )
 
-    def recommend(self, actor: Actor, req: ChainPlacementRequest) -> dict[str, Any]:
+    def recommend(self, actor: Actor, req: ChainPlacementRequest, client_key: str | None = None) -> dict[str, Any]:
         """The decision for ``req``; with ``req.admit`` the admission, which takes its GPUs in the pool chosen
         (``allocated_gpus``) in a transaction that re-checks the pool's room under its row lock (PostgreSQL) or the
         write lock (SQLite): with the budget's booking when the team has a budget, else on its own. When a
-        concurrent admission took the room first, the decision is made again on the pools as they are now."""
+        concurrent admission took the room first, the decision is made again on the pools as they are now.
+
+        ``client_key`` (the Idempotency-Key header; admissions only, a recommendation books nothing): recorded with
+        the booking (:mod:`placement_admissions`), so that the same key returns the first answer and books nothing
+        again, and the same key with another request is a ConflictError."""
         if req.gpus <= 0:
             raise ValidationError("gpus", "must be > 0")
         listed: set[tuple[str, str]] = set()
@@ -159,22 +165,35 @@ class ChainPlacementService:
             actor.require(Role.FINOPS_ADMIN, Role.ML_PLATFORM_ADMIN, Role.APP_TEAM)  # a viewer books nothing
         else:
             return self._decide(actor, req, None)
+        key = None if client_key is None else AdmissionKey(actor.user_id, client_key, fingerprint(req))
         for _ in range(ADMIT_ATTEMPTS):
+            first = None if key is None else self._keys.replay(key)
+            if first is not None:
+                return first  # admitted (or queued) under this key already: its answer, nothing booked again
             claimed: list[tuple[str, int]] = []
             try:
-                out = self._decide(actor, req, claimed)
+                out = self._decide(actor, req, claimed, key)
             except CapacityTaken:
-                continue  # the budget's transaction found the pool's room gone: decide on the pools as they are now
-            if claimed or out["action"] == "queue" or out["pool"] is None:
-                return out  # taken with the budget's booking, or nothing to take (queued)
+                continue  # the budget's transaction found the pool's room (or the key) gone: decide again
+            if claimed:  # taken with the budget's booking, the key recorded with it: now its answer
+                if key is not None:
+                    self._keys.answer(key, out)
+                return out
+            queued = out["action"] == "queue" or out["pool"] is None
+            if queued and key is None:
+                return out  # nothing to take, nothing to record
             with UnitOfWork(self._raw, write=True) as uow:  # no budget booked it: take the GPUs on their own
-                if self._take(uow, actor, req, out["pool"], int(out["gpus"]), tuple(out["victims"])) is not None:
+                if not queued and self._take(uow, actor, req, out["pool"], int(out["gpus"]), out["victims"]) is None:
+                    continue  # the room or a victim went to a concurrent admission: roll back, decide again
+                if key is not None and not self._keys.record(uow, key, self._clock.now_s(), out["pool"], out):
+                    continue  # a concurrent request under the key recorded it first: roll back, replay its answer
+                if not queued:
                     uow.audit(at_s=self._clock.now_s(), actor=actor.user_id, action="placement.admitted",
                               entity="pool", entity_id=out["pool"],
                               detail={"gpus": out["gpus"], "action": out["action"], "victims": out["victims"],
-                                      "workload_id": req.workload_id})  # fmt: skip
-                    uow.commit()
-                    return out
+                                      "workload_id": req.workload_id, "idempotency_key": client_key})  # fmt: skip
+                uow.commit()
+                return out
         raise ConflictError(
             f"no pool chosen in {ADMIT_ATTEMPTS} decisions had room left for the admission (concurrent admissions "
             "took it, or the pool's allocated_gpus is at its limit); retry"
@@ -202,7 +221,11 @@ class ChainPlacementService:
         return bool(result.rowcount == 1)  # type: ignore[attr-defined]
 
     def _decide(
-        self, actor: Actor, req: ChainPlacementRequest, claimed: list[tuple[str, int]] | None
+        self,
+        actor: Actor,
+        req: ChainPlacementRequest,
+        claimed: list[tuple[str, int]] | None,
+        key: AdmissionKey | None = None,
     ) -> dict[str, Any]:
         skus = sorted({req.sku_id} | {o.sku_id for o in req.degrade_options if o.sku_id is not None})
         params: dict[str, Any] = {"skus": skus}
@@ -288,8 +311,8 @@ class ChainPlacementService:
                 assert claimed is not None and option.pool_id is not None
                 savepoint = uow.session.begin_nested()
                 took = self._take(uow, actor, req, option.pool_id, option.gpus, option.victims)
-                if took is None:
-                    savepoint.rollback()
+                if took is None or (key is not None and not self._keys.record(uow, key, now_s, option.pool_id, None)):
+                    savepoint.rollback()  # the room, a victim or the key (a concurrent retry booked) went elsewhere
                     return False
                 savepoint.commit()
                 claimed.append((option.pool_id, took))

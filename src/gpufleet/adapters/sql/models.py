@@ -279,6 +279,19 @@ class PlacementVictimRow(Base):
     expires_at_s: Mapped[int] = mapped_column(BigInteger)
 
 
+class PlacementAdmissionRow(Base):
+    """An admission's ``Idempotency-Key`` (migration 0018), per caller: the request fingerprint it is bound to, the
+    pool it booked in (None: it queued) and its answer (None only while a booking's answer is being written)."""
+
+    __tablename__ = "placement_admissions"
+    admitted_by: Mapped[str] = mapped_column(String(200), primary_key=True)
+    client_key: Mapped[str] = mapped_column(String(64), primary_key=True)
+    fingerprint: Mapped[str] = mapped_column(String(64))
+    pool_id: Mapped[str | None] = mapped_column(String(200), nullable=True)  # no foreign key: a pool may go
+    created_at_s: Mapped[int] = mapped_column(BigInteger)
+    answer_json: Mapped[str | None] = mapped_column(Text, nullable=True)
+
+
 class ForecastIssueRow(Base):
     """One served capacity forecast with its issue time (migration 0004), scored later against actuals.
 

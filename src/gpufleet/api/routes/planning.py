@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Body, Query
+from fastapi import APIRouter, Body, Header, Query
 
 from gpufleet.api import seed_examples as seed
 from gpufleet.api.deps import CurrentActor, ServicesDep
@@ -22,7 +22,7 @@ from gpufleet.api.schemas_plan import (
     PoolSignalPublic,
     QuotaOutlookPublic,
 )
-from gpufleet.api.types import SKU_PATTERN, IdPath, Limit, Offset
+from gpufleet.api.types import IDEMPOTENCY_KEY_PATTERN, SKU_PATTERN, IdPath, Limit, Offset
 from gpufleet.domain.workloads import DegradeOption, Priority, WorkloadKind
 from gpufleet.place.degrade import RunningWork
 from gpufleet.service.placement_chain import ChainPlacementRequest
@@ -37,10 +37,13 @@ def placement_recommendation(
     body: Annotated[PlacementRequestCreate, Body(openapi_examples=seed.example(seed.PLACEMENT))],
     services: ServicesDep,
     actor: CurrentActor,
+    idempotency_key: Annotated[str | None, Header(pattern=IDEMPOTENCY_KEY_PATTERN)] = None,
 ) -> Any:
     """Pool, region and the ordered fallback chain (each link with its trigger); when no pool takes the job:
     a declared degrade option, preemption of lower priority work, or a deadline-aware queue decision with the
-    expected start. An exhausted pool is a skipped link with its reason, never an error."""
+    expected start. An exhausted pool is a skipped link with its reason, never an error. Send an
+    ``Idempotency-Key`` header with ``admit: true`` to make retries safe: the same key (per caller) returns the first
+    answer and books nothing again; with another request it is a 409. A recommendation books nothing: no key used."""
     req = ChainPlacementRequest(
         job_class=WorkloadKind(body.job_class),
         priority=Priority.parse(body.priority),
@@ -60,7 +63,7 @@ def placement_recommendation(
         admit=body.admit,
         replica_gpu_memory_gb=body.replica_gpu_memory_gb,
     )
-    return services.placement.recommend(actor, req)
+    return services.placement.recommend(actor, req, client_key=idempotency_key)
 
 
 @router.put("/v1/placement/signals", response_model=PoolSignalPublic)

@@ -17,7 +17,7 @@ from gpufleet.api.schemas import (
     ReservationDecision,
     ReservationPublic,
 )
-from gpufleet.api.types import IdPath, Limit, Offset
+from gpufleet.api.types import IDEMPOTENCY_KEY_PATTERN, IdPath, Limit, Offset
 from gpufleet.domain.reservations import ReservationStatus
 from gpufleet.service.auth import ADMINS
 from gpufleet.service.reservation_rows import ReservationView
@@ -60,7 +60,7 @@ def create_reservation(
     body: Annotated[ReservationCreate, Body(openapi_examples=seed.example(seed.RESERVATION))],
     services: ServicesDep,
     actor: CurrentActor,
-    idempotency_key: Annotated[str | None, Header(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,63}$")] = None,
+    idempotency_key: Annotated[str | None, Header(pattern=IDEMPOTENCY_KEY_PATTERN)] = None,
 ) -> Any:
     """Propose a commitment. It waits in ``pending_approval`` for one approval, or two above the threshold.
     Send an ``Idempotency-Key`` header to make retries safe: the same key returns the first proposal."""

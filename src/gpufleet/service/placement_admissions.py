@@ -1,0 +1,129 @@
+"""Idempotency keys of admissions (``placement_admissions``, migration 0018).
+
+An admission (``admit: true``) books: GPUs in its pool (``allocated_gpus``), the team's budget, its victims. A client
+that timed out and sends it again must not book twice, so an admission may carry an ``Idempotency-Key`` (per caller,
+as reservations'): the key is recorded in the transaction that books (its row's primary key is what concurrent
+requests under one key race on: exactly one booking commits with it, the others roll back and read it), bound to a
+fingerprint of the request, with the answer. A later request under the key returns that answer and books nothing; one
+with another request is a ConflictError naming the key. An admission that queued booked nothing but records its
+answer too: the same key always answers the same.
+
+The answer of a booking made in the budget's batched transaction is written just after it commits (the answer is
+built from the budget's outcome once the batch is done); a retry meanwhile waits for it (at most ``WAIT_S``), and
+should the process have died in between, gets a ConflictError naming the pool booked (nothing is booked again).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+import hashlib
+import json
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from sqlalchemy import Engine, select, update
+
+from gpufleet.adapters.sql.models import PlacementAdmissionRow
+from gpufleet.control.admission import ChainPlacementRequest
+from gpufleet.domain.errors import ConflictError
+from gpufleet.service.uow import UnitOfWork
+
+WAIT_S = 10.0  # how long a retry waits for the answer of a booking under its key still being written
+POLL_S = 0.05
+
+
+@dataclass(frozen=True, slots=True)
+class AdmissionKey:
+    """An admission's key: the caller, the Idempotency-Key and the fingerprint of its request."""
+
+    user: str
+    key: str
+    fingerprint: str
+
+
+def fingerprint(req: ChainPlacementRequest) -> str:
+    """What an admission's key is bound to: the whole request, normalized (enums by value)."""
+
+    def plain(o: Any) -> Any:
+        if isinstance(o, enum.Enum):
+            return o.value
+        raise TypeError(type(o).__name__)
+
+    body = json.dumps(dataclasses.asdict(req), sort_keys=True, separators=(",", ":"), default=plain)
+    return hashlib.sha256(body.encode()).hexdigest()
+
+
+def _encode(answer: dict[str, Any]) -> str:
+    return json.dumps(answer, separators=(",", ":"), default=str)  # Decimals as strings: read back exactly
+
+
+class AdmissionKeys:
+    def __init__(self, engine: Engine) -> None:
+        self._engine = engine
+        self._find = select(
+            PlacementAdmissionRow.fingerprint, PlacementAdmissionRow.pool_id, PlacementAdmissionRow.answer_json
+        )
+
+    def replay(self, key: AdmissionKey) -> dict[str, Any] | None:
+        """The answer recorded under ``key`` (None: none yet); ConflictError when the key was used for another
+        request, or when a booking's answer was never written (waits up to ``WAIT_S`` for it first)."""
+        deadline = time.monotonic() + WAIT_S
+        while True:
+            with UnitOfWork(self._engine, write=False) as uow:
+                row = uow.session.execute(
+                    self._find.where(
+                        PlacementAdmissionRow.admitted_by == key.user, PlacementAdmissionRow.client_key == key.key
+                    )
+                ).first()
+            if row is None:
+                return None
+            bound, pool_id, answer = row
+            if bound != key.fingerprint:
+                raise ConflictError(
+                    f"Idempotency-Key {key.key!r} was already used for another admission request; use a new key for "
+                    "a new admission"
+                )
+            if answer is not None:
+                out: dict[str, Any] = json.loads(answer)
+                return out
+            if time.monotonic() >= deadline:
+                raise ConflictError(
+                    f"the admission under Idempotency-Key {key.key!r} was booked in pool {pool_id!r} but its answer "
+                    "was not recorded; nothing is booked again under this key (use a new key for a new admission)"
+                )
+            time.sleep(POLL_S)
+
+    def record(
+        self, uow: UnitOfWork, key: AdmissionKey, now_s: int, pool_id: str | None, answer: dict[str, Any] | None
+    ) -> bool:
+        """Record ``key`` in ``uow``'s transaction (the one that books, if anything is booked); False when a
+        concurrent request under the key recorded it first (on PostgreSQL this waits for that transaction: the
+        caller rolls back and replays the answer it committed). ``answer`` None: written after the commit
+        (:meth:`answer`)."""
+        stmt = uow.insert(PlacementAdmissionRow).values(
+            admitted_by=key.user,
+            client_key=key.key,
+            fingerprint=key.fingerprint,
+            pool_id=pool_id,
+            created_at_s=now_s,
+            answer_json=None if answer is None else _encode(answer),
+        )
+        stmt = stmt.on_conflict_do_nothing(index_elements=["admitted_by", "client_key"])
+        return uow.session.execute(stmt.returning(PlacementAdmissionRow.client_key)).first() is not None
+
+    def answer(self, key: AdmissionKey, answer: dict[str, Any]) -> None:
+        """Write the answer of a booking recorded without one."""
+        with UnitOfWork(self._engine, write=True) as uow:
+            uow.session.execute(
+                update(PlacementAdmissionRow)
+                .where(
+                    PlacementAdmissionRow.admitted_by == key.user,
+                    PlacementAdmissionRow.client_key == key.key,
+                    PlacementAdmissionRow.answer_json.is_(None),
+                )
+                .values(answer_json=_encode(answer))
+                .execution_options(synchronize_session=False)
+            )
+            uow.commit()
