@@ -168,3 +168,21 @@ def test_a_budgeted_admission_that_loses_its_victim_takes_nothing(
     assert sorted(g["action"] for g in out) == ["preempt"] + ["queue"] * (RACERS - 1), out
     with s.client("ml_platform_admin", "ada") as a:
         assert a.get(f"/v1/pools/{OD}").json()["allocated_gpus"] == 12
+
+
+def test_a_key_always_answers_the_same(database: Database, make_server: ServerFactory) -> None:
+    """Review (holds): an admission that queued under a key booked nothing but records its answer, so a retry under
+    the key still answers ``queue`` once room appeared (a new key tries again); a recommendation (no ``admit``)
+    books nothing and does not use its key, so the key stays free for the admission."""
+    s = make_server(database)
+    with s.client("ml_platform_admin", "ada") as a:
+        assert a.patch(f"/v1/pools/{OD}", json={"quota_gpus": 8, "allocated_gpus": 8}).status_code == 200
+        body = {**JOB, "admit": True}
+        assert _ok(a.post(URL, json={**body, "admit": False}, headers=_key("k")))["action"] == "queue"
+        queued = _ok(a.post(URL, json=body, headers=_key("k")))
+        assert queued["action"] == "queue", queued
+        assert a.patch(f"/v1/pools/{OD}", json={"allocated_gpus": 0}).status_code == 200
+        assert _ok(a.post(URL, json=body, headers=_key("k"))) == queued
+        assert a.get(f"/v1/pools/{OD}").json()["allocated_gpus"] == 0
+        placed = _ok(a.post(URL, json=body, headers=_key("k2")))
+        assert placed["action"] == "place" and a.get(f"/v1/pools/{OD}").json()["allocated_gpus"] == 8
