@@ -46,7 +46,6 @@ def _held_gpu_s(recs: list[UtilRec], workload: str) -> float:
                if r.workload_id == workload)  # fmt: skip
 
 
-@pytest.mark.xfail(strict=True, reason="books refuse overlapping buckets / two reservations of one pool")
 @settings(max_examples=300, deadline=None)
 @given(stored())
 def test_books_of_any_stored_utilization_are_built_conserved_and_never_over_a_reservation(
@@ -74,7 +73,6 @@ def test_books_of_any_stored_utilization_are_built_conserved_and_never_over_a_re
         assert held.get(w, 0) / PARTS_PER_GPU == pytest.approx(want), w
 
 
-@pytest.mark.xfail(strict=True, reason="reservations filled per bucket start: over-allocated")
 def test_an_hourly_and_a_five_minute_workload_share_a_reservation_without_over_holding_it() -> None:
     """The example behind the property: 8 reserved GPUs; workload A holds 8 in an hourly record from :00, workload B
     holds 8 in 5-minute records from :05. At most 8 GPUs ride the reservation at any moment, the rest is on-demand."""

@@ -4,11 +4,13 @@ Pure functions over plain row tuples (no database here; the service loads the ro
 
 Attribution rule: a utilization row that names its pool is charged to that pool: a pay-per-use pool (on-demand,
 spot, secondary) at its own price; a reserved pool rides that pool's active reservations (first, before rows that
-name no pool), any excess falls to on-demand. A row that names no pool (older telemetry) follows the fallback: in
-every bucket, a SKU's GPUs in use ride the active reservations of that SKU first (what placement does: reserved
+name no pool), any excess falls to on-demand. A row that names no pool (older telemetry) follows the fallback: at
+every moment, a SKU's GPUs in use ride the active reservations of that SKU first (what placement does: reserved
 -> on-demand), filled in workload-id order; the rest is on-demand at the SKU's cheapest on-demand pool, paid per
-use in whole GPUs (a fractional on-demand
-allocation pays for the whole GPU; the unused share is that pool's idle). The unused part of a reservation is
+use in whole GPUs (a fractional on-demand allocation pays for the whole GPU; the unused share is that pool's idle).
+Records of different bucket lengths and starts that overlap in time are filled together, sub-interval by
+sub-interval, so a reservation is never held by more GPUs than it has; a workload riding two reservations of one
+pool at once is one allocation there. The unused part of a reservation is
 its pool's idle. So the fleet cost is reservations amortized over their terms + on-demand as used, and
 ``direct + idle == fleet`` holds exactly (the cost package's invariant).
 """
@@ -19,6 +21,7 @@ import math
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from itertools import pairwise
 
 import numpy as np
 
@@ -108,9 +111,9 @@ def build_books(
         for r in reservations
     ]
     known = pools or {}
-    by_bucket: dict[tuple[str, int], list[UtilRec]] = defaultdict(list)
+    by_sku: dict[str, list[UtilRec]] = defaultdict(list)
     for r in recs:
-        by_bucket[(r.sku_id, r.start_s)].append(r)
+        by_sku[r.sku_id].append(r)
     pieces: list[_Piece] = []
     tail: dict[tuple[str, str, int, int | None], int] = {}  # (workload, pool, parts, price) -> its latest piece
     priced = history if history is not None and history.changed else None
@@ -136,34 +139,48 @@ def build_books(
         pieces.append(_Piece(r.workload_id, r.team_id, pool_id, r.sku_id, parts, s0, s1, price, tier, int(measured),
                              used, used * gpu_s, gpu_s))  # fmt: skip
 
-    for (sku, start), rows in sorted(by_bucket.items()):
+    for sku, rows in sorted(by_sku.items()):
+        # one sweep per SKU over the instants at which a record begins or ends (clipped to the window) or a price
+        # changes: in each sub-interval every record holding GPUs then is filled together, so records of different
+        # starts and bucket lengths that overlap share the reservations, never take them twice
         rows.sort(key=lambda r: (r.pool_id is None or r.pool_id not in known, r.workload_id))
-        # each record holds its GPUs for its own bucket: records of one start with different bucket lengths (5-minute
-        # and hourly telemetry) are filled sub-interval by sub-interval, up to each distinct end
-        first_s = max(start, t0_s)
-        s0 = first_s
-        ends = {min(start + r.bucket_s, t1_s) for r in rows}
-        if priced is not None:  # a price that changed inside the bucket splits it
-            ends.update(priced.cuts(sku, first_s, max(ends)))
-        for end in sorted(ends):
-            if end <= s0:
+        spans = [(max(r.start_s, t0_s), min(r.start_s + r.bucket_s, t1_s)) for r in rows]
+        order = sorted((i for i, (a, b) in enumerate(spans) if a < b), key=lambda i: spans[i][0])
+        if not order:
+            continue
+        cuts = {a for a, _ in spans} | {b for _, b in spans}
+        if priced is not None:  # a price that changed inside a bucket splits it
+            cuts.update(priced.cuts(sku, spans[order[0]][0], max(b for _, b in spans)))
+        edges = sorted(cuts)
+        active: list[int] = []
+        nxt = 0
+        for s0, s1 in pairwise(edges):
+            joined = nxt
+            while nxt < len(order) and spans[order[nxt]][0] <= s0:
+                active.append(order[nxt])
+                nxt += 1
+            active = [i for i in active if spans[i][1] > s0]
+            if nxt > joined:
+                active.sort()  # the rows' order (by index): rows naming a known pool first, then by workload
+            if not active:
                 continue
-            s1 = end
             free = {
                 b.id: b.units * PARTS_PER_GPU
                 for b in reservations
                 if b.sku_id == sku and b.start_s <= s0 and b.end_s >= s1
             }
-            for r in rows:
-                if min(start + r.bucket_s, t1_s) < s1:
-                    continue  # its bucket ended before this sub-interval
-                sample = s0 == first_s
+            for i in active:
+                r = rows[i]
+                sample = s0 == spans[i][0]
                 need = round(r.gpus * PARTS_PER_GPU)
+                if need <= 0:
+                    continue  # held nothing (a meter's record of a pod holding no GPU): no allocation
                 named = known.get(r.pool_id) if r.pool_id is not None else None
                 if named is not None and named[0] is not Tier.RESERVED:
                     price = named[1] if priced is None else priced.at(str(r.pool_id), s0)
                     add(r, str(r.pool_id), need, s0, s1, named[1] if price is None else price, named[0], sample)
                     continue
+                taken: dict[str, int] = {}  # reservation pool -> parts: one piece per pool, however many reservations
                 for b in reservations:
                     if need <= 0:
                         break
@@ -173,18 +190,25 @@ def build_books(
                     if take > 0:
                         free[b.id] -= take
                         need -= take
-                        add(r, b.pool_id, take, s0, s1, None, Tier.RESERVED, sample)
+                        taken[b.pool_id] = taken.get(b.pool_id, 0) + take
+                for pool_id, parts in taken.items():
+                    add(r, pool_id, parts, s0, s1, None, Tier.RESERVED, sample)
                 if need > 0:
                     cheapest = None if priced is None else priced.cheapest_on_demand(sku, s0)
                     pool_id, price = on_demand[sku] if cheapest is None else cheapest
                     add(r, pool_id, need, s0, s1, price, Tier.ON_DEMAND, sample)
-            s0 = s1
 
     allocs: list[AllocationSpan] = []
+    ids: set[str] = set()
     for p in pieces:
         w = workloads.get(p.workload_id)
         tenant, feature, serving = (w.tenant_id, w.feature, w.kind == "serving") if w else ("-", "-", False)
-        aid = f"{p.workload_id}@{p.start_s}/{p.pool_id}/{p.parts}"
+        aid = base = f"{p.workload_id}@{p.start_s}/{p.pool_id}/{p.parts}"
+        n = 1
+        while aid in ids:  # two records of one workload in one pool at once (two sources, two bucket lengths)
+            n += 1
+            aid = f"{base}#{n}"
+        ids.add(aid)
         allocs.append(AllocationSpan(aid, p.workload_id, p.team_id, tenant, p.team_id, feature, p.pool_id, p.sku_id,
                                      p.parts, p.start_s, p.end_s, serving=serving))  # fmt: skip
         if p.on_demand_price is not None:
