@@ -19,7 +19,6 @@ PRODUCT = "NVIDIA-H100-80GB-HBM3"
 FLAVOR = "nvidia-h100-80gb-hbm3-reserved"
 
 
-@pytest.mark.xfail(strict=True, reason="lendingLimit above nominalQuota is emitted; Kueue's webhook refuses it")
 def test_a_lending_limit_above_the_nominal_quota_is_refused_naming_the_field(tmp_path: Path) -> None:
     """Review (fixed), the defect: the quota model reads a lending limit above the nominal as "all of the nominal"
     (``lendable_gpus = min(lending, nominal)``), and ``fleetspec`` accepts it; ``kueue_objects`` emits it verbatim as

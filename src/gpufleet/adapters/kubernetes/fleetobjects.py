@@ -11,7 +11,8 @@ before on demand, and work that does not tolerate spot skips it: ``reserved -> o
 
 - Kueue (v1beta2): one Cohort per quota cohort; one ClusterQueue per team (``cohortName``; one resource group
   over ``nvidia.com/gpu`` whose flavors are listed in chain order, so Kueue tries reserved first; nominal quota,
-  borrowing and lending limits from :class:`~gpufleet.schedule.quota.TeamQuota`); one LocalQueue per
+  borrowing and lending limits from :class:`~gpufleet.schedule.quota.TeamQuota`, a lending limit above the nominal
+  refused as Kueue's webhook refuses it); one LocalQueue per
   namespace pointing at its team's ClusterQueue.
 - Karpenter (v1): one NodePool per (SKU, tier) with ``limits`` = the GPUs procurement decided for that tier,
   ``weight`` = chain order (reserved highest), requirements on capacity type and instance families, and the
@@ -117,6 +118,10 @@ def kueue_objects(
     for q in quotas:
         if q.flavor not in by_flavor:
             raise ValidationError(f"quota[{q.team}].flavor", f"{q.flavor!r} is no flavor of the given tiers")
+        if q.lending_limit_gpus is not None and q.lending_limit_gpus > q.nominal_gpus:  # Kueue's webhook refuses it
+            raise ValidationError(f"quota[{q.team}].lending_limit_gpus",
+                                  f"{q.lending_limit_gpus} is above the nominal quota {q.nominal_gpus}: a team lends "
+                                  "at most its nominal quota (Kueue refuses lendingLimit > nominalQuota)")  # fmt: skip
     for cohort in sorted({q.cohort for q in quotas}):
         out.append({"apiVersion": KUEUE, "kind": "Cohort", "metadata": {"name": cohort}, "spec": {}})
     teams = sorted({q.team for q in quotas})

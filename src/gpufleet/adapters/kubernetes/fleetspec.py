@@ -12,7 +12,8 @@ release: karpenter   # or gpufleet: the controller releases idle launched nodes 
 Errors name the entry and field (``quotas[2].nominal_gpus``) and the file, and come before anything is applied:
 teams and cohorts become object names (DNS-1123 subdomains), namespaces must be DNS-1123 labels, a SKU a label
 value (``nvidia.com/gpu.product``), a tier one of reserved, spot, on-demand. A field the spec does not know is refused
-(a misspelt optional field would else change what is applied without a word), and so are two tiers that compile to
+(a misspelt optional field would else change what is applied without a word), a ``lending_limit_gpus`` above the
+entry's ``nominal_gpus`` (Kueue's webhook refuses ``lendingLimit > nominalQuota``), and two tiers that compile to
 one ResourceFlavor and NodePool name (one (SKU, tier) twice, or two SKUs that differ only in case or in characters
 a name cannot hold: applying would replace the first by the second) and a team's quota of one (SKU, tier) twice.
 """
@@ -133,9 +134,12 @@ def load_fleet_spec(path: Path) -> list[JSON]:
             raise ValidationError(w, f"team {team!r} has a quota of {flavor!r} already (quotas[{held[team, flavor]}])",
                                   str(path))  # fmt: skip
         held[(team, flavor)] = i
+        nominal, lend = _get(q, "nominal_gpus", int, w, path), _get(q, "lending_limit_gpus", int, w, path, None)
+        if lend is not None and lend > nominal:
+            raise ValidationError(f"{w}.lending_limit_gpus", f"{lend} is above nominal_gpus {nominal}: a team lends at "
+                                  "most its nominal quota (Kueue refuses lendingLimit > nominalQuota)", str(path))  # fmt: skip
         quotas.append(TeamQuota(
-            team, _name(q, "cohort", w, path), flavor, _get(q, "nominal_gpus", int, w, path),
-            _get(q, "borrowing_limit_gpus", int, w, path, None), _get(q, "lending_limit_gpus", int, w, path, None),
+            team, _name(q, "cohort", w, path), flavor, nominal, _get(q, "borrowing_limit_gpus", int, w, path, None), lend,
         ))  # fmt: skip
     namespaces = doc.get("namespaces") or {}
     if not isinstance(namespaces, dict):
