@@ -3,8 +3,6 @@ holder drives it through ``GET /v1/workloads/{id}/cost?window=...`` (an app team
 
 from __future__ import annotations
 
-import pytest
-
 from gpufleet.service.auth import Actor, Role
 from gpufleet.service.clock import RandomIds
 from gpufleet.service.finops import FinOpsService
@@ -13,7 +11,6 @@ from tests.integration.conftest import NOW_S, Database
 from tests.integration.review_books_helpers import ADMIN, H, rec, services, team
 
 
-@pytest.mark.xfail(strict=True, reason="one memoized snapshot per window ever asked, kept until the next write")
 def test_asking_many_windows_does_not_keep_a_snapshot_of_the_fleet_for_each(database: Database) -> None:
     """Review (fixed), the defect: ``snapshot`` keeps the fleet's whole books for every window it was asked
     (``self._cache[window_s] = ...``) and drops them only on a write (``invalidate``); an expired entry is never
@@ -30,3 +27,4 @@ def test_asking_many_windows_does_not_keep_a_snapshot_of_the_fleet_for_each(data
         svc.usage.workload_cost(ann, wid, window_s=hours * H)  # the route: access check, then the books
         finops.workload_view(wid, hours * H)
     assert len(finops._cache) <= 16, f"{len(finops._cache)} fleet snapshots held"
+    assert finops.snapshot(100 * H) is finops.snapshot(100 * H)  # still memoized: the newest window is kept

@@ -63,6 +63,7 @@ from gpufleet.service.workloads import WRITERS
 
 DAY_S = 86_400
 PAID_STATUSES = ("submitted", "active", "expired")  # an order at the provider is paid over its term
+MAX_CACHED_WINDOWS = 8  # memoized snapshots at most (each is the fleet's books of one window the callers asked)
 ROW_STATUS = {ChangeStatus.PROPOSED: "pending"}  # the API has always said "pending" for a proposed change
 __all__ = ["FinOpsService", "FinOpsSnapshot", "change_dict", "recommendation_dict", "usd"]
 
@@ -160,7 +161,8 @@ class FinOpsService:
         )
 
     def snapshot(self, window_s: int = 7 * DAY_S) -> FinOpsSnapshot:
-        """The cost package's view of [now - window_s, now), memoized for ``cache_s`` (wall and service clock);
+        """The cost package's view of [now - window_s, now), memoized for ``cache_s`` (wall and service clock; at most
+        ``MAX_CACHED_WINDOWS`` windows, the newest, an expired one dropped when the next is memoized);
         every write through the API calls :meth:`invalidate`, so a read after a write sees it (a snapshot whose
         build began before an invalidate is returned to its caller but not memoized)."""
         now_s = self._clock.now_s()
@@ -172,7 +174,12 @@ class FinOpsService:
         data = self._build(now_s - window_s, now_s)
         with self._lock:
             if generation == self._generation:  # no write since the build began: its books are the store's
-                self._cache[window_s] = (time.monotonic(), now_s, data)
+                built = time.monotonic()
+                for w in [w for w, (at, _, _) in self._cache.items() if built - at >= self._cache_s]:
+                    del self._cache[w]  # expired: never served again
+                self._cache[window_s] = (built, now_s, data)
+                while len(self._cache) > MAX_CACHED_WINDOWS:  # the window is the caller's: keep the newest few
+                    del self._cache[min(self._cache, key=lambda w: self._cache[w][0])]
         return data
 
     def invalidate(self) -> None:
