@@ -109,13 +109,13 @@ def aws_server(database: Database, fake: FakeAws) -> Iterator[Start]:
         """A server on the fake with these settings, on ``db`` (default: the test's database)."""
         db = db or database
         settings.setdefault("provider_timeout_s", 15.0)  # once 5 s timed out under load (session 37's CI)
+        settings.setdefault("aws_regions", ["us-east-1"])
         s = Settings(
             db_url=db.url,
             reconcile_interval_s=0,
             token_cache_s=0,
             provider="aws",
             aws_endpoint_url=fake.url,
-            aws_regions=["us-east-1"],
             **settings,
         )
         services = build_services(s, engine=db.engine, clock=FixedClock(NOW_S))
