@@ -92,7 +92,10 @@ class OrderState:
     word for it (e.g. EC2's ``payment-pending``), ``reason`` any explanation the provider gave. ``failed``: the
     order's operation failed after ``submit`` answered (nothing is held), ``refusal`` says why as a refusal at
     submission would (about the moment, blocked, or of the order). ``warning``: what the provider's answer says
-    against gpufleet's record (reported, not obeyed)."""
+    against gpufleet's record (reported, not obeyed). ``ended``: the adapter itself ended the order at the provider
+    (deleted or cancelled it, state ``expired``) because the term in gpufleet's record is over while the provider
+    still held it (Azure holds no end; an end removed or moved later at GCP or AWS): what it found there and did,
+    audited by the service (``reservation.ended_at_term``)."""
 
     order_id: str
     state: LifecycleState
@@ -100,6 +103,7 @@ class OrderState:
     reason: str = ""
     refusal: ProviderRefused | None = None
     warning: str = ""
+    ended: str = ""
 
 
 @dataclass(frozen=True, slots=True)

@@ -9,6 +9,7 @@ the same key and records it, never buying twice. Status changes go through the d
 
 from __future__ import annotations
 
+import json
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -26,7 +27,7 @@ from gpufleet.adapters.providers import (
     ProviderTimeout,
     SubmitWindow,
 )
-from gpufleet.adapters.sql.models import ReservationRow
+from gpufleet.adapters.sql.models import AuditEventRow, ReservationRow
 from gpufleet.domain.errors import GpufleetError, NotFoundError
 from gpufleet.domain.reservations import ReservationStatus, term_seconds
 from gpufleet.service.clock import Clock
@@ -35,6 +36,7 @@ from gpufleet.service.uow import UnitOfWork
 
 S = ReservationStatus
 log = logging.getLogger(__name__)
+MISMATCH = "reservation.provider_mismatch"  # what the provider holds against the record, audited once per change
 START_PASSED = "start_passed"  # the code of the refusal gpufleet itself makes of an order whose start has passed
 WAITING = (S.APPROVED.value, S.BLOCKED.value)  # to be submitted: approved, or held by a permission or policy
 CrashHook = Callable[[str], None]
@@ -287,13 +289,41 @@ class ProviderOrders:
                 seen = states.get(orders[rid])
                 if seen is None:  # unknown to the provider (or another region): leave it, never guess
                     continue
-                if seen.warning:
-                    log.warning("reservation %s: %s", rid, seen.warning)
+                if seen.warning:  # listed on every pass while it lasts: the answer is the picture now
                     report.warnings.append(f"{rid}: {seen.warning}"[:500])
                 row = lock_row(uow, rid)
-                if row.provider_order_id == orders[rid]:
-                    self._apply_provider_state(uow, row, seen, now_s, report)
+                if row.provider_order_id != orders[rid]:
+                    continue
+                self._mismatch_changed(uow, rid, orders[rid], seen.warning, now_s)
+                if seen.ended:  # the adapter ended the order at the provider itself: the record's term is over
+                    uow.audit(at_s=now_s, actor="reconciler", action="reservation.ended_at_term", entity="reservation",
+                              entity_id=rid, detail={"order_id": orders[rid], "provider_state": seen.provider_state,
+                                                     "found": seen.ended[:500]})  # fmt: skip
+                self._apply_provider_state(uow, row, seen, now_s, report)
             uow.commit()
+
+    @staticmethod
+    def _mismatch_changed(uow: UnitOfWork, rid: str, order_id: str, warning: str, now_s: int) -> None:
+        """Log and audit (``reservation.provider_mismatch``) what the provider holds against the record once per
+        change: when it appears, changes, or clears (``warning`` ""); a pass that finds the same says nothing more."""
+        last = uow.session.scalars(
+            select(AuditEventRow.detail_json)
+            .where(AuditEventRow.entity_id == rid, AuditEventRow.action == MISMATCH)
+            .order_by(AuditEventRow.id.desc())
+            .limit(1)
+        ).first()
+        try:
+            before = "" if last is None else str(json.loads(last).get("warning", ""))
+        except (ValueError, AttributeError):
+            before = ""
+        if before == warning[:500]:
+            return
+        if warning:
+            log.warning("reservation %s: %s", rid, warning)
+        else:
+            log.info("reservation %s: the provider holds it as recorded again", rid)
+        uow.audit(at_s=now_s, actor="reconciler", action=MISMATCH, entity="reservation", entity_id=rid,
+                  detail={"order_id": order_id, "warning": warning[:500]})  # fmt: skip
 
     def _apply_provider_state(
         self, uow: UnitOfWork, row: ReservationRow, seen: OrderState, now_s: int, report: ReconcileReport

@@ -25,7 +25,6 @@ def _audit(server: LiveServer, rid: str, action: str) -> list[dict[str, Any]]:
     return got
 
 
-@pytest.mark.xfail(strict=True, reason="AWS only warns of an extended/unlimited EndDate")
 @pytest.mark.parametrize("edit", ["later", "unlimited"])
 def test_review_an_extended_capacity_reservation_is_cancelled_at_the_recorded_end(
     aws_server: Start, fake: FakeAws, edit: str

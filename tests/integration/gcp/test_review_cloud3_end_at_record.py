@@ -7,8 +7,6 @@ from __future__ import annotations
 
 from typing import Any
 
-import pytest
-
 from gpufleet.adapters.resource_names import resource_name
 from gpufleet.domain.reservations import term_seconds
 from tests.integration.conftest import NOW_S, LiveServer
@@ -41,7 +39,6 @@ def _active_reservation(gcp_server: Start, fake: FakeGcp) -> tuple[LiveServer, s
     return server, rid, name
 
 
-@pytest.mark.xfail(strict=True, reason="GCP only warns of a removed deleteAtTime; never deletes at the recorded end")
 def test_review_a_reservation_without_its_end_is_deleted_at_the_recorded_end(
     gcp_server: Start, fake_gcp: FakeGcp
 ) -> None:
@@ -77,7 +74,6 @@ def test_review_a_reservation_gcp_ends_itself_is_left_to_gcp(gcp_server: Start, 
     assert _audit(server, rid, "reservation.ended_at_term") == []
 
 
-@pytest.mark.xfail(strict=True, reason="GCP only warns of a window moved later; auto-created reservation billed on")
 def test_review_a_future_reservation_moved_later_is_ended_at_the_recorded_end(
     gcp_server: Start, fake_gcp: FakeGcp
 ) -> None:
@@ -112,3 +108,22 @@ def test_review_a_future_reservation_moved_later_is_ended_at_the_recorded_end(
     assert (PROJECT, ZONE, auto) not in fake_gcp.reservations
     said = str(_audit(server, rid, "reservation.ended_at_term"))
     assert "2026-04-01" in said and auto in said, said
+
+
+def test_review_a_mismatch_is_audited_and_logged_once_per_change(gcp_server: Start, fake_gcp: FakeGcp) -> None:
+    """Review (fixed), the defect: a reservation resized at GCP was logged as a warning on every pass (every
+    ``reconcile_interval_s``, for as long as it lasted) and left nowhere but in each pass's answer. Expected: audited
+    (``reservation.provider_mismatch``) and logged once when it appears, again when it changes or clears; each pass's
+    answer still lists it while it lasts (a person running ``gpufleet reconcile`` sees what is wrong now)."""
+    server, rid, name = _active_reservation(gcp_server, fake_gcp)
+    fake_gcp.reservation(ZONE, name)["specificReservation"]["count"] = "3"
+    for _ in range(3):
+        assert any("3 machines" in w for w in reconcile(server)["warnings"])
+    assert len(_audit(server, rid, "reservation.provider_mismatch")) == 1
+    fake_gcp.reservation(ZONE, name)["specificReservation"]["count"] = "4"
+    reconcile(server)
+    fake_gcp.reservation(ZONE, name)["specificReservation"]["count"] = "1"
+    assert reconcile(server)["warnings"] == []
+    reconcile(server)
+    said = [e["detail"]["warning"] for e in _audit(server, rid, "reservation.provider_mismatch")]
+    assert len(said) == 3 and "4 machines" in " ".join(said) and "" in said, said

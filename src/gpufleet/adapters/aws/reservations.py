@@ -145,9 +145,7 @@ class AwsCapacityReservations:
             for cr in self._reservations(region, [{"Name": "tag-key", "Values": [KEY_TAG]}]):
                 cid = str(cr.get("CapacityReservationId", ""))
                 if cid in wanted:
-                    state = str(cr.get("State", "pending"))
-                    said = _against_record(cr, (records or {}).get(cid))
-                    out[cid] = OrderState(cid, lifecycle(state), state, warning=said)
+                    out[cid] = self._state_of(region, cr, (records or {}).get(cid), "")
         for cid in sorted(wanted - set(out)):
             record = (records or {}).get(cid)
             if record is None or not record.region or not cid.startswith("cr-"):
@@ -159,11 +157,27 @@ class AwsCapacityReservations:
                 log.warning("capacity reservation %s not described by its id: %s", cid, exc)
                 continue
             for cr in page.get("CapacityReservations", [])[:1]:
-                state = str(cr.get("State", "pending"))
                 warning = f"its {KEY_TAG} tag is gone (deleted at AWS?): followed by its id in gpufleet's record"
-                held = _against_record(cr, record)
-                out[cid] = OrderState(cid, lifecycle(state), state, warning=f"{warning}; {held}" if held else warning)
+                out[cid] = self._state_of(record.region, cr, record, warning)
         return out
+
+    def _state_of(self, region: str, cr: dict[str, Any], record: OrderRecord | None, warning: str) -> OrderState:
+        """One reservation's state, checked against gpufleet's record; one EC2 holds active past the recorded term
+        (its ``EndDate`` moved later or removed at AWS) is cancelled there, whatever runs in it (the instances run
+        on, on demand, as Azure's path deletes at the recorded end whatever uses it), and reported expired."""
+        cid, word = str(cr.get("CapacityReservationId", "")), str(cr.get("State", "pending"))
+        held = _against_record(cr, record)
+        warning = "; ".join(w for w in (warning, held) if w)
+        found = "" if record is None or self._now_s is None or self._now_s() < record.end_s else _past_end(cr, record)
+        if lifecycle(word) != "active" or not found:
+            return OrderState(cid, lifecycle(word), word, warning=warning)
+        try:
+            self.cancel(region, cid)
+        except (ProviderRefused, ProviderTimeout) as exc:
+            said = exc.code if isinstance(exc, ProviderRefused) else "unanswered"
+            return OrderState(cid, "active", word, f"term over, cancel failed ({said}): tried again", warning=warning)
+        ended = f"{found}: cancelled by gpufleet (instances in it run on, on demand)"
+        return OrderState(cid, "expired", word, warning=warning, ended=ended)
 
     # ---- beyond the port ----------------------------------------------------------------------------------
     def modify(
@@ -224,15 +238,39 @@ def _against_record(cr: dict[str, Any], record: OrderRecord | None) -> str:
         held = cr.get("TotalInstanceCount")
         if held != approved:
             out.append(f"AWS holds {str(held)[:20]} instances, {approved} approved ({record.units} GPUs)")
-    end = cr.get("EndDate")
-    try:
-        end_s = None if end is None or cr.get("EndDateType") == "unlimited" else epoch_s(end)
-    except (TypeError, ValueError, OverflowError):
-        end_s = None
+    end_s = _end_s(cr)
     if end_s != record.end_s:
         said = "no EndDate (billed until cancelled)" if end_s is None else f"EndDate {ts(end_s).isoformat()}"
         out.append(f"it has {said}, gpufleet's record ends the term at {ts(record.end_s).isoformat()}")
     return "; ".join(out)
+
+
+def _end_s(cr: dict[str, Any]) -> int | None:
+    end = cr.get("EndDate")
+    try:
+        return None if end is None or cr.get("EndDateType") == "unlimited" else epoch_s(end)
+    except (TypeError, ValueError, OverflowError):
+        return None
+
+
+def _past_end(cr: dict[str, Any], record: OrderRecord) -> str:
+    """What EC2 holds past the recorded term's end ("" when its own ``EndDate`` is the record's or sooner: EC2 ends
+    it), with the instances in use in it."""
+    end_s = _end_s(cr)
+    if end_s is not None and end_s <= record.end_s:
+        return ""
+    said = "no EndDate" if end_s is None else f"EndDate {ts(end_s).isoformat()}"
+    total, free = _int(cr.get("TotalInstanceCount")), _int(cr.get("AvailableInstanceCount"))
+    used = "?" if total is None or free is None else str(total - free)
+    return (f"EC2 holds it with {said}, past the recorded term's end {ts(record.end_s).isoformat()}; {used} of "
+            f"{total} instances in use")  # fmt: skip
+
+
+def _int(value: Any) -> int | None:
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        return None
 
 
 def _order(cr: dict[str, Any], region: str) -> ProviderOrder:

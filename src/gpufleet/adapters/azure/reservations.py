@@ -204,6 +204,10 @@ class AzureCapacityReservations:
                     )
                     continue
                 state = "expired"
+                ended = (f"Azure holds no end ({(got.get('sku') or {}).get('capacity')} VMs, billed until deleted), "
+                         f"the recorded term ended at {end_s}: deleted by gpufleet")  # fmt: skip
+                out[oid] = OrderState(oid, state, word, warning=warning, ended=ended[:300])
+                continue
             out[oid] = OrderState(oid, state, word, warning=warning)
         return out
 

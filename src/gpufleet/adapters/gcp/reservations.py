@@ -48,11 +48,11 @@ import logging
 import time
 import uuid
 from collections.abc import Callable, Mapping, Sequence
-from datetime import UTC, datetime
 from typing import Any
 
+from gpufleet.adapters.gcp.held import auto_created, epoch_s, held_against_record, past_record_end, rfc3339
 from gpufleet.adapters.gcp.machines import MACHINE_TYPES, machine_type, machines_for
-from gpufleet.adapters.gcp.session import CONFIG_NOT_FOUND, PERMISSION_CODES, GoogleApi
+from gpufleet.adapters.gcp.session import CONFIG_NOT_FOUND, NOT_FOUND, PERMISSION_CODES, GoogleApi
 from gpufleet.adapters.http_retry import RETRY_STATUS
 from gpufleet.adapters.providers import (
     LifecycleState,
@@ -93,12 +93,7 @@ def request_id() -> str:
     return str(uuid.uuid4())
 
 
-def rfc3339(seconds: int) -> str:
-    return datetime.fromtimestamp(seconds, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-def epoch_s(text: str) -> int:
-    return int(datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp())
+__all__ = ["GcpReservations", "epoch_s", "request_id", "resource_name", "rfc3339"]
 
 
 class GcpReservations:
@@ -263,9 +258,36 @@ class GcpReservations:
                 [] if refusal is None else [f"its insert operation ended in {refusal}, yet it exists: followed by it"]
             )
             if got is not None and record is not None:
-                said += _held_against_record(kind, got, record)
-            out[oid] = OrderState(oid, state, word, why, warning="; ".join(said))
+                said += held_against_record(kind, got, record)
+            warning, ended = "; ".join(said), ""
+            if got is not None and record is not None and state == "active" and self._now_s() >= record.end_s:
+                found = past_record_end(kind, got, record)  # GCP bills it past the approved term: gpufleet ends it
+                if found:
+                    try:
+                        ended = f"{found}: {self._end(zone, kind, name, got)}"
+                    except (ProviderRefused, ProviderTimeout) as exc:
+                        said_exc = exc.code if isinstance(exc, ProviderRefused) else "unanswered"
+                        out[oid] = OrderState(oid, "active", word, f"term over, delete failed ({said_exc}): tried "
+                                              "again", warning=warning)  # fmt: skip
+                        continue
+                    state = "expired"
+            out[oid] = OrderState(oid, state, word, why, warning=warning, ended=ended)
         return out
+
+    def _end(self, zone: str, kind: str, name: str, got: dict[str, Any]) -> str:
+        """End an order at gpufleet's recorded term: delete the reservation (whatever VMs run in it: they run on, on
+        demand, as Azure's path deletes at the recorded end whatever uses it), or a future reservation's auto-created
+        reservations (what is billed; the future reservation, a request, is left). One already gone is done."""
+        names = [name] if kind == "reservations" else auto_created(got, zone)
+        for each in names:
+            try:
+                self.cancel(f"{zone}/reservations/{each}")
+            except ProviderRefused as exc:
+                if exc.code not in NOT_FOUND:
+                    raise
+        if kind == "reservations":
+            return "deleted by gpufleet (the VMs in it run on, on demand)"
+        return f"its auto-created reservations {names} deleted by gpufleet" if names else "no auto-created reservation"
 
     # ---- beyond the port ----------------------------------------------------------------------------------
     def resize(self, order_id: str, machines: int) -> None:
@@ -336,34 +358,6 @@ def _op_refusal(op: dict[str, Any], what: str) -> ProviderRefused | None:
     # an operation GCP failed on its side (5xx, 429: "try again") is about the moment, as no capacity is
     moment = code in CAPACITY_CODES or status in RETRY_STATUS
     return ProviderRefused(code, f"{what}: {first.get('message', '')}", retryable=moment, blocked=blocked)
-
-
-def _held_against_record(kind: str, got: dict[str, Any], record: OrderRecord) -> list[str]:
-    """What GCP holds for an order against gpufleet's record of it (the machines approved, the term's end): a
-    resource resized or re-timed at GCP (an amendment, ``reservations.update``) bills what nobody approved. GCP's
-    answer is the truth the order is followed by; the difference is reported (``OrderState.warning``)."""
-    out: list[str] = []
-    if kind == "reservations":
-        count, end, end_field = (
-            (got.get("specificReservation") or {}).get("count"),
-            got.get("deleteAtTime"),
-            "deleteAtTime",
-        )
-    else:
-        count = (got.get("specificSkuProperties") or {}).get("totalCount")
-        end, end_field = (got.get("timeWindow") or {}).get("endTime"), "timeWindow.endTime"
-    if record.units > 0 and record.sku_id in MACHINE_TYPES:
-        approved = machines_for(record.sku_id, record.units)
-        if _int(count) != approved:
-            out.append(f"GCP holds {str(count)[:20]} machines, {approved} approved ({record.units} GPUs)")
-    try:
-        end_s = None if end is None else epoch_s(str(end))
-    except ValueError:
-        end_s = None
-    if end_s != record.end_s:
-        said = "is gone (billed until deleted)" if end is None else f"is {str(end)[:40]}"
-        out.append(f"its {end_field} {said}, gpufleet's record ends the term at {rfc3339(record.end_s)}")
-    return out
 
 
 def _int(value: Any) -> int | None:

@@ -1,0 +1,88 @@
+"""What GCP holds for an order against gpufleet's record of it (``OrderRecord``), and its end at the recorded term.
+
+Anyone with ``compute.reservations.update`` (or an amendment of a future reservation) can resize an order or move its
+end: a reservation's ``deleteAtTime`` (GCP deletes it then) removed or moved later, a future reservation's window (and
+its auto-created reservations' delete time) moved later. GCP then bills capacity past the term two people approved.
+The record decides, as for Azure (which holds no end at all): :func:`past_record_end` says what GCP holds past it, and
+the adapter ends it there (``describe``). A difference GCP's own end will not outlive (an end earlier than the
+record's, a count) is only reported (:func:`held_against_record`)."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+from gpufleet.adapters.gcp.machines import MACHINE_TYPES, machines_for
+from gpufleet.adapters.providers import OrderRecord
+
+
+def rfc3339(seconds: int) -> str:
+    return datetime.fromtimestamp(seconds, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def epoch_s(text: str) -> int:
+    return int(datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp())
+
+
+def _int(value: Any) -> int | None:
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        return None
+
+
+def _end(kind: str, got: dict[str, Any]) -> tuple[Any, str]:
+    if kind == "reservations":
+        return got.get("deleteAtTime"), "deleteAtTime"
+    return (got.get("timeWindow") or {}).get("endTime"), "timeWindow.endTime"
+
+
+def _end_s(end: Any) -> int | None:
+    try:
+        return None if end is None else epoch_s(str(end))
+    except ValueError:
+        return None
+
+
+def held_against_record(kind: str, got: dict[str, Any], record: OrderRecord) -> list[str]:
+    """What GCP holds against gpufleet's record (the machines approved, the term's end), as the state's warnings."""
+    out: list[str] = []
+    if kind == "reservations":
+        count = (got.get("specificReservation") or {}).get("count")
+    else:
+        count = (got.get("specificSkuProperties") or {}).get("totalCount")
+    if record.units > 0 and record.sku_id in MACHINE_TYPES:
+        approved = machines_for(record.sku_id, record.units)
+        if _int(count) != approved:
+            out.append(f"GCP holds {str(count)[:20]} machines, {approved} approved ({record.units} GPUs)")
+    end, end_field = _end(kind, got)
+    if _end_s(end) != record.end_s:
+        said = "is gone (billed until deleted)" if end is None else f"is {str(end)[:40]}"
+        out.append(f"its {end_field} {said}, gpufleet's record ends the term at {rfc3339(record.end_s)}")
+    return out
+
+
+def past_record_end(kind: str, got: dict[str, Any], record: OrderRecord) -> str:
+    """What GCP holds past the recorded term's end ("" when GCP's own end is the record's or sooner: GCP ends it):
+    an end gone, unreadable or later than the record's, and, for a reservation, the machines in use in it."""
+    end, end_field = _end(kind, got)
+    end_s = _end_s(end)
+    if end_s is not None and end_s <= record.end_s:
+        return ""
+    said = "is gone" if end is None else f"is {str(end)[:40]}"
+    found = f"GCP's {end_field} {said}, past the recorded term's end {rfc3339(record.end_s)}"
+    if kind == "reservations":
+        spec = got.get("specificReservation") or {}
+        found += f"; {str(spec.get('inUseCount', 0))[:20]} of {str(spec.get('count'))[:20]} machines in use"
+    return found
+
+
+def auto_created(got: dict[str, Any], zone: str) -> list[str]:
+    """The names of a future reservation's auto-created reservations in ``zone`` (its ``status`` lists their URLs)."""
+    links = (got.get("status") or {}).get("autoCreatedReservations") or []
+    names = []
+    for link in links if isinstance(links, list) else []:
+        parts = str(link).rstrip("/").split("/")
+        if len(parts) >= 4 and parts[-2] == "reservations" and parts[-4] == "zones" and parts[-3] == zone:
+            names.append(parts[-1])
+    return names
