@@ -92,7 +92,6 @@ def _foreign(fake: FakeAws, key: str, region: str, instance_type: str, count: in
     return cid
 
 
-@pytest.mark.xfail(strict=True, reason="find adopts any reservation tagged with the key")
 @pytest.mark.parametrize("where", ["other_region", "other_type", "other_count"])
 def test_review_a_foreign_reservation_with_our_key_is_not_adopted(aws_server: Start, fake: FakeAws, where: str) -> None:
     """Review (fixed), the defect: ``find`` takes the first capacity reservation tagged with the key in any configured

@@ -86,7 +86,7 @@ class AwsCapacityReservations:
     def submit(self, key: str, order: OrderRequest) -> ProviderOrder:
         if order.sku_id not in INSTANCE_TYPES:  # refused before any call: the reservation is cancelled with the reason
             raise ProviderRefused("sku_not_offered", f"no EC2 instance type is mapped for SKU {order.sku_id}")
-        found = self.find(key)
+        found = self.find(key, order)
         if found is not None:
             return found
         return self.create(key, order)
@@ -125,11 +125,29 @@ class AwsCapacityReservations:
             order.start_s,
         )
 
-    def find(self, key: str) -> ProviderOrder | None:
-        for region in self._clients.config.regions:
-            for cr in self._reservations(region, [{"Name": f"tag:{KEY_TAG}", "Values": [key]}]):
+    def find(self, key: str, order: OrderRequest | None = None) -> ProviderOrder | None:
+        """The reservation tagged with ``key`` in any configured region, if it is the order: anyone with
+        ``ec2:CreateTags`` can put the key on another reservation, so what EC2 holds is checked first: the region,
+        instance type and instance count of ``order`` (without it, of the reservation's own ``gpufleet:sku`` and
+        ``gpufleet:gpus`` tags). Tagged reservations none of which is the order: a ``blocked`` ``name_taken``
+        refusal naming what differs (held for a person, never adopted or cancelled: it is not gpufleet's, or it was
+        modified at AWS)."""
+        tagged = [(region, cr) for region in self._clients.config.regions
+                  for cr in self._reservations(region, [{"Name": f"tag:{KEY_TAG}", "Values": [key]}])]  # fmt: skip
+        why = ""
+        for region, cr in tagged:
+            why = _not_the_order(cr, region, order)
+            if not why:
                 return _order(cr, region)
-        return None
+        if not tagged:
+            return None
+        cid = str(tagged[0][1].get("CapacityReservationId", ""))[:40]
+        raise ProviderRefused(
+            "name_taken",
+            f"capacity reservation {cid} carries {KEY_TAG}={key} but is not the order approved ({why}): gpufleet did "
+            "not create it, or it was modified at AWS; remove the tag from it (or cancel it) to resume",
+            blocked=True,
+        )
 
     def describe(
         self, order_ids: Sequence[str], records: Mapping[str, OrderRecord] | None = None
@@ -243,6 +261,28 @@ def _against_record(cr: dict[str, Any], record: OrderRecord | None) -> str:
         said = "no EndDate (billed until cancelled)" if end_s is None else f"EndDate {ts(end_s).isoformat()}"
         out.append(f"it has {said}, gpufleet's record ends the term at {ts(record.end_s).isoformat()}")
     return "; ".join(out)
+
+
+def _not_the_order(cr: dict[str, Any], region: str, order: OrderRequest | None) -> str:
+    """Why the reservation EC2 holds is not ``order`` ("" when it is): its region, instance type and count; without
+    the order, against its own ``gpufleet:sku`` and ``gpufleet:gpus`` tags (the region is then not checked)."""
+    if order is None:
+        tags = {t.get("Key"): t.get("Value", "") for t in cr.get("Tags", [])}
+        gpus = _int(tags.get("gpufleet:gpus"))
+        if tags.get("gpufleet:sku") not in INSTANCE_TYPES or gpus is None or gpus <= 0:
+            return "no gpufleet:sku and gpufleet:gpus tags naming what it should hold"
+        order = OrderRequest(str(tags["gpufleet:sku"]), region, gpus, 0, 0)
+    out = []
+    if region != order.region_id:
+        out.append(f"in {region}, approved in {order.region_id}")
+    if order.sku_id in INSTANCE_TYPES:
+        name = instance_type(order.sku_id).name
+        if cr.get("InstanceType") != name:
+            out.append(f"{str(cr.get('InstanceType'))[:40]}, approved {name}")
+        count = instances_for(order.sku_id, order.units)
+        if _int(cr.get("TotalInstanceCount")) != count:
+            out.append(f"{str(cr.get('TotalInstanceCount'))[:20]} instances, approved {count}")
+    return ", ".join(out)
 
 
 def _end_s(cr: dict[str, Any]) -> int | None:
