@@ -1,7 +1,7 @@
 """A stateful fake of the Compute Engine reservation calls, on loopback HTTP, checked against Google's own discovery
 document (compute.v1.json, shipped in google-api-python-client).
 
-Served under ``/compute/v1/``: reservations insert/get/list/delete/resize, futureReservations insert/get/cancel,
+Served under ``/compute/v1/``: reservations insert/get/list/delete/resize, futureReservations insert/get/cancel/delete,
 zoneOperations get/wait/list (list's ``filter``: only ``field = "value"`` terms, ANDed). A route is found by (HTTP method, path template) in the discovery document; every request
 (query parameters, body) and every response is checked against the method's parameters and schemas. A broken request
 is kept in ``violations`` and answered 400 (a broken response: 500, the fake's own bug); GCP's own refusals (a bad
@@ -43,7 +43,7 @@ BASE = DISCOVERY["basePath"]  # /compute/v1/
 LINK = "https://www.googleapis.com/compute/v1/"
 FAKED = frozenset(
     [f"reservations.{m}" for m in ("insert", "get", "list", "delete", "resize")]
-    + [f"futureReservations.{m}" for m in ("insert", "get", "cancel")]
+    + [f"futureReservations.{m}" for m in ("insert", "get", "cancel", "delete")]
     + ["zoneOperations.get", "zoneOperations.wait", "zoneOperations.list"]
 )
 NAME_RE = re.compile(r"[a-z]([-a-z0-9]{0,61}[a-z0-9])?")
@@ -498,3 +498,8 @@ class FakeGcp:
         if state not in CANCELLABLE:
             raise GcpError(400, f"Future reservation '{p['futureReservation']}' cannot be cancelled in state {state}")
         return self._operation(p, q, "cancel", fr, lambda: fr["status"].update(procurementStatus="CANCELLED"))
+
+    def _future_reservations_delete(self, p: dict[str, str], q: dict[str, str], body: Any) -> Res:
+        fr = self._get(self.future_reservations, p, "futureReservations", p["futureReservation"])
+        key = (p["project"], p["zone"], p["futureReservation"])
+        return self._operation(p, q, "delete", fr, lambda: self.future_reservations.pop(key, None))

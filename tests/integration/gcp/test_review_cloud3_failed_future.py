@@ -5,8 +5,6 @@ same way); after an insert whose operation failed for the moment, the reservatio
 
 from __future__ import annotations
 
-import pytest
-
 from gpufleet.adapters.resource_names import resource_name
 from tests.integration.gcp.conftest import Start
 from tests.integration.gcp.fake_gcp import FakeGcp
@@ -17,7 +15,6 @@ ORDER = {"sku": "h100_80gb", "units": 8, "start": "2026-02-01T00:00:00Z", "term_
 CAPACITY = {"code": "ZONE_RESOURCE_POOL_EXHAUSTED", "message": "no capacity"}
 
 
-@pytest.mark.xfail(strict=True, reason="the FAILED leftover is found as the order and the reservation cancelled")
 def test_review_a_failed_insert_leaving_a_failed_future_reservation(gcp_server: Start, fake_gcp: FakeGcp) -> None:
     """Review (fixed), the defect: the insert's operation ends late in a capacity error (about the moment: the
     reservation goes back to approved, to be placed again) while GCP keeps the future reservation, FAILED, under

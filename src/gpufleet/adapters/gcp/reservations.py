@@ -251,6 +251,12 @@ class GcpReservations:
                 if state == "active" and end and self._now_s() >= epoch_s(str(end)):
                     state = "expired"
             if refusal is not None and state == "cancelled":  # gone or going: its failed operation says why
+                if got is not None and kind == "futureReservations":  # one left FAILED holds nothing, but its name
+                    try:  # would be found as the order by the next submission: deleted, as Azure deletes a failed one
+                        self._delete_future(zone, name)
+                    except (ProviderRefused, ProviderTimeout) as exc:
+                        log.warning("GCP order %s failed; its leftover not deleted (tried again): %s", oid, exc)
+                        continue  # unknown this pass: not placed again while the leftover holds the name
                 out[oid] = OrderState(oid, "failed", refusal.code, refusal.message, refusal=refusal)
                 continue
             # ... unless the resource is there: GCP holds (and bills) it whatever its operation said
@@ -298,6 +304,17 @@ class GcpReservations:
         op = self._api.call("reservations.resize", "POST", f"zones/{zone}/reservations/{name}/resize",
                             params={"requestId": request_id()}, body={"specificSkuCount": str(machines)})  # fmt: skip
         self._follow(zone, op, "reservations.resize")
+
+    def _delete_future(self, zone: str, name: str) -> None:
+        """Delete a future reservation that holds nothing (one already gone is done)."""
+        path = f"zones/{zone}/futureReservations/{name}"
+        try:
+            op = self._api.call("futureReservations.delete", "DELETE", path, params={"requestId": request_id()})
+        except ProviderRefused as exc:
+            if exc.code in NOT_FOUND:
+                return
+            raise
+        self._follow(zone, op, "futureReservations.delete")
 
     def cancel(self, order_id: str) -> None:
         """Delete a reservation, or cancel a future reservation."""
