@@ -6,7 +6,8 @@ Contract (the port's): ``submit(key, order)`` first looks the order up by its ke
 ``describe`` maps EC2's states onto the lifecycle: pending (pending, assessing, scheduled, payment-pending,
 delayed), active (active, cancelling, unavailable), expired, cancelled (cancelled, failed, payment-failed,
 unsupported), with what EC2 holds checked against gpufleet's record (instances approved, the term's end: a difference
-is the state's ``warning``, reported, not obeyed). Units are GPUs; AWS reserves whole instances, so ``ceil(units / GPUs per instance)`` are reserved.
+is the state's ``warning``, reported; at the recorded end one EC2 holds past it is cancelled, ``OrderState.ended``).
+``find`` adopts a tagged reservation only when it holds the order (region, instance type, count): else ``name_taken``. Units are GPUs; AWS reserves whole instances, so ``ceil(units / GPUs per instance)`` are reserved.
 """
 
 from __future__ import annotations

@@ -25,7 +25,11 @@ its hash, so it may well be the order, billed.
   own state, the operation's error in the state's ``warning``. An order found by its name after a lost answer gets its running insert from
   ``zoneOperations.list`` (by ``targetLink``; a list refused or unanswered: none, the order followed by its resource).
   What GCP holds is checked against gpufleet's record (``OrderRecord``: machines approved, the term's end): a count or
-  an end that differs, or no end at all, is the state's ``warning`` (followed as GCP holds it, reported).
+  an end that differs, or no end at all, is the state's ``warning`` (followed as GCP holds it, reported). At the
+  recorded term's end, what GCP still holds past it (``deleteAtTime`` / the window's end gone or later) is ended by
+  gpufleet (``held.py``: the reservation, or a future reservation's auto-created ones, deleted whatever runs in them)
+  and reported ``expired`` with ``OrderState.ended``. A future reservation left FAILED by its failed insert is deleted
+  before the failure is reported, so the order can be placed again under its name.
 - ``describe`` maps GCP's states onto the lifecycle: a reservation CREATING -> pending, READY / UPDATING -> active,
   DELETING / INVALID -> cancelled; a future reservation DRAFTING / PENDING_APPROVAL / APPROVED / COMMITTED /
   PROCURING / PROVISIONING / PENDING_AMENDMENT_APPROVAL -> pending, FULFILLED / FAILED_PARTIALLY_FULFILLED ->
