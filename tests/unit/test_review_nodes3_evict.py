@@ -15,7 +15,11 @@ import pytest
 from gpufleet.adapters.kubernetes.act import Actuator
 from gpufleet.adapters.kubernetes.reclaim import apply_drain
 from gpufleet.adapters.kubernetes.rest import Kube, KubeConfig
+from gpufleet.control.binding import BindingPlanner
+from gpufleet.control.observation import Observation, ObservedNode, ObservedPod
+from gpufleet.control.preempting import PreemptConfig
 from gpufleet.control.reclaim import NodeDrain
+from gpufleet.schedule.table import NodeSpec, PodRequest
 from tests.loopback import serve, stop
 
 PDB_BODY = {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
@@ -95,9 +99,6 @@ def api_factory() -> Iterator[Any]:
         stop(api.server)
 
 
-@pytest.mark.xfail(
-    strict=True, reason="429 handling: PDB refusal retried, throttling ignores Retry-After, refused victim re-decided"
-)
 def test_pdb_refusal_is_not_retried(api_factory: Any) -> None:
     """Review (fixed), the defect: a PDB's refusal (429) was retried as a transient error, 4 POSTs in 0.35 s."""
     api, act, slept = api_factory(["pdb"])
@@ -107,9 +108,6 @@ def test_pdb_refusal_is_not_retried(api_factory: Any) -> None:
     assert ev["causes"] == ["DisruptionBudget: The disruption budget keep needs 1 healthy pods and has 1 currently"]
 
 
-@pytest.mark.xfail(
-    strict=True, reason="429 handling: PDB refusal retried, throttling ignores Retry-After, refused victim re-decided"
-)
 def test_throttled_eviction_honours_retry_after(api_factory: Any) -> None:
     """Review (fixed), the defect: a throttled request (429 with Retry-After: 2) was retried after 0.05 s, then
     0.1 s, then 0.2 s: three more requests against a server that asked for two seconds of quiet."""
@@ -118,9 +116,6 @@ def test_throttled_eviction_honours_retry_after(api_factory: Any) -> None:
     assert api.evictions == 2 and slept == [2.0]
 
 
-@pytest.mark.xfail(
-    strict=True, reason="429 handling: PDB refusal retried, throttling ignores Retry-After, refused victim re-decided"
-)
 def test_retry_after_is_capped_and_garbage_falls_back_to_backoff(api_factory: Any) -> None:
     """Review (fixed): a Retry-After of an hour does not stall an actuator thread for an hour (capped at
     ``RETRY_AFTER_MAX_S``, 30 s); one that is no number of seconds (an HTTP date, garbage) falls back to the backoff."""
@@ -132,9 +127,6 @@ def test_retry_after_is_capped_and_garbage_falls_back_to_backoff(api_factory: An
     assert slept == [0.05]
 
 
-@pytest.mark.xfail(
-    strict=True, reason="429 handling: PDB refusal retried, throttling ignores Retry-After, refused victim re-decided"
-)
 def test_throttling_that_lasts_is_no_pdb_block(api_factory: Any) -> None:
     """Review (fixed), the defect: an eviction still throttled after the retries was recorded ``refused_429`` and
     the drain stopped as ``blocked_by_pdb``, blaming a budget that refused nothing. Now ``throttled`` / ``failed``."""
@@ -147,3 +139,49 @@ def test_throttling_that_lasts_is_no_pdb_block(api_factory: Any) -> None:
     refused: list[str] = []  # the pods their budgets refused, for the preemption planner
     assert apply_drain(act, drain, cordon=False, refused=refused) == "blocked_by_pdb"
     assert refused == ["ns/v"]
+
+
+NOW = 100_000
+
+
+def _obs(pods: list[ObservedPod], now: float) -> Observation:
+    node = ObservedNode(NodeSpec("n0", 64_000, 512 * 1024, 8, "H100"), sku="H100")
+    return Observation(now, (node,), tuple(pods))
+
+
+def _pods() -> list[ObservedPod]:
+    def pod(name: str, node: str, prio: int) -> ObservedPod:
+        return ObservedPod(PodRequest(f"ns/{name}", 1000, 1024, 8, 1000), "ns", name, f"uid-{name}",
+                           "Running" if node else "Pending", node=node, scheduler_name="gpufleet" if not node else "x",
+                           priority=prio, kind="training", checkpointable=True, created="2026-01-01T00:00:00Z",
+                           started_s=NOW - 3600 if node else None)  # fmt: skip
+
+    return [pod("low", "n0", 1), pod("high", "", 100)]
+
+
+def _round(pl: BindingPlanner, now: float) -> tuple[Any, Any]:
+    obs = _obs(_pods(), now)
+    return pl.preempt(obs, pl.plan(obs).unschedulable)
+
+
+def test_victim_refused_by_its_pdb_is_not_named_again_at_once() -> None:
+    """Review (fixed), the defect: a cancelled preemption was decided again on the next tick, the same victim,
+    however often its PodDisruptionBudget refused: a tight eviction loop. A refused victim is barred for
+    ``PreemptConfig.refused_s``, doubled on each refusal in a row (up to ``refused_max_s``)."""
+    pl = BindingPlanner(preempt_cfg=PreemptConfig(refused_s=60, refused_max_s=200))
+    (d,), _ = _round(pl, NOW)
+    assert [v.uid for v in d.victims] == ["uid-low"]
+    pl.cancel(d, "blocked_by_pdb", refused=("uid-low",), at_s=NOW)
+    assert pl.dropped[-1] == ("ns/high", "blocked_by_pdb")
+    decided, none = _round(pl, NOW + 0.2)
+    assert decided == () and [(n.key, n.reason) for n in none] == [("ns/high", "no_eligible_victims")]
+    assert _round(pl, NOW + 59)[0] == ()
+    (d,), _ = _round(pl, NOW + 61)  # the budget may allow it now: asked again
+    pl.cancel(d, "blocked_by_pdb", refused=("uid-low",), at_s=NOW + 61)
+    assert _round(pl, NOW + 61 + 119)[0] == ()  # refused twice in a row: 120 s
+    (d,), _ = _round(pl, NOW + 61 + 121)
+    pl.cancel(d, "blocked_by_pdb", refused=("uid-low",), at_s=NOW + 182)
+    assert _round(pl, NOW + 182 + 199)[0] == ()  # 240 s capped at 200 s
+    (d,), _ = _round(pl, NOW + 182 + 201)
+    pl.cancel(d, "eviction_failed", at_s=NOW + 383)  # another failure (a checkpoint timeout) bars nobody
+    assert len(_round(pl, NOW + 383.2)[0]) == 1

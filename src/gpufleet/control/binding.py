@@ -30,13 +30,14 @@ plan left unschedulable, a :class:`~gpufleet.control.preempting.PreemptDecision`
 room they free is *reserved* at once: the preemptor holds it in the table (in flight) and the victims hold
 nothing more, so no other pod is given it. Once every victim is gone from the observation (deleted, or
 Succeeded/Failed: a pod still terminating keeps its GPUs on the node), :meth:`plan` binds the preemptor there
-(reason ``preempted_room``). :meth:`cancel` drops a reservation whose evictions failed; one older than
+(reason ``preempted_room``). :meth:`cancel` drops a reservation whose evictions failed (victims a budget refused are
+barred a while: ``RefusalBackoff``); one older than
 ``preempt_cfg.hold_s`` is dropped by :meth:`plan` (reason ``reservation_expired`` in ``dropped``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -49,6 +50,7 @@ from gpufleet.control.preempting import (
     NoPreempt,
     PreemptConfig,
     PreemptDecision,
+    RefusalBackoff,
     TableHold,
     candidates,
     plan_gang,
@@ -138,6 +140,7 @@ class BindingPlanner:
     _reserved: dict[str, _Reservation] = field(default_factory=dict)  # decision key -> reservation
     _doomed: set[str] = field(default_factory=set)  # victim uids: hold nothing, their room is reserved
     dropped: list[tuple[str, str]] = field(default_factory=list)  # (decision key, reason) of dropped reservations
+    _refusals: RefusalBackoff = field(default_factory=RefusalBackoff)  # victims their budget refused: barred a while
     spread: ReplicaSpread | None = None  # the loop's replica spread (module docstring); None: off
 
     @property
@@ -431,8 +434,21 @@ class BindingPlanner:
                 if h is not None and self._sched is not None:
                     self._sched.table.release(h.node, h.request, h.slots)
 
-    def cancel(self, decision: PreemptDecision, reason: str = "eviction_failed") -> None:
-        """The world could not evict ``decision``'s victims (checkpoint timeout, PDB): give the room back."""
+    def cancel(
+        self,
+        decision: PreemptDecision,
+        reason: str = "eviction_failed",
+        *,
+        refused: Collection[str] = (),
+        at_s: float | None = None,
+    ) -> None:
+        """The world could not evict ``decision``'s victims (checkpoint timeout, PDB): give the room back. ``refused``:
+        the victims (uids) their PodDisruptionBudget refused at ``at_s`` (None: when decided), offered to no
+        preemptor for a while (``RefusalBackoff``)."""
+        r = self._reserved.get(decision.key)
+        at = at_s if at_s is not None else (r.at_s if r is not None else 0.0)
+        for uid in refused:
+            self._refusals.refused(uid, at, self.preempt_cfg)
         self._drop(decision.key, reason)
 
     def reserved(self) -> tuple[PreemptDecision, ...]:
@@ -451,7 +467,8 @@ class BindingPlanner:
             return (), ()
         table = sched.table
         pods = {p.key: p for p in obs.pods}
-        cands, whole = candidates(obs.pods, self._held, self._in_flight)
+        barred = self._refusals.barred(obs.now_s, cfg)
+        cands, whole = candidates(obs.pods, self._held, self._in_flight, barred)
         fs = FleetScheduler("gpufleet", (), (), np.random.default_rng(0), grace_s=cfg.grace_s)
         now = int(obs.now_s)
         done: list[PreemptDecision] = []

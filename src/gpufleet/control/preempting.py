@@ -23,6 +23,11 @@ worker stops its gang) and not node-bound (DaemonSet, static pods). What the pla
 absent). A start-buffer placeholder (``control/buffer_pods.py``, priority below every real pod) is a victim whose
 eviction loses nothing.
 
+A victim whose PodDisruptionBudget refused its eviction (the world reports it: ``BindingPlanner.cancel`` with
+``refused``) is offered to no preemptor for ``PreemptConfig.refused_s``, doubled with each refusal in a row up to
+``refused_max_s`` (:class:`RefusalBackoff`): the budget may allow it later (more replicas ready), but asking again
+every tick is a tight eviction loop against it, and other victims may free the room meanwhile.
+
 These functions work on the binding planner's node table: they release the victims' holdings, check that the
 preemptor then fits the node (CPU, memory, GPUs, selector, taints: the table's own feasibility) and allocate the
 preemptor there, or restore the table and answer :class:`NoPreempt` with a reason code.
@@ -32,7 +37,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence, Set
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Literal
 
 import numpy as np
@@ -78,6 +83,30 @@ class PreemptConfig:
     max_attempts: int = 32  # pods and gangs asked about per call (the planner's work per tick stays bounded)
     scan_nodes: int = 32  # nodes offered for one pod, the most free GPUs first (the simulator's PREEMPT_SCAN_NODES)
     gang_scan_nodes: int = 64  # busy nodes offered for one gang, likewise (the simulator's GANG_SCAN_NODES)
+    refused_s: float = 60.0  # a victim its PodDisruptionBudget refused is offered again after this long ...
+    refused_max_s: float = 600.0  # ... doubled with each refusal in a row, up to this (RefusalBackoff)
+
+
+@dataclass(slots=True)
+class RefusalBackoff:
+    """The victims their PodDisruptionBudget refused (pod uid -> (barred until, refusals in a row)): a refused
+    victim is barred ``refused_s`` x 2^(refusals in a row - 1), at most ``refused_max_s``. A refusal more than
+    ``refused_max_s`` after the last bar ended starts a new row; such an entry is forgotten (the memory stays
+    bounded by the refusals of the last few minutes)."""
+
+    _barred: dict[str, tuple[float, int]] = field(default_factory=dict)
+
+    def refused(self, uid: str, at_s: float, cfg: PreemptConfig) -> None:
+        until, row = self._barred.get(uid, (0.0, 0))
+        if at_s - until > cfg.refused_max_s:
+            row = 0
+        self._barred[uid] = (at_s + min(cfg.refused_s * 2**row, cfg.refused_max_s), row + 1)
+
+    def barred(self, now_s: float, cfg: PreemptConfig) -> frozenset[str]:
+        """The uids barred at ``now_s`` (forgetting the entries past their row)."""
+        for uid in [u for u, (until, _) in self._barred.items() if now_s - until > cfg.refused_max_s]:
+            del self._barred[uid]
+        return frozenset(u for u, (until, _) in self._barred.items() if now_s < until)
 
 
 @dataclass(frozen=True, slots=True)
@@ -185,17 +214,17 @@ Candidates = Mapping[int, Sequence[tuple[ObservedPod, TableHold]]]  # node -> of
 
 
 def candidates(
-    pods: Sequence[ObservedPod], held: Mapping[str, TableHold], in_flight: Set[str]
+    pods: Sequence[ObservedPod], held: Mapping[str, TableHold], in_flight: Set[str], barred: Set[str] = frozenset()
 ) -> tuple[dict[int, list[tuple[ObservedPod, TableHold]]], dict[int, bool]]:
     """The offerable bound pods per node with their holds (``held``: pod uid -> its holding in the table; pods
-    ``in_flight`` are not bound yet), and per node whether every holding on it is an offerable pod (a node a gang
-    may empty)."""
+    ``in_flight`` are not bound yet; pods ``barred``, refused by their budget lately, are not offered), and per node
+    whether every holding on it is an offerable pod (a node a gang may empty)."""
     by_uid = {p.uid: p for p in pods}
     cands: dict[int, list[tuple[ObservedPod, TableHold]]] = {}
     whole: dict[int, bool] = {}
     for uid, h in held.items():
         p = by_uid.get(uid)
-        ok = p is not None and uid not in in_flight and offerable(p)
+        ok = p is not None and uid not in in_flight and uid not in barred and offerable(p)
         whole[h.node] = whole.get(h.node, True) and ok
         if ok and p is not None:
             cands.setdefault(h.node, []).append((p, h))

@@ -62,9 +62,6 @@ def _running(kube: Kube, ns: str, name: str, node: str, gpus: int, pc: str = "")
     assert wait_for(lambda: all(p["status"].get("phase") == "Running" for p in pods_in(kube, ns)), 30)
 
 
-@pytest.mark.xfail(
-    strict=True, reason="429 handling: PDB refusal retried, throttling ignores Retry-After, refused victim re-decided"
-)
 def test_pdb_refusal_is_posted_once(counting: CountingKube, kube: Kube, kubelet: FakeKubelet, ns: str) -> None:
     """Review (fixed), the defect: the Actuator retried every 429, so a PDB's refusal (1.20 answers 429, reason
     TooManyRequests, cause ``DisruptionBudget``, no Retry-After) was posted 4 times in 0.35 s before the drain
@@ -100,9 +97,6 @@ def classes(kube: Kube) -> Iterator[tuple[str, str]]:
                 raise
 
 
-@pytest.mark.xfail(
-    strict=True, reason="429 handling: PDB refusal retried, throttling ignores Retry-After, refused victim re-decided"
-)
 def test_preemption_refused_by_a_pdb_does_not_loop(
     counting: CountingKube, kube: Kube, kubelet: FakeKubelet, ns: str, classes: tuple[str, str]
 ) -> None:

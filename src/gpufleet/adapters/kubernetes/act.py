@@ -2,7 +2,10 @@
 
 Every action goes through :class:`Actuator`. In dry-run mode it records (and logs) what it would do and sends
 nothing: not even a Lease or an Event. Otherwise it sends the request, retrying transient failures (429,
-5xx, no answer) up to ``retries`` times with backoff, and records the outcome. The audit trail is a list of
+5xx, no answer) up to ``retries`` times with backoff (or after the server's ``Retry-After``, the max-in-flight and
+priority-and-fairness filters' 429, up to ``RETRY_AFTER_MAX_S``), and records the outcome. A PodDisruptionBudget's
+refusal of an eviction (:func:`pdb_refusal`: 429 with the cause ``DisruptionBudget``, no Retry-After) is an answer,
+not a transient failure: never retried, outcome ``refused_429``; a 429 that outlasts the retries is ``throttled``. The audit trail is a list of
 dicts (``action``, ``target``, ``reason``, ``outcome``, ``dry_run``, ``at_s``; the last ``AUDIT_KEEP`` in memory,
 so a long-running controller does not grow) and, when ``audit_path`` is set, all of them as JSON lines in that
 file. A record whose outcome is ``failed`` is also a JSON line on stderr (the container's log). With
@@ -32,6 +35,7 @@ from gpufleet.adapters.kubernetes.labels import A_CORDONED_BY, A_GPU_SLOTS, A_PA
 from gpufleet.adapters.kubernetes.rest import JSON, MERGE_PATCH, STRATEGIC_PATCH, ApiError, Kube
 
 TRANSIENT = {0, 429, 500, 502, 503, 504}
+RETRY_AFTER_MAX_S = 30.0  # the longest Retry-After honoured before a retry (an actuator thread waits it out)
 OWN_CORDON_TRIES = 3  # read-then-patch rounds when the node changed in between (409)
 AUDIT_KEEP = 100_000  # audit records kept in memory
 
@@ -40,6 +44,16 @@ def eviction_api_version(discovery: JSON) -> str:
     """``policy/v1`` when the ``policy`` group's discovery document lists ``v1``, else ``policy/v1beta1``."""
     served = {str(v.get("version", "")) for v in discovery.get("versions") or []}
     return "policy/v1" if "v1" in served else "policy/v1beta1"
+
+
+def pdb_refusal(exc: ApiError) -> bool:
+    """Whether an eviction's error is a PodDisruptionBudget's refusal: 429 with the cause ``DisruptionBudget`` (the
+    Eviction API's answer, 1.20 to today: "Cannot evict pod as it would violate the pod's disruption budget.", no
+    Retry-After), or that message without causes. Throttling's 429 (max-in-flight, priority and fairness) carries
+    ``Retry-After`` and a plain text body instead."""
+    if exc.status != 429:
+        return False
+    return any(c.startswith("DisruptionBudget:") for c in exc.causes) or "disruption budget" in exc.message.lower()
 
 
 class Actuator:
@@ -100,9 +114,10 @@ class Actuator:
             try:
                 return fn()
             except ApiError as exc:
-                if exc.status not in TRANSIENT or attempt == self.retries:
+                if exc.status not in TRANSIENT or attempt == self.retries or pdb_refusal(exc):
                     raise
-                self.sleep(delay)
+                wait = exc.retry_after_s
+                self.sleep(delay if wait is None else max(delay, min(wait, RETRY_AFTER_MAX_S)))
                 delay *= 2
         raise AssertionError("unreachable")
 
@@ -114,7 +129,11 @@ class Actuator:
         try:
             self._send(fn)
         except ApiError as exc:
-            outcome = {404: "not_found", 409: "conflict", 429: "refused_429", 422: "invalid"}.get(exc.status, "error")
+            outcome = {404: "not_found", 409: "conflict", 422: "invalid"}.get(exc.status, "error")
+            if exc.status == 429:  # a budget's refusal, or throttling that outlasted the retries
+                outcome = "refused_429" if pdb_refusal(exc) else "throttled"
+            if exc.causes:
+                extra["causes"] = list(exc.causes)
             self.record(action, target, reason, outcome, status=exc.status, message=exc.message[:300], **extra)
             return outcome
         self.record(action, target, reason, "applied", **extra)
@@ -252,7 +271,9 @@ class Actuator:
         """Evict through the Eviction API (PodDisruptionBudgets apply). ``grace_s`` None: the pod's own
         ``terminationGracePeriodSeconds``, as ``kubectl drain`` and kube-scheduler's preemption leave it (a serving
         pod that drains its requests for five minutes keeps its five minutes); else that many seconds. ``uid``: only
-        that very pod (a precondition: another pod under the name since is a ``conflict``, not evicted)."""
+        that very pod (a precondition: another pod under the name since is a ``conflict``, not evicted). Outcome
+        ``refused_429``: its PodDisruptionBudget refused (:func:`pdb_refusal`; posted once); ``throttled``: the API
+        server still throttled it after the retries."""
         body: JSON = {"apiVersion": self.eviction_api(), "kind": "Eviction",
                       "metadata": {"name": name, "namespace": namespace}}  # fmt: skip
         options: JSON = {}

@@ -220,7 +220,8 @@ class Controller:
         self.preemptions: list[PreemptDecision] = []
         self.last_no_preempt: tuple[NoPreempt, ...] = ()  # the last tick's pods and gangs that got no preemption
         self.preempt_results: list[tuple[str, dict[str, str]]] = []  # (decision key, node -> apply_drain outcome)
-        self._preempt_failed: list[PreemptDecision] = []
+        # decisions whose evictions failed: (decision, the victims' uids their budget refused, when)
+        self._preempt_failed: list[tuple[PreemptDecision, tuple[str, ...], float]] = []
         self._preempting: list[threading.Thread] = []
         self.scaling: DeploymentScaling | None = None  # replica scaling, off the binding loop
         self._prom: PrometheusTelemetry | None = None
@@ -381,8 +382,8 @@ class Controller:
         workers at once (binding overlaps planning); wait for all binds; return the whole plan."""
         with self._lock:
             failed, self._preempt_failed = self._preempt_failed, []
-        for d in failed:  # evictions that failed: give the reserved room back before planning
-            self.planner.cancel(d)
+        for d, refused, at in failed:  # evictions that failed: give the reserved room back before planning
+            self.planner.cancel(d, "blocked_by_pdb" if refused else "eviction_failed", refused=refused, at_s=at)
         obs = self.view.observation()
         decided: set[str] = set()
         binds: list[PodBind] = []
@@ -415,8 +416,9 @@ class Controller:
     def _preempt(self, obs: Observation, unsched: tuple[Unschedulable, ...]) -> None:
         """Preemption decisions (control/) for what the plan left unschedulable; each applied on its own thread
         through the reclaim path (checkpoint handshake, then eviction; the node is not cordoned). A decision whose
-        evictions fail is cancelled in the planner at the start of the next tick; else its preemptor binds once its
-        victims are gone."""
+        evictions fail is cancelled in the planner at the start of the next tick, with the victims their
+        PodDisruptionBudget refused (the planner bars them a while: control/preempting.py); else its preemptor binds
+        once its victims are gone."""
         self._preempting = [t for t in self._preempting if t.is_alive()]
         decisions, self.last_no_preempt = self.planner.preempt(obs, unsched, self.cfg.max_preemptions_per_tick)
         for d in decisions:
@@ -432,17 +434,19 @@ class Controller:
         for v in d.victims:
             by_node.setdefault(v.node, []).append(v)
         got: dict[str, str] = {}
+        refused: list[str] = []  # victims (namespace/name) their budget refused
         for node, vs in sorted(by_node.items()):
             drain = NodeDrain(node, tuple(v.pod for v in vs), tuple(v.pod for v in vs if v.action == "checkpoint_then_stop"),
                               0, d.reason)  # fmt: skip
             got[node] = apply_drain(self.act, drain, checkpoint_timeout_s=self.cfg.checkpoint_timeout_s, cordon=False,
-                                    grace_s=self.cfg.eviction_grace_s)  # fmt: skip
+                                    grace_s=self.cfg.eviction_grace_s, refused=refused)  # fmt: skip
             if got[node] not in ("drained", "dry_run"):
                 break
         with self._lock:
             self.preempt_results.append((d.key, got))
             if any(o not in ("drained", "dry_run") for o in got.values()):
-                self._preempt_failed.append(d)
+                uids = tuple(v.uid for v in d.victims if v.pod in refused)
+                self._preempt_failed.append((d, uids, self.clock()))
 
     def maybe_scale(self) -> ScalePlan | None:
         """The replica scaling's period decision now, on the caller's thread (scaling.py); None when off or not due."""

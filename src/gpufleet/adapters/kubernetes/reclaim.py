@@ -4,12 +4,14 @@ For each drain: cordon the node; for each checkpointable training pod, set the a
 ``gpufleet.io/checkpoint-requested: <token>`` and wait (up to ``checkpoint_timeout_s``) for the workload to
 answer ``gpufleet.io/checkpoint-done: <same token>`` after it has written its checkpoint; then evict every
 pod through the Eviction API (``policy/v1`` where served, else ``policy/v1beta1``: ``Actuator.eviction_api``; the
-API server enforces PodDisruptionBudgets and answers 429 when a budget allows no disruption), each pod with its own
+API server enforces PodDisruptionBudgets and answers 429 with the cause ``DisruptionBudget`` when a budget allows
+no disruption: posted once, :func:`~gpufleet.adapters.kubernetes.act.pdb_refusal`), each pod with its own
 ``terminationGracePeriodSeconds`` unless ``grace_s`` says otherwise. Each pod is read first and evicted only if it is
 still on the drained node, with its uid as the eviction's precondition: a pod that ended, or another pod created
 under its name since the decision, is not evicted (recorded ``not_on_node``). If a checkpoint is not confirmed in time
-or an eviction is refused, the drain stops there and the node is uncordoned (reason ``checkpoint_timeout`` /
-``blocked_by_pdb``); pods already evicted are recreated by their owners and scheduled again. The cordon is
+or an eviction is refused by a budget, the drain stops there and the node is uncordoned (reason
+``checkpoint_timeout`` / ``blocked_by_pdb``; ``refused`` collects the refused pod, for the preemption planner's
+backoff; an eviction still throttled after the Actuator's retries stops it as ``failed``, ``eviction_failed``); pods already evicted are recreated by their owners and scheduled again. The cordon is
 gpufleet's own (:meth:`Actuator.cordon_own`: marked with the annotation ``gpufleet.io/cordoned-by``) and only such a
 cordon is undone (:meth:`Actuator.uncordon_own`): a node an administrator had cordoned is drained but stays
 cordoned.
@@ -64,10 +66,12 @@ def apply_drain(
     sleep: Callable[[float], None] = time.sleep,
     cordon: bool = True,
     grace_s: int | None = None,
+    refused: list[str] | None = None,
 ) -> str:
     """Returns ``drained`` | ``dry_run`` | ``checkpoint_timeout`` | ``blocked_by_pdb`` | ``failed``.
     ``cordon=False``: evict without cordoning the node first (nor uncordoning it after a failure).
-    ``grace_s``: the evicted pods' termination grace (None: each pod's own ``terminationGracePeriodSeconds``)."""
+    ``grace_s``: the evicted pods' termination grace (None: each pod's own ``terminationGracePeriodSeconds``).
+    ``refused``: where the pod (``namespace/name``) whose PodDisruptionBudget refused its eviction is appended."""
     if cordon and act.cordon_own(drain.node, drain.reason) not in ("applied", "dry_run", "cordoned_by_other"):
         return "failed"
 
@@ -104,7 +108,9 @@ def apply_drain(
         out = act.evict(ns, name, drain.reason, grace_s, uid=uid)
         if out == "conflict":  # replaced between the read and the eviction (the uid precondition): not ours
             continue
-        if out == "refused_429":
+        if out == "refused_429":  # its PodDisruptionBudget's answer (a throttled eviction is "throttled": failed)
+            if refused is not None:
+                refused.append(key)
             uncordon("blocked_by_pdb")
             return "blocked_by_pdb"
         if out not in ("applied", "dry_run", "not_found"):

@@ -5,8 +5,9 @@ exec plugins); requests then go out as raw JSON through one pooled ``urllib3.Poo
 thread-safe. Generated model classes are skipped on purpose: (de)serialising them costs more CPU than the
 request itself at hundreds of binds per second (docs/kubernetes.md, "Why this client").
 
-Errors: a non-2xx answer raises :class:`ApiError` carrying the HTTP status and the server's ``Status``
-message; transport errors and a watch line that is not JSON raise :class:`ApiError` with status 0; a 2xx answer
+Errors: a non-2xx answer raises :class:`ApiError` carrying the HTTP status, the server's ``Status`` message, its
+``details.causes`` (``reason: message`` each: the Eviction API names a refusing PodDisruptionBudget there) and the
+``Retry-After`` header in seconds (the max-in-flight and priority-and-fairness filters' 429); transport errors and a watch line that is not JSON raise :class:`ApiError` with status 0; a 2xx answer
 that is not a JSON object (a proxy's HTML page) raises it with reason ``NotJSON``.
 """
 
@@ -27,13 +28,42 @@ STRATEGIC_PATCH = "application/strategic-merge-patch+json"
 
 
 class ApiError(Exception):
-    """The API server refused a request (``status`` is the HTTP code; 0 = no answer)."""
+    """The API server refused a request (``status`` is the HTTP code; 0 = no answer). ``causes``: the ``Status``
+    object's ``details.causes`` as ``reason: message``; ``retry_after_s``: the ``Retry-After`` header in whole
+    seconds (None: absent, or not a number of seconds)."""
 
-    def __init__(self, status: int, reason: str, message: str) -> None:
+    def __init__(
+        self,
+        status: int,
+        reason: str,
+        message: str,
+        *,
+        causes: tuple[str, ...] = (),
+        retry_after_s: float | None = None,
+    ) -> None:
         super().__init__(f"HTTP {status} {reason}: {message}")
         self.status = status
         self.reason = reason
         self.message = message
+        self.causes = causes
+        self.retry_after_s = retry_after_s
+
+
+def retry_after_s(value: str | None) -> float | None:
+    """A ``Retry-After`` header's delay in seconds: a non-negative whole number (the form the API server sends);
+    None for an HTTP date or anything else."""
+    text = (value or "").strip()
+    return float(text) if text.isdigit() and len(text) <= 9 else None
+
+
+def status_causes(status: Any) -> tuple[str, ...]:
+    """``details.causes`` of a ``Status`` object as ``reason: message`` strings (the first 8, each cut to 300)."""
+    details = status.get("details") if isinstance(status, dict) else None
+    causes = details.get("causes") if isinstance(details, dict) else None
+    if not isinstance(causes, list):
+        return ()
+    out = [f"{c.get('reason', '')}: {c.get('message', '')}"[:300] for c in causes[:8] if isinstance(c, dict)]
+    return tuple(out)
 
 
 @dataclass(frozen=True, slots=True)
@@ -129,9 +159,11 @@ class Kube:
         except ValueError:
             got = None
         if resp.status >= 300:
+            wait = retry_after_s(resp.headers.get("Retry-After"))
             if isinstance(got, dict):
-                raise ApiError(resp.status, str(got.get("reason", "")), str(got.get("message", "")))
-            raise ApiError(resp.status, "", raw[:300].decode(errors="replace"))
+                raise ApiError(resp.status, str(got.get("reason", "")), str(got.get("message", "")),
+                               causes=status_causes(got), retry_after_s=wait)  # fmt: skip
+            raise ApiError(resp.status, "", raw[:300].decode(errors="replace"), retry_after_s=wait)
         if not isinstance(got, dict):  # a proxy's HTML page, a truncated body: never a half-read object
             raise ApiError(resp.status, "NotJSON", raw[:300].decode(errors="replace"))
         return got
