@@ -18,8 +18,9 @@ from gpufleet.control.buffer_pods import (
     placeholder_product,
     plan_buffer_pods,
 )
+from gpufleet.control.buffer_reading import late_starts, spot_capacity
 from gpufleet.control.loop import ControlLoop
-from gpufleet.control.node_release import NodeReleasePlanner, late_starts, spot_capacity
+from gpufleet.control.node_release import NodeReleasePlanner
 from gpufleet.control.observation import Observation, ObservedNode, ObservedNodePool, ObservedPod
 from gpufleet.control.preempting import running_job
 from gpufleet.control.start_buffer import BufferDecision, StartBuffer, spot_lane

@@ -15,17 +15,11 @@ from hypothesis import strategies as st
 
 from gpufleet.autoscale.node_rules import rent_or_buy_hold_s
 from gpufleet.autoscale.nodes_payoff import LOOP_DELAY_WEIGHT, PayoffAwareNodes
+from gpufleet.control.buffer_reading import late_starts
+from gpufleet.control.gang_reach import ProductReach, admits, launch_room_gpus, unreachable_gangs
 from gpufleet.control.loop import ControlLoop
-from gpufleet.control.node_release import (
-    NodeReleasePlanner,
-    ProductReach,
-    admits,
-    late_starts,
-    launch_room_gpus,
-    rfc3339_s,
-    unreachable_gangs,
-)
-from gpufleet.control.observation import Observation, ObservedNode, ObservedNodePool, ObservedPod
+from gpufleet.control.node_release import NodeReleasePlanner
+from gpufleet.control.observation import Observation, ObservedNode, ObservedNodePool, ObservedPod, rfc3339_s
 from gpufleet.control.start_buffer import StartBuffer
 from gpufleet.domain.catalog import BUILTIN_PRICE_CATALOG
 from gpufleet.ports import IdleNode, MoveContext, ScaleDownContext, ScaleUpContext

@@ -6,8 +6,9 @@ from __future__ import annotations
 from typing import Any
 
 from gpufleet.adapters.kubernetes.labels import pod_from_json
+from gpufleet.control.buffer_reading import late_starts
 from gpufleet.control.loop import ControlLoop
-from gpufleet.control.node_release import NodeReleasePlanner, late_starts
+from gpufleet.control.node_release import NodeReleasePlanner
 from gpufleet.control.observation import Observation, ObservedPod
 from gpufleet.domain.catalog import BUILTIN_PRICE_CATALOG
 from tests.unit.test_node_release import H100, T0, Recorder, node, stamp
