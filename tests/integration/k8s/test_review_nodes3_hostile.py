@@ -8,8 +8,6 @@ import threading
 import uuid
 from typing import Any
 
-import pytest
-
 from gpufleet.adapters.kubernetes.controller import Controller, ControllerConfig
 from gpufleet.adapters.kubernetes.fakekubelet import FakeKubelet, FakeNode
 from gpufleet.adapters.kubernetes.rest import Kube
@@ -23,8 +21,6 @@ def _huge(name: str, sched: str, gpus: str, cpu: str = "1") -> dict[str, Any]:
                 "requests": {"nvidia.com/gpu": gpus, "cpu": cpu}, "limits": {"nvidia.com/gpu": gpus}}}]}}  # fmt: skip
 
 
-@pytest.mark.filterwarnings("ignore::pytest.PytestUnhandledThreadExceptionWarning")
-@pytest.mark.xfail(strict=True, reason="a 1E40-GPU pod raises OverflowError in the binding plan: the controller stops")
 def test_a_pod_asking_1e40_gpus_does_not_stop_the_controller(kube: Kube, kubelet: FakeKubelet, ns: str) -> None:
     """Review (fixed), the defect: a pod whose ``nvidia.com/gpu`` is ``1E40`` (the API server stores it) was read as
     10^40 GPUs, and the binding plan's node table (int64 columns) raised OverflowError: the controller's loop ended

@@ -30,7 +30,9 @@ Nodes (well-known labels set by the GPU operator's feature discovery, Karpenter 
 
 Pods: the request the kubelet admits a pod against (the containers' sum, or an init container's own when larger,
 sidecar init containers added, plus ``spec.overhead``). A node's ``nvidia.com/gpu`` above :data:`MAX_NODE_GPUS` is a
-bad object. ``nvidia.com/gpu: N`` -> ``num_gpu=N, gpu_milli=1000``; a GPU
+bad object, and so is a pod asking more (one node holds a pod: it could run nowhere; the API server stores
+``nvidia.com/gpu: 1E40``), and a node or pod whose CPU (millicores) or memory (MiB) passes :data:`MAX_CPU_OR_MEMORY`
+(the scheduler's int64 columns; the API server stores ``cpu: 1e30``). ``nvidia.com/gpu: N`` -> ``num_gpu=N, gpu_milli=1000``; a GPU
 share is the annotation ``gpufleet.io/gpu-milli: "1".."999"`` with no ``nvidia.com/gpu`` request (one GPU,
 that many thousandths). Labels ``gpufleet.io/team`` (default: the namespace), ``gpufleet.io/tenant``,
 ``gpufleet.io/feature``, ``gpufleet.io/kind`` (serving/training/batch; serving is latency-sensitive, never
@@ -96,6 +98,7 @@ MIG_PREFIX = "nvidia.com/mig-"
 UNREADABLE_SCHEDULER = "gpufleet.io/unreadable"  # pod_footprint: a pod held, never scheduled or moved by gpufleet
 UNREADABLE_PRIORITY = 2_000_000_000  # system-cluster-critical's: above every preemptor and the drain's gate
 MAX_NODE_GPUS = 1024  # nvidia.com/gpu of one node: 8-16 GPUs, MIG "single" or time-sliced shares a few hundred
+MAX_CPU_OR_MEMORY = 2**40  # CPU millicores (1.1e9 cores) or memory MiB (1 EiB) of one node or pod: beyond, a bad object
 L_PRODUCT = "nvidia.com/gpu.product"
 L_GPU_NAME = "karpenter.k8s.aws/instance-gpu-name"
 L_ZONE = "topology.kubernetes.io/zone"
@@ -174,12 +177,25 @@ def parse_quantity(raw: object, where: str) -> Decimal:
         raise ValidationError(where, f"not a Kubernetes quantity: {s!r}") from None
 
 
+def _bounded(value: int, where: str, most: int, unit: str) -> int:
+    if value > most:
+        raise ValidationError(where, f"at most {most} {unit}, got {value:.3g}")
+    return value
+
+
 def _milli(raw: object, where: str) -> int:
-    return int((parse_quantity(raw, where) * 1000).to_integral_value(rounding="ROUND_CEILING"))
+    value = int((parse_quantity(raw, where) * 1000).to_integral_value(rounding="ROUND_CEILING"))
+    return _bounded(value, where, MAX_CPU_OR_MEMORY, "millicores")
 
 
 def _mib(raw: object, where: str) -> int:
-    return int((parse_quantity(raw, where) / 2**20).to_integral_value(rounding="ROUND_CEILING"))
+    value = int((parse_quantity(raw, where) / 2**20).to_integral_value(rounding="ROUND_CEILING"))
+    return _bounded(value, where, MAX_CPU_OR_MEMORY, "MiB")
+
+
+def _gpus(raw: object, where: str) -> int:
+    """A pod's GPU count: at most :data:`MAX_NODE_GPUS`, the most one node holds (a pod runs on one node)."""
+    return _bounded(int(parse_quantity(raw, where)), where, MAX_NODE_GPUS, "GPUs (the most one node holds)")
 
 
 class TopologyIds:
@@ -313,7 +329,7 @@ def _container_request(c: dict[str, Any], where: str) -> tuple[int, int, int]:
     return (
         _milli(req.get("cpu", 0), f"{where}.cpu"),
         _mib(req.get("memory", 0), f"{where}.memory"),
-        int(parse_quantity(req.get(GPU, lim.get(GPU, 0)), f"{where}.{GPU}")),
+        _gpus(req.get(GPU, lim.get(GPU, 0)), f"{where}.{GPU}"),
     )
 
 
@@ -340,7 +356,7 @@ def _effective_request(spec: dict[str, Any], where: str) -> tuple[int, int, int]
     total = add(total, sidecars)
     total = (max(total[0], peak[0]), max(total[1], peak[1]), max(total[2], peak[2]))
     overhead: dict[str, Any] = spec.get("overhead") or {}
-    return add(
+    total = add(
         total,
         (
             _milli(overhead.get("cpu", 0), f"{where}.overhead.cpu"),
@@ -348,6 +364,10 @@ def _effective_request(spec: dict[str, Any], where: str) -> tuple[int, int, int]
             0,
         ),
     )
+    most = {"cpu": MAX_CPU_OR_MEMORY, "memory": MAX_CPU_OR_MEMORY, GPU: MAX_NODE_GPUS}
+    for value, (field, bound) in zip(total, most.items(), strict=True):
+        _bounded(value, f"{where}.containers[*].resources.requests.{field}", bound, "in all (the pod's sum)")
+    return total
 
 
 def pod_from_json(obj: dict[str, Any]) -> ObservedPod:
