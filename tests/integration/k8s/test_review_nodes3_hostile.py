@@ -5,14 +5,17 @@
 from __future__ import annotations
 
 import threading
+import time
 import uuid
 from typing import Any
+
+import pytest
 
 from gpufleet.adapters.kubernetes.controller import Controller, ControllerConfig
 from gpufleet.adapters.kubernetes.fakekubelet import FakeKubelet, FakeNode
 from gpufleet.adapters.kubernetes.rest import Kube
 from gpufleet.schedule.table import PodRequest
-from tests.integration.k8s.helpers import create_pod, pod_body, pods_in, wait_for
+from tests.integration.k8s.helpers import create_pod, pod_body, pods_in, running_controller, wait_for
 
 
 def _huge(name: str, sched: str, gpus: str, cpu: str = "1") -> dict[str, Any]:
@@ -52,3 +55,30 @@ def test_a_pod_asking_1e40_gpus_does_not_stop_the_controller(kube: Kube, kubelet
     assert "requests.cpu" in bad[f"pod:{ns}/huge-cpu"]
     pods = {p["metadata"]["name"]: p for p in pods_in(kube, ns)}
     assert not pods["huge-gpu"]["spec"].get("nodeName") and not pods["huge-cpu"]["spec"].get("nodeName")
+
+
+@pytest.mark.xfail(
+    strict=True, reason="a node relabelled to another GPU product than its instance type passes unflagged"
+)
+def test_a_node_relabelled_to_another_gpu_product_is_flagged(kube: Kube, kubelet: FakeKubelet, ns: str) -> None:
+    """Review (fixed), the defect: a node whose ``nvidia.com/gpu.product`` says H100 while its instance type
+    (``node.kubernetes.io/instance-type: g6.48xlarge``, an L4 machine) says otherwise was priced and metered as an
+    H100, with no sign anywhere. Now the controller records it once (audit ``node_product`` ``mismatch``, with both
+    readings; counted on /metrics), and again only when the reading changes; a consistent node is never flagged."""
+    sched = f"s-{ns}"
+    p = f"m{uuid.uuid4().hex[:5]}"
+    liar, honest = f"{p}-liar", f"{p}-ok"
+    kubelet.register([FakeNode(liar, instance_type="g6.48xlarge"), FakeNode(honest)])
+    kubelet.start()
+    cfg = ControllerConfig(scheduler_name=sched, namespace=ns, lease_name=f"l-{ns}")
+    with running_controller(kube, cfg) as ctl:
+        assert wait_for(lambda: any(a["action"] == "node_product" for a in ctl.act.audit), 20)
+        assert wait_for(lambda: ctl.last_plan is not None, 10)
+        time.sleep(1.0)  # a few more ticks: recorded once
+        kube.patch(f"/api/v1/nodes/{liar}", {"metadata": {"labels": {"nvidia.com/gpu.product": "NVIDIA-L4"}}})
+        assert wait_for(lambda: sum(a["action"] == "node_product" for a in ctl.act.audit) >= 2, 20)
+    flags = [a for a in ctl.act.audit if a["action"] == "node_product"]
+    assert [(a["target"], a["outcome"]) for a in flags] == [(liar, "mismatch"), (liar, "consistent")]
+    assert flags[0]["reason"] == "gpu_product_vs_instance_type"
+    assert (flags[0]["product"], flags[0]["instance_type"], flags[0]["instance_product"]) == (
+        "NVIDIA-H100-80GB-HBM3", "g6.48xlarge", "nvidia-l4")  # fmt: skip
