@@ -3,16 +3,21 @@ the binding plan and the node release."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 import pytest
 
+from gpufleet.adapters.kubernetes.act import Actuator
 from gpufleet.adapters.kubernetes.labels import MAX_NODE_GPUS, TopologyIds, node_from_json, pod_footprint, pod_from_json
+from gpufleet.adapters.kubernetes.product_check import ProductCheck, product_mismatch
+from gpufleet.adapters.kubernetes.rest import Kube, KubeConfig
 from gpufleet.control.binding import BindingPlanner
 from gpufleet.control.node_release import NodeReleasePlanner
-from gpufleet.control.observation import Observation
+from gpufleet.control.observation import Observation, ObservedNode
 from gpufleet.domain.catalog import BUILTIN_PRICE_CATALOG
 from gpufleet.domain.errors import ValidationError
+from gpufleet.schedule.table import NodeSpec
 from tests.unit.test_node_release import Recorder
 
 T0 = 1_800_000_000.0
@@ -80,3 +85,59 @@ def test_the_largest_readable_pod_is_unschedulable_and_plans_run() -> None:
     rec = Recorder()
     NodeReleasePlanner(rec, BUILTIN_PRICE_CATALOG).plan(obs)
     assert rec.asked[0].pending_gpus == MAX_NODE_GPUS
+
+
+def _labelled(instance: str = "", **labels: str) -> ObservedNode:
+    spec = NodeSpec("n0", 1000, 1024, 8, "x", labels=tuple(sorted(f"{k}={v}" for k, v in labels.items())))
+    return ObservedNode(spec, sku=labels.get("nvidia.com/gpu.product", ""), instance_type=instance)
+
+
+@pytest.mark.parametrize(
+    ("instance", "labels", "reason"),
+    [
+        ("g6.48xlarge", {"nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3"}, "gpu_product_vs_instance_type"),
+        ("p5.48xlarge", {"nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3"}, None),
+        (
+            "",
+            {"nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3", "cloud.google.com/gke-accelerator": "nvidia-l4"},
+            "gpu_product_vs_gke_accelerator",
+        ),
+        ("", {"nvidia.com/gpu.product": "NVIDIA-L4", "cloud.google.com/gke-accelerator": "nvidia-l4"}, None),
+        (
+            "",
+            {"nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3", "karpenter.k8s.aws/instance-gpu-name": "a10g"},
+            "gpu_product_vs_instance_gpu_name",
+        ),
+        ("", {"nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3", "karpenter.k8s.aws/instance-gpu-name": "h100"}, None),
+        ("g6.48xlarge", {"nvidia.com/gpu.product": "Mystery-GPU"}, None),  # outside the catalog: cannot tell
+        ("g5.48xlarge", {"nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3"}, None),  # an instance type not mapped
+        ("g6.48xlarge", {}, None),  # no label: the product is the instance type's own
+    ],
+)
+def test_product_mismatch_compares_in_catalog_skus(instance: str, labels: dict[str, str], reason: str | None) -> None:
+    """Review (fixed): what contradicts a node's ``nvidia.com/gpu.product`` (adapters/kubernetes/product_check.py),
+    and no flag where the readings cannot be compared."""
+    got = product_mismatch(_labelled(instance, **labels), BUILTIN_PRICE_CATALOG.sku_ids(), {})
+    assert (got.reason if got else None) == reason
+
+
+def test_product_check_records_once_then_its_end_and_forgets_gone_nodes() -> None:
+    """Review (fixed): a mismatch is recorded when it begins and when it ends, not every tick; a node gone is
+    forgotten (and flagged anew should the name come back with the same mismatch)."""
+    act = Actuator(Kube(KubeConfig(server="http://127.0.0.1:9")), dry_run=True)  # records only: nothing is sent
+    check = ProductCheck(BUILTIN_PRICE_CATALOG.sku_ids())
+    liar = _labelled("g6.48xlarge", **{"nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3"})
+    for _ in range(3):
+        check.scan((liar,), act)
+    check.scan((replace(liar),), act)  # a new object (another resourceVersion), the same mismatch
+    records = [(a["target"], a["reason"], a["outcome"]) for a in act.audit]
+    assert records == [("n0", "gpu_product_vs_instance_type", "mismatch")]
+    fixed = _labelled("g6.48xlarge", **{"nvidia.com/gpu.product": "NVIDIA-L4"})
+    check.scan((fixed,), act)
+    records = [(a["target"], a["reason"], a["outcome"]) for a in act.audit]
+    assert records[-1] == ("n0", "gpu_product_vs_instance_type", "consistent")
+    check.scan((liar,), act)
+    check.scan((), act)
+    check.scan((replace(liar),), act)
+    assert [a["outcome"] for a in act.audit] == ["mismatch", "consistent", "mismatch", "mismatch"]
+    assert act.audit[0]["instance_product"] == "nvidia-l4" and act.audit[0]["action"] == "node_product"

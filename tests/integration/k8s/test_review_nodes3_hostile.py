@@ -9,8 +9,6 @@ import time
 import uuid
 from typing import Any
 
-import pytest
-
 from gpufleet.adapters.kubernetes.controller import Controller, ControllerConfig
 from gpufleet.adapters.kubernetes.fakekubelet import FakeKubelet, FakeNode
 from gpufleet.adapters.kubernetes.rest import Kube
@@ -57,9 +55,6 @@ def test_a_pod_asking_1e40_gpus_does_not_stop_the_controller(kube: Kube, kubelet
     assert not pods["huge-gpu"]["spec"].get("nodeName") and not pods["huge-cpu"]["spec"].get("nodeName")
 
 
-@pytest.mark.xfail(
-    strict=True, reason="a node relabelled to another GPU product than its instance type passes unflagged"
-)
 def test_a_node_relabelled_to_another_gpu_product_is_flagged(kube: Kube, kubelet: FakeKubelet, ns: str) -> None:
     """Review (fixed), the defect: a node whose ``nvidia.com/gpu.product`` says H100 while its instance type
     (``node.kubernetes.io/instance-type: g6.48xlarge``, an L4 machine) says otherwise was priced and metered as an

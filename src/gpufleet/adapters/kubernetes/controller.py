@@ -40,6 +40,7 @@ from gpufleet.adapters.kubernetes.health import DEFAULT_STALE_S, ControllerHealt
 from gpufleet.adapters.kubernetes.lease import LeaderElector
 from gpufleet.adapters.kubernetes.node_limits import DEFAULT_SELECTOR as NODE_LIMITS_SELECTOR
 from gpufleet.adapters.kubernetes.node_limits import selected_node_pools
+from gpufleet.adapters.kubernetes.product_check import ProductCheck
 from gpufleet.adapters.kubernetes.reclaim import apply_drain, apply_reclaim, apply_release, mark_idle
 from gpufleet.adapters.kubernetes.rest import Kube
 from gpufleet.adapters.kubernetes.scaling import DeploymentScaling
@@ -197,6 +198,7 @@ class Controller:
         self.planner = BindingPlanner(scheduler_name=cfg.scheduler_name, policy=cfg.policy, tier_order=cfg.tier_order,
                                       preempt_cfg=pcfg, spread=cfg.replica_spread)  # fmt: skip
         self.act = Actuator(kube, dry_run=cfg.dry_run, audit_path=cfg.audit_path, events=cfg.events, clock=clock)
+        self.product_check = ProductCheck(BUILTIN_PRICE_CATALOG.sku_ids(), dict(cfg.sku_map))  # relabelled nodes
         self.health = ControllerHealth(self._health_probe, stale_s=cfg.health_stale_s)  # served by start() on a port
         self.health_server: HealthServer | None = None
         self.act.on_record = self.health.record
@@ -385,6 +387,7 @@ class Controller:
         for d, refused, at in failed:  # evictions that failed: give the reserved room back before planning
             self.planner.cancel(d, "blocked_by_pdb" if refused else "eviction_failed", refused=refused, at_s=at)
         obs = self.view.observation()
+        self.product_check.scan(obs.nodes, self.act)  # a node whose product label its machine contradicts: flagged
         decided: set[str] = set()
         binds: list[PodBind] = []
         unsched: list[Unschedulable] = []
