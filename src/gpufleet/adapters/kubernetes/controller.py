@@ -41,7 +41,7 @@ from gpufleet.adapters.kubernetes.lease import LeaderElector
 from gpufleet.adapters.kubernetes.node_limits import DEFAULT_SELECTOR as NODE_LIMITS_SELECTOR
 from gpufleet.adapters.kubernetes.node_limits import selected_node_pools
 from gpufleet.adapters.kubernetes.product_check import ProductCheck
-from gpufleet.adapters.kubernetes.reclaim import apply_drain, apply_reclaim, apply_release, mark_idle
+from gpufleet.adapters.kubernetes.reclaim import apply_preemption, apply_reclaim, apply_release, mark_idle
 from gpufleet.adapters.kubernetes.rest import Kube
 from gpufleet.adapters.kubernetes.scaling import DeploymentScaling
 from gpufleet.adapters.kubernetes.store_link import StoreLink
@@ -58,8 +58,8 @@ from gpufleet.control.buffer_pods import BufferPods, plan_buffer_pods
 from gpufleet.control.node_release import NodeRelease, NodeReleasePlanner, NodeUncordon
 from gpufleet.control.observation import Observation
 from gpufleet.control.placement import ReplicaSpread
-from gpufleet.control.preempting import PREEMPT_REASON, NoPreempt, PreemptConfig, PreemptDecision, Victim
-from gpufleet.control.reclaim import NodeDrain, plan_reclaim
+from gpufleet.control.preempting import PREEMPT_REASON, NoPreempt, PreemptConfig, PreemptDecision
+from gpufleet.control.reclaim import plan_reclaim
 from gpufleet.control.replicas import ScalePlan
 from gpufleet.control.start_buffer import StartBuffer
 from gpufleet.domain.catalog import BUILTIN_PRICE_CATALOG
@@ -433,23 +433,12 @@ class Controller:
             t.start()
 
     def _apply_preemption(self, d: PreemptDecision) -> None:
-        by_node: dict[str, list[Victim]] = {}
-        for v in d.victims:
-            by_node.setdefault(v.node, []).append(v)
-        got: dict[str, str] = {}
-        refused: list[str] = []  # victims (namespace/name) their budget refused
-        for node, vs in sorted(by_node.items()):
-            drain = NodeDrain(node, tuple(v.pod for v in vs), tuple(v.pod for v in vs if v.action == "checkpoint_then_stop"),
-                              0, d.reason)  # fmt: skip
-            got[node] = apply_drain(self.act, drain, checkpoint_timeout_s=self.cfg.checkpoint_timeout_s, cordon=False,
-                                    grace_s=self.cfg.eviction_grace_s, refused=refused)  # fmt: skip
-            if got[node] not in ("drained", "dry_run"):
-                break
+        got, refused = apply_preemption(self.act, d, checkpoint_timeout_s=self.cfg.checkpoint_timeout_s,
+                                        grace_s=self.cfg.eviction_grace_s)  # fmt: skip
         with self._lock:
             self.preempt_results.append((d.key, got))
             if any(o not in ("drained", "dry_run") for o in got.values()):
-                uids = tuple(v.uid for v in d.victims if v.pod in refused)
-                self._preempt_failed.append((d, uids, self.clock()))
+                self._preempt_failed.append((d, refused, self.clock()))
 
     def maybe_scale(self) -> ScalePlan | None:
         """The replica scaling's period decision now, on the caller's thread (scaling.py); None when off or not due."""

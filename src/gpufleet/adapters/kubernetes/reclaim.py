@@ -15,7 +15,7 @@ backoff; an eviction still throttled after the Actuator's retries stops it as ``
 gpufleet's own (:meth:`Actuator.cordon_own`: marked with the annotation ``gpufleet.io/cordoned-by``) and only such a
 cordon is undone (:meth:`Actuator.uncordon_own`): a node an administrator had cordoned is drained but stays
 cordoned.
-Priority preemption (the controller) uses the same path without the cordon (``cordon=False``): the node keeps
+Priority preemption (the controller, :func:`apply_preemption`) uses the same path without the cordon (``cordon=False``): the node keeps
 its other pods and takes the preemptor.
 """
 
@@ -29,6 +29,7 @@ from gpufleet.adapters.kubernetes.labels import A_IDLE_SINCE
 from gpufleet.adapters.kubernetes.rest import JSON, ApiError, Kube
 from gpufleet.control.node_release import LAUNCHED, NODE_BOUND_OWNERS, NodeRelease
 from gpufleet.control.observation import Observation
+from gpufleet.control.preempting import PreemptDecision, Victim
 from gpufleet.control.reclaim import NodeDrain, ReclaimPlan
 
 A_CKPT_REQUESTED = "gpufleet.io/checkpoint-requested"
@@ -121,6 +122,27 @@ def apply_drain(
 
 def apply_reclaim(act: Actuator, plan: ReclaimPlan, **kw: float | None) -> dict[str, str]:
     return {d.node: apply_drain(act, d, **kw) for d in plan.drains}  # type: ignore[arg-type]
+
+
+def apply_preemption(
+    act: Actuator, d: PreemptDecision, *, checkpoint_timeout_s: float, grace_s: int | None
+) -> tuple[dict[str, str], tuple[str, ...]]:
+    """A preemption decision's evictions (control/preempting.py): node by node (sorted), :func:`apply_drain` without
+    the cordon, stopping at the first node that does not drain. Returns each node's outcome and the uids of the
+    victims their PodDisruptionBudget refused (the planner bars them a while: ``BindingPlanner.cancel``)."""
+    by_node: dict[str, list[Victim]] = {}
+    for v in d.victims:
+        by_node.setdefault(v.node, []).append(v)
+    got: dict[str, str] = {}
+    refused: list[str] = []  # victims (namespace/name) their budget refused
+    for node, vs in sorted(by_node.items()):
+        drain = NodeDrain(node, tuple(v.pod for v in vs), tuple(v.pod for v in vs if v.action == "checkpoint_then_stop"),
+                          0, d.reason)  # fmt: skip
+        got[node] = apply_drain(act, drain, checkpoint_timeout_s=checkpoint_timeout_s, cordon=False, grace_s=grace_s,
+                                refused=refused)  # fmt: skip
+        if got[node] not in ("drained", "dry_run"):
+            break
+    return got, tuple(v.uid for v in d.victims if v.pod in refused)
 
 
 def _node_bound(pod: JSON) -> bool:
