@@ -23,8 +23,6 @@ from dataclasses import dataclass
 
 import numpy as np
 import numpy.typing as npt
-import scipy.sparse as sp
-from scipy.optimize import linprog
 
 from gpufleet.domain.errors import ValidationError
 from gpufleet.domain.pools import Tier
@@ -58,6 +56,9 @@ class CommitmentPlan:
 
 def solve_commitments(p: CommitmentProblem) -> CommitmentPlan:
     """The exact LP optimum of one SKU-region (see the module docstring)."""
+    import scipy.sparse as sp  # here, not at module level: scipy.optimize and .sparse take ~0.5 s to import
+    from scipy.optimize import linprog
+
     d = np.asarray(p.demand_gpus, dtype=np.float64)
     n = len(d)
     if n == 0 or not np.all(np.isfinite(d)) or np.any(d < 0):

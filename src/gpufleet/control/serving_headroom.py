@@ -27,7 +27,6 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
-from scipy import special
 
 from gpufleet.autoscale.loop_adapters import PredictiveReplicas
 from gpufleet.autoscale.policy_base import RatePolicy
@@ -416,6 +415,8 @@ def stockout_jump(slot_logs: dict[int, np.ndarray], jumps: dict[int, deque[float
 def _t_tail(df: int, z: float, mean: float, sd: float) -> float:
     """A slot's tail jump (:meth:`SpareReplicas._jump_spread`'s arguments): ``exp(mean + t sd)``, t the Student-t quantile (``df``
     degrees of freedom) at the normal's probability of ``z``."""
+    from scipy import special  # here, not at module level: scipy.special takes ~0.3 s to import
+
     t = float(special.stdtrit(df, special.ndtr(z)))
     if not math.isfinite(t):  # z past float's normal tail (a spread of rounding noise): the last finite quantile
         t = float(special.stdtrit(df, 1.0 - 1e-15))

@@ -12,7 +12,6 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 import numpy as np
-from scipy.signal import lfilter
 
 from gpufleet.forecast.quantiles import FloatArray
 
@@ -136,6 +135,8 @@ def _ses_level(
     if len(y) <= SES_SMALL:
         levels = _ses_levels_small(y, alphas)  # (alphas, n - 1)
     else:
+        from scipy.signal import lfilter  # here, not at module level: only long series need it
+
         # level_t = (1 - a) level_{t-1} + a y_t, started at y_0; one linear filter per alpha
         levels = np.vstack([lfilter([a], [1.0, -(1.0 - a)], y[1:], zi=[(1.0 - a) * y[0]])[0] for a in alphas])
     prev = np.concatenate((np.full((len(alphas), 1), y[0]), levels), axis=1)  # prev[:, t] = level after y_t

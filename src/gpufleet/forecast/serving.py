@@ -44,7 +44,6 @@ from typing import Self
 
 import numpy as np
 import numpy.typing as npt
-from scipy.stats import t as student_t
 
 from gpufleet.domain.errors import ValidationError
 from gpufleet.forecast.components import default_components
@@ -225,6 +224,8 @@ class ServingForecaster:
         only about ``n_eff`` independent windows; widen by the Student-t / normal 90% quantile ratio."""
         if self.widen is not None:
             return self.widen
+        from scipy.stats import t as student_t  # here, not at module level: scipy.stats takes ~1 s to import
+
         base = self.seasons_[0] if self.seasons_ else 1
         n_eff = max(1.0, (len(self.y_) - max(3, 2 * base)) / h)
         return float(student_t.ppf(0.9, max(1.0, n_eff - 1.0)) / student_t.ppf(0.9, 1e6))
