@@ -16,8 +16,6 @@ import statistics
 from collections.abc import Callable
 from typing import Any
 
-from scipy import stats
-
 from gpufleet.sim.compare import run_loops
 from gpufleet.sim.scenario import Scenario
 
@@ -52,6 +50,8 @@ def mean_ci95(xs: list[float]) -> tuple[float, float] | None:
     under two values."""
     if len(xs) < 2:
         return None
+    from scipy import stats  # here, not at module level: scipy.stats takes ~1 s to import
+
     half = float(stats.t.ppf(0.975, len(xs) - 1)) * statistics.stdev(xs) / math.sqrt(len(xs))
     m = statistics.fmean(xs)
     return round(m - half, 4), round(m + half, 4)
