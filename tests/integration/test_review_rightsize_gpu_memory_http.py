@@ -19,10 +19,14 @@ def _rec(wid: str, start_s: int) -> dict[str, Any]:
             "sku_id": SKU, "gpus_allocated": 8.0, "gpu_util": 0.10}  # fmt: skip
 
 
-@pytest.mark.xfail(strict=True, reason="unmeasured GPU memory read as 0 GB: 8 x H100 applied as 1 x H100")
 def test_http_rightsizing_keeps_the_gpu_memory_it_never_measured(
     database: Database, make_server: ServerFactory
 ) -> None:
+    """Review (fixed), the defect: the stored usage has GPU utilization only, ``control/costing.py`` passes an
+    all-NaN ``gpu_mem_gb`` and ``recommend`` read it as 0 GB: ``GET /v1/workloads/{id}/cost`` recommended 1 x H100
+    (80 GB) for an 8 x H100 (640 GB) serving replica at 10 % busy, and ``rightsizing:apply`` +
+    ``/v1/changes/{id}:apply`` set the workload to it. Expected: the recommended spec keeps >= 640 GB of GPU memory
+    and says why."""
     if database.backend != "sqlite":
         pytest.skip("one backend is enough: the decision is pure")
     s = make_server(database)

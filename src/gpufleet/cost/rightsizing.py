@@ -3,8 +3,11 @@
 GPU compute need is measured in H100-equivalents (``relative_throughput``): a replica that keeps ``g`` GPUs of
 SKU ``s`` busy ``u`` of the time needs ``u * g * tp(s) * (1 + headroom)``. A candidate SKU ``c`` must supply it
 with ``ceil(need / tp(c))`` GPUs, and also hold the replica's GPU memory (``memory_gb``) with headroom, within one
-node. The cheapest candidate wins; ties keep the current SKU. Recommendations go both ways (a starved CPU request
-is raised), and say why in reason codes.
+node. GPU memory that was never measured (no sample of ``gpu_mem_gb``) is not taken as 0 GB: the candidate must then
+hold at least the replica's current GPU memory (``gpus x memory_gb`` of its SKU), since nothing showed the model
+fits in less (reason ``gpu_memory_unmeasured_kept``, evidence ``gpu_mem_floor_gb``). The cheapest candidate wins;
+ties keep the current SKU. Recommendations go both ways (a starved CPU request is raised), and say why in reason
+codes.
 """
 
 from __future__ import annotations
@@ -129,7 +132,10 @@ def recommend(
         reasons.append("memory_reduced" if mem < current.mem_gb else "memory_raised_near_limit")
 
     need_tp = p_util * current.gpus * SKUS_BY_ID[current.sku_id].relative_throughput * h
-    need_mem = 0.0 if math.isnan(p_gmem) else p_gmem * h
+    mem_measured = not math.isnan(p_gmem)
+    # unmeasured GPU memory: keep at least the replica's current GPU memory (no headroom: it ran in that)
+    mem_floor = float(current.gpus * SKUS_BY_ID[current.sku_id].memory_gb)
+    need_mem = p_gmem * h if mem_measured else mem_floor
     best_sku, best_gpus = current.sku_id, current.gpus
     best_cost = cur_cost
     for sku_id in dict.fromkeys([current.sku_id, *(candidate_skus or ())]):
@@ -144,12 +150,15 @@ def recommend(
         fewer = sku_id == current.sku_id and gpus < current.gpus
         if (fewer or (sku_id != current.sku_id and cheaper_enough)) and cost < best_cost:
             best_sku, best_gpus, best_cost = sku_id, gpus, cost
-    if best_sku != current.sku_id:
-        reasons.append("cheaper_sku_fits_memory_and_throughput")
+    if best_sku != current.sku_id:  # a memory fit is claimed only when GPU memory was measured
+        reasons.append("cheaper_sku_fits_memory_and_throughput" if mem_measured else "cheaper_sku_keeps_gpu_memory")
     if best_gpus != current.gpus:
         reasons.append("gpu_count_reduced" if best_gpus < current.gpus else "gpu_count_raised_for_sku")
+    if not mem_measured:
+        reasons.append("gpu_memory_unmeasured_kept")
     rec = ResourceSpec(cpu, mem, best_gpus, best_sku)
     evidence = {"cpu_p": p_cpu, "mem_p_gb": p_mem, "gpu_util_p": p_util, "gpu_mem_p_gb": p_gmem,
-                "need_h100_eq": need_tp, "samples": float(n_ok)}  # fmt: skip
+                "need_h100_eq": need_tp, "need_gpu_mem_gb": need_mem,
+                "gpu_mem_floor_gb": math.nan if mem_measured else mem_floor, "samples": float(n_ok)}  # fmt: skip
     return Recommendation(workload_id, replicas, current, rec, tuple(reasons) or ("already_right_sized",),
                           cur_cost, best_cost, evidence)  # fmt: skip

@@ -22,7 +22,6 @@ def _gpu_mem_gb(s: ResourceSpec) -> int:
     return s.gpus * SKUS_BY_ID[s.sku_id].memory_gb
 
 
-@pytest.mark.xfail(strict=True, reason="unmeasured GPU memory reads as 0 GB: 8 x H100 cut to 1 GPU / an L40S")
 @pytest.mark.parametrize(
     ("gpus", "util", "cands"),
     [(8, 0.10, CANDIDATES[1:]), (1, 0.05, CANDIDATES[1:]), (4, 0.02, CANDIDATES[1:]), (1, 0.05, ("l40s",))],
@@ -30,8 +29,26 @@ def _gpu_mem_gb(s: ResourceSpec) -> int:
 def test_unmeasured_gpu_memory_never_lowers_the_replicas_gpu_memory(
     gpus: int, util: float, cands: tuple[str, ...]
 ) -> None:
+    """Review (fixed), the defect: ``recommend`` took a NaN p99 of GPU memory as ``need_mem = 0``, so only
+    throughput bounded the GPUs: 8 x H100 (640 GB) at 10 % busy was cut to 1 H100 (80 GB), 1 H100 at 5 % moved to
+    one L40S (48 GB) "fitting memory", and applied through the API that OOMs the model. Expected: unmeasured GPU
+    memory keeps at least the replica's current GPU memory, says so (``gpu_memory_unmeasured_kept``) and never
+    claims ``cheaper_sku_fits_memory_and_throughput``."""
     cur = ResourceSpec(cpu=64, mem_gb=512, gpus=gpus, sku_id="h100_80gb")
     rec = recommend("llm", cur, _util_only(util), candidate_skus=cands)
     assert _gpu_mem_gb(rec.recommended) >= _gpu_mem_gb(cur), (rec.recommended, rec.reasons)
     assert "cheaper_sku_fits_memory_and_throughput" not in rec.reasons  # no memory fit was checked
     assert "gpu_memory_unmeasured_kept" in rec.reasons, rec.reasons
+    assert rec.evidence["gpu_mem_floor_gb"] == _gpu_mem_gb(cur)
+
+
+def test_measured_gpu_memory_still_sizes_by_its_p99() -> None:
+    """Review (holds): with GPU memory measured the memory-aware rule stands: 8 x H100 at 10 % holding 30 GB
+    (36 GB with headroom) moves to fewer, cheaper GPUs and says the memory fits; no floor, no unmeasured reason."""
+    cur = ResourceSpec(cpu=64, mem_gb=512, gpus=8, sku_id="h100_80gb")
+    nan = np.full(N, np.nan)
+    prof = UsageProfile(nan, nan, np.full(N, 0.10), np.full(N, 30.0))
+    rec = recommend("llm", cur, prof, candidate_skus=CANDIDATES[1:])
+    assert _gpu_mem_gb(rec.recommended) < _gpu_mem_gb(cur) and _gpu_mem_gb(rec.recommended) >= 36
+    assert "cheaper_sku_fits_memory_and_throughput" in rec.reasons or "gpu_count_reduced" in rec.reasons
+    assert "gpu_memory_unmeasured_kept" not in rec.reasons
