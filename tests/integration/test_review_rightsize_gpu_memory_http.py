@@ -57,3 +57,28 @@ def test_http_rightsizing_keeps_the_gpu_memory_it_never_measured(
         assert gpu_mem >= 8 * 80, f"applied {spec} ({gpu_mem} GB) to a model that held 640 GB; reasons {rec['reasons']}"
         assert "gpu_memory_unmeasured_kept" in rec["reasons"]
         assert "cheaper_sku_fits_memory_and_throughput" not in rec["reasons"]
+
+
+def test_http_rightsizing_sizes_measured_gpu_memory(database: Database, make_server: ServerFactory) -> None:
+    """Review (fixed), the second half: with ``gpu_mem_gb`` ingested (the most GPU memory one replica used, e.g.
+    30 GB of an 8 x H100 replica at 10 % busy) the memory-aware rule applies: fewer GPUs that hold 30 GB x 1.2 and
+    the throughput, no ``gpu_memory_unmeasured_kept``; one record without it makes that bucket unmeasured."""
+    if database.backend != "sqlite":
+        pytest.skip("one backend is enough: the decision is pure")
+    s = make_server(database)
+    with s.client("ml_platform_admin", "bob") as admin:
+        assert admin.post("/v1/teams", json={"id": "team-a", "name": "team-a"}).status_code == 201
+        t = admin.post("/v1/tenants", json={"id": "team-a-prod", "name": "prod", "team_id": "team-a"})
+        assert t.status_code == 201
+        body = {"name": "llm-8b", "image": "img:1", "gpus": 8, "gpu_sku": SKU, "team": "team-a", "kind": "serving"}
+        wid = admin.post("/v1/workloads", json=body).json()["workload_id"]
+        recs = [_rec(wid, NOW_S - 7 * DAY + i * BUCKET) | {"gpu_mem_gb": 30.0} for i in range(7 * DAY // BUCKET)]
+        bad = admin.post("/v1/utilization:ingest", json={"records": [recs[0] | {"gpu_mem_gb": -1.0}]})
+        assert bad.status_code == 422 and "gpu_mem_gb" in bad.text
+        assert admin.post("/v1/utilization:ingest", json={"records": recs}).status_code == 200
+        rec = admin.get(f"/v1/workloads/{wid}/cost", params={"window": "7d"}).json()["rightsizing"]["recommendation"]
+        assert rec["evidence"]["gpu_mem_p_gb"] == 30.0 and rec["evidence"]["gpu_mem_floor_gb"] is None
+        after = rec["recommended"]
+        gpu_mem = after["gpus"] * SKUS_BY_ID[after["gpu_sku"]].memory_gb
+        assert 36 <= gpu_mem < 640, rec
+        assert "gpu_memory_unmeasured_kept" not in rec["reasons"], rec

@@ -570,6 +570,12 @@ class UtilizationRecordIn(Strict):
         description="The pool the GPUs ran in (its region follows): costs are charged to it. Omitted: the "
         "fallback attribution (the SKU's reservations first, then on-demand).",
     )
+    gpu_mem_gb: Annotated[float, Field(ge=0, le=1e6, allow_inf_nan=False, strict=True)] | None = Field(
+        default=None,
+        description="The most GPU memory one replica (pod) used in the bucket, summed over its GPUs, in GB (DCGM "
+        "DCGM_FI_DEV_FB_USED MiB / 1024). Omitted or null: not measured; rightsizing then keeps the replica's GPU "
+        "memory.",
+    )
 
 
 class UtilizationIngest(Strict):

@@ -36,18 +36,25 @@ def rightsize(workload_id: str, spec: ResourceSpec, recs: Sequence[UtilRec]) -> 
 
     One sample per bucket start: the records of a bucket (one per pool, tier or source the workload held GPUs in)
     are added up, their busy GPUs (``gpus x util`` of the measured ones) over the spec's GPUs; a bucket none of whose
-    records was measured is NaN (not a sample)."""
+    records was measured is NaN (not a sample). A bucket's GPU memory (one replica's) is the largest of its records',
+    NaN unless every record holding GPUs measured it (an unmeasured pool's replicas may hold more); with no bucket
+    measured, ``recommend`` keeps the replica's current GPU memory."""
     if not recs:
         return None
     busy: dict[int, float] = {}
+    gmem: dict[int, float] = {}
     for r in sorted(recs, key=lambda r: r.start_s):
         b = busy.setdefault(r.start_s, math.nan)
         if not math.isnan(r.util):  # measured
             busy[r.start_s] = r.util * r.gpus if math.isnan(b) else b + r.util * r.gpus
+        if r.gpus > 0:  # one unmeasured record makes the bucket's memory unmeasured
+            m = gmem.get(r.start_s, r.gpu_mem_gb)
+            gmem[r.start_s] = math.nan if math.isnan(m) or math.isnan(r.gpu_mem_gb) else max(m, r.gpu_mem_gb)
     util = np.array([b / max(spec.gpus, 1) for b in busy.values()], dtype=np.float64)
+    mem = np.array([gmem.get(t, math.nan) for t in busy], dtype=np.float64)
     nan = np.full(len(util), np.nan)
     cands = tuple(s for s in SKU_CANDIDATES if s != spec.sku_id)
-    return recommend(workload_id, spec, UsageProfile(nan, nan, np.clip(util, 0, 1), nan), candidate_skus=cands)
+    return recommend(workload_id, spec, UsageProfile(nan, nan, np.clip(util, 0, 1), mem), candidate_skus=cands)
 
 
 def change_spec(

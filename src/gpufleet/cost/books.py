@@ -41,6 +41,7 @@ class UtilRec:
     gpus: float
     util: float  # 0..1; NaN: not measured (the GPUs held count, the time is neither busy nor idle)
     pool_id: str | None = None  # the pool the GPUs ran in, when the telemetry says
+    gpu_mem_gb: float = math.nan  # the most GPU memory one replica used (GB over its GPUs); NaN: not measured
 
 
 @dataclass(frozen=True, slots=True)

@@ -70,10 +70,11 @@ __all__ = ["FinOpsService", "FinOpsSnapshot", "change_dict", "recommendation_dic
 
 def _summed_over_sources(rows: Sequence[Any]) -> list[UtilRec]:
     """One record per (workload, team, SKU, bucket start, bucket length, pool) from the stored rows ``(workload,
-    team, sku, start, bucket_s, gpus, util, pool)``: the GPUs of every source added up (two sources are two
-    holdings, e.g. the meters of two clusters; re-ingesting one source's bucket replaces its row, the primary key
+    team, sku, start, bucket_s, gpus, util, pool, gpu_mem_gb)``: the GPUs of every source added up (two sources are
+    two holdings, e.g. the meters of two clusters; re-ingesting one source's bucket replaces its row, the primary key
     being (source, bucket start, workload)), the utilization weighted by the GPUs of the sources that measured it
-    (NaN when none did). A group of one row is that row unchanged."""
+    (NaN when none did), a replica's GPU memory the largest of the sources' (NaN unless every source measured it:
+    the others' replicas may hold more). A group of one row is that row unchanged."""
     groups: dict[tuple[Any, ...], list[Any]] = defaultdict(list)
     for r in rows:
         groups[(r[0], r[1], r[2], int(r[3]), int(r[4]), r[7])].append(r)
@@ -82,7 +83,8 @@ def _summed_over_sources(rows: Sequence[Any]) -> list[UtilRec]:
     for (wl, team, sku, start, bucket_s, pool), grp in groups.items():
         if len(grp) == 1:
             g = grp[0]
-            out.append(UtilRec(wl, team, sku, start, bucket_s, float(g[5]), nan if g[6] is None else float(g[6]), pool))
+            out.append(UtilRec(wl, team, sku, start, bucket_s, float(g[5]), nan if g[6] is None else float(g[6]), pool,
+                               nan if g[8] is None else float(g[8])))  # fmt: skip
             continue
         gpus = sum(float(g[5]) for g in grp)
         measured = [(float(g[5]), float(g[6])) for g in grp if g[6] is not None]
@@ -93,7 +95,8 @@ def _summed_over_sources(rows: Sequence[Any]) -> list[UtilRec]:
             util = sum(m[0] * m[1] for m in measured) / held
         else:
             util = sum(m[1] for m in measured) / len(measured)
-        out.append(UtilRec(wl, team, sku, start, bucket_s, gpus, util, pool))
+        gmem = nan if any(g[8] is None for g in grp) else max(float(g[8]) for g in grp)
+        out.append(UtilRec(wl, team, sku, start, bucket_s, gpus, util, pool, gmem))
     return out
 
 
@@ -127,7 +130,7 @@ class FinOpsService:
             rows = s.execute(
                 select(UtilizationRow.workload_id, UtilizationRow.team_id, UtilizationRow.sku_id,
                        UtilizationRow.bucket_start_s, UtilizationRow.bucket_s, UtilizationRow.gpus_allocated,
-                       UtilizationRow.gpu_util, UtilizationRow.pool_id)
+                       UtilizationRow.gpu_util, UtilizationRow.pool_id, UtilizationRow.gpu_mem_gb)
                 .where(UtilizationRow.bucket_start_s >= t0_s - DAY_S, UtilizationRow.bucket_start_s < t1_s)
                 .order_by(UtilizationRow.workload_id, UtilizationRow.bucket_start_s, UtilizationRow.source)
             ).all()  # fmt: skip

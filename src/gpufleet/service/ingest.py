@@ -40,8 +40,9 @@ CSV_COLUMNS = (
     "gpu_util",
     "queue_wait_s",
     "pool_id",
+    "gpu_mem_gb",
 )
-_REQUIRED = CSV_COLUMNS[:-2]  # queue_wait_s and pool_id are optional
+_REQUIRED = CSV_COLUMNS[:-3]  # queue_wait_s, pool_id and gpu_mem_gb are optional
 _POOL_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.:/-]{0,199}")
 
 
@@ -82,6 +83,7 @@ def _csv_record(i: int, raw: dict[str, Any]) -> dict[str, Any]:
             "gpu_util": float(raw["gpu_util"]) if raw["gpu_util"] not in ("", None) else None,
             "queue_wait_s": float(raw["queue_wait_s"]) if raw.get("queue_wait_s") else None,
             "pool_id": raw.get("pool_id") or None,
+            "gpu_mem_gb": float(raw["gpu_mem_gb"]) if raw.get("gpu_mem_gb") not in ("", None) else None,
         }
     except (TypeError, ValueError) as exc:
         raise ValidationError(f"records[{i}]", f"bad value: {exc}", location=f"line {i + 2}") from None
@@ -112,6 +114,9 @@ def validate(records: Sequence[dict[str, Any]]) -> None:
         q = r.get("queue_wait_s")
         if q is not None and (not math.isfinite(q) or q < 0):
             raise ValidationError(f"records[{i}].queue_wait_s", "must be a finite number >= 0")
+        m = r.get("gpu_mem_gb")
+        if m is not None and (not math.isfinite(m) or not 0 <= m <= 1e6):
+            raise ValidationError(f"records[{i}].gpu_mem_gb", "must be in [0, 1e6] GB, or empty (not measured)")
 
 
 class IngestService:
@@ -177,6 +182,7 @@ class IngestService:
                 **r,
                 "queue_wait_s": r.get("queue_wait_s"),
                 "pool_id": r.get("pool_id"),
+                "gpu_mem_gb": r.get("gpu_mem_gb"),
             }
         rows = list(latest.values())
         with UnitOfWork(self._engine, write=True) as uow:
@@ -232,6 +238,7 @@ class IngestService:
                                 "gpu_util",
                                 "queue_wait_s",
                                 "pool_id",
+                                "gpu_mem_gb",
                             )
                         },
                     )

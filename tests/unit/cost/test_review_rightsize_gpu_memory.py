@@ -52,3 +52,24 @@ def test_measured_gpu_memory_still_sizes_by_its_p99() -> None:
     assert _gpu_mem_gb(rec.recommended) < _gpu_mem_gb(cur) and _gpu_mem_gb(rec.recommended) >= 36
     assert "cheaper_sku_fits_memory_and_throughput" in rec.reasons or "gpu_count_reduced" in rec.reasons
     assert "gpu_memory_unmeasured_kept" not in rec.reasons
+
+
+def test_a_bucket_with_one_unmeasured_record_has_no_gpu_memory() -> None:
+    """Review (fixed), the measured path: ``control.costing.rightsize`` takes a bucket's GPU memory (one replica's) as
+    the largest of its records', and a bucket where one record holding GPUs was not measured as unmeasured: that
+    pool's replicas may hold more, so a partly measured week keeps the current GPU memory."""
+    from gpufleet.control.costing import rightsize
+    from gpufleet.cost.books import UtilRec
+
+    spec = ResourceSpec(cpu=64, mem_gb=512, gpus=8, sku_id="h100_80gb")
+    starts = range(0, 336 * 1800, 1800)
+    od, spot = "aws/us-east-1/h100_80gb/on_demand", "nebius/eu-north1/h100_80gb/spot"
+    measured = [UtilRec("w", "t", "h100_80gb", t, 1800, 4.0, 0.1, p, g) for t in starts for p, g in ((od, 20.0),
+                (spot, 30.0))]  # fmt: skip
+    rec = rightsize("w", spec, measured)
+    assert rec is not None and rec.evidence["gpu_mem_p_gb"] == 30.0 and "gpu_memory_unmeasured_kept" not in rec.reasons
+    partly = [UtilRec("w", "t", "h100_80gb", t, 1800, 4.0, 0.1, p, g) for t in starts for p, g in ((od, 20.0),
+              (spot, float("nan")))]  # fmt: skip
+    rec = rightsize("w", spec, partly)
+    assert rec is not None and "gpu_memory_unmeasured_kept" in rec.reasons
+    assert _gpu_mem_gb(rec.recommended) >= 640

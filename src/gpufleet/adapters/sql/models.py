@@ -158,6 +158,8 @@ class UtilizationRow(Base):
     gpu_util: Mapped[float | None] = mapped_column(Float, nullable=True)  # None: held GPUs measured, busy share not
     queue_wait_s: Mapped[float | None] = mapped_column(Float, nullable=True)
     pool_id: Mapped[str | None] = mapped_column(String(200), nullable=True)  # the pool the GPUs ran in (None: unknown)
+    # the most GPU memory one replica (pod) used in the bucket, GB over its GPUs (None: not measured)
+    gpu_mem_gb: Mapped[float | None] = mapped_column(Float, nullable=True)
 
 
 class ReservationRow(Base):
