@@ -12,6 +12,9 @@ Labels read from dcgm-exporter series: ``namespace`` and ``pod`` (set when the e
 series (federation, Thanos, Mimir) tells them apart by a cluster label its setup adds (external labels,
 relabelling); ``gpu_utilization(cluster=(label, value))`` reads the series of that cluster and those without the
 label (a Prometheus of one cluster), never another cluster's pods of the same name.
+GPU memory (``gpu_memory_gb``): ``DCGM_FI_DEV_FB_USED`` (MiB of framebuffer used per device) read the same way,
+per pod the most, over the steps, of the sum over its devices, in GB (MiB / 1024, the unit of a SKU's
+``memory_gb``).
 """
 
 from __future__ import annotations
@@ -26,7 +29,7 @@ import httpx
 import numpy as np
 
 from gpufleet.adapters.inputs import MAX_UNIX_S
-from gpufleet.cost.telemetry import GPU_UTIL, BatchBuilder, SeriesKey, TelemetryBatch
+from gpufleet.cost.telemetry import GPU_FB_USED, GPU_UTIL, BatchBuilder, SeriesKey, TelemetryBatch
 from gpufleet.domain.errors import GpufleetError, ValidationError
 
 MAX_POINTS = 10_000
@@ -240,17 +243,57 @@ class PrometheusTelemetry:
     ) -> TelemetryBatch:
         """Utilization (0..1) of every pod-attributed GPU series of ``metric`` in [start_s, end_s] at ``step_s``;
         ``cluster`` (label, value): only that cluster's series and those without the label (:func:`cluster_matcher`)."""
+        builder = BatchBuilder()
+        for result in self._pod_ranges(metric, start_s, end_s, step_s, namespace, cluster):
+            add_matrix(builder, metric, result)
+        return builder.build()
+
+    def _pod_ranges(
+        self, metric: str, start_s: int, end_s: int, step_s: int, namespace: str | None, cluster: tuple[str, str] | None
+    ) -> list[list[dict[str, Any]]]:
+        """The matrix results of ``metric``'s pod-attributed series over [start_s, end_s], in chunks of at most
+        ``MAX_POINTS`` steps."""
         if step_s <= 0 or end_s < start_s:
             raise ValidationError("range", "need step_s > 0 and end_s >= start_s")
         selector = 'pod!=""' + (f',namespace="{_label_value(namespace)}"' if namespace else "")
         if cluster is not None:
             selector += "," + cluster_matcher(*cluster)
         query = f"{metric}{{{selector}}}"
-        builder = BatchBuilder()
+        out: list[list[dict[str, Any]]] = []
         chunk_s = MAX_POINTS * step_s
         t = start_s
         while t <= end_s:
             stop = min(end_s, t + chunk_s - step_s)
-            add_matrix(builder, metric, self.query_range(query, t, stop, step_s))
+            out.append(self.query_range(query, t, stop, step_s))
             t = stop + step_s
-        return builder.build()
+        return out
+
+    def gpu_memory_gb(
+        self,
+        start_s: int,
+        end_s: int,
+        step_s: int,
+        *,
+        metric: str = GPU_FB_USED,
+        namespace: str | None = None,
+        cluster: tuple[str, str] | None = None,
+    ) -> dict[tuple[str, str], float]:
+        """Per (namespace, pod): the most GPU memory it used at one step of [start_s, end_s], summed over its devices,
+        in GB (``metric`` in MiB / 1024). A sample that is not a finite number >= 0 is no measurement; a pod without
+        one is left out (not measured, never 0). Pods sharing a device (time-slicing) each count the whole device's
+        memory: more than their share, never less. ``cluster`` as in :meth:`gpu_utilization`."""
+        used: dict[tuple[tuple[str, str], float], dict[str, float]] = {}  # (pod, t) -> device -> MiB
+        for result in self._pod_ranges(metric, start_s, end_s, step_s, namespace, cluster):
+            builder = BatchBuilder()
+            add_matrix(builder, metric, result)  # the shape checked, as utilization's
+            for s in result:
+                labels = {str(k): str(v) for k, v in s.get("metric", {}).items()}
+                key = series_key(metric, labels)
+                for point in s.get("values") or []:
+                    v = float(point[1])
+                    if math.isfinite(v) and v >= 0:
+                        used.setdefault(((key.namespace, key.pod), float(point[0])), {})[key.device] = v
+        peak: dict[tuple[str, str], float] = {}
+        for (pod, _t), devices in used.items():
+            peak[pod] = max(peak.get(pod, 0.0), sum(devices.values()) / 1024.0)
+        return {pod: round(gb, 3) for pod, gb in sorted(peak.items())}

@@ -19,6 +19,7 @@ from gpufleet.domain.errors import ValidationError
 
 GPU_UTIL = "DCGM_FI_DEV_GPU_UTIL"
 GR_ENGINE_ACTIVE = "DCGM_FI_PROF_GR_ENGINE_ACTIVE"
+GPU_FB_USED = "DCGM_FI_DEV_FB_USED"  # framebuffer (GPU memory) used, MiB: not a ratio, read apart (GB per pod)
 SCALE_TO_RATIO: dict[str, float] = {GPU_UTIL: 0.01, GR_ENGINE_ACTIVE: 1.0}
 MAX_BUCKET_S = 366 * 86_400  # a telemetry bucket of more than a year is a typo
 

@@ -251,18 +251,20 @@ class Controller:
         if cfg.store_url and cfg.inventory_cluster:
             if cfg.meter_every_s > 0 and cfg.prometheus_url and self._prom is None:
                 self._prom = PrometheusTelemetry(cfg.prometheus_url)  # DCGM utilization (without it: not measured)
-            dcgm = None
+            dcgm = gpu_mem = None
             if self._prom is not None and cfg.meter_every_s > 0:
                 label = cfg.dcgm_cluster_label
                 which = (label, cfg.dcgm_cluster or cfg.inventory_cluster) if label else None
                 if which is not None and not valid_label_name(label):  # refused here, not on every hour
                     raise ValidationError("--dcgm-cluster-label", f"{label!r} is not a Prometheus label name")
                 dcgm = functools.partial(self._prom.gpu_utilization, cluster=which)
+                gpu_mem = functools.partial(self._prom.gpu_memory_gb, cluster=which)  # DCGM_FI_DEV_FB_USED
             self.store = StoreLink(self.act, cfg.store_url, cfg.inventory_cluster, sync_every_s=cfg.sync_every_s,
                                    sku_map=dict(cfg.sku_map), meter_every_s=cfg.meter_every_s, utilization=dcgm,
                                    usage_sink=usage_sink, node_limits_every_s=cfg.node_limits_every_s,
                                    node_pools=lambda: selected_node_pools(kube, cfg.node_limits_selector),
-                                   steady=time.monotonic if clock is time.time else None)  # fmt: skip
+                                   steady=time.monotonic if clock is time.time else None,
+                                   gpu_memory=gpu_mem)  # fmt: skip
 
     # -- lifecycle ---------------------------------------------------------------------------------------
     def start(self) -> Controller:

@@ -36,7 +36,8 @@ from gpufleet.domain.errors import ValidationError
 
 class StoreLink:
     """The leader's inventory sync (every ``sync_every_s``), usage metering (every ``meter_every_s``, 0 = off;
-    ``utilization`` reads DCGM from Prometheus, None: not measured; ``usage_sink`` writes the records) and
+    ``utilization`` reads DCGM from Prometheus, None: not measured; ``gpu_memory`` each pod's peak DCGM GPU memory
+    in GB, None: not measured; ``usage_sink`` writes the records) and
     NodePool limits (every ``node_limits_every_s``, 0 = off; node_limits.py) for one cluster of the store at
     ``store_url``, their store work on a :class:`SideWorker`."""
 
@@ -54,6 +55,7 @@ class StoreLink:
         node_limits_every_s: float = 0.0,
         node_pools: Callable[[], Sequence[ObservedNodePool]] | None = None,
         steady: Callable[[], float] | None = None,
+        gpu_memory: Callable[[int, int, int], Mapping[tuple[str, str], float]] | None = None,
     ) -> None:
         self.act = act
         self.store_url = store_url
@@ -72,7 +74,7 @@ class StoreLink:
             if usage_sink is None:
                 raise ValidationError("usage_sink", "usage metering needs a sink for its records")
             self.metering = MeterLoop(cluster, self.pools, utilization, usage_sink, every_s=meter_every_s,
-                                      sku_map=self.sku_map, steady=steady)  # fmt: skip
+                                      sku_map=self.sku_map, steady=steady, gpu_memory=gpu_memory)  # fmt: skip
         self.worker = SideWorker("store", self._failed)
 
     def engine(self) -> Engine:

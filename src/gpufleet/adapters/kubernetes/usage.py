@@ -47,12 +47,11 @@ from collections import deque
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-import numpy as np
-import numpy.typing as npt
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from gpufleet.adapters.kubernetes.cadence import due
+from gpufleet.adapters.kubernetes.dcgm_pods import pod_utilization
 from gpufleet.adapters.kubernetes.labels import A_WORKLOAD_ID
 from gpufleet.adapters.sql.models import PoolRow, SkuRow
 from gpufleet.control.observation import Observation
@@ -252,10 +251,23 @@ class MeteredHour:
     unwritten_gpu_h: float = 0.0
 
 
-def usage_records(hour: ClosedHour, pod_util: Mapping[tuple[str, str], float], bucket_s: int) -> MeteredHour:
+def usage_records(
+    hour: ClosedHour,
+    pod_util: Mapping[tuple[str, str], float],
+    bucket_s: int,
+    pod_mem_gb: Mapping[tuple[str, str], float] | None = None,
+) -> MeteredHour:
     """The ingest records of a closed hour (module docstring): per key, GPUs over the observed seconds and the
     GPU-seconds-weighted mean utilization of its pods with a DCGM reading (``pod_util``, 0..1; None where none of
-    its pods has one)."""
+    its pods has one), and ``gpu_mem_gb``: the most GPU memory one of its pods used (``pod_mem_gb``), None unless
+    every pod of the key that held GPUs has a reading."""
+    mem = pod_mem_gb or {}
+    key_mem: dict[UsageKey, float | None] = {}
+    for pod, (key, g) in hour.pod_gpu_s.items():
+        if g > 0:
+            m = mem.get(pod)
+            prev = key_mem.get(key, 0.0)
+            key_mem[key] = None if m is None or prev is None else max(prev, m)
     if hour.covered_s < bucket_s / 2:
         gpu_h = sum(g for _, g in hour.pod_gpu_s.values()) / 3600
         return MeteredHour([], 0.0, True, gpu_h)
@@ -280,64 +292,10 @@ def usage_records(hour: ClosedHour, pod_util: Mapping[tuple[str, str], float], b
         records.append(
             {"source": key.source, "bucket_start_s": hour.start_s, "bucket_s": bucket_s,
              "workload_id": key.workload_id, "team_id": key.team_id, "sku_id": key.sku_id, "pool_id": key.pool_id,
-             "gpus_allocated": round(gpu_s[key] / hour.covered_s, 6), "gpu_util": util}
+             "gpus_allocated": round(gpu_s[key] / hour.covered_s, 6), "gpu_util": util,
+             "gpu_mem_gb": key_mem.get(key)}
         )  # fmt: skip
     return MeteredHour(records, unmeasured)
-
-
-def pod_utilization(
-    batch: TelemetryBatch, held: Mapping[tuple[str, str], float] | None = None
-) -> dict[tuple[str, str], float]:
-    """The mean utilization (0..1) of each pod's GPU samples in a DCGM batch (every device and step of the pod).
-
-    ``held``: the GPUs each pod holds (a pod not in it: one GPU per device it is attributed). Where several pods are
-    attributed the same device at the same step (time-slicing, each pod's series carrying the whole device's
-    utilization) and together hold more than the one GPU it is, each pod's sample is the device's utilization over
-    the GPUs they hold together: their busy GPU-time adds up to the device's, split in proportion to what each holds
-    (a pod's GPUs spread evenly over the devices it is attributed, at most one on each). Pods that hold one GPU or less together (MIG
-    shares, ``gpufleet.io/gpu-milli`` shares that fit) each keep the device's utilization, as a pod alone on it."""
-    if len(batch) == 0:
-        return {}
-    ok = ~np.isnan(batch.util)
-    pods = [(k.namespace, k.pod) for k in batch.series]
-    names = sorted(set(pods))
-    index = {p: i for i, p in enumerate(names)}
-    of_series = np.array([index[p] for p in pods], dtype=np.int64)
-    which = of_series[batch.series_idx[ok]]
-    util = batch.util[ok]
-    if held is not None and which.size:
-        util = util / _sharers_gpus(batch, ok, names, of_series, held)
-    total = np.bincount(which, weights=util, minlength=len(names))
-    count = np.bincount(which, minlength=len(names))
-    return {p: float(total[i] / count[i]) for i, p in enumerate(names) if count[i] > 0}
-
-
-def _sharers_gpus(
-    batch: TelemetryBatch,
-    ok: npt.NDArray[np.bool_],
-    names: Sequence[tuple[str, str]],
-    of_series: npt.NDArray[np.int64],
-    held: Mapping[tuple[str, str], float],
-) -> npt.NDArray[np.float64]:
-    """For each measured sample (``ok``), the GPUs held together by the pods attributed its device at its step, at
-    least 1 (:func:`pod_utilization`)."""
-    devices = sorted({k.device for k in batch.series})
-    dev_index = {d: i for i, d in enumerate(devices)}
-    of_device = np.array([dev_index[k.device] for k in batch.series], dtype=np.int64)
-    pod_devices: dict[int, set[int]] = {}
-    for s_i, p_i in enumerate(of_series.tolist()):
-        pod_devices.setdefault(p_i, set()).add(int(of_device[s_i]))
-    per_device = np.array(
-        [min(1.0, held[p] / len(pod_devices[i])) if p in held else 1.0 for i, p in enumerate(names)], dtype=np.float64
-    )  # at most one GPU of a device per pod (a pod whose other devices have no series here)
-    sidx = batch.series_idx[ok]
-    pod_i, dev_i, t = of_series[sidx], of_device[sidx], batch.t_s[ok].astype(np.int64)
-    t0 = int(t.min())
-    cell = dev_i * (int(t.max()) - t0 + 1) + (t - t0)  # one device at one step
-    cells, cell_of = np.unique(cell, return_inverse=True)
-    _, first = np.unique(pod_i * len(cells) + cell_of, return_index=True)  # a pod counted once per cell
-    together = np.bincount(cell_of[first], weights=per_device[pod_i[first]], minlength=len(cells))
-    return np.asarray(np.maximum(1.0, together)[cell_of], dtype=np.float64)
 
 
 def store_pools(session: Session) -> tuple[list[str], dict[tuple[str, str, str], str]]:
@@ -389,8 +347,10 @@ class MeterLoop:
         util_wait_s: float = 3 * 3600.0,
         sku_map: Mapping[str, str] | None = None,
         steady: Callable[[], float] | None = None,
+        gpu_memory: Callable[[int, int, int], Mapping[tuple[str, str], float]] | None = None,
     ) -> None:
         self.cluster = cluster
+        self._gpu_memory = gpu_memory  # each pod's peak GPU memory (GB) over a range; None: not measured
         self._steady = steady  # the steady clock the time held is counted on (module docstring); None: the wall's
         self._pools = pools
         self._utilization = utilization
@@ -471,6 +431,17 @@ class MeterLoop:
             self.failures.append(f"{start_s}: utilization not measured after {self.util_wait_s:.0f} s: {exc}")
             return {}
 
+    def _hour_gpu_memory(self, start_s: int) -> dict[tuple[str, str], float]:
+        """The pods' peak DCGM GPU memory (GB) over the hour from ``start_s``; none without Prometheus, and none
+        (reported) when the read fails: the hour is written with its GPU memory not measured, never held back."""
+        if self._gpu_memory is None:
+            return {}
+        try:
+            return dict(self._gpu_memory(start_s, start_s + self.meter.bucket_s - self.step_s, self.step_s))
+        except Exception as exc:
+            self.failures.append(f"{start_s}: GPU memory not measured: {exc}")
+            return {}
+
     def write_due(self, now_s: float, *, refresh_pools: bool = True) -> list[HourWritten]:
         """The store's pools read again when due, and the hours closed ``util_delay_s`` before ``now_s`` written
         (Prometheus, then the sink); an hour that could not be written is kept for the next call."""
@@ -483,7 +454,7 @@ class MeterLoop:
             b = self.meter.bucket_s
             try:
                 util = self._hour_utilization(hour.start_s, now_s, hour.pod_gpus)
-                m = usage_records(hour, util, b)
+                m = usage_records(hour, util, b, self._hour_gpu_memory(hour.start_s))
                 written, refused = self._sink(m.records) if m.records else (0, [])
             except Exception as exc:  # Prometheus or the store did not answer: keep the hours, try again
                 self.failures.append(f"{hour.start_s}: {exc}")
