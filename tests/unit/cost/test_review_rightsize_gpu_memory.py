@@ -73,3 +73,19 @@ def test_a_bucket_with_one_unmeasured_record_has_no_gpu_memory() -> None:
     rec = rightsize("w", spec, partly)
     assert rec is not None and "gpu_memory_unmeasured_kept" in rec.reasons
     assert _gpu_mem_gb(rec.recommended) >= 640
+
+
+def test_csv_ingest_reads_and_checks_gpu_memory() -> None:
+    """Review (holds): the CSV upload takes the optional ``gpu_mem_gb`` column (empty: not measured) and refuses a
+    negative one naming the field; a CSV without the column still parses (older clients)."""
+    from gpufleet.domain.errors import ValidationError
+    from gpufleet.service.ingest import parse_csv, validate
+
+    head = "source,bucket_start_s,bucket_s,workload_id,team_id,sku_id,gpus_allocated,gpu_util"
+    rows = parse_csv(f"{head},gpu_mem_gb\ns,0,3600,w,t,h100_80gb,8,0.1,120.5\ns,3600,3600,w,t,h100_80gb,8,0.1,\n")
+    assert [r["gpu_mem_gb"] for r in rows] == [120.5, None]
+    validate(rows)
+    assert parse_csv(f"{head}\ns,0,3600,w,t,h100_80gb,8,0.1\n")[0]["gpu_mem_gb"] is None
+    with pytest.raises(ValidationError) as err:
+        validate(parse_csv(f"{head},gpu_mem_gb\ns,0,3600,w,t,h100_80gb,8,0.1,-1\n"))
+    assert err.value.field == "records[0].gpu_mem_gb"
