@@ -5,8 +5,6 @@ from __future__ import annotations
 
 from typing import Any
 
-import pytest
-
 from gpufleet.domain.skus import SKUS_BY_ID
 from tests.integration.conftest import NOW_S, Database, ServerFactory
 
@@ -27,8 +25,6 @@ def test_http_rightsizing_keeps_the_gpu_memory_it_never_measured(
     (80 GB) for an 8 x H100 (640 GB) serving replica at 10 % busy, and ``rightsizing:apply`` +
     ``/v1/changes/{id}:apply`` set the workload to it. Expected: the recommended spec keeps >= 640 GB of GPU memory
     and says why."""
-    if database.backend != "sqlite":
-        pytest.skip("one backend is enough: the decision is pure")
     s = make_server(database)
     with s.client("ml_platform_admin", "bob") as admin:
         assert admin.post("/v1/teams", json={"id": "team-a", "name": "team-a"}).status_code == 201
@@ -63,8 +59,6 @@ def test_http_rightsizing_sizes_measured_gpu_memory(database: Database, make_ser
     """Review (fixed), the second half: with ``gpu_mem_gb`` ingested (the most GPU memory one replica used, e.g.
     30 GB of an 8 x H100 replica at 10 % busy) the memory-aware rule applies: fewer GPUs that hold 30 GB x 1.2 and
     the throughput, no ``gpu_memory_unmeasured_kept``; one record without it makes that bucket unmeasured."""
-    if database.backend != "sqlite":
-        pytest.skip("one backend is enough: the decision is pure")
     s = make_server(database)
     with s.client("ml_platform_admin", "bob") as admin:
         assert admin.post("/v1/teams", json={"id": "team-a", "name": "team-a"}).status_code == 201
