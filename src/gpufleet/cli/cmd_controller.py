@@ -83,7 +83,10 @@ def register(app: typer.Typer) -> None:
             ),
         ] = 0.0,
         node_start_s: Annotated[
-            int, typer.Option("--node-start-s", min=0, help="seconds a launched GPU node takes to join")
+            int,
+            typer.Option(
+                "--node-start-s", min=0, max=86_400, help="seconds a launched GPU node takes to join (<= a day)"
+            ),
         ] = 600,
         buffer_pods: Annotated[
             bool,
@@ -119,8 +122,9 @@ def register(app: typer.Typer) -> None:
             typer.Option(
                 "--eviction-grace-s",
                 min=0,
-                help="termination grace of the pods consolidation and preemption evict (default: each pod's own "
-                "terminationGracePeriodSeconds)",
+                max=86_400,
+                help="termination grace of the pods consolidation and preemption evict, at most a day (default: each "
+                "pod's own terminationGracePeriodSeconds)",
             ),
         ] = None,
         replica_spread: Annotated[
