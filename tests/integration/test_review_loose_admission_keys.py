@@ -6,8 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 import httpx
-import pytest
-from sqlalchemy import func, select
+from sqlalchemy import select
 
 from gpufleet.adapters.sql.models import PlacementAdmissionRow
 from gpufleet.service.clock import FixedClock
@@ -30,9 +29,8 @@ def _keys(db: Database) -> list[str]:
         return sorted(c.execute(select(PlacementAdmissionRow.client_key)).scalars())
 
 
-@pytest.mark.xfail(strict=True, reason="placement_admissions rows are never pruned")
 def test_admission_keys_are_pruned_after_their_retention(database: Database, make_server: ServerFactory) -> None:
-    """The defect: every ``admit: true`` sent with an ``Idempotency-Key`` left a row in ``placement_admissions`` (its
+    """Review (fixed), the defect: every ``admit: true`` sent with an ``Idempotency-Key`` left a row in ``placement_admissions`` (its
     fingerprint and its whole answer) that nothing ever deleted: the table grew without bound. Now a key is kept for
     the retention (24 h by default) and a retry within it still answers the same and books nothing; past it, the row
     is pruned."""
@@ -50,3 +48,23 @@ def test_admission_keys_are_pruned_after_their_retention(database: Database, mak
         clock.advance(2 * HOUR)  # 25 h after train-1: the next keyed admission prunes it
         _ok(a.post(URL, json=body, headers={"Idempotency-Key": "train-2"}))
         assert _keys(database) == ["train-2"]
+
+
+def test_the_retention_is_a_setting(database: Database, make_server: ServerFactory) -> None:
+    """Review (fixed): ``placement_admission_key_retention_s`` sets how long a key answers the same; the prune runs at
+    most hourly by a process, and a key pruned is a new admission (it books again)."""
+    clock = FixedClock(NOW_S)
+    s = make_server(database, clock=clock, placement_admission_key_retention_s=2 * HOUR)
+    with s.client("ml_platform_admin", "ada") as a:
+        assert a.patch(f"/v1/pools/{OD}", json={"quota_gpus": 64, "allocated_gpus": 0}).status_code == 200
+        body = {**JOB, "admit": True}
+        first = _ok(a.post(URL, json=body, headers={"Idempotency-Key": "k"}))
+        clock.advance(2 * HOUR - 1)
+        assert _ok(a.post(URL, json=body, headers={"Idempotency-Key": "k"})) == first
+        clock.advance(30 * 60)  # past the retention, but within an hour of the last prune: kept until the next one
+        assert _ok(a.post(URL, json=body, headers={"Idempotency-Key": "k"})) == first
+        assert a.get(f"/v1/pools/{OD}").json()["allocated_gpus"] == 8
+        clock.advance(HOUR)
+        _ok(a.post(URL, json=body, headers={"Idempotency-Key": "k"}))  # pruned first: a new admission
+        assert a.get(f"/v1/pools/{OD}").json()["allocated_gpus"] == 16
+        assert _keys(database) == ["k"]

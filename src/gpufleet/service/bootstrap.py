@@ -164,6 +164,7 @@ def build_services(
             budgets,
             signal_max_age_s=settings.placement_signal_max_age_s,
             preemption_hold_s=settings.placement_preemption_hold_s,
+            admission_key_retention_s=settings.placement_admission_key_retention_s,
         ),
         binpack=binpack,
         cluster_feed=ClusterFeedService(engine, clock),

@@ -11,6 +11,11 @@ answer too: the same key always answers the same.
 The answer of a booking made in the budget's batched transaction is written just after it commits (the answer is
 built from the budget's outcome once the batch is done); a retry meanwhile waits for it (at most ``WAIT_S``), and
 should the process have died in between, gets a ConflictError naming the pool booked (nothing is booked again).
+
+A key is kept for ``retention_s`` (the setting ``placement_admission_key_retention_s``, 24 h by default) after the
+admission that recorded it: a retry within it answers the same. Past it the row is pruned (:meth:`AdmissionKeys.prune`,
+run before a keyed admission, at most once every ``PRUNE_EVERY_S`` by each process), so the table holds about the
+keys of one retention, not every key ever sent; a retry after its key was pruned is a new admission.
 """
 
 from __future__ import annotations
@@ -23,7 +28,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import Engine, select, update
+from sqlalchemy import Engine, delete, select, update
 
 from gpufleet.adapters.sql.models import PlacementAdmissionRow
 from gpufleet.control.admission import ChainPlacementRequest
@@ -32,6 +37,8 @@ from gpufleet.service.uow import UnitOfWork
 
 WAIT_S = 10.0  # how long a retry waits for the answer of a booking under its key still being written
 POLL_S = 0.05
+DEFAULT_RETENTION_S = 86_400  # how long an admission's key answers the same (placement_admission_key_retention_s)
+PRUNE_EVERY_S = 3600  # a process prunes the keys past their retention at most this often (of the service's clock)
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,11 +67,29 @@ def _encode(answer: dict[str, Any]) -> str:
 
 
 class AdmissionKeys:
-    def __init__(self, engine: Engine) -> None:
+    def __init__(self, engine: Engine, retention_s: int = DEFAULT_RETENTION_S) -> None:
         self._engine = engine
+        self._retention_s = retention_s
+        self._pruned_at_s: int | None = None
         self._find = select(
             PlacementAdmissionRow.fingerprint, PlacementAdmissionRow.pool_id, PlacementAdmissionRow.answer_json
         )
+
+    def prune(self, now_s: int) -> int:
+        """Delete the keys recorded more than the retention before ``now_s`` (at most once every ``PRUNE_EVERY_S``
+        by this process; else nothing); the number deleted. Its own short transaction, not the booking's."""
+        if self._pruned_at_s is not None and 0 <= now_s - self._pruned_at_s < PRUNE_EVERY_S:
+            return 0
+        with UnitOfWork(self._engine, write=True) as uow:
+            result = uow.session.execute(
+                delete(PlacementAdmissionRow)
+                .where(PlacementAdmissionRow.created_at_s < now_s - self._retention_s)
+                .execution_options(synchronize_session=False)
+            )
+            gone = result.rowcount  # type: ignore[attr-defined]
+            uow.commit()
+        self._pruned_at_s = now_s
+        return int(gone or 0)
 
     def replay(self, key: AdmissionKey) -> dict[str, Any] | None:
         """The answer recorded under ``key`` (None: none yet); ConflictError when the key was used for another

@@ -48,7 +48,7 @@ from gpufleet.domain.reservations import ReservationStatus
 from gpufleet.service.auth import Actor, Role
 from gpufleet.service.budgets import BudgetService, CapacityTaken
 from gpufleet.service.clock import Clock
-from gpufleet.service.placement_admissions import AdmissionKey, AdmissionKeys, fingerprint
+from gpufleet.service.placement_admissions import DEFAULT_RETENTION_S, AdmissionKey, AdmissionKeys, fingerprint
 from gpufleet.service.placement_victims import DEFAULT_HOLD_S, VictimPromises
 from gpufleet.service.uow import UnitOfWork
 
@@ -69,10 +69,11 @@ class ChainPlacementService:
         *,
         signal_max_age_s: int = DEFAULT_SIGNAL_MAX_AGE_S,
         preemption_hold_s: int = DEFAULT_HOLD_S,
+        admission_key_retention_s: int = DEFAULT_RETENTION_S,
     ) -> None:
         self._budgets = budgets
         self._victims = VictimPromises(preemption_hold_s)
-        self._keys = AdmissionKeys(engine)
+        self._keys = AdmissionKeys(engine, admission_key_retention_s)
         self._signal_max_age_s = signal_max_age_s
         self._pipeline = AdmissionPipeline()
         # single-statement reads need no transaction: autocommit saves the BEGIN/ROLLBACK round trips
@@ -151,7 +152,8 @@ class ChainPlacementService:
 
         ``client_key`` (the Idempotency-Key header; admissions only, a recommendation books nothing): recorded with
         the booking (:mod:`placement_admissions`), so that the same key returns the first answer and books nothing
-        again, and the same key with another request is a ConflictError."""
+        again, and the same key with another request is a ConflictError; a key is kept for
+        ``admission_key_retention_s`` (then pruned: a retry after it is a new admission)."""
         if req.gpus <= 0:
             raise ValidationError("gpus", "must be > 0")
         listed: set[tuple[str, str]] = set()
@@ -166,6 +168,8 @@ class ChainPlacementService:
         else:
             return self._decide(actor, req, None)
         key = None if client_key is None else AdmissionKey(actor.user_id, client_key, fingerprint(req))
+        if key is not None:
+            self._keys.prune(self._clock.now_s())  # the keys past their retention: the table stays bounded
         for _ in range(ADMIT_ATTEMPTS):
             first = None if key is None else self._keys.replay(key)
             if first is not None:
