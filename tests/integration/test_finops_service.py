@@ -39,7 +39,10 @@ def test_workload_cost_rides_the_reservation_and_dashboard_is_fenced_by_team(see
         assert cost["by_tier_usd"] == {"reserved": pytest.approx(_usd(6 * 168 * p), abs=0.01)}
         assert cost["allocated_gpu_h"] == pytest.approx(1008.0) and cost["used_gpu_h"] == pytest.approx(504.0)
         assert cost["idle_pct"] == pytest.approx(0.5)
-        assert cost["rightsizing"]["reason"] == "overprovisioned"  # the original keys stay
+        # the original keys stay; 6 GPUs held at 50 % busy but no GPU memory measured: no GPU cut (the replica's
+        # GPUs are kept, as by the recommendation's gpu_memory_unmeasured_kept, which moves the SKU instead)
+        rs = cost["rightsizing"]
+        assert (rs["reason"], rs["recommended_gpus"], rs["gpu_memory"]) == ("right_sized", 6, "unmeasured_kept"), rs
         rec = cost["rightsizing"]["recommendation"]
         assert rec["changed"] and float(rec["monthly_saving_usd"]) > 0 and rec["current"]["gpus"] == 8
         assert a.get(f"/v1/workloads/{seeded.wl_b}/cost").status_code == 404

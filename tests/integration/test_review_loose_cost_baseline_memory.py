@@ -6,7 +6,6 @@ from __future__ import annotations
 from typing import Any
 
 import httpx
-import pytest
 
 from tests.integration.conftest import NOW_S, Database, ServerFactory
 
@@ -41,9 +40,8 @@ def _ok(r: httpx.Response) -> dict[str, Any]:
     return out
 
 
-@pytest.mark.xfail(strict=True, reason="the cost baseline ignores GPU memory")
 def test_the_cost_baseline_keeps_unmeasured_gpu_memory(database: Database, make_server: ServerFactory) -> None:
-    """The defect: for an 8 x H100 replica at 10 % busy with no GPU memory measured, the baseline said
+    """Review (fixed), the defect: for an 8 x H100 replica at 10 % busy with no GPU memory measured, the baseline said
     ``overprovisioned``, ``recommended_gpus`` 1 and 7 GPUs' daily savings, a cut the apply path (``recommend``:
     ``gpu_memory_unmeasured_kept``) refuses: nothing showed the model fits in 80 GB. Now the baseline keeps the
     replica's GPUs and says why (``gpu_memory`` ``unmeasured_kept``), beside the recommendation that agrees."""
@@ -54,9 +52,8 @@ def test_the_cost_baseline_keeps_unmeasured_gpu_memory(database: Database, make_
     assert out["recommendation"]["recommended"]["gpus"] * 80 >= 640  # the apply path agrees: 640 GB kept
 
 
-@pytest.mark.xfail(strict=True, reason="the cost baseline ignores GPU memory")
 def test_the_cost_baseline_holds_the_measured_peak_memory(database: Database, make_server: ServerFactory) -> None:
-    """The defect, measured: a replica whose peak GPU memory is 200 GB (p99 + 20 % = 240 GB: 3 x H100) was told 1 GPU
+    """Review (fixed), the defect, measured: a replica whose peak GPU memory is 200 GB (p99 + 20 % = 240 GB: 3 x H100) was told 1 GPU
     (80 GB) by the baseline, throughput alone. Now never below the GPUs the measured peak needs."""
     out = _rightsizing(database, make_server, 200.0)
     assert out["recommended_gpus"] == 3 and out["reason"] == "overprovisioned", out

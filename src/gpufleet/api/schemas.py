@@ -303,9 +303,24 @@ class Rightsizing(BaseModel):
     reason: str
     current_gpus: float | None
     p95_busy_gpus: float | None
-    recommended_gpus: int | None
+    recommended_gpus: int | None = Field(
+        description="p95 busy GPUs at target_util, never below memory_floor_gpus (null: nothing to size)"
+    )
     target_util: float
     est_savings_usd_per_day: UsdOut
+    gpu_memory: Literal["measured", "unmeasured_kept"] | None = Field(
+        default=None,
+        description="measured: the records carry gpu_mem_gb; unmeasured_kept: none does, so recommended_gpus keeps "
+        "the replica's GPUs (null: nothing sized)",
+    )
+    p99_gpu_mem_gb: float | None = Field(
+        default=None, description="p99 over the window's buckets of one replica's GPU memory (null: not measured)"
+    )
+    memory_floor_gpus: int | None = Field(
+        default=None,
+        description="GPUs recommended_gpus never goes below: those holding p99_gpu_mem_gb + 20 % headroom, or "
+        "unmeasured the replica's GPUs (at most those held)",
+    )
     recommendation: dict[str, Any] | None = Field(
         default=None, description="cost.rightsizing: current and recommended spec, reasons, monthly_saving_usd"
     )

@@ -12,10 +12,11 @@ import numpy as np
 
 from gpufleet.cost.books import UtilRec
 from gpufleet.cost.changes import ChangeStatus, RightsizingChange, apply_change, rollback_change
-from gpufleet.cost.rightsizing import Recommendation, ResourceSpec, UsageProfile, recommend
+from gpufleet.cost.rightsizing import Recommendation, ResourceSpec, RightsizingPolicy, UsageProfile, recommend
 from gpufleet.cost.waste import IdleWaste, idle_waste
 
 __all__ = [
+    "GPU_MEMORY_PERCENTILE",
     "SKU_CANDIDATES",
     "ChangeStatus",
     "IdleWaste",
@@ -23,11 +24,20 @@ __all__ = [
     "ResourceSpec",
     "RightsizingChange",
     "change_spec",
+    "gpu_memory_floor",
     "idle_waste",
     "rightsize",
 ]
 
 SKU_CANDIDATES = ("h100_80gb", "h200_141gb", "a100_80gb", "l40s")
+GPU_MEMORY_PERCENTILE = RightsizingPolicy().mem_percentile  # the percentile of GPU memory ``recommend`` sizes to
+
+
+def gpu_memory_floor(gpu_mem_gb: float, memory_gb: float) -> int:
+    """The GPUs of ``memory_gb`` each that hold ``gpu_mem_gb`` (a replica's measured GPU memory percentile) with the
+    rightsizing headroom: the fewest ``recommend`` sizes a replica of that SKU to (at least 1)."""
+    need = gpu_mem_gb * (1.0 + RightsizingPolicy().headroom)
+    return max(1, math.ceil(need / memory_gb - 1e-9))
 
 
 def rightsize(workload_id: str, spec: ResourceSpec, recs: Sequence[UtilRec]) -> Recommendation | None:

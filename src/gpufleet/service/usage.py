@@ -4,9 +4,10 @@ Utilization figures come from the stored records (a record may name its pool, he
 from the FinOps books (the cost package, each record charged to the pool it ran in): the routes add idle waste
 (``cost/waste.py``, the one definition) and a workload's cost from there. The baseline here prices GPU-hours at
 the SKU's on-demand list price only where the books have nothing (a workload with no allocation in the window);
-rightsizing sizes to the p95 of busy GPUs at a target utilization. A record whose utilization was not measured
-(``gpu_util`` NULL: the Kubernetes meter without DCGM) counts its GPU-hours and cost, and is left out of every busy
-or idle figure.
+rightsizing sizes to the p95 of busy GPUs at a target utilization, never below the GPUs a replica's GPU memory needs
+(as the recommendation's ``recommend`` and the apply path: the p99 of the measured ``gpu_mem_gb`` with its headroom;
+none measured, the replica's GPUs are kept). A record whose utilization was not measured (``gpu_util`` NULL: the
+Kubernetes meter without DCGM) counts its GPU-hours and cost, and is left out of every busy or idle figure.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ import numpy as np
 from sqlalchemy import Engine, func, select
 
 from gpufleet.adapters.sql.models import PoolRow, RegionRow, SkuRow, UtilizationRow, WorkloadRow
+from gpufleet.control.costing import GPU_MEMORY_PERCENTILE, gpu_memory_floor
 from gpufleet.domain.catalog import PRICES_BY_SKU
 from gpufleet.domain.errors import PermissionDenied, ValidationError
 from gpufleet.domain.money import price_to_uusd
@@ -40,6 +42,7 @@ class Usage:
     bucket_s: np.ndarray
     queue_wait_s: np.ndarray  # NaN where absent
     start_s: np.ndarray  # the bucket's start
+    gpu_mem_gb: np.ndarray  # the most GPU memory one replica used, NaN where not measured
 
 
 def _usd(x: float) -> Decimal:
@@ -66,13 +69,25 @@ def _load(uow: UnitOfWork, *conds: Any) -> Usage:
             UtilizationRow.bucket_s,
             UtilizationRow.queue_wait_s,
             UtilizationRow.bucket_start_s,
+            UtilizationRow.gpu_mem_gb,
         ).where(*conds)
     ).all()
+    nan = math.nan
     arr = np.array(
-        [(r[0], math.nan if r[1] is None else r[1], r[2], math.nan if r[3] is None else r[3], r[4]) for r in rows],
+        [
+            (
+                r[0],
+                nan if r[1] is None else r[1],
+                r[2],
+                nan if r[3] is None else r[3],
+                r[4],
+                nan if r[5] is None else r[5],
+            )
+            for r in rows
+        ],
         dtype=np.float64,
-    ).reshape(-1, 5)
-    return Usage(arr[:, 0], arr[:, 1], arr[:, 2], arr[:, 3], arr[:, 4])
+    ).reshape(-1, 6)
+    return Usage(arr[:, 0], arr[:, 1], arr[:, 2], arr[:, 3], arr[:, 4], arr[:, 5])
 
 
 def _busy_share(u: Usage) -> tuple[float | None, float]:
@@ -143,6 +158,7 @@ class UsageService:
                 UtilizationRow.bucket_start_s < now_s,
             )
             price = on_demand_uusd(uow, wl.gpu_sku) / 1e6
+            memory_gb = uow.session.scalar(select(SkuRow.memory_gb).where(SkuRow.id == wl.gpu_sku))
         total_gpu_s = float((u.gpus * u.bucket_s).sum())
         busy, _ = _busy_share(u)
         cost = total_gpu_s / 3600.0 * price
@@ -153,11 +169,29 @@ class UsageService:
             "cost_usd": _usd(cost),
             "idle_pct": None if idle_pct is None else round(idle_pct, 4),
             "gpu_hours": round(total_gpu_s / 3600.0, 3),
-            "rightsizing": _rightsizing(u, price, window_s),
+            "rightsizing": _rightsizing(u, price, replica_gpus=wl.gpus, sku_memory_gb=float(memory_gb or 0)),
         }
 
 
-def _rightsizing(u: Usage, price_usd_per_gpu_h: float, window_s: int) -> dict[str, Any]:
+NO_MEMORY: dict[str, Any] = {"gpu_memory": None, "p99_gpu_mem_gb": None, "memory_floor_gpus": None}
+
+
+def _bucket_gpu_memory(u: Usage, idx: np.ndarray, n: int) -> np.ndarray:
+    """One replica's GPU memory per bucket, as ``control/costing.py`` ``rightsize`` reads it: the largest of the
+    bucket's records holding GPUs, NaN when one of them did not measure it (or none holds GPUs)."""
+    held = u.gpus > 0
+    lacking = held & np.isnan(u.gpu_mem_gb)
+    mem = np.full(n, -np.inf)
+    np.maximum.at(mem, idx[held & ~lacking], u.gpu_mem_gb[held & ~lacking])
+    unmeasured = (np.bincount(idx[lacking], minlength=n) > 0) | np.isinf(mem)
+    return np.where(unmeasured, np.nan, mem)
+
+
+def _rightsizing(u: Usage, price_usd_per_gpu_h: float, *, replica_gpus: int, sku_memory_gb: float) -> dict[str, Any]:
+    """The GPU-count baseline: the p95 busy GPUs at ``RIGHTSIZE_TARGET_UTIL``, never below ``memory_floor_gpus``:
+    measured GPU memory (``gpu_memory`` ``measured``), the GPUs of the workload's SKU that hold its p99 with
+    ``recommend``'s headroom; none measured (``unmeasured_kept``), the replica's GPUs (``replica_gpus``, at most the
+    GPUs held), since nothing showed the model fits in less (the recommendation's ``gpu_memory_unmeasured_kept``)."""
     if u.gpus.size == 0:
         return {
             "reason": "no_data",
@@ -166,6 +200,7 @@ def _rightsizing(u: Usage, price_usd_per_gpu_h: float, window_s: int) -> dict[st
             "recommended_gpus": None,
             "target_util": RIGHTSIZE_TARGET_UTIL,
             "est_savings_usd_per_day": Decimal("0.00"),
+            **NO_MEMORY,
         }
     # one bucket of the workload = every record starting then (one per pool, tier or source it held GPUs in), added up
     starts, idx = np.unique(u.start_s, return_inverse=True)
@@ -184,9 +219,17 @@ def _rightsizing(u: Usage, price_usd_per_gpu_h: float, window_s: int) -> dict[st
             "recommended_gpus": None,
             "target_util": RIGHTSIZE_TARGET_UTIL,
             "est_savings_usd_per_day": Decimal("0.00"),
+            **NO_MEMORY,
         }
     p95_busy = float(np.percentile(busy[measured], 95))
-    recommended = max(1, math.ceil(p95_busy / RIGHTSIZE_TARGET_UTIL - 1e-9))
+    mem = _bucket_gpu_memory(u, idx, starts.size)
+    mem = mem[~np.isnan(mem)]
+    p99_mem = float(np.percentile(mem, GPU_MEMORY_PERCENTILE)) if mem.size else None
+    if p99_mem is not None and sku_memory_gb > 0:
+        floor = gpu_memory_floor(p99_mem, sku_memory_gb)
+    else:  # not measured (or a SKU without its memory): keep the replica's GPUs
+        floor = max(1, min(replica_gpus, math.ceil(current - 1e-9)))
+    recommended = max(1, math.ceil(p95_busy / RIGHTSIZE_TARGET_UTIL - 1e-9), floor)
     delta = current - recommended
     if delta >= 1:
         reason = "overprovisioned"
@@ -202,4 +245,7 @@ def _rightsizing(u: Usage, price_usd_per_gpu_h: float, window_s: int) -> dict[st
         "recommended_gpus": recommended,
         "target_util": RIGHTSIZE_TARGET_UTIL,
         "est_savings_usd_per_day": _usd(savings_day),
+        "gpu_memory": "unmeasured_kept" if p99_mem is None else "measured",
+        "p99_gpu_mem_gb": None if p99_mem is None else round(p99_mem, 3),
+        "memory_floor_gpus": floor,
     }
