@@ -16,7 +16,6 @@ def _dep(**ann: str) -> dict[str, Any]:
             "spec": {"replicas": 1, "template": {"spec": {"containers": [{"name": "s"}]}}}}  # fmt: skip
 
 
-@pytest.mark.xfail(strict=True, reason="max-replicas past int32 accepted")
 @pytest.mark.parametrize("raw", ["1e300", "2147483648", "99999999999"])
 def test_a_max_replicas_past_what_spec_replicas_holds_is_refused_naming_the_annotation(raw: str) -> None:
     """Review (fixed), the defect: ``gpufleet.io/max-replicas: "1e300"`` was taken (an integer >= 1), so a load

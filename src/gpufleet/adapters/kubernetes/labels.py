@@ -50,7 +50,7 @@ default ``namespace:owner``), e.g. a workload registered in the service.
 
 Deployments opt in to gpufleet's replica policy with annotations (:class:`DeclaredServing`):
 ``gpufleet.io/target-rps`` (requests/s one replica sustains at its SLO; required), ``gpufleet.io/max-replicas``
-(required with it), ``gpufleet.io/min-replicas`` (default 1; 0 allows scale to zero),
+(required with it; at most 2**31 - 1, what ``spec.replicas`` holds), ``gpufleet.io/min-replicas`` (default 1; 0 allows scale to zero),
 ``gpufleet.io/cold-start-s`` (default 210), ``gpufleet.io/scale-down-delay-s`` (default 300),
 ``gpufleet.io/budget-usd-day``, ``gpufleet.io/slo-s``, ``gpufleet.io/max-concurrency`` (requests one replica
 serves at once; none: batching), ``gpufleet.io/rps-query`` (PromQL for the Deployment's request rate; default:
@@ -98,6 +98,7 @@ MIG_PREFIX = "nvidia.com/mig-"
 UNREADABLE_SCHEDULER = "gpufleet.io/unreadable"  # pod_footprint: a pod held, never scheduled or moved by gpufleet
 UNREADABLE_PRIORITY = 2_000_000_000  # system-cluster-critical's: above every preemptor and the drain's gate
 MAX_NODE_GPUS = 1024  # nvidia.com/gpu of one node: 8-16 GPUs, MIG "single" or time-sliced shares a few hundred
+MAX_REPLICAS = 2**31 - 1  # a Deployment's spec.replicas is an int32
 MAX_CPU_OR_MEMORY = 2**40  # CPU millicores (1.1e9 cores) or memory MiB (1 EiB) of one node or pod: beyond, a bad object
 L_PRODUCT = "nvidia.com/gpu.product"
 L_GPU_NAME = "karpenter.k8s.aws/instance-gpu-name"
@@ -509,6 +510,8 @@ def declared_serving(obj: dict[str, Any]) -> DeclaredServing | None:
     if target <= 0:
         raise ValidationError(f"{where}[{A_TARGET_RPS}]", f"must be > 0, got {ann[A_TARGET_RPS]!r}")
     hi = int(_number(ann, A_MAX_REPLICAS, where, integer=True, low=1, default=None))
+    if hi > MAX_REPLICAS:  # a clamp to it would be written to spec.replicas, an int32
+        raise ValidationError(f"{where}[{A_MAX_REPLICAS}]", f"must be <= {MAX_REPLICAS}, got {ann[A_MAX_REPLICAS]!r}")
     lo = int(_number(ann, A_MIN_REPLICAS, where, integer=True, low=0, default=1))
     if lo > hi:
         raise ValidationError(f"{where}[{A_MIN_REPLICAS}]", f"{lo} is above {A_MAX_REPLICAS} {hi}")
