@@ -89,7 +89,6 @@ def _scales(ctl: Controller, ns: str, name: str) -> list[dict[str, Any]]:
     return [a for a in ctl.act.audit if a["action"] == "scale" and a["target"] == f"{ns}/{name}"]
 
 
-@pytest.mark.xfail(strict=True, reason="blind scale patch overwrites a concurrent scale")
 def test_a_scale_by_someone_else_between_the_decision_and_the_write_is_not_overwritten(kube: Kube, ns: str) -> None:
     """Review (fixed), the defect: the scale write was a blind merge patch of ``spec.replicas``; a human's
     ``kubectl scale`` (or an HPA's write) landing between the observation the policy decided from and the write was

@@ -294,10 +294,44 @@ class Actuator:
         path = f"/api/v1/namespaces/{namespace}/pods/{name}"
         return self._do("annotate", f"{namespace}/{name}", reason, lambda: self.kube.patch(path, body), **annotations)
 
-    def scale(self, namespace: str, name: str, replicas: int, reason: str) -> str:
-        body = {"spec": {"replicas": replicas}}
-        path = f"/apis/apps/v1/namespaces/{namespace}/deployments/{name}/scale"
-        return self._do("scale", f"{namespace}/{name}", reason, lambda: self.kube.patch(path, body), replicas=replicas)
+    def scale(self, namespace: str, name: str, replicas: int, reason: str, *, expect: int | None = None) -> str:
+        """Set Deployment ``namespace/name``'s replicas through the ``scale`` subresource, with optimistic
+        concurrency: the Deployment is read (its ``spec.replicas`` and ``resourceVersion``, the Scale's own) and the
+        patch carries that ``resourceVersion`` (the API server answers 409 when the Deployment changed in between:
+        read again, up to ``OWN_CORDON_TRIES``). ``expect``: the replicas the decision was made from; replicas found
+        other than those are someone else's change (a human's ``kubectl scale``, an HPA): not overwritten, outcome
+        ``conflict`` with ``replicas_now``. A Deployment that is gone is ``not_found``."""
+        target = f"{namespace}/{name}"
+        if self.dry_run:
+            self.record("scale", target, reason, "dry_run", replicas=replicas)
+            return "dry_run"
+        path = f"/apis/apps/v1/namespaces/{namespace}/deployments/{name}"
+        outcome, extra = "conflict", {}
+        for _ in range(OWN_CORDON_TRIES):
+            try:
+                dep = self._send(lambda: self.kube.get(path))
+                now = int((dep.get("spec") or {}).get("replicas", 1) or 0)
+                if expect is not None and now != expect:
+                    self.record(
+                        "scale", target, reason, "conflict", replicas=replicas, replicas_now=now, expected=expect
+                    )
+                    return "conflict"
+                body = {
+                    "metadata": {"resourceVersion": dep["metadata"]["resourceVersion"]},
+                    "spec": {"replicas": replicas},
+                }
+                self._send(functools.partial(self.kube.patch, f"{path}/scale", body))
+            except ApiError as exc:
+                if exc.status == 409:
+                    outcome, extra = "conflict", {"status": 409, "message": exc.message[:300]}
+                    continue  # the Deployment changed between the read and the write: read it again
+                outcome = {404: "not_found", 422: "invalid", 429: "throttled"}.get(exc.status, "error")
+                extra = {"status": exc.status, "message": exc.message[:300]}
+                break
+            self.record("scale", target, reason, "applied", replicas=replicas)
+            return "applied"
+        self.record("scale", target, reason, outcome, replicas=replicas, **extra)
+        return outcome
 
     def patch_requests(
         self, namespace: str, name: str, requests: dict[str, dict[str, str]], previous: str, reason: str

@@ -151,7 +151,7 @@ def apply_scale(act: Actuator, d: ScaleDecision) -> str:
     if not d.changed:
         act.record("scale", f"{d.namespace}/{d.name}", d.reason, "unchanged", replicas=d.current)
         return "unchanged"
-    return act.scale(d.namespace, d.name, d.desired, d.reason)
+    return act.scale(d.namespace, d.name, d.desired, d.reason, expect=d.current)
 
 
 def read_own_writes(
