@@ -132,7 +132,8 @@ class DeclaredServing:
     """What a serving Deployment declares for gpufleet's replica policy (its annotations: see
     adapters/kubernetes/labels.py): its scaling, the GPUs of one replica and their product (the replica's price),
     the latency SLO and per-replica concurrency if any, and the PromQL of its request rate, queued requests,
-    requests in service and SLO misses over a period (``""``: the controller's)."""
+    requests in service and SLO misses over a period (``""``: the controller's). ``managed`` False
+    (``gpufleet.io/managed: "false"``): declared, but left alone by gpufleet's replica scaling."""
 
     scaling: ServingScaling
     gpus_per_replica: int = 0
@@ -143,6 +144,7 @@ class DeclaredServing:
     queue_query: str = ""
     running_query: str = ""
     slo_miss_query: str = ""
+    managed: bool = True
 
 
 @dataclass(frozen=True, slots=True)

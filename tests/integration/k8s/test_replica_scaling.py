@@ -223,7 +223,7 @@ def test_an_unreachable_prometheus_leaves_every_deployment_alone(kube: Kube, ns:
         plan = ctl.maybe_scale()
         assert plan is not None and plan.decisions == ()
         assert {s[1] for s in plan.skipped if s[0] == ns} == {"llm", "quiet"}  # other tests' namespaces too
-        reasons = {a["reason"] for a in ctl.act.audit if a["action"] == "scale"}
+        reasons = {a["reason"] for a in ctl.act.audit if a["action"] == "scale" and a["target"].startswith(f"{ns}/")}
         assert reasons == {"telemetry_unavailable"}
         assert _replicas(kube, ns, "llm") == 2 and _replicas(kube, ns, "quiet") == 3
     finally:

@@ -124,7 +124,6 @@ def test_replicas_absent_is_the_api_servers_default_of_one(kube: Kube, ns: str) 
     assert deployment_from_json(kube.get(_path(ns, "bare"))).replicas == 1
 
 
-@pytest.mark.xfail(strict=True, reason="gpufleet writes back over someone else's scale every period")
 def test_a_deployment_scaled_by_someone_else_is_held_not_fought(kube: Kube, ns: str, prometheus_url: str) -> None:
     """Review (fixed), the defect: after a human (or GitOps, or another autoscaler) scaled a Deployment gpufleet
     had scaled, the next period silently wrote gpufleet's count back, and a writer that keeps resetting it met a
@@ -153,7 +152,6 @@ def test_a_deployment_scaled_by_someone_else_is_held_not_fought(kube: Kube, ns: 
         ctl.view.stop()
 
 
-@pytest.mark.xfail(strict=True, reason="an HPA's Deployment is scaled by gpufleet too")
 def test_a_deployment_an_hpa_scales_is_left_alone_and_said_so(kube: Kube, ns: str, prometheus_url: str) -> None:
     """Review (fixed), the defect: a Deployment that an HorizontalPodAutoscaler also targets was scaled by gpufleet
     all the same: two controllers writing one field, each undoing the other. Now it is left alone, audited
@@ -175,7 +173,6 @@ def test_a_deployment_an_hpa_scales_is_left_alone_and_said_so(kube: Kube, ns: st
         ctl.view.stop()
 
 
-@pytest.mark.xfail(strict=True, reason="no not-managed annotation")
 def test_a_deployment_annotated_not_managed_is_left_alone(kube: Kube, ns: str, prometheus_url: str) -> None:
     """Review (fixed), the defect: there was no way to keep an opted-in Deployment out of gpufleet's hands short of
     removing its annotations. ``gpufleet.io/managed: "false"`` now leaves it alone (audited ``not_managed``)."""
@@ -191,7 +188,6 @@ def test_a_deployment_annotated_not_managed_is_left_alone(kube: Kube, ns: str, p
         ctl.view.stop()
 
 
-@pytest.mark.xfail(strict=True, reason="scale to zero with a pod-scoped rate is a one-way door")
 def test_scale_to_zero_needs_a_rate_that_outlives_the_pods(kube: Kube, ns: str, prometheus_url: str) -> None:
     """Review (fixed), the defect: with the default rate query (the Deployment's own pods' vLLM counter) a
     ``min-replicas: 0`` Deployment was scaled to zero after an idle hour; with no pod left there is no series, every

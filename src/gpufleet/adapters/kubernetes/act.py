@@ -14,7 +14,7 @@ file. A record whose outcome is ``failed`` is also a JSON line on stderr (the co
 Writes used (the ClusterRole in docs/kubernetes.md lists exactly these): pods/binding create, pods/eviction
 create, pods patch (checkpoint annotation), pods create and delete (start-buffer placeholders; delete also for
 gang rollback), priorityclasses create (the placeholders' class), nodes patch (cordon, idle marks),
-deployments/scale patch, deployments patch (rightsizing), events create, leases get/create/update,
+deployments/scale patch (after a deployments get: optimistic concurrency), deployments patch (rightsizing), events create, leases get/create/update,
 and create/update of Kueue and Karpenter objects.
 """
 

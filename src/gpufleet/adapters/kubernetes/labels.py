@@ -155,6 +155,7 @@ A_RPS_QUERY = "gpufleet.io/rps-query"
 A_QUEUE_QUERY = "gpufleet.io/queue-query"
 A_RUNNING_QUERY = "gpufleet.io/running-query"
 A_SLO_MISS_QUERY = "gpufleet.io/slo-miss-query"
+A_MANAGED = "gpufleet.io/managed"  # "false": an opted-in Deployment gpufleet's replica scaling leaves alone
 
 _SUFFIX = {
     "Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50, "Ei": 2**60,
@@ -536,7 +537,15 @@ def declared_serving(obj: dict[str, Any]) -> DeclaredServing | None:
         queue_query=str(ann.get(A_QUEUE_QUERY, "")).strip(),
         running_query=str(ann.get(A_RUNNING_QUERY, "")).strip(),
         slo_miss_query=str(ann.get(A_SLO_MISS_QUERY, "")).strip(),
+        managed=_managed(ann, where),
     )
+
+
+def _managed(ann: dict[str, str], where: str) -> bool:
+    raw = str(ann.get(A_MANAGED, "true")).strip().lower()
+    if raw not in ("true", "false"):
+        raise ValidationError(f"{where}[{A_MANAGED}]", f'must be "true" or "false", got {ann[A_MANAGED]!r}')
+    return raw == "true"
 
 
 def workload_from_json(obj: dict[str, Any]) -> ObservedWorkload:

@@ -9,7 +9,10 @@ reads go to Prometheus (up to 10 s a query, several queries a Deployment), so th
 waits beyond it, so a slow Prometheus costs a round at most that long, however many Deployments opted in; the
 Deployments whose rate it did not read keep their replicas (nothing is scaled on no data), each recorded ``skipped``
 with reason ``round_deadline``, and the round's record ``scale_round`` / ``round_deadline`` counts them. A round
-that raises is recorded (audit ``scale``, outcome ``failed``) and the next one runs.
+that raises is recorded (audit ``scale``, outcome ``failed``) and the next one runs. Before a round acts it asks
+:class:`~gpufleet.adapters.kubernetes.scale_guard.ScaleGuard` who else scales each Deployment (an HPA, a human, a
+``gpufleet.io/managed: "false"``): those are left alone and audited, and no Deployment is taken to zero when nothing
+would see its first request after.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ from typing import TYPE_CHECKING
 from gpufleet.adapters.kubernetes.act import Actuator
 from gpufleet.adapters.kubernetes.cadence import due
 from gpufleet.adapters.kubernetes.rest import Kube
+from gpufleet.adapters.kubernetes.scale_guard import ScaleGuard
 from gpufleet.adapters.kubernetes.side_worker import SideWorker
 from gpufleet.adapters.kubernetes.view import ClusterView
 from gpufleet.adapters.kubernetes.workloads import (
@@ -70,6 +74,7 @@ class DeploymentScaling:
         self.last_react: ScalePlan | None = None
         self.last_scale: ScalePlan | None = None
         self.worker = SideWorker("scaling", self._failed)
+        self.guard = ScaleGuard(kube, act.record, cfg.rps_query)
 
     def due(self) -> bool:
         """A period decision or the fast path is due (the controller then queues :meth:`round` on the worker)."""
@@ -106,7 +111,10 @@ class DeploymentScaling:
         self._next_scale = now + self.cfg.scale_every_s
         deadline = self._deadline(self.cfg.scale_every_s)
         obs = self.view.observation()
-        deployments = read_own_writes(self.kube, obs.deployments, self._scaled)
+        self.guard.read_hpas()
+        deployments = self.guard.owned_elsewhere(read_own_writes(self.kube, obs.deployments, self._scaled))
+        held = self.guard.held(deployments, now, period=True)
+        by_key = {(d.namespace, d.name): d for d in deployments}
         rates, errors = deployment_rates(self._prom, deployments, now, self.cfg.rps_query, deadline)
         rated = [d for d in deployments if (d.namespace, d.name) in rates]
         self._warm(rated, now, deadline)
@@ -121,6 +129,9 @@ class DeploymentScaling:
                             **({"error": why} if why else {}))  # fmt: skip
         self._report_cut("scale", errors)
         for d in plan.decisions:
+            if (d.namespace, d.name) in held:  # someone else's replicas stand (audited by the guard)
+                continue
+            d = self.guard.woken(d, by_key.get((d.namespace, d.name)))
             if self.cfg.cost_aware_scale_down and d.desired < d.current:
                 order_replicas(self.act, obs, d.namespace, d.name, self._node_price)
             self._apply(d)
@@ -138,8 +149,11 @@ class DeploymentScaling:
             return None
         self._next_react = now + self.cfg.react_every_s
         deadline = self._deadline(self.cfg.react_every_s)
-        deployments = read_own_writes(self.kube, self.view.observation().deployments, self._scaled)
-        running = [d for d in deployments if self.scaler.knows(d)]
+        deployments = self.guard.owned_elsewhere(
+            read_own_writes(self.kube, self.view.observation().deployments, self._scaled), audit=False
+        )
+        held = self.guard.held(deployments, now, period=False)
+        running = [d for d in deployments if self.scaler.knows(d) and (d.namespace, d.name) not in held]
         rates, errors = deployment_rates(self._prom, running, now, self.cfg.rps_query, deadline)
         rated = [d for d in running if (d.namespace, d.name) in rates]
         g = deployment_gauges(self._prom, rated, now, {**self._gauges, "slo_misses": ""}, deadline)  # no misses
@@ -162,9 +176,13 @@ class DeploymentScaling:
 
     def _apply(self, d: ScaleDecision) -> None:
         """Patch the scale subresource; a write applied is remembered until the view shows it
-        (``read_own_writes``)."""
-        if apply_scale(self.act, d) == "applied":
+        (``read_own_writes``), and by the guard until someone else's change is seen."""
+        got = apply_scale(self.act, d)
+        if got in ("applied", "unchanged"):
             self._scaled[(d.namespace, d.name)] = d.desired
+            self.guard.wrote[(d.namespace, d.name)] = d.desired
+        elif got == "conflict":  # someone else's replicas, found at the write: the next period holds them
+            self.guard.wrote[(d.namespace, d.name)] = d.current
 
     def _warm(self, deployments: list[ObservedDeployment], now: float, deadline: float | None = None) -> None:
         """Replay the request-rate history (and the gauges' histories) of each Deployment whose policy this leader
