@@ -11,8 +11,8 @@ Deployments whose rate it did not read keep their replicas (nothing is scaled on
 with reason ``round_deadline``, and the round's record ``scale_round`` / ``round_deadline`` counts them. A round
 that raises is recorded (audit ``scale``, outcome ``failed``) and the next one runs. Before a round acts it asks
 :class:`~gpufleet.adapters.kubernetes.scale_guard.ScaleGuard` who else scales each Deployment (an HPA, a human, a
-``gpufleet.io/managed: "false"``): those are left alone and audited, and no Deployment is taken to zero when nothing
-would see its first request after.
+``gpufleet.io/managed: "false"``; decided by ``control/scale_ownership.py``): those are left alone and audited, and
+no Deployment is taken to zero when nothing would see its first request after.
 """
 
 from __future__ import annotations
@@ -180,9 +180,9 @@ class DeploymentScaling:
         got = apply_scale(self.act, d)
         if got in ("applied", "unchanged"):
             self._scaled[(d.namespace, d.name)] = d.desired
-            self.guard.wrote[(d.namespace, d.name)] = d.desired
+            self.guard.ownership.wrote_replicas(d.namespace, d.name, d.desired)
         elif got == "conflict":  # someone else's replicas, found at the write: the next period holds them
-            self.guard.wrote[(d.namespace, d.name)] = d.current
+            self.guard.ownership.wrote_replicas(d.namespace, d.name, d.current)
 
     def _warm(self, deployments: list[ObservedDeployment], now: float, deadline: float | None = None) -> None:
         """Replay the request-rate history (and the gauges' histories) of each Deployment whose policy this leader
