@@ -43,7 +43,7 @@ def test_someone_elses_scale_is_held_and_audited_with_what_gpufleet_wrote() -> N
     own.wrote_replicas("ns", "llm", 6)
     got = own.held([_dep("llm", 2)], 100.0, period=True)
     assert got.keys == {("ns", "llm")}
-    facts = {"wrote": 6, "replicas_now": 2, "held_until": 700.0}
+    facts: dict[str, object] = {"wrote": 6, "replicas_now": 2, "held_until": 700.0}
     assert got.audit == [HandsOff("ns", "llm", SCALED_BY_OTHER, facts)]
     assert ("ns", "llm") not in own.wrote  # until gpufleet writes again
     later = own.held([_dep("llm", 2)], 400.0, period=True)  # still held: audited without ``wrote``
