@@ -228,6 +228,7 @@ class Controller:
         self.scaling: DeploymentScaling | None = None  # replica scaling, off the binding loop
         self._prom: PrometheusTelemetry | None = None
         self.releaser: NodeReleasePlanner | None = None
+        self._idle_written: dict[str, int | None] = {}  # gpufleet.io/idle-since values this controller wrote
         self._next_release = 0.0
         self.release_results: list[tuple[NodeRelease, str]] = []
         self.uncordon_results: list[tuple[NodeUncordon, str]] = []  # parked nodes whose own cordon was undone
@@ -495,7 +496,8 @@ class Controller:
         done = [(r, apply_release(self.act, r)) for r in decided.releases]
         self.release_results += done
         self.uncordon_results += [(u, self.act.uncordon_own(u.node, u.reason)) for u in decided.uncordons]
-        mark_idle(self.act, obs, self.releaser.idle_marks(), {r.node for r, out in done if out == "released"})
+        released = {r.node for r, out in done if out == "released"}
+        mark_idle(self.act, obs, self.releaser.idle_marks(), released, self._idle_written)
         buffer = self.releaser.buffer
         if buffer is not None:
             plans = plan_buffer_pods(obs, self.releaser.buffer_decisions if self.cfg.buffer_pods else {}, buffer)

@@ -227,20 +227,36 @@ def _release_parked(act: Actuator, release: NodeRelease) -> str:
     return "failed"
 
 
-def mark_idle(act: Actuator, obs: Observation, marks: dict[str, int], gone: Collection[str] = ()) -> None:
+def mark_idle(
+    act: Actuator,
+    obs: Observation,
+    marks: dict[str, int],
+    gone: Collection[str] = (),
+    written: dict[str, int | None] | None = None,
+) -> None:
     """Keep the annotation ``gpufleet.io/idle-since`` of each launched GPU node of ``obs`` (but those in ``gone``,
     released) in step with the release planner's idle spells (``marks``: node -> Unix time its spell began,
     :meth:`~gpufleet.control.node_release.NodeReleasePlanner.idle_marks`): written when a spell begins (a merge patch
     of the annotation alone, audit action ``mark_idle``), removed when the node is no longer idle (``unmark_idle``),
     left as it is meanwhile. A controller that starts reads it for the nodes it finds idle, so a restart (a crash
-    loop, a new Lease holder) does not start their idle time again; a failed write is tried again next round."""
+    loop, a new Lease holder) does not start their idle time again; a failed write is tried again next round.
+    ``written`` (the controller's memory, node -> the value it last wrote, None for a removal): a write this controller
+    already made is not made again while its own watch has not shown it yet (a round can come before the node's
+    update event); a mark removed by hand meanwhile is written again at the node's next idle spell."""
+    if written is not None:
+        for name in set(written) - {n.name for n in obs.nodes}:
+            del written[name]  # the node is gone
     for n in obs.nodes:
         if n.name in gone or not n.sku or n.capacity_type not in LAUNCHED:
             continue
         want = marks.get(n.name)
         if (want is None) == (n.idle_s is None):
             continue
+        if written is not None and n.name in written and written[n.name] == want:
+            continue  # written by this controller already; the view has not caught up with it
         value = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(want)) if want is not None else None
         body: JSON = {"metadata": {"annotations": {A_IDLE_SINCE: value}}}
         action = "mark_idle" if want is not None else "unmark_idle"
-        act.merge_patch(f"/api/v1/nodes/{n.name}", body, action, n.name, "idle_since")
+        outcome = act.merge_patch(f"/api/v1/nodes/{n.name}", body, action, n.name, "idle_since")
+        if written is not None and outcome == "applied":
+            written[n.name] = want
