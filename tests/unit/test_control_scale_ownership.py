@@ -54,10 +54,15 @@ def test_someone_elses_scale_is_held_and_audited_with_what_gpufleet_wrote() -> N
 
 
 def test_the_fast_path_neither_detects_nor_audits_but_respects_a_hold() -> None:
+    """Review (fixed), the defect: the fast path (scale-up on queue growth, between periods) did not look at
+    gpufleet's last write, so it scaled up over someone's scale-down, and its own write then hid the change from
+    the period (no ``scaled_by_other``, no hold). Now it leaves such a Deployment alone, without a hold or a record;
+    the period detects and audits it."""
     own = ScaleOwnership()
     own.wrote_replicas("ns", "llm", 6)
     fast = own.held([_dep("llm", 2)], 100.0, period=False)
-    assert fast.keys == set() and fast.audit == [] and own.wrote == {("ns", "llm"): 6}
+    assert fast.keys == {("ns", "llm")} and fast.audit == [] and own.wrote == {("ns", "llm"): 6}
+    assert own.held([_dep("llm", 6)], 105.0, period=False).keys == set()  # its own write standing: free to act
     own.held([_dep("llm", 2)], 110.0, period=True)
     fast = own.held([_dep("llm", 2)], 120.0, period=False)
     assert fast.keys == {("ns", "llm")} and fast.audit == []

@@ -92,7 +92,9 @@ class ScaleOwnership:
 
     def held(self, deployments: Sequence[ObservedDeployment], now: float, *, period: bool) -> Holds:
         """The Deployments whose replicas someone else set (seen now, or still in their hold); at a ``period``
-        (not the fast path) a change is detected and the holds are audited."""
+        (not the fast path) a change is detected and the holds are audited. The fast path leaves a Deployment
+        whose replicas differ from gpufleet's last write alone too, without a hold or a record (the next period
+        decides): it would otherwise scale up over someone's scale-down, and its own write would then hide it."""
         keys: set[Key] = set()
         audit: list[HandsOff] = []
         for dep in deployments:
@@ -105,6 +107,9 @@ class ScaleOwnership:
                 del self.wrote[key]
                 facts: dict[str, object] = {"wrote": wrote, "replicas_now": dep.replicas, "held_until": round(until, 3)}
                 audit.append(HandsOff(dep.namespace, dep.name, SCALED_BY_OTHER, facts))
+                keys.add(key)
+                continue
+            if wrote is not None and dep.replicas != wrote:  # the fast path: not its own to take; the period holds it
                 keys.add(key)
                 continue
             if wrote is not None and dep.replicas == wrote and period:
