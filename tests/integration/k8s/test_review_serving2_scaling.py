@@ -137,9 +137,13 @@ def test_a_deployment_scaled_by_someone_else_is_held_not_fought(kube: Kube, ns: 
         wrote = _replicas(kube, ns, "llm")
         assert wrote >= 6
         writes = 1
+
+        def llm_replicas() -> list[int]:  # the view is cluster-wide: earlier tests' namespaces hold an llm too
+            return [d.replicas for d in ctl.view.observation().deployments if (d.namespace, d.name) == (ns, "llm")]
+
         for _ in range(6):  # the other writer resets it to 2 every period
             kube.patch(f"{_path(ns, 'llm')}/scale", {"spec": {"replicas": 2}})
-            assert wait_for(lambda: [d.replicas for d in ctl.view.observation().deployments if d.name == "llm"] == [2])
+            assert wait_for(lambda: llm_replicas() == [2])
             clock[0] += 60
             ctl.maybe_scale()
             if _replicas(kube, ns, "llm") != 2:
