@@ -5,6 +5,7 @@ dropped it) while the other takes the lead."""
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -46,22 +47,28 @@ def _process(db: Database) -> Services:
                           clock=FixedClock(NOW_S))  # fmt: skip
 
 
+_HOLDERS = text(
+    "SELECT pid FROM pg_locks WHERE locktype = 'advisory' AND granted AND objsubid = 1 "
+    "AND ((classid::bigint << 32) | objid::bigint) = :k AND database = "
+    "(SELECT oid FROM pg_database WHERE datname = current_database())"
+)
+
+
 def _kill_lock_session(url: str) -> None:
-    """Terminate the session holding the schema's leader lock (what an admin, a pooler or a cut connection does)."""
+    """Terminate the session holding the schema's leader lock (what an admin, a pooler or a cut connection does),
+    and return once the lock is free: ``pg_terminate_backend`` only signals the backend, which releases the lock
+    when it has exited, a moment later (test_review_serve_kill_lock.py)."""
     admin = create_engine(url, isolation_level="AUTOCOMMIT")
     try:
         with admin.connect() as c:
             key = c.scalar(text("SELECT hashtextextended(:n || current_schema(), 0)"), {"n": LOCK_NAME})
-            pids = c.scalars(
-                text(
-                    "SELECT pid FROM pg_locks WHERE locktype = 'advisory' AND granted AND objsubid = 1 "
-                    "AND ((classid::bigint << 32) | objid::bigint) = :k AND database = "
-                    "(SELECT oid FROM pg_database WHERE datname = current_database())"
-                ),
-                {"k": key},
-            ).all()
+            pids = c.scalars(_HOLDERS, {"k": key}).all()
             assert len(pids) == 1, pids
             c.execute(text("SELECT pg_terminate_backend(:p)"), {"p": pids[0]})
+            deadline = time.monotonic() + 10
+            while c.scalars(_HOLDERS, {"k": key}).all():
+                assert time.monotonic() < deadline, f"the killed session {pids[0]} still holds the leader lock"
+                time.sleep(0.01)
     finally:
         admin.dispose()
 

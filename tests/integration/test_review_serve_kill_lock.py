@@ -23,14 +23,13 @@ def pg_database(tmp_path: Path, pg_reason: str | None) -> Iterator[Database]:
     yield from _make_database("postgres", tmp_path, pg_reason)
 
 
-@pytest.mark.xfail(strict=True, reason="the helper returns before the killed session has released the lock")
 @pytest.mark.postgres
 def test_the_lead_is_free_once_the_lock_session_was_killed(pg_database: Database) -> None:
-    """The defect (in the tests, not in the election): ``pg_terminate_backend(pid)`` only signals the backend; it
+    """Review (fixed), the defect (in the tests, not in the election): ``pg_terminate_backend(pid)`` only signals the backend; it
     releases its advisory lock when it has exited, a moment later. The helper returned at once, so a follower's
     ``refresh()`` right after it could still find the lock held (here: 36 rounds in 200, on an idle-ish machine). In
     production that only delays the take-over by one ``leader_poll_s`` (the follower polls again); the tests asserted
-    it at once."""
+    it at once. Now the helper returns once ``pg_locks`` shows the lock free."""
     b = AdvisoryLockLeader(pg_database.engine, poll_s=0.05)
     late = 0
     try:
