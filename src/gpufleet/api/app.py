@@ -24,6 +24,7 @@ from starlette.concurrency import run_in_threadpool
 
 import gpufleet
 from gpufleet.api import hardening, problems
+from gpufleet.api.revision_writes import WritesAtRevision
 from gpufleet.api.routes import budgets, fleet, health, registry, reservations, workloads
 from gpufleet.api.routes import finops as finops_routes
 from gpufleet.api.schemas import Problem
@@ -176,6 +177,7 @@ def create_app(settings: Settings | None = None, *, services: Services | None = 
     app.state.services = services
     finops_routes.install(app)  # FinOps routes, /metrics, decision counters (app.state.finops)
     problems.install(app)
+    app.add_middleware(WritesAtRevision, watch=services.revision)  # innermost: inside the body limit and the headers
     hardening.install(
         app, max_body_bytes=services.settings.max_body_bytes, max_upload_bytes=services.settings.max_upload_bytes
     )

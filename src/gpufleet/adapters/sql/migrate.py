@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import threading
+import time
+from collections.abc import Callable
 from pathlib import Path
 
 from alembic import command
@@ -190,17 +193,23 @@ class RevisionGate:
 
 
 class RevisionWatch:
-    """For a long-running process that acts on the store on its own (``gpufleet serve``'s leader loop, ``gpufleet
-    reconcile``): :meth:`check` reads the store's schema revision again each time (one ``SELECT`` on
-    ``alembic_version``; the revision this code needs is read from the migration scripts once), since the store may be
-    moved to another revision under the running process (restored from an older backup, upgraded by a newer release's
-    ``gpufleet db upgrade``). :attr:`off` keeps the last answer for cheap callers (a request asking whether it may
-    submit to the provider)."""
+    """For a long-running process that acts on the store (``gpufleet serve``'s leader loop and its API writes,
+    ``gpufleet reconcile``): the store may be moved to another schema revision under the running process (restored
+    from an older backup, upgraded by a newer release's ``gpufleet db upgrade``). :meth:`check` reads the store's
+    revision again (one ``SELECT`` on ``alembic_version``; the revision this code needs is read from the migration
+    scripts once); :meth:`recent` answers from the last read while it is younger than ``max_age_s`` (an API write
+    asks it: one ``SELECT`` per interval, not one per request). :attr:`off` keeps the last answer for cheap callers
+    (a request asking whether it may submit to the provider); :attr:`moved` the store's revision when the last read
+    found another one than this code's (None: at it, or not read: an unreachable store keeps the last answer)."""
 
-    def __init__(self, engine: Engine) -> None:
+    def __init__(self, engine: Engine, *, clock_s: Callable[[], float] = time.monotonic) -> None:
         self._engine = engine
-        self._need = head_revision(engine)
+        self.need = head_revision(engine)
+        self._clock_s = clock_s
+        self._read_at_s: float | None = None
+        self._reading = threading.Lock()
         self.off: str | None = None  # why the store was not usable at the last check; None: at this code's revision
+        self.moved: str | None = None
 
     def check(self) -> str | None:
         """None when the store is at the revision this code needs, else why not (another revision, or unreachable)."""
@@ -209,10 +218,28 @@ class RevisionWatch:
         except DatabaseUnavailable as exc:
             why: str | None = str(exc)
         else:
+            self.moved = None if have == self.need else str(have)
             why = (
                 None
-                if have == self._need
-                else f"the store is at schema revision {have}, this gpufleet needs {self._need}"
+                if have == self.need
+                else f"the store is at schema revision {have}, this gpufleet needs {self.need}"
             )
         self.off = why
+        self._read_at_s = self._clock_s()
         return why
+
+    def fresh(self, max_age_s: float) -> bool:
+        """Whether the last read (of any caller) is younger than ``max_age_s``: :meth:`recent` would not read."""
+        at = self._read_at_s
+        return at is not None and self._clock_s() - at < max_age_s
+
+    def recent(self, max_age_s: float) -> str | None:
+        """:attr:`moved` as of a read at most ``max_age_s`` old: reads again when the last one is older, one caller
+        at a time (the others meanwhile take the last answer instead of reading too)."""
+        if not self.fresh(max_age_s) and self._reading.acquire(blocking=False):
+            try:
+                if not self.fresh(max_age_s):  # another caller may have read between the two looks
+                    self.check()
+            finally:
+                self._reading.release()
+        return self.moved
