@@ -45,7 +45,11 @@ connection lost) is noticed after ``BLOCKED_AFTER`` steps in a row fail on its a
 another session holds or awaits a lock over one of the schema's tables (``pg_locks``; else the failures were rows
 other sessions hold, two SKUs each locked by a stalled request, and the pass goes on): the pass stops there
 (``stopped``: ``store blocked: ...``), names the remaining SKUs and clusters as ``skipped`` instead of waiting a
-statement timeout for each, and is recorded (``gpufleet reconcile --once`` re-runs it once the store answers).
+statement timeout for each, and is recorded (``gpufleet reconcile --once`` re-runs it once the store answers). A
+store that is slow rather than locked (every write waits past the statement timeout, no table locked: an overloaded
+disk) would still cost one statement timeout per SKU, the leader loop waiting meanwhile (no submission): at
+``STORE_FAILURES_PER_PASS`` availability failures in one pass, in a row or not, the pass stops the same way
+(``stopped``: ``store slow: ...``, logged, recorded in its audit event, the rest named as ``skipped``).
 
 A pass is long (every SKU forecast and planned) and the lead can be lost during it (the leader's lock session
 killed or cut, :mod:`gpufleet.service.leader`). Before each SKU-region's proposals and before recording itself, the
@@ -92,6 +96,10 @@ RECONCILER = Actor("reconciler", Role.ML_PLATFORM_ADMIN, None)
 # timeout: a lock held over every SKU's rows; the connection lost) after which the pass stops instead of waiting a
 # statement timeout for each of the rest
 BLOCKED_AFTER = 2
+# steps of one pass, in a row or not, failing on the store's availability after which the pass stops whatever
+# pg_locks shows: a slow store (every write waits past the statement timeout, no table locked) costs at most this many
+# statement timeouts, not one per SKU, while the leader loop waits for the pass (no submission meanwhile)
+STORE_FAILURES_PER_PASS = 3
 
 
 # locks over a whole table of the schema that keep writes out, held or awaited (a waiting ALTER TABLE queues every
@@ -136,6 +144,7 @@ class ReconcilePass:
     stopped: str | None = None
     lead_lost: bool = False
     store_failures: int = 0  # steps in a row the store failed to answer (statement timeout, connection lost)
+    store_failures_in_pass: int = 0  # steps of the pass, in a row or not, the store failed to answer
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -279,8 +288,9 @@ class Reconciler:
         log.info("reconciler pass: %d SKUs forecast, %d reservations proposed", len(out.forecasts), created)
 
     def _failed(self, out: ReconcilePass, exc: Exception) -> str:
-        """The reason of a step's failure (:func:`failure_reason`); the store's availability failures in a row are
-        counted, and at ``BLOCKED_AFTER`` of them the pass is stopped (``out.stopped``): the store is blocked."""
+        """The reason of a step's failure (:func:`failure_reason`); the store's availability failures are counted:
+        at ``BLOCKED_AFTER`` of them in a row with a table locked, or at ``STORE_FAILURES_PER_PASS`` in the pass, the
+        pass is stopped (``out.stopped``): the store is blocked, or slow."""
         if isinstance(exc, FencedOut):  # not this step's failure: the pass has no lead left to write under
             raise exc
         why = failure_reason(exc)
@@ -288,6 +298,12 @@ class Reconciler:
             out.store_failures = 0
             return why
         out.store_failures += 1
+        out.store_failures_in_pass += 1
+        if out.store_failures_in_pass >= STORE_FAILURES_PER_PASS and out.stopped is None:
+            out.stopped = (f"store slow: {out.store_failures_in_pass} steps of this pass failed on the database "
+                           f"({why}); the rest is deferred to the next pass")  # fmt: skip
+            log.warning("reconciler pass stopped: %s", out.stopped)
+            return why
         if out.store_failures >= BLOCKED_AFTER and out.stopped is None:
             if not self._tables_locked():
                 log.warning("reconciler: %d steps in a row failed on the database, but no table is locked: rows "
