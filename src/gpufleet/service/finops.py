@@ -58,6 +58,7 @@ from gpufleet.domain.workloads import Priority, ServingScaling, Workload, Worklo
 from gpufleet.service.auth import Actor
 from gpufleet.service.clock import Clock, IdGenerator
 from gpufleet.service.pool_prices import price_history
+from gpufleet.service.reconciler import deferred_steps
 from gpufleet.service.uow import UnitOfWork
 from gpufleet.service.workloads import WRITERS
 
@@ -363,10 +364,18 @@ class FinOpsService:
             pending_changes = uow.session.scalar(
                 select(func.count()).select_from(RightsizingChangeRow).where(RightsizingChangeRow.status == "pending")
             )
+            last_pass = uow.session.scalar(
+                select(AuditEventRow.detail_json)
+                .where(AuditEventRow.action == "reconciler.pass")
+                .order_by(AuditEventRow.at_s.desc(), AuditEventRow.id.desc())
+                .limit(1)
+            )
         self.metrics.set_queue_length("reservations_pending_approval", int(counts.get("pending_approval", 0)))
         waiting = int(counts.get("approved", 0)) + int(counts.get("blocked", 0))  # blocked: held by a permission
         self.metrics.set_queue_length("reservations_awaiting_submission", waiting)
         self.metrics.set_queue_length("rightsizing_changes_pending", int(pending_changes or 0))
+        # the steps the last planning pass put off to the next one (the store was blocked or slow: service/reconciler)
+        self.metrics.set_queue_length("reconciler_deferred", deferred_steps(json.loads(last_pass)) if last_pass else 0)
         data = self.snapshot()
         self.metrics.record_cost(data.result, self.meter.chargeback(data.result, data.allocations, "team", data.usage))
         self.metrics.idle_findings.clear()

@@ -159,6 +159,14 @@ class ReconcilePass:
         }
 
 
+def deferred_steps(detail: dict[str, Any]) -> int:
+    """How many steps a recorded pass (its audit event's detail) skipped, put off to the next pass: SKUs not
+    forecast, SKU-regions not planned, clusters not re-evaluated because the store was blocked or slow."""
+    stages = (detail.get(k) for k in ("forecasts", "proposals", "placements"))
+    return sum(1 for entries in stages if isinstance(entries, list) for e in entries
+               if isinstance(e, dict) and "skipped" in e)  # fmt: skip
+
+
 class Reconciler:
     """See the module docstring. ``within_days``: the hours ahead (x 24) the loop's forecaster forecasts for the
     procurer (the simulator forecasts its procurement period, 7 days by default); ``forecast_days``: the horizon
