@@ -211,7 +211,7 @@ class AuditEventRow(Base):
     PostgreSQL the table belongs to an audit role the service's role cannot act as (``adapters/sql/roles.py``)."""
 
     __tablename__ = "audit_events"
-    __table_args__ = (Index("ix_audit_entity", "entity_id"),)
+    __table_args__ = (Index("ix_audit_entity", "entity_id"), Index("ix_audit_action_at", "action", "at_s"))
     id: Mapped[int] = mapped_column(BigSerial, primary_key=True, autoincrement=True)
     at_s: Mapped[int] = mapped_column(BigInteger)
     actor: Mapped[str] = mapped_column(String(128))
