@@ -195,8 +195,11 @@ class Controller:
         pcfg = PreemptConfig(
             cfg.preemption, cfg.preempt_grace_s, cfg.node_start_s, hold_s, cfg.max_preemptions_per_tick
         )
-        self.planner = BindingPlanner(scheduler_name=cfg.scheduler_name, policy=cfg.policy, tier_order=cfg.tier_order,
-                                      preempt_cfg=pcfg, spread=cfg.replica_spread)  # fmt: skip
+        self._new_planner = functools.partial(BindingPlanner, scheduler_name=cfg.scheduler_name, policy=cfg.policy,
+                                              tier_order=cfg.tier_order, preempt_cfg=pcfg,
+                                              spread=cfg.replica_spread)  # fmt: skip
+        self.planner = self._new_planner()
+        self._terms: dict[str, int] = {}  # the Lease term each part's memory belongs to (_new_term)
         self.act = Actuator(kube, dry_run=cfg.dry_run, audit_path=cfg.audit_path, events=cfg.events, clock=clock)
         self.product_check = ProductCheck(BUILTIN_PRICE_CATALOG.sku_ids(), dict(cfg.sku_map))  # relabelled nodes
         self.health = ControllerHealth(self._health_probe, stale_s=cfg.health_stale_s)  # served by start() on a port
@@ -234,14 +237,13 @@ class Controller:
         self.uncordon_results: list[tuple[NodeUncordon, str]] = []  # parked nodes whose own cordon was undone
         self.buffer_plans: list[BufferPods] = []  # the start buffer's top-up decisions, every round's
         if cfg.release_every_s > 0:
-            self.releaser = NodeReleasePlanner(loop_node_scaler(), BUILTIN_PRICE_CATALOG, cfg.node_start_s,
-                                               schedulers=frozenset({cfg.scheduler_name, "default-scheduler"}),
-                                               buffer=loop_start_buffer())  # fmt: skip
+            self.releaser = self._new_releaser()
         if cfg.scale_every_s > 0:
             if not cfg.prometheus_url:
                 raise ValidationError("--prometheus", "replica scaling (--scale-every-s) reads request rates from it")
             self._prom = PrometheusTelemetry(cfg.prometheus_url)
-            self.scaling = DeploymentScaling(kube, cfg, self.act, self.view, self._prom, clock)
+            self.scaling = DeploymentScaling(kube, cfg, self.act, self.view, self._prom, clock,
+                                             term=lambda: self.elector.term)  # fmt: skip
         self.store: StoreLink | None = None  # the inventory sync and usage metering, off the binding thread
         if cfg.meter_every_s > 0 and (not cfg.store_url or not cfg.inventory_cluster):
             raise ValidationError("--db/--cluster", "usage metering (--meter-every-s) writes into the store's cluster")
@@ -266,6 +268,29 @@ class Controller:
                                    node_pools=lambda: selected_node_pools(kube, cfg.node_limits_selector),
                                    steady=time.monotonic if clock is time.time else None,
                                    gpu_memory=gpu_mem)  # fmt: skip
+
+    def _new_releaser(self) -> NodeReleasePlanner:
+        cfg = self.cfg
+        return NodeReleasePlanner(loop_node_scaler(), BUILTIN_PRICE_CATALOG, cfg.node_start_s,
+                                  schedulers=frozenset({cfg.scheduler_name, "default-scheduler"}),
+                                  buffer=loop_start_buffer())  # fmt: skip
+
+    def _new_term(self, part: str) -> bool:
+        """Whether ``part``'s memory (``bind``: the binding planner's reservations, holds and refusal backoffs;
+        ``release``: the node release's idle and parked watch, its node scaler's and start buffer's state, the
+        idle marks written) is from an earlier Lease term (:attr:`LeaderElector.term`): this controller lost the
+        Lease and took it back, and another controller may have led meanwhile (used or woken nodes, bound, evicted).
+        Such memory is dropped and rebuilt from the cluster, as a new leader's is (the node marks
+        ``gpufleet.io/idle-since`` and ``parked-at`` are the durable record); audited ``lease`` ``lead_regained``.
+        A dry run never leads: one term."""
+        term = self.elector.term
+        old = self._terms.get(part)
+        self._terms[part] = term
+        if old is None or old == term:
+            return False
+        self.act.record("lease", f"{self.cfg.namespace}/{self.cfg.lease_name}", "lead_regained", "state_rebuilt",
+                        part=part, term=term)  # fmt: skip
+        return True
 
     # -- lifecycle ---------------------------------------------------------------------------------------
     def start(self) -> Controller:
@@ -384,9 +409,13 @@ class Controller:
     # -- one tick ----------------------------------------------------------------------------------------
     def tick(self) -> BindingPlan:
         """Plan in chunks of ``plan_chunk`` units on one observation, handing each chunk's binds to the
-        workers at once (binding overlaps planning); wait for all binds; return the whole plan."""
+        workers at once (binding overlaps planning); wait for all binds; return the whole plan. In a new Lease term
+        the planner starts afresh (:meth:`_new_term`)."""
         with self._lock:
             failed, self._preempt_failed = self._preempt_failed, []
+        if self._new_term("bind"):
+            self.planner = self._new_planner()
+            failed = []  # the earlier term's reservations: gone with its planner
         for d, refused, at in failed:  # evictions that failed: give the reserved room back before planning
             self.planner.cancel(d, "blocked_by_pdb" if refused else "eviction_failed", refused=refused, at_s=at)
         obs = self.view.observation()
@@ -481,9 +510,13 @@ class Controller:
         same observation, placeholder pods created for the missing buffer nodes and deleted beyond it (kept in
         ``buffer_plans``); with the top-up off, the placeholders an earlier run left are deleted (no buffer wanted:
         each would hold a whole GPU node for good). The idle spells the planner watches are written on their nodes
-        (:func:`mark_idle`) for the next controller. Returns this round's (release, outcome) pairs."""
+        (:func:`mark_idle`) for the next controller. In a new Lease term the planner starts afresh and reads the
+        marks (:meth:`_new_term`). Returns this round's (release, outcome) pairs."""
         if self.releaser is None:
             return []
+        if self._new_term("release"):
+            self.releaser = self._new_releaser()
+            self._idle_written.clear()
         now = self.clock()
         if not due(now, self._next_release, self.cfg.release_every_s):
             return []

@@ -8,6 +8,11 @@ than ``lease_duration_s - safety_s`` by the local clock, so a holder that cannot
 other candidate may take over, and false at once when a round sees another holder's live Lease or loses a write
 race (409): with clocks that disagree, another candidate may rightly have taken it already. :meth:`release` empties ``holderIdentity`` on graceful shutdown (the next
 candidate takes over at once instead of waiting out the lease).
+
+:attr:`LeaderElector.term` counts this candidate's spells of leadership: a round that makes it the leader when it was
+not (it acquired the Lease, or renewed it after its leadership had lapsed) starts a new term. Between two terms
+another candidate may have led and acted, so whatever a leader keeps in memory belongs to its term (the controller
+rebuilds it from the cluster when the term changes: ``adapters/kubernetes/controller.py``).
 """
 
 from __future__ import annotations
@@ -51,6 +56,7 @@ class LeaderElector:
         self.clock = clock
         self._renewed_at = -1e18
         self.transitions = 0
+        self.term = 0  # this candidate's spells of leadership so far (the module docstring)
 
     def is_leader(self) -> bool:
         return self.clock() - self._renewed_at < self.lease_duration_s - self.safety_s
@@ -68,8 +74,10 @@ class LeaderElector:
         }
 
     def try_acquire_or_renew(self) -> bool:
-        """One round of the protocol; returns whether this candidate holds the Lease now."""
+        """One round of the protocol; returns whether this candidate holds the Lease now (a new :attr:`term` when it
+        did not lead before the round)."""
         now = self.clock()
+        was = self.is_leader()
         try:
             try:
                 lease = self.kube.get(f"{self.path}/{self.name}")
@@ -80,7 +88,7 @@ class LeaderElector:
                         "metadata": {"name": self.name, "namespace": self.namespace},
                         "spec": self._spec(now, now, 0)}  # fmt: skip
                 self.kube.post(self.path, body)
-                self._renewed_at = now
+                self._lead(now, was)
                 self.transitions += 1
                 return True
             spec = lease.get("spec", {})
@@ -97,12 +105,18 @@ class LeaderElector:
             self.kube.put(f"{self.path}/{self.name}", lease)  # carries metadata.resourceVersion: 409 if raced
             if not mine:
                 self.transitions += 1
-            self._renewed_at = now
+            self._lead(now, was)
             return True
         except ApiError as exc:
             if exc.status == 409:  # another candidate wrote the Lease since it was read: it is theirs now
                 self._renewed_at = -1e18
             return self.is_leader()  # a failed round keeps leadership only until the local deadline
+
+    def _lead(self, now: float, was: bool) -> None:
+        """A round that holds the Lease at ``now``: a new term unless this candidate led when the round began."""
+        self._renewed_at = now
+        if not was:
+            self.term += 1
 
     def release(self) -> None:
         if not self.is_leader():

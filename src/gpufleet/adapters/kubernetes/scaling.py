@@ -41,6 +41,7 @@ from gpufleet.adapters.telemetry_prometheus import PrometheusTelemetry, Telemetr
 from gpufleet.control.observation import ObservedDeployment, ObservedNode
 from gpufleet.control.replica_victims import node_price_usd_h
 from gpufleet.control.replicas import ReplicaScaler, ScaleDecision, ScalePlan
+from gpufleet.control.scale_ownership import ScaleOwnership
 from gpufleet.domain.catalog import BUILTIN_PRICE_CATALOG
 
 if TYPE_CHECKING:
@@ -58,14 +59,17 @@ class DeploymentScaling:
         view: ClusterView,
         prom: PrometheusTelemetry,
         clock: Callable[[], float],
+        term: Callable[[], int] = lambda: 0,
     ) -> None:
         self.kube = kube
+        self._term = term  # the controller's Lease term (LeaderElector.term)
+        self._term_at = term()
         self.cfg = cfg
         self.act = act
         self.view = view
         self._prom = prom
         self.clock = clock
-        self.scaler = ReplicaScaler(cfg.scale_every_s, BUILTIN_PRICE_CATALOG)
+        self.scaler = ReplicaScaler(cfg.scale_every_s, BUILTIN_PRICE_CATALOG)  # rebuilt in a new term (_fresh_term)
         self._next_scale = 0.0
         self._next_react = 0.0
         self._scaled: dict[tuple[str, str], int] = {}  # replicas last written here, until the view shows them
@@ -109,6 +113,7 @@ class DeploymentScaling:
         if not due(now, self._next_scale, self.cfg.scale_every_s):
             return None
         self._next_scale = now + self.cfg.scale_every_s
+        self._fresh_term()
         deadline = self._deadline(self.cfg.scale_every_s)
         obs = self.view.observation()
         self.guard.read_hpas()
@@ -148,6 +153,7 @@ class DeploymentScaling:
         if not due(now, self._next_react, self.cfg.react_every_s) or due(now, self._next_scale, self.cfg.scale_every_s):
             return None
         self._next_react = now + self.cfg.react_every_s
+        self._fresh_term()
         deadline = self._deadline(self.cfg.react_every_s)
         deployments = self.guard.owned_elsewhere(
             read_own_writes(self.kube, self.view.observation().deployments, self._scaled), audit=False
@@ -163,6 +169,20 @@ class DeploymentScaling:
             self._apply(d)
         self.last_react = plan
         return plan
+
+    def _fresh_term(self) -> None:
+        """In a new Lease term (the controller lost the Lease and took it back; another leader may have scaled
+        meanwhile) the memory of the earlier term is dropped, as a new leader starts: the policies (each warmed again
+        from its rate history, :meth:`_warm`), the replicas last written and the holds (``ScaleOwnership``: another
+        leader's writes are gpufleet's, not someone else's). Audited ``scale_round`` ``lead_regained``."""
+        term = self._term()
+        if term == self._term_at:
+            return
+        self._term_at = term
+        self.scaler = ReplicaScaler(self.cfg.scale_every_s, BUILTIN_PRICE_CATALOG)
+        self._scaled.clear()
+        self.guard.ownership = ScaleOwnership()
+        self.act.record("scale_round", "deployments", "lead_regained", "state_rebuilt", term=term)
 
     def _deadline(self, period_s: float) -> float:
         """The ``time.monotonic()`` instant the round's reads end by (``scale_round_s``, else its period)."""
