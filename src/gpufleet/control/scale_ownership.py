@@ -12,12 +12,18 @@ scaling leaves a Deployment alone, with a reason code and the facts for its audi
 
 And it never takes a Deployment to zero when nothing would see its first request after: when its rate is read from
 its own pods there is no series once no pod runs, so a decision of 0 is lifted to 1 (:data:`NO_WAKE_SIGNAL`,
-:func:`wake_floor`). The Kubernetes adapter (``adapters/kubernetes/scale_guard.py``) reads the HPAs, says whether a
-rate comes from the pods and records the audit; the decisions are here.
+:func:`wake_floor`). A rate query reads the pods when it selects its series by pod (:func:`reads_pods`: the default
+query, or any ``gpufleet.io/rps-query`` with a ``pod`` matcher), or when it has been seen to answer nothing at zero
+replicas: a Deployment at zero whose query answers with no series is not read as idle (no data is not zero
+traffic, and no data at zero may stay so for good): it is woken to one replica (:data:`NO_SIGNAL_AT_ZERO`,
+:func:`wake_unseen`) and its query is taken as the pods' from then on. The Kubernetes adapter
+(``adapters/kubernetes/scale_guard.py``) reads the HPAs, says whether a rate comes from the pods and records the audit;
+the decisions are here.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
@@ -31,6 +37,10 @@ NOT_MANAGED = "not_managed"
 HPA_MANAGES = "hpa_manages"
 SCALED_BY_OTHER = "scaled_by_other"
 NO_WAKE_SIGNAL = "no_wake_signal"
+NO_SIGNAL_AT_ZERO = "no_signal_at_zero"
+# a label matcher (= or =~) on a pod's name: the labels Prometheus' Kubernetes discovery, cAdvisor and older
+# kube-state-metrics give a pod's series
+_POD_MATCHER = re.compile(r"""[{,]\s*(?:pod|pod_name|kubernetes_pod_name)\s*=~?\s*["'`]""")
 
 
 @dataclass(frozen=True, slots=True)
@@ -142,3 +152,20 @@ def wake_floor(decision: ScaleDecision, reads_own_pods: bool, max_replicas: int)
     if decision.desired != 0 or not reads_own_pods:
         return decision
     return replace(decision, desired=min(1, max_replicas), reason=NO_WAKE_SIGNAL)
+
+
+def reads_pods(query: str) -> bool:
+    """Whether a request-rate query selects its series by pod (a matcher ``=`` or ``=~`` on ``pod``, ``pod_name`` or
+    ``kubernetes_pod_name``, as the default query does): such a rate has no series once no pod runs."""
+    return _POD_MATCHER.search(query) is not None
+
+
+def wake_unseen(dep: ObservedDeployment) -> ScaleDecision | None:
+    """A Deployment at zero replicas whose rate query answered with no series (the caller's reading; an unreadable
+    Prometheus is not such an answer): its traffic is unknown, not zero, and a query that needs its pods would stay
+    empty for good, so it is woken to one replica (at most ``max_replicas``; reason :data:`NO_SIGNAL_AT_ZERO`): then
+    its pods' series exist, or its traffic is seen. None for a Deployment not at zero or not declaring serving."""
+    if dep.serving is None or dep.replicas != 0:
+        return None
+    up = min(1, dep.serving.scaling.max_replicas)
+    return ScaleDecision(dep.namespace, dep.name, 0, up, NO_SIGNAL_AT_ZERO) if up > 0 else None

@@ -7,10 +7,12 @@ HPA's name), hold one someone else scaled since gpufleet's last write (reason ``
 ``replicas_now``: their count stands :data:`~gpufleet.control.scale_ownership.HOLD_S`, doubled each time it happens
 again without a write of gpufleet's surviving in between, at most
 :data:`~gpufleet.control.scale_ownership.HOLD_MAX_S`), and never take to zero a Deployment whose rate nothing would
-see after (reason ``no_wake_signal``). Here: the HPAs are listed once a scale period (autoscaling/v1), a Deployment's
-rate is said to come from its own pods when it is read with the default query
-(:data:`~gpufleet.adapters.kubernetes.workloads.DEFAULT_RPS_QUERY`) and no ``gpufleet.io/rps-query``, and each
-Deployment left alone is audited (action ``scale``, outcome ``skipped``).
+see after (reason ``no_wake_signal``), nor leave one at zero whose rate query answers nothing there (reason
+``no_signal_at_zero``: woken to one replica). Here: the HPAs are listed once a scale period (autoscaling/v1), a
+Deployment's rate is said to come from its own pods when its query (``gpufleet.io/rps-query``, else the controller's)
+selects series by pod (``reads_pods``) or answered nothing at zero replicas before (remembered per query, audited
+``scale_query`` ``no_signal_at_zero`` ``warning``: write a rate that outlives the pods, a gateway's counter, to scale
+to zero), and each Deployment left alone is audited (action ``scale``, outcome ``skipped``).
 """
 
 from __future__ import annotations
@@ -18,10 +20,19 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 
 from gpufleet.adapters.kubernetes.rest import ApiError, Kube
-from gpufleet.adapters.kubernetes.workloads import DEFAULT_RPS_QUERY
+from gpufleet.adapters.kubernetes.workloads import rps_query
 from gpufleet.control.observation import ObservedDeployment
 from gpufleet.control.replicas import ScaleDecision
-from gpufleet.control.scale_ownership import HandsOff, Key, ScaleOwnership, left_alone, wake_floor
+from gpufleet.control.scale_ownership import (
+    NO_SIGNAL_AT_ZERO,
+    HandsOff,
+    Key,
+    ScaleOwnership,
+    left_alone,
+    reads_pods,
+    wake_floor,
+    wake_unseen,
+)
 
 
 class ScaleGuard:
@@ -35,6 +46,7 @@ class ScaleGuard:
         self.default_rps_query = default_rps_query
         self.ownership = ScaleOwnership()
         self._hpas: dict[Key, str] = {}
+        self._silent: set[tuple[str, str, str]] = set()  # (namespace, name, query): answered nothing at zero
 
     def read_hpas(self) -> None:
         """The HPAs' Deployment targets (once a period); an unreadable list keeps the last one read."""
@@ -68,11 +80,27 @@ class ScaleGuard:
         return holds.keys
 
     def woken(self, d: ScaleDecision, dep: ObservedDeployment | None) -> ScaleDecision:
-        """``d``, with a decision of 0 lifted to 1 when ``dep``'s rate is read from its own pods."""
+        """``d``, with a decision of 0 lifted to 1 when ``dep``'s rate is read from its own pods: its query selects
+        series by pod, or it answered nothing at zero replicas before (:meth:`silent_at_zero`)."""
         if dep is None or dep.serving is None:
             return d
-        own_pods = not dep.serving.rps_query and self.default_rps_query == DEFAULT_RPS_QUERY
+        query = rps_query(dep, self.default_rps_query)
+        own_pods = reads_pods(query) or (dep.namespace, dep.name, query) in self._silent
         return wake_floor(d, own_pods, dep.serving.scaling.max_replicas)
+
+    def silent_at_zero(self, dep: ObservedDeployment) -> ScaleDecision | None:
+        """For ``dep`` whose rate query answered with no series: at zero replicas, the decision to wake it
+        (``wake_unseen``), its query remembered as one that needs the pods (never taken to zero again by
+        :meth:`woken`) and a warning audited; None otherwise."""
+        d = wake_unseen(dep)
+        if d is None:
+            return None
+        query = rps_query(dep, self.default_rps_query)
+        self._silent.add((dep.namespace, dep.name, query))
+        self.record("scale_query", f"{dep.namespace}/{dep.name}", NO_SIGNAL_AT_ZERO, "warning", query=query,
+                    hint="the rate query has no series at zero replicas; give a rate that outlives the pods "
+                    "(a gateway's counter) in gpufleet.io/rps-query to scale to zero")  # fmt: skip
+        return d
 
     def _audit(self, off: Sequence[HandsOff]) -> None:
         for h in off:

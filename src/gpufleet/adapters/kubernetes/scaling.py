@@ -125,14 +125,21 @@ class DeploymentScaling:
         self._warm(rated, now, deadline)
         gauges = deployment_gauges(self._prom, rated, now, self._gauges, deadline)
         plan = self.scaler.plan(deployments, rates, now, gauges)
+        wakes: list[ScaleDecision] = []
         for ns, name, reason in plan.skipped:
             why = errors.get((ns, name))
+            empty = reason == "no_rate" and not why and (ns, name) not in rates  # answered: no series
+            if empty and (ns, name) not in held and (wake := self.guard.silent_at_zero(by_key[(ns, name)])):
+                wakes.append(wake)  # at zero, its query answered nothing: unknown, not idle (scale_guard.py)
+                continue
             if why == ROUND_DEADLINE:
                 self.act.record("scale", f"{ns}/{name}", ROUND_DEADLINE, "skipped")
                 continue
             self.act.record("scale", f"{ns}/{name}", "telemetry_unavailable" if why else reason, "skipped",
                             **({"error": why} if why else {}))  # fmt: skip
         self._report_cut("scale", errors)
+        for d in wakes:
+            self._apply(d)
         for d in plan.decisions:
             if (d.namespace, d.name) in held:  # someone else's replicas stand (audited by the guard)
                 continue
