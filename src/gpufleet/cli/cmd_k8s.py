@@ -81,8 +81,15 @@ def register(app: typer.Typer) -> None:
         kubeconfig: Annotated[Path | None, typer.Option("--kubeconfig")] = None,
         in_cluster: Annotated[bool, typer.Option("--in-cluster")] = False,
         dry_run: Annotated[bool, typer.Option("--dry-run", help="with --apply: record, change nothing")] = False,
+        adopt: Annotated[
+            bool,
+            typer.Option("--adopt", help="with --apply: also replace objects of the same name gpufleet did not create"),
+        ] = False,
     ) -> None:
-        """Compile quotas and procurement tiers into Kueue and Karpenter objects; print, write or apply them."""
+        """Compile quotas and procurement tiers into Kueue and Karpenter objects; print, write or apply them. An
+        existing object keeps what others put on its metadata (finalizers, labels, annotations); one without the
+        label app.kubernetes.io/managed-by=gpufleet is someone else's and left as it is (not_ours, exit 1) unless
+        --adopt."""
         import yaml
 
         from gpufleet.adapters.kubernetes.act import Actuator
@@ -103,7 +110,7 @@ def register(app: typer.Typer) -> None:
         assert isinstance(kube, Kube)
         act = Actuator(kube, dry_run=dry_run)
         for o in objs:
-            act.apply_object(collection_path(o), o, "quotas_compiled")
+            act.apply_object(collection_path(o), o, "quotas_compiled", adopt=adopt)
         for a in act.audit:
             typer.echo(f"{a['outcome']}: {a['target']}" + (f" ({a.get('message', '')})" if a.get("message") else ""))
         if any(a["outcome"] not in ("applied", "dry_run") for a in act.audit):

@@ -5,10 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
-import pytest
-
-from gpufleet.adapters.kubernetes.act import Actuator
-from gpufleet.adapters.kubernetes.fleetobjects import MANAGED_BY, collection_path, resource_flavor
+from gpufleet.adapters.kubernetes.act import MANAGED_BY, Actuator
+from gpufleet.adapters.kubernetes.fleetobjects import collection_path, resource_flavor
 from gpufleet.adapters.kubernetes.rest import Kube
 
 H100 = "NVIDIA-H100-80GB-HBM3"
@@ -20,8 +18,12 @@ def _flavor(name: str) -> dict[str, Any]:
     return o
 
 
-@pytest.mark.xfail(strict=True, reason="a re-apply replaces the whole metadata: others' finalizers and labels go")
 def test_a_reapply_keeps_what_others_put_on_the_object(kube: Kube, ns: str) -> None:
+    """Review (fixed), the defect: a re-apply (``gpufleet k8s quotas --apply`` after a fleet spec change) PUT the
+    emitted object with only its resourceVersion from the one in the cluster: every finalizer (Kueue's
+    ``resource-in-use`` on flavors and ClusterQueues, its protection against deleting what workloads use), every label
+    and annotation others had put on it (a GitOps tool's tracking id) was removed. Now the object read is replaced
+    in its spec, its metadata kept with gpufleet's labels set over it."""
     act = Actuator(kube)
     o = _flavor(f"rf-{ns}")
     path = collection_path(o)
@@ -41,10 +43,14 @@ def test_a_reapply_keeps_what_others_put_on_the_object(kube: Kube, ns: str) -> N
     kube.patch(f"{path}/{o['metadata']['name']}", {"metadata": {"finalizers": None}})
 
 
-@pytest.mark.xfail(strict=True, reason="an object of the same name gpufleet did not create is replaced")
 def test_an_object_gpufleet_did_not_create_is_not_replaced_unless_adopted(kube: Kube, ns: str) -> None:
+    """Review (fixed), the defect: an existing object of the name gpufleet emits (an administrator's ClusterQueue
+    named like a team, a NodePool or flavor of the same name) was silently replaced by gpufleet's. Now every emitted
+    object carries ``app.kubernetes.io/managed-by: gpufleet`` (the Kueue ones did not) and one without it is left
+    as it is, outcome ``not_ours`` (the CLI exits 1), unless ``--adopt``."""
     theirs = _flavor(f"admin-{ns}")
     theirs["spec"] = {"nodeLabels": {"pool": "admins"}}
+    theirs["metadata"].pop("labels", None)
     path = collection_path(theirs)
     kube.post(path, theirs)  # an administrator's flavor, by the name gpufleet's would take
     act = Actuator(kube)

@@ -35,6 +35,8 @@ from gpufleet.adapters.kubernetes.labels import A_CORDONED_BY, A_GPU_SLOTS, A_PA
 from gpufleet.adapters.kubernetes.rest import JSON, MERGE_PATCH, STRATEGIC_PATCH, ApiError, Kube
 
 TRANSIENT = {0, 429, 500, 502, 503, 504}
+MANAGED_BY = "app.kubernetes.io/managed-by"  # on the objects gpufleet emits (fleetobjects.py): MANAGER's
+MANAGER = "gpufleet"
 RETRY_AFTER_MAX_S = 30.0  # the longest Retry-After honoured before a retry (an actuator thread waits it out)
 OWN_CORDON_TRIES = 3  # read-then-patch rounds when the node changed in between (409)
 AUDIT_KEEP = 100_000  # audit records kept in memory
@@ -54,6 +56,10 @@ def pdb_refusal(exc: ApiError) -> bool:
     if exc.status != 429:
         return False
     return any(c.startswith("DisruptionBudget:") for c in exc.causes) or "disruption budget" in exc.message.lower()
+
+
+class _NotOurs(Exception):
+    """An object :meth:`Actuator.apply_object` would replace is someone else's."""
 
 
 class Actuator:
@@ -368,9 +374,15 @@ class Actuator:
 
         return self._do(action, target, reason, go, **extra)
 
-    def apply_object(self, path: str, obj: JSON, reason: str) -> str:
-        """Create ``obj`` in collection ``path``, or replace it (keeping its resourceVersion) if it exists."""
+    def apply_object(self, path: str, obj: JSON, reason: str, *, adopt: bool = False) -> str:
+        """Create ``obj`` in collection ``path``, or, if it exists, replace its spec with ``obj``'s: a PUT of the object
+        read (its resourceVersion: 409 if it changed in between), so what others keep on its metadata stays
+        (finalizers such as Kueue's ``resource-in-use``, owner references, their labels and annotations) and
+        ``obj``'s labels and annotations are set over it. An existing object without gpufleet's label
+        (``app.kubernetes.io/managed-by: gpufleet``) is someone else's of the same name: left as it is, outcome
+        ``not_ours`` (``adopt``: replaced all the same, and labelled gpufleet's from then on)."""
         name = obj["metadata"]["name"]
+        target = f"{obj.get('kind')}/{name}"
 
         def go() -> JSON:
             try:
@@ -379,10 +391,24 @@ class Actuator:
                 if exc.status != 409:
                     raise
                 cur = self.kube.get(f"{path}/{name}")
-                new = dict(obj, metadata=dict(obj["metadata"], resourceVersion=cur["metadata"]["resourceVersion"]))
-                return self.kube.put(f"{path}/{name}", new)
+                meta = dict(cur.get("metadata") or {})
+                if (meta.get("labels") or {}).get(MANAGED_BY) != MANAGER and not adopt:
+                    raise _NotOurs from None
+                mine = obj["metadata"]
+                meta["labels"] = {**(meta.get("labels") or {}), **(mine.get("labels") or {}), MANAGED_BY: MANAGER}
+                if mine.get("annotations") or meta.get("annotations"):
+                    meta["annotations"] = {**(meta.get("annotations") or {}), **(mine.get("annotations") or {})}
+                meta.pop("managedFields", None)
+                new = {k: v for k, v in obj.items() if k not in ("metadata", "status")}
+                return self.kube.put(f"{path}/{name}", {**new, "metadata": meta})
 
-        return self._do("apply", f"{obj.get('kind')}/{name}", reason, go)
+        try:
+            return self._do("apply", target, reason, go)
+        except _NotOurs:
+            self.record("apply", target, reason, "not_ours",
+                        message=f"{target} exists without the label {MANAGED_BY}={MANAGER}: someone else's object of "
+                        "that name, left as it is (--adopt: replace it and manage it from then on)")  # fmt: skip
+            return "not_ours"
 
     def merge_patch_strategic(self, path: str, body: JSON, target: str) -> str:
         return self._do(

@@ -22,7 +22,9 @@ before on demand, and work that does not tolerate spot skips it: ``reserved -> o
   spec the launched tiers' NodePools never consolidate (``consolidateAfter: Never``) and the controller releases
   their idle nodes with the loop's node scaler instead (control/node_release.py).
 
-Pure functions: they return dicts; :meth:`Actuator.apply_object` sends them.
+Every object carries the label ``app.kubernetes.io/managed-by: gpufleet``. Pure functions: they return dicts;
+:meth:`Actuator.apply_object` sends them (an existing object of the same name without that label is someone else's:
+not replaced, unless adopted; an existing one keeps what others put on its metadata).
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from decimal import Decimal
 
+from gpufleet.adapters.kubernetes.act import MANAGED_BY, MANAGER
 from gpufleet.adapters.kubernetes.labels import GPU, L_CAPACITY, L_PRODUCT
 from gpufleet.adapters.kubernetes.rest import JSON
 from gpufleet.control.placement import running_tier_order
@@ -54,7 +57,7 @@ def capacity_chain(prices: Mapping[Tier, Decimal]) -> tuple[str, ...]:
 SPOT_TAINT = dict(zip(("key", "value", "effect"), SPOT_NODE_TAINT, strict=True))
 KUEUE = "kueue.x-k8s.io/v1beta2"
 KARPENTER = "karpenter.sh/v1"
-MANAGED_BY = "app.kubernetes.io/managed-by"
+OWNED = {MANAGED_BY: MANAGER}  # the label of every object emitted here: Actuator.apply_object replaces only those
 PATHS = {
     "ResourceFlavor": "/apis/kueue.x-k8s.io/v1beta2/resourceflavors",
     "Cohort": "/apis/kueue.x-k8s.io/v1beta2/cohorts",
@@ -103,7 +106,8 @@ def resource_flavor(sku: str, tier: str) -> JSON:
     spec: JSON = {"nodeLabels": {L_PRODUCT: sku, L_CAPACITY: tier}}
     if tier == "spot":
         spec["nodeTaints"] = [dict(SPOT_TAINT)]
-    return {"apiVersion": KUEUE, "kind": "ResourceFlavor", "metadata": {"name": flavor_name(sku, tier)}, "spec": spec}
+    meta = {"name": flavor_name(sku, tier), "labels": dict(OWNED)}
+    return {"apiVersion": KUEUE, "kind": "ResourceFlavor", "metadata": meta, "spec": spec}
 
 
 def kueue_objects(
@@ -123,7 +127,8 @@ def kueue_objects(
                                   f"{q.lending_limit_gpus} is above the nominal quota {q.nominal_gpus}: a team lends "
                                   "at most its nominal quota (Kueue refuses lendingLimit > nominalQuota)")  # fmt: skip
     for cohort in sorted({q.cohort for q in quotas}):
-        out.append({"apiVersion": KUEUE, "kind": "Cohort", "metadata": {"name": cohort}, "spec": {}})
+        out.append({"apiVersion": KUEUE, "kind": "Cohort", "metadata": {"name": cohort, "labels": dict(OWNED)},
+                    "spec": {}})  # fmt: skip
     teams = sorted({q.team for q in quotas})
     for team in teams:
         mine = sorted((q for q in quotas if q.team == team), key=lambda q: _position(by_flavor[q.flavor]))
@@ -139,7 +144,7 @@ def kueue_objects(
                 res["lendingLimit"] = q.lending_limit_gpus
             flavors.append({"name": q.flavor, "resources": [res]})
         out.append({
-            "apiVersion": KUEUE, "kind": "ClusterQueue", "metadata": {"name": team},
+            "apiVersion": KUEUE, "kind": "ClusterQueue", "metadata": {"name": team, "labels": dict(OWNED)},
             "spec": {"cohortName": cohorts.pop(), "namespaceSelector": {},
                      "queueingStrategy": "BestEffortFIFO",
                      "resourceGroups": [{"coveredResources": [GPU], "flavors": flavors}],
@@ -148,7 +153,8 @@ def kueue_objects(
     for ns, team in sorted(namespaces.items()):
         if team not in teams:
             raise ValidationError(f"namespaces[{ns}]", f"team {team!r} has no quota")
-        out.append({"apiVersion": KUEUE, "kind": "LocalQueue", "metadata": {"name": "gpufleet", "namespace": ns},
+        out.append({"apiVersion": KUEUE, "kind": "LocalQueue",
+                    "metadata": {"name": "gpufleet", "namespace": ns, "labels": dict(OWNED)},
                     "spec": {"clusterQueue": team}})  # fmt: skip
     return out
 
@@ -181,7 +187,7 @@ def node_pool(t: TierCapacity, gpus_per_node: int = 8, consolidate_after: str = 
         spec["limits"] = {GPU: str(t.gpus)}
     if t.tier == "spot":
         spec["template"]["spec"]["taints"] = [dict(SPOT_TAINT)]
-    meta = {"name": t.flavor, "labels": {MANAGED_BY: "gpufleet"}}  # whose limits follow procurement (node_limits.py)
+    meta = {"name": t.flavor, "labels": dict(OWNED)}  # whose limits follow procurement (node_limits.py)
     return {"apiVersion": KARPENTER, "kind": "NodePool", "metadata": meta, "spec": spec}
 
 

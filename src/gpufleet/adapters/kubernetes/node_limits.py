@@ -25,8 +25,8 @@ from dataclasses import dataclass
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from gpufleet.adapters.kubernetes.act import Actuator
-from gpufleet.adapters.kubernetes.fleetobjects import MANAGED_BY, PATHS
+from gpufleet.adapters.kubernetes.act import MANAGED_BY, Actuator
+from gpufleet.adapters.kubernetes.fleetobjects import PATHS
 from gpufleet.adapters.kubernetes.labels import node_pool_from_json
 from gpufleet.adapters.kubernetes.rest import Kube
 from gpufleet.adapters.kubernetes.usage import TIERS
