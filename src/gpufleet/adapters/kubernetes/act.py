@@ -37,6 +37,7 @@ from gpufleet.adapters.kubernetes.rest import JSON, MERGE_PATCH, STRATEGIC_PATCH
 TRANSIENT = {0, 429, 500, 502, 503, 504}
 MANAGED_BY = "app.kubernetes.io/managed-by"  # on the objects gpufleet emits (fleetobjects.py): MANAGER's
 MANAGER = "gpufleet"
+NOT_LEADER = "not_leader"  # the outcome of a write refused by Actuator.may_write (the Lease lost)
 RETRY_AFTER_MAX_S = 30.0  # the longest Retry-After honoured before a retry (an actuator thread waits it out)
 OWN_CORDON_TRIES = 3  # read-then-patch rounds when the node changed in between (409)
 AUDIT_KEEP = 100_000  # audit records kept in memory
@@ -84,6 +85,8 @@ class Actuator:
         # the last audit records in memory (the file, ``audit_path``, keeps them all); ``on_record`` sees each one
         self.audit: deque[dict[str, Any]] = deque(maxlen=AUDIT_KEEP)
         self.on_record: Callable[[dict[str, Any]], None] | None = None
+        # whether a write may go now (the controller's: while it leads); a write it refuses is recorded NOT_LEADER
+        self.may_write: Callable[[], bool] | None = None
         self._eviction_api: str | None = None
         self._lock = threading.Lock()
 
@@ -102,8 +105,16 @@ class Actuator:
             self.on_record(ev)
         return ev
 
+    def _gated(self, action: str, target: str, reason: str, **extra: Any) -> bool:
+        """Whether a write is refused now (:attr:`may_write`: the controller lost the Lease while a drain, a preemption
+        or a scaling round was in flight); recorded with outcome ``not_leader``."""
+        if self.dry_run or self.may_write is None or self.may_write():
+            return False
+        self.record(action, target, reason, NOT_LEADER, **extra)
+        return True
+
     def _event(self, namespace: str, kind: str, name: str, reason: str, message: str) -> None:
-        if not self.events or self.dry_run:
+        if not self.events or self.dry_run or (self.may_write is not None and not self.may_write()):
             return
         now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(self.clock()))
         body = {"apiVersion": "v1", "kind": "Event",
@@ -132,6 +143,8 @@ class Actuator:
         if self.dry_run:
             self.record(action, target, reason, "dry_run", **extra)
             return "dry_run"
+        if self._gated(action, target, reason, **extra):
+            return NOT_LEADER
         try:
             self._send(fn)
         except ApiError as exc:
@@ -194,6 +207,8 @@ class Actuator:
         if self.dry_run:
             self.record(action, node, reason, "dry_run")
             return "dry_run"
+        if self._gated(action, node, reason):
+            return NOT_LEADER
         outcome, extra = "conflict", {}
         for _ in range(OWN_CORDON_TRIES):
             try:
@@ -311,6 +326,8 @@ class Actuator:
         if self.dry_run:
             self.record("scale", target, reason, "dry_run", replicas=replicas)
             return "dry_run"
+        if self._gated("scale", target, reason, replicas=replicas):
+            return NOT_LEADER
         path = f"/apis/apps/v1/namespaces/{namespace}/deployments/{name}"
         outcome, extra = "conflict", {}
         for _ in range(OWN_CORDON_TRIES):

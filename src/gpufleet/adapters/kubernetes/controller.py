@@ -209,6 +209,10 @@ class Controller:
             kube, cfg.namespace, cfg.lease_name, identity, lease_duration_s=cfg.lease_duration_s, renew_s=cfg.renew_s,
             clock=clock,
         )  # fmt: skip
+        # writes go only while leading: a drain, preemption or scaling round in flight stops writing when the Lease is
+        # lost (outcome not_leader); a controller that never took part in the election (term 0: its methods called
+        # directly, by a test or a one-off) is not gated, and run() acts only while leading
+        self.act.may_write = lambda: self.elector.term == 0 or self.elector.is_leader()
         self._stop = threading.Event()
         self._pool = ThreadPoolExecutor(max_workers=cfg.bind_workers, thread_name_prefix="bind")
         self.bound: list[PodBind] = []
