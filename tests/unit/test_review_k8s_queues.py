@@ -2,16 +2,17 @@
 
 from __future__ import annotations
 
-import pytest
-
 from gpufleet.adapters.kubernetes.fleetobjects import TierCapacity, flavor_name, kueue_objects
 from gpufleet.schedule.quota import TeamQuota
 
 H100 = "NVIDIA-H100-80GB-HBM3"
 
 
-@pytest.mark.xfail(strict=True, reason="every ClusterQueue admits every namespace (namespaceSelector {})")
 def test_a_teams_cluster_queue_admits_only_the_teams_namespaces() -> None:
+    """Review (fixed), the defect: every emitted ClusterQueue had ``namespaceSelector: {}`` (every namespace), so the
+    fleet spec's namespace -> team mapping was only the LocalQueue gpufleet created: any namespace whose users may
+    create a LocalQueue could point it at another team's ClusterQueue and spend that team's quota. Now each
+    ClusterQueue admits its team's namespaces only (by ``kubernetes.io/metadata.name``); a team with none, none."""
     tiers = [TierCapacity(H100, "reserved", 64)]
     quotas = [
         TeamQuota("research", "co", flavor_name(H100, "reserved"), 32),

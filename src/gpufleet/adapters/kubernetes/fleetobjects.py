@@ -9,7 +9,8 @@ one Karpenter NodePool. Spot is for checkpointable work only: its flavor and Nod
 the workload tolerates its taints; Karpenter taints the nodes it launches). So checkpointable work tries spot
 before on demand, and work that does not tolerate spot skips it: ``reserved -> on-demand``.
 
-- Kueue (v1beta2): one Cohort per quota cohort; one ClusterQueue per team (``cohortName``; one resource group
+- Kueue (v1beta2): one Cohort per quota cohort; one ClusterQueue per team (``cohortName``; only the team's
+  namespaces may submit to it, ``namespaceSelector`` by ``kubernetes.io/metadata.name``; one resource group
   over ``nvidia.com/gpu`` whose flavors are listed in chain order, so Kueue tries reserved first; nominal quota,
   borrowing and lending limits from :class:`~gpufleet.schedule.quota.TeamQuota`, a lending limit above the nominal
   refused as Kueue's webhook refuses it); one LocalQueue per
@@ -145,7 +146,7 @@ def kueue_objects(
             flavors.append({"name": q.flavor, "resources": [res]})
         out.append({
             "apiVersion": KUEUE, "kind": "ClusterQueue", "metadata": {"name": team, "labels": dict(OWNED)},
-            "spec": {"cohortName": cohorts.pop(), "namespaceSelector": {},
+            "spec": {"cohortName": cohorts.pop(), "namespaceSelector": team_namespaces(team, namespaces),
                      "queueingStrategy": "BestEffortFIFO",
                      "resourceGroups": [{"coveredResources": [GPU], "flavors": flavors}],
                      "preemption": {"reclaimWithinCohort": "Any", "withinClusterQueue": "LowerPriority"}},
@@ -157,6 +158,20 @@ def kueue_objects(
                     "metadata": {"name": "gpufleet", "namespace": ns, "labels": dict(OWNED)},
                     "spec": {"clusterQueue": team}})  # fmt: skip
     return out
+
+
+NAMESPACE_NAME = "kubernetes.io/metadata.name"  # every namespace's own name, set by the API server (1.21+)
+
+
+def team_namespaces(team: str, namespaces: Mapping[str, str]) -> JSON:
+    """A team's ClusterQueue's ``namespaceSelector``: its namespaces by name (``namespaces``: namespace -> team), so a
+    LocalQueue of another namespace cannot draw on the team's quota; none for a team without namespaces (one that
+    only lends to its cohort). By the label ``kubernetes.io/metadata.name`` (the API server sets it from 1.21; on an
+    older one the namespaces need it set by hand)."""
+    mine = sorted(ns for ns, t in namespaces.items() if t == team)
+    if not mine:
+        return {"matchExpressions": [{"key": NAMESPACE_NAME, "operator": "DoesNotExist"}]}
+    return {"matchExpressions": [{"key": NAMESPACE_NAME, "operator": "In", "values": mine}]}
 
 
 def node_pool(t: TierCapacity, gpus_per_node: int = 8, consolidate_after: str = "300s") -> JSON:
