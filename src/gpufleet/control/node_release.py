@@ -62,7 +62,8 @@ too) is uncordoned once the watch has seen it parked ``own_cordon_grace_s`` (:da
 ``own_cordon_expired``). Only gpufleet's own cordon is ever undone: an administrator's (no mark) is not a parked
 node, never offered nor uncordoned.
 
-Restarts: on its first round (a controller started, or took the Lease) the planner has no watch of its own, so
+Restarts: on its first round (a controller started, or took the Lease: the controller makes a new planner for each
+of its Lease terms, as another leader may have used the nodes meanwhile) the planner has no watch of its own, so
 it reads the one the last controller left on the nodes (:func:`marked_since`): an empty node's idle spell from
 ``ObservedNode.idle_s`` (the controller writes :meth:`NodeReleasePlanner.idle_marks` on the nodes), else, parked,
 from ``parked_s`` (written with gpufleet's cordon), as does a parked node's grace; each held between the node's
