@@ -25,4 +25,4 @@ def test_a_teams_cluster_queue_admits_only_the_teams_namespaces() -> None:
     assert sel["research"] == {"matchExpressions": [{"key": name, "operator": "In", "values": ["ml-a", "ml-b"]}]}
     assert sel["serving"] == {"matchExpressions": [{"key": name, "operator": "In", "values": ["web"]}]}
     # a team with no namespace (one that only lends its quota to the cohort) admits none
-    assert sel["lender"] == {"matchExpressions": [{"key": name, "operator": "DoesNotExist"}]}
+    assert sel["lender"] == {"matchExpressions": [{"key": name, "operator": "In", "values": ["gpufleet.no_namespace"]}]}

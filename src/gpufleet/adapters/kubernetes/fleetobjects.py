@@ -161,16 +161,15 @@ def kueue_objects(
 
 
 NAMESPACE_NAME = "kubernetes.io/metadata.name"  # every namespace's own name, set by the API server (1.21+)
+NO_NAMESPACE = "gpufleet.no_namespace"  # a valid label value no namespace is named ('.', '_'): selects none
 
 
 def team_namespaces(team: str, namespaces: Mapping[str, str]) -> JSON:
     """A team's ClusterQueue's ``namespaceSelector``: its namespaces by name (``namespaces``: namespace -> team), so a
     LocalQueue of another namespace cannot draw on the team's quota; none for a team without namespaces (one that
-    only lends to its cohort). By the label ``kubernetes.io/metadata.name`` (the API server sets it from 1.21; on an
+    only lends to its cohort: :data:`NO_NAMESPACE`, on every API server version). By the label ``kubernetes.io/metadata.name`` (the API server sets it from 1.21; on an
     older one the namespaces need it set by hand)."""
-    mine = sorted(ns for ns, t in namespaces.items() if t == team)
-    if not mine:
-        return {"matchExpressions": [{"key": NAMESPACE_NAME, "operator": "DoesNotExist"}]}
+    mine = sorted(ns for ns, t in namespaces.items() if t == team) or [NO_NAMESPACE]
     return {"matchExpressions": [{"key": NAMESPACE_NAME, "operator": "In", "values": mine}]}
 
 
