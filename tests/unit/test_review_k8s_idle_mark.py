@@ -1,0 +1,26 @@
+"""Review (k8s): an idle mark (``gpufleet.io/idle-since``) older than the node's last use, read by a planner that has not
+watched the node (a controller started, or a new Lease term) (control/node_release.py)."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+
+from gpufleet.control.node_release import NodeReleasePlanner
+from gpufleet.control.observation import ObservedPod
+from gpufleet.domain.catalog import BUILTIN_PRICE_CATALOG
+from tests.unit.test_node_release import T0, Recorder, node, obs, pod
+
+
+@pytest.mark.xfail(strict=True, reason="a stale idle mark outweighs a pod that ran on the node since")
+def test_a_mark_older_than_a_pod_that_ran_on_the_node_since_is_not_trusted() -> None:
+    # the last leader marked the node idle from T0 - 3000 and lost the lead (or crashed) before it saw a job run there
+    # from T0 - 400 to T0 - 100: the mark stayed, the job's pod is still there, Succeeded
+    marked = replace(node("gpu"), idle_s=T0 - 3000)
+    done: ObservedPod = replace(pod("job", 1, on="gpu"), phase="Succeeded", started_s=T0 - 400)
+    rec = Recorder()
+    planner = NodeReleasePlanner(rec, BUILTIN_PRICE_CATALOG)
+    planner.plan(obs(0, [marked], [done]))
+    assert planner.idle_marks()["gpu"] >= T0 - 400
+    assert [i.idle_for_s for i in rec.asked[0].idle] == []  # idle at most 400 s: not offered yet (min 600 s)
