@@ -67,7 +67,9 @@ of its Lease terms, as another leader may have used the nodes meanwhile) the pla
 it reads the one the last controller left on the nodes (:func:`marked_since`): an empty node's idle spell from
 ``ObservedNode.idle_s`` (the controller writes :meth:`NodeReleasePlanner.idle_marks` on the nodes), else, parked,
 from ``parked_s`` (written with gpufleet's cordon), as does a parked node's grace; each held between the node's
-creation and now, and never for a busy node.
+creation and now, no earlier than the start of the last pod observed on the node (a finished one too: the last
+controller may have lost the lead or crashed before it saw the node used and removed its mark), and never for a
+busy node.
 
 Node start (``node_start_s``) is one setting for the cluster, the controller's (the simulator reads it per pool).
 Decisions are data (:class:`NodeRelease`, with the scaler's reason code; :class:`NodeUncordon`); the controller
@@ -120,16 +122,27 @@ def busy_nodes(pods: Iterable[ObservedPod]) -> set[str]:
     return {p.node for p in pods if p.node and p.active and not node_bound(p)}
 
 
-def marked_since(mark: float | None, n: ObservedNode, now: float, obs_now: float) -> int:
+def marked_since(mark: float | None, n: ObservedNode, now: float, obs_now: float, used_s: float | None = None) -> int:
     """A time a node carries (``mark``: Unix seconds, ``ObservedNode.parked_s`` or ``idle_s``) on the planner's
     clock (``now``; the observation's ``obs_now``), for a planner that has not watched the node (its first round: a
     controller restarted, or a new Lease holder), held between the node's creation and now: a mark moved back
     (anyone who may patch nodes can write it) counts no more than the node's age, one moved ahead no less than 0;
-    ``now`` without a readable mark or a creation time."""
+    and no earlier than ``used_s``, the start of the last pod observed on the node (a finished one too: a mark is
+    written on an idle node, so a pod started after it ran on the node since, while no controller watched to remove
+    the mark); ``now`` without a readable mark or a creation time."""
     if mark is None or n.created_s is None:
         return int(now)
-    at = min(max(mark, n.created_s), obs_now)
+    at = min(max(mark, n.created_s, used_s if used_s is not None else mark), obs_now)
     return int(now - (obs_now - at))
+
+
+def last_used(pods: Iterable[ObservedPod]) -> dict[str, float]:
+    """Per node, the latest start of a pod observed bound to it (any phase; DaemonSet and static pods aside)."""
+    out: dict[str, float] = {}
+    for p in pods:
+        if p.node and p.started_s is not None and not node_bound(p):
+            out[p.node] = max(out.get(p.node, p.started_s), p.started_s)
+    return out
 
 
 def _offerable(n: ObservedNode, busy: Collection[str]) -> bool:
@@ -274,10 +287,12 @@ class NodeReleasePlanner:
         busy = busy_nodes(bound)
         gpu_nodes = [n for n in obs.nodes if n.sku and n.spec.gpu_count > 0]
         fresh = self._fresh(gpu_nodes, now)
+        last_use = last_used(obs.pods) if first else {}
         for n in obs.nodes:  # every node a drain may have cordoned: a CPU node too (uncordoned after the grace)
             if n.own_cordon and n.name not in draining:
                 if n.name not in self._parked_since:
-                    self._parked_since[n.name] = marked_since(n.parked_s, n, now, obs.now_s) if first else int(now)
+                    since = marked_since(n.parked_s, n, now, obs.now_s, last_use.get(n.name))
+                    self._parked_since[n.name] = since if first else int(now)
             else:
                 self._parked_since.pop(n.name, None)
         parked = {n.name for n in gpu_nodes if n.name in self._parked_since and _offerable(n, busy)}
@@ -286,7 +301,8 @@ class NodeReleasePlanner:
                 self._idle_since.pop(n.name, None)
             elif n.name not in self._idle_since:  # at start: idle since its mark, a parked one at least since parked
                 mark = n.idle_s if n.idle_s is not None or n.name not in parked else n.parked_s
-                self._idle_since[n.name] = marked_since(mark, n, now, obs.now_s) if first else int(now)
+                since = marked_since(mark, n, now, obs.now_s, last_use.get(n.name)) if first else int(now)
+                self._idle_since[n.name] = since
         names = {n.name for n in gpu_nodes}
         for gone in [k for k in self._idle_since if k not in names]:
             del self._idle_since[gone]
