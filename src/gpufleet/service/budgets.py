@@ -77,11 +77,14 @@ SUBMITTERS = (*ADMINS, Role.APP_TEAM)  # roles that may submit work, and so book
 MAX_EXPECTED_RUN_S = 366 * 86_400  # the longest expected run admission books (0 = until the window ends)
 
 
-__all__ = ["AdmissionOutcome", "BudgetService", "CapacityTaken", "Claim", "PricedOption", "usd"]
+__all__ = ["AdmissionOutcome", "Booked", "BudgetService", "CapacityTaken", "Claim", "PricedOption", "usd"]
 
 # (the booking's transaction, the option admitted) -> whether its GPUs were taken in its pool and its victims promised
 # to it (False: no room left, or a victim promised to another admission)
 Claim = Callable[[UnitOfWork, PricedOption], bool]
+# (the booking's transaction, the outcome, the id of the commitment booked or None) -> None: called for a booking whose
+# claim took its GPUs, once its outcome is known and before the transaction commits (the placement records its answer)
+Booked = Callable[[UnitOfWork, AdmissionOutcome, int | None], None]
 
 
 class CapacityTaken(ConflictError):
@@ -97,6 +100,7 @@ class _Ask:
     context: dict[str, Any]
     named: bool
     claim: Claim | None = None
+    booked: Booked | None = None
 
 
 class BudgetService:
@@ -223,6 +227,7 @@ class BudgetService:
         named: bool = True,
         book: bool = True,
         claim: Claim | None = None,
+        booked: Booked | None = None,
     ) -> AdmissionOutcome | None:
         """Admission of one placement for a team; None when the team has no budget (nothing to enforce).
         A ``named`` team (in the request) must exist; a team taken from an app_team token need not.
@@ -235,13 +240,24 @@ class BudgetService:
 
         ``claim`` (booking only): called in the booking's transaction for the option admitted (its pool and GPUs)
         before anything is recorded; when it returns False the request gets :class:`CapacityTaken` and nothing is
-        booked for it."""
+        booked for it. ``booked`` (with ``claim``): called in that transaction once the claim took the GPUs and the
+        outcome is booked, with the outcome and the commitment's id (None: no spend committed), before the commit:
+        what it writes commits with the booking, or not at all."""
         actor.require_team(team_id)
         if isinstance(expected_run_s, bool) or not 0 <= expected_run_s <= MAX_EXPECTED_RUN_S:
             raise ValidationError(
                 "expected_run_s", f"must be in 0..{MAX_EXPECTED_RUN_S} seconds (366 days), got {expected_run_s}"
             )
-        ask = _Ask(actor, preferred, tuple(degrade), expected_run_s, context, named, claim if book else None)
+        ask = _Ask(
+            actor,
+            preferred,
+            tuple(degrade),
+            expected_run_s,
+            context,
+            named,
+            claim if book else None,
+            booked if book else None,
+        )
         if book:
             actor.require(*SUBMITTERS)
             return self._bookings.submit(team_id, ask)
@@ -297,19 +313,30 @@ class BudgetService:
                     expected_end_s=min(call.end_s, window[1]),
                     booked=book,
                 )
-                out.append(AdmissionOutcome(decision.action, decision.option, body))
+                outcome = AdmissionOutcome(decision.action, decision.option, body)
+                out.append(outcome)
                 if not book:
                     continue
                 rate = call.rate_uusd_per_h
+                commitment: BudgetCommitmentRow | None = None
                 if call.chosen is not None and rate > 0:
-                    uow.session.add(
-                        BudgetCommitmentRow(team_id=team_id, created_at_s=now_s, start_s=now_s, end_s=call.end_s,
-                                            rate_uusd_per_h=rate, action=decision.action.value,
-                                            pool_id=call.chosen.pool_id)
-                    )  # fmt: skip
+                    commitment = BudgetCommitmentRow(
+                        team_id=team_id,
+                        created_at_s=now_s,
+                        start_s=now_s,
+                        end_s=call.end_s,
+                        rate_uusd_per_h=rate,
+                        action=decision.action.value,
+                        pool_id=call.chosen.pool_id,
+                    )
+                    uow.session.add(commitment)  # fmt: skip
                     committed += call.admitted_units  # what the next decision sees, in each window
                     for w in later:
                         later[w] += expected_units(rate, now_s, call.end_s, w)
+                if a.booked is not None and a.claim is not None and pool_id is not None:
+                    if commitment is not None:
+                        uow.session.flush()  # its id, for the placement's record
+                    a.booked(uow, outcome, None if commitment is None else commitment.id)
                 uow.audit(at_s=now_s, actor=a.actor.user_id, action="budget.admission", entity="team",
                           entity_id=team_id, detail={**body, **a.context})  # fmt: skip
             if book:

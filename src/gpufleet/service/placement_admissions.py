@@ -8,9 +8,9 @@ fingerprint of the request, with the answer. A later request under the key retur
 with another request is a ConflictError naming the key. An admission that queued booked nothing but records its
 answer too: the same key always answers the same.
 
-The answer of a booking made in the budget's batched transaction is written just after it commits (the answer is
-built from the budget's outcome once the batch is done); a retry meanwhile waits for it (at most ``WAIT_S``), and
-should the process have died in between, gets a ConflictError naming the pool booked (nothing is booked again).
+The answer is written in the transaction that books, also for a booking made in the budget's batched transaction
+(recorded there without it, then given its answer once the budget's outcome is known, before the commit): a process
+that dies after the commit has recorded what it booked, and a retry (on any process) answers it.
 
 A key is kept for ``retention_s`` (the setting ``placement_admission_key_retention_s``, 24 h by default) after the
 admission that recorded it: a retry within it answers the same. Past it the row is pruned (:meth:`AdmissionKeys.prune`,
@@ -24,7 +24,6 @@ import dataclasses
 import enum
 import hashlib
 import json
-import time
 from dataclasses import dataclass
 from typing import Any
 
@@ -35,8 +34,6 @@ from gpufleet.control.admission import ChainPlacementRequest
 from gpufleet.domain.errors import ConflictError
 from gpufleet.service.uow import UnitOfWork
 
-WAIT_S = 10.0  # how long a retry waits for the answer of a booking under its key still being written
-POLL_S = 0.05
 DEFAULT_RETENTION_S = 86_400  # how long an admission's key answers the same (placement_admission_key_retention_s)
 PRUNE_EVERY_S = 3600  # a process prunes the keys past their retention at most this often (of the service's clock)
 
@@ -93,40 +90,37 @@ class AdmissionKeys:
 
     def replay(self, key: AdmissionKey) -> dict[str, Any] | None:
         """The answer recorded under ``key`` (None: none yet); ConflictError when the key was used for another
-        request, or when a booking's answer was never written (waits up to ``WAIT_S`` for it first)."""
-        deadline = time.monotonic() + WAIT_S
-        while True:
-            with UnitOfWork(self._engine, write=False) as uow:
-                row = uow.session.execute(
-                    self._find.where(
-                        PlacementAdmissionRow.admitted_by == key.user, PlacementAdmissionRow.client_key == key.key
-                    )
-                ).first()
-            if row is None:
-                return None
-            bound, pool_id, answer = row
-            if bound != key.fingerprint:
-                raise ConflictError(
-                    f"Idempotency-Key {key.key!r} was already used for another admission request; use a new key for "
-                    "a new admission"
+        request, or when its row has no answer (a booking recorded by a version that wrote the answer after its
+        commit, and died in between)."""
+        with UnitOfWork(self._engine, write=False) as uow:
+            row = uow.session.execute(
+                self._find.where(
+                    PlacementAdmissionRow.admitted_by == key.user, PlacementAdmissionRow.client_key == key.key
                 )
-            if answer is not None:
-                out: dict[str, Any] = json.loads(answer)
-                return out
-            if time.monotonic() >= deadline:
-                raise ConflictError(
-                    f"the admission under Idempotency-Key {key.key!r} was booked in pool {pool_id!r} but its answer "
-                    "was not recorded; nothing is booked again under this key (use a new key for a new admission)"
-                )
-            time.sleep(POLL_S)
+            ).first()
+        if row is None:
+            return None
+        bound, pool_id, answer = row
+        if bound != key.fingerprint:
+            raise ConflictError(
+                f"Idempotency-Key {key.key!r} was already used for another admission request; use a new key for "
+                "a new admission"
+            )
+        if answer is None:
+            raise ConflictError(
+                f"the admission under Idempotency-Key {key.key!r} was booked in pool {pool_id!r} but its answer "
+                "was not recorded; nothing is booked again under this key (use a new key for a new admission)"
+            )
+        out: dict[str, Any] = json.loads(answer)
+        return out
 
     def record(
         self, uow: UnitOfWork, key: AdmissionKey, now_s: int, pool_id: str | None, answer: dict[str, Any] | None
     ) -> bool:
         """Record ``key`` in ``uow``'s transaction (the one that books, if anything is booked); False when a
         concurrent request under the key recorded it first (on PostgreSQL this waits for that transaction: the
-        caller rolls back and replays the answer it committed). ``answer`` None: written after the commit
-        (:meth:`answer`)."""
+        caller rolls back and replays the answer it committed). ``answer`` None: written later in the same transaction
+        (:meth:`answered`)."""
         stmt = uow.insert(PlacementAdmissionRow).values(
             admitted_by=key.user,
             client_key=key.key,
@@ -138,17 +132,11 @@ class AdmissionKeys:
         stmt = stmt.on_conflict_do_nothing(index_elements=["admitted_by", "client_key"])
         return uow.session.execute(stmt.returning(PlacementAdmissionRow.client_key)).first() is not None
 
-    def answer(self, key: AdmissionKey, answer: dict[str, Any]) -> None:
-        """Write the answer of a booking recorded without one."""
-        with UnitOfWork(self._engine, write=True) as uow:
-            uow.session.execute(
-                update(PlacementAdmissionRow)
-                .where(
-                    PlacementAdmissionRow.admitted_by == key.user,
-                    PlacementAdmissionRow.client_key == key.key,
-                    PlacementAdmissionRow.answer_json.is_(None),
-                )
-                .values(answer_json=_encode(answer))
-                .execution_options(synchronize_session=False)
-            )
-            uow.commit()
+    def answered(self, uow: UnitOfWork, key: AdmissionKey, answer: dict[str, Any]) -> None:
+        """Write, in ``uow``'s transaction (the one that recorded ``key`` without an answer), the booking's answer."""
+        uow.session.execute(
+            update(PlacementAdmissionRow)
+            .where(PlacementAdmissionRow.admitted_by == key.user, PlacementAdmissionRow.client_key == key.key)
+            .values(answer_json=_encode(answer))
+            .execution_options(synchronize_session=False)
+        )

@@ -179,20 +179,22 @@ class ChainPlacementService:
                 out = self._decide(actor, req, claimed, key)
             except CapacityTaken:
                 continue  # the budget's transaction found the pool's room (or the key) gone: decide again
-            if claimed:  # taken with the budget's booking, the key recorded with it: now its answer
-                if key is not None:
-                    self._keys.answer(key, out)
+            if claimed:  # taken with the budget's booking, the key recorded with it and its answer
                 return out
             queued = out["action"] == "queue" or out["pool"] is None
             if queued and key is None:
                 return out  # nothing to take, nothing to record
+            now_s = self._clock.now_s()
             with UnitOfWork(self._raw, write=True) as uow:  # no budget booked it: take the GPUs on their own
-                if not queued and self._take(uow, actor, req, out["pool"], int(out["gpus"]), out["victims"]) is None:
+                if (
+                    not queued
+                    and self._take(uow, actor, req, out["pool"], int(out["gpus"]), out["victims"], now_s) is None
+                ):
                     continue  # the room or a victim went to a concurrent admission: roll back, decide again
-                if key is not None and not self._keys.record(uow, key, self._clock.now_s(), out["pool"], out):
+                if key is not None and not self._keys.record(uow, key, now_s, out["pool"], out):
                     continue  # a concurrent request under the key recorded it first: roll back, replay its answer
                 if not queued:
-                    uow.audit(at_s=self._clock.now_s(), actor=actor.user_id, action="placement.admitted",
+                    uow.audit(at_s=now_s, actor=actor.user_id, action="placement.admitted",
                               entity="pool", entity_id=out["pool"],
                               detail={"gpus": out["gpus"], "action": out["action"], "victims": out["victims"],
                                       "workload_id": req.workload_id, "idempotency_key": client_key})  # fmt: skip
@@ -204,7 +206,14 @@ class ChainPlacementService:
         )
 
     def _take(
-        self, uow: UnitOfWork, actor: Actor, req: ChainPlacementRequest, pool_id: str, gpus: int, victims: Sequence[str]
+        self,
+        uow: UnitOfWork,
+        actor: Actor,
+        req: ChainPlacementRequest,
+        pool_id: str,
+        gpus: int,
+        victims: Sequence[str],
+        now_s: int,
     ) -> int | None:
         """Take an admission's GPUs in its pool: the GPUs its victims do not free (``allocated_gpus`` grows by them,
         re-checked under the pool's lock: a concurrent admission cannot take the free GPUs a preemption counted on),
@@ -214,7 +223,7 @@ class ChainPlacementService:
         need = gpus - sum(r.gpus for r in chosen)  # the victims' GPUs pass to the admission: no change in the count
         if need > 0 and not self._claim(uow, pool_id, need):
             return None
-        if chosen and not self._victims.promise(uow, pool_id, chosen, actor.user_id, self._clock.now_s()):
+        if chosen and not self._victims.promise(uow, pool_id, chosen, actor.user_id, now_s):
             return None
         return max(0, need)
 
@@ -314,13 +323,28 @@ class ChainPlacementService:
                 fails part way (its room taken, a victim promised) takes nothing (rolled back to a savepoint)."""
                 assert claimed is not None and option.pool_id is not None
                 savepoint = uow.session.begin_nested()
-                took = self._take(uow, actor, req, option.pool_id, option.gpus, option.victims)
+                took = self._take(uow, actor, req, option.pool_id, option.gpus, option.victims, now_s)
                 if took is None or (key is not None and not self._keys.record(uow, key, now_s, option.pool_id, None)):
                     savepoint.rollback()  # the room, a victim or the key (a concurrent retry booked) went elsewhere
                     return False
                 savepoint.commit()
                 claimed.append((option.pool_id, took))
                 return True
+
+        booked = None
+        if claimed is not None and key is not None:
+
+            def booked(uow: UnitOfWork, outcome: AdmissionOutcome, commitment_id: int | None) -> None:
+                """In the budget's transaction, before it commits: the answer of the booking the claim made (the
+                pipeline's, given this outcome: the same decision as the one returned), recorded under the key."""
+                assert key is not None
+
+                def decided(*_: Any) -> AdmissionOutcome:
+                    return outcome
+
+                answer = self._pipeline.decide(req, states, now_s=now_s, team=team, price_uusd=price_uusd,
+                                               budget=decided, sku_memory_gb=memory)  # fmt: skip
+                self._keys.answered(uow, key, answer)
 
         if team is not None and budgets is not None:
 
@@ -330,7 +354,8 @@ class ChainPlacementService:
                 assert team is not None and budgets is not None
                 return budgets.admit_placement(actor, team, preferred=preferred, degrade=degrade,
                                                expected_run_s=req.expected_run_s, context=context,
-                                               named=req.team is not None, book=req.admit, claim=claim)  # fmt: skip
+                                               named=req.team is not None, book=req.admit, claim=claim,
+                                               booked=booked)  # fmt: skip
 
         return self._pipeline.decide(
             req, states, now_s=now_s, team=team, price_uusd=price_uusd, budget=gate, sku_memory_gb=memory

@@ -283,7 +283,8 @@ class PlacementVictimRow(Base):
 
 class PlacementAdmissionRow(Base):
     """An admission's ``Idempotency-Key`` (migration 0018), per caller: the request fingerprint it is bound to, the
-    pool it booked in (None: it queued) and its answer (None only while a booking's answer is being written)."""
+    pool it booked in (None: it queued) and its answer (written in the transaction that books; None only in a row an
+    older version recorded, whose process died before writing the answer after its commit)."""
 
     __tablename__ = "placement_admissions"
     admitted_by: Mapped[str] = mapped_column(String(200), primary_key=True)
