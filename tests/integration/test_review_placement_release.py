@@ -170,3 +170,33 @@ def _race_release(s: LiveServer, token: str, key: str, racers: int = 6) -> list[
     for t in threads:
         t.join()
     return out
+
+
+@pytest.mark.xfail(strict=True, reason="a key is pruned after 24 h even while its admission's budget commitment runs")
+def test_a_long_admission_can_be_released_while_its_budget_commitment_runs(
+    database: Database, make_server: ServerFactory
+) -> None:
+    """Review (fixed), the defect (release against the keys' retention): a key is pruned 24 h after its admission,
+    and with it the only handle on the admission: a training run admitted for 3 days that finishes on day 2 could not
+    be released, so its budget commitment kept the team's money committed for a day more (later admissions queued
+    over budget). Expected: a key whose admission's budget commitment still runs, unreleased, is kept until the
+    commitment ends; released (or without one), it is pruned after the retention as before."""
+    clock = FixedClock(NOW_S)
+    s = make_server(database, clock=clock)
+    with s.client("ml_platform_admin", "ada") as a:
+        assert a.patch(f"/v1/pools/{OD}", json={"quota_gpus": None, "allocated_gpus": 0}).status_code == 200
+        assert a.post("/v1/teams", json={"id": "vision", "name": "Vision"}).status_code == 201
+        assert a.put("/v1/teams/vision/budget", json={"limit_usd": "1000000"}).status_code == 200
+        long_run = {**JOB, "team": "vision", "expected_run_s": 3 * 24 * HOUR, "admit": True}
+        got = _ok(a.post(URL, json=long_run, headers=_key("long")))
+        assert got["budget"]["booked"] is True, got
+        _ok(a.post(URL, json={**JOB, "admit": True}, headers=_key("short")))  # no budget commitment
+        clock.advance(2 * 24 * HOUR)
+        _ok(a.post(URL, json={**JOB, "admit": True}, headers=_key("pruner")))  # prunes the keys past retention
+        assert a.delete("/v1/placement/admissions/short").status_code == 404
+        rel = _ok(a.delete("/v1/placement/admissions/long"))
+        assert rel["budget_commitment_ended"] is True and rel["gpus_returned"] == 8, rel
+        assert Decimal(str(a.get("/v1/teams/vision/budget").json()["committed_usd"])) == 0
+        clock.advance(2 * HOUR)
+        _ok(a.post(URL, json={**JOB, "admit": True}, headers=_key("pruner-2")))  # released: pruned now
+        assert a.delete("/v1/placement/admissions/long").status_code == 404
