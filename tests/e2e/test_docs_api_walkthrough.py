@@ -50,7 +50,7 @@ def test_reservation_walkthrough_runs_as_written(tmp_path: Path) -> None:
     out = proc.stdout
     assert proc.returncode == 0, f"stdout:\n{out}\nstderr:\n{proc.stderr}"
     lines = out.splitlines()
-    assert lines[0].endswith("-> 0020_audit_action_index")  # gpufleet db upgrade
+    assert lines[0].endswith("-> 0021_placement_admission_release")  # gpufleet db upgrade
     assert '"status":"ready"' in lines[1]
     assert lines.count("submitted_to_cloud") == 2
     assert "pending_approval" in lines

@@ -9,7 +9,6 @@ from decimal import Decimal
 from typing import Any
 
 import httpx
-import pytest
 
 from gpufleet.service.clock import FixedClock
 from tests.integration.conftest import NOW_S, Database, LiveServer, ServerFactory
@@ -44,7 +43,6 @@ def _released(c: httpx.Client) -> list[dict[str, Any]]:
     return out
 
 
-@pytest.mark.xfail(strict=True, reason="no way to release an admission: its promise ends only with time")
 def test_a_released_admission_frees_its_gpus_victims_and_budget(database: Database, make_server: ServerFactory) -> None:
     """Review (fixed), the defect: an admission's booking ends only with time: its victims stay promised for
     ``placement_preemption_hold_s`` (1 h), its GPUs stay taken in the pool's ``allocated_gpus`` until an admin sets the
@@ -87,7 +85,6 @@ def test_a_released_admission_frees_its_gpus_victims_and_budget(database: Databa
         assert r.status_code == 422, r.text
 
 
-@pytest.mark.xfail(strict=True, reason="no way to release an admission")
 def test_only_the_caller_who_admitted_may_release(database: Database, make_server: ServerFactory) -> None:
     """Review (fixed): an admission is released by the caller who made it (its key is the caller's): a viewer is a
     403, another admin or another team's token a 404 (as for any other key of theirs), and an app_team token
@@ -114,7 +111,6 @@ def test_only_the_caller_who_admitted_may_release(database: Database, make_serve
         assert _allocated(t) == 0
 
 
-@pytest.mark.xfail(strict=True, reason="no way to release an admission")
 def test_a_release_after_the_hold_and_after_the_keys_retention(database: Database, make_server: ServerFactory) -> None:
     """Review (fixed): released after its victims' hold ended, an admission still gives back the GPUs it took (they
     stay in ``allocated_gpus`` otherwise) and releases no victim (the promise ended already); a queued admission
@@ -140,7 +136,6 @@ def test_a_release_after_the_hold_and_after_the_keys_retention(database: Databas
         assert a.delete("/v1/placement/admissions/p").status_code == 404
 
 
-@pytest.mark.xfail(strict=True, reason="no way to release an admission")
 def test_concurrent_releases_free_once(database: Database, make_server: ServerFactory) -> None:
     """Review (fixed): six releases of one admission at once free its GPUs once; each answers the same."""
     s = make_server(database)
@@ -172,7 +167,6 @@ def _race_release(s: LiveServer, token: str, key: str, racers: int = 6) -> list[
     return out
 
 
-@pytest.mark.xfail(strict=True, reason="a key is pruned after 24 h even while its admission's budget commitment runs")
 def test_a_long_admission_can_be_released_while_its_budget_commitment_runs(
     database: Database, make_server: ServerFactory
 ) -> None:

@@ -93,7 +93,7 @@ def test_cli_db_upgrade_token_create_and_serve_refusal(tmp_path: Path) -> None:
     refused = runner.invoke(cli, ["serve", "--db", url])
     assert refused.exit_code == 2 and "gpufleet db upgrade" in refused.output
     up = runner.invoke(cli, ["db", "upgrade", "--db", url])
-    assert up.exit_code == 0 and "0020_audit_action_index" in up.output
+    assert up.exit_code == 0 and "0021_placement_admission_release" in up.output
     assert runner.invoke(cli, ["db", "upgrade", "--db", url]).exit_code == 0  # idempotent
     made = runner.invoke(
         cli, ["token", "create", "--role", "app_team", "--team", "team-a", "--user", "ann", "--db", url]

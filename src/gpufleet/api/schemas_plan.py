@@ -167,6 +167,16 @@ class PoolSignalPublic(BaseModel):
     stale: bool = Field(description="True once expires_at_s has passed: placement ignores the signal")
 
 
+class PlacementReleasePublic(BaseModel):
+    idempotency_key: str = Field(description="The Idempotency-Key the admission was made under (the caller's)")
+    pool: str | None = Field(description="The pool it booked in; null: it queued and booked nothing")
+    admitted_at_s: int
+    released_at_s: int = Field(description="When it was released (a second release answers the first's)")
+    gpus_returned: int = Field(description="GPUs taken off the pool's allocated_gpus: those the admission added")
+    victims_released: list[str] = Field(description="Running work no longer promised to it (promises still held)")
+    budget_commitment_ended: bool = Field(description="Its team's budget commitment was ended at the release")
+
+
 class QuotaOutlookPool(BaseModel):
     pool: str
     plan_region: str | None = Field(

@@ -12,8 +12,12 @@ The answer is written in the transaction that books, also for a booking made in 
 (recorded there without it, then given its answer once the budget's outcome is known, before the commit): a process
 that dies after the commit has recorded what it booked, and a retry (on any process) answers it.
 
+The row also keeps what releasing the admission gives back (migration 0020, :mod:`placement_release`): the GPUs it
+added to its pool's ``allocated_gpus`` and the id of its budget commitment.
+
 A key is kept for ``retention_s`` (the setting ``placement_admission_key_retention_s``, 24 h by default) after the
-admission that recorded it: a retry within it answers the same. Past it the row is pruned (:meth:`AdmissionKeys.prune`,
+admission that recorded it, and, unreleased, as long as its budget commitment runs (so a long run can still be
+released when it ends early): a retry within it answers the same. Past it the row is pruned (:meth:`AdmissionKeys.prune`,
 run before a keyed admission, at most once every ``PRUNE_EVERY_S`` by each process), so the table holds about the
 keys of one retention, not every key ever sent; a retry after its key was pruned is a new admission.
 """
@@ -27,9 +31,9 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import Engine, delete, select, update
+from sqlalchemy import Engine, delete, exists, or_, select, update
 
-from gpufleet.adapters.sql.models import PlacementAdmissionRow
+from gpufleet.adapters.sql.models import BudgetCommitmentRow, PlacementAdmissionRow
 from gpufleet.control.admission import ChainPlacementRequest
 from gpufleet.domain.errors import ConflictError
 from gpufleet.service.uow import UnitOfWork
@@ -73,14 +77,17 @@ class AdmissionKeys:
         )
 
     def prune(self, now_s: int) -> int:
-        """Delete the keys recorded more than the retention before ``now_s`` (at most once every ``PRUNE_EVERY_S``
-        by this process; else nothing); the number deleted. Its own short transaction, not the booking's."""
+        """Delete the keys recorded more than the retention before ``now_s``, but those of an unreleased admission
+        whose budget commitment still runs (at most once every ``PRUNE_EVERY_S`` by this process; else nothing); the
+        number deleted. Its own short transaction, not the booking's."""
         if self._pruned_at_s is not None and 0 <= now_s - self._pruned_at_s < PRUNE_EVERY_S:
             return 0
         with UnitOfWork(self._engine, write=True) as uow:
+            row = PlacementAdmissionRow
+            running = exists().where(BudgetCommitmentRow.id == row.commitment_id, BudgetCommitmentRow.end_s > now_s)
             result = uow.session.execute(
-                delete(PlacementAdmissionRow)
-                .where(PlacementAdmissionRow.created_at_s < now_s - self._retention_s)
+                delete(row)
+                .where(row.created_at_s < now_s - self._retention_s, or_(row.release_json.is_not(None), ~running))
                 .execution_options(synchronize_session=False)
             )
             gone = result.rowcount  # type: ignore[attr-defined]
@@ -115,12 +122,18 @@ class AdmissionKeys:
         return out
 
     def record(
-        self, uow: UnitOfWork, key: AdmissionKey, now_s: int, pool_id: str | None, answer: dict[str, Any] | None
+        self,
+        uow: UnitOfWork,
+        key: AdmissionKey,
+        now_s: int,
+        pool_id: str | None,
+        answer: dict[str, Any] | None,
+        taken_gpus: int | None = None,
     ) -> bool:
         """Record ``key`` in ``uow``'s transaction (the one that books, if anything is booked); False when a
         concurrent request under the key recorded it first (on PostgreSQL this waits for that transaction: the
         caller rolls back and replays the answer it committed). ``answer`` None: written later in the same transaction
-        (:meth:`answered`)."""
+        (:meth:`answered`). ``taken_gpus``: the GPUs the booking added to the pool's ``allocated_gpus``."""
         stmt = uow.insert(PlacementAdmissionRow).values(
             admitted_by=key.user,
             client_key=key.key,
@@ -128,15 +141,19 @@ class AdmissionKeys:
             pool_id=pool_id,
             created_at_s=now_s,
             answer_json=None if answer is None else _encode(answer),
+            taken_gpus=taken_gpus,
         )
         stmt = stmt.on_conflict_do_nothing(index_elements=["admitted_by", "client_key"])
         return uow.session.execute(stmt.returning(PlacementAdmissionRow.client_key)).first() is not None
 
-    def answered(self, uow: UnitOfWork, key: AdmissionKey, answer: dict[str, Any]) -> None:
-        """Write, in ``uow``'s transaction (the one that recorded ``key`` without an answer), the booking's answer."""
+    def answered(
+        self, uow: UnitOfWork, key: AdmissionKey, answer: dict[str, Any], commitment_id: int | None = None
+    ) -> None:
+        """Write, in ``uow``'s transaction (the one that recorded ``key`` without an answer), the booking's answer and
+        its budget commitment's id."""
         uow.session.execute(
             update(PlacementAdmissionRow)
             .where(PlacementAdmissionRow.admitted_by == key.user, PlacementAdmissionRow.client_key == key.key)
-            .values(answer_json=_encode(answer))
+            .values(answer_json=_encode(answer), commitment_id=commitment_id)
             .execution_options(synchronize_session=False)
         )

@@ -49,6 +49,7 @@ from gpufleet.service.auth import Actor, Role
 from gpufleet.service.budgets import BudgetService, CapacityTaken
 from gpufleet.service.clock import Clock
 from gpufleet.service.placement_admissions import DEFAULT_RETENTION_S, AdmissionKey, AdmissionKeys, fingerprint
+from gpufleet.service.placement_release import AdmissionReleases
 from gpufleet.service.placement_victims import DEFAULT_HOLD_S, VictimPromises
 from gpufleet.service.uow import UnitOfWork
 
@@ -74,6 +75,7 @@ class ChainPlacementService:
         self._budgets = budgets
         self._victims = VictimPromises(preemption_hold_s)
         self._keys = AdmissionKeys(engine, admission_key_retention_s)
+        self._releases = AdmissionReleases(engine, clock)
         self._signal_max_age_s = signal_max_age_s
         self._pipeline = AdmissionPipeline()
         # single-statement reads need no transaction: autocommit saves the BEGIN/ROLLBACK round trips
@@ -186,12 +188,10 @@ class ChainPlacementService:
                 return out  # nothing to take, nothing to record
             now_s = self._clock.now_s()
             with UnitOfWork(self._raw, write=True) as uow:  # no budget booked it: take the GPUs on their own
-                if (
-                    not queued
-                    and self._take(uow, actor, req, out["pool"], int(out["gpus"]), out["victims"], now_s) is None
-                ):
+                took = None if queued else self._take(uow, actor, req, out["pool"], out["gpus"], out["victims"], now_s)
+                if not queued and took is None:
                     continue  # the room or a victim went to a concurrent admission: roll back, decide again
-                if key is not None and not self._keys.record(uow, key, now_s, out["pool"], out):
+                if key is not None and not self._keys.record(uow, key, now_s, out["pool"], out, took):
                     continue  # a concurrent request under the key recorded it first: roll back, replay its answer
                 if not queued:
                     uow.audit(at_s=now_s, actor=actor.user_id, action="placement.admitted",
@@ -204,6 +204,11 @@ class ChainPlacementService:
             f"no pool chosen in {ADMIT_ATTEMPTS} decisions had room left for the admission (concurrent admissions "
             "took it, or the pool's allocated_gpus is at its limit); retry"
         )
+
+    def release(self, actor: Actor, client_key: str) -> dict[str, Any]:
+        """Release the caller's admission made under ``client_key``: its GPUs, victims and budget commitment free
+        now (:mod:`placement_release`)."""
+        return self._releases.release(actor, client_key)
 
     def _take(
         self,
@@ -324,7 +329,10 @@ class ChainPlacementService:
                 assert claimed is not None and option.pool_id is not None
                 savepoint = uow.session.begin_nested()
                 took = self._take(uow, actor, req, option.pool_id, option.gpus, option.victims, now_s)
-                if took is None or (key is not None and not self._keys.record(uow, key, now_s, option.pool_id, None)):
+                recorded = key is None or (
+                    took is not None and self._keys.record(uow, key, now_s, option.pool_id, None, took)
+                )
+                if took is None or not recorded:
                     savepoint.rollback()  # the room, a victim or the key (a concurrent retry booked) went elsewhere
                     return False
                 savepoint.commit()
@@ -344,7 +352,7 @@ class ChainPlacementService:
 
                 answer = self._pipeline.decide(req, states, now_s=now_s, team=team, price_uusd=price_uusd,
                                                budget=decided, sku_memory_gb=memory)  # fmt: skip
-                self._keys.answered(uow, key, answer)
+                self._keys.answered(uow, key, answer, commitment_id)
 
         if team is not None and budgets is not None:
 

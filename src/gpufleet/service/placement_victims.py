@@ -7,10 +7,11 @@ admission or a recommendation) leaves that running work out of its candidates, s
 freed for at most one admission. A promise that expired (the preemption did not happen in time; the work still
 runs) no longer counts, and the victim can be promised again.
 
-Time is the only release, on purpose: the request names no workload for the admitted job, and a caller's ``running``
-lists only the work it knows, so no later request proves that a preemption happened (the victim is simply no longer
-listed: its promise then holds nothing back) or was abandoned (the victim stays out of preemptions until the hold
-ends).
+Time releases a promise, or the caller that admitted it (:mod:`placement_release`: the admission's
+``Idempotency-Key``, ``DELETE /v1/placement/admissions/{key}``); nothing else can: the request names no workload for
+the admitted job, and a caller's ``running`` lists only the work it knows, so no later request proves that a
+preemption happened (the victim is simply no longer listed: its promise then holds nothing back) or was abandoned (the
+victim stays out of preemptions until the hold ends or the admission is released).
 """
 
 from __future__ import annotations

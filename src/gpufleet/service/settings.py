@@ -107,15 +107,18 @@ class Settings(BaseSettings):
         le=7 * 86_400,
         description="Seconds running work an admitted placement was told to preempt stays promised to it: meanwhile "
         "no other placement counts its GPUs as freed. Default 1 hour; after it, work still listed can be preempted "
-        "for another admission (the preemption did not happen).",
+        "for another admission (the preemption did not happen). Releasing the admission (DELETE "
+        "/v1/placement/admissions/{key}) ends it sooner.",
     )
     placement_admission_key_retention_s: int = Field(
         default=86_400,
         ge=3600,
         le=366 * 86_400,
         description="Seconds an admission's Idempotency-Key (POST /v1/placement/recommendations with admit: true) is "
-        "kept: a retry within it returns the first answer and books nothing again. Default 24 hours; after it the "
-        "key is pruned (at the next keyed admission, at most hourly per process) and a retry is a new admission.",
+        "kept: a retry within it returns the first answer and books nothing again, and the admission can be "
+        "released. Default 24 hours (longer for an unreleased admission whose budget commitment still runs); after "
+        "it the key is pruned (at the next keyed admission, at most hourly per process) and a retry is a new "
+        "admission.",
     )
     placement_signal_max_age_s: int = Field(
         default=21_600,

@@ -293,6 +293,10 @@ class PlacementAdmissionRow(Base):
     pool_id: Mapped[str | None] = mapped_column(String(200), nullable=True)  # no foreign key: a pool may go
     created_at_s: Mapped[int] = mapped_column(BigInteger)
     answer_json: Mapped[str | None] = mapped_column(Text, nullable=True)
+    # what a release gives back (migration 0020): the GPUs it added to its pool's allocated_gpus, its budget commitment
+    taken_gpus: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    commitment_id: Mapped[int | None] = mapped_column(BigInteger, nullable=True)  # no foreign key: as pool_id
+    release_json: Mapped[str | None] = mapped_column(Text, nullable=True)  # the release's answer; None: not released
 
 
 class ForecastIssueRow(Base):

@@ -14,6 +14,7 @@ from gpufleet.api.schemas_plan import (
     AutoscalingDecision,
     ForecastAccuracyPublic,
     PlacementRecommendation,
+    PlacementReleasePublic,
     PlacementRequestCreate,
     PlanProposeIn,
     PlanProposePublic,
@@ -64,6 +65,15 @@ def placement_recommendation(
         replica_gpu_memory_gb=body.replica_gpu_memory_gb,
     )
     return services.placement.recommend(actor, req, client_key=idempotency_key)
+
+
+@router.delete("/v1/placement/admissions/{key}", response_model=PlacementReleasePublic)
+def release_admission(key: IdPath, services: ServicesDep, actor: CurrentActor) -> Any:
+    """Release the caller's admission made under ``Idempotency-Key: key`` (the preemption was abandoned, or the job
+    finished): the GPUs it added to its pool's ``allocated_gpus`` are taken off, its victims are no longer promised
+    to it, its budget commitment ends now; audited. A second release answers the same and frees nothing again;
+    another caller's (or an unknown, or a pruned) key is a 404; a viewer gets 403."""
+    return services.placement.release(actor, key)
 
 
 @router.put("/v1/placement/signals", response_model=PoolSignalPublic)
