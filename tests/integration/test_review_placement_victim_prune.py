@@ -6,7 +6,6 @@ from __future__ import annotations
 from typing import Any
 
 import httpx
-import pytest
 from sqlalchemy import select
 
 from gpufleet.adapters.sql.models import PlacementVictimRow
@@ -30,7 +29,6 @@ def _promised(db: Database) -> list[str]:
         return sorted(c.execute(select(PlacementVictimRow.workload_id)).scalars())
 
 
-@pytest.mark.xfail(strict=True, reason="expired victim promises are never deleted")
 def test_ended_victim_promises_are_pruned(database: Database, make_server: ServerFactory) -> None:
     """Review (fixed), the defect: a victim's promise ends with its hold (1 h) but its row in ``placement_victims``
     stays for good: every (pool, workload) ever preempted by an admission is kept, and every placement that lists

@@ -170,6 +170,7 @@ class ChainPlacementService:
         else:
             return self._decide(actor, req, None)
         key = None if client_key is None else AdmissionKey(actor.user_id, client_key, fingerprint(req))
+        self._victims.prune(self._raw, self._clock.now_s())  # the promises that ended: the table stays bounded
         if key is not None:
             self._keys.prune(self._clock.now_s())  # the keys past their retention: the table stays bounded
         for _ in range(ADMIT_ATTEMPTS):

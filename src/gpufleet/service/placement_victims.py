@@ -5,7 +5,8 @@ it. An admitted placement that preempts (``admit: true``, action ``preempt``) re
 for ``hold_s`` seconds (the setting ``placement_preemption_hold_s``): meanwhile every other placement answer (an
 admission or a recommendation) leaves that running work out of its candidates, so one victim's GPUs are counted as
 freed for at most one admission. A promise that expired (the preemption did not happen in time; the work still
-runs) no longer counts, and the victim can be promised again.
+runs) no longer counts, and the victim can be promised again; its row is deleted by a later admission (:meth:`prune`, at
+most once every ``PRUNE_EVERY_S`` by each process), so the table holds about the promises of one hold.
 
 Time releases a promise, or the caller that admitted it (:mod:`placement_release`: the admission's
 ``Idempotency-Key``, ``DELETE /v1/placement/admissions/{key}``); nothing else can: the request names no workload for
@@ -18,18 +19,20 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from sqlalchemy import Connection, bindparam, select
+from sqlalchemy import Connection, Engine, bindparam, delete, select
 
 from gpufleet.adapters.sql.models import PlacementVictimRow
 from gpufleet.control.admission import RunningWork
 from gpufleet.service.uow import UnitOfWork
 
 DEFAULT_HOLD_S = 3600
+PRUNE_EVERY_S = 3600  # a process deletes the promises that ended at most this often (of the service's clock)
 
 
 class VictimPromises:
     def __init__(self, hold_s: int = DEFAULT_HOLD_S) -> None:
         self._hold_s = hold_s
+        self._pruned_at_s: int | None = None
         self._held = select(PlacementVictimRow.pool_id, PlacementVictimRow.workload_id).where(
             PlacementVictimRow.pool_id.in_(bindparam("pools", expanding=True)),
             PlacementVictimRow.expires_at_s > bindparam("now"),
@@ -41,6 +44,23 @@ class VictimPromises:
             return set()
         rows = conn.execute(self._held, {"pools": sorted({r.pool_id for r in running}), "now": now_s}).all()
         return {(pool, workload) for pool, workload in rows}
+
+    def prune(self, engine: Engine, now_s: int) -> int:
+        """Delete the promises that ended by ``now_s`` (at most once every ``PRUNE_EVERY_S`` by this process; else
+        nothing); the number deleted. Its own short transaction. A concurrent promise that takes over an ended one
+        (PostgreSQL) is re-checked by the delete and kept."""
+        if self._pruned_at_s is not None and 0 <= now_s - self._pruned_at_s < PRUNE_EVERY_S:
+            return 0
+        with UnitOfWork(engine, write=True) as uow:
+            result = uow.session.execute(
+                delete(PlacementVictimRow)
+                .where(PlacementVictimRow.expires_at_s <= now_s)
+                .execution_options(synchronize_session=False)
+            )
+            gone = result.rowcount  # type: ignore[attr-defined]
+            uow.commit()
+        self._pruned_at_s = now_s
+        return int(gone or 0)
 
     def promise(self, uow: UnitOfWork, pool_id: str, victims: Sequence[RunningWork], user: str, now_s: int) -> bool:
         """Promise ``victims`` (in ``pool_id``) to an admission by ``user`` in ``uow``'s transaction; False when one
