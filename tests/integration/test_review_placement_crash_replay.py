@@ -64,3 +64,39 @@ def test_a_retry_after_a_crash_answers_what_was_booked(database: Database, make_
         fresh = _ok(a.post(URL, json=body, headers={"Idempotency-Key": "train-2"}))
         assert fresh.keys() == got.keys() and fresh["budget"].keys() == got["budget"].keys()
         assert fresh["budget"]["limit_usd"] == got["budget"]["limit_usd"]
+
+
+def test_the_recorded_answer_is_the_one_returned_for_a_degrade_and_a_preemption(
+    database: Database, make_server: ServerFactory
+) -> None:
+    """Review (holds): the answer recorded in the budget's batch is rebuilt from the budget's outcome; for an
+    over-budget degrade and for a preemption under a budget it is the answer the first request got, and what a
+    retry after a crash answers (and the release of the degrade gives back the degraded option's GPUs)."""
+    s1 = make_server(database)
+    with s1.client("ml_platform_admin", "ada") as a:
+        assert a.patch(f"/v1/pools/{OD}", json={"quota_gpus": 16, "allocated_gpus": 8}).status_code == 200
+        assert a.post("/v1/teams", json={"id": "vision", "name": "Vision"}).status_code == 201
+        assert a.put("/v1/teams/vision/budget", json={"limit_usd": "500", "period": "month"}).status_code == 200
+        job = {**JOB, "team": "vision", "expected_run_s": 86_400, "admit": True}
+        degrade = {**job, "degrade_options": [{"gpus": 2}]}
+        first = _ok(a.post(URL, json=degrade, headers={"Idempotency-Key": "d"}))
+        assert (first["action"], first["reason"], first["gpus"]) == ("degrade", "over_budget_degraded", 2), first
+        assert _ok(a.post(URL, json=degrade, headers={"Idempotency-Key": "d"})) == first
+        pre = {**job, "expected_run_s": 600, "gpus": 12, "running": [{"workload_id": "x", "pool": OD, "gpus": 8,
+                                                                       "priority": "low"}]}  # fmt: skip
+        _crash_after_commit(s1)
+        assert a.post(URL, json=pre, headers={"Idempotency-Key": "p"}).status_code == 500
+    s1.stop()
+    s2 = make_server(database)
+    with s2.client("ml_platform_admin", "ada") as a:
+        got = _ok(a.post(URL, json=pre, headers={"Idempotency-Key": "p"}))
+        assert (got["action"], got["victims"], got["budget"]["booked"]) == ("preempt", ["x"], True), got
+        assert (
+            a.get(f"/v1/pools/{OD}").json()["allocated_gpus"] == 8 + 2 + 4
+        )  # the degrade's 2, the 4 free GPUs the preemption took
+        assert _ok(a.post(URL, json=degrade, headers={"Idempotency-Key": "d"})) == first
+        rel = _ok(a.delete("/v1/placement/admissions/d"))
+        assert (rel["gpus_returned"], rel["budget_commitment_ended"]) == (2, True), rel
+        rel = _ok(a.delete("/v1/placement/admissions/p"))
+        assert (rel["gpus_returned"], rel["victims_released"], rel["budget_commitment_ended"]) == (4, ["x"], True)
+        assert a.get(f"/v1/pools/{OD}").json()["allocated_gpus"] == 8
