@@ -194,3 +194,49 @@ def test_a_long_admission_can_be_released_while_its_budget_commitment_runs(
         clock.advance(2 * HOUR)
         _ok(a.post(URL, json={**JOB, "admit": True}, headers=_key("pruner-2")))  # released: pruned now
         assert a.delete("/v1/placement/admissions/long").status_code == 404
+
+
+def test_admissions_and_releases_at_once_leave_the_count_as_it_was(
+    database: Database, make_server: ServerFactory
+) -> None:
+    """Review (holds): six callers at once each admit (with a budget; 9 GPUs free for 10 each, so each preempts its
+    own low-priority job taking 2 free GPUs, or queues once they are taken) and release right away, twice: every
+    request answers 200 (no deadlock between a booking's locks and a release's), each release gives back what its
+    admission took, and the pool's count, the promises and the team's commitments end as they began."""
+    s = make_server(database)
+    with s.client("ml_platform_admin", "ada") as a:
+        assert a.patch(f"/v1/pools/{OD}", json={"quota_gpus": 57, "allocated_gpus": 48}).status_code == 200
+        assert a.post("/v1/teams", json={"id": "vision", "name": "Vision"}).status_code == 201
+        assert a.put("/v1/teams/vision/budget", json={"limit_usd": "1000000"}).status_code == 200
+    errors: list[str] = []
+    actions: list[str] = []
+    gate = threading.Barrier(6)
+
+    def one(i: int) -> None:
+        token = s.token("ml_platform_admin", f"user{i}")
+        with httpx.Client(base_url=s.base_url, headers={"Authorization": f"Bearer {token}"}, timeout=60) as c:
+            gate.wait()
+            for round_ in range(2):
+                body = {**JOB, "gpus": 10, "team": "vision", "expected_run_s": HOUR, "admit": True,
+                        "running": [_low(f"low{i}")]}  # fmt: skip
+                r = c.post(URL, json=body, headers=_key(f"k{round_}"))
+                if r.status_code != 200 or r.json()["action"] not in ("preempt", "queue"):
+                    errors.append(f"admit {i}/{round_}: {r.status_code} {r.text}")
+                    continue
+                actions.append(r.json()["action"])
+                took = 2 if r.json()["action"] == "preempt" else 0
+                r = c.delete(f"/v1/placement/admissions/k{round_}")
+                if r.status_code != 200 or r.json()["gpus_returned"] != took:
+                    errors.append(f"release {i}/{round_}: {r.status_code} {r.text}")
+
+    threads = [threading.Thread(target=one, args=(i,)) for i in range(6)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == [] and actions.count("preempt") >= 4, (errors, actions)
+    with s.client("ml_platform_admin", "ada") as a:
+        assert _allocated(a) == 48 and len(_released(a)) == 12
+        assert Decimal(str(a.get("/v1/teams/vision/budget").json()["committed_usd"])) == 0
+        got = _ok(a.post(URL, json={**JOB, "gpus": 10, "running": [_low("low0")]}))
+        assert got["victims"] == ["low0"], got  # no promise left

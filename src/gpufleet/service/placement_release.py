@@ -40,14 +40,17 @@ class AdmissionReleases:
         mine = (PlacementAdmissionRow.admitted_by == actor.user_id, PlacementAdmissionRow.client_key == client_key)
         now_s = self._clock.now_s()
         with UnitOfWork(self._engine, write=True) as uow:
-            pool_id = uow.session.scalar(select(PlacementAdmissionRow.pool_id).where(*mine))
+            found = uow.session.execute(select(PlacementAdmissionRow.pool_id).where(*mine)).first()
+            if found is None:  # (an admission under the key still being booked is not there yet either)
+                raise NotFoundError("admission under Idempotency-Key", client_key)
+            pool_id = found[0]
             # the pool's row first, then the key's: the order an admission's booking locks them in
             allocated = None
             if pool_id is not None:
                 stmt = select(PoolRow.allocated_gpus).where(PoolRow.id == pool_id)
                 allocated = uow.session.scalar(uow.lock(stmt))
             row = uow.session.execute(uow.lock(select(PlacementAdmissionRow).where(*mine))).scalar()
-            if row is None:
+            if row is None:  # pruned meanwhile
                 raise NotFoundError("admission under Idempotency-Key", client_key)
             if row.release_json is not None:  # released already: the same answer, nothing freed again
                 out: dict[str, Any] = json.loads(row.release_json)
