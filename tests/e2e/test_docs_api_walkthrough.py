@@ -76,3 +76,5 @@ def test_reservation_walkthrough_runs_as_written(tmp_path: Path) -> None:
     # section 8: an admission retried under its Idempotency-Key answers the same and books its 8 GPUs once
     admitted = lines.index("admitted place aws/us-east-1/l40s/on_demand 8")
     assert lines[admitted : admitted + 3] == [lines[admitted]] * 2 + ["8"]
+    # ... and released, its 8 GPUs go back to the pool
+    assert lines[admitted + 3 : admitted + 5] == ["released aws/us-east-1/l40s/on_demand 8", "0"]
