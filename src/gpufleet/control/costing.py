@@ -5,39 +5,39 @@ rightsizing a workload from its measured utilization, and the rightsizing change
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 
 import numpy as np
 
 from gpufleet.cost.books import UtilRec
 from gpufleet.cost.changes import ChangeStatus, RightsizingChange, apply_change, rollback_change
-from gpufleet.cost.rightsizing import Recommendation, ResourceSpec, RightsizingPolicy, UsageProfile, recommend
+from gpufleet.cost.rightsizing import (
+    Recommendation,
+    ResourceSpec,
+    UsageProfile,
+    bucket_gpu_memory,
+    gpu_memory_floor,
+    gpu_memory_percentile,
+    recommend,
+)
 from gpufleet.cost.waste import IdleWaste, idle_waste
 
 __all__ = [
-    "GPU_MEMORY_PERCENTILE",
     "SKU_CANDIDATES",
     "ChangeStatus",
     "IdleWaste",
     "Recommendation",
     "ResourceSpec",
     "RightsizingChange",
+    "bucket_gpu_memory",
     "change_spec",
     "gpu_memory_floor",
+    "gpu_memory_percentile",
     "idle_waste",
     "rightsize",
 ]
 
 SKU_CANDIDATES = ("h100_80gb", "h200_141gb", "a100_80gb", "l40s")
-GPU_MEMORY_PERCENTILE = RightsizingPolicy().mem_percentile  # the percentile of GPU memory ``recommend`` sizes to
-
-
-def gpu_memory_floor(gpu_mem_gb: float, memory_gb: float) -> int:
-    """The GPUs of ``memory_gb`` each that hold ``gpu_mem_gb`` (a replica's measured GPU memory percentile) with the
-    rightsizing headroom: the fewest ``recommend`` sizes a replica of that SKU to (at least 1)."""
-    need = gpu_mem_gb * (1.0 + RightsizingPolicy().headroom)
-    return max(1, math.ceil(need / memory_gb - 1e-9))
 
 
 def rightsize(workload_id: str, spec: ResourceSpec, recs: Sequence[UtilRec]) -> Recommendation | None:
@@ -51,20 +51,19 @@ def rightsize(workload_id: str, spec: ResourceSpec, recs: Sequence[UtilRec]) -> 
     measured, ``recommend`` keeps the replica's current GPU memory."""
     if not recs:
         return None
-    busy: dict[int, float] = {}
-    gmem: dict[int, float] = {}
-    for r in sorted(recs, key=lambda r: r.start_s):
-        b = busy.setdefault(r.start_s, math.nan)
-        if not math.isnan(r.util):  # measured
-            busy[r.start_s] = r.util * r.gpus if math.isnan(b) else b + r.util * r.gpus
-        if r.gpus > 0:  # one unmeasured record makes the bucket's memory unmeasured
-            m = gmem.get(r.start_s, r.gpu_mem_gb)
-            gmem[r.start_s] = math.nan if math.isnan(m) or math.isnan(r.gpu_mem_gb) else max(m, r.gpu_mem_gb)
-    util = np.array([b / max(spec.gpus, 1) for b in busy.values()], dtype=np.float64)
-    mem = np.array([gmem.get(t, math.nan) for t in busy], dtype=np.float64)
-    nan = np.full(len(util), np.nan)
+    recs = sorted(recs, key=lambda r: r.start_s)
+    start_s = np.array([r.start_s for r in recs], dtype=np.int64)
+    gpus = np.array([r.gpus for r in recs], dtype=np.float64)
+    util = np.array([r.util for r in recs], dtype=np.float64)
+    starts, idx = np.unique(start_s, return_inverse=True)
+    measured = ~np.isnan(util)
+    busy = np.bincount(idx[measured], weights=(util * gpus)[measured], minlength=starts.size)
+    busy[np.bincount(idx[measured], minlength=starts.size) == 0] = np.nan  # no record of the bucket measured
+    mem = bucket_gpu_memory(idx, gpus, np.array([r.gpu_mem_gb for r in recs], dtype=np.float64), starts.size)
+    nan = np.full(starts.size, np.nan)
     cands = tuple(s for s in SKU_CANDIDATES if s != spec.sku_id)
-    return recommend(workload_id, spec, UsageProfile(nan, nan, np.clip(util, 0, 1), mem), candidate_skus=cands)
+    share = np.clip(busy / max(spec.gpus, 1), 0, 1)
+    return recommend(workload_id, spec, UsageProfile(nan, nan, share, mem), candidate_skus=cands)
 
 
 def change_spec(

@@ -94,6 +94,44 @@ def _round_up(x: float, step: float) -> float:
     return max(step, math.ceil(x / step - 1e-9) * step)
 
 
+def gpu_memory_percentile(gpu_mem_gb: npt.NDArray[np.float64], policy: RightsizingPolicy | None = None) -> float:
+    """The percentile of one replica's measured GPU memory that rightsizing sizes to (``mem_percentile``, p99),
+    NaN samples left out; NaN when none was measured."""
+    return _pct(gpu_mem_gb, (policy or RightsizingPolicy()).mem_percentile)
+
+
+def gpus_holding(need_gb: float, memory_gb: float) -> int:
+    """The fewest GPUs of ``memory_gb`` each that hold ``need_gb`` of GPU memory (at least 1)."""
+    return max(1, math.ceil(need_gb / memory_gb - 1e-9))
+
+
+def gpu_memory_need_gb(gpu_mem_p_gb: float, policy: RightsizingPolicy | None = None) -> float:
+    """The GPU memory a replica needs: its measured percentile (``gpu_memory_percentile``) with the headroom."""
+    return gpu_mem_p_gb * (1.0 + (policy or RightsizingPolicy()).headroom)
+
+
+def gpu_memory_floor(gpu_mem_p_gb: float, memory_gb: float, policy: RightsizingPolicy | None = None) -> int:
+    """The GPU-memory floor: the GPUs of ``memory_gb`` each that hold ``gpu_mem_p_gb`` (a replica's measured GPU
+    memory percentile) with the rightsizing headroom, the fewest ``recommend`` sizes a replica of that SKU to."""
+    return gpus_holding(gpu_memory_need_gb(gpu_mem_p_gb, policy), memory_gb)
+
+
+def bucket_gpu_memory(
+    bucket: npt.NDArray[np.intp], gpus: npt.NDArray[np.float64], gpu_mem_gb: npt.NDArray[np.float64], n: int
+) -> npt.NDArray[np.float64]:
+    """One replica's GPU memory per bucket from a workload's records (``bucket[i]`` in ``range(n)`` is record i's
+    bucket; one record per pool, tier or source the workload held GPUs in then): the largest of the bucket's records
+    holding GPUs, NaN when one of them did not measure it (an unmeasured pool's replicas may hold more) or none holds
+    GPUs."""
+    held = gpus > 0
+    lacking = held & np.isnan(gpu_mem_gb)
+    ok = held & ~lacking
+    mem = np.full(n, -np.inf)
+    np.maximum.at(mem, bucket[ok], gpu_mem_gb[ok])
+    unmeasured = (np.bincount(bucket[lacking], minlength=n) > 0) | np.isinf(mem)
+    return np.where(unmeasured, np.nan, mem)
+
+
 def recommend(
     workload_id: str,
     current: ResourceSpec,
@@ -121,7 +159,7 @@ def recommend(
     p_cpu = _pct(usage.cpu_cores, pol.cpu_percentile)
     p_mem = _pct(usage.mem_gb, pol.mem_percentile)
     p_util = min(1.0, max(0.0, _pct(usage.gpu_util, pol.gpu_percentile)))
-    p_gmem = _pct(usage.gpu_mem_gb, pol.mem_percentile)
+    p_gmem = gpu_memory_percentile(usage.gpu_mem_gb, pol)
     reasons: list[str] = []
 
     cpu = current.cpu if math.isnan(p_cpu) else _round_up(p_cpu * h, pol.cpu_step)
@@ -135,14 +173,14 @@ def recommend(
     mem_measured = not math.isnan(p_gmem)
     # unmeasured GPU memory: keep at least the replica's current GPU memory (no headroom: it ran in that)
     mem_floor = float(current.gpus * SKUS_BY_ID[current.sku_id].memory_gb)
-    need_mem = p_gmem * h if mem_measured else mem_floor
+    need_mem = gpu_memory_need_gb(p_gmem, pol) if mem_measured else mem_floor
     best_sku, best_gpus = current.sku_id, current.gpus
     best_cost = cur_cost
     for sku_id in dict.fromkeys([current.sku_id, *(candidate_skus or ())]):
         s = SKUS_BY_ID.get(sku_id)
         if s is None or sku_id not in prices:
             continue
-        gpus = max(1, math.ceil(need_tp / s.relative_throughput - 1e-9), math.ceil(need_mem / s.memory_gb - 1e-9))
+        gpus = max(math.ceil(need_tp / s.relative_throughput - 1e-9), gpus_holding(need_mem, s.memory_gb))
         if gpus > s.gpus_per_node:
             continue
         cost = prices[sku_id] * gpus * replicas

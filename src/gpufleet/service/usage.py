@@ -21,7 +21,7 @@ import numpy as np
 from sqlalchemy import Engine, func, select
 
 from gpufleet.adapters.sql.models import PoolRow, RegionRow, SkuRow, UtilizationRow, WorkloadRow
-from gpufleet.control.costing import GPU_MEMORY_PERCENTILE, gpu_memory_floor
+from gpufleet.control.costing import bucket_gpu_memory, gpu_memory_floor, gpu_memory_percentile
 from gpufleet.domain.catalog import PRICES_BY_SKU
 from gpufleet.domain.errors import PermissionDenied, ValidationError
 from gpufleet.domain.money import price_to_uusd
@@ -176,17 +176,6 @@ class UsageService:
 NO_MEMORY: dict[str, Any] = {"gpu_memory": None, "p99_gpu_mem_gb": None, "memory_floor_gpus": None}
 
 
-def _bucket_gpu_memory(u: Usage, idx: np.ndarray, n: int) -> np.ndarray:
-    """One replica's GPU memory per bucket, as ``control/costing.py`` ``rightsize`` reads it: the largest of the
-    bucket's records holding GPUs, NaN when one of them did not measure it (or none holds GPUs)."""
-    held = u.gpus > 0
-    lacking = held & np.isnan(u.gpu_mem_gb)
-    mem = np.full(n, -np.inf)
-    np.maximum.at(mem, idx[held & ~lacking], u.gpu_mem_gb[held & ~lacking])
-    unmeasured = (np.bincount(idx[lacking], minlength=n) > 0) | np.isinf(mem)
-    return np.where(unmeasured, np.nan, mem)
-
-
 def _rightsizing(u: Usage, price_usd_per_gpu_h: float, *, replica_gpus: int, sku_memory_gb: float) -> dict[str, Any]:
     """The GPU-count baseline: the p95 busy GPUs at ``RIGHTSIZE_TARGET_UTIL``, never below ``memory_floor_gpus``:
     measured GPU memory (``gpu_memory`` ``measured``), the GPUs of the workload's SKU that hold its p99 with
@@ -222,9 +211,9 @@ def _rightsizing(u: Usage, price_usd_per_gpu_h: float, *, replica_gpus: int, sku
             **NO_MEMORY,
         }
     p95_busy = float(np.percentile(busy[measured], 95))
-    mem = _bucket_gpu_memory(u, idx, starts.size)
-    mem = mem[~np.isnan(mem)]
-    p99_mem = float(np.percentile(mem, GPU_MEMORY_PERCENTILE)) if mem.size else None
+    # one replica's GPU memory per bucket and its p99, as the recommendation reads them (``control/costing.py``)
+    p99 = gpu_memory_percentile(bucket_gpu_memory(idx, u.gpus, u.gpu_mem_gb, starts.size))
+    p99_mem = None if math.isnan(p99) else p99
     if p99_mem is not None and sku_memory_gb > 0:
         floor = gpu_memory_floor(p99_mem, sku_memory_gb)
     else:  # not measured (or a SKU without its memory): keep the replica's GPUs
