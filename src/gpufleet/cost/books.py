@@ -9,7 +9,8 @@ every moment, a SKU's GPUs in use ride the active reservations of that SKU first
 -> on-demand), filled in workload-id order; the rest is on-demand at the SKU's cheapest on-demand pool, paid per
 use in whole GPUs (a fractional on-demand allocation pays for the whole GPU; the unused share is that pool's idle).
 Records of different bucket lengths and starts that overlap in time are filled together, sub-interval by
-sub-interval, so a reservation is never held by more GPUs than it has; a workload riding two reservations of one
+sub-interval, so a reservation is never held by more GPUs than it has; a reservation that starts or ends inside a
+bucket splits it there and covers the part it was active in (the rest falls to on-demand); a workload riding two reservations of one
 pool at once is one allocation there. The unused part of a reservation is
 its pool's idle. So the fleet cost is reservations amortized over their terms + on-demand as used, and
 ``direct + idle == fleet`` holds exactly (the cost package's invariant).
@@ -150,8 +151,11 @@ def build_books(
         if not order:
             continue
         cuts = {a for a, _ in spans} | {b for _, b in spans}
+        lo, hi = spans[order[0]][0], max(b for _, b in spans)
+        # a reservation that starts or ends inside a bucket splits it: it covers the part it was active in
+        cuts.update(e for b in reservations if b.sku_id == sku for e in (b.start_s, b.end_s) if lo < e < hi)
         if priced is not None:  # a price that changed inside a bucket splits it
-            cuts.update(priced.cuts(sku, spans[order[0]][0], max(b for _, b in spans)))
+            cuts.update(priced.cuts(sku, lo, hi))
         edges = sorted(cuts)
         active: list[int] = []
         nxt = 0
