@@ -57,7 +57,7 @@ def rightsize(workload_id: str, spec: ResourceSpec, recs: Sequence[UtilRec]) -> 
     util = np.array([r.util for r in recs], dtype=np.float64)
     starts, idx = np.unique(start_s, return_inverse=True)
     measured = ~np.isnan(util)
-    busy = np.bincount(idx[measured], weights=(util * gpus)[measured], minlength=starts.size)
+    busy = np.bincount(idx[measured], weights=(util * gpus)[measured], minlength=starts.size).astype(np.float64)
     busy[np.bincount(idx[measured], minlength=starts.size) == 0] = np.nan  # no record of the bucket measured
     mem = bucket_gpu_memory(idx, gpus, np.array([r.gpu_mem_gb for r in recs], dtype=np.float64), starts.size)
     nan = np.full(starts.size, np.nan)
