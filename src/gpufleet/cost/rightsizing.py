@@ -23,7 +23,7 @@ import numpy.typing as npt
 from gpufleet.domain.catalog import BUILTIN_PRICE_CATALOG
 from gpufleet.domain.errors import ValidationError
 from gpufleet.domain.reservations import term_seconds
-from gpufleet.domain.skus import SKUS_BY_ID
+from gpufleet.domain.skus import SKUS_BY_ID, GpuSku
 from gpufleet.ports import PriceCatalog
 
 HOURS_PER_MONTH = term_seconds(1) // 3600  # 730
@@ -53,7 +53,10 @@ class UsageProfile:
 class RightsizingPolicy:
     """Percentiles: p95 for elastic resources (CPU, GPU compute), p99 for memory (running out kills the process).
     headroom 0.2: 20 % above the percentile for bursts. min_samples 288: one day of 5-minute samples.
-    cpu_step/mem_step_gb: request granularity. min_saving_fraction: ignore SKU moves that save under 5 %."""
+    cpu_step/mem_step_gb: request granularity. min_saving_fraction: ignore SKU moves that save under 5 %.
+    gpus_per_replica: the GPU counts a replica may have (a tensor-parallel degree must divide the model's attention
+    heads: vLLM refuses 3 GPUs for 32 heads); None: the powers of two up to the SKU's ``gpus_per_node``. The
+    replica's current count is always allowed (its model runs sharded that way)."""
 
     cpu_percentile: float = 95.0
     mem_percentile: float = 99.0
@@ -63,6 +66,14 @@ class RightsizingPolicy:
     cpu_step: float = 0.5
     mem_step_gb: float = 1.0
     min_saving_fraction: float = 0.05
+    gpus_per_replica: tuple[int, ...] | None = None
+
+    def __post_init__(self) -> None:
+        counts = self.gpus_per_replica
+        if counts is not None and (
+            not counts or any(isinstance(n, bool) or not isinstance(n, int) or n < 1 for n in counts)
+        ):
+            raise ValidationError("gpus_per_replica", f"must be positive whole GPU counts, got {counts!r}")
 
 
 @dataclass(frozen=True, slots=True)
@@ -114,6 +125,15 @@ def gpu_memory_floor(gpu_mem_p_gb: float, memory_gb: float, policy: RightsizingP
     """The GPU-memory floor: the GPUs of ``memory_gb`` each that hold ``gpu_mem_p_gb`` (a replica's measured GPU
     memory percentile) with the rightsizing headroom, the fewest ``recommend`` sizes a replica of that SKU to."""
     return gpus_holding(gpu_memory_need_gb(gpu_mem_p_gb, policy), memory_gb)
+
+
+def allowed_gpu_counts(sku: GpuSku, current_gpus: int, policy: RightsizingPolicy | None = None) -> tuple[int, ...]:
+    """The GPU counts, ascending, a replica may have on ``sku``: the policy's ``gpus_per_replica`` (default: powers
+    of two) up to the SKU's ``gpus_per_node``, and the replica's current count."""
+    counts = (policy or RightsizingPolicy()).gpus_per_replica
+    if counts is None:
+        counts = tuple(1 << k for k in range(sku.gpus_per_node.bit_length()))
+    return tuple(sorted({n for n in counts if n <= sku.gpus_per_node} | {current_gpus}))
 
 
 def bucket_gpu_memory(
@@ -176,27 +196,33 @@ def recommend(
     need_mem = gpu_memory_need_gb(p_gmem, pol) if mem_measured else mem_floor
     best_sku, best_gpus = current.sku_id, current.gpus
     best_cost = cur_cost
+    needed: dict[str, int] = {}  # the GPUs each SKU needs, before rounding up to an allowed count
     for sku_id in dict.fromkeys([current.sku_id, *(candidate_skus or ())]):
         s = SKUS_BY_ID.get(sku_id)
         if s is None or sku_id not in prices:
             continue
-        gpus = max(math.ceil(need_tp / s.relative_throughput - 1e-9), gpus_holding(need_mem, s.memory_gb))
-        if gpus > s.gpus_per_node:
+        needed[sku_id] = max(math.ceil(need_tp / s.relative_throughput - 1e-9), gpus_holding(need_mem, s.memory_gb))
+        gpus = next((n for n in allowed_gpu_counts(s, current.gpus, pol) if n >= needed[sku_id]), None)
+        if gpus is None or gpus > s.gpus_per_node:
             continue
         cost = prices[sku_id] * gpus * replicas
         cheaper_enough = cost < cur_cost * Decimal(str(1 - pol.min_saving_fraction))
         fewer = sku_id == current.sku_id and gpus < current.gpus
         if (fewer or (sku_id != current.sku_id and cheaper_enough)) and cost < best_cost:
             best_sku, best_gpus, best_cost = sku_id, gpus, cost
+    gpus_needed = needed.get(best_sku, best_gpus)
     if best_sku != current.sku_id:  # a memory fit is claimed only when GPU memory was measured
         reasons.append("cheaper_sku_fits_memory_and_throughput" if mem_measured else "cheaper_sku_keeps_gpu_memory")
     if best_gpus != current.gpus:
         reasons.append("gpu_count_reduced" if best_gpus < current.gpus else "gpu_count_raised_for_sku")
+    if best_gpus > gpus_needed:  # fewer would do, but a replica cannot be sharded over them
+        reasons.append("gpu_count_rounded_up_for_parallelism")
     if not mem_measured:
         reasons.append("gpu_memory_unmeasured_kept")
     rec = ResourceSpec(cpu, mem, best_gpus, best_sku)
     evidence = {"cpu_p": p_cpu, "mem_p_gb": p_mem, "gpu_util_p": p_util, "gpu_mem_p_gb": p_gmem,
                 "need_h100_eq": need_tp, "need_gpu_mem_gb": need_mem,
-                "gpu_mem_floor_gb": math.nan if mem_measured else mem_floor, "samples": float(n_ok)}  # fmt: skip
+                "gpu_mem_floor_gb": math.nan if mem_measured else mem_floor, "gpus_needed": float(gpus_needed),
+                "samples": float(n_ok)}  # fmt: skip
     return Recommendation(workload_id, replicas, current, rec, tuple(reasons) or ("already_right_sized",),
                           cur_cost, best_cost, evidence)  # fmt: skip
