@@ -215,7 +215,8 @@ def recommend(
         reasons.append("cheaper_sku_fits_memory_and_throughput" if mem_measured else "cheaper_sku_keeps_gpu_memory")
     if best_gpus != current.gpus:
         reasons.append("gpu_count_reduced" if best_gpus < current.gpus else "gpu_count_raised_for_sku")
-    if best_gpus > gpus_needed:  # fewer would do, but a replica cannot be sharded over them
+    if best_gpus > gpus_needed and best_gpus <= SKUS_BY_ID[best_sku].gpus_per_node:  # fewer would do, but a
+        # replica cannot be sharded over them (a multi-node replica kept as it is was not rounded)
         reasons.append("gpu_count_rounded_up_for_parallelism")
     if not mem_measured:
         reasons.append("gpu_memory_unmeasured_kept")
