@@ -109,14 +109,16 @@ class OrderState:
 @dataclass(frozen=True, slots=True)
 class OrderRecord:
     """gpufleet's own record of an order, given to ``describe``: when its term ends (the store's start + term), the
-    provider operation still running when it was submitted (None: none), the region it was placed in, and what was
-    approved (the SKU and its GPUs; "" and 0: not known), which the provider's answer is checked against."""
+    provider operation still running when it was submitted (None: none), the region it was placed in, what was
+    approved (the SKU and its GPUs; "" and 0: not known) and when its term starts (None: not known), which the
+    provider's answer is checked against."""
 
     end_s: int
     operation_id: str | None = None
     region: str = ""
     sku_id: str = ""
     units: int = 0
+    start_s: int | None = None
 
 
 @runtime_checkable

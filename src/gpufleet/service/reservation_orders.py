@@ -278,7 +278,7 @@ class ProviderOrders:
                 )
             ).all()  # fmt: skip
         orders = {rid: str(oid) for rid, oid, *_ in rows}
-        records = {str(oid): OrderRecord(start_s + term_seconds(months), op, region, sku, units)
+        records = {str(oid): OrderRecord(start_s + term_seconds(months), op, region, sku, units, start_s)
                    for _, oid, start_s, months, op, region, sku, units in rows}  # fmt: skip
         if not orders:
             return
@@ -351,5 +351,8 @@ class ProviderOrders:
         for target, bucket in steps:
             res = domain_of(row)
             res.transition(target, at_s=now_s, actor="reconciler", reason=why)
-            persist_status(uow, row, res, now_s, "reconciler")
+            # an order the adapter ended itself (``seen.ended``): its reason says what gpufleet did
+            persist_status(
+                uow, row, res, now_s, "reconciler", status_reason=(seen.reason or None) if seen.ended else None
+            )
             bucket.append(row.id)

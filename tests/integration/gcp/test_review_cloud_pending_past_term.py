@@ -8,8 +8,6 @@ from __future__ import annotations
 
 from typing import Any
 
-import pytest
-
 from gpufleet.adapters.resource_names import resource_name
 from gpufleet.domain.reservations import term_seconds
 from tests.integration.conftest import LiveServer
@@ -46,10 +44,10 @@ def _move_window(fake: FakeGcp, name: str, start: str, end: str | None = None) -
             fr["autoCreatedReservationsDeleteTime"] = end
 
 
-@pytest.mark.xfail(strict=True, reason="a moved start is not compared with the record")
 def test_review_a_future_window_started_later_is_a_mismatch_at_once(gcp_server: Start, fake_gcp: FakeGcp) -> None:
-    """The window's start moved two weeks later, its end kept: GCP would deliver half the approved term. Expected: a
-    warning in the pass's answer and one ``reservation.provider_mismatch`` naming the start."""
+    """Review (fixed), the defect: the window's start moved two weeks later, its end kept (GCP would deliver half the
+    approved term), and gpufleet compared only the count and the end: nothing was reported. Expected: a warning in
+    the pass's answer and one ``reservation.provider_mismatch`` naming the start."""
     server, rid, name = _future(gcp_server)
     _move_window(fake_gcp, name, "2026-02-15T00:00:00Z")
     out = reconcile(server)
@@ -58,11 +56,12 @@ def test_review_a_future_window_started_later_is_a_mismatch_at_once(gcp_server: 
     assert len(said) == 1 and "2026-02-01" in said[0], said
 
 
-@pytest.mark.xfail(strict=True, reason="a future reservation still pending past the recorded term is kept forever")
 def test_review_a_future_reservation_pending_past_the_term_is_cancelled(gcp_server: Start, fake_gcp: FakeGcp) -> None:
-    """The window moved two months later (APPROVED by GCP for the new window): at the recorded term's end it has
-    delivered nothing. Before the end: left alone (a mismatch). At it: cancelled at GCP, the reservation cancelled
-    with a reason saying gpufleet cancelled it undelivered, and one ``reservation.ended_at_term`` audit."""
+    """Review (fixed), the defect: the window moved two months later (APPROVED by GCP for the new window); at the
+    recorded term's end it had delivered nothing, and gpufleet kept it ``submitted_to_cloud`` forever (only an active
+    order was ended at the term), so GCP would deliver and bill it outside the approved term. Expected: before the
+    end, left alone (a mismatch); at it, cancelled at GCP, the reservation cancelled with a reason saying gpufleet
+    cancelled it undelivered, and one ``reservation.ended_at_term`` audit."""
     server, rid, name = _future(gcp_server)
     _move_window(fake_gcp, name, "2026-04-01T00:00:00Z", "2026-05-01T00:00:00Z")
     fake_gcp.set_procurement_status(ZONE, name, "APPROVED")
@@ -83,10 +82,10 @@ def test_review_a_future_reservation_pending_past_the_term_is_cancelled(gcp_serv
     assert len(_audit(server, rid, "reservation.ended_at_term")) == 1
 
 
-@pytest.mark.xfail(strict=True, reason="a future reservation still pending past the recorded term is kept forever")
 def test_review_a_pending_future_reservation_gcp_will_not_cancel_is_held(gcp_server: Start, fake_gcp: FakeGcp) -> None:
-    """Past the recorded end, a future reservation GCP will not cancel (PROVISIONING) stays submitted, the refusal
-    in the pass's warnings, and the cancel is tried again on the next pass."""
+    """Review (fixed), the defect: as above, one still pending past the recorded end was never cancelled. Expected:
+    one GCP will not cancel (PROVISIONING) stays submitted, the refusal in the pass's warnings, and the cancel is
+    tried again on the next pass."""
     server, rid, name = _future(gcp_server)
     fake_gcp.set_procurement_status(ZONE, name, "PROVISIONING")
     server.services.clock.set(FUTURE_END_S + 60)  # type: ignore[attr-defined]

@@ -2,10 +2,12 @@
 
 Anyone with ``compute.reservations.update`` (or an amendment of a future reservation) can resize an order or move its
 end: a reservation's ``deleteAtTime`` (GCP deletes it then) removed or moved later, a future reservation's window (and
-its auto-created reservations' delete time) moved later. GCP then bills capacity past the term two people approved.
-The record decides, as for Azure (which holds no end at all): :func:`past_record_end` says what GCP holds past it, and
-the adapter ends it there (``describe``). A difference GCP's own end will not outlive (an end earlier than the
-record's, a count) is only reported (:func:`held_against_record`)."""
+its auto-created reservations' delete time) moved later, or its start alone moved later (less delivered). GCP then
+bills capacity outside the term two people approved. The record decides, as for Azure (which holds no end at all):
+:func:`past_record_end` says what GCP holds past it, and the adapter ends it there (``describe``); a future
+reservation still pending at the recorded end (its window moved later, or never fulfilled) delivered nothing within
+the term (:func:`never_delivered`) and is cancelled there. A difference GCP's own end will not outlive (an end earlier
+than the record's, a count, a start) is only reported (:func:`held_against_record`)."""
 
 from __future__ import annotations
 
@@ -55,11 +57,26 @@ def held_against_record(kind: str, got: dict[str, Any], record: OrderRecord) -> 
         approved = machines_for(record.sku_id, record.units)
         if _int(count) != approved:
             out.append(f"GCP holds {str(count)[:20]} machines, {approved} approved ({record.units} GPUs)")
+    if kind == "futureReservations" and record.start_s is not None:  # a window started later delivers less
+        start = (got.get("timeWindow") or {}).get("startTime")
+        if _end_s(start) != record.start_s:
+            out.append(f"its timeWindow.startTime is {str(start)[:40]}, gpufleet's record starts the term at "
+                       f"{rfc3339(record.start_s)}")  # fmt: skip
     end, end_field = _end(kind, got)
     if _end_s(end) != record.end_s:
         said = "is gone (billed until deleted)" if end is None else f"is {str(end)[:40]}"
         out.append(f"its {end_field} {said}, gpufleet's record ends the term at {rfc3339(record.end_s)}")
     return out
+
+
+def never_delivered(got: dict[str, Any], record: OrderRecord) -> str:
+    """A future reservation still pending at the recorded term's end: what GCP holds of it (its state and window).
+    It delivered nothing within the approved term (its window moved later, or GCP never fulfilled it), so gpufleet
+    cancels it there: whatever GCP would deliver later is outside what two people approved."""
+    window = got.get("timeWindow") or {}
+    word = str((got.get("status") or {}).get("procurementStatus") or "DRAFTING")[:40]
+    return (f"never delivered within the recorded term (ended {rfc3339(record.end_s)}): {word}, its window "
+            f"{str(window.get('startTime'))[:40]} to {str(window.get('endTime'))[:40]}")  # fmt: skip
 
 
 def past_record_end(kind: str, got: dict[str, Any], record: OrderRecord) -> str:

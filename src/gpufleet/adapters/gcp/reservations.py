@@ -28,7 +28,8 @@ its hash, so it may well be the order, billed.
   an end that differs, or no end at all, is the state's ``warning`` (followed as GCP holds it, reported). At the
   recorded term's end, what GCP still holds past it (``deleteAtTime`` / the window's end gone or later) is ended by
   gpufleet (``held.py``: the reservation, or a future reservation's auto-created ones, deleted whatever runs in them)
-  and reported ``expired`` with ``OrderState.ended``. A future reservation left FAILED by its failed insert is deleted
+  and reported ``expired`` with ``OrderState.ended``; a future reservation still pending then (its window moved later,
+  or never fulfilled: it delivered nothing within the term) is cancelled and reported ``cancelled`` with ``ended``. A future reservation left FAILED by its failed insert is deleted
   before the failure is reported, so the order can be placed again under its name.
 - ``describe`` maps GCP's states onto the lifecycle: a reservation CREATING -> pending, READY / UPDATING -> active,
   DELETING / INVALID -> cancelled; a future reservation DRAFTING / PENDING_APPROVAL / APPROVED / COMMITTED /
@@ -54,7 +55,14 @@ import uuid
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from gpufleet.adapters.gcp.held import auto_created, epoch_s, held_against_record, past_record_end, rfc3339
+from gpufleet.adapters.gcp.held import (
+    auto_created,
+    epoch_s,
+    held_against_record,
+    never_delivered,
+    past_record_end,
+    rfc3339,
+)
 from gpufleet.adapters.gcp.machines import MACHINE_TYPES, machine_type, machines_for
 from gpufleet.adapters.gcp.session import CONFIG_NOT_FOUND, NOT_FOUND, PERMISSION_CODES, GoogleApi
 from gpufleet.adapters.http_retry import RETRY_STATUS
@@ -281,8 +289,24 @@ class GcpReservations:
                                               "again", warning=warning)  # fmt: skip
                         continue
                     state = "expired"
+            elif got is not None and record is not None and _undelivered_at_term(kind, state, self._now_s(), record):
+                out[oid] = self._cancel_undelivered(oid, word, never_delivered(got, record), warning)
+                continue
             out[oid] = OrderState(oid, state, word, why, warning=warning, ended=ended)
         return out
+
+    def _cancel_undelivered(self, oid: str, word: str, found: str, warning: str) -> OrderState:
+        """Cancel a future reservation still pending at the recorded term's end (``found``: what GCP holds). One
+        GCP will not cancel (PROVISIONING) or no answer: still pending, said in the warning, tried on each pass."""
+        try:
+            self.cancel(oid)
+        except (ProviderRefused, ProviderTimeout) as exc:
+            said = exc.code if isinstance(exc, ProviderRefused) else "unanswered"
+            failed = f"{found}; gpufleet's cancel failed ({said}): tried again on each pass"
+            return OrderState(oid, "pending", word, "term over, cancel failed",
+                              warning="; ".join(w for w in (warning, failed) if w))  # fmt: skip
+        return OrderState(oid, "cancelled", word, "never delivered within the recorded term: cancelled by gpufleet",
+                          warning=warning, ended=f"{found}: cancelled by gpufleet")  # fmt: skip
 
     def _end(self, zone: str, kind: str, name: str, got: dict[str, Any]) -> str:
         """End an order at gpufleet's recorded term: delete the reservation (whatever VMs run in it: they run on, on
@@ -379,6 +403,11 @@ def _op_refusal(op: dict[str, Any], what: str) -> ProviderRefused | None:
     # an operation GCP failed on its side (5xx, 429: "try again") is about the moment, as no capacity is
     moment = code in CAPACITY_CODES or status in RETRY_STATUS
     return ProviderRefused(code, f"{what}: {first.get('message', '')}", retryable=moment, blocked=blocked)
+
+
+def _undelivered_at_term(kind: str, state: LifecycleState, now_s: int, record: OrderRecord) -> bool:
+    """A future reservation still pending at the recorded term's end: it delivered nothing within the approved term."""
+    return kind == "futureReservations" and state == "pending" and now_s >= record.end_s
 
 
 def _int(value: Any) -> int | None:
