@@ -307,8 +307,14 @@ class FakeAws:
         return {"Return": True}
 
     def _cancel_capacity_reservation(self, region: str, p: dict[str, Any]) -> dict[str, Any]:
+        """As the API reference lists: assessing, delayed and active ones are cancelled; a scheduled one only with a
+        cancellation quote and ``ApplyCancellationCharges`` (the fake issues no quotes: refused; AWS's exact error
+        code for it is not documented, IncorrectState here); any other state is refused."""
         cr = self._cr(p["CapacityReservationId"])
-        if cr["State"] in ("cancelled", "expired"):
+        if cr["State"] == "scheduled" and not (p.get("QuoteId") and p.get("ApplyCancellationCharges")):
+            msg = "a scheduled future-dated capacity reservation is cancelled only with a cancellation quote"
+            raise _AwsError("IncorrectState", msg, 400)
+        if cr["State"] not in ("assessing", "delayed", "active", "scheduled"):
             raise _AwsError("IncorrectState", f"capacity reservation is {cr['State']}", 400)
         cr["State"] = "cancelled"
         return {"Return": True}
