@@ -12,7 +12,8 @@ Faults for tests: ``refuse_capacity(zone)`` (the insert's operation ends DONE wi
 ``hold_operations(True)`` (operations stay RUNNING until ``finish_operations()``), ``forget_request_ids()`` (the
 retention of request ids has passed), ``only_projects(...)`` (a call under another project answers 404 notFound naming
 the project, as Compute Engine answers for a project that does not exist). The fake has no clock of its own:
-lifecycles move when a test says so (``set_status``, ``set_procurement_status``, ``delete``).
+lifecycles move when a test says so (``set_status``, ``set_procurement_status``: a future reservation FULFILLED
+gets its auto-created reservation, as GCP delivers one; ``delete``).
 """
 
 from __future__ import annotations
@@ -260,9 +261,42 @@ class FakeGcp:
         with self.lock:
             self.reservation(zone, name, project)["status"] = status
 
-    def set_procurement_status(self, zone: str, name: str, status: str, project: str | None = None) -> None:
+    def set_procurement_status(
+        self, zone: str, name: str, status: str, project: str | None = None, *, fulfilled: int | None = None
+    ) -> None:
+        """Move a future reservation's procurement status. FULFILLED / FAILED_PARTIALLY_FULFILLED deliver it as GCP
+        does at its start: one reservation auto-created (``<namePrefix or name>-<start date>-0001``) holding the
+        machines delivered (``fulfilled``, default the whole ``totalCount``), READY, deleted by GCP at
+        ``autoCreatedReservationsDeleteTime`` (or the window's end) when ``autoDeleteAutoCreatedReservations``; its
+        URL listed in ``status.autoCreatedReservations``, the count in ``status.fulfilledCount``. Delivered once."""
         with self.lock:
-            self.future_reservation(zone, name, project)["status"]["procurementStatus"] = status
+            key = self._key(self.future_reservations, zone, name, project)
+            fr = self.future_reservations[key]
+            fr["status"]["procurementStatus"] = status
+            if status in ("FULFILLED", "FAILED_PARTIALLY_FULFILLED") and not fr["status"].get(
+                "autoCreatedReservations"
+            ):
+                self._deliver(key, fr, fulfilled)
+
+    def _deliver(self, key: tuple[str, str, str], fr: Res, fulfilled: int | None) -> None:
+        project, zone, name = key
+        sku = fr["specificSkuProperties"]
+        count = str(int(sku["totalCount"]) if fulfilled is None else fulfilled)
+        start = _at(fr["timeWindow"]["startTime"]).strftime("%Y%m%d")
+        auto = f"{fr.get('namePrefix') or name[:40].rstrip('-')}-{start}-0001"
+        zone_link = f"{LINK}projects/{project}/zones/{zone}"
+        res: Res = {"kind": "compute#reservation", "id": str(10**15 + next(self._ids) * 7919), "name": auto}
+        res |= {"creationTimestamp": _now(), "selfLink": f"{zone_link}/reservations/{auto}", "zone": zone_link}
+        res |= {"status": "READY", "specificReservationRequired": bool(fr.get("specificReservationRequired"))}
+        res["specificReservation"] = {
+            "count": count,
+            "inUseCount": "0",
+            "instanceProperties": sku["instanceProperties"],
+        }
+        if fr.get("autoDeleteAutoCreatedReservations"):
+            res["deleteAtTime"] = fr.get("autoCreatedReservationsDeleteTime") or fr["timeWindow"]["endTime"]
+        self.reservations[(project, zone, auto)] = res
+        fr["status"] |= {"autoCreatedReservations": [res["selfLink"]], "fulfilledCount": count}
 
     def delete(self, zone: str, name: str, project: str | None = None) -> None:
         """The reservation disappears (as GCP deletes it at its deleteAtTime)."""
