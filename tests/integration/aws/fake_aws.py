@@ -278,6 +278,10 @@ class FakeAws:
         }
         if "EndDate" in p:
             cr["EndDate"] = p["EndDate"]
+        if "CommitmentDuration" in p:  # a future-dated reservation commits to its instances for the duration
+            end = p["StartDate"] + timedelta(seconds=int(p["CommitmentDuration"]))
+            cr["CommitmentInfo"] = {"CommittedInstanceCount": p["InstanceCount"], "CommitmentEndDate": end,
+                                    "CommitmentDuration": int(p["CommitmentDuration"])}  # fmt: skip
         self.reservations[cid] = cr
         if token:
             self.tokens[token] = cid

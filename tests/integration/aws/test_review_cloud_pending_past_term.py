@@ -48,10 +48,10 @@ def _push_start(fake: FakeAws, cid: str, start: datetime, end: datetime | None =
             cr["EndDate"] = end
 
 
-@pytest.mark.xfail(strict=True, reason="a pushed-out StartDate is not compared with the record")
 def test_review_a_start_pushed_out_is_a_mismatch_at_once(aws_server: Start, fake: FakeAws) -> None:
-    """The start pushed two weeks later, the end kept: EC2 would deliver half the approved term. Expected: a warning
-    naming the StartDate, one ``reservation.provider_mismatch``."""
+    """Review (fixed), the defect: the start pushed two weeks later, the end kept (EC2 would deliver half the approved
+    term), and gpufleet compared only the count and the end: nothing was reported. Expected: a warning naming the
+    StartDate, one ``reservation.provider_mismatch``."""
     server, rid, cid = _ordered(aws_server)
     fake.set_state(cid, "scheduled")
     _push_start(fake, cid, datetime(2026, 2, 15, tzinfo=UTC))
@@ -61,11 +61,11 @@ def test_review_a_start_pushed_out_is_a_mismatch_at_once(aws_server: Start, fake
     assert len(said) == 1 and "2026-02-01" in said[0], said
 
 
-@pytest.mark.xfail(strict=True, reason="a reservation still pending past the recorded term is kept forever")
 @pytest.mark.parametrize("state", ["assessing", "delayed"])
 def test_review_a_reservation_pending_past_the_term_is_cancelled(aws_server: Start, fake: FakeAws, state: str) -> None:
-    """Still ``assessing`` or ``delayed`` at the recorded term's end (it delivered nothing within it): left alone
-    before; at it, cancelled at AWS (no charge in these states), the reservation cancelled with a reason saying
+    """Review (fixed), the defect: still ``assessing`` or ``delayed`` at the recorded term's end (it delivered
+    nothing within it), it stayed ``submitted_to_cloud`` forever (only an active one was ended at the term), EC2 free
+    to deliver and bill it later. Expected: left alone before; at it, cancelled at AWS (no charge in these states), the reservation cancelled with a reason saying
     gpufleet cancelled it undelivered, and one ``reservation.ended_at_term``."""
     server, rid, cid = _ordered(aws_server)
     fake.set_state(cid, state)
@@ -83,9 +83,9 @@ def test_review_a_reservation_pending_past_the_term_is_cancelled(aws_server: Sta
     assert len(ended) == 1 and state in str(ended[0]["detail"]), ended
 
 
-@pytest.mark.xfail(strict=True, reason="a reservation still pending past the recorded term is kept forever")
 def test_review_a_scheduled_one_pushed_past_the_term_is_held_for_a_person(aws_server: Start, fake: FakeAws) -> None:
-    """The start pushed two months later (still ``scheduled``): at the recorded end EC2 cancels it only against a
+    """Review (fixed), the defect: as above, kept forever, and said nowhere. The start pushed two months later (still
+    ``scheduled``): at the recorded end EC2 cancels it only against a
     cancellation quote (charges for the commitment), which gpufleet does not accept on its own. Expected: it stays
     submitted, no charge accepted, the pass's warnings saying the term is over, it never delivered, and the cancel was
     refused; once AWS lets it go (``delayed``: commitment waived) the next pass cancels it."""

@@ -5,8 +5,10 @@ Contract (the port's): ``submit(key, order)`` first looks the order up by its ke
 ``find(key)`` finds the reservation by the tag, so a retry after an unknown outcome never buys twice.
 ``describe`` maps EC2's states onto the lifecycle: pending (pending, assessing, scheduled, payment-pending,
 delayed), active (active, cancelling, unavailable), expired, cancelled (cancelled, failed, payment-failed,
-unsupported), with what EC2 holds checked against gpufleet's record (instances approved, the term's end: a difference
-is the state's ``warning``, reported; at the recorded end one EC2 holds past it is cancelled, ``OrderState.ended``).
+unsupported), with what EC2 holds checked against gpufleet's record (instances approved, a future-dated one's start,
+the term's end: a difference is the state's ``warning``, reported; at the recorded end one EC2 holds active past it is
+cancelled and reported expired, one still pending then, never delivered within the term, is cancelled and reported
+cancelled, ``OrderState.ended``; a scheduled one EC2 cancels only against a cancellation quote is held, warned).
 ``find`` adopts a tagged reservation only when it holds the order (region, instance type, count): else ``name_taken``. Units are GPUs; AWS reserves whole instances, so ``ceil(units / GPUs per instance)`` are reserved.
 """
 
@@ -187,7 +189,10 @@ class AwsCapacityReservations:
         cid, word = str(cr.get("CapacityReservationId", "")), str(cr.get("State", "pending"))
         held = _against_record(cr, record)
         warning = "; ".join(w for w in (warning, held) if w)
-        found = "" if record is None or self._now_s is None or self._now_s() < record.end_s else _past_end(cr, record)
+        over = record is not None and self._now_s is not None and self._now_s() >= record.end_s
+        if over and record is not None and lifecycle(word) == "pending":  # it delivered nothing within the term
+            return self._cancel_undelivered(region, cr, record, warning)
+        found = _past_end(cr, record) if over and record is not None else ""
         if lifecycle(word) != "active" or not found:
             return OrderState(cid, lifecycle(word), word, warning=warning)
         try:
@@ -197,6 +202,26 @@ class AwsCapacityReservations:
             return OrderState(cid, "active", word, f"term over, cancel failed ({said}): tried again", warning=warning)
         ended = f"{found}: cancelled by gpufleet (instances in it run on, on demand)"
         return OrderState(cid, "expired", word, warning=warning, ended=ended)
+
+    def _cancel_undelivered(self, region: str, cr: dict[str, Any], record: OrderRecord, warning: str) -> OrderState:
+        """Cancel a reservation still pending at the recorded term's end (its start pushed out, or EC2 never
+        delivered): whatever EC2 would deliver later is outside the approved term. EC2 cancels an assessing or delayed
+        one at no charge; a scheduled one only against a cancellation quote (charges for the commitment), which
+        gpufleet does not accept on its own: refused, it stays pending, said in the warning, tried on each pass."""
+        cid, word = str(cr.get("CapacityReservationId", "")), str(cr.get("State", "pending"))
+        start = cr.get("StartDate")
+        found = (f"never delivered within the recorded term (ended {ts(record.end_s).isoformat()}): {word[:40]}, "
+                 f"StartDate {start.isoformat() if isinstance(start, datetime) else str(start)[:40]}")  # fmt: skip
+        try:
+            self.cancel(region, cid)
+        except (ProviderRefused, ProviderTimeout) as exc:
+            said = exc.code if isinstance(exc, ProviderRefused) else "unanswered"
+            quote = " (EC2 cancels a scheduled one only against a cancellation quote: charges a person accepts)"
+            failed = f"{found}; gpufleet's cancel failed ({said}){quote if word == 'scheduled' else ''}: tried again"
+            return OrderState(cid, "pending", word, "term over, cancel failed",
+                              warning="; ".join(w for w in (warning, failed) if w))  # fmt: skip
+        return OrderState(cid, "cancelled", word, "never delivered within the recorded term: cancelled by gpufleet",
+                          warning=warning, ended=f"{found}: cancelled by gpufleet")  # fmt: skip
 
     # ---- beyond the port ----------------------------------------------------------------------------------
     def modify(
@@ -257,6 +282,10 @@ def _against_record(cr: dict[str, Any], record: OrderRecord | None) -> str:
         held = cr.get("TotalInstanceCount")
         if held != approved:
             out.append(f"AWS holds {str(held)[:20]} instances, {approved} approved ({record.units} GPUs)")
+    start_s = _start_s(cr)
+    if record.start_s is not None and start_s is not None and start_s != record.start_s:  # a start pushed out
+        out.append(f"its StartDate is {ts(start_s).isoformat()}, gpufleet's record starts the term at "
+                   f"{ts(record.start_s).isoformat()}")  # fmt: skip
     end_s = _end_s(cr)
     if end_s != record.end_s:
         said = "no EndDate (billed until cancelled)" if end_s is None else f"EndDate {ts(end_s).isoformat()}"
@@ -290,6 +319,17 @@ def _end_s(cr: dict[str, Any]) -> int | None:
     end = cr.get("EndDate")
     try:
         return None if end is None or cr.get("EndDateType") == "unlimited" else epoch_s(end)
+    except (TypeError, ValueError, OverflowError):
+        return None
+
+
+def _start_s(cr: dict[str, Any]) -> int | None:
+    """A future-dated reservation's ``StartDate`` (one with a commitment or an original start: EC2 delivers it then);
+    None for one made for now (its ``StartDate`` is when EC2 created it, not a start gpufleet asked for)."""
+    if not cr.get("CommitmentInfo") and cr.get("OriginalStartDate") is None:
+        return None
+    try:
+        return None if cr.get("StartDate") is None else epoch_s(cr["StartDate"])
     except (TypeError, ValueError, OverflowError):
         return None
 
