@@ -8,8 +8,6 @@ from __future__ import annotations
 
 from typing import Any
 
-import pytest
-
 from gpufleet.adapters.resource_names import resource_name
 from gpufleet.domain.reservations import term_seconds
 from tests.integration.conftest import LiveServer
@@ -48,10 +46,9 @@ def _fulfilled(gcp_server: Start, fake: FakeGcp) -> tuple[LiveServer, str, str]:
     return server, rid, auto
 
 
-@pytest.mark.xfail(strict=True, reason="the auto-created reservations are not checked against the record")
 def test_review_an_auto_created_reservation_resized_is_a_mismatch(gcp_server: Start, fake_gcp: FakeGcp) -> None:
-    """The auto-created reservation (what is billed) resized to 3 machines at GCP, the future reservation's
-    ``totalCount`` still 1: gpufleet compared the future reservation alone and said nothing. Expected: a warning naming
+    """Review (fixed), the defect: the auto-created reservation (what is billed) resized to 3 machines at GCP, the
+    future reservation's ``totalCount`` still 1: gpufleet compared the future reservation alone and said nothing. Expected: a warning naming
     the auto-created reservation and its count, one ``reservation.provider_mismatch``."""
     server, rid, auto = _fulfilled(gcp_server, fake_gcp)
     fake_gcp.reservation(ZONE, auto)["specificReservation"]["count"] = "3"
@@ -60,12 +57,11 @@ def test_review_an_auto_created_reservation_resized_is_a_mismatch(gcp_server: St
     assert len(_audit(server, rid, "reservation.provider_mismatch")) == 1
 
 
-@pytest.mark.xfail(strict=True, reason="an auto-created reservation kept past the term is not ended")
 def test_review_an_auto_created_reservation_without_its_end_is_deleted_at_the_recorded_end(
     gcp_server: Start, fake_gcp: FakeGcp
 ) -> None:
-    """The auto-created reservation's ``deleteAtTime`` removed at GCP (the future reservation's window untouched):
-    GCP bills it until deleted, while gpufleet, reading the window's end, expired the order and stopped following it.
+    """Review (fixed), the defect: the auto-created reservation's ``deleteAtTime`` removed at GCP (the future
+    reservation's window untouched): GCP bills it until deleted, while gpufleet, reading the window's end, expired the order and stopped following it.
     Expected: a warning at once; at the recorded end the auto-created reservation deleted by gpufleet, the reservation
     expired, one ``reservation.ended_at_term`` naming it."""
     server, rid, auto = _fulfilled(gcp_server, fake_gcp)

@@ -46,9 +46,13 @@ def _end_s(end: Any) -> int | None:
         return None
 
 
-def held_against_record(kind: str, got: dict[str, Any], record: OrderRecord) -> list[str]:
-    """What GCP holds against gpufleet's record (the machines approved, the term's end), as the state's warnings."""
-    out: list[str] = []
+def held_against_record(
+    kind: str, got: dict[str, Any], record: OrderRecord, autos: dict[str, dict[str, Any]] | None = None
+) -> list[str]:
+    """What GCP holds against gpufleet's record (the machines approved, the term's end), as the state's warnings.
+    ``autos``: a delivered future reservation's auto-created reservations that exist (by name), what GCP bills: their
+    machines and each one's ``deleteAtTime`` are checked too (anyone can resize one or remove its end)."""
+    out = _autos_against_record(autos or {}, record)
     if kind == "reservations":
         count = (got.get("specificReservation") or {}).get("count")
     else:
@@ -69,6 +73,28 @@ def held_against_record(kind: str, got: dict[str, Any], record: OrderRecord) -> 
     return out
 
 
+def _autos_against_record(autos: dict[str, dict[str, Any]], record: OrderRecord) -> list[str]:
+    out: list[str] = []
+    if not autos:
+        return out
+    if record.units > 0 and record.sku_id in MACHINE_TYPES:
+        approved = machines_for(record.sku_id, record.units)
+        counts = [_int((r.get("specificReservation") or {}).get("count")) for r in autos.values()]
+        if None in counts or sum(c or 0 for c in counts) > approved:  # fewer: GCP delivered part (reported as such)
+            held = "+".join(str(c) for c in counts)
+            out.append(f"its auto-created reservations {sorted(autos)} hold {held} machines, {approved} approved")
+        elif sum(c or 0 for c in counts) < approved:
+            out.append(f"its auto-created reservations {sorted(autos)} hold {sum(c or 0 for c in counts)} machines "
+                       f"(delivered in part), {approved} approved")  # fmt: skip
+    for each, res in sorted(autos.items()):
+        end = res.get("deleteAtTime")
+        if _end_s(end) != record.end_s:
+            said = "is gone (billed until deleted)" if end is None else f"is {str(end)[:40]}"
+            out.append(f"its auto-created reservation {each}'s deleteAtTime {said}, gpufleet's record ends the term at "
+                       f"{rfc3339(record.end_s)}")  # fmt: skip
+    return out
+
+
 def never_delivered(got: dict[str, Any], record: OrderRecord) -> str:
     """A future reservation still pending at the recorded term's end: what GCP holds of it (its state and window).
     It delivered nothing within the approved term (its window moved later, or GCP never fulfilled it), so gpufleet
@@ -79,19 +105,34 @@ def never_delivered(got: dict[str, Any], record: OrderRecord) -> str:
             f"{str(window.get('startTime'))[:40]} to {str(window.get('endTime'))[:40]}")  # fmt: skip
 
 
-def past_record_end(kind: str, got: dict[str, Any], record: OrderRecord) -> str:
+def past_record_end(
+    kind: str, got: dict[str, Any], record: OrderRecord, autos: dict[str, dict[str, Any]] | None = None
+) -> str:
     """What GCP holds past the recorded term's end ("" when GCP's own end is the record's or sooner: GCP ends it):
-    an end gone, unreadable or later than the record's, and, for a reservation, the machines in use in it."""
+    an end gone, unreadable or later than the record's (a future reservation's window, or the ``deleteAtTime`` of
+    one of its auto-created reservations ``autos``), and, for a reservation, the machines in use in it."""
+    past = [f"its auto-created reservation {each}'s deleteAtTime {_said(res.get('deleteAtTime'))}"
+            for each, res in sorted((autos or {}).items()) if _past(res.get("deleteAtTime"), record)]  # fmt: skip
     end, end_field = _end(kind, got)
-    end_s = _end_s(end)
-    if end_s is not None and end_s <= record.end_s:
+    if _past(end, record):
+        past.insert(0, f"GCP's {end_field} {_said(end)}")
+    if not past:
         return ""
-    said = "is gone" if end is None else f"is {str(end)[:40]}"
-    found = f"GCP's {end_field} {said}, past the recorded term's end {rfc3339(record.end_s)}"
+    found = "; ".join(past) + f", past the recorded term's end {rfc3339(record.end_s)}"
     if kind == "reservations":
         spec = got.get("specificReservation") or {}
         found += f"; {str(spec.get('inUseCount', 0))[:20]} of {str(spec.get('count'))[:20]} machines in use"
     return found
+
+
+def _past(end: Any, record: OrderRecord) -> bool:
+    """An end gone, unreadable or later than the record's: GCP holds it past the recorded term."""
+    end_s = _end_s(end)
+    return end_s is None or end_s > record.end_s
+
+
+def _said(end: Any) -> str:
+    return "is gone" if end is None else f"is {str(end)[:40]}"
 
 
 def auto_created(got: dict[str, Any], zone: str) -> list[str]:

@@ -24,7 +24,8 @@ its hash, so it may well be the order, billed.
   removed the resource it was creating: not an order someone deleted); a resource still there is described by its
   own state, the operation's error in the state's ``warning``. An order found by its name after a lost answer gets its running insert from
   ``zoneOperations.list`` (by ``targetLink``; a list refused or unanswered: none, the order followed by its resource).
-  What GCP holds is checked against gpufleet's record (``OrderRecord``: machines approved, the term's end): a count or
+  What GCP holds is checked against gpufleet's record (``OrderRecord``: machines approved, the term's end; for a
+  delivered future reservation, its auto-created reservations too, each read): a count or
   an end that differs, or no end at all, is the state's ``warning`` (followed as GCP holds it, reported). At the
   recorded term's end, what GCP still holds past it (``deleteAtTime`` / the window's end gone or later) is ended by
   gpufleet (``held.py``: the reservation, or a future reservation's auto-created ones, deleted whatever runs in them)
@@ -243,6 +244,7 @@ class GcpReservations:
                     op = self._api.get("zoneOperations.get", f"zones/{zone}/operations/{record.operation_id}")
                     refusal = None if op is None else _op_refusal(op, f"{kind}.insert")
                 got = self._api.get(f"{kind}.get", f"zones/{zone}/{kind}/{name}")
+                autos = self._autos(zone, got) if got is not None and kind == "futureReservations" else {}
             except ProviderTimeout:
                 continue  # no answer for this one: unknown this pass, the others still described
             except ProviderRefused as exc:  # its read refused (403 on one zone): unknown, the others still described
@@ -276,13 +278,18 @@ class GcpReservations:
                 [] if refusal is None else [f"its insert operation ended in {refusal}, yet it exists: followed by it"]
             )
             if got is not None and record is not None:
-                said += held_against_record(kind, got, record)
+                said += held_against_record(kind, got, record, autos)
             warning, ended = "; ".join(said), ""
-            if got is not None and record is not None and state == "active" and self._now_s() >= record.end_s:
-                found = past_record_end(kind, got, record)  # GCP bills it past the approved term: gpufleet ends it
+            if (
+                got is not None
+                and record is not None
+                and state in ("active", "expired")
+                and self._now_s() >= record.end_s
+            ):
+                found = past_record_end(kind, got, record, autos)  # GCP bills it past the term: gpufleet ends it
                 if found:
                     try:
-                        ended = f"{found}: {self._end(zone, kind, name, got)}"
+                        ended = f"{found}: {self._end(zone, kind, name, sorted(autos))}"
                     except (ProviderRefused, ProviderTimeout) as exc:
                         said_exc = exc.code if isinstance(exc, ProviderRefused) else "unanswered"
                         out[oid] = OrderState(oid, "active", word, f"term over, delete failed ({said_exc}): tried "
@@ -308,11 +315,22 @@ class GcpReservations:
         return OrderState(oid, "cancelled", word, "never delivered within the recorded term: cancelled by gpufleet",
                           warning=warning, ended=f"{found}: cancelled by gpufleet")  # fmt: skip
 
-    def _end(self, zone: str, kind: str, name: str, got: dict[str, Any]) -> str:
+    def _autos(self, zone: str, got: dict[str, Any]) -> dict[str, dict[str, Any]]:
+        """A future reservation's auto-created reservations that exist (``status.autoCreatedReservations``: what GCP
+        bills once it delivered), by name; one gone (GCP deleted it at its end) is left out."""
+        out = {}
+        for each in auto_created(got, zone):
+            res = self._api.get("reservations.get", f"zones/{zone}/reservations/{each}")
+            if res is not None:
+                out[each] = res
+        return out
+
+    def _end(self, zone: str, kind: str, name: str, autos: list[str]) -> str:
         """End an order at gpufleet's recorded term: delete the reservation (whatever VMs run in it: they run on, on
         demand, as Azure's path deletes at the recorded end whatever uses it), or a future reservation's auto-created
-        reservations (what is billed; the future reservation, a request, is left). One already gone is done."""
-        names = [name] if kind == "reservations" else auto_created(got, zone)
+        reservations ``autos`` (what is billed; the future reservation, a request, is left). One already gone is
+        done."""
+        names = [name] if kind == "reservations" else autos
         for each in names:
             try:
                 self.cancel(f"{zone}/reservations/{each}")
