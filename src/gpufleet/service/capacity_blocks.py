@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING, Any
 from sqlalchemy import Engine, select
 from sqlalchemy.exc import IntegrityError
 
+from gpufleet.adapters.aws.capacity_blocks import BlockShape
 from gpufleet.adapters.providers import ProviderRefused, ProviderTimeout
 from gpufleet.adapters.sql.models import AuditEventRow, CapacityBlockApprovalRow, CapacityBlockPurchaseRow, SkuRow
 from gpufleet.domain.errors import (
@@ -90,6 +91,15 @@ def _held(cr_id: str, state: str) -> None:
     """A block found in a state that holds nothing (its payment failed) is no purchase: a refusal."""
     if state in NOT_HELD:
         raise ProviderRefused(state, f"capacity block {cr_id} is {state}: nothing was bought")
+
+
+def _shape(what: dict[str, Any]) -> BlockShape | None:
+    """The offering's shape as a ``purchase_started`` event recorded it (None: an event without it)."""
+    try:
+        return BlockShape(str(what["instance_type"]), int(what["instance_count"]), int(what["start_s"]),
+                          int(what["end_s"]))  # fmt: skip
+    except (KeyError, TypeError, ValueError):
+        return None
 
 
 def purchase_key(offering_id: str) -> str:
@@ -180,7 +190,10 @@ class CapacityBlockService:
         }
         # written before the call: if its answer is lost, a retry or the reconciler records the block from it
         self._audit(actor.user_id, STARTED, "capacity_block_offering", offering_id, what)
-        bought = self._world.blocks.purchase(region, key=purchase_key(offering_id), offering_id=offering_id)
+        shape = BlockShape(offer.instance_type, offer.instance_count, offer.start_s, offer.end_s)
+        bought = self._world.blocks.purchase(
+            region, key=purchase_key(offering_id), offering_id=offering_id, shape=shape
+        )
         _held(bought.reservation_id, bought.state)
         out = {"capacity_reservation_id": bought.reservation_id, "state": bought.state, "created": bought.created,
                **what}  # fmt: skip
@@ -224,8 +237,12 @@ class CapacityBlockService:
     def _bought_at_once(self, region: str, offering_id: str) -> dict[str, Any] | None:
         """The answer of an earlier at-once purchase of the offering (its ``capacity_block.purchased`` event), if
         the provider holds a block under its purchase key; None otherwise (never bought, or bought through dual
-        approval: that one is its request's)."""
-        prior = self._world.blocks.find(region, purchase_key(offering_id))
+        approval: that one is its request's). The block is looked for with the shape of the offering as it was when
+        that purchase started (``purchase_started``): a reservation merely tagged with the key is not it."""
+        started = self._events(STARTED, offering_id)
+        if not started:
+            return None  # never bought at once
+        prior = self._world.blocks.find(region, purchase_key(offering_id), _shape(started[-1][1]))
         if prior is None:
             return None
         _held(str(prior["CapacityReservationId"]), str(prior.get("State", "")))
@@ -413,7 +430,9 @@ class CapacityBlockService:
                 row.region_id, row.sku_id, row.gpus, row.duration_h, row.start_after_s, row.end_before_s
             )
             offering_id, key, fee_uusd = row.offering_id, row.purchase_key, row.upfront_fee_uusd
-        prior = self._world.blocks.find(search.region, key)
+            row_shape = (row.instance_type, row.instance_count, row.start_s, row.end_s)  # the offering as approved
+        shape = BlockShape(row_shape[0], row_shape[1], row_shape[2], row_shape[3])
+        prior = self._world.blocks.find(search.region, key, shape)
         if prior is not None:
             cr_id, state, reason = str(prior["CapacityReservationId"]), str(prior.get("State", "")), "found by key"
             if state in NOT_HELD:
@@ -431,7 +450,7 @@ class CapacityBlockService:
                     return after
                 raise ConflictError(f"capacity block offering {offering_id} is {why}; nothing was bought")
             try:
-                bought = self._world.blocks.purchase(search.region, key=key, offering_id=offering_id)
+                bought = self._world.blocks.purchase(search.region, key=key, offering_id=offering_id, shape=shape)
             except ProviderTimeout:
                 self._note(purchase_id, actor.user_id, "capacity_block.purchase_unconfirmed", {"purchase_key": key})
                 raise
@@ -486,7 +505,8 @@ class CapacityBlockService:
         recorded = []
         for offering_id, detail in {str(o): d for o, d in started}.items():
             try:  # one lookup at the provider per offering
-                prior = self._world.blocks.find(json.loads(detail)["region"], purchase_key(offering_id))
+                what = json.loads(detail)
+                prior = self._world.blocks.find(what["region"], purchase_key(offering_id), _shape(what))
                 if prior is None or self._purchased_event(str(prior["CapacityReservationId"])) is not None:
                     continue
                 _held(str(prior["CapacityReservationId"]), str(prior.get("State", "")))

@@ -42,13 +42,12 @@ def _spoof(fake: FakeAws, key: str, reservation_type: str, count: int) -> str:
     return cid
 
 
-@pytest.mark.xfail(strict=True, reason="any capacity reservation carrying the purchase key is taken for the block")
 @pytest.mark.parametrize("kind", ["default", "capacity-block"])
 def test_review_a_reservation_tagged_with_the_purchase_key_is_not_the_block(
     aws_server: Start, fake: FakeAws, kind: str
 ) -> None:
-    """An ordinary capacity reservation (or another block, of 3 instances) tagged with the offering's purchase key
-    before gpufleet buys it: the purchase found it by the tag and answered 201 ``created: false`` with that
+    """Review (fixed), the defect: an ordinary capacity reservation (or another block, of 3 instances) tagged with
+    the offering's purchase key before gpufleet buys it: the purchase found it by the tag and answered 201 ``created: false`` with that
     reservation's id, audited ``capacity_block.purchased``, while no block was bought. Expected: what is not the
     offering's block (not a Capacity Block, or not its instance type, count, start and end) is not taken for it: the
     block is bought once and recorded under its own id."""
