@@ -48,8 +48,8 @@ def _fulfilled(gcp_server: Start, fake: FakeGcp) -> tuple[LiveServer, str, str]:
 
 def test_review_an_auto_created_reservation_resized_is_a_mismatch(gcp_server: Start, fake_gcp: FakeGcp) -> None:
     """Review (fixed), the defect: the auto-created reservation (what is billed) resized to 3 machines at GCP, the
-    future reservation's ``totalCount`` still 1: gpufleet compared the future reservation alone and said nothing. Expected: a warning naming
-    the auto-created reservation and its count, one ``reservation.provider_mismatch``."""
+    future reservation's ``totalCount`` still 1: gpufleet compared the future reservation alone and said nothing.
+    Expected: a warning naming the auto-created reservation and its count, one ``reservation.provider_mismatch``."""
     server, rid, auto = _fulfilled(gcp_server, fake_gcp)
     fake_gcp.reservation(ZONE, auto)["specificReservation"]["count"] = "3"
     out = reconcile(server)
@@ -61,9 +61,9 @@ def test_review_an_auto_created_reservation_without_its_end_is_deleted_at_the_re
     gcp_server: Start, fake_gcp: FakeGcp
 ) -> None:
     """Review (fixed), the defect: the auto-created reservation's ``deleteAtTime`` removed at GCP (the future
-    reservation's window untouched): GCP bills it until deleted, while gpufleet, reading the window's end, expired the order and stopped following it.
-    Expected: a warning at once; at the recorded end the auto-created reservation deleted by gpufleet, the reservation
-    expired, one ``reservation.ended_at_term`` naming it."""
+    reservation's window untouched): GCP bills it until deleted, while gpufleet, reading the window's end, expired the
+    order and stopped following it. Expected: a warning at once; at the recorded end the auto-created reservation
+    deleted by gpufleet, the reservation expired, one ``reservation.ended_at_term`` naming it."""
     server, rid, auto = _fulfilled(gcp_server, fake_gcp)
     fake_gcp.reservation(ZONE, auto).pop("deleteAtTime")
     out = reconcile(server)

@@ -38,7 +38,6 @@ def two_regions(fake_gcp: FakeGcp) -> GcpReservations:
     return _port(fake_gcp, Clock(), regions=("europe-west4", "us-central1"))
 
 
-@pytest.mark.xfail(strict=True, reason="find adopts any resource under the name carrying the key")
 @pytest.mark.parametrize(
     ("zone", "machine_type", "count"),
     [("europe-west4-a", "a3-highgpu-8g", "2"), ("us-central1-a", "a2-ultragpu-8g", "2"),
@@ -47,10 +46,10 @@ def two_regions(fake_gcp: FakeGcp) -> GcpReservations:
 def test_review_a_resource_under_the_name_that_is_not_the_order_is_not_adopted(
     fake_gcp: FakeGcp, two_regions: GcpReservations, zone: str, machine_type: str, count: str
 ) -> None:
-    """Review: a reservation under gpufleet's name carrying the key, in another configured region (searched first),
-    of another machine type, or of another count: ``submit`` recorded it as the order (no capacity bought where and
-    as approved). Expected: a ``blocked`` ``name_taken`` refusal naming what differs (held for a person, as AWS's),
-    nothing inserted."""
+    """Review (fixed), the defect: a reservation under gpufleet's name carrying the key, in another configured region
+    (searched first), of another machine type, or of another count: ``submit`` recorded it as the order (no capacity
+    bought where and as approved). Expected: a ``blocked`` ``name_taken`` refusal naming what differs (held for a
+    person, as AWS's), nothing inserted."""
     _planted(fake_gcp, zone, machine_type, count)
     with pytest.raises(ProviderRefused) as refused:
         two_regions.submit(KEY, ORDER)

@@ -15,7 +15,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from gpufleet.adapters.gcp.machines import MACHINE_TYPES, machines_for
-from gpufleet.adapters.providers import OrderRecord
+from gpufleet.adapters.providers import OrderRecord, OrderRequest
 
 
 def rfc3339(seconds: int) -> str:
@@ -93,6 +93,29 @@ def _autos_against_record(autos: dict[str, dict[str, Any]], record: OrderRecord)
             out.append(f"its auto-created reservation {each}'s deleteAtTime {said}, gpufleet's record ends the term at "
                        f"{rfc3339(record.end_s)}")  # fmt: skip
     return out
+
+
+def not_the_order(kind: str, got: dict[str, Any], region: str, order: OrderRequest) -> str:
+    """Why the resource GCP holds under the order's name, in ``region``, is not ``order`` ("" when it is): its
+    region, machine type and machines."""
+    out = []
+    if region != order.region_id:
+        out.append(f"in {region}, approved in {order.region_id}")
+    if kind == "reservations":
+        spec = got.get("specificReservation") or {}
+        count = spec.get("count")
+    else:
+        spec = got.get("specificSkuProperties") or {}
+        count = spec.get("totalCount")
+    if order.sku_id in MACHINE_TYPES:
+        want = MACHINE_TYPES[order.sku_id].name
+        held = str((spec.get("instanceProperties") or {}).get("machineType"))
+        if held.rsplit("/", 1)[-1] != want:
+            out.append(f"{held[:40]}, approved {want}")
+        machines = machines_for(order.sku_id, order.units)
+        if _int(count) != machines:
+            out.append(f"{str(count)[:20]} machines, approved {machines}")
+    return ", ".join(out)
 
 
 def never_delivered(got: dict[str, Any], record: OrderRecord) -> str:

@@ -8,7 +8,8 @@ GCP answers a request id it has seen with its first operation, a failed one incl
 capacity could not be tried again. A resource of that name whose description does not carry the key (gpufleet did not
 create it, or its description was edited at GCP: anyone with the update permission can) is a ``blocked`` refusal
 (``name_taken``), held for a person and never cancelled, as Azure's edited tag: the name is derived from the key with
-its hash, so it may well be the order, billed.
+its hash, so it may well be the order, billed. One carrying the key is adopted by ``submit`` only when it holds the
+order (region, machine type, machines: ``held.not_the_order``); else ``name_taken`` too.
 
 - A start in the future is a **future reservation** (``futureReservations.insert``: ``timeWindow`` from start to
   start + term, submitted for GCP's approval, its auto-created reservations deleted at the end); a start now or
@@ -30,7 +31,8 @@ its hash, so it may well be the order, billed.
   recorded term's end, what GCP still holds past it (``deleteAtTime`` / the window's end gone or later) is ended by
   gpufleet (``held.py``: the reservation, or a future reservation's auto-created ones, deleted whatever runs in them)
   and reported ``expired`` with ``OrderState.ended``; a future reservation still pending then (its window moved later,
-  or never fulfilled: it delivered nothing within the term) is cancelled and reported ``cancelled`` with ``ended``. A future reservation left FAILED by its failed insert is deleted
+  or never fulfilled: it delivered nothing within the term) is cancelled and reported ``cancelled`` with ``ended``.
+  A future reservation left FAILED by its failed insert is deleted
   before the failure is reported, so the order can be placed again under its name.
 - ``describe`` maps GCP's states onto the lifecycle: a reservation CREATING -> pending, READY / UPDATING -> active,
   DELETING / INVALID -> cancelled; a future reservation DRAFTING / PENDING_APPROVAL / APPROVED / COMMITTED /
@@ -61,6 +63,7 @@ from gpufleet.adapters.gcp.held import (
     epoch_s,
     held_against_record,
     never_delivered,
+    not_the_order,
     past_record_end,
     rfc3339,
 )
@@ -140,7 +143,7 @@ class GcpReservations:
     def submit(self, key: str, order: OrderRequest) -> ProviderOrder:
         if order.sku_id not in MACHINE_TYPES:  # refused before any call: the reservation is cancelled with the reason
             raise ProviderRefused("sku_not_offered", f"GCP sells no machine type mapped for {order.sku_id}")
-        found = self.find(key)
+        found = self.find(key, order)
         if found is not None:
             return found
         return self.create(key, order)
@@ -157,7 +160,7 @@ class GcpReservations:
         except ProviderRefused as exc:
             if exc.code != "alreadyExists":
                 raise
-            found = self.find(key)
+            found = self.find(key, order)
             if found is None:  # exists, but not as an order of this key
                 raise
             return found
@@ -172,8 +175,14 @@ class GcpReservations:
         return ProviderOrder(f"{zone}/{kind}/{name}", key, order.sku_id, order.region_id, order.units,
                              order.term_months, order.start_s, running)  # fmt: skip
 
-    def find(self, key: str) -> ProviderOrder | None:
+    def find(self, key: str, order: OrderRequest | None = None) -> ProviderOrder | None:
+        """The order under its name in any configured region's zone. A resource there whose description does not
+        carry the key: ``name_taken`` (below). Given the ``order``, one carrying the key is adopted only when it holds
+        the order (its region, machine type and machines: the description is readable by anyone who lists
+        reservations, and can be copied onto another resource); resources none of which is the order are a ``blocked``
+        ``name_taken`` refusal naming what differs, held for a person, never adopted or cancelled."""
         name = resource_name(key)
+        why = ""
         for region in self._api.config.regions:
             zone = self._api.config.zone(region)
             for kind in KINDS:
@@ -189,7 +198,18 @@ class GcpReservations:
                         "(or delete the resource) to resume",
                         blocked=True,
                     )
+                differs = "" if order is None else not_the_order(kind, got, region, order)
+                if differs:
+                    why = why or f"{zone}/{kind}/{name}: {differs}"
+                    continue
                 return _order(meta, f"{zone}/{kind}/{name}", region, self._running_insert(zone, got))
+        if why:
+            raise ProviderRefused(
+                "name_taken",
+                f"{why[:300]}: it carries {key} in its description but is not the order approved (gpufleet did not "
+                "create it, or it was modified at GCP); delete it (or restore it) to resume",
+                blocked=True,
+            )
         return None
 
     def _held(
