@@ -46,11 +46,11 @@ def _spoof(fake: FakeAws, key: str, reservation_type: str, count: int) -> str:
 def test_review_a_reservation_tagged_with_the_purchase_key_is_not_the_block(
     aws_server: Start, fake: FakeAws, kind: str
 ) -> None:
-    """Review (fixed), the defect: an ordinary capacity reservation (or another block, of 3 instances) tagged with
-    the offering's purchase key before gpufleet buys it: the purchase found it by the tag and answered 201 ``created: false`` with that
-    reservation's id, audited ``capacity_block.purchased``, while no block was bought. Expected: what is not the
-    offering's block (not a Capacity Block, or not its instance type, count, start and end) is not taken for it: the
-    block is bought once and recorded under its own id."""
+    """Review (fixed), the defect: an ordinary capacity reservation (or another block, of 3 instances) tagged with the
+    offering's purchase key before gpufleet buys it: the purchase found it by the tag and answered 201 ``created:
+    false`` with that reservation's id, audited ``capacity_block.purchased``, while no block was bought. Expected: what
+    is not the offering's block (not a Capacity Block, or not its instance type, count, start and end) is not taken for
+    it: the block is bought once and recorded under its own id."""
     server = aws_server(approval_threshold_usd="100000")
     with server.client("viewer", "vic") as v:
         offer = v.get("/v1/capacity-blocks/offerings", params=SMALL).json()[0]

@@ -63,10 +63,10 @@ def test_review_a_start_pushed_out_is_a_mismatch_at_once(aws_server: Start, fake
 
 @pytest.mark.parametrize("state", ["assessing", "delayed"])
 def test_review_a_reservation_pending_past_the_term_is_cancelled(aws_server: Start, fake: FakeAws, state: str) -> None:
-    """Review (fixed), the defect: still ``assessing`` or ``delayed`` at the recorded term's end (it delivered
-    nothing within it), it stayed ``submitted_to_cloud`` forever (only an active one was ended at the term), EC2 free
-    to deliver and bill it later. Expected: left alone before; at it, cancelled at AWS (no charge in these states), the reservation cancelled with a reason saying
-    gpufleet cancelled it undelivered, and one ``reservation.ended_at_term``."""
+    """Review (fixed), the defect: still ``assessing`` or ``delayed`` at the recorded term's end (it delivered nothing
+    within it), it stayed ``submitted_to_cloud`` forever (only an active one was ended at the term), EC2 free to deliver
+    and bill it later. Expected: left alone before; at it, cancelled at AWS (no charge in these states), the reservation
+    cancelled with a reason saying gpufleet cancelled it undelivered, and one ``reservation.ended_at_term``."""
     server, rid, cid = _ordered(aws_server)
     fake.set_state(cid, state)
     server.services.clock.set(END_S - 60)  # type: ignore[attr-defined]

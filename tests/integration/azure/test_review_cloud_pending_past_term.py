@@ -42,10 +42,10 @@ def _at(server: LiveServer, fake: FakeAzure, now_s: int) -> None:
     fake.set_now(datetime.fromtimestamp(now_s, UTC))
 
 
-@pytest.mark.xfail(strict=True, reason="the future reservation's start is not compared with the record")
 def test_review_a_future_start_moved_later_is_a_mismatch_at_once(azure_server: Any, fake_azure: FakeAzure) -> None:
-    """Review: the start moved to 2026-03-15 by a PUT at Azure (Azure bills from then, half the approved term at
-    most): gpufleet compared the VMs and the end tag only. Expected: a warning naming the start, one mismatch audit."""
+    """Review (fixed), the defect: the start moved to 2026-03-15 by a PUT at Azure (Azure bills from then, half the
+    approved term at most): gpufleet compared the VMs and the end tag only. Expected: a warning naming the start, one
+    mismatch audit."""
     server, rid, name = _future(azure_server)
     fake_azure._find(name, name, None)["schedule"]["start"] = "2026-03-15"
     out = reconcile(server)
@@ -53,14 +53,14 @@ def test_review_a_future_start_moved_later_is_a_mismatch_at_once(azure_server: A
     assert len(_audit(server, rid, "reservation.provider_mismatch")) == 1
 
 
-@pytest.mark.xfail(strict=True, reason="a future reservation still pending past the recorded term is kept forever")
 @pytest.mark.parametrize("state", ["Pending", "Approved"])
 def test_review_a_future_reservation_pending_past_the_term_is_deleted(
     azure_server: Any, fake_azure: FakeAzure, state: str
 ) -> None:
-    """Review: still Pending (or Approved) at the recorded term's end, it stayed ``submitted_to_cloud`` forever (only
-    an active one was deleted at the term). Expected: left alone before the end; at it, deleted with its group, the
-    reservation cancelled with a reason saying gpufleet cancelled it undelivered, one ``reservation.ended_at_term``."""
+    """Review (fixed), the defect: still Pending (or Approved) at the recorded term's end, it stayed
+    ``submitted_to_cloud`` forever (only an active one was deleted at the term). Expected: left alone before the end; at
+    it, deleted with its group, the reservation cancelled with a reason saying gpufleet cancelled it undelivered, one
+    ``reservation.ended_at_term``."""
     server, rid, name = _future(azure_server)
     fake_azure.set_reservation_state(name, name, state)
     _at(server, fake_azure, END_S - 60)

@@ -16,7 +16,8 @@ reservation under gpufleet's name may be the order's, billed).
   start are paid for (at most :data:`FUTURE_MIN_DAYS`).
 - A capacity reservation has no end at Azure (it is billed until deleted). gpufleet ends it: ``describe`` of a
   reservation whose term has passed by gpufleet's own record (``OrderRecord.end_s``: the store's start + term)
-  deletes the reservation and its group and reports ``expired``; a delete Azure refuses (a future reservation still
+  deletes the reservation and its group and reports ``expired`` (``cancelled`` when it is still pending then: it
+  delivered nothing within the term; a future one's ``scheduleProfile.start`` other than the record's is reported); a delete Azure refuses (a future reservation still
   inside its minimum commitment) leaves it ``active``, with the refusal as the reason, and is tried again on the next
   pass. Without a record nothing is deleted. Tags are editable at Azure by anyone with tag rights on the resource
   group: the ``gpufleet-end-s`` tag is only a cross-check (one that disagrees with the record, or is gone, is
@@ -189,7 +190,11 @@ class AzureCapacityReservations:
             end_s = None if record is None else record.end_s  # gpufleet's record decides, never the (editable) tags
             warning = "" if end_s is None else _tag_mismatch(got.get("tags") or {}, end_s)
             if record is not None:  # what Azure holds against what was approved (a PUT of sku.capacity by anyone)
-                warning = "; ".join(w for w in (warning, _capacity_mismatch(got, record)) if w)
+                said = (warning, _capacity_mismatch(got, record), _start_mismatch(got, record))
+                warning = "; ".join(w for w in said if w)
+            if state == "pending" and record is not None and self._now_s() >= record.end_s:
+                out[oid] = self._delete_undelivered(oid, got, word, record, warning)  # nothing delivered in the term
+                continue
             if state == "active" and end_s and self._now_s() >= end_s:
                 try:
                     self.cancel(oid)  # Azure bills it until deleted: its term is over
@@ -210,6 +215,25 @@ class AzureCapacityReservations:
                 continue
             out[oid] = OrderState(oid, state, word, warning=warning)
         return out
+
+    def _delete_undelivered(
+        self, oid: str, got: dict[str, Any], word: str, record: OrderRecord, warning: str
+    ) -> OrderState:
+        """Delete a reservation still pending at the recorded term's end (a future one never fulfilled, or its start
+        moved past the term): whatever Azure would deliver later is outside the approved term. A delete refused (a
+        committed one inside its minimum commitment) or unanswered: still pending, said in the warning, tried again."""
+        start = ((got.get("properties") or {}).get("scheduleProfile") or {}).get("start")
+        found = (f"never delivered within the recorded term (ended {_date(record.end_s).isoformat()}): {word[:40]}, "
+                 f"scheduleProfile.start {str(start)[:40]}")  # fmt: skip
+        try:
+            self.cancel(oid)
+        except (ProviderRefused, ProviderTimeout) as exc:
+            said = exc.code if isinstance(exc, ProviderRefused) else "unanswered"
+            failed = f"{found}; gpufleet's delete failed ({said}): tried again on each pass"
+            return OrderState(oid, "pending", word, "term over, delete failed",
+                              warning="; ".join(w for w in (warning, failed) if w))  # fmt: skip
+        return OrderState(oid, "cancelled", word, "never delivered within the recorded term: cancelled by gpufleet",
+                          warning=warning, ended=f"{found}: deleted by gpufleet")  # fmt: skip
 
     # ---- beyond the port ----------------------------------------------------------------------------------
     def cancel(self, order_id: str) -> None:
@@ -285,6 +309,18 @@ def _capacity_mismatch(got: dict[str, Any], record: OrderRecord) -> str:
     if held == approved:
         return ""
     return f"Azure holds {str(held)[:20]} VMs, {approved} approved ({record.units} GPUs): resized at Azure?"
+
+
+def _start_mismatch(got: dict[str, Any], record: OrderRecord) -> str:
+    """A future reservation's ``scheduleProfile.start`` (a date) against the record's start ("" when they agree, for
+    a reservation from now, or without a recorded start): one moved later delivers less of the approved term."""
+    start = ((got.get("properties") or {}).get("scheduleProfile") or {}).get("start")
+    if start is None or record.start_s is None:
+        return ""
+    want = _date(record.start_s).isoformat()
+    if str(start)[:10] == want:
+        return ""
+    return f"its scheduleProfile.start is {str(start)[:40]}, gpufleet's record starts the term on {want}"
 
 
 def _date(seconds: int) -> date:
