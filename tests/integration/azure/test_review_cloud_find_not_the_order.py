@@ -14,14 +14,13 @@ from tests.integration.azure.test_azure_adapter import Clock, _order, _port
 KEY = "gpufleet-res_spoof1"
 
 
-@pytest.mark.xfail(strict=True, reason="find adopts any reservation under the name carrying the key")
 @pytest.mark.parametrize("planted", [{"region": "westus3"}, {"gpus": 32}, {"sku": "a100_80gb"}])
 def test_review_a_reservation_under_the_name_that_is_not_the_order_is_not_adopted(
     fake_azure: FakeAzure, planted: dict[str, object]
 ) -> None:
-    """Review: a reservation under gpufleet's name carrying the key (here made through the adapter with another
-    order's region, VM count or SKU, as anyone could make it) was recorded as the order: no capacity bought where and
-    as approved. Expected: a ``blocked`` ``name_taken`` refusal naming what differs, held for a person."""
+    """Review (fixed), the defect: a reservation under gpufleet's name carrying the key (here made through the adapter
+    with another order's region, VM count or SKU, as anyone could make it) was recorded as the order: no capacity bought
+    where and as approved. Expected: a ``blocked`` ``name_taken`` refusal naming what differs, held for a person."""
     port = _port(fake_azure, Clock(fake_azure))
     port.submit(KEY, _order(**planted))  # type: ignore[arg-type]
     with pytest.raises(ProviderRefused) as refused:

@@ -6,7 +6,8 @@ from the key (``resource_name``), and ARM's PUT is idempotent by name: a retry a
 re-puts the same resources, never a second reservation. The key, SKU, GPUs, term and start are tags of the
 reservation (``gpufleet-key``, ...); a reservation of that name without this key (gpufleet did not create it, or its
 tag was stripped or edited at Azure) is a ``blocked`` refusal, not an order: held for a person, never cancelled (a
-reservation under gpufleet's name may be the order's, billed).
+reservation under gpufleet's name may be the order's, billed); so is one carrying the key that does not hold the order
+(location, VM size, VMs).
 
 - A start more than six calendar months ahead (:data:`FUTURE_MAX_MONTHS`) is not submitted yet (``earliest_submit_s``:
   the service keeps it approved until a day after its window opens). A start at least :data:`FUTURE_MIN_DAYS` days
@@ -109,7 +110,7 @@ class AzureCapacityReservations:
     def submit(self, key: str, order: OrderRequest) -> ProviderOrder:
         if order.sku_id not in VM_SIZES:  # refused before any call: the reservation is cancelled with the reason
             raise ProviderRefused("sku_not_offered", f"Azure sells no VM size mapped for {order.sku_id}")
-        found = self.find(key)  # first: an order placed before its region left the settings is still found
+        found = self.find(key, order)  # first: an order placed before its region left the settings is still found
         if found is not None:
             return found
         if order.region_id not in self._api.config.regions:
@@ -132,7 +133,11 @@ class AzureCapacityReservations:
             f"{region}/{name}", key, order.sku_id, region, order.units, order.term_months, order.start_s
         )
 
-    def find(self, key: str) -> ProviderOrder | None:
+    def find(self, key: str, order: OrderRequest | None = None) -> ProviderOrder | None:
+        """The order under its name. Without the key tag: ``name_taken`` (below). Given the ``order``, one carrying
+        the key is adopted only when it holds the order (its location, VM size and VMs): anyone who can create a
+        reservation in the resource group can name one so and tag it; one that is not the order is a ``blocked``
+        ``name_taken`` refusal naming what differs, held for a person, never adopted or deleted."""
         name = resource_name(key)
         got = self._api.get("capacityReservations.get", f"{GROUPS}/{name}/capacityReservations/{name}")
         if got is None:
@@ -145,6 +150,14 @@ class AzureCapacityReservations:
                 "name_taken",
                 f"capacity reservation {name} (gpufleet's name for {key}) carries {said}: gpufleet did not create "
                 "it, or its tag was edited at Azure; restore the tag (or delete the reservation) to resume",
+                blocked=True,
+            )
+        differs = "" if order is None else _not_the_order(got, order)
+        if differs:
+            raise ProviderRefused(
+                "name_taken",
+                f"capacity reservation {name} carries gpufleet-key {key} but is not the order approved ({differs}): "
+                "gpufleet did not create it, or it was modified at Azure; delete it (or restore it) to resume",
                 blocked=True,
             )
         return ProviderOrder(
@@ -309,6 +322,24 @@ def _capacity_mismatch(got: dict[str, Any], record: OrderRecord) -> str:
     if held == approved:
         return ""
     return f"Azure holds {str(held)[:20]} VMs, {approved} approved ({record.units} GPUs): resized at Azure?"
+
+
+def _not_the_order(got: dict[str, Any], order: OrderRequest) -> str:
+    """Why the reservation Azure holds under the order's name is not ``order`` ("" when it is): its location, VM size
+    and VMs."""
+    out = []
+    where = str(got.get("location", ""))
+    if where.replace(" ", "").lower() != order.region_id.replace(" ", "").lower():
+        out.append(f"in {where[:40]}, approved in {order.region_id}")
+    if order.sku_id in VM_SIZES:
+        sku = got.get("sku") or {}
+        want = vm_size(order.sku_id).name
+        if str(sku.get("name", "")).lower() != want.lower():
+            out.append(f"{str(sku.get('name'))[:60]}, approved {want}")
+        vms = vms_for(order.sku_id, order.units)
+        if sku.get("capacity") != vms:
+            out.append(f"{str(sku.get('capacity'))[:20]} VMs, approved {vms}")
+    return ", ".join(out)
 
 
 def _start_mismatch(got: dict[str, Any], record: OrderRecord) -> str:
