@@ -7,7 +7,8 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, Field, StrictBool, model_validator
 
-from gpufleet.api.schemas import JobClass, PlacementStep, PriorityName, SkippedStep, Strict
+from gpufleet.api.schemas import JobClass, PriorityName, Strict
+from gpufleet.api.schemas_fleet import PlacementStep, SkippedStep
 from gpufleet.api.types import MAX_TIME_S, Fraction, Id, PoolId, SkuId, UsdIn, UsdOut
 
 DEFAULT_SKU = "h100_80gb"

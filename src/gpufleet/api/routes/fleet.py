@@ -10,7 +10,7 @@ from starlette.concurrency import run_in_threadpool
 
 from gpufleet.api.deps import CurrentActor, ServicesDep
 from gpufleet.api.problems import PROBLEM_RESPONSES, field_problem
-from gpufleet.api.schemas import (
+from gpufleet.api.schemas_fleet import (
     AuditEventPublic,
     BinpackReport,
     CapacityForecast,

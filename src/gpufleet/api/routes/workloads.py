@@ -9,7 +9,7 @@ from fastapi import APIRouter, Body, Header, Query, Request, Response
 from gpufleet.api import seed_examples as seed
 from gpufleet.api.deps import CurrentActor, ServicesDep
 from gpufleet.api.problems import PROBLEM_RESPONSES
-from gpufleet.api.schemas import (
+from gpufleet.api.schemas_workloads import (
     AutoscalingPublic,
     AutoscalingUpdate,
     RightsizingAccepted,
