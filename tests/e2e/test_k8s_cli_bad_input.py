@@ -25,7 +25,8 @@ from gpufleet.adapters.sql.engine import make_engine
 from gpufleet.cli import cmd_controller
 from gpufleet.cli.main import app
 from gpufleet.control import binding
-from gpufleet.control.binding import REASON_SPREAD, BindingPlan
+from gpufleet.control.binding import BindingPlan
+from gpufleet.control.binding_spread import REASON_SPREAD
 from gpufleet.control.observation import Observation, ObservedNode, ObservedPod
 from gpufleet.schedule.table import NodeSpec, PodRequest
 

@@ -10,7 +10,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from gpufleet.adapters.kubernetes.controller import ControllerConfig
-from gpufleet.control.binding import REASON_SPREAD, BindingPlanner, serving_fleet
+from gpufleet.control.binding import BindingPlanner
+from gpufleet.control.binding_spread import REASON_SPREAD, serving_fleet
 from gpufleet.control.loop import ControlLoop
 from gpufleet.control.observation import Observation, ObservedDeployment, ObservedNode, ObservedPod
 from gpufleet.control.placement import ReplicaSpread

@@ -14,53 +14,43 @@ capacity, e.g. reserved -> spot -> on-demand: spot nodes are tainted, so only ch
 the packing policy choosing among those nodes. A gang takes the first capacity type of ``tier_order`` that holds
 all of it (topology preference within it: ``schedule/gang.py``), else any mix of nodes.
 
-Replica spread (``spread``: the loop's :class:`~gpufleet.control.placement.ReplicaSpread`, the object
-``ControlLoop.replica_spread`` gives the simulator's scheduler; None: off): a single serving pod (``kind:
-serving``, not in a gang) that is a replica of a fleet (:func:`serving_fleet`: its Deployment, read off its owner
-ReplicaSet's name, or its other owner) prefers, among the fitting nodes of the capacity type the policy takes,
-the first node in the policy's order holding fewer than the spread's cap of its fleet's replicas (those the
-observation shows bound there, plus the ones this planner has in flight there). The fleet's size is its active
-pods (bound, in flight, pending: the one being placed included), or its Deployment's ``spec.replicas`` when larger.
-Bind reason ``replica_spread`` when that is not the node the policy alone would take. A preference only: when
-every fitting node of that type is at the cap the pod goes where the policy puts it; it never waits for the spread.
+Replica spread (``spread``: the loop's :class:`~gpufleet.control.placement.ReplicaSpread`; None: off): a serving
+replica prefers, inside the capacity type the policy takes, a node holding fewer than the cap of its fleet's
+replicas (bind reason ``replica_spread``; a preference only). The rule and its reading of fleets are in
+``control/binding_spread.py``.
+
 Decisions are data: :class:`PodBind` and :class:`Unschedulable` carry reason codes; the world applies them.
 
-Priority preemption (:meth:`BindingPlanner.preempt`, the rules in ``control/preempting.py``): for pods and gangs the
-plan left unschedulable, a :class:`~gpufleet.control.preempting.PreemptDecision` names victims to evict. The
-room they free is *reserved* at once: the preemptor holds it in the table (in flight) and the victims hold
-nothing more, so no other pod is given it. Once every victim is gone from the observation (deleted, or
-Succeeded/Failed: a pod still terminating keeps its GPUs on the node), :meth:`plan` binds the preemptor there
-(reason ``preempted_room``). :meth:`cancel` drops a reservation whose evictions failed (victims a budget refused are
-barred a while: ``RefusalBackoff``); one older than
-``preempt_cfg.hold_s`` is dropped by :meth:`plan` (reason ``reservation_expired`` in ``dropped``).
+Priority preemption (:meth:`BindingPlanner.preempt`, the rules in ``control/preempting.py``, the reservation of the
+victims' room in ``control/binding_preempt.py``): for pods and gangs the plan left unschedulable, a
+:class:`~gpufleet.control.preempting.PreemptDecision` names victims to evict and their room is reserved for the
+preemptor at once; :meth:`plan` binds it there once every victim is gone (reason ``preempted_room``). :meth:`cancel`
+drops a reservation whose evictions failed (victims a budget refused are barred a while: ``RefusalBackoff``); one
+older than ``preempt_cfg.hold_s`` is dropped by :meth:`plan` (reason ``reservation_expired`` in ``dropped``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterator
+from collections.abc import Collection
 from dataclasses import dataclass, field
 
 import numpy as np
 import numpy.typing as npt
 
+from gpufleet.control.binding_preempt import _Reservation, plan_preemptions
+from gpufleet.control.binding_spread import place_spread, serving_fleet, spread_fleets
 from gpufleet.control.observation import Observation, ObservedNode, ObservedPod
 from gpufleet.control.placement import ReplicaSpread
 from gpufleet.control.preempting import (
-    NOT_PREEMPTIBLE,
     NoPreempt,
     PreemptConfig,
     PreemptDecision,
     RefusalBackoff,
     TableHold,
-    candidates,
-    plan_gang,
-    plan_single,
 )
-from gpufleet.control.scheduling import FleetScheduler, RunningJob
-from gpufleet.domain.pools import TIER_RANK, Tier
 from gpufleet.schedule.gang import GangInfeasible, GangPlacement, GangRequest, place_gang
 from gpufleet.schedule.policies import best_fit_gpus
-from gpufleet.schedule.scheduler import Infeasible, Placement, Scheduler, make_policy
+from gpufleet.schedule.scheduler import Placement, Scheduler, make_policy
 from gpufleet.schedule.table import NodeSpec, NodeTable, PodRequest
 
 
@@ -90,36 +80,6 @@ class BindingPlan:
 
 
 _Held = TableHold
-
-# karpenter.sh/capacity-type -> the loop's tier (ReplicaSpread.tiers names tiers)
-CAPACITY_TIER = {"reserved": Tier.RESERVED, "on-demand": Tier.ON_DEMAND, "spot": Tier.SPOT}
-REASON_SPREAD = "replica_spread"
-
-
-def serving_fleet(p: ObservedPod) -> str:
-    """The serving fleet ``p`` is a replica of, ``""`` for none: a ``kind: serving`` pod owned by a ReplicaSet is a
-    replica of its Deployment (the ReplicaSet is named ``<deployment>-<pod-template-hash>``, as
-    ``control/replica_victims.deployment_replicas`` reads it, so the old and new ReplicaSets of a rollout are one
-    fleet), one with another owner (a StatefulSet, say) of that owner; a pod without an owner is no fleet."""
-    if p.kind != "serving" or not p.owner_name:
-        return ""
-    if p.owner_kind == "ReplicaSet":
-        return f"{p.namespace}/Deployment/{p.owner_name.rpartition('-')[0] or p.owner_name}"
-    return f"{p.namespace}/{p.owner_kind}/{p.owner_name}"
-
-
-@dataclass(slots=True)
-class _Fleet:
-    replicas: int  # the fleet's size (the spread's cap is of it)
-    crowd: dict[int, int]  # table node -> replicas of the fleet bound or in flight there
-
-
-@dataclass(slots=True)
-class _Reservation:
-    decision: PreemptDecision
-    members: tuple[tuple[str, str, str], ...]  # (pod key, uid, gang) of the preemptor(s)
-    victims: frozenset[str]  # uids
-    at_s: float
 
 
 @dataclass
@@ -291,14 +251,15 @@ class BindingPlanner:
             remaining = len(units) - max_units
             units = units[:max_units]
         unsched: list[Unschedulable] = []
-        fleets = self._fleets(obs, [u[1][0] for u in units if not u[1][0].gang], sched.table)
+        singles = [u[1][0] for u in units if not u[1][0].gang]
+        fleets = spread_fleets(self.spread, obs, singles, sched.table, self._held, self._doomed)
         for _, members in units:
             if members[0].gang:
                 self._plan_gang(sched, members, binds, unsched)
                 continue
             p = members[0]
             fleet = fleets.get(serving_fleet(p)) if fleets else None
-            got = self._place(sched, self._request(p, sched.table), fleet)
+            got = place_spread(sched, self._request(p, sched.table), self._prefer, fleet, self.spread, self.tier_order)
             if isinstance(got, Placement):
                 if fleet is not None:
                     fleet.crowd[got.node] = fleet.crowd.get(got.node, 0) + 1
@@ -308,73 +269,6 @@ class BindingPlanner:
             else:
                 unsched.append(Unschedulable(p.key, got.reason))
         return BindingPlan(tuple(binds), tuple(unsched), tuple(over), remaining)
-
-    # -- replica spread (module docstring) --------------------------------------------------------------
-    def _fleets(self, obs: Observation, singles: list[ObservedPod], table: NodeTable) -> dict[str, _Fleet]:
-        """The fleets of the serving ``singles`` about to be placed: their sizes and replicas per node."""
-        if self.spread is None:
-            return {}
-        keys = {k for p in singles if (k := serving_fleet(p))}
-        if not keys:
-            return {}
-        out = {k: _Fleet(0, {}) for k in keys}
-        index = {n: i for i, n in enumerate(table.names)}
-        for p in obs.pods:
-            if not p.active or p.gang:
-                continue
-            f = out.get(serving_fleet(p))
-            if f is None:
-                continue
-            f.replicas += 1
-            h = self._held.get(p.uid)
-            node = h.node if h is not None else index.get(p.node) if p.node and p.uid not in self._doomed else None
-            if node is not None:
-                f.crowd[node] = f.crowd.get(node, 0) + 1
-        for d in obs.deployments:  # what the Deployment asks for, when more than its pods so far
-            f = out.get(f"{d.namespace}/Deployment/{d.name}")
-            if f is not None:
-                f.replicas = max(f.replicas, d.replicas)
-        return out
-
-    def _spread_applies(self, mask: int) -> bool:
-        """Whether the spread acts on the nodes of ``tier_order[mask]`` (-1: nodes of no listed capacity type)."""
-        assert self.spread is not None
-        if not self.spread.tiers:
-            return True
-        tier = CAPACITY_TIER.get(self.tier_order[mask]) if 0 <= mask < len(self.tier_order) else None
-        return tier is not None and self.spread.applies(TIER_RANK[tier])
-
-    def _place(self, sched: Scheduler, req: PodRequest, fleet: _Fleet | None) -> Placement | Infeasible:
-        """``sched.place(req, self._prefer)``; for a replica of ``fleet``, the replica spread is its redirect inside
-        the capacity type the policy took: when the policy's node holds the cap, the policy is asked again without
-        the nodes already offered, until a node under the cap (reason ``replica_spread``) or none is left (the
-        policy's node stands)."""
-        spread = self.spread
-        if fleet is None or spread is None:
-            return sched.place(req, self._prefer)
-        cap = spread.cap(fleet.replicas)
-
-        def redirect(
-            mask: int, cands: npt.NDArray[np.intp], node: int, slots: tuple[int, ...]
-        ) -> tuple[int, tuple[int, ...], str] | None:
-            if fleet.crowd.get(node, 0) < cap or not self._spread_applies(mask):
-                return None
-            offered = {node: slots}
-
-            def by_preference() -> Iterator[tuple[int]]:
-                left, last = cands, node
-                while True:  # at most one call per node at the cap (about 1 / share of them) before one under it
-                    left = left[left != last]
-                    if not left.size:
-                        return
-                    last, got_slots = sched.policy.choose(sched.table, req, left, sched.rng)
-                    offered[last] = got_slots
-                    yield (last,)
-
-            got = spread.pick(by_preference(), fleet.crowd, cap)
-            return None if got is None else (got, offered[got], REASON_SPREAD)
-
-        return sched.place(req, self._prefer, redirect)
 
     def _plan_gang(
         self, sched: Scheduler, members: list[ObservedPod], binds: list[PodBind], unsched: list[Unschedulable]
@@ -460,68 +354,7 @@ class BindingPlanner:
         """After :meth:`plan` on ``obs``: preemption decisions for its ``unschedulable`` pods and gangs, in their
         order (priority first), at most ``max_decisions`` (default ``preempt_cfg.max_decisions``); each one's room
         reserved (module docstring). Pods and gangs that get none are listed with the reason code."""
-        cfg = self.preempt_cfg
-        limit = cfg.max_decisions if max_decisions is None else max_decisions
-        sched = self._sched
-        if not cfg.enabled or sched is None or limit <= 0:
-            return (), ()
-        table = sched.table
-        pods = {p.key: p for p in obs.pods}
-        barred = self._refusals.barred(obs.now_s, cfg)
-        cands, whole = candidates(obs.pods, self._held, self._in_flight, barred)
-        fs = FleetScheduler("gpufleet", (), (), np.random.default_rng(0), grace_s=cfg.grace_s)
-        now = int(obs.now_s)
-        done: list[PreemptDecision] = []
-        none: list[NoPreempt] = []
-        seen: set[str] = set()
-        jobs: dict[str, RunningJob] = {}  # the offered pods as the planner sees them, built once
-        lowest = min((p.priority for c in cands.values() for p, _ in c), default=None)
-        for u in unschedulable:
-            if len(done) >= limit or len(seen) >= cfg.max_attempts:
-                break
-            p = pods.get(u.pod)
-            if p is None or u.reason in NOT_PREEMPTIBLE:
-                continue
-            key = f"{p.namespace}/{p.gang}" if p.gang else p.key
-            if key in seen:
-                continue
-            seen.add(key)
-            members = [p]
-            if p.gang:
-                members = sorted((m for m in obs.pods if m.gang == p.gang and m.namespace == p.namespace
-                                  and m.active and not m.node), key=lambda m: m.key)  # fmt: skip
-            if not all(m.preempts for m in members):  # a gang: any member's Never holds the whole gang back
-                none.append(NoPreempt(key, "preemption_policy_never"))
-                continue
-            if lowest is None or min(m.priority for m in members) <= lowest:
-                none.append(NoPreempt(key, "no_eligible_victims"))  # nothing offered ranks below it
-                continue
-            if p.gang:
-                reqs = [self._request(m, table) for m in members]
-                gang_cands = {n: c for n, c in cands.items() if whole.get(n)}
-                got = plan_gang(table, key, members, reqs, gang_cands, now, cfg.node_start_s, cfg.grace_s, jobs,
-                               cfg.gang_scan_nodes)  # fmt: skip
-            else:
-                got = plan_single(
-                    fs, table, p, self._request(p, table), cands, now, cfg.node_start_s, jobs, cfg.scan_nodes
-                )
-            if isinstance(got, NoPreempt):
-                none.append(got)
-                continue
-            decision, holds = got
-            victims = frozenset(v.uid for v in decision.victims)
-            for v in decision.victims:  # their room is the preemptor's now
-                h = self._held.pop(v.uid)
-                cands[h.node] = [(q, k) for q, k in cands[h.node] if q.uid != v.uid]
-            for n in {h.node for h in holds.values()}:
-                whole[n] = False  # holds an in-flight preemptor now
-            self._doomed |= victims
-            self._held.update(holds)
-            self._in_flight.update(holds)
-            members_t = tuple((pods[k].key, pods[k].uid, decision.gang) for k in decision.pods)
-            self._reserved[decision.key] = _Reservation(decision, members_t, victims, obs.now_s)
-            done.append(decision)
-        return tuple(done), tuple(none)
+        return plan_preemptions(self, obs, unschedulable, max_decisions)
 
     def confirm(self, bind: PodBind) -> None:
         """The world accepted ``bind`` (kept held until the observation shows the pod bound)."""

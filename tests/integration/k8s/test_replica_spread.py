@@ -12,7 +12,7 @@ from collections import Counter
 from gpufleet.adapters.kubernetes.controller import ControllerConfig
 from gpufleet.adapters.kubernetes.fakekubelet import FakeKubelet, FakeNode
 from gpufleet.adapters.kubernetes.rest import Kube
-from gpufleet.control.binding import REASON_SPREAD
+from gpufleet.control.binding_spread import REASON_SPREAD
 from gpufleet.schedule.table import PodRequest
 from tests.integration.k8s.helpers import create_pod, pod_body, pods_in, running_controller, wait_for
 
