@@ -371,6 +371,28 @@ def test_the_checker_reads_the_sdk() -> None:
     assert read == ["r.properties.timeCreated: the SDK read 'yesterday', not a datetime"]
 
 
+def test_the_checker_reads_each_sdk_function_as_inspect_does() -> None:
+    """arm_models reads the SDK's sources from each code object's line table (inspect.getsource tokenized the file
+    again per function: seconds at every collection); the text is inspect.getsource's, here for every eighth of the
+    operations module's functions (request builders and operation methods, decorated ones among them)."""
+    import inspect
+
+    from azure.mgmt.compute.operations import _operations as ops
+
+    from tests.integration.azure import arm_models
+
+    fns = [f for name, f in vars(ops).items() if name.startswith("build_") and inspect.isfunction(f)]
+    for cname, cls in vars(ops).items():
+        if cname.endswith("Operations") and isinstance(cls, type):
+            fns += [inspect.unwrap(m) for n, m in vars(cls).items() if inspect.isfunction(m) and not n.startswith("__")]
+    assert len(fns) > 500
+    lines = arm_models._lines(ops.__file__)
+    decorated = [f for f in fns if lines[f.__code__.co_firstlineno - 1].lstrip().startswith("@")][:5]
+    for fn in fns[::8] + decorated:
+        assert arm_models._source(fn) == inspect.getsource(fn), fn.__qualname__
+    assert len(decorated) == 5
+
+
 def test_usages_are_checked_and_paged(fake_azure: FakeAzure) -> None:
     """The compute usages of a location (``usage.list``): seeded rows answered in pages the SDK reads; a constant the
     SDK fixes (``unit: "Count"``) is checked like any field."""
