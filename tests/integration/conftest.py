@@ -31,6 +31,7 @@ from gpufleet.service.bootstrap import Services, build_services
 from gpufleet.service.clock import FixedClock
 from gpufleet.service.reservations import CrashHook
 from gpufleet.service.settings import Settings
+from tests.integration.pg_pool import SchemaPool
 
 PG_ADMIN_URL = "postgresql+psycopg://postgres@127.0.0.1:5432/test"
 NOW_S = 1_767_225_600  # 2026-01-01T00:00:00Z: the fake "now" of every test server
@@ -70,10 +71,16 @@ def sqlite_template(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def _make_database(
-    backend: str, tmp: Path, pg_reason: str | None, template: Path | None = None, revision: str = "head"
+    backend: str,
+    tmp: Path,
+    pg_reason: str | None,
+    template: Path | None = None,
+    revision: str = "head",
+    schemas: SchemaPool | None = None,
 ) -> Iterator[Database]:
     """A fresh database at ``revision`` (SQLite file or a PostgreSQL schema of its own); ``template``: a migrated
-    SQLite file to copy instead of migrating."""
+    SQLite file to copy instead of migrating; ``schemas``: the PostgreSQL schemas at head to take one from (an
+    earlier test's, emptied and checked as fresh: tests/integration/pg_pool.py) instead of migrating."""
     if backend == "sqlite":
         target = tmp / "gpufleet.db"
         if template is not None:
@@ -87,6 +94,16 @@ def _make_database(
         return
     if pg_reason:
         pytest.skip(pg_reason)
+    if schemas is not None and revision == "head":
+        schema = schemas.take()
+        url = schemas.url(schema)
+        engine = make_engine(url, pool_size=8)
+        try:
+            yield Database(url, backend, engine)
+        finally:
+            engine.dispose()
+            schemas.give_back(schema)
+        return
     schema = f"gft_{secrets.token_hex(6)}"
     admin = create_engine(PG_ADMIN_URL, isolation_level="AUTOCOMMIT")
     with admin.connect() as conn:
@@ -114,12 +131,25 @@ def drop_store_roles(conn: Any, schema: str) -> None:
 BACKENDS = [pytest.param("sqlite"), pytest.param("postgres", marks=pytest.mark.postgres)]
 
 
+@pytest.fixture(scope="session")
+def pg_schemas() -> Iterator[SchemaPool]:
+    """This process's PostgreSQL schemas at head, recycled between the tests of ``database`` and
+    ``shared_database`` (tests/integration/pg_pool.py); every one is dropped at the end."""
+    schemas = SchemaPool(PG_ADMIN_URL, drop_roles=drop_store_roles)
+    yield schemas
+    schemas.close()
+
+
 @pytest.fixture(params=BACKENDS)
 def database(
-    request: pytest.FixtureRequest, tmp_path: Path, pg_reason: str | None, sqlite_template: Path
+    request: pytest.FixtureRequest,
+    tmp_path: Path,
+    pg_reason: str | None,
+    sqlite_template: Path,
+    pg_schemas: SchemaPool,
 ) -> Iterator[Database]:
     """A fresh migrated database for one test."""
-    yield from _make_database(request.param, tmp_path, pg_reason, sqlite_template)
+    yield from _make_database(request.param, tmp_path, pg_reason, sqlite_template, schemas=pg_schemas)
 
 
 @pytest.fixture(scope="module", params=BACKENDS)
@@ -128,9 +158,12 @@ def shared_database(
     tmp_path_factory: pytest.TempPathFactory,
     pg_reason: str | None,
     sqlite_template: Path,
+    pg_schemas: SchemaPool,
 ) -> Iterator[Database]:
     """One migrated database shared by a module's tests (they use distinct ids)."""
-    yield from _make_database(request.param, tmp_path_factory.mktemp("db"), pg_reason, sqlite_template)
+    yield from _make_database(
+        request.param, tmp_path_factory.mktemp("db"), pg_reason, sqlite_template, schemas=pg_schemas
+    )
 
 
 def _free_port() -> int:
