@@ -21,6 +21,7 @@ from sqlalchemy.exc import DBAPIError
 from gpufleet.adapters.sql.engine import make_engine
 from gpufleet.adapters.sql.roles import role_names
 from tests.integration.conftest import PG_ADMIN_URL, Database, ServerFactory, _make_database
+from tests.integration.pg_pool import SchemaPool
 from tests.integration.tcp_proxy import TcpProxy
 
 PROBLEM = "application/problem+json"
@@ -206,9 +207,9 @@ def test_locked_database_times_out_as_503_while_health_answers(
 
 
 @pytest.fixture
-def pg_database(tmp_path: Path, pg_reason: str | None) -> Iterator[Database]:
+def pg_database(tmp_path: Path, pg_reason: str | None, pg_schemas: SchemaPool) -> Iterator[Database]:
     """A fresh PostgreSQL store only (a silent TCP path needs a database over TCP)."""
-    yield from _make_database("postgres", tmp_path, pg_reason)
+    yield from _make_database("postgres", tmp_path, pg_reason, schemas=pg_schemas)
 
 
 @pytest.mark.postgres

@@ -23,12 +23,13 @@ from gpufleet.service.clock import FixedClock
 from gpufleet.service.leader import AdvisoryLockLeader
 from gpufleet.service.settings import Settings
 from tests.integration.conftest import NOW_S, Database, LiveServer, _make_database
+from tests.integration.pg_pool import SchemaPool
 from tests.integration.test_review_reconcile_leader import _kill_lock_session
 
 
 @pytest.fixture
-def pg_database(tmp_path: Path, pg_reason: str | None) -> Iterator[Database]:
-    yield from _make_database("postgres", tmp_path, pg_reason)
+def pg_database(tmp_path: Path, pg_reason: str | None, pg_schemas: SchemaPool) -> Iterator[Database]:
+    yield from _make_database("postgres", tmp_path, pg_reason, schemas=pg_schemas)
 
 
 class _Ids:

@@ -23,6 +23,7 @@ from gpufleet.service.clock import FixedClock
 from gpufleet.service.settings import Settings
 from gpufleet.service.uow import UnitOfWork, fenced
 from tests.integration.conftest import NOW_S, Database, _make_database
+from tests.integration.pg_pool import SchemaPool
 from tests.integration.test_review_reconcile_leader import _kill_lock_session
 from tests.integration.test_review_reconcile_pass import _records
 
@@ -31,8 +32,8 @@ SKU = "h100_80gb"
 
 
 @pytest.fixture
-def pg_database(tmp_path: Path, pg_reason: str | None) -> Iterator[Database]:
-    yield from _make_database("postgres", tmp_path, pg_reason)
+def pg_database(tmp_path: Path, pg_reason: str | None, pg_schemas: SchemaPool) -> Iterator[Database]:
+    yield from _make_database("postgres", tmp_path, pg_reason, schemas=pg_schemas)
 
 
 def _process(db: Database, now_s: int) -> Services:

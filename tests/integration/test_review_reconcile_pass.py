@@ -18,14 +18,15 @@ from gpufleet.service.bootstrap import build_services
 from gpufleet.service.clock import FixedClock
 from gpufleet.service.settings import Settings
 from tests.integration.conftest import NOW_S, Database, _make_database
+from tests.integration.pg_pool import SchemaPool
 
 DAY = 86_400
 LOCKED, FREE = "a100_80gb", "h100_80gb"  # planned in this order (sorted)
 
 
 @pytest.fixture
-def pg_database(tmp_path: Path, pg_reason: str | None) -> Iterator[Database]:
-    yield from _make_database("postgres", tmp_path, pg_reason)
+def pg_database(tmp_path: Path, pg_reason: str | None, pg_schemas: SchemaPool) -> Iterator[Database]:
+    yield from _make_database("postgres", tmp_path, pg_reason, schemas=pg_schemas)
 
 
 def _records(sku: str, start_s: int, days: int, gpus: float) -> list[dict[str, Any]]:

@@ -25,6 +25,7 @@ from gpufleet.service.clock import FixedClock
 from gpufleet.service.settings import Settings
 from tests.deploy.apiserver import KUBECTL
 from tests.integration.conftest import NOW_S, Database, ServerFactory, _free_port, _make_database
+from tests.integration.pg_pool import SchemaPool
 from tests.integration.tcp_proxy import TcpProxy
 
 SMALL = {"sku": "h100_80gb", "units": 1, "start": "2026-02-01T00:00:00Z", "term_months": 1, "regions": ["us-east-1"]}
@@ -121,8 +122,8 @@ def test_the_api_listens_while_a_hung_provider_holds_the_startup_reconcile(
 
 
 @pytest.fixture
-def pg_database(tmp_path: Any, pg_reason: str | None) -> Iterator[Database]:
-    yield from _make_database("postgres", tmp_path, pg_reason)
+def pg_database(tmp_path: Any, pg_reason: str | None, pg_schemas: SchemaPool) -> Iterator[Database]:
+    yield from _make_database("postgres", tmp_path, pg_reason, schemas=pg_schemas)
 
 
 def _rendered_api_and_config() -> tuple[dict[str, Any], dict[str, str]]:
