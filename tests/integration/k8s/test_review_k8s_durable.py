@@ -120,10 +120,12 @@ def test_a_new_leader_counts_the_moves_an_earlier_leader_made_this_hour(
         b.view.stop()
 
 
-@pytest.mark.xfail(strict=True, reason="a dry-run apply does not detect not_ours")
 def test_a_dry_run_apply_says_an_object_is_someone_elses(kube: Kube, ns: str) -> None:
-    """A dry-run apply over an administrator's object of gpufleet's name must say ``not_ours`` (a real apply would
-    refuse it) and write nothing."""
+    """Review (fixed), the defect: with ``--dry-run``, ``apply_object`` recorded ``dry_run`` for every object without
+    reading it, so ``gpufleet k8s quotas --apply --dry-run`` said all was well over an administrator's object of
+    gpufleet's name (no ``app.kubernetes.io/managed-by: gpufleet``) that the real apply refuses (``not_ours``, exit
+    1). Now a dry run reads the object and reports what the apply would do: ``not_ours``, or ``dry_run`` with
+    ``would`` ``create`` / ``replace``; nothing is written."""
     theirs = _flavor(f"admin-{ns}")
     theirs["spec"] = {"nodeLabels": {"pool": "admins"}}
     theirs["metadata"].pop("labels", None)
@@ -135,6 +137,6 @@ def test_a_dry_run_apply_says_an_object_is_someone_elses(kube: Kube, ns: str) ->
     assert act.audit[-1]["outcome"] == "not_ours" and act.audit[-1]["dry_run"] is True
     assert act.apply_object(path, _flavor(f"admin-{ns}"), "quotas_compiled", adopt=True) == "dry_run"
     assert act.apply_object(path, _flavor(f"new-{ns}"), "quotas_compiled") == "dry_run"
-    assert [a.get("would") for a in act.audit[1:]] == ["replace", "create"]
+    assert [a.get("would") for a in list(act.audit)[1:]] == ["replace", "create"]
     assert kube.get(f"{path}/admin-{ns}")["metadata"]["resourceVersion"] == rv
     kube.delete(f"{path}/admin-{ns}")

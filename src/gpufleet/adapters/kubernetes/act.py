@@ -397,9 +397,12 @@ class Actuator:
         (finalizers such as Kueue's ``resource-in-use``, owner references, their labels and annotations) and
         ``obj``'s labels and annotations are set over it. An existing object without gpufleet's label
         (``app.kubernetes.io/managed-by: gpufleet``) is someone else's of the same name: left as it is, outcome
-        ``not_ours`` (``adopt``: replaced all the same, and labelled gpufleet's from then on)."""
+        ``not_ours`` (``adopt``: replaced all the same, and labelled gpufleet's from then on). A dry run reads the
+        object and says what the apply would do (:meth:`_dry_apply`), ``not_ours`` included."""
         name = obj["metadata"]["name"]
         target = f"{obj.get('kind')}/{name}"
+        if self.dry_run:
+            return self._dry_apply(path, name, target, reason, adopt)
 
         def go() -> JSON:
             try:
@@ -422,10 +425,32 @@ class Actuator:
         try:
             return self._do("apply", target, reason, go)
         except _NotOurs:
-            self.record("apply", target, reason, "not_ours",
-                        message=f"{target} exists without the label {MANAGED_BY}={MANAGER}: someone else's object of "
-                        "that name, left as it is (--adopt: replace it and manage it from then on)")  # fmt: skip
+            self._not_ours(target, reason)
             return "not_ours"
+
+    def _dry_apply(self, path: str, name: str, target: str, reason: str, adopt: bool) -> str:
+        """What :meth:`apply_object` would do, read and not written: ``would`` ``create`` (no such object) or
+        ``replace`` (gpufleet's, or ``adopt``), outcome ``dry_run``; or ``not_ours``, as the apply would answer. An
+        object that cannot be read is outcome ``dry_run`` with ``would`` ``unknown`` and the error."""
+        try:
+            cur = self._send(lambda: self.kube.get(f"{path}/{name}"))
+        except ApiError as exc:
+            if exc.status == 404:
+                self.record("apply", target, reason, "dry_run", would="create")
+            else:
+                self.record("apply", target, reason, "dry_run", would="unknown", status=exc.status,
+                            message=exc.message[:300])  # fmt: skip
+            return "dry_run"
+        if ((cur.get("metadata") or {}).get("labels") or {}).get(MANAGED_BY) != MANAGER and not adopt:
+            self._not_ours(target, reason)
+            return "not_ours"
+        self.record("apply", target, reason, "dry_run", would="replace")
+        return "dry_run"
+
+    def _not_ours(self, target: str, reason: str) -> None:
+        self.record("apply", target, reason, "not_ours",
+                    message=f"{target} exists without the label {MANAGED_BY}={MANAGER}: someone else's object of "
+                    "that name, left as it is (--adopt: replace it and manage it from then on)")  # fmt: skip
 
     def merge_patch_strategic(self, path: str, body: JSON, target: str) -> str:
         return self._do(
