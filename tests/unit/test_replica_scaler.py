@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gpufleet.adapters.kubernetes.labels import declared_serving, deployment_from_json
+from gpufleet.adapters.kubernetes.deployment_json import declared_serving, deployment_from_json
 from gpufleet.control.replicas import NO_GAUGES, ReplicaScaler, ServingGauges
 from gpufleet.domain.catalog import BUILTIN_PRICE_CATALOG, PRICES_BY_SKU
 from gpufleet.domain.errors import ValidationError

@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from gpufleet.adapters.kubernetes.labels import declared_serving
+from gpufleet.adapters.kubernetes.deployment_json import declared_serving
 from gpufleet.domain.errors import ValidationError
 
 

@@ -156,6 +156,9 @@ class ObservedDeployment:
     kind: str = ""  # gpufleet.io/kind label
     requests: tuple[tuple[str, tuple[tuple[str, str], ...]], ...] = ()  # (container, ((resource, quantity),))
     serving: DeclaredServing | None = None  # set when the Deployment opts in to replica scaling
+    # the replicas of gpufleet's last scale write as recorded on the Deployment (gpufleet.io/scaled-replicas;
+    # None: no record): what a leader without memory of its own writes compares the replicas with
+    scaled_replicas: int | None = None
 
 
 @dataclass(frozen=True, slots=True)

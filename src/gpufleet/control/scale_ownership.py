@@ -8,7 +8,14 @@ scaling leaves a Deployment alone, with a reason code and the facts for its audi
 - an HPA targets it (:data:`HPA_MANAGES`, with the HPA's name) (:func:`left_alone`);
 - its replicas are not those gpufleet last wrote (:data:`SCALED_BY_OTHER`, with ``wrote`` and ``replicas_now``):
   someone else scaled it, and their count stands for :data:`HOLD_S`, doubled each time it happens again without a
-  write of gpufleet's surviving in between (at most :data:`HOLD_MAX_S`) (:class:`ScaleOwnership`).
+  write of gpufleet's surviving in between (at most :data:`HOLD_MAX_S`) (:class:`ScaleOwnership`). What gpufleet
+  last wrote is this leader's memory, and for a Deployment it has no memory of (a new leader after a failover or a
+  restart, or one that regained the Lease) the record gpufleet's writes leave on the Deployment
+  (``ObservedDeployment.scaled_replicas``: any leader's last write, ``wrote_from: record`` in the audit): a
+  ``kubectl scale`` made while no one led, or while another leader did, is held all the same. A Deployment with no
+  record (never scaled by gpufleet, or scaled before the record existed) is no evidence of anyone else: its replicas
+  are taken as they are. The record is as trustworthy as the replica count: whoever can scale the Deployment can
+  write it too.
 
 And it never takes a Deployment to zero when nothing would see its first request after: when its rate is read from
 its own pods there is no series once no pod runs, so a decision of 0 is lifted to 1 (:data:`NO_WAKE_SIGNAL`,
@@ -95,10 +102,13 @@ class ScaleOwnership:
         self.wrote: dict[Key, int] = {}  # replicas gpufleet last wrote, until someone else's change is seen
         self._held: dict[Key, float] = {}  # until when someone else's scale stands
         self._strikes: dict[Key, int] = {}
+        self._seen: set[Key] = set()  # the Deployments this memory has seen (else: the record on the Deployment)
+        self._from_record: set[Key] = set()  # whose ``wrote`` came from that record, until a write of this memory's
 
     def wrote_replicas(self, namespace: str, name: str, replicas: int) -> None:
         """gpufleet's write of ``replicas`` (or the replicas found at a write that conflicted) stands from now."""
         self.wrote[(namespace, name)] = replicas
+        self._from_record.discard((namespace, name))
 
     def held(self, deployments: Sequence[ObservedDeployment], now: float, *, period: bool) -> Holds:
         """The Deployments whose replicas someone else set (seen now, or still in their hold); at a ``period``
@@ -109,6 +119,11 @@ class ScaleOwnership:
         audit: list[HandsOff] = []
         for dep in deployments:
             key = (dep.namespace, dep.name)
+            if key not in self._seen:  # first sight: gpufleet's last write is the one recorded on the Deployment
+                self._seen.add(key)
+                if key not in self.wrote and dep.scaled_replicas is not None:
+                    self.wrote[key] = dep.scaled_replicas
+                    self._from_record.add(key)
             wrote = self.wrote.get(key)
             if wrote is not None and dep.replicas != wrote and period:
                 strikes = self._strikes.get(key, 0)
@@ -116,6 +131,9 @@ class ScaleOwnership:
                 self._held[key], self._strikes[key] = until, strikes + 1
                 del self.wrote[key]
                 facts: dict[str, object] = {"wrote": wrote, "replicas_now": dep.replicas, "held_until": round(until, 3)}
+                if key in self._from_record:
+                    self._from_record.discard(key)
+                    facts["wrote_from"] = "record"
                 audit.append(HandsOff(dep.namespace, dep.name, SCALED_BY_OTHER, facts))
                 keys.add(key)
                 continue

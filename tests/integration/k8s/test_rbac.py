@@ -12,9 +12,10 @@ from pathlib import Path
 import pytest
 import yaml
 
+from gpufleet.adapters.kubernetes.act import Actuator
 from gpufleet.adapters.kubernetes.controller import ControllerConfig
+from gpufleet.adapters.kubernetes.deployment_json import deployment_from_json
 from gpufleet.adapters.kubernetes.fakekubelet import FakeKubelet, FakeNode
-from gpufleet.adapters.kubernetes.labels import deployment_from_json
 from gpufleet.adapters.kubernetes.rest import ApiError, Kube, KubeConfig
 from gpufleet.adapters.kubernetes.workloads import read_own_writes
 from gpufleet.schedule.table import PodRequest
@@ -68,13 +69,14 @@ def test_controller_runs_with_the_documented_cluster_role(kube: Kube, kubelet: F
     with pytest.raises(ApiError) as err:
         create_pod(sa_kube, ns, pod_body("nope", PodRequest("x", 1000, 1024), sched))
     assert err.value.status == 403
-    # replica scaling: patch the scale subresource, then read its own write back (the view may lag it)
+    # replica scaling: patch the Deployment (its replicas and gpufleet's record of them), then read its own write
+    # back (the view may lag it)
     deps = f"/apis/apps/v1/namespaces/{ns}/deployments"
     kube.post(deps, {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "web"},
                      "spec": {"replicas": 1, "selector": {"matchLabels": {"app": "web"}}, "template": {
                          "metadata": {"labels": {"app": "web"}}, "spec": {"containers": [{"name": "c", "image": "x"}]}}}})  # fmt: skip
     stale = deployment_from_json(kube.get(f"{deps}/web"))
-    sa_kube.patch(f"{deps}/web/scale", {"spec": {"replicas": 3}})
+    assert Actuator(sa_kube).scale(ns, "web", 3, "forecast", expect=1) == "applied"
     assert [d.replicas for d in read_own_writes(sa_kube, [stale], {(ns, "web"): 3})] == [3]
     sa_kube.close()
 

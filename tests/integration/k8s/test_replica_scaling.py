@@ -16,8 +16,8 @@ from typing import Any
 import pytest
 
 from gpufleet.adapters.kubernetes.controller import Controller, ControllerConfig
+from gpufleet.adapters.kubernetes.deployment_json import deployment_from_json
 from gpufleet.adapters.kubernetes.fakekubelet import FakeKubelet, FakeNode
-from gpufleet.adapters.kubernetes.labels import deployment_from_json
 from gpufleet.adapters.kubernetes.rest import Kube
 from gpufleet.adapters.kubernetes.workloads import (
     DEFAULT_QUEUE_QUERY,

@@ -38,11 +38,15 @@ def prometheus_url(ns: str, tmp_path: Path) -> Iterator[str]:
         yield url
 
 
-@pytest.mark.xfail(strict=True, reason="a new leader has no memory of gpufleet's scale writes")
 def test_a_scale_by_someone_else_during_a_failover_is_held_by_the_new_leader(
     kube: Kube, ns: str, prometheus_url: str
 ) -> None:
-    """A leader scales llm; it dies; a human scales llm to 2; a new leader (no memory) must hold the human's 2."""
+    """Review (fixed), the defect: what gpufleet last wrote to a Deployment's replicas lived only in the leader's
+    memory; a new leader (a failover, a restart, a Lease regained) started with none, took the replicas it found as
+    no one else's, and a human's ``kubectl scale`` made while no one led (or while the other leader did) was written
+    over at its first period (here 2 -> 6). Now each scale write of gpufleet's carries, in the same update, the
+    annotation ``gpufleet.io/scaled-replicas: "<replicas>@<time>"``, and a leader with no memory of a Deployment
+    compares its replicas with that record: the human's 2 is held (``scaled_by_other``, ``wrote_from: record``)."""
     _deployment(kube, ns, "llm", 2, OPT_IN)
     clock = [float(T0 + SPAN_S)]
     a = _controller(kube, ns, prometheus_url, clock, {"llm"})
@@ -50,6 +54,8 @@ def test_a_scale_by_someone_else_during_a_failover_is_held_by_the_new_leader(
         a.maybe_scale()
         wrote = _replicas(kube, ns, "llm")
         assert wrote >= 6
+        record = kube.get(_path(ns, "llm"))["metadata"]["annotations"]["gpufleet.io/scaled-replicas"]
+        assert record == f"{wrote}@2025-12-01T01:00:00Z"
     finally:
         a.stop()
         a.view.stop()
@@ -62,7 +68,7 @@ def test_a_scale_by_someone_else_during_a_failover_is_held_by_the_new_leader(
         b.maybe_scale()
         assert _replicas(kube, ns, "llm") == 2, "the new leader wrote over someone else's scale"
         held = [a for a in _scales(b, ns, "llm") if a["reason"] == "scaled_by_other"]
-        assert held and (held[0]["wrote"], held[0]["replicas_now"]) == (wrote, 2)
+        assert held and (held[0]["wrote"], held[0]["replicas_now"], held[0]["wrote_from"]) == (wrote, 2, "record")
     finally:
         b.stop()
         b.view.stop()

@@ -12,7 +12,7 @@ import pytest
 
 from gpufleet.adapters.kubernetes.act import Actuator
 from gpufleet.adapters.kubernetes.controller import Controller, ControllerConfig
-from gpufleet.adapters.kubernetes.labels import deployment_from_json
+from gpufleet.adapters.kubernetes.deployment_json import deployment_from_json
 from gpufleet.adapters.kubernetes.rest import Kube
 from gpufleet.adapters.kubernetes.workloads import apply_scale
 from gpufleet.control.replicas import ScaleDecision

@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from gpufleet.adapters.kubernetes.act import Actuator
-from gpufleet.adapters.kubernetes.labels import deployment_from_json
+from gpufleet.adapters.kubernetes.deployment_json import deployment_from_json
 from gpufleet.adapters.kubernetes.rest import Kube
 from gpufleet.adapters.kubernetes.workloads import apply_rightsizing, apply_scale, rollback_rightsizing
 from gpufleet.autoscale.baselines import HpaPolicy

@@ -14,7 +14,8 @@ file. A record whose outcome is ``failed`` is also a JSON line on stderr (the co
 Writes used (the ClusterRole in docs/kubernetes.md lists exactly these): pods/binding create, pods/eviction
 create, pods patch (checkpoint annotation), pods create and delete (start-buffer placeholders; delete also for
 gang rollback), priorityclasses create (the placeholders' class), nodes patch (cordon, idle marks),
-deployments/scale patch (after a deployments get: optimistic concurrency), deployments patch (rightsizing), events create, leases get/create/update,
+deployments patch (replica scaling with its record, after a deployments get: optimistic concurrency; rightsizing),
+events create, leases get/create/update,
 and create/update of Kueue and Karpenter objects.
 """
 
@@ -31,6 +32,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from gpufleet.adapters.kubernetes.deployment_json import A_SCALED_REPLICAS, scale_record
 from gpufleet.adapters.kubernetes.labels import A_CORDONED_BY, A_GPU_SLOTS, A_PARKED_AT
 from gpufleet.adapters.kubernetes.rest import JSON, MERGE_PATCH, STRATEGIC_PATCH, ApiError, Kube
 
@@ -315,13 +317,26 @@ class Actuator:
         path = f"/api/v1/namespaces/{namespace}/pods/{name}"
         return self._do("annotate", f"{namespace}/{name}", reason, lambda: self.kube.patch(path, body), **annotations)
 
-    def scale(self, namespace: str, name: str, replicas: int, reason: str, *, expect: int | None = None) -> str:
-        """Set Deployment ``namespace/name``'s replicas through the ``scale`` subresource, with optimistic
-        concurrency: the Deployment is read (its ``spec.replicas`` and ``resourceVersion``, the Scale's own) and the
-        patch carries that ``resourceVersion`` (the API server answers 409 when the Deployment changed in between:
-        read again, up to ``OWN_CORDON_TRIES``). ``expect``: the replicas the decision was made from; replicas found
-        other than those are someone else's change (a human's ``kubectl scale``, an HPA): not overwritten, outcome
-        ``conflict`` with ``replicas_now``. A Deployment that is gone is ``not_found``."""
+    def scale(
+        self,
+        namespace: str,
+        name: str,
+        replicas: int,
+        reason: str,
+        *,
+        expect: int | None = None,
+        record_only: bool = False,
+    ) -> str:
+        """Set Deployment ``namespace/name``'s replicas, with optimistic concurrency: the Deployment is read (its
+        ``spec.replicas`` and ``resourceVersion``) and one merge patch of the Deployment carries that
+        ``resourceVersion`` (the API server answers 409 when the Deployment changed in between: read again, up to
+        ``OWN_CORDON_TRIES``), the replicas and, in the same update, gpufleet's record of its write (the annotation
+        ``gpufleet.io/scaled-replicas``, ``deployment_json.scale_record``: what a new leader compares the replicas
+        with). ``expect``: the replicas the decision was made from; replicas found other than those are someone
+        else's change (a human's ``kubectl scale``, an HPA): not overwritten, outcome ``conflict`` with
+        ``replicas_now``. A Deployment that is gone is ``not_found``. ``record_only``: the replicas are already
+        ``replicas`` (a decision that changes nothing) and only the record is brought up to them (outcome
+        ``recorded``)."""
         target = f"{namespace}/{name}"
         if self.dry_run:
             self.record("scale", target, reason, "dry_run", replicas=replicas)
@@ -340,10 +355,13 @@ class Actuator:
                     )
                     return "conflict"
                 body = {
-                    "metadata": {"resourceVersion": dep["metadata"]["resourceVersion"]},
+                    "metadata": {
+                        "resourceVersion": dep["metadata"]["resourceVersion"],
+                        "annotations": {A_SCALED_REPLICAS: scale_record(replicas, self.clock())},
+                    },
                     "spec": {"replicas": replicas},
                 }
-                self._send(functools.partial(self.kube.patch, f"{path}/scale", body))
+                self._send(functools.partial(self.kube.patch, path, body, MERGE_PATCH))
             except ApiError as exc:
                 if exc.status == 409:
                     outcome, extra = "conflict", {"status": 409, "message": exc.message[:300]}
@@ -351,8 +369,9 @@ class Actuator:
                 outcome = {404: "not_found", 422: "invalid", 429: "throttled"}.get(exc.status, "error")
                 extra = {"status": exc.status, "message": exc.message[:300]}
                 break
-            self.record("scale", target, reason, "applied", replicas=replicas)
-            return "applied"
+            done = "recorded" if record_only else "applied"
+            self.record("scale", target, reason, done, replicas=replicas)
+            return done
         self.record("scale", target, reason, outcome, replicas=replicas, **extra)
         return outcome
 

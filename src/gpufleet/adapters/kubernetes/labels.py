@@ -48,17 +48,7 @@ annotation ``gpufleet.io/gpu-slots: "0,1"`` (the Binding carries it; the API ser
 Annotation ``gpufleet.io/workload-id``: the id the usage meter writes the pod's GPUs under (adapters/kubernetes/usage.py;
 default ``namespace:owner``), e.g. a workload registered in the service.
 
-Deployments opt in to gpufleet's replica policy with annotations (:class:`DeclaredServing`):
-``gpufleet.io/target-rps`` (requests/s one replica sustains at its SLO; required), ``gpufleet.io/max-replicas``
-(required with it; at most 2**31 - 1, what ``spec.replicas`` holds), ``gpufleet.io/min-replicas`` (default 1; 0 allows scale to zero),
-``gpufleet.io/cold-start-s`` (default 210), ``gpufleet.io/scale-down-delay-s`` (default 300),
-``gpufleet.io/budget-usd-day``, ``gpufleet.io/slo-s``, ``gpufleet.io/max-concurrency`` (requests one replica
-serves at once; none: batching), ``gpufleet.io/rps-query`` (PromQL for the Deployment's request rate; default:
-the controller's ``--rps-query``), ``gpufleet.io/queue-query`` and ``gpufleet.io/running-query`` (its requests
-waiting and in service now; defaults: ``--queue-query``, ``--running-query``) and ``gpufleet.io/slo-miss-query``
-(its requests whose queue wait passed the SLO over the last period; default ``--slo-miss-query``, none). GPUs
-per replica: the pod template's ``nvidia.com/gpu`` requests; its product: the template's ``nodeSelector``
-``nvidia.com/gpu.product`` (the replica's price from the catalog).
+Deployments: ``adapters/kubernetes/deployment_json.py`` (the replica policy's annotations, gpufleet's scale record).
 Karpenter NodePools (``karpenter.sh/v1``, :class:`ObservedNodePool`): ``spec.limits["nvidia.com/gpu"]`` (the GPUs
 its nodes may hold; absent = no limit) and, from ``spec.template`` (``metadata.labels`` and ``spec.requirements``
 with operator ``In``), the GPU products (``nvidia.com/gpu.product`` or ``karpenter.k8s.aws/instance-gpu-name``)
@@ -72,7 +62,6 @@ A pod's ``Ready`` condition is read (a serving replica that answers), and of the
 
 from __future__ import annotations
 
-import math
 from decimal import Decimal
 from typing import Any
 
@@ -80,8 +69,6 @@ from gpufleet.adapters.aws.skus import INSTANCE_TYPES
 from gpufleet.adapters.azure.vm_sizes import VM_SIZES
 from gpufleet.adapters.gcp.machines import MACHINE_TYPES
 from gpufleet.control.observation import (
-    DeclaredServing,
-    ObservedDeployment,
     ObservedNode,
     ObservedNodePool,
     ObservedPod,
@@ -90,7 +77,6 @@ from gpufleet.control.observation import (
 )
 from gpufleet.control.replica_victims import DELETION_COST
 from gpufleet.domain.errors import ValidationError
-from gpufleet.domain.workloads import ServingScaling
 from gpufleet.schedule.table import NodeSpec, PodRequest
 
 GPU = "nvidia.com/gpu"
@@ -142,21 +128,6 @@ A_WORKLOAD_ID = "gpufleet.io/workload-id"  # the usage meter's workload id (a wo
 # controller deletes the lowest first; beta, on by default, since 1.22: an API server of 1.20 stores it only)
 KEPT_ANNOTATIONS = frozenset({DELETION_COST})
 A_CHECKPOINTABLE = "gpufleet.io/checkpointable"
-# replica scaling of a Deployment (opt in with target-rps; see the module docstring)
-A_TARGET_RPS = "gpufleet.io/target-rps"
-A_MIN_REPLICAS = "gpufleet.io/min-replicas"
-A_MAX_REPLICAS = "gpufleet.io/max-replicas"
-A_COLD_START = "gpufleet.io/cold-start-s"
-A_SCALE_DOWN_DELAY = "gpufleet.io/scale-down-delay-s"
-A_BUDGET = "gpufleet.io/budget-usd-day"
-A_SLO = "gpufleet.io/slo-s"
-A_MAX_CONCURRENCY = "gpufleet.io/max-concurrency"
-A_RPS_QUERY = "gpufleet.io/rps-query"
-A_QUEUE_QUERY = "gpufleet.io/queue-query"
-A_RUNNING_QUERY = "gpufleet.io/running-query"
-A_SLO_MISS_QUERY = "gpufleet.io/slo-miss-query"
-A_MANAGED = "gpufleet.io/managed"  # "false": an opted-in Deployment gpufleet's replica scaling leaves alone
-
 _SUFFIX = {
     "Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50, "Ei": 2**60,
     "n": Decimal("1e-9"), "u": Decimal("1e-6"), "m": Decimal("1e-3"), "k": 10**3, "M": 10**6, "G": 10**9,
@@ -461,91 +432,6 @@ def pod_footprint(obj: dict[str, Any]) -> ObservedPod | None:
         created=str(meta.get("creationTimestamp", "")),
         deleting=bool(meta.get("deletionTimestamp")),
     )
-
-
-def deployment_from_json(obj: dict[str, Any]) -> ObservedDeployment:
-    meta = obj.get("metadata", {})
-    containers = obj.get("spec", {}).get("template", {}).get("spec", {}).get("containers") or []
-    reqs = tuple(
-        (
-            str(c.get("name", "")),
-            tuple(sorted((k, str(v)) for k, v in ((c.get("resources") or {}).get("requests") or {}).items())),
-        )
-        for c in containers
-    )
-    return ObservedDeployment(
-        namespace=str(meta.get("namespace", "")),
-        name=str(meta.get("name", "")),
-        replicas=int(obj.get("spec", {}).get("replicas", 1) or 0),
-        ready_replicas=int(obj.get("status", {}).get("readyReplicas", 0) or 0),
-        kind=(meta.get("labels") or {}).get(L_KIND, ""),
-        requests=reqs,
-        serving=declared_serving(obj),
-    )
-
-
-def _number(ann: dict[str, str], key: str, where: str, *, integer: bool, low: float, default: float | None) -> float:
-    raw = ann.get(key)
-    if raw is None:
-        if default is None:
-            raise ValidationError(f"{where}[{key}]", f"required with {A_TARGET_RPS}")
-        return default
-    try:
-        v = float(str(raw).strip())
-    except ValueError:
-        raise ValidationError(f"{where}[{key}]", f"not a number: {raw!r}") from None
-    if not math.isfinite(v) or v < low or (integer and v != int(v)):
-        kind = "an integer" if integer else "a number"
-        raise ValidationError(f"{where}[{key}]", f"must be {kind} >= {low:g}, got {raw!r}")
-    return v
-
-
-def declared_serving(obj: dict[str, Any]) -> DeclaredServing | None:
-    """What a Deployment declares for gpufleet's replica policy (module docstring), None without ``target-rps``."""
-    meta = obj.get("metadata", {})
-    ann: dict[str, str] = meta.get("annotations") or {}
-    if A_TARGET_RPS not in ann:
-        return None
-    where = f"deployment[{meta.get('namespace', '')}/{meta.get('name', '')}].metadata.annotations"
-    target = _number(ann, A_TARGET_RPS, where, integer=False, low=0.0, default=None)
-    if target <= 0:
-        raise ValidationError(f"{where}[{A_TARGET_RPS}]", f"must be > 0, got {ann[A_TARGET_RPS]!r}")
-    hi = int(_number(ann, A_MAX_REPLICAS, where, integer=True, low=1, default=None))
-    if hi > MAX_REPLICAS:  # a clamp to it would be written to spec.replicas, an int32
-        raise ValidationError(f"{where}[{A_MAX_REPLICAS}]", f"must be <= {MAX_REPLICAS}, got {ann[A_MAX_REPLICAS]!r}")
-    lo = int(_number(ann, A_MIN_REPLICAS, where, integer=True, low=0, default=1))
-    if lo > hi:
-        raise ValidationError(f"{where}[{A_MIN_REPLICAS}]", f"{lo} is above {A_MAX_REPLICAS} {hi}")
-    cold = int(_number(ann, A_COLD_START, where, integer=True, low=0, default=210))
-    down = int(_number(ann, A_SCALE_DOWN_DELAY, where, integer=True, low=0, default=300))
-    budget = _number(ann, A_BUDGET, where, integer=False, low=0, default=-1.0)
-    slo = _number(ann, A_SLO, where, integer=False, low=0, default=-1.0)
-    conc = int(_number(ann, A_MAX_CONCURRENCY, where, integer=True, low=1, default=0))
-    tmpl = obj.get("spec", {}).get("template", {}).get("spec", {})
-    gpus = 0
-    for i, c in enumerate(tmpl.get("containers") or []):
-        res = c.get("resources") or {}
-        raw = (res.get("requests") or {}).get(GPU, (res.get("limits") or {}).get(GPU, 0))
-        gpus += int(parse_quantity(raw, f"{where.removesuffix('.metadata.annotations')}.containers[{i}].{GPU}"))
-    return DeclaredServing(
-        scaling=ServingScaling(lo, hi, target, cold, down, budget if budget >= 0 else None),
-        gpus_per_replica=gpus,
-        gpu_product=str((tmpl.get("nodeSelector") or {}).get(L_PRODUCT, "")),
-        slo_s=slo if slo > 0 else None,
-        max_concurrency=conc or None,
-        rps_query=str(ann.get(A_RPS_QUERY, "")).strip(),
-        queue_query=str(ann.get(A_QUEUE_QUERY, "")).strip(),
-        running_query=str(ann.get(A_RUNNING_QUERY, "")).strip(),
-        slo_miss_query=str(ann.get(A_SLO_MISS_QUERY, "")).strip(),
-        managed=_managed(ann, where),
-    )
-
-
-def _managed(ann: dict[str, str], where: str) -> bool:
-    raw = str(ann.get(A_MANAGED, "true")).strip().lower()
-    if raw not in ("true", "false"):
-        raise ValidationError(f"{where}[{A_MANAGED}]", f'must be "true" or "false", got {ann[A_MANAGED]!r}')
-    return raw == "true"
 
 
 def workload_from_json(obj: dict[str, Any]) -> ObservedWorkload:

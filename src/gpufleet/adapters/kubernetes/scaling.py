@@ -2,7 +2,7 @@
 
 Every ``scale_every_s`` the request rate of each opted-in Deployment is read from Prometheus and gpufleet's replica
 policy (``control/replicas.py``: :class:`ReplicaScaler`, the simulator loop's policy) decides its replicas, applied
-through the scale subresource; every ``react_every_s`` between two periods the queue's fast path may scale up. The
+with gpufleet's record of the write on the Deployment (``Actuator.scale``); every ``react_every_s`` between two periods the queue's fast path may scale up. The
 reads go to Prometheus (up to 10 s a query, several queries a Deployment), so the controller runs a round on a
 :class:`SideWorker` of its own: a Prometheus that hangs costs scaling rounds, never binds. A round has one deadline
 (``scale_round_s``; 0: its period, ``scale_every_s`` or ``react_every_s``): no read is started past it and none
@@ -100,7 +100,7 @@ class DeploymentScaling:
 
     def maybe_scale(self) -> ScalePlan | None:
         """Every ``scale_every_s``: read each opted-in Deployment's request rate, ask the replica policy
-        (control/replicas.py :class:`ReplicaScaler`, the simulator loop's policy) and patch the scale subresource
+        (control/replicas.py :class:`ReplicaScaler`, the simulator loop's policy) and patch the Deployment's replicas
         (dry run: recorded only). Before a scale-down the Deployment's pods get their
         ``controller.kubernetes.io/pod-deletion-cost`` in gpufleet's scale-down order (``cost_aware_scale_down``).
         A Deployment whose rate could not be read is left alone and recorded as ``skipped``
@@ -146,14 +146,14 @@ class DeploymentScaling:
             d = self.guard.woken(d, by_key.get((d.namespace, d.name)))
             if self.cfg.cost_aware_scale_down and d.desired < d.current:
                 order_replicas(self.act, obs, d.namespace, d.name, self._node_price)
-            self._apply(d)
+            self._apply(d, by_key.get((d.namespace, d.name)))
         self.last_scale = plan
         return plan
 
     def maybe_react(self) -> ScalePlan | None:
         """Every ``react_every_s`` between two scale periods: the rate and the queue of each Deployment whose policy
         runs, and the policy's fast path (``ReplicaScaler.react``: scale-up only, reason ``queue_growth``), applied
-        through the scale subresource. None when it is not due (or a period decision is)."""
+        as the period's decisions are. None when it is not due (or a period decision is)."""
         if self.cfg.react_every_s <= 0:
             return None
         now = self.clock()
@@ -181,7 +181,8 @@ class DeploymentScaling:
         """In a new Lease term (the controller lost the Lease and took it back; another leader may have scaled
         meanwhile) the memory of the earlier term is dropped, as a new leader starts: the policies (each warmed again
         from its rate history, :meth:`_warm`), the replicas last written and the holds (``ScaleOwnership``: another
-        leader's writes are gpufleet's, not someone else's). Audited ``scale_round`` ``lead_regained``."""
+        leader's writes are gpufleet's, not someone else's: the new memory reads them from the record each write leaves
+        on its Deployment, ``gpufleet.io/scaled-replicas``). Audited ``scale_round`` ``lead_regained``."""
         term = self._term()
         if term == self._term_at:
             return
@@ -201,11 +202,12 @@ class DeploymentScaling:
         if cut:
             self.act.record("scale_round", kind, ROUND_DEADLINE, "cut", unread=len(cut), deployments=cut[:20])
 
-    def _apply(self, d: ScaleDecision) -> None:
-        """Patch the scale subresource; a write applied is remembered until the view shows it
-        (``read_own_writes``), and by the guard until someone else's change is seen."""
-        got = apply_scale(self.act, d)
-        if got in ("applied", "unchanged"):
+    def _apply(self, d: ScaleDecision, dep: ObservedDeployment | None = None) -> None:
+        """Write the replicas (and gpufleet's record of them on the Deployment; a decision that changes nothing
+        brings ``dep``'s record up to its replicas: ``apply_scale``); a write applied is remembered until the view
+        shows it (``read_own_writes``), and by the guard until someone else's change is seen."""
+        got = apply_scale(self.act, d, dep.scaled_replicas if dep is not None else "unknown")
+        if got in ("applied", "unchanged", "recorded"):
             self._scaled[(d.namespace, d.name)] = d.desired
             self.guard.ownership.wrote_replicas(d.namespace, d.name, d.desired)
         elif got == "conflict":  # someone else's replicas, found at the write: the next period holds them

@@ -15,10 +15,10 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from gpufleet.adapters.kubernetes.deployment_json import deployment_from_json
 from gpufleet.adapters.kubernetes.informer import Informer
 from gpufleet.adapters.kubernetes.labels import (
     TopologyIds,
-    deployment_from_json,
     node_from_json,
     node_pool_from_json,
     pod_footprint,

@@ -25,9 +25,10 @@ import json
 import re
 from collections.abc import Callable, Mapping, Sequence
 from string import Template
+from typing import Literal
 
 from gpufleet.adapters.kubernetes.act import Actuator
-from gpufleet.adapters.kubernetes.labels import deployment_from_json
+from gpufleet.adapters.kubernetes.deployment_json import deployment_from_json
 from gpufleet.adapters.kubernetes.rest import ApiError, Kube
 from gpufleet.adapters.telemetry_prometheus import (
     DeadlinePassed,
@@ -147,8 +148,14 @@ def deployment_rates(
     return rates, errors
 
 
-def apply_scale(act: Actuator, d: ScaleDecision) -> str:
+def apply_scale(act: Actuator, d: ScaleDecision, recorded: int | Literal["unknown"] | None = "unknown") -> str:
+    """Apply ``d`` (``Actuator.scale``). A decision that changes nothing writes nothing, unless ``recorded`` (the
+    replicas of gpufleet's record on the Deployment, ``ObservedDeployment.scaled_replicas``; pass the decision's
+    ``"unknown"`` when it was not read) is not them: then the record is brought up to the replicas gpufleet now keeps
+    (outcome ``recorded``), so that a later leader does not take them for someone else's."""
     if not d.changed:
+        if recorded not in ("unknown", d.current) and not act.dry_run:
+            return act.scale(d.namespace, d.name, d.current, d.reason, expect=d.current, record_only=True)
         act.record("scale", f"{d.namespace}/{d.name}", d.reason, "unchanged", replicas=d.current)
         return "unchanged"
     return act.scale(d.namespace, d.name, d.desired, d.reason, expect=d.current)
