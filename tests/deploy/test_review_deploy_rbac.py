@@ -50,3 +50,19 @@ def test_the_controllers_service_account_holds_its_own_lease_only(kubeconfig: Pa
     assert _can(kubeconfig, "kube-system", "create", "pods") == "yes"  # the start buffer's placeholders
     assert _can(kubeconfig, "default", "create", "pods") == "no"
     assert _can(kubeconfig, "default", "get", "secrets") == "no"
+
+
+@pytest.mark.k8s
+@pytest.mark.slow
+def test_the_service_account_may_keep_the_moves_ledger_on_its_own_namespace_only(kubeconfig: Path) -> None:
+    """Review (fixed, k8s): consolidation's moves ledger (an annotation on the Lease's Namespace) needs ``get`` and
+    ``patch`` of that Namespace, ``kube-system``, and of no other; replica scaling patches ``deployments`` (its
+    record in the same update), no longer ``deployments/scale``."""
+    applied = kubectl(kubeconfig, "apply", "-f", str(RBAC))
+    assert applied.returncode == 0, applied.stderr
+    assert _can(kubeconfig, "default", "get", "namespaces/kube-system") == "yes"
+    assert _can(kubeconfig, "default", "patch", "namespaces/kube-system") == "yes"
+    assert _can(kubeconfig, "default", "patch", "namespaces/default") == "no"
+    assert _can(kubeconfig, "default", "delete", "namespaces/kube-system") == "no"
+    assert _can(kubeconfig, "default", "patch", "deployments") == "yes"
+    assert _can(kubeconfig, "default", "patch", "deployments", "--subresource=scale") == "no"

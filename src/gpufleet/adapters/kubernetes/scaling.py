@@ -45,7 +45,7 @@ from gpufleet.control.scale_ownership import ScaleOwnership
 from gpufleet.domain.catalog import BUILTIN_PRICE_CATALOG
 
 if TYPE_CHECKING:
-    from gpufleet.adapters.kubernetes.controller import ControllerConfig
+    from gpufleet.adapters.kubernetes.controller_config import ControllerConfig
 
 
 class DeploymentScaling:
