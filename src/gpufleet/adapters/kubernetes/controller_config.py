@@ -82,7 +82,7 @@ class ControllerConfig:
     node_limits_every_s: float = 0.0
     node_limits_selector: str = NODE_LIMITS_SELECTOR  # which NodePools: those gpufleet emitted
     # replica scaling: every scale_every_s (0 = off) gpufleet's replica policy decides each opted-in Deployment
-    # (annotations: adapters/kubernetes/labels.py) from its request rate read from Prometheus at prometheus_url
+    # (annotations: adapters/kubernetes/deployment_json.py) from its request rate read from Prometheus at prometheus_url
     scale_every_s: float = 0.0
     # a scaling round's reads end by this many seconds (0: the round's period, scale_every_s or react_every_s): the
     # Deployments a slow Prometheus leaves unread keep their replicas, recorded skipped (round_deadline)

@@ -8,7 +8,7 @@ Both go through the :class:`Actuator` (dry-run, audit). Before a scale-down, :fu
 replica's ``controller.kubernetes.io/pod-deletion-cost`` so that the ReplicaSet controller stops the replicas on the
 dearest nodes first (gpufleet's scale-down rule, the simulator's; honoured by Kubernetes 1.22+, beta on by default).
 
-:func:`deployment_rates` observes the request rate of every opted-in Deployment (adapters/kubernetes/labels.py)
+:func:`deployment_rates` observes the request rate of every opted-in Deployment (adapters/kubernetes/deployment_json.py)
 from Prometheus: its ``gpufleet.io/rps-query`` annotation or the controller's default query, with ``$namespace``
 and ``$deployment`` substituted (escaped for the regex inside a ``=~`` / ``!~`` matcher: a name may hold dots), summed
 over the series it matches at the decision time.
