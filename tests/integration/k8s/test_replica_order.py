@@ -84,7 +84,7 @@ def test_a_scale_down_first_marks_the_replica_on_the_on_demand_node_cheapest_to_
         assert sorted(int(v) for v in costs.values()) == [0, 1, 2, 3]
         acts = [a for a in ctl.act.audit if a["reason"] == REASON_DELETION_COST]
         assert len(acts) == 4 and {a["outcome"] for a in acts} == {"applied"}
-        # annotations first, then the scale subresource: the ReplicaSet controller sees the order before it deletes
+        # annotations first, then the replicas: the ReplicaSet controller sees the order before it deletes
         order = [a["action"] for a in ctl.act.audit if a["target"].startswith(f"{ns}/")]
         assert order.index("scale") > max(i for i, a in enumerate(order) if a == "annotate")
         assert int(kube.get(f"/apis/apps/v1/namespaces/{ns}/deployments/llm")["spec"]["replicas"]) == llm.desired

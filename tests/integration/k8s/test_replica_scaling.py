@@ -1,5 +1,5 @@
 """The controller scales opted-in serving Deployments with gpufleet's replica policy (the simulator loop's), from
-request rates read out of a real Prometheus, through the scale subresource of a real API server."""
+request rates read out of a real Prometheus, through a real API server."""
 
 from __future__ import annotations
 

@@ -102,7 +102,7 @@ def test_a_scale_by_someone_else_between_the_decision_and_the_write_is_not_overw
     assert out == "conflict" and _replicas(kube, ns, "web") == 7
     rec = act.audit[-1]
     assert (rec["action"], rec["outcome"], rec["reason"], rec["replicas_now"]) == ("scale", "conflict", "forecast", 7)
-    # unchanged by anyone: the write applies, through the scale subresource
+    # unchanged by anyone: the write applies
     assert apply_scale(act, ScaleDecision(ns, "web", current=7, desired=5, reason="forecast")) == "applied"
     assert _replicas(kube, ns, "web") == 5
 

@@ -1,4 +1,4 @@
-"""Replica scaling through the Deployment scale subresource and rightsizing apply/rollback, on the real API
+"""Replica scaling of a Deployment and rightsizing apply/rollback, on the real API
 server (no controller-manager runs, so the Deployment object itself is what changes)."""
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
-"""Acting on Deployments: replica scaling through the ``scale`` subresource, rightsizing apply/rollback.
+"""Acting on Deployments: replica scaling, rightsizing apply/rollback.
 
-Scaling patches ``deployments/{name}/scale`` (``spec.replicas``), so an HPA-free Deployment follows gpufleet's
+Scaling patches the Deployment's ``spec.replicas`` with gpufleet's record of the write (``Actuator.scale``), so an HPA-free Deployment follows gpufleet's
 replica policy; gpufleet emits no HPA/KEDA object (their reactive rules would fight the predictive policy).
 Rightsizing apply patches the containers' requests in the pod template and keeps the old requests (JSON)
 in the annotation ``gpufleet.io/rightsizing-previous``; rollback restores them and removes the annotation.
