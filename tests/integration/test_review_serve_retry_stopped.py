@@ -33,7 +33,7 @@ SKUS = ("a100_80gb", "h100_80gb", "l40s")
 @contextmanager
 def _locked_until_stopped(database: Database, s: Services) -> Iterator[None]:
     """Another session holds a lock over the whole store (SQLite: its write lock, ``BEGIN IMMEDIATE``) or over the
-    reservations table (PostgreSQL: ``LOCK TABLE``, as an index build or an admin would) until the pass stops on it
+    reservations table (PostgreSQL: ``LOCK TABLE ... IN SHARE MODE``, what an index build holds: reads go on) until the pass stops on it
     (the lock is then released, as a transient one is: the pass records itself)."""
     release: Callable[[], None]
     if database.backend == "sqlite":
@@ -47,7 +47,7 @@ def _locked_until_stopped(database: Database, s: Services) -> Iterator[None]:
     else:
         holder = create_engine(database.url)
         pg = holder.connect()
-        pg.execute(text("LOCK TABLE reservations IN ACCESS EXCLUSIVE MODE"))
+        pg.execute(text("LOCK TABLE reservations IN SHARE MODE"))
 
         def release() -> None:
             if pg.in_transaction():
@@ -89,10 +89,12 @@ def _passes(s: Services) -> list[dict[str, Any]]:
         return [json.loads(d) for d in rows]
 
 
-@pytest.mark.xfail(strict=True, reason="a stopped pass waits plan_interval_s like a complete one")
 def test_a_stopped_pass_is_retried_after_the_retry_interval_with_backoff(database: Database) -> None:
-    """A pass stopped on a whole-store lock is retried after ``plan_retry_s`` (not after ``plan_interval_s``); a
-    second stopped pass in a row waits twice that; a complete pass puts the cadence back to ``plan_interval_s``."""
+    """Review (fixed), the defect: a pass stopped on a whole-store lock (SQLite's write lock, a PostgreSQL ``LOCK
+    TABLE``) was recorded and counted by ``Reconciler.due`` as a complete pass: the SKUs it skipped waited a whole
+    ``plan_interval_s`` (a day) for their next try, though the lock was gone minutes later. Now it is retried after
+    ``plan_retry_s``; a second stopped pass in a row waits twice that (at most ``plan_interval_s``); a complete pass
+    puts the cadence back to ``plan_interval_s``."""
     engine = make_engine(database.url, busy_timeout_s=0.5, statement_timeout_s=1.0)
     clock = FixedClock(NOW_S - DAY)  # the leader takes the lead a day before the first pass
     s = build_services(Settings(db_url=database.url, reconcile_interval_s=30, plan_interval_s=DAY,
@@ -129,6 +131,32 @@ def test_a_stopped_pass_is_retried_after_the_retry_interval_with_backoff(databas
         clock.advance(1)
         loop.step()
         assert len(_passes(s)) == 4
+    finally:
+        s.leader.close()
+        engine.dispose()
+
+
+@pytest.mark.parametrize("retry_s", [0])
+def test_a_zero_retry_interval_keeps_the_full_period(database: Database, retry_s: int) -> None:
+    """``plan_retry_s`` 0: a stopped pass waits ``plan_interval_s`` as before (the retry is off)."""
+    engine = make_engine(database.url, busy_timeout_s=0.5, statement_timeout_s=1.0)
+    clock = FixedClock(NOW_S - DAY)  # the leader takes the lead a day before the first pass
+    s = build_services(Settings(db_url=database.url, reconcile_interval_s=30, plan_interval_s=DAY,
+                                plan_retry_s=retry_s), engine=engine, clock=clock)  # fmt: skip
+    try:
+        loop = _LeaderLoop(s)
+        loop.step()
+        clock.advance(DAY)
+        _ingest(s)
+        with _locked_until_stopped(database, s):
+            loop.step()
+        assert len(_passes(s)) == 1 and "stopped" in _passes(s)[0]
+        clock.advance(DAY - 1)
+        loop.step()
+        assert len(_passes(s)) == 1
+        clock.advance(1)
+        loop.step()
+        assert len(_passes(s)) == 2
     finally:
         s.leader.close()
         engine.dispose()

@@ -146,6 +146,7 @@ def build_services(
         capacity_blocks=cloud.get("capacity_blocks"),
         leads=leader.refresh,
         epoch=leader.epoch,
+        retry_s=settings.plan_retry_s,
     )
     return Services(
         settings=settings,

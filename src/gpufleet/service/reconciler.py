@@ -45,7 +45,9 @@ connection lost) is noticed after ``BLOCKED_AFTER`` steps in a row fail on its a
 another session holds or awaits a lock over one of the schema's tables (``pg_locks``; else the failures were rows
 other sessions hold, two SKUs each locked by a stalled request, and the pass goes on): the pass stops there
 (``stopped``: ``store blocked: ...``), names the remaining SKUs and clusters as ``skipped`` instead of waiting a
-statement timeout for each, and is recorded (``gpufleet reconcile --once`` re-runs it once the store answers). A
+statement timeout for each, and is recorded; the background cadence (:meth:`Reconciler.due`) tries the next pass
+after ``retry_s`` (``plan_retry_s``, doubled for each stopped pass in a row, at most the period) instead of a whole
+period (``gpufleet reconcile --once`` re-runs it at once). A
 store that is slow rather than locked (every write waits past the statement timeout, no table locked: an overloaded
 disk) would still cost one statement timeout per SKU, the leader loop waiting meanwhile (no submission): at
 ``STORE_FAILURES_PER_PASS`` availability failures in one pass, in a row or not, the pass stops the same way
@@ -63,6 +65,7 @@ every write of the pass re-checks the lead's fencing epoch in its own transactio
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import socket
@@ -100,6 +103,9 @@ BLOCKED_AFTER = 2
 # pg_locks shows: a slow store (every write waits past the statement timeout, no table locked) costs at most this many
 # statement timeouts, not one per SKU, while the leader loop waits for the pass (no submission meanwhile)
 STORE_FAILURES_PER_PASS = 3
+# recorded passes read (newest first) to count the stopped ones in a row: past 2**15 retry intervals any period is
+# reached (the retry never waits past ``interval_s``)
+RETRY_STREAK_READ = 16
 
 
 # locks over a whole table of the schema that keep writes out, held or awaited (a waiting ALTER TABLE queues every
@@ -167,6 +173,16 @@ def deferred_steps(detail: dict[str, Any]) -> int:
                if isinstance(e, dict) and "skipped" in e)  # fmt: skip
 
 
+def stopped_early(detail_json: str) -> bool:
+    """Whether a recorded pass (its audit event's detail) stopped before its end (``stopped``: the store blocked or
+    slow), its rest deferred; an unreadable detail counts as complete."""
+    try:
+        detail = json.loads(detail_json)
+    except ValueError:
+        return False
+    return isinstance(detail, dict) and bool(detail.get("stopped"))
+
+
 class Reconciler:
     """See the module docstring. ``within_days``: the hours ahead (x 24) the loop's forecaster forecasts for the
     procurer (the simulator forecasts its procurement period, 7 days by default); ``forecast_days``: the horizon
@@ -189,7 +205,10 @@ class Reconciler:
         capacity_blocks: CapacityBlockService | None = None,
         leads: Callable[[], bool] = lambda: True,
         epoch: Callable[[], int | None] = lambda: None,
+        retry_s: float = 0.0,
     ) -> None:
+        self.retry_s = retry_s
+        self._streak: tuple[int, int] | None = None  # (id of the newest recorded pass, stopped passes in a row)
         self._blocks = capacity_blocks
         self._leads = leads
         self._epoch = epoch
@@ -218,9 +237,45 @@ class Reconciler:
     def due(self, interval_s: float, leading_since_s: int) -> bool:
         """Whether a background pass is due: the last recorded pass is ``interval_s`` old (the cadence survives
         restarts and failovers), or, with none recorded yet, this process has led for ``interval_s`` (a fresh
-        installation is not planned for before it has been watched for one period)."""
-        last = self.last_pass_s()
-        return self._clock.now_s() - (leading_since_s if last is None else last) >= interval_s
+        installation is not planned for before it has been watched for one period). A recorded pass that stopped
+        early (``stopped``: the store blocked or slow, its rest named as skipped) is followed sooner: after
+        :meth:`wait_after` it, ``retry_s`` doubled for each stopped pass in a row, at most ``interval_s``."""
+        last_s, stopped = self.recent_passes()
+        if last_s is None:
+            return self._clock.now_s() - leading_since_s >= interval_s
+        return self._clock.now_s() - last_s >= self.wait_after(interval_s, stopped)
+
+    def wait_after(self, interval_s: float, stopped: int) -> float:
+        """Seconds from the last recorded pass to the next, after ``stopped`` stopped passes in a row: the period
+        when the last pass was complete (or ``retry_s`` is 0), else ``retry_s * 2 ** (stopped - 1)``, at most the
+        period."""
+        if stopped <= 0 or self.retry_s <= 0:
+            return interval_s
+        return min(interval_s, self.retry_s * 2.0 ** min(stopped - 1, RETRY_STREAK_READ))
+
+    def recent_passes(self) -> tuple[int | None, int]:
+        """When the newest recorded pass (by any process, not after this clock's now: :meth:`last_pass_s`) ran and
+        how many of the newest passes in a row stopped early (0: the newest was complete). The leader asks at each
+        poll: the passes' details are read only when a new one was recorded since the last question."""
+        now_s = self._clock.now_s()
+        recorded = (AuditEventRow.action == "reconciler.pass", AuditEventRow.at_s <= now_s)
+        newest = (AuditEventRow.at_s.desc(), AuditEventRow.id.desc())
+        with UnitOfWork(self._engine, write=False) as uow:
+            last = uow.session.execute(select(AuditEventRow.id, AuditEventRow.at_s).where(*recorded)
+                                       .order_by(*newest).limit(1)).first()  # fmt: skip
+            if last is None:
+                return None, 0
+            if self._streak is not None and self._streak[0] == last.id:
+                return int(last.at_s), self._streak[1]
+            details = uow.session.scalars(select(AuditEventRow.detail_json).where(*recorded).order_by(*newest)
+                                          .limit(RETRY_STREAK_READ)).all()  # fmt: skip
+        stopped = 0
+        for d in details:
+            if not stopped_early(d):
+                break
+            stopped += 1
+        self._streak = (int(last.id), stopped)
+        return int(last.at_s), stopped
 
     def run_once(self) -> ReconcilePass:
         """One pass of every stage (blocking: database and provider I/O). Call it on the leader only."""

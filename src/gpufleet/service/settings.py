@@ -76,6 +76,16 @@ class Settings(BaseSettings):
         "one period after its leader took the lead). Runs only while the reconciler runs periodically "
         "(reconcile_interval_s > 0).",
     )
+    plan_retry_s: float = Field(
+        default=300.0,
+        ge=0,
+        le=86_400,
+        allow_inf_nan=False,
+        description="Seconds after a planning pass that stopped early (the store blocked or slow: the SKUs and "
+        "clusters it skipped named in its audit event) before the next is tried, doubled for each stopped pass in "
+        "a row and never more than plan_interval_s; a complete pass puts the cadence back to plan_interval_s. "
+        "Default 300 (5 minutes, then 10, 20, ...); 0 = a stopped pass waits plan_interval_s like a complete one.",
+    )
     ingest_grace_h: int = Field(
         default=3,
         ge=0,
