@@ -124,7 +124,9 @@ class AdvisoryLockLeader:
         self._leader = False
         self._epoch: int | None = None
         self._checked_at_s: float | None = None
-        self._mutex = threading.Lock()
+        self._mutex = threading.Lock()  # one refresh (or close) at a time on the lock session
+        self._closes = 0  # close() calls: a refresh during which it moved gives the lead up at its end
+        self._closes_lock = threading.Lock()
 
     def is_leader(self) -> bool:
         checked = self._checked_at_s
@@ -138,7 +140,12 @@ class AdvisoryLockLeader:
         if not self._mutex.acquire(timeout=self._wait_s):
             return False
         try:
-            return self._refresh()
+            closes = self._closes
+            leading = self._refresh()
+            if self._closes != closes:  # close() was called meanwhile (and may have given up waiting): no lead
+                self._give_up()
+                return False
+            return leading
         finally:
             self._mutex.release()
 
@@ -176,16 +183,28 @@ class AdvisoryLockLeader:
         return epoch
 
     def close(self) -> None:
-        got = self._mutex.acquire(timeout=self._wait_s)  # a refresh stuck on a silent database ends within this
+        """Give up the lead at once (:meth:`is_leader` answers False from now on until a refresh takes it again) and
+        close the lock session. A refresh under way (it holds the mutex: a slow database) is waited for at most the
+        connect + statement timeouts; past that the session it is using is left to it: it closes the session itself
+        when it ends and answers False (it does not keep, nor take, the lead)."""
+        with self._closes_lock:
+            self._closes += 1
+        self._leader = False
+        if not self._mutex.acquire(timeout=self._wait_s):  # a refresh stuck on a silent database ends within this
+            log.warning("leader close: a refresh is still under way; it gives the lead up when it ends")
+            return
         try:
-            if self._leader and self._conn is not None:
-                with contextlib.suppress(SQLAlchemyError):  # release now: the session ends asynchronously
-                    self._bounded(self._conn, "SELECT pg_advisory_unlock_all()")
-            self._drop()
+            self._give_up()
             self._engine.dispose()
         finally:
-            if got:
-                self._mutex.release()
+            self._mutex.release()
+
+    def _give_up(self) -> None:
+        """Release the advisory lock now (the session ends asynchronously) and drop the session. Under the mutex."""
+        if self._conn is not None:
+            with contextlib.suppress(SQLAlchemyError):
+                self._bounded(self._conn, "SELECT pg_advisory_unlock_all()")
+        self._drop()
 
     def _session(self) -> Connection:
         if self._conn is None:
