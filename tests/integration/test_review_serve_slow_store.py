@@ -21,7 +21,7 @@ from gpufleet.adapters.sql.models import AuditEventRow
 from gpufleet.service.auth import Actor, Role
 from gpufleet.service.bootstrap import build_services
 from gpufleet.service.clock import FixedClock
-from gpufleet.service.reconciler import deferred_steps
+from gpufleet.service.pass_records import deferred_steps
 from gpufleet.service.settings import Settings
 from gpufleet.service.uow import UnitOfWork
 from tests.integration.conftest import NOW_S, Database, ServerFactory, _make_database

@@ -147,6 +147,7 @@ def build_services(
         leads=leader.refresh,
         epoch=leader.epoch,
         retry_s=settings.plan_retry_s,
+        deadline_s=settings.plan_pass_deadline_s,
     )
     return Services(
         settings=settings,

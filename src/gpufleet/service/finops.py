@@ -57,8 +57,8 @@ from gpufleet.domain.reservations import StatusChange, term_seconds
 from gpufleet.domain.workloads import Priority, ServingScaling, Workload, WorkloadKind
 from gpufleet.service.auth import Actor
 from gpufleet.service.clock import Clock, IdGenerator
+from gpufleet.service.pass_records import deferred_steps
 from gpufleet.service.pool_prices import price_history
-from gpufleet.service.reconciler import deferred_steps
 from gpufleet.service.uow import UnitOfWork
 from gpufleet.service.workloads import WRITERS
 

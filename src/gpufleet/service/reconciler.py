@@ -51,7 +51,10 @@ period (``gpufleet reconcile --once`` re-runs it at once). A
 store that is slow rather than locked (every write waits past the statement timeout, no table locked: an overloaded
 disk) would still cost one statement timeout per SKU, the leader loop waiting meanwhile (no submission): at
 ``STORE_FAILURES_PER_PASS`` availability failures in one pass, in a row or not, the pass stops the same way
-(``stopped``: ``store slow: ...``, logged, recorded in its audit event, the rest named as ``skipped``).
+(``stopped``: ``store slow: ...``, logged, recorded in its audit event, the rest named as ``skipped``). A store slow
+just under the statement timeout fails no step; the pass's deadline (``deadline_s``: ``plan_pass_deadline_s``) stops
+it the same way before its next step (``stopped``: ``deadline: ...``). Each pass takes first the SKUs and clusters the
+last recorded pass skipped, so passes stopped each time still reach every one by turns.
 
 A pass is long (every SKU forecast and planned) and the lead can be lost during it (the leader's lock session
 killed or cut, :mod:`gpufleet.service.leader`). Before each SKU-region's proposals and before recording itself, the
@@ -65,15 +68,16 @@ every write of the pass re-checks the lead's fencing epoch in its own transactio
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import socket
-from collections.abc import Callable
+import time
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import Engine, func, select, text
+from sqlalchemy.exc import SQLAlchemyError
 
 from gpufleet.adapters.sql.engine import unavailable_reason
 from gpufleet.adapters.sql.models import AuditEventRow, ClusterRow
@@ -83,6 +87,7 @@ from gpufleet.service.auth import Actor, Role
 from gpufleet.service.binpack import BinpackService
 from gpufleet.service.capacity import CapacityService
 from gpufleet.service.clock import Clock
+from gpufleet.service.pass_records import newest_pass, skipped_by_last_pass, stopped_in_a_row
 from gpufleet.service.plan_regions import PlanMap
 from gpufleet.service.procurement import ProcurementService
 from gpufleet.service.reservations import ReservationService
@@ -103,9 +108,6 @@ BLOCKED_AFTER = 2
 # pg_locks shows: a slow store (every write waits past the statement timeout, no table locked) costs at most this many
 # statement timeouts, not one per SKU, while the leader loop waits for the pass (no submission meanwhile)
 STORE_FAILURES_PER_PASS = 3
-# recorded passes read (newest first) to count the stopped ones in a row: past 2**15 retry intervals any period is
-# reached (the retry never waits past ``interval_s``)
-RETRY_STREAK_READ = 16
 
 
 # locks over a whole table of the schema that keep writes out, held or awaited (a waiting ALTER TABLE queues every
@@ -165,24 +167,6 @@ class ReconcilePass:
         }
 
 
-def deferred_steps(detail: dict[str, Any]) -> int:
-    """How many steps a recorded pass (its audit event's detail) skipped, put off to the next pass: SKUs not
-    forecast, SKU-regions not planned, clusters not re-evaluated because the store was blocked or slow."""
-    stages = (detail.get(k) for k in ("forecasts", "proposals", "placements"))
-    return sum(1 for entries in stages if isinstance(entries, list) for e in entries
-               if isinstance(e, dict) and "skipped" in e)  # fmt: skip
-
-
-def stopped_early(detail_json: str) -> bool:
-    """Whether a recorded pass (its audit event's detail) stopped before its end (``stopped``: the store blocked or
-    slow), its rest deferred; an unreadable detail counts as complete."""
-    try:
-        detail = json.loads(detail_json)
-    except ValueError:
-        return False
-    return isinstance(detail, dict) and bool(detail.get("stopped"))
-
-
 class Reconciler:
     """See the module docstring. ``within_days``: the hours ahead (x 24) the loop's forecaster forecasts for the
     procurer (the simulator forecasts its procurement period, 7 days by default); ``forecast_days``: the horizon
@@ -206,8 +190,14 @@ class Reconciler:
         leads: Callable[[], bool] = lambda: True,
         epoch: Callable[[], int | None] = lambda: None,
         retry_s: float = 0.0,
+        deadline_s: float = 0.0,
+        monotonic: Callable[[], float] = time.monotonic,
     ) -> None:
         self.retry_s = retry_s
+        self.deadline_s = deadline_s
+        self._monotonic = monotonic
+        self._deadline_at: float | None = None  # the running pass's deadline (monotonic), None: none
+        self._deferred: set[str] = set()  # the SKUs and clusters the last recorded pass skipped: planned first
         self._streak: tuple[int, int] | None = None  # (id of the newest recorded pass, stopped passes in a row)
         self._blocks = capacity_blocks
         self._leads = leads
@@ -251,36 +241,27 @@ class Reconciler:
         period."""
         if stopped <= 0 or self.retry_s <= 0:
             return interval_s
-        return min(interval_s, self.retry_s * 2.0 ** min(stopped - 1, RETRY_STREAK_READ))
+        return min(interval_s, self.retry_s * 2.0 ** min(stopped - 1, 64))
 
     def recent_passes(self) -> tuple[int | None, int]:
         """When the newest recorded pass (by any process, not after this clock's now: :meth:`last_pass_s`) ran and
         how many of the newest passes in a row stopped early (0: the newest was complete). The leader asks at each
         poll: the passes' details are read only when a new one was recorded since the last question."""
         now_s = self._clock.now_s()
-        recorded = (AuditEventRow.action == "reconciler.pass", AuditEventRow.at_s <= now_s)
-        newest = (AuditEventRow.at_s.desc(), AuditEventRow.id.desc())
         with UnitOfWork(self._engine, write=False) as uow:
-            last = uow.session.execute(select(AuditEventRow.id, AuditEventRow.at_s).where(*recorded)
-                                       .order_by(*newest).limit(1)).first()  # fmt: skip
+            last = newest_pass(uow.session, now_s)
             if last is None:
                 return None, 0
-            if self._streak is not None and self._streak[0] == last.id:
-                return int(last.at_s), self._streak[1]
-            details = uow.session.scalars(select(AuditEventRow.detail_json).where(*recorded).order_by(*newest)
-                                          .limit(RETRY_STREAK_READ)).all()  # fmt: skip
-        stopped = 0
-        for d in details:
-            if not stopped_early(d):
-                break
-            stopped += 1
-        self._streak = (int(last.id), stopped)
-        return int(last.at_s), stopped
+            if self._streak is None or self._streak[0] != last[0]:
+                self._streak = (last[0], stopped_in_a_row(uow.session, now_s))
+        return last[1], self._streak[1]
 
     def run_once(self) -> ReconcilePass:
         """One pass of every stage (blocking: database and provider I/O). Call it on the leader only."""
         now_s = self._clock.now_s()
         out = ReconcilePass(now_s, process_name())
+        self._deadline_at = None if self.deadline_s <= 0 else self._monotonic() + self.deadline_s
+        self._deferred = self._deferred_by_last_pass(now_s)
         try:
             with fenced(self._epoch()):  # every write of the pass commits only while this process's epoch holds
                 self._run(out, now_s)
@@ -308,8 +289,8 @@ class Reconciler:
                 self._answered(out)
         plans = self._procurement.plan_map(now_s // DAY_S * DAY_S)  # where each SKU is planned, on which use
         forecast_ok = set(plans.regions) - set(plans.measured)  # a SKU not used yet has no forecast to make
-        for sku in plans.measured:
-            if out.stopped is not None:  # the store is blocked: the rest is named, not waited for
+        for sku in self._first(plans.measured):
+            if self._over(out):  # the store is blocked or the deadline passed: the rest is named, not waited for
                 out.forecasts.append({"sku": sku, "skipped": out.stopped})
                 continue
             try:
@@ -321,15 +302,15 @@ class Reconciler:
             forecast_ok.add(sku)
             out.forecasts.append({"sku": sku, "method": fc["method"], "history_days": fc["history_days"],
                                   "gap_units": fc["gap_units"]})  # fmt: skip
-        for sku in sorted(forecast_ok):
-            if out.stopped is not None and not out.lead_lost:
+        for sku in self._first(forecast_ok):
+            if self._over(out) and not out.lead_lost:
                 out.proposals.append({"sku": sku, "region": None, "skipped": out.stopped, "created": []})
                 continue
             out.proposals.extend(self._plan_sku(sku, plans, out))
             if out.lead_lost:
                 return
-        for cluster in self._clusters():
-            if out.stopped is not None:
+        for cluster in self._first(self._clusters()):
+            if self._over(out):
                 out.placements.append({"cluster": cluster, "skipped": out.stopped})
                 continue
             try:
@@ -392,6 +373,30 @@ class Reconciler:
             return True
         return bool(n)
 
+    def _over(self, out: ReconcilePass) -> bool:
+        """Whether the pass has stopped (``out.stopped``), stopping it first when it ran past its deadline
+        (``deadline_s``): the steps left are named as skipped, deferred like those of a pass the store stopped."""
+        if out.stopped is None and self._deadline_at is not None and self._monotonic() >= self._deadline_at:
+            out.stopped = (f"deadline: the pass ran past its {self.deadline_s:g} s (plan_pass_deadline_s); the rest "
+                           "is deferred to the next pass")  # fmt: skip
+            log.warning("reconciler pass stopped: %s", out.stopped)
+        return out.stopped is not None
+
+    def _first(self, names: Iterable[str]) -> list[str]:
+        """``names`` sorted, those the last recorded pass skipped first: a pass stopped each time at its deadline
+        (or on the store) still reaches, by turns, every SKU and cluster."""
+        return sorted(names, key=lambda n: (n not in self._deferred, n))
+
+    def _deferred_by_last_pass(self, now_s: int) -> set[str]:
+        """The SKUs and clusters the newest recorded pass (not after ``now_s``) named as skipped; none when the
+        store does not answer (the pass finds out at its own steps)."""
+        try:
+            with UnitOfWork(self._engine, write=False) as uow:
+                return skipped_by_last_pass(uow.session, now_s)
+        except SQLAlchemyError as exc:
+            log.warning("reconciler: the last pass could not be read (%s); planned in name order", failure_reason(exc))
+            return set()
+
     @staticmethod
     def _answered(out: ReconcilePass) -> None:
         """A step the store answered: the run of availability failures is broken."""
@@ -441,7 +446,7 @@ class Reconciler:
             if self._lost_lead(out, f"before planning {sku} in {plan.region}"):
                 break
             entry = {"sku": sku, "region": plan.region, "region_reason": plan.reason, "created": []}
-            if out.stopped is not None:  # the store is blocked: named, not waited for
+            if self._over(out):  # the store is blocked or the deadline passed: named, not waited for
                 entry["skipped"] = out.stopped
                 entries.append(entry)
                 continue

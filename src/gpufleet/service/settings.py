@@ -86,6 +86,16 @@ class Settings(BaseSettings):
         "a row and never more than plan_interval_s; a complete pass puts the cadence back to plan_interval_s. "
         "Default 300 (5 minutes, then 10, 20, ...); 0 = a stopped pass waits plan_interval_s like a complete one.",
     )
+    plan_pass_deadline_s: float = Field(
+        default=900.0,
+        ge=0,
+        le=86_400,
+        allow_inf_nan=False,
+        description="Seconds a planning pass may run: past them it stops before its next step (a SKU's forecast, a "
+        "SKU-region's plan, a cluster's placements), names the rest as skipped in its audit event and is retried "
+        "after plan_retry_s, the skipped SKUs and clusters first. Bounds a pass on a store slow just under the "
+        "statement timeout, during which the leader loop submits nothing. Default 900 (15 minutes); 0 = no deadline.",
+    )
     ingest_grace_h: int = Field(
         default=3,
         ge=0,
