@@ -143,7 +143,7 @@ class AdvisoryLockLeader:
             closes = self._closes
             leading = self._refresh()
             if self._closes != closes:  # close() was called meanwhile (and may have given up waiting): no lead
-                self._give_up()
+                self._drop()  # closing the session releases the lock
                 return False
             return leading
         finally:
@@ -189,22 +189,18 @@ class AdvisoryLockLeader:
         when it ends and answers False (it does not keep, nor take, the lead)."""
         with self._closes_lock:
             self._closes += 1
-        self._leader = False
+        leading, self._leader = self._leader, False
         if not self._mutex.acquire(timeout=self._wait_s):  # a refresh stuck on a silent database ends within this
             log.warning("leader close: a refresh is still under way; it gives the lead up when it ends")
             return
         try:
-            self._give_up()
+            if leading and self._conn is not None:
+                with contextlib.suppress(SQLAlchemyError):  # release now: the session ends asynchronously
+                    self._bounded(self._conn, "SELECT pg_advisory_unlock_all()")
+            self._drop()
             self._engine.dispose()
         finally:
             self._mutex.release()
-
-    def _give_up(self) -> None:
-        """Release the advisory lock now (the session ends asynchronously) and drop the session. Under the mutex."""
-        if self._conn is not None:
-            with contextlib.suppress(SQLAlchemyError):
-                self._bounded(self._conn, "SELECT pg_advisory_unlock_all()")
-        self._drop()
 
     def _session(self) -> Connection:
         if self._conn is None:
