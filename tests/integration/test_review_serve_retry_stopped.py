@@ -168,13 +168,12 @@ def pg_database(tmp_path: Path, pg_reason: str | None) -> Iterator[Database]:
     yield from _make_database("postgres", tmp_path, pg_reason)
 
 
-@pytest.mark.xfail(strict=True, reason="a pass whose SKUs failed on the store's availability waits a whole period")
 @pytest.mark.postgres
 def test_a_pass_whose_skus_failed_on_locked_rows_is_retried_soon(pg_database: Database) -> None:
-    """A pass that goes on past two SKUs each held locked by another session (no table locked: not ``store
-    blocked``, test_review_fence2_blocked.py) reports them with their ``error`` and is recorded: those two SKUs
-    (an order, a shortage) must be tried again after ``plan_retry_s`` as the skipped ones of a stopped pass, not a day
-    later."""
+    """Review (fixed), the defect: a pass that goes on past two SKUs each held locked by another session (no table
+    locked: not ``store blocked``, test_review_fence2_blocked.py) reports them with their ``error`` and is recorded
+    like a complete one: those two SKUs (an order, a shortage) waited a day for their next try. Now the pass records
+    its ``store_failures`` and is retried after ``plan_retry_s`` as a stopped one."""
     engine = make_engine(pg_database.url, statement_timeout_s=1.0)
     clock = FixedClock(NOW_S)
     s = build_services(Settings(db_url=pg_database.url, reconcile_interval_s=30, plan_interval_s=DAY,
@@ -190,6 +189,10 @@ def test_a_pass_whose_skus_failed_on_locked_rows_is_retried_soon(pg_database: Da
         assert done.stopped is None and [p["sku"] for p in done.proposals if "error" in p] == list(SKUS[:2])
         clock.advance(RETRY_S)
         assert s.reconciler.due(DAY, NOW_S - DAY)
+        second = s.reconciler.run_once()  # the rows are free now: a complete pass, the period again
+        assert second.stopped is None and not any("error" in p for p in second.proposals), second.as_dict()
+        clock.advance(RETRY_S)
+        assert not s.reconciler.due(DAY, NOW_S - DAY)
     finally:
         holder.dispose()
         s.leader.close()

@@ -1,5 +1,5 @@
 """What the recorded planning passes (audit events ``reconciler.pass``, :mod:`gpufleet.service.reconciler`) say
-about the next one: the newest pass, how many passes in a row stopped early (the retry's backoff), what the newest one
+about the next one: the newest pass, how many passes in a row were partial (the retry's backoff), what the newest one
 skipped (planned first by the next), how many steps it deferred (``/metrics``). Passes recorded after the reader's
 now (by a process whose clock ran ahead) are not counted."""
 
@@ -34,22 +34,25 @@ def newest_pass(session: Session, now_s: int) -> tuple[int, int] | None:
     return None if row is None else (int(row[0]), int(row[1]))
 
 
-def stopped_early(detail_json: str) -> bool:
-    """Whether a recorded pass (its audit event's detail) stopped before its end (``stopped``: the store blocked or
-    slow, its deadline), its rest deferred; an unreadable detail counts as complete."""
+def partial(detail_json: str) -> bool:
+    """Whether a recorded pass (its audit event's detail) left work to retry soon: it stopped before its end
+    (``stopped``: the store blocked or slow, its deadline; the rest deferred) or some of its steps failed on the
+    store's availability (``store_failures``: rows other sessions held past the statement timeout). A pass whose
+    steps failed otherwise (a refused proposal) is complete: retrying it soon would fail the same way. An unreadable
+    detail counts as complete."""
     detail = _detail(detail_json)
-    return bool(detail.get("stopped"))
+    return bool(detail.get("stopped") or detail.get("store_failures"))
 
 
-def stopped_in_a_row(session: Session, now_s: int) -> int:
-    """How many of the newest recorded passes in a row stopped early (0: the newest was complete), counted over
-    the newest ``RETRY_STREAK_READ``."""
+def partial_in_a_row(session: Session, now_s: int) -> int:
+    """How many of the newest recorded passes in a row were partial (:func:`partial`; 0: the newest was
+    complete), counted over the newest ``RETRY_STREAK_READ``."""
     details = session.scalars(
         select(AuditEventRow.detail_json).where(*_recorded(now_s)).order_by(*_NEWEST).limit(RETRY_STREAK_READ)
     ).all()
     n = 0
     for d in details:
-        if not stopped_early(d):
+        if not partial(d):
             break
         n += 1
     return n

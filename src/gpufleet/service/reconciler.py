@@ -39,14 +39,15 @@ Each pass is one audit event ``reconciler.pass`` naming the process that ran it 
 stage decided. A failing step (a SKU, a SKU-region, a cluster, the provider stage, the Capacity Block purchases) is
 reported with its reason (``error``) and does not stop the others, whatever it failed on: a refused proposal, a
 provider answer the adapter cannot read, or a database error of its own (a row another session holds locked past the
-statement timeout); the pass is recorded, so the next one waits for its period instead of re-running every SKU at
-each poll. A store that blocks every step (a lock over a whole table: an index build, an admin's ``LOCK TABLE``; the
+statement timeout); the pass is recorded, so the next one waits instead of re-running every SKU at each poll: its
+period, or ``retry_s`` (``plan_retry_s``) when steps failed on the store's availability (``store_failures`` in its
+audit event: those steps are transient). A store that blocks every step (a lock over a whole table: an index build, an admin's ``LOCK TABLE``; the
 connection lost) is noticed after ``BLOCKED_AFTER`` steps in a row fail on its availability and, on PostgreSQL,
 another session holds or awaits a lock over one of the schema's tables (``pg_locks``; else the failures were rows
 other sessions hold, two SKUs each locked by a stalled request, and the pass goes on): the pass stops there
 (``stopped``: ``store blocked: ...``), names the remaining SKUs and clusters as ``skipped`` instead of waiting a
 statement timeout for each, and is recorded; the background cadence (:meth:`Reconciler.due`) tries the next pass
-after ``retry_s`` (``plan_retry_s``, doubled for each stopped pass in a row, at most the period) instead of a whole
+after ``retry_s`` (``plan_retry_s``, doubled for each such partial pass in a row, at most the period) instead of a whole
 period (``gpufleet reconcile --once`` re-runs it at once). A
 store that is slow rather than locked (every write waits past the statement timeout, no table locked: an overloaded
 disk) would still cost one statement timeout per SKU, the leader loop waiting meanwhile (no submission): at
@@ -87,7 +88,7 @@ from gpufleet.service.auth import Actor, Role
 from gpufleet.service.binpack import BinpackService
 from gpufleet.service.capacity import CapacityService
 from gpufleet.service.clock import Clock
-from gpufleet.service.pass_records import newest_pass, skipped_by_last_pass, stopped_in_a_row
+from gpufleet.service.pass_records import newest_pass, partial_in_a_row, skipped_by_last_pass
 from gpufleet.service.plan_regions import PlanMap
 from gpufleet.service.procurement import ProcurementService
 from gpufleet.service.reservations import ReservationService
@@ -157,6 +158,8 @@ class ReconcilePass:
     def as_dict(self) -> dict[str, Any]:
         return {
             **({} if self.stopped is None else {"stopped": self.stopped}),
+            # steps failed on the store's availability: the pass is retried after ``plan_retry_s``
+            **({"store_failures": self.store_failures_in_pass} if self.store_failures_in_pass else {}),
             "at_s": self.at_s,
             "process": self.process,
             "provider": self.provider,
@@ -198,7 +201,7 @@ class Reconciler:
         self._monotonic = monotonic
         self._deadline_at: float | None = None  # the running pass's deadline (monotonic), None: none
         self._deferred: set[str] = set()  # the SKUs and clusters the last recorded pass skipped: planned first
-        self._streak: tuple[int, int] | None = None  # (id of the newest recorded pass, stopped passes in a row)
+        self._streak: tuple[int, int] | None = None  # (id of the newest recorded pass, partial passes in a row)
         self._blocks = capacity_blocks
         self._leads = leads
         self._epoch = epoch
@@ -227,25 +230,26 @@ class Reconciler:
     def due(self, interval_s: float, leading_since_s: int) -> bool:
         """Whether a background pass is due: the last recorded pass is ``interval_s`` old (the cadence survives
         restarts and failovers), or, with none recorded yet, this process has led for ``interval_s`` (a fresh
-        installation is not planned for before it has been watched for one period). A recorded pass that stopped
-        early (``stopped``: the store blocked or slow, its rest named as skipped) is followed sooner: after
-        :meth:`wait_after` it, ``retry_s`` doubled for each stopped pass in a row, at most ``interval_s``."""
-        last_s, stopped = self.recent_passes()
+        installation is not planned for before it has been watched for one period). A recorded pass that was
+        partial (:func:`~gpufleet.service.pass_records.partial`: stopped early, its rest named as skipped, or steps
+        failed on the store's availability) is followed sooner: after :meth:`wait_after` it, ``retry_s`` doubled for
+        each partial pass in a row, at most ``interval_s``."""
+        last_s, partial = self.recent_passes()
         if last_s is None:
             return self._clock.now_s() - leading_since_s >= interval_s
-        return self._clock.now_s() - last_s >= self.wait_after(interval_s, stopped)
+        return self._clock.now_s() - last_s >= self.wait_after(interval_s, partial)
 
-    def wait_after(self, interval_s: float, stopped: int) -> float:
-        """Seconds from the last recorded pass to the next, after ``stopped`` stopped passes in a row: the period
-        when the last pass was complete (or ``retry_s`` is 0), else ``retry_s * 2 ** (stopped - 1)``, at most the
+    def wait_after(self, interval_s: float, partial: int) -> float:
+        """Seconds from the last recorded pass to the next, after ``partial`` partial passes in a row: the period
+        when the last pass was complete (or ``retry_s`` is 0), else ``retry_s * 2 ** (partial - 1)``, at most the
         period."""
-        if stopped <= 0 or self.retry_s <= 0:
+        if partial <= 0 or self.retry_s <= 0:
             return interval_s
-        return min(interval_s, self.retry_s * 2.0 ** min(stopped - 1, 64))
+        return min(interval_s, self.retry_s * 2.0 ** min(partial - 1, 64))
 
     def recent_passes(self) -> tuple[int | None, int]:
         """When the newest recorded pass (by any process, not after this clock's now: :meth:`last_pass_s`) ran and
-        how many of the newest passes in a row stopped early (0: the newest was complete). The leader asks at each
+        how many of the newest passes in a row were partial (0: the newest was complete). The leader asks at each
         poll: the passes' details are read only when a new one was recorded since the last question."""
         now_s = self._clock.now_s()
         with UnitOfWork(self._engine, write=False) as uow:
@@ -253,7 +257,7 @@ class Reconciler:
             if last is None:
                 return None, 0
             if self._streak is None or self._streak[0] != last[0]:
-                self._streak = (last[0], stopped_in_a_row(uow.session, now_s))
+                self._streak = (last[0], partial_in_a_row(uow.session, now_s))
         return last[1], self._streak[1]
 
     def run_once(self) -> ReconcilePass:

@@ -81,10 +81,11 @@ class Settings(BaseSettings):
         ge=0,
         le=86_400,
         allow_inf_nan=False,
-        description="Seconds after a planning pass that stopped early (the store blocked or slow: the SKUs and "
-        "clusters it skipped named in its audit event) before the next is tried, doubled for each stopped pass in "
+        description="Seconds after a partial planning pass (stopped early: the store blocked or slow, its deadline, "
+        "the SKUs and clusters it skipped named in its audit event; or steps failed on the store's availability: "
+        "rows other sessions held) before the next is tried, doubled for each partial pass in "
         "a row and never more than plan_interval_s; a complete pass puts the cadence back to plan_interval_s. "
-        "Default 300 (5 minutes, then 10, 20, ...); 0 = a stopped pass waits plan_interval_s like a complete one.",
+        "Default 300 (5 minutes, then 10, 20, ...); 0 = a partial pass waits plan_interval_s like a complete one.",
     )
     plan_pass_deadline_s: float = Field(
         default=900.0,
