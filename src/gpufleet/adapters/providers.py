@@ -19,7 +19,7 @@ import hashlib
 import threading
 import time
 from collections import deque
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal, Protocol, runtime_checkable
 
@@ -104,6 +104,24 @@ class OrderState:
     refusal: ProviderRefused | None = None
     warning: str = ""
     ended: str = ""
+
+
+def cancel_undelivered(
+    cancel: Callable[[], object], oid: str, word: str, found: str, warning: str, *, verb: str = "cancel", note: str = ""
+) -> OrderState:
+    """End an order still pending at its recorded term's end (``found``: what the provider holds): whatever it would
+    deliver later is outside the approved term, so ``cancel()`` it. Refused or unanswered: still ``pending``, the
+    failure (with ``note``, e.g. what a person must accept) added to the warning, tried again on each pass."""
+    try:
+        cancel()
+    except (ProviderRefused, ProviderTimeout) as exc:
+        said = exc.code if isinstance(exc, ProviderRefused) else "unanswered"
+        failed = f"{found}; gpufleet's {verb} failed ({said}){note}: tried again on each pass"
+        return OrderState(oid, "pending", word, f"term over, {verb} failed",
+                          warning="; ".join(w for w in (warning, failed) if w))  # fmt: skip
+    done = "deleted" if verb == "delete" else "cancelled"
+    return OrderState(oid, "cancelled", word, "never delivered within the recorded term: cancelled by gpufleet",
+                      warning=warning, ended=f"{found}: {done} by gpufleet")  # fmt: skip
 
 
 @dataclass(frozen=True, slots=True)

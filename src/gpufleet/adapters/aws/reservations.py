@@ -30,6 +30,7 @@ from gpufleet.adapters.providers import (
     ProviderOrder,
     ProviderRefused,
     ProviderTimeout,
+    cancel_undelivered,
 )
 from gpufleet.domain.reservations import term_seconds
 
@@ -212,16 +213,9 @@ class AwsCapacityReservations:
         start = cr.get("StartDate")
         found = (f"never delivered within the recorded term (ended {ts(record.end_s).isoformat()}): {word[:40]}, "
                  f"StartDate {start.isoformat() if isinstance(start, datetime) else str(start)[:40]}")  # fmt: skip
-        try:
-            self.cancel(region, cid)
-        except (ProviderRefused, ProviderTimeout) as exc:
-            said = exc.code if isinstance(exc, ProviderRefused) else "unanswered"
-            quote = " (EC2 cancels a scheduled one only against a cancellation quote: charges a person accepts)"
-            failed = f"{found}; gpufleet's cancel failed ({said}){quote if word == 'scheduled' else ''}: tried again"
-            return OrderState(cid, "pending", word, "term over, cancel failed",
-                              warning="; ".join(w for w in (warning, failed) if w))  # fmt: skip
-        return OrderState(cid, "cancelled", word, "never delivered within the recorded term: cancelled by gpufleet",
-                          warning=warning, ended=f"{found}: cancelled by gpufleet")  # fmt: skip
+        quote = " (EC2 cancels a scheduled one only against a cancellation quote: charges a person accepts)"
+        return cancel_undelivered(lambda: self.cancel(region, cid), cid, word, found, warning,
+                                  note=quote if word == "scheduled" else "")  # fmt: skip
 
     # ---- beyond the port ----------------------------------------------------------------------------------
     def modify(

@@ -59,6 +59,7 @@ from gpufleet.adapters.providers import (
     ProviderOrder,
     ProviderRefused,
     ProviderTimeout,
+    cancel_undelivered,
 )
 from gpufleet.adapters.resource_names import resource_name
 from gpufleet.domain.reservations import term_seconds
@@ -238,15 +239,7 @@ class AzureCapacityReservations:
         start = ((got.get("properties") or {}).get("scheduleProfile") or {}).get("start")
         found = (f"never delivered within the recorded term (ended {_date(record.end_s).isoformat()}): {word[:40]}, "
                  f"scheduleProfile.start {str(start)[:40]}")  # fmt: skip
-        try:
-            self.cancel(oid)
-        except (ProviderRefused, ProviderTimeout) as exc:
-            said = exc.code if isinstance(exc, ProviderRefused) else "unanswered"
-            failed = f"{found}; gpufleet's delete failed ({said}): tried again on each pass"
-            return OrderState(oid, "pending", word, "term over, delete failed",
-                              warning="; ".join(w for w in (warning, failed) if w))  # fmt: skip
-        return OrderState(oid, "cancelled", word, "never delivered within the recorded term: cancelled by gpufleet",
-                          warning=warning, ended=f"{found}: deleted by gpufleet")  # fmt: skip
+        return cancel_undelivered(lambda: self.cancel(oid), oid, word, found, warning, verb="delete")
 
     # ---- beyond the port ----------------------------------------------------------------------------------
     def cancel(self, order_id: str) -> None:

@@ -78,6 +78,7 @@ from gpufleet.adapters.providers import (
     ProviderOrder,
     ProviderRefused,
     ProviderTimeout,
+    cancel_undelivered,
 )
 from gpufleet.adapters.resource_names import resource_name
 from gpufleet.domain.reservations import term_seconds
@@ -325,15 +326,7 @@ class GcpReservations:
     def _cancel_undelivered(self, oid: str, word: str, found: str, warning: str) -> OrderState:
         """Cancel a future reservation still pending at the recorded term's end (``found``: what GCP holds). One
         GCP will not cancel (PROVISIONING) or no answer: still pending, said in the warning, tried on each pass."""
-        try:
-            self.cancel(oid)
-        except (ProviderRefused, ProviderTimeout) as exc:
-            said = exc.code if isinstance(exc, ProviderRefused) else "unanswered"
-            failed = f"{found}; gpufleet's cancel failed ({said}): tried again on each pass"
-            return OrderState(oid, "pending", word, "term over, cancel failed",
-                              warning="; ".join(w for w in (warning, failed) if w))  # fmt: skip
-        return OrderState(oid, "cancelled", word, "never delivered within the recorded term: cancelled by gpufleet",
-                          warning=warning, ended=f"{found}: cancelled by gpufleet")  # fmt: skip
+        return cancel_undelivered(lambda: self.cancel(oid), oid, word, found, warning)
 
     def _autos(self, zone: str, got: dict[str, Any]) -> dict[str, dict[str, Any]]:
         """A future reservation's auto-created reservations that exist (``status.autoCreatedReservations``: what GCP
