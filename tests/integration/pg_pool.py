@@ -31,6 +31,7 @@ from sqlalchemy import Connection, Engine, create_engine, text
 from gpufleet.adapters.sql import migrate
 from gpufleet.adapters.sql.engine import make_engine
 from gpufleet.adapters.sql.roles import role_names
+from gpufleet.service.leader import LOCK_NAME
 
 _CATALOG = """
 WITH s AS (SELECT oid, nspowner, nspacl FROM pg_namespace WHERE nspname = :schema),
@@ -129,7 +130,7 @@ class SchemaPool:
                 untouched = not any(_has_rows(conn, fresh.schema, t) for t in fresh.emptied) and all(
                     _digest(conn, fresh.schema, t) == digest for t, (digest, _) in fresh.seeded.items()
                 )
-            if untouched:
+            if untouched and self._leader_lock_free(fresh.schema):
                 self._out[fresh.schema] = fresh
                 self.reused += 1
                 return fresh.schema
@@ -154,7 +155,7 @@ class SchemaPool:
     def give_back(self, schema: str) -> None:
         fresh = self._out.pop(schema)
         try:
-            reusable = self._empty(fresh)
+            reusable = self._empty(fresh) and self._leader_lock_free(schema)
         except Exception:
             reusable = False
         if reusable:
@@ -218,6 +219,20 @@ class SchemaPool:
                         text("SELECT setval(CAST(:seq AS regclass), :last, :called)"),
                         {"seq": f"{_q(schema)}.{_q(seq)}", "last": last, "called": called},
                     )
+        return True
+
+    def _leader_lock_free(self, schema: str) -> bool:
+        """Whether no session holds the schema's leader lock (``service/leader.py``: a session-level advisory lock
+        keyed by the schema's name, so it outlives the schema's rows). A test that left a leader's session open (or
+        one still closing) would make the next test on a recycled schema lose the lead it expects: such a schema is
+        dropped instead (a new name, a new key)."""
+        key = "hashtextextended(CAST(:name AS text) || CAST(:schema AS text), 0)"
+        with self._engine().connect() as conn:
+            if not conn.execute(
+                text(f"SELECT pg_try_advisory_lock({key})"), {"name": LOCK_NAME, "schema": schema}
+            ).scalar_one():
+                return False
+            conn.execute(text(f"SELECT pg_advisory_unlock({key})"), {"name": LOCK_NAME, "schema": schema})
         return True
 
     def _drop(self, schema: str) -> None:

@@ -7,8 +7,9 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pytest
-from sqlalchemy import Connection, text
+from sqlalchemy import Connection, create_engine, text
 
+from gpufleet.service.leader import LOCK_NAME
 from tests.integration.conftest import PG_ADMIN_URL, drop_store_roles
 from tests.integration.pg_pool import SchemaPool
 
@@ -127,3 +128,23 @@ def test_a_row_written_after_the_schema_was_given_back_makes_it_dropped(pool: Sc
     assert pool.take() != schema
     with pool._engine().connect() as conn:
         assert not _exists(conn, schema)
+
+
+def test_a_schema_whose_leader_lock_a_session_still_holds_is_dropped_not_handed_out(pool: SchemaPool) -> None:
+    """The leader lock is a session-level advisory lock keyed by the schema's name (service/leader.py), so it
+    outlives the schema's rows: a test that left a leader's session open made the next test on the recycled schema
+    lose the lead it expected (seen once: a reconcile pass 'lost the lead before planning' its first SKU). Such a
+    schema is dropped; the next test gets a new name, hence a new key."""
+    schema = pool.take()
+    holder = create_engine(PG_ADMIN_URL)
+    try:
+        with holder.connect() as leader:
+            key = "hashtextextended(CAST(:name AS text) || CAST(:schema AS text), 0)"
+            args = {"name": LOCK_NAME, "schema": schema}
+            assert leader.execute(text(f"SELECT pg_try_advisory_lock({key})"), args).scalar_one()
+            pool.give_back(schema)
+            with pool._engine().connect() as conn:
+                assert not _exists(conn, schema)
+    finally:
+        holder.dispose()
+    assert pool.take() != schema and (pool.created, pool.reused) == (2, 0)
